@@ -1,0 +1,12 @@
+//! `proctor doctor`: not implemented yet.
+
+use std::process::ExitCode;
+
+/// Arguments of `proctor doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    eprintln!("proctor doctor: not implemented yet");
+    Ok(ExitCode::from(2))
+}

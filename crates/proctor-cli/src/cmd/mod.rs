@@ -1,0 +1,8 @@
+//! One module per subcommand; each exposes `Args` (clap derive) and `run(Args)`.
+
+pub mod bench;
+pub mod doctor;
+pub mod snapshot;
+pub mod statsd;
+pub mod strace;
+pub mod tree;

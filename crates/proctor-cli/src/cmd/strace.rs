@@ -1,0 +1,12 @@
+//! `proctor strace`: not implemented yet.
+
+use std::process::ExitCode;
+
+/// Arguments of `proctor strace`.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    eprintln!("proctor strace: not implemented yet");
+    Ok(ExitCode::from(2))
+}

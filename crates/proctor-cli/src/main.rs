@@ -1,0 +1,57 @@
+//! The `proctor` binary: argument parsing and one module per subcommand.
+//!
+//! `main` stays thin: it parses arguments, hands them to the subcommand's `run`, and turns the
+//! result into an exit code. Data goes to stdout, logs and errors to stderr.
+
+mod cmd;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A Linux monitor that never becomes the load.
+#[derive(Debug, Parser)]
+#[command(name = "proctor", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Host, container and the top processes, from two samples one interval apart.
+    Snapshot(cmd::snapshot::Args),
+    /// A process tree with per-process rows and the total.
+    Tree(cmd::tree::Args),
+    /// Self-check: how expensive /proc is here, CPU-count truth, cgroups, permissions.
+    Doctor(cmd::doctor::Args),
+    /// collectl's method: N samples at interval 0, reporting the cost per sample and per process.
+    Bench(cmd::bench::Args),
+    /// Analyze strace logs: per-syscall wall-time histograms and their peaks.
+    Strace(cmd::strace::Args),
+    /// A statsd server that keeps its packets and counts what it loses.
+    Statsd(cmd::statsd::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Snapshot(args) => cmd::snapshot::run(args),
+        Command::Tree(args) => cmd::tree::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Strace(args) => cmd::strace::run(args),
+        Command::Statsd(args) => cmd::statsd::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            if output::is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("proctor: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! proctor-model: see ARCHITECTURE.md.

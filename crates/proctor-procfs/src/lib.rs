@@ -1,0 +1,1 @@
+//! proctor-procfs: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! proctor-sampler: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! statsd parser, aggregator and server (issue #4): not implemented yet.

@@ -1,0 +1,1 @@
+//! strace log parser and analyzer (issue #6): not implemented yet.
