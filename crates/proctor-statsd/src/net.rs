@@ -1,0 +1,313 @@
+//! Datagram sockets for the receive path: binding with `SO_REUSEPORT`, sizing `SO_RCVBUF`,
+//! asking the kernel for its drop counter (`SO_RXQ_OVFL`), and a batched `recvmmsg` reader.
+//!
+//! This is the only unsafe code in the crate, kept to thin libc calls. It does not parse or
+//! aggregate: the reader copies datagrams into a [`RawBatch`] and returns.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Datagrams copied out of the kernel in one `recvmmsg`, ready for a parser thread.
+#[derive(Debug, Default)]
+pub struct RawBatch {
+    pub data: Vec<u8>,
+    /// End offset of each packet in `data`.
+    pub ends: Vec<u32>,
+}
+
+impl RawBatch {
+    pub fn with_capacity(bytes: usize, packets: usize) -> Self {
+        RawBatch { data: Vec::with_capacity(bytes), ends: Vec::with_capacity(packets) }
+    }
+
+    pub fn push(&mut self, packet: &[u8]) {
+        self.data.extend_from_slice(packet);
+        self.ends.push(self.data.len() as u32);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn packets(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0usize;
+        self.ends.iter().map(move |end| {
+            let packet = &self.data[start..*end as usize];
+            start = *end as usize;
+            packet
+        })
+    }
+}
+
+/// How the receive buffer request turned out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RcvbufOutcome {
+    pub requested_bytes: usize,
+    /// What `getsockopt(SO_RCVBUF)` reports: Linux doubles the request for its bookkeeping,
+    /// so this is compared with twice the request.
+    pub applied_bytes: usize,
+    /// `SO_RCVBUFFORCE` (needs `CAP_NET_ADMIN`) got past `net.core.rmem_max`.
+    pub forced: bool,
+}
+
+impl RcvbufOutcome {
+    /// True when `net.core.rmem_max` capped the request and forcing did not help.
+    pub fn capped(&self) -> bool {
+        self.applied_bytes < self.requested_bytes.saturating_mul(2)
+    }
+}
+
+fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: `value` outlives the call and the length matches its type.
+    let rc = unsafe {
+        libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size_of::<i32>() as libc::socklen_t)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: i32 = 0;
+    let mut len = size_of::<i32>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are valid for writes of the sizes given.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Requests `bytes` of receive buffer: plain `SO_RCVBUF` first, and `SO_RCVBUFFORCE` when
+/// `net.core.rmem_max` capped that (it succeeds only with `CAP_NET_ADMIN`).
+pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> io::Result<RcvbufOutcome> {
+    let request = bytes.min(i32::MAX as usize / 2) as i32;
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, request)?;
+    let mut outcome = RcvbufOutcome {
+        requested_bytes: request as usize,
+        applied_bytes: getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize,
+        forced: false,
+    };
+    if outcome.capped() && setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, request).is_ok() {
+        outcome.applied_bytes = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize;
+        outcome.forced = true;
+    }
+    Ok(outcome)
+}
+
+/// Asks the kernel to attach its cumulative drop count for this socket to every datagram.
+pub fn enable_rxq_ovfl(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
+}
+
+/// Binds a UDP socket, with `SO_REUSEPORT` set before `bind` when asked, so several sockets
+/// (one reader thread each) can share a port and the kernel spreads senders across them.
+pub fn bind_udp(address: SocketAddr, reuseport: bool) -> io::Result<UdpSocket> {
+    let domain = if address.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: plain socket(2); the fd is owned immediately below.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    if reuseport {
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    }
+    let (storage, len) = sockaddr(address);
+    // SAFETY: `storage` holds a valid sockaddr of `len` bytes.
+    let rc = unsafe { libc::bind(fd, (&storage as *const libc::sockaddr_storage).cast(), len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(UdpSocket::from(owned))
+}
+
+fn sockaddr(address: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: an all-zero sockaddr_storage is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+    match address {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is large enough and suitably aligned for sockaddr_in.
+            let sin = unsafe { &mut *(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) };
+            (storage, size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_addr = libc::in6_addr { s6_addr: v6.ip().octets() };
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_scope_id = v6.scope_id();
+            (storage, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
+}
+
+/// Space for one `SO_RXQ_OVFL` control message (a `u32`), generously aligned.
+const CONTROL_BYTES: usize = 64;
+
+/// What one `recvmmsg` call produced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchInfo {
+    pub packets: usize,
+    pub bytes: usize,
+    /// Datagrams longer than the slot, cut (`MSG_TRUNC`): counted, their lines still parsed.
+    pub truncated: usize,
+    /// The kernel's cumulative drop count for the socket, when it sent one.
+    pub kernel_drops: Option<u32>,
+}
+
+/// A batched datagram reader over any datagram socket (UDP or Unix).
+///
+/// It owns `slots` buffers of `slot_bytes` each and the `mmsghdr` array pointing into them;
+/// the pointers target heap memory that never moves, so the reader itself may move.
+pub struct BatchReader {
+    fd: RawFd,
+    buffers: Vec<u8>,
+    control: Vec<u8>,
+    iovecs: Vec<libc::iovec>,
+    headers: Vec<libc::mmsghdr>,
+    slot_bytes: usize,
+}
+
+impl std::fmt::Debug for BatchReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchReader").field("fd", &self.fd).field("slots", &self.headers.len()).finish()
+    }
+}
+
+impl BatchReader {
+    /// `fd` must stay open for as long as the reader is used.
+    pub fn new(fd: RawFd, slots: usize, slot_bytes: usize) -> Self {
+        let slots = slots.max(1);
+        let mut reader = BatchReader {
+            fd,
+            buffers: vec![0; slots * slot_bytes],
+            control: vec![0; slots * CONTROL_BYTES],
+            // SAFETY (both): all-zero iovec and mmsghdr are valid (null pointers, zero lengths).
+            iovecs: (0..slots).map(|_| unsafe { zeroed() }).collect(),
+            headers: (0..slots).map(|_| unsafe { zeroed() }).collect(),
+            slot_bytes,
+        };
+        for slot in 0..slots {
+            reader.iovecs[slot].iov_base = reader.buffers[slot * slot_bytes..].as_mut_ptr().cast();
+            reader.iovecs[slot].iov_len = slot_bytes;
+        }
+        for slot in 0..slots {
+            let header = &mut reader.headers[slot].msg_hdr;
+            header.msg_iov = &mut reader.iovecs[slot];
+            header.msg_iovlen = 1;
+        }
+        reader
+    }
+
+    /// Blocks until at least one datagram is there, then takes up to `slots` without waiting
+    /// further (`MSG_WAITFORONE`), appending them to `batch`.
+    pub fn read(&mut self, batch: &mut RawBatch) -> io::Result<BatchInfo> {
+        for (slot, header) in self.headers.iter_mut().enumerate() {
+            header.msg_hdr.msg_control = self.control[slot * CONTROL_BYTES..].as_mut_ptr().cast();
+            header.msg_hdr.msg_controllen = CONTROL_BYTES as _;
+            header.msg_hdr.msg_flags = 0;
+            header.msg_len = 0;
+        }
+        // SAFETY: every header points at live buffers of the lengths it states.
+        let received = unsafe {
+            libc::recvmmsg(
+                self.fd,
+                self.headers.as_mut_ptr(),
+                self.headers.len() as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if received < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut info = BatchInfo::default();
+        for slot in 0..received as usize {
+            let header = &self.headers[slot];
+            let len = (header.msg_len as usize).min(self.slot_bytes);
+            if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                info.truncated += 1;
+            }
+            if let Some(drops) = rxq_ovfl(&header.msg_hdr) {
+                info.kernel_drops = Some(drops);
+            }
+            let start = slot * self.slot_bytes;
+            batch.push(&self.buffers[start..start + len]);
+            info.packets += 1;
+            info.bytes += len;
+        }
+        Ok(info)
+    }
+}
+
+fn rxq_ovfl(header: &libc::msghdr) -> Option<u32> {
+    let mut found = None;
+    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within controllen.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(header);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SO_RXQ_OVFL {
+                found = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()));
+            }
+            cmsg = libc::CMSG_NXTHDR(header, cmsg);
+        }
+    }
+    found
+}
+
+/// Wakes a thread blocked in `recvmmsg`/`accept` on this socket: Linux returns from a blocked
+/// receive once the socket is shut down for reading, even an unconnected UDP socket.
+pub fn shutdown_read(socket: &impl AsRawFd) {
+    // SAFETY: shutdown(2) on a descriptor we still own; failure (ENOTCONN on unconnected UDP,
+    // after the wake-up has happened) is expected and harmless.
+    unsafe {
+        libc::shutdown(socket.as_raw_fd(), libc::SHUT_RD);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bind_udp, enable_rxq_ovfl, BatchReader, RawBatch};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn batch_reader_reads_several_datagrams_at_once() {
+        let socket = bind_udp("127.0.0.1:0".parse().expect("addr"), true).expect("bind");
+        enable_rxq_ovfl(socket.as_raw_fd()).expect("rxq_ovfl");
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind sender");
+        let target = socket.local_addr().expect("addr");
+        for packet in ["a:1|c", "b:2|c", &"x".repeat(100)] {
+            sender.send_to(packet.as_bytes(), target).expect("send");
+        }
+        let mut reader = BatchReader::new(socket.as_raw_fd(), 8, 64);
+        let mut batch = RawBatch::default();
+        let mut truncated = 0;
+        while batch.len() < 3 {
+            let info = reader.read(&mut batch).expect("read");
+            truncated += info.truncated;
+            // The kernel attaches SO_RXQ_OVFL only once the socket has dropped something.
+            assert_eq!(info.kernel_drops.unwrap_or(0), 0);
+        }
+        let packets: Vec<&[u8]> = batch.packets().collect();
+        assert_eq!(packets[0], b"a:1|c");
+        assert_eq!(packets[1], b"b:2|c");
+        assert_eq!(packets[2].len(), 64);
+        assert_eq!(truncated, 1);
+    }
+}
