@@ -8,7 +8,7 @@
 //! count next to packets received. It never touches the sockets the metrics come from.
 
 use std::fmt::Write as _;
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ fn connection(stream: TcpStream, shared: &Shared, shutdown: &Shutdown) {
         };
         line.clear();
         if let Some(reply) = reply {
-            if server::write_all(&mut writer, &reply).is_err() {
+            if writer.write_all(reply.as_bytes()).is_err() {
                 return;
             }
         }

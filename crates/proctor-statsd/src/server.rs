@@ -17,7 +17,7 @@
 //! The server takes sockets already bound and a [`Shutdown`]; it binds nothing itself and does
 //! not install signal handlers, so a host process (`proctor serve`) can embed it.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixDatagram;
@@ -245,7 +245,6 @@ fn unix_seconds() -> u64 {
 #[derive(Debug)]
 pub struct Server {
     shared: Arc<Shared>,
-    shutdown: Shutdown,
     /// Clones of the sockets, used only to wake their blocked readers at shutdown.
     wake: Vec<OwnedFd>,
     receivers: Vec<JoinHandle<()>>,
@@ -312,7 +311,6 @@ impl Server {
         });
         let mut server = Server {
             shared: Arc::clone(&shared),
-            shutdown: shutdown.clone(),
             wake: Vec::new(),
             receivers: Vec::new(),
             parsers: Vec::new(),
@@ -408,7 +406,6 @@ impl Server {
         for thread in self.shard_threads.drain(..) {
             let _ = thread.join();
         }
-        let _ = &self.shutdown;
     }
 }
 
@@ -449,7 +446,7 @@ fn datagram_loop(
                 continue;
             }
         };
-        if info.packets == 0 || shutdown.is_triggered() {
+        if info.packets == 0 {
             // Zero datagrams means the socket was shut down for reading.
             if shutdown.is_triggered() {
                 return;
@@ -467,6 +464,11 @@ fn datagram_loop(
             Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) => {
                 counters.ingress_dropped_packets.fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
+        }
+        // The batch in hand is handed on first; datagrams still queued in the kernel at
+        // shutdown are not read (a restart loses them, as it would with any server).
+        if shutdown.is_triggered() {
+            return;
         }
     }
 }
@@ -876,8 +878,4 @@ pub(crate) fn read_command(reader: &mut BufReader<TcpStream>, line: &mut String,
             Err(_) => return None,
         }
     }
-}
-
-pub(crate) fn write_all(stream: &mut TcpStream, text: &str) -> io::Result<()> {
-    stream.write_all(text.as_bytes())
 }
