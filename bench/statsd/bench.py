@@ -60,9 +60,11 @@ class Server:
     def received(self):
         return self.received_fn(admin(self.mgmt, self.received_fn.command))
 
-    def kernel_drops(self):
-        m = re.search(r"proctor.kernel_dropped_packets: (\d+)", admin(self.mgmt, "stats"))
-        return int(m.group(1)) if m else None
+    def drops(self):
+        text = admin(self.mgmt, "stats")
+        found = [re.search(rf"proctor.{name}: (\d+)", text) for name in
+                 ("kernel_dropped_packets", "queue_dropped_packets", "shard_queue_dropped_metrics")]
+        return [int(m.group(1)) for m in found]
 
     def stop(self):
         # Only the process this script started, by PID.
@@ -126,13 +128,14 @@ def measure(contender, packets, rate):
                 break
             time.sleep(0.05)
         cpu = cpu_at_change - cpu0
-        drops = server.kernel_drops() if contender.startswith("proctor") else None
+        drops = server.drops() if contender.startswith("proctor") else [None, None, None]
         drain_seconds = max(last_change - t0, 1e-9)
         return {
             "contender": contender, "packets": packets, "target_rate": rate,
             "sent": sent["sent"], "send_rate": sent["rate"], "received": last,
             "received_pct": 100.0 * last / sent["sent"], "drain_rate": last / drain_seconds,
-            "cpu_seconds": cpu, "cpu_per_million": cpu / max(last / 1e6, 1e-9), "kernel_drops": drops,
+            "cpu_seconds": cpu, "cpu_per_million": cpu / max(last / 1e6, 1e-9), "kernel_drops": drops[0],
+            "queue_drops": drops[1], "shard_drops": drops[2],
         }
     finally:
         server.stop()
@@ -154,13 +157,14 @@ def main():
             print(json.dumps(results[-1]), flush=True)
     print(f"# load after: {open('/proc/loadavg').read().strip()}", flush=True)
     print()
-    print("| contender | packets | target pkt/s | sent pkt/s | received % | drain pkt/s | CPU s | CPU s / M pkts | kernel drops |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| contender | packets | target pkt/s | sent pkt/s | received % | drain pkt/s | CPU s | CPU s / M pkts | kernel drops | queue drops |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         rate = "full" if r["target_rate"] == 0 else f"{r['target_rate']:,}"
         drops = "" if r["kernel_drops"] is None else f"{r['kernel_drops']:,}"
+        queue = "" if r["queue_drops"] is None else f"{r['queue_drops'] + r['shard_drops']:,}"
         print(f"| {r['contender']} | {r['packets']:,} | {rate} | {r['send_rate']:,.0f} | {r['received_pct']:.2f} | "
-              f"{r['drain_rate']:,.0f} | {r['cpu_seconds']:.2f} | {r['cpu_per_million']:.2f} | {drops} |")
+              f"{r['drain_rate']:,.0f} | {r['cpu_seconds']:.2f} | {r['cpu_per_million']:.2f} | {drops} | {queue} |")
     out = os.path.join(ROOT, "bench/out")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"statsd-{int(time.time())}.json"), "w") as f:

@@ -1,5 +1,10 @@
 //! Datagram sockets for the receive path: binding with `SO_REUSEPORT`, sizing `SO_RCVBUF`,
-//! asking the kernel for its drop counter (`SO_RXQ_OVFL`), and a batched `recvmmsg` reader.
+//! a batched `recvmmsg` reader, and the kernel's per-socket drop counter.
+//!
+//! Kernel drops are read from the `drops` column of `/proc/net/udp` (by socket inode) when
+//! someone asks, rather than from `SO_RXQ_OVFL`: the control message costs work on every
+//! datagram and only arrives with the next datagram after a drop, while the `/proc` column is
+//! exact at any time and costs nothing on the hot path.
 //!
 //! This is the only unsafe code in the crate, kept to thin libc calls. It does not parse or
 //! aggregate: the reader copies datagrams into a [`RawBatch`] and returns.
@@ -104,11 +109,6 @@ pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> io::Result<RcvbufOutcome> {
     Ok(outcome)
 }
 
-/// Asks the kernel to attach its cumulative drop count for this socket to every datagram.
-pub fn enable_rxq_ovfl(fd: RawFd) -> io::Result<()> {
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
-}
-
 /// Binds a UDP socket, with `SO_REUSEPORT` set before `bind` when asked, so several sockets
 /// (one reader thread each) can share a port and the kernel spreads senders across them.
 pub fn bind_udp(address: SocketAddr, reuseport: bool) -> io::Result<UdpSocket> {
@@ -157,9 +157,6 @@ fn sockaddr(address: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     }
 }
 
-/// Space for one `SO_RXQ_OVFL` control message (a `u32`), generously aligned.
-const CONTROL_BYTES: usize = 64;
-
 /// What one `recvmmsg` call produced.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchInfo {
@@ -167,8 +164,6 @@ pub struct BatchInfo {
     pub bytes: usize,
     /// Datagrams longer than the slot, cut (`MSG_TRUNC`): counted, their lines still parsed.
     pub truncated: usize,
-    /// The kernel's cumulative drop count for the socket, when it sent one.
-    pub kernel_drops: Option<u32>,
 }
 
 /// A batched datagram reader over any datagram socket (UDP or Unix).
@@ -178,7 +173,6 @@ pub struct BatchInfo {
 pub struct BatchReader {
     fd: RawFd,
     buffers: Vec<u8>,
-    control: Vec<u8>,
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
     slot_bytes: usize,
@@ -197,7 +191,6 @@ impl BatchReader {
         let mut reader = BatchReader {
             fd,
             buffers: vec![0; slots * slot_bytes],
-            control: vec![0; slots * CONTROL_BYTES],
             // SAFETY (both): all-zero iovec and mmsghdr are valid (null pointers, zero lengths).
             iovecs: (0..slots).map(|_| unsafe { zeroed() }).collect(),
             headers: (0..slots).map(|_| unsafe { zeroed() }).collect(),
@@ -215,24 +208,17 @@ impl BatchReader {
         reader
     }
 
-    /// Blocks until at least one datagram is there, then takes up to `slots` without waiting
-    /// further (`MSG_WAITFORONE`), appending them to `batch`.
-    pub fn read(&mut self, batch: &mut RawBatch) -> io::Result<BatchInfo> {
-        for (slot, header) in self.headers.iter_mut().enumerate() {
-            header.msg_hdr.msg_control = self.control[slot * CONTROL_BYTES..].as_mut_ptr().cast();
-            header.msg_hdr.msg_controllen = CONTROL_BYTES as _;
+    /// Takes up to `slots` datagrams, appending them to `batch`. With `wait`, blocks until at
+    /// least one is there (`MSG_WAITFORONE`); without, returns `WouldBlock` when none is.
+    pub fn read(&mut self, batch: &mut RawBatch, wait: bool) -> io::Result<BatchInfo> {
+        for header in &mut self.headers {
             header.msg_hdr.msg_flags = 0;
             header.msg_len = 0;
         }
+        let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
         // SAFETY: every header points at live buffers of the lengths it states.
         let received = unsafe {
-            libc::recvmmsg(
-                self.fd,
-                self.headers.as_mut_ptr(),
-                self.headers.len() as u32,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
+            libc::recvmmsg(self.fd, self.headers.as_mut_ptr(), self.headers.len() as u32, flags, std::ptr::null_mut())
         };
         if received < 0 {
             return Err(io::Error::last_os_error());
@@ -244,9 +230,6 @@ impl BatchReader {
             if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 info.truncated += 1;
             }
-            if let Some(drops) = rxq_ovfl(&header.msg_hdr) {
-                info.kernel_drops = Some(drops);
-            }
             let start = slot * self.slot_bytes;
             batch.push(&self.buffers[start..start + len]);
             info.packets += 1;
@@ -256,19 +239,42 @@ impl BatchReader {
     }
 }
 
-fn rxq_ovfl(header: &libc::msghdr) -> Option<u32> {
-    let mut found = None;
-    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within controllen.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(header);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SO_RXQ_OVFL {
-                found = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()));
-            }
-            cmsg = libc::CMSG_NXTHDR(header, cmsg);
-        }
+/// The inode of a socket, which names it in `/proc/net/udp`.
+pub fn socket_inode(socket: &impl AsRawFd) -> io::Result<u64> {
+    // SAFETY: fstat writes a `stat` we own; all-zero is a valid initial value.
+    let mut stat: libc::stat = unsafe { zeroed() };
+    let rc = unsafe { libc::fstat(socket.as_raw_fd(), &mut stat) };
+    if rc == 0 {
+        Ok(stat.st_ino)
+    } else {
+        Err(io::Error::last_os_error())
     }
-    found
+}
+
+/// The `drops` column of the `/proc/net/udp` (or `udp6`) row whose inode is `inode`.
+///
+/// Columns: `sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops`.
+pub fn parse_udp_drops(text: &str, inode: u64) -> Option<u64> {
+    text.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() >= 13 && fields[9].parse::<u64>().ok() == Some(inode) {
+            fields[12].parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// Kernel drops of each socket inode (`None` where the socket is not in either table).
+pub fn udp_drops(inodes: &[u64]) -> Vec<Option<u64>> {
+    let tables: Vec<String> = ["/proc/net/udp", "/proc/net/udp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .collect();
+    inodes
+        .iter()
+        .map(|inode| tables.iter().find_map(|table| parse_udp_drops(table, *inode)))
+        .collect()
 }
 
 /// Wakes a thread blocked in `recvmmsg`/`accept` on this socket: Linux returns from a blocked
@@ -283,13 +289,12 @@ pub fn shutdown_read(socket: &impl AsRawFd) {
 
 #[cfg(test)]
 mod tests {
-    use super::{bind_udp, enable_rxq_ovfl, BatchReader, RawBatch};
+    use super::{bind_udp, parse_udp_drops, socket_inode, udp_drops, BatchReader, RawBatch};
     use std::os::fd::AsRawFd;
 
     #[test]
     fn batch_reader_reads_several_datagrams_at_once() {
         let socket = bind_udp("127.0.0.1:0".parse().expect("addr"), true).expect("bind");
-        enable_rxq_ovfl(socket.as_raw_fd()).expect("rxq_ovfl");
         let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind sender");
         let target = socket.local_addr().expect("addr");
         for packet in ["a:1|c", "b:2|c", &"x".repeat(100)] {
@@ -299,15 +304,28 @@ mod tests {
         let mut batch = RawBatch::default();
         let mut truncated = 0;
         while batch.len() < 3 {
-            let info = reader.read(&mut batch).expect("read");
+            let info = reader.read(&mut batch, true).expect("read");
             truncated += info.truncated;
-            // The kernel attaches SO_RXQ_OVFL only once the socket has dropped something.
-            assert_eq!(info.kernel_drops.unwrap_or(0), 0);
         }
         let packets: Vec<&[u8]> = batch.packets().collect();
         assert_eq!(packets[0], b"a:1|c");
         assert_eq!(packets[1], b"b:2|c");
         assert_eq!(packets[2].len(), 64);
         assert_eq!(truncated, 1);
+        let err = reader.read(&mut batch, false).expect_err("nothing left");
+        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+        let inode = socket_inode(&socket).expect("inode");
+        assert_eq!(udp_drops(&[inode]), vec![Some(0)]);
+    }
+
+    #[test]
+    fn drops_come_from_the_matching_inode_row() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+ 1: 0100007F:1FBD 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 4242 2 0000000000000000 17
+ 2: 0100007F:1FBE 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 777 2 0000000000000000 3
+";
+        assert_eq!(parse_udp_drops(table, 777), Some(3));
+        assert_eq!(parse_udp_drops(table, 4242), Some(17));
+        assert_eq!(parse_udp_drops(table, 1), None);
     }
 }

@@ -8,8 +8,9 @@
 //!  TCP conns  ─► conn threads  ─┘                     flush thread ─┘─► backends
 //! ```
 //!
-//! A reader thread only receives: it copies a `recvmmsg` batch and hands it on with `try_send`,
-//! so a slow parser costs counted drops, never a stalled socket. Each parser owns one reader's
+//! A reader thread only receives: it copies a `recvmmsg` batch and hands it on. When its
+//! parser is behind and the queue is full it waits, leaving the backlog in the socket's receive
+//! buffer (8 MiB requested), whose overflow the kernel counts; the reader never parses. Each parser owns one reader's
 //! stream, which keeps lines from one sender in order (gauge deltas depend on order), and routes
 //! each metric to the shard that owns its key. Shards own disjoint keys; the flush thread asks
 //! each for its window over the same channel, so a flush sees everything queued before it.
@@ -90,6 +91,13 @@ pub struct ServerConfig {
     pub prefix_stats: String,
     /// Batches a reader may queue ahead of its parser before dropping. Default 1024.
     pub ingress_queue_batches: usize,
+    /// Bytes of received datagrams queued ahead of the parsers, over all readers; past it a
+    /// reader drops (and counts) instead of queueing. Default 64 MiB. This, not the batch
+    /// count, bounds the receive path's memory.
+    pub ingress_max_bytes: usize,
+    /// A busy reader keeps reading without waiting until a batch holds this many datagrams or
+    /// 256 KiB, so it hands on fewer, larger batches (fewer thread wake-ups). Default 512.
+    pub batch_max_packets: usize,
     /// Batches a parser may queue ahead of a shard before dropping. Default 1024.
     pub shard_queue_batches: usize,
     /// Datagrams per `recvmmsg` and bytes per datagram slot. Defaults 64 and 65,536.
@@ -111,6 +119,8 @@ impl Default for ServerConfig {
             parse: ParseOptions::default(),
             prefix_stats: "statsd".to_owned(),
             ingress_queue_batches: 1024,
+            ingress_max_bytes: 64 << 20,
+            batch_max_packets: 512,
             shard_queue_batches: 1024,
             batch_slots: 64,
             slot_bytes: 65_536,
@@ -147,8 +157,11 @@ pub(crate) struct Counters {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub counters: Counters,
-    /// The latest `SO_RXQ_OVFL` value of each UDP socket (cumulative kernel drops).
-    pub kernel_drops: Vec<AtomicU64>,
+    /// Inodes of the UDP sockets, to find their kernel drop counters in `/proc/net/udp`.
+    pub udp_inodes: Vec<u64>,
+    /// Bytes handed to parsers and not yet parsed (see `ServerConfig::ingress_max_bytes`).
+    pub ingress_bytes: AtomicU64,
+    pub ingress_max_bytes: u64,
     pub rcvbuf: Vec<RcvbufOutcome>,
     pub shards: Vec<SyncSender<ShardMsg>>,
     pub health_up: AtomicBool,
@@ -297,7 +310,9 @@ impl Server {
         }
         let shared = Arc::new(Shared {
             counters: Counters::default(),
-            kernel_drops: listeners.udp.iter().map(|_| AtomicU64::new(0)).collect(),
+            udp_inodes: listeners.udp.iter().filter_map(|socket| net::socket_inode(socket).ok()).collect(),
+            ingress_bytes: AtomicU64::new(0),
+            ingress_max_bytes: config.ingress_max_bytes as u64,
             rcvbuf: config.rcvbuf.clone(),
             shards: shard_senders,
             health_up: AtomicBool::new(config.health_up),
@@ -339,17 +354,17 @@ impl Server {
         for (index, (socket, ingress)) in listeners.udp.into_iter().zip(udp_ingress).enumerate() {
             server.wake.push(OwnedFd::from(socket.try_clone()?));
             let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
-            let (slots, slot_bytes) = (config.batch_slots, config.slot_bytes);
+            let limits = BatchLimits::from(&config);
             server.receivers.push(thread::Builder::new().name(format!("statsd-udp{index}")).spawn(move || {
-                datagram_loop(&socket, Some(index), slots, slot_bytes, &ingress, &shared, &shutdown)
+                datagram_loop(&socket, limits, &ingress, &shared, &shutdown)
             })?);
         }
         if let (Some(socket), Some(ingress)) = (listeners.unix, stream_ingress.clone()) {
             server.wake.push(OwnedFd::from(socket.try_clone()?));
             let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
-            let (slots, slot_bytes) = (config.batch_slots, config.slot_bytes);
+            let limits = BatchLimits::from(&config);
             server.receivers.push(thread::Builder::new().name("statsd-unix".to_owned()).spawn(move || {
-                datagram_loop(&socket, None, slots, slot_bytes, &ingress, &shared, &shutdown)
+                datagram_loop(&socket, limits, &ingress, &shared, &shutdown)
             })?);
         }
         if let (Some(listener), Some(ingress)) = (listeners.tcp, stream_ingress) {
@@ -358,7 +373,7 @@ impl Server {
             server.receivers.push(
                 thread::Builder::new()
                     .name("statsd-tcp".to_owned())
-                    .spawn(move || tcp_accept_loop(&listener, &ingress, &shared, &shutdown))?,
+                    .spawn(move || tcp_accept_loop(&listener, &ingress, shared, &shutdown))?,
             );
         }
         if let Some(listener) = listeners.admin {
@@ -421,20 +436,34 @@ pub fn run(
     Ok(())
 }
 
-fn datagram_loop(
-    socket: &impl AsRawFd,
-    udp_index: Option<usize>,
+#[derive(Debug, Clone, Copy)]
+struct BatchLimits {
     slots: usize,
     slot_bytes: usize,
+    max_packets: usize,
+}
+
+impl From<&ServerConfig> for BatchLimits {
+    fn from(config: &ServerConfig) -> Self {
+        BatchLimits { slots: config.batch_slots, slot_bytes: config.slot_bytes, max_packets: config.batch_max_packets }
+    }
+}
+
+/// Past this many bytes a busy reader hands its batch on even if more datagrams are queued.
+const BATCH_MAX_BYTES: usize = 256 << 10;
+
+fn datagram_loop(
+    socket: &impl AsRawFd,
+    limits: BatchLimits,
     ingress: &SyncSender<RawBatch>,
     shared: &Shared,
     shutdown: &Shutdown,
 ) {
-    let mut reader = BatchReader::new(socket.as_raw_fd(), slots, slot_bytes);
+    let mut reader = BatchReader::new(socket.as_raw_fd(), limits.slots, limits.slot_bytes);
     let counters = &shared.counters;
     loop {
-        let mut batch = RawBatch::with_capacity(4096, slots);
-        let info = match reader.read(&mut batch) {
+        let mut batch = RawBatch::with_capacity(16 << 10, limits.slots);
+        let mut info = match reader.read(&mut batch, true) {
             Ok(info) => info,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => {
@@ -453,16 +482,30 @@ fn datagram_loop(
             }
             continue;
         }
-        if let (Some(index), Some(drops)) = (udp_index, info.kernel_drops) {
-            shared.kernel_drops[index].store(u64::from(drops), Ordering::Relaxed);
+        // While more is already queued, keep reading without waiting: under load this hands
+        // the parser a few large batches instead of many small ones, each of which would wake it.
+        while batch.len() < limits.max_packets && batch.data.len() < BATCH_MAX_BYTES {
+            match reader.read(&mut batch, false) {
+                Ok(more) if more.packets > 0 => info.truncated += more.truncated,
+                _ => break,
+            }
         }
         if info.truncated > 0 {
             counters.truncated_packets.fetch_add(info.truncated as u64, Ordering::Relaxed);
         }
-        match ingress.try_send(batch) {
-            Ok(()) => {}
-            Err(TrySendError::Full(batch) | TrySendError::Disconnected(batch)) => {
-                counters.ingress_dropped_packets.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let bytes = batch.data.len() as u64;
+        let queued = shared.ingress_bytes.load(Ordering::Relaxed);
+        if queued + bytes > shared.ingress_max_bytes {
+            // Only huge datagrams in a long queue get here: the byte bound is the memory bound.
+            counters.ingress_dropped_packets.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        } else {
+            shared.ingress_bytes.fetch_add(bytes, Ordering::Relaxed);
+            // A full queue makes the reader wait rather than drop: the socket's receive buffer
+            // then absorbs the burst, and what overflows it is counted by the kernel
+            // (`kernel_dropped_packets`). Dropping here instead would throw that buffer away.
+            if ingress.send(batch).is_err() {
+                shared.ingress_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                return;
             }
         }
         // The batch in hand is handed on first; datagrams still queued in the kernel at
@@ -473,41 +516,83 @@ fn datagram_loop(
     }
 }
 
+/// Parsed metrics wait in per-shard batches until this many are pending, or until the parser
+/// runs out of input; fewer, larger hand-offs mean fewer shard wake-ups.
+const SHARD_BATCH_ITEMS: usize = 4096;
+
 fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOptions) {
     let mut parser = LineParser::new(options);
     let mut router = Router { batches: (0..shared.shards.len()).map(|_| ShardBatch::default()).collect() };
-    let counters = &shared.counters;
-    // Ends when every reader holding a sender has ended.
-    while let Ok(batch) = receiver.recv() {
-        let mut totals = crate::parse::PacketCounts::default();
+    let mut pending = crate::parse::PacketCounts::default();
+    let mut pending_packets = 0u64;
+    let mut pending_bytes = 0u64;
+    loop {
+        let batch = match receiver.try_recv() {
+            Ok(batch) => batch,
+            Err(mpsc::TryRecvError::Empty) => {
+                // Idle: hand everything on before blocking, so nothing waits on more traffic.
+                hand_on(&mut router, shared, &mut pending, &mut pending_packets, &mut pending_bytes);
+                match receiver.recv() {
+                    Ok(batch) => batch,
+                    // Every reader holding a sender has ended.
+                    Err(_) => break,
+                }
+            }
+            Err(mpsc::TryRecvError::Disconnected) => break,
+        };
         for packet in batch.packets() {
-            totals.add(&parser.parse_packet(packet, &mut router));
+            pending.add(&parser.parse_packet(packet, &mut router));
         }
-        for (shard, pending) in router.batches.iter_mut().enumerate() {
-            if pending.items.is_empty() {
-                continue;
-            }
-            let full = std::mem::take(pending);
-            let items = full.items.len() as u64;
-            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-                shared.shards[shard].try_send(ShardMsg::Batch(full))
-            {
-                counters.shard_dropped_metrics.fetch_add(items, Ordering::Relaxed);
-            }
+        let bytes = batch.data.len() as u64;
+        shared.ingress_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        pending_packets += batch.len() as u64;
+        pending_bytes += bytes;
+        if router.batches.iter().any(|b| b.items.len() >= SHARD_BATCH_ITEMS) {
+            hand_on(&mut router, shared, &mut pending, &mut pending_packets, &mut pending_bytes);
         }
-        // Counted after the metrics were queued, so whoever sees these counts will find the
-        // metrics in the shards' next window.
-        counters.packets.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        counters.bytes.fetch_add(batch.data.len() as u64, Ordering::Relaxed);
-        counters.lines.fetch_add(totals.lines, Ordering::Relaxed);
-        counters.metrics.fetch_add(totals.metrics, Ordering::Relaxed);
-        for (slot, count) in totals.bad.iter().enumerate() {
-            if *count > 0 {
-                counters.bad[slot].fetch_add(*count, Ordering::Relaxed);
-            }
-        }
-        counters.last_msg_seen.store(unix_seconds(), Ordering::Relaxed);
     }
+    hand_on(&mut router, shared, &mut pending, &mut pending_packets, &mut pending_bytes);
+}
+
+/// Sends the pending shard batches, then publishes the counts of the packets they came from.
+fn hand_on(
+    router: &mut Router,
+    shared: &Shared,
+    totals: &mut crate::parse::PacketCounts,
+    packets: &mut u64,
+    bytes: &mut u64,
+) {
+    let counters = &shared.counters;
+    for (shard, pending) in router.batches.iter_mut().enumerate() {
+        if pending.items.is_empty() {
+            continue;
+        }
+        let full = std::mem::take(pending);
+        let items = full.items.len() as u64;
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            shared.shards[shard].try_send(ShardMsg::Batch(full))
+        {
+            counters.shard_dropped_metrics.fetch_add(items, Ordering::Relaxed);
+        }
+    }
+    if *packets == 0 {
+        return;
+    }
+    // Counted after the metrics were queued, so whoever sees these counts will find the
+    // metrics in the shards' next window.
+    counters.packets.fetch_add(*packets, Ordering::Relaxed);
+    counters.bytes.fetch_add(*bytes, Ordering::Relaxed);
+    counters.lines.fetch_add(totals.lines, Ordering::Relaxed);
+    counters.metrics.fetch_add(totals.metrics, Ordering::Relaxed);
+    for (slot, count) in totals.bad.iter().enumerate() {
+        if *count > 0 {
+            counters.bad[slot].fetch_add(*count, Ordering::Relaxed);
+        }
+    }
+    counters.last_msg_seen.store(unix_seconds(), Ordering::Relaxed);
+    *totals = crate::parse::PacketCounts::default();
+    *packets = 0;
+    *bytes = 0;
 }
 
 fn shard_loop(receiver: Receiver<ShardMsg>, mut aggregator: Aggregator) {
@@ -541,7 +626,7 @@ fn shard_loop(receiver: Receiver<ShardMsg>, mut aggregator: Aggregator) {
     }
 }
 
-fn tcp_accept_loop(listener: &TcpListener, ingress: &SyncSender<RawBatch>, shared: &Arc<Shared>, shutdown: &Shutdown) {
+fn tcp_accept_loop(listener: &TcpListener, ingress: &SyncSender<RawBatch>, shared: Arc<Shared>, shutdown: &Shutdown) {
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
     loop {
         let accepted = listener.accept();
@@ -551,10 +636,10 @@ fn tcp_accept_loop(listener: &TcpListener, ingress: &SyncSender<RawBatch>, share
         let Ok((stream, _peer)) = accepted else { continue };
         shared.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
         connections.retain(|thread| !thread.is_finished());
-        let (ingress, shutdown) = (ingress.clone(), shutdown.clone());
+        let (ingress, shutdown, shared) = (ingress.clone(), shutdown.clone(), Arc::clone(&shared));
         if let Ok(thread) = thread::Builder::new()
             .name("statsd-tcp-conn".to_owned())
-            .spawn(move || tcp_connection(stream, &ingress, &shutdown))
+            .spawn(move || tcp_connection(stream, &ingress, &shared, &shutdown))
         {
             connections.push(thread);
         }
@@ -568,7 +653,15 @@ fn tcp_accept_loop(listener: &TcpListener, ingress: &SyncSender<RawBatch>, share
 /// broken or hostile, and its partial line is dropped.
 const MAX_PENDING_LINE_BYTES: usize = 1 << 20;
 
-fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shutdown: &Shutdown) {
+fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shared: &Shared, shutdown: &Shutdown) {
+    // TCP has flow control: block rather than drop, and the client slows down. The bytes are
+    // accounted like datagrams' because the parser subtracts whatever it parses.
+    let send = |packet: &[u8]| {
+        let mut batch = RawBatch::default();
+        batch.push(packet);
+        shared.ingress_bytes.fetch_add(packet.len() as u64, Ordering::Relaxed);
+        ingress.send(batch).is_ok()
+    };
     // A read timeout lets the thread notice shutdown while a client idles.
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     let mut pending: Vec<u8> = Vec::new();
@@ -581,10 +674,7 @@ fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shutdow
                 // Like Etsy, everything up to the last newline is one packet.
                 if let Some(last) = pending.iter().rposition(|b| *b == b'\n') {
                     let rest = pending.split_off(last + 1);
-                    let mut batch = RawBatch::default();
-                    batch.push(&pending);
-                    // TCP has flow control: block here rather than drop, the client slows down.
-                    if ingress.send(batch).is_err() {
+                    if !send(&pending) {
                         return;
                     }
                     pending = rest;
@@ -603,9 +693,7 @@ fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shutdow
     }
     // Unlike Etsy, a last line without its newline is still used when the client closes.
     if !pending.is_empty() {
-        let mut batch = RawBatch::default();
-        batch.push(&pending);
-        let _ = ingress.send(batch);
+        send(&pending);
     }
 }
 
@@ -733,7 +821,7 @@ pub struct SelfMetrics {
     pub lines_received: u64,
     pub metrics_received: u64,
     pub bad_lines: Vec<(BadLine, u64)>,
-    /// Sum over UDP sockets of the kernel's `SO_RXQ_OVFL` drop counter.
+    /// Sum over UDP sockets of the kernel's drop counter (`/proc/net/udp`, `drops`).
     pub kernel_dropped_packets: u64,
     pub truncated_packets: u64,
     pub ingress_dropped_packets: u64,
@@ -769,7 +857,7 @@ impl SelfMetrics {
             lines_received: load(&c.lines),
             metrics_received: load(&c.metrics),
             bad_lines: BadLine::ALL.iter().map(|r| (*r, load(&c.bad[r.index()]))).collect(),
-            kernel_dropped_packets: shared.kernel_drops.iter().map(load).sum(),
+            kernel_dropped_packets: net::udp_drops(&shared.udp_inodes).into_iter().flatten().sum(),
             truncated_packets: load(&c.truncated_packets),
             ingress_dropped_packets: load(&c.ingress_dropped_packets),
             shard_dropped_metrics: load(&c.shard_dropped_metrics),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use proctor_statsd::config::{parse_etsy_config, EtsyConfig};
 use proctor_statsd::graphite::GraphiteCounters;
-use proctor_statsd::net::{bind_udp, enable_rxq_ovfl, set_rcvbuf};
+use proctor_statsd::net::{bind_udp, set_rcvbuf};
 use proctor_statsd::{
     AggregatorConfig, Backend, ConsoleBackend, FileBackend, FlushConfig, GraphiteBackend, GraphiteConfig,
     GraphiteNaming, IdlePolicy, Listeners, ParseOptions, Server, ServerConfig, Shutdown,
@@ -114,9 +114,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     outcome.applied_bytes / 2,
                     outcome.requested_bytes
                 );
-            }
-            if let Err(err) = enable_rxq_ovfl(socket.as_raw_fd()) {
-                eprintln!("proctor statsd: warning: kernel drop counter unavailable: {err}");
             }
             rcvbuf.push(outcome);
             listeners.udp.push(socket);
