@@ -83,6 +83,9 @@ struct TimerState {
     rng: u64,
 }
 
+/// A set's members this window, and whether any were refused at the cap.
+type SetState = (HashSet<Box<str>>, bool);
+
 /// A timer's window as handed to the flush: the kept samples (unsorted) and, when not all could
 /// be kept, the exact aggregates over everything seen.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,7 +131,7 @@ pub struct Aggregator {
     counters: HashMap<Box<str>, Entry<f64>>,
     gauges: HashMap<Box<str>, Entry<f64>>,
     timers: HashMap<Box<str>, Entry<TimerState>>,
-    sets: HashMap<Box<str>, Entry<(HashSet<Box<str>>, bool)>>,
+    sets: HashMap<Box<str>, Entry<SetState>>,
     samples_kept: usize,
     drops: AggregatorDrops,
 }

@@ -21,9 +21,15 @@ use proctor_statsd::{
     GraphiteNaming, IdlePolicy, Listeners, ParseOptions, Server, ServerConfig, Shutdown,
 };
 
-/// Arguments of `proctor statsd`.
+/// Arguments of `proctor statsd`, boxed so the `Command` enum stays small.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    options: Box<Options>,
+}
+
+#[derive(Debug, clap::Args)]
+struct Options {
     /// UDP address to receive on (default 127.0.0.1:8125; `off` disables UDP).
     #[arg(long, value_name = "ADDR:PORT")]
     udp: Option<String>,
@@ -83,6 +89,7 @@ struct Settings {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let args = *args.options;
     let etsy = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -233,7 +240,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn settings(args: &Args, etsy: EtsyConfig) -> anyhow::Result<Settings> {
+fn settings(args: &Options, etsy: EtsyConfig) -> anyhow::Result<Settings> {
     let udp = match &args.udp {
         Some(text) => address(text, "--udp")?,
         None => Some(resolve(
@@ -264,7 +271,7 @@ fn settings(args: &Args, etsy: EtsyConfig) -> anyhow::Result<Settings> {
     }
     // Etsy loads graphite unless `backends` leaves it out, and sends only if graphiteHost is set.
     let etsy_graphite = etsy.graphite_host.as_ref().filter(|_| {
-        etsy.backends.as_ref().is_none_or(|list| list.iter().any(|b| b.ends_with("graphite")))
+        etsy.backends.as_ref().map_or(true, |list| list.iter().any(|b| b.ends_with("graphite")))
     });
     let graphite = args
         .graphite
