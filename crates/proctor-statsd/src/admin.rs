@@ -12,7 +12,7 @@ use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::aggregate::{DumpValue, MetricType};
@@ -20,30 +20,19 @@ use crate::jsnum::js_format;
 use crate::server::{self, internal_totals, SelfMetrics, Shared, Shutdown};
 
 pub(crate) fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, shutdown: &Shutdown) {
-    let mut connections: Vec<JoinHandle<()>> = Vec::new();
-    loop {
-        let accepted = listener.accept();
-        if shutdown.is_triggered() {
-            break;
-        }
-        let Ok((stream, _peer)) = accepted else { continue };
-        connections.retain(|thread| !thread.is_finished());
+    server::accept_connections(listener, shutdown, |stream| {
         let (shared, shutdown) = (Arc::clone(shared), shutdown.clone());
-        if let Ok(thread) = thread::Builder::new()
+        thread::Builder::new()
             .name("statsd-admin-conn".to_owned())
             .spawn(move || connection(stream, &shared, &shutdown))
-        {
-            connections.push(thread);
-        }
-    }
-    for thread in connections {
-        let _ = thread.join();
-    }
+    });
 }
 
 fn connection(stream: TcpStream, shared: &Shared, shutdown: &Shutdown) {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    let Ok(mut writer) = stream.try_clone() else { return };
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     while server::read_command(&mut reader, &mut line, shutdown).is_some() {
@@ -125,26 +114,73 @@ pub(crate) fn answer(command: &str, parameters: &[String], shared: &Shared) -> S
 
 fn stats(shared: &Shared) -> String {
     let metrics = SelfMetrics::read(shared);
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
     let mut out = String::new();
     let _ = writeln!(out, "uptime: {}", metrics.uptime_seconds as u64);
-    let last_seen = if metrics.last_msg_seen_unix == 0 { shared.started_unix } else { metrics.last_msg_seen_unix };
-    let _ = writeln!(out, "messages.last_msg_seen: {}", now.saturating_sub(last_seen));
+    let last_seen = if metrics.last_msg_seen_unix == 0 {
+        shared.started_unix
+    } else {
+        metrics.last_msg_seen_unix
+    };
+    let _ = writeln!(
+        out,
+        "messages.last_msg_seen: {}",
+        now.saturating_sub(last_seen)
+    );
     let bad_total: u64 = metrics.bad_lines.iter().map(|(_, n)| n).sum();
     let _ = writeln!(out, "messages.bad_lines_seen: {bad_total}");
-    let _ = writeln!(out, "proctor.packets_received: {}", metrics.packets_received);
-    let _ = writeln!(out, "proctor.kernel_dropped_packets: {}", metrics.kernel_dropped_packets);
-    let _ = writeln!(out, "proctor.queue_dropped_packets: {}", metrics.ingress_dropped_packets);
-    let _ = writeln!(out, "proctor.shard_queue_dropped_metrics: {}", metrics.shard_dropped_metrics);
-    let _ = writeln!(out, "proctor.truncated_packets: {}", metrics.truncated_packets);
-    let _ = writeln!(out, "proctor.metrics_received: {}", metrics.metrics_received);
+    let _ = writeln!(
+        out,
+        "proctor.packets_received: {}",
+        metrics.packets_received
+    );
+    let _ = writeln!(
+        out,
+        "proctor.kernel_dropped_packets: {}",
+        metrics.kernel_dropped_packets
+    );
+    let _ = writeln!(
+        out,
+        "proctor.queue_dropped_packets: {}",
+        metrics.ingress_dropped_packets
+    );
+    let _ = writeln!(
+        out,
+        "proctor.shard_queue_dropped_metrics: {}",
+        metrics.shard_dropped_metrics
+    );
+    let _ = writeln!(
+        out,
+        "proctor.truncated_packets: {}",
+        metrics.truncated_packets
+    );
+    let _ = writeln!(
+        out,
+        "proctor.metrics_received: {}",
+        metrics.metrics_received
+    );
     for (reason, count) in &metrics.bad_lines {
         let _ = writeln!(out, "proctor.bad_lines.{}: {count}", reason.as_str());
     }
     let _ = writeln!(out, "proctor.keys: {}", metrics.keys);
-    let _ = writeln!(out, "proctor.key_limit_dropped_metrics: {}", metrics.key_limit_dropped_metrics);
-    let _ = writeln!(out, "proctor.timer_samples_not_kept: {}", metrics.timer_samples_not_kept);
-    let _ = writeln!(out, "proctor.graphite_dropped_lines: {}", metrics.graphite_dropped_lines);
+    let _ = writeln!(
+        out,
+        "proctor.key_limit_dropped_metrics: {}",
+        metrics.key_limit_dropped_metrics
+    );
+    let _ = writeln!(
+        out,
+        "proctor.timer_samples_not_kept: {}",
+        metrics.timer_samples_not_kept
+    );
+    let _ = writeln!(
+        out,
+        "proctor.graphite_dropped_lines: {}",
+        metrics.graphite_dropped_lines
+    );
     for (socket, bytes) in metrics.rcvbuf_bytes.iter().enumerate() {
         let _ = writeln!(out, "proctor.udp{socket}.receive_buffer_bytes: {bytes}");
     }

@@ -50,11 +50,17 @@ pub fn flush_json(data: &FlushData) -> Value {
     }
     let mut timers = Map::new();
     for timer in &data.timers {
-        let mut stats: Map<String, Value> =
-            timer.stats.iter().map(|(name, value)| (name.clone(), json!(value))).collect();
+        let mut stats: Map<String, Value> = timer
+            .stats
+            .iter()
+            .map(|(name, value)| (name.clone(), json!(value)))
+            .collect();
         if !timer.histogram.is_empty() {
-            let bins: Map<String, Value> =
-                timer.histogram.iter().map(|(name, value)| (name.clone(), json!(value))).collect();
+            let bins: Map<String, Value> = timer
+                .histogram
+                .iter()
+                .map(|(name, value)| (name.clone(), json!(value)))
+                .collect();
             stats.insert("histogram".to_owned(), Value::Object(bins));
         }
         if timer.approximate {
@@ -62,8 +68,11 @@ pub fn flush_json(data: &FlushData) -> Value {
         }
         timers.insert(timer.key.clone(), Value::Object(stats));
     }
-    let gauges: Map<String, Value> =
-        data.gauges.iter().map(|gauge| (gauge.key.clone(), json!(gauge.value))).collect();
+    let gauges: Map<String, Value> = data
+        .gauges
+        .iter()
+        .map(|gauge| (gauge.key.clone(), json!(gauge.value)))
+        .collect();
     let mut sets = Map::new();
     for set in &data.sets {
         let value = if set.approximate {
@@ -97,7 +106,11 @@ impl Backend for ConsoleBackend {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{text}")
             .and_then(|()| stdout.flush())
-            .map_err(|source| BackendError::Write { backend: "console", path: "-".into(), source })
+            .map_err(|source| BackendError::Write {
+                backend: "console",
+                path: "-".into(),
+                source,
+            })
     }
 }
 
@@ -114,7 +127,10 @@ impl FileBackend {
     }
 
     fn append(&self, line: &str) -> std::io::Result<()> {
-        let file: File = OpenOptions::new().create(true).append(true).open(&self.path)?;
+        let file: File = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
         let mut writer = BufWriter::new(file);
         writer.write_all(line.as_bytes())?;
         writer.write_all(b"\n")?;

@@ -29,7 +29,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::admin;
-use crate::aggregate::{Aggregator, AggregatorConfig, AggregatorDrops, DumpValue, MetricType, ShardWindow};
+use crate::aggregate::{
+    Aggregator, AggregatorConfig, AggregatorDrops, DumpValue, MetricType, ShardWindow,
+};
 use crate::backend::Backend;
 use crate::flush::{self, FlushConfig, FlushData};
 use crate::graphite::GraphiteCounters;
@@ -223,11 +225,17 @@ struct Router {
 
 impl MetricSink for Router {
     fn metric(&mut self, metric: Metric<'_>) {
-        let shard = if self.batches.len() == 1 { 0 } else { shard_of(metric.key, self.batches.len()) };
+        let shard = if self.batches.len() == 1 {
+            0
+        } else {
+            shard_of(metric.key, self.batches.len())
+        };
         let batch = &mut self.batches[shard];
         let key = batch.push_text(metric.key);
         let value = match metric.value {
-            MetricValue::Counter { value, sample_rate } => ItemValue::Counter { value, sample_rate },
+            MetricValue::Counter { value, sample_rate } => {
+                ItemValue::Counter { value, sample_rate }
+            }
             MetricValue::Gauge { value, delta } => ItemValue::Gauge { value, delta },
             MetricValue::Timer { value, sample_rate } => ItemValue::Timer { value, sample_rate },
             MetricValue::Set { member } => ItemValue::Set(batch.push_text(member)),
@@ -248,7 +256,9 @@ fn shard_of(key: &str, shards: usize) -> usize {
 }
 
 fn unix_seconds() -> u64 {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     // JavaScript's Math.round(Date.now() / 1000), which Etsy uses for every timestamp.
     (now.as_millis() as u64 + 500) / 1000
 }
@@ -279,7 +289,11 @@ impl ServerHandle {
     }
 
     pub fn last_flush(&self) -> Option<Arc<FlushData>> {
-        self.shared.last_flush.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.shared
+            .last_flush
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -310,7 +324,11 @@ impl Server {
         }
         let shared = Arc::new(Shared {
             counters: Counters::default(),
-            udp_inodes: listeners.udp.iter().filter_map(|socket| net::socket_inode(socket).ok()).collect(),
+            udp_inodes: listeners
+                .udp
+                .iter()
+                .filter_map(|socket| net::socket_inode(socket).ok())
+                .collect(),
             ingress_bytes: AtomicU64::new(0),
             ingress_max_bytes: config.ingress_max_bytes as u64,
             rcvbuf: config.rcvbuf.clone(),
@@ -338,7 +356,9 @@ impl Server {
             let shared = Arc::clone(&shared);
             let options = config.parse;
             server.parsers.push(
-                thread::Builder::new().name(name).spawn(move || parser_loop(receiver, &shared, options))?,
+                thread::Builder::new()
+                    .name(name)
+                    .spawn(move || parser_loop(receiver, &shared, options))?,
             );
             Ok(sender)
         };
@@ -355,17 +375,21 @@ impl Server {
             server.wake.push(OwnedFd::from(socket.try_clone()?));
             let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
             let limits = BatchLimits::from(&config);
-            server.receivers.push(thread::Builder::new().name(format!("statsd-udp{index}")).spawn(move || {
-                datagram_loop(&socket, limits, &ingress, &shared, &shutdown)
-            })?);
+            server.receivers.push(
+                thread::Builder::new()
+                    .name(format!("statsd-udp{index}"))
+                    .spawn(move || datagram_loop(&socket, limits, &ingress, &shared, &shutdown))?,
+            );
         }
         if let (Some(socket), Some(ingress)) = (listeners.unix, stream_ingress.clone()) {
             server.wake.push(OwnedFd::from(socket.try_clone()?));
             let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
             let limits = BatchLimits::from(&config);
-            server.receivers.push(thread::Builder::new().name("statsd-unix".to_owned()).spawn(move || {
-                datagram_loop(&socket, limits, &ingress, &shared, &shutdown)
-            })?);
+            server.receivers.push(
+                thread::Builder::new()
+                    .name("statsd-unix".to_owned())
+                    .spawn(move || datagram_loop(&socket, limits, &ingress, &shared, &shutdown))?,
+            );
         }
         if let (Some(listener), Some(ingress)) = (listeners.tcp, stream_ingress) {
             server.wake.push(OwnedFd::from(listener.try_clone()?));
@@ -385,7 +409,12 @@ impl Server {
                     .spawn(move || admin::accept_loop(&listener, &shared, &shutdown))?,
             );
         }
-        let flusher = Flusher { shared: Arc::clone(&shared), config: config.flush, backends, previous_timestamp: 0 };
+        let flusher = Flusher {
+            shared: Arc::clone(&shared),
+            config: config.flush,
+            backends,
+            previous_timestamp: 0,
+        };
         let shutdown_for_flush = shutdown;
         server.flusher = Some(
             thread::Builder::new()
@@ -396,7 +425,9 @@ impl Server {
     }
 
     pub fn handle(&self) -> ServerHandle {
-        ServerHandle { shared: Arc::clone(&self.shared) }
+        ServerHandle {
+            shared: Arc::clone(&self.shared),
+        }
     }
 
     /// Waits for the shutdown signal, then stops in data-flow order: receivers, parsers, a last
@@ -445,7 +476,11 @@ struct BatchLimits {
 
 impl From<&ServerConfig> for BatchLimits {
     fn from(config: &ServerConfig) -> Self {
-        BatchLimits { slots: config.batch_slots, slot_bytes: config.slot_bytes, max_packets: config.batch_max_packets }
+        BatchLimits {
+            slots: config.batch_slots,
+            slot_bytes: config.slot_bytes,
+            max_packets: config.batch_max_packets,
+        }
     }
 }
 
@@ -491,13 +526,17 @@ fn datagram_loop(
             }
         }
         if info.truncated > 0 {
-            counters.truncated_packets.fetch_add(info.truncated as u64, Ordering::Relaxed);
+            counters
+                .truncated_packets
+                .fetch_add(info.truncated as u64, Ordering::Relaxed);
         }
         let bytes = batch.data.len() as u64;
         let queued = shared.ingress_bytes.load(Ordering::Relaxed);
         if queued + bytes > shared.ingress_max_bytes {
             // Only huge datagrams in a long queue get here: the byte bound is the memory bound.
-            counters.ingress_dropped_packets.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            counters
+                .ingress_dropped_packets
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
         } else {
             shared.ingress_bytes.fetch_add(bytes, Ordering::Relaxed);
             // A full queue makes the reader wait rather than drop: the socket's receive buffer
@@ -522,7 +561,11 @@ const SHARD_BATCH_ITEMS: usize = 4096;
 
 fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOptions) {
     let mut parser = LineParser::new(options);
-    let mut router = Router { batches: (0..shared.shards.len()).map(|_| ShardBatch::default()).collect() };
+    let mut router = Router {
+        batches: (0..shared.shards.len())
+            .map(|_| ShardBatch::default())
+            .collect(),
+    };
     let mut pending = crate::parse::PacketCounts::default();
     let mut pending_packets = 0u64;
     let mut pending_bytes = 0u64;
@@ -531,7 +574,13 @@ fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOpti
             Ok(batch) => batch,
             Err(mpsc::TryRecvError::Empty) => {
                 // Idle: hand everything on before blocking, so nothing waits on more traffic.
-                hand_on(&mut router, shared, &mut pending, &mut pending_packets, &mut pending_bytes);
+                hand_on(
+                    &mut router,
+                    shared,
+                    &mut pending,
+                    &mut pending_packets,
+                    &mut pending_bytes,
+                );
                 match receiver.recv() {
                     Ok(batch) => batch,
                     // Every reader holding a sender has ended.
@@ -547,11 +596,27 @@ fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOpti
         shared.ingress_bytes.fetch_sub(bytes, Ordering::Relaxed);
         pending_packets += batch.len() as u64;
         pending_bytes += bytes;
-        if router.batches.iter().any(|b| b.items.len() >= SHARD_BATCH_ITEMS) {
-            hand_on(&mut router, shared, &mut pending, &mut pending_packets, &mut pending_bytes);
+        if router
+            .batches
+            .iter()
+            .any(|b| b.items.len() >= SHARD_BATCH_ITEMS)
+        {
+            hand_on(
+                &mut router,
+                shared,
+                &mut pending,
+                &mut pending_packets,
+                &mut pending_bytes,
+            );
         }
     }
-    hand_on(&mut router, shared, &mut pending, &mut pending_packets, &mut pending_bytes);
+    hand_on(
+        &mut router,
+        shared,
+        &mut pending,
+        &mut pending_packets,
+        &mut pending_bytes,
+    );
 }
 
 /// Sends the pending shard batches, then publishes the counts of the packets they came from.
@@ -572,7 +637,9 @@ fn hand_on(
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             shared.shards[shard].try_send(ShardMsg::Batch(full))
         {
-            counters.shard_dropped_metrics.fetch_add(items, Ordering::Relaxed);
+            counters
+                .shard_dropped_metrics
+                .fetch_add(items, Ordering::Relaxed);
         }
     }
     if *packets == 0 {
@@ -583,13 +650,17 @@ fn hand_on(
     counters.packets.fetch_add(*packets, Ordering::Relaxed);
     counters.bytes.fetch_add(*bytes, Ordering::Relaxed);
     counters.lines.fetch_add(totals.lines, Ordering::Relaxed);
-    counters.metrics.fetch_add(totals.metrics, Ordering::Relaxed);
+    counters
+        .metrics
+        .fetch_add(totals.metrics, Ordering::Relaxed);
     for (slot, count) in totals.bad.iter().enumerate() {
         if *count > 0 {
             counters.bad[slot].fetch_add(*count, Ordering::Relaxed);
         }
     }
-    counters.last_msg_seen.store(unix_seconds(), Ordering::Relaxed);
+    counters
+        .last_msg_seen
+        .store(unix_seconds(), Ordering::Relaxed);
     *totals = crate::parse::PacketCounts::default();
     *packets = 0;
     *bytes = 0;
@@ -602,17 +673,30 @@ fn shard_loop(receiver: Receiver<ShardMsg>, mut aggregator: Aggregator) {
                 for item in &batch.items {
                     let text = |(start, end): (u32, u32)| &batch.text[start as usize..end as usize];
                     let value = match item.value {
-                        ItemValue::Counter { value, sample_rate } => MetricValue::Counter { value, sample_rate },
+                        ItemValue::Counter { value, sample_rate } => {
+                            MetricValue::Counter { value, sample_rate }
+                        }
                         ItemValue::Gauge { value, delta } => MetricValue::Gauge { value, delta },
-                        ItemValue::Timer { value, sample_rate } => MetricValue::Timer { value, sample_rate },
-                        ItemValue::Set(range) => MetricValue::Set { member: text(range) },
+                        ItemValue::Timer { value, sample_rate } => {
+                            MetricValue::Timer { value, sample_rate }
+                        }
+                        ItemValue::Set(range) => MetricValue::Set {
+                            member: text(range),
+                        },
                     };
-                    aggregator.apply(&Metric { key: text(item.key), value });
+                    aggregator.apply(&Metric {
+                        key: text(item.key),
+                        value,
+                    });
                 }
             }
             ShardMsg::Flush(reply) => {
                 let window = aggregator.flush();
-                let report = ShardReport { window, keys: aggregator.key_count(), drops: aggregator.drops() };
+                let report = ShardReport {
+                    window,
+                    keys: aggregator.key_count(),
+                    drops: aggregator.drops(),
+                };
                 let _ = reply.send(report);
             }
             ShardMsg::Dump(kind, reply) => {
@@ -626,21 +710,24 @@ fn shard_loop(receiver: Receiver<ShardMsg>, mut aggregator: Aggregator) {
     }
 }
 
-fn tcp_accept_loop(listener: &TcpListener, ingress: &SyncSender<RawBatch>, shared: Arc<Shared>, shutdown: &Shutdown) {
+/// Accepts connections until shutdown, starting one thread per connection with `spawn`, and
+/// joins those threads before returning. Shutdown wakes `accept` by shutting the listener down.
+pub(crate) fn accept_connections(
+    listener: &TcpListener,
+    shutdown: &Shutdown,
+    mut spawn: impl FnMut(TcpStream) -> io::Result<JoinHandle<()>>,
+) {
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
     loop {
         let accepted = listener.accept();
         if shutdown.is_triggered() {
             break;
         }
-        let Ok((stream, _peer)) = accepted else { continue };
-        shared.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
+        let Ok((stream, _peer)) = accepted else {
+            continue;
+        };
         connections.retain(|thread| !thread.is_finished());
-        let (ingress, shutdown, shared) = (ingress.clone(), shutdown.clone(), Arc::clone(&shared));
-        if let Ok(thread) = thread::Builder::new()
-            .name("statsd-tcp-conn".to_owned())
-            .spawn(move || tcp_connection(stream, &ingress, &shared, &shutdown))
-        {
+        if let Ok(thread) = spawn(stream) {
             connections.push(thread);
         }
     }
@@ -649,17 +736,42 @@ fn tcp_accept_loop(listener: &TcpListener, ingress: &SyncSender<RawBatch>, share
     }
 }
 
+fn tcp_accept_loop(
+    listener: &TcpListener,
+    ingress: &SyncSender<RawBatch>,
+    shared: Arc<Shared>,
+    shutdown: &Shutdown,
+) {
+    accept_connections(listener, shutdown, |stream| {
+        shared
+            .counters
+            .tcp_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let (ingress, shutdown, shared) = (ingress.clone(), shutdown.clone(), Arc::clone(&shared));
+        thread::Builder::new()
+            .name("statsd-tcp-conn".to_owned())
+            .spawn(move || tcp_connection(stream, &ingress, &shared, &shutdown))
+    });
+}
+
 /// The longest partial line kept while waiting for its newline; a client that sends more is
 /// broken or hostile, and its partial line is dropped.
 const MAX_PENDING_LINE_BYTES: usize = 1 << 20;
 
-fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shared: &Shared, shutdown: &Shutdown) {
+fn tcp_connection(
+    mut stream: TcpStream,
+    ingress: &SyncSender<RawBatch>,
+    shared: &Shared,
+    shutdown: &Shutdown,
+) {
     // TCP has flow control: block rather than drop, and the client slows down. The bytes are
     // accounted like datagrams' because the parser subtracts whatever it parses.
     let send = |packet: &[u8]| {
         let mut batch = RawBatch::default();
         batch.push(packet);
-        shared.ingress_bytes.fetch_add(packet.len() as u64, Ordering::Relaxed);
+        shared
+            .ingress_bytes
+            .fetch_add(packet.len() as u64, Ordering::Relaxed);
         ingress.send(batch).is_ok()
     };
     // A read timeout lets the thread notice shutdown while a client idles.
@@ -682,7 +794,12 @@ fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shared:
                     pending.clear();
                 }
             }
-            Err(err) if matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 if shutdown.is_triggered() {
                     break;
                 }
@@ -748,9 +865,15 @@ impl Flusher {
         data.processing_time_ms = started.elapsed().as_millis() as f64;
         let counters = &self.shared.counters;
         counters.keys.store(keys as u64, Ordering::Relaxed);
-        counters.key_limit_dropped_metrics.store(drops.key_limit_metrics, Ordering::Relaxed);
-        counters.timer_samples_not_kept.store(drops.timer_samples_not_kept, Ordering::Relaxed);
-        counters.set_members_dropped.store(drops.set_members, Ordering::Relaxed);
+        counters
+            .key_limit_dropped_metrics
+            .store(drops.key_limit_metrics, Ordering::Relaxed);
+        counters
+            .timer_samples_not_kept
+            .store(drops.timer_samples_not_kept, Ordering::Relaxed);
+        counters
+            .set_members_dropped
+            .store(drops.set_members, Ordering::Relaxed);
         for backend in &mut self.backends {
             if let Err(err) = backend.flush(&data, timestamp) {
                 // Counted every time; logged every time too, since flushes are seconds apart.
@@ -759,25 +882,42 @@ impl Flusher {
             }
         }
         counters.flushes.fetch_add(1, Ordering::Relaxed);
-        counters.last_flush_micros.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        *self.shared.last_flush.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(data));
+        counters
+            .last_flush_micros
+            .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        *self
+            .shared
+            .last_flush
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(data));
     }
 
     /// Etsy's own counters (`statsd.packets_received`, `metrics_received`, `bad_lines_seen`,
     /// per window) and its `timestamp_lag` gauge (from the second flush on).
     fn internal_window(&mut self, timestamp: u64) -> ShardWindow {
         let current = internal_totals(&self.shared);
-        let mut flushed = self.shared.flushed_internal.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut flushed = self
+            .shared
+            .flushed_internal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let prefix = &self.shared.prefix_stats;
         let names = ["packets_received", "metrics_received", "bad_lines_seen"];
         let mut window = ShardWindow::default();
         for ((name, now), before) in names.iter().zip(current).zip(flushed.iter()) {
-            window.counters.push((format!("{prefix}.{name}").into(), now.saturating_sub(*before) as f64));
+            window.counters.push((
+                format!("{prefix}.{name}").into(),
+                now.saturating_sub(*before) as f64,
+            ));
         }
         *flushed = current;
         if self.previous_timestamp > 0 {
-            let lag = timestamp as f64 - self.previous_timestamp as f64 - self.config.interval_ms as f64 / 1000.0;
-            window.gauges.push((format!("{prefix}.timestamp_lag").into(), lag));
+            let lag = timestamp as f64
+                - self.previous_timestamp as f64
+                - self.config.interval_ms as f64 / 1000.0;
+            window
+                .gauges
+                .push((format!("{prefix}.timestamp_lag").into(), lag));
         }
         self.previous_timestamp = timestamp;
         window
@@ -787,7 +927,11 @@ impl Flusher {
 pub(crate) fn internal_totals(shared: &Shared) -> [u64; 3] {
     let counters = &shared.counters;
     let bad: u64 = counters.bad.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-    [counters.packets.load(Ordering::Relaxed), counters.lines.load(Ordering::Relaxed), bad]
+    [
+        counters.packets.load(Ordering::Relaxed),
+        counters.lines.load(Ordering::Relaxed),
+        bad,
+    ]
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {
@@ -856,8 +1000,14 @@ impl SelfMetrics {
             bytes_received: load(&c.bytes),
             lines_received: load(&c.lines),
             metrics_received: load(&c.metrics),
-            bad_lines: BadLine::ALL.iter().map(|r| (*r, load(&c.bad[r.index()]))).collect(),
-            kernel_dropped_packets: net::udp_drops(&shared.udp_inodes).into_iter().flatten().sum(),
+            bad_lines: BadLine::ALL
+                .iter()
+                .map(|r| (*r, load(&c.bad[r.index()])))
+                .collect(),
+            kernel_dropped_packets: net::udp_drops(&shared.udp_inodes)
+                .into_iter()
+                .flatten()
+                .sum(),
             truncated_packets: load(&c.truncated_packets),
             ingress_dropped_packets: load(&c.ingress_dropped_packets),
             shard_dropped_metrics: load(&c.shard_dropped_metrics),
@@ -873,37 +1023,93 @@ impl SelfMetrics {
             graphite_dropped_lines: graphite_sum(|g| &g.dropped_lines),
             graphite_failed_sends: graphite_sum(|g| &g.failed_sends),
             graphite_pending_bytes: graphite_sum(|g| &g.pending_bytes),
-            rcvbuf_bytes: shared.rcvbuf.iter().map(|r| r.applied_bytes as u64).collect(),
+            rcvbuf_bytes: shared
+                .rcvbuf
+                .iter()
+                .map(|r| r.applied_bytes as u64)
+                .collect(),
             last_msg_seen_unix: load(&c.last_msg_seen),
         }
     }
 
     /// The figures as named series, ready for a Prometheus renderer.
     pub fn series(&self) -> Vec<Series> {
-        let counter = |name, value: u64| Series { name, labels: Vec::new(), value: value as f64, counter: true };
-        let gauge = |name, value: f64| Series { name, labels: Vec::new(), value, counter: false };
+        let counter = |name, value: u64| Series {
+            name,
+            labels: Vec::new(),
+            value: value as f64,
+            counter: true,
+        };
+        let gauge = |name, value: f64| Series {
+            name,
+            labels: Vec::new(),
+            value,
+            counter: false,
+        };
         let mut out = vec![
             gauge("proctor_statsd_uptime_seconds", self.uptime_seconds),
-            counter("proctor_statsd_packets_received_total", self.packets_received),
+            counter(
+                "proctor_statsd_packets_received_total",
+                self.packets_received,
+            ),
             counter("proctor_statsd_received_bytes_total", self.bytes_received),
             counter("proctor_statsd_lines_received_total", self.lines_received),
-            counter("proctor_statsd_metrics_received_total", self.metrics_received),
-            counter("proctor_statsd_kernel_dropped_packets_total", self.kernel_dropped_packets),
-            counter("proctor_statsd_truncated_packets_total", self.truncated_packets),
-            counter("proctor_statsd_queue_dropped_packets_total", self.ingress_dropped_packets),
-            counter("proctor_statsd_shard_queue_dropped_metrics_total", self.shard_dropped_metrics),
-            counter("proctor_statsd_key_limit_dropped_metrics_total", self.key_limit_dropped_metrics),
-            counter("proctor_statsd_timer_samples_not_kept_total", self.timer_samples_not_kept),
-            counter("proctor_statsd_set_members_dropped_total", self.set_members_dropped),
+            counter(
+                "proctor_statsd_metrics_received_total",
+                self.metrics_received,
+            ),
+            counter(
+                "proctor_statsd_kernel_dropped_packets_total",
+                self.kernel_dropped_packets,
+            ),
+            counter(
+                "proctor_statsd_truncated_packets_total",
+                self.truncated_packets,
+            ),
+            counter(
+                "proctor_statsd_queue_dropped_packets_total",
+                self.ingress_dropped_packets,
+            ),
+            counter(
+                "proctor_statsd_shard_queue_dropped_metrics_total",
+                self.shard_dropped_metrics,
+            ),
+            counter(
+                "proctor_statsd_key_limit_dropped_metrics_total",
+                self.key_limit_dropped_metrics,
+            ),
+            counter(
+                "proctor_statsd_timer_samples_not_kept_total",
+                self.timer_samples_not_kept,
+            ),
+            counter(
+                "proctor_statsd_set_members_dropped_total",
+                self.set_members_dropped,
+            ),
             gauge("proctor_statsd_keys", self.keys as f64),
             counter("proctor_statsd_tcp_connections_total", self.tcp_connections),
             counter("proctor_statsd_flushes_total", self.flushes),
-            gauge("proctor_statsd_last_flush_duration_seconds", self.last_flush_seconds),
+            gauge(
+                "proctor_statsd_last_flush_duration_seconds",
+                self.last_flush_seconds,
+            ),
             counter("proctor_statsd_backend_errors_total", self.backend_errors),
-            counter("proctor_statsd_graphite_sent_lines_total", self.graphite_sent_lines),
-            counter("proctor_statsd_graphite_dropped_lines_total", self.graphite_dropped_lines),
-            counter("proctor_statsd_graphite_failed_sends_total", self.graphite_failed_sends),
-            gauge("proctor_statsd_graphite_pending_bytes", self.graphite_pending_bytes as f64),
+            counter(
+                "proctor_statsd_graphite_sent_lines_total",
+                self.graphite_sent_lines,
+            ),
+            counter(
+                "proctor_statsd_graphite_dropped_lines_total",
+                self.graphite_dropped_lines,
+            ),
+            counter(
+                "proctor_statsd_graphite_failed_sends_total",
+                self.graphite_failed_sends,
+            ),
+            gauge(
+                "proctor_statsd_graphite_pending_bytes",
+                self.graphite_pending_bytes as f64,
+            ),
         ];
         for (reason, count) in &self.bad_lines {
             out.push(Series {
@@ -938,11 +1144,18 @@ pub(crate) fn dump_all(shared: &Shared, kind: MetricType) -> Vec<(Box<str>, Dump
 }
 
 /// For the admin thread: delete keys in every shard; per pattern, the keys deleted.
-pub(crate) fn delete_all(shared: &Shared, kind: MetricType, patterns: &[String]) -> Vec<Vec<Box<str>>> {
+pub(crate) fn delete_all(
+    shared: &Shared,
+    kind: MetricType,
+    patterns: &[String],
+) -> Vec<Vec<Box<str>>> {
     let mut all: Vec<Vec<Box<str>>> = patterns.iter().map(|_| Vec::new()).collect();
     for shard in &shared.shards {
         let (reply, answer) = mpsc::sync_channel(1);
-        if shard.send(ShardMsg::Delete(kind, patterns.to_vec(), reply)).is_ok() {
+        if shard
+            .send(ShardMsg::Delete(kind, patterns.to_vec(), reply))
+            .is_ok()
+        {
             for (mine, theirs) in all.iter_mut().zip(answer.recv().unwrap_or_default()) {
                 mine.extend(theirs);
             }
@@ -952,12 +1165,21 @@ pub(crate) fn delete_all(shared: &Shared, kind: MetricType, patterns: &[String])
 }
 
 /// Reads admin command lines; used by the admin module, kept here beside the other I/O loops.
-pub(crate) fn read_command(reader: &mut BufReader<TcpStream>, line: &mut String, shutdown: &Shutdown) -> Option<()> {
+pub(crate) fn read_command(
+    reader: &mut BufReader<TcpStream>,
+    line: &mut String,
+    shutdown: &Shutdown,
+) -> Option<()> {
     loop {
         match reader.read_line(line) {
             Ok(0) => return None,
             Ok(_) => return Some(()),
-            Err(err) if matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 if shutdown.is_triggered() {
                     return None;
                 }

@@ -19,12 +19,24 @@ fn python() -> Option<String> {
 }
 
 fn run_python(python: &str, script: &str) {
-    let output = Command::new(python).arg("-c").arg(script).output().expect("run python");
-    assert!(output.status.success(), "python failed: {}", String::from_utf8_lossy(&output.stderr));
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("run python");
+    assert!(
+        output.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 fn counter(flush: &FlushData, key: &str) -> Option<f64> {
-    flush.counters.iter().find(|c| c.key == key).map(|c| c.count)
+    flush
+        .counters
+        .iter()
+        .find(|c| c.key == key)
+        .map(|c| c.count)
 }
 
 fn gauge(flush: &FlushData, key: &str) -> Option<f64> {
@@ -33,7 +45,11 @@ fn gauge(flush: &FlushData, key: &str) -> Option<f64> {
 
 fn timer_stat(flush: &FlushData, key: &str, stat: &str) -> Option<f64> {
     let timer = flush.timers.iter().find(|t| t.key == key)?;
-    timer.stats.iter().find(|(name, _)| name == stat).map(|(_, v)| *v)
+    timer
+        .stats
+        .iter()
+        .find(|(name, _)| name == stat)
+        .map(|(_, v)| *v)
 }
 
 fn set_count(flush: &FlushData, key: &str) -> Option<f64> {
@@ -80,7 +96,15 @@ tcp.close()
     assert_eq!(counter(&flush, "pytcp.hits"), Some(7.0));
     assert_eq!(timer_stat(&flush, "pytcp.lat", "mean"), Some(5.0));
     assert_eq!(gauge(&flush, "pytcp.temp"), Some(1.5));
-    assert_eq!(handle.self_metrics().bad_lines.iter().map(|(_, n)| n).sum::<u64>(), 0);
+    assert_eq!(
+        handle
+            .self_metrics()
+            .bad_lines
+            .iter()
+            .map(|(_, n)| n)
+            .sum::<u64>(),
+        0
+    );
 }
 
 #[test]
@@ -126,5 +150,13 @@ uds.close_socket()
     assert_eq!(timer_stat(&flush, "dd.lat", "upper"), Some(40.0));
     assert_eq!(set_count(&flush, "dd.users"), Some(1.0));
     assert_eq!(counter(&flush, "dd.uds"), Some(5.0));
-    assert_eq!(handle.self_metrics().bad_lines.iter().map(|(_, n)| n).sum::<u64>(), 0);
+    assert_eq!(
+        handle
+            .self_metrics()
+            .bad_lines
+            .iter()
+            .map(|(_, n)| n)
+            .sum::<u64>(),
+        0
+    );
 }
