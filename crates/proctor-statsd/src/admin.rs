@@ -132,6 +132,37 @@ fn stats(shared: &Shared) -> String {
     );
     let bad_total: u64 = metrics.bad_lines.iter().map(|(_, n)| n).sum();
     let _ = writeln!(out, "messages.bad_lines_seen: {bad_total}");
+    // Etsy's backends report their status here; `last_*` values are seconds ago.
+    for graphite in &shared.graphite {
+        let load = |value: &std::sync::atomic::AtomicU64| value.load(Ordering::Relaxed);
+        let ago = |value: u64| {
+            if value == 0 {
+                0
+            } else {
+                now.saturating_sub(value)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "graphite.last_flush: {}",
+            ago(load(&graphite.last_flush))
+        );
+        let _ = writeln!(
+            out,
+            "graphite.last_exception: {}",
+            ago(load(&graphite.last_exception))
+        );
+        let _ = writeln!(
+            out,
+            "graphite.flush_time: {}",
+            load(&graphite.flush_time_ms)
+        );
+        let _ = writeln!(
+            out,
+            "graphite.flush_length: {}",
+            load(&graphite.flush_length)
+        );
+    }
     let _ = writeln!(
         out,
         "proctor.packets_received: {}",

@@ -283,6 +283,11 @@ pub struct GraphiteCounters {
     pub dropped_lines: AtomicU64,
     pub failed_sends: AtomicU64,
     pub pending_bytes: AtomicU64,
+    /// Mirrors of [`GraphiteStatus`], for the admin `stats` command.
+    pub last_flush: AtomicU64,
+    pub last_exception: AtomicU64,
+    pub flush_time_ms: AtomicU64,
+    pub flush_length: AtomicU64,
 }
 
 /// The Graphite plaintext backend.
@@ -311,7 +316,24 @@ impl GraphiteBackend {
     }
 
     pub fn counters(&self) -> Arc<GraphiteCounters> {
+        self.publish_status();
         Arc::clone(&self.counters)
+    }
+
+    fn publish_status(&self) {
+        let counters = &self.counters;
+        counters
+            .last_flush
+            .store(self.status.last_flush, Ordering::Relaxed);
+        counters
+            .last_exception
+            .store(self.status.last_exception, Ordering::Relaxed);
+        counters
+            .flush_time_ms
+            .store(self.status.flush_time_ms, Ordering::Relaxed);
+        counters
+            .flush_length
+            .store(self.status.flush_length, Ordering::Relaxed);
     }
 
     fn send(&self, payload: &[u8]) -> std::io::Result<()> {
@@ -373,6 +395,7 @@ impl Backend for GraphiteBackend {
         self.counters
             .pending_bytes
             .store(self.pending_bytes as u64, Ordering::Relaxed);
+        self.publish_status();
         result.map_err(|source| BackendError::Send {
             backend: "graphite",
             address: self.config.address.clone(),

@@ -39,6 +39,8 @@ fn udp_tcp_and_unix_lines_reach_graphite() {
         .send_to(b"unix.g:-1|g", &unix_path)
         .expect("send");
     server.wait_metrics(13);
+    let stats = admin(server.admin, "stats");
+    assert!(stats.contains("graphite.last_exception: 0\n"), "{stats}");
     let lines = server.stop_and_take_flush(&sink);
 
     for expected in [
@@ -176,6 +178,10 @@ fn admin_commands_answer_like_etsy() {
     assert!(
         stats.contains("proctor.kernel_dropped_packets: 0\n"),
         "{stats}"
+    );
+    assert!(
+        !stats.contains("graphite."),
+        "no graphite backend, no graphite lines: {stats}"
     );
     server.stop();
 }
