@@ -16,3 +16,4 @@ pub mod system;
 
 pub use error::{Error, ErrorKind};
 pub use file::{ProcFile, Root};
+pub use parse::cpu_list;
