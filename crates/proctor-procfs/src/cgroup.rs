@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::file::Root;
 use crate::host::{parse_pressure, Pressure};
-use crate::parse::{cpu_list, fields, i64_dec, lines, trim, u64_dec};
+use crate::parse::{cpu_list, fields, i64_dec, key_space_value, lines, trim, u64_dec};
 use crate::process::{parse_cgroup, CgroupMembership};
 
 /// Which cgroup layout the host uses.
@@ -417,8 +417,7 @@ pub struct CgroupMemoryStat {
 pub fn parse_memory_stat(bytes: &[u8], v1: bool) -> CgroupMemoryStat {
     let mut stat = CgroupMemoryStat::default();
     for line in lines(bytes) {
-        let mut parts = fields(line);
-        let (Some(key), Some(value)) = (parts.next(), parts.next()) else { continue };
+        let Some((key, value)) = key_space_value(line) else { continue };
         let value = u64_dec(value);
         let slot = match (v1, key) {
             (false, b"anon") | (true, b"total_rss") => &mut stat.anon_bytes,
@@ -473,77 +472,114 @@ fn apply_cpu_stat(bytes: &[u8], counters: &mut CgroupCounters) {
     }
 }
 
-/// Reads the per-sample counters of the process's cgroups, reusing `buf`.
-pub fn read_counters(root: &Root, paths: &CgroupPaths, buf: &mut Vec<u8>) -> CgroupCounters {
-    let mut c = CgroupCounters::default();
-    let read = |dir: &Path, file: &str, buf: &mut Vec<u8>, errors: &mut Vec<String>| -> bool {
-        match read_optional(root, &dir.join(file), buf) {
-            Ok(found) => found,
-            Err(e) => {
-                errors.push(e.to_string());
-                false
+/// Which counter a kept-open cgroup file feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counter {
+    MemoryCurrent,
+    MemoryPeak,
+    SwapCurrent,
+    MemoryStatV2,
+    MemoryStatV1,
+    CpuStat,
+    CpuacctUsageNs,
+    CpuPressure,
+    MemoryPressure,
+    IoPressure,
+    PidsCurrent,
+}
+
+/// The per-sample counter files of one process's cgroups, opened once and re-read with
+/// `pread`, like the per-pid files: a cgroup's counters are O(1) to produce, so the open and
+/// close around them would otherwise be most of their cost.
+#[derive(Debug)]
+pub struct CounterReader {
+    files: Vec<(Counter, crate::ProcFile)>,
+    errors: Vec<String>,
+}
+
+impl CounterReader {
+    /// Opens every counter file that exists for these paths. On hybrid hosts the v2 files
+    /// (PSI) and the v1 controller files are both used; v1 wins where both have a value.
+    pub fn open(root: &Root, paths: &CgroupPaths) -> Self {
+        let mut wanted: Vec<(Counter, PathBuf)> = Vec::new();
+        if let Some(u) = paths.unified.as_ref() {
+            for (counter, file) in [
+                (Counter::MemoryCurrent, "memory.current"),
+                (Counter::MemoryPeak, "memory.peak"),
+                (Counter::SwapCurrent, "memory.swap.current"),
+                (Counter::MemoryStatV2, "memory.stat"),
+                (Counter::CpuStat, "cpu.stat"),
+                (Counter::CpuPressure, "cpu.pressure"),
+                (Counter::MemoryPressure, "memory.pressure"),
+                (Counter::IoPressure, "io.pressure"),
+                (Counter::PidsCurrent, "pids.current"),
+            ] {
+                wanted.push((counter, u.dir.join(file)));
             }
         }
-    };
-    let single = |buf: &[u8]| u64_dec(trim(buf));
-    let mut errors = Vec::new();
-    if let Some(u) = paths.unified.as_ref() {
-        let d = u.dir.as_path();
-        if read(d, "memory.current", buf, &mut errors) {
-            c.memory_current_bytes = single(buf);
-        }
-        if read(d, "memory.peak", buf, &mut errors) {
-            c.memory_peak_bytes = single(buf);
-        }
-        if read(d, "memory.swap.current", buf, &mut errors) {
-            c.memory_swap_current_bytes = single(buf);
-        }
-        if read(d, "memory.stat", buf, &mut errors) {
-            c.memory_stat = Some(parse_memory_stat(buf, false));
-        }
-        if read(d, "cpu.stat", buf, &mut errors) {
-            apply_cpu_stat(buf, &mut c);
-        }
-        for (file, slot) in [
-            ("cpu.pressure", &mut c.cpu_pressure),
-            ("memory.pressure", &mut c.memory_pressure),
-            ("io.pressure", &mut c.io_pressure),
-        ] {
-            if read(d, file, buf, &mut errors) {
-                *slot = parse_pressure(buf);
+        if paths.version != CgroupVersion::V2 {
+            if let Some(m) = paths.memory_v1.as_ref() {
+                wanted.push((Counter::MemoryCurrent, m.dir.join("memory.usage_in_bytes")));
+                wanted.push((Counter::MemoryPeak, m.dir.join("memory.max_usage_in_bytes")));
+                wanted.push((Counter::MemoryStatV1, m.dir.join("memory.stat")));
+            }
+            if let Some(cpu) = paths.cpu_v1.as_ref() {
+                wanted.push((Counter::CpuStat, cpu.dir.join("cpu.stat")));
+            }
+            if let Some(acct) = paths.cpuacct_v1.as_ref() {
+                wanted.push((Counter::CpuacctUsageNs, acct.dir.join("cpuacct.usage")));
             }
         }
-        if read(d, "pids.current", buf, &mut errors) {
-            c.pids_current = single(buf);
+        let mut files = Vec::new();
+        let mut errors = Vec::new();
+        for (counter, path) in wanted {
+            match crate::ProcFile::open(root.path(&path)) {
+                Ok(f) => files.push((counter, f)),
+                Err(e) if e.kind == crate::ErrorKind::Gone => {}
+                Err(e) => errors.push(e.to_string()),
+            }
         }
+        Self { files, errors }
     }
-    if paths.version != CgroupVersion::V2 {
-        if let Some(m) = paths.memory_v1.as_ref() {
-            let d = m.dir.as_path();
-            if read(d, "memory.usage_in_bytes", buf, &mut errors) {
-                c.memory_current_bytes = single(buf);
-            }
-            if read(d, "memory.max_usage_in_bytes", buf, &mut errors) {
-                c.memory_peak_bytes = single(buf);
-            }
-            if read(d, "memory.stat", buf, &mut errors) {
-                c.memory_stat = Some(parse_memory_stat(buf, true));
-            }
-        }
-        if let Some(cpu) = paths.cpu_v1.as_ref() {
-            if read(cpu.dir.as_path(), "cpu.stat", buf, &mut errors) {
-                apply_cpu_stat(buf, &mut c);
-            }
-        }
-        if let Some(acct) = paths.cpuacct_v1.as_ref() {
-            // cpuacct.usage is in nanoseconds.
-            if read(acct.dir.as_path(), "cpuacct.usage", buf, &mut errors) {
-                c.cpu_usage_usec = single(buf).map(|ns| ns / 1000);
-            }
-        }
+
+    /// The files this reader keeps open, for floor measurements.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|(_, f)| f.path())
     }
-    c.errors = errors;
-    c
+
+    /// Re-reads every counter.
+    pub fn read(&mut self) -> CgroupCounters {
+        let mut c = CgroupCounters { errors: self.errors.clone(), ..CgroupCounters::default() };
+        for (counter, file) in &mut self.files {
+            let buf = match file.read() {
+                Ok(b) => b,
+                Err(e) => {
+                    c.errors.push(e.to_string());
+                    continue;
+                }
+            };
+            let single = || u64_dec(trim(buf));
+            match counter {
+                Counter::MemoryCurrent => c.memory_current_bytes = single().or(c.memory_current_bytes),
+                Counter::MemoryPeak => c.memory_peak_bytes = single().or(c.memory_peak_bytes),
+                Counter::SwapCurrent => c.memory_swap_current_bytes = single(),
+                Counter::MemoryStatV2 => c.memory_stat = Some(parse_memory_stat(buf, false)),
+                Counter::MemoryStatV1 => c.memory_stat = Some(parse_memory_stat(buf, true)),
+                Counter::CpuStat => apply_cpu_stat(buf, &mut c),
+                Counter::CpuacctUsageNs => c.cpu_usage_usec = single().map(|ns| ns / 1000).or(c.cpu_usage_usec),
+                Counter::CpuPressure => c.cpu_pressure = parse_pressure(buf),
+                Counter::MemoryPressure => c.memory_pressure = parse_pressure(buf),
+                Counter::IoPressure => c.io_pressure = parse_pressure(buf),
+                Counter::PidsCurrent => c.pids_current = single(),
+            }
+        }
+        c
+    }
+}
+
+/// Reads the per-sample counters once (opening and closing the files): for one-off use.
+pub fn read_counters(root: &Root, paths: &CgroupPaths) -> CgroupCounters {
+    CounterReader::open(root, paths).read()
 }
 
 #[cfg(test)]

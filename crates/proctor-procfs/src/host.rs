@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::parse::{f64_dec, fields, i64_dec, kb_to_bytes, key_value, lines, trim, u64_dec};
+use crate::parse::{decimal, f64_dec, fields, i64_dec, kb_to_bytes, key_space_value, key_value, lines, trim, u64_dec};
 
 /// One `cpu` line of `/proc/stat`, in clock ticks (USER_HZ).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -224,8 +224,12 @@ pub fn parse_vmstat(bytes: &[u8]) -> Option<VmStat> {
     let mut vm = VmStat::default();
     let mut known = 0;
     for line in lines(bytes) {
-        let mut parts = fields(line);
-        let (Some(key), Some(value)) = (parts.next(), parts.next()) else { continue };
+        // Every key proctor wants starts with "pg", "ps" or "oo"; most of the ~200 lines are
+        // dismissed on their first two bytes.
+        if !matches!(line.get(..2), Some(b"pg" | b"ps" | b"oo")) {
+            continue;
+        }
+        let Some((key, value)) = key_space_value(line) else { continue };
         let value = u64_dec(value);
         let add = |slot: &mut Option<u64>| *slot = Some(slot.unwrap_or(0) + value.unwrap_or(0));
         match key {
@@ -268,8 +272,14 @@ pub fn parse_diskstats(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
     let mut disks = Vec::new();
     let mut bad = 0;
     for line in lines(bytes) {
-        let parts: Vec<&[u8]> = fields(line).take(14).collect();
-        let parsed = (parts.len() >= 14)
+        // A fixed array instead of a Vec per line: this runs every cycle.
+        let mut parts: [&[u8]; 14] = [&[]; 14];
+        let mut n = 0;
+        for (slot, field) in parts.iter_mut().zip(fields(line)) {
+            *slot = field;
+            n += 1;
+        }
+        let parsed = (n == 14)
             .then(|| {
                 let n = |i: usize| u64_dec(parts[i]);
                 Some(DiskStat {
@@ -317,9 +327,17 @@ pub fn parse_net_dev(bytes: &[u8]) -> (Vec<NetDev>, usize) {
         if name.contains(&b'|') {
             continue;
         }
-        let numbers: Option<Vec<u64>> = fields(rest).take(16).map(u64_dec).collect();
-        match numbers {
-            Some(n) if n.len() == 16 => devs.push(NetDev {
+        let mut n = [0u64; 16];
+        let mut count = 0;
+        for (slot, field) in n.iter_mut().zip(fields(rest)) {
+            match u64_dec(field) {
+                Some(v) => *slot = v,
+                None => break,
+            }
+            count += 1;
+        }
+        match count {
+            16 => devs.push(NetDev {
                 name: String::from_utf8_lossy(trim(name)).into_owned(),
                 rx_bytes: n[0],
                 rx_packets: n[1],
@@ -363,9 +381,9 @@ pub fn parse_pressure(bytes: &[u8]) -> Option<Pressure> {
             let eq = part.iter().position(|&b| b == b'=')?;
             let (key, value) = (&part[..eq], &part[eq + 1..]);
             match key {
-                b"avg10" => parsed.avg10 = f64_dec(value)?,
-                b"avg60" => parsed.avg60 = f64_dec(value)?,
-                b"avg300" => parsed.avg300 = f64_dec(value)?,
+                b"avg10" => parsed.avg10 = decimal(value)?,
+                b"avg60" => parsed.avg60 = decimal(value)?,
+                b"avg300" => parsed.avg300 = decimal(value)?,
                 b"total" => parsed.total_usec = u64_dec(value)?,
                 _ => {}
             }

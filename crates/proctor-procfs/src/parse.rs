@@ -28,19 +28,55 @@ pub(crate) fn f64_dec(bytes: &[u8]) -> Option<f64> {
     std::str::from_utf8(bytes).ok()?.parse().ok().filter(|v: &f64| v.is_finite())
 }
 
+/// Parses a plain decimal such as `12.34` (PSI averages) without going through `str::parse`,
+/// which is several times slower; anything else falls back to it.
+pub(crate) fn decimal(bytes: &[u8]) -> Option<f64> {
+    let dot = memchr::memchr(b'.', bytes);
+    let (int, frac) = match dot {
+        Some(i) => (&bytes[..i], &bytes[i + 1..]),
+        None => (bytes, &b""[..]),
+    };
+    match (u64_dec(int), frac.len()) {
+        (Some(i), 0) => Some(i as f64),
+        (Some(i), len @ 1..=6) => u64_dec(frac).map(|f| i as f64 + f as f64 / 10f64.powi(len as i32)),
+        _ => f64_dec(bytes),
+    }
+}
+
 /// Splits on ASCII whitespace runs.
 pub(crate) fn fields(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty())
 }
 
+/// Non-empty lines. Line ends are found with `memchr` (SIMD), which matters for the larger
+/// files read every cycle (`vmstat` is ~200 lines).
 pub(crate) fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
-    bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty())
+    let mut rest = bytes;
+    std::iter::from_fn(move || loop {
+        if rest.is_empty() {
+            return None;
+        }
+        let (line, next) = match memchr::memchr(b'\n', rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        rest = next;
+        if !line.is_empty() {
+            return Some(line);
+        }
+    })
 }
 
 /// Splits `Key:   value rest` into (`Key`, `value rest` trimmed) at the first colon.
 pub(crate) fn key_value(line: &[u8]) -> Option<(&[u8], &[u8])> {
-    let colon = line.iter().position(|&b| b == b':')?;
+    let colon = memchr::memchr(b':', line)?;
     Some((&line[..colon], trim(&line[colon + 1..])))
+}
+
+/// Splits `key value` at the first space: the shape of vmstat, memory.stat and cpu.stat.
+pub(crate) fn key_space_value(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let space = memchr::memchr(b' ', line)?;
+    Some((&line[..space], trim(&line[space + 1..])))
 }
 
 pub(crate) fn trim(bytes: &[u8]) -> &[u8] {
@@ -98,6 +134,19 @@ mod tests {
         assert_eq!(i64_dec(b"-1"), Some(-1));
         assert_eq!(kb_to_bytes(b"  12 kB"), Some(12 * 1024));
         assert_eq!(kb_to_bytes(b"12 MB"), None);
+        assert_eq!(decimal(b"1.50"), Some(1.5));
+        assert_eq!(decimal(b"12"), Some(12.0));
+        assert_eq!(decimal(b"0.00"), Some(0.0));
+        assert_eq!(decimal(b"1e3"), Some(1000.0));
+        assert_eq!(decimal(b"x.5"), None);
+    }
+
+    #[test]
+    fn lines_skip_empty_and_keep_last() {
+        let got: Vec<&[u8]> = lines(b"a\n\nb c\nd").collect();
+        assert_eq!(got, vec![&b"a"[..], b"b c", b"d"]);
+        assert_eq!(lines(b"").count(), 0);
+        assert_eq!(key_space_value(b"pgfault 12"), Some((&b"pgfault"[..], &b"12"[..])));
     }
 
     #[test]

@@ -36,6 +36,14 @@ pub struct PidStat {
 /// Parses `/proc/PID/stat`. The comm field may hold spaces and parentheses, so it is delimited
 /// by the first `(` and the *last* `)`. `None` when a required field is missing or malformed.
 pub fn parse_stat(bytes: &[u8]) -> Option<PidStat> {
+    let (mut stat, comm) = parse_stat_borrowed(bytes)?;
+    stat.comm = String::from_utf8_lossy(comm).into_owned();
+    Some(stat)
+}
+
+/// Like [`parse_stat`], but leaves `comm` empty and returns its bytes instead, so a scanner
+/// that already knows the name allocates nothing per process.
+pub fn parse_stat_borrowed(bytes: &[u8]) -> Option<(PidStat, &[u8])> {
     // The kernel always ends the line with a newline; without it the read was cut short and
     // the last number may be a prefix of the real one.
     let bytes = bytes.strip_suffix(b"\n")?;
@@ -45,7 +53,7 @@ pub fn parse_stat(bytes: &[u8]) -> Option<PidStat> {
         return None;
     }
     let pid = u32::try_from(u64_dec(crate::parse::trim(&bytes[..open]))?).ok()?;
-    let comm = String::from_utf8_lossy(&bytes[open + 1..close]).into_owned();
+    let comm = &bytes[open + 1..close];
     // Field numbers below follow proc(5), where field 3 (state) is the first after the comm.
     let mut rest = fields(&bytes[close + 1..]);
     let mut next = || rest.next();
@@ -76,9 +84,9 @@ pub fn parse_stat(bytes: &[u8]) -> Option<PidStat> {
     let mut tail = (25..=42).map(|_| next());
     let processor = tail.nth(14).flatten().and_then(u64_dec).and_then(|v| u32::try_from(v).ok());
     let blkio_ticks = tail.nth(2).flatten().and_then(u64_dec);
-    Some(PidStat {
+    let stat = PidStat {
         pid,
-        comm,
+        comm: String::new(),
         state,
         ppid,
         pgrp,
@@ -95,7 +103,8 @@ pub fn parse_stat(bytes: &[u8]) -> Option<PidStat> {
         rss_pages,
         processor,
         blkio_ticks,
-    })
+    };
+    Some((stat, comm))
 }
 
 /// `/proc/PID/statm`, in pages. `shared_pages` counts file-backed and shmem resident pages,

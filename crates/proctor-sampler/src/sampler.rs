@@ -19,6 +19,7 @@ use crate::SamplerConfig;
 struct ContainerState {
     pid: u32,
     paths: CgroupPaths,
+    counters: cgroup::CounterReader,
     limits: Arc<CgroupLimits>,
     limits_read_mono_ns: u64,
     affinity: Option<Vec<u32>>,
@@ -39,7 +40,6 @@ pub struct Sampler {
     pss: Option<PssWorker>,
     cmdline: Option<CmdlineWorker>,
     new_pids: Vec<(u32, u64)>,
-    buf: Vec<u8>,
     /// The cost of opening files in `new`, charged to the first sample.
     setup_cost: Option<SampleCost>,
     nofile_limit: Option<u64>,
@@ -79,7 +79,6 @@ impl Sampler {
             pss,
             cmdline,
             new_pids: Vec::new(),
-            buf: Vec::new(),
             setup_cost: Some(setup_cost),
             nofile_limit,
             config,
@@ -89,7 +88,8 @@ impl Sampler {
     fn read_container(config: &SamplerConfig, paths: CgroupPaths, mono_ns: u64) -> ContainerState {
         let limits = Arc::new(cgroup::read_limits(&config.root, &paths));
         let affinity = if config.root.is_real() { affinity(config.container_pid).ok() } else { None };
-        ContainerState { pid: config.container_pid, paths, limits, limits_read_mono_ns: mono_ns, affinity }
+        let counters = cgroup::CounterReader::open(&config.root, &paths);
+        ContainerState { pid: config.container_pid, paths, counters, limits, limits_read_mono_ns: mono_ns, affinity }
     }
 
     /// The sampler's monotonic zero: `Sample::mono_ns` counts from here.
@@ -116,6 +116,11 @@ impl Sampler {
 
     pub fn nofile_limit(&self) -> Option<u64> {
         self.nofile_limit
+    }
+
+    /// The cgroup counter files read every cycle (for floor measurements).
+    pub fn container_files(&self) -> Vec<std::path::PathBuf> {
+        self.container.as_ref().map_or_else(Vec::new, |c| c.counters.paths().map(Into::into).collect())
     }
 
     pub fn tracked_processes(&self) -> usize {
@@ -177,7 +182,7 @@ impl Sampler {
             let refreshed = Self::read_container(&self.config, state.paths.clone(), mono_ns);
             *state = refreshed;
         }
-        let counters = cgroup::read_counters(&self.config.root, &state.paths, &mut self.buf);
+        let counters = state.counters.read();
         for _ in &counters.errors {
             *cost.errors.entry(("container", ErrorKind::Io.as_str())).or_default() += 1;
         }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{ProcessSample, SampleCost, StatusReading};
-use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat, parse_statm, parse_status, PidStat, Statm};
+use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat_borrowed, parse_statm, parse_status, PidStat, Statm};
 use proctor_procfs::{Error, ErrorKind, ProcFile, Root};
 
 /// A per-pid file: kept open after the first read; read with open/read/close when the
@@ -170,13 +170,8 @@ impl ProcessTable {
         for i in 0..self.pids.len() {
             let pid = self.pids[i];
             cost.processes_seen += 1;
-            match self.read_process(root, pid, opts, cost, new_pids) {
-                Some(p) => {
-                    if let Some(e) = self.entries.get_mut(&pid) {
-                        e.seen_cycle = cycle;
-                    }
-                    out.push(p);
-                }
+            match self.read_process(root, pid, cycle, opts, cost, new_pids) {
+                Some(p) => out.push(p),
                 None => {
                     self.entries.remove(&pid);
                 }
@@ -198,6 +193,7 @@ impl ProcessTable {
         &mut self,
         root: &Root,
         pid: u32,
+        cycle: u64,
         opts: ScanOptions,
         cost: &mut SampleCost,
         new_pids: &mut Vec<(u32, u64)>,
@@ -259,9 +255,6 @@ impl ProcessTable {
                 }
             }
         }
-        if *entry.comm != *stat.comm {
-            entry.comm = Arc::from(stat.comm.as_str());
-        }
         let statm = match read_slot(&mut entry.statm, root, pid, "statm", scratch, fd_limited, cost) {
             Read::Bytes(b) => match parse_statm(b) {
                 Some(s) => Some(s),
@@ -318,6 +311,8 @@ impl ProcessTable {
         } else {
             None
         };
+        // Set last: the resets above replace the whole entry.
+        entry.seen_cycle = cycle;
         Some(ProcessSample {
             pid,
             ppid: stat.ppid,
@@ -355,7 +350,14 @@ fn read_stat(
     cost: &mut SampleCost,
 ) -> Result<PidStat, ErrorKind> {
     match read_slot(&mut entry.stat, root, pid, "stat", scratch, fd_limited, cost) {
-        Read::Bytes(b) => parse_stat(b).ok_or(ErrorKind::Parse),
+        Read::Bytes(b) => {
+            let (stat, comm) = parse_stat_borrowed(b).ok_or(ErrorKind::Parse)?;
+            // Copy the name only when it changed (exec, prctl): nearly never.
+            if entry.comm.as_bytes() != comm {
+                entry.comm = Arc::from(String::from_utf8_lossy(comm).as_ref());
+            }
+            Ok(stat)
+        }
         Read::Failed(kind) => Err(kind),
     }
 }

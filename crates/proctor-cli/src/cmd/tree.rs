@@ -133,8 +133,7 @@ fn cgroup_answer(root: &proctor_procfs::Root, rows: &[proctor_model::ProcessRow]
         return None;
     }
     let paths = cgroup::discover(root, tree.root_pid).ok()??;
-    let mut buf = Vec::new();
-    let counters = cgroup::read_counters(root, &paths, &mut buf);
+    let counters = cgroup::read_counters(root, &paths);
     Some(CgroupAnswer {
         path: root_cgroup.to_string(),
         memory_current_bytes: counters.memory_current_bytes,
