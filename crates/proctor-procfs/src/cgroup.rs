@@ -274,23 +274,21 @@ fn read_optional(root: &Root, path: &Path, buf: &mut Vec<u8>) -> Result<bool, Er
     }
 }
 
-/// Returns the index of the level at `depth` below the mount, creating empty levels as needed.
-/// Levels are keyed by depth so that v1 controllers mounted separately line up with each other
-/// (and with v2) when their paths agree, as they do on systemd hosts.
-fn level_at(levels: &mut Vec<CgroupLevel>, depth: usize, path: &str) -> usize {
-    while levels.len() <= depth {
-        levels.push(CgroupLevel {
-            path: String::new(),
-            cpu_quota: None,
-            memory_limit_bytes: None,
-            memory_high_bytes: None,
-            cpuset_cpus: None,
-        });
+/// Returns the index of the level for cgroup `path`, creating it if needed. Levels are keyed
+/// by path, so separately mounted v1 controllers and v2 merge where their paths agree and
+/// stay apart where they differ (hybrid hosts often put v1 and v2 in different places).
+fn level_at(levels: &mut Vec<CgroupLevel>, _depth: usize, path: &str) -> usize {
+    if let Some(i) = levels.iter().position(|l| l.path == path) {
+        return i;
     }
-    if levels[depth].path.is_empty() {
-        levels[depth].path = path.to_string();
-    }
-    depth
+    levels.push(CgroupLevel {
+        path: path.to_string(),
+        cpu_quota: None,
+        memory_limit_bytes: None,
+        memory_high_bytes: None,
+        cpuset_cpus: None,
+    });
+    levels.len() - 1
 }
 
 /// A cgroup directory and its visible ancestors as (depth, logical path, directory).
@@ -399,6 +397,8 @@ pub fn read_limits(root: &Root, paths: &CgroupPaths) -> CgroupLimits {
             }
         }
     }
+    // Own level first: deepest paths first, the root last.
+    levels.sort_by_key(|l| std::cmp::Reverse(if l.path == "/" { 0 } else { l.path.matches('/').count() }));
     CgroupLimits { levels, errors }
 }
 
