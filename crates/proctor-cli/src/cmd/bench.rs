@@ -23,9 +23,13 @@ pub struct Args {
     /// Host samples to take (8640 is a day at 10 s).
     #[arg(short = 'n', long, default_value_t = 8640)]
     pub samples: u64,
-    /// Full process scans to take (each reads every process).
+    /// Full process scans to take (each reads every process; 0 skips the process part).
     #[arg(long, default_value_t = 200)]
     pub scans: u64,
+    /// Skip the floor reader, so the whole process's CPU time is proctor's sampling alone
+    /// (for comparing with another tool's whole-process time).
+    #[arg(long)]
+    pub no_floor: bool,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     #[command(flatten)]
@@ -45,12 +49,13 @@ struct Output {
     host_files: usize,
     host_sample: Figure,
     host_floor: Figure,
-    host_ratio_cpu: f64,
+    /// `None` when the floor was skipped.
+    host_ratio_cpu: Option<f64>,
     process_scans: u64,
     processes: f64,
     per_process: Figure,
     per_process_floor: Figure,
-    per_process_ratio_cpu: f64,
+    per_process_ratio_cpu: Option<f64>,
     files_per_process_per_scan: f64,
     errors: u64,
     processes_gone: u64,
@@ -117,6 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
         host = (host.0 + t.0, host.1 + t.1);
         let t = measure(|| {
+            if args.no_floor {
+                return;
+            }
             for _ in 0..count {
                 for f in &floor_files {
                     // Read to EOF like any reader must; no parsing.
@@ -144,17 +152,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         container_pid: base.container_pid,
         ..SamplerConfig::default()
     };
+    let scans = args.scans;
     let mut sampler = Sampler::new(proc_config);
-    let warm = sampler.sample();
-    errors += warm.cost.error_total();
-    let scans = args.scans.max(1);
+    if scans > 0 {
+        errors += sampler.sample().cost.error_total();
+    }
     let mut scan_total = (0u64, 0u64);
     let mut floor_total = (0u64, 0u64);
     let mut pid_count = 0u64;
     let mut files = 0u64;
     let mut gone = 0;
     let mut floor_reader = FloorScanner::new(root.clone());
-    floor_reader.scan(&mut buf);
+    if !args.no_floor && scans > 0 {
+        floor_reader.scan(&mut buf);
+    }
     for _ in 0..scans {
         let mut s = None;
         let t = measure(|| s = Some(sampler.sample()));
@@ -164,10 +175,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         files += s.cost.files_read;
         gone += s.cost.processes_gone;
         errors += s.cost.error_total();
-        let t = measure(|| floor_reader.scan(&mut buf));
+        let t = measure(|| {
+            if !args.no_floor {
+                floor_reader.scan(&mut buf);
+            }
+        });
         floor_total = (floor_total.0 + t.0, floor_total.1 + t.1);
     }
-    let processes = pid_count as f64 / scans as f64;
+    let processes = pid_count as f64 / scans.max(1) as f64;
     // Host work inside a process scan sample is subtracted using the host figure above, so
     // "per process" is the process part alone.
     let host_part = (host.0 / n, host.1 / n);
@@ -182,12 +197,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = Output {
         host_samples: n,
         host_files: floor_files.len(),
-        host_ratio_cpu: host_sample.cpu_us / host_floor.cpu_us.max(1e-9),
+        host_ratio_cpu: (!args.no_floor).then(|| host_sample.cpu_us / host_floor.cpu_us.max(1e-9)),
         host_sample,
         host_floor,
         process_scans: scans,
         processes,
-        per_process_ratio_cpu: per_process.cpu_us / per_process_floor.cpu_us.max(1e-9),
+        per_process_ratio_cpu: (!args.no_floor && scans > 0).then(|| per_process.cpu_us / per_process_floor.cpu_us.max(1e-9)),
         per_process,
         per_process_floor,
         files_per_process_per_scan: files as f64 / pid_count.max(1) as f64,
@@ -200,10 +215,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let mut w = std::io::stdout().lock();
             writeln!(w, "host sample      {:>8.2} µs CPU {:>8.2} µs wall   ({} samples, {} files each)", out.host_sample.cpu_us, out.host_sample.wall_us, n, out.host_files)?;
             writeln!(w, "host floor       {:>8.2} µs CPU {:>8.2} µs wall   (pread of the same files, no parsing)", out.host_floor.cpu_us, out.host_floor.wall_us)?;
-            writeln!(w, "host ratio       {:>8.2}× CPU", out.host_ratio_cpu)?;
+            writeln!(w, "host ratio       {:>8}  CPU", out.host_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×")))?;
             writeln!(w, "per process      {:>8.2} µs CPU {:>8.2} µs wall   ({} scans of {:.0} processes, {:.2} files/process)", out.per_process.cpu_us, out.per_process.wall_us, scans, processes, out.files_per_process_per_scan)?;
             writeln!(w, "per process floor{:>8.2} µs CPU {:>8.2} µs wall   (readdir + pread stat, statm via kept fds)", out.per_process_floor.cpu_us, out.per_process_floor.wall_us)?;
-            writeln!(w, "per process ratio{:>8.2}× CPU", out.per_process_ratio_cpu)?;
+            writeln!(w, "per process ratio{:>8}  CPU", out.per_process_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×")))?;
             writeln!(w, "errors {} · processes gone mid-read {}", out.errors, out.processes_gone)?;
         }
     }
