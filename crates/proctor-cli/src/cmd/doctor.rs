@@ -306,7 +306,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
     writeln!(w, "  open-file limit {}", o.open_file_limit.map_or("?".into(), |l| l.to_string()))?;
     writeln!(w)?;
     match o.smaps_rollup_ms_per_gib {
-        Some(rate) => writeln!(w, "smaps_rollup costs ~{rate:.1} ms per GiB resident here (calibrated on proctor's own memory); it holds the target's mmap lock that long:")?,
+        Some(rate) => writeln!(w, "smaps_rollup costs ~{rate:.1} ms per GiB resident here (calibrated on proctor's own private 4 KiB pages; pages shared with forked children cost more, `proctor tree PID --pss` measures the real thing); it holds the target's mmap lock that long:")?,
         None => writeln!(w, "smaps_rollup cost not calibrated (not reading the real /proc)")?,
     }
     for e in &o.biggest {
