@@ -82,9 +82,8 @@ fn row(
         Some(100.0 * used / secs)
     });
     let status = p.status.as_ref();
-    let anon_bytes = status
-        .and_then(|s| s.rss_anon_bytes)
-        .or_else(|| p.resident_bytes.zip(p.shared_bytes).and_then(|(r, s)| r.checked_sub(s)));
+    // From `status`, as of the last time the footprint moved (so as fresh as `stat`'s rss).
+    let anon_bytes = status.and_then(|s| s.rss_anon_bytes);
     let io_rate = |pick: fn(&proctor_procfs::process::Io) -> Option<u64>| {
         let (b, secs) = before.zip(secs)?;
         rate(pick(p.io.as_ref()?)?, pick(b.io.as_ref()?)?, secs)

@@ -101,8 +101,8 @@ pub struct ProcessSample {
     pub majflt: u64,
     pub nice: i64,
     pub vsize_bytes: u64,
+    /// From `stat`'s rss, read every cycle.
     pub resident_bytes: Option<u64>,
-    pub shared_bytes: Option<u64>,
     pub status: Option<StatusReading>,
     pub io: Option<Io>,
     /// Filled in by the cmdline worker some time after the process is first seen.

@@ -90,31 +90,66 @@ fn read_all_at(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
     }
 }
 
-/// A file kept open and re-read from offset 0 on every sample, into a buffer it owns.
+/// A file kept open and re-read from offset 0 on every sample, into a buffer it owns. The
+/// buffer is zero-filled once and then only overwritten: re-initialising it before every
+/// `pread` would cost more than parsing a small file.
 #[derive(Debug)]
 pub struct ProcFile {
     path: PathBuf,
     file: File,
     buf: Vec<u8>,
+    len: usize,
 }
 
 impl ProcFile {
     pub fn open(path: PathBuf) -> Result<Self, Error> {
         match File::open(&path) {
-            Ok(file) => Ok(Self { path, file, buf: Vec::new() }),
+            Ok(file) => Ok(Self { path, file, buf: vec![0; 1024], len: 0 }),
             Err(e) => Err(Error::io(path, e)),
         }
     }
 
     /// Re-reads the file with `pread` at offset 0 and returns its bytes.
     pub fn read(&mut self) -> Result<&[u8], Error> {
-        match read_all_at(&self.file, &mut self.buf) {
-            Ok(()) => Ok(&self.buf),
-            Err(e) => Err(Error::io(self.path.clone(), e)),
+        let mut filled = 0;
+        loop {
+            match self.file.read_at(&mut self.buf[filled..], filled as u64) {
+                Ok(n) => {
+                    filled += n;
+                    // A short read is the end (see `read_all_at`); a full buffer may not be.
+                    if n == 0 || filled < self.buf.len() {
+                        self.len = filled;
+                        return Ok(&self.buf[..self.len]);
+                    }
+                    let grown = self.buf.len() * 2;
+                    self.buf.resize(grown, 0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(self.path.clone(), e)),
+            }
         }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rereads_grow_and_shrink() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![b'a'; 5000]).expect("write");
+        let mut f = ProcFile::open(path.clone()).expect("open");
+        assert_eq!(f.read().expect("read").len(), 5000);
+        std::fs::write(&path, b"short\n").expect("write");
+        assert_eq!(f.read().expect("read"), b"short\n");
+        let mut buf = Vec::new();
+        Root::new(dir.path()).read_into("/f", &mut buf).expect("read");
+        assert_eq!(buf, b"short\n");
     }
 }

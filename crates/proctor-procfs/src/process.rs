@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::parse::{fields, i64_dec, kb_to_bytes, key_value, lines, u64_dec};
+use crate::parse::{fields, kb_to_bytes, key_value, lines, u64_dec};
 
 /// `/proc/PID/stat`, the fields proctor uses; times in clock ticks, sizes in bytes or pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -36,73 +36,97 @@ pub struct PidStat {
 /// Parses `/proc/PID/stat`. The comm field may hold spaces and parentheses, so it is delimited
 /// by the first `(` and the *last* `)`. `None` when a required field is missing or malformed.
 pub fn parse_stat(bytes: &[u8]) -> Option<PidStat> {
-    let (mut stat, comm) = parse_stat_borrowed(bytes)?;
+    let (mut stat, comm) = parse_stat_fields(bytes, 42)?;
     stat.comm = String::from_utf8_lossy(comm).into_owned();
     Some(stat)
 }
 
-/// Like [`parse_stat`], but leaves `comm` empty and returns its bytes instead, so a scanner
-/// that already knows the name allocates nothing per process.
+/// The per-cycle form of [`parse_stat`]: leaves `comm` empty and returns its bytes instead (a
+/// scanner that already knows the name allocates nothing), and stops after field 24 (rss), so
+/// the long tail of addresses is never scanned; `processor` and `blkio_ticks` stay `None`.
 pub fn parse_stat_borrowed(bytes: &[u8]) -> Option<(PidStat, &[u8])> {
+    parse_stat_fields(bytes, 24)
+}
+
+fn parse_stat_fields(bytes: &[u8], last_field: usize) -> Option<(PidStat, &[u8])> {
     // The kernel always ends the line with a newline; without it the read was cut short and
     // the last number may be a prefix of the real one.
     let bytes = bytes.strip_suffix(b"\n")?;
-    let open = bytes.iter().position(|&b| b == b'(')?;
-    let close = bytes.iter().rposition(|&b| b == b')')?;
+    let open = memchr::memchr(b'(', bytes)?;
+    let close = memchr::memrchr(b')', bytes)?;
     if close < open {
         return None;
     }
     let pid = u32::try_from(u64_dec(crate::parse::trim(&bytes[..open]))?).ok()?;
     let comm = &bytes[open + 1..close];
-    // Field numbers below follow proc(5), where field 3 (state) is the first after the comm.
-    let mut rest = fields(&bytes[close + 1..]);
-    let mut next = || rest.next();
-    let state_field = next()?;
-    let state = char::from(*state_field.first()?);
-    let ppid = u32::try_from(u64_dec(next()?)?).ok()?; // 4
-    let pgrp = i64_dec(next()?)?; // 5
-    let session = i64_dec(next()?)?; // 6
-    next()?; // 7 tty_nr
-    next()?; // 8 tpgid
-    next()?; // 9 flags
-    let minflt = u64_dec(next()?)?; // 10
-    next()?; // 11 cminflt
-    let majflt = u64_dec(next()?)?; // 12
-    next()?; // 13 cmajflt
-    let utime_ticks = u64_dec(next()?)?; // 14
-    let stime_ticks = u64_dec(next()?)?; // 15
-    next()?; // 16 cutime
-    next()?; // 17 cstime
-    let priority = i64_dec(next()?)?; // 18
-    let nice = i64_dec(next()?)?; // 19
-    let num_threads = u64_dec(next()?)?; // 20
-    next()?; // 21 itrealvalue
-    let start_ticks = u64_dec(next()?)?; // 22
-    let vsize_bytes = u64_dec(next()?)?; // 23
-    let rss_pages = u64_dec(next()?)?; // 24
-    // Fields 25..=38 are not used; 39 is the CPU last run on, 42 the block I/O delay.
-    let mut tail = (25..=42).map(|_| next());
-    let processor = tail.nth(14).flatten().and_then(u64_dec).and_then(|v| u32::try_from(v).ok());
-    let blkio_ticks = tail.nth(2).flatten().and_then(u64_dec);
+    // One pass over the bytes after the comm, parsing numbers as they are scanned: this runs
+    // for every process on every cycle. Field numbers follow proc(5): field 3 (state) is the
+    // first after the comm. Fields are separated by single spaces.
+    let rest = bytes.get(close + 2..)?;
+    let mut values = [0i64; 43];
+    let mut valid: u64 = 0;
+    let state = *rest.first()?;
+    let mut field = 3usize;
+    let mut value: u64 = 0;
+    let mut digits = 0usize;
+    let mut negative = false;
+    let mut ok = true;
+    let mut finish = |field: usize, value: u64, digits: usize, negative: bool, ok: bool| {
+        // 20 digits may not fit in u64; the kernel prints those only for sentinels (rsslim).
+        if field > 3 && ok && digits > 0 && digits < 20 && field < values.len() {
+            values[field] = if negative { -(value as i64) } else { value as i64 };
+            valid |= 1 << field;
+        }
+    };
+    for &b in rest {
+        if b == b' ' {
+            finish(field, value, digits, negative, ok);
+            field += 1;
+            if field > last_field {
+                break;
+            }
+            (value, digits, negative, ok) = (0, 0, false, true);
+            continue;
+        }
+        let digit = b.wrapping_sub(b'0');
+        if digit <= 9 {
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+            digits += 1;
+        } else if b == b'-' && digits == 0 && !negative {
+            negative = true;
+        } else {
+            ok = false;
+        }
+    }
+    if field <= last_field {
+        finish(field, value, digits, negative, ok);
+    }
+    // Fields 4..=24 are required (tty_nr, tpgid, flags and itrealvalue are not used).
+    const REQUIRED: u64 = ((1u64 << 25) - 1) & !((1 << 4) - 1) & !(1 << 7) & !(1 << 8) & !(1 << 9) & !(1 << 21);
+    if !state.is_ascii_alphabetic() || valid & REQUIRED != REQUIRED {
+        return None;
+    }
+    let unsigned = |f: usize| u64::try_from(values[f]).ok();
+    let optional = |f: usize| (valid & (1 << f) != 0).then(|| unsigned(f)).flatten();
     let stat = PidStat {
         pid,
         comm: String::new(),
-        state,
-        ppid,
-        pgrp,
-        session,
-        minflt,
-        majflt,
-        utime_ticks,
-        stime_ticks,
-        priority,
-        nice,
-        num_threads,
-        start_ticks,
-        vsize_bytes,
-        rss_pages,
-        processor,
-        blkio_ticks,
+        state: char::from(state),
+        ppid: u32::try_from(values[4]).ok()?,
+        pgrp: values[5],
+        session: values[6],
+        minflt: unsigned(10)?,
+        majflt: unsigned(12)?,
+        utime_ticks: unsigned(14)?,
+        stime_ticks: unsigned(15)?,
+        priority: values[18],
+        nice: values[19],
+        num_threads: unsigned(20)?,
+        start_ticks: unsigned(22)?,
+        vsize_bytes: unsigned(23)?,
+        rss_pages: unsigned(24)?,
+        processor: optional(39).and_then(|v| u32::try_from(v).ok()),
+        blkio_ticks: optional(42),
     };
     Some((stat, comm))
 }
@@ -332,6 +356,15 @@ mod tests {
     }
 
     #[test]
+    fn borrowed_form_agrees_on_the_hot_fields() {
+        let (hot, comm) = parse_stat_borrowed(STAT).expect("parses");
+        let full = parse_stat(STAT).expect("parses");
+        assert_eq!(comm, b"we ird) (x)");
+        assert_eq!((hot.processor, hot.blkio_ticks), (None, None), "the tail is not scanned");
+        assert_eq!(PidStat { comm: full.comm.clone(), processor: full.processor, blkio_ticks: full.blkio_ticks, ..hot }, full);
+    }
+
+    #[test]
     fn stat_truncated_or_garbage_is_none() {
         for cut in [0, 5, 20, 60, 90] {
             assert_eq!(parse_stat(&STAT[..cut]), None, "cut at {cut}");
@@ -343,6 +376,49 @@ mod tests {
         let parsed = parse_stat(short).expect("required fields present");
         assert_eq!(parsed.rss_pages, 128);
         assert_eq!(parsed.processor, None);
+    }
+
+    /// Random bytes and random mutations of a real line: every parser returns, none panics.
+    #[test]
+    fn parsers_never_panic_on_garbage() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let alphabet = b"0123456789 ()-:\nkB\x00\xffSRZ";
+        for round in 0..20_000 {
+            let len = (next() % 400) as usize;
+            let mut bytes: Vec<u8> = if round % 2 == 0 {
+                (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect()
+            } else {
+                let mut b = STAT.to_vec();
+                for _ in 0..(next() % 8) {
+                    let at = (next() % b.len() as u64) as usize;
+                    b[at] = alphabet[(next() % alphabet.len() as u64) as usize];
+                }
+                b.truncate((next() % (b.len() as u64 + 1)) as usize);
+                b
+            };
+            bytes.push(b'\n');
+            let _ = parse_stat(&bytes);
+            let _ = parse_statm(&bytes);
+            let _ = parse_status(&bytes);
+            let _ = parse_io(&bytes);
+            let _ = parse_smaps_rollup(&bytes);
+            let _ = parse_cgroup(&bytes);
+            let _ = parse_cmdline(&bytes);
+            let _ = crate::host::parse_stat(&bytes);
+            let _ = crate::host::parse_meminfo(&bytes);
+            let _ = crate::host::parse_vmstat(&bytes);
+            let _ = crate::host::parse_diskstats(&bytes);
+            let _ = crate::host::parse_net_dev(&bytes);
+            let _ = crate::host::parse_pressure(&bytes);
+            let _ = crate::cgroup::parse_mountinfo(&bytes);
+            let _ = crate::cgroup::parse_cpu_max(&bytes);
+        }
     }
 
     #[test]

@@ -38,6 +38,37 @@ pub fn affinity(pid: u32) -> io::Result<Vec<u32>> {
     Ok((0..max).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu as usize, &set) }).collect())
 }
 
+/// Lists the numeric entries of a directory (`/proc`: the pids) into `out`, sorted. Uses
+/// `readdir` directly because std's iterator allocates two strings per entry, and this runs on
+/// every cycle over every process.
+pub fn list_pids(root: &Root, out: &mut Vec<u32>) -> Result<(), Error> {
+    out.clear();
+    let path = root.path("/proc");
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::parse(path.clone(), "path holds a NUL byte"))?;
+    // SAFETY: `c_path` is a valid NUL-terminated string.
+    let dir = unsafe { libc::opendir(c_path.as_ptr()) };
+    if dir.is_null() {
+        return Err(Error::io(path, io::Error::last_os_error()));
+    }
+    loop {
+        // SAFETY: `dir` is an open directory stream owned by this function.
+        let entry = unsafe { libc::readdir64(dir) };
+        if entry.is_null() {
+            break;
+        }
+        // SAFETY: readdir returned a valid entry whose d_name is NUL-terminated.
+        let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+        if let Some(pid) = crate::parse::u64_dec(name).and_then(|p| u32::try_from(p).ok()) {
+            out.push(pid);
+        }
+    }
+    // SAFETY: closing the stream opened above, once.
+    unsafe { libc::closedir(dir) };
+    out.sort_unstable();
+    Ok(())
+}
+
 /// `/sys/devices/system/cpu/online` as CPU numbers.
 pub fn online_cpus(root: &Root) -> Result<Vec<u32>, Error> {
     read_cpu_list(root, "/sys/devices/system/cpu/online")

@@ -4,8 +4,21 @@ use std::time::Duration;
 
 use proctor_procfs::Root;
 
+/// Which host files a cycle reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostFiles {
+    /// Everything proctor shows: CPU, memory, load, vmstat, disks, network, PSI, NUMA, uptime.
+    #[default]
+    All,
+    /// `/proc/stat` and `/proc/loadavg` only: what `collectl -sc` reads per sample.
+    Cpu,
+}
+
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
+    pub host_files: HostFiles,
+    /// Read the watched container's cgroup (limits and counters).
+    pub container: bool,
     /// What stands for `/` (a fake tree in tests).
     pub root: Root,
     /// Scan processes at all (host-only sampling is much cheaper).
@@ -33,6 +46,8 @@ pub struct SamplerConfig {
 impl Default for SamplerConfig {
     fn default() -> Self {
         Self {
+            host_files: HostFiles::All,
+            container: true,
             root: Root::default(),
             processes: true,
             process_io: false,

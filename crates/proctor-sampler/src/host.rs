@@ -81,8 +81,15 @@ pub(crate) struct HostReader {
 }
 
 impl HostReader {
-    pub(crate) fn open(root: &Root, cost: &mut SampleCost) -> Self {
-        let mut open = |name, path| HostFile::open(root, name, path, cost);
+    pub(crate) fn open(root: &Root, files: crate::HostFiles, cost: &mut SampleCost) -> Self {
+        let all = files == crate::HostFiles::All;
+        let mut open = |name, path| {
+            if all || matches!(name, "host.stat" | "host.loadavg") {
+                HostFile::open(root, name, path, cost)
+            } else {
+                HostFile { name, slot: Slot::Absent }
+            }
+        };
         let mut reader = Self {
             stat: open("host.stat", "/proc/stat"),
             meminfo: open("host.meminfo", "/proc/meminfo"),
@@ -98,6 +105,9 @@ impl HostReader {
             numa: Vec::new(),
         };
         // NUMA nodes are fixed for the life of the machine: list them once.
+        if !all {
+            return reader;
+        }
         if let Ok(entries) = std::fs::read_dir(root.path("/sys/devices/system/node")) {
             let mut nodes: Vec<u32> = entries
                 .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok())

@@ -16,6 +16,6 @@ mod sampler;
 mod schedule;
 mod table;
 
-pub use config::SamplerConfig;
+pub use config::{HostFiles, SamplerConfig};
 pub use sampler::Sampler;
 pub use schedule::Schedule;

@@ -27,7 +27,8 @@ pub struct Candidate {
     pub pid: u32,
     pub start_ticks: u64,
     pub resident_bytes: u64,
-    pub shared_bytes: u64,
+    /// Minor + major faults: any page mapped in since the last reading moves this.
+    pub faults: u64,
 }
 
 /// What the worker has done so far.
@@ -199,7 +200,7 @@ mod tests {
     use super::*;
 
     fn cand(pid: u32, rss: u64) -> Candidate {
-        Candidate { pid, start_ticks: 1, resident_bytes: rss, shared_bytes: 0 }
+        Candidate { pid, start_ticks: 1, resident_bytes: rss, faults: 0 }
     }
 
     #[test]

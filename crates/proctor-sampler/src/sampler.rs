@@ -51,8 +51,14 @@ impl Sampler {
         let mut setup_cost = SampleCost::default();
         let cpu_before = thread_cpu_ns();
         let nofile_limit = if config.processes { raise_nofile_limit().ok() } else { None };
-        let host = HostReader::open(&config.root, &mut setup_cost);
-        let (container, container_error) = match cgroup::discover(&config.root, config.container_pid) {
+        let host = HostReader::open(&config.root, config.host_files, &mut setup_cost);
+        let discovered = if config.container {
+            cgroup::discover(&config.root, config.container_pid)
+        } else {
+            Ok(None)
+        };
+        let (container, container_error) = match discovered {
+            Ok(None) if !config.container => (None, Some("container reads are off".to_string())),
             Ok(Some(paths)) => (Some(Self::read_container(&config, paths, 0)), None),
             Ok(None) => (None, Some("no cgroup filesystem is mounted".to_string())),
             Err(e) => {
@@ -219,7 +225,7 @@ impl Sampler {
                     pid: p.pid,
                     start_ticks: p.start_ticks,
                     resident_bytes: p.resident_bytes.unwrap_or(0),
-                    shared_bytes: p.shared_bytes.unwrap_or(0),
+                    faults: p.minflt + p.majflt,
                 })
                 .collect();
             pss.set_candidates(candidates);

@@ -1,9 +1,11 @@
 //! The process table: one entry per live process, holding its kept-open files.
 //!
-//! Per cycle and per steady process this costs two `pread`s (`stat`, `statm`) and no `open`.
-//! `status` is re-read only when `statm` changed since its last read, because the fields it
-//! adds (RssAnon/RssFile/RssShmem, VmSwap, uid) cannot change while resident and shared pages
-//! stay the same — except VmSwap under swap-in/out, which moves resident pages too.
+//! Per cycle and per steady process this costs one `pread` (`stat`) and no `open`: `stat`
+//! already carries the resident size (the same `get_mm_rss` that `statm` reports) and the name.
+//! `status` is re-read only when the process's memory footprint moved — its resident pages,
+//! page-fault counts or virtual size changed since the last read — because the fields it adds
+//! (RssAnon/RssFile/RssShmem, VmSwap, uid) cannot change otherwise: a page changes kind only
+//! by being faulted in or reclaimed, and swapping moves resident pages.
 //! The directory listing of `/proc` is the one unavoidable per-cycle cost that grows with the
 //! number of processes besides the per-pid reads.
 
@@ -11,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{ProcessSample, SampleCost, StatusReading};
-use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat_borrowed, parse_statm, parse_status, PidStat, Statm};
+use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat_borrowed, parse_status, PidStat};
 use proctor_procfs::{Error, ErrorKind, ProcFile, Root};
 
 /// A per-pid file: kept open after the first read; read with open/read/close when the
@@ -28,11 +30,11 @@ enum Slot {
 struct Entry {
     start_ticks: u64,
     stat: Slot,
-    statm: Slot,
     status: Slot,
     io: Slot,
     comm: Arc<str>,
-    last_statm: Option<Statm>,
+    /// (rss pages, minor faults, major faults, vsize) when `status` was last read.
+    status_key: Option<(u64, u64, u64, u64)>,
     status_reading: Option<StatusReading>,
     cgroup: Option<Arc<str>>,
     seen_cycle: u64,
@@ -43,11 +45,10 @@ impl Entry {
         Self {
             start_ticks: 0,
             stat: Slot::Unopened,
-            statm: Slot::Unopened,
             status: Slot::Unopened,
             io: Slot::Unopened,
             comm: Arc::from(""),
-            last_statm: None,
+            status_key: None,
             status_reading: None,
             cgroup: None,
             seen_cycle: 0,
@@ -55,15 +56,38 @@ impl Entry {
     }
 
     fn kept_fds(&self) -> u64 {
-        [&self.stat, &self.statm, &self.status, &self.io].iter().filter(|s| matches!(s, Slot::Kept(_))).count()
+        [&self.stat, &self.status, &self.io].iter().filter(|s| matches!(s, Slot::Kept(_))).count()
             as u64
     }
 }
 
+/// Pids are small, dense integers chosen by the kernel, not by an attacker who could aim for
+/// collisions, so a multiply-shift hash serves; SipHash was a visible share of a scan.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PidHasher(u64);
+
+impl std::hash::Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type PidMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<PidHasher>>;
+
 /// Buffers and counters reused across cycles.
 #[derive(Debug)]
 pub(crate) struct ProcessTable {
-    entries: HashMap<u32, Entry>,
+    entries: PidMap<Entry>,
     pids: Vec<u32>,
     scratch: Vec<u8>,
     cycle: u64,
@@ -140,7 +164,7 @@ fn count(cost: &mut SampleCost, reader: &'static str, kind: ErrorKind) {
 
 impl ProcessTable {
     pub(crate) fn new() -> Self {
-        Self { entries: HashMap::new(), pids: Vec::new(), scratch: Vec::new(), cycle: 0, fd_limited: false }
+        Self { entries: PidMap::default(), pids: Vec::new(), scratch: Vec::new(), cycle: 0, fd_limited: false }
     }
 
     /// Lists `/proc` and reads every process. Processes that exit mid-read are skipped and
@@ -154,18 +178,9 @@ impl ProcessTable {
     ) -> Vec<ProcessSample> {
         self.cycle += 1;
         let cycle = self.cycle;
-        self.pids.clear();
-        match std::fs::read_dir(root.path("/proc")) {
-            Ok(dir) => {
-                for entry in dir.flatten() {
-                    if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
-                        self.pids.push(pid);
-                    }
-                }
-            }
-            Err(e) => count(cost, "process.list", ErrorKind::of_io(&e)),
+        if let Err(e) = proctor_procfs::system::list_pids(root, &mut self.pids) {
+            count(cost, "process.list", e.kind);
         }
-        self.pids.sort_unstable();
         let mut out = Vec::with_capacity(self.pids.len());
         for i in 0..self.pids.len() {
             let pid = self.pids[i];
@@ -255,25 +270,9 @@ impl ProcessTable {
                 }
             }
         }
-        let statm = match read_slot(&mut entry.statm, root, pid, "statm", scratch, fd_limited, cost) {
-            Read::Bytes(b) => match parse_statm(b) {
-                Some(s) => Some(s),
-                None => {
-                    count(cost, "process.statm", ErrorKind::Parse);
-                    None
-                }
-            },
-            Read::Failed(ErrorKind::Gone) => {
-                cost.processes_gone += 1;
-                return None;
-            }
-            Read::Failed(kind) => {
-                count(cost, "process.statm", kind);
-                None
-            }
-        };
-        let statm_changed = statm.is_some() && statm != entry.last_statm;
-        if statm_changed || (entry.status_reading.is_none() && !matches!(entry.status, Slot::Transient)) {
+        let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
+        let moved = entry.status_key != Some(key);
+        if moved {
             match read_slot(&mut entry.status, root, pid, "status", scratch, fd_limited, cost) {
                 Read::Bytes(b) => match parse_status(b) {
                     Some(s) => {
@@ -285,7 +284,7 @@ impl ProcessTable {
                             vm_swap_bytes: s.vm_swap_bytes,
                             read_mono_ns: opts.mono_ns,
                         });
-                        entry.last_statm = statm;
+                        entry.status_key = Some(key);
                     }
                     None => count(cost, "process.status", ErrorKind::Parse),
                 },
@@ -293,7 +292,11 @@ impl ProcessTable {
                     cost.processes_gone += 1;
                     return None;
                 }
-                Read::Failed(kind) => count(cost, "process.status", kind),
+                Read::Failed(kind) => {
+                    // Not retried every cycle: a denied status stays denied for this process.
+                    entry.status_key = Some(key);
+                    count(cost, "process.status", kind);
+                }
             }
         }
         let io = if opts.io {
@@ -326,8 +329,7 @@ impl ProcessTable {
             majflt: stat.majflt,
             nice: stat.nice,
             vsize_bytes: stat.vsize_bytes,
-            resident_bytes: statm.map(|s| s.resident_pages * opts.page_size),
-            shared_bytes: statm.map(|s| s.shared_pages * opts.page_size),
+            resident_bytes: Some(stat.rss_pages * opts.page_size),
             status: entry.status_reading,
             io,
             cmdline: None,

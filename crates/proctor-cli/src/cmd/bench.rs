@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use proctor_procfs::system::thread_cpu_ns;
-use proctor_sampler::{Sampler, SamplerConfig};
+use proctor_sampler::{HostFiles, Sampler, SamplerConfig};
 use serde::Serialize;
 
 use super::common::ReadArgs;
@@ -26,6 +26,10 @@ pub struct Args {
     /// Full process scans to take (each reads every process; 0 skips the process part).
     #[arg(long, default_value_t = 200)]
     pub scans: u64,
+    /// Which host files a sample reads: `all`, or `cpu` (/proc/stat and /proc/loadavg, what
+    /// `collectl -sc` reads, with no cgroup reads) for a like-for-like comparison.
+    #[arg(long, value_enum, default_value_t = HostChoice::All)]
+    pub host: HostChoice,
     /// Skip the floor reader, so the whole process's CPU time is proctor's sampling alone
     /// (for comparing with another tool's whole-process time).
     #[arg(long)]
@@ -34,6 +38,12 @@ pub struct Args {
     pub format: Format,
     #[command(flatten)]
     pub read: ReadArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostChoice {
+    All,
+    Cpu,
 }
 
 #[derive(Debug, Serialize)]
@@ -94,13 +104,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     // Host: proctor's sampler without processes or cgroups vs the floor, interleaved in
     // blocks so that machine noise lands on both alike.
-    let host_config = SamplerConfig { processes: false, container_pid: base.container_pid, root: root.clone(), ..SamplerConfig::default() };
+    let cpu_only = args.host == HostChoice::Cpu;
+    let host_config = SamplerConfig {
+        processes: false,
+        container_pid: base.container_pid,
+        root: root.clone(),
+        host_files: if cpu_only { HostFiles::Cpu } else { HostFiles::All },
+        container: !cpu_only,
+        ..SamplerConfig::default()
+    };
     let mut sampler = Sampler::new(host_config);
     let _ = sampler.sample();
-    let mut floor_files: Vec<File> = HOST_FILES.iter().filter_map(|p| File::open(root.path(p)).ok()).collect();
+    let floor_paths: &[&str] = if cpu_only { &["/proc/stat", "/proc/loadavg"] } else { &HOST_FILES };
+    let mut floor_files: Vec<File> = floor_paths.iter().filter_map(|p| File::open(root.path(p)).ok()).collect();
     // The watched cgroup's counter files are part of every sample too.
     floor_files.extend(sampler.container_files().iter().filter_map(|p| File::open(p).ok()));
-    for node in 0..64 {
+    for node in 0..if cpu_only { 0 } else { 64 } {
         match File::open(root.path(format!("/sys/devices/system/node/node{node}/meminfo"))) {
             Ok(f) => floor_files.push(f),
             Err(_) => break,
@@ -143,8 +162,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(sampler);
 
-    // Processes: a scan with the default per-pid files (stat, statm; status when statm
-    // changed), no workers, no cgroup membership reads after the first scan.
+    // Processes: a scan with the default per-pid files (stat; status when the footprint
+    // moved), no workers, no cgroup membership reads after the first scan.
     let proc_config = SamplerConfig {
         root: root.clone(),
         cmdline: false,
@@ -217,7 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             writeln!(w, "host floor       {:>8.2} µs CPU {:>8.2} µs wall   (pread of the same files, no parsing)", out.host_floor.cpu_us, out.host_floor.wall_us)?;
             writeln!(w, "host ratio       {:>8}  CPU", out.host_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×")))?;
             writeln!(w, "per process      {:>8.2} µs CPU {:>8.2} µs wall   ({} scans of {:.0} processes, {:.2} files/process)", out.per_process.cpu_us, out.per_process.wall_us, scans, processes, out.files_per_process_per_scan)?;
-            writeln!(w, "per process floor{:>8.2} µs CPU {:>8.2} µs wall   (readdir + pread stat, statm via kept fds)", out.per_process_floor.cpu_us, out.per_process_floor.wall_us)?;
+            writeln!(w, "per process floor{:>8.2} µs CPU {:>8.2} µs wall   (readdir + pread stat via kept fds)", out.per_process_floor.cpu_us, out.per_process_floor.wall_us)?;
             writeln!(w, "per process ratio{:>8}  CPU", out.per_process_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×")))?;
             writeln!(w, "errors {} · processes gone mid-read {}", out.errors, out.processes_gone)?;
         }
@@ -225,32 +244,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The minimal process reader: lists /proc, keeps `stat` and `statm` open per pid, and
-/// `pread`s both every scan without parsing.
+/// The minimal process reader: lists /proc, keeps `stat` open per pid, and `pread`s it every
+/// scan without parsing.
 struct FloorScanner {
     root: proctor_procfs::Root,
-    files: std::collections::HashMap<u32, (File, File)>,
+    files: std::collections::HashMap<u32, File>,
+    pids: Vec<u32>,
     pids_read: u64,
 }
 
 impl FloorScanner {
     fn new(root: proctor_procfs::Root) -> Self {
-        Self { root, files: std::collections::HashMap::new(), pids_read: 0 }
+        Self { root, files: std::collections::HashMap::new(), pids: Vec::new(), pids_read: 0 }
     }
 
     fn scan(&mut self, buf: &mut [u8]) {
-        let Ok(dir) = std::fs::read_dir(self.root.path("/proc")) else { return };
-        for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        // The same allocation-free listing the sampler uses, so the floor is not handicapped.
+        if proctor_procfs::system::list_pids(&self.root, &mut self.pids).is_err() {
+            return;
+        }
+        for &pid in &self.pids {
             if !self.files.contains_key(&pid) {
-                let open = |f: &str| File::open(self.root.path(format!("/proc/{pid}/{f}")));
-                if let (Ok(a), Ok(b)) = (open("stat"), open("statm")) {
-                    self.files.insert(pid, (a, b));
+                if let Ok(f) = File::open(self.root.path(format!("/proc/{pid}/stat"))) {
+                    self.files.insert(pid, f);
                 }
             }
-            if let Some((stat, statm)) = self.files.get(&pid) {
-                let ok = stat.read_at(buf, 0).is_ok() & statm.read_at(buf, 0).is_ok();
-                if ok {
+            if let Some(stat) = self.files.get(&pid) {
+                if stat.read_at(buf, 0).is_ok() {
                     self.pids_read += 1;
                 } else {
                     self.files.remove(&pid);
