@@ -37,7 +37,7 @@ pub fn container_truth(sample: &Sample) -> ContainerTruth {
     let host_online_cpus = sample.host.online_cpus.as_ref().map(Vec::len).filter(|&n| n > 0);
     let host_memory = sample.host.meminfo.and_then(|m| m.total_bytes);
     let c = sample.container.as_ref();
-    let affinity_cpus = c.and_then(|c| c.affinity.as_ref()).map(Vec::len).filter(|&n| n > 0);
+    let affinity_cpus = c.and_then(|c| c.affinity.as_ref()).map(|a| a.len()).filter(|&n| n > 0);
     let limits = c.map(|c| c.limits.as_ref());
     let cpuset_cpus = limits.and_then(|l| l.cpuset_cpus()).map(<[u32]>::len);
     let quota = limits.and_then(|l| {

@@ -54,14 +54,15 @@ pub struct HostSample {
 #[derive(Debug, Clone, Serialize)]
 pub struct ContainerSample {
     pub pid: u32,
-    pub paths: CgroupPaths,
+    /// Shared between samples: resolved once per sampler.
+    pub paths: Arc<CgroupPaths>,
     /// Shared between samples until the sampler re-reads limits.
     pub limits: Arc<CgroupLimits>,
     /// `mono_ns` of the sample that read `limits`.
     pub limits_read_mono_ns: u64,
     pub counters: CgroupCounters,
     /// `sched_getaffinity` of the watched process.
-    pub affinity: Option<Vec<u32>>,
+    pub affinity: Option<Arc<[u32]>>,
 }
 
 /// The `status` fields that `stat` and `statm` lack, and when they were read.

@@ -18,11 +18,11 @@ use crate::SamplerConfig;
 #[derive(Debug)]
 struct ContainerState {
     pid: u32,
-    paths: CgroupPaths,
+    paths: Arc<CgroupPaths>,
     counters: cgroup::CounterReader,
     limits: Arc<CgroupLimits>,
     limits_read_mono_ns: u64,
-    affinity: Option<Vec<u32>>,
+    affinity: Option<Arc<[u32]>>,
 }
 
 /// Owns every kept-open file and the worker threads. Not `Sync`: one thread samples.
@@ -59,7 +59,7 @@ impl Sampler {
         };
         let (container, container_error) = match discovered {
             Ok(None) if !config.container => (None, Some("container reads are off".to_string())),
-            Ok(Some(paths)) => (Some(Self::read_container(&config, paths, 0)), None),
+            Ok(Some(paths)) => (Some(Self::read_container(&config, Arc::new(paths), 0)), None),
             Ok(None) => (None, Some("no cgroup filesystem is mounted".to_string())),
             Err(e) => {
                 *setup_cost.errors.entry(("container.discover", e.kind.as_str())).or_default() += 1;
@@ -91,9 +91,9 @@ impl Sampler {
         }
     }
 
-    fn read_container(config: &SamplerConfig, paths: CgroupPaths, mono_ns: u64) -> ContainerState {
+    fn read_container(config: &SamplerConfig, paths: Arc<CgroupPaths>, mono_ns: u64) -> ContainerState {
         let limits = Arc::new(cgroup::read_limits(&config.root, &paths));
-        let affinity = if config.root.is_real() { affinity(config.container_pid).ok() } else { None };
+        let affinity = if config.root.is_real() { affinity(config.container_pid).ok().map(Arc::from) } else { None };
         let counters = cgroup::CounterReader::open(&config.root, &paths);
         ContainerState { pid: config.container_pid, paths, counters, limits, limits_read_mono_ns: mono_ns, affinity }
     }
@@ -185,7 +185,7 @@ impl Sampler {
         let state = self.container.as_mut()?;
         let age_ns = mono_ns.saturating_sub(state.limits_read_mono_ns);
         if age_ns >= self.config.limits_refresh.as_nanos() as u64 {
-            let refreshed = Self::read_container(&self.config, state.paths.clone(), mono_ns);
+            let refreshed = Self::read_container(&self.config, Arc::clone(&state.paths), mono_ns);
             *state = refreshed;
         }
         let counters = state.counters.read();
@@ -194,7 +194,7 @@ impl Sampler {
         }
         Some(ContainerSample {
             pid: state.pid,
-            paths: state.paths.clone(),
+            paths: Arc::clone(&state.paths),
             limits: Arc::clone(&state.limits),
             limits_read_mono_ns: state.limits_read_mono_ns,
             counters,
