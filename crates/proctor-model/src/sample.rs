@@ -123,7 +123,9 @@ pub struct SampleCost {
     pub files_opened: u64,
     /// Wall time per reader (`host.stat`, `processes`, `container`, …).
     pub reader_wall_ns: BTreeMap<&'static str, u64>,
-    /// Failed reads by reader and reason, e.g. `("process.io", "permission")`.
+    /// Failed reads by reader and reason, e.g. `("process.io", "permission")`; serialized as
+    /// `"process.io:permission": n`, since JSON keys are strings.
+    #[serde(serialize_with = "serialize_errors")]
     pub errors: BTreeMap<(&'static str, &'static str), u64>,
     /// Processes that exited between listing and reading: skipped, not errors.
     pub processes_gone: u64,
@@ -136,4 +138,16 @@ impl SampleCost {
     pub fn error_total(&self) -> u64 {
         self.errors.values().sum()
     }
+}
+
+fn serialize_errors<S: serde::Serializer>(
+    errors: &BTreeMap<(&'static str, &'static str), u64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(errors.len()))?;
+    for ((reader, reason), count) in errors {
+        map.serialize_entry(&format!("{reader}:{reason}"), count)?;
+    }
+    map.end()
 }

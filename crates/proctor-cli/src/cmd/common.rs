@@ -16,6 +16,9 @@ pub struct ReadArgs {
     /// Whose cgroup counts as "the container" (default: proctor's own).
     #[arg(long, value_name = "PID", default_value_t = 0)]
     pub container_pid: u32,
+    /// Also read /proc/PID/io every sample (a third file per process; per-process disk rates).
+    #[arg(long)]
+    pub io: bool,
 }
 
 impl ReadArgs {
@@ -23,6 +26,7 @@ impl ReadArgs {
         SamplerConfig {
             root: self.root.clone().map(Root::new).unwrap_or_default(),
             container_pid: self.container_pid,
+            process_io: self.io,
             ..SamplerConfig::default()
         }
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use proctor_model::{host_view, ContainerTruth, HostView, ProcessRow, SampleCost};
-use proctor_sampler::Sampler;
+use proctor_sampler::{Sampler, Schedule};
 use serde::Serialize;
 
 use super::common::{command_of, printable, two_samples, ReadArgs};
@@ -23,6 +23,10 @@ pub struct Args {
     /// Time between the two samples that rates are derived from (0: one sample, no rates).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
+    /// Keep sampling: print this many snapshots, one per interval, on a drift-corrected
+    /// schedule (JSON becomes one document per line).
+    #[arg(long, default_value_t = 1)]
+    pub count: u64,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     #[command(flatten)]
@@ -59,23 +63,63 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = args.read.config();
     config.pss_budget = 0.0;
     let mut sampler = Sampler::new(config);
-    let s = two_samples(&mut sampler, args.interval);
-    let host = host_view(&s.cur, s.prev.as_ref());
-    let mut top: Vec<&ProcessRow> = s.rows.iter().collect();
+    if args.count <= 1 {
+        let s = two_samples(&mut sampler, args.interval);
+        print(&args, &s.cur, s.prev.as_ref(), &s.truth, &s.rows, false)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The loop: tick k is due at start + k·interval, whatever each cycle cost.
+    let mut schedule = Schedule::new(std::time::Instant::now(), args.interval);
+    let mut prev = sampler.sample();
+    for _ in 0..args.count {
+        schedule.wait();
+        let cur = sampler.sample();
+        let truth = proctor_model::container_truth(&cur);
+        let ctx = proctor_model::RowContext { effective_cpus: truth.effective_cpus };
+        let rows = proctor_model::process_rows(&cur, Some(&prev), ctx);
+        print(&args, &cur, Some(&prev), &truth, &rows, true)?;
+        prev = cur;
+    }
+    if schedule.missed() > 0 {
+        eprintln!("proctor snapshot: {} ticks missed because sampling overran the interval", schedule.missed());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print(
+    args: &Args,
+    cur: &proctor_model::Sample,
+    prev: Option<&proctor_model::Sample>,
+    truth: &ContainerTruth,
+    rows: &[ProcessRow],
+    stream: bool,
+) -> anyhow::Result<()> {
+    let mut top: Vec<&ProcessRow> = rows.iter().collect();
     sort_rows(&mut top, args.sort);
     top.truncate(args.top);
     let out = Output {
-        host,
-        container: &s.truth,
-        process_count: s.rows.len(),
+        host: host_view(cur, prev),
+        container: truth,
+        process_count: rows.len(),
         processes: top,
-        sample_cost: &s.cur.cost,
+        sample_cost: &cur.cost,
     };
-    match args.format {
-        Format::Json => print_json(&out)?,
-        Format::Text => print_text(&out)?,
+    match (args.format, stream) {
+        (Format::Json, false) => print_json(&out)?,
+        (Format::Json, true) => {
+            let mut w = std::io::stdout().lock();
+            serde_json::to_writer(&mut w, &out)?;
+            writeln!(w)?;
+            w.flush()?;
+        }
+        (Format::Text, _) => {
+            print_text(&out)?;
+            if stream {
+                println!();
+            }
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn print_text(o: &Output) -> anyhow::Result<()> {

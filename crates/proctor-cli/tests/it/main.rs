@@ -105,8 +105,10 @@ fn unprivileged(args: &[&str]) -> Output {
 
 #[test]
 fn unprivileged_runs_degrade_per_field_and_never_fail() {
-    let v = json(&unprivileged(&["snapshot", "--interval", "0", "--format", "json"]));
+    // --io makes nobody meet other users' unreadable /proc/PID/io: counted per reason in JSON.
+    let v = json(&unprivileged(&["snapshot", "--interval", "0", "--io", "--format", "json"]));
     assert!(v["process_count"].as_u64().is_some_and(|n| n > 0));
+    assert!(v["sample_cost"]["errors"]["process.io:permission"].as_u64().is_some_and(|n| n > 0), "{}", v["sample_cost"]);
     let out = unprivileged(&["tree", "1", "--interval", "0", "--pss", "--format", "json"]);
     let v = json(&out);
     // PID 1 belongs to root: nobody may not read its smaps_rollup, and says so per field.
@@ -147,4 +149,19 @@ fn snapshot_reads_a_captured_tree_under_root() {
     let text = proctor(&["snapshot", "--root", root, "--interval", "0"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("warning    this process can use 64 CPUs but the host has 96 online"), "{text}");
+}
+
+#[test]
+fn snapshot_count_streams_json_lines_with_rates() {
+    let out = proctor(&["snapshot", "--count", "3", "--interval", "100ms", "--format", "json", "--top", "1", "--io"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON document per line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for v in &lines {
+        let interval = v["host"]["interval_secs"].as_f64().expect("every line has a rate interval");
+        assert!(interval > 0.05 && interval < 5.0, "{interval}");
+    }
 }
