@@ -2,8 +2,10 @@
 //!
 //! Values below [`SUB_BUCKETS`] get one bucket each; above that every power of two is split
 //! into [`SUB_BUCKETS`] equal buckets, so a bucket is never wider than 1/64 ≈ 1.6 % of its
-//! lower edge. Memory grows with the largest value seen (at most ~3,800 counters for the
-//! whole `u64` range), never with the number of values. The histogram does not know units:
+//! lower edge. Each bucket also keeps the sum of its values, so its mean is exact and a
+//! peak at exactly 250 ms is reported as 250 ms, not as the middle of its bucket. Memory
+//! grows with the largest value seen (at most ~3,800 buckets of 16 bytes for the whole `u64`
+//! range), never with the number of values. The histogram does not know units:
 //! callers pick one (proctor uses nanoseconds for durations).
 
 use serde::Serialize;
@@ -17,6 +19,8 @@ pub const SUB_BUCKETS: u64 = 1 << SUB_BITS;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LogHistogram {
     counts: Vec<u64>,
+    /// Sum of the values in each bucket, as f64: exact enough for a mean, never overflows.
+    sums: Vec<f64>,
     total: u64,
     sum: u128,
     min: u64,
@@ -24,11 +28,13 @@ pub struct LogHistogram {
 }
 
 /// One non-empty bucket: values in `[low, high)` were seen `count` times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Bucket {
     pub low: u64,
     pub high: u64,
     pub count: u64,
+    /// Mean of the values in the bucket.
+    pub mean: f64,
 }
 
 /// Index of the bucket holding `value`.
@@ -72,8 +78,10 @@ impl LogHistogram {
         let index = bucket_index(value);
         if index >= self.counts.len() {
             self.counts.resize(index + 1, 0);
+            self.sums.resize(index + 1, 0.0);
         }
         self.counts[index] += count;
+        self.sums[index] += value as f64 * count as f64;
         if self.total == 0 || value < self.min {
             self.min = value;
         }
@@ -89,8 +97,12 @@ impl LogHistogram {
         }
         if other.counts.len() > self.counts.len() {
             self.counts.resize(other.counts.len(), 0);
+            self.sums.resize(other.counts.len(), 0.0);
         }
         for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self.sums.iter_mut().zip(&other.sums) {
             *mine += theirs;
         }
         if self.total == 0 || other.min < self.min {
@@ -158,6 +170,7 @@ impl LogHistogram {
                 low: bucket_low(index),
                 high: bucket_low(index + 1),
                 count,
+                mean: self.sums[index] / count as f64,
             })
     }
 }

@@ -44,6 +44,12 @@ pub struct ModeConfig {
     pub min_fraction: f64,
     /// Fewer values than this are reported as one mode without testing.
     pub min_count: u64,
+    /// Modes holding fewer values than this are dropped too: one outlier is not a peak.
+    pub min_mode_count: u64,
+    /// The resolution values were measured with, in input units (strace prints durations
+    /// in whole microseconds). Values that close together are one value: without this, 2 µs,
+    /// 3 µs and 4 µs would look like separate spikes to the dip test. `None`: exact values.
+    pub resolution: Option<f64>,
     /// Two modes are "a near-integer multiple" when `upper / lower` is within this absolute
     /// distance of an integer from 2 to [`MAX_MULTIPLE`]. Absolute, because a relative
     /// tolerance would call every large ratio "near" some integer (6.8 is within 3 % of 7).
@@ -58,6 +64,8 @@ impl Default for ModeConfig {
             valley_ratio: 0.7,
             min_fraction: 0.02,
             min_count: 10,
+            min_mode_count: 3,
+            resolution: None,
             ratio_tolerance: 0.1,
         }
     }
@@ -106,17 +114,23 @@ pub struct ModeReport {
     pub bandwidth_log: f64,
 }
 
-/// A bin on the natural-log scale with its mass spread evenly over `[low, high)`.
+/// A bin on the natural-log scale. For the dip test its mass is spread evenly over
+/// `[low, high)`; for the KDE it sits at `center` (the log of the values' mean when known).
 #[derive(Debug, Clone, Copy)]
 struct Bin {
     low: f64,
     high: f64,
     weight: f64,
+    center: f64,
 }
 
 impl Bin {
     fn center(&self) -> f64 {
-        (self.low + self.high) / 2.0
+        self.center
+    }
+
+    fn new(low: f64, high: f64, weight: f64) -> Self {
+        Self { low, high, weight, center: (low + high) / 2.0 }
     }
 }
 
@@ -138,23 +152,50 @@ pub fn find_modes_in_values(values: &[f64], config: &ModeConfig) -> ModeReport {
         let low = index as f64 * width;
         match bins.last_mut() {
             Some(last) if last.low == low => last.weight += 1.0,
-            _ => bins.push(Bin { low, high: low + width, weight: 1.0 }),
+            _ => bins.push(Bin::new(low, low + width, 1.0)),
         }
     }
     find_modes_in_bins(&bins, config)
 }
 
-/// Modes of a histogram's values. The exact-valued bucket `[0, 1)` is placed at `[½, 1)` so
-/// that zeros (e.g. strace's `<0.000000>`) keep their mass on the log scale.
+/// Modes of a histogram's values. Zeros (e.g. strace's `<0.000000>`) have no logarithm;
+/// they are placed just below the smallest non-zero value the resolution allows (or at
+/// `[¼, ½)` without a resolution) so they keep their mass.
 pub fn find_modes_in_histogram(histogram: &LogHistogram, config: &ModeConfig) -> ModeReport {
-    let bins: Vec<Bin> = histogram
-        .buckets()
-        .map(|bucket| Bin {
-            low: (bucket.low as f64).max(0.5).ln(),
-            high: (bucket.high as f64).ln(),
-            weight: bucket.count as f64,
-        })
-        .collect();
+    let resolution = config.resolution.filter(|r| r.is_finite() && *r > 0.0);
+    let mut bins: Vec<Bin> = Vec::new();
+    for bucket in histogram.buckets() {
+        let (low, high) = (bucket.low as f64, bucket.high as f64);
+        let (mut low, high) = match resolution {
+            // A bucket narrower than the resolution stands for the whole resolution step
+            // around its value; neighbouring buckets in the same step share one bin.
+            Some(step) if high - low < step => {
+                let units = ((low + high) / 2.0 / step).round();
+                if units < 1.0 {
+                    (step / 4.0, step / 2.0)
+                } else {
+                    ((units - 0.5) * step, (units + 0.5) * step)
+                }
+            }
+            Some(_) => (low, high),
+            None if low < 1.0 => (0.25, 0.5_f64.max(high.min(1.0))),
+            None => (low, high),
+        };
+        let weight = bucket.count as f64;
+        let mean = bucket.mean.max(low);
+        if let Some(last) = bins.last_mut() {
+            // Steps and buckets may overlap where they meet; the earlier bin takes the mass.
+            if (low.ln() - last.low).abs() < 1e-12 || low.max(last.high.exp()) >= high {
+                let merged = last.weight + weight;
+                last.center = (last.center * last.weight + mean.ln() * weight) / merged;
+                last.weight = merged;
+                continue;
+            }
+            low = low.max(last.high.exp());
+        }
+        let (low, high) = (low.ln(), high.ln());
+        bins.push(Bin { low, high, weight, center: mean.ln().clamp(low, high) });
+    }
     find_modes_in_bins(&bins, config)
 }
 
@@ -178,7 +219,7 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
         .modes
         .iter()
         .copied()
-        .filter(|mode| mode.fraction >= config.min_fraction)
+        .filter(|mode| mode.fraction >= config.min_fraction && mode.count >= config.min_mode_count)
         .collect();
     if !kept.is_empty() {
         report.modes = kept;
@@ -212,7 +253,7 @@ fn split(
         return;
     };
     let whole = Mode {
-        value: weighted_quantile(bins, total, 0.5).exp(),
+        value: median_center(bins, total).exp(),
         low: first.low.exp(),
         high: last.high.exp(),
         count: total.round() as u64,
@@ -286,6 +327,19 @@ fn weighted_quantile(bins: &[Bin], total: f64, q: f64) -> f64 {
         cumulative += bin.weight;
     }
     bins.last().map_or(0.0, |bin| bin.high)
+}
+
+/// The center of the bin holding the median: the best single value for a piece too small
+/// or too narrow for a KDE (a bin's edges are not values anyone measured).
+fn median_center(bins: &[Bin], total: f64) -> f64 {
+    let mut cumulative = 0.0;
+    for bin in bins {
+        cumulative += bin.weight;
+        if cumulative >= total / 2.0 {
+            return bin.center();
+        }
+    }
+    bins.last().map_or(0.0, Bin::center)
 }
 
 /// Silverman's rule-of-thumb bandwidth on the log scale.
@@ -435,16 +489,19 @@ fn merge_shallow(density: &[f64], mut peaks: Vec<usize>, valley_ratio: f64) -> V
 /// Largest multiple worth flagging: beyond 10 a retry story is no longer the likely cause.
 pub const MAX_MULTIPLE: u32 = 10;
 
+/// For each mode, the nearest lower mode it is a near-integer multiple of (1 s ≈ 2 × 500 ms
+/// rather than also 4 × 250 ms).
 fn near_multiples(modes: &[Mode], tolerance: f64) -> Vec<NearMultiple> {
     let mut found = Vec::new();
-    for lower in 0..modes.len() {
-        for upper in lower + 1..modes.len() {
+    for upper in 1..modes.len() {
+        for lower in (0..upper).rev() {
             let ratio = modes[upper].value / modes[lower].value;
             let multiple = ratio.round();
             if (2.0..=f64::from(MAX_MULTIPLE)).contains(&multiple)
                 && (ratio - multiple).abs() <= tolerance
             {
                 found.push(NearMultiple { lower, upper, multiple: multiple as u32, ratio });
+                break;
             }
         }
     }

@@ -135,3 +135,38 @@ fn degenerate_inputs() {
     let report = find_modes_in_histogram(&zeros, &config);
     assert_eq!(report.modes.len(), 2, "{report:?}");
 }
+
+#[test]
+fn coarse_resolution_is_not_a_set_of_spikes() {
+    // strace prints whole microseconds: 2, 3, 4, 5 µs are one lump, not four modes.
+    let mut histogram = LogHistogram::new();
+    for (micros, count) in [(2u64, 5u64), (3, 12), (4, 20), (5, 9), (6, 3), (8, 1)] {
+        histogram.record_n(micros * 1000, count);
+    }
+    let config = ModeConfig { resolution: Some(1000.0), ..ModeConfig::default() };
+    let report = find_modes_in_histogram(&histogram, &config);
+    assert_eq!(report.modes.len(), 1, "{report:?}");
+    assert!((report.modes[0].value / 4000.0 - 1.0).abs() < 0.15, "{report:?}");
+    // With zeros and a far lump, both are kept.
+    histogram.record_n(0, 40);
+    histogram.record_n(250_000_000, 40);
+    let report = find_modes_in_histogram(&histogram, &config);
+    assert_eq!(report.modes.len(), 3, "{report:?}");
+}
+
+#[test]
+fn one_outlier_is_not_a_peak() {
+    let mut values = mixture(5, &[(0.25, 0.01, 40)]);
+    values.push(3.8);
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    check_modes(&report, &[0.25]);
+}
+
+#[test]
+fn multiples_name_the_nearest_lower_mode() {
+    let values = mixture(6, &[(250.0, 0.02, 400), (500.0, 0.02, 300), (1000.0, 0.02, 200)]);
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    let pairs: Vec<(usize, usize, u32)> =
+        report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect();
+    assert_eq!(pairs, vec![(0, 1, 2), (1, 2, 2)]);
+}

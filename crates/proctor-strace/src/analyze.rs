@@ -42,7 +42,8 @@ impl Default for AnalyzerConfig {
             examples: 10,
             max_paths: 10_000,
             max_timeline_buckets: 4096,
-            modes: ModeConfig::default(),
+            // `-T` prints whole microseconds.
+            modes: ModeConfig { resolution: Some(1_000.0), ..ModeConfig::default() },
         }
     }
 }

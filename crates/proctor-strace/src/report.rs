@@ -159,8 +159,6 @@ pub struct LineExample {
     pub text: String,
 }
 
-/// Syscalls need this many timed calls before peaks are looked for.
-const MIN_CALLS_FOR_PEAKS: u64 = 10;
 const PATHS_SHOWN: usize = 50;
 
 fn seconds(ns: u128) -> f64 {
@@ -182,7 +180,8 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
         .map(|stats| {
             let histogram = &stats.durations;
             let quantile = |q: f64| histogram.quantile(q).map(|ns| ns as f64 / 1e9);
-            let modes = if histogram.count() >= MIN_CALLS_FOR_PEAKS {
+            // proctor-modes itself reports small samples as one mode without testing.
+            let modes = if histogram.count() > 0 {
                 find_modes_in_histogram(histogram, &analyzer.config.modes)
             } else {
                 ModeReport {
@@ -448,11 +447,14 @@ impl Report {
             writeln!(out, "note: no call has a -T duration; run strace with -T to get wall times")?;
         }
 
+        // Every syscall with several peaks, then the single-peak ones among the top three by
+        // time: those are where the time went even when nothing repeats.
         let sentences: Vec<String> = self
             .syscalls
             .iter()
-            .filter(|syscall| syscall.peaks.len() > 1 || syscall.total_seconds > 0.0)
-            .filter_map(peak_sentence)
+            .enumerate()
+            .filter(|(rank, syscall)| syscall.peaks.len() > 1 || *rank < 3)
+            .filter_map(|(_, syscall)| peak_sentence(syscall))
             .take(rows)
             .collect();
         if !sentences.is_empty() {
