@@ -378,7 +378,7 @@ const MAX_GRID_POINTS: usize = 8192;
 
 impl Grid {
     fn new(bins: &[Bin], bandwidth: f64) -> Self {
-        let (first, last) = (bins[0].center(), bins[bins.len() - 1].center());
+        let (first, last) = (bins[0].low, bins[bins.len() - 1].high);
         let start = first - 3.0 * bandwidth;
         let span = last + 3.0 * bandwidth - start;
         let step = (bandwidth / 4.0).max(span / MAX_GRID_POINTS as f64);
@@ -388,13 +388,23 @@ impl Grid {
         // contributes less than 0.04 % of its peak.
         let reach = (4.0 * bandwidth / step).ceil() as isize;
         for bin in bins {
-            let center = bin.center();
-            let nearest = ((center - start) / step).round() as isize;
-            let from = (nearest - reach).max(0) as usize;
-            let to = ((nearest + reach).max(0) as usize).min(points - 1);
-            for (index, slot) in density.iter_mut().enumerate().take(to + 1).skip(from) {
-                let z = (start + index as f64 * step - center) / bandwidth;
-                *slot += bin.weight * (-0.5 * z * z).exp();
+            // A bin wider than half a bandwidth (1 µs steps at a few µs are wide on the log
+            // scale) is spread over its width; as one point it would be a spike of its own.
+            let pieces = ((bin.high - bin.low) / (bandwidth / 2.0)).ceil().clamp(1.0, 64.0) as usize;
+            let weight = bin.weight / pieces as f64;
+            for piece in 0..pieces {
+                let center = if pieces == 1 {
+                    bin.center()
+                } else {
+                    bin.low + (bin.high - bin.low) * (piece as f64 + 0.5) / pieces as f64
+                };
+                let nearest = ((center - start) / step).round() as isize;
+                let from = (nearest - reach).max(0) as usize;
+                let to = ((nearest + reach).max(0) as usize).min(points - 1);
+                for (index, slot) in density.iter_mut().enumerate().take(to + 1).skip(from) {
+                    let z = (start + index as f64 * step - center) / bandwidth;
+                    *slot += weight * (-0.5 * z * z).exp();
+                }
             }
         }
         Self { start, step, density }
