@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufRead};
 
-use memchr::{memchr, memchr_iter, memmem};
+use memchr::{memchr, memchr_iter};
 use proctor_modes::{LogHistogram, ModeConfig};
 
 use crate::parse::{parse_line, BadLine, Call, CallResult, Event, Part, TimeKind, Timestamp};
@@ -100,25 +100,48 @@ fn extend_capped(carry: &mut Vec<u8>, more: &[u8]) {
     carry.extend_from_slice(&more[..more.len().min(room)]);
 }
 
-/// FNV-1a: syscall names and paths are short and not attacker-chosen in a way that matters
-/// for a one-shot analysis, and SipHash costs a measurable share of the per-line budget.
+/// A word-at-a-time multiplicative hash (the FxHash idea) for syscall names, paths and pids.
+/// These keys are short and come from one trusted log, so HashDoS resistance buys nothing,
+/// while SipHash (or byte-at-a-time FNV) costs a measurable share of the per-line budget.
 #[derive(Default)]
-struct Fnv(u64);
+pub(crate) struct WordHash(u64);
 
-impl Hasher for Fnv {
+const HASH_MULTIPLIER: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl WordHash {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(HASH_MULTIPLIER);
+    }
+}
+
+impl Hasher for WordHash {
     fn finish(&self) -> u64 {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        for &byte in bytes {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
         }
-        self.0 = hash;
+        let rest = chunks.remainder();
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+    }
+    fn write_u32(&mut self, value: u32) {
+        self.add(u64::from(value));
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.add(value);
+    }
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
     }
 }
 
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHash>>;
 
 /// Per-syscall accumulators.
 #[derive(Debug, Default)]
@@ -209,7 +232,7 @@ pub(crate) struct SourceStats {
 struct Pending {
     syscall: usize,
     start_seconds: Option<f64>,
-    time: Option<String>,
+    time: Option<Vec<u8>>,
     line: u64,
     source: usize,
     args: Vec<u8>,
@@ -267,7 +290,7 @@ pub struct Analyzer {
     /// Slow calls per timeline bucket, keyed by bucket start (seconds / bucket width).
     pub(crate) timeline: BTreeMap<i64, (u64, u128)>,
     pub(crate) timeline_bucket_seconds: f64,
-    pub(crate) pids: BTreeMap<u32, PidStats>,
+    pub(crate) pids: FastMap<u32, PidStats>,
     paths_index: FastMap<Box<[u8]>, PathStats>,
     pub(crate) paths_other: PathStats,
     pub(crate) signals: BTreeMap<String, u64>,
@@ -297,7 +320,7 @@ impl Analyzer {
             sequence: 0,
             timeline: BTreeMap::new(),
             timeline_bucket_seconds: 1.0,
-            pids: BTreeMap::new(),
+            pids: FastMap::default(),
             paths_index: FastMap::default(),
             paths_other: PathStats::default(),
             signals: BTreeMap::new(),
@@ -399,7 +422,7 @@ impl Analyzer {
                 let pending = Pending {
                     syscall,
                     start_seconds: here.seconds,
-                    time: here.time_text.map(lossy),
+                    time: here.time_text.map(<[u8]>::to_vec),
                     line: here.line,
                     source: here.source,
                     args: call.args[..call.args.len().min(ARGS_KEPT)].to_vec(),
@@ -416,11 +439,11 @@ impl Analyzer {
                     let start = Here {
                         pid: here.pid,
                         seconds: pending.start_seconds,
-                        time_text: None,
+                        time_text: pending.time.as_deref(),
                         source: pending.source,
                         line: pending.line,
                     };
-                    self.complete(syscall, &call, &args, start, pending.time);
+                    self.complete(syscall, &call, &args, start);
                 }
                 other => {
                     if let Some(pending) = other {
@@ -428,14 +451,10 @@ impl Analyzer {
                     }
                     self.orphan_resumed += 1;
                     self.keep_orphan_example(here.source, here.line, "resumed without its start", call.args);
-                    let time = here.time_text.map(lossy);
-                    self.complete(syscall, &call, call.args, here, time);
+                    self.complete(syscall, &call, call.args, here);
                 }
             },
-            Part::Whole => {
-                let time = here.time_text.map(lossy);
-                self.complete(syscall, &call, call.args, here, time);
-            }
+            Part::Whole => self.complete(syscall, &call, call.args, here),
         }
     }
 
@@ -462,7 +481,7 @@ impl Analyzer {
     }
 
     /// Accounts a call that has its result. `here` is where it started.
-    fn complete(&mut self, syscall: usize, call: &Call<'_>, args: &[u8], here: Here<'_>, time: Option<String>) {
+    fn complete(&mut self, syscall: usize, call: &Call<'_>, args: &[u8], here: Here<'_>) {
         let stats = &mut self.syscalls[syscall];
         stats.count += 1;
         let failed = match call.result {
@@ -526,7 +545,7 @@ impl Analyzer {
                 pid: here.pid,
                 source: here.source,
                 line: here.line,
-                time,
+                time: here.time_text.map(lossy),
                 args: excerpt(args, ARGS_KEPT),
                 result: call.result.map(|result| result_text(&result)).unwrap_or_default(),
             }));
@@ -605,8 +624,22 @@ fn decorated_first_fd(args: &[u8]) -> Option<&[u8]> {
         return None;
     }
     let inner = &args[digits + 1..];
-    let end = memmem::find(inner, b">, ").or_else(|| inner.strip_suffix(b">").map(<[u8]>::len))?;
+    let end = find_decoration_end(inner).or_else(|| inner.strip_suffix(b">").map(<[u8]>::len))?;
     Some(&inner[..end])
+}
+
+/// The first `>, ` in `text` (see [`decorated_first_fd`]); a hand loop over `memchr`
+/// because building a `memmem` finder per line costs more than this search.
+fn find_decoration_end(text: &[u8]) -> Option<usize> {
+    let mut start = 0;
+    while let Some(offset) = memchr(b'>', &text[start..]) {
+        let at = start + offset;
+        if text.get(at + 1) == Some(&b',') && text.get(at + 2) == Some(&b' ') {
+            return Some(at);
+        }
+        start = at + 1;
+    }
+    None
 }
 
 fn result_text(result: &CallResult<'_>) -> String {

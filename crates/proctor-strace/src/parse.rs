@@ -10,7 +10,7 @@
 //! timestamps that wrap at midnight and `-r` deltas are the analyzer's job) and never panics
 //! on any input: everything it does not recognise is a [`BadLine`] with a reason.
 
-use memchr::{memchr, memmem, memrchr};
+use memchr::{memchr, memrchr};
 
 /// What one line says.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,7 +128,10 @@ const UNFINISHED: &[u8] = b" <unfinished ...>";
 /// Parses one line (without its newline; a trailing `\r` is tolerated).
 pub fn parse_line(line: &[u8]) -> Result<Line<'_>, BadLine> {
     let rest = trim_end(line);
-    if rest.iter().any(|&byte| byte < 0x20 && byte != b'\t') {
+    // strace escapes every non-printable byte, so a NUL means this is not strace text.
+    // Only NUL is checked: a per-byte test for all control bytes costs more than the rest
+    // of the parse, and other garbage fails the grammar anyway.
+    if memchr(0, rest).is_some() {
         return Err(BadLine::Binary);
     }
     let rest = trim_start(rest);
@@ -170,7 +173,9 @@ fn parse_event(rest: &[u8]) -> Result<Event<'_>, BadLine> {
         return Err(BadLine::Status);
     }
     if let Some(inner) = rest.strip_prefix(b"<... ") {
-        let end = memmem::find(inner, b" resumed>").ok_or(BadLine::Unrecognized)?;
+        // The name is one word: the first space must start " resumed>".
+        let end = memchr(b' ', inner).filter(|&space| inner[space..].starts_with(b" resumed>"));
+        let end = end.ok_or(BadLine::Unrecognized)?;
         let name = &inner[..end];
         if !is_name(name) {
             return Err(BadLine::Unrecognized);
@@ -199,11 +204,24 @@ fn parse_event(rest: &[u8]) -> Result<Event<'_>, BadLine> {
 /// Parses `args) = result <duration>` (or the tail of a resumed half).
 fn finish_call<'a>(name: &'a [u8], part: Part, tail: &'a [u8]) -> Result<Event<'a>, BadLine> {
     let (tail, duration_ns) = take_duration(tail);
-    let equals = memmem::rfind(tail, b" = ").ok_or(BadLine::NoResult)?;
+    let equals = rfind_equals(tail).ok_or(BadLine::NoResult)?;
     let result = parse_result(trim_start(&tail[equals + 3..]));
     let args = trim_end(&tail[..equals]);
     let args = args.strip_suffix(b")").unwrap_or(args);
     Ok(Event::Call(Call { name, part, args, result: Some(result), duration_ns }))
+}
+
+/// The last ` = ` in `text`. The result is near the end of the line, so searching backwards
+/// for `=` is short; a `memmem` finder would cost more to build than the search.
+fn rfind_equals(text: &[u8]) -> Option<usize> {
+    let mut end = text.len();
+    while let Some(at) = memrchr(b'=', &text[..end]) {
+        if at >= 1 && text[at - 1] == b' ' && text.get(at + 1) == Some(&b' ') {
+            return Some(at - 1);
+        }
+        end = at;
+    }
+    None
 }
 
 /// Splits a trailing `<0.000123>` off. With `-y` the result itself may end in `<path>`, so

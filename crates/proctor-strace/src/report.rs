@@ -250,9 +250,10 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
     // into_sorted_vec of Reverse sorts slowest first already; keep it explicit.
     slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
 
-    let pids = analyzer
-        .pids
-        .iter()
+    let mut pids: Vec<(&u32, &crate::analyze::PidStats)> = analyzer.pids.iter().collect();
+    pids.sort_by_key(|(pid, _)| **pid);
+    let pids = pids
+        .into_iter()
         .map(|(&pid, stats)| PidReport {
             pid,
             calls: stats.calls,

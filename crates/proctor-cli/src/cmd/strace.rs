@@ -151,7 +151,7 @@ fn nothing_found(report: &Report) -> String {
         return format!("{names}: empty input, nothing to analyze");
     }
     let binary = BadLine::Binary.as_str();
-    if report.bad_lines.by_reason.iter().any(|reason| reason.name == binary && reason.count * 2 >= report.lines) {
+    if report.bad_lines.by_reason.iter().any(|reason| reason.name == binary) {
         return format!("{names}: binary data, not strace output");
     }
     let first = report
