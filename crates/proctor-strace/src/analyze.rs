@@ -15,7 +15,7 @@ use std::io::{self, BufRead};
 use memchr::{memchr, memchr_iter};
 use proctor_modes::{LogHistogram, ModeConfig};
 
-use crate::parse::{parse_line, BadLine, Call, CallResult, Event, Part, TimeKind, Timestamp};
+use crate::parse::{parse_line, parse_line_without_nul, BadLine, Call, CallResult, Event, Part, TimeKind, Timestamp};
 use crate::report::{self, Report};
 
 /// Knobs of the analysis; [`Default`] is what `proctor strace` uses.
@@ -80,9 +80,12 @@ pub fn feed_reader<R: BufRead>(analyzer: &mut Analyzer, mut reader: R) -> io::Re
             start = newline + 1;
         }
         let whole = &buffer[start..];
+        // One `memchr` over the whole buffer replaces a NUL check per line (see
+        // `parse_line_without_nul`); a buffer with a NUL takes the checking path.
+        let nul_free = memchr(0, whole).is_none();
         let mut line_start = 0;
         for newline in memchr_iter(b'\n', whole) {
-            analyzer.feed_line(&whole[line_start..newline]);
+            analyzer.feed_line_checked(&whole[line_start..newline], nul_free);
             line_start = newline + 1;
         }
         extend_capped(&mut carry, &whole[line_start..]);
@@ -147,6 +150,9 @@ pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHash>>;
 #[derive(Debug, Default)]
 pub(crate) struct SyscallStats {
     pub(crate) name: String,
+    /// Whether a positive result is a byte count (see [`moves_bytes`]), decided once here
+    /// rather than by comparing names on every call.
+    pub(crate) moves_bytes: bool,
     /// Calls with a result (whole, paired, or orphan resumed halves).
     pub(crate) count: u64,
     pub(crate) errors: u64,
@@ -282,6 +288,10 @@ pub struct Analyzer {
     clock: Clock,
     pub(crate) time_kind: Option<TimeKind>,
     syscall_index: FastMap<Box<[u8]>, usize>,
+    /// A direct-mapped cache in front of `syscall_index`: slot [`name_slot`] holds the index
+    /// of the last syscall seen there, so most lines find their syscall with one short
+    /// compare instead of a hash-map lookup. `usize::MAX` is an empty slot.
+    syscall_cache: [usize; SYSCALL_CACHE_SLOTS],
     pub(crate) syscalls: Vec<SyscallStats>,
     /// Keyed by pid; 0 for lines that name no pid. A thread is in at most one call.
     pending: FastMap<u32, Pending>,
@@ -314,6 +324,7 @@ impl Analyzer {
             clock: Clock::default(),
             time_kind: None,
             syscall_index: FastMap::default(),
+            syscall_cache: [usize::MAX; SYSCALL_CACHE_SLOTS],
             syscalls: Vec::new(),
             pending: FastMap::default(),
             slowest: BinaryHeap::new(),
@@ -353,6 +364,12 @@ impl Analyzer {
 
     /// Parses and accounts one line (without its newline).
     pub fn feed_line(&mut self, text: &[u8]) {
+        self.feed_line_checked(text, false);
+    }
+
+    /// [`Analyzer::feed_line`] for a line the caller may already know holds no NUL byte.
+    #[inline]
+    fn feed_line_checked(&mut self, text: &[u8], nul_free: bool) {
         if self.sources.is_empty() {
             self.begin_source("-", None);
         }
@@ -360,7 +377,8 @@ impl Analyzer {
         self.lines += 1;
         self.sources[source].lines += 1;
         let line_number = self.sources[source].lines;
-        let line = match parse_line(text) {
+        let parsed = if nul_free { parse_line_without_nul(text) } else { parse_line(text) };
+        let line = match parsed {
             Ok(line) => line,
             Err(reason) => {
                 self.sources[source].bad += 1;
@@ -470,13 +488,26 @@ impl Analyzer {
         }
     }
 
+    #[inline]
     fn syscall(&mut self, name: &[u8]) -> usize {
-        if let Some(&index) = self.syscall_index.get(name) {
-            return index;
+        let slot = name_slot(name);
+        let cached = self.syscall_cache[slot];
+        // Names passed the parser's name check, so they are ASCII and `lossy` kept them as is.
+        if self.syscalls.get(cached).is_some_and(|stats| stats.name.as_bytes() == name) {
+            return cached;
         }
-        let index = self.syscalls.len();
-        self.syscalls.push(SyscallStats { name: lossy(name), ..SyscallStats::default() });
-        self.syscall_index.insert(name.into(), index);
+        let index = match self.syscall_index.get(name) {
+            Some(&index) => index,
+            None => {
+                let index = self.syscalls.len();
+                let stats =
+                    SyscallStats { name: lossy(name), moves_bytes: moves_bytes(name), ..SyscallStats::default() };
+                self.syscalls.push(stats);
+                self.syscall_index.insert(name.into(), index);
+                index
+            }
+        };
+        self.syscall_cache[slot] = index;
         index
     }
 
@@ -511,7 +542,7 @@ impl Analyzer {
         }
         if let Some(path) = decorated_first_fd(args) {
             let bytes = match call.result {
-                Some(CallResult::Value(value)) if value > 0 && moves_bytes(call.name) => value as u64,
+                Some(CallResult::Value(value)) if value > 0 && self.syscalls[syscall].moves_bytes => value as u64,
                 _ => 0,
             };
             let full = self.paths_index.len() >= self.config.max_paths;
@@ -593,6 +624,19 @@ struct Here<'a> {
     time_text: Option<&'a [u8]>,
     source: usize,
     line: u64,
+}
+
+const SYSCALL_CACHE_SLOTS: usize = 64;
+
+/// The `syscall_cache` slot of a name: its length and first eight bytes, mixed. Distinct
+/// names may share a slot; the cache checks the name and falls back to the map.
+#[inline]
+fn name_slot(name: &[u8]) -> usize {
+    let mut head = [0u8; 8];
+    let take = name.len().min(8);
+    head[..take].copy_from_slice(&name[..take]);
+    let mixed = (u64::from_le_bytes(head) ^ name.len() as u64).wrapping_mul(HASH_MULTIPLIER);
+    (mixed >> 58) as usize
 }
 
 /// Argument bytes kept per unfinished half and per slow call.

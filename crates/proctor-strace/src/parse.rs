@@ -10,7 +10,7 @@
 //! timestamps that wrap at midnight and `-r` deltas are the analyzer's job) and never panics
 //! on any input: everything it does not recognise is a [`BadLine`] with a reason.
 
-use memchr::{memchr, memrchr};
+use memchr::memchr;
 
 /// What one line says.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,14 +127,21 @@ const UNFINISHED: &[u8] = b" <unfinished ...>";
 
 /// Parses one line (without its newline; a trailing `\r` is tolerated).
 pub fn parse_line(line: &[u8]) -> Result<Line<'_>, BadLine> {
-    let rest = trim_end(line);
     // strace escapes every non-printable byte, so a NUL means this is not strace text.
     // Only NUL is checked: a per-byte test for all control bytes costs more than the rest
     // of the parse, and other garbage fails the grammar anyway.
-    if memchr(0, rest).is_some() {
+    if memchr(0, line).is_some() {
         return Err(BadLine::Binary);
     }
-    let rest = trim_start(rest);
+    parse_line_without_nul(line)
+}
+
+/// [`parse_line`] for a line the caller already knows holds no NUL byte. The analyzer checks
+/// each whole read buffer once with `memchr`, which is much cheaper than a `memchr` call per
+/// (short) line.
+#[inline]
+pub(crate) fn parse_line_without_nul(line: &[u8]) -> Result<Line<'_>, BadLine> {
+    let rest = trim_start(trim_end(line));
     let mut line = Line { pid: None, timestamp: None, event: Event::Note };
     if rest.is_empty() || rest.starts_with(b"strace: ") {
         return Ok(line);
@@ -174,7 +181,7 @@ fn parse_event(rest: &[u8]) -> Result<Event<'_>, BadLine> {
     }
     if let Some(inner) = rest.strip_prefix(b"<... ") {
         // The name is one word: the first space must start " resumed>".
-        let end = memchr(b' ', inner).filter(|&space| inner[space..].starts_with(b" resumed>"));
+        let end = find_byte(b' ', inner).filter(|&space| inner[space..].starts_with(b" resumed>"));
         let end = end.ok_or(BadLine::Unrecognized)?;
         let name = &inner[..end];
         if !is_name(name) {
@@ -183,11 +190,12 @@ fn parse_event(rest: &[u8]) -> Result<Event<'_>, BadLine> {
         let tail = &inner[end + b" resumed>".len()..];
         return finish_call(name, Part::Resumed, tail);
     }
-    let open = memchr(b'(', rest).ok_or(BadLine::Unrecognized)?;
+    // The name runs up to the first `(` and must be all name bytes, so one scan over name
+    // bytes that must stop at a `(` finds and checks it (a `memchr` call costs more than
+    // these few bytes).
+    let open = rest.iter().take(MAX_NAME_BYTES + 1).position(|&byte| !is_name_byte(byte));
+    let open = open.filter(|&open| open > 0 && rest[open] == b'(').ok_or(BadLine::Unrecognized)?;
     let name = &rest[..open];
-    if !is_name(name) {
-        return Err(BadLine::Unrecognized);
-    }
     let tail = &rest[open + 1..];
     if let Some(args) = tail.strip_suffix(UNFINISHED) {
         return Ok(Event::Call(Call {
@@ -212,10 +220,12 @@ fn finish_call<'a>(name: &'a [u8], part: Part, tail: &'a [u8]) -> Result<Event<'
 }
 
 /// The last ` = ` in `text`. The result is near the end of the line, so searching backwards
-/// for `=` is short; a `memmem` finder would cost more to build than the search.
+/// for `=` is short: a plain loop beats both a `memmem` finder (costly to build) and a
+/// `memrchr` call (costly to dispatch) over so few bytes.
+#[inline]
 fn rfind_equals(text: &[u8]) -> Option<usize> {
     let mut end = text.len();
-    while let Some(at) = memrchr(b'=', &text[..end]) {
+    while let Some(at) = text[..end].iter().rposition(|&byte| byte == b'=') {
         if at >= 1 && text[at - 1] == b' ' && text.get(at + 1) == Some(&b' ') {
             return Some(at - 1);
         }
@@ -230,7 +240,8 @@ fn take_duration(tail: &[u8]) -> (&[u8], Option<u64>) {
     if tail.last() != Some(&b'>') {
         return (tail, None);
     }
-    let Some(open) = memrchr(b'<', tail) else {
+    // A plain backwards loop: the `<` is a few bytes from the end.
+    let Some(open) = tail.iter().rposition(|&byte| byte == b'<') else {
         return (tail, None);
     };
     match parse_seconds_ns(&tail[open + 1..tail.len() - 1]) {
@@ -254,10 +265,8 @@ fn parse_result(text: &[u8]) -> CallResult<'_> {
             return CallResult::Error { errno };
         }
     }
-    let number = text
-        .split(|&byte| byte == b' ' || byte == b'<' || byte == b'(')
-        .next()
-        .unwrap_or_default();
+    let end = text.iter().position(|&byte| matches!(byte, b' ' | b'<' | b'(')).unwrap_or(text.len());
+    let number = &text[..end];
     match parse_i64(number) {
         Some(value) => CallResult::Value(value),
         None => CallResult::Other(text),
@@ -268,13 +277,24 @@ fn parse_result(text: &[u8]) -> CallResult<'_> {
 /// timestamp, not a pid.
 fn take_pid(rest: &[u8]) -> Result<(Option<u32>, &[u8]), BadLine> {
     if let Some(inner) = rest.strip_prefix(b"[pid") {
-        let close = memchr(b']', inner).ok_or(BadLine::Pid)?;
+        let close = find_byte(b']', inner).ok_or(BadLine::Pid)?;
         let pid = parse_u32(trim_start(&inner[..close])).ok_or(BadLine::Pid)?;
         return Ok((Some(pid), trim_start(&inner[close + 1..])));
     }
-    let digits = rest.iter().take_while(|byte| byte.is_ascii_digit()).count();
+    // One pass computes the value while counting the digits; the count is capped where
+    // `parse_u32` would refuse anyway, so the value cannot overflow.
+    let mut digits = 0;
+    let mut value = 0u64;
+    while let Some(&byte) = rest.get(digits) {
+        if !byte.is_ascii_digit() {
+            break;
+        }
+        value = value.wrapping_mul(10).wrapping_add(u64::from(byte - b'0'));
+        digits += 1;
+    }
     if digits > 0 && rest.get(digits) == Some(&b' ') {
-        let pid = parse_u32(&rest[..digits]).ok_or(BadLine::Pid)?;
+        let pid = if digits <= 19 { u32::try_from(value).ok() } else { None };
+        let pid = pid.ok_or(BadLine::Pid)?;
         return Ok((Some(pid), trim_start(&rest[digits..])));
     }
     Ok((None, rest))
@@ -286,10 +306,13 @@ fn take_timestamp(rest: &[u8]) -> (Option<Timestamp<'_>>, &[u8]) {
     if !rest.first().is_some_and(u8::is_ascii_digit) {
         return (None, rest);
     }
-    let end = memchr(b' ', rest).unwrap_or(rest.len());
+    if let Some(parsed) = take_clock_micros(rest) {
+        return parsed;
+    }
+    let end = find_byte(b' ', rest).unwrap_or(rest.len());
     let text = &rest[..end];
     let after = trim_start(&rest[end..]);
-    let parsed = if memchr(b':', text).is_some() {
+    let parsed = if find_byte(b':', text).is_some() {
         parse_clock(text).map(|seconds| (TimeKind::Clock, seconds))
     } else {
         let integer_digits = text.iter().take_while(|byte| byte.is_ascii_digit()).count();
@@ -300,6 +323,34 @@ fn take_timestamp(rest: &[u8]) -> (Option<Timestamp<'_>>, &[u8]) {
         Some((kind, seconds)) => (Some(Timestamp { kind, seconds, text }), after),
         None => (None, rest),
     }
+}
+
+/// The `-tt` shape `HH:MM:SS.ffffff ` read at fixed offsets: the common case of
+/// [`take_timestamp`], which handles every other shape. `None` when `rest` does not start
+/// with exactly that shape. The arithmetic is [`parse_clock`]'s, so the seconds are the same
+/// `f64` to the bit.
+#[inline]
+fn take_clock_micros(rest: &[u8]) -> Option<(Option<Timestamp<'_>>, &[u8])> {
+    let head: &[u8; 16] = rest.get(..16)?.try_into().ok()?;
+    // Written out byte by byte (no iterators, no short-circuits) so it compiles to a short
+    // straight run of compares.
+    let d = head.map(|byte| u32::from(byte.wrapping_sub(b'0')));
+    let shape_ok = (head[2] == b':') & (head[5] == b':') & (head[8] == b'.') & (head[15] == b' ');
+    let low = (d[0] < 10) & (d[1] < 10) & (d[3] < 10) & (d[4] < 10) & (d[6] < 10) & (d[7] < 10);
+    let fraction = (d[9] < 10) & (d[10] < 10) & (d[11] < 10) & (d[12] < 10) & (d[13] < 10) & (d[14] < 10);
+    if !(shape_ok & low & fraction) {
+        return None;
+    }
+    let hours = d[0] * 10 + d[1];
+    let minutes = d[3] * 10 + d[4];
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    let micros = ((d[9] * 10 + d[10]) * 10_000 + (d[11] * 10 + d[12]) * 100 + d[13] * 10 + d[14]) as u64;
+    let seconds_ns = u64::from(d[6] * 10 + d[7]) * 1_000_000_000 + micros * 1_000;
+    let seconds = f64::from(hours * 3600 + minutes * 60) + seconds_ns as f64 / 1e9;
+    let timestamp = Timestamp { kind: TimeKind::Clock, seconds, text: &head[..15] };
+    Some((Some(timestamp), trim_start(&rest[15..])))
 }
 
 /// `HH:MM:SS` or `HH:MM:SS.ffffff` → seconds since midnight.
@@ -316,23 +367,28 @@ fn parse_clock(text: &[u8]) -> Option<f64> {
 
 /// `123` or `123.456789` (seconds) → nanoseconds; digits past nanoseconds are ignored.
 pub(crate) fn parse_seconds_ns(text: &[u8]) -> Option<u64> {
-    let (whole, fraction) = match memchr(b'.', text) {
+    let (whole, fraction) = match find_byte(b'.', text) {
         Some(dot) => (&text[..dot], &text[dot + 1..]),
         None => (text, &b""[..]),
     };
     if whole.is_empty() || whole.len() > 11 {
         return None;
     }
-    let mut ns = parse_u64(whole)?.checked_mul(1_000_000_000)?;
-    let mut scale = 100_000_000u64;
-    for &byte in fraction {
+    let whole_ns = parse_u64(whole)?.checked_mul(1_000_000_000)?;
+    // Digits past the ninth are checked but ignored. The scale comes from a table: a
+    // division per digit was a visible share of the whole parse.
+    let mut fraction_ns = 0u64;
+    for (at, &byte) in fraction.iter().enumerate() {
         if !byte.is_ascii_digit() {
             return None;
         }
-        ns += u64::from(byte - b'0') * scale;
-        scale /= 10;
+        if at < 9 {
+            fraction_ns = fraction_ns * 10 + u64::from(byte - b'0');
+        }
     }
-    Some(ns)
+    const SCALE: [u64; 10] =
+        [1_000_000_000, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1];
+    whole_ns.checked_add(fraction_ns * SCALE[fraction.len().min(9)])
 }
 
 fn parse_u64(text: &[u8]) -> Option<u64> {
@@ -374,14 +430,38 @@ fn parse_i64(text: &[u8]) -> Option<i64> {
 
 /// System call names: letters, digits and `_`; strace writes `???` for unknown ones.
 fn is_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.iter().all(|&byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'?')
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES && name.iter().all(|&byte| is_name_byte(byte))
 }
 
+const MAX_NAME_BYTES: usize = 64;
+
+#[inline]
+fn is_name_byte(byte: u8) -> bool {
+    NAME_BYTES[usize::from(byte)]
+}
+
+/// A lookup table: one load per byte of the name instead of three range tests.
+static NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let value = byte as u8;
+        table[byte] = value.is_ascii_alphanumeric() || value == b'_' || value == b'?';
+        byte += 1;
+    }
+    table
+};
+
 fn first_word(text: &[u8]) -> &[u8] {
-    let end = memchr(b' ', text).unwrap_or(text.len());
+    let end = find_byte(b' ', text).unwrap_or(text.len());
     &text[..end]
+}
+
+/// The first `needle` in a short `text`. The fields searched here are a few bytes long, where
+/// a plain loop beats the dispatch and setup of a `memchr` call.
+#[inline]
+fn find_byte(needle: u8, text: &[u8]) -> Option<usize> {
+    text.iter().position(|&byte| byte == needle)
 }
 
 fn trim_start(text: &[u8]) -> &[u8] {
