@@ -11,7 +11,7 @@ mod process;
 mod sample;
 mod tree;
 
-pub use container::{container_truth, ContainerTruth};
+pub use container::{container_truth, format_cpus, ContainerTruth};
 pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
 pub use sample::{

@@ -211,7 +211,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
 }
 
 pub fn write_container(w: &mut impl Write, c: &ContainerTruth) -> std::io::Result<()> {
-    let cpus = |v: Option<f64>| v.map_or("-".to_string(), proctor_model_format_cpus);
+    let cpus = |v: Option<f64>| v.map_or("-".to_string(), proctor_model::format_cpus);
     writeln!(
         w,
         "container  cgroup {} {} · effective CPUs {} (rounded up {}; affinity {}, cpuset {}, quota {}) of {} online",
@@ -235,14 +235,6 @@ pub fn write_container(w: &mut impl Write, c: &ContainerTruth) -> std::io::Resul
         writeln!(w, "warning    {warning}")?;
     }
     Ok(())
-}
-
-fn proctor_model_format_cpus(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{}", v.round() as i64)
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 pub fn write_cost(w: &mut impl Write, cost: &SampleCost, processes: usize) -> std::io::Result<()> {
