@@ -1,1 +1,31 @@
-//! proctor-model: see ARCHITECTURE.md.
+//! Samples and what is derived from them: host rates, process rows, trees and container truth.
+//!
+//! A [`Sample`] holds raw cumulative counters exactly as read. Everything people look at is
+//! derived here from the current sample and, for rates, the previous one. This crate does no
+//! I/O and never reads the clock: times arrive inside the samples. A counter that went
+//! backwards (a reset, a reused pid) yields `None`, never a negative rate.
+
+mod container;
+mod host;
+mod process;
+mod sample;
+mod tree;
+
+pub use container::{container_truth, format_cpus, ContainerTruth};
+pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
+pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
+pub use sample::{
+    ContainerSample, HostSample, PssReading, ProcessSample, Sample, SampleCost, StatusReading,
+};
+pub use tree::{build_tree, Tree, TreeRow, TreeTotal};
+
+/// `later - earlier` for cumulative counters; `None` when the counter went backwards.
+pub(crate) fn delta(later: u64, earlier: u64) -> Option<u64> {
+    later.checked_sub(earlier)
+}
+
+/// A per-second rate from a counter delta over `secs`; `None` when either is unusable.
+pub(crate) fn rate(later: u64, earlier: u64, secs: f64) -> Option<f64> {
+    (secs > 0.0).then_some(())?;
+    delta(later, earlier).map(|d| d as f64 / secs)
+}

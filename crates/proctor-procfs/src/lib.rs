@@ -1,1 +1,19 @@
-//! proctor-procfs: see ARCHITECTURE.md.
+//! Readers for `/proc`, `/sys` and cgroup files: bytes in, raw typed structs out.
+//!
+//! Every parser is a pure function over a byte slice and is tested on bytes. Readers
+//! ([`ProcFile`], [`Root`]) do the file access, with a configurable root directory so tests run
+//! on fake trees. This crate deliberately computes no rates, reads no clock and starts no
+//! threads: values are the kernel's cumulative counters, in the kernel's units, with the unit in
+//! each field's name. A field the kernel does not have is `None`, not an error.
+
+pub mod cgroup;
+mod error;
+mod file;
+pub mod host;
+mod parse;
+pub mod process;
+pub mod system;
+
+pub use error::{Error, ErrorKind};
+pub use file::{ProcFile, Root};
+pub use parse::cpu_list;

@@ -1,1 +1,21 @@
-//! proctor-sampler: see ARCHITECTURE.md.
+//! The sampling side of proctor: when and how files are read, and what that costs.
+//!
+//! [`Sampler::sample`] runs one collection cycle on the calling thread and returns a raw
+//! [`proctor_model::Sample`] with its own cost inside. It keeps per-pid files open and re-reads
+//! them with `pread`, so a steady process costs two syscalls per cycle (`stat`, `statm`);
+//! `status` is re-read only when `statm` changed. The reads that take the target's mmap lock —
+//! `smaps_rollup` and `cmdline` — never happen here: [`pss::PssWorker`] and
+//! [`cmdline::CmdlineWorker`] do them on their own threads, under a CPU budget and a timeout.
+//! This crate does not derive rates or render anything; that is `proctor-model`'s job.
+
+pub mod cmdline;
+mod config;
+mod host;
+pub mod pss;
+mod sampler;
+mod schedule;
+mod table;
+
+pub use config::{HostFiles, SamplerConfig};
+pub use sampler::Sampler;
+pub use schedule::Schedule;

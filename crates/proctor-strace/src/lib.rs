@@ -1,1 +1,25 @@
-//! strace log parser and analyzer (issue #6): not implemented yet.
+//! strace log parser and analyzer: `BufRead` in, [`Report`] out.
+//!
+//! `strace -c` sums CPU time inside the kernel, so a thread that sleeps 1 s in `futex` shows
+//! up as microseconds. This crate measures **wall time** (`-T`) per call instead, keeps it
+//! in log-scale histograms (memory bounded by the number of distinct syscalls, pids and
+//! paths, never by the number of lines) and names the peaks of each histogram with
+//! [`proctor_modes`], so "futex: peaks at 250 ms, 500 ms, 1 s" is printed without asking.
+//!
+//! Layers, bottom up:
+//! - [`parse`]: one line → one event; pure, allocation-free, never panics.
+//! - [`analyze`]: the [`Analyzer`] state machine: pairs unfinished/resumed halves per pid,
+//!   unwraps timestamps, fills histograms; [`analyze::feed_reader`] drives it from any
+//!   `BufRead` without copying lines that fit in the reader's buffer.
+//! - [`report`]: the finished [`Report`] (serde) and its text rendering.
+//! - [`plot`]: per-syscall histograms as SVG or PNG bytes.
+//! - [`input`]: the only file-system code: opening files, `-ff` directories, gzip.
+
+pub mod analyze;
+pub mod input;
+pub mod parse;
+pub mod plot;
+pub mod report;
+
+pub use analyze::{feed_reader, Analyzer, AnalyzerConfig};
+pub use report::Report;

@@ -1,12 +1,323 @@
-//! `proctor doctor`: not implemented yet.
+//! `proctor doctor`: a self-check in the spirit of collectl's SlowProc warning.
+//!
+//! It times the reads proctor depends on against what they should cost, checks the CPU count a
+//! container really has, lists the cgroups and limits it found, the files it may not read (and
+//! which figures go missing because of that), and estimates what `smaps_rollup` would cost on
+//! the biggest processes — calibrated on proctor's own memory, never on someone else's.
 
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::process::ExitCode;
+use std::time::Instant;
+
+use proctor_model::container_truth;
+use proctor_procfs::process::{parse_stat, parse_statm};
+use proctor_procfs::system::{page_size, thread_cpu_ns};
+use proctor_procfs::ErrorKind;
+use proctor_sampler::Sampler;
+use serde::Serialize;
+
+use super::common::ReadArgs;
+use super::snapshot::write_container;
+use crate::output::{bytes, print_json, Format};
 
 /// Arguments of `proctor doctor`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// How many of the biggest processes to estimate smaps_rollup costs for.
+    #[arg(long, default_value_t = 5)]
+    pub biggest: usize,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    eprintln!("proctor doctor: not implemented yet");
-    Ok(ExitCode::from(2))
+/// Above these, a read is slow for this kind of file and the machine deserves a look
+/// (collectl warned at a similar order of magnitude for /proc/stat).
+const PROC_STAT_SLOW_US: f64 = 50.0;
+const PER_PID_SLOW_US: f64 = 15.0;
+
+#[derive(Debug, Serialize)]
+struct Timing {
+    what: String,
+    cpu_us: f64,
+    expected_max_us: f64,
+    slow: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Unreadable {
+    file: &'static str,
+    denied: u64,
+    of: u64,
+    loses: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct Estimate {
+    pid: u32,
+    comm: String,
+    rss_bytes: u64,
+    smaps_rollup_ms: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Output {
+    timings: Vec<Timing>,
+    container: proctor_model::ContainerTruth,
+    cgroup_levels: Vec<proctor_procfs::cgroup::CgroupLevel>,
+    cgroup_errors: Vec<String>,
+    unreadable: Vec<Unreadable>,
+    smaps_rollup_ms_per_gib: Option<f64>,
+    biggest: Vec<Estimate>,
+    open_file_limit: Option<u64>,
+    processes: usize,
+    effective_uid: u32,
+    warnings: Vec<String>,
+}
+
+fn time_reads(file: &File, rounds: u32, buf: &mut [u8], parse: impl Fn(&[u8]) -> bool) -> Option<f64> {
+    let cpu = thread_cpu_ns();
+    for _ in 0..rounds {
+        let n = file.read_at(buf, 0).ok()?;
+        if !parse(&buf[..n]) {
+            return None;
+        }
+    }
+    Some((thread_cpu_ns() - cpu) as f64 / 1e3 / f64::from(rounds))
+}
+
+/// ms of smaps_rollup per GiB resident, measured on this process: the read with 64 MiB of
+/// touched anonymous memory in 4 KiB pages (huge pages refused with MADV_NOHUGEPAGE, the
+/// expensive case) minus the read without it.
+fn calibrate_smaps_rollup(root: &proctor_procfs::Root) -> Option<f64> {
+    if !root.is_real() {
+        return None;
+    }
+    let read_ms = |rounds: u32| -> Option<f64> {
+        let mut buf = Vec::new();
+        let started = Instant::now();
+        for _ in 0..rounds {
+            root.read_into("/proc/self/smaps_rollup", &mut buf).ok()?;
+        }
+        Some(started.elapsed().as_secs_f64() * 1e3 / f64::from(rounds))
+    };
+    let base = read_ms(20)?;
+    const SIZE: usize = 64 << 20;
+    // SAFETY: a fresh private anonymous mapping, touched and unmapped only here.
+    let block = unsafe {
+        libc::mmap(std::ptr::null_mut(), SIZE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    if block == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: `block` is SIZE bytes, mapped read-write above.
+    unsafe {
+        libc::madvise(block, SIZE, libc::MADV_NOHUGEPAGE);
+        let bytes = block.cast::<u8>();
+        for i in (0..SIZE).step_by(page_size() as usize) {
+            bytes.add(i).write_volatile(1);
+        }
+    }
+    let loaded = read_ms(20);
+    // SAFETY: unmapping the mapping made above.
+    unsafe { libc::munmap(block, SIZE) };
+    Some(((loaded? - base).max(0.0)) * 16.0)
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = args.read.config();
+    let root = config.root.clone();
+    let mut warnings = Vec::new();
+    let mut timings = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+
+    if let Ok(f) = File::open(root.path("/proc/stat")) {
+        if let Some(us) = time_reads(&f, 2000, &mut buf, |b| proctor_procfs::host::parse_stat(b).is_some()) {
+            let slow = us > PROC_STAT_SLOW_US;
+            if slow {
+                warnings.push(format!("/proc/stat takes {us:.1} µs per read (expected under {PROC_STAT_SLOW_US} µs): many CPUs or interrupts, or a loaded hypervisor; every sample pays this"));
+            }
+            timings.push(Timing { what: "/proc/stat read+parse".into(), cpu_us: us, expected_max_us: PROC_STAT_SLOW_US, slow });
+        }
+    }
+
+    // Per-pid reads over every process, kept fds, 20 rounds.
+    let mut stat_files = Vec::new();
+    let mut statm_files = Vec::new();
+    let mut status_files = Vec::new();
+    let mut unreadable = vec![
+        Unreadable { file: "status", denied: 0, of: 0, loses: "uid, RssAnon/RssFile/RssShmem split, VmSwap" },
+        Unreadable { file: "io", denied: 0, of: 0, loses: "per-process disk read/write rates" },
+        Unreadable { file: "smaps_rollup", denied: 0, of: 0, loses: "PSS and USS" },
+    ];
+    let mut sizes: Vec<(u32, String, u64)> = Vec::new();
+    let pids: Vec<u32> = std::fs::read_dir(root.path("/proc"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    for &pid in &pids {
+        let open = |f: &str| File::open(root.path(format!("/proc/{pid}/{f}")));
+        let (Ok(stat), Ok(statm)) = (open("stat"), open("statm")) else { continue };
+        if let (Ok(n), Ok(m)) = (stat.read_at(&mut buf, 0), statm.read_at(&mut buf[32 * 1024..], 0)) {
+            let st = parse_stat(&buf[..n]);
+            let sm = parse_statm(&buf[32 * 1024..32 * 1024 + m]);
+            if let (Some(st), Some(sm)) = (st, sm) {
+                sizes.push((pid, st.comm, sm.resident_pages * page_size()));
+            }
+        }
+        stat_files.push(stat);
+        statm_files.push(statm);
+        for (i, file) in ["status", "io", "smaps_rollup"].iter().enumerate() {
+            unreadable[i].of += 1;
+            // smaps_rollup checks permission at open; io and status when read. Reading
+            // smaps_rollup would take the target's mmap lock, so it is only opened.
+            let denied = match open(file) {
+                Ok(f) if *file == "smaps_rollup" => {
+                    drop(f);
+                    false
+                }
+                Ok(f) => match f.read_at(&mut buf, 0) {
+                    Ok(_) => {
+                        if *file == "status" {
+                            status_files.push(f);
+                        }
+                        false
+                    }
+                    Err(e) => ErrorKind::of_io(&e) == ErrorKind::Permission,
+                },
+                Err(e) => ErrorKind::of_io(&e) == ErrorKind::Permission,
+            };
+            if denied {
+                unreadable[i].denied += 1;
+            }
+        }
+    }
+    for (name, files) in [("stat", &stat_files), ("statm", &statm_files), ("status", &status_files)] {
+        if files.is_empty() {
+            continue;
+        }
+        let cpu = thread_cpu_ns();
+        let mut reads = 0u64;
+        for _ in 0..20 {
+            for f in files.iter() {
+                if f.read_at(&mut buf, 0).is_ok() {
+                    reads += 1;
+                }
+            }
+        }
+        let us = (thread_cpu_ns() - cpu) as f64 / 1e3 / reads.max(1) as f64;
+        let slow = us > PER_PID_SLOW_US;
+        if slow {
+            warnings.push(format!("/proc/PID/{name} takes {us:.1} µs per read (expected a few µs): a full scan of {} processes costs {:.1} ms", pids.len(), us * pids.len() as f64 / 1e3));
+        }
+        timings.push(Timing { what: format!("/proc/PID/{name} pread (kept fd)"), cpu_us: us, expected_max_us: PER_PID_SLOW_US, slow });
+    }
+    drop((stat_files, statm_files, status_files));
+
+    let mut sampler = Sampler::new(config);
+    let sample = sampler.sample();
+    let container = container_truth(&sample);
+    warnings.extend(container.warnings.iter().cloned());
+    let (cgroup_levels, cgroup_errors) = sample
+        .container
+        .as_ref()
+        .map(|c| (c.limits.levels.clone(), c.limits.errors.clone()))
+        .unwrap_or_default();
+    if let Some(e) = sampler.container_error() {
+        warnings.push(format!("no container view: {e}"));
+    }
+    for u in &unreadable {
+        if u.denied > 0 {
+            warnings.push(format!("{} of {} processes deny /proc/PID/{}: {} unavailable for them (run as their user or root)", u.denied, u.of, u.file, u.loses));
+        }
+    }
+    let nofile = sampler.nofile_limit();
+    if let Some(limit) = nofile {
+        if limit < (pids.len() as u64) * 3 + 64 {
+            warnings.push(format!("open-file limit {limit} is below 3 per process for {} processes: some per-pid files will be reopened every cycle (raise `ulimit -n`)", pids.len()));
+        }
+    }
+
+    let per_gib = calibrate_smaps_rollup(&root);
+    sizes.sort_by(|a, b| b.2.cmp(&a.2));
+    let biggest: Vec<Estimate> = sizes
+        .iter()
+        .take(args.biggest)
+        .map(|(pid, comm, rss)| Estimate {
+            pid: *pid,
+            comm: comm.clone(),
+            rss_bytes: *rss,
+            smaps_rollup_ms: per_gib.unwrap_or(0.0) * *rss as f64 / (1u64 << 30) as f64,
+        })
+        .collect();
+
+    // SAFETY: geteuid has no preconditions.
+    let effective_uid = unsafe { libc::geteuid() };
+    let out = Output {
+        timings,
+        container,
+        cgroup_levels,
+        cgroup_errors,
+        unreadable,
+        smaps_rollup_ms_per_gib: per_gib,
+        biggest,
+        open_file_limit: nofile,
+        processes: pids.len(),
+        effective_uid,
+        warnings,
+    };
+    match args.format {
+        Format::Json => print_json(&out)?,
+        Format::Text => print_text(&out)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_text(o: &Output) -> anyhow::Result<()> {
+    let mut w = std::io::stdout().lock();
+    writeln!(w, "read costs (CPU per read, this machine, now):")?;
+    for t in &o.timings {
+        writeln!(w, "  {:<34} {:>7.2} µs  {}", t.what, t.cpu_us, if t.slow { "SLOW" } else { "ok" })?;
+    }
+    writeln!(w)?;
+    write_container(&mut w, &o.container)?;
+    writeln!(w, "cgroup levels (own first):")?;
+    for l in &o.cgroup_levels {
+        writeln!(
+            w,
+            "  {:<50} quota {:<10} memory limit {:<10} cpuset {}",
+            l.path,
+            l.cpu_quota.map_or("-".into(), |q| format!("{:.2} CPUs", q.cpus())),
+            l.memory_limit_bytes.map_or("-".into(), bytes),
+            l.cpuset_cpus.as_ref().map_or("-".into(), |c| format!("{} CPUs", c.len()))
+        )?;
+    }
+    for e in &o.cgroup_errors {
+        writeln!(w, "  error: {e}")?;
+    }
+    writeln!(w)?;
+    writeln!(w, "permissions (running as uid {}):", o.effective_uid)?;
+    for u in &o.unreadable {
+        writeln!(w, "  /proc/PID/{:<13} denied for {} of {} processes{}", u.file, u.denied, u.of, if u.denied > 0 { format!(" — loses {}", u.loses) } else { String::new() })?;
+    }
+    writeln!(w, "  open-file limit {}", o.open_file_limit.map_or("?".into(), |l| l.to_string()))?;
+    writeln!(w)?;
+    match o.smaps_rollup_ms_per_gib {
+        Some(rate) => writeln!(w, "smaps_rollup costs ~{rate:.1} ms per GiB resident here (calibrated on proctor's own private 4 KiB pages; pages shared with forked children cost more, `proctor tree PID --pss` measures the real thing); it holds the target's mmap lock that long:")?,
+        None => writeln!(w, "smaps_rollup cost not calibrated (not reading the real /proc)")?,
+    }
+    for e in &o.biggest {
+        writeln!(w, "  {:>7} {:<16} rss {:>9}  ~{:.2} ms per read", e.pid, crate::cmd::common::printable(&e.comm), bytes(e.rss_bytes), e.smaps_rollup_ms)?;
+    }
+    writeln!(w)?;
+    if o.warnings.is_empty() {
+        writeln!(w, "no warnings")?;
+    }
+    for warning in &o.warnings {
+        writeln!(w, "warning: {warning}")?;
+    }
+    Ok(())
 }

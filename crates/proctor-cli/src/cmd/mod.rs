@@ -1,6 +1,7 @@
 //! One module per subcommand; each exposes `Args` (clap derive) and `run(Args)`.
 
 pub mod bench;
+pub mod common;
 pub mod doctor;
 pub mod snapshot;
 pub mod statsd;

@@ -1,0 +1,167 @@
+//! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
+
+use std::process::{Child, Command, Output, Stdio};
+
+fn proctor(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_proctor")).args(args).output().expect("run proctor")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "exit {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn tree_of_unknown_pid_exits_1_with_a_clear_message() {
+    let out = proctor(&["tree", "4000000000"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no process with pid 4000000000"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    assert_eq!(proctor(&["snapshot", "--interval", "soon"]).status.code(), Some(2));
+    assert_eq!(proctor(&["tree", "not-a-pid"]).status.code(), Some(2));
+}
+
+#[test]
+fn snapshot_json_has_host_container_processes_and_cost() {
+    let v = json(&proctor(&["snapshot", "--interval", "200ms", "--format", "json", "--top", "3"]));
+    assert!(v["host"]["cpu"]["busy"].is_number(), "{v}");
+    assert!(v["host"]["memory_total_bytes"].as_u64().is_some_and(|m| m > 0));
+    assert!(v["container"]["effective_cpus"].as_f64().is_some_and(|c| c > 0.0));
+    assert!(v["container"]["host_online_cpus"].as_u64().is_some_and(|c| c > 0));
+    assert_eq!(v["processes"].as_array().map(Vec::len), Some(3));
+    assert!(v["process_count"].as_u64().is_some_and(|n| n >= 3));
+    assert!(v["sample_cost"]["cpu_ns"].as_u64().is_some_and(|n| n > 0));
+}
+
+#[test]
+fn tree_json_covers_children_and_pss_on_request() {
+    let parent = Guard(
+        Command::new("sh")
+            .args(["-c", "sleep 60 & sleep 60 & wait"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn sh"),
+    );
+    let pid = parent.0.id().to_string();
+    // The shell forks its children right away; give the scan a moment via the interval.
+    let v = json(&proctor(&["tree", &pid, "--interval", "300ms", "--pss", "--format", "json"]));
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows[0]["pid"].as_u64().map(|p| p.to_string()), Some(pid.clone()));
+    assert_eq!(v["total"]["processes"].as_u64(), Some(rows.len() as u64));
+    assert!(rows.len() >= 3, "sh and two sleeps: {rows:?}");
+    assert!(rows[1..].iter().all(|r| r["depth"] == 1 && r["comm"] == "sleep"));
+    assert!(v["total"]["pss_bytes"].as_u64().is_some_and(|p| p > 0));
+    assert_eq!(v["total"]["pss_known"].as_u64(), Some(rows.len() as u64));
+    assert!(v["pss_read"]["reads"].as_u64().is_some_and(|n| n as usize == rows.len()));
+    let rss: u64 = rows.iter().map(|r| r["rss_bytes"].as_u64().expect("rss")).sum();
+    assert_eq!(v["total"]["rss_bytes"].as_u64(), Some(rss));
+}
+
+#[test]
+fn hostile_process_names_are_not_terminal_escapes() {
+    // A comm with an escape sequence and a newline; the text view must not pass them through.
+    let name = "\u{1b}[2Jevil\nname";
+    let child = Guard(
+        Command::new("bash")
+            .args(["-c", &format!("exec -a '{name}' sleep 60")])
+            .spawn()
+            .expect("spawn"),
+    );
+    let pid = child.0.id().to_string();
+    let out = proctor(&["tree", &pid, "--interval", "200ms"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("?[2Jevil?name"), "{text}");
+}
+
+/// Runs proctor as `nobody` when we are root (CI is); otherwise we already are unprivileged.
+fn unprivileged(args: &[&str]) -> Output {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return proctor(args);
+    }
+    let exe = env!("CARGO_BIN_EXE_proctor");
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", exe])
+        .args(args)
+        .output()
+        .expect("setpriv is part of util-linux")
+}
+
+#[test]
+fn unprivileged_runs_degrade_per_field_and_never_fail() {
+    // --io makes nobody meet other users' unreadable /proc/PID/io: counted per reason in JSON.
+    let v = json(&unprivileged(&["snapshot", "--interval", "0", "--io", "--format", "json"]));
+    assert!(v["process_count"].as_u64().is_some_and(|n| n > 0));
+    assert!(v["sample_cost"]["errors"]["process.io:permission"].as_u64().is_some_and(|n| n > 0), "{}", v["sample_cost"]);
+    let out = unprivileged(&["tree", "1", "--interval", "0", "--pss", "--format", "json"]);
+    let v = json(&out);
+    // PID 1 belongs to root: nobody may not read its smaps_rollup, and says so per field.
+    assert!(v["pss_read"]["failed"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    let doctor = unprivileged(&["doctor", "--format", "json"]);
+    let d = json(&doctor);
+    let denied: u64 = d["unreadable"].as_array().expect("list").iter().map(|u| u["denied"].as_u64().unwrap_or(0)).sum();
+    assert!(denied > 0, "nobody is denied some files: {d}");
+}
+
+#[test]
+fn bench_reports_figures_with_a_floor() {
+    let v = json(&proctor(&["bench", "-n", "50", "--scans", "3", "--format", "json"]));
+    assert!(v["host_sample"]["cpu_us"].as_f64().is_some_and(|u| u > 0.0));
+    assert!(v["host_floor"]["cpu_us"].as_f64().is_some_and(|u| u > 0.0));
+    assert!(v["per_process"]["cpu_us"].as_f64().is_some_and(|u| u > 0.0));
+    assert!(v["processes"].as_f64().is_some_and(|n| n > 1.0));
+}
+
+#[test]
+fn snapshot_reads_a_captured_tree_under_root() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |path: &str, text: &str| {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    write("sys/devices/system/cpu/online", "0-95\n");
+    write("proc/meminfo", "MemTotal: 1048576 kB\nMemAvailable: 524288 kB\n");
+    write("proc/stat", "cpu  1 0 1 10 0 0 0 0 0 0\nbtime 1\n");
+    write("proc/self/mountinfo", "30 1 0:1 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+    write("proc/self/cgroup", "0::/pod\n");
+    write("sys/fs/cgroup/pod/cpu.max", "6400000 100000\n");
+    let root = dir.path().to_str().expect("utf8");
+    let v = json(&proctor(&["snapshot", "--root", root, "--interval", "0", "--format", "json"]));
+    assert_eq!(v["container"]["effective_cpus"].as_f64(), Some(64.0));
+    assert_eq!(v["container"]["host_online_cpus"].as_u64(), Some(96));
+    let text = proctor(&["snapshot", "--root", root, "--interval", "0"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("warning    this process can use 64 CPUs but the host has 96 online"), "{text}");
+}
+
+#[test]
+fn snapshot_count_streams_json_lines_with_rates() {
+    let out = proctor(&["snapshot", "--count", "3", "--interval", "100ms", "--format", "json", "--top", "1", "--io"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON document per line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for v in &lines {
+        let interval = v["host"]["interval_secs"].as_f64().expect("every line has a rate interval");
+        assert!(interval > 0.05 && interval < 5.0, "{interval}");
+    }
+}

@@ -1,0 +1,122 @@
+//! Process rows: one line per process with rates derived from the previous sample.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::{delta, rate, ProcessSample, Sample};
+
+/// A PSS/USS value and how old it is: the budgeted worker refreshes them slowly on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MemoryAge {
+    pub pss_bytes: Option<u64>,
+    pub uss_bytes: Option<u64>,
+    pub swap_pss_bytes: Option<u64>,
+    pub age_secs: f64,
+}
+
+/// Inputs to row derivation that are not in the sample.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowContext {
+    /// The watched container's effective CPUs, to express CPU use as a share of them.
+    pub effective_cpus: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessRow {
+    pub pid: u32,
+    pub ppid: u32,
+    pub start_ticks: u64,
+    pub comm: Arc<str>,
+    /// `None` until the cmdline worker has read it; empty for kernel threads.
+    pub cmdline: Option<Arc<[String]>>,
+    pub state: char,
+    pub uid: Option<u32>,
+    /// CPU use in percent of one CPU (200 = two CPUs busy), as top shows it.
+    pub cpu_percent: Option<f64>,
+    /// CPU use in percent of the container's effective CPUs (100 = all of them).
+    pub cpu_percent_of_effective: Option<f64>,
+    pub cpu_ticks_total: u64,
+    pub rss_bytes: Option<u64>,
+    pub anon_bytes: Option<u64>,
+    pub file_bytes: Option<u64>,
+    pub shmem_bytes: Option<u64>,
+    pub swap_bytes: Option<u64>,
+    pub vsize_bytes: u64,
+    pub threads: u64,
+    pub major_faults_per_sec: Option<f64>,
+    pub read_bytes_per_sec: Option<f64>,
+    pub write_bytes_per_sec: Option<f64>,
+    pub pss: Option<MemoryAge>,
+    pub cgroup: Option<Arc<str>>,
+}
+
+/// Derives one row per process in `cur`. A process is matched in `prev` by pid *and* start
+/// time, so a reused pid gets no rate rather than a wrong one.
+pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec<ProcessRow> {
+    let secs = prev
+        .and_then(|p| cur.mono_ns.checked_sub(p.mono_ns))
+        .map(|ns| ns as f64 / 1e9)
+        .filter(|s| *s > 0.0);
+    let ticks = cur.clock_ticks_per_sec.max(1) as f64;
+    cur.processes
+        .iter()
+        .map(|p| {
+            let before = prev.and_then(|prev| prev.process(p.pid)).filter(|b| b.start_ticks == p.start_ticks);
+            row(cur, p, before, secs, ticks, ctx)
+        })
+        .collect()
+}
+
+fn row(
+    cur: &Sample,
+    p: &ProcessSample,
+    before: Option<&ProcessSample>,
+    secs: Option<f64>,
+    ticks: f64,
+    ctx: RowContext,
+) -> ProcessRow {
+    let cpu_ticks_total = p.utime_ticks + p.stime_ticks;
+    let cpu_percent = before.zip(secs).and_then(|(b, secs)| {
+        let used = delta(cpu_ticks_total, b.utime_ticks + b.stime_ticks)? as f64 / ticks;
+        Some(100.0 * used / secs)
+    });
+    let status = p.status.as_ref();
+    // From `status`, as of the last time the footprint moved (so as fresh as `stat`'s rss).
+    let anon_bytes = status.and_then(|s| s.rss_anon_bytes);
+    let io_rate = |pick: fn(&proctor_procfs::process::Io) -> Option<u64>| {
+        let (b, secs) = before.zip(secs)?;
+        rate(pick(p.io.as_ref()?)?, pick(b.io.as_ref()?)?, secs)
+    };
+    ProcessRow {
+        pid: p.pid,
+        ppid: p.ppid,
+        start_ticks: p.start_ticks,
+        comm: p.comm.clone(),
+        cmdline: p.cmdline.clone(),
+        state: p.state,
+        uid: status.and_then(|s| s.effective_uid),
+        cpu_percent,
+        cpu_percent_of_effective: cpu_percent
+            .zip(ctx.effective_cpus.filter(|e| *e > 0.0))
+            .map(|(pct, eff)| pct / eff),
+        cpu_ticks_total,
+        rss_bytes: p.resident_bytes,
+        anon_bytes,
+        file_bytes: status.and_then(|s| s.rss_file_bytes),
+        shmem_bytes: status.and_then(|s| s.rss_shmem_bytes),
+        swap_bytes: status.and_then(|s| s.vm_swap_bytes),
+        vsize_bytes: p.vsize_bytes,
+        threads: p.num_threads,
+        major_faults_per_sec: before.zip(secs).and_then(|(b, secs)| rate(p.majflt, b.majflt, secs)),
+        read_bytes_per_sec: io_rate(|io| io.read_bytes),
+        write_bytes_per_sec: io_rate(|io| io.write_bytes),
+        pss: p.pss.map(|r| MemoryAge {
+            pss_bytes: r.rollup.pss_bytes,
+            uss_bytes: r.rollup.uss_bytes(),
+            swap_pss_bytes: r.rollup.swap_pss_bytes,
+            age_secs: cur.mono_ns.saturating_sub(r.read_mono_ns) as f64 / 1e9,
+        }),
+        cgroup: p.cgroup.clone(),
+    }
+}

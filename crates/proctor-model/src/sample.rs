@@ -1,0 +1,153 @@
+//! The raw sample: what one collection cycle read, plus what it cost.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proctor_procfs::cgroup::{CgroupCounters, CgroupLimits, CgroupPaths};
+use proctor_procfs::host::{DiskStat, LoadAvg, MemInfo, NetDev, Pressure, Stat, Uptime, VmStat};
+use proctor_procfs::process::{Io, SmapsRollup};
+use serde::Serialize;
+
+/// One collection cycle.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Counts up from 0 for each sampler.
+    pub seq: u64,
+    /// Wall-clock time the cycle started, nanoseconds since the Unix epoch.
+    pub unix_ns: u64,
+    /// Monotonic time the cycle started, nanoseconds since the sampler started. Rates use this.
+    pub mono_ns: u64,
+    pub clock_ticks_per_sec: u64,
+    pub page_size: u64,
+    pub host: HostSample,
+    pub container: Option<ContainerSample>,
+    /// Sorted by pid. Empty when the sampler was asked for host data only.
+    pub processes: Vec<ProcessSample>,
+    pub cost: SampleCost,
+}
+
+impl Sample {
+    pub fn process(&self, pid: u32) -> Option<&ProcessSample> {
+        self.processes.binary_search_by_key(&pid, |p| p.pid).ok().map(|i| &self.processes[i])
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HostSample {
+    pub stat: Option<Stat>,
+    pub meminfo: Option<MemInfo>,
+    pub loadavg: Option<LoadAvg>,
+    pub vmstat: Option<VmStat>,
+    pub disks: Vec<DiskStat>,
+    pub nets: Vec<NetDev>,
+    pub pressure_cpu: Option<Pressure>,
+    pub pressure_memory: Option<Pressure>,
+    pub pressure_io: Option<Pressure>,
+    /// Per NUMA node: (node id, its meminfo).
+    pub numa: Vec<(u32, MemInfo)>,
+    pub uptime: Option<Uptime>,
+    pub online_cpus: Option<Vec<u32>>,
+}
+
+/// The cgroup side of one sample, for the process the sampler watches as "the container"
+/// (itself by default).
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerSample {
+    pub pid: u32,
+    /// Shared between samples: resolved once per sampler.
+    pub paths: Arc<CgroupPaths>,
+    /// Shared between samples until the sampler re-reads limits.
+    pub limits: Arc<CgroupLimits>,
+    /// `mono_ns` of the sample that read `limits`.
+    pub limits_read_mono_ns: u64,
+    pub counters: CgroupCounters,
+    /// `sched_getaffinity` of the watched process.
+    pub affinity: Option<Arc<[u32]>>,
+}
+
+/// The `status` fields that `stat` and `statm` lack, and when they were read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StatusReading {
+    pub effective_uid: Option<u32>,
+    pub rss_anon_bytes: Option<u64>,
+    pub rss_file_bytes: Option<u64>,
+    pub rss_shmem_bytes: Option<u64>,
+    pub vm_swap_bytes: Option<u64>,
+    /// `mono_ns` of the sample that read it.
+    pub read_mono_ns: u64,
+}
+
+/// One `smaps_rollup` reading, made by the budgeted worker or on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PssReading {
+    pub rollup: SmapsRollup,
+    /// Monotonic time of the read, on the sampler's clock.
+    pub read_mono_ns: u64,
+    /// What the read cost the reader, in CPU nanoseconds.
+    pub cost_cpu_ns: u64,
+}
+
+/// One process as read in one cycle. Memory sizes in bytes, CPU in clock ticks (cumulative).
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessSample {
+    pub pid: u32,
+    pub ppid: u32,
+    pub start_ticks: u64,
+    pub comm: Arc<str>,
+    pub state: char,
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    pub num_threads: u64,
+    pub minflt: u64,
+    pub majflt: u64,
+    pub nice: i64,
+    pub vsize_bytes: u64,
+    /// From `stat`'s rss, read every cycle.
+    pub resident_bytes: Option<u64>,
+    pub status: Option<StatusReading>,
+    pub io: Option<Io>,
+    /// Filled in by the cmdline worker some time after the process is first seen.
+    pub cmdline: Option<Arc<[String]>>,
+    pub pss: Option<PssReading>,
+    /// The process's cgroup as it names it (v2 path, or the v1 memory path).
+    pub cgroup: Option<Arc<str>>,
+}
+
+/// What one collection cycle cost, measured by the cycle itself.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SampleCost {
+    /// CPU time of the sampling thread during the cycle.
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+    pub files_read: u64,
+    pub files_opened: u64,
+    /// Wall time per reader (`host.stat`, `processes`, `container`, …).
+    pub reader_wall_ns: BTreeMap<&'static str, u64>,
+    /// Failed reads by reader and reason, e.g. `("process.io", "permission")`; serialized as
+    /// `"process.io:permission": n`, since JSON keys are strings.
+    #[serde(serialize_with = "serialize_errors")]
+    pub errors: BTreeMap<(&'static str, &'static str), u64>,
+    /// Processes that exited between listing and reading: skipped, not errors.
+    pub processes_gone: u64,
+    pub processes_seen: u64,
+    /// Per-pid fds currently held open across cycles.
+    pub fds_kept: u64,
+}
+
+impl SampleCost {
+    pub fn error_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+fn serialize_errors<S: serde::Serializer>(
+    errors: &BTreeMap<(&'static str, &'static str), u64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(errors.len()))?;
+    for ((reader, reason), count) in errors {
+        map.serialize_entry(&format!("{reader}:{reason}"), count)?;
+    }
+    map.end()
+}

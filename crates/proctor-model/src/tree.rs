@@ -1,0 +1,165 @@
+//! Process trees: descendants of a root pid, built from ppid links, and their totals.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::ProcessRow;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TreeRow {
+    pub depth: usize,
+    #[serde(flatten)]
+    pub row: ProcessRow,
+}
+
+/// Sums over a tree. A total is `None` only when no member had the value; `*_missing` says
+/// how many members lacked it, so a partial sum is never passed off as complete.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TreeTotal {
+    pub processes: u64,
+    pub threads: u64,
+    pub cpu_percent: Option<f64>,
+    pub cpu_percent_of_effective: Option<f64>,
+    pub rss_bytes: u64,
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+    pub shmem_bytes: u64,
+    pub swap_bytes: u64,
+    pub status_missing: u64,
+    pub pss_bytes: Option<u64>,
+    pub uss_bytes: Option<u64>,
+    /// PSS/USS of how many members are known, and the oldest of those readings.
+    pub pss_known: u64,
+    pub pss_oldest_age_secs: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tree {
+    pub root_pid: u32,
+    /// Depth-first, children in pid order, root first.
+    pub rows: Vec<TreeRow>,
+    pub total: TreeTotal,
+}
+
+/// Builds the tree under `root_pid` from `rows`; `None` when the pid is not among them.
+pub fn build_tree(rows: &[ProcessRow], root_pid: u32) -> Option<Tree> {
+    let root_index = rows.iter().position(|r| r.pid == root_pid)?;
+    let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        // pid 0's children (init, kthreadd) and self-parented rows never loop.
+        if r.pid != r.ppid {
+            children.entry(r.ppid).or_default().push(i);
+        }
+    }
+    for list in children.values_mut() {
+        list.sort_by_key(|&i| rows[i].pid);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![(root_index, 0usize)];
+    let mut seen = std::collections::HashSet::new();
+    while let Some((i, depth)) = stack.pop() {
+        if !seen.insert(rows[i].pid) {
+            continue;
+        }
+        out.push(TreeRow { depth, row: rows[i].clone() });
+        if let Some(kids) = children.get(&rows[i].pid) {
+            for &k in kids.iter().rev() {
+                stack.push((k, depth + 1));
+            }
+        }
+    }
+    let total = total_of(out.iter().map(|r| &r.row));
+    Some(Tree { root_pid, rows: out, total })
+}
+
+fn total_of<'a>(rows: impl Iterator<Item = &'a ProcessRow>) -> TreeTotal {
+    let mut t = TreeTotal::default();
+    let add_opt = |slot: &mut Option<f64>, v: Option<f64>| {
+        if let Some(v) = v {
+            *slot = Some(slot.unwrap_or(0.0) + v);
+        }
+    };
+    for r in rows {
+        t.processes += 1;
+        t.threads += r.threads;
+        add_opt(&mut t.cpu_percent, r.cpu_percent);
+        add_opt(&mut t.cpu_percent_of_effective, r.cpu_percent_of_effective);
+        t.rss_bytes += r.rss_bytes.unwrap_or(0);
+        t.anon_bytes += r.anon_bytes.unwrap_or(0);
+        match (r.file_bytes, r.shmem_bytes, r.swap_bytes) {
+            (Some(f), Some(s), w) => {
+                t.file_bytes += f;
+                t.shmem_bytes += s;
+                t.swap_bytes += w.unwrap_or(0);
+            }
+            _ => t.status_missing += 1,
+        }
+        if let Some(m) = r.pss {
+            if let Some(p) = m.pss_bytes {
+                t.pss_bytes = Some(t.pss_bytes.unwrap_or(0) + p);
+            }
+            if let Some(u) = m.uss_bytes {
+                t.uss_bytes = Some(t.uss_bytes.unwrap_or(0) + u);
+            }
+            t.pss_known += 1;
+            t.pss_oldest_age_secs = Some(t.pss_oldest_age_secs.unwrap_or(0.0).max(m.age_secs));
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn row(pid: u32, ppid: u32, rss: u64) -> ProcessRow {
+        ProcessRow {
+            pid,
+            ppid,
+            start_ticks: 1,
+            comm: Arc::from("x"),
+            cmdline: None,
+            state: 'S',
+            uid: None,
+            cpu_percent: Some(1.0),
+            cpu_percent_of_effective: None,
+            cpu_ticks_total: 0,
+            rss_bytes: Some(rss),
+            anon_bytes: Some(rss),
+            file_bytes: Some(0),
+            shmem_bytes: Some(0),
+            swap_bytes: Some(0),
+            vsize_bytes: 0,
+            threads: 2,
+            major_faults_per_sec: None,
+            read_bytes_per_sec: None,
+            write_bytes_per_sec: None,
+            pss: None,
+            cgroup: None,
+        }
+    }
+
+    #[test]
+    fn tree_order_depth_and_total() {
+        let rows = vec![row(1, 0, 1), row(10, 1, 10), row(11, 10, 100), row(12, 10, 1000), row(20, 1, 5)];
+        let tree = build_tree(&rows, 10).expect("pid 10 exists");
+        let pids: Vec<(u32, usize)> = tree.rows.iter().map(|r| (r.row.pid, r.depth)).collect();
+        assert_eq!(pids, vec![(10, 0), (11, 1), (12, 1)]);
+        assert_eq!(tree.total.processes, 3);
+        assert_eq!(tree.total.threads, 6);
+        assert_eq!(tree.total.rss_bytes, 1110);
+        assert_eq!(tree.total.cpu_percent, Some(3.0));
+        assert_eq!(tree.total.pss_bytes, None);
+    }
+
+    #[test]
+    fn unknown_root_and_ppid_cycles() {
+        assert!(build_tree(&[row(1, 0, 1)], 99).is_none());
+        // A ppid cycle cannot come from the kernel, but a torn read could suggest one.
+        let rows = vec![row(5, 6, 1), row(6, 5, 1)];
+        assert_eq!(build_tree(&rows, 5).map(|t| t.rows.len()), Some(2));
+    }
+}

@@ -1,0 +1,522 @@
+//! Modes (peaks) of a set of durations, shared by `proctor strace` and the latency prober.
+//!
+//! Durations that pile up at 250 ms, 500 ms and 1 s are the signature of timeouts, and they
+//! are what a person wants named without asking. The method:
+//!
+//! 1. Work on the **log scale**: timeouts differ by factors, and a log axis gives a 1 µs
+//!    cluster and a 1 s cluster the same resolution. Input is either raw values
+//!    ([`find_modes_in_values`]) or a [`LogHistogram`] ([`find_modes_in_histogram`]); both
+//!    become log-scale bins with the mass spread evenly over each bin.
+//! 2. **Gate with Hartigan's dip test**: if the dip is not significant (√n · dip below
+//!    [`ModeConfig::dip_critical`]), the distribution is reported as unimodal with exactly
+//!    one mode, so noise in a single lump never turns into several "peaks".
+//! 3. Otherwise a Gaussian **KDE** at a fraction ([`ModeConfig::bandwidth_scale`], ½ by
+//!    default) of Silverman's bandwidth finds candidate peaks; adjacent peaks whose valley is
+//!    shallow are **merged**, and modes holding less than [`ModeConfig::min_fraction`] of the
+//!    mass are **dropped**.
+//! 4. Pairs of modes whose ratio is close to an integer are **flagged** (500 ms ≈ 2 × 250 ms),
+//!    the hint that one timeout is being retried.
+//!
+//! Everything here is pure: no I/O, no clock, no threads, no randomness. The crate does not
+//! know units; values come back in the units they went in.
+
+mod dip;
+mod histogram;
+
+pub use histogram::{Bucket, LogHistogram, SUB_BUCKETS};
+
+use serde::Serialize;
+
+/// Knobs of the mode finder; [`Default`] is what proctor uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModeConfig {
+    /// Fraction of Silverman's rule-of-thumb bandwidth used for the KDE. Silverman's rule
+    /// assumes one Gaussian and oversmooths mixtures; half of it separates modes a factor of
+    /// two apart without resolving bucket noise.
+    pub bandwidth_scale: f64,
+    /// √n · dip above which unimodality is rejected. 0.43 is near the 95 % point of the
+    /// dip's asymptotic null distribution (uniform, the least favourable unimodal case).
+    pub dip_critical: f64,
+    /// Adjacent peaks are merged when the density in the valley between them is above this
+    /// fraction of the lower peak.
+    pub valley_ratio: f64,
+    /// Modes holding less than this fraction of all values are dropped.
+    pub min_fraction: f64,
+    /// Fewer values than this are reported as one mode without testing.
+    pub min_count: u64,
+    /// Modes holding fewer values than this are dropped too: one outlier is not a peak.
+    pub min_mode_count: u64,
+    /// The resolution values were measured with, in input units (strace prints durations
+    /// in whole microseconds). Values that close together are one value: without this, 2 µs,
+    /// 3 µs and 4 µs would look like separate spikes to the dip test. `None`: exact values.
+    pub resolution: Option<f64>,
+    /// Two modes are "a near-integer multiple" when `upper / lower` is within this absolute
+    /// distance of an integer from 2 to [`MAX_MULTIPLE`]. Absolute, because a relative
+    /// tolerance would call every large ratio "near" some integer (6.8 is within 3 % of 7).
+    pub ratio_tolerance: f64,
+}
+
+impl Default for ModeConfig {
+    fn default() -> Self {
+        Self {
+            bandwidth_scale: 0.5,
+            dip_critical: 0.43,
+            valley_ratio: 0.7,
+            min_fraction: 0.02,
+            min_count: 10,
+            min_mode_count: 3,
+            resolution: None,
+            ratio_tolerance: 0.1,
+        }
+    }
+}
+
+/// One mode: where the density peaks and how much mass its basin holds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Mode {
+    /// The peak, in input units.
+    pub value: f64,
+    /// The basin this mode owns, in input units: from the valley on its left to the one on
+    /// its right (the data's extremes for the outer modes).
+    pub low: f64,
+    pub high: f64,
+    /// Values in the basin (rounded for histogram input).
+    pub count: u64,
+    /// `count` over all values.
+    pub fraction: f64,
+}
+
+/// `modes[upper].value ≈ multiple × modes[lower].value`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NearMultiple {
+    pub lower: usize,
+    pub upper: usize,
+    pub multiple: u32,
+    /// The exact ratio `upper / lower`.
+    pub ratio: f64,
+}
+
+/// What [`find_modes_in_values`] and [`find_modes_in_histogram`] found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModeReport {
+    /// Modes by increasing value; empty only when there was no usable value.
+    pub modes: Vec<Mode>,
+    /// Near-integer ratios between modes.
+    pub near_multiples: Vec<NearMultiple>,
+    /// Values used (positive and finite for value input).
+    pub count: u64,
+    /// Hartigan's dip of the log-scale distribution (0 to 0.25).
+    pub dip: f64,
+    /// True when exactly one mode was found before dropping small ones (the dip gate kept
+    /// the distribution whole, or no split survived).
+    pub unimodal: bool,
+    /// KDE bandwidth of the first split on the natural-log scale (0 when nothing was split).
+    pub bandwidth_log: f64,
+}
+
+/// A bin on the natural-log scale. For the dip test its mass is spread evenly over
+/// `[low, high)`; for the KDE it sits at `center` (the log of the values' mean when known).
+#[derive(Debug, Clone, Copy)]
+struct Bin {
+    low: f64,
+    high: f64,
+    weight: f64,
+    center: f64,
+}
+
+impl Bin {
+    fn center(&self) -> f64 {
+        self.center
+    }
+
+    fn new(low: f64, high: f64, weight: f64) -> Self {
+        Self { low, high, weight, center: (low + high) / 2.0 }
+    }
+}
+
+/// Bins per factor of two for raw values, matching [`LogHistogram`]'s resolution.
+const VALUE_BINS_PER_OCTAVE: f64 = SUB_BUCKETS as f64;
+
+/// Modes of raw values. Zero, negative and non-finite values are ignored (they have no
+/// logarithm); the report's `count` says how many were used.
+pub fn find_modes_in_values(values: &[f64], config: &ModeConfig) -> ModeReport {
+    let width = std::f64::consts::LN_2 / VALUE_BINS_PER_OCTAVE;
+    let mut indices: Vec<i64> = values
+        .iter()
+        .filter(|value| value.is_finite() && **value > 0.0)
+        .map(|value| (value.ln() / width).floor() as i64)
+        .collect();
+    indices.sort_unstable();
+    let mut bins: Vec<Bin> = Vec::new();
+    for index in indices {
+        let low = index as f64 * width;
+        match bins.last_mut() {
+            Some(last) if last.low == low => last.weight += 1.0,
+            _ => bins.push(Bin::new(low, low + width, 1.0)),
+        }
+    }
+    find_modes_in_bins(&bins, config)
+}
+
+/// Modes of a histogram's values. Zeros (e.g. strace's `<0.000000>`) have no logarithm;
+/// they are placed just below the smallest non-zero value the resolution allows (or at
+/// `[¼, ½)` without a resolution) so they keep their mass.
+pub fn find_modes_in_histogram(histogram: &LogHistogram, config: &ModeConfig) -> ModeReport {
+    let resolution = config.resolution.filter(|r| r.is_finite() && *r > 0.0);
+    let mut bins: Vec<Bin> = Vec::new();
+    for bucket in histogram.buckets() {
+        let (low, high) = (bucket.low as f64, bucket.high as f64);
+        let (mut low, high) = match resolution {
+            // A bucket narrower than the resolution stands for the whole resolution step
+            // around its value; neighbouring buckets in the same step share one bin.
+            Some(step) if high - low < step => {
+                let units = ((low + high) / 2.0 / step).round();
+                if units < 1.0 {
+                    (step / 4.0, step / 2.0)
+                } else {
+                    ((units - 0.5) * step, (units + 0.5) * step)
+                }
+            }
+            Some(_) => (low, high),
+            None if low < 1.0 => (0.25, 0.5_f64.max(high.min(1.0))),
+            None => (low, high),
+        };
+        let weight = bucket.count as f64;
+        let mean = bucket.mean.max(low);
+        if let Some(last) = bins.last_mut() {
+            // Steps and buckets may overlap where they meet; the earlier bin takes the mass.
+            if (low.ln() - last.low).abs() < 1e-12 || low.max(last.high.exp()) >= high {
+                let merged = last.weight + weight;
+                last.center = (last.center * last.weight + mean.ln() * weight) / merged;
+                last.weight = merged;
+                continue;
+            }
+            low = low.max(last.high.exp());
+        }
+        let (low, high) = (low.ln(), high.ln());
+        bins.push(Bin { low, high, weight, center: mean.ln().clamp(low, high) });
+    }
+    find_modes_in_bins(&bins, config)
+}
+
+fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
+    let total: f64 = bins.iter().map(|bin| bin.weight).sum();
+    let mut report = ModeReport {
+        modes: Vec::new(),
+        near_multiples: Vec::new(),
+        count: total.round() as u64,
+        dip: 0.0,
+        unimodal: true,
+        bandwidth_log: 0.0,
+    };
+    if bins.is_empty() {
+        return report;
+    }
+    report.dip = dip::dip(&cdf_vertices(bins, total));
+    split(bins, total, config, MAX_SPLIT_DEPTH, &mut report.modes, &mut report.bandwidth_log);
+    report.unimodal = report.modes.len() == 1;
+    let kept: Vec<Mode> = report
+        .modes
+        .iter()
+        .copied()
+        .filter(|mode| mode.fraction >= config.min_fraction && mode.count >= config.min_mode_count)
+        .collect();
+    if !kept.is_empty() {
+        report.modes = kept;
+    } else if let Some(biggest) = report.modes.iter().copied().max_by_key(|mode| mode.count) {
+        // Every mode was below the mass floor (a flat, ragged distribution): keep the largest.
+        report.modes = vec![biggest];
+    }
+    report.near_multiples = near_multiples(&report.modes, config.ratio_tolerance);
+    report
+}
+
+/// How often a piece may be split again. Each level needs a significant dip, so this only
+/// bounds pathological input; three levels already separate µs, ms and s clusters.
+const MAX_SPLIT_DEPTH: u32 = 4;
+
+/// Splits `bins` into modes, recursively. Silverman's rule assumes one Gaussian: on a
+/// mixture of µs wake-ups and 250 ms / 500 ms / 1 s timeouts its bandwidth is as wide as the
+/// gaps between the timeouts. So each basin found at one level is tested again with its own
+/// dip and, if still multimodal, split with its own bandwidth. Fractions are relative to
+/// `grand_total`, the mass of the whole input.
+fn split(
+    bins: &[Bin],
+    grand_total: f64,
+    config: &ModeConfig,
+    depth_left: u32,
+    modes: &mut Vec<Mode>,
+    bandwidth_out: &mut f64,
+) {
+    let total: f64 = bins.iter().map(|bin| bin.weight).sum();
+    let (Some(first), Some(last)) = (bins.first(), bins.last()) else {
+        return;
+    };
+    let whole = Mode {
+        value: median_center(bins, total).exp(),
+        low: first.low.exp(),
+        high: last.high.exp(),
+        count: total.round() as u64,
+        fraction: total / grand_total,
+    };
+    if bins.len() == 1 || (total.round() as u64) < config.min_count {
+        modes.push(whole);
+        return;
+    }
+    let silverman = silverman(bins, total);
+    let floor = typical_width(bins);
+    let dip = dip::dip(&cdf_vertices(bins, total));
+    if depth_left == 0 || total.sqrt() * dip < config.dip_critical {
+        // Unimodal: one mode at the highest density. The full Silverman bandwidth is the
+        // right one for a single lump; halving it only adds noise to the peak's position.
+        let grid = Grid::new(bins, silverman.max(floor));
+        modes.push(Mode { value: grid.refined_peak(grid.argmax_all()).exp(), ..whole });
+        return;
+    }
+    let bandwidth = (config.bandwidth_scale * silverman).max(floor);
+    if *bandwidth_out == 0.0 {
+        *bandwidth_out = bandwidth;
+    }
+    let grid = Grid::new(bins, bandwidth);
+    let peaks = merge_shallow(&grid.density, grid.local_maxima(), config.valley_ratio);
+    if peaks.len() < 2 {
+        let peak = peaks.first().copied().unwrap_or_else(|| grid.argmax_all());
+        modes.push(Mode { value: grid.refined_peak(peak).exp(), ..whole });
+        return;
+    }
+    // Basin boundaries: the lowest density between adjacent surviving peaks.
+    let boundaries: Vec<f64> = peaks
+        .windows(2)
+        .map(|pair| grid.x(valley(&grid.density, pair[0], pair[1])))
+        .collect();
+    let mut start = 0;
+    for basin in 0..peaks.len() {
+        let end = match boundaries.get(basin) {
+            Some(&boundary) => start + bins[start..].partition_point(|bin| bin.center() < boundary),
+            None => bins.len(),
+        };
+        split(&bins[start..end], grand_total, config, depth_left - 1, modes, bandwidth_out);
+        start = end;
+    }
+}
+
+/// Vertices of the piecewise-linear CDF: mass rises evenly across each bin, flat between.
+fn cdf_vertices(bins: &[Bin], total: f64) -> Vec<(f64, f64)> {
+    let mut vertices: Vec<(f64, f64)> = Vec::with_capacity(bins.len() * 2);
+    let mut cumulative = 0.0;
+    for bin in bins {
+        match vertices.last() {
+            Some(&(x, _)) if x >= bin.low => {}
+            _ => vertices.push((bin.low, cumulative / total)),
+        }
+        cumulative += bin.weight;
+        vertices.push((bin.high, cumulative / total));
+    }
+    vertices
+}
+
+/// Value (log scale) below which a fraction `q` of the mass lies, interpolating in a bin.
+fn weighted_quantile(bins: &[Bin], total: f64, q: f64) -> f64 {
+    let target = q * total;
+    let mut cumulative = 0.0;
+    for bin in bins {
+        if cumulative + bin.weight >= target {
+            let inside = if bin.weight > 0.0 { (target - cumulative) / bin.weight } else { 0.0 };
+            return bin.low + (bin.high - bin.low) * inside;
+        }
+        cumulative += bin.weight;
+    }
+    bins.last().map_or(0.0, |bin| bin.high)
+}
+
+/// The center of the bin holding the median: the best single value for a piece too small
+/// or too narrow for a KDE (a bin's edges are not values anyone measured).
+fn median_center(bins: &[Bin], total: f64) -> f64 {
+    let mut cumulative = 0.0;
+    for bin in bins {
+        cumulative += bin.weight;
+        if cumulative >= total / 2.0 {
+            return bin.center();
+        }
+    }
+    bins.last().map_or(0.0, Bin::center)
+}
+
+/// Silverman's rule-of-thumb bandwidth on the log scale.
+fn silverman(bins: &[Bin], total: f64) -> f64 {
+    let mean = bins.iter().map(|bin| bin.center() * bin.weight).sum::<f64>() / total;
+    let variance = bins
+        .iter()
+        .map(|bin| (bin.center() - mean).powi(2) * bin.weight)
+        .sum::<f64>()
+        / total;
+    let iqr = weighted_quantile(bins, total, 0.75) - weighted_quantile(bins, total, 0.25);
+    let spread = match (variance.sqrt(), iqr / 1.34) {
+        (sd, robust) if robust > 0.0 => sd.min(robust),
+        (sd, _) => sd,
+    };
+    0.9 * spread * total.powf(-0.2)
+}
+
+/// The median bin width: a KDE narrower than its input's resolution would find a "peak" in
+/// every bucket, so bandwidths never go below this.
+fn typical_width(bins: &[Bin]) -> f64 {
+    let mut widths: Vec<f64> = bins.iter().map(|bin| bin.high - bin.low).collect();
+    widths.sort_by(f64::total_cmp);
+    widths[widths.len() / 2]
+}
+
+/// The KDE evaluated on an even grid of log-scale positions.
+struct Grid {
+    start: f64,
+    step: f64,
+    density: Vec<f64>,
+}
+
+/// Upper bound on grid points; the step grows for very wide ranges instead.
+const MAX_GRID_POINTS: usize = 8192;
+
+impl Grid {
+    fn new(bins: &[Bin], bandwidth: f64) -> Self {
+        let (first, last) = (bins[0].low, bins[bins.len() - 1].high);
+        let start = first - 3.0 * bandwidth;
+        let span = last + 3.0 * bandwidth - start;
+        let step = (bandwidth / 4.0).max(span / MAX_GRID_POINTS as f64);
+        let points = (span / step).ceil() as usize + 1;
+        let mut density = vec![0.0f64; points];
+        // Only grid points within 4 bandwidths of a bin get its mass; beyond that a Gaussian
+        // contributes less than 0.04 % of its peak.
+        let reach = (4.0 * bandwidth / step).ceil() as isize;
+        for bin in bins {
+            // A bin wider than half a bandwidth (1 µs steps at a few µs are wide on the log
+            // scale) is spread over its width; as one point it would be a spike of its own.
+            let pieces = ((bin.high - bin.low) / (bandwidth / 2.0)).ceil().clamp(1.0, 64.0) as usize;
+            let weight = bin.weight / pieces as f64;
+            for piece in 0..pieces {
+                let center = if pieces == 1 {
+                    bin.center()
+                } else {
+                    bin.low + (bin.high - bin.low) * (piece as f64 + 0.5) / pieces as f64
+                };
+                let nearest = ((center - start) / step).round() as isize;
+                let from = (nearest - reach).max(0) as usize;
+                let to = ((nearest + reach).max(0) as usize).min(points - 1);
+                for (index, slot) in density.iter_mut().enumerate().take(to + 1).skip(from) {
+                    let z = (start + index as f64 * step - center) / bandwidth;
+                    *slot += weight * (-0.5 * z * z).exp();
+                }
+            }
+        }
+        Self { start, step, density }
+    }
+
+    fn x(&self, index: usize) -> f64 {
+        self.start + index as f64 * self.step
+    }
+
+    fn argmax_all(&self) -> usize {
+        let mut best = 0;
+        for (index, &value) in self.density.iter().enumerate() {
+            if value > self.density[best] {
+                best = index;
+            }
+        }
+        best
+    }
+
+    /// Local maxima; a plateau counts once, at its left end.
+    fn local_maxima(&self) -> Vec<usize> {
+        let density = &self.density;
+        let mut maxima = Vec::new();
+        for index in 0..density.len() {
+            let left = if index == 0 { f64::NEG_INFINITY } else { density[index - 1] };
+            let mut right_index = index + 1;
+            while right_index < density.len() && density[right_index] == density[index] {
+                right_index += 1;
+            }
+            let right = density.get(right_index).copied().unwrap_or(f64::NEG_INFINITY);
+            if density[index] > left && density[index] > right && density[index] > 0.0 {
+                maxima.push(index);
+            }
+        }
+        maxima
+    }
+
+    /// The peak position refined by a parabola through the grid point and its neighbours.
+    fn refined_peak(&self, index: usize) -> f64 {
+        let x = self.x(index);
+        if index == 0 || index + 1 >= self.density.len() {
+            return x;
+        }
+        let (left, middle, right) =
+            (self.density[index - 1], self.density[index], self.density[index + 1]);
+        let curvature = left - 2.0 * middle + right;
+        if curvature >= 0.0 {
+            return x;
+        }
+        x + 0.5 * (left - right) / curvature * self.step
+    }
+}
+
+/// Index of the lowest density strictly between two peaks.
+fn valley(density: &[f64], left: usize, right: usize) -> usize {
+    let mut lowest = left;
+    for index in left..=right {
+        if density[index] < density[lowest] {
+            lowest = index;
+        }
+    }
+    lowest
+}
+
+/// Repeatedly merges the adjacent pair with the shallowest valley while that valley is above
+/// `valley_ratio` of the lower peak; the higher peak survives.
+fn merge_shallow(density: &[f64], mut peaks: Vec<usize>, valley_ratio: f64) -> Vec<usize> {
+    loop {
+        let shallowest = peaks
+            .windows(2)
+            .enumerate()
+            .map(|(position, pair)| {
+                let lower_peak = density[pair[0]].min(density[pair[1]]);
+                let depth = density[valley(density, pair[0], pair[1])] / lower_peak;
+                (position, depth)
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match shallowest {
+            Some((position, depth)) if depth > valley_ratio => {
+                let loser = if density[peaks[position]] >= density[peaks[position + 1]] {
+                    position + 1
+                } else {
+                    position
+                };
+                peaks.remove(loser);
+            }
+            _ => return peaks,
+        }
+    }
+}
+
+/// Largest multiple worth flagging: beyond 10 a retry story is no longer the likely cause.
+pub const MAX_MULTIPLE: u32 = 10;
+
+/// For each mode, the nearest lower mode it is a near-integer multiple of (1 s ≈ 2 × 500 ms
+/// rather than also 4 × 250 ms).
+fn near_multiples(modes: &[Mode], tolerance: f64) -> Vec<NearMultiple> {
+    let mut found = Vec::new();
+    for upper in 1..modes.len() {
+        for lower in (0..upper).rev() {
+            let ratio = modes[upper].value / modes[lower].value;
+            let multiple = ratio.round();
+            if (2.0..=f64::from(MAX_MULTIPLE)).contains(&multiple)
+                && (ratio - multiple).abs() <= tolerance
+            {
+                found.push(NearMultiple { lower, upper, multiple: multiple as u32, ratio });
+                break;
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests;

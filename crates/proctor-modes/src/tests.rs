@@ -1,0 +1,172 @@
+//! Planted-mode tests: mixtures with known peaks must be found within 5 %, a single lump must
+//! give exactly one mode. A fixed-seed generator keeps every run identical.
+
+use super::*;
+
+/// SplitMix64: tiny, deterministic, good enough to draw test samples.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// Log-normal around `center` with relative spread `sigma`.
+    fn around(&mut self, center: f64, sigma: f64) -> f64 {
+        center * (sigma * self.normal()).exp()
+    }
+}
+
+/// `(center, relative spread, count)` lumps, shuffled together.
+fn mixture(seed: u64, lumps: &[(f64, f64, usize)]) -> Vec<f64> {
+    let mut rng = Rng(seed);
+    let mut values = Vec::new();
+    for &(center, sigma, count) in lumps {
+        for _ in 0..count {
+            values.push(rng.around(center, sigma));
+        }
+    }
+    values
+}
+
+fn check_modes(report: &ModeReport, expected: &[f64]) {
+    let found: Vec<f64> = report.modes.iter().map(|mode| mode.value).collect();
+    assert_eq!(found.len(), expected.len(), "found {found:?}, expected {expected:?}");
+    for (value, want) in found.iter().zip(expected) {
+        assert!((value / want - 1.0).abs() < 0.05, "found {found:?}, expected {expected:?}");
+    }
+}
+
+#[test]
+fn finds_the_three_timeouts() {
+    // Seconds: the futex waits of the motivating hunt, over a floor of fast wake-ups.
+    let values = mixture(
+        1,
+        &[(0.250, 0.02, 600), (0.500, 0.02, 300), (1.0, 0.02, 150), (20e-6, 0.3, 900)],
+    );
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    assert!(!report.unimodal);
+    check_modes(&report, &[20e-6, 0.250, 0.500, 1.0]);
+    let counts: Vec<u64> = report.modes.iter().map(|mode| mode.count).collect();
+    assert!(counts[1].abs_diff(600) < 20 && counts[3].abs_diff(150) < 20, "{counts:?}");
+}
+
+#[test]
+fn flags_near_integer_ratios() {
+    let values = mixture(2, &[(250.0, 0.02, 500), (500.0, 0.02, 500), (1700.0, 0.02, 500)]);
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    check_modes(&report, &[250.0, 500.0, 1700.0]);
+    let pairs: Vec<(usize, usize, u32)> = report
+        .near_multiples
+        .iter()
+        .map(|pair| (pair.lower, pair.upper, pair.multiple))
+        .collect();
+    // 1700 / 250 = 6.8 and 1700 / 500 = 3.4 are not near integers.
+    assert_eq!(pairs, vec![(0, 1, 2)], "{report:?}");
+}
+
+#[test]
+fn one_lump_is_exactly_one_mode() {
+    for seed in 10..20 {
+        let values = mixture(seed, &[(0.003, 0.5, 5000)]);
+        let report = find_modes_in_values(&values, &ModeConfig::default());
+        assert!(report.unimodal, "seed {seed}: dip {}", report.dip);
+        assert_eq!(report.modes.len(), 1);
+        // A wide lump's peak is less certain than a timeout's: 10 % here.
+        assert!((report.modes[0].value / 0.003 - 1.0).abs() < 0.1, "{report:?}");
+    }
+}
+
+#[test]
+fn skewed_lump_is_one_mode() {
+    // Uniform on a linear scale is skewed on the log scale but still unimodal.
+    let mut rng = Rng(7);
+    let values: Vec<f64> = (0..3000).map(|_| 1.0 + 99.0 * rng.uniform()).collect();
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    assert_eq!(report.modes.len(), 1, "{report:?}");
+}
+
+#[test]
+fn small_modes_are_dropped() {
+    let values = mixture(3, &[(1.0, 0.03, 2000), (100.0, 0.03, 20)]);
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    check_modes(&report, &[1.0]);
+    let kept = mixture(3, &[(1.0, 0.03, 2000), (100.0, 0.03, 100)]);
+    check_modes(&find_modes_in_values(&kept, &ModeConfig::default()), &[1.0, 100.0]);
+}
+
+#[test]
+fn histogram_input_agrees_with_values() {
+    let values = mixture(4, &[(250e6, 0.02, 400), (500e6, 0.02, 200), (1e9, 0.02, 100)]);
+    let mut histogram = LogHistogram::new();
+    for value in &values {
+        histogram.record(*value as u64);
+    }
+    let report = find_modes_in_histogram(&histogram, &ModeConfig::default());
+    check_modes(&report, &[250e6, 500e6, 1e9]);
+    assert_eq!(report.count, 700);
+}
+
+#[test]
+fn degenerate_inputs() {
+    let config = ModeConfig::default();
+    let empty = find_modes_in_values(&[], &config);
+    assert!(empty.modes.is_empty());
+    let junk = find_modes_in_values(&[0.0, -1.0, f64::NAN, f64::INFINITY], &config);
+    assert!(junk.modes.is_empty());
+    let same = find_modes_in_values(&[5.0; 1000], &config);
+    check_modes(&same, &[5.0]);
+    let mut zeros = LogHistogram::new();
+    zeros.record_n(0, 50);
+    zeros.record_n(1_000_000, 50);
+    let report = find_modes_in_histogram(&zeros, &config);
+    assert_eq!(report.modes.len(), 2, "{report:?}");
+}
+
+#[test]
+fn coarse_resolution_is_not_a_set_of_spikes() {
+    // strace prints whole microseconds: 2, 3, 4, 5 µs are one lump, not four modes.
+    let mut histogram = LogHistogram::new();
+    for (micros, count) in [(2u64, 5u64), (3, 12), (4, 20), (5, 9), (6, 3), (8, 1)] {
+        histogram.record_n(micros * 1000, count);
+    }
+    let config = ModeConfig { resolution: Some(1000.0), ..ModeConfig::default() };
+    let report = find_modes_in_histogram(&histogram, &config);
+    assert_eq!(report.modes.len(), 1, "{report:?}");
+    assert!((report.modes[0].value / 4000.0 - 1.0).abs() < 0.15, "{report:?}");
+    // With zeros and a far lump, both are kept.
+    histogram.record_n(0, 40);
+    histogram.record_n(250_000_000, 40);
+    let report = find_modes_in_histogram(&histogram, &config);
+    assert_eq!(report.modes.len(), 3, "{report:?}");
+}
+
+#[test]
+fn one_outlier_is_not_a_peak() {
+    let mut values = mixture(5, &[(0.25, 0.01, 40)]);
+    values.push(3.8);
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    check_modes(&report, &[0.25]);
+}
+
+#[test]
+fn multiples_name_the_nearest_lower_mode() {
+    let values = mixture(6, &[(250.0, 0.02, 400), (500.0, 0.02, 300), (1000.0, 0.02, 200)]);
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    let pairs: Vec<(usize, usize, u32)> =
+        report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect();
+    assert_eq!(pairs, vec![(0, 1, 2), (1, 2, 2)]);
+}

@@ -1,0 +1,520 @@
+//! Parsers for host-wide files: `/proc/stat`, `meminfo`, `loadavg`, `vmstat`, `diskstats`,
+//! `net/dev`, `pressure/*`, per-NUMA-node `meminfo` and `uptime`.
+//!
+//! Pure functions over bytes; units are the kernel's (ticks, pages, sectors) and named so.
+//! Nothing here computes a rate.
+
+use serde::Serialize;
+
+use crate::parse::{decimal, f64_dec, fields, i64_dec, kb_to_bytes, key_space_value, key_value, lines, trim, u64_dec};
+
+/// One `cpu` line of `/proc/stat`, in clock ticks (USER_HZ).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CpuTicks {
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
+    pub guest: u64,
+    pub guest_nice: u64,
+}
+
+impl CpuTicks {
+    /// All ticks, excluding guest time, which the kernel already counts inside user and nice.
+    pub fn total(&self) -> u64 {
+        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq
+            + self.steal
+    }
+
+    /// Ticks not spent idle or waiting for I/O.
+    pub fn busy(&self) -> u64 {
+        self.total() - self.idle - self.iowait
+    }
+}
+
+/// `/proc/stat`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stat {
+    pub total: CpuTicks,
+    /// Indexed by position in the file; `cpu_ids` holds the CPU numbers (offline CPUs vanish).
+    pub per_cpu: Vec<CpuTicks>,
+    pub cpu_ids: Vec<u32>,
+    pub context_switches: Option<u64>,
+    pub boot_time_secs: Option<u64>,
+    pub forks: Option<u64>,
+    pub procs_running: Option<u64>,
+    pub procs_blocked: Option<u64>,
+    pub interrupts: Option<u64>,
+}
+
+fn cpu_ticks(values: &[u64]) -> CpuTicks {
+    let at = |i: usize| values.get(i).copied().unwrap_or(0);
+    CpuTicks {
+        user: at(0),
+        nice: at(1),
+        system: at(2),
+        idle: at(3),
+        iowait: at(4),
+        irq: at(5),
+        softirq: at(6),
+        steal: at(7),
+        guest: at(8),
+        guest_nice: at(9),
+    }
+}
+
+/// Parses `/proc/stat`; `None` when there is no aggregate `cpu` line.
+pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
+    let mut stat = Stat::default();
+    let mut saw_total = false;
+    let mut values = [0u64; 10];
+    for line in lines(bytes) {
+        let mut parts = fields(line);
+        let Some(key) = parts.next() else { continue };
+        if let Some(id) = key.strip_prefix(b"cpu") {
+            let mut n = 0;
+            for part in parts.by_ref().take(10) {
+                values[n] = u64_dec(part)?;
+                n += 1;
+            }
+            if n < 4 {
+                return None;
+            }
+            let ticks = cpu_ticks(&values[..n]);
+            if id.is_empty() {
+                stat.total = ticks;
+                saw_total = true;
+            } else {
+                stat.cpu_ids.push(u32::try_from(u64_dec(id)?).ok()?);
+                stat.per_cpu.push(ticks);
+            }
+            continue;
+        }
+        let first = parts.next().and_then(u64_dec);
+        match key {
+            b"ctxt" => stat.context_switches = first,
+            b"btime" => stat.boot_time_secs = first,
+            b"processes" => stat.forks = first,
+            b"procs_running" => stat.procs_running = first,
+            b"procs_blocked" => stat.procs_blocked = first,
+            b"intr" => stat.interrupts = first,
+            _ => {}
+        }
+    }
+    saw_total.then_some(stat)
+}
+
+/// `/proc/meminfo` (and per-node meminfo), in bytes. Only the fields proctor uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemInfo {
+    pub total_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    pub buffers_bytes: Option<u64>,
+    pub cached_bytes: Option<u64>,
+    pub swap_cached_bytes: Option<u64>,
+    pub active_bytes: Option<u64>,
+    pub inactive_bytes: Option<u64>,
+    pub swap_total_bytes: Option<u64>,
+    pub swap_free_bytes: Option<u64>,
+    pub dirty_bytes: Option<u64>,
+    pub writeback_bytes: Option<u64>,
+    pub anon_pages_bytes: Option<u64>,
+    pub mapped_bytes: Option<u64>,
+    pub shmem_bytes: Option<u64>,
+    pub slab_bytes: Option<u64>,
+    pub sreclaimable_bytes: Option<u64>,
+    pub page_tables_bytes: Option<u64>,
+    pub committed_as_bytes: Option<u64>,
+    pub hugepages_total: Option<u64>,
+    pub hugepages_free: Option<u64>,
+    pub hugepage_size_bytes: Option<u64>,
+}
+
+/// Parses `/proc/meminfo` or `/sys/devices/system/node/nodeN/meminfo` (whose lines start with
+/// `Node N `). Unknown keys are ignored; a file with no known key gives `None`.
+pub fn parse_meminfo(bytes: &[u8]) -> Option<MemInfo> {
+    let mut info = MemInfo::default();
+    let mut known = 0;
+    for line in lines(bytes) {
+        let line = strip_node_prefix(line);
+        let Some((key, value)) = key_value(line) else { continue };
+        let slot = match key {
+            b"MemTotal" => &mut info.total_bytes,
+            b"MemFree" => &mut info.free_bytes,
+            b"MemAvailable" => &mut info.available_bytes,
+            b"Buffers" => &mut info.buffers_bytes,
+            b"Cached" | b"FilePages" => &mut info.cached_bytes,
+            b"SwapCached" => &mut info.swap_cached_bytes,
+            b"Active" => &mut info.active_bytes,
+            b"Inactive" => &mut info.inactive_bytes,
+            b"SwapTotal" => &mut info.swap_total_bytes,
+            b"SwapFree" => &mut info.swap_free_bytes,
+            b"Dirty" => &mut info.dirty_bytes,
+            b"Writeback" => &mut info.writeback_bytes,
+            b"AnonPages" => &mut info.anon_pages_bytes,
+            b"Mapped" => &mut info.mapped_bytes,
+            b"Shmem" => &mut info.shmem_bytes,
+            b"Slab" => &mut info.slab_bytes,
+            b"SReclaimable" => &mut info.sreclaimable_bytes,
+            b"PageTables" => &mut info.page_tables_bytes,
+            b"Committed_AS" => &mut info.committed_as_bytes,
+            b"HugePages_Total" => &mut info.hugepages_total,
+            b"HugePages_Free" => &mut info.hugepages_free,
+            b"Hugepagesize" => &mut info.hugepage_size_bytes,
+            _ => continue,
+        };
+        *slot = kb_to_bytes(value);
+        known += 1;
+    }
+    (known > 0).then_some(info)
+}
+
+fn strip_node_prefix(line: &[u8]) -> &[u8] {
+    if let Some(rest) = line.strip_prefix(b"Node ") {
+        if let Some(space) = rest.iter().position(|&b| b == b' ') {
+            return &rest[space + 1..];
+        }
+    }
+    line
+}
+
+/// `/proc/loadavg`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LoadAvg {
+    pub one: f64,
+    pub five: f64,
+    pub fifteen: f64,
+    pub runnable: u64,
+    pub scheduling_entities: u64,
+}
+
+pub fn parse_loadavg(bytes: &[u8]) -> Option<LoadAvg> {
+    let mut parts = fields(bytes);
+    let one = f64_dec(parts.next()?)?;
+    let five = f64_dec(parts.next()?)?;
+    let fifteen = f64_dec(parts.next()?)?;
+    let (runnable, total) = {
+        let ratio = parts.next()?;
+        let slash = ratio.iter().position(|&b| b == b'/')?;
+        (u64_dec(&ratio[..slash])?, u64_dec(&ratio[slash + 1..])?)
+    };
+    Some(LoadAvg { one, five, fifteen, runnable, scheduling_entities: total })
+}
+
+/// The `/proc/vmstat` counters proctor uses (faults, paging, swapping, reclaim), cumulative.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct VmStat {
+    pub pgfault: Option<u64>,
+    pub pgmajfault: Option<u64>,
+    pub pgpgin_kb: Option<u64>,
+    pub pgpgout_kb: Option<u64>,
+    pub pswpin_pages: Option<u64>,
+    pub pswpout_pages: Option<u64>,
+    pub pgsteal_pages: Option<u64>,
+    pub pgscan_pages: Option<u64>,
+    pub oom_kill: Option<u64>,
+}
+
+pub fn parse_vmstat(bytes: &[u8]) -> Option<VmStat> {
+    let mut vm = VmStat::default();
+    let mut known = 0;
+    for line in lines(bytes) {
+        // Every key proctor wants starts with "pg", "ps" or "oo"; most of the ~200 lines are
+        // dismissed on their first two bytes.
+        if !matches!(line.get(..2), Some(b"pg" | b"ps" | b"oo")) {
+            continue;
+        }
+        let Some((key, value)) = key_space_value(line) else { continue };
+        let value = u64_dec(value);
+        let add = |slot: &mut Option<u64>| *slot = Some(slot.unwrap_or(0) + value.unwrap_or(0));
+        match key {
+            b"pgfault" => vm.pgfault = value,
+            b"pgmajfault" => vm.pgmajfault = value,
+            b"pgpgin" => vm.pgpgin_kb = value,
+            b"pgpgout" => vm.pgpgout_kb = value,
+            b"pswpin" => vm.pswpin_pages = value,
+            b"pswpout" => vm.pswpout_pages = value,
+            b"oom_kill" => vm.oom_kill = value,
+            // Reclaim is split by who reclaimed (kswapd, direct, khugepaged); sum them.
+            k if k.starts_with(b"pgsteal_") => add(&mut vm.pgsteal_pages),
+            k if k.starts_with(b"pgscan_") && !k.starts_with(b"pgscan_anon")
+                && !k.starts_with(b"pgscan_file") => add(&mut vm.pgscan_pages),
+            _ => continue,
+        }
+        known += 1;
+    }
+    (known > 0).then_some(vm)
+}
+
+/// One line of `/proc/diskstats`, cumulative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiskStat {
+    pub name: String,
+    pub reads: u64,
+    pub read_sectors: u64,
+    pub read_ms: u64,
+    pub writes: u64,
+    pub write_sectors: u64,
+    pub write_ms: u64,
+    pub in_flight: u64,
+    pub io_ms: u64,
+    pub weighted_io_ms: u64,
+}
+
+/// Parses `/proc/diskstats`. Partitions and virtual devices are kept; callers filter by name.
+/// Lines with too few fields are skipped and counted in the second value.
+pub fn parse_diskstats(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
+    let mut disks = Vec::new();
+    let mut bad = 0;
+    for line in lines(bytes) {
+        // A fixed array instead of a Vec per line: this runs every cycle.
+        let mut parts: [&[u8]; 14] = [&[]; 14];
+        let mut n = 0;
+        for (slot, field) in parts.iter_mut().zip(fields(line)) {
+            *slot = field;
+            n += 1;
+        }
+        let parsed = (n == 14)
+            .then(|| {
+                let n = |i: usize| u64_dec(parts[i]);
+                Some(DiskStat {
+                    name: String::from_utf8_lossy(parts[2]).into_owned(),
+                    reads: n(3)?,
+                    read_sectors: n(5)?,
+                    read_ms: n(6)?,
+                    writes: n(7)?,
+                    write_sectors: n(9)?,
+                    write_ms: n(10)?,
+                    in_flight: n(11)?,
+                    io_ms: n(12)?,
+                    weighted_io_ms: n(13)?,
+                })
+            })
+            .flatten();
+        match parsed {
+            Some(disk) => disks.push(disk),
+            None => bad += 1,
+        }
+    }
+    (disks, bad)
+}
+
+/// One interface of `/proc/net/dev`, cumulative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetDev {
+    pub name: String,
+    pub rx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_errors: u64,
+    pub rx_dropped: u64,
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_errors: u64,
+    pub tx_dropped: u64,
+}
+
+/// Parses `/proc/net/dev` (two header lines, then `name: 16 numbers`); bad lines are counted.
+pub fn parse_net_dev(bytes: &[u8]) -> (Vec<NetDev>, usize) {
+    let mut devs = Vec::new();
+    let mut bad = 0;
+    for line in lines(bytes) {
+        let Some((name, rest)) = key_value(line) else { continue };
+        if name.contains(&b'|') {
+            continue;
+        }
+        let mut n = [0u64; 16];
+        let mut count = 0;
+        for (slot, field) in n.iter_mut().zip(fields(rest)) {
+            match u64_dec(field) {
+                Some(v) => *slot = v,
+                None => break,
+            }
+            count += 1;
+        }
+        match count {
+            16 => devs.push(NetDev {
+                name: String::from_utf8_lossy(trim(name)).into_owned(),
+                rx_bytes: n[0],
+                rx_packets: n[1],
+                rx_errors: n[2],
+                rx_dropped: n[3],
+                tx_bytes: n[8],
+                tx_packets: n[9],
+                tx_errors: n[10],
+                tx_dropped: n[11],
+            }),
+            _ => bad += 1,
+        }
+    }
+    (devs, bad)
+}
+
+/// One line of a PSI file: averages in percent and the cumulative stall time in µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PressureLine {
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total_usec: u64,
+}
+
+/// A PSI file (`/proc/pressure/*`, `cpu.pressure`, …). `full` is absent for host CPU on older
+/// kernels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Pressure {
+    pub some: Option<PressureLine>,
+    pub full: Option<PressureLine>,
+}
+
+pub fn parse_pressure(bytes: &[u8]) -> Option<Pressure> {
+    let mut pressure = Pressure::default();
+    for line in lines(bytes) {
+        let mut parts = fields(line);
+        let kind = parts.next()?;
+        let mut parsed = PressureLine::default();
+        for part in parts {
+            let eq = part.iter().position(|&b| b == b'=')?;
+            let (key, value) = (&part[..eq], &part[eq + 1..]);
+            match key {
+                b"avg10" => parsed.avg10 = decimal(value)?,
+                b"avg60" => parsed.avg60 = decimal(value)?,
+                b"avg300" => parsed.avg300 = decimal(value)?,
+                b"total" => parsed.total_usec = u64_dec(value)?,
+                _ => {}
+            }
+        }
+        match kind {
+            b"some" => pressure.some = Some(parsed),
+            b"full" => pressure.full = Some(parsed),
+            _ => return None,
+        }
+    }
+    (pressure.some.is_some() || pressure.full.is_some()).then_some(pressure)
+}
+
+/// `/proc/uptime`: seconds since boot, and idle seconds summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Uptime {
+    pub up_secs: f64,
+    pub idle_secs: f64,
+}
+
+pub fn parse_uptime(bytes: &[u8]) -> Option<Uptime> {
+    let mut parts = fields(bytes);
+    Some(Uptime { up_secs: f64_dec(parts.next()?)?, idle_secs: f64_dec(parts.next()?)? })
+}
+
+/// Parses a file holding one signed decimal (many cgroup and sysfs files).
+pub fn parse_single_i64(bytes: &[u8]) -> Option<i64> {
+    i64_dec(trim(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &[u8] = b"cpu  100 2 50 1000 10 1 3 0 0 0\n\
+cpu0 50 1 25 500 5 1 2 0 0 0\ncpu2 50 1 25 500 5 0 1 0 0 0\n\
+intr 12345 1 2 3\nctxt 999\nbtime 1700000000\nprocesses 4242\nprocs_running 3\nprocs_blocked 1\n\
+softirq 1 2 3\n";
+
+    #[test]
+    fn stat_total_and_per_cpu() {
+        let stat = parse_stat(STAT).expect("parses");
+        assert_eq!(stat.total.user, 100);
+        assert_eq!(stat.total.total(), 100 + 2 + 50 + 1000 + 10 + 1 + 3);
+        assert_eq!(stat.total.busy(), 156);
+        assert_eq!(stat.cpu_ids, vec![0, 2]);
+        assert_eq!(stat.context_switches, Some(999));
+        assert_eq!(stat.boot_time_secs, Some(1_700_000_000));
+        assert_eq!(stat.procs_blocked, Some(1));
+    }
+
+    #[test]
+    fn stat_garbage_is_none() {
+        assert_eq!(parse_stat(b""), None);
+        assert_eq!(parse_stat(b"cpu  1 2\n"), None);
+        assert_eq!(parse_stat(b"cpu  1 2 x 4\n"), None);
+        assert_eq!(parse_stat(b"\xff\xfe garbage"), None);
+    }
+
+    #[test]
+    fn meminfo_and_node_meminfo() {
+        let info = parse_meminfo(b"MemTotal:       16 kB\nMemAvailable:    8 kB\nWeird: 1\n")
+            .expect("parses");
+        assert_eq!(info.total_bytes, Some(16 * 1024));
+        assert_eq!(info.available_bytes, Some(8 * 1024));
+        let node = parse_meminfo(b"Node 0 MemTotal:       32 kB\nNode 0 FilePages: 4 kB\n")
+            .expect("parses");
+        assert_eq!(node.total_bytes, Some(32 * 1024));
+        assert_eq!(node.cached_bytes, Some(4 * 1024));
+        assert_eq!(parse_meminfo(b"nothing here"), None);
+    }
+
+    #[test]
+    fn loadavg() {
+        let load = parse_loadavg(b"0.50 0.25 0.10 2/345 6789\n").expect("parses");
+        assert_eq!(load.one, 0.5);
+        assert_eq!(load.runnable, 2);
+        assert_eq!(load.scheduling_entities, 345);
+        assert_eq!(parse_loadavg(b"0.50 0.25\n"), None);
+    }
+
+    #[test]
+    fn vmstat_sums_reclaim() {
+        let vm = parse_vmstat(
+            b"pgfault 10\npgmajfault 2\npgsteal_kswapd 5\npgsteal_direct 6\npgscan_kswapd 7\npgscan_anon 100\npswpin 0\n",
+        )
+        .expect("parses");
+        assert_eq!(vm.pgfault, Some(10));
+        assert_eq!(vm.pgsteal_pages, Some(11));
+        assert_eq!(vm.pgscan_pages, Some(7));
+        assert_eq!(vm.pswpin_pages, Some(0));
+    }
+
+    #[test]
+    fn diskstats_counts_bad_lines() {
+        let (disks, bad) = parse_diskstats(
+            b" 253 0 vda 100 0 800 50 200 0 1600 70 0 90 120 0 0 0 0\n 253 1 vdb 1 2\n",
+        );
+        assert_eq!(bad, 1);
+        assert_eq!(disks.len(), 1);
+        assert_eq!(disks[0].name, "vda");
+        assert_eq!(disks[0].read_sectors, 800);
+        assert_eq!(disks[0].weighted_io_ms, 120);
+    }
+
+    #[test]
+    fn net_dev() {
+        let (devs, bad) = parse_net_dev(
+            b"Inter-|   Receive |  Transmit\n face |bytes    packets|bytes\n  lo: 100 2 0 0 0 0 0 0 300 4 0 0 0 0 0 0\neth0: 1 2\n",
+        );
+        assert_eq!(bad, 1);
+        assert_eq!(devs[0].name, "lo");
+        assert_eq!(devs[0].rx_bytes, 100);
+        assert_eq!(devs[0].tx_bytes, 300);
+    }
+
+    #[test]
+    fn pressure() {
+        let p = parse_pressure(
+            b"some avg10=1.50 avg60=0.00 avg300=0.00 total=12345\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n",
+        )
+        .expect("parses");
+        assert_eq!(p.some.map(|l| l.avg10), Some(1.5));
+        assert_eq!(p.full.map(|l| l.total_usec), Some(7));
+        assert_eq!(parse_pressure(b"some avg10=x\n"), None);
+        assert_eq!(parse_pressure(b""), None);
+    }
+
+    #[test]
+    fn uptime() {
+        let up = parse_uptime(b"350735.47 234388.90\n").expect("parses");
+        assert_eq!(up.up_secs, 350_735.47);
+    }
+}

@@ -1,0 +1,129 @@
+//! System facts that are not files: page size, clock ticks, CPU affinity, the open-file limit;
+//! and the sysfs CPU lists (`online`, `possible`).
+
+use std::io;
+
+use crate::error::Error;
+use crate::file::Root;
+use crate::parse::cpu_list;
+
+/// Bytes per page, for `statm` and `stat`'s rss. Falls back to 4096 if sysconf fails.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
+/// Clock ticks per second (USER_HZ) for `/proc/stat` and `/proc/PID/stat` times.
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
+}
+
+/// The CPUs a task may run on (`sched_getaffinity`); `pid` 0 means the caller.
+pub fn affinity(pid: u32) -> io::Result<Vec<u32>> {
+    // A cpu_set_t holds 1024 CPUs; that covers every machine this runs on today. Larger
+    // machines get EINVAL, which is reported rather than guessed around.
+    // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the pointer and size describe `set`, which outlives the call.
+    let rc = unsafe { libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let max = u32::try_from(libc::CPU_SETSIZE).unwrap_or(1024);
+    // SAFETY: CPU_ISSET reads within the set for every index below CPU_SETSIZE.
+    Ok((0..max).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu as usize, &set) }).collect())
+}
+
+/// Lists the numeric entries of a directory (`/proc`: the pids) into `out`, sorted. Uses
+/// `readdir` directly because std's iterator allocates two strings per entry, and this runs on
+/// every cycle over every process.
+pub fn list_pids(root: &Root, out: &mut Vec<u32>) -> Result<(), Error> {
+    out.clear();
+    let path = root.path("/proc");
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::parse(path.clone(), "path holds a NUL byte"))?;
+    // SAFETY: `c_path` is a valid NUL-terminated string.
+    let dir = unsafe { libc::opendir(c_path.as_ptr()) };
+    if dir.is_null() {
+        return Err(Error::io(path, io::Error::last_os_error()));
+    }
+    loop {
+        // SAFETY: `dir` is an open directory stream owned by this function.
+        let entry = unsafe { libc::readdir64(dir) };
+        if entry.is_null() {
+            break;
+        }
+        // SAFETY: readdir returned a valid entry whose d_name is NUL-terminated.
+        let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+        if let Some(pid) = crate::parse::u64_dec(name).and_then(|p| u32::try_from(p).ok()) {
+            out.push(pid);
+        }
+    }
+    // SAFETY: closing the stream opened above, once.
+    unsafe { libc::closedir(dir) };
+    out.sort_unstable();
+    Ok(())
+}
+
+/// `/sys/devices/system/cpu/online` as CPU numbers.
+pub fn online_cpus(root: &Root) -> Result<Vec<u32>, Error> {
+    read_cpu_list(root, "/sys/devices/system/cpu/online")
+}
+
+pub fn read_cpu_list(root: &Root, path: &str) -> Result<Vec<u32>, Error> {
+    let bytes = root.read(path)?;
+    cpu_list(&bytes).ok_or_else(|| Error::parse(root.path(path), "not a cpu list"))
+}
+
+/// Raises the soft open-file limit to the hard limit, so the sampler can keep a few fds per
+/// process open. Returns the soft limit now in force.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        // SAFETY: `raised` is a valid in-pointer.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(raised.rlim_cur);
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// CPU time used so far by the calling thread, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
+/// Used to charge each sample and each budgeted worker with exactly its own cost.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time used so far by the whole process, in nanoseconds.
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
+/// Peak resident set of this process, in bytes (`getrusage` maxrss).
+pub fn self_max_rss_bytes() -> u64 {
+    // SAFETY: rusage is plain data; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+}

@@ -1,0 +1,162 @@
+//! The cmdline worker: reads each process's command line once, off the sampling thread.
+//!
+//! Reading `/proc/PID/cmdline` copies from the target's memory under its mmap lock, so it can
+//! block for as long as another holder keeps that lock (a process stuck in a page fault on a
+//! hung NFS mount, or another smaps reader). The sampler never waits for it: it queues new
+//! processes here and picks up whatever has been read. A read still in flight after the
+//! timeout is written off — that pid is marked as timed out and a fresh worker thread takes
+//! over the queue, up to a small cap on threads stuck in the kernel.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use proctor_procfs::process::parse_cmdline;
+use proctor_procfs::{ErrorKind, Root};
+use serde::Serialize;
+
+/// Threads allowed to be stuck in a cmdline read at once; past this the queue waits.
+const MAX_STUCK_THREADS: u64 = 4;
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CmdlineStats {
+    pub reads: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+    pub stuck_threads: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queue: VecDeque<(u32, u64)>,
+    results: HashMap<u32, (u64, Arc<[String]>)>,
+    /// (generation, pid, start) of the read in flight, and when it started.
+    in_flight: Option<(u64, u32, u64, Instant)>,
+    stats: CmdlineStats,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    stop: AtomicBool,
+    /// The generation of the thread that currently owns the queue.
+    generation: AtomicU64,
+}
+
+#[derive(Debug)]
+pub struct CmdlineWorker {
+    shared: Arc<Shared>,
+    root: Root,
+    timeout: Duration,
+}
+
+impl CmdlineWorker {
+    pub fn start(root: Root, timeout: Duration) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+        });
+        let worker = Self { shared, root, timeout };
+        worker.spawn(0)?;
+        Ok(worker)
+    }
+
+    fn spawn(&self, generation: u64) -> std::io::Result<()> {
+        let shared = Arc::clone(&self.shared);
+        let root = self.root.clone();
+        std::thread::Builder::new()
+            .name("proctor-cmdline".into())
+            .spawn(move || worker_loop(&shared, &root, generation))
+            .map(|_| ())
+    }
+
+    /// Queues processes seen for the first time.
+    pub fn request(&self, pids: &[(u32, u64)]) {
+        if pids.is_empty() {
+            return;
+        }
+        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.queue.extend(pids.iter().copied());
+        drop(state);
+        self.shared.wake.notify_one();
+    }
+
+    /// Looks up command lines and forgets processes not in `live` (sorted pids). Also checks
+    /// the read in flight against the timeout and replaces a stuck thread.
+    pub fn with_results<R>(&self, live: &[u32], f: impl FnOnce(&dyn Fn(u32, u64) -> Option<Arc<[String]>>) -> R) -> R {
+        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.results.len() > live.len() + 64 {
+            state.results.retain(|pid, _| live.binary_search(pid).is_ok());
+        }
+        if let Some((generation, pid, start, since)) = state.in_flight {
+            if since.elapsed() > self.timeout && state.stats.stuck_threads < MAX_STUCK_THREADS {
+                state.stats.timeouts += 1;
+                state.stats.stuck_threads += 1;
+                state.results.insert(pid, (start, Arc::from(Vec::new())));
+                state.in_flight = None;
+                let next = generation + 1;
+                self.shared.generation.store(next, Ordering::SeqCst);
+                if self.spawn(next).is_err() {
+                    state.stats.errors += 1;
+                }
+            }
+        }
+        let lookup = |pid: u32, start: u64| state.results.get(&pid).filter(|(s, _)| *s == start).map(|(_, c)| c.clone());
+        f(&lookup)
+    }
+
+    pub fn stats(&self) -> CmdlineStats {
+        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).stats
+    }
+}
+
+impl Drop for CmdlineWorker {
+    fn drop(&mut self) {
+        // Threads are not joined: one may be stuck in the kernel, which is the whole point.
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.wake.notify_all();
+    }
+}
+
+fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
+    let mut buf = Vec::new();
+    loop {
+        if shared.stop.load(Ordering::Relaxed) || shared.generation.load(Ordering::SeqCst) != generation {
+            return;
+        }
+        let job = {
+            let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+            match state.queue.pop_front() {
+                Some((pid, start)) => {
+                    state.in_flight = Some((generation, pid, start, Instant::now()));
+                    Some((pid, start))
+                }
+                None => {
+                    let _ = shared.wake.wait_timeout(state, Duration::from_millis(500));
+                    None
+                }
+            }
+        };
+        let Some((pid, start)) = job else { continue };
+        let result = root.read_into(format!("/proc/{pid}/cmdline"), &mut buf);
+        let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.generation.load(Ordering::SeqCst) != generation {
+            // Written off while we were stuck; a newer thread owns the queue now.
+            state.stats.stuck_threads = state.stats.stuck_threads.saturating_sub(1);
+            return;
+        }
+        state.in_flight = None;
+        match result {
+            Ok(()) => {
+                state.stats.reads += 1;
+                state.results.insert(pid, (start, Arc::from(parse_cmdline(&buf))));
+            }
+            Err(e) if e.kind == ErrorKind::Gone => {}
+            Err(_) => state.stats.errors += 1,
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Sampler settings, with defaults for a long-running agent.
+
+use std::time::Duration;
+
+use proctor_procfs::Root;
+
+/// Which host files a cycle reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostFiles {
+    /// Everything proctor shows: CPU, memory, load, vmstat, disks, network, PSI, NUMA, uptime.
+    #[default]
+    All,
+    /// `/proc/stat` and `/proc/loadavg` only: what `collectl -sc` reads per sample.
+    Cpu,
+}
+
+#[derive(Debug, Clone)]
+pub struct SamplerConfig {
+    pub host_files: HostFiles,
+    /// Read the watched container's cgroup (limits and counters).
+    pub container: bool,
+    /// What stands for `/` (a fake tree in tests).
+    pub root: Root,
+    /// Scan processes at all (host-only sampling is much cheaper).
+    pub processes: bool,
+    /// Read `/proc/PID/io` on every cycle. Off by default: it is a third file per pid and
+    /// unreadable for other users' processes when unprivileged.
+    pub process_io: bool,
+    /// Read `/proc/PID/cgroup` once per new process, to group processes by container.
+    pub process_cgroups: bool,
+    /// Read each process's command line once, on the cmdline worker.
+    pub cmdline: bool,
+    /// How long a cmdline read may take before the worker is written off and replaced.
+    pub cmdline_timeout: Duration,
+    /// The process whose cgroup is "the container" (0: proctor itself).
+    pub container_pid: u32,
+    /// How often cgroup limits (quota, memory limit, cpuset) are re-read: they change at
+    /// runtime, but walking every ancestor on every cycle would waste reads.
+    pub limits_refresh: Duration,
+    /// Share of one core the PSS worker may spend on `smaps_rollup` (0 disables it).
+    pub pss_budget: f64,
+    /// Restrict PSS reads to this pid's tree (`None`: every process).
+    pub pss_root: Option<u32>,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        Self {
+            host_files: HostFiles::All,
+            container: true,
+            root: Root::default(),
+            processes: true,
+            process_io: false,
+            process_cgroups: true,
+            cmdline: true,
+            cmdline_timeout: Duration::from_secs(1),
+            container_pid: 0,
+            limits_refresh: Duration::from_secs(10),
+            pss_budget: 0.02,
+            pss_root: None,
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! One collection cycle, measured: host files, the watched container's cgroup, every process.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use proctor_model::{ContainerSample, ProcessSample, Sample, SampleCost};
+use proctor_procfs::cgroup::{self, CgroupLimits, CgroupPaths};
+use proctor_procfs::system::{affinity, clock_ticks_per_sec, page_size, raise_nofile_limit, thread_cpu_ns};
+use proctor_procfs::ErrorKind;
+
+use crate::cmdline::{CmdlineStats, CmdlineWorker};
+use crate::host::HostReader;
+use crate::pss::{Candidate, PssStats, PssWorker};
+use crate::table::{ProcessTable, ScanOptions};
+use crate::SamplerConfig;
+
+#[derive(Debug)]
+struct ContainerState {
+    pid: u32,
+    paths: Arc<CgroupPaths>,
+    counters: cgroup::CounterReader,
+    limits: Arc<CgroupLimits>,
+    limits_read_mono_ns: u64,
+    affinity: Option<Arc<[u32]>>,
+}
+
+/// Owns every kept-open file and the worker threads. Not `Sync`: one thread samples.
+#[derive(Debug)]
+pub struct Sampler {
+    config: SamplerConfig,
+    epoch: Instant,
+    seq: u64,
+    page_size: u64,
+    ticks: u64,
+    host: HostReader,
+    table: ProcessTable,
+    container: Option<ContainerState>,
+    container_error: Option<String>,
+    pss: Option<PssWorker>,
+    cmdline: Option<CmdlineWorker>,
+    new_pids: Vec<(u32, u64)>,
+    /// The cost of opening files in `new`, charged to the first sample.
+    setup_cost: Option<SampleCost>,
+    nofile_limit: Option<u64>,
+}
+
+impl Sampler {
+    pub fn new(config: SamplerConfig) -> Self {
+        let epoch = Instant::now();
+        let mut setup_cost = SampleCost::default();
+        let cpu_before = thread_cpu_ns();
+        let nofile_limit = if config.processes { raise_nofile_limit().ok() } else { None };
+        let host = HostReader::open(&config.root, config.host_files, &mut setup_cost);
+        let discovered = if config.container {
+            cgroup::discover(&config.root, config.container_pid)
+        } else {
+            Ok(None)
+        };
+        let (container, container_error) = match discovered {
+            Ok(None) if !config.container => (None, Some("container reads are off".to_string())),
+            Ok(Some(paths)) => (Some(Self::read_container(&config, Arc::new(paths), 0)), None),
+            Ok(None) => (None, Some("no cgroup filesystem is mounted".to_string())),
+            Err(e) => {
+                *setup_cost.errors.entry(("container.discover", e.kind.as_str())).or_default() += 1;
+                (None, Some(e.to_string()))
+            }
+        };
+        let pss = (config.processes && config.pss_budget > 0.0)
+            .then(|| PssWorker::start(config.root.clone(), config.pss_budget, epoch).ok())
+            .flatten();
+        let cmdline = (config.processes && config.cmdline)
+            .then(|| CmdlineWorker::start(config.root.clone(), config.cmdline_timeout).ok())
+            .flatten();
+        setup_cost.cpu_ns = thread_cpu_ns().saturating_sub(cpu_before);
+        Self {
+            epoch,
+            seq: 0,
+            page_size: page_size(),
+            ticks: clock_ticks_per_sec(),
+            host,
+            table: ProcessTable::new(),
+            container,
+            container_error,
+            pss,
+            cmdline,
+            new_pids: Vec::new(),
+            setup_cost: Some(setup_cost),
+            nofile_limit,
+            config,
+        }
+    }
+
+    fn read_container(config: &SamplerConfig, paths: Arc<CgroupPaths>, mono_ns: u64) -> ContainerState {
+        let limits = Arc::new(cgroup::read_limits(&config.root, &paths));
+        let affinity = if config.root.is_real() { affinity(config.container_pid).ok().map(Arc::from) } else { None };
+        let counters = cgroup::CounterReader::open(&config.root, &paths);
+        ContainerState { pid: config.container_pid, paths, counters, limits, limits_read_mono_ns: mono_ns, affinity }
+    }
+
+    /// The sampler's monotonic zero: `Sample::mono_ns` counts from here.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    pub fn config(&self) -> &SamplerConfig {
+        &self.config
+    }
+
+    /// Why there is no container view, when there is none.
+    pub fn container_error(&self) -> Option<&str> {
+        self.container_error.as_deref()
+    }
+
+    pub fn pss_stats(&self) -> Option<PssStats> {
+        self.pss.as_ref().map(PssWorker::stats)
+    }
+
+    pub fn cmdline_stats(&self) -> Option<CmdlineStats> {
+        self.cmdline.as_ref().map(CmdlineWorker::stats)
+    }
+
+    pub fn nofile_limit(&self) -> Option<u64> {
+        self.nofile_limit
+    }
+
+    /// The cgroup counter files read every cycle (for floor measurements).
+    pub fn container_files(&self) -> Vec<std::path::PathBuf> {
+        self.container.as_ref().map_or_else(Vec::new, |c| c.counters.paths().map(Into::into).collect())
+    }
+
+    pub fn tracked_processes(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Runs one collection cycle on this thread.
+    pub fn sample(&mut self) -> Sample {
+        let cpu_before = thread_cpu_ns();
+        let started = Instant::now();
+        let mono_ns = started.duration_since(self.epoch).as_nanos() as u64;
+        let unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let mut cost = self.setup_cost.take().unwrap_or_default();
+
+        let host = self.host.read(&mut cost);
+
+        let t = Instant::now();
+        let container = self.sample_container(mono_ns, &mut cost);
+        *cost.reader_wall_ns.entry("container").or_default() += t.elapsed().as_nanos() as u64;
+
+        let mut processes = Vec::new();
+        if self.config.processes {
+            let t = Instant::now();
+            self.new_pids.clear();
+            let opts = ScanOptions {
+                io: self.config.process_io,
+                cgroups: self.config.process_cgroups,
+                mono_ns,
+                page_size: self.page_size,
+            };
+            processes = self.table.scan(&self.config.root, opts, &mut cost, &mut self.new_pids);
+            *cost.reader_wall_ns.entry("processes").or_default() += t.elapsed().as_nanos() as u64;
+            let t = Instant::now();
+            self.attach_workers(&mut processes);
+            *cost.reader_wall_ns.entry("workers").or_default() += t.elapsed().as_nanos() as u64;
+        }
+
+        cost.wall_ns += started.elapsed().as_nanos() as u64;
+        cost.cpu_ns += thread_cpu_ns().saturating_sub(cpu_before);
+        let sample = Sample {
+            seq: self.seq,
+            unix_ns,
+            mono_ns,
+            clock_ticks_per_sec: self.ticks,
+            page_size: self.page_size,
+            host,
+            container,
+            processes,
+            cost,
+        };
+        self.seq += 1;
+        sample
+    }
+
+    fn sample_container(&mut self, mono_ns: u64, cost: &mut SampleCost) -> Option<ContainerSample> {
+        let state = self.container.as_mut()?;
+        let age_ns = mono_ns.saturating_sub(state.limits_read_mono_ns);
+        if age_ns >= self.config.limits_refresh.as_nanos() as u64 {
+            let refreshed = Self::read_container(&self.config, Arc::clone(&state.paths), mono_ns);
+            *state = refreshed;
+        }
+        let counters = state.counters.read();
+        for _ in &counters.errors {
+            *cost.errors.entry(("container", ErrorKind::Io.as_str())).or_default() += 1;
+        }
+        Some(ContainerSample {
+            pid: state.pid,
+            paths: Arc::clone(&state.paths),
+            limits: Arc::clone(&state.limits),
+            limits_read_mono_ns: state.limits_read_mono_ns,
+            counters,
+            affinity: state.affinity.clone(),
+        })
+    }
+
+    /// Hands new processes to the cmdline worker and candidates to the PSS worker, and copies
+    /// what they have read so far into the sample.
+    fn attach_workers(&mut self, processes: &mut [ProcessSample]) {
+        if let Some(cmdline) = self.cmdline.as_ref() {
+            cmdline.request(&self.new_pids);
+            let live: Vec<u32> = processes.iter().map(|p| p.pid).collect();
+            cmdline.with_results(&live, |lookup| {
+                for p in processes.iter_mut() {
+                    p.cmdline = lookup(p.pid, p.start_ticks);
+                }
+            });
+        }
+        if let Some(pss) = self.pss.as_ref() {
+            let in_scope = self.config.pss_root.map(|root| descendants(processes, root));
+            let candidates = processes
+                .iter()
+                .filter(|p| in_scope.as_ref().is_none_or(|s| s.binary_search(&p.pid).is_ok()))
+                // Kernel threads have no user memory to walk.
+                .filter(|p| p.resident_bytes.is_some_and(|r| r > 0))
+                .map(|p| Candidate {
+                    pid: p.pid,
+                    start_ticks: p.start_ticks,
+                    resident_bytes: p.resident_bytes.unwrap_or(0),
+                    faults: p.minflt + p.majflt,
+                })
+                .collect();
+            pss.set_candidates(candidates);
+            pss.with_readings(|lookup| {
+                for p in processes.iter_mut() {
+                    p.pss = lookup(p.pid, p.start_ticks);
+                }
+            });
+        }
+    }
+}
+
+/// Sorted pids of `root` and all its descendants.
+pub(crate) fn descendants(processes: &[ProcessSample], root: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for p in processes {
+        if p.pid != p.ppid {
+            children.entry(p.ppid).or_default().push(p.pid);
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        if out.len() > processes.len() {
+            break;
+        }
+        out.push(pid);
+        if let Some(kids) = children.get(&pid) {
+            stack.extend(kids);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}

@@ -1,0 +1,365 @@
+//! The process table: one entry per live process, holding its kept-open files.
+//!
+//! Per cycle and per steady process this costs one `pread` (`stat`) and no `open`: `stat`
+//! already carries the resident size (the same `get_mm_rss` that `statm` reports) and the name.
+//! `status` is re-read only when the process's memory footprint moved — its resident pages,
+//! page-fault counts or virtual size changed since the last read — because the fields it adds
+//! (RssAnon/RssFile/RssShmem, VmSwap, uid) cannot change otherwise: a page changes kind only
+//! by being faulted in or reclaimed, and swapping moves resident pages.
+//! The directory listing of `/proc` is the one unavoidable per-cycle cost that grows with the
+//! number of processes besides the per-pid reads.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use proctor_model::{ProcessSample, SampleCost, StatusReading};
+use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat_borrowed, parse_status, PidStat};
+use proctor_procfs::{Error, ErrorKind, ProcFile, Root};
+
+/// A per-pid file: kept open after the first read; read with open/read/close when the
+/// open-file limit is exhausted, so a huge process table degrades in cost, not in coverage.
+#[derive(Debug, Default)]
+enum Slot {
+    #[default]
+    Unopened,
+    Kept(ProcFile),
+    Transient,
+}
+
+#[derive(Debug)]
+struct Entry {
+    start_ticks: u64,
+    stat: Slot,
+    status: Slot,
+    io: Slot,
+    comm: Arc<str>,
+    /// (rss pages, minor faults, major faults, vsize) when `status` was last read.
+    status_key: Option<(u64, u64, u64, u64)>,
+    status_reading: Option<StatusReading>,
+    cgroup: Option<Arc<str>>,
+    seen_cycle: u64,
+}
+
+impl Entry {
+    fn new() -> Self {
+        Self {
+            start_ticks: 0,
+            stat: Slot::Unopened,
+            status: Slot::Unopened,
+            io: Slot::Unopened,
+            comm: Arc::from(""),
+            status_key: None,
+            status_reading: None,
+            cgroup: None,
+            seen_cycle: 0,
+        }
+    }
+
+    fn kept_fds(&self) -> u64 {
+        [&self.stat, &self.status, &self.io].iter().filter(|s| matches!(s, Slot::Kept(_))).count()
+            as u64
+    }
+}
+
+/// Pids are small, dense integers chosen by the kernel, not by an attacker who could aim for
+/// collisions, so a multiply-shift hash serves; SipHash was a visible share of a scan.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PidHasher(u64);
+
+impl std::hash::Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type PidMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<PidHasher>>;
+
+/// Buffers and counters reused across cycles.
+#[derive(Debug)]
+pub(crate) struct ProcessTable {
+    entries: PidMap<Entry>,
+    pids: Vec<u32>,
+    scratch: Vec<u8>,
+    cycle: u64,
+    /// The open-file limit was hit: new files are read transiently until entries free fds.
+    fd_limited: bool,
+}
+
+/// What one scan wants besides the defaults.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScanOptions {
+    pub io: bool,
+    pub cgroups: bool,
+    pub mono_ns: u64,
+    pub page_size: u64,
+}
+
+/// The outcome of reading one file of one process.
+enum Read<'a> {
+    Bytes(&'a [u8]),
+    Failed(ErrorKind),
+}
+
+fn read_slot<'a>(
+    slot: &'a mut Slot,
+    root: &Root,
+    pid: u32,
+    file: &str,
+    scratch: &'a mut Vec<u8>,
+    fd_limited: &mut bool,
+    cost: &mut SampleCost,
+) -> Read<'a> {
+    cost.files_read += 1;
+    if matches!(slot, Slot::Unopened) {
+        let path = root.path(format!("/proc/{pid}/{file}"));
+        if *fd_limited {
+            *slot = Slot::Transient;
+        } else {
+            match ProcFile::open(path) {
+                Ok(f) => {
+                    cost.files_opened += 1;
+                    *slot = Slot::Kept(f);
+                }
+                Err(e) if is_fd_exhaustion(&e) => {
+                    *fd_limited = true;
+                    *slot = Slot::Transient;
+                }
+                Err(e) => return Read::Failed(e.kind),
+            }
+        }
+    }
+    match slot {
+        Slot::Kept(f) => match f.read() {
+            Ok(bytes) => Read::Bytes(bytes),
+            Err(e) => Read::Failed(e.kind),
+        },
+        Slot::Transient => {
+            cost.files_opened += 1;
+            match root.read_into(format!("/proc/{pid}/{file}"), scratch) {
+                Ok(()) => Read::Bytes(scratch),
+                Err(e) => Read::Failed(e.kind),
+            }
+        }
+        Slot::Unopened => Read::Failed(ErrorKind::Io),
+    }
+}
+
+fn is_fd_exhaustion(e: &Error) -> bool {
+    e.source.as_ref().and_then(|s| s.raw_os_error()).is_some_and(|c| c == libc::EMFILE || c == libc::ENFILE)
+}
+
+fn count(cost: &mut SampleCost, reader: &'static str, kind: ErrorKind) {
+    *cost.errors.entry((reader, kind.as_str())).or_default() += 1;
+}
+
+impl ProcessTable {
+    pub(crate) fn new() -> Self {
+        Self { entries: PidMap::default(), pids: Vec::new(), scratch: Vec::new(), cycle: 0, fd_limited: false }
+    }
+
+    /// Lists `/proc` and reads every process. Processes that exit mid-read are skipped and
+    /// counted in `cost.processes_gone`; `new_pids` receives processes seen for the first time.
+    pub(crate) fn scan(
+        &mut self,
+        root: &Root,
+        opts: ScanOptions,
+        cost: &mut SampleCost,
+        new_pids: &mut Vec<(u32, u64)>,
+    ) -> Vec<ProcessSample> {
+        self.cycle += 1;
+        let cycle = self.cycle;
+        if let Err(e) = proctor_procfs::system::list_pids(root, &mut self.pids) {
+            count(cost, "process.list", e.kind);
+        }
+        let mut out = Vec::with_capacity(self.pids.len());
+        for i in 0..self.pids.len() {
+            let pid = self.pids[i];
+            cost.processes_seen += 1;
+            match self.read_process(root, pid, cycle, opts, cost, new_pids) {
+                Some(p) => out.push(p),
+                None => {
+                    self.entries.remove(&pid);
+                }
+            }
+        }
+        // Entries not seen this cycle belong to processes that exited: dropping them closes
+        // their fds.
+        if self.entries.len() > out.len() {
+            self.entries.retain(|_, e| e.seen_cycle == cycle);
+            if self.fd_limited {
+                self.fd_limited = false;
+            }
+        }
+        cost.fds_kept = self.entries.values().map(Entry::kept_fds).sum();
+        out
+    }
+
+    fn read_process(
+        &mut self,
+        root: &Root,
+        pid: u32,
+        cycle: u64,
+        opts: ScanOptions,
+        cost: &mut SampleCost,
+        new_pids: &mut Vec<(u32, u64)>,
+    ) -> Option<ProcessSample> {
+        let fd_limited = &mut self.fd_limited;
+        let scratch = &mut self.scratch;
+        let entry = self.entries.entry(pid).or_insert_with(Entry::new);
+        let stat = match read_stat(entry, root, pid, scratch, fd_limited, cost) {
+            Ok(s) => s,
+            Err(ErrorKind::Gone) => {
+                // A kept fd answers ESRCH once its task has exited, even if the pid was
+                // reused since; try once more with a fresh open before calling it gone.
+                if matches!(entry.stat, Slot::Kept(_)) {
+                    *entry = Entry::new();
+                    match read_stat(entry, root, pid, scratch, fd_limited, cost) {
+                        Ok(s) => s,
+                        Err(ErrorKind::Gone) => {
+                            cost.processes_gone += 1;
+                            return None;
+                        }
+                        Err(kind) => {
+                            count(cost, "process.stat", kind);
+                            return None;
+                        }
+                    }
+                } else {
+                    cost.processes_gone += 1;
+                    return None;
+                }
+            }
+            Err(kind) => {
+                count(cost, "process.stat", kind);
+                return None;
+            }
+        };
+        if entry.start_ticks != stat.start_ticks {
+            // A different process under a reused pid: nothing carried over applies to it.
+            // Its fds were opened for the old task, so they are dropped and reopened lazily.
+            if entry.start_ticks != 0 {
+                *entry = Entry::new();
+            }
+            entry.start_ticks = stat.start_ticks;
+            new_pids.push((pid, stat.start_ticks));
+            if opts.cgroups {
+                match root.read_into(format!("/proc/{pid}/cgroup"), scratch) {
+                    Ok(()) => {
+                        cost.files_read += 1;
+                        cost.files_opened += 1;
+                        entry.cgroup = parse_cgroup(scratch).and_then(|m| {
+                            let v2 = m.iter().find(|c| c.is_v2());
+                            let mem = m.iter().find(|c| c.controllers.iter().any(|c| c == "memory"));
+                            // Prefer the v2 path where v2 holds the memory controller; on
+                            // hybrid hosts the v1 memory path is the container's identity.
+                            mem.or(v2).map(|c| Arc::from(c.path.as_str()))
+                        });
+                    }
+                    Err(e) if e.kind == ErrorKind::Gone => {}
+                    Err(e) => count(cost, "process.cgroup", e.kind),
+                }
+            }
+        }
+        let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
+        let moved = entry.status_key != Some(key);
+        if moved {
+            match read_slot(&mut entry.status, root, pid, "status", scratch, fd_limited, cost) {
+                Read::Bytes(b) => match parse_status(b) {
+                    Some(s) => {
+                        entry.status_reading = Some(StatusReading {
+                            effective_uid: s.effective_uid,
+                            rss_anon_bytes: s.rss_anon_bytes,
+                            rss_file_bytes: s.rss_file_bytes,
+                            rss_shmem_bytes: s.rss_shmem_bytes,
+                            vm_swap_bytes: s.vm_swap_bytes,
+                            read_mono_ns: opts.mono_ns,
+                        });
+                        entry.status_key = Some(key);
+                    }
+                    None => count(cost, "process.status", ErrorKind::Parse),
+                },
+                Read::Failed(ErrorKind::Gone) => {
+                    cost.processes_gone += 1;
+                    return None;
+                }
+                Read::Failed(kind) => {
+                    // Not retried every cycle: a denied status stays denied for this process.
+                    entry.status_key = Some(key);
+                    count(cost, "process.status", kind);
+                }
+            }
+        }
+        let io = if opts.io {
+            match read_slot(&mut entry.io, root, pid, "io", scratch, fd_limited, cost) {
+                Read::Bytes(b) => parse_io(b).or_else(|| {
+                    count(cost, "process.io", ErrorKind::Parse);
+                    None
+                }),
+                Read::Failed(ErrorKind::Gone) => None,
+                Read::Failed(kind) => {
+                    count(cost, "process.io", kind);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        // Set last: the resets above replace the whole entry.
+        entry.seen_cycle = cycle;
+        Some(ProcessSample {
+            pid,
+            ppid: stat.ppid,
+            start_ticks: stat.start_ticks,
+            comm: entry.comm.clone(),
+            state: stat.state,
+            utime_ticks: stat.utime_ticks,
+            stime_ticks: stat.stime_ticks,
+            num_threads: stat.num_threads,
+            minflt: stat.minflt,
+            majflt: stat.majflt,
+            nice: stat.nice,
+            vsize_bytes: stat.vsize_bytes,
+            resident_bytes: Some(stat.rss_pages * opts.page_size),
+            status: entry.status_reading,
+            io,
+            cmdline: None,
+            pss: None,
+            cgroup: entry.cgroup.clone(),
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+fn read_stat(
+    entry: &mut Entry,
+    root: &Root,
+    pid: u32,
+    scratch: &mut Vec<u8>,
+    fd_limited: &mut bool,
+    cost: &mut SampleCost,
+) -> Result<PidStat, ErrorKind> {
+    match read_slot(&mut entry.stat, root, pid, "stat", scratch, fd_limited, cost) {
+        Read::Bytes(b) => {
+            let (stat, comm) = parse_stat_borrowed(b).ok_or(ErrorKind::Parse)?;
+            // Copy the name only when it changed (exec, prctl): nearly never.
+            if entry.comm.as_bytes() != comm {
+                entry.comm = Arc::from(String::from_utf8_lossy(comm).as_ref());
+            }
+            Ok(stat)
+        }
+        Read::Failed(kind) => Err(kind),
+    }
+}

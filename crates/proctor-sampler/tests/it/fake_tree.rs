@@ -1,0 +1,293 @@
+//! Fake trees: a root directory holding just the files a layout has, so each test states its
+//! whole world. Host-wide files are kept minimal; what is absent must read as `None`.
+
+use std::fs;
+use std::path::Path;
+
+use proctor_model::{container_truth, ContainerTruth};
+use proctor_procfs::Root;
+use proctor_sampler::{Sampler, SamplerConfig};
+
+const GIB: u64 = 1 << 30;
+
+struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    /// A host with `online` CPUs (as a cpu list) and 16 GiB of memory.
+    fn new(online: &str) -> Self {
+        let tree = Self { dir: tempfile::tempdir().expect("tempdir") };
+        tree.file("/sys/devices/system/cpu/online", &format!("{online}\n"));
+        tree.file("/proc/meminfo", "MemTotal:       16777216 kB\nMemAvailable:    8388608 kB\n");
+        tree.file("/proc/stat", "cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 100 0 50 1000 0 0 0 0 0 0\nbtime 1700000000\n");
+        tree
+    }
+
+    fn file(&self, path: &str, contents: &str) -> &Self {
+        let full = self.dir.path().join(path.trim_start_matches('/'));
+        fs::create_dir_all(full.parent().expect("has parent")).expect("mkdir");
+        fs::write(full, contents).expect("write");
+        self
+    }
+
+    fn mounts(&self, lines: &[&str]) -> &Self {
+        let text: String = lines.iter().enumerate().map(|(i, l)| format!("{} 1 0:{i} {l}\n", 30 + i)).collect();
+        self.file("/proc/self/mountinfo", &text)
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn truth(&self) -> ContainerTruth {
+        let config = SamplerConfig {
+            root: Root::new(self.root()),
+            processes: false,
+            ..SamplerConfig::default()
+        };
+        let mut sampler = Sampler::new(config);
+        container_truth(&sampler.sample())
+    }
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+#[test]
+fn v2_nested_quotas_take_the_tightest_level() {
+    let t = Tree::new("0-7");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"])
+        .file("/proc/self/cgroup", "0::/jobs/notebook\n")
+        .file("/sys/fs/cgroup/jobs/cpu.max", "400000 100000\n")
+        .file("/sys/fs/cgroup/jobs/notebook/cpu.max", "150000 100000\n")
+        .file("/sys/fs/cgroup/jobs/memory.max", "4294967296\n")
+        .file("/sys/fs/cgroup/jobs/notebook/memory.max", "max\n")
+        .file("/sys/fs/cgroup/jobs/notebook/memory.current", "1048576\n");
+    let truth = t.truth();
+    assert_eq!(truth.cgroup_version, Some("v2"));
+    assert!(close(truth.quota_cpus, 1.5), "{truth:?}");
+    assert_eq!(truth.quota_path.as_deref(), Some("/jobs/notebook"));
+    assert!(close(truth.effective_cpus, 1.5));
+    assert_eq!(truth.effective_cpus_ceil, Some(2));
+    assert_eq!(truth.host_online_cpus, Some(8));
+    assert_eq!(truth.memory_limit_bytes, Some(4 * GIB), "the ancestor's limit applies");
+    assert_eq!(truth.memory_limit_source.as_deref(), Some("cgroup:/jobs"));
+    assert_eq!(truth.memory_current_bytes, Some(1 << 20));
+    assert_eq!(truth.warnings.len(), 1, "2 usable CPUs vs 8 online is the 96-vs-64 case");
+}
+
+#[test]
+fn v2_ancestor_quota_tighter_than_own() {
+    let t = Tree::new("0-95");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"])
+        .file("/proc/self/cgroup", "0::/kubepods/pod1/c1\n")
+        .file("/sys/fs/cgroup/kubepods/cpu.max", "6400000 100000\n")
+        .file("/sys/fs/cgroup/kubepods/pod1/cpu.max", "max 100000\n")
+        .file("/sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n");
+    let truth = t.truth();
+    assert!(close(truth.effective_cpus, 64.0), "{truth:?}");
+    assert_eq!(truth.host_online_cpus, Some(96));
+    assert!(truth.warnings[0].contains("96"), "{:?}", truth.warnings);
+}
+
+#[test]
+fn v1_quota_and_memory_limit() {
+    let t = Tree::new("0-3");
+    t.mounts(&[
+        "/ /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct",
+        "/ /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+    ])
+    .file("/proc/self/cgroup", "3:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n")
+    .file("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n")
+    .file("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n")
+    .file("/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "50000\n")
+    .file("/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n")
+    .file("/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpuacct.usage", "5000000\n")
+    .file("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n")
+    .file("/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "536870912\n")
+    .file("/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "1000\n")
+    .file("/sys/fs/cgroup/memory/docker/abc/memory.stat", "cache 1\nrss 2\ntotal_cache 10\ntotal_rss 20\ntotal_shmem 3\n");
+    let truth = t.truth();
+    assert_eq!(truth.cgroup_version, Some("v1"));
+    assert!(close(truth.effective_cpus, 0.5), "{truth:?}");
+    assert_eq!(truth.effective_cpus_ceil, Some(1));
+    assert_eq!(truth.memory_limit_bytes, Some(512 << 20));
+    assert_eq!(truth.memory_limit_source.as_deref(), Some("cgroup:/docker/abc"));
+    assert_eq!(truth.memory_current_bytes, Some(1000));
+}
+
+#[test]
+fn v1_unlimited_memory_falls_back_to_host() {
+    let t = Tree::new("0-3");
+    t.mounts(&["/ /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory"])
+        .file("/proc/self/cgroup", "3:memory:/\n")
+        .file("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    let truth = t.truth();
+    assert_eq!(truth.memory_limit_bytes, Some(16 * GIB));
+    assert_eq!(truth.memory_limit_source.as_deref(), Some("host"));
+    assert!(close(truth.effective_cpus, 4.0));
+    assert!(truth.warnings.is_empty());
+}
+
+#[test]
+fn hybrid_uses_v1_controllers_and_v2_pressure() {
+    let t = Tree::new("0-1");
+    t.mounts(&[
+        "/ /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+        "/ /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu",
+        "/ /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw",
+    ])
+    .file("/proc/self/cgroup", "4:memory:/job\n1:cpu:/\n0::/user.slice\n")
+    .file("/sys/fs/cgroup/memory/job/memory.limit_in_bytes", "1073741824\n")
+    .file("/sys/fs/cgroup/memory/job/memory.usage_in_bytes", "4096\n")
+    .file("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n")
+    .file("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n")
+    .file("/sys/fs/cgroup/unified/user.slice/cpu.pressure", "some avg10=2.50 avg60=0.00 avg300=0.00 total=10\n");
+    let config = SamplerConfig { root: Root::new(t.root()), processes: false, ..SamplerConfig::default() };
+    let sample = Sampler::new(config).sample();
+    let truth = container_truth(&sample);
+    assert_eq!(truth.cgroup_version, Some("hybrid"));
+    assert_eq!(truth.cgroup_path.as_deref(), Some("/job"));
+    assert_eq!(truth.memory_limit_bytes, Some(GIB));
+    assert!(close(truth.effective_cpus, 2.0));
+    let counters = &sample.container.as_ref().expect("container").counters;
+    assert_eq!(counters.memory_current_bytes, Some(4096));
+    assert_eq!(counters.cpu_pressure.and_then(|p| p.some).map(|l| l.avg10), Some(2.5));
+}
+
+#[test]
+fn cpuset_only_limits_cpus() {
+    let t = Tree::new("0-7");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"])
+        .file("/proc/self/cgroup", "0::/pinned\n")
+        .file("/sys/fs/cgroup/pinned/cpuset.cpus.effective", "2-4,6\n")
+        .file("/sys/fs/cgroup/pinned/cpu.max", "max 100000\n");
+    let truth = t.truth();
+    assert_eq!(truth.cpuset_cpus, Some(4));
+    assert!(close(truth.effective_cpus, 4.0), "{truth:?}");
+    assert_eq!(truth.quota_cpus, None);
+}
+
+#[test]
+fn unlimited_v2_is_the_host() {
+    let t = Tree::new("0-3");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"])
+        .file("/proc/self/cgroup", "0::/free\n")
+        .file("/sys/fs/cgroup/free/cpu.max", "max 100000\n")
+        .file("/sys/fs/cgroup/free/memory.max", "max\n");
+    let truth = t.truth();
+    assert!(close(truth.effective_cpus, 4.0));
+    assert_eq!(truth.memory_limit_source.as_deref(), Some("host"));
+    assert!(truth.warnings.is_empty());
+}
+
+#[test]
+fn namespaced_mount_root_reads_the_container_itself() {
+    // Docker without a cgroup namespace mounts the container's own cgroup at /sys/fs/cgroup.
+    let t = Tree::new("0-3");
+    t.mounts(&["/docker/abc /sys/fs/cgroup ro - cgroup2 cgroup2 rw"])
+        .file("/proc/self/cgroup", "0::/docker/abc\n")
+        .file("/sys/fs/cgroup/cpu.max", "100000 100000\n");
+    let truth = t.truth();
+    assert!(close(truth.effective_cpus, 1.0), "{truth:?}");
+}
+
+#[test]
+fn garbage_cgroup_files_are_counted_not_fatal() {
+    let t = Tree::new("0-3");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"])
+        .file("/proc/self/cgroup", "0::/bad\n")
+        .file("/sys/fs/cgroup/bad/cpu.max", "\u{1}\u{2}garbage\n")
+        .file("/sys/fs/cgroup/bad/memory.max", "lots\n");
+    let config = SamplerConfig { root: Root::new(t.root()), processes: false, ..SamplerConfig::default() };
+    let sample = Sampler::new(config).sample();
+    let limits = &sample.container.as_ref().expect("container").limits;
+    assert_eq!(limits.errors.len(), 2, "{:?}", limits.errors);
+    assert!(limits.errors.iter().all(|e| e.starts_with("cannot parse")));
+    let truth = container_truth(&sample);
+    assert!(close(truth.effective_cpus, 4.0), "unparsable quota is no quota");
+}
+
+/// A fake process: stat, statm and status as the kernel writes them.
+fn process(t: &Tree, pid: u32, ppid: u32, comm: &str, rss_pages: u64) {
+    t.file(
+        &format!("/proc/{pid}/stat"),
+        &format!("{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 2 0 {} 1000000 {rss_pages} 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n", 1000 + pid),
+    );
+    t.file(&format!("/proc/{pid}/statm"), &format!("300 {rss_pages} 10 1 0 50 0\n"));
+    t.file(
+        &format!("/proc/{pid}/status"),
+        &format!("Name:\t{comm}\nUid:\t1000\t1000\t1000\t1000\nRssAnon:\t{} kB\nRssFile:\t40 kB\nRssShmem:\t0 kB\nVmSwap:\t0 kB\n", (rss_pages - 10) * 4),
+    );
+    t.file(&format!("/proc/{pid}/cgroup"), "0::/\n");
+}
+
+#[test]
+fn process_table_on_a_fake_proc_with_garbage_and_a_vanished_pid() {
+    let t = Tree::new("0");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"]).file("/proc/self/cgroup", "0::/\n");
+    process(&t, 100, 1, "parent", 110);
+    process(&t, 101, 100, "child one", 20);
+    process(&t, 102, 100, "child)(two", 30);
+    t.file("/proc/103/stat", "\u{0}\u{1}\u{2} not a stat file");
+    t.file("/proc/104/statm", "1 2 3 4 0 6 0\n"); // listed, but its stat is gone
+    t.file("/proc/105/stat", "105 (cut) S 1 105 105 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 2 0 99 1000 1"); // truncated
+    let config = SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 0.0,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    let sample = sampler.sample();
+    let pids: Vec<u32> = sample.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![100, 101, 102]);
+    let child = sample.process(102).expect("read");
+    assert_eq!(&*child.comm, "child)(two");
+    assert_eq!(child.resident_bytes, Some(30 * sample.page_size));
+    let status = child.status.expect("status read on first sight");
+    assert_eq!(status.rss_anon_bytes, Some(20 * 4 * 1024));
+    assert_eq!(status.effective_uid, Some(1000));
+    assert_eq!(sample.cost.errors.get(&("process.stat", "parse")), Some(&2), "{:?}", sample.cost.errors);
+    assert_eq!(sample.cost.processes_gone, 1);
+    // A steady process costs stat + statm only on the next cycle.
+    let before = sampler.sample();
+    let files_per_pid = before.cost.files_read as f64;
+    assert!(files_per_pid > 0.0);
+    let statuses_reread = before.processes.iter().filter(|p| p.status.is_some_and(|s| s.read_mono_ns == before.mono_ns)).count();
+    assert_eq!(statuses_reread, 0, "status is re-read only when the footprint moves");
+    let stat = std::fs::read_to_string(t.root().join("proc/101/stat")).expect("read");
+    t.file("/proc/101/stat", &stat.replacen(" 10 0 0 0 30 20", " 11 0 0 0 30 20", 1)); // one more minor fault
+    let after = sampler.sample();
+    let reread: Vec<u32> = after
+        .processes
+        .iter()
+        .filter(|p| p.status.is_some_and(|s| s.read_mono_ns == after.mono_ns))
+        .map(|p| p.pid)
+        .collect();
+    assert_eq!(reread, vec![101]);
+}
+
+#[test]
+fn rows_and_tree_from_fake_samples() {
+    let t = Tree::new("0");
+    process(&t, 100, 1, "parent", 110);
+    process(&t, 101, 100, "child", 20);
+    let config = SamplerConfig { root: Root::new(t.root()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    let first = sampler.sample();
+    // 100 more ticks of CPU for the child between the samples.
+    t.file("/proc/101/stat", &std::fs::read_to_string(t.root().join("proc/101/stat")).expect("read").replacen(" 30 20 ", " 130 20 ", 1));
+    let second = sampler.sample();
+    let rows = proctor_model::process_rows(&second, Some(&first), proctor_model::RowContext { effective_cpus: Some(2.0) });
+    let child = rows.iter().find(|r| r.pid == 101).expect("child row");
+    let secs = (second.mono_ns - first.mono_ns) as f64 / 1e9;
+    let expected = 100.0 / second.clock_ticks_per_sec as f64 / secs * 100.0;
+    assert!((child.cpu_percent.expect("rate") - expected).abs() < 1e-6 * expected.max(1.0));
+    assert!((child.cpu_percent_of_effective.expect("rate") - expected / 2.0).abs() < 1e-6 * expected.max(1.0));
+    let tree = proctor_model::build_tree(&rows, 100).expect("tree");
+    assert_eq!(tree.total.processes, 2);
+    assert_eq!(tree.total.rss_bytes, 130 * second.page_size);
+}

@@ -1,0 +1,714 @@
+//! The analyzer: a state machine fed one line at a time, finished into a [`Report`].
+//!
+//! It pairs `<unfinished ...>` halves with their `<... resumed>` halves per pid, turns
+//! timestamps into one time axis (adding a day when `-t`/`-tt` wraps at midnight, summing
+//! `-r` deltas), and accumulates per-syscall histograms, the slowest calls, per-pid and
+//! per-path totals and a timeline of slow calls. Memory is bounded: histograms instead of
+//! durations, a fixed-size heap of slow calls, a fixed number of examples, a capped path
+//! table and a timeline that coarsens itself. It reads no files and no clock.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, BufRead};
+
+use memchr::{memchr, memchr_iter};
+use proctor_modes::{LogHistogram, ModeConfig};
+
+use crate::parse::{parse_line, parse_line_without_nul, BadLine, Call, CallResult, Event, Part, TimeKind, Timestamp};
+use crate::report::{self, Report};
+
+/// Knobs of the analysis; [`Default`] is what `proctor strace` uses.
+#[derive(Debug, Clone)]
+pub struct AnalyzerConfig {
+    /// How many of the slowest calls to keep.
+    pub slowest: usize,
+    /// Calls at least this long go into the timeline.
+    pub slow_threshold_ns: u64,
+    /// How many bad lines and orphans to keep as examples.
+    pub examples: usize,
+    /// Distinct `-y` paths tracked; later ones are counted as "other".
+    pub max_paths: usize,
+    /// Timeline buckets kept before they are merged pairwise into wider ones.
+    pub max_timeline_buckets: usize,
+    pub modes: ModeConfig,
+}
+
+impl Default for AnalyzerConfig {
+    fn default() -> Self {
+        Self {
+            slowest: 20,
+            slow_threshold_ns: 100_000_000,
+            examples: 10,
+            max_paths: 10_000,
+            max_timeline_buckets: 4096,
+            // `-T` prints whole microseconds.
+            modes: ModeConfig { resolution: Some(1_000.0), ..ModeConfig::default() },
+        }
+    }
+}
+
+/// Lines longer than this are cut (the rest of the line is skipped) so one giant line
+/// cannot take unbounded memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Feeds every line of `reader` to `analyzer`. Lines that lie whole in the reader's buffer
+/// are parsed in place; only a line straddling two buffer fills is copied. Returns the
+/// number of bytes read.
+pub fn feed_reader<R: BufRead>(analyzer: &mut Analyzer, mut reader: R) -> io::Result<u64> {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut bytes = 0u64;
+    loop {
+        let buffer = match reader.fill_buf() {
+            Ok([]) => break,
+            Ok(buffer) => buffer,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        let filled = buffer.len();
+        let mut start = 0;
+        if !carry.is_empty() {
+            let Some(newline) = memchr(b'\n', buffer) else {
+                extend_capped(&mut carry, buffer);
+                reader.consume(filled);
+                bytes += filled as u64;
+                continue;
+            };
+            extend_capped(&mut carry, &buffer[..newline]);
+            analyzer.feed_line(&carry);
+            carry.clear();
+            start = newline + 1;
+        }
+        let whole = &buffer[start..];
+        // One `memchr` over the whole buffer replaces a NUL check per line (see
+        // `parse_line_without_nul`); a buffer with a NUL takes the checking path.
+        let nul_free = memchr(0, whole).is_none();
+        let mut line_start = 0;
+        for newline in memchr_iter(b'\n', whole) {
+            analyzer.feed_line_checked(&whole[line_start..newline], nul_free);
+            line_start = newline + 1;
+        }
+        extend_capped(&mut carry, &whole[line_start..]);
+        reader.consume(filled);
+        bytes += filled as u64;
+    }
+    if !carry.is_empty() {
+        analyzer.feed_line(&carry);
+    }
+    Ok(bytes)
+}
+
+fn extend_capped(carry: &mut Vec<u8>, more: &[u8]) {
+    let room = MAX_LINE_BYTES.saturating_sub(carry.len());
+    carry.extend_from_slice(&more[..more.len().min(room)]);
+}
+
+/// A word-at-a-time multiplicative hash (the FxHash idea) for syscall names, paths and pids.
+/// These keys are short and come from one trusted log, so HashDoS resistance buys nothing,
+/// while SipHash (or byte-at-a-time FNV) costs a measurable share of the per-line budget.
+#[derive(Default)]
+pub(crate) struct WordHash(u64);
+
+const HASH_MULTIPLIER: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl WordHash {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(HASH_MULTIPLIER);
+    }
+}
+
+impl Hasher for WordHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+    }
+    fn write_u32(&mut self, value: u32) {
+        self.add(u64::from(value));
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.add(value);
+    }
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
+    }
+}
+
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHash>>;
+
+/// Per-syscall accumulators.
+#[derive(Debug, Default)]
+pub(crate) struct SyscallStats {
+    pub(crate) name: String,
+    /// Whether a positive result is a byte count (see [`moves_bytes`]), decided once here
+    /// rather than by comparing names on every call.
+    pub(crate) moves_bytes: bool,
+    /// Calls with a result (whole, paired, or orphan resumed halves).
+    pub(crate) count: u64,
+    pub(crate) errors: u64,
+    pub(crate) interrupted: u64,
+    pub(crate) errnos: Vec<(String, u64)>,
+    /// Unfinished halves that never got a result (orphans and calls cut by exit).
+    pub(crate) unfinished: u64,
+    /// Wall durations in nanoseconds.
+    pub(crate) durations: LogHistogram,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PidStats {
+    pub(crate) calls: u64,
+    pub(crate) errors: u64,
+    pub(crate) wall_ns: u128,
+    pub(crate) slowest_ns: u64,
+    pub(crate) signals: u64,
+    pub(crate) exit: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PathStats {
+    pub(crate) calls: u64,
+    pub(crate) errors: u64,
+    pub(crate) wall_ns: u128,
+    pub(crate) bytes: u64,
+}
+
+/// One slow call, kept in the bounded heap.
+#[derive(Debug, Clone)]
+pub(crate) struct SlowCall {
+    pub(crate) duration_ns: u64,
+    /// Arrival order: breaks ties so that earlier calls win.
+    pub(crate) sequence: u64,
+    pub(crate) name: String,
+    pub(crate) pid: Option<u32>,
+    pub(crate) source: usize,
+    pub(crate) line: u64,
+    pub(crate) time: Option<String>,
+    pub(crate) args: String,
+    pub(crate) result: String,
+}
+
+impl PartialEq for SlowCall {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for SlowCall {}
+impl PartialOrd for SlowCall {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for SlowCall {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.duration_ns
+            .cmp(&other.duration_ns)
+            .then_with(|| other.sequence.cmp(&self.sequence))
+    }
+}
+
+/// A line kept as an example of something wrong.
+#[derive(Debug, Clone)]
+pub(crate) struct Example {
+    pub(crate) source: usize,
+    pub(crate) line: u64,
+    pub(crate) what: String,
+    pub(crate) text: String,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct SourceStats {
+    pub(crate) name: String,
+    pub(crate) lines: u64,
+    pub(crate) events: u64,
+    pub(crate) bad: u64,
+}
+
+/// The unfinished half of a call, waiting for its resumption on the same pid.
+#[derive(Debug)]
+struct Pending {
+    syscall: usize,
+    start_seconds: Option<f64>,
+    time: Option<Vec<u8>>,
+    line: u64,
+    source: usize,
+    args: Vec<u8>,
+}
+
+/// Turns per-line timestamps into one axis for the current source.
+#[derive(Debug, Default)]
+struct Clock {
+    last_clock: Option<f64>,
+    day_offset: f64,
+    relative_total: f64,
+}
+
+const DAY_SECONDS: f64 = 86_400.0;
+
+impl Clock {
+    fn absolute(&mut self, timestamp: &Timestamp<'_>) -> f64 {
+        match timestamp.kind {
+            TimeKind::Epoch => timestamp.seconds,
+            TimeKind::Relative => {
+                self.relative_total += timestamp.seconds;
+                self.relative_total
+            }
+            TimeKind::Clock => {
+                // Lines are written in order, so a jump back of more than half a day is the
+                // clock passing midnight, not time going backwards.
+                if let Some(last) = self.last_clock {
+                    if timestamp.seconds < last - DAY_SECONDS / 2.0 {
+                        self.day_offset += DAY_SECONDS;
+                    }
+                }
+                self.last_clock = Some(timestamp.seconds);
+                timestamp.seconds + self.day_offset
+            }
+        }
+    }
+}
+
+/// Feed lines with [`Analyzer::feed_line`] (or a reader with [`feed_reader`]), call
+/// [`Analyzer::begin_source`] between files, then [`Analyzer::finish`].
+#[derive(Debug)]
+pub struct Analyzer {
+    pub(crate) config: AnalyzerConfig,
+    pub(crate) sources: Vec<SourceStats>,
+    /// Pid for lines without one: from a `-ff` file name, else unknown.
+    source_pid: Option<u32>,
+    clock: Clock,
+    pub(crate) time_kind: Option<TimeKind>,
+    syscall_index: FastMap<Box<[u8]>, usize>,
+    /// A direct-mapped cache in front of `syscall_index`: slot [`name_slot`] holds the index
+    /// of the last syscall seen there, so most lines find their syscall with one short
+    /// compare instead of a hash-map lookup. `usize::MAX` is an empty slot.
+    syscall_cache: [usize; SYSCALL_CACHE_SLOTS],
+    pub(crate) syscalls: Vec<SyscallStats>,
+    /// Keyed by pid; 0 for lines that name no pid. A thread is in at most one call.
+    pending: FastMap<u32, Pending>,
+    pub(crate) slowest: BinaryHeap<Reverse<SlowCall>>,
+    sequence: u64,
+    /// Slow calls per timeline bucket, keyed by bucket start (seconds / bucket width).
+    pub(crate) timeline: BTreeMap<i64, (u64, u128)>,
+    pub(crate) timeline_bucket_seconds: f64,
+    pub(crate) pids: FastMap<u32, PidStats>,
+    paths_index: FastMap<Box<[u8]>, PathStats>,
+    pub(crate) paths_other: PathStats,
+    pub(crate) signals: BTreeMap<String, u64>,
+    pub(crate) lines: u64,
+    pub(crate) notes: u64,
+    pub(crate) bad_by_reason: BTreeMap<BadLine, u64>,
+    pub(crate) bad_examples: Vec<Example>,
+    pub(crate) orphan_unfinished: u64,
+    pub(crate) orphan_resumed: u64,
+    pub(crate) unfinished_at_exit: u64,
+    pub(crate) orphan_examples: Vec<Example>,
+    pub(crate) without_duration: u64,
+}
+
+impl Analyzer {
+    pub fn new(config: AnalyzerConfig) -> Self {
+        Self {
+            config,
+            sources: Vec::new(),
+            source_pid: None,
+            clock: Clock::default(),
+            time_kind: None,
+            syscall_index: FastMap::default(),
+            syscall_cache: [usize::MAX; SYSCALL_CACHE_SLOTS],
+            syscalls: Vec::new(),
+            pending: FastMap::default(),
+            slowest: BinaryHeap::new(),
+            sequence: 0,
+            timeline: BTreeMap::new(),
+            timeline_bucket_seconds: 1.0,
+            pids: FastMap::default(),
+            paths_index: FastMap::default(),
+            paths_other: PathStats::default(),
+            signals: BTreeMap::new(),
+            lines: 0,
+            notes: 0,
+            bad_by_reason: BTreeMap::new(),
+            bad_examples: Vec::new(),
+            orphan_unfinished: 0,
+            orphan_resumed: 0,
+            unfinished_at_exit: 0,
+            orphan_examples: Vec::new(),
+            without_duration: 0,
+        }
+    }
+
+    /// Starts a new input. `pid` is the pid of every line without one (from `-ff`'s
+    /// `FILE.PID` names). Halves still pending from an earlier source stay pending: with
+    /// `-ff` each pid has its own file, so they cannot be resumed elsewhere, and they are
+    /// reported as orphans at the end.
+    pub fn begin_source(&mut self, name: &str, pid: Option<u32>) {
+        self.sources.push(SourceStats { name: name.to_string(), ..SourceStats::default() });
+        self.source_pid = pid;
+        self.clock = Clock::default();
+    }
+
+    /// Lines read and lines understood in the current source.
+    pub fn current_source_counts(&self) -> (u64, u64) {
+        self.sources.last().map_or((0, 0), |source| (source.lines, source.events))
+    }
+
+    /// Parses and accounts one line (without its newline).
+    pub fn feed_line(&mut self, text: &[u8]) {
+        self.feed_line_checked(text, false);
+    }
+
+    /// [`Analyzer::feed_line`] for a line the caller may already know holds no NUL byte.
+    #[inline]
+    fn feed_line_checked(&mut self, text: &[u8], nul_free: bool) {
+        if self.sources.is_empty() {
+            self.begin_source("-", None);
+        }
+        let source = self.sources.len() - 1;
+        self.lines += 1;
+        self.sources[source].lines += 1;
+        let line_number = self.sources[source].lines;
+        let parsed = if nul_free { parse_line_without_nul(text) } else { parse_line(text) };
+        let line = match parsed {
+            Ok(line) => line,
+            Err(reason) => {
+                self.sources[source].bad += 1;
+                *self.bad_by_reason.entry(reason).or_default() += 1;
+                if self.bad_examples.len() < self.config.examples {
+                    self.bad_examples.push(Example {
+                        source,
+                        line: line_number,
+                        what: reason.as_str().to_string(),
+                        text: excerpt(text, 160),
+                    });
+                }
+                return;
+            }
+        };
+        if matches!(line.event, Event::Note) {
+            self.notes += 1;
+            return;
+        }
+        self.sources[source].events += 1;
+        let pid = line.pid.or(self.source_pid);
+        let seconds = line.timestamp.as_ref().map(|timestamp| {
+            self.time_kind.get_or_insert(timestamp.kind);
+            self.clock.absolute(timestamp)
+        });
+        let time_text = line.timestamp.as_ref().map(|timestamp| timestamp.text);
+        let here = Here { pid, seconds, time_text, source, line: line_number };
+        match line.event {
+            Event::Call(call) => self.call(call, here),
+            Event::Signal { name } => {
+                *self.signals.entry(lossy(name)).or_default() += 1;
+                if let Some(pid) = pid {
+                    self.pids.entry(pid).or_default().signals += 1;
+                }
+            }
+            Event::Exited { code } => self.exit(here, format!("exited with {code}")),
+            Event::Killed { signal } => self.exit(here, format!("killed by {}", lossy(signal))),
+            Event::Note => {}
+        }
+    }
+
+    fn exit(&mut self, here: Here<'_>, status: String) {
+        let key = here.pid.unwrap_or(0);
+        if let Some(pending) = self.pending.remove(&key) {
+            // The call never returned because its process ended: expected, not an orphan.
+            self.unfinished_at_exit += 1;
+            self.syscalls[pending.syscall].unfinished += 1;
+        }
+        if let Some(pid) = here.pid {
+            self.pids.entry(pid).or_default().exit = Some(status);
+        }
+    }
+
+    fn call(&mut self, call: Call<'_>, here: Here<'_>) {
+        let syscall = self.syscall(call.name);
+        let key = here.pid.unwrap_or(0);
+        match call.part {
+            Part::Unfinished => {
+                let pending = Pending {
+                    syscall,
+                    start_seconds: here.seconds,
+                    time: here.time_text.map(<[u8]>::to_vec),
+                    line: here.line,
+                    source: here.source,
+                    args: call.args[..call.args.len().min(ARGS_KEPT)].to_vec(),
+                };
+                if let Some(previous) = self.pending.insert(key, pending) {
+                    self.orphan(previous, "unfinished, then another call on the same pid");
+                }
+            }
+            Part::Resumed => match self.pending.remove(&key) {
+                Some(pending) if pending.syscall == syscall => {
+                    let mut args = pending.args;
+                    args.extend_from_slice(b" ...");
+                    args.extend_from_slice(call.args);
+                    let start = Here {
+                        pid: here.pid,
+                        seconds: pending.start_seconds,
+                        time_text: pending.time.as_deref(),
+                        source: pending.source,
+                        line: pending.line,
+                    };
+                    self.complete(syscall, &call, &args, start);
+                }
+                other => {
+                    if let Some(pending) = other {
+                        self.orphan(pending, "unfinished, then a different call resumed");
+                    }
+                    self.orphan_resumed += 1;
+                    self.keep_orphan_example(here.source, here.line, "resumed without its start", call.args);
+                    self.complete(syscall, &call, call.args, here);
+                }
+            },
+            Part::Whole => self.complete(syscall, &call, call.args, here),
+        }
+    }
+
+    fn orphan(&mut self, pending: Pending, what: &str) {
+        self.orphan_unfinished += 1;
+        self.syscalls[pending.syscall].unfinished += 1;
+        self.keep_orphan_example(pending.source, pending.line, what, &pending.args);
+    }
+
+    fn keep_orphan_example(&mut self, source: usize, line: u64, what: &str, args: &[u8]) {
+        if self.orphan_examples.len() < self.config.examples {
+            self.orphan_examples.push(Example { source, line, what: what.to_string(), text: excerpt(args, 160) });
+        }
+    }
+
+    #[inline]
+    fn syscall(&mut self, name: &[u8]) -> usize {
+        let slot = name_slot(name);
+        let cached = self.syscall_cache[slot];
+        // Names passed the parser's name check, so they are ASCII and `lossy` kept them as is.
+        if self.syscalls.get(cached).is_some_and(|stats| stats.name.as_bytes() == name) {
+            return cached;
+        }
+        let index = match self.syscall_index.get(name) {
+            Some(&index) => index,
+            None => {
+                let index = self.syscalls.len();
+                let stats =
+                    SyscallStats { name: lossy(name), moves_bytes: moves_bytes(name), ..SyscallStats::default() };
+                self.syscalls.push(stats);
+                self.syscall_index.insert(name.into(), index);
+                index
+            }
+        };
+        self.syscall_cache[slot] = index;
+        index
+    }
+
+    /// Accounts a call that has its result. `here` is where it started.
+    fn complete(&mut self, syscall: usize, call: &Call<'_>, args: &[u8], here: Here<'_>) {
+        let stats = &mut self.syscalls[syscall];
+        stats.count += 1;
+        let failed = match call.result {
+            Some(CallResult::Error { errno }) => {
+                stats.errors += 1;
+                count_errno(&mut stats.errnos, errno);
+                true
+            }
+            Some(CallResult::Interrupted { errno }) => {
+                stats.interrupted += 1;
+                count_errno(&mut stats.errnos, errno);
+                false
+            }
+            _ => false,
+        };
+        match call.duration_ns {
+            Some(ns) => stats.durations.record(ns),
+            None => self.without_duration += 1,
+        }
+        let duration_ns = call.duration_ns.unwrap_or(0);
+        if let Some(pid) = here.pid {
+            let pid_stats = self.pids.entry(pid).or_default();
+            pid_stats.calls += 1;
+            pid_stats.errors += u64::from(failed);
+            pid_stats.wall_ns += u128::from(duration_ns);
+            pid_stats.slowest_ns = pid_stats.slowest_ns.max(duration_ns);
+        }
+        if let Some(path) = decorated_first_fd(args) {
+            let bytes = match call.result {
+                Some(CallResult::Value(value)) if value > 0 && self.syscalls[syscall].moves_bytes => value as u64,
+                _ => 0,
+            };
+            let full = self.paths_index.len() >= self.config.max_paths;
+            let path_stats = match self.paths_index.get_mut(path) {
+                Some(stats) => stats,
+                None if full => &mut self.paths_other,
+                None => self.paths_index.entry(path.into()).or_default(),
+            };
+            path_stats.calls += 1;
+            path_stats.errors += u64::from(failed);
+            path_stats.wall_ns += u128::from(duration_ns);
+            path_stats.bytes += bytes;
+        }
+        if call.duration_ns.is_none() {
+            return;
+        }
+        if duration_ns >= self.config.slow_threshold_ns {
+            if let Some(seconds) = here.seconds {
+                self.add_to_timeline(seconds, duration_ns);
+            }
+        }
+        self.sequence += 1;
+        let qualifies = self.slowest.len() < self.config.slowest
+            || self.slowest.peek().is_some_and(|Reverse(fastest)| duration_ns > fastest.duration_ns);
+        if qualifies && self.config.slowest > 0 {
+            let name = self.syscalls[syscall].name.clone();
+            self.slowest.push(Reverse(SlowCall {
+                duration_ns,
+                sequence: self.sequence,
+                name,
+                pid: here.pid,
+                source: here.source,
+                line: here.line,
+                time: here.time_text.map(lossy),
+                args: excerpt(args, ARGS_KEPT),
+                result: call.result.map(|result| result_text(&result)).unwrap_or_default(),
+            }));
+            if self.slowest.len() > self.config.slowest {
+                self.slowest.pop();
+            }
+        }
+    }
+
+    fn add_to_timeline(&mut self, seconds: f64, duration_ns: u64) {
+        let key = (seconds / self.timeline_bucket_seconds).floor() as i64;
+        let entry = self.timeline.entry(key).or_default();
+        entry.0 += 1;
+        entry.1 += u128::from(duration_ns);
+        if self.timeline.len() > self.config.max_timeline_buckets {
+            // Too many buckets for the time span: halve the resolution.
+            self.timeline_bucket_seconds *= 2.0;
+            let old = std::mem::take(&mut self.timeline);
+            for (key, (count, total)) in old {
+                let merged = self.timeline.entry(key.div_euclid(2)).or_default();
+                merged.0 += count;
+                merged.1 += total;
+            }
+        }
+    }
+
+    /// Ends the analysis: leftover unfinished halves become orphans, peaks are computed.
+    pub fn finish(mut self) -> Report {
+        let mut leftovers: Vec<Pending> = self.pending.drain().map(|(_, pending)| pending).collect();
+        leftovers.sort_by_key(|pending| (pending.source, pending.line));
+        for pending in leftovers {
+            self.orphan(pending, "unfinished, never resumed");
+        }
+        let paths: Vec<(String, PathStats)> =
+            self.paths_index.drain().map(|(path, stats)| (lossy(&path), stats)).collect();
+        report::build(self, paths)
+    }
+}
+
+/// Where and when a line (or the start of a split call) happened.
+#[derive(Debug, Clone, Copy)]
+struct Here<'a> {
+    pid: Option<u32>,
+    seconds: Option<f64>,
+    time_text: Option<&'a [u8]>,
+    source: usize,
+    line: u64,
+}
+
+const SYSCALL_CACHE_SLOTS: usize = 64;
+
+/// The `syscall_cache` slot of a name: its length and first eight bytes, mixed. Distinct
+/// names may share a slot; the cache checks the name and falls back to the map.
+#[inline]
+fn name_slot(name: &[u8]) -> usize {
+    let mut head = [0u8; 8];
+    let take = name.len().min(8);
+    head[..take].copy_from_slice(&name[..take]);
+    let mixed = (u64::from_le_bytes(head) ^ name.len() as u64).wrapping_mul(HASH_MULTIPLIER);
+    (mixed >> 58) as usize
+}
+
+/// Argument bytes kept per unfinished half and per slow call.
+const ARGS_KEPT: usize = 200;
+
+fn count_errno(errnos: &mut Vec<(String, u64)>, errno: &[u8]) {
+    match errnos.iter_mut().find(|(name, _)| name.as_bytes() == errno) {
+        Some((_, count)) => *count += 1,
+        None => errnos.push((lossy(errno), 1)),
+    }
+}
+
+/// Calls whose positive result is a byte count.
+fn moves_bytes(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"read" | b"write" | b"pread64" | b"pwrite64" | b"readv" | b"writev" | b"preadv"
+            | b"pwritev" | b"preadv2" | b"pwritev2" | b"recvfrom" | b"sendto" | b"recvmsg"
+            | b"sendmsg" | b"sendfile" | b"splice" | b"copy_file_range"
+    )
+}
+
+/// With `-y`, a first argument `3</etc/passwd>` (or `-yy`'s `5<TCP:[a->b]>`) names what
+/// the fd is. The decoration ends at the `>` that ends the argument, not at the `>` inside
+/// `->`.
+fn decorated_first_fd(args: &[u8]) -> Option<&[u8]> {
+    let digits = args.iter().take_while(|byte| byte.is_ascii_digit()).count();
+    if digits == 0 || args.get(digits) != Some(&b'<') {
+        return None;
+    }
+    let inner = &args[digits + 1..];
+    let end = find_decoration_end(inner).or_else(|| inner.strip_suffix(b">").map(<[u8]>::len))?;
+    Some(&inner[..end])
+}
+
+/// The first `>, ` in `text` (see [`decorated_first_fd`]); a hand loop over `memchr`
+/// because building a `memmem` finder per line costs more than this search.
+fn find_decoration_end(text: &[u8]) -> Option<usize> {
+    let mut start = 0;
+    while let Some(offset) = memchr(b'>', &text[start..]) {
+        let at = start + offset;
+        if text.get(at + 1) == Some(&b',') && text.get(at + 2) == Some(&b' ') {
+            return Some(at);
+        }
+        start = at + 1;
+    }
+    None
+}
+
+fn result_text(result: &CallResult<'_>) -> String {
+    match result {
+        CallResult::Value(value) => value.to_string(),
+        CallResult::Error { errno } => format!("-1 {}", lossy(errno)),
+        CallResult::Interrupted { errno } => format!("? {}", lossy(errno)),
+        CallResult::Unknown => "?".to_string(),
+        CallResult::Other(text) => excerpt(text, 40),
+    }
+}
+
+pub(crate) fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// At most `limit` bytes of `bytes` as text, with `…` when cut.
+pub(crate) fn excerpt(bytes: &[u8], limit: usize) -> String {
+    if bytes.len() <= limit {
+        return lossy(bytes);
+    }
+    let mut text = lossy(&bytes[..limit]);
+    text.push('…');
+    text
+}
+
+#[cfg(test)]
+mod tests;

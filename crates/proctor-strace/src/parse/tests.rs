@@ -1,0 +1,177 @@
+//! One `check` per shape of strace line; the property test feeds arbitrary bytes.
+
+use super::*;
+
+fn call(line: &str) -> (Option<u32>, Call<'_>) {
+    match parse_line(line.as_bytes()) {
+        Ok(Line { pid, event: Event::Call(call), .. }) => (pid, call),
+        other => panic!("{line:?} parsed as {other:?}"),
+    }
+}
+
+#[test]
+fn plain_call_with_duration() {
+    let (pid, call) = call("write(1, \"hi\\n\", 3) = 3 <0.000012>");
+    assert_eq!(pid, None);
+    assert_eq!(call.name, b"write");
+    assert_eq!(call.part, Part::Whole);
+    assert_eq!(call.args, b"1, \"hi\\n\", 3");
+    assert_eq!(call.result, Some(CallResult::Value(3)));
+    assert_eq!(call.duration_ns, Some(12_000));
+}
+
+#[test]
+fn pid_column_and_clock() {
+    let line = parse_line(b"4242  12:34:56.789012 getpid() = 4242 <0.000003>").expect("parses");
+    assert_eq!(line.pid, Some(4242));
+    let timestamp = line.timestamp.expect("timestamp");
+    assert_eq!(timestamp.kind, TimeKind::Clock);
+    assert!((timestamp.seconds - 45296.789012).abs() < 1e-6);
+    assert_eq!(timestamp.text, b"12:34:56.789012");
+}
+
+#[test]
+fn bracket_pid_epoch_and_relative() {
+    let line = parse_line(b"[pid  77] 1700000000.250000 close(3) = 0").expect("parses");
+    assert_eq!(line.pid, Some(77));
+    let timestamp = line.timestamp.expect("timestamp");
+    assert_eq!(timestamp.kind, TimeKind::Epoch);
+    assert!((timestamp.seconds - 1_700_000_000.25).abs() < 1e-3);
+
+    let line = parse_line(b"     0.000123 close(3) = 0 <0.000002>").expect("parses");
+    assert_eq!(line.pid, None);
+    assert_eq!(line.timestamp.map(|t| t.kind), Some(TimeKind::Relative));
+    let line = parse_line(b"12 0.5 close(3) = 0").expect("parses");
+    assert_eq!(line.pid, Some(12));
+    assert_eq!(line.timestamp.map(|t| t.seconds), Some(0.5));
+    let line = parse_line(b"12:00:01 close(3) = 0").expect("parses");
+    assert_eq!(line.timestamp.map(|t| t.seconds), Some(43201.0));
+}
+
+#[test]
+fn errors_and_interrupted() {
+    let (_, open) = call("openat(AT_FDCWD, \"/nope\", O_RDONLY) = -1 ENOENT (No such file or directory) <0.000010>");
+    assert_eq!(open.result, Some(CallResult::Error { errno: b"ENOENT" }));
+    assert_eq!(open.duration_ns, Some(10_000));
+    let (_, read) = call("read(0, 0x7ffd, 10) = ? ERESTARTSYS (To be restarted if SA_RESTART is set) <0.500000>");
+    assert_eq!(read.result, Some(CallResult::Interrupted { errno: b"ERESTARTSYS" }));
+    let (_, exit) = call("exit_group(0)                     = ?");
+    assert_eq!(exit.result, Some(CallResult::Unknown));
+    assert_eq!(exit.duration_ns, None);
+    let (_, mmap) = call("mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, 3, 0) = 0x7f12a000 <0.000004>");
+    assert_eq!(mmap.result, Some(CallResult::Value(0x7f12a000)));
+}
+
+#[test]
+fn y_decorations_keep_the_last_angle_brackets_as_duration() {
+    let (_, read) = call("read(3</etc/passwd>, \"root:x:0:0<>\"..., 4096) = 1234 <0.000021>");
+    assert_eq!(read.args, b"3</etc/passwd>, \"root:x:0:0<>\"..., 4096");
+    assert_eq!(read.duration_ns, Some(21_000));
+    let (_, open) = call("openat(AT_FDCWD</tmp>, \"x\", O_RDONLY) = 3</tmp/x>");
+    assert_eq!(open.result, Some(CallResult::Value(3)));
+    assert_eq!(open.duration_ns, None);
+    let (_, open) = call("openat(AT_FDCWD</tmp>, \"x\", O_RDONLY) = 3</tmp/x> <0.000030>");
+    assert_eq!(open.duration_ns, Some(30_000));
+    let (_, socket) = call("sendto(5<TCP:[127.0.0.1:40000->127.0.0.1:80]>, \"GET\", 3, 0, NULL, 0) = 3 <0.000040>");
+    assert_eq!(socket.duration_ns, Some(40_000));
+}
+
+#[test]
+fn unfinished_and_resumed_halves() {
+    let (pid, first) = call("101   futex(0x55d0, FUTEX_WAIT_PRIVATE, 2, NULL <unfinished ...>");
+    assert_eq!(pid, Some(101));
+    assert_eq!(first.part, Part::Unfinished);
+    assert_eq!(first.args, b"0x55d0, FUTEX_WAIT_PRIVATE, 2, NULL");
+    assert_eq!(first.result, None);
+    let (pid, second) = call("101   <... futex resumed>) = 0 <0.250123>");
+    assert_eq!(pid, Some(101));
+    assert_eq!(second.part, Part::Resumed);
+    assert_eq!(second.name, b"futex");
+    assert_eq!(second.result, Some(CallResult::Value(0)));
+    assert_eq!(second.duration_ns, Some(250_123_000));
+    let (_, restart) = call("restart_syscall(<... resuming interrupted clock_nanosleep ...>) = 0 <0.3>");
+    assert_eq!(restart.name, b"restart_syscall");
+    assert_eq!(restart.duration_ns, Some(300_000_000));
+}
+
+#[test]
+fn signals_exits_and_notes() {
+    fn event(text: &str) -> Result<Event<'_>, BadLine> {
+        parse_line(text.as_bytes()).map(|line| line.event)
+    }
+    assert_eq!(
+        event("9 --- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED, si_pid=10} ---"),
+        Ok(Event::Signal { name: b"SIGCHLD" })
+    );
+    assert_eq!(event("--- stopped by SIGTSTP ---"), Ok(Event::Signal { name: b"SIGTSTP" }));
+    assert_eq!(event("10 +++ exited with 3 +++"), Ok(Event::Exited { code: 3 }));
+    assert_eq!(event("+++ killed by SIGKILL (core dumped) +++"), Ok(Event::Killed { signal: b"SIGKILL" }));
+    assert_eq!(event("strace: Process 10 attached"), Ok(Event::Note));
+    assert_eq!(event("   \r"), Ok(Event::Note));
+}
+
+#[test]
+fn bad_lines_have_reasons() {
+    let reason = |text: &[u8]| parse_line(text).err();
+    assert_eq!(reason(b"write(1, \"abc\", 3"), Some(BadLine::NoResult));
+    assert_eq!(reason(b"hello world"), Some(BadLine::Unrecognized));
+    assert_eq!(reason(b"\x00\x01\x02ELF"), Some(BadLine::Binary));
+    assert_eq!(reason(b"[pid abc] close(1) = 0"), Some(BadLine::Pid));
+    assert_eq!(reason(b"99999999999 close(1) = 0"), Some(BadLine::Pid));
+    assert_eq!(reason(b"+++ exited with x +++"), Some(BadLine::Status));
+    assert_eq!(reason(b"--- nothing ---"), Some(BadLine::Status));
+    assert_eq!(reason(b"<... futex resumed"), Some(BadLine::Unrecognized));
+}
+
+/// SplitMix64, so the property test is the same on every run.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn never_panics_on_random_bytes_or_mangled_lines() {
+    let seeds: &[&[u8]] = &[
+        b"1234  12:34:56.789012 futex(0x1, FUTEX_WAIT, 0, {tv_sec=0}) = -1 ETIMEDOUT (x) <0.250000>",
+        b"[pid 7] <... read resumed>\"a\", 1) = 1 <0.000001>",
+        b"1.5 openat(AT_FDCWD</a>, \"b\") = 3</a/b> <0.1>",
+        b"+++ killed by SIGKILL +++",
+        b"--- SIGINT {si_signo=SIGINT} ---",
+    ];
+    let alphabet = b"0123456789 .:<>()[]=-+?\"\\,xEIpdresumfnih\t\r";
+    let mut state = 42u64;
+    let mut accepted = 0;
+    for round in 0..200_000 {
+        let mut line: Vec<u8> = match round % 3 {
+            // Pure random bytes.
+            0 => (0..next(&mut state) % 80).map(|_| next(&mut state) as u8).collect(),
+            // Random strace-ish characters.
+            1 => (0..next(&mut state) % 80)
+                .map(|_| alphabet[(next(&mut state) % alphabet.len() as u64) as usize])
+                .collect(),
+            // A real line cut, spliced and mutated.
+            _ => seeds[(next(&mut state) % seeds.len() as u64) as usize].to_vec(),
+        };
+        if round % 3 == 2 && !line.is_empty() {
+            for _ in 0..=(next(&mut state) % 4) {
+                let at = (next(&mut state) % line.len() as u64) as usize;
+                match next(&mut state) % 3 {
+                    0 => line.truncate(at),
+                    1 => line[at] = alphabet[(next(&mut state) % alphabet.len() as u64) as usize],
+                    _ => line.insert(at, next(&mut state) as u8),
+                }
+                if line.is_empty() {
+                    break;
+                }
+            }
+        }
+        if parse_line(&line).is_ok() {
+            accepted += 1;
+        }
+    }
+    // Some mutated lines must still parse, or the generator only tested the error path.
+    assert!(accepted > 1000, "{accepted}");
+}

@@ -1,0 +1,627 @@
+//! The finished analysis ([`Report`], serializable as JSON) and its text rendering.
+//!
+//! Building the report is where peaks are computed, once per syscall, from the histograms.
+//! Rendering returns a `String`; writing it anywhere is the caller's business.
+
+use std::fmt::Write as _;
+
+use proctor_modes::{find_modes_in_histogram, Bucket, ModeReport};
+use serde::Serialize;
+
+use crate::analyze::{Analyzer, Example, PathStats};
+use crate::parse::TimeKind;
+
+/// Everything `proctor strace` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub sources: Vec<SourceReport>,
+    pub lines: u64,
+    /// Calls with a result (including orphan resumed halves).
+    pub calls: u64,
+    /// Calls without a `-T` duration (strace run without `-T`, or `= ?` exits).
+    pub calls_without_duration: u64,
+    /// Which timestamp option the log was written with, if any.
+    pub timestamps: Option<TimeKind>,
+    /// By total wall time, largest first.
+    pub syscalls: Vec<SyscallReport>,
+    /// Slowest first.
+    pub slowest: Vec<SlowCallReport>,
+    pub pids: Vec<PidReport>,
+    pub timeline: TimelineReport,
+    /// Files and sockets named by `-y`, by total wall time, largest first (at most 50).
+    pub paths: Vec<PathReport>,
+    /// Distinct paths beyond the table's cap or the 50 shown, summed.
+    pub paths_other: PathReport,
+    pub signals: Vec<NameCount>,
+    pub orphans: OrphanReport,
+    pub bad_lines: BadLineReport,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceReport {
+    pub name: String,
+    pub lines: u64,
+    /// Lines understood as calls, signals or exits.
+    pub events: u64,
+    pub bad_lines: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SyscallReport {
+    pub name: String,
+    pub count: u64,
+    pub errors: u64,
+    /// Calls interrupted by a signal (`? ERESTARTSYS` and friends).
+    pub interrupted: u64,
+    pub errnos: Vec<NameCount>,
+    /// Unfinished halves without a result: cut by an exit or orphaned.
+    pub unfinished: u64,
+    /// Calls that had a duration; the statistics below are over these.
+    pub timed: u64,
+    pub total_seconds: f64,
+    pub mean_seconds: Option<f64>,
+    pub p50_seconds: Option<f64>,
+    pub p90_seconds: Option<f64>,
+    pub p99_seconds: Option<f64>,
+    pub max_seconds: Option<f64>,
+    /// Peaks of the wall-time distribution, values in seconds.
+    pub peaks: Vec<Peak>,
+    /// `[i, j, k]`: peak j ≈ k × peak i.
+    pub near_multiples: Vec<[u64; 3]>,
+    /// Non-empty log-scale buckets, in nanoseconds.
+    pub histogram_ns: Vec<Bucket>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Peak {
+    pub seconds: f64,
+    pub count: u64,
+    pub fraction: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NameCount {
+    pub name: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SlowCallReport {
+    pub seconds: f64,
+    pub syscall: String,
+    pub pid: Option<u32>,
+    pub source: String,
+    pub line: u64,
+    pub time: Option<String>,
+    pub args: String,
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PidReport {
+    pub pid: u32,
+    pub calls: u64,
+    pub errors: u64,
+    pub wall_seconds: f64,
+    pub slowest_seconds: f64,
+    pub signals: u64,
+    pub exit: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineReport {
+    pub threshold_seconds: f64,
+    pub bucket_seconds: f64,
+    pub buckets: Vec<TimelineBucket>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineBucket {
+    /// On the log's time axis: seconds since midnight of the first day (`-t`/`-tt`), since
+    /// the epoch (`-ttt`) or since the first line (`-r`).
+    pub start_seconds: f64,
+    pub count: u64,
+    pub total_seconds: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PathReport {
+    pub path: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub wall_seconds: f64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OrphanReport {
+    /// Unfinished halves never resumed (and not ended by their process's exit).
+    pub unfinished: u64,
+    /// Resumed halves whose start was not seen.
+    pub resumed: u64,
+    /// Unfinished calls ended by their process exiting or being killed (expected).
+    pub unfinished_at_exit: u64,
+    pub examples: Vec<LineExample>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BadLineReport {
+    pub count: u64,
+    pub by_reason: Vec<NameCount>,
+    pub examples: Vec<LineExample>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LineExample {
+    pub source: String,
+    pub line: u64,
+    pub what: String,
+    pub text: String,
+}
+
+const PATHS_SHOWN: usize = 50;
+
+fn seconds(ns: u128) -> f64 {
+    ns as f64 / 1e9
+}
+
+pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Report {
+    let source_name = |index: usize| analyzer.sources.get(index).map(|s| s.name.clone()).unwrap_or_default();
+    let example = |example: &Example| LineExample {
+        source: source_name(example.source),
+        line: example.line,
+        what: example.what.clone(),
+        text: example.text.clone(),
+    };
+
+    let mut syscalls: Vec<SyscallReport> = analyzer
+        .syscalls
+        .iter()
+        .map(|stats| {
+            let histogram = &stats.durations;
+            let quantile = |q: f64| histogram.quantile(q).map(|ns| ns as f64 / 1e9);
+            // proctor-modes itself reports small samples as one mode without testing.
+            let modes = if histogram.count() > 0 {
+                find_modes_in_histogram(histogram, &analyzer.config.modes)
+            } else {
+                ModeReport {
+                    modes: Vec::new(),
+                    near_multiples: Vec::new(),
+                    count: histogram.count(),
+                    dip: 0.0,
+                    unimodal: true,
+                    bandwidth_log: 0.0,
+                }
+            };
+            let mut errnos: Vec<NameCount> = stats
+                .errnos
+                .iter()
+                .map(|(name, count)| NameCount { name: name.clone(), count: *count })
+                .collect();
+            errnos.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+            SyscallReport {
+                name: stats.name.clone(),
+                count: stats.count,
+                errors: stats.errors,
+                interrupted: stats.interrupted,
+                errnos,
+                unfinished: stats.unfinished,
+                timed: histogram.count(),
+                total_seconds: seconds(histogram.sum()),
+                mean_seconds: histogram.mean().map(|ns| ns / 1e9),
+                p50_seconds: quantile(0.5),
+                p90_seconds: quantile(0.9),
+                p99_seconds: quantile(0.99),
+                max_seconds: histogram.max().map(|ns| ns as f64 / 1e9),
+                peaks: modes
+                    .modes
+                    .iter()
+                    .map(|mode| Peak { seconds: mode.value / 1e9, count: mode.count, fraction: mode.fraction })
+                    .collect(),
+                near_multiples: modes
+                    .near_multiples
+                    .iter()
+                    .map(|pair| [pair.lower as u64, pair.upper as u64, u64::from(pair.multiple)])
+                    .collect(),
+                histogram_ns: histogram.buckets().collect(),
+            }
+        })
+        .collect();
+    syscalls.sort_by(|a, b| {
+        b.total_seconds.total_cmp(&a.total_seconds).then_with(|| b.count.cmp(&a.count)).then_with(|| a.name.cmp(&b.name))
+    });
+
+    let mut slowest: Vec<SlowCallReport> = analyzer
+        .slowest
+        .clone()
+        .into_sorted_vec()
+        .into_iter()
+        .map(|std::cmp::Reverse(call)| SlowCallReport {
+            seconds: call.duration_ns as f64 / 1e9,
+            syscall: call.name,
+            pid: call.pid,
+            source: source_name(call.source),
+            line: call.line,
+            time: call.time,
+            args: call.args,
+            result: call.result,
+        })
+        .collect();
+    // into_sorted_vec of Reverse sorts slowest first already; keep it explicit.
+    slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+
+    let mut pids: Vec<(&u32, &crate::analyze::PidStats)> = analyzer.pids.iter().collect();
+    pids.sort_by_key(|(pid, _)| **pid);
+    let pids = pids
+        .into_iter()
+        .map(|(&pid, stats)| PidReport {
+            pid,
+            calls: stats.calls,
+            errors: stats.errors,
+            wall_seconds: seconds(stats.wall_ns),
+            slowest_seconds: stats.slowest_ns as f64 / 1e9,
+            signals: stats.signals,
+            exit: stats.exit.clone(),
+        })
+        .collect();
+
+    let timeline = TimelineReport {
+        threshold_seconds: analyzer.config.slow_threshold_ns as f64 / 1e9,
+        bucket_seconds: analyzer.timeline_bucket_seconds,
+        buckets: analyzer
+            .timeline
+            .iter()
+            .map(|(&key, &(count, total))| TimelineBucket {
+                start_seconds: key as f64 * analyzer.timeline_bucket_seconds,
+                count,
+                total_seconds: seconds(total),
+            })
+            .collect(),
+    };
+
+    let mut paths: Vec<PathReport> = paths
+        .into_iter()
+        .map(|(path, stats)| path_report(path, &stats))
+        .collect();
+    paths.sort_by(|a, b| b.wall_seconds.total_cmp(&a.wall_seconds).then_with(|| a.path.cmp(&b.path)));
+    let mut paths_other = path_report("(other)".to_string(), &analyzer.paths_other);
+    for extra in paths.iter().skip(PATHS_SHOWN) {
+        paths_other.calls += extra.calls;
+        paths_other.errors += extra.errors;
+        paths_other.wall_seconds += extra.wall_seconds;
+        paths_other.bytes += extra.bytes;
+    }
+    paths.truncate(PATHS_SHOWN);
+
+    Report {
+        sources: analyzer
+            .sources
+            .iter()
+            .map(|source| SourceReport {
+                name: source.name.clone(),
+                lines: source.lines,
+                events: source.events,
+                bad_lines: source.bad,
+            })
+            .collect(),
+        lines: analyzer.lines,
+        calls: syscalls.iter().map(|syscall| syscall.count).sum(),
+        calls_without_duration: analyzer.without_duration,
+        timestamps: analyzer.time_kind,
+        syscalls,
+        slowest,
+        pids,
+        timeline,
+        paths,
+        paths_other,
+        signals: analyzer
+            .signals
+            .iter()
+            .map(|(name, &count)| NameCount { name: name.clone(), count })
+            .collect(),
+        orphans: OrphanReport {
+            unfinished: analyzer.orphan_unfinished,
+            resumed: analyzer.orphan_resumed,
+            unfinished_at_exit: analyzer.unfinished_at_exit,
+            examples: analyzer.orphan_examples.iter().map(example).collect(),
+        },
+        bad_lines: BadLineReport {
+            count: analyzer.bad_by_reason.values().sum(),
+            by_reason: analyzer
+                .bad_by_reason
+                .iter()
+                .map(|(reason, &count)| NameCount { name: reason.as_str().to_string(), count })
+                .collect(),
+            examples: analyzer.bad_examples.iter().map(example).collect(),
+        },
+    }
+}
+
+fn path_report(path: String, stats: &PathStats) -> PathReport {
+    PathReport {
+        path,
+        calls: stats.calls,
+        errors: stats.errors,
+        wall_seconds: seconds(stats.wall_ns),
+        bytes: stats.bytes,
+    }
+}
+
+/// A duration for people: `250 ms`, `1.02 s`, `12 µs`, three significant digits.
+pub fn human_seconds(value: f64) -> String {
+    let (scaled, unit) = if value >= 1.0 {
+        (value, "s")
+    } else if value >= 1e-3 {
+        (value * 1e3, "ms")
+    } else if value >= 1e-6 {
+        (value * 1e6, "µs")
+    } else {
+        (value * 1e9, "ns")
+    };
+    if scaled >= 100.0 {
+        format!("{scaled:.0} {unit}")
+    } else if scaled >= 10.0 {
+        format!("{scaled:.1} {unit}")
+    } else {
+        format!("{scaled:.2} {unit}")
+    }
+}
+
+/// `futex: peaks at 250 ms (n=600, 40%), 500 ms (n=300, 20%); 500 ms ≈ 2 × 250 ms`
+pub fn peak_sentence(syscall: &SyscallReport) -> Option<String> {
+    if syscall.peaks.is_empty() {
+        return None;
+    }
+    let listed: Vec<String> = syscall
+        .peaks
+        .iter()
+        .map(|peak| {
+            format!("{} (n={}, {:.0}%)", human_seconds(peak.seconds), peak.count, peak.fraction * 100.0)
+        })
+        .collect();
+    let word = if syscall.peaks.len() == 1 { "peak" } else { "peaks" };
+    let mut sentence = format!("{}: {word} at {}", syscall.name, listed.join(", "));
+    for [lower, upper, multiple] in &syscall.near_multiples {
+        let (Some(low), Some(high)) = (syscall.peaks.get(*lower as usize), syscall.peaks.get(*upper as usize)) else {
+            continue;
+        };
+        let _ = write!(
+            sentence,
+            "; {} ≈ {multiple} × {}",
+            human_seconds(high.seconds),
+            human_seconds(low.seconds)
+        );
+    }
+    Some(sentence)
+}
+
+/// Formats a position on the log's time axis the way the log wrote it.
+fn time_label(kind: Option<TimeKind>, seconds: f64) -> String {
+    match kind {
+        Some(TimeKind::Clock) => {
+            let day = (seconds / 86_400.0).floor();
+            let within = seconds - day * 86_400.0;
+            let whole = within as u64;
+            let label = format!("{:02}:{:02}:{:02}", whole / 3600, whole / 60 % 60, whole % 60);
+            if day >= 1.0 {
+                format!("{label} (+{day:.0}d)")
+            } else {
+                label
+            }
+        }
+        Some(TimeKind::Epoch) => format!("{seconds:.0}"),
+        Some(TimeKind::Relative) | None => format!("+{seconds:.1}s"),
+    }
+}
+
+impl Report {
+    /// True when no line was understood: the input is not strace output.
+    pub fn is_empty(&self) -> bool {
+        self.sources.iter().all(|source| source.events == 0)
+    }
+
+    /// The human-readable report: summary, peaks, per-syscall table, slowest calls, pids,
+    /// timeline, paths, orphans and bad lines. `syscall_rows` bounds the tables.
+    pub fn render_text(&self, syscall_rows: usize) -> String {
+        let mut out = String::new();
+        let _ = self.write_text(&mut out, syscall_rows);
+        out
+    }
+
+    fn write_text(&self, out: &mut String, rows: usize) -> std::fmt::Result {
+        writeln!(
+            out,
+            "{} lines in {} source{}, {} calls, {} bad lines, timestamps: {}",
+            self.lines,
+            self.sources.len(),
+            if self.sources.len() == 1 { "" } else { "s" },
+            self.calls,
+            self.bad_lines.count,
+            match self.timestamps {
+                Some(TimeKind::Clock) => "-t/-tt",
+                Some(TimeKind::Epoch) => "-ttt",
+                Some(TimeKind::Relative) => "-r",
+                None => "none",
+            }
+        )?;
+        if self.calls > 0 && self.calls_without_duration == self.calls {
+            writeln!(out, "note: no call has a -T duration; run strace with -T to get wall times")?;
+        }
+
+        // Every syscall with several peaks, then the single-peak ones among the top three by
+        // time: those are where the time went even when nothing repeats.
+        let sentences: Vec<String> = self
+            .syscalls
+            .iter()
+            .enumerate()
+            .filter(|(rank, syscall)| syscall.peaks.len() > 1 || *rank < 3)
+            .filter_map(|(_, syscall)| peak_sentence(syscall))
+            .take(rows)
+            .collect();
+        if !sentences.is_empty() {
+            writeln!(out, "\nPeaks (wall time per call):")?;
+            for sentence in sentences {
+                writeln!(out, "  {sentence}")?;
+            }
+        }
+
+        writeln!(out, "\nSyscalls by total wall time:")?;
+        writeln!(
+            out,
+            "  {:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}  errors",
+            "syscall", "calls", "errors", "total", "p50", "p90", "p99", "max"
+        )?;
+        let show = |value: Option<f64>| value.map_or_else(|| "-".to_string(), human_seconds);
+        for syscall in self.syscalls.iter().take(rows) {
+            let errnos: Vec<String> = syscall
+                .errnos
+                .iter()
+                .take(3)
+                .map(|errno| format!("{} {}", errno.name, errno.count))
+                .collect();
+            writeln!(
+                out,
+                "  {:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+                syscall.name,
+                syscall.count,
+                syscall.errors + syscall.interrupted,
+                if syscall.timed > 0 { human_seconds(syscall.total_seconds) } else { "-".to_string() },
+                show(syscall.p50_seconds),
+                show(syscall.p90_seconds),
+                show(syscall.p99_seconds),
+                show(syscall.max_seconds),
+                errnos.join(", ")
+            )?;
+        }
+        if self.syscalls.len() > rows {
+            writeln!(out, "  … {} more syscalls (--format json has all)", self.syscalls.len() - rows)?;
+        }
+
+        if !self.slowest.is_empty() {
+            writeln!(out, "\nSlowest calls:")?;
+            for call in &self.slowest {
+                writeln!(
+                    out,
+                    "  {:>10}  {}:{}  pid {}  {}  {}({}) = {}",
+                    human_seconds(call.seconds),
+                    call.source,
+                    call.line,
+                    call.pid.map_or_else(|| "-".to_string(), |pid| pid.to_string()),
+                    call.time.as_deref().unwrap_or("-"),
+                    call.syscall,
+                    call.args,
+                    call.result
+                )?;
+            }
+        }
+
+        if !self.pids.is_empty() {
+            writeln!(out, "\nPer pid:")?;
+            writeln!(out, "  {:>8} {:>9} {:>7} {:>10} {:>10} {:>7}  exit", "pid", "calls", "errors", "wall", "slowest", "signals")?;
+            let mut pids: Vec<&PidReport> = self.pids.iter().collect();
+            pids.sort_by(|a, b| b.wall_seconds.total_cmp(&a.wall_seconds).then_with(|| a.pid.cmp(&b.pid)));
+            for pid in pids.iter().take(rows) {
+                writeln!(
+                    out,
+                    "  {:>8} {:>9} {:>7} {:>10} {:>10} {:>7}  {}",
+                    pid.pid,
+                    pid.calls,
+                    pid.errors,
+                    human_seconds(pid.wall_seconds),
+                    human_seconds(pid.slowest_seconds),
+                    pid.signals,
+                    pid.exit.as_deref().unwrap_or("-")
+                )?;
+            }
+            if pids.len() > rows {
+                writeln!(out, "  … {} more pids", pids.len() - rows)?;
+            }
+        }
+
+        if !self.timeline.buckets.is_empty() {
+            self.write_timeline(out)?;
+        }
+
+        if !self.paths.is_empty() {
+            writeln!(out, "\nFiles and sockets (-y):")?;
+            for path in self.paths.iter().take(rows) {
+                writeln!(
+                    out,
+                    "  {:>10} {:>8} calls {:>6} errors {:>12} bytes  {}",
+                    human_seconds(path.wall_seconds),
+                    path.calls,
+                    path.errors,
+                    path.bytes,
+                    path.path
+                )?;
+            }
+        }
+
+        if !self.signals.is_empty() {
+            let listed: Vec<String> = self.signals.iter().map(|s| format!("{} {}", s.name, s.count)).collect();
+            writeln!(out, "\nSignals: {}", listed.join(", "))?;
+        }
+        let orphans = &self.orphans;
+        if orphans.unfinished + orphans.resumed + orphans.unfinished_at_exit > 0 {
+            writeln!(
+                out,
+                "\nSplit calls: {} never resumed, {} resumed without a start, {} cut by exit",
+                orphans.unfinished, orphans.resumed, orphans.unfinished_at_exit
+            )?;
+            for example in &orphans.examples {
+                writeln!(out, "  {}:{}: {}: {}", example.source, example.line, example.what, example.text)?;
+            }
+        }
+        if self.bad_lines.count > 0 {
+            let reasons: Vec<String> =
+                self.bad_lines.by_reason.iter().map(|r| format!("{} {}", r.name, r.count)).collect();
+            writeln!(out, "\nBad lines: {} ({})", self.bad_lines.count, reasons.join(", "))?;
+            for example in &self.bad_lines.examples {
+                writeln!(out, "  {}:{}: {}: {}", example.source, example.line, example.what, example.text)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// At most 40 rows: buckets are merged into wider ones for display.
+    fn write_timeline(&self, out: &mut String) -> std::fmt::Result {
+        let timeline = &self.timeline;
+        let (Some(first), Some(last)) = (timeline.buckets.first(), timeline.buckets.last()) else {
+            return Ok(());
+        };
+        let span = last.start_seconds - first.start_seconds + timeline.bucket_seconds;
+        let mut width = timeline.bucket_seconds;
+        while span / width > 40.0 {
+            width *= 2.0;
+        }
+        let mut rows: Vec<(f64, u64, f64)> = Vec::new();
+        for bucket in &timeline.buckets {
+            let start = (bucket.start_seconds / width).floor() * width;
+            match rows.last_mut() {
+                Some(row) if row.0 == start => {
+                    row.1 += bucket.count;
+                    row.2 += bucket.total_seconds;
+                }
+                _ => rows.push((start, bucket.count, bucket.total_seconds)),
+            }
+        }
+        let most = rows.iter().map(|row| row.1).max().unwrap_or(1).max(1);
+        writeln!(
+            out,
+            "\nTimeline of calls ≥ {} ({} per row):",
+            human_seconds(timeline.threshold_seconds),
+            human_seconds(width)
+        )?;
+        for (start, count, total) in rows {
+            let bar = "#".repeat(((count * 40).div_ceil(most)) as usize);
+            writeln!(
+                out,
+                "  {:>14} {:>7} {:>10}  {bar}",
+                time_label(self.timestamps, start),
+                count,
+                human_seconds(total)
+            )?;
+        }
+        Ok(())
+    }
+}

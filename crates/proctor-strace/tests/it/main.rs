@@ -1,0 +1,197 @@
+//! Integration tests: the analyzer on logs captured on a Debian machine with the real
+//! strace (see tests/fixtures/capture.sh), and one live trace when strace is installed.
+
+use std::path::{Path, PathBuf};
+
+use proctor_strace::input::{self, Input};
+use proctor_strace::report::SyscallReport;
+use proctor_strace::{feed_reader, Analyzer, AnalyzerConfig, Report};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn analyze(paths: &[PathBuf]) -> Report {
+    let inputs = input::expand(paths).expect("inputs exist");
+    let mut analyzer = Analyzer::new(AnalyzerConfig::default());
+    for input in &inputs {
+        analyzer.begin_source(&input.name(), input.pid);
+        let reader = input::open(input, None).expect("opens");
+        feed_reader(&mut analyzer, reader).expect("reads");
+    }
+    analyzer.finish()
+}
+
+fn syscall<'a>(report: &'a Report, name: &str) -> &'a SyscallReport {
+    report.syscalls.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no {name} in report"))
+}
+
+/// The futex peaks of waiters.c: 16 × 250 ms, 8 × 500 ms, 4 × 1 s, each within 5 %, and
+/// the retry hint between them.
+fn check_timeouts(report: &Report) {
+    let futex = syscall(report, "futex");
+    let slow: Vec<(f64, u64)> = futex
+        .peaks
+        .iter()
+        .filter(|peak| peak.seconds > 0.1)
+        .map(|peak| (peak.seconds, peak.count))
+        .collect();
+    let expected = [(0.25, 16), (0.5, 8), (1.0, 4)];
+    assert_eq!(slow.len(), 3, "futex peaks {:?}", futex.peaks);
+    for ((seconds, count), (want_seconds, want_count)) in slow.iter().zip(expected) {
+        assert!((seconds / want_seconds - 1.0).abs() < 0.05, "futex peaks {:?}", futex.peaks);
+        assert_eq!(*count, want_count, "futex peaks {:?}", futex.peaks);
+    }
+    assert!(futex.errnos.iter().any(|errno| errno.name == "ETIMEDOUT" && errno.count >= 28));
+    assert_eq!(futex.near_multiples.len(), 2, "{:?}", futex.near_multiples);
+}
+
+/// A log strace wrote to its own file has no bad line and no orphan half.
+fn check_clean(report: &Report) {
+    assert_eq!(report.bad_lines.count, 0, "{:?}", report.bad_lines.examples);
+    assert_eq!(report.orphans.unfinished + report.orphans.resumed, 0, "{:?}", report.orphans);
+}
+
+/// The child that exited with 3, the one killed by SIGKILL after SIGUSR1 interrupted its
+/// nanosleep, and the parent's SIGCHLDs.
+fn check_processes(report: &Report) {
+    let exits: Vec<&str> = report.pids.iter().filter_map(|pid| pid.exit.as_deref()).collect();
+    assert!(exits.contains(&"exited with 3"), "{exits:?}");
+    assert!(exits.contains(&"killed by SIGKILL"), "{exits:?}");
+    let signals: Vec<&str> = report.signals.iter().map(|signal| signal.name.as_str()).collect();
+    assert!(signals.contains(&"SIGCHLD") && signals.contains(&"SIGUSR1"), "{signals:?}");
+    let nanosleep = syscall(report, "clock_nanosleep");
+    assert!(nanosleep.errnos.iter().any(|errno| errno.name.starts_with("ERESTART")), "{:?}", nanosleep.errnos);
+    assert!(syscall(report, "restart_syscall").count >= 1);
+}
+
+#[test]
+fn f_tt_t_plain_text() {
+    let report = analyze(&[fixture("f_tt_T.log")]);
+    check_timeouts(&report);
+    check_processes(&report);
+    check_clean(&report);
+    assert_eq!(report.timestamps, Some(proctor_strace::parse::TimeKind::Clock));
+    // A split call is listed at the line where it started.
+    let slowest = &report.slowest[0];
+    assert_eq!(slowest.syscall, "futex");
+    assert!(slowest.time.is_some() && slowest.pid.is_some());
+}
+
+#[test]
+fn f_ttt_t_y_gzip() {
+    let report = analyze(&[fixture("f_ttt_T_y.log.gz")]);
+    check_timeouts(&report);
+    check_processes(&report);
+    check_clean(&report);
+    assert_eq!(report.timestamps, Some(proctor_strace::parse::TimeKind::Epoch));
+    // -y names the files the loader read.
+    assert!(report.paths.iter().any(|path| path.path.contains("libc")), "{:?}", report.paths);
+}
+
+#[test]
+fn f_r_t_relative() {
+    let report = analyze(&[fixture("f_r_T.log.gz")]);
+    check_timeouts(&report);
+    check_processes(&report);
+    check_clean(&report);
+    assert_eq!(report.timestamps, Some(proctor_strace::parse::TimeKind::Relative));
+    // The run lasts about four seconds; summed -r deltas must say so.
+    let last = report.timeline.buckets.last().expect("slow calls").start_seconds;
+    assert!((3.0..6.0).contains(&last), "{last}");
+}
+
+#[test]
+fn f_t_t_yy_sockets_and_seconds() {
+    let report = analyze(&[fixture("f_t_T_yy.log.gz")]);
+    check_timeouts(&report);
+    check_processes(&report);
+    check_clean(&report);
+}
+
+#[test]
+fn stderr_form_with_pid_brackets_and_notes() {
+    let report = analyze(&[fixture("stderr_f_tt_T.log.gz")]);
+    check_timeouts(&report);
+    check_processes(&report);
+    // On stderr, strace's "Process N attached" notes and the program's own writes land in
+    // the middle of lines: those halves are bad lines, reported with their numbers.
+    assert!(report.bad_lines.count > 0 && report.bad_lines.count < 20, "{:?}", report.bad_lines);
+    let first = &report.bad_lines.examples[0];
+    assert!(first.line > 1 && first.source.ends_with("stderr_f_tt_T.log.gz"), "{first:?}");
+}
+
+#[test]
+fn ff_directory_takes_pids_from_file_names() {
+    let report = analyze(&[fixture("ff_tt_T")]);
+    check_timeouts(&report);
+    check_processes(&report);
+    check_clean(&report);
+    assert!(report.sources.len() >= 5);
+    let expected: Vec<u32> = report
+        .sources
+        .iter()
+        .filter_map(|source| input::pid_suffix(Path::new(&source.name)))
+        .collect();
+    let pids: Vec<u32> = report.pids.iter().map(|pid| pid.pid).collect();
+    for pid in expected {
+        assert!(pids.contains(&pid), "{pid} missing from {pids:?}");
+    }
+}
+
+#[test]
+fn several_ff_files_as_arguments() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixture("ff_tt_T"))
+        .expect("fixture directory")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    files.sort();
+    let report = analyze(&files);
+    check_timeouts(&report);
+}
+
+#[test]
+fn binary_and_empty_inputs_are_recognised_as_such() {
+    let directory = tempfile::tempdir().expect("temp dir");
+    let binary = directory.path().join("binary");
+    std::fs::write(&binary, (0..=255u8).cycle().take(10_000).collect::<Vec<u8>>()).expect("write");
+    let report = analyze(&[binary]);
+    assert!(report.is_empty());
+    assert!(report.bad_lines.by_reason.iter().any(|reason| reason.name == "binary data"));
+    let empty = directory.path().join("empty");
+    std::fs::write(&empty, b"").expect("write");
+    let report = analyze(&[empty]);
+    assert!(report.is_empty());
+    assert_eq!(report.lines, 0);
+    let missing = input::open(&Input { path: Some(directory.path().join("missing")), pid: None }, None);
+    let message = missing.err().map(|err| err.to_string()).unwrap_or_default();
+    assert!(message.starts_with("cannot open ") && message.ends_with("missing"), "{message}");
+}
+
+/// Traces a shell that sleeps 250 ms twice and exits 3 from a subshell.
+#[test]
+fn live_trace_when_strace_is_installed() {
+    let Some(strace) = ["/usr/bin/strace", "/bin/strace"].into_iter().map(Path::new).find(|p| p.exists()) else {
+        eprintln!("SKIP live_trace_when_strace_is_installed: strace is not installed");
+        return;
+    };
+    let directory = tempfile::tempdir().expect("temp dir");
+    let log = directory.path().join("live.log");
+    let status = std::process::Command::new(strace)
+        .args(["-f", "-tt", "-T", "-o"])
+        .arg(&log)
+        .args(["--", "sh", "-c", "sleep 0.25; sleep 0.25; (exit 3)"])
+        .status()
+        .expect("strace starts");
+    if !log.exists() {
+        // ptrace may be forbidden (containers without CAP_SYS_PTRACE); say so loudly.
+        eprintln!("SKIP live_trace_when_strace_is_installed: strace wrote no log ({status})");
+        return;
+    }
+    let report = analyze(&[log]);
+    let sleeps = syscall(&report, "clock_nanosleep");
+    assert_eq!(sleeps.timed, 2);
+    let peak = sleeps.peaks.first().expect("a peak");
+    assert!((peak.seconds / 0.25 - 1.0).abs() < 0.2, "{:?}", sleeps.peaks);
+    assert!(report.pids.iter().any(|pid| pid.exit.as_deref() == Some("exited with 3")));
+}
