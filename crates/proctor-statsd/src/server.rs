@@ -561,26 +561,22 @@ const SHARD_BATCH_ITEMS: usize = 4096;
 
 fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOptions) {
     let mut parser = LineParser::new(options);
-    let mut router = Router {
-        batches: (0..shared.shards.len())
-            .map(|_| ShardBatch::default())
-            .collect(),
+    let mut pending = Pending {
+        router: Router {
+            batches: (0..shared.shards.len())
+                .map(|_| ShardBatch::default())
+                .collect(),
+        },
+        counts: crate::parse::PacketCounts::default(),
+        packets: 0,
+        bytes: 0,
     };
-    let mut pending = crate::parse::PacketCounts::default();
-    let mut pending_packets = 0u64;
-    let mut pending_bytes = 0u64;
     loop {
         let batch = match receiver.try_recv() {
             Ok(batch) => batch,
             Err(mpsc::TryRecvError::Empty) => {
                 // Idle: hand everything on before blocking, so nothing waits on more traffic.
-                hand_on(
-                    &mut router,
-                    shared,
-                    &mut pending,
-                    &mut pending_packets,
-                    &mut pending_bytes,
-                );
+                pending.hand_on(shared);
                 match receiver.recv() {
                     Ok(batch) => batch,
                     // Every reader holding a sender has ended.
@@ -590,80 +586,77 @@ fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOpti
             Err(mpsc::TryRecvError::Disconnected) => break,
         };
         for packet in batch.packets() {
-            pending.add(&parser.parse_packet(packet, &mut router));
+            let counts = parser.parse_packet(packet, &mut pending.router);
+            pending.counts.add(&counts);
         }
         let bytes = batch.data.len() as u64;
         shared.ingress_bytes.fetch_sub(bytes, Ordering::Relaxed);
-        pending_packets += batch.len() as u64;
-        pending_bytes += bytes;
-        if router
+        pending.packets += batch.len() as u64;
+        pending.bytes += bytes;
+        if pending
+            .router
             .batches
             .iter()
             .any(|b| b.items.len() >= SHARD_BATCH_ITEMS)
         {
-            hand_on(
-                &mut router,
-                shared,
-                &mut pending,
-                &mut pending_packets,
-                &mut pending_bytes,
-            );
+            pending.hand_on(shared);
         }
     }
-    hand_on(
-        &mut router,
-        shared,
-        &mut pending,
-        &mut pending_packets,
-        &mut pending_bytes,
-    );
+    pending.hand_on(shared);
 }
 
-/// Sends the pending shard batches, then publishes the counts of the packets they came from.
-fn hand_on(
-    router: &mut Router,
-    shared: &Shared,
-    totals: &mut crate::parse::PacketCounts,
-    packets: &mut u64,
-    bytes: &mut u64,
-) {
-    let counters = &shared.counters;
-    for (shard, pending) in router.batches.iter_mut().enumerate() {
-        if pending.items.is_empty() {
-            continue;
+/// What a parser has parsed but not yet handed to the shards, with the tallies of the packets
+/// it came from.
+struct Pending {
+    router: Router,
+    counts: crate::parse::PacketCounts,
+    packets: u64,
+    bytes: u64,
+}
+
+impl Pending {
+    /// Sends the pending shard batches, then publishes the counts of the packets they came from.
+    fn hand_on(&mut self, shared: &Shared) {
+        let counters = &shared.counters;
+        for (shard, pending) in self.router.batches.iter_mut().enumerate() {
+            if pending.items.is_empty() {
+                continue;
+            }
+            let full = std::mem::take(pending);
+            let items = full.items.len() as u64;
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+                shared.shards[shard].try_send(ShardMsg::Batch(full))
+            {
+                counters
+                    .shard_dropped_metrics
+                    .fetch_add(items, Ordering::Relaxed);
+            }
         }
-        let full = std::mem::take(pending);
-        let items = full.items.len() as u64;
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            shared.shards[shard].try_send(ShardMsg::Batch(full))
-        {
-            counters
-                .shard_dropped_metrics
-                .fetch_add(items, Ordering::Relaxed);
+        if self.packets == 0 {
+            return;
         }
-    }
-    if *packets == 0 {
-        return;
-    }
-    // Counted after the metrics were queued, so whoever sees these counts will find the
-    // metrics in the shards' next window.
-    counters.packets.fetch_add(*packets, Ordering::Relaxed);
-    counters.bytes.fetch_add(*bytes, Ordering::Relaxed);
-    counters.lines.fetch_add(totals.lines, Ordering::Relaxed);
-    counters
-        .metrics
-        .fetch_add(totals.metrics, Ordering::Relaxed);
-    for (slot, count) in totals.bad.iter().enumerate() {
-        if *count > 0 {
-            counters.bad[slot].fetch_add(*count, Ordering::Relaxed);
+        // Counted after the metrics were queued, so whoever sees these counts will find the
+        // metrics in the shards' next window.
+        counters.packets.fetch_add(self.packets, Ordering::Relaxed);
+        counters.bytes.fetch_add(self.bytes, Ordering::Relaxed);
+        counters
+            .lines
+            .fetch_add(self.counts.lines, Ordering::Relaxed);
+        counters
+            .metrics
+            .fetch_add(self.counts.metrics, Ordering::Relaxed);
+        for (slot, count) in self.counts.bad.iter().enumerate() {
+            if *count > 0 {
+                counters.bad[slot].fetch_add(*count, Ordering::Relaxed);
+            }
         }
+        counters
+            .last_msg_seen
+            .store(unix_seconds(), Ordering::Relaxed);
+        self.counts = crate::parse::PacketCounts::default();
+        self.packets = 0;
+        self.bytes = 0;
     }
-    counters
-        .last_msg_seen
-        .store(unix_seconds(), Ordering::Relaxed);
-    *totals = crate::parse::PacketCounts::default();
-    *packets = 0;
-    *bytes = 0;
 }
 
 fn shard_loop(receiver: Receiver<ShardMsg>, mut aggregator: Aggregator) {
@@ -754,6 +747,14 @@ fn tcp_accept_loop(
     });
 }
 
+/// A read timeout (`SO_RCVTIMEO`) expired: the moment to check for shutdown.
+fn is_read_timeout(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
 /// The longest partial line kept while waiting for its newline; a client that sends more is
 /// broken or hostile, and its partial line is dropped.
 const MAX_PENDING_LINE_BYTES: usize = 1 << 20;
@@ -794,12 +795,7 @@ fn tcp_connection(
                     pending.clear();
                 }
             }
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(err) if is_read_timeout(&err) => {
                 if shutdown.is_triggered() {
                     break;
                 }
@@ -1174,12 +1170,7 @@ pub(crate) fn read_command(
         match reader.read_line(line) {
             Ok(0) => return None,
             Ok(_) => return Some(()),
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(err) if is_read_timeout(&err) => {
                 if shutdown.is_triggered() {
                     return None;
                 }

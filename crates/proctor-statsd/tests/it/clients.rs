@@ -52,6 +52,10 @@ fn timer_stat(flush: &FlushData, key: &str, stat: &str) -> Option<f64> {
         .map(|(_, v)| *v)
 }
 
+fn bad_lines(handle: &proctor_statsd::ServerHandle) -> u64 {
+    handle.self_metrics().bad_lines.iter().map(|(_, n)| n).sum()
+}
+
 fn set_count(flush: &FlushData, key: &str) -> Option<f64> {
     flush.sets.iter().find(|s| s.key == key).map(|s| s.count)
 }
@@ -96,15 +100,7 @@ tcp.close()
     assert_eq!(counter(&flush, "pytcp.hits"), Some(7.0));
     assert_eq!(timer_stat(&flush, "pytcp.lat", "mean"), Some(5.0));
     assert_eq!(gauge(&flush, "pytcp.temp"), Some(1.5));
-    assert_eq!(
-        handle
-            .self_metrics()
-            .bad_lines
-            .iter()
-            .map(|(_, n)| n)
-            .sum::<u64>(),
-        0
-    );
+    assert_eq!(bad_lines(&handle), 0);
 }
 
 #[test]
@@ -150,13 +146,5 @@ uds.close_socket()
     assert_eq!(timer_stat(&flush, "dd.lat", "upper"), Some(40.0));
     assert_eq!(set_count(&flush, "dd.users"), Some(1.0));
     assert_eq!(counter(&flush, "dd.uds"), Some(5.0));
-    assert_eq!(
-        handle
-            .self_metrics()
-            .bad_lines
-            .iter()
-            .map(|(_, n)| n)
-            .sum::<u64>(),
-        0
-    );
+    assert_eq!(bad_lines(&handle), 0);
 }
