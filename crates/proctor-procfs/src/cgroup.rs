@@ -277,7 +277,7 @@ fn read_optional(root: &Root, path: &Path, buf: &mut Vec<u8>) -> Result<bool, Er
 /// Returns the index of the level for cgroup `path`, creating it if needed. Levels are keyed
 /// by path, so separately mounted v1 controllers and v2 merge where their paths agree and
 /// stay apart where they differ (hybrid hosts often put v1 and v2 in different places).
-fn level_at(levels: &mut Vec<CgroupLevel>, _depth: usize, path: &str) -> usize {
+fn level_at(levels: &mut Vec<CgroupLevel>, path: &str) -> usize {
     if let Some(i) = levels.iter().position(|l| l.path == path) {
         return i;
     }
@@ -291,13 +291,12 @@ fn level_at(levels: &mut Vec<CgroupLevel>, _depth: usize, path: &str) -> usize {
     levels.len() - 1
 }
 
-/// A cgroup directory and its visible ancestors as (depth, logical path, directory).
-fn walk(dir: &CgroupDir) -> Vec<(usize, String, PathBuf)> {
+/// A cgroup directory and its visible ancestors as (logical path, directory), own first.
+fn walk(dir: &CgroupDir) -> Vec<(String, PathBuf)> {
     let mut logical = dir.path.clone();
     dir.ancestors()
-        .enumerate()
-        .map(|(depth, d)| {
-            let entry = (depth, if logical.is_empty() { "/".to_string() } else { logical.clone() }, d.to_path_buf());
+        .map(|d| {
+            let entry = (if logical.is_empty() { "/".to_string() } else { logical.clone() }, d.to_path_buf());
             logical = match logical.rfind('/') {
                 Some(0) | None => "/".to_string(),
                 Some(i) => logical[..i].to_string(),
@@ -312,14 +311,12 @@ pub fn read_limits(root: &Root, paths: &CgroupPaths) -> CgroupLimits {
     let mut buf = Vec::new();
     let mut errors = Vec::new();
     let mut levels: Vec<CgroupLevel> = Vec::new();
-    // Levels are keyed by depth below their mount, so v1 controllers mounted separately line
-    // up with each other (and with v2) when the paths agree, as they do on systemd hosts.
+    // Levels are keyed by path (see `level_at`).
     let note = |errors: &mut Vec<String>, e: Error| errors.push(e.to_string());
 
-
     if let Some(dir) = paths.unified.as_ref() {
-        for (depth, logical, d) in walk(dir) {
-            let i = level_at(&mut levels, depth, &logical);
+        for (logical, d) in walk(dir) {
+            let i = level_at(&mut levels, &logical);
             match read_optional(root, &d.join("cpu.max"), &mut buf) {
                 Ok(true) => match parse_cpu_max(&buf) {
                     Some(quota) => levels[i].cpu_quota = quota,
@@ -351,8 +348,8 @@ pub fn read_limits(root: &Root, paths: &CgroupPaths) -> CgroupLimits {
         }
     }
     if let Some(dir) = paths.cpu_v1.as_ref() {
-        for (depth, logical, d) in walk(dir) {
-            let i = level_at(&mut levels, depth, &logical);
+        for (logical, d) in walk(dir) {
+            let i = level_at(&mut levels, &logical);
             let quota = read_optional(root, &d.join("cpu.cfs_quota_us"), &mut buf)
                 .map(|found| found.then(|| i64_dec(trim(&buf))).flatten());
             let period = read_optional(root, &d.join("cpu.cfs_period_us"), &mut buf)
@@ -367,8 +364,8 @@ pub fn read_limits(root: &Root, paths: &CgroupPaths) -> CgroupLimits {
         }
     }
     if let Some(dir) = paths.memory_v1.as_ref() {
-        for (depth, logical, d) in walk(dir) {
-            let i = level_at(&mut levels, depth, &logical);
+        for (logical, d) in walk(dir) {
+            let i = level_at(&mut levels, &logical);
             match read_optional(root, &d.join("memory.limit_in_bytes"), &mut buf) {
                 Ok(true) => match u64_dec(trim(&buf)) {
                     Some(v) if v < V1_UNLIMITED_BYTES => levels[i].memory_limit_bytes = Some(v),
@@ -382,7 +379,7 @@ pub fn read_limits(root: &Root, paths: &CgroupPaths) -> CgroupLimits {
     }
     if let Some(dir) = paths.cpuset_v1.as_ref() {
         // The innermost level's effective list already reflects its ancestors.
-        let i = level_at(&mut levels, 0, &dir.path);
+        let i = level_at(&mut levels, &dir.path);
         for file in ["cpuset.effective_cpus", "cpuset.cpus"] {
             match read_optional(root, &dir.dir.join(file), &mut buf) {
                 Ok(true) => {

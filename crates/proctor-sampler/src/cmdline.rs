@@ -85,13 +85,19 @@ impl CmdlineWorker {
         self.shared.wake.notify_one();
     }
 
-    /// Looks up command lines and forgets processes not in `live` (sorted pids). Also checks
-    /// the read in flight against the timeout and replaces a stuck thread.
-    pub fn with_results<R>(&self, live: &[u32], f: impl FnOnce(&dyn Fn(u32, u64) -> Option<Arc<[String]>>) -> R) -> R {
+    /// Forgets processes for which `is_live` is false; the check runs only once the cache has
+    /// outgrown the `live_count` live processes by a margin.
+    pub fn forget_unless(&self, live_count: usize, is_live: impl Fn(u32) -> bool) {
         let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.results.len() > live.len() + 64 {
-            state.results.retain(|pid, _| live.binary_search(pid).is_ok());
+        if state.results.len() > live_count + 64 {
+            state.results.retain(|pid, _| is_live(*pid));
         }
+    }
+
+    /// Looks up command lines. Also checks the read in flight against the timeout and replaces
+    /// a stuck thread.
+    pub fn with_results<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> Option<Arc<[String]>>) -> R) -> R {
+        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((generation, pid, start, since)) = state.in_flight {
             if since.elapsed() > self.timeout && state.stats.stuck_threads < MAX_STUCK_THREADS {
                 state.stats.timeouts += 1;

@@ -207,8 +207,9 @@ impl Sampler {
     fn attach_workers(&mut self, processes: &mut [ProcessSample]) {
         if let Some(cmdline) = self.cmdline.as_ref() {
             cmdline.request(&self.new_pids);
-            let live: Vec<u32> = processes.iter().map(|p| p.pid).collect();
-            cmdline.with_results(&live, |lookup| {
+            // `processes` is sorted by pid: liveness is a binary search, with no per-sample list.
+            cmdline.forget_unless(processes.len(), |pid| processes.binary_search_by_key(&pid, |p| p.pid).is_ok());
+            cmdline.with_results(|lookup| {
                 for p in processes.iter_mut() {
                     p.cmdline = lookup(p.pid, p.start_ticks);
                 }
