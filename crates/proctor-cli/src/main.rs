@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The live agent: JSON API, Prometheus /metrics, a Jupyter-compatible endpoint and a dashboard.
+    Serve(cmd::serve::Args),
     /// Host, container and the top processes, from two samples one interval apart.
     Snapshot(cmd::snapshot::Args),
     /// A process tree with per-process rows and the total.
@@ -37,6 +39,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Snapshot(args) => cmd::snapshot::run(args),
         Command::Tree(args) => cmd::tree::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),

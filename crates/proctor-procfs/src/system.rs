@@ -127,3 +127,34 @@ pub fn self_max_rss_bytes() -> u64 {
     }
     u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
 }
+
+/// Space on the filesystem holding `path`, as `df` and psutil's `disk_usage` count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DiskUsage {
+    pub total_bytes: u64,
+    /// total − free (blocks reserved for root count as used, as in `df`).
+    pub used_bytes: u64,
+    /// What an unprivileged user can still write.
+    pub available_bytes: u64,
+}
+
+/// `statvfs(path)`: one syscall, no file read.
+pub fn disk_usage(path: &std::path::Path) -> io::Result<DiskUsage> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: statvfs is plain data; the call fills it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_path` is a valid C string and `st` a valid out-pointer.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let frsize = st.f_frsize as u64;
+    let total_bytes = (st.f_blocks as u64).saturating_mul(frsize);
+    let free_bytes = (st.f_bfree as u64).saturating_mul(frsize);
+    Ok(DiskUsage {
+        total_bytes,
+        used_bytes: total_bytes.saturating_sub(free_bytes),
+        available_bytes: (st.f_bavail as u64).saturating_mul(frsize),
+    })
+}

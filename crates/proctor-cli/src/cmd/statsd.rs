@@ -30,7 +30,7 @@ pub struct Args {
 }
 
 #[derive(Debug, clap::Args)]
-struct Options {
+pub struct Options {
     /// UDP address to receive on (default 127.0.0.1:8125; `off` disables UDP).
     #[arg(long, value_name = "ADDR:PORT")]
     udp: Option<String>,
@@ -39,7 +39,7 @@ struct Options {
     tcp: Option<String>,
     /// Unix datagram socket path to receive on (off unless given; an old socket file is replaced).
     #[arg(long, value_name = "PATH")]
-    unix: Option<PathBuf>,
+    pub(crate) unix: Option<PathBuf>,
     /// Admin TCP address, Etsy's management commands (default 127.0.0.1:8126; `off` disables).
     #[arg(long, value_name = "ADDR:PORT")]
     admin: Option<String>,
@@ -91,7 +91,31 @@ struct Settings {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let args = *args.options;
-    let etsy = match &args.config {
+    let etsy = etsy_config(&args)?;
+    // Block SIGINT and SIGTERM before any thread starts so every thread inherits the mask and
+    // only the waiter below receives them.
+    let signals = block_signals()?;
+    let shutdown = Shutdown::new();
+    let server = start(&args, etsy, shutdown.clone())?;
+    let waiter = shutdown.clone();
+    std::thread::Builder::new()
+        .name("statsd-signals".to_owned())
+        .spawn(move || {
+            wait_for_signal(&signals);
+            eprintln!("proctor statsd: stopping (last flush first)");
+            waiter.trigger();
+        })
+        .context("cannot start the signal thread")?;
+    server.join();
+    if let Some(path) = &args.unix {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the config file named by `--config`, if any.
+pub fn etsy_config(args: &Options) -> anyhow::Result<EtsyConfig> {
+    Ok(match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
@@ -103,11 +127,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             etsy
         }
         None => EtsyConfig::default(),
-    };
-    let settings = settings(&args, etsy)?;
-    // Block SIGINT and SIGTERM before any thread starts so every thread inherits the mask and
-    // only the waiter below receives them.
-    let signals = block_signals()?;
+    })
+}
+
+/// Binds every socket the options name and starts the server; `proctor serve --statsd` uses
+/// this too. The caller owns signals and shutdown.
+pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown) -> anyhow::Result<Server> {
+    let settings = settings(args, etsy)?;
 
     let mut listeners = Listeners::default();
     let mut rcvbuf = Vec::new();
@@ -279,29 +305,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..ServerConfig::default()
     };
 
-    let shutdown = Shutdown::new();
-    let server = Server::start(
-        listeners,
-        config,
-        backends,
-        graphite_counters,
-        shutdown.clone(),
-    )
-    .context("cannot start the statsd server")?;
-    let waiter = shutdown.clone();
-    std::thread::Builder::new()
-        .name("statsd-signals".to_owned())
-        .spawn(move || {
-            wait_for_signal(&signals);
-            eprintln!("proctor statsd: stopping (last flush first)");
-            waiter.trigger();
-        })
-        .context("cannot start the signal thread")?;
-    server.join();
-    if let Some(path) = &args.unix {
-        let _ = std::fs::remove_file(path);
-    }
-    Ok(ExitCode::SUCCESS)
+    Server::start(listeners, config, backends, graphite_counters, shutdown)
+        .context("cannot start the statsd server")
 }
 
 fn settings(args: &Options, etsy: EtsyConfig) -> anyhow::Result<Settings> {
@@ -432,7 +437,7 @@ fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(seconds).with_context(|| format!("{text:?} is out of range"))
 }
 
-fn block_signals() -> anyhow::Result<libc::sigset_t> {
+pub fn block_signals() -> anyhow::Result<libc::sigset_t> {
     // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; pthread_sigmask
     // only changes this thread's mask (inherited by threads spawned afterwards).
     unsafe {
@@ -451,7 +456,7 @@ fn block_signals() -> anyhow::Result<libc::sigset_t> {
     }
 }
 
-fn wait_for_signal(set: &libc::sigset_t) {
+pub fn wait_for_signal(set: &libc::sigset_t) {
     let mut signal: libc::c_int = 0;
     // SAFETY: `set` was initialised by block_signals and the signals are blocked in every thread.
     unsafe {

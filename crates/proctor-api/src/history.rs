@@ -1,0 +1,370 @@
+//! The in-memory history ring: named series, one point per sample, bounded by count.
+//!
+//! The set of series is fixed when the ring is made (from the first snapshot): host-wide
+//! figures, one series per CPU, disk and network device present then, the watched container
+//! and the agent itself. Each point also remembers the top processes by CPU, which answer the
+//! `process.PID.*` series. The ring never grows past its capacity, so its memory is known up
+//! front and reported. It does no I/O and knows nothing of HTTP.
+
+use std::collections::VecDeque;
+
+use crate::agent::Snapshot;
+
+/// How to read one series' value out of a snapshot.
+#[derive(Debug, Clone, PartialEq)]
+enum Column {
+    CpuBusy,
+    CpuUser,
+    CpuSystem,
+    CpuIowait,
+    CpuSteal,
+    PerCpuBusy(u32),
+    MemoryUsed,
+    MemoryAvailable,
+    SwapUsed,
+    Load1,
+    PressureCpuSome,
+    PressureMemorySome,
+    PressureMemoryFull,
+    PressureIoSome,
+    PressureIoFull,
+    ContextSwitches,
+    DiskReadBytes,
+    DiskWriteBytes,
+    DeviceDiskRead(String),
+    DeviceDiskWrite(String),
+    NetRxBytes,
+    NetTxBytes,
+    DeviceNetRx(String),
+    DeviceNetTx(String),
+    ContainerMemoryCurrent,
+    ContainerMemoryLimit,
+    ContainerCpuCores,
+    ContainerEffectiveCpus,
+    Processes,
+    AgentCpuSeconds,
+    AgentSampleCpu,
+    AgentResident,
+}
+
+impl Column {
+    fn name(&self) -> String {
+        let fixed = match self {
+            Column::CpuBusy => "host.cpu.busy_percent",
+            Column::CpuUser => "host.cpu.user_percent",
+            Column::CpuSystem => "host.cpu.system_percent",
+            Column::CpuIowait => "host.cpu.iowait_percent",
+            Column::CpuSteal => "host.cpu.steal_percent",
+            Column::PerCpuBusy(id) => return format!("host.cpu{id}.busy_percent"),
+            Column::MemoryUsed => "host.memory.used_bytes",
+            Column::MemoryAvailable => "host.memory.available_bytes",
+            Column::SwapUsed => "host.swap.used_bytes",
+            Column::Load1 => "host.load1",
+            Column::PressureCpuSome => "host.pressure.cpu.some_avg10",
+            Column::PressureMemorySome => "host.pressure.memory.some_avg10",
+            Column::PressureMemoryFull => "host.pressure.memory.full_avg10",
+            Column::PressureIoSome => "host.pressure.io.some_avg10",
+            Column::PressureIoFull => "host.pressure.io.full_avg10",
+            Column::ContextSwitches => "host.context_switches_per_sec",
+            Column::DiskReadBytes => "host.disk.read_bytes_per_sec",
+            Column::DiskWriteBytes => "host.disk.write_bytes_per_sec",
+            Column::DeviceDiskRead(d) => return format!("host.disk.{d}.read_bytes_per_sec"),
+            Column::DeviceDiskWrite(d) => return format!("host.disk.{d}.write_bytes_per_sec"),
+            Column::NetRxBytes => "host.net.rx_bytes_per_sec",
+            Column::NetTxBytes => "host.net.tx_bytes_per_sec",
+            Column::DeviceNetRx(d) => return format!("host.net.{d}.rx_bytes_per_sec"),
+            Column::DeviceNetTx(d) => return format!("host.net.{d}.tx_bytes_per_sec"),
+            Column::ContainerMemoryCurrent => "container.memory.current_bytes",
+            Column::ContainerMemoryLimit => "container.memory.limit_bytes",
+            Column::ContainerCpuCores => "container.cpu.used_cpus",
+            Column::ContainerEffectiveCpus => "container.cpu.effective_cpus",
+            Column::Processes => "host.processes",
+            Column::AgentCpuSeconds => "agent.cpu_seconds_total",
+            Column::AgentSampleCpu => "agent.sample_cpu_seconds",
+            Column::AgentResident => "agent.resident_bytes",
+        };
+        fixed.to_string()
+    }
+
+    fn value(&self, s: &Snapshot) -> Option<f64> {
+        let h = &s.host;
+        let n = |v: Option<u64>| v.map(|v| v as f64);
+        let some10 = |p: Option<proctor_procfs::host::Pressure>| p.and_then(|p| p.some).map(|l| l.avg10);
+        let full10 = |p: Option<proctor_procfs::host::Pressure>| p.and_then(|p| p.full).map(|l| l.avg10);
+        match self {
+            Column::CpuBusy => h.cpu.map(|c| c.busy),
+            Column::CpuUser => h.cpu.map(|c| c.user + c.nice),
+            Column::CpuSystem => h.cpu.map(|c| c.system + c.irq + c.softirq),
+            Column::CpuIowait => h.cpu.map(|c| c.iowait),
+            Column::CpuSteal => h.cpu.map(|c| c.steal),
+            Column::PerCpuBusy(id) => h.per_cpu.iter().find(|(c, _)| c == id).map(|(_, p)| p.busy),
+            Column::MemoryUsed => n(h.memory_used_bytes),
+            Column::MemoryAvailable => n(h.memory_available_bytes),
+            Column::SwapUsed => n(h.swap_used_bytes),
+            Column::Load1 => h.load.map(|l| l[0]),
+            Column::PressureCpuSome => some10(h.pressure_cpu),
+            Column::PressureMemorySome => some10(h.pressure_memory),
+            Column::PressureMemoryFull => full10(h.pressure_memory),
+            Column::PressureIoSome => some10(h.pressure_io),
+            Column::PressureIoFull => full10(h.pressure_io),
+            Column::ContextSwitches => h.context_switches_per_sec,
+            Column::DiskReadBytes => s.interval_secs.map(|_| h.disks.iter().map(|d| d.read_bytes_per_sec).sum()),
+            Column::DiskWriteBytes => s.interval_secs.map(|_| h.disks.iter().map(|d| d.write_bytes_per_sec).sum()),
+            Column::DeviceDiskRead(name) => h.disks.iter().find(|d| &d.name == name).map(|d| d.read_bytes_per_sec),
+            Column::DeviceDiskWrite(name) => h.disks.iter().find(|d| &d.name == name).map(|d| d.write_bytes_per_sec),
+            // Loopback traffic never leaves the machine; the totals are what crosses a NIC.
+            Column::NetRxBytes => s
+                .interval_secs
+                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.rx_bytes_per_sec).sum()),
+            Column::NetTxBytes => s
+                .interval_secs
+                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.tx_bytes_per_sec).sum()),
+            Column::DeviceNetRx(name) => h.nets.iter().find(|d| &d.name == name).map(|d| d.rx_bytes_per_sec),
+            Column::DeviceNetTx(name) => h.nets.iter().find(|d| &d.name == name).map(|d| d.tx_bytes_per_sec),
+            Column::ContainerMemoryCurrent => n(s.truth.memory_current_bytes),
+            Column::ContainerMemoryLimit => n(s.truth.memory_limit_bytes),
+            Column::ContainerCpuCores => s.container_cpu_cores,
+            Column::ContainerEffectiveCpus => s.truth.effective_cpus,
+            Column::Processes => Some(s.rows.len() as f64),
+            Column::AgentCpuSeconds => Some(s.agent.process_cpu_seconds),
+            Column::AgentSampleCpu => Some(s.sample.cost.cpu_ns as f64 / 1e9),
+            Column::AgentResident => Some(s.agent.resident_bytes as f64),
+        }
+    }
+}
+
+/// At most this many devices of each kind get their own series; the totals cover the rest.
+const MAX_DEVICES: usize = 16;
+
+/// One process among a point's top by CPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TopEntry {
+    pub pid: u32,
+    pub cpu_percent: f32,
+    pub rss_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Point {
+    unix_ms: u64,
+    values: Box<[f64]>,
+    top: Box<[TopEntry]>,
+}
+
+/// One series over a time range: parallel arrays, `None` where the value was unknown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesData {
+    pub name: String,
+    pub values: Vec<Option<f64>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Range {
+    pub times_ms: Vec<u64>,
+    pub series: Vec<SeriesData>,
+}
+
+#[derive(Debug)]
+pub struct History {
+    columns: Vec<Column>,
+    names: Vec<String>,
+    capacity: usize,
+    top_n: usize,
+    points: VecDeque<Point>,
+}
+
+impl History {
+    /// Fixes the series from what `first` has and reserves nothing yet: points are
+    /// allocated as they arrive, and the oldest is dropped once `capacity` is reached.
+    pub fn new(first: &Snapshot, capacity: usize, top_n: usize) -> Self {
+        let mut columns = vec![
+            Column::CpuBusy,
+            Column::CpuUser,
+            Column::CpuSystem,
+            Column::CpuIowait,
+            Column::CpuSteal,
+        ];
+        if let Some(stat) = first.sample.host.stat.as_ref() {
+            columns.extend(stat.cpu_ids.iter().take(1024).map(|&id| Column::PerCpuBusy(id)));
+        }
+        columns.extend([
+            Column::MemoryUsed,
+            Column::MemoryAvailable,
+            Column::SwapUsed,
+            Column::Load1,
+            Column::PressureCpuSome,
+            Column::PressureMemorySome,
+            Column::PressureMemoryFull,
+            Column::PressureIoSome,
+            Column::PressureIoFull,
+            Column::ContextSwitches,
+            Column::DiskReadBytes,
+            Column::DiskWriteBytes,
+        ]);
+        let disks = first.sample.host.disks.iter().filter(|d| !(d.name.starts_with("loop") || d.name.starts_with("ram")));
+        for d in disks.take(MAX_DEVICES) {
+            columns.push(Column::DeviceDiskRead(d.name.to_string()));
+            columns.push(Column::DeviceDiskWrite(d.name.to_string()));
+        }
+        columns.extend([Column::NetRxBytes, Column::NetTxBytes]);
+        for n in first.sample.host.nets.iter().take(MAX_DEVICES) {
+            columns.push(Column::DeviceNetRx(n.name.to_string()));
+            columns.push(Column::DeviceNetTx(n.name.to_string()));
+        }
+        columns.extend([
+            Column::ContainerMemoryCurrent,
+            Column::ContainerMemoryLimit,
+            Column::ContainerCpuCores,
+            Column::ContainerEffectiveCpus,
+            Column::Processes,
+            Column::AgentCpuSeconds,
+            Column::AgentSampleCpu,
+            Column::AgentResident,
+        ]);
+        let names = columns.iter().map(Column::name).collect();
+        Self { columns, names, capacity: capacity.max(1), top_n, points: VecDeque::new() }
+    }
+
+    pub fn push(&mut self, s: &Snapshot) {
+        let values: Box<[f64]> = self.columns.iter().map(|c| c.value(s).unwrap_or(f64::NAN)).collect();
+        let mut top: Vec<TopEntry> = s
+            .rows
+            .iter()
+            .filter_map(|r| {
+                Some(TopEntry { pid: r.pid, cpu_percent: r.cpu_percent? as f32, rss_bytes: r.rss_bytes.unwrap_or(0) })
+            })
+            .collect();
+        let n = self.top_n.min(top.len());
+        if n > 0 {
+            top.select_nth_unstable_by(n - 1, |a, b| b.cpu_percent.total_cmp(&a.cpu_percent));
+        }
+        top.truncate(n);
+        let point = Point { unix_ms: s.unix_ms(), values, top: top.into_boxed_slice() };
+        if self.points.len() == self.capacity {
+            self.points.pop_front();
+        }
+        self.points.push_back(point);
+    }
+
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn series_count(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// The fixed series names, in a stable order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn first_ms(&self) -> Option<u64> {
+        self.points.front().map(|p| p.unix_ms)
+    }
+
+    pub fn last_ms(&self) -> Option<u64> {
+        self.points.back().map(|p| p.unix_ms)
+    }
+
+    fn point_bytes(&self) -> usize {
+        std::mem::size_of::<Point>()
+            + self.columns.len() * std::mem::size_of::<f64>()
+            + self.top_n * std::mem::size_of::<TopEntry>()
+    }
+
+    /// Heap held by the points now (allocator overhead aside).
+    pub fn bytes(&self) -> usize {
+        self.points.len() * self.point_bytes() + self.names.iter().map(|n| n.len()).sum::<usize>()
+    }
+
+    /// What the ring will hold when full: the bound on its memory.
+    pub fn max_bytes(&self) -> usize {
+        self.capacity * self.point_bytes() + self.names.iter().map(|n| n.len()).sum::<usize>()
+    }
+
+    /// Is `name` a series this ring can answer (a fixed series or `process.PID.cpu_percent` /
+    /// `process.PID.rss_bytes`)?
+    pub fn knows(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name) || parse_process_series(name).is_some()
+    }
+
+    /// Points with `from_ms <= t <= to_ms`, at most `max_points` of them (evenly thinned,
+    /// newest kept). Unknown names are the caller's to reject first with [`History::knows`].
+    pub fn range(&self, names: &[String], from_ms: u64, to_ms: u64, max_points: usize) -> Range {
+        let start = self.points.partition_point(|p| p.unix_ms < from_ms);
+        let end = self.points.partition_point(|p| p.unix_ms <= to_ms);
+        let count = end.saturating_sub(start);
+        let step = if max_points == 0 || count <= max_points { 1 } else { count.div_ceil(max_points) };
+        // Walk back from the newest so the latest point is always included.
+        let mut picked: Vec<usize> = (start..end).rev().step_by(step).collect();
+        picked.reverse();
+        let times_ms = picked.iter().map(|&i| self.points[i].unix_ms).collect();
+        let series = names
+            .iter()
+            .map(|name| {
+                let values = if let Some(col) = self.names.iter().position(|n| n == name) {
+                    picked.iter().map(|&i| finite(self.points[i].values[col])).collect()
+                } else if let Some((pid, field)) = parse_process_series(name) {
+                    picked
+                        .iter()
+                        .map(|&i| {
+                            let e = self.points[i].top.iter().find(|e| e.pid == pid)?;
+                            Some(match field {
+                                ProcessField::Cpu => f64::from(e.cpu_percent),
+                                ProcessField::Rss => e.rss_bytes as f64,
+                            })
+                        })
+                        .collect()
+                } else {
+                    vec![None; picked.len()]
+                };
+                SeriesData { name: name.clone(), values }
+            })
+            .collect();
+        Range { times_ms, series }
+    }
+
+    /// Pids that were among the top processes at any point in the range, most frequent first.
+    pub fn top_pids(&self, from_ms: u64, to_ms: u64) -> Vec<(u32, usize)> {
+        let mut counts: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+        for p in self.points.iter().filter(|p| p.unix_ms >= from_ms && p.unix_ms <= to_ms) {
+            for e in p.top.iter() {
+                *counts.entry(e.pid).or_default() += 1;
+            }
+        }
+        let mut out: Vec<(u32, usize)> = counts.into_iter().collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+}
+
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ProcessField {
+    Cpu,
+    Rss,
+}
+
+fn parse_process_series(name: &str) -> Option<(u32, ProcessField)> {
+    let rest = name.strip_prefix("process.")?;
+    let (pid, field) = rest.split_once('.')?;
+    let pid: u32 = pid.parse().ok()?;
+    let field = match field {
+        "cpu_percent" => ProcessField::Cpu,
+        "rss_bytes" => ProcessField::Rss,
+        _ => return None,
+    };
+    Some((pid, field))
+}

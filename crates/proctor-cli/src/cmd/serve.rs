@@ -1,0 +1,277 @@
+//! `proctor serve`: the live agent. Samples on its own thread, answers HTTP from the latest
+//! snapshot, and optionally runs the statsd server in the same process.
+//!
+//! This module turns flags into an agent, a router and (with `--statsd`) a statsd server,
+//! checks that a non-loopback address has a token, and waits for SIGINT or SIGTERM. Routes
+//! and rendering live in `proctor-api`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use proctor_api::prom::{Family, Kind, MetricsConfig, ProcessRank};
+use proctor_api::{Agent, AgentConfig, ApiConfig, ExtraMetrics};
+use proctor_api::jupyter::JupyterConfig;
+use proctor_statsd::{ServerHandle, Shutdown};
+
+use crate::cmd::common::ReadArgs;
+use crate::cmd::statsd::{block_signals, wait_for_signal};
+use crate::output::parse_duration;
+
+/// The port `proctor serve` listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 9465;
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Rank {
+    Cpu,
+    Rss,
+}
+
+/// Arguments of `proctor serve`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    options: Box<ServeOptions>,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeOptions {
+    /// Address to listen on. Anything but loopback needs --token (or --insecure).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9465")]
+    listen: String,
+    /// Sampling period, e.g. 1s, 500ms, 10s.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    interval: String,
+    /// How much history to keep in memory (host, container and top-process series).
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    history: String,
+    /// Require `Authorization: Bearer TOKEN` on every request. Prefer --token-file: a command
+    /// line is readable by every user of the host.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
+    token: Option<String>,
+    /// Read the token from this file (surrounding whitespace is ignored).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Serve a non-loopback address without a token.
+    #[arg(long)]
+    insecure: bool,
+    /// Processes that get their own /metrics series.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    metrics_top: usize,
+    /// How those processes are picked: by CPU over the last interval, or by resident memory.
+    #[arg(long, value_enum, default_value = "cpu")]
+    metrics_rank: Rank,
+    /// Root of the tree /api/metrics/v1 reports on (default: the process that started proctor).
+    #[arg(long, value_name = "PID")]
+    jupyter_pid: Option<u32>,
+    /// Filesystem whose usage /api/metrics/v1 reports (default: $HOME, else /).
+    #[arg(long, value_name = "PATH")]
+    disk_path: Option<PathBuf>,
+    /// Share of one CPU the PSS worker may spend reading smaps_rollup (0 turns PSS off).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.02)]
+    pss_budget: f64,
+    /// Also run the statsd server (its flags below); its figures join /metrics.
+    #[arg(long)]
+    statsd: bool,
+    /// Most statsd keys exposed on /metrics per type (the rest are counted, not shown).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    statsd_metrics_max: usize,
+    #[command(flatten)]
+    read: ReadArgs,
+    #[command(flatten, next_help_heading = "statsd (with --statsd)")]
+    statsd_options: crate::cmd::statsd::Options,
+}
+
+fn parent_pid() -> u32 {
+    // SAFETY: getppid has no preconditions.
+    u32::try_from(unsafe { libc::getppid() }).unwrap_or(1)
+}
+
+/// Every address `text` resolves to, and whether all of them are loopback.
+fn resolve_listen(text: &str) -> anyhow::Result<(SocketAddr, bool)> {
+    let addrs: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .with_context(|| format!("--listen {text}: not an address (want ADDR:PORT, e.g. 127.0.0.1:{DEFAULT_PORT})"))?
+        .collect();
+    let first = *addrs.first().with_context(|| format!("--listen {text}: resolves to no address"))?;
+    Ok((first, addrs.iter().all(|a| a.ip().is_loopback())))
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let o = *args.options;
+    let interval = parse_duration(&o.interval).map_err(|e| anyhow::anyhow!("--interval: {e}"))?;
+    if interval.is_zero() {
+        bail!("--interval must be more than 0");
+    }
+    let history = parse_duration(&o.history).map_err(|e| anyhow::anyhow!("--history: {e}"))?;
+    if !(0.0..=1.0).contains(&o.pss_budget) {
+        bail!("--pss-budget is a share of one CPU, between 0 and 1");
+    }
+    let token = match (&o.token, &o.token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --token-file {}", path.display()))?
+                .trim()
+                .to_string(),
+        ),
+        (None, None) => None,
+    };
+    if token.as_deref() == Some("") {
+        bail!("the token is empty");
+    }
+    let (listen, loopback) = resolve_listen(&o.listen)?;
+    if !loopback && token.is_none() && !o.insecure {
+        bail!(
+            "--listen {listen} is reachable from other machines: give --token or --token-file \
+             (Bearer auth on every endpoint), or --insecure to serve it without one"
+        );
+    }
+
+    // Blocked before any thread starts, so only the waiter below receives them.
+    let signals = block_signals()?;
+
+    let mut sampler_config = o.read.config();
+    sampler_config.pss_budget = o.pss_budget;
+    let jupyter_pid = o.jupyter_pid.unwrap_or_else(parent_pid);
+    let disk_path = o
+        .disk_path
+        .clone()
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let agent_config = AgentConfig { interval, history, history_top: 10, jupyter_pid, disk_path };
+    let agent = Agent::start(sampler_config, agent_config).context("cannot start the sampling thread")?;
+
+    let statsd_shutdown = Shutdown::new();
+    let statsd = if o.statsd {
+        let etsy = crate::cmd::statsd::etsy_config(&o.statsd_options)?;
+        Some(crate::cmd::statsd::start(&o.statsd_options, etsy, statsd_shutdown.clone())?)
+    } else {
+        None
+    };
+    let extra: Option<ExtraMetrics> = statsd.as_ref().map(|server| {
+        let handle = server.handle();
+        let max = o.statsd_metrics_max;
+        Arc::new(move || statsd_families(&handle, max)) as ExtraMetrics
+    });
+
+    let config = ApiConfig {
+        token: token.map(Arc::from),
+        metrics: MetricsConfig {
+            top: o.metrics_top,
+            rank: match o.metrics_rank {
+                Rank::Cpu => ProcessRank::Cpu,
+                Rank::Rss => ProcessRank::Rss,
+            },
+        },
+        jupyter: JupyterConfig::new(jupyter_pid),
+        extra_metrics: extra,
+    };
+    let app = proctor_api::router(agent.shared(), config);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("proctor-http")
+        .enable_io()
+        .enable_time()
+        .build()
+        .context("cannot start the HTTP runtime")?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("serve-signals".into())
+        .spawn(move || {
+            wait_for_signal(&signals);
+            let _ = stop_tx.send(());
+        })
+        .context("cannot start the signal thread")?;
+    let served: anyhow::Result<()> = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+        let local = listener.local_addr()?;
+        eprintln!(
+            "proctor serve: listening on http://{local}/ (dashboard /, API /api/v1/, Prometheus /metrics, \
+             Jupyter /api/metrics/v1 for pid {jupyter_pid}); sampling every {}",
+            o.interval
+        );
+        proctor_api::serve(listener, app, async move {
+            let _ = stop_rx.await;
+        })
+        .await
+        .context("the HTTP server failed")
+    });
+    eprintln!("proctor serve: stopping");
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    agent.stop();
+    if let Some(server) = statsd {
+        statsd_shutdown.trigger();
+        server.join();
+        if let Some(path) = &o.statsd_options.unix {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Time-valued timer stats (Etsy's names), converted from milliseconds to seconds.
+fn is_time_stat(name: &str) -> bool {
+    matches!(name, "mean" | "median" | "upper" | "lower" | "std" | "sum")
+        || ["upper_", "mean_", "sum_"].iter().any(|p| name.strip_prefix(p).is_some_and(|rest| !rest.is_empty()))
+}
+
+/// The statsd server's self metrics, and the last flush's values per key, capped at `max`
+/// keys per type.
+fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
+    let mut out = Vec::new();
+    // Self metrics: one family per name, in the order the server lists them.
+    for series in handle.self_metrics().series() {
+        let kind = if series.counter { Kind::Counter } else { Kind::Gauge };
+        let base = if series.counter { series.name.strip_suffix("_total").unwrap_or(series.name) } else { series.name };
+        let labels = series.labels.clone();
+        match out.iter_mut().find(|f: &&mut Family| f.name == base) {
+            Some(f) => f.push(labels, series.value),
+            None => {
+                let mut f = Family::new(base, kind, "proctor statsd server figure (see `proctor statsd --help`).");
+                f.push(labels, series.value);
+                out.push(f);
+            }
+        }
+    }
+    let mut counters = Family::new("proctor_statsd_counter_per_second", Kind::Gauge, "statsd counters: rate over the last flush interval.");
+    let mut gauges = Family::new("proctor_statsd_gauge", Kind::Gauge, "statsd gauges: value at the last flush.");
+    let mut timers = Family::new("proctor_statsd_timer_seconds", Kind::Gauge, "statsd timers: statistics of the last flush interval.");
+    let mut timer_counts = Family::new("proctor_statsd_timer_samples", Kind::Gauge, "statsd timers: values received in the last flush interval.");
+    let mut sets = Family::new("proctor_statsd_set_members", Kind::Gauge, "statsd sets: distinct members in the last flush interval.");
+    let mut not_shown = 0u64;
+    if let Some(flush) = handle.last_flush() {
+        let key = |k: &str| vec![("key", k.to_string())];
+        for c in flush.counters.iter() {
+            if counters.samples.len() < max { counters.push(key(&c.key), c.rate_per_second) } else { not_shown += 1 }
+        }
+        for g in flush.gauges.iter() {
+            if gauges.samples.len() < max { gauges.push(key(&g.key), g.value) } else { not_shown += 1 }
+        }
+        for s in flush.sets.iter() {
+            if sets.samples.len() < max { sets.push(key(&s.key), s.count) } else { not_shown += 1 }
+        }
+        for (shown, t) in flush.timers.iter().enumerate() {
+            if shown >= max {
+                not_shown += 1;
+                continue;
+            }
+            for (name, value) in &t.stats {
+                if name == "count" {
+                    timer_counts.push(key(&t.key), *value);
+                } else if is_time_stat(name) {
+                    timers.push(vec![("key", t.key.clone()), ("stat", name.clone())], value / 1e3);
+                }
+            }
+        }
+    }
+    out.extend([counters, gauges, timers, timer_counts, sets]);
+    let mut hidden = Family::new("proctor_statsd_keys_not_exposed", Kind::Gauge, "statsd keys left out of /metrics by --statsd-metrics-max.");
+    hidden.push(Vec::new(), not_shown as f64);
+    out.push(hidden);
+    out
+}
