@@ -165,3 +165,47 @@ fn snapshot_count_streams_json_lines_with_rates() {
         assert!(interval > 0.05 && interval < 5.0, "{interval}");
     }
 }
+
+#[test]
+fn serve_refuses_a_public_address_without_a_token() {
+    let out = proctor(&["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("give --token or --token-file"), "{err}");
+    let out = proctor(&["serve", "--interval", "0s"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--interval must be more than 0"));
+}
+
+/// The real binary: serves on an ephemeral port, answers, and stops cleanly on SIGTERM.
+#[test]
+fn serve_answers_and_stops_on_sigterm() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start serve");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("first line");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+    write!(stream, "GET /api/v1/agent HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("reply");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("\"samples_total\""), "{reply}");
+    // SAFETY: kill with a pid we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("exits");
+    assert!(status.success(), "{status:?}");
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).expect("rest of stderr");
+    assert!(rest.contains("stopping"), "{rest}");
+}
