@@ -2,4 +2,5 @@
 //! the real router, and a plain HTTP/1.1 client over a TcpStream.
 
 mod harness;
+mod prometheus;
 mod routes;
