@@ -189,18 +189,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let served: anyhow::Result<()> = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
         let local = listener.local_addr()?;
-        eprintln!(
-            "proctor serve: listening on http://{local}/ (dashboard /, API /api/v1/, Prometheus /metrics, \
+        log(&format!(
+            "listening on http://{local}/ (dashboard /, API /api/v1/, Prometheus /metrics, \
              Jupyter /api/metrics/v1 for pid {jupyter_pid}); sampling every {}",
             o.interval
-        );
+        ));
         proctor_api::serve(listener, app, async move {
             let _ = stop_rx.await;
         })
         .await
         .context("the HTTP server failed")
     });
-    eprintln!("proctor serve: stopping");
+    log("stopping");
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     agent.stop();
     if let Some(server) = statsd {
@@ -212,6 +212,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A line on stderr. An agent outlives whoever started it, so a closed stderr is ignored
+/// rather than a reason to panic (as `eprintln!` would).
+fn log(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "proctor serve: {message}");
 }
 
 /// Time-valued timer stats (Etsy's names), converted from milliseconds to seconds.

@@ -209,3 +209,56 @@ fn serve_answers_and_stops_on_sigterm() {
     stderr.read_to_string(&mut rest).expect("rest of stderr");
     assert!(rest.contains("stopping"), "{rest}");
 }
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("reply");
+    reply
+}
+
+/// `serve --statsd`: packets sent over UDP show up on /metrics after a flush, with the statsd
+/// server's own figures beside them.
+#[test]
+fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
+    use std::io::{BufRead, BufReader};
+    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0").expect("probe").local_addr().expect("addr").port();
+    let udp = format!("127.0.0.1:{udp_port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms", "--statsd", "--udp", &udp])
+        .args(["--admin", "off", "--flush-interval", "300ms"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start serve --statsd");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut addr: Option<String> = None;
+    let mut line = String::new();
+    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
+        line.clear();
+    }
+    let addr = addr.expect("serve printed its address");
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("sender");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut body = String::new();
+    while std::time::Instant::now() < deadline {
+        sender.send_to(b"jobs.done:3|c\nqueue.depth:7|g\nreq.time:250|ms", &udp).expect("send");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        body = http_get(&addr, "/metrics");
+        if body.contains("proctor_statsd_gauge{key=\"queue.depth\"} 7") && body.contains("key=\"req.time\",stat=\"upper\"} 0.25") {
+            break;
+        }
+    }
+    // SAFETY: SIGTERM to the pid we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("exits");
+    drop(stderr);
+    assert!(body.contains("proctor_statsd_gauge{key=\"queue.depth\"} 7"), "{body}");
+    assert!(body.contains("proctor_statsd_counter_per_second{key=\"jobs.done\"} "), "{body}");
+    assert!(body.contains("proctor_statsd_timer_seconds{key=\"req.time\",stat=\"upper\"} 0.25"), "{body}");
+    assert!(body.contains("proctor_statsd_packets_received_total "), "{body}");
+    assert!(body.contains("proctor_host_cpu_seconds_total{"), "{body}");
+    assert!(status.success(), "{status:?}");
+}
