@@ -339,6 +339,73 @@ describe("dashboard", () => {
     await until("rows at the end", async () => (await visibleRows(page)).length > 5);
   });
 
+  test("5000 synthetic processes: a bounded row pool, correct rows after scrolling, tree order", async (t) => {
+    // The agent here may see only a few hundred processes, so drive the page's own table
+    // module with a made-up list of thousands (pids 1..N, each parented to a lower pid).
+    const result = await page.evaluate(async () => {
+      const { ProcessTable } = await import("/js/table.js");
+      const el = (cls, ...kids) => {
+        const e = document.createElement("div");
+        e.className = cls;
+        e.append(...kids);
+        return e;
+      };
+      const root = el("ptable", el("ptable-head"), el("ptable-body", el("ptable-spacer")));
+      root.id = "synthetic";
+      document.body.append(root);
+      const N = 5000;
+      const procs = [];
+      for (let pid = 1; pid <= N; pid++) {
+        procs.push({
+          pid,
+          ppid: pid === 1 ? 0 : Math.max(1, Math.floor(pid / 3)),
+          name: `p${pid}`,
+          cmdline: [`/bin/p${pid}`, "--flag"],
+          state: "S",
+          uid: 1000,
+          cpu_percent: (pid * 7919) % 1000 / 10,
+          rss_bytes: pid * 4096,
+          pss_bytes: null,
+          swap_bytes: 0,
+          threads: 1,
+          vsize_bytes: pid * 8192,
+        });
+      }
+      const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const table = new ProcessTable(root, { onSelect: () => {} });
+      const t0 = performance.now();
+      table.setData(procs);
+      await frames();
+      const firstRenderMs = performance.now() - t0;
+      table.sortBy("pid");
+      await frames();
+      const body = root.querySelector(".ptable-body");
+      body.scrollTop = 2500 * 22;
+      await frames();
+      const visible = () =>
+        [...root.querySelectorAll(".prow:not([hidden])")]
+          .map((r) => ({ y: r.getBoundingClientRect().top - body.getBoundingClientRect().top, pid: Number(r.dataset.pid), depth: Number(r.dataset.depth) }))
+          .filter((r) => r.y >= 0 && r.y < body.clientHeight)
+          .sort((a, b) => a.y - b.y);
+      const middle = visible();
+      const poolSize = root.querySelectorAll(".prow").length;
+      table.setTree(true);
+      body.scrollTop = 0;
+      await frames();
+      const treeTop = visible();
+      const treeLength = table.view.length;
+      root.remove();
+      return { firstRenderMs, middle, poolSize, treeTop, treeLength };
+    });
+    t.diagnostic(`first sort and render of 5000 rows: ${result.firstRenderMs.toFixed(1)} ms`);
+    assert.ok(result.poolSize < 80, `${result.poolSize} row elements for 5000 processes`);
+    assert.equal(result.middle[0].pid, 2501, "row 2500 (0-based) is pid 2501 when sorted by pid");
+    for (let i = 1; i < result.middle.length; i++) assert.equal(result.middle[i].pid, result.middle[i - 1].pid + 1);
+    assert.equal(result.treeLength, 5000);
+    // Depth-first: pid 1, then its smallest child 2 (ppid 1), then 2's children 6, 7, 8.
+    assert.deepEqual(result.treeTop.slice(0, 4).map((r) => [r.pid, r.depth]), [[1, 0], [2, 1], [6, 2], [18, 3]]);
+  });
+
   test("screenshot", async () => {
     await page.uncheck("#tree");
     await setFilter(page, "");
