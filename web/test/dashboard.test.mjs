@@ -247,9 +247,23 @@ describe("dashboard", () => {
     const known = rss.filter((v) => v !== null);
     assert.ok(known.length > 3, `rss shown: ${rows.map((r) => r.cells.rss)}`);
     for (let i = 1; i < known.length; i++) assert.ok(known[i - 1] >= known[i], `rss not descending: ${rows.map((r) => r.cells.rss)}`);
-    // The top of the list by RSS is the largest process the agent knows of.
-    const api = (await fetchJson(base + "/api/v1/processes?sort=rss&limit=1")).processes[0];
-    assert.ok(rss[0] >= api.rss_bytes * 0.5, `first row ${rows[0].cells.rss} vs API max ${api.rss_bytes}`);
+    // Not just the visible slice: the rows at the very end are no larger than the first. The
+    // page is paused meanwhile, so no poll swaps the data between the two reads.
+    await page.check("#pause");
+    await frames(page);
+    const top = parseShown((await visibleRows(page))[0].cells.rss);
+    await page.evaluate(() => {
+      const b = document.querySelector("#ptable .ptable-body");
+      b.scrollTop = b.scrollHeight;
+    });
+    await frames(page);
+    const end = (await visibleRows(page)).map((r) => parseShown(r.cells.rss));
+    assert.ok(end.length > 3);
+    for (const v of end) assert.ok(v === null || v <= top, `a row at the end (${v}) is larger than the first (${top})`);
+    await page.evaluate(() => {
+      document.querySelector("#ptable .ptable-body").scrollTop = 0;
+    });
+    await page.uncheck("#pause");
   });
 
   test("filtering narrows the table, and the hostile name renders as text", async () => {
@@ -420,6 +434,11 @@ describe("dashboard", () => {
     const file = path.join(ARTIFACTS, "dashboard.png");
     await page.screenshot({ path: file, fullPage: true });
     assert.ok(readFileSync(file).length > 10000);
+    // The process panel in tree mode, for a look at the indentation.
+    await page.check("#tree");
+    await frames(page);
+    await page.locator("#processes").screenshot({ path: path.join(ARTIFACTS, "dashboard-tree.png") });
+    await page.uncheck("#tree");
     // Nothing fired across the whole session.
     assert.deepEqual(dialogs, []);
     assert.deepEqual(consoleErrors, []);
@@ -439,8 +458,12 @@ describe("dashboard", () => {
     const p2 = await browser.newPage();
     const errors = [];
     p2.on("pageerror", (e) => errors.push(e.message));
-    await browser.addCookies([{ name: "proctor_token", value: token, url: guarded }]);
-    await p2.goto(guarded + "/");
+    // A browser without the cookie gets the agent's sign-in page; it sets the cookie and reloads.
+    await browser.clearCookies();
+    const signIn = await p2.goto(guarded + "/");
+    assert.equal(signIn.status(), 401);
+    await p2.fill('input[name="t"]', token);
+    await p2.click("form button");
     await p2.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
     assert.ok(await p2.isHidden("#auth"));
 

@@ -273,7 +273,9 @@ export class ProcessTable {
       }
     }
     const nameCell = row.cells[2];
-    const indent = this.tree ? `${6 + item.depth * 14}px` : "";
+    // Deep chains (shells in shells, browsers' zygotes) would push the name out of its
+    // column, so the indent stops growing at 12 levels; the tree order still shows nesting.
+    const indent = this.tree ? `${6 + Math.min(item.depth, 12) * 11}px` : "";
     if (nameCell.style.paddingLeft !== indent) nameCell.style.paddingLeft = indent;
     if (row.title !== (text(cmdlineText(p)) ?? "")) row.title = cmdlineText(p) ?? "";
   }
