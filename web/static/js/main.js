@@ -1,0 +1,524 @@
+// The dashboard: polls the agent that served this page and draws what it answers.
+//
+// One loop, paced by the agent's sampling interval: the snapshot (host, container, agent) and
+// the history since the last point every tick; the process list at most once a second (it is
+// the one large answer); the selected process's detail with it. A tick starts only after the
+// previous one finished, so a slow agent is never sent a pile of requests. Nothing here talks
+// to any host but the page's own origin.
+
+import * as api from "./api.js";
+import { LineChart, Heatmap, Timeline, PALETTE, heat } from "./chart.js";
+import * as fmt from "./format.js";
+import { ProcessTable } from "./table.js";
+
+const $ = (id) => document.getElementById(id);
+
+const timeline = new Timeline();
+const state = {
+  intervalMs: 1000,
+  seriesNames: new Set(),
+  seriesCheckedAt: 0,
+  lastProcessesAt: 0,
+  lastSnapshot: null,
+  selectedPid: null,
+  stopped: false, // Set while the agent wants a token.
+  timer: null,
+  needFullHistory: true,
+  paused: false,
+  gen: 0, // Which polling loop is current (see tick).
+};
+
+// ---- charts -------------------------------------------------------------------------------
+
+function chart(id, unit, series, extra = {}) {
+  const legendId = id.replace(/^chart-/, "") + "-legend";
+  return new LineChart($(id), timeline, { unit, series, legend: $(legendId), ...extra });
+}
+
+const charts = {
+  cpu: chart("chart-cpu", "%", [], { yMax: 100 }),
+  mem: chart("chart-mem", "bytes", []),
+  psi: chart("chart-psi", "%", []),
+  disk: chart("chart-disk", "bytes/s", []),
+  net: chart("chart-net", "bytes/s", []),
+  cgMem: chart("chart-cg-mem", "bytes", []),
+  cgCpu: chart("chart-cg-cpu", "cpus", []),
+  agentRss: chart("chart-agent-rss", "bytes", []),
+  agentCpu: chart("chart-agent-cpu", "%", []),
+};
+const perCpu = new Heatmap($("chart-percpu"), timeline);
+
+/** Keeps the series a chart asks for to those the agent has, so a missing one is no 400. */
+function only(list) {
+  return list.filter((s) => s.name.startsWith("derived.") || state.seriesNames.has(s.name));
+}
+
+function configureCharts() {
+  const has = (n) => state.seriesNames.has(n);
+  charts.cpu.setSeries(
+    only([
+      { name: "host.cpu.busy_percent", label: "busy", width: 2 },
+      { name: "host.cpu.user_percent", label: "user" },
+      { name: "host.cpu.system_percent", label: "system" },
+      { name: "host.cpu.iowait_percent", label: "iowait" },
+      { name: "host.cpu.steal_percent", label: "steal" },
+    ]),
+  );
+  const cpuRows = [...state.seriesNames]
+    .map((n) => /^host\.cpu(\d+)\.busy_percent$/.exec(n))
+    .filter(Boolean)
+    .sort((a, b) => Number(a[1]) - Number(b[1]))
+    .map((m) => m[0]);
+  perCpu.setRows(cpuRows);
+  perCpu.canvas.style.height = `${Math.min(160, Math.max(36, cpuRows.length * 14))}px`;
+  charts.mem.setSeries(
+    only([
+      { name: "host.memory.used_bytes", label: "used", width: 2 },
+      { name: "host.memory.available_bytes", label: "available" },
+      { name: "host.swap.used_bytes", label: "swap used" },
+    ]),
+  );
+  charts.psi.setSeries(
+    only([
+      { name: "host.pressure.cpu.some_avg10", label: "cpu some" },
+      { name: "host.pressure.memory.some_avg10", label: "memory some" },
+      { name: "host.pressure.memory.full_avg10", label: "memory full", dash: [4, 3] },
+      { name: "host.pressure.io.some_avg10", label: "io some" },
+      { name: "host.pressure.io.full_avg10", label: "io full", dash: [4, 3] },
+    ]),
+  );
+  charts.disk.setSeries(
+    only([
+      { name: "host.disk.read_bytes_per_sec", label: "read" },
+      { name: "host.disk.write_bytes_per_sec", label: "write" },
+    ]),
+  );
+  charts.net.setSeries(
+    only([
+      { name: "host.net.rx_bytes_per_sec", label: "received" },
+      { name: "host.net.tx_bytes_per_sec", label: "sent" },
+    ]),
+  );
+  charts.cgMem.setSeries(
+    only([
+      { name: "container.memory.current_bytes", label: "current", width: 2 },
+      { name: "container.memory.limit_bytes", label: "limit", color: PALETTE[1], dash: [6, 4] },
+    ]),
+  );
+  charts.cgCpu.setSeries(
+    only([
+      { name: "container.cpu.used_cpus", label: "used", width: 2 },
+      { name: "container.cpu.effective_cpus", label: "effective", color: PALETTE[1], dash: [6, 4] },
+      { name: "derived.host.online_cpus", label: "host online", color: PALETTE[7], dash: [2, 3] },
+    ]),
+  );
+  charts.agentRss.setSeries(only([{ name: "agent.resident_bytes", label: "RSS", width: 2 }]));
+  charts.agentCpu.setSeries([
+    ...(has("agent.cpu_seconds_total") ? [{ name: "derived.agent.cpu_percent", label: "whole agent", width: 2 }] : []),
+    ...(has("agent.sample_cpu_seconds") ? [{ name: "derived.agent.sample_percent", label: "sampling cycle" }] : []),
+  ]);
+}
+
+/** The series one history request asks for: every plotted one that the agent has. */
+function wantedSeries() {
+  const names = new Set();
+  for (const c of Object.values(charts)) for (const s of c.series) if (!s.name.startsWith("derived.")) names.add(s.name);
+  for (const n of perCpu.names) names.add(n);
+  for (const n of ["agent.cpu_seconds_total", "agent.sample_cpu_seconds"]) if (state.seriesNames.has(n)) names.add(n);
+  // The API takes at most 256 names; on a very wide host the last CPUs are left out.
+  return [...names].slice(0, 256);
+}
+
+/** Series computed here from others: rates of counters and constants from the snapshot. */
+function derive() {
+  const t = timeline.times;
+  const cpu = timeline.series("agent.cpu_seconds_total");
+  const sample = timeline.series("agent.sample_cpu_seconds");
+  const online = state.lastSnapshot?.container?.host_online_cpus ?? state.lastSnapshot?.host?.online_cpus ?? null;
+  const agentPct = new Array(t.length).fill(null);
+  const samplePct = new Array(t.length).fill(null);
+  for (let i = 0; i < t.length; i++) {
+    if (cpu && i > 0 && cpu[i] !== null && cpu[i - 1] !== null && t[i] > t[i - 1]) {
+      const d = cpu[i] - cpu[i - 1];
+      // A counter that went backwards (agent restarted) has no rate, not a negative one.
+      if (d >= 0) agentPct[i] = (100 * d) / ((t[i] - t[i - 1]) / 1000);
+    }
+    if (sample && sample[i] !== null) samplePct[i] = (100 * sample[i]) / (state.intervalMs / 1000);
+  }
+  timeline.values.set("derived.agent.cpu_percent", agentPct);
+  timeline.values.set("derived.agent.sample_percent", samplePct);
+  timeline.values.set("derived.host.online_cpus", new Array(t.length).fill(online));
+}
+
+function redrawCharts() {
+  for (const c of Object.values(charts)) c.invalidate();
+  perCpu.invalidate();
+}
+
+// ---- polling ------------------------------------------------------------------------------
+
+async function refreshSeriesList(force) {
+  const now = Date.now();
+  if (!force && now - state.seriesCheckedAt < 15000) return;
+  state.seriesCheckedAt = now;
+  const list = await api.get("/api/v1/history/series");
+  const names = new Set(list.series);
+  const changed = names.size !== state.seriesNames.size || [...names].some((n) => !state.seriesNames.has(n));
+  if (changed) {
+    state.seriesNames = names;
+    configureCharts();
+    state.needFullHistory = true;
+  }
+}
+
+async function refreshHistory() {
+  const series = wantedSeries();
+  if (!series.length) return;
+  let answer;
+  if (state.needFullHistory || timeline.last === null) {
+    const width = Math.max(300, Math.round(window.innerWidth));
+    answer = await api.get(api.url("/api/v1/history", { series: series.join(","), since: `${timeline.windowMs}ms`, max_points: width }));
+    timeline.clear();
+    state.needFullHistory = false;
+  } else {
+    answer = await api.get(api.url("/api/v1/history", { series: series.join(","), from: timeline.last + 1 }));
+  }
+  timeline.append(answer);
+  derive();
+  redrawCharts();
+}
+
+async function refreshSnapshot() {
+  const s = await api.get("/api/v1/snapshot");
+  state.lastSnapshot = s;
+  const interval = s.agent?.interval_secs;
+  if (interval > 0) state.intervalMs = Math.max(100, interval * 1000);
+  renderHost(s);
+  renderContainer(s.container, s.host);
+  renderAgent(s.agent);
+}
+
+async function refreshProcesses(force) {
+  const now = Date.now();
+  if (!force && now - state.lastProcessesAt < Math.max(1000, state.intervalMs)) return;
+  state.lastProcessesAt = now;
+  const list = await api.get("/api/v1/processes");
+  table.setData(list.processes);
+  $("proc-count").textContent = `${fmt.count(list.total)} processes`;
+}
+
+async function refreshDetail() {
+  const pid = state.selectedPid;
+  if (pid === null) return;
+  try {
+    const p = await api.get(`/api/v1/processes/${pid}`);
+    if (state.selectedPid === pid) renderDetail(p, null);
+  } catch (e) {
+    if (e.status === 404 && state.selectedPid === pid) renderDetail(null, `Process ${pid} is gone: it was not in the latest sample.`);
+    else throw e;
+  }
+}
+
+function setStatus(kind, message) {
+  const el = $("status");
+  el.dataset.state = kind;
+  el.textContent = message;
+}
+
+/** One poll. `gen` ties it to the loop that scheduled it: a restart starts a new loop, and a
+ * tick of an older loop that is still awaiting answers ends without scheduling another. */
+async function tick(gen) {
+  state.timer = null;
+  if (state.stopped || gen !== state.gen) return;
+  const started = performance.now();
+  let delay = state.intervalMs;
+  if (!document.hidden && !state.paused) {
+    try {
+      await refreshSeriesList(false);
+      await Promise.all([refreshSnapshot(), refreshHistory(), refreshProcesses(false), refreshDetail()]);
+      const age = Date.now() - (state.lastSnapshot?.time_unix_ms ?? Date.now());
+      if (age > Math.max(5000, 5 * state.intervalMs)) setStatus("stale", `stale: last sample ${fmt.duration(age / 1000)} ago`);
+      else setStatus("live", `live, every ${fmt.duration(state.intervalMs / 1000)}`);
+    } catch (e) {
+      if (state.stopped || gen !== state.gen) return;
+      if (e.code === "unreachable") {
+        setStatus("down", "agent unreachable, retrying");
+        delay = Math.max(2000, delay);
+      } else {
+        setStatus("error", `error: ${e.message}`);
+        delay = Math.max(2000, delay);
+      }
+    }
+  }
+  if (state.stopped || gen !== state.gen) return;
+  const elapsed = performance.now() - started;
+  state.timer = setTimeout(tick, Math.max(0, delay - elapsed), gen);
+}
+
+function restart() {
+  if (state.timer !== null) clearTimeout(state.timer);
+  state.stopped = false;
+  state.needFullHistory = true;
+  state.seriesCheckedAt = 0;
+  state.lastProcessesAt = 0;
+  state.gen++;
+  state.timer = setTimeout(tick, 0, state.gen);
+}
+
+api.on("unauthorized", () => {
+  state.stopped = true;
+  if (state.timer !== null) clearTimeout(state.timer);
+  state.timer = null;
+  setStatus("auth", "token required");
+  $("auth").hidden = false;
+  $("auth-token").focus();
+});
+
+$("auth").addEventListener("submit", (e) => {
+  e.preventDefault();
+  api.setToken($("auth-token").value);
+  $("auth-token").value = "";
+  $("auth").hidden = true;
+  setStatus("connecting", "connecting…");
+  restart();
+});
+
+// ---- host ---------------------------------------------------------------------------------
+
+function renderHost(s) {
+  const h = s.host;
+  const states = Object.entries(s.processes.states)
+    .map(([k, v]) => `${v} ${k}`)
+    .join(", ");
+  $("summary").textContent =
+    `${fmt.count(s.processes.count)} processes (${states}), ${fmt.count(s.processes.threads)} threads` +
+    (h.load ? ` · load ${h.load.map((l) => l.toFixed(2)).join(" ")}` : "") +
+    (h.uptime_secs !== null ? ` · up ${fmt.duration(h.uptime_secs)}` : "");
+  $("cpu-sub").textContent = `${h.online_cpus ?? fmt.DASH} online · now ${fmt.percent(h.cpu?.busy_percent)} busy`;
+  $("mem-sub").textContent = `total ${fmt.bytes(h.memory.total_bytes)}, swap ${fmt.bytes(h.memory.swap_total_bytes)}`;
+  const psi = h.pressure_cpu?.some;
+  $("psi-sub").textContent = h.pressure_cpu || h.pressure_memory || h.pressure_io ? `cpu some ${fmt.percent(psi?.avg10, 2)}` : "not available on this kernel";
+  $("disk-sub").textContent = h.disks.length ? h.disks.map((d) => d.device).join(", ") : "no disks";
+  $("net-sub").textContent = h.nets.length ? h.nets.map((n) => n.device).join(", ") : "no interfaces";
+  renderPerCpuNow(h.per_cpu);
+}
+
+function renderPerCpuNow(perCpuNow) {
+  const box = $("percpu-now");
+  while (box.children.length > perCpuNow.length) box.lastChild.remove();
+  while (box.children.length < perCpuNow.length) {
+    const item = document.createElement("div");
+    item.className = "bar";
+    const label = document.createElement("span");
+    label.className = "bar-label";
+    const track = document.createElement("span");
+    track.className = "bar-track";
+    const fill = document.createElement("span");
+    fill.className = "bar-fill";
+    track.append(fill);
+    const value = document.createElement("span");
+    value.className = "bar-value";
+    item.append(label, track, value);
+    box.append(item);
+  }
+  perCpuNow.forEach((c, i) => {
+    const [label, track, value] = box.children[i].children;
+    label.textContent = `cpu${c.cpu}`;
+    track.firstChild.style.width = `${Math.max(0, Math.min(100, c.busy_percent))}%`;
+    track.firstChild.style.background = heat(c.busy_percent);
+    value.textContent = fmt.percent(c.busy_percent, 0);
+  });
+}
+
+// ---- container ----------------------------------------------------------------------------
+
+function gauge(fillId, textId, used, limit, text) {
+  const fill = $(fillId);
+  const share = used !== null && limit ? used / limit : null;
+  fill.style.width = share === null ? "0%" : `${Math.min(100, share * 100)}%`;
+  fill.dataset.level = share === null ? "unknown" : share > 0.9 ? "high" : share > 0.7 ? "warn" : "ok";
+  $(textId).textContent = text + (share === null ? "" : ` (${fmt.percent(share * 100)})`);
+}
+
+function facts(dl, rows) {
+  dl.replaceChildren();
+  for (const [k, v] of rows) {
+    const dt = document.createElement("dt");
+    dt.textContent = k;
+    const dd = document.createElement("dd");
+    dd.textContent = v;
+    dl.append(dt, dd);
+  }
+}
+
+function renderContainer(c, host) {
+  $("cg-sub").textContent = c.error
+    ? `no cgroup view: ${c.error}`
+    : `cgroup ${c.cgroup_version ?? "?"} ${c.cgroup_path ?? ""}${c.pid ? ` (of pid ${c.pid})` : ""}`;
+  const warnings = $("cg-warnings");
+  warnings.replaceChildren(
+    ...c.warnings.map((w) => {
+      const p = document.createElement("p");
+      p.className = "warning";
+      p.textContent = w;
+      return p;
+    }),
+  );
+  gauge(
+    "cg-mem-fill",
+    "cg-mem-text",
+    c.memory_current_bytes,
+    c.memory_limit_bytes,
+    `${fmt.bytes(c.memory_current_bytes)} of ${fmt.bytes(c.memory_limit_bytes)}` +
+      (c.memory_limit_source ? ` (limit from ${c.memory_limit_source})` : "") +
+      (c.memory_peak_bytes !== null ? `, peak ${fmt.bytes(c.memory_peak_bytes)}` : ""),
+  );
+  gauge(
+    "cg-cpu-fill",
+    "cg-cpu-text",
+    c.cpu_used_cpus,
+    c.effective_cpus,
+    `${fmt.num(c.cpu_used_cpus, 2)} of ${fmt.num(c.effective_cpus, 2)} effective CPUs`,
+  );
+  const online = c.host_online_cpus ?? host.online_cpus;
+  const rows = [
+    ["host online", online],
+    ["affinity", c.affinity_cpus],
+    ["cpuset", c.cpuset_cpus],
+    ["quota", c.quota_cpus],
+    ["effective", c.effective_cpus],
+  ];
+  const scale = Math.max(1, ...rows.map(([, v]) => v ?? 0));
+  const box = $("cg-cpus");
+  box.replaceChildren(
+    ...rows.map(([label, v]) => {
+      const item = document.createElement("div");
+      item.className = "bar" + (label === "effective" ? " effective" : "");
+      const l = document.createElement("span");
+      l.className = "bar-label";
+      l.textContent = label;
+      const track = document.createElement("span");
+      track.className = "bar-track";
+      const fill = document.createElement("span");
+      fill.className = "bar-fill";
+      fill.style.width = v === null ? "0%" : `${(100 * v) / scale}%`;
+      track.append(fill);
+      const value = document.createElement("span");
+      value.className = "bar-value";
+      value.textContent = v === null ? "no limit" : fmt.num(v, 2);
+      item.append(l, track, value);
+      return item;
+    }),
+  );
+  facts($("cg-facts"), [
+    ["quota from", c.quota_path ?? fmt.DASH],
+    ["throttled", `${fmt.count(c.cpu_throttled_periods_total)} periods, ${fmt.duration(c.cpu_throttled_seconds_total)}`],
+    ["pids", fmt.count(c.pids_current)],
+    ["cpu pressure", c.pressure_cpu?.some ? `${fmt.percent(c.pressure_cpu.some.avg10, 2)} some` : fmt.DASH],
+    ["memory pressure", c.pressure_memory?.some ? `${fmt.percent(c.pressure_memory.some.avg10, 2)} some` : fmt.DASH],
+    ["limits read", c.limits_age_secs !== null ? `${fmt.duration(c.limits_age_secs)} ago` : fmt.DASH],
+  ]);
+}
+
+// ---- agent --------------------------------------------------------------------------------
+
+function renderAgent(a) {
+  $("agent-sub").textContent = `pid ${a.pid}, version ${a.version}, up ${fmt.duration(a.uptime_secs)}`;
+  const recent = timeline.series("derived.agent.cpu_percent");
+  let recentPct = null;
+  if (recent) for (let i = recent.length - 1; i >= 0 && recentPct === null; i--) recentPct = recent[i];
+  const last = a.last_sample;
+  const errors = Object.values(a.errors_total).reduce((x, y) => x + y, 0);
+  facts($("agent-facts"), [
+    ["CPU now", fmt.percent(recentPct, 2) + " of one CPU"],
+    ["CPU average", fmt.percent(a.cpu_percent_of_one_cpu_avg, 2) + ` (${fmt.duration(a.cpu_seconds_total)} total)`],
+    ["resident", `${fmt.bytes(a.resident_bytes)} (max ${fmt.bytes(a.max_resident_bytes)})`],
+    ["last sample", `${fmt.duration(last.cpu_seconds)} CPU, ${fmt.duration(last.wall_seconds)} wall`],
+    ["files read", `${fmt.count(last.files_read)} (${fmt.count(last.files_opened)} opened, ${fmt.count(last.fds_kept)} fds kept)`],
+    ["processes seen", fmt.count(last.processes_seen)],
+    ["history", `${fmt.bytes(a.history.bytes)} of ${fmt.bytes(a.history.max_bytes)}, ${fmt.count(a.history.points)}/${fmt.count(a.history.capacity)} points, ${a.history.series} series`],
+    ["PSS worker", a.pss_worker ? `${fmt.count(a.pss_worker.reads)} reads, ${fmt.duration(a.pss_worker.cpu_seconds)} CPU, budget ${fmt.percent(100 * (a.pss_worker.budget_share_of_one_cpu ?? 0))}` : "off"],
+    ["samples", `${fmt.count(a.samples_total)} (${fmt.count(a.missed_ticks_total)} missed ticks)`],
+    ["errors", errors ? Object.entries(a.errors_total).map(([k, v]) => `${k} ${v}`).join(", ") : "none"],
+    ["HTTP requests", fmt.count(a.http_requests_total)],
+  ]);
+}
+
+// ---- processes ----------------------------------------------------------------------------
+
+const table = new ProcessTable($("ptable"), {
+  onSelect: (pid) => {
+    state.selectedPid = pid;
+    $("detail").hidden = false;
+    $("detail-title").textContent = `pid ${pid}`;
+    $("detail-note").textContent = "loading…";
+    refreshDetail().catch(() => {});
+  },
+  onView: ({ shown, total }) => {
+    $("proc-shown").textContent = shown === total ? "" : `${fmt.count(shown)} of ${fmt.count(total)} match`;
+  },
+});
+
+function renderDetail(p, gone) {
+  if (!p) {
+    $("detail-note").textContent = gone;
+    return;
+  }
+  $("detail-title").textContent = `${p.name} (${p.pid})`;
+  const pssKnown = p.pss_age_secs !== null;
+  $("detail-note").textContent = pssKnown
+    ? `PSS and USS read ${fmt.duration(p.pss_age_secs)} ago by the budgeted smaps_rollup worker.`
+    : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process.";
+  const started = p.start_time_unix_secs !== null ? new Date(p.start_time_unix_secs * 1000).toLocaleString() : fmt.DASH;
+  facts($("detail-facts"), [
+    ["PSS", fmt.bytes(p.pss_bytes)],
+    ["USS", fmt.bytes(p.uss_bytes)],
+    ["PSS age", pssKnown ? fmt.duration(p.pss_age_secs) : "not read yet"],
+    ["swap PSS", fmt.bytes(p.swap_pss_bytes)],
+    ["RSS", `${fmt.bytes(p.rss_bytes)} (anon ${fmt.bytes(p.anon_bytes)}, file ${fmt.bytes(p.file_bytes)}, shmem ${fmt.bytes(p.shmem_bytes)})`],
+    ["swap", fmt.bytes(p.swap_bytes)],
+    ["virtual", fmt.bytes(p.vsize_bytes)],
+    ["CPU", `${fmt.percent(p.cpu_percent)} of one CPU, ${fmt.percent(p.cpu_percent_of_effective)} of effective`],
+    ["CPU time", fmt.duration(p.cpu_seconds_total)],
+    ["state", p.state],
+    ["parent", String(p.ppid)],
+    ["uid", p.uid === null ? fmt.DASH : String(p.uid)],
+    ["threads", String(p.threads)],
+    ["started", started],
+    ["I/O", `read ${fmt.bytesPerSec(p.read_bytes_per_sec)}, write ${fmt.bytesPerSec(p.write_bytes_per_sec)}`],
+    ["major faults", `${fmt.num(p.major_faults_per_sec, 1)}/s`],
+    ["cgroup", p.cgroup ?? fmt.DASH],
+  ]);
+  // Each argument on its own line: spaces inside an argument stay visible as such.
+  $("detail-cmdline").textContent = p.cmdline === null ? "(not read yet)" : p.cmdline.length ? p.cmdline.join("\n") : "(none: kernel thread or zombie)";
+}
+
+$("detail-close").addEventListener("click", () => {
+  state.selectedPid = null;
+  table.selected = null;
+  table.schedule();
+  $("detail").hidden = true;
+});
+
+let filterTimer = null;
+$("filter").addEventListener("input", (e) => {
+  // Filtering is local, but a short debounce keeps typing smooth with thousands of rows.
+  clearTimeout(filterTimer);
+  filterTimer = setTimeout(() => table.setFilter(e.target.value), 60);
+});
+$("tree").addEventListener("change", (e) => table.setTree(e.target.checked));
+$("pause").addEventListener("change", (e) => {
+  state.paused = e.target.checked;
+  setStatus(state.paused ? "paused" : "live", state.paused ? "paused" : "resuming…");
+});
+$("window").addEventListener("change", (e) => {
+  timeline.windowMs = Number(e.target.value);
+  state.needFullHistory = true;
+  redrawCharts();
+  restart();
+});
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden && !state.stopped) restart();
+});
+
+restart();

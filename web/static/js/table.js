@@ -1,0 +1,301 @@
+// The process table: client-side sort, filter and tree over the latest process list, drawn
+// with a fixed pool of row elements (virtualised), so thousands of processes cost only the
+// rows on screen.
+//
+// Names and command lines are attacker-controlled (any user can name a process
+// `<img src=x onerror=…>`), so every cell is written with textContent, never as markup.
+
+import * as fmt from "./format.js";
+
+const ROW_HEIGHT = 22; // Must match .prow's height in app.css.
+const OVERSCAN = 8;
+
+const text = (v) => (v === null || v === undefined ? null : String(v));
+const cmdlineText = (p) => (p.cmdline === null || p.cmdline === undefined ? null : p.cmdline.join(" "));
+
+/**
+ * The columns: key (sort key and cell class), header label, how to sort (value getter and
+ * whether it's text), and how to show a value. `first` is the order a first click picks.
+ */
+export const COLUMNS = [
+  { key: "pid", label: "PID", get: (p) => p.pid, show: (p) => String(p.pid), first: "asc", num: true },
+  { key: "user", label: "UID", get: (p) => p.uid, show: (p) => fmt.count(p.uid), first: "asc", num: true },
+  { key: "name", label: "Name", get: (p) => p.name, show: (p) => p.name, first: "asc" },
+  { key: "state", label: "S", get: (p) => p.state, show: (p) => p.state, first: "asc" },
+  { key: "cpu", label: "CPU %", get: (p) => p.cpu_percent, show: (p) => fmt.num(p.cpu_percent, 1), first: "desc", num: true },
+  { key: "rss", label: "RSS", get: (p) => p.rss_bytes, show: (p) => fmt.bytes(p.rss_bytes), first: "desc", num: true },
+  { key: "pss", label: "PSS", get: (p) => p.pss_bytes, show: (p) => fmt.bytes(p.pss_bytes), first: "desc", num: true },
+  { key: "swap", label: "Swap", get: (p) => p.swap_bytes, show: (p) => fmt.bytes(p.swap_bytes), first: "desc", num: true },
+  { key: "threads", label: "Thr", get: (p) => p.threads, show: (p) => String(p.threads), first: "desc", num: true },
+  { key: "vsize", label: "Virt", get: (p) => p.vsize_bytes, show: (p) => fmt.bytes(p.vsize_bytes), first: "desc", num: true },
+  { key: "cmdline", label: "Command line", get: cmdlineText, show: (p) => cmdlineText(p) ?? "", first: "asc" },
+];
+
+const BY_KEY = new Map(COLUMNS.map((c) => [c.key, c]));
+
+/**
+ * Compares two processes by a column. Unknown values (null) sort last in both orders, since
+ * "no reading yet" is not "smallest"; ties go by pid so the order is stable between polls.
+ * Text compares by UTF-16 code units, not locale, so the order does not depend on the browser.
+ */
+export function compare(column, order) {
+  const sign = order === "desc" ? -1 : 1;
+  const get = column.get;
+  return (a, b) => {
+    const va = get(a);
+    const vb = get(b);
+    const na = va === null || va === undefined;
+    const nb = vb === null || vb === undefined;
+    if (na || nb) {
+      if (na && nb) return a.pid - b.pid;
+      return na ? 1 : -1;
+    }
+    if (va < vb) return -sign;
+    if (va > vb) return sign;
+    return a.pid - b.pid;
+  };
+}
+
+/** The agent's own filter semantics: a substring of the name or any argument, or the exact pid. */
+export function matches(p, needle) {
+  if (!needle) return true;
+  if (String(p.pid) === needle) return true;
+  if (p.name.toLowerCase().includes(needle)) return true;
+  return Array.isArray(p.cmdline) && p.cmdline.some((a) => a.toLowerCase().includes(needle));
+}
+
+/**
+ * Depth-first order of `all` by ppid, siblings ordered by `cmp`. With `keep` (the filter's
+ * matches), only those and their ancestors appear; ancestors kept only for context are marked.
+ */
+export function treeOrder(all, cmp, keep) {
+  const byPid = new Map(all.map((p) => [p.pid, p]));
+  let included = null;
+  if (keep) {
+    included = new Map();
+    for (const p of keep) {
+      included.set(p.pid, true);
+      let up = byPid.get(p.ppid);
+      // The ppid chain is finite in a consistent snapshot, but guard against a loop anyway.
+      for (let hops = 0; up && !included.has(up.pid) && hops < 4096; hops++) {
+        included.set(up.pid, false);
+        up = byPid.get(up.ppid);
+      }
+    }
+  }
+  const children = new Map();
+  const roots = [];
+  for (const p of all) {
+    if (included && !included.has(p.pid)) continue;
+    if (p.ppid !== p.pid && byPid.has(p.ppid) && (!included || included.has(p.ppid))) {
+      let list = children.get(p.ppid);
+      if (!list) children.set(p.ppid, (list = []));
+      list.push(p);
+    } else {
+      roots.push(p);
+    }
+  }
+  const out = [];
+  const stack = roots.sort(cmp).reverse().map((p) => [p, 0]);
+  const seen = new Set();
+  while (stack.length) {
+    const [p, depth] = stack.pop();
+    if (seen.has(p.pid)) continue;
+    seen.add(p.pid);
+    out.push({ p, depth, context: included ? included.get(p.pid) === false : false });
+    const kids = children.get(p.pid);
+    if (kids) {
+      kids.sort(cmp);
+      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], depth + 1]);
+    }
+  }
+  return out;
+}
+
+export class ProcessTable {
+  /**
+   * root: the .ptable element (holds .ptable-head and .ptable-body > .ptable-spacer);
+   * onSelect(pid) is called when a row is clicked or chosen with the keyboard.
+   */
+  constructor(root, { onSelect, onView }) {
+    this.root = root;
+    this.head = root.querySelector(".ptable-head");
+    this.body = root.querySelector(".ptable-body");
+    this.spacer = root.querySelector(".ptable-spacer");
+    this.onSelect = onSelect;
+    this.onView = onView ?? (() => {});
+    this.all = [];
+    this.view = []; // [{p, depth, context}]
+    this.sortKey = "cpu";
+    this.order = "desc";
+    this.filter = "";
+    this.tree = false;
+    this.selected = null;
+    this.pool = [];
+    this.frame = false;
+    this.buildHead();
+    this.body.addEventListener("scroll", () => this.schedule(), { passive: true });
+    new ResizeObserver(() => this.schedule()).observe(this.body);
+    this.spacer.addEventListener("click", (e) => {
+      const row = e.target.closest(".prow");
+      if (row && row.dataset.pid) this.select(Number(row.dataset.pid));
+    });
+    this.body.addEventListener("keydown", (e) => this.key(e));
+  }
+
+  buildHead() {
+    this.headButtons = new Map();
+    for (const c of COLUMNS) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = `th c-${c.key}`;
+      b.dataset.key = c.key;
+      b.setAttribute("role", "columnheader");
+      b.textContent = c.label;
+      b.addEventListener("click", () => this.sortBy(c.key));
+      this.head.append(b);
+      this.headButtons.set(c.key, b);
+    }
+    this.markSort();
+  }
+
+  markSort() {
+    for (const [key, b] of this.headButtons) {
+      const on = key === this.sortKey;
+      b.classList.toggle("sorted", on);
+      b.setAttribute("aria-sort", on ? (this.order === "asc" ? "ascending" : "descending") : "none");
+      b.dataset.arrow = on ? (this.order === "asc" ? "\u25B2" : "\u25BC") : "";
+    }
+  }
+
+  sortBy(key) {
+    if (key === this.sortKey) {
+      this.order = this.order === "asc" ? "desc" : "asc";
+    } else {
+      this.sortKey = key;
+      this.order = BY_KEY.get(key).first;
+    }
+    this.markSort();
+    this.rebuild();
+  }
+
+  setFilter(text) {
+    this.filter = text.trim().toLowerCase();
+    this.body.scrollTop = 0;
+    this.rebuild();
+  }
+
+  setTree(on) {
+    this.tree = on;
+    this.root.classList.toggle("tree", on);
+    this.rebuild();
+  }
+
+  /** New process list from the agent. */
+  setData(processes) {
+    this.all = processes;
+    this.rebuild();
+  }
+
+  rebuild() {
+    const cmp = compare(BY_KEY.get(this.sortKey), this.order);
+    const kept = this.filter ? this.all.filter((p) => matches(p, this.filter)) : null;
+    if (this.tree) {
+      this.view = treeOrder(this.all, cmp, kept);
+    } else {
+      this.view = (kept ?? this.all.slice()).sort(cmp).map((p) => ({ p, depth: 0, context: false }));
+    }
+    this.spacer.style.height = `${this.view.length * ROW_HEIGHT}px`;
+    this.onView({ shown: kept ? kept.length : this.all.length, total: this.all.length });
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.frame) return;
+    this.frame = true;
+    requestAnimationFrame(() => {
+      this.frame = false;
+      this.render();
+    });
+  }
+
+  /** Writes the visible slice into the row pool. */
+  render() {
+    const top = this.body.scrollTop;
+    const height = this.body.clientHeight;
+    const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(this.view.length, Math.ceil((top + height) / ROW_HEIGHT) + OVERSCAN);
+    const needed = last - first;
+    while (this.pool.length < needed) this.pool.push(this.makeRow());
+    for (let i = 0; i < this.pool.length; i++) {
+      const row = this.pool[i];
+      const idx = first + i;
+      if (idx >= last) {
+        if (!row.hidden) row.hidden = true;
+        continue;
+      }
+      row.hidden = false;
+      this.fill(row, this.view[idx], idx);
+    }
+  }
+
+  makeRow() {
+    const row = document.createElement("div");
+    row.className = "prow";
+    row.setAttribute("role", "row");
+    row.cells = COLUMNS.map((c) => {
+      const cell = document.createElement("span");
+      cell.className = `td c-${c.key}`;
+      row.append(cell);
+      return cell;
+    });
+    row.shown = new Array(COLUMNS.length).fill(null);
+    this.spacer.append(row);
+    return row;
+  }
+
+  fill(row, item, idx) {
+    const p = item.p;
+    if (row.index !== idx) {
+      row.index = idx;
+      row.style.transform = `translateY(${idx * ROW_HEIGHT}px)`;
+    }
+    if (row.dataset.pid !== String(p.pid)) row.dataset.pid = String(p.pid);
+    if (row.dataset.depth !== String(item.depth)) row.dataset.depth = String(item.depth);
+    row.classList.toggle("selected", p.pid === this.selected);
+    row.classList.toggle("context", item.context);
+    for (let c = 0; c < COLUMNS.length; c++) {
+      const value = COLUMNS[c].show(p);
+      // Writing only what changed keeps a poll's DOM work to the cells that moved.
+      if (row.shown[c] !== value) {
+        row.shown[c] = value;
+        row.cells[c].textContent = value;
+      }
+    }
+    const nameCell = row.cells[2];
+    // Deep chains (shells in shells, browsers' zygotes) would push the name out of its
+    // column, so the indent stops growing at 12 levels; the tree order still shows nesting.
+    const indent = this.tree ? `${6 + Math.min(item.depth, 12) * 11}px` : "";
+    if (nameCell.style.paddingLeft !== indent) nameCell.style.paddingLeft = indent;
+    if (row.title !== (text(cmdlineText(p)) ?? "")) row.title = cmdlineText(p) ?? "";
+  }
+
+  select(pid) {
+    this.selected = pid;
+    this.schedule();
+    this.onSelect(pid);
+  }
+
+  /** Up/Down move the selection; the body is focusable so the table works without a mouse. */
+  key(e) {
+    if (e.key !== "ArrowDown" && e.key !== "ArrowUp") return;
+    e.preventDefault();
+    const at = this.view.findIndex((v) => v.p.pid === this.selected);
+    const next = Math.max(0, Math.min(this.view.length - 1, at + (e.key === "ArrowDown" ? 1 : -1)));
+    if (!this.view[next]) return;
+    const y = next * ROW_HEIGHT;
+    if (y < this.body.scrollTop) this.body.scrollTop = y;
+    else if (y + ROW_HEIGHT > this.body.scrollTop + this.body.clientHeight) this.body.scrollTop = y + ROW_HEIGHT - this.body.clientHeight;
+    this.select(this.view[next].p.pid);
+  }
+}

@@ -1,0 +1,482 @@
+// Browser tests of the dashboard in real headless Chromium (Debian's /usr/bin/chromium),
+// driven by playwright-core. Builds nothing: PROCTOR_BIN names the proctor binary to run.
+//
+//   PROCTOR_BIN=target/debug/proctor node --test web/test/dashboard.test.mjs
+//
+// Every process this file starts is killed by its pid at the end; nothing else is touched.
+
+import { spawn } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, "../..");
+const ARTIFACTS = path.join(REPO, "target", "test-artifacts");
+const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
+const HOSTILE = "<img src=x onerror=alert(1)>";
+// The kernel keeps 15 bytes of a process name (TASK_COMM_LEN is 16 with the NUL).
+const HOSTILE_COMM = HOSTILE.slice(0, 15);
+
+const started = []; // Child processes to kill by pid.
+const temps = [];
+
+function bin() {
+  const p = process.env.PROCTOR_BIN;
+  if (!p) throw new Error("set PROCTOR_BIN to the proctor binary (cargo build --bin proctor)");
+  return path.resolve(p);
+}
+
+/** Starts `proctor serve` on a free loopback port; resolves with its base URL. */
+function serve(extraArgs = []) {
+  const child = spawn(bin(), ["serve", "--listen", "127.0.0.1:0", "--interval", "200ms", ...extraArgs], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  started.push(child);
+  return new Promise((resolve, reject) => {
+    let err = "";
+    const timer = setTimeout(() => reject(new Error(`proctor serve printed no address in 20 s:\n${err}`)), 20000);
+    child.stderr.on("data", (chunk) => {
+      err += chunk;
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)\//.exec(err);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ base: m[1], child });
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`proctor serve exited with ${code}:\n${err}`)));
+  });
+}
+
+/** A process whose name is markup: a copy of sleep whose file name is the hostile string. */
+function startHostile() {
+  const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
+  temps.push(dir);
+  const exe = path.join(dir, HOSTILE);
+  copyFileSync("/bin/sleep", exe);
+  const child = spawn(exe, ["600"], { stdio: "ignore" });
+  started.push(child);
+  return { child, exe };
+}
+
+async function fetchJson(url) {
+  const r = await fetch(url);
+  assert.equal(r.status, 200, `${url}: ${r.status}`);
+  return r.json();
+}
+
+/** Polls `fn` until it returns a truthy value; fails with `what` after `ms`. */
+async function until(what, fn, ms = 15000) {
+  const deadline = Date.now() + ms;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+}
+
+/** "1.5 MiB" → 1572864 (rounded as shown, which keeps order); "—" → null. */
+function parseShown(text) {
+  const m = /^(-?[\d.]+)\s*(B|KiB|MiB|GiB|TiB)?$/.exec(text.trim());
+  if (!m) return null;
+  const scale = { undefined: 1, B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, TiB: 1024 ** 4 }[m[2]];
+  return Number(m[1]) * scale;
+}
+
+/** The table as rendered: visible rows in screen order. */
+function visibleRows(page) {
+  return page.evaluate(() =>
+    [...document.querySelectorAll("#ptable .prow:not([hidden])")]
+      .map((r) => ({
+        y: r.getBoundingClientRect().top,
+        pid: Number(r.dataset.pid),
+        depth: Number(r.dataset.depth),
+        cells: Object.fromEntries([...r.children].map((c) => [c.className.replace(/^td c-/, ""), c.textContent])),
+      }))
+      .filter((r) => {
+        const body = document.querySelector("#ptable .ptable-body").getBoundingClientRect();
+        return r.y >= body.top - 1 && r.y < body.bottom;
+      })
+      .sort((a, b) => a.y - b.y),
+  );
+}
+
+/** Resolves after the page has drawn twice: the table renders on the next animation frame. */
+function frames(page) {
+  return page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+}
+
+/** Clicks a column header and waits for the table to redraw. */
+async function sortBy(page, key) {
+  await page.click(`.th[data-key="${key}"]`);
+  await frames(page);
+}
+
+async function setFilter(page, text) {
+  await page.fill("#filter", text);
+  // The input is debounced; wait until the table shows the filtered view.
+  await page.waitForTimeout(150);
+}
+
+describe("dashboard", () => {
+  let browser; // A persistent context: Chromium with its own fresh profile directory.
+  let page;
+  let base;
+  let hostile;
+  const consoleErrors = [];
+  const dialogs = [];
+  const foreignRequests = [];
+
+  before(async () => {
+    hostile = startHostile();
+    // The test is only meaningful if the kernel really carries the markup as the name.
+    await until("the hostile process to start", () => readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"));
+    assert.equal(readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"), HOSTILE_COMM + "\n");
+    assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE), "cmdline carries the whole string");
+
+    ({ base } = await serve());
+    const profile = mkdtempSync(path.join(tmpdir(), "proctor-chromium-"));
+    temps.push(profile);
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+      viewport: { width: 1440, height: 1000 },
+    });
+    page = browser.pages()[0] ?? (await browser.newPage());
+    page.on("console", (m) => {
+      if (m.type() === "error") consoleErrors.push(m.text());
+    });
+    page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
+    page.on("dialog", async (d) => {
+      dialogs.push(d.message());
+      await d.dismiss();
+    });
+    page.on("request", (r) => {
+      if (!r.url().startsWith(base + "/")) foreignRequests.push(r.url());
+    });
+  });
+
+  after(async () => {
+    if (browser) await browser.close();
+    for (const child of started) if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, "SIGTERM");
+    for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("page loads live with no console errors and no request off the agent", async () => {
+    const resp = await page.goto(base + "/");
+    assert.equal(resp.status(), 200);
+    assert.match(resp.headers()["content-security-policy"] ?? "", /script-src 'self'/);
+    await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+    await until("the process table to fill", async () => (await visibleRows(page)).length > 5);
+    assert.deepEqual(consoleErrors, []);
+    assert.deepEqual(foreignRequests, []);
+  });
+
+  test("charts fill", async () => {
+    // A one-minute window, so the seconds of history this test has span a visible stretch.
+    await page.selectOption("#window", "60000");
+    for (const id of ["chart-cpu", "chart-mem", "chart-psi", "chart-disk", "chart-net", "chart-cg-mem", "chart-cg-cpu", "chart-agent-rss", "chart-agent-cpu"]) {
+      // Charts off screen are not drawn (a saving on long pages), so bring each into view.
+      await page.locator(`#${id}`).scrollIntoViewIfNeeded();
+      await until(`${id} to have points`, () => page.evaluate((id) => Number(document.getElementById(id).dataset.points) >= 3, id));
+    }
+    await until("the per-CPU heatmap to have points", () => page.evaluate(() => Number(document.getElementById("chart-percpu").dataset.points) >= 2));
+    // Pixels, not just data: the CPU chart's "busy" line (#3b82f6) must be drawn.
+    const painted = await page.evaluate(() => {
+      const c = document.getElementById("chart-cpu");
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let line = 0;
+      let any = 0;
+      for (let i = 0; i < d.length; i += 4) {
+        if (d[i + 3] > 0) any++;
+        if (d[i + 3] > 200 && Math.abs(d[i] - 59) < 30 && Math.abs(d[i + 1] - 130) < 30 && Math.abs(d[i + 2] - 246) < 30) line++;
+      }
+      return { any, line, total: d.length / 4 };
+    });
+    assert.ok(painted.line > 10, `busy line pixels: ${JSON.stringify(painted)}`);
+    assert.ok(painted.any < painted.total, "the canvas is not one flat fill");
+    // Legends show the latest values as text.
+    const legend = await page.textContent("#mem-legend");
+    assert.match(legend, /used\s*[\d.]+ (KiB|MiB|GiB)/);
+  });
+
+  test("clicking headers sorts", async () => {
+    await sortBy(page, "pid");
+    let rows = await visibleRows(page);
+    let pids = rows.map((r) => r.pid);
+    assert.ok(pids.length > 5);
+    assert.deepEqual(pids, [...pids].sort((a, b) => a - b), "pid ascending");
+    assert.equal(await page.getAttribute('.th[data-key="pid"]', "aria-sort"), "ascending");
+
+    await sortBy(page, "pid");
+    rows = await visibleRows(page);
+    pids = rows.map((r) => r.pid);
+    assert.deepEqual(pids, [...pids].sort((a, b) => b - a), "pid descending");
+    // The first row is the newest pid the agent reported (allowing for processes born since).
+    const maxPid = Math.max(...(await fetchJson(base + "/api/v1/processes")).processes.map((p) => p.pid));
+    assert.ok(pids[0] > maxPid - 1000 && pids[0] > pids[pids.length - 1], `top pid ${pids[0]}, agent's max ${maxPid}`);
+
+    await sortBy(page, "name");
+    rows = await visibleRows(page);
+    const names = rows.map((r) => r.cells.name);
+    assert.deepEqual(names, [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), "names ascending by code unit");
+
+    await sortBy(page, "rss");
+    rows = await visibleRows(page);
+    const rss = rows.map((r) => parseShown(r.cells.rss));
+    const known = rss.filter((v) => v !== null);
+    assert.ok(known.length > 3, `rss shown: ${rows.map((r) => r.cells.rss)}`);
+    for (let i = 1; i < known.length; i++) assert.ok(known[i - 1] >= known[i], `rss not descending: ${rows.map((r) => r.cells.rss)}`);
+    // Not just the visible slice: the rows at the very end are no larger than the first. The
+    // page is paused meanwhile, so no poll swaps the data between the two reads.
+    await page.check("#pause");
+    await frames(page);
+    const top = parseShown((await visibleRows(page))[0].cells.rss);
+    await page.evaluate(() => {
+      const b = document.querySelector("#ptable .ptable-body");
+      b.scrollTop = b.scrollHeight;
+    });
+    await frames(page);
+    const end = (await visibleRows(page)).map((r) => parseShown(r.cells.rss));
+    assert.ok(end.length > 3);
+    for (const v of end) assert.ok(v === null || v <= top, `a row at the end (${v}) is larger than the first (${top})`);
+    await page.evaluate(() => {
+      document.querySelector("#ptable .ptable-body").scrollTop = 0;
+    });
+    await page.uncheck("#pause");
+  });
+
+  test("filtering narrows the table, and the hostile name renders as text", async () => {
+    const total = (await fetchJson(base + "/api/v1/processes")).processes.length;
+    await setFilter(page, "<img src=x");
+    const rows = await until("the filter to leave one row", async () => {
+      const r = await visibleRows(page);
+      return r.length === 1 ? r : null;
+    });
+    assert.equal(rows[0].pid, hostile.child.pid);
+    assert.equal(rows[0].cells.name, HOSTILE_COMM);
+    assert.match(await page.textContent("#proc-shown"), new RegExp(`^1 of [\\d\\u2009]+ match$`));
+    assert.ok(total > 1);
+    // The cmdline column shows the full string once the agent's cmdline worker has read it.
+    await until("the cmdline cell", async () => (await visibleRows(page))[0]?.cells.cmdline.includes(HOSTILE));
+    const html = await page.evaluate(() => document.querySelector("#ptable .prow:not([hidden]) .c-name").innerHTML);
+    assert.ok(html.startsWith("&lt;img"), `escaped in the DOM: ${html}`);
+    assert.equal(await page.evaluate(() => document.querySelectorAll("img").length), 0, "no <img> element was created");
+
+    // Filtering by the command line (the comm has no "onerror") also finds it.
+    await setFilter(page, "onerror=alert");
+    const byCmdline = await until("the cmdline filter", async () => {
+      const r = await visibleRows(page);
+      return r.length === 1 ? r : null;
+    });
+    assert.equal(byCmdline[0].pid, hostile.child.pid);
+  });
+
+  test("process detail shows PSS and USS and the cmdline as text", async () => {
+    await setFilter(page, "<img src=x");
+    await until("the hostile row", async () => (await visibleRows(page)).length === 1);
+    await page.click("#ptable .prow:not([hidden])");
+    await page.waitForSelector("#detail:not([hidden])");
+    assert.equal(await page.textContent("#detail-title"), `${HOSTILE_COMM} (${hostile.child.pid})`);
+    await until("the cmdline in the detail", async () => (await page.textContent("#detail-cmdline")).includes(HOSTILE));
+    const detail = async () =>
+      page.evaluate(() => {
+        const out = {};
+        const dts = document.querySelectorAll("#detail-facts dt");
+        for (const dt of dts) out[dt.textContent] = dt.nextElementSibling.textContent;
+        return out;
+      });
+    // The budgeted smaps_rollup worker reaches every process in turn; wait for this one.
+    const facts = await until("PSS and USS", async () => {
+      const f = await detail();
+      return parseShown(f.PSS ?? "") !== null && parseShown(f.USS ?? "") !== null ? f : null;
+    }, 60000);
+    assert.match(facts["PSS age"], /(µs|ms|s|min)$/);
+    assert.match(await page.textContent("#detail-note"), /read .* ago/);
+    const api = await fetchJson(`${base}/api/v1/processes/${hostile.child.pid}`);
+    assert.ok(api.pss_bytes > 0 && api.uss_bytes > 0);
+    assert.ok(parseShown(facts.USS) <= parseShown(facts.PSS) * 1.01, `USS ${facts.USS} <= PSS ${facts.PSS}`);
+    assert.equal(await page.evaluate(() => document.querySelectorAll("img").length), 0);
+  });
+
+  test("the tree toggle shows the hostile process under this test's node process", async () => {
+    await setFilter(page, "<img src=x");
+    await page.check("#tree");
+    const rows = await until("ancestors in tree mode", async () => {
+      const r = await visibleRows(page);
+      return r.length > 1 && r[r.length - 1].pid === hostile.child.pid ? r : null;
+    });
+    const me = rows.findIndex((r) => r.pid === process.pid);
+    assert.ok(me >= 0, `this node process (${process.pid}) is an ancestor: ${rows.map((r) => r.pid)}`);
+    assert.equal(rows[me + 1].pid, hostile.child.pid);
+    assert.equal(rows[me + 1].depth, rows[me].depth + 1);
+    for (let i = 1; i < rows.length; i++) assert.equal(rows[i].depth, rows[i - 1].depth + 1, "a chain of parents");
+    assert.ok(await page.evaluate(() => document.querySelector("#ptable").classList.contains("tree")));
+    await page.uncheck("#tree");
+    await until("flat again", async () => (await visibleRows(page)).length === 1);
+  });
+
+  test("thousands of rows: only the visible rows exist in the DOM", async () => {
+    await setFilter(page, "");
+    const total = (await fetchJson(base + "/api/v1/processes")).processes.length;
+    const counts = await page.evaluate(() => ({
+      dom: document.querySelectorAll("#ptable .prow:not([hidden])").length,
+      height: document.querySelector("#ptable .ptable-spacer").getBoundingClientRect().height,
+    }));
+    assert.ok(counts.height >= (total - 20) * 22, `spacer covers all ${total} rows: ${counts.height}px`);
+    if (total > 100) assert.ok(counts.dom < 80, `${counts.dom} row elements for ${total} processes`);
+    // Scrolling to the end shows the last rows.
+    await page.evaluate(() => {
+      const b = document.querySelector("#ptable .ptable-body");
+      b.scrollTop = b.scrollHeight;
+    });
+    await until("rows at the end", async () => (await visibleRows(page)).length > 5);
+  });
+
+  test("5000 synthetic processes: a bounded row pool, correct rows after scrolling, tree order", async (t) => {
+    // The agent here may see only a few hundred processes, so drive the page's own table
+    // module with a made-up list of thousands (pids 1..N, each parented to a lower pid).
+    const result = await page.evaluate(async () => {
+      const { ProcessTable } = await import("/js/table.js");
+      const el = (cls, ...kids) => {
+        const e = document.createElement("div");
+        e.className = cls;
+        e.append(...kids);
+        return e;
+      };
+      const root = el("ptable", el("ptable-head"), el("ptable-body", el("ptable-spacer")));
+      root.id = "synthetic";
+      document.body.append(root);
+      const N = 5000;
+      const procs = [];
+      for (let pid = 1; pid <= N; pid++) {
+        procs.push({
+          pid,
+          ppid: pid === 1 ? 0 : Math.max(1, Math.floor(pid / 3)),
+          name: `p${pid}`,
+          cmdline: [`/bin/p${pid}`, "--flag"],
+          state: "S",
+          uid: 1000,
+          cpu_percent: (pid * 7919) % 1000 / 10,
+          rss_bytes: pid * 4096,
+          pss_bytes: null,
+          swap_bytes: 0,
+          threads: 1,
+          vsize_bytes: pid * 8192,
+        });
+      }
+      const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const table = new ProcessTable(root, { onSelect: () => {} });
+      const t0 = performance.now();
+      table.setData(procs);
+      await frames();
+      const firstRenderMs = performance.now() - t0;
+      table.sortBy("pid");
+      await frames();
+      const body = root.querySelector(".ptable-body");
+      body.scrollTop = 2500 * 22;
+      await frames();
+      const visible = () =>
+        [...root.querySelectorAll(".prow:not([hidden])")]
+          .map((r) => ({ y: r.getBoundingClientRect().top - body.getBoundingClientRect().top, pid: Number(r.dataset.pid), depth: Number(r.dataset.depth) }))
+          .filter((r) => r.y >= 0 && r.y < body.clientHeight)
+          .sort((a, b) => a.y - b.y);
+      const middle = visible();
+      const poolSize = root.querySelectorAll(".prow").length;
+      table.setTree(true);
+      body.scrollTop = 0;
+      await frames();
+      const treeTop = visible();
+      const treeLength = table.view.length;
+      root.remove();
+      return { firstRenderMs, middle, poolSize, treeTop, treeLength };
+    });
+    t.diagnostic(`first sort and render of 5000 rows: ${result.firstRenderMs.toFixed(1)} ms`);
+    assert.ok(result.poolSize < 80, `${result.poolSize} row elements for 5000 processes`);
+    assert.equal(result.middle[0].pid, 2501, "row 2500 (0-based) is pid 2501 when sorted by pid");
+    for (let i = 1; i < result.middle.length; i++) assert.equal(result.middle[i].pid, result.middle[i - 1].pid + 1);
+    assert.equal(result.treeLength, 5000);
+    // Depth-first: pid 1, then its smallest child 2 (ppid 1), then 2's children 6, 7, 8.
+    assert.deepEqual(result.treeTop.slice(0, 4).map((r) => [r.pid, r.depth]), [[1, 0], [2, 1], [6, 2], [18, 3]]);
+  });
+
+  test("screenshot", async () => {
+    await page.uncheck("#tree");
+    await setFilter(page, "");
+    await sortBy(page, "cpu");
+    await page.evaluate(() => {
+      document.querySelector("#ptable .ptable-body").scrollTop = 0;
+      // The header is sticky: at the top, so a full-page capture shows it where it belongs.
+      window.scrollTo(0, 0);
+    });
+    await page.waitForTimeout(1500);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const file = path.join(ARTIFACTS, "dashboard.png");
+    await page.screenshot({ path: file, fullPage: true });
+    assert.ok(readFileSync(file).length > 10000);
+    // The process panel in tree mode, for a look at the indentation.
+    await page.check("#tree");
+    await frames(page);
+    await page.locator("#processes").screenshot({ path: path.join(ARTIFACTS, "dashboard-tree.png") });
+    await page.uncheck("#tree");
+    // Nothing fired across the whole session.
+    assert.deepEqual(dialogs, []);
+    assert.deepEqual(consoleErrors, []);
+    assert.deepEqual(foreignRequests, []);
+  });
+
+  test("a 401 shows the token form, and signing in resumes", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-token-"));
+    temps.push(dir);
+    const token = "t0k3n-" + Math.random().toString(36).slice(2);
+    writeFileSync(path.join(dir, "token"), token);
+    const { base: guarded } = await serve(["--token-file", path.join(dir, "token")]);
+    // Without the cookie the agent answers with its own sign-in page, never the data.
+    const r = await fetch(guarded + "/api/v1/snapshot");
+    assert.equal(r.status, 401);
+
+    const p2 = await browser.newPage();
+    const errors = [];
+    p2.on("pageerror", (e) => errors.push(e.message));
+    // A browser without the cookie gets the agent's sign-in page; it sets the cookie and reloads.
+    await browser.clearCookies();
+    const signIn = await p2.goto(guarded + "/");
+    assert.equal(signIn.status(), 401);
+    await p2.fill('input[name="t"]', token);
+    await p2.click("form button");
+    await p2.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+    assert.ok(await p2.isHidden("#auth"));
+
+    // The token goes stale (as when the agent restarts with a new one): the page asks for it.
+    await browser.addCookies([{ name: "proctor_token", value: "wrong", url: guarded }]);
+    await p2.waitForSelector("#auth:not([hidden])", { timeout: 15000 });
+    assert.equal(await p2.getAttribute("#status", "data-state"), "auth");
+
+    await p2.fill("#auth-token", token);
+    await p2.click('#auth button[type="submit"]');
+    await p2.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+    assert.ok(await p2.isHidden("#auth"));
+    assert.deepEqual(errors, []);
+    await p2.close();
+  });
+});
