@@ -142,8 +142,8 @@ impl Sampler {
         let mut cost = self.setup_cost.take().unwrap_or_default();
 
         let host = self.host.read(&mut cost);
-
         let t = Instant::now();
+        *cost.reader_wall_ns.entry("host").or_default() += t.duration_since(started).as_nanos() as u64;
         let container = self.sample_container(mono_ns, &mut cost);
         *cost.reader_wall_ns.entry("container").or_default() += t.elapsed().as_nanos() as u64;
 
