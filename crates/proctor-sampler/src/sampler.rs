@@ -67,7 +67,7 @@ impl Sampler {
             }
         };
         let pss = (config.processes && config.pss_budget > 0.0)
-            .then(|| PssWorker::start(config.root.clone(), config.pss_budget, epoch).ok())
+            .then(|| PssWorker::start_with_max_age(config.root.clone(), config.pss_budget, config.pss_max_age, epoch).ok())
             .flatten();
         let cmdline = (config.processes && config.cmdline)
             .then(|| CmdlineWorker::start(config.root.clone(), config.cmdline_timeout).ok())
