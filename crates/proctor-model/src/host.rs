@@ -148,7 +148,7 @@ pub fn host_view(cur: &Sample, prev: Option<&Sample>) -> HostView {
         // diskstats counts 512-byte sectors whatever the device's block size.
         let rates = (|| {
             Some(DiskRate {
-                name: d.name.clone(),
+                name: d.name.to_string(),
                 read_bytes_per_sec: rate(d.read_sectors, p.read_sectors, secs)? * 512.0,
                 write_bytes_per_sec: rate(d.write_sectors, p.write_sectors, secs)? * 512.0,
                 reads_per_sec: rate(d.reads, p.reads, secs)?,
@@ -162,7 +162,7 @@ pub fn host_view(cur: &Sample, prev: Option<&Sample>) -> HostView {
         let Some(p) = ph.nets.iter().find(|p| p.name == n.name) else { continue };
         let rates = (|| {
             Some(NetRate {
-                name: n.name.clone(),
+                name: n.name.to_string(),
                 rx_bytes_per_sec: rate(n.rx_bytes, p.rx_bytes, secs)?,
                 tx_bytes_per_sec: rate(n.tx_bytes, p.tx_bytes, secs)?,
                 rx_packets_per_sec: rate(n.rx_packets, p.rx_packets, secs)?,

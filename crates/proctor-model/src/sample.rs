@@ -121,7 +121,7 @@ pub struct SampleCost {
     pub wall_ns: u64,
     pub files_read: u64,
     pub files_opened: u64,
-    /// Wall time per reader (`host.stat`, `processes`, `container`, …).
+    /// Wall time per reader (`host`, `container`, `processes`, `workers`).
     pub reader_wall_ns: BTreeMap<&'static str, u64>,
     /// Failed reads by reader and reason, e.g. `("process.io", "permission")`; serialized as
     /// `"process.io:permission": n`, since JSON keys are strings.

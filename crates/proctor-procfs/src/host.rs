@@ -4,6 +4,8 @@
 //! Pure functions over bytes; units are the kernel's (ticks, pages, sectors) and named so.
 //! Nothing here computes a rate.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::parse::{decimal, f64_dec, fields, i64_dec, kb_to_bytes, key_space_value, key_value, lines, trim, u64_dec};
@@ -251,10 +253,64 @@ pub fn parse_vmstat(bytes: &[u8]) -> Option<VmStat> {
     (known > 0).then_some(vm)
 }
 
+/// Device or interface names seen so far, handed out as shared strings: the same dozen names
+/// come back every cycle, and allocating each anew was most of a host sample's allocations.
+/// Lines usually keep their order, so the name at the same position is tried first. Names are
+/// never evicted until there are more than [`Names::MAX`] (devices come and go rarely), then
+/// the cache starts over.
+#[derive(Debug, Default, Clone)]
+pub struct Names {
+    names: Vec<Arc<str>>,
+    next: usize,
+}
+
+impl Names {
+    pub const MAX: usize = 4096;
+
+    /// Names in the cache (a good capacity for the next parse).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Call before each file: the positional guess starts again at the first line.
+    pub fn rewind(&mut self) {
+        self.next = 0;
+    }
+
+    /// The shared string for `bytes` (lossy UTF-8, as before).
+    pub fn get(&mut self, bytes: &[u8]) -> Arc<str> {
+        let at = match self.names.get(self.next) {
+            Some(n) if n.as_bytes() == bytes => Some(self.next),
+            _ => self.names.iter().position(|n| n.as_bytes() == bytes),
+        };
+        let name = match at {
+            Some(i) => {
+                self.next = i + 1;
+                Arc::clone(&self.names[i])
+            }
+            None => {
+                if self.names.len() >= Self::MAX {
+                    self.names.clear();
+                }
+                let name: Arc<str> = Arc::from(String::from_utf8_lossy(bytes).as_ref());
+                self.names.push(Arc::clone(&name));
+                self.next = self.names.len();
+                name
+            }
+        };
+        name
+    }
+}
+
 /// One line of `/proc/diskstats`, cumulative.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DiskStat {
-    pub name: String,
+    /// Shared between samples when read through a [`Names`] cache.
+    pub name: Arc<str>,
     pub reads: u64,
     pub read_sectors: u64,
     pub read_ms: u64,
@@ -269,7 +325,13 @@ pub struct DiskStat {
 /// Parses `/proc/diskstats`. Partitions and virtual devices are kept; callers filter by name.
 /// Lines with too few fields are skipped and counted in the second value.
 pub fn parse_diskstats(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
-    let mut disks = Vec::new();
+    parse_diskstats_with(bytes, &mut Names::default())
+}
+
+/// [`parse_diskstats`] taking device names from `names`, so a sampler re-reading the file
+/// allocates nothing for names it has seen before.
+pub fn parse_diskstats_with(bytes: &[u8], names: &mut Names) -> (Vec<DiskStat>, usize) {
+    let mut disks = Vec::with_capacity(names.len());
     let mut bad = 0;
     for line in lines(bytes) {
         // A fixed array instead of a Vec per line: this runs every cycle.
@@ -283,7 +345,7 @@ pub fn parse_diskstats(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
             .then(|| {
                 let n = |i: usize| u64_dec(parts[i]);
                 Some(DiskStat {
-                    name: String::from_utf8_lossy(parts[2]).into_owned(),
+                    name: names.get(parts[2]),
                     reads: n(3)?,
                     read_sectors: n(5)?,
                     read_ms: n(6)?,
@@ -307,7 +369,8 @@ pub fn parse_diskstats(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
 /// One interface of `/proc/net/dev`, cumulative.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NetDev {
-    pub name: String,
+    /// Shared between samples when read through a [`Names`] cache.
+    pub name: Arc<str>,
     pub rx_bytes: u64,
     pub rx_packets: u64,
     pub rx_errors: u64,
@@ -320,7 +383,12 @@ pub struct NetDev {
 
 /// Parses `/proc/net/dev` (two header lines, then `name: 16 numbers`); bad lines are counted.
 pub fn parse_net_dev(bytes: &[u8]) -> (Vec<NetDev>, usize) {
-    let mut devs = Vec::new();
+    parse_net_dev_with(bytes, &mut Names::default())
+}
+
+/// [`parse_net_dev`] taking interface names from `names` (see [`parse_diskstats_with`]).
+pub fn parse_net_dev_with(bytes: &[u8], names: &mut Names) -> (Vec<NetDev>, usize) {
+    let mut devs = Vec::with_capacity(names.len());
     let mut bad = 0;
     for line in lines(bytes) {
         let Some((name, rest)) = key_value(line) else { continue };
@@ -338,7 +406,7 @@ pub fn parse_net_dev(bytes: &[u8]) -> (Vec<NetDev>, usize) {
         }
         match count {
             16 => devs.push(NetDev {
-                name: String::from_utf8_lossy(trim(name)).into_owned(),
+                name: names.get(trim(name)),
                 rx_bytes: n[0],
                 rx_packets: n[1],
                 rx_errors: n[2],
@@ -484,9 +552,27 @@ softirq 1 2 3\n";
         );
         assert_eq!(bad, 1);
         assert_eq!(disks.len(), 1);
-        assert_eq!(disks[0].name, "vda");
+        assert_eq!(&*disks[0].name, "vda");
         assert_eq!(disks[0].read_sectors, 800);
         assert_eq!(disks[0].weighted_io_ms, 120);
+    }
+
+    #[test]
+    fn names_are_shared_between_parses_and_follow_reordering() {
+        let mut names = Names::default();
+        let text = b"   8       0 sda 1 0 2 3 4 0 5 6 0 7 8\n   8       1 sda1 1 0 2 3 4 0 5 6 0 7 8\n";
+        let (first, _) = parse_diskstats_with(text, &mut names);
+        names.rewind();
+        let (second, _) = parse_diskstats_with(text, &mut names);
+        assert!(Arc::ptr_eq(&first[0].name, &second[0].name) && Arc::ptr_eq(&first[1].name, &second[1].name));
+        names.rewind();
+        let swapped = b"   8       1 sda1 1 0 2 3 4 0 5 6 0 7 8\n   8      16 sdb 1 0 2 3 4 0 5 6 0 7 8\n   8       0 sda 1 0 2 3 4 0 5 6 0 7 8\n";
+        let (third, _) = parse_diskstats_with(swapped, &mut names);
+        let got: Vec<&str> = third.iter().map(|d| &*d.name).collect();
+        assert_eq!(got, ["sda1", "sdb", "sda"]);
+        assert!(Arc::ptr_eq(&third[0].name, &first[1].name) && Arc::ptr_eq(&third[2].name, &first[0].name));
+        assert_eq!(names.len(), 3);
+        assert_eq!(&*names.get(b"x\xffy"), "x\u{fffd}y");
     }
 
     #[test]
@@ -495,7 +581,7 @@ softirq 1 2 3\n";
             b"Inter-|   Receive |  Transmit\n face |bytes    packets|bytes\n  lo: 100 2 0 0 0 0 0 0 300 4 0 0 0 0 0 0\neth0: 1 2\n",
         );
         assert_eq!(bad, 1);
-        assert_eq!(devs[0].name, "lo");
+        assert_eq!(&*devs[0].name, "lo");
         assert_eq!(devs[0].rx_bytes, 100);
         assert_eq!(devs[0].tx_bytes, 300);
     }

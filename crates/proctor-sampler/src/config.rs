@@ -41,6 +41,9 @@ pub struct SamplerConfig {
     pub pss_budget: f64,
     /// Restrict PSS reads to this pid's tree (`None`: every process).
     pub pss_root: Option<u32>,
+    /// Age past which a PSS reading is refreshed even though the process's own counters did
+    /// not move (another sharer of its pages exiting changes its PSS).
+    pub pss_max_age: Duration,
 }
 
 impl Default for SamplerConfig {
@@ -58,6 +61,7 @@ impl Default for SamplerConfig {
             limits_refresh: Duration::from_secs(10),
             pss_budget: 0.02,
             pss_root: None,
+            pss_max_age: crate::pss::DEFAULT_MAX_AGE,
         }
     }
 }

@@ -5,9 +5,12 @@
 //! costs about 13–16 ms per GiB resident here, and the target cannot mmap, munmap or fault in
 //! new memory meanwhile. So this worker reads one process at a time, charges itself the CPU
 //! time each read took (`CLOCK_THREAD_CPUTIME_ID`), and sleeps long enough afterwards that its
-//! share of one core stays within the budget. Processes whose cheap counters (`statm`) have
-//! not changed since their last reading are skipped: their PSS cannot have moved much, and
-//! their reading keeps its age so consumers can tell.
+//! share of one core stays within the budget. Processes whose cheap counters (rss and fault
+//! counts from `stat`) have not changed since their last reading are skipped, and their
+//! reading keeps its age so consumers can tell — but only up to a maximum age: PSS divides
+//! each shared page among its sharers, so when another sharer exits (or a new one maps the
+//! pages) the target's PSS moves while its own counters stay still. A reading older than the
+//! maximum age is refreshed like a changed one, still within the budget.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,7 +74,13 @@ impl PssWorker {
     /// Starts the worker. `budget` is the share of one core it may use (0.02 = 2 %); `epoch`
     /// is the sampler's monotonic zero, so reading times line up with sample times.
     pub fn start(root: Root, budget: f64, epoch: Instant) -> std::io::Result<Self> {
+        Self::start_with_max_age(root, budget, DEFAULT_MAX_AGE, epoch)
+    }
+
+    /// [`PssWorker::start`] with the age past which an unchanged process is read again.
+    pub fn start_with_max_age(root: Root, budget: f64, max_age: Duration, epoch: Instant) -> std::io::Result<Self> {
         let budget = budget.clamp(0.0001, 1.0);
+        let max_age_ns = u64::try_from(max_age.as_nanos()).unwrap_or(u64::MAX);
         let shared = Arc::new(Shared {
             state: Mutex::new(State { stats: PssStats { budget, ..PssStats::default() }, ..State::default() }),
             wake: Condvar::new(),
@@ -80,7 +89,7 @@ impl PssWorker {
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("proctor-pss".into())
-            .spawn(move || worker_loop(&thread_shared, &root, budget, epoch))?;
+            .spawn(move || worker_loop(&thread_shared, &root, budget, max_age_ns, epoch))?;
         Ok(Self { shared, thread: Some(thread) })
     }
 
@@ -133,15 +142,17 @@ pub fn read_pss(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> Res
     })
 }
 
-fn worker_loop(shared: &Shared, root: &Root, budget: f64, epoch: Instant) {
+fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch: Instant) {
     let mut buf = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
         let next = {
             let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-            pick_next(&mut state)
+            let now_ns = epoch.elapsed().as_nanos() as u64;
+            pick_next(&mut state, now_ns, max_age_ns)
         };
         let Some(candidate) = next else {
-            // Nothing changed since the last pass: wait for new candidates.
+            // Nothing changed or aged since the last pass: wait for new candidates (or for a
+            // second, after which readings may have aged past the maximum).
             let state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
             let _ = shared.wake.wait_timeout(state, Duration::from_secs(1));
             continue;
@@ -180,15 +191,23 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, epoch: Instant) {
     }
 }
 
-/// The next candidate in round-robin order whose cheap counters changed since its reading.
-fn pick_next(state: &mut State) -> Option<Candidate> {
+/// How old a reading of an unchanged process may grow before it is read again.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// The next candidate in round-robin order whose cheap counters changed since its reading, or
+/// whose reading is at least `max_age_ns` old at `now_ns` (both on the sampler's monotonic
+/// clock). A failed read is not retried by age: it is retried when the counters change.
+fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidate> {
     let n = state.candidates.len();
     for _ in 0..n {
         let i = state.cursor % n;
         state.cursor = i + 1;
         let c = state.candidates[i];
+        let fresh = |reading: &Option<PssReading>| {
+            reading.as_ref().is_none_or(|r| now_ns.saturating_sub(r.read_mono_ns) < max_age_ns)
+        };
         match state.results.get(&c.pid) {
-            Some((seen, _)) if *seen == c => state.stats.skipped_unchanged += 1,
+            Some((seen, reading)) if *seen == c && fresh(reading) => state.stats.skipped_unchanged += 1,
             _ => return Some(c),
         }
     }
@@ -207,12 +226,31 @@ mod tests {
     fn round_robin_skips_unchanged() {
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
-        assert_eq!(pick_next(&mut state).map(|c| c.pid), Some(1));
+        let max_age = u64::MAX;
+        assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
         state.results.insert(1, (cand(1, 10), Some(reading)));
-        assert_eq!(pick_next(&mut state).map(|c| c.pid), Some(2));
+        assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(2));
         state.results.insert(2, (cand(2, 20), None));
-        assert_eq!(pick_next(&mut state), None, "nothing changed, failures included");
+        assert_eq!(pick_next(&mut state, 0, max_age), None, "nothing changed, failures included");
         state.candidates[0] = cand(1, 11);
-        assert_eq!(pick_next(&mut state).map(|c| c.pid), Some(1), "rss moved");
+        assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1), "rss moved");
+    }
+
+    /// A sharer exiting moves the target's PSS but not its own counters: a reading of an
+    /// unchanged process is refreshed once it reaches the maximum age, and not before.
+    #[test]
+    fn unchanged_readings_are_refreshed_at_the_maximum_age() {
+        let max_age = 60_000_000_000;
+        let read_at = 5_000_000_000;
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
+        let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
+        state.results.insert(1, (cand(1, 10), Some(reading)));
+        state.results.insert(2, (cand(2, 20), None));
+        assert_eq!(pick_next(&mut state, read_at + max_age - 1, max_age), None, "young enough");
+        assert_eq!(pick_next(&mut state, read_at + max_age, max_age).map(|c| c.pid), Some(1), "aged out");
+        // The failed read of pid 2 is not retried by age, however old.
+        state.results.insert(1, (cand(1, 10), Some(PssReading { read_mono_ns: read_at + max_age, ..reading })));
+        assert_eq!(pick_next(&mut state, read_at + max_age, max_age), None);
+        assert_eq!(pick_next(&mut state, u64::MAX, max_age).map(|c| c.pid), Some(1));
     }
 }

@@ -67,7 +67,7 @@ impl Sampler {
             }
         };
         let pss = (config.processes && config.pss_budget > 0.0)
-            .then(|| PssWorker::start(config.root.clone(), config.pss_budget, epoch).ok())
+            .then(|| PssWorker::start_with_max_age(config.root.clone(), config.pss_budget, config.pss_max_age, epoch).ok())
             .flatten();
         let cmdline = (config.processes && config.cmdline)
             .then(|| CmdlineWorker::start(config.root.clone(), config.cmdline_timeout).ok())
@@ -142,8 +142,8 @@ impl Sampler {
         let mut cost = self.setup_cost.take().unwrap_or_default();
 
         let host = self.host.read(&mut cost);
-
         let t = Instant::now();
+        *cost.reader_wall_ns.entry("host").or_default() += t.duration_since(started).as_nanos() as u64;
         let container = self.sample_container(mono_ns, &mut cost);
         *cost.reader_wall_ns.entry("container").or_default() += t.elapsed().as_nanos() as u64;
 

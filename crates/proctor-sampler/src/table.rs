@@ -33,6 +33,11 @@ struct Entry {
     status: Slot,
     io: Slot,
     comm: Arc<str>,
+    /// The last `stat` line read and what it parsed to. A process that has not run since the
+    /// last cycle (most of them) prints a byte-identical line, so comparing ~300 bytes replaces
+    /// parsing them; any change at all, in any field, is parsed afresh.
+    stat_line: Vec<u8>,
+    stat_parsed: Option<PidStat>,
     /// (rss pages, minor faults, major faults, vsize) when `status` was last read.
     status_key: Option<(u64, u64, u64, u64)>,
     status_reading: Option<StatusReading>,
@@ -48,6 +53,8 @@ impl Entry {
             status: Slot::Unopened,
             io: Slot::Unopened,
             comm: Arc::from(""),
+            stat_line: Vec::new(),
+            stat_parsed: None,
             status_key: None,
             status_reading: None,
             cgroup: None,
@@ -353,11 +360,18 @@ fn read_stat(
 ) -> Result<PidStat, ErrorKind> {
     match read_slot(&mut entry.stat, root, pid, "stat", scratch, fd_limited, cost) {
         Read::Bytes(b) => {
+            if let Some(stat) = entry.stat_parsed.as_ref().filter(|_| entry.stat_line == b) {
+                return Ok(stat.clone());
+            }
+            entry.stat_parsed = None;
             let (stat, comm) = parse_stat_borrowed(b).ok_or(ErrorKind::Parse)?;
             // Copy the name only when it changed (exec, prctl): nearly never.
             if entry.comm.as_bytes() != comm {
                 entry.comm = Arc::from(String::from_utf8_lossy(comm).as_ref());
             }
+            entry.stat_line.clear();
+            entry.stat_line.extend_from_slice(b);
+            entry.stat_parsed = Some(stat.clone());
             Ok(stat)
         }
         Read::Failed(kind) => Err(kind),

@@ -270,6 +270,43 @@ fn process_table_on_a_fake_proc_with_garbage_and_a_vanished_pid() {
     assert_eq!(reread, vec![101]);
 }
 
+/// The scanner reuses the parse of a `stat` line that did not change; a one-byte change
+/// anywhere, of the same length, must still be seen, and garbage is counted on every cycle.
+#[test]
+fn unchanged_stat_lines_reuse_their_parse_and_any_changed_byte_is_seen() {
+    let t = Tree::new("0");
+    process(&t, 100, 1, "steady", 110);
+    let config = SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 0.0,
+        container: false,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    let first = sampler.sample();
+    let second = sampler.sample();
+    assert_eq!(format!("{:?}", first.processes), format!("{:?}", second.processes), "a byte-identical line reads the same");
+    let stat = std::fs::read_to_string(t.root().join("proc/100/stat")).expect("read");
+    // rss is field 24, far into the line; same length, one byte differs.
+    let rss_moved = stat.replacen(" 1000000 110 ", " 1000000 111 ", 1);
+    assert_eq!(rss_moved.len(), stat.len());
+    t.file("/proc/100/stat", &rss_moved);
+    let p = sampler.sample().process(100).cloned().expect("read");
+    assert_eq!(p.resident_bytes, Some(111 * first.page_size));
+    t.file("/proc/100/stat", &rss_moved.replacen(" 30 20 ", " 31 20 ", 1).replacen("(steady)", "(stEady)", 1));
+    let p = sampler.sample().process(100).cloned().expect("read");
+    assert_eq!((p.utime_ticks, &*p.comm), (31, "stEady"));
+    t.file("/proc/100/stat", &rss_moved.replacen(" 30 20 ", " 3x 20 ", 1));
+    for _ in 0..2 {
+        let s = sampler.sample();
+        assert!(s.process(100).is_none());
+        assert_eq!(s.cost.errors.get(&("process.stat", "parse")), Some(&1), "counted on every cycle");
+    }
+    t.file("/proc/100/stat", &stat);
+    assert_eq!(sampler.sample().process(100).map(|p| p.resident_bytes), Some(Some(110 * first.page_size)));
+}
+
 #[test]
 fn rows_and_tree_from_fake_samples() {
     let t = Tree::new("0");
