@@ -175,3 +175,47 @@ fn never_panics_on_random_bytes_or_mangled_lines() {
     // Some mutated lines must still parse, or the generator only tested the error path.
     assert!(accepted > 1000, "{accepted}");
 }
+
+#[test]
+fn fixed_offset_duration_agrees_with_the_general_parser() {
+    // The fast path must either decline or give exactly what `take_duration` gives.
+    let tails: &[&[u8]] = &[
+        b"3, \"x\", 1) = 1 <0.000012>",
+        b") = -1 ETIMEDOUT (Connection timed out) <1.000321>",
+        b"x) = 3</tmp/x> <9.999999>",
+        b"x) = 0  <0.000012>",
+        b"x) = 0\t<0.000012>",
+        b" <0.000012>",
+        b"x <0.00001>",
+        b"x <10.000012>",
+        b"x <0.0000a2>",
+        b"x <0,000012>",
+        b"x) = 0 <0.000012> ",
+    ];
+    let mut used = 0;
+    for tail in tails {
+        if let Some((rest, ns)) = take_duration_micros(tail) {
+            used += 1;
+            assert_eq!(take_duration(tail), (rest, Some(ns)), "{}", String::from_utf8_lossy(tail));
+        }
+    }
+    assert_eq!(used, 3);
+    // Random prefixes before a random ` <d.dddddd>`, with up to two bytes replaced.
+    let alphabet = b"0123456789 .<>\t=";
+    let pick = |state: &mut u64| alphabet[(next(state) % alphabet.len() as u64) as usize];
+    let mut state = 7u64;
+    let mut used = 0;
+    for _ in 0..100_000 {
+        let mut tail: Vec<u8> = (0..next(&mut state) % 4).map(|_| pick(&mut state)).collect();
+        tail.extend_from_slice(format!(" <{}.{:06}>", next(&mut state) % 10, next(&mut state) % 1_000_000).as_bytes());
+        for _ in 0..next(&mut state) % 3 {
+            let at = (next(&mut state) % tail.len() as u64) as usize;
+            tail[at] = pick(&mut state);
+        }
+        if let Some((rest, ns)) = take_duration_micros(&tail) {
+            used += 1;
+            assert_eq!(take_duration(&tail), (rest, Some(ns)), "{}", String::from_utf8_lossy(&tail));
+        }
+    }
+    assert!(used > 10_000, "{used}");
+}
