@@ -215,11 +215,41 @@ fn finish_call<'a>(name: &'a [u8], part: Part, tail: &'a [u8]) -> Result<Event<'
         Some((rest, ns)) => (rest, Some(ns)),
         None => take_duration(tail),
     };
-    let equals = rfind_equals(tail).ok_or(BadLine::NoResult)?;
-    let result = parse_result(trim_start(&tail[equals + 3..]));
+    let (equals, result) = match take_decimal_result(tail) {
+        Some(found) => found,
+        None => {
+            let equals = rfind_equals(tail).ok_or(BadLine::NoResult)?;
+            (equals, parse_result(trim_start(&tail[equals + 3..])))
+        }
+    };
     let args = trim_end(&tail[..equals]);
     let args = args.strip_suffix(b")").unwrap_or(args);
     Ok(Event::Call(Call { name, part, args, result: Some(result), duration_ns }))
+}
+
+/// ` = 123` at the end of `tail`, the usual result, read backwards in one pass: the position
+/// of the ` = ` and the value. `None` for every other shape, which [`rfind_equals`] and
+/// [`parse_result`] handle; where this finds a result they find the same one (digits hold
+/// no `=`, so this ` = ` is the last one).
+#[inline]
+fn take_decimal_result(tail: &[u8]) -> Option<(usize, CallResult<'_>)> {
+    let mut start = tail.len();
+    let mut value = 0u64;
+    let mut scale = 1u64;
+    // At most 18 digits, so the value fits an i64; longer numbers take the general path.
+    while start > 0 && tail.len() - start < 18 {
+        let digit = tail[start - 1].wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        value += u64::from(digit) * scale;
+        scale *= 10;
+        start -= 1;
+    }
+    if start == tail.len() || start < 3 || tail[start - 3..start] != *b" = " {
+        return None;
+    }
+    Some((start - 3, CallResult::Value(value as i64)))
 }
 
 /// The last ` = ` in `text`. The result is near the end of the line, so searching backwards
@@ -302,11 +332,10 @@ fn parse_result(text: &[u8]) -> CallResult<'_> {
 
 /// `[pid 123] ` or `123 ` (the `-f` column). A leading number followed by `:` or `.` is a
 /// timestamp, not a pid.
+#[inline]
 fn take_pid(rest: &[u8]) -> Result<(Option<u32>, &[u8]), BadLine> {
-    if let Some(inner) = rest.strip_prefix(b"[pid") {
-        let close = find_byte(b']', inner).ok_or(BadLine::Pid)?;
-        let pid = parse_u32(trim_start(&inner[..close])).ok_or(BadLine::Pid)?;
-        return Ok((Some(pid), trim_start(&inner[close + 1..])));
+    if rest.first() == Some(&b'[') {
+        return take_bracket_pid(rest);
     }
     // One pass computes the value while counting the digits; the count is capped where
     // `parse_u32` would refuse anyway, so the value cannot overflow.
@@ -325,6 +354,16 @@ fn take_pid(rest: &[u8]) -> Result<(Option<u32>, &[u8]), BadLine> {
         return Ok((Some(pid), trim_start(&rest[digits..])));
     }
     Ok((None, rest))
+}
+
+/// `[pid 123] `: how strace marks other threads' lines when it writes to stderr.
+fn take_bracket_pid(rest: &[u8]) -> Result<(Option<u32>, &[u8]), BadLine> {
+    let Some(inner) = rest.strip_prefix(b"[pid") else {
+        return Ok((None, rest));
+    };
+    let close = find_byte(b']', inner).ok_or(BadLine::Pid)?;
+    let pid = parse_u32(trim_start(&inner[..close])).ok_or(BadLine::Pid)?;
+    Ok((Some(pid), trim_start(&inner[close + 1..])))
 }
 
 /// An optional timestamp word. `HH:MM:SS[.frac]` is `-t`/`-tt`; a plain decimal with ten or
@@ -358,26 +397,52 @@ fn take_timestamp(rest: &[u8]) -> (Option<Timestamp<'_>>, &[u8]) {
 /// `f64` to the bit.
 #[inline]
 fn take_clock_micros(rest: &[u8]) -> Option<(Option<Timestamp<'_>>, &[u8])> {
-    let head: &[u8; 16] = rest.get(..16)?.try_into().ok()?;
-    // Written out byte by byte (no iterators, no short-circuits) so it compiles to a short
-    // straight run of compares.
-    let d = head.map(|byte| u32::from(byte.wrapping_sub(b'0')));
-    let shape_ok = (head[2] == b':') & (head[5] == b':') & (head[8] == b'.') & (head[15] == b' ');
-    let low = (d[0] < 10) & (d[1] < 10) & (d[3] < 10) & (d[4] < 10) & (d[6] < 10) & (d[7] < 10);
-    let fraction = (d[9] < 10) & (d[10] < 10) & (d[11] < 10) & (d[12] < 10) & (d[13] < 10) & (d[14] < 10);
-    if !(shape_ok & low & fraction) {
+    // The 16 bytes are two little-endian words, checked and decoded a word at a time (SWAR):
+    // XOR with the expected shape ('0' where a digit goes) leaves 0..=9 in digit bytes and 0
+    // in separator bytes exactly when the shape is right.
+    const CLOCK_SHAPE: u64 = u64::from_le_bytes(*b"00:00:00");
+    const CLOCK_SEPARATORS: u64 = 0x0000_ff00_00ff_0000;
+    const FRACTION_SHAPE: u64 = u64::from_le_bytes(*b".000000 ");
+    const FRACTION_SEPARATORS: u64 = 0xff00_0000_0000_00ff;
+    let clock = read_u64(rest, 0)? ^ CLOCK_SHAPE;
+    let fraction = read_u64(rest, 8)? ^ FRACTION_SHAPE;
+    if !(all_bytes_below_ten(clock)
+        & all_bytes_below_ten(fraction)
+        & (clock & CLOCK_SEPARATORS == 0)
+        & (fraction & FRACTION_SEPARATORS == 0))
+    {
         return None;
     }
-    let hours = d[0] * 10 + d[1];
-    let minutes = d[3] * 10 + d[4];
+    // Byte k of `pairs` is 10 × digit k + digit k+1 (at most 99, so no byte carries over).
+    let clock_pairs = clock * 10 + (clock >> 8);
+    let fraction_pairs = fraction * 10 + (fraction >> 8);
+    let byte = |word: u64, index: u32| ((word >> (8 * index)) & 0xff) as u32;
+    let hours = byte(clock_pairs, 0);
+    let minutes = byte(clock_pairs, 3);
     if hours > 23 || minutes > 59 {
         return None;
     }
-    let micros = ((d[9] * 10 + d[10]) * 10_000 + (d[11] * 10 + d[12]) * 100 + d[13] * 10 + d[14]) as u64;
-    let seconds_ns = u64::from(d[6] * 10 + d[7]) * 1_000_000_000 + micros * 1_000;
+    let micros =
+        (byte(fraction_pairs, 1) * 10_000 + byte(fraction_pairs, 3) * 100 + byte(fraction_pairs, 5)) as u64;
+    let seconds_ns = u64::from(byte(clock_pairs, 6)) * 1_000_000_000 + micros * 1_000;
     let seconds = f64::from(hours * 3600 + minutes * 60) + seconds_ns as f64 / 1e9;
-    let timestamp = Timestamp { kind: TimeKind::Clock, seconds, text: &head[..15] };
+    let timestamp = Timestamp { kind: TimeKind::Clock, seconds, text: &rest[..15] };
     Some((Some(timestamp), trim_start(&rest[15..])))
+}
+
+/// Bytes `at..at + 8` of `bytes` as a little-endian word, if there are that many.
+#[inline]
+fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    let word: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(word))
+}
+
+/// Whether every byte of `word` is at most 9: each is below 16, and adding 6 to each (which
+/// cannot carry into the next byte then) keeps it below 16.
+#[inline]
+fn all_bytes_below_ten(word: u64) -> bool {
+    const HIGH_NIBBLES: u64 = 0xf0f0_f0f0_f0f0_f0f0;
+    (word & HIGH_NIBBLES == 0) & (word.wrapping_add(0x0606_0606_0606_0606) & HIGH_NIBBLES == 0)
 }
 
 /// `HH:MM:SS` or `HH:MM:SS.ffffff` → seconds since midnight.
