@@ -15,7 +15,7 @@ use std::io::{self, BufRead};
 use memchr::{memchr, memchr_iter};
 use proctor_modes::{LogHistogram, ModeConfig};
 
-use crate::parse::{parse_line, parse_line_without_nul, BadLine, Call, CallResult, Event, Part, TimeKind, Timestamp};
+use crate::parse::{parse_line_then, BadLine, Call, CallResult, Event, Line, Parsed, Part, TimeKind, Timestamp};
 use crate::report::{self, Report};
 
 /// Knobs of the analysis; [`Default`] is what `proctor strace` uses.
@@ -391,35 +391,49 @@ impl Analyzer {
         self.lines += 1;
         self.sources[source].lines += 1;
         let line_number = self.sources[source].lines;
-        let parsed = if nul_free { parse_line_without_nul(text) } else { parse_line(text) };
-        let line = match parsed {
-            Ok(line) => line,
-            Err(reason) => {
-                self.sources[source].bad += 1;
-                *self.bad_by_reason.entry(reason).or_default() += 1;
-                if self.bad_examples.len() < self.config.examples {
-                    self.bad_examples.push(Example {
-                        source,
-                        line: line_number,
-                        what: reason.as_str().to_string(),
-                        text: excerpt(text, 160),
-                    });
-                }
-                return;
+        // What `parse_line` does, with its NUL check skipped when the caller has done it.
+        if !nul_free && memchr(0, text).is_some() {
+            self.bad_line(source, line_number, BadLine::Binary, text);
+            return;
+        }
+        parse_line_then(text, |parsed| match parsed {
+            Parsed::Call { pid, timestamp, call } => {
+                let here = self.locate(source, line_number, pid, timestamp.as_ref());
+                self.call(call, here);
             }
-        };
+            Parsed::Other(Ok(line)) => self.other_event(source, line_number, line),
+            Parsed::Other(Err(reason)) => self.bad_line(source, line_number, reason, text),
+        });
+    }
+
+    /// Counts an event and places it: its pid (else the source's) and time on one axis.
+    #[inline]
+    fn locate<'t>(
+        &mut self,
+        source: usize,
+        line_number: u64,
+        pid: Option<u32>,
+        timestamp: Option<&Timestamp<'t>>,
+    ) -> Here<'t> {
+        self.sources[source].events += 1;
+        let pid = pid.or(self.source_pid);
+        let seconds = timestamp.map(|timestamp| {
+            self.time_kind.get_or_insert(timestamp.kind);
+            self.clock.absolute(timestamp)
+        });
+        let time_text = timestamp.map(|timestamp| timestamp.text);
+        Here { pid, seconds, time_text, source, line: line_number }
+    }
+
+    /// Notes, signals and exits (and calls, should a caller pass one here).
+    #[inline(never)]
+    fn other_event(&mut self, source: usize, line_number: u64, line: Line<'_>) {
         if matches!(line.event, Event::Note) {
             self.notes += 1;
             return;
         }
-        self.sources[source].events += 1;
-        let pid = line.pid.or(self.source_pid);
-        let seconds = line.timestamp.as_ref().map(|timestamp| {
-            self.time_kind.get_or_insert(timestamp.kind);
-            self.clock.absolute(timestamp)
-        });
-        let time_text = line.timestamp.as_ref().map(|timestamp| timestamp.text);
-        let here = Here { pid, seconds, time_text, source, line: line_number };
+        let here = self.locate(source, line_number, line.pid, line.timestamp.as_ref());
+        let pid = here.pid;
         match line.event {
             Event::Call(ref call) => self.call(call, here),
             Event::Signal { name } => {
@@ -431,6 +445,20 @@ impl Analyzer {
             Event::Exited { code } => self.exit(here, format!("exited with {code}")),
             Event::Killed { signal } => self.exit(here, format!("killed by {}", lossy(signal))),
             Event::Note => {}
+        }
+    }
+
+    #[cold]
+    fn bad_line(&mut self, source: usize, line_number: u64, reason: BadLine, text: &[u8]) {
+        self.sources[source].bad += 1;
+        *self.bad_by_reason.entry(reason).or_default() += 1;
+        if self.bad_examples.len() < self.config.examples {
+            self.bad_examples.push(Example {
+                source,
+                line: line_number,
+                what: reason.as_str().to_string(),
+                text: excerpt(text, 160),
+            });
         }
     }
 

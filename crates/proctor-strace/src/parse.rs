@@ -136,25 +136,83 @@ pub fn parse_line(line: &[u8]) -> Result<Line<'_>, BadLine> {
     parse_line_without_nul(line)
 }
 
-/// [`parse_line`] for a line the caller already knows holds no NUL byte. The analyzer checks
-/// each whole read buffer once with `memchr`, which is much cheaper than a `memchr` call per
-/// (short) line.
-#[inline]
-pub(crate) fn parse_line_without_nul(line: &[u8]) -> Result<Line<'_>, BadLine> {
-    let rest = trim_start(trim_end(line));
-    let mut line = Line { pid: None, timestamp: None, event: Event::Note };
-    if rest.is_empty() || rest.starts_with(b"strace: ") {
-        return Ok(line);
-    }
-    let (pid, rest) = take_pid(rest)?;
-    line.pid = pid;
-    let (timestamp, rest) = take_timestamp(rest);
-    line.timestamp = timestamp;
-    line.event = parse_event(rest)?;
-    Ok(line)
+/// [`parse_line`] for a line the caller already knows holds no NUL byte.
+fn parse_line_without_nul(line: &[u8]) -> Result<Line<'_>, BadLine> {
+    parse_line_then(line, |parsed| match parsed {
+        Parsed::Call { pid, timestamp, call } => Ok(Line { pid, timestamp, event: Event::Call(call.clone()) }),
+        Parsed::Other(line) => line,
+    })
 }
 
-fn parse_event(rest: &[u8]) -> Result<Event<'_>, BadLine> {
+/// A parsed line as [`parse_line_then`] hands it over.
+#[derive(Debug)]
+pub(crate) enum Parsed<'r, 'a> {
+    /// A system call, whole or half: nearly every line. The call is lent where it was built.
+    Call { pid: Option<u32>, timestamp: Option<Timestamp<'a>>, call: &'r Call<'a> },
+    /// Everything else: notes, signals, exits and bad lines.
+    Other(Result<Line<'a>, BadLine>),
+}
+
+/// [`parse_line`] for a line the caller already knows holds no NUL byte (the analyzer checks
+/// each whole read buffer once with `memchr`, much cheaper than a call per short line),
+/// handing the result to `consume` rather than returning it.
+///
+/// The common shapes' code is inlined all the way into the caller and a call is lent to
+/// `consume` where it was built. Returned as a `Line` instead, the ~100-byte enum was
+/// assembled field by field and then copied in wide moves two or three times, and those
+/// copies (loads that span several smaller stores, which the CPU cannot forward) were one
+/// of the largest costs per line.
+#[inline(always)]
+pub(crate) fn parse_line_then<'a, R>(line: &'a [u8], consume: impl FnOnce(Parsed<'_, 'a>) -> R) -> R {
+    let rest = trim_start(trim_end(line));
+    if rest.is_empty() || rest.starts_with(b"strace: ") {
+        return consume(Parsed::Other(Ok(Line { pid: None, timestamp: None, event: Event::Note })));
+    }
+    let (pid, rest) = match take_pid(rest) {
+        Ok(found) => found,
+        Err(reason) => return consume(Parsed::Other(Err(reason))),
+    };
+    let (timestamp, rest) = take_timestamp(rest);
+    if matches!(rest.first(), Some(b'-' | b'+')) {
+        return consume(Parsed::Other(parse_status(rest).map(|event| Line { pid, timestamp, event })));
+    }
+    match parse_call(rest) {
+        Ok(call) => consume(Parsed::Call { pid, timestamp, call: &call }),
+        Err(reason) => consume(Parsed::Other(Err(reason))),
+    }
+}
+
+/// A call line after its pid and timestamp: whole, unfinished or resumed.
+#[inline(always)]
+fn parse_call(rest: &[u8]) -> Result<Call<'_>, BadLine> {
+    if let Some(inner) = rest.strip_prefix(b"<... ") {
+        // The name is one word: the first space must start " resumed>".
+        let end = find_byte(b' ', inner).filter(|&space| inner[space..].starts_with(b" resumed>"));
+        let end = end.ok_or(BadLine::Unrecognized)?;
+        let name = &inner[..end];
+        if !is_name(name) {
+            return Err(BadLine::Unrecognized);
+        }
+        let tail = &inner[end + b" resumed>".len()..];
+        return finish_call(name, Part::Resumed, tail);
+    }
+    // The name runs up to the first `(` and must be all name bytes, so one scan over name
+    // bytes that must stop at a `(` finds and checks it (a `memchr` call costs more than
+    // these few bytes).
+    let open = rest.iter().take(MAX_NAME_BYTES + 1).position(|&byte| !is_name_byte(byte));
+    let open = open.filter(|&open| open > 0 && rest[open] == b'(').ok_or(BadLine::Unrecognized)?;
+    let name = &rest[..open];
+    let tail = &rest[open + 1..];
+    if let Some(args) = tail.strip_suffix(UNFINISHED) {
+        return Ok(Call { name, part: Part::Unfinished, args, result: None, duration_ns: None });
+    }
+    finish_call(name, Part::Whole, tail)
+}
+
+/// Signal (`--- … ---`) and exit (`+++ … +++`) lines, and anything else that starts with
+/// `-` or `+` (which is no system call: neither is a name byte).
+#[inline(never)]
+fn parse_status(rest: &[u8]) -> Result<Event<'_>, BadLine> {
     if let Some(inner) = rest.strip_prefix(b"--- ") {
         // `--- SIGCHLD {...} ---` or `--- stopped by SIGTSTP ---`: the signal is the first
         // word that starts with SIG.
@@ -179,59 +237,38 @@ fn parse_event(rest: &[u8]) -> Result<Event<'_>, BadLine> {
         }
         return Err(BadLine::Status);
     }
-    if let Some(inner) = rest.strip_prefix(b"<... ") {
-        // The name is one word: the first space must start " resumed>".
-        let end = find_byte(b' ', inner).filter(|&space| inner[space..].starts_with(b" resumed>"));
-        let end = end.ok_or(BadLine::Unrecognized)?;
-        let name = &inner[..end];
-        if !is_name(name) {
-            return Err(BadLine::Unrecognized);
-        }
-        let tail = &inner[end + b" resumed>".len()..];
-        return finish_call(name, Part::Resumed, tail);
-    }
-    // The name runs up to the first `(` and must be all name bytes, so one scan over name
-    // bytes that must stop at a `(` finds and checks it (a `memchr` call costs more than
-    // these few bytes).
-    let open = rest.iter().take(MAX_NAME_BYTES + 1).position(|&byte| !is_name_byte(byte));
-    let open = open.filter(|&open| open > 0 && rest[open] == b'(').ok_or(BadLine::Unrecognized)?;
-    let name = &rest[..open];
-    let tail = &rest[open + 1..];
-    if let Some(args) = tail.strip_suffix(UNFINISHED) {
-        return Ok(Event::Call(Call {
-            name,
-            part: Part::Unfinished,
-            args,
-            result: None,
-            duration_ns: None,
-        }));
-    }
-    finish_call(name, Part::Whole, tail)
+    // Not a status line; `-` and `+` are no name bytes, so it is no call either.
+    Err(BadLine::Unrecognized)
 }
 
 /// Parses `args) = result <duration>` (or the tail of a resumed half).
-fn finish_call<'a>(name: &'a [u8], part: Part, tail: &'a [u8]) -> Result<Event<'a>, BadLine> {
+#[inline(always)]
+fn finish_call<'a>(name: &'a [u8], part: Part, tail: &'a [u8]) -> Result<Call<'a>, BadLine> {
     let (tail, duration_ns) = match take_duration_micros(tail) {
         Some((rest, ns)) => (rest, Some(ns)),
         None => take_duration(tail),
     };
     let (equals, result) = match take_decimal_result(tail) {
         Some(found) => found,
-        None => {
-            let equals = rfind_equals(tail).ok_or(BadLine::NoResult)?;
-            (equals, parse_result(trim_start(&tail[equals + 3..])))
-        }
+        None => find_result(tail)?,
     };
     let args = trim_end(&tail[..equals]);
     let args = args.strip_suffix(b")").unwrap_or(args);
-    Ok(Event::Call(Call { name, part, args, result: Some(result), duration_ns }))
+    Ok(Call { name, part, args, result: Some(result), duration_ns })
+}
+
+/// The last ` = ` in `tail` and the result after it: every result shape.
+#[inline(never)]
+fn find_result(tail: &[u8]) -> Result<(usize, CallResult<'_>), BadLine> {
+    let equals = rfind_equals(tail).ok_or(BadLine::NoResult)?;
+    Ok((equals, parse_result(trim_start(&tail[equals + 3..]))))
 }
 
 /// ` = 123` at the end of `tail`, the usual result, read backwards in one pass: the position
 /// of the ` = ` and the value. `None` for every other shape, which [`rfind_equals`] and
 /// [`parse_result`] handle; where this finds a result they find the same one (digits hold
 /// no `=`, so this ` = ` is the last one).
-#[inline]
+#[inline(always)]
 fn take_decimal_result(tail: &[u8]) -> Option<(usize, CallResult<'_>)> {
     let mut start = tail.len();
     let mut value = 0u64;
@@ -272,27 +309,37 @@ fn rfind_equals(text: &[u8]) -> Option<usize> {
 /// shape. `None` unless `tail` ends in exactly that shape after a byte that is not blank, so
 /// what is left is what `take_duration` would leave (its `trim_end` has nothing to trim), and
 /// the nanoseconds are what [`parse_seconds_ns`] computes.
-#[inline]
+#[inline(always)]
 fn take_duration_micros(tail: &[u8]) -> Option<(&[u8], u64)> {
+    // Checked and decoded a word at a time, as in `take_clock_micros`: the last 8 bytes are
+    // `.UUUUUU>` and the 4 before the fraction's dot overlap them: ` <S.`.
+    const FRACTION_SHAPE: u64 = u64::from_le_bytes(*b".000000>");
+    const FRACTION_SEPARATORS: u64 = 0xff00_0000_0000_00ff;
+    const OPEN_SHAPE: u64 = u32::from_le_bytes(*b" <0.") as u64;
+    const OPEN_SEPARATORS: u64 = 0xff00_ffff;
     let start = tail.len().checked_sub(11)?;
-    let end: &[u8; 11] = tail[start..].try_into().ok()?;
     let before = *tail.get(start.checked_sub(1)?)?;
-    // Written out byte by byte (no short-circuits) so it compiles to a straight run of
-    // compares, as in `take_clock_micros`.
-    let d = end.map(|byte| u32::from(byte.wrapping_sub(b'0')));
-    let shape_ok = (end[0] == b' ') & (end[1] == b'<') & (end[3] == b'.') & (end[10] == b'>');
-    let digits_ok =
-        (d[2] < 10) & (d[4] < 10) & (d[5] < 10) & (d[6] < 10) & (d[7] < 10) & (d[8] < 10) & (d[9] < 10);
+    let fraction = read_u64(tail, start + 3)? ^ FRACTION_SHAPE;
+    let open = read_u32(tail, start)? ^ OPEN_SHAPE;
     let not_blank = !matches!(before, b' ' | b'\t' | b'\r' | b'\n');
-    if !(shape_ok & digits_ok & not_blank) {
+    if !(all_bytes_below_ten(fraction)
+        & all_bytes_below_ten(open)
+        & (fraction & FRACTION_SEPARATORS == 0)
+        & (open & OPEN_SEPARATORS == 0)
+        & not_blank)
+    {
         return None;
     }
-    let micros = ((d[4] * 10 + d[5]) * 10_000 + (d[6] * 10 + d[7]) * 100 + d[8] * 10 + d[9]) as u64;
-    Some((&tail[..start], u64::from(d[2]) * 1_000_000_000 + micros * 1_000))
+    // Byte k of `pairs` is 10 × digit k + digit k+1, as in `take_clock_micros`.
+    let pairs = fraction * 10 + (fraction >> 8);
+    let byte = |word: u64, index: u32| (word >> (8 * index)) & 0xff;
+    let micros = byte(pairs, 1) * 10_000 + byte(pairs, 3) * 100 + byte(pairs, 5);
+    Some((&tail[..start], byte(open, 2) * 1_000_000_000 + micros * 1_000))
 }
 
-/// Splits a trailing `<0.000123>` off. With `-y` the result itself may end in `<path>`, so
+/// Splits a trailing `<0.000123>` off (every shape; see [`take_duration_micros`]). With `-y` the result itself may end in `<path>`, so
 /// only a final `<…>` that parses as seconds counts.
+#[inline(never)]
 fn take_duration(tail: &[u8]) -> (&[u8], Option<u64>) {
     if tail.last() != Some(&b'>') {
         return (tail, None);
@@ -332,7 +379,7 @@ fn parse_result(text: &[u8]) -> CallResult<'_> {
 
 /// `[pid 123] ` or `123 ` (the `-f` column). A leading number followed by `:` or `.` is a
 /// timestamp, not a pid.
-#[inline]
+#[inline(always)]
 fn take_pid(rest: &[u8]) -> Result<(Option<u32>, &[u8]), BadLine> {
     if rest.first() == Some(&b'[') {
         return take_bracket_pid(rest);
@@ -368,6 +415,7 @@ fn take_bracket_pid(rest: &[u8]) -> Result<(Option<u32>, &[u8]), BadLine> {
 
 /// An optional timestamp word. `HH:MM:SS[.frac]` is `-t`/`-tt`; a plain decimal with ten or
 /// more integer digits is `-ttt` (epoch seconds); a shorter one is `-r`.
+#[inline(always)]
 fn take_timestamp(rest: &[u8]) -> (Option<Timestamp<'_>>, &[u8]) {
     if !rest.first().is_some_and(u8::is_ascii_digit) {
         return (None, rest);
@@ -375,6 +423,12 @@ fn take_timestamp(rest: &[u8]) -> (Option<Timestamp<'_>>, &[u8]) {
     if let Some(parsed) = take_clock_micros(rest) {
         return parsed;
     }
+    take_other_timestamp(rest)
+}
+
+/// [`take_timestamp`] for every shape but `-tt`'s.
+#[inline(never)]
+fn take_other_timestamp(rest: &[u8]) -> (Option<Timestamp<'_>>, &[u8]) {
     let end = find_byte(b' ', rest).unwrap_or(rest.len());
     let text = &rest[..end];
     let after = trim_start(&rest[end..]);
@@ -395,7 +449,7 @@ fn take_timestamp(rest: &[u8]) -> (Option<Timestamp<'_>>, &[u8]) {
 /// [`take_timestamp`], which handles every other shape. `None` when `rest` does not start
 /// with exactly that shape. The arithmetic is [`parse_clock`]'s, so the seconds are the same
 /// `f64` to the bit.
-#[inline]
+#[inline(always)]
 fn take_clock_micros(rest: &[u8]) -> Option<(Option<Timestamp<'_>>, &[u8])> {
     // The 16 bytes are two little-endian words, checked and decoded a word at a time (SWAR):
     // XOR with the expected shape ('0' where a digit goes) leaves 0..=9 in digit bytes and 0
@@ -431,15 +485,22 @@ fn take_clock_micros(rest: &[u8]) -> Option<(Option<Timestamp<'_>>, &[u8])> {
 }
 
 /// Bytes `at..at + 8` of `bytes` as a little-endian word, if there are that many.
-#[inline]
+#[inline(always)]
 fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
     let word: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
     Some(u64::from_le_bytes(word))
 }
 
+/// Bytes `at..at + 4` of `bytes` as a little-endian word, if there are that many.
+#[inline(always)]
+fn read_u32(bytes: &[u8], at: usize) -> Option<u64> {
+    let word: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+    Some(u64::from(u32::from_le_bytes(word)))
+}
+
 /// Whether every byte of `word` is at most 9: each is below 16, and adding 6 to each (which
 /// cannot carry into the next byte then) keeps it below 16.
-#[inline]
+#[inline(always)]
 fn all_bytes_below_ten(word: u64) -> bool {
     const HIGH_NIBBLES: u64 = 0xf0f0_f0f0_f0f0_f0f0;
     (word & HIGH_NIBBLES == 0) & (word.wrapping_add(0x0606_0606_0606_0606) & HIGH_NIBBLES == 0)
@@ -556,11 +617,13 @@ fn find_byte(needle: u8, text: &[u8]) -> Option<usize> {
     text.iter().position(|&byte| byte == needle)
 }
 
+#[inline]
 fn trim_start(text: &[u8]) -> &[u8] {
     let start = text.iter().position(|&byte| byte != b' ' && byte != b'\t').unwrap_or(text.len());
     &text[start..]
 }
 
+#[inline]
 fn trim_end(text: &[u8]) -> &[u8] {
     let end = text
         .iter()
