@@ -173,3 +173,30 @@ fn many_syscall_names_each_keep_their_own_counts() {
     assert_eq!(syscall(&report, "a_very_long_syscall_name_290").count, 2);
     assert_eq!(syscall(&report, "call7").count, 2);
 }
+
+#[test]
+fn same_bytes_is_slice_equality() {
+    let samples: Vec<Vec<u8>> = (0..40usize)
+        .flat_map(|len| {
+            let base: Vec<u8> = (0..len).map(|at| b'a' + (at % 26) as u8).collect();
+            let mut changed = base.clone();
+            if let Some(last) = changed.last_mut() {
+                *last = b'#';
+            }
+            let mut first_changed = base.clone();
+            if let Some(first) = first_changed.first_mut() {
+                *first = b'#';
+            }
+            let mut middle_changed = base.clone();
+            if len > 0 {
+                middle_changed[len / 2] = b'#';
+            }
+            [base, changed, first_changed, middle_changed]
+        })
+        .collect();
+    for a in &samples {
+        for b in &samples {
+            assert_eq!(same_bytes(a, b), a == b, "{:?} {:?}", String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+        }
+    }
+}
