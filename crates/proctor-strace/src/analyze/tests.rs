@@ -200,3 +200,17 @@ fn same_bytes_is_slice_equality() {
         }
     }
 }
+
+#[test]
+fn clock_going_back_less_than_half_a_day_is_not_midnight() {
+    // Out-of-order lines from different threads step back a little; only the jump from
+    // 23:59 to 00:00 adds a day.
+    let report = analyze(
+        "12:00:01.000000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n\
+         12:00:00.500000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n\
+         23:59:59.900000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n\
+         00:00:00.100000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n",
+    );
+    let starts: Vec<f64> = report.timeline.buckets.iter().map(|b| b.start_seconds).collect();
+    assert_eq!(starts, vec![43_200.0, 43_201.0, 86_399.0, 86_400.0]);
+}
