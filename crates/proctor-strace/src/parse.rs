@@ -289,13 +289,15 @@ fn take_decimal_result(tail: &[u8]) -> Option<(usize, CallResult<'_>)> {
     Some((start - 3, CallResult::Value(value as i64)))
 }
 
-/// The last ` = ` in `text`. The result is near the end of the line, so searching backwards
-/// for `=` is short: a plain loop beats both a `memmem` finder (costly to build) and a
-/// `memrchr` call (costly to dispatch) over so few bytes.
+/// The last ` = ` in `text`, searched backwards for `=` with `memrchr`. Short decimal
+/// results no longer get here (see [`take_decimal_result`]); what does is mostly errors such
+/// as `-1 ENOENT (No such file or directory)`, long enough that `memrchr` beats a byte loop
+/// (callgrind on the bench log: 2.8 % fewer instructions in all). A `memmem` finder would
+/// cost more to build than the search.
 #[inline]
 fn rfind_equals(text: &[u8]) -> Option<usize> {
     let mut end = text.len();
-    while let Some(at) = text[..end].iter().rposition(|&byte| byte == b'=') {
+    while let Some(at) = memchr::memrchr(b'=', &text[..end]) {
         if at >= 1 && text[at - 1] == b' ' && text.get(at + 1) == Some(&b' ') {
             return Some(at - 1);
         }
