@@ -65,12 +65,15 @@ impl LogHistogram {
         Self::default()
     }
 
-    /// Adds one value.
+    /// Adds one value. Inlined: `proctor strace` calls it once per line, and across crates a
+    /// plain call (and the multiply by a count of 1) was a visible share of its time.
+    #[inline]
     pub fn record(&mut self, value: u64) {
         self.record_n(value, 1);
     }
 
     /// Adds `count` copies of `value`.
+    #[inline]
     pub fn record_n(&mut self, value: u64, count: u64) {
         if count == 0 {
             return;

@@ -15,7 +15,7 @@ use std::io::{self, BufRead};
 use memchr::{memchr, memchr_iter};
 use proctor_modes::{LogHistogram, ModeConfig};
 
-use crate::parse::{parse_line, parse_line_without_nul, BadLine, Call, CallResult, Event, Part, TimeKind, Timestamp};
+use crate::parse::{parse_line_then, BadLine, Call, CallResult, Event, Line, Parsed, Part, TimeKind, Timestamp};
 use crate::report::{self, Report};
 
 /// Knobs of the analysis; [`Default`] is what `proctor strace` uses.
@@ -233,12 +233,19 @@ pub(crate) struct SourceStats {
     pub(crate) bad: u64,
 }
 
-/// The unfinished half of a call, waiting for its resumption on the same pid.
-#[derive(Debug)]
+/// The unfinished half of a call, waiting for its resumption on the same pid. A pid's slot
+/// stays in the map once used and its buffers are reused by the pid's next unfinished half:
+/// on a busy log one line in twelve is a half, and two allocations for each were a visible
+/// share of the time.
+#[derive(Debug, Default)]
 struct Pending {
+    /// Whether the slot holds a half; resuming or writing off a half only clears this.
+    active: bool,
     syscall: usize,
     start_seconds: Option<f64>,
-    time: Option<Vec<u8>>,
+    /// Whether the start line had a timestamp (its text is in `time`).
+    has_time: bool,
+    time: Vec<u8>,
     line: u64,
     source: usize,
     args: Vec<u8>,
@@ -287,21 +294,26 @@ pub struct Analyzer {
     source_pid: Option<u32>,
     clock: Clock,
     pub(crate) time_kind: Option<TimeKind>,
-    syscall_index: FastMap<Box<[u8]>, usize>,
-    /// A direct-mapped cache in front of `syscall_index`: slot [`name_slot`] holds the index
-    /// of the last syscall seen there, so most lines find their syscall with one short
-    /// compare instead of a hash-map lookup. `usize::MAX` is an empty slot.
-    syscall_cache: [usize; SYSCALL_CACHE_SLOTS],
+    /// Indices into `syscalls` of names up to 16 bytes long (all real ones): an
+    /// open-addressing table (linear probing, at most half full) of [`NameKey`]s, so a line
+    /// finds its syscall by comparing three words, without a `memcmp` call or a miss.
+    syscall_keys: Vec<(NameKey, usize)>,
+    /// Indices of longer names.
+    long_syscall_names: FastMap<Box<[u8]>, usize>,
     pub(crate) syscalls: Vec<SyscallStats>,
     /// Keyed by pid; 0 for lines that name no pid. A thread is in at most one call.
     pending: FastMap<u32, Pending>,
+    /// A resumed call's arguments (both halves) and its start time, kept to reuse their
+    /// buffers: they are swapped with the pending half's while the call is accounted.
+    joined_args: Vec<u8>,
+    start_time: Vec<u8>,
     pub(crate) slowest: BinaryHeap<Reverse<SlowCall>>,
     sequence: u64,
     /// Slow calls per timeline bucket, keyed by bucket start (seconds / bucket width).
     pub(crate) timeline: BTreeMap<i64, (u64, u128)>,
     pub(crate) timeline_bucket_seconds: f64,
     pub(crate) pids: FastMap<u32, PidStats>,
-    paths_index: FastMap<Box<[u8]>, PathStats>,
+    paths_table: PathTable,
     pub(crate) paths_other: PathStats,
     pub(crate) signals: BTreeMap<String, u64>,
     pub(crate) lines: u64,
@@ -323,16 +335,18 @@ impl Analyzer {
             source_pid: None,
             clock: Clock::default(),
             time_kind: None,
-            syscall_index: FastMap::default(),
-            syscall_cache: [usize::MAX; SYSCALL_CACHE_SLOTS],
+            syscall_keys: vec![(NameKey::NONE, 0); 64],
+            long_syscall_names: FastMap::default(),
             syscalls: Vec::new(),
             pending: FastMap::default(),
+            joined_args: Vec::new(),
+            start_time: Vec::new(),
             slowest: BinaryHeap::new(),
             sequence: 0,
             timeline: BTreeMap::new(),
             timeline_bucket_seconds: 1.0,
             pids: FastMap::default(),
-            paths_index: FastMap::default(),
+            paths_table: PathTable::default(),
             paths_other: PathStats::default(),
             signals: BTreeMap::new(),
             lines: 0,
@@ -377,37 +391,51 @@ impl Analyzer {
         self.lines += 1;
         self.sources[source].lines += 1;
         let line_number = self.sources[source].lines;
-        let parsed = if nul_free { parse_line_without_nul(text) } else { parse_line(text) };
-        let line = match parsed {
-            Ok(line) => line,
-            Err(reason) => {
-                self.sources[source].bad += 1;
-                *self.bad_by_reason.entry(reason).or_default() += 1;
-                if self.bad_examples.len() < self.config.examples {
-                    self.bad_examples.push(Example {
-                        source,
-                        line: line_number,
-                        what: reason.as_str().to_string(),
-                        text: excerpt(text, 160),
-                    });
-                }
-                return;
+        // What `parse_line` does, with its NUL check skipped when the caller has done it.
+        if !nul_free && memchr(0, text).is_some() {
+            self.bad_line(source, line_number, BadLine::Binary, text);
+            return;
+        }
+        parse_line_then(text, |parsed| match parsed {
+            Parsed::Call { pid, timestamp, call } => {
+                let here = self.locate(source, line_number, pid, timestamp.as_ref());
+                self.call(call, here);
             }
-        };
+            Parsed::Other(Ok(line)) => self.other_event(source, line_number, line),
+            Parsed::Other(Err(reason)) => self.bad_line(source, line_number, reason, text),
+        });
+    }
+
+    /// Counts an event and places it: its pid (else the source's) and time on one axis.
+    #[inline]
+    fn locate<'t>(
+        &mut self,
+        source: usize,
+        line_number: u64,
+        pid: Option<u32>,
+        timestamp: Option<&Timestamp<'t>>,
+    ) -> Here<'t> {
+        self.sources[source].events += 1;
+        let pid = pid.or(self.source_pid);
+        let seconds = timestamp.map(|timestamp| {
+            self.time_kind.get_or_insert(timestamp.kind);
+            self.clock.absolute(timestamp)
+        });
+        let time_text = timestamp.map(|timestamp| timestamp.text);
+        Here { pid, seconds, time_text, source, line: line_number }
+    }
+
+    /// Notes, signals and exits (and calls, should a caller pass one here).
+    #[inline(never)]
+    fn other_event(&mut self, source: usize, line_number: u64, line: Line<'_>) {
         if matches!(line.event, Event::Note) {
             self.notes += 1;
             return;
         }
-        self.sources[source].events += 1;
-        let pid = line.pid.or(self.source_pid);
-        let seconds = line.timestamp.as_ref().map(|timestamp| {
-            self.time_kind.get_or_insert(timestamp.kind);
-            self.clock.absolute(timestamp)
-        });
-        let time_text = line.timestamp.as_ref().map(|timestamp| timestamp.text);
-        let here = Here { pid, seconds, time_text, source, line: line_number };
+        let here = self.locate(source, line_number, line.pid, line.timestamp.as_ref());
+        let pid = here.pid;
         match line.event {
-            Event::Call(call) => self.call(call, here),
+            Event::Call(ref call) => self.call(call, here),
             Event::Signal { name } => {
                 *self.signals.entry(lossy(name)).or_default() += 1;
                 if let Some(pid) = pid {
@@ -420,10 +448,25 @@ impl Analyzer {
         }
     }
 
+    #[cold]
+    fn bad_line(&mut self, source: usize, line_number: u64, reason: BadLine, text: &[u8]) {
+        self.sources[source].bad += 1;
+        *self.bad_by_reason.entry(reason).or_default() += 1;
+        if self.bad_examples.len() < self.config.examples {
+            self.bad_examples.push(Example {
+                source,
+                line: line_number,
+                what: reason.as_str().to_string(),
+                text: excerpt(text, 160),
+            });
+        }
+    }
+
     fn exit(&mut self, here: Here<'_>, status: String) {
         let key = here.pid.unwrap_or(0);
-        if let Some(pending) = self.pending.remove(&key) {
+        if let Some(pending) = self.pending.get_mut(&key).filter(|pending| pending.active) {
             // The call never returned because its process ended: expected, not an orphan.
+            pending.active = false;
             self.unfinished_at_exit += 1;
             self.syscalls[pending.syscall].unfinished += 1;
         }
@@ -432,54 +475,56 @@ impl Analyzer {
         }
     }
 
-    fn call(&mut self, call: Call<'_>, here: Here<'_>) {
+    fn call(&mut self, call: &Call<'_>, here: Here<'_>) {
         let syscall = self.syscall(call.name);
         let key = here.pid.unwrap_or(0);
         match call.part {
             Part::Unfinished => {
-                let pending = Pending {
-                    syscall,
-                    start_seconds: here.seconds,
-                    time: here.time_text.map(<[u8]>::to_vec),
-                    line: here.line,
-                    source: here.source,
-                    args: call.args[..call.args.len().min(ARGS_KEPT)].to_vec(),
-                };
-                if let Some(previous) = self.pending.insert(key, pending) {
-                    self.orphan(previous, "unfinished, then another call on the same pid");
+                let pending = self.pending.entry(key).or_default();
+                if pending.active {
+                    let what = "unfinished, then another call on the same pid";
+                    write_off(&mut self.orphan_unfinished, &mut self.syscalls, &mut self.orphan_examples, self.config.examples, pending, what);
                 }
+                pending.active = true;
+                pending.syscall = syscall;
+                pending.start_seconds = here.seconds;
+                pending.has_time = here.time_text.is_some();
+                pending.time.clear();
+                pending.time.extend_from_slice(here.time_text.unwrap_or_default());
+                pending.line = here.line;
+                pending.source = here.source;
+                pending.args.clear();
+                pending.args.extend_from_slice(&call.args[..call.args.len().min(ARGS_KEPT)]);
             }
-            Part::Resumed => match self.pending.remove(&key) {
-                Some(pending) if pending.syscall == syscall => {
-                    let mut args = pending.args;
-                    args.extend_from_slice(b" ...");
-                    args.extend_from_slice(call.args);
-                    let start = Here {
-                        pid: here.pid,
-                        seconds: pending.start_seconds,
-                        time_text: pending.time.as_deref(),
-                        source: pending.source,
-                        line: pending.line,
-                    };
-                    self.complete(syscall, &call, &args, start);
-                }
-                other => {
-                    if let Some(pending) = other {
-                        self.orphan(pending, "unfinished, then a different call resumed");
+            Part::Resumed => {
+                if let Some(pending) = self.pending.get_mut(&key).filter(|pending| pending.active) {
+                    pending.active = false;
+                    if pending.syscall == syscall {
+                        // Take the half's buffers (leaving the spare ones in the slot for its
+                        // next half), so that `complete` can borrow the analyzer.
+                        std::mem::swap(&mut pending.args, &mut self.joined_args);
+                        std::mem::swap(&mut pending.time, &mut self.start_time);
+                        let (seconds, has_time) = (pending.start_seconds, pending.has_time);
+                        let (source, line) = (pending.source, pending.line);
+                        let mut args = std::mem::take(&mut self.joined_args);
+                        let time = std::mem::take(&mut self.start_time);
+                        args.extend_from_slice(b" ...");
+                        args.extend_from_slice(call.args);
+                        let time_text = has_time.then_some(&time[..]);
+                        let start = Here { pid: here.pid, seconds, time_text, source, line };
+                        self.complete(syscall, call, &args, start);
+                        self.joined_args = args;
+                        self.start_time = time;
+                        return;
                     }
-                    self.orphan_resumed += 1;
-                    self.keep_orphan_example(here.source, here.line, "resumed without its start", call.args);
-                    self.complete(syscall, &call, call.args, here);
+                    write_off(&mut self.orphan_unfinished, &mut self.syscalls, &mut self.orphan_examples, self.config.examples, pending, "unfinished, then a different call resumed");
                 }
-            },
-            Part::Whole => self.complete(syscall, &call, call.args, here),
+                self.orphan_resumed += 1;
+                self.keep_orphan_example(here.source, here.line, "resumed without its start", call.args);
+                self.complete(syscall, call, call.args, here);
+            }
+            Part::Whole => self.complete(syscall, call, call.args, here),
         }
-    }
-
-    fn orphan(&mut self, pending: Pending, what: &str) {
-        self.orphan_unfinished += 1;
-        self.syscalls[pending.syscall].unfinished += 1;
-        self.keep_orphan_example(pending.source, pending.line, what, &pending.args);
     }
 
     fn keep_orphan_example(&mut self, source: usize, line: u64, what: &str, args: &[u8]) {
@@ -490,25 +535,51 @@ impl Analyzer {
 
     #[inline]
     fn syscall(&mut self, name: &[u8]) -> usize {
-        let slot = name_slot(name);
-        let cached = self.syscall_cache[slot];
-        // Names passed the parser's name check, so they are ASCII and `lossy` kept them as is.
-        if self.syscalls.get(cached).is_some_and(|stats| stats.name.as_bytes() == name) {
-            return cached;
-        }
-        let index = match self.syscall_index.get(name) {
-            Some(&index) => index,
-            None => {
-                let index = self.syscalls.len();
-                let stats =
-                    SyscallStats { name: lossy(name), moves_bytes: moves_bytes(name), ..SyscallStats::default() };
-                self.syscalls.push(stats);
-                self.syscall_index.insert(name.into(), index);
-                index
-            }
+        let Some(key) = NameKey::new(name) else {
+            return self.long_syscall(name);
         };
-        self.syscall_cache[slot] = index;
+        let mask = self.syscall_keys.len() - 1;
+        let mut at = key.slot() & mask;
+        loop {
+            let (slot_key, index) = self.syscall_keys[at];
+            if slot_key == key {
+                return index;
+            }
+            if slot_key == NameKey::NONE {
+                break;
+            }
+            at = (at + 1) & mask;
+        }
+        let index = self.new_syscall(name);
+        self.syscall_keys[at] = (key, index);
+        if self.syscalls.len() * 2 > self.syscall_keys.len() {
+            let doubled = vec![(NameKey::NONE, 0); self.syscall_keys.len() * 2];
+            let old = std::mem::replace(&mut self.syscall_keys, doubled);
+            let mask = self.syscall_keys.len() - 1;
+            for (key, index) in old.into_iter().filter(|(key, _)| *key != NameKey::NONE) {
+                let mut at = key.slot() & mask;
+                while self.syscall_keys[at].0 != NameKey::NONE {
+                    at = (at + 1) & mask;
+                }
+                self.syscall_keys[at] = (key, index);
+            }
+        }
         index
+    }
+
+    fn long_syscall(&mut self, name: &[u8]) -> usize {
+        if let Some(&index) = self.long_syscall_names.get(name) {
+            return index;
+        }
+        let index = self.new_syscall(name);
+        self.long_syscall_names.insert(name.into(), index);
+        index
+    }
+
+    fn new_syscall(&mut self, name: &[u8]) -> usize {
+        let stats = SyscallStats { name: lossy(name), moves_bytes: moves_bytes(name), ..SyscallStats::default() };
+        self.syscalls.push(stats);
+        self.syscalls.len() - 1
     }
 
     /// Accounts a call that has its result. `here` is where it started.
@@ -545,11 +616,9 @@ impl Analyzer {
                 Some(CallResult::Value(value)) if value > 0 && self.syscalls[syscall].moves_bytes => value as u64,
                 _ => 0,
             };
-            let full = self.paths_index.len() >= self.config.max_paths;
-            let path_stats = match self.paths_index.get_mut(path) {
+            let path_stats = match self.paths_table.get_or_insert(path, self.config.max_paths) {
                 Some(stats) => stats,
-                None if full => &mut self.paths_other,
-                None => self.paths_index.entry(path.into()).or_default(),
+                None => &mut self.paths_other,
             };
             path_stats.calls += 1;
             path_stats.errors += u64::from(failed);
@@ -605,14 +674,33 @@ impl Analyzer {
 
     /// Ends the analysis: leftover unfinished halves become orphans, peaks are computed.
     pub fn finish(mut self) -> Report {
-        let mut leftovers: Vec<Pending> = self.pending.drain().map(|(_, pending)| pending).collect();
+        let mut leftovers: Vec<Pending> =
+            self.pending.drain().map(|(_, pending)| pending).filter(|pending| pending.active).collect();
         leftovers.sort_by_key(|pending| (pending.source, pending.line));
-        for pending in leftovers {
-            self.orphan(pending, "unfinished, never resumed");
+        for pending in &leftovers {
+            write_off(&mut self.orphan_unfinished, &mut self.syscalls, &mut self.orphan_examples, self.config.examples, pending, "unfinished, never resumed");
         }
         let paths: Vec<(String, PathStats)> =
-            self.paths_index.drain().map(|(path, stats)| (lossy(&path), stats)).collect();
+            self.paths_table.entries.drain(..).map(|(path, stats)| (lossy(&path), stats)).collect();
         report::build(self, paths)
+    }
+}
+
+/// Counts `pending` as an orphan half and keeps it as an example. A function of the fields it
+/// touches rather than a method, so callers can hold a borrow into the pending map.
+fn write_off(
+    orphan_unfinished: &mut u64,
+    syscalls: &mut [SyscallStats],
+    examples: &mut Vec<Example>,
+    limit: usize,
+    pending: &Pending,
+    what: &str,
+) {
+    *orphan_unfinished += 1;
+    syscalls[pending.syscall].unfinished += 1;
+    if examples.len() < limit {
+        let text = excerpt(&pending.args, 160);
+        examples.push(Example { source: pending.source, line: pending.line, what: what.to_string(), text });
     }
 }
 
@@ -626,17 +714,164 @@ struct Here<'a> {
     line: u64,
 }
 
-const SYSCALL_CACHE_SLOTS: usize = 64;
+/// A name of up to 16 bytes as two words plus its length, read with fixed-size (and for most
+/// lengths overlapping) loads that together cover every byte. For one length the words are a
+/// function of the bytes and the bytes of the words, so equal keys mean equal names, and
+/// a lookup compares names without a `memcmp` or `memcpy` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NameKey {
+    words: [u64; 2],
+    len: usize,
+}
 
-/// The `syscall_cache` slot of a name: its length and first eight bytes, mixed. Distinct
-/// names may share a slot; the cache checks the name and falls back to the map.
+impl NameKey {
+    /// Matches no name: no name has this length.
+    const NONE: NameKey = NameKey { words: [0, 0], len: usize::MAX };
+
+    #[inline]
+    fn new(name: &[u8]) -> Option<NameKey> {
+        let len = name.len();
+        let words = match len {
+            0..=7 => [short_word(name), 0],
+            8..=16 => [load8(name, 0), load8(name, len - 8)],
+            _ => return None,
+        };
+        Some(NameKey { words, len })
+    }
+
+    /// Where to start probing: the key's words and length, mixed (the caller masks it).
+    #[inline]
+    fn slot(&self) -> usize {
+        let mixed = (self.words[0] ^ self.words[1].rotate_left(29) ^ self.len as u64).wrapping_mul(HASH_MULTIPLIER);
+        (mixed >> 32) as usize
+    }
+}
+
+/// Bytes `at..at + 8` as a little-endian word: one load, no `memcpy` call.
 #[inline]
-fn name_slot(name: &[u8]) -> usize {
-    let mut head = [0u8; 8];
-    let take = name.len().min(8);
-    head[..take].copy_from_slice(&name[..take]);
-    let mixed = (u64::from_le_bytes(head) ^ name.len() as u64).wrapping_mul(HASH_MULTIPLIER);
-    (mixed >> 58) as usize
+fn load8(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+#[inline]
+fn load4(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u64::from(u32::from_le_bytes(word))
+}
+
+/// A word that holds every byte of a slice shorter than 8 bytes (given its length): two
+/// overlapping 4-byte loads from 4 bytes up, else the first, middle and last byte.
+#[inline]
+fn short_word(bytes: &[u8]) -> u64 {
+    let len = bytes.len();
+    match len {
+        0 => 0,
+        1..=3 => u64::from(bytes[0]) | u64::from(bytes[len / 2]) << 8 | u64::from(bytes[len - 1]) << 16,
+        _ => load4(bytes, 0) | load4(bytes, len - 4) << 32,
+    }
+}
+
+/// [`WordHash`] over a whole slice, read with 8-byte loads (the last one overlapping) rather
+/// than through the `Hasher` interface, which copies the tail through a `memcpy` call.
+#[inline]
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut hash = WordHash(0);
+    hash.add(bytes.len() as u64);
+    if bytes.len() < 8 {
+        hash.add(short_word(bytes));
+        return hash.0;
+    }
+    let mut at = 0;
+    while at + 8 < bytes.len() {
+        hash.add(load8(bytes, at));
+        at += 8;
+    }
+    hash.add(load8(bytes, bytes.len() - 8));
+    hash.0
+}
+
+/// Whether `a` and `b` are equal, compared a word at a time in line: for the short paths
+/// compared once per call this is cheaper than a call to `memcmp`.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    if len < 8 {
+        return short_word(a) == short_word(b);
+    }
+    let mut at = 0;
+    while at + 8 < len {
+        if load8(a, at) != load8(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    load8(a, len - 8) == load8(b, len - 8)
+}
+
+/// The `-y` path totals: a small open-addressing table (linear probing, at most half full)
+/// of indices into `entries`. A lookup hashes the path once with [`hash_bytes`] and compares
+/// bytes only when the whole 64-bit hash matches, which is cheaper per call than the
+/// general-purpose map this replaced. Paths are only added (up to a cap), never removed.
+#[derive(Debug, Default)]
+struct PathTable {
+    /// A power of two many `(hash, index + 1)` pairs; 0 marks an empty slot.
+    slots: Vec<(u64, usize)>,
+    entries: Vec<(Box<[u8]>, PathStats)>,
+}
+
+impl PathTable {
+    /// The totals of `path`, added if new and the table holds fewer than `cap` paths.
+    fn get_or_insert(&mut self, path: &[u8], cap: usize) -> Option<&mut PathStats> {
+        if self.slots.is_empty() {
+            self.slots = vec![(0, 0); 64];
+        }
+        let hash = hash_bytes(path);
+        let mask = self.slots.len() - 1;
+        // The high half: the final multiply mixes every input bit into it.
+        let mut at = (hash >> 32) as usize & mask;
+        let found = loop {
+            let (slot_hash, slot_entry) = self.slots[at];
+            if slot_entry == 0 {
+                break None;
+            }
+            if slot_hash == hash && same_bytes(&self.entries[slot_entry - 1].0, path) {
+                break Some(slot_entry - 1);
+            }
+            at = (at + 1) & mask;
+        };
+        if let Some(index) = found {
+            return Some(&mut self.entries[index].1);
+        }
+        if self.entries.len() >= cap {
+            return None;
+        }
+        self.entries.push((path.into(), PathStats::default()));
+        let index = self.entries.len() - 1;
+        self.slots[at] = (hash, index + 1);
+        if self.entries.len() * 2 > self.slots.len() {
+            self.grow();
+        }
+        Some(&mut self.entries[index].1)
+    }
+
+    fn grow(&mut self) {
+        let doubled = vec![(0, 0); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        let mask = self.slots.len() - 1;
+        for (hash, entry) in old.into_iter().filter(|&(_, entry)| entry != 0) {
+            let mut at = (hash >> 32) as usize & mask;
+            while self.slots[at].1 != 0 {
+                at = (at + 1) & mask;
+            }
+            self.slots[at] = (hash, entry);
+        }
+    }
 }
 
 /// Argument bytes kept per unfinished half and per slow call.

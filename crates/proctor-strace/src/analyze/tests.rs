@@ -133,3 +133,84 @@ fn timeline_coarsens_instead_of_growing() {
     assert!(report.timeline.buckets.len() <= 8);
     assert_eq!(report.timeline.buckets.iter().map(|b| b.count).sum::<u64>(), 100);
 }
+
+#[test]
+fn path_table_finds_every_path_it_added_and_stops_at_its_cap() {
+    // Lengths 0 to 40 cover the short-word, one-word and many-word hashing paths, and 1000
+    // paths make the table grow several times.
+    let paths: Vec<Vec<u8>> = (0..1000u32).map(|index| format!("/p{index}").repeat(index as usize % 9).into_bytes()).collect();
+    let distinct: std::collections::BTreeSet<&[u8]> = paths.iter().map(Vec::as_slice).collect();
+    let mut table = PathTable::default();
+    for round in 0..2 {
+        for path in &paths {
+            if let Some(stats) = table.get_or_insert(path, 700) {
+                stats.calls += 1;
+            }
+        }
+        assert_eq!(table.entries.len(), 700.min(distinct.len()), "round {round}");
+    }
+    for (path, stats) in &table.entries {
+        let copies = paths.iter().filter(|candidate| candidate[..] == path[..]).count() as u64;
+        assert_eq!(stats.calls, 2 * copies, "{}", String::from_utf8_lossy(path));
+    }
+    let tracked: std::collections::BTreeSet<&[u8]> = table.entries.iter().map(|(path, _)| &path[..]).collect();
+    assert_eq!(tracked.len(), table.entries.len(), "a path was added twice");
+}
+
+#[test]
+fn many_syscall_names_each_keep_their_own_counts() {
+    // 300 names (some longer than the 16 bytes a word key holds) make the name table grow.
+    let mut text = String::new();
+    for round in 0..2 {
+        for index in 0..300 {
+            let name = if index % 10 == 0 { format!("a_very_long_syscall_name_{index}") } else { format!("call{index}") };
+            text.push_str(&format!("{name}({round}) = 0 <0.000001>\n"));
+        }
+    }
+    let report = analyze(&text);
+    assert_eq!(report.syscalls.len(), 300);
+    assert!(report.syscalls.iter().all(|syscall| syscall.count == 2));
+    assert_eq!(syscall(&report, "a_very_long_syscall_name_290").count, 2);
+    assert_eq!(syscall(&report, "call7").count, 2);
+}
+
+#[test]
+fn same_bytes_is_slice_equality() {
+    let samples: Vec<Vec<u8>> = (0..40usize)
+        .flat_map(|len| {
+            let base: Vec<u8> = (0..len).map(|at| b'a' + (at % 26) as u8).collect();
+            let mut changed = base.clone();
+            if let Some(last) = changed.last_mut() {
+                *last = b'#';
+            }
+            let mut first_changed = base.clone();
+            if let Some(first) = first_changed.first_mut() {
+                *first = b'#';
+            }
+            let mut middle_changed = base.clone();
+            if len > 0 {
+                middle_changed[len / 2] = b'#';
+            }
+            [base, changed, first_changed, middle_changed]
+        })
+        .collect();
+    for a in &samples {
+        for b in &samples {
+            assert_eq!(same_bytes(a, b), a == b, "{:?} {:?}", String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+        }
+    }
+}
+
+#[test]
+fn clock_going_back_less_than_half_a_day_is_not_midnight() {
+    // Out-of-order lines from different threads step back a little; only the jump from
+    // 23:59 to 00:00 adds a day.
+    let report = analyze(
+        "12:00:01.000000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n\
+         12:00:00.500000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n\
+         23:59:59.900000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n\
+         00:00:00.100000 nanosleep({tv_sec=0}, NULL) = 0 <0.200000>\n",
+    );
+    let starts: Vec<f64> = report.timeline.buckets.iter().map(|b| b.start_seconds).collect();
+    assert_eq!(starts, vec![43_200.0, 43_201.0, 86_399.0, 86_400.0]);
+}

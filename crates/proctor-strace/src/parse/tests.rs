@@ -175,3 +175,135 @@ fn never_panics_on_random_bytes_or_mangled_lines() {
     // Some mutated lines must still parse, or the generator only tested the error path.
     assert!(accepted > 1000, "{accepted}");
 }
+
+#[test]
+fn fixed_offset_duration_agrees_with_the_general_parser() {
+    // The fast path must either decline or give exactly what `take_duration` gives.
+    let tails: &[&[u8]] = &[
+        b"3, \"x\", 1) = 1 <0.000012>",
+        b") = -1 ETIMEDOUT (Connection timed out) <1.000321>",
+        b"x) = 3</tmp/x> <9.999999>",
+        b"x) = 0  <0.000012>",
+        b"x) = 0\t<0.000012>",
+        b" <0.000012>",
+        b"x <0.00001>",
+        b"x <10.000012>",
+        b"x <0.0000a2>",
+        b"x <0,000012>",
+        b"x) = 0 <0.000012> ",
+    ];
+    let mut used = 0;
+    for tail in tails {
+        if let Some((rest, ns)) = take_duration_micros(tail) {
+            used += 1;
+            assert_eq!(take_duration(tail), (rest, Some(ns)), "{}", String::from_utf8_lossy(tail));
+        }
+    }
+    assert_eq!(used, 3);
+    // Random prefixes before a random ` <d.dddddd>`, with up to two bytes replaced.
+    let alphabet = b"0123456789 .<>\t=";
+    let pick = |state: &mut u64| alphabet[(next(state) % alphabet.len() as u64) as usize];
+    let mut state = 7u64;
+    let mut used = 0;
+    for _ in 0..100_000 {
+        let mut tail: Vec<u8> = (0..next(&mut state) % 4).map(|_| pick(&mut state)).collect();
+        tail.extend_from_slice(format!(" <{}.{:06}>", next(&mut state) % 10, next(&mut state) % 1_000_000).as_bytes());
+        for _ in 0..next(&mut state) % 3 {
+            let at = (next(&mut state) % tail.len() as u64) as usize;
+            tail[at] = pick(&mut state);
+        }
+        if let Some((rest, ns)) = take_duration_micros(&tail) {
+            used += 1;
+            assert_eq!(take_duration(&tail), (rest, Some(ns)), "{}", String::from_utf8_lossy(&tail));
+        }
+    }
+    assert!(used > 10_000, "{used}");
+}
+
+#[test]
+fn backwards_decimal_result_agrees_with_the_general_parser() {
+    fn general(tail: &[u8]) -> Option<(usize, CallResult<'_>)> {
+        rfind_equals(tail).map(|equals| (equals, parse_result(trim_start(&tail[equals + 3..]))))
+    }
+    let tails: &[&[u8]] = &[
+        b"3, \"x\", 1) = 1",
+        b"x) = 0",
+        b"x) = 123456789012345678",
+        b"x) = 1234567890123456789",
+        b"x) = -1 ENOENT (No such file or directory)",
+        b"x) = 0x7f00",
+        b"x) = 3</tmp/x>",
+        b"x) =1",
+        b"x)= 1",
+        b" = 5",
+        b"= 5",
+        b"x) = ",
+        b"a = 1 = 2",
+    ];
+    let mut used = 0;
+    for tail in tails {
+        if let Some(found) = take_decimal_result(tail) {
+            used += 1;
+            assert_eq!(Some(found), general(tail), "{}", String::from_utf8_lossy(tail));
+        }
+    }
+    assert_eq!(used, 5);
+    // Random ` = digits` endings with up to two bytes replaced.
+    let alphabet = b"0123456789 =-x<>()E";
+    let pick = |state: &mut u64| alphabet[(next(state) % alphabet.len() as u64) as usize];
+    let mut state = 11u64;
+    used = 0;
+    for _ in 0..100_000 {
+        let mut tail: Vec<u8> = (0..next(&mut state) % 4).map(|_| pick(&mut state)).collect();
+        tail.extend_from_slice(b" = ");
+        tail.extend((0..1 + next(&mut state) % 20).map(|_| b'0' + (next(&mut state) % 10) as u8));
+        for _ in 0..next(&mut state) % 3 {
+            let at = (next(&mut state) % tail.len() as u64) as usize;
+            tail[at] = pick(&mut state);
+        }
+        if let Some(found) = take_decimal_result(&tail) {
+            used += 1;
+            assert_eq!(Some(found), general(&tail), "{}", String::from_utf8_lossy(&tail));
+        }
+    }
+    assert!(used > 10_000, "{used}");
+}
+
+#[test]
+fn word_at_a_time_clock_agrees_with_the_general_parser() {
+    // Every line the fast path takes must read the same as through `parse_clock`.
+    let alphabet = b"0123456789:. x";
+    let pick = |state: &mut u64| alphabet[(next(state) % alphabet.len() as u64) as usize];
+    let mut state = 5u64;
+    let mut used = 0;
+    for _ in 0..100_000 {
+        let clock = format!(
+            "{:02}:{:02}:{:02}.{:06} ",
+            next(&mut state) % 30,
+            next(&mut state) % 70,
+            next(&mut state) % 70,
+            next(&mut state) % 1_000_000
+        );
+        let mut text = clock.into_bytes();
+        for _ in 0..next(&mut state) % 3 {
+            let at = (next(&mut state) % text.len() as u64) as usize;
+            text[at] = pick(&mut state);
+        }
+        if let Some((Some(timestamp), _)) = take_clock_micros(&text) {
+            used += 1;
+            assert_eq!(timestamp.text, &text[..15]);
+            let seconds = parse_clock(&text[..15]).expect("the general parser accepts it");
+            assert_eq!(timestamp.seconds.to_bits(), seconds.to_bits(), "{}", String::from_utf8_lossy(&text));
+        } else {
+            let shaped = text.iter().enumerate().all(|(at, &byte)| match at {
+                2 | 5 => byte == b':',
+                8 => byte == b'.',
+                15 => byte == b' ',
+                _ => byte.is_ascii_digit(),
+            });
+            let general = parse_clock(&text[..15]);
+            assert!(!shaped || general.is_none(), "declined {:?}, read as {general:?}", String::from_utf8_lossy(&text));
+        }
+    }
+    assert!(used > 10_000, "{used}");
+}
