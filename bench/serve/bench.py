@@ -86,34 +86,64 @@ def proc_cpu_rss(pid):
 
 
 def hey(url, rate, seconds, workers=1, headers=()):
-    cmd = [HEY, "-z", f"{seconds}s", "-c", str(workers), "-q", str(rate), "-t", "60"]
+    cmd = [HEY, "-z", f"{seconds}s", "-c", str(workers), "-q", str(rate), "-t", "60", "-o", "csv"]
     for h in headers:
         cmd += ["-H", h]
     cmd.append(url)
     return cmd
 
 
-def parse_hey(text):
-    pct = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"(\d+)%+ in ([\d.]+) secs", text)}
-    codes = {m.group(1): int(m.group(2)) for m in re.finditer(r"\[(\d+)\]\s+(\d+) responses", text)}
-    errors = sum(int(m.group(1)) for m in re.finditer(r"\[(\d+)\]\s+Get ", text))
-    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
-    return {"p50": pct.get(50), "p99": pct.get(99), "codes": codes, "errors": errors, "rps": float(rps.group(1)) if rps else None}
+def percentile(values, q):
+    """Nearest rank, so a p99 of 15 values is the slowest of them."""
+    if not values:
+        return None
+    values = sorted(values)
+    rank = max(1, -(-len(values) * q // 100))
+    return values[int(rank) - 1]
+
+
+def parse_hey(text, seconds):
+    """hey -o csv: one row per request (response time in seconds, 0.1 ms resolution)."""
+    times, codes, errors = [], {}, 0
+    for line in text.splitlines()[1:]:
+        parts = line.split(",")
+        if len(parts) < 7:
+            continue
+        try:
+            t, code = float(parts[0]), parts[6]
+        except ValueError:
+            errors += 1
+            continue
+        times.append(t)
+        codes[code] = codes.get(code, 0) + 1
+    return {"p50": percentile(times, 50), "p99": percentile(times, 99), "max": max(times) if times else None,
+            "codes": codes, "errors": errors, "rps": len(times) / seconds}
+
+
+def wrk(url, seconds):
+    cmd = ["wrk", "-t1", "-c1", f"-d{seconds}s", "--latency", url]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+    pct = {int(m.group(1)): float(m.group(2)) * scale[m.group(3)]
+           for m in re.finditer(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)$", out, re.M)}
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    return cmd, {"p50": pct.get(50), "p99": pct.get(99), "rps": float(rps.group(1)) if rps else None}
 
 
 def ms(v):
     return "   n/a   " if v is None else f"{v * 1e3:9.3f}"
 
 
-def side_by_side(label, primary, secondary):
+def side_by_side(label, primary, secondary, seconds):
     """Runs two hey commands at once; prints both lines."""
     p1 = subprocess.Popen(primary, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     p2 = subprocess.Popen(secondary, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     o1, _ = p1.communicate()
     o2, _ = p2.communicate()
-    a, b = parse_hey(o1), parse_hey(o2)
-    print(f"{label:44s} p50 {ms(a['p50'])} ms  p99 {ms(a['p99'])} ms  {a['rps'] or 0:7.1f} req/s  codes {a['codes']} errors {a['errors']}")
-    print(f"{'   other endpoint during that load':44s} p50 {ms(b['p50'])} ms  p99 {ms(b['p99'])} ms  {b['rps'] or 0:7.1f} req/s  codes {b['codes']} errors {b['errors']}")
+    a, b = parse_hey(o1, seconds), parse_hey(o2, seconds)
+    for name, r in ((label, a), ("   other endpoint during that load", b)):
+        print(f"{name:44s} p50 {ms(r['p50'])} ms  p99 {ms(r['p99'])} ms  max {ms(r['max'])} ms  "
+              f"{r['rps']:6.1f} req/s  codes {r['codes']} errors {r['errors']}")
     print(f"   ({' '.join(primary)})\n   ({' '.join(secondary)})")
     return a, b
 
@@ -166,21 +196,28 @@ def phase_latency(seconds=15):
     print(f"-- steady {rate} req/s for {seconds} s each, one endpoint at a time, other endpoint at 1 req/s")
     rows["jru"] = side_by_side("jupyter-resource-usage /api/metrics/v1",
                                hey(f"{jbase}/api/metrics/v1", rate, seconds, headers=[auth]),
-                               hey(f"{jbase}/api/status", 1, seconds, headers=[auth]))
+                               hey(f"{jbase}/api/status", 1, seconds, headers=[auth]), seconds)
     rows["pj1"] = side_by_side("proctor /api/metrics/v1",
                                hey(f"{pbase}/api/metrics/v1", rate, seconds),
-                               hey(f"{pbase}/api/v1/container", 1, seconds))
+                               hey(f"{pbase}/api/v1/container", 1, seconds), seconds)
     rows["pm1"] = side_by_side("proctor /metrics",
                                hey(f"{pbase}/metrics", rate, seconds),
-                               hey(f"{pbase}/api/v1/container", 1, seconds))
+                               hey(f"{pbase}/api/v1/container", 1, seconds), seconds)
     fast = 100
     print(f"-- proctor at {fast} req/s x 2 workers for {seconds} s, other endpoint at 10 req/s")
     rows["pj"] = side_by_side("proctor /api/metrics/v1",
                               hey(f"{pbase}/api/metrics/v1", fast, seconds, workers=2),
-                              hey(f"{pbase}/api/v1/container", 10, seconds))
+                              hey(f"{pbase}/api/v1/container", 10, seconds), seconds)
     rows["pm"] = side_by_side("proctor /metrics",
                               hey(f"{pbase}/metrics", fast, seconds, workers=2),
-                              hey(f"{pbase}/api/v1/container", 10, seconds))
+                              hey(f"{pbase}/api/v1/container", 10, seconds), seconds)
+    print("-- proctor, closed loop as fast as one wrk connection goes (us resolution), other endpoint at 10 req/s")
+    for path in ("/api/metrics/v1", "/metrics"):
+        other = subprocess.Popen(hey(f"{pbase}/api/v1/container", 10, 10), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cmd, w = wrk(f"{pbase}{path}", 10)
+        b = parse_hey(other.communicate()[0], 10)
+        print(f"{'proctor ' + path:44s} p50 {ms(w['p50'])} ms  p99 {ms(w['p99'])} ms  {w['rps'] or 0:9.1f} req/s   ({' '.join(cmd)})")
+        print(f"{'   other endpoint during that load':44s} p50 {ms(b['p50'])} ms  p99 {ms(b['p99'])} ms  max {ms(b['max'])} ms  {b['rps']:6.1f} req/s")
     cpu, rss, hwm = proc_cpu_rss(proctor.pid)
     agent = json.loads(wait_http(f"{pbase}/api/v1/agent"))
     print(f"proctor during this phase: RSS {rss / 2**20:.1f} MiB (peak {hwm / 2**20:.1f}), "
