@@ -167,7 +167,7 @@ os.execv(argv[0], argv)
 """
 
 
-def phase_latency(seconds=15):
+def phase_latency(seconds=20):
     print(f"\n== latency: 96 children sharing 2 GiB under a Jupyter server (load {load()})")
     workdir = tempfile.mkdtemp(prefix="serve-bench-")
     jport = free_port()
@@ -192,8 +192,9 @@ def phase_latency(seconds=15):
     time.sleep(3)
     print(f"proctor: {' '.join(pcmd)}")
     rows = {}
-    rate = 1
-    print(f"-- steady {rate} req/s for {seconds} s each, one endpoint at a time, other endpoint at 1 req/s")
+    rate = 10
+    print(f"-- steady {rate} req/s asked (one closed-loop worker: a slow answer delays the next request) "
+          f"for {seconds} s each, one endpoint at a time, other endpoint at 1 req/s")
     rows["jru"] = side_by_side("jupyter-resource-usage /api/metrics/v1",
                                hey(f"{jbase}/api/metrics/v1", rate, seconds, headers=[auth]),
                                hey(f"{jbase}/api/status", 1, seconds, headers=[auth]), seconds)
@@ -257,11 +258,11 @@ def phase_cost(target=600, window=60):
 
 
 def phase_ring(target=600):
-    print(f"\n== ring: 3600 history points at 100 ms, then RSS (load {load()})")
+    print(f"\n== ring: 3600 history points at 50 ms, then RSS (load {load()})")
     while sum(1 for d in os.listdir("/proc") if d.isdigit()) < target:
         start(["sleep", "3600"], stdin=subprocess.DEVNULL)
     port = free_port()
-    cmd = [PROCTOR, "serve", "--listen", f"127.0.0.1:{port}", "--interval", "100ms", "--history", "360s"]
+    cmd = [PROCTOR, "serve", "--listen", f"127.0.0.1:{port}", "--interval", "50ms", "--history", "180s"]
     p = start(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/api/v1/agent"
     wait_http(url)

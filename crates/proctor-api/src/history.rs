@@ -3,10 +3,9 @@
 //! The set of series is fixed when the ring is made (from the first snapshot): host-wide
 //! figures, one series per CPU, disk and network device present then, the watched container
 //! and the agent itself. Each point also remembers the top processes by CPU, which answer the
-//! `process.PID.*` series. The ring never grows past its capacity, so its memory is known up
-//! front and reported. It does no I/O and knows nothing of HTTP.
-
-use std::collections::VecDeque;
+//! `process.PID.*` series. Points live in three flat arrays (times, values, top entries) that
+//! grow to the capacity and are then overwritten in place: no allocation per point, and the
+//! memory bound is exact, known up front and reported. It does no I/O and knows nothing of HTTP.
 
 use crate::agent::Snapshot;
 
@@ -144,12 +143,8 @@ pub struct TopEntry {
     pub rss_bytes: u64,
 }
 
-#[derive(Debug)]
-struct Point {
-    unix_ms: u64,
-    values: Box<[f64]>,
-    top: Box<[TopEntry]>,
-}
+/// An unused top slot (fewer processes had a CPU rate than `top_n`).
+const NO_ENTRY: TopEntry = TopEntry { pid: 0, cpu_percent: 0.0, rss_bytes: 0 };
 
 /// One series over a time range: parallel arrays, `None` where the value was unknown.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,7 +165,14 @@ pub struct History {
     names: Vec<String>,
     capacity: usize,
     top_n: usize,
-    points: VecDeque<Point>,
+    /// Slot `i` holds point `(head + i) % capacity` in age order once the ring is full.
+    times: Vec<u64>,
+    /// `columns.len()` values per slot.
+    values: Vec<f64>,
+    /// `top_n` entries per slot, unused ones are `NO_ENTRY` (pid 0).
+    top: Vec<TopEntry>,
+    /// The slot holding the oldest point.
+    head: usize,
 }
 
 impl History {
@@ -222,7 +224,16 @@ impl History {
             Column::AgentResident,
         ]);
         let names = columns.iter().map(Column::name).collect();
-        Self { columns, names, capacity: capacity.max(1), top_n, points: VecDeque::new() }
+        Self {
+            columns,
+            names,
+            capacity: capacity.max(1),
+            top_n,
+            times: Vec::new(),
+            values: Vec::new(),
+            top: Vec::new(),
+            head: 0,
+        }
     }
 
     pub fn push(&mut self, s: &Snapshot) {
@@ -239,19 +250,66 @@ impl History {
             top.select_nth_unstable_by(n - 1, |a, b| b.cpu_percent.total_cmp(&a.cpu_percent));
         }
         top.truncate(n);
-        let point = Point { unix_ms: s.unix_ms(), values, top: top.into_boxed_slice() };
-        if self.points.len() == self.capacity {
-            self.points.pop_front();
+        top.resize(self.top_n, NO_ENTRY);
+        let cols = self.columns.len();
+        if self.times.len() < self.capacity {
+            // Grow by doubling, but never past the capacity, so a full ring holds exactly its bound.
+            if self.times.len() == self.times.capacity() {
+                let want = (self.times.len() * 2).max(64).min(self.capacity) - self.times.len();
+                self.times.reserve_exact(want);
+                self.values.reserve_exact(want * cols);
+                self.top.reserve_exact(want * self.top_n);
+            }
+            self.times.push(s.unix_ms());
+            self.values.extend_from_slice(&values);
+            self.top.extend_from_slice(&top);
+        } else {
+            let slot = self.head;
+            self.times[slot] = s.unix_ms();
+            self.values[slot * cols..(slot + 1) * cols].copy_from_slice(&values);
+            self.top[slot * self.top_n..(slot + 1) * self.top_n].copy_from_slice(&top);
+            self.head = (self.head + 1) % self.capacity;
         }
-        self.points.push_back(point);
+    }
+
+    /// The slot of the `i`-th oldest point.
+    fn slot(&self, i: usize) -> usize {
+        (self.head + i) % self.capacity
+    }
+
+    fn time_at(&self, i: usize) -> u64 {
+        self.times[self.slot(i)]
+    }
+
+    fn value_at(&self, i: usize, col: usize) -> f64 {
+        self.values[self.slot(i) * self.columns.len() + col]
+    }
+
+    fn top_at(&self, i: usize) -> &[TopEntry] {
+        let slot = self.slot(i);
+        &self.top[slot * self.top_n..(slot + 1) * self.top_n]
+    }
+
+    /// The first point index whose time fails `pred` (times ascend).
+    fn partition_point(&self, pred: impl Fn(u64) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.time_at(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     pub fn len(&self) -> usize {
-        self.points.len()
+        self.times.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
+        self.times.is_empty()
     }
 
     pub fn capacity(&self) -> usize {
@@ -268,27 +326,34 @@ impl History {
     }
 
     pub fn first_ms(&self) -> Option<u64> {
-        self.points.front().map(|p| p.unix_ms)
+        (!self.is_empty()).then(|| self.time_at(0))
     }
 
     pub fn last_ms(&self) -> Option<u64> {
-        self.points.back().map(|p| p.unix_ms)
+        (!self.is_empty()).then(|| self.time_at(self.len() - 1))
     }
 
     fn point_bytes(&self) -> usize {
-        std::mem::size_of::<Point>()
+        std::mem::size_of::<u64>()
             + self.columns.len() * std::mem::size_of::<f64>()
             + self.top_n * std::mem::size_of::<TopEntry>()
     }
 
+    fn names_bytes(&self) -> usize {
+        self.names.iter().map(|n| n.len()).sum()
+    }
+
     /// Heap held by the points now (allocator overhead aside).
     pub fn bytes(&self) -> usize {
-        self.points.len() * self.point_bytes() + self.names.iter().map(|n| n.len()).sum::<usize>()
+        self.times.capacity() * std::mem::size_of::<u64>()
+            + self.values.capacity() * std::mem::size_of::<f64>()
+            + self.top.capacity() * std::mem::size_of::<TopEntry>()
+            + self.names_bytes()
     }
 
     /// What the ring will hold when full: the bound on its memory.
     pub fn max_bytes(&self) -> usize {
-        self.capacity * self.point_bytes() + self.names.iter().map(|n| n.len()).sum::<usize>()
+        self.capacity * self.point_bytes() + self.names_bytes()
     }
 
     /// Is `name` a series this ring can answer (a fixed series or `process.PID.cpu_percent` /
@@ -300,24 +365,24 @@ impl History {
     /// Points with `from_ms <= t <= to_ms`, at most `max_points` of them (evenly thinned,
     /// newest kept). Unknown names are the caller's to reject first with [`History::knows`].
     pub fn range(&self, names: &[String], from_ms: u64, to_ms: u64, max_points: usize) -> Range {
-        let start = self.points.partition_point(|p| p.unix_ms < from_ms);
-        let end = self.points.partition_point(|p| p.unix_ms <= to_ms);
+        let start = self.partition_point(|t| t < from_ms);
+        let end = self.partition_point(|t| t <= to_ms);
         let count = end.saturating_sub(start);
         let step = if max_points == 0 || count <= max_points { 1 } else { count.div_ceil(max_points) };
         // Walk back from the newest so the latest point is always included.
         let mut picked: Vec<usize> = (start..end).rev().step_by(step).collect();
         picked.reverse();
-        let times_ms = picked.iter().map(|&i| self.points[i].unix_ms).collect();
+        let times_ms = picked.iter().map(|&i| self.time_at(i)).collect();
         let series = names
             .iter()
             .map(|name| {
                 let values = if let Some(col) = self.names.iter().position(|n| n == name) {
-                    picked.iter().map(|&i| finite(self.points[i].values[col])).collect()
+                    picked.iter().map(|&i| finite(self.value_at(i, col))).collect()
                 } else if let Some((pid, field)) = parse_process_series(name) {
                     picked
                         .iter()
                         .map(|&i| {
-                            let e = self.points[i].top.iter().find(|e| e.pid == pid)?;
+                            let e = self.top_at(i).iter().find(|e| e.pid == pid && e.pid != 0)?;
                             Some(match field {
                                 ProcessField::Cpu => f64::from(e.cpu_percent),
                                 ProcessField::Rss => e.rss_bytes as f64,
@@ -336,8 +401,8 @@ impl History {
     /// Pids that were among the top processes at any point in the range, most frequent first.
     pub fn top_pids(&self, from_ms: u64, to_ms: u64) -> Vec<(u32, usize)> {
         let mut counts: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
-        for p in self.points.iter().filter(|p| p.unix_ms >= from_ms && p.unix_ms <= to_ms) {
-            for e in p.top.iter() {
+        for i in (0..self.len()).filter(|&i| (from_ms..=to_ms).contains(&self.time_at(i))) {
+            for e in self.top_at(i).iter().filter(|e| e.pid != 0) {
                 *counts.entry(e.pid).or_default() += 1;
             }
         }

@@ -270,5 +270,9 @@ fn history_memory_is_bounded_and_reported() {
     assert_eq!(h["points"].as_u64(), Some(10), "{a}");
     assert_eq!(h["bytes"], h["max_bytes"], "a full ring holds exactly its bound");
     let series = server.get("/api/v1/history?series=host.cpu.busy_percent").json();
-    assert_eq!(series["times_unix_ms"].as_array().map(Vec::len), Some(10));
+    let times: Vec<u64> = series["times_unix_ms"].as_array().expect("times").iter().filter_map(|t| t.as_u64()).collect();
+    assert_eq!(times.len(), 10);
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "oldest first after wrapping: {times:?}");
+    let newest = server.get("/api/v1/history/series").json()["newest_unix_ms"].as_u64().expect("newest");
+    assert!(newest >= *times.last().expect("a point"), "the newest point is kept");
 }
