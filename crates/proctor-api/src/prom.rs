@@ -384,6 +384,11 @@ fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
     out.push(counter("proctor_agent_sampling_cpu_seconds", "CPU time of the sampling thread, summed over cycles.", Some(a.sampling_cpu_seconds)));
     out.push(gauge("proctor_agent_resident_bytes", "Resident memory of the agent.", Some(a.resident_bytes as f64)));
     out.push(counter("proctor_agent_samples", "Sampling cycles completed.", Some(a.samples as f64)));
+    out.push(gauge(
+        "proctor_agent_last_sample_timestamp_seconds",
+        "When the sample behind this scrape was taken, Unix seconds (stale means the sampler stopped).",
+        Some(s.sample.unix_ns as f64 / 1e9),
+    ));
     out.push(counter("proctor_agent_missed_ticks", "Sampling ticks skipped because a cycle overran.", Some(a.missed_ticks as f64)));
     let mut errors = Family::new("proctor_agent_read_errors", Kind::Counter, "Failed reads by reader and reason (gone, permission, parse, io).");
     for ((reader, reason), n) in &a.errors {

@@ -458,6 +458,9 @@ pub struct AgentOut {
     pub uptime_secs: f64,
     pub interval_secs: f64,
     pub samples_total: u64,
+    /// How old the snapshot answering requests is: about one interval normally; growing
+    /// without bound means the sampling thread has stopped.
+    pub last_sample_age_secs: f64,
     pub missed_ticks_total: u64,
     /// Whole agent process: sampler, workers and HTTP.
     pub cpu_seconds_total: f64,
@@ -493,6 +496,9 @@ pub fn agent(s: &Snapshot, interval_secs: f64, http: &crate::agent::HttpCounters
         uptime_secs: uptime,
         interval_secs,
         samples_total: a.samples,
+        last_sample_age_secs: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_nanos().saturating_sub(u128::from(s.sample.unix_ns)) as f64 / 1e9),
         missed_ticks_total: a.missed_ticks,
         cpu_seconds_total: a.process_cpu_seconds,
         cpu_percent_of_one_cpu_avg: if uptime > 0.0 { 100.0 * a.process_cpu_seconds / uptime } else { 0.0 },

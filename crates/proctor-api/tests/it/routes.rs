@@ -45,6 +45,7 @@ fn every_route_answers_json_from_the_snapshot() {
     assert!(agent["resident_bytes"].as_u64().is_some_and(|n| n > 0));
     assert!(agent["last_sample"]["files_read"].as_u64().is_some_and(|n| n > 0));
     assert!(agent["history"]["max_bytes"].as_u64().is_some_and(|n| n > 0));
+    assert!(agent["last_sample_age_secs"].as_f64().is_some_and(|a| (0.0..5.0).contains(&a)), "{agent}");
 
     let own = server.get(&format!("/api/v1/processes/{me}"));
     assert_eq!(own.status, 200, "{}", own.body);
