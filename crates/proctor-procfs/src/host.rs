@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::parse::{decimal, f64_dec, fields, find_byte, i64_dec, kb_value, key_space_value, key_value, lines, trim, u64_dec};
+use crate::parse::{
+    block_at, block_masks, decimal, f64_dec, fields, find_byte, find_either, i64_dec, kb_value, key_value, lines, trim, u64_dec,
+    u64_fields,
+};
 
 /// One `cpu` line of `/proc/stat`, in clock ticks (USER_HZ).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -248,27 +251,44 @@ pub struct VmStat {
     pub oom_kill: Option<u64>,
 }
 
-/// Parses `/proc/vmstat` (about 200 `key value` lines, a dozen of them wanted). Lines are
-/// found a word at a time and dismissed on their first two bytes; only a wanted key's value is
-/// parsed.
+/// Parses `/proc/vmstat` (about 200 `key value` lines, a dozen of them wanted).
+///
+/// Every wanted key starts with "pg", "ps" or "oo", so only lines whose first byte is `p` or
+/// `o` are looked at: each 64-byte block gives masks of its newlines and of its `p` and `o`
+/// bytes, and a line start is a `p` or `o` right after a newline (or at the start of the file).
+/// The other three quarters of the lines are never visited one by one.
 pub fn parse_vmstat(bytes: &[u8]) -> Option<VmStat> {
     let mut vm = VmStat::default();
     let mut known = 0;
-    for line in lines(bytes) {
-        // Every key proctor wants starts with "pg", "ps" or "oo"; most of the ~200 lines are
-        // dismissed on their first two bytes.
-        if !matches!(line.get(..2), Some(b"pg" | b"ps" | b"oo")) {
-            continue;
+    // Bit 0: the byte before this block was a newline (the file's start counts as one).
+    let mut carry = 1u64;
+    for at in (0..bytes.len()).step_by(64) {
+        let [newlines, p, o] = block_masks(&block_at(bytes, at), [b'\n', b'p', b'o']);
+        let mut starts = ((newlines << 1) | carry) & (p | o);
+        carry = newlines >> 63;
+        while starts != 0 {
+            let start = at + starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            let line = &bytes[start..];
+            if !matches!(line.get(..2), Some(b"pg" | b"ps" | b"oo")) {
+                continue;
+            }
+            // The key ends at the first space; a newline first means a line without one.
+            let Some(key_end) = find_either(line, b' ', b'\n') else { continue };
+            if line[key_end] == b'\n' {
+                continue;
+            }
+            let rest = &line[key_end + 1..];
+            let value = || trim(&rest[..find_byte(rest, b'\n').unwrap_or(rest.len())]);
+            apply_vmstat(&mut vm, &line[..key_end], value).then(|| known += 1);
         }
-        let Some((key, value)) = key_space_value(line) else { continue };
-        apply_vmstat(&mut vm, key, value).then(|| known += 1);
     }
     (known > 0).then_some(vm)
 }
 
 /// Stores one vmstat value if proctor wants its key; says whether it did.
 #[inline]
-fn apply_vmstat(vm: &mut VmStat, key: &[u8], value: &[u8]) -> bool {
+fn apply_vmstat<'a>(vm: &mut VmStat, key: &[u8], value: impl FnOnce() -> &'a [u8]) -> bool {
     let (slot, sum) = match key {
         b"pgfault" => (&mut vm.pgfault, false),
         b"pgmajfault" => (&mut vm.pgmajfault, false),
@@ -284,7 +304,7 @@ fn apply_vmstat(vm: &mut VmStat, key: &[u8], value: &[u8]) -> bool {
         }
         _ => return false,
     };
-    let value = u64_dec(value);
+    let value = u64_dec(value());
     // Saturating: only garbage can overflow, and garbage must not panic a debug build.
     *slot = if sum { Some(slot.unwrap_or(0).saturating_add(value.unwrap_or(0))) } else { value };
     true
@@ -298,7 +318,7 @@ fn parse_vmstat_general(bytes: &[u8]) -> Option<VmStat> {
     let mut known = 0;
     for line in bytes.split(|&b| b == b'\n') {
         let Some(space) = line.iter().position(|&b| b == b' ') else { continue };
-        apply_vmstat(&mut vm, &line[..space], trim(&line[space + 1..])).then(|| known += 1);
+        apply_vmstat(&mut vm, &line[..space], || trim(&line[space + 1..])).then(|| known += 1);
     }
     (known > 0).then_some(vm)
 }
@@ -384,18 +404,49 @@ pub fn parse_diskstats_with(bytes: &[u8], names: &mut Names) -> (Vec<DiskStat>, 
     let mut disks = Vec::with_capacity(names.len());
     let mut bad = 0;
     for line in lines(bytes) {
-        // A fixed array instead of a Vec per line: this runs every cycle.
-        let mut parts: [&[u8]; 14] = [&[]; 14];
-        let mut n = 0;
-        for (slot, field) in parts.iter_mut().zip(fields(line)) {
-            *slot = field;
-            n += 1;
-        }
-        let parsed = (n == 14)
+        // major, minor, name, then at least 11 counters (newer kernels print 17 or 18).
+        let mut parts = fields(line);
+        let (Some(_), Some(_), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            bad += 1;
+            continue;
+        };
+        let mut v = [None; 11];
+        let parsed = (u64_fields(parts.rest(), &mut v) == v.len())
             .then(|| {
-                let n = |i: usize| u64_dec(parts[i]);
                 Some(DiskStat {
-                    name: names.get(parts[2]),
+                    name: names.get(name),
+                    reads: v[0]?,
+                    read_sectors: v[2]?,
+                    read_ms: v[3]?,
+                    writes: v[4]?,
+                    write_sectors: v[6]?,
+                    write_ms: v[7]?,
+                    in_flight: v[8]?,
+                    io_ms: v[9]?,
+                    weighted_io_ms: v[10]?,
+                })
+            })
+            .flatten();
+        match parsed {
+            Some(disk) => disks.push(disk),
+            None => bad += 1,
+        }
+    }
+    (disks, bad)
+}
+
+/// The field-by-field diskstats parser [`parse_diskstats_with`] must agree with.
+#[cfg(test)]
+fn parse_diskstats_general(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
+    let mut disks = Vec::new();
+    let mut bad = 0;
+    for line in lines(bytes) {
+        let parts: Vec<&[u8]> = fields(line).take(14).collect();
+        let n = |i: usize| u64_dec(parts[i]);
+        let parsed = (parts.len() == 14)
+            .then(|| {
+                Some(DiskStat {
+                    name: Arc::from(String::from_utf8_lossy(parts[2]).as_ref()),
                     reads: n(3)?,
                     read_sectors: n(5)?,
                     read_ms: n(6)?,
@@ -445,6 +496,37 @@ pub fn parse_net_dev_with(bytes: &[u8], names: &mut Names) -> (Vec<NetDev>, usiz
         if name.contains(&b'|') {
             continue;
         }
+        let mut v = [None; 16];
+        let count = u64_fields(rest, &mut v);
+        let n = v.map(|x| x.unwrap_or(0));
+        match count == 16 && v.iter().all(Option::is_some) {
+            true => devs.push(NetDev {
+                name: names.get(trim(name)),
+                rx_bytes: n[0],
+                rx_packets: n[1],
+                rx_errors: n[2],
+                rx_dropped: n[3],
+                tx_bytes: n[8],
+                tx_packets: n[9],
+                tx_errors: n[10],
+                tx_dropped: n[11],
+            }),
+            false => bad += 1,
+        }
+    }
+    (devs, bad)
+}
+
+/// The field-by-field net/dev parser [`parse_net_dev_with`] must agree with.
+#[cfg(test)]
+fn parse_net_dev_general(bytes: &[u8]) -> (Vec<NetDev>, usize) {
+    let mut devs = Vec::new();
+    let mut bad = 0;
+    for line in lines(bytes) {
+        let Some((name, rest)) = key_value(line) else { continue };
+        if name.contains(&b'|') {
+            continue;
+        }
         let mut n = [0u64; 16];
         let mut count = 0;
         for (slot, field) in n.iter_mut().zip(fields(rest)) {
@@ -456,7 +538,7 @@ pub fn parse_net_dev_with(bytes: &[u8], names: &mut Names) -> (Vec<NetDev>, usiz
         }
         match count {
             16 => devs.push(NetDev {
-                name: names.get(trim(name)),
+                name: Arc::from(String::from_utf8_lossy(trim(name)).as_ref()),
                 rx_bytes: n[0],
                 rx_packets: n[1],
                 rx_errors: n[2],
@@ -799,6 +881,24 @@ softirq 1 2 3\n";
         assert_eq!(p.some, Some(PressureLine { avg10: 2.0, avg60: 0.25, avg300: 1.5, total_usec: 5 }));
         // A carriage return is whitespace to the general parser, so this line still counts.
         assert_eq!(p.full, Some(PressureLine { avg10: 0.0, avg60: 0.0, avg300: 0.0, total_usec: 1 }));
+    }
+
+    #[test]
+    fn diskstats_and_net_dev_agree_with_the_field_by_field_parsers() {
+        for (name, bytes) in &real_files(&["diskstats"], &["/proc/diskstats"]) {
+            let (disks, bad) = parse_diskstats(bytes);
+            assert!(!disks.is_empty() && bad == 0, "{name}: {bad} bad lines");
+            mutations(bytes, 3000, |b| {
+                assert_eq!(parse_diskstats(b), parse_diskstats_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+            });
+        }
+        for (name, bytes) in &real_files(&["net-dev"], &["/proc/net/dev"]) {
+            let (devs, bad) = parse_net_dev(bytes);
+            assert!(devs.iter().any(|d| &*d.name == "lo") && bad == 0, "{name}: {bad} bad lines");
+            mutations(bytes, 3000, |b| {
+                assert_eq!(parse_net_dev(b), parse_net_dev_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+            });
+        }
     }
 
     #[test]

@@ -60,6 +60,13 @@ pub(crate) struct Fields<'a> {
     rest: &'a [u8],
 }
 
+impl<'a> Fields<'a> {
+    /// What the iterator has not looked at yet.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.rest
+    }
+}
+
 impl<'a> Iterator for Fields<'a> {
     type Item = &'a [u8];
 
@@ -176,38 +183,51 @@ impl Lines<'_> {
 /// which are not newlines.
 #[inline]
 fn newlines_at(bytes: &[u8], at: usize) -> u64 {
-    if let Some(Ok(block)) = bytes.get(at..at.saturating_add(64)).map(<&[u8; 64]>::try_from) {
-        return block_mask(block, b'\n');
-    }
-    let tail = bytes.get(at..).unwrap_or_default();
-    let mut block = [0u8; 64];
-    block[..tail.len().min(64)].copy_from_slice(&tail[..tail.len().min(64)]);
-    block_mask(&block, b'\n')
+    block_mask(&block_at(bytes, at), b'\n')
 }
 
 /// Bit `i` is set where `block[i] == byte`: four SSE2 compares on x86_64 (SSE2 is part of
 /// its baseline, so no runtime detection), [`block_mask_swar`] elsewhere.
 #[inline]
 fn block_mask(block: &[u8; 64], byte: u8) -> u64 {
+    block_masks(block, [byte])[0]
+}
+
+/// [`block_mask`] for several bytes from one pass over the block.
+#[inline]
+pub(crate) fn block_masks<const N: usize>(block: &[u8; 64], bytes: [u8; N]) -> [u64; N] {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
-        let mut mask = 0u64;
+        let mut masks = [0u64; N];
         for (i, part) in block.chunks_exact(16).enumerate() {
             // SAFETY: SSE2 is always present on x86_64, and the unaligned load reads exactly
             // the 16 bytes of `part`.
-            let bits = unsafe {
-                let v = _mm_loadu_si128(part.as_ptr().cast::<__m128i>());
-                _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8)))
-            };
-            mask |= u64::from(bits as u16) << (16 * i);
+            let v = unsafe { _mm_loadu_si128(part.as_ptr().cast::<__m128i>()) };
+            for (mask, &byte) in masks.iter_mut().zip(&bytes) {
+                // SAFETY: as above; these are register operations.
+                let bits = unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8))) };
+                *mask |= u64::from(bits as u16) << (16 * i);
+            }
         }
-        mask
+        masks
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        block_mask_swar(block, byte)
+        bytes.map(|byte| block_mask_swar(block, byte))
     }
+}
+
+/// The 64 bytes at `at` as a block, a short last block padded with zeros.
+#[inline]
+pub(crate) fn block_at(bytes: &[u8], at: usize) -> std::borrow::Cow<'_, [u8; 64]> {
+    if let Some(Ok(block)) = bytes.get(at..at.saturating_add(64)).map(<&[u8; 64]>::try_from) {
+        return std::borrow::Cow::Borrowed(block);
+    }
+    let tail = bytes.get(at..).unwrap_or_default();
+    let mut block = [0u8; 64];
+    block[..tail.len().min(64)].copy_from_slice(&tail[..tail.len().min(64)]);
+    std::borrow::Cow::Owned(block)
 }
 
 /// [`block_mask`] a word at a time, for other architectures (and as its test oracle).
@@ -225,6 +245,61 @@ fn block_mask_swar(block: &[u8; 64], byte: u8) -> u64 {
         mask |= ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
     }
     mask
+}
+
+/// The index of the first byte of `hay` that is `a` or `b`, a word at a time; for keys, which
+/// end at a separator or, when the separator is missing, at the end of the line.
+#[inline]
+pub(crate) fn find_either(hay: &[u8], a: u8, b: u8) -> Option<usize> {
+    let mut chunks = hay.chunks_exact(8);
+    let mut at = 0;
+    for chunk in chunks.by_ref() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        // Each mask is exact up to its own first match, so the lowest bit of the union is the
+        // first byte that is either.
+        let mask = byte_mask(word, a) | byte_mask(word, b);
+        if mask != 0 {
+            return Some(at + (mask.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&c| c == a || c == b).map(|i| at + i)
+}
+
+/// The first `out.len()` whitespace-separated fields of `bytes`, each as [`u64_dec`] would
+/// parse it, in one pass over the bytes; returns how many fields there were (at most
+/// `out.len()`). For lines of counters (diskstats, net/dev), where splitting first and parsing
+/// each field after walked every byte twice.
+pub(crate) fn u64_fields(bytes: &[u8], out: &mut [Option<u64>]) -> usize {
+    let mut count = 0;
+    let mut i = 0;
+    while count < out.len() {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == bytes.len() {
+            break;
+        }
+        let start = i;
+        let mut value: u64 = 0;
+        let mut digits_only = true;
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+            let digit = bytes[i].wrapping_sub(b'0');
+            digits_only &= digit <= 9;
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+            i += 1;
+        }
+        // Up to 19 digits cannot overflow; longer fields take the checked path.
+        out[count] = match (digits_only, i - start) {
+            (false, _) => None,
+            (true, len) if len < 20 => Some(value),
+            (true, _) => u64_dec(&bytes[start..i]),
+        };
+        count += 1;
+    }
+    count
 }
 
 /// Splits `Key:   value rest` into (`Key`, `value rest` trimmed) at the first colon.
@@ -359,6 +434,8 @@ mod tests {
                 .collect();
             for needle in [b'\n', b':', b' ', 0u8, 0xff, 0x80] {
                 assert_eq!(find_byte(&hay, needle), hay.iter().position(|&b| b == needle), "{needle:#x} in {hay:?}");
+                let either = hay.iter().position(|&b| b == needle || b == b':');
+                assert_eq!(find_either(&hay, needle, b':'), either, "{needle:#x} or ':' in {hay:?}");
             }
             let want: Vec<&[u8]> = hay.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
             assert_eq!(lines(&hay).collect::<Vec<_>>(), want, "lines of {hay:?}");
@@ -386,7 +463,33 @@ mod tests {
                 let want = block.iter().enumerate().filter(|(_, &b)| b == byte).fold(0u64, |m, (i, _)| m | 1 << i);
                 assert_eq!(block_mask(&block, byte), want, "{byte:#x} in {block:?}");
                 assert_eq!(block_mask_swar(&block, byte), want, "{byte:#x} in {block:?}");
+                assert_eq!(block_masks(&block, [0x0a, byte])[1], want, "{byte:#x} in {block:?}");
             }
+        }
+    }
+
+    #[test]
+    fn u64_fields_agree_with_fields_and_u64_dec() {
+        let mut seed: u64 = 0x5851_f42d_4c95_7f2d;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let alphabet = b"0123456789999   \t\r\nx-";
+        for _ in 0..20_000 {
+            let len = (next() % 90) as usize;
+            let bytes: Vec<u8> = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+            let cap = (next() % 18) as usize;
+            let want: Vec<Option<u64>> = fields(&bytes).take(cap).map(u64_dec).collect();
+            let mut got = vec![Some(7); cap];
+            let count = u64_fields(&bytes, &mut got);
+            assert_eq!(&got[..count], &want[..], "{:?} cap {cap}", String::from_utf8_lossy(&bytes));
+        }
+        let mut one = [None];
+        for (text, want) in [("18446744073709551615", Some(u64::MAX)), ("18446744073709551616", None), ("9999999999999999999", Some(9_999_999_999_999_999_999)), ("000000000000000000001", None)] {
+            assert_eq!((u64_fields(text.as_bytes(), &mut one), one[0]), (1, want), "{text}");
         }
     }
 
