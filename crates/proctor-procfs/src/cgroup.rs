@@ -415,7 +415,7 @@ pub fn parse_memory_stat(bytes: &[u8], v1: bool) -> CgroupMemoryStat {
     let mut stat = CgroupMemoryStat::default();
     for line in lines(bytes) {
         let Some((key, value)) = key_space_value(line) else { continue };
-        let value = u64_dec(value);
+        // The value is parsed only for the five wanted keys of about forty.
         let slot = match (v1, key) {
             (false, b"anon") | (true, b"total_rss") => &mut stat.anon_bytes,
             (false, b"file") | (true, b"total_cache") => &mut stat.file_bytes,
@@ -424,7 +424,7 @@ pub fn parse_memory_stat(bytes: &[u8], v1: bool) -> CgroupMemoryStat {
             (true, b"total_swap") => &mut stat.swap_bytes,
             _ => continue,
         };
-        *slot = value;
+        *slot = u64_dec(value);
     }
     stat
 }

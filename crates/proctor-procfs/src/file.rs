@@ -90,9 +90,12 @@ fn read_all_at(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
     }
 }
 
-/// A file kept open and re-read from offset 0 on every sample, into a buffer it owns. The
-/// buffer is zero-filled once and then only overwritten: re-initialising it before every
-/// `pread` would cost more than parsing a small file.
+/// A file kept open and re-read from offset 0 on every sample, into a buffer it owns
+/// ([`ProcFile::read`]) or one the caller lends ([`ProcFile::read_into`]). The own buffer is
+/// allocated on the first `read` and zero-filled once, then only overwritten: re-initialising
+/// it before every `pread` would cost more than parsing a small file. A table of many files
+/// (one per process) lends one shared buffer instead, so the kernel copies every file into the
+/// same few cache lines rather than into a cold kilobyte per file.
 #[derive(Debug)]
 pub struct ProcFile {
     path: PathBuf,
@@ -104,34 +107,54 @@ pub struct ProcFile {
 impl ProcFile {
     pub fn open(path: PathBuf) -> Result<Self, Error> {
         match File::open(&path) {
-            Ok(file) => Ok(Self { path, file, buf: vec![0; 1024], len: 0 }),
+            Ok(file) => Ok(Self { path, file, buf: Vec::new(), len: 0 }),
             Err(e) => Err(Error::io(path, e)),
         }
     }
 
-    /// Re-reads the file with `pread` at offset 0 and returns its bytes.
+    /// Re-reads the file with `pread` at offset 0 into its own buffer and returns its bytes.
     pub fn read(&mut self) -> Result<&[u8], Error> {
-        let mut filled = 0;
-        loop {
-            match self.file.read_at(&mut self.buf[filled..], filled as u64) {
-                Ok(n) => {
-                    filled += n;
-                    // A short read is the end (see `read_all_at`); a full buffer may not be.
-                    if n == 0 || filled < self.buf.len() {
-                        self.len = filled;
-                        return Ok(&self.buf[..self.len]);
-                    }
-                    let grown = self.buf.len() * 2;
-                    self.buf.resize(grown, 0);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(self.path.clone(), e)),
-            }
+        if self.buf.is_empty() {
+            self.buf.resize(1024, 0);
         }
+        self.len = pread_whole(&self.file, &mut self.buf).map_err(|e| Error::io(self.path.clone(), e))?;
+        Ok(&self.buf[..self.len])
+    }
+
+    /// Re-reads the file with `pread` at offset 0 into `buf`, which is grown (zero-filled) when
+    /// the file does not fit, and returns the file's bytes. `buf`'s length is only ever raised,
+    /// so a buffer shared by many files settles at the largest of them.
+    pub fn read_into<'b>(&self, buf: &'b mut Vec<u8>) -> Result<&'b [u8], Error> {
+        if buf.is_empty() {
+            buf.resize(1024, 0);
+        }
+        let len = pread_whole(&self.file, buf).map_err(|e| Error::io(self.path.clone(), e))?;
+        Ok(&buf[..len])
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// `pread`s from offset 0 until a short read, doubling `buf` (zero-filled) while the file fills
+/// it; returns the file's length.
+fn pread_whole(file: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut filled = 0;
+    loop {
+        match file.read_at(&mut buf[filled..], filled as u64) {
+            Ok(n) => {
+                filled += n;
+                // A short read is the end (see `read_all_at`); a full buffer may not be.
+                if n == 0 || filled < buf.len() {
+                    return Ok(filled);
+                }
+                let grown = buf.len() * 2;
+                buf.resize(grown, 0);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -151,5 +174,14 @@ mod tests {
         let mut buf = Vec::new();
         Root::new(dir.path()).read_into("/f", &mut buf).expect("read");
         assert_eq!(buf, b"short\n");
+        // A lent buffer grows to fit and then serves shorter files without shrinking.
+        let mut shared = Vec::new();
+        std::fs::write(&path, vec![b'b'; 3000]).expect("write");
+        assert_eq!(f.read_into(&mut shared).expect("read"), &vec![b'b'; 3000][..]);
+        let grown = shared.len();
+        assert!(grown >= 3000);
+        std::fs::write(&path, b"tiny\n").expect("write");
+        assert_eq!(f.read_into(&mut shared).expect("read"), b"tiny\n");
+        assert_eq!(shared.len(), grown);
     }
 }

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::parse::{decimal, f64_dec, fields, i64_dec, kb_to_bytes, key_space_value, key_value, lines, trim, u64_dec};
+use crate::parse::{
+    block_at, block_masks, decimal, f64_dec, fields, find_byte, find_either, i64_dec, kb_value, key_value, lines, trim, u64_dec,
+    u64_fields,
+};
 
 /// One `cpu` line of `/proc/stat`, in clock ticks (USER_HZ).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -139,38 +142,64 @@ pub struct MemInfo {
 
 /// Parses `/proc/meminfo` or `/sys/devices/system/node/nodeN/meminfo` (whose lines start with
 /// `Node N `). Unknown keys are ignored; a file with no known key gives `None`.
+///
+/// Read every cycle, twice (host and node), so the work per line is kept small: the key ends
+/// at the first colon, found a word at a time; only a wanted key's value is parsed, through
+/// [`kb_value`]'s fast path for the kernel's own `   1234 kB` shape.
 pub fn parse_meminfo(bytes: &[u8]) -> Option<MemInfo> {
     let mut info = MemInfo::default();
     let mut known = 0;
     for line in lines(bytes) {
         let line = strip_node_prefix(line);
+        let Some(colon) = find_byte(line, b':') else { continue };
+        let Some(slot) = meminfo_slot(&mut info, &line[..colon]) else { continue };
+        *slot = kb_value(&line[colon + 1..]);
+        known += 1;
+    }
+    (known > 0).then_some(info)
+}
+
+/// Where a meminfo key's value goes; `None` for keys proctor does not use.
+#[inline]
+fn meminfo_slot<'a>(info: &'a mut MemInfo, key: &[u8]) -> Option<&'a mut Option<u64>> {
+    Some(match key {
+        b"MemTotal" => &mut info.total_bytes,
+        b"MemFree" => &mut info.free_bytes,
+        b"MemAvailable" => &mut info.available_bytes,
+        b"Buffers" => &mut info.buffers_bytes,
+        b"Cached" | b"FilePages" => &mut info.cached_bytes,
+        b"SwapCached" => &mut info.swap_cached_bytes,
+        b"Active" => &mut info.active_bytes,
+        b"Inactive" => &mut info.inactive_bytes,
+        b"SwapTotal" => &mut info.swap_total_bytes,
+        b"SwapFree" => &mut info.swap_free_bytes,
+        b"Dirty" => &mut info.dirty_bytes,
+        b"Writeback" => &mut info.writeback_bytes,
+        b"AnonPages" => &mut info.anon_pages_bytes,
+        b"Mapped" => &mut info.mapped_bytes,
+        b"Shmem" => &mut info.shmem_bytes,
+        b"Slab" => &mut info.slab_bytes,
+        b"SReclaimable" => &mut info.sreclaimable_bytes,
+        b"PageTables" => &mut info.page_tables_bytes,
+        b"Committed_AS" => &mut info.committed_as_bytes,
+        b"HugePages_Total" => &mut info.hugepages_total,
+        b"HugePages_Free" => &mut info.hugepages_free,
+        b"Hugepagesize" => &mut info.hugepage_size_bytes,
+        _ => return None,
+    })
+}
+
+/// The straightforward meminfo parser [`parse_meminfo`] must agree with on every input: split
+/// at the colon, trim, split the value into fields.
+#[cfg(test)]
+fn parse_meminfo_general(bytes: &[u8]) -> Option<MemInfo> {
+    let mut info = MemInfo::default();
+    let mut known = 0;
+    for line in lines(bytes) {
+        let line = strip_node_prefix(line);
         let Some((key, value)) = key_value(line) else { continue };
-        let slot = match key {
-            b"MemTotal" => &mut info.total_bytes,
-            b"MemFree" => &mut info.free_bytes,
-            b"MemAvailable" => &mut info.available_bytes,
-            b"Buffers" => &mut info.buffers_bytes,
-            b"Cached" | b"FilePages" => &mut info.cached_bytes,
-            b"SwapCached" => &mut info.swap_cached_bytes,
-            b"Active" => &mut info.active_bytes,
-            b"Inactive" => &mut info.inactive_bytes,
-            b"SwapTotal" => &mut info.swap_total_bytes,
-            b"SwapFree" => &mut info.swap_free_bytes,
-            b"Dirty" => &mut info.dirty_bytes,
-            b"Writeback" => &mut info.writeback_bytes,
-            b"AnonPages" => &mut info.anon_pages_bytes,
-            b"Mapped" => &mut info.mapped_bytes,
-            b"Shmem" => &mut info.shmem_bytes,
-            b"Slab" => &mut info.slab_bytes,
-            b"SReclaimable" => &mut info.sreclaimable_bytes,
-            b"PageTables" => &mut info.page_tables_bytes,
-            b"Committed_AS" => &mut info.committed_as_bytes,
-            b"HugePages_Total" => &mut info.hugepages_total,
-            b"HugePages_Free" => &mut info.hugepages_free,
-            b"Hugepagesize" => &mut info.hugepage_size_bytes,
-            _ => continue,
-        };
-        *slot = kb_to_bytes(value);
+        let Some(slot) = meminfo_slot(&mut info, key) else { continue };
+        *slot = crate::parse::kb_to_bytes(value);
         known += 1;
     }
     (known > 0).then_some(info)
@@ -222,33 +251,74 @@ pub struct VmStat {
     pub oom_kill: Option<u64>,
 }
 
+/// Parses `/proc/vmstat` (about 200 `key value` lines, a dozen of them wanted).
+///
+/// Every wanted key starts with "pg", "ps" or "oo", so only lines whose first byte is `p` or
+/// `o` are looked at: each 64-byte block gives masks of its newlines and of its `p` and `o`
+/// bytes, and a line start is a `p` or `o` right after a newline (or at the start of the file).
+/// The other three quarters of the lines are never visited one by one.
 pub fn parse_vmstat(bytes: &[u8]) -> Option<VmStat> {
     let mut vm = VmStat::default();
     let mut known = 0;
-    for line in lines(bytes) {
-        // Every key proctor wants starts with "pg", "ps" or "oo"; most of the ~200 lines are
-        // dismissed on their first two bytes.
-        if !matches!(line.get(..2), Some(b"pg" | b"ps" | b"oo")) {
-            continue;
+    // Bit 0: the byte before this block was a newline (the file's start counts as one).
+    let mut carry = 1u64;
+    for at in (0..bytes.len()).step_by(64) {
+        let [newlines, p, o] = block_masks(&block_at(bytes, at), [b'\n', b'p', b'o']);
+        let mut starts = ((newlines << 1) | carry) & (p | o);
+        carry = newlines >> 63;
+        while starts != 0 {
+            let start = at + starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            let line = &bytes[start..];
+            if !matches!(line.get(..2), Some(b"pg" | b"ps" | b"oo")) {
+                continue;
+            }
+            // The key ends at the first space; a newline first means a line without one.
+            let Some(key_end) = find_either(line, b' ', b'\n') else { continue };
+            if line[key_end] == b'\n' {
+                continue;
+            }
+            let rest = &line[key_end + 1..];
+            let value = || trim(&rest[..find_byte(rest, b'\n').unwrap_or(rest.len())]);
+            apply_vmstat(&mut vm, &line[..key_end], value).then(|| known += 1);
         }
-        let Some((key, value)) = key_space_value(line) else { continue };
-        let value = u64_dec(value);
-        let add = |slot: &mut Option<u64>| *slot = Some(slot.unwrap_or(0) + value.unwrap_or(0));
-        match key {
-            b"pgfault" => vm.pgfault = value,
-            b"pgmajfault" => vm.pgmajfault = value,
-            b"pgpgin" => vm.pgpgin_kb = value,
-            b"pgpgout" => vm.pgpgout_kb = value,
-            b"pswpin" => vm.pswpin_pages = value,
-            b"pswpout" => vm.pswpout_pages = value,
-            b"oom_kill" => vm.oom_kill = value,
-            // Reclaim is split by who reclaimed (kswapd, direct, khugepaged); sum them.
-            k if k.starts_with(b"pgsteal_") => add(&mut vm.pgsteal_pages),
-            k if k.starts_with(b"pgscan_") && !k.starts_with(b"pgscan_anon")
-                && !k.starts_with(b"pgscan_file") => add(&mut vm.pgscan_pages),
-            _ => continue,
+    }
+    (known > 0).then_some(vm)
+}
+
+/// Stores one vmstat value if proctor wants its key; says whether it did.
+#[inline]
+fn apply_vmstat<'a>(vm: &mut VmStat, key: &[u8], value: impl FnOnce() -> &'a [u8]) -> bool {
+    let (slot, sum) = match key {
+        b"pgfault" => (&mut vm.pgfault, false),
+        b"pgmajfault" => (&mut vm.pgmajfault, false),
+        b"pgpgin" => (&mut vm.pgpgin_kb, false),
+        b"pgpgout" => (&mut vm.pgpgout_kb, false),
+        b"pswpin" => (&mut vm.pswpin_pages, false),
+        b"pswpout" => (&mut vm.pswpout_pages, false),
+        b"oom_kill" => (&mut vm.oom_kill, false),
+        // Reclaim is split by who reclaimed (kswapd, direct, khugepaged); sum them.
+        k if k.starts_with(b"pgsteal_") => (&mut vm.pgsteal_pages, true),
+        k if k.starts_with(b"pgscan_") && !k.starts_with(b"pgscan_anon") && !k.starts_with(b"pgscan_file") => {
+            (&mut vm.pgscan_pages, true)
         }
-        known += 1;
+        _ => return false,
+    };
+    let value = u64_dec(value());
+    // Saturating: only garbage can overflow, and garbage must not panic a debug build.
+    *slot = if sum { Some(slot.unwrap_or(0).saturating_add(value.unwrap_or(0))) } else { value };
+    true
+}
+
+/// The plain vmstat parser [`parse_vmstat`] must agree with: every line split, no early
+/// dismissal.
+#[cfg(test)]
+fn parse_vmstat_general(bytes: &[u8]) -> Option<VmStat> {
+    let mut vm = VmStat::default();
+    let mut known = 0;
+    for line in bytes.split(|&b| b == b'\n') {
+        let Some(space) = line.iter().position(|&b| b == b' ') else { continue };
+        apply_vmstat(&mut vm, &line[..space], || trim(&line[space + 1..])).then(|| known += 1);
     }
     (known > 0).then_some(vm)
 }
@@ -334,18 +404,49 @@ pub fn parse_diskstats_with(bytes: &[u8], names: &mut Names) -> (Vec<DiskStat>, 
     let mut disks = Vec::with_capacity(names.len());
     let mut bad = 0;
     for line in lines(bytes) {
-        // A fixed array instead of a Vec per line: this runs every cycle.
-        let mut parts: [&[u8]; 14] = [&[]; 14];
-        let mut n = 0;
-        for (slot, field) in parts.iter_mut().zip(fields(line)) {
-            *slot = field;
-            n += 1;
-        }
-        let parsed = (n == 14)
+        // major, minor, name, then at least 11 counters (newer kernels print 17 or 18).
+        let mut parts = fields(line);
+        let (Some(_), Some(_), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            bad += 1;
+            continue;
+        };
+        let mut v = [None; 11];
+        let parsed = (u64_fields(parts.rest(), &mut v) == v.len())
             .then(|| {
-                let n = |i: usize| u64_dec(parts[i]);
                 Some(DiskStat {
-                    name: names.get(parts[2]),
+                    name: names.get(name),
+                    reads: v[0]?,
+                    read_sectors: v[2]?,
+                    read_ms: v[3]?,
+                    writes: v[4]?,
+                    write_sectors: v[6]?,
+                    write_ms: v[7]?,
+                    in_flight: v[8]?,
+                    io_ms: v[9]?,
+                    weighted_io_ms: v[10]?,
+                })
+            })
+            .flatten();
+        match parsed {
+            Some(disk) => disks.push(disk),
+            None => bad += 1,
+        }
+    }
+    (disks, bad)
+}
+
+/// The field-by-field diskstats parser [`parse_diskstats_with`] must agree with.
+#[cfg(test)]
+fn parse_diskstats_general(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
+    let mut disks = Vec::new();
+    let mut bad = 0;
+    for line in lines(bytes) {
+        let parts: Vec<&[u8]> = fields(line).take(14).collect();
+        let n = |i: usize| u64_dec(parts[i]);
+        let parsed = (parts.len() == 14)
+            .then(|| {
+                Some(DiskStat {
+                    name: Arc::from(String::from_utf8_lossy(parts[2]).as_ref()),
                     reads: n(3)?,
                     read_sectors: n(5)?,
                     read_ms: n(6)?,
@@ -395,6 +496,37 @@ pub fn parse_net_dev_with(bytes: &[u8], names: &mut Names) -> (Vec<NetDev>, usiz
         if name.contains(&b'|') {
             continue;
         }
+        let mut v = [None; 16];
+        let count = u64_fields(rest, &mut v);
+        let n = v.map(|x| x.unwrap_or(0));
+        match count == 16 && v.iter().all(Option::is_some) {
+            true => devs.push(NetDev {
+                name: names.get(trim(name)),
+                rx_bytes: n[0],
+                rx_packets: n[1],
+                rx_errors: n[2],
+                rx_dropped: n[3],
+                tx_bytes: n[8],
+                tx_packets: n[9],
+                tx_errors: n[10],
+                tx_dropped: n[11],
+            }),
+            false => bad += 1,
+        }
+    }
+    (devs, bad)
+}
+
+/// The field-by-field net/dev parser [`parse_net_dev_with`] must agree with.
+#[cfg(test)]
+fn parse_net_dev_general(bytes: &[u8]) -> (Vec<NetDev>, usize) {
+    let mut devs = Vec::new();
+    let mut bad = 0;
+    for line in lines(bytes) {
+        let Some((name, rest)) = key_value(line) else { continue };
+        if name.contains(&b'|') {
+            continue;
+        }
         let mut n = [0u64; 16];
         let mut count = 0;
         for (slot, field) in n.iter_mut().zip(fields(rest)) {
@@ -406,7 +538,7 @@ pub fn parse_net_dev_with(bytes: &[u8], names: &mut Names) -> (Vec<NetDev>, usiz
         }
         match count {
             16 => devs.push(NetDev {
-                name: names.get(trim(name)),
+                name: Arc::from(String::from_utf8_lossy(trim(name)).as_ref()),
                 rx_bytes: n[0],
                 rx_packets: n[1],
                 rx_errors: n[2],
@@ -442,24 +574,77 @@ pub struct Pressure {
 pub fn parse_pressure(bytes: &[u8]) -> Option<Pressure> {
     let mut pressure = Pressure::default();
     for line in lines(bytes) {
-        let mut parts = fields(line);
-        let kind = parts.next()?;
-        let mut parsed = PressureLine::default();
-        for part in parts {
-            let eq = part.iter().position(|&b| b == b'=')?;
-            let (key, value) = (&part[..eq], &part[eq + 1..]);
-            match key {
-                b"avg10" => parsed.avg10 = decimal(value)?,
-                b"avg60" => parsed.avg60 = decimal(value)?,
-                b"avg300" => parsed.avg300 = decimal(value)?,
-                b"total" => parsed.total_usec = u64_dec(value)?,
-                _ => {}
-            }
+        let (full, parsed) = match pressure_line_kernel_shape(line) {
+            Some(got) => got,
+            None => pressure_line(line)?,
+        };
+        if full {
+            pressure.full = Some(parsed);
+        } else {
+            pressure.some = Some(parsed);
         }
-        match kind {
-            b"some" => pressure.some = Some(parsed),
-            b"full" => pressure.full = Some(parsed),
-            _ => return None,
+    }
+    (pressure.some.is_some() || pressure.full.is_some()).then_some(pressure)
+}
+
+/// One PSI line, any spacing and field order; `None` makes the whole file `None`. Returns
+/// whether it is the `full` line.
+fn pressure_line(line: &[u8]) -> Option<(bool, PressureLine)> {
+    let mut parts = fields(line);
+    let full = match parts.next()? {
+        b"some" => false,
+        b"full" => true,
+        _ => return None,
+    };
+    let mut parsed = PressureLine::default();
+    for part in parts {
+        let eq = find_byte(part, b'=')?;
+        let (key, value) = (&part[..eq], &part[eq + 1..]);
+        match key {
+            b"avg10" => parsed.avg10 = decimal(value)?,
+            b"avg60" => parsed.avg60 = decimal(value)?,
+            b"avg300" => parsed.avg300 = decimal(value)?,
+            b"total" => parsed.total_usec = u64_dec(value)?,
+            _ => {}
+        }
+    }
+    Some((full, parsed))
+}
+
+/// The line exactly as the kernel prints it (`some avg10=0.80 avg60=0.37 avg300=0.22
+/// total=22018008`), read front to back without splitting it first; anything else (another
+/// order, other spacing, an extra field, a value [`decimal`] would not take) is `None`, and
+/// [`pressure_line`] decides. Each value is handed to the same [`decimal`] and [`u64_dec`], so
+/// both paths give the same bits.
+fn pressure_line_kernel_shape(line: &[u8]) -> Option<(bool, PressureLine)> {
+    let full = match line.get(..11)? {
+        b"some avg10=" => false,
+        b"full avg10=" => true,
+        _ => return None,
+    };
+    let (avg10, rest) = psi_decimal(&line[11..])?;
+    let (avg60, rest) = psi_decimal(rest.strip_prefix(b" avg60=")?)?;
+    let (avg300, rest) = psi_decimal(rest.strip_prefix(b" avg300=")?)?;
+    // `u64_dec` takes digits only, so a total with anything after it is left to the general path.
+    let total = rest.strip_prefix(b" total=")?;
+    Some((full, PressureLine { avg10, avg60, avg300, total_usec: u64_dec(total)? }))
+}
+
+/// A PSI average: digits and dots up to the next byte that is neither, through [`decimal`].
+#[inline]
+fn psi_decimal(bytes: &[u8]) -> Option<(f64, &[u8])> {
+    let end = bytes.iter().position(|&b| !(b.is_ascii_digit() || b == b'.')).unwrap_or(bytes.len());
+    Some((decimal(&bytes[..end])?, &bytes[end..]))
+}
+
+/// The general PSI parser [`parse_pressure`] must agree with on every input.
+#[cfg(test)]
+fn parse_pressure_general(bytes: &[u8]) -> Option<Pressure> {
+    let mut pressure = Pressure::default();
+    for line in lines(bytes) {
+        match pressure_line(line)? {
+            (true, parsed) => pressure.full = Some(parsed),
+            (false, parsed) => pressure.some = Some(parsed),
         }
     }
     (pressure.some.is_some() || pressure.full.is_some()).then_some(pressure)
@@ -596,6 +781,124 @@ softirq 1 2 3\n";
         assert_eq!(p.full.map(|l| l.total_usec), Some(7));
         assert_eq!(parse_pressure(b"some avg10=x\n"), None);
         assert_eq!(parse_pressure(b""), None);
+    }
+
+    /// Files captured on the development machine (kernel 6.18, hybrid cgroups), in
+    /// `testdata/`, plus the same files live from this machine where it has them.
+    fn real_files(names: &[&str], live: &[&str]) -> Vec<(String, Vec<u8>)> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/");
+        let mut files: Vec<(String, Vec<u8>)> = names
+            .iter()
+            .map(|n| (format!("testdata/{n}"), std::fs::read(format!("{dir}{n}")).expect("fixture")))
+            .collect();
+        files.extend(live.iter().filter_map(|p| Some((p.to_string(), std::fs::read(p).ok()?))));
+        files
+    }
+
+    /// Random edits aimed at the fast paths' assumptions: spacing, tabs, carriage returns,
+    /// colons, units, dots, digits, NULs, truncation, deleted and duplicated bytes and lines.
+    fn mutations(original: &[u8], rounds: usize, mut check: impl FnMut(&[u8])) {
+        let mut seed: u64 = 0x853c_49e6_748f_ea9b;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let alphabet = b" \t\r\n:=.0123456789kBNde_ps\x00\xff\x0c";
+        check(original);
+        for _ in 0..rounds {
+            let mut b = original.to_vec();
+            for _ in 0..1 + next() % 4 {
+                if b.is_empty() {
+                    break;
+                }
+                let at = (next() % b.len() as u64) as usize;
+                let byte = alphabet[(next() % alphabet.len() as u64) as usize];
+                match next() % 6 {
+                    0 | 1 => b[at] = byte,
+                    2 => b.insert(at, byte),
+                    3 => {
+                        b.remove(at);
+                    }
+                    4 => {
+                        // Duplicate the line around `at` (a key seen twice: the last wins).
+                        let start = b[..at].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+                        let end = b[at..].iter().position(|&c| c == b'\n').map_or(b.len(), |i| at + i + 1);
+                        let line = b[start..end].to_vec();
+                        b.splice(end..end, line);
+                    }
+                    _ => b.truncate(at),
+                }
+            }
+            check(&b);
+        }
+    }
+
+    #[test]
+    fn meminfo_fast_path_agrees_with_the_general_parser() {
+        let files = real_files(&["meminfo", "node0-meminfo"], &["/proc/meminfo", "/sys/devices/system/node/node0/meminfo"]);
+        for (name, bytes) in &files {
+            let parsed = parse_meminfo(bytes).expect("a real meminfo parses");
+            assert!(parsed.total_bytes.is_some() && parsed.free_bytes.is_some(), "{name}: {parsed:?}");
+            mutations(bytes, 4000, |b| {
+                assert_eq!(parse_meminfo(b), parse_meminfo_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+            });
+        }
+    }
+
+    #[test]
+    fn vmstat_dismissal_agrees_with_the_general_parser() {
+        for (name, bytes) in &real_files(&["vmstat"], &["/proc/vmstat"]) {
+            let parsed = parse_vmstat(bytes).expect("a real vmstat parses");
+            assert!(parsed.pgfault.is_some() && parsed.pgsteal_pages.is_some(), "{name}: {parsed:?}");
+            mutations(bytes, 3000, |b| {
+                assert_eq!(parse_vmstat(b), parse_vmstat_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+            });
+        }
+    }
+
+    #[test]
+    fn pressure_fast_path_agrees_with_the_general_parser() {
+        let live = [
+            "/proc/pressure/cpu",
+            "/proc/pressure/memory",
+            "/proc/pressure/io",
+            "/sys/fs/cgroup/unified/cpu.pressure",
+            "/sys/fs/cgroup/cpu.pressure",
+        ];
+        for (name, bytes) in &real_files(&["pressure-cpu", "pressure-memory", "pressure-io"], &live) {
+            let parsed = parse_pressure(bytes).expect("a real PSI file parses");
+            assert!(parsed.some.is_some(), "{name}: {parsed:?}");
+            // Both paths return the same bits, so `==` on the floats is the right comparison.
+            mutations(bytes, 4000, |b| {
+                assert_eq!(parse_pressure(b), parse_pressure_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+            });
+        }
+        // The reordered and respaced forms the fast path leaves to the general one.
+        let odd = b"some total=5 avg300=1.5 avg60=0.25 avg10=2\nfull\tavg10=0.00  avg60=0.00 avg300=0.00 total=1\r\n";
+        let p = parse_pressure(odd).expect("parses");
+        assert_eq!(p.some, Some(PressureLine { avg10: 2.0, avg60: 0.25, avg300: 1.5, total_usec: 5 }));
+        // A carriage return is whitespace to the general parser, so this line still counts.
+        assert_eq!(p.full, Some(PressureLine { avg10: 0.0, avg60: 0.0, avg300: 0.0, total_usec: 1 }));
+    }
+
+    #[test]
+    fn diskstats_and_net_dev_agree_with_the_field_by_field_parsers() {
+        for (name, bytes) in &real_files(&["diskstats"], &["/proc/diskstats"]) {
+            let (disks, bad) = parse_diskstats(bytes);
+            assert!(!disks.is_empty() && bad == 0, "{name}: {bad} bad lines");
+            mutations(bytes, 3000, |b| {
+                assert_eq!(parse_diskstats(b), parse_diskstats_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+            });
+        }
+        for (name, bytes) in &real_files(&["net-dev"], &["/proc/net/dev"]) {
+            let (devs, bad) = parse_net_dev(bytes);
+            assert!(devs.iter().any(|d| &*d.name == "lo") && bad == 0, "{name}: {bad} bad lines");
+            mutations(bytes, 3000, |b| {
+                assert_eq!(parse_net_dev(b), parse_net_dev_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+            });
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::parse::{fields, kb_to_bytes, key_value, lines, u64_dec};
+use crate::parse::{fields, kb_value, key_value, lines, u64_dec};
 
 /// `/proc/PID/stat`, the fields proctor uses; times in clock ticks, sizes in bytes or pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -185,12 +185,12 @@ pub fn parse_status(bytes: &[u8]) -> Option<Status> {
                 status.effective_uid = ids.next().flatten();
             }
             b"Threads" => status.threads = u64_dec(value),
-            b"VmRSS" => status.vm_rss_bytes = kb_to_bytes(value),
-            b"VmHWM" => status.vm_hwm_bytes = kb_to_bytes(value),
-            b"RssAnon" => status.rss_anon_bytes = kb_to_bytes(value),
-            b"RssFile" => status.rss_file_bytes = kb_to_bytes(value),
-            b"RssShmem" => status.rss_shmem_bytes = kb_to_bytes(value),
-            b"VmSwap" => status.vm_swap_bytes = kb_to_bytes(value),
+            b"VmRSS" => status.vm_rss_bytes = kb_value(value),
+            b"VmHWM" => status.vm_hwm_bytes = kb_value(value),
+            b"RssAnon" => status.rss_anon_bytes = kb_value(value),
+            b"RssFile" => status.rss_file_bytes = kb_value(value),
+            b"RssShmem" => status.rss_shmem_bytes = kb_value(value),
+            b"VmSwap" => status.vm_swap_bytes = kb_value(value),
             b"voluntary_ctxt_switches" => status.voluntary_ctxt_switches = u64_dec(value),
             b"nonvoluntary_ctxt_switches" => status.nonvoluntary_ctxt_switches = u64_dec(value),
             _ => {}
@@ -284,7 +284,7 @@ pub fn parse_smaps_rollup(bytes: &[u8]) -> Option<SmapsRollup> {
             b"SwapPss" => &mut rollup.swap_pss_bytes,
             _ => continue,
         };
-        *slot = kb_to_bytes(value);
+        *slot = kb_value(value);
         known += 1;
     }
     (rollup.pss_bytes.is_some() && known > 1).then_some(rollup)

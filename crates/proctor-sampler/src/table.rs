@@ -96,7 +96,12 @@ type PidMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<PidHasher>>;
 pub(crate) struct ProcessTable {
     entries: PidMap<Entry>,
     pids: Vec<u32>,
+    /// Transient (open/read/close) reads.
     scratch: Vec<u8>,
+    /// Every kept per-pid file is read into this one buffer: the kernel then writes each
+    /// process's `stat` into the same warm cache lines, instead of a cold kilobyte owned by
+    /// each file, and the table holds no per-file buffers at all.
+    shared: Vec<u8>,
     cycle: u64,
     /// The open-file limit was hit: new files are read transiently until entries free fds.
     fd_limited: bool,
@@ -117,12 +122,14 @@ enum Read<'a> {
     Failed(ErrorKind),
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_slot<'a>(
     slot: &'a mut Slot,
     root: &Root,
     pid: u32,
     file: &str,
     scratch: &'a mut Vec<u8>,
+    shared: &'a mut Vec<u8>,
     fd_limited: &mut bool,
     cost: &mut SampleCost,
 ) -> Read<'a> {
@@ -146,7 +153,7 @@ fn read_slot<'a>(
         }
     }
     match slot {
-        Slot::Kept(f) => match f.read() {
+        Slot::Kept(f) => match f.read_into(shared) {
             Ok(bytes) => Read::Bytes(bytes),
             Err(e) => Read::Failed(e.kind),
         },
@@ -171,7 +178,14 @@ fn count(cost: &mut SampleCost, reader: &'static str, kind: ErrorKind) {
 
 impl ProcessTable {
     pub(crate) fn new() -> Self {
-        Self { entries: PidMap::default(), pids: Vec::new(), scratch: Vec::new(), cycle: 0, fd_limited: false }
+        Self {
+            entries: PidMap::default(),
+            pids: Vec::new(),
+            scratch: Vec::new(),
+            shared: Vec::new(),
+            cycle: 0,
+            fd_limited: false,
+        }
     }
 
     /// Lists `/proc` and reads every process. Processes that exit mid-read are skipped and
@@ -222,15 +236,16 @@ impl ProcessTable {
     ) -> Option<ProcessSample> {
         let fd_limited = &mut self.fd_limited;
         let scratch = &mut self.scratch;
+        let shared = &mut self.shared;
         let entry = self.entries.entry(pid).or_insert_with(Entry::new);
-        let stat = match read_stat(entry, root, pid, scratch, fd_limited, cost) {
+        let stat = match read_stat(entry, root, pid, scratch, shared, fd_limited, cost) {
             Ok(s) => s,
             Err(ErrorKind::Gone) => {
                 // A kept fd answers ESRCH once its task has exited, even if the pid was
                 // reused since; try once more with a fresh open before calling it gone.
                 if matches!(entry.stat, Slot::Kept(_)) {
                     *entry = Entry::new();
-                    match read_stat(entry, root, pid, scratch, fd_limited, cost) {
+                    match read_stat(entry, root, pid, scratch, shared, fd_limited, cost) {
                         Ok(s) => s,
                         Err(ErrorKind::Gone) => {
                             cost.processes_gone += 1;
@@ -280,7 +295,7 @@ impl ProcessTable {
         let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
         let moved = entry.status_key != Some(key);
         if moved {
-            match read_slot(&mut entry.status, root, pid, "status", scratch, fd_limited, cost) {
+            match read_slot(&mut entry.status, root, pid, "status", scratch, shared, fd_limited, cost) {
                 Read::Bytes(b) => match parse_status(b) {
                     Some(s) => {
                         entry.status_reading = Some(StatusReading {
@@ -307,7 +322,7 @@ impl ProcessTable {
             }
         }
         let io = if opts.io {
-            match read_slot(&mut entry.io, root, pid, "io", scratch, fd_limited, cost) {
+            match read_slot(&mut entry.io, root, pid, "io", scratch, shared, fd_limited, cost) {
                 Read::Bytes(b) => parse_io(b).or_else(|| {
                     count(cost, "process.io", ErrorKind::Parse);
                     None
@@ -355,10 +370,11 @@ fn read_stat(
     root: &Root,
     pid: u32,
     scratch: &mut Vec<u8>,
+    shared: &mut Vec<u8>,
     fd_limited: &mut bool,
     cost: &mut SampleCost,
 ) -> Result<PidStat, ErrorKind> {
-    match read_slot(&mut entry.stat, root, pid, "stat", scratch, fd_limited, cost) {
+    match read_slot(&mut entry.stat, root, pid, "stat", scratch, shared, fd_limited, cost) {
         Read::Bytes(b) => {
             if let Some(stat) = entry.stat_parsed.as_ref().filter(|_| entry.stat_line == b) {
                 return Ok(stat.clone());
