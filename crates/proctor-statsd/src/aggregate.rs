@@ -333,7 +333,7 @@ fn add_sample(
     per_key_cap: usize,
     budget_left: bool,
 ) -> SampleFate {
-    state.count += 1.0 / sample_rate;
+    state.count = saturate(state.count + 1.0 / sample_rate);
     state.seen += 1;
     if state.seen == 1 {
         state.min = value;
@@ -577,6 +577,25 @@ mod tests {
         assert_eq!(agg.drops().timer_samples_not_kept, 990);
         // The reservoir is not just the first ten samples.
         assert!(timer.samples.iter().any(|v| *v > 10.0));
+    }
+
+    /// `1 / sample_rate` is finite for every rate the parser passes, but adding it up is not:
+    /// five samples at the smallest normal rate (each counting 4.5e307) overflow a timer's count.
+    #[test]
+    fn timer_count_saturates_instead_of_reaching_infinity() {
+        let mut agg = Aggregator::new(AggregatorConfig::default());
+        for _ in 0..5 {
+            apply(
+                &mut agg,
+                "t",
+                MetricValue::Timer {
+                    value: 1.0,
+                    sample_rate: f64::MIN_POSITIVE,
+                },
+            );
+        }
+        let window = agg.flush();
+        assert_eq!(window.timers[0].1.count, f64::MAX);
     }
 
     #[test]

@@ -197,7 +197,8 @@ fn timer_stats(
     for (index, value) in samples.iter().enumerate() {
         if index == 0 {
             sum = *value;
-            sum_squares = value * value;
+            // A finite sample can still square past f64::MAX (`2e200`).
+            sum_squares = saturate(value * value);
         } else {
             sum = saturate(sum + value);
             sum_squares = saturate(sum_squares + value * value);
@@ -223,7 +224,7 @@ fn timer_stats(
     for pct in &config.percent_thresholds {
         let pct = *pct;
         let (mut in_threshold, mut boundary, mut pct_sum, mut pct_squares, mut mean) =
-            (total, max, samples[0], samples[0] * samples[0], samples[0]);
+            (total, max, samples[0], cumulative_squares[0], samples[0]);
         if total > 1 {
             in_threshold = ((pct.abs() / 100.0 * total as f64).round() as usize).min(total);
             if in_threshold == 0 {
@@ -284,7 +285,14 @@ fn timer_stats(
     let median = if kept % 2 == 1 {
         samples[mid]
     } else {
-        (samples[mid - 1] + samples[mid]) / 2.0
+        // Etsy's `(a + b) / 2`, bit for bit, unless the sum overflows (two samples above
+        // f64::MAX / 2): then halve first, which is the true midpoint rather than Infinity.
+        let sum = samples[mid - 1] + samples[mid];
+        if sum.is_finite() {
+            sum / 2.0
+        } else {
+            samples[mid - 1] / 2.0 + samples[mid] / 2.0
+        }
     };
     out.stats.push(("std".to_owned(), std));
     out.stats.push(("upper".to_owned(), max));
@@ -392,6 +400,35 @@ mod tests {
         assert_eq!(get(&stats, "sum_top100"), 6.0);
         assert_eq!(get(&stats, "count_150"), 3.0);
         assert!(stats.iter().all(|(_, v)| v.is_finite()));
+    }
+
+    /// Found by the `flush_window` fuzz target: `t:2e200|ms` squared to Infinity in
+    /// `sum_squares` and every `sum_squares_<pct>`, and two samples near `f64::MAX` averaged to
+    /// an Infinity median. Etsy sends `Infinity` for both; proctor's promise is never to.
+    #[test]
+    fn huge_timer_samples_do_not_square_or_average_to_infinity() {
+        let config = FlushConfig {
+            percent_thresholds: vec![90.0, -10.0, 50.0],
+            ..FlushConfig::default()
+        };
+        for samples in [
+            &[2e200][..],
+            &[2e200, 3e200],
+            &[1.5e308, 1.5e308],
+            &[1.0, 1e300],
+        ] {
+            let stats = timer(samples, &config);
+            let infinite: Vec<_> = stats.iter().filter(|(_, v)| !v.is_finite()).collect();
+            assert!(infinite.is_empty(), "samples {samples:?}: {infinite:?}");
+            assert_eq!(get(&stats, "sum_squares"), f64::MAX, "samples {samples:?}");
+        }
+        // The median of two huge samples is still their true midpoint, not a pinned value.
+        assert_eq!(get(&timer(&[1.5e308, 1.7e308], &config), "median"), 1.6e308);
+        // Ordinary samples keep Etsy's `(a + b) / 2` to the bit.
+        assert_eq!(
+            get(&timer(&[0.1, 0.2], &config), "median"),
+            (0.1 + 0.2) / 2.0
+        );
     }
 
     #[test]

@@ -11,10 +11,13 @@
 //! `scripts/test.d/50-statsd.sh` against the real `statsd@0.9.0`. proctor differs on purpose
 //! where Etsy produces garbage or loses data:
 //!
-//! - `@0` and other rates that are not positive and finite are bad lines (Etsy divides by
-//!   zero and sends `Infinity`); `@ 0.5` or `@+0.5` are bad lines (Etsy throws).
+//! - `@0` and other rates that are not positive and finite, or so small (subnormal) that
+//!   `1 / rate` is not, are bad lines (Etsy divides by zero and sends `Infinity`); `@ 0.5`
+//!   or `@+0.5` are bad lines (Etsy throws).
 //! - Values that are not finite (`Infinity`, `1e400`) are bad lines; sums that overflow are
-//!   pinned at ±`f64::MAX`. Nothing downstream ever sees `Infinity` or `NaN`.
+//!   pinned at ±`f64::MAX`, and so are squares of huge timer samples; the median of two
+//!   samples whose sum overflows is computed halves first. Nothing downstream ever sees
+//!   `Infinity` or `NaN` (the `flush_window` fuzz target in `fuzz/` checks this).
 //! - A `-100` or a `>100` percentile is clamped to all samples (Etsy sends `NaN`).
 //! - `h` and `d` (DogStatsD histogram and distribution) are timers; Etsy counts them as
 //!   counters, as it does every unknown type. Other unknown types, and an empty type, are

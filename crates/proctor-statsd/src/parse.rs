@@ -23,7 +23,8 @@ pub enum BadLine {
     NegativeTimer,
     /// `Infinity`, `1e400` and other values, or value/rate quotients, that are not finite.
     NotFinite,
-    /// A sample rate that is not `@` followed by a positive finite number (`@0` included).
+    /// A sample rate that is not `@` followed by a positive finite number (`@0` included), or
+    /// one so small (subnormal) that its reciprocal is not finite.
     BadSampleRate,
     /// Nothing left of the key after sanitising.
     EmptyKey,
@@ -286,8 +287,10 @@ fn parse_sample_rate(field: &str) -> Result<f64, BadLine> {
     if run_len == 0 {
         return Err(BadLine::BadSampleRate);
     }
+    // The aggregator multiplies and counts by `1 / rate`; a subnormal rate (below 2.2e-308)
+    // would make that Infinity.
     match js_number(&number[..run_len]) {
-        Some(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+        Some(rate) if rate > 0.0 && rate.is_finite() && (1.0 / rate).is_finite() => Ok(rate),
         _ => Err(BadLine::BadSampleRate),
     }
 }
@@ -414,6 +417,22 @@ mod tests {
         check("a:1|c|", &["bad bad_sample_rate"]);
         check("a:1e308|c|@0.000001", &["bad not_finite"]);
         check("$$$:1|c", &["bad empty_key"]);
+    }
+
+    /// A subnormal rate is positive and finite, but `1 / rate` (what a timer's count adds, and
+    /// what a counter's value is multiplied by) is Infinity. Found while writing the fuzz
+    /// target's invariants; Etsy sends the Infinity on.
+    #[test]
+    fn a_rate_without_a_finite_reciprocal_is_a_bad_rate() {
+        let tiny = format!("0.{}1", "0".repeat(320));
+        check(&format!("t:1|ms|@{tiny}"), &["bad bad_sample_rate"]);
+        check(&format!("c:0|c|@{tiny}"), &["bad bad_sample_rate"]);
+        // The smallest normal rate still has a finite reciprocal and is kept.
+        let smallest_normal = format!("0.{}22250738585072014", "0".repeat(307));
+        check(
+            &format!("t:1|ms|@{smallest_normal}"),
+            &[format!("t ms 1 @{}", f64::MIN_POSITIVE).as_str()],
+        );
     }
 
     #[test]
