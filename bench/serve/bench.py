@@ -2,8 +2,8 @@
 
 Phase `latency`: a Jupyter server whose 96 children share 2 GiB (4 KiB pages) serves
 jupyter-resource-usage's /api/metrics/v1; `proctor serve --jupyter-pid` watches the same tree.
-Each endpoint gets a steady request rate from `hey`, while a second `hey` measures an unrelated
-endpoint of the same server. Phase `cost`: the agent alone at the default interval with ~600
+Each endpoint gets a steady request rate from `wrk` (paced by bench/serve/paced.lua, latencies
+in microseconds), while a second `wrk` measures an unrelated endpoint of the same server. Phase `cost`: the agent alone at the default interval with ~600
 processes on the host, its CPU and RSS read from /proc over a window. Phase `ring`: the history
 ring filled (3600 points) to show RSS with a full ring.
 
@@ -23,7 +23,6 @@ import time
 import urllib.request
 
 PROCTOR = os.path.abspath("target/release/proctor")
-HEY = os.path.abspath("target/bench-bin/hey")
 PY = os.path.abspath(".venv/bin/python")
 TOKEN = "bench"
 started = []
@@ -85,66 +84,57 @@ def proc_cpu_rss(pid):
     return cpu, rss, hwm
 
 
-def hey(url, rate, seconds, workers=1, headers=()):
-    cmd = [HEY, "-z", f"{seconds}s", "-c", str(workers), "-q", str(rate), "-t", "60", "-o", "csv"]
+PACED = os.path.abspath("bench/serve/paced.lua")
+SCALE = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def wrk_cmd(url, seconds, connections=1, pace_ms=None, headers=()):
+    """wrk with microsecond latencies; with pace_ms, each connection waits that long before
+    every request (bench/serve/paced.lua), which gives a steady rate."""
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "60s"]
     for h in headers:
         cmd += ["-H", h]
-    cmd.append(url)
-    return cmd
+    if pace_ms is not None:
+        cmd += ["-s", PACED]
+    return cmd + [url], pace_ms
 
 
-def percentile(values, q):
-    """Nearest rank, so a p99 of 15 values is the slowest of them."""
-    if not values:
-        return None
-    values = sorted(values)
-    rank = max(1, -(-len(values) * q // 100))
-    return values[int(rank) - 1]
-
-
-def parse_hey(text, seconds):
-    """hey -o csv: one row per request (response time in seconds, 0.1 ms resolution)."""
-    times, codes, errors = [], {}, 0
-    for line in text.splitlines()[1:]:
-        parts = line.split(",")
-        if len(parts) < 7:
-            continue
-        try:
-            t, code = float(parts[0]), parts[6]
-        except ValueError:
-            errors += 1
-            continue
-        times.append(t)
-        codes[code] = codes.get(code, 0) + 1
-    return {"p50": percentile(times, 50), "p99": percentile(times, 99), "max": max(times) if times else None,
-            "codes": codes, "errors": errors, "rps": len(times) / seconds}
-
-
-def wrk(url, seconds):
-    cmd = ["wrk", "-t1", "-c1", f"-d{seconds}s", "--latency", url]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-    pct = {int(m.group(1)): float(m.group(2)) * scale[m.group(3)]
+def parse_wrk(out):
+    pct = {int(m.group(1)): float(m.group(2)) * SCALE[m.group(3)]
            for m in re.finditer(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)$", out, re.M)}
+    mx = re.search(r"Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    return cmd, {"p50": pct.get(50), "p99": pct.get(99), "rps": float(rps.group(1)) if rps else None}
+    n = re.search(r"(\d+) requests in", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"p50": pct.get(50), "p99": pct.get(99), "max": float(mx.group(1)) * SCALE[mx.group(2)] if mx else None,
+            "rps": float(rps.group(1)) if rps else 0.0, "n": int(n.group(1)) if n else 0,
+            "errors": (errors.group(1) if errors else "none") + (f", {non2xx.group(1)} non-2xx" if non2xx else "")}
+
+
+def run_wrk(spec):
+    cmd, pace = spec
+    env = dict(os.environ, PACE_MS=str(pace)) if pace is not None else None
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def ms(v):
     return "   n/a   " if v is None else f"{v * 1e3:9.3f}"
 
 
-def side_by_side(label, primary, secondary, seconds):
-    """Runs two hey commands at once; prints both lines."""
-    p1 = subprocess.Popen(primary, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    p2 = subprocess.Popen(secondary, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    o1, _ = p1.communicate()
-    o2, _ = p2.communicate()
-    a, b = parse_hey(o1, seconds), parse_hey(o2, seconds)
+def show(spec):
+    cmd, pace = spec
+    return (f"PACE_MS={pace} " if pace is not None else "") + " ".join(cmd)
+
+
+def side_by_side(label, primary, secondary):
+    """Runs two wrk commands at once; prints both lines with their commands."""
+    p1, p2 = run_wrk(primary), run_wrk(secondary)
+    a, b = parse_wrk(p1.communicate()[0]), parse_wrk(p2.communicate()[0])
     for name, r in ((label, a), ("   other endpoint during that load", b)):
         print(f"{name:44s} p50 {ms(r['p50'])} ms  p99 {ms(r['p99'])} ms  max {ms(r['max'])} ms  "
-              f"{r['rps']:6.1f} req/s  codes {r['codes']} errors {r['errors']}")
-    print(f"   ({' '.join(primary)})\n   ({' '.join(secondary)})")
+              f"{r['rps']:8.1f} req/s  n={r['n']}  errors: {r['errors']}")
+    print(f"   ({show(primary)})\n   ({show(secondary)})")
     return a, b
 
 
@@ -192,33 +182,32 @@ def phase_latency(seconds=20):
     time.sleep(3)
     print(f"proctor: {' '.join(pcmd)}")
     rows = {}
-    rate = 10
-    print(f"-- steady {rate} req/s asked (one closed-loop worker: a slow answer delays the next request) "
-          f"for {seconds} s each, one endpoint at a time, other endpoint at 1 req/s")
+    auth_h = [auth]
+    print(f"-- steady rate: each wrk connection waits 100 ms before every request (~10 req/s) for {seconds} s; "
+          f"the other endpoint of the same server at ~2 req/s")
     rows["jru"] = side_by_side("jupyter-resource-usage /api/metrics/v1",
-                               hey(f"{jbase}/api/metrics/v1", rate, seconds, headers=[auth]),
-                               hey(f"{jbase}/api/status", 1, seconds, headers=[auth]), seconds)
-    rows["pj1"] = side_by_side("proctor /api/metrics/v1",
-                               hey(f"{pbase}/api/metrics/v1", rate, seconds),
-                               hey(f"{pbase}/api/v1/container", 1, seconds), seconds)
-    rows["pm1"] = side_by_side("proctor /metrics",
-                               hey(f"{pbase}/metrics", rate, seconds),
-                               hey(f"{pbase}/api/v1/container", 1, seconds), seconds)
-    fast = 100
-    print(f"-- proctor at {fast} req/s x 2 workers for {seconds} s, other endpoint at 10 req/s")
+                               wrk_cmd(f"{jbase}/api/metrics/v1", seconds, 1, 100, auth_h),
+                               wrk_cmd(f"{jbase}/api/status", seconds, 1, 500, auth_h))
+    rows["pj10"] = side_by_side("proctor /api/metrics/v1",
+                                wrk_cmd(f"{pbase}/api/metrics/v1", seconds, 1, 100),
+                                wrk_cmd(f"{pbase}/api/v1/container", seconds, 1, 500))
+    rows["pm10"] = side_by_side("proctor /metrics",
+                                wrk_cmd(f"{pbase}/metrics", seconds, 1, 100),
+                                wrk_cmd(f"{pbase}/api/v1/container", seconds, 1, 500))
+    print(f"-- proctor at a steady ~200 req/s (2 connections, 10 ms pause each) for {seconds} s, other endpoint at ~10 req/s")
     rows["pj"] = side_by_side("proctor /api/metrics/v1",
-                              hey(f"{pbase}/api/metrics/v1", fast, seconds, workers=2),
-                              hey(f"{pbase}/api/v1/container", 10, seconds), seconds)
+                              wrk_cmd(f"{pbase}/api/metrics/v1", seconds, 2, 10),
+                              wrk_cmd(f"{pbase}/api/v1/container", seconds, 1, 100))
     rows["pm"] = side_by_side("proctor /metrics",
-                              hey(f"{pbase}/metrics", fast, seconds, workers=2),
-                              hey(f"{pbase}/api/v1/container", 10, seconds), seconds)
-    print("-- proctor, closed loop as fast as one wrk connection goes (us resolution), other endpoint at 10 req/s")
-    for path in ("/api/metrics/v1", "/metrics"):
-        other = subprocess.Popen(hey(f"{pbase}/api/v1/container", 10, 10), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        cmd, w = wrk(f"{pbase}{path}", 10)
-        b = parse_hey(other.communicate()[0], 10)
-        print(f"{'proctor ' + path:44s} p50 {ms(w['p50'])} ms  p99 {ms(w['p99'])} ms  {w['rps'] or 0:9.1f} req/s   ({' '.join(cmd)})")
-        print(f"{'   other endpoint during that load':44s} p50 {ms(b['p50'])} ms  p99 {ms(b['p99'])} ms  max {ms(b['max'])} ms  {b['rps']:6.1f} req/s")
+                              wrk_cmd(f"{pbase}/metrics", seconds, 2, 10),
+                              wrk_cmd(f"{pbase}/api/v1/container", seconds, 1, 100))
+    print("-- proctor, closed loop as fast as one wrk connection goes (saturation, not a steady rate), other endpoint at ~10 req/s")
+    rows["pjmax"] = side_by_side("proctor /api/metrics/v1",
+                                 wrk_cmd(f"{pbase}/api/metrics/v1", 10, 1),
+                                 wrk_cmd(f"{pbase}/api/v1/container", 10, 1, 100))
+    rows["pmmax"] = side_by_side("proctor /metrics",
+                                 wrk_cmd(f"{pbase}/metrics", 10, 1),
+                                 wrk_cmd(f"{pbase}/api/v1/container", 10, 1, 100))
     cpu, rss, hwm = proc_cpu_rss(proctor.pid)
     agent = json.loads(wait_http(f"{pbase}/api/v1/agent"))
     print(f"proctor during this phase: RSS {rss / 2**20:.1f} MiB (peak {hwm / 2**20:.1f}), "

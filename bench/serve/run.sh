@@ -4,15 +4,13 @@
 # another endpoint during that load, and the agent's CPU and RSS at the default interval with
 # ~600 processes. Usage: bench/serve/run.sh [latency|cost|ring]...
 #
-# Installs: hey (Go module proxy) into target/bench-bin, jupyter-server and
+# Installs: wrk (Debian), jupyter-server and
 # jupyter-resource-usage==1.3.0 into .venv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release --locked --bin proctor 2>&1 | tail -1
-if [[ ! -x target/bench-bin/hey ]]; then
-  mkdir -p target/bench-bin
-  GOBIN="$PWD/target/bench-bin" go install github.com/rakyll/hey@v0.1.5
-fi
+command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null 2>&1 \
+  || { echo "wrk is needed (apt-get install wrk)"; exit 1; }
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/python -c 'import jupyter_server, jupyter_resource_usage' 2>/dev/null \
   || .venv/bin/pip install -q jupyter-server "jupyter-resource-usage==1.3.0"
