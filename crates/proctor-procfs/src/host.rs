@@ -798,13 +798,7 @@ softirq 1 2 3\n";
     /// Random edits aimed at the fast paths' assumptions: spacing, tabs, carriage returns,
     /// colons, units, dots, digits, NULs, truncation, deleted and duplicated bytes and lines.
     fn mutations(original: &[u8], rounds: usize, mut check: impl FnMut(&[u8])) {
-        let mut seed: u64 = 0x853c_49e6_748f_ea9b;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::parse::xorshift(0x853c_49e6_748f_ea9b);
         let alphabet = b" \t\r\n:=.0123456789kBNde_ps\x00\xff\x0c";
         check(original);
         for _ in 0..rounds {

@@ -378,6 +378,17 @@ pub fn cpu_list(bytes: &[u8]) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
+/// A xorshift64 generator for the property tests: deterministic, so a failure reproduces.
+#[cfg(test)]
+pub(crate) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,13 +430,7 @@ mod tests {
     /// every length around the word size and the hand-over to `memchr`.
     #[test]
     fn word_search_lines_and_fields_agree_with_the_plain_definitions() {
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::parse::xorshift(0x2545_f491_4f6c_dd1d);
         let alphabet = b"\n\x0b\x09\x8a\x01\x00\xff\x80 :\x3a\xba\x3b\x39\x0c\rkB0a";
         for round in 0..20_000 {
             let len = (next() % 300) as usize;
@@ -446,13 +451,7 @@ mod tests {
 
     #[test]
     fn block_masks_agree_with_a_byte_loop() {
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::parse::xorshift(0x9e37_79b9_7f4a_7c15);
         let alphabet = b"\n\x0b\x09\x8a\x01\x00\xff\x80 ";
         for round in 0..20_000 {
             let mut block = [0u8; 64];
@@ -470,13 +469,7 @@ mod tests {
 
     #[test]
     fn u64_fields_agree_with_fields_and_u64_dec() {
-        let mut seed: u64 = 0x5851_f42d_4c95_7f2d;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::parse::xorshift(0x5851_f42d_4c95_7f2d);
         let alphabet = b"0123456789999   \t\r\nx-";
         for _ in 0..20_000 {
             let len = (next() % 90) as usize;
@@ -504,13 +497,7 @@ mod tests {
             values.extend(lines(&text).filter_map(|l| Some(l[find_byte(l, b':')? + 1..].to_vec())));
         }
         values.extend([&b"99999999999999999999 kB"[..], b"1999999999999999999 kB", b" 18014398509481983 kB", b"1 kB x", b"1  kB", b"1 kb", b"", b" "].map(<[u8]>::to_vec));
-        let mut seed: u64 = 0x1234_5678_9abc_def1;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::parse::xorshift(0x1234_5678_9abc_def1);
         let alphabet = b" \t\r0123456789kBb\xff";
         for value in &values {
             assert_eq!(kb_value(value), kb_to_bytes(value), "{:?}", String::from_utf8_lossy(value));

@@ -381,13 +381,7 @@ mod tests {
     /// Random bytes and random mutations of a real line: every parser returns, none panics.
     #[test]
     fn parsers_never_panic_on_garbage() {
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::parse::xorshift(0x9e37_79b9_7f4a_7c15);
         let alphabet = b"0123456789 ()-:\nkB\x00\xffSRZ";
         for round in 0..20_000 {
             let len = (next() % 400) as usize;
