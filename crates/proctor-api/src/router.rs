@@ -47,12 +47,14 @@ impl std::fmt::Debug for ApiConfig {
     }
 }
 
+/// `/metrics` rendered once per snapshot and format: (seq, openmetrics, body).
+type MetricsCache = Arc<Mutex<Option<(u64, bool, Arc<String>)>>>;
+
 #[derive(Clone)]
 struct AppState {
     shared: Arc<Shared>,
     config: Arc<ApiConfig>,
-    /// `/metrics` rendered once per snapshot and format: (seq, openmetrics, body).
-    metrics_cache: Arc<Mutex<Option<(u64, bool, Arc<String>)>>>,
+    metrics_cache: MetricsCache,
 }
 
 pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {

@@ -73,7 +73,7 @@ pub fn container_truth(sample: &Sample) -> ContainerTruth {
             warnings.push(format!(
                 "this process can use {} CPUs but the host has {host} online: tools that size \
                  pools by os.cpu_count() or nproc --all will oversubscribe",
-                effective_cpus.map_or(String::new(), |e| format_cpus(e))
+                effective_cpus.map_or(String::new(), format_cpus)
             ));
         }
     }

@@ -133,14 +133,14 @@ pub fn js_format(value: f64) -> String {
     }
     if digit_count <= point && point <= 21 {
         out.push_str(&digits);
-        out.extend(std::iter::repeat('0').take((point - digit_count) as usize));
+        out.extend(std::iter::repeat_n('0', (point - digit_count) as usize));
     } else if 0 < point && point <= 21 {
         out.push_str(&digits[..point as usize]);
         out.push('.');
         out.push_str(&digits[point as usize..]);
     } else if -6 < point && point <= 0 {
         out.push_str("0.");
-        out.extend(std::iter::repeat('0').take((-point) as usize));
+        out.extend(std::iter::repeat_n('0', (-point) as usize));
         out.push_str(&digits);
     } else {
         out.push_str(&digits[..1]);

@@ -242,7 +242,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let per_gib = calibrate_smaps_rollup(&root);
-    sizes.sort_by(|a, b| b.2.cmp(&a.2));
+    sizes.sort_by_key(|s| std::cmp::Reverse(s.2));
     let biggest: Vec<Estimate> = sizes
         .iter()
         .take(args.biggest)

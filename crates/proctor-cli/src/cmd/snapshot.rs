@@ -54,7 +54,7 @@ pub fn sort_rows(rows: &mut Vec<&ProcessRow>, key: SortKey) {
         SortKey::Cpu => rows.sort_by(|a, b| {
             b.cpu_percent.unwrap_or(0.0).total_cmp(&a.cpu_percent.unwrap_or(0.0)).then(b.rss_bytes.cmp(&a.rss_bytes))
         }),
-        SortKey::Rss => rows.sort_by(|a, b| b.rss_bytes.cmp(&a.rss_bytes)),
+        SortKey::Rss => rows.sort_by_key(|r| std::cmp::Reverse(r.rss_bytes)),
         SortKey::Pid => rows.sort_by_key(|r| r.pid),
     }
 }

@@ -353,7 +353,7 @@ fn settings(args: &Options, etsy: EtsyConfig) -> anyhow::Result<Settings> {
     let etsy_graphite = etsy.graphite_host.as_ref().filter(|_| {
         etsy.backends
             .as_ref()
-            .map_or(true, |list| list.iter().any(|b| b.ends_with("graphite")))
+            .is_none_or(|list| list.iter().any(|b| b.ends_with("graphite")))
     });
     let graphite = args.graphite.clone().or_else(|| {
         etsy_graphite.map(|host| format!("{host}:{}", etsy.graphite_port.unwrap_or(2003)))
