@@ -101,7 +101,7 @@ def wrk_cmd(url, seconds, connections=1, pace_ms=None, headers=()):
 
 def parse_wrk(out):
     pct = {int(m.group(1)): float(m.group(2)) * SCALE[m.group(3)]
-           for m in re.finditer(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)$", out, re.M)}
+           for m in re.finditer(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)}
     mx = re.search(r"Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     n = re.search(r"(\d+) requests in", out)
