@@ -14,12 +14,12 @@ use crate::record::RequestRecord;
 use crate::report::{human_ns, Report};
 
 const WIDTH: f64 = 800.0;
-const HEIGHT: f64 = 520.0;
+const HEIGHT: f64 = 530.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const PANEL: f64 = 190.0;
-const TOP_A: f64 = 40.0;
-const TOP_B: f64 = 290.0;
+const TOP_A: f64 = 50.0;
+const TOP_B: f64 = 300.0;
 
 const BLUE: [u8; 3] = [0x4a, 0x7a, 0xb5];
 const RED: [u8; 3] = [0xc0, 0x39, 0x2b];
@@ -49,7 +49,10 @@ fn decades(report: &Report) -> Option<(f64, f64)> {
 }
 
 fn layout(records: &[RequestRecord], report: &Report, title: &str) -> Vec<Shape> {
-    let mut shapes = vec![text(LEFT, 20.0, format!("{title}: {}", report.modes_summary), INK, false)];
+    let mut shapes = vec![
+        text(10.0, 14.0, title.to_string(), INK, false),
+        text(10.0, 28.0, report.modes_summary.clone(), INK, false),
+    ];
     let Some((low, high)) = decades(report) else {
         shapes.push(text(LEFT, 60.0, "no complete responses".to_string(), INK, false));
         return shapes;
@@ -79,7 +82,7 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> Vec<Shape>
     shapes.push(text(
         LEFT + plot_width / 2.0,
         TOP_A + PANEL + 16.0,
-        format!("time, 0 to {:.1} s (red ticks on top: failed requests)", report.span_seconds),
+        format!("time, 0 to {} (red ticks on top: failed requests)", human_ns(report.span_seconds * 1e9)),
         INK,
         true,
     ));
@@ -103,12 +106,13 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> Vec<Shape>
         decade += 1.0;
     }
     if let Some(modes) = &report.modes {
-        for mode in &modes.modes {
+        for (index, mode) in modes.modes.iter().enumerate() {
             let x = x_of(mode.value);
             shapes.push(rect(x, TOP_B, 1.0, PANEL, RED));
+            // Neighbouring modes' labels would overlap: alternate between two rows.
             shapes.push(text(
                 x,
-                TOP_B - 4.0,
+                TOP_B - 4.0 - 14.0 * (index % 2) as f64,
                 format!("{} ({:.0}%)", human_ns(mode.value), mode.fraction * 100.0),
                 RED,
                 true,
@@ -288,4 +292,45 @@ fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
     crc.update(kind);
     crc.update(data);
     out.extend_from_slice(&crc.sum().to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Phases;
+    use crate::report::{build, ReportConfig};
+
+    fn records() -> Vec<RequestRecord> {
+        (0..60u64)
+            .map(|seq| RequestRecord {
+                run: "r".into(),
+                seq,
+                burst: None,
+                sent_unix_ns: seq * 10_000_000,
+                total_ns: if seq % 2 == 0 { 20_000_000 } else { 80_000_000 } + seq * 1000,
+                phases: Phases::default(),
+                reused: true,
+                status: Some(200),
+                body_bytes: 2,
+                error: None,
+                error_detail: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn svg_marks_the_modes_and_png_is_well_formed() {
+        let records = records();
+        let report = build(&records, &ReportConfig::default());
+        let svg = svg(&records, &report, "t");
+        assert_eq!(svg.matches(" ms (50%)</text>").count(), 2, "two mode labels: {svg}");
+        assert!(svg.contains(">20.") && svg.contains(">80."), "{svg}");
+        let png = png(&records, &report, "t");
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let length = u32::from_be_bytes([png[33], png[34], png[35], png[36]]) as usize;
+        let mut inflated = Vec::new();
+        let mut decoder = flate2::read::ZlibDecoder::new(&png[41..41 + length]);
+        std::io::Read::read_to_end(&mut decoder, &mut inflated).expect("valid zlib");
+        assert_eq!(inflated.len(), HEIGHT as usize * (1 + WIDTH as usize * 3));
+    }
 }

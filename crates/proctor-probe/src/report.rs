@@ -519,3 +519,80 @@ fn render_errors(out: &mut String, report: &Report) {
         let _ = writeln!(out, "  {class:<12} {count:>7}  {example}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ErrorClass, Phases};
+
+    fn record(seq: u64, wait_ms: u64, transfer_ms: u64, error: Option<ErrorClass>) -> RequestRecord {
+        let ms = 1_000_000;
+        let phases = Phases {
+            queue_ns: None,
+            dns_ns: None,
+            connect_ns: None,
+            tls_ns: None,
+            write_ns: Some(10_000),
+            wait_ns: Some(wait_ms * ms + seq * 1000),
+            transfer_ns: Some(transfer_ms * ms),
+        };
+        let response = error.map_or(true, ErrorClass::has_response);
+        RequestRecord {
+            run: "r".into(),
+            seq,
+            burst: None,
+            sent_unix_ns: 1_000_000_000 + seq * 100 * ms,
+            total_ns: 10_000 + (wait_ms + transfer_ms) * ms + seq * 1000,
+            phases,
+            reused: seq > 0,
+            status: response.then_some(200),
+            body_bytes: 0,
+            error,
+            error_detail: error.map(|class| format!("{} happened", class.name())),
+        }
+    }
+
+    #[test]
+    fn a_slow_transfer_mode_is_blamed_on_transfer() {
+        // 40 fast requests (5 ms wait), 20 with a 40 ms transfer on top, 3 timeouts.
+        let mut records: Vec<RequestRecord> = (0..40).map(|seq| record(seq, 5, 0, None)).collect();
+        records.extend((40..60).map(|seq| record(seq, 5, 40, None)));
+        records.extend((60..63).map(|seq| record(seq, 0, 0, Some(ErrorClass::Timeout))));
+        let report = build(&records, &ReportConfig::default());
+        assert_eq!((report.requests, report.responses, report.ok), (63, 60, 60));
+        assert_eq!(report.errors.get("timeout"), Some(&3));
+        assert_eq!(report.modes.as_ref().map(|modes| modes.modes.len()), Some(2), "{}", report.modes_summary);
+        assert!(report.modes_summary.starts_with("2 modes: 5."), "{}", report.modes_summary);
+        assert_eq!(report.attribution.len(), 1);
+        assert_eq!(report.attribution[0].phase, "transfer");
+        assert!(report.attribution[0].share > 0.95, "{:?}", report.attribution);
+        let transfer = report.phases.iter().find(|phase| phase.name == "transfer").expect("transfer");
+        assert!((transfer.slow_probability - 20.0 / 60.0).abs() < 1e-9, "{transfer:?}");
+        let latency = report.latency.as_ref().expect("latency");
+        assert_eq!(latency.percentiles.last().map(|p| p.ns), Some(latency.max_ns));
+        let p50 = latency.percentiles[0].ns as f64;
+        assert!((5.0e6..5.2e6).contains(&p50), "p50 {p50}");
+        assert_eq!(report.histogram.iter().map(|row| row.count).sum::<u64>(), 60);
+        assert_eq!(report.timeline.iter().map(|cell| cell.requests).sum::<u64>(), 63);
+        let text = render_text(&report, "t");
+        assert!(text.contains("transfer") && text.contains("timeout") && text.contains("timeout happened"), "{text}");
+    }
+
+    #[test]
+    fn no_responses_is_a_report_not_a_panic() {
+        let records = vec![record(0, 0, 0, Some(ErrorClass::Refused))];
+        let report = build(&records, &ReportConfig::default());
+        assert!(report.latency.is_none() && report.modes.is_none());
+        assert!(render_text(&report, "t").contains("no complete responses"));
+        assert!(build(&[], &ReportConfig::default()).timeline.is_empty());
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_ns(850.0), "850 ns");
+        assert_eq!(human_ns(12_345.0), "12.3 µs");
+        assert_eq!(human_ns(22_000_000.0), "22.0 ms");
+        assert_eq!(human_ns(180_000_000.0), "180 ms");
+        assert_eq!(human_ns(1_800_000_000.0), "1.80 s");
+    }
+}
