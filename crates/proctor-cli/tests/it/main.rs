@@ -262,3 +262,68 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     assert!(body.contains("proctor_host_cpu_seconds_total{"), "{body}");
     assert!(status.success(), "{status:?}");
 }
+
+/// A keep-alive loopback server answering every request with `200 ok` (test-local, bounded
+/// by the test's own request count).
+fn probe_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut pending = Vec::new();
+                let mut chunk = [0u8; 2048];
+                loop {
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+                            return;
+                        }
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => pending.extend_from_slice(&chunk[..read]),
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn probe_records_every_request_and_analyze_reads_them_back() {
+    let port = probe_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run.jsonl");
+    let out_text = out.to_str().expect("utf-8 path");
+    let url = format!("http://127.0.0.1:{port}/");
+    let first = proctor(&["probe", &url, "-n", "7", "-c", "2", "--out", out_text]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let text = String::from_utf8_lossy(&first.stdout);
+    assert!(text.contains("7 requests") && text.contains("7 ok") && text.contains("modes:"), "{text}");
+    // A second run appends; analyze merges both.
+    let second = proctor(&["probe", &url, "-n", "3", "--rate", "100", "--out", out_text]);
+    assert!(second.status.success());
+    let plot = dir.path().join("plot.svg");
+    let v = json(&proctor(&["probe", "analyze", out_text, "--format", "json", "--plot", plot.to_str().expect("utf-8")]));
+    assert_eq!(v["requests"], 10, "{v}");
+    assert_eq!(v["ok"], 10);
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(2));
+    assert!(v["latency"]["percentiles"][0]["ns"].as_u64().is_some_and(|ns| ns > 0));
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert!(svg.starts_with("<svg") && svg.contains("mode"), "{svg}");
+}
+
+#[test]
+fn probe_rejects_a_bad_url_and_reports_refused_connections() {
+    let bad = proctor(&["probe", "localhost:80"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid URL"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let v = json(&proctor(&["probe", &format!("http://127.0.0.1:{port}/"), "-n", "3", "--format", "json"]));
+    assert_eq!(v["errors"]["refused"], 3, "{v}");
+    assert!(v["latency"].is_null());
+}

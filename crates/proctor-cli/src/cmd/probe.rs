@@ -1,0 +1,300 @@
+//! `proctor probe URL`: measure an HTTP endpoint phase by phase; `proctor probe analyze
+//! FILE…` re-reads recorded runs.
+//!
+//! This module is the I/O around `proctor-probe`: argument checks, the `--out` JSON-lines
+//! file (one line per request, flushed as it arrives), Ctrl-C (blocked in every thread and
+//! taken by `sigwait` on a thread of its own, so the report of what was measured is printed
+//! instead of dying mid-run), reading recorded files, and writing the report and plot.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use proctor_probe::client::{default_tls_config, ClientConfig};
+use proctor_probe::http::RequestSpec;
+use proctor_probe::report::{self, ReportConfig};
+use proctor_probe::runner::{self, RunConfig};
+use proctor_probe::schedule::{Bursts, Limit, Pacing};
+use proctor_probe::{plot, RequestRecord};
+
+use crate::cmd::statsd::{block_signals, wait_for_signal};
+use crate::output::{parse_duration, Format};
+
+/// Arguments of `proctor probe`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct Args {
+    #[command(subcommand)]
+    analyze: Option<Sub>,
+    /// The URL to probe: http://HOST[:PORT]/PATH or https://…
+    #[arg(required = true)]
+    url: Option<String>,
+    #[command(flatten)]
+    run: RunOptions,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text, global = true)]
+    format: Format,
+    /// Also draw the times over the run and their histogram to this file (.svg or .png).
+    #[arg(long, value_name = "FILE", global = true)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunOptions {
+    /// Number of requests (default 50 when neither -n nor --duration is given).
+    #[arg(short = 'n', long = "requests", value_name = "N")]
+    requests: Option<u64>,
+    /// Keep sending for this long (e.g. 30s, 5m).
+    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    duration: Option<Duration>,
+    /// Closed loop: this many workers, each sending its next request when the last ends.
+    /// With --rate: the most requests in flight at once (default 32).
+    #[arg(short = 'c', long, value_name = "C")]
+    concurrency: Option<usize>,
+    /// Open loop: start this many requests per second on schedule; latency is measured from
+    /// the intended send time (coordinated-omission correction).
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
+    /// Open a new connection for every request (sends Connection: close).
+    #[arg(long)]
+    no_reuse: bool,
+    /// HTTP method.
+    #[arg(short = 'X', long = "method", default_value = "GET")]
+    method: String,
+    /// Extra header, 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "'K: V'")]
+    headers: Vec<String>,
+    /// Request body.
+    #[arg(long, value_name = "BODY")]
+    data: Option<String>,
+    /// Per-request deadline, from its start to the end of the body.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    timeout: Duration,
+    /// Append every request to this file as a JSON line, as it finishes.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Scheduled bursts: start a burst this often (e.g. 5m); needs --burst.
+    #[arg(long, value_parser = parse_duration, value_name = "D", requires = "burst")]
+    every: Option<Duration>,
+    /// Requests per burst (sent with --concurrency workers).
+    #[arg(long, value_name = "N", requires = "every")]
+    burst: Option<u64>,
+    /// How long to keep bursting (default: until Ctrl-C).
+    #[arg(long = "for", value_parser = parse_duration, value_name = "D", requires = "every")]
+    for_duration: Option<Duration>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Re-analyze JSON-lines results written by --out (several files are merged).
+    Analyze {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Sub::Analyze { files }) = &args.analyze {
+        return analyze(files, args.format, args.plot.as_deref());
+    }
+    let Some(url) = args.url.as_deref() else {
+        bail!("a URL is required");
+    };
+    probe(url, &args.run, args.format, args.plot.as_deref())
+}
+
+fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let target = proctor_probe::url::parse(url)?;
+    let mut headers = Vec::new();
+    for header in &options.headers {
+        let Some((name, value)) = header.split_once(':') else {
+            bail!("invalid header {header:?}: expected 'Name: value'");
+        };
+        let name = name.trim();
+        if name.is_empty() || name.bytes().any(|byte| byte <= b' ' || byte >= 0x7f || byte == b':') {
+            bail!("invalid header name in {header:?}");
+        }
+        if value.bytes().any(|byte| byte == b'\r' || byte == b'\n') {
+            bail!("invalid header value in {header:?}: line breaks");
+        }
+        headers.push((name.to_string(), value.trim().to_string()));
+    }
+    let method = options.method.to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|byte| byte.is_ascii_alphabetic()) {
+        bail!("invalid method {:?}", options.method);
+    }
+    let pacing = match options.rate {
+        Some(rate) if !(rate.is_finite() && rate > 0.0) => bail!("--rate must be a positive number"),
+        Some(rate) => Pacing::Open { rate_per_second: rate, workers: options.concurrency.unwrap_or(32) },
+        None => Pacing::Closed { concurrency: options.concurrency.unwrap_or(1) },
+    };
+    if pacing.workers() > 1024 {
+        bail!("--concurrency above 1024 is refused: one thread per worker");
+    }
+    let bursts = match (options.every, options.burst) {
+        (Some(every), Some(requests)) => {
+            if every.is_zero() || requests == 0 {
+                bail!("--every and --burst must be above zero");
+            }
+            Some(Bursts { every, requests, total: options.for_duration.unwrap_or(Duration::MAX) })
+        }
+        _ => None,
+    };
+    let limit = match bursts {
+        Some(bursts) => Limit { count: Some(bursts.requests), duration: Some(bursts.every) },
+        None if options.requests.is_none() && options.duration.is_none() => Limit { count: Some(50), duration: None },
+        None => Limit { count: options.requests, duration: options.duration },
+    };
+    let tls = if target.tls { Some(default_tls_config().context("cannot set up TLS")?) } else { None };
+    let client = Arc::new(ClientConfig {
+        target,
+        request: RequestSpec {
+            method,
+            headers,
+            body: options.data.clone().unwrap_or_default().into_bytes(),
+            close: options.no_reuse,
+        },
+        timeout: options.timeout,
+        reuse: !options.no_reuse,
+        tls,
+    });
+    let mut out = match &options.out {
+        Some(path) => Some(BufWriter::new(
+            File::options()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?,
+        )),
+        None => None,
+    };
+
+    // Block SIGINT/SIGTERM before any thread starts, so every thread inherits the mask and
+    // only the signal thread takes them.
+    let signals = block_signals()?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let run_id = run_id();
+    let handle = runner::start(RunConfig { client, pacing, limit, bursts, run_id })
+        .context("cannot start the probe threads")?;
+    let stop = handle.stop_flag();
+    let interrupted_for_thread = Arc::clone(&interrupted);
+    std::thread::Builder::new()
+        .name("probe-signals".into())
+        .spawn(move || {
+            wait_for_signal(&signals);
+            interrupted_for_thread.store(true, Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
+        })
+        .context("cannot start the signal thread")?;
+
+    let mut records: Vec<RequestRecord> = Vec::new();
+    loop {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        match handle.records.recv_timeout(Duration::from_millis(100)) {
+            Ok(record) => {
+                if let Some(out) = out.as_mut() {
+                    serde_json::to_writer(&mut *out, &record)?;
+                    out.write_all(b"\n")?;
+                    out.flush().context("cannot write the results file")?;
+                }
+                records.push(record);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let was_interrupted = interrupted.load(Ordering::Relaxed);
+    if was_interrupted {
+        // Records that finished before the signal are already in; requests still in flight
+        // are abandoned (their threads end with the process).
+        while let Ok(record) = handle.records.try_recv() {
+            records.push(record);
+        }
+        eprintln!("proctor: interrupted; reporting the {} requests that finished", records.len());
+    } else {
+        handle.join();
+    }
+    let title = format!("proctor probe {url} ({})", describe(&pacing, bursts, options.no_reuse));
+    print_report(&records, &title, format, plot_path)?;
+    Ok(if was_interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+}
+
+fn describe(pacing: &Pacing, bursts: Option<Bursts>, no_reuse: bool) -> String {
+    let mut text = match *pacing {
+        Pacing::Closed { concurrency } => format!("closed loop, {} worker{}", concurrency.max(1), if concurrency > 1 { "s" } else { "" }),
+        Pacing::Open { rate_per_second, workers } => format!("open loop at {rate_per_second}/s, up to {workers} in flight"),
+    };
+    if let Some(bursts) = bursts {
+        text.push_str(&format!(", bursts of {} every {:?}", bursts.requests, bursts.every));
+    }
+    text.push_str(if no_reuse { ", new connection per request" } else { ", connections reused" });
+    text
+}
+
+/// Seconds since the epoch and our pid: unique enough to tell merged runs apart.
+fn run_id() -> String {
+    let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    format!("{seconds}-{}", std::process::id())
+}
+
+fn analyze(files: &[PathBuf], format: Format, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let mut records = Vec::new();
+    let mut bad_lines = 0u64;
+    for path in files {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        for (number, line) in BufReader::new(file).lines().enumerate() {
+            let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<RequestRecord>(&line) {
+                Ok(record) => records.push(record),
+                Err(err) => {
+                    bad_lines += 1;
+                    if bad_lines <= 10 {
+                        eprintln!("proctor: {}:{}: not a probe record: {err}", path.display(), number + 1);
+                    }
+                }
+            }
+        }
+    }
+    if bad_lines > 10 {
+        eprintln!("proctor: {bad_lines} lines were not probe records (first 10 shown)");
+    }
+    if records.is_empty() {
+        bail!("no probe records in {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    let names: Vec<String> = files.iter().map(|path| path.display().to_string()).collect();
+    print_report(&records, &format!("proctor probe analyze {}", names.join(" ")), format, plot_path)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(records: &[RequestRecord], title: &str, format: Format, plot_path: Option<&Path>) -> anyhow::Result<()> {
+    let report = report::build(records, &ReportConfig::default());
+    let mut stdout = std::io::stdout().lock();
+    match format {
+        Format::Text => stdout.write_all(report::render_text(&report, title).as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut stdout, &report)?;
+            stdout.write_all(b"\n")?;
+        }
+    }
+    stdout.flush()?;
+    if let Some(path) = plot_path {
+        let bytes = match path.extension().and_then(|ext| ext.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("png") => plot::png(records, &report, title),
+            _ => plot::svg(records, &report, title).into_bytes(),
+        };
+        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("proctor: plot written to {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,435 @@
+//! The HTTP/1.1 client: the only network I/O in this crate.
+//!
+//! Hand-written on `std::net::TcpStream` (and rustls for HTTPS) so that every phase has its
+//! own clock reading: name resolution, connect, TLS handshake, writing the request, waiting
+//! for the first response byte, and the transfer of the rest. A library client would hide
+//! exactly the boundaries a latency investigation needs.
+//!
+//! What it deliberately does not do: redirects, compression, pipelining, HTTP/2, proxies,
+//! happy eyeballs (addresses are tried in resolver order), or a DNS timeout (`getaddrinfo`
+//! cannot be interrupted; a lookup that outlives the deadline is classified `timeout` once
+//! it returns). The socket sets `TCP_NODELAY` and the request goes out in one `write`, so
+//! any Nagle delay that shows up belongs to the server.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+
+use crate::http::{build_request, parse_head, ChunkedDecoder, Framing, RequestSpec};
+use crate::record::{ErrorClass, Phases};
+use crate::url::Target;
+
+/// Everything a worker's client needs; shared by all workers of a run.
+#[derive(Debug)]
+pub struct ClientConfig {
+    pub target: Target,
+    pub request: RequestSpec,
+    /// Deadline for one request, from its actual start to the end of the body.
+    pub timeout: Duration,
+    /// Keep the connection for the next request when the server allows it.
+    pub reuse: bool,
+    /// Required for `https` targets: see [`default_tls_config`].
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// TLS 1.2 and 1.3 with ring's primitives and Mozilla's root certificates (webpki-roots), so
+/// results do not depend on the host's certificate store; ALPN offers only `http/1.1`.
+pub fn default_tls_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// What one request came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub phases: Phases,
+    /// When the response ended or the request failed.
+    pub end: Instant,
+    pub reused: bool,
+    pub status: Option<u16>,
+    pub body_bytes: u64,
+    pub error: Option<(ErrorClass, String)>,
+}
+
+#[derive(Debug)]
+struct Failure {
+    class: ErrorClass,
+    detail: String,
+}
+
+fn failure(class: ErrorClass, detail: impl Into<String>) -> Failure {
+    Failure { class, detail: detail.into() }
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => &tls.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.read(buffer),
+            Stream::Tls(tls) => tls.read(buffer),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buffer: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(tcp) => tcp.write(buffer),
+            Stream::Tls(tls) => tls.write(buffer),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(tcp) => tcp.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
+/// One worker's client: at most one open connection, reused across requests.
+pub struct Client {
+    config: Arc<ClientConfig>,
+    /// The request bytes, built once.
+    request: Vec<u8>,
+    head_request: bool,
+    /// Owned by this client alone; dropped (closed) on any error or when not reusable.
+    connection: Option<Stream>,
+    /// Response head bytes; reused across requests.
+    head: Vec<u8>,
+    /// Read buffer for the body.
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("target", &self.config.target).finish_non_exhaustive()
+    }
+}
+
+/// How an exchange on a connection ended.
+enum Exchange {
+    Done { status: u16, body_bytes: u64, keep: Option<Stream> },
+    /// A kept connection turned out closed before any response byte: try a new one.
+    Stale,
+    Failed(Failure),
+}
+
+impl Client {
+    pub fn new(config: Arc<ClientConfig>) -> Self {
+        let mut spec = config.request.clone();
+        spec.close = !config.reuse;
+        let request = build_request(&config.target, &spec);
+        let head_request = spec.method.eq_ignore_ascii_case("HEAD");
+        Self { config, request, head_request, connection: None, head: Vec::with_capacity(4096), scratch: vec![0; 64 * 1024] }
+    }
+
+    /// Sends one request starting now; the deadline is `timeout` from now.
+    pub fn request(&mut self) -> Outcome {
+        let start = Instant::now();
+        let deadline = start + self.config.timeout;
+        let mut phases = Phases::default();
+        let mut reused = false;
+        let mut result = None;
+        if let Some(stream) = self.connection.take() {
+            match self.exchange(stream, &mut phases, deadline, true) {
+                Exchange::Stale => phases = Phases::default(),
+                done => {
+                    reused = true;
+                    result = Some(done);
+                }
+            }
+        }
+        let result = match result {
+            Some(done) => done,
+            None => match self.connect(&mut phases, deadline) {
+                Ok(stream) => self.exchange(stream, &mut phases, deadline, false),
+                Err(failed) => Exchange::Failed(failed),
+            },
+        };
+        let end = Instant::now();
+        match result {
+            Exchange::Done { status, body_bytes, keep } => {
+                self.connection = keep;
+                let error = match status {
+                    400..=499 => Some((ErrorClass::Http4xx, format!("HTTP {status}"))),
+                    500..=599 => Some((ErrorClass::Http5xx, format!("HTTP {status}"))),
+                    _ => None,
+                };
+                Outcome { phases, end, reused, status: Some(status), body_bytes, error }
+            }
+            Exchange::Failed(failed) => Outcome {
+                phases,
+                end,
+                reused,
+                status: None,
+                body_bytes: 0,
+                error: Some((failed.class, failed.detail)),
+            },
+            Exchange::Stale => Outcome {
+                phases,
+                end,
+                reused,
+                status: None,
+                body_bytes: 0,
+                error: Some((ErrorClass::Io, "connection closed before the response".into())),
+            },
+        }
+    }
+
+    /// DNS, connect and (for https) the TLS handshake, each timed into `phases`.
+    fn connect(&self, phases: &mut Phases, deadline: Instant) -> Result<Stream, Failure> {
+        let target = &self.config.target;
+        let started = Instant::now();
+        let resolved = (target.host.as_str(), target.port).to_socket_addrs();
+        let resolved_at = Instant::now();
+        phases.dns_ns = Some(nanos(resolved_at - started));
+        let addresses: Vec<SocketAddr> = match resolved {
+            Ok(addresses) => addresses.collect(),
+            Err(err) => return Err(failure(ErrorClass::Dns, format!("cannot resolve {}: {err}", target.host))),
+        };
+        if addresses.is_empty() {
+            return Err(failure(ErrorClass::Dns, format!("{} has no address", target.host)));
+        }
+        if resolved_at >= deadline {
+            return Err(failure(ErrorClass::Timeout, "name resolution outlived the timeout"));
+        }
+        let mut last_error = None;
+        let mut connected = None;
+        for address in &addresses {
+            let remaining = remaining(deadline)?;
+            match TcpStream::connect_timeout(address, remaining) {
+                Ok(tcp) => {
+                    connected = Some(tcp);
+                    break;
+                }
+                Err(err) => last_error = Some((address, err)),
+            }
+        }
+        let connected_at = Instant::now();
+        phases.connect_ns = Some(nanos(connected_at - resolved_at));
+        let tcp = match (connected, last_error) {
+            (Some(tcp), _) => tcp,
+            (None, Some((address, err))) => {
+                return Err(failure(classify_io(&err), format!("cannot connect to {address}: {err}")))
+            }
+            (None, None) => return Err(failure(ErrorClass::Io, "no address to connect to")),
+        };
+        // Our request goes out in one write, so Nagle could only delay the TLS handshake.
+        let _ = tcp.set_nodelay(true);
+        if !target.tls {
+            return Ok(Stream::Plain(tcp));
+        }
+        let Some(tls_config) = self.config.tls.clone() else {
+            return Err(failure(ErrorClass::Tls, "https without a TLS configuration"));
+        };
+        let name = ServerName::try_from(target.host.clone())
+            .map_err(|err| failure(ErrorClass::Tls, format!("invalid server name {}: {err}", target.host)))?;
+        let mut session = rustls::ClientConnection::new(tls_config, name)
+            .map_err(|err| failure(ErrorClass::Tls, err.to_string()))?;
+        let mut tcp = tcp;
+        while session.is_handshaking() {
+            let remaining = remaining(deadline)?;
+            set_timeouts(&tcp, remaining)?;
+            if let Err(err) = session.complete_io(&mut tcp) {
+                let class = match classify_io(&err) {
+                    ErrorClass::Timeout => ErrorClass::Timeout,
+                    _ => ErrorClass::Tls,
+                };
+                phases.tls_ns = Some(nanos(connected_at.elapsed()));
+                return Err(failure(class, format!("TLS handshake: {err}")));
+            }
+        }
+        phases.tls_ns = Some(nanos(connected_at.elapsed()));
+        Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(session, tcp))))
+    }
+
+    /// Writes the request and reads the response on `stream`.
+    fn exchange(&mut self, mut stream: Stream, phases: &mut Phases, deadline: Instant, reused: bool) -> Exchange {
+        match self.exchange_inner(&mut stream, phases, deadline, reused) {
+            Ok((status, body_bytes, keep_alive)) => {
+                let keep = (self.config.reuse && keep_alive).then_some(stream);
+                Exchange::Done { status, body_bytes, keep }
+            }
+            Err(None) => Exchange::Stale,
+            Err(Some(failed)) => Exchange::Failed(failed),
+        }
+    }
+
+    /// `Err(None)`: a reused connection was found closed before any response byte.
+    fn exchange_inner(
+        &mut self,
+        stream: &mut Stream,
+        phases: &mut Phases,
+        deadline: Instant,
+        reused: bool,
+    ) -> Result<(u16, u64, bool), Option<Failure>> {
+        let write_start = Instant::now();
+        let remaining = remaining(deadline)?;
+        stream.tcp().set_write_timeout(Some(remaining)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
+        if let Err(err) = stream.write_all(&self.request).and_then(|()| stream.flush()) {
+            if reused && is_closed(&err) {
+                return Err(None);
+            }
+            return Err(Some(failure(classify_io(&err), format!("writing the request: {err}"))));
+        }
+        let written = Instant::now();
+        phases.write_ns = Some(nanos(written - write_start));
+
+        self.head.clear();
+        let mut first_byte: Option<Instant> = None;
+        let head = loop {
+            match parse_head(&self.head, self.head_request) {
+                // An interim response (100 Continue, 103 Early Hints): skip it, keep waiting.
+                Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                    self.head.drain(..head.length);
+                    continue;
+                }
+                Ok(Some(head)) => break head,
+                Ok(None) => {}
+                Err(err) => return Err(Some(failure(ErrorClass::Protocol, err.to_string()))),
+            }
+            let read = read_some(stream, &mut self.scratch, deadline)?;
+            if read == 0 {
+                if reused && first_byte.is_none() {
+                    return Err(None);
+                }
+                return Err(Some(failure(ErrorClass::Io, "connection closed before the response head ended")));
+            }
+            if first_byte.is_none() {
+                let now = Instant::now();
+                phases.wait_ns = Some(nanos(now - written));
+                first_byte = Some(now);
+            }
+            self.head.extend_from_slice(&self.scratch[..read]);
+        };
+        let first_byte = first_byte.unwrap_or(written);
+        let already = &self.head[head.length..];
+        let mut body_bytes = 0u64;
+        let mut keep_alive = head.keep_alive;
+        match head.framing {
+            Framing::Empty => keep_alive &= already.is_empty(),
+            Framing::Length(length) => {
+                body_bytes = (already.len() as u64).min(length);
+                keep_alive &= already.len() as u64 <= length;
+                while body_bytes < length {
+                    let read = read_some(stream, &mut self.scratch, deadline)?;
+                    if read == 0 {
+                        return Err(Some(failure(ErrorClass::Io, format!("connection closed after {body_bytes} of {length} body bytes"))));
+                    }
+                    body_bytes += read as u64;
+                }
+                keep_alive &= body_bytes == length;
+            }
+            Framing::Chunked => {
+                let mut decoder = ChunkedDecoder::default();
+                let protocol = |err: crate::http::HttpError| Some(failure(ErrorClass::Protocol, err.to_string()));
+                let (used, mut done) = decoder.feed(already).map_err(protocol)?;
+                keep_alive &= used == already.len();
+                while !done {
+                    let read = read_some(stream, &mut self.scratch, deadline)?;
+                    if read == 0 {
+                        return Err(Some(failure(ErrorClass::Io, "connection closed inside a chunked body")));
+                    }
+                    let (used, finished) = decoder.feed(&self.scratch[..read]).map_err(protocol)?;
+                    keep_alive &= used == read;
+                    done = finished;
+                }
+                body_bytes = decoder.body_bytes;
+            }
+            Framing::UntilClose => {
+                body_bytes = already.len() as u64;
+                loop {
+                    match read_some(stream, &mut self.scratch, deadline) {
+                        Ok(0) => break,
+                        Ok(read) => body_bytes += read as u64,
+                        // A TLS peer that closes without close_notify ends a close-delimited
+                        // body the same way a plain one does.
+                        Err(Some(failed)) if failed.class == ErrorClass::Tls && failed.detail.contains("close_notify") => break,
+                        Err(failed) => return Err(failed),
+                    }
+                }
+                keep_alive = false;
+            }
+        }
+        phases.transfer_ns = Some(nanos(first_byte.elapsed()));
+        Ok((head.status, body_bytes, keep_alive))
+    }
+}
+
+/// Reads what is available, with the socket's timeout set to what is left of the deadline.
+fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Result<usize, Option<Failure>> {
+    let remaining = remaining(deadline)?;
+    stream.tcp().set_read_timeout(Some(remaining)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
+    loop {
+        match stream.read(buffer) {
+            Ok(read) => return Ok(read),
+            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+            Err(err) if err.kind() == ErrorKind::UnexpectedEof && matches!(stream, Stream::Tls(_)) => {
+                return Err(Some(failure(ErrorClass::Tls, format!("peer closed without close_notify: {err}"))))
+            }
+            Err(err) => return Err(Some(failure(classify_io(&err), format!("reading the response: {err}")))),
+        }
+    }
+}
+
+fn remaining(deadline: Instant) -> Result<Duration, Failure> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(failure(ErrorClass::Timeout, "deadline passed"));
+    }
+    Ok(left)
+}
+
+fn set_timeouts(tcp: &TcpStream, remaining: Duration) -> Result<(), Failure> {
+    tcp.set_read_timeout(Some(remaining))
+        .and_then(|()| tcp.set_write_timeout(Some(remaining)))
+        .map_err(|err| failure(classify_io(&err), err.to_string()))
+}
+
+/// A kept connection the server closed while idle: EOF, reset or broken pipe.
+fn is_closed(err: &std::io::Error) -> bool {
+    matches!(err.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted)
+}
+
+/// Socket errors by class. Timeouts surface as `WouldBlock` (`EAGAIN` from a socket with
+/// `SO_RCVTIMEO`) or `TimedOut` (connect); rustls errors arrive wrapped as `InvalidData`.
+fn classify_io(err: &std::io::Error) -> ErrorClass {
+    const ENETUNREACH: i32 = 101;
+    const EHOSTUNREACH: i32 = 113;
+    if err.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+        return ErrorClass::Tls;
+    }
+    match err.kind() {
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => ErrorClass::Timeout,
+        ErrorKind::ConnectionRefused => ErrorClass::Refused,
+        _ if matches!(err.raw_os_error(), Some(ENETUNREACH | EHOSTUNREACH)) => ErrorClass::Unreachable,
+        _ => ErrorClass::Io,
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,134 @@
+//! One request's result: its phases, status or error class. This is also the JSON-lines
+//! format of `--out` files, which `proctor probe analyze` reads back (merged files too).
+//!
+//! Pure data; field names carry their units. A phase that did not happen (no DNS or connect
+//! on a reused connection, no TLS on plain HTTP, nothing after a failure) is `None`.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request produced no usable response, or the class of an HTTP error status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Name resolution failed (NXDOMAIN, no resolver, no address).
+    Dns,
+    /// The host answered the SYN with a RST: nothing listens on the port.
+    Refused,
+    /// No route to the host or network (ICMP unreachable).
+    Unreachable,
+    /// The request's deadline passed in any phase (`--timeout`).
+    Timeout,
+    /// The TLS handshake or a TLS record failed (bad certificate, not TLS at all, …).
+    Tls,
+    /// The response was not HTTP/1.x or broke its own framing.
+    Protocol,
+    /// Any other socket error, or the server closed before the response ended.
+    Io,
+    /// A complete response with a 4xx status: timed like a success, counted as an error.
+    Http4xx,
+    /// A complete response with a 5xx status.
+    Http5xx,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 9] = [
+        ErrorClass::Dns,
+        ErrorClass::Refused,
+        ErrorClass::Unreachable,
+        ErrorClass::Timeout,
+        ErrorClass::Tls,
+        ErrorClass::Protocol,
+        ErrorClass::Io,
+        ErrorClass::Http4xx,
+        ErrorClass::Http5xx,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Dns => "dns",
+            ErrorClass::Refused => "refused",
+            ErrorClass::Unreachable => "unreachable",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Tls => "tls",
+            ErrorClass::Protocol => "protocol",
+            ErrorClass::Io => "io",
+            ErrorClass::Http4xx => "http_4xx",
+            ErrorClass::Http5xx => "http_5xx",
+        }
+    }
+
+    /// HTTP status classes come with a full response, so their times are real latencies.
+    pub fn has_response(self) -> bool {
+        matches!(self, ErrorClass::Http4xx | ErrorClass::Http5xx)
+    }
+}
+
+/// The phases of one request, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Open loop only: from the intended send time to the actual start. Coordinated-omission
+    /// correction counts this time in the total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ns: Option<u64>,
+    pub dns_ns: Option<u64>,
+    pub connect_ns: Option<u64>,
+    pub tls_ns: Option<u64>,
+    /// Writing the request into the socket (kernel buffer; not its arrival).
+    pub write_ns: Option<u64>,
+    /// From the end of the write to the first response byte.
+    pub wait_ns: Option<u64>,
+    /// From the first response byte to the end of the body.
+    pub transfer_ns: Option<u64>,
+}
+
+/// Phase names in the order they happen, as used in reports.
+pub const PHASE_NAMES: [&str; 7] = ["queue", "dns", "connect", "tls", "write", "wait", "transfer"];
+
+impl Phases {
+    /// The phases in [`PHASE_NAMES`] order.
+    pub fn values(&self) -> [Option<u64>; 7] {
+        [
+            self.queue_ns,
+            self.dns_ns,
+            self.connect_ns,
+            self.tls_ns,
+            self.write_ns,
+            self.wait_ns,
+            self.transfer_ns,
+        ]
+    }
+}
+
+/// One request, as written to `--out`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Identifies the run, so merged files keep runs apart.
+    pub run: String,
+    /// Position in the run's schedule (0-based).
+    pub seq: u64,
+    /// Scheduled bursts: which burst this request belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// When the request was meant to start (open loop) or started (closed loop), Unix ns.
+    pub sent_unix_ns: u64,
+    /// From the intended start to the end of the response or the failure.
+    pub total_ns: u64,
+    #[serde(flatten)]
+    pub phases: Phases,
+    /// The connection had carried an earlier request (no DNS, connect or TLS this time).
+    pub reused: bool,
+    pub status: Option<u16>,
+    /// Body bytes received.
+    pub body_bytes: u64,
+    pub error: Option<ErrorClass>,
+    /// The error in words, for people (`connection refused`, `certificate expired`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_detail: Option<String>,
+}
+
+impl RequestRecord {
+    /// A complete HTTP response arrived (any status), so `total_ns` is a latency.
+    pub fn has_response(&self) -> bool {
+        self.status.is_some() && self.error.map_or(true, ErrorClass::has_response)
+    }
+}

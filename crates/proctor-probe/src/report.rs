@@ -1,0 +1,598 @@
+//! The report over a set of [`RequestRecord`]s: HDR percentiles, a log-scale histogram, a
+//! time-series strip, modes with near-integer ratios, per-phase medians and slowdown
+//! probabilities, which phase carries each slow mode, and errors by class.
+//!
+//! Pure: records in, a serializable [`Report`] and its text out. The same code serves a live
+//! run and `proctor probe analyze` over recorded (possibly merged) files. Latency statistics
+//! cover requests that got a complete response (any status); failures without one are only
+//! counted by class, because their "latency" is a timeout or a refusal, not a service time.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use proctor_modes::{find_modes_in_values, ModeConfig, ModeReport};
+use serde::Serialize;
+
+use crate::record::{RequestRecord, PHASE_NAMES};
+
+/// Layout knobs; [`Default`] is what the CLI prints.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReportConfig {
+    /// Columns of the time-series strip.
+    pub timeline_columns: usize,
+    /// Rows per factor of ten in the histogram.
+    pub histogram_bins_per_decade: u32,
+    pub modes: ModeConfig,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        Self { timeline_columns: 60, histogram_bins_per_decade: 10, modes: ModeConfig::default() }
+    }
+}
+
+/// Everything the report says; serialized as is for `--format json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Distinct run ids, in first-seen order (several after merging files).
+    pub runs: Vec<String>,
+    pub requests: u64,
+    /// Requests with a complete HTTP response, whatever the status.
+    pub responses: u64,
+    /// Requests with a 1xx–3xx response.
+    pub ok: u64,
+    /// Counts by [`crate::record::ErrorClass`] name.
+    pub errors: BTreeMap<String, u64>,
+    /// The first message seen for each error class.
+    pub error_examples: BTreeMap<String, String>,
+    /// New connections opened (requests that did not reuse one and got past DNS).
+    pub connections: u64,
+    /// From the first intended send to the last response's end.
+    pub span_seconds: f64,
+    pub requests_per_second: f64,
+    pub latency: Option<Latency>,
+    pub modes: Option<ModeReport>,
+    /// "3 modes: 22.0 ms (33 %), …; 180 ms ≈ 2 × 90.0 ms"
+    pub modes_summary: String,
+    pub histogram: Vec<HistogramRow>,
+    pub timeline: Vec<TimelineCell>,
+    pub phases: Vec<PhaseSummary>,
+    pub attribution: Vec<ModeAttribution>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Latency {
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub max_ns: u64,
+    pub percentiles: Vec<Percentile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Percentile {
+    pub label: &'static str,
+    pub quantile: f64,
+    /// HDR histogram value at the quantile (3 significant digits).
+    pub ns: u64,
+}
+
+/// One histogram row: totals in `[low_ns, high_ns)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HistogramRow {
+    pub low_ns: u64,
+    pub high_ns: u64,
+    pub count: u64,
+}
+
+/// One column of the time-series strip.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimelineCell {
+    /// Start of the column, seconds from the first send.
+    pub offset_seconds: f64,
+    pub width_seconds: f64,
+    pub requests: u64,
+    pub errors: u64,
+    /// Median total of the column's responses.
+    pub median_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+}
+
+/// One phase across all responses that went through it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseSummary {
+    pub name: &'static str,
+    /// Responses in which this phase happened.
+    pub count: u64,
+    pub median_ns: u64,
+    pub p99_ns: u64,
+    /// A phase is "slow" in a request when it took more than twice its median plus 1 ms.
+    pub slow_threshold_ns: u64,
+    /// Fraction of `count` above `slow_threshold_ns`: the probability of a slowdown here.
+    pub slow_probability: f64,
+}
+
+/// Which phase makes a slow mode slow: the one whose median grew most against the fastest
+/// mode's requests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModeAttribution {
+    pub mode_ns: f64,
+    pub requests: u64,
+    /// Median total of this mode's requests minus the fastest mode's.
+    pub extra_ns: f64,
+    pub phase: &'static str,
+    /// That phase's median here and in the fastest mode.
+    pub phase_median_ns: u64,
+    pub baseline_phase_median_ns: u64,
+    /// The phase's growth over `extra_ns` (near 1: this phase is the whole difference).
+    pub share: f64,
+}
+
+const PERCENTILES: [(&str, f64); 5] =
+    [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)];
+
+/// Builds the report. Records may come in any order and from several runs.
+pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
+    let mut runs: Vec<String> = Vec::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut error_examples: BTreeMap<String, String> = BTreeMap::new();
+    for record in records {
+        if runs.last() != Some(&record.run) && !runs.contains(&record.run) {
+            runs.push(record.run.clone());
+        }
+        if let Some(class) = record.error {
+            *errors.entry(class.name().to_string()).or_default() += 1;
+            if let Some(detail) = &record.error_detail {
+                error_examples.entry(class.name().to_string()).or_insert_with(|| detail.clone());
+            }
+        }
+    }
+    let responses: Vec<&RequestRecord> = records.iter().filter(|record| record.has_response()).collect();
+    let totals: Vec<u64> = responses.iter().map(|record| record.total_ns).collect();
+    let first_send = records.iter().map(|record| record.sent_unix_ns).min().unwrap_or(0);
+    let last_end = records
+        .iter()
+        .map(|record| record.sent_unix_ns.saturating_add(record.total_ns))
+        .max()
+        .unwrap_or(0);
+    let span_seconds = last_end.saturating_sub(first_send) as f64 / 1e9;
+    let modes = (!totals.is_empty()).then(|| {
+        let values: Vec<f64> = totals.iter().map(|&total| total as f64).collect();
+        find_modes_in_values(&values, &config.modes)
+    });
+    let attribution = modes.as_ref().map_or_else(Vec::new, |modes| attribute(&responses, modes));
+    Report {
+        runs,
+        requests: records.len() as u64,
+        responses: responses.len() as u64,
+        ok: records.iter().filter(|record| record.has_response() && record.error.is_none()).count() as u64,
+        errors,
+        error_examples,
+        connections: records.iter().filter(|record| !record.reused && record.phases.connect_ns.is_some()).count()
+            as u64,
+        span_seconds,
+        requests_per_second: if span_seconds > 0.0 { records.len() as f64 / span_seconds } else { 0.0 },
+        latency: latency(&totals),
+        modes_summary: modes.as_ref().map_or_else(|| "no responses".to_string(), summarize_modes),
+        modes,
+        histogram: histogram(&totals, config.histogram_bins_per_decade),
+        timeline: timeline(records, first_send, span_seconds, config.timeline_columns),
+        phases: phases(&responses),
+        attribution,
+    }
+}
+
+fn latency(totals: &[u64]) -> Option<Latency> {
+    let min_ns = *totals.iter().min()?;
+    let max_ns = *totals.iter().max()?;
+    // Three significant digits, auto-resizing: ~0.1 % error at any magnitude, memory
+    // bounded by the range rather than the count.
+    let mut hdr = Histogram::<u64>::new(3).ok()?;
+    for &total in totals {
+        // `record` grows the histogram to fit (auto-resize); `saturating_record` would clamp
+        // to its current top instead.
+        if hdr.record(total).is_err() {
+            hdr.saturating_record(total);
+        }
+    }
+    let percentiles = PERCENTILES
+        .iter()
+        .map(|&(label, quantile)| Percentile {
+            label,
+            quantile,
+            ns: if quantile >= 1.0 { max_ns } else { hdr.value_at_quantile(quantile) },
+        })
+        .collect();
+    let mean_ns = totals.iter().map(|&total| total as f64).sum::<f64>() / totals.len() as f64;
+    Some(Latency { min_ns, mean_ns, max_ns, percentiles })
+}
+
+/// "3 modes: 22.0 ms (33 %), 90.0 ms (33 %), 180 ms (33 %); 180 ms ≈ 2 × 90.0 ms"
+pub fn summarize_modes(report: &ModeReport) -> String {
+    let count = report.modes.len();
+    let mut text = format!("{count} mode{}: ", if count == 1 { "" } else { "s" });
+    let parts: Vec<String> = report
+        .modes
+        .iter()
+        .map(|mode| format!("{} ({:.0} %)", human_ns(mode.value), mode.fraction * 100.0))
+        .collect();
+    text.push_str(&parts.join(", "));
+    if !report.near_multiples.is_empty() {
+        let ratios: Vec<String> = report
+            .near_multiples
+            .iter()
+            .map(|near| {
+                format!(
+                    "{} ≈ {} × {}",
+                    human_ns(report.modes[near.upper].value),
+                    near.multiple,
+                    human_ns(report.modes[near.lower].value)
+                )
+            })
+            .collect();
+        text.push_str("; ");
+        text.push_str(&ratios.join(", "));
+    }
+    text
+}
+
+fn histogram(totals: &[u64], bins_per_decade: u32) -> Vec<HistogramRow> {
+    let per_decade = f64::from(bins_per_decade.max(1));
+    let bin_of = |value: u64| ((value.max(1) as f64).log10() * per_decade).floor() as i64;
+    let mut counts: BTreeMap<i64, u64> = BTreeMap::new();
+    for &total in totals {
+        *counts.entry(bin_of(total)).or_default() += 1;
+    }
+    let (Some((&first, _)), Some((&last, _))) = (counts.first_key_value(), counts.last_key_value()) else {
+        return Vec::new();
+    };
+    let edge = |bin: i64| 10f64.powf(bin as f64 / per_decade).round() as u64;
+    (first..=last)
+        .map(|bin| HistogramRow { low_ns: edge(bin), high_ns: edge(bin + 1), count: counts.get(&bin).copied().unwrap_or(0) })
+        .collect()
+}
+
+fn timeline(records: &[RequestRecord], first_send: u64, span_seconds: f64, columns: usize) -> Vec<TimelineCell> {
+    if records.is_empty() || columns == 0 {
+        return Vec::new();
+    }
+    let columns = columns.min(records.len());
+    let width_seconds = (span_seconds / columns as f64).max(1e-9);
+    let mut cells: Vec<(u64, u64, Vec<u64>)> = vec![(0, 0, Vec::new()); columns];
+    for record in records {
+        let offset = record.sent_unix_ns.saturating_sub(first_send) as f64 / 1e9;
+        let column = ((offset / width_seconds) as usize).min(columns - 1);
+        let cell = &mut cells[column];
+        cell.0 += 1;
+        if record.has_response() {
+            cell.2.push(record.total_ns);
+        } else {
+            cell.1 += 1;
+        }
+    }
+    cells
+        .into_iter()
+        .enumerate()
+        .map(|(column, (requests, errors, mut totals))| TimelineCell {
+            offset_seconds: column as f64 * width_seconds,
+            width_seconds,
+            requests,
+            errors,
+            median_ns: median(&mut totals),
+            max_ns: totals.iter().max().copied(),
+        })
+        .collect()
+}
+
+fn median(values: &mut [u64]) -> Option<u64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_unstable();
+    Some(values[(values.len() - 1) / 2])
+}
+
+fn quantile_sorted(sorted: &[u64], q: f64) -> u64 {
+    let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(index).copied().unwrap_or(0)
+}
+
+fn phases(responses: &[&RequestRecord]) -> Vec<PhaseSummary> {
+    let mut summaries = Vec::new();
+    for (index, name) in PHASE_NAMES.iter().enumerate() {
+        let mut values: Vec<u64> = responses.iter().filter_map(|record| record.phases.values()[index]).collect();
+        if values.is_empty() {
+            continue;
+        }
+        values.sort_unstable();
+        let median_ns = quantile_sorted(&values, 0.5);
+        let slow_threshold_ns = median_ns.saturating_mul(2).saturating_add(1_000_000);
+        let slow = values.len() - values.partition_point(|&value| value <= slow_threshold_ns);
+        summaries.push(PhaseSummary {
+            name,
+            count: values.len() as u64,
+            median_ns,
+            p99_ns: quantile_sorted(&values, 0.99),
+            slow_threshold_ns,
+            slow_probability: slow as f64 / values.len() as f64,
+        });
+    }
+    summaries
+}
+
+/// For each mode after the fastest: which phase's median grew the most. A phase that did
+/// not happen in a request (no connect on a reused connection) counts as zero there, so a
+/// mode made of new connections is attributed to `connect` or `tls`.
+fn attribute(responses: &[&RequestRecord], modes: &ModeReport) -> Vec<ModeAttribution> {
+    let Some(fastest) = modes.modes.first() else {
+        return Vec::new();
+    };
+    let in_mode = |low: f64, high: f64| -> Vec<&RequestRecord> {
+        responses
+            .iter()
+            .copied()
+            .filter(|record| (record.total_ns as f64) >= low && (record.total_ns as f64) <= high)
+            .collect()
+    };
+    let phase_medians = |members: &[&RequestRecord]| -> ([u64; PHASE_NAMES.len()], u64) {
+        let mut medians = [0u64; PHASE_NAMES.len()];
+        for (index, slot) in medians.iter_mut().enumerate() {
+            let mut values: Vec<u64> =
+                members.iter().map(|record| record.phases.values()[index].unwrap_or(0)).collect();
+            *slot = median(&mut values).unwrap_or(0);
+        }
+        let mut totals: Vec<u64> = members.iter().map(|record| record.total_ns).collect();
+        (medians, median(&mut totals).unwrap_or(0))
+    };
+    let baseline_members = in_mode(fastest.low, fastest.high);
+    if baseline_members.is_empty() {
+        return Vec::new();
+    }
+    let (baseline, baseline_total) = phase_medians(&baseline_members);
+    let mut out = Vec::new();
+    for mode in modes.modes.iter().skip(1) {
+        let members = in_mode(mode.low, mode.high);
+        if members.is_empty() {
+            continue;
+        }
+        let (medians, total) = phase_medians(&members);
+        let extra_ns = total as f64 - baseline_total as f64;
+        let Some((index, growth)) = medians
+            .iter()
+            .zip(baseline.iter())
+            .map(|(&here, &base)| here as f64 - base as f64)
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            continue;
+        };
+        out.push(ModeAttribution {
+            mode_ns: mode.value,
+            requests: members.len() as u64,
+            extra_ns,
+            phase: PHASE_NAMES[index],
+            phase_median_ns: medians[index],
+            baseline_phase_median_ns: baseline[index],
+            share: if extra_ns > 0.0 { growth / extra_ns } else { 0.0 },
+        });
+    }
+    out
+}
+
+/// `850 ns`, `12.3 µs`, `22.1 ms`, `1.80 s`: three significant digits.
+pub fn human_ns(ns: f64) -> String {
+    let (value, unit) = if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    if value >= 100.0 || unit == "ns" {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.2} {unit}")
+    }
+}
+
+/// The report for people. `title` is the first line (the URL or the files analyzed).
+pub fn render_text(report: &Report, title: &str) -> String {
+    let mut out = String::new();
+    let failed = report.requests - report.ok;
+    let _ = writeln!(
+        out,
+        "{title}\n  {} requests in {:.2} s ({:.1}/s): {} ok, {} failed; {} connections opened{}",
+        report.requests,
+        report.span_seconds,
+        report.requests_per_second,
+        report.ok,
+        failed,
+        report.connections,
+        if report.runs.len() > 1 { format!("; {} runs merged", report.runs.len()) } else { String::new() }
+    );
+    let Some(latency) = &report.latency else {
+        let _ = writeln!(out, "\nno complete responses: no latency to report");
+        render_errors(&mut out, report);
+        return out;
+    };
+    let _ = writeln!(out, "\nlatency of {} responses (requests without a response excluded)", report.responses);
+    let mut line = String::from(" ");
+    for percentile in &latency.percentiles {
+        let _ = write!(line, " {} {}", percentile.label, human_ns(percentile.ns as f64));
+    }
+    let _ = writeln!(out, "{line}   (min {}, mean {})", human_ns(latency.min_ns as f64), human_ns(latency.mean_ns));
+    let _ = writeln!(out, "\nmodes: {}", report.modes_summary);
+    render_histogram(&mut out, report);
+    render_timeline(&mut out, report);
+    let _ = writeln!(out, "\nphases (slow = longer than 2 × median + 1 ms)");
+    let _ = writeln!(out, "  {:<9} {:>9} {:>10} {:>10} {:>8}", "phase", "requests", "median", "p99", "P(slow)");
+    for phase in &report.phases {
+        let _ = writeln!(
+            out,
+            "  {:<9} {:>9} {:>10} {:>10} {:>7.1}%",
+            phase.name,
+            phase.count,
+            human_ns(phase.median_ns as f64),
+            human_ns(phase.p99_ns as f64),
+            phase.slow_probability * 100.0
+        );
+    }
+    if !report.attribution.is_empty() {
+        let _ = writeln!(out, "\nwhat makes the slower modes slow (against the fastest mode)");
+        for blame in &report.attribution {
+            let _ = writeln!(
+                out,
+                "  {} ({} requests, +{}): {} {} → {} ({:.0} % of the difference)",
+                human_ns(blame.mode_ns),
+                blame.requests,
+                human_ns(blame.extra_ns.max(0.0)),
+                blame.phase,
+                human_ns(blame.baseline_phase_median_ns as f64),
+                human_ns(blame.phase_median_ns as f64),
+                blame.share * 100.0
+            );
+        }
+    }
+    render_errors(&mut out, report);
+    out
+}
+
+fn render_histogram(out: &mut String, report: &Report) {
+    const BAR: usize = 40;
+    let most = report.histogram.iter().map(|row| row.count).max().unwrap_or(0).max(1);
+    let _ = writeln!(out, "\nhistogram (log scale)");
+    for row in &report.histogram {
+        let width = ((row.count as f64 / most as f64) * BAR as f64).round() as usize;
+        let width = if row.count > 0 { width.max(1) } else { 0 };
+        let _ = writeln!(
+            out,
+            "  {:>9} – {:<9} {:<BAR$} {:>7} {:>5.1}%",
+            human_ns(row.low_ns as f64),
+            human_ns(row.high_ns as f64),
+            "█".repeat(width),
+            row.count,
+            row.count as f64 * 100.0 / report.responses.max(1) as f64
+        );
+    }
+}
+
+fn render_timeline(out: &mut String, report: &Report) {
+    const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let medians: Vec<u64> = report.timeline.iter().filter_map(|cell| cell.median_ns).collect();
+    let (Some(&low), Some(&high)) = (medians.iter().min(), medians.iter().max()) else {
+        return;
+    };
+    let (low, high) = ((low.max(1) as f64).ln(), (high.max(1) as f64).ln());
+    let strip: String = report
+        .timeline
+        .iter()
+        .map(|cell| match cell.median_ns {
+            None if cell.errors > 0 => 'x',
+            None => ' ',
+            Some(median) => {
+                let position = if high > low { ((median.max(1) as f64).ln() - low) / (high - low) } else { 0.0 };
+                LEVELS[((position * 7.0).round() as usize).min(7)]
+            }
+        })
+        .collect();
+    let width = report.timeline.first().map_or(0.0, |cell| cell.width_seconds);
+    let _ = writeln!(
+        out,
+        "\nover time ({:.3} s per column; height: median on a log scale from {} to {}; x: only errors)\n  |{strip}|",
+        width,
+        human_ns(low.exp()),
+        human_ns(high.exp())
+    );
+}
+
+fn render_errors(out: &mut String, report: &Report) {
+    if report.errors.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nerrors by class");
+    for (class, count) in &report.errors {
+        let example = report.error_examples.get(class).map_or("", String::as_str);
+        let _ = writeln!(out, "  {class:<12} {count:>7}  {example}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ErrorClass, Phases};
+
+    fn record(seq: u64, wait_ms: u64, transfer_ms: u64, error: Option<ErrorClass>) -> RequestRecord {
+        let ms = 1_000_000;
+        let phases = Phases {
+            queue_ns: None,
+            dns_ns: None,
+            connect_ns: None,
+            tls_ns: None,
+            write_ns: Some(10_000),
+            wait_ns: Some(wait_ms * ms + seq * 1000),
+            transfer_ns: Some(transfer_ms * ms),
+        };
+        let response = error.map_or(true, ErrorClass::has_response);
+        RequestRecord {
+            run: "r".into(),
+            seq,
+            burst: None,
+            sent_unix_ns: 1_000_000_000 + seq * 100 * ms,
+            total_ns: 10_000 + (wait_ms + transfer_ms) * ms + seq * 1000,
+            phases,
+            reused: seq > 0,
+            status: response.then_some(200),
+            body_bytes: 0,
+            error,
+            error_detail: error.map(|class| format!("{} happened", class.name())),
+        }
+    }
+
+    #[test]
+    fn a_slow_transfer_mode_is_blamed_on_transfer() {
+        // 40 fast requests (5 ms wait), 20 with a 40 ms transfer on top, 3 timeouts.
+        let mut records: Vec<RequestRecord> = (0..40).map(|seq| record(seq, 5, 0, None)).collect();
+        records.extend((40..60).map(|seq| record(seq, 5, 40, None)));
+        records.extend((60..63).map(|seq| record(seq, 0, 0, Some(ErrorClass::Timeout))));
+        let report = build(&records, &ReportConfig::default());
+        assert_eq!((report.requests, report.responses, report.ok), (63, 60, 60));
+        assert_eq!(report.errors.get("timeout"), Some(&3));
+        assert_eq!(report.modes.as_ref().map(|modes| modes.modes.len()), Some(2), "{}", report.modes_summary);
+        assert!(report.modes_summary.starts_with("2 modes: 5."), "{}", report.modes_summary);
+        assert_eq!(report.attribution.len(), 1);
+        assert_eq!(report.attribution[0].phase, "transfer");
+        assert!(report.attribution[0].share > 0.95, "{:?}", report.attribution);
+        let transfer = report.phases.iter().find(|phase| phase.name == "transfer").expect("transfer");
+        assert!((transfer.slow_probability - 20.0 / 60.0).abs() < 1e-9, "{transfer:?}");
+        let latency = report.latency.as_ref().expect("latency");
+        assert_eq!(latency.percentiles.last().map(|p| p.ns), Some(latency.max_ns));
+        let p50 = latency.percentiles[0].ns as f64;
+        assert!((5.0e6..5.2e6).contains(&p50), "p50 {p50}");
+        assert_eq!(report.histogram.iter().map(|row| row.count).sum::<u64>(), 60);
+        assert_eq!(report.timeline.iter().map(|cell| cell.requests).sum::<u64>(), 63);
+        let text = render_text(&report, "t");
+        assert!(text.contains("transfer") && text.contains("timeout") && text.contains("timeout happened"), "{text}");
+    }
+
+    #[test]
+    fn no_responses_is_a_report_not_a_panic() {
+        let records = vec![record(0, 0, 0, Some(ErrorClass::Refused))];
+        let report = build(&records, &ReportConfig::default());
+        assert!(report.latency.is_none() && report.modes.is_none());
+        assert!(render_text(&report, "t").contains("no complete responses"));
+        assert!(build(&[], &ReportConfig::default()).timeline.is_empty());
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_ns(850.0), "850 ns");
+        assert_eq!(human_ns(12_345.0), "12.3 µs");
+        assert_eq!(human_ns(22_000_000.0), "22.0 ms");
+        assert_eq!(human_ns(180_000_000.0), "180 ms");
+        assert_eq!(human_ns(1_800_000_000.0), "1.80 s");
+    }
+}

@@ -1,0 +1,221 @@
+//! `proctor-probe` against real loopback servers run by the tests themselves (std threads,
+//! `127.0.0.1:0`): planted latency modes, the Nagle/delayed-ACK penalty, coordinated-omission
+//! correction, and every failure class. Each run is bounded in requests and time.
+
+mod server;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proctor_probe::client::ClientConfig;
+use proctor_probe::http::RequestSpec;
+use proctor_probe::report::{self, Report, ReportConfig};
+use proctor_probe::runner::{self, RunConfig};
+use proctor_probe::schedule::{Limit, Pacing};
+use proctor_probe::{ErrorClass, RequestRecord};
+
+use server::{Action, Server};
+
+fn config(url: &str, pacing: Pacing, requests: u64, timeout: Duration) -> RunConfig {
+    let target = proctor_probe::url::parse(url).expect("valid test URL");
+    let tls = target.tls.then(|| proctor_probe::client::default_tls_config().expect("tls config"));
+    RunConfig {
+        client: Arc::new(ClientConfig {
+            target,
+            request: RequestSpec { method: "GET".into(), ..RequestSpec::default() },
+            timeout,
+            reuse: true,
+            tls,
+        }),
+        pacing,
+        limit: Limit { count: Some(requests), duration: Some(Duration::from_secs(30)) },
+        bursts: None,
+        run_id: "test".into(),
+    }
+}
+
+fn run(config: RunConfig) -> Vec<RequestRecord> {
+    let handle = runner::start(config).expect("start run");
+    let records: Vec<RequestRecord> = handle.records.iter().collect();
+    handle.join();
+    records
+}
+
+fn closed(concurrency: usize) -> Pacing {
+    Pacing::Closed { concurrency }
+}
+
+fn report(records: &[RequestRecord]) -> Report {
+    report::build(records, &ReportConfig::default())
+}
+
+fn mode_values_ms(report: &Report) -> Vec<f64> {
+    report.modes.as_ref().map_or_else(Vec::new, |modes| modes.modes.iter().map(|mode| mode.value / 1e6).collect())
+}
+
+#[test]
+fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
+    let planted = [22u64, 90, 180];
+    // Interleaved so every worker and connection sees every mode.
+    let server = Server::start(true, move |index| Action::Reply {
+        delay: Duration::from_millis(planted[(index % 3) as usize]),
+        split: false,
+    });
+    let records = run(config(&server.url("/"), closed(6), 90, Duration::from_secs(5)));
+    assert_eq!(records.len(), 90);
+    let report = report(&records);
+    assert_eq!(report.ok, 90, "{}", report::render_text(&report, "planted"));
+    let found = mode_values_ms(&report);
+    assert_eq!(found.len(), 3, "modes {found:?}: {}", report.modes_summary);
+    for (found, planted) in found.iter().zip(planted) {
+        let error = (found - planted as f64).abs() / planted as f64;
+        assert!(error < 0.05, "mode {found:.2} ms vs planted {planted} ms: {}", report.modes_summary);
+    }
+    assert!(report.modes_summary.contains("≈ 2 ×"), "180 ≈ 2 × 90 flagged: {}", report.modes_summary);
+    // The delay is server think time: both slow modes must be blamed on `wait`.
+    assert_eq!(report.attribution.len(), 2);
+    for blame in &report.attribution {
+        assert_eq!(blame.phase, "wait", "{blame:?}");
+        assert!(blame.share > 0.9, "{blame:?}");
+    }
+}
+
+#[test]
+fn unimodal_control_reports_one_mode() {
+    // 25–35 ms spread evenly: one lump, not several peaks.
+    let server = Server::start(true, |index| Action::Reply {
+        delay: Duration::from_micros(25_000 + (index * 7_919) % 10_000),
+        split: false,
+    });
+    let records = run(config(&server.url("/"), closed(6), 60, Duration::from_secs(5)));
+    let report = report(&records);
+    assert_eq!(report.ok, 60);
+    let found = mode_values_ms(&report);
+    assert_eq!(found.len(), 1, "{}", report.modes_summary);
+    assert!((24.0..37.0).contains(&found[0]), "{found:?}");
+    assert!(report.attribution.is_empty());
+}
+
+/// The server writes its head and body in two small writes without TCP_NODELAY: Nagle holds
+/// the body until the head is acknowledged, and on a kept-alive connection past the kernel's
+/// quick-ACK start the client delays that ACK (40 ms minimum on Linux).
+fn nagle_transfer_median_ms(server_nodelay: bool) -> (f64, Report) {
+    let server = Server::start(server_nodelay, |_| Action::Reply { delay: Duration::ZERO, split: true });
+    let records = run(config(&server.url("/"), closed(1), 24, Duration::from_secs(5)));
+    let report = report(&records);
+    assert_eq!(report.ok, 24, "{}", report::render_text(&report, "nagle"));
+    assert_eq!(report.connections, 1, "one kept-alive connection");
+    let transfer = report.phases.iter().find(|phase| phase.name == "transfer").expect("transfer phase");
+    (transfer.median_ns as f64 / 1e6, report)
+}
+
+#[test]
+fn nagle_with_delayed_ack_shows_in_the_transfer_phase() {
+    let (with_nagle, report) = nagle_transfer_median_ms(false);
+    assert!(
+        (30.0..60.0).contains(&with_nagle),
+        "transfer median {with_nagle:.2} ms: {}",
+        report::render_text(&report, "nagle")
+    );
+    let wait = report.phases.iter().find(|phase| phase.name == "wait").expect("wait phase");
+    assert!(wait.median_ns < 5_000_000, "the penalty is not in wait: {wait:?}");
+    // Control: the same server with TCP_NODELAY.
+    let (without, _) = nagle_transfer_median_ms(true);
+    assert!(without < 5.0, "transfer median with TCP_NODELAY {without:.2} ms");
+}
+
+#[test]
+fn open_loop_charges_a_stall_to_the_requests_it_delayed() {
+    // The first request stalls 300 ms; requests are due every 10 ms on one worker.
+    let server = Server::start(true, |index| Action::Reply {
+        delay: if index == 0 { Duration::from_millis(300) } else { Duration::ZERO },
+        split: false,
+    });
+    let pacing = Pacing::Open { rate_per_second: 100.0, workers: 1 };
+    let mut records = run(config(&server.url("/"), pacing, 20, Duration::from_secs(5)));
+    records.sort_by_key(|record| record.seq);
+    assert_eq!(records.len(), 20);
+    // Request 1 was due at 10 ms and could start only after ~300 ms.
+    let second = &records[1];
+    let queue = second.phases.queue_ns.expect("open loop records queue time");
+    assert!(queue > 250_000_000, "queue {queue} ns");
+    assert!(second.total_ns >= queue, "total counts from the intended send");
+    // A closed-loop tool would report one slow request; here ~all delayed ones are slow.
+    let slow = records.iter().filter(|record| record.total_ns > 100_000_000).count();
+    assert!(slow >= 15, "{slow} slow requests");
+}
+
+#[test]
+fn failures_are_classified_and_never_stop_the_run() {
+    let refused_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let refused = run(config(&format!("http://127.0.0.1:{refused_port}/"), closed(1), 5, Duration::from_secs(2)));
+    assert_eq!(refused.len(), 5, "every request ran");
+    assert!(refused.iter().all(|record| record.error == Some(ErrorClass::Refused)), "{refused:?}");
+
+    let dns = run(config("http://no-such-host.invalid/", closed(1), 2, Duration::from_secs(5)));
+    assert!(dns.iter().all(|record| record.error == Some(ErrorClass::Dns)), "{dns:?}");
+
+    let stalled = Server::start(true, |_| Action::Stall);
+    let timeouts = run(config(&stalled.url("/"), closed(2), 2, Duration::from_millis(200)));
+    assert_eq!(timeouts.len(), 2);
+    for record in &timeouts {
+        assert_eq!(record.error, Some(ErrorClass::Timeout), "{record:?}");
+        assert!(record.total_ns >= 200_000_000 && record.total_ns < 1_000_000_000, "{record:?}");
+    }
+
+    // TLS spoken to a plain HTTP server: the handshake fails as TLS, not as I/O.
+    // (A server that answers any bytes with an HTTP error, as a plain server does to a
+    // ClientHello.)
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let plain_port = plain.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in plain.incoming().take(2) {
+            let Ok(mut stream) = stream else { continue };
+            let mut hello = [0u8; 512];
+            let _ = std::io::Read::read(&mut stream, &mut hello);
+            let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let tls = run(config(&format!("https://127.0.0.1:{plain_port}/"), closed(1), 2, Duration::from_secs(2)));
+    assert!(tls.iter().all(|record| record.error == Some(ErrorClass::Tls)), "{tls:?}");
+
+    let errors = Server::start(true, |index| {
+        if index % 2 == 0 {
+            Action::Status(503)
+        } else {
+            Action::Reply { delay: Duration::ZERO, split: false }
+        }
+    });
+    let mixed = run(config(&errors.url("/"), closed(1), 6, Duration::from_secs(2)));
+    let report = report(&mixed);
+    assert_eq!((report.requests, report.ok, report.responses), (6, 3, 6));
+    assert_eq!(report.errors.get("http_5xx"), Some(&3));
+
+    assert!(proctor_probe::url::parse("http//missing-colon").is_err());
+}
+
+#[test]
+fn no_reuse_opens_a_connection_per_request_and_records_round_trip_through_json() {
+    let server = Server::start(true, |_| Action::Reply { delay: Duration::ZERO, split: false });
+    let mut config = config(&server.url("/x"), closed(2), 10, Duration::from_secs(2));
+    Arc::get_mut(&mut config.client).expect("sole owner").reuse = false;
+    let records = run(config);
+    let report = report(&records);
+    assert_eq!((report.ok, report.connections), (10, 10));
+    assert!(records.iter().all(|record| !record.reused && record.phases.connect_ns.is_some()));
+    let lines: String =
+        records.iter().map(|record| serde_json::to_string(record).expect("serialize") + "\n").collect();
+    let back: Vec<RequestRecord> =
+        lines.lines().map(|line| serde_json::from_str(line).expect("parse")).collect();
+    assert_eq!(back, records);
+}
+
+#[test]
+fn chunked_and_close_delimited_bodies_are_read_to_the_end() {
+    let server = Server::start(true, |index| if index % 2 == 0 { Action::Chunked } else { Action::UntilClose });
+    let records = run(config(&server.url("/"), closed(1), 6, Duration::from_secs(2)));
+    assert!(records.iter().all(|record| record.error.is_none() && record.body_bytes == 11), "{records:?}");
+}

@@ -1,0 +1,97 @@
+//! A loopback HTTP/1.1 server for the tests: one thread per connection, keep-alive, and a
+//! per-request [`Action`] chosen from a global request counter.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Action {
+    /// `200` with a 5-byte body after `delay`; `split`: head and body in two writes.
+    Reply { delay: Duration, split: bool },
+    /// An empty response with this status.
+    Status(u16),
+    /// Chunked body "hello world" (11 bytes).
+    Chunked,
+    /// No length: "hello world", then close.
+    UntilClose,
+    /// Read the request, never answer (the connection stays open 5 s).
+    Stall,
+}
+
+pub struct Server {
+    port: u16,
+}
+
+impl Server {
+    /// `nodelay`: set TCP_NODELAY on accepted sockets. The accept thread lives until the test
+    /// binary exits; connections end when the client closes them.
+    pub fn start(nodelay: bool, action: impl Fn(u64) -> Action + Send + Sync + 'static) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let port = listener.local_addr().expect("local addr").port();
+        let action = Arc::new(action);
+        let counter = Arc::new(AtomicU64::new(0));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                stream.set_nodelay(nodelay).expect("nodelay");
+                let action = Arc::clone(&action);
+                let counter = Arc::clone(&counter);
+                std::thread::spawn(move || serve(stream, &*action, &counter));
+            }
+        });
+        Server { port }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+fn serve(mut stream: TcpStream, action: &dyn Fn(u64) -> Action, counter: &AtomicU64) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // Requests in these tests have no body: the head ends the request.
+        while !buffer.windows(4).any(|window| window == b"\r\n\r\n") {
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+            }
+        }
+        let end = buffer.windows(4).position(|window| window == b"\r\n\r\n").map_or(0, |at| at + 4);
+        let close = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase().contains("connection: close");
+        buffer.drain(..end);
+        let index = counter.fetch_add(1, Ordering::Relaxed);
+        let written = match action(index) {
+            Action::Reply { delay, split } => {
+                std::thread::sleep(delay);
+                let head = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+                if split {
+                    stream.write_all(head).and_then(|()| stream.write_all(b"hello"))
+                } else {
+                    stream.write_all(&[&head[..], b"hello"].concat())
+                }
+            }
+            Action::Status(status) => {
+                stream.write_all(format!("HTTP/1.1 {status} Oops\r\nContent-Length: 0\r\n\r\n").as_bytes())
+            }
+            Action::Chunked => stream.write_all(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+            ),
+            Action::UntilClose => {
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello world");
+                return;
+            }
+            Action::Stall => {
+                std::thread::sleep(Duration::from_secs(5));
+                return;
+            }
+        };
+        if written.is_err() || close {
+            return;
+        }
+    }
+}
