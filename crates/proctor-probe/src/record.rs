@@ -129,6 +129,6 @@ pub struct RequestRecord {
 impl RequestRecord {
     /// A complete HTTP response arrived (any status), so `total_ns` is a latency.
     pub fn has_response(&self) -> bool {
-        self.status.is_some() && self.error.map_or(true, ErrorClass::has_response)
+        self.status.is_some() && self.error.is_none_or(ErrorClass::has_response)
     }
 }

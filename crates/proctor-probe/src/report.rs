@@ -536,7 +536,7 @@ mod tests {
             wait_ns: Some(wait_ms * ms + seq * 1000),
             transfer_ns: Some(transfer_ms * ms),
         };
-        let response = error.map_or(true, ErrorClass::has_response);
+        let response = error.is_none_or(ErrorClass::has_response);
         RequestRecord {
             run: "r".into(),
             seq,

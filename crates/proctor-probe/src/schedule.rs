@@ -46,8 +46,8 @@ pub struct Limit {
 impl Limit {
     /// Whether request `index`, due (or starting) at `offset` from the start, may start.
     pub fn allows(&self, index: u64, offset: Duration) -> bool {
-        self.count.map_or(true, |count| index < count)
-            && self.duration.map_or(true, |duration| offset < duration)
+        self.count.is_none_or(|count| index < count)
+            && self.duration.is_none_or(|duration| offset < duration)
     }
 }
 
@@ -66,7 +66,7 @@ impl Bursts {
             return 1;
         }
         let whole = self.total.as_nanos() / self.every.as_nanos();
-        let exact = self.total.as_nanos() % self.every.as_nanos() == 0;
+        let exact = self.total.as_nanos().is_multiple_of(self.every.as_nanos());
         (whole + u128::from(!exact)).max(1) as u64
     }
 
