@@ -35,7 +35,8 @@ enum Command {
     /// A statsd server that keeps its packets and counts what it loses.
     Statsd(cmd::statsd::Args),
     /// Measure an HTTP endpoint's latency phase by phase: percentiles, modes, what is slow.
-    Probe(cmd::probe::Args),
+    // Boxed: its options are several times the size of every other variant's.
+    Probe(Box<cmd::probe::Args>),
 }
 
 fn main() -> ExitCode {
@@ -48,7 +49,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Strace(args) => cmd::strace::run(args),
         Command::Statsd(args) => cmd::statsd::run(args),
-        Command::Probe(args) => cmd::probe::run(args),
+        Command::Probe(args) => cmd::probe::run(*args),
     };
     match result {
         Ok(code) => code,

@@ -20,6 +20,7 @@ use rustls::pki_types::ServerName;
 
 use crate::http::{build_request, parse_head, ChunkedDecoder, Framing, RequestSpec};
 use crate::record::{ErrorClass, Phases};
+use crate::tls::TlsConfig;
 use crate::url::Target;
 
 /// Everything a worker's client needs; shared by all workers of a run.
@@ -31,21 +32,8 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Keep the connection for the next request when the server allows it.
     pub reuse: bool,
-    /// Required for `https` targets: see [`default_tls_config`].
-    pub tls: Option<Arc<rustls::ClientConfig>>,
-}
-
-/// TLS 1.2 and 1.3 with ring's primitives and Mozilla's root certificates (webpki-roots), so
-/// results do not depend on the host's certificate store; ALPN offers only `http/1.1`.
-pub fn default_tls_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    /// Required for `https` targets: whom to trust, see [`crate::tls`].
+    pub tls: Option<TlsConfig>,
 }
 
 /// What one request came to.
@@ -58,6 +46,9 @@ pub struct Outcome {
     pub status: Option<u16>,
     pub body_bytes: u64,
     pub error: Option<(ErrorClass, String)>,
+    /// `https` only: whether the server's certificate was (to be) verified; `Some(false)`
+    /// under `--insecure`, on every request of the run whether or not it got that far.
+    pub tls_verified: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -170,6 +161,8 @@ impl Client {
             },
         };
         let end = Instant::now();
+        let tls_verified =
+            self.config.tls.as_ref().filter(|_| self.config.target.tls).map(|tls| tls.verifies_certificates);
         match result {
             Exchange::Done { status, body_bytes, keep } => {
                 self.connection = keep;
@@ -178,7 +171,7 @@ impl Client {
                     500..=599 => Some((ErrorClass::Http5xx, format!("HTTP {status}"))),
                     _ => None,
                 };
-                Outcome { phases, end, reused, status: Some(status), body_bytes, error }
+                Outcome { phases, end, reused, status: Some(status), body_bytes, error, tls_verified }
             }
             Exchange::Failed(failed) => Outcome {
                 phases,
@@ -187,6 +180,7 @@ impl Client {
                 status: None,
                 body_bytes: 0,
                 error: Some((failed.class, failed.detail)),
+                tls_verified,
             },
             Exchange::Stale => Outcome {
                 phases,
@@ -195,6 +189,7 @@ impl Client {
                 status: None,
                 body_bytes: 0,
                 error: Some((ErrorClass::Io, "connection closed before the response".into())),
+                tls_verified,
             },
         }
     }
@@ -242,13 +237,17 @@ impl Client {
         if !target.tls {
             return Ok(Stream::Plain(tcp));
         }
-        let Some(tls_config) = self.config.tls.clone() else {
+        let Some(tls_config) = self.config.tls.as_ref() else {
             return Err(failure(ErrorClass::Tls, "https without a TLS configuration"));
         };
         let name = ServerName::try_from(target.host.clone())
             .map_err(|err| failure(ErrorClass::Tls, format!("invalid server name {}: {err}", target.host)))?;
-        let mut session = rustls::ClientConnection::new(tls_config, name)
+        let mut session = rustls::ClientConnection::new(Arc::clone(&tls_config.rustls), name)
             .map_err(|err| failure(ErrorClass::Tls, err.to_string()))?;
+        // The handshake runs to completion here, not lazily inside the first write, so its
+        // cost lands in `tls` and never in `write` or `wait`. It ends when our last flight
+        // (client Finished) is written; TLS 1.3 session tickets that follow are read with
+        // the response.
         let mut tcp = tcp;
         while session.is_handshaking() {
             let remaining = remaining(deadline)?;
@@ -259,7 +258,7 @@ impl Client {
                     _ => ErrorClass::Tls,
                 };
                 phases.tls_ns = Some(nanos(connected_at.elapsed()));
-                return Err(failure(class, format!("TLS handshake: {err}")));
+                return Err(failure(class, describe_handshake_error(&err, tls_config)));
             }
         }
         phases.tls_ns = Some(nanos(connected_at.elapsed()));
@@ -376,6 +375,29 @@ impl Client {
         }
         phases.transfer_ns = Some(nanos(first_byte.elapsed()));
         Ok((head.status, body_bytes, keep_alive))
+    }
+}
+
+/// "TLS handshake: invalid peer certificate: UnknownIssuer (trusting only the 1 root in
+/// ca.pem)": a certificate failure says which roots it was checked against, because "unknown
+/// issuer" alone does not tell a private CA missing from a wrong one.
+fn describe_handshake_error(err: &std::io::Error, tls: &TlsConfig) -> String {
+    let certificate = err
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|rustls_error| matches!(rustls_error, rustls::Error::InvalidCertificate(_)));
+    if certificate {
+        // webpki accepts only a leaf as the server's certificate; `openssl req -x509` marks a
+        // self-signed one CA:TRUE by default, which curl accepts and this client refuses. The
+        // reason sits in an opaque `OtherError`, so its name is matched in the text.
+        let hint = if err.to_string().contains("CaUsedAsEndEntity") {
+            "; the server's own certificate is marked CA:TRUE: re-issue it with basicConstraints CA:FALSE, or sign a leaf with that CA"
+        } else {
+            ""
+        };
+        format!("TLS handshake: {err} (trusting {}{hint})", tls.trusting)
+    } else {
+        format!("TLS handshake: {err}")
     }
 }
 

@@ -4,8 +4,9 @@
 //! Layers, pure first: [`url`] and [`http`] (wire format), [`schedule`] (when requests
 //! start), [`record`] (one request's result; also the JSON-lines file format) and [`report`]
 //! (percentiles, histogram, modes via `proctor-modes`, phase attribution) do no I/O and read
-//! no clock. [`client`] is the only module that touches the network; [`runner`] owns the
-//! threads and the clock. [`plot`] draws a recorded run as SVG or PNG.
+//! no clock; [`tls`] turns whom to trust (Mozilla's roots, a private CA's PEM, or nobody) into
+//! a rustls configuration. [`client`] is the only module that touches the network; [`runner`]
+//! owns the threads and the clock. [`plot`] draws a recorded run as SVG or PNG.
 
 pub mod client;
 pub mod http;
@@ -14,6 +15,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod tls;
 pub mod url;
 
 pub use record::{ErrorClass, Phases, RequestRecord};

@@ -310,6 +310,7 @@ mod tests {
                 total_ns: if seq % 2 == 0 { 20_000_000 } else { 80_000_000 } + seq * 1000,
                 phases: Phases::default(),
                 reused: true,
+                tls_verified: None,
                 status: Some(200),
                 body_bytes: 2,
                 error: None,

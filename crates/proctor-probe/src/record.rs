@@ -117,6 +117,10 @@ pub struct RequestRecord {
     pub phases: Phases,
     /// The connection had carried an earlier request (no DNS, connect or TLS this time).
     pub reused: bool,
+    /// `https` only: false when the run skipped certificate verification (`--insecure`), so
+    /// a recorded file says whether its server's identity was checked. Absent for `http`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_verified: Option<bool>,
     pub status: Option<u16>,
     /// Body bytes received.
     pub body_bytes: u64,

@@ -48,6 +48,9 @@ pub struct Report {
     pub error_examples: BTreeMap<String, String>,
     /// New connections opened (requests that did not reuse one and got past DNS).
     pub connections: u64,
+    /// `https` runs: false when any record skipped certificate verification (`--insecure`),
+    /// true when all verified; `null` when no record used TLS.
+    pub tls_verified: Option<bool>,
     /// From the first intended send to the last response's end.
     pub span_seconds: f64,
     pub requests_per_second: f64,
@@ -170,6 +173,9 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         error_examples,
         connections: records.iter().filter(|record| !record.reused && record.phases.connect_ns.is_some()).count()
             as u64,
+        // One unverified record taints a merged analysis: its latencies may come from a server
+        // that was not the one named.
+        tls_verified: records.iter().filter_map(|record| record.tls_verified).reduce(|all, this| all && this),
         span_seconds,
         requests_per_second: if span_seconds > 0.0 { records.len() as f64 / span_seconds } else { 0.0 },
         latency: latency(&totals),
@@ -414,6 +420,9 @@ pub fn render_text(report: &Report, title: &str) -> String {
         report.connections,
         if report.runs.len() > 1 { format!("; {} runs merged", report.runs.len()) } else { String::new() }
     );
+    if report.tls_verified == Some(false) {
+        let _ = writeln!(out, "  TLS: certificates NOT verified (insecure): the server's identity was not checked");
+    }
     let Some(latency) = &report.latency else {
         let _ = writeln!(out, "\nno complete responses: no latency to report");
         render_errors(&mut out, report);
@@ -545,6 +554,7 @@ mod tests {
             total_ns: 10_000 + (wait_ms + transfer_ms) * ms + seq * 1000,
             phases,
             reused: seq > 0,
+            tls_verified: None,
             status: response.then_some(200),
             body_bytes: 0,
             error,
@@ -585,6 +595,26 @@ mod tests {
         assert!(report.latency.is_none() && report.modes.is_none());
         assert!(render_text(&report, "t").contains("no complete responses"));
         assert!(build(&[], &ReportConfig::default()).timeline.is_empty());
+    }
+
+    #[test]
+    fn one_unverified_tls_record_marks_the_whole_report_unverified() {
+        let with = |verified: &[Option<bool>]| {
+            let records: Vec<RequestRecord> = verified
+                .iter()
+                .enumerate()
+                .map(|(seq, &tls_verified)| RequestRecord { tls_verified, ..record(seq as u64, 5, 0, None) })
+                .collect();
+            build(&records, &ReportConfig::default())
+        };
+        assert_eq!(with(&[None, None]).tls_verified, None);
+        assert_eq!(with(&[Some(true), None, Some(true)]).tls_verified, Some(true));
+        let merged = with(&[Some(true), Some(false), Some(true)]);
+        assert_eq!(merged.tls_verified, Some(false));
+        assert!(render_text(&merged, "t").contains("certificates NOT verified"));
+        assert!(!render_text(&with(&[Some(true)]), "t").contains("NOT verified"));
+        let json = serde_json::to_value(&merged).expect("json");
+        assert_eq!(json["tls_verified"], serde_json::Value::Bool(false));
     }
 
     #[test]

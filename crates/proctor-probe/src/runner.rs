@@ -166,6 +166,7 @@ fn run_phase(
                             total_ns: nanos(outcome.end.saturating_duration_since(intended)),
                             phases,
                             reused: outcome.reused,
+                            tls_verified: outcome.tls_verified,
                             status: outcome.status,
                             body_bytes: outcome.body_bytes,
                             error,

@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use proctor_probe::client::{default_tls_config, ClientConfig};
+use proctor_probe::client::ClientConfig;
 use proctor_probe::http::RequestSpec;
 use proctor_probe::report::{self, ReportConfig};
 use proctor_probe::runner::{self, RunConfig};
 use proctor_probe::schedule::{Bursts, Limit, Pacing};
-use proctor_probe::{plot, RequestRecord};
+use proctor_probe::tls::{parse_pem_certificates, TlsConfig, Trust};
+use proctor_probe::{plot, ErrorClass, RequestRecord};
 
 use crate::cmd::statsd::{block_signals, wait_for_signal};
 use crate::output::{parse_duration, Format};
@@ -73,6 +74,14 @@ struct RunOptions {
     /// Request body.
     #[arg(long, value_name = "BODY")]
     data: Option<String>,
+    /// https: trust only the CA certificates in this PEM file (a private CA), instead of the
+    /// built-in Mozilla roots.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    cacert: Option<PathBuf>,
+    /// https: do not verify the server's certificate. The report and JSON say
+    /// `tls_verified: false`.
+    #[arg(short = 'k', long)]
+    insecure: bool,
     /// Per-request deadline, from its start to the end of the body.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     timeout: Duration,
@@ -151,7 +160,21 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         None if options.requests.is_none() && options.duration.is_none() => Limit { count: Some(50), duration: None },
         None => Limit { count: options.requests, duration: options.duration },
     };
-    let tls = if target.tls { Some(default_tls_config().context("cannot set up TLS")?) } else { None };
+    let tls = match (target.tls, &options.cacert, options.insecure) {
+        (false, None, false) => None,
+        (false, _, _) => bail!("--cacert and --insecure apply to https URLs only"),
+        (true, Some(path), _) => {
+            let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let source = path.display().to_string();
+            let certificates = parse_pem_certificates(&pem, &source)?;
+            Some(TlsConfig::new(Trust::Roots { certificates, source })?)
+        }
+        (true, None, true) => {
+            eprintln!("proctor: warning: --insecure: server certificates are not verified");
+            Some(TlsConfig::new(Trust::Insecure)?)
+        }
+        (true, None, false) => Some(TlsConfig::new(Trust::WebpkiRoots)?),
+    };
     let client = Arc::new(ClientConfig {
         target,
         request: RequestSpec {
@@ -221,6 +244,13 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         eprintln!("proctor: interrupted; reporting the {} requests that finished", records.len());
     } else {
         handle.join();
+    }
+    let tls_failures = records.iter().filter(|record| record.error == Some(ErrorClass::Tls)).count();
+    if tls_failures > 0 && options.cacert.is_none() && !options.insecure {
+        eprintln!(
+            "proctor: TLS failed for {tls_failures} of {} requests; a server with a private CA needs --cacert FILE (or --insecure to skip verification)",
+            records.len()
+        );
     }
     let title = format!("proctor probe {url} ({})", describe(&pacing, bursts, options.no_reuse));
     print_report(&records, &title, format, plot_path)?;

@@ -327,3 +327,95 @@ fn probe_rejects_a_bad_url_and_reports_refused_connections() {
     assert_eq!(v["errors"]["refused"], 3, "{v}");
     assert!(v["latency"].is_null());
 }
+
+/// A keep-alive loopback HTTPS server answering `200 ok`, with a self-signed certificate for
+/// 127.0.0.1 generated now; returns its port and the certificate's PEM (its own root).
+fn https_probe_server() -> (u16, String) {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).expect("self-signed certificate");
+    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![certified.cert.der().clone()], key.into())
+            .expect("server config"),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let Ok(session) = rustls::ServerConnection::new(config) else { return };
+                let mut stream = rustls::StreamOwned::new(session, tcp);
+                let mut pending = Vec::new();
+                let mut chunk = [0u8; 2048];
+                loop {
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+                            return;
+                        }
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => pending.extend_from_slice(&chunk[..read]),
+                    }
+                }
+            });
+        }
+    });
+    (port, certified.cert.pem())
+}
+
+#[test]
+fn probe_https_trusts_a_cacert_file_or_says_it_verified_nothing() {
+    let (port, pem) = https_probe_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &pem).expect("write ca.pem");
+    let ca_text = ca.to_str().expect("utf-8 path");
+    let url = format!("https://127.0.0.1:{port}/");
+
+    let v = json(&proctor(&["probe", &url, "--cacert", ca_text, "-n", "5", "--format", "json"]));
+    assert_eq!((v["requests"].as_u64(), v["ok"].as_u64()), (Some(5), Some(5)), "{v}");
+    assert_eq!(v["tls_verified"], true, "{v}");
+    assert_eq!(v["connections"], 1, "{v}");
+    let tls = v["phases"].as_array().and_then(|phases| phases.iter().find(|phase| phase["name"] == "tls")).cloned();
+    let tls = tls.unwrap_or_else(|| panic!("a tls phase: {v}"));
+    assert_eq!(tls["count"], 1, "only the new connection has a handshake: {tls}");
+    assert!(tls["median_ns"].as_u64().is_some_and(|ns| ns > 0), "{tls}");
+
+    // Mozilla's roots alone do not know this certificate: classified, with a hint.
+    let untrusted = proctor(&["probe", &url, "-n", "2", "--format", "json"]);
+    let v = json(&untrusted);
+    assert_eq!(v["errors"]["tls"], 2, "{v}");
+    assert!(v["error_examples"]["tls"].as_str().is_some_and(|text| text.contains("UnknownIssuer")), "{v}");
+    assert!(String::from_utf8_lossy(&untrusted.stderr).contains("--cacert"));
+
+    let insecure = proctor(&["probe", &url, "-k", "-n", "2"]);
+    assert!(insecure.status.success());
+    let text = String::from_utf8_lossy(&insecure.stdout);
+    assert!(text.contains("2 ok") && text.contains("certificates NOT verified"), "{text}");
+    assert!(String::from_utf8_lossy(&insecure.stderr).contains("not verified"));
+    let v = json(&proctor(&["probe", &url, "--insecure", "-n", "2", "--format", "json"]));
+    assert_eq!((v["ok"].as_u64(), &v["tls_verified"]), (Some(2), &serde_json::Value::Bool(false)), "{v}");
+
+    // Bad input is refused before the run.
+    let missing = proctor(&["probe", &url, "--cacert", "/nonexistent/ca.pem"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/ca.pem"));
+    let not_pem = dir.path().join("empty.pem");
+    std::fs::write(&not_pem, "nothing here\n").expect("write");
+    let empty = proctor(&["probe", &url, "--cacert", not_pem.to_str().expect("utf-8")]);
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("no certificate in it"));
+    let plain = proctor(&["probe", &format!("http://127.0.0.1:{port}/"), "--insecure"]);
+    assert_eq!(plain.status.code(), Some(1));
+    assert_eq!(proctor(&["probe", &url, "-k", "--cacert", ca_text]).status.code(), Some(2), "conflicting flags");
+}

@@ -1,7 +1,9 @@
 //! `proctor-probe` against real loopback servers run by the tests themselves (std threads,
 //! `127.0.0.1:0`): planted latency modes, the Nagle/delayed-ACK penalty, coordinated-omission
-//! correction, and every failure class. Each run is bounded in requests and time.
+//! correction, every failure class, and HTTPS against a private CA generated per test. Each
+//! run is bounded in requests and time.
 
+mod pki;
 mod server;
 
 use std::sync::Arc;
@@ -12,13 +14,19 @@ use proctor_probe::http::RequestSpec;
 use proctor_probe::report::{self, Report, ReportConfig};
 use proctor_probe::runner::{self, RunConfig};
 use proctor_probe::schedule::{Limit, Pacing};
+use proctor_probe::tls::{parse_pem_certificates, TlsConfig, Trust};
 use proctor_probe::{ErrorClass, RequestRecord};
 
+use pki::Pki;
 use server::{Action, Server};
 
 fn config(url: &str, pacing: Pacing, requests: u64, timeout: Duration) -> RunConfig {
+    config_trusting(url, Trust::WebpkiRoots, pacing, requests, timeout)
+}
+
+fn config_trusting(url: &str, trust: Trust, pacing: Pacing, requests: u64, timeout: Duration) -> RunConfig {
     let target = proctor_probe::url::parse(url).expect("valid test URL");
-    let tls = target.tls.then(|| proctor_probe::client::default_tls_config().expect("tls config"));
+    let tls = target.tls.then(|| TlsConfig::new(trust).expect("tls config"));
     RunConfig {
         client: Arc::new(ClientConfig {
             target,
@@ -211,6 +219,8 @@ fn no_reuse_opens_a_connection_per_request_and_records_round_trip_through_json()
     let back: Vec<RequestRecord> =
         lines.lines().map(|line| serde_json::from_str(line).expect("parse")).collect();
     assert_eq!(back, records);
+    assert!(!lines.contains("tls_verified"), "plain http records carry no TLS verdict: {lines}");
+    assert_eq!(report.tls_verified, None);
 }
 
 #[test]
@@ -218,4 +228,113 @@ fn chunked_and_close_delimited_bodies_are_read_to_the_end() {
     let server = Server::start(true, |index| if index % 2 == 0 { Action::Chunked } else { Action::UntilClose });
     let records = run(config(&server.url("/"), closed(1), 6, Duration::from_secs(2)));
     assert!(records.iter().all(|record| record.error.is_none() && record.body_bytes == 11), "{records:?}");
+}
+
+fn ok_reply(_index: u64) -> Action {
+    Action::Reply { delay: Duration::ZERO, split: false }
+}
+
+fn trust_ca(pki: &Pki, source: &str) -> Trust {
+    let certificates = parse_pem_certificates(pki.ca_pem.as_bytes(), source).expect("CA PEM");
+    Trust::Roots { certificates, source: source.into() }
+}
+
+/// The server waits this long before its side of every handshake.
+const HANDSHAKE_DELAY: Duration = Duration::from_millis(30);
+
+#[test]
+fn https_with_a_private_ca_times_the_handshake_on_new_connections_only() {
+    let pki = Pki::generate("proctor test CA");
+    let server = Server::start_tls(Arc::clone(&pki.server), HANDSHAKE_DELAY, ok_reply);
+    let records = run(config_trusting(&server.url("/"), trust_ca(&pki, "ca.pem"), closed(2), 10, Duration::from_secs(5)));
+    assert_eq!(records.len(), 10);
+    for record in &records {
+        assert_eq!((record.error, record.status, record.body_bytes), (None, Some(200), 5), "{record:?}");
+        assert_eq!(record.tls_verified, Some(true));
+    }
+    let delay_ns = HANDSHAKE_DELAY.as_nanos() as u64;
+    let (new, kept): (Vec<&RequestRecord>, Vec<&RequestRecord>) = records.iter().partition(|record| !record.reused);
+    assert_eq!(new.len(), 2, "one connection per worker: {records:?}");
+    for record in &new {
+        let phases = record.phases;
+        // The server's handshake delay lands in `tls`, not in connect (the kernel completed
+        // it) nor in wait (the handshake finished before the request was written).
+        let tls = phases.tls_ns.expect("tls timed on a new connection");
+        assert!(tls >= delay_ns && tls < 2_000_000_000, "{record:?}");
+        assert!(phases.connect_ns.expect("connect") < delay_ns, "{record:?}");
+        assert!(phases.wait_ns.expect("wait") < delay_ns, "{record:?}");
+        assert!(record.total_ns >= tls, "{record:?}");
+    }
+    for record in &kept {
+        let phases = record.phases;
+        assert_eq!((phases.dns_ns, phases.connect_ns, phases.tls_ns), (None, None, None), "{record:?}");
+        assert!(record.total_ns < delay_ns, "a kept connection pays no handshake: {record:?}");
+    }
+    let report = report(&records);
+    assert_eq!((report.ok, report.connections, report.tls_verified), (10, 2, Some(true)));
+    let tls = report.phases.iter().find(|phase| phase.name == "tls").expect("tls phase summary");
+    assert_eq!(tls.count, 2, "{tls:?}");
+    assert!(tls.median_ns >= delay_ns, "{tls:?}");
+
+    // Without reuse every request is a new connection with its own (resumed) handshake.
+    let mut fresh = config_trusting(&server.url("/"), trust_ca(&pki, "ca.pem"), closed(1), 4, Duration::from_secs(5));
+    Arc::get_mut(&mut fresh.client).expect("sole owner").reuse = false;
+    let records = run(fresh);
+    assert_eq!(records.len(), 4);
+    for record in &records {
+        assert_eq!((record.error, record.status, record.reused), (None, Some(200), false), "{record:?}");
+        assert!(record.phases.tls_ns.is_some_and(|tls| tls >= delay_ns), "{record:?}");
+    }
+}
+
+#[test]
+fn https_without_the_private_ca_fails_as_tls_and_names_the_roots_it_trusted() {
+    let pki = Pki::generate("proctor test CA");
+    let server = Server::start_tls(Arc::clone(&pki.server), Duration::ZERO, ok_reply);
+    let mozilla = run(config(&server.url("/"), closed(1), 3, Duration::from_secs(5)));
+    assert_eq!(mozilla.len(), 3, "every request ran");
+    for record in &mozilla {
+        assert_eq!((record.error, record.status), (Some(ErrorClass::Tls), None), "{record:?}");
+        let detail = record.error_detail.as_deref().unwrap_or_default();
+        assert!(detail.contains("UnknownIssuer") && detail.contains("Mozilla's roots"), "{detail}");
+        assert!(record.phases.tls_ns.is_some(), "the failed handshake is timed: {record:?}");
+        assert_eq!(record.tls_verified, Some(true));
+    }
+    let report = report(&mozilla);
+    assert_eq!((report.ok, report.errors.get("tls")), (0, Some(&3)));
+
+    // A private CA, but not the one that signed this server.
+    let other = Pki::generate("another test CA");
+    let wrong = run(config_trusting(&server.url("/"), trust_ca(&other, "other-ca.pem"), closed(1), 2, Duration::from_secs(5)));
+    for record in &wrong {
+        assert_eq!(record.error, Some(ErrorClass::Tls), "{record:?}");
+        let detail = record.error_detail.as_deref().unwrap_or_default();
+        assert!(detail.contains("UnknownIssuer") && detail.contains("only the 1 root in other-ca.pem"), "{detail}");
+    }
+
+    // A self-signed CA:TRUE certificate is refused even when trusted, and the message says why.
+    let openssl_style = Pki::ca_as_server_certificate();
+    let server = Server::start_tls(Arc::clone(&openssl_style.server), Duration::ZERO, ok_reply);
+    let refused = run(config_trusting(&server.url("/"), trust_ca(&openssl_style, "self.pem"), closed(1), 1, Duration::from_secs(5)));
+    let detail = refused[0].error_detail.as_deref().unwrap_or_default();
+    assert_eq!(refused[0].error, Some(ErrorClass::Tls), "{detail}");
+    assert!(detail.contains("CaUsedAsEndEntity") && detail.contains("CA:FALSE"), "{detail}");
+}
+
+#[test]
+fn insecure_https_succeeds_and_every_record_says_unverified() {
+    let pki = Pki::generate("proctor test CA");
+    let server = Server::start_tls(Arc::clone(&pki.server), Duration::ZERO, ok_reply);
+    let records = run(config_trusting(&server.url("/"), Trust::Insecure, closed(1), 4, Duration::from_secs(5)));
+    assert_eq!(records.len(), 4);
+    for record in &records {
+        assert_eq!((record.error, record.status, record.tls_verified), (None, Some(200), Some(false)), "{record:?}");
+        let line = serde_json::to_string(record).expect("serialize");
+        assert!(line.contains(r#""tls_verified":false"#), "{line}");
+    }
+    assert!(records.iter().filter(|record| !record.reused).all(|record| record.phases.tls_ns.is_some()));
+    let report = report(&records);
+    assert_eq!((report.ok, report.tls_verified), (4, Some(false)));
+    let text = report::render_text(&report, "insecure");
+    assert!(text.contains("TLS: certificates NOT verified"), "{text}");
 }

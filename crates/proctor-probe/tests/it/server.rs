@@ -1,5 +1,6 @@
-//! A loopback HTTP/1.1 server for the tests: one thread per connection, keep-alive, and a
-//! per-request [`Action`] chosen from a global request counter.
+//! A loopback HTTP/1.1 server for the tests, plain or HTTPS (rustls `ServerConnection` over
+//! the same std `TcpStream`): one thread per connection, keep-alive, and a per-request
+//! [`Action`] chosen from a global request counter.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -23,34 +24,68 @@ pub enum Action {
 
 pub struct Server {
     port: u16,
+    scheme: &'static str,
+}
+
+/// Each accepted connection, handed to a thread of its own.
+type Accept = Box<dyn Fn(TcpStream) + Send + Sync>;
+
+/// The accept loop on a thread that lives until the test binary exits.
+fn listen(nodelay: bool, accept: Accept) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("local addr").port();
+    let accept = Arc::new(accept);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            stream.set_nodelay(nodelay).expect("nodelay");
+            let accept = Arc::clone(&accept);
+            std::thread::spawn(move || accept(stream));
+        }
+    });
+    port
 }
 
 impl Server {
     /// `nodelay`: set TCP_NODELAY on accepted sockets. The accept thread lives until the test
     /// binary exits; connections end when the client closes them.
     pub fn start(nodelay: bool, action: impl Fn(u64) -> Action + Send + Sync + 'static) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        let port = listener.local_addr().expect("local addr").port();
-        let action = Arc::new(action);
-        let counter = Arc::new(AtomicU64::new(0));
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                stream.set_nodelay(nodelay).expect("nodelay");
-                let action = Arc::clone(&action);
-                let counter = Arc::clone(&counter);
-                std::thread::spawn(move || serve(stream, &*action, &counter));
-            }
-        });
-        Server { port }
+        let counter = AtomicU64::new(0);
+        let port = listen(nodelay, Box::new(move |mut stream| serve(&mut stream, &action, &counter)));
+        Server { port, scheme: "http" }
+    }
+
+    /// HTTPS with `tls` (TCP_NODELAY on). Every new connection first waits `handshake_delay`
+    /// before reading the ClientHello, so the client's `tls` phase has a known floor while
+    /// its `connect` (completed by the kernel's backlog) and later phases do not.
+    pub fn start_tls(
+        tls: Arc<rustls::ServerConfig>,
+        handshake_delay: Duration,
+        action: impl Fn(u64) -> Action + Send + Sync + 'static,
+    ) -> Server {
+        let counter = AtomicU64::new(0);
+        let port = listen(
+            true,
+            Box::new(move |tcp| {
+                std::thread::sleep(handshake_delay);
+                let Ok(session) = rustls::ServerConnection::new(Arc::clone(&tls)) else { return };
+                // The handshake happens inside the first read; a client that rejects our
+                // certificate ends it there with an alert, and `serve` returns.
+                let mut stream = rustls::StreamOwned::new(session, tcp);
+                serve(&mut stream, &action, &counter);
+                stream.conn.send_close_notify();
+                let _ = stream.flush();
+            }),
+        );
+        Server { port, scheme: "https" }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("{}://127.0.0.1:{}{path}", self.scheme, self.port)
     }
 }
 
-fn serve(mut stream: TcpStream, action: &dyn Fn(u64) -> Action, counter: &AtomicU64) {
+fn serve(stream: &mut (impl Read + Write), action: &dyn Fn(u64) -> Action, counter: &AtomicU64) {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
