@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod common;
 pub mod doctor;
+pub mod record;
 pub mod serve;
 pub mod snapshot;
 pub mod statsd;

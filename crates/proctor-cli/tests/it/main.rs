@@ -1,5 +1,7 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
+mod record;
+
 use std::process::{Child, Command, Output, Stdio};
 
 fn proctor(args: &[&str]) -> Output {
