@@ -1,6 +1,7 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
 mod record;
+mod replay;
 
 use std::process::{Child, Command, Output, Stdio};
 
