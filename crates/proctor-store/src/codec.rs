@@ -12,6 +12,9 @@
 //! dictionary. Consecutive samples of the same host are nearly identical text (the same pids,
 //! names, command lines, most counters unchanged), so a delta frame costs roughly what changed.
 //! Decoding any frame needs at most two decompressions (its key, then itself), never a chain.
+//! The writer starts a new chunk early when a delta comes out larger than a quarter of its key:
+//! a run's first sample has no command lines yet (the cmdline worker reads them after), and a
+//! key without them makes every delta of its chunk ~20× larger.
 
 use proctor_model::Sample;
 

@@ -52,12 +52,25 @@ fn sigkill_at_random_moments_loses_at_most_the_sample_in_flight() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start recorder");
-        // From "before the store is even open" to a few dozen samples in.
-        std::thread::sleep(Duration::from_millis(rng.next() % 120));
+        let mut pipe = child.stderr.take().expect("piped");
+        let mut seen = Vec::new();
+        // A third of the rounds kill at any moment from spawn on (often before the store is
+        // open); the rest first wait for a sample to be written, so that killing mid-run is
+        // covered however slow the machine is, then kill up to ~20 samples later.
+        if !rng.next().is_multiple_of(3) {
+            let mut byte = [0u8; 1];
+            while !seen.ends_with(b"\n") || !String::from_utf8_lossy(&seen).contains("appended ") {
+                if pipe.read(&mut byte).expect("read stderr") == 0 {
+                    break;
+                }
+                seen.push(byte[0]);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.next() % 100));
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
-        let mut stderr = String::new();
-        child.stderr.take().expect("piped").read_to_string(&mut stderr).expect("read stderr");
+        pipe.read_to_end(&mut seen).expect("read stderr");
+        let stderr = String::from_utf8_lossy(&seen);
         let announced: BTreeSet<(u64, u64)> = stderr
             .lines()
             .filter_map(|l| l.strip_prefix("appended "))

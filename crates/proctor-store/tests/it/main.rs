@@ -306,3 +306,24 @@ fn write_v1_store_when_asked() {
     let Some(dir) = std::env::var_os("PROCTOR_WRITE_V1_STORE") else { return };
     write(Path::new(&dir), small_config(), 0..6);
 }
+
+/// Regression: a run's first sample has no command lines yet, so a chunk keyed on it made every
+/// delta ~20× larger (16 KB instead of 0.8 KB with 600 processes). A delta over a quarter of
+/// its key's size must start a new chunk with the next frame.
+#[test]
+fn a_key_unlike_the_samples_after_it_is_replaced_early() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
+    let mut first = sample(0, 300);
+    for p in &mut first.processes {
+        p.cmdline = None;
+        p.cgroup = None;
+    }
+    let kinds: Vec<bool> = std::iter::once(first)
+        .chain((1..5).map(|seq| sample(seq, 300)))
+        .map(|s| writer.append(&s).expect("append").key_frame)
+        .collect();
+    assert_eq!(kinds, vec![true, false, true, false, false]);
+    drop(writer);
+    assert_eq!(seqs(&read_all(dir.path())), (0..5).collect::<Vec<_>>());
+}
