@@ -24,6 +24,12 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Host, container and the top processes, from two samples one interval apart.
     Snapshot(cmd::snapshot::Args),
+    /// Record raw samples into a data directory until SIGINT/SIGTERM, then print the cost.
+    Record(cmd::record::Args),
+    /// The snapshot view of recorded samples: at one time, or every sample in a range.
+    Replay(cmd::replay::Args),
+    /// Recorded samples as CSV or JSON lines, with field selection, filters and top-N.
+    Dump(cmd::dump::Args),
     /// A process tree with per-process rows and the total.
     Tree(cmd::tree::Args),
     /// Self-check: how expensive /proc is here, CPU-count truth, cgroups, permissions.
@@ -44,6 +50,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Snapshot(args) => cmd::snapshot::run(args),
+        Command::Record(args) => cmd::record::run(args),
+        Command::Replay(args) => cmd::replay::run(args),
+        Command::Dump(args) => cmd::dump::run(args),
         Command::Tree(args) => cmd::tree::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Bench(args) => cmd::bench::run(args),

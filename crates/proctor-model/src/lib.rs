@@ -15,7 +15,7 @@ pub use container::{container_truth, format_cpus, ContainerTruth};
 pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
 pub use sample::{
-    ContainerSample, HostSample, PssReading, ProcessSample, Sample, SampleCost, StatusReading,
+    intern_name, ContainerSample, HostSample, PssReading, ProcessSample, Sample, SampleCost, StatusReading,
 };
 pub use tree::{build_tree, Tree, TreeRow, TreeTotal};
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use proctor_procfs::cgroup::{CgroupCounters, CgroupLimits, CgroupPaths};
 use proctor_procfs::host::{DiskStat, LoadAvg, MemInfo, NetDev, Pressure, Stat, Uptime, VmStat};
 use proctor_procfs::process::{Io, SmapsRollup};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One collection cycle.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
     /// Counts up from 0 for each sampler.
     pub seq: u64,
@@ -32,7 +32,7 @@ impl Sample {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HostSample {
     pub stat: Option<Stat>,
     pub meminfo: Option<MemInfo>,
@@ -51,7 +51,7 @@ pub struct HostSample {
 
 /// The cgroup side of one sample, for the process the sampler watches as "the container"
 /// (itself by default).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContainerSample {
     pub pid: u32,
     /// Shared between samples: resolved once per sampler.
@@ -66,7 +66,7 @@ pub struct ContainerSample {
 }
 
 /// The `status` fields that `stat` and `statm` lack, and when they were read.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusReading {
     pub effective_uid: Option<u32>,
     pub rss_anon_bytes: Option<u64>,
@@ -78,7 +78,7 @@ pub struct StatusReading {
 }
 
 /// One `smaps_rollup` reading, made by the budgeted worker or on demand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PssReading {
     pub rollup: SmapsRollup,
     /// Monotonic time of the read, on the sampler's clock.
@@ -88,7 +88,7 @@ pub struct PssReading {
 }
 
 /// One process as read in one cycle. Memory sizes in bytes, CPU in clock ticks (cumulative).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessSample {
     pub pid: u32,
     pub ppid: u32,
@@ -114,7 +114,7 @@ pub struct ProcessSample {
 }
 
 /// What one collection cycle cost, measured by the cycle itself.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SampleCost {
     /// CPU time of the sampling thread during the cycle.
     pub cpu_ns: u64,
@@ -122,10 +122,11 @@ pub struct SampleCost {
     pub files_read: u64,
     pub files_opened: u64,
     /// Wall time per reader (`host`, `container`, `processes`, `workers`).
+    #[serde(deserialize_with = "deserialize_wall")]
     pub reader_wall_ns: BTreeMap<&'static str, u64>,
     /// Failed reads by reader and reason, e.g. `("process.io", "permission")`; serialized as
     /// `"process.io:permission": n`, since JSON keys are strings.
-    #[serde(serialize_with = "serialize_errors")]
+    #[serde(serialize_with = "serialize_errors", deserialize_with = "deserialize_errors")]
     pub errors: BTreeMap<(&'static str, &'static str), u64>,
     /// Processes that exited between listing and reading: skipped, not errors.
     pub processes_gone: u64,
@@ -150,4 +151,47 @@ fn serialize_errors<S: serde::Serializer>(
         map.serialize_entry(&format!("{reader}:{reason}"), count)?;
     }
     map.end()
+}
+
+/// Reader and reason names are `&'static str` because the sampler's are literals; a sample read
+/// back from a store gets its names from this table. It leaks each distinct name once and holds
+/// at most [`MAX_INTERNED_NAMES`] of them, so a hostile or corrupt record cannot grow it without
+/// bound: past the cap, new names become `"other"`.
+pub fn intern_name(name: &str) -> &'static str {
+    use std::sync::Mutex;
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    // A poisoned lock only means another thread panicked between push and unlock; the Vec
+    // is still a valid list of leaked names.
+    let mut names = NAMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(known) = names.iter().find(|known| **known == name) {
+        return known;
+    }
+    if names.len() >= MAX_INTERNED_NAMES {
+        return "other";
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(leaked);
+    leaked
+}
+
+/// The most distinct reader and reason names [`intern_name`] keeps.
+pub const MAX_INTERNED_NAMES: usize = 512;
+
+fn deserialize_wall<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<&'static str, u64>, D::Error> {
+    let owned: BTreeMap<String, u64> = BTreeMap::deserialize(deserializer)?;
+    Ok(owned.into_iter().map(|(name, ns)| (intern_name(&name), ns)).collect())
+}
+
+/// The inverse of `serialize_errors`: `"reader:reason"` keys split at the last colon (reader
+/// names contain dots, never colons).
+fn deserialize_errors<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<(&'static str, &'static str), u64>, D::Error> {
+    let owned: BTreeMap<String, u64> = BTreeMap::deserialize(deserializer)?;
+    let mut errors = BTreeMap::new();
+    for (key, count) in owned {
+        let (reader, reason) = key.rsplit_once(':').unwrap_or((key.as_str(), "unknown"));
+        *errors.entry((intern_name(reader), intern_name(reason))).or_insert(0) += count;
+    }
+    Ok(errors)
 }

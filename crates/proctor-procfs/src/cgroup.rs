@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::file::Root;
@@ -18,7 +18,7 @@ use crate::parse::{cpu_list, fields, i64_dec, key_space_value, lines, trim, u64_
 use crate::process::{parse_cgroup, CgroupMembership};
 
 /// Which cgroup layout the host uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CgroupVersion {
     /// Only v1 hierarchies are mounted.
@@ -30,7 +30,7 @@ pub enum CgroupVersion {
 }
 
 /// One cgroup filesystem mount.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CgroupMount {
     /// Where it is mounted (an absolute system path).
     pub mount_point: PathBuf,
@@ -97,7 +97,7 @@ fn unescape_octal(bytes: &[u8]) -> String {
 }
 
 /// A cgroup directory and the mount point above which its ancestors are not visible.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CgroupDir {
     /// The cgroup as the process names it (`/user.slice/x`).
     pub path: String,
@@ -115,7 +115,7 @@ impl CgroupDir {
 }
 
 /// The cgroup directories that matter for one process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CgroupPaths {
     pub version: CgroupVersion,
     /// The unified hierarchy (on hybrid hosts, it holds no controllers but does hold PSI).
@@ -198,7 +198,7 @@ pub fn discover(root: &Root, pid: u32) -> Result<Option<CgroupPaths>, Error> {
 }
 
 /// A CPU bandwidth limit: `quota_usec` of CPU time per `period_usec`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuQuota {
     pub quota_usec: u64,
     pub period_usec: u64,
@@ -227,7 +227,7 @@ pub fn parse_cpu_max(bytes: &[u8]) -> Option<Option<CpuQuota>> {
 const V1_UNLIMITED_BYTES: u64 = 1 << 62;
 
 /// The limits set on one cgroup level.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CgroupLevel {
     pub path: String,
     /// `None`: no quota at this level (or no cpu controller here).
@@ -240,7 +240,7 @@ pub struct CgroupLevel {
 }
 
 /// Limits over the process's cgroup and every visible ancestor (own level first).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CgroupLimits {
     pub levels: Vec<CgroupLevel>,
     /// Files that existed but could not be read or parsed, with the reason.
@@ -400,7 +400,7 @@ pub fn read_limits(root: &Root, paths: &CgroupPaths) -> CgroupLimits {
 }
 
 /// Memory charged to a cgroup, by kind, in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CgroupMemoryStat {
     pub anon_bytes: Option<u64>,
     pub file_bytes: Option<u64>,
@@ -430,7 +430,7 @@ pub fn parse_memory_stat(bytes: &[u8], v1: bool) -> CgroupMemoryStat {
 }
 
 /// Counters read every sample: O(1) files of one cgroup.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CgroupCounters {
     pub memory_current_bytes: Option<u64>,
     pub memory_peak_bytes: Option<u64>,

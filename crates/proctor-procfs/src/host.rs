@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::parse::{
     block_at, block_masks, decimal, f64_dec, fields, find_byte, find_either, i64_dec, kb_value, key_value, lines, trim, u64_dec,
@@ -14,7 +14,7 @@ use crate::parse::{
 };
 
 /// One `cpu` line of `/proc/stat`, in clock ticks (USER_HZ).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTicks {
     pub user: u64,
     pub nice: u64,
@@ -42,7 +42,7 @@ impl CpuTicks {
 }
 
 /// `/proc/stat`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stat {
     pub total: CpuTicks,
     /// Indexed by position in the file; `cpu_ids` holds the CPU numbers (offline CPUs vanish).
@@ -114,7 +114,7 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
 }
 
 /// `/proc/meminfo` (and per-node meminfo), in bytes. Only the fields proctor uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemInfo {
     pub total_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
@@ -215,7 +215,7 @@ fn strip_node_prefix(line: &[u8]) -> &[u8] {
 }
 
 /// `/proc/loadavg`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadAvg {
     pub one: f64,
     pub five: f64,
@@ -238,7 +238,7 @@ pub fn parse_loadavg(bytes: &[u8]) -> Option<LoadAvg> {
 }
 
 /// The `/proc/vmstat` counters proctor uses (faults, paging, swapping, reclaim), cumulative.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VmStat {
     pub pgfault: Option<u64>,
     pub pgmajfault: Option<u64>,
@@ -377,7 +377,7 @@ impl Names {
 }
 
 /// One line of `/proc/diskstats`, cumulative.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskStat {
     /// Shared between samples when read through a [`Names`] cache.
     pub name: Arc<str>,
@@ -468,7 +468,7 @@ fn parse_diskstats_general(bytes: &[u8]) -> (Vec<DiskStat>, usize) {
 }
 
 /// One interface of `/proc/net/dev`, cumulative.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetDev {
     /// Shared between samples when read through a [`Names`] cache.
     pub name: Arc<str>,
@@ -555,7 +555,7 @@ fn parse_net_dev_general(bytes: &[u8]) -> (Vec<NetDev>, usize) {
 }
 
 /// One line of a PSI file: averages in percent and the cumulative stall time in µs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PressureLine {
     pub avg10: f64,
     pub avg60: f64,
@@ -565,7 +565,7 @@ pub struct PressureLine {
 
 /// A PSI file (`/proc/pressure/*`, `cpu.pressure`, …). `full` is absent for host CPU on older
 /// kernels.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pressure {
     pub some: Option<PressureLine>,
     pub full: Option<PressureLine>,
@@ -651,7 +651,7 @@ fn parse_pressure_general(bytes: &[u8]) -> Option<Pressure> {
 }
 
 /// `/proc/uptime`: seconds since boot, and idle seconds summed over CPUs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Uptime {
     pub up_secs: f64,
     pub idle_secs: f64,

@@ -5,12 +5,12 @@
 //! first `(` and the last `)`. Reading `cmdline` and `smaps_rollup` takes the target's mmap
 //! lock; this module only parses them — *when* to read them is the sampler's business.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::parse::{fields, kb_value, key_value, lines, u64_dec};
 
 /// `/proc/PID/stat`, the fields proctor uses; times in clock ticks, sizes in bytes or pages.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PidStat {
     pub pid: u32,
     pub comm: String,
@@ -133,7 +133,7 @@ fn parse_stat_fields(bytes: &[u8], last_field: usize) -> Option<(PidStat, &[u8])
 
 /// `/proc/PID/statm`, in pages. `shared_pages` counts file-backed and shmem resident pages,
 /// so `resident - shared` is the anonymous resident memory.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Statm {
     pub size_pages: u64,
     pub resident_pages: u64,
@@ -155,7 +155,7 @@ pub fn parse_statm(bytes: &[u8]) -> Option<Statm> {
 }
 
 /// `/proc/PID/status`, the fields `stat` and `statm` do not carry; sizes in bytes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     pub name: Option<String>,
     pub real_uid: Option<u32>,
@@ -200,7 +200,7 @@ pub fn parse_status(bytes: &[u8]) -> Option<Status> {
 }
 
 /// `/proc/PID/io`, cumulative; readable only with ptrace-read permission on the target.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Io {
     pub rchar_bytes: Option<u64>,
     pub wchar_bytes: Option<u64>,
@@ -244,7 +244,7 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
 
 /// `/proc/PID/smaps_rollup`, in bytes. USS (memory only this process maps) is the private
 /// clean and dirty pages, the same definition psutil uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SmapsRollup {
     pub rss_bytes: Option<u64>,
     pub pss_bytes: Option<u64>,
@@ -292,7 +292,7 @@ pub fn parse_smaps_rollup(bytes: &[u8]) -> Option<SmapsRollup> {
 
 /// One line of `/proc/PID/cgroup`: `hierarchy-id:controllers:path`. On cgroup v2 (and the v2
 /// line of a hybrid host) the id is 0 and the controller list is empty.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CgroupMembership {
     pub hierarchy_id: u32,
     pub controllers: Vec<String>,

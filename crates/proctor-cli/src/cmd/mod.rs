@@ -3,9 +3,13 @@
 pub mod bench;
 pub mod common;
 pub mod doctor;
+pub mod dump;
 pub mod probe;
+pub mod record;
+pub mod replay;
 pub mod serve;
 pub mod snapshot;
 pub mod statsd;
 pub mod strace;
 pub mod tree;
+pub mod when;

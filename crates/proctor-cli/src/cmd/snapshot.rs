@@ -42,6 +42,8 @@ pub enum SortKey {
 
 #[derive(Serialize)]
 struct Output<'a> {
+    /// When the sample was taken (Unix nanoseconds): replayed views need it.
+    unix_ns: u64,
     host: HostView,
     container: &'a ContainerTruth,
     process_count: usize,
@@ -94,17 +96,40 @@ fn print(
     rows: &[ProcessRow],
     stream: bool,
 ) -> anyhow::Result<()> {
+    let view = View { top: args.top, sort: args.sort, format: args.format };
+    print_view(view, cur, prev, truth, rows, stream)
+}
+
+/// What `snapshot` shows and how; `replay` renders stored samples through the same code.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    pub top: usize,
+    pub sort: SortKey,
+    pub format: Format,
+}
+
+/// Prints one snapshot view of `cur` (rates against `prev`). `stream`: one of several (JSON
+/// becomes one line each, text gets a blank line after).
+pub fn print_view(
+    view: View,
+    cur: &proctor_model::Sample,
+    prev: Option<&proctor_model::Sample>,
+    truth: &ContainerTruth,
+    rows: &[ProcessRow],
+    stream: bool,
+) -> anyhow::Result<()> {
     let mut top: Vec<&ProcessRow> = rows.iter().collect();
-    sort_rows(&mut top, args.sort);
-    top.truncate(args.top);
+    sort_rows(&mut top, view.sort);
+    top.truncate(view.top);
     let out = Output {
+        unix_ns: cur.unix_ns,
         host: host_view(cur, prev),
         container: truth,
         process_count: rows.len(),
         processes: top,
         sample_cost: &cur.cost,
     };
-    match (args.format, stream) {
+    match (view.format, stream) {
         (Format::Json, false) => print_json(&out)?,
         (Format::Json, true) => {
             let mut w = std::io::stdout().lock();

@@ -1,5 +1,8 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
+mod record;
+mod replay;
+
 use std::process::{Child, Command, Output, Stdio};
 
 fn proctor(args: &[&str]) -> Output {

@@ -1,0 +1,109 @@
+//! `proctor replay`: the `snapshot` view of recorded samples, at one time or for every sample
+//! in a range, with rates derived from each stored sample and the one before it. Renders
+//! through `snapshot::print_view`; it neither samples nor writes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use proctor_model::{container_truth, process_rows, RowContext, Sample};
+use proctor_store::{same_run, Reader};
+
+use super::snapshot::{print_view, SortKey, View};
+use super::when::{format_utc, parse_when, When};
+use crate::output::Format;
+
+/// Arguments of `proctor replay`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The data directory `proctor record` wrote.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Show the last sample at or before this time ("10 min ago", "2024-05-01T12:00:00" UTC,
+    /// "@UNIX_SECONDS"). The default, without --from, is the newest sample.
+    #[arg(long, value_parser = parse_when, conflicts_with_all = ["from", "to"])]
+    pub at: Option<When>,
+    /// Show every sample from this time...
+    #[arg(long, value_parser = parse_when)]
+    pub from: Option<When>,
+    /// ...up to this time (default: now).
+    #[arg(long, value_parser = parse_when, requires = "from")]
+    pub to: Option<When>,
+    /// How many processes to list.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// Order processes by this column.
+    #[arg(long, value_enum, default_value_t = SortKey::Cpu)]
+    pub sort: SortKey,
+    /// Text, or JSON (one document per line for a range).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let now = now_unix_ns();
+    let mut reader = Reader::open(&args.dir).context("cannot replay")?;
+    let view = View { top: args.top, sort: args.sort, format: args.format };
+    match args.from {
+        None => {
+            let at = args.at.map_or(u64::MAX, |w| w.resolve(now));
+            let Some((cur, prev)) = reader.at_or_before(at)? else {
+                bail!("no sample at or before {} in {}{}", format_utc(at.min(now)), args.dir.display(), extent(&mut reader)?);
+            };
+            show(view, &cur, prev.as_ref(), false)?;
+        }
+        Some(from) => {
+            let (from, to) = (from.resolve(now), args.to.map_or(now, |w| w.resolve(now)));
+            if from > to {
+                bail!("--from {} is after --to {}", format_utc(from), format_utc(to));
+            }
+            let frames = reader.frames(from, to)?;
+            if frames.is_empty() {
+                bail!("no samples between {} and {} in {}{}", format_utc(from), format_utc(to), args.dir.display(), extent(&mut reader)?);
+            }
+            // The sample just before the range, so the first one in it has rates too.
+            let mut prev: Option<Sample> = match from.checked_sub(1) {
+                Some(before) => reader.at_or_before(before)?.map(|(s, _)| s),
+                None => None,
+            };
+            for frame in &frames {
+                let Some(cur) = reader.read(frame) else { continue };
+                let pair = prev.as_ref().filter(|p| same_run(p, &cur));
+                show(view, &cur, pair, true)?;
+                prev = Some(cur);
+            }
+        }
+    }
+    for (path, offset, why) in &reader.report().bad_frames {
+        eprintln!("proctor replay: skipped the frame at {}:{offset}: {why}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(view: View, cur: &Sample, prev: Option<&Sample>, stream: bool) -> anyhow::Result<()> {
+    if view.format == Format::Text {
+        let rates = match prev {
+            Some(p) => format!("rates over the {:.2} s before it", cur.mono_ns.saturating_sub(p.mono_ns) as f64 / 1e9),
+            None => "no earlier sample of the same recorder run: no rates".to_string(),
+        };
+        println!("sample     {} (seq {}), {rates}", format_utc(cur.unix_ns), cur.seq);
+    }
+    let truth = container_truth(cur);
+    let rows = process_rows(cur, prev, RowContext { effective_cpus: truth.effective_cpus });
+    print_view(view, cur, prev, &truth, &rows, stream)
+}
+
+/// ", which holds samples from A to B" (or says it is empty), for error messages.
+fn extent(reader: &mut Reader) -> anyhow::Result<String> {
+    let frames = reader.all_frames()?;
+    Ok(match (frames.first(), frames.last()) {
+        (Some(first), Some(last)) => {
+            format!(", which holds samples from {} to {}", format_utc(first.unix_ns()), format_utc(last.unix_ns()))
+        }
+        _ => ", which holds no samples".to_string(),
+    })
+}
+
+pub fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}

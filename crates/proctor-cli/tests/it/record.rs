@@ -1,0 +1,182 @@
+//! `proctor record` as a real child process: SIGKILL at random moments, SIGTERM, damage left
+//! in the data directory, and a missing directory.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use proctor_store::{Reader, StoreConfig, Writer};
+
+fn record(dir: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    command.args(["record", "--dir"]).arg(dir).args(["--progress"]).args(extra);
+    command
+}
+
+/// Every sample of the store, as (unix_ns, seq), decoding each frame.
+fn stored(dir: &Path) -> Vec<(u64, u64)> {
+    let mut reader = Reader::open(dir).expect("store opens");
+    let frames = reader.all_frames().expect("frames");
+    let samples: Vec<(u64, u64)> = frames.iter().filter_map(|f| reader.read(f)).map(|s| (s.unix_ns, s.seq)).collect();
+    assert!(reader.report().bad_frames.is_empty(), "{:?}", reader.report());
+    samples
+}
+
+/// xorshift64*, seeded from the clock and printed, so a failing run can be repeated with
+/// `PROCTOR_CRASH_SEED`.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_at_most_the_sample_in_flight() {
+    let seed = std::env::var("PROCTOR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1
+    });
+    eprintln!("PROCTOR_CRASH_SEED={seed}");
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut kept: Vec<(u64, u64)> = Vec::new();
+    for round in 0..100 {
+        let mut child = record(dir.path(), &["--interval", "5ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start recorder");
+        let mut pipe = child.stderr.take().expect("piped");
+        let mut seen = Vec::new();
+        // A third of the rounds kill at any moment from spawn on (often before the store is
+        // open); the rest first wait for a sample to be written, so that killing mid-run is
+        // covered however slow the machine is, then kill up to ~20 samples later.
+        if !rng.next().is_multiple_of(3) {
+            let mut byte = [0u8; 1];
+            while !seen.ends_with(b"\n") || !String::from_utf8_lossy(&seen).contains("appended ") {
+                if pipe.read(&mut byte).expect("read stderr") == 0 {
+                    break;
+                }
+                seen.push(byte[0]);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.next() % 100));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        pipe.read_to_end(&mut seen).expect("read stderr");
+        let stderr = String::from_utf8_lossy(&seen);
+        let announced: BTreeSet<(u64, u64)> = stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("appended "))
+            .filter_map(|l| {
+                let (seq, ns) = l.split_once(' ')?;
+                Some((ns.parse().ok()?, seq.parse().ok()?))
+            })
+            .collect();
+
+        // Opening for writing repairs; it must always succeed and never set anything aside.
+        let (writer, report) = Writer::open(dir.path(), StoreConfig::default())
+            .unwrap_or_else(|e| panic!("round {round} (seed {seed}): store does not open: {e}"));
+        drop(writer);
+        assert!(report.set_aside.is_empty(), "round {round} (seed {seed}): {report:?}");
+        // Everything from earlier rounds is still there and first (headers here; every frame
+        // is decoded once at the end), and this round's frames all decode.
+        let mut reader = Reader::open(dir.path()).expect("store opens");
+        let frames = reader.all_frames().expect("frames");
+        let times: Vec<u64> = frames.iter().map(|f| f.unix_ns()).collect();
+        assert!(times.len() >= kept.len(), "round {round} (seed {seed}): frames lost");
+        assert_eq!(&times[..kept.len()], &kept.iter().map(|k| k.0).collect::<Vec<_>>()[..], "round {round} (seed {seed})");
+        let new: Vec<(u64, u64)> =
+            frames[kept.len()..].iter().filter_map(|f| reader.read(f)).map(|s| (s.unix_ns, s.seq)).collect();
+        assert_eq!(new.len(), frames.len() - kept.len(), "round {round} (seed {seed}): {:?}", reader.report());
+        // Every sample the recorder announced survived...
+        for sample in &announced {
+            assert!(new.contains(sample), "round {round} (seed {seed}): announced {sample:?} lost; stored {new:?}");
+        }
+        // ...and at most one more (written, killed before announcing) is there.
+        assert!(new.len() <= announced.len() + 1, "round {round} (seed {seed}): {} stored, {} announced", new.len(), announced.len());
+        // The run's samples are its seq 0, 1, 2, … with no hole.
+        let seqs: Vec<u64> = new.iter().map(|(_, seq)| *seq).collect();
+        assert_eq!(seqs, (0..new.len() as u64).collect::<Vec<_>>(), "round {round} (seed {seed})");
+        kept.extend(new);
+    }
+    assert_eq!(stored(dir.path()), kept, "seed {seed}");
+    assert!(kept.len() > 100, "the recorder wrote too little to test anything: {}", kept.len());
+}
+
+#[test]
+fn sigterm_stops_recording_and_prints_the_cost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = record(dir.path(), &["--interval", "10ms", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start recorder");
+    let mut stderr = child.stderr.take().expect("piped");
+    // Wait for the first sample to be written, then ask it to stop.
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("appended ") {
+        assert_eq!(stderr.read(&mut byte).expect("read"), 1, "recorder ended early: {}", String::from_utf8_lossy(&seen));
+        seen.push(byte[0]);
+    }
+    // SAFETY: kill(2) with a pid this test spawned and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{:?}", out.status);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary is JSON");
+    let samples = summary["samples"].as_u64().expect("samples");
+    assert!(samples >= 1);
+    assert_eq!(stored(dir.path()).len() as u64, samples);
+    assert!(summary["frame_bytes_per_sample"].as_f64().expect("bytes") > 24.0);
+    assert!(summary["sample_cpu_seconds_per_sample"].as_f64().is_some());
+}
+
+#[test]
+fn a_damaged_middle_file_is_set_aside_reported_and_recording_continues() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for _ in 0..3 {
+        let out = record(dir.path(), &["--interval", "5ms", "--count", "3"]).output().expect("run");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let before = stored(dir.path());
+    assert_eq!(before.len(), 9);
+    let mut segments: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segments.sort();
+    let middle = &segments[1];
+    let mut bytes = std::fs::read(middle).expect("read");
+    // Garbage over the second frame's header; the third frame stays intact after it.
+    let walk = proctor_store::segment::walk(middle, proctor_store::segment::Check::Headers).expect("walk");
+    let at = walk.frames[1].offset as usize;
+    bytes[at..at + 4].copy_from_slice(b"JUNK");
+    std::fs::write(middle, &bytes).expect("write");
+
+    let out = record(dir.path(), &["--interval", "5ms", "--count", "2"]).output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("set aside") && stderr.contains(".seg.corrupt"), "{stderr}");
+    let after = stored(dir.path());
+    assert_eq!(after.len(), 9 - 3 + 2);
+    assert_eq!(&after[..3], &before[..3]);
+    assert_eq!(&after[3..6], &before[6..9]);
+}
+
+#[test]
+fn a_missing_data_directory_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("not-there");
+    let out = record(&missing, &["--count", "1"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not-there") && stderr.contains("does not exist"), "{stderr}");
+}

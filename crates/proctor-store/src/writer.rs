@@ -1,0 +1,343 @@
+//! The single writer: lock, recovery on open, appending frames, rotation and retention.
+//! It never reads a record back and never reads the clock for data: times come from samples.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use proctor_model::Sample;
+
+use crate::codec::{encode_record, Compressor, RECORD_VERSION};
+use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
+use crate::segment::{intact_frame_after, list_segments, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX};
+use crate::{check_dir, StoreConfig, StoreError};
+
+/// A tail cut off on open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    pub path: PathBuf,
+    pub kept_bytes: u64,
+    pub dropped_bytes: u64,
+    pub reason: String,
+}
+
+/// A file moved out of the way on open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetAside {
+    pub path: PathBuf,
+    pub moved_to: PathBuf,
+    pub reason: String,
+}
+
+/// What `Writer::open` found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    pub segments: usize,
+    pub frames_checked: u64,
+    pub repaired: Vec<Repair>,
+    pub set_aside: Vec<SetAside>,
+    pub removed_by_retention: Vec<PathBuf>,
+}
+
+/// What one append cost and produced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendCost {
+    pub record_bytes: u64,
+    /// Header plus compressed payload: what the file grew by.
+    pub frame_bytes: u64,
+    pub key_frame: bool,
+    pub encode_ns: u64,
+    pub compress_ns: u64,
+    /// The `write` (and `fdatasync` when configured), plus rotation and retention when due.
+    pub write_ns: u64,
+}
+
+/// Running totals since open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    pub frames: u64,
+    pub key_frames: u64,
+    pub record_bytes: u64,
+    pub frame_bytes: u64,
+    pub encode_ns: u64,
+    pub compress_ns: u64,
+    pub write_ns: u64,
+    pub segments_created: u64,
+    pub segments_removed: u64,
+}
+
+struct Active {
+    file: File,
+    path: PathBuf,
+    start_ns: u64,
+    bytes: u64,
+    frames_in_chunk: u32,
+    /// Compressed size of the chunk's key frame.
+    key_payload_bytes: usize,
+    /// The last delta came out large against the key: the key no longer resembles the
+    /// samples (the first sample of a run has no command lines yet; processes churned), so
+    /// the next frame starts a new chunk.
+    rekey: bool,
+}
+
+/// Appends samples to a store directory. Owns the directory's lock until dropped.
+pub struct Writer {
+    dir: PathBuf,
+    config: StoreConfig,
+    /// Held for the writer's life; the kernel releases the flock when the fd closes or the
+    /// process dies.
+    _lock: File,
+    active: Option<Active>,
+    compressor: Compressor,
+    stats: WriterStats,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("dir", &self.dir).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    /// Locks `dir`, repairs or sets aside damaged segments, applies retention, and returns a
+    /// writer that will start a new segment with its first sample.
+    pub fn open(dir: &Path, config: StoreConfig) -> Result<(Writer, OpenReport), StoreError> {
+        check_dir(dir)?;
+        let lock_path = dir.join("lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::io(&lock_path, e))?;
+        // SAFETY: flock on an fd we own; no memory is passed.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(StoreError::Locked { path: dir.to_owned() });
+            }
+            return Err(StoreError::io(&lock_path, err));
+        }
+        let mut report = OpenReport::default();
+        let segments = list_segments(dir)?;
+        let newest = segments.len().checked_sub(1);
+        for (i, segment) in segments.iter().enumerate() {
+            // Only the newest segment can have been torn by a crash of the last writer; older
+            // ones were sealed by a rotation, so their headers are walked, not their payloads.
+            let check = if Some(i) == newest { Check::Full } else { Check::Headers };
+            recover_segment(segment, check, &mut report)?;
+        }
+        let mut writer = Writer {
+            dir: dir.to_owned(),
+            compressor: Compressor::new(config.level),
+            config,
+            _lock: lock,
+            active: None,
+            stats: WriterStats::default(),
+        };
+        report.segments = list_segments(dir)?.len();
+        if let Some(last) = segments.last() {
+            // Retention is relative to the newest data there is, so an idle store is not
+            // emptied by the passage of time alone.
+            report.removed_by_retention = writer.apply_retention(last.start_ns)?;
+        }
+        Ok((writer, report))
+    }
+
+    pub fn stats(&self) -> WriterStats {
+        self.stats
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Path of the segment being written, once the first sample has been appended.
+    pub fn active_segment(&self) -> Option<&Path> {
+        self.active.as_ref().map(|a| a.path.as_path())
+    }
+
+    /// Appends one sample as one frame (a single `write`).
+    pub fn append(&mut self, sample: &Sample) -> Result<AppendCost, StoreError> {
+        let started = Instant::now();
+        let record = encode_record(sample);
+        let encoded = Instant::now();
+        let rotate = match &self.active {
+            None => true,
+            Some(a) => {
+                sample.unix_ns.saturating_sub(a.start_ns) >= self.config.segment_max_age.as_nanos() as u64
+                    || a.bytes >= self.config.segment_max_bytes
+            }
+        };
+        if rotate {
+            // Before compressing: a new segment starts a new chunk, so this frame is its key.
+            self.rotate(sample.unix_ns)?;
+        }
+        let key = self
+            .active
+            .as_ref()
+            .is_none_or(|a| a.frames_in_chunk == 0 || a.frames_in_chunk >= self.config.chunk_frames || a.rekey);
+        let delta = if key { None } else { self.compressor.delta(&record) };
+        let (key, payload) = match delta {
+            Some(result) => (false, result),
+            // No key loaded (cannot happen after a key frame in this segment, but a frame
+            // compressed without its dictionary must never be labelled a delta).
+            None => (true, self.compressor.key(&record)),
+        };
+        let payload = payload.map_err(|e| StoreError::io(&self.dir, e))?;
+        let compressed = Instant::now();
+        if payload.len() > MAX_PAYLOAD_LEN as usize {
+            return Err(StoreError::BadFrame { path: self.dir.clone(), offset: 0, reason: "sample too large for a frame" });
+        }
+        let kind = if key { FrameKind::Key } else { FrameKind::Delta };
+        let header = encode_header(sample.unix_ns, kind, RECORD_VERSION, &payload);
+        let mut frame = Vec::with_capacity(header.len() + payload.len());
+        frame.extend_from_slice(&header);
+        frame.extend_from_slice(&payload);
+        let sync = self.config.sync_every_frame;
+        let active = self.active.as_mut().expect("rotate opened a segment");
+        // One write: a crash leaves either nothing or a torn frame at the very end.
+        active.file.write_all(&frame).map_err(|e| StoreError::io(&active.path, e))?;
+        if sync {
+            active.file.sync_data().map_err(|e| StoreError::io(&active.path, e))?;
+        }
+        active.bytes += frame.len() as u64;
+        active.frames_in_chunk = if key { 1 } else { active.frames_in_chunk + 1 };
+        if key {
+            active.key_payload_bytes = payload.len();
+        }
+        // Measured with ~600 processes: a delta against a key without command lines is ~80 %
+        // of a standalone frame, against a good key ~4 %.
+        active.rekey = !key && payload.len() * 4 > active.key_payload_bytes;
+        let written = Instant::now();
+        let cost = AppendCost {
+            record_bytes: record.len() as u64,
+            frame_bytes: frame.len() as u64,
+            key_frame: key,
+            encode_ns: (encoded - started).as_nanos() as u64,
+            compress_ns: (compressed - encoded).as_nanos() as u64,
+            write_ns: (written - compressed).as_nanos() as u64,
+        };
+        let s = &mut self.stats;
+        s.frames += 1;
+        s.key_frames += u64::from(key);
+        s.record_bytes += cost.record_bytes;
+        s.frame_bytes += cost.frame_bytes;
+        s.encode_ns += cost.encode_ns;
+        s.compress_ns += cost.compress_ns;
+        s.write_ns += cost.write_ns;
+        Ok(cost)
+    }
+
+    fn rotate(&mut self, start_ns: u64) -> Result<(), StoreError> {
+        if let Some(old) = self.active.take() {
+            // Sealing: the old segment's frames reach the disk before the next one starts, so
+            // only the newest segment can ever be torn.
+            old.file.sync_data().map_err(|e| StoreError::io(&old.path, e))?;
+        }
+        // Names must be unique and increasing; a clock that stepped back (or two writers in the
+        // same nanosecond) gets the next free name after the newest.
+        let newest = list_segments(&self.dir)?.last().map(|s| s.start_ns);
+        let mut name_ns = match newest {
+            Some(n) if n >= start_ns => n + 1,
+            _ => start_ns,
+        };
+        let (file, path) = loop {
+            let path = self.dir.join(segment_name(name_ns));
+            match OpenOptions::new().append(true).create_new(true).open(&path) {
+                Ok(file) => break (file, path),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => name_ns += 1,
+                Err(e) => return Err(StoreError::io(&path, e)),
+            }
+        };
+        let mut file = file;
+        file.write_all(SEGMENT_MAGIC).map_err(|e| StoreError::io(&path, e))?;
+        self.active = Some(Active {
+            file,
+            path,
+            start_ns: name_ns,
+            bytes: SEGMENT_MAGIC.len() as u64,
+            frames_in_chunk: 0,
+            key_payload_bytes: 0,
+            rekey: false,
+        });
+        self.stats.segments_created += 1;
+        self.compressor.reset();
+        let removed = self.apply_retention(start_ns)?;
+        self.stats.segments_removed += removed.len() as u64;
+        Ok(())
+    }
+
+    /// Removes whole segments, oldest first, while they are older than `retain_age` (their
+    /// successor started before `newest_ns − retain_age`) or all together exceed
+    /// `retain_bytes`. Never removes the segment being written.
+    fn apply_retention(&mut self, newest_ns: u64) -> Result<Vec<PathBuf>, StoreError> {
+        let segments = list_segments(&self.dir)?;
+        let active = self.active.as_ref().map(|a| a.path.clone());
+        let mut total: u64 = segments.iter().map(|s| s.len_bytes).sum();
+        let cutoff = newest_ns.saturating_sub(self.config.retain_age.as_nanos() as u64);
+        let mut removed = Vec::new();
+        for (i, segment) in segments.iter().enumerate() {
+            if Some(&segment.path) == active.as_ref() {
+                break;
+            }
+            let Some(next) = segments.get(i + 1) else { break };
+            let too_old = next.start_ns < cutoff;
+            let too_big = total > self.config.retain_bytes;
+            if !too_old && !too_big {
+                break;
+            }
+            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+            total -= segment.len_bytes;
+            removed.push(segment.path.clone());
+        }
+        Ok(removed)
+    }
+}
+
+fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport) -> Result<(), StoreError> {
+    let walked = walk(&segment.path, check)?;
+    report.frames_checked += walked.frames.len() as u64;
+    let Some((offset, defect)) = walked.defect else { return Ok(()) };
+    let reason = match defect {
+        FrameDefect::Torn => "torn frame".to_string(),
+        FrameDefect::Corrupt(why) => why.to_string(),
+    };
+    if offset > 0 && !intact_frame_after(&segment.path, offset)? {
+        // Nothing good follows: the tail of an interrupted write (or a damaged last frame).
+        let file = OpenOptions::new().write(true).open(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+        file.set_len(walked.good_len).map_err(|e| StoreError::io(&segment.path, e))?;
+        file.sync_all().map_err(|e| StoreError::io(&segment.path, e))?;
+        report.repaired.push(Repair {
+            path: segment.path.clone(),
+            kept_bytes: walked.good_len,
+            dropped_bytes: segment.len_bytes - walked.good_len,
+            reason: format!("{reason} at offset {offset}"),
+        });
+        return Ok(());
+    }
+    if offset == 0 && defect == FrameDefect::Torn {
+        // Created, but the writer died before the segment magic was complete: no frame lost.
+        std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+        report.repaired.push(Repair {
+            path: segment.path.clone(),
+            kept_bytes: 0,
+            dropped_bytes: segment.len_bytes,
+            reason: "segment header incomplete; removed".to_string(),
+        });
+        return Ok(());
+    }
+    let mut moved_to = segment.path.as_os_str().to_owned();
+    moved_to.push(CORRUPT_SUFFIX);
+    let moved_to = PathBuf::from(moved_to);
+    std::fs::rename(&segment.path, &moved_to).map_err(|e| StoreError::io(&segment.path, e))?;
+    report.set_aside.push(SetAside {
+        path: segment.path.clone(),
+        moved_to,
+        reason: format!("{reason} at offset {offset}, intact frames after it"),
+    });
+    Ok(())
+}

@@ -1,0 +1,329 @@
+//! proctor-store integration tests: round trips, repair, set-aside, retention, locking, and
+//! reading the committed store of an older build (`tests/data/v1-store`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proctor_model::{HostSample, ProcessSample, Sample, SampleCost};
+use proctor_procfs::host::{CpuTicks, Stat};
+use proctor_store::{Reader, StoreConfig, StoreError, Writer};
+
+const SECOND: u64 = 1_000_000_000;
+const T0: u64 = 1_700_000_000 * SECOND;
+
+/// A deterministic sample: `processes` processes whose CPU counters grow with `seq`.
+fn sample(seq: u64, processes: u32) -> Sample {
+    let mut reader_wall_ns = BTreeMap::new();
+    reader_wall_ns.insert("host", 1000 + seq);
+    let mut errors = BTreeMap::new();
+    errors.insert(("process.io", "permission"), seq);
+    Sample {
+        seq,
+        unix_ns: T0 + seq * SECOND,
+        mono_ns: 5 * SECOND + seq * SECOND,
+        clock_ticks_per_sec: 100,
+        page_size: 4096,
+        host: HostSample {
+            stat: Some(Stat {
+                total: CpuTicks { user: 100 * seq, system: 20 * seq, idle: 500 * seq, ..CpuTicks::default() },
+                ..Stat::default()
+            }),
+            ..HostSample::default()
+        },
+        container: None,
+        processes: (1..=processes)
+            .map(|pid| ProcessSample {
+                pid,
+                ppid: pid / 2,
+                start_ticks: u64::from(pid) * 7,
+                comm: Arc::from(format!("proc-{pid}")),
+                state: 'S',
+                utime_ticks: u64::from(pid % 5) * seq,
+                stime_ticks: seq,
+                num_threads: 1,
+                minflt: 10 * seq,
+                majflt: 0,
+                nice: 0,
+                vsize_bytes: 1 << 20,
+                resident_bytes: Some(4096 * u64::from(pid)),
+                status: None,
+                io: None,
+                cmdline: Some(Arc::from(vec![format!("/usr/bin/proc-{pid}"), "--flag".to_string()])),
+                pss: None,
+                cgroup: Some(Arc::from("/system.slice/x.service")),
+            })
+            .collect(),
+        cost: SampleCost { cpu_ns: seq, wall_ns: 2 * seq, reader_wall_ns, errors, ..SampleCost::default() },
+    }
+}
+
+fn json(sample: &Sample) -> serde_json::Value {
+    serde_json::to_value(sample).expect("serializes")
+}
+
+fn small_config() -> StoreConfig {
+    StoreConfig { chunk_frames: 4, ..StoreConfig::default() }
+}
+
+fn write(dir: &Path, config: StoreConfig, seqs: std::ops::Range<u64>) {
+    let (mut writer, _) = Writer::open(dir, config).expect("open");
+    for seq in seqs {
+        writer.append(&sample(seq, 20)).expect("append");
+    }
+}
+
+fn read_all(dir: &Path) -> Vec<Sample> {
+    let mut reader = Reader::open(dir).expect("open reader");
+    let frames = reader.all_frames().expect("frames");
+    frames.iter().filter_map(|f| reader.read(f)).collect()
+}
+
+fn seqs(samples: &[Sample]) -> Vec<u64> {
+    samples.iter().map(|s| s.seq).collect()
+}
+
+fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn samples_round_trip_through_key_and_delta_frames() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..10);
+    let back = read_all(dir.path());
+    assert_eq!(seqs(&back), (0..10).collect::<Vec<_>>());
+    for (seq, got) in back.iter().enumerate() {
+        assert_eq!(json(got), json(&sample(seq as u64, 20)), "sample {seq}");
+    }
+    // The cost's static names survive the trip.
+    assert_eq!(back[3].cost.errors.get(&("process.io", "permission")), Some(&3));
+}
+
+#[test]
+fn delta_frames_are_much_smaller_than_key_frames() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    let key = writer.append(&sample(0, 300)).expect("append");
+    let delta = writer.append(&sample(1, 300)).expect("append");
+    assert!(key.key_frame && !delta.key_frame);
+    assert!(delta.frame_bytes * 2 < key.frame_bytes, "key {} delta {}", key.frame_bytes, delta.frame_bytes);
+}
+
+#[test]
+fn each_writer_starts_a_new_segment_and_rotation_by_age_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..3);
+    write(dir.path(), small_config(), 3..6);
+    assert_eq!(segments(dir.path()).len(), 2);
+    let config = StoreConfig { segment_max_age: Duration::from_secs(2), ..small_config() };
+    write(dir.path(), config, 6..12);
+    assert_eq!(segments(dir.path()).len(), 2 + 3);
+    assert_eq!(seqs(&read_all(dir.path())), (0..12).collect::<Vec<_>>());
+}
+
+#[test]
+fn torn_tail_is_cut_off_on_open_at_every_length() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..3);
+    let seg = segments(dir.path())[0].clone();
+    let full = std::fs::read(&seg).expect("read");
+    let walk = proctor_store::segment::walk(&seg, proctor_store::segment::Check::Full).expect("walk");
+    let last = walk.frames[2].offset as usize;
+    for cut in (last + 1..full.len()).step_by(7) {
+        std::fs::write(&seg, &full[..cut]).expect("write");
+        let (_writer, report) = Writer::open(dir.path(), small_config()).expect("open");
+        assert_eq!(report.repaired.len(), 1, "cut at {cut}");
+        assert!(report.set_aside.is_empty());
+        assert_eq!(std::fs::metadata(&seg).expect("meta").len(), last as u64);
+        drop(_writer);
+        assert_eq!(seqs(&read_all(dir.path())), vec![0, 1]);
+    }
+}
+
+#[test]
+fn corrupt_last_frame_is_repaired() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..3);
+    let seg = segments(dir.path())[0].clone();
+    let mut bytes = std::fs::read(&seg).expect("read");
+    let n = bytes.len();
+    bytes[n - 3] ^= 0x40;
+    std::fs::write(&seg, &bytes).expect("write");
+    let (_writer, report) = Writer::open(dir.path(), small_config()).expect("open");
+    assert_eq!(report.repaired.len(), 1);
+    assert!(report.repaired[0].reason.contains("crc"), "{:?}", report.repaired);
+    assert_eq!(seqs(&read_all(dir.path())), vec![0, 1]);
+}
+
+#[test]
+fn damage_in_the_middle_sets_the_file_aside_and_recording_continues() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..4);
+    write(dir.path(), small_config(), 4..8);
+    write(dir.path(), small_config(), 8..10);
+    let middle = segments(dir.path())[1].clone();
+    let mut bytes = std::fs::read(&middle).expect("read");
+    // Overwrite the second frame's header: the header walk stops there, and intact frames follow.
+    let walk = proctor_store::segment::walk(&middle, proctor_store::segment::Check::Headers).expect("walk");
+    let at = walk.frames[1].offset as usize;
+    bytes[at..at + 8].copy_from_slice(b"garbage!");
+    std::fs::write(&middle, &bytes).expect("write");
+
+    let (mut writer, report) = Writer::open(dir.path(), small_config()).expect("open");
+    assert_eq!(report.set_aside.len(), 1, "{report:?}");
+    assert_eq!(report.set_aside[0].path, middle);
+    assert!(report.set_aside[0].moved_to.to_string_lossy().ends_with(".seg.corrupt"));
+    assert!(report.set_aside[0].moved_to.exists());
+    writer.append(&sample(10, 20)).expect("recording continues");
+    drop(writer);
+    assert_eq!(seqs(&read_all(dir.path())), vec![0, 1, 2, 3, 8, 9, 10]);
+}
+
+#[test]
+fn payload_damage_in_a_sealed_segment_skips_that_frame_and_is_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..4);
+    write(dir.path(), small_config(), 4..6);
+    let first = segments(dir.path())[0].clone();
+    let walk = proctor_store::segment::walk(&first, proctor_store::segment::Check::Headers).expect("walk");
+    let mut bytes = std::fs::read(&first).expect("read");
+    let at = walk.frames[2].offset as usize + 30;
+    bytes[at] ^= 1;
+    std::fs::write(&first, &bytes).expect("write");
+    let mut reader = Reader::open(dir.path()).expect("open");
+    let frames = reader.all_frames().expect("frames");
+    let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+    assert_eq!(got, vec![0, 1, 3, 4, 5]);
+    assert_eq!(reader.report().bad_frames.len(), 1);
+    assert!(reader.report().bad_frames[0].2.contains("crc"));
+}
+
+#[test]
+fn garbage_segment_is_set_aside() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..2);
+    std::fs::write(dir.path().join("00000000000000000001.seg"), b"not a segment at all").expect("write");
+    write(dir.path(), small_config(), 2..3);
+    assert_eq!(seqs(&read_all(dir.path())), vec![0, 1, 2]);
+    assert!(dir.path().join("00000000000000000001.seg.corrupt").exists());
+}
+
+#[test]
+fn retention_drops_whole_segments_by_size_and_by_age() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let by_age = StoreConfig {
+        segment_max_age: Duration::from_secs(10),
+        retain_age: Duration::from_secs(30),
+        retain_bytes: u64::MAX,
+        ..small_config()
+    };
+    write(dir.path(), by_age.clone(), 0..100);
+    let kept = read_all(dir.path());
+    // Retention runs when a segment starts; the last one started at 90 s, so a segment went
+    // once its successor started before 60 s: 0..40 went, 50 (successor at 60) stayed.
+    assert_eq!(kept.first().map(|s| s.seq), Some(50));
+    assert_eq!(kept.last().map(|s| s.seq), Some(99));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let by_size = StoreConfig { segment_max_age: Duration::from_secs(10), retain_bytes: 8_000, ..small_config() };
+    write(dir.path(), by_size, 0..100);
+    let total: u64 = segments(dir.path()).iter().map(|p| std::fs::metadata(p).expect("meta").len()).sum();
+    let one_segment = std::fs::metadata(segments(dir.path()).last().expect("a segment")).expect("meta").len();
+    assert!(total <= 8_000 + one_segment, "total {total}");
+    let kept = read_all(dir.path());
+    assert_eq!(kept.last().map(|s| s.seq), Some(99));
+    assert!(kept.first().map(|s| s.seq) > Some(0));
+}
+
+#[test]
+fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_first, _) = Writer::open(dir.path(), small_config()).expect("open");
+    match Writer::open(dir.path(), small_config()) {
+        Err(StoreError::Locked { .. }) => {}
+        other => panic!("expected Locked, got {other:?}"),
+    }
+}
+
+#[test]
+fn missing_or_non_directory_data_dir_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope");
+    let err = Writer::open(&missing, small_config()).expect_err("missing");
+    assert!(matches!(err, StoreError::Missing { .. }));
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").expect("write");
+    assert!(matches!(Reader::open(&file), Err(StoreError::NotADirectory { .. })));
+}
+
+#[test]
+fn at_or_before_pairs_samples_of_one_run_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), small_config(), 0..5);
+    let mut reader = Reader::open(dir.path()).expect("open");
+    let (cur, prev) = reader.at_or_before(T0 + 3 * SECOND + SECOND / 2).expect("read").expect("found");
+    assert_eq!(cur.seq, 3);
+    assert_eq!(prev.map(|p| p.seq), Some(2));
+    assert!(reader.at_or_before(T0 - 1).expect("read").is_none());
+    // A new recorder restarts seq and the monotonic clock: no pair across the restart.
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    let mut restarted = sample(0, 20);
+    restarted.unix_ns = T0 + 10 * SECOND;
+    writer.append(&restarted).expect("append");
+    drop(writer);
+    let mut reader = Reader::open(dir.path()).expect("open");
+    let (cur, prev) = reader.at_or_before(u64::MAX).expect("read").expect("found");
+    assert_eq!(cur.unix_ns, T0 + 10 * SECOND);
+    assert!(prev.is_none());
+}
+
+/// `tests/data/v1-store` was written by the build that introduced the store (record version 1)
+/// with `proctor record`'s code path, from `sample(seq, 20)` for seq 0..6 and a chunk of 4.
+/// Future builds must keep reading it: change the reader, not this file. To add a store of a
+/// new version, write it beside this one and add a test; never regenerate this one.
+#[test]
+fn reads_the_store_written_by_record_version_1() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-store");
+    let back = read_all(&dir);
+    assert_eq!(seqs(&back), (0..6).collect::<Vec<_>>());
+    for got in &back {
+        assert_eq!(json(got), json(&sample(got.seq, 20)), "sample {}", got.seq);
+    }
+}
+
+/// Writes the compatibility store; run once by hand with `PROCTOR_WRITE_V1_STORE=DIR`.
+#[test]
+fn write_v1_store_when_asked() {
+    let Some(dir) = std::env::var_os("PROCTOR_WRITE_V1_STORE") else { return };
+    write(Path::new(&dir), small_config(), 0..6);
+}
+
+/// Regression: a run's first sample has no command lines yet, so a chunk keyed on it made every
+/// delta ~20× larger (16 KB instead of 0.8 KB with 600 processes). A delta over a quarter of
+/// its key's size must start a new chunk with the next frame.
+#[test]
+fn a_key_unlike_the_samples_after_it_is_replaced_early() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
+    let mut first = sample(0, 300);
+    for p in &mut first.processes {
+        p.cmdline = None;
+        p.cgroup = None;
+    }
+    let kinds: Vec<bool> = std::iter::once(first)
+        .chain((1..5).map(|seq| sample(seq, 300)))
+        .map(|s| writer.append(&s).expect("append").key_frame)
+        .collect();
+    assert_eq!(kinds, vec![true, false, true, false, false]);
+    drop(writer);
+    assert_eq!(seqs(&read_all(dir.path())), (0..5).collect::<Vec<_>>());
+}
