@@ -422,3 +422,25 @@ fn probe_https_trusts_a_cacert_file_or_says_it_verified_nothing() {
     assert_eq!(plain.status.code(), Some(1));
     assert_eq!(proctor(&["probe", &url, "-k", "--cacert", ca_text]).status.code(), Some(2), "conflicting flags");
 }
+
+/// Ctrl-C (SIGINT) mid-run: the report of what was measured is printed, and the exit is 130.
+#[test]
+fn probe_interrupted_prints_the_report_of_what_it_measured() {
+    let port = probe_server();
+    let url = format!("http://127.0.0.1:{port}/");
+    let child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        .args(["probe", &url, "--duration", "60s", "--rate", "50", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start probe");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: SIGINT to the pid we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("probe exits");
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report on stdout");
+    let n = v["requests"].as_u64().unwrap_or(0);
+    assert!((10..=200).contains(&n), "about 1.5 s at 50/s was measured, not 60 s: {n}");
+    assert_eq!(v["ok"].as_u64(), Some(n), "{v}");
+}
