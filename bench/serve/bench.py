@@ -4,7 +4,8 @@ Phase `latency`: a Jupyter server whose 96 children share 2 GiB (4 KiB pages) se
 jupyter-resource-usage's /api/metrics/v1; `proctor serve --jupyter-pid` watches the same tree.
 Each endpoint gets a steady request rate from `wrk` (paced by bench/serve/paced.lua, latencies
 in microseconds), while a second `wrk` measures an unrelated endpoint of the same server. Phase `cost`: the agent alone at the default interval with ~600
-processes on the host, its CPU and RSS read from /proc over a window. Phase `ring`: the history
+processes on the host, its CPU and RSS read from /proc over a window, once with --no-record and
+once recording into a temporary --data-dir (the recorder's own figures printed). Phase `ring`: the history
 ring filled (3600 points) to show RSS with a full ring.
 
 Every figure is printed next to the command that produced it, with the load average.
@@ -14,6 +15,7 @@ Processes are started here and stopped here by their pids.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -175,7 +177,7 @@ def phase_latency(seconds=20):
     wait_http(f"{jbase}/api/metrics/v1", {"Authorization": f"token {TOKEN}"})
     print(f"one jupyter-resource-usage request, cold: {time.perf_counter() - t:.2f} s")
     pport = free_port()
-    pcmd = [PROCTOR, "serve", "--listen", f"127.0.0.1:{pport}", "--jupyter-pid", str(jupyter.pid)]
+    pcmd = [PROCTOR, "serve", "--no-record", "--listen", f"127.0.0.1:{pport}", "--jupyter-pid", str(jupyter.pid)]
     proctor = start(pcmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pbase = f"http://127.0.0.1:{pport}"
     wait_http(f"{pbase}/api/metrics/v1")
@@ -218,13 +220,22 @@ def phase_latency(seconds=20):
 
 
 def phase_cost(target=600, window=60):
-    sleepers = []
+    """The agent at the default interval, without recording and then recording (the default)
+    into a temporary data directory, one after the other with the same sleepers."""
     print(f"\n== cost: the agent alone at the default interval (load {load()})")
     while sum(1 for d in os.listdir("/proc") if d.isdigit()) < target:
-        sleepers.append(start(["sleep", "3600"], stdin=subprocess.DEVNULL))
+        start(["sleep", "3600"], stdin=subprocess.DEVNULL)
+    data_dir = tempfile.mkdtemp(prefix="serve-bench-data-")
+    for record_args in (["--no-record"], ["--data-dir", data_dir]):
+        cost_run(record_args, window)
+    shutil.rmtree(data_dir)
+    stop_all()
+
+
+def cost_run(record_args, window):
     n = sum(1 for d in os.listdir("/proc") if d.isdigit())
     port = free_port()
-    cmd = [PROCTOR, "serve", "--listen", f"127.0.0.1:{port}"]
+    cmd = [PROCTOR, "serve", "--listen", f"127.0.0.1:{port}", *record_args]
     p = start(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_http(f"http://127.0.0.1:{port}/api/v1/agent")
     time.sleep(10)  # the cmdline and PSS workers' first pass over every process
@@ -242,8 +253,16 @@ def phase_cost(target=600, window=60):
           f"{agent['last_sample']['wall_seconds'] * 1e6:.0f} us wall, {agent['last_sample']['files_read']} files; "
           f"history {agent['history']['bytes'] / 2**10:.0f} KiB of {agent['history']['max_bytes'] / 2**10:.0f} KiB bound; "
           f"pss worker {agent['pss_worker']['cpu_seconds']:.2f} s CPU")
+    rec = agent["recording"]
+    if rec["enabled"]:
+        frames = max(rec["frames_written"], 1)
+        print(f"recording: {rec['frames_written']} frames ({rec['key_frames']} key), "
+              f"{rec['bytes_written'] / frames:.0f} bytes/sample, "
+              f"recorder thread {rec['write_cpu_seconds'] / frames * 1e3:.2f} ms CPU/sample, "
+              f"{rec['dropped']} dropped, {rec['write_errors']} write errors (whole run, warm-up included)")
     print(f"load after: {load()}")
-    stop_all()
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=15)
 
 
 def phase_ring(target=600):
@@ -251,7 +270,7 @@ def phase_ring(target=600):
     while sum(1 for d in os.listdir("/proc") if d.isdigit()) < target:
         start(["sleep", "3600"], stdin=subprocess.DEVNULL)
     port = free_port()
-    cmd = [PROCTOR, "serve", "--listen", f"127.0.0.1:{port}", "--interval", "50ms", "--history", "180s"]
+    cmd = [PROCTOR, "serve", "--no-record", "--listen", f"127.0.0.1:{port}", "--interval", "50ms", "--history", "180s"]
     p = start(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/api/v1/agent"
     wait_http(url)

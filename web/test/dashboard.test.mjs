@@ -33,7 +33,7 @@ function bin() {
 
 /** Starts `proctor serve` on a free loopback port; resolves with its base URL. */
 function serve(extraArgs = []) {
-  const child = spawn(bin(), ["serve", "--listen", "127.0.0.1:0", "--interval", "200ms", ...extraArgs], {
+  const child = spawn(bin(), ["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", ...extraArgs], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   started.push(child);

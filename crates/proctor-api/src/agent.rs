@@ -21,6 +21,7 @@ use proctor_sampler::pss::PssStats;
 use proctor_sampler::{Sampler, SamplerConfig, Schedule};
 
 use crate::history::History;
+use crate::record::{Recorder, Recording, RecordingStatus};
 
 /// Upper bounds of the sample-duration histogram, in seconds (Prometheus `le`).
 pub const SAMPLE_DURATION_BUCKETS: [f64; 12] =
@@ -85,6 +86,8 @@ pub struct AgentSelf {
     pub history_max_bytes: usize,
     pub container_error: Option<String>,
     pub disk_error: Option<String>,
+    /// The store behind `proctor serve`'s recording, as of the previous sample.
+    pub recording: RecordingStatus,
 }
 
 /// What one cycle read, with everything a request needs already derived.
@@ -156,12 +159,26 @@ struct Loop {
     sampler: Sampler,
     totals: AgentSelf,
     schedule: Schedule,
+    /// Dropped with the loop when the agent thread ends, which drains and joins the recorder
+    /// thread, so `Agent::stop` returns with the store's lock released.
+    recorder: Recorder,
 }
 
 impl Agent {
     /// Takes the first sample on the calling thread, so a server started right after always
-    /// has a snapshot to answer from, then starts the sampling thread.
+    /// has a snapshot to answer from, then starts the sampling thread. Records nothing.
     pub fn start(sampler_config: SamplerConfig, config: AgentConfig) -> std::io::Result<Agent> {
+        Agent::start_recording(sampler_config, config, Recording::Off)
+    }
+
+    /// [`Agent::start`], and every sample (the first included) handed to `recording`'s store
+    /// on a thread of its own (see [`crate::record`]).
+    pub fn start_recording(
+        sampler_config: SamplerConfig,
+        config: AgentConfig,
+        recording: Recording,
+    ) -> std::io::Result<Agent> {
+        let recorder = Recorder::start(recording)?;
         let mut sampler = Sampler::new(sampler_config);
         let mut totals = AgentSelf {
             pid: std::process::id(),
@@ -169,20 +186,21 @@ impl Agent {
             container_error: sampler.container_error().map(str::to_string),
             ..AgentSelf::default()
         };
-        let first = cycle(&mut sampler, None, &mut totals, &config);
+        let first = cycle(&mut sampler, None, &mut totals, &config, &recorder);
         let capacity = history_capacity(&config);
         let mut history = History::new(&first, capacity, config.history_top);
         history.push(&first);
-        let first = finish(first, &history, &mut totals);
+        let first = Arc::new(finish(first, &history, &mut totals));
+        recorder.submit(&first);
         let schedule = Schedule::new(Instant::now(), config.interval);
         let shared = Arc::new(Shared {
-            latest: RwLock::new(Arc::new(first)),
+            latest: RwLock::new(first),
             history: RwLock::new(history),
             config,
             http: HttpCounters::default(),
             stop: (Mutex::new(false), Condvar::new()),
         });
-        let state = Loop { sampler, totals, schedule };
+        let state = Loop { sampler, totals, schedule, recorder };
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("proctor-agent".into())
@@ -233,14 +251,16 @@ fn run(mut state: Loop, shared: &Shared) {
         }
         state.totals.missed_ticks = state.schedule.missed();
         let prev = shared.latest();
-        let snapshot = cycle(&mut state.sampler, Some(&prev), &mut state.totals, &shared.config);
+        let snapshot = cycle(&mut state.sampler, Some(&prev), &mut state.totals, &shared.config, &state.recorder);
         drop(prev);
         let snapshot = {
             let mut history = shared.history.write().unwrap_or_else(|e| e.into_inner());
             history.push(&snapshot);
-            finish(snapshot, &history, &mut state.totals)
+            Arc::new(finish(snapshot, &history, &mut state.totals))
         };
-        *shared.latest.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
+        *shared.latest.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&snapshot);
+        // After publishing: requests see the new snapshot whatever the store is doing.
+        state.recorder.submit(&snapshot);
     }
 }
 
@@ -260,7 +280,13 @@ fn finish(mut snapshot: Snapshot, history: &History, totals: &mut AgentSelf) -> 
 }
 
 /// One sample plus its derivation, charged to the agent's totals.
-fn cycle(sampler: &mut Sampler, prev: Option<&Snapshot>, totals: &mut AgentSelf, config: &AgentConfig) -> Snapshot {
+fn cycle(
+    sampler: &mut Sampler,
+    prev: Option<&Snapshot>,
+    totals: &mut AgentSelf,
+    config: &AgentConfig,
+    recorder: &Recorder,
+) -> Snapshot {
     let sample = sampler.sample();
     let derive_before = thread_cpu_ns();
     let prev_sample = prev.map(|p| &p.sample);
@@ -306,6 +332,7 @@ fn cycle(sampler: &mut Sampler, prev: Option<&Snapshot>, totals: &mut AgentSelf,
         .and_then(|i| rows[i].rss_bytes)
         .unwrap_or_else(self_max_rss_bytes);
     totals.max_resident_bytes = self_max_rss_bytes();
+    totals.recording = recorder.status();
     totals.last_derive_cpu_ns = thread_cpu_ns().saturating_sub(derive_before);
     Snapshot {
         sample,

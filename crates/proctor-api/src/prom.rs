@@ -407,6 +407,19 @@ fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
         out.push(counter("proctor_agent_cmdline_timeouts", "cmdline reads that overran the timeout.", Some(c.timeouts as f64)));
     }
     out.push(counter("proctor_agent_http_requests", "HTTP requests answered.", Some(http_requests as f64)));
+    let r = &a.recording;
+    let flag = |b: bool| Some(if b { 1.0 } else { 0.0 });
+    out.push(gauge("proctor_agent_record_enabled", "1 while samples are written to the data directory.", flag(r.enabled)));
+    out.push(gauge(
+        "proctor_agent_record_error",
+        "1 when recording was asked for but the store could not be opened (the reason is in /api/v1/agent).",
+        flag(r.error.is_some()),
+    ));
+    out.push(counter("proctor_agent_record_frames", "Samples written to the store.", Some(r.frames_written as f64)));
+    out.push(counter("proctor_agent_record_bytes", "Bytes the store's files grew by (frame headers and compressed samples).", Some(r.bytes_written as f64)));
+    out.push(counter("proctor_agent_record_dropped", "Samples not recorded because the recorder's queue was full.", Some(r.dropped as f64)));
+    out.push(counter("proctor_agent_record_write_errors", "Failed writes to the store.", Some(r.write_errors as f64)));
+    out.push(counter("proctor_agent_record_cpu_seconds", "CPU time of the recorder thread (encode, compress, write).", Some(r.write_cpu_ns as f64 / 1e9)));
 }
 
 #[cfg(test)]

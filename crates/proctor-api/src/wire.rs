@@ -9,6 +9,7 @@ use proctor_procfs::host::Pressure;
 use serde::Serialize;
 
 use crate::agent::{AgentSelf, Snapshot};
+use crate::record::RecordingStatus;
 
 pub const API_VERSION: &str = "v1";
 
@@ -479,6 +480,27 @@ pub struct AgentOut {
     pub http_unauthorized_total: u64,
     pub http_client_errors_total: u64,
     pub disk_error: Option<String>,
+    pub recording: RecordingOut,
+}
+
+/// `proctor serve`'s recording into its data directory. Three states: off (`enabled` false,
+/// `dir` null), failed (`enabled` false, `dir` and `error` set: the store could not be opened,
+/// serving goes on), recording (`enabled` true). Figures are cumulative since start and lag
+/// the snapshot by one sample.
+#[derive(Debug, Serialize)]
+pub struct RecordingOut {
+    pub enabled: bool,
+    pub dir: Option<String>,
+    pub error: Option<String>,
+    pub frames_written: u64,
+    pub key_frames: u64,
+    pub bytes_written: u64,
+    /// Samples not recorded because the recorder's queue was full (the store fell behind).
+    pub dropped: u64,
+    pub write_errors: u64,
+    pub last_write_error: Option<String>,
+    /// CPU of the recorder thread (encode, compress, write).
+    pub write_cpu_seconds: f64,
 }
 
 pub fn error_key(reader: &str, reason: &str) -> String {
@@ -548,6 +570,22 @@ pub fn agent(s: &Snapshot, interval_secs: f64, http: &crate::agent::HttpCounters
         http_unauthorized_total: http.unauthorized.load(Relaxed),
         http_client_errors_total: http.client_errors.load(Relaxed),
         disk_error: a.disk_error.clone(),
+        recording: recording(&a.recording),
+    }
+}
+
+fn recording(r: &RecordingStatus) -> RecordingOut {
+    RecordingOut {
+        enabled: r.enabled,
+        dir: r.dir.as_ref().map(|d| d.display().to_string()),
+        error: r.error.clone(),
+        frames_written: r.frames_written,
+        key_frames: r.key_frames,
+        bytes_written: r.bytes_written,
+        dropped: r.dropped,
+        write_errors: r.write_errors,
+        last_write_error: r.last_write_error.clone(),
+        write_cpu_seconds: r.write_cpu_ns as f64 / 1e9,
     }
 }
 

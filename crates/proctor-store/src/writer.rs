@@ -200,7 +200,17 @@ impl Writer {
         let sync = self.config.sync_every_frame;
         let active = self.active.as_mut().expect("rotate opened a segment");
         // One write: a crash leaves either nothing or a torn frame at the very end.
-        active.file.write_all(&frame).map_err(|e| StoreError::io(&active.path, e))?;
+        if let Err(e) = active.file.write_all(&frame) {
+            // A failed write (ENOSPC, EIO) may have left part of the frame behind. Cut back to
+            // the last whole frame and start a new segment with the next sample, so a caller that
+            // keeps appending (`proctor serve` does) never puts good frames after a torn one,
+            // which would set the whole segment aside on the next open. If the cut fails too,
+            // the torn tail stays last in its file, where `open` cuts it.
+            let path = active.path.clone();
+            let _ = active.file.set_len(active.bytes);
+            self.active = None;
+            return Err(StoreError::io(&path, e));
+        }
         if sync {
             active.file.sync_data().map_err(|e| StoreError::io(&active.path, e))?;
         }

@@ -87,7 +87,7 @@ def main():
         theirs = get(jurl, auth)  # a second call has a real cpu_percent
 
         proctor = subprocess.Popen(
-            [PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "200ms",
+            [PROCTOR, "serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms",
              "--jupyter-pid", str(jupyter.pid), "--pss-budget", "0.5", "--disk-path", "/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         started.append(proctor)

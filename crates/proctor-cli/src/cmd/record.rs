@@ -104,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // the mask and only the waiter below receives the signals.
     let signals = block_signals()?;
     let (mut writer, report) = Writer::open(&args.dir, config).context("cannot record")?;
-    report_open(&args.dir, &report);
+    report_open("proctor record", &args.dir, &report);
 
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     std::thread::Builder::new()
@@ -153,10 +153,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn report_open(dir: &Path, report: &OpenReport) {
+/// What opening the store found and did, on stderr, each line prefixed with `who`.
+pub fn report_open(who: &str, dir: &Path, report: &OpenReport) {
     for repair in &report.repaired {
         eprintln!(
-            "proctor record: repaired {}: {}; kept {} bytes, dropped {}",
+            "{who}: repaired {}: {}; kept {} bytes, dropped {}",
             repair.path.display(),
             repair.reason,
             repair.kept_bytes,
@@ -164,13 +165,13 @@ fn report_open(dir: &Path, report: &OpenReport) {
         );
     }
     for aside in &report.set_aside {
-        eprintln!("proctor record: set aside {} as {}: {}", aside.path.display(), aside.moved_to.display(), aside.reason);
+        eprintln!("{who}: set aside {} as {}: {}", aside.path.display(), aside.moved_to.display(), aside.reason);
     }
     if !report.removed_by_retention.is_empty() {
-        eprintln!("proctor record: retention removed {} old segments", report.removed_by_retention.len());
+        eprintln!("{who}: retention removed {} old segments", report.removed_by_retention.len());
     }
     eprintln!(
-        "proctor record: recording into {} ({} segments, {} frames checked on open)",
+        "{who}: recording into {} ({} segments, {} frames checked on open)",
         dir.display(),
         report.segments,
         report.frames_checked

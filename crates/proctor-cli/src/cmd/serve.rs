@@ -2,21 +2,25 @@
 //! snapshot, and optionally runs the statsd server in the same process.
 //!
 //! This module turns flags into an agent, a router and (with `--statsd`) a statsd server,
-//! checks that a non-loopback address has a token, and waits for SIGINT or SIGTERM. Routes
-//! and rendering live in `proctor-api`.
+//! checks that a non-loopback address has a token, opens the data directory it records into
+//! (on by default; a store that cannot be opened is reported and serving goes on), and waits
+//! for SIGINT or SIGTERM. Routes, rendering and the recorder thread live in `proctor-api`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use proctor_api::prom::{Family, Kind, MetricsConfig, ProcessRank};
-use proctor_api::{Agent, AgentConfig, ApiConfig, ExtraMetrics};
+use proctor_api::{Agent, AgentConfig, ApiConfig, ExtraMetrics, Recording};
 use proctor_api::jupyter::JupyterConfig;
 use proctor_statsd::{ServerHandle, Shutdown};
+use proctor_store::{StoreConfig, Writer};
 
 use crate::cmd::common::ReadArgs;
+use crate::cmd::record::{parse_age, report_open};
 use crate::cmd::statsd::{block_signals, wait_for_signal};
 use crate::output::parse_duration;
 
@@ -80,6 +84,21 @@ struct ServeOptions {
     /// Most statsd keys exposed on /metrics per type (the rest are counted, not shown).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     statsd_metrics_max: usize,
+    /// Record every sample into this directory (must exist; `proctor replay --dir` and `proctor
+    /// dump --dir` read it). Default: $XDG_STATE_HOME/proctor, else
+    /// $HOME/.local/state/proctor, created (mode 0700) if missing. A directory that cannot be
+    /// used, or one another recorder holds, is reported and serving goes on without recording.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_record")]
+    data_dir: Option<PathBuf>,
+    /// Do not record samples (serve from memory only).
+    #[arg(long)]
+    no_record: bool,
+    /// Drop recorded data older than this (whole segments; `7d`, `36h`, `90m`).
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = parse_age)]
+    retain_age: Duration,
+    /// Drop the oldest recorded data while the data directory exceeds this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 2048)]
+    retain_mib: u64,
     #[command(flatten)]
     read: ReadArgs,
     #[command(flatten, next_help_heading = "statsd (with --statsd)")]
@@ -145,7 +164,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/"));
     let agent_config = AgentConfig { interval, history, history_top: 10, jupyter_pid, disk_path };
-    let agent = Agent::start(sampler_config, agent_config).context("cannot start the sampling thread")?;
+    let recording = open_recording(&o);
+    let agent = Agent::start_recording(sampler_config, agent_config, recording)
+        .context("cannot start the sampling thread")?;
 
     let statsd_shutdown = Shutdown::new();
     let statsd = if o.statsd {
@@ -215,6 +236,65 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The store `serve` records into, or why there is none. Never an error: serving goes on.
+fn open_recording(o: &ServeOptions) -> Recording {
+    if o.no_record {
+        return Recording::Off;
+    }
+    let config = StoreConfig {
+        retain_age: o.retain_age,
+        retain_bytes: o.retain_mib.saturating_mul(1 << 20),
+        ..StoreConfig::default()
+    };
+    let dir = match &o.data_dir {
+        // Given explicitly, the directory must exist, as for `proctor record`: a typo should
+        // not quietly start a new store somewhere else.
+        Some(dir) => Ok(dir.clone()),
+        None => default_data_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+            .and_then(|dir| create_private_dir(&dir).map(|()| dir)),
+    };
+    let opened = dir.and_then(|dir| Writer::open(&dir, config).map_err(|e| (Some(dir), e.to_string())));
+    match opened {
+        Ok((writer, report)) => {
+            report_open("proctor serve", writer.dir(), &report);
+            Recording::On(Box::new(writer))
+        }
+        Err((dir, error)) => {
+            log(&format!("cannot record: {error}; serving without recording (see `recording` in /api/v1/agent)"));
+            Recording::Failed { dir, error }
+        }
+    }
+}
+
+/// `$XDG_STATE_HOME/proctor`, else `$HOME/.local/state/proctor` (the XDG base directory rule:
+/// a relative or empty `XDG_STATE_HOME` is ignored).
+fn default_data_dir(
+    xdg_state_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Result<PathBuf, (Option<PathBuf>, String)> {
+    if let Some(state) = xdg_state_home.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return Ok(state.join("proctor"));
+    }
+    match home.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        Some(home) => Ok(home.join(".local/state/proctor")),
+        None => Err((
+            None,
+            "no data directory: neither XDG_STATE_HOME nor HOME is set to an absolute path (give --data-dir)".to_string(),
+        )),
+    }
+}
+
+/// Creates `dir` and any missing parents with mode 0700 (samples name every process and its
+/// command line, which other users need not read). An existing directory is left as it is.
+fn create_private_dir(dir: &Path) -> Result<(), (Option<PathBuf>, String)> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| (Some(dir.to_owned()), format!("cannot create data directory {}: {e}", dir.display())))
 }
 
 /// glibc gives each thread that allocates its own arena (up to 8 per core), and each keeps
@@ -295,4 +375,25 @@ fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
     hidden.push(Vec::new(), not_shown as f64);
     out.push(hidden);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_data_dir;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_default_data_dir_follows_the_xdg_state_rule() {
+        let check = |xdg: Option<&str>, home: Option<&str>, expected: Option<&str>| {
+            let got = default_data_dir(xdg.map(Into::into), home.map(Into::into)).ok();
+            assert_eq!(got, expected.map(PathBuf::from), "XDG_STATE_HOME={xdg:?} HOME={home:?}");
+        };
+        check(Some("/s"), Some("/h"), Some("/s/proctor"));
+        check(None, Some("/h"), Some("/h/.local/state/proctor"));
+        // The spec: a relative (or empty) XDG_STATE_HOME is invalid and ignored.
+        check(Some("rel"), Some("/h"), Some("/h/.local/state/proctor"));
+        check(Some(""), Some("/h"), Some("/h/.local/state/proctor"));
+        check(None, None, None);
+        check(None, Some(""), None);
+    }
 }

@@ -2,6 +2,7 @@
 
 mod record;
 mod replay;
+mod serve_record;
 
 use std::process::{Child, Command, Output, Stdio};
 
@@ -171,11 +172,11 @@ fn snapshot_count_streams_json_lines_with_rates() {
 
 #[test]
 fn serve_refuses_a_public_address_without_a_token() {
-    let out = proctor(&["serve", "--listen", "0.0.0.0:0"]);
+    let out = proctor(&["serve", "--no-record", "--listen", "0.0.0.0:0"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("give --token or --token-file"), "{err}");
-    let out = proctor(&["serve", "--interval", "0s"]);
+    let out = proctor(&["serve", "--no-record", "--interval", "0s"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--interval must be more than 0"));
 }
@@ -185,7 +186,7 @@ fn serve_refuses_a_public_address_without_a_token() {
 fn serve_answers_and_stops_on_sigterm() {
     use std::io::{BufRead, BufReader, Read, Write};
     let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start serve");
@@ -230,7 +231,7 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     let udp_port = std::net::UdpSocket::bind("127.0.0.1:0").expect("probe").local_addr().expect("addr").port();
     let udp = format!("127.0.0.1:{udp_port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms", "--statsd", "--udp", &udp])
+        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--statsd", "--udp", &udp])
         .args(["--admin", "off", "--flush-interval", "300ms"])
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -1,0 +1,283 @@
+//! `proctor serve` recording into its data directory, as a real child process: what it writes
+//! is read back by `replay` and `dump`; an unusable directory is reported while serving goes
+//! on; `--no-record` writes nothing; the default directory is created private; a store that
+//! fails a write keeps recording in a new segment.
+//!
+//! Every child gets HOME and XDG_STATE_HOME inside a temporary directory, so no test can write
+//! into the real home directory.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use proctor_store::{Reader, StoreConfig, Writer};
+
+use super::{http_get, Guard};
+
+struct Served {
+    child: Guard,
+    addr: String,
+    /// Everything serve printed on stderr up to and including its address.
+    early_stderr: String,
+    stderr: BufReader<ChildStderr>,
+}
+
+/// Starts `proctor serve` at 100 ms with HOME and XDG_STATE_HOME set as given (never the
+/// caller's), and waits for its address.
+fn serve(home: &Path, xdg_state_home: Option<&Path>, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Served {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms", "--pss-budget", "0"])
+        .args(extra)
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(state) = xdg_state_home {
+        command.env("XDG_STATE_HOME", state);
+    }
+    setup(&mut command);
+    let mut child = command.spawn().expect("start serve");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let child = Guard(child);
+    let mut early_stderr = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).expect("stderr") == 0 {
+            panic!("serve ended before printing its address: {early_stderr}");
+        }
+        early_stderr.push_str(&line);
+        if let Some(addr) = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()) {
+            let addr = addr.to_string();
+            return Served { child, addr, early_stderr, stderr };
+        }
+    }
+}
+
+impl Served {
+    fn agent(&self) -> serde_json::Value {
+        let reply = http_get(&self.addr, "/api/v1/agent");
+        let body = reply.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {reply}"))
+    }
+
+    /// Polls /api/v1/agent until `check` holds (at most 20 s); returns the last answer.
+    fn agent_until(&self, check: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let agent = self.agent();
+            if check(&agent) || Instant::now() > deadline {
+                return agent;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM, then the exit status and the rest of stderr.
+    fn stop(mut self) -> (std::process::ExitStatus, String) {
+        use std::io::Read;
+        // SAFETY: SIGTERM to the pid we started.
+        unsafe { libc::kill(self.child.0.id() as i32, libc::SIGTERM) };
+        let status = self.child.0.wait().expect("exits");
+        let mut rest = String::new();
+        let _ = self.stderr.read_to_string(&mut rest);
+        (status, rest)
+    }
+}
+
+fn frames_written(agent: &serde_json::Value) -> u64 {
+    agent["recording"]["frames_written"].as_u64().unwrap_or(0)
+}
+
+/// Every stored sample's seq, checking that every frame decodes.
+fn stored_seqs(dir: &Path) -> Vec<u64> {
+    let mut reader = Reader::open(dir).expect("store opens");
+    let frames = reader.all_frames().expect("frames");
+    let seqs = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+    assert!(reader.report().bad_frames.is_empty(), "{:?}", reader.report());
+    seqs
+}
+
+#[test]
+fn serve_records_into_its_data_dir_and_replay_and_dump_read_it_back() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let data = tempfile::tempdir().expect("tempdir");
+    let dir = data.path().to_str().expect("utf-8 path");
+    let served = serve(home.path(), None, &["--data-dir", dir], |_| {});
+    assert!(served.early_stderr.contains(&format!("recording into {dir}")), "{}", served.early_stderr);
+    let agent = served.agent_until(|a| frames_written(a) >= 5);
+    let recording = &agent["recording"];
+    assert_eq!(recording["enabled"], true, "{agent}");
+    assert_eq!(recording["dir"], dir, "{agent}");
+    assert!(recording["error"].is_null(), "{agent}");
+    assert!(frames_written(&agent) >= 5, "{agent}");
+    assert!(recording["bytes_written"].as_u64().is_some_and(|b| b > 0), "{agent}");
+    assert!(recording["write_cpu_seconds"].as_f64().is_some_and(|s| s > 0.0), "{agent}");
+    assert_eq!(recording["write_errors"], 0, "{agent}");
+    let metrics = http_get(&served.addr, "/metrics");
+    assert!(metrics.contains("proctor_agent_record_enabled 1\n"), "{metrics}");
+    assert!(metrics.contains("proctor_agent_record_error 0\n"), "{metrics}");
+    assert!(metrics.contains("proctor_agent_record_frames_total "), "{metrics}");
+    let (status, _) = served.stop();
+    assert!(status.success(), "{status:?}");
+
+    // Everything counted as written is there (stopping drains the queue, so maybe more), in
+    // order, and the lock went with the process.
+    let seqs = stored_seqs(data.path());
+    assert!(seqs.len() as u64 >= frames_written(&agent), "{} stored, {} counted", seqs.len(), frames_written(&agent));
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    Writer::open(data.path(), StoreConfig::default()).expect("the lock is released when serve exits");
+
+    let dump = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        .args(["dump", "host", "--dir", dir, "--format", "json", "--fields", "time,cpu.busy"])
+        .output()
+        .expect("run dump");
+    assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
+    assert_eq!(String::from_utf8_lossy(&dump.stdout).lines().count(), seqs.len());
+    let replay = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        .args(["replay", "--dir", dir, "--format", "json"])
+        .output()
+        .expect("run replay");
+    let view = super::json(&replay);
+    assert!(view["host"]["cpu"]["busy"].is_number(), "the newest stored sample has a rate: {view}");
+}
+
+/// The default directory: created under XDG_STATE_HOME with mode 0700, parents included.
+#[test]
+fn serve_creates_its_default_data_dir_private_and_records_there() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().expect("tempdir");
+    let state = home.path().join("state");
+    let served = serve(home.path(), Some(&state), &[], |_| {});
+    let agent = served.agent_until(|a| frames_written(a) >= 2);
+    let dir = state.join("proctor");
+    assert_eq!(agent["recording"]["dir"], dir.to_str().expect("utf-8"), "{agent}");
+    let (status, _) = served.stop();
+    assert!(status.success(), "{status:?}");
+    for created in [&state, &dir] {
+        let mode = std::fs::metadata(created).expect("created").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", created.display());
+    }
+    assert!(stored_seqs(&dir).len() >= 2);
+
+    // Without XDG_STATE_HOME: $HOME/.local/state/proctor.
+    let served = serve(home.path(), None, &[], |_| {});
+    let agent = served.agent_until(|a| frames_written(a) >= 1);
+    let (status, _) = served.stop();
+    assert!(status.success(), "{status:?}");
+    let dir = home.path().join(".local/state/proctor");
+    assert_eq!(agent["recording"]["dir"], dir.to_str().expect("utf-8"), "{agent}");
+    assert!(!stored_seqs(&dir).is_empty());
+}
+
+/// A missing directory, a file in its place, and a directory another recorder holds: each is
+/// reported on stderr, in /api/v1/agent and on /metrics, and serving goes on.
+#[test]
+fn serve_with_an_unusable_data_dir_keeps_serving_and_reports_why() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let missing = home.path().join("missing");
+    let file = home.path().join("a-file");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let held = home.path().join("held");
+    std::fs::create_dir(&held).expect("mkdir");
+    let (_other, _) = Writer::open(&held, StoreConfig::default()).expect("this test holds the lock");
+    for (dir, reason) in [
+        (&missing, "does not exist"),
+        (&file, "is not a directory"),
+        (&held, "locked by another recorder"),
+    ] {
+        let served = serve(home.path(), None, &["--data-dir", dir.to_str().expect("utf-8")], |_| {});
+        assert!(
+            served.early_stderr.contains("cannot record: ") && served.early_stderr.contains(reason),
+            "{}",
+            served.early_stderr
+        );
+        let first = served.agent()["samples_total"].as_u64().expect("samples_total");
+        let agent = served.agent_until(|a| a["samples_total"].as_u64().is_some_and(|n| n >= first + 3));
+        assert!(agent["samples_total"].as_u64().is_some_and(|n| n >= first + 3), "still sampling: {agent}");
+        let recording = &agent["recording"];
+        assert_eq!(recording["enabled"], false, "{agent}");
+        assert_eq!(recording["dir"], dir.to_str().expect("utf-8"), "{agent}");
+        assert!(recording["error"].as_str().is_some_and(|e| e.contains(reason)), "{agent}");
+        assert_eq!(recording["frames_written"], 0, "{agent}");
+        let metrics = http_get(&served.addr, "/metrics");
+        assert!(metrics.contains("proctor_agent_record_enabled 0\n"), "{metrics}");
+        assert!(metrics.contains("proctor_agent_record_error 1\n"), "{metrics}");
+        let (status, _) = served.stop();
+        assert!(status.success(), "{status:?}");
+    }
+    assert!(!missing.exists(), "an explicit --data-dir is never created");
+    assert_eq!(std::fs::read(&file).expect("read"), b"not a directory");
+    assert!(std::fs::read_dir(&held).expect("ls").all(|e| e.expect("entry").file_name() == "lock"));
+}
+
+#[test]
+fn serve_no_record_writes_nothing() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let state = home.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    let served = serve(home.path(), Some(&state), &["--no-record"], |_| {});
+    let agent = served.agent_until(|a| a["samples_total"].as_u64().is_some_and(|n| n >= 4));
+    let recording = &agent["recording"];
+    assert_eq!(recording["enabled"], false, "{agent}");
+    assert!(recording["dir"].is_null() && recording["error"].is_null(), "{agent}");
+    let (status, _) = served.stop();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(std::fs::read_dir(home.path()).expect("ls").count(), 1, "only the state dir this test made");
+    assert_eq!(std::fs::read_dir(&state).expect("ls").count(), 0);
+}
+
+/// Regression: a failed write (here EFBIG from RLIMIT_FSIZE, standing in for a full disk) left
+/// the writer appending to the same segment after a torn frame, so every later write failed
+/// too, and a write that succeeded would have put good frames after the torn one (the whole
+/// segment set aside on the next open). Now the tail is cut and the next sample starts a new
+/// segment: recording goes on, and everything stored reads back.
+#[test]
+fn serve_keeps_recording_after_a_failed_write() {
+    use std::os::unix::process::CommandExt;
+    let home = tempfile::tempdir().expect("tempdir");
+    let data = tempfile::tempdir().expect("tempdir");
+    // Room for a key frame of this host (~35 B per process measured, so 64 B leaves margin)
+    // and a few seconds of ~1 KiB deltas at 100 ms, so the limit is reached soon.
+    let processes = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit())))
+        .count() as u64;
+    let limit = (16 << 10) + 64 * processes;
+    let served = serve(home.path(), None, &["--data-dir", data.path().to_str().expect("utf-8")], |command| {
+        // SAFETY: between fork and exec only async-signal-safe calls: setrlimit and signal.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Ignored signals stay ignored across exec: the write fails with EFBIG
+                // instead of SIGXFSZ ending the process.
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    });
+    let agent = served.agent_until(|a| {
+        let r = &a["recording"];
+        r["write_errors"].as_u64().is_some_and(|n| n >= 2)
+    });
+    let errors = agent["recording"]["write_errors"].as_u64().unwrap_or(0);
+    let frames = frames_written(&agent);
+    assert!(errors >= 2, "the limit was reached: {agent}");
+    assert!(agent["recording"]["last_write_error"].as_str().is_some_and(|e| e.contains("too large")), "{agent}");
+    let later = served.agent_until(|a| frames_written(a) >= frames + 3);
+    assert!(frames_written(&later) >= frames + 3, "writes go on after a failure: {later}");
+    let (status, _) = served.stop();
+    assert!(status.success(), "{status:?}");
+    let (_, report) = Writer::open(data.path(), StoreConfig::default()).expect("opens");
+    assert!(report.set_aside.is_empty(), "{report:?}");
+    let segments = std::fs::read_dir(data.path()).expect("ls").filter(|e| {
+        e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+    });
+    assert!(segments.count() >= 3, "a new segment after each failure");
+    assert!(stored_seqs(data.path()).len() as u64 >= frames_written(&later));
+}
