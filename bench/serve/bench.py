@@ -266,24 +266,29 @@ def cost_run(record_args, window):
 
 
 def phase_ring(target=600):
-    print(f"\n== ring: 3600 history points at 50 ms, then RSS (load {load()})")
-    while sum(1 for d in os.listdir("/proc") if d.isdigit()) < target:
-        start(["sleep", "3600"], stdin=subprocess.DEVNULL)
-    port = free_port()
-    cmd = [PROCTOR, "serve", "--no-record", "--listen", f"127.0.0.1:{port}", "--interval", "50ms", "--history", "180s"]
-    p = start(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/api/v1/agent"
-    wait_http(url)
-    while True:
-        agent = json.loads(wait_http(url))
-        if agent["history"]["points"] >= agent["history"]["capacity"]:
-            break
-        time.sleep(5)
-    _, rss, hwm = proc_cpu_rss(p.pid)
-    print(f"command: {' '.join(cmd)}")
-    print(f"full ring: {agent['history']['points']} points, {agent['history']['bytes'] / 2**20:.2f} MiB; "
-          f"agent RSS {rss / 2**20:.1f} MiB, peak {hwm / 2**20:.1f} MiB")
-    stop_all()
+    """Fills the ring (3600 points at 50 ms) without and then with recording; RSS for each."""
+    for record in (False, True):
+        print(f"\n== ring: 3600 history points at 50 ms, {'recording' if record else '--no-record'}, then RSS (load {load()})")
+        while sum(1 for d in os.listdir("/proc") if d.isdigit()) < target:
+            start(["sleep", "3600"], stdin=subprocess.DEVNULL)
+        port = free_port()
+        data = tempfile.mkdtemp(prefix="serve-ring-")
+        recording = ["--data-dir", data] if record else ["--no-record"]
+        cmd = [PROCTOR, "serve", *recording, "--listen", f"127.0.0.1:{port}", "--interval", "50ms", "--history", "180s"]
+        p = start(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/api/v1/agent"
+        wait_http(url)
+        while True:
+            agent = json.loads(wait_http(url))
+            if agent["history"]["points"] >= agent["history"]["capacity"]:
+                break
+            time.sleep(5)
+        _, rss, hwm = proc_cpu_rss(p.pid)
+        print(f"command: {' '.join(cmd)}")
+        print(f"full ring: {agent['history']['points']} points, {agent['history']['bytes'] / 2**20:.2f} MiB; "
+              f"agent RSS {rss / 2**20:.1f} MiB, peak {hwm / 2**20:.1f} MiB; recording {agent.get('recording')}")
+        stop_all()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 if __name__ == "__main__":
