@@ -85,12 +85,16 @@ struct ServeOptions {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     statsd_metrics_max: usize,
     /// Record every sample into this directory (must exist; `proctor replay --dir` and `proctor
-    /// dump --dir` read it). Default: $XDG_STATE_HOME/proctor, else
-    /// $HOME/.local/state/proctor, created (mode 0700) if missing. A directory that cannot be
-    /// used, or one another recorder holds, is reported and serving goes on without recording.
+    /// dump --dir` read it). A directory that cannot be used, or one another recorder holds, is
+    /// reported and serving goes on without recording.
     #[arg(long, value_name = "DIR", conflicts_with = "no_record")]
     data_dir: Option<PathBuf>,
-    /// Do not record samples (serve from memory only).
+    /// Record every sample into the default data directory: $XDG_STATE_HOME/proctor, else
+    /// $HOME/.local/state/proctor, created (mode 0700) if missing. Recording is off unless this
+    /// or --data-dir is given: it adds ~4 MiB of RSS (zstd), more than the agent's budget.
+    #[arg(long, conflicts_with = "no_record")]
+    record: bool,
+    /// Do not record samples (serve from memory only; the default).
     #[arg(long)]
     no_record: bool,
     /// Drop recorded data older than this (whole segments; `7d`, `36h`, `90m`).
@@ -240,7 +244,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The store `serve` records into, or why there is none. Never an error: serving goes on.
 fn open_recording(o: &ServeOptions) -> Recording {
-    if o.no_record {
+    if o.no_record || (!o.record && o.data_dir.is_none()) {
         return Recording::Off;
     }
     let config = StoreConfig {

@@ -1,6 +1,7 @@
 //! `proctor serve` recording into its data directory, as a real child process: what it writes
 //! is read back by `replay` and `dump`; an unusable directory is reported while serving goes
-//! on; `--no-record` writes nothing; the default directory is created private; a store that
+//! on; without `--record` or `--data-dir`, or with `--no-record`, nothing is written; the default
+//! directory (with `--record`) is created private; a store that
 //! fails a write keeps recording in a new segment.
 //!
 //! Every child gets HOME and XDG_STATE_HOME inside a temporary directory, so no test can write
@@ -150,7 +151,7 @@ fn serve_creates_its_default_data_dir_private_and_records_there() {
     use std::os::unix::fs::PermissionsExt;
     let home = tempfile::tempdir().expect("tempdir");
     let state = home.path().join("state");
-    let served = serve(home.path(), Some(&state), &[], |_| {});
+    let served = serve(home.path(), Some(&state), &["--record"], |_| {});
     let agent = served.agent_until(|a| frames_written(a) >= 2);
     let dir = state.join("proctor");
     assert_eq!(agent["recording"]["dir"], dir.to_str().expect("utf-8"), "{agent}");
@@ -163,7 +164,7 @@ fn serve_creates_its_default_data_dir_private_and_records_there() {
     assert!(stored_seqs(&dir).len() >= 2);
 
     // Without XDG_STATE_HOME: $HOME/.local/state/proctor.
-    let served = serve(home.path(), None, &[], |_| {});
+    let served = serve(home.path(), None, &["--record"], |_| {});
     let agent = served.agent_until(|a| frames_written(a) >= 1);
     let (status, _) = served.stop();
     assert!(status.success(), "{status:?}");
@@ -215,10 +216,20 @@ fn serve_with_an_unusable_data_dir_keeps_serving_and_reports_why() {
 
 #[test]
 fn serve_no_record_writes_nothing() {
+    no_recording_writes_nothing(&["--no-record"]);
+}
+
+/// Recording is opt-in (`--record` or `--data-dir`): a plain `proctor serve` writes nothing.
+#[test]
+fn serve_by_default_writes_nothing() {
+    no_recording_writes_nothing(&[]);
+}
+
+fn no_recording_writes_nothing(flags: &[&str]) {
     let home = tempfile::tempdir().expect("tempdir");
     let state = home.path().join("state");
     std::fs::create_dir(&state).expect("mkdir");
-    let served = serve(home.path(), Some(&state), &["--no-record"], |_| {});
+    let served = serve(home.path(), Some(&state), flags, |_| {});
     let agent = served.agent_until(|a| a["samples_total"].as_u64().is_some_and(|n| n >= 4));
     let recording = &agent["recording"];
     assert_eq!(recording["enabled"], false, "{agent}");
