@@ -267,31 +267,33 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     assert!(status.success(), "{status:?}");
 }
 
+/// Answers every request on one kept-alive connection with `200 ok` until the client closes.
+fn answer_ok_until_closed(mut stream: impl std::io::Read + std::io::Write) {
+    let mut pending = Vec::new();
+    let mut chunk = [0u8; 2048];
+    loop {
+        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            pending.drain(..end + 4);
+            if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+                return;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(read) => pending.extend_from_slice(&chunk[..read]),
+        }
+    }
+}
+
 /// A keep-alive loopback server answering every request with `200 ok` (test-local, bounded
 /// by the test's own request count).
 fn probe_server() -> u16 {
-    use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let port = listener.local_addr().expect("addr").port();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut pending = Vec::new();
-                let mut chunk = [0u8; 2048];
-                loop {
-                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                        pending.drain(..end + 4);
-                        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
-                            return;
-                        }
-                    }
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => pending.extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
+            let Ok(stream) = stream else { continue };
+            std::thread::spawn(move || answer_ok_until_closed(stream));
         }
     });
     port
@@ -335,7 +337,6 @@ fn probe_rejects_a_bad_url_and_reports_refused_connections() {
 /// A keep-alive loopback HTTPS server answering `200 ok`, with a self-signed certificate for
 /// 127.0.0.1 generated now; returns its port and the certificate's PEM (its own root).
 fn https_probe_server() -> (u16, String) {
-    use std::io::{Read, Write};
     use std::sync::Arc;
     let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).expect("self-signed certificate");
     let key = rustls::pki_types::PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der());
@@ -356,21 +357,7 @@ fn https_probe_server() -> (u16, String) {
             let config = Arc::clone(&config);
             std::thread::spawn(move || {
                 let Ok(session) = rustls::ServerConnection::new(config) else { return };
-                let mut stream = rustls::StreamOwned::new(session, tcp);
-                let mut pending = Vec::new();
-                let mut chunk = [0u8; 2048];
-                loop {
-                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                        pending.drain(..end + 4);
-                        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
-                            return;
-                        }
-                    }
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => pending.extend_from_slice(&chunk[..read]),
-                    }
-                }
+                answer_ok_until_closed(rustls::StreamOwned::new(session, tcp));
             });
         }
     });
