@@ -33,8 +33,17 @@ pub enum CodecError {
 }
 
 pub fn encode_record(sample: &Sample) -> Vec<u8> {
+    encode_record_sized(sample, 0)
+}
+
+/// [`encode_record`] into a buffer allocated for `expected` bytes up front (the last record's
+/// size, say): a 434 KB record then costs one allocation instead of a dozen doublings, none of
+/// them copied (a 512 KiB buffer and the 256 KiB one it grew from, at its last step).
+pub fn encode_record_sized(sample: &Sample, expected: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(expected);
     // Serializing plain structs and maps with string keys cannot fail.
-    serde_json::to_vec(sample).expect("a Sample always serializes to JSON")
+    serde_json::to_writer(&mut out, sample).expect("a Sample always serializes to JSON");
+    out
 }
 
 pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
@@ -47,41 +56,79 @@ pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
 /// zstd level: 3 is zstd's default; measured in `examples/frame_cost.rs`.
 pub const DEFAULT_LEVEL: i32 = 3;
 
-/// Compresses records, keeping the current chunk's dictionary loaded between frames (loading a
-/// few hundred kilobytes of dictionary is most of the cost of a small frame).
+/// Compresses records. Holds the current chunk's key record and nothing of zstd's between
+/// frames: each frame gets a fresh zstd context, and a delta references the key record as a
+/// *prefix* (`ZSTD_CCtx_refPrefix`: zstd indexes it in place, copying nothing). A prefix is
+/// byte-for-byte what a raw-content dictionary is to the decoder, so frames decode exactly as
+/// before (`decompress_delta` with the key record).
+///
+/// Memory, measured with `examples/compressor_mem.rs` on 434 KB records (~600 processes): the
+/// first compressor kept a `CDict` of the key (a copy of the record plus its tables) and a
+/// context with its own copy of the tables, 2.4 MiB between frames, and built a third context
+/// per key frame; this one holds the key record (0.4 MiB) and uses 0.9 MiB of zstd memory
+/// while it compresses. Indexing the prefix again for every delta costs ~0.3 ms per frame.
+#[derive(Debug)]
 pub struct Compressor {
     level: i32,
-    /// Compressor loaded with the current key record, or `None` before the first key frame.
-    delta: Option<zstd::bulk::Compressor<'static>>,
-}
-
-impl std::fmt::Debug for Compressor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compressor").field("level", &self.level).field("has_key", &self.delta.is_some()).finish()
-    }
+    /// The current chunk's key record, or `None` before the first key frame.
+    key: Option<Vec<u8>>,
 }
 
 impl Compressor {
     pub fn new(level: i32) -> Self {
-        Compressor { level, delta: None }
+        Compressor { level, key: None }
     }
 
-    /// Compresses `record` as a key frame and makes it the dictionary for following deltas.
-    pub fn key(&mut self, record: &[u8]) -> std::io::Result<Vec<u8>> {
-        let compressed = zstd::bulk::compress(record, self.level)?;
-        self.delta = Some(zstd::bulk::Compressor::with_dictionary(self.level, record)?);
+    /// Compresses `record` as a key frame and keeps it as the prefix of following deltas.
+    pub fn key(&mut self, record: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        // Dropped first: a key frame never needs the previous key.
+        self.key = None;
+        let compressed = compress(self.level, None, &record)?;
+        self.key = Some(record);
         Ok(compressed)
     }
 
     /// Compresses `record` against the current key; `None` when there is no key yet.
     pub fn delta(&mut self, record: &[u8]) -> Option<std::io::Result<Vec<u8>>> {
-        self.delta.as_mut().map(|c| c.compress(record))
+        let key = self.key.as_deref()?;
+        Some(compress(self.level, Some(key), record))
     }
 
     /// Forgets the key, so the next frame must be a key frame (a new segment or chunk).
     pub fn reset(&mut self) {
-        self.delta = None;
+        self.key = None;
     }
+}
+
+/// Hash table bits for a record of `len` bytes (and a prefix of about as many): the smallest
+/// table with at most 8 input bytes per entry, from 2^14 (zstd's own for level 3 and small
+/// inputs; it shrinks tables further for tiny ones). zstd's own choice for a level-3
+/// input this large is 2^17 (and half as many chain entries), for any size above 256 KiB.
+/// Measured in `examples/compressor_mem.rs` (`COMPRESSOR_MEM_CUT` shortens the records): deltas
+/// stay within 1 % of zstd's choice up to 8 bytes per entry and grow 7–10× past it (from 9
+/// bytes per entry on), so the bound carries an eighth of headroom for records that grew since
+/// their key.
+pub fn table_log(len: usize) -> u32 {
+    let len = len.saturating_add(len / 8).max(1);
+    let ceil_log2 = usize::BITS - (len - 1).leading_zeros();
+    ceil_log2.saturating_sub(3).clamp(14, 27)
+}
+
+fn compress(level: i32, prefix: Option<&[u8]>, record: &[u8]) -> std::io::Result<Vec<u8>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
+    let io_error = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+    let tables = table_log(prefix.map_or(0, <[u8]>::len).max(record.len()));
+    let mut cctx = CCtx::try_create().ok_or_else(|| std::io::Error::other("zstd: cannot create a context"))?;
+    cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(io_error)?;
+    cctx.set_parameter(CParameter::HashLog(tables)).map_err(io_error)?;
+    cctx.set_parameter(CParameter::ChainLog(tables - 1)).map_err(io_error)?;
+    if let Some(prefix) = prefix {
+        cctx.ref_prefix(prefix).map_err(io_error)?;
+    }
+    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(record.len()));
+    // compress2 writes the content size into the frame header; `decompress` relies on it.
+    cctx.compress2(&mut out, record).map_err(io_error)?;
+    Ok(out)
 }
 
 /// Upper bound on a decompressed record; a corrupt size cannot make us allocate more.
@@ -107,4 +154,23 @@ fn decompress(payload: &[u8], dictionary: Option<&[u8]>) -> Result<Vec<u8>, Code
         .flatten()
         .map_or(MAX_RECORD_LEN, |n| (n as usize).min(MAX_RECORD_LEN));
     decompressor.decompress(payload, capacity).map_err(CodecError::Decompress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table_log;
+
+    #[test]
+    fn tables_hold_at_most_eight_bytes_per_entry_with_an_eighth_to_spare() {
+        // 600 processes: 434 KB records, 2^16 entries (zstd's level 3 would take 2^17).
+        assert_eq!(table_log(434_000), 16);
+        // 466 KB · 9/8 = 524 KB is the most 2^16 entries take; then 2^17.
+        assert_eq!(table_log(466_000), 16);
+        assert_eq!(table_log(467_000), 17);
+        assert_eq!(table_log(1_100_000), 18);
+        for len in [0, 1, 1000, 100_000] {
+            assert_eq!(table_log(len), 14, "{len}");
+        }
+        assert_eq!(table_log(usize::MAX), 27);
+    }
 }

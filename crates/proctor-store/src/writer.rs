@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use proctor_model::Sample;
 
-use crate::codec::{encode_record, Compressor, RECORD_VERSION};
+use crate::codec::{encode_record_sized, Compressor, RECORD_VERSION};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
 use crate::segment::{intact_frame_after, list_segments, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX};
 use crate::{check_dir, StoreConfig, StoreError};
@@ -91,6 +91,8 @@ pub struct Writer {
     _lock: File,
     active: Option<Active>,
     compressor: Compressor,
+    /// Size of the last record, so the next one is encoded into a buffer of about its size.
+    last_record_len: usize,
     stats: WriterStats,
 }
 
@@ -136,6 +138,7 @@ impl Writer {
             config,
             _lock: lock,
             active: None,
+            last_record_len: 0,
             stats: WriterStats::default(),
         };
         report.segments = list_segments(dir)?.len();
@@ -163,7 +166,10 @@ impl Writer {
     /// Appends one sample as one frame (a single `write`).
     pub fn append(&mut self, sample: &Sample) -> Result<AppendCost, StoreError> {
         let started = Instant::now();
-        let record = encode_record(sample);
+        // An eighth more than the last one: records grow and shrink with the process count.
+        let record = encode_record_sized(sample, self.last_record_len + self.last_record_len / 8);
+        self.last_record_len = record.len();
+        let record_bytes = record.len() as u64;
         let encoded = Instant::now();
         let rotate = match &self.active {
             None => true,
@@ -180,13 +186,7 @@ impl Writer {
             .active
             .as_ref()
             .is_none_or(|a| a.frames_in_chunk == 0 || a.frames_in_chunk >= self.config.chunk_frames || a.rekey);
-        let delta = if key { None } else { self.compressor.delta(&record) };
-        let (key, payload) = match delta {
-            Some(result) => (false, result),
-            // No key loaded (cannot happen after a key frame in this segment, but a frame
-            // compressed without its dictionary must never be labelled a delta).
-            None => (true, self.compressor.key(&record)),
-        };
+        let (key, payload) = self.compress(key, record);
         let payload = payload.map_err(|e| StoreError::io(&self.dir, e))?;
         let compressed = Instant::now();
         if payload.len() > MAX_PAYLOAD_LEN as usize {
@@ -224,7 +224,7 @@ impl Writer {
         active.rekey = !key && payload.len() * 4 > active.key_payload_bytes;
         let written = Instant::now();
         let cost = AppendCost {
-            record_bytes: record.len() as u64,
+            record_bytes,
             frame_bytes: frame.len() as u64,
             key_frame: key,
             encode_ns: (encoded - started).as_nanos() as u64,
@@ -240,6 +240,17 @@ impl Writer {
         s.compress_ns += cost.compress_ns;
         s.write_ns += cost.write_ns;
         Ok(cost)
+    }
+
+    /// A key frame when `key`, else a delta against the chunk's key. The record moves into the
+    /// compressor as the new key, or is freed here, before the frame is built and written.
+    fn compress(&mut self, key: bool, record: Vec<u8>) -> (bool, std::io::Result<Vec<u8>>) {
+        match if key { None } else { self.compressor.delta(&record) } {
+            Some(result) => (false, result),
+            // No key loaded (cannot happen after a key frame in this segment, but a frame
+            // compressed without its dictionary must never be labelled a delta).
+            None => (true, self.compressor.key(record)),
+        }
     }
 
     fn rotate(&mut self, start_ns: u64) -> Result<(), StoreError> {

@@ -327,3 +327,40 @@ fn a_key_unlike_the_samples_after_it_is_replaced_early() {
     drop(writer);
     assert_eq!(seqs(&read_all(dir.path())), (0..5).collect::<Vec<_>>());
 }
+
+/// Like [`sample`], but every process's text differs from its neighbours' (names, command
+/// lines and sizes from a hash of the pid), as on a real host; with `sample`'s near-identical
+/// lines zstd finds a match anywhere, which hides whether it can find the right one.
+fn varied_sample(seq: u64, processes: u32) -> Sample {
+    let mut s = sample(seq, processes);
+    for p in &mut s.processes {
+        let h = |salt: u64| (u64::from(p.pid) ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+        p.comm = Arc::from(format!("w{:x}", h(1) % 0xFFFF_FFFF));
+        p.cmdline = Some(Arc::from(vec![format!("/opt/{:x}/bin/{:x}", h(2), h(3)), format!("--id={:x}", h(4))]));
+        p.resident_bytes = Some(h(5) % (1 << 32));
+        p.vsize_bytes = h(6) % (1 << 40);
+        p.start_ticks = h(7) % (1 << 24);
+    }
+    s
+}
+
+/// zstd finds a delta's matches in the key only while its tables hold enough of the key's
+/// positions; past ~8 input bytes per hash entry, deltas of real records grew 7–10×. The
+/// compressor sizes its tables by the record, so at 3000 processes (a record of ~1 MB, past
+/// the 2^17 entries zstd itself picks for level 3) a delta must still be a small part of its
+/// key: under a quarter (the writer's threshold for a new chunk). Measured: ~24 KB against
+/// a ~158 KB key (every process's counters change); 121 KB with tables 4× smaller.
+#[test]
+fn deltas_of_large_records_stay_small() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    let key = writer.append(&varied_sample(0, 3000)).expect("append");
+    let delta = writer.append(&varied_sample(1, 3000)).expect("append");
+    assert!(key.key_frame && !delta.key_frame);
+    let what = format!("record {} bytes, key {} bytes, delta {} bytes", key.record_bytes, key.frame_bytes, delta.frame_bytes);
+    assert!(key.record_bytes > 1 << 20, "{what}");
+    assert!(delta.frame_bytes * 4 < key.frame_bytes, "{what}");
+    drop(writer);
+    let back = read_all(dir.path());
+    assert_eq!(json(&back[1]), json(&varied_sample(1, 3000)));
+}
