@@ -89,12 +89,12 @@ struct ServeOptions {
     /// reported and serving goes on without recording.
     #[arg(long, value_name = "DIR", conflicts_with = "no_record")]
     data_dir: Option<PathBuf>,
-    /// Record every sample into the default data directory: $XDG_STATE_HOME/proctor, else
-    /// $HOME/.local/state/proctor, created (mode 0700) if missing. Recording is off unless this
-    /// or --data-dir is given: it adds ~4 MiB of RSS (zstd), more than the agent's budget.
+    /// Record into the default data directory, which is what serve does anyway:
+    /// $XDG_STATE_HOME/proctor, else $HOME/.local/state/proctor, created (mode 0700) if missing.
+    /// Accepted so that scripts written when recording was opt-in keep working.
     #[arg(long, conflicts_with = "no_record")]
     record: bool,
-    /// Do not record samples (serve from memory only; the default).
+    /// Do not record samples (serve from memory only).
     #[arg(long)]
     no_record: bool,
     /// Drop recorded data older than this (whole segments; `7d`, `36h`, `90m`).
@@ -244,7 +244,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The store `serve` records into, or why there is none. Never an error: serving goes on.
 fn open_recording(o: &ServeOptions) -> Recording {
-    if o.no_record || (!o.record && o.data_dir.is_none()) {
+    // `--record` asks for the default, so only `--no-record` turns recording off.
+    if o.no_record {
         return Recording::Off;
     }
     let config = StoreConfig {

@@ -1,8 +1,8 @@
 //! `proctor serve` recording into its data directory, as a real child process: what it writes
 //! is read back by `replay` and `dump`; an unusable directory is reported while serving goes
-//! on; without `--record` or `--data-dir`, or with `--no-record`, nothing is written; the default
-//! directory (with `--record`) is created private; a store that
-//! fails a write keeps recording in a new segment.
+//! on; a plain `proctor serve` records into its default directory, created private (`--record`
+//! asks for the same); `--no-record` writes nothing; a store that fails a write keeps recording
+//! in a new segment.
 //!
 //! Every child gets HOME and XDG_STATE_HOME inside a temporary directory, so no test can write
 //! into the real home directory.
@@ -146,6 +146,7 @@ fn serve_records_into_its_data_dir_and_replay_and_dump_read_it_back() {
 }
 
 /// The default directory: created under XDG_STATE_HOME with mode 0700, parents included.
+/// `--record` (opt-in while recording was off by default) is accepted and means the same.
 #[test]
 fn serve_creates_its_default_data_dir_private_and_records_there() {
     use std::os::unix::fs::PermissionsExt;
@@ -214,22 +215,31 @@ fn serve_with_an_unusable_data_dir_keeps_serving_and_reports_why() {
     assert!(std::fs::read_dir(&held).expect("ls").all(|e| e.expect("entry").file_name() == "lock"));
 }
 
+/// Recording is on by default (issue #7): with no recording flag at all, serve creates the
+/// default directory and records every sample into it.
+#[test]
+fn serve_by_default_records_into_the_default_dir() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let state = home.path().join("state");
+    let dir = state.join("proctor");
+    let served = serve(home.path(), Some(&state), &[], |_| {});
+    assert!(served.early_stderr.contains("recording into"), "{}", served.early_stderr);
+    let agent = served.agent_until(|a| frames_written(a) >= 3);
+    let recording = &agent["recording"];
+    assert_eq!(recording["enabled"], true, "{agent}");
+    assert_eq!(recording["dir"], dir.to_str().expect("utf-8"), "{agent}");
+    assert!(recording["error"].is_null(), "{agent}");
+    let (status, _) = served.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(stored_seqs(&dir).len() >= 3, "{:?}", stored_seqs(&dir));
+}
+
 #[test]
 fn serve_no_record_writes_nothing() {
-    no_recording_writes_nothing(&["--no-record"]);
-}
-
-/// Recording is opt-in (`--record` or `--data-dir`): a plain `proctor serve` writes nothing.
-#[test]
-fn serve_by_default_writes_nothing() {
-    no_recording_writes_nothing(&[]);
-}
-
-fn no_recording_writes_nothing(flags: &[&str]) {
     let home = tempfile::tempdir().expect("tempdir");
     let state = home.path().join("state");
     std::fs::create_dir(&state).expect("mkdir");
-    let served = serve(home.path(), Some(&state), flags, |_| {});
+    let served = serve(home.path(), Some(&state), &["--no-record"], |_| {});
     let agent = served.agent_until(|a| a["samples_total"].as_u64().is_some_and(|n| n >= 4));
     let recording = &agent["recording"];
     assert_eq!(recording["enabled"], false, "{agent}");
