@@ -13,14 +13,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use proctor_model::{
     container_truth, host_view, process_rows, ContainerTruth, HostView, ProcessRow, RowContext, Sample,
-    SampleCost,
 };
 use proctor_procfs::system::{disk_usage, process_cpu_ns, self_max_rss_bytes, thread_cpu_ns, DiskUsage};
 use proctor_sampler::cmdline::CmdlineStats;
 use proctor_sampler::pss::PssStats;
 use proctor_sampler::{Sampler, SamplerConfig, Schedule};
 
-use crate::history::History;
+use crate::history::{History, HistorySize};
 use crate::record::{Recorder, Recording, RecordingStatus};
 
 /// Upper bounds of the sample-duration histogram, in seconds (Prometheus `le`).
@@ -73,17 +72,12 @@ pub struct AgentSelf {
     /// Failed reads by (reader, reason), summed over every cycle.
     pub errors: BTreeMap<(&'static str, &'static str), u64>,
     pub processes_gone: u64,
-    /// The last cycle's own cost, as the sampler measured it.
-    pub last_cost: SampleCost,
     /// CPU the sampling thread spent deriving the last snapshot (rows, views, history point).
     pub last_derive_cpu_ns: u64,
     pub pss: Option<PssStats>,
     pub cmdline: Option<CmdlineStats>,
-    pub history_points: usize,
-    pub history_capacity: usize,
-    pub history_series: usize,
-    pub history_bytes: usize,
-    pub history_max_bytes: usize,
+    /// The history ring's size as of this snapshot (set when the snapshot is published).
+    pub history: HistorySize,
     pub container_error: Option<String>,
     pub disk_error: Option<String>,
     /// The store behind `proctor serve`'s recording, as of the previous sample.
@@ -190,7 +184,7 @@ impl Agent {
         let capacity = history_capacity(&config);
         let mut history = History::new(&first, capacity, config.history_top);
         history.push(&first);
-        let first = Arc::new(finish(first, &history, &mut totals));
+        let first = Arc::new(finish(first, &history));
         recorder.submit(&first);
         let schedule = Schedule::new(Instant::now(), config.interval);
         let shared = Arc::new(Shared {
@@ -256,7 +250,7 @@ fn run(mut state: Loop, shared: &Shared) {
         let snapshot = {
             let mut history = shared.history.write().unwrap_or_else(|e| e.into_inner());
             history.push(&snapshot);
-            Arc::new(finish(snapshot, &history, &mut state.totals))
+            Arc::new(finish(snapshot, &history))
         };
         *shared.latest.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&snapshot);
         // After publishing: requests see the new snapshot whatever the store is doing.
@@ -264,18 +258,9 @@ fn run(mut state: Loop, shared: &Shared) {
     }
 }
 
-/// Copies the history's size into the snapshot's self figures.
-fn finish(mut snapshot: Snapshot, history: &History, totals: &mut AgentSelf) -> Snapshot {
-    totals.history_points = history.len();
-    totals.history_capacity = history.capacity();
-    totals.history_series = history.series_count();
-    totals.history_bytes = history.bytes();
-    totals.history_max_bytes = history.max_bytes();
-    snapshot.agent.history_points = totals.history_points;
-    snapshot.agent.history_capacity = totals.history_capacity;
-    snapshot.agent.history_series = totals.history_series;
-    snapshot.agent.history_bytes = totals.history_bytes;
-    snapshot.agent.history_max_bytes = totals.history_max_bytes;
+/// Stamps the history ring's size, just after this snapshot's point went in, on the snapshot.
+fn finish(mut snapshot: Snapshot, history: &History) -> Snapshot {
+    snapshot.agent.history = history.size();
     snapshot
 }
 
@@ -321,7 +306,6 @@ fn cycle(
         *totals.errors.entry(*key).or_default() += n;
     }
     totals.processes_gone += cost.processes_gone;
-    totals.last_cost = cost.clone();
     totals.pss = sampler.pss_stats();
     totals.cmdline = sampler.cmdline_stats();
     totals.process_cpu_seconds = process_cpu_ns() as f64 / 1e9;

@@ -159,6 +159,18 @@ pub struct Range {
     pub series: Vec<SeriesData>,
 }
 
+/// How big the ring is, for the agent's self figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistorySize {
+    pub points: usize,
+    pub capacity: usize,
+    pub series: usize,
+    /// Heap held now.
+    pub bytes: usize,
+    /// Heap held when full: the bound.
+    pub max_bytes: usize,
+}
+
 #[derive(Debug)]
 pub struct History {
     columns: Vec<Column>,
@@ -354,6 +366,16 @@ impl History {
     /// What the ring will hold when full: the bound on its memory.
     pub fn max_bytes(&self) -> usize {
         self.capacity * self.point_bytes() + self.names_bytes()
+    }
+
+    pub fn size(&self) -> HistorySize {
+        HistorySize {
+            points: self.len(),
+            capacity: self.capacity(),
+            series: self.series_count(),
+            bytes: self.bytes(),
+            max_bytes: self.max_bytes(),
+        }
     }
 
     /// Is `name` a series this ring can answer (a fixed series or `process.PID.cpu_percent` /

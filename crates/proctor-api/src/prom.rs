@@ -396,8 +396,8 @@ fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
     }
     out.push(errors);
     out.push(counter("proctor_agent_processes_gone", "Processes that exited between listing and reading.", Some(a.processes_gone as f64)));
-    out.push(gauge("proctor_agent_history_bytes", "Memory held by the history ring.", Some(a.history_bytes as f64)));
-    out.push(gauge("proctor_agent_history_max_bytes", "Memory the history ring holds when full.", Some(a.history_max_bytes as f64)));
+    out.push(gauge("proctor_agent_history_bytes", "Memory held by the history ring.", Some(a.history.bytes as f64)));
+    out.push(gauge("proctor_agent_history_max_bytes", "Memory the history ring holds when full.", Some(a.history.max_bytes as f64)));
     if let Some(p) = a.pss.as_ref() {
         out.push(counter("proctor_agent_pss_reads", "smaps_rollup reads by the budgeted worker.", Some(p.reads as f64)));
         out.push(counter("proctor_agent_pss_cpu_seconds", "CPU spent reading smaps_rollup.", Some(p.cpu_ns as f64 / 1e9)));

@@ -511,7 +511,7 @@ pub fn agent(s: &Snapshot, interval_secs: f64, http: &crate::agent::HttpCounters
     use std::sync::atomic::Ordering::Relaxed;
     let a: &AgentSelf = &s.agent;
     let uptime = s.sample.unix_ns.saturating_sub(a.started_unix_ns) as f64 / 1e9;
-    let c = &a.last_cost;
+    let c = &s.sample.cost;
     AgentOut {
         pid: a.pid,
         version: env!("CARGO_PKG_VERSION"),
@@ -560,11 +560,11 @@ pub fn agent(s: &Snapshot, interval_secs: f64, http: &crate::agent::HttpCounters
             timeouts: Some(c.timeouts),
         }),
         history: HistoryInfoOut {
-            points: a.history_points,
-            capacity: a.history_capacity,
-            series: a.history_series,
-            bytes: a.history_bytes,
-            max_bytes: a.history_max_bytes,
+            points: a.history.points,
+            capacity: a.history.capacity,
+            series: a.history.series,
+            bytes: a.history.bytes,
+            max_bytes: a.history.max_bytes,
         },
         http_requests_total: http.requests.load(Relaxed),
         http_unauthorized_total: http.unauthorized.load(Relaxed),
