@@ -115,6 +115,18 @@ fn write_value(out: &mut String, v: f64) {
 
 /// Renders families in the 0.0.4 text format, or OpenMetrics (`# EOF`-terminated).
 pub fn render(families: &[Family], openmetrics: bool) -> String {
+    let mut out = render_families(families, openmetrics);
+    if openmetrics {
+        out.push_str(EOF);
+    }
+    out
+}
+
+/// OpenMetrics' last line.
+pub const EOF: &str = "# EOF\n";
+
+/// The families alone, without OpenMetrics' `# EOF`, so parts rendered apart can be joined.
+pub fn render_families(families: &[Family], openmetrics: bool) -> String {
     let mut out = String::with_capacity(families.len() * 160);
     for f in families {
         let type_name = match f.kind {
@@ -157,9 +169,6 @@ pub fn render(families: &[Family], openmetrics: bool) -> String {
             write_value(&mut out, s.value);
             out.push('\n');
         }
-    }
-    if openmetrics {
-        out.push_str("# EOF\n");
     }
     out
 }

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -48,7 +48,7 @@ impl std::fmt::Debug for ApiConfig {
 }
 
 /// `/metrics` rendered once per snapshot and format: (seq, openmetrics, body).
-type MetricsCache = Arc<Mutex<Option<(u64, bool, Arc<String>)>>>;
+type MetricsCache = Arc<Mutex<Option<(u64, bool, Bytes)>>>;
 
 #[derive(Clone)]
 struct AppState {
@@ -449,33 +449,39 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): Ra
         .is_some_and(|a| a.contains("application/openmetrics-text"));
     let s = st.shared.latest();
     let seq = s.sample.seq;
-    // The statsd families change between snapshots, so only the snapshot part is cached
-    // when there are none.
-    let cached = if st.config.extra_metrics.is_none() {
-        st.metrics_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .filter(|(cseq, com, _)| *cseq == seq && *com == openmetrics)
-            .map(|(_, _, body)| Arc::clone(body))
-    } else {
-        None
-    };
-    let body = match cached {
-        Some(body) => body,
+    // The snapshot's families are rendered once per snapshot and format (without OpenMetrics'
+    // `# EOF`); the statsd families change between flushes, so they are rendered per request
+    // and appended.
+    let cached = st
+        .metrics_cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .filter(|(cseq, com, _)| *cseq == seq && *com == openmetrics)
+        .map(|(_, _, part)| part.clone());
+    let snapshot_part = match cached {
+        Some(part) => part,
         None => {
-            let mut families = prom::families(&s, &st.config.metrics, st.shared.http.requests.load(Ordering::Relaxed));
-            if let Some(extra) = st.config.extra_metrics.as_ref() {
-                families.extend(extra());
-            }
-            let body = Arc::new(prom::render(&families, openmetrics));
-            if st.config.extra_metrics.is_none() {
-                *st.metrics_cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((seq, openmetrics, Arc::clone(&body)));
-            }
-            body
+            let families = prom::families(&s, &st.config.metrics, st.shared.http.requests.load(Ordering::Relaxed));
+            let part = Bytes::from(prom::render_families(&families, openmetrics));
+            *st.metrics_cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((seq, openmetrics, part.clone()));
+            part
         }
     };
-    let mut resp = Response::new(Body::from(body.as_str().to_owned()));
+    let body = match (st.config.extra_metrics.as_ref(), openmetrics) {
+        (None, false) => snapshot_part,
+        (extra, _) => {
+            let mut joined = snapshot_part.to_vec();
+            if let Some(extra) = extra {
+                joined.extend_from_slice(prom::render_families(&extra(), openmetrics).as_bytes());
+            }
+            if openmetrics {
+                joined.extend_from_slice(prom::EOF.as_bytes());
+            }
+            Bytes::from(joined)
+        }
+    };
+    let mut resp = Response::new(Body::from(body));
     let ct = if openmetrics { prom::OPENMETRICS_CONTENT_TYPE } else { prom::TEXT_CONTENT_TYPE };
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
     Ok(resp)
