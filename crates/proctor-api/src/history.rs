@@ -215,7 +215,7 @@ impl History {
             Column::DiskReadBytes,
             Column::DiskWriteBytes,
         ]);
-        let disks = first.sample.host.disks.iter().filter(|d| !(d.name.starts_with("loop") || d.name.starts_with("ram")));
+        let disks = first.sample.host.disks.iter().filter(|d| proctor_model::is_interesting_disk(&d.name));
         for d in disks.take(MAX_DEVICES) {
             columns.push(Column::DeviceDiskRead(d.name.to_string()));
             columns.push(Column::DeviceDiskWrite(d.name.to_string()));

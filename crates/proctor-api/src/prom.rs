@@ -276,7 +276,7 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec
     let mut reads = Family::new("proctor_host_disk_reads_completed", Kind::Counter, "Reads completed by each block device.");
     let mut writes = Family::new("proctor_host_disk_writes_completed", Kind::Counter, "Writes completed by each block device.");
     let mut busy = Family::new("proctor_host_disk_io_time_seconds", Kind::Counter, "Time each block device had I/O in flight.");
-    for d in h.disks.iter().filter(|d| !(d.name.starts_with("loop") || d.name.starts_with("ram"))) {
+    for d in h.disks.iter().filter(|d| proctor_model::is_interesting_disk(&d.name)) {
         let l = || vec![("device", d.name.to_string())];
         read.push(l(), d.read_sectors as f64 * 512.0);
         written.push(l(), d.write_sectors as f64 * 512.0);

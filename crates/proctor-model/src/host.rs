@@ -93,7 +93,7 @@ pub struct HostView {
 
 /// Loop and RAM disks are pseudo-devices whose traffic is already counted on a real device or
 /// is memory traffic; they are left out of the disk view (they stay in the raw sample).
-fn is_interesting_disk(name: &str) -> bool {
+pub fn is_interesting_disk(name: &str) -> bool {
     !(name.starts_with("loop") || name.starts_with("ram"))
 }
 

@@ -12,7 +12,7 @@ mod sample;
 mod tree;
 
 pub use container::{container_truth, format_cpus, ContainerTruth};
-pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
+pub use host::{host_view, is_interesting_disk, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
 pub use sample::{
     intern_name, ContainerSample, HostSample, PssReading, ProcessSample, Sample, SampleCost, StatusReading,
