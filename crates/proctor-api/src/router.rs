@@ -371,10 +371,14 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
     };
     let filter = p.get("filter").map(str::to_lowercase);
     let user = p.number::<u32>("user")?;
-    let state_filter = p.get("state").map(str::to_string);
-    if state_filter.as_ref().is_some_and(|s| s.chars().count() != 1) {
-        return Err(ApiError::bad_request("'state' must be one state letter, e.g. R, S, D, Z"));
-    }
+    let state_filter = match p.get("state").map(|s| {
+        let mut chars = s.chars();
+        (chars.next(), chars.next())
+    }) {
+        None => None,
+        Some((Some(c), None)) => Some(c),
+        Some(_) => return Err(ApiError::bad_request("'state' must be one state letter, e.g. R, S, D, Z")),
+    };
     let limit = p.number::<usize>("limit")?;
     let offset = p.number::<usize>("offset")?.unwrap_or(0);
     let s = st.shared.latest();
@@ -382,7 +386,7 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
         .rows
         .iter()
         .filter(|r| user.is_none_or(|u| r.uid == Some(u)))
-        .filter(|r| state_filter.as_ref().is_none_or(|st| r.state.to_string() == *st))
+        .filter(|r| state_filter.is_none_or(|st| r.state == st))
         .filter(|r| {
             let Some(f) = filter.as_ref() else { return true };
             r.comm.to_lowercase().contains(f)
