@@ -13,7 +13,8 @@ use crate::StoreError;
 /// Segments are named `<unix_ns of their first frame, 20 digits>.seg`, so name order is time
 /// order and a segment covers the time from its name up to the next segment's name.
 pub const SEGMENT_SUFFIX: &str = ".seg";
-/// A segment set aside gets this appended; it is never read or deleted by the store again.
+/// A segment set aside gets this appended; it is never read again, and retention deletes it
+/// once it is past the retention age or the store is over its size budget.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,13 +30,23 @@ pub fn segment_name(start_ns: u64) -> String {
 
 /// Segments in time order; other files (the lock, set-aside segments) are ignored.
 pub fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
+    list_by_suffix(dir, SEGMENT_SUFFIX)
+}
+
+/// Segments set aside as `<name>.seg.corrupt`, in time order (by the segment's own name).
+pub fn list_set_aside(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
+    let suffix = format!("{SEGMENT_SUFFIX}{CORRUPT_SUFFIX}");
+    list_by_suffix(dir, &suffix)
+}
+
+fn list_by_suffix(dir: &Path, suffix: &str) -> Result<Vec<SegmentInfo>, StoreError> {
     let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
     let mut segments = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| StoreError::io(dir, e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some(stem) = name.strip_suffix(SEGMENT_SUFFIX) else { continue };
+        let Some(stem) = name.strip_suffix(suffix) else { continue };
         let Ok(start_ns) = stem.parse::<u64>() else { continue };
         let len_bytes = entry.metadata().map_err(|e| StoreError::io(&entry.path(), e))?.len();
         segments.push(SegmentInfo { path: entry.path(), start_ns, len_bytes });

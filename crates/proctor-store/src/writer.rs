@@ -11,7 +11,9 @@ use proctor_model::Sample;
 
 use crate::codec::{encode_record_sized, Compressor, RECORD_VERSION};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
-use crate::segment::{intact_frame_after, list_segments, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX};
+use crate::segment::{
+    intact_frame_after, list_segments, list_set_aside, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX,
+};
 use crate::{check_dir, StoreConfig, StoreError};
 
 /// A tail cut off on open.
@@ -295,12 +297,29 @@ impl Writer {
     /// Removes whole segments, oldest first, while they are older than `retain_age` (their
     /// successor started before `newest_ns − retain_age`) or all together exceed
     /// `retain_bytes`. Never removes the segment being written.
+    ///
+    /// Segments set aside as corrupt count toward `retain_bytes` and go first: past the
+    /// retention age (a set-aside segment has no successor to date its end, so its start plus
+    /// `segment_max_age` must be older than the cutoff), or, oldest first, before any readable
+    /// segment when the store is over its size budget. Keeping them for ever would let a disk
+    /// that keeps damaging files fill up behind the size bound.
     fn apply_retention(&mut self, newest_ns: u64) -> Result<Vec<PathBuf>, StoreError> {
         let segments = list_segments(&self.dir)?;
+        let set_aside = list_set_aside(&self.dir)?;
         let active = self.active.as_ref().map(|a| a.path.clone());
-        let mut total: u64 = segments.iter().map(|s| s.len_bytes).sum();
+        let mut total: u64 = segments.iter().chain(&set_aside).map(|s| s.len_bytes).sum();
         let cutoff = newest_ns.saturating_sub(self.config.retain_age.as_nanos() as u64);
+        let max_age_ns = self.config.segment_max_age.as_nanos() as u64;
         let mut removed = Vec::new();
+        for segment in &set_aside {
+            let too_old = segment.start_ns.saturating_add(max_age_ns) < cutoff;
+            if !too_old && total <= self.config.retain_bytes {
+                continue;
+            }
+            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+            total -= segment.len_bytes;
+            removed.push(segment.path.clone());
+        }
         for (i, segment) in segments.iter().enumerate() {
             if Some(&segment.path) == active.as_ref() {
                 break;

@@ -210,10 +210,12 @@ fn payload_damage_in_a_sealed_segment_skips_that_frame_and_is_reported() {
 fn garbage_segment_is_set_aside() {
     let dir = tempfile::tempdir().expect("tempdir");
     write(dir.path(), small_config(), 0..2);
-    std::fs::write(dir.path().join("00000000000000000001.seg"), b"not a segment at all").expect("write");
+    // Named inside the stored range, so retention (7 days back from the newest sample) keeps it.
+    let garbage = proctor_store::segment::segment_name(T0 + 1);
+    std::fs::write(dir.path().join(&garbage), b"not a segment at all").expect("write");
     write(dir.path(), small_config(), 2..3);
     assert_eq!(seqs(&read_all(dir.path())), vec![0, 1, 2]);
-    assert!(dir.path().join("00000000000000000001.seg.corrupt").exists());
+    assert!(dir.path().join(format!("{garbage}.corrupt")).exists());
 }
 
 #[test]
@@ -241,6 +243,35 @@ fn retention_drops_whole_segments_by_size_and_by_age() {
     let kept = read_all(dir.path());
     assert_eq!(kept.last().map(|s| s.seq), Some(99));
     assert!(kept.first().map(|s| s.seq) > Some(0));
+}
+
+#[test]
+fn set_aside_segments_are_dropped_by_age_and_first_when_over_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = StoreConfig {
+        segment_max_age: Duration::from_secs(10),
+        retain_age: Duration::from_secs(30),
+        retain_bytes: u64::MAX,
+        ..small_config()
+    };
+    // An old set-aside segment (0 s + 10 s of content) is past a 30 s window once samples
+    // reach 50 s; a young one (at 45 s) is not.
+    let set_aside = |start_ns: u64| dir.path().join(format!("{}.corrupt", proctor_store::segment::segment_name(start_ns)));
+    let old = set_aside(T0);
+    let young = set_aside(T0 + 45 * SECOND);
+    std::fs::write(&old, vec![0u8; 1000]).expect("write");
+    std::fs::write(&young, vec![0u8; 1000]).expect("write");
+    write(dir.path(), config.clone(), 40..60);
+    assert!(!old.exists(), "a set-aside segment past the retention age stays");
+    assert!(young.exists(), "a set-aside segment inside the retention age went");
+
+    // Over the size budget, the set-aside segment goes before any readable one.
+    let good: u64 = segments(dir.path()).iter().map(|p| std::fs::metadata(p).expect("meta").len()).sum();
+    let first_kept = read_all(dir.path()).first().map(|s| s.seq);
+    std::fs::write(&young, vec![0u8; 50_000]).expect("write");
+    write(dir.path(), StoreConfig { retain_bytes: good + 10_000, ..config }, 60..62);
+    assert!(!young.exists(), "over the size budget the set-aside segment stays");
+    assert_eq!(read_all(dir.path()).first().map(|s| s.seq), first_kept);
 }
 
 #[test]
