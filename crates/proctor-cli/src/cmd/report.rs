@@ -1,0 +1,3 @@
+//! placeholder
+#[derive(Debug, clap::Args)]
+pub struct Args {}
