@@ -120,7 +120,10 @@ impl TimeAxis {
 }
 
 /// One panel of series sharing a unit: grid, y labels, step lines of the means, max ticks.
-fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], shapes: &mut Vec<Shape>) {
+///
+/// Two non-empty buckets are joined when they are at most `join_ns` apart (buckets narrower
+/// than the sample interval are mostly empty); farther apart, the gap stays a gap.
+fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], join_ns: u64, shapes: &mut Vec<Shape>) {
     shapes.push(text(LEFT, top - 8.0, title, INK, false));
     let unit = series.first().map_or(Unit::Percent, |s| s.unit);
     let high = series.iter().flat_map(|s| s.points.iter().map(|p| p.max)).fold(0.0f64, f64::max);
@@ -130,7 +133,7 @@ fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], shape
     let y = |v: f64| top + PANEL - (v / top_value).clamp(0.0, 1.0) * PANEL;
     for tick in &ticks {
         shapes.push(line(LEFT, y(*tick), WIDTH - RIGHT, y(*tick), GRID));
-        shapes.push(text(LEFT - 6.0 - 64.0, y(*tick) + 4.0, human(*tick, unit), INK, false));
+        shapes.push(text(4.0, y(*tick) + 4.0, human(*tick, unit), INK, false));
     }
     axis.draw(top, shapes, false);
     // Legend: names in their colours, right of the title.
@@ -144,20 +147,24 @@ fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], shape
     }
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let mut last: Option<(u32, f64)> = None;
+        let mut last: Option<(u64, f64)> = None;
         for p in &s.points {
             let (x1, x2) = (axis.x(p.start_ns), axis.x(p.end_ns).max(axis.x(p.start_ns) + 1.0));
             if p.max > p.mean {
                 shapes.push(rect(x1 + (x2 - x1) / 2.0, y(p.max), 1.0, y(p.mean) - y(p.max), light(color)));
             }
-            // Adjacent buckets are joined by a vertical step; a gap stays a gap.
-            if let Some((bucket, value)) = last {
-                if bucket + 1 == p.bucket {
+            // A step: the previous value runs on to this bucket, then a vertical joins them.
+            let mut from_x = x1;
+            if let Some((end_ns, value)) = last {
+                if p.start_ns.saturating_sub(end_ns) <= join_ns {
+                    let end_x = axis.x(end_ns);
+                    shapes.push(rect(end_x, y(value) - 0.5, (x1 - end_x).max(0.0), 1.5, color));
                     shapes.push(line(x1, y(value), x1, y(p.mean), color));
+                    from_x = x1;
                 }
             }
-            shapes.push(rect(x1, y(p.mean) - 0.5, x2 - x1, 1.5, color));
-            last = Some((p.bucket, p.mean));
+            shapes.push(rect(from_x, y(p.mean) - 0.5, x2 - from_x, 1.5, color));
+            last = Some((p.end_ns, p.mean));
         }
     }
     shapes.push(line(LEFT, top + PANEL, WIDTH - RIGHT, top + PANEL, INK));
@@ -168,18 +175,30 @@ fn find<'a>(summary: &'a RangeSummary, name: &str) -> Option<&'a Series> {
     summary.series.iter().find(|s| s.name == name)
 }
 
+/// The axis: the requested range, narrowed to the samples found in it.
+fn axis_of(summary: &RangeSummary) -> TimeAxis {
+    let from_ns = summary.first_ns.map_or(summary.from_ns, |first| first.max(summary.from_ns));
+    let to_ns = summary.last_ns.map_or(summary.to_ns, |last| last.min(summary.to_ns)).max(from_ns + 1);
+    TimeAxis { from_ns, to_ns }
+}
+
+/// Three sample intervals: a longer gap is one the recorder was not running.
+fn join_ns(summary: &RangeSummary) -> u64 {
+    summary.median_interval_ns.unwrap_or(1_000_000_000).saturating_mul(3)
+}
+
 fn panels_height(panels: usize) -> f64 {
     TOP + panels as f64 * (PANEL + GAP) + 30.0
 }
 
 /// The host plot's shapes and height.
 pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
-    let axis = TimeAxis { from_ns: summary.from_ns, to_ns: summary.to_ns };
+    let axis = axis_of(summary);
     let mut shapes = vec![text(10.0, 16.0, title, INK, false)];
     for (i, (panel_title, names)) in HOST_PANELS.iter().enumerate() {
         let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
         let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
-        series_panel(axis, top, panel_title, &series, &mut shapes);
+        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
         if i + 1 == HOST_PANELS.len() {
             axis.draw(top, &mut shapes, true);
         }
@@ -189,7 +208,7 @@ pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
 
 /// The correlation plot's shapes and height: latency on top, system panels below.
 pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, title: &str) -> (Vec<Shape>, f64) {
-    let axis = TimeAxis { from_ns: summary.from_ns, to_ns: summary.to_ns };
+    let axis = axis_of(summary);
     let mut shapes = vec![text(10.0, 16.0, title, INK, false)];
     let panels = 1 + CORRELATION_PANELS.len();
     let height = panels_height(panels) + 10.0;
@@ -219,7 +238,7 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
         let mut decade = lo;
         while decade <= hi {
             shapes.push(line(LEFT, y(10f64.powf(decade)), WIDTH - RIGHT, y(10f64.powf(decade)), GRID));
-            shapes.push(text(LEFT - 6.0 - 64.0, y(10f64.powf(decade)) + 4.0, human_ns(10f64.powf(decade)), INK, false));
+            shapes.push(text(4.0, y(10f64.powf(decade)) + 4.0, human_ns(10f64.powf(decade)), INK, false));
             decade += 1.0;
         }
         if let Some(rule) = correlation.rule {
@@ -237,7 +256,7 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
     for (i, (panel_title, names)) in CORRELATION_PANELS.iter().enumerate() {
         let top = first_top + (i + 1) as f64 * (PANEL + GAP);
         let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
-        series_panel(axis, top, panel_title, &series, &mut shapes);
+        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
         if i + 1 == CORRELATION_PANELS.len() {
             axis.draw(top, &mut shapes, true);
         }
