@@ -127,7 +127,7 @@ fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], join_
     shapes.push(text(LEFT, top - 8.0, title, INK, false));
     let unit = series.first().map_or(Unit::Percent, |s| s.unit);
     let high = series.iter().flat_map(|s| s.points.iter().map(|p| p.max)).fold(0.0f64, f64::max);
-    let high = if unit == Unit::Percent { high.max(1.0) } else { high.max(1.0) };
+    let high = high.max(1.0);
     let ticks = nice_ticks(0.0, high, 4);
     let top_value = ticks.last().copied().unwrap_or(high).max(f64::MIN_POSITIVE);
     let y = |v: f64| top + PANEL - (v / top_value).clamp(0.0, 1.0) * PANEL;
