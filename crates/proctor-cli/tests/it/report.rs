@@ -134,7 +134,10 @@ fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
     assert!(top["spearman"].as_f64().expect("rho") > 0.3, "{top}");
     let psi_with = series(&with, "psi.cpu.some")["spearman"].as_f64();
     let busy_with = series(&with, "cpu.busy");
-    assert!(busy_with["median_slow"].as_f64() > busy_with["median_other"].as_f64(), "{busy_with}");
+    // CPU busy saturates at 100 % on a machine already loaded (a parallel test run), while PSI
+    // keeps growing with runnable tasks: PSI is the robust one to compare medians on.
+    let psi = series(&with, "psi.cpu.some");
+    assert!(psi["median_slow"].as_f64() > psi["median_other"].as_f64(), "{psi}");
 
     let without = report(data.path(), control, &["--probe", control_file.to_str().expect("utf-8")]);
     assert!(without["latency_source"].as_str().expect("source").contains("control.jsonl"));
