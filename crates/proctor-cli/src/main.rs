@@ -30,6 +30,8 @@ enum Command {
     Replay(cmd::replay::Args),
     /// Recorded samples as CSV or JSON lines, with field selection, filters and top-N.
     Dump(cmd::dump::Args),
+    /// A recorded range as plots and top processes; latency correlated with system series.
+    Report(Box<cmd::report::Args>),
     /// A process tree with per-process rows and the total.
     Tree(cmd::tree::Args),
     /// Self-check: how expensive /proc is here, CPU-count truth, cgroups, permissions.
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(args),
         Command::Replay(args) => cmd::replay::run(args),
         Command::Dump(args) => cmd::dump::run(args),
+        Command::Report(args) => cmd::report::run(*args),
         Command::Tree(args) => cmd::tree::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Bench(args) => cmd::bench::run(args),

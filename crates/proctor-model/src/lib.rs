@@ -6,12 +6,14 @@
 //! backwards (a reset, a reused pid) yields `None`, never a negative rate.
 
 mod container;
+mod event;
 mod host;
 mod process;
 mod sample;
 mod tree;
 
 pub use container::{container_truth, format_cpus, ContainerTruth};
+pub use event::{ProbeBatch, ProbeResult, StatsdFlush, StatsdTimer};
 pub use host::{host_view, is_interesting_disk, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
 pub use sample::{

@@ -7,8 +7,10 @@
 //! and compresses with flate2, which the workspace already carries for gzip input.
 //!
 //! Pure: shapes in, the file's bytes out. No I/O, no clock. This crate does not lay anything
-//! out (axes, scales, panels): each caller turns its own report into shapes.
+//! out (panels, scales): each caller turns its own report into shapes; [`axis`] only picks
+//! round tick values and time labels, which every multi-panel plot needs alike.
 
+pub mod axis;
 mod font;
 mod png;
 

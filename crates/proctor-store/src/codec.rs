@@ -16,7 +16,9 @@
 //! a run's first sample has no command lines yet (the cmdline worker reads them after), and a
 //! key without them makes every delta of its chunk ~20× larger.
 
-use proctor_model::Sample;
+use proctor_model::{ProbeBatch, Sample, StatsdFlush};
+
+use crate::frame::FrameKind;
 
 /// The record format this build writes. Version 1: the JSON serialization of `Sample`.
 pub const RECORD_VERSION: u8 = 1;
@@ -30,6 +32,8 @@ pub enum CodecError {
     Decompress(std::io::Error),
     #[error("record does not parse: {0}")]
     Parse(serde_json::Error),
+    #[error("a sample frame read as an event")]
+    NotAnEvent,
 }
 
 pub fn encode_record(sample: &Sample) -> Vec<u8> {
@@ -44,6 +48,51 @@ pub fn encode_record_sized(sample: &Sample, expected: usize) -> Vec<u8> {
     // Serializing plain structs and maps with string keys cannot fail.
     serde_json::to_writer(&mut out, sample).expect("a Sample always serializes to JSON");
     out
+}
+
+/// A record that is not a sample: stored in a stream of its own, one compressed frame each.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Probe(ProbeBatch),
+    Statsd(StatsdFlush),
+}
+
+/// The event record format this build writes, per kind. Version 1: the JSON serialization of
+/// `ProbeBatch` / `StatsdFlush`.
+pub const EVENT_VERSION: u8 = 1;
+
+impl Event {
+    pub fn kind(&self) -> FrameKind {
+        match self {
+            Event::Probe(_) => FrameKind::Probe,
+            Event::Statsd(_) => FrameKind::Statsd,
+        }
+    }
+}
+
+pub fn encode_event(event: &Event) -> Vec<u8> {
+    // Plain structs, vectors and strings always serialize.
+    match event {
+        Event::Probe(batch) => serde_json::to_vec(batch),
+        Event::Statsd(flush) => serde_json::to_vec(flush),
+    }
+    .expect("an event always serializes to JSON")
+}
+
+pub fn decode_event(kind: FrameKind, version: u8, bytes: &[u8]) -> Result<Event, CodecError> {
+    if version != EVENT_VERSION {
+        return Err(CodecError::UnknownVersion(version));
+    }
+    match kind {
+        FrameKind::Probe => serde_json::from_slice(bytes).map(Event::Probe).map_err(CodecError::Parse),
+        FrameKind::Statsd => serde_json::from_slice(bytes).map(Event::Statsd).map_err(CodecError::Parse),
+        FrameKind::Key | FrameKind::Delta => Err(CodecError::NotAnEvent),
+    }
+}
+
+/// Compresses an event record on its own (no dictionary: events are small and varied).
+pub fn compress_event(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
+    compress(level, None, record)
 }
 
 pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {

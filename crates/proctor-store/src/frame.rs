@@ -18,13 +18,28 @@ pub const HEADER_LEN: usize = 24;
 /// No sample is anywhere near this; a larger length is corruption, not a frame.
 pub const MAX_PAYLOAD_LEN: u32 = 256 << 20;
 
-/// How the payload was compressed.
+/// What the payload holds and how it was compressed. Kinds 0 and 1 are samples (record
+/// version 1 since the first store); later kinds are other records, each compressed on its
+/// own and versioned by the header's version byte. A build that does not know a kind treats
+/// the frame as corrupt, so new kinds go into streams of their own (see `lib.rs`), where older
+/// builds never look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {
-    /// Compressed on its own; starts a chunk.
+    /// A sample compressed on its own; starts a chunk.
     Key = 0,
-    /// Compressed with the raw record of the chunk's key frame as the dictionary.
+    /// A sample compressed with the raw record of the chunk's key frame as the dictionary.
     Delta = 1,
+    /// A batch of probe results (`proctor_model::ProbeBatch`), compressed on its own.
+    Probe = 2,
+    /// One statsd flush (`proctor_model::StatsdFlush`), compressed on its own.
+    Statsd = 3,
+}
+
+impl FrameKind {
+    /// A sample (key or delta), as opposed to an event record.
+    pub fn is_sample(self) -> bool {
+        matches!(self, FrameKind::Key | FrameKind::Delta)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +94,8 @@ pub fn decode_header(bytes: &[u8]) -> Result<FrameHeader, FrameDefect> {
     let kind = match bytes[16] {
         0 => FrameKind::Key,
         1 => FrameKind::Delta,
+        2 => FrameKind::Probe,
+        3 => FrameKind::Statsd,
         _ => return Err(FrameDefect::Corrupt("unknown frame kind")),
     };
     Ok(FrameHeader { payload_len, unix_ns: u64::from_le_bytes(ns), kind, version: bytes[17], crc: u32_at(20) })

@@ -16,6 +16,13 @@
 //! Retention drops whole segments (oldest first) by age and by total size: an `unlink`, never a
 //! rewrite.
 //!
+//! Streams: samples live in the data directory itself; other producers write their records
+//! (probe results, statsd flushes: [`codec::Event`]) into a subdirectory each ([`PROBE_STREAM`],
+//! [`STATSD_STREAM`]), a store of its own with its own writer lock and retention, because one
+//! directory has one writer and a `proctor probe` runs beside a recording `proctor serve`.
+//! A reader of the data directory never sees them (segments are files, streams directories),
+//! so older builds keep reading samples; `proctor report` opens the streams beside it.
+//!
 //! What it does not do: keep a separate index file (segment names are the time index, frame
 //! headers carry each frame's time, and a walk reads headers only), verify sealed segments'
 //! payloads at open (a reader checks each frame's CRC when it reads it), or delete set-aside
@@ -27,11 +34,32 @@ mod reader;
 pub mod segment;
 mod writer;
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use codec::Event;
 pub use reader::{same_run, ReadReport, Reader, StoredFrame};
 pub use writer::{AppendCost, OpenReport, Repair, SetAside, Writer, WriterStats};
+
+/// The subdirectory of a data directory that `proctor probe --record` writes.
+pub const PROBE_STREAM: &str = "probe";
+/// The subdirectory of a data directory that statsd flushes are recorded into.
+pub const STATSD_STREAM: &str = "statsd";
+
+/// `DATA/NAME`, created (mode 0700, like the data directory) when `DATA` exists and it does
+/// not. A missing `DATA` is the same clear error as for samples.
+pub fn stream_dir(data_dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
+    check_dir(data_dir)?;
+    let dir = data_dir.join(name);
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(StoreError::io(&dir, e)),
+    }
+    check_dir(&dir)?;
+    Ok(dir)
+}
 
 /// How a store is written and trimmed.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use proctor_model::Sample;
 
-use crate::codec::{decode_record, decompress_delta, decompress_key};
+use crate::codec::{decode_event, decode_record, decompress_delta, decompress_key, CodecError, Event};
 use crate::frame::{check_payload, FrameKind, HEADER_LEN};
 use crate::segment::{list_segments, walk, Check, FrameRef, SegmentInfo};
 use crate::{check_dir, StoreError};
@@ -64,9 +64,22 @@ impl Reader {
         &self.report
     }
 
-    /// Frames whose time is within `[from_ns, to_ns]`, in order. Only segments that can hold
-    /// such frames are walked (a segment ends where the next one starts), headers only.
+    /// Sample frames whose time is within `[from_ns, to_ns]`, in order. Only segments that can
+    /// hold such frames are walked (a segment ends where the next one starts), headers only.
     pub fn frames(&mut self, from_ns: u64, to_ns: u64) -> Result<Vec<StoredFrame>, StoreError> {
+        let mut frames = self.any_frames(from_ns, to_ns)?;
+        frames.retain(|f| f.frame.header.kind.is_sample());
+        Ok(frames)
+    }
+
+    /// Event frames (probe results, statsd flushes) whose time is within `[from_ns, to_ns]`.
+    pub fn event_frames(&mut self, from_ns: u64, to_ns: u64) -> Result<Vec<StoredFrame>, StoreError> {
+        let mut frames = self.any_frames(from_ns, to_ns)?;
+        frames.retain(|f| !f.frame.header.kind.is_sample());
+        Ok(frames)
+    }
+
+    fn any_frames(&mut self, from_ns: u64, to_ns: u64) -> Result<Vec<StoredFrame>, StoreError> {
         let mut out = Vec::new();
         for i in 0..self.segments.len() {
             let starts = self.segments[i].start_ns;
@@ -112,11 +125,40 @@ impl Reader {
         }
     }
 
-    /// Decodes one frame, with the error.
+    /// Decodes one event frame; `None` (and a line in the report) if it fails.
+    pub fn read_event(&mut self, frame: &StoredFrame) -> Option<Event> {
+        let path = self.segments[frame.segment].path.clone();
+        match self.try_read_event(frame) {
+            Ok(event) => Some(event),
+            Err(err) => {
+                self.report.bad_frames.push((path, frame.frame.offset, err.to_string()));
+                None
+            }
+        }
+    }
+
+    /// Decodes one event frame, with the error.
+    pub fn try_read_event(&mut self, frame: &StoredFrame) -> Result<Event, StoreError> {
+        let path = self.segments[frame.segment].path.clone();
+        let f = frame.frame;
+        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
+        if f.header.kind.is_sample() {
+            return Err(codec(CodecError::NotAnEvent));
+        }
+        let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+        let payload = read_checked(&file, &path, &f)?;
+        let record = decompress_key(&payload).map_err(codec)?;
+        decode_event(f.header.kind, f.header.version, &record).map_err(codec)
+    }
+
+    /// Decodes one sample frame, with the error.
     pub fn try_read(&mut self, frame: &StoredFrame) -> Result<Sample, StoreError> {
         let segment = frame.segment;
         let path = self.segments[segment].path.clone();
         let f = frame.frame;
+        if !f.header.kind.is_sample() {
+            return Err(StoreError::BadFrame { path, offset: f.offset, reason: "an event frame read as a sample" });
+        }
         let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
         let payload = read_checked(&file, &path, &f)?;
         let record = match f.header.kind {
@@ -130,6 +172,7 @@ impl Reader {
                 let key = &self.key_cache.as_ref().expect("filled above").2;
                 decompress_delta(&payload, key).map_err(|source| StoreError::Codec { path: path.clone(), offset: f.offset, source })?
             }
+            FrameKind::Probe | FrameKind::Statsd => unreachable!("checked above"),
         };
         if f.header.kind == FrameKind::Key {
             self.key_cache = Some((segment, f.offset, record.clone()));

@@ -127,8 +127,12 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
                 Some(k) => k,
                 None => break Some((offset, FrameDefect::Corrupt("delta frame before any key frame"))),
             },
+            // Events stand alone and do not end a sample chunk.
+            FrameKind::Probe | FrameKind::Statsd => offset,
         };
-        key_offset = Some(key);
+        if header.kind.is_sample() {
+            key_offset = Some(key);
+        }
         frames.push(FrameRef { offset, header, key_offset: key });
         offset = end;
     };

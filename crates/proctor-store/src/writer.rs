@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use proctor_model::Sample;
 
-use crate::codec::{encode_record_sized, Compressor, RECORD_VERSION};
+use crate::codec::{compress_event, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION, RECORD_VERSION};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
 use crate::segment::{
     intact_frame_after, list_segments, list_set_aside, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX,
@@ -195,10 +195,82 @@ impl Writer {
             return Err(StoreError::BadFrame { path: self.dir.clone(), offset: 0, reason: "sample too large for a frame" });
         }
         let kind = if key { FrameKind::Key } else { FrameKind::Delta };
-        let header = encode_header(sample.unix_ns, kind, RECORD_VERSION, &payload);
+        let frame_bytes = self.write_frame(sample.unix_ns, kind, RECORD_VERSION, &payload)?;
+        let active = self.active.as_mut().expect("rotate opened a segment");
+        active.frames_in_chunk = if key { 1 } else { active.frames_in_chunk + 1 };
+        if key {
+            active.key_payload_bytes = payload.len();
+        }
+        // Measured with ~600 processes: a delta against a key without command lines is ~80 %
+        // of a standalone frame, against a good key ~4 %.
+        active.rekey = !key && payload.len() * 4 > active.key_payload_bytes;
+        let written = Instant::now();
+        let cost = AppendCost {
+            record_bytes,
+            frame_bytes,
+            key_frame: key,
+            encode_ns: (encoded - started).as_nanos() as u64,
+            compress_ns: (compressed - encoded).as_nanos() as u64,
+            write_ns: (written - compressed).as_nanos() as u64,
+        };
+        let s = &mut self.stats;
+        s.frames += 1;
+        s.key_frames += u64::from(key);
+        s.record_bytes += cost.record_bytes;
+        s.frame_bytes += cost.frame_bytes;
+        s.encode_ns += cost.encode_ns;
+        s.compress_ns += cost.compress_ns;
+        s.write_ns += cost.write_ns;
+        Ok(cost)
+    }
+
+    /// Appends one event record (probe results, a statsd flush) as one frame compressed on its
+    /// own. It neither starts nor ends a sample chunk.
+    pub fn append_event(&mut self, unix_ns: u64, event: &Event) -> Result<AppendCost, StoreError> {
+        let started = Instant::now();
+        let record = encode_event(event);
+        let encoded = Instant::now();
+        let rotate = match &self.active {
+            None => true,
+            Some(a) => {
+                unix_ns.saturating_sub(a.start_ns) >= self.config.segment_max_age.as_nanos() as u64
+                    || a.bytes >= self.config.segment_max_bytes
+            }
+        };
+        if rotate {
+            self.rotate(unix_ns)?;
+        }
+        let payload = compress_event(self.config.level, &record).map_err(|e| StoreError::io(&self.dir, e))?;
+        let compressed = Instant::now();
+        let frame_bytes = self.write_frame(unix_ns, event.kind(), EVENT_VERSION, &payload)?;
+        let written = Instant::now();
+        let cost = AppendCost {
+            record_bytes: record.len() as u64,
+            frame_bytes,
+            key_frame: false,
+            encode_ns: (encoded - started).as_nanos() as u64,
+            compress_ns: (compressed - encoded).as_nanos() as u64,
+            write_ns: (written - compressed).as_nanos() as u64,
+        };
+        let s = &mut self.stats;
+        s.frames += 1;
+        s.record_bytes += cost.record_bytes;
+        s.frame_bytes += cost.frame_bytes;
+        s.encode_ns += cost.encode_ns;
+        s.compress_ns += cost.compress_ns;
+        s.write_ns += cost.write_ns;
+        Ok(cost)
+    }
+
+    /// Writes one frame to the active segment with a single `write`; returns its size.
+    fn write_frame(&mut self, unix_ns: u64, kind: FrameKind, version: u8, payload: &[u8]) -> Result<u64, StoreError> {
+        if payload.len() > MAX_PAYLOAD_LEN as usize {
+            return Err(StoreError::BadFrame { path: self.dir.clone(), offset: 0, reason: "record too large for a frame" });
+        }
+        let header = encode_header(unix_ns, kind, version, payload);
         let mut frame = Vec::with_capacity(header.len() + payload.len());
         frame.extend_from_slice(&header);
-        frame.extend_from_slice(&payload);
+        frame.extend_from_slice(payload);
         let sync = self.config.sync_every_frame;
         let active = self.active.as_mut().expect("rotate opened a segment");
         // One write: a crash leaves either nothing or a torn frame at the very end.
@@ -217,31 +289,7 @@ impl Writer {
             active.file.sync_data().map_err(|e| StoreError::io(&active.path, e))?;
         }
         active.bytes += frame.len() as u64;
-        active.frames_in_chunk = if key { 1 } else { active.frames_in_chunk + 1 };
-        if key {
-            active.key_payload_bytes = payload.len();
-        }
-        // Measured with ~600 processes: a delta against a key without command lines is ~80 %
-        // of a standalone frame, against a good key ~4 %.
-        active.rekey = !key && payload.len() * 4 > active.key_payload_bytes;
-        let written = Instant::now();
-        let cost = AppendCost {
-            record_bytes,
-            frame_bytes: frame.len() as u64,
-            key_frame: key,
-            encode_ns: (encoded - started).as_nanos() as u64,
-            compress_ns: (compressed - encoded).as_nanos() as u64,
-            write_ns: (written - compressed).as_nanos() as u64,
-        };
-        let s = &mut self.stats;
-        s.frames += 1;
-        s.key_frames += u64::from(key);
-        s.record_bytes += cost.record_bytes;
-        s.frame_bytes += cost.frame_bytes;
-        s.encode_ns += cost.encode_ns;
-        s.compress_ns += cost.compress_ns;
-        s.write_ns += cost.write_ns;
-        Ok(cost)
+        Ok(frame.len() as u64)
     }
 
     /// A key frame when `key`, else a delta against the chunk's key. The record moves into the

@@ -24,7 +24,10 @@ use proctor_probe::schedule::{Bursts, Limit, Pacing};
 use proctor_probe::tls::{parse_pem_certificates, TlsConfig, Trust};
 use proctor_probe::{plot, ErrorClass, RequestRecord};
 
+use crate::cmd::events::{probe_result, EventRecorder};
 use crate::cmd::statsd::{block_signals, wait_for_signal};
+use proctor_model::{ProbeBatch, ProbeResult};
+use proctor_store::{Event, PROBE_STREAM};
 use crate::output::{parse_duration, Format};
 
 /// Arguments of `proctor probe`.
@@ -88,6 +91,13 @@ struct RunOptions {
     /// Append every request to this file as a JSON line, as it finishes.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Also record the results into DATA/probe (DATA from --data-dir, else the directory
+    /// `proctor serve` records into), for `proctor report`. Batches of up to a second.
+    #[arg(long)]
+    record: bool,
+    /// The data directory to record into (must exist); implies --record.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// Scheduled bursts: start a burst this often (e.g. 5m); needs --burst.
     #[arg(long, value_parser = parse_duration, value_name = "D", requires = "burst")]
     every: Option<Duration>,
@@ -198,12 +208,22 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         None => None,
     };
 
+    let recorder = if options.record || options.data_dir.is_some() {
+        let dir = match &options.data_dir {
+            Some(dir) => dir.clone(),
+            None => crate::cmd::serve::default_data_dir_created()?,
+        };
+        Some(EventRecorder::start(&dir, PROBE_STREAM, "proctor probe")?)
+    } else {
+        None
+    };
+
     // Block SIGINT/SIGTERM before any thread starts, so every thread inherits the mask and
     // only the signal thread takes them.
     let signals = block_signals()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     let run_id = run_id();
-    let handle = runner::start(RunConfig { client, pacing, limit, bursts, run_id })
+    let handle = runner::start(RunConfig { client, pacing, limit, bursts, run_id: run_id.clone() })
         .context("cannot start the probe threads")?;
     let stop = handle.stop_flag();
     let interrupted_for_thread = Arc::clone(&interrupted);
@@ -217,6 +237,7 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         .context("cannot start the signal thread")?;
 
     let mut records: Vec<RequestRecord> = Vec::new();
+    let mut batch = Batch::new(run_id.clone(), url);
     loop {
         if interrupted.load(Ordering::Relaxed) {
             break;
@@ -228,10 +249,16 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
                     out.write_all(b"\n")?;
                     out.flush().context("cannot write the results file")?;
                 }
+                if let Some(recorder) = &recorder {
+                    batch.push(&record, recorder);
+                }
                 records.push(record);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some(recorder) = &recorder {
+            batch.send_if_old(recorder);
         }
     }
     let was_interrupted = interrupted.load(Ordering::Relaxed);
@@ -245,6 +272,15 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
     } else {
         handle.join();
     }
+    if let Some(recorder) = recorder {
+        if was_interrupted {
+            for record in &records[records.len().min(batch.seen)..] {
+                batch.push(record, &recorder);
+            }
+        }
+        batch.send(&recorder);
+        recorder.stop();
+    }
     let tls_failures = records.iter().filter(|record| record.error == Some(ErrorClass::Tls)).count();
     if tls_failures > 0 && options.cacert.is_none() && !options.insecure {
         eprintln!(
@@ -255,6 +291,52 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
     let title = format!("proctor probe {url} ({})", describe(&pacing, bursts, options.no_reuse));
     print_report(&records, &title, format, plot_path)?;
     Ok(if was_interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+}
+
+/// Results waiting to be recorded: one stored record per second of results (or per 512), so a
+/// fast probe does not write a frame per request.
+struct Batch {
+    run: String,
+    target: String,
+    results: Vec<ProbeResult>,
+    started: Option<std::time::Instant>,
+    /// Records pushed so far (the interrupted path pushes the rest).
+    seen: usize,
+}
+
+impl Batch {
+    const MAX: usize = 512;
+    const AGE: Duration = Duration::from_secs(1);
+
+    fn new(run: String, target: &str) -> Self {
+        Batch { run, target: target.to_string(), results: Vec::new(), started: None, seen: 0 }
+    }
+
+    fn push(&mut self, record: &RequestRecord, recorder: &EventRecorder) {
+        self.seen += 1;
+        self.started.get_or_insert_with(std::time::Instant::now);
+        self.results.push(probe_result(record));
+        if self.results.len() >= Self::MAX {
+            self.send(recorder);
+        }
+    }
+
+    fn send_if_old(&mut self, recorder: &EventRecorder) {
+        if self.started.is_some_and(|t| t.elapsed() >= Self::AGE) {
+            self.send(recorder);
+        }
+    }
+
+    fn send(&mut self, recorder: &EventRecorder) {
+        self.started = None;
+        if self.results.is_empty() {
+            return;
+        }
+        let results = std::mem::take(&mut self.results);
+        // The frame's time is the batch's earliest send time, so a time range finds it.
+        let unix_ns = results.iter().map(|r| r.sent_unix_ns).min().unwrap_or(0);
+        recorder.send(unix_ns, Event::Probe(ProbeBatch { run: self.run.clone(), target: self.target.clone(), results }));
+    }
 }
 
 fn describe(pacing: &Pacing, bursts: Option<Bursts>, no_reuse: bool) -> String {

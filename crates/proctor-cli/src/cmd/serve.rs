@@ -17,9 +17,10 @@ use proctor_api::prom::{Family, Kind, MetricsConfig, ProcessRank};
 use proctor_api::{Agent, AgentConfig, ApiConfig, ExtraMetrics, Recording};
 use proctor_api::jupyter::JupyterConfig;
 use proctor_statsd::{ServerHandle, Shutdown};
-use proctor_store::{StoreConfig, Writer};
+use proctor_store::{StoreConfig, Writer, STATSD_STREAM};
 
 use crate::cmd::common::ReadArgs;
+use crate::cmd::events::EventRecorder;
 use crate::cmd::record::{parse_age, report_open};
 use crate::cmd::statsd::{block_signals, wait_for_signal};
 use crate::output::parse_duration;
@@ -168,14 +169,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/"));
     let agent_config = AgentConfig { interval, history, history_top: 10, jupyter_pid, disk_path };
-    let recording = open_recording(&o);
+    let (recording, recording_dir) = open_recording(&o);
     let agent = Agent::start_recording(sampler_config, agent_config, recording)
         .context("cannot start the sampling thread")?;
 
     let statsd_shutdown = Shutdown::new();
+    // Recording serve records statsd flushes too, into DATA/statsd through a recorder thread
+    // of their own (the stream has its own writer lock); a stream that cannot be opened is
+    // reported and serving goes on, as for samples.
+    let flush_recorder = match (&recording_dir, o.statsd) {
+        (Some(dir), true) => EventRecorder::start(dir, STATSD_STREAM, "proctor serve")
+            .map_err(|e| log(&format!("statsd flushes are not recorded: {e:#}")))
+            .ok(),
+        _ => None,
+    };
     let statsd = if o.statsd {
         let etsy = crate::cmd::statsd::etsy_config(&o.statsd_options)?;
-        Some(crate::cmd::statsd::start(&o.statsd_options, etsy, statsd_shutdown.clone())?)
+        Some(crate::cmd::statsd::start(&o.statsd_options, etsy, statsd_shutdown.clone(), flush_recorder.as_ref())?)
     } else {
         None
     };
@@ -238,15 +248,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let _ = std::fs::remove_file(path);
         }
     }
+    if let Some(recorder) = flush_recorder {
+        recorder.stop();
+    }
     served?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The store `serve` records into, or why there is none. Never an error: serving goes on.
-fn open_recording(o: &ServeOptions) -> Recording {
+/// The store `serve` records into, or why there is none, and its directory when it opened.
+/// Never an error: serving goes on.
+fn open_recording(o: &ServeOptions) -> (Recording, Option<PathBuf>) {
     // `--record` asks for the default, so only `--no-record` turns recording off.
     if o.no_record {
-        return Recording::Off;
+        return (Recording::Off, None);
     }
     let config = StoreConfig {
         retain_age: o.retain_age,
@@ -264,13 +278,23 @@ fn open_recording(o: &ServeOptions) -> Recording {
     match opened {
         Ok((writer, report)) => {
             report_open("proctor serve", writer.dir(), &report);
-            Recording::On(Box::new(writer))
+            let dir = writer.dir().to_owned();
+            (Recording::On(Box::new(writer)), Some(dir))
         }
         Err((dir, error)) => {
             log(&format!("cannot record: {error}; serving without recording (see `recording` in /api/v1/agent)"));
-            Recording::Failed { dir, error }
+            (Recording::Failed { dir, error }, None)
         }
     }
+}
+
+/// The default data directory, created (mode 0700) if missing: for `proctor probe --record`
+/// and `proctor statsd --record` without `--data-dir`, so they land beside `serve`'s samples.
+pub fn default_data_dir_created() -> anyhow::Result<PathBuf> {
+    let dir = default_data_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+        .and_then(|dir| create_private_dir(&dir).map(|()| dir))
+        .map_err(|(_, error)| anyhow::anyhow!(error))?;
+    Ok(dir)
 }
 
 /// `$XDG_STATE_HOME/proctor`, else `$HOME/.local/state/proctor` (the XDG base directory rule:

@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+
+use crate::cmd::events::{EventRecorder, RecordBackend};
+use proctor_store::STATSD_STREAM;
 use proctor_statsd::config::{parse_etsy_config, EtsyConfig};
 use proctor_statsd::graphite::GraphiteCounters;
 use proctor_statsd::net::{bind_udp, set_rcvbuf};
@@ -27,6 +30,13 @@ use proctor_statsd::{
 pub struct Args {
     #[command(flatten)]
     options: Box<Options>,
+    /// Also record every flush into DATA/statsd (DATA from --data-dir, else the directory
+    /// `proctor serve` records into), for `proctor report --timer`.
+    #[arg(long)]
+    record: bool,
+    /// The data directory to record into (must exist); implies --record.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -90,13 +100,25 @@ struct Settings {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let record = if args.record || args.data_dir.is_some() {
+        Some(match &args.data_dir {
+            Some(dir) => dir.clone(),
+            None => crate::cmd::serve::default_data_dir_created()?,
+        })
+    } else {
+        None
+    };
     let args = *args.options;
     let etsy = etsy_config(&args)?;
     // Block SIGINT and SIGTERM before any thread starts so every thread inherits the mask and
     // only the waiter below receives them.
     let signals = block_signals()?;
     let shutdown = Shutdown::new();
-    let server = start(&args, etsy, shutdown.clone())?;
+    let recorder = match &record {
+        Some(dir) => Some(EventRecorder::start(dir, STATSD_STREAM, "proctor statsd")?),
+        None => None,
+    };
+    let server = start(&args, etsy, shutdown.clone(), recorder.as_ref())?;
     let waiter = shutdown.clone();
     std::thread::Builder::new()
         .name("statsd-signals".to_owned())
@@ -107,6 +129,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         })
         .context("cannot start the signal thread")?;
     server.join();
+    if let Some(recorder) = recorder {
+        recorder.stop();
+    }
     if let Some(path) = &args.unix {
         let _ = std::fs::remove_file(path);
     }
@@ -131,8 +156,9 @@ pub fn etsy_config(args: &Options) -> anyhow::Result<EtsyConfig> {
 }
 
 /// Binds every socket the options name and starts the server; `proctor serve --statsd` uses
-/// this too. The caller owns signals and shutdown.
-pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown) -> anyhow::Result<Server> {
+/// this too. The caller owns signals and shutdown, and the recorder flushes are handed to
+/// (its queue outlives the server: stop it after `Server::join`).
+pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown, recorder: Option<&EventRecorder>) -> anyhow::Result<Server> {
     let settings = settings(args, etsy)?;
 
     let mut listeners = Listeners::default();
@@ -214,6 +240,9 @@ pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown) -> anyhow::Re
     }
     if let Some(path) = &args.file {
         backends.push(Box::new(FileBackend::new(path.clone())));
+    }
+    if let Some(sender) = recorder.and_then(EventRecorder::sender) {
+        backends.push(Box::new(RecordBackend { sender }));
     }
     if backends.is_empty() {
         eprintln!("proctor statsd: no backend (--graphite, --console, --file): flushes are computed and dropped");

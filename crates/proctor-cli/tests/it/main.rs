@@ -1,6 +1,7 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
 mod record;
+mod report;
 mod replay;
 mod serve_record;
 

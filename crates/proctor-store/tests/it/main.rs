@@ -395,3 +395,103 @@ fn deltas_of_large_records_stay_small() {
     let back = read_all(dir.path());
     assert_eq!(json(&back[1]), json(&varied_sample(1, 3000)));
 }
+
+fn probe_batch(first: u64) -> proctor_model::ProbeBatch {
+    proctor_model::ProbeBatch {
+        run: "run-1".to_string(),
+        target: "http://127.0.0.1:1/".to_string(),
+        results: (first..first + 3)
+            .map(|seq| proctor_model::ProbeResult {
+                seq,
+                sent_unix_ns: T0 + seq * SECOND,
+                total_ns: 1_000_000 * (seq + 1),
+                status: Some(200),
+                error: (seq == first + 2).then(|| "timeout".to_string()),
+                has_response: seq != first + 2,
+                connect_ns: None,
+                wait_ns: Some(900_000),
+            })
+            .collect(),
+    }
+}
+
+fn statsd_flush(seq: u64) -> proctor_model::StatsdFlush {
+    proctor_model::StatsdFlush {
+        unix_ns: T0 + seq * SECOND,
+        interval_ms: 1000,
+        timers: vec![proctor_model::StatsdTimer {
+            key: "api.latency".to_string(),
+            stats: vec![("count".to_string(), 4.0), ("mean".to_string(), 12.5 + seq as f64)],
+        }],
+        counters: vec![("hits".to_string(), 4.0, 4.0)],
+        gauges: vec![("queue".to_string(), 7.0)],
+    }
+}
+
+/// Probe results and statsd flushes are records of their own kinds: they round-trip, stay out
+/// of the sample frames (a sample reader never trips over them), and sample chunks around them
+/// stay decodable.
+#[test]
+fn events_round_trip_beside_samples() {
+    use proctor_store::Event;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    writer.append(&sample(0, 20)).expect("key");
+    writer.append_event(T0, &Event::Probe(probe_batch(0))).expect("probe");
+    writer.append(&sample(1, 20)).expect("delta after an event");
+    writer.append_event(T0 + SECOND, &Event::Statsd(statsd_flush(1))).expect("statsd");
+    writer.append(&sample(2, 20)).expect("delta");
+    drop(writer);
+    // Reopening walks every frame of the newest segment: no repair, nothing set aside.
+    let (_, report) = Writer::open(dir.path(), small_config()).expect("reopen");
+    assert!(report.repaired.is_empty() && report.set_aside.is_empty(), "{report:?}");
+
+    let back = read_all(dir.path());
+    assert_eq!(seqs(&back), vec![0, 1, 2]);
+    for got in &back {
+        assert_eq!(json(got), json(&sample(got.seq, 20)));
+    }
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    let events = reader.event_frames(0, u64::MAX).expect("events");
+    let events: Vec<Event> = events.iter().filter_map(|f| reader.read_event(f)).collect();
+    assert_eq!(events, vec![Event::Probe(probe_batch(0)), Event::Statsd(statsd_flush(1))]);
+    // Asking for the wrong kind is an error, not a panic or a garbage record.
+    let sample_frame = reader.frames(0, u64::MAX).expect("frames")[0];
+    assert!(reader.try_read_event(&sample_frame).is_err());
+    let event_frame = reader.event_frames(0, u64::MAX).expect("events")[0];
+    assert!(reader.try_read(&event_frame).is_err());
+    assert!(reader.report().bad_frames.is_empty());
+}
+
+/// A stream is a subdirectory with its own lock: it can be written while the data directory's
+/// own writer holds the data directory, and the data directory's readers do not see it.
+#[test]
+fn a_stream_has_its_own_writer_and_stays_out_of_the_samples() {
+    use proctor_store::{stream_dir, Event, PROBE_STREAM};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut samples, _) = Writer::open(dir.path(), small_config()).expect("samples");
+    samples.append(&sample(0, 5)).expect("append");
+    let probe_dir = stream_dir(dir.path(), PROBE_STREAM).expect("stream dir");
+    let (mut probes, _) = Writer::open(&probe_dir, small_config()).expect("a second writer on the stream");
+    for i in 0..3 {
+        probes.append_event(T0 + i * 3 * SECOND, &Event::Probe(probe_batch(i * 3))).expect("append");
+    }
+    drop(probes);
+    assert_eq!(seqs(&read_all(dir.path())), vec![0]);
+    let mut reader = Reader::open(&probe_dir).expect("reader");
+    let frames = reader.event_frames(T0 + 3 * SECOND, u64::MAX).expect("frames");
+    assert_eq!(frames.len(), 2, "a time range applies to events too");
+    assert!(reader.frames(0, u64::MAX).expect("frames").is_empty());
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&probe_dir).expect("meta").permissions());
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(matches!(stream_dir(&dir.path().join("missing"), PROBE_STREAM), Err(StoreError::Missing { .. })));
+}
+
+/// A store written before events existed has none, and still reads (the v1 store).
+#[test]
+fn a_store_with_only_samples_has_no_events() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-store");
+    let mut reader = Reader::open(&dir).expect("reader");
+    assert!(reader.event_frames(0, u64::MAX).expect("events").is_empty());
+    assert_eq!(reader.frames(0, u64::MAX).expect("frames").len(), 6);
+}

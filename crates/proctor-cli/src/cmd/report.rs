@@ -1,0 +1,322 @@
+//! `proctor report`: a recorded time range as plots (CPU, memory, PSI, disk, network), the top
+//! processes by CPU and memory over it, and — given probe results or statsd timers of the same
+//! period — which system series moved together with the slow requests.
+//!
+//! This module is the I/O around `proctor-report`: it reads the data directory's samples one
+//! at a time into a `RangeBuilder`, the latencies from the probe or statsd stream (or a
+//! `proctor probe --out` file), and writes the files. The folding, statistics and layout are
+//! the library's, so the dashboard can use them too.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use proctor_model::ProbeResult;
+use proctor_report::{correlate, plot, Correlation, CorrelationConfig, LatencyPoint, RangeBuilder, RangeConfig, RangeSummary, SlowRule, Unit};
+use proctor_store::{Event, Reader, PROBE_STREAM, STATSD_STREAM};
+use serde::Serialize;
+
+use super::replay::now_unix_ns;
+use super::when::{format_utc, parse_when, When};
+use crate::output::{parse_duration, Format};
+
+/// Arguments of `proctor report`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The data directory (`proctor record` or `proctor serve` wrote it).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// From this time ("1h ago", "2024-05-01T12:00:00" UTC, "@UNIX_SECONDS"; default 1h ago).
+    #[arg(long, value_parser = parse_when, conflicts_with = "at")]
+    pub from: Option<When>,
+    /// Up to this time (default: now).
+    #[arg(long, value_parser = parse_when, conflicts_with = "at")]
+    pub to: Option<When>,
+    /// Around this time instead: --around before and after it.
+    #[arg(long, value_parser = parse_when)]
+    pub at: Option<When>,
+    /// With --at: how far either side.
+    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    pub around: std::time::Duration,
+    /// Write plots: FILE.svg or FILE.png (the correlation plot, if any, beside it as
+    /// FILE-latency.svg/.png), or an existing directory (report.svg, report.png, latency.svg,
+    /// latency.png in it).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Correlate with these `proctor probe --out` files instead of the store's probe stream.
+    #[arg(long = "probe", value_name = "FILE")]
+    pub probe_files: Vec<PathBuf>,
+    /// Correlate with this statsd timer from the store's statsd stream (one point per flush).
+    #[arg(long, value_name = "KEY", conflicts_with = "probe_files")]
+    pub timer: Option<String>,
+    /// Which statistic of the timer is its latency (Etsy's names: mean, upper, upper_90, …).
+    #[arg(long, default_value = "upper_90")]
+    pub timer_stat: String,
+    /// Points per series in the plots (buckets keep each one's mean and max).
+    #[arg(long, default_value_t = 600)]
+    pub points: usize,
+    /// Processes in each top list.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// What `--format json` prints.
+#[derive(Debug, Serialize)]
+struct Output<'a> {
+    summary: &'a RangeSummary,
+    /// Where the latencies came from, when there were any.
+    latency_source: Option<String>,
+    correlation: Option<&'a Correlation>,
+    bad_frames: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let now = now_unix_ns();
+    let (from, to) = match args.at {
+        Some(at) => {
+            let at = at.resolve(now);
+            let around = args.around.as_nanos() as u64;
+            (at.saturating_sub(around), at.saturating_add(around))
+        }
+        None => (
+            args.from.map_or(now.saturating_sub(3600 * 1_000_000_000), |w| w.resolve(now)),
+            args.to.map_or(now, |w| w.resolve(now)),
+        ),
+    };
+    if from >= to {
+        bail!("--from {} is not before --to {}", format_utc(from), format_utc(to));
+    }
+    let mut reader = Reader::open(&args.dir).context("cannot report")?;
+    let frames = reader.frames(from, to)?;
+    if frames.is_empty() {
+        bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
+    }
+    let config = RangeConfig { from_ns: from, to_ns: to, max_points: args.points.max(1), top: args.top, keep_points: true };
+    let mut builder = RangeBuilder::new(config);
+    for frame in &frames {
+        if let Some(sample) = reader.read(frame) {
+            builder.push(sample);
+        }
+    }
+    let mut bad_frames = reader.report().bad_frames.len();
+    for (path, offset, why) in &reader.report().bad_frames {
+        eprintln!("proctor report: skipped the frame at {}:{offset}: {why}", path.display());
+    }
+    let summary = builder.finish();
+
+    let (latencies, source) = latencies(&args, from, to, &mut bad_frames)?;
+    let correlation = (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
+
+    let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
+    match args.format {
+        Format::Text => print_text(&summary, correlation.as_ref(), source.as_deref())?,
+        Format::Json => {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer_pretty(
+                &mut stdout,
+                &Output { summary: &summary, latency_source: source.clone(), correlation: correlation.as_ref(), bad_frames },
+            )?;
+            stdout.write_all(b"\n")?;
+            stdout.flush()?;
+        }
+    }
+    if let Some(out) = &args.out {
+        write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The requests to correlate with, and where they came from: `--probe` files, `--timer`, or
+/// else the probe stream when it has results in the range.
+fn latencies(args: &Args, from: u64, to: u64, bad_frames: &mut usize) -> anyhow::Result<(Vec<LatencyPoint>, Option<String>)> {
+    let in_range = |t: u64| (from..=to).contains(&t);
+    if !args.probe_files.is_empty() {
+        let mut points = Vec::new();
+        for path in &args.probe_files {
+            points.extend(read_probe_file(path)?.iter().filter_map(latency_of).filter(|p| in_range(p.unix_ns)));
+        }
+        let names: Vec<String> = args.probe_files.iter().map(|p| p.display().to_string()).collect();
+        return Ok((points, Some(format!("probe results from {}", names.join(", ")))));
+    }
+    if let Some(key) = &args.timer {
+        let dir = args.dir.join(STATSD_STREAM);
+        if !dir.is_dir() {
+            bail!("--timer: no statsd stream in {} (record one with `proctor statsd --record` or `proctor serve --statsd`)", args.dir.display());
+        }
+        let mut reader = Reader::open(&dir)?;
+        let mut points = Vec::new();
+        for frame in reader.event_frames(from, to)? {
+            let Some(Event::Statsd(flush)) = reader.read_event(&frame) else { continue };
+            let Some(timer) = flush.timers.iter().find(|t| &t.key == key) else { continue };
+            let Some(ms) = timer.stat(&args.timer_stat).or_else(|| timer.stat("mean")) else { continue };
+            // A flush covers the interval before it: its point is the interval's middle.
+            let unix_ns = flush.unix_ns.saturating_sub(flush.interval_ms * 500_000);
+            points.push(LatencyPoint { unix_ns, latency_ns: ms * 1e6 });
+        }
+        *bad_frames += reader.report().bad_frames.len();
+        return Ok((points, Some(format!("statsd timer {key} ({} per flush, else mean)", args.timer_stat))));
+    }
+    let dir = args.dir.join(PROBE_STREAM);
+    if !dir.is_dir() {
+        return Ok((Vec::new(), None));
+    }
+    let mut reader = Reader::open(&dir)?;
+    // A batch's frame carries its earliest send time; one may start up to its age (1 s) early.
+    let mut points = Vec::new();
+    for frame in reader.event_frames(from.saturating_sub(2_000_000_000), to)? {
+        let Some(Event::Probe(batch)) = reader.read_event(&frame) else { continue };
+        points.extend(batch.results.iter().filter_map(latency_of_result).filter(|p| in_range(p.unix_ns)));
+    }
+    *bad_frames += reader.report().bad_frames.len();
+    points.sort_by_key(|p| p.unix_ns);
+    let source = (!points.is_empty()).then(|| format!("probe results recorded in {}", dir.display()));
+    Ok((points, source))
+}
+
+fn latency_of(record: &proctor_probe::RequestRecord) -> Option<LatencyPoint> {
+    record.has_response().then_some(LatencyPoint { unix_ns: record.sent_unix_ns, latency_ns: record.total_ns as f64 })
+}
+
+/// Failed requests have no latency to correlate (their time is a timeout or an error's).
+fn latency_of_result(result: &ProbeResult) -> Option<LatencyPoint> {
+    result.has_response.then_some(LatencyPoint { unix_ns: result.sent_unix_ns, latency_ns: result.total_ns as f64 })
+}
+
+fn read_probe_file(path: &Path) -> anyhow::Result<Vec<proctor_probe::RequestRecord>> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut records = Vec::new();
+    let mut bad = 0u64;
+    for (number, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(&line) {
+            Ok(record) => records.push(record),
+            Err(err) => {
+                bad += 1;
+                if bad <= 10 {
+                    eprintln!("proctor report: {}:{}: not a probe record: {err}", path.display(), number + 1);
+                }
+            }
+        }
+    }
+    Ok(records)
+}
+
+fn print_text(summary: &RangeSummary, correlation: Option<&Correlation>, source: Option<&str>) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let interval = summary.median_interval_ns.map_or("-".to_string(), |ns| format!("{:.2} s", ns as f64 / 1e9));
+    writeln!(
+        out,
+        "range      {} to {}\nsamples    {} ({} with rates, {} recorder run{}), median interval {interval}, {} processes seen",
+        format_utc(summary.from_ns),
+        format_utc(summary.to_ns),
+        summary.samples,
+        summary.samples_with_rates,
+        summary.runs,
+        if summary.runs == 1 { "" } else { "s" },
+        summary.processes_seen
+    )?;
+    for s in &summary.series {
+        if s.points.is_empty() || !["cpu.busy", "cpu.iowait", "memory.used", "psi.cpu.some", "psi.io.some", "disk.read", "disk.write", "net.rx", "net.tx"].contains(&s.name) {
+            continue;
+        }
+        let count: u32 = s.points.iter().map(|p| p.count).sum();
+        let mean = s.points.iter().map(|p| p.mean * f64::from(p.count)).sum::<f64>() / f64::from(count.max(1));
+        let max = s.points.iter().map(|p| p.max).fold(f64::MIN, f64::max);
+        writeln!(out, "{:<14} mean {:>12}  max {:>12}", s.name, plot::human(mean, s.unit), plot::human(max, s.unit))?;
+    }
+    writeln!(out, "\ntop processes by CPU time inside the range")?;
+    writeln!(out, "{:>8} {:>10} {:>8} {:<16} COMMAND", "PID", "CPU_S", "SAMPLES", "NAME")?;
+    for p in &summary.top_cpu {
+        writeln!(out, "{:>8} {:>10.2} {:>8} {:<16} {}", p.pid, p.cpu_seconds, p.samples, clean(&p.comm), clean(p.cmdline.as_deref().unwrap_or("")))?;
+    }
+    writeln!(out, "\ntop processes by resident memory (peak)")?;
+    writeln!(out, "{:>8} {:>12} {:>12} {:<16} COMMAND", "PID", "RSS_PEAK", "RSS_MEAN", "NAME")?;
+    for p in &summary.top_memory {
+        writeln!(
+            out,
+            "{:>8} {:>12} {:>12} {:<16} {}",
+            p.pid,
+            p.rss_peak_bytes.map_or("-".into(), |b| plot::human(b as f64, Unit::Bytes)),
+            p.rss_mean_bytes.map_or("-".into(), |b| plot::human(b, Unit::Bytes)),
+            clean(&p.comm),
+            clean(p.cmdline.as_deref().unwrap_or(""))
+        )?;
+    }
+    let Some(c) = correlation else {
+        writeln!(out, "\nno latencies to correlate (record `proctor probe --record`, or give --probe FILE or --timer KEY)")?;
+        return Ok(());
+    };
+    writeln!(out, "\nlatency: {}", source.unwrap_or("-"))?;
+    let rule = match c.rule {
+        Some(SlowRule::Quantile { quantile, threshold_ns }) => format!("above the {:.0}th percentile, {:.2} ms", quantile * 100.0, threshold_ns / 1e6),
+        Some(SlowRule::SlowestMode { modes, mode_ns, threshold_ns }) => {
+            format!("in the slowest of {modes} modes (at {:.2} ms, from {:.2} ms)", mode_ns / 1e6, threshold_ns / 1e6)
+        }
+        None => "-".into(),
+    };
+    writeln!(out, "{} requests, {} inside sample intervals; slow: {} ({} matched), {rule}", c.requests, c.matched, c.slow, c.slow_matched)?;
+    writeln!(out, "series that moved with latency (Spearman's rho over n requests; medians over sample intervals with slow requests vs the others; no significance computed)")?;
+    writeln!(out, "{:<16} {:>6} {:>7} {:>13} {:>13} {:>7} {:>11}", "SERIES", "N", "RHO", "MEDIAN_SLOW", "MEDIAN_OTHER", "RATIO", "WINDOWS")?;
+    for s in &c.series {
+        let Some(rho) = s.spearman else { continue };
+        writeln!(
+            out,
+            "{:<16} {:>6} {:>7.3} {:>13} {:>13} {:>7} {:>11}",
+            s.name,
+            s.n,
+            rho,
+            s.median_slow.map_or("-".into(), |v| plot::human(v, s.unit)),
+            s.median_other.map_or("-".into(), |v| plot::human(v, s.unit)),
+            s.ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            format!("{}/{}", s.slow_windows, s.other_windows)
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Control characters in process names and command lines are replaced before printing, and
+/// command lines cut at 100 characters (the JSON output has them whole).
+fn clean(text: &str) -> String {
+    let mut out: String = text.chars().take(100).map(|c| if c.is_control() { '?' } else { c }).collect();
+    if text.chars().count() > 100 {
+        out.push('…');
+    }
+    out
+}
+
+fn write_plots(out: &Path, summary: &RangeSummary, correlation: Option<&Correlation>, title: &str, source: Option<&str>) -> anyhow::Result<()> {
+    let latency_title = format!("latency vs system, {}", source.unwrap_or("-"));
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    if out.is_dir() {
+        files.push((out.join("report.svg"), plot::host_svg(summary, title).into_bytes()));
+        files.push((out.join("report.png"), plot::host_png(summary, title)));
+        if let Some(c) = correlation {
+            files.push((out.join("latency.svg"), plot::correlation_svg(summary, c, &latency_title).into_bytes()));
+            files.push((out.join("latency.png"), plot::correlation_png(summary, c, &latency_title)));
+        }
+    } else {
+        let png = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+        let host = if png { plot::host_png(summary, title) } else { plot::host_svg(summary, title).into_bytes() };
+        files.push((out.to_owned(), host));
+        if let Some(c) = correlation {
+            let stem = out.file_stem().map_or("report".into(), |s| s.to_string_lossy().into_owned());
+            let ext = if png { "png" } else { "svg" };
+            let path = out.with_file_name(format!("{stem}-latency.{ext}"));
+            let bytes = if png { plot::correlation_png(summary, c, &latency_title) } else { plot::correlation_svg(summary, c, &latency_title).into_bytes() };
+            files.push((path, bytes));
+        }
+    }
+    for (path, bytes) in files {
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("proctor report: wrote {}", path.display());
+    }
+    Ok(())
+}

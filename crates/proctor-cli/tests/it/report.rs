@@ -1,0 +1,168 @@
+//! `proctor report` end to end: a real recorder, a real `proctor probe` against a loopback
+//! server that is slowed during a window, and (in one run) CPU burners during that window.
+//! The report must line the slow requests up with the burners' CPU series, and must not when
+//! the slowdown has no burner behind it.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn now_s() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs_f64()
+}
+
+/// A keep-alive loopback server answering `200 ok`, 40 ms late while `slow` is set.
+fn slowable_server(slow: Arc<AtomicBool>) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let slow = Arc::clone(&slow);
+            std::thread::spawn(move || {
+                let mut pending = Vec::new();
+                let mut chunk = [0u8; 2048];
+                loop {
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        if slow.load(Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(40));
+                        }
+                        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+                            return;
+                        }
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => pending.extend_from_slice(&chunk[..read]),
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+struct Killed(Vec<Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// One probe run of ~9 s at 25 requests/s; slow from 3 s to 6 s, with two CPU burners (one
+/// per core here) in that window when `burn`. Returns the run's (start, end) Unix seconds.
+fn probe_run(dir: &Path, port: u16, slow: &Arc<AtomicBool>, burn: bool, out: Option<&Path>) -> (f64, f64) {
+    let start = now_s();
+    let mut probe = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    probe.args(["probe", &format!("http://127.0.0.1:{port}/"), "--rate", "25", "--duration", "9s", "--format", "json"]);
+    match out {
+        Some(file) => probe.arg("--out").arg(file),
+        None => probe.arg("--data-dir").arg(dir),
+    };
+    let probe = probe.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("probe");
+    let mut probe = Killed(vec![probe]);
+    std::thread::sleep(Duration::from_secs(3));
+    slow.store(true, Ordering::Relaxed);
+    let mut burners = Killed(Vec::new());
+    if burn {
+        for _ in 0..2 {
+            burners.0.push(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().expect("burner"));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    drop(burners);
+    slow.store(false, Ordering::Relaxed);
+    let status = probe.0[0].wait().expect("probe ends");
+    assert!(status.success(), "probe: {status:?}");
+    probe.0.clear();
+    (start, now_s())
+}
+
+fn report(dir: &Path, (from, to): (f64, f64), extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        .args(["report", "--dir"])
+        .arg(dir)
+        .args(["--from", &format!("@{from:.3}"), "--to", &format!("@{to:.3}"), "--format", "json"])
+        .args(extra)
+        .output()
+        .expect("report");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn series<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["correlation"]["series"].as_array().expect("series").iter().find(|s| s["name"] == name).expect("series present")
+}
+
+const CPU: [&str; 4] = ["cpu.user", "cpu.busy", "psi.cpu.some", "cpu.system"];
+
+#[test]
+fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let plots = tempfile::tempdir().expect("tempdir");
+    let mut recorder = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    recorder.args(["record", "--dir"]).arg(data.path()).args(["--interval", "200ms"]).stderr(Stdio::null());
+    let recorder = Killed(vec![recorder.spawn().expect("record")]);
+    std::thread::sleep(Duration::from_millis(600));
+    let slow = Arc::new(AtomicBool::new(false));
+    let port = slowable_server(Arc::clone(&slow));
+
+    // Run 1: recorded into the store's probe stream, burners during the slow window.
+    let burned = probe_run(data.path(), port, &slow, true, None);
+    // Run 2: the same slowdown with no burner, written to a --out file.
+    let control_file = data.path().join("control.jsonl");
+    let control = probe_run(data.path(), port, &slow, false, Some(&control_file));
+    std::thread::sleep(Duration::from_millis(400));
+    drop(recorder);
+
+    let with = report(data.path(), burned, &["--out", plots.path().to_str().expect("utf-8")]);
+    assert!(with["latency_source"].as_str().expect("source").contains("recorded in"), "{}", with["latency_source"]);
+    let c = &with["correlation"];
+    assert!(c["requests"].as_u64().expect("n") >= 150, "{c}");
+    assert!(c["slow"].as_u64().expect("slow") >= 20, "{c}");
+    let top = &c["series"][0];
+    let top_name = top["name"].as_str().expect("name");
+    assert!(CPU.contains(&top_name), "a CPU series should rank first with burners: {top}");
+    assert!(top["spearman"].as_f64().expect("rho") > 0.3, "{top}");
+    let psi_with = series(&with, "psi.cpu.some")["spearman"].as_f64();
+    let busy_with = series(&with, "cpu.busy");
+    // CPU busy saturates at 100 % on a machine already loaded (a parallel test run), while PSI
+    // keeps growing with runnable tasks: PSI is the robust one to compare medians on.
+    let psi = series(&with, "psi.cpu.some");
+    assert!(psi["median_slow"].as_f64() > psi["median_other"].as_f64(), "{psi}");
+
+    let without = report(data.path(), control, &["--probe", control_file.to_str().expect("utf-8")]);
+    assert!(without["latency_source"].as_str().expect("source").contains("control.jsonl"));
+    let psi_without = series(&without, "psi.cpu.some")["spearman"].as_f64();
+    let busy_without = series(&without, "cpu.busy")["spearman"].as_f64();
+    // The same slowdown without a burner: CPU must move with it less than with the burner
+    // (on a quiet machine it does not move at all; other load here can only add noise).
+    assert!(psi_without < psi_with, "psi.cpu.some rho without burner {psi_without:?} vs with {psi_with:?}");
+    assert!(busy_without < busy_with["spearman"].as_f64(), "cpu.busy rho without burner {busy_without:?} vs with {}", busy_with["spearman"]);
+
+    // Top processes: the burners used CPU inside the range.
+    let burners = with["summary"]["top_cpu"].as_array().expect("top").iter().filter(|p| p["cmdline"].as_str().is_some_and(|c| c.contains("while :"))).count();
+    assert!(burners >= 1, "{}", with["summary"]["top_cpu"]);
+
+    // Plots: valid PNGs 960 px wide, SVGs with every panel.
+    for name in ["report.png", "latency.png"] {
+        let png = std::fs::read(plots.path().join(name)).expect("png written");
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}");
+        assert_eq!(&png[12..16], b"IHDR");
+        assert_eq!(u32::from_be_bytes([png[16], png[17], png[18], png[19]]), 960);
+    }
+    let svg = std::fs::read_to_string(plots.path().join("report.svg")).expect("svg");
+    for title in ["CPU, % of all CPUs", "memory", "pressure (PSI some)", "disk, whole disks", "network"] {
+        assert!(svg.contains(&format!(">{title}")), "{title}");
+    }
+    let latency = std::fs::read_to_string(plots.path().join("latency.svg")).expect("svg");
+    assert!(latency.contains("latency, log scale:") && latency.contains(">iowait"), "latency panels");
+}

@@ -1,0 +1,352 @@
+//! A range summary, and a correlation, as pictures: panels stacked on one time axis.
+//!
+//! [`host`] draws CPU, memory, PSI, disk and network; [`correlation`] draws every request's
+//! latency (log scale, slow ones in red above the threshold line) over the CPU, iowait, disk
+//! and PSI panels, with the slow requests' times shaded in every panel so a reader's eye can
+//! go straight down. Series are step lines of each bucket's mean with a light tick up to the
+//! bucket's max, so a spike inside a bucket stays visible. Only rectangles, axis-parallel
+//! lines and labels: `proctor_plot` writes them as SVG or rasterizes them as PNG.
+
+use proctor_plot::axis::{nice_ticks, time_ticks};
+use proctor_plot::{Shape, BLUE, INK, RED};
+
+use crate::correlate::Correlation;
+use crate::range::{RangeSummary, Series, Unit};
+
+pub const WIDTH: f64 = 960.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 40.0;
+const PANEL: f64 = 110.0;
+/// Between panels: the panel's title and legend above it.
+const GAP: f64 = 34.0;
+const GRID: [u8; 3] = [0xe4, 0xe4, 0xe4];
+const SHADE: [u8; 3] = [0xfa, 0xdb, 0xd8];
+const GREEN: [u8; 3] = [0x2e, 0x8b, 0x57];
+const ORANGE: [u8; 3] = [0xe6, 0x7e, 0x22];
+const PURPLE: [u8; 3] = [0x8e, 0x44, 0xad];
+const COLORS: [[u8; 3]; 4] = [BLUE, ORANGE, GREEN, PURPLE];
+
+/// The panels of the host plot: title and the series drawn in it.
+pub const HOST_PANELS: [(&str, &[&str]); 5] = [
+    ("CPU, % of all CPUs", &["cpu.user", "cpu.system", "cpu.iowait"]),
+    ("memory", &["memory.used", "memory.cached", "memory.available", "swap.used"]),
+    ("pressure (PSI some), % of time stalled", &["psi.cpu.some", "psi.io.some", "psi.memory.some"]),
+    ("disk, whole disks", &["disk.read", "disk.write"]),
+    ("network, all interfaces but lo", &["net.rx", "net.tx"]),
+];
+
+/// The system panels under the latency panel of the correlation plot.
+pub const CORRELATION_PANELS: [(&str, &[&str]); 4] = [
+    ("CPU, % of all CPUs", &["cpu.user", "cpu.system"]),
+    ("iowait, % of all CPUs; disk busy, % of time", &["cpu.iowait", "disk.busy"]),
+    ("disk", &["disk.read", "disk.write"]),
+    ("pressure (PSI some), % of time stalled", &["psi.cpu.some", "psi.io.some", "psi.memory.some"]),
+];
+
+fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
+    Shape::Rect { x, y, width, height, color }
+}
+
+fn text(x: f64, y: f64, text: impl Into<String>, color: [u8; 3], centered: bool) -> Shape {
+    Shape::Text { x, y, text: text.into(), color, centered }
+}
+
+fn line(x1: f64, y1: f64, x2: f64, y2: f64, color: [u8; 3]) -> Shape {
+    Shape::Line { x1, y1, x2, y2, color }
+}
+
+/// The colour halfway to white: the max ticks of a series.
+fn light(color: [u8; 3]) -> [u8; 3] {
+    color.map(|c| c + (255 - c) / 2)
+}
+
+/// `1.5 GiB`, `3.2 MB/s`, `45%`: short enough for an axis label.
+pub fn human(value: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Percent => format!("{value:.0}%"),
+        Unit::Bytes => binary(value),
+        Unit::BytesPerSecond => format!("{}/S", binary(value)),
+    }
+}
+
+fn binary(value: f64) -> String {
+    let units = ["B", "KIB", "MIB", "GIB", "TIB"];
+    let mut v = value;
+    let mut i = 0;
+    while v.abs() >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 || v.abs() >= 100.0 { format!("{v:.0} {}", units[i]) } else { format!("{v:.1} {}", units[i]) }
+}
+
+fn human_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.0} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.0} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.0} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// The time axis every panel shares.
+#[derive(Debug, Clone, Copy)]
+struct TimeAxis {
+    from_ns: u64,
+    to_ns: u64,
+}
+
+impl TimeAxis {
+    fn x(&self, t: u64) -> f64 {
+        let span = self.to_ns.saturating_sub(self.from_ns).max(1) as f64;
+        LEFT + (t.saturating_sub(self.from_ns) as f64 / span).min(1.0) * (WIDTH - LEFT - RIGHT)
+    }
+
+    /// Vertical grid lines, and their labels when `labels`.
+    fn draw(&self, top: f64, shapes: &mut Vec<Shape>, labels: bool) {
+        for (t, label) in time_ticks(self.from_ns, self.to_ns, 10) {
+            let x = self.x(t);
+            shapes.push(line(x, top, x, top + PANEL, GRID));
+            if labels {
+                shapes.push(line(x, top + PANEL, x, top + PANEL + 4.0, INK));
+                shapes.push(text(x, top + PANEL + 16.0, label, INK, true));
+            }
+        }
+    }
+}
+
+/// One panel of series sharing a unit: grid, y labels, step lines of the means, max ticks.
+///
+/// Two non-empty buckets are joined when they are at most `join_ns` apart (buckets narrower
+/// than the sample interval are mostly empty); farther apart, the gap stays a gap.
+fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], join_ns: u64, shapes: &mut Vec<Shape>) {
+    shapes.push(text(LEFT, top - 8.0, title, INK, false));
+    let unit = series.first().map_or(Unit::Percent, |s| s.unit);
+    let high = series.iter().flat_map(|s| s.points.iter().map(|p| p.max)).fold(0.0f64, f64::max);
+    let high = high.max(1.0);
+    let ticks = nice_ticks(0.0, high, 4);
+    let top_value = ticks.last().copied().unwrap_or(high).max(f64::MIN_POSITIVE);
+    let y = |v: f64| top + PANEL - (v / top_value).clamp(0.0, 1.0) * PANEL;
+    for tick in &ticks {
+        shapes.push(line(LEFT, y(*tick), WIDTH - RIGHT, y(*tick), GRID));
+        shapes.push(text(4.0, y(*tick) + 4.0, human(*tick, unit), INK, false));
+    }
+    axis.draw(top, shapes, false);
+    // Legend: names in their colours, right of the title.
+    let mut legend_x = LEFT + 8.0 * (title.chars().count() as f64 + 2.0);
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let label = if s.points.is_empty() { format!("{} (no data)", s.name) } else { s.name.to_string() };
+        shapes.push(rect(legend_x, top - 16.0, 10.0, 8.0, color));
+        shapes.push(text(legend_x + 14.0, top - 8.0, label.clone(), color, false));
+        legend_x += 14.0 + 8.0 * (label.chars().count() as f64 + 2.0);
+    }
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut last: Option<(u64, f64)> = None;
+        for p in &s.points {
+            let (x1, x2) = (axis.x(p.start_ns), axis.x(p.end_ns).max(axis.x(p.start_ns) + 1.0));
+            if p.max > p.mean {
+                shapes.push(rect(x1 + (x2 - x1) / 2.0, y(p.max), 1.0, y(p.mean) - y(p.max), light(color)));
+            }
+            // A step: the previous value runs on to this bucket, then a vertical joins them.
+            let mut from_x = x1;
+            if let Some((end_ns, value)) = last {
+                if p.start_ns.saturating_sub(end_ns) <= join_ns {
+                    let end_x = axis.x(end_ns);
+                    shapes.push(rect(end_x, y(value) - 0.5, (x1 - end_x).max(0.0), 1.5, color));
+                    shapes.push(line(x1, y(value), x1, y(p.mean), color));
+                    from_x = x1;
+                }
+            }
+            shapes.push(rect(from_x, y(p.mean) - 0.5, x2 - from_x, 1.5, color));
+            last = Some((p.end_ns, p.mean));
+        }
+    }
+    shapes.push(line(LEFT, top + PANEL, WIDTH - RIGHT, top + PANEL, INK));
+    shapes.push(line(LEFT, top, LEFT, top + PANEL, INK));
+}
+
+fn find<'a>(summary: &'a RangeSummary, name: &str) -> Option<&'a Series> {
+    summary.series.iter().find(|s| s.name == name)
+}
+
+/// The axis: the requested range, narrowed to the samples found in it.
+fn axis_of(summary: &RangeSummary) -> TimeAxis {
+    let from_ns = summary.first_ns.map_or(summary.from_ns, |first| first.max(summary.from_ns));
+    let to_ns = summary.last_ns.map_or(summary.to_ns, |last| last.min(summary.to_ns)).max(from_ns + 1);
+    TimeAxis { from_ns, to_ns }
+}
+
+/// Three sample intervals: a longer gap is one the recorder was not running.
+fn join_ns(summary: &RangeSummary) -> u64 {
+    summary.median_interval_ns.unwrap_or(1_000_000_000).saturating_mul(3)
+}
+
+fn panels_height(panels: usize) -> f64 {
+    TOP + panels as f64 * (PANEL + GAP) + 30.0
+}
+
+/// The host plot's shapes and height.
+pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary);
+    let mut shapes = vec![text(10.0, 16.0, title, INK, false)];
+    for (i, (panel_title, names)) in HOST_PANELS.iter().enumerate() {
+        let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
+        let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
+        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
+        if i + 1 == HOST_PANELS.len() {
+            axis.draw(top, &mut shapes, true);
+        }
+    }
+    (shapes, panels_height(HOST_PANELS.len()) + 10.0)
+}
+
+/// The correlation plot's shapes and height: latency on top, system panels below.
+pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, title: &str) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary);
+    let mut shapes = vec![text(10.0, 16.0, title, INK, false)];
+    let panels = 1 + CORRELATION_PANELS.len();
+    let height = panels_height(panels) + 10.0;
+    // Shade the slow requests' times through every panel first, so lines draw over it.
+    let first_top = TOP + GAP - 10.0;
+    let last_bottom = first_top + (panels - 1) as f64 * (PANEL + GAP) + PANEL;
+    for p in correlation.points.iter().filter(|p| p.slow) {
+        shapes.push(rect(axis.x(p.unix_ns) - 1.0, first_top, 2.0, last_bottom - first_top, SHADE));
+    }
+    // Latency panel, log scale.
+    let top = first_top;
+    let latencies = correlation.points.iter().map(|p| p.latency_ns).filter(|v| *v > 0.0);
+    let (low, high) = latencies.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let label = match correlation.rule {
+        Some(rule) => format!(
+            "latency, log scale: {} requests, {} slow (red, above {})",
+            correlation.requests,
+            correlation.slow,
+            human_ns(rule.threshold_ns())
+        ),
+        None => "latency: no requests in the range".to_string(),
+    };
+    shapes.push(text(LEFT, top - 8.0, label, INK, false));
+    if high > 0.0 {
+        let (lo, hi) = (low.log10().floor(), high.log10().ceil().max(low.log10().floor() + 1.0));
+        let y = |ns: f64| top + PANEL - ((ns.max(1.0).log10() - lo) / (hi - lo)).clamp(0.0, 1.0) * PANEL;
+        let mut decade = lo;
+        while decade <= hi {
+            shapes.push(line(LEFT, y(10f64.powf(decade)), WIDTH - RIGHT, y(10f64.powf(decade)), GRID));
+            shapes.push(text(4.0, y(10f64.powf(decade)) + 4.0, human_ns(10f64.powf(decade)), INK, false));
+            decade += 1.0;
+        }
+        if let Some(rule) = correlation.rule {
+            let ty = y(rule.threshold_ns());
+            shapes.push(line(LEFT, ty, WIDTH - RIGHT, ty, RED));
+        }
+        for p in &correlation.points {
+            let color = if p.slow { RED } else { BLUE };
+            shapes.push(rect(axis.x(p.unix_ns) - 1.0, y(p.latency_ns) - 1.0, 2.0, 2.0, color));
+        }
+    }
+    axis.draw(top, &mut shapes, false);
+    shapes.push(line(LEFT, top + PANEL, WIDTH - RIGHT, top + PANEL, INK));
+    shapes.push(line(LEFT, top, LEFT, top + PANEL, INK));
+    for (i, (panel_title, names)) in CORRELATION_PANELS.iter().enumerate() {
+        let top = first_top + (i + 1) as f64 * (PANEL + GAP);
+        let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
+        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
+        if i + 1 == CORRELATION_PANELS.len() {
+            axis.draw(top, &mut shapes, true);
+        }
+    }
+    (shapes, height)
+}
+
+pub fn host_svg(summary: &RangeSummary, title: &str) -> String {
+    let (shapes, height) = host_shapes(summary, title);
+    proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
+}
+
+pub fn host_png(summary: &RangeSummary, title: &str) -> Vec<u8> {
+    let (shapes, height) = host_shapes(summary, title);
+    proctor_plot::png(WIDTH as u32, height as u32, &shapes)
+}
+
+pub fn correlation_svg(summary: &RangeSummary, correlation: &Correlation, title: &str) -> String {
+    let (shapes, height) = correlation_shapes(summary, correlation, title);
+    proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
+}
+
+pub fn correlation_png(summary: &RangeSummary, correlation: &Correlation, title: &str) -> Vec<u8> {
+    let (shapes, height) = correlation_shapes(summary, correlation, title);
+    proctor_plot::png(WIDTH as u32, height as u32, &shapes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::correlate::{correlate, CorrelationConfig, LatencyPoint};
+    use crate::range::{series_index, HostPoint, RangeConfig, SeriesPoint, SERIES};
+
+    fn summary() -> RangeSummary {
+        let points: Vec<HostPoint> = (0..60u64)
+            .map(|t| {
+                let mut values = [None; SERIES.len()];
+                values[series_index("cpu.user").expect("user")] = Some(if (20..30).contains(&t) { 80.0 } else { 10.0 });
+                HostPoint { unix_ns: (t + 1) * 1_000_000_000, interval_start_ns: Some(t * 1_000_000_000), values }
+            })
+            .collect();
+        let user = Series {
+            name: "cpu.user",
+            unit: Unit::Percent,
+            description: "",
+            points: (0..60u32)
+                .map(|b| SeriesPoint {
+                    bucket: b,
+                    start_ns: u64::from(b) * 1_000_000_000,
+                    end_ns: u64::from(b + 1) * 1_000_000_000,
+                    mean: if (20..30).contains(&b) { 80.0 } else { 10.0 },
+                    max: 90.0,
+                    count: 1,
+                })
+                .collect(),
+        };
+        let mut summary = crate::range::summarize(Vec::new(), RangeConfig { from_ns: 0, to_ns: 61_000_000_000, ..RangeConfig::default() });
+        summary.series[0] = user;
+        summary.points = points;
+        summary
+    }
+
+    #[test]
+    fn host_plot_has_every_panel_and_a_valid_png() {
+        let summary = summary();
+        let svg = host_svg(&summary, "report");
+        for (title, _) in HOST_PANELS {
+            assert!(svg.contains(&format!(">{title}</text>")), "{title}");
+        }
+        assert!(svg.contains(">cpu.user</text>") && svg.contains(">memory.used (no data)</text>"));
+        let png = host_png(&summary, "report");
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let (width, height) = (u32::from_be_bytes([png[16], png[17], png[18], png[19]]), u32::from_be_bytes([png[20], png[21], png[22], png[23]]));
+        assert_eq!((width, height), (WIDTH as u32, host_shapes(&summary, "report").1 as u32));
+    }
+
+    #[test]
+    fn correlation_plot_marks_the_slow_requests() {
+        let summary = summary();
+        let latencies: Vec<LatencyPoint> = (4..240u64)
+            .map(|i| LatencyPoint { unix_ns: i * 250_000_000, latency_ns: if (80..120).contains(&i) { 50e6 } else { 5e6 } * (1.0 + (i % 10) as f64 / 100.0) })
+            .collect();
+        let correlation = correlate(&latencies, &summary.points, &CorrelationConfig::default());
+        let (shapes, _) = correlation_shapes(&summary, &correlation, "c");
+        let red_dots = shapes.iter().filter(|s| matches!(s, Shape::Rect { color, width, .. } if *color == RED && *width == 2.0)).count();
+        assert_eq!(red_dots as u64, correlation.slow);
+        assert!(correlation.slow > 0);
+        let svg = correlation_svg(&summary, &correlation, "c");
+        for (title, _) in CORRELATION_PANELS {
+            assert!(svg.contains(&format!(">{title}</text>")), "{title}");
+        }
+    }
+}

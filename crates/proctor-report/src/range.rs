@@ -1,0 +1,681 @@
+//! A time range of stored samples folded into host series and top processes.
+//!
+//! Samples arrive one at a time, in order ([`RangeBuilder::push`]), so a day of samples is
+//! never held at once: the builder keeps the previous sample (for rates), one accumulator per
+//! bucket and series, and one per process seen. A rate is derived only between two
+//! consecutive samples of the same recorder run (`seq`, monotonic and wall clock all counting
+//! up): across a restart the monotonic clocks are unrelated, so the first sample after it
+//! gives levels (memory) but no rates. A process is the pair (pid, start time): a reused pid
+//! with a new start time is a new process, and no CPU delta spans the two.
+//!
+//! Does not read the store, the clock or any file.
+
+use std::collections::HashMap;
+
+use proctor_model::{is_interesting_disk, Sample};
+use proctor_procfs::host::{CpuTicks, Pressure, PressureLine};
+use serde::Serialize;
+
+/// What a series measures, for axis labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// Percent of all CPUs' time (CPU shares) or of wall time (PSI, disk busy).
+    Percent,
+    Bytes,
+    BytesPerSecond,
+}
+
+/// The host series, in a fixed order: (name, unit, what it is).
+pub const SERIES: [(&str, Unit, &str); 23] = [
+    ("cpu.user", Unit::Percent, "user time, % of all CPUs"),
+    ("cpu.nice", Unit::Percent, "niced user time, % of all CPUs"),
+    ("cpu.system", Unit::Percent, "system time, % of all CPUs"),
+    ("cpu.iowait", Unit::Percent, "iowait, % of all CPUs"),
+    ("cpu.irq", Unit::Percent, "hard and soft interrupts, % of all CPUs"),
+    ("cpu.steal", Unit::Percent, "steal, % of all CPUs"),
+    ("cpu.busy", Unit::Percent, "everything but idle and iowait, % of all CPUs"),
+    ("memory.used", Unit::Bytes, "total − available"),
+    ("memory.available", Unit::Bytes, "MemAvailable"),
+    ("memory.cached", Unit::Bytes, "page cache (Cached)"),
+    ("swap.used", Unit::Bytes, "swap total − free"),
+    ("psi.cpu.some", Unit::Percent, "time some task waited for a CPU, % of wall time"),
+    ("psi.cpu.full", Unit::Percent, "time all non-idle tasks waited for a CPU, % of wall time"),
+    ("psi.io.some", Unit::Percent, "time some task waited for I/O, % of wall time"),
+    ("psi.io.full", Unit::Percent, "time all non-idle tasks waited for I/O, % of wall time"),
+    ("psi.memory.some", Unit::Percent, "time some task waited for memory, % of wall time"),
+    ("psi.memory.full", Unit::Percent, "time all non-idle tasks waited for memory, % of wall time"),
+    ("disk.read", Unit::BytesPerSecond, "bytes read from whole disks"),
+    ("disk.write", Unit::BytesPerSecond, "bytes written to whole disks"),
+    ("disk.busy", Unit::Percent, "I/O time of the busiest disk, % of wall time"),
+    ("disk.io_time", Unit::Percent, "I/O time of all whole disks together, % of wall time"),
+    ("net.rx", Unit::BytesPerSecond, "bytes received, all interfaces but lo"),
+    ("net.tx", Unit::BytesPerSecond, "bytes sent, all interfaces but lo"),
+];
+
+const N: usize = SERIES.len();
+
+/// The index of a series by name.
+pub fn series_index(name: &str) -> Option<usize> {
+    SERIES.iter().position(|(n, _, _)| *n == name)
+}
+
+/// What to fold and how coarsely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeConfig {
+    /// The range, Unix nanoseconds, both ends included. Samples outside it are ignored.
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// Most points per series (buckets of equal length over the range).
+    pub max_points: usize,
+    /// How many processes each top list holds.
+    pub top: usize,
+    /// Keep every sample's values as well ([`RangeSummary::points`]), for correlation.
+    pub keep_points: bool,
+}
+
+impl Default for RangeConfig {
+    fn default() -> Self {
+        RangeConfig { from_ns: 0, to_ns: u64::MAX, max_points: 600, top: 10, keep_points: false }
+    }
+}
+
+/// One bucket of a series: the mean and max of the values that fell into it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    /// Which bucket (0-based), so a plot can tell adjacent buckets from a gap.
+    pub bucket: u32,
+    /// The bucket's start and end, Unix ns.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub mean: f64,
+    pub max: f64,
+    /// Values that fell into the bucket.
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Series {
+    pub name: &'static str,
+    pub unit: Unit,
+    pub description: &'static str,
+    /// Non-empty buckets only, in time order.
+    pub points: Vec<SeriesPoint>,
+}
+
+/// Every series' value at one sample. A rate covers `(interval_start_ns, unix_ns]`; levels are
+/// the sample's own. `None`: not derivable (no earlier sample of the same run, a counter that
+/// went backwards, a file the kernel does not have).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostPoint {
+    pub unix_ns: u64,
+    /// The previous sample of the same run, when there is one (the rates' interval start).
+    pub interval_start_ns: Option<u64>,
+    pub values: [Option<f64>; N],
+}
+
+/// One process over the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessUsage {
+    pub pid: u32,
+    pub start_ticks: u64,
+    pub comm: String,
+    /// The last command line seen (the cmdline worker fills it in after the first sight).
+    pub cmdline: Option<String>,
+    /// CPU time used inside the range: deltas of the cumulative counters between consecutive
+    /// samples of one run, plus the whole counter of a process that started between two.
+    pub cpu_seconds: f64,
+    pub rss_peak_bytes: Option<u64>,
+    pub rss_mean_bytes: Option<f64>,
+    /// Samples the process appeared in.
+    pub samples: u64,
+    pub first_seen_ns: u64,
+    pub last_seen_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RangeSummary {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// Samples folded (inside the range).
+    pub samples: u64,
+    /// Recorder runs seen (a restart starts a new one; no rate spans two).
+    pub runs: u64,
+    /// Samples that gave rates (had an earlier sample of the same run).
+    pub samples_with_rates: u64,
+    /// The first and last sample's time, when there were any.
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+    /// The median time between consecutive samples of one run.
+    pub median_interval_ns: Option<u64>,
+    pub series: Vec<Series>,
+    /// Every sample's values, when [`RangeConfig::keep_points`] asked for them.
+    pub points: Vec<HostPoint>,
+    /// Highest CPU seconds first.
+    pub top_cpu: Vec<ProcessUsage>,
+    /// Highest peak RSS first.
+    pub top_memory: Vec<ProcessUsage>,
+    /// Distinct processes seen.
+    pub processes_seen: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    sum: f64,
+    max: f64,
+    count: u32,
+}
+
+#[derive(Debug)]
+struct ProcAcc {
+    comm: String,
+    cmdline: Option<String>,
+    cpu_ticks: u64,
+    ticks_per_sec: u64,
+    rss_peak: Option<u64>,
+    rss_sum: f64,
+    rss_count: u64,
+    samples: u64,
+    first_seen_ns: u64,
+    last_seen_ns: u64,
+}
+
+/// Folds samples one at a time; [`RangeBuilder::finish`] makes the summary.
+#[derive(Debug)]
+pub struct RangeBuilder {
+    config: RangeConfig,
+    buckets: usize,
+    bucket_ns: f64,
+    /// `acc[series][bucket]`.
+    acc: Vec<Vec<Acc>>,
+    prev: Option<Sample>,
+    samples: u64,
+    runs: u64,
+    samples_with_rates: u64,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+    intervals: Vec<u64>,
+    points: Vec<HostPoint>,
+    processes: HashMap<(u32, u64), ProcAcc>,
+}
+
+/// Folds `samples` (in time order) in one call.
+pub fn summarize<I: IntoIterator<Item = Sample>>(samples: I, config: RangeConfig) -> RangeSummary {
+    let mut builder = RangeBuilder::new(config);
+    for sample in samples {
+        builder.push(sample);
+    }
+    builder.finish()
+}
+
+impl RangeBuilder {
+    pub fn new(config: RangeConfig) -> Self {
+        let buckets = config.max_points.max(1);
+        let span = config.to_ns.saturating_sub(config.from_ns).max(1) as f64;
+        RangeBuilder {
+            config,
+            buckets,
+            bucket_ns: span / buckets as f64,
+            acc: vec![vec![Acc::default(); buckets]; N],
+            prev: None,
+            samples: 0,
+            runs: 0,
+            samples_with_rates: 0,
+            first_ns: None,
+            last_ns: None,
+            intervals: Vec::new(),
+            points: Vec::new(),
+            processes: HashMap::new(),
+        }
+    }
+
+    /// Adds the next sample. Samples outside the range are ignored; one older than the last
+    /// pushed is treated as the start of a new run (no rate against it).
+    pub fn push(&mut self, cur: Sample) {
+        if cur.unix_ns < self.config.from_ns || cur.unix_ns > self.config.to_ns {
+            return;
+        }
+        let prev = self.prev.take().filter(|p| proctor_store_same_run(p, &cur));
+        if prev.is_none() {
+            self.runs += 1;
+        }
+        self.samples += 1;
+        self.first_ns.get_or_insert(cur.unix_ns);
+        self.last_ns = Some(cur.unix_ns);
+        let values = host_values(&cur, prev.as_ref());
+        if let Some(p) = &prev {
+            self.samples_with_rates += 1;
+            // Bounded: at most one entry per sample, and the median needs them all; at 1 s a
+            // day is 86,400 u64s.
+            self.intervals.push(cur.unix_ns - p.unix_ns);
+        }
+        let bucket = (((cur.unix_ns - self.config.from_ns) as f64 / self.bucket_ns) as usize).min(self.buckets - 1);
+        for (series, value) in values.iter().enumerate() {
+            let Some(v) = *value else { continue };
+            if !v.is_finite() {
+                continue;
+            }
+            let acc = &mut self.acc[series][bucket];
+            acc.max = if acc.count == 0 { v } else { acc.max.max(v) };
+            acc.sum += v;
+            acc.count += 1;
+        }
+        if self.config.keep_points {
+            self.points.push(HostPoint { unix_ns: cur.unix_ns, interval_start_ns: prev.as_ref().map(|p| p.unix_ns), values });
+        }
+        self.fold_processes(&cur, prev.as_ref());
+        self.prev = Some(cur);
+    }
+
+    fn fold_processes(&mut self, cur: &Sample, prev: Option<&Sample>) {
+        // Uptime of the previous sample, in ticks: a process absent from it whose start time is
+        // later started between the two samples, so all of its CPU time was used since.
+        let prev_uptime_ticks =
+            prev.and_then(|p| p.host.uptime.map(|u| (u.up_secs * p.clock_ticks_per_sec as f64) as u64));
+        for p in &cur.processes {
+            let ticks = p.utime_ticks.saturating_add(p.stime_ticks);
+            let used = match prev {
+                None => 0,
+                Some(prev) => match prev.process(p.pid).filter(|q| q.start_ticks == p.start_ticks) {
+                    // A counter that went backwards adds nothing rather than wrapping.
+                    Some(q) => ticks.saturating_sub(q.utime_ticks.saturating_add(q.stime_ticks)),
+                    None if prev_uptime_ticks.is_some_and(|up| p.start_ticks >= up) => ticks,
+                    None => 0,
+                },
+            };
+            let acc = self.processes.entry((p.pid, p.start_ticks)).or_insert_with(|| ProcAcc {
+                comm: p.comm.to_string(),
+                cmdline: None,
+                cpu_ticks: 0,
+                ticks_per_sec: cur.clock_ticks_per_sec,
+                rss_peak: None,
+                rss_sum: 0.0,
+                rss_count: 0,
+                samples: 0,
+                first_seen_ns: cur.unix_ns,
+                last_seen_ns: cur.unix_ns,
+            });
+            acc.cpu_ticks = acc.cpu_ticks.saturating_add(used);
+            acc.samples += 1;
+            acc.last_seen_ns = cur.unix_ns;
+            if acc.comm.as_str() != &*p.comm {
+                acc.comm = p.comm.to_string();
+            }
+            if let Some(cmdline) = &p.cmdline {
+                if !cmdline.is_empty() {
+                    acc.cmdline = Some(cmdline.join(" "));
+                }
+            }
+            if let Some(rss) = p.resident_bytes {
+                acc.rss_peak = Some(acc.rss_peak.map_or(rss, |peak| peak.max(rss)));
+                acc.rss_sum += rss as f64;
+                acc.rss_count += 1;
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> RangeSummary {
+        let series = SERIES
+            .iter()
+            .enumerate()
+            .map(|(i, (name, unit, description))| Series {
+                name,
+                unit: *unit,
+                description,
+                points: self.acc[i]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, acc)| acc.count > 0)
+                    .map(|(bucket, acc)| SeriesPoint {
+                        bucket: bucket as u32,
+                        start_ns: self.config.from_ns + (bucket as f64 * self.bucket_ns) as u64,
+                        end_ns: self.config.from_ns + ((bucket + 1) as f64 * self.bucket_ns) as u64,
+                        mean: acc.sum / f64::from(acc.count),
+                        max: acc.max,
+                        count: acc.count,
+                    })
+                    .collect(),
+            })
+            .collect();
+        self.intervals.sort_unstable();
+        let median_interval_ns = self.intervals.get(self.intervals.len() / 2).copied();
+        let usages: Vec<ProcessUsage> = self
+            .processes
+            .into_iter()
+            .map(|((pid, start_ticks), acc)| ProcessUsage {
+                pid,
+                start_ticks,
+                comm: acc.comm,
+                cmdline: acc.cmdline,
+                cpu_seconds: acc.cpu_ticks as f64 / acc.ticks_per_sec.max(1) as f64,
+                rss_peak_bytes: acc.rss_peak,
+                rss_mean_bytes: (acc.rss_count > 0).then(|| acc.rss_sum / acc.rss_count as f64),
+                samples: acc.samples,
+                first_seen_ns: acc.first_seen_ns,
+                last_seen_ns: acc.last_seen_ns,
+            })
+            .collect();
+        let processes_seen = usages.len() as u64;
+        // Ties broken by pid and start time, so the lists do not depend on hash order.
+        let mut top_cpu: Vec<&ProcessUsage> = usages.iter().filter(|u| u.cpu_seconds > 0.0).collect();
+        top_cpu.sort_by(|a, b| b.cpu_seconds.total_cmp(&a.cpu_seconds).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks))));
+        let mut top_memory: Vec<&ProcessUsage> = usages.iter().filter(|u| u.rss_peak_bytes.is_some()).collect();
+        top_memory.sort_by(|a, b| b.rss_peak_bytes.cmp(&a.rss_peak_bytes).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks))));
+        let top = self.config.top;
+        RangeSummary {
+            from_ns: self.config.from_ns,
+            to_ns: self.config.to_ns,
+            samples: self.samples,
+            runs: self.runs,
+            samples_with_rates: self.samples_with_rates,
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            median_interval_ns,
+            series,
+            points: self.points,
+            top_cpu: top_cpu.into_iter().take(top).cloned().collect(),
+            top_memory: top_memory.into_iter().take(top).cloned().collect(),
+            processes_seen,
+        }
+    }
+}
+
+/// The same rule as `proctor_store::same_run` (this crate sits beside the store, not above
+/// it): one sampler's `seq`, monotonic and wall clocks only count up.
+fn proctor_store_same_run(prev: &Sample, cur: &Sample) -> bool {
+    prev.seq < cur.seq && prev.mono_ns < cur.mono_ns && prev.unix_ns < cur.unix_ns
+}
+
+/// Whether `name` is a partition of another device in `names` (`sda1` of `sda`, `nvme0n1p2`
+/// of `nvme0n1`): its bytes are already counted on the whole disk.
+fn is_partition<'a>(name: &str, mut names: impl Iterator<Item = &'a str>) -> bool {
+    names.any(|disk| {
+        disk != name
+            && name.strip_prefix(disk).is_some_and(|rest| {
+                let digits = rest.strip_prefix('p').unwrap_or(rest);
+                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+            })
+    })
+}
+
+fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
+    let mut v = [None; N];
+    let h = &cur.host;
+    if let Some(m) = h.meminfo {
+        v[7] = m.total_bytes.zip(m.available_bytes).and_then(|(t, a)| t.checked_sub(a)).map(|b| b as f64);
+        v[8] = m.available_bytes.map(|b| b as f64);
+        v[9] = m.cached_bytes.map(|b| b as f64);
+        v[10] = m.swap_total_bytes.zip(m.swap_free_bytes).and_then(|(t, f)| t.checked_sub(f)).map(|b| b as f64);
+    }
+    let Some(prev) = prev else { return v };
+    let secs = cur.mono_ns.saturating_sub(prev.mono_ns) as f64 / 1e9;
+    if secs <= 0.0 {
+        return v;
+    }
+    let ph = &prev.host;
+    if let (Some(s), Some(ps)) = (&h.stat, &ph.stat) {
+        if let Some(shares) = cpu_shares(&s.total, &ps.total) {
+            v[..7].copy_from_slice(&shares.map(Some));
+        }
+    }
+    let psi = |cur: Option<Pressure>, prev: Option<Pressure>, line: fn(&Pressure) -> Option<PressureLine>| {
+        let (c, p) = (line(&cur?)?, line(&prev?)?);
+        // total is microseconds stalled; as a share of the interval's wall time.
+        let stalled = c.total_usec.checked_sub(p.total_usec)? as f64 / 1e6;
+        Some((100.0 * stalled / secs).min(100.0))
+    };
+    v[11] = psi(h.pressure_cpu, ph.pressure_cpu, |p| p.some);
+    v[12] = psi(h.pressure_cpu, ph.pressure_cpu, |p| p.full);
+    v[13] = psi(h.pressure_io, ph.pressure_io, |p| p.some);
+    v[14] = psi(h.pressure_io, ph.pressure_io, |p| p.full);
+    v[15] = psi(h.pressure_memory, ph.pressure_memory, |p| p.some);
+    v[16] = psi(h.pressure_memory, ph.pressure_memory, |p| p.full);
+    let names = || h.disks.iter().map(|d| &*d.name);
+    let whole = h.disks.iter().filter(|d| is_interesting_disk(&d.name) && !is_partition(&d.name, names()));
+    let (mut read, mut write, mut busiest, mut io_ms, mut any) = (0.0, 0.0, 0.0f64, 0.0, false);
+    for d in whole {
+        let Some(p) = ph.disks.iter().find(|p| p.name == d.name) else { continue };
+        let (Some(r), Some(w), Some(t)) = (
+            d.read_sectors.checked_sub(p.read_sectors),
+            d.write_sectors.checked_sub(p.write_sectors),
+            d.io_ms.checked_sub(p.io_ms),
+        ) else {
+            continue;
+        };
+        any = true;
+        // diskstats counts 512-byte sectors whatever the device's block size.
+        read += r as f64 * 512.0 / secs;
+        write += w as f64 * 512.0 / secs;
+        let ms = t as f64;
+        busiest = busiest.max(ms / secs / 10.0);
+        io_ms += ms;
+    }
+    if any {
+        v[17] = Some(read);
+        v[18] = Some(write);
+        v[19] = Some(busiest.min(100.0));
+        v[20] = Some(io_ms / secs / 10.0);
+    }
+    let (mut rx, mut tx, mut any) = (0.0, 0.0, false);
+    for n in h.nets.iter().filter(|n| &*n.name != "lo") {
+        let Some(p) = ph.nets.iter().find(|p| p.name == n.name) else { continue };
+        let (Some(r), Some(t)) = (n.rx_bytes.checked_sub(p.rx_bytes), n.tx_bytes.checked_sub(p.tx_bytes)) else { continue };
+        any = true;
+        rx += r as f64 / secs;
+        tx += t as f64 / secs;
+    }
+    if any {
+        v[21] = Some(rx);
+        v[22] = Some(tx);
+    }
+    v
+}
+
+/// user, nice, system, iowait, irq+softirq, steal, busy as percent of all CPU ticks.
+fn cpu_shares(later: &CpuTicks, earlier: &CpuTicks) -> Option<[f64; 7]> {
+    let total = later.total().checked_sub(earlier.total())? as f64;
+    if total <= 0.0 {
+        return None;
+    }
+    let pct = |l: u64, e: u64| l.checked_sub(e).map(|d| 100.0 * d as f64 / total);
+    Some([
+        pct(later.user, earlier.user)?,
+        pct(later.nice, earlier.nice)?,
+        pct(later.system, earlier.system)?,
+        pct(later.iowait, earlier.iowait)?,
+        pct(later.irq + later.softirq, earlier.irq + earlier.softirq)?,
+        pct(later.steal, earlier.steal)?,
+        pct(later.busy(), earlier.busy())?,
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proctor_model::{HostSample, ProcessSample, SampleCost};
+    use proctor_procfs::host::{DiskStat, MemInfo, Stat, Uptime};
+    use std::sync::Arc;
+
+    const S: u64 = 1_000_000_000;
+    const T0: u64 = 1_700_000_000 * S;
+
+    /// A sample of run `run` at second `t` of the range: `user` and `idle` cumulative ticks
+    /// (100 per second), processes as (pid, start_ticks, cumulative ticks, rss).
+    fn sample(seq: u64, t: u64, mono_s: u64, user: u64, idle: u64, procs: &[(u32, u64, u64, u64)]) -> Sample {
+        Sample {
+            seq,
+            unix_ns: T0 + t * S,
+            mono_ns: mono_s * S,
+            clock_ticks_per_sec: 100,
+            page_size: 4096,
+            host: HostSample {
+                stat: Some(Stat {
+                    total: CpuTicks { user, idle, ..CpuTicks::default() },
+                    ..Stat::default()
+                }),
+                meminfo: Some(MemInfo {
+                    total_bytes: Some(1000),
+                    available_bytes: Some(1000 - 10 * t),
+                    ..MemInfo::default()
+                }),
+                disks: vec![
+                    disk("sda", t * 2, t * 100),
+                    disk("sda1", t * 2, t * 100),
+                    disk("loop0", t * 1000, 0),
+                ],
+                uptime: Some(Uptime { up_secs: 1000.0 + t as f64, idle_secs: 0.0 }),
+                ..HostSample::default()
+            },
+            container: None,
+            processes: procs
+                .iter()
+                .map(|&(pid, start_ticks, ticks, rss)| ProcessSample {
+                    pid,
+                    ppid: 1,
+                    start_ticks,
+                    comm: Arc::from(format!("p{pid}")),
+                    state: 'R',
+                    utime_ticks: ticks,
+                    stime_ticks: 0,
+                    num_threads: 1,
+                    minflt: 0,
+                    majflt: 0,
+                    nice: 0,
+                    vsize_bytes: 0,
+                    resident_bytes: Some(rss),
+                    status: None,
+                    io: None,
+                    cmdline: Some(Arc::from(vec![format!("/bin/p{pid}"), "-x".to_string()])),
+                    pss: None,
+                    cgroup: None,
+                })
+                .collect(),
+            cost: SampleCost::default(),
+        }
+    }
+
+    fn disk(name: &str, read_sectors: u64, io_ms: u64) -> DiskStat {
+        DiskStat {
+            name: Arc::from(name),
+            reads: 0,
+            read_sectors,
+            read_ms: 0,
+            writes: 0,
+            write_sectors: 0,
+            write_ms: 0,
+            in_flight: 0,
+            io_ms,
+            weighted_io_ms: 0,
+        }
+    }
+
+    fn config(points: usize) -> RangeConfig {
+        RangeConfig { from_ns: T0, to_ns: T0 + 9 * S, max_points: points, top: 5, keep_points: true }
+    }
+
+    fn series<'a>(summary: &'a RangeSummary, name: &str) -> &'a Series {
+        summary.series.iter().find(|s| s.name == name).expect("series")
+    }
+
+    #[test]
+    fn rates_come_from_consecutive_samples_of_one_run_only() {
+        // Run 1 at t = 0..=3 (mono 0..=3), run 2 restarts at t = 5 with seq and mono from 0.
+        // Run 1's user share is 25 %, run 2's 75 %; across the restart the counters differ by
+        // anything, and no rate may be taken.
+        let samples = vec![
+            sample(0, 0, 0, 0, 0, &[]),
+            sample(1, 1, 1, 25, 75, &[]),
+            sample(2, 2, 2, 50, 150, &[]),
+            sample(3, 3, 3, 75, 225, &[]),
+            sample(0, 5, 0, 10_000, 0, &[]),
+            sample(1, 6, 1, 10_075, 25, &[]),
+        ];
+        let summary = summarize(samples, config(10));
+        assert_eq!(summary.samples, 6);
+        assert_eq!(summary.runs, 2);
+        assert_eq!(summary.samples_with_rates, 4);
+        assert_eq!(summary.median_interval_ns, Some(S));
+        let user: Vec<(u32, f64)> = series(&summary, "cpu.user").points.iter().map(|p| (p.bucket, p.mean)).collect();
+        assert_eq!(user, vec![(1, 25.0), (2, 25.0), (3, 25.0), (6, 75.0)]);
+        // Levels are there for every sample, the restart's first included.
+        let used: Vec<u32> = series(&summary, "memory.used").points.iter().map(|p| p.bucket).collect();
+        assert_eq!(used, vec![0, 1, 2, 3, 5, 6]);
+        assert_eq!(summary.points[4].interval_start_ns, None);
+        assert_eq!(summary.points[4].values[0], None);
+        // Disk: sda only (sda1 is its partition, loop0 a pseudo-device): 2 sectors/s, 10 % busy.
+        let read = series(&summary, "disk.read");
+        assert!(read.points.iter().all(|p| p.mean == 1024.0), "{:?}", read.points);
+        assert!(series(&summary, "disk.busy").points.iter().all(|p| p.mean == 10.0));
+    }
+
+    #[test]
+    fn buckets_keep_the_max_so_a_spike_survives() {
+        // Ten samples into two buckets; one second at 90 % user among 10 % ones.
+        let mut user = 0;
+        let samples: Vec<Sample> = (0..10u64)
+            .map(|t| {
+                user += if t == 7 { 90 } else { 10 };
+                sample(t, t, t, user, 100 * t + 100 - user, &[])
+            })
+            .collect();
+        let summary = summarize(samples, config(2));
+        let points = &series(&summary, "cpu.user").points;
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[1].max, 90.0);
+        assert!((points[1].mean - 26.0).abs() < 1e-9, "{}", points[1].mean);
+        assert_eq!(points[0].max, 10.0);
+        assert_eq!(points[0].count, 4, "t=1..4 (t=0 has no rate)");
+    }
+
+    #[test]
+    fn process_cpu_is_counted_per_pid_and_start_time() {
+        // pid 7 runs from t=0 to t=2 (start 50) using 30 ticks/s; then pid 7 is reused by a new
+        // process (start 100250, after the previous sample's uptime of 100200 ticks) that had used
+        // 40 ticks at first sight and 10/s after. pid 9 only uses memory.
+        let samples = vec![
+            sample(0, 0, 0, 0, 0, &[(7, 50, 1000, 100), (9, 60, 5, 900)]),
+            sample(1, 1, 1, 0, 100, &[(7, 50, 1030, 300), (9, 60, 5, 900)]),
+            sample(2, 2, 2, 0, 200, &[(7, 50, 1060, 200), (9, 60, 5, 900)]),
+            sample(3, 3, 3, 0, 300, &[(7, 100_250, 40, 50), (9, 60, 5, 900)]),
+            sample(4, 4, 4, 0, 400, &[(7, 100_250, 50, 50), (9, 60, 5, 900)]),
+        ];
+        let summary = summarize(samples, config(10));
+        assert_eq!(summary.processes_seen, 3);
+        let cpu: Vec<(u32, u64, f64)> = summary.top_cpu.iter().map(|u| (u.pid, u.start_ticks, u.cpu_seconds)).collect();
+        assert_eq!(cpu, vec![(7, 50, 0.6), (7, 100_250, 0.5)], "pid 9 used nothing inside the range");
+        let old = &summary.top_cpu[0];
+        assert_eq!(old.rss_peak_bytes, Some(300));
+        assert_eq!(old.rss_mean_bytes, Some(200.0));
+        assert_eq!(old.cmdline.as_deref(), Some("/bin/p7 -x"));
+        assert_eq!((old.first_seen_ns, old.last_seen_ns), (T0, T0 + 2 * S));
+        let memory: Vec<(u32, Option<u64>)> = summary.top_memory.iter().map(|u| (u.pid, u.rss_peak_bytes)).collect();
+        assert_eq!(memory, vec![(9, Some(900)), (7, Some(300)), (7, Some(50))]);
+    }
+
+    #[test]
+    fn no_process_cpu_across_a_recorder_restart() {
+        // The same process (pid 7, start 50) before and after a restart: the 500 ticks it used
+        // while nothing recorded are not counted, nor is its counter at the restart's first
+        // sample (no earlier sample of that run to say it started since).
+        let samples = vec![
+            sample(0, 0, 0, 0, 0, &[(7, 50, 100, 1)]),
+            sample(1, 1, 1, 0, 100, &[(7, 50, 110, 1)]),
+            sample(0, 5, 0, 0, 500, &[(7, 50, 610, 1)]),
+            sample(1, 6, 1, 0, 600, &[(7, 50, 620, 1)]),
+        ];
+        let summary = summarize(samples, config(10));
+        assert_eq!(summary.top_cpu.len(), 1);
+        assert!((summary.top_cpu[0].cpu_seconds - 0.2).abs() < 1e-12, "{}", summary.top_cpu[0].cpu_seconds);
+    }
+
+    #[test]
+    fn samples_outside_the_range_are_ignored_and_a_partition_is_recognized() {
+        let summary = summarize(vec![sample(0, 20, 0, 0, 0, &[])], config(10));
+        assert_eq!(summary.samples, 0);
+        assert!(summary.series.iter().all(|s| s.points.is_empty()));
+        assert!(is_partition("sda1", ["sda", "sda1"].into_iter()));
+        assert!(is_partition("nvme0n1p2", ["nvme0n1"].into_iter()));
+        assert!(!is_partition("nvme0n1", ["nvme0n1", "nvme0n1p2"].into_iter()));
+        assert!(!is_partition("sdb", ["sda", "sdb"].into_iter()));
+    }
+}
