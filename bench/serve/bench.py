@@ -240,11 +240,14 @@ def cost_run(record_args, window):
     wait_http(f"http://127.0.0.1:{port}/api/v1/agent")
     time.sleep(10)  # the cmdline and PSS workers' first pass over every process
     c0, _, _ = proc_cpu_rss(p.pid)
+    agent0 = json.loads(wait_http(f"http://127.0.0.1:{port}/api/v1/agent"))
     t0 = time.monotonic()
     time.sleep(window)
     c1, rss, hwm = proc_cpu_rss(p.pid)
     dt = time.monotonic() - t0
     agent = json.loads(wait_http(f"http://127.0.0.1:{port}/api/v1/agent"))
+    samples = agent["samples_total"] - agent0["samples_total"]
+    sampling = agent["sampling_cpu_seconds_total"] - agent0["sampling_cpu_seconds_total"]
     print(f"processes on the host: {n}; command: {' '.join(cmd)}")
     print(f"agent CPU over {dt:.0f} s: {100 * (c1 - c0) / dt:.2f} % of one core "
           f"(utime+stime from /proc/{p.pid}/stat, after a 10 s warm-up)")
@@ -253,6 +256,10 @@ def cost_run(record_args, window):
           f"{agent['last_sample']['wall_seconds'] * 1e6:.0f} us wall, {agent['last_sample']['files_read']} files; "
           f"history {agent['history']['bytes'] / 2**10:.0f} KiB of {agent['history']['max_bytes'] / 2**10:.0f} KiB bound; "
           f"pss worker {agent['pss_worker']['cpu_seconds']:.2f} s CPU")
+    # The core's per-sample cost: the sampling thread's CPU per cycle over the same window,
+    # which recording must leave (nearly) unchanged; the recorder's own CPU is reported apart.
+    print(f"sampling thread: {1e3 * sampling / max(samples, 1):.2f} ms CPU/sample "
+          f"over {samples} samples in the window")
     rec = agent["recording"]
     if rec["enabled"]:
         frames = max(rec["frames_written"], 1)
