@@ -539,3 +539,36 @@ fn parse_process_series(name: &str) -> Option<(u32, ProcessField)> {
     };
     Some((pid, field))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn maker() -> PointMaker {
+        PointMaker { columns: vec![Column::Load1], names: vec!["host.load1".into()], top_n: 1 }
+    }
+
+    fn check(values: &[f64], max_points: usize, expected_times: &[u64], expected: &[Option<f64>]) {
+        let points: Vec<Point> = (0u64..)
+            .zip(values)
+            .map(|(t, &v)| Point { time_ms: t * 1000, values: Box::new([v]), top: Box::new([NO_ENTRY]) })
+            .collect();
+        let refs: Vec<PointRef<'_>> = points.iter().map(Point::as_ref).collect();
+        let range = maker().assemble(&["host.load1".to_string()], &refs, max_points);
+        assert_eq!(range.times_ms, expected_times);
+        assert_eq!(range.series[0].values, expected);
+    }
+
+    #[test]
+    fn buckets_keep_each_series_maximum_and_the_newest_time() {
+        // A one-point spike in 12 points survives thinning to 3.
+        let mut v = vec![1.0; 12];
+        v[5] = 9.0;
+        check(&v, 3, &[3000, 7000, 11000], &[Some(1.0), Some(9.0), Some(1.0)]);
+        // Unknown values are left out of a bucket's maximum; a bucket with none is null.
+        check(&[f64::NAN, f64::NAN, 2.0, f64::NAN], 2, &[1000, 3000], &[None, Some(2.0)]);
+        // Few enough points: every one, as it is.
+        check(&[1.0, 2.0], 5, &[0, 1000], &[Some(1.0), Some(2.0)]);
+        check(&[1.0, 2.0], 0, &[0, 1000], &[Some(1.0), Some(2.0)]);
+    }
+}

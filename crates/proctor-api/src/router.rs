@@ -330,21 +330,24 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
         Ok((if from < ring_first { Some(h.maker().clone()) } else { None }, ring_first))
     })?;
     let dir = st.shared.latest().agent.recording.dir.clone();
-    // The store answers `[from, ring_first)`; the ring answers from its oldest point on, so a
-    // sample is never counted twice at the seam.
+    // The store answers before the ring's oldest point, the ring from it on, so a sample is
+    // never counted twice at the seam. The ring keeps moving while the store is read, so the
+    // store is read a little past the seam (SEAM_SLACK_MS) and cut at the ring's oldest point
+    // as it is when the answer is put together: no gap unless the read took longer than that.
     let store = match (maker, dir) {
         (Some(maker), Some(dir)) => {
-            let store_to = to.min(ring_first.saturating_sub(1));
+            let store_to = to.min(ring_first.saturating_sub(1).saturating_add(SEAM_SLACK_MS));
             let budget = if max_points == 0 { store_history::MAX_FRAMES } else { max_points.clamp(store_history::MIN_FRAMES, store_history::MAX_FRAMES) };
             Some(read_store(&st, dir, maker, from, store_to, budget).await)
         }
         _ => None,
     };
     st.shared.with_history(|h| {
-        let ring_from = from.max(ring_first);
-        let ring = h.points(ring_from, to);
+        let ring_first = h.first_ms().unwrap_or(u64::MAX);
+        let ring = h.points(from.max(ring_first), to);
         let (store_points, report) = store.unzip();
-        let store_points = store_points.unwrap_or_default();
+        let mut store_points = store_points.unwrap_or_default();
+        store_points.retain(|p| p.time_ms < ring_first);
         // max_points is shared between the two parts by the time each covers.
         let (store_max, ring_max) = match (max_points, store_points.is_empty()) {
             (0, _) | (_, true) => (max_points, max_points),
@@ -383,6 +386,9 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
         }))
     })
 }
+
+/// How far past the ring's oldest point the store is read (see `history`).
+const SEAM_SLACK_MS: u64 = 10_000;
 
 /// The store's part of a history answer, read on a blocking thread while holding the one
 /// permit (other store reads wait for it without occupying a worker).
