@@ -1,8 +1,9 @@
 //! Writes a synthetic store: one real sample of this host, appended again and again at a fixed
 //! step with its times and counters moved on, as a recorder running that long would have.
 //! `cargo run --release -p proctor-api --example store_day -- DIR [SECONDS] [STEP_MS] [END_UNIX_MS]`
-//! (defaults: a day, 1 s, ending now). Used to measure store-backed history on a day of samples
-//! without recording for a day (see ARCHITECTURE.md and bench/history/run.sh).
+//! (defaults: a day, 1 s, ending now). With `HISTORY_COST=1` it then times what
+//! `/api/v1/history` does for the store's part of a day view (`SECONDS` 0: only that, on an
+//! existing store). The dashboard test (web/test) fills a store with older samples with it.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -14,6 +15,11 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().expect("usage: store_day DIR [SECONDS] [STEP_MS] [END_UNIX_MS]"));
     let seconds: u64 = args.next().map_or(86_400, |s| s.parse().expect("SECONDS"));
+    if seconds == 0 {
+        // Measure an existing store only.
+        history_cost(&dir);
+        return;
+    }
     let step_ms: u64 = args.next().map_or(1000, |s| s.parse().expect("STEP_MS"));
     let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_millis() as u64;
     let end_ms: u64 = args.next().map_or(now_ms, |s| s.parse().expect("END_UNIX_MS"));
@@ -47,6 +53,38 @@ fn main() {
     );
     if std::env::var_os("DECODE_COST").is_some() {
         decode_cost(&dir);
+    }
+    if std::env::var_os("HISTORY_COST").is_some() {
+        history_cost(&dir);
+    }
+}
+
+/// Times what `/api/v1/history` does for the store's part of a day view: `read_points` over the
+/// whole store with the dashboard's budget, cold and then again with the cache of the first.
+fn history_cost(dir: &std::path::Path) {
+    use proctor_api::store_history::{read_points, PointCache};
+    let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
+    let first = proctor_api::Snapshot::derive(sampler.sample(), None);
+    let maker = proctor_api::history::History::new(&first, 10, 10).maker().clone();
+    let budget: usize = std::env::var("BUDGET").ok().and_then(|b| b.parse().ok()).unwrap_or(1500);
+    let mut reader = proctor_store::Reader::open(dir).expect("open");
+    let frames = reader.all_frames().expect("frames");
+    let (from, to) = (frames[0].unix_ns() / 1_000_000, frames[frames.len() - 1].unix_ns() / 1_000_000);
+    let mut cache = PointCache::default();
+    for round in ["cold", "cached", "cached, window moved 1 min"] {
+        let shift = if round.ends_with("1 min") { 60_000 } else { 0 };
+        let (points, report) = read_points(dir, &maker, from + shift, to + shift, budget, &mut cache);
+        eprintln!(
+            "{round}: {} points from {} frames in range, {} decoded, {} cached, stride {} ms: {:.0} ms; cache {} points, {} bytes",
+            points.len(),
+            report.frames_in_range,
+            report.frames_decoded,
+            report.points_cached,
+            report.stride_ms,
+            report.elapsed_ms,
+            cache.len(),
+            cache.bytes()
+        );
     }
 }
 
