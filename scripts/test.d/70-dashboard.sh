@@ -2,7 +2,8 @@
 # The dashboard in real headless Chromium: the page served by `proctor serve` loads with no
 # console errors, its charts fill, the process table sorts, filters and shows a tree, a
 # process named `<img src=x onerror=alert(1)>` renders as text, the detail shows PSS/USS,
-# and a 401 asks for the token. Screenshot: target/test-artifacts/dashboard.png.
+# and a 401 asks for the token; zoomed out to a day, the charts show samples older than the
+# in-memory ring, read from the agent's store (and not when the store lacks them). Screenshot: target/test-artifacts/dashboard.png.
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
 # playwright-core into web/node_modules (npm ci from the committed lock file; no browser
@@ -42,8 +43,11 @@ if ! (cd web && npm ci --no-audit --no-fund) >"$logs/npm-web.log" 2>&1; then
 fi
 
 cargo build --locked --bin proctor 2>&1
+# Writes a store of older samples for the zoom-into-the-store test.
+cargo build --locked -p proctor-api --example store_day 2>&1
 proctor="${CARGO_TARGET_DIR:-target}/debug/proctor"
+store_day="${CARGO_TARGET_DIR:-target}/debug/examples/store_day"
 
 echo "-- node --test web/test/dashboard.test.mjs (chromium: $("$chromium" --version 2>/dev/null | tail -1))"
-PROCTOR_BIN="$proctor" CHROMIUM_BIN="$chromium" node --test web/test/dashboard.test.mjs
+PROCTOR_BIN="$proctor" STORE_DAY_BIN="$store_day" CHROMIUM_BIN="$chromium" node --test web/test/dashboard.test.mjs
 echo "-- screenshot: target/test-artifacts/dashboard.png"

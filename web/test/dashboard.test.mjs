@@ -5,7 +5,7 @@
 //
 // Every process this file starts is killed by its pid at the end; nothing else is touched.
 
-import { spawn } from "node:child_process";
+import { spawn, execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -31,9 +31,11 @@ function bin() {
   return path.resolve(p);
 }
 
-/** Starts `proctor serve` on a free loopback port; resolves with its base URL. */
-function serve(extraArgs = []) {
-  const child = spawn(bin(), ["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", ...extraArgs], {
+/** Starts `proctor serve` on a free loopback port; resolves with its base URL. Records only
+ * when `dataDir` is given. */
+function serve(extraArgs = [], dataDir = null) {
+  const record = dataDir ? ["--data-dir", dataDir] : ["--no-record"];
+  const child = spawn(bin(), ["serve", ...record, "--listen", "127.0.0.1:0", "--interval", "200ms", ...extraArgs], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   started.push(child);
@@ -478,5 +480,99 @@ describe("dashboard", () => {
     assert.ok(await p2.isHidden("#auth"));
     assert.deepEqual(errors, []);
     await p2.close();
+  });
+});
+
+/** Chromium with a fresh profile, headless. */
+async function launch() {
+  const profile = mkdtempSync(path.join(tmpdir(), "proctor-chromium-"));
+  temps.push(profile);
+  return chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1440, height: 1000 },
+  });
+}
+
+describe("zooming out past the in-memory ring reads the agent's store", () => {
+  const HOUR = 3600 * 1000;
+
+  /** Serves with a 1-minute ring over `dataDir`, clicks "1 day", and returns the full history
+   * answer the page fetched and how many pixels of the CPU chart's lines lie in the stretch
+   * the store covers (3 h to 1 h ago: x from 21/24 to 23/24 of the plot). */
+  async function zoomOut(dataDir, shot) {
+    const { base, child } = await serve(["--history", "1m"], dataDir);
+    const browser = await launch();
+    try {
+      const page = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      const answers = [];
+      page.on("response", async (r) => {
+        if (r.url().includes("/api/v1/history?") && r.url().includes("since=86400000ms")) answers.push(await r.json());
+      });
+      await page.goto(base + "/");
+      await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await page.click('button[data-range-ms="86400000"]');
+      const answer = await until("the day view's history answer", () => answers[0]);
+      await page.locator("#chart-cpu").scrollIntoViewIfNeeded();
+      await until("the day view to be drawn", () => page.evaluate(() => document.querySelector('#window').value === "86400000"));
+      await new Promise((r) => setTimeout(r, 500)); // one more frame
+      const painted = await page.evaluate(() => {
+        const c = document.querySelector("#chart-cpu");
+        const ctx = c.getContext("2d");
+        const { data, width, height } = ctx.getImageData(0, 0, c.width, c.height);
+        // Lines are drawn in the palette's saturated colours; grid and text are grey.
+        let n = 0;
+        const x0 = Math.floor(width * 0.87), x1 = Math.floor(width * 0.95);
+        for (let y = 0; y < height; y++)
+          for (let x = x0; x < x1; x++) {
+            const i = (y * width + x) * 4;
+            const r = data[i], g = data[i + 1], b = data[i + 2];
+            if (Math.max(r, g, b) - Math.min(r, g, b) > 80 && data[i + 3] > 128) n++;
+          }
+        return n;
+      });
+      const note = await page.textContent("#range-note");
+      if (shot) {
+        mkdirSync(ARTIFACTS, { recursive: true });
+        await page.locator("#host").screenshot({ path: path.join(ARTIFACTS, shot) });
+      }
+      assert.deepEqual(errors, []);
+      return { answer, painted, note };
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+    }
+  }
+
+  test("1 day shows the store's older samples; without them, nothing older than the ring", async (t) => {
+    const storeDay = process.env.STORE_DAY_BIN;
+    if (!storeDay) {
+      t.skip("STORE_DAY_BIN is not set (scripts/test.d/70-dashboard.sh builds it)");
+      return;
+    }
+    // Two hours of samples, every 30 s, ending an hour ago: a recorder run that has ended.
+    const filled = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(filled);
+    execFileSync(path.resolve(storeDay), [filled, String(2 * 3600), "30000", String(Date.now() - HOUR)], { stdio: "ignore" });
+    const withStore = await zoomOut(filled, "dashboard-day.png");
+    const ringStart = Date.now() - 2 * 60 * 1000;
+    const times = withStore.answer.times_unix_ms;
+    assert.ok(withStore.answer.store_points >= 200, `store points: ${withStore.answer.store_points}`);
+    assert.ok(times[0] < Date.now() - 2 * HOUR && times[0] < ringStart, `oldest point ${new Date(times[0]).toISOString()}`);
+    assert.ok(withStore.answer.ring_points > 0, "the live ring's part is there too");
+    assert.deepEqual(withStore.answer.store.problems, []);
+    assert.match(withStore.note, /older points from the agent's store/);
+    assert.ok(withStore.painted > 20, `line pixels where the store's samples are: ${withStore.painted}`);
+
+    // The control: the same zoom over an empty store has nothing older than the ring there.
+    const empty = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(empty);
+    const without = await zoomOut(empty, null);
+    assert.equal(without.answer.store_points, 0);
+    assert.ok(without.answer.times_unix_ms[0] > Date.now() - 10 * 60 * 1000);
+    assert.ok(without.painted < withStore.painted / 4, `line pixels there without the store: ${without.painted}`);
   });
 });

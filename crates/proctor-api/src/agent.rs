@@ -100,6 +100,22 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// What follows from `sample` and the one before it alone: host view, process rows,
+    /// container truth and the container's CPU. The agent fills in the rest (disk usage, its
+    /// own figures); a snapshot rebuilt from a stored sample keeps them empty (`agent.pid` 0).
+    pub fn derive(sample: Sample, prev: Option<&Sample>) -> Snapshot {
+        let truth = container_truth(&sample);
+        let host = host_view(&sample, prev);
+        let rows = process_rows(&sample, prev, RowContext { effective_cpus: truth.effective_cpus });
+        let interval_secs = host.interval_secs;
+        let container_cpu_cores = prev.zip(interval_secs).and_then(|(p, secs)| {
+            let now = sample.container.as_ref()?.counters.cpu_usage_usec?;
+            let before = p.container.as_ref()?.counters.cpu_usage_usec?;
+            Some(now.checked_sub(before)? as f64 / 1e6 / secs)
+        });
+        Snapshot { sample, interval_secs, host, rows, truth, container_cpu_cores, disk: None, agent: AgentSelf::default() }
+    }
+
     pub fn row(&self, pid: u32) -> Option<&ProcessRow> {
         self.rows.binary_search_by_key(&pid, |r| r.pid).ok().map(|i| &self.rows[i])
     }
@@ -115,6 +131,10 @@ pub struct HttpCounters {
     pub requests: AtomicU64,
     pub unauthorized: AtomicU64,
     pub client_errors: AtomicU64,
+    /// `/api/v1/history` requests that read the store (their range reached before the ring).
+    pub history_store_requests: AtomicU64,
+    /// Frames those requests decoded.
+    pub history_store_frames_decoded: AtomicU64,
 }
 
 /// State shared between the agent thread (the only writer) and request handlers (readers).
@@ -274,16 +294,7 @@ fn cycle(
 ) -> Snapshot {
     let sample = sampler.sample();
     let derive_before = thread_cpu_ns();
-    let prev_sample = prev.map(|p| &p.sample);
-    let truth = container_truth(&sample);
-    let host = host_view(&sample, prev_sample);
-    let rows = process_rows(&sample, prev_sample, RowContext { effective_cpus: truth.effective_cpus });
-    let interval_secs = host.interval_secs;
-    let container_cpu_cores = prev_sample.zip(interval_secs).and_then(|(p, secs)| {
-        let now = sample.container.as_ref()?.counters.cpu_usage_usec?;
-        let before = p.container.as_ref()?.counters.cpu_usage_usec?;
-        Some(now.checked_sub(before)? as f64 / 1e6 / secs)
-    });
+    let mut snapshot = Snapshot::derive(sample, prev.map(|p| &p.sample));
     let disk = match disk_usage(&config.disk_path) {
         Ok(d) => {
             totals.disk_error = None;
@@ -295,7 +306,7 @@ fn cycle(
         }
     };
 
-    let cost = &sample.cost;
+    let cost = &snapshot.sample.cost;
     totals.samples += 1;
     totals.sampling_cpu_seconds += cost.cpu_ns as f64 / 1e9;
     let wall = cost.wall_ns as f64 / 1e9;
@@ -310,22 +321,11 @@ fn cycle(
     totals.cmdline = sampler.cmdline_stats();
     totals.process_cpu_seconds = process_cpu_ns() as f64 / 1e9;
     // Our own row is in the scan; when processes are not scanned, fall back to the peak.
-    totals.resident_bytes = rows
-        .binary_search_by_key(&totals.pid, |r| r.pid)
-        .ok()
-        .and_then(|i| rows[i].rss_bytes)
-        .unwrap_or_else(self_max_rss_bytes);
+    totals.resident_bytes = snapshot.row(totals.pid).and_then(|r| r.rss_bytes).unwrap_or_else(self_max_rss_bytes);
     totals.max_resident_bytes = self_max_rss_bytes();
     totals.recording = recorder.status();
     totals.last_derive_cpu_ns = thread_cpu_ns().saturating_sub(derive_before);
-    Snapshot {
-        sample,
-        interval_secs,
-        host,
-        rows,
-        truth,
-        container_cpu_cores,
-        disk,
-        agent: totals.clone(),
-    }
+    snapshot.disk = disk;
+    snapshot.agent = totals.clone();
+    snapshot
 }

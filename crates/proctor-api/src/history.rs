@@ -125,9 +125,11 @@ impl Column {
             Column::ContainerCpuCores => s.container_cpu_cores,
             Column::ContainerEffectiveCpus => s.truth.effective_cpus,
             Column::Processes => Some(s.rows.len() as f64),
-            Column::AgentCpuSeconds => Some(s.agent.process_cpu_seconds),
+            // A snapshot rebuilt from a stored sample carries no agent figures (pid 0): the
+            // process's own CPU and RSS of that time were not stored; the cycle's cost was.
+            Column::AgentCpuSeconds => (s.agent.pid != 0).then_some(s.agent.process_cpu_seconds),
             Column::AgentSampleCpu => Some(s.sample.cost.cpu_ns as f64 / 1e9),
-            Column::AgentResident => Some(s.agent.resident_bytes as f64),
+            Column::AgentResident => (s.agent.pid != 0).then_some(s.agent.resident_bytes as f64),
         }
     }
 }
@@ -171,12 +173,130 @@ pub struct HistorySize {
     pub max_bytes: usize,
 }
 
-#[derive(Debug)]
-pub struct History {
+/// What one point holds and how it is read out of a snapshot: the ring's fixed series and its
+/// top-N rule. The ring and store-backed history ([`crate::store_history`]) derive their points
+/// with the same maker, so a point means the same whichever answers it.
+#[derive(Debug, Clone)]
+pub struct PointMaker {
     columns: Vec<Column>,
     names: Vec<String>,
-    capacity: usize,
     top_n: usize,
+}
+
+/// One point: a time, a value per series (NaN where unknown) and the top processes by CPU
+/// (`top_n` entries, unused ones with pid 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub time_ms: u64,
+    pub values: Box<[f64]>,
+    pub top: Box<[TopEntry]>,
+}
+
+impl Point {
+    /// Heap this point holds.
+    pub fn bytes(&self) -> usize {
+        self.values.len() * std::mem::size_of::<f64>() + self.top.len() * std::mem::size_of::<TopEntry>()
+    }
+
+    pub fn as_ref(&self) -> PointRef<'_> {
+        PointRef { time_ms: self.time_ms, values: &self.values, top: &self.top }
+    }
+}
+
+/// A point borrowed from the ring or from a list of [`Point`]s.
+#[derive(Debug, Clone, Copy)]
+pub struct PointRef<'a> {
+    pub time_ms: u64,
+    pub values: &'a [f64],
+    pub top: &'a [TopEntry],
+}
+
+impl PointMaker {
+    /// The point `s` makes.
+    pub fn point(&self, s: &Snapshot) -> Point {
+        let values: Box<[f64]> = self.columns.iter().map(|c| c.value(s).unwrap_or(f64::NAN)).collect();
+        let mut top: Vec<TopEntry> = s
+            .rows
+            .iter()
+            .filter_map(|r| {
+                Some(TopEntry { pid: r.pid, cpu_percent: r.cpu_percent? as f32, rss_bytes: r.rss_bytes.unwrap_or(0) })
+            })
+            .collect();
+        let n = self.top_n.min(top.len());
+        if n > 0 {
+            top.select_nth_unstable_by(n - 1, |a, b| b.cpu_percent.total_cmp(&a.cpu_percent));
+        }
+        top.truncate(n);
+        top.resize(self.top_n, NO_ENTRY);
+        Point { time_ms: s.unix_ms(), values, top: top.into_boxed_slice() }
+    }
+
+    /// Is `name` a series a point can answer (a fixed series or `process.PID.cpu_percent` /
+    /// `process.PID.rss_bytes`)?
+    pub fn knows(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name) || parse_process_series(name).is_some()
+    }
+
+    /// The series `names` over `points` (time order), at most `max_points` of them (0: all).
+    /// Past that, points are grouped into `max_points` buckets of equal time and each bucket
+    /// answers with its newest time and, per series, the **maximum** of its known values, so a
+    /// one-sample spike survives a day-long zoom (a counter's maximum is its newest value).
+    pub fn assemble(&self, names: &[String], points: &[PointRef<'_>], max_points: usize) -> Range {
+        let buckets = buckets(points, max_points);
+        let times_ms = buckets.iter().map(|b| points[b.end - 1].time_ms).collect();
+        let series = names
+            .iter()
+            .map(|name| {
+                let column = self.names.iter().position(|n| n == name);
+                let process = parse_process_series(name);
+                let pick = |p: &PointRef<'_>| -> Option<f64> {
+                    if let Some(col) = column {
+                        return finite(p.values[col]);
+                    }
+                    let (pid, field) = process?;
+                    let e = p.top.iter().find(|e| e.pid == pid && e.pid != 0)?;
+                    Some(match field {
+                        ProcessField::Cpu => f64::from(e.cpu_percent),
+                        ProcessField::Rss => e.rss_bytes as f64,
+                    })
+                };
+                let values = buckets.iter().map(|b| points[b.clone()].iter().filter_map(pick).reduce(f64::max)).collect();
+                SeriesData { name: name.clone(), values }
+            })
+            .collect();
+        Range { times_ms, series }
+    }
+
+    fn point_bytes(&self) -> usize {
+        std::mem::size_of::<u64>()
+            + self.columns.len() * std::mem::size_of::<f64>()
+            + self.top_n * std::mem::size_of::<TopEntry>()
+    }
+}
+
+/// Index ranges of `points` (time order) grouped into at most `max_points` buckets of equal
+/// time (0: one bucket per point); empty buckets are left out.
+fn buckets(points: &[PointRef<'_>], max_points: usize) -> Vec<std::ops::Range<usize>> {
+    if max_points == 0 || points.len() <= max_points {
+        return (0..points.len()).map(|i| i..i + 1).collect();
+    }
+    let first = points[0].time_ms;
+    let span = points[points.len() - 1].time_ms.saturating_sub(first) + 1;
+    let bucket_of = |t: u64| ((u128::from(t.saturating_sub(first)) * max_points as u128) / u128::from(span)) as usize;
+    let mut out: Vec<std::ops::Range<usize>> = Vec::with_capacity(max_points);
+    for (i, p) in points.iter().enumerate() {
+        match out.last_mut() {
+            Some(last) if bucket_of(points[last.start].time_ms) == bucket_of(p.time_ms) => last.end = i + 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
+#[derive(Debug)]
+pub struct History {
+    maker: PointMaker,
+    capacity: usize,
     /// Slot `i` holds point `(head + i) % capacity` in age order once the ring is full.
     times: Vec<u64>,
     /// `columns.len()` values per slot.
@@ -237,10 +357,8 @@ impl History {
         ]);
         let names = columns.iter().map(Column::name).collect();
         Self {
-            columns,
-            names,
+            maker: PointMaker { columns, names, top_n },
             capacity: capacity.max(1),
-            top_n,
             times: Vec::new(),
             values: Vec::new(),
             top: Vec::new(),
@@ -249,37 +367,24 @@ impl History {
     }
 
     pub fn push(&mut self, s: &Snapshot) {
-        let values: Box<[f64]> = self.columns.iter().map(|c| c.value(s).unwrap_or(f64::NAN)).collect();
-        let mut top: Vec<TopEntry> = s
-            .rows
-            .iter()
-            .filter_map(|r| {
-                Some(TopEntry { pid: r.pid, cpu_percent: r.cpu_percent? as f32, rss_bytes: r.rss_bytes.unwrap_or(0) })
-            })
-            .collect();
-        let n = self.top_n.min(top.len());
-        if n > 0 {
-            top.select_nth_unstable_by(n - 1, |a, b| b.cpu_percent.total_cmp(&a.cpu_percent));
-        }
-        top.truncate(n);
-        top.resize(self.top_n, NO_ENTRY);
-        let cols = self.columns.len();
+        let Point { time_ms, values, top } = self.maker.point(s);
+        let cols = self.maker.columns.len();
         if self.times.len() < self.capacity {
             // Grow by doubling, but never past the capacity, so a full ring holds exactly its bound.
             if self.times.len() == self.times.capacity() {
                 let want = (self.times.len() * 2).max(64).min(self.capacity) - self.times.len();
                 self.times.reserve_exact(want);
                 self.values.reserve_exact(want * cols);
-                self.top.reserve_exact(want * self.top_n);
+                self.top.reserve_exact(want * self.maker.top_n);
             }
-            self.times.push(s.unix_ms());
+            self.times.push(time_ms);
             self.values.extend_from_slice(&values);
             self.top.extend_from_slice(&top);
         } else {
             let slot = self.head;
-            self.times[slot] = s.unix_ms();
+            self.times[slot] = time_ms;
             self.values[slot * cols..(slot + 1) * cols].copy_from_slice(&values);
-            self.top[slot * self.top_n..(slot + 1) * self.top_n].copy_from_slice(&top);
+            self.top[slot * self.maker.top_n..(slot + 1) * self.maker.top_n].copy_from_slice(&top);
             self.head = (self.head + 1) % self.capacity;
         }
     }
@@ -293,13 +398,28 @@ impl History {
         self.times[self.slot(i)]
     }
 
-    fn value_at(&self, i: usize, col: usize) -> f64 {
-        self.values[self.slot(i) * self.columns.len() + col]
-    }
-
     fn top_at(&self, i: usize) -> &[TopEntry] {
         let slot = self.slot(i);
-        &self.top[slot * self.top_n..(slot + 1) * self.top_n]
+        let n = self.maker.top_n;
+        &self.top[slot * n..(slot + 1) * n]
+    }
+
+    fn point_at(&self, i: usize) -> PointRef<'_> {
+        let slot = self.slot(i);
+        let cols = self.maker.columns.len();
+        PointRef { time_ms: self.times[slot], values: &self.values[slot * cols..(slot + 1) * cols], top: self.top_at(i) }
+    }
+
+    /// The ring's series and point rule, for deriving points elsewhere (the store).
+    pub fn maker(&self) -> &PointMaker {
+        &self.maker
+    }
+
+    /// The ring's points with `from_ms <= t <= to_ms`, oldest first.
+    pub fn points(&self, from_ms: u64, to_ms: u64) -> Vec<PointRef<'_>> {
+        let start = self.partition_point(|t| t < from_ms);
+        let end = self.partition_point(|t| t <= to_ms);
+        (start..end.max(start)).map(|i| self.point_at(i)).collect()
     }
 
     /// The first point index whose time fails `pred` (times ascend).
@@ -329,12 +449,12 @@ impl History {
     }
 
     pub fn series_count(&self) -> usize {
-        self.columns.len()
+        self.maker.columns.len()
     }
 
     /// The fixed series names, in a stable order.
     pub fn names(&self) -> &[String] {
-        &self.names
+        &self.maker.names
     }
 
     pub fn first_ms(&self) -> Option<u64> {
@@ -345,14 +465,8 @@ impl History {
         (!self.is_empty()).then(|| self.time_at(self.len() - 1))
     }
 
-    fn point_bytes(&self) -> usize {
-        std::mem::size_of::<u64>()
-            + self.columns.len() * std::mem::size_of::<f64>()
-            + self.top_n * std::mem::size_of::<TopEntry>()
-    }
-
     fn names_bytes(&self) -> usize {
-        self.names.iter().map(|n| n.len()).sum()
+        self.maker.names.iter().map(|n| n.len()).sum()
     }
 
     /// Heap held by the points now (allocator overhead aside).
@@ -365,7 +479,7 @@ impl History {
 
     /// What the ring will hold when full: the bound on its memory.
     pub fn max_bytes(&self) -> usize {
-        self.capacity * self.point_bytes() + self.names_bytes()
+        self.capacity * self.maker.point_bytes() + self.names_bytes()
     }
 
     pub fn size(&self) -> HistorySize {
@@ -378,46 +492,16 @@ impl History {
         }
     }
 
-    /// Is `name` a series this ring can answer (a fixed series or `process.PID.cpu_percent` /
-    /// `process.PID.rss_bytes`)?
+    /// Is `name` a series this ring can answer (see [`PointMaker::knows`])?
     pub fn knows(&self, name: &str) -> bool {
-        self.names.iter().any(|n| n == name) || parse_process_series(name).is_some()
+        self.maker.knows(name)
     }
 
-    /// Points with `from_ms <= t <= to_ms`, at most `max_points` of them (evenly thinned,
-    /// newest kept). Unknown names are the caller's to reject first with [`History::knows`].
+    /// Points with `from_ms <= t <= to_ms`, at most `max_points` of them (see
+    /// [`PointMaker::assemble`]). Unknown names are the caller's to reject first with
+    /// [`History::knows`].
     pub fn range(&self, names: &[String], from_ms: u64, to_ms: u64, max_points: usize) -> Range {
-        let start = self.partition_point(|t| t < from_ms);
-        let end = self.partition_point(|t| t <= to_ms);
-        let count = end.saturating_sub(start);
-        let step = if max_points == 0 || count <= max_points { 1 } else { count.div_ceil(max_points) };
-        // Walk back from the newest so the latest point is always included.
-        let mut picked: Vec<usize> = (start..end).rev().step_by(step).collect();
-        picked.reverse();
-        let times_ms = picked.iter().map(|&i| self.time_at(i)).collect();
-        let series = names
-            .iter()
-            .map(|name| {
-                let values = if let Some(col) = self.names.iter().position(|n| n == name) {
-                    picked.iter().map(|&i| finite(self.value_at(i, col))).collect()
-                } else if let Some((pid, field)) = parse_process_series(name) {
-                    picked
-                        .iter()
-                        .map(|&i| {
-                            let e = self.top_at(i).iter().find(|e| e.pid == pid && e.pid != 0)?;
-                            Some(match field {
-                                ProcessField::Cpu => f64::from(e.cpu_percent),
-                                ProcessField::Rss => e.rss_bytes as f64,
-                            })
-                        })
-                        .collect()
-                } else {
-                    vec![None; picked.len()]
-                };
-                SeriesData { name: name.clone(), values }
-            })
-            .collect();
-        Range { times_ms, series }
+        self.maker.assemble(names, &self.points(from_ms, to_ms), max_points)
     }
 
     /// Pids that were among the top processes at any point in the range, most frequent first.
@@ -454,4 +538,37 @@ fn parse_process_series(name: &str) -> Option<(u32, ProcessField)> {
         _ => return None,
     };
     Some((pid, field))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn maker() -> PointMaker {
+        PointMaker { columns: vec![Column::Load1], names: vec!["host.load1".into()], top_n: 1 }
+    }
+
+    fn check(values: &[f64], max_points: usize, expected_times: &[u64], expected: &[Option<f64>]) {
+        let points: Vec<Point> = (0u64..)
+            .zip(values)
+            .map(|(t, &v)| Point { time_ms: t * 1000, values: Box::new([v]), top: Box::new([NO_ENTRY]) })
+            .collect();
+        let refs: Vec<PointRef<'_>> = points.iter().map(Point::as_ref).collect();
+        let range = maker().assemble(&["host.load1".to_string()], &refs, max_points);
+        assert_eq!(range.times_ms, expected_times);
+        assert_eq!(range.series[0].values, expected);
+    }
+
+    #[test]
+    fn buckets_keep_each_series_maximum_and_the_newest_time() {
+        // A one-point spike in 12 points survives thinning to 3.
+        let mut v = vec![1.0; 12];
+        v[5] = 9.0;
+        check(&v, 3, &[3000, 7000, 11000], &[Some(1.0), Some(9.0), Some(1.0)]);
+        // Unknown values are left out of a bucket's maximum; a bucket with none is null.
+        check(&[f64::NAN, f64::NAN, 2.0, f64::NAN], 2, &[1000, 3000], &[None, Some(2.0)]);
+        // Few enough points: every one, as it is.
+        check(&[1.0, 2.0], 5, &[0, 1000], &[Some(1.0), Some(2.0)]);
+        check(&[1.0, 2.0], 0, &[0, 1000], &[Some(1.0), Some(2.0)]);
+    }
 }

@@ -15,6 +15,7 @@ pub mod jupyter;
 pub mod prom;
 pub mod record;
 pub mod router;
+pub mod store_history;
 pub mod wire;
 
 pub use agent::{Agent, AgentConfig, Shared, Snapshot};

@@ -1,7 +1,9 @@
 //! The HTTP side: routes, query validation, Bearer auth and JSON errors.
 //!
 //! Every handler answers from the latest snapshot or the history ring and returns; none reads
-//! `/proc`, sleeps or waits on the sampler. No endpoint changes state, so only GET and HEAD
+//! `/proc`, sleeps or waits on the sampler. The one disk read, `/api/v1/history`'s part older
+//! than the ring (from the agent's own store), runs under `spawn_blocking`, one request at a
+//! time, never on a tokio worker. No endpoint changes state, so only GET and HEAD
 //! are routed. Errors are JSON (`{"error": {"code", "message"}}`) on every route.
 
 use std::collections::HashSet;
@@ -20,6 +22,7 @@ use serde::Serialize;
 use crate::agent::Shared;
 use crate::jupyter::{jupyter_metrics, JupyterConfig};
 use crate::prom::{self, Family, MetricsConfig};
+use crate::store_history::{self, PointCache, StoreReport};
 use crate::wire;
 
 /// Extra `/metrics` families from other parts of the agent (the embedded statsd server).
@@ -55,10 +58,20 @@ struct AppState {
     shared: Arc<Shared>,
     config: Arc<ApiConfig>,
     metrics_cache: MetricsCache,
+    store: Arc<StoreReads>,
+}
+
+/// Store reads for `/api/v1/history`: one at a time (each decodes up to
+/// [`store_history::MAX_FRAMES`] frames on a blocking thread), and the points of the last one.
+#[derive(Debug)]
+struct StoreReads {
+    permit: tokio::sync::Semaphore,
+    cache: Mutex<PointCache>,
 }
 
 pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
-    let state = AppState { shared, config: Arc::new(config), metrics_cache: Arc::new(Mutex::new(None)) };
+    let store = Arc::new(StoreReads { permit: tokio::sync::Semaphore::new(1), cache: Mutex::new(PointCache::default()) });
+    let state = AppState { shared, config: Arc::new(config), metrics_cache: Arc::new(Mutex::new(None)), store };
     Router::new()
         .route("/api/v1/snapshot", get(snapshot))
         .route("/api/v1/history", get(history))
@@ -308,18 +321,106 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
         return Err(ApiError::bad_request("'from' is after 'to'"));
     }
     let max_points = p.number::<usize>("max_points")?.unwrap_or(0);
-    st.shared.with_history(|h| {
+    // Under the ring's lock: check the names, and see whether the range reaches before the ring.
+    let (maker, ring_first) = st.shared.with_history(|h| {
         if let Some(unknown) = names.iter().find(|n| !h.knows(n)) {
             return Err(ApiError::bad_request(format!("unknown series '{unknown}' (see /api/v1/history/series)")));
         }
-        let range = h.range(&names, from, to, max_points);
+        let ring_first = h.first_ms().unwrap_or(u64::MAX);
+        Ok((if from < ring_first { Some(h.maker().clone()) } else { None }, ring_first))
+    })?;
+    let dir = st.shared.latest().agent.recording.dir.clone();
+    // The store answers before the ring's oldest point, the ring from it on, so a sample is
+    // never counted twice at the seam. The ring keeps moving while the store is read, so the
+    // store is read a little past the seam (SEAM_SLACK_MS) and cut at the ring's oldest point
+    // as it is when the answer is put together: no gap unless the read took longer than that.
+    let store = match (maker, dir) {
+        (Some(maker), Some(dir)) => {
+            let store_to = to.min(ring_first.saturating_sub(1).saturating_add(SEAM_SLACK_MS));
+            let budget = if max_points == 0 { store_history::MAX_FRAMES } else { max_points.clamp(store_history::MIN_FRAMES, store_history::MAX_FRAMES) };
+            Some(read_store(&st, dir, maker, from, store_to, budget).await)
+        }
+        _ => None,
+    };
+    st.shared.with_history(|h| {
+        let ring_first = h.first_ms().unwrap_or(u64::MAX);
+        let ring = h.points(from.max(ring_first), to);
+        let (store_points, report) = store.unzip();
+        let mut store_points = store_points.unwrap_or_default();
+        store_points.retain(|p| p.time_ms < ring_first);
+        // max_points is shared between the two parts by the time each covers.
+        let (store_max, ring_max) = match (max_points, store_points.is_empty()) {
+            (0, _) | (_, true) => (max_points, max_points),
+            (n, false) => {
+                let newest = ring.last().map_or(to.min(ring_first), |p| p.time_ms);
+                let store_span = ring_first.min(newest).saturating_sub(from) as f64;
+                let whole = newest.saturating_sub(from).max(1) as f64;
+                let store_max = ((n as f64 * store_span / whole).round() as usize).clamp(1, n.saturating_sub(1).max(1));
+                (store_max, n.saturating_sub(store_max).max(1))
+            }
+        };
+        let refs: Vec<_> = store_points.iter().map(|p| p.as_ref()).collect();
+        let old = h.maker().assemble(&names, &refs, store_max);
+        let new = h.maker().assemble(&names, &ring, ring_max);
+        let store_count = old.times_ms.len();
+        let ring_count = new.times_ms.len();
+        let mut times_unix_ms = old.times_ms;
+        times_unix_ms.extend(new.times_ms);
+        let series = old
+            .series
+            .into_iter()
+            .zip(new.series)
+            .map(|(mut a, b)| {
+                a.values.extend(b.values);
+                wire::SeriesOut { name: a.name, values: a.values }
+            })
+            .collect();
         Ok(json_response(&wire::HistoryOut {
             from_unix_ms: from,
             to_unix_ms: to.min(h.last_ms().unwrap_or(0).max(from)),
-            times_unix_ms: range.times_ms,
-            series: range.series.into_iter().map(|s| wire::SeriesOut { name: s.name, values: s.values }).collect(),
+            store_points: store_count,
+            ring_points: ring_count,
+            store: report.map(wire::history_store),
+            times_unix_ms,
+            series,
         }))
     })
+}
+
+/// How far past the ring's oldest point the store is read (see `history`).
+const SEAM_SLACK_MS: u64 = 10_000;
+
+/// The store's part of a history answer, read on a blocking thread while holding the one
+/// permit (other store reads wait for it without occupying a worker).
+async fn read_store(
+    st: &AppState,
+    dir: std::path::PathBuf,
+    maker: crate::history::PointMaker,
+    from: u64,
+    to: u64,
+    budget: usize,
+) -> (Vec<crate::history::Point>, StoreReport) {
+    let counters = &st.shared.http;
+    counters.history_store_requests.fetch_add(1, Ordering::Relaxed);
+    if from > to {
+        return (Vec::new(), StoreReport { from_ms: from, to_ms: to, ..StoreReport::default() });
+    }
+    let Ok(_permit) = st.store.permit.acquire().await else {
+        return (Vec::new(), StoreReport { problems: vec!["store reads are closed".into()], ..StoreReport::default() });
+    };
+    let reads = Arc::clone(&st.store);
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut cache = reads.cache.lock().unwrap_or_else(|e| e.into_inner());
+        store_history::read_points(&dir, &maker, from, to, budget, &mut cache)
+    })
+    .await;
+    match answer {
+        Ok((points, report)) => {
+            counters.history_store_frames_decoded.fetch_add(report.frames_decoded as u64, Ordering::Relaxed);
+            (points, report)
+        }
+        Err(e) => (Vec::new(), StoreReport { problems: vec![format!("the store read failed: {e}")], ..StoreReport::default() }),
+    }
 }
 
 async fn history_series(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {

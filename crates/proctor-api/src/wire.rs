@@ -479,6 +479,9 @@ pub struct AgentOut {
     pub http_requests_total: u64,
     pub http_unauthorized_total: u64,
     pub http_client_errors_total: u64,
+    /// `/api/v1/history` requests that read the store, and the frames they decoded.
+    pub history_store_requests_total: u64,
+    pub history_store_frames_decoded_total: u64,
     pub disk_error: Option<String>,
     pub recording: RecordingOut,
 }
@@ -569,6 +572,8 @@ pub fn agent(s: &Snapshot, interval_secs: f64, http: &crate::agent::HttpCounters
         http_requests_total: http.requests.load(Relaxed),
         http_unauthorized_total: http.unauthorized.load(Relaxed),
         http_client_errors_total: http.client_errors.load(Relaxed),
+        history_store_requests_total: http.history_store_requests.load(Relaxed),
+        history_store_frames_decoded_total: http.history_store_frames_decoded.load(Relaxed),
         disk_error: a.disk_error.clone(),
         recording: recording(&a.recording),
     }
@@ -612,9 +617,46 @@ pub struct SeriesOut {
 pub struct HistoryOut {
     pub from_unix_ms: u64,
     pub to_unix_ms: u64,
+    /// The first `store_points` points come from the store, the next `ring_points` from the ring.
+    pub store_points: usize,
+    pub ring_points: usize,
+    /// What reading the store did; `null` when the range did not reach before the ring or
+    /// nothing is recorded.
+    pub store: Option<HistoryStoreOut>,
     /// Shared by every series: `values[i]` was sampled at `times_unix_ms[i]`.
     pub times_unix_ms: Vec<u64>,
     pub series: Vec<SeriesOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HistoryStoreOut {
+    pub from_unix_ms: u64,
+    pub to_unix_ms: u64,
+    pub clamped: bool,
+    pub frames_in_range: usize,
+    pub frames_decoded: usize,
+    pub points_cached: usize,
+    pub stride_ms: u64,
+    pub bad_frames: usize,
+    pub damaged_segments: usize,
+    pub problems: Vec<String>,
+    pub elapsed_ms: f64,
+}
+
+pub fn history_store(r: crate::store_history::StoreReport) -> HistoryStoreOut {
+    HistoryStoreOut {
+        from_unix_ms: r.from_ms,
+        to_unix_ms: r.to_ms,
+        clamped: r.clamped,
+        frames_in_range: r.frames_in_range,
+        frames_decoded: r.frames_decoded,
+        points_cached: r.points_cached,
+        stride_ms: r.stride_ms,
+        bad_frames: r.bad_frames,
+        damaged_segments: r.damaged_segments,
+        problems: r.problems,
+        elapsed_ms: r.elapsed_ms,
+    }
 }
 
 #[derive(Debug, Serialize)]

@@ -263,7 +263,8 @@ export class LineChart extends CanvasChart {
     }
     // Time labels every minute-ish: pick a step giving about one label per 90 px.
     const spanSec = (t1 - t0) / 1000;
-    const labelStepSec = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600].find((s) => (width / spanSec) * s >= 90) ?? 3600;
+    // Up to a day (the longest range, read partly from the agent's store): up to 6-hour steps.
+    const labelStepSec = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600].find((s) => (width / spanSec) * s >= 90) ?? 21600;
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
     const firstLabel = Math.ceil(t0 / (labelStepSec * 1000)) * labelStepSec * 1000;

@@ -177,9 +177,14 @@ async function refreshHistory() {
   let answer;
   if (state.needFullHistory || timeline.last === null) {
     const width = Math.max(300, Math.round(window.innerWidth));
-    answer = await api.get(api.url("/api/v1/history", { series: series.join(","), since: `${timeline.windowMs}ms`, max_points: width }));
+    // A range longer than the agent's in-memory ring is answered from its store for the
+    // older part (store_points of them), downsampled to about one point per pixel.
+    const windowMs = timeline.windowMs;
+    answer = await api.get(api.url("/api/v1/history", { series: series.join(","), since: `${windowMs}ms`, max_points: width }));
+    if (windowMs !== timeline.windowMs) return; // The range changed while this was on its way.
     timeline.clear();
     state.needFullHistory = false;
+    renderRangeNote(answer);
   } else {
     answer = await api.get(api.url("/api/v1/history", { series: series.join(","), from: timeline.last + 1 }));
   }
@@ -187,6 +192,27 @@ async function refreshHistory() {
   derive();
   redrawCharts();
 }
+
+/** Says where the charts' points came from when some are older than the in-memory ring. */
+function renderRangeNote(answer) {
+  const store = answer.store;
+  let note = "";
+  if (answer.store_points > 0) note = `${fmt.count(answer.store_points)} older points from the agent's store`;
+  if (store?.problems?.length) note += `${note ? "; " : ""}store: ${store.problems[0]}`;
+  $("range-note").textContent = note;
+}
+
+/** Shows the last `ms` of history; the buttons and the Window menu both land here. */
+function setRange(ms) {
+  for (const b of document.querySelectorAll("[data-range-ms]")) b.setAttribute("aria-pressed", String(Number(b.dataset.rangeMs) === ms));
+  $("window").value = String(ms);
+  timeline.windowMs = ms;
+  timeline.clear();
+  redrawCharts();
+  restart();
+}
+
+for (const b of document.querySelectorAll("[data-range-ms]")) b.addEventListener("click", () => setRange(Number(b.dataset.rangeMs)));
 
 async function refreshSnapshot() {
   const s = await api.get("/api/v1/snapshot");
@@ -511,12 +537,7 @@ $("pause").addEventListener("change", (e) => {
   state.paused = e.target.checked;
   setStatus(state.paused ? "paused" : "live", state.paused ? "paused" : "resuming…");
 });
-$("window").addEventListener("change", (e) => {
-  timeline.windowMs = Number(e.target.value);
-  state.needFullHistory = true;
-  redrawCharts();
-  restart();
-});
+$("window").addEventListener("change", (e) => setRange(Number(e.target.value)));
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden && !state.stopped) restart();
 });

@@ -22,6 +22,8 @@ pub struct Options {
     pub agent: AgentConfig,
     pub token: Option<&'static str>,
     pub metrics: MetricsConfig,
+    /// Record into this store directory (as `proctor serve` does by default).
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -31,6 +33,7 @@ impl Default for Options {
             agent: AgentConfig { interval: Duration::from_millis(100), ..AgentConfig::default() },
             token: None,
             metrics: MetricsConfig::default(),
+            record: None,
         }
     }
 }
@@ -38,7 +41,14 @@ impl Default for Options {
 impl Server {
     pub fn start(o: Options) -> Server {
         let jupyter = JupyterConfig::new(o.agent.jupyter_pid);
-        let agent = Agent::start(o.sampler, o.agent).expect("agent starts");
+        let recording = match &o.record {
+            Some(dir) => {
+                let (writer, _) = proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("open the store");
+                proctor_api::Recording::On(Box::new(writer))
+            }
+            None => proctor_api::Recording::Off,
+        };
+        let agent = Agent::start_recording(o.sampler, o.agent, recording).expect("agent starts");
         let config = ApiConfig { token: o.token.map(Arc::from), metrics: o.metrics, jupyter, extra_metrics: None };
         let app = proctor_api::router(agent.shared(), config);
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");

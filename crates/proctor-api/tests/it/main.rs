@@ -2,5 +2,6 @@
 //! the real router, and a plain HTTP/1.1 client over a TcpStream.
 
 mod harness;
+mod history_store;
 mod prometheus;
 mod routes;

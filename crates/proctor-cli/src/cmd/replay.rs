@@ -1,15 +1,17 @@
 //! `proctor replay`: the `snapshot` view of recorded samples, at one time or for every sample
-//! in a range, with rates derived from each stored sample and the one before it. Renders
-//! through `snapshot::print_view`; it neither samples nor writes.
+//! in a range, with rates derived from each stored sample and the one before it; with `--tree`,
+//! the `tree` view of one process and its descendants instead. Renders through
+//! `snapshot::print_view` and `tree::print_tree`; it neither samples nor writes.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use proctor_model::{container_truth, process_rows, RowContext, Sample};
+use proctor_model::{build_tree, container_truth, process_rows, RowContext, Sample};
 use proctor_store::{same_run, Reader};
 
 use super::snapshot::{print_view, SortKey, View};
+use super::tree::{print_tree, TreeView};
 use super::when::{format_utc, parse_when, When};
 use crate::output::Format;
 
@@ -35,22 +37,41 @@ pub struct Args {
     /// Order processes by this column.
     #[arg(long, value_enum, default_value_t = SortKey::Cpu)]
     pub sort: SortKey,
+    /// Show the `tree` view (a process and its descendants, with totals) instead of `snapshot`'s.
+    #[arg(long)]
+    pub tree: bool,
+    /// The root of the tree.
+    #[arg(long, default_value_t = 1, requires = "tree")]
+    pub pid: u32,
     /// Text, or JSON (one document per line for a range).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
 
+/// Which view each sample is shown in.
+#[derive(Debug, Clone, Copy)]
+enum Shown {
+    Snapshot(View),
+    Tree { root: u32, format: Format },
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let now = now_unix_ns();
     let mut reader = Reader::open(&args.dir).context("cannot replay")?;
-    let view = View { top: args.top, sort: args.sort, format: args.format };
+    let view = if args.tree {
+        Shown::Tree { root: args.pid, format: args.format }
+    } else {
+        Shown::Snapshot(View { top: args.top, sort: args.sort, format: args.format })
+    };
     match args.from {
         None => {
             let at = args.at.map_or(u64::MAX, |w| w.resolve(now));
             let Some((cur, prev)) = reader.at_or_before(at)? else {
                 bail!("no sample at or before {} in {}{}", format_utc(at.min(now)), args.dir.display(), extent(&mut reader)?);
             };
-            show(view, &cur, prev.as_ref(), false)?;
+            if !show(view, &cur, prev.as_ref(), false)? {
+                bail!("no process with pid {} in the sample at {}", args.pid, format_utc(cur.unix_ns));
+            }
         }
         Some(from) => {
             let (from, to) = (from.resolve(now), args.to.map_or(now, |w| w.resolve(now)));
@@ -66,11 +87,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some(before) => reader.at_or_before(before)?.map(|(s, _)| s),
                 None => None,
             };
+            let (mut shown, mut without_root) = (0usize, 0usize);
             for frame in &frames {
                 let Some(cur) = reader.read(frame) else { continue };
                 let pair = prev.as_ref().filter(|p| same_run(p, &cur));
-                show(view, &cur, pair, true)?;
+                if show(view, &cur, pair, true)? {
+                    shown += 1;
+                } else {
+                    without_root += 1;
+                }
                 prev = Some(cur);
+            }
+            if without_root > 0 {
+                eprintln!("proctor replay: pid {} is in {shown} of {} samples read; the others are not shown", args.pid, shown + without_root);
+            }
+            if shown == 0 && without_root > 0 {
+                return Ok(ExitCode::FAILURE);
             }
         }
     }
@@ -80,17 +112,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(view: View, cur: &Sample, prev: Option<&Sample>, stream: bool) -> anyhow::Result<()> {
-    if view.format == Format::Text {
+/// Shows one sample; `false` when the tree's root is not in it (nothing is printed then).
+fn show(shown: Shown, cur: &Sample, prev: Option<&Sample>, stream: bool) -> anyhow::Result<bool> {
+    let truth = container_truth(cur);
+    let rows = process_rows(cur, prev, RowContext { effective_cpus: truth.effective_cpus });
+    match shown {
+        Shown::Snapshot(view) => {
+            print_heading(view.format, cur, prev);
+            print_view(view, cur, prev, &truth, &rows, stream)?;
+        }
+        Shown::Tree { root, format } => {
+            let Some(tree) = build_tree(&rows, root) else { return Ok(false) };
+            print_heading(format, cur, prev);
+            // A stored sample has no answer for the tree's own cgroup (only the watched one's
+            // counters are recorded), and PSS only as the worker last read it.
+            let view = TreeView { tree, cgroup: None, pss_read: None, pss_hint: "no stored PSS reading for these processes" };
+            print_tree(&view, format, stream)?;
+        }
+    }
+    Ok(true)
+}
+
+/// The line above each text view: which sample, and what its rates span.
+fn print_heading(format: Format, cur: &Sample, prev: Option<&Sample>) {
+    if format == Format::Text {
         let rates = match prev {
             Some(p) => format!("rates over the {:.2} s before it", cur.mono_ns.saturating_sub(p.mono_ns) as f64 / 1e9),
             None => "no earlier sample of the same recorder run: no rates".to_string(),
         };
         println!("sample     {} (seq {}), {rates}", format_utc(cur.unix_ns), cur.seq);
     }
-    let truth = container_truth(cur);
-    let rows = process_rows(cur, prev, RowContext { effective_cpus: truth.effective_cpus });
-    print_view(view, cur, prev, &truth, &rows, stream)
 }
 
 /// ", which holds samples from A to B" (or says it is empty), for error messages.

@@ -37,14 +37,14 @@ pub struct Args {
 
 /// The tree's own cgroup, when its members are exactly that cgroup's processes.
 #[derive(Debug, Serialize)]
-struct CgroupAnswer {
+pub struct CgroupAnswer {
     path: String,
     memory_current_bytes: Option<u64>,
     note: &'static str,
 }
 
 #[derive(Debug, Serialize)]
-struct PssCost {
+pub struct PssCost {
     reads: usize,
     failed: usize,
     cpu_ms: f64,
@@ -53,13 +53,20 @@ struct PssCost {
     slowest_ms: f64,
 }
 
+/// One tree view: what `proctor tree` prints, and `proctor replay --tree` for a stored sample.
 #[derive(Debug, Serialize)]
-struct Output {
+pub struct TreeView {
     #[serde(flatten)]
-    tree: Tree,
-    cgroup: Option<CgroupAnswer>,
-    pss_read: Option<PssCost>,
+    pub tree: Tree,
+    pub cgroup: Option<CgroupAnswer>,
+    pub pss_read: Option<PssCost>,
+    /// What the `pss` line suggests when no member has a PSS reading.
+    #[serde(skip)]
+    pub pss_hint: &'static str,
 }
+
+/// The hint `proctor tree` gives when PSS was not read.
+const LIVE_PSS_HINT: &str = "add --pss for a one-off read; it stalls each process briefly";
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = args.read.config();
@@ -109,12 +116,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cost
     });
     let cgroup = cgroup_answer(&root, &s.rows, &tree);
-    let out = Output { tree, cgroup, pss_read };
-    match args.format {
-        Format::Json => print_json(&out)?,
-        Format::Text => print_text(&out)?,
-    }
+    let out = TreeView { tree, cgroup, pss_read, pss_hint: LIVE_PSS_HINT };
+    print_tree(&out, args.format, false)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one tree view. `stream`: one of several (JSON becomes one line each, text gets a
+/// blank line after), as `snapshot::print_view` does.
+pub fn print_tree(view: &TreeView, format: Format, stream: bool) -> anyhow::Result<()> {
+    match (format, stream) {
+        (Format::Json, false) => print_json(view)?,
+        (Format::Json, true) => {
+            let mut w = std::io::stdout().lock();
+            serde_json::to_writer(&mut w, view)?;
+            writeln!(w)?;
+            w.flush()?;
+        }
+        (Format::Text, _) => {
+            print_text(view)?;
+            if stream {
+                println!();
+            }
+        }
+    }
+    Ok(())
 }
 
 /// When every process in the root's cgroup (and cgroups below it) is in the tree and every
@@ -141,7 +166,7 @@ fn cgroup_answer(root: &proctor_procfs::Root, rows: &[proctor_model::ProcessRow]
     })
 }
 
-fn print_text(o: &Output) -> anyhow::Result<()> {
+fn print_text(o: &TreeView) -> anyhow::Result<()> {
     let mut w = std::io::stdout().lock();
     writeln!(
         w,
@@ -184,7 +209,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
         t.processes
     )?;
     match (t.pss_known, t.pss_oldest_age_secs) {
-        (0, _) => writeln!(w, "pss        not read (add --pss for a one-off read; it stalls each process briefly)")?,
+        (0, _) => writeln!(w, "pss        not read ({})", o.pss_hint)?,
         (n, age) => writeln!(
             w,
             "pss        known for {n} of {} processes, oldest reading {:.1} s old",

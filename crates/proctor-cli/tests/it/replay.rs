@@ -66,3 +66,82 @@ fn dump_selects_fields_filters_and_keeps_the_top_n() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no field \"no_such_field\""));
 }
+
+/// A shell with two sleeping children, killed when dropped.
+struct Family(std::process::Child);
+
+impl Drop for Family {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn family() -> Family {
+    let parent = Family(
+        Command::new("sh")
+            .args(["-c", "sleep 60 & sleep 60 & wait"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn sh"),
+    );
+    // Wait (bounded) until the shell has forked both children, so every sample has them.
+    let pid = parent.0.id();
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(&children).map_or(0, |c| c.split_whitespace().count()) < 2 {
+        assert!(std::time::Instant::now() < deadline, "sh did not fork its two children");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    parent
+}
+
+#[test]
+fn replay_tree_shows_the_tree_view_of_stored_samples_with_rates_and_totals() {
+    let parent = family();
+    let pid = parent.0.id().to_string();
+    let dir = recorded();
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&proctor(&["replay", "--tree", "--pid", &pid, "--format", "json"], dir.path()))).expect("JSON");
+    // The same document `proctor tree --format json` prints.
+    let live: serde_json::Value = serde_json::from_slice(
+        &Command::new(env!("CARGO_BIN_EXE_proctor")).args(["tree", &pid, "--interval", "0", "--format", "json"]).output().expect("tree").stdout,
+    )
+    .expect("tree JSON");
+    let keys = |v: &serde_json::Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(keys(&v), keys(&live));
+    assert_eq!(keys(&v["total"]), keys(&live["total"]));
+    assert_eq!(v["root_pid"].as_u64().map(|p| p.to_string()), Some(pid.clone()));
+    let rows = v["rows"].as_array().expect("rows");
+    let shape: Vec<(u64, &str)> = rows.iter().map(|r| (r["depth"].as_u64().expect("depth"), r["comm"].as_str().expect("comm"))).collect();
+    assert_eq!(shape, vec![(0, "sh"), (1, "sleep"), (1, "sleep")], "{v}");
+    assert_eq!(v["total"]["processes"].as_u64(), Some(3));
+    let rss: u64 = rows.iter().map(|r| r["rss_bytes"].as_u64().expect("rss")).sum();
+    assert_eq!(v["total"]["rss_bytes"].as_u64(), Some(rss));
+    // Rates come from the stored sample before the newest one.
+    assert!(rows.iter().all(|r| r["cpu_percent"].as_f64().is_some()), "{v}");
+    assert!(v["total"]["cpu_percent"].as_f64().is_some());
+    assert!(v["cgroup"].is_null() && v["pss_read"].is_null());
+
+    // A range: one document per sample, the first without rates (no sample before it).
+    let lines = ok(&proctor(&["replay", "--tree", "--pid", &pid, "--from", "1 hour ago", "--format", "json"], dir.path()));
+    let docs: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    assert_eq!(docs.len(), 3);
+    assert!(docs[0]["total"]["cpu_percent"].is_null() && docs[2]["total"]["cpu_percent"].as_f64().is_some());
+    assert!(docs.iter().all(|d| d["total"]["processes"] == 3));
+
+    let text = ok(&proctor(&["replay", "--tree", "--pid", &pid], dir.path()));
+    assert!(text.starts_with("sample     ") && text.contains("rates over the"), "{text}");
+    assert!(text.contains("COMMAND") && text.contains("\n  total ") && text.contains("3 processes"), "{text}");
+    assert!(text.contains(" 1  sh -c") && text.contains(" 1    sleep 60"), "children indented under the shell: {text}");
+
+    // A root that is in no stored sample is an error, not an empty view.
+    let out = proctor(&["replay", "--tree", "--pid", "4000000000"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no process with pid 4000000000 in the sample at"));
+    let out = proctor(&["replay", "--tree", "--pid", "4000000000", "--from", "1 hour ago"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pid 4000000000 is in 0 of 3 samples read"));
+    // --pid belongs to the tree view.
+    assert_eq!(proctor(&["replay", "--pid", "1"], dir.path()).status.code(), Some(2));
+}
