@@ -57,6 +57,14 @@ pub struct Args {
     /// Points per series in the plots (buckets keep each one's mean and max).
     #[arg(long, default_value_t = 600)]
     pub points: usize,
+    /// Read the processes of at most this many samples, evenly spread (the first and last
+    /// included); the others give host series only. Process CPU is then the counters'
+    /// difference between those samples: exact for processes that lived through them, but one
+    /// that started and ended between two is missed, and RSS peaks are over those samples.
+    /// The report says when this applied. 0 reads every sample's processes (a day at 1 s with
+    /// ~600 processes then takes minutes; see bench/report/run.sh).
+    #[arg(long, value_name = "N", default_value_t = 7200)]
+    pub process_samples: usize,
     /// Processes in each top list.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -95,20 +103,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if frames.is_empty() {
         bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
     }
-    let config = RangeConfig { from_ns: from, to_ns: to, max_points: args.points.max(1), top: args.top, keep_points: true };
+    // Latencies first: each sample's values are kept only when there is something to line
+    // them up with (a day at 1 s is 86,400 points of 23 values).
+    let mut bad_frames = 0;
+    let (latencies, source) = latencies(&args, from, to, &mut bad_frames)?;
+    let keep_points = !latencies.is_empty();
+    let config = RangeConfig { from_ns: from, to_ns: to, max_points: args.points.max(1), top: args.top, keep_points };
     let mut builder = RangeBuilder::new(config);
-    for frame in &frames {
-        if let Some(sample) = reader.read(frame) {
-            builder.push(sample);
+    // Parsing a record's processes is nearly all of a report's time (a 600-process record is
+    // ~300 KB of JSON, the host part ~2 %): read them from every `stride`-th sample only.
+    let stride = match args.process_samples {
+        0 => 1,
+        n => frames.len().div_ceil(n).max(1),
+    };
+    let last = frames.len() - 1;
+    for (i, frame) in frames.iter().enumerate() {
+        if i % stride == 0 || i == last {
+            // Lean: without the per-process status, io, PSS and cgroup readings and the cost,
+            // which a range summary does not use.
+            if let Some(sample) = reader.read_lean(frame) {
+                builder.push(sample);
+            }
+        } else if let Some(sample) = reader.read_host(frame) {
+            builder.push_host(sample);
         }
     }
-    let mut bad_frames = reader.report().bad_frames.len();
+    bad_frames += reader.report().bad_frames.len();
     for (path, offset, why) in &reader.report().bad_frames {
         eprintln!("proctor report: skipped the frame at {}:{offset}: {why}", path.display());
     }
+    drop(frames);
     let summary = builder.finish();
-
-    let (latencies, source) = latencies(&args, from, to, &mut bad_frames)?;
     let correlation = (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
 
     let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
@@ -288,6 +313,13 @@ fn print_text(summary: &RangeSummary, correlation: Option<&Correlation>, source:
         let mean = s.points.iter().map(|p| p.mean * f64::from(p.count)).sum::<f64>() / f64::from(count.max(1));
         let max = s.points.iter().map(|p| p.max).fold(f64::MIN, f64::max);
         writeln!(out, "{:<14} mean {:>12}  max {:>12}", s.name, plot::human(mean, s.unit), plot::human(max, s.unit))?;
+    }
+    if summary.process_samples < summary.samples {
+        writeln!(
+            out,
+            "processes  read from {} of the {} samples (--process-samples): CPU between them is exact for processes that lived through them; processes that lived only between two are missed; RSS peaks are over those samples",
+            summary.process_samples, summary.samples
+        )?;
     }
     writeln!(out, "\ntop processes by CPU time inside the range")?;
     writeln!(out, "{:>8} {:>10} {:>8} {:<16} COMMAND", "PID", "CPU_S", "SAMPLES", "NAME")?;
