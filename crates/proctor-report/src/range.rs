@@ -11,6 +11,7 @@
 //! Does not read the store, the clock or any file.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use proctor_model::{is_interesting_disk, Sample};
 use proctor_procfs::host::{CpuTicks, Pressure, PressureLine};
@@ -139,6 +140,9 @@ pub struct RangeSummary {
     pub to_ns: u64,
     /// Samples folded (inside the range).
     pub samples: u64,
+    /// Samples whose processes were folded (all of them unless the caller used
+    /// [`RangeBuilder::push_host`] for some).
+    pub process_samples: u64,
     /// Recorder runs seen (a restart starts a new one; no rate spans two).
     pub runs: u64,
     /// Samples that gave rates (had an earlier sample of the same run).
@@ -149,7 +153,10 @@ pub struct RangeSummary {
     /// The median time between consecutive samples of one run.
     pub median_interval_ns: Option<u64>,
     pub series: Vec<Series>,
-    /// Every sample's values, when [`RangeConfig::keep_points`] asked for them.
+    /// Every sample's values, when [`RangeConfig::keep_points`] asked for them (for
+    /// correlation). Not serialized: a day at 1 s is 86,400 of them, the series hold them
+    /// downsampled, and `proctor dump host` writes them per sample.
+    #[serde(skip_serializing)]
     pub points: Vec<HostPoint>,
     /// Highest CPU seconds first.
     pub top_cpu: Vec<ProcessUsage>,
@@ -169,7 +176,8 @@ struct Acc {
 #[derive(Debug)]
 struct ProcAcc {
     comm: String,
-    cmdline: Option<String>,
+    /// Joined with spaces only in `finish`: a day is 86,400 sightings of each process.
+    cmdline: Option<Arc<[String]>>,
     cpu_ticks: u64,
     ticks_per_sec: u64,
     rss_peak: Option<u64>,
@@ -188,7 +196,11 @@ pub struct RangeBuilder {
     bucket_ns: f64,
     /// `acc[series][bucket]`.
     acc: Vec<Vec<Acc>>,
+    /// The previous sample, for rates (its processes are not kept).
     prev: Option<Sample>,
+    /// The last sample whose processes were folded, and its run (1-based count of runs).
+    prev_procs: Option<(u64, Sample)>,
+    process_samples: u64,
     samples: u64,
     runs: u64,
     samples_with_rates: u64,
@@ -218,6 +230,8 @@ impl RangeBuilder {
             bucket_ns: span / buckets as f64,
             acc: vec![vec![Acc::default(); buckets]; N],
             prev: None,
+            prev_procs: None,
+            process_samples: 0,
             samples: 0,
             runs: 0,
             samples_with_rates: 0,
@@ -232,6 +246,21 @@ impl RangeBuilder {
     /// Adds the next sample. Samples outside the range are ignored; one older than the last
     /// pushed is treated as the start of a new run (no rate against it).
     pub fn push(&mut self, cur: Sample) {
+        self.push_inner(cur, true);
+    }
+
+    /// Adds the next sample to the host series only (its processes, if any, are not looked at):
+    /// for long ranges, where reading every sample's processes costs most of the time, the
+    /// caller reads whole samples only every so often ([`RangeSummary::process_samples`] says
+    /// how many). Process CPU is then the counters' difference between those samples (the sum
+    /// of the per-sample deltas, telescoped), so it stays exact for processes that lived through
+    /// them; a process that started and ended between two of them is missed, one that ended
+    /// loses its CPU since the last, and RSS peaks and means are over those samples only.
+    pub fn push_host(&mut self, cur: Sample) {
+        self.push_inner(cur, false);
+    }
+
+    fn push_inner(&mut self, cur: Sample, with_processes: bool) {
         if cur.unix_ns < self.config.from_ns || cur.unix_ns > self.config.to_ns {
             return;
         }
@@ -263,8 +292,17 @@ impl RangeBuilder {
         if self.config.keep_points {
             self.points.push(HostPoint { unix_ns: cur.unix_ns, interval_start_ns: prev.as_ref().map(|p| p.unix_ns), values });
         }
-        self.fold_processes(&cur, prev.as_ref());
-        self.prev = Some(cur);
+        if !with_processes {
+            self.prev = Some(cur);
+            return;
+        }
+        // The last sample whose processes were folded, if it belongs to this run.
+        let runs = self.runs;
+        let prev_procs = self.prev_procs.take().filter(|(run, p)| *run == runs && proctor_store_same_run(p, &cur)).map(|(_, p)| p);
+        self.fold_processes(&cur, prev_procs.as_ref());
+        self.process_samples += 1;
+        self.prev = Some(host_only(&cur));
+        self.prev_procs = Some((runs, cur));
     }
 
     fn fold_processes(&mut self, cur: &Sample, prev: Option<&Sample>) {
@@ -302,8 +340,8 @@ impl RangeBuilder {
                 acc.comm = p.comm.to_string();
             }
             if let Some(cmdline) = &p.cmdline {
-                if !cmdline.is_empty() {
-                    acc.cmdline = Some(cmdline.join(" "));
+                if !cmdline.is_empty() && acc.cmdline.as_deref() != Some(&**cmdline) {
+                    acc.cmdline = Some(Arc::clone(cmdline));
                 }
             }
             if let Some(rss) = p.resident_bytes {
@@ -346,7 +384,7 @@ impl RangeBuilder {
                 pid,
                 start_ticks,
                 comm: acc.comm,
-                cmdline: acc.cmdline,
+                cmdline: acc.cmdline.map(|c| c.join(" ")),
                 cpu_seconds: acc.cpu_ticks as f64 / acc.ticks_per_sec.max(1) as f64,
                 rss_peak_bytes: acc.rss_peak,
                 rss_mean_bytes: (acc.rss_count > 0).then(|| acc.rss_sum / acc.rss_count as f64),
@@ -366,6 +404,7 @@ impl RangeBuilder {
             from_ns: self.config.from_ns,
             to_ns: self.config.to_ns,
             samples: self.samples,
+            process_samples: self.process_samples,
             runs: self.runs,
             samples_with_rates: self.samples_with_rates,
             first_ns: self.first_ns,
@@ -377,6 +416,21 @@ impl RangeBuilder {
             top_memory: top_memory.into_iter().take(top).cloned().collect(),
             processes_seen,
         }
+    }
+}
+
+/// `sample` without its processes: what the next sample's rates need of it.
+fn host_only(sample: &Sample) -> Sample {
+    Sample {
+        seq: sample.seq,
+        unix_ns: sample.unix_ns,
+        mono_ns: sample.mono_ns,
+        clock_ticks_per_sec: sample.clock_ticks_per_sec,
+        page_size: sample.page_size,
+        host: sample.host.clone(),
+        container: None,
+        processes: Vec::new(),
+        cost: Default::default(),
     }
 }
 
@@ -552,6 +606,43 @@ mod tests {
                 .collect(),
             cost: SampleCost::default(),
         }
+    }
+
+    /// Host series from every sample, processes from some: process CPU telescopes to the
+    /// counters' difference between the folded samples (equal to folding all of them), a
+    /// process that lived only between two of them is missed, and the count says so.
+    #[test]
+    fn host_only_samples_keep_every_host_point_and_telescope_process_cpu() {
+        // pid 7 runs throughout (10 ticks a second); pid 9 lives only at seconds 2 and 3.
+        let at = |t: u64| {
+            let mut procs = vec![(7, 500, 10 * t, 4096 * (t + 1))];
+            if (2..=3).contains(&t) {
+                procs.push((9, 100_100 + t, 50, 8192));
+            }
+            sample(t, t, 10 + t, 100 * t, 100 * t, &procs)
+        };
+        let config = RangeConfig { from_ns: T0, to_ns: T0 + 9 * S, max_points: 10, top: 5, keep_points: true };
+        let mut all = RangeBuilder::new(config);
+        let mut sparse = RangeBuilder::new(config);
+        for t in 0..6 {
+            all.push(at(t));
+            if t % 5 == 0 { sparse.push(at(t)) } else { sparse.push_host(at(t)) }
+        }
+        let (all, sparse) = (all.finish(), sparse.finish());
+        assert_eq!(sparse.series, all.series);
+        assert_eq!(sparse.points, all.points);
+        assert_eq!((sparse.samples, sparse.process_samples, all.process_samples), (6, 2, 6));
+        let cpu = |s: &RangeSummary, pid: u32| s.top_cpu.iter().find(|p| p.pid == pid).map(|p| p.cpu_seconds);
+        assert_eq!(cpu(&sparse, 7), Some(0.5));
+        assert_eq!(cpu(&all, 7), Some(0.5));
+        assert_eq!(cpu(&sparse, 9), None, "lived between the folded samples");
+        assert!(cpu(&all, 9).is_some_and(|c| c > 0.0));
+        // A restart between folded samples: no process delta spans it.
+        let mut restarted = RangeBuilder::new(config);
+        restarted.push(at(0));
+        restarted.push_host(sample(1, 1, 1, 0, 0, &[]));
+        restarted.push(sample(2, 2, 2, 0, 0, &[(7, 500, 40, 4096)]));
+        assert_eq!(cpu(&restarted.finish(), 7), None);
     }
 
     fn disk(name: &str, read_sectors: u64, io_ms: u64) -> DiskStat {

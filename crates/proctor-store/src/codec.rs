@@ -16,7 +16,7 @@
 //! a run's first sample has no command lines yet (the cmdline worker reads them after), and a
 //! key without them makes every delta of its chunk ~20× larger.
 
-use proctor_model::{ProbeBatch, Sample, StatsdFlush};
+use proctor_model::{HostSample, ProbeBatch, ProcessSample, Sample, SampleCost, StatsdFlush};
 
 use crate::frame::FrameKind;
 
@@ -102,6 +102,129 @@ pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
     serde_json::from_slice(bytes).map_err(CodecError::Parse)
 }
 
+/// A record decoded for a summary over many samples ([`Reader::read_lean`](crate::Reader::read_lean)):
+/// the sample's clocks, its host part and, per process, its `stat` fields and command line.
+/// Left out (skipped by the parser, never built): the container part, each process's
+/// `status`, `io`, PSS and cgroup readings, and the cycle's cost. Those are most of a record's
+/// fields and allocations (measured in `bench/report/run.sh`).
+pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
+    if version != RECORD_VERSION {
+        return Err(CodecError::UnknownVersion(version));
+    }
+    let lean: LeanSample = serde_json::from_slice(bytes).map_err(CodecError::Parse)?;
+    Ok(Sample {
+        seq: lean.seq,
+        unix_ns: lean.unix_ns,
+        mono_ns: lean.mono_ns,
+        clock_ticks_per_sec: lean.clock_ticks_per_sec,
+        page_size: lean.page_size,
+        host: lean.host,
+        container: None,
+        processes: lean
+            .processes
+            .into_iter()
+            .map(|p| ProcessSample {
+                pid: p.pid,
+                ppid: p.ppid,
+                start_ticks: p.start_ticks,
+                comm: p.comm,
+                state: p.state,
+                utime_ticks: p.utime_ticks,
+                stime_ticks: p.stime_ticks,
+                num_threads: p.num_threads,
+                minflt: p.minflt,
+                majflt: p.majflt,
+                nice: p.nice,
+                vsize_bytes: p.vsize_bytes,
+                resident_bytes: p.resident_bytes,
+                status: None,
+                io: None,
+                cmdline: p.cmdline,
+                pss: None,
+                cgroup: None,
+            })
+            .collect(),
+        cost: SampleCost::default(),
+    })
+}
+
+/// Only the clocks and the host part of a record, for host series
+/// ([`Reader::read_host`](crate::Reader::read_host)): the sample comes back with no processes,
+/// no container part and a default cost. Serde writes `Sample`'s fields in declaration order, so
+/// the host part ends where `,"container":` starts (a JSON string cannot hold that unescaped
+/// quote, and no host field has that name); the record is parsed only up to there, which skips
+/// parsing the processes (~98 % of a 600-process record). A record not laid out that way (a
+/// future build's) is parsed lean in full instead.
+pub fn decode_record_host(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
+    if version != RECORD_VERSION {
+        return Err(CodecError::UnknownVersion(version));
+    }
+    const CUT: &[u8] = b",\"container\":";
+    if let Some(at) = bytes.windows(CUT.len()).position(|w| w == CUT) {
+        let mut head = Vec::with_capacity(at + 1);
+        head.extend_from_slice(&bytes[..at]);
+        head.push(b'}');
+        if let Ok(h) = serde_json::from_slice::<HostHead>(&head) {
+            return Ok(Sample {
+                seq: h.seq,
+                unix_ns: h.unix_ns,
+                mono_ns: h.mono_ns,
+                clock_ticks_per_sec: h.clock_ticks_per_sec,
+                page_size: h.page_size,
+                host: h.host,
+                container: None,
+                processes: Vec::new(),
+                cost: SampleCost::default(),
+            });
+        }
+    }
+    let mut sample = decode_record_lean(version, bytes)?;
+    sample.processes = Vec::new();
+    Ok(sample)
+}
+
+/// The fields before `container` in a record.
+#[derive(serde::Deserialize)]
+struct HostHead {
+    seq: u64,
+    unix_ns: u64,
+    mono_ns: u64,
+    clock_ticks_per_sec: u64,
+    page_size: u64,
+    host: HostSample,
+}
+
+/// The fields of `Sample` that [`decode_record_lean`] keeps; serde skips the others.
+#[derive(serde::Deserialize)]
+struct LeanSample {
+    seq: u64,
+    unix_ns: u64,
+    mono_ns: u64,
+    clock_ticks_per_sec: u64,
+    page_size: u64,
+    host: HostSample,
+    processes: Vec<LeanProcess>,
+}
+
+/// The fields of `ProcessSample` that [`decode_record_lean`] keeps.
+#[derive(serde::Deserialize)]
+struct LeanProcess {
+    pid: u32,
+    ppid: u32,
+    start_ticks: u64,
+    comm: std::sync::Arc<str>,
+    state: char,
+    utime_ticks: u64,
+    stime_ticks: u64,
+    num_threads: u64,
+    minflt: u64,
+    majflt: u64,
+    nice: i64,
+    vsize_bytes: u64,
+    resident_bytes: Option<u64>,
+    cmdline: Option<std::sync::Arc<[String]>>,
+}
+
 /// zstd level: 3 is zstd's default; measured in `examples/frame_cost.rs`.
 pub const DEFAULT_LEVEL: i32 = 3;
 
@@ -182,6 +305,73 @@ fn compress(level: i32, prefix: Option<&[u8]>, record: &[u8]) -> std::io::Result
 
 /// Upper bound on a decompressed record; a corrupt size cannot make us allocate more.
 pub const MAX_RECORD_LEN: usize = 1 << 30;
+
+/// Decompresses many frames in a row: one zstd context kept between frames, and the current
+/// chunk's key record prepared once as a dictionary (`ZSTD_createDDict`) for all of its deltas,
+/// where [`decompress_delta`] creates a context and loads the dictionary again for every frame.
+pub struct Decompressor {
+    dctx: zstd::zstd_safe::DCtx<'static>,
+    /// The key record prepared for the deltas of its chunk, and which key it is (any id the
+    /// caller chooses, e.g. its segment and offset).
+    key: Option<((usize, u64), zstd::zstd_safe::DDict<'static>)>,
+}
+
+impl std::fmt::Debug for Decompressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decompressor").field("key", &self.key.as_ref().map(|k| k.0)).finish()
+    }
+}
+
+impl Decompressor {
+    pub fn new() -> Result<Self, CodecError> {
+        let dctx = zstd::zstd_safe::DCtx::try_create()
+            .ok_or_else(|| CodecError::Decompress(std::io::Error::other("zstd: cannot create a context")))?;
+        Ok(Decompressor { dctx, key: None })
+    }
+
+    /// Whether the key record `id` is the one prepared.
+    pub fn has_key(&self, id: (usize, u64)) -> bool {
+        self.key.as_ref().is_some_and(|(k, _)| *k == id)
+    }
+
+    /// Prepares `record` (the raw key record `id`) as the dictionary of the following deltas.
+    pub fn set_key(&mut self, id: (usize, u64), record: &[u8]) -> Result<(), CodecError> {
+        self.key = None;
+        let ddict = zstd::zstd_safe::DDict::try_create(record)
+            .ok_or_else(|| CodecError::Decompress(std::io::Error::other("zstd: cannot prepare the key record")))?;
+        self.key = Some((id, ddict));
+        Ok(())
+    }
+
+    /// A key frame's payload, decompressed on its own.
+    pub fn key(&mut self, payload: &[u8]) -> Result<Vec<u8>, CodecError> {
+        let mut out = Vec::with_capacity(content_size(payload));
+        self.dctx.decompress(&mut out, payload).map_err(zstd_error)?;
+        Ok(out)
+    }
+
+    /// A delta frame's payload, against the key prepared with [`Decompressor::set_key`].
+    pub fn delta(&mut self, payload: &[u8]) -> Result<Vec<u8>, CodecError> {
+        let Some((_, ddict)) = &self.key else {
+            return Err(CodecError::Decompress(std::io::Error::other("a delta frame without its key")));
+        };
+        let mut out = Vec::with_capacity(content_size(payload));
+        self.dctx.decompress_using_ddict(&mut out, payload, ddict).map_err(zstd_error)?;
+        Ok(out)
+    }
+}
+
+/// The record size a frame declares, capped: a corrupt size cannot make us allocate more.
+fn content_size(payload: &[u8]) -> usize {
+    zstd::zstd_safe::get_frame_content_size(payload)
+        .ok()
+        .flatten()
+        .map_or(MAX_RECORD_LEN, |n| (n as usize).min(MAX_RECORD_LEN))
+}
+
+fn zstd_error(code: usize) -> CodecError {
+    CodecError::Decompress(std::io::Error::other(zstd::zstd_safe::get_error_name(code)))
+}
 
 pub fn decompress_key(payload: &[u8]) -> Result<Vec<u8>, CodecError> {
     decompress(payload, None)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use proctor_model::Sample;
 
-use crate::codec::{decode_event, decode_record, decompress_delta, decompress_key, CodecError, Event};
+use crate::codec::{decode_event, decode_record, decode_record_host, decode_record_lean, decompress_key, CodecError, Decompressor, Event};
 use crate::frame::{check_payload, FrameKind, HEADER_LEN};
 use crate::segment::{list_segments, walk, Check, FrameRef, SegmentInfo};
 use crate::{check_dir, StoreError};
@@ -39,9 +39,11 @@ pub struct ReadReport {
 pub struct Reader {
     segments: Vec<SegmentInfo>,
     report: ReadReport,
-    /// The key record last decompressed: (segment, offset, raw record), reused by the deltas
-    /// of its chunk.
-    key_cache: Option<(usize, u64, Vec<u8>)>,
+    /// zstd's context and the key record last decompressed, prepared for the deltas of its
+    /// chunk (created at the first sample read).
+    decompressor: Option<Decompressor>,
+    /// The segment last read from, kept open (reads go through it in order).
+    file: Option<(usize, File)>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -53,7 +55,7 @@ impl std::fmt::Debug for Reader {
 impl Reader {
     pub fn open(dir: &Path) -> Result<Reader, StoreError> {
         check_dir(dir)?;
-        Ok(Reader { segments: list_segments(dir)?, report: ReadReport::default(), key_cache: None })
+        Ok(Reader { segments: list_segments(dir)?, report: ReadReport::default(), decompressor: None, file: None })
     }
 
     pub fn segments(&self) -> &[SegmentInfo] {
@@ -115,10 +117,27 @@ impl Reader {
 
     /// Decodes one frame; `None` (and a line in the report) if it fails its CRC or decoding.
     pub fn read(&mut self, frame: &StoredFrame) -> Option<Sample> {
-        let path = self.segments[frame.segment].path.clone();
-        match self.try_read(frame) {
+        self.read_with(frame, decode_record)
+    }
+
+    /// Decodes one frame for a summary over many samples: without the container part, the
+    /// processes' `status`, `io`, PSS and cgroup readings, and the cycle's cost (see
+    /// [`decode_record_lean`]); `None` (and a line in the report) if it fails.
+    pub fn read_lean(&mut self, frame: &StoredFrame) -> Option<Sample> {
+        self.read_with(frame, decode_record_lean)
+    }
+
+    /// Decodes only a frame's clocks and host part (see [`decode_record_host`]): the sample
+    /// has no processes. `None` (and a line in the report) if it fails.
+    pub fn read_host(&mut self, frame: &StoredFrame) -> Option<Sample> {
+        self.read_with(frame, decode_record_host)
+    }
+
+    fn read_with(&mut self, frame: &StoredFrame, decode: fn(u8, &[u8]) -> Result<Sample, CodecError>) -> Option<Sample> {
+        match self.try_read_with(frame, decode) {
             Ok(sample) => Some(sample),
             Err(err) => {
+                let path = self.segments[frame.segment].path.clone();
                 self.report.bad_frames.push((path, frame.frame.offset, err.to_string()));
                 None
             }
@@ -153,31 +172,44 @@ impl Reader {
 
     /// Decodes one sample frame, with the error.
     pub fn try_read(&mut self, frame: &StoredFrame) -> Result<Sample, StoreError> {
+        self.try_read_with(frame, decode_record)
+    }
+
+    fn try_read_with(&mut self, frame: &StoredFrame, decode: fn(u8, &[u8]) -> Result<Sample, CodecError>) -> Result<Sample, StoreError> {
         let segment = frame.segment;
         let path = self.segments[segment].path.clone();
         let f = frame.frame;
         if !f.header.kind.is_sample() {
             return Err(StoreError::BadFrame { path, offset: f.offset, reason: "an event frame read as a sample" });
         }
-        let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
-        let payload = read_checked(&file, &path, &f)?;
+        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
+        if self.file.as_ref().is_none_or(|(s, _)| *s != segment) {
+            self.file = None;
+            let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+            self.file = Some((segment, file));
+        }
+        let file = &self.file.as_ref().expect("opened above").1;
+        let payload = read_checked(file, &path, &f)?;
+        if self.decompressor.is_none() {
+            self.decompressor = Some(Decompressor::new().map_err(codec)?);
+        }
+        let decompressor = self.decompressor.as_mut().expect("created above");
         let record = match f.header.kind {
-            FrameKind::Key => decompress_key(&payload).map_err(|source| StoreError::Codec { path: path.clone(), offset: f.offset, source })?,
+            FrameKind::Key => {
+                let record = decompressor.key(&payload).map_err(codec)?;
+                decompressor.set_key((segment, f.offset), &record).map_err(codec)?;
+                record
+            }
             FrameKind::Delta => {
-                let cached = matches!(&self.key_cache, Some((s, o, _)) if *s == segment && *o == f.key_offset);
-                if !cached {
-                    let key = walk_key(&file, &path, f.key_offset)?;
-                    self.key_cache = Some((segment, f.key_offset, key));
+                if !decompressor.has_key((segment, f.key_offset)) {
+                    let key = walk_key(file, &path, f.key_offset)?;
+                    decompressor.set_key((segment, f.key_offset), &key).map_err(codec)?;
                 }
-                let key = &self.key_cache.as_ref().expect("filled above").2;
-                decompress_delta(&payload, key).map_err(|source| StoreError::Codec { path: path.clone(), offset: f.offset, source })?
+                decompressor.delta(&payload).map_err(codec)?
             }
             FrameKind::Probe | FrameKind::Statsd => unreachable!("checked above"),
         };
-        if f.header.kind == FrameKind::Key {
-            self.key_cache = Some((segment, f.offset, record.clone()));
-        }
-        decode_record(f.header.version, &record).map_err(|source| StoreError::Codec { path, offset: f.offset, source })
+        decode(f.header.version, &record).map_err(codec)
     }
 
     /// The last sample at or before `unix_ns`, and the sample before it when both come from

@@ -128,7 +128,14 @@ impl Backend for RecordBackend {
     }
 
     fn flush(&mut self, data: &FlushData, _now_seconds: u64) -> Result<(), BackendError> {
-        let flush = statsd_flush(data);
+        let mut flush = statsd_flush(data);
+        // The flush's own timestamp is whole seconds, rounded as Etsy's `Math.round(Date.now()
+        // / 1000)` is: up to half a second off either way, as much as a short flush interval.
+        // This backend runs right after the flush is computed, so the clock read here is the
+        // flush's time to the microsecond.
+        if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            flush.unix_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        }
         try_send(&self.sender.queue, &self.sender.counts, flush.unix_ns, Event::Statsd(flush));
         Ok(())
     }

@@ -57,6 +57,14 @@ pub struct Args {
     /// Points per series in the plots (buckets keep each one's mean and max).
     #[arg(long, default_value_t = 600)]
     pub points: usize,
+    /// Read the processes of at most this many samples, evenly spread (the first and last
+    /// included); the others give host series only. Process CPU is then the counters'
+    /// difference between those samples: exact for processes that lived through them, but one
+    /// that started and ended between two is missed, and RSS peaks are over those samples.
+    /// The report says when this applied. 0 reads every sample's processes (a day at 1 s with
+    /// ~600 processes then takes minutes; see bench/report/run.sh).
+    #[arg(long, value_name = "N", default_value_t = 7200)]
+    pub process_samples: usize,
     /// Processes in each top list.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -95,20 +103,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if frames.is_empty() {
         bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
     }
-    let config = RangeConfig { from_ns: from, to_ns: to, max_points: args.points.max(1), top: args.top, keep_points: true };
+    // Latencies first: each sample's values are kept only when there is something to line
+    // them up with (a day at 1 s is 86,400 points of 23 values).
+    let mut bad_frames = 0;
+    let (latencies, source) = latencies(&args, from, to, &mut bad_frames)?;
+    let keep_points = !latencies.is_empty();
+    let config = RangeConfig { from_ns: from, to_ns: to, max_points: args.points.max(1), top: args.top, keep_points };
     let mut builder = RangeBuilder::new(config);
-    for frame in &frames {
-        if let Some(sample) = reader.read(frame) {
-            builder.push(sample);
+    // Parsing a record's processes is nearly all of a report's time (a 600-process record is
+    // ~300 KB of JSON, the host part ~2 %): read them from every `stride`-th sample only.
+    let stride = match args.process_samples {
+        0 => 1,
+        n => frames.len().div_ceil(n).max(1),
+    };
+    let last = frames.len() - 1;
+    for (i, frame) in frames.iter().enumerate() {
+        if i % stride == 0 || i == last {
+            // Lean: without the per-process status, io, PSS and cgroup readings and the cost,
+            // which a range summary does not use.
+            if let Some(sample) = reader.read_lean(frame) {
+                builder.push(sample);
+            }
+        } else if let Some(sample) = reader.read_host(frame) {
+            builder.push_host(sample);
         }
     }
-    let mut bad_frames = reader.report().bad_frames.len();
+    bad_frames += reader.report().bad_frames.len();
     for (path, offset, why) in &reader.report().bad_frames {
         eprintln!("proctor report: skipped the frame at {}:{offset}: {why}", path.display());
     }
+    drop(frames);
     let summary = builder.finish();
-
-    let (latencies, source) = latencies(&args, from, to, &mut bad_frames)?;
     let correlation = (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
 
     let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
@@ -143,22 +168,7 @@ fn latencies(args: &Args, from: u64, to: u64, bad_frames: &mut usize) -> anyhow:
         return Ok((points, Some(format!("probe results from {}", names.join(", ")))));
     }
     if let Some(key) = &args.timer {
-        let dir = args.dir.join(STATSD_STREAM);
-        if !dir.is_dir() {
-            bail!("--timer: no statsd stream in {} (record one with `proctor statsd --record` or `proctor serve --statsd`)", args.dir.display());
-        }
-        let mut reader = Reader::open(&dir)?;
-        let mut points = Vec::new();
-        for frame in reader.event_frames(from, to)? {
-            let Some(Event::Statsd(flush)) = reader.read_event(&frame) else { continue };
-            let Some(timer) = flush.timers.iter().find(|t| &t.key == key) else { continue };
-            let Some(ms) = timer.stat(&args.timer_stat).or_else(|| timer.stat("mean")) else { continue };
-            // A flush covers the interval before it: its point is the interval's middle.
-            let unix_ns = flush.unix_ns.saturating_sub(flush.interval_ms * 500_000);
-            points.push(LatencyPoint { unix_ns, latency_ns: ms * 1e6 });
-        }
-        *bad_frames += reader.report().bad_frames.len();
-        return Ok((points, Some(format!("statsd timer {key} ({} per flush, else mean)", args.timer_stat))));
+        return timer_latencies(args, key, from, to, bad_frames);
     }
     let dir = args.dir.join(PROBE_STREAM);
     if !dir.is_dir() {
@@ -176,6 +186,79 @@ fn latencies(args: &Args, from: u64, to: u64, bad_frames: &mut usize) -> anyhow:
     let source = (!points.is_empty()).then(|| format!("probe results recorded in {}", dir.display()));
     Ok((points, source))
 }
+
+/// One point per statsd flush that has `key` with values: the chosen statistic (else the mean)
+/// as the latency. A key the stream never had in the range is an error naming the keys it did
+/// have, not an empty report.
+fn timer_latencies(args: &Args, key: &str, from: u64, to: u64, bad_frames: &mut usize) -> anyhow::Result<(Vec<LatencyPoint>, Option<String>)> {
+    let dir = args.dir.join(STATSD_STREAM);
+    if !dir.is_dir() {
+        bail!("--timer: no statsd stream in {} (record one with `proctor statsd --record` or `proctor serve --statsd`)", args.dir.display());
+    }
+    let mut reader = Reader::open(&dir)?;
+    // A flush's frame carries its time, the end of the interval it covers.
+    let frames = reader.event_frames(from, to.saturating_add(FLUSH_LOOKAHEAD_NS))?;
+    let mut points = Vec::new();
+    let (mut flushes, mut fell_back) = (0u64, 0u64);
+    let mut other_keys = std::collections::BTreeSet::new();
+    for frame in &frames {
+        let Some(Event::Statsd(flush)) = reader.read_event(frame) else { continue };
+        flushes += 1;
+        let Some(timer) = flush.timers.iter().find(|t| t.key == key) else {
+            if other_keys.len() < 20 {
+                other_keys.extend(flush.timers.iter().take(20).map(|t| t.key.clone()));
+            }
+            continue;
+        };
+        let ms = match timer.stat(&args.timer_stat) {
+            Some(ms) => ms,
+            None => match timer.stat("mean") {
+                Some(ms) => {
+                    fell_back += 1;
+                    ms
+                }
+                // An idle timer is flushed with its count only: no latency in that interval.
+                None => continue,
+            },
+        };
+        // The values arrived during the interval before the flush, each when its operation
+        // ended (statsd clients send a timing when it is done): the operations' midpoints sit
+        // about half a latency before the interval's middle, which is what the correlation
+        // matches (a point's midpoint is its start plus half its latency).
+        let middle = flush.unix_ns.saturating_sub(flush.interval_ms.saturating_mul(500_000));
+        let latency_ns = ms * 1e6;
+        if !latency_ns.is_finite() || latency_ns < 0.0 {
+            continue;
+        }
+        let unix_ns = middle.saturating_sub(latency_ns as u64);
+        if (from..=to).contains(&middle) {
+            points.push(LatencyPoint { unix_ns, latency_ns });
+        }
+    }
+    *bad_frames += reader.report().bad_frames.len();
+    if points.is_empty() {
+        let keys: Vec<String> = other_keys.into_iter().take(20).collect();
+        bail!(
+            "--timer {key}: no flush between {} and {} in {} has values for it ({flushes} flushes read; timers in them: {})",
+            format_utc(from),
+            format_utc(to),
+            dir.display(),
+            if keys.is_empty() { "none".to_string() } else { keys.join(", ") }
+        );
+    }
+    let stat = if fell_back == 0 {
+        args.timer_stat.clone()
+    } else {
+        format!("{} ({} of {} flushes had none: their mean)", args.timer_stat, fell_back, points.len())
+    };
+    let source = format!("statsd timer {key}, {stat} per flush, {} flushes", points.len());
+    Ok((points, Some(source)))
+}
+
+/// How far past `--to` flushes are read: a flush is stamped at the end of its interval, so one
+/// whose interval's middle is in the range may come later (statsd flushes every 10 s by default;
+/// an interval over two minutes long may lose its last flush).
+const FLUSH_LOOKAHEAD_NS: u64 = 60 * 1_000_000_000;
 
 fn latency_of(record: &proctor_probe::RequestRecord) -> Option<LatencyPoint> {
     record.has_response().then_some(LatencyPoint { unix_ns: record.sent_unix_ns, latency_ns: record.total_ns as f64 })
@@ -230,6 +313,13 @@ fn print_text(summary: &RangeSummary, correlation: Option<&Correlation>, source:
         let mean = s.points.iter().map(|p| p.mean * f64::from(p.count)).sum::<f64>() / f64::from(count.max(1));
         let max = s.points.iter().map(|p| p.max).fold(f64::MIN, f64::max);
         writeln!(out, "{:<14} mean {:>12}  max {:>12}", s.name, plot::human(mean, s.unit), plot::human(max, s.unit))?;
+    }
+    if summary.process_samples < summary.samples {
+        writeln!(
+            out,
+            "processes  read from {} of the {} samples (--process-samples): CPU between them is exact for processes that lived through them; processes that lived only between two are missed; RSS peaks are over those samples",
+            summary.process_samples, summary.samples
+        )?;
     }
     writeln!(out, "\ntop processes by CPU time inside the range")?;
     writeln!(out, "{:>8} {:>10} {:>8} {:<16} COMMAND", "PID", "CPU_S", "SAMPLES", "NAME")?;

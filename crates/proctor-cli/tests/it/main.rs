@@ -4,6 +4,7 @@ mod record;
 mod report;
 mod replay;
 mod serve_record;
+mod statsd_report;
 
 use std::process::{Child, Command, Output, Stdio};
 

@@ -142,11 +142,16 @@ fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
     let without = report(data.path(), control, &["--probe", control_file.to_str().expect("utf-8")]);
     assert!(without["latency_source"].as_str().expect("source").contains("control.jsonl"));
     let psi_without = series(&without, "psi.cpu.some")["spearman"].as_f64();
-    let busy_without = series(&without, "cpu.busy")["spearman"].as_f64();
     // The same slowdown without a burner: CPU must move with it less than with the burner
     // (on a quiet machine it does not move at all; other load here can only add noise).
     assert!(psi_without < psi_with, "psi.cpu.some rho without burner {psi_without:?} vs with {psi_with:?}");
-    assert!(busy_without < busy_with["spearman"].as_f64(), "cpu.busy rho without burner {busy_without:?} vs with {}", busy_with["spearman"]);
+    // And no CPU series moves with it as much as the best one did with the burners. Compared
+    // as the best of the CPU series rather than cpu.busy alone: with the test binary's other
+    // tests loading both cores, cpu.busy sits near 100 % in both runs and its rho in either is
+    // noise around 0, so "busy lower without" would be a coin toss; PSI does not saturate.
+    let best_cpu = |report: &serde_json::Value| CPU.iter().filter_map(|name| series(report, name)["spearman"].as_f64()).fold(f64::MIN, f64::max);
+    let (best_with, best_without) = (best_cpu(&with), best_cpu(&without));
+    assert!(best_without < best_with, "best CPU rho without burner {best_without} vs with {best_with} (cpu.busy with: {busy_with})");
 
     // Top processes: the burners used CPU inside the range.
     let burners = with["summary"]["top_cpu"].as_array().expect("top").iter().filter(|p| p["cmdline"].as_str().is_some_and(|c| c.contains("while :"))).count();

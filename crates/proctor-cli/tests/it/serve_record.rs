@@ -16,9 +16,9 @@ use proctor_store::{Reader, StoreConfig, Writer};
 
 use super::{http_get, Guard};
 
-struct Served {
-    child: Guard,
-    addr: String,
+pub(super) struct Served {
+    pub(super) child: Guard,
+    pub(super) addr: String,
     /// Everything serve printed on stderr up to and including its address.
     early_stderr: String,
     stderr: BufReader<ChildStderr>,
@@ -26,7 +26,7 @@ struct Served {
 
 /// Starts `proctor serve` at 100 ms with HOME and XDG_STATE_HOME set as given (never the
 /// caller's), and waits for its address.
-fn serve(home: &Path, xdg_state_home: Option<&Path>, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Served {
+pub(super) fn serve(home: &Path, xdg_state_home: Option<&Path>, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Served {
     let mut command = Command::new(env!("CARGO_BIN_EXE_proctor"));
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms", "--pss-budget", "0"])
@@ -77,7 +77,7 @@ impl Served {
     }
 
     /// SIGTERM, then the exit status and the rest of stderr.
-    fn stop(mut self) -> (std::process::ExitStatus, String) {
+    pub(super) fn stop(mut self) -> (std::process::ExitStatus, String) {
         use std::io::Read;
         // SAFETY: SIGTERM to the pid we started.
         unsafe { libc::kill(self.child.0.id() as i32, libc::SIGTERM) };

@@ -107,6 +107,52 @@ fn samples_round_trip_through_key_and_delta_frames() {
     assert_eq!(back[3].cost.errors.get(&("process.io", "permission")), Some(&3));
 }
 
+/// A lean read keeps the clocks, the host part and each process's `stat` fields and command
+/// line exactly, and builds none of what a range summary does not read.
+#[test]
+fn lean_reads_keep_stat_fields_and_command_lines_and_leave_the_rest_out() {
+    let full = |seq: u64| {
+        let mut s = sample(seq, 20);
+        for p in &mut s.processes {
+            p.status = Some(proctor_model::StatusReading { rss_anon_bytes: Some(4096 * seq), ..Default::default() });
+        }
+        s
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    for seq in 0..10 {
+        writer.append(&full(seq)).expect("append");
+    }
+    drop(writer);
+    let mut reader = Reader::open(dir.path()).expect("open reader");
+    let frames = reader.all_frames().expect("frames");
+    assert_eq!(frames.len(), 10);
+    for (seq, frame) in frames.iter().enumerate() {
+        let lean = reader.read_lean(frame).expect("lean read");
+        let mut expected = full(seq as u64);
+        for p in &mut expected.processes {
+            p.status = None;
+            p.cgroup = None;
+        }
+        expected.cost = SampleCost::default();
+        assert_eq!(json(&lean), json(&expected), "sample {seq}");
+        // The full read of the same frame still has everything.
+        assert_eq!(json(&reader.read(frame).expect("read")), json(&full(seq as u64)), "sample {seq}");
+        // A host read: the clocks and host part alone.
+        let host = reader.read_host(frame).expect("host read");
+        expected.processes.clear();
+        assert_eq!(json(&host), json(&expected), "sample {seq}");
+    }
+    assert!(reader.report().bad_frames.is_empty());
+    // And the committed version-1 store reads lean too.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-store");
+    let mut reader = Reader::open(&dir).expect("open v1");
+    let frames = reader.all_frames().expect("frames");
+    let lean: Vec<Sample> = frames.iter().filter_map(|f| reader.read_lean(f)).collect();
+    assert_eq!(seqs(&lean), (0..6).collect::<Vec<_>>());
+    assert!(lean.iter().all(|s| s.processes.len() == 20 && s.processes.iter().all(|p| p.cmdline.is_some() && p.cgroup.is_none())));
+}
+
 #[test]
 fn delta_frames_are_much_smaller_than_key_frames() {
     let dir = tempfile::tempdir().expect("tempdir");
