@@ -127,7 +127,10 @@ class JupyterServer:
         wait_for(lambda: os.path.exists(path), "the kernel's connection file", 30)
         client = BlockingKernelClient(connection_file=path)
         client.load_connection_file()
-        client.start_channels()
+        # No heartbeat channel: its 1 s time-to-dead declares a busy kernel dead on a loaded
+        # 2-core machine ("Kernel died before replying to kernel_info", seen in a run at load
+        # 7); without it the client waits for the kernel_info reply alone, up to the timeout.
+        client.start_channels(hb=False)
         client.wait_for_ready(timeout=60)
         self.clients.append(client)
         return client
