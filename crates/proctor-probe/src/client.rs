@@ -402,13 +402,21 @@ fn describe_handshake_error(err: &std::io::Error, tls: &TlsConfig) -> String {
 }
 
 /// Reads what is available, with the socket's timeout set to what is left of the deadline.
+///
+/// `SO_RCVTIMEO` can expire a little before our monotonic deadline (seen: 21 µs early on a
+/// 200 ms timeout), so a timeout before the deadline re-arms with what is left: a request is
+/// classed `timeout` only once its deadline has really passed.
 fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Result<usize, Option<Failure>> {
-    let remaining = remaining(deadline)?;
-    stream.tcp().set_read_timeout(Some(remaining)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
+    let left = remaining(deadline)?;
+    stream.tcp().set_read_timeout(Some(left)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
     loop {
         match stream.read(buffer) {
             Ok(read) => return Ok(read),
             Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) && Instant::now() < deadline => {
+                let left = remaining(deadline)?;
+                stream.tcp().set_read_timeout(Some(left)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
+            }
             Err(err) if err.kind() == ErrorKind::UnexpectedEof && matches!(stream, Stream::Tls(_)) => {
                 return Err(Some(failure(ErrorClass::Tls, format!("peer closed without close_notify: {err}"))))
             }
