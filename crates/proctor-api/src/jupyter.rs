@@ -6,6 +6,8 @@
 //! `CPU_LIMIT`. Here the figures come from the latest snapshot, the memory limit is the
 //! smallest cgroup limit on the path (else the host's memory), the CPU limit and `cpu_count`
 //! are the effective CPUs, and `warn` compares like with like (see [`jupyter_metrics`]).
+//! [`kernel_usage`] answers the kernel panel's request the same way, from the snapshot.
+//! Nothing here reads a file: the module only derives JSON shapes from a [`Snapshot`].
 
 use proctor_model::build_tree;
 use serde::Serialize;
@@ -16,6 +18,15 @@ use crate::agent::Snapshot;
 pub struct JupyterConfig {
     /// Root of the tree (the Jupyter server's pid).
     pub pid: u32,
+    /// Memory limit shown, in bytes (their `mem_limit`); `None`: the container's (the smallest
+    /// cgroup limit on the path, else the host's memory).
+    pub mem_limit_bytes: Option<u64>,
+    /// CPU limit shown, in CPUs (their `cpu_limit`); `None`: the effective CPUs.
+    pub cpu_limit: Option<f64>,
+    /// Their `track_cpu_percent`: adds `cpu_percent`, `cpu_count` and `limits.cpu`.
+    pub track_cpu_percent: bool,
+    /// Their `track_disk_usage`: adds `disk_used`, `disk_total` and `limits.disk`.
+    pub track_disk_usage: bool,
     /// Warn when free memory under the limit falls below this share of it (their default 0.1).
     pub mem_warning_threshold: f64,
     pub cpu_warning_threshold: f64,
@@ -23,21 +34,33 @@ pub struct JupyterConfig {
 }
 
 impl JupyterConfig {
+    /// What `proctor serve` answers: container-true limits, CPU and disk tracked.
     pub fn new(pid: u32) -> Self {
-        Self { pid, mem_warning_threshold: 0.1, cpu_warning_threshold: 0.1, disk_warning_threshold: 0.1 }
+        Self {
+            pid,
+            mem_limit_bytes: None,
+            cpu_limit: None,
+            track_cpu_percent: true,
+            track_disk_usage: true,
+            mem_warning_threshold: 0.1,
+            cpu_warning_threshold: 0.1,
+            disk_warning_threshold: 0.1,
+        }
     }
 }
 
 /// Field order follows theirs: `rss`, `limits`, `pss`, `cpu_percent`, `cpu_count`, `disk_used`,
-/// `disk_total`.
+/// `disk_total`. Optional fields are left out exactly when theirs leaves them out.
 #[derive(Debug, Serialize, PartialEq)]
 pub struct JupyterMetrics {
     pub rss: u64,
     pub limits: Limits,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pss: Option<u64>,
-    pub cpu_percent: f64,
-    pub cpu_count: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_count: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_used: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,7 +70,8 @@ pub struct JupyterMetrics {
 #[derive(Debug, Serialize, PartialEq)]
 pub struct Limits {
     pub memory: MemoryLimit,
-    pub cpu: CpuLimit,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuLimit>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskLimit>,
 }
@@ -56,20 +80,24 @@ pub struct Limits {
 pub struct MemoryLimit {
     pub rss: u64,
     pub pss: u64,
-    pub warn: bool,
+    /// Theirs leaves it out when the limit is 0 or the threshold is 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warn: Option<bool>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
 pub struct CpuLimit {
     /// In CPUs, as their `cpu_limit` (1.5 = one and a half CPUs).
     pub cpu: f64,
-    pub warn: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warn: Option<bool>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
 pub struct DiskLimit {
     pub disk: u64,
-    pub warn: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warn: Option<bool>,
 }
 
 /// `None` when the root pid is not in the snapshot (it exited).
@@ -88,32 +116,113 @@ pub fn jupyter_metrics(s: &Snapshot, config: &JupyterConfig) -> Option<JupyterMe
     let pss = tree.total.pss_bytes.filter(|_| all_pss_known);
     let cpu_percent = tree.total.cpu_percent.unwrap_or(0.0);
     let truth = &s.truth;
-    let effective = truth.effective_cpus.unwrap_or(1.0);
+    let effective = config.cpu_limit.or(truth.effective_cpus).unwrap_or(1.0);
     let cpu_count = truth.effective_cpus_ceil.unwrap_or(1);
-    let memory_limit = truth.memory_limit_bytes.unwrap_or(0);
+    let memory_limit = config.mem_limit_bytes.or(truth.memory_limit_bytes).unwrap_or(0);
     let used = pss.unwrap_or(rss);
-    let mem_warn = memory_limit > 0
-        && config.mem_warning_threshold != 0.0
-        && (memory_limit as f64 - used as f64) < memory_limit as f64 * config.mem_warning_threshold;
-    let cpu_capacity = effective * 100.0;
-    let cpu_warn =
-        config.cpu_warning_threshold != 0.0 && (cpu_capacity - cpu_percent) < cpu_capacity * config.cpu_warning_threshold;
-    let disk = s.disk.map(|d| DiskLimit {
-        disk: d.total_bytes,
-        warn: config.disk_warning_threshold != 0.0
-            && ((d.total_bytes - d.used_bytes.min(d.total_bytes)) as f64) < d.total_bytes as f64 * config.disk_warning_threshold,
+    let mem_warn = (memory_limit > 0 && config.mem_warning_threshold != 0.0).then(|| {
+        (memory_limit as f64 - used as f64) < memory_limit as f64 * config.mem_warning_threshold
     });
+    let cpu = (config.track_cpu_percent && effective != 0.0).then(|| {
+        let capacity = effective * 100.0;
+        CpuLimit {
+            cpu: effective,
+            warn: (config.cpu_warning_threshold != 0.0)
+                .then(|| (capacity - cpu_percent) < capacity * config.cpu_warning_threshold),
+        }
+    });
+    let disk = s.disk.filter(|_| config.track_disk_usage);
     Some(JupyterMetrics {
         rss,
         limits: Limits {
             memory: MemoryLimit { rss: memory_limit, pss: memory_limit, warn: mem_warn },
-            cpu: CpuLimit { cpu: effective, warn: cpu_warn },
-            disk,
+            cpu,
+            disk: disk.map(|d| DiskLimit {
+                disk: d.total_bytes,
+                warn: (config.disk_warning_threshold != 0.0).then(|| {
+                    ((d.total_bytes - d.used_bytes.min(d.total_bytes)) as f64)
+                        < d.total_bytes as f64 * config.disk_warning_threshold
+                }),
+            }),
         },
         pss,
-        cpu_percent,
-        cpu_count,
-        disk_used: s.disk.map(|d| d.used_bytes),
-        disk_total: s.disk.map(|d| d.total_bytes),
+        cpu_percent: config.track_cpu_percent.then_some(cpu_percent),
+        cpu_count: config.track_cpu_percent.then_some(cpu_count),
+        disk_used: disk.map(|d| d.used_bytes),
+        disk_total: disk.map(|d| d.total_bytes),
+    })
+}
+
+/// The `content` of ipykernel's `usage_reply`, which jupyter-resource-usage's kernel panel
+/// shows (`/api/metrics/v1/kernel_usage/get_usage/<id>`), answered for the kernel's process
+/// tree from the snapshot instead of by asking the kernel over its control channel.
+/// Field order follows ipykernel 6/7's reply; `host_usage_flag` is added by the caller, as
+/// jupyter-resource-usage adds it.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct KernelUsage {
+    pub hostname: String,
+    pub pid: u32,
+    /// Percent of one CPU, summed over the kernel's tree (psutil's `cpu_percent()` sum).
+    pub kernel_cpu: f64,
+    /// PSS of the tree when every member's is known, else its RSS (ipykernel sums PSS).
+    pub kernel_memory: u64,
+    /// Left out when unknown, as ipykernel leaves out psutil's first 0.0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cpu_percent: Option<f64>,
+    /// Effective CPUs rounded up (ipykernel reports the host's logical CPUs).
+    pub cpu_count: u32,
+    pub host_virtual_memory: HostVirtualMemory,
+}
+
+/// psutil's `virtual_memory()` on Linux, from `/proc/meminfo` as psutil derives it.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct HostVirtualMemory {
+    pub total: u64,
+    pub available: u64,
+    pub percent: f64,
+    pub used: u64,
+    pub free: u64,
+    pub active: u64,
+    pub inactive: u64,
+    pub buffers: u64,
+    pub cached: u64,
+    pub shared: u64,
+    pub slab: u64,
+}
+
+/// `None` when `pid` is not in the snapshot.
+pub fn kernel_usage(s: &Snapshot, pid: u32, hostname: &str) -> Option<KernelUsage> {
+    let tree = build_tree(&s.rows, pid)?;
+    let all_pss_known = tree.total.pss_known == tree.total.processes;
+    let kernel_memory = tree.total.pss_bytes.filter(|_| all_pss_known).unwrap_or(tree.total.rss_bytes);
+    let m = s.sample.host.meminfo.unwrap_or_default();
+    let total = m.total_bytes.unwrap_or(0);
+    let free = m.free_bytes.unwrap_or(0);
+    let available = m.available_bytes.unwrap_or(free);
+    let buffers = m.buffers_bytes.unwrap_or(0);
+    // psutil: cached = Cached + SReclaimable; used = total - free - buffers - cached.
+    let cached = m.cached_bytes.unwrap_or(0) + m.sreclaimable_bytes.unwrap_or(0);
+    let used = total.saturating_sub(free).saturating_sub(buffers).saturating_sub(cached);
+    let percent = if total > 0 { ((total - available.min(total)) as f64 / total as f64 * 1000.0).round() / 10.0 } else { 0.0 };
+    Some(KernelUsage {
+        hostname: hostname.to_string(),
+        pid,
+        kernel_cpu: tree.total.cpu_percent.unwrap_or(0.0),
+        kernel_memory,
+        host_cpu_percent: s.host.cpu.map(|c| c.busy).filter(|&b| b != 0.0),
+        cpu_count: s.truth.effective_cpus_ceil.unwrap_or(1),
+        host_virtual_memory: HostVirtualMemory {
+            total,
+            available,
+            percent,
+            used,
+            free,
+            active: m.active_bytes.unwrap_or(0),
+            inactive: m.inactive_bytes.unwrap_or(0),
+            buffers,
+            cached,
+            shared: m.shmem_bytes.unwrap_or(0),
+            slab: m.slab_bytes.unwrap_or(0),
+        },
     })
 }

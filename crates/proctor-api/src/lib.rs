@@ -7,20 +7,27 @@
 //! thread of its own, fed over a bounded queue that drops (and counts) rather than waits.
 //! No handler reads `/proc` or waits on the sampler, so a slow read can delay the next sample
 //! but never a response. Nothing here changes the host: every route is a GET.
+//!
+//! The HTTP parts (`router`, `assets`, [`serve`]) are behind the default `http` feature; without
+//! it the crate is the agent and the JSON shapes, which is what the Python package embeds.
 
 pub mod agent;
+#[cfg(feature = "http")]
 pub mod assets;
 pub mod history;
 pub mod jupyter;
 pub mod prom;
 pub mod record;
+#[cfg(feature = "http")]
 pub mod router;
 pub mod wire;
 
 pub use agent::{Agent, AgentConfig, Shared, Snapshot};
 pub use record::{Recording, RecordingStatus};
+#[cfg(feature = "http")]
 pub use router::{router, ApiConfig, ExtraMetrics};
 
+#[cfg(feature = "http")]
 /// Serves `app` on an already-bound listener until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
