@@ -33,6 +33,7 @@ import json
 import math
 import multiprocessing
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -73,6 +74,15 @@ def load():
         avg = " ".join(f.read().split()[:3])
     return (f"{nproc} processes on the host, {len(os.sched_getaffinity(0))} CPUs usable "
             f"({os.cpu_count()} online), loadavg {avg}")
+
+
+def shell_word(arg):
+    """`arg` as a shell word a reader can paste: bare, in double quotes, or shlex-quoted."""
+    if shlex.quote(arg) == arg:
+        return arg
+    if not any(c in arg for c in '"$`\\!'):
+        return f'"{arg}"'
+    return shlex.quote(arg)
 
 
 def free_port():
@@ -275,7 +285,7 @@ def run_extension(ext):
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log_path, "w"))
     started.append(server)
     print(f"   server: python -c \"$(bench/lib/jupyter_tree.py's TREE_THEN_JUPYTER)\" {SHARED_MIB << 20} {CHILDREN} "
-          + " ".join(f"'{a}'" if "{" in a else a for a in argv))
+          + " ".join(map(shell_word, argv)))
     try:
         wait_json(port, "/api/status", 300, server)
     except SystemExit:
