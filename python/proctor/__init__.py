@@ -128,7 +128,7 @@ class Sampler:
 
     def tree(self, pid: Optional[int] = None) -> Dict[str, Any]:
         """The process tree under ``pid`` (default: the root) in the latest sample:
-        ``processes`` (depth-first rows with ``depth`` and ``process``) and ``total``
+        ``processes`` (depth-first rows: ``depth`` and the process's fields, ``pid``, ``ppid``, ``comm``, ``rss_bytes``, …) and ``total``
         (``rss_bytes``, ``pss_bytes`` when known for every member, ``cpu_percent`` of one
         CPU, …). Raises ``ProcessLookupError`` when ``pid`` is not in the latest sample."""
         pid = self.root_pid if pid is None else pid

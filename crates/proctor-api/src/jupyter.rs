@@ -120,15 +120,14 @@ pub fn jupyter_metrics(s: &Snapshot, config: &JupyterConfig) -> Option<JupyterMe
     let cpu_count = truth.effective_cpus_ceil.unwrap_or(1);
     let memory_limit = config.mem_limit_bytes.or(truth.memory_limit_bytes).unwrap_or(0);
     let used = pss.unwrap_or(rss);
-    let mem_warn = (memory_limit > 0 && config.mem_warning_threshold != 0.0).then(|| {
-        (memory_limit as f64 - used as f64) < memory_limit as f64 * config.mem_warning_threshold
-    });
+    let mem_warn = (memory_limit > 0 && config.mem_warning_threshold != 0.0)
+        .then_some((memory_limit as f64 - used as f64) < memory_limit as f64 * config.mem_warning_threshold);
     let cpu = (config.track_cpu_percent && effective != 0.0).then(|| {
         let capacity = effective * 100.0;
         CpuLimit {
             cpu: effective,
             warn: (config.cpu_warning_threshold != 0.0)
-                .then(|| (capacity - cpu_percent) < capacity * config.cpu_warning_threshold),
+                .then_some((capacity - cpu_percent) < capacity * config.cpu_warning_threshold),
         }
     });
     let disk = s.disk.filter(|_| config.track_disk_usage);
@@ -225,4 +224,125 @@ pub fn kernel_usage(s: &Snapshot, pid: u32, hostname: &str) -> Option<KernelUsag
             slab: m.slab_bytes.unwrap_or(0),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proctor_procfs::system::DiskUsage;
+
+    /// A snapshot of this machine with processes, this test process among them.
+    fn snapshot() -> Snapshot {
+        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+            pss_budget: 0.0,
+            cmdline: false,
+            ..proctor_sampler::SamplerConfig::default()
+        });
+        let sample = sampler.sample();
+        let truth = proctor_model::container_truth(&sample);
+        let rows = proctor_model::process_rows(
+            &sample,
+            None,
+            proctor_model::RowContext { effective_cpus: truth.effective_cpus },
+        );
+        Snapshot {
+            host: proctor_model::host_view(&sample, None),
+            truth,
+            sample,
+            interval_secs: None,
+            rows,
+            container_cpu_cores: None,
+            disk: Some(DiskUsage { total_bytes: 1000, used_bytes: 950, available_bytes: 50 }),
+            agent: crate::agent::AgentSelf::default(),
+        }
+    }
+
+    fn json(m: &JupyterMetrics) -> String {
+        serde_json::to_string(m).expect("serializable")
+    }
+
+    /// The keys of a JSON text in the order they are written, at any depth (serde_json's
+    /// `Value` would sort them).
+    fn keys(text: &str) -> Vec<&str> {
+        text.match_indices("\":")
+            .filter_map(|(end, _)| text[..end].rfind('"').map(|start| &text[start + 1..end]))
+            .collect()
+    }
+
+    #[test]
+    fn with_jupyter_resource_usages_defaults_only_memory_is_reported() {
+        let s = snapshot();
+        let config = JupyterConfig { track_cpu_percent: false, track_disk_usage: false, ..JupyterConfig::new(std::process::id()) };
+        let m = jupyter_metrics(&s, &config).expect("our own pid is in the sample");
+        let text = json(&m);
+        let keys = keys(&text);
+        let mut want = vec!["rss", "limits", "memory", "rss", "pss", "warn"];
+        if m.pss.is_some() {
+            want.push("pss");
+        }
+        assert_eq!(keys, want);
+        // The container's limit, not 0.
+        assert_eq!(Some(m.limits.memory.rss), s.truth.memory_limit_bytes);
+    }
+
+    #[test]
+    fn tracking_cpu_and_disk_adds_their_keys_in_their_order() {
+        let s = snapshot();
+        let config = JupyterConfig {
+            mem_limit_bytes: Some(8 << 30),
+            cpu_limit: Some(1.5),
+            ..JupyterConfig::new(std::process::id())
+        };
+        let m = jupyter_metrics(&s, &config).expect("our own pid is in the sample");
+        let text = json(&m);
+        let mut want = vec!["rss", "limits", "memory", "rss", "pss", "warn", "cpu", "cpu", "warn", "disk", "disk", "warn"];
+        if m.pss.is_some() {
+            want.push("pss");
+        }
+        want.extend(["cpu_percent", "cpu_count", "disk_used", "disk_total"]);
+        assert_eq!(keys(&text), want);
+        assert_eq!(m.limits.memory.rss, 8 << 30);
+        assert_eq!(m.limits.cpu.as_ref().map(|c| c.cpu), Some(1.5));
+        // 50 of 1000 free is under the 10 % threshold.
+        assert_eq!(m.limits.disk.as_ref().and_then(|d| d.warn), Some(true));
+    }
+
+    #[test]
+    fn a_zero_threshold_leaves_warn_out() {
+        let s = snapshot();
+        let config = JupyterConfig {
+            mem_warning_threshold: 0.0,
+            cpu_warning_threshold: 0.0,
+            disk_warning_threshold: 0.0,
+            ..JupyterConfig::new(std::process::id())
+        };
+        let text = json(&jupyter_metrics(&s, &config).expect("our own pid is in the sample"));
+        assert!(!text.contains("warn"), "{text}");
+    }
+
+    #[test]
+    fn a_root_that_is_not_in_the_sample_has_no_metrics_and_no_kernel_usage() {
+        let s = snapshot();
+        assert!(jupyter_metrics(&s, &JupyterConfig::new(u32::MAX)).is_none());
+        assert!(kernel_usage(&s, u32::MAX, "h").is_none());
+    }
+
+    #[test]
+    fn kernel_usage_has_ipykernels_keys_and_the_hosts_memory() {
+        let s = snapshot();
+        let k = kernel_usage(&s, std::process::id(), "host-a").expect("our own pid is in the sample");
+        let text = serde_json::to_string(&k).expect("serializable");
+        let keys: Vec<&str> = keys(&text).into_iter().filter(|k| *k != "host_cpu_percent").collect();
+        assert_eq!(
+            keys,
+            [
+                "hostname", "pid", "kernel_cpu", "kernel_memory", "cpu_count", "host_virtual_memory", "total",
+                "available", "percent", "used", "free", "active", "inactive", "buffers", "cached", "shared", "slab",
+            ]
+        );
+        assert_eq!(k.hostname, "host-a");
+        assert!(k.kernel_memory > 0);
+        assert_eq!(Some(k.host_virtual_memory.total), s.sample.host.meminfo.and_then(|m| m.total_bytes));
+        assert!(k.host_virtual_memory.used <= k.host_virtual_memory.total);
+    }
 }

@@ -394,3 +394,24 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(process_memory_json, m)?)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_off_truth_is_bounded_by_the_affinity() {
+        let (truth, _) = one_off_truth(0);
+        let effective = truth.effective_cpus.expect("affinity is readable");
+        let affinity = truth.affinity_cpus.expect("affinity is readable") as f64;
+        assert!(effective > 0.0 && effective <= affinity, "{effective} vs {affinity}");
+    }
+
+    #[test]
+    fn a_bare_snapshot_renders_the_container() {
+        let (_, sample) = one_off_truth(0);
+        let s = bare_snapshot(sample);
+        let json = serde_json::to_string(&wire::container(&s)).expect("serializable");
+        assert!(json.contains("\"effective_cpus\":"), "{json}");
+    }
+}
