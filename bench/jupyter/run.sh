@@ -5,17 +5,19 @@
 # Knobs are environment variables (see bench/jupyter/bench.py), e.g.
 #   DURATION=30 CHILDREN=96 SHARED_MIB=2048 bash bench/jupyter/run.sh
 #
-# Installs into .venv: jupyter-server, jupyter-resource-usage==1.3.0, psutil, and proctor
+# Installs into .venv: jupyter-server, jupyter-resource-usage==1.3.0, psutil, maturin, and proctor
 # itself (`pip install .`, rebuilt from this tree on every run so the figures are this tree's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
-.venv/bin/python -c 'import jupyter_server, psutil, importlib.metadata as m; assert m.version("jupyter-resource-usage") == "1.3.0"' 2>/dev/null \
-  || .venv/bin/pip install -q jupyter-server "jupyter-resource-usage==1.3.0" psutil
+.venv/bin/python -c 'import jupyter_server, psutil, maturin, importlib.metadata as m; assert m.version("jupyter-resource-usage") == "1.3.0"' 2>/dev/null \
+  || .venv/bin/pip install -q jupyter-server "jupyter-resource-usage==1.3.0" psutil maturin
 mkdir -p target
 if [[ -f pyproject.toml ]]; then
   echo "-- pip install . (proctor's Python package; log: target/pip-proctor-bench.log)"
-  .venv/bin/pip install . >target/pip-proctor-bench.log 2>&1 \
+  # As scripts/test.d/80-python.sh does it (the venv's maturin, no build isolation).
+  PATH="$PWD/.venv/bin:$PATH" .venv/bin/pip install --no-build-isolation --force-reinstall --no-deps . \
+    >target/pip-proctor-bench.log 2>&1 \
     || echo "!! pip install . failed (see target/pip-proctor-bench.log): proctor's side will not be measured"
 else
   echo "!! no pyproject.toml in this tree: proctor's Python package cannot be installed, its side will not be measured"

@@ -8,7 +8,7 @@
 # Screenshot: target/test-artifacts/jupyterlab-statusbar.png.
 #
 # Installs what it needs: Debian's chromium (apt-get), playwright-core into web/node_modules
-# (npm ci from the committed lock file; no browser download), jupyterlab, ipykernel and
+# (npm ci from the committed lock file; no browser download), jupyterlab, ipykernel, maturin and
 # jupyter-resource-usage==1.3.0 into .venv, and proctor itself (`pip install .`). When any of
 # them cannot be had, it prints a loud SKIP with the reason and exits 0.
 set -euo pipefail
@@ -49,17 +49,18 @@ venv=.venv
 if ! [[ -x "$venv/bin/python" ]]; then
   python3 -m venv "$venv" >"$logs/venv.log" 2>&1 || skip "python3 -m venv $venv failed (see $logs/venv.log)"
 fi
-if ! "$venv/bin/python" -c 'import jupyterlab, ipykernel, jupyter_resource_usage, importlib.metadata as m; assert m.version("jupyter-resource-usage") == "1.3.0"' 2>/dev/null; then
-  echo "-- pip install jupyterlab ipykernel jupyter-resource-usage==1.3.0 (log: $logs/pip-jupyterlab.log)"
-  "$venv/bin/pip" install jupyterlab ipykernel "jupyter-resource-usage==1.3.0" >"$logs/pip-jupyterlab.log" 2>&1 \
-    || skip "pip install jupyterlab ipykernel jupyter-resource-usage==1.3.0 failed (see $logs/pip-jupyterlab.log)"
+if ! "$venv/bin/python" -c 'import jupyterlab, ipykernel, maturin, jupyter_resource_usage, importlib.metadata as m; assert m.version("jupyter-resource-usage") == "1.3.0"' 2>/dev/null; then
+  echo "-- pip install jupyterlab ipykernel maturin jupyter-resource-usage==1.3.0 (log: $logs/pip-jupyterlab.log)"
+  "$venv/bin/pip" install jupyterlab ipykernel maturin "jupyter-resource-usage==1.3.0" >"$logs/pip-jupyterlab.log" 2>&1 \
+    || skip "pip install jupyterlab ipykernel maturin jupyter-resource-usage==1.3.0 failed (see $logs/pip-jupyterlab.log)"
 fi
 [[ -d "$venv/share/jupyter/labextensions/@jupyter-server/resource-usage" ]] \
   || skip "jupyter-resource-usage is installed but its labextension is not in $venv/share/jupyter/labextensions"
 [[ -f pyproject.toml ]] || skip "no pyproject.toml: proctor's Python package is not in this tree"
-# Always from this tree, so the test sees this tree's extension (maturin builds incrementally).
+# Always from this tree, so the test sees this tree's extension. The same command as
+# 80-python.sh (the venv's maturin, no build isolation), so cargo's build of it is reused.
 echo "-- pip install . (proctor's Python package; log: $logs/pip-proctor.log)"
-"$venv/bin/pip" install . >"$logs/pip-proctor.log" 2>&1 \
+PATH="$PWD/$venv/bin:$PATH" "$venv/bin/pip" install --no-build-isolation --force-reinstall --no-deps . >"$logs/pip-proctor.log" 2>&1 \
   || skip "pip install . (proctor's Python package) failed (see $logs/pip-proctor.log)"
 "$venv/bin/python" -c 'import proctor.jupyter' 2>"$logs/import-proctor.log" \
   || skip "pip install . succeeded but 'import proctor.jupyter' fails (see $logs/import-proctor.log)"
