@@ -15,6 +15,9 @@ Every poller is its own process (no GIL shared with another poller) holding one 
 connection; latencies are wall times from sending the request to having read the whole answer,
 so they include Jupyter's own request handling (tornado, auth, logging). Percentiles are exact
 order statistics over every recorded request (nearest rank), printed as p50/p90/p99/p99.9/max.
+Beside them, jupyter-server's own timing of the same requests (its http_request_duration_seconds
+histogram on /metrics, read before and after each window: mean and share within 5/10/25 ms),
+which leaves out the client, the socket and the wait for a CPU before tornado reads the request.
 
 Then PSS: the extension's answer against psutil's memory_full_info().pss summed over the same
 tree (the server and its descendants), once proctor's readings are fresh (its answer stopped
@@ -33,6 +36,7 @@ import json
 import math
 import multiprocessing
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -193,6 +197,47 @@ def summarize(label, records):
     return row
 
 
+def request_times(port):
+    """jupyter-server's own http_request_duration_seconds histogram (its /metrics; tornado's
+    request_time: from the parsed request to the finished answer, so no client or socket time),
+    successful GETs per handler class: {name: {"le": {bound: count}, "sum": s, "count": n}}."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("GET", "/metrics", headers=AUTH)
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'http_request_duration_seconds_(bucket|sum|count)\{([^}]*)\} (\S+)$', line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        if labels.get("method") != "GET" or labels.get("status_code") != "200":
+            continue
+        h = out.setdefault(labels["handler"].rsplit(".", 1)[-1], {"le": {}, "sum": 0.0, "count": 0.0})
+        if m.group(1) == "bucket":
+            h["le"][float(labels["le"])] = float(m.group(3))
+        else:
+            h[m.group(1)] = float(m.group(3))
+    return out
+
+
+def show_request_times(before, after, handlers):
+    """Prints, per handler, the window's requests as jupyter-server timed them."""
+    rows = {}
+    for name in handlers:
+        a, b = before.get(name, {"le": {}, "sum": 0.0, "count": 0.0}), after.get(name)
+        if not b or b["count"] - a["count"] <= 0:
+            continue
+        n = b["count"] - a["count"]
+        within = {le: (b["le"].get(le, 0) - a["le"].get(le, 0)) / n for le in (0.005, 0.01, 0.025)}
+        rows[name] = {"n": n, "mean": (b["sum"] - a["sum"]) / n, "within5": within[0.005]}
+        print(f"  {'server-side, ' + name:44s} n={n:5.0f}  mean {ms(rows[name]['mean'])} ms  "
+              + "  ".join(f"<= {le * 1e3:g} ms: {100 * v:5.1f} %" for le, v in within.items()))
+    return rows
+
+
 def thread_cpu(pid):
     """utime+stime in seconds per thread name of `pid` (threads that ended are in the total only)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -310,17 +355,24 @@ def run_extension(ext):
     rows = {}
     print(f"-- window 1, {DURATION:.0f} s: {TABS} tabs each GET /api/metrics/v1 then wait {TAB_INTERVAL:g} s "
           f"(started {TAB_INTERVAL / TABS:g} s apart); GET /api/status {STATUS_MS:g} ms after each answer")
+    handlers = ("ApiHandler", "MetricsHandler", "APIStatusHandler")  # JRU's, proctor's, /api/status
+    t_before = request_times(port)
     res = run_window(port, False)
+    t_after = request_times(port)
     rows["tabs"] = summarize("/api/metrics/v1 (the tabs' requests)", [r for k, v in res.items() if k.startswith("tab") for r in v])
     rows["status1"] = summarize("/api/status (its max is the worst stall)", res["status"])
+    rows["server1"] = show_request_times(t_before, t_after, handlers)
     print(f"   load: {load()}")
     if MEASURE_PAUSE_MS > 0:
         print(f"-- window 2, {DURATION:.0f} s: the same, plus one client that GETs /api/metrics/v1 "
               f"{MEASURE_PAUSE_MS:g} ms after each answer")
+        t_before = request_times(port)
         res = run_window(port, True)
+        t_after = request_times(port)
         everything = [r for k, v in res.items() if k != "status" for r in v]
         rows["all"] = summarize("/api/metrics/v1 (tabs + client)", everything)
         rows["status2"] = summarize("/api/status (its max is the worst stall)", res["status"])
+        rows["server2"] = show_request_times(t_before, t_after, handlers)
         print(f"   load: {load()}")
     cpu1, threads1 = thread_cpu(server.pid)
     wall = time.monotonic() - w0
@@ -377,6 +429,15 @@ def fmt(v, scale=1e3, unit="ms"):
     return "n/a" if v is None else f"{v * scale:.2f} {unit}"
 
 
+def server(r, key):
+    """The metrics handler's figure from jupyter-server's own timing of window 2."""
+    for name in ("ApiHandler", "MetricsHandler"):
+        row = r.get("server2", {}).get(name)
+        if row:
+            return fmt(row["mean"]) if key == "mean" else f"{100 * row['within5']:.1f} %"
+    return "n/a"
+
+
 def main():
     print("jupyter-resource-usage 1.3.0 vs proctor.jupyter (bench/jupyter/run.sh)")
     print(f"knobs: EXTENSIONS='{' '.join(EXTENSIONS)}' CHILDREN={CHILDREN} SHARED_MIB={SHARED_MIB} TABS={TABS} "
@@ -397,6 +458,8 @@ def main():
              ("metrics p50, tabs + client", lambda r: fmt(r.get("all", {}).get("p50"))),
              ("metrics p99, tabs + client", lambda r: fmt(r.get("all", {}).get("p99"))),
              ("metrics requests, tabs + client", lambda r: str(r.get("all", {}).get("n", "n/a"))),
+             ("server-side mean, window 2", lambda r: server(r, "mean")),
+             ("server-side <= 5 ms, window 2", lambda r: server(r, "within5")),
              ("/api/status worst, window 1", lambda r: fmt(r["status1"]["max"])),
              ("/api/status worst, window 2", lambda r: fmt(r.get("status2", {}).get("max"))),
              ("PSS vs psutil", lambda r: "n/a" if r.get("pss_err") is None else f"{100 * r['pss_err']:+.2f} %"),
