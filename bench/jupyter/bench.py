@@ -38,6 +38,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -410,6 +411,7 @@ def run_extension(ext):
               f"mean vs psutil {100 * rows['pss_err']:+.2f} %")
     print(f"   load after: {load()}")
     stop(server)
+    shutil.rmtree(workdir, ignore_errors=True)  # kept when the run fails: it holds the server's log
     return rows
 
 
