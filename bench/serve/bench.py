@@ -24,6 +24,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from jupyter_tree import tree_then_jupyter  # noqa: E402  (the repro shared with bench/jupyter)
+
 PROCTOR = os.path.abspath("target/release/proctor")
 PY = os.path.abspath(".venv/bin/python")
 TOKEN = "bench"
@@ -140,23 +143,6 @@ def side_by_side(label, primary, secondary):
     return a, b
 
 
-TREE_THEN_JUPYTER = r"""
-import mmap, os, signal, sys
-size = int(sys.argv[1]); n = int(sys.argv[2]); argv = sys.argv[3:]
-m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-m.madvise(mmap.MADV_NOHUGEPAGE)  # 4 KiB pages, as in the motivating case
-for i in range(0, size, 4096):
-    m[i] = 1
-for _ in range(n):
-    if os.fork() == 0:
-        # Children share the 2 GiB copy-on-write and die with their parent.
-        import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        signal.pause()
-        os._exit(0)
-# The parent becomes the Jupyter server: same pid, so the children are its children.
-os.execv(argv[0], argv)
-"""
 
 
 def phase_latency(seconds=20):
@@ -168,7 +154,7 @@ def phase_latency(seconds=20):
                     f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={workdir}",
                     "--ResourceUseDisplay.track_cpu_percent=True",
                     "--ResourceUseDisplay.track_disk_usage=True", "--ResourceUseDisplay.disk_path=/"]
-    jupyter = start([PY, "-c", TREE_THEN_JUPYTER, str(2 << 30), "96"] + jupyter_argv,
+    jupyter = start(tree_then_jupyter(PY, 2 << 30, 96, jupyter_argv),
                     stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "jupyter.log"), "w"))
     auth = f"Authorization: token {TOKEN}"
     jbase = f"http://127.0.0.1:{jport}"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# JupyterLab in real headless Chromium with jupyter-resource-usage 1.3.0's frontend unchanged
+# (its labextension) while proctor's server extension (`proctor.jupyter`) serves the numbers and
+# jupyter-resource-usage's own server extension is off (issue #8): the status bar shows the
+# memory limit given only to ProctorResourceUse and the memory of the page's last
+# /api/metrics/v1 answer, jupyter-server loaded proctor.jupyter and not jupyter_resource_usage,
+# and the kernel usage panel shows the running kernel's numbers (pid checked against /proc).
+# Screenshot: target/test-artifacts/jupyterlab-statusbar.png.
+#
+# Installs what it needs: Debian's chromium (apt-get), playwright-core into web/node_modules
+# (npm ci from the committed lock file; no browser download), jupyterlab, ipykernel, maturin and
+# jupyter-resource-usage==1.3.0 into .venv, and proctor itself (`pip install .`). When any of
+# them cannot be had, it prints a loud SKIP with the reason and exits 0.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+skip() {
+  echo "SKIP: 85-jupyterlab (JupyterLab status bar and kernel panel served by proctor.jupyter, in Chromium): $*"
+  exit 0
+}
+
+logs=target/test-logs
+mkdir -p "$logs"
+
+chromium="${CHROMIUM_BIN:-/usr/bin/chromium}"
+if [[ ! -x "$chromium" ]]; then
+  if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "-- installing chromium with apt-get (log: $logs/apt-chromium.log)"
+    if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } >"$logs/apt-chromium.log" 2>&1; then
+      skip "$chromium is missing and 'apt-get install -y chromium' failed (see $logs/apt-chromium.log)"
+    fi
+  else
+    skip "$chromium is missing and apt-get cannot install it here (needs root and apt-get)"
+  fi
+  [[ -x "$chromium" ]] || skip "apt-get installed chromium but $chromium is still missing"
+fi
+
+command -v node >/dev/null || skip "node is not installed"
+command -v npm >/dev/null || skip "npm is not installed"
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+[[ "$node_major" -ge 18 ]] || skip "node $node_major is too old for node --test (needs 18 or newer)"
+
+echo "-- npm ci in web/ (log: $logs/npm-web.log)"
+if ! (cd web && npm ci --no-audit --no-fund) >"$logs/npm-web.log" 2>&1; then
+  skip "npm ci in web/ failed (see $logs/npm-web.log)"
+fi
+
+venv=.venv
+if ! [[ -x "$venv/bin/python" ]]; then
+  python3 -m venv "$venv" >"$logs/venv.log" 2>&1 || skip "python3 -m venv $venv failed (see $logs/venv.log)"
+fi
+if ! "$venv/bin/python" -c 'import jupyterlab, ipykernel, maturin, jupyter_resource_usage, importlib.metadata as m; assert m.version("jupyter-resource-usage") == "1.3.0"' 2>/dev/null; then
+  echo "-- pip install jupyterlab ipykernel maturin jupyter-resource-usage==1.3.0 (log: $logs/pip-jupyterlab.log)"
+  "$venv/bin/pip" install jupyterlab ipykernel maturin "jupyter-resource-usage==1.3.0" >"$logs/pip-jupyterlab.log" 2>&1 \
+    || skip "pip install jupyterlab ipykernel maturin jupyter-resource-usage==1.3.0 failed (see $logs/pip-jupyterlab.log)"
+fi
+[[ -d "$venv/share/jupyter/labextensions/@jupyter-server/resource-usage" ]] \
+  || skip "jupyter-resource-usage is installed but its labextension is not in $venv/share/jupyter/labextensions"
+[[ -f pyproject.toml ]] || skip "no pyproject.toml: proctor's Python package is not in this tree"
+# Always from this tree, so the test sees this tree's extension. The same command as
+# 80-python.sh (the venv's maturin, no build isolation), so cargo's build of it is reused.
+echo "-- pip install . (proctor's Python package; log: $logs/pip-proctor.log)"
+PATH="$PWD/$venv/bin:$PATH" "$venv/bin/pip" install --no-build-isolation --force-reinstall --no-deps . >"$logs/pip-proctor.log" 2>&1 \
+  || skip "pip install . (proctor's Python package) failed (see $logs/pip-proctor.log)"
+"$venv/bin/python" -c 'import proctor.jupyter' 2>"$logs/import-proctor.log" \
+  || skip "pip install . succeeded but 'import proctor.jupyter' fails (see $logs/import-proctor.log)"
+
+echo "-- node --test web/test/jupyterlab.test.mjs (chromium: $("$chromium" --version 2>/dev/null | tail -1); $("$venv/bin/python" -m jupyterlab --version 2>/dev/null | sed 's/^/jupyterlab /'))"
+JUPYTER_PYTHON="$venv/bin/python" CHROMIUM_BIN="$chromium" node --test web/test/jupyterlab.test.mjs
+echo "-- screenshot: target/test-artifacts/jupyterlab-statusbar.png"
