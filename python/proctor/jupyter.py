@@ -7,7 +7,11 @@ Enable it instead of jupyter-resource-usage's server extension (its frontend sta
 
 or for one run::
 
-    jupyter lab --ServerApp.jpserver_extensions='{"proctor.jupyter": true, "jupyter_resource_usage": false}'
+    jupyter lab --ServerApp.jpserver_extensions=proctor.jupyter=True \\
+        --ServerApp.jpserver_extensions=jupyter_resource_usage=False
+
+(traitlets reads a dict given on the command line as a Python literal, so the JSON form with
+``true``/``false`` stops the server at startup.)
 
 Routes, both authenticated like every Jupyter API route:
 
