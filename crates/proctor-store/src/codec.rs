@@ -1,27 +1,41 @@
 //! Records: a `Sample` as versioned, self-describing bytes, and their compression. Pure apart
 //! from zstd's own allocations; no files.
 //!
-//! A record is the sample as JSON (format version [`RECORD_VERSION`], carried in the frame
-//! header). JSON rather than a positional encoding because it names every field: a build that
-//! added a field reads old records (new fields must be `Option` or `#[serde(default)]`), and an
-//! old build reading new records ignores fields it does not know. The names cost nothing after
-//! compression, because of how frames are compressed:
+//! Records are JSON rather than a positional encoding because JSON names every field: a build
+//! that added a field reads old records (new fields must be `Option` or `#[serde(default)]`),
+//! and an old build reading new records ignores fields it does not know. The record format
+//! version is the frame header's version byte, and the reader dispatches on it:
 //!
-//! Frames come in chunks. The first frame of a chunk (a *key* frame) is compressed on its own;
-//! every later frame is compressed with the key frame's raw record as a zstd raw-content
-//! dictionary. Consecutive samples of the same host are nearly identical text (the same pids,
-//! names, command lines, most counters unchanged), so a delta frame costs roughly what changed.
-//! Decoding any frame needs at most two decompressions (its key, then itself), never a chain.
-//! The writer starts a new chunk early when a delta comes out larger than a quarter of its key:
-//! a run's first sample has no command lines yet (the cmdline worker reads them after), and a
-//! key without them makes every delta of its chunk ~20× larger.
+//! Frames come in chunks. The first frame of a chunk (a *key* frame) is the sample's JSON,
+//! compressed on its own, in both versions. The later frames (*deltas*) differ:
+//!
+//! - **Version 2** (written since the delta records): a delta is a small JSON record of what
+//!   differs from the key *sample* (see `delta`): runs of key rows that are unchanged, the
+//!   changed fields of the rows that changed, new rows in full, and a patch of the host,
+//!   container and cost parts. With ~600 processes, most of them idle, it names ~tens of rows
+//!   and is compressed on its own (no dictionary: nothing to index, the record is small).
+//!   Decoding a chunk parses its key once and applies each small delta to it.
+//! - **Version 1** (the first store): a delta is the sample's whole JSON, compressed with the
+//!   key's raw record as a zstd raw-content dictionary (a *prefix* when compressing). It cost
+//!   ~0.6 ms to serialize ~430 KB, 0.45–0.9 ms to compress (indexing the prefix again each
+//!   frame), and 0.6 ms to decode, per frame. Still read; written only when
+//!   `StoreConfig::record_version` asks (comparisons, compatibility tests).
+//!
+//! Decoding any frame needs at most its key and itself, never a chain. The writer starts a new
+//! chunk early when a delta comes out larger than a quarter of its key: a run's first sample
+//! has no command lines yet (the cmdline worker reads them after), and a key without them makes
+//! every delta of its chunk large (~20× in version 1).
 
 use proctor_model::{ProbeBatch, Sample, StatsdFlush};
 
 use crate::frame::FrameKind;
 
-/// The record format this build writes. Version 1: the JSON serialization of `Sample`.
-pub const RECORD_VERSION: u8 = 1;
+/// The record format this build writes: version 2, key frames the JSON serialization of
+/// `Sample` (as in version 1), delta frames `delta` records.
+pub const RECORD_VERSION: u8 = 2;
+/// The first record format: every frame the JSON serialization of `Sample`, deltas compressed
+/// against their key's record.
+pub const RECORD_VERSION_1: u8 = 1;
 
 /// Errors turning bytes back into a sample.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +48,8 @@ pub enum CodecError {
     Parse(serde_json::Error),
     #[error("a sample frame read as an event")]
     NotAnEvent,
+    #[error("delta record does not fit its key: {0}")]
+    Delta(&'static str),
 }
 
 pub fn encode_record(sample: &Sample) -> Vec<u8> {
@@ -95,17 +111,24 @@ pub fn compress_event(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
     compress(level, None, record)
 }
 
+/// Decodes a whole-sample record: a key frame of either version, or a version-1 delta frame
+/// (decompressed against its key). Version-2 deltas are `delta::decode_delta`.
 pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
-    if version != RECORD_VERSION {
+    if version != RECORD_VERSION && version != RECORD_VERSION_1 {
         return Err(CodecError::UnknownVersion(version));
     }
     serde_json::from_slice(bytes).map_err(CodecError::Parse)
 }
 
+/// Compresses a record on its own: a key frame, or a version-2 delta.
+pub fn compress_alone(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
+    compress(level, None, record)
+}
+
 /// zstd level: 3 is zstd's default; measured in `examples/frame_cost.rs`.
 pub const DEFAULT_LEVEL: i32 = 3;
 
-/// Compresses records. Holds the current chunk's key record and nothing of zstd's between
+/// Compresses version-1 records. Holds the current chunk's key record and nothing of zstd's between
 /// frames: each frame gets a fresh zstd context, and a delta references the key record as a
 /// *prefix* (`ZSTD_CCtx_refPrefix`: zstd indexes it in place, copying nothing). A prefix is
 /// byte-for-byte what a raw-content dictionary is to the decoder, so frames decode exactly as
@@ -146,6 +169,11 @@ impl Compressor {
     /// Forgets the key, so the next frame must be a key frame (a new segment or chunk).
     pub fn reset(&mut self) {
         self.key = None;
+    }
+
+    /// The size of the key record held.
+    pub fn key_bytes(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::capacity)
     }
 }
 
