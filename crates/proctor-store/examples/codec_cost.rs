@@ -4,7 +4,7 @@
 //! in order (replay, dump, report) and one frame per chunk from a cold reader (the dashboard's
 //! day view takes one frame per ~minute). Prints medians over the rounds of the per-frame means.
 //! Every decoded sample is compared with the one written (as JSON), so a figure is never of a
-//! wrong decoding.
+//! wrong decoding. The samples' strings are shared between samples, as the sampler's are.
 //! `cargo run --release -p proctor-store --example codec_cost -- DIR [ROUNDS]`
 //!
 //! Memory is the Rust heap (a counting allocator): what the writer holds between frames (its
@@ -74,7 +74,8 @@ fn main() {
     let rounds: usize = args.next().map_or(5, |r| r.parse().expect("ROUNDS is a number"));
     let mut reader = Reader::open(std::path::Path::new(&dir)).expect("open store");
     let frames = reader.all_frames().expect("frames");
-    let samples: Vec<Sample> = frames.iter().filter_map(|f| reader.read(f)).collect();
+    let mut samples: Vec<Sample> = frames.iter().filter_map(|f| reader.read(f)).collect();
+    share_strings(&mut samples);
     assert!(samples.len() > 1, "need at least two samples");
     let json: Vec<serde_json::Value> = samples.iter().map(|s| serde_json::to_value(s).expect("json")).collect();
     let processes = samples.iter().map(|s| s.processes.len()).sum::<usize>() / samples.len();
@@ -166,6 +167,24 @@ fn run(version: u8, samples: &[Sample], json: &[serde_json::Value]) -> Figures {
     }
     f.sparse_us = started.elapsed().as_secs_f64() * 1e6 / picked.len() as f64;
     f
+}
+
+/// The sampler shares a process's strings (`Arc`s) from one sample to the next; samples read
+/// back from a store do not. Shared again here, so comparing rows costs what it costs live.
+fn share_strings(samples: &mut [Sample]) {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    let mut names: HashMap<Arc<str>, Arc<str>> = HashMap::new();
+    let mut lines: HashMap<Arc<[String]>, Arc<[String]>> = HashMap::new();
+    for p in samples.iter_mut().flat_map(|s| s.processes.iter_mut()) {
+        p.comm = names.entry(p.comm.clone()).or_insert_with(|| p.comm.clone()).clone();
+        if let Some(cgroup) = &p.cgroup {
+            p.cgroup = Some(names.entry(cgroup.clone()).or_insert_with(|| cgroup.clone()).clone());
+        }
+        if let Some(cmdline) = &p.cmdline {
+            p.cmdline = Some(lines.entry(cmdline.clone()).or_insert_with(|| cmdline.clone()).clone());
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -10,21 +10,25 @@
 //! compressed on its own, in both versions. The later frames (*deltas*) differ:
 //!
 //! - **Version 2** (written since the delta records): a delta is a small JSON record of what
-//!   differs from the key *sample* (see `delta`): runs of key rows that are unchanged, the
+//!   differs from its *base* sample (see `delta`): runs of base rows that are unchanged, the
 //!   changed fields of the rows that changed, new rows in full, and a patch of the host,
-//!   container and cost parts. With ~600 processes, most of them idle, it names ~tens of rows
-//!   and is compressed on its own (no dictionary: nothing to index, the record is small).
-//!   Decoding a chunk parses its key once and applies each small delta to it.
+//!   container and cost parts. The base is the chunk's key or the latest *anchor* (every 4th
+//!   delta is one, and takes the previous anchor as its base), so a delta names the rows that
+//!   changed in the last few seconds, ~tens with ~600 processes, and is compressed on its own
+//!   (no dictionary: nothing to index, the record is small). Decoding a chunk in order parses
+//!   its key once and applies each small delta to the cached base.
 //! - **Version 1** (the first store): a delta is the sample's whole JSON, compressed with the
 //!   key's raw record as a zstd raw-content dictionary (a *prefix* when compressing). It cost
 //!   ~0.6 ms to serialize ~430 KB, 0.45–0.9 ms to compress (indexing the prefix again each
 //!   frame), and 0.6 ms to decode, per frame. Still read; written only when
 //!   `StoreConfig::record_version` asks (comparisons, compatibility tests).
 //!
-//! Decoding any frame needs at most its key and itself, never a chain. The writer starts a new
-//! chunk early when a delta comes out larger than a quarter of its key: a run's first sample
-//! has no command lines yet (the cmdline worker reads them after), and a key without them makes
-//! every delta of its chunk large (~20× in version 1).
+//! Decoding a version-1 frame needs at most its key and itself; a version-2 frame its key, the
+//! anchors between, and itself (a chain of at most `chunk_frames / anchor_frames` steps, each
+//! a small record). A version-1 writer starts a new chunk early when a delta comes out larger
+//! than a quarter of its key: a run's first sample has no command lines yet (the cmdline worker
+//! reads them after), and a key without them made every delta of its chunk ~20× larger. In
+//! version 2 the first anchor carries them, and the deltas after it are small again.
 
 use proctor_model::{ProbeBatch, Sample, StatsdFlush};
 

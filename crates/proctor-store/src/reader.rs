@@ -181,7 +181,7 @@ impl Reader {
                 let key = if f.header.version == RECORD_VERSION_1 {
                     CachedKey::V1(record)
                 } else {
-                    CachedKey::V2(Box::new(KeySample::new(sample.clone())))
+                    CachedKey::V2(Box::new(KeySample::from_sample(sample.clone())))
                 };
                 self.key_cache = Some((segment, f.offset, key));
                 Ok(sample)
@@ -253,16 +253,15 @@ impl Reader {
             let Some((_, _, CachedKey::V2(key))) = &self.key_cache else {
                 return Err(codec(offset, CodecError::Delta("the key frame is of another version")));
             };
-            let anchor = record.anchor;
-            let sample = decode_delta(key, record).map_err(|e| codec(offset, e))?;
-            if chain.is_empty() && !anchor {
-                return Ok(sample);
+            if chain.is_empty() && !record.anchor {
+                return decode_delta(key, record).map_err(|e| codec(offset, e));
             }
-            // An anchor: the base of the frames after it.
-            let keep = if chain.is_empty() { Some(sample.clone()) } else { None };
-            self.key_cache = None;
-            self.key_cache = Some((segment, offset, CachedKey::V2(Box::new(KeySample::new(sample)))));
-            if let Some(sample) = keep {
+            // An anchor: the base of the frames after it, made from the cached base in place.
+            let Some((_, _, CachedKey::V2(key))) = self.key_cache.take() else { unreachable!("matched above") };
+            let anchor = key.advance(record).map_err(|e| codec(offset, e))?;
+            let sample = if chain.is_empty() { Some(anchor.sample().map_err(|e| codec(offset, e))?) } else { None };
+            self.key_cache = Some((segment, offset, CachedKey::V2(Box::new(anchor))));
+            if let Some(sample) = sample {
                 return Ok(sample);
             }
         }
@@ -334,5 +333,5 @@ fn read_key(file: &File, path: &Path, key_offset: u64) -> Result<CachedKey, Stor
         return Ok(CachedKey::V1(record));
     }
     let sample = decode_record(header.version, &record).map_err(codec)?;
-    Ok(CachedKey::V2(Box::new(KeySample::new(sample))))
+    Ok(CachedKey::V2(Box::new(KeySample::from_sample(sample))))
 }

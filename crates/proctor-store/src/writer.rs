@@ -215,7 +215,7 @@ impl Writer {
             // Kept only once its frame is written: a failed write starts a new segment (and
             // chunk) with the next sample, and a delta never names a frame that is not there.
             self.base = None;
-            self.base = Some((KeySample::new(sample.clone()), at));
+            self.base = Some((KeySample::new(sample), at));
         }
         let based = Instant::now();
         let active = self.active.as_mut().expect("rotate opened a segment");
@@ -258,7 +258,7 @@ impl Writer {
         match self.base.as_ref().filter(|_| !key) {
             Some((base, base_at)) => {
                 let in_chunk = self.active.as_ref().map_or(0, |a| a.frames_in_chunk);
-                let anchor = self.config.anchor_frames > 0 && in_chunk % self.config.anchor_frames == 0;
+                let anchor = self.config.anchor_frames > 0 && in_chunk.is_multiple_of(self.config.anchor_frames);
                 let record = encode_delta(base, sample, at - base_at, anchor, self.last_delta_len + self.last_delta_len / 2);
                 self.last_delta_len = record.len();
                 let encoded = Instant::now();

@@ -557,7 +557,7 @@ fn churning_sample(seq: u64) -> Sample {
     if seq % 2 == 1 {
         s.processes.swap(0, 1);
     }
-    s.host.meminfo = (seq % 2 == 0).then(|| MemInfo { free_bytes: Some(seq), ..MemInfo::default() });
+    s.host.meminfo = seq.is_multiple_of(2).then(|| MemInfo { free_bytes: Some(seq), ..MemInfo::default() });
     s.host.pressure_io = Some(Pressure {
         some: Some(PressureLine { avg10: seq as f64 / 3.0, total_usec: seq * 7, ..PressureLine::default() }),
         full: None,
@@ -576,7 +576,7 @@ fn churning_sample(seq: u64) -> Sample {
             weighted_io_ms: 0,
         })
         .collect();
-    s.host.online_cpus = (seq % 3 != 0).then(|| vec![0, seq as u32 % 4]);
+    s.host.online_cpus = (!seq.is_multiple_of(3)).then(|| vec![0, seq as u32 % 4]);
     s
 }
 
