@@ -1,27 +1,45 @@
 //! Records: a `Sample` as versioned, self-describing bytes, and their compression. Pure apart
 //! from zstd's own allocations; no files.
 //!
-//! A record is the sample as JSON (format version [`RECORD_VERSION`], carried in the frame
-//! header). JSON rather than a positional encoding because it names every field: a build that
-//! added a field reads old records (new fields must be `Option` or `#[serde(default)]`), and an
-//! old build reading new records ignores fields it does not know. The names cost nothing after
-//! compression, because of how frames are compressed:
+//! Records are JSON rather than a positional encoding because JSON names every field: a build
+//! that added a field reads old records (new fields must be `Option` or `#[serde(default)]`),
+//! and an old build reading new records ignores fields it does not know. The record format
+//! version is the frame header's version byte, and the reader dispatches on it:
 //!
-//! Frames come in chunks. The first frame of a chunk (a *key* frame) is compressed on its own;
-//! every later frame is compressed with the key frame's raw record as a zstd raw-content
-//! dictionary. Consecutive samples of the same host are nearly identical text (the same pids,
-//! names, command lines, most counters unchanged), so a delta frame costs roughly what changed.
-//! Decoding any frame needs at most two decompressions (its key, then itself), never a chain.
-//! The writer starts a new chunk early when a delta comes out larger than a quarter of its key:
-//! a run's first sample has no command lines yet (the cmdline worker reads them after), and a
-//! key without them makes every delta of its chunk ~20× larger.
+//! Frames come in chunks. The first frame of a chunk (a *key* frame) is the sample's JSON,
+//! compressed on its own, in both versions. The later frames (*deltas*) differ:
+//!
+//! - **Version 2** (written since the delta records): a delta is a small JSON record of what
+//!   differs from its *base* sample (see `delta`): runs of base rows that are unchanged, the
+//!   changed fields of the rows that changed, new rows in full, and a patch of the host,
+//!   container and cost parts. The base is the chunk's key or the latest *anchor* (every 4th
+//!   delta is one, and takes the previous anchor as its base), so a delta names the rows that
+//!   changed in the last few seconds, ~tens with ~600 processes, and is compressed on its own
+//!   (no dictionary: nothing to index, the record is small). Decoding a chunk in order parses
+//!   its key once and applies each small delta to the cached base.
+//! - **Version 1** (the first store): a delta is the sample's whole JSON, compressed with the
+//!   key's raw record as a zstd raw-content dictionary (a *prefix* when compressing). It cost
+//!   ~0.6 ms to serialize ~430 KB, 0.45–0.9 ms to compress (indexing the prefix again each
+//!   frame), and 0.6 ms to decode, per frame. Still read; written only when
+//!   `StoreConfig::record_version` asks (comparisons, compatibility tests).
+//!
+//! Decoding a version-1 frame needs at most its key and itself; a version-2 frame its key, the
+//! anchors between, and itself (a chain of at most `chunk_frames / anchor_frames` steps, each
+//! a small record). A version-1 writer starts a new chunk early when a delta comes out larger
+//! than a quarter of its key: a run's first sample has no command lines yet (the cmdline worker
+//! reads them after), and a key without them made every delta of its chunk ~20× larger. In
+//! version 2 the first anchor carries them, and the deltas after it are small again.
 
 use proctor_model::{HostSample, ProbeBatch, ProcessSample, Sample, SampleCost, StatsdFlush};
 
 use crate::frame::FrameKind;
 
-/// The record format this build writes. Version 1: the JSON serialization of `Sample`.
-pub const RECORD_VERSION: u8 = 1;
+/// The record format this build writes: version 2, key frames the JSON serialization of
+/// `Sample` (as in version 1), delta frames `delta` records.
+pub const RECORD_VERSION: u8 = 2;
+/// The first record format: every frame the JSON serialization of `Sample`, deltas compressed
+/// against their key's record.
+pub const RECORD_VERSION_1: u8 = 1;
 
 /// Errors turning bytes back into a sample.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +52,8 @@ pub enum CodecError {
     Parse(serde_json::Error),
     #[error("a sample frame read as an event")]
     NotAnEvent,
+    #[error("delta record does not fit its key: {0}")]
+    Delta(&'static str),
 }
 
 pub fn encode_record(sample: &Sample) -> Vec<u8> {
@@ -95,8 +115,10 @@ pub fn compress_event(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
     compress(level, None, record)
 }
 
+/// Decodes a whole-sample record: a key frame of either version, or a version-1 delta frame
+/// (decompressed against its key). Version-2 deltas are `delta::decode_delta`.
 pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
-    if version != RECORD_VERSION {
+    if version != RECORD_VERSION && version != RECORD_VERSION_1 {
         return Err(CodecError::UnknownVersion(version));
     }
     serde_json::from_slice(bytes).map_err(CodecError::Parse)
@@ -107,8 +129,11 @@ pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
 /// Left out (skipped by the parser, never built): the container part, each process's
 /// `status`, `io`, PSS and cgroup readings, and the cycle's cost. Those are most of a record's
 /// fields and allocations (measured in `bench/report/run.sh`).
+///
+/// `bytes` must be a whole sample's JSON: any version-1 record, or a version-2 key record (a
+/// version-2 delta is a patch, decoded through the reader's cached base instead).
 pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
-    if version != RECORD_VERSION {
+    if version != RECORD_VERSION && version != RECORD_VERSION_1 {
         return Err(CodecError::UnknownVersion(version));
     }
     let lean: LeanSample = serde_json::from_slice(bytes).map_err(CodecError::Parse)?;
@@ -156,7 +181,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
 /// parsing the processes (~98 % of a 600-process record). A record not laid out that way (a
 /// future build's) is parsed lean in full instead.
 pub fn decode_record_host(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
-    if version != RECORD_VERSION {
+    if version != RECORD_VERSION && version != RECORD_VERSION_1 {
         return Err(CodecError::UnknownVersion(version));
     }
     const CUT: &[u8] = b",\"container\":";
@@ -225,10 +250,15 @@ struct LeanProcess {
     cmdline: Option<std::sync::Arc<[String]>>,
 }
 
+/// Compresses a record on its own: a key frame, or a version-2 delta.
+pub fn compress_alone(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
+    compress(level, None, record)
+}
+
 /// zstd level: 3 is zstd's default; measured in `examples/frame_cost.rs`.
 pub const DEFAULT_LEVEL: i32 = 3;
 
-/// Compresses records. Holds the current chunk's key record and nothing of zstd's between
+/// Compresses version-1 records. Holds the current chunk's key record and nothing of zstd's between
 /// frames: each frame gets a fresh zstd context, and a delta references the key record as a
 /// *prefix* (`ZSTD_CCtx_refPrefix`: zstd indexes it in place, copying nothing). A prefix is
 /// byte-for-byte what a raw-content dictionary is to the decoder, so frames decode exactly as
@@ -270,6 +300,11 @@ impl Compressor {
     pub fn reset(&mut self) {
         self.key = None;
     }
+
+    /// The size of the key record held.
+    pub fn key_bytes(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::capacity)
+    }
 }
 
 /// Hash table bits for a record of `len` bytes (and a prefix of about as many): the smallest
@@ -305,73 +340,6 @@ fn compress(level: i32, prefix: Option<&[u8]>, record: &[u8]) -> std::io::Result
 
 /// Upper bound on a decompressed record; a corrupt size cannot make us allocate more.
 pub const MAX_RECORD_LEN: usize = 1 << 30;
-
-/// Decompresses many frames in a row: one zstd context kept between frames, and the current
-/// chunk's key record prepared once as a dictionary (`ZSTD_createDDict`) for all of its deltas,
-/// where [`decompress_delta`] creates a context and loads the dictionary again for every frame.
-pub struct Decompressor {
-    dctx: zstd::zstd_safe::DCtx<'static>,
-    /// The key record prepared for the deltas of its chunk, and which key it is (any id the
-    /// caller chooses, e.g. its segment and offset).
-    key: Option<((usize, u64), zstd::zstd_safe::DDict<'static>)>,
-}
-
-impl std::fmt::Debug for Decompressor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Decompressor").field("key", &self.key.as_ref().map(|k| k.0)).finish()
-    }
-}
-
-impl Decompressor {
-    pub fn new() -> Result<Self, CodecError> {
-        let dctx = zstd::zstd_safe::DCtx::try_create()
-            .ok_or_else(|| CodecError::Decompress(std::io::Error::other("zstd: cannot create a context")))?;
-        Ok(Decompressor { dctx, key: None })
-    }
-
-    /// Whether the key record `id` is the one prepared.
-    pub fn has_key(&self, id: (usize, u64)) -> bool {
-        self.key.as_ref().is_some_and(|(k, _)| *k == id)
-    }
-
-    /// Prepares `record` (the raw key record `id`) as the dictionary of the following deltas.
-    pub fn set_key(&mut self, id: (usize, u64), record: &[u8]) -> Result<(), CodecError> {
-        self.key = None;
-        let ddict = zstd::zstd_safe::DDict::try_create(record)
-            .ok_or_else(|| CodecError::Decompress(std::io::Error::other("zstd: cannot prepare the key record")))?;
-        self.key = Some((id, ddict));
-        Ok(())
-    }
-
-    /// A key frame's payload, decompressed on its own.
-    pub fn key(&mut self, payload: &[u8]) -> Result<Vec<u8>, CodecError> {
-        let mut out = Vec::with_capacity(content_size(payload));
-        self.dctx.decompress(&mut out, payload).map_err(zstd_error)?;
-        Ok(out)
-    }
-
-    /// A delta frame's payload, against the key prepared with [`Decompressor::set_key`].
-    pub fn delta(&mut self, payload: &[u8]) -> Result<Vec<u8>, CodecError> {
-        let Some((_, ddict)) = &self.key else {
-            return Err(CodecError::Decompress(std::io::Error::other("a delta frame without its key")));
-        };
-        let mut out = Vec::with_capacity(content_size(payload));
-        self.dctx.decompress_using_ddict(&mut out, payload, ddict).map_err(zstd_error)?;
-        Ok(out)
-    }
-}
-
-/// The record size a frame declares, capped: a corrupt size cannot make us allocate more.
-fn content_size(payload: &[u8]) -> usize {
-    zstd::zstd_safe::get_frame_content_size(payload)
-        .ok()
-        .flatten()
-        .map_or(MAX_RECORD_LEN, |n| (n as usize).min(MAX_RECORD_LEN))
-}
-
-fn zstd_error(code: usize) -> CodecError {
-    CodecError::Decompress(std::io::Error::other(zstd::zstd_safe::get_error_name(code)))
-}
 
 pub fn decompress_key(payload: &[u8]) -> Result<Vec<u8>, CodecError> {
     decompress(payload, None)

@@ -19,7 +19,7 @@ pub const HEADER_LEN: usize = 24;
 pub const MAX_PAYLOAD_LEN: u32 = 256 << 20;
 
 /// What the payload holds and how it was compressed. Kinds 0 and 1 are samples (record
-/// version 1 since the first store); later kinds are other records, each compressed on its
+/// version 1 in the first store, 2 since; see `codec`); later kinds are other records, each compressed on its
 /// own and versioned by the header's version byte. A build that does not know a kind treats
 /// the frame as corrupt, so new kinds go into streams of their own (see `lib.rs`), where older
 /// builds never look.
@@ -27,7 +27,8 @@ pub const MAX_PAYLOAD_LEN: u32 = 256 << 20;
 pub enum FrameKind {
     /// A sample compressed on its own; starts a chunk.
     Key = 0,
-    /// A sample compressed with the raw record of the chunk's key frame as the dictionary.
+    /// A sample as a difference: version 1, its whole record compressed with the chunk's key
+    /// record as the dictionary; version 2, a `delta` record against its base, compressed alone.
     Delta = 1,
     /// A batch of probe results (`proctor_model::ProbeBatch`), compressed on its own.
     Probe = 2,

@@ -29,6 +29,7 @@
 //! files (they are evidence; their sizes are reported).
 
 pub mod codec;
+pub mod delta;
 pub mod frame;
 mod reader;
 pub mod segment;
@@ -70,6 +71,11 @@ pub struct StoreConfig {
     pub segment_max_bytes: u64,
     /// Frames per chunk (one key frame, then deltas against it).
     pub chunk_frames: u32,
+    /// Record version 2: every this many frames of a chunk a delta is an *anchor*, the base of
+    /// the deltas after it (anchors chain back to the key); 0 takes every delta against the key.
+    /// Against an older base a delta carries every row that changed since (PSS readings are
+    /// refreshed once a minute, so against a 60-frame key ~half the rows differ).
+    pub anchor_frames: u32,
     /// Drop segments whose newest sample is older than this (relative to the newest sample).
     pub retain_age: Duration,
     /// Drop the oldest segments while all segments together exceed this.
@@ -80,6 +86,9 @@ pub struct StoreConfig {
     /// sample in flight. Off, the page cache holds the frame and a process crash still loses
     /// nothing written.
     pub sync_every_frame: bool,
+    /// The record format written: [`codec::RECORD_VERSION`] (2) unless a comparison or a
+    /// compatibility test asks for [`codec::RECORD_VERSION_1`].
+    pub record_version: u8,
 }
 
 impl Default for StoreConfig {
@@ -88,12 +97,14 @@ impl Default for StoreConfig {
             segment_max_age: Duration::from_secs(3600),
             segment_max_bytes: 64 << 20,
             chunk_frames: 60,
+            anchor_frames: 4,
             // A week: at the ~1–2 KiB per frame measured with ~600 processes at 1 s (see
             // ARCHITECTURE.md), a week is 0.6–1.2 GiB, under the 2 GiB size cap.
             retain_age: Duration::from_secs(7 * 24 * 3600),
             retain_bytes: 2 << 30,
             level: codec::DEFAULT_LEVEL,
             sync_every_frame: false,
+            record_version: codec::RECORD_VERSION,
         }
     }
 }
@@ -113,6 +124,8 @@ pub enum StoreError {
     Codec { path: PathBuf, offset: u64, source: codec::CodecError },
     #[error("{path} at offset {offset}: {reason}")]
     BadFrame { path: PathBuf, offset: u64, reason: &'static str },
+    #[error("this build writes record versions 1 and 2, not {0}")]
+    WriteVersion(u8),
 }
 
 impl StoreError {

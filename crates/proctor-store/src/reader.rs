@@ -8,7 +8,11 @@ use std::path::{Path, PathBuf};
 
 use proctor_model::Sample;
 
-use crate::codec::{decode_event, decode_record, decode_record_host, decode_record_lean, decompress_key, CodecError, Decompressor, Event};
+use crate::codec::{
+    decode_event, decode_record, decode_record_host, decode_record_lean, decompress_delta, decompress_key, CodecError, Event,
+    RECORD_VERSION, RECORD_VERSION_1,
+};
+use crate::delta::{decode_delta, DeltaRecord, KeySample};
 use crate::frame::{check_payload, FrameKind, HEADER_LEN};
 use crate::segment::{list_segments, walk, Check, FrameRef, SegmentInfo};
 use crate::{check_dir, StoreError};
@@ -39,11 +43,16 @@ pub struct ReadReport {
 pub struct Reader {
     segments: Vec<SegmentInfo>,
     report: ReadReport,
-    /// zstd's context and the key record last decompressed, prepared for the deltas of its
-    /// chunk (created at the first sample read).
-    decompressor: Option<Decompressor>,
-    /// The segment last read from, kept open (reads go through it in order).
-    file: Option<(usize, File)>,
+    /// The key frame last read: (segment, offset, key), reused by the deltas of its chunk.
+    key_cache: Option<(usize, u64, CachedKey)>,
+}
+
+/// What the deltas of a chunk are decoded against.
+enum CachedKey {
+    /// Version 1: the key's raw record, the dictionary its deltas were compressed with.
+    V1(Vec<u8>),
+    /// Version 2: the key sample, which its deltas patch.
+    V2(Box<KeySample>),
 }
 
 impl std::fmt::Debug for Reader {
@@ -55,7 +64,7 @@ impl std::fmt::Debug for Reader {
 impl Reader {
     pub fn open(dir: &Path) -> Result<Reader, StoreError> {
         check_dir(dir)?;
-        Ok(Reader { segments: list_segments(dir)?, report: ReadReport::default(), decompressor: None, file: None })
+        Ok(Reader { segments: list_segments(dir)?, report: ReadReport::default(), key_cache: None })
     }
 
     pub fn segments(&self) -> &[SegmentInfo] {
@@ -117,24 +126,26 @@ impl Reader {
 
     /// Decodes one frame; `None` (and a line in the report) if it fails its CRC or decoding.
     pub fn read(&mut self, frame: &StoredFrame) -> Option<Sample> {
-        self.read_with(frame, decode_record)
+        self.read_shaped(frame, Shape::Full)
     }
 
     /// Decodes one frame for a summary over many samples: without the container part, the
     /// processes' `status`, `io`, PSS and cgroup readings, and the cycle's cost (see
-    /// [`decode_record_lean`]); `None` (and a line in the report) if it fails.
+    /// [`decode_record_lean`]); `None` (and a line in the report) if it fails. A version-1
+    /// frame skips parsing what is left out; a version-2 frame is decoded whole (its key must
+    /// be whole to be the base of the deltas after it, and a delta is small) and then trimmed.
     pub fn read_lean(&mut self, frame: &StoredFrame) -> Option<Sample> {
-        self.read_with(frame, decode_record_lean)
+        self.read_shaped(frame, Shape::Lean)
     }
 
     /// Decodes only a frame's clocks and host part (see [`decode_record_host`]): the sample
     /// has no processes. `None` (and a line in the report) if it fails.
     pub fn read_host(&mut self, frame: &StoredFrame) -> Option<Sample> {
-        self.read_with(frame, decode_record_host)
+        self.read_shaped(frame, Shape::Host)
     }
 
-    fn read_with(&mut self, frame: &StoredFrame, decode: fn(u8, &[u8]) -> Result<Sample, CodecError>) -> Option<Sample> {
-        match self.try_read_with(frame, decode) {
+    fn read_shaped(&mut self, frame: &StoredFrame, shape: Shape) -> Option<Sample> {
+        match self.try_read_shaped(frame, shape) {
             Ok(sample) => Some(sample),
             Err(err) => {
                 let path = self.segments[frame.segment].path.clone();
@@ -172,44 +183,113 @@ impl Reader {
 
     /// Decodes one sample frame, with the error.
     pub fn try_read(&mut self, frame: &StoredFrame) -> Result<Sample, StoreError> {
-        self.try_read_with(frame, decode_record)
+        self.try_read_shaped(frame, Shape::Full)
     }
 
-    fn try_read_with(&mut self, frame: &StoredFrame, decode: fn(u8, &[u8]) -> Result<Sample, CodecError>) -> Result<Sample, StoreError> {
+    fn try_read_shaped(&mut self, frame: &StoredFrame, shape: Shape) -> Result<Sample, StoreError> {
         let segment = frame.segment;
         let path = self.segments[segment].path.clone();
         let f = frame.frame;
+        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
         if !f.header.kind.is_sample() {
             return Err(StoreError::BadFrame { path, offset: f.offset, reason: "an event frame read as a sample" });
         }
-        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
-        if self.file.as_ref().is_none_or(|(s, _)| *s != segment) {
-            self.file = None;
-            let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
-            self.file = Some((segment, file));
-        }
-        let file = &self.file.as_ref().expect("opened above").1;
-        let payload = read_checked(file, &path, &f)?;
-        if self.decompressor.is_none() {
-            self.decompressor = Some(Decompressor::new().map_err(codec)?);
-        }
-        let decompressor = self.decompressor.as_mut().expect("created above");
-        let record = match f.header.kind {
+        let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+        let payload = read_checked(&file, &path, &f)?;
+        match f.header.kind {
             FrameKind::Key => {
-                let record = decompressor.key(&payload).map_err(codec)?;
-                decompressor.set_key((segment, f.offset), &record).map_err(codec)?;
-                record
-            }
-            FrameKind::Delta => {
-                if !decompressor.has_key((segment, f.key_offset)) {
-                    let key = walk_key(file, &path, f.key_offset)?;
-                    decompressor.set_key((segment, f.key_offset), &key).map_err(codec)?;
+                // Dropped first: a reader holds one chunk's key at a time.
+                self.key_cache = None;
+                let record = decompress_key(&payload).map_err(codec)?;
+                if f.header.version == RECORD_VERSION_1 {
+                    let sample = shape.decode(f.header.version, &record).map_err(codec)?;
+                    self.key_cache = Some((segment, f.offset, CachedKey::V1(record)));
+                    return Ok(sample);
                 }
-                decompressor.delta(&payload).map_err(codec)?
+                let sample = decode_record(f.header.version, &record).map_err(codec)?;
+                self.key_cache = Some((segment, f.offset, CachedKey::V2(Box::new(KeySample::from_sample(sample.clone())))));
+                Ok(shape.trim(sample))
             }
+            FrameKind::Delta if f.header.version == RECORD_VERSION => {
+                let record = decompress_key(&payload).map_err(codec)?;
+                let delta = DeltaRecord::parse(&record).map_err(codec)?;
+                self.read_delta(&file, &path, segment, f, delta).map(|sample| shape.trim(sample))
+            }
+            FrameKind::Delta if f.header.version == RECORD_VERSION_1 => {
+                let cached = matches!(&self.key_cache, Some((s, o, CachedKey::V1(_))) if *s == segment && *o == f.key_offset);
+                if !cached {
+                    self.key_cache = None;
+                    let key = read_key(&file, &path, f.key_offset)?;
+                    self.key_cache = Some((segment, f.key_offset, key));
+                }
+                let Some((_, _, CachedKey::V1(key))) = &self.key_cache else {
+                    return Err(codec(CodecError::Delta("the key frame is of another version")));
+                };
+                let record = decompress_delta(&payload, key).map_err(codec)?;
+                shape.decode(f.header.version, &record).map_err(codec)
+            }
+            FrameKind::Delta => Err(codec(CodecError::UnknownVersion(f.header.version))),
             FrameKind::Probe | FrameKind::Statsd => unreachable!("checked above"),
+        }
+    }
+
+    /// Decodes a version-2 delta: its base is the cached one (the chunk's key or an anchor),
+    /// or the anchors back to one are decoded first, oldest first, each becoming the cached base.
+    /// The cache holds one base at a time, so a reader holds at most one chunk's key sample.
+    fn read_delta(&mut self, file: &File, path: &Path, segment: usize, f: FrameRef, delta: DeltaRecord) -> Result<Sample, StoreError> {
+        let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, source };
+        let cached = |cache: &Option<(usize, u64, CachedKey)>, offset: u64| {
+            matches!(cache, Some((s, o, CachedKey::V2(_))) if *s == segment && *o == offset)
         };
-        decode(f.header.version, &record).map_err(codec)
+        // The frames between the cached base (or the key) and this one, newest first.
+        let mut chain: Vec<(u64, DeltaRecord)> = Vec::new();
+        let (mut offset, mut record) = (f.offset, delta);
+        loop {
+            let base = offset
+                .checked_sub(record.base)
+                .filter(|b| record.base > 0 && *b >= f.key_offset)
+                .ok_or_else(|| codec(offset, CodecError::Delta("its base is not an earlier frame of its chunk")))?;
+            chain.push((offset, record));
+            if cached(&self.key_cache, base) || base == f.key_offset {
+                break;
+            }
+            if chain.len() > MAX_CHAIN {
+                return Err(codec(f.offset, CodecError::Delta("too many anchors before it")));
+            }
+            let header = read_header(file, path, base)?;
+            if header.kind != FrameKind::Delta || header.version != RECORD_VERSION {
+                return Err(codec(base, CodecError::Delta("its base is not a version-2 frame of its chunk")));
+            }
+            let payload = read_checked(file, path, &FrameRef { offset: base, header, key_offset: f.key_offset })?;
+            let bytes = decompress_key(&payload).map_err(|e| codec(base, e))?;
+            record = DeltaRecord::parse(&bytes).map_err(|e| codec(base, e))?;
+            if !record.anchor {
+                return Err(codec(base, CodecError::Delta("its base is not an anchor")));
+            }
+            offset = base;
+        }
+        let base = chain.last().map_or(f.key_offset, |(o, r)| o - r.base);
+        if !cached(&self.key_cache, base) {
+            self.key_cache = None;
+            self.key_cache = Some((segment, f.key_offset, read_key(file, path, f.key_offset)?));
+        }
+        while let Some((offset, record)) = chain.pop() {
+            let Some((_, _, CachedKey::V2(key))) = &self.key_cache else {
+                return Err(codec(offset, CodecError::Delta("the key frame is of another version")));
+            };
+            if chain.is_empty() && !record.anchor {
+                return decode_delta(key, record).map_err(|e| codec(offset, e));
+            }
+            // An anchor: the base of the frames after it, made from the cached base in place.
+            let Some((_, _, CachedKey::V2(key))) = self.key_cache.take() else { unreachable!("matched above") };
+            let anchor = key.advance(record).map_err(|e| codec(offset, e))?;
+            let sample = if chain.is_empty() { Some(anchor.sample().map_err(|e| codec(offset, e))?) } else { None };
+            self.key_cache = Some((segment, offset, CachedKey::V2(Box::new(anchor))));
+            if let Some(sample) = sample {
+                return Ok(sample);
+            }
+        }
+        unreachable!("the chain ends with the frame asked for")
     }
 
     /// The last sample at or before `unix_ns`, and the sample before it when both come from
@@ -252,12 +332,70 @@ fn read_checked(file: &File, path: &Path, f: &FrameRef) -> Result<Vec<u8>, Store
     Ok(frame)
 }
 
-fn walk_key(file: &File, path: &Path, key_offset: u64) -> Result<Vec<u8>, StoreError> {
+/// The most frames a delta's decoding goes back through (anchors chain back to their key;
+/// a chunk of 60 frames with an anchor every 4 has 14): a bound against a hostile file.
+const MAX_CHAIN: usize = 4096;
+
+fn read_header(file: &File, path: &Path, offset: u64) -> Result<crate::frame::FrameHeader, StoreError> {
     let mut header_bytes = [0u8; HEADER_LEN];
-    file.read_exact_at(&mut header_bytes, key_offset).map_err(|e| StoreError::io(path, e))?;
-    let header = crate::frame::decode_header(&header_bytes)
-        .map_err(|_| StoreError::BadFrame { path: path.to_owned(), offset: key_offset, reason: "bad key frame header" })?;
+    file.read_exact_at(&mut header_bytes, offset).map_err(|e| StoreError::io(path, e))?;
+    crate::frame::decode_header(&header_bytes)
+        .map_err(|_| StoreError::BadFrame { path: path.to_owned(), offset, reason: "bad base frame header" })
+}
+
+/// Reads and decodes the key frame at `key_offset`, for the deltas of its chunk.
+fn read_key(file: &File, path: &Path, key_offset: u64) -> Result<CachedKey, StoreError> {
+    let header = read_header(file, path, key_offset)?;
+    if header.kind != FrameKind::Key {
+        return Err(StoreError::BadFrame { path: path.to_owned(), offset: key_offset, reason: "not a key frame" });
+    }
     let key = FrameRef { offset: key_offset, header, key_offset };
     let payload = read_checked(file, path, &key)?;
-    decompress_key(&payload).map_err(|source| StoreError::Codec { path: path.to_owned(), offset: key_offset, source })
+    let codec = |source| StoreError::Codec { path: path.to_owned(), offset: key_offset, source };
+    let record = decompress_key(&payload).map_err(codec)?;
+    if header.version == RECORD_VERSION_1 {
+        return Ok(CachedKey::V1(record));
+    }
+    let sample = decode_record(header.version, &record).map_err(codec)?;
+    Ok(CachedKey::V2(Box::new(KeySample::from_sample(sample))))
+}
+
+/// How much of a sample a read decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Full,
+    /// [`decode_record_lean`]'s fields.
+    Lean,
+    /// [`decode_record_host`]'s fields.
+    Host,
+}
+
+impl Shape {
+    /// Decodes a whole-sample record (version 1, or a version-2 key) to this shape.
+    fn decode(self, version: u8, record: &[u8]) -> Result<Sample, CodecError> {
+        match self {
+            Shape::Full => decode_record(version, record),
+            Shape::Lean => decode_record_lean(version, record),
+            Shape::Host => decode_record_host(version, record),
+        }
+    }
+
+    /// Cuts a whole sample down to this shape (what [`Shape::decode`] would have left out).
+    fn trim(self, mut sample: Sample) -> Sample {
+        match self {
+            Shape::Full => return sample,
+            Shape::Lean => {
+                for p in &mut sample.processes {
+                    p.status = None;
+                    p.io = None;
+                    p.pss = None;
+                    p.cgroup = None;
+                }
+            }
+            Shape::Host => sample.processes = Vec::new(),
+        }
+        sample.container = None;
+        sample.cost = proctor_model::SampleCost::default();
+        sample
+    }
 }

@@ -9,7 +9,11 @@ use std::time::Instant;
 
 use proctor_model::Sample;
 
-use crate::codec::{compress_event, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION, RECORD_VERSION};
+use crate::codec::{
+    compress_alone, compress_event, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION, RECORD_VERSION,
+    RECORD_VERSION_1,
+};
+use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
 use crate::segment::{
     intact_frame_after, list_segments, list_set_aside, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX,
@@ -92,9 +96,15 @@ pub struct Writer {
     /// process dies.
     _lock: File,
     active: Option<Active>,
+    /// The chunk's key record, when writing version 1.
     compressor: Compressor,
-    /// Size of the last record, so the next one is encoded into a buffer of about its size.
+    /// The sample the next delta is taken against and its frame's offset in the active
+    /// segment, when writing version 2: the chunk's key, or its latest anchor.
+    base: Option<(KeySample, u64)>,
+    /// Size of the last whole-sample record and of the last delta record, so the next one is
+    /// encoded into a buffer of about its size.
     last_record_len: usize,
+    last_delta_len: usize,
     stats: WriterStats,
 }
 
@@ -108,6 +118,9 @@ impl Writer {
     /// Locks `dir`, repairs or sets aside damaged segments, applies retention, and returns a
     /// writer that will start a new segment with its first sample.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<(Writer, OpenReport), StoreError> {
+        if config.record_version != RECORD_VERSION && config.record_version != RECORD_VERSION_1 {
+            return Err(StoreError::WriteVersion(config.record_version));
+        }
         check_dir(dir)?;
         let lock_path = dir.join("lock");
         let lock = OpenOptions::new()
@@ -140,7 +153,9 @@ impl Writer {
             config,
             _lock: lock,
             active: None,
+            base: None,
             last_record_len: 0,
+            last_delta_len: 0,
             stats: WriterStats::default(),
         };
         report.segments = list_segments(dir)?.len();
@@ -168,11 +183,6 @@ impl Writer {
     /// Appends one sample as one frame (a single `write`).
     pub fn append(&mut self, sample: &Sample) -> Result<AppendCost, StoreError> {
         let started = Instant::now();
-        // An eighth more than the last one: records grow and shrink with the process count.
-        let record = encode_record_sized(sample, self.last_record_len + self.last_record_len / 8);
-        self.last_record_len = record.len();
-        let record_bytes = record.len() as u64;
-        let encoded = Instant::now();
         let rotate = match &self.active {
             None => true,
             Some(a) => {
@@ -181,37 +191,51 @@ impl Writer {
             }
         };
         if rotate {
-            // Before compressing: a new segment starts a new chunk, so this frame is its key.
+            // A new segment starts a new chunk, so this frame is its key.
             self.rotate(sample.unix_ns)?;
         }
         let key = self
             .active
             .as_ref()
             .is_none_or(|a| a.frames_in_chunk == 0 || a.frames_in_chunk >= self.config.chunk_frames || a.rekey);
-        let (key, payload) = self.compress(key, record);
+        let rotated = Instant::now();
+        let version_1 = self.config.record_version == RECORD_VERSION_1;
+        let (key, base, record_bytes, encoded, payload) =
+            if version_1 { self.encode_v1(key, sample) } else { self.encode_v2(key, sample) };
         let payload = payload.map_err(|e| StoreError::io(&self.dir, e))?;
         let compressed = Instant::now();
         if payload.len() > MAX_PAYLOAD_LEN as usize {
             return Err(StoreError::BadFrame { path: self.dir.clone(), offset: 0, reason: "sample too large for a frame" });
         }
         let kind = if key { FrameKind::Key } else { FrameKind::Delta };
-        let frame_bytes = self.write_frame(sample.unix_ns, kind, RECORD_VERSION, &payload)?;
+        let at = self.active.as_ref().map_or(0, |a| a.bytes);
+        let frame_bytes = self.write_frame(sample.unix_ns, kind, self.config.record_version, &payload)?;
+        let written = Instant::now();
+        if base && !version_1 {
+            // Kept only once its frame is written: a failed write starts a new segment (and
+            // chunk) with the next sample, and a delta never names a frame that is not there.
+            self.base = None;
+            self.base = Some((KeySample::new(sample), at));
+        }
+        let based = Instant::now();
         let active = self.active.as_mut().expect("rotate opened a segment");
         active.frames_in_chunk = if key { 1 } else { active.frames_in_chunk + 1 };
         if key {
             active.key_payload_bytes = payload.len();
         }
-        // Measured with ~600 processes: a delta against a key without command lines is ~80 %
-        // of a standalone frame, against a good key ~4 %.
-        active.rekey = !key && payload.len() * 4 > active.key_payload_bytes;
-        let written = Instant::now();
+        // Version 1, measured with ~600 processes: a delta against a key without command lines
+        // is ~80 % of a standalone frame, against a good key ~4 %. Version 2 needs no such rule:
+        // the next anchor (at most `anchor_frames` on) carries what changed, and the deltas
+        // after it are taken against it.
+        active.rekey = version_1 && !key && payload.len() * 4 > active.key_payload_bytes;
         let cost = AppendCost {
             record_bytes,
             frame_bytes,
             key_frame: key,
-            encode_ns: (encoded - started).as_nanos() as u64,
+            // Keeping the base sample is part of encoding: it is what the next deltas compare.
+            encode_ns: (encoded - rotated + (based - written)).as_nanos() as u64,
             compress_ns: (compressed - encoded).as_nanos() as u64,
-            write_ns: (written - compressed).as_nanos() as u64,
+            write_ns: (written - compressed + (rotated - started)).as_nanos() as u64,
         };
         let s = &mut self.stats;
         s.frames += 1;
@@ -222,6 +246,52 @@ impl Writer {
         s.compress_ns += cost.compress_ns;
         s.write_ns += cost.write_ns;
         Ok(cost)
+    }
+
+    /// Version 2: a key frame is the sample's JSON; a delta is a `delta` record against the
+    /// chunk's base sample (the key, or the latest anchor), which the writer keeps. Both are
+    /// compressed alone. Returns whether the frame is a key, whether it is an anchor, the
+    /// record's size, when encoding ended, and the payload.
+    fn encode_v2(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Vec<u8>>) {
+        let level = self.config.level;
+        let at = self.active.as_ref().map_or(0, |a| a.bytes);
+        match self.base.as_ref().filter(|_| !key) {
+            Some((base, base_at)) => {
+                let in_chunk = self.active.as_ref().map_or(0, |a| a.frames_in_chunk);
+                let anchor = self.config.anchor_frames > 0 && in_chunk.is_multiple_of(self.config.anchor_frames);
+                let record = encode_delta(base, sample, at - base_at, anchor, self.last_delta_len + self.last_delta_len / 2);
+                self.last_delta_len = record.len();
+                let encoded = Instant::now();
+                (false, anchor, record.len() as u64, encoded, compress_alone(level, &record))
+            }
+            // A key was asked for, or there is no base (a new segment): a frame is labelled a
+            // delta only when the base it was taken against is in its chunk.
+            None => {
+                // Dropped first: a key frame never needs the previous base.
+                self.base = None;
+                // An eighth more than the last one: records grow and shrink with the processes.
+                let record = encode_record_sized(sample, self.last_record_len + self.last_record_len / 8);
+                self.last_record_len = record.len();
+                let encoded = Instant::now();
+                (true, true, self.last_record_len as u64, encoded, compress_alone(level, &record))
+            }
+        }
+    }
+
+    /// Version 1: every frame is the sample's JSON, deltas compressed against the key's record.
+    fn encode_v1(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Vec<u8>>) {
+        let record = encode_record_sized(sample, self.last_record_len + self.last_record_len / 8);
+        self.last_record_len = record.len();
+        let record_bytes = record.len() as u64;
+        let encoded = Instant::now();
+        let (key, payload) = self.compress_v1(key, record);
+        (key, key, record_bytes, encoded, payload)
+    }
+
+    /// Bytes the writer holds between frames for the chunk's key: the key record (version 1)
+    /// or the key sample's rows and rest (version 2; an estimate, see `KeySample::held_bytes`).
+    pub fn key_bytes(&self) -> usize {
+        self.compressor.key_bytes() + self.base.as_ref().map_or(0, |(b, _)| b.held_bytes())
     }
 
     /// Appends one event record (probe results, a statsd flush) as one frame compressed on its
@@ -292,9 +362,10 @@ impl Writer {
         Ok(frame.len() as u64)
     }
 
-    /// A key frame when `key`, else a delta against the chunk's key. The record moves into the
-    /// compressor as the new key, or is freed here, before the frame is built and written.
-    fn compress(&mut self, key: bool, record: Vec<u8>) -> (bool, std::io::Result<Vec<u8>>) {
+    /// A version-1 key frame when `key`, else a delta against the chunk's key record. The
+    /// record moves into the compressor as the new key, or is freed here, before the frame is
+    /// built and written.
+    fn compress_v1(&mut self, key: bool, record: Vec<u8>) -> (bool, std::io::Result<Vec<u8>>) {
         match if key { None } else { self.compressor.delta(&record) } {
             Some(result) => (false, result),
             // No key loaded (cannot happen after a key frame in this segment, but a frame
@@ -337,6 +408,7 @@ impl Writer {
         });
         self.stats.segments_created += 1;
         self.compressor.reset();
+        self.base = None;
         let removed = self.apply_retention(start_ns)?;
         self.stats.segments_removed += removed.len() as u64;
         Ok(())

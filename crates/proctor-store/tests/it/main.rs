@@ -384,13 +384,14 @@ fn write_v1_store_when_asked() {
     write(Path::new(&dir), small_config(), 0..6);
 }
 
-/// Regression: a run's first sample has no command lines yet, so a chunk keyed on it made every
-/// delta ~20× larger (16 KB instead of 0.8 KB with 600 processes). A delta over a quarter of
-/// its key's size must start a new chunk with the next frame.
+/// Regression (record version 1): a run's first sample has no command lines yet, so a chunk
+/// keyed on it made every delta ~20× larger (16 KB instead of 0.8 KB with 600 processes). A
+/// delta over a quarter of its key's size must start a new chunk with the next frame.
 #[test]
 fn a_key_unlike_the_samples_after_it_is_replaced_early() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
+    let config = StoreConfig { record_version: proctor_store::codec::RECORD_VERSION_1, ..StoreConfig::default() };
+    let (mut writer, _) = Writer::open(dir.path(), config).expect("open");
     let mut first = sample(0, 300);
     for p in &mut first.processes {
         p.cmdline = None;
@@ -540,4 +541,201 @@ fn a_store_with_only_samples_has_no_events() {
     let mut reader = Reader::open(&dir).expect("reader");
     assert!(reader.event_frames(0, u64::MAX).expect("events").is_empty());
     assert_eq!(reader.frames(0, u64::MAX).expect("frames").len(), 6);
+}
+
+/// Record version 2, the same start: the deltas before the first anchor carry the command lines
+/// the key lacks, and the anchor makes the deltas after it small again (each against it).
+#[test]
+fn a_key_without_command_lines_costs_only_until_the_first_anchor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
+    let mut first = varied_sample(0, 300);
+    for p in &mut first.processes {
+        p.cmdline = None;
+        p.cgroup = None;
+    }
+    let anchor = u64::from(StoreConfig::default().anchor_frames);
+    let costs: Vec<_> = std::iter::once(first)
+        .chain((1..anchor + 4).map(|seq| varied_sample(seq, 300)))
+        .map(|s| writer.append(&s).expect("append"))
+        .collect();
+    let key = costs[0].frame_bytes;
+    let early = costs[1].frame_bytes;
+    let late = &costs[anchor as usize + 1..];
+    assert!(costs.iter().skip(1).all(|c| !c.key_frame));
+    for c in late {
+        assert!(c.frame_bytes * 2 < early, "after the anchor {} B, before it {early} B (key {key} B)", c.frame_bytes);
+    }
+    drop(writer);
+    let back = read_all(dir.path());
+    assert_eq!(seqs(&back), (0..anchor + 4).collect::<Vec<_>>());
+    assert_eq!(json(&back[anchor as usize + 2]), json(&varied_sample(anchor + 2, 300)));
+}
+
+/// A sample whose processes and host parts change with `seq` in every way a delta must carry:
+/// processes come (pids 100+seq) and go (pid seq % 20 + 1 is missing), some change (odd pids'
+/// counters, every third one's memory readings and command line), most stay as they were,
+/// and the order is not the pid order (the first two rows swap on odd seqs); the host gains a
+/// disk, loses its meminfo and changes its pressure.
+fn churning_sample(seq: u64) -> Sample {
+    use proctor_procfs::host::{DiskStat, MemInfo, Pressure, PressureLine};
+    let mut s = sample(seq, 20);
+    let base = sample(0, 20);
+    for (p, b) in s.processes.iter_mut().zip(&base.processes) {
+        if p.pid % 2 == 0 {
+            // Even pids idle: exactly as in the first sample.
+            *p = b.clone();
+        }
+        if p.pid % 3 == 0 && seq % 2 == 1 {
+            p.resident_bytes = None;
+            p.status = Some(proctor_model::StatusReading { rss_anon_bytes: Some(seq), read_mono_ns: seq, ..Default::default() });
+            p.cmdline = Some(Arc::from(vec![format!("/bin/changed-{seq}")]));
+            p.comm = Arc::from(format!("renamed{seq}"));
+        }
+    }
+    s.processes.retain(|p| u64::from(p.pid) != seq % 20 + 1);
+    for extra in 0..seq % 3 {
+        let mut p = sample(seq, 1).processes.remove(0);
+        p.pid = 100 + (seq + extra) as u32;
+        p.start_ticks = seq;
+        s.processes.push(p);
+    }
+    if seq % 2 == 1 {
+        s.processes.swap(0, 1);
+    }
+    s.host.meminfo = seq.is_multiple_of(2).then(|| MemInfo { free_bytes: Some(seq), ..MemInfo::default() });
+    s.host.pressure_io = Some(Pressure {
+        some: Some(PressureLine { avg10: seq as f64 / 3.0, total_usec: seq * 7, ..PressureLine::default() }),
+        full: None,
+    });
+    s.host.disks = (0..1 + seq % 2)
+        .map(|i| DiskStat {
+            name: Arc::from(format!("vd{i}")),
+            reads: seq * (i + 1),
+            read_sectors: 0,
+            read_ms: 0,
+            writes: i,
+            write_sectors: 0,
+            write_ms: 0,
+            in_flight: 0,
+            io_ms: 0,
+            weighted_io_ms: 0,
+        })
+        .collect();
+    s.host.online_cpus = (!seq.is_multiple_of(3)).then(|| vec![0, seq as u32 % 4]);
+    s
+}
+
+fn v2_config() -> StoreConfig {
+    StoreConfig { chunk_frames: 7, anchor_frames: 2, ..StoreConfig::default() }
+}
+
+/// Version-2 keys, anchors and deltas give back exactly what was written: rows added, removed,
+/// changed and the same, in their order, and host parts added, changed and gone; read in order,
+/// backwards, and each frame by a reader that holds nothing (which decodes the anchors first).
+#[test]
+fn version_2_deltas_round_trip_every_kind_of_change() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), v2_config()).expect("open");
+    let kinds: Vec<bool> = (0..16).map(|seq| writer.append(&churning_sample(seq)).expect("append").key_frame).collect();
+    assert_eq!(kinds.iter().filter(|k| **k).count(), 3, "{kinds:?}");
+    drop(writer);
+    let mut reader = Reader::open(dir.path()).expect("open");
+    let frames = reader.all_frames().expect("frames");
+    assert!(frames.iter().all(|f| f.frame.header.version == proctor_store::codec::RECORD_VERSION));
+    let check = |got: &Sample| assert_eq!(json(got), json(&churning_sample(got.seq)), "sample {}", got.seq);
+    let forward: Vec<Sample> = frames.iter().map(|f| reader.try_read(f).expect("decode")).collect();
+    assert_eq!(seqs(&forward), (0..16).collect::<Vec<_>>());
+    forward.iter().for_each(check);
+    for f in frames.iter().rev() {
+        check(&reader.try_read(f).expect("decode backwards"));
+    }
+    for f in &frames {
+        check(&Reader::open(dir.path()).expect("open").try_read(f).expect("decode cold"));
+    }
+    // The order is the sample's, not the pid order.
+    assert_eq!(forward[1].processes[0].pid, 3);
+    assert!(reader.report().bad_frames.is_empty());
+}
+
+/// A store written by a version-1 writer and then a version-2 one (an upgrade) reads back whole,
+/// and so does the committed version-1 store with version-2 segments after it.
+#[test]
+fn a_store_mixing_version_1_and_version_2_frames_reads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let v1 = StoreConfig { record_version: proctor_store::codec::RECORD_VERSION_1, ..small_config() };
+    write(dir.path(), v1, 0..5);
+    write(dir.path(), small_config(), 5..10);
+    write(dir.path(), StoreConfig { record_version: proctor_store::codec::RECORD_VERSION_1, ..small_config() }, 10..13);
+    let mut reader = Reader::open(dir.path()).expect("open");
+    let versions: Vec<u8> = reader.all_frames().expect("frames").iter().map(|f| f.frame.header.version).collect();
+    assert_eq!(versions, [[1; 5].as_slice(), &[2; 5], &[1; 3]].concat());
+    let back = read_all(dir.path());
+    assert_eq!(seqs(&back), (0..13).collect::<Vec<_>>());
+    for got in &back {
+        assert_eq!(json(got), json(&sample(got.seq, 20)), "sample {}", got.seq);
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-store/01700000000000000000.seg");
+    std::fs::copy(&committed, dir.path().join("01700000000000000000.seg")).expect("copy");
+    write(dir.path(), small_config(), 6..12);
+    let back = read_all(dir.path());
+    assert_eq!(seqs(&back), (0..12).collect::<Vec<_>>());
+    for got in &back {
+        assert_eq!(json(got), json(&sample(got.seq, 20)), "sample {}", got.seq);
+    }
+}
+
+/// Damage in a version-2 delta that is no anchor loses that frame only; damage in an anchor
+/// loses it and the frames of its chunk that are taken against it or a later anchor (as damage
+/// in a key loses its chunk). Each loss is reported, none is fatal.
+#[test]
+fn damage_in_an_anchor_loses_the_frames_after_it_in_its_chunk_only() {
+    let config = StoreConfig { chunk_frames: 8, anchor_frames: 3, ..StoreConfig::default() };
+    // Chunk 0..8: key 0, anchors 3 and 6; chunk 8..16: key 8, anchors 11 and 14.
+    for (damaged, lost) in [(4usize, vec![4u64]), (3, vec![3, 4, 5, 6, 7]), (6, vec![6, 7])] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), config.clone(), 0..16);
+        write(dir.path(), config.clone(), 16..17);
+        let first = segments(dir.path())[0].clone();
+        let walk = proctor_store::segment::walk(&first, proctor_store::segment::Check::Headers).expect("walk");
+        let mut bytes = std::fs::read(&first).expect("read");
+        bytes[walk.frames[damaged].offset as usize + 30] ^= 1;
+        std::fs::write(&first, &bytes).expect("write");
+        let mut reader = Reader::open(dir.path()).expect("open");
+        let frames = reader.all_frames().expect("frames");
+        let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+        let expected: Vec<u64> = (0..17).filter(|s| !lost.contains(s)).collect();
+        assert_eq!(got, expected, "damage in frame {damaged}");
+        assert_eq!(reader.report().bad_frames.len(), lost.len(), "{:?}", reader.report());
+        assert!(reader.report().bad_frames.iter().all(|(_, _, why)| why.contains("crc")), "{:?}", reader.report());
+    }
+}
+
+/// `tests/data/v2-store` was written by the build that introduced record version 2, from
+/// `churning_sample(seq)` for seq 0..12 with `v2_config()` (chunks of 7, an anchor every 2).
+/// Future builds must keep reading it: change the reader, not this file (nor
+/// `churning_sample`); never regenerate it.
+#[test]
+fn reads_the_store_written_by_record_version_2() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2-store");
+    let mut reader = Reader::open(&dir).expect("open");
+    let frames = reader.all_frames().expect("frames");
+    assert!(frames.iter().all(|f| f.frame.header.version == 2));
+    let back = read_all(&dir);
+    assert_eq!(seqs(&back), (0..12).collect::<Vec<_>>());
+    for got in &back {
+        assert_eq!(json(got), json(&churning_sample(got.seq)), "sample {}", got.seq);
+    }
+}
+
+/// Writes the version-2 compatibility store; run once by hand with `PROCTOR_WRITE_V2_STORE=DIR`.
+#[test]
+fn write_v2_store_when_asked() {
+    let Some(dir) = std::env::var_os("PROCTOR_WRITE_V2_STORE") else { return };
+    let (mut writer, _) = Writer::open(Path::new(&dir), v2_config()).expect("open");
+    for seq in 0..12 {
+        writer.append(&churning_sample(seq)).expect("append");
+    }
 }

@@ -1,0 +1,509 @@
+//! Version-2 delta records: a sample as what differs from its *base* sample. Pure: no files,
+//! no compression (see `codec`).
+//!
+//! Most of a host's processes are idle, and an idle process's `ProcessSample` is identical from
+//! one sample to the next (the sampler keeps the parse of a byte-identical `stat` line). So a
+//! delta names, in the sample's own process order:
+//!
+//! ```text
+//! delta = {"base": B, ["anchor": true,] "rest": PATCH, "rows": [OP, ...]}
+//! OP    = {"k": [i, n]}            the base's rows i..i+n, unchanged
+//!       | {"p": {"@": i, F: V..}}  the base's row i with the fields F changed to V (same pid
+//!                                  and start time; a field that became None is `null`)
+//!       | {"n": ProcessSample}     a row the base does not have (a new process, a reused pid)
+//! ```
+//!
+//! The base is the frame `B` bytes before this one in the same segment: the chunk's key, or an
+//! *anchor*, a delta marked as the base of the frames after it (every `anchor_frames` frames;
+//! an anchor's base is the previous anchor or the key). Why not always the key: the PSS worker
+//! refreshes every process's reading once a minute, so against a key up to 60 s old about half
+//! the rows differ (measured with ~650 processes: ~400 changed rows per delta, 10.8 KB per delta
+//! against the key, 2.1 KB against the previous sample). Anchors bound that drift at the price
+//! of a short chain: decoding a frame decodes its key and the anchors between (at most 14 with
+//! chunks of 60 and an anchor every 4), and damage to an anchor loses the frames after it in its
+//! chunk (damage to another delta loses only that frame, as before).
+//!
+//! `rest` is everything but the processes (times, host, container, cost) as a patch of the
+//! base's JSON value: a patch is either `[V]` (replace with V) or an object whose entries patch
+//! the members (an object's by name, an array's of the same length by index). Nothing else is
+//! ever a patch, so `null` and objects are values only inside `[ ]`.
+//!
+//! Rows are compared field by field (`ProcessSample` is destructured without `..`, so a new
+//! field fails to compile here until it is carried); `rest` is compared as JSON, so new fields
+//! of the host, the container or the cost are carried without a change here. A reader of a
+//! newer build's patch ignores members it does not know, as for JSON records; a patch from an
+//! older build leaves a field the writer did not have as the base has it (read as absent: None).
+//!
+//! The writer holds the base's rows (cloned: the strings are shared `Arc`s) and the base's
+//! `rest` as a JSON value; the reader holds the decoded base sample and its `rest` value.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use proctor_model::{ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, StatusReading};
+use proctor_procfs::process::Io;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::codec::CodecError;
+
+/// The sample deltas are taken against (a key's or an anchor's), with what comparing needs.
+#[derive(Debug, Clone)]
+pub struct KeySample {
+    /// The base sample's processes, as written (writer) or decoded (reader).
+    processes: Vec<ProcessSample>,
+    /// Everything but the processes, as JSON ([`rest_value`]).
+    rest: Value,
+    /// pid → index in `processes`, for rows that are not where the last match predicts (the
+    /// writer's; a reader only follows indices).
+    by_pid: HashMap<u32, u32>,
+}
+
+impl KeySample {
+    /// The writer's base: indexed by pid.
+    pub fn new(sample: &Sample) -> KeySample {
+        let by_pid = sample.processes.iter().enumerate().map(|(i, p)| (p.pid, i as u32)).collect();
+        KeySample { processes: sample.processes.clone(), rest: rest_value(sample), by_pid }
+    }
+
+    /// A reader's base, taking the sample's processes.
+    pub fn from_sample(mut sample: Sample) -> KeySample {
+        let rest = rest_value(&sample);
+        KeySample { processes: std::mem::take(&mut sample.processes), rest, by_pid: HashMap::new() }
+    }
+
+    /// The base sample itself.
+    pub fn sample(&self) -> Result<Sample, CodecError> {
+        let mut sample: Sample = Sample::deserialize(&self.rest).map_err(CodecError::Parse)?;
+        sample.processes = self.processes.clone();
+        Ok(sample)
+    }
+
+    /// The base after `delta` (an anchor read on the way to a later frame): the rest patched in
+    /// place and the rows moved, never a whole sample built.
+    pub fn advance(mut self, delta: DeltaRecord) -> Result<KeySample, CodecError> {
+        apply(&mut self.rest, delta.rest)?;
+        let mut old: Vec<Option<ProcessSample>> = self.processes.into_iter().map(Some).collect();
+        let mut processes = Vec::with_capacity(old.len());
+        let gone = || CodecError::Delta("a row beyond the base's, or used twice");
+        for op in delta.rows {
+            match op {
+                RowOp::Keep(from, n) => {
+                    let (from, n) = (from as usize, n as usize);
+                    let kept = from.checked_add(n).and_then(|to| old.get_mut(from..to)).ok_or_else(gone)?;
+                    for row in kept {
+                        processes.push(row.take().ok_or_else(gone)?);
+                    }
+                }
+                RowOp::Patch(patch) => {
+                    let row = old.get_mut(patch.key as usize).and_then(Option::take).ok_or_else(gone)?;
+                    processes.push(apply_row(row, patch));
+                }
+                RowOp::New(row) => processes.push(row),
+            }
+        }
+        Ok(KeySample { processes, rest: self.rest, by_pid: HashMap::new() })
+    }
+
+    /// Bytes held beyond the strings the rows share with the sampler's samples (an estimate:
+    /// the rows, the pid index and the JSON of the rest).
+    pub fn held_bytes(&self) -> usize {
+        self.processes.capacity() * std::mem::size_of::<ProcessSample>()
+            + self.by_pid.capacity() * (std::mem::size_of::<(u32, u32)>() + 1)
+            + value_bytes(&self.rest)
+    }
+
+    fn find(&self, pid: u32, guess: usize) -> Option<usize> {
+        match self.processes.get(guess) {
+            Some(p) if p.pid == pid => Some(guess),
+            _ => self.by_pid.get(&pid).map(|&i| i as usize),
+        }
+    }
+}
+
+fn value_bytes(v: &Value) -> usize {
+    std::mem::size_of::<Value>()
+        + match v {
+            Value::String(s) => s.capacity(),
+            Value::Array(a) => a.iter().map(value_bytes).sum(),
+            // A BTreeMap entry: key, value, and about a pointer of node overhead.
+            Value::Object(m) => m.iter().map(|(k, v)| k.capacity() + 24 + 8 + value_bytes(v)).sum(),
+            _ => 0,
+        }
+}
+
+/// A sample without its processes, serialized under `Sample`'s own field names so that it
+/// deserializes as a `Sample` (with no processes).
+#[derive(Serialize)]
+struct Rest<'a> {
+    seq: u64,
+    unix_ns: u64,
+    mono_ns: u64,
+    clock_ticks_per_sec: u64,
+    page_size: u64,
+    host: &'a HostSample,
+    container: &'a Option<ContainerSample>,
+    processes: [ProcessSample; 0],
+    cost: &'a SampleCost,
+}
+
+fn rest_value(sample: &Sample) -> Value {
+    // Without `..`: a field added to `Sample` must be added to `Rest` too.
+    let Sample { seq, unix_ns, mono_ns, clock_ticks_per_sec, page_size, host, container, processes: _, cost } = sample;
+    let rest = Rest {
+        seq: *seq,
+        unix_ns: *unix_ns,
+        mono_ns: *mono_ns,
+        clock_ticks_per_sec: *clock_ticks_per_sec,
+        page_size: *page_size,
+        host,
+        container,
+        processes: [],
+        cost,
+    };
+    // Plain structs and string-keyed maps always serialize.
+    serde_json::to_value(rest).expect("a sample always serializes to JSON")
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeltaRecord {
+    /// How many bytes before this frame its base frame starts (the chunk's key, or an anchor).
+    pub base: u64,
+    /// Whether later frames may take this one as their base.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub anchor: bool,
+    rest: Value,
+    rows: Vec<RowOp>,
+}
+
+impl DeltaRecord {
+    pub fn parse(record: &[u8]) -> Result<DeltaRecord, CodecError> {
+        serde_json::from_slice(record).map_err(CodecError::Parse)
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum RowOp {
+    /// The key's rows `.0 .. .0 + .1`, unchanged.
+    #[serde(rename = "k")]
+    Keep(u32, u32),
+    #[serde(rename = "p")]
+    Patch(RowPatch),
+    #[serde(rename = "n")]
+    New(ProcessSample),
+}
+
+/// The fields of a key row that changed; `None` is "as in the key". Fields that are `Option`s
+/// in the row are `Some(None)` when they became `None` (written `null`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct RowPatch {
+    #[serde(rename = "@")]
+    key: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ppid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    comm: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<char>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    utime_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stime_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    num_threads: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    minflt: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    majflt: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nice: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vsize_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    resident_bytes: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    status: Option<Option<StatusReading>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    io: Option<Option<Io>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    cmdline: Option<Option<Arc<[String]>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pss: Option<Option<PssReading>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    cgroup: Option<Option<Arc<str>>>,
+}
+
+/// A member that is present is `Some`, even when it is `null` (absent members are `default`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// `Some(new)` when it differs from `old`.
+fn changed<T: PartialEq + Clone>(old: &T, new: &T) -> Option<T> {
+    (old != new).then(|| new.clone())
+}
+
+/// The patch from `old` to `new` (same pid and start time), or `None` when they are equal.
+fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPatch> {
+    // Without `..`: a field added to `ProcessSample` fails to compile until it is carried.
+    let ProcessSample {
+        pid: _,
+        ppid,
+        start_ticks: _,
+        comm,
+        state,
+        utime_ticks,
+        stime_ticks,
+        num_threads,
+        minflt,
+        majflt,
+        nice,
+        vsize_bytes,
+        resident_bytes,
+        status,
+        io,
+        cmdline,
+        pss,
+        cgroup,
+    } = new;
+    // The cheap, usual case first: an idle process is unchanged.
+    if old.utime_ticks == *utime_ticks
+        && old.stime_ticks == *stime_ticks
+        && old.minflt == *minflt
+        && old.state == *state
+        && old.resident_bytes == *resident_bytes
+        && old.ppid == *ppid
+        && old.num_threads == *num_threads
+        && old.majflt == *majflt
+        && old.nice == *nice
+        && old.vsize_bytes == *vsize_bytes
+        && old.status == *status
+        && old.io == *io
+        && old.pss == *pss
+        && old.comm == *comm
+        && old.cmdline == *cmdline
+        && old.cgroup == *cgroup
+    {
+        return None;
+    }
+    Some(RowPatch {
+        key,
+        ppid: changed(&old.ppid, ppid),
+        comm: changed(&old.comm, comm),
+        state: changed(&old.state, state),
+        utime_ticks: changed(&old.utime_ticks, utime_ticks),
+        stime_ticks: changed(&old.stime_ticks, stime_ticks),
+        num_threads: changed(&old.num_threads, num_threads),
+        minflt: changed(&old.minflt, minflt),
+        majflt: changed(&old.majflt, majflt),
+        nice: changed(&old.nice, nice),
+        vsize_bytes: changed(&old.vsize_bytes, vsize_bytes),
+        resident_bytes: changed(&old.resident_bytes, resident_bytes),
+        status: changed(&old.status, status),
+        io: changed(&old.io, io),
+        cmdline: changed(&old.cmdline, cmdline),
+        pss: changed(&old.pss, pss),
+        cgroup: changed(&old.cgroup, cgroup),
+    })
+}
+
+fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
+    // Without `..`, like `row_patch`.
+    let RowPatch {
+        key: _,
+        ppid,
+        comm,
+        state,
+        utime_ticks,
+        stime_ticks,
+        num_threads,
+        minflt,
+        majflt,
+        nice,
+        vsize_bytes,
+        resident_bytes,
+        status,
+        io,
+        cmdline,
+        pss,
+        cgroup,
+    } = patch;
+    fn set<T>(field: &mut T, value: Option<T>) {
+        if let Some(value) = value {
+            *field = value;
+        }
+    }
+    set(&mut row.ppid, ppid);
+    set(&mut row.comm, comm);
+    set(&mut row.state, state);
+    set(&mut row.utime_ticks, utime_ticks);
+    set(&mut row.stime_ticks, stime_ticks);
+    set(&mut row.num_threads, num_threads);
+    set(&mut row.minflt, minflt);
+    set(&mut row.majflt, majflt);
+    set(&mut row.nice, nice);
+    set(&mut row.vsize_bytes, vsize_bytes);
+    set(&mut row.resident_bytes, resident_bytes);
+    set(&mut row.status, status);
+    set(&mut row.io, io);
+    set(&mut row.cmdline, cmdline);
+    set(&mut row.pss, pss);
+    set(&mut row.cgroup, cgroup);
+    row
+}
+
+/// The patch that turns `old` into `new`; `None` when they are equal.
+fn diff(old: &Value, new: &Value) -> Option<Value> {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) if o.len() == n.len() && n.keys().all(|k| o.contains_key(k)) => {
+            let patch: Map<String, Value> =
+                n.iter().filter_map(|(k, nv)| diff(&o[k.as_str()], nv).map(|d| (k.clone(), d))).collect();
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        (Value::Array(o), Value::Array(n)) if o.len() == n.len() => {
+            let patch: Map<String, Value> =
+                o.iter().zip(n).enumerate().filter_map(|(i, (ov, nv))| diff(ov, nv).map(|d| (i.to_string(), d))).collect();
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        _ if old == new => None,
+        _ => Some(Value::Array(vec![new.clone()])),
+    }
+}
+
+/// Applies a patch made by [`diff`]. A member the target does not have is added when the patch
+/// replaces it (a newer writer's field: ignored when deserialized) and skipped otherwise.
+fn apply(target: &mut Value, patch: Value) -> Result<(), CodecError> {
+    let bad = |why| Err(CodecError::Delta(why));
+    match patch {
+        Value::Array(mut replace) if replace.len() == 1 => {
+            *target = replace.pop().expect("one element");
+            Ok(())
+        }
+        Value::Object(members) => match target {
+            Value::Object(t) => {
+                for (k, sub) in members {
+                    match t.get_mut(&k) {
+                        Some(v) => apply(v, sub)?,
+                        None => {
+                            if let Value::Array(mut replace) = sub {
+                                if replace.len() == 1 {
+                                    t.insert(k, replace.pop().expect("one element"));
+                                }
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Value::Array(t) => {
+                for (k, sub) in members {
+                    let Some(v) = k.parse::<usize>().ok().and_then(|i| t.get_mut(i)) else {
+                        return bad("a patch names an element the key does not have");
+                    };
+                    apply(v, sub)?;
+                }
+                Ok(())
+            }
+            _ => bad("a patch of members applied to a plain value"),
+        },
+        _ => bad("a patch is neither [value] nor an object"),
+    }
+}
+
+/// The version-2 delta record of `sample` against `key`, whose frame starts `base` bytes before
+/// this one's; `anchor` when later frames will take this one as their base.
+pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, expected: usize) -> Vec<u8> {
+    let rest = diff(&key.rest, &rest_value(sample)).unwrap_or_else(|| Value::Object(Map::new()));
+    let mut rows: Vec<RowOp> = Vec::new();
+    let mut guess = 0;
+    for new in &sample.processes {
+        let found = key.find(new.pid, guess).filter(|&i| key.processes[i].start_ticks == new.start_ticks);
+        let Some(i) = found else {
+            rows.push(RowOp::New(new.clone()));
+            continue;
+        };
+        guess = i + 1;
+        let i32_ = i as u32;
+        match row_patch(i32_, &key.processes[i], new) {
+            Some(patch) => rows.push(RowOp::Patch(patch)),
+            None => match rows.last_mut() {
+                Some(RowOp::Keep(from, n)) if *from + *n == i32_ => *n += 1,
+                _ => rows.push(RowOp::Keep(i32_, 1)),
+            },
+        }
+    }
+    let mut out = Vec::with_capacity(expected);
+    serde_json::to_writer(&mut out, &DeltaRecord { base, anchor, rest, rows }).expect("a delta always serializes to JSON");
+    out
+}
+
+/// The sample a version-2 delta record describes, given its base.
+pub fn decode_delta(key: &KeySample, delta: DeltaRecord) -> Result<Sample, CodecError> {
+    let mut rest = key.rest.clone();
+    apply(&mut rest, delta.rest)?;
+    let mut sample: Sample = Sample::deserialize(rest).map_err(CodecError::Parse)?;
+    let rows = &key.processes;
+    let mut processes = Vec::with_capacity(rows.len());
+    for op in delta.rows {
+        match op {
+            RowOp::Keep(from, n) => {
+                let (from, n) = (from as usize, n as usize);
+                let Some(kept) = from.checked_add(n).and_then(|to| rows.get(from..to)) else {
+                    return Err(CodecError::Delta("kept rows beyond the key's"));
+                };
+                processes.extend_from_slice(kept);
+            }
+            RowOp::Patch(patch) => {
+                let Some(row) = rows.get(patch.key as usize) else {
+                    return Err(CodecError::Delta("a patched row beyond the key's"));
+                };
+                processes.push(apply_row(row.clone(), patch));
+            }
+            RowOp::New(row) => processes.push(row),
+        }
+    }
+    sample.processes = processes;
+    Ok(sample)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn value_patches_round_trip() {
+        let cases = [
+            (json!({"a": 1, "b": {"c": [1, 2, 3], "d": null}}), json!({"a": 1, "b": {"c": [1, 5, 3], "d": {"x": 1}}})),
+            (json!({"a": [1, 2]}), json!({"a": [1, 2, 3]})),
+            (json!({"a": 1, "b": 2}), json!({"a": 1})),
+            (json!({"a": 1}), json!({"a": 1, "b": null})),
+            (json!({"a": {"x": 1}}), json!({"a": null})),
+            (json!({"a": null}), json!({"a": {"x": [null]}})),
+            (json!([{"a": 1}, {"a": 2}]), json!([{"a": 1}, {"a": 3}])),
+            (json!(1.5), json!("s")),
+        ];
+        for (old, new) in cases {
+            let mut got = old.clone();
+            if let Some(patch) = diff(&old, &new) {
+                apply(&mut got, patch).expect("applies");
+            }
+            assert_eq!(got, new, "{old} → {new}");
+        }
+        assert_eq!(diff(&json!({"a": [1, {"b": 2}]}), &json!({"a": [1, {"b": 2}]})), None);
+        // Only what changed is carried.
+        assert_eq!(diff(&json!({"a": 1, "b": [1, 2]}), &json!({"a": 1, "b": [1, 7]})), Some(json!({"b": {"1": [7]}})));
+    }
+
+    #[test]
+    fn bad_patches_are_errors() {
+        for patch in [json!(5), json!([1, 2]), json!({"a": {"0": [1]}}), json!({"b": {"9": [1]}}), json!({"b": {"x": [1]}})] {
+            let mut target = json!({"a": 1, "b": [1]});
+            assert!(apply(&mut target, patch.clone()).is_err(), "{patch}");
+        }
+        // A member the reader does not know is added (then ignored by serde), or skipped.
+        let mut target = json!({"a": 1});
+        apply(&mut target, json!({"new": [2], "newer": {"x": [1]}})).expect("applies");
+        assert_eq!(target, json!({"a": 1, "new": 2}));
+    }
+}
