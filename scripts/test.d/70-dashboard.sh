@@ -3,7 +3,9 @@
 # console errors, its charts fill, the process table sorts, filters and shows a tree, a
 # process named `<img src=x onerror=alert(1)>` renders as text, the detail shows PSS/USS,
 # and a 401 asks for the token; zoomed out to a day, the charts show samples older than the
-# in-memory ring, read from the agent's store (and not when the store lacks them). Screenshot: target/test-artifacts/dashboard.png.
+# in-memory ring, read from the agent's store (and not when the store lacks them); a picked
+# range's "Top processes" tables rank a stored synthetic burner first (and not without it).
+# Screenshots: target/test-artifacts/dashboard.png, dashboard-day.png, dashboard-report.png.
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
 # playwright-core into web/node_modules (npm ci from the committed lock file; no browser
@@ -43,7 +45,7 @@ if ! (cd web && npm ci --no-audit --no-fund) >"$logs/npm-web.log" 2>&1; then
 fi
 
 cargo build --locked --bin proctor 2>&1
-# Writes a store of older samples for the zoom-into-the-store test.
+# Writes a store of older samples for the zoom-into-the-store and top-processes tests.
 cargo build --locked -p proctor-api --example store_day 2>&1
 proctor="${CARGO_TARGET_DIR:-target}/debug/proctor"
 store_day="${CARGO_TARGET_DIR:-target}/debug/examples/store_day"

@@ -576,3 +576,93 @@ describe("zooming out past the in-memory ring reads the agent's store", () => {
     assert.ok(without.painted < withStore.painted / 4, `line pixels there without the store: ${without.painted}`);
   });
 });
+
+describe("the top processes over a picked range come from the agent's store", () => {
+  const HOUR = 3600 * 1000;
+  // Markup as a name: the tables must show it as text.
+  const BURNER = "<i>burner</i>";
+
+  /** Serves over `dataDir`, clicks "6 h" while holding the report request (so the loading
+   * state can be seen), then lets it through and returns the answer and the tables as shown. */
+  async function pickRange(dataDir, shot) {
+    const { base, child } = await serve(["--history", "1m"], dataDir);
+    const browser = await launch();
+    try {
+      const page = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      const answers = [];
+      page.on("response", async (r) => {
+        if (r.url().includes("/api/v1/report?")) answers.push(await r.json());
+      });
+      let release;
+      const held = new Promise((r) => (release = r));
+      await page.route("**/api/v1/report?*", async (route) => {
+        await held;
+        await route.continue();
+      });
+      await page.goto(base + "/");
+      await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      assert.equal(await page.locator("#report-cpu tbody tr").count(), 0, "nothing before a range is picked");
+      await page.click('button[data-range-ms="21600000"]');
+      await page.waitForSelector('#range-report[aria-busy="true"]', { timeout: 5000 });
+      const loading = await page.textContent("#report-note");
+      release();
+      await page.waitForSelector('#range-report[aria-busy="false"]', { timeout: 60000 });
+      const answer = await until("the report answer", () => answers[0]);
+      const table = (id) =>
+        page.$$eval(`#${id} tbody tr`, (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+      const cpuRows = await table("report-cpu");
+      const rssRows = await table("report-rss");
+      const markup = await page.locator("#range-report i").count();
+      const note = await page.textContent("#report-note");
+      if (shot) {
+        mkdirSync(ARTIFACTS, { recursive: true });
+        await page.locator("#range-report").screenshot({ path: path.join(ARTIFACTS, shot) });
+      }
+      assert.deepEqual(errors, []);
+      return { answer, cpuRows, rssRows, markup, note, loading };
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+    }
+  }
+
+  test("6 h ranks the stored burner first by CPU seconds and by peak RSS; without it, it is absent", async (t) => {
+    const storeDay = process.env.STORE_DAY_BIN;
+    if (!storeDay) {
+      t.skip("STORE_DAY_BIN is not set (scripts/test.d/70-dashboard.sh builds it)");
+      return;
+    }
+    // Two hours of samples, every 30 s, ending an hour ago, each with a synthetic process that
+    // uses 90 % of one CPU (27 CPU seconds per step) and holds 48 GiB.
+    const filled = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(filled);
+    execFileSync(path.resolve(storeDay), [filled, String(2 * 3600), "30000", String(Date.now() - HOUR)], {
+      stdio: "ignore",
+      env: { ...process.env, BURNER },
+    });
+    const shown = await pickRange(filled, "dashboard-report.png");
+    assert.match(shown.loading, /computing/);
+    assert.equal(shown.answer.available, true, JSON.stringify(shown.answer).slice(0, 300));
+    assert.ok(shown.answer.frames_read >= 240 && shown.answer.frames_read <= 300, `frames read: ${shown.answer.frames_read}`);
+    // 240 stored samples: 239 steps of 27 s between them.
+    assert.ok(Math.abs(shown.answer.top_cpu[0].cpu_seconds - 239 * 27) < 1e-6, `cpu: ${shown.answer.top_cpu[0].cpu_seconds}`);
+    const [name, pid, cmdline, cpu] = shown.cpuRows[0];
+    assert.equal(name, BURNER);
+    assert.equal(pid, "4000000");
+    assert.equal(cmdline, `${BURNER} --synthetic-burner`);
+    assert.equal(cpu, "1 h 47 min");
+    assert.equal(shown.rssRows[0][0], BURNER);
+    assert.equal(shown.rssRows[0][3], "48.0 GiB");
+    assert.equal(shown.markup, 0, "the name is text, not an <i> element");
+    assert.match(shown.note, /samples in the range read from the agent's store/);
+
+    // The control: the same range over a store without the burner does not show it.
+    const empty = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(empty);
+    const without = await pickRange(empty, null);
+    assert.equal(without.answer.available, true);
+    assert.ok(!without.cpuRows.some((r) => r[0] === BURNER) && !without.rssRows.some((r) => r[0] === BURNER));
+  });
+});

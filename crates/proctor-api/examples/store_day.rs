@@ -3,7 +3,11 @@
 //! `cargo run --release -p proctor-api --example store_day -- DIR [SECONDS] [STEP_MS] [END_UNIX_MS]`
 //! (defaults: a day, 1 s, ending now). With `HISTORY_COST=1` it then times what
 //! `/api/v1/history` does for the store's part of a day view (`SECONDS` 0: only that, on an
-//! existing store). The dashboard test (web/test) fills a store with older samples with it.
+//! existing store). With `REPORT_COST=1` it times what `/api/v1/report` does over the whole
+//! store instead (with `SECONDS` 0 too). With `BURNER=NAME` every sample also carries a
+//! synthetic process NAME (pid 4000000) that uses 90 % of one CPU and holds 48 GiB, which a
+//! report over the range must rank first. The dashboard test (web/test) fills a store with
+//! older samples with it.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -17,7 +21,11 @@ fn main() {
     let seconds: u64 = args.next().map_or(86_400, |s| s.parse().expect("SECONDS"));
     if seconds == 0 {
         // Measure an existing store only.
-        history_cost(&dir);
+        if std::env::var_os("REPORT_COST").is_some() {
+            report_cost(&dir);
+        } else {
+            history_cost(&dir);
+        }
         return;
     }
     let step_ms: u64 = args.next().map_or(1000, |s| s.parse().expect("STEP_MS"));
@@ -28,6 +36,19 @@ fn main() {
         .expect("open store");
     let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
     let mut sample = sampler.sample();
+    let burner = std::env::var("BURNER").ok().map(|name| {
+        let mut p = sample.processes.first().cloned().expect("a process to copy");
+        p.pid = 4_000_000;
+        p.ppid = 1;
+        p.start_ticks = 1;
+        p.comm = std::sync::Arc::from(name.as_str());
+        p.cmdline = Some(std::sync::Arc::from(vec![name.clone(), "--synthetic-burner".to_string()]));
+        p.utime_ticks = 0;
+        p.stime_ticks = 0;
+        p.resident_bytes = Some(48 << 30);
+        sample.processes.push(p);
+        sample.processes.len() - 1
+    });
     let count = seconds * 1000 / step_ms;
     let start_ns = (end_ms - seconds * 1000) * 1_000_000;
     let started = Instant::now();
@@ -44,6 +65,10 @@ fn main() {
             stat.total.user += busy;
             stat.total.idle += ticks - busy;
         }
+        if let Some(i) = burner {
+            // 90 % of one CPU per step, in the sample's own clock ticks.
+            sample.processes[i].utime_ticks += step_ms * sample.clock_ticks_per_sec * 9 / 10_000;
+        }
         bytes += writer.append(&sample).expect("append").frame_bytes;
     }
     eprintln!(
@@ -56,6 +81,30 @@ fn main() {
     }
     if std::env::var_os("HISTORY_COST").is_some() {
         history_cost(&dir);
+    }
+    if std::env::var_os("REPORT_COST").is_some() {
+        report_cost(&dir);
+    }
+}
+
+/// Times what `/api/v1/report` does over the whole store, twice (the second with the files in
+/// the page cache), and the same over its last hour.
+fn report_cost(dir: &std::path::Path) {
+    use proctor_api::store_report::{read_report, MAX_FRAMES};
+    let mut reader = proctor_store::Reader::open(dir).expect("open");
+    let frames = reader.all_frames().expect("frames");
+    let (from, to) = (frames[0].unix_ns() / 1_000_000, frames[frames.len() - 1].unix_ns() / 1_000_000);
+    for (round, from) in [("whole store", from), ("whole store again", from), ("last hour", to.saturating_sub(3_600_000).max(from))] {
+        let out = read_report(dir, from, to, MAX_FRAMES, 10);
+        eprintln!(
+            "{round}: {} frames in range, {} read, stride {} ms, {} processes seen, top cpu {:?}: {:.0} ms",
+            out.frames_in_range,
+            out.frames_read,
+            out.stride_ms,
+            out.processes_seen,
+            out.top_cpu.first().map(|p| (&p.name, p.cpu_seconds)),
+            out.elapsed_ms
+        );
     }
 }
 

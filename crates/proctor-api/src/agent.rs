@@ -135,6 +135,9 @@ pub struct HttpCounters {
     pub history_store_requests: AtomicU64,
     /// Frames those requests decoded.
     pub history_store_frames_decoded: AtomicU64,
+    /// `/api/v1/report` requests that read the store, and the frames they decoded.
+    pub report_store_requests: AtomicU64,
+    pub report_store_frames_decoded: AtomicU64,
 }
 
 /// State shared between the agent thread (the only writer) and request handlers (readers).

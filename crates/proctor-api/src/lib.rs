@@ -21,6 +21,8 @@ pub mod record;
 #[cfg(feature = "http")]
 pub mod router;
 pub mod store_history;
+#[cfg(feature = "http")]
+pub mod store_report;
 pub mod wire;
 
 pub use agent::{Agent, AgentConfig, Shared, Snapshot};

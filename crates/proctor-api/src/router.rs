@@ -1,10 +1,10 @@
 //! The HTTP side: routes, query validation, Bearer auth and JSON errors.
 //!
 //! Every handler answers from the latest snapshot or the history ring and returns; none reads
-//! `/proc`, sleeps or waits on the sampler. The one disk read, `/api/v1/history`'s part older
-//! than the ring (from the agent's own store), runs under `spawn_blocking`, one request at a
-//! time, never on a tokio worker. No endpoint changes state, so only GET and HEAD
-//! are routed. Errors are JSON (`{"error": {"code", "message"}}`) on every route.
+//! `/proc`, sleeps or waits on the sampler. The disk reads, `/api/v1/history`'s part older
+//! than the ring and `/api/v1/report` (both from the agent's own store), run under
+//! `spawn_blocking`, one at a time between them, never on a tokio worker. No endpoint changes
+//! state, so only GET and HEAD are routed. Errors are JSON (`{"error": {"code", "message"}}`) on every route.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -23,6 +23,7 @@ use crate::agent::Shared;
 use crate::jupyter::{jupyter_metrics, JupyterConfig};
 use crate::prom::{self, Family, MetricsConfig};
 use crate::store_history::{self, PointCache, StoreReport};
+use crate::store_report;
 use crate::wire;
 
 /// Extra `/metrics` families from other parts of the agent (the embedded statsd server).
@@ -61,8 +62,9 @@ struct AppState {
     store: Arc<StoreReads>,
 }
 
-/// Store reads for `/api/v1/history`: one at a time (each decodes up to
-/// [`store_history::MAX_FRAMES`] frames on a blocking thread), and the points of the last one.
+/// Store reads for `/api/v1/history` and `/api/v1/report`: one at a time (each decodes up to
+/// [`store_history::MAX_FRAMES`] or [`store_report::MAX_FRAMES`] frames on a blocking thread),
+/// and the history's points of the last one.
 #[derive(Debug)]
 struct StoreReads {
     permit: tokio::sync::Semaphore,
@@ -76,6 +78,7 @@ pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
         .route("/api/v1/snapshot", get(snapshot))
         .route("/api/v1/history", get(history))
         .route("/api/v1/history/series", get(history_series))
+        .route("/api/v1/report", get(report))
         .route("/api/v1/processes", get(processes))
         .route("/api/v1/processes/{pid}", get(process))
         .route("/api/v1/processes/{pid}/tree", get(tree))
@@ -293,6 +296,26 @@ fn parse_span_ms(v: &str) -> Option<u64> {
     n.checked_mul(ms)
 }
 
+/// `since` (a span back from `now_ms`) or `from`, and `to` (Unix ms), as `/api/v1/history`
+/// and `/api/v1/report` take them; `default_from`/`default_to` when not given.
+fn time_range(p: &Params, now_ms: u64, default_from: u64, default_to: u64) -> Result<(u64, u64), ApiError> {
+    if p.get("since").is_some() && p.get("from").is_some() {
+        return Err(ApiError::bad_request("give 'since' or 'from', not both"));
+    }
+    let from = match (p.get("since"), p.number::<u64>("from")?) {
+        (Some(span), _) => now_ms.saturating_sub(
+            parse_span_ms(span).ok_or_else(|| ApiError::bad_request(format!("'since' must be a span like 90s, 5m or 1h, got '{span}'")))?,
+        ),
+        (None, Some(from)) => from,
+        (None, None) => default_from,
+    };
+    let to = p.number::<u64>("to")?.unwrap_or(default_to);
+    if from > to {
+        return Err(ApiError::bad_request("'from' is after 'to'"));
+    }
+    Ok((from, to))
+}
+
 async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     let p = Params::parse(q, &["series", "since", "from", "to", "max_points"])?;
     let names: Vec<String> = p
@@ -306,20 +329,7 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
         return Err(ApiError::bad_request("'series' must name between 1 and 256 series"));
     }
     let now_ms = st.shared.latest().unix_ms();
-    if p.get("since").is_some() && p.get("from").is_some() {
-        return Err(ApiError::bad_request("give 'since' or 'from', not both"));
-    }
-    let from = match (p.get("since"), p.number::<u64>("from")?) {
-        (Some(span), _) => now_ms.saturating_sub(
-            parse_span_ms(span).ok_or_else(|| ApiError::bad_request(format!("'since' must be a span like 90s, 5m or 1h, got '{span}'")))?,
-        ),
-        (None, Some(from)) => from,
-        (None, None) => 0,
-    };
-    let to = p.number::<u64>("to")?.unwrap_or(u64::MAX);
-    if from > to {
-        return Err(ApiError::bad_request("'from' is after 'to'"));
-    }
+    let (from, to) = time_range(&p, now_ms, 0, u64::MAX)?;
     let max_points = p.number::<usize>("max_points")?.unwrap_or(0);
     // Under the ring's lock: check the names, and see whether the range reaches before the ring.
     let (maker, ring_first) = st.shared.with_history(|h| {
@@ -421,6 +431,48 @@ async fn read_store(
         }
         Err(e) => (Vec::new(), StoreReport { problems: vec![format!("the store read failed: {e}")], ..StoreReport::default() }),
     }
+}
+
+/// The top processes and headline figures of a range, folded from the agent's own store on a
+/// blocking thread while holding the store-read permit the history shares (one store read at a
+/// time, whichever route asked). No store (recording off, or one that cannot be opened) is an
+/// answer with `available: false`, not an error.
+async fn report(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(q, &["since", "from", "to", "top"])?;
+    let latest = st.shared.latest();
+    let now_ms = latest.unix_ms();
+    let (from, to) = time_range(&p, now_ms, now_ms.saturating_sub(3_600_000), now_ms)?;
+    let top = p.number::<usize>("top")?.unwrap_or(10);
+    if top == 0 || top > store_report::MAX_TOP {
+        return Err(ApiError::bad_request(format!("'top' must be between 1 and {}, got {top}", store_report::MAX_TOP)));
+    }
+    let recording = &latest.agent.recording;
+    let Some(dir) = recording.dir.clone() else {
+        return Ok(json_response(&store_report::unavailable(
+            "recording is off (proctor serve --no-record): there is no store to report from",
+            from,
+            to,
+        )));
+    };
+    let failed = recording.error.clone();
+    drop(latest);
+    let counters = &st.shared.http;
+    counters.report_store_requests.fetch_add(1, Ordering::Relaxed);
+    let Ok(_permit) = st.store.permit.acquire().await else {
+        return Ok(json_response(&store_report::unavailable("store reads are closed", from, to)));
+    };
+    let answer = tokio::task::spawn_blocking(move || store_report::read_report(&dir, from, to, store_report::MAX_FRAMES, top)).await;
+    let mut out = match answer {
+        Ok(out) => out,
+        Err(e) => store_report::unavailable(format!("the store read failed: {e}"), from, to),
+    };
+    counters.report_store_frames_decoded.fetch_add(out.frames_read as u64, Ordering::Relaxed);
+    if let Some(error) = failed {
+        // Serve could not open the store for writing (another writer, say): what is there is
+        // still reported, with the reason nothing new is being added.
+        out.problems.insert(0, format!("not recording: {error}"));
+    }
+    Ok(json_response(&out))
 }
 
 async fn history_series(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {

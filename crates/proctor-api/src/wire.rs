@@ -482,6 +482,9 @@ pub struct AgentOut {
     /// `/api/v1/history` requests that read the store, and the frames they decoded.
     pub history_store_requests_total: u64,
     pub history_store_frames_decoded_total: u64,
+    /// `/api/v1/report` requests that read the store, and the frames they decoded.
+    pub report_store_requests_total: u64,
+    pub report_store_frames_decoded_total: u64,
     pub disk_error: Option<String>,
     pub recording: RecordingOut,
 }
@@ -574,6 +577,8 @@ pub fn agent(s: &Snapshot, interval_secs: f64, http: &crate::agent::HttpCounters
         http_client_errors_total: http.client_errors.load(Relaxed),
         history_store_requests_total: http.history_store_requests.load(Relaxed),
         history_store_frames_decoded_total: http.history_store_frames_decoded.load(Relaxed),
+        report_store_requests_total: http.report_store_requests.load(Relaxed),
+        report_store_frames_decoded_total: http.report_store_frames_decoded.load(Relaxed),
         disk_error: a.disk_error.clone(),
         recording: recording(&a.recording),
     }

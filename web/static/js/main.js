@@ -3,8 +3,9 @@
 // One loop, paced by the agent's sampling interval: the snapshot (host, container, agent) and
 // the history since the last point every tick; the process list at most once a second (it is
 // the one large answer); the selected process's detail with it. A tick starts only after the
-// previous one finished, so a slow agent is never sent a pile of requests. Nothing here talks
-// to any host but the page's own origin.
+// previous one finished, so a slow agent is never sent a pile of requests. Picking a range asks
+// once (not every tick) for the range's top processes, which the agent folds from its store.
+// Nothing here talks to any host but the page's own origin.
 
 import * as api from "./api.js";
 import { LineChart, Heatmap, Timeline, PALETTE, heat } from "./chart.js";
@@ -210,6 +211,89 @@ function setRange(ms) {
   timeline.clear();
   redrawCharts();
   restart();
+  loadReport(ms);
+}
+
+// ---- top processes over the selected range ------------------------------------------------
+
+const report = { gen: 0 };
+const CMDLINE_CHARS = 80;
+
+/** Asks the agent for the range's top processes (folded from its store on a blocking thread,
+ * a bounded number of samples) and fills the two tables. Only the newest request's answer is
+ * shown; every process-derived string goes in with textContent. */
+async function loadReport(ms) {
+  const gen = ++report.gen;
+  const panel = $("range-report");
+  panel.setAttribute("aria-busy", "true");
+  // The Window menu has been set to this range: its label reads better than a duration.
+  const option = [...$("window").options].find((o) => Number(o.value) === ms);
+  $("report-range").textContent = `last ${option ? option.textContent : fmt.duration(ms / 1000)}`;
+  $("report-note").textContent = "computing from the agent's store…";
+  $("report-headline").textContent = "";
+  let answer;
+  try {
+    answer = await api.get(api.url("/api/v1/report", { since: `${ms}ms`, top: 10 }));
+  } catch (e) {
+    if (gen !== report.gen) return;
+    panel.setAttribute("aria-busy", "false");
+    $("report-note").textContent = `could not compute the report: ${e.message}`;
+    fillReportTable("report-cpu", [], () => "");
+    fillReportTable("report-rss", [], () => "");
+    return;
+  }
+  if (gen !== report.gen) return; // Another range was picked while this was computed.
+  panel.setAttribute("aria-busy", "false");
+  if (!answer.available) {
+    $("report-note").textContent = answer.reason ?? "no store to report from";
+    fillReportTable("report-cpu", [], () => "");
+    fillReportTable("report-rss", [], () => "");
+    return;
+  }
+  const problems = answer.problems?.length ? `; ${answer.problems[0]}` : "";
+  $("report-note").textContent = `${answer.note}${problems} (${fmt.duration(answer.elapsed_ms / 1000)})`;
+  const head = (name) => answer.headline.find((h) => h.name === name);
+  const busy = head("cpu.busy");
+  const used = head("memory.used");
+  const parts = [`${fmt.count(answer.processes_seen)} processes seen`];
+  if (busy) parts.push(`CPU busy ${fmt.percent(busy.mean)} on average, ${fmt.percent(busy.max)} at most`);
+  if (used) parts.push(`memory used up to ${fmt.bytes(used.max)}`);
+  $("report-headline").textContent = parts.join(" · ");
+  fillReportTable("report-cpu", answer.top_cpu, (p) => fmt.duration(p.cpu_seconds));
+  fillReportTable("report-rss", answer.top_rss_peak, (p) => fmt.bytes(p.rss_peak_bytes));
+}
+
+function fillReportTable(id, rows, value) {
+  const body = $(id).tBodies[0];
+  const cut = (s) => (s.length > CMDLINE_CHARS ? s.slice(0, CMDLINE_CHARS - 1) + "\u2026" : s);
+  body.replaceChildren(
+    ...rows.map((p) => {
+      const tr = document.createElement("tr");
+      const cells = [
+        ["c-name", p.name],
+        ["c-pid", String(p.pid)],
+        ["c-cmdline", p.cmdline === null ? fmt.DASH : cut(p.cmdline)],
+        ["c-value", value(p)],
+      ];
+      for (const [cls, text] of cells) {
+        const td = document.createElement("td");
+        td.className = cls;
+        td.textContent = text;
+        if (cls === "c-cmdline" && p.cmdline !== null) td.title = p.cmdline;
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+  if (!rows.length) {
+    const tr = document.createElement("tr");
+    const td = document.createElement("td");
+    td.colSpan = 4;
+    td.className = "empty";
+    td.textContent = "none in this range";
+    tr.append(td);
+    body.append(tr);
+  }
 }
 
 for (const b of document.querySelectorAll("[data-range-ms]")) b.addEventListener("click", () => setRange(Number(b.dataset.rangeMs)));

@@ -4,4 +4,5 @@
 mod harness;
 mod history_store;
 mod prometheus;
+mod report;
 mod routes;
