@@ -136,20 +136,10 @@ fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, r
         let span_ms = report.to_ms.saturating_sub(report.from_ms).max(1);
         report.stride_ms = span_ms.div_ceil(budget as u64).max(1);
         let stride_ns = report.stride_ms * MS;
-        // One frame per cell: its first key frame if it has one, else its first frame. A key
-        // decodes on its own; any other frame read cold decodes its chunk's key and the anchors
-        // before it too (~2.5× the time with record version 2), and chunks are about as long as
-        // a day view's cells, so most cells hold a key.
         let mut before = first_in.checked_sub(1).map(|j| frames[j]);
-        let mut rest = &frames[first_in..];
-        while let Some(first) = rest.first() {
-            let cell = first.unix_ns() / stride_ns;
-            let len = rest.partition_point(|f| f.unix_ns() / stride_ns == cell);
-            let in_cell = &rest[..len];
-            let pick = *in_cell.iter().find(|f| f.frame.header.kind == FrameKind::Key).unwrap_or(first);
+        for pick in one_per_cell(&frames[first_in..], stride_ns) {
             picked.push((pick, before));
             before = Some(pick);
-            rest = &rest[len..];
         }
     }
     let mut decoded: Option<(u64, Sample)> = None;
@@ -191,6 +181,24 @@ fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, r
         report.problems.push(format!("{} is damaged: {why}", path.display()));
     }
     points
+}
+
+/// One frame per cell of an epoch-aligned grid of `stride_ns` over time-ordered `frames`, so a
+/// moving window picks the same frames again: the cell's first key frame if it has one, else its
+/// first frame. A key decodes on its own; any other frame read cold decodes its chunk's key and
+/// the anchors before it too (~2.5× the time with record version 2), and a chunk (60 frames) is
+/// about as long as a day view's cells, so most cells hold a key.
+pub(crate) fn one_per_cell(frames: &[StoredFrame], stride_ns: u64) -> Vec<StoredFrame> {
+    let stride_ns = stride_ns.max(1);
+    let mut picked = Vec::new();
+    let mut rest = frames;
+    while let Some(first) = rest.first() {
+        let cell = first.unix_ns() / stride_ns;
+        let len = rest.partition_point(|f| f.unix_ns() / stride_ns == cell);
+        picked.push(*rest[..len].iter().find(|f| f.frame.header.kind == FrameKind::Key).unwrap_or(first));
+        rest = &rest[len..];
+    }
+    picked
 }
 
 /// Keeps a copy of `point` in the next request's cache while it stays under [`CACHE_BYTES`].

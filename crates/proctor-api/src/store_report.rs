@@ -25,6 +25,8 @@ use proctor_report::{ProcessUsage, RangeBuilder, RangeConfig, RangeSummary, Unit
 use proctor_store::{Reader, StoredFrame};
 use serde::Serialize;
 
+use crate::store_history;
+
 /// The longest range one request folds; an older `from` is clamped (and said).
 pub const MAX_SPAN: Duration = crate::store_history::MAX_SPAN;
 
@@ -192,8 +194,8 @@ pub fn read_report(dir: &Path, from_ms: u64, to_ms: u64, budget: usize, top: usi
     out
 }
 
-/// Every frame when they fit the budget; else the first frame of each cell of an epoch-aligned
-/// grid whose step spreads the budget over the range (so a moving window picks the same frames).
+/// Every frame when they fit the budget; else one frame per cell of an epoch-aligned grid
+/// whose step spreads the budget over the range (see [`store_history::one_per_cell`]).
 fn pick(frames: &[StoredFrame], from_ms: u64, to_ms: u64, budget: usize) -> (Vec<StoredFrame>, u64) {
     if frames.len() <= budget {
         return (frames.to_vec(), 0);
@@ -201,17 +203,7 @@ fn pick(frames: &[StoredFrame], from_ms: u64, to_ms: u64, budget: usize) -> (Vec
     // A range of n strides touches at most n + 1 cells, so n is one less than the budget.
     let cells = (budget as u64).saturating_sub(1).max(1);
     let stride_ms = to_ms.saturating_sub(from_ms).max(1).div_ceil(cells).max(1);
-    let stride_ns = stride_ms * MS;
-    let mut last_cell = None;
-    let mut picked = Vec::with_capacity(budget + 1);
-    for f in frames {
-        let cell = f.unix_ns() / stride_ns;
-        if last_cell != Some(cell) {
-            last_cell = Some(cell);
-            picked.push(*f);
-        }
-    }
-    (picked, stride_ms)
+    (store_history::one_per_cell(frames, stride_ms * MS), stride_ms)
 }
 
 fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
