@@ -19,31 +19,8 @@ skip() {
   exit 0
 }
 
-logs=target/test-logs
-mkdir -p "$logs"
-
-chromium="${CHROMIUM_BIN:-/usr/bin/chromium}"
-if [[ ! -x "$chromium" ]]; then
-  if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null; then
-    echo "-- installing chromium with apt-get (log: $logs/apt-chromium.log)"
-    if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } >"$logs/apt-chromium.log" 2>&1; then
-      skip "$chromium is missing and 'apt-get install -y chromium' failed (see $logs/apt-chromium.log)"
-    fi
-  else
-    skip "$chromium is missing and apt-get cannot install it here (needs root and apt-get)"
-  fi
-  [[ -x "$chromium" ]] || skip "apt-get installed chromium but $chromium is still missing"
-fi
-
-command -v node >/dev/null || skip "node is not installed"
-command -v npm >/dev/null || skip "npm is not installed"
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-[[ "$node_major" -ge 18 ]] || skip "node $node_major is too old for node --test (needs 18 or newer)"
-
-echo "-- npm ci in web/ (log: $logs/npm-web.log)"
-if ! (cd web && npm ci --no-audit --no-fund) >"$logs/npm-web.log" 2>&1; then
-  skip "npm ci in web/ failed (see $logs/npm-web.log)"
-fi
+# chromium, node and web/node_modules (or a SKIP); sets $logs and $chromium.
+source scripts/lib/browser.sh
 
 venv=.venv
 if ! [[ -x "$venv/bin/python" ]]; then

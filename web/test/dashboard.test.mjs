@@ -12,7 +12,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { launchChromium, until as waitUntil } from "./browser.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, "../..");
@@ -72,20 +72,7 @@ async function fetchJson(url) {
 }
 
 /** Polls `fn` until it returns a truthy value; fails with `what` after `ms`. */
-async function until(what, fn, ms = 15000) {
-  const deadline = Date.now() + ms;
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
-}
+const until = (what, fn, ms = 15000) => waitUntil(what, fn, ms, 100);
 
 /** "1.5 MiB" → 1572864 (rounded as shown, which keeps order); "—" → null. */
 function parseShown(text) {
@@ -147,23 +134,7 @@ describe("dashboard", () => {
     assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE), "cmdline carries the whole string");
 
     ({ base } = await serve());
-    const profile = mkdtempSync(path.join(tmpdir(), "proctor-chromium-"));
-    temps.push(profile);
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-      viewport: { width: 1440, height: 1000 },
-    });
+    browser = await launchChromium(CHROMIUM, { width: 1440, height: 1000 }, temps);
     page = browser.pages()[0] ?? (await browser.newPage());
     page.on("console", (m) => {
       if (m.type() === "error") consoleErrors.push(m.text());
@@ -484,15 +455,8 @@ describe("dashboard", () => {
 });
 
 /** Chromium with a fresh profile, headless. */
-async function launch() {
-  const profile = mkdtempSync(path.join(tmpdir(), "proctor-chromium-"));
-  temps.push(profile);
-  return chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1440, height: 1000 },
-  });
+function launch() {
+  return launchChromium(CHROMIUM, { width: 1440, height: 1000 }, temps);
 }
 
 describe("zooming out past the in-memory ring reads the agent's store", () => {

@@ -20,7 +20,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { launchChromium, until as waitUntil } from "./browser.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, "../..");
@@ -53,20 +53,7 @@ function freePort() {
 }
 
 /** Polls `fn` until it returns a truthy value; fails with `what` after `ms`. */
-async function until(what, fn, ms = 30000) {
-  const deadline = Date.now() + ms;
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
-}
+const until = (what, fn, ms = 30000) => waitUntil(what, fn, ms, 250);
 
 // jupyter-resource-usage's frontend, as its 1.3.0 labextension does it (static/489.*.js): the
 // status bar shows `pss ?? rss` in the largest unit that keeps the value >= 1, the limit
@@ -159,23 +146,7 @@ describe("JupyterLab with jupyter-resource-usage's frontend", () => {
       return r.ok;
     }, 90000);
 
-    const profile = mkdtempSync(path.join(tmpdir(), "proctor-lab-chromium-"));
-    temps.push(profile);
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-      viewport: { width: 1440, height: 900 },
-    });
+    browser = await launchChromium(CHROMIUM, { width: 1440, height: 900 }, temps, "proctor-lab-chromium-");
     page = browser.pages()[0] ?? (await browser.newPage());
     page.on("pageerror", (e) => pageErrors.push(e.message));
     page.on("response", async (r) => {
