@@ -158,3 +158,39 @@ fn dechunk(mut body: &str) -> String {
     }
     out
 }
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64
+}
+
+/// Appends samples with the given wall times (one writer session, so one new segment): one real
+/// host sample of this machine moved on by 1 s of monotonic time per step, with 10 user and 30
+/// idle ticks more each step (busy 25 % after the first); `edit(i, sample)` adds what a test needs.
+pub fn write_host_run(dir: &std::path::Path, times_ms: &[u64], mut edit: impl FnMut(u64, &mut proctor_model::Sample)) {
+    let (mut writer, _) =
+        proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("open store");
+    let mut sampler =
+        proctor_sampler::Sampler::new(SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() });
+    let base = sampler.sample();
+    for (i, &t) in (0u64..).zip(times_ms) {
+        let mut sample = base.clone();
+        sample.seq = base.seq + i;
+        sample.unix_ns = t * 1_000_000;
+        sample.mono_ns = base.mono_ns + i * 1_000_000_000;
+        let stat = sample.host.stat.as_mut().expect("/proc/stat");
+        stat.total.user += 10 * i;
+        stat.total.idle += 30 * i;
+        edit(i, &mut sample);
+        writer.append(&sample).expect("append");
+    }
+}
+
+/// A ring of 10 points (50 ms × 500 ms) without processes, recording into `record`, once it
+/// has taken `samples` samples.
+pub fn small_ring_server(record: Option<&std::path::Path>, samples: u64) -> Server {
+    let agent = AgentConfig { interval: Duration::from_millis(50), history: Duration::from_millis(500), ..AgentConfig::default() };
+    let sampler = SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() };
+    let server = Server::start(Options { agent, sampler, record: record.map(std::path::Path::to_owned), ..Options::default() });
+    server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= samples));
+    server
+}

@@ -2,45 +2,18 @@
 //! real store that already holds older samples, over real HTTP.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use proctor_api::AgentConfig;
-use proctor_sampler::{Sampler, SamplerConfig};
-use proctor_store::{Reader, StoreConfig, Writer};
+use proctor_store::Reader;
 
-use crate::harness::{Options, Server};
+use crate::harness::{now_ms, small_ring_server, write_host_run, Server};
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_millis() as u64
-}
-
-/// Appends samples with the given wall times (one writer session, so one new segment), as an
-/// earlier run of the recorder would have left them: one real host sample of this machine,
-/// moved on by 1 s of monotonic time per step with 10 user and 30 idle ticks, so every rate
-/// after the first is busy 25 %.
+/// Appends samples with the given wall times as an older recorder run (busy 25 % after the first).
 fn write_older(dir: &Path, times_ms: &[u64]) {
-    let (mut writer, _) = Writer::open(dir, StoreConfig::default()).expect("open store");
-    let mut sampler = Sampler::new(SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() });
-    let base = sampler.sample();
-    for (i, &t) in (0u64..).zip(times_ms) {
-        let mut sample = base.clone();
-        sample.seq = base.seq + i;
-        sample.unix_ns = t * 1_000_000;
-        sample.mono_ns = base.mono_ns + i * 1_000_000_000;
-        let stat = sample.host.stat.as_mut().expect("/proc/stat");
-        stat.total.user += 10 * i;
-        stat.total.idle += 30 * i;
-        writer.append(&sample).expect("append");
-    }
+    write_host_run(dir, times_ms, |_, _| {});
 }
 
-/// A ring of 10 points (50 ms × 500 ms), recording into `dir`.
 fn server(record: Option<&Path>) -> Server {
-    let agent = AgentConfig { interval: Duration::from_millis(50), history: Duration::from_millis(500), ..AgentConfig::default() };
-    let sampler = SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() };
-    let server = Server::start(Options { agent, sampler, record: record.map(Path::to_owned), ..Options::default() });
-    server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= 15));
-    server
+    small_ring_server(record, 15)
 }
 
 fn times(v: &serde_json::Value) -> Vec<u64> {

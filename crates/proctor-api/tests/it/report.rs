@@ -3,20 +3,12 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use proctor_api::AgentConfig;
 use proctor_model::ProcessSample;
-use proctor_sampler::{Sampler, SamplerConfig};
-use proctor_store::{StoreConfig, Writer};
 
-use crate::harness::{Options, Server};
+use crate::harness::{now_ms, small_ring_server, write_host_run, Server};
 
 const GIB: u64 = 1 << 30;
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_millis() as u64
-}
 
 fn process(pid: u32, comm: &str, ticks: u64, rss: u64) -> ProcessSample {
     ProcessSample {
@@ -47,18 +39,8 @@ fn process(pid: u32, comm: &str, ticks: u64, rss: u64) -> ProcessSample {
 /// sample clock's 100 ticks), `hog` holds 1 GiB with one 5 GiB spike at the fifth sample,
 /// `steady` holds 3 GiB and uses nothing.
 fn write_run(dir: &Path, times_ms: &[u64]) {
-    let (mut writer, _) = Writer::open(dir, StoreConfig::default()).expect("open store");
-    let mut sampler = Sampler::new(SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() });
-    let base = sampler.sample();
-    for (i, &t) in (0u64..).zip(times_ms) {
-        let mut sample = base.clone();
-        sample.seq = base.seq + i;
-        sample.unix_ns = t * 1_000_000;
-        sample.mono_ns = base.mono_ns + i * 1_000_000_000;
+    write_host_run(dir, times_ms, |i, sample| {
         sample.clock_ticks_per_sec = 100;
-        let stat = sample.host.stat.as_mut().expect("/proc/stat");
-        stat.total.user += 10 * i;
-        stat.total.idle += 30 * i;
         let uptime = sample.host.uptime.as_mut().expect("/proc/uptime");
         uptime.up_secs += i as f64;
         sample.processes = vec![
@@ -66,16 +48,11 @@ fn write_run(dir: &Path, times_ms: &[u64]) {
             process(4_000_002, "hog", 0, if i == 4 { 5 * GIB } else { GIB }),
             process(4_000_003, "steady", 0, 3 * GIB),
         ];
-        writer.append(&sample).expect("append");
-    }
+    });
 }
 
 fn server(record: Option<&Path>) -> Server {
-    let agent = AgentConfig { interval: Duration::from_millis(50), history: Duration::from_millis(500), ..AgentConfig::default() };
-    let sampler = SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() };
-    let server = Server::start(Options { agent, sampler, record: record.map(Path::to_owned), ..Options::default() });
-    server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= 3));
-    server
+    small_ring_server(record, 3)
 }
 
 fn names(list: &serde_json::Value) -> Vec<&str> {
