@@ -110,11 +110,6 @@ pub fn decode_event(kind: FrameKind, version: u8, bytes: &[u8]) -> Result<Event,
     }
 }
 
-/// Compresses an event record on its own (no dictionary: events are small and varied).
-pub fn compress_event(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
-    compress(level, None, record)
-}
-
 /// Decodes a whole-sample record: a key frame of either version, or a version-1 delta frame
 /// (decompressed against its key). Version-2 deltas are `delta::decode_delta`.
 pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
@@ -250,7 +245,8 @@ struct LeanProcess {
     cmdline: Option<std::sync::Arc<[String]>>,
 }
 
-/// Compresses a record on its own: a key frame, or a version-2 delta.
+/// Compresses a record on its own: a key frame, a version-2 delta, or an event (events are
+/// small and varied, so no dictionary).
 pub fn compress_alone(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
     compress(level, None, record)
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use proctor_model::Sample;
 
 use crate::codec::{
-    compress_alone, compress_event, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION, RECORD_VERSION,
+    compress_alone, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION, RECORD_VERSION,
     RECORD_VERSION_1,
 };
 use crate::delta::{encode_delta, KeySample};
@@ -310,7 +310,7 @@ impl Writer {
         if rotate {
             self.rotate(unix_ns)?;
         }
-        let payload = compress_event(self.config.level, &record).map_err(|e| StoreError::io(&self.dir, e))?;
+        let payload = compress_alone(self.config.level, &record).map_err(|e| StoreError::io(&self.dir, e))?;
         let compressed = Instant::now();
         let frame_bytes = self.write_frame(unix_ns, event.kind(), EVENT_VERSION, &payload)?;
         let written = Instant::now();
