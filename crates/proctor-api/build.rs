@@ -24,7 +24,9 @@ fn main() {
     let web = manifest.join("../../web/static");
     let mut files = Vec::new();
     walk(&web, &web, &mut files);
-    let mut code = String::from("/// (path under web/static, contents), sorted by path.\npub static FILES: &[(&str, &[u8])] = &[\n");
+    let mut code = String::from(
+        "/// (path under web/static, contents), sorted by path.\npub static FILES: &[(&str, &[u8])] = &[\n",
+    );
     for (rel, path) in &files {
         let abs = path.canonicalize().expect("an embedded file can be resolved");
         let _ = writeln!(code, "    ({rel:?}, include_bytes!({:?})),", abs.display().to_string());

@@ -32,8 +32,11 @@ fn main() {
     let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_millis() as u64;
     let end_ms: u64 = args.next().map_or(now_ms, |s| s.parse().expect("END_UNIX_MS"));
     std::fs::create_dir_all(&dir).expect("create DIR");
-    let (mut writer, _) = Writer::open(&dir, StoreConfig { retain_age: std::time::Duration::from_secs(30 * 86_400), ..StoreConfig::default() })
-        .expect("open store");
+    let (mut writer, _) = Writer::open(
+        &dir,
+        StoreConfig { retain_age: std::time::Duration::from_secs(30 * 86_400), ..StoreConfig::default() },
+    )
+    .expect("open store");
     let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
     let mut sample = sampler.sample();
     let burner = std::env::var("BURNER").ok().map(|name| {
@@ -94,7 +97,9 @@ fn report_cost(dir: &std::path::Path) {
     let mut reader = proctor_store::Reader::open(dir).expect("open");
     let frames = reader.all_frames().expect("frames");
     let (from, to) = (frames[0].unix_ns() / 1_000_000, frames[frames.len() - 1].unix_ns() / 1_000_000);
-    for (round, from) in [("whole store", from), ("whole store again", from), ("last hour", to.saturating_sub(3_600_000).max(from))] {
+    for (round, from) in
+        [("whole store", from), ("whole store again", from), ("last hour", to.saturating_sub(3_600_000).max(from))]
+    {
         let out = read_report(dir, from, to, MAX_FRAMES, 10);
         eprintln!(
             "{round}: {} frames in range, {} read, stride {} ms, {} processes seen, top cpu {:?}: {:.0} ms",

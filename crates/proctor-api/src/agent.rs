@@ -113,7 +113,16 @@ impl Snapshot {
             let before = p.container.as_ref()?.counters.cpu_usage_usec?;
             Some(now.checked_sub(before)? as f64 / 1e6 / secs)
         });
-        Snapshot { sample, interval_secs, host, rows, truth, container_cpu_cores, disk: None, agent: AgentSelf::default() }
+        Snapshot {
+            sample,
+            interval_secs,
+            host,
+            rows,
+            truth,
+            container_cpu_cores,
+            disk: None,
+            agent: AgentSelf::default(),
+        }
     }
 
     pub fn row(&self, pid: u32) -> Option<&ProcessRow> {
@@ -219,9 +228,8 @@ impl Agent {
         });
         let state = Loop { sampler, totals, schedule, recorder };
         let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("proctor-agent".into())
-            .spawn(move || run(state, &thread_shared))?;
+        let thread =
+            std::thread::Builder::new().name("proctor-agent".into()).spawn(move || run(state, &thread_shared))?;
         Ok(Agent { shared, thread: Some(thread) })
     }
 
@@ -259,9 +267,7 @@ fn run(mut state: Loop, shared: &Shared) {
         {
             let (lock, cv) = &shared.stop;
             let stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (stopped, _) = cv
-                .wait_timeout_while(stopped, delay, |s| !*s)
-                .unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = cv.wait_timeout_while(stopped, delay, |s| !*s).unwrap_or_else(|e| e.into_inner());
             if *stopped {
                 return;
             }

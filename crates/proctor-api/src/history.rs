@@ -112,12 +112,12 @@ impl Column {
             Column::DeviceDiskRead(name) => h.disks.iter().find(|d| &d.name == name).map(|d| d.read_bytes_per_sec),
             Column::DeviceDiskWrite(name) => h.disks.iter().find(|d| &d.name == name).map(|d| d.write_bytes_per_sec),
             // Loopback traffic never leaves the machine; the totals are what crosses a NIC.
-            Column::NetRxBytes => s
-                .interval_secs
-                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.rx_bytes_per_sec).sum()),
-            Column::NetTxBytes => s
-                .interval_secs
-                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.tx_bytes_per_sec).sum()),
+            Column::NetRxBytes => {
+                s.interval_secs.map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.rx_bytes_per_sec).sum())
+            }
+            Column::NetTxBytes => {
+                s.interval_secs.map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.tx_bytes_per_sec).sum())
+            }
             Column::DeviceNetRx(name) => h.nets.iter().find(|d| &d.name == name).map(|d| d.rx_bytes_per_sec),
             Column::DeviceNetTx(name) => h.nets.iter().find(|d| &d.name == name).map(|d| d.tx_bytes_per_sec),
             Column::ContainerMemoryCurrent => n(s.truth.memory_current_bytes),
@@ -260,7 +260,8 @@ impl PointMaker {
                         ProcessField::Rss => e.rss_bytes as f64,
                     })
                 };
-                let values = buckets.iter().map(|b| points[b.clone()].iter().filter_map(pick).reduce(f64::max)).collect();
+                let values =
+                    buckets.iter().map(|b| points[b.clone()].iter().filter_map(pick).reduce(f64::max)).collect();
                 SeriesData { name: name.clone(), values }
             })
             .collect();
@@ -311,13 +312,8 @@ impl History {
     /// Fixes the series from what `first` has and reserves nothing yet: points are
     /// allocated as they arrive, and the oldest is dropped once `capacity` is reached.
     pub fn new(first: &Snapshot, capacity: usize, top_n: usize) -> Self {
-        let mut columns = vec![
-            Column::CpuBusy,
-            Column::CpuUser,
-            Column::CpuSystem,
-            Column::CpuIowait,
-            Column::CpuSteal,
-        ];
+        let mut columns =
+            vec![Column::CpuBusy, Column::CpuUser, Column::CpuSystem, Column::CpuIowait, Column::CpuSteal];
         if let Some(stat) = first.sample.host.stat.as_ref() {
             columns.extend(stat.cpu_ids.iter().take(1024).map(|&id| Column::PerCpuBusy(id)));
         }
@@ -407,7 +403,11 @@ impl History {
     fn point_at(&self, i: usize) -> PointRef<'_> {
         let slot = self.slot(i);
         let cols = self.maker.columns.len();
-        PointRef { time_ms: self.times[slot], values: &self.values[slot * cols..(slot + 1) * cols], top: self.top_at(i) }
+        PointRef {
+            time_ms: self.times[slot],
+            values: &self.values[slot * cols..(slot + 1) * cols],
+            top: self.top_at(i),
+        }
     }
 
     /// The ring's series and point rule, for deriving points elsewhere (the store).

@@ -202,7 +202,8 @@ pub fn kernel_usage(s: &Snapshot, pid: u32, hostname: &str) -> Option<KernelUsag
     // psutil: cached = Cached + SReclaimable; used = total - free - buffers - cached.
     let cached = m.cached_bytes.unwrap_or(0) + m.sreclaimable_bytes.unwrap_or(0);
     let used = total.saturating_sub(free).saturating_sub(buffers).saturating_sub(cached);
-    let percent = if total > 0 { ((total - available.min(total)) as f64 / total as f64 * 1000.0).round() / 10.0 } else { 0.0 };
+    let percent =
+        if total > 0 { ((total - available.min(total)) as f64 / total as f64 * 1000.0).round() / 10.0 } else { 0.0 };
     Some(KernelUsage {
         hostname: hostname.to_string(),
         pid,
@@ -272,7 +273,11 @@ mod tests {
     #[test]
     fn with_jupyter_resource_usages_defaults_only_memory_is_reported() {
         let s = snapshot();
-        let config = JupyterConfig { track_cpu_percent: false, track_disk_usage: false, ..JupyterConfig::new(std::process::id()) };
+        let config = JupyterConfig {
+            track_cpu_percent: false,
+            track_disk_usage: false,
+            ..JupyterConfig::new(std::process::id())
+        };
         let m = jupyter_metrics(&s, &config).expect("our own pid is in the sample");
         let text = json(&m);
         let keys = keys(&text);
@@ -295,7 +300,8 @@ mod tests {
         };
         let m = jupyter_metrics(&s, &config).expect("our own pid is in the sample");
         let text = json(&m);
-        let mut want = vec!["rss", "limits", "memory", "rss", "pss", "warn", "cpu", "cpu", "warn", "disk", "disk", "warn"];
+        let mut want =
+            vec!["rss", "limits", "memory", "rss", "pss", "warn", "cpu", "cpu", "warn", "disk", "disk", "warn"];
         if m.pss.is_some() {
             want.push("pss");
         }
@@ -336,8 +342,23 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "hostname", "pid", "kernel_cpu", "kernel_memory", "cpu_count", "host_virtual_memory", "total",
-                "available", "percent", "used", "free", "active", "inactive", "buffers", "cached", "shared", "slab",
+                "hostname",
+                "pid",
+                "kernel_cpu",
+                "kernel_memory",
+                "cpu_count",
+                "host_virtual_memory",
+                "total",
+                "available",
+                "percent",
+                "used",
+                "free",
+                "active",
+                "inactive",
+                "buffers",
+                "cached",
+                "shared",
+                "slab",
             ]
         );
         assert_eq!(k.hostname, "host-a");

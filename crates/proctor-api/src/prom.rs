@@ -134,7 +134,8 @@ pub fn render_families(families: &[Family], openmetrics: bool) -> String {
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
         };
-        let header_name = if f.kind == Kind::Counter && !openmetrics { format!("{}_total", f.name) } else { f.name.clone() };
+        let header_name =
+            if f.kind == Kind::Counter && !openmetrics { format!("{}_total", f.name) } else { f.name.clone() };
         out.push_str("# HELP ");
         out.push_str(&header_name);
         out.push(' ');
@@ -237,18 +238,38 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec
         }
     }
     out.push(cpu);
-    out.push(gauge("proctor_host_cpus_online", "CPUs online on the host.", h.online_cpus.as_ref().map(|c| c.len() as f64)));
+    out.push(gauge(
+        "proctor_host_cpus_online",
+        "CPUs online on the host.",
+        h.online_cpus.as_ref().map(|c| c.len() as f64),
+    ));
     let stat = h.stat.as_ref();
-    out.push(counter("proctor_host_context_switches", "Context switches since boot.", opt(stat.and_then(|s| s.context_switches))));
-    out.push(counter("proctor_host_forks", "Processes and threads created since boot.", opt(stat.and_then(|s| s.forks))));
+    out.push(counter(
+        "proctor_host_context_switches",
+        "Context switches since boot.",
+        opt(stat.and_then(|s| s.context_switches)),
+    ));
+    out.push(counter(
+        "proctor_host_forks",
+        "Processes and threads created since boot.",
+        opt(stat.and_then(|s| s.forks)),
+    ));
     out.push(gauge("proctor_host_procs_running", "Runnable tasks.", opt(stat.and_then(|s| s.procs_running))));
     out.push(gauge("proctor_host_procs_blocked", "Tasks blocked on I/O.", opt(stat.and_then(|s| s.procs_blocked))));
-    out.push(gauge("proctor_host_boot_time_seconds", "Boot time, Unix seconds.", opt(stat.and_then(|s| s.boot_time_secs))));
+    out.push(gauge(
+        "proctor_host_boot_time_seconds",
+        "Boot time, Unix seconds.",
+        opt(stat.and_then(|s| s.boot_time_secs)),
+    ));
 
     let m = h.meminfo;
     let mem = |f: fn(&proctor_procfs::host::MemInfo) -> Option<u64>| opt(m.as_ref().and_then(f));
     out.push(gauge("proctor_host_memory_total_bytes", "MemTotal.", mem(|m| m.total_bytes)));
-    out.push(gauge("proctor_host_memory_available_bytes", "MemAvailable: what can be had without swapping.", mem(|m| m.available_bytes)));
+    out.push(gauge(
+        "proctor_host_memory_available_bytes",
+        "MemAvailable: what can be had without swapping.",
+        mem(|m| m.available_bytes),
+    ));
     out.push(gauge("proctor_host_memory_free_bytes", "MemFree.", mem(|m| m.free_bytes)));
     out.push(gauge("proctor_host_memory_cached_bytes", "Cached (page cache).", mem(|m| m.cached_bytes)));
     out.push(gauge("proctor_host_memory_buffers_bytes", "Buffers.", mem(|m| m.buffers_bytes)));
@@ -259,23 +280,43 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec
     out.push(gauge("proctor_host_load1", "Load average over 1 minute.", load.map(|l| l.one)));
     out.push(gauge("proctor_host_load5", "Load average over 5 minutes.", load.map(|l| l.five)));
     out.push(gauge("proctor_host_load15", "Load average over 15 minutes.", load.map(|l| l.fifteen)));
-    let mut psi = Family::new("proctor_host_pressure_stalled_seconds", Kind::Counter, "PSI: time some or all tasks were stalled on a resource.");
+    let mut psi = Family::new(
+        "proctor_host_pressure_stalled_seconds",
+        Kind::Counter,
+        "PSI: time some or all tasks were stalled on a resource.",
+    );
     pressure_samples(&mut psi, "cpu", h.pressure_cpu);
     pressure_samples(&mut psi, "memory", h.pressure_memory);
     pressure_samples(&mut psi, "io", h.pressure_io);
     out.push(psi);
     let vm = h.vmstat;
     out.push(counter("proctor_host_page_faults", "Page faults since boot.", opt(vm.and_then(|v| v.pgfault))));
-    out.push(counter("proctor_host_major_page_faults", "Major page faults since boot.", opt(vm.and_then(|v| v.pgmajfault))));
-    out.push(counter("proctor_host_swapped_in_pages", "Pages swapped in since boot.", opt(vm.and_then(|v| v.pswpin_pages))));
-    out.push(counter("proctor_host_swapped_out_pages", "Pages swapped out since boot.", opt(vm.and_then(|v| v.pswpout_pages))));
+    out.push(counter(
+        "proctor_host_major_page_faults",
+        "Major page faults since boot.",
+        opt(vm.and_then(|v| v.pgmajfault)),
+    ));
+    out.push(counter(
+        "proctor_host_swapped_in_pages",
+        "Pages swapped in since boot.",
+        opt(vm.and_then(|v| v.pswpin_pages)),
+    ));
+    out.push(counter(
+        "proctor_host_swapped_out_pages",
+        "Pages swapped out since boot.",
+        opt(vm.and_then(|v| v.pswpout_pages)),
+    ));
     out.push(counter("proctor_host_oom_kills", "OOM kills since boot.", opt(vm.and_then(|v| v.oom_kill))));
 
     let mut read = Family::new("proctor_host_disk_read_bytes", Kind::Counter, "Bytes read from each block device.");
-    let mut written = Family::new("proctor_host_disk_written_bytes", Kind::Counter, "Bytes written to each block device.");
-    let mut reads = Family::new("proctor_host_disk_reads_completed", Kind::Counter, "Reads completed by each block device.");
-    let mut writes = Family::new("proctor_host_disk_writes_completed", Kind::Counter, "Writes completed by each block device.");
-    let mut busy = Family::new("proctor_host_disk_io_time_seconds", Kind::Counter, "Time each block device had I/O in flight.");
+    let mut written =
+        Family::new("proctor_host_disk_written_bytes", Kind::Counter, "Bytes written to each block device.");
+    let mut reads =
+        Family::new("proctor_host_disk_reads_completed", Kind::Counter, "Reads completed by each block device.");
+    let mut writes =
+        Family::new("proctor_host_disk_writes_completed", Kind::Counter, "Writes completed by each block device.");
+    let mut busy =
+        Family::new("proctor_host_disk_io_time_seconds", Kind::Counter, "Time each block device had I/O in flight.");
     for d in h.disks.iter().filter(|d| proctor_model::is_interesting_disk(&d.name)) {
         let l = || vec![("device", d.name.to_string())];
         read.push(l(), d.read_sectors as f64 * 512.0);
@@ -285,12 +326,24 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec
         busy.push(l(), d.io_ms as f64 / 1e3);
     }
     out.extend([read, written, reads, writes, busy]);
-    let mut rx = Family::new("proctor_host_network_receive_bytes", Kind::Counter, "Bytes received by each network device.");
-    let mut tx = Family::new("proctor_host_network_transmit_bytes", Kind::Counter, "Bytes sent by each network device.");
-    let mut rxp = Family::new("proctor_host_network_receive_packets", Kind::Counter, "Packets received by each network device.");
-    let mut txp = Family::new("proctor_host_network_transmit_packets", Kind::Counter, "Packets sent by each network device.");
-    let mut rxd = Family::new("proctor_host_network_receive_drop", Kind::Counter, "Received packets dropped by each network device.");
-    let mut txd = Family::new("proctor_host_network_transmit_drop", Kind::Counter, "Outgoing packets dropped by each network device.");
+    let mut rx =
+        Family::new("proctor_host_network_receive_bytes", Kind::Counter, "Bytes received by each network device.");
+    let mut tx =
+        Family::new("proctor_host_network_transmit_bytes", Kind::Counter, "Bytes sent by each network device.");
+    let mut rxp =
+        Family::new("proctor_host_network_receive_packets", Kind::Counter, "Packets received by each network device.");
+    let mut txp =
+        Family::new("proctor_host_network_transmit_packets", Kind::Counter, "Packets sent by each network device.");
+    let mut rxd = Family::new(
+        "proctor_host_network_receive_drop",
+        Kind::Counter,
+        "Received packets dropped by each network device.",
+    );
+    let mut txd = Family::new(
+        "proctor_host_network_transmit_drop",
+        Kind::Counter,
+        "Outgoing packets dropped by each network device.",
+    );
     for n in &h.nets {
         let l = || vec![("device", n.name.to_string())];
         rx.push(l(), n.rx_bytes as f64);
@@ -302,7 +355,11 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec
     }
     out.extend([rx, tx, rxp, txp, rxd, txd]);
     out.push(gauge("proctor_host_processes", "Processes on the host.", Some(s.rows.len() as f64)));
-    out.push(gauge("proctor_host_threads", "Threads on the host.", Some(s.rows.iter().map(|r| r.threads).sum::<u64>() as f64)));
+    out.push(gauge(
+        "proctor_host_threads",
+        "Threads on the host.",
+        Some(s.rows.iter().map(|r| r.threads).sum::<u64>() as f64),
+    ));
 
     container_families(s, &mut out);
     process_families(s, config, &mut out);
@@ -312,20 +369,53 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec
 
 fn container_families(s: &Snapshot, out: &mut Vec<Family>) {
     let t = &s.truth;
-    let mut info = Family::new("proctor_container_info", Kind::Gauge, "The watched cgroup: version and path (always 1).");
+    let mut info =
+        Family::new("proctor_container_info", Kind::Gauge, "The watched cgroup: version and path (always 1).");
     if let (Some(version), Some(path)) = (t.cgroup_version, t.cgroup_path.as_ref()) {
         info.push(vec![("version", version.to_string()), ("cgroup", path.clone())], 1.0);
     }
     out.push(info);
-    out.push(gauge("proctor_container_effective_cpus", "CPUs the watched process can use: min(affinity, cgroup quota over every level).", t.effective_cpus));
-    out.push(gauge("proctor_container_host_cpus", "CPUs online on the host, what os.cpu_count() reports.", t.host_online_cpus.map(|n| n as f64)));
-    out.push(gauge("proctor_container_quota_cpus", "The tightest CPU quota over the cgroup and its ancestors.", t.quota_cpus));
-    out.push(gauge("proctor_container_memory_limit_bytes", "The smallest memory limit on the cgroup path, else the host's memory.", opt(t.memory_limit_bytes)));
-    out.push(gauge("proctor_container_memory_usage_bytes", "Memory charged to the cgroup.", opt(t.memory_current_bytes)));
+    out.push(gauge(
+        "proctor_container_effective_cpus",
+        "CPUs the watched process can use: min(affinity, cgroup quota over every level).",
+        t.effective_cpus,
+    ));
+    out.push(gauge(
+        "proctor_container_host_cpus",
+        "CPUs online on the host, what os.cpu_count() reports.",
+        t.host_online_cpus.map(|n| n as f64),
+    ));
+    out.push(gauge(
+        "proctor_container_quota_cpus",
+        "The tightest CPU quota over the cgroup and its ancestors.",
+        t.quota_cpus,
+    ));
+    out.push(gauge(
+        "proctor_container_memory_limit_bytes",
+        "The smallest memory limit on the cgroup path, else the host's memory.",
+        opt(t.memory_limit_bytes),
+    ));
+    out.push(gauge(
+        "proctor_container_memory_usage_bytes",
+        "Memory charged to the cgroup.",
+        opt(t.memory_current_bytes),
+    ));
     let c = s.sample.container.as_ref().map(|c| &c.counters);
-    out.push(counter("proctor_container_cpu_usage_seconds", "CPU time charged to the cgroup.", c.and_then(|c| c.cpu_usage_usec).map(|u| u as f64 / 1e6)));
-    out.push(counter("proctor_container_cpu_throttled_periods", "Periods in which the cgroup was throttled.", opt(c.and_then(|c| c.cpu_nr_throttled))));
-    out.push(counter("proctor_container_cpu_throttled_seconds", "Time the cgroup was throttled.", c.and_then(|c| c.cpu_throttled_usec).map(|u| u as f64 / 1e6)));
+    out.push(counter(
+        "proctor_container_cpu_usage_seconds",
+        "CPU time charged to the cgroup.",
+        c.and_then(|c| c.cpu_usage_usec).map(|u| u as f64 / 1e6),
+    ));
+    out.push(counter(
+        "proctor_container_cpu_throttled_periods",
+        "Periods in which the cgroup was throttled.",
+        opt(c.and_then(|c| c.cpu_nr_throttled)),
+    ));
+    out.push(counter(
+        "proctor_container_cpu_throttled_seconds",
+        "Time the cgroup was throttled.",
+        c.and_then(|c| c.cpu_throttled_usec).map(|u| u as f64 / 1e6),
+    ));
     out.push(gauge("proctor_container_pids", "Tasks in the cgroup.", opt(c.and_then(|c| c.pids_current))));
 }
 
@@ -347,15 +437,25 @@ fn process_families(s: &Snapshot, config: &MetricsConfig, out: &mut Vec<Family>)
     ranked.sort_by_key(|r| r.pid);
     let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
     let mut cpu = Family::new("proctor_process_cpu_seconds", Kind::Counter, "CPU time of each of the top processes.");
-    let mut rss = Family::new("proctor_process_resident_bytes", Kind::Gauge, "Resident memory of each of the top processes.");
-    let mut vsz = Family::new("proctor_process_virtual_bytes", Kind::Gauge, "Virtual memory size of each of the top processes.");
+    let mut rss =
+        Family::new("proctor_process_resident_bytes", Kind::Gauge, "Resident memory of each of the top processes.");
+    let mut vsz =
+        Family::new("proctor_process_virtual_bytes", Kind::Gauge, "Virtual memory size of each of the top processes.");
     let mut threads = Family::new("proctor_process_threads", Kind::Gauge, "Threads of each of the top processes.");
-    let mut pss = Family::new("proctor_process_pss_bytes", Kind::Gauge, "Proportional set size, from the budgeted smaps_rollup worker.");
+    let mut pss = Family::new(
+        "proctor_process_pss_bytes",
+        Kind::Gauge,
+        "Proportional set size, from the budgeted smaps_rollup worker.",
+    );
     let mut pss_age = Family::new("proctor_process_pss_age_seconds", Kind::Gauge, "Age of the PSS reading.");
     for r in ranked {
         let cmdline = r.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
         let labels = || {
-            vec![("pid", r.pid.to_string()), ("name", r.comm.to_string()), ("cmdline", cut(&cmdline, CMDLINE_LABEL_MAX).to_string())]
+            vec![
+                ("pid", r.pid.to_string()),
+                ("name", r.comm.to_string()),
+                ("cmdline", cut(&cmdline, CMDLINE_LABEL_MAX).to_string()),
+            ]
         };
         cpu.push(labels(), r.cpu_ticks_total as f64 / ticks);
         if let Some(b) = r.rss_bytes {
@@ -378,11 +478,16 @@ fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
     let mut build = Family::new("proctor_agent_build_info", Kind::Gauge, "The agent's version (always 1).");
     build.push(vec![("version", env!("CARGO_PKG_VERSION").to_string())], 1.0);
     out.push(build);
-    let mut hist = Family::new("proctor_agent_sample_duration_seconds", Kind::Histogram, "Wall time of each sampling cycle.");
+    let mut hist =
+        Family::new("proctor_agent_sample_duration_seconds", Kind::Histogram, "Wall time of each sampling cycle.");
     let mut cumulative = 0u64;
     for (i, bound) in SAMPLE_DURATION_BUCKETS.iter().enumerate() {
         cumulative += a.duration_counts[i];
-        hist.samples.push(Sample { suffix: "_bucket", labels: vec![("le", format!("{bound}"))], value: cumulative as f64 });
+        hist.samples.push(Sample {
+            suffix: "_bucket",
+            labels: vec![("le", format!("{bound}"))],
+            value: cumulative as f64,
+        });
     }
     cumulative += a.duration_counts[SAMPLE_DURATION_BUCKETS.len()];
     hist.samples.push(Sample { suffix: "_bucket", labels: vec![("le", "+Inf".to_string())], value: cumulative as f64 });
@@ -390,7 +495,11 @@ fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
     hist.samples.push(Sample { suffix: "_count", labels: Vec::new(), value: cumulative as f64 });
     out.push(hist);
     out.push(counter("proctor_agent_cpu_seconds", "CPU time of the whole agent process.", Some(a.process_cpu_seconds)));
-    out.push(counter("proctor_agent_sampling_cpu_seconds", "CPU time of the sampling thread, summed over cycles.", Some(a.sampling_cpu_seconds)));
+    out.push(counter(
+        "proctor_agent_sampling_cpu_seconds",
+        "CPU time of the sampling thread, summed over cycles.",
+        Some(a.sampling_cpu_seconds),
+    ));
     out.push(gauge("proctor_agent_resident_bytes", "Resident memory of the agent.", Some(a.resident_bytes as f64)));
     out.push(counter("proctor_agent_samples", "Sampling cycles completed.", Some(a.samples as f64)));
     out.push(gauge(
@@ -398,37 +507,81 @@ fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
         "When the sample behind this scrape was taken, Unix seconds (stale means the sampler stopped).",
         Some(s.sample.unix_ns as f64 / 1e9),
     ));
-    out.push(counter("proctor_agent_missed_ticks", "Sampling ticks skipped because a cycle overran.", Some(a.missed_ticks as f64)));
-    let mut errors = Family::new("proctor_agent_read_errors", Kind::Counter, "Failed reads by reader and reason (gone, permission, parse, io).");
+    out.push(counter(
+        "proctor_agent_missed_ticks",
+        "Sampling ticks skipped because a cycle overran.",
+        Some(a.missed_ticks as f64),
+    ));
+    let mut errors = Family::new(
+        "proctor_agent_read_errors",
+        Kind::Counter,
+        "Failed reads by reader and reason (gone, permission, parse, io).",
+    );
     for ((reader, reason), n) in &a.errors {
         errors.push(vec![("reader", reader.to_string()), ("reason", reason.to_string())], *n as f64);
     }
     out.push(errors);
-    out.push(counter("proctor_agent_processes_gone", "Processes that exited between listing and reading.", Some(a.processes_gone as f64)));
+    out.push(counter(
+        "proctor_agent_processes_gone",
+        "Processes that exited between listing and reading.",
+        Some(a.processes_gone as f64),
+    ));
     out.push(gauge("proctor_agent_history_bytes", "Memory held by the history ring.", Some(a.history.bytes as f64)));
-    out.push(gauge("proctor_agent_history_max_bytes", "Memory the history ring holds when full.", Some(a.history.max_bytes as f64)));
+    out.push(gauge(
+        "proctor_agent_history_max_bytes",
+        "Memory the history ring holds when full.",
+        Some(a.history.max_bytes as f64),
+    ));
     if let Some(p) = a.pss.as_ref() {
-        out.push(counter("proctor_agent_pss_reads", "smaps_rollup reads by the budgeted worker.", Some(p.reads as f64)));
-        out.push(counter("proctor_agent_pss_cpu_seconds", "CPU spent reading smaps_rollup.", Some(p.cpu_ns as f64 / 1e9)));
+        out.push(counter(
+            "proctor_agent_pss_reads",
+            "smaps_rollup reads by the budgeted worker.",
+            Some(p.reads as f64),
+        ));
+        out.push(counter(
+            "proctor_agent_pss_cpu_seconds",
+            "CPU spent reading smaps_rollup.",
+            Some(p.cpu_ns as f64 / 1e9),
+        ));
     }
     if let Some(c) = a.cmdline.as_ref() {
         out.push(counter("proctor_agent_cmdline_reads", "cmdline reads by the worker.", Some(c.reads as f64)));
-        out.push(counter("proctor_agent_cmdline_timeouts", "cmdline reads that overran the timeout.", Some(c.timeouts as f64)));
+        out.push(counter(
+            "proctor_agent_cmdline_timeouts",
+            "cmdline reads that overran the timeout.",
+            Some(c.timeouts as f64),
+        ));
     }
     out.push(counter("proctor_agent_http_requests", "HTTP requests answered.", Some(http_requests as f64)));
     let r = &a.recording;
     let flag = |b: bool| Some(if b { 1.0 } else { 0.0 });
-    out.push(gauge("proctor_agent_record_enabled", "1 while samples are written to the data directory.", flag(r.enabled)));
+    out.push(gauge(
+        "proctor_agent_record_enabled",
+        "1 while samples are written to the data directory.",
+        flag(r.enabled),
+    ));
     out.push(gauge(
         "proctor_agent_record_error",
         "1 when recording was asked for but the store could not be opened (the reason is in /api/v1/agent).",
         flag(r.error.is_some()),
     ));
     out.push(counter("proctor_agent_record_frames", "Samples written to the store.", Some(r.frames_written as f64)));
-    out.push(counter("proctor_agent_record_bytes", "Bytes the store's files grew by (frame headers and compressed samples).", Some(r.bytes_written as f64)));
-    out.push(counter("proctor_agent_record_dropped", "Samples not recorded because the recorder's queue was full.", Some(r.dropped as f64)));
+    out.push(counter(
+        "proctor_agent_record_bytes",
+        "Bytes the store's files grew by (frame headers and compressed samples).",
+        Some(r.bytes_written as f64),
+    ));
+    out.push(counter(
+        "proctor_agent_record_dropped",
+        "Samples not recorded because the recorder's queue was full.",
+        Some(r.dropped as f64),
+    ));
     out.push(counter("proctor_agent_record_write_errors", "Failed writes to the store.", Some(r.write_errors as f64)));
-    out.push(counter("proctor_agent_record_cpu_seconds", "CPU time of the recorder thread (encode, compress, write).", Some(r.write_cpu_ns as f64 / 1e9)));
+    out.push(counter(
+        "proctor_agent_record_cpu_seconds",
+        "CPU time of the recorder thread (encode, compress, write).",
+        Some(r.write_cpu_ns as f64 / 1e9),
+    ));
 }
 
 #[cfg(test)]

@@ -264,8 +264,8 @@ mod tests {
 
     #[test]
     fn a_store_that_could_not_be_opened_is_reported_not_enabled() {
-        let recorder =
-            Recorder::start(Recording::Failed { dir: Some(PathBuf::from("/nope")), error: "gone".into() }).expect("no thread");
+        let recorder = Recorder::start(Recording::Failed { dir: Some(PathBuf::from("/nope")), error: "gone".into() })
+            .expect("no thread");
         recorder.submit(&snapshot(0));
         let status = recorder.status();
         assert!(!status.enabled);

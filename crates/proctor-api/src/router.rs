@@ -72,7 +72,8 @@ struct StoreReads {
 }
 
 pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
-    let store = Arc::new(StoreReads { permit: tokio::sync::Semaphore::new(1), cache: Mutex::new(PointCache::default()) });
+    let store =
+        Arc::new(StoreReads { permit: tokio::sync::Semaphore::new(1), cache: Mutex::new(PointCache::default()) });
     let state = AppState { shared, config: Arc::new(config), metrics_cache: Arc::new(Mutex::new(None)), store };
     Router::new()
         .route("/api/v1/snapshot", get(snapshot))
@@ -130,7 +131,8 @@ fn json_response<T: Serialize>(value: &T) -> Response {
             resp
         }
         Err(e) => {
-            let mut resp = Response::new(Body::from(format!("{{\"error\":{{\"code\":\"internal\",\"message\":\"{e}\"}}}}")));
+            let mut resp =
+                Response::new(Body::from(format!("{{\"error\":{{\"code\":\"internal\",\"message\":\"{e}\"}}}}")));
             *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
             resp
         }
@@ -171,14 +173,22 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
         if !ok {
             http.unauthorized.fetch_add(1, Ordering::Relaxed);
             let wants_html = req.uri().path() == "/"
-                && req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+                && req
+                    .headers()
+                    .get(header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|a| a.contains("text/html"));
             let mut resp = if wants_html {
                 let mut r = Response::new(Body::from(crate::assets::SIGN_IN_PAGE));
                 r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
                 r
             } else {
-                ApiError { status: StatusCode::UNAUTHORIZED, code: "unauthorized", message: "a Bearer token is required".into() }
-                    .into_response()
+                ApiError {
+                    status: StatusCode::UNAUTHORIZED,
+                    code: "unauthorized",
+                    message: "a Bearer token is required".into(),
+                }
+                .into_response()
             };
             *resp.status_mut() = StatusCode::UNAUTHORIZED;
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"proctor\""));
@@ -209,8 +219,10 @@ impl Params {
         let mut seen = HashSet::new();
         for pair in raw.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let k = percent_decode(k).ok_or_else(|| ApiError::bad_request("query is not valid percent-encoded UTF-8"))?;
-            let v = percent_decode(v).ok_or_else(|| ApiError::bad_request("query is not valid percent-encoded UTF-8"))?;
+            let k =
+                percent_decode(k).ok_or_else(|| ApiError::bad_request("query is not valid percent-encoded UTF-8"))?;
+            let v =
+                percent_decode(v).ok_or_else(|| ApiError::bad_request("query is not valid percent-encoded UTF-8"))?;
             if !allowed.contains(&k.as_str()) {
                 return Err(ApiError::bad_request(format!(
                     "unknown query parameter '{k}'; this endpoint takes: {}",
@@ -231,7 +243,10 @@ impl Params {
 
     fn number<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, ApiError> {
         self.get(name)
-            .map(|v| v.parse::<T>().map_err(|_| ApiError::bad_request(format!("'{name}' must be a non-negative integer, got '{v}'"))))
+            .map(|v| {
+                v.parse::<T>()
+                    .map_err(|_| ApiError::bad_request(format!("'{name}' must be a non-negative integer, got '{v}'")))
+            })
             .transpose()
     }
 }
@@ -303,9 +318,9 @@ fn time_range(p: &Params, now_ms: u64, default_from: u64, default_to: u64) -> Re
         return Err(ApiError::bad_request("give 'since' or 'from', not both"));
     }
     let from = match (p.get("since"), p.number::<u64>("from")?) {
-        (Some(span), _) => now_ms.saturating_sub(
-            parse_span_ms(span).ok_or_else(|| ApiError::bad_request(format!("'since' must be a span like 90s, 5m or 1h, got '{span}'")))?,
-        ),
+        (Some(span), _) => now_ms.saturating_sub(parse_span_ms(span).ok_or_else(|| {
+            ApiError::bad_request(format!("'since' must be a span like 90s, 5m or 1h, got '{span}'"))
+        })?),
         (None, Some(from)) => from,
         (None, None) => default_from,
     };
@@ -320,7 +335,9 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
     let p = Params::parse(q, &["series", "since", "from", "to", "max_points"])?;
     let names: Vec<String> = p
         .get("series")
-        .ok_or_else(|| ApiError::bad_request("'series' is required: a comma-separated list (see /api/v1/history/series)"))?
+        .ok_or_else(|| {
+            ApiError::bad_request("'series' is required: a comma-separated list (see /api/v1/history/series)")
+        })?
         .split(',')
         .filter(|s| !s.is_empty())
         .map(str::to_string)
@@ -347,7 +364,11 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
     let store = match (maker, dir) {
         (Some(maker), Some(dir)) => {
             let store_to = to.min(ring_first.saturating_sub(1).saturating_add(SEAM_SLACK_MS));
-            let budget = if max_points == 0 { store_history::MAX_FRAMES } else { max_points.clamp(store_history::MIN_FRAMES, store_history::MAX_FRAMES) };
+            let budget = if max_points == 0 {
+                store_history::MAX_FRAMES
+            } else {
+                max_points.clamp(store_history::MIN_FRAMES, store_history::MAX_FRAMES)
+            };
             Some(read_store(&st, dir, maker, from, store_to, budget).await)
         }
         _ => None,
@@ -429,7 +450,10 @@ async fn read_store(
             counters.history_store_frames_decoded.fetch_add(report.frames_decoded as u64, Ordering::Relaxed);
             (points, report)
         }
-        Err(e) => (Vec::new(), StoreReport { problems: vec![format!("the store read failed: {e}")], ..StoreReport::default() }),
+        Err(e) => (
+            Vec::new(),
+            StoreReport { problems: vec![format!("the store read failed: {e}")], ..StoreReport::default() },
+        ),
     }
 }
 
@@ -461,7 +485,9 @@ async fn report(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Res
     let Ok(_permit) = st.store.permit.acquire().await else {
         return Ok(json_response(&store_report::unavailable("store reads are closed", from, to)));
     };
-    let answer = tokio::task::spawn_blocking(move || store_report::read_report(&dir, from, to, store_report::MAX_FRAMES, top)).await;
+    let answer =
+        tokio::task::spawn_blocking(move || store_report::read_report(&dir, from, to, store_report::MAX_FRAMES, top))
+            .await;
     let mut out = match answer {
         Ok(out) => out,
         Err(e) => store_report::unavailable(format!("the store read failed: {e}"), from, to),
@@ -552,7 +578,9 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
         let ord = match sort {
             SortKey::Pid => a.pid.cmp(&b.pid),
             SortKey::Name => a.comm.cmp(&b.comm),
-            SortKey::Cpu => num(a.cpu_percent).total_cmp(&num(b.cpu_percent)).then(a.cpu_ticks_total.cmp(&b.cpu_ticks_total)),
+            SortKey::Cpu => {
+                num(a.cpu_percent).total_cmp(&num(b.cpu_percent)).then(a.cpu_ticks_total.cmp(&b.cpu_ticks_total))
+            }
             SortKey::Rss => a.rss_bytes.cmp(&b.rss_bytes),
             SortKey::Pss => a.pss.and_then(|p| p.pss_bytes).cmp(&b.pss.and_then(|p| p.pss_bytes)),
             SortKey::Vsize => a.vsize_bytes.cmp(&b.vsize_bytes),
@@ -572,7 +600,11 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
     }))
 }
 
-async fn process(State(st): State<AppState>, Path(pid): Path<String>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+async fn process(
+    State(st): State<AppState>,
+    Path(pid): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
     Params::parse(q, &[])?;
     let pid = parse_pid(&pid)?;
     let s = st.shared.latest();
@@ -580,7 +612,11 @@ async fn process(State(st): State<AppState>, Path(pid): Path<String>, RawQuery(q
     Ok(json_response(&wire::process(&s, row)))
 }
 
-async fn tree(State(st): State<AppState>, Path(pid): Path<String>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+async fn tree(
+    State(st): State<AppState>,
+    Path(pid): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
     Params::parse(q, &[])?;
     let pid = parse_pid(&pid)?;
     let s = st.shared.latest();
@@ -646,7 +682,8 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): Ra
 
 async fn index(RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     Params::parse(q, &[])?;
-    crate::assets::response("index.html").ok_or_else(|| ApiError::not_found("the dashboard is not built into this binary"))
+    crate::assets::response("index.html")
+        .ok_or_else(|| ApiError::not_found("the dashboard is not built into this binary"))
 }
 
 async fn asset(Path(path): Path<String>) -> Result<Response, ApiError> {

@@ -99,7 +99,8 @@ pub fn read_points(
 ) -> (Vec<Point>, StoreReport) {
     let started = Instant::now();
     let floor = to_ms.saturating_sub(MAX_SPAN.as_millis() as u64);
-    let mut report = StoreReport { from_ms: from_ms.max(floor), to_ms, clamped: from_ms < floor, ..StoreReport::default() };
+    let mut report =
+        StoreReport { from_ms: from_ms.max(floor), to_ms, clamped: from_ms < floor, ..StoreReport::default() };
     let points = read(dir, maker, budget.max(1), cache, &mut report);
     report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     (points, report)

@@ -129,7 +129,13 @@ impl From<&ProcessUsage> for ProcessOut {
 
 /// The answer when there is no store to read.
 pub fn unavailable(reason: impl Into<String>, from_ms: u64, to_ms: u64) -> ReportOut {
-    ReportOut { reason: Some(reason.into()), source: "store", from_unix_ms: from_ms, to_unix_ms: to_ms, ..ReportOut::default() }
+    ReportOut {
+        reason: Some(reason.into()),
+        source: "store",
+        from_unix_ms: from_ms,
+        to_unix_ms: to_ms,
+        ..ReportOut::default()
+    }
 }
 
 /// Folds `[from_ms, to_ms]` of the store in `dir`, decoding at most `budget` frames, into the
@@ -152,7 +158,8 @@ pub fn read_report(dir: &Path, from_ms: u64, to_ms: u64, budget: usize, top: usi
     let mut reader = match Reader::open(dir) {
         Ok(r) => r,
         Err(e) => {
-            let mut answer = unavailable(format!("cannot read the store in {}: {e}", dir.display()), out.from_unix_ms, to_ms);
+            let mut answer =
+                unavailable(format!("cannot read the store in {}: {e}", dir.display()), out.from_unix_ms, to_ms);
             answer.dir = out.dir;
             return answer;
         }
@@ -219,7 +226,14 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
         .iter()
         .filter_map(|series| {
             let p = series.points.first()?;
-            Some(HeadlineOut { name: series.name, unit: series.unit, description: series.description, mean: p.mean, max: p.max, count: p.count })
+            Some(HeadlineOut {
+                name: series.name,
+                unit: series.unit,
+                description: series.description,
+                mean: p.mean,
+                max: p.max,
+                count: p.count,
+            })
         })
         .collect();
     out.top_cpu = s.top_cpu.iter().take(top).map(ProcessOut::from).collect();

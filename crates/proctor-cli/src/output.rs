@@ -13,11 +13,7 @@ pub enum Format {
 
 /// A closed stdout (`proctor snapshot | head`) is a normal way for a reader to stop, not an error.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == ErrorKind::BrokenPipe)
-    })
+    err.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe))
 }
 
 /// Parses `1s`, `500ms`, `2m`, `1.5s` or a bare number of seconds.

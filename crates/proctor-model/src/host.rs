@@ -100,10 +100,7 @@ pub fn is_interesting_disk(name: &str) -> bool {
 /// Derives the host view from `cur` and, for rates, `prev`.
 pub fn host_view(cur: &Sample, prev: Option<&Sample>) -> HostView {
     let h = &cur.host;
-    let secs = prev
-        .and_then(|p| cur.mono_ns.checked_sub(p.mono_ns))
-        .map(|ns| ns as f64 / 1e9)
-        .filter(|s| *s > 0.0);
+    let secs = prev.and_then(|p| cur.mono_ns.checked_sub(p.mono_ns)).map(|ns| ns as f64 / 1e9).filter(|s| *s > 0.0);
     let ph = prev.map(|p| &p.host);
     let mut view = HostView {
         interval_secs: secs,

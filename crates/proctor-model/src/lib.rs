@@ -17,7 +17,7 @@ pub use event::{ProbeBatch, ProbeResult, StatsdFlush, StatsdTimer};
 pub use host::{host_view, is_interesting_disk, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
 pub use sample::{
-    intern_name, ContainerSample, HostSample, PssReading, ProcessSample, Sample, SampleCost, StatusReading,
+    intern_name, ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, StatusReading,
 };
 pub use tree::{build_tree, Tree, TreeRow, TreeTotal};
 

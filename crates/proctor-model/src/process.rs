@@ -54,10 +54,7 @@ pub struct ProcessRow {
 /// Derives one row per process in `cur`. A process is matched in `prev` by pid *and* start
 /// time, so a reused pid gets no rate rather than a wrong one.
 pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec<ProcessRow> {
-    let secs = prev
-        .and_then(|p| cur.mono_ns.checked_sub(p.mono_ns))
-        .map(|ns| ns as f64 / 1e9)
-        .filter(|s| *s > 0.0);
+    let secs = prev.and_then(|p| cur.mono_ns.checked_sub(p.mono_ns)).map(|ns| ns as f64 / 1e9).filter(|s| *s > 0.0);
     let ticks = cur.clock_ticks_per_sec.max(1) as f64;
     cur.processes
         .iter()
@@ -97,9 +94,7 @@ fn row(
         state: p.state,
         uid: status.and_then(|s| s.effective_uid),
         cpu_percent,
-        cpu_percent_of_effective: cpu_percent
-            .zip(ctx.effective_cpus.filter(|e| *e > 0.0))
-            .map(|(pct, eff)| pct / eff),
+        cpu_percent_of_effective: cpu_percent.zip(ctx.effective_cpus.filter(|e| *e > 0.0)).map(|(pct, eff)| pct / eff),
         cpu_ticks_total,
         rss_bytes: p.resident_bytes,
         anon_bytes,

@@ -177,7 +177,9 @@ pub fn intern_name(name: &str) -> &'static str {
 /// The most distinct reader and reason names [`intern_name`] keeps.
 pub const MAX_INTERNED_NAMES: usize = 512;
 
-fn deserialize_wall<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<&'static str, u64>, D::Error> {
+fn deserialize_wall<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<&'static str, u64>, D::Error> {
     let owned: BTreeMap<String, u64> = BTreeMap::deserialize(deserializer)?;
     Ok(owned.into_iter().map(|(name, ns)| (intern_name(&name), ns)).collect())
 }

@@ -165,16 +165,12 @@ impl LogHistogram {
 
     /// The non-empty buckets, lowest first.
     pub fn buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, &count)| count > 0)
-            .map(|(index, &count)| Bucket {
-                low: bucket_low(index),
-                high: bucket_low(index + 1),
-                count,
-                mean: self.sums[index] / count as f64,
-            })
+        self.counts.iter().enumerate().filter(|(_, &count)| count > 0).map(|(index, &count)| Bucket {
+            low: bucket_low(index),
+            high: bucket_low(index + 1),
+            count,
+            mean: self.sums[index] / count as f64,
+        })
     }
 }
 

@@ -285,10 +285,7 @@ fn split(
         return;
     }
     // Basin boundaries: the lowest density between adjacent surviving peaks.
-    let boundaries: Vec<f64> = peaks
-        .windows(2)
-        .map(|pair| grid.x(valley(&grid.density, pair[0], pair[1])))
-        .collect();
+    let boundaries: Vec<f64> = peaks.windows(2).map(|pair| grid.x(valley(&grid.density, pair[0], pair[1]))).collect();
     let mut start = 0;
     for basin in 0..peaks.len() {
         let end = match boundaries.get(basin) {
@@ -345,11 +342,7 @@ fn median_center(bins: &[Bin], total: f64) -> f64 {
 /// Silverman's rule-of-thumb bandwidth on the log scale.
 fn silverman(bins: &[Bin], total: f64) -> f64 {
     let mean = bins.iter().map(|bin| bin.center() * bin.weight).sum::<f64>() / total;
-    let variance = bins
-        .iter()
-        .map(|bin| (bin.center() - mean).powi(2) * bin.weight)
-        .sum::<f64>()
-        / total;
+    let variance = bins.iter().map(|bin| (bin.center() - mean).powi(2) * bin.weight).sum::<f64>() / total;
     let iqr = weighted_quantile(bins, total, 0.75) - weighted_quantile(bins, total, 0.25);
     let spread = match (variance.sqrt(), iqr / 1.34) {
         (sd, robust) if robust > 0.0 => sd.min(robust),
@@ -448,8 +441,7 @@ impl Grid {
         if index == 0 || index + 1 >= self.density.len() {
             return x;
         }
-        let (left, middle, right) =
-            (self.density[index - 1], self.density[index], self.density[index + 1]);
+        let (left, middle, right) = (self.density[index - 1], self.density[index], self.density[index + 1]);
         let curvature = left - 2.0 * middle + right;
         if curvature >= 0.0 {
             return x;
@@ -484,11 +476,8 @@ fn merge_shallow(density: &[f64], mut peaks: Vec<usize>, valley_ratio: f64) -> V
             .max_by(|a, b| a.1.total_cmp(&b.1));
         match shallowest {
             Some((position, depth)) if depth > valley_ratio => {
-                let loser = if density[peaks[position]] >= density[peaks[position + 1]] {
-                    position + 1
-                } else {
-                    position
-                };
+                let loser =
+                    if density[peaks[position]] >= density[peaks[position + 1]] { position + 1 } else { position };
                 peaks.remove(loser);
             }
             _ => return peaks,
@@ -507,9 +496,7 @@ fn near_multiples(modes: &[Mode], tolerance: f64) -> Vec<NearMultiple> {
         for lower in (0..upper).rev() {
             let ratio = modes[upper].value / modes[lower].value;
             let multiple = ratio.round();
-            if (2.0..=f64::from(MAX_MULTIPLE)).contains(&multiple)
-                && (ratio - multiple).abs() <= tolerance
-            {
+            if (2.0..=f64::from(MAX_MULTIPLE)).contains(&multiple) && (ratio - multiple).abs() <= tolerance {
                 found.push(NearMultiple { lower, upper, multiple: multiple as u32, ratio });
                 break;
             }

@@ -53,10 +53,7 @@ fn check_modes(report: &ModeReport, expected: &[f64]) {
 #[test]
 fn finds_the_three_timeouts() {
     // Seconds: the futex waits of the motivating hunt, over a floor of fast wake-ups.
-    let values = mixture(
-        1,
-        &[(0.250, 0.02, 600), (0.500, 0.02, 300), (1.0, 0.02, 150), (20e-6, 0.3, 900)],
-    );
+    let values = mixture(1, &[(0.250, 0.02, 600), (0.500, 0.02, 300), (1.0, 0.02, 150), (20e-6, 0.3, 900)]);
     let report = find_modes_in_values(&values, &ModeConfig::default());
     assert!(!report.unimodal);
     check_modes(&report, &[20e-6, 0.250, 0.500, 1.0]);
@@ -69,11 +66,8 @@ fn flags_near_integer_ratios() {
     let values = mixture(2, &[(250.0, 0.02, 500), (500.0, 0.02, 500), (1700.0, 0.02, 500)]);
     let report = find_modes_in_values(&values, &ModeConfig::default());
     check_modes(&report, &[250.0, 500.0, 1700.0]);
-    let pairs: Vec<(usize, usize, u32)> = report
-        .near_multiples
-        .iter()
-        .map(|pair| (pair.lower, pair.upper, pair.multiple))
-        .collect();
+    let pairs: Vec<(usize, usize, u32)> =
+        report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect();
     // 1700 / 250 = 6.8 and 1700 / 500 = 3.4 are not near integers.
     assert_eq!(pairs, vec![(0, 1, 2)], "{report:?}");
 }

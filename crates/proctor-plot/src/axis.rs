@@ -24,7 +24,8 @@ pub fn time_ticks(from_ns: u64, to_ns: u64, max_ticks: usize) -> Vec<(u64, Strin
     const STEPS: [u64; 16] = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21_600, 86_400];
     let span_s = to_ns.saturating_sub(from_ns) / 1_000_000_000;
     let max_ticks = max_ticks.max(1) as u64;
-    let step = STEPS.iter().copied().find(|s| span_s / s < max_ticks).unwrap_or(86_400 * (span_s / 86_400 / max_ticks + 1));
+    let step =
+        STEPS.iter().copied().find(|s| span_s / s < max_ticks).unwrap_or(86_400 * (span_s / 86_400 / max_ticks + 1));
     let step_ns = step * 1_000_000_000;
     let mut t = from_ns.div_ceil(step_ns) * step_ns;
     let mut ticks = Vec::new();

@@ -26,11 +26,29 @@ pub const INK: [u8; 3] = [0x33, 0x33, 0x33];
 /// What a plot is made of, in pixels from the top left; colours are RGB.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Shape {
-    Rect { x: f64, y: f64, width: f64, height: f64, color: [u8; 3] },
+    Rect {
+        x: f64,
+        y: f64,
+        width: f64,
+        height: f64,
+        color: [u8; 3],
+    },
     /// Only axis-parallel lines: the PNG draws a line as a thin rectangle.
-    Line { x1: f64, y1: f64, x2: f64, y2: f64, color: [u8; 3] },
+    Line {
+        x1: f64,
+        y1: f64,
+        x2: f64,
+        y2: f64,
+        color: [u8; 3],
+    },
     /// `y` is the baseline; `centered` anchors the middle of the text at `x`.
-    Text { x: f64, y: f64, text: String, color: [u8; 3], centered: bool },
+    Text {
+        x: f64,
+        y: f64,
+        text: String,
+        color: [u8; 3],
+        centered: bool,
+    },
 }
 
 /// The shapes as an SVG document `width` × `height` pixels on a white background.
@@ -50,11 +68,9 @@ pub fn svg(width: u32, height: u32, shapes: &[Shape]) -> String {
                 r#"<rect x="{x:.1}" y="{y:.1}" width="{width:.1}" height="{height:.1}" fill="{}"/>"#,
                 hex(*color)
             ),
-            Shape::Line { x1, y1, x2, y2, color } => writeln!(
-                out,
-                r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{}"/>"#,
-                hex(*color)
-            ),
+            Shape::Line { x1, y1, x2, y2, color } => {
+                writeln!(out, r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{}"/>"#, hex(*color))
+            }
             Shape::Text { x, y, text, color, centered } => writeln!(
                 out,
                 r#"<text x="{x:.1}" y="{y:.1}" fill="{}"{}>{}</text>"#,

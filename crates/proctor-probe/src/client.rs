@@ -122,7 +122,11 @@ impl std::fmt::Debug for Client {
 
 /// How an exchange on a connection ended.
 enum Exchange {
-    Done { status: u16, body_bytes: u64, keep: Option<Stream> },
+    Done {
+        status: u16,
+        body_bytes: u64,
+        keep: Option<Stream>,
+    },
     /// A kept connection turned out closed before any response byte: try a new one.
     Stale,
     Failed(Failure),
@@ -134,7 +138,14 @@ impl Client {
         spec.close = !config.reuse;
         let request = build_request(&config.target, &spec);
         let head_request = spec.method.eq_ignore_ascii_case("HEAD");
-        Self { config, request, head_request, connection: None, head: Vec::with_capacity(4096), scratch: vec![0; 64 * 1024] }
+        Self {
+            config,
+            request,
+            head_request,
+            connection: None,
+            head: Vec::with_capacity(4096),
+            scratch: vec![0; 64 * 1024],
+        }
     }
 
     /// Sends one request starting now; the deadline is `timeout` from now.
@@ -336,7 +347,10 @@ impl Client {
                 while body_bytes < length {
                     let read = read_some(stream, &mut self.scratch, deadline)?;
                     if read == 0 {
-                        return Err(Some(failure(ErrorClass::Io, format!("connection closed after {body_bytes} of {length} body bytes"))));
+                        return Err(Some(failure(
+                            ErrorClass::Io,
+                            format!("connection closed after {body_bytes} of {length} body bytes"),
+                        )));
                     }
                     body_bytes += read as u64;
                 }
@@ -366,7 +380,11 @@ impl Client {
                         Ok(read) => body_bytes += read as u64,
                         // A TLS peer that closes without close_notify ends a close-delimited
                         // body the same way a plain one does.
-                        Err(Some(failed)) if failed.class == ErrorClass::Tls && failed.detail.contains("close_notify") => break,
+                        Err(Some(failed))
+                            if failed.class == ErrorClass::Tls && failed.detail.contains("close_notify") =>
+                        {
+                            break
+                        }
                         Err(failed) => return Err(failed),
                     }
                 }
@@ -413,7 +431,9 @@ fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Resul
         match stream.read(buffer) {
             Ok(read) => return Ok(read),
             Err(err) if err.kind() == ErrorKind::Interrupted => continue,
-            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) && Instant::now() < deadline => {
+            Err(err)
+                if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) && Instant::now() < deadline =>
+            {
                 let left = remaining(deadline)?;
                 stream.tcp().set_read_timeout(Some(left)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
             }

@@ -197,8 +197,13 @@ pub struct ChunkedDecoder {
 enum ChunkState {
     #[default]
     SizeStart,
-    Size { value: u64, extension: bool },
-    SizeLf { value: u64 },
+    Size {
+        value: u64,
+        extension: bool,
+    },
+    SizeLf {
+        value: u64,
+    },
     Data(u64),
     DataCr,
     DataLf,
@@ -220,8 +225,7 @@ impl ChunkedDecoder {
                 let take = remaining.min((data.len() - index) as u64);
                 self.body_bytes += take;
                 index += take as usize;
-                self.state =
-                    if take == remaining { ChunkState::DataCr } else { ChunkState::Data(remaining - take) };
+                self.state = if take == remaining { ChunkState::DataCr } else { ChunkState::Data(remaining - take) };
                 continue;
             }
             let byte = data[index];
@@ -242,9 +246,7 @@ impl ChunkedDecoder {
                         ChunkState::Data(value)
                     }
                 }
-                (ChunkState::Size { value, .. }, b';' | b' ' | b'\t') => {
-                    ChunkState::Size { value, extension: true }
-                }
+                (ChunkState::Size { value, .. }, b';' | b' ' | b'\t') => ChunkState::Size { value, extension: true },
                 (ChunkState::Size { value, extension: true }, _) => ChunkState::Size { value, extension: true },
                 (ChunkState::DataCr, b'\r') => ChunkState::DataLf,
                 (ChunkState::DataCr | ChunkState::DataLf, b'\n') => ChunkState::SizeStart,
@@ -287,7 +289,10 @@ mod tests {
         assert_eq!((close.status, close.framing, close.keep_alive), (404, Framing::UntilClose, false));
         let empty = head("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n").expect("valid");
         assert_eq!(empty.map(|h| h.framing), Some(Framing::Empty));
-        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true).expect("ok").map(|h| h.framing), Some(Framing::Empty));
+        assert_eq!(
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true).expect("ok").map(|h| h.framing),
+            Some(Framing::Empty)
+        );
         assert_eq!(head("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"), Ok(None));
     }
 
@@ -297,7 +302,10 @@ mod tests {
         assert_eq!(head("HTTP/1.1 2000 OK\r\n\r\n"), Err(HttpError::StatusLine));
         assert_eq!(head("HTTP/1.1 200 OK\r\nno colon\r\n\r\n"), Err(HttpError::Header));
         assert_eq!(head("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"), Err(HttpError::ContentLength));
-        assert_eq!(head("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), Err(HttpError::ContentLength));
+        assert_eq!(
+            head("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            Err(HttpError::ContentLength)
+        );
         let huge = format!("HTTP/1.1 200 OK\r\nX: {}", "a".repeat(MAX_HEAD_BYTES));
         assert_eq!(head(&huge), Err(HttpError::HeadTooLarge(MAX_HEAD_BYTES)));
     }

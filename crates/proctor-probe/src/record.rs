@@ -87,15 +87,7 @@ pub const PHASE_NAMES: [&str; 7] = ["queue", "dns", "connect", "tls", "write", "
 impl Phases {
     /// The phases in [`PHASE_NAMES`] order.
     pub fn values(&self) -> [Option<u64>; 7] {
-        [
-            self.queue_ns,
-            self.dns_ns,
-            self.connect_ns,
-            self.tls_ns,
-            self.write_ns,
-            self.wait_ns,
-            self.transfer_ns,
-        ]
+        [self.queue_ns, self.dns_ns, self.connect_ns, self.tls_ns, self.write_ns, self.wait_ns, self.transfer_ns]
     }
 }
 

@@ -131,8 +131,7 @@ pub struct ModeAttribution {
     pub share: f64,
 }
 
-const PERCENTILES: [(&str, f64); 5] =
-    [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)];
+const PERCENTILES: [(&str, f64); 5] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)];
 
 /// Builds the report. Records may come in any order and from several runs.
 pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
@@ -153,11 +152,7 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
     let responses: Vec<&RequestRecord> = records.iter().filter(|record| record.has_response()).collect();
     let totals: Vec<u64> = responses.iter().map(|record| record.total_ns).collect();
     let first_send = records.iter().map(|record| record.sent_unix_ns).min().unwrap_or(0);
-    let last_end = records
-        .iter()
-        .map(|record| record.sent_unix_ns.saturating_add(record.total_ns))
-        .max()
-        .unwrap_or(0);
+    let last_end = records.iter().map(|record| record.sent_unix_ns.saturating_add(record.total_ns)).max().unwrap_or(0);
     let span_seconds = last_end.saturating_sub(first_send) as f64 / 1e9;
     let modes = (!totals.is_empty()).then(|| {
         let values: Vec<f64> = totals.iter().map(|&total| total as f64).collect();
@@ -217,11 +212,8 @@ fn latency(totals: &[u64]) -> Option<Latency> {
 pub fn summarize_modes(report: &ModeReport) -> String {
     let count = report.modes.len();
     let mut text = format!("{count} mode{}: ", if count == 1 { "" } else { "s" });
-    let parts: Vec<String> = report
-        .modes
-        .iter()
-        .map(|mode| format!("{} ({:.0} %)", human_ns(mode.value), mode.fraction * 100.0))
-        .collect();
+    let parts: Vec<String> =
+        report.modes.iter().map(|mode| format!("{} ({:.0} %)", human_ns(mode.value), mode.fraction * 100.0)).collect();
     text.push_str(&parts.join(", "));
     if !report.near_multiples.is_empty() {
         let ratios: Vec<String> = report
@@ -254,7 +246,11 @@ fn histogram(totals: &[u64], bins_per_decade: u32) -> Vec<HistogramRow> {
     };
     let edge = |bin: i64| 10f64.powf(bin as f64 / per_decade).round() as u64;
     (first..=last)
-        .map(|bin| HistogramRow { low_ns: edge(bin), high_ns: edge(bin + 1), count: counts.get(&bin).copied().unwrap_or(0) })
+        .map(|bin| HistogramRow {
+            low_ns: edge(bin),
+            high_ns: edge(bin + 1),
+            count: counts.get(&bin).copied().unwrap_or(0),
+        })
         .collect()
 }
 

@@ -123,60 +123,58 @@ fn run_phase(
     std::thread::scope(|scope| {
         for worker in 0..config.pacing.workers() {
             let next = &next;
-            let spawned = std::thread::Builder::new()
-                .name(format!("probe-{worker}"))
-                .spawn_scoped(scope, move || {
-                    let mut client = Client::new(Arc::clone(&config.client));
-                    while !stop.load(Ordering::Relaxed) {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        let (intended, queued) = match config.pacing.intended_offset(index) {
-                            Some(offset) => {
-                                if !config.limit.allows(index, offset) {
-                                    break;
-                                }
-                                let due = phase_start + offset;
-                                if !sleep_until(due, stop) {
-                                    break;
-                                }
-                                (due, true)
+            let spawned = std::thread::Builder::new().name(format!("probe-{worker}")).spawn_scoped(scope, move || {
+                let mut client = Client::new(Arc::clone(&config.client));
+                while !stop.load(Ordering::Relaxed) {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let (intended, queued) = match config.pacing.intended_offset(index) {
+                        Some(offset) => {
+                            if !config.limit.allows(index, offset) {
+                                break;
                             }
-                            None => {
-                                let now = Instant::now();
-                                if !config.limit.allows(index, now - phase_start) {
-                                    break;
-                                }
-                                (now, false)
+                            let due = phase_start + offset;
+                            if !sleep_until(due, stop) {
+                                break;
                             }
-                        };
-                        let started = Instant::now();
-                        let outcome = client.request();
-                        let mut phases = outcome.phases;
-                        if queued {
-                            phases.queue_ns = Some(nanos(started.saturating_duration_since(intended)));
+                            (due, true)
                         }
-                        let (error, error_detail) = match outcome.error {
-                            Some((class, detail)) => (Some(class), Some(detail)),
-                            None => (None, None),
-                        };
-                        let record = RequestRecord {
-                            run: config.run_id.clone(),
-                            seq: first_seq + index,
-                            burst,
-                            sent_unix_ns: clock.unix_ns(intended),
-                            total_ns: nanos(outcome.end.saturating_duration_since(intended)),
-                            phases,
-                            reused: outcome.reused,
-                            tls_verified: outcome.tls_verified,
-                            status: outcome.status,
-                            body_bytes: outcome.body_bytes,
-                            error,
-                            error_detail,
-                        };
-                        if sender.send(record).is_err() {
-                            break;
+                        None => {
+                            let now = Instant::now();
+                            if !config.limit.allows(index, now - phase_start) {
+                                break;
+                            }
+                            (now, false)
                         }
+                    };
+                    let started = Instant::now();
+                    let outcome = client.request();
+                    let mut phases = outcome.phases;
+                    if queued {
+                        phases.queue_ns = Some(nanos(started.saturating_duration_since(intended)));
                     }
-                });
+                    let (error, error_detail) = match outcome.error {
+                        Some((class, detail)) => (Some(class), Some(detail)),
+                        None => (None, None),
+                    };
+                    let record = RequestRecord {
+                        run: config.run_id.clone(),
+                        seq: first_seq + index,
+                        burst,
+                        sent_unix_ns: clock.unix_ns(intended),
+                        total_ns: nanos(outcome.end.saturating_duration_since(intended)),
+                        phases,
+                        reused: outcome.reused,
+                        tls_verified: outcome.tls_verified,
+                        status: outcome.status,
+                        body_bytes: outcome.body_bytes,
+                        error,
+                        error_detail,
+                    };
+                    if sender.send(record).is_err() {
+                        break;
+                    }
+                }
+            });
             if spawned.is_err() {
                 // Fewer workers than asked for: the run goes on with those that started.
                 break;

@@ -29,9 +29,7 @@ impl Pacing {
     pub fn intended_offset(&self, index: u64) -> Option<Duration> {
         match *self {
             Pacing::Closed { .. } => None,
-            Pacing::Open { rate_per_second, .. } => {
-                Some(Duration::from_secs_f64(index as f64 / rate_per_second))
-            }
+            Pacing::Open { rate_per_second, .. } => Some(Duration::from_secs_f64(index as f64 / rate_per_second)),
         }
     }
 }
@@ -46,8 +44,7 @@ pub struct Limit {
 impl Limit {
     /// Whether request `index`, due (or starting) at `offset` from the start, may start.
     pub fn allows(&self, index: u64, offset: Duration) -> bool {
-        self.count.is_none_or(|count| index < count)
-            && self.duration.is_none_or(|duration| offset < duration)
+        self.count.is_none_or(|count| index < count) && self.duration.is_none_or(|duration| offset < duration)
     }
 }
 

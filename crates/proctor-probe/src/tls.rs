@@ -173,7 +173,8 @@ mod tests {
         let parsed = parse_pem_certificates(bundle.as_bytes(), "bundle.pem").expect("two certificates");
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[0], parse_pem_certificates(first.as_bytes(), "first").expect("one")[0]);
-        let config = TlsConfig::new(Trust::Roots { certificates: parsed, source: "bundle.pem".into() }).expect("config");
+        let config =
+            TlsConfig::new(Trust::Roots { certificates: parsed, source: "bundle.pem".into() }).expect("config");
         assert!(config.verifies_certificates);
         assert_eq!(config.trusting, "only the 2 roots in bundle.pem");
     }
@@ -182,10 +183,7 @@ mod tests {
     fn a_file_without_certificates_is_an_error_naming_the_file() {
         let key = rcgen::KeyPair::generate().expect("key").serialize_pem();
         let err = parse_pem_certificates(key.as_bytes(), "key.pem").expect_err("no certificate");
-        assert_eq!(
-            err.to_string(),
-            "key.pem: no certificate in it (expected a -----BEGIN CERTIFICATE----- block)"
-        );
+        assert_eq!(err.to_string(), "key.pem: no certificate in it (expected a -----BEGIN CERTIFICATE----- block)");
         let broken = "-----BEGIN CERTIFICATE-----\nnot base64 ***\n-----END CERTIFICATE-----\n";
         let err = parse_pem_certificates(broken.as_bytes(), "broken.pem").expect_err("bad base64");
         assert!(err.to_string().starts_with("broken.pem: not valid PEM"), "{err}");

@@ -90,8 +90,7 @@ pub fn parse(url: &str) -> Result<Target, UrlError> {
         },
     };
     let host_for_header = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
-    let authority =
-        if port == default_port { host_for_header } else { format!("{host_for_header}:{port}") };
+    let authority = if port == default_port { host_for_header } else { format!("{host_for_header}:{port}") };
     Ok(Target { tls, host: host.to_ascii_lowercase(), port, path, authority })
 }
 
@@ -135,7 +134,10 @@ mod tests {
         check("http://h:0/", Err("invalid URL \"http://h:0/\": bad port"));
         check("http://h:+1/", Err("invalid URL \"http://h:+1/\": bad port"));
         check("http://[::1/", Err("invalid URL \"http://[::1/\": no host"));
-        check("http://u:p@h/", Err("invalid URL \"http://u:p@h/\": user info is not supported, send an Authorization header"));
+        check(
+            "http://u:p@h/",
+            Err("invalid URL \"http://u:p@h/\": user info is not supported, send an Authorization header"),
+        );
         check("http://h /", Err("invalid URL \"http://h /\": whitespace, control or non-ASCII characters"));
     }
 }

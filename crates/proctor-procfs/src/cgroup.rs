@@ -133,12 +133,7 @@ impl CgroupPaths {
     pub fn display_path(&self) -> Option<&str> {
         match self.version {
             CgroupVersion::V2 => self.unified.as_ref().map(|d| d.path.as_str()),
-            _ => self
-                .memory_v1
-                .as_ref()
-                .or(self.cpu_v1.as_ref())
-                .or(self.unified.as_ref())
-                .map(|d| d.path.as_str()),
+            _ => self.memory_v1.as_ref().or(self.cpu_v1.as_ref()).or(self.unified.as_ref()).map(|d| d.path.as_str()),
         }
     }
 }
@@ -370,7 +365,9 @@ pub fn read_limits(root: &Root, paths: &CgroupPaths) -> CgroupLimits {
                 Ok(true) => match u64_dec(trim(&buf)) {
                     Some(v) if v < V1_UNLIMITED_BYTES => levels[i].memory_limit_bytes = Some(v),
                     Some(_) => {}
-                    None => note(&mut errors, Error::parse(root.path(d.join("memory.limit_in_bytes")), "not a byte count")),
+                    None => {
+                        note(&mut errors, Error::parse(root.path(d.join("memory.limit_in_bytes")), "not a byte count"))
+                    }
                 },
                 Ok(false) => {}
                 Err(e) => note(&mut errors, e),
@@ -605,8 +602,14 @@ mod tests {
         let memberships = parse_cgroup(b"4:memory:/jobs/a\n1:cpu:/\n0::/user.slice\n").expect("parses");
         let paths = resolve(&mounts, &memberships).expect("resolves");
         assert_eq!(paths.version, CgroupVersion::Hybrid);
-        assert_eq!(paths.memory_v1.as_ref().map(|d| d.dir.clone()), Some(PathBuf::from("/sys/fs/cgroup/memory/jobs/a")));
-        assert_eq!(paths.unified.as_ref().map(|d| d.dir.clone()), Some(PathBuf::from("/sys/fs/cgroup/unified/user.slice")));
+        assert_eq!(
+            paths.memory_v1.as_ref().map(|d| d.dir.clone()),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/jobs/a"))
+        );
+        assert_eq!(
+            paths.unified.as_ref().map(|d| d.dir.clone()),
+            Some(PathBuf::from("/sys/fs/cgroup/unified/user.slice"))
+        );
         assert_eq!(paths.display_path(), Some("/jobs/a"));
         let ancestors: Vec<_> = paths.memory_v1.as_ref().expect("memory").ancestors().map(Path::to_path_buf).collect();
         assert_eq!(ancestors.len(), 3);
@@ -625,7 +628,10 @@ mod tests {
     #[test]
     fn cpu_max() {
         assert_eq!(parse_cpu_max(b"max 100000\n"), Some(None));
-        assert_eq!(parse_cpu_max(b"150000 100000\n"), Some(Some(CpuQuota { quota_usec: 150_000, period_usec: 100_000 })));
+        assert_eq!(
+            parse_cpu_max(b"150000 100000\n"),
+            Some(Some(CpuQuota { quota_usec: 150_000, period_usec: 100_000 }))
+        );
         assert_eq!(parse_cpu_max(b"1 0\n"), None);
         assert_eq!(parse_cpu_max(b"junk\n"), None);
     }

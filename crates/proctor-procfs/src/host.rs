@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::parse::{
-    block_at, block_masks, decimal, f64_dec, fields, find_byte, find_either, i64_dec, kb_value, key_value, lines, trim, u64_dec,
-    u64_fields,
+    block_at, block_masks, decimal, f64_dec, fields, find_byte, find_either, i64_dec, kb_value, key_value, lines, trim,
+    u64_dec, u64_fields,
 };
 
 /// One `cpu` line of `/proc/stat`, in clock ticks (USER_HZ).
@@ -31,8 +31,7 @@ pub struct CpuTicks {
 impl CpuTicks {
     /// All ticks, excluding guest time, which the kernel already counts inside user and nice.
     pub fn total(&self) -> u64 {
-        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq
-            + self.steal
+        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq + self.steal
     }
 
     /// Ticks not spent idle or waiting for I/O.
@@ -698,12 +697,10 @@ softirq 1 2 3\n";
 
     #[test]
     fn meminfo_and_node_meminfo() {
-        let info = parse_meminfo(b"MemTotal:       16 kB\nMemAvailable:    8 kB\nWeird: 1\n")
-            .expect("parses");
+        let info = parse_meminfo(b"MemTotal:       16 kB\nMemAvailable:    8 kB\nWeird: 1\n").expect("parses");
         assert_eq!(info.total_bytes, Some(16 * 1024));
         assert_eq!(info.available_bytes, Some(8 * 1024));
-        let node = parse_meminfo(b"Node 0 MemTotal:       32 kB\nNode 0 FilePages: 4 kB\n")
-            .expect("parses");
+        let node = parse_meminfo(b"Node 0 MemTotal:       32 kB\nNode 0 FilePages: 4 kB\n").expect("parses");
         assert_eq!(node.total_bytes, Some(32 * 1024));
         assert_eq!(node.cached_bytes, Some(4 * 1024));
         assert_eq!(parse_meminfo(b"nothing here"), None);
@@ -732,9 +729,7 @@ softirq 1 2 3\n";
 
     #[test]
     fn diskstats_counts_bad_lines() {
-        let (disks, bad) = parse_diskstats(
-            b" 253 0 vda 100 0 800 50 200 0 1600 70 0 90 120 0 0 0 0\n 253 1 vdb 1 2\n",
-        );
+        let (disks, bad) = parse_diskstats(b" 253 0 vda 100 0 800 50 200 0 1600 70 0 90 120 0 0 0 0\n 253 1 vdb 1 2\n");
         assert_eq!(bad, 1);
         assert_eq!(disks.len(), 1);
         assert_eq!(&*disks[0].name, "vda");
@@ -831,12 +826,18 @@ softirq 1 2 3\n";
 
     #[test]
     fn meminfo_fast_path_agrees_with_the_general_parser() {
-        let files = real_files(&["meminfo", "node0-meminfo"], &["/proc/meminfo", "/sys/devices/system/node/node0/meminfo"]);
+        let files =
+            real_files(&["meminfo", "node0-meminfo"], &["/proc/meminfo", "/sys/devices/system/node/node0/meminfo"]);
         for (name, bytes) in &files {
             let parsed = parse_meminfo(bytes).expect("a real meminfo parses");
             assert!(parsed.total_bytes.is_some() && parsed.free_bytes.is_some(), "{name}: {parsed:?}");
             mutations(bytes, 4000, |b| {
-                assert_eq!(parse_meminfo(b), parse_meminfo_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+                assert_eq!(
+                    parse_meminfo(b),
+                    parse_meminfo_general(b),
+                    "{name}, mutated: {:?}",
+                    String::from_utf8_lossy(b)
+                );
             });
         }
     }
@@ -847,7 +848,12 @@ softirq 1 2 3\n";
             let parsed = parse_vmstat(bytes).expect("a real vmstat parses");
             assert!(parsed.pgfault.is_some() && parsed.pgsteal_pages.is_some(), "{name}: {parsed:?}");
             mutations(bytes, 3000, |b| {
-                assert_eq!(parse_vmstat(b), parse_vmstat_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+                assert_eq!(
+                    parse_vmstat(b),
+                    parse_vmstat_general(b),
+                    "{name}, mutated: {:?}",
+                    String::from_utf8_lossy(b)
+                );
             });
         }
     }
@@ -866,7 +872,12 @@ softirq 1 2 3\n";
             assert!(parsed.some.is_some(), "{name}: {parsed:?}");
             // Both paths return the same bits, so `==` on the floats is the right comparison.
             mutations(bytes, 4000, |b| {
-                assert_eq!(parse_pressure(b), parse_pressure_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+                assert_eq!(
+                    parse_pressure(b),
+                    parse_pressure_general(b),
+                    "{name}, mutated: {:?}",
+                    String::from_utf8_lossy(b)
+                );
             });
         }
         // The reordered and respaced forms the fast path leaves to the general one.
@@ -883,14 +894,24 @@ softirq 1 2 3\n";
             let (disks, bad) = parse_diskstats(bytes);
             assert!(!disks.is_empty() && bad == 0, "{name}: {bad} bad lines");
             mutations(bytes, 3000, |b| {
-                assert_eq!(parse_diskstats(b), parse_diskstats_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+                assert_eq!(
+                    parse_diskstats(b),
+                    parse_diskstats_general(b),
+                    "{name}, mutated: {:?}",
+                    String::from_utf8_lossy(b)
+                );
             });
         }
         for (name, bytes) in &real_files(&["net-dev"], &["/proc/net/dev"]) {
             let (devs, bad) = parse_net_dev(bytes);
             assert!(devs.iter().any(|d| &*d.name == "lo") && bad == 0, "{name}: {bad} bad lines");
             mutations(bytes, 3000, |b| {
-                assert_eq!(parse_net_dev(b), parse_net_dev_general(b), "{name}, mutated: {:?}", String::from_utf8_lossy(b));
+                assert_eq!(
+                    parse_net_dev(b),
+                    parse_net_dev_general(b),
+                    "{name}, mutated: {:?}",
+                    String::from_utf8_lossy(b)
+                );
             });
         }
     }

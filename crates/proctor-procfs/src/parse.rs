@@ -409,7 +409,8 @@ mod tests {
         assert_eq!(decimal(b"1e3"), Some(1000.0));
         assert_eq!(decimal(b"x.5"), None);
         // The table and `powi` agree to the bit on every PSI-shaped value.
-        for (i, f, len) in [(0u64, 1u64, 2usize), (12, 34, 2), (99, 999_999, 6), (1, 5, 1), (3, 141_592, 6), (0, 7, 3)] {
+        for (i, f, len) in [(0u64, 1u64, 2usize), (12, 34, 2), (99, 999_999, 6), (1, 5, 1), (3, 141_592, 6), (0, 7, 3)]
+        {
             let text = format!("{i}.{f:0len$}");
             assert_eq!(decimal(text.as_bytes()), Some(i as f64 + f as f64 / 10f64.powi(len as i32)), "{text}");
             assert_eq!(decimal(text.as_bytes()), text.parse::<f64>().ok(), "{text}");
@@ -435,7 +436,9 @@ mod tests {
         for round in 0..20_000 {
             let len = (next() % 300) as usize;
             let hay: Vec<u8> = (0..len)
-                .map(|_| if round % 3 == 0 { next() as u8 } else { alphabet[(next() % alphabet.len() as u64) as usize] })
+                .map(
+                    |_| if round % 3 == 0 { next() as u8 } else { alphabet[(next() % alphabet.len() as u64) as usize] },
+                )
                 .collect();
             for needle in [b'\n', b':', b' ', 0u8, 0xff, 0x80] {
                 assert_eq!(find_byte(&hay, needle), hay.iter().position(|&b| b == needle), "{needle:#x} in {hay:?}");
@@ -481,7 +484,12 @@ mod tests {
             assert_eq!(&got[..count], &want[..], "{:?} cap {cap}", String::from_utf8_lossy(&bytes));
         }
         let mut one = [None];
-        for (text, want) in [("18446744073709551615", Some(u64::MAX)), ("18446744073709551616", None), ("9999999999999999999", Some(9_999_999_999_999_999_999)), ("000000000000000000001", None)] {
+        for (text, want) in [
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("9999999999999999999", Some(9_999_999_999_999_999_999)),
+            ("000000000000000000001", None),
+        ] {
             assert_eq!((u64_fields(text.as_bytes(), &mut one), one[0]), (1, want), "{text}");
         }
     }
@@ -496,7 +504,19 @@ mod tests {
             let text = std::fs::read(format!("{dir}{name}")).expect("fixture");
             values.extend(lines(&text).filter_map(|l| Some(l[find_byte(l, b':')? + 1..].to_vec())));
         }
-        values.extend([&b"99999999999999999999 kB"[..], b"1999999999999999999 kB", b" 18014398509481983 kB", b"1 kB x", b"1  kB", b"1 kb", b"", b" "].map(<[u8]>::to_vec));
+        values.extend(
+            [
+                &b"99999999999999999999 kB"[..],
+                b"1999999999999999999 kB",
+                b" 18014398509481983 kB",
+                b"1 kB x",
+                b"1  kB",
+                b"1 kb",
+                b"",
+                b" ",
+            ]
+            .map(<[u8]>::to_vec),
+        );
         let mut next = crate::parse::xorshift(0x1234_5678_9abc_def1);
         let alphabet = b" \t\r0123456789kBb\xff";
         for value in &values {

@@ -317,10 +317,7 @@ pub fn parse_cgroup(bytes: &[u8]) -> Option<Vec<CgroupMembership>> {
             controllers: if controllers.is_empty() {
                 Vec::new()
             } else {
-                controllers
-                    .split(|&b| b == b',')
-                    .map(|c| String::from_utf8_lossy(c).into_owned())
-                    .collect()
+                controllers.split(|&b| b == b',').map(|c| String::from_utf8_lossy(c).into_owned()).collect()
             },
             path: String::from_utf8_lossy(path).into_owned(),
         });
@@ -361,7 +358,10 @@ mod tests {
         let full = parse_stat(STAT).expect("parses");
         assert_eq!(comm, b"we ird) (x)");
         assert_eq!((hot.processor, hot.blkio_ticks), (None, None), "the tail is not scanned");
-        assert_eq!(PidStat { comm: full.comm.clone(), processor: full.processor, blkio_ticks: full.blkio_ticks, ..hot }, full);
+        assert_eq!(
+            PidStat { comm: full.comm.clone(), processor: full.processor, blkio_ticks: full.blkio_ticks, ..hot },
+            full
+        );
     }
 
     #[test]
@@ -437,16 +437,17 @@ RssAnon:\t1024 kB\nRssFile:\t 512 kB\nRssShmem:\t 512 kB\nVmSwap:\t0 kB\n",
         assert_eq!(status.threads, Some(4));
         assert_eq!(status.rss_anon_bytes, Some(1024 * 1024));
         assert_eq!(status.vm_swap_bytes, Some(0));
-        let kthread = parse_status(b"Name:\tkworker/0:1\nUid:\t0\t0\t0\t0\nThreads:\t1\n")
-            .expect("parses");
+        let kthread = parse_status(b"Name:\tkworker/0:1\nUid:\t0\t0\t0\t0\nThreads:\t1\n").expect("parses");
         assert_eq!(kthread.vm_rss_bytes, None);
         assert_eq!(parse_status(b"junk"), None);
     }
 
     #[test]
     fn io() {
-        let io = parse_io(b"rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\n\
-write_bytes: 8192\ncancelled_write_bytes: 0\n")
+        let io = parse_io(
+            b"rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\n\
+write_bytes: 8192\ncancelled_write_bytes: 0\n",
+        )
         .expect("parses");
         assert_eq!(io.read_bytes, Some(4096));
         assert_eq!(io.wchar_bytes, Some(20));
@@ -474,8 +475,7 @@ Private_Dirty: 1020 kB\nSwap: 0 kB\nSwapPss: 0 kB\n",
 
     #[test]
     fn cgroup_hybrid() {
-        let cg = parse_cgroup(b"4:memory:/a/b\n1:cpu,cpuacct:/\n0::/user.slice\n")
-            .expect("parses");
+        let cg = parse_cgroup(b"4:memory:/a/b\n1:cpu,cpuacct:/\n0::/user.slice\n").expect("parses");
         assert_eq!(cg.len(), 3);
         assert_eq!(cg[0].controllers, vec!["memory"]);
         assert_eq!(cg[1].controllers, vec!["cpu", "cpuacct"]);

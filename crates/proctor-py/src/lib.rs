@@ -68,9 +68,9 @@ fn one_off_truth(pid: u32) -> (ContainerTruth, proctor_model::Sample) {
 #[pyfunction]
 fn effective_cpu_count(py: Python<'_>) -> PyResult<f64> {
     let truth = py.detach(|| one_off_truth(0).0);
-    truth
-        .effective_cpus
-        .ok_or_else(|| ProctorError::new_err("cannot tell the effective CPUs: no affinity, quota or online CPUs readable"))
+    truth.effective_cpus.ok_or_else(|| {
+        ProctorError::new_err("cannot tell the effective CPUs: no affinity, quota or online CPUs readable")
+    })
 }
 
 /// JSON of [`wire::ContainerOut`] for `pid`'s container (0: the caller's), plus the host's
@@ -156,7 +156,10 @@ fn process_memory_json(py: Python<'_>, pid: u32, pss: bool) -> PyResult<String> 
         let rollup = if pss {
             let path = format!("/proc/{pid}/smaps_rollup");
             root.read_into(&path, &mut buf).map_err(|e| proc_error(pid, &e))?;
-            Some(parse_smaps_rollup(&buf).ok_or_else(|| ProctorError::new_err(format!("{path}: not a smaps_rollup file")))?)
+            Some(
+                parse_smaps_rollup(&buf)
+                    .ok_or_else(|| ProctorError::new_err(format!("{path}: not a smaps_rollup file")))?,
+            )
         } else {
             None
         };
@@ -226,7 +229,9 @@ impl Sampler {
         match jupyter_metrics(&s, config) {
             Some(metrics) => {
                 let json = match &issue {
-                    Some(error) => to_json(&WithError { metrics: &metrics, error: error.clone(), age_secs: age_secs(&s) }),
+                    Some(error) => {
+                        to_json(&WithError { metrics: &metrics, error: error.clone(), age_secs: age_secs(&s) })
+                    }
                     None => to_json(&metrics),
                 };
                 *last = Some(LastGood { metrics, unix_ns: s.sample.unix_ns });
@@ -252,7 +257,13 @@ impl Sampler {
     /// Starts sampling; the first sample is taken before this returns (GIL released).
     #[new]
     #[pyo3(signature = (root_pid = None, interval = 1.0, pss_budget = 0.02, disk_path = None))]
-    fn new(py: Python<'_>, root_pid: Option<u32>, interval: f64, pss_budget: f64, disk_path: Option<PathBuf>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        root_pid: Option<u32>,
+        interval: f64,
+        pss_budget: f64,
+        disk_path: Option<PathBuf>,
+    ) -> PyResult<Self> {
         if !interval.is_finite() || interval < 0.01 {
             return Err(PyValueError::new_err(format!("interval must be at least 0.01 s, not {interval}")));
         }
@@ -304,9 +315,8 @@ impl Sampler {
     fn status(&self) -> (f64, Option<String>, u64) {
         let s = self.shared.latest();
         let closed = self.is_closed();
-        let error = problem(self, &s, closed).or_else(|| {
-            s.row(self.root_pid).is_none().then(|| format!("root pid {} is gone", self.root_pid))
-        });
+        let error = problem(self, &s, closed)
+            .or_else(|| s.row(self.root_pid).is_none().then(|| format!("root pid {} is gone", self.root_pid)));
         (age_secs(&s), error, s.agent.samples)
     }
 

@@ -161,7 +161,11 @@ pub fn correlate(latencies: &[LatencyPoint], points: &[HostPoint], config: &Corr
                     continue;
                 }
                 if let Some(v) = points[w].values[s] {
-                    if slow_window[w] { in_slow.push(v) } else { other.push(v) }
+                    if slow_window[w] {
+                        in_slow.push(v)
+                    } else {
+                        other.push(v)
+                    }
                 }
             }
             let median_slow = median(&mut in_slow);
@@ -208,7 +212,11 @@ fn slow_rule(values: &[f64], config: &CorrelationConfig) -> Option<SlowRule> {
         let report = find_modes_in_values(values, &ModeConfig::default());
         if report.modes.len() > 1 {
             if let Some(slowest) = report.modes.iter().max_by(|a, b| a.value.total_cmp(&b.value)) {
-                return Some(SlowRule::SlowestMode { modes: report.modes.len(), mode_ns: slowest.value, threshold_ns: slowest.low });
+                return Some(SlowRule::SlowestMode {
+                    modes: report.modes.len(),
+                    mode_ns: slowest.value,
+                    threshold_ns: slowest.low,
+                });
             }
         }
     }
@@ -343,8 +351,9 @@ mod tests {
 
     #[test]
     fn a_single_mode_falls_back_to_the_95th_percentile() {
-        let latencies: Vec<LatencyPoint> =
-            (1..=100u64).map(|i| LatencyPoint { unix_ns: 2 * S + i * 10_000_000, latency_ns: 1e6 + i as f64 }).collect();
+        let latencies: Vec<LatencyPoint> = (1..=100u64)
+            .map(|i| LatencyPoint { unix_ns: 2 * S + i * 10_000_000, latency_ns: 1e6 + i as f64 })
+            .collect();
         let c = correlate(&latencies, &points(), &CorrelationConfig::default());
         match c.rule {
             Some(SlowRule::Quantile { threshold_ns, .. }) => assert!((threshold_ns - (1e6 + 95.05)).abs() < 1e-6),
@@ -356,7 +365,8 @@ mod tests {
     #[test]
     fn requests_outside_any_interval_are_not_matched() {
         // Before the first interval (t < 1 s) and after the last point.
-        let latencies = [LatencyPoint { unix_ns: S / 2, latency_ns: 1.0 }, LatencyPoint { unix_ns: 100 * S, latency_ns: 1.0 }];
+        let latencies =
+            [LatencyPoint { unix_ns: S / 2, latency_ns: 1.0 }, LatencyPoint { unix_ns: 100 * S, latency_ns: 1.0 }];
         let c = correlate(&latencies, &points(), &CorrelationConfig::default());
         assert_eq!((c.requests, c.matched), (2, 0));
         assert!(c.series.iter().all(|s| s.spearman.is_none() && s.n == 0));

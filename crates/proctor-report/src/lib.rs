@@ -23,7 +23,7 @@ pub mod plot;
 pub mod range;
 
 pub use correlate::{correlate, Correlation, CorrelationConfig, LatencyPoint, SeriesCorrelation, SlowRule};
-pub use range::{series_index, 
-    summarize, HostPoint, ProcessUsage, RangeBuilder, RangeConfig, RangeSummary, Series, SeriesPoint, Unit,
-    SERIES,
+pub use range::{
+    series_index, summarize, HostPoint, ProcessUsage, RangeBuilder, RangeConfig, RangeSummary, Series, SeriesPoint,
+    Unit, SERIES,
 };

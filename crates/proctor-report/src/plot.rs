@@ -78,7 +78,11 @@ fn binary(value: f64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if v.fract() == 0.0 || v.abs() >= 100.0 { format!("{v:.0} {}", units[i]) } else { format!("{v:.1} {}", units[i]) }
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
+        format!("{v:.0} {}", units[i])
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
 }
 
 fn human_ns(ns: f64) -> String {
@@ -313,7 +317,10 @@ mod tests {
                 })
                 .collect(),
         };
-        let mut summary = crate::range::summarize(Vec::new(), RangeConfig { from_ns: 0, to_ns: 61_000_000_000, ..RangeConfig::default() });
+        let mut summary = crate::range::summarize(
+            Vec::new(),
+            RangeConfig { from_ns: 0, to_ns: 61_000_000_000, ..RangeConfig::default() },
+        );
         summary.series[0] = user;
         summary.points = points;
         summary
@@ -329,7 +336,10 @@ mod tests {
         assert!(svg.contains(">cpu.user</text>") && svg.contains(">memory.used (no data)</text>"));
         let png = host_png(&summary, "report");
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-        let (width, height) = (u32::from_be_bytes([png[16], png[17], png[18], png[19]]), u32::from_be_bytes([png[20], png[21], png[22], png[23]]));
+        let (width, height) = (
+            u32::from_be_bytes([png[16], png[17], png[18], png[19]]),
+            u32::from_be_bytes([png[20], png[21], png[22], png[23]]),
+        );
         assert_eq!((width, height), (WIDTH as u32, host_shapes(&summary, "report").1 as u32));
     }
 
@@ -337,11 +347,17 @@ mod tests {
     fn correlation_plot_marks_the_slow_requests() {
         let summary = summary();
         let latencies: Vec<LatencyPoint> = (4..240u64)
-            .map(|i| LatencyPoint { unix_ns: i * 250_000_000, latency_ns: if (80..120).contains(&i) { 50e6 } else { 5e6 } * (1.0 + (i % 10) as f64 / 100.0) })
+            .map(|i| LatencyPoint {
+                unix_ns: i * 250_000_000,
+                latency_ns: if (80..120).contains(&i) { 50e6 } else { 5e6 } * (1.0 + (i % 10) as f64 / 100.0),
+            })
             .collect();
         let correlation = correlate(&latencies, &summary.points, &CorrelationConfig::default());
         let (shapes, _) = correlation_shapes(&summary, &correlation, "c");
-        let red_dots = shapes.iter().filter(|s| matches!(s, Shape::Rect { color, width, .. } if *color == RED && *width == 2.0)).count();
+        let red_dots = shapes
+            .iter()
+            .filter(|s| matches!(s, Shape::Rect { color, width, .. } if *color == RED && *width == 2.0))
+            .count();
         assert_eq!(red_dots as u64, correlation.slow);
         assert!(correlation.slow > 0);
         let svg = correlation_svg(&summary, &correlation, "c");

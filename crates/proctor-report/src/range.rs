@@ -290,7 +290,11 @@ impl RangeBuilder {
             acc.count += 1;
         }
         if self.config.keep_points {
-            self.points.push(HostPoint { unix_ns: cur.unix_ns, interval_start_ns: prev.as_ref().map(|p| p.unix_ns), values });
+            self.points.push(HostPoint {
+                unix_ns: cur.unix_ns,
+                interval_start_ns: prev.as_ref().map(|p| p.unix_ns),
+                values,
+            });
         }
         if !with_processes {
             self.prev = Some(cur);
@@ -298,7 +302,8 @@ impl RangeBuilder {
         }
         // The last sample whose processes were folded, if it belongs to this run.
         let runs = self.runs;
-        let prev_procs = self.prev_procs.take().filter(|(run, p)| *run == runs && proctor_store_same_run(p, &cur)).map(|(_, p)| p);
+        let prev_procs =
+            self.prev_procs.take().filter(|(run, p)| *run == runs && proctor_store_same_run(p, &cur)).map(|(_, p)| p);
         self.fold_processes(&cur, prev_procs.as_ref());
         self.process_samples += 1;
         self.prev = Some(host_only(&cur));
@@ -396,9 +401,13 @@ impl RangeBuilder {
         let processes_seen = usages.len() as u64;
         // Ties broken by pid and start time, so the lists do not depend on hash order.
         let mut top_cpu: Vec<&ProcessUsage> = usages.iter().filter(|u| u.cpu_seconds > 0.0).collect();
-        top_cpu.sort_by(|a, b| b.cpu_seconds.total_cmp(&a.cpu_seconds).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks))));
+        top_cpu.sort_by(|a, b| {
+            b.cpu_seconds.total_cmp(&a.cpu_seconds).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks)))
+        });
         let mut top_memory: Vec<&ProcessUsage> = usages.iter().filter(|u| u.rss_peak_bytes.is_some()).collect();
-        top_memory.sort_by(|a, b| b.rss_peak_bytes.cmp(&a.rss_peak_bytes).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks))));
+        top_memory.sort_by(|a, b| {
+            b.rss_peak_bytes.cmp(&a.rss_peak_bytes).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks)))
+        });
         let top = self.config.top;
         RangeSummary {
             from_ns: self.config.from_ns,
@@ -513,7 +522,9 @@ fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
     let (mut rx, mut tx, mut any) = (0.0, 0.0, false);
     for n in h.nets.iter().filter(|n| &*n.name != "lo") {
         let Some(p) = ph.nets.iter().find(|p| p.name == n.name) else { continue };
-        let (Some(r), Some(t)) = (n.rx_bytes.checked_sub(p.rx_bytes), n.tx_bytes.checked_sub(p.tx_bytes)) else { continue };
+        let (Some(r), Some(t)) = (n.rx_bytes.checked_sub(p.rx_bytes), n.tx_bytes.checked_sub(p.tx_bytes)) else {
+            continue;
+        };
         any = true;
         rx += r as f64 / secs;
         tx += t as f64 / secs;
@@ -563,20 +574,13 @@ mod tests {
             clock_ticks_per_sec: 100,
             page_size: 4096,
             host: HostSample {
-                stat: Some(Stat {
-                    total: CpuTicks { user, idle, ..CpuTicks::default() },
-                    ..Stat::default()
-                }),
+                stat: Some(Stat { total: CpuTicks { user, idle, ..CpuTicks::default() }, ..Stat::default() }),
                 meminfo: Some(MemInfo {
                     total_bytes: Some(1000),
                     available_bytes: Some(1000 - 10 * t),
                     ..MemInfo::default()
                 }),
-                disks: vec![
-                    disk("sda", t * 2, t * 100),
-                    disk("sda1", t * 2, t * 100),
-                    disk("loop0", t * 1000, 0),
-                ],
+                disks: vec![disk("sda", t * 2, t * 100), disk("sda1", t * 2, t * 100), disk("loop0", t * 1000, 0)],
                 uptime: Some(Uptime { up_secs: 1000.0 + t as f64, idle_secs: 0.0 }),
                 ..HostSample::default()
             },
@@ -626,7 +630,11 @@ mod tests {
         let mut sparse = RangeBuilder::new(config);
         for t in 0..6 {
             all.push(at(t));
-            if t % 5 == 0 { sparse.push(at(t)) } else { sparse.push_host(at(t)) }
+            if t % 5 == 0 {
+                sparse.push(at(t))
+            } else {
+                sparse.push_host(at(t))
+            }
         }
         let (all, sparse) = (all.finish(), sparse.finish());
         assert_eq!(sparse.series, all.series);

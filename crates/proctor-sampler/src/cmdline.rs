@@ -111,7 +111,8 @@ impl CmdlineWorker {
                 }
             }
         }
-        let lookup = |pid: u32, start: u64| state.results.get(&pid).filter(|(s, _)| *s == start).map(|(_, c)| c.clone());
+        let lookup =
+            |pid: u32, start: u64| state.results.get(&pid).filter(|(s, _)| *s == start).map(|(_, c)| c.clone());
         f(&lookup)
     }
 

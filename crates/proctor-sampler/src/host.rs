@@ -2,8 +2,8 @@
 
 use proctor_model::{HostSample, SampleCost};
 use proctor_procfs::host::{
-    parse_diskstats_with, parse_loadavg, parse_meminfo, parse_net_dev_with, parse_pressure, parse_stat,
-    parse_uptime, parse_vmstat, Names,
+    parse_diskstats_with, parse_loadavg, parse_meminfo, parse_net_dev_with, parse_pressure, parse_stat, parse_uptime,
+    parse_vmstat, Names,
 };
 use proctor_procfs::{Error, ProcFile, Root};
 
@@ -112,9 +112,8 @@ impl HostReader {
             return reader;
         }
         if let Ok(entries) = std::fs::read_dir(root.path("/sys/devices/system/node")) {
-            let mut nodes: Vec<u32> = entries
-                .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok())
-                .collect();
+            let mut nodes: Vec<u32> =
+                entries.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok()).collect();
             nodes.sort_unstable();
             for node in nodes {
                 let path = format!("/sys/devices/system/node/node{node}/meminfo");

@@ -184,9 +184,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch
         let rest_ns = (spent_ns.max(20_000) as f64 * (1.0 / budget - 1.0)) as u64;
         let state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         if !shared.stop.load(Ordering::Relaxed) {
-            let _ = shared.wake.wait_timeout_while(state, Duration::from_nanos(rest_ns), |_| {
-                !shared.stop.load(Ordering::Relaxed)
-            });
+            let _ = shared
+                .wake
+                .wait_timeout_while(state, Duration::from_nanos(rest_ns), |_| !shared.stop.load(Ordering::Relaxed));
         }
     }
 }

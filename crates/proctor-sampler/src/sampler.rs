@@ -52,11 +52,7 @@ impl Sampler {
         let cpu_before = thread_cpu_ns();
         let nofile_limit = if config.processes { raise_nofile_limit().ok() } else { None };
         let host = HostReader::open(&config.root, config.host_files, &mut setup_cost);
-        let discovered = if config.container {
-            cgroup::discover(&config.root, config.container_pid)
-        } else {
-            Ok(None)
-        };
+        let discovered = if config.container { cgroup::discover(&config.root, config.container_pid) } else { Ok(None) };
         let (container, container_error) = match discovered {
             Ok(None) if !config.container => (None, Some("container reads are off".to_string())),
             Ok(Some(paths)) => (Some(Self::read_container(&config, Arc::new(paths), 0)), None),
@@ -67,7 +63,9 @@ impl Sampler {
             }
         };
         let pss = (config.processes && config.pss_budget > 0.0)
-            .then(|| PssWorker::start_with_max_age(config.root.clone(), config.pss_budget, config.pss_max_age, epoch).ok())
+            .then(|| {
+                PssWorker::start_with_max_age(config.root.clone(), config.pss_budget, config.pss_max_age, epoch).ok()
+            })
             .flatten();
         let cmdline = (config.processes && config.cmdline)
             .then(|| CmdlineWorker::start(config.root.clone(), config.cmdline_timeout).ok())

@@ -63,8 +63,7 @@ impl Entry {
     }
 
     fn kept_fds(&self) -> u64 {
-        [&self.stat, &self.status, &self.io].iter().filter(|s| matches!(s, Slot::Kept(_))).count()
-            as u64
+        [&self.stat, &self.status, &self.io].iter().filter(|s| matches!(s, Slot::Kept(_))).count() as u64
     }
 }
 

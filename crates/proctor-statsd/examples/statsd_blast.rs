@@ -12,29 +12,16 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let target: SocketAddr = arg(&args, "--target")
-        .unwrap_or_else(|| "127.0.0.1:8125".into())
-        .parse()
-        .expect("--target ADDR:PORT");
-    assert!(
-        target.ip().is_loopback(),
-        "the blaster only sends to loopback addresses"
-    );
-    let packets: u64 = arg(&args, "--packets")
-        .unwrap_or_else(|| "1000000".into())
-        .parse()
-        .expect("--packets N");
-    let rate: u64 = arg(&args, "--rate")
-        .unwrap_or_else(|| "0".into())
-        .parse()
-        .expect("--rate PPS");
+    let target: SocketAddr =
+        arg(&args, "--target").unwrap_or_else(|| "127.0.0.1:8125".into()).parse().expect("--target ADDR:PORT");
+    assert!(target.ip().is_loopback(), "the blaster only sends to loopback addresses");
+    let packets: u64 = arg(&args, "--packets").unwrap_or_else(|| "1000000".into()).parse().expect("--packets N");
+    let rate: u64 = arg(&args, "--rate").unwrap_or_else(|| "0".into()).parse().expect("--rate PPS");
     assert!(packets <= 50_000_000, "at most 50 M packets per run");
 
     // 64 distinct packets, half counters and half timers, cycled.
@@ -49,18 +36,9 @@ fn main() {
         .collect();
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     socket.connect(target).expect("connect");
-    let batch = if rate == 0 {
-        64
-    } else {
-        (rate / 2000).clamp(1, 64) as usize
-    };
-    let mut iovecs: Vec<libc::iovec> = payloads
-        .iter()
-        .map(|p| libc::iovec {
-            iov_base: p.as_ptr() as *mut libc::c_void,
-            iov_len: p.len(),
-        })
-        .collect();
+    let batch = if rate == 0 { 64 } else { (rate / 2000).clamp(1, 64) as usize };
+    let mut iovecs: Vec<libc::iovec> =
+        payloads.iter().map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() }).collect();
     // SAFETY: zeroed mmsghdr is valid; each is pointed at one iovec below.
     let mut headers: Vec<libc::mmsghdr> = (0..64).map(|_| unsafe { std::mem::zeroed() }).collect();
     for (header, iovec) in headers.iter_mut().zip(iovecs.iter_mut()) {
@@ -80,8 +58,7 @@ fn main() {
         }
         let count = batch.min((packets - sent) as usize);
         // SAFETY: `headers[..count]` point at live payloads.
-        let rc =
-            unsafe { libc::sendmmsg(socket.as_raw_fd(), headers.as_mut_ptr(), count as u32, 0) };
+        let rc = unsafe { libc::sendmmsg(socket.as_raw_fd(), headers.as_mut_ptr(), count as u32, 0) };
         if rc < 0 {
             send_errors += 1;
             std::thread::yield_now();

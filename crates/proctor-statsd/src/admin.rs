@@ -114,22 +114,11 @@ pub(crate) fn answer(command: &str, parameters: &[String], shared: &Shared) -> S
 
 fn stats(shared: &Shared) -> String {
     let metrics = SelfMetrics::read(shared);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let mut out = String::new();
     let _ = writeln!(out, "uptime: {}", metrics.uptime_seconds as u64);
-    let last_seen = if metrics.last_msg_seen_unix == 0 {
-        shared.started_unix
-    } else {
-        metrics.last_msg_seen_unix
-    };
-    let _ = writeln!(
-        out,
-        "messages.last_msg_seen: {}",
-        now.saturating_sub(last_seen)
-    );
+    let last_seen = if metrics.last_msg_seen_unix == 0 { shared.started_unix } else { metrics.last_msg_seen_unix };
+    let _ = writeln!(out, "messages.last_msg_seen: {}", now.saturating_sub(last_seen));
     let bad_total: u64 = metrics.bad_lines.iter().map(|(_, n)| n).sum();
     let _ = writeln!(out, "messages.bad_lines_seen: {bad_total}");
     // Etsy's backends report their status here; `last_*` values are seconds ago.
@@ -142,76 +131,24 @@ fn stats(shared: &Shared) -> String {
                 now.saturating_sub(value)
             }
         };
-        let _ = writeln!(
-            out,
-            "graphite.last_flush: {}",
-            ago(load(&graphite.last_flush))
-        );
-        let _ = writeln!(
-            out,
-            "graphite.last_exception: {}",
-            ago(load(&graphite.last_exception))
-        );
-        let _ = writeln!(
-            out,
-            "graphite.flush_time: {}",
-            load(&graphite.flush_time_ms)
-        );
-        let _ = writeln!(
-            out,
-            "graphite.flush_length: {}",
-            load(&graphite.flush_length)
-        );
+        let _ = writeln!(out, "graphite.last_flush: {}", ago(load(&graphite.last_flush)));
+        let _ = writeln!(out, "graphite.last_exception: {}", ago(load(&graphite.last_exception)));
+        let _ = writeln!(out, "graphite.flush_time: {}", load(&graphite.flush_time_ms));
+        let _ = writeln!(out, "graphite.flush_length: {}", load(&graphite.flush_length));
     }
-    let _ = writeln!(
-        out,
-        "proctor.packets_received: {}",
-        metrics.packets_received
-    );
-    let _ = writeln!(
-        out,
-        "proctor.kernel_dropped_packets: {}",
-        metrics.kernel_dropped_packets
-    );
-    let _ = writeln!(
-        out,
-        "proctor.queue_dropped_packets: {}",
-        metrics.ingress_dropped_packets
-    );
-    let _ = writeln!(
-        out,
-        "proctor.shard_queue_dropped_metrics: {}",
-        metrics.shard_dropped_metrics
-    );
-    let _ = writeln!(
-        out,
-        "proctor.truncated_packets: {}",
-        metrics.truncated_packets
-    );
-    let _ = writeln!(
-        out,
-        "proctor.metrics_received: {}",
-        metrics.metrics_received
-    );
+    let _ = writeln!(out, "proctor.packets_received: {}", metrics.packets_received);
+    let _ = writeln!(out, "proctor.kernel_dropped_packets: {}", metrics.kernel_dropped_packets);
+    let _ = writeln!(out, "proctor.queue_dropped_packets: {}", metrics.ingress_dropped_packets);
+    let _ = writeln!(out, "proctor.shard_queue_dropped_metrics: {}", metrics.shard_dropped_metrics);
+    let _ = writeln!(out, "proctor.truncated_packets: {}", metrics.truncated_packets);
+    let _ = writeln!(out, "proctor.metrics_received: {}", metrics.metrics_received);
     for (reason, count) in &metrics.bad_lines {
         let _ = writeln!(out, "proctor.bad_lines.{}: {count}", reason.as_str());
     }
     let _ = writeln!(out, "proctor.keys: {}", metrics.keys);
-    let _ = writeln!(
-        out,
-        "proctor.key_limit_dropped_metrics: {}",
-        metrics.key_limit_dropped_metrics
-    );
-    let _ = writeln!(
-        out,
-        "proctor.timer_samples_not_kept: {}",
-        metrics.timer_samples_not_kept
-    );
-    let _ = writeln!(
-        out,
-        "proctor.graphite_dropped_lines: {}",
-        metrics.graphite_dropped_lines
-    );
+    let _ = writeln!(out, "proctor.key_limit_dropped_metrics: {}", metrics.key_limit_dropped_metrics);
+    let _ = writeln!(out, "proctor.timer_samples_not_kept: {}", metrics.timer_samples_not_kept);
+    let _ = writeln!(out, "proctor.graphite_dropped_lines: {}", metrics.graphite_dropped_lines);
     for (socket, bytes) in metrics.rcvbuf_bytes.iter().enumerate() {
         let _ = writeln!(out, "proctor.udp{socket}.receive_buffer_bytes: {bytes}");
     }

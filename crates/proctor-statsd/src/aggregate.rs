@@ -177,17 +177,12 @@ impl Aggregator {
                 };
                 entry.idle_flushes = 0;
                 // Etsy adjusts only a gauge that exists and is non-zero; otherwise `+5` sets 5.
-                entry.value = if delta && entry.value != 0.0 {
-                    saturate(entry.value + value)
-                } else {
-                    value
-                };
+                entry.value = if delta && entry.value != 0.0 { saturate(entry.value + value) } else { value };
             }
             MetricValue::Timer { value, sample_rate } => {
-                let Some(entry) = slot(&mut self.timers, key, full, || TimerState {
-                    rng: seed(key),
-                    ..TimerState::default()
-                }) else {
+                let Some(entry) =
+                    slot(&mut self.timers, key, full, || TimerState { rng: seed(key), ..TimerState::default() })
+                else {
                     self.drops.key_limit_metrics += 1;
                     return;
                 };
@@ -205,8 +200,7 @@ impl Aggregator {
                 }
             }
             MetricValue::Set { member } => {
-                let Some(entry) = slot(&mut self.sets, key, full, || (HashSet::new(), false))
-                else {
+                let Some(entry) = slot(&mut self.sets, key, full, || (HashSet::new(), false)) else {
                     self.drops.key_limit_metrics += 1;
                     return;
                 };
@@ -234,11 +228,7 @@ impl Aggregator {
             window.counters.push((key.clone(), entry.value));
             entry.value = 0.0;
         }
-        window.gauges.extend(
-            self.gauges
-                .iter()
-                .map(|(key, entry)| (key.clone(), entry.value)),
-        );
+        window.gauges.extend(self.gauges.iter().map(|(key, entry)| (key.clone(), entry.value)));
         window.timers.reserve(self.timers.len());
         for (key, entry) in &mut self.timers {
             let state = std::mem::take(&mut entry.value);
@@ -250,14 +240,7 @@ impl Aggregator {
                 max: state.max,
             });
             entry.value.rng = state.rng;
-            window.timers.push((
-                key.clone(),
-                TimerWindow {
-                    samples: state.samples,
-                    count: state.count,
-                    overflow,
-                },
-            ));
+            window.timers.push((key.clone(), TimerWindow { samples: state.samples, count: state.count, overflow }));
         }
         for (key, entry) in &mut self.sets {
             let (members, overflowed) = &mut entry.value;
@@ -276,26 +259,16 @@ impl Aggregator {
     /// Current values for the admin interface, formatted by the caller.
     pub fn dump(&self, kind: MetricType) -> Vec<(Box<str>, DumpValue)> {
         match kind {
-            MetricType::Counters => self
-                .counters
-                .iter()
-                .map(|(k, e)| (k.clone(), DumpValue::Number(e.value)))
-                .collect(),
-            MetricType::Gauges => self
-                .gauges
-                .iter()
-                .map(|(k, e)| (k.clone(), DumpValue::Number(e.value)))
-                .collect(),
-            MetricType::Timers => self
-                .timers
-                .iter()
-                .map(|(k, e)| (k.clone(), DumpValue::Samples(e.value.samples.clone())))
-                .collect(),
-            MetricType::Sets => self
-                .sets
-                .iter()
-                .map(|(k, e)| (k.clone(), DumpValue::Number(e.value.0.len() as f64)))
-                .collect(),
+            MetricType::Counters => {
+                self.counters.iter().map(|(k, e)| (k.clone(), DumpValue::Number(e.value))).collect()
+            }
+            MetricType::Gauges => self.gauges.iter().map(|(k, e)| (k.clone(), DumpValue::Number(e.value))).collect(),
+            MetricType::Timers => {
+                self.timers.iter().map(|(k, e)| (k.clone(), DumpValue::Samples(e.value.samples.clone()))).collect()
+            }
+            MetricType::Sets => {
+                self.sets.iter().map(|(k, e)| (k.clone(), DumpValue::Number(e.value.0.len() as f64))).collect()
+            }
         }
     }
 
@@ -372,13 +345,7 @@ fn slot<'m, T>(
         if full {
             return None;
         }
-        map.insert(
-            key.into(),
-            Entry {
-                value: new(),
-                idle_flushes: 0,
-            },
-        );
+        map.insert(key.into(), Entry { value: new(), idle_flushes: 0 });
     }
     map.get_mut(key)
 }
@@ -397,15 +364,8 @@ fn delete_matching<T>(map: &mut HashMap<Box<str>, Entry<T>>, pattern: &str) -> V
     if let Some((key, _)) = map.remove_entry(pattern) {
         deleted.push(key);
     }
-    if let Some(folder) = pattern
-        .strip_suffix('*')
-        .filter(|_| pattern.ends_with(".*"))
-    {
-        let matching: Vec<Box<str>> = map
-            .keys()
-            .filter(|key| key.starts_with(folder))
-            .cloned()
-            .collect();
+    if let Some(folder) = pattern.strip_suffix('*').filter(|_| pattern.ends_with(".*")) {
+        let matching: Vec<Box<str>> = map.keys().filter(|key| key.starts_with(folder)).cloned().collect();
         for key in matching {
             map.remove(&key);
             deleted.push(key);
@@ -462,40 +422,12 @@ mod tests {
     fn gauge_delta_follows_etsy() {
         let mut agg = Aggregator::new(AggregatorConfig::default());
         // A delta on a missing gauge sets it.
-        apply(
-            &mut agg,
-            "g",
-            MetricValue::Gauge {
-                value: -5.0,
-                delta: true,
-            },
-        );
-        apply(
-            &mut agg,
-            "g",
-            MetricValue::Gauge {
-                value: 2.0,
-                delta: true,
-            },
-        );
+        apply(&mut agg, "g", MetricValue::Gauge { value: -5.0, delta: true });
+        apply(&mut agg, "g", MetricValue::Gauge { value: 2.0, delta: true });
         assert_eq!(agg.flush().gauges, vec![("g".into(), -3.0)]);
         // A delta on a zero gauge also sets it.
-        apply(
-            &mut agg,
-            "g",
-            MetricValue::Gauge {
-                value: 0.0,
-                delta: false,
-            },
-        );
-        apply(
-            &mut agg,
-            "g",
-            MetricValue::Gauge {
-                value: 7.0,
-                delta: true,
-            },
-        );
+        apply(&mut agg, "g", MetricValue::Gauge { value: 0.0, delta: false });
+        apply(&mut agg, "g", MetricValue::Gauge { value: 7.0, delta: true });
         assert_eq!(agg.flush().gauges, vec![("g".into(), 7.0)]);
         // Gauges persist across flushes.
         assert_eq!(agg.flush().gauges, vec![("g".into(), 7.0)]);
@@ -504,21 +436,11 @@ mod tests {
     #[test]
     fn counters_reset_to_zero_and_idle_keys_expire() {
         let config = AggregatorConfig {
-            idle: IdlePolicy {
-                counters: 2,
-                ..IdlePolicy::default()
-            },
+            idle: IdlePolicy { counters: 2, ..IdlePolicy::default() },
             ..AggregatorConfig::default()
         };
         let mut agg = Aggregator::new(config);
-        apply(
-            &mut agg,
-            "c",
-            MetricValue::Counter {
-                value: 1.0,
-                sample_rate: 0.1,
-            },
-        );
+        apply(&mut agg, "c", MetricValue::Counter { value: 1.0, sample_rate: 0.1 });
         assert_eq!(agg.flush().counters, vec![("c".into(), 10.0)]);
         assert_eq!(agg.flush().counters, vec![("c".into(), 0.0)]);
         assert_eq!(agg.flush().counters, vec![]);
@@ -526,54 +448,28 @@ mod tests {
 
     #[test]
     fn key_cap_counts_what_it_refuses() {
-        let config = AggregatorConfig {
-            max_keys: 2,
-            ..AggregatorConfig::default()
-        };
+        let config = AggregatorConfig { max_keys: 2, ..AggregatorConfig::default() };
         let mut agg = Aggregator::new(config);
         for key in ["a", "b", "c", "a"] {
-            apply(
-                &mut agg,
-                key,
-                MetricValue::Counter {
-                    value: 1.0,
-                    sample_rate: 1.0,
-                },
-            );
+            apply(&mut agg, key, MetricValue::Counter { value: 1.0, sample_rate: 1.0 });
         }
         assert_eq!(agg.drops().key_limit_metrics, 1);
-        assert_eq!(
-            sorted(agg.flush()).counters,
-            vec![("a".into(), 2.0), ("b".into(), 1.0)]
-        );
+        assert_eq!(sorted(agg.flush()).counters, vec![("a".into(), 2.0), ("b".into(), 1.0)]);
     }
 
     #[test]
     fn timer_overflow_keeps_exact_sums_and_a_bounded_sample() {
-        let config = AggregatorConfig {
-            max_samples_per_timer: 10,
-            ..AggregatorConfig::default()
-        };
+        let config = AggregatorConfig { max_samples_per_timer: 10, ..AggregatorConfig::default() };
         let mut agg = Aggregator::new(config);
         for i in 1..=1000 {
-            apply(
-                &mut agg,
-                "t",
-                MetricValue::Timer {
-                    value: f64::from(i),
-                    sample_rate: 1.0,
-                },
-            );
+            apply(&mut agg, "t", MetricValue::Timer { value: f64::from(i), sample_rate: 1.0 });
         }
         let window = agg.flush();
         let (_, timer) = &window.timers[0];
         assert_eq!(timer.samples.len(), 10);
         assert_eq!(timer.count, 1000.0);
         let exact = timer.overflow.expect("overflowed");
-        assert_eq!(
-            (exact.seen, exact.sum, exact.min, exact.max),
-            (1000, 500_500.0, 1.0, 1000.0)
-        );
+        assert_eq!((exact.seen, exact.sum, exact.min, exact.max), (1000, 500_500.0, 1.0, 1000.0));
         assert_eq!(agg.drops().timer_samples_not_kept, 990);
         // The reservoir is not just the first ten samples.
         assert!(timer.samples.iter().any(|v| *v > 10.0));
@@ -585,14 +481,7 @@ mod tests {
     fn timer_count_saturates_instead_of_reaching_infinity() {
         let mut agg = Aggregator::new(AggregatorConfig::default());
         for _ in 0..5 {
-            apply(
-                &mut agg,
-                "t",
-                MetricValue::Timer {
-                    value: 1.0,
-                    sample_rate: f64::MIN_POSITIVE,
-                },
-            );
+            apply(&mut agg, "t", MetricValue::Timer { value: 1.0, sample_rate: f64::MIN_POSITIVE });
         }
         let window = agg.flush();
         assert_eq!(window.timers[0].1.count, f64::MAX);
@@ -604,30 +493,9 @@ mod tests {
         for member in ["x", "y", "x"] {
             apply(&mut agg, "s", MetricValue::Set { member });
         }
-        apply(
-            &mut agg,
-            "app.a",
-            MetricValue::Counter {
-                value: 1.0,
-                sample_rate: 1.0,
-            },
-        );
-        apply(
-            &mut agg,
-            "app.b",
-            MetricValue::Counter {
-                value: 1.0,
-                sample_rate: 1.0,
-            },
-        );
-        apply(
-            &mut agg,
-            "other",
-            MetricValue::Counter {
-                value: 1.0,
-                sample_rate: 1.0,
-            },
-        );
+        apply(&mut agg, "app.a", MetricValue::Counter { value: 1.0, sample_rate: 1.0 });
+        apply(&mut agg, "app.b", MetricValue::Counter { value: 1.0, sample_rate: 1.0 });
+        apply(&mut agg, "other", MetricValue::Counter { value: 1.0, sample_rate: 1.0 });
         let mut deleted = agg.delete(MetricType::Counters, &["app.*".to_owned()]);
         deleted[0].sort();
         assert_eq!(deleted, vec![vec!["app.a".into(), "app.b".into()]]);

@@ -43,24 +43,15 @@ pub trait Backend: Send + std::fmt::Debug {
 pub fn flush_json(data: &FlushData) -> Value {
     let mut counters = Map::new();
     for counter in &data.counters {
-        counters.insert(
-            counter.key.clone(),
-            json!({"count": counter.count, "rate": counter.rate_per_second}),
-        );
+        counters.insert(counter.key.clone(), json!({"count": counter.count, "rate": counter.rate_per_second}));
     }
     let mut timers = Map::new();
     for timer in &data.timers {
-        let mut stats: Map<String, Value> = timer
-            .stats
-            .iter()
-            .map(|(name, value)| (name.clone(), json!(value)))
-            .collect();
+        let mut stats: Map<String, Value> =
+            timer.stats.iter().map(|(name, value)| (name.clone(), json!(value))).collect();
         if !timer.histogram.is_empty() {
-            let bins: Map<String, Value> = timer
-                .histogram
-                .iter()
-                .map(|(name, value)| (name.clone(), json!(value)))
-                .collect();
+            let bins: Map<String, Value> =
+                timer.histogram.iter().map(|(name, value)| (name.clone(), json!(value))).collect();
             stats.insert("histogram".to_owned(), Value::Object(bins));
         }
         if timer.approximate {
@@ -68,18 +59,10 @@ pub fn flush_json(data: &FlushData) -> Value {
         }
         timers.insert(timer.key.clone(), Value::Object(stats));
     }
-    let gauges: Map<String, Value> = data
-        .gauges
-        .iter()
-        .map(|gauge| (gauge.key.clone(), json!(gauge.value)))
-        .collect();
+    let gauges: Map<String, Value> = data.gauges.iter().map(|gauge| (gauge.key.clone(), json!(gauge.value))).collect();
     let mut sets = Map::new();
     for set in &data.sets {
-        let value = if set.approximate {
-            json!({"count": set.count, "approximate": true})
-        } else {
-            json!(set.count)
-        };
+        let value = if set.approximate { json!({"count": set.count, "approximate": true}) } else { json!(set.count) };
         sets.insert(set.key.clone(), value);
     }
     json!({
@@ -104,13 +87,11 @@ impl Backend for ConsoleBackend {
     fn flush(&mut self, data: &FlushData, _now_seconds: u64) -> Result<(), BackendError> {
         let text = serde_json::to_string_pretty(&flush_json(data)).unwrap_or_default();
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{text}")
-            .and_then(|()| stdout.flush())
-            .map_err(|source| BackendError::Write {
-                backend: "console",
-                path: "-".into(),
-                source,
-            })
+        writeln!(stdout, "{text}").and_then(|()| stdout.flush()).map_err(|source| BackendError::Write {
+            backend: "console",
+            path: "-".into(),
+            source,
+        })
     }
 }
 
@@ -127,10 +108,7 @@ impl FileBackend {
     }
 
     fn append(&self, line: &str) -> std::io::Result<()> {
-        let file: File = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
+        let file: File = OpenOptions::new().create(true).append(true).open(&self.path)?;
         let mut writer = BufWriter::new(file);
         writer.write_all(line.as_bytes())?;
         writer.write_all(b"\n")?;
@@ -145,10 +123,6 @@ impl Backend for FileBackend {
 
     fn flush(&mut self, data: &FlushData, _now_seconds: u64) -> Result<(), BackendError> {
         let line = flush_json(data).to_string();
-        self.append(&line).map_err(|source| BackendError::Write {
-            backend: "file",
-            path: self.path.clone(),
-            source,
-        })
+        self.append(&line).map_err(|source| BackendError::Write { backend: "file", path: self.path.clone(), source })
     }
 }

@@ -16,12 +16,10 @@ use crate::flush::{Bin, HistogramSpec};
 /// A configuration file that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("line {line}, column {column}: {message} (proctor reads JSON or a plain JavaScript object literal, not code)")]
-    Syntax {
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error(
+        "line {line}, column {column}: {message} (proctor reads JSON or a plain JavaScript object literal, not code)"
+    )]
+    Syntax { line: usize, column: usize, message: String },
     #[error("the configuration must be an object, found {0}")]
     NotAnObject(&'static str),
     #[error("key {key}: expected {expected}")]
@@ -70,12 +68,7 @@ pub fn parse_etsy_config(text: &str) -> Result<EtsyConfig, ConfigError> {
     let value: Value = serde_json::from_str(&json).map_err(|err| ConfigError::Syntax {
         line: err.line(),
         column: err.column(),
-        message: err
-            .to_string()
-            .split(" at line")
-            .next()
-            .unwrap_or_default()
-            .to_owned(),
+        message: err.to_string().split(" at line").next().unwrap_or_default().to_owned(),
     })?;
     let Value::Object(map) = value else {
         return Err(ConfigError::NotAnObject(kind_name(&value)));
@@ -91,10 +84,7 @@ pub fn parse_etsy_config(text: &str) -> Result<EtsyConfig, ConfigError> {
             "flushInterval" => config.flush_interval_ms = Some(number(key, value)? as u64),
             "percentThreshold" => {
                 config.percent_threshold = Some(match value {
-                    Value::Array(items) => items
-                        .iter()
-                        .map(|item| number(key, item))
-                        .collect::<Result<_, _>>()?,
+                    Value::Array(items) => items.iter().map(|item| number(key, item)).collect::<Result<_, _>>()?,
                     other => vec![number(key, other)?],
                 })
             }
@@ -113,17 +103,9 @@ pub fn parse_etsy_config(text: &str) -> Result<EtsyConfig, ConfigError> {
             "graphitePort" => config.graphite_port = Some(port(key, value)?),
             "backends" => {
                 let Value::Array(items) = value else {
-                    return Err(ConfigError::Type {
-                        key: key.clone(),
-                        expected: "an array of strings",
-                    });
+                    return Err(ConfigError::Type { key: key.clone(), expected: "an array of strings" });
                 };
-                config.backends = Some(
-                    items
-                        .iter()
-                        .map(|item| string(key, item))
-                        .collect::<Result<_, _>>()?,
-                );
+                config.backends = Some(items.iter().map(|item| string(key, item)).collect::<Result<_, _>>()?);
             }
             "graphite" => graphite(&mut config, value)?,
             "servers" => servers(&mut config, value)?,
@@ -135,10 +117,7 @@ pub fn parse_etsy_config(text: &str) -> Result<EtsyConfig, ConfigError> {
 
 fn graphite(config: &mut EtsyConfig, value: &Value) -> Result<(), ConfigError> {
     let Value::Object(map) = value else {
-        return Err(ConfigError::Type {
-            key: "graphite".into(),
-            expected: "an object",
-        });
+        return Err(ConfigError::Type { key: "graphite".into(), expected: "an object" });
     };
     for (sub, value) in map {
         let key = format!("graphite.{sub}");
@@ -158,31 +137,15 @@ fn graphite(config: &mut EtsyConfig, value: &Value) -> Result<(), ConfigError> {
 
 fn servers(config: &mut EtsyConfig, value: &Value) -> Result<(), ConfigError> {
     let Value::Array(items) = value else {
-        return Err(ConfigError::Type {
-            key: "servers".into(),
-            expected: "an array",
-        });
+        return Err(ConfigError::Type { key: "servers".into(), expected: "an array" });
     };
     for item in items {
         let Value::Object(map) = item else {
-            return Err(ConfigError::Type {
-                key: "servers".into(),
-                expected: "an array of objects",
-            });
+            return Err(ConfigError::Type { key: "servers".into(), expected: "an array of objects" });
         };
-        let server = map
-            .get("server")
-            .and_then(Value::as_str)
-            .unwrap_or("./servers/udp");
-        let address = map
-            .get("address")
-            .map(|v| string("servers.address", v))
-            .transpose()?;
-        let port = map
-            .get("port")
-            .map(|v| port("servers.port", v))
-            .transpose()?
-            .unwrap_or(8125);
+        let server = map.get("server").and_then(Value::as_str).unwrap_or("./servers/udp");
+        let address = map.get("address").map(|v| string("servers.address", v)).transpose()?;
+        let port = map.get("port").map(|v| port("servers.port", v)).transpose()?.unwrap_or(8125);
         if server.ends_with("tcp") {
             config.tcp = Some((address, port));
         } else {
@@ -204,14 +167,8 @@ fn histogram(value: &Value) -> Result<Vec<HistogramSpec>, ConfigError> {
     items
         .iter()
         .map(|item| {
-            let metric = item
-                .get("metric")
-                .and_then(Value::as_str)
-                .ok_or_else(wrong)?;
-            let bins = item
-                .get("bins")
-                .and_then(Value::as_array)
-                .ok_or_else(wrong)?;
+            let metric = item.get("metric").and_then(Value::as_str).ok_or_else(wrong)?;
+            let bins = item.get("bins").and_then(Value::as_array).ok_or_else(wrong)?;
             let bins = bins
                 .iter()
                 .map(|bin| match bin {
@@ -220,10 +177,7 @@ fn histogram(value: &Value) -> Result<Vec<HistogramSpec>, ConfigError> {
                     _ => Err(wrong()),
                 })
                 .collect::<Result<_, _>>()?;
-            Ok(HistogramSpec {
-                metric: metric.to_owned(),
-                bins,
-            })
+            Ok(HistogramSpec { metric: metric.to_owned(), bins })
         })
         .collect()
 }
@@ -240,17 +194,11 @@ fn kind_name(value: &Value) -> &'static str {
 }
 
 fn string(key: &str, value: &Value) -> Result<String, ConfigError> {
-    value.as_str().map(str::to_owned).ok_or(ConfigError::Type {
-        key: key.to_owned(),
-        expected: "a string",
-    })
+    value.as_str().map(str::to_owned).ok_or(ConfigError::Type { key: key.to_owned(), expected: "a string" })
 }
 
 fn boolean(key: &str, value: &Value) -> Result<bool, ConfigError> {
-    value.as_bool().ok_or(ConfigError::Type {
-        key: key.to_owned(),
-        expected: "true or false",
-    })
+    value.as_bool().ok_or(ConfigError::Type { key: key.to_owned(), expected: "true or false" })
 }
 
 fn number(key: &str, value: &Value) -> Result<f64, ConfigError> {
@@ -261,10 +209,7 @@ fn number(key: &str, value: &Value) -> Result<f64, ConfigError> {
         _ => None,
     }
     .filter(|n| n.is_finite())
-    .ok_or(ConfigError::Type {
-        key: key.to_owned(),
-        expected: "a number",
-    })
+    .ok_or(ConfigError::Type { key: key.to_owned(), expected: "a number" })
 }
 
 fn port(key: &str, value: &Value) -> Result<u16, ConfigError> {
@@ -272,10 +217,7 @@ fn port(key: &str, value: &Value) -> Result<u16, ConfigError> {
     if (0.0..=65535.0).contains(&n) && n.fract() == 0.0 {
         Ok(n as u16)
     } else {
-        Err(ConfigError::Type {
-            key: key.to_owned(),
-            expected: "a port number",
-        })
+        Err(ConfigError::Type { key: key.to_owned(), expected: "a port number" })
     }
 }
 
@@ -369,9 +311,7 @@ pub fn js_literal_to_json(text: &str) -> Result<String, ConfigError> {
         if c.is_ascii_alphabetic() || c == '_' || c == '$' {
             let start = index;
             while index < chars.len()
-                && (chars[index].is_ascii_alphanumeric()
-                    || chars[index] == '_'
-                    || chars[index] == '$')
+                && (chars[index].is_ascii_alphanumeric() || chars[index] == '_' || chars[index] == '$')
             {
                 index += 1;
             }
@@ -449,10 +389,7 @@ mod tests {
         assert_eq!(config.flush_interval_ms, Some(2000));
         assert_eq!(config.percent_threshold, Some(vec![90.0, -10.0]));
         let histogram = config.histogram.expect("histogram");
-        assert_eq!(
-            histogram[0].bins,
-            vec![Bin::Below(10.0), Bin::Below(100.0), Bin::Inf]
-        );
+        assert_eq!(histogram[0].bins, vec![Bin::Below(10.0), Bin::Below(100.0), Bin::Inf]);
         assert_eq!(config.legacy_namespace, Some(false));
         assert_eq!(config.global_prefix.as_deref(), Some("app"));
         assert_eq!(config.ignored_keys, vec!["debug".to_owned()]);

@@ -53,11 +53,7 @@ pub struct FlushConfig {
 
 impl Default for FlushConfig {
     fn default() -> Self {
-        FlushConfig {
-            interval_ms: 10_000,
-            percent_thresholds: vec![90.0],
-            histograms: Vec::new(),
-        }
+        FlushConfig { interval_ms: 10_000, percent_thresholds: vec![90.0], histograms: Vec::new() }
     }
 }
 
@@ -114,11 +110,7 @@ impl FlushData {
 }
 
 /// Computes a flush from shard windows. The windows' key sets are disjoint.
-pub fn compute(
-    windows: Vec<ShardWindow>,
-    timestamp_seconds: u64,
-    config: &FlushConfig,
-) -> FlushData {
+pub fn compute(windows: Vec<ShardWindow>, timestamp_seconds: u64, config: &FlushConfig) -> FlushData {
     let interval_seconds = config.interval_ms as f64 / 1000.0;
     let mut data = FlushData {
         timestamp_seconds,
@@ -132,28 +124,17 @@ pub fn compute(
     for window in windows {
         for (key, count) in window.counters {
             let rate_per_second = saturate(count / interval_seconds);
-            data.counters.push(CounterData {
-                key: key.into(),
-                count,
-                rate_per_second,
-            });
+            data.counters.push(CounterData { key: key.into(), count, rate_per_second });
         }
         for (key, timer) in window.timers {
             let timer_data = timer_stats(&key, timer, interval_seconds, config);
             data.timers.push(timer_data);
         }
         for (key, value) in window.gauges {
-            data.gauges.push(GaugeData {
-                key: key.into(),
-                value,
-            });
+            data.gauges.push(GaugeData { key: key.into(), value });
         }
         for (key, count, approximate) in window.sets {
-            data.sets.push(SetData {
-                key: key.into(),
-                count: count as f64,
-                approximate,
-            });
+            data.sets.push(SetData { key: key.into(), count: count as f64, approximate });
         }
     }
     data
@@ -163,23 +144,9 @@ fn percentile_name(pct: f64) -> String {
     js_format(pct).replacen('.', "_", 1).replacen('-', "top", 1)
 }
 
-fn timer_stats(
-    key: &str,
-    timer: TimerWindow,
-    interval_seconds: f64,
-    config: &FlushConfig,
-) -> TimerData {
-    let TimerWindow {
-        mut samples,
-        count: weighted_count,
-        overflow,
-    } = timer;
-    let mut out = TimerData {
-        key: key.to_owned(),
-        stats: Vec::new(),
-        histogram: Vec::new(),
-        approximate: false,
-    };
+fn timer_stats(key: &str, timer: TimerWindow, interval_seconds: f64, config: &FlushConfig) -> TimerData {
+    let TimerWindow { mut samples, count: weighted_count, overflow } = timer;
+    let mut out = TimerData { key: key.to_owned(), stats: Vec::new(), histogram: Vec::new(), approximate: false };
     let count_ps = saturate(weighted_count / interval_seconds);
     if samples.is_empty() {
         out.stats.push(("count".to_owned(), weighted_count));
@@ -248,8 +215,7 @@ fn timer_stats(
             mean = pct_sum / in_threshold as f64;
         }
         let name = percentile_name(pct);
-        out.stats
-            .push((format!("count_{name}"), in_threshold as f64));
+        out.stats.push((format!("count_{name}"), in_threshold as f64));
         out.stats.push((format!("mean_{name}"), mean));
         let bound_name = if pct > 0.0 { "upper" } else { "lower" };
         out.stats.push((format!("{bound_name}_{name}"), boundary));
@@ -264,18 +230,9 @@ fn timer_stats(
             for value in &samples {
                 sum_of_diffs += (value - mean) * (value - mean);
             }
-            (
-                sum,
-                cumulative_squares[kept - 1],
-                saturate((sum_of_diffs / kept as f64).sqrt()),
-            )
+            (sum, cumulative_squares[kept - 1], saturate((sum_of_diffs / kept as f64).sqrt()))
         }
-        Some(TimerExact {
-            seen,
-            sum,
-            sum_squares,
-            ..
-        }) => {
+        Some(TimerExact { seen, sum, sum_squares, .. }) => {
             let mean = sum / seen as f64;
             let variance = (sum_squares / seen as f64 - mean * mean).max(0.0);
             (sum, sum_squares, saturate(variance.sqrt()))
@@ -301,14 +258,9 @@ fn timer_stats(
     out.stats.push(("count_ps".to_owned(), count_ps));
     out.stats.push(("sum".to_owned(), sum));
     out.stats.push(("sum_squares".to_owned(), sum_squares));
-    out.stats
-        .push(("mean".to_owned(), saturate(sum / total as f64)));
+    out.stats.push(("mean".to_owned(), saturate(sum / total as f64)));
     out.stats.push(("median".to_owned(), median));
-    if let Some(spec) = config
-        .histograms
-        .iter()
-        .find(|spec| key.contains(spec.metric.as_str()))
-    {
+    if let Some(spec) = config.histograms.iter().find(|spec| key.contains(spec.metric.as_str())) {
         let mut index = 0;
         for bin in &spec.bins {
             let mut frequency = 0usize;
@@ -316,11 +268,7 @@ fn timer_stats(
                 frequency += 1;
                 index += 1;
             }
-            let frequency = if overflow.is_some() {
-                (frequency as f64 * scale).round()
-            } else {
-                frequency as f64
-            };
+            let frequency = if overflow.is_some() { (frequency as f64 * scale).round() } else { frequency as f64 };
             out.histogram.push((bin.name(), frequency));
         }
     }
@@ -337,30 +285,17 @@ mod tests {
         let window = ShardWindow {
             timers: vec![(
                 "t".into(),
-                TimerWindow {
-                    samples: samples.to_vec(),
-                    count: samples.len() as f64,
-                    overflow: None,
-                },
+                TimerWindow { samples: samples.to_vec(), count: samples.len() as f64, overflow: None },
             )],
             ..ShardWindow::default()
         };
         let data = compute(vec![window], 0, config);
         let timer = &data.timers[0];
-        timer
-            .stats
-            .iter()
-            .chain(timer.histogram.iter())
-            .cloned()
-            .collect()
+        timer.stats.iter().chain(timer.histogram.iter()).cloned().collect()
     }
 
     fn get(stats: &[(String, f64)], name: &str) -> f64 {
-        stats
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| *v)
-            .unwrap_or(f64::NAN)
+        stats.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap_or(f64::NAN)
     }
 
     #[test]
@@ -368,10 +303,7 @@ mod tests {
         let config = FlushConfig {
             interval_ms: 10_000,
             percent_thresholds: vec![90.0, -10.0, 50.5],
-            histograms: vec![HistogramSpec {
-                metric: "t".into(),
-                bins: vec![Bin::Below(3.0), Bin::Inf],
-            }],
+            histograms: vec![HistogramSpec { metric: "t".into(), bins: vec![Bin::Below(3.0), Bin::Inf] }],
         };
         let samples: Vec<f64> = (1..=10).rev().map(f64::from).collect();
         let stats = timer(&samples, &config);
@@ -392,10 +324,7 @@ mod tests {
 
     #[test]
     fn extreme_percentiles_stay_finite() {
-        let config = FlushConfig {
-            percent_thresholds: vec![-100.0, 150.0],
-            ..FlushConfig::default()
-        };
+        let config = FlushConfig { percent_thresholds: vec![-100.0, 150.0], ..FlushConfig::default() };
         let stats = timer(&[1.0, 2.0, 3.0], &config);
         assert_eq!(get(&stats, "sum_top100"), 6.0);
         assert_eq!(get(&stats, "count_150"), 3.0);
@@ -407,16 +336,8 @@ mod tests {
     /// an Infinity median. Etsy sends `Infinity` for both; proctor's promise is never to.
     #[test]
     fn huge_timer_samples_do_not_square_or_average_to_infinity() {
-        let config = FlushConfig {
-            percent_thresholds: vec![90.0, -10.0, 50.0],
-            ..FlushConfig::default()
-        };
-        for samples in [
-            &[2e200][..],
-            &[2e200, 3e200],
-            &[1.5e308, 1.5e308],
-            &[1.0, 1e300],
-        ] {
+        let config = FlushConfig { percent_thresholds: vec![90.0, -10.0, 50.0], ..FlushConfig::default() };
+        for samples in [&[2e200][..], &[2e200, 3e200], &[1.5e308, 1.5e308], &[1.0, 1e300]] {
             let stats = timer(samples, &config);
             let infinite: Vec<_> = stats.iter().filter(|(_, v)| !v.is_finite()).collect();
             assert!(infinite.is_empty(), "samples {samples:?}: {infinite:?}");
@@ -425,18 +346,12 @@ mod tests {
         // The median of two huge samples is still their true midpoint, not a pinned value.
         assert_eq!(get(&timer(&[1.5e308, 1.7e308], &config), "median"), 1.6e308);
         // Ordinary samples keep Etsy's `(a + b) / 2` to the bit.
-        assert_eq!(
-            get(&timer(&[0.1, 0.2], &config), "median"),
-            (0.1 + 0.2) / 2.0
-        );
+        assert_eq!(get(&timer(&[0.1, 0.2], &config), "median"), (0.1 + 0.2) / 2.0);
     }
 
     #[test]
     fn an_emptied_timer_reports_only_counts() {
         let stats = timer(&[], &FlushConfig::default());
-        assert_eq!(
-            stats,
-            vec![("count".to_owned(), 0.0), ("count_ps".to_owned(), 0.0)]
-        );
+        assert_eq!(stats, vec![("count".to_owned(), 0.0), ("count_ps".to_owned(), 0.0)]);
     }
 }

@@ -87,11 +87,7 @@ impl GraphiteNaming {
                 set: with("sets"),
             };
         }
-        let base: Vec<String> = [&self.global_prefix]
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .cloned()
-            .collect();
+        let base: Vec<String> = [&self.global_prefix].into_iter().filter(|p| !p.is_empty()).cloned().collect();
         let with = |part: &str| {
             let mut ns = base.clone();
             if !part.is_empty() {
@@ -109,10 +105,7 @@ impl GraphiteNaming {
     }
 
     fn suffix(&self) -> String {
-        self.global_suffix
-            .as_ref()
-            .map(|s| format!(".{s}"))
-            .unwrap_or_default()
+        self.global_suffix.as_ref().map(|s| format!(".{s}")).unwrap_or_default()
     }
 }
 
@@ -148,12 +141,7 @@ fn line(out: &mut String, value: f64, timestamp: u64) {
 
 /// The plaintext payload of one flush, in Etsy's order: counters, timers, gauges, sets,
 /// statsd's own figures, then the backend's status lines.
-pub fn render(
-    data: &FlushData,
-    naming: &GraphiteNaming,
-    status: &GraphiteStatus,
-    calculation_time_ms: f64,
-) -> String {
+pub fn render(data: &FlushData, naming: &GraphiteNaming, status: &GraphiteStatus, calculation_time_ms: f64) -> String {
     let ns = naming.namespaces();
     let suffix = naming.suffix();
     let ts = data.timestamp_seconds;
@@ -163,13 +151,7 @@ pub fn render(
             name(&mut out, &ns.counter, &counter.key, &[], &suffix);
             line(&mut out, counter.rate_per_second, ts);
             if naming.flush_counts {
-                name(
-                    &mut out,
-                    &["stats_counts".to_owned()],
-                    &counter.key,
-                    &[],
-                    &suffix,
-                );
+                name(&mut out, &["stats_counts".to_owned()], &counter.key, &[], &suffix);
                 line(&mut out, counter.count, ts);
             }
         } else {
@@ -187,13 +169,7 @@ pub fn render(
             line(&mut out, *value, ts);
         }
         for (bin, value) in &timer.histogram {
-            name(
-                &mut out,
-                &ns.timer,
-                &timer.key,
-                &["histogram", bin],
-                &suffix,
-            );
+            name(&mut out, &ns.timer, &timer.key, &["histogram", bin], &suffix);
             line(&mut out, *value, ts);
         }
     }
@@ -210,30 +186,16 @@ pub fn render(
     if naming.legacy_namespace {
         out.push_str(&format!("{prefix_stats}.numStats{suffix}"));
         line(&mut out, key_count, ts);
-        out.push_str(&format!(
-            "stats.{prefix_stats}.graphiteStats.calculationtime{suffix}"
-        ));
+        out.push_str(&format!("stats.{prefix_stats}.graphiteStats.calculationtime{suffix}"));
         line(&mut out, calculation_time_ms, ts);
         out.push_str(&format!("stats.{prefix_stats}.processing_time{suffix}"));
         line(&mut out, data.processing_time_ms, ts);
     } else {
         name(&mut out, &ns.global, prefix_stats, &["numStats"], &suffix);
         line(&mut out, key_count, ts);
-        name(
-            &mut out,
-            &ns.global,
-            prefix_stats,
-            &["graphiteStats", "calculationtime"],
-            &suffix,
-        );
+        name(&mut out, &ns.global, prefix_stats, &["graphiteStats", "calculationtime"], &suffix);
         line(&mut out, calculation_time_ms, ts);
-        name(
-            &mut out,
-            &ns.global,
-            prefix_stats,
-            &["processing_time"],
-            &suffix,
-        );
+        name(&mut out, &ns.global, prefix_stats, &["processing_time"], &suffix);
         line(&mut out, data.processing_time_ms, ts);
     }
     let mut status_ns = ns.global.clone();
@@ -305,10 +267,7 @@ impl GraphiteBackend {
     pub fn new(config: GraphiteConfig, start_seconds: u64) -> Self {
         GraphiteBackend {
             config,
-            status: GraphiteStatus {
-                last_flush: start_seconds,
-                ..GraphiteStatus::default()
-            },
+            status: GraphiteStatus { last_flush: start_seconds, ..GraphiteStatus::default() },
             pending: VecDeque::new(),
             pending_bytes: 0,
             counters: Arc::new(GraphiteCounters::default()),
@@ -322,18 +281,10 @@ impl GraphiteBackend {
 
     fn publish_status(&self) {
         let counters = &self.counters;
-        counters
-            .last_flush
-            .store(self.status.last_flush, Ordering::Relaxed);
-        counters
-            .last_exception
-            .store(self.status.last_exception, Ordering::Relaxed);
-        counters
-            .flush_time_ms
-            .store(self.status.flush_time_ms, Ordering::Relaxed);
-        counters
-            .flush_length
-            .store(self.status.flush_length, Ordering::Relaxed);
+        counters.last_flush.store(self.status.last_flush, Ordering::Relaxed);
+        counters.last_exception.store(self.status.last_exception, Ordering::Relaxed);
+        counters.flush_time_ms.store(self.status.flush_time_ms, Ordering::Relaxed);
+        counters.flush_length.store(self.status.flush_length, Ordering::Relaxed);
     }
 
     fn send(&self, payload: &[u8]) -> std::io::Result<()> {
@@ -366,16 +317,10 @@ impl Backend for GraphiteBackend {
         while self.pending_bytes > self.config.max_pending_bytes && self.pending.len() > 1 {
             if let Some((old, old_lines)) = self.pending.pop_front() {
                 self.pending_bytes -= old.len();
-                self.counters
-                    .dropped_lines
-                    .fetch_add(old_lines, Ordering::Relaxed);
+                self.counters.dropped_lines.fetch_add(old_lines, Ordering::Relaxed);
             }
         }
-        let joined: String = self
-            .pending
-            .iter()
-            .map(|(payload, _)| payload.as_str())
-            .collect();
+        let joined: String = self.pending.iter().map(|(payload, _)| payload.as_str()).collect();
         let result = self.send(joined.as_bytes());
         match result {
             Ok(()) => {
@@ -392,9 +337,7 @@ impl Backend for GraphiteBackend {
                 self.counters.failed_sends.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.counters
-            .pending_bytes
-            .store(self.pending_bytes as u64, Ordering::Relaxed);
+        self.counters.pending_bytes.store(self.pending_bytes as u64, Ordering::Relaxed);
         self.publish_status();
         result.map_err(|source| BackendError::Send {
             backend: "graphite",
@@ -413,38 +356,22 @@ mod tests {
         FlushData {
             timestamp_seconds: 100,
             interval_ms: 10_000,
-            counters: vec![CounterData {
-                key: "hits;env=prod".into(),
-                count: 5.0,
-                rate_per_second: 0.5,
-            }],
+            counters: vec![CounterData { key: "hits;env=prod".into(), count: 5.0, rate_per_second: 0.5 }],
             timers: vec![TimerData {
                 key: "lat".into(),
                 stats: vec![("mean".into(), 1.5)],
                 histogram: vec![("bin_10".into(), 2.0)],
                 approximate: false,
             }],
-            gauges: vec![GaugeData {
-                key: "temp".into(),
-                value: -3.0,
-            }],
-            sets: vec![SetData {
-                key: "users".into(),
-                count: 2.0,
-                approximate: false,
-            }],
+            gauges: vec![GaugeData { key: "temp".into(), value: -3.0 }],
+            sets: vec![SetData { key: "users".into(), count: 2.0, approximate: false }],
             processing_time_ms: 0.0,
         }
     }
 
     #[test]
     fn legacy_names() {
-        let text = render(
-            &data(),
-            &GraphiteNaming::default(),
-            &GraphiteStatus::default(),
-            0.0,
-        );
+        let text = render(&data(), &GraphiteNaming::default(), &GraphiteStatus::default(), 0.0);
         let expected = "\
 stats.hits;env=prod 0.5 100
 stats_counts.hits;env=prod 5 100
@@ -473,10 +400,7 @@ stats.statsd.graphiteStats.flush_length 0 100
             ..GraphiteNaming::default()
         };
         let text = render(&data(), &naming, &GraphiteStatus::default(), 0.0);
-        let lines: Vec<&str> = text
-            .lines()
-            .map(|l| l.split(' ').next().unwrap_or(""))
-            .collect();
+        let lines: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap_or("")).collect();
         assert_eq!(
             lines,
             [

@@ -46,11 +46,7 @@ pub fn js_number(text: &str) -> Option<f64> {
         _ => (false, text),
     };
     if unsigned == "Infinity" {
-        return Some(if negative {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        });
+        return Some(if negative { f64::NEG_INFINITY } else { f64::INFINITY });
     }
     if !is_decimal_literal(unsigned.as_bytes()) {
         return None;
@@ -119,9 +115,7 @@ pub fn js_format(value: f64) -> String {
     }
     // `{:e}` gives Rust's shortest round-trip digits, the same digits JavaScript chooses.
     let scientific = format!("{:e}", value.abs());
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .unwrap_or((scientific.as_str(), "0"));
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((scientific.as_str(), "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
     let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
     let digit_count = digits.len() as i32;

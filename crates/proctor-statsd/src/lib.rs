@@ -44,6 +44,4 @@ pub use backend::{Backend, BackendError, ConsoleBackend, FileBackend};
 pub use flush::{FlushConfig, FlushData};
 pub use graphite::{GraphiteBackend, GraphiteConfig, GraphiteNaming};
 pub use parse::{BadLine, LineParser, ParseOptions};
-pub use server::{
-    run, Listeners, SelfMetrics, Series, Server, ServerConfig, ServerHandle, Shutdown,
-};
+pub use server::{run, Listeners, SelfMetrics, Series, Server, ServerConfig, ServerHandle, Shutdown};

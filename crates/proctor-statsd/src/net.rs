@@ -24,10 +24,7 @@ pub struct RawBatch {
 
 impl RawBatch {
     pub fn with_capacity(bytes: usize, packets: usize) -> Self {
-        RawBatch {
-            data: Vec::with_capacity(bytes),
-            ends: Vec::with_capacity(packets),
-        }
+        RawBatch { data: Vec::with_capacity(bytes), ends: Vec::with_capacity(packets) }
     }
 
     pub fn push(&mut self, packet: &[u8]) {
@@ -74,13 +71,7 @@ impl RcvbufOutcome {
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `value` outlives the call and the length matches its type.
     let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const i32).cast(),
-            size_of::<i32>() as libc::socklen_t,
-        )
+        libc::setsockopt(fd, level, name, (&value as *const i32).cast(), size_of::<i32>() as libc::socklen_t)
     };
     if rc == 0 {
         Ok(())
@@ -93,8 +84,7 @@ fn getsockopt_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
     let mut value: i32 = 0;
     let mut len = size_of::<i32>() as libc::socklen_t;
     // SAFETY: `value` and `len` are valid for writes of the sizes given.
-    let rc =
-        unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) };
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut i32).cast(), &mut len) };
     if rc == 0 {
         Ok(value)
     } else {
@@ -112,9 +102,7 @@ pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> io::Result<RcvbufOutcome> {
         applied_bytes: getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize,
         forced: false,
     };
-    if outcome.capped()
-        && setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, request).is_ok()
-    {
+    if outcome.capped() && setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, request).is_ok() {
         outcome.applied_bytes = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize;
         outcome.forced = true;
     }
@@ -124,11 +112,7 @@ pub fn set_rcvbuf(fd: RawFd, bytes: usize) -> io::Result<RcvbufOutcome> {
 /// Binds a UDP socket, with `SO_REUSEPORT` set before `bind` when asked, so several sockets
 /// (one reader thread each) can share a port and the kernel spreads senders across them.
 pub fn bind_udp(address: SocketAddr, reuseport: bool) -> io::Result<UdpSocket> {
-    let domain = if address.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
+    let domain = if address.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: plain socket(2); the fd is owned immediately below.
     let fd = unsafe { libc::socket(domain, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -154,26 +138,18 @@ fn sockaddr(address: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     match address {
         SocketAddr::V4(v4) => {
             // SAFETY: sockaddr_storage is large enough and suitably aligned for sockaddr_in.
-            let sin = unsafe {
-                &mut *(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
-            };
+            let sin = unsafe { &mut *(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
             sin.sin_family = libc::AF_INET as libc::sa_family_t;
             sin.sin_port = v4.port().to_be();
-            sin.sin_addr = libc::in_addr {
-                s_addr: u32::from_ne_bytes(v4.ip().octets()),
-            };
+            sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) };
             (storage, size_of::<libc::sockaddr_in>() as libc::socklen_t)
         }
         SocketAddr::V6(v6) => {
             // SAFETY: as above, for sockaddr_in6.
-            let sin6 = unsafe {
-                &mut *(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
-            };
+            let sin6 = unsafe { &mut *(&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
             sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             sin6.sin6_port = v6.port().to_be();
-            sin6.sin6_addr = libc::in6_addr {
-                s6_addr: v6.ip().octets(),
-            };
+            sin6.sin6_addr = libc::in6_addr { s6_addr: v6.ip().octets() };
             sin6.sin6_flowinfo = v6.flowinfo();
             sin6.sin6_scope_id = v6.scope_id();
             (storage, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
@@ -204,10 +180,7 @@ pub struct BatchReader {
 
 impl std::fmt::Debug for BatchReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchReader")
-            .field("fd", &self.fd)
-            .field("slots", &self.headers.len())
-            .finish()
+        f.debug_struct("BatchReader").field("fd", &self.fd).field("slots", &self.headers.len()).finish()
     }
 }
 
@@ -242,20 +215,10 @@ impl BatchReader {
             header.msg_hdr.msg_flags = 0;
             header.msg_len = 0;
         }
-        let flags = if wait {
-            libc::MSG_WAITFORONE
-        } else {
-            libc::MSG_DONTWAIT
-        };
+        let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
         // SAFETY: every header points at live buffers of the lengths it states.
         let received = unsafe {
-            libc::recvmmsg(
-                self.fd,
-                self.headers.as_mut_ptr(),
-                self.headers.len() as u32,
-                flags,
-                std::ptr::null_mut(),
-            )
+            libc::recvmmsg(self.fd, self.headers.as_mut_ptr(), self.headers.len() as u32, flags, std::ptr::null_mut())
         };
         if received < 0 {
             return Err(io::Error::last_os_error());
@@ -304,18 +267,9 @@ pub fn parse_udp_drops(text: &str, inode: u64) -> Option<u64> {
 
 /// Kernel drops of each socket inode (`None` where the socket is not in either table).
 pub fn udp_drops(inodes: &[u64]) -> Vec<Option<u64>> {
-    let tables: Vec<String> = ["/proc/net/udp", "/proc/net/udp6"]
-        .iter()
-        .filter_map(|path| std::fs::read_to_string(path).ok())
-        .collect();
-    inodes
-        .iter()
-        .map(|inode| {
-            tables
-                .iter()
-                .find_map(|table| parse_udp_drops(table, *inode))
-        })
-        .collect()
+    let tables: Vec<String> =
+        ["/proc/net/udp", "/proc/net/udp6"].iter().filter_map(|path| std::fs::read_to_string(path).ok()).collect();
+    inodes.iter().map(|inode| tables.iter().find_map(|table| parse_udp_drops(table, *inode))).collect()
 }
 
 /// Wakes a thread blocked in `recvmmsg`/`accept` on this socket: Linux returns from a blocked

@@ -121,9 +121,7 @@ pub struct ParseOptions {
 
 impl Default for ParseOptions {
     fn default() -> Self {
-        ParseOptions {
-            sanitize_keys: true,
-        }
+        ParseOptions { sanitize_keys: true }
     }
 }
 
@@ -138,11 +136,7 @@ pub struct LineParser {
 
 impl LineParser {
     pub fn new(options: ParseOptions) -> Self {
-        LineParser {
-            options,
-            raw_key: String::new(),
-            key: String::new(),
-        }
+        LineParser { options, raw_key: String::new(), key: String::new() }
     }
 
     /// Parses every line of one packet (lines split on `\n`, empty lines skipped).
@@ -176,19 +170,12 @@ impl LineParser {
         // A line without `:` is Etsy's `key` alone, read as the value "1" with no type.
         let bare = values.peek().is_none();
         let single = ["1"];
-        let values: &mut dyn Iterator<Item = &str> = if bare {
-            &mut single.iter().copied()
-        } else {
-            &mut values
-        };
+        let values: &mut dyn Iterator<Item = &str> = if bare { &mut single.iter().copied() } else { &mut values };
         for value in values {
             match self.parse_value(value) {
                 Ok(parsed) => {
                     counts.metrics += 1;
-                    sink.metric(Metric {
-                        key: &self.key,
-                        value: parsed,
-                    });
+                    sink.metric(Metric { key: &self.key, value: parsed });
                 }
                 Err(reason) => {
                     counts.bad[reason.index()] += 1;
@@ -210,9 +197,7 @@ impl LineParser {
             return Err(BadLine::EmptyKey);
         }
         match kind {
-            "s" => Ok(MetricValue::Set {
-                member: if number.is_empty() { "0" } else { number },
-            }),
+            "s" => Ok(MetricValue::Set { member: if number.is_empty() { "0" } else { number } }),
             "g" => {
                 let value = finite(js_value(number)?)?;
                 let delta = number.starts_with(['+', '-']);
@@ -280,10 +265,7 @@ fn parse_sample_rate(field: &str) -> Result<f64, BadLine> {
     if number.is_empty() || number.starts_with('-') || js_number(number).is_none() {
         return Err(BadLine::BadSampleRate);
     }
-    let run_len = number
-        .bytes()
-        .take_while(|b| b.is_ascii_digit() || *b == b'.')
-        .count();
+    let run_len = number.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
     if run_len == 0 {
         return Err(BadLine::BadSampleRate);
     }
@@ -376,18 +358,12 @@ mod tests {
 
     #[test]
     fn several_lines_and_values() {
-        check(
-            "a:1|c:2|c\n\nb:3|g\n",
-            &["a c 1 @1", "a c 2 @1", "b g 3 delta=false"],
-        );
+        check("a:1|c:2|c\n\nb:3|g\n", &["a c 1 @1", "a c 2 @1", "b g 3 delta=false"]);
     }
 
     #[test]
     fn dogstatsd_tags_fold_into_the_key() {
-        check(
-            "req:1|c|#env:prod,region:eu",
-            &["req;env=prod;region=eu c 1 @1"],
-        );
+        check("req:1|c|#env:prod,region:eu", &["req;env=prod;region=eu c 1 @1"]);
         check("req:1|c|@0.5|#a:b:c", &["req;a=bc c 1 @0.5"]);
         check("req:1|c|#x;y:z", &["req;x_y=z c 1 @1"]);
         check("req:1|c|#", &["req c 1 @1"]);
@@ -429,10 +405,7 @@ mod tests {
         check(&format!("c:0|c|@{tiny}"), &["bad bad_sample_rate"]);
         // The smallest normal rate still has a finite reciprocal and is kept.
         let smallest_normal = format!("0.{}22250738585072014", "0".repeat(307));
-        check(
-            &format!("t:1|ms|@{smallest_normal}"),
-            &[format!("t ms 1 @{}", f64::MIN_POSITIVE).as_str()],
-        );
+        check(&format!("t:1|ms|@{smallest_normal}"), &[format!("t ms 1 @{}", f64::MIN_POSITIVE).as_str()]);
     }
 
     #[test]
@@ -475,10 +448,7 @@ mod tests {
             let mut sink = Collect::default();
             let counts = parser.parse_packet(&packet, &mut sink);
             assert_eq!(counts.metrics + counts.bad_total(), sink.out.len() as u64);
-            assert!(sink
-                .out
-                .iter()
-                .all(|line| !line.contains("inf") && !line.contains("NaN")));
+            assert!(sink.out.iter().all(|line| !line.contains("inf") && !line.contains("NaN")));
         }
     }
 }

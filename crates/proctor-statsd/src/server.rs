@@ -29,9 +29,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::admin;
-use crate::aggregate::{
-    Aggregator, AggregatorConfig, AggregatorDrops, DumpValue, MetricType, ShardWindow,
-};
+use crate::aggregate::{Aggregator, AggregatorConfig, AggregatorDrops, DumpValue, MetricType, ShardWindow};
 use crate::backend::Backend;
 use crate::flush::{self, FlushConfig, FlushData};
 use crate::graphite::GraphiteCounters;
@@ -63,9 +61,8 @@ impl Shutdown {
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
         let (lock, condvar) = &*self.inner;
         let guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let (guard, _) = condvar
-            .wait_timeout_while(guard, timeout, |triggered| !*triggered)
-            .unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) =
+            condvar.wait_timeout_while(guard, timeout, |triggered| !*triggered).unwrap_or_else(PoisonError::into_inner);
         *guard
     }
 }
@@ -225,17 +222,11 @@ struct Router {
 
 impl MetricSink for Router {
     fn metric(&mut self, metric: Metric<'_>) {
-        let shard = if self.batches.len() == 1 {
-            0
-        } else {
-            shard_of(metric.key, self.batches.len())
-        };
+        let shard = if self.batches.len() == 1 { 0 } else { shard_of(metric.key, self.batches.len()) };
         let batch = &mut self.batches[shard];
         let key = batch.push_text(metric.key);
         let value = match metric.value {
-            MetricValue::Counter { value, sample_rate } => {
-                ItemValue::Counter { value, sample_rate }
-            }
+            MetricValue::Counter { value, sample_rate } => ItemValue::Counter { value, sample_rate },
             MetricValue::Gauge { value, delta } => ItemValue::Gauge { value, delta },
             MetricValue::Timer { value, sample_rate } => ItemValue::Timer { value, sample_rate },
             MetricValue::Set { member } => ItemValue::Set(batch.push_text(member)),
@@ -256,9 +247,7 @@ fn shard_of(key: &str, shards: usize) -> usize {
 }
 
 fn unix_seconds() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     // JavaScript's Math.round(Date.now() / 1000), which Etsy uses for every timestamp.
     (now.as_millis() as u64 + 500) / 1000
 }
@@ -289,11 +278,7 @@ impl ServerHandle {
     }
 
     pub fn last_flush(&self) -> Option<Arc<FlushData>> {
-        self.shared
-            .last_flush
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.shared.last_flush.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }
 
@@ -324,11 +309,7 @@ impl Server {
         }
         let shared = Arc::new(Shared {
             counters: Counters::default(),
-            udp_inodes: listeners
-                .udp
-                .iter()
-                .filter_map(|socket| net::socket_inode(socket).ok())
-                .collect(),
+            udp_inodes: listeners.udp.iter().filter_map(|socket| net::socket_inode(socket).ok()).collect(),
             ingress_bytes: AtomicU64::new(0),
             ingress_max_bytes: config.ingress_max_bytes as u64,
             rcvbuf: config.rcvbuf.clone(),
@@ -355,11 +336,9 @@ impl Server {
             let (sender, receiver) = mpsc::sync_channel(config.ingress_queue_batches.max(1));
             let shared = Arc::clone(&shared);
             let options = config.parse;
-            server.parsers.push(
-                thread::Builder::new()
-                    .name(name)
-                    .spawn(move || parser_loop(receiver, &shared, options))?,
-            );
+            server
+                .parsers
+                .push(thread::Builder::new().name(name).spawn(move || parser_loop(receiver, &shared, options))?);
             Ok(sender)
         };
         let mut udp_ingress = Vec::new();
@@ -409,25 +388,16 @@ impl Server {
                     .spawn(move || admin::accept_loop(&listener, &shared, &shutdown))?,
             );
         }
-        let flusher = Flusher {
-            shared: Arc::clone(&shared),
-            config: config.flush,
-            backends,
-            previous_timestamp: 0,
-        };
+        let flusher = Flusher { shared: Arc::clone(&shared), config: config.flush, backends, previous_timestamp: 0 };
         let shutdown_for_flush = shutdown;
         server.flusher = Some(
-            thread::Builder::new()
-                .name("statsd-flush".to_owned())
-                .spawn(move || flusher.run(&shutdown_for_flush))?,
+            thread::Builder::new().name("statsd-flush".to_owned()).spawn(move || flusher.run(&shutdown_for_flush))?,
         );
         Ok(server)
     }
 
     pub fn handle(&self) -> ServerHandle {
-        ServerHandle {
-            shared: Arc::clone(&self.shared),
-        }
+        ServerHandle { shared: Arc::clone(&self.shared) }
     }
 
     /// Waits for the shutdown signal, then stops in data-flow order: receivers, parsers, a last
@@ -476,11 +446,7 @@ struct BatchLimits {
 
 impl From<&ServerConfig> for BatchLimits {
     fn from(config: &ServerConfig) -> Self {
-        BatchLimits {
-            slots: config.batch_slots,
-            slot_bytes: config.slot_bytes,
-            max_packets: config.batch_max_packets,
-        }
+        BatchLimits { slots: config.batch_slots, slot_bytes: config.slot_bytes, max_packets: config.batch_max_packets }
     }
 }
 
@@ -526,17 +492,13 @@ fn datagram_loop(
             }
         }
         if info.truncated > 0 {
-            counters
-                .truncated_packets
-                .fetch_add(info.truncated as u64, Ordering::Relaxed);
+            counters.truncated_packets.fetch_add(info.truncated as u64, Ordering::Relaxed);
         }
         let bytes = batch.data.len() as u64;
         let queued = shared.ingress_bytes.load(Ordering::Relaxed);
         if queued + bytes > shared.ingress_max_bytes {
             // Only huge datagrams in a long queue get here: the byte bound is the memory bound.
-            counters
-                .ingress_dropped_packets
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            counters.ingress_dropped_packets.fetch_add(batch.len() as u64, Ordering::Relaxed);
         } else {
             shared.ingress_bytes.fetch_add(bytes, Ordering::Relaxed);
             // A full queue makes the reader wait rather than drop: the socket's receive buffer
@@ -562,11 +524,7 @@ const SHARD_BATCH_ITEMS: usize = 4096;
 fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOptions) {
     let mut parser = LineParser::new(options);
     let mut pending = Pending {
-        router: Router {
-            batches: (0..shared.shards.len())
-                .map(|_| ShardBatch::default())
-                .collect(),
-        },
+        router: Router { batches: (0..shared.shards.len()).map(|_| ShardBatch::default()).collect() },
         counts: crate::parse::PacketCounts::default(),
         packets: 0,
         bytes: 0,
@@ -593,12 +551,7 @@ fn parser_loop(receiver: Receiver<RawBatch>, shared: &Shared, options: ParseOpti
         shared.ingress_bytes.fetch_sub(bytes, Ordering::Relaxed);
         pending.packets += batch.len() as u64;
         pending.bytes += bytes;
-        if pending
-            .router
-            .batches
-            .iter()
-            .any(|b| b.items.len() >= SHARD_BATCH_ITEMS)
-        {
+        if pending.router.batches.iter().any(|b| b.items.len() >= SHARD_BATCH_ITEMS) {
             pending.hand_on(shared);
         }
     }
@@ -627,9 +580,7 @@ impl Pending {
             if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
                 shared.shards[shard].try_send(ShardMsg::Batch(full))
             {
-                counters
-                    .shard_dropped_metrics
-                    .fetch_add(items, Ordering::Relaxed);
+                counters.shard_dropped_metrics.fetch_add(items, Ordering::Relaxed);
             }
         }
         if self.packets == 0 {
@@ -639,20 +590,14 @@ impl Pending {
         // metrics in the shards' next window.
         counters.packets.fetch_add(self.packets, Ordering::Relaxed);
         counters.bytes.fetch_add(self.bytes, Ordering::Relaxed);
-        counters
-            .lines
-            .fetch_add(self.counts.lines, Ordering::Relaxed);
-        counters
-            .metrics
-            .fetch_add(self.counts.metrics, Ordering::Relaxed);
+        counters.lines.fetch_add(self.counts.lines, Ordering::Relaxed);
+        counters.metrics.fetch_add(self.counts.metrics, Ordering::Relaxed);
         for (slot, count) in self.counts.bad.iter().enumerate() {
             if *count > 0 {
                 counters.bad[slot].fetch_add(*count, Ordering::Relaxed);
             }
         }
-        counters
-            .last_msg_seen
-            .store(unix_seconds(), Ordering::Relaxed);
+        counters.last_msg_seen.store(unix_seconds(), Ordering::Relaxed);
         self.counts = crate::parse::PacketCounts::default();
         self.packets = 0;
         self.bytes = 0;
@@ -666,30 +611,17 @@ fn shard_loop(receiver: Receiver<ShardMsg>, mut aggregator: Aggregator) {
                 for item in &batch.items {
                     let text = |(start, end): (u32, u32)| &batch.text[start as usize..end as usize];
                     let value = match item.value {
-                        ItemValue::Counter { value, sample_rate } => {
-                            MetricValue::Counter { value, sample_rate }
-                        }
+                        ItemValue::Counter { value, sample_rate } => MetricValue::Counter { value, sample_rate },
                         ItemValue::Gauge { value, delta } => MetricValue::Gauge { value, delta },
-                        ItemValue::Timer { value, sample_rate } => {
-                            MetricValue::Timer { value, sample_rate }
-                        }
-                        ItemValue::Set(range) => MetricValue::Set {
-                            member: text(range),
-                        },
+                        ItemValue::Timer { value, sample_rate } => MetricValue::Timer { value, sample_rate },
+                        ItemValue::Set(range) => MetricValue::Set { member: text(range) },
                     };
-                    aggregator.apply(&Metric {
-                        key: text(item.key),
-                        value,
-                    });
+                    aggregator.apply(&Metric { key: text(item.key), value });
                 }
             }
             ShardMsg::Flush(reply) => {
                 let window = aggregator.flush();
-                let report = ShardReport {
-                    window,
-                    keys: aggregator.key_count(),
-                    drops: aggregator.drops(),
-                };
+                let report = ShardReport { window, keys: aggregator.key_count(), drops: aggregator.drops() };
                 let _ = reply.send(report);
             }
             ShardMsg::Dump(kind, reply) => {
@@ -729,17 +661,9 @@ pub(crate) fn accept_connections(
     }
 }
 
-fn tcp_accept_loop(
-    listener: &TcpListener,
-    ingress: &SyncSender<RawBatch>,
-    shared: Arc<Shared>,
-    shutdown: &Shutdown,
-) {
+fn tcp_accept_loop(listener: &TcpListener, ingress: &SyncSender<RawBatch>, shared: Arc<Shared>, shutdown: &Shutdown) {
     accept_connections(listener, shutdown, |stream| {
-        shared
-            .counters
-            .tcp_connections
-            .fetch_add(1, Ordering::Relaxed);
+        shared.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
         let (ingress, shutdown, shared) = (ingress.clone(), shutdown.clone(), Arc::clone(&shared));
         thread::Builder::new()
             .name("statsd-tcp-conn".to_owned())
@@ -749,30 +673,20 @@ fn tcp_accept_loop(
 
 /// A read timeout (`SO_RCVTIMEO`) expired: the moment to check for shutdown.
 fn is_read_timeout(err: &io::Error) -> bool {
-    matches!(
-        err.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
+    matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
 
 /// The longest partial line kept while waiting for its newline; a client that sends more is
 /// broken or hostile, and its partial line is dropped.
 const MAX_PENDING_LINE_BYTES: usize = 1 << 20;
 
-fn tcp_connection(
-    mut stream: TcpStream,
-    ingress: &SyncSender<RawBatch>,
-    shared: &Shared,
-    shutdown: &Shutdown,
-) {
+fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shared: &Shared, shutdown: &Shutdown) {
     // TCP has flow control: block rather than drop, and the client slows down. The bytes are
     // accounted like datagrams' because the parser subtracts whatever it parses.
     let send = |packet: &[u8]| {
         let mut batch = RawBatch::default();
         batch.push(packet);
-        shared
-            .ingress_bytes
-            .fetch_add(packet.len() as u64, Ordering::Relaxed);
+        shared.ingress_bytes.fetch_add(packet.len() as u64, Ordering::Relaxed);
         ingress.send(batch).is_ok()
     };
     // A read timeout lets the thread notice shutdown while a client idles.
@@ -861,15 +775,9 @@ impl Flusher {
         data.processing_time_ms = started.elapsed().as_millis() as f64;
         let counters = &self.shared.counters;
         counters.keys.store(keys as u64, Ordering::Relaxed);
-        counters
-            .key_limit_dropped_metrics
-            .store(drops.key_limit_metrics, Ordering::Relaxed);
-        counters
-            .timer_samples_not_kept
-            .store(drops.timer_samples_not_kept, Ordering::Relaxed);
-        counters
-            .set_members_dropped
-            .store(drops.set_members, Ordering::Relaxed);
+        counters.key_limit_dropped_metrics.store(drops.key_limit_metrics, Ordering::Relaxed);
+        counters.timer_samples_not_kept.store(drops.timer_samples_not_kept, Ordering::Relaxed);
+        counters.set_members_dropped.store(drops.set_members, Ordering::Relaxed);
         for backend in &mut self.backends {
             if let Err(err) = backend.flush(&data, timestamp) {
                 // Counted every time; logged every time too, since flushes are seconds apart.
@@ -878,42 +786,25 @@ impl Flusher {
             }
         }
         counters.flushes.fetch_add(1, Ordering::Relaxed);
-        counters
-            .last_flush_micros
-            .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        *self
-            .shared
-            .last_flush
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(data));
+        counters.last_flush_micros.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        *self.shared.last_flush.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(data));
     }
 
     /// Etsy's own counters (`statsd.packets_received`, `metrics_received`, `bad_lines_seen`,
     /// per window) and its `timestamp_lag` gauge (from the second flush on).
     fn internal_window(&mut self, timestamp: u64) -> ShardWindow {
         let current = internal_totals(&self.shared);
-        let mut flushed = self
-            .shared
-            .flushed_internal
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut flushed = self.shared.flushed_internal.lock().unwrap_or_else(PoisonError::into_inner);
         let prefix = &self.shared.prefix_stats;
         let names = ["packets_received", "metrics_received", "bad_lines_seen"];
         let mut window = ShardWindow::default();
         for ((name, now), before) in names.iter().zip(current).zip(flushed.iter()) {
-            window.counters.push((
-                format!("{prefix}.{name}").into(),
-                now.saturating_sub(*before) as f64,
-            ));
+            window.counters.push((format!("{prefix}.{name}").into(), now.saturating_sub(*before) as f64));
         }
         *flushed = current;
         if self.previous_timestamp > 0 {
-            let lag = timestamp as f64
-                - self.previous_timestamp as f64
-                - self.config.interval_ms as f64 / 1000.0;
-            window
-                .gauges
-                .push((format!("{prefix}.timestamp_lag").into(), lag));
+            let lag = timestamp as f64 - self.previous_timestamp as f64 - self.config.interval_ms as f64 / 1000.0;
+            window.gauges.push((format!("{prefix}.timestamp_lag").into(), lag));
         }
         self.previous_timestamp = timestamp;
         window
@@ -923,11 +814,7 @@ impl Flusher {
 pub(crate) fn internal_totals(shared: &Shared) -> [u64; 3] {
     let counters = &shared.counters;
     let bad: u64 = counters.bad.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-    [
-        counters.packets.load(Ordering::Relaxed),
-        counters.lines.load(Ordering::Relaxed),
-        bad,
-    ]
+    [counters.packets.load(Ordering::Relaxed), counters.lines.load(Ordering::Relaxed), bad]
 }
 
 fn error_chain(err: &dyn std::error::Error) -> String {
@@ -987,23 +874,16 @@ impl SelfMetrics {
     pub(crate) fn read(shared: &Shared) -> SelfMetrics {
         let c = &shared.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let graphite_sum = |f: fn(&GraphiteCounters) -> &AtomicU64| -> u64 {
-            shared.graphite.iter().map(|g| load(f(g))).sum()
-        };
+        let graphite_sum =
+            |f: fn(&GraphiteCounters) -> &AtomicU64| -> u64 { shared.graphite.iter().map(|g| load(f(g))).sum() };
         SelfMetrics {
             uptime_seconds: shared.started.elapsed().as_secs_f64(),
             packets_received: load(&c.packets),
             bytes_received: load(&c.bytes),
             lines_received: load(&c.lines),
             metrics_received: load(&c.metrics),
-            bad_lines: BadLine::ALL
-                .iter()
-                .map(|r| (*r, load(&c.bad[r.index()])))
-                .collect(),
-            kernel_dropped_packets: net::udp_drops(&shared.udp_inodes)
-                .into_iter()
-                .flatten()
-                .sum(),
+            bad_lines: BadLine::ALL.iter().map(|r| (*r, load(&c.bad[r.index()]))).collect(),
+            kernel_dropped_packets: net::udp_drops(&shared.udp_inodes).into_iter().flatten().sum(),
             truncated_packets: load(&c.truncated_packets),
             ingress_dropped_packets: load(&c.ingress_dropped_packets),
             shard_dropped_metrics: load(&c.shard_dropped_metrics),
@@ -1019,93 +899,37 @@ impl SelfMetrics {
             graphite_dropped_lines: graphite_sum(|g| &g.dropped_lines),
             graphite_failed_sends: graphite_sum(|g| &g.failed_sends),
             graphite_pending_bytes: graphite_sum(|g| &g.pending_bytes),
-            rcvbuf_bytes: shared
-                .rcvbuf
-                .iter()
-                .map(|r| r.applied_bytes as u64)
-                .collect(),
+            rcvbuf_bytes: shared.rcvbuf.iter().map(|r| r.applied_bytes as u64).collect(),
             last_msg_seen_unix: load(&c.last_msg_seen),
         }
     }
 
     /// The figures as named series, ready for a Prometheus renderer.
     pub fn series(&self) -> Vec<Series> {
-        let counter = |name, value: u64| Series {
-            name,
-            labels: Vec::new(),
-            value: value as f64,
-            counter: true,
-        };
-        let gauge = |name, value: f64| Series {
-            name,
-            labels: Vec::new(),
-            value,
-            counter: false,
-        };
+        let counter = |name, value: u64| Series { name, labels: Vec::new(), value: value as f64, counter: true };
+        let gauge = |name, value: f64| Series { name, labels: Vec::new(), value, counter: false };
         let mut out = vec![
             gauge("proctor_statsd_uptime_seconds", self.uptime_seconds),
-            counter(
-                "proctor_statsd_packets_received_total",
-                self.packets_received,
-            ),
+            counter("proctor_statsd_packets_received_total", self.packets_received),
             counter("proctor_statsd_received_bytes_total", self.bytes_received),
             counter("proctor_statsd_lines_received_total", self.lines_received),
-            counter(
-                "proctor_statsd_metrics_received_total",
-                self.metrics_received,
-            ),
-            counter(
-                "proctor_statsd_kernel_dropped_packets_total",
-                self.kernel_dropped_packets,
-            ),
-            counter(
-                "proctor_statsd_truncated_packets_total",
-                self.truncated_packets,
-            ),
-            counter(
-                "proctor_statsd_queue_dropped_packets_total",
-                self.ingress_dropped_packets,
-            ),
-            counter(
-                "proctor_statsd_shard_queue_dropped_metrics_total",
-                self.shard_dropped_metrics,
-            ),
-            counter(
-                "proctor_statsd_key_limit_dropped_metrics_total",
-                self.key_limit_dropped_metrics,
-            ),
-            counter(
-                "proctor_statsd_timer_samples_not_kept_total",
-                self.timer_samples_not_kept,
-            ),
-            counter(
-                "proctor_statsd_set_members_dropped_total",
-                self.set_members_dropped,
-            ),
+            counter("proctor_statsd_metrics_received_total", self.metrics_received),
+            counter("proctor_statsd_kernel_dropped_packets_total", self.kernel_dropped_packets),
+            counter("proctor_statsd_truncated_packets_total", self.truncated_packets),
+            counter("proctor_statsd_queue_dropped_packets_total", self.ingress_dropped_packets),
+            counter("proctor_statsd_shard_queue_dropped_metrics_total", self.shard_dropped_metrics),
+            counter("proctor_statsd_key_limit_dropped_metrics_total", self.key_limit_dropped_metrics),
+            counter("proctor_statsd_timer_samples_not_kept_total", self.timer_samples_not_kept),
+            counter("proctor_statsd_set_members_dropped_total", self.set_members_dropped),
             gauge("proctor_statsd_keys", self.keys as f64),
             counter("proctor_statsd_tcp_connections_total", self.tcp_connections),
             counter("proctor_statsd_flushes_total", self.flushes),
-            gauge(
-                "proctor_statsd_last_flush_duration_seconds",
-                self.last_flush_seconds,
-            ),
+            gauge("proctor_statsd_last_flush_duration_seconds", self.last_flush_seconds),
             counter("proctor_statsd_backend_errors_total", self.backend_errors),
-            counter(
-                "proctor_statsd_graphite_sent_lines_total",
-                self.graphite_sent_lines,
-            ),
-            counter(
-                "proctor_statsd_graphite_dropped_lines_total",
-                self.graphite_dropped_lines,
-            ),
-            counter(
-                "proctor_statsd_graphite_failed_sends_total",
-                self.graphite_failed_sends,
-            ),
-            gauge(
-                "proctor_statsd_graphite_pending_bytes",
-                self.graphite_pending_bytes as f64,
-            ),
+            counter("proctor_statsd_graphite_sent_lines_total", self.graphite_sent_lines),
+            counter("proctor_statsd_graphite_dropped_lines_total", self.graphite_dropped_lines),
+            counter("proctor_statsd_graphite_failed_sends_total", self.graphite_failed_sends),
+            gauge("proctor_statsd_graphite_pending_bytes", self.graphite_pending_bytes as f64),
         ];
         for (reason, count) in &self.bad_lines {
             out.push(Series {
@@ -1140,18 +964,11 @@ pub(crate) fn dump_all(shared: &Shared, kind: MetricType) -> Vec<(Box<str>, Dump
 }
 
 /// For the admin thread: delete keys in every shard; per pattern, the keys deleted.
-pub(crate) fn delete_all(
-    shared: &Shared,
-    kind: MetricType,
-    patterns: &[String],
-) -> Vec<Vec<Box<str>>> {
+pub(crate) fn delete_all(shared: &Shared, kind: MetricType, patterns: &[String]) -> Vec<Vec<Box<str>>> {
     let mut all: Vec<Vec<Box<str>>> = patterns.iter().map(|_| Vec::new()).collect();
     for shard in &shared.shards {
         let (reply, answer) = mpsc::sync_channel(1);
-        if shard
-            .send(ShardMsg::Delete(kind, patterns.to_vec(), reply))
-            .is_ok()
-        {
+        if shard.send(ShardMsg::Delete(kind, patterns.to_vec(), reply)).is_ok() {
             for (mine, theirs) in all.iter_mut().zip(answer.recv().unwrap_or_default()) {
                 mine.extend(theirs);
             }
@@ -1161,11 +978,7 @@ pub(crate) fn delete_all(
 }
 
 /// Reads admin command lines; used by the admin module, kept here beside the other I/O loops.
-pub(crate) fn read_command(
-    reader: &mut BufReader<TcpStream>,
-    line: &mut String,
-    shutdown: &Shutdown,
-) -> Option<()> {
+pub(crate) fn read_command(reader: &mut BufReader<TcpStream>, line: &mut String, shutdown: &Shutdown) -> Option<()> {
     loop {
         match reader.read_line(line) {
             Ok(0) => return None,

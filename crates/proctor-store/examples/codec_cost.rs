@@ -79,7 +79,10 @@ fn main() {
     assert!(samples.len() > 1, "need at least two samples");
     let json: Vec<serde_json::Value> = samples.iter().map(|s| serde_json::to_value(s).expect("json")).collect();
     let processes = samples.iter().map(|s| s.processes.len()).sum::<usize>() / samples.len();
-    println!("{} samples, {processes} processes on average, {rounds} rounds; medians of per-frame means", samples.len());
+    println!(
+        "{} samples, {processes} processes on average, {rounds} rounds; medians of per-frame means",
+        samples.len()
+    );
     let mut results: [Vec<Figures>; 2] = [Vec::new(), Vec::new()];
     for _ in 0..rounds {
         for (slot, version) in [RECORD_VERSION_1, RECORD_VERSION].into_iter().enumerate() {
@@ -88,7 +91,17 @@ fn main() {
     }
     println!(
         "{:<10} {:>9} {:>11} {:>9} {:>10} {:>12} {:>5} {:>13} {:>13} {:>12} {:>14}",
-        "version", "encode µs", "compress µs", "write µs", "B/frame", "B/delta", "keys", "held KiB", "peak KiB", "decode µs", "sparse µs"
+        "version",
+        "encode µs",
+        "compress µs",
+        "write µs",
+        "B/frame",
+        "B/delta",
+        "keys",
+        "held KiB",
+        "peak KiB",
+        "decode µs",
+        "sparse µs"
     );
     for (slot, version) in [RECORD_VERSION_1, RECORD_VERSION].into_iter().enumerate() {
         let m = |pick: fn(&Figures) -> f64| median(results[slot].iter().map(pick).collect());

@@ -21,10 +21,13 @@ fn main() {
         frames.iter().filter_map(|f| reader.read(f)).map(|s| proctor_store::codec::encode_record(&s)).collect();
     // COMPRESSOR_MEM_CUT=N: the first N bytes of every record, to see how table sizes scale.
     let records: Vec<Vec<u8>> = match std::env::var("COMPRESSOR_MEM_CUT").ok().and_then(|v| v.parse::<usize>().ok()) {
-        Some(cut) => records.into_iter().map(|mut r| {
-            r.truncate(cut);
-            r
-        }).collect(),
+        Some(cut) => records
+            .into_iter()
+            .map(|mut r| {
+                r.truncate(cut);
+                r
+            })
+            .collect(),
         None => records,
     };
     let n = records.len();
@@ -50,21 +53,35 @@ fn main() {
             peak = peak.max(cctx.sizeof());
             out
         });
-        println!("CDict, level {level}: {bytes} B/frame, {us} µs/frame (CDict rebuilt per frame here), zstd memory {} KiB", peak / 1024);
+        println!(
+            "CDict, level {level}: {bytes} B/frame, {us} µs/frame (CDict rebuilt per frame here), zstd memory {} KiB",
+            peak / 1024
+        );
     }
 
     // One context, the key record referenced as a prefix (nothing copied, nothing kept).
     let configs: &[(&str, &[CParameter])] = &[
         ("level 3", &[CParameter::CompressionLevel(3)]),
         ("level 1", &[CParameter::CompressionLevel(1)]),
-        ("level 3, hashLog 16 chainLog 15", &[CParameter::CompressionLevel(3), CParameter::HashLog(16), CParameter::ChainLog(15)]),
-        ("level 3, hashLog 15 chainLog 14", &[CParameter::CompressionLevel(3), CParameter::HashLog(15), CParameter::ChainLog(14)]),
-        ("level 3, hashLog 14 chainLog 13", &[CParameter::CompressionLevel(3), CParameter::HashLog(14), CParameter::ChainLog(13)]),
+        (
+            "level 3, hashLog 16 chainLog 15",
+            &[CParameter::CompressionLevel(3), CParameter::HashLog(16), CParameter::ChainLog(15)],
+        ),
+        (
+            "level 3, hashLog 15 chainLog 14",
+            &[CParameter::CompressionLevel(3), CParameter::HashLog(15), CParameter::ChainLog(14)],
+        ),
+        (
+            "level 3, hashLog 14 chainLog 13",
+            &[CParameter::CompressionLevel(3), CParameter::HashLog(14), CParameter::ChainLog(13)],
+        ),
         ("level 1, hashLog 15", &[CParameter::CompressionLevel(1), CParameter::HashLog(15)]),
         ("level 1, hashLog 14", &[CParameter::CompressionLevel(1), CParameter::HashLog(14)]),
         ("level 1, hashLog 13", &[CParameter::CompressionLevel(1), CParameter::HashLog(13)]),
     ];
-    for (fresh, (name, params)) in configs.iter().map(|c| (false, c)).chain(configs.iter().take(1).chain(&configs[2..3]).map(|c| (true, c))) {
+    for (fresh, (name, params)) in
+        configs.iter().map(|c| (false, c)).chain(configs.iter().take(1).chain(&configs[2..3]).map(|c| (true, c)))
+    {
         let mut cctx = CCtx::create();
         let mut peak = 0;
         let (bytes, us) = run(&records, |key, i| {

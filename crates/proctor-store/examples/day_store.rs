@@ -67,7 +67,8 @@ fn main() {
             t.softirq += next(2);
             t.idle += ticks.saturating_sub(user + system + iowait);
         }
-        for pressure in [&mut sample.host.pressure_cpu, &mut sample.host.pressure_io, &mut sample.host.pressure_memory] {
+        for pressure in [&mut sample.host.pressure_cpu, &mut sample.host.pressure_io, &mut sample.host.pressure_memory]
+        {
             if let Some(p) = pressure.as_mut() {
                 let stalled = if busy { 300_000 } else { next(20_000) };
                 if let Some(some) = p.some.as_mut() {
@@ -109,7 +110,10 @@ fn main() {
             let p = &mut sample.processes[last];
             p.pid = next_pid;
             next_pid += 1;
-            p.start_ticks = sample.host.uptime.map_or(p.start_ticks + 1000, |u| (u.up_secs * seed.clock_ticks_per_sec as f64) as u64);
+            p.start_ticks = sample
+                .host
+                .uptime
+                .map_or(p.start_ticks + 1000, |u| (u.up_secs * seed.clock_ticks_per_sec as f64) as u64);
             p.utime_ticks = next(5);
             p.stime_ticks = next(5);
             p.comm = Arc::from(format!("job{}", i % 97));
@@ -117,7 +121,8 @@ fn main() {
         }
         if i % 10 == 9 {
             let ms = if busy { 200.0 } else { 20.0 } + next(10) as f64;
-            let stats = vec![("count".to_string(), 500.0), ("mean".to_string(), ms / 2.0), ("upper_90".to_string(), ms)];
+            let stats =
+                vec![("count".to_string(), 500.0), ("mean".to_string(), ms / 2.0), ("upper_90".to_string(), ms)];
             let flush = StatsdFlush {
                 unix_ns: sample.unix_ns,
                 interval_ms: 10_000,
@@ -134,5 +139,9 @@ fn main() {
         }
     }
     let first = sample.unix_ns - (samples - 1) * 1_000_000_000;
-    println!("from @{:.3} to @{:.3}: {samples} samples, {written_bytes} bytes", first as f64 / 1e9, sample.unix_ns as f64 / 1e9);
+    println!(
+        "from @{:.3} to @{:.3}: {samples} samples, {written_bytes} bytes",
+        first as f64 / 1e9,
+        sample.unix_ns as f64 / 1e9
+    );
 }

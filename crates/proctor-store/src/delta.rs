@@ -361,8 +361,12 @@ fn diff(old: &Value, new: &Value) -> Option<Value> {
             (!patch.is_empty()).then_some(Value::Object(patch))
         }
         (Value::Array(o), Value::Array(n)) if o.len() == n.len() => {
-            let patch: Map<String, Value> =
-                o.iter().zip(n).enumerate().filter_map(|(i, (ov, nv))| diff(ov, nv).map(|d| (i.to_string(), d))).collect();
+            let patch: Map<String, Value> = o
+                .iter()
+                .zip(n)
+                .enumerate()
+                .filter_map(|(i, (ov, nv))| diff(ov, nv).map(|d| (i.to_string(), d)))
+                .collect();
             (!patch.is_empty()).then_some(Value::Object(patch))
         }
         _ if old == new => None,
@@ -433,7 +437,8 @@ pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, e
         }
     }
     let mut out = Vec::with_capacity(expected);
-    serde_json::to_writer(&mut out, &DeltaRecord { base, anchor, rest, rows }).expect("a delta always serializes to JSON");
+    serde_json::to_writer(&mut out, &DeltaRecord { base, anchor, rest, rows })
+        .expect("a delta always serializes to JSON");
     out
 }
 
@@ -497,7 +502,9 @@ mod tests {
 
     #[test]
     fn bad_patches_are_errors() {
-        for patch in [json!(5), json!([1, 2]), json!({"a": {"0": [1]}}), json!({"b": {"9": [1]}}), json!({"b": {"x": [1]}})] {
+        for patch in
+            [json!(5), json!([1, 2]), json!({"a": {"0": [1]}}), json!({"b": {"9": [1]}}), json!({"b": {"x": [1]}})]
+        {
             let mut target = json!({"a": 1, "b": [1]});
             assert!(apply(&mut target, patch.clone()).is_err(), "{patch}");
         }

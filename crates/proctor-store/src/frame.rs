@@ -143,8 +143,7 @@ mod tests {
         for bit in 0..bytes.len() * 8 {
             let mut flipped = bytes.clone();
             flipped[bit / 8] ^= 1 << (bit % 8);
-            let verdict = decode_header(&flipped)
-                .and_then(|h| check_payload(&flipped, &h, &flipped[HEADER_LEN..]));
+            let verdict = decode_header(&flipped).and_then(|h| check_payload(&flipped, &h, &flipped[HEADER_LEN..]));
             assert!(verdict.is_err(), "flip of bit {bit} went unnoticed");
         }
     }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use proctor_model::Sample;
 
 use crate::codec::{
-    decode_event, decode_record, decode_record_host, decode_record_lean, decompress_delta, decompress_key, CodecError, Event,
-    RECORD_VERSION, RECORD_VERSION_1,
+    decode_event, decode_record, decode_record_host, decode_record_lean, decompress_delta, decompress_key, CodecError,
+    Event, RECORD_VERSION, RECORD_VERSION_1,
 };
 use crate::delta::{decode_delta, DeltaRecord, KeySample};
 use crate::frame::{check_payload, FrameKind, HEADER_LEN};
@@ -207,7 +207,8 @@ impl Reader {
                     return Ok(sample);
                 }
                 let sample = decode_record(f.header.version, &record).map_err(codec)?;
-                self.key_cache = Some((segment, f.offset, CachedKey::V2(Box::new(KeySample::from_sample(sample.clone())))));
+                self.key_cache =
+                    Some((segment, f.offset, CachedKey::V2(Box::new(KeySample::from_sample(sample.clone())))));
                 Ok(shape.trim(sample))
             }
             FrameKind::Delta if f.header.version == RECORD_VERSION => {
@@ -216,7 +217,8 @@ impl Reader {
                 self.read_delta(&file, &path, segment, f, delta).map(|sample| shape.trim(sample))
             }
             FrameKind::Delta if f.header.version == RECORD_VERSION_1 => {
-                let cached = matches!(&self.key_cache, Some((s, o, CachedKey::V1(_))) if *s == segment && *o == f.key_offset);
+                let cached =
+                    matches!(&self.key_cache, Some((s, o, CachedKey::V1(_))) if *s == segment && *o == f.key_offset);
                 if !cached {
                     self.key_cache = None;
                     let key = read_key(&file, &path, f.key_offset)?;
@@ -236,11 +238,16 @@ impl Reader {
     /// Decodes a version-2 delta: its base is the cached one (the chunk's key or an anchor),
     /// or the anchors back to one are decoded first, oldest first, each becoming the cached base.
     /// The cache holds one base at a time, so a reader holds at most one chunk's key sample.
-    fn read_delta(&mut self, file: &File, path: &Path, segment: usize, f: FrameRef, delta: DeltaRecord) -> Result<Sample, StoreError> {
+    fn read_delta(
+        &mut self,
+        file: &File,
+        path: &Path,
+        segment: usize,
+        f: FrameRef,
+        delta: DeltaRecord,
+    ) -> Result<Sample, StoreError> {
         let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, source };
-        let cached = |cache: &Option<(usize, u64, CachedKey)>, offset: u64| {
-            matches!(cache, Some((s, o, CachedKey::V2(_))) if *s == segment && *o == offset)
-        };
+        let cached = |cache: &Option<(usize, u64, CachedKey)>, offset: u64| matches!(cache, Some((s, o, CachedKey::V2(_))) if *s == segment && *o == offset);
         // The frames between the cached base (or the key) and this one, newest first.
         let mut chain: Vec<(u64, DeltaRecord)> = Vec::new();
         let (mut offset, mut record) = (f.offset, delta);
@@ -339,8 +346,11 @@ const MAX_CHAIN: usize = 4096;
 fn read_header(file: &File, path: &Path, offset: u64) -> Result<crate::frame::FrameHeader, StoreError> {
     let mut header_bytes = [0u8; HEADER_LEN];
     file.read_exact_at(&mut header_bytes, offset).map_err(|e| StoreError::io(path, e))?;
-    crate::frame::decode_header(&header_bytes)
-        .map_err(|_| StoreError::BadFrame { path: path.to_owned(), offset, reason: "bad base frame header" })
+    crate::frame::decode_header(&header_bytes).map_err(|_| StoreError::BadFrame {
+        path: path.to_owned(),
+        offset,
+        reason: "bad base frame header",
+    })
 }
 
 /// Reads and decodes the key frame at `key_offset`, for the deltas of its chunk.

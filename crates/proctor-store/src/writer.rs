@@ -205,7 +205,11 @@ impl Writer {
         let payload = payload.map_err(|e| StoreError::io(&self.dir, e))?;
         let compressed = Instant::now();
         if payload.len() > MAX_PAYLOAD_LEN as usize {
-            return Err(StoreError::BadFrame { path: self.dir.clone(), offset: 0, reason: "sample too large for a frame" });
+            return Err(StoreError::BadFrame {
+                path: self.dir.clone(),
+                offset: 0,
+                reason: "sample too large for a frame",
+            });
         }
         let kind = if key { FrameKind::Key } else { FrameKind::Delta };
         let at = self.active.as_ref().map_or(0, |a| a.bytes);
@@ -259,7 +263,8 @@ impl Writer {
             Some((base, base_at)) => {
                 let in_chunk = self.active.as_ref().map_or(0, |a| a.frames_in_chunk);
                 let anchor = self.config.anchor_frames > 0 && in_chunk.is_multiple_of(self.config.anchor_frames);
-                let record = encode_delta(base, sample, at - base_at, anchor, self.last_delta_len + self.last_delta_len / 2);
+                let record =
+                    encode_delta(base, sample, at - base_at, anchor, self.last_delta_len + self.last_delta_len / 2);
                 self.last_delta_len = record.len();
                 let encoded = Instant::now();
                 (false, anchor, record.len() as u64, encoded, compress_alone(level, &record))
@@ -335,7 +340,11 @@ impl Writer {
     /// Writes one frame to the active segment with a single `write`; returns its size.
     fn write_frame(&mut self, unix_ns: u64, kind: FrameKind, version: u8, payload: &[u8]) -> Result<u64, StoreError> {
         if payload.len() > MAX_PAYLOAD_LEN as usize {
-            return Err(StoreError::BadFrame { path: self.dir.clone(), offset: 0, reason: "record too large for a frame" });
+            return Err(StoreError::BadFrame {
+                path: self.dir.clone(),
+                offset: 0,
+                reason: "record too large for a frame",
+            });
         }
         let header = encode_header(unix_ns, kind, version, payload);
         let mut frame = Vec::with_capacity(header.len() + payload.len());

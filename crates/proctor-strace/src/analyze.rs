@@ -210,9 +210,7 @@ impl PartialOrd for SlowCall {
 }
 impl Ord for SlowCall {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.duration_ns
-            .cmp(&other.duration_ns)
-            .then_with(|| other.sequence.cmp(&self.sequence))
+        self.duration_ns.cmp(&other.duration_ns).then_with(|| other.sequence.cmp(&self.sequence))
     }
 }
 
@@ -483,7 +481,14 @@ impl Analyzer {
                 let pending = self.pending.entry(key).or_default();
                 if pending.active {
                     let what = "unfinished, then another call on the same pid";
-                    write_off(&mut self.orphan_unfinished, &mut self.syscalls, &mut self.orphan_examples, self.config.examples, pending, what);
+                    write_off(
+                        &mut self.orphan_unfinished,
+                        &mut self.syscalls,
+                        &mut self.orphan_examples,
+                        self.config.examples,
+                        pending,
+                        what,
+                    );
                 }
                 pending.active = true;
                 pending.syscall = syscall;
@@ -517,7 +522,14 @@ impl Analyzer {
                         self.start_time = time;
                         return;
                     }
-                    write_off(&mut self.orphan_unfinished, &mut self.syscalls, &mut self.orphan_examples, self.config.examples, pending, "unfinished, then a different call resumed");
+                    write_off(
+                        &mut self.orphan_unfinished,
+                        &mut self.syscalls,
+                        &mut self.orphan_examples,
+                        self.config.examples,
+                        pending,
+                        "unfinished, then a different call resumed",
+                    );
                 }
                 self.orphan_resumed += 1;
                 self.keep_orphan_example(here.source, here.line, "resumed without its start", call.args);
@@ -678,7 +690,14 @@ impl Analyzer {
             self.pending.drain().map(|(_, pending)| pending).filter(|pending| pending.active).collect();
         leftovers.sort_by_key(|pending| (pending.source, pending.line));
         for pending in &leftovers {
-            write_off(&mut self.orphan_unfinished, &mut self.syscalls, &mut self.orphan_examples, self.config.examples, pending, "unfinished, never resumed");
+            write_off(
+                &mut self.orphan_unfinished,
+                &mut self.syscalls,
+                &mut self.orphan_examples,
+                self.config.examples,
+                pending,
+                "unfinished, never resumed",
+            );
         }
         let paths: Vec<(String, PathStats)> =
             self.paths_table.entries.drain(..).map(|(path, stats)| (lossy(&path), stats)).collect();
@@ -888,9 +907,23 @@ fn count_errno(errnos: &mut Vec<(String, u64)>, errno: &[u8]) {
 fn moves_bytes(name: &[u8]) -> bool {
     matches!(
         name,
-        b"read" | b"write" | b"pread64" | b"pwrite64" | b"readv" | b"writev" | b"preadv"
-            | b"pwritev" | b"preadv2" | b"pwritev2" | b"recvfrom" | b"sendto" | b"recvmsg"
-            | b"sendmsg" | b"sendfile" | b"splice" | b"copy_file_range"
+        b"read"
+            | b"write"
+            | b"pread64"
+            | b"pwrite64"
+            | b"readv"
+            | b"writev"
+            | b"preadv"
+            | b"pwritev"
+            | b"preadv2"
+            | b"pwritev2"
+            | b"recvfrom"
+            | b"sendto"
+            | b"recvmsg"
+            | b"sendmsg"
+            | b"sendfile"
+            | b"splice"
+            | b"copy_file_range"
     )
 }
 

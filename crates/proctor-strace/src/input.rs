@@ -45,13 +45,10 @@ pub fn expand(arguments: &[PathBuf]) -> Result<Vec<Input>, InputError> {
         if argument.as_os_str() == "-" {
             inputs.push(Input { path: None, pid: None });
         } else if argument.is_dir() {
-            let listing = std::fs::read_dir(argument)
-                .map_err(|source| InputError::ReadDir { path: argument.clone(), source })?;
-            let mut files: Vec<PathBuf> = listing
-                .filter_map(Result::ok)
-                .map(|entry| entry.path())
-                .filter(|path| path.is_file())
-                .collect();
+            let listing =
+                std::fs::read_dir(argument).map_err(|source| InputError::ReadDir { path: argument.clone(), source })?;
+            let mut files: Vec<PathBuf> =
+                listing.filter_map(Result::ok).map(|entry| entry.path()).filter(|path| path.is_file()).collect();
             if files.is_empty() {
                 return Err(InputError::EmptyDir { path: argument.clone() });
             }
@@ -100,9 +97,7 @@ impl<R: Read> Read for Counting<R> {
 pub fn open(input: &Input, progress: Option<Progress>) -> Result<Box<dyn BufRead>, InputError> {
     let raw: Box<dyn Read> = match &input.path {
         None => Box::new(io::stdin().lock()),
-        Some(path) => Box::new(
-            File::open(path).map_err(|source| InputError::Open { path: path.clone(), source })?,
-        ),
+        Some(path) => Box::new(File::open(path).map_err(|source| InputError::Open { path: path.clone(), source })?),
     };
     let mut reader = BufReader::with_capacity(BUFFER_BYTES, Counting { inner: raw, read: 0, progress });
     let is_gzip = match reader.fill_buf() {

@@ -216,10 +216,7 @@ fn parse_status(rest: &[u8]) -> Result<Event<'_>, BadLine> {
     if let Some(inner) = rest.strip_prefix(b"--- ") {
         // `--- SIGCHLD {...} ---` or `--- stopped by SIGTSTP ---`: the signal is the first
         // word that starts with SIG.
-        let name = inner
-            .split(|&byte| byte == b' ')
-            .find(|word| word.starts_with(b"SIG"))
-            .ok_or(BadLine::Status)?;
+        let name = inner.split(|&byte| byte == b' ').find(|word| word.starts_with(b"SIG")).ok_or(BadLine::Status)?;
         return Ok(Event::Signal { name });
     }
     if let Some(inner) = rest.strip_prefix(b"+++ ") {
@@ -359,11 +356,7 @@ fn take_duration(tail: &[u8]) -> (&[u8], Option<u64>) {
 fn parse_result(text: &[u8]) -> CallResult<'_> {
     if let Some(after) = text.strip_prefix(b"?") {
         let errno = first_word(trim_start(after));
-        return if errno.starts_with(b"E") {
-            CallResult::Interrupted { errno }
-        } else {
-            CallResult::Unknown
-        };
+        return if errno.starts_with(b"E") { CallResult::Interrupted { errno } } else { CallResult::Unknown };
     }
     if let Some(after) = text.strip_prefix(b"-1 ") {
         let errno = first_word(after);
@@ -478,8 +471,7 @@ fn take_clock_micros(rest: &[u8]) -> Option<(Option<Timestamp<'_>>, &[u8])> {
     if hours > 23 || minutes > 59 {
         return None;
     }
-    let micros =
-        (byte(fraction_pairs, 1) * 10_000 + byte(fraction_pairs, 3) * 100 + byte(fraction_pairs, 5)) as u64;
+    let micros = (byte(fraction_pairs, 1) * 10_000 + byte(fraction_pairs, 3) * 100 + byte(fraction_pairs, 5)) as u64;
     let seconds_ns = u64::from(byte(clock_pairs, 6)) * 1_000_000_000 + micros * 1_000;
     let seconds = f64::from(hours * 3600 + minutes * 60) + seconds_ns as f64 / 1e9;
     let timestamp = Timestamp { kind: TimeKind::Clock, seconds, text: &rest[..15] };
@@ -541,8 +533,7 @@ pub(crate) fn parse_seconds_ns(text: &[u8]) -> Option<u64> {
             fraction_ns = fraction_ns * 10 + u64::from(byte - b'0');
         }
     }
-    const SCALE: [u64; 10] =
-        [1_000_000_000, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1];
+    const SCALE: [u64; 10] = [1_000_000_000, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1];
     whole_ns.checked_add(fraction_ns * SCALE[fraction.len().min(9)])
 }
 
@@ -627,10 +618,7 @@ fn trim_start(text: &[u8]) -> &[u8] {
 
 #[inline]
 fn trim_end(text: &[u8]) -> &[u8] {
-    let end = text
-        .iter()
-        .rposition(|&byte| !matches!(byte, b' ' | b'\t' | b'\r' | b'\n'))
-        .map_or(0, |last| last + 1);
+    let end = text.iter().rposition(|&byte| !matches!(byte, b' ' | b'\t' | b'\r' | b'\n')).map_or(0, |last| last + 1);
     &text[..end]
 }
 

@@ -19,8 +19,7 @@ const BARS_PER_DECADE: f64 = 20.0;
 /// The shapes of one panel per syscall (the `panels` with the most total wall time), and
 /// the picture's height.
 fn layout(report: &Report, panels: usize) -> (Vec<Shape>, f64) {
-    let chosen: Vec<&SyscallReport> =
-        report.syscalls.iter().filter(|syscall| syscall.timed > 0).take(panels).collect();
+    let chosen: Vec<&SyscallReport> = report.syscalls.iter().filter(|syscall| syscall.timed > 0).take(panels).collect();
     let height = (chosen.len().max(1) as f64) * PANEL_HEIGHT;
     let mut shapes = Vec::new();
     if chosen.is_empty() {

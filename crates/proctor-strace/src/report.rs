@@ -193,11 +193,8 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
                     bandwidth_log: 0.0,
                 }
             };
-            let mut errnos: Vec<NameCount> = stats
-                .errnos
-                .iter()
-                .map(|(name, count)| NameCount { name: name.clone(), count: *count })
-                .collect();
+            let mut errnos: Vec<NameCount> =
+                stats.errnos.iter().map(|(name, count)| NameCount { name: name.clone(), count: *count }).collect();
             errnos.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
             SyscallReport {
                 name: stats.name.clone(),
@@ -228,7 +225,10 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
         })
         .collect();
     syscalls.sort_by(|a, b| {
-        b.total_seconds.total_cmp(&a.total_seconds).then_with(|| b.count.cmp(&a.count)).then_with(|| a.name.cmp(&b.name))
+        b.total_seconds
+            .total_cmp(&a.total_seconds)
+            .then_with(|| b.count.cmp(&a.count))
+            .then_with(|| a.name.cmp(&b.name))
     });
 
     let mut slowest: Vec<SlowCallReport> = analyzer
@@ -279,10 +279,7 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
             .collect(),
     };
 
-    let mut paths: Vec<PathReport> = paths
-        .into_iter()
-        .map(|(path, stats)| path_report(path, &stats))
-        .collect();
+    let mut paths: Vec<PathReport> = paths.into_iter().map(|(path, stats)| path_report(path, &stats)).collect();
     paths.sort_by(|a, b| b.wall_seconds.total_cmp(&a.wall_seconds).then_with(|| a.path.cmp(&b.path)));
     let mut paths_other = path_report("(other)".to_string(), &analyzer.paths_other);
     for extra in paths.iter().skip(PATHS_SHOWN) {
@@ -314,11 +311,7 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
         timeline,
         paths,
         paths_other,
-        signals: analyzer
-            .signals
-            .iter()
-            .map(|(name, &count)| NameCount { name: name.clone(), count })
-            .collect(),
+        signals: analyzer.signals.iter().map(|(name, &count)| NameCount { name: name.clone(), count }).collect(),
         orphans: OrphanReport {
             unfinished: analyzer.orphan_unfinished,
             resumed: analyzer.orphan_resumed,
@@ -375,9 +368,7 @@ pub fn peak_sentence(syscall: &SyscallReport) -> Option<String> {
     let listed: Vec<String> = syscall
         .peaks
         .iter()
-        .map(|peak| {
-            format!("{} (n={}, {:.0}%)", human_seconds(peak.seconds), peak.count, peak.fraction * 100.0)
-        })
+        .map(|peak| format!("{} (n={}, {:.0}%)", human_seconds(peak.seconds), peak.count, peak.fraction * 100.0))
         .collect();
     let word = if syscall.peaks.len() == 1 { "peak" } else { "peaks" };
     let mut sentence = format!("{}: {word} at {}", syscall.name, listed.join(", "));
@@ -385,12 +376,7 @@ pub fn peak_sentence(syscall: &SyscallReport) -> Option<String> {
         let (Some(low), Some(high)) = (syscall.peaks.get(*lower as usize), syscall.peaks.get(*upper as usize)) else {
             continue;
         };
-        let _ = write!(
-            sentence,
-            "; {} ≈ {multiple} × {}",
-            human_seconds(high.seconds),
-            human_seconds(low.seconds)
-        );
+        let _ = write!(sentence, "; {} ≈ {multiple} × {}", human_seconds(high.seconds), human_seconds(low.seconds));
     }
     Some(sentence)
 }
@@ -473,12 +459,8 @@ impl Report {
         )?;
         let show = |value: Option<f64>| value.map_or_else(|| "-".to_string(), human_seconds);
         for syscall in self.syscalls.iter().take(rows) {
-            let errnos: Vec<String> = syscall
-                .errnos
-                .iter()
-                .take(3)
-                .map(|errno| format!("{} {}", errno.name, errno.count))
-                .collect();
+            let errnos: Vec<String> =
+                syscall.errnos.iter().take(3).map(|errno| format!("{} {}", errno.name, errno.count)).collect();
             writeln!(
                 out,
                 "  {:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
@@ -517,7 +499,11 @@ impl Report {
 
         if !self.pids.is_empty() {
             writeln!(out, "\nPer pid:")?;
-            writeln!(out, "  {:>8} {:>9} {:>7} {:>10} {:>10} {:>7}  exit", "pid", "calls", "errors", "wall", "slowest", "signals")?;
+            writeln!(
+                out,
+                "  {:>8} {:>9} {:>7} {:>10} {:>10} {:>7}  exit",
+                "pid", "calls", "errors", "wall", "slowest", "signals"
+            )?;
             let mut pids: Vec<&PidReport> = self.pids.iter().collect();
             pids.sort_by(|a, b| b.wall_seconds.total_cmp(&a.wall_seconds).then_with(|| a.pid.cmp(&b.pid)));
             for pid in pids.iter().take(rows) {

@@ -43,7 +43,8 @@ impl Server {
         let jupyter = JupyterConfig::new(o.agent.jupyter_pid);
         let recording = match &o.record {
             Some(dir) => {
-                let (writer, _) = proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("open the store");
+                let (writer, _) =
+                    proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("open the store");
                 proctor_api::Recording::On(Box::new(writer))
             }
             None => proctor_api::Recording::Off,
@@ -56,7 +57,8 @@ impl Server {
         let addr = std_listener.local_addr().expect("addr");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
                 proctor_api::serve(listener, app, async move {
@@ -167,8 +169,7 @@ pub fn now_ms() -> u64 {
 /// host sample of this machine moved on by 1 s of monotonic time per step, with 10 user and 30
 /// idle ticks more each step (busy 25 % after the first); `edit(i, sample)` adds what a test needs.
 pub fn write_host_run(dir: &std::path::Path, times_ms: &[u64], mut edit: impl FnMut(u64, &mut proctor_model::Sample)) {
-    let (mut writer, _) =
-        proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("open store");
+    let (mut writer, _) = proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("open store");
     let mut sampler =
         proctor_sampler::Sampler::new(SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() });
     let base = sampler.sample();
@@ -188,9 +189,14 @@ pub fn write_host_run(dir: &std::path::Path, times_ms: &[u64], mut edit: impl Fn
 /// A ring of 10 points (50 ms × 500 ms) without processes, recording into `record`, once it
 /// has taken `samples` samples.
 pub fn small_ring_server(record: Option<&std::path::Path>, samples: u64) -> Server {
-    let agent = AgentConfig { interval: Duration::from_millis(50), history: Duration::from_millis(500), ..AgentConfig::default() };
+    let agent = AgentConfig {
+        interval: Duration::from_millis(50),
+        history: Duration::from_millis(500),
+        ..AgentConfig::default()
+    };
     let sampler = SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() };
-    let server = Server::start(Options { agent, sampler, record: record.map(std::path::Path::to_owned), ..Options::default() });
+    let server =
+        Server::start(Options { agent, sampler, record: record.map(std::path::Path::to_owned), ..Options::default() });
     server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= samples));
     server
 }

@@ -31,7 +31,10 @@ fn history_before_the_ring_comes_from_the_store_in_time_order_without_a_duplicat
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
     let t = times(&v);
-    let (store, ring) = (v["store_points"].as_u64().expect("store_points") as usize, v["ring_points"].as_u64().expect("ring_points") as usize);
+    let (store, ring) = (
+        v["store_points"].as_u64().expect("store_points") as usize,
+        v["ring_points"].as_u64().expect("ring_points") as usize,
+    );
     assert_eq!(store + ring, t.len());
     assert_eq!(ring, 10, "the whole ring: {v}");
     assert!(t.windows(2).all(|w| w[0] < w[1]), "strictly ascending, so no point twice: {t:?}");
@@ -40,7 +43,13 @@ fn history_before_the_ring_comes_from_the_store_in_time_order_without_a_duplicat
     // run and the live samples that have left the ring.
     let ring_first = t[store];
     let mut reader = Reader::open(dir.path()).expect("reader");
-    let stored: Vec<u64> = reader.all_frames().expect("frames").iter().map(|f| f.unix_ns() / 1_000_000).filter(|&ms| ms < ring_first && ms >= older[0]).collect();
+    let stored: Vec<u64> = reader
+        .all_frames()
+        .expect("frames")
+        .iter()
+        .map(|f| f.unix_ns() / 1_000_000)
+        .filter(|&ms| ms < ring_first && ms >= older[0])
+        .collect();
     assert_eq!(&t[..store], &stored[..]);
     assert!(store > 20, "live samples older than the ring are read back too: {store}");
     let report = &v["store"];
@@ -58,7 +67,10 @@ fn history_before_the_ring_comes_from_the_store_in_time_order_without_a_duplicat
     // max_points is shared between the parts; both stay.
     let thin = server.get("/api/v1/history?series=host.cpu.busy_percent&since=1h&max_points=6").json();
     let tt = times(&thin);
-    assert!(tt.len() <= 6 && thin["store_points"].as_u64() >= Some(1) && thin["ring_points"].as_u64() >= Some(1), "{thin}");
+    assert!(
+        tt.len() <= 6 && thin["store_points"].as_u64() >= Some(1) && thin["ring_points"].as_u64() >= Some(1),
+        "{thin}"
+    );
     assert!(tt.windows(2).all(|w| w[0] < w[1]));
     // A repeated request is answered from the cache of decoded points.
     let again = server.get("/api/v1/history?series=host.cpu.busy_percent&since=1h&max_points=6").json();
@@ -107,7 +119,10 @@ fn a_corrupt_store_segment_still_answers_and_reports_the_damage() {
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
     let report = &v["store"];
-    assert!(report["bad_frames"].as_u64().unwrap_or(0) + report["damaged_segments"].as_u64().unwrap_or(0) >= 1, "{report}");
+    assert!(
+        report["bad_frames"].as_u64().unwrap_or(0) + report["damaged_segments"].as_u64().unwrap_or(0) >= 1,
+        "{report}"
+    );
     let problems = report["problems"].as_array().expect("problems");
     assert!(problems.iter().any(|p| p.as_str().is_some_and(|p| p.contains(older.to_str().expect("utf8")))), "{report}");
     let t = times(&v);

@@ -33,7 +33,9 @@ fn free_port() -> u16 {
 #[test]
 fn real_prometheus_scrapes_the_agent_with_a_token() {
     let Ok(binary) = std::env::var("PROCTOR_PROMETHEUS") else {
-        eprintln!("SKIP: PROCTOR_PROMETHEUS is unset; scripts/test.d/65-prometheus.sh runs this with Debian's prometheus");
+        eprintln!(
+            "SKIP: PROCTOR_PROMETHEUS is unset; scripts/test.d/65-prometheus.sh runs this with Debian's prometheus"
+        );
         return;
     };
     let server = Server::start(Options { token: Some("scrape-me"), ..Options::default() });
@@ -66,7 +68,9 @@ fn real_prometheus_scrapes_the_agent_with_a_token() {
     let mut answered = false;
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(500));
-        let Ok(r) = std::panic::catch_unwind(|| request(addr, "GET", "/api/v1/query?query=proctor_agent_samples_total", &[])) else {
+        let Ok(r) =
+            std::panic::catch_unwind(|| request(addr, "GET", "/api/v1/query?query=proctor_agent_samples_total", &[]))
+        else {
             continue;
         };
         last = r.body.clone();
@@ -81,7 +85,11 @@ fn real_prometheus_scrapes_the_agent_with_a_token() {
         }
     }
     let log = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
-    assert!(answered, "Prometheus never stored a sample; last answer: {last}\nlog tail: {}", &log[log.len().saturating_sub(2000)..]);
+    assert!(
+        answered,
+        "Prometheus never stored a sample; last answer: {last}\nlog tail: {}",
+        &log[log.len().saturating_sub(2000)..]
+    );
     let targets = request(addr, "GET", "/api/v1/targets", &[]).json();
     let target = &targets["data"]["activeTargets"][0];
     assert_eq!(target["health"], "up", "{targets}");

@@ -71,7 +71,11 @@ fn report_ranks_the_process_that_used_the_cpu_first_with_its_cpu_seconds() {
     let v = r.json();
     assert_eq!(v["available"], true, "{v}");
     assert_eq!(v["source"], "store");
-    assert_eq!((v["frames_in_range"].as_u64(), v["frames_read"].as_u64(), v["stride_ms"].as_u64()), (Some(20), Some(20), Some(0)), "{v}");
+    assert_eq!(
+        (v["frames_in_range"].as_u64(), v["frames_read"].as_u64(), v["stride_ms"].as_u64()),
+        (Some(20), Some(20), Some(0)),
+        "{v}"
+    );
     assert_eq!(v["samples"].as_u64(), Some(20));
     assert!(v["problems"].as_array().is_some_and(Vec::is_empty), "{v}");
     // 19 intervals of 50 ticks at 100 ticks a second.

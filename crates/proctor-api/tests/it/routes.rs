@@ -53,7 +53,8 @@ fn every_route_answers_json_from_the_snapshot() {
 
     let kid = sleeper();
     let kid_pid = kid.0.id();
-    let tree = server.wait_for(&format!("/api/v1/processes/{me}/tree"), |r| r.body.contains(&format!("\"pid\":{kid_pid}")));
+    let tree =
+        server.wait_for(&format!("/api/v1/processes/{me}/tree"), |r| r.body.contains(&format!("\"pid\":{kid_pid}")));
     let t = tree.json();
     assert_eq!(t["root_pid"].as_u64(), Some(u64::from(me)));
     let members: Vec<u64> = t["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
@@ -65,7 +66,9 @@ fn every_route_answers_json_from_the_snapshot() {
 
     let list = server.get("/api/v1/history/series").json();
     let names: Vec<&str> = list["series"].as_array().expect("names").iter().filter_map(|n| n.as_str()).collect();
-    for expected in ["host.cpu.busy_percent", "host.cpu0.busy_percent", "host.memory.used_bytes", "agent.resident_bytes"] {
+    for expected in
+        ["host.cpu.busy_percent", "host.cpu0.busy_percent", "host.memory.used_bytes", "agent.resident_bytes"]
+    {
         assert!(names.contains(&expected), "{expected} missing from {names:?}");
     }
     let h = server.get("/api/v1/history?series=host.memory.used_bytes,agent.resident_bytes&since=1h").json();
@@ -100,18 +103,21 @@ fn processes_sort_filter_and_page() {
     assert_eq!(all["matched"], all["total"]);
 
     let by_rss = server.get("/api/v1/processes?sort=rss&limit=5").json();
-    let rss: Vec<u64> = by_rss["processes"].as_array().expect("rows").iter().map(|p| p["rss_bytes"].as_u64().unwrap_or(0)).collect();
+    let rss: Vec<u64> =
+        by_rss["processes"].as_array().expect("rows").iter().map(|p| p["rss_bytes"].as_u64().unwrap_or(0)).collect();
     assert_eq!(rss.len(), 5);
     assert!(rss.windows(2).all(|w| w[0] >= w[1]), "descending rss: {rss:?}");
 
     let page = server.get("/api/v1/processes?sort=pid&order=asc&offset=1&limit=2").json();
-    let page_pids: Vec<u64> = page["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    let page_pids: Vec<u64> =
+        page["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
     assert_eq!(page_pids, pids[1..3].to_vec());
 
     let me = std::process::id();
     let comm = std::fs::read_to_string(format!("/proc/{me}/comm")).expect("own comm");
     let filtered = server.get(&format!("/api/v1/processes?filter={}", comm.trim().to_uppercase())).json();
-    let matched: Vec<u64> = filtered["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    let matched: Vec<u64> =
+        filtered["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
     assert!(matched.contains(&u64::from(me)), "case-insensitive filter finds us");
     assert!(matched.len() < pids.len());
 }
@@ -195,7 +201,10 @@ fn metrics_escape_hostile_process_names() {
     std::fs::copy("/bin/sleep", &exe).expect("copy sleep");
     let kid = Kid(Command::new(&exe).arg("60").spawn().expect("spawn hostile"));
     let pid = kid.0.id();
-    let server = Server::start(Options { metrics: MetricsConfig { top: 100_000, ..MetricsConfig::default() }, ..Options::default() });
+    let server = Server::start(Options {
+        metrics: MetricsConfig { top: 100_000, ..MetricsConfig::default() },
+        ..Options::default()
+    });
     let needle = format!("proctor_process_resident_bytes{{pid=\"{pid}\",name=\"a\\\"b\\\\c\\nd<img>\"");
     let r = server.wait_for("/metrics", |r| r.body.contains(&needle));
     assert!(r.body.contains(&needle), "escaped series for pid {pid} missing");
@@ -215,11 +224,19 @@ fn metrics_escape_hostile_process_names() {
         use std::io::Write;
         child.stdin.take().expect("stdin").write_all(r.body.as_bytes()).expect("feed promtool");
         let out = child.wait_with_output().expect("promtool finishes");
-        assert!(out.status.success(), "promtool: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     } else {
-        eprintln!("note: PROCTOR_PROMTOOL unset, promtool check skipped here (scripts/test.d/65-prometheus.sh runs it)");
+        eprintln!(
+            "note: PROCTOR_PROMTOOL unset, promtool check skipped here (scripts/test.d/65-prometheus.sh runs it)"
+        );
     }
-    let om = server.request("GET", "/metrics", &[("Accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")]);
+    let om =
+        server.request("GET", "/metrics", &[("Accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")]);
     assert_eq!(om.header("content-type"), Some("application/openmetrics-text; version=1.0.0; charset=utf-8"));
     assert!(om.body.ends_with("# EOF\n"));
     assert!(om.body.contains("# TYPE proctor_agent_samples counter\n"));
@@ -243,7 +260,8 @@ fn sampler_errors_are_counted_while_serving() {
     file("proc/100/stat", "100 (ok) S 1 100 100 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 1 0 99 1000000 25 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
     file("proc/100/status", "Name:\tok\nUid:\t1000\t1000\t1000\t1000\nRssAnon:\t60 kB\nRssFile:\t40 kB\n");
     file("proc/101/stat", "\u{0}\u{1} not a stat file");
-    let sampler = SamplerConfig { root: Root::new(dir.path()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
+    let sampler =
+        SamplerConfig { root: Root::new(dir.path()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
     let agent = AgentConfig { interval: Duration::from_millis(100), jupyter_pid: 100, ..AgentConfig::default() };
     let server = Server::start(Options { sampler, agent, ..Options::default() });
     let a = server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= 3)).json();
@@ -252,7 +270,11 @@ fn sampler_errors_are_counted_while_serving() {
     assert!(errors.as_object().is_some_and(|m| m.keys().any(|k| k.starts_with("host.loadavg"))), "{a}");
     let m = server.get("/metrics");
     assert_eq!(m.status, 200);
-    assert!(m.body.contains("proctor_agent_read_errors_total{reader=\"process.stat\",reason=\"parse\"} "), "{}", m.body);
+    assert!(
+        m.body.contains("proctor_agent_read_errors_total{reader=\"process.stat\",reason=\"parse\"} "),
+        "{}",
+        m.body
+    );
     let list = server.get("/api/v1/processes").json();
     assert_eq!(list["total"].as_u64(), Some(1), "the good process is listed: {list}");
     let j = server.get("/api/metrics/v1");
@@ -262,7 +284,11 @@ fn sampler_errors_are_counted_while_serving() {
 
 #[test]
 fn history_memory_is_bounded_and_reported() {
-    let agent = AgentConfig { interval: Duration::from_millis(50), history: Duration::from_millis(500), ..AgentConfig::default() };
+    let agent = AgentConfig {
+        interval: Duration::from_millis(50),
+        history: Duration::from_millis(500),
+        ..AgentConfig::default()
+    };
     let sampler = SamplerConfig { processes: false, ..SamplerConfig::default() };
     let server = Server::start(Options { agent, sampler, ..Options::default() });
     let a = server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= 15)).json();
@@ -271,7 +297,8 @@ fn history_memory_is_bounded_and_reported() {
     assert_eq!(h["points"].as_u64(), Some(10), "{a}");
     assert_eq!(h["bytes"], h["max_bytes"], "a full ring holds exactly its bound");
     let series = server.get("/api/v1/history?series=host.cpu.busy_percent").json();
-    let times: Vec<u64> = series["times_unix_ms"].as_array().expect("times").iter().filter_map(|t| t.as_u64()).collect();
+    let times: Vec<u64> =
+        series["times_unix_ms"].as_array().expect("times").iter().filter_map(|t| t.as_u64()).collect();
     assert_eq!(times.len(), 10);
     assert!(times.windows(2).all(|w| w[0] < w[1]), "oldest first after wrapping: {times:?}");
     let newest = server.get("/api/v1/history/series").json()["newest_unix_ms"].as_u64().expect("newest");

@@ -205,10 +205,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Host work inside a process scan sample is subtracted using the host figure above, so
     // "per process" is the process part alone.
     let host_part = (host.0 / n, host.1 / n);
-    let proc_only = (
-        scan_total.0.saturating_sub(host_part.0 * scans),
-        scan_total.1.saturating_sub(host_part.1 * scans),
-    );
+    let proc_only =
+        (scan_total.0.saturating_sub(host_part.0 * scans), scan_total.1.saturating_sub(host_part.1 * scans));
     let per_process = per(proc_only, pid_count.max(1) as f64);
     let per_process_floor = per(floor_total, floor_reader.pids_read.max(1) as f64);
     let host_sample = per(host, n as f64);
@@ -221,7 +219,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         host_floor,
         process_scans: scans,
         processes,
-        per_process_ratio_cpu: (!args.no_floor && scans > 0).then(|| per_process.cpu_us / per_process_floor.cpu_us.max(1e-9)),
+        per_process_ratio_cpu: (!args.no_floor && scans > 0)
+            .then(|| per_process.cpu_us / per_process_floor.cpu_us.max(1e-9)),
         per_process,
         per_process_floor,
         files_per_process_per_scan: files as f64 / pid_count.max(1) as f64,
@@ -232,12 +231,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => print_json(&out)?,
         Format::Text => {
             let mut w = std::io::stdout().lock();
-            writeln!(w, "host sample      {:>8.2} µs CPU {:>8.2} µs wall   ({} samples, {} files each)", out.host_sample.cpu_us, out.host_sample.wall_us, n, out.host_files)?;
-            writeln!(w, "host floor       {:>8.2} µs CPU {:>8.2} µs wall   (pread of the same files, no parsing)", out.host_floor.cpu_us, out.host_floor.wall_us)?;
-            writeln!(w, "host ratio       {:>8}  CPU", out.host_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×")))?;
-            writeln!(w, "per process      {:>8.2} µs CPU {:>8.2} µs wall   ({} scans of {:.0} processes, {:.2} files/process)", out.per_process.cpu_us, out.per_process.wall_us, scans, processes, out.files_per_process_per_scan)?;
-            writeln!(w, "per process floor{:>8.2} µs CPU {:>8.2} µs wall   (readdir + pread stat via kept fds)", out.per_process_floor.cpu_us, out.per_process_floor.wall_us)?;
-            writeln!(w, "per process ratio{:>8}  CPU", out.per_process_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×")))?;
+            writeln!(
+                w,
+                "host sample      {:>8.2} µs CPU {:>8.2} µs wall   ({} samples, {} files each)",
+                out.host_sample.cpu_us, out.host_sample.wall_us, n, out.host_files
+            )?;
+            writeln!(
+                w,
+                "host floor       {:>8.2} µs CPU {:>8.2} µs wall   (pread of the same files, no parsing)",
+                out.host_floor.cpu_us, out.host_floor.wall_us
+            )?;
+            writeln!(
+                w,
+                "host ratio       {:>8}  CPU",
+                out.host_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×"))
+            )?;
+            writeln!(
+                w,
+                "per process      {:>8.2} µs CPU {:>8.2} µs wall   ({} scans of {:.0} processes, {:.2} files/process)",
+                out.per_process.cpu_us, out.per_process.wall_us, scans, processes, out.files_per_process_per_scan
+            )?;
+            writeln!(
+                w,
+                "per process floor{:>8.2} µs CPU {:>8.2} µs wall   (readdir + pread stat via kept fds)",
+                out.per_process_floor.cpu_us, out.per_process_floor.wall_us
+            )?;
+            writeln!(
+                w,
+                "per process ratio{:>8}  CPU",
+                out.per_process_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×"))
+            )?;
             writeln!(w, "errors {} · processes gone mid-read {}", out.errors, out.processes_gone)?;
         }
     }

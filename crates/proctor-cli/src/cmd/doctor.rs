@@ -108,7 +108,14 @@ fn calibrate_smaps_rollup(root: &proctor_procfs::Root) -> Option<f64> {
     const SIZE: usize = 64 << 20;
     // SAFETY: a fresh private anonymous mapping, touched and unmapped only here.
     let block = unsafe {
-        libc::mmap(std::ptr::null_mut(), SIZE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
     if block == libc::MAP_FAILED {
         return None;
@@ -140,7 +147,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             if slow {
                 warnings.push(format!("/proc/stat takes {us:.1} µs per read (expected under {PROC_STAT_SLOW_US} µs): many CPUs or interrupts, or a loaded hypervisor; every sample pays this"));
             }
-            timings.push(Timing { what: "/proc/stat read+parse".into(), cpu_us: us, expected_max_us: PROC_STAT_SLOW_US, slow });
+            timings.push(Timing {
+                what: "/proc/stat read+parse".into(),
+                cpu_us: us,
+                expected_max_us: PROC_STAT_SLOW_US,
+                slow,
+            });
         }
     }
 
@@ -154,10 +166,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Unreadable { file: "smaps_rollup", denied: 0, of: 0, loses: "PSS and USS" },
     ];
     let mut sizes: Vec<(u32, String, u64)> = Vec::new();
-    let pids: Vec<u32> = std::fs::read_dir(root.path("/proc"))?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
+    let pids: Vec<u32> =
+        std::fs::read_dir(root.path("/proc"))?.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
     for &pid in &pids {
         let open = |f: &str| File::open(root.path(format!("/proc/{pid}/{f}")));
         let (Ok(stat), Ok(statm)) = (open("stat"), open("statm")) else { continue };
@@ -213,7 +223,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if slow {
             warnings.push(format!("/proc/PID/{name} takes {us:.1} µs per read (expected a few µs): a full scan of {} processes costs {:.1} ms", pids.len(), us * pids.len() as f64 / 1e3));
         }
-        timings.push(Timing { what: format!("/proc/PID/{name} pread (kept fd)"), cpu_us: us, expected_max_us: PER_PID_SLOW_US, slow });
+        timings.push(Timing {
+            what: format!("/proc/PID/{name} pread (kept fd)"),
+            cpu_us: us,
+            expected_max_us: PER_PID_SLOW_US,
+            slow,
+        });
     }
     drop((stat_files, statm_files, status_files));
 
@@ -221,17 +236,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let sample = sampler.sample();
     let container = container_truth(&sample);
     warnings.extend(container.warnings.iter().cloned());
-    let (cgroup_levels, cgroup_errors) = sample
-        .container
-        .as_ref()
-        .map(|c| (c.limits.levels.clone(), c.limits.errors.clone()))
-        .unwrap_or_default();
+    let (cgroup_levels, cgroup_errors) =
+        sample.container.as_ref().map(|c| (c.limits.levels.clone(), c.limits.errors.clone())).unwrap_or_default();
     if let Some(e) = sampler.container_error() {
         warnings.push(format!("no container view: {e}"));
     }
     for u in &unreadable {
         if u.denied > 0 {
-            warnings.push(format!("{} of {} processes deny /proc/PID/{}: {} unavailable for them (run as their user or root)", u.denied, u.of, u.file, u.loses));
+            warnings.push(format!(
+                "{} of {} processes deny /proc/PID/{}: {} unavailable for them (run as their user or root)",
+                u.denied, u.of, u.file, u.loses
+            ));
         }
     }
     let nofile = sampler.nofile_limit();
@@ -301,7 +316,14 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
     writeln!(w)?;
     writeln!(w, "permissions (running as uid {}):", o.effective_uid)?;
     for u in &o.unreadable {
-        writeln!(w, "  /proc/PID/{:<13} denied for {} of {} processes{}", u.file, u.denied, u.of, if u.denied > 0 { format!(" — loses {}", u.loses) } else { String::new() })?;
+        writeln!(
+            w,
+            "  /proc/PID/{:<13} denied for {} of {} processes{}",
+            u.file,
+            u.denied,
+            u.of,
+            if u.denied > 0 { format!(" — loses {}", u.loses) } else { String::new() }
+        )?;
     }
     writeln!(w, "  open-file limit {}", o.open_file_limit.map_or("?".into(), |l| l.to_string()))?;
     writeln!(w)?;
@@ -310,7 +332,14 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
         None => writeln!(w, "smaps_rollup cost not calibrated (not reading the real /proc)")?,
     }
     for e in &o.biggest {
-        writeln!(w, "  {:>7} {:<16} rss {:>9}  ~{:.2} ms per read", e.pid, crate::cmd::common::printable(&e.comm), bytes(e.rss_bytes), e.smaps_rollup_ms)?;
+        writeln!(
+            w,
+            "  {:>7} {:<16} rss {:>9}  ~{:.2} ms per read",
+            e.pid,
+            crate::cmd::common::printable(&e.comm),
+            bytes(e.rss_bytes),
+            e.smaps_rollup_ms
+        )?;
     }
     writeln!(w)?;
     if o.warnings.is_empty() {

@@ -74,7 +74,9 @@ pub enum Filter {
 }
 
 pub fn parse_filter(text: &str) -> Result<Filter, String> {
-    let at = text.find(['=', '~', '>', '<']).ok_or_else(|| format!("not a filter: {text:?} (try comm=nginx, cpu_percent>5)"))?;
+    let at = text
+        .find(['=', '~', '>', '<'])
+        .ok_or_else(|| format!("not a filter: {text:?} (try comm=nginx, cpu_percent>5)"))?;
     let (field, rest) = text.split_at(at);
     let (op, value) = rest.split_at(1);
     let field = field.trim().to_string();
@@ -181,8 +183,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Subject::Process => PROCESS_FIELDS,
         Subject::Host => HOST_FIELDS,
     };
-    let fields: Vec<String> =
-        if args.fields.is_empty() { default_fields.split(',').map(str::to_string).collect() } else { args.fields.clone() };
+    let fields: Vec<String> = if args.fields.is_empty() {
+        default_fields.split(',').map(str::to_string).collect()
+    } else {
+        args.fields.clone()
+    };
     let mut out = std::io::stdout().lock();
     let mut prev: Option<Sample> = None;
     let mut checked_names = false;
@@ -202,7 +207,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 // A null object (`cpu` of a sample without rates) hides its fields, so a name
                 // under a null field counts as known.
                 let under_null = |name: &str| {
-                    first.iter().any(|(n, v)| v.is_null() && name.strip_prefix(n.as_str()).is_some_and(|r| r.starts_with('.')))
+                    first
+                        .iter()
+                        .any(|(n, v)| v.is_null() && name.strip_prefix(n.as_str()).is_some_and(|r| r.starts_with('.')))
                 };
                 for name in wanted {
                     if !names.contains(&name) && !under_null(name) {
@@ -224,7 +231,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         for row in &rows {
             match args.format {
                 DumpFormat::Csv => {
-                    let cells: Vec<String> = fields.iter().map(|f| row.get(f).map_or(String::new(), csv_cell)).collect();
+                    let cells: Vec<String> =
+                        fields.iter().map(|f| row.get(f).map_or(String::new(), csv_cell)).collect();
                     writeln!(out, "{}", cells.join(","))?;
                 }
                 DumpFormat::Json => {
@@ -249,7 +257,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("proctor dump: skipped the frame at {}:{offset}: {why}", path.display());
     }
     if frames.is_empty() {
-        eprintln!("proctor dump: no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
+        eprintln!(
+            "proctor dump: no samples between {} and {} in {}",
+            format_utc(from),
+            format_utc(to),
+            args.dir.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

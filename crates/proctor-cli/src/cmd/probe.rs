@@ -26,9 +26,9 @@ use proctor_probe::{plot, ErrorClass, RequestRecord};
 
 use crate::cmd::events::{probe_result, EventRecorder};
 use crate::cmd::statsd::{block_signals, wait_for_signal};
+use crate::output::{parse_duration, Format};
 use proctor_model::{ProbeBatch, ProbeResult};
 use proctor_store::{Event, PROBE_STREAM};
-use crate::output::{parse_duration, Format};
 
 /// Arguments of `proctor probe`.
 #[derive(Debug, clap::Args)]
@@ -335,14 +335,19 @@ impl Batch {
         let results = std::mem::take(&mut self.results);
         // The frame's time is the batch's earliest send time, so a time range finds it.
         let unix_ns = results.iter().map(|r| r.sent_unix_ns).min().unwrap_or(0);
-        recorder.send(unix_ns, Event::Probe(ProbeBatch { run: self.run.clone(), target: self.target.clone(), results }));
+        recorder
+            .send(unix_ns, Event::Probe(ProbeBatch { run: self.run.clone(), target: self.target.clone(), results }));
     }
 }
 
 fn describe(pacing: &Pacing, bursts: Option<Bursts>, no_reuse: bool) -> String {
     let mut text = match *pacing {
-        Pacing::Closed { concurrency } => format!("closed loop, {} worker{}", concurrency.max(1), if concurrency > 1 { "s" } else { "" }),
-        Pacing::Open { rate_per_second, workers } => format!("open loop at {rate_per_second}/s, up to {workers} in flight"),
+        Pacing::Closed { concurrency } => {
+            format!("closed loop, {} worker{}", concurrency.max(1), if concurrency > 1 { "s" } else { "" })
+        }
+        Pacing::Open { rate_per_second, workers } => {
+            format!("open loop at {rate_per_second}/s, up to {workers} in flight")
+        }
     };
     if let Some(bursts) = bursts {
         text.push_str(&format!(", bursts of {} every {:?}", bursts.requests, bursts.every));
@@ -389,7 +394,12 @@ fn analyze(files: &[PathBuf], format: Format, plot_path: Option<&Path>) -> anyho
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_report(records: &[RequestRecord], title: &str, format: Format, plot_path: Option<&Path>) -> anyhow::Result<()> {
+fn print_report(
+    records: &[RequestRecord],
+    title: &str,
+    format: Format,
+    plot_path: Option<&Path>,
+) -> anyhow::Result<()> {
     let report = report::build(records, &ReportConfig::default());
     let mut stdout = std::io::stdout().lock();
     match format {

@@ -145,7 +145,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let thread_cpu = thread_cpu_ns().saturating_sub(thread_cpu_start);
     let process_cpu = process_cpu_ns().saturating_sub(process_cpu_start);
     let stats = writer.stats();
-    let summary = summary(&args, &stats, samples, elapsed, schedule.missed(), processes_last_sample, sample_cpu_ns, thread_cpu, process_cpu);
+    let summary = summary(
+        &args,
+        &stats,
+        samples,
+        elapsed,
+        schedule.missed(),
+        processes_last_sample,
+        sample_cpu_ns,
+        thread_cpu,
+        process_cpu,
+    );
     match args.format {
         Format::Json => print_json(&summary)?,
         Format::Text => print_text(&summary)?,

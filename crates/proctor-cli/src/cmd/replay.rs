@@ -67,7 +67,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => {
             let at = args.at.map_or(u64::MAX, |w| w.resolve(now));
             let Some((cur, prev)) = reader.at_or_before(at)? else {
-                bail!("no sample at or before {} in {}{}", format_utc(at.min(now)), args.dir.display(), extent(&mut reader)?);
+                bail!(
+                    "no sample at or before {} in {}{}",
+                    format_utc(at.min(now)),
+                    args.dir.display(),
+                    extent(&mut reader)?
+                );
             };
             if !show(view, &cur, prev.as_ref(), false)? {
                 bail!("no process with pid {} in the sample at {}", args.pid, format_utc(cur.unix_ns));
@@ -80,7 +85,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let frames = reader.frames(from, to)?;
             if frames.is_empty() {
-                bail!("no samples between {} and {} in {}{}", format_utc(from), format_utc(to), args.dir.display(), extent(&mut reader)?);
+                bail!(
+                    "no samples between {} and {} in {}{}",
+                    format_utc(from),
+                    format_utc(to),
+                    args.dir.display(),
+                    extent(&mut reader)?
+                );
             }
             // The sample just before the range, so the first one in it has rates too.
             let mut prev: Option<Sample> = match from.checked_sub(1) {
@@ -99,7 +110,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 prev = Some(cur);
             }
             if without_root > 0 {
-                eprintln!("proctor replay: pid {} is in {shown} of {} samples read; the others are not shown", args.pid, shown + without_root);
+                eprintln!(
+                    "proctor replay: pid {} is in {shown} of {} samples read; the others are not shown",
+                    args.pid,
+                    shown + without_root
+                );
             }
             if shown == 0 && without_root > 0 {
                 return Ok(ExitCode::FAILURE);
@@ -126,7 +141,8 @@ fn show(shown: Shown, cur: &Sample, prev: Option<&Sample>, stream: bool) -> anyh
             print_heading(format, cur, prev);
             // A stored sample has no answer for the tree's own cgroup (only the watched one's
             // counters are recorded), and PSS only as the worker last read it.
-            let view = TreeView { tree, cgroup: None, pss_read: None, pss_hint: "no stored PSS reading for these processes" };
+            let view =
+                TreeView { tree, cgroup: None, pss_read: None, pss_hint: "no stored PSS reading for these processes" };
             print_tree(&view, format, stream)?;
         }
     }

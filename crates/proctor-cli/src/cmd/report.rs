@@ -14,7 +14,10 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use proctor_model::ProbeResult;
-use proctor_report::{correlate, plot, Correlation, CorrelationConfig, LatencyPoint, RangeBuilder, RangeConfig, RangeSummary, SlowRule, Unit};
+use proctor_report::{
+    correlate, plot, Correlation, CorrelationConfig, LatencyPoint, RangeBuilder, RangeConfig, RangeSummary, SlowRule,
+    Unit,
+};
 use proctor_store::{Event, Reader, PROBE_STREAM, STATSD_STREAM};
 use serde::Serialize;
 
@@ -134,7 +137,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     drop(frames);
     let summary = builder.finish();
-    let correlation = (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
+    let correlation =
+        (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
 
     let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
     match args.format {
@@ -143,7 +147,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let mut stdout = std::io::stdout().lock();
             serde_json::to_writer_pretty(
                 &mut stdout,
-                &Output { summary: &summary, latency_source: source.clone(), correlation: correlation.as_ref(), bad_frames },
+                &Output {
+                    summary: &summary,
+                    latency_source: source.clone(),
+                    correlation: correlation.as_ref(),
+                    bad_frames,
+                },
             )?;
             stdout.write_all(b"\n")?;
             stdout.flush()?;
@@ -157,7 +166,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The requests to correlate with, and where they came from: `--probe` files, `--timer`, or
 /// else the probe stream when it has results in the range.
-fn latencies(args: &Args, from: u64, to: u64, bad_frames: &mut usize) -> anyhow::Result<(Vec<LatencyPoint>, Option<String>)> {
+fn latencies(
+    args: &Args,
+    from: u64,
+    to: u64,
+    bad_frames: &mut usize,
+) -> anyhow::Result<(Vec<LatencyPoint>, Option<String>)> {
     let in_range = |t: u64| (from..=to).contains(&t);
     if !args.probe_files.is_empty() {
         let mut points = Vec::new();
@@ -190,10 +204,19 @@ fn latencies(args: &Args, from: u64, to: u64, bad_frames: &mut usize) -> anyhow:
 /// One point per statsd flush that has `key` with values: the chosen statistic (else the mean)
 /// as the latency. A key the stream never had in the range is an error naming the keys it did
 /// have, not an empty report.
-fn timer_latencies(args: &Args, key: &str, from: u64, to: u64, bad_frames: &mut usize) -> anyhow::Result<(Vec<LatencyPoint>, Option<String>)> {
+fn timer_latencies(
+    args: &Args,
+    key: &str,
+    from: u64,
+    to: u64,
+    bad_frames: &mut usize,
+) -> anyhow::Result<(Vec<LatencyPoint>, Option<String>)> {
     let dir = args.dir.join(STATSD_STREAM);
     if !dir.is_dir() {
-        bail!("--timer: no statsd stream in {} (record one with `proctor statsd --record` or `proctor serve --statsd`)", args.dir.display());
+        bail!(
+            "--timer: no statsd stream in {} (record one with `proctor statsd --record` or `proctor serve --statsd`)",
+            args.dir.display()
+        );
     }
     let mut reader = Reader::open(&dir)?;
     // A flush's frame carries its time, the end of the interval it covers.
@@ -306,7 +329,20 @@ fn print_text(summary: &RangeSummary, correlation: Option<&Correlation>, source:
         summary.processes_seen
     )?;
     for s in &summary.series {
-        if s.points.is_empty() || !["cpu.busy", "cpu.iowait", "memory.used", "psi.cpu.some", "psi.io.some", "disk.read", "disk.write", "net.rx", "net.tx"].contains(&s.name) {
+        if s.points.is_empty()
+            || ![
+                "cpu.busy",
+                "cpu.iowait",
+                "memory.used",
+                "psi.cpu.some",
+                "psi.io.some",
+                "disk.read",
+                "disk.write",
+                "net.rx",
+                "net.tx",
+            ]
+            .contains(&s.name)
+        {
             continue;
         }
         let count: u32 = s.points.iter().map(|p| p.count).sum();
@@ -324,7 +360,15 @@ fn print_text(summary: &RangeSummary, correlation: Option<&Correlation>, source:
     writeln!(out, "\ntop processes by CPU time inside the range")?;
     writeln!(out, "{:>8} {:>10} {:>8} {:<16} COMMAND", "PID", "CPU_S", "SAMPLES", "NAME")?;
     for p in &summary.top_cpu {
-        writeln!(out, "{:>8} {:>10.2} {:>8} {:<16} {}", p.pid, p.cpu_seconds, p.samples, clean(&p.comm), clean(p.cmdline.as_deref().unwrap_or("")))?;
+        writeln!(
+            out,
+            "{:>8} {:>10.2} {:>8} {:<16} {}",
+            p.pid,
+            p.cpu_seconds,
+            p.samples,
+            clean(&p.comm),
+            clean(p.cmdline.as_deref().unwrap_or(""))
+        )?;
     }
     writeln!(out, "\ntop processes by resident memory (peak)")?;
     writeln!(out, "{:>8} {:>12} {:>12} {:<16} COMMAND", "PID", "RSS_PEAK", "RSS_MEAN", "NAME")?;
@@ -340,20 +384,33 @@ fn print_text(summary: &RangeSummary, correlation: Option<&Correlation>, source:
         )?;
     }
     let Some(c) = correlation else {
-        writeln!(out, "\nno latencies to correlate (record `proctor probe --record`, or give --probe FILE or --timer KEY)")?;
+        writeln!(
+            out,
+            "\nno latencies to correlate (record `proctor probe --record`, or give --probe FILE or --timer KEY)"
+        )?;
         return Ok(());
     };
     writeln!(out, "\nlatency: {}", source.unwrap_or("-"))?;
     let rule = match c.rule {
-        Some(SlowRule::Quantile { quantile, threshold_ns }) => format!("above the {:.0}th percentile, {:.2} ms", quantile * 100.0, threshold_ns / 1e6),
+        Some(SlowRule::Quantile { quantile, threshold_ns }) => {
+            format!("above the {:.0}th percentile, {:.2} ms", quantile * 100.0, threshold_ns / 1e6)
+        }
         Some(SlowRule::SlowestMode { modes, mode_ns, threshold_ns }) => {
             format!("in the slowest of {modes} modes (at {:.2} ms, from {:.2} ms)", mode_ns / 1e6, threshold_ns / 1e6)
         }
         None => "-".into(),
     };
-    writeln!(out, "{} requests, {} inside sample intervals; slow: {} ({} matched), {rule}", c.requests, c.matched, c.slow, c.slow_matched)?;
+    writeln!(
+        out,
+        "{} requests, {} inside sample intervals; slow: {} ({} matched), {rule}",
+        c.requests, c.matched, c.slow, c.slow_matched
+    )?;
     writeln!(out, "series that moved with latency (Spearman's rho over n requests; medians over sample intervals with slow requests vs the others; no significance computed)")?;
-    writeln!(out, "{:<16} {:>6} {:>7} {:>13} {:>13} {:>7} {:>11}", "SERIES", "N", "RHO", "MEDIAN_SLOW", "MEDIAN_OTHER", "RATIO", "WINDOWS")?;
+    writeln!(
+        out,
+        "{:<16} {:>6} {:>7} {:>13} {:>13} {:>7} {:>11}",
+        "SERIES", "N", "RHO", "MEDIAN_SLOW", "MEDIAN_OTHER", "RATIO", "WINDOWS"
+    )?;
     for s in &c.series {
         let Some(rho) = s.spearman else { continue };
         writeln!(
@@ -382,7 +439,13 @@ fn clean(text: &str) -> String {
     out
 }
 
-fn write_plots(out: &Path, summary: &RangeSummary, correlation: Option<&Correlation>, title: &str, source: Option<&str>) -> anyhow::Result<()> {
+fn write_plots(
+    out: &Path,
+    summary: &RangeSummary,
+    correlation: Option<&Correlation>,
+    title: &str,
+    source: Option<&str>,
+) -> anyhow::Result<()> {
     let latency_title = format!("latency vs system, {}", source.unwrap_or("-"));
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     if out.is_dir() {
@@ -400,7 +463,11 @@ fn write_plots(out: &Path, summary: &RangeSummary, correlation: Option<&Correlat
             let stem = out.file_stem().map_or("report".into(), |s| s.to_string_lossy().into_owned());
             let ext = if png { "png" } else { "svg" };
             let path = out.with_file_name(format!("{stem}-latency.{ext}"));
-            let bytes = if png { plot::correlation_png(summary, c, &latency_title) } else { plot::correlation_svg(summary, c, &latency_title).into_bytes() };
+            let bytes = if png {
+                plot::correlation_png(summary, c, &latency_title)
+            } else {
+                plot::correlation_svg(summary, c, &latency_title).into_bytes()
+            };
             files.push((path, bytes));
         }
     }

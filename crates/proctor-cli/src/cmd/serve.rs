@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use proctor_api::jupyter::JupyterConfig;
 use proctor_api::prom::{Family, Kind, MetricsConfig, ProcessRank};
 use proctor_api::{Agent, AgentConfig, ApiConfig, ExtraMetrics, Recording};
-use proctor_api::jupyter::JupyterConfig;
 use proctor_statsd::{ServerHandle, Shutdown};
 use proctor_store::{StoreConfig, Writer, STATSD_STREAM};
 
@@ -170,8 +170,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("/"));
     let agent_config = AgentConfig { interval, history, history_top: 10, jupyter_pid, disk_path };
     let (recording, recording_dir) = open_recording(&o);
-    let agent = Agent::start_recording(sampler_config, agent_config, recording)
-        .context("cannot start the sampling thread")?;
+    let agent =
+        Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
 
     let statsd_shutdown = Shutdown::new();
     // Recording serve records statsd flushes too, into DATA/statsd through a recorder thread
@@ -225,7 +225,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         })
         .context("cannot start the signal thread")?;
     let served: anyhow::Result<()> = runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+        let listener =
+            tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
         let local = listener.local_addr()?;
         log(&format!(
             "listening on http://{local}/ (dashboard /, API /api/v1/, Prometheus /metrics, \
@@ -310,7 +311,8 @@ fn default_data_dir(
         Some(home) => Ok(home.join(".local/state/proctor")),
         None => Err((
             None,
-            "no data directory: neither XDG_STATE_HOME nor HOME is set to an absolute path (give --data-dir)".to_string(),
+            "no data directory: neither XDG_STATE_HOME nor HOME is set to an absolute path (give --data-dir)"
+                .to_string(),
         )),
     }
 }
@@ -382,22 +384,50 @@ fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
             }
         }
     }
-    let mut counters = Family::new("proctor_statsd_counter_per_second", Kind::Gauge, "statsd counters: rate over the last flush interval.");
+    let mut counters = Family::new(
+        "proctor_statsd_counter_per_second",
+        Kind::Gauge,
+        "statsd counters: rate over the last flush interval.",
+    );
     let mut gauges = Family::new("proctor_statsd_gauge", Kind::Gauge, "statsd gauges: value at the last flush.");
-    let mut timers = Family::new("proctor_statsd_timer_seconds", Kind::Gauge, "statsd timers: statistics of the last flush interval.");
-    let mut timer_counts = Family::new("proctor_statsd_timer_samples", Kind::Gauge, "statsd timers: values received in the last flush interval.");
-    let mut sets = Family::new("proctor_statsd_set_members", Kind::Gauge, "statsd sets: distinct members in the last flush interval.");
+    let mut timers = Family::new(
+        "proctor_statsd_timer_seconds",
+        Kind::Gauge,
+        "statsd timers: statistics of the last flush interval.",
+    );
+    let mut timer_counts = Family::new(
+        "proctor_statsd_timer_samples",
+        Kind::Gauge,
+        "statsd timers: values received in the last flush interval.",
+    );
+    let mut sets = Family::new(
+        "proctor_statsd_set_members",
+        Kind::Gauge,
+        "statsd sets: distinct members in the last flush interval.",
+    );
     let mut not_shown = 0u64;
     if let Some(flush) = handle.last_flush() {
         let key = |k: &str| vec![("key", k.to_string())];
         for c in flush.counters.iter() {
-            if counters.samples.len() < max { counters.push(key(&c.key), c.rate_per_second) } else { not_shown += 1 }
+            if counters.samples.len() < max {
+                counters.push(key(&c.key), c.rate_per_second)
+            } else {
+                not_shown += 1
+            }
         }
         for g in flush.gauges.iter() {
-            if gauges.samples.len() < max { gauges.push(key(&g.key), g.value) } else { not_shown += 1 }
+            if gauges.samples.len() < max {
+                gauges.push(key(&g.key), g.value)
+            } else {
+                not_shown += 1
+            }
         }
         for s in flush.sets.iter() {
-            if sets.samples.len() < max { sets.push(key(&s.key), s.count) } else { not_shown += 1 }
+            if sets.samples.len() < max {
+                sets.push(key(&s.key), s.count)
+            } else {
+                not_shown += 1
+            }
         }
         for (shown, t) in flush.timers.iter().enumerate() {
             if shown >= max {
@@ -414,7 +444,11 @@ fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
         }
     }
     out.extend([counters, gauges, timers, timer_counts, sets]);
-    let mut hidden = Family::new("proctor_statsd_keys_not_exposed", Kind::Gauge, "statsd keys left out of /metrics by --statsd-metrics-max.");
+    let mut hidden = Family::new(
+        "proctor_statsd_keys_not_exposed",
+        Kind::Gauge,
+        "statsd keys left out of /metrics by --statsd-metrics-max.",
+    );
     hidden.push(Vec::new(), not_shown as f64);
     out.push(hidden);
     out

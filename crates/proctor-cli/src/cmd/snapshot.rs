@@ -212,7 +212,11 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
     }
     write_container(&mut w, o.container)?;
     writeln!(w)?;
-    writeln!(w, "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} S  COMMAND", "PID", "PPID", "UID", "CPU%", "RSS", "ANON", "THR")?;
+    writeln!(
+        w,
+        "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} S  COMMAND",
+        "PID", "PPID", "UID", "CPU%", "RSS", "ANON", "THR"
+    )?;
     for r in &o.processes {
         let mut command = printable(&command_of(r));
         command.truncate(command.floor_char_boundary(80));
@@ -263,7 +267,8 @@ pub fn write_container(w: &mut impl Write, c: &ContainerTruth) -> std::io::Resul
 }
 
 pub fn write_cost(w: &mut impl Write, cost: &SampleCost, processes: usize) -> std::io::Result<()> {
-    let errors: Vec<String> = cost.errors.iter().map(|((reader, reason), n)| format!("{reader}:{reason}={n}")).collect();
+    let errors: Vec<String> =
+        cost.errors.iter().map(|((reader, reason), n)| format!("{reader}:{reason}={n}")).collect();
     writeln!(
         w,
         "self       last sample {:.2} ms wall, {:.2} ms CPU for {processes} processes · {} files read, {} opened, {} fds kept · {} gone mid-read · errors: {}",

@@ -15,15 +15,14 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::cmd::events::{EventRecorder, RecordBackend};
-use proctor_store::STATSD_STREAM;
 use proctor_statsd::config::{parse_etsy_config, EtsyConfig};
 use proctor_statsd::graphite::GraphiteCounters;
 use proctor_statsd::net::{bind_udp, set_rcvbuf};
 use proctor_statsd::{
-    AggregatorConfig, Backend, ConsoleBackend, FileBackend, FlushConfig, GraphiteBackend,
-    GraphiteConfig, GraphiteNaming, IdlePolicy, Listeners, ParseOptions, Server, ServerConfig,
-    Shutdown,
+    AggregatorConfig, Backend, ConsoleBackend, FileBackend, FlushConfig, GraphiteBackend, GraphiteConfig,
+    GraphiteNaming, IdlePolicy, Listeners, ParseOptions, Server, ServerConfig, Shutdown,
 };
+use proctor_store::STATSD_STREAM;
 
 /// Arguments of `proctor statsd`, boxed so the `Command` enum stays small.
 #[derive(Debug, clap::Args)]
@@ -142,10 +141,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 pub fn etsy_config(args: &Options) -> anyhow::Result<EtsyConfig> {
     Ok(match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            let etsy = parse_etsy_config(&text)
-                .with_context(|| format!("cannot use {}", path.display()))?;
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let etsy = parse_etsy_config(&text).with_context(|| format!("cannot use {}", path.display()))?;
             for key in &etsy.ignored_keys {
                 eprintln!("proctor statsd: config key {key} is not used by proctor");
             }
@@ -158,7 +155,12 @@ pub fn etsy_config(args: &Options) -> anyhow::Result<EtsyConfig> {
 /// Binds every socket the options name and starts the server; `proctor serve --statsd` uses
 /// this too. The caller owns signals and shutdown, and the recorder flushes are handed to
 /// (its queue outlives the server: stop it after `Server::join`).
-pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown, recorder: Option<&EventRecorder>) -> anyhow::Result<Server> {
+pub fn start(
+    args: &Options,
+    etsy: EtsyConfig,
+    shutdown: Shutdown,
+    recorder: Option<&EventRecorder>,
+) -> anyhow::Result<Server> {
     let settings = settings(args, etsy)?;
 
     let mut listeners = Listeners::default();
@@ -166,10 +168,8 @@ pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown, recorder: Opt
     if let Some(address) = settings.udp {
         let reuseport = args.udp_sockets > 1;
         for _ in 0..args.udp_sockets.max(1) {
-            let socket = bind_udp(address, reuseport)
-                .with_context(|| format!("cannot bind udp {address}"))?;
-            let outcome =
-                set_rcvbuf(socket.as_raw_fd(), args.rcvbuf).context("cannot set SO_RCVBUF")?;
+            let socket = bind_udp(address, reuseport).with_context(|| format!("cannot bind udp {address}"))?;
+            let outcome = set_rcvbuf(socket.as_raw_fd(), args.rcvbuf).context("cannot set SO_RCVBUF")?;
             if outcome.capped() {
                 eprintln!(
                     "proctor statsd: warning: asked for a {} byte receive buffer, the kernel applied {} \
@@ -188,43 +188,30 @@ pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown, recorder: Opt
             listeners.udp.len(),
             if listeners.udp.len() == 1 { "" } else { "s" },
             rcvbuf.first().map(|o| o.applied_bytes).unwrap_or(0),
-            if forced {
-                ", forced past net.core.rmem_max"
-            } else {
-                ""
-            }
+            if forced { ", forced past net.core.rmem_max" } else { "" }
         );
     }
     if let Some(address) = settings.tcp {
-        listeners.tcp =
-            Some(TcpListener::bind(address).with_context(|| format!("cannot bind tcp {address}"))?);
+        listeners.tcp = Some(TcpListener::bind(address).with_context(|| format!("cannot bind tcp {address}"))?);
         eprintln!("proctor statsd: tcp {address}");
     }
     if let Some(path) = &args.unix {
         // A socket file left by a previous run would make bind fail; only a socket is removed.
-        if std::fs::symlink_metadata(path)
-            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-        {
-            std::fs::remove_file(path)
-                .with_context(|| format!("cannot remove old socket {}", path.display()))?;
+        if std::fs::symlink_metadata(path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+            std::fs::remove_file(path).with_context(|| format!("cannot remove old socket {}", path.display()))?;
         }
-        let socket = UnixDatagram::bind(path)
-            .with_context(|| format!("cannot bind unix socket {}", path.display()))?;
+        let socket = UnixDatagram::bind(path).with_context(|| format!("cannot bind unix socket {}", path.display()))?;
         listeners.unix = Some(socket);
         eprintln!("proctor statsd: unix {}", path.display());
     }
     if let Some(address) = settings.admin {
-        listeners.admin = Some(
-            TcpListener::bind(address).with_context(|| format!("cannot bind admin {address}"))?,
-        );
+        listeners.admin = Some(TcpListener::bind(address).with_context(|| format!("cannot bind admin {address}"))?);
         eprintln!("proctor statsd: admin {address}");
     }
 
     let etsy = &settings.etsy;
-    let start_seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let start_seconds =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
     let mut backends: Vec<Box<dyn Backend>> = Vec::new();
     let mut graphite_counters: Vec<Arc<GraphiteCounters>> = Vec::new();
     if let Some(address) = &settings.graphite {
@@ -254,26 +241,10 @@ pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown, recorder: Opt
     let deleting = |specific: Option<bool>| specific.unwrap_or(delete_all);
     let gauge_ttl = etsy.gauges_max_ttl.filter(|ttl| *ttl > 1).unwrap_or(1);
     let idle = IdlePolicy {
-        counters: if deleting(etsy.delete_counters) {
-            1
-        } else {
-            idle_flushes
-        },
-        timers: if deleting(etsy.delete_timers) {
-            1
-        } else {
-            idle_flushes
-        },
-        sets: if deleting(etsy.delete_sets) {
-            1
-        } else {
-            idle_flushes
-        },
-        gauges: if deleting(etsy.delete_gauges) {
-            gauge_ttl
-        } else {
-            idle_flushes
-        },
+        counters: if deleting(etsy.delete_counters) { 1 } else { idle_flushes },
+        timers: if deleting(etsy.delete_timers) { 1 } else { idle_flushes },
+        sets: if deleting(etsy.delete_sets) { 1 } else { idle_flushes },
+        gauges: if deleting(etsy.delete_gauges) { gauge_ttl } else { idle_flushes },
     };
     let flush = FlushConfig {
         interval_ms,
@@ -281,35 +252,14 @@ pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown, recorder: Opt
         histograms: etsy.histogram.clone().unwrap_or_default(),
     };
     let describe = vec![
-        (
-            "udp".to_owned(),
-            settings.udp.map_or("off".to_owned(), |a| a.to_string()),
-        ),
-        (
-            "tcp".to_owned(),
-            settings.tcp.map_or("off".to_owned(), |a| a.to_string()),
-        ),
-        (
-            "admin".to_owned(),
-            settings.admin.map_or("off".to_owned(), |a| a.to_string()),
-        ),
+        ("udp".to_owned(), settings.udp.map_or("off".to_owned(), |a| a.to_string())),
+        ("tcp".to_owned(), settings.tcp.map_or("off".to_owned(), |a| a.to_string())),
+        ("admin".to_owned(), settings.admin.map_or("off".to_owned(), |a| a.to_string())),
         ("flushInterval".to_owned(), interval_ms.to_string()),
-        (
-            "percentThreshold".to_owned(),
-            format!("{:?}", flush.percent_thresholds),
-        ),
-        (
-            "graphite".to_owned(),
-            settings
-                .graphite
-                .clone()
-                .unwrap_or_else(|| "off".to_owned()),
-        ),
+        ("percentThreshold".to_owned(), format!("{:?}", flush.percent_thresholds)),
+        ("graphite".to_owned(), settings.graphite.clone().unwrap_or_else(|| "off".to_owned())),
         ("maxKeys".to_owned(), args.max_keys.to_string()),
-        (
-            "maxTimerSamples".to_owned(),
-            args.max_timer_samples.to_string(),
-        ),
+        ("maxTimerSamples".to_owned(), args.max_timer_samples.to_string()),
         ("idleFlushes".to_owned(), format!("{idle:?}")),
     ];
     let config = ServerConfig {
@@ -321,86 +271,58 @@ pub fn start(args: &Options, etsy: EtsyConfig, shutdown: Shutdown, recorder: Opt
             ..AggregatorConfig::default()
         },
         shards: args.shards.max(1),
-        parse: ParseOptions {
-            sanitize_keys: etsy.key_name_sanitize.unwrap_or(true),
-        },
-        prefix_stats: etsy
-            .prefix_stats
-            .clone()
-            .unwrap_or_else(|| "statsd".to_owned()),
+        parse: ParseOptions { sanitize_keys: etsy.key_name_sanitize.unwrap_or(true) },
+        prefix_stats: etsy.prefix_stats.clone().unwrap_or_else(|| "statsd".to_owned()),
         health_up: etsy.health_status.as_deref() != Some("down"),
         describe,
         rcvbuf,
         ..ServerConfig::default()
     };
 
-    Server::start(listeners, config, backends, graphite_counters, shutdown)
-        .context("cannot start the statsd server")
+    Server::start(listeners, config, backends, graphite_counters, shutdown).context("cannot start the statsd server")
 }
 
 fn settings(args: &Options, etsy: EtsyConfig) -> anyhow::Result<Settings> {
     let udp = match &args.udp {
         Some(text) => address(text, "--udp")?,
         None => Some(resolve(
-            &format!(
-                "{}:{}",
-                etsy.address.as_deref().unwrap_or("127.0.0.1"),
-                etsy.port.unwrap_or(8125)
-            ),
+            &format!("{}:{}", etsy.address.as_deref().unwrap_or("127.0.0.1"), etsy.port.unwrap_or(8125)),
             "udp",
         )?),
     };
     let tcp = match (&args.tcp, &etsy.tcp) {
         (Some(text), _) => address(text, "--tcp")?,
-        (None, Some((host, port))) => Some(resolve(
-            &format!("{}:{port}", host.as_deref().unwrap_or("127.0.0.1")),
-            "servers tcp",
-        )?),
+        (None, Some((host, port))) => {
+            Some(resolve(&format!("{}:{port}", host.as_deref().unwrap_or("127.0.0.1")), "servers tcp")?)
+        }
         (None, None) => None,
     };
     let admin = match &args.admin {
         Some(text) => address(text, "--admin")?,
         None => Some(resolve(
-            &format!(
-                "{}:{}",
-                etsy.mgmt_address.as_deref().unwrap_or("127.0.0.1"),
-                etsy.mgmt_port.unwrap_or(8126)
-            ),
+            &format!("{}:{}", etsy.mgmt_address.as_deref().unwrap_or("127.0.0.1"), etsy.mgmt_port.unwrap_or(8126)),
             "mgmt",
         )?),
     };
     let flush_interval = match &args.flush_interval {
-        Some(text) => {
-            parse_duration(text).with_context(|| format!("bad --flush-interval {text:?}"))?
-        }
+        Some(text) => parse_duration(text).with_context(|| format!("bad --flush-interval {text:?}"))?,
         None => Duration::from_millis(etsy.flush_interval_ms.unwrap_or(10_000)),
     };
     if flush_interval < Duration::from_millis(1) {
         bail!("the flush interval must be at least 1ms");
     }
     // Etsy loads graphite unless `backends` leaves it out, and sends only if graphiteHost is set.
-    let etsy_graphite = etsy.graphite_host.as_ref().filter(|_| {
-        etsy.backends
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|b| b.ends_with("graphite")))
-    });
-    let graphite = args.graphite.clone().or_else(|| {
-        etsy_graphite.map(|host| format!("{host}:{}", etsy.graphite_port.unwrap_or(2003)))
-    });
-    let console = args.console
-        || etsy
-            .backends
-            .as_ref()
-            .is_some_and(|list| list.iter().any(|b| b.ends_with("console")));
-    Ok(Settings {
-        udp,
-        tcp,
-        admin,
-        flush_interval,
-        graphite,
-        console,
-        etsy,
-    })
+    let etsy_graphite = etsy
+        .graphite_host
+        .as_ref()
+        .filter(|_| etsy.backends.as_ref().is_none_or(|list| list.iter().any(|b| b.ends_with("graphite"))));
+    let graphite = args
+        .graphite
+        .clone()
+        .or_else(|| etsy_graphite.map(|host| format!("{host}:{}", etsy.graphite_port.unwrap_or(2003))));
+    let console =
+        args.console || etsy.backends.as_ref().is_some_and(|list| list.iter().any(|b| b.ends_with("console")));
+    Ok(Settings { udp, tcp, admin, flush_interval, graphite, console, etsy })
 }
 
 fn address(text: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
@@ -422,10 +344,7 @@ fn naming(etsy: &EtsyConfig) -> GraphiteNaming {
     GraphiteNaming {
         legacy_namespace: etsy.legacy_namespace.unwrap_or(defaults.legacy_namespace),
         global_prefix: etsy.global_prefix.clone().unwrap_or(defaults.global_prefix),
-        prefix_counter: etsy
-            .prefix_counter
-            .clone()
-            .unwrap_or(defaults.prefix_counter),
+        prefix_counter: etsy.prefix_counter.clone().unwrap_or(defaults.prefix_counter),
         prefix_timer: etsy.prefix_timer.clone().unwrap_or(defaults.prefix_timer),
         prefix_gauge: etsy.prefix_gauge.clone().unwrap_or(defaults.prefix_gauge),
         prefix_set: etsy.prefix_set.clone().unwrap_or(defaults.prefix_set),
@@ -448,13 +367,9 @@ fn idle_flushes(text: &str, interval_ms: u64) -> anyhow::Result<u32> {
 
 /// `500ms`, `10s`, `2m`, `1h`, with an optional fraction (`1.5s`).
 fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .with_context(|| format!("{text:?} does not start with a number"))?;
+    let value: f64 = number.parse().with_context(|| format!("{text:?} does not start with a number"))?;
     let seconds = match unit {
         "ms" => value / 1000.0,
         "s" => value,
@@ -476,10 +391,7 @@ pub fn block_signals() -> anyhow::Result<libc::sigset_t> {
         libc::sigaddset(&mut set, libc::SIGTERM);
         let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         if rc != 0 {
-            bail!(
-                "cannot block SIGINT/SIGTERM: {}",
-                std::io::Error::from_raw_os_error(rc)
-            );
+            bail!("cannot block SIGINT/SIGTERM: {}", std::io::Error::from_raw_os_error(rc));
         }
         Ok(set)
     }
@@ -500,14 +412,8 @@ mod tests {
 
     #[test]
     fn durations_need_units() {
-        assert_eq!(
-            parse_duration("500ms").ok(),
-            Some(Duration::from_millis(500))
-        );
-        assert_eq!(
-            parse_duration("1.5s").ok(),
-            Some(Duration::from_millis(1500))
-        );
+        assert_eq!(parse_duration("500ms").ok(), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s").ok(), Some(Duration::from_millis(1500)));
         assert_eq!(parse_duration("2m").ok(), Some(Duration::from_secs(120)));
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("10x").is_err());

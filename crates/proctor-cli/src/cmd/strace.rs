@@ -71,9 +71,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn trace_and_analyze(command: &[String], keep: Option<PathBuf>, options: &Options) -> anyhow::Result<ExitCode> {
-    let strace = find_in_path("strace").context(
-        "strace is not installed: proctor strace run needs it (Debian/Ubuntu: apt-get install strace)",
-    )?;
+    let strace = find_in_path("strace")
+        .context("strace is not installed: proctor strace run needs it (Debian/Ubuntu: apt-get install strace)")?;
     let temporary = tempfile::Builder::new().prefix("proctor-strace-").suffix(".log").tempfile()?;
     let log: PathBuf = keep.unwrap_or_else(|| temporary.path().to_path_buf());
     let status = Command::new(&strace)

@@ -150,10 +150,12 @@ fn cgroup_answer(root: &proctor_procfs::Root, rows: &[proctor_model::ProcessRow]
     if &*root_cgroup == "/" {
         return None;
     }
-    let inside = |c: &str| c == &*root_cgroup || c.strip_prefix(&*root_cgroup).is_some_and(|rest| rest.starts_with('/'));
+    let inside =
+        |c: &str| c == &*root_cgroup || c.strip_prefix(&*root_cgroup).is_some_and(|rest| rest.starts_with('/'));
     let members: std::collections::HashSet<u32> = tree.rows.iter().map(|r| r.row.pid).collect();
     let all_members_inside = tree.rows.iter().all(|r| r.row.cgroup.as_deref().is_some_and(inside));
-    let no_outsiders = rows.iter().filter(|r| r.cgroup.as_deref().is_some_and(inside)).all(|r| members.contains(&r.pid));
+    let no_outsiders =
+        rows.iter().filter(|r| r.cgroup.as_deref().is_some_and(inside)).all(|r| members.contains(&r.pid));
     if !(all_members_inside && no_outsiders) {
         return None;
     }

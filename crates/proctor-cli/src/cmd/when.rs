@@ -37,7 +37,9 @@ pub fn parse_when(text: &str) -> Result<When, String> {
         return Ok(When::UnixNs((secs * 1e9) as u64));
     }
     if let Some(ago) = text.strip_suffix("ago") {
-        return parse_span(ago.trim()).map(When::Ago).ok_or_else(|| format!("not a time: {text:?} (try \"10 min ago\")"));
+        return parse_span(ago.trim())
+            .map(When::Ago)
+            .ok_or_else(|| format!("not a time: {text:?} (try \"10 min ago\")"));
     }
     parse_utc(text).map(When::UnixNs).ok_or_else(|| {
         format!("not a time: {text:?} (try \"10 min ago\", \"2024-05-01T12:00:00\" in UTC, or \"@UNIX_SECONDS\")")

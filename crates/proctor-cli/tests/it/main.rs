@@ -1,8 +1,8 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
 mod record;
-mod report;
 mod replay;
+mod report;
 mod serve_record;
 mod statsd_report;
 
@@ -56,11 +56,7 @@ fn snapshot_json_has_host_container_processes_and_cost() {
 #[test]
 fn tree_json_covers_children_and_pss_on_request() {
     let parent = Guard(
-        Command::new("sh")
-            .args(["-c", "sleep 60 & sleep 60 & wait"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn sh"),
+        Command::new("sh").args(["-c", "sleep 60 & sleep 60 & wait"]).stdin(Stdio::null()).spawn().expect("spawn sh"),
     );
     let pid = parent.0.id().to_string();
     // The shell forks its children right away; give the scan a moment via the interval.
@@ -81,12 +77,7 @@ fn tree_json_covers_children_and_pss_on_request() {
 fn hostile_process_names_are_not_terminal_escapes() {
     // A comm with an escape sequence and a newline; the text view must not pass them through.
     let name = "\u{1b}[2Jevil\nname";
-    let child = Guard(
-        Command::new("bash")
-            .args(["-c", &format!("exec -a '{name}' sleep 60")])
-            .spawn()
-            .expect("spawn"),
-    );
+    let child = Guard(Command::new("bash").args(["-c", &format!("exec -a '{name}' sleep 60")]).spawn().expect("spawn"));
     let pid = child.0.id().to_string();
     let out = proctor(&["tree", &pid, "--interval", "200ms"]);
     assert!(out.status.success());
@@ -114,7 +105,11 @@ fn unprivileged_runs_degrade_per_field_and_never_fail() {
     // --io makes nobody meet other users' unreadable /proc/PID/io: counted per reason in JSON.
     let v = json(&unprivileged(&["snapshot", "--interval", "0", "--io", "--format", "json"]));
     assert!(v["process_count"].as_u64().is_some_and(|n| n > 0));
-    assert!(v["sample_cost"]["errors"]["process.io:permission"].as_u64().is_some_and(|n| n > 0), "{}", v["sample_cost"]);
+    assert!(
+        v["sample_cost"]["errors"]["process.io:permission"].as_u64().is_some_and(|n| n > 0),
+        "{}",
+        v["sample_cost"]
+    );
     let out = unprivileged(&["tree", "1", "--interval", "0", "--pss", "--format", "json"]);
     let v = json(&out);
     // PID 1 belongs to root: nobody may not read its smaps_rollup, and says so per field.
@@ -253,7 +248,9 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
         sender.send_to(b"jobs.done:3|c\nqueue.depth:7|g\nreq.time:250|ms", &udp).expect("send");
         std::thread::sleep(std::time::Duration::from_millis(200));
         body = http_get(&addr, "/metrics");
-        if body.contains("proctor_statsd_gauge{key=\"queue.depth\"} 7") && body.contains("key=\"req.time\",stat=\"upper\"} 0.25") {
+        if body.contains("proctor_statsd_gauge{key=\"queue.depth\"} 7")
+            && body.contains("key=\"req.time\",stat=\"upper\"} 0.25")
+        {
             break;
         }
     }
@@ -316,7 +313,8 @@ fn probe_records_every_request_and_analyze_reads_them_back() {
     let second = proctor(&["probe", &url, "-n", "3", "--rate", "100", "--out", out_text]);
     assert!(second.status.success());
     let plot = dir.path().join("plot.svg");
-    let v = json(&proctor(&["probe", "analyze", out_text, "--format", "json", "--plot", plot.to_str().expect("utf-8")]));
+    let v =
+        json(&proctor(&["probe", "analyze", out_text, "--format", "json", "--plot", plot.to_str().expect("utf-8")]));
     assert_eq!(v["requests"], 10, "{v}");
     assert_eq!(v["ok"], 10);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(2));

@@ -91,7 +91,11 @@ fn sigkill_at_random_moments_loses_at_most_the_sample_in_flight() {
         let frames = reader.all_frames().expect("frames");
         let times: Vec<u64> = frames.iter().map(|f| f.unix_ns()).collect();
         assert!(times.len() >= kept.len(), "round {round} (seed {seed}): frames lost");
-        assert_eq!(&times[..kept.len()], &kept.iter().map(|k| k.0).collect::<Vec<_>>()[..], "round {round} (seed {seed})");
+        assert_eq!(
+            &times[..kept.len()],
+            &kept.iter().map(|k| k.0).collect::<Vec<_>>()[..],
+            "round {round} (seed {seed})"
+        );
         let new: Vec<(u64, u64)> =
             frames[kept.len()..].iter().filter_map(|f| reader.read(f)).map(|s| (s.unix_ns, s.seq)).collect();
         assert_eq!(new.len(), frames.len() - kept.len(), "round {round} (seed {seed}): {:?}", reader.report());
@@ -100,7 +104,12 @@ fn sigkill_at_random_moments_loses_at_most_the_sample_in_flight() {
             assert!(new.contains(sample), "round {round} (seed {seed}): announced {sample:?} lost; stored {new:?}");
         }
         // ...and at most one more (written, killed before announcing) is there.
-        assert!(new.len() <= announced.len() + 1, "round {round} (seed {seed}): {} stored, {} announced", new.len(), announced.len());
+        assert!(
+            new.len() <= announced.len() + 1,
+            "round {round} (seed {seed}): {} stored, {} announced",
+            new.len(),
+            announced.len()
+        );
         // The run's samples are its seq 0, 1, 2, … with no hole.
         let seqs: Vec<u64> = new.iter().map(|(_, seq)| *seq).collect();
         assert_eq!(seqs, (0..new.len() as u64).collect::<Vec<_>>(), "round {round} (seed {seed})");
@@ -123,7 +132,12 @@ fn sigterm_stops_recording_and_prints_the_cost() {
     let mut seen = Vec::new();
     let mut byte = [0u8; 1];
     while !String::from_utf8_lossy(&seen).contains("appended ") {
-        assert_eq!(stderr.read(&mut byte).expect("read"), 1, "recorder ended early: {}", String::from_utf8_lossy(&seen));
+        assert_eq!(
+            stderr.read(&mut byte).expect("read"),
+            1,
+            "recorder ended early: {}",
+            String::from_utf8_lossy(&seen)
+        );
         seen.push(byte[0]);
     }
     // SAFETY: kill(2) with a pid this test spawned and has not reaped.

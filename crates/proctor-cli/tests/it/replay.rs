@@ -24,7 +24,8 @@ fn replay_shows_the_snapshot_view_of_the_newest_sample_with_rates() {
     let text = ok(&proctor(&["replay", "--top", "3"], dir.path()));
     assert!(text.starts_with("sample     ") && text.contains("(seq 2), rates over the"), "{text}");
     assert!(text.contains("\ncpu        busy") && text.contains("COMMAND"), "{text}");
-    let json: serde_json::Value = serde_json::from_str(&ok(&proctor(&["replay", "--format", "json"], dir.path()))).expect("JSON");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&proctor(&["replay", "--format", "json"], dir.path()))).expect("JSON");
     assert!(json["unix_ns"].as_u64().is_some());
     assert!(json["host"]["cpu"]["busy"].as_f64().is_some(), "{json}");
     assert!(json["processes"].as_array().is_some_and(|p| !p.is_empty()));
@@ -41,24 +42,45 @@ fn replay_of_a_range_prints_every_sample_and_before_the_store_is_an_error() {
     let out = proctor(&["replay", "--at", "@1000"], dir.path());
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("no sample at or before 1970-01-01T00:16:40Z") && stderr.contains("holds samples from"), "{stderr}");
+    assert!(
+        stderr.contains("no sample at or before 1970-01-01T00:16:40Z") && stderr.contains("holds samples from"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn dump_selects_fields_filters_and_keeps_the_top_n() {
     let dir = recorded();
-    let csv = ok(&proctor(&["dump", "process", "--fields", "time,pid,comm,rss_bytes", "--top", "2", "--sort", "rss_bytes"], dir.path()));
+    let csv = ok(&proctor(
+        &["dump", "process", "--fields", "time,pid,comm,rss_bytes", "--top", "2", "--sort", "rss_bytes"],
+        dir.path(),
+    ));
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], "time,pid,comm,rss_bytes");
     assert_eq!(lines.len(), 1 + 3 * 2, "{csv}");
     // The recorder saw itself; other tests' proctor processes are told apart by the store path
     // in the command line (read by the cmdline worker, so not necessarily in the first sample).
     let needle = format!("cmdline~{}", dir.path().display());
-    let json = ok(&proctor(&["dump", "process", "--format", "json", "--fields", "pid,comm,cmdline", "--filter", "comm=proctor", "--filter", &needle], dir.path()));
+    let json = ok(&proctor(
+        &[
+            "dump",
+            "process",
+            "--format",
+            "json",
+            "--fields",
+            "pid,comm,cmdline",
+            "--filter",
+            "comm=proctor",
+            "--filter",
+            &needle,
+        ],
+        dir.path(),
+    ));
     let rows: Vec<serde_json::Value> = json.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert!(!rows.is_empty() && rows.len() <= 3, "{json}");
     assert!(rows.iter().all(|r| r["comm"] == "proctor" && r["cmdline"][1] == "record"), "{json}");
-    let host = ok(&proctor(&["dump", "host", "--format", "json", "--fields", "time,cpu.busy,memory_used_bytes"], dir.path()));
+    let host =
+        ok(&proctor(&["dump", "host", "--format", "json", "--fields", "time,cpu.busy,memory_used_bytes"], dir.path()));
     let rows: Vec<serde_json::Value> = host.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert_eq!(rows.len(), 3);
     assert!(rows[0]["cpu.busy"].is_null() && rows[2]["cpu.busy"].as_f64().is_some(), "{host}");
@@ -102,10 +124,15 @@ fn replay_tree_shows_the_tree_view_of_stored_samples_with_rates_and_totals() {
     let pid = parent.0.id().to_string();
     let dir = recorded();
     let v: serde_json::Value =
-        serde_json::from_str(&ok(&proctor(&["replay", "--tree", "--pid", &pid, "--format", "json"], dir.path()))).expect("JSON");
+        serde_json::from_str(&ok(&proctor(&["replay", "--tree", "--pid", &pid, "--format", "json"], dir.path())))
+            .expect("JSON");
     // The same document `proctor tree --format json` prints.
     let live: serde_json::Value = serde_json::from_slice(
-        &Command::new(env!("CARGO_BIN_EXE_proctor")).args(["tree", &pid, "--interval", "0", "--format", "json"]).output().expect("tree").stdout,
+        &Command::new(env!("CARGO_BIN_EXE_proctor"))
+            .args(["tree", &pid, "--interval", "0", "--format", "json"])
+            .output()
+            .expect("tree")
+            .stdout,
     )
     .expect("tree JSON");
     let keys = |v: &serde_json::Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
@@ -113,7 +140,8 @@ fn replay_tree_shows_the_tree_view_of_stored_samples_with_rates_and_totals() {
     assert_eq!(keys(&v["total"]), keys(&live["total"]));
     assert_eq!(v["root_pid"].as_u64().map(|p| p.to_string()), Some(pid.clone()));
     let rows = v["rows"].as_array().expect("rows");
-    let shape: Vec<(u64, &str)> = rows.iter().map(|r| (r["depth"].as_u64().expect("depth"), r["comm"].as_str().expect("comm"))).collect();
+    let shape: Vec<(u64, &str)> =
+        rows.iter().map(|r| (r["depth"].as_u64().expect("depth"), r["comm"].as_str().expect("comm"))).collect();
     assert_eq!(shape, vec![(0, "sh"), (1, "sleep"), (1, "sleep")], "{v}");
     assert_eq!(v["total"]["processes"].as_u64(), Some(3));
     let rss: u64 = rows.iter().map(|r| r["rss_bytes"].as_u64().expect("rss")).sum();
@@ -124,7 +152,8 @@ fn replay_tree_shows_the_tree_view_of_stored_samples_with_rates_and_totals() {
     assert!(v["cgroup"].is_null() && v["pss_read"].is_null());
 
     // A range: one document per sample, the first without rates (no sample before it).
-    let lines = ok(&proctor(&["replay", "--tree", "--pid", &pid, "--from", "1 hour ago", "--format", "json"], dir.path()));
+    let lines =
+        ok(&proctor(&["replay", "--tree", "--pid", &pid, "--from", "1 hour ago", "--format", "json"], dir.path()));
     let docs: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert_eq!(docs.len(), 3);
     assert!(docs[0]["total"]["cpu_percent"].is_null() && docs[2]["total"]["cpu_percent"].as_f64().is_some());

@@ -99,7 +99,12 @@ fn report(dir: &Path, (from, to): (f64, f64), extra: &[&str]) -> serde_json::Val
 }
 
 fn series<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["correlation"]["series"].as_array().expect("series").iter().find(|s| s["name"] == name).expect("series present")
+    report["correlation"]["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .find(|s| s["name"] == name)
+        .expect("series present")
 }
 
 const CPU: [&str; 4] = ["cpu.user", "cpu.busy", "psi.cpu.some", "cpu.system"];
@@ -149,12 +154,22 @@ fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
     // as the best of the CPU series rather than cpu.busy alone: with the test binary's other
     // tests loading both cores, cpu.busy sits near 100 % in both runs and its rho in either is
     // noise around 0, so "busy lower without" would be a coin toss; PSI does not saturate.
-    let best_cpu = |report: &serde_json::Value| CPU.iter().filter_map(|name| series(report, name)["spearman"].as_f64()).fold(f64::MIN, f64::max);
+    let best_cpu = |report: &serde_json::Value| {
+        CPU.iter().filter_map(|name| series(report, name)["spearman"].as_f64()).fold(f64::MIN, f64::max)
+    };
     let (best_with, best_without) = (best_cpu(&with), best_cpu(&without));
-    assert!(best_without < best_with, "best CPU rho without burner {best_without} vs with {best_with} (cpu.busy with: {busy_with})");
+    assert!(
+        best_without < best_with,
+        "best CPU rho without burner {best_without} vs with {best_with} (cpu.busy with: {busy_with})"
+    );
 
     // Top processes: the burners used CPU inside the range.
-    let burners = with["summary"]["top_cpu"].as_array().expect("top").iter().filter(|p| p["cmdline"].as_str().is_some_and(|c| c.contains("while :"))).count();
+    let burners = with["summary"]["top_cpu"]
+        .as_array()
+        .expect("top")
+        .iter()
+        .filter(|p| p["cmdline"].as_str().is_some_and(|c| c.contains("while :")))
+        .count();
     assert!(burners >= 1, "{}", with["summary"]["top_cpu"]);
 
     // Plots: valid PNGs 960 px wide, SVGs with every panel.

@@ -26,7 +26,12 @@ pub(super) struct Served {
 
 /// Starts `proctor serve` at 100 ms with HOME and XDG_STATE_HOME set as given (never the
 /// caller's), and waits for its address.
-pub(super) fn serve(home: &Path, xdg_state_home: Option<&Path>, extra: &[&str], setup: impl FnOnce(&mut Command)) -> Served {
+pub(super) fn serve(
+    home: &Path,
+    xdg_state_home: Option<&Path>,
+    extra: &[&str],
+    setup: impl FnOnce(&mut Command),
+) -> Served {
     let mut command = Command::new(env!("CARGO_BIN_EXE_proctor"));
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms", "--pss-budget", "0"])
@@ -185,11 +190,9 @@ fn serve_with_an_unusable_data_dir_keeps_serving_and_reports_why() {
     let held = home.path().join("held");
     std::fs::create_dir(&held).expect("mkdir");
     let (_other, _) = Writer::open(&held, StoreConfig::default()).expect("this test holds the lock");
-    for (dir, reason) in [
-        (&missing, "does not exist"),
-        (&file, "is not a directory"),
-        (&held, "locked by another recorder"),
-    ] {
+    for (dir, reason) in
+        [(&missing, "does not exist"), (&file, "is not a directory"), (&held, "locked by another recorder")]
+    {
         let served = serve(home.path(), None, &["--data-dir", dir.to_str().expect("utf-8")], |_| {});
         assert!(
             served.early_stderr.contains("cannot record: ") && served.early_stderr.contains(reason),
@@ -296,9 +299,9 @@ fn serve_keeps_recording_after_a_failed_write() {
     assert!(status.success(), "{status:?}");
     let (_, report) = Writer::open(data.path(), StoreConfig::default()).expect("opens");
     assert!(report.set_aside.is_empty(), "{report:?}");
-    let segments = std::fs::read_dir(data.path()).expect("ls").filter(|e| {
-        e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg"))
-    });
+    let segments = std::fs::read_dir(data.path())
+        .expect("ls")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg")));
     assert!(segments.count() >= 3, "a new segment after each failure");
     assert!(stored_seqs(data.path()).len() as u64 >= frames_written(&later));
 }

@@ -114,7 +114,10 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
 
     // What the stream holds, independently of the report: flushes with values for the key.
     let flushes = stored_flushes(data.path());
-    let with_values = flushes.iter().filter(|f| f.timers.iter().any(|t| t.key == "api.latency" && t.stat("upper_90").is_some())).count();
+    let with_values = flushes
+        .iter()
+        .filter(|f| f.timers.iter().any(|t| t.key == "api.latency" && t.stat("upper_90").is_some()))
+        .count();
     assert!(with_values >= 16, "about 20 flushes of 500 ms had values: {with_values} of {}", flushes.len());
 
     let range = ["--from".to_string(), format!("@{begin:.3}"), "--to".to_string(), format!("@{end:.3}")];
@@ -125,7 +128,11 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
     let out = report(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert!(v["latency_source"].as_str().is_some_and(|s| s.starts_with("statsd timer api.latency, upper_90 per flush")), "{}", v["latency_source"]);
+    assert!(
+        v["latency_source"].as_str().is_some_and(|s| s.starts_with("statsd timer api.latency, upper_90 per flush")),
+        "{}",
+        v["latency_source"]
+    );
     let c = &v["correlation"];
     // One point per flush with values, every one inside a sample interval, and each series'
     // n counts them all.
@@ -138,20 +145,30 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
     // The timer over time: slow where it was made slow, fast well away from it. A point is
     // matched at its midpoint (start + half its latency).
     let points = c["points"].as_array().expect("points");
-    let midpoint = |p: &serde_json::Value| (p["unix_ns"].as_f64().expect("t") + p["latency_ns"].as_f64().expect("l") / 2.0) / 1e9;
+    let midpoint =
+        |p: &serde_json::Value| (p["unix_ns"].as_f64().expect("t") + p["latency_ns"].as_f64().expect("l") / 2.0) / 1e9;
     let latency_ms = |p: &serde_json::Value| p["latency_ns"].as_f64().expect("l") / 1e6;
     let mut inside = 0;
     for p in points {
         let t = midpoint(p);
         if t > slow_from + 1.0 && t < slow_to - 1.0 {
             inside += 1;
-            assert!(latency_ms(p) >= 250.0, "a flush well inside the slow window is slow: {p} ({slow_from:.3}..{slow_to:.3})");
+            assert!(
+                latency_ms(p) >= 250.0,
+                "a flush well inside the slow window is slow: {p} ({slow_from:.3}..{slow_to:.3})"
+            );
         }
         if t < slow_from - 1.0 || t > slow_to + 1.0 {
-            assert!(latency_ms(p) < 50.0, "a flush well outside the slow window is fast: {p} ({slow_from:.3}..{slow_to:.3})");
+            assert!(
+                latency_ms(p) < 50.0,
+                "a flush well outside the slow window is fast: {p} ({slow_from:.3}..{slow_to:.3})"
+            );
         }
         if p["slow"] == true {
-            assert!(t > slow_from - 1.0 && t < slow_to + 1.0, "slow points lie in the slow window: {p} ({slow_from:.3}..{slow_to:.3})");
+            assert!(
+                t > slow_from - 1.0 && t < slow_to + 1.0,
+                "slow points lie in the slow window: {p} ({slow_from:.3}..{slow_to:.3})"
+            );
         }
     }
     assert!(inside >= 2, "flushes well inside the 4 s slow window: {inside}");
@@ -167,7 +184,10 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
     let text = report(&args);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains(&format!("{with_values} requests, {with_values} inside sample intervals")), "{text}");
-    let busy = text.lines().find(|l| l.starts_with("cpu.busy ") && l.split_whitespace().count() == 7).unwrap_or_else(|| panic!("{text}"));
+    let busy = text
+        .lines()
+        .find(|l| l.starts_with("cpu.busy ") && l.split_whitespace().count() == 7)
+        .unwrap_or_else(|| panic!("{text}"));
     assert_eq!(busy.split_whitespace().nth(1), Some(with_values.to_string().as_str()), "{busy}");
 
     // A key the stream never had is an error that names the keys it has.
@@ -177,7 +197,10 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
     let wrong = report(&args);
     assert_eq!(wrong.status.code(), Some(1), "{}", String::from_utf8_lossy(&wrong.stdout));
     let err = String::from_utf8_lossy(&wrong.stderr);
-    assert!(err.contains("--timer api.latancy: no flush") && err.contains("api.latency") && err.contains("db.query"), "{err}");
+    assert!(
+        err.contains("--timer api.latancy: no flush") && err.contains("api.latency") && err.contains("db.query"),
+        "{err}"
+    );
     assert!(wrong.stdout.is_empty());
 }
 
@@ -195,7 +218,12 @@ fn serve_statsd_records_flushes_for_report_and_no_record_writes_nothing() {
     let sender = UdpSocket::bind("127.0.0.1:0").expect("sender");
     // Bounded: at most 15 s of 20 packets a second, until three flushes with values are stored.
     let deadline = Instant::now() + Duration::from_secs(15);
-    let stored_with_values = || stored_flushes(&data).iter().filter(|f| f.timers.iter().any(|t| t.key == "job.time" && t.stat("upper").is_some())).count();
+    let stored_with_values = || {
+        stored_flushes(&data)
+            .iter()
+            .filter(|f| f.timers.iter().any(|t| t.key == "job.time" && t.stat("upper").is_some()))
+            .count()
+    };
     while Instant::now() < deadline && stored_with_values() < 3 {
         sender.send_to(b"job.time:42|ms", &udp).expect("send");
         std::thread::sleep(Duration::from_millis(50));
@@ -238,7 +266,8 @@ fn serve_statsd_records_flushes_for_report_and_no_record_writes_nothing() {
     while Instant::now() < deadline && !flushed {
         sender.send_to(b"job.time:42|ms", &udp).expect("send");
         std::thread::sleep(Duration::from_millis(100));
-        flushed = super::http_get(&served.addr, "/metrics").contains("proctor_statsd_timer_seconds{key=\"job.time\",stat=\"upper\"} 0.042");
+        flushed = super::http_get(&served.addr, "/metrics")
+            .contains("proctor_statsd_timer_seconds{key=\"job.time\",stat=\"upper\"} 0.042");
     }
     let (status, stderr) = served.stop();
     assert!(status.success(), "{stderr}");

@@ -214,10 +214,8 @@ fn no_reuse_opens_a_connection_per_request_and_records_round_trip_through_json()
     let report = report(&records);
     assert_eq!((report.ok, report.connections), (10, 10));
     assert!(records.iter().all(|record| !record.reused && record.phases.connect_ns.is_some()));
-    let lines: String =
-        records.iter().map(|record| serde_json::to_string(record).expect("serialize") + "\n").collect();
-    let back: Vec<RequestRecord> =
-        lines.lines().map(|line| serde_json::from_str(line).expect("parse")).collect();
+    let lines: String = records.iter().map(|record| serde_json::to_string(record).expect("serialize") + "\n").collect();
+    let back: Vec<RequestRecord> = lines.lines().map(|line| serde_json::from_str(line).expect("parse")).collect();
     assert_eq!(back, records);
     assert!(!lines.contains("tls_verified"), "plain http records carry no TLS verdict: {lines}");
     assert_eq!(report.tls_verified, None);
@@ -246,7 +244,8 @@ const HANDSHAKE_DELAY: Duration = Duration::from_millis(30);
 fn https_with_a_private_ca_times_the_handshake_on_new_connections_only() {
     let pki = Pki::generate("proctor test CA");
     let server = Server::start_tls(Arc::clone(&pki.server), HANDSHAKE_DELAY, ok_reply);
-    let records = run(config_trusting(&server.url("/"), trust_ca(&pki, "ca.pem"), closed(2), 10, Duration::from_secs(5)));
+    let records =
+        run(config_trusting(&server.url("/"), trust_ca(&pki, "ca.pem"), closed(2), 10, Duration::from_secs(5)));
     assert_eq!(records.len(), 10);
     for record in &records {
         assert_eq!((record.error, record.status, record.body_bytes), (None, Some(200), 5), "{record:?}");
@@ -305,7 +304,8 @@ fn https_without_the_private_ca_fails_as_tls_and_names_the_roots_it_trusted() {
 
     // A private CA, but not the one that signed this server.
     let other = Pki::generate("another test CA");
-    let wrong = run(config_trusting(&server.url("/"), trust_ca(&other, "other-ca.pem"), closed(1), 2, Duration::from_secs(5)));
+    let wrong =
+        run(config_trusting(&server.url("/"), trust_ca(&other, "other-ca.pem"), closed(1), 2, Duration::from_secs(5)));
     for record in &wrong {
         assert_eq!(record.error, Some(ErrorClass::Tls), "{record:?}");
         let detail = record.error_detail.as_deref().unwrap_or_default();
@@ -315,7 +315,13 @@ fn https_without_the_private_ca_fails_as_tls_and_names_the_roots_it_trusted() {
     // A self-signed CA:TRUE certificate is refused even when trusted, and the message says why.
     let openssl_style = Pki::ca_as_server_certificate();
     let server = Server::start_tls(Arc::clone(&openssl_style.server), Duration::ZERO, ok_reply);
-    let refused = run(config_trusting(&server.url("/"), trust_ca(&openssl_style, "self.pem"), closed(1), 1, Duration::from_secs(5)));
+    let refused = run(config_trusting(
+        &server.url("/"),
+        trust_ca(&openssl_style, "self.pem"),
+        closed(1),
+        1,
+        Duration::from_secs(5),
+    ));
     let detail = refused[0].error_detail.as_deref().unwrap_or_default();
     assert_eq!(refused[0].error, Some(ErrorClass::Tls), "{detail}");
     assert!(detail.contains("CaUsedAsEndEntity") && detail.contains("CA:FALSE"), "{detail}");

@@ -18,8 +18,7 @@ impl Pki {
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca params");
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         ca_params.distinguished_name.push(rcgen::DnType::CommonName, ca_name);
-        ca_params.key_usages =
-            vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+        ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
         let ca_key = rcgen::KeyPair::generate().expect("ca key");
         let ca = ca_params.self_signed(&ca_key).expect("ca certificate");
         let issuer = rcgen::Issuer::new(ca_params, ca_key);

@@ -41,11 +41,7 @@ impl Tree {
     }
 
     fn truth(&self) -> ContainerTruth {
-        let config = SamplerConfig {
-            root: Root::new(self.root()),
-            processes: false,
-            ..SamplerConfig::default()
-        };
+        let config = SamplerConfig { root: Root::new(self.root()), processes: false, ..SamplerConfig::default() };
         let mut sampler = Sampler::new(config);
         container_truth(&sampler.sample())
     }
@@ -108,7 +104,10 @@ fn v1_quota_and_memory_limit() {
     .file("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n")
     .file("/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "536870912\n")
     .file("/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "1000\n")
-    .file("/sys/fs/cgroup/memory/docker/abc/memory.stat", "cache 1\nrss 2\ntotal_cache 10\ntotal_rss 20\ntotal_shmem 3\n");
+    .file(
+        "/sys/fs/cgroup/memory/docker/abc/memory.stat",
+        "cache 1\nrss 2\ntotal_cache 10\ntotal_rss 20\ntotal_shmem 3\n",
+    );
     let truth = t.truth();
     assert_eq!(truth.cgroup_version, Some("v1"));
     assert!(close(truth.effective_cpus, 0.5), "{truth:?}");
@@ -234,12 +233,8 @@ fn process_table_on_a_fake_proc_with_garbage_and_a_vanished_pid() {
     t.file("/proc/103/stat", "\u{0}\u{1}\u{2} not a stat file");
     t.file("/proc/104/statm", "1 2 3 4 0 6 0\n"); // listed, but its stat is gone
     t.file("/proc/105/stat", "105 (cut) S 1 105 105 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 2 0 99 1000 1"); // truncated
-    let config = SamplerConfig {
-        root: Root::new(t.root()),
-        cmdline: false,
-        pss_budget: 0.0,
-        ..SamplerConfig::default()
-    };
+    let config =
+        SamplerConfig { root: Root::new(t.root()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
     let mut sampler = Sampler::new(config);
     let sample = sampler.sample();
     let pids: Vec<u32> = sample.processes.iter().map(|p| p.pid).collect();
@@ -256,7 +251,8 @@ fn process_table_on_a_fake_proc_with_garbage_and_a_vanished_pid() {
     let before = sampler.sample();
     let files_per_pid = before.cost.files_read as f64;
     assert!(files_per_pid > 0.0);
-    let statuses_reread = before.processes.iter().filter(|p| p.status.is_some_and(|s| s.read_mono_ns == before.mono_ns)).count();
+    let statuses_reread =
+        before.processes.iter().filter(|p| p.status.is_some_and(|s| s.read_mono_ns == before.mono_ns)).count();
     assert_eq!(statuses_reread, 0, "status is re-read only when the footprint moves");
     let stat = std::fs::read_to_string(t.root().join("proc/101/stat")).expect("read");
     t.file("/proc/101/stat", &stat.replacen(" 10 0 0 0 30 20", " 11 0 0 0 30 20", 1)); // one more minor fault
@@ -286,7 +282,11 @@ fn unchanged_stat_lines_reuse_their_parse_and_any_changed_byte_is_seen() {
     let mut sampler = Sampler::new(config);
     let first = sampler.sample();
     let second = sampler.sample();
-    assert_eq!(format!("{:?}", first.processes), format!("{:?}", second.processes), "a byte-identical line reads the same");
+    assert_eq!(
+        format!("{:?}", first.processes),
+        format!("{:?}", second.processes),
+        "a byte-identical line reads the same"
+    );
     let stat = std::fs::read_to_string(t.root().join("proc/100/stat")).expect("read");
     // rss is field 24, far into the line; same length, one byte differs.
     let rss_moved = stat.replacen(" 1000000 110 ", " 1000000 111 ", 1);
@@ -312,13 +312,18 @@ fn rows_and_tree_from_fake_samples() {
     let t = Tree::new("0");
     process(&t, 100, 1, "parent", 110);
     process(&t, 101, 100, "child", 20);
-    let config = SamplerConfig { root: Root::new(t.root()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
+    let config =
+        SamplerConfig { root: Root::new(t.root()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
     let mut sampler = Sampler::new(config);
     let first = sampler.sample();
     // 100 more ticks of CPU for the child between the samples.
-    t.file("/proc/101/stat", &std::fs::read_to_string(t.root().join("proc/101/stat")).expect("read").replacen(" 30 20 ", " 130 20 ", 1));
+    t.file(
+        "/proc/101/stat",
+        &std::fs::read_to_string(t.root().join("proc/101/stat")).expect("read").replacen(" 30 20 ", " 130 20 ", 1),
+    );
     let second = sampler.sample();
-    let rows = proctor_model::process_rows(&second, Some(&first), proctor_model::RowContext { effective_cpus: Some(2.0) });
+    let rows =
+        proctor_model::process_rows(&second, Some(&first), proctor_model::RowContext { effective_cpus: Some(2.0) });
     let child = rows.iter().find(|r| r.pid == 101).expect("child row");
     let secs = (second.mono_ns - first.mono_ns) as f64 / 1e9;
     let expected = 100.0 / second.clock_ticks_per_sec as f64 / secs * 100.0;

@@ -19,24 +19,12 @@ fn python() -> Option<String> {
 }
 
 fn run_python(python: &str, script: &str) {
-    let output = Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .output()
-        .expect("run python");
-    assert!(
-        output.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = Command::new(python).arg("-c").arg(script).output().expect("run python");
+    assert!(output.status.success(), "python failed: {}", String::from_utf8_lossy(&output.stderr));
 }
 
 fn counter(flush: &FlushData, key: &str) -> Option<f64> {
-    flush
-        .counters
-        .iter()
-        .find(|c| c.key == key)
-        .map(|c| c.count)
+    flush.counters.iter().find(|c| c.key == key).map(|c| c.count)
 }
 
 fn gauge(flush: &FlushData, key: &str) -> Option<f64> {
@@ -45,11 +33,7 @@ fn gauge(flush: &FlushData, key: &str) -> Option<f64> {
 
 fn timer_stat(flush: &FlushData, key: &str, stat: &str) -> Option<f64> {
     let timer = flush.timers.iter().find(|t| t.key == key)?;
-    timer
-        .stats
-        .iter()
-        .find(|(name, _)| name == stat)
-        .map(|(_, v)| *v)
+    timer.stats.iter().find(|(name, _)| name == stat).map(|(_, v)| *v)
 }
 
 fn bad_lines(handle: &proctor_statsd::ServerHandle) -> u64 {

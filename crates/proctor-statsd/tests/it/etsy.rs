@@ -35,19 +35,11 @@ impl Drop for Etsy {
 }
 
 fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    UdpSocket::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 fn start_etsy(stats_js: &str, sink: SocketAddr, extra: serde_json::Value) -> Etsy {
@@ -87,9 +79,7 @@ fn start_etsy(stats_js: &str, sink: SocketAddr, extra: serde_json::Value) -> Ets
         admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
         _dir: dir,
     };
-    wait_for("etsy statsd's admin port", || {
-        std::net::TcpStream::connect(etsy.admin).is_ok()
-    });
+    wait_for("etsy statsd's admin port", || std::net::TcpStream::connect(etsy.admin).is_ok());
     etsy
 }
 
@@ -137,33 +127,20 @@ fn corpus() -> Vec<String> {
     .collect();
     // Enough samples for every percentile to differ, with values whose sums round.
     for i in 0..60u32 {
-        packets.push(format!(
-            "lat.many:{}|ms",
-            f64::from((i * 37) % 101) * 0.7 + 0.01
-        ));
+        packets.push(format!("lat.many:{}|ms", f64::from((i * 37) % 101) * 0.7 + 0.01));
         packets.push(format!("hist.req:{}|ms", f64::from((i * 53) % 97) * 1.3));
     }
     packets
 }
 
 fn line_count(packets: &[String]) -> u64 {
-    packets
-        .iter()
-        .map(|p| p.split('\n').filter(|l| !l.is_empty()).count() as u64)
-        .sum()
+    packets.iter().map(|p| p.split('\n').filter(|l| !l.is_empty()).count() as u64).sum()
 }
 
 fn metrics_received(admin_address: SocketAddr) -> Option<u64> {
     let reply = admin_list(admin_address, "counters");
-    let line = reply
-        .lines()
-        .find(|l| l.contains("statsd.metrics_received'"))?;
-    line.split(':')
-        .nth(1)?
-        .trim()
-        .trim_end_matches(',')
-        .parse()
-        .ok()
+    let line = reply.lines().find(|l| l.contains("statsd.metrics_received'"))?;
+    line.split(':').nth(1)?.trim().trim_end_matches(',').parse().ok()
 }
 
 /// The Graphite lines of the first payload whose `metrics_received` count is `lines`.
@@ -224,22 +201,12 @@ fn compare(extra: serde_json::Value, naming: GraphiteNaming, idle: IdlePolicy) {
         histograms: vec![
             HistogramSpec {
                 metric: "hist".into(),
-                bins: vec![
-                    Bin::Below(0.5),
-                    Bin::Below(10.0),
-                    Bin::Below(100.0),
-                    Bin::Inf,
-                ],
+                bins: vec![Bin::Below(0.5), Bin::Below(10.0), Bin::Below(100.0), Bin::Inf],
             },
-            HistogramSpec {
-                metric: "lat".into(),
-                bins: vec![Bin::Below(1.0), Bin::Below(5.0)],
-            },
+            HistogramSpec { metric: "lat".into(), bins: vec![Bin::Below(1.0), Bin::Below(5.0)] },
         ],
     };
-    let mut builder = TestServer::builder()
-        .flush(flush)
-        .graphite_named(proctor_sink.address(), naming.clone());
+    let mut builder = TestServer::builder().flush(flush).graphite_named(proctor_sink.address(), naming.clone());
     builder = builder.prefix_stats(&naming.prefix_stats).idle(idle);
     let proctor = builder.start();
     // Compare steady-state flushes: from the second flush on both also send timestamp_lag.
@@ -254,12 +221,8 @@ fn compare(extra: serde_json::Value, naming: GraphiteNaming, idle: IdlePolicy) {
         proctor_sink.next_payload();
         etsy_sink.drain();
         for packet in &packets {
-            client
-                .send_to(packet.as_bytes(), etsy.udp)
-                .expect("send etsy");
-            client
-                .send_to(packet.as_bytes(), proctor.udp)
-                .expect("send proctor");
+            client.send_to(packet.as_bytes(), etsy.udp).expect("send etsy");
+            client.send_to(packet.as_bytes(), proctor.udp).expect("send proctor");
         }
         let mut complete = false;
         wait_for("both servers to count the round", || {
@@ -270,27 +233,15 @@ fn compare(extra: serde_json::Value, naming: GraphiteNaming, idle: IdlePolicy) {
                 return true;
             }
             // A flush between two packets splits the round over two windows: try again.
-            etsy_count > lines
-                || proctor_count > lines
-                || etsy_sink_or_proctor_flushed(&etsy_sink, &proctor_sink)
+            etsy_count > lines || proctor_count > lines || etsy_sink_or_proctor_flushed(&etsy_sink, &proctor_sink)
         });
         if complete {
             let expected = payload_with(&etsy_sink, lines);
             let actual = payload_with(&proctor_sink, lines);
             // The corpus yields well over a hundred lines; fewer means the comparison is hollow.
-            assert!(
-                expected.len() > 150,
-                "only {} lines from Etsy",
-                expected.len()
-            );
-            let only_proctor: Vec<&String> = actual
-                .iter()
-                .filter(|line| !expected.contains(line))
-                .collect();
-            let only_etsy: Vec<&String> = expected
-                .iter()
-                .filter(|line| !actual.contains(line))
-                .collect();
+            assert!(expected.len() > 150, "only {} lines from Etsy", expected.len());
+            let only_proctor: Vec<&String> = actual.iter().filter(|line| !expected.contains(line)).collect();
+            let only_etsy: Vec<&String> = expected.iter().filter(|line| !actual.contains(line)).collect();
             assert!(
                 only_proctor.is_empty() && only_etsy.is_empty() && actual.len() == expected.len(),
                 "proctor and Etsy statsd 0.9.0 differ\nonly proctor: {only_proctor:#?}\nonly etsy: {only_etsy:#?}"
@@ -308,11 +259,7 @@ fn etsy_sink_or_proctor_flushed(etsy: &GraphiteSink, proctor: &GraphiteSink) -> 
 
 #[test]
 fn graphite_lines_equal_etsy_legacy_namespace() {
-    compare(
-        serde_json::json!({}),
-        GraphiteNaming::default(),
-        IdlePolicy::default(),
-    );
+    compare(serde_json::json!({}), GraphiteNaming::default(), IdlePolicy::default());
 }
 
 #[test]
@@ -337,11 +284,6 @@ fn graphite_lines_equal_etsy_new_namespace_prefixes_suffix_and_delete_idle() {
         prefix_stats: "mystatsd".into(),
         ..GraphiteNaming::default()
     };
-    let idle = IdlePolicy {
-        counters: 1,
-        timers: 1,
-        sets: 1,
-        gauges: 1,
-    };
+    let idle = IdlePolicy { counters: 1, timers: 1, sets: 1, gauges: 1 };
     compare(extra, naming, idle);
 }

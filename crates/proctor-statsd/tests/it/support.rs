@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use proctor_statsd::flush::{CounterData, FlushData};
 use proctor_statsd::graphite::{GraphiteBackend, GraphiteConfig, GraphiteNaming};
-use proctor_statsd::{
-    Backend, FlushConfig, Listeners, Server, ServerConfig, ServerHandle, Shutdown,
-};
+use proctor_statsd::{Backend, FlushConfig, Listeners, Server, ServerConfig, ServerHandle, Shutdown};
 
 /// Waits for `condition`, checking every few milliseconds, and fails the test after 20 s.
 /// The deadline only turns a hang into a failure; no assertion depends on timing.
@@ -52,11 +50,7 @@ impl GraphiteSink {
                 }
             }
         });
-        GraphiteSink {
-            address,
-            payloads,
-            early: std::sync::Mutex::new(Vec::new()),
-        }
+        GraphiteSink { address, payloads, early: std::sync::Mutex::new(Vec::new()) }
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -69,9 +63,7 @@ impl GraphiteSink {
             return early.remove(0);
         }
         drop(early);
-        self.payloads
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a graphite payload")
+        self.payloads.recv_timeout(Duration::from_secs(30)).expect("a graphite payload")
     }
 
     /// True when a payload is waiting; it stays queued.
@@ -137,21 +129,10 @@ impl TestServerBuilder {
         let udp = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
         let tcp = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
         let admin = TcpListener::bind("127.0.0.1:0").expect("bind admin");
-        let addresses = (
-            udp.local_addr().expect("addr"),
-            tcp.local_addr().expect("addr"),
-            admin.local_addr().expect("addr"),
-        );
-        let unix = self
-            .unix
-            .as_ref()
-            .map(|path| UnixDatagram::bind(path).expect("bind unix"));
-        let listeners = Listeners {
-            udp: vec![udp],
-            tcp: Some(tcp),
-            unix,
-            admin: Some(admin),
-        };
+        let addresses =
+            (udp.local_addr().expect("addr"), tcp.local_addr().expect("addr"), admin.local_addr().expect("addr"));
+        let unix = self.unix.as_ref().map(|path| UnixDatagram::bind(path).expect("bind unix"));
+        let listeners = Listeners { udp: vec![udp], tcp: Some(tcp), unix, admin: Some(admin) };
         let mut backends: Vec<Box<dyn Backend>> = Vec::new();
         let mut counters = Vec::new();
         if let Some((address, naming)) = self.graphite {
@@ -162,8 +143,7 @@ impl TestServerBuilder {
             backends.push(Box::new(backend));
         }
         let shutdown = Shutdown::new();
-        let server = Server::start(listeners, self.config, backends, counters, shutdown.clone())
-            .expect("start");
+        let server = Server::start(listeners, self.config, backends, counters, shutdown.clone()).expect("start");
         TestServer {
             udp: addresses.0,
             tcp: addresses.1,
@@ -188,24 +168,15 @@ impl TestServer {
     pub fn builder() -> TestServerBuilder {
         let config = ServerConfig {
             // Long enough that only the final flush at shutdown happens in a test.
-            flush: FlushConfig {
-                interval_ms: 3_600_000,
-                ..FlushConfig::default()
-            },
+            flush: FlushConfig { interval_ms: 3_600_000, ..FlushConfig::default() },
             ..ServerConfig::default()
         };
-        TestServerBuilder {
-            config,
-            graphite: None,
-            unix: None,
-        }
+        TestServerBuilder { config, graphite: None, unix: None }
     }
 
     /// Waits until the server has parsed `lines` non-empty lines (Etsy's metrics_received).
     pub fn wait_metrics(&self, lines: u64) {
-        wait_for(&format!("{lines} lines"), || {
-            self.handle.self_metrics().lines_received >= lines
-        });
+        wait_for(&format!("{lines} lines"), || self.handle.self_metrics().lines_received >= lines);
     }
 
     pub fn stop(mut self) {
@@ -250,9 +221,7 @@ pub fn send_tcp(address: SocketAddr, bytes: &[u8]) {
 /// Sends one admin command followed by `quit`, and returns everything before the close.
 pub fn admin(address: SocketAddr, command: &str) -> String {
     let mut stream = TcpStream::connect(address).expect("connect admin");
-    stream
-        .write_all(format!("{command}\nquit\n").as_bytes())
-        .expect("write admin");
+    stream.write_all(format!("{command}\nquit\n").as_bytes()).expect("write admin");
     let mut reply = String::new();
     stream.read_to_string(&mut reply).expect("read admin");
     reply
@@ -262,12 +231,8 @@ pub fn admin(address: SocketAddr, command: &str) -> String {
 /// each TCP chunk as one command, so `quit` cannot ride along in the same write.
 pub fn admin_list(address: SocketAddr, command: &str) -> String {
     let mut stream = TcpStream::connect(address).expect("connect admin");
-    stream
-        .write_all(format!("{command}\n").as_bytes())
-        .expect("write admin");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
+    stream.write_all(format!("{command}\n").as_bytes()).expect("write admin");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
     let mut reply = Vec::new();
     let mut chunk = [0u8; 4096];
     while !reply.ends_with(b"END\n\n") {
@@ -283,11 +248,7 @@ pub fn flush_with_counter(key: &str, count: f64, timestamp: u64) -> FlushData {
     FlushData {
         timestamp_seconds: timestamp,
         interval_ms: 10_000,
-        counters: vec![CounterData {
-            key: key.to_owned(),
-            count,
-            rate_per_second: count / 10.0,
-        }],
+        counters: vec![CounterData { key: key.to_owned(), count, rate_per_second: count / 10.0 }],
         timers: Vec::new(),
         gauges: Vec::new(),
         sets: Vec::new(),

@@ -150,7 +150,9 @@ fn lean_reads_keep_stat_fields_and_command_lines_and_leave_the_rest_out() {
     let frames = reader.all_frames().expect("frames");
     let lean: Vec<Sample> = frames.iter().filter_map(|f| reader.read_lean(f)).collect();
     assert_eq!(seqs(&lean), (0..6).collect::<Vec<_>>());
-    assert!(lean.iter().all(|s| s.processes.len() == 20 && s.processes.iter().all(|p| p.cmdline.is_some() && p.cgroup.is_none())));
+    assert!(lean
+        .iter()
+        .all(|s| s.processes.len() == 20 && s.processes.iter().all(|p| p.cmdline.is_some() && p.cgroup.is_none())));
 }
 
 #[test]
@@ -302,7 +304,8 @@ fn set_aside_segments_are_dropped_by_age_and_first_when_over_size() {
     };
     // An old set-aside segment (0 s + 10 s of content) is past a 30 s window once samples
     // reach 50 s; a young one (at 45 s) is not.
-    let set_aside = |start_ns: u64| dir.path().join(format!("{}.corrupt", proctor_store::segment::segment_name(start_ns)));
+    let set_aside =
+        |start_ns: u64| dir.path().join(format!("{}.corrupt", proctor_store::segment::segment_name(start_ns)));
     let old = set_aside(T0);
     let young = set_aside(T0 + 45 * SECOND);
     std::fs::write(&old, vec![0u8; 1000]).expect("write");
@@ -435,7 +438,8 @@ fn deltas_of_large_records_stay_small() {
     let key = writer.append(&varied_sample(0, 3000)).expect("append");
     let delta = writer.append(&varied_sample(1, 3000)).expect("append");
     assert!(key.key_frame && !delta.key_frame);
-    let what = format!("record {} bytes, key {} bytes, delta {} bytes", key.record_bytes, key.frame_bytes, delta.frame_bytes);
+    let what =
+        format!("record {} bytes, key {} bytes, delta {} bytes", key.record_bytes, key.frame_bytes, delta.frame_bytes);
     assert!(key.record_bytes > 1 << 20, "{what}");
     assert!(delta.frame_bytes * 4 < key.frame_bytes, "{what}");
     drop(writer);
@@ -588,7 +592,11 @@ fn churning_sample(seq: u64) -> Sample {
         }
         if p.pid % 3 == 0 && seq % 2 == 1 {
             p.resident_bytes = None;
-            p.status = Some(proctor_model::StatusReading { rss_anon_bytes: Some(seq), read_mono_ns: seq, ..Default::default() });
+            p.status = Some(proctor_model::StatusReading {
+                rss_anon_bytes: Some(seq),
+                read_mono_ns: seq,
+                ..Default::default()
+            });
             p.cmdline = Some(Arc::from(vec![format!("/bin/changed-{seq}")]));
             p.comm = Arc::from(format!("renamed{seq}"));
         }

@@ -138,7 +138,8 @@ fn timeline_coarsens_instead_of_growing() {
 fn path_table_finds_every_path_it_added_and_stops_at_its_cap() {
     // Lengths 0 to 40 cover the short-word, one-word and many-word hashing paths, and 1000
     // paths make the table grow several times.
-    let paths: Vec<Vec<u8>> = (0..1000u32).map(|index| format!("/p{index}").repeat(index as usize % 9).into_bytes()).collect();
+    let paths: Vec<Vec<u8>> =
+        (0..1000u32).map(|index| format!("/p{index}").repeat(index as usize % 9).into_bytes()).collect();
     let distinct: std::collections::BTreeSet<&[u8]> = paths.iter().map(Vec::as_slice).collect();
     let mut table = PathTable::default();
     for round in 0..2 {
@@ -163,7 +164,8 @@ fn many_syscall_names_each_keep_their_own_counts() {
     let mut text = String::new();
     for round in 0..2 {
         for index in 0..300 {
-            let name = if index % 10 == 0 { format!("a_very_long_syscall_name_{index}") } else { format!("call{index}") };
+            let name =
+                if index % 10 == 0 { format!("a_very_long_syscall_name_{index}") } else { format!("call{index}") };
             text.push_str(&format!("{name}({round}) = 0 <0.000001>\n"));
         }
     }

@@ -30,12 +30,8 @@ fn syscall<'a>(report: &'a Report, name: &str) -> &'a SyscallReport {
 /// the retry hint between them.
 fn check_timeouts(report: &Report) {
     let futex = syscall(report, "futex");
-    let slow: Vec<(f64, u64)> = futex
-        .peaks
-        .iter()
-        .filter(|peak| peak.seconds > 0.1)
-        .map(|peak| (peak.seconds, peak.count))
-        .collect();
+    let slow: Vec<(f64, u64)> =
+        futex.peaks.iter().filter(|peak| peak.seconds > 0.1).map(|peak| (peak.seconds, peak.count)).collect();
     let expected = [(0.25, 16), (0.5, 8), (1.0, 4)];
     assert_eq!(slow.len(), 3, "futex peaks {:?}", futex.peaks);
     for ((seconds, count), (want_seconds, want_count)) in slow.iter().zip(expected) {
@@ -128,11 +124,8 @@ fn ff_directory_takes_pids_from_file_names() {
     check_processes(&report);
     check_clean(&report);
     assert!(report.sources.len() >= 5);
-    let expected: Vec<u32> = report
-        .sources
-        .iter()
-        .filter_map(|source| input::pid_suffix(Path::new(&source.name)))
-        .collect();
+    let expected: Vec<u32> =
+        report.sources.iter().filter_map(|source| input::pid_suffix(Path::new(&source.name))).collect();
     let pids: Vec<u32> = report.pids.iter().map(|pid| pid.pid).collect();
     for pid in expected {
         assert!(pids.contains(&pid), "{pid} missing from {pids:?}");
