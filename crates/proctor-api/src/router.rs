@@ -295,22 +295,6 @@ async fn agent(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Resp
     Ok(json_response(&wire::agent(&s, st.shared.config.interval.as_secs_f64(), &st.shared.http)))
 }
 
-/// `5m`, `90s`, `1h`, `250ms`: a span back from now.
-fn parse_span_ms(v: &str) -> Option<u64> {
-    let split = v.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = v.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    n.checked_mul(ms)
-}
-
 /// `since` (a span back from `now_ms`) or `from`, and `to` (Unix ms), as `/api/v1/history`
 /// and `/api/v1/report` take them; `default_from`/`default_to` when not given.
 fn time_range(p: &Params, now_ms: u64, default_from: u64, default_to: u64) -> Result<(u64, u64), ApiError> {
@@ -318,9 +302,13 @@ fn time_range(p: &Params, now_ms: u64, default_from: u64, default_to: u64) -> Re
         return Err(ApiError::bad_request("give 'since' or 'from', not both"));
     }
     let from = match (p.get("since"), p.number::<u64>("from")?) {
-        (Some(span), _) => now_ms.saturating_sub(parse_span_ms(span).ok_or_else(|| {
-            ApiError::bad_request(format!("'since' must be a span like 90s, 5m or 1h, got '{span}'"))
-        })?),
+        (Some(span), _) => now_ms.saturating_sub(
+            proctor_vocab::parse_duration(span)
+                .map_err(|e| ApiError::bad_request(format!("'since' must be a span like 90s, 5m, 1h or 1d: {e}")))?
+                .as_millis()
+                .try_into()
+                .unwrap_or(u64::MAX),
+        ),
         (None, Some(from)) => from,
         (None, None) => default_from,
     };

@@ -4,7 +4,9 @@
 //! result into an exit code. Data goes to stdout, logs and errors to stderr.
 
 mod cmd;
+mod datadir;
 mod output;
+mod signals;
 
 use std::process::ExitCode;
 

@@ -16,29 +16,6 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe))
 }
 
-/// Parses `1s`, `500ms`, `2m`, `1.5s` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = text.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = text.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = number.trim().parse().map_err(|_| format!("not a duration: {text:?} (try 1s, 500ms, 2m)"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("not a duration: {text:?} (must be zero or more)"));
-    }
-    Ok(std::time::Duration::from_secs_f64(value * scale))
-}
-
 /// `1.5 GiB`, `12 MiB`, `900 KiB`, `12 B`.
 pub fn bytes(value: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -77,15 +54,6 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1s"), Ok(std::time::Duration::from_secs(1)));
-        assert_eq!(parse_duration("250ms"), Ok(std::time::Duration::from_millis(250)));
-        assert_eq!(parse_duration("0"), Ok(std::time::Duration::ZERO));
-        assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("soon").is_err());
-    }
 
     #[test]
     fn byte_sizes() {

@@ -13,7 +13,7 @@ use proctor_store::{same_run, Reader};
 use serde_json::Value;
 
 use super::replay::now_unix_ns;
-use super::when::{format_utc, parse_when, When};
+use proctor_vocab::{format_utc, parse_when, When};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Subject {

@@ -16,7 +16,7 @@ use proctor_probe::RequestRecord;
 use proctor_statsd::{Backend, BackendError, FlushData};
 use proctor_store::{stream_dir, Event, StoreConfig, Writer};
 
-use super::record::report_open;
+use crate::datadir::report_open;
 
 /// Records queued at most; past it they are dropped and counted.
 const QUEUE: usize = 16;

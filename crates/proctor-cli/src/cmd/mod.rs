@@ -14,4 +14,3 @@ pub mod snapshot;
 pub mod statsd;
 pub mod strace;
 pub mod tree;
-pub mod when;

@@ -25,10 +25,10 @@ use proctor_probe::tls::{parse_pem_certificates, TlsConfig, Trust};
 use proctor_probe::{plot, ErrorClass, RequestRecord};
 
 use crate::cmd::events::{probe_result, EventRecorder};
-use crate::cmd::statsd::{block_signals, wait_for_signal};
-use crate::output::{parse_duration, Format};
+use crate::output::Format;
 use proctor_model::{ProbeBatch, ProbeResult};
 use proctor_store::{Event, PROBE_STREAM};
+use proctor_vocab::duration_arg as parse_duration;
 
 /// Arguments of `proctor probe`.
 #[derive(Debug, clap::Args)]
@@ -211,7 +211,7 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
     let recorder = if options.record || options.data_dir.is_some() {
         let dir = match &options.data_dir {
             Some(dir) => dir.clone(),
-            None => crate::cmd::serve::default_data_dir_created()?,
+            None => crate::datadir::default_dir_created().map_err(|(_, e)| anyhow::anyhow!(e))?,
         };
         Some(EventRecorder::start(&dir, PROBE_STREAM, "proctor probe")?)
     } else {
@@ -220,21 +220,17 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
 
     // Block SIGINT/SIGTERM before any thread starts, so every thread inherits the mask and
     // only the signal thread takes them.
-    let signals = block_signals()?;
+    let signals = crate::signals::block()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     let run_id = run_id();
     let handle = runner::start(RunConfig { client, pacing, limit, bursts, run_id: run_id.clone() })
         .context("cannot start the probe threads")?;
     let stop = handle.stop_flag();
     let interrupted_for_thread = Arc::clone(&interrupted);
-    std::thread::Builder::new()
-        .name("probe-signals".into())
-        .spawn(move || {
-            wait_for_signal(&signals);
-            interrupted_for_thread.store(true, Ordering::Relaxed);
-            stop.store(true, Ordering::Relaxed);
-        })
-        .context("cannot start the signal thread")?;
+    signals.on_signal("probe-signals", move || {
+        interrupted_for_thread.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+    })?;
 
     let mut records: Vec<RequestRecord> = Vec::new();
     let mut batch = Batch::new(run_id.clone(), url);

@@ -3,7 +3,7 @@
 //! store keeps raw samples, and `replay`/`dump` derive views from them.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -11,12 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes, thread_cpu_ns};
 use proctor_sampler::{Sampler, Schedule};
-use proctor_store::{OpenReport, StoreConfig, Writer, WriterStats};
+use proctor_store::{StoreConfig, Writer, WriterStats};
 use serde::Serialize;
 
 use super::common::ReadArgs;
-use super::statsd::{block_signals, wait_for_signal};
-use crate::output::{bytes, parse_duration, print_json, Format};
+use crate::datadir::report_open;
+use crate::output::{bytes, print_json, Format};
+use crate::signals;
+use proctor_vocab::duration_arg;
 
 /// Arguments of `proctor record`.
 #[derive(Debug, clap::Args)]
@@ -25,13 +27,13 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,
     /// Time between samples.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
     pub interval: Duration,
     /// Stop after this many samples (default: until SIGINT or SIGTERM).
     #[arg(long)]
     pub count: Option<u64>,
     /// Drop data older than this (whole segments; `7d`, `36h`, `90m`).
-    #[arg(long, default_value = "7d", value_parser = parse_age)]
+    #[arg(long, default_value = "7d", value_parser = duration_arg)]
     pub retain_age: Duration,
     /// Drop the oldest data while the store exceeds this many MiB (whole segments).
     #[arg(long, default_value_t = 2048)]
@@ -49,20 +51,6 @@ pub struct Args {
     pub format: Format,
     #[command(flatten)]
     pub read: ReadArgs,
-}
-
-/// `7d` as well as everything `parse_duration` takes.
-pub fn parse_age(text: &str) -> Result<Duration, String> {
-    match text.trim().strip_suffix('d') {
-        Some(days) => {
-            let days: f64 = days.trim().parse().map_err(|_| format!("not a duration: {text:?} (try 7d, 36h)"))?;
-            if !days.is_finite() || days < 0.0 {
-                return Err(format!("not a duration: {text:?}"));
-            }
-            Ok(Duration::from_secs_f64(days * 86_400.0))
-        }
-        None => parse_duration(text),
-    }
 }
 
 /// What recording cost, printed at the end.
@@ -102,19 +90,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     // Block SIGINT and SIGTERM before the sampler starts its worker threads, so they inherit
     // the mask and only the waiter below receives the signals.
-    let signals = block_signals()?;
+    let signals = signals::block()?;
     let (mut writer, report) = Writer::open(&args.dir, config).context("cannot record")?;
     report_open("proctor record", &args.dir, &report);
 
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    std::thread::Builder::new()
-        .name("record-signals".into())
-        .spawn(move || {
-            wait_for_signal(&signals);
-            // The receiver is gone only once recording has already stopped.
-            let _ = stop_tx.send(());
-        })
-        .context("cannot start the signal thread")?;
+    signals.on_signal("record-signals", move || {
+        // The receiver is gone only once recording has already stopped.
+        let _ = stop_tx.send(());
+    })?;
 
     let started = Instant::now();
     let process_cpu_start = process_cpu_ns();
@@ -161,31 +145,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Text => print_text(&summary)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// What opening the store found and did, on stderr, each line prefixed with `who`.
-pub fn report_open(who: &str, dir: &Path, report: &OpenReport) {
-    for repair in &report.repaired {
-        eprintln!(
-            "{who}: repaired {}: {}; kept {} bytes, dropped {}",
-            repair.path.display(),
-            repair.reason,
-            repair.kept_bytes,
-            repair.dropped_bytes
-        );
-    }
-    for aside in &report.set_aside {
-        eprintln!("{who}: set aside {} as {}: {}", aside.path.display(), aside.moved_to.display(), aside.reason);
-    }
-    if !report.removed_by_retention.is_empty() {
-        eprintln!("{who}: retention removed {} old segments", report.removed_by_retention.len());
-    }
-    eprintln!(
-        "{who}: recording into {} ({} segments, {} frames checked on open)",
-        dir.display(),
-        report.segments,
-        report.frames_checked
-    );
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -261,18 +220,4 @@ fn print_text(s: &Summary) -> anyhow::Result<()> {
         bytes(s.max_rss_bytes)
     )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_age;
-    use std::time::Duration;
-
-    #[test]
-    fn ages_take_days_and_everything_durations_take() {
-        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(7 * 86_400)));
-        assert_eq!(parse_age("36h"), Ok(Duration::from_secs(36 * 3600)));
-        assert!(parse_age("-1d").is_err());
-        assert!(parse_age("xd").is_err());
-    }
 }

@@ -12,8 +12,8 @@ use proctor_store::{same_run, Reader};
 
 use super::snapshot::{print_view, SortKey, View};
 use super::tree::{print_tree, TreeView};
-use super::when::{format_utc, parse_when, When};
 use crate::output::Format;
+use proctor_vocab::{format_utc, parse_when, When};
 
 /// Arguments of `proctor replay`.
 #[derive(Debug, clap::Args)]

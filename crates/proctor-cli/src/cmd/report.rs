@@ -22,8 +22,8 @@ use proctor_store::{Event, Reader, PROBE_STREAM, STATSD_STREAM};
 use serde::Serialize;
 
 use super::replay::now_unix_ns;
-use super::when::{format_utc, parse_when, When};
-use crate::output::{parse_duration, Format};
+use crate::output::Format;
+use proctor_vocab::{duration_arg, format_utc, parse_when, When};
 
 /// Arguments of `proctor report`.
 #[derive(Debug, clap::Args)]
@@ -41,7 +41,7 @@ pub struct Args {
     #[arg(long, value_parser = parse_when)]
     pub at: Option<When>,
     /// With --at: how far either side.
-    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    #[arg(long, value_parser = duration_arg, default_value = "5m")]
     pub around: std::time::Duration,
     /// Write plots: FILE.svg or FILE.png (the correlation plot, if any, beside it as
     /// FILE-latency.svg/.png), or an existing directory (report.svg, report.png, latency.svg,

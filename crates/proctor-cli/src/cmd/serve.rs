@@ -7,7 +7,7 @@
 //! for SIGINT or SIGTERM. Routes, rendering and the recorder thread live in `proctor-api`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,9 +21,9 @@ use proctor_store::{StoreConfig, Writer, STATSD_STREAM};
 
 use crate::cmd::common::ReadArgs;
 use crate::cmd::events::EventRecorder;
-use crate::cmd::record::{parse_age, report_open};
-use crate::cmd::statsd::{block_signals, wait_for_signal};
-use crate::output::parse_duration;
+use crate::datadir;
+use crate::signals;
+use proctor_vocab::{duration_arg, format_duration};
 
 /// The port `proctor serve` listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 9465;
@@ -47,11 +47,11 @@ struct ServeOptions {
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9465")]
     listen: String,
     /// Sampling period, e.g. 1s, 500ms, 10s.
-    #[arg(long, value_name = "DURATION", default_value = "1s")]
-    interval: String,
-    /// How much history to keep in memory (host, container and top-process series).
-    #[arg(long, value_name = "DURATION", default_value = "1h")]
-    history: String,
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_arg)]
+    interval: Duration,
+    /// How much history to keep in memory (host, container and top-process series), e.g. 1h, 1d.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration_arg)]
+    history: Duration,
     /// Require `Authorization: Bearer TOKEN` on every request. Prefer --token-file: a command
     /// line is readable by every user of the host.
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
@@ -99,7 +99,7 @@ struct ServeOptions {
     #[arg(long)]
     no_record: bool,
     /// Drop recorded data older than this (whole segments; `7d`, `36h`, `90m`).
-    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = parse_age)]
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = duration_arg)]
     retain_age: Duration,
     /// Drop the oldest recorded data while the data directory exceeds this many MiB.
     #[arg(long, value_name = "MIB", default_value_t = 2048)]
@@ -127,11 +127,10 @@ fn resolve_listen(text: &str) -> anyhow::Result<(SocketAddr, bool)> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let o = *args.options;
-    let interval = parse_duration(&o.interval).map_err(|e| anyhow::anyhow!("--interval: {e}"))?;
+    let (interval, history) = (o.interval, o.history);
     if interval.is_zero() {
         bail!("--interval must be more than 0");
     }
-    let history = parse_duration(&o.history).map_err(|e| anyhow::anyhow!("--history: {e}"))?;
     if !(0.0..=1.0).contains(&o.pss_budget) {
         bail!("--pss-budget is a share of one CPU, between 0 and 1");
     }
@@ -157,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     // Blocked before any thread starts, so only the waiter below receives them.
-    let signals = block_signals()?;
+    let signals = signals::block()?;
     limit_malloc_arenas();
 
     let mut sampler_config = o.read.config();
@@ -217,13 +216,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the HTTP runtime")?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::Builder::new()
-        .name("serve-signals".into())
-        .spawn(move || {
-            wait_for_signal(&signals);
-            let _ = stop_tx.send(());
-        })
-        .context("cannot start the signal thread")?;
+    signals.on_signal("serve-signals", move || {
+        let _ = stop_tx.send(());
+    })?;
     let served: anyhow::Result<()> = runtime.block_on(async move {
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
@@ -231,7 +226,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         log(&format!(
             "listening on http://{local}/ (dashboard /, API /api/v1/, Prometheus /metrics, \
              Jupyter /api/metrics/v1 for pid {jupyter_pid}); sampling every {}",
-            o.interval
+            format_duration(o.interval)
         ));
         proctor_api::serve(listener, app, async move {
             let _ = stop_rx.await;
@@ -272,13 +267,12 @@ fn open_recording(o: &ServeOptions) -> (Recording, Option<PathBuf>) {
         // Given explicitly, the directory must exist, as for `proctor record`: a typo should
         // not quietly start a new store somewhere else.
         Some(dir) => Ok(dir.clone()),
-        None => default_data_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
-            .and_then(|dir| create_private_dir(&dir).map(|()| dir)),
+        None => datadir::default_dir_created(),
     };
     let opened = dir.and_then(|dir| Writer::open(&dir, config).map_err(|e| (Some(dir), e.to_string())));
     match opened {
         Ok((writer, report)) => {
-            report_open("proctor serve", writer.dir(), &report);
+            datadir::report_open("proctor serve", writer.dir(), &report);
             let dir = writer.dir().to_owned();
             (Recording::On(Box::new(writer)), Some(dir))
         }
@@ -287,45 +281,6 @@ fn open_recording(o: &ServeOptions) -> (Recording, Option<PathBuf>) {
             (Recording::Failed { dir, error }, None)
         }
     }
-}
-
-/// The default data directory, created (mode 0700) if missing: for `proctor probe --record`
-/// and `proctor statsd --record` without `--data-dir`, so they land beside `serve`'s samples.
-pub fn default_data_dir_created() -> anyhow::Result<PathBuf> {
-    let dir = default_data_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
-        .and_then(|dir| create_private_dir(&dir).map(|()| dir))
-        .map_err(|(_, error)| anyhow::anyhow!(error))?;
-    Ok(dir)
-}
-
-/// `$XDG_STATE_HOME/proctor`, else `$HOME/.local/state/proctor` (the XDG base directory rule:
-/// a relative or empty `XDG_STATE_HOME` is ignored).
-fn default_data_dir(
-    xdg_state_home: Option<std::ffi::OsString>,
-    home: Option<std::ffi::OsString>,
-) -> Result<PathBuf, (Option<PathBuf>, String)> {
-    if let Some(state) = xdg_state_home.map(PathBuf::from).filter(|p| p.is_absolute()) {
-        return Ok(state.join("proctor"));
-    }
-    match home.map(PathBuf::from).filter(|p| p.is_absolute()) {
-        Some(home) => Ok(home.join(".local/state/proctor")),
-        None => Err((
-            None,
-            "no data directory: neither XDG_STATE_HOME nor HOME is set to an absolute path (give --data-dir)"
-                .to_string(),
-        )),
-    }
-}
-
-/// Creates `dir` and any missing parents with mode 0700 (samples name every process and its
-/// command line, which other users need not read). An existing directory is left as it is.
-fn create_private_dir(dir: &Path) -> Result<(), (Option<PathBuf>, String)> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| (Some(dir.to_owned()), format!("cannot create data directory {}: {e}", dir.display())))
 }
 
 /// glibc gives each thread that allocates its own arena (up to 8 per core), and each keeps
@@ -452,25 +407,4 @@ fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
     hidden.push(Vec::new(), not_shown as f64);
     out.push(hidden);
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::default_data_dir;
-    use std::path::PathBuf;
-
-    #[test]
-    fn the_default_data_dir_follows_the_xdg_state_rule() {
-        let check = |xdg: Option<&str>, home: Option<&str>, expected: Option<&str>| {
-            let got = default_data_dir(xdg.map(Into::into), home.map(Into::into)).ok();
-            assert_eq!(got, expected.map(PathBuf::from), "XDG_STATE_HOME={xdg:?} HOME={home:?}");
-        };
-        check(Some("/s"), Some("/h"), Some("/s/proctor"));
-        check(None, Some("/h"), Some("/h/.local/state/proctor"));
-        // The spec: a relative (or empty) XDG_STATE_HOME is invalid and ignored.
-        check(Some("rel"), Some("/h"), Some("/h/.local/state/proctor"));
-        check(Some(""), Some("/h"), Some("/h/.local/state/proctor"));
-        check(None, None, None);
-        check(None, Some(""), None);
-    }
 }

@@ -9,7 +9,7 @@ use proctor_sampler::{Sampler, Schedule};
 use serde::Serialize;
 
 use super::common::{command_of, printable, two_samples, ReadArgs};
-use crate::output::{bytes, opt_bytes, opt_pct, parse_duration, print_json, Format};
+use crate::output::{bytes, opt_bytes, opt_pct, print_json, Format};
 
 /// Arguments of `proctor snapshot`.
 #[derive(Debug, clap::Args)]
@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = SortKey::Cpu)]
     pub sort: SortKey,
     /// Time between the two samples that rates are derived from (0: one sample, no rates).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = proctor_vocab::duration_arg)]
     pub interval: Duration,
     /// Keep sampling: print this many snapshots, one per interval, on a drift-corrected
     /// schedule (JSON becomes one document per line).

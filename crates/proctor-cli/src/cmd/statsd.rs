@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use proctor_vocab::parse_duration;
 
 use crate::cmd::events::{EventRecorder, RecordBackend};
 use proctor_statsd::config::{parse_etsy_config, EtsyConfig};
@@ -102,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let record = if args.record || args.data_dir.is_some() {
         Some(match &args.data_dir {
             Some(dir) => dir.clone(),
-            None => crate::cmd::serve::default_data_dir_created()?,
+            None => crate::datadir::default_dir_created().map_err(|(_, e)| anyhow::anyhow!(e))?,
         })
     } else {
         None
@@ -111,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let etsy = etsy_config(&args)?;
     // Block SIGINT and SIGTERM before any thread starts so every thread inherits the mask and
     // only the waiter below receives them.
-    let signals = block_signals()?;
+    let signals = crate::signals::block()?;
     let shutdown = Shutdown::new();
     let recorder = match &record {
         Some(dir) => Some(EventRecorder::start(dir, STATSD_STREAM, "proctor statsd")?),
@@ -119,14 +120,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let server = start(&args, etsy, shutdown.clone(), recorder.as_ref())?;
     let waiter = shutdown.clone();
-    std::thread::Builder::new()
-        .name("statsd-signals".to_owned())
-        .spawn(move || {
-            wait_for_signal(&signals);
-            eprintln!("proctor statsd: stopping (last flush first)");
-            waiter.trigger();
-        })
-        .context("cannot start the signal thread")?;
+    signals.on_signal("statsd-signals", move || {
+        eprintln!("proctor statsd: stopping (last flush first)");
+        waiter.trigger();
+    })?;
     server.join();
     if let Some(recorder) = recorder {
         recorder.stop();
@@ -305,7 +302,7 @@ fn settings(args: &Options, etsy: EtsyConfig) -> anyhow::Result<Settings> {
         )?),
     };
     let flush_interval = match &args.flush_interval {
-        Some(text) => parse_duration(text).with_context(|| format!("bad --flush-interval {text:?}"))?,
+        Some(text) => parse_duration(text).with_context(|| "bad --flush-interval")?,
         None => Duration::from_millis(etsy.flush_interval_ms.unwrap_or(10_000)),
     };
     if flush_interval < Duration::from_millis(1) {
@@ -356,67 +353,17 @@ fn naming(etsy: &EtsyConfig) -> GraphiteNaming {
 
 /// `--expire-idle` as a number of flushes, rounded up; 0 stays 0 (never).
 fn idle_flushes(text: &str, interval_ms: u64) -> anyhow::Result<u32> {
-    let idle = if text == "0" {
-        Duration::ZERO
-    } else {
-        parse_duration(text).with_context(|| format!("bad --expire-idle {text:?}"))?
-    };
+    let idle = parse_duration(text).with_context(|| "bad --expire-idle")?;
     let flushes = (idle.as_millis() as u64).div_ceil(interval_ms);
     Ok(flushes.min(u64::from(u32::MAX)) as u32)
 }
 
-/// `500ms`, `10s`, `2m`, `1h`, with an optional fraction (`1.5s`).
-fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().with_context(|| format!("{text:?} does not start with a number"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        "" => bail!("{text:?} needs a unit: ms, s, m or h"),
-        other => bail!("unknown unit {other:?}: use ms, s, m or h"),
-    };
-    Duration::try_from_secs_f64(seconds).with_context(|| format!("{text:?} is out of range"))
-}
-
-pub fn block_signals() -> anyhow::Result<libc::sigset_t> {
-    // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; pthread_sigmask
-    // only changes this thread's mask (inherited by threads spawned afterwards).
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            bail!("cannot block SIGINT/SIGTERM: {}", std::io::Error::from_raw_os_error(rc));
-        }
-        Ok(set)
-    }
-}
-
-pub fn wait_for_signal(set: &libc::sigset_t) {
-    let mut signal: libc::c_int = 0;
-    // SAFETY: `set` was initialised by block_signals and the signals are blocked in every thread.
-    unsafe {
-        libc::sigwait(set, &mut signal);
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{idle_flushes, parse_duration};
-    use std::time::Duration;
+    use super::idle_flushes;
 
     #[test]
-    fn durations_need_units() {
-        assert_eq!(parse_duration("500ms").ok(), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s").ok(), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m").ok(), Some(Duration::from_secs(120)));
-        assert!(parse_duration("10").is_err());
-        assert!(parse_duration("10x").is_err());
+    fn idle_expiry_rounds_up_to_whole_flushes() {
         assert_eq!(idle_flushes("0", 10_000).ok(), Some(0));
         assert_eq!(idle_flushes("1h", 10_000).ok(), Some(360));
         assert_eq!(idle_flushes("15s", 10_000).ok(), Some(2));

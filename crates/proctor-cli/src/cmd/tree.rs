@@ -16,7 +16,7 @@ use proctor_sampler::Sampler;
 use serde::Serialize;
 
 use super::common::{command_of, printable, two_samples, ReadArgs};
-use crate::output::{opt_bytes, opt_pct, parse_duration, print_json, Format};
+use crate::output::{opt_bytes, opt_pct, print_json, Format};
 
 /// Arguments of `proctor tree`.
 #[derive(Debug, clap::Args)]
@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long)]
     pub pss: bool,
     /// Time between the two samples that CPU % is derived from (0: no CPU %).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = proctor_vocab::duration_arg)]
     pub interval: Duration,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -1,8 +1,11 @@
-//! Points in time on the command line (`--at "10 min ago"`, `--from 2024-05-01T12:00:00`):
-//! parsed without a clock into a [`When`], resolved against "now" by the caller. UTC only;
-//! no time zones, no calendar words beyond "now" and "ago".
+//! Points in time as people type them (`--at "10 min ago"`, `--from 2024-05-01T12:00:00`, the
+//! TUI's go-to-time prompt): parsed without a clock into a [`When`], resolved against "now" by
+//! the caller. The span before "ago" is the one duration grammar ([`crate::duration`]). UTC
+//! only; no time zones, no calendar words beyond "now" and "ago".
 
 use std::time::Duration;
+
+use crate::duration::parse_duration;
 
 /// A time as written: relative to now, or absolute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,28 +40,11 @@ pub fn parse_when(text: &str) -> Result<When, String> {
         return Ok(When::UnixNs((secs * 1e9) as u64));
     }
     if let Some(ago) = text.strip_suffix("ago") {
-        return parse_span(ago.trim())
-            .map(When::Ago)
-            .ok_or_else(|| format!("not a time: {text:?} (try \"10 min ago\")"));
+        return parse_duration(ago.trim()).map(When::Ago).map_err(|e| format!("not a time: {text:?}: {e}"));
     }
     parse_utc(text).map(When::UnixNs).ok_or_else(|| {
         format!("not a time: {text:?} (try \"10 min ago\", \"2024-05-01T12:00:00\" in UTC, or \"@UNIX_SECONDS\")")
     })
-}
-
-/// `10 min`, `10min`, `2h`, `1.5 days`.
-fn parse_span(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let seconds = match unit.trim() {
-        "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
-        "h" | "hr" | "hour" | "hours" => 3600.0,
-        "d" | "day" | "days" => 86_400.0,
-        _ => return None,
-    };
-    (number.is_finite() && number >= 0.0).then(|| Duration::from_secs_f64(number * seconds))
 }
 
 fn parse_utc(text: &str) -> Option<u64> {
