@@ -13,10 +13,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufRead};
 
 use memchr::{memchr, memchr_iter};
-use proctor_modes::{LogHistogram, ModeConfig};
+use proctor_modes::ModeConfig;
 
 use crate::parse::{parse_line_then, BadLine, Call, CallResult, Event, Line, Parsed, Part, TimeKind, Timestamp};
 use crate::report::{self, Report};
+use crate::tally::{Example, PathStats, PidStats, SlowCall, SourceStats, SyscallStats};
 
 /// Knobs of the analysis; [`Default`] is what `proctor strace` uses.
 #[derive(Debug, Clone)]
@@ -146,89 +147,29 @@ impl Hasher for WordHash {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHash>>;
 
-/// Per-syscall accumulators.
-#[derive(Debug, Default)]
-pub(crate) struct SyscallStats {
-    pub(crate) name: String,
-    /// Whether a positive result is a byte count (see [`moves_bytes`]), decided once here
-    /// rather than by comparing names on every call.
-    pub(crate) moves_bytes: bool,
-    /// Calls with a result (whole, paired, or orphan resumed halves).
-    pub(crate) count: u64,
-    pub(crate) errors: u64,
-    pub(crate) interrupted: u64,
-    pub(crate) errnos: Vec<(String, u64)>,
-    /// Unfinished halves that never got a result (orphans and calls cut by exit).
-    pub(crate) unfinished: u64,
-    /// Wall durations in nanoseconds.
-    pub(crate) durations: LogHistogram,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct PidStats {
-    pub(crate) calls: u64,
-    pub(crate) errors: u64,
-    pub(crate) wall_ns: u128,
-    pub(crate) slowest_ns: u64,
-    pub(crate) signals: u64,
-    pub(crate) exit: Option<String>,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct PathStats {
-    pub(crate) calls: u64,
-    pub(crate) errors: u64,
-    pub(crate) wall_ns: u128,
-    pub(crate) bytes: u64,
-}
-
-/// One slow call, kept in the bounded heap.
+/// One slow call in the bounded heap, ordered by duration; `sequence` (arrival order) breaks
+/// ties so that earlier calls win.
 #[derive(Debug, Clone)]
-pub(crate) struct SlowCall {
-    pub(crate) duration_ns: u64,
-    /// Arrival order: breaks ties so that earlier calls win.
-    pub(crate) sequence: u64,
-    pub(crate) name: String,
-    pub(crate) pid: Option<u32>,
-    pub(crate) source: usize,
-    pub(crate) line: u64,
-    pub(crate) time: Option<String>,
-    pub(crate) args: String,
-    pub(crate) result: String,
+pub(crate) struct Ranked {
+    sequence: u64,
+    pub(crate) call: SlowCall,
 }
 
-impl PartialEq for SlowCall {
+impl PartialEq for Ranked {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl Eq for SlowCall {}
-impl PartialOrd for SlowCall {
+impl Eq for Ranked {}
+impl PartialOrd for Ranked {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for SlowCall {
+impl Ord for Ranked {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.duration_ns.cmp(&other.duration_ns).then_with(|| other.sequence.cmp(&self.sequence))
+        self.call.duration_ns.cmp(&other.call.duration_ns).then_with(|| other.sequence.cmp(&self.sequence))
     }
-}
-
-/// A line kept as an example of something wrong.
-#[derive(Debug, Clone)]
-pub(crate) struct Example {
-    pub(crate) source: usize,
-    pub(crate) line: u64,
-    pub(crate) what: String,
-    pub(crate) text: String,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct SourceStats {
-    pub(crate) name: String,
-    pub(crate) lines: u64,
-    pub(crate) events: u64,
-    pub(crate) bad: u64,
 }
 
 /// The unfinished half of a call, waiting for its resumption on the same pid. A pid's slot
@@ -305,7 +246,7 @@ pub struct Analyzer {
     /// buffers: they are swapped with the pending half's while the call is accounted.
     joined_args: Vec<u8>,
     start_time: Vec<u8>,
-    pub(crate) slowest: BinaryHeap<Reverse<SlowCall>>,
+    pub(crate) slowest: BinaryHeap<Reverse<Ranked>>,
     sequence: u64,
     /// Slow calls per timeline bucket, keyed by bucket start (seconds / bucket width).
     pub(crate) timeline: BTreeMap<i64, (u64, u128)>,
@@ -647,19 +588,21 @@ impl Analyzer {
         }
         self.sequence += 1;
         let qualifies = self.slowest.len() < self.config.slowest
-            || self.slowest.peek().is_some_and(|Reverse(fastest)| duration_ns > fastest.duration_ns);
+            || self.slowest.peek().is_some_and(|Reverse(fastest)| duration_ns > fastest.call.duration_ns);
         if qualifies && self.config.slowest > 0 {
             let name = self.syscalls[syscall].name.clone();
-            self.slowest.push(Reverse(SlowCall {
-                duration_ns,
+            self.slowest.push(Reverse(Ranked {
                 sequence: self.sequence,
-                name,
-                pid: here.pid,
-                source: here.source,
-                line: here.line,
-                time: here.time_text.map(lossy),
-                args: excerpt(args, ARGS_KEPT),
-                result: call.result.map(|result| result_text(&result)).unwrap_or_default(),
+                call: SlowCall {
+                    duration_ns,
+                    name,
+                    pid: here.pid,
+                    source: here.source,
+                    line: here.line,
+                    time: here.time_text.map(lossy),
+                    args: excerpt(args, ARGS_KEPT),
+                    result: call.result.map(|result| result_text(&result)).unwrap_or_default(),
+                },
             }));
             if self.slowest.len() > self.config.slowest {
                 self.slowest.pop();

@@ -11,6 +11,8 @@
 //! - [`analyze`]: the [`Analyzer`] state machine: pairs unfinished/resumed halves per pid,
 //!   unwraps timestamps, fills histograms; [`analyze::feed_reader`] drives it from any
 //!   `BufRead` without copying lines that fit in the reader's buffer.
+//! - [`tally`]: the plain data the analyzer counts into: per-syscall, per-pid, per-path
+//!   totals, slow calls and examples of bad lines.
 //! - [`report`]: the finished [`Report`] (serde) and its text rendering.
 //! - [`plot`]: per-syscall histograms as SVG or PNG bytes.
 //! - [`input`]: the only file-system code: opening files, `-ff` directories, gzip.
@@ -20,6 +22,7 @@ pub mod input;
 pub mod parse;
 pub mod plot;
 pub mod report;
+pub mod tally;
 
 pub use analyze::{feed_reader, Analyzer, AnalyzerConfig};
 pub use report::Report;

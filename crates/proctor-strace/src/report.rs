@@ -8,8 +8,9 @@ use std::fmt::Write as _;
 use proctor_modes::{find_modes_in_histogram, Bucket, ModeReport};
 use serde::Serialize;
 
-use crate::analyze::{Analyzer, Example, PathStats};
+use crate::analyze::Analyzer;
 use crate::parse::TimeKind;
+use crate::tally::{Example, PathStats, PidStats};
 
 /// Everything `proctor strace` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -236,7 +237,8 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
         .clone()
         .into_sorted_vec()
         .into_iter()
-        .map(|std::cmp::Reverse(call)| SlowCallReport {
+        .map(|std::cmp::Reverse(ranked)| ranked.call)
+        .map(|call| SlowCallReport {
             seconds: call.duration_ns as f64 / 1e9,
             syscall: call.name,
             pid: call.pid,
@@ -250,7 +252,7 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
     // into_sorted_vec of Reverse sorts slowest first already; keep it explicit.
     slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
 
-    let mut pids: Vec<(&u32, &crate::analyze::PidStats)> = analyzer.pids.iter().collect();
+    let mut pids: Vec<(&u32, &PidStats)> = analyzer.pids.iter().collect();
     pids.sort_by_key(|(pid, _)| **pid);
     let pids = pids
         .into_iter()
