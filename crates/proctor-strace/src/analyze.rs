@@ -1,11 +1,12 @@
-//! The analyzer: a state machine fed one line at a time, finished into a [`Report`].
+//! The analyzer: a state machine fed one line at a time, finished into a [`Tally`].
 //!
 //! It pairs `<unfinished ...>` halves with their `<... resumed>` halves per pid, turns
 //! timestamps into one time axis (adding a day when `-t`/`-tt` wraps at midnight, summing
 //! `-r` deltas), and accumulates per-syscall histograms, the slowest calls, per-pid and
 //! per-path totals and a timeline of slow calls. Memory is bounded: histograms instead of
 //! durations, a fixed-size heap of slow calls, a fixed number of examples, a capped path
-//! table and a timeline that coarsens itself. It reads no files and no clock.
+//! table and a timeline that coarsens itself. It reads no files and no clock, and derives
+//! nothing for display: peaks, percentiles and orders by time are `report`'s, from the tally.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -16,8 +17,7 @@ use memchr::{memchr, memchr_iter};
 use proctor_modes::ModeConfig;
 
 use crate::parse::{parse_line_then, BadLine, Call, CallResult, Event, Line, Parsed, Part, TimeKind, Timestamp};
-use crate::report::{self, Report};
-use crate::tally::{Example, PathStats, PidStats, SlowCall, SourceStats, SyscallStats};
+use crate::tally::{Example, PathStats, PidStats, SlowCall, SourceStats, SyscallStats, Tally};
 
 /// Knobs of the analysis; [`Default`] is what `proctor strace` uses.
 #[derive(Debug, Clone)]
@@ -108,7 +108,7 @@ fn extend_capped(carry: &mut Vec<u8>, more: &[u8]) {
 /// These keys are short and come from one trusted log, so HashDoS resistance buys nothing,
 /// while SipHash (or byte-at-a-time FNV) costs a measurable share of the per-line budget.
 #[derive(Default)]
-pub(crate) struct WordHash(u64);
+struct WordHash(u64);
 
 const HASH_MULTIPLIER: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
@@ -145,14 +145,14 @@ impl Hasher for WordHash {
     }
 }
 
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHash>>;
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHash>>;
 
 /// One slow call in the bounded heap, ordered by duration; `sequence` (arrival order) breaks
 /// ties so that earlier calls win.
-#[derive(Debug, Clone)]
-pub(crate) struct Ranked {
+#[derive(Debug)]
+struct Ranked {
     sequence: u64,
-    pub(crate) call: SlowCall,
+    call: SlowCall,
 }
 
 impl PartialEq for Ranked {
@@ -227,43 +227,43 @@ impl Clock {
 /// [`Analyzer::begin_source`] between files, then [`Analyzer::finish`].
 #[derive(Debug)]
 pub struct Analyzer {
-    pub(crate) config: AnalyzerConfig,
-    pub(crate) sources: Vec<SourceStats>,
+    config: AnalyzerConfig,
+    sources: Vec<SourceStats>,
     /// Pid for lines without one: from a `-ff` file name, else unknown.
     source_pid: Option<u32>,
     clock: Clock,
-    pub(crate) time_kind: Option<TimeKind>,
+    time_kind: Option<TimeKind>,
     /// Indices into `syscalls` of names up to 16 bytes long (all real ones): an
     /// open-addressing table (linear probing, at most half full) of [`NameKey`]s, so a line
     /// finds its syscall by comparing three words, without a `memcmp` call or a miss.
     syscall_keys: Vec<(NameKey, usize)>,
     /// Indices of longer names.
     long_syscall_names: FastMap<Box<[u8]>, usize>,
-    pub(crate) syscalls: Vec<SyscallStats>,
+    syscalls: Vec<SyscallStats>,
     /// Keyed by pid; 0 for lines that name no pid. A thread is in at most one call.
     pending: FastMap<u32, Pending>,
     /// A resumed call's arguments (both halves) and its start time, kept to reuse their
     /// buffers: they are swapped with the pending half's while the call is accounted.
     joined_args: Vec<u8>,
     start_time: Vec<u8>,
-    pub(crate) slowest: BinaryHeap<Reverse<Ranked>>,
+    slowest: BinaryHeap<Reverse<Ranked>>,
     sequence: u64,
     /// Slow calls per timeline bucket, keyed by bucket start (seconds / bucket width).
-    pub(crate) timeline: BTreeMap<i64, (u64, u128)>,
-    pub(crate) timeline_bucket_seconds: f64,
-    pub(crate) pids: FastMap<u32, PidStats>,
+    timeline: BTreeMap<i64, (u64, u128)>,
+    timeline_bucket_seconds: f64,
+    pids: FastMap<u32, PidStats>,
     paths_table: PathTable,
-    pub(crate) paths_other: PathStats,
-    pub(crate) signals: BTreeMap<String, u64>,
-    pub(crate) lines: u64,
-    pub(crate) notes: u64,
-    pub(crate) bad_by_reason: BTreeMap<BadLine, u64>,
-    pub(crate) bad_examples: Vec<Example>,
-    pub(crate) orphan_unfinished: u64,
-    pub(crate) orphan_resumed: u64,
-    pub(crate) unfinished_at_exit: u64,
-    pub(crate) orphan_examples: Vec<Example>,
-    pub(crate) without_duration: u64,
+    paths_other: PathStats,
+    signals: BTreeMap<String, u64>,
+    lines: u64,
+    notes: u64,
+    bad_by_reason: BTreeMap<BadLine, u64>,
+    bad_examples: Vec<Example>,
+    orphan_unfinished: u64,
+    orphan_resumed: u64,
+    unfinished_at_exit: u64,
+    orphan_examples: Vec<Example>,
+    without_duration: u64,
 }
 
 impl Analyzer {
@@ -627,8 +627,9 @@ impl Analyzer {
         }
     }
 
-    /// Ends the analysis: leftover unfinished halves become orphans, peaks are computed.
-    pub fn finish(mut self) -> Report {
+    /// Ends the analysis: leftover unfinished halves become orphans, and everything found is
+    /// handed over as a [`Tally`] (for `report::build`).
+    pub fn finish(mut self) -> Tally {
         let mut leftovers: Vec<Pending> =
             self.pending.drain().map(|(_, pending)| pending).filter(|pending| pending.active).collect();
         leftovers.sort_by_key(|pending| (pending.source, pending.line));
@@ -642,9 +643,30 @@ impl Analyzer {
                 "unfinished, never resumed",
             );
         }
-        let paths: Vec<(String, PathStats)> =
-            self.paths_table.entries.drain(..).map(|(path, stats)| (lossy(&path), stats)).collect();
-        report::build(self, paths)
+        Tally {
+            sources: self.sources,
+            lines: self.lines,
+            notes: self.notes,
+            time_kind: self.time_kind,
+            syscalls: self.syscalls,
+            without_duration: self.without_duration,
+            // Ascending order of `Reverse`: the slowest first, of equal ones the earliest.
+            slowest: self.slowest.into_sorted_vec().into_iter().map(|Reverse(ranked)| ranked.call).collect(),
+            pids: self.pids.into_iter().collect(),
+            paths: self.paths_table.entries.into_iter().map(|(path, stats)| (lossy(&path), stats)).collect(),
+            paths_other: self.paths_other,
+            signals: self.signals,
+            timeline: self.timeline,
+            timeline_bucket_seconds: self.timeline_bucket_seconds,
+            orphan_unfinished: self.orphan_unfinished,
+            orphan_resumed: self.orphan_resumed,
+            unfinished_at_exit: self.unfinished_at_exit,
+            orphan_examples: self.orphan_examples,
+            bad_by_reason: self.bad_by_reason,
+            bad_examples: self.bad_examples,
+            slow_threshold_ns: self.config.slow_threshold_ns,
+            modes: self.config.modes,
+        }
     }
 }
 
@@ -907,12 +929,12 @@ fn result_text(result: &CallResult<'_>) -> String {
     }
 }
 
-pub(crate) fn lossy(bytes: &[u8]) -> String {
+fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// At most `limit` bytes of `bytes` as text, with `…` when cut.
-pub(crate) fn excerpt(bytes: &[u8], limit: usize) -> String {
+fn excerpt(bytes: &[u8], limit: usize) -> String {
     if bytes.len() <= limit {
         return lossy(bytes);
     }

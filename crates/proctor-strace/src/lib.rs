@@ -8,12 +8,14 @@
 //!
 //! Layers, bottom up:
 //! - [`parse`]: one line → one event; pure, allocation-free, never panics.
+//! - [`tally`]: the [`Tally`], plain data: per-syscall histograms, per-pid and per-path
+//!   totals, the slowest calls, the timeline, orphans and bad lines.
 //! - [`analyze`]: the [`Analyzer`] state machine: pairs unfinished/resumed halves per pid,
 //!   unwraps timestamps, fills histograms; [`analyze::feed_reader`] drives it from any
-//!   `BufRead` without copying lines that fit in the reader's buffer.
-//! - [`tally`]: the plain data the analyzer counts into: per-syscall, per-pid, per-path
-//!   totals, slow calls and examples of bad lines.
-//! - [`report`]: the finished [`Report`] (serde) and its text rendering.
+//!   `BufRead` without copying lines that fit in the reader's buffer. [`Analyzer::finish`]
+//!   hands over a [`Tally`].
+//! - [`report`]: [`report::build`] turns a [`Tally`] into the [`Report`] (serde, peaks
+//!   computed) and renders it as text. It never sees the [`Analyzer`].
 //! - [`plot`]: per-syscall histograms as SVG or PNG bytes.
 //! - [`input`]: the only file-system code: opening files, `-ff` directories, gzip.
 
@@ -26,3 +28,4 @@ pub mod tally;
 
 pub use analyze::{feed_reader, Analyzer, AnalyzerConfig};
 pub use report::Report;
+pub use tally::Tally;

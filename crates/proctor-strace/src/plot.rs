@@ -132,6 +132,7 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) {
 mod tests {
     use super::*;
     use crate::analyze::{feed_reader, Analyzer, AnalyzerConfig};
+    use crate::report;
 
     fn report() -> Report {
         let mut text = String::new();
@@ -141,7 +142,7 @@ mod tests {
         }
         let mut analyzer = Analyzer::new(AnalyzerConfig::default());
         feed_reader(&mut analyzer, text.as_bytes()).expect("in-memory read");
-        analyzer.finish()
+        report::build(analyzer.finish())
     }
 
     #[test]

@@ -1,16 +1,17 @@
 //! The finished analysis ([`Report`], serializable as JSON) and its text rendering.
 //!
-//! Building the report is where peaks are computed, once per syscall, from the histograms.
-//! Rendering returns a `String`; writing it anywhere is the caller's business.
+//! [`build`] turns a [`Tally`] into a report: this is where peaks are computed, once per
+//! syscall, from the histograms, and where nanoseconds become seconds and tables are sorted and
+//! capped. It reads only the tally, never the analyzer. Rendering returns a `String`; writing
+//! it anywhere is the caller's business.
 
 use std::fmt::Write as _;
 
 use proctor_modes::{find_modes_in_histogram, Bucket, ModeReport};
 use serde::Serialize;
 
-use crate::analyze::Analyzer;
 use crate::parse::TimeKind;
-use crate::tally::{Example, PathStats, PidStats};
+use crate::tally::{Example, PathStats, Tally};
 
 /// Everything `proctor strace` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -166,8 +167,10 @@ fn seconds(ns: u128) -> f64 {
     ns as f64 / 1e9
 }
 
-pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Report {
-    let source_name = |index: usize| analyzer.sources.get(index).map(|s| s.name.clone()).unwrap_or_default();
+/// The report of a finished analysis: peaks per syscall, and every table in seconds, sorted
+/// and capped for display.
+pub fn build(tally: Tally) -> Report {
+    let source_name = |index: usize| tally.sources.get(index).map(|s| s.name.clone()).unwrap_or_default();
     let example = |example: &Example| LineExample {
         source: source_name(example.source),
         line: example.line,
@@ -175,7 +178,7 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
         text: example.text.clone(),
     };
 
-    let mut syscalls: Vec<SyscallReport> = analyzer
+    let mut syscalls: Vec<SyscallReport> = tally
         .syscalls
         .iter()
         .map(|stats| {
@@ -183,7 +186,7 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
             let quantile = |q: f64| histogram.quantile(q).map(|ns| ns as f64 / 1e9);
             // proctor-modes itself reports small samples as one mode without testing.
             let modes = if histogram.count() > 0 {
-                find_modes_in_histogram(histogram, &analyzer.config.modes)
+                find_modes_in_histogram(histogram, &tally.modes)
             } else {
                 ModeReport {
                     modes: Vec::new(),
@@ -232,12 +235,9 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
             .then_with(|| a.name.cmp(&b.name))
     });
 
-    let mut slowest: Vec<SlowCallReport> = analyzer
+    let mut slowest: Vec<SlowCallReport> = tally
         .slowest
-        .clone()
-        .into_sorted_vec()
         .into_iter()
-        .map(|std::cmp::Reverse(ranked)| ranked.call)
         .map(|call| SlowCallReport {
             seconds: call.duration_ns as f64 / 1e9,
             syscall: call.name,
@@ -249,13 +249,12 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
             result: call.result,
         })
         .collect();
-    // into_sorted_vec of Reverse sorts slowest first already; keep it explicit.
+    // The tally lists them slowest first already; keep it explicit (the sort is stable).
     slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
 
-    let mut pids: Vec<(&u32, &PidStats)> = analyzer.pids.iter().collect();
-    pids.sort_by_key(|(pid, _)| **pid);
-    let pids = pids
-        .into_iter()
+    let pids = tally
+        .pids
+        .iter()
         .map(|(&pid, stats)| PidReport {
             pid,
             calls: stats.calls,
@@ -268,22 +267,22 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
         .collect();
 
     let timeline = TimelineReport {
-        threshold_seconds: analyzer.config.slow_threshold_ns as f64 / 1e9,
-        bucket_seconds: analyzer.timeline_bucket_seconds,
-        buckets: analyzer
+        threshold_seconds: tally.slow_threshold_ns as f64 / 1e9,
+        bucket_seconds: tally.timeline_bucket_seconds,
+        buckets: tally
             .timeline
             .iter()
             .map(|(&key, &(count, total))| TimelineBucket {
-                start_seconds: key as f64 * analyzer.timeline_bucket_seconds,
+                start_seconds: key as f64 * tally.timeline_bucket_seconds,
                 count,
                 total_seconds: seconds(total),
             })
             .collect(),
     };
 
-    let mut paths: Vec<PathReport> = paths.into_iter().map(|(path, stats)| path_report(path, &stats)).collect();
+    let mut paths: Vec<PathReport> = tally.paths.into_iter().map(|(path, stats)| path_report(path, &stats)).collect();
     paths.sort_by(|a, b| b.wall_seconds.total_cmp(&a.wall_seconds).then_with(|| a.path.cmp(&b.path)));
-    let mut paths_other = path_report("(other)".to_string(), &analyzer.paths_other);
+    let mut paths_other = path_report("(other)".to_string(), &tally.paths_other);
     for extra in paths.iter().skip(PATHS_SHOWN) {
         paths_other.calls += extra.calls;
         paths_other.errors += extra.errors;
@@ -293,7 +292,7 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
     paths.truncate(PATHS_SHOWN);
 
     Report {
-        sources: analyzer
+        sources: tally
             .sources
             .iter()
             .map(|source| SourceReport {
@@ -303,31 +302,31 @@ pub(crate) fn build(analyzer: Analyzer, paths: Vec<(String, PathStats)>) -> Repo
                 bad_lines: source.bad,
             })
             .collect(),
-        lines: analyzer.lines,
+        lines: tally.lines,
         calls: syscalls.iter().map(|syscall| syscall.count).sum(),
-        calls_without_duration: analyzer.without_duration,
-        timestamps: analyzer.time_kind,
+        calls_without_duration: tally.without_duration,
+        timestamps: tally.time_kind,
         syscalls,
         slowest,
         pids,
         timeline,
         paths,
         paths_other,
-        signals: analyzer.signals.iter().map(|(name, &count)| NameCount { name: name.clone(), count }).collect(),
+        signals: tally.signals.iter().map(|(name, &count)| NameCount { name: name.clone(), count }).collect(),
         orphans: OrphanReport {
-            unfinished: analyzer.orphan_unfinished,
-            resumed: analyzer.orphan_resumed,
-            unfinished_at_exit: analyzer.unfinished_at_exit,
-            examples: analyzer.orphan_examples.iter().map(example).collect(),
+            unfinished: tally.orphan_unfinished,
+            resumed: tally.orphan_resumed,
+            unfinished_at_exit: tally.unfinished_at_exit,
+            examples: tally.orphan_examples.iter().map(example).collect(),
         },
         bad_lines: BadLineReport {
-            count: analyzer.bad_by_reason.values().sum(),
-            by_reason: analyzer
+            count: tally.bad_by_reason.values().sum(),
+            by_reason: tally
                 .bad_by_reason
                 .iter()
                 .map(|(reason, &count)| NameCount { name: reason.as_str().to_string(), count })
                 .collect(),
-            examples: analyzer.bad_examples.iter().map(example).collect(),
+            examples: tally.bad_examples.iter().map(example).collect(),
         },
     }
 }

@@ -1,10 +1,66 @@
-//! What the analysis counts, as plain data: the analyzer fills these types, the report reads them.
+//! [`Tally`]: everything the analysis found, as plain data. `Analyzer::finish` returns it and
+//! `report::build` turns it into a `Report`; the analyzer also counts into its parts.
 //!
-//! Everything here is raw: counts, nanoseconds and log-scale histograms, in the order the
-//! analyzer met them. Nothing is derived (no peaks, percentiles, seconds or display caps; that
-//! is `report`'s job), and this module knows neither the analyzer nor the report.
+//! Everything here is raw: counts, nanoseconds and log-scale histograms. Nothing is derived
+//! (no peaks, percentiles, seconds, sorting by time or display caps: that is `report`'s job),
+//! and this module knows neither the analyzer nor the report.
 
-use proctor_modes::LogHistogram;
+use std::collections::BTreeMap;
+
+use proctor_modes::{LogHistogram, ModeConfig};
+
+use crate::parse::{BadLine, TimeKind};
+
+/// Everything the analysis found, and the two settings a report needs. Sources are indexed
+/// by their position in `sources` (see [`SlowCall::source`] and [`Example::source`]).
+#[derive(Debug, Clone)]
+pub struct Tally {
+    /// One per input, in the order they were begun.
+    pub sources: Vec<SourceStats>,
+    /// Lines read in all sources.
+    pub lines: u64,
+    /// strace's own notes (`strace: Process N attached` and the like), skipped.
+    pub notes: u64,
+    /// Which timestamp option the log was written with: that of the first timestamped line.
+    pub time_kind: Option<TimeKind>,
+    /// One per syscall name, in order of first appearance.
+    pub syscalls: Vec<SyscallStats>,
+    /// Calls with a result but no `-T` duration (strace run without `-T`, or `= ?` exits).
+    pub without_duration: u64,
+    /// The slowest calls that had a duration, slowest first (of equal ones, the earlier first).
+    pub slowest: Vec<SlowCall>,
+    /// Per pid, by pid; lines whose pid is unknown count in no pid.
+    pub pids: BTreeMap<u32, PidStats>,
+    /// `-y` paths and sockets (lossy UTF-8) with their totals, in order of first appearance,
+    /// up to the analyzer's `max_paths`.
+    pub paths: Vec<(String, PathStats)>,
+    /// Calls on paths beyond `max_paths`, summed.
+    pub paths_other: PathStats,
+    /// Signals delivered, by name.
+    pub signals: BTreeMap<String, u64>,
+    /// Timestamped calls at least `slow_threshold_ns` long, over time: bucket index (start time
+    /// on the log's axis divided by `timeline_bucket_seconds`, floored) → (calls, summed wall ns).
+    pub timeline: BTreeMap<i64, (u64, u128)>,
+    /// Width of a timeline bucket in seconds: 1 s, doubled each time the buckets grew past
+    /// the analyzer's `max_timeline_buckets`.
+    pub timeline_bucket_seconds: f64,
+    /// Unfinished halves never resumed (and not ended by their process's exit).
+    pub orphan_unfinished: u64,
+    /// Resumed halves whose start was not seen.
+    pub orphan_resumed: u64,
+    /// Unfinished calls ended by their process exiting or being killed (expected).
+    pub unfinished_at_exit: u64,
+    /// The first few orphan halves, in the order they were found.
+    pub orphan_examples: Vec<Example>,
+    /// Lines not understood, by reason.
+    pub bad_by_reason: BTreeMap<BadLine, u64>,
+    /// The first few of those lines, in order.
+    pub bad_examples: Vec<Example>,
+    /// The analyzer's `slow_threshold_ns`: calls this long or longer are in `timeline`.
+    pub slow_threshold_ns: u64,
+    /// The analyzer's `modes`: how the report finds peaks in the histograms.
+    pub modes: ModeConfig,
+}
 
 /// One input (a file, one `-ff` file or stdin).
 #[derive(Debug, Clone, Default)]

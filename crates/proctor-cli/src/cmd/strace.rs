@@ -11,7 +11,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, Context};
 use proctor_strace::input::{self, Input, Progress};
 use proctor_strace::parse::BadLine;
-use proctor_strace::{feed_reader, plot, Analyzer, AnalyzerConfig, Report};
+use proctor_strace::{feed_reader, plot, report, Analyzer, AnalyzerConfig, Report};
 
 use crate::output::Format;
 
@@ -123,7 +123,7 @@ fn analyze_and_print(inputs: &[Input], options: &Options) -> anyhow::Result<Exit
             eprintln!("proctor: {name}: no strace line among its {lines} lines");
         }
     }
-    let report = analyzer.finish();
+    let report = report::build(analyzer.finish());
     if report.is_empty() {
         bail!("{}", nothing_found(&report));
     }

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use proctor_strace::input::{self, Input};
 use proctor_strace::report::SyscallReport;
-use proctor_strace::{feed_reader, Analyzer, AnalyzerConfig, Report};
+use proctor_strace::{feed_reader, report, Analyzer, AnalyzerConfig, Report};
+
+mod hand_written;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -19,7 +21,7 @@ fn analyze(paths: &[PathBuf]) -> Report {
         let reader = input::open(input, None).expect("opens");
         feed_reader(&mut analyzer, reader).expect("reads");
     }
-    analyzer.finish()
+    report::build(analyzer.finish())
 }
 
 fn syscall<'a>(report: &'a Report, name: &str) -> &'a SyscallReport {
