@@ -612,3 +612,81 @@ impl Report {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proctor_modes::ModeConfig;
+
+    use super::*;
+    use crate::parse::BadLine;
+    use crate::tally::SourceStats;
+
+    /// A tally of one empty source, with the analyzer's default threshold.
+    fn tally() -> Tally {
+        Tally {
+            sources: vec![SourceStats { name: "x.log".to_string(), ..SourceStats::default() }],
+            lines: 0,
+            notes: 0,
+            time_kind: None,
+            syscalls: Vec::new(),
+            without_duration: 0,
+            slowest: Vec::new(),
+            pids: BTreeMap::new(),
+            paths: Vec::new(),
+            paths_other: PathStats::default(),
+            signals: BTreeMap::new(),
+            timeline: BTreeMap::new(),
+            timeline_bucket_seconds: 1.0,
+            orphan_unfinished: 0,
+            orphan_resumed: 0,
+            unfinished_at_exit: 0,
+            orphan_examples: Vec::new(),
+            bad_by_reason: BTreeMap::new(),
+            bad_examples: Vec::new(),
+            slow_threshold_ns: 100_000_000,
+            modes: ModeConfig::default(),
+        }
+    }
+
+    /// Paths past the 50 shown are summed into "(other)", with those past the analyzer's cap.
+    #[test]
+    fn paths_past_the_fifty_shown_fold_into_other() {
+        let mut tally = tally();
+        tally.paths = (0..60u64)
+            .map(|index| {
+                let wall_ns = u128::from(index + 1) * 1_000_000;
+                (format!("/p{index}"), PathStats { calls: 1, errors: index % 2, wall_ns, bytes: 10 })
+            })
+            .collect();
+        tally.paths_other = PathStats { calls: 7, errors: 1, wall_ns: 0, bytes: 100 };
+        let report = build(tally);
+        let shown: Vec<&str> = report.paths.iter().map(|path| path.path.as_str()).collect();
+        assert_eq!(shown.len(), 50);
+        assert_eq!((shown[0], shown[49]), ("/p59", "/p10"), "largest wall time first");
+        let other = &report.paths_other;
+        assert_eq!(other.path, "(other)");
+        assert_eq!((other.calls, other.errors, other.bytes), (7 + 10, 1 + 5, 100 + 10 * 10));
+        // /p0 to /p9 took 1 + 2 + … + 10 ms.
+        assert!((other.wall_seconds - 0.055).abs() < 1e-12, "{}", other.wall_seconds);
+    }
+
+    /// Examples name their source by index into the tally's sources; timeline keys are
+    /// bucket numbers of the tally's width.
+    #[test]
+    fn examples_name_their_source_and_timeline_keys_become_seconds() {
+        let mut tally = tally();
+        tally.sources.push(SourceStats { name: "trace.42".to_string(), ..SourceStats::default() });
+        tally.bad_by_reason.insert(BadLine::NoResult, 2);
+        tally.bad_examples.push(Example { source: 1, line: 7, what: "w".to_string(), text: "t".to_string() });
+        tally.timeline = BTreeMap::from([(3, (2, 1_500_000_000))]);
+        tally.timeline_bucket_seconds = 4.0;
+        let report = build(tally);
+        assert_eq!(report.bad_lines.count, 2);
+        assert_eq!((report.bad_lines.examples[0].source.as_str(), report.bad_lines.examples[0].line), ("trace.42", 7));
+        let bucket = &report.timeline.buckets[0];
+        assert_eq!((bucket.start_seconds, bucket.count, bucket.total_seconds), (12.0, 2, 1.5));
+        assert_eq!((report.timeline.bucket_seconds, report.timeline.threshold_seconds), (4.0, 0.1));
+    }
+}
