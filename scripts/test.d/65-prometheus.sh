@@ -21,4 +21,4 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
 fi
 echo "-- $(prometheus --version 2>&1 | head -1)"
 PROCTOR_PROMTOOL="$(command -v promtool)" PROCTOR_PROMETHEUS="$(command -v prometheus)" \
-  cargo test --locked -p proctor-api --test it -- prometheus:: routes::metrics_escape_hostile_process_names 2>&1
+  cargo test --locked -p proctor-http --test it -- prometheus:: routes::metrics_escape_hostile_process_names 2>&1

@@ -23,7 +23,7 @@ source scripts/lib/browser.sh
 
 cargo build --locked --bin proctor 2>&1
 # Writes a store of older samples for the zoom-into-the-store and top-processes tests.
-cargo build --locked -p proctor-api --example store_day 2>&1
+cargo build --locked -p proctor-agent --example store_day 2>&1
 proctor="${CARGO_TARGET_DIR:-target}/debug/proctor"
 store_day="${CARGO_TARGET_DIR:-target}/debug/examples/store_day"
 

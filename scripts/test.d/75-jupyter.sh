@@ -20,4 +20,4 @@ if ! [[ -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import jupyter_serv
 fi
 cargo build --locked --bin proctor 2>&1 | tail -1
 target_dir="${CARGO_TARGET_DIR:-target}"
-"$venv/bin/python" crates/proctor-api/tests/interop/jupyter_shape.py "$target_dir/debug/proctor"
+"$venv/bin/python" crates/proctor-http/tests/interop/jupyter_shape.py "$target_dir/debug/proctor"

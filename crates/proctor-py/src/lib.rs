@@ -1,11 +1,12 @@
 //! `proctor._core`: the native half of the `proctor` Python package (PyO3, abi3).
 //!
-//! It wraps proctor-api's [`Agent`] (a sampler on its own Rust thread publishing an immutable
-//! [`Snapshot`]) and the JSON shapes derived from a snapshot; the Python half in
+//! It wraps proctor-agent's [`Agent`] (the sampler on its own Rust thread publishing an
+//! immutable [`Snapshot`]) and proctor-vocab's JSON shapes of a snapshot (no HTTP crate: the
+//! wheel carries no HTTP server); the Python half in
 //! `python/proctor/` parses the JSON into dicts and holds the Jupyter extension. Every method
 //! that can wait (the first sample, stopping the thread, a one-off `/proc` read) releases the
 //! GIL; the rest take an `Arc` of the latest snapshot and serialize it, so they never read
-//! `/proc` and never wait on the sampling thread.
+//! `/proc` and never wait on the sampling thread. Nothing reads `/proc` with the GIL held.
 //!
 //! Values cross into Python as JSON text, not as Python objects built here: serde keeps the
 //! field order jupyter-resource-usage's clients see, and the Jupyter handlers write the text
@@ -15,18 +16,23 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use proctor_api::agent::HttpCounters;
-use proctor_api::jupyter::{jupyter_metrics, kernel_usage, JupyterConfig, JupyterMetrics};
-use proctor_api::{wire, Agent, AgentConfig, Shared, Snapshot};
+use proctor_agent::disk::DiskWatch;
+use proctor_agent::{Agent, AgentConfig, Shared, Snapshot};
 use proctor_model::{build_tree, container_truth, ContainerTruth};
 use proctor_procfs::process::{parse_smaps_rollup, parse_status};
 use proctor_procfs::{ErrorKind, Root};
 use proctor_sampler::{HostFiles, Sampler as CoreSampler, SamplerConfig};
+use proctor_vocab::jupyter::{jupyter_metrics, kernel_usage, JupyterConfig, JupyterMetrics};
+use proctor_vocab::snapshot::{AgentExtras, ContainerOut};
+use proctor_vocab::{process, snapshot as wire, ProcessSort};
 use pyo3::exceptions::{PyException, PyOSError, PyPermissionError, PyProcessLookupError, PyValueError};
 use pyo3::prelude::*;
 use serde::Serialize;
 
 pyo3::create_exception!(_core, ProctorError, PyException, "An error from proctor's native core.");
+
+/// Processes `snapshot_json` lists, as `GET /api/v1/snapshot` does.
+const SNAPSHOT_TOP: usize = 15;
 
 /// A snapshot older than this many intervals (plus [`STALE_GRACE`]) means the sampling thread
 /// stopped publishing: the answer still comes from it, marked with an `error`.
@@ -73,7 +79,7 @@ fn effective_cpu_count(py: Python<'_>) -> PyResult<f64> {
     })
 }
 
-/// JSON of [`wire::ContainerOut`] for `pid`'s container (0: the caller's), plus the host's
+/// JSON of [`ContainerOut`] for `pid`'s container (0: the caller's), plus the host's
 /// memory; one-off read with the GIL released.
 #[pyfunction]
 #[pyo3(signature = (pid = 0))]
@@ -81,7 +87,7 @@ fn limits_json(py: Python<'_>, pid: u32) -> PyResult<String> {
     #[derive(Serialize)]
     struct LimitsOut {
         #[serde(flatten)]
-        container: wire::ContainerOut,
+        container: ContainerOut,
         host_memory_bytes: Option<u64>,
     }
     let sample = py.detach(|| {
@@ -96,24 +102,7 @@ fn limits_json(py: Python<'_>, pid: u32) -> PyResult<String> {
         CoreSampler::new(config).sample()
     });
     let host_memory_bytes = sample.host.meminfo.and_then(|m| m.total_bytes);
-    let snapshot = bare_snapshot(sample);
-    to_json(&LimitsOut { container: wire::container(&snapshot), host_memory_bytes })
-}
-
-/// A snapshot of one sample with nothing derived but the container truth, so the wire
-/// functions can render it.
-fn bare_snapshot(sample: proctor_model::Sample) -> Snapshot {
-    let truth = container_truth(&sample);
-    Snapshot {
-        sample,
-        interval_secs: None,
-        host: proctor_model::HostView::default(),
-        rows: Vec::new(),
-        truth,
-        container_cpu_cores: None,
-        disk: None,
-        agent: proctor_api::agent::AgentSelf::default(),
-    }
+    to_json(&LimitsOut { container: wire::container(&Snapshot::bare(sample)), host_memory_bytes })
 }
 
 fn proc_error(pid: u32, e: &proctor_procfs::Error) -> PyErr {
@@ -197,6 +186,8 @@ struct Sampler {
     shared: Arc<Shared>,
     root_pid: u32,
     interval: Duration,
+    /// The filesystem the Jupyter body reports, read on a thread of its own (statvfs can hang).
+    disk: DiskWatch,
     last_good: Mutex<Option<LastGood>>,
 }
 
@@ -226,7 +217,7 @@ impl Sampler {
         let s = self.shared.latest();
         let issue = problem(self, &s, self.is_closed());
         let mut last = self.last_good.lock().unwrap_or_else(PoisonError::into_inner);
-        match jupyter_metrics(&s, config) {
+        match jupyter_metrics(&s, config, self.disk.status().usage) {
             Some(metrics) => {
                 let json = match &issue {
                     Some(error) => {
@@ -271,29 +262,31 @@ impl Sampler {
             return Err(PyValueError::new_err(format!("pss_budget is a share of one core in 0..=1, not {pss_budget}")));
         }
         let root_pid = root_pid.unwrap_or_else(std::process::id);
-        if root_pid == 0 || !std::path::Path::new(&format!("/proc/{root_pid}")).exists() {
+        // A stat of /proc, so off the GIL like every other read.
+        if root_pid == 0 || !py.detach(|| std::path::Path::new(&format!("/proc/{root_pid}")).exists()) {
             return Err(PyProcessLookupError::new_err(format!("no process with pid {root_pid} (root_pid)")));
         }
         let interval = Duration::from_secs_f64(interval);
         let sampler_config =
             SamplerConfig { pss_budget, pss_root: Some(root_pid), container_pid: root_pid, ..SamplerConfig::default() };
-        let agent_config = AgentConfig {
-            interval,
-            // The ring is not read from Python; two points is its minimum.
-            history: interval * 2,
-            history_top: 1,
-            jupyter_pid: root_pid,
-            disk_path: disk_path.unwrap_or_else(|| PathBuf::from("/")),
-        };
-        let agent = py
-            .detach(|| Agent::start(sampler_config, agent_config))
+        // The ring is not read from Python; two points is its minimum.
+        let agent_config = AgentConfig::brief(interval);
+        let disk_path = disk_path.unwrap_or_else(|| PathBuf::from("/"));
+        let (agent, disk) = py
+            .detach(|| {
+                let disk = DiskWatch::start(&disk_path, Duration::from_secs(5), Duration::from_secs(2))?;
+                // The first disk reading, so the first Jupyter body has it (a hung mount waits
+                // at most this long, and is then reported).
+                disk.wait_first(Duration::from_secs(2));
+                Ok::<_, std::io::Error>((Agent::start(sampler_config, agent_config)?, disk))
+            })
             .map_err(|e| PyOSError::new_err(format!("cannot start the sampling thread: {e}")))?;
         let shared = agent.shared();
         if shared.latest().row(root_pid).is_none() {
             py.detach(|| agent.stop());
             return Err(PyProcessLookupError::new_err(format!("no process with pid {root_pid} (root_pid): it exited")));
         }
-        Ok(Sampler { agent: Mutex::new(Some(agent)), shared, root_pid, interval, last_good: Mutex::new(None) })
+        Ok(Sampler { agent: Mutex::new(Some(agent)), shared, root_pid, interval, disk, last_good: Mutex::new(None) })
     }
 
     #[getter]
@@ -331,14 +324,15 @@ impl Sampler {
         }
         let s = self.shared.latest();
         let error = problem(self, &s, self.is_closed());
-        let snapshot = wire::snapshot(&s, self.interval.as_secs_f64(), &HttpCounters::default());
+        let extras = AgentExtras { http: None, disk_error: self.disk.status().error };
+        let snapshot = wire::snapshot(&s, ProcessSort::Cpu, SNAPSHOT_TOP, &extras);
         to_json(&Out { snapshot, age_secs: age_secs(&s), error })
     }
 
     /// `/api/v1/processes/PID/tree`'s JSON, or `None` when `pid` is not in the latest sample.
     fn tree_json(&self, pid: u32) -> PyResult<Option<String>> {
         let s = self.shared.latest();
-        build_tree(&s.rows, pid).map(|t| to_json(&wire::tree(&s, &t))).transpose()
+        build_tree(&s.rows, pid).map(|t| to_json(&process::tree(&s, &t))).transpose()
     }
 
     /// jupyter-resource-usage 1.3.0's `/api/metrics/v1` JSON for the root's tree. Limits left
@@ -420,7 +414,7 @@ mod tests {
     #[test]
     fn a_bare_snapshot_renders_the_container() {
         let (_, sample) = one_off_truth(0);
-        let s = bare_snapshot(sample);
+        let s = Snapshot::bare(sample);
         let json = serde_json::to_string(&wire::container(&s)).expect("serializable");
         assert!(json.contains("\"effective_cpus\":"), "{json}");
     }

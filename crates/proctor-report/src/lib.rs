@@ -13,7 +13,7 @@
 //!
 //! Pure: samples and points in, summaries and file bytes out. No I/O, no clock, no threads.
 //! Reading the store, parsing times and writing files belong to the caller (`proctor-cli`
-//! now; `proctor-api` for a dashboard panel later), which is why this is a crate of its own
+//! now; `proctor-agent` folds stored ranges with it for `/api/v1/report`), which is why this is a crate of its own
 //! rather than CLI code. It is not part of `proctor-model` because the model turns one sample
 //! (and the one before it) into a view, while this folds many and carries statistics and
 //! drawing (`proctor-modes`, `proctor-plot`) that the model's users do not need.
@@ -24,6 +24,6 @@ pub mod range;
 
 pub use correlate::{correlate, Correlation, CorrelationConfig, LatencyPoint, SeriesCorrelation, SlowRule};
 pub use range::{
-    series_index, summarize, HostPoint, ProcessUsage, RangeBuilder, RangeConfig, RangeSummary, Series, SeriesPoint,
-    Unit, SERIES,
+    series_index, summarize, Headline, HostPoint, ProcessUsage, RangeBuilder, RangeConfig, RangeSummary, Series,
+    SeriesPoint, Unit, SERIES,
 };

@@ -104,6 +104,19 @@ pub struct Series {
     pub points: Vec<SeriesPoint>,
 }
 
+/// One series over the whole range: the mean and max of its per-sample values, whatever the
+/// bucketing (every surface that states a range's figures states these).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Headline {
+    pub name: &'static str,
+    pub unit: Unit,
+    pub description: &'static str,
+    pub mean: f64,
+    pub max: f64,
+    /// Per-sample values behind the mean and max.
+    pub count: u32,
+}
+
 /// Every series' value at one sample. A rate covers `(interval_start_ns, unix_ns]`; levels are
 /// the sample's own. `None`: not derivable (no earlier sample of the same run, a counter that
 /// went backwards, a file the kernel does not have).
@@ -121,8 +134,9 @@ pub struct ProcessUsage {
     pub pid: u32,
     pub start_ticks: u64,
     pub comm: String,
-    /// The last command line seen (the cmdline worker fills it in after the first sight).
-    pub cmdline: Option<String>,
+    /// The last command line seen, one entry per argument (the cmdline worker fills it in
+    /// after the first sight).
+    pub cmdline: Option<Vec<String>>,
     /// CPU time used inside the range: deltas of the cumulative counters between consecutive
     /// samples of one run, plus the whole counter of a process that started between two.
     pub cpu_seconds: f64,
@@ -153,6 +167,8 @@ pub struct RangeSummary {
     /// The median time between consecutive samples of one run.
     pub median_interval_ns: Option<u64>,
     pub series: Vec<Series>,
+    /// Each series over the whole range (series without a value in it are left out).
+    pub headline: Vec<Headline>,
     /// Every sample's values, when [`RangeConfig::keep_points`] asked for them (for
     /// correlation). Not serialized: a day at 1 s is 86,400 of them, the series hold them
     /// downsampled, and `proctor dump host` writes them per sample.
@@ -196,6 +212,8 @@ pub struct RangeBuilder {
     bucket_ns: f64,
     /// `acc[series][bucket]`.
     acc: Vec<Vec<Acc>>,
+    /// `whole[series]`: the range as one bucket.
+    whole: [Acc; N],
     /// The previous sample, for rates (its processes are not kept).
     prev: Option<Sample>,
     /// The last sample whose processes were folded, and its run (1-based count of runs).
@@ -229,6 +247,7 @@ impl RangeBuilder {
             buckets,
             bucket_ns: span / buckets as f64,
             acc: vec![vec![Acc::default(); buckets]; N],
+            whole: [Acc::default(); N],
             prev: None,
             prev_procs: None,
             process_samples: 0,
@@ -284,10 +303,11 @@ impl RangeBuilder {
             if !v.is_finite() {
                 continue;
             }
-            let acc = &mut self.acc[series][bucket];
-            acc.max = if acc.count == 0 { v } else { acc.max.max(v) };
-            acc.sum += v;
-            acc.count += 1;
+            for acc in [&mut self.acc[series][bucket], &mut self.whole[series]] {
+                acc.max = if acc.count == 0 { v } else { acc.max.max(v) };
+                acc.sum += v;
+                acc.count += 1;
+            }
         }
         if self.config.keep_points {
             self.points.push(HostPoint {
@@ -380,6 +400,19 @@ impl RangeBuilder {
                     .collect(),
             })
             .collect();
+        let headline = SERIES
+            .iter()
+            .zip(&self.whole)
+            .filter(|(_, acc)| acc.count > 0)
+            .map(|((name, unit, description), acc)| Headline {
+                name,
+                unit: *unit,
+                description,
+                mean: acc.sum / f64::from(acc.count),
+                max: acc.max,
+                count: acc.count,
+            })
+            .collect();
         self.intervals.sort_unstable();
         let median_interval_ns = self.intervals.get(self.intervals.len() / 2).copied();
         let usages: Vec<ProcessUsage> = self
@@ -389,7 +422,7 @@ impl RangeBuilder {
                 pid,
                 start_ticks,
                 comm: acc.comm,
-                cmdline: acc.cmdline.map(|c| c.join(" ")),
+                cmdline: acc.cmdline.map(|c| c.to_vec()),
                 cpu_seconds: acc.cpu_ticks as f64 / acc.ticks_per_sec.max(1) as f64,
                 rss_peak_bytes: acc.rss_peak,
                 rss_mean_bytes: (acc.rss_count > 0).then(|| acc.rss_sum / acc.rss_count as f64),
@@ -420,6 +453,7 @@ impl RangeBuilder {
             last_ns: self.last_ns,
             median_interval_ns,
             series,
+            headline,
             points: self.points,
             top_cpu: top_cpu.into_iter().take(top).cloned().collect(),
             top_memory: top_memory.into_iter().take(top).cloned().collect(),
@@ -745,7 +779,7 @@ mod tests {
         let old = &summary.top_cpu[0];
         assert_eq!(old.rss_peak_bytes, Some(300));
         assert_eq!(old.rss_mean_bytes, Some(200.0));
-        assert_eq!(old.cmdline.as_deref(), Some("/bin/p7 -x"));
+        assert_eq!(old.cmdline.as_deref(), Some(&["/bin/p7".to_string(), "-x".to_string()][..]));
         assert_eq!((old.first_seen_ns, old.last_seen_ns), (T0, T0 + 2 * S));
         let memory: Vec<(u32, Option<u64>)> = summary.top_memory.iter().map(|u| (u.pid, u.rss_peak_bytes)).collect();
         assert_eq!(memory, vec![(9, Some(900)), (7, Some(300)), (7, Some(50))]);

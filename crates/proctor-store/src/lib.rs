@@ -32,6 +32,7 @@ pub mod codec;
 pub mod delta;
 pub mod frame;
 mod reader;
+pub mod recorder;
 pub mod segment;
 mod writer;
 
@@ -41,6 +42,7 @@ use std::time::Duration;
 
 pub use codec::Event;
 pub use reader::{same_run, ReadReport, Reader, StoredFrame};
+pub use recorder::{Recorder, RecorderSender, RecorderStats, Sink};
 pub use writer::{AppendCost, OpenReport, Repair, SetAside, Writer, WriterStats};
 
 /// The subdirectory of a data directory that `proctor probe --record` writes.

@@ -21,6 +21,10 @@ use crate::{check_dir, StoreError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoredFrame {
     pub segment: usize,
+    /// The frame's place in its segment (0 for the first frame, counting frames of every
+    /// kind). Segments only grow, so it stays the same while the store is written: readers
+    /// that thin a range align on it to pick the same frames again as the range moves.
+    pub ordinal: u64,
     pub frame: FrameRef,
 }
 
@@ -109,11 +113,10 @@ impl Reader {
                 self.report.damaged_segments.push((path.clone(), format!("{defect:?} at offset {offset}")));
             }
             out.extend(
-                walked
-                    .frames
-                    .into_iter()
-                    .filter(|f| (from_ns..=to_ns).contains(&f.header.unix_ns))
-                    .map(|frame| StoredFrame { segment: i, frame }),
+                (0u64..)
+                    .zip(walked.frames)
+                    .filter(|(_, f)| (from_ns..=to_ns).contains(&f.header.unix_ns))
+                    .map(|(ordinal, frame)| StoredFrame { segment: i, ordinal, frame }),
             );
         }
         Ok(out)

@@ -61,8 +61,28 @@ function trimZeros(s) {
   return s.replace(/\.0+ /, " ");
 }
 
-/** Formats an axis tick for a unit name used by the charts. */
-export function byUnit(unit, v) {
+/**
+ * Formats a value by its unit name: the vocabulary's units (`count`, `bytes`, `bytes/s`, `%`,
+ * `s`, `cpus`, `/s`, `number`) and the charts' axis ticks. In a table (`{table: true}`) percent
+ * keeps one decimal and counts are grouped; on an axis round numbers drop their zeros.
+ */
+export function byUnit(unit, v, { table = false } = {}) {
+  if (table) {
+    switch (unit) {
+      case "bytes":
+        return bytes(v);
+      case "bytes/s":
+        return bytesPerSec(v);
+      case "%":
+        return num(v, 1);
+      case "count":
+        return count(v);
+      case "s":
+        return duration(v);
+      default:
+        break;
+    }
+  }
   switch (unit) {
     case "bytes":
       return trimZeros(bytes(v));
@@ -74,6 +94,8 @@ export function byUnit(unit, v) {
       return known(v) ? `${num(v, 2)} CPU` : DASH;
     case "s":
       return duration(v);
+    case "/s":
+      return known(v) ? `${num(v, 2)}/s` : DASH;
     default:
       return num(v, 2);
   }

@@ -272,14 +272,14 @@ function fillReportTable(id, rows, value) {
       const cells = [
         ["c-name", p.name],
         ["c-pid", String(p.pid)],
-        ["c-cmdline", p.cmdline === null ? fmt.DASH : cut(p.cmdline)],
+        ["c-cmdline", p.cmdline === null ? fmt.DASH : cut(p.cmdline.join(" "))],
         ["c-value", value(p)],
       ];
       for (const [cls, text] of cells) {
         const td = document.createElement("td");
         td.className = cls;
         td.textContent = text;
-        if (cls === "c-cmdline" && p.cmdline !== null) td.title = p.cmdline;
+        if (cls === "c-cmdline" && p.cmdline !== null) td.title = p.cmdline.join(" ");
         tr.append(td);
       }
       return tr;
@@ -299,7 +299,8 @@ function fillReportTable(id, rows, value) {
 for (const b of document.querySelectorAll("[data-range-ms]")) b.addEventListener("click", () => setRange(Number(b.dataset.rangeMs)));
 
 async function refreshSnapshot() {
-  const s = await api.get("/api/v1/snapshot");
+  // The table lists processes from /api/v1/processes; the snapshot's own top list is not needed.
+  const s = await api.get("/api/v1/snapshot?top=0");
   state.lastSnapshot = s;
   const interval = s.agent?.interval_secs;
   if (interval > 0) state.intervalMs = Math.max(100, interval * 1000);
@@ -402,7 +403,7 @@ function renderHost(s) {
     .join(", ");
   $("summary").textContent =
     `${fmt.count(s.processes.count)} processes (${states}), ${fmt.count(s.processes.threads)} threads` +
-    (h.load ? ` · load ${h.load.map((l) => l.toFixed(2)).join(" ")}` : "") +
+    (h.load ? ` · load ${[h.load.avg1, h.load.avg5, h.load.avg15].map((l) => l.toFixed(2)).join(" ")}` : "") +
     (h.uptime_secs !== null ? ` · up ${fmt.duration(h.uptime_secs)}` : "");
   $("cpu-sub").textContent = `${h.online_cpus ?? fmt.DASH} online · now ${fmt.percent(h.cpu?.busy_percent)} busy`;
   $("mem-sub").textContent = `total ${fmt.bytes(h.memory.total_bytes)}, swap ${fmt.bytes(h.memory.swap_total_bytes)}`;
@@ -550,7 +551,7 @@ function renderAgent(a) {
     ["PSS worker", a.pss_worker ? `${fmt.count(a.pss_worker.reads)} reads, ${fmt.duration(a.pss_worker.cpu_seconds)} CPU, budget ${fmt.percent(100 * (a.pss_worker.budget_share_of_one_cpu ?? 0))}` : "off"],
     ["samples", `${fmt.count(a.samples_total)} (${fmt.count(a.missed_ticks_total)} missed ticks)`],
     ["errors", errors ? Object.entries(a.errors_total).map(([k, v]) => `${k} ${v}`).join(", ") : "none"],
-    ["HTTP requests", fmt.count(a.http_requests_total)],
+    ["HTTP requests", fmt.count(a.http?.requests_total)],
   ]);
 }
 

@@ -6,6 +6,7 @@
 // `<img src=x onerror=…>`), so every cell is written with textContent, never as markup.
 
 import * as fmt from "./format.js";
+import { PROCESS_FIELDS } from "./vocabulary.js";
 
 const ROW_HEIGHT = 22; // Must match .prow's height in app.css.
 const OVERSCAN = 8;
@@ -14,21 +15,37 @@ const text = (v) => (v === null || v === undefined ? null : String(v));
 const cmdlineText = (p) => (p.cmdline === null || p.cmdline === undefined ? null : p.cmdline.join(" "));
 
 /**
- * The columns: key (sort key and cell class), header label, how to sort (value getter and
- * whether it's text), and how to show a value. `first` is the order a first click picks.
+ * A column of the table from the vocabulary's field table (`/js/vocabulary.js`, made from
+ * proctor-vocab's fields): its title, unit (which picks the formatter) and description come
+ * from there. `key` is the sort key and cell class; `first` is the order a first click picks.
  */
+function column(key, field, first, overrides = {}) {
+  const f = PROCESS_FIELDS[field];
+  const numeric = f.unit !== "text" && f.unit !== "text[]";
+  return {
+    key,
+    label: f.title,
+    description: f.description,
+    get: (p) => p[field],
+    show: (p) => (numeric ? fmt.byUnit(f.unit, p[field], { table: true }) : p[field] ?? ""),
+    first,
+    num: numeric,
+    ...overrides,
+  };
+}
+
 export const COLUMNS = [
-  { key: "pid", label: "PID", get: (p) => p.pid, show: (p) => String(p.pid), first: "asc", num: true },
-  { key: "user", label: "UID", get: (p) => p.uid, show: (p) => fmt.count(p.uid), first: "asc", num: true },
-  { key: "name", label: "Name", get: (p) => p.name, show: (p) => p.name, first: "asc" },
-  { key: "state", label: "S", get: (p) => p.state, show: (p) => p.state, first: "asc" },
-  { key: "cpu", label: "CPU %", get: (p) => p.cpu_percent, show: (p) => fmt.num(p.cpu_percent, 1), first: "desc", num: true },
-  { key: "rss", label: "RSS", get: (p) => p.rss_bytes, show: (p) => fmt.bytes(p.rss_bytes), first: "desc", num: true },
-  { key: "pss", label: "PSS", get: (p) => p.pss_bytes, show: (p) => fmt.bytes(p.pss_bytes), first: "desc", num: true },
-  { key: "swap", label: "Swap", get: (p) => p.swap_bytes, show: (p) => fmt.bytes(p.swap_bytes), first: "desc", num: true },
-  { key: "threads", label: "Thr", get: (p) => p.threads, show: (p) => String(p.threads), first: "desc", num: true },
-  { key: "vsize", label: "Virt", get: (p) => p.vsize_bytes, show: (p) => fmt.bytes(p.vsize_bytes), first: "desc", num: true },
-  { key: "cmdline", label: "Command line", get: cmdlineText, show: (p) => cmdlineText(p) ?? "", first: "asc" },
+  column("pid", "pid", "asc", { show: (p) => String(p.pid) }),
+  column("user", "uid", "asc"),
+  column("name", "name", "asc"),
+  column("state", "state", "asc"),
+  column("cpu", "cpu_percent", "desc"),
+  column("rss", "rss_bytes", "desc"),
+  column("pss", "pss_bytes", "desc"),
+  column("swap", "swap_bytes", "desc"),
+  column("threads", "threads", "desc"),
+  column("vsize", "vsize_bytes", "desc"),
+  column("cmdline", "cmdline", "asc", { get: cmdlineText, show: (p) => cmdlineText(p) ?? "" }),
 ];
 
 const BY_KEY = new Map(COLUMNS.map((c) => [c.key, c]));
@@ -152,6 +169,7 @@ export class ProcessTable {
       b.dataset.key = c.key;
       b.setAttribute("role", "columnheader");
       b.textContent = c.label;
+      b.title = c.description;
       b.addEventListener("click", () => this.sortBy(c.key));
       this.head.append(b);
       this.headButtons.set(c.key, b);

@@ -1,11 +1,15 @@
-//! Options and steps shared by the data commands: the fake-root switch, two-sample reads.
+//! Options and steps shared by the data commands: the fake-root switch, one snapshot from the
+//! agent.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use proctor_model::{container_truth, process_rows, ContainerTruth, ProcessRow, RowContext, Sample};
+use std::sync::Arc;
+
+use anyhow::Context;
+use proctor_agent::{Agent, AgentConfig, Snapshot};
 use proctor_procfs::Root;
-use proctor_sampler::{Sampler, SamplerConfig};
+use proctor_sampler::SamplerConfig;
 
 /// Options every reading command shares.
 #[derive(Debug, Clone, clap::Args)]
@@ -32,37 +36,22 @@ impl ReadArgs {
     }
 }
 
-/// Two samples `interval` apart (one when the interval is zero) and what derives from them.
-pub struct TwoSamples {
-    pub prev: Option<Sample>,
-    pub cur: Sample,
-    pub truth: ContainerTruth,
-    pub rows: Vec<ProcessRow>,
-}
-
-pub fn two_samples(sampler: &mut Sampler, interval: Duration) -> TwoSamples {
-    let first = sampler.sample();
-    let (prev, cur) = if interval.is_zero() {
-        (None, first)
+/// One snapshot from the agent: its first sample, or with an interval the one after it, so
+/// rates cover that interval. The agent is the one sampling loop; this starts it, takes what
+/// it published and stops it.
+pub fn one_snapshot(config: SamplerConfig, interval: Duration) -> anyhow::Result<Arc<Snapshot>> {
+    // With no interval the agent's schedule never fires before it is stopped.
+    let every = if interval.is_zero() { Duration::from_secs(3600) } else { interval };
+    let agent = Agent::start(config, AgentConfig::brief(every)).context("cannot start the sampling thread")?;
+    let shared = agent.shared();
+    let first = shared.latest();
+    let snapshot = if interval.is_zero() {
+        first
     } else {
-        std::thread::sleep(interval);
-        (Some(first), sampler.sample())
+        shared
+            .wait_newer(first.sample.seq, interval * 10 + Duration::from_secs(10))
+            .context("the agent took no second sample")?
     };
-    let truth = container_truth(&cur);
-    let ctx = RowContext { effective_cpus: truth.effective_cpus };
-    let rows = process_rows(&cur, prev.as_ref(), ctx);
-    TwoSamples { prev, cur, truth, rows }
-}
-
-/// The row's command line if read, else its comm in brackets (as ps shows kernel threads).
-pub fn command_of(row: &ProcessRow) -> String {
-    match row.cmdline.as_deref() {
-        Some(args) if !args.is_empty() => args.join(" "),
-        _ => format!("[{}]", row.comm),
-    }
-}
-
-/// Strips control characters so a hostile process name cannot drive the terminal.
-pub fn printable(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+    agent.stop();
+    Ok(snapshot)
 }

@@ -11,7 +11,6 @@ use std::os::unix::fs::FileExt;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use proctor_model::container_truth;
 use proctor_procfs::process::{parse_stat, parse_statm};
 use proctor_procfs::system::{page_size, thread_cpu_ns};
 use proctor_procfs::ErrorKind;
@@ -20,7 +19,8 @@ use serde::Serialize;
 
 use super::common::ReadArgs;
 use super::snapshot::write_container;
-use crate::output::{bytes, print_json, Format};
+use crate::output::{print_json, Format};
+use proctor_vocab::units::bytes;
 
 /// Arguments of `proctor doctor`.
 #[derive(Debug, clap::Args)]
@@ -66,7 +66,8 @@ struct Estimate {
 #[derive(Debug, Serialize)]
 struct Output {
     timings: Vec<Timing>,
-    container: proctor_model::ContainerTruth,
+    /// The vocabulary's container document, as `/api/v1/container` gives it.
+    container: proctor_vocab::snapshot::ContainerOut,
     cgroup_levels: Vec<proctor_procfs::cgroup::CgroupLevel>,
     cgroup_errors: Vec<String>,
     unreadable: Vec<Unreadable>,
@@ -234,10 +235,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let mut sampler = Sampler::new(config);
     let sample = sampler.sample();
-    let container = container_truth(&sample);
-    warnings.extend(container.warnings.iter().cloned());
     let (cgroup_levels, cgroup_errors) =
         sample.container.as_ref().map(|c| (c.limits.levels.clone(), c.limits.errors.clone())).unwrap_or_default();
+    let container = proctor_vocab::snapshot::container(&proctor_agent::Snapshot::bare(sample));
+    warnings.extend(container.warnings.iter().cloned());
     if let Some(e) = sampler.container_error() {
         warnings.push(format!("no container view: {e}"));
     }
@@ -336,7 +337,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
             w,
             "  {:>7} {:<16} rss {:>9}  ~{:.2} ms per read",
             e.pid,
-            crate::cmd::common::printable(&e.comm),
+            proctor_vocab::units::printable(&e.comm),
             bytes(e.rss_bytes),
             e.smaps_rollup_ms
         )?;

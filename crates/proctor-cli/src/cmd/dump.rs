@@ -1,15 +1,19 @@
 //! `proctor dump`: recorded samples as CSV or JSON lines, one row per process (or per host
 //! sample) per stored sample, with field selection, filters and top-N per sample, like
-//! `below dump` and `sadf`. Rows are the model's derived views (`process_rows`, `host_view`)
-//! flattened to dotted field names; rates come from each sample and the one before it.
+//! `below dump` and `sadf`. Rows are the vocabulary's documents (the process and host shapes
+//! `/api/v1` answers with) flattened to dotted names; the columns are the vocabulary's field
+//! table, which `--fields list` prints. Rates come from each sample and the one before it.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use proctor_model::{container_truth, host_view, process_rows, RowContext, Sample};
+use proctor_agent::Snapshot;
+use proctor_model::Sample;
 use proctor_store::{same_run, Reader};
+use proctor_vocab::fields::{self, Field};
+use proctor_vocab::units::Unit;
 use serde_json::Value;
 
 use super::replay::now_unix_ns;
@@ -46,8 +50,8 @@ pub struct Args {
     pub to: Option<When>,
     #[arg(long, value_enum, default_value_t = DumpFormat::Csv)]
     pub format: DumpFormat,
-    /// Comma-separated fields, in order (`time` is the sample's UTC time). `--fields list`
-    /// prints the available names.
+    /// Comma-separated fields, in order (`time` is the sample's UTC time, `time_unix_ms` the
+    /// same in Unix milliseconds). `--fields list` prints every field with its unit and meaning.
     #[arg(long, value_delimiter = ',')]
     pub fields: Vec<String>,
     /// Keep rows where FIELD=TEXT (exact), FIELD~TEXT (contains), FIELD>N or FIELD<N. Repeat to
@@ -62,8 +66,28 @@ pub struct Args {
     pub sort: String,
 }
 
-const PROCESS_FIELDS: &str = "time,pid,ppid,comm,state,uid,cpu_percent,rss_bytes,anon_bytes,swap_bytes,threads,major_faults_per_sec,read_bytes_per_sec,write_bytes_per_sec,cgroup,cmdline";
-const HOST_FIELDS: &str = "time,cpu.busy,cpu.user,cpu.system,cpu.iowait,cpu.steal,memory_used_bytes,memory_available_bytes,swap_used_bytes,load,context_switches_per_sec,major_faults_per_sec,pressure_cpu.some.avg10,pressure_memory.some.avg10,pressure_io.some.avg10";
+const PROCESS_FIELDS: &str = "time,pid,ppid,name,state,uid,cpu_percent,rss_bytes,anon_bytes,swap_bytes,threads,major_faults_per_sec,read_bytes_per_sec,write_bytes_per_sec,cgroup,cmdline";
+const HOST_FIELDS: &str = "time,cpu.busy_percent,cpu.user_percent,cpu.system_percent,cpu.iowait_percent,cpu.steal_percent,memory.used_bytes,memory.available_bytes,memory.swap_used_bytes,load.avg1,load.avg5,load.avg15,context_switches_per_sec,major_faults_per_sec,pressure_cpu.some.avg10,pressure_memory.some.avg10,pressure_io.some.avg10";
+
+/// The columns every row has besides the subject's fields.
+const TIME_FIELDS: [Field; 2] = [
+    Field { name: "time", title: "Time", unit: Unit::Text, description: "When the sample was taken, UTC (RFC 3339)." },
+    Field {
+        name: "time_unix_ms",
+        title: "Time",
+        unit: Unit::UnixMillis,
+        description: "When the sample was taken, Unix milliseconds.",
+    },
+];
+
+/// Every column `subject` can print: the time columns, then the vocabulary's field table.
+fn columns(subject: Subject) -> impl Iterator<Item = &'static Field> {
+    let table = match subject {
+        Subject::Process => fields::PROCESS,
+        Subject::Host => fields::HOST,
+    };
+    TIME_FIELDS.iter().chain(table.iter())
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Filter {
@@ -110,7 +134,7 @@ impl Filter {
     }
 }
 
-/// A flattened row: dotted names in the order the view declares them.
+/// A flattened row: dotted names and their values.
 type Row = Vec<(String, Value)>;
 
 trait RowExt {
@@ -118,38 +142,34 @@ trait RowExt {
 }
 
 impl RowExt for Row {
+    /// The value of `name`; a name under a `null` object (`cpu.busy_percent` of a sample
+    /// without rates) is `null` too.
     fn get(&self, name: &str) -> Option<&Value> {
-        self.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.iter()
+            .find(|(n, v)| {
+                n == name || (v.is_null() && name.strip_prefix(n.as_str()).is_some_and(|r| r.starts_with('.')))
+            })
+            .map(|(_, v)| v)
     }
 }
 
-fn flatten(prefix: &str, value: Value, out: &mut Row) {
-    match value {
-        Value::Object(map) => {
-            for (key, inner) in map {
-                let name = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
-                flatten(&name, inner, out);
-            }
-        }
-        other => out.push((prefix.to_string(), other)),
-    }
-}
-
-fn rows_of(subject: Subject, cur: &Sample, prev: Option<&Sample>) -> anyhow::Result<Vec<Row>> {
-    let time = Value::String(format_utc(cur.unix_ns));
+fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Result<(Vec<Row>, Sample)> {
+    let s = Snapshot::derive(cur, prev);
+    let time = Value::String(format_utc(s.sample.unix_ns));
     let make = |value: Value| {
-        let mut row = vec![("time".to_string(), time.clone()), ("unix_ns".to_string(), Value::from(cur.unix_ns))];
-        flatten("", value, &mut row);
+        let mut row = vec![("time".to_string(), time.clone()), ("time_unix_ms".to_string(), Value::from(s.unix_ms()))];
+        row.extend(fields::flatten(value));
         row
     };
-    Ok(match subject {
-        Subject::Host => vec![make(serde_json::to_value(host_view(cur, prev))?)],
-        Subject::Process => {
-            let truth = container_truth(cur);
-            let rows = process_rows(cur, prev, RowContext { effective_cpus: truth.effective_cpus });
-            rows.iter().map(|r| serde_json::to_value(r).map(make)).collect::<Result<_, _>>()?
-        }
-    })
+    let rows = match subject {
+        Subject::Host => vec![make(serde_json::to_value(proctor_vocab::snapshot::host(&s))?)],
+        Subject::Process => s
+            .rows
+            .iter()
+            .map(|r| serde_json::to_value(proctor_vocab::process::process(&s, r)).map(make))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok((rows, s.sample))
 }
 
 /// A value as CSV and filters see it: strings bare, arrays of scalars space-joined, null empty.
@@ -174,11 +194,13 @@ fn csv_cell(value: &Value) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let now = now_unix_ns();
-    let from = args.from.map_or(0, |w| w.resolve(now));
-    let to = args.to.map_or(now, |w| w.resolve(now));
-    let mut reader = Reader::open(&args.dir).context("cannot dump")?;
-    let frames = reader.frames(from, to)?;
+    let mut out = std::io::stdout().lock();
+    if args.fields == ["list"] {
+        for f in columns(args.subject) {
+            writeln!(out, "{}\t{}\t{}", f.name, f.unit.as_str(), f.description)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let default_fields = match args.subject {
         Subject::Process => PROCESS_FIELDS,
         Subject::Host => HOST_FIELDS,
@@ -188,40 +210,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         args.fields.clone()
     };
-    let mut out = std::io::stdout().lock();
+    let known = |name: &str| columns(args.subject).find(|f| f.name == name);
+    let wanted = fields.iter().map(String::as_str).chain(args.filters.iter().map(Filter::field));
+    for name in wanted {
+        if known(name).is_none() {
+            bail!("no field {name:?} in {:?} rows (see --fields list)", args.subject);
+        }
+    }
+    if args.top.is_some() {
+        match known(&args.sort) {
+            None => bail!("no field {:?} in {:?} rows to sort by (see --fields list)", args.sort, args.subject),
+            Some(f) if !f.unit.is_numeric() => {
+                bail!("--sort {} is not a number ({}): --top ranks by a numeric field", f.name, f.unit.as_str())
+            }
+            Some(_) => {}
+        }
+    }
+    let now = now_unix_ns();
+    let from = args.from.map_or(0, |w| w.resolve(now));
+    let to = args.to.map_or(now, |w| w.resolve(now));
+    let mut reader = Reader::open(&args.dir).context("cannot dump")?;
+    let frames = reader.frames(from, to)?;
+    if args.format == DumpFormat::Csv {
+        writeln!(out, "{}", fields.join(","))?;
+    }
     let mut prev: Option<Sample> = None;
-    let mut checked_names = false;
     for frame in &frames {
         let Some(cur) = reader.read(frame) else { continue };
-        let pair = prev.as_ref().filter(|p| same_run(p, &cur));
-        let mut rows = rows_of(args.subject, &cur, pair)?;
-        if !checked_names {
-            if let Some(first) = rows.first() {
-                let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
-                if fields == ["list"] {
-                    writeln!(out, "{}", names.join("\n"))?;
-                    return Ok(ExitCode::SUCCESS);
-                }
-                let wanted = fields.iter().map(String::as_str).chain(args.filters.iter().map(Filter::field));
-                let wanted = wanted.chain(args.top.map(|_| args.sort.as_str()));
-                // A null object (`cpu` of a sample without rates) hides its fields, so a name
-                // under a null field counts as known.
-                let under_null = |name: &str| {
-                    first
-                        .iter()
-                        .any(|(n, v)| v.is_null() && name.strip_prefix(n.as_str()).is_some_and(|r| r.starts_with('.')))
-                };
-                for name in wanted {
-                    if !names.contains(&name) && !under_null(name) {
-                        bail!("no field {name:?} in {:?} rows (see --fields list)", args.subject);
-                    }
-                }
-                if args.format == DumpFormat::Csv {
-                    writeln!(out, "{}", fields.join(","))?;
-                }
-                checked_names = true;
-            }
-        }
+        let pair = prev.take().filter(|p| same_run(p, &cur));
+        let (mut rows, cur) = rows_of(args.subject, cur, pair.as_ref())?;
         rows.retain(|row| args.filters.iter().all(|f| f.keeps(row)));
         if let Some(n) = args.top {
             let key = |row: &Row| row.get(&args.sort).and_then(Value::as_f64).unwrap_or(f64::NEG_INFINITY);
@@ -278,9 +295,9 @@ mod tests {
         assert!(parse_filter("nonsense").is_err());
         assert!(parse_filter("=x").is_err());
         assert!(parse_filter("cpu_percent>lots").is_err());
-        let row: Row = vec![("comm".into(), Value::from("nginx: worker")), ("cpu_percent".into(), Value::from(7.5))];
-        assert!(Filter::Contains("comm".into(), "worker".into()).keeps(&row));
-        assert!(!Filter::Equals("comm".into(), "nginx".into()).keeps(&row));
+        let row: Row = vec![("name".into(), Value::from("nginx: worker")), ("cpu_percent".into(), Value::from(7.5))];
+        assert!(Filter::Contains("name".into(), "worker".into()).keeps(&row));
+        assert!(!Filter::Equals("name".into(), "nginx".into()).keeps(&row));
         assert!(Filter::Above("cpu_percent".into(), 5.0).keeps(&row));
         assert!(!Filter::Below("cpu_percent".into(), 5.0).keeps(&row));
         assert!(!Filter::Above("missing".into(), 0.0).keeps(&row));
@@ -292,9 +309,9 @@ mod tests {
         assert_eq!(csv_cell(&Value::from("say \"hi\"")), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_cell(&serde_json::json!(["/bin/sh", "-c", "x"])), "/bin/sh -c x");
         assert_eq!(csv_cell(&Value::Null), "");
-        let mut row = Row::new();
-        flatten("", serde_json::json!({"cpu": {"busy": 1.5}, "load": [1, 2, 3]}), &mut row);
+        let row: Row = fields::flatten(serde_json::json!({"cpu": {"busy": 1.5}, "mem": null, "args": ["a", "b"]}));
         assert_eq!(row.get("cpu.busy"), Some(&Value::from(1.5)));
-        assert_eq!(csv_cell(row.get("load").expect("load")), "1 2 3");
+        assert_eq!(row.get("mem.used_bytes"), Some(&Value::Null));
+        assert_eq!(csv_cell(row.get("args").expect("args")), "a b");
     }
 }

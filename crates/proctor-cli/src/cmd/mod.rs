@@ -4,7 +4,6 @@ pub mod bench;
 pub mod common;
 pub mod doctor;
 pub mod dump;
-pub mod events;
 pub mod probe;
 pub mod record;
 pub mod replay;

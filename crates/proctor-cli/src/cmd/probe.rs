@@ -24,8 +24,8 @@ use proctor_probe::schedule::{Bursts, Limit, Pacing};
 use proctor_probe::tls::{parse_pem_certificates, TlsConfig, Trust};
 use proctor_probe::{plot, ErrorClass, RequestRecord};
 
-use crate::cmd::events::{probe_result, EventRecorder};
 use crate::output::Format;
+use crate::streams::{probe_result, EventRecorder};
 use proctor_model::{ProbeBatch, ProbeResult};
 use proctor_store::{Event, PROBE_STREAM};
 use proctor_vocab::duration_arg as parse_duration;

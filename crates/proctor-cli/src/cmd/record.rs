@@ -1,6 +1,8 @@
-//! `proctor record`: samples on a drift-corrected schedule into a store directory until SIGINT
-//! or SIGTERM (or `--count`), then prints what recording cost. Does not derive anything: the
-//! store keeps raw samples, and `replay`/`dump` derive views from them.
+//! `proctor record`: the agent without HTTP. It samples on its drift-corrected schedule and its
+//! recorder thread appends every raw sample to a store directory, until SIGINT or SIGTERM (or
+//! `--count`); then this prints what recording cost. The sampling thread never touches the
+//! disk: it hands each sample to the recorder over a bounded queue ([`RECORD_QUEUE`] samples),
+//! and a sample that finds the queue full is dropped and counted.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,16 +11,18 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes, thread_cpu_ns};
-use proctor_sampler::{Sampler, Schedule};
-use proctor_store::{StoreConfig, Writer, WriterStats};
+use proctor_agent::{Agent, AgentConfig, Recording, RecordingStatus, Snapshot};
+use proctor_model::Sample;
+use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes};
+use proctor_store::{AppendCost, Sink, StoreConfig, Writer};
 use serde::Serialize;
 
 use super::common::ReadArgs;
 use crate::datadir::report_open;
-use crate::output::{bytes, print_json, Format};
+use crate::output::{print_json, Format};
 use crate::signals;
 use proctor_vocab::duration_arg;
+use proctor_vocab::units::bytes;
 
 /// Arguments of `proctor record`.
 #[derive(Debug, clap::Args)]
@@ -57,7 +61,11 @@ pub struct Args {
 #[derive(Debug, Serialize)]
 pub struct Summary {
     pub dir: PathBuf,
+    /// Samples written to the store.
     pub samples: u64,
+    /// Samples taken but not written: the recorder's queue was full.
+    pub samples_dropped: u64,
+    pub write_errors: u64,
     pub interval_seconds: f64,
     pub elapsed_seconds: f64,
     pub missed_ticks: u64,
@@ -67,15 +75,30 @@ pub struct Summary {
     pub record_bytes_per_sample: f64,
     /// Sampling (the sampler's own measure of its cycle), per sample.
     pub sample_cpu_seconds_per_sample: f64,
-    /// Encoding, compressing and writing, per sample (wall time on the recording thread).
+    /// Encoding, compressing and writing, per sample (wall time on the recorder thread).
     pub store_encode_seconds_per_sample: f64,
     pub store_compress_seconds_per_sample: f64,
     pub store_write_seconds_per_sample: f64,
-    /// CPU of the recording thread (sampling and storing), per sample.
+    /// CPU of the recorder thread (encoding, compressing, writing), per sample.
     pub recorder_thread_cpu_seconds_per_sample: f64,
     /// CPU of the whole process (workers included) over the run, as a share of one core.
     pub process_cpu_percent_of_one_core: f64,
     pub max_rss_bytes: u64,
+}
+
+/// Samples the recorder's queue holds while the disk is slow: recording is all this command
+/// does, so it rides out longer stalls than `serve`'s (~16 MiB with ~600 processes).
+pub const RECORD_QUEUE: usize = 32;
+
+/// Writes to the store, then announces each written sample on stderr (`--progress`).
+struct Announce(Writer);
+
+impl Sink<Sample> for Announce {
+    fn append(&mut self, sample: &Sample) -> Result<AppendCost, String> {
+        let cost = Sink::append(&mut self.0, sample)?;
+        eprintln!("appended {} {}", sample.seq, sample.unix_ns);
+        Ok(cost)
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -88,12 +111,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sync_every_frame: args.sync,
         ..StoreConfig::default()
     };
-    // Block SIGINT and SIGTERM before the sampler starts its worker threads, so they inherit
-    // the mask and only the waiter below receives the signals.
+    // Block SIGINT and SIGTERM before the agent starts its threads, so they inherit the mask
+    // and only the waiter below receives the signals.
     let signals = signals::block()?;
-    let (mut writer, report) = Writer::open(&args.dir, config).context("cannot record")?;
+    let (writer, report) = Writer::open(&args.dir, config).context("cannot record")?;
     report_open("proctor record", &args.dir, &report);
-
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     signals.on_signal("record-signals", move || {
         // The receiver is gone only once recording has already stopped.
@@ -102,44 +124,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     let process_cpu_start = process_cpu_ns();
-    let thread_cpu_start = thread_cpu_ns();
-    let mut sampler = Sampler::new(args.read.config());
-    let mut schedule = Schedule::new(started, args.interval);
-    let mut samples = 0u64;
-    let mut sample_cpu_ns = 0u64;
-    let mut processes_last_sample;
+    let sink: Box<dyn Sink<Sample>> = if args.progress { Box::new(Announce(writer)) } else { Box::new(writer) };
+    let recording = Recording::On { dir: args.dir.clone(), sink, queue: RECORD_QUEUE };
+    let agent_config = AgentConfig { max_samples: args.count, ..AgentConfig::brief(args.interval) };
+    let agent = Agent::start_recording(args.read.config(), agent_config, recording)
+        .context("cannot start the sampling thread")?;
+    let shared = agent.shared();
     loop {
-        let sample = sampler.sample();
-        sample_cpu_ns += sample.cost.cpu_ns;
-        processes_last_sample = sample.processes.len();
-        writer.append(&sample).with_context(|| format!("cannot write to {}", args.dir.display()))?;
-        samples += 1;
-        if args.progress {
-            eprintln!("appended {} {}", sample.seq, sample.unix_ns);
-        }
-        if args.count.is_some_and(|count| samples >= count) {
+        if args.count.is_some_and(|count| shared.latest().agent.samples >= count) {
             break;
         }
-        match stop_rx.recv_timeout(schedule.next_delay(Instant::now())) {
+        match stop_rx.recv_timeout(args.interval.min(Duration::from_millis(100))) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+    let last = shared.latest();
+    // Stops sampling, then drains the recorder's queue into the store.
+    let recording = agent.stop();
     let elapsed = started.elapsed();
-    let thread_cpu = thread_cpu_ns().saturating_sub(thread_cpu_start);
     let process_cpu = process_cpu_ns().saturating_sub(process_cpu_start);
-    let stats = writer.stats();
-    let summary = summary(
-        &args,
-        &stats,
-        samples,
-        elapsed,
-        schedule.missed(),
-        processes_last_sample,
-        sample_cpu_ns,
-        thread_cpu,
-        process_cpu,
-    );
+    let stats = &recording.stats;
+    if stats.dropped > 0 || stats.write_errors > 0 {
+        eprintln!(
+            "proctor record: {} samples dropped at a full queue (the disk fell behind), {} failed writes{}",
+            stats.dropped,
+            stats.write_errors,
+            stats.last_write_error.as_deref().map(|e| format!("; the last: {e}")).unwrap_or_default()
+        );
+    }
+    let summary = summary(&args, &recording, &last, elapsed, process_cpu);
     match args.format {
         Format::Json => print_json(&summary)?,
         Format::Text => print_text(&summary)?,
@@ -147,34 +161,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn summary(
     args: &Args,
-    stats: &WriterStats,
-    samples: u64,
+    recording: &RecordingStatus,
+    last: &Snapshot,
     elapsed: Duration,
-    missed: u64,
-    processes_last_sample: usize,
-    sample_cpu_ns: u64,
-    thread_cpu_ns: u64,
     process_cpu_ns: u64,
 ) -> Summary {
+    let stats = &recording.stats;
+    let samples = stats.written;
     let per = |total: u64| if samples == 0 { 0.0 } else { total as f64 / samples as f64 };
+    let taken = last.agent.samples.max(1) as f64;
     Summary {
         dir: args.dir.clone(),
         samples,
+        samples_dropped: stats.dropped,
+        write_errors: stats.write_errors,
         interval_seconds: args.interval.as_secs_f64(),
         elapsed_seconds: elapsed.as_secs_f64(),
-        missed_ticks: missed,
-        processes_last_sample,
+        missed_ticks: last.agent.missed_ticks,
+        processes_last_sample: last.rows.len(),
         frame_bytes_per_sample: per(stats.frame_bytes),
         key_frames: stats.key_frames,
         record_bytes_per_sample: per(stats.record_bytes),
-        sample_cpu_seconds_per_sample: per(sample_cpu_ns) / 1e9,
+        sample_cpu_seconds_per_sample: last.agent.sampling_cpu_seconds / taken,
         store_encode_seconds_per_sample: per(stats.encode_ns) / 1e9,
         store_compress_seconds_per_sample: per(stats.compress_ns) / 1e9,
         store_write_seconds_per_sample: per(stats.write_ns) / 1e9,
-        recorder_thread_cpu_seconds_per_sample: per(thread_cpu_ns) / 1e9,
+        recorder_thread_cpu_seconds_per_sample: per(stats.cpu_ns) / 1e9,
         process_cpu_percent_of_one_core: if elapsed.is_zero() {
             0.0
         } else {
@@ -189,9 +203,10 @@ fn print_text(s: &Summary) -> anyhow::Result<()> {
     let ms = |seconds: f64| format!("{:.3} ms", seconds * 1e3);
     writeln!(
         w,
-        "recorded   {} samples into {} over {:.1} s (every {} s, {} ticks missed), {} processes in the last",
+        "recorded   {} samples into {} ({} dropped) over {:.1} s (every {} s, {} ticks missed), {} processes in the last",
         s.samples,
         s.dir.display(),
+        s.samples_dropped,
         s.elapsed_seconds,
         s.interval_seconds,
         s.missed_ticks,
@@ -206,7 +221,7 @@ fn print_text(s: &Summary) -> anyhow::Result<()> {
     )?;
     writeln!(
         w,
-        "cost       per sample: sampling {} CPU; storing {} encode + {} compress + {} write (wall); recording thread {} CPU",
+        "cost       per sample: sampling {} CPU; storing {} encode + {} compress + {} write (wall); recorder thread {} CPU",
         ms(s.sample_cpu_seconds_per_sample),
         ms(s.store_encode_seconds_per_sample),
         ms(s.store_compress_seconds_per_sample),

@@ -7,10 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use proctor_model::{build_tree, container_truth, process_rows, RowContext, Sample};
+use proctor_agent::Snapshot;
+use proctor_model::{build_tree, Sample};
 use proctor_store::{same_run, Reader};
+use proctor_vocab::ProcessSort;
 
-use super::snapshot::{print_view, SortKey, View};
+use super::snapshot::{print_view, View};
 use super::tree::{print_tree, TreeView};
 use crate::output::Format;
 use proctor_vocab::{format_utc, parse_when, When};
@@ -34,9 +36,9 @@ pub struct Args {
     /// How many processes to list.
     #[arg(long, default_value_t = 15)]
     pub top: usize,
-    /// Order processes by this column.
-    #[arg(long, value_enum, default_value_t = SortKey::Cpu)]
-    pub sort: SortKey,
+    /// Order processes by this key: cpu, rss (or mem), pss, vsize, threads, swap, time, pid, name.
+    #[arg(long, default_value = "cpu", value_parser = ProcessSort::parse)]
+    pub sort: ProcessSort,
     /// Show the `tree` view (a process and its descendants, with totals) instead of `snapshot`'s.
     #[arg(long)]
     pub tree: bool,
@@ -74,8 +76,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     extent(&mut reader)?
                 );
             };
-            if !show(view, &cur, prev.as_ref(), false)? {
-                bail!("no process with pid {} in the sample at {}", args.pid, format_utc(cur.unix_ns));
+            let snapshot = Snapshot::derive(cur, prev.as_ref());
+            if !show(view, &snapshot, prev.as_ref(), false)? {
+                bail!("no process with pid {} in the sample at {}", args.pid, format_utc(snapshot.sample.unix_ns));
             }
         }
         Some(from) => {
@@ -101,13 +104,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let (mut shown, mut without_root) = (0usize, 0usize);
             for frame in &frames {
                 let Some(cur) = reader.read(frame) else { continue };
-                let pair = prev.as_ref().filter(|p| same_run(p, &cur));
-                if show(view, &cur, pair, true)? {
+                let pair = prev.take().filter(|p| same_run(p, &cur));
+                let snapshot = Snapshot::derive(cur, pair.as_ref());
+                if show(view, &snapshot, pair.as_ref(), true)? {
                     shown += 1;
                 } else {
                     without_root += 1;
                 }
-                prev = Some(cur);
+                prev = Some(snapshot.sample);
             }
             if without_root > 0 {
                 eprintln!(
@@ -127,22 +131,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Shows one sample; `false` when the tree's root is not in it (nothing is printed then).
-fn show(shown: Shown, cur: &Sample, prev: Option<&Sample>, stream: bool) -> anyhow::Result<bool> {
-    let truth = container_truth(cur);
-    let rows = process_rows(cur, prev, RowContext { effective_cpus: truth.effective_cpus });
+/// Shows one stored sample, derived against the one before it; `false` when the tree's root
+/// is not in it (nothing is printed then).
+fn show(shown: Shown, s: &Snapshot, prev: Option<&Sample>, stream: bool) -> anyhow::Result<bool> {
     match shown {
         Shown::Snapshot(view) => {
-            print_heading(view.format, cur, prev);
-            print_view(view, cur, prev, &truth, &rows, stream)?;
+            print_heading(view.format, &s.sample, prev);
+            print_view(view, s, stream)?;
         }
         Shown::Tree { root, format } => {
-            let Some(tree) = build_tree(&rows, root) else { return Ok(false) };
-            print_heading(format, cur, prev);
+            let Some(tree) = build_tree(&s.rows, root) else { return Ok(false) };
+            print_heading(format, &s.sample, prev);
             // A stored sample has no answer for the tree's own cgroup (only the watched one's
             // counters are recorded), and PSS only as the worker last read it.
-            let view =
-                TreeView { tree, cgroup: None, pss_read: None, pss_hint: "no stored PSS reading for these processes" };
+            let view = TreeView {
+                tree: proctor_vocab::process::tree(s, &tree),
+                cgroup: None,
+                pss_read: None,
+                pss_hint: "no stored PSS reading for these processes",
+            };
             print_tree(&view, format, stream)?;
         }
     }

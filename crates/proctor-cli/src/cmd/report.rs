@@ -2,10 +2,11 @@
 //! processes by CPU and memory over it, and — given probe results or statsd timers of the same
 //! period — which system series moved together with the slow requests.
 //!
-//! This module is the I/O around `proctor-report`: it reads the data directory's samples one
-//! at a time into a `RangeBuilder`, the latencies from the probe or statsd stream (or a
-//! `proctor probe --out` file), and writes the files. The folding, statistics and layout are
-//! the library's, so the dashboard can use them too.
+//! This module is the I/O around the range fold: the samples are read and folded by
+//! `proctor_agent::range::fold_range` (the function `/api/v1/report` uses, with the same frame
+//! budget, so the dashboard and this command agree), the report is the vocabulary's
+//! `ReportOut`; here the latencies are read from the probe or statsd stream (or a `proctor
+//! probe --out` file), correlated, and the files written.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -13,12 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use proctor_agent::range::{fold_range, FoldConfig, DEFAULT_FRAMES};
 use proctor_model::ProbeResult;
 use proctor_report::{
-    correlate, plot, Correlation, CorrelationConfig, LatencyPoint, RangeBuilder, RangeConfig, RangeSummary, SlowRule,
-    Unit,
+    correlate, plot, Correlation, CorrelationConfig, LatencyPoint, RangeSummary, Series, SlowRule, Unit,
 };
 use proctor_store::{Event, Reader, PROBE_STREAM, STATSD_STREAM};
+use proctor_vocab::report::ReportOut;
 use serde::Serialize;
 
 use super::replay::now_unix_ns;
@@ -60,14 +62,14 @@ pub struct Args {
     /// Points per series in the plots (buckets keep each one's mean and max).
     #[arg(long, default_value_t = 600)]
     pub points: usize,
-    /// Read the processes of at most this many samples, evenly spread (the first and last
-    /// included); the others give host series only. Process CPU is then the counters'
-    /// difference between those samples: exact for processes that lived through them, but one
-    /// that started and ended between two is missed, and RSS peaks are over those samples.
-    /// The report says when this applied. 0 reads every sample's processes (a day at 1 s with
-    /// ~600 processes then takes minutes; see bench/report/run.sh).
-    #[arg(long, value_name = "N", default_value_t = 7200)]
-    pub process_samples: usize,
+    /// Read at most this many samples of the range, spread evenly by sample (every one when
+    /// the range holds no more): the same budget `/api/v1/report` uses, so both agree. Process
+    /// CPU between read samples is the counters' difference: exact for processes that lived
+    /// through them, but one that started and ended between two is missed, and peaks are over
+    /// the read samples. The report says when this applied. 0 reads every sample (a day at 1 s
+    /// with ~600 processes then takes a minute or more; see bench/report/run.sh).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_FRAMES, alias = "process-samples")]
+    pub frames: usize,
     /// Processes in each top list.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -75,14 +77,17 @@ pub struct Args {
     pub format: Format,
 }
 
-/// What `--format json` prints.
+/// What `--format json` prints: the range's report (the document `/api/v1/report` answers),
+/// the plotted series, and the latency correlation when there were latencies.
 #[derive(Debug, Serialize)]
 struct Output<'a> {
-    summary: &'a RangeSummary,
+    #[serde(flatten)]
+    report: &'a ReportOut,
+    /// Each host series in `--points` buckets (each bucket's mean and max).
+    series: &'a [Series],
     /// Where the latencies came from, when there were any.
     latency_source: Option<String>,
     correlation: Option<&'a Correlation>,
-    bad_frames: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -102,58 +107,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--from {} is not before --to {}", format_utc(from), format_utc(to));
     }
     let mut reader = Reader::open(&args.dir).context("cannot report")?;
-    let frames = reader.frames(from, to)?;
-    if frames.is_empty() {
-        bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
-    }
     // Latencies first: each sample's values are kept only when there is something to line
     // them up with (a day at 1 s is 86,400 points of 23 values).
-    let mut bad_frames = 0;
-    let (latencies, source) = latencies(&args, from, to, &mut bad_frames)?;
-    let keep_points = !latencies.is_empty();
-    let config = RangeConfig { from_ns: from, to_ns: to, max_points: args.points.max(1), top: args.top, keep_points };
-    let mut builder = RangeBuilder::new(config);
-    // Parsing a record's processes is nearly all of a report's time (a 600-process record is
-    // ~300 KB of JSON, the host part ~2 %): read them from every `stride`-th sample only.
-    let stride = match args.process_samples {
-        0 => 1,
-        n => frames.len().div_ceil(n).max(1),
+    let mut stream_bad_frames = 0;
+    let (latencies, source) = latencies(&args, from, to, &mut stream_bad_frames)?;
+    let config = FoldConfig {
+        budget: args.frames,
+        max_points: args.points.max(1),
+        keep_points: !latencies.is_empty(),
+        max_span: None,
     };
-    let last = frames.len() - 1;
-    for (i, frame) in frames.iter().enumerate() {
-        if i % stride == 0 || i == last {
-            // Lean: without the per-process status, io, PSS and cgroup readings and the cost,
-            // which a range summary does not use.
-            if let Some(sample) = reader.read_lean(frame) {
-                builder.push(sample);
-            }
-        } else if let Some(sample) = reader.read_host(frame) {
-            builder.push_host(sample);
-        }
+    let fold = fold_range(&mut reader, from, to, config).context("cannot report")?;
+    if fold.stats.frames_in_range == 0 {
+        bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
     }
-    bad_frames += reader.report().bad_frames.len();
-    for (path, offset, why) in &reader.report().bad_frames {
-        eprintln!("proctor report: skipped the frame at {}:{offset}: {why}", path.display());
+    for problem in &fold.stats.problems {
+        eprintln!("proctor report: {problem}");
     }
-    drop(frames);
-    let summary = builder.finish();
+    let mut report = proctor_vocab::report::report(&fold, &args.dir.display().to_string(), args.top);
+    report.bad_frames += stream_bad_frames;
+    let summary = fold.summary;
     let correlation =
         (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
 
     let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
     match args.format {
-        Format::Text => print_text(&summary, correlation.as_ref(), source.as_deref())?,
+        Format::Text => print_text(&report, correlation.as_ref(), source.as_deref())?,
         Format::Json => {
             let mut stdout = std::io::stdout().lock();
-            serde_json::to_writer_pretty(
-                &mut stdout,
-                &Output {
-                    summary: &summary,
-                    latency_source: source.clone(),
-                    correlation: correlation.as_ref(),
-                    bad_frames,
-                },
-            )?;
+            let output = Output {
+                report: &report,
+                series: &summary.series,
+                latency_source: source.clone(),
+                correlation: correlation.as_ref(),
+            };
+            serde_json::to_writer_pretty(&mut stdout, &output)?;
             stdout.write_all(b"\n")?;
             stdout.flush()?;
         }
@@ -314,73 +302,59 @@ fn read_probe_file(path: &Path) -> anyhow::Result<Vec<proctor_probe::RequestReco
     Ok(records)
 }
 
-fn print_text(summary: &RangeSummary, correlation: Option<&Correlation>, source: Option<&str>) -> anyhow::Result<()> {
+fn print_text(report: &ReportOut, correlation: Option<&Correlation>, source: Option<&str>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    let interval = summary.median_interval_ns.map_or("-".to_string(), |ns| format!("{:.2} s", ns as f64 / 1e9));
+    let interval = report.median_interval_ms.map_or("-".to_string(), |ms| format!("{:.2} s", ms / 1e3));
     writeln!(
         out,
         "range      {} to {}\nsamples    {} ({} with rates, {} recorder run{}), median interval {interval}, {} processes seen",
-        format_utc(summary.from_ns),
-        format_utc(summary.to_ns),
-        summary.samples,
-        summary.samples_with_rates,
-        summary.runs,
-        if summary.runs == 1 { "" } else { "s" },
-        summary.processes_seen
+        format_utc(report.from_unix_ms.saturating_mul(1_000_000)),
+        format_utc(report.to_unix_ms.saturating_mul(1_000_000)),
+        report.samples,
+        report.samples_with_rates,
+        report.runs,
+        if report.runs == 1 { "" } else { "s" },
+        report.processes_seen
     )?;
-    for s in &summary.series {
-        if s.points.is_empty()
-            || ![
-                "cpu.busy",
-                "cpu.iowait",
-                "memory.used",
-                "psi.cpu.some",
-                "psi.io.some",
-                "disk.read",
-                "disk.write",
-                "net.rx",
-                "net.tx",
-            ]
-            .contains(&s.name)
-        {
-            continue;
-        }
-        let count: u32 = s.points.iter().map(|p| p.count).sum();
-        let mean = s.points.iter().map(|p| p.mean * f64::from(p.count)).sum::<f64>() / f64::from(count.max(1));
-        let max = s.points.iter().map(|p| p.max).fold(f64::MIN, f64::max);
-        writeln!(out, "{:<14} mean {:>12}  max {:>12}", s.name, plot::human(mean, s.unit), plot::human(max, s.unit))?;
-    }
-    if summary.process_samples < summary.samples {
+    writeln!(out, "read       {}", report.note)?;
+    const SHOWN: [&str; 9] = [
+        "cpu.busy",
+        "cpu.iowait",
+        "memory.used",
+        "psi.cpu.some",
+        "psi.io.some",
+        "disk.read",
+        "disk.write",
+        "net.rx",
+        "net.tx",
+    ];
+    for h in report.headline.iter().filter(|h| SHOWN.contains(&h.name)) {
         writeln!(
             out,
-            "processes  read from {} of the {} samples (--process-samples): CPU between them is exact for processes that lived through them; processes that lived only between two are missed; RSS peaks are over those samples",
-            summary.process_samples, summary.samples
+            "{:<14} mean {:>12}  max {:>12}",
+            h.name,
+            plot::human(h.mean, h.unit),
+            plot::human(h.max, h.unit)
         )?;
     }
+    let command =
+        |p: &proctor_vocab::report::ProcessUsageOut| clean(&p.cmdline.as_deref().unwrap_or_default().join(" "));
     writeln!(out, "\ntop processes by CPU time inside the range")?;
     writeln!(out, "{:>8} {:>10} {:>8} {:<16} COMMAND", "PID", "CPU_S", "SAMPLES", "NAME")?;
-    for p in &summary.top_cpu {
-        writeln!(
-            out,
-            "{:>8} {:>10.2} {:>8} {:<16} {}",
-            p.pid,
-            p.cpu_seconds,
-            p.samples,
-            clean(&p.comm),
-            clean(p.cmdline.as_deref().unwrap_or(""))
-        )?;
+    for p in &report.top_cpu {
+        writeln!(out, "{:>8} {:>10.2} {:>8} {:<16} {}", p.pid, p.cpu_seconds, p.samples, clean(&p.name), command(p))?;
     }
     writeln!(out, "\ntop processes by resident memory (peak)")?;
     writeln!(out, "{:>8} {:>12} {:>12} {:<16} COMMAND", "PID", "RSS_PEAK", "RSS_MEAN", "NAME")?;
-    for p in &summary.top_memory {
+    for p in &report.top_rss_peak {
         writeln!(
             out,
             "{:>8} {:>12} {:>12} {:<16} {}",
             p.pid,
             p.rss_peak_bytes.map_or("-".into(), |b| plot::human(b as f64, Unit::Bytes)),
             p.rss_mean_bytes.map_or("-".into(), |b| plot::human(b, Unit::Bytes)),
-            clean(&p.comm),
-            clean(p.cmdline.as_deref().unwrap_or(""))
+            clean(&p.name),
+            command(p)
         )?;
     }
     let Some(c) = correlation else {

@@ -4,7 +4,8 @@
 //! This module turns flags into an agent, a router and (with `--statsd`) a statsd server,
 //! checks that a non-loopback address has a token, opens the data directory it records into
 //! (on by default; a store that cannot be opened is reported and serving goes on), and waits
-//! for SIGINT or SIGTERM. Routes, rendering and the recorder thread live in `proctor-api`.
+//! for SIGINT or SIGTERM. The agent and its recorder live in `proctor-agent`, routes and
+//! rendering in `proctor-http`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -13,20 +14,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use proctor_api::jupyter::JupyterConfig;
-use proctor_api::prom::{Family, Kind, MetricsConfig, ProcessRank};
-use proctor_api::{Agent, AgentConfig, ApiConfig, ExtraMetrics, Recording};
+use proctor_agent::disk::DiskWatch;
+use proctor_agent::{Agent, AgentConfig, Recording};
+use proctor_http::prom::{Family, Kind, MetricsConfig, ProcessRank};
+use proctor_http::{ApiConfig, ExtraMetrics};
 use proctor_statsd::{ServerHandle, Shutdown};
 use proctor_store::{StoreConfig, Writer, STATSD_STREAM};
+use proctor_vocab::jupyter::JupyterConfig;
 
 use crate::cmd::common::ReadArgs;
-use crate::cmd::events::EventRecorder;
 use crate::datadir;
 use crate::signals;
+use crate::streams::EventRecorder;
 use proctor_vocab::{duration_arg, format_duration};
 
 /// The port `proctor serve` listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 9465;
+
+/// How often the Jupyter endpoint's filesystem usage is read, and how long a read may take
+/// before it is reported as hung.
+const DISK_EVERY: Duration = Duration::from_secs(5);
+const DISK_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Rank {
@@ -167,7 +175,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .clone()
         .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/"));
-    let agent_config = AgentConfig { interval, history, history_top: 10, jupyter_pid, disk_path };
+    let agent_config = AgentConfig { interval, history, ..AgentConfig::default() };
+    // statvfs can hang on a dead network mount: it is read on a thread of its own, never by
+    // the sampler or a request.
+    let disk = DiskWatch::start(&disk_path, DISK_EVERY, DISK_TIMEOUT).context("cannot start the disk watcher")?;
     let (recording, recording_dir) = open_recording(&o);
     let agent =
         Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
@@ -204,9 +215,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             },
         },
         jupyter: JupyterConfig::new(jupyter_pid),
+        disk: Some(Arc::new(disk)),
         extra_metrics: extra,
     };
-    let app = proctor_api::router(agent.shared(), config);
+    let app = proctor_http::router(agent.shared(), config);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -228,7 +240,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
              Jupyter /api/metrics/v1 for pid {jupyter_pid}); sampling every {}",
             format_duration(o.interval)
         ));
-        proctor_api::serve(listener, app, async move {
+        proctor_http::serve(listener, app, async move {
             let _ = stop_rx.await;
         })
         .await
@@ -274,7 +286,7 @@ fn open_recording(o: &ServeOptions) -> (Recording, Option<PathBuf>) {
         Ok((writer, report)) => {
             datadir::report_open("proctor serve", writer.dir(), &report);
             let dir = writer.dir().to_owned();
-            (Recording::On(Box::new(writer)), Some(dir))
+            (Recording::writer(writer), Some(dir))
         }
         Err((dir, error)) => {
             log(&format!("cannot record: {error}; serving without recording (see `recording` in /api/v1/agent)"));

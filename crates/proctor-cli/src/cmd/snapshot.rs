@@ -1,15 +1,22 @@
-//! `proctor snapshot`: host, container truth and the top processes from two samples.
+//! `proctor snapshot`: host, container truth and the top processes, from the agent's snapshot
+//! after one interval (rates over it); `--count` keeps printing the agent's snapshots.
+//!
+//! The document is the vocabulary's `SnapshotOut`, the one `GET /api/v1/snapshot` answers;
+//! the text view is written from that same document. No sampling happens here: the agent
+//! (`proctor-agent`) is the one sampling loop.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use proctor_model::{host_view, ContainerTruth, HostView, ProcessRow, SampleCost};
-use proctor_sampler::{Sampler, Schedule};
-use serde::Serialize;
+use anyhow::Context;
+use proctor_agent::{Agent, AgentConfig, Snapshot};
+use proctor_vocab::snapshot::{AgentExtras, ContainerOut, SnapshotOut};
+use proctor_vocab::units::{bytes, opt_bytes, opt_pct, printable};
+use proctor_vocab::ProcessSort;
 
-use super::common::{command_of, printable, two_samples, ReadArgs};
-use crate::output::{bytes, opt_bytes, opt_pct, print_json, Format};
+use super::common::ReadArgs;
+use crate::output::{print_json, Format};
 
 /// Arguments of `proctor snapshot`.
 #[derive(Debug, clap::Args)]
@@ -17,9 +24,9 @@ pub struct Args {
     /// How many processes to list.
     #[arg(long, default_value_t = 15)]
     pub top: usize,
-    /// Order processes by this column.
-    #[arg(long, value_enum, default_value_t = SortKey::Cpu)]
-    pub sort: SortKey,
+    /// Order processes by this key: cpu, rss (or mem), pss, vsize, threads, swap, time, pid, name.
+    #[arg(long, default_value = "cpu", value_parser = ProcessSort::parse)]
+    pub sort: ProcessSort,
     /// Time between the two samples that rates are derived from (0: one sample, no rates).
     #[arg(long, default_value = "1s", value_parser = proctor_vocab::duration_arg)]
     pub interval: Duration,
@@ -33,102 +40,50 @@ pub struct Args {
     pub read: ReadArgs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SortKey {
-    Cpu,
-    Rss,
-    Pid,
-}
-
-#[derive(Serialize)]
-struct Output<'a> {
-    /// When the sample was taken (Unix nanoseconds): replayed views need it.
-    unix_ns: u64,
-    host: HostView,
-    container: &'a ContainerTruth,
-    process_count: usize,
-    processes: Vec<&'a ProcessRow>,
-    sample_cost: &'a SampleCost,
-}
-
-pub fn sort_rows(rows: &mut Vec<&ProcessRow>, key: SortKey) {
-    match key {
-        SortKey::Cpu => rows.sort_by(|a, b| {
-            b.cpu_percent.unwrap_or(0.0).total_cmp(&a.cpu_percent.unwrap_or(0.0)).then(b.rss_bytes.cmp(&a.rss_bytes))
-        }),
-        SortKey::Rss => rows.sort_by_key(|r| std::cmp::Reverse(r.rss_bytes)),
-        SortKey::Pid => rows.sort_by_key(|r| r.pid),
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = args.read.config();
     config.pss_budget = 0.0;
-    let mut sampler = Sampler::new(config);
+    let view = View { top: args.top, sort: args.sort, format: args.format };
     if args.count <= 1 {
-        let s = two_samples(&mut sampler, args.interval);
-        print(&args, &s.cur, s.prev.as_ref(), &s.truth, &s.rows, false)?;
+        let s = super::common::one_snapshot(config, args.interval)?;
+        print_view(view, &s, false)?;
         return Ok(ExitCode::SUCCESS);
     }
-    // The loop: tick k is due at start + k·interval, whatever each cycle cost.
-    let mut schedule = Schedule::new(std::time::Instant::now(), args.interval);
-    let mut prev = sampler.sample();
-    for _ in 0..args.count {
-        schedule.wait();
-        let cur = sampler.sample();
-        let truth = proctor_model::container_truth(&cur);
-        let ctx = proctor_model::RowContext { effective_cpus: truth.effective_cpus };
-        let rows = proctor_model::process_rows(&cur, Some(&prev), ctx);
-        print(&args, &cur, Some(&prev), &truth, &rows, true)?;
-        prev = cur;
+    if args.interval.is_zero() {
+        anyhow::bail!("--count needs an --interval above 0");
     }
-    if schedule.missed() > 0 {
-        eprintln!("proctor snapshot: {} ticks missed because sampling overran the interval", schedule.missed());
+    // The agent samples on its drift-corrected schedule; each of its snapshots is printed.
+    let agent = Agent::start(config, AgentConfig::brief(args.interval)).context("cannot start the sampling thread")?;
+    let shared = agent.shared();
+    let mut seq = shared.latest().sample.seq;
+    let mut last = None;
+    for _ in 0..args.count {
+        let s = shared
+            .wait_newer(seq, args.interval * 10 + Duration::from_secs(10))
+            .context("the agent stopped sampling")?;
+        seq = s.sample.seq;
+        print_view(view, &s, true)?;
+        last = Some(s);
+    }
+    agent.stop();
+    if let Some(missed) = last.map(|s| s.agent.missed_ticks).filter(|&m| m > 0) {
+        eprintln!("proctor snapshot: {missed} ticks missed because sampling overran the interval");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn print(
-    args: &Args,
-    cur: &proctor_model::Sample,
-    prev: Option<&proctor_model::Sample>,
-    truth: &ContainerTruth,
-    rows: &[ProcessRow],
-    stream: bool,
-) -> anyhow::Result<()> {
-    let view = View { top: args.top, sort: args.sort, format: args.format };
-    print_view(view, cur, prev, truth, rows, stream)
 }
 
 /// What `snapshot` shows and how; `replay` renders stored samples through the same code.
 #[derive(Debug, Clone, Copy)]
 pub struct View {
     pub top: usize,
-    pub sort: SortKey,
+    pub sort: ProcessSort,
     pub format: Format,
 }
 
-/// Prints one snapshot view of `cur` (rates against `prev`). `stream`: one of several (JSON
-/// becomes one line each, text gets a blank line after).
-pub fn print_view(
-    view: View,
-    cur: &proctor_model::Sample,
-    prev: Option<&proctor_model::Sample>,
-    truth: &ContainerTruth,
-    rows: &[ProcessRow],
-    stream: bool,
-) -> anyhow::Result<()> {
-    let mut top: Vec<&ProcessRow> = rows.iter().collect();
-    sort_rows(&mut top, view.sort);
-    top.truncate(view.top);
-    let out = Output {
-        unix_ns: cur.unix_ns,
-        host: host_view(cur, prev),
-        container: truth,
-        process_count: rows.len(),
-        processes: top,
-        sample_cost: &cur.cost,
-    };
+/// Prints the snapshot document of `s`. `stream`: one of several (JSON becomes one line each,
+/// text gets a blank line after).
+pub fn print_view(view: View, s: &Snapshot, stream: bool) -> anyhow::Result<()> {
+    let out = proctor_vocab::snapshot::snapshot(s, view.sort, view.top, &AgentExtras::default());
     match (view.format, stream) {
         (Format::Json, false) => print_json(&out)?,
         (Format::Json, true) => {
@@ -147,40 +102,47 @@ pub fn print_view(
     Ok(())
 }
 
-fn print_text(o: &Output) -> anyhow::Result<()> {
+fn print_text(o: &SnapshotOut) -> anyhow::Result<()> {
     let mut w = std::io::stdout().lock();
     let h = &o.host;
-    let load = h.load.map_or("-".to_string(), |l| format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2]));
+    let load = h.load.as_ref().map_or("-".to_string(), |l| format!("{:.2} {:.2} {:.2}", l.avg1, l.avg5, l.avg15));
     writeln!(
         w,
         "host       {} CPUs online · load {load} · up {}",
         h.online_cpus.map_or("?".into(), |n| n.to_string()),
         h.uptime_secs.map_or("-".into(), |u| format!("{:.1} h", u / 3600.0))
     )?;
-    if let Some(c) = h.cpu {
+    if let Some(c) = &h.cpu {
         writeln!(
             w,
             "cpu        busy {:.1}% (user {:.1} nice {:.1} system {:.1} iowait {:.1} irq {:.1} steal {:.1}) · {} ctxsw/s",
-            c.busy, c.user, c.nice, c.system, c.iowait, c.irq + c.softirq, c.steal,
+            c.busy_percent,
+            c.user_percent,
+            c.nice_percent,
+            c.system_percent,
+            c.iowait_percent,
+            c.irq_percent + c.softirq_percent,
+            c.steal_percent,
             h.context_switches_per_sec.map_or("-".into(), |v| format!("{v:.0}"))
         )?;
     }
+    let m = &h.memory;
     writeln!(
         w,
         "memory     used {} of {} (available {}) · swap used {}",
-        opt_bytes(h.memory_used_bytes),
-        opt_bytes(h.memory_total_bytes),
-        opt_bytes(h.memory_available_bytes),
-        opt_bytes(h.swap_used_bytes)
+        opt_bytes(m.used_bytes),
+        opt_bytes(m.total_bytes),
+        opt_bytes(m.available_bytes),
+        opt_bytes(m.swap_used_bytes)
     )?;
-    let psi = |name: &str, p: Option<proctor_procfs::host::Pressure>| {
-        p.map(|p| {
-            let some = p.some.map_or("-".into(), |l| format!("{:.2}", l.avg10));
-            let full = p.full.map_or("-".into(), |l| format!("{:.2}", l.avg10));
+    let psi = |name: &str, p: &Option<proctor_vocab::snapshot::PressureOut>| {
+        p.as_ref().map(|p| {
+            let some = p.some.as_ref().map_or("-".into(), |l| format!("{:.2}", l.avg10));
+            let full = p.full.as_ref().map_or("-".into(), |l| format!("{:.2}", l.avg10));
             format!("{name} {some}/{full}")
         })
     };
-    let psis: Vec<String> = [psi("cpu", h.pressure_cpu), psi("memory", h.pressure_memory), psi("io", h.pressure_io)]
+    let psis: Vec<String> = [psi("cpu", &h.pressure_cpu), psi("memory", &h.pressure_memory), psi("io", &h.pressure_io)]
         .into_iter()
         .flatten()
         .collect();
@@ -192,7 +154,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
             writeln!(
                 w,
                 "disk       {} read {}/s write {}/s busy {:.1}%",
-                d.name,
+                d.device,
                 bytes(d.read_bytes_per_sec as u64),
                 bytes(d.write_bytes_per_sec as u64),
                 d.busy_percent
@@ -204,42 +166,58 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
             writeln!(
                 w,
                 "net        {} rx {}/s tx {}/s",
-                n.name,
+                n.device,
                 bytes(n.rx_bytes_per_sec as u64),
                 bytes(n.tx_bytes_per_sec as u64)
             )?;
         }
     }
-    write_container(&mut w, o.container)?;
+    write_container(&mut w, &o.container)?;
     writeln!(w)?;
     writeln!(
         w,
         "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} S  COMMAND",
         "PID", "PPID", "UID", "CPU%", "RSS", "ANON", "THR"
     )?;
-    for r in &o.processes {
-        let mut command = printable(&command_of(r));
+    for p in &o.processes.top {
+        let mut command = printable(&match p.cmdline.as_deref() {
+            Some(args) if !args.is_empty() => args.join(" "),
+            _ => format!("[{}]", p.name),
+        });
         command.truncate(command.floor_char_boundary(80));
         writeln!(
             w,
             "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} {}  {}",
-            r.pid,
-            r.ppid,
-            r.uid.map_or("-".into(), |u| u.to_string()),
-            opt_pct(r.cpu_percent),
-            opt_bytes(r.rss_bytes),
-            opt_bytes(r.anon_bytes),
-            r.threads,
-            r.state,
+            p.pid,
+            p.ppid,
+            p.uid.map_or("-".into(), |u| u.to_string()),
+            opt_pct(p.cpu_percent),
+            opt_bytes(p.rss_bytes),
+            opt_bytes(p.anon_bytes),
+            p.threads,
+            p.state,
             command
         )?;
     }
     writeln!(w)?;
-    write_cost(&mut w, o.sample_cost, o.process_count)?;
+    let c = &o.agent.last_sample;
+    let errors: Vec<String> = c.errors.iter().map(|(key, n)| format!("{key}={n}")).collect();
+    writeln!(
+        w,
+        "self       last sample {:.2} ms wall, {:.2} ms CPU for {} processes · {} files read, {} opened, {} fds kept · {} gone mid-read · errors: {}",
+        c.wall_seconds * 1e3,
+        c.cpu_seconds * 1e3,
+        o.processes.count,
+        c.files_read,
+        c.files_opened,
+        c.fds_kept,
+        c.processes_gone,
+        if errors.is_empty() { "none".to_string() } else { errors.join(" ") }
+    )?;
     Ok(())
 }
 
-pub fn write_container(w: &mut impl Write, c: &ContainerTruth) -> std::io::Result<()> {
+pub fn write_container(w: &mut impl Write, c: &ContainerOut) -> std::io::Result<()> {
     let cpus = |v: Option<f64>| v.map_or("-".to_string(), proctor_model::format_cpus);
     writeln!(
         w,
@@ -264,20 +242,4 @@ pub fn write_container(w: &mut impl Write, c: &ContainerTruth) -> std::io::Resul
         writeln!(w, "warning    {warning}")?;
     }
     Ok(())
-}
-
-pub fn write_cost(w: &mut impl Write, cost: &SampleCost, processes: usize) -> std::io::Result<()> {
-    let errors: Vec<String> =
-        cost.errors.iter().map(|((reader, reason), n)| format!("{reader}:{reason}={n}")).collect();
-    writeln!(
-        w,
-        "self       last sample {:.2} ms wall, {:.2} ms CPU for {processes} processes · {} files read, {} opened, {} fds kept · {} gone mid-read · errors: {}",
-        cost.wall_ns as f64 / 1e6,
-        cost.cpu_ns as f64 / 1e6,
-        cost.files_read,
-        cost.files_opened,
-        cost.fds_kept,
-        cost.processes_gone,
-        if errors.is_empty() { "none".to_string() } else { errors.join(" ") }
-    )
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use proctor_vocab::parse_duration;
 
-use crate::cmd::events::{EventRecorder, RecordBackend};
+use crate::streams::{EventRecorder, RecordBackend};
 use proctor_statsd::config::{parse_etsy_config, EtsyConfig};
 use proctor_statsd::graphite::GraphiteCounters;
 use proctor_statsd::net::{bind_udp, set_rcvbuf};

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 use proctor_model::{build_tree, MemoryAge, Tree};
 use proctor_procfs::cgroup;
 use proctor_sampler::pss::read_pss;
-use proctor_sampler::Sampler;
+use proctor_vocab::process::{ProcessOut, TreeOut};
+use proctor_vocab::units::{bytes, opt_bytes, opt_pct, printable};
 use serde::Serialize;
 
-use super::common::{command_of, printable, two_samples, ReadArgs};
-use crate::output::{opt_bytes, opt_pct, print_json, Format};
+use super::common::{one_snapshot, ReadArgs};
+use crate::output::{print_json, Format};
 
 /// Arguments of `proctor tree`.
 #[derive(Debug, clap::Args)]
@@ -54,10 +55,11 @@ pub struct PssCost {
 }
 
 /// One tree view: what `proctor tree` prints, and `proctor replay --tree` for a stored sample.
+/// The tree is the vocabulary's (what `/api/v1/processes/PID/tree` answers).
 #[derive(Debug, Serialize)]
 pub struct TreeView {
     #[serde(flatten)]
-    pub tree: Tree,
+    pub tree: TreeOut,
     pub cgroup: Option<CgroupAnswer>,
     pub pss_read: Option<PssCost>,
     /// What the `pss` line suggests when no member has a PSS reading.
@@ -76,14 +78,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     config.pss_budget = 0.0;
     let root = config.root.clone();
-    let mut sampler = Sampler::new(config);
-    let s = two_samples(&mut sampler, args.interval);
+    let s = one_snapshot(config, args.interval)?;
     let Some(mut tree) = build_tree(&s.rows, args.pid) else {
         eprintln!("proctor tree: no process with pid {} (it exited while being read)", args.pid);
         return Ok(ExitCode::FAILURE);
     };
     let pss_read = args.pss.then(|| {
-        let epoch = sampler.epoch();
+        let epoch = Instant::now();
         let mut buf = Vec::new();
         let mut cost = PssCost { reads: 0, failed: 0, cpu_ms: 0.0, wall_ms: 0.0, slowest_pid: None, slowest_ms: 0.0 };
         let started = Instant::now();
@@ -116,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cost
     });
     let cgroup = cgroup_answer(&root, &s.rows, &tree);
-    let out = TreeView { tree, cgroup, pss_read, pss_hint: LIVE_PSS_HINT };
+    let out = TreeView { tree: proctor_vocab::process::tree(&s, &tree), cgroup, pss_read, pss_hint: LIVE_PSS_HINT };
     print_tree(&out, args.format, false)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -175,23 +176,22 @@ fn print_text(o: &TreeView) -> anyhow::Result<()> {
         "{:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}  COMMAND",
         "PID", "CPU%", "RSS", "ANON", "FILE", "SHMEM", "PSS", "USS", "THR"
     )?;
-    let pss = |m: Option<MemoryAge>, pick: fn(&MemoryAge) -> Option<u64>| opt_bytes(m.as_ref().and_then(pick));
-    for r in &o.tree.rows {
-        let row = &r.row;
-        let mut command = format!("{}{}", "  ".repeat(r.depth.min(20)), printable(&command_of(row)));
+    for r in &o.tree.processes {
+        let p = &r.process;
+        let mut command = format!("{}{}", "  ".repeat(r.depth.min(20)), printable(&command_of(p)));
         command.truncate(command.floor_char_boundary(90));
         writeln!(
             w,
             "{:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}  {}",
-            row.pid,
-            opt_pct(row.cpu_percent),
-            opt_bytes(row.rss_bytes),
-            opt_bytes(row.anon_bytes),
-            opt_bytes(row.file_bytes),
-            opt_bytes(row.shmem_bytes),
-            pss(row.pss, |m| m.pss_bytes),
-            pss(row.pss, |m| m.uss_bytes),
-            row.threads,
+            p.pid,
+            opt_pct(p.cpu_percent),
+            opt_bytes(p.rss_bytes),
+            opt_bytes(p.anon_bytes),
+            opt_bytes(p.file_bytes),
+            opt_bytes(p.shmem_bytes),
+            opt_bytes(p.pss_bytes),
+            opt_bytes(p.uss_bytes),
+            p.threads,
             command
         )?;
     }
@@ -201,10 +201,10 @@ fn print_text(o: &TreeView) -> anyhow::Result<()> {
         "{:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>4}  {} processes (RSS counts shared pages once per process)",
         "total",
         opt_pct(t.cpu_percent),
-        crate::output::bytes(t.rss_bytes),
-        crate::output::bytes(t.anon_bytes),
-        crate::output::bytes(t.file_bytes),
-        crate::output::bytes(t.shmem_bytes),
+        bytes(t.rss_bytes),
+        bytes(t.anon_bytes),
+        bytes(t.file_bytes),
+        bytes(t.shmem_bytes),
         opt_bytes(t.pss_bytes),
         opt_bytes(t.uss_bytes),
         t.threads,
@@ -235,4 +235,12 @@ fn print_text(o: &TreeView) -> anyhow::Result<()> {
         writeln!(w, "cgroup     {}: memory charged {} — {}", c.path, opt_bytes(c.memory_current_bytes), c.note)?;
     }
     Ok(())
+}
+
+/// The command line if read, else the name in brackets (as ps shows kernel threads).
+fn command_of(p: &ProcessOut) -> String {
+    match p.cmdline.as_deref() {
+        Some(args) if !args.is_empty() => args.join(" "),
+        _ => format!("[{}]", p.name),
+    }
 }

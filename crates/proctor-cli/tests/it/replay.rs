@@ -26,9 +26,9 @@ fn replay_shows_the_snapshot_view_of_the_newest_sample_with_rates() {
     assert!(text.contains("\ncpu        busy") && text.contains("COMMAND"), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&ok(&proctor(&["replay", "--format", "json"], dir.path()))).expect("JSON");
-    assert!(json["unix_ns"].as_u64().is_some());
-    assert!(json["host"]["cpu"]["busy"].as_f64().is_some(), "{json}");
-    assert!(json["processes"].as_array().is_some_and(|p| !p.is_empty()));
+    assert!(json["time_unix_ms"].as_u64().is_some());
+    assert!(json["host"]["cpu"]["busy_percent"].as_f64().is_some(), "{json}");
+    assert!(json["processes"]["top"].as_array().is_some_and(|p| !p.is_empty()));
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn replay_of_a_range_prints_every_sample_and_before_the_store_is_an_error() {
     let docs: Vec<serde_json::Value> = lines.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert_eq!(docs.len(), 3);
     assert!(docs[0]["host"]["cpu"].is_null(), "the first sample of a run has no rates");
-    assert!(docs[2]["host"]["cpu"]["busy"].as_f64().is_some());
+    assert!(docs[2]["host"]["cpu"]["busy_percent"].as_f64().is_some());
     let out = proctor(&["replay", "--at", "@1000"], dir.path());
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -52,11 +52,11 @@ fn replay_of_a_range_prints_every_sample_and_before_the_store_is_an_error() {
 fn dump_selects_fields_filters_and_keeps_the_top_n() {
     let dir = recorded();
     let csv = ok(&proctor(
-        &["dump", "process", "--fields", "time,pid,comm,rss_bytes", "--top", "2", "--sort", "rss_bytes"],
+        &["dump", "process", "--fields", "time,pid,name,rss_bytes", "--top", "2", "--sort", "rss_bytes"],
         dir.path(),
     ));
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[0], "time,pid,comm,rss_bytes");
+    assert_eq!(lines[0], "time,pid,name,rss_bytes");
     assert_eq!(lines.len(), 1 + 3 * 2, "{csv}");
     // The recorder saw itself; other tests' proctor processes are told apart by the store path
     // in the command line (read by the cmdline worker, so not necessarily in the first sample).
@@ -68,9 +68,9 @@ fn dump_selects_fields_filters_and_keeps_the_top_n() {
             "--format",
             "json",
             "--fields",
-            "pid,comm,cmdline",
+            "pid,name,cmdline",
             "--filter",
-            "comm=proctor",
+            "name=proctor",
             "--filter",
             &needle,
         ],
@@ -78,12 +78,14 @@ fn dump_selects_fields_filters_and_keeps_the_top_n() {
     ));
     let rows: Vec<serde_json::Value> = json.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert!(!rows.is_empty() && rows.len() <= 3, "{json}");
-    assert!(rows.iter().all(|r| r["comm"] == "proctor" && r["cmdline"][1] == "record"), "{json}");
-    let host =
-        ok(&proctor(&["dump", "host", "--format", "json", "--fields", "time,cpu.busy,memory_used_bytes"], dir.path()));
+    assert!(rows.iter().all(|r| r["name"] == "proctor" && r["cmdline"][1] == "record"), "{json}");
+    let host = ok(&proctor(
+        &["dump", "host", "--format", "json", "--fields", "time,cpu.busy_percent,memory.used_bytes"],
+        dir.path(),
+    ));
     let rows: Vec<serde_json::Value> = host.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
     assert_eq!(rows.len(), 3);
-    assert!(rows[0]["cpu.busy"].is_null() && rows[2]["cpu.busy"].as_f64().is_some(), "{host}");
+    assert!(rows[0]["cpu.busy_percent"].is_null() && rows[2]["cpu.busy_percent"].as_f64().is_some(), "{host}");
     let out = proctor(&["dump", "process", "--fields", "pid,no_such_field"], dir.path());
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no field \"no_such_field\""));
@@ -139,9 +141,9 @@ fn replay_tree_shows_the_tree_view_of_stored_samples_with_rates_and_totals() {
     assert_eq!(keys(&v), keys(&live));
     assert_eq!(keys(&v["total"]), keys(&live["total"]));
     assert_eq!(v["root_pid"].as_u64().map(|p| p.to_string()), Some(pid.clone()));
-    let rows = v["rows"].as_array().expect("rows");
+    let rows = v["processes"].as_array().expect("processes");
     let shape: Vec<(u64, &str)> =
-        rows.iter().map(|r| (r["depth"].as_u64().expect("depth"), r["comm"].as_str().expect("comm"))).collect();
+        rows.iter().map(|r| (r["depth"].as_u64().expect("depth"), r["name"].as_str().expect("name"))).collect();
     assert_eq!(shape, vec![(0, "sh"), (1, "sleep"), (1, "sleep")], "{v}");
     assert_eq!(v["total"]["processes"].as_u64(), Some(3));
     let rss: u64 = rows.iter().map(|r| r["rss_bytes"].as_u64().expect("rss")).sum();

@@ -164,13 +164,15 @@ fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
     );
 
     // Top processes: the burners used CPU inside the range.
-    let burners = with["summary"]["top_cpu"]
+    let burners = with["top_cpu"]
         .as_array()
         .expect("top")
         .iter()
-        .filter(|p| p["cmdline"].as_str().is_some_and(|c| c.contains("while :")))
+        .filter(|p| {
+            p["cmdline"].as_array().is_some_and(|c| c.iter().any(|a| a.as_str().is_some_and(|a| a.contains("while :"))))
+        })
         .count();
-    assert!(burners >= 1, "{}", with["summary"]["top_cpu"]);
+    assert!(burners >= 1, "{}", with["top_cpu"]);
 
     // Plots: valid PNGs 960 px wide, SVGs with every panel.
     for name in ["report.png", "latency.png"] {

@@ -137,7 +137,7 @@ fn serve_records_into_its_data_dir_and_replay_and_dump_read_it_back() {
     Writer::open(data.path(), StoreConfig::default()).expect("the lock is released when serve exits");
 
     let dump = Command::new(env!("CARGO_BIN_EXE_proctor"))
-        .args(["dump", "host", "--dir", dir, "--format", "json", "--fields", "time,cpu.busy"])
+        .args(["dump", "host", "--dir", dir, "--format", "json", "--fields", "time,cpu.busy_percent"])
         .output()
         .expect("run dump");
     assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
@@ -147,7 +147,7 @@ fn serve_records_into_its_data_dir_and_replay_and_dump_read_it_back() {
         .output()
         .expect("run replay");
     let view = super::json(&replay);
-    assert!(view["host"]["cpu"]["busy"].is_number(), "the newest stored sample has a rate: {view}");
+    assert!(view["host"]["cpu"]["busy_percent"].is_number(), "the newest stored sample has a rate: {view}");
 }
 
 /// The default directory: created under XDG_STATE_HOME with mode 0700, parents included.

@@ -1,0 +1,265 @@
+//! The agent loop: proctor's one sampling loop. One thread samples on a fixed schedule, derives
+//! a [`Snapshot`], publishes it, appends a point to the history ring and hands the snapshot to
+//! the recorder.
+//!
+//! Every surface — `proctor serve`'s HTTP, the Python extension, `proctor record`, `proctor
+//! snapshot --count`, the TUI — reads published snapshots: [`Shared::latest`] takes an `Arc`
+//! under a read lock held for one pointer copy, and [`Shared::wait_newer`] waits for the next
+//! one. Nobody else calls the sampler on a schedule. This module does no rendering, no HTTP and
+//! no disk I/O (the recorder thread writes; the sampling thread only `try_send`s).
+
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes, thread_cpu_ns};
+use proctor_sampler::{Sampler, SamplerConfig, Schedule};
+
+use crate::history::History;
+use crate::record::{Recorder, Recording, RecordingStatus};
+use crate::snapshot::{AgentSelf, Snapshot, SAMPLE_DURATION_BUCKETS};
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Sampling period.
+    pub interval: Duration,
+    /// How much history the ring keeps.
+    pub history: Duration,
+    /// How many processes (by CPU) each history point remembers.
+    pub history_top: usize,
+    /// Stop after this many samples (`proctor record --count`); `None`: until stopped.
+    pub max_samples: Option<u64>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(1),
+            history: Duration::from_secs(3600),
+            history_top: 10,
+            max_samples: None,
+        }
+    }
+}
+
+impl AgentConfig {
+    /// An agent for a command that reads a few snapshots and needs no history.
+    pub fn brief(interval: Duration) -> AgentConfig {
+        AgentConfig { interval, history: interval * 2, history_top: 1, max_samples: None }
+    }
+}
+
+/// State shared between the agent thread (the only writer) and its readers.
+#[derive(Debug)]
+pub struct Shared {
+    latest: RwLock<Arc<Snapshot>>,
+    history: RwLock<History>,
+    pub config: AgentConfig,
+    /// The seq of the latest published snapshot, for [`Shared::wait_newer`]; notified on publish.
+    published: (Mutex<u64>, Condvar),
+    /// Set to stop the agent thread; the condvar wakes it from its sleep.
+    stop: (Mutex<bool>, Condvar),
+}
+
+impl Shared {
+    /// The latest snapshot. The lock is held only to clone the `Arc`.
+    pub fn latest(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.latest.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Runs `f` over the history ring under its read lock. Keep `f` to one range walk: the
+    /// agent thread waits for the lock to append the next point.
+    pub fn with_history<T>(&self, f: impl FnOnce(&History) -> T) -> T {
+        f(&self.history.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The first snapshot whose seq is above `after_seq`, waiting at most `timeout` for it;
+    /// `None` when none was published in time (or the agent stopped).
+    pub fn wait_newer(&self, after_seq: u64, timeout: Duration) -> Option<Arc<Snapshot>> {
+        let (lock, cv) = &self.published;
+        let seq = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (seq, _) = cv.wait_timeout_while(seq, timeout, |s| *s <= after_seq).unwrap_or_else(|e| e.into_inner());
+        let newer = *seq > after_seq;
+        drop(seq);
+        newer.then(|| self.latest())
+    }
+
+    fn publish(&self, snapshot: Arc<Snapshot>) {
+        let seq = snapshot.sample.seq;
+        *self.latest.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
+        let (lock, cv) = &self.published;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = seq;
+        cv.notify_all();
+    }
+}
+
+/// The running agent. Dropping it without [`Agent::stop`] leaves the thread running until
+/// the process exits.
+#[derive(Debug)]
+pub struct Agent {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Recorder>>,
+}
+
+/// The sampling thread's own state: the sampler and the totals carried between cycles.
+struct Loop {
+    sampler: Sampler,
+    totals: AgentSelf,
+    schedule: Schedule,
+    recorder: Recorder,
+}
+
+impl Agent {
+    /// Takes the first sample on the calling thread, so a surface started right after always
+    /// has a snapshot to answer from, then starts the sampling thread. Records nothing.
+    pub fn start(sampler_config: SamplerConfig, config: AgentConfig) -> std::io::Result<Agent> {
+        Agent::start_recording(sampler_config, config, Recording::Off)
+    }
+
+    /// [`Agent::start`], and every sample (the first included) handed to `recording`'s store
+    /// on a thread of its own (see [`crate::record`]).
+    pub fn start_recording(
+        sampler_config: SamplerConfig,
+        config: AgentConfig,
+        recording: Recording,
+    ) -> std::io::Result<Agent> {
+        let recorder = Recorder::start(recording)?;
+        let mut sampler = Sampler::new(sampler_config);
+        let mut totals = AgentSelf {
+            pid: std::process::id(),
+            started_unix_ns: unix_ns(),
+            interval_ns: u64::try_from(config.interval.as_nanos()).unwrap_or(u64::MAX),
+            container_error: sampler.container_error().map(str::to_string),
+            ..AgentSelf::default()
+        };
+        let first = cycle(&mut sampler, None, &mut totals, &recorder);
+        let mut history = History::new(&first, history_capacity(&config), config.history_top);
+        history.push(&first);
+        let first = Arc::new(finish(first, &history));
+        recorder.submit(&first);
+        let schedule = Schedule::new(Instant::now(), config.interval);
+        let first_seq = first.sample.seq;
+        let shared = Arc::new(Shared {
+            latest: RwLock::new(first),
+            history: RwLock::new(history),
+            config,
+            published: (Mutex::new(first_seq), Condvar::new()),
+            stop: (Mutex::new(false), Condvar::new()),
+        });
+        let state = Loop { sampler, totals, schedule, recorder };
+        let thread_shared = Arc::clone(&shared);
+        let thread =
+            std::thread::Builder::new().name("proctor-agent".into()).spawn(move || run(state, &thread_shared))?;
+        Ok(Agent { shared, thread: Some(thread) })
+    }
+
+    pub fn shared(&self) -> Arc<Shared> {
+        Arc::clone(&self.shared)
+    }
+
+    /// Stops the sampling thread (waits for at most one cycle), then lets the recorder write
+    /// what it holds; the store's lock is released when this returns. Returns the recording's
+    /// final figures.
+    pub fn stop(mut self) -> RecordingStatus {
+        let (lock, cv) = &self.shared.stop;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(recorder)) => recorder.stop(),
+            _ => RecordingStatus::default(),
+        }
+    }
+}
+
+fn history_capacity(config: &AgentConfig) -> usize {
+    let interval = config.interval.as_secs_f64().max(0.001);
+    ((config.history.as_secs_f64() / interval).ceil() as usize).clamp(2, 1_000_000)
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The sampling thread; returns its recorder so `stop` can drain it.
+fn run(mut state: Loop, shared: &Shared) -> Recorder {
+    loop {
+        if shared.config.max_samples.is_some_and(|max| state.totals.samples >= max) {
+            return state.recorder;
+        }
+        let delay = state.schedule.next_delay(Instant::now());
+        {
+            let (lock, cv) = &shared.stop;
+            let stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (stopped, _) = cv.wait_timeout_while(stopped, delay, |s| !*s).unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                return state.recorder;
+            }
+        }
+        state.totals.missed_ticks = state.schedule.missed();
+        let prev = shared.latest();
+        let snapshot = cycle(&mut state.sampler, Some(&prev), &mut state.totals, &state.recorder);
+        drop(prev);
+        let snapshot = {
+            let mut history = shared.history.write().unwrap_or_else(|e| e.into_inner());
+            history.push(&snapshot);
+            Arc::new(finish(snapshot, &history))
+        };
+        shared.publish(Arc::clone(&snapshot));
+        // After publishing: readers see the new snapshot whatever the store is doing.
+        state.recorder.submit(&snapshot);
+    }
+}
+
+/// Stamps the history ring's size, just after this snapshot's point went in, on the snapshot.
+fn finish(mut snapshot: Snapshot, history: &History) -> Snapshot {
+    snapshot.agent.history = history.size();
+    snapshot
+}
+
+/// One sample plus its derivation, charged to the agent's totals.
+fn cycle(sampler: &mut Sampler, prev: Option<&Snapshot>, totals: &mut AgentSelf, recorder: &Recorder) -> Snapshot {
+    let sample = sampler.sample();
+    let derive_before = thread_cpu_ns();
+    let mut snapshot = Snapshot::derive(sample, prev.map(|p| &p.sample));
+    let cost = &snapshot.sample.cost;
+    totals.samples += 1;
+    totals.sampling_cpu_seconds += cost.cpu_ns as f64 / 1e9;
+    let wall = cost.wall_ns as f64 / 1e9;
+    let bucket = SAMPLE_DURATION_BUCKETS.iter().position(|&b| wall <= b).unwrap_or(SAMPLE_DURATION_BUCKETS.len());
+    totals.duration_counts[bucket] += 1;
+    totals.duration_sum_seconds += wall;
+    for (key, n) in &cost.errors {
+        *totals.errors.entry(*key).or_default() += n;
+    }
+    totals.processes_gone += cost.processes_gone;
+    totals.pss = sampler.pss_stats();
+    totals.cmdline = sampler.cmdline_stats();
+    totals.process_cpu_seconds = process_cpu_ns() as f64 / 1e9;
+    // Our own row is in the scan; when processes are not scanned, fall back to the peak.
+    totals.resident_bytes = snapshot.row(totals.pid).and_then(|r| r.rss_bytes).unwrap_or_else(self_max_rss_bytes);
+    totals.max_resident_bytes = self_max_rss_bytes();
+    totals.recording = recorder.status();
+    totals.last_derive_cpu_ns = thread_cpu_ns().saturating_sub(derive_before);
+    snapshot.agent = totals.clone();
+    snapshot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_for_a_newer_snapshot_sees_the_next_cycle_and_times_out_after_stop() {
+        let sampler = SamplerConfig { processes: false, pss_budget: 0.0, ..SamplerConfig::default() };
+        let config = AgentConfig { interval: Duration::from_millis(20), ..AgentConfig::default() };
+        let agent = Agent::start(sampler, config).expect("agent");
+        let shared = agent.shared();
+        let first = shared.latest();
+        let next = shared.wait_newer(first.sample.seq, Duration::from_secs(10)).expect("a second sample");
+        assert!(next.sample.seq > first.sample.seq);
+        assert_eq!(next.agent.interval_ns, 20_000_000);
+        agent.stop();
+        let last = shared.latest().sample.seq;
+        assert!(shared.wait_newer(last, Duration::from_millis(100)).is_none(), "nothing samples after stop");
+    }
+}

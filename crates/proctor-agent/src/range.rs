@@ -1,0 +1,286 @@
+//! Reading a stored range back, one way for every surface: `proctor report`, `/api/v1/report`
+//! and the part of `/api/v1/history` older than the ring all choose their frames with [`pick`]
+//! under one frame budget, and the two reports fold them with [`fold_range`].
+//!
+//! Decoding is the cost (a 600-process sample is ~0.6 ms to decode whole), so a read decodes at
+//! most `budget` frames. When the range holds no more frames than that, every frame is read.
+//! Past it, the budget is spread by frames, not by wall time — a day with 430 stored samples
+//! reads all 430 rather than the few that happen to fall on a time grid: the frames of each
+//! segment are cut into cells of `stride` consecutive frames (aligned to the segment's first
+//! frame, so a moving window picks the same frames again), and each cell gives its key frame if
+//! it has one (a key decodes alone) or else its first frame. Process CPU between two read
+//! frames telescopes to the counters' difference, exact for processes that lived through both;
+//! one that lived only between two read frames is missed, and RSS peaks and means are over the
+//! read frames. Every answer says how many frames were in the range, how many were read and
+//! the stride.
+//!
+//! What it does not do: write or repair the store, read `/proc`, or choose a budget for a
+//! surface (each passes its own; [`DEFAULT_FRAMES`] is the one they share unless asked).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use proctor_report::{RangeBuilder, RangeConfig, RangeSummary};
+use proctor_store::frame::FrameKind;
+use proctor_store::{Reader, StoreError, StoredFrame};
+
+/// Frames a range read decodes unless the caller asks for another budget: an hour at 1 s is
+/// read whole, a day one frame in ~86 s.
+pub const DEFAULT_FRAMES: usize = 1000;
+
+/// The longest range an HTTP request folds; an older `from` is clamped (and said).
+pub const MAX_SPAN: Duration = Duration::from_secs(8 * 24 * 3600);
+
+/// The frames a budget reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Picked {
+    pub frames: Vec<StoredFrame>,
+    /// Frames per cell: 1 when every frame is read.
+    pub stride: u64,
+}
+
+/// Every frame of `frames` (time order) when there are at most `budget` (0: no limit); else one
+/// per cell of `stride` consecutive frames of a segment, with the smallest stride on
+/// [`stride_ladder`] whose cells fit the budget.
+pub fn pick(frames: &[StoredFrame], budget: usize) -> Picked {
+    if budget == 0 || frames.len() <= budget {
+        return Picked { frames: frames.to_vec(), stride: 1 };
+    }
+    let runs = segment_runs(frames);
+    // The most cells a stride can give: each run of a segment's frames spans its cells.
+    let cells = |stride: u64| -> usize {
+        runs.iter().map(|&(first, last)| (last / stride - first / stride + 1) as usize).sum()
+    };
+    let stride = stride_ladder().find(|&stride| cells(stride) <= budget).unwrap_or(u64::MAX);
+    Picked { frames: one_per_cell(frames, stride), stride }
+}
+
+/// The strides a read may use: the divisors of 60 (a chunk is 60 frames: one key frame, then
+/// deltas), then 60 times each of them, then 3600 times, and so on. A stride from a short
+/// ladder stays the same while a window moves (a stride fitted to each request would flip
+/// between neighbours and pick other frames each time), and one that is a multiple of 60 lands
+/// on key frames. Neighbours differ by at most 2×, so at least half the budget is used.
+pub fn stride_ladder() -> impl Iterator<Item = u64> {
+    const STEPS: [u64; 11] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
+    (0u32..8).flat_map(|power| STEPS.iter().map(move |step| step.saturating_mul(60u64.saturating_pow(power))))
+}
+
+/// (first, last) ordinal of each segment's frames in `frames`.
+fn segment_runs(frames: &[StoredFrame]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(usize, u64, u64)> = Vec::new();
+    for f in frames {
+        match runs.last_mut() {
+            Some((segment, first, last)) if *segment == f.segment => {
+                *first = (*first).min(f.ordinal);
+                *last = (*last).max(f.ordinal);
+            }
+            _ => runs.push((f.segment, f.ordinal, f.ordinal)),
+        }
+    }
+    runs.into_iter().map(|(_, first, last)| (first, last)).collect()
+}
+
+fn one_per_cell(frames: &[StoredFrame], stride: u64) -> Vec<StoredFrame> {
+    let cell = |f: &StoredFrame| (f.segment, f.ordinal / stride);
+    let mut picked = Vec::new();
+    let mut rest = frames;
+    while let Some(first) = rest.first() {
+        let len = rest.iter().position(|f| cell(f) != cell(first)).unwrap_or(rest.len());
+        picked.push(*rest[..len].iter().find(|f| f.frame.header.kind == FrameKind::Key).unwrap_or(first));
+        rest = &rest[len..];
+    }
+    picked
+}
+
+/// What a range read found besides the samples. Problems land here; none is an error.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadStats {
+    /// The range read (after clamping), Unix ns, both ends included.
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// `from` was older than the span allowed and was moved up.
+    pub clamped: bool,
+    pub frames_in_range: usize,
+    /// Frames decoded into samples (a frame that could not be read is not counted).
+    pub frames_read: usize,
+    pub frame_budget: usize,
+    /// Frames per cell: 1 when every frame in the range was read.
+    pub stride: u64,
+    /// Distinct frames that failed their CRC or did not decode, and segments whose walk stopped
+    /// early.
+    pub bad_frames: usize,
+    pub damaged_segments: usize,
+    /// The first few problems, with their file.
+    pub problems: Vec<String>,
+    pub elapsed_ms: f64,
+}
+
+impl ReadStats {
+    /// `[from_ns, to_ns]`, with `from_ns` moved up to `max_span` before `to_ns` when given.
+    pub fn new(from_ns: u64, to_ns: u64, max_span: Option<Duration>, budget: usize) -> ReadStats {
+        let floor = max_span.map_or(0, |span| to_ns.saturating_sub(u64::try_from(span.as_nanos()).unwrap_or(u64::MAX)));
+        ReadStats {
+            from_ns: from_ns.max(floor),
+            to_ns,
+            clamped: from_ns < floor,
+            frame_budget: budget,
+            stride: 1,
+            ..ReadStats::default()
+        }
+    }
+
+    /// Takes the reader's problems in: each bad frame once, however often it was tried.
+    pub fn note_reader(&mut self, reader: &Reader) {
+        let report = reader.report();
+        let distinct: BTreeSet<(&PathBuf, u64)> = report.bad_frames.iter().map(|(p, o, _)| (p, *o)).collect();
+        self.bad_frames = distinct.len();
+        self.damaged_segments = report.damaged_segments.len();
+        let mut seen = BTreeSet::new();
+        for (path, offset, why) in &report.bad_frames {
+            if seen.len() < 4 && seen.insert((path, *offset)) {
+                self.problems.push(format!("skipped the frame at {}:{offset}: {why}", path.display()));
+            }
+        }
+        for (path, why) in report.damaged_segments.iter().take(4) {
+            self.problems.push(format!("{} is damaged: {why}", path.display()));
+        }
+    }
+}
+
+/// How the fold lays out what it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldConfig {
+    /// Frames decoded at most (0: every frame).
+    pub budget: usize,
+    /// Buckets per host series (plots); the whole-range headline is kept either way.
+    pub max_points: usize,
+    /// Keep each read sample's host values (for correlating latencies with them).
+    pub keep_points: bool,
+    /// Clamp `from` to this span before `to`.
+    pub max_span: Option<Duration>,
+}
+
+impl Default for FoldConfig {
+    fn default() -> Self {
+        FoldConfig { budget: DEFAULT_FRAMES, max_points: 1, keep_points: false, max_span: Some(MAX_SPAN) }
+    }
+}
+
+/// A folded range: the summary (every process kept, cut by the caller) and what the read did.
+#[derive(Debug, Clone)]
+pub struct Fold {
+    pub summary: RangeSummary,
+    pub stats: ReadStats,
+}
+
+/// Folds `[from_ns, to_ns]` of `reader`'s store: [`pick`]s frames under `config.budget`,
+/// decodes them lean (processes' `stat` fields and command lines; no status, io, PSS or
+/// cost) and folds them with `proctor-report`'s [`RangeBuilder`]. Only listing the store's
+/// frames can fail; a frame that cannot be read is skipped and counted.
+pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldConfig) -> Result<Fold, StoreError> {
+    let started = Instant::now();
+    let mut stats = ReadStats::new(from_ns, to_ns, config.max_span, config.budget);
+    let frames = reader.frames(stats.from_ns, stats.to_ns)?;
+    stats.frames_in_range = frames.len();
+    let picked = pick(&frames, config.budget);
+    drop(frames);
+    stats.stride = picked.stride;
+    let range = RangeConfig {
+        from_ns: stats.from_ns,
+        to_ns: stats.to_ns,
+        max_points: config.max_points.max(1),
+        top: usize::MAX,
+        keep_points: config.keep_points,
+    };
+    let mut builder = RangeBuilder::new(range);
+    for frame in &picked.frames {
+        if let Some(sample) = reader.read_lean(frame) {
+            stats.frames_read += 1;
+            builder.push(sample);
+        }
+    }
+    stats.note_reader(reader);
+    stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(Fold { summary: builder.finish(), stats })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proctor_store::frame::FrameHeader;
+    use proctor_store::segment::FrameRef;
+
+    /// Frames of one-second samples: `per_segment` frames in each of `segments` segments, a
+    /// key frame every `chunk`.
+    fn frames(segments: usize, per_segment: u64, chunk: u64) -> Vec<StoredFrame> {
+        let mut out = Vec::new();
+        for segment in 0..segments {
+            for ordinal in 0..per_segment {
+                let kind = if ordinal % chunk == 0 { FrameKind::Key } else { FrameKind::Delta };
+                let unix_ns = (segment as u64 * per_segment + ordinal) * 1_000_000_000;
+                let header = FrameHeader { unix_ns, kind, version: 2, payload_len: 1, crc: 0 };
+                let key_offset = (ordinal - ordinal % chunk) * 100;
+                out.push(StoredFrame {
+                    segment,
+                    ordinal,
+                    frame: FrameRef { offset: ordinal * 100, header, key_offset },
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_frame_is_read_when_the_budget_allows() {
+        let all = frames(2, 215, 60);
+        let picked = pick(&all, 1000);
+        assert_eq!((picked.frames.len(), picked.stride), (430, 1));
+        assert_eq!(pick(&all, 0).frames.len(), 430, "0 is no limit");
+    }
+
+    #[test]
+    fn a_budget_is_spread_by_frames_and_prefers_key_frames() {
+        let all = frames(24, 3600, 60);
+        let picked = pick(&all, 1000);
+        // 86,400 frames need a stride of 87; the ladder's next step is 120.
+        assert_eq!(picked.stride, 120);
+        assert!(picked.frames.len() <= 1000 && picked.frames.len() > 500, "{}", picked.frames.len());
+        // Spread evenly: consecutive picks are never more than two strides apart.
+        for pair in picked.frames.windows(2) {
+            let gap = pair[1].unix_ns() - pair[0].unix_ns();
+            assert!(gap <= 2 * picked.stride * 1_000_000_000, "{gap}");
+        }
+        let keys = picked.frames.iter().filter(|f| f.frame.header.kind == FrameKind::Key).count();
+        assert_eq!(keys, picked.frames.len(), "a stride of 120 frames lands on key frames every time");
+    }
+
+    #[test]
+    fn a_moving_window_picks_the_same_frames_again() {
+        let all = frames(3, 1000, 60);
+        let a = pick(&all[100..2600], 100);
+        let b = pick(&all[130..2630], 100);
+        assert_eq!((a.stride, b.stride), (30, 30));
+        let later: BTreeSet<u64> = b.frames.iter().map(StoredFrame::unix_ns).collect();
+        let shared = a.frames.iter().filter(|f| later.contains(&f.unix_ns())).count();
+        assert!(shared + 3 >= a.frames.len(), "{shared} of {} picked again", a.frames.len());
+    }
+
+    #[test]
+    fn the_ladder_climbs_by_at_most_twice() {
+        let steps: Vec<u64> = stride_ladder().take(24).collect();
+        assert_eq!(&steps[..13], &[1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60, 120]);
+        for pair in steps.windows(2) {
+            assert!(pair[1] > pair[0] && pair[1] <= 2 * pair[0], "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn clamping_says_so() {
+        let day = 86_400 * 1_000_000_000;
+        let stats = ReadStats::new(0, 10 * day, Some(MAX_SPAN), 100);
+        assert!(stats.clamped);
+        assert_eq!(stats.from_ns, 2 * day);
+        assert!(!ReadStats::new(0, 10 * day, None, 100).clamped);
+    }
+}

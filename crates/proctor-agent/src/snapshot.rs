@@ -1,0 +1,110 @@
+//! What one cycle of the agent read, with everything a surface needs already derived: the
+//! sample itself, the host view, process rows, container truth, and the agent's own figures.
+//!
+//! A [`Snapshot`] is immutable once published; every surface (HTTP, the TUI, Python, the CLI)
+//! reads it through an `Arc`. It knows nothing of how it is shown: public names and formats
+//! live in `proctor-vocab`.
+
+use std::collections::BTreeMap;
+
+use proctor_model::{
+    container_truth, host_view, process_rows, ContainerTruth, HostView, ProcessRow, RowContext, Sample,
+};
+use proctor_sampler::cmdline::CmdlineStats;
+use proctor_sampler::pss::PssStats;
+
+use crate::history::HistorySize;
+use crate::record::RecordingStatus;
+
+/// Upper bounds of the sample-duration histogram, in seconds (Prometheus `le`).
+pub const SAMPLE_DURATION_BUCKETS: [f64; 12] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// Everything the agent measured about itself, cumulative since start unless named `last_`.
+#[derive(Debug, Clone, Default)]
+pub struct AgentSelf {
+    pub pid: u32,
+    pub started_unix_ns: u64,
+    /// The sampling period.
+    pub interval_ns: u64,
+    pub samples: u64,
+    /// Ticks the schedule skipped because a cycle overran.
+    pub missed_ticks: u64,
+    /// CPU of the whole agent process (sampler, workers, surfaces), from `CLOCK_PROCESS_CPUTIME_ID`.
+    pub process_cpu_seconds: f64,
+    /// CPU of the sampling thread alone, summed over cycles.
+    pub sampling_cpu_seconds: f64,
+    /// Cycles by wall duration, counts per [`SAMPLE_DURATION_BUCKETS`] bound (not cumulative).
+    pub duration_counts: [u64; SAMPLE_DURATION_BUCKETS.len() + 1],
+    pub duration_sum_seconds: f64,
+    pub resident_bytes: u64,
+    /// Peak resident memory (`getrusage` maxrss).
+    pub max_resident_bytes: u64,
+    /// Failed reads by (reader, reason), summed over every cycle.
+    pub errors: BTreeMap<(&'static str, &'static str), u64>,
+    pub processes_gone: u64,
+    /// CPU the sampling thread spent deriving the last snapshot (rows, views, history point).
+    pub last_derive_cpu_ns: u64,
+    pub pss: Option<PssStats>,
+    pub cmdline: Option<CmdlineStats>,
+    /// The history ring's size as of this snapshot (set when the snapshot is published).
+    pub history: HistorySize,
+    pub container_error: Option<String>,
+    /// The store the agent records into, as of the previous sample.
+    pub recording: RecordingStatus,
+}
+
+/// What one cycle read, with everything a request needs already derived.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub sample: Sample,
+    pub interval_secs: Option<f64>,
+    pub host: HostView,
+    /// Sorted by pid.
+    pub rows: Vec<ProcessRow>,
+    pub truth: ContainerTruth,
+    /// CPUs' worth of time the watched cgroup used over the interval.
+    pub container_cpu_cores: Option<f64>,
+    pub agent: AgentSelf,
+}
+
+impl Snapshot {
+    /// What follows from `sample` and the one before it alone: host view, process rows,
+    /// container truth and the container's CPU. The agent fills in its own figures; a snapshot
+    /// rebuilt from a stored sample keeps them empty (`agent.pid` 0).
+    pub fn derive(sample: Sample, prev: Option<&Sample>) -> Snapshot {
+        let truth = container_truth(&sample);
+        let host = host_view(&sample, prev);
+        let rows = process_rows(&sample, prev, RowContext { effective_cpus: truth.effective_cpus });
+        let interval_secs = host.interval_secs;
+        let container_cpu_cores = prev.zip(interval_secs).and_then(|(p, secs)| {
+            let now = sample.container.as_ref()?.counters.cpu_usage_usec?;
+            let before = p.container.as_ref()?.counters.cpu_usage_usec?;
+            Some(now.checked_sub(before)? as f64 / 1e6 / secs)
+        });
+        Snapshot { sample, interval_secs, host, rows, truth, container_cpu_cores, agent: AgentSelf::default() }
+    }
+
+    /// A snapshot of one sample with nothing derived but the container truth: what a one-off
+    /// read (no previous sample, no rows) can say.
+    pub fn bare(sample: Sample) -> Snapshot {
+        let truth = container_truth(&sample);
+        Snapshot {
+            sample,
+            interval_secs: None,
+            host: HostView::default(),
+            rows: Vec::new(),
+            truth,
+            container_cpu_cores: None,
+            agent: AgentSelf::default(),
+        }
+    }
+
+    pub fn row(&self, pid: u32) -> Option<&ProcessRow> {
+        self.rows.binary_search_by_key(&pid, |r| r.pid).ok().map(|i| &self.rows[i])
+    }
+
+    pub fn unix_ms(&self) -> u64 {
+        self.sample.unix_ns / 1_000_000
+    }
+}

@@ -1,0 +1,168 @@
+//! History older than the ring, read from the agent's own store.
+//!
+//! `/api/v1/history` answers from the ring while the range fits in it; the part of a range
+//! before the ring's oldest point is read here from the data directory the agent records into.
+//! Frames are chosen by [`crate::range::pick`] under the request's budget (every frame when they
+//! fit; else spread by frames, aligned so a moving window picks the same frames again). Each
+//! picked sample becomes a [`Snapshot`] through [`Snapshot::derive`] (rates against the picked
+//! sample before it, same recorder run only: averages over the stride, exact from the raw
+//! counters, but a peak shorter than the stride is averaged into it) and a point through the
+//! ring's own [`PointMaker`], so a point means the same whichever source answered it. Points
+//! are cached by (frame, the frame its rates are against), up to [`CACHE_BYTES`], so a
+//! repeated poll of a day view decodes only the cells that are new.
+//!
+//! What it does not do: run on an HTTP worker (the server runs it on a blocking thread, one at
+//! a time), write or repair the store (a `Reader` only reads; bad frames are skipped and
+//! reported), or read `/proc`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use proctor_model::Sample;
+use proctor_store::{same_run, Reader};
+
+use crate::history::{Point, PointMaker};
+use crate::range::{pick, ReadStats};
+use crate::snapshot::Snapshot;
+
+/// The longest range read from the store in one request; older `from`s are clamped (and said).
+pub const MAX_SPAN: Duration = crate::range::MAX_SPAN;
+
+/// Frames one request may decode when `max_points` does not say (or says more).
+pub const MAX_FRAMES: usize = 2048;
+
+/// The fewest frames a request may decode, so a tiny `max_points` still gives a usable shape.
+pub const MIN_FRAMES: usize = 100;
+
+/// Heap the point cache may hold.
+pub const CACHE_BYTES: usize = 2 << 20;
+
+/// What reading the store for one request did: answered with the points, never raised.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoreReport {
+    pub stats: ReadStats,
+    /// Frames decoded, the sample before the first pick's included (at most once each).
+    pub frames_decoded: usize,
+    /// Points taken from the cache instead of decoding.
+    pub points_cached: usize,
+}
+
+/// Points by (frame time, time of the frame its rates are against; 0: none), all derived by the
+/// same maker (the ring's series are fixed for the agent's life).
+#[derive(Debug, Default)]
+pub struct PointCache {
+    points: HashMap<(u64, u64), Point>,
+    bytes: usize,
+}
+
+impl PointCache {
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// Reads the points of `[from_ms, to_ms]` from the store in `dir`, oldest first, deriving
+/// each with `maker`, decoding at most `budget` frames (plus one for the first point's rates).
+/// Every problem lands in the report; none is an error.
+pub fn read_points(
+    dir: &Path,
+    maker: &PointMaker,
+    from_ms: u64,
+    to_ms: u64,
+    budget: usize,
+    cache: &mut PointCache,
+) -> (Vec<Point>, StoreReport) {
+    const MS: u64 = 1_000_000;
+    let started = Instant::now();
+    let budget = budget.max(1);
+    let to_ns = to_ms.saturating_mul(MS).saturating_add(MS - 1);
+    let mut report = StoreReport {
+        stats: ReadStats::new(from_ms.saturating_mul(MS), to_ns, Some(MAX_SPAN), budget),
+        ..StoreReport::default()
+    };
+    let points = read(dir, maker, budget, cache, &mut report);
+    report.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    (points, report)
+}
+
+fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, report: &mut StoreReport) -> Vec<Point> {
+    const MS: u64 = 1_000_000;
+    let mut reader = match Reader::open(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            report.stats.problems.push(format!("cannot read the store: {e}"));
+            return Vec::new();
+        }
+    };
+    let (from_ns, to_ns) = (report.stats.from_ns, report.stats.to_ns);
+    // A little before the range too, so the first point has a sample to take rates against.
+    let lookback_ns = 120_000 * MS;
+    let frames = match reader.frames(from_ns.saturating_sub(lookback_ns), to_ns) {
+        Ok(f) => f,
+        Err(e) => {
+            report.stats.problems.push(format!("cannot list the store's frames: {e}"));
+            return Vec::new();
+        }
+    };
+    let first_in = frames.partition_point(|f| f.unix_ns() < from_ns);
+    report.stats.frames_in_range = frames.len() - first_in;
+    let picked = pick(&frames[first_in..], budget);
+    report.stats.stride = picked.stride;
+    // Which frames become points, each with the frame its rates are against: the pick before
+    // it, or for the first one the frame just before it in the store.
+    let mut before = picked.frames.first().and_then(|first| {
+        let at = frames.iter().position(|f| f == first)?;
+        at.checked_sub(1).map(|i| frames[i])
+    });
+    let mut decoded: Option<(u64, Sample)> = None;
+    let mut fresh = PointCache::default();
+    let mut points = Vec::with_capacity(picked.frames.len());
+    for frame in picked.frames {
+        let prev = before.replace(frame);
+        let key = (frame.unix_ns(), prev.map_or(0, |p| p.unix_ns()));
+        if let Some(point) = cache.points.remove(&key) {
+            report.points_cached += 1;
+            keep(&mut fresh, key, &point);
+            points.push(point);
+            continue;
+        }
+        let prev_sample = match (prev, decoded.take()) {
+            (Some(p), Some((t, s))) if t == p.unix_ns() => Some(s),
+            (Some(p), _) => {
+                report.frames_decoded += 1;
+                reader.read(&p)
+            }
+            (None, _) => None,
+        };
+        report.frames_decoded += 1;
+        let Some(cur) = reader.read(&frame) else { continue };
+        report.stats.frames_read += 1;
+        let against = prev_sample.as_ref().filter(|p| same_run(p, &cur));
+        let snapshot = Snapshot::derive(cur, against);
+        let point = maker.point(&snapshot);
+        keep(&mut fresh, key, &point);
+        points.push(point);
+        decoded = Some((frame.unix_ns(), snapshot.sample));
+    }
+    *cache = fresh;
+    report.stats.note_reader(&reader);
+    points
+}
+
+/// Keeps a copy of `point` in the next request's cache while it stays under [`CACHE_BYTES`].
+fn keep(cache: &mut PointCache, key: (u64, u64), point: &Point) {
+    let bytes = point.bytes() + std::mem::size_of::<Point>();
+    if cache.bytes + bytes <= CACHE_BYTES {
+        cache.bytes += bytes;
+        cache.points.insert(key, point.clone());
+    }
+}

@@ -1,0 +1,626 @@
+//! `/metrics`: the Prometheus text format 0.0.4, or OpenMetrics 1.0 when the scraper asks for
+//! it, rendered from the latest snapshot.
+//!
+//! Names are `proctor_*` in base units (seconds, bytes). Per-process series are limited to the
+//! top N by a configured rule, so label cardinality is bounded whatever runs on the host. Label
+//! values — process names and command lines are chosen by whoever starts the process — are
+//! escaped. This module builds families and renders text; it reads nothing itself.
+
+use std::fmt::Write as _;
+
+use proctor_procfs::host::{CpuTicks, Pressure};
+
+use proctor_agent::snapshot::{Snapshot, SAMPLE_DURATION_BUCKETS};
+
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric family. For counters `name` has no `_total`; the renderer adds it to samples
+/// (and, in the 0.0.4 format, to the HELP and TYPE lines, as Prometheus's own clients do).
+#[derive(Debug, Clone)]
+pub struct Family {
+    pub name: String,
+    pub help: &'static str,
+    pub kind: Kind,
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Appended to the family name: `""`, `"_bucket"`, `"_sum"`, `"_count"`.
+    pub suffix: &'static str,
+    pub labels: Vec<(&'static str, String)>,
+    pub value: f64,
+}
+
+impl Family {
+    pub fn new(name: impl Into<String>, kind: Kind, help: &'static str) -> Self {
+        Self { name: name.into(), help, kind, samples: Vec::new() }
+    }
+
+    pub fn push(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
+        self.samples.push(Sample { suffix: "", labels, value });
+    }
+
+    fn with(mut self, value: Option<f64>) -> Self {
+        if let Some(v) = value {
+            self.push(Vec::new(), v);
+        }
+        self
+    }
+}
+
+/// Which per-process series `/metrics` exposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessRank {
+    Cpu,
+    Rss,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct MetricsConfig {
+    /// How many processes get their own series (0: none).
+    pub top: usize,
+    pub rank: ProcessRank,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { top: 10, rank: ProcessRank::Cpu }
+    }
+}
+
+/// Escapes a label value: backslash, double quote and line feed, as both formats require.
+pub fn escape_label(value: &str, out: &mut String) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn escape_help(value: &str, out: &mut String) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn write_value(out: &mut String, v: f64) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v == f64::INFINITY {
+        out.push_str("+Inf");
+    } else if v == f64::NEG_INFINITY {
+        out.push_str("-Inf");
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        let _ = write!(out, "{}", v as i64);
+    } else {
+        let _ = write!(out, "{v}");
+    }
+}
+
+/// Renders families in the 0.0.4 text format, or OpenMetrics (`# EOF`-terminated).
+pub fn render(families: &[Family], openmetrics: bool) -> String {
+    let mut out = render_families(families, openmetrics);
+    if openmetrics {
+        out.push_str(EOF);
+    }
+    out
+}
+
+/// OpenMetrics' last line.
+pub const EOF: &str = "# EOF\n";
+
+/// The families alone, without OpenMetrics' `# EOF`, so parts rendered apart can be joined.
+pub fn render_families(families: &[Family], openmetrics: bool) -> String {
+    let mut out = String::with_capacity(families.len() * 160);
+    for f in families {
+        let type_name = match f.kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        };
+        let header_name =
+            if f.kind == Kind::Counter && !openmetrics { format!("{}_total", f.name) } else { f.name.clone() };
+        out.push_str("# HELP ");
+        out.push_str(&header_name);
+        out.push(' ');
+        escape_help(f.help, &mut out);
+        out.push('\n');
+        let _ = writeln!(out, "# TYPE {header_name} {type_name}");
+        if openmetrics {
+            if let Some(unit) = ["seconds", "bytes", "ratio"].iter().find(|u| f.name.ends_with(&format!("_{u}"))) {
+                let _ = writeln!(out, "# UNIT {} {unit}", f.name);
+            }
+        }
+        for s in &f.samples {
+            out.push_str(&f.name);
+            if f.kind == Kind::Counter {
+                out.push_str("_total");
+            }
+            out.push_str(s.suffix);
+            if !s.labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in s.labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(k);
+                    out.push_str("=\"");
+                    escape_label(v, &mut out);
+                    out.push('"');
+                }
+                out.push('}');
+            }
+            out.push(' ');
+            write_value(&mut out, s.value);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Longest command line kept in a label, in bytes (cut at a character boundary).
+const CMDLINE_LABEL_MAX: usize = 200;
+
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn cpu_ticks_samples(f: &mut Family, cpu: &str, t: &CpuTicks, ticks: f64) {
+    let modes: [(&str, u64); 8] = [
+        ("user", t.user),
+        ("nice", t.nice),
+        ("system", t.system),
+        ("idle", t.idle),
+        ("iowait", t.iowait),
+        ("irq", t.irq),
+        ("softirq", t.softirq),
+        ("steal", t.steal),
+    ];
+    for (mode, v) in modes {
+        f.push(vec![("cpu", cpu.to_string()), ("mode", mode.to_string())], v as f64 / ticks);
+    }
+}
+
+fn pressure_samples(f: &mut Family, resource: &str, p: Option<Pressure>) {
+    let Some(p) = p else { return };
+    for (kind, line) in [("some", p.some), ("full", p.full)] {
+        if let Some(line) = line {
+            f.push(vec![("resource", resource.to_string()), ("kind", kind.to_string())], line.total_usec as f64 / 1e6);
+        }
+    }
+}
+
+fn gauge(name: &str, help: &'static str, value: Option<f64>) -> Family {
+    Family::new(name, Kind::Gauge, help).with(value)
+}
+
+fn counter(name: &str, help: &'static str, value: Option<f64>) -> Family {
+    Family::new(name, Kind::Counter, help).with(value)
+}
+
+fn opt(v: Option<u64>) -> Option<f64> {
+    v.map(|v| v as f64)
+}
+
+/// Every family for one snapshot: host, container, the top processes and the agent itself.
+pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec<Family> {
+    let mut out = Vec::with_capacity(64);
+    let h = &s.sample.host;
+    let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
+
+    let mut cpu = Family::new("proctor_host_cpu_seconds", Kind::Counter, "CPU time spent by each CPU in each mode.");
+    if let Some(stat) = h.stat.as_ref() {
+        for (id, t) in stat.cpu_ids.iter().zip(&stat.per_cpu) {
+            cpu_ticks_samples(&mut cpu, &id.to_string(), t, ticks);
+        }
+    }
+    out.push(cpu);
+    out.push(gauge(
+        "proctor_host_cpus_online",
+        "CPUs online on the host.",
+        h.online_cpus.as_ref().map(|c| c.len() as f64),
+    ));
+    let stat = h.stat.as_ref();
+    out.push(counter(
+        "proctor_host_context_switches",
+        "Context switches since boot.",
+        opt(stat.and_then(|s| s.context_switches)),
+    ));
+    out.push(counter(
+        "proctor_host_forks",
+        "Processes and threads created since boot.",
+        opt(stat.and_then(|s| s.forks)),
+    ));
+    out.push(gauge("proctor_host_procs_running", "Runnable tasks.", opt(stat.and_then(|s| s.procs_running))));
+    out.push(gauge("proctor_host_procs_blocked", "Tasks blocked on I/O.", opt(stat.and_then(|s| s.procs_blocked))));
+    out.push(gauge(
+        "proctor_host_boot_time_seconds",
+        "Boot time, Unix seconds.",
+        opt(stat.and_then(|s| s.boot_time_secs)),
+    ));
+
+    let m = h.meminfo;
+    let mem = |f: fn(&proctor_procfs::host::MemInfo) -> Option<u64>| opt(m.as_ref().and_then(f));
+    out.push(gauge("proctor_host_memory_total_bytes", "MemTotal.", mem(|m| m.total_bytes)));
+    out.push(gauge(
+        "proctor_host_memory_available_bytes",
+        "MemAvailable: what can be had without swapping.",
+        mem(|m| m.available_bytes),
+    ));
+    out.push(gauge("proctor_host_memory_free_bytes", "MemFree.", mem(|m| m.free_bytes)));
+    out.push(gauge("proctor_host_memory_cached_bytes", "Cached (page cache).", mem(|m| m.cached_bytes)));
+    out.push(gauge("proctor_host_memory_buffers_bytes", "Buffers.", mem(|m| m.buffers_bytes)));
+    out.push(gauge("proctor_host_memory_shmem_bytes", "Shmem.", mem(|m| m.shmem_bytes)));
+    out.push(gauge("proctor_host_swap_total_bytes", "SwapTotal.", mem(|m| m.swap_total_bytes)));
+    out.push(gauge("proctor_host_swap_free_bytes", "SwapFree.", mem(|m| m.swap_free_bytes)));
+    let load = h.loadavg;
+    out.push(gauge("proctor_host_load1", "Load average over 1 minute.", load.map(|l| l.one)));
+    out.push(gauge("proctor_host_load5", "Load average over 5 minutes.", load.map(|l| l.five)));
+    out.push(gauge("proctor_host_load15", "Load average over 15 minutes.", load.map(|l| l.fifteen)));
+    let mut psi = Family::new(
+        "proctor_host_pressure_stalled_seconds",
+        Kind::Counter,
+        "PSI: time some or all tasks were stalled on a resource.",
+    );
+    pressure_samples(&mut psi, "cpu", h.pressure_cpu);
+    pressure_samples(&mut psi, "memory", h.pressure_memory);
+    pressure_samples(&mut psi, "io", h.pressure_io);
+    out.push(psi);
+    let vm = h.vmstat;
+    out.push(counter("proctor_host_page_faults", "Page faults since boot.", opt(vm.and_then(|v| v.pgfault))));
+    out.push(counter(
+        "proctor_host_major_page_faults",
+        "Major page faults since boot.",
+        opt(vm.and_then(|v| v.pgmajfault)),
+    ));
+    out.push(counter(
+        "proctor_host_swapped_in_pages",
+        "Pages swapped in since boot.",
+        opt(vm.and_then(|v| v.pswpin_pages)),
+    ));
+    out.push(counter(
+        "proctor_host_swapped_out_pages",
+        "Pages swapped out since boot.",
+        opt(vm.and_then(|v| v.pswpout_pages)),
+    ));
+    out.push(counter("proctor_host_oom_kills", "OOM kills since boot.", opt(vm.and_then(|v| v.oom_kill))));
+
+    let mut read = Family::new("proctor_host_disk_read_bytes", Kind::Counter, "Bytes read from each block device.");
+    let mut written =
+        Family::new("proctor_host_disk_written_bytes", Kind::Counter, "Bytes written to each block device.");
+    let mut reads =
+        Family::new("proctor_host_disk_reads_completed", Kind::Counter, "Reads completed by each block device.");
+    let mut writes =
+        Family::new("proctor_host_disk_writes_completed", Kind::Counter, "Writes completed by each block device.");
+    let mut busy =
+        Family::new("proctor_host_disk_io_time_seconds", Kind::Counter, "Time each block device had I/O in flight.");
+    for d in h.disks.iter().filter(|d| proctor_model::is_interesting_disk(&d.name)) {
+        let l = || vec![("device", d.name.to_string())];
+        read.push(l(), d.read_sectors as f64 * 512.0);
+        written.push(l(), d.write_sectors as f64 * 512.0);
+        reads.push(l(), d.reads as f64);
+        writes.push(l(), d.writes as f64);
+        busy.push(l(), d.io_ms as f64 / 1e3);
+    }
+    out.extend([read, written, reads, writes, busy]);
+    let mut rx =
+        Family::new("proctor_host_network_receive_bytes", Kind::Counter, "Bytes received by each network device.");
+    let mut tx =
+        Family::new("proctor_host_network_transmit_bytes", Kind::Counter, "Bytes sent by each network device.");
+    let mut rxp =
+        Family::new("proctor_host_network_receive_packets", Kind::Counter, "Packets received by each network device.");
+    let mut txp =
+        Family::new("proctor_host_network_transmit_packets", Kind::Counter, "Packets sent by each network device.");
+    let mut rxd = Family::new(
+        "proctor_host_network_receive_drop",
+        Kind::Counter,
+        "Received packets dropped by each network device.",
+    );
+    let mut txd = Family::new(
+        "proctor_host_network_transmit_drop",
+        Kind::Counter,
+        "Outgoing packets dropped by each network device.",
+    );
+    for n in &h.nets {
+        let l = || vec![("device", n.name.to_string())];
+        rx.push(l(), n.rx_bytes as f64);
+        tx.push(l(), n.tx_bytes as f64);
+        rxp.push(l(), n.rx_packets as f64);
+        txp.push(l(), n.tx_packets as f64);
+        rxd.push(l(), n.rx_dropped as f64);
+        txd.push(l(), n.tx_dropped as f64);
+    }
+    out.extend([rx, tx, rxp, txp, rxd, txd]);
+    out.push(gauge("proctor_host_processes", "Processes on the host.", Some(s.rows.len() as f64)));
+    out.push(gauge(
+        "proctor_host_threads",
+        "Threads on the host.",
+        Some(s.rows.iter().map(|r| r.threads).sum::<u64>() as f64),
+    ));
+
+    container_families(s, &mut out);
+    process_families(s, config, &mut out);
+    agent_families(s, http_requests, &mut out);
+    out
+}
+
+fn container_families(s: &Snapshot, out: &mut Vec<Family>) {
+    let t = &s.truth;
+    let mut info =
+        Family::new("proctor_container_info", Kind::Gauge, "The watched cgroup: version and path (always 1).");
+    if let (Some(version), Some(path)) = (t.cgroup_version, t.cgroup_path.as_ref()) {
+        info.push(vec![("version", version.to_string()), ("cgroup", path.clone())], 1.0);
+    }
+    out.push(info);
+    out.push(gauge(
+        "proctor_container_effective_cpus",
+        "CPUs the watched process can use: min(affinity, cgroup quota over every level).",
+        t.effective_cpus,
+    ));
+    out.push(gauge(
+        "proctor_container_host_cpus",
+        "CPUs online on the host, what os.cpu_count() reports.",
+        t.host_online_cpus.map(|n| n as f64),
+    ));
+    out.push(gauge(
+        "proctor_container_quota_cpus",
+        "The tightest CPU quota over the cgroup and its ancestors.",
+        t.quota_cpus,
+    ));
+    out.push(gauge(
+        "proctor_container_memory_limit_bytes",
+        "The smallest memory limit on the cgroup path, else the host's memory.",
+        opt(t.memory_limit_bytes),
+    ));
+    out.push(gauge(
+        "proctor_container_memory_usage_bytes",
+        "Memory charged to the cgroup.",
+        opt(t.memory_current_bytes),
+    ));
+    let c = s.sample.container.as_ref().map(|c| &c.counters);
+    out.push(counter(
+        "proctor_container_cpu_usage_seconds",
+        "CPU time charged to the cgroup.",
+        c.and_then(|c| c.cpu_usage_usec).map(|u| u as f64 / 1e6),
+    ));
+    out.push(counter(
+        "proctor_container_cpu_throttled_periods",
+        "Periods in which the cgroup was throttled.",
+        opt(c.and_then(|c| c.cpu_nr_throttled)),
+    ));
+    out.push(counter(
+        "proctor_container_cpu_throttled_seconds",
+        "Time the cgroup was throttled.",
+        c.and_then(|c| c.cpu_throttled_usec).map(|u| u as f64 / 1e6),
+    ));
+    out.push(gauge("proctor_container_pids", "Tasks in the cgroup.", opt(c.and_then(|c| c.pids_current))));
+}
+
+fn process_families(s: &Snapshot, config: &MetricsConfig, out: &mut Vec<Family>) {
+    let mut ranked: Vec<&proctor_model::ProcessRow> = s.rows.iter().collect();
+    let key = |r: &proctor_model::ProcessRow| match config.rank {
+        ProcessRank::Cpu => r.cpu_ticks_total as f64,
+        ProcessRank::Rss => r.rss_bytes.unwrap_or(0) as f64,
+    };
+    // CPU is ranked by the last interval's use, falling back to lifetime CPU before rates exist.
+    ranked.sort_by(|a, b| {
+        let (ka, kb) = match config.rank {
+            ProcessRank::Cpu => (a.cpu_percent.unwrap_or(0.0), b.cpu_percent.unwrap_or(0.0)),
+            ProcessRank::Rss => (key(a), key(b)),
+        };
+        kb.total_cmp(&ka).then_with(|| key(b).total_cmp(&key(a))).then(a.pid.cmp(&b.pid))
+    });
+    ranked.truncate(config.top);
+    ranked.sort_by_key(|r| r.pid);
+    let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
+    let mut cpu = Family::new("proctor_process_cpu_seconds", Kind::Counter, "CPU time of each of the top processes.");
+    let mut rss =
+        Family::new("proctor_process_resident_bytes", Kind::Gauge, "Resident memory of each of the top processes.");
+    let mut vsz =
+        Family::new("proctor_process_virtual_bytes", Kind::Gauge, "Virtual memory size of each of the top processes.");
+    let mut threads = Family::new("proctor_process_threads", Kind::Gauge, "Threads of each of the top processes.");
+    let mut pss = Family::new(
+        "proctor_process_pss_bytes",
+        Kind::Gauge,
+        "Proportional set size, from the budgeted smaps_rollup worker.",
+    );
+    let mut pss_age = Family::new("proctor_process_pss_age_seconds", Kind::Gauge, "Age of the PSS reading.");
+    for r in ranked {
+        let cmdline = r.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
+        let labels = || {
+            vec![
+                ("pid", r.pid.to_string()),
+                ("name", r.comm.to_string()),
+                ("cmdline", cut(&cmdline, CMDLINE_LABEL_MAX).to_string()),
+            ]
+        };
+        cpu.push(labels(), r.cpu_ticks_total as f64 / ticks);
+        if let Some(b) = r.rss_bytes {
+            rss.push(labels(), b as f64);
+        }
+        vsz.push(labels(), r.vsize_bytes as f64);
+        threads.push(labels(), r.threads as f64);
+        if let Some(p) = r.pss {
+            if let Some(b) = p.pss_bytes {
+                pss.push(labels(), b as f64);
+                pss_age.push(labels(), p.age_secs);
+            }
+        }
+    }
+    out.extend([cpu, rss, vsz, threads, pss, pss_age]);
+}
+
+fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
+    let a = &s.agent;
+    let mut build = Family::new("proctor_agent_build_info", Kind::Gauge, "The agent's version (always 1).");
+    build.push(vec![("version", env!("CARGO_PKG_VERSION").to_string())], 1.0);
+    out.push(build);
+    let mut hist =
+        Family::new("proctor_agent_sample_duration_seconds", Kind::Histogram, "Wall time of each sampling cycle.");
+    let mut cumulative = 0u64;
+    for (i, bound) in SAMPLE_DURATION_BUCKETS.iter().enumerate() {
+        cumulative += a.duration_counts[i];
+        hist.samples.push(Sample {
+            suffix: "_bucket",
+            labels: vec![("le", format!("{bound}"))],
+            value: cumulative as f64,
+        });
+    }
+    cumulative += a.duration_counts[SAMPLE_DURATION_BUCKETS.len()];
+    hist.samples.push(Sample { suffix: "_bucket", labels: vec![("le", "+Inf".to_string())], value: cumulative as f64 });
+    hist.samples.push(Sample { suffix: "_sum", labels: Vec::new(), value: a.duration_sum_seconds });
+    hist.samples.push(Sample { suffix: "_count", labels: Vec::new(), value: cumulative as f64 });
+    out.push(hist);
+    out.push(counter("proctor_agent_cpu_seconds", "CPU time of the whole agent process.", Some(a.process_cpu_seconds)));
+    out.push(counter(
+        "proctor_agent_sampling_cpu_seconds",
+        "CPU time of the sampling thread, summed over cycles.",
+        Some(a.sampling_cpu_seconds),
+    ));
+    out.push(gauge("proctor_agent_resident_bytes", "Resident memory of the agent.", Some(a.resident_bytes as f64)));
+    out.push(counter("proctor_agent_samples", "Sampling cycles completed.", Some(a.samples as f64)));
+    out.push(gauge(
+        "proctor_agent_last_sample_timestamp_seconds",
+        "When the sample behind this scrape was taken, Unix seconds (stale means the sampler stopped).",
+        Some(s.sample.unix_ns as f64 / 1e9),
+    ));
+    out.push(counter(
+        "proctor_agent_missed_ticks",
+        "Sampling ticks skipped because a cycle overran.",
+        Some(a.missed_ticks as f64),
+    ));
+    let mut errors = Family::new(
+        "proctor_agent_read_errors",
+        Kind::Counter,
+        "Failed reads by reader and reason (gone, permission, parse, io).",
+    );
+    for ((reader, reason), n) in &a.errors {
+        errors.push(vec![("reader", reader.to_string()), ("reason", reason.to_string())], *n as f64);
+    }
+    out.push(errors);
+    out.push(counter(
+        "proctor_agent_processes_gone",
+        "Processes that exited between listing and reading.",
+        Some(a.processes_gone as f64),
+    ));
+    out.push(gauge("proctor_agent_history_bytes", "Memory held by the history ring.", Some(a.history.bytes as f64)));
+    out.push(gauge(
+        "proctor_agent_history_max_bytes",
+        "Memory the history ring holds when full.",
+        Some(a.history.max_bytes as f64),
+    ));
+    if let Some(p) = a.pss.as_ref() {
+        out.push(counter(
+            "proctor_agent_pss_reads",
+            "smaps_rollup reads by the budgeted worker.",
+            Some(p.reads as f64),
+        ));
+        out.push(counter(
+            "proctor_agent_pss_cpu_seconds",
+            "CPU spent reading smaps_rollup.",
+            Some(p.cpu_ns as f64 / 1e9),
+        ));
+    }
+    if let Some(c) = a.cmdline.as_ref() {
+        out.push(counter("proctor_agent_cmdline_reads", "cmdline reads by the worker.", Some(c.reads as f64)));
+        out.push(counter(
+            "proctor_agent_cmdline_timeouts",
+            "cmdline reads that overran the timeout.",
+            Some(c.timeouts as f64),
+        ));
+    }
+    out.push(counter("proctor_agent_http_requests", "HTTP requests answered.", Some(http_requests as f64)));
+    let r = &a.recording;
+    let flag = |b: bool| Some(if b { 1.0 } else { 0.0 });
+    out.push(gauge(
+        "proctor_agent_record_enabled",
+        "1 while samples are written to the data directory.",
+        flag(r.enabled),
+    ));
+    out.push(gauge(
+        "proctor_agent_record_error",
+        "1 when recording was asked for but the store could not be opened (the reason is in /api/v1/agent).",
+        flag(r.error.is_some()),
+    ));
+    out.push(counter("proctor_agent_record_frames", "Samples written to the store.", Some(r.stats.written as f64)));
+    out.push(counter(
+        "proctor_agent_record_bytes",
+        "Bytes the store's files grew by (frame headers and compressed samples).",
+        Some(r.stats.frame_bytes as f64),
+    ));
+    out.push(counter(
+        "proctor_agent_record_dropped",
+        "Samples not recorded because the recorder's queue was full.",
+        Some(r.stats.dropped as f64),
+    ));
+    out.push(counter(
+        "proctor_agent_record_write_errors",
+        "Failed writes to the store.",
+        Some(r.stats.write_errors as f64),
+    ));
+    out.push(counter(
+        "proctor_agent_record_cpu_seconds",
+        "CPU time of the recorder thread (encode, compress, write).",
+        Some(r.stats.cpu_ns as f64 / 1e9),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut out = String::new();
+        escape_label("a\\b\"c\nd<img src=x>", &mut out);
+        assert_eq!(out, "a\\\\b\\\"c\\nd<img src=x>");
+    }
+
+    #[test]
+    fn counters_get_total_and_openmetrics_ends_with_eof() {
+        let mut f = Family::new("proctor_x_seconds", Kind::Counter, "help \\ with\nnewline");
+        f.push(vec![("a", "1".into())], 1.5);
+        let text = render(std::slice::from_ref(&f), false);
+        assert!(text.contains("# HELP proctor_x_seconds_total help \\\\ with\\nnewline\n"), "{text}");
+        assert!(text.contains("# TYPE proctor_x_seconds_total counter\n"), "{text}");
+        assert!(text.contains("proctor_x_seconds_total{a=\"1\"} 1.5\n"), "{text}");
+        assert!(!text.contains("# EOF"));
+        let om = render(&[f], true);
+        assert!(om.contains("# TYPE proctor_x_seconds counter\n"), "{om}");
+        assert!(om.contains("# UNIT proctor_x_seconds seconds\n"), "{om}");
+        assert!(om.ends_with("# EOF\n"), "{om}");
+    }
+
+    #[test]
+    fn values_render_like_prometheus() {
+        let mut s = String::new();
+        for v in [3.0, 0.25, f64::NAN, f64::INFINITY, 1e20] {
+            write_value(&mut s, v);
+            s.push(' ');
+        }
+        assert_eq!(s, "3 0.25 NaN +Inf 100000000000000000000 ");
+    }
+}

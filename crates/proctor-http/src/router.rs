@@ -1,0 +1,425 @@
+//! The routes and their handlers.
+//!
+//! Every handler answers from the latest snapshot or the history ring and returns; none reads
+//! `/proc`, sleeps or waits on the sampler. The store reads (`/api/v1/history`'s part older than
+//! the ring, `/api/v1/report`) run under `spawn_blocking`, one at a time between them, never on
+//! a tokio worker, and no lock is held while an answer is serialized. No endpoint changes
+//! state, so only GET and HEAD are routed.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use proctor_agent::disk::DiskWatch;
+use proctor_agent::history_query::{read_store_part, HistoryQuery};
+use proctor_agent::range::{fold_range, FoldConfig, DEFAULT_FRAMES, MAX_SPAN};
+use proctor_agent::store_history::PointCache;
+use proctor_agent::Shared;
+use proctor_store::Reader;
+use proctor_vocab::history::{history_store, HistoryOut, SeriesListOut, SeriesOut};
+use proctor_vocab::jupyter::{jupyter_metrics, JupyterConfig};
+use proctor_vocab::select::{matches, sort_rows};
+use proctor_vocab::snapshot::AgentExtras;
+use proctor_vocab::{process, report, snapshot, ProcessSort};
+
+use crate::counters::HttpCounters;
+use crate::params::{json_response, parse_pid, time_range, ApiError, Params};
+use crate::prom::{self, Family, MetricsConfig};
+
+/// Extra `/metrics` families from other parts of the agent (the embedded statsd server).
+pub type ExtraMetrics = Arc<dyn Fn() -> Vec<Family> + Send + Sync>;
+
+/// What the router needs besides the agent.
+#[derive(Clone)]
+pub struct ApiConfig {
+    /// When set, every request must carry `Authorization: Bearer TOKEN` (or the
+    /// `proctor_token` cookie the dashboard's sign-in form sets).
+    pub token: Option<Arc<str>>,
+    pub metrics: MetricsConfig,
+    pub jupyter: JupyterConfig,
+    /// The filesystem `/api/metrics/v1` reports on, watched off the sampling thread.
+    pub disk: Option<Arc<DiskWatch>>,
+    pub extra_metrics: Option<ExtraMetrics>,
+}
+
+impl std::fmt::Debug for ApiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiConfig")
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("metrics", &self.metrics)
+            .field("jupyter", &self.jupyter)
+            .field("disk", &self.disk.as_ref().map(|d| d.path().to_owned()))
+            .field("extra_metrics", &self.extra_metrics.is_some())
+            .finish()
+    }
+}
+
+/// `/metrics` rendered once per snapshot and format: (seq, openmetrics, body).
+type MetricsCache = Arc<Mutex<Option<(u64, bool, Bytes)>>>;
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    shared: Arc<Shared>,
+    pub(crate) config: Arc<ApiConfig>,
+    pub(crate) http: Arc<HttpCounters>,
+    metrics_cache: MetricsCache,
+    store: Arc<StoreReads>,
+}
+
+/// Store reads for `/api/v1/history` and `/api/v1/report`: one at a time (each decodes up to
+/// its frame budget on a blocking thread), and the history's points of the last one.
+#[derive(Debug)]
+struct StoreReads {
+    permit: tokio::sync::Semaphore,
+    cache: Mutex<PointCache>,
+}
+
+/// Processes the snapshot document lists unless `top` says otherwise.
+pub const SNAPSHOT_TOP: usize = 15;
+
+/// The most frames one `/api/v1/report` may ask to read.
+pub const MAX_REPORT_FRAMES: usize = 20_000;
+
+pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
+    let store =
+        Arc::new(StoreReads { permit: tokio::sync::Semaphore::new(1), cache: Mutex::new(PointCache::default()) });
+    let state = AppState {
+        shared,
+        config: Arc::new(config),
+        http: Arc::new(HttpCounters::default()),
+        metrics_cache: Arc::new(Mutex::new(None)),
+        store,
+    };
+    Router::new()
+        .route("/api/v1/snapshot", get(snapshot))
+        .route("/api/v1/history", get(history))
+        .route("/api/v1/history/series", get(history_series))
+        .route("/api/v1/report", get(report))
+        .route("/api/v1/processes", get(processes))
+        .route("/api/v1/processes/{pid}", get(process))
+        .route("/api/v1/processes/{pid}/tree", get(tree))
+        .route("/api/v1/container", get(container))
+        .route("/api/v1/agent", get(agent))
+        .route("/api/metrics/v1", get(jupyter))
+        .route("/metrics", get(metrics))
+        .route("/", get(index))
+        .route("/{*path}", get(asset))
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), crate::auth::guard))
+        .with_state(state)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: "method_not_allowed",
+        message: "only GET is served: no endpoint changes state".into(),
+    }
+}
+
+impl AppState {
+    fn extras(&self) -> AgentExtras {
+        AgentExtras {
+            http: Some(self.http.out()),
+            disk_error: self.config.disk.as_ref().and_then(|d| d.status().error),
+        }
+    }
+}
+
+fn sort_param(p: &Params) -> Result<Option<ProcessSort>, ApiError> {
+    p.get("sort").map(|s| ProcessSort::parse(s).map_err(|e| ApiError::bad_request(format!("'sort' {e}")))).transpose()
+}
+
+async fn snapshot(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(q, &["top", "sort"])?;
+    let sort = sort_param(&p)?.unwrap_or(ProcessSort::Cpu);
+    let top = p.number::<usize>("top")?.unwrap_or(SNAPSHOT_TOP);
+    let s = st.shared.latest();
+    Ok(json_response(&snapshot::snapshot(&s, sort, top, &st.extras())))
+}
+
+async fn container(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    Ok(json_response(&snapshot::container(&st.shared.latest())))
+}
+
+async fn agent(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    let s = st.shared.latest();
+    Ok(json_response(&snapshot::agent(&s, &st.extras())))
+}
+
+async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(q, &["series", "since", "from", "to", "max_points"])?;
+    let names: Vec<String> = p
+        .get("series")
+        .ok_or_else(|| {
+            ApiError::bad_request("'series' is required: a comma-separated list (see /api/v1/history/series)")
+        })?
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if names.is_empty() || names.len() > 256 {
+        return Err(ApiError::bad_request("'series' must name between 1 and 256 series"));
+    }
+    let now_ms = st.shared.latest().unix_ms();
+    let (from_ms, to_ms) = time_range(&p, now_ms, 0, u64::MAX)?;
+    let max_points = p.number::<usize>("max_points")?.unwrap_or(0);
+    let query = HistoryQuery { names, from_ms, to_ms, max_points };
+    let plan = st
+        .shared
+        .plan_history(&query)
+        .map_err(|unknown| ApiError::bad_request(format!("unknown series '{unknown}' (see /api/v1/history/series)")))?;
+    let (store_points, store_report) = match plan {
+        None => (Vec::new(), None),
+        Some(part) => {
+            HttpCounters::bump(&st.http.history_store_requests, 1);
+            let Ok(_permit) = st.store.permit.acquire().await else {
+                return Err(ApiError::not_found("store reads are closed"));
+            };
+            let reads = Arc::clone(&st.store);
+            let answer = tokio::task::spawn_blocking(move || {
+                let mut cache = reads.cache.lock().unwrap_or_else(|e| e.into_inner());
+                read_store_part(&part, &mut cache)
+            })
+            .await;
+            match answer {
+                Ok((points, report)) => {
+                    HttpCounters::bump(&st.http.history_store_frames_decoded, report.frames_decoded as u64);
+                    (points, Some(report))
+                }
+                Err(e) => {
+                    let mut report = proctor_agent::store_history::StoreReport::default();
+                    report.stats.problems.push(format!("the store read failed: {e}"));
+                    (Vec::new(), Some(report))
+                }
+            }
+        }
+    };
+    let answer = st.shared.join_history(&query, store_points);
+    // Serialized here, with no lock held.
+    Ok(json_response(&HistoryOut {
+        from_unix_ms: answer.from_ms,
+        to_unix_ms: answer.to_ms,
+        store_points: answer.store_points,
+        ring_points: answer.ring_points,
+        store: store_report.map(history_store),
+        times_unix_ms: answer.times_ms,
+        series: answer.series.into_iter().map(|s| SeriesOut { name: s.name, values: s.values }).collect(),
+    }))
+}
+
+/// The top processes and headline figures of a range, folded from the agent's own store on a
+/// blocking thread while holding the store-read permit the history shares (one store read at a
+/// time, whichever route asked). No store (recording off, or one that cannot be opened) is an
+/// answer with `available: false`, not an error.
+async fn report(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(q, &["since", "from", "to", "top", "frames"])?;
+    let latest = st.shared.latest();
+    let now_ms = latest.unix_ms();
+    let (from, to) = time_range(&p, now_ms, now_ms.saturating_sub(3_600_000), now_ms)?;
+    let top = p.number::<usize>("top")?.unwrap_or(10);
+    if top == 0 || top > report::MAX_TOP {
+        return Err(ApiError::bad_request(format!("'top' must be between 1 and {}, got {top}", report::MAX_TOP)));
+    }
+    let budget = p.number::<usize>("frames")?.unwrap_or(DEFAULT_FRAMES);
+    if budget == 0 || budget > MAX_REPORT_FRAMES {
+        return Err(ApiError::bad_request(format!("'frames' must be between 1 and {MAX_REPORT_FRAMES}, got {budget}")));
+    }
+    let recording = &latest.agent.recording;
+    let Some(dir) = recording.dir.clone() else {
+        return Ok(json_response(&report::unavailable(
+            "recording is off (proctor serve --no-record): there is no store to report from",
+            from,
+            to,
+        )));
+    };
+    let failed = recording.error.clone();
+    drop(latest);
+    HttpCounters::bump(&st.http.report_store_requests, 1);
+    let Ok(_permit) = st.store.permit.acquire().await else {
+        return Ok(json_response(&report::unavailable("store reads are closed", from, to)));
+    };
+    let answer = tokio::task::spawn_blocking(move || {
+        let shown = dir.display().to_string();
+        let mut reader = match Reader::open(&dir) {
+            Ok(r) => r,
+            Err(e) => {
+                let mut out = report::unavailable(format!("cannot read the store in {shown}: {e}"), from, to);
+                out.dir = Some(shown);
+                return out;
+            }
+        };
+        let config = FoldConfig { budget, max_points: 1, keep_points: false, max_span: Some(MAX_SPAN) };
+        let (from_ns, to_ns) = (from.saturating_mul(1_000_000), to.saturating_mul(1_000_000).saturating_add(999_999));
+        match fold_range(&mut reader, from_ns, to_ns, config) {
+            Ok(fold) => report::report(&fold, &shown, top),
+            Err(e) => {
+                let mut out = report::unavailable(format!("cannot list the store's frames: {e}"), from, to);
+                out.dir = Some(shown);
+                out
+            }
+        }
+    })
+    .await;
+    let mut out = match answer {
+        Ok(out) => out,
+        Err(e) => report::unavailable(format!("the store read failed: {e}"), from, to),
+    };
+    HttpCounters::bump(&st.http.report_store_frames_decoded, out.frames_read as u64);
+    if let Some(error) = failed {
+        // Serve could not open the store for writing (another writer, say): what is there is
+        // still reported, with the reason nothing new is being added.
+        out.problems.insert(0, format!("not recording: {error}"));
+    }
+    Ok(json_response(&out))
+}
+
+async fn history_series(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    let list = st.shared.with_history(|h| SeriesListOut {
+        series: h.names().to_vec(),
+        top_process_pids: h.top_pids(0, u64::MAX).into_iter().map(|(pid, _)| pid).take(50).collect(),
+        oldest_unix_ms: h.first_ms(),
+        newest_unix_ms: h.last_ms(),
+    });
+    Ok(json_response(&list))
+}
+
+async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(q, &["sort", "order", "filter", "user", "state", "limit", "offset"])?;
+    let sort = sort_param(&p)?.unwrap_or(ProcessSort::Cpu);
+    let descending = match p.get("order") {
+        None => sort.descending_by_default(),
+        Some("desc") => true,
+        Some("asc") => false,
+        Some(other) => return Err(ApiError::bad_request(format!("'order' must be asc or desc, got '{other}'"))),
+    };
+    let filter = p.get("filter").map(str::to_lowercase);
+    let user = p.number::<u32>("user")?;
+    let state_filter = match p.get("state").map(|s| {
+        let mut chars = s.chars();
+        (chars.next(), chars.next())
+    }) {
+        None => None,
+        Some((Some(c), None)) => Some(c),
+        Some(_) => return Err(ApiError::bad_request("'state' must be one state letter, e.g. R, S, D, Z")),
+    };
+    let limit = p.number::<usize>("limit")?;
+    let offset = p.number::<usize>("offset")?.unwrap_or(0);
+    let s = st.shared.latest();
+    let mut rows: Vec<&proctor_model::ProcessRow> = s
+        .rows
+        .iter()
+        .filter(|r| user.is_none_or(|u| r.uid == Some(u)))
+        .filter(|r| state_filter.is_none_or(|st| r.state == st))
+        .filter(|r| filter.as_deref().is_none_or(|f| matches(r, f)))
+        .collect();
+    sort_rows(&mut rows, sort, descending);
+    let matched = rows.len();
+    let page = rows.into_iter().skip(offset).take(limit.unwrap_or(usize::MAX));
+    Ok(json_response(&process::ProcessListOut {
+        time_unix_ms: s.unix_ms(),
+        total: s.rows.len(),
+        matched,
+        processes: page.map(|r| process::process(&s, r)).collect(),
+    }))
+}
+
+async fn process(
+    State(st): State<AppState>,
+    Path(pid): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    let pid = parse_pid(&pid)?;
+    let s = st.shared.latest();
+    let row = s.row(pid).ok_or_else(|| ApiError::not_found(format!("no process {pid} in the latest sample")))?;
+    Ok(json_response(&process::process(&s, row)))
+}
+
+async fn tree(
+    State(st): State<AppState>,
+    Path(pid): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    let pid = parse_pid(&pid)?;
+    let s = st.shared.latest();
+    let t = proctor_model::build_tree(&s.rows, pid)
+        .ok_or_else(|| ApiError::not_found(format!("no process {pid} in the latest sample")))?;
+    Ok(json_response(&process::tree(&s, &t)))
+}
+
+async fn jupyter(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    let s = st.shared.latest();
+    let cfg = &st.config.jupyter;
+    let disk = st.config.disk.as_ref().and_then(|d| d.status().usage);
+    let m = jupyter_metrics(&s, cfg, disk)
+        .ok_or_else(|| ApiError::not_found(format!("the Jupyter root process {} is not running", cfg.pid)))?;
+    Ok(json_response(&m))
+}
+
+async fn metrics(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let s = st.shared.latest();
+    let seq = s.sample.seq;
+    // The snapshot's families are rendered once per snapshot and format (without OpenMetrics'
+    // `# EOF`); the statsd families change between flushes, so they are rendered per request
+    // and appended.
+    let cached = st
+        .metrics_cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .filter(|(cseq, com, _)| *cseq == seq && *com == openmetrics)
+        .map(|(_, _, part)| part.clone());
+    let snapshot_part = match cached {
+        Some(part) => part,
+        None => {
+            let requests = st.http.requests.load(std::sync::atomic::Ordering::Relaxed);
+            let families = prom::families(&s, &st.config.metrics, requests);
+            let part = Bytes::from(prom::render_families(&families, openmetrics));
+            *st.metrics_cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((seq, openmetrics, part.clone()));
+            part
+        }
+    };
+    let body = match (st.config.extra_metrics.as_ref(), openmetrics) {
+        (None, false) => snapshot_part,
+        (extra, _) => {
+            let mut joined = snapshot_part.to_vec();
+            if let Some(extra) = extra {
+                joined.extend_from_slice(prom::render_families(&extra(), openmetrics).as_bytes());
+            }
+            if openmetrics {
+                joined.extend_from_slice(prom::EOF.as_bytes());
+            }
+            Bytes::from(joined)
+        }
+    };
+    let mut resp = Response::new(Body::from(body));
+    let ct = if openmetrics { prom::OPENMETRICS_CONTENT_TYPE } else { prom::TEXT_CONTENT_TYPE };
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    Ok(resp)
+}
+
+async fn index(RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    Params::parse(q, &[])?;
+    crate::assets::response("index.html")
+        .ok_or_else(|| ApiError::not_found("the dashboard is not built into this binary"))
+}
+
+async fn asset(Path(path): Path<String>) -> Result<Response, ApiError> {
+    crate::assets::response(&path).ok_or_else(|| ApiError::not_found(format!("no route /{path}")))
+}

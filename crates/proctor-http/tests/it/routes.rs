@@ -1,0 +1,308 @@
+//! Every route, bad input, auth, escaping and sampler errors, over real HTTP.
+
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use proctor_agent::AgentConfig;
+use proctor_http::prom::MetricsConfig;
+use proctor_procfs::Root;
+use proctor_sampler::SamplerConfig;
+
+use crate::harness::{Options, Server};
+
+/// A child we started, killed by its pid when dropped.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sleeper() -> Kid {
+    Kid(Command::new("sleep").arg("60").spawn().expect("spawn sleep"))
+}
+
+#[test]
+fn every_route_answers_json_from_the_snapshot() {
+    let server = Server::start(Options::default());
+    // Rates need two samples; history needs a few points.
+    let snap = server.wait_for("/api/v1/snapshot", |r| r.json()["host"]["cpu"].is_object());
+    assert_eq!(snap.status, 200);
+    assert_eq!(snap.header("content-type"), Some("application/json"));
+    let s = snap.json();
+    assert_eq!(s["api_version"], "v1");
+    assert!(s["host"]["online_cpus"].as_u64().is_some_and(|n| n >= 1));
+    assert!(s["host"]["memory"]["total_bytes"].as_u64().is_some_and(|n| n > 0));
+    assert!(s["processes"]["count"].as_u64().is_some_and(|n| n > 1));
+    assert!(s["container"]["effective_cpus"].as_f64().is_some_and(|n| n > 0.0));
+    assert!(s["agent"]["samples_total"].as_u64().is_some_and(|n| n >= 2));
+
+    let me = std::process::id();
+    let agent = server.get("/api/v1/agent").json();
+    assert_eq!(agent["pid"].as_u64(), Some(u64::from(me)));
+    assert!(agent["resident_bytes"].as_u64().is_some_and(|n| n > 0));
+    assert!(agent["last_sample"]["files_read"].as_u64().is_some_and(|n| n > 0));
+    assert!(agent["history"]["max_bytes"].as_u64().is_some_and(|n| n > 0));
+    assert!(agent["last_sample_age_secs"].as_f64().is_some_and(|a| (0.0..5.0).contains(&a)), "{agent}");
+
+    let own = server.get(&format!("/api/v1/processes/{me}"));
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert_eq!(own.json()["pid"].as_u64(), Some(u64::from(me)));
+
+    let kid = sleeper();
+    let kid_pid = kid.0.id();
+    let tree =
+        server.wait_for(&format!("/api/v1/processes/{me}/tree"), |r| r.body.contains(&format!("\"pid\":{kid_pid}")));
+    let t = tree.json();
+    assert_eq!(t["root_pid"].as_u64(), Some(u64::from(me)));
+    let members: Vec<u64> = t["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    assert!(members.contains(&u64::from(kid_pid)), "{members:?}");
+    assert_eq!(t["processes"][0]["depth"].as_u64(), Some(0));
+
+    let c = server.get("/api/v1/container").json();
+    assert!(c["host_online_cpus"].as_u64().is_some());
+
+    let list = server.get("/api/v1/history/series").json();
+    let names: Vec<&str> = list["series"].as_array().expect("names").iter().filter_map(|n| n.as_str()).collect();
+    for expected in
+        ["host.cpu.busy_percent", "host.cpu0.busy_percent", "host.memory.used_bytes", "agent.resident_bytes"]
+    {
+        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    }
+    let h = server.get("/api/v1/history?series=host.memory.used_bytes,agent.resident_bytes&since=1h").json();
+    let times = h["times_unix_ms"].as_array().expect("times");
+    assert!(times.len() >= 2);
+    assert!(times.windows(2).all(|w| w[0].as_u64() < w[1].as_u64()), "times ascend");
+    for series in h["series"].as_array().expect("series") {
+        assert_eq!(series["values"].as_array().expect("values").len(), times.len());
+    }
+    let thin = server.get("/api/v1/history?series=host.load1&max_points=1").json();
+    assert_eq!(thin["times_unix_ms"].as_array().map(Vec::len), Some(1), "max_points keeps only the newest");
+
+    // The Jupyter endpoint, for this test process's tree.
+    let j = server.get("/api/metrics/v1").json();
+    for key in ["rss", "limits", "cpu_percent", "cpu_count", "disk_used", "disk_total"] {
+        assert!(j.get(key).is_some(), "{key} missing: {j}");
+    }
+    assert!(j["limits"]["memory"]["rss"].as_u64().is_some_and(|n| n > 0));
+    assert!(j["limits"]["memory"]["warn"].is_boolean());
+    assert!(j["limits"]["cpu"]["cpu"].as_f64().is_some_and(|n| n > 0.0));
+    assert!(j["limits"]["disk"]["warn"].is_boolean());
+    drop(kid);
+}
+
+#[test]
+fn processes_sort_filter_and_page() {
+    let server = Server::start(Options::default());
+    let all = server.get("/api/v1/processes?sort=pid&order=asc").json();
+    let pids: Vec<u64> = all["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    assert!(pids.len() > 2);
+    assert!(pids.windows(2).all(|w| w[0] < w[1]), "ascending pids");
+    assert_eq!(all["matched"], all["total"]);
+
+    let by_rss = server.get("/api/v1/processes?sort=rss&limit=5").json();
+    let rss: Vec<u64> =
+        by_rss["processes"].as_array().expect("rows").iter().map(|p| p["rss_bytes"].as_u64().unwrap_or(0)).collect();
+    assert_eq!(rss.len(), 5);
+    assert!(rss.windows(2).all(|w| w[0] >= w[1]), "descending rss: {rss:?}");
+
+    let page = server.get("/api/v1/processes?sort=pid&order=asc&offset=1&limit=2").json();
+    let page_pids: Vec<u64> =
+        page["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    assert_eq!(page_pids, pids[1..3].to_vec());
+
+    let me = std::process::id();
+    let comm = std::fs::read_to_string(format!("/proc/{me}/comm")).expect("own comm");
+    let filtered = server.get(&format!("/api/v1/processes?filter={}", comm.trim().to_uppercase())).json();
+    let matched: Vec<u64> =
+        filtered["processes"].as_array().expect("rows").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    assert!(matched.contains(&u64::from(me)), "case-insensitive filter finds us");
+    assert!(matched.len() < pids.len());
+}
+
+#[test]
+fn bad_input_gets_json_errors() {
+    let server = Server::start(Options::default());
+    let cases: &[(&str, u16, &str)] = &[
+        ("/nope", 404, "not_found"),
+        ("/api/v1/nope", 404, "not_found"),
+        ("/api/v1/processes?sort=bogus", 400, "'sort' must be one of"),
+        ("/api/v1/processes?limit=abc", 400, "'limit' must be a non-negative integer"),
+        ("/api/v1/processes?limit=-1", 400, "'limit'"),
+        ("/api/v1/processes?colour=red", 400, "unknown query parameter 'colour'"),
+        ("/api/v1/processes?sort=pid&sort=rss", 400, "given twice"),
+        ("/api/v1/processes?filter=%zz", 400, "percent-encoded"),
+        ("/api/v1/processes/abc", 400, "'abc' is not a pid"),
+        ("/api/v1/processes/0/tree", 400, "not a pid"),
+        ("/api/v1/processes/4294967295", 404, "no process"),
+        ("/api/v1/history", 400, "'series' is required"),
+        ("/api/v1/history?series=no.such", 400, "unknown series 'no.such'"),
+        ("/api/v1/history?series=host.load1&since=5x", 400, "'since' must be a span"),
+        ("/api/v1/history?series=host.load1&from=10&to=5", 400, "after"),
+        ("/api/v1/snapshot?x=1", 400, "unknown query parameter 'x'; this endpoint takes: top, sort"),
+        ("/api/v1/snapshot?sort=comm", 400, "'sort' must be one of"),
+        ("/api/v1/container?x=1", 400, "takes: none"),
+    ];
+    for (path, status, needle) in cases {
+        let r = server.get(path);
+        assert_eq!(r.status, *status, "{path}: {}", r.body);
+        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+        let j = r.json();
+        let message = j["error"]["message"].as_str().unwrap_or_default();
+        let code = j["error"]["code"].as_str().unwrap_or_default();
+        assert!(message.contains(needle) || code == *needle, "{path}: {}", r.body);
+    }
+    let post = server.request("POST", "/api/v1/snapshot", &[("Content-Length", "0")]);
+    assert_eq!(post.status, 405, "{}", post.body);
+    assert_eq!(post.json()["error"]["code"], "method_not_allowed");
+}
+
+#[test]
+fn a_vanished_pid_is_404() {
+    let server = Server::start(Options::default());
+    let kid = sleeper();
+    let pid = kid.0.id();
+    let path = format!("/api/v1/processes/{pid}");
+    assert_eq!(server.wait_for(&path, |r| r.status == 200).status, 200, "the sleeper is seen");
+    drop(kid);
+    let gone = server.wait_for(&path, |r| r.status == 404);
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert_eq!(gone.json()["error"]["code"], "not_found");
+    assert_eq!(server.get(&format!("{path}/tree")).status, 404);
+}
+
+#[test]
+fn a_token_guards_every_route() {
+    let server = Server::start(Options { token: Some("s3cret"), ..Options::default() });
+    for path in ["/api/v1/snapshot", "/metrics", "/api/metrics/v1", "/", "/nope"] {
+        let r = server.get(path);
+        assert_eq!(r.status, 401, "{path}");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer realm=\"proctor\""), "{path}");
+        assert!(!r.body.contains("proctor_host"), "{path} leaks nothing");
+        let wrong = server.request("GET", path, &[("Authorization", "Bearer s3cre")]);
+        assert_eq!(wrong.status, 401, "{path} with a wrong token");
+    }
+    assert_eq!(server.get("/api/v1/snapshot").json()["error"]["code"], "unauthorized");
+    let ok = server.request("GET", "/api/v1/snapshot", &[("Authorization", "Bearer s3cret")]);
+    assert_eq!(ok.status, 200);
+    let cookie = server.request("GET", "/metrics", &[("Cookie", "theme=dark; proctor_token=s3cret")]);
+    assert_eq!(cookie.status, 200);
+    let page = server.request("GET", "/", &[("Accept", "text/html")]);
+    assert_eq!(page.status, 401);
+    assert!(page.body.contains("<form"), "the dashboard asks for the token: {}", page.body);
+}
+
+#[test]
+fn metrics_escape_hostile_process_names() {
+    // A process whose comm has a quote, a backslash, a line feed and markup.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = "a\"b\\c\nd<img>";
+    let exe = dir.path().join(name);
+    std::fs::copy("/bin/sleep", &exe).expect("copy sleep");
+    let kid = Kid(Command::new(&exe).arg("60").spawn().expect("spawn hostile"));
+    let pid = kid.0.id();
+    let server = Server::start(Options {
+        metrics: MetricsConfig { top: 100_000, ..MetricsConfig::default() },
+        ..Options::default()
+    });
+    let needle = format!("proctor_process_resident_bytes{{pid=\"{pid}\",name=\"a\\\"b\\\\c\\nd<img>\"");
+    let r = server.wait_for("/metrics", |r| r.body.contains(&needle));
+    assert!(r.body.contains(&needle), "escaped series for pid {pid} missing");
+    assert_eq!(r.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    // Every sample line is one line: no raw line feed splits a label value.
+    for line in r.body.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        assert!(line.starts_with("proctor_"), "stray line: {line:?}");
+    }
+    if let Ok(promtool) = std::env::var("PROCTOR_PROMTOOL") {
+        let mut child = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run promtool");
+        use std::io::Write;
+        child.stdin.take().expect("stdin").write_all(r.body.as_bytes()).expect("feed promtool");
+        let out = child.wait_with_output().expect("promtool finishes");
+        assert!(
+            out.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        eprintln!(
+            "note: PROCTOR_PROMTOOL unset, promtool check skipped here (scripts/test.d/65-prometheus.sh runs it)"
+        );
+    }
+    let om =
+        server.request("GET", "/metrics", &[("Accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")]);
+    assert_eq!(om.header("content-type"), Some("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+    assert!(om.body.ends_with("# EOF\n"));
+    assert!(om.body.contains("# TYPE proctor_agent_samples counter\n"));
+    assert!(om.body.contains("proctor_agent_samples_total "));
+    drop(kid);
+}
+
+/// A fake /proc with a garbage `stat` for one pid: the agent counts it and keeps serving.
+#[test]
+fn sampler_errors_are_counted_while_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |path: &str, contents: &str| {
+        let full = dir.path().join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(full, contents).expect("write");
+    };
+    file("sys/devices/system/cpu/online", "0-1\n");
+    file("proc/meminfo", "MemTotal:       16777216 kB\nMemAvailable:    8388608 kB\n");
+    file("proc/stat", "cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 100 0 50 1000 0 0 0 0 0 0\nbtime 1700000000\n");
+    file("proc/loadavg", "\u{1}\u{2} garbage\n");
+    file("proc/100/stat", "100 (ok) S 1 100 100 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 1 0 99 1000000 25 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
+    file("proc/100/status", "Name:\tok\nUid:\t1000\t1000\t1000\t1000\nRssAnon:\t60 kB\nRssFile:\t40 kB\n");
+    file("proc/101/stat", "\u{0}\u{1} not a stat file");
+    let sampler =
+        SamplerConfig { root: Root::new(dir.path()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
+    let agent = AgentConfig { interval: Duration::from_millis(100), ..AgentConfig::default() };
+    let server = Server::start(Options { sampler, agent, jupyter_pid: 100, ..Options::default() });
+    let a = server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= 3)).json();
+    let errors = &a["errors_total"];
+    assert!(errors["process.stat:parse"].as_u64().is_some_and(|n| n >= 3), "{a}");
+    assert!(errors.as_object().is_some_and(|m| m.keys().any(|k| k.starts_with("host.loadavg"))), "{a}");
+    let m = server.get("/metrics");
+    assert_eq!(m.status, 200);
+    assert!(
+        m.body.contains("proctor_agent_read_errors_total{reader=\"process.stat\",reason=\"parse\"} "),
+        "{}",
+        m.body
+    );
+    let list = server.get("/api/v1/processes").json();
+    assert_eq!(list["total"].as_u64(), Some(1), "the good process is listed: {list}");
+    let j = server.get("/api/metrics/v1");
+    assert_eq!(j.status, 200, "{}", j.body);
+    assert_eq!(server.get("/api/v1/snapshot").status, 200);
+}
+
+#[test]
+fn history_memory_is_bounded_and_reported() {
+    let agent = AgentConfig {
+        interval: Duration::from_millis(50),
+        history: Duration::from_millis(500),
+        ..AgentConfig::default()
+    };
+    let sampler = SamplerConfig { processes: false, ..SamplerConfig::default() };
+    let server = Server::start(Options { agent, sampler, ..Options::default() });
+    let a = server.wait_for("/api/v1/agent", |r| r.json()["samples_total"].as_u64().is_some_and(|n| n >= 15)).json();
+    let h = &a["history"];
+    assert_eq!(h["capacity"].as_u64(), Some(10));
+    assert_eq!(h["points"].as_u64(), Some(10), "{a}");
+    assert_eq!(h["bytes"], h["max_bytes"], "a full ring holds exactly its bound");
+    let series = server.get("/api/v1/history?series=host.cpu.busy_percent").json();
+    let times: Vec<u64> =
+        series["times_unix_ms"].as_array().expect("times").iter().filter_map(|t| t.as_u64()).collect();
+    assert_eq!(times.len(), 10);
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "oldest first after wrapping: {times:?}");
+    let newest = server.get("/api/v1/history/series").json()["newest_unix_ms"].as_u64().expect("newest");
+    assert!(newest >= *times.last().expect("a point"), "the newest point is kept");
+}

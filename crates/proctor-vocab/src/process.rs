@@ -1,0 +1,144 @@
+//! Process shapes: one process (`/api/v1/processes/PID`, the rows of `/api/v1/processes`, the
+//! snapshot's top list, `proctor dump process`'s columns, the TUI's table) and a process tree
+//! with its totals.
+
+use proctor_agent::Snapshot;
+use proctor_model::{ProcessRow, Tree};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct ProcessOut {
+    pub pid: u32,
+    pub ppid: u32,
+    /// `comm`: the kernel's 15-byte name, attacker-controlled.
+    pub name: String,
+    /// `null` until the cmdline worker read it; empty for kernel threads.
+    pub cmdline: Option<Vec<String>>,
+    pub state: String,
+    pub uid: Option<u32>,
+    /// Percent of one CPU (200 = two CPUs busy), as top shows it.
+    pub cpu_percent: Option<f64>,
+    /// Percent of the container's effective CPUs.
+    pub cpu_percent_of_effective: Option<f64>,
+    pub cpu_seconds_total: f64,
+    pub start_time_unix_secs: Option<f64>,
+    pub rss_bytes: Option<u64>,
+    pub anon_bytes: Option<u64>,
+    pub file_bytes: Option<u64>,
+    pub shmem_bytes: Option<u64>,
+    pub swap_bytes: Option<u64>,
+    pub vsize_bytes: u64,
+    pub threads: u64,
+    pub major_faults_per_sec: Option<f64>,
+    pub read_bytes_per_sec: Option<f64>,
+    pub write_bytes_per_sec: Option<f64>,
+    /// From the budgeted `smaps_rollup` worker; see `pss_age_secs`.
+    pub pss_bytes: Option<u64>,
+    pub uss_bytes: Option<u64>,
+    pub swap_pss_bytes: Option<u64>,
+    /// How old the PSS/USS reading is; `null` when there is none yet.
+    pub pss_age_secs: Option<f64>,
+    pub cgroup: Option<String>,
+}
+
+pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
+    let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
+    let boot = s.host.boot_time_unix_secs;
+    ProcessOut {
+        pid: r.pid,
+        ppid: r.ppid,
+        name: r.comm.to_string(),
+        cmdline: r.cmdline.as_ref().map(|c| c.to_vec()),
+        state: r.state.to_string(),
+        uid: r.uid,
+        cpu_percent: r.cpu_percent,
+        cpu_percent_of_effective: r.cpu_percent_of_effective,
+        cpu_seconds_total: r.cpu_ticks_total as f64 / ticks,
+        start_time_unix_secs: boot.map(|b| b as f64 + r.start_ticks as f64 / ticks),
+        rss_bytes: r.rss_bytes,
+        anon_bytes: r.anon_bytes,
+        file_bytes: r.file_bytes,
+        shmem_bytes: r.shmem_bytes,
+        swap_bytes: r.swap_bytes,
+        vsize_bytes: r.vsize_bytes,
+        threads: r.threads,
+        major_faults_per_sec: r.major_faults_per_sec,
+        read_bytes_per_sec: r.read_bytes_per_sec,
+        write_bytes_per_sec: r.write_bytes_per_sec,
+        pss_bytes: r.pss.and_then(|p| p.pss_bytes),
+        uss_bytes: r.pss.and_then(|p| p.uss_bytes),
+        swap_pss_bytes: r.pss.and_then(|p| p.swap_pss_bytes),
+        pss_age_secs: r.pss.map(|p| p.age_secs),
+        cgroup: r.cgroup.as_ref().map(|c| c.to_string()),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProcessListOut {
+    pub time_unix_ms: u64,
+    /// Processes in the snapshot.
+    pub total: usize,
+    /// Processes that passed the filter, before `offset`/`limit`.
+    pub matched: usize,
+    pub processes: Vec<ProcessOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TreeRowOut {
+    pub depth: usize,
+    #[serde(flatten)]
+    pub process: ProcessOut,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TreeTotalOut {
+    pub processes: u64,
+    pub threads: u64,
+    pub cpu_percent: Option<f64>,
+    pub cpu_percent_of_effective: Option<f64>,
+    /// Summed over members: counts pages shared between them once per process.
+    pub rss_bytes: u64,
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+    pub shmem_bytes: u64,
+    pub swap_bytes: u64,
+    /// Members whose `status` (the anon/file/shmem split, swap) was not read.
+    pub status_missing: u64,
+    pub pss_bytes: Option<u64>,
+    pub uss_bytes: Option<u64>,
+    /// Members whose PSS is known; the sums above cover only them.
+    pub pss_known: u64,
+    pub pss_oldest_age_secs: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TreeOut {
+    pub time_unix_ms: u64,
+    pub root_pid: u32,
+    pub processes: Vec<TreeRowOut>,
+    pub total: TreeTotalOut,
+}
+
+pub fn tree(s: &Snapshot, t: &Tree) -> TreeOut {
+    TreeOut {
+        time_unix_ms: s.unix_ms(),
+        root_pid: t.root_pid,
+        processes: t.rows.iter().map(|r| TreeRowOut { depth: r.depth, process: process(s, &r.row) }).collect(),
+        total: TreeTotalOut {
+            processes: t.total.processes,
+            threads: t.total.threads,
+            cpu_percent: t.total.cpu_percent,
+            cpu_percent_of_effective: t.total.cpu_percent_of_effective,
+            rss_bytes: t.total.rss_bytes,
+            anon_bytes: t.total.anon_bytes,
+            file_bytes: t.total.file_bytes,
+            shmem_bytes: t.total.shmem_bytes,
+            swap_bytes: t.total.swap_bytes,
+            status_missing: t.total.status_missing,
+            pss_bytes: t.total.pss_bytes,
+            uss_bytes: t.total.uss_bytes,
+            pss_known: t.total.pss_known,
+            pss_oldest_age_secs: t.total.pss_oldest_age_secs,
+        },
+    }
+}

@@ -1,0 +1,136 @@
+//! Choosing and ordering processes, once for every surface: the sort keys people type
+//! (`--sort mem`, `?sort=cpu`, the TUI's `P`/`M`/`T`), their default order, and the filter's
+//! matching rule.
+
+use std::cmp::Ordering;
+
+use proctor_model::ProcessRow;
+
+/// How processes are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProcessSort {
+    Pid,
+    Name,
+    /// CPU percent over the last interval, then CPU seconds used since start.
+    Cpu,
+    /// Resident memory.
+    Rss,
+    Pss,
+    Vsize,
+    Threads,
+    Swap,
+    /// CPU seconds used since start (top's TIME+).
+    Time,
+}
+
+/// Every name a sort key is typed as, the canonical one first for each key.
+const NAMES: [(&str, ProcessSort); 10] = [
+    ("pid", ProcessSort::Pid),
+    ("name", ProcessSort::Name),
+    ("cpu", ProcessSort::Cpu),
+    ("rss", ProcessSort::Rss),
+    ("mem", ProcessSort::Rss),
+    ("pss", ProcessSort::Pss),
+    ("vsize", ProcessSort::Vsize),
+    ("threads", ProcessSort::Threads),
+    ("swap", ProcessSort::Swap),
+    ("time", ProcessSort::Time),
+];
+
+impl ProcessSort {
+    /// Parses a sort key; `mem` is `rss`, as in top and the API.
+    pub fn parse(text: &str) -> Result<ProcessSort, String> {
+        let text = text.trim().to_ascii_lowercase();
+        NAMES
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|(_, key)| *key)
+            .ok_or_else(|| format!("must be one of {}; got '{text}'", ProcessSort::names()))
+    }
+
+    /// Every name a key may be typed as, comma-separated.
+    pub fn names() -> String {
+        NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        NAMES.iter().find(|(_, key)| *key == self).map_or("cpu", |(name, _)| name)
+    }
+
+    /// The field of a process (see [`crate::fields::PROCESS`]) this key orders by.
+    pub fn field(self) -> &'static str {
+        match self {
+            ProcessSort::Pid => "pid",
+            ProcessSort::Name => "name",
+            ProcessSort::Cpu => "cpu_percent",
+            ProcessSort::Rss => "rss_bytes",
+            ProcessSort::Pss => "pss_bytes",
+            ProcessSort::Vsize => "vsize_bytes",
+            ProcessSort::Threads => "threads",
+            ProcessSort::Swap => "swap_bytes",
+            ProcessSort::Time => "cpu_seconds_total",
+        }
+    }
+
+    /// Biggest first, except for pid and name.
+    pub fn descending_by_default(self) -> bool {
+        !matches!(self, ProcessSort::Pid | ProcessSort::Name)
+    }
+
+    /// Compares two rows by this key, ascending; unknown values are smallest.
+    pub fn compare(self, a: &ProcessRow, b: &ProcessRow) -> Ordering {
+        let num = |v: Option<f64>| v.unwrap_or(f64::NEG_INFINITY);
+        match self {
+            ProcessSort::Pid => a.pid.cmp(&b.pid),
+            ProcessSort::Name => a.comm.cmp(&b.comm),
+            ProcessSort::Cpu => {
+                num(a.cpu_percent).total_cmp(&num(b.cpu_percent)).then(a.cpu_ticks_total.cmp(&b.cpu_ticks_total))
+            }
+            ProcessSort::Rss => a.rss_bytes.cmp(&b.rss_bytes),
+            ProcessSort::Pss => a.pss.and_then(|p| p.pss_bytes).cmp(&b.pss.and_then(|p| p.pss_bytes)),
+            ProcessSort::Vsize => a.vsize_bytes.cmp(&b.vsize_bytes),
+            ProcessSort::Threads => a.threads.cmp(&b.threads),
+            ProcessSort::Swap => a.swap_bytes.cmp(&b.swap_bytes),
+            ProcessSort::Time => a.cpu_ticks_total.cmp(&b.cpu_ticks_total),
+        }
+    }
+}
+
+/// Orders `rows` by `key`, ties by pid (ascending), so the order is stable between samples.
+pub fn sort_rows(rows: &mut [&ProcessRow], key: ProcessSort, descending: bool) {
+    rows.sort_by(|a, b| {
+        let ord = key.compare(a, b);
+        let ord = if descending { ord.reverse() } else { ord };
+        ord.then(a.pid.cmp(&b.pid))
+    });
+}
+
+/// The filter's rule: `needle` (lowercase) is a substring of the name or of any argument, or
+/// the exact pid.
+pub fn matches(row: &ProcessRow, needle: &str) -> bool {
+    if needle.is_empty() {
+        return true;
+    }
+    row.comm.to_lowercase().contains(needle)
+        || row.pid.to_string() == needle
+        || row.cmdline.as_ref().is_some_and(|c| c.iter().any(|a| a.to_lowercase().contains(needle)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_parse_with_their_aliases_and_refuse_the_rest() {
+        assert_eq!(ProcessSort::parse("mem"), Ok(ProcessSort::Rss));
+        assert_eq!(ProcessSort::parse("CPU"), Ok(ProcessSort::Cpu));
+        assert_eq!(ProcessSort::Rss.name(), "rss");
+        let err = ProcessSort::parse("comm").err().unwrap_or_default();
+        assert!(err.starts_with("must be one of pid, name, cpu, rss, mem") && err.ends_with("got 'comm'"), "{err}");
+        for (name, key) in NAMES {
+            assert_eq!(ProcessSort::parse(name), Ok(key));
+            assert!(crate::fields::PROCESS.iter().any(|f| f.name == key.field()), "{name}");
+        }
+    }
+}

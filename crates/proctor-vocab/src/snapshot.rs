@@ -1,0 +1,530 @@
+//! The snapshot document: what `GET /api/v1/snapshot`, `proctor snapshot --format json`,
+//! Python's `Sampler.snapshot()` and the TUI's header all show, built from one [`Snapshot`].
+//! Host, container, a process summary with the top processes, and the agent's own figures.
+//!
+//! Units are in the field names; unknown values are `null`, never 0. Documented field by field
+//! in `docs/api.md`.
+
+use std::collections::BTreeMap;
+
+use proctor_agent::{AgentSelf, RecordingStatus, Snapshot};
+use proctor_model::CpuPercent;
+use proctor_procfs::host::Pressure;
+use serde::Serialize;
+
+use crate::process::{process, ProcessOut};
+use crate::select::{sort_rows, ProcessSort};
+
+pub const API_VERSION: &str = "v1";
+
+#[derive(Debug, Serialize)]
+pub struct SnapshotOut {
+    pub api_version: &'static str,
+    pub seq: u64,
+    pub time_unix_ms: u64,
+    /// Seconds between this sample and the previous one; rates are over this interval.
+    pub interval_secs: Option<f64>,
+    pub host: HostOut,
+    pub container: ContainerOut,
+    pub processes: ProcessSummaryOut,
+    pub agent: AgentOut,
+}
+
+/// CPU time shares over the interval, in percent of all CPUs (or of one, per CPU).
+#[derive(Debug, Serialize)]
+pub struct CpuOut {
+    pub user_percent: f64,
+    pub nice_percent: f64,
+    pub system_percent: f64,
+    pub idle_percent: f64,
+    pub iowait_percent: f64,
+    pub irq_percent: f64,
+    pub softirq_percent: f64,
+    pub steal_percent: f64,
+    pub busy_percent: f64,
+}
+
+impl CpuOut {
+    fn new(p: &CpuPercent) -> Self {
+        Self {
+            user_percent: p.user,
+            nice_percent: p.nice,
+            system_percent: p.system,
+            idle_percent: p.idle,
+            iowait_percent: p.iowait,
+            irq_percent: p.irq,
+            softirq_percent: p.softirq,
+            steal_percent: p.steal,
+            busy_percent: p.busy,
+        }
+    }
+}
+
+/// One CPU's shares.
+#[derive(Debug, Serialize)]
+pub struct PerCpuOut {
+    pub cpu: u32,
+    #[serde(flatten)]
+    pub shares: CpuOut,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PressureLineOut {
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total_seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PressureOut {
+    pub some: Option<PressureLineOut>,
+    pub full: Option<PressureLineOut>,
+}
+
+fn pressure(p: Option<Pressure>) -> Option<PressureOut> {
+    let line = |l: proctor_procfs::host::PressureLine| PressureLineOut {
+        avg10: l.avg10,
+        avg60: l.avg60,
+        avg300: l.avg300,
+        total_seconds: l.total_usec as f64 / 1e6,
+    };
+    p.map(|p| PressureOut { some: p.some.map(line), full: p.full.map(line) })
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryOut {
+    pub total_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    pub used_bytes: Option<u64>,
+    pub swap_total_bytes: Option<u64>,
+    pub swap_used_bytes: Option<u64>,
+}
+
+/// The load averages (runnable and uninterruptible tasks), over 1, 5 and 15 minutes.
+#[derive(Debug, Serialize)]
+pub struct LoadOut {
+    pub avg1: f64,
+    pub avg5: f64,
+    pub avg15: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DiskOut {
+    pub device: String,
+    pub read_bytes_per_sec: f64,
+    pub write_bytes_per_sec: f64,
+    pub reads_per_sec: f64,
+    pub writes_per_sec: f64,
+    pub busy_percent: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NetOut {
+    pub device: String,
+    pub rx_bytes_per_sec: f64,
+    pub tx_bytes_per_sec: f64,
+    pub rx_packets_per_sec: f64,
+    pub tx_packets_per_sec: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostOut {
+    pub online_cpus: Option<usize>,
+    /// All CPUs; `null` without a previous sample.
+    pub cpu: Option<CpuOut>,
+    pub per_cpu: Vec<PerCpuOut>,
+    pub memory: MemoryOut,
+    pub load: Option<LoadOut>,
+    pub pressure_cpu: Option<PressureOut>,
+    pub pressure_memory: Option<PressureOut>,
+    pub pressure_io: Option<PressureOut>,
+    pub context_switches_per_sec: Option<f64>,
+    pub forks_per_sec: Option<f64>,
+    pub page_faults_per_sec: Option<f64>,
+    pub major_faults_per_sec: Option<f64>,
+    pub swap_in_pages_per_sec: Option<f64>,
+    pub swap_out_pages_per_sec: Option<f64>,
+    pub disks: Vec<DiskOut>,
+    pub nets: Vec<NetOut>,
+    pub uptime_secs: Option<f64>,
+    pub boot_time_unix_secs: Option<u64>,
+}
+
+pub fn host(s: &Snapshot) -> HostOut {
+    let h = &s.host;
+    let m = s.sample.host.meminfo;
+    HostOut {
+        online_cpus: h.online_cpus,
+        cpu: h.cpu.as_ref().map(CpuOut::new),
+        per_cpu: h.per_cpu.iter().map(|(id, c)| PerCpuOut { cpu: *id, shares: CpuOut::new(c) }).collect(),
+        memory: MemoryOut {
+            total_bytes: h.memory_total_bytes,
+            available_bytes: h.memory_available_bytes,
+            used_bytes: h.memory_used_bytes,
+            swap_total_bytes: m.and_then(|m| m.swap_total_bytes),
+            swap_used_bytes: h.swap_used_bytes,
+        },
+        load: h.load.map(|[avg1, avg5, avg15]| LoadOut { avg1, avg5, avg15 }),
+        pressure_cpu: pressure(h.pressure_cpu),
+        pressure_memory: pressure(h.pressure_memory),
+        pressure_io: pressure(h.pressure_io),
+        context_switches_per_sec: h.context_switches_per_sec,
+        forks_per_sec: h.forks_per_sec,
+        page_faults_per_sec: h.page_faults_per_sec,
+        major_faults_per_sec: h.major_faults_per_sec,
+        swap_in_pages_per_sec: h.swap_in_pages_per_sec,
+        swap_out_pages_per_sec: h.swap_out_pages_per_sec,
+        disks: h
+            .disks
+            .iter()
+            .map(|d| DiskOut {
+                device: d.name.to_string(),
+                read_bytes_per_sec: d.read_bytes_per_sec,
+                write_bytes_per_sec: d.write_bytes_per_sec,
+                reads_per_sec: d.reads_per_sec,
+                writes_per_sec: d.writes_per_sec,
+                busy_percent: d.busy_percent,
+            })
+            .collect(),
+        nets: h
+            .nets
+            .iter()
+            .map(|n| NetOut {
+                device: n.name.to_string(),
+                rx_bytes_per_sec: n.rx_bytes_per_sec,
+                tx_bytes_per_sec: n.tx_bytes_per_sec,
+                rx_packets_per_sec: n.rx_packets_per_sec,
+                tx_packets_per_sec: n.tx_packets_per_sec,
+            })
+            .collect(),
+        uptime_secs: h.uptime_secs,
+        boot_time_unix_secs: h.boot_time_unix_secs,
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct LevelOut {
+    pub path: String,
+    pub cpu_quota_cpus: Option<f64>,
+    pub cpu_quota_usec: Option<u64>,
+    pub cpu_period_usec: Option<u64>,
+    pub memory_limit_bytes: Option<u64>,
+    pub memory_high_bytes: Option<u64>,
+    pub cpuset_cpus: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ContainerOut {
+    /// The process whose cgroup is "the container".
+    pub pid: Option<u32>,
+    pub cgroup_version: Option<&'static str>,
+    pub cgroup_path: Option<String>,
+    pub host_online_cpus: Option<usize>,
+    pub affinity_cpus: Option<usize>,
+    pub cpuset_cpus: Option<usize>,
+    pub quota_cpus: Option<f64>,
+    pub quota_path: Option<String>,
+    pub effective_cpus: Option<f64>,
+    pub effective_cpus_ceil: Option<u32>,
+    pub memory_limit_bytes: Option<u64>,
+    pub memory_limit_source: Option<String>,
+    pub memory_current_bytes: Option<u64>,
+    pub memory_peak_bytes: Option<u64>,
+    /// CPUs' worth of time the cgroup used over the last interval.
+    pub cpu_used_cpus: Option<f64>,
+    pub cpu_throttled_periods_total: Option<u64>,
+    pub cpu_throttled_seconds_total: Option<f64>,
+    pub pids_current: Option<u64>,
+    pub pressure_cpu: Option<PressureOut>,
+    pub pressure_memory: Option<PressureOut>,
+    pub pressure_io: Option<PressureOut>,
+    /// Own level first, then each ancestor.
+    pub levels: Vec<LevelOut>,
+    pub limits_age_secs: Option<f64>,
+    pub warnings: Vec<String>,
+    /// Why there is no cgroup view, when there is none.
+    pub error: Option<String>,
+}
+
+pub fn container(s: &Snapshot) -> ContainerOut {
+    let t = &s.truth;
+    let c = s.sample.container.as_ref();
+    let counters = c.map(|c| &c.counters);
+    ContainerOut {
+        pid: c.map(|c| c.pid),
+        cgroup_version: t.cgroup_version,
+        cgroup_path: t.cgroup_path.clone(),
+        host_online_cpus: t.host_online_cpus,
+        affinity_cpus: t.affinity_cpus,
+        cpuset_cpus: t.cpuset_cpus,
+        quota_cpus: t.quota_cpus,
+        quota_path: t.quota_path.clone(),
+        effective_cpus: t.effective_cpus,
+        effective_cpus_ceil: t.effective_cpus_ceil,
+        memory_limit_bytes: t.memory_limit_bytes,
+        memory_limit_source: t.memory_limit_source.clone(),
+        memory_current_bytes: t.memory_current_bytes,
+        memory_peak_bytes: counters.and_then(|c| c.memory_peak_bytes),
+        cpu_used_cpus: s.container_cpu_cores,
+        cpu_throttled_periods_total: counters.and_then(|c| c.cpu_nr_throttled),
+        cpu_throttled_seconds_total: counters.and_then(|c| c.cpu_throttled_usec).map(|u| u as f64 / 1e6),
+        pids_current: counters.and_then(|c| c.pids_current),
+        pressure_cpu: pressure(counters.and_then(|c| c.cpu_pressure)),
+        pressure_memory: pressure(counters.and_then(|c| c.memory_pressure)),
+        pressure_io: pressure(counters.and_then(|c| c.io_pressure)),
+        levels: c
+            .map(|c| {
+                c.limits
+                    .levels
+                    .iter()
+                    .map(|l| LevelOut {
+                        path: l.path.clone(),
+                        cpu_quota_cpus: l.cpu_quota.map(|q| q.cpus()),
+                        cpu_quota_usec: l.cpu_quota.map(|q| q.quota_usec),
+                        cpu_period_usec: l.cpu_quota.map(|q| q.period_usec),
+                        memory_limit_bytes: l.memory_limit_bytes,
+                        memory_high_bytes: l.memory_high_bytes,
+                        cpuset_cpus: l.cpuset_cpus.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        limits_age_secs: c.map(|c| s.sample.mono_ns.saturating_sub(c.limits_read_mono_ns) as f64 / 1e9),
+        warnings: t.warnings.clone(),
+        error: s.agent.container_error.clone(),
+    }
+}
+
+/// How many processes and threads, by state, and the top `top.len()` by `sort`.
+#[derive(Debug, Serialize)]
+pub struct ProcessSummaryOut {
+    pub count: usize,
+    pub threads: u64,
+    /// By state letter (`R`, `S`, `D`, `Z`, …).
+    pub states: BTreeMap<String, u64>,
+    /// The sort key `top` is ordered by (see `/api/v1/processes`'s `sort`).
+    pub sort: &'static str,
+    pub top: Vec<ProcessOut>,
+}
+
+/// The summary with the `top` first processes by `sort` (in its default order).
+pub fn process_summary(s: &Snapshot, sort: ProcessSort, top: usize) -> ProcessSummaryOut {
+    let mut states = BTreeMap::new();
+    for r in &s.rows {
+        *states.entry(r.state.to_string()).or_default() += 1;
+    }
+    let mut rows: Vec<_> = s.rows.iter().collect();
+    sort_rows(&mut rows, sort, sort.descending_by_default());
+    ProcessSummaryOut {
+        count: s.rows.len(),
+        threads: s.rows.iter().map(|r| r.threads).sum(),
+        states,
+        sort: sort.name(),
+        top: rows.into_iter().take(top).map(|r| process(s, r)).collect(),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct LastSampleOut {
+    pub cpu_seconds: f64,
+    pub wall_seconds: f64,
+    pub derive_cpu_seconds: f64,
+    pub files_read: u64,
+    pub files_opened: u64,
+    pub fds_kept: u64,
+    pub processes_seen: u64,
+    pub processes_gone: u64,
+    pub reader_wall_seconds: BTreeMap<&'static str, f64>,
+    pub errors: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WorkerOut {
+    pub reads: u64,
+    pub errors: u64,
+    pub cpu_seconds: Option<f64>,
+    pub skipped_unchanged: Option<u64>,
+    pub max_read_cpu_seconds: Option<f64>,
+    pub budget_share_of_one_cpu: Option<f64>,
+    pub timeouts: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HistoryInfoOut {
+    pub points: usize,
+    pub capacity: usize,
+    pub series: usize,
+    pub bytes: usize,
+    pub max_bytes: usize,
+}
+
+/// The HTTP server's own counters (`proctor serve`).
+#[derive(Debug, Serialize, Default, Clone)]
+pub struct HttpOut {
+    pub requests_total: u64,
+    pub unauthorized_total: u64,
+    pub client_errors_total: u64,
+    /// `/api/v1/history` requests that read the store, and the frames they decoded.
+    pub history_store_requests_total: u64,
+    pub history_store_frames_decoded_total: u64,
+    /// `/api/v1/report` requests that read the store, and the frames they decoded.
+    pub report_store_requests_total: u64,
+    pub report_store_frames_decoded_total: u64,
+}
+
+/// What the surface around the agent adds to its figures.
+#[derive(Debug, Default, Clone)]
+pub struct AgentExtras {
+    /// `None` where no HTTP server runs (the CLI, Python): `http` is then `null`.
+    pub http: Option<HttpOut>,
+    /// The filesystem usage watcher's problem, if it has one.
+    pub disk_error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AgentOut {
+    pub pid: u32,
+    pub version: &'static str,
+    pub uptime_secs: f64,
+    pub interval_secs: f64,
+    pub samples_total: u64,
+    /// How old the snapshot answering requests is: about one interval normally; growing
+    /// without bound means the sampling thread has stopped.
+    pub last_sample_age_secs: f64,
+    pub missed_ticks_total: u64,
+    /// Whole agent process: sampler, workers and surfaces.
+    pub cpu_seconds_total: f64,
+    /// `cpu_seconds_total` over uptime, in percent of one CPU.
+    pub cpu_percent_of_one_cpu_avg: f64,
+    pub sampling_cpu_seconds_total: f64,
+    pub resident_bytes: u64,
+    pub max_resident_bytes: u64,
+    pub errors_total: BTreeMap<String, u64>,
+    pub processes_gone_total: u64,
+    pub last_sample: LastSampleOut,
+    pub pss_worker: Option<WorkerOut>,
+    pub cmdline_worker: Option<WorkerOut>,
+    pub history: HistoryInfoOut,
+    pub recording: RecordingOut,
+    /// `null` where the agent serves no HTTP.
+    pub http: Option<HttpOut>,
+    pub disk_error: Option<String>,
+}
+
+/// The agent's recording into its data directory. Three states: off (`enabled` false, `dir`
+/// null), failed (`enabled` false, `dir` and `error` set: the store could not be opened,
+/// sampling goes on), recording (`enabled` true). Figures are cumulative since start and lag
+/// the snapshot by one sample.
+#[derive(Debug, Serialize)]
+pub struct RecordingOut {
+    pub enabled: bool,
+    pub dir: Option<String>,
+    pub error: Option<String>,
+    pub frames_written: u64,
+    pub key_frames: u64,
+    pub bytes_written: u64,
+    /// Samples not recorded because the recorder's queue was full (the store fell behind).
+    pub dropped: u64,
+    pub write_errors: u64,
+    pub last_write_error: Option<String>,
+    /// CPU of the recorder thread (encode, compress, write).
+    pub write_cpu_seconds: f64,
+}
+
+pub fn error_key(reader: &str, reason: &str) -> String {
+    format!("{reader}:{reason}")
+}
+
+pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
+    let a: &AgentSelf = &s.agent;
+    let uptime = s.sample.unix_ns.saturating_sub(a.started_unix_ns) as f64 / 1e9;
+    let c = &s.sample.cost;
+    AgentOut {
+        pid: a.pid,
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_secs: uptime,
+        interval_secs: a.interval_ns as f64 / 1e9,
+        samples_total: a.samples,
+        last_sample_age_secs: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_nanos().saturating_sub(u128::from(s.sample.unix_ns)) as f64 / 1e9),
+        missed_ticks_total: a.missed_ticks,
+        cpu_seconds_total: a.process_cpu_seconds,
+        cpu_percent_of_one_cpu_avg: if uptime > 0.0 { 100.0 * a.process_cpu_seconds / uptime } else { 0.0 },
+        sampling_cpu_seconds_total: a.sampling_cpu_seconds,
+        resident_bytes: a.resident_bytes,
+        max_resident_bytes: a.max_resident_bytes,
+        errors_total: a.errors.iter().map(|((r, k), n)| (error_key(r, k), *n)).collect(),
+        processes_gone_total: a.processes_gone,
+        last_sample: LastSampleOut {
+            cpu_seconds: c.cpu_ns as f64 / 1e9,
+            wall_seconds: c.wall_ns as f64 / 1e9,
+            derive_cpu_seconds: a.last_derive_cpu_ns as f64 / 1e9,
+            files_read: c.files_read,
+            files_opened: c.files_opened,
+            fds_kept: c.fds_kept,
+            processes_seen: c.processes_seen,
+            processes_gone: c.processes_gone,
+            reader_wall_seconds: c.reader_wall_ns.iter().map(|(k, v)| (*k, *v as f64 / 1e9)).collect(),
+            errors: c.errors.iter().map(|((r, k), n)| (error_key(r, k), *n)).collect(),
+        },
+        pss_worker: a.pss.as_ref().map(|p| WorkerOut {
+            reads: p.reads,
+            errors: p.errors,
+            cpu_seconds: Some(p.cpu_ns as f64 / 1e9),
+            skipped_unchanged: Some(p.skipped_unchanged),
+            max_read_cpu_seconds: Some(p.max_read_cpu_ns as f64 / 1e9),
+            budget_share_of_one_cpu: Some(p.budget),
+            timeouts: None,
+        }),
+        cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
+            reads: c.reads,
+            errors: c.errors,
+            cpu_seconds: None,
+            skipped_unchanged: None,
+            max_read_cpu_seconds: None,
+            budget_share_of_one_cpu: None,
+            timeouts: Some(c.timeouts),
+        }),
+        history: HistoryInfoOut {
+            points: a.history.points,
+            capacity: a.history.capacity,
+            series: a.history.series,
+            bytes: a.history.bytes,
+            max_bytes: a.history.max_bytes,
+        },
+        recording: recording(&a.recording),
+        http: extras.http.clone(),
+        disk_error: extras.disk_error.clone(),
+    }
+}
+
+pub fn recording(r: &RecordingStatus) -> RecordingOut {
+    RecordingOut {
+        enabled: r.enabled,
+        dir: r.dir.as_ref().map(|d| d.display().to_string()),
+        error: r.error.clone(),
+        frames_written: r.stats.written,
+        key_frames: r.stats.key_frames,
+        bytes_written: r.stats.frame_bytes,
+        dropped: r.stats.dropped,
+        write_errors: r.stats.write_errors,
+        last_write_error: r.stats.last_write_error.clone(),
+        write_cpu_seconds: r.stats.cpu_ns as f64 / 1e9,
+    }
+}
+
+/// The whole document, with the `top` first processes by `sort`.
+pub fn snapshot(s: &Snapshot, sort: ProcessSort, top: usize, extras: &AgentExtras) -> SnapshotOut {
+    SnapshotOut {
+        api_version: API_VERSION,
+        seq: s.sample.seq,
+        time_unix_ms: s.unix_ms(),
+        interval_secs: s.interval_secs,
+        host: host(s),
+        container: container(s),
+        processes: process_summary(s, sort, top),
+        agent: agent(s, extras),
+    }
+}

@@ -1,0 +1,167 @@
+//! Units and how values in them are written for people. The CLI's text output and the TUI
+//! format through here; the dashboard gets the same unit names through [`crate::js`] and formats
+//! with its own functions of the same rules (`web/static/js/format.js`).
+//!
+//! Rules: unknown is `-` (never a made-up 0); bytes in binary units with three significant
+//! digits (`1.5 GiB`, `12 MiB`, `900 KiB`); percentages with one decimal below 10 and none
+//! above (`3.4`, `57`); durations in the largest unit that keeps them readable.
+
+use serde::Serialize;
+
+/// What a field's number means. The name (`as_str`) is what the public field table and the
+/// dashboard use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// A count of things (processes, threads, pids, uids).
+    Count,
+    /// A plain number (a load average).
+    Number,
+    Bytes,
+    BytesPerSec,
+    /// Things per second (faults, context switches).
+    PerSec,
+    /// 0–100 of something the field names; CPU percent of one CPU can exceed 100.
+    Percent,
+    Seconds,
+    /// CPUs' worth of time (1.5 = one and a half CPUs busy).
+    Cpus,
+    UnixSeconds,
+    UnixMillis,
+    /// Free text (names, states, paths).
+    Text,
+    /// A list of text (a command line's arguments).
+    TextList,
+}
+
+impl Unit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "count",
+            Unit::Number => "number",
+            Unit::Bytes => "bytes",
+            Unit::BytesPerSec => "bytes/s",
+            Unit::PerSec => "/s",
+            Unit::Percent => "%",
+            Unit::Seconds => "s",
+            Unit::Cpus => "cpus",
+            Unit::UnixSeconds => "unix_s",
+            Unit::UnixMillis => "unix_ms",
+            Unit::Text => "text",
+            Unit::TextList => "text[]",
+        }
+    }
+
+    /// Sortable and comparable as a number.
+    pub fn is_numeric(self) -> bool {
+        !matches!(self, Unit::Text | Unit::TextList)
+    }
+
+    /// `value` written for people in this unit.
+    pub fn format(self, value: Option<f64>) -> String {
+        let Some(v) = value.filter(|v| v.is_finite()) else { return DASH.to_string() };
+        match self {
+            Unit::Bytes => bytes(v.max(0.0) as u64),
+            Unit::BytesPerSec => format!("{}/s", bytes(v.max(0.0) as u64)),
+            Unit::PerSec => format!("{}/s", number(v)),
+            Unit::Percent => percent(v),
+            Unit::Seconds => seconds(v),
+            Unit::Cpus => format!("{} CPU", number(v)),
+            Unit::Count | Unit::UnixSeconds | Unit::UnixMillis => format!("{v:.0}"),
+            Unit::Number | Unit::Text | Unit::TextList => number(v),
+        }
+    }
+}
+
+/// What an unknown value is written as.
+pub const DASH: &str = "-";
+
+/// `1.5 GiB`, `12 MiB`, `900 KiB`, `12 B`.
+pub fn bytes(value: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = value as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+pub fn opt_bytes(value: Option<u64>) -> String {
+    value.map_or_else(|| DASH.to_string(), bytes)
+}
+
+/// One decimal below 10, none from 10 up: `0.3`, `9.9`, `57`, `200`.
+pub fn percent(v: f64) -> String {
+    if v.abs() < 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// A percentage with one decimal, as the process tables show CPU (`0.0`, `12.3`).
+pub fn opt_pct(value: Option<f64>) -> String {
+    value.map_or_else(|| DASH.to_string(), |v| format!("{v:.1}"))
+}
+
+/// At most two decimals, no trailing zeros.
+fn number(v: f64) -> String {
+    let text = format!("{v:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// `850 µs`, `12.3 ms`, `4.2 s`, `3 min 20 s`, `2 h 5 min`, `3 d 4 h`.
+pub fn seconds(secs: f64) -> String {
+    if secs == 0.0 {
+        return "0 s".to_string();
+    }
+    match secs {
+        s if s < 1e-3 => format!("{:.0} µs", s * 1e6),
+        s if s < 1.0 => format!("{:.1} ms", s * 1e3),
+        s if s < 60.0 => format!("{s:.1} s"),
+        s if s < 3600.0 => format!("{} min {} s", (s / 60.0) as u64, (s % 60.0) as u64),
+        s if s < 86_400.0 => format!("{} h {} min", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64),
+        s => format!("{} d {} h", (s / 86_400.0) as u64, ((s % 86_400.0) / 3600.0) as u64),
+    }
+}
+
+/// Strips control characters so a hostile process name cannot drive the terminal.
+pub fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(bytes(12), "12 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(2 * 1024 * 1024 * 1024), "2.0 GiB");
+        assert_eq!(bytes(900 * 1024), "900 KiB");
+    }
+
+    #[test]
+    fn every_unit_writes_unknown_as_a_dash_and_known_values_readably() {
+        for unit in [Unit::Count, Unit::Bytes, Unit::BytesPerSec, Unit::Percent, Unit::Seconds, Unit::Cpus] {
+            assert_eq!(unit.format(None), "-");
+            assert_eq!(unit.format(Some(f64::NAN)), "-");
+        }
+        assert_eq!(Unit::Percent.format(Some(3.44)), "3.4");
+        assert_eq!(Unit::Percent.format(Some(57.4)), "57");
+        assert_eq!(Unit::BytesPerSec.format(Some(1536.0)), "1.5 KiB/s");
+        assert_eq!(Unit::Seconds.format(Some(0.0123)), "12.3 ms");
+        assert_eq!(Unit::Seconds.format(Some(200.0)), "3 min 20 s");
+        assert_eq!(Unit::Cpus.format(Some(1.5)), "1.5 CPU");
+        assert_eq!(printable("a\u{1b}[2Jb"), "a?[2Jb");
+    }
+}
