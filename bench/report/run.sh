@@ -2,7 +2,7 @@
 # `proctor report` over a day of 1 s samples with ~600 processes (issue #7): wall time, max RSS
 # and output size, from /usr/bin/time -v, for the host summary over the whole day (text, JSON,
 # plots), over its last hour, with a statsd timer correlated over the whole day, and over the
-# day with every sample's processes read (--process-samples 0; the default reads 7,200).
+# day with every sample read (--frames 0; the default reads at most 1,000, spread by sample).
 #   bash bench/report/run.sh                  # 86,400 samples, 600 processes
 #   SAMPLES=3600 bash bench/report/run.sh     # an hour, quicker
 #   KEEP=/tmp/day bash bench/report/run.sh    # keep (or reuse) the generated store there
@@ -68,4 +68,4 @@ measure day-json "$BIN" report --dir "$DAY" --from "@$FROM" --to "@$TO" --format
 measure day-plots "$BIN" report --dir "$DAY" --from "@$FROM" --to "@$TO" --out "$WORK/plots"
 measure day-timer "$BIN" report --dir "$DAY" --from "@$FROM" --to "@$TO" --timer api.latency
 measure hour-text "$BIN" report --dir "$DAY" --from "@$HOUR" --to "@$TO"
-measure day-every "$BIN" report --dir "$DAY" --from "@$FROM" --to "@$TO" --process-samples 0
+measure day-every "$BIN" report --dir "$DAY" --from "@$FROM" --to "@$TO" --frames 0

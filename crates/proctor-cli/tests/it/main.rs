@@ -1,5 +1,6 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
+mod agreement;
 mod record;
 mod replay;
 mod report;
