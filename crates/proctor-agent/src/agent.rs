@@ -16,8 +16,8 @@ use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes, thread_cpu_ns};
 use proctor_sampler::{Sampler, SamplerConfig, Schedule};
 
 use crate::history::History;
-use crate::record::{Recorder, Recording, RecordingStatus};
-use crate::snapshot::{AgentSelf, Snapshot, SAMPLE_DURATION_BUCKETS};
+use crate::record::{Recorder, Recording};
+use crate::snapshot::{AgentSelf, RecordingStatus, Snapshot, SAMPLE_DURATION_BUCKETS};
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {

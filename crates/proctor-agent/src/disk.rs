@@ -48,12 +48,18 @@ pub struct DiskWatch {
 impl DiskWatch {
     /// Reads `path` now (in the watcher thread) and every `every` after.
     pub fn start(path: &Path, every: Duration, timeout: Duration) -> std::io::Result<DiskWatch> {
+        DiskWatch::start_with(path, every, timeout, disk_usage)
+    }
+
+    /// [`DiskWatch::start`] with another reader in place of `statvfs` (tests stand in a mount
+    /// that hangs).
+    pub fn start_with(path: &Path, every: Duration, timeout: Duration, read: Reader) -> std::io::Result<DiskWatch> {
         let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
         let thread_state = Arc::clone(&state);
         let thread_path = path.to_owned();
         let thread = std::thread::Builder::new()
             .name("proctor-disk".into())
-            .spawn(move || watch(&thread_path, every, &thread_state))?;
+            .spawn(move || watch(&thread_path, every, &thread_state, read))?;
         Ok(DiskWatch { path: path.to_owned(), timeout, state, thread: Some(thread) })
     }
 
@@ -109,11 +115,14 @@ impl Drop for DiskWatch {
     }
 }
 
-fn watch(path: &Path, every: Duration, state: &(Mutex<State>, Condvar)) {
+/// How the watcher reads a path's usage.
+pub type Reader = fn(&Path) -> std::io::Result<DiskUsage>;
+
+fn watch(path: &Path, every: Duration, state: &(Mutex<State>, Condvar), read: Reader) {
     let (lock, cv) = state;
     loop {
         lock.lock().unwrap_or_else(|e| e.into_inner()).in_flight = Some(Instant::now());
-        let result = disk_usage(path);
+        let result = read(path);
         let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
         s.in_flight = None;
         match result {
@@ -148,5 +157,29 @@ mod tests {
         let status = missing.wait_first(Duration::from_secs(10));
         assert_eq!(status.usage, None);
         assert!(status.error.as_deref().is_some_and(|e| e.starts_with("/nonexistent/proctor: ")), "{status:?}");
+    }
+
+    /// A mount whose server went away: `statvfs` does not return.
+    fn hangs(_: &Path) -> std::io::Result<DiskUsage> {
+        std::thread::sleep(Duration::from_secs(3));
+        Err(std::io::Error::other("gave up"))
+    }
+
+    #[test]
+    fn a_hung_mount_is_reported_and_never_waited_on() {
+        let watch =
+            DiskWatch::start_with(Path::new("/mnt/gone"), Duration::from_secs(60), Duration::from_millis(100), hangs)
+                .expect("thread");
+        let first = watch.wait_first(Duration::from_millis(300));
+        assert_eq!(first.usage, None);
+        let error = first.error.unwrap_or_default();
+        assert!(
+            error.starts_with("statvfs of /mnt/gone has not returned for") && error.contains("hung mount"),
+            "{error}"
+        );
+        // Asking again answers at once while the read is still stuck.
+        let asked = Instant::now();
+        assert!(watch.status().error.is_some());
+        assert!(asked.elapsed() < Duration::from_millis(50), "status waited on the mount");
     }
 }

@@ -7,7 +7,7 @@
 //! grow to the capacity and are then overwritten in place: no allocation per point, and the
 //! memory bound is exact, known up front and reported. It does no I/O and knows nothing of HTTP.
 
-use crate::snapshot::Snapshot;
+use crate::snapshot::{HistorySize, Snapshot};
 
 /// How to read one series' value out of a snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,18 +159,6 @@ pub struct SeriesData {
 pub struct Range {
     pub times_ms: Vec<u64>,
     pub series: Vec<SeriesData>,
-}
-
-/// How big the ring is, for the agent's self figures.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HistorySize {
-    pub points: usize,
-    pub capacity: usize,
-    pub series: usize,
-    /// Heap held now.
-    pub bytes: usize,
-    /// Heap held when full: the bound.
-    pub max_bytes: usize,
 }
 
 /// What one point holds and how it is read out of a snapshot: the ring's fixed series and its

@@ -22,5 +22,5 @@ pub mod snapshot;
 pub mod store_history;
 
 pub use agent::{Agent, AgentConfig, Shared};
-pub use record::{Recording, RecordingStatus};
-pub use snapshot::{AgentSelf, Snapshot};
+pub use record::Recording;
+pub use snapshot::{AgentSelf, HistorySize, RecordingStatus, Snapshot};

@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use proctor_model::Sample;
-use proctor_store::{AppendCost, Recorder as StoreRecorder, RecorderStats, Sink};
+use proctor_store::{AppendCost, Recorder as StoreRecorder, Sink};
 
-use crate::snapshot::Snapshot;
+use crate::snapshot::{RecordingStatus, Snapshot};
 
 /// Snapshots the queue holds while the store is slow. Each is one sample's memory (a few hundred
 /// KiB with ~600 processes), so the bound is small: at a 1 s interval it rides out a 4 s stall.
@@ -54,19 +54,6 @@ impl Recording {
     pub fn writer(writer: proctor_store::Writer) -> Recording {
         Recording::On { dir: writer.dir().to_owned(), sink: Box::new(writer), queue: QUEUE_CAPACITY }
     }
-}
-
-/// The recorder's figures. Copied into every snapshot, so they lag the snapshot that carries
-/// them by one sample (that one is still on its way to the store).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RecordingStatus {
-    /// Samples are being written (a store is open).
-    pub enabled: bool,
-    /// The data directory asked for; `None` when recording is off.
-    pub dir: Option<PathBuf>,
-    /// Why nothing is recorded although it was asked for (the store could not be opened).
-    pub error: Option<String>,
-    pub stats: RecorderStats,
 }
 
 /// Writes a snapshot's sample, so the queue carries `Arc`s and nothing is copied.

@@ -6,6 +6,7 @@
 //! live in `proctor-vocab`.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use proctor_model::{
     container_truth, host_view, process_rows, ContainerTruth, HostView, ProcessRow, RowContext, Sample,
@@ -13,8 +14,7 @@ use proctor_model::{
 use proctor_sampler::cmdline::CmdlineStats;
 use proctor_sampler::pss::PssStats;
 
-use crate::history::HistorySize;
-use crate::record::RecordingStatus;
+use proctor_store::RecorderStats;
 
 /// Upper bounds of the sample-duration histogram, in seconds (Prometheus `le`).
 pub const SAMPLE_DURATION_BUCKETS: [f64; 12] =
@@ -52,6 +52,31 @@ pub struct AgentSelf {
     pub container_error: Option<String>,
     /// The store the agent records into, as of the previous sample.
     pub recording: RecordingStatus,
+}
+
+/// How big the history ring is, for the agent's self figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistorySize {
+    pub points: usize,
+    pub capacity: usize,
+    pub series: usize,
+    /// Heap held now.
+    pub bytes: usize,
+    /// Heap held when full: the bound.
+    pub max_bytes: usize,
+}
+
+/// The recorder's figures. Copied into every snapshot, so they lag the snapshot that carries
+/// them by one sample (that one is still on its way to the store).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordingStatus {
+    /// Samples are being written (a store is open).
+    pub enabled: bool,
+    /// The data directory asked for; `None` when recording is off.
+    pub dir: Option<PathBuf>,
+    /// Why nothing is recorded although it was asked for (the store could not be opened).
+    pub error: Option<String>,
+    pub stats: RecorderStats,
 }
 
 /// What one cycle read, with everything a request needs already derived.

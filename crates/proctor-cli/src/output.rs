@@ -26,3 +26,31 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     writeln!(out)?;
     Ok(())
 }
+
+/// The container lines of the text views (`snapshot`, `doctor`).
+pub fn write_container(w: &mut impl std::io::Write, c: &proctor_vocab::snapshot::ContainerOut) -> std::io::Result<()> {
+    let cpus = |v: Option<f64>| v.map_or("-".to_string(), proctor_model::format_cpus);
+    writeln!(
+        w,
+        "container  cgroup {} {} · effective CPUs {} (rounded up {}; affinity {}, cpuset {}, quota {}) of {} online",
+        c.cgroup_version.unwrap_or("none"),
+        c.cgroup_path.as_deref().unwrap_or("-"),
+        cpus(c.effective_cpus),
+        c.effective_cpus_ceil.map_or("-".into(), |v| v.to_string()),
+        c.affinity_cpus.map_or("-".into(), |v| v.to_string()),
+        c.cpuset_cpus.map_or("-".into(), |v| v.to_string()),
+        cpus(c.quota_cpus),
+        c.host_online_cpus.map_or("?".into(), |v| v.to_string()),
+    )?;
+    writeln!(
+        w,
+        "           memory limit {} ({}) · charged now {}",
+        proctor_vocab::units::opt_bytes(c.memory_limit_bytes),
+        c.memory_limit_source.as_deref().unwrap_or("-"),
+        proctor_vocab::units::opt_bytes(c.memory_current_bytes)
+    )?;
+    for warning in &c.warnings {
+        writeln!(w, "warning    {warning}")?;
+    }
+    Ok(())
+}

@@ -7,9 +7,17 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use std::sync::Arc;
+
 use crate::counters::HttpCounters;
 use crate::params::ApiError;
-use crate::router::AppState;
+
+/// What the middleware needs: the token (if one is required) and where to count.
+#[derive(Debug, Clone)]
+pub struct Auth {
+    pub token: Option<Arc<str>>,
+    pub http: Arc<HttpCounters>,
+}
 
 /// Compares without an early exit, so response time does not tell how much of a guess matched.
 fn token_matches(given: &[u8], expected: &[u8]) -> bool {
@@ -37,10 +45,10 @@ fn presented_token(headers: &HeaderMap) -> Option<&[u8]> {
 }
 
 /// The one place auth is decided, and where requests are counted.
-pub(crate) async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let http = &state.http;
+pub async fn guard(State(auth): State<Auth>, req: Request, next: Next) -> Response {
+    let http = &auth.http;
     HttpCounters::bump(&http.requests, 1);
-    if let Some(token) = state.config.token.as_ref() {
+    if let Some(token) = auth.token.as_ref() {
         let ok = presented_token(req.headers()).is_some_and(|t| token_matches(t, token.as_bytes()));
         if !ok {
             HttpCounters::bump(&http.unauthorized, 1);

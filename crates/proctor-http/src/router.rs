@@ -27,6 +27,7 @@ use proctor_vocab::select::{matches, sort_rows};
 use proctor_vocab::snapshot::AgentExtras;
 use proctor_vocab::{process, report, snapshot, ProcessSort};
 
+use crate::auth::Auth;
 use crate::counters::HttpCounters;
 use crate::params::{json_response, parse_pid, time_range, ApiError, Params};
 use crate::prom::{self, Family, MetricsConfig};
@@ -63,10 +64,10 @@ impl std::fmt::Debug for ApiConfig {
 type MetricsCache = Arc<Mutex<Option<(u64, bool, Bytes)>>>;
 
 #[derive(Clone)]
-pub(crate) struct AppState {
+struct AppState {
     shared: Arc<Shared>,
-    pub(crate) config: Arc<ApiConfig>,
-    pub(crate) http: Arc<HttpCounters>,
+    config: Arc<ApiConfig>,
+    http: Arc<HttpCounters>,
     metrics_cache: MetricsCache,
     store: Arc<StoreReads>,
 }
@@ -88,13 +89,9 @@ pub const MAX_REPORT_FRAMES: usize = 20_000;
 pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
     let store =
         Arc::new(StoreReads { permit: tokio::sync::Semaphore::new(1), cache: Mutex::new(PointCache::default()) });
-    let state = AppState {
-        shared,
-        config: Arc::new(config),
-        http: Arc::new(HttpCounters::default()),
-        metrics_cache: Arc::new(Mutex::new(None)),
-        store,
-    };
+    let http = Arc::new(HttpCounters::default());
+    let auth = Auth { token: config.token.clone(), http: Arc::clone(&http) };
+    let state = AppState { shared, config: Arc::new(config), http, metrics_cache: Arc::new(Mutex::new(None)), store };
     Router::new()
         .route("/api/v1/snapshot", get(snapshot))
         .route("/api/v1/history", get(history))
@@ -110,7 +107,7 @@ pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
         .route("/", get(index))
         .route("/{*path}", get(asset))
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), crate::auth::guard))
+        .layer(middleware::from_fn_with_state(auth, crate::auth::guard))
         .with_state(state)
 }
 

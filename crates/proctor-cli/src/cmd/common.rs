@@ -55,3 +55,8 @@ pub fn one_snapshot(config: SamplerConfig, interval: Duration) -> anyhow::Result
     agent.stop();
     Ok(snapshot)
 }
+
+/// The wall clock now, Unix nanoseconds: what `--at "10 min ago"` is resolved against.
+pub fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}

@@ -18,8 +18,7 @@ use proctor_sampler::Sampler;
 use serde::Serialize;
 
 use super::common::ReadArgs;
-use super::snapshot::write_container;
-use crate::output::{print_json, Format};
+use crate::output::{print_json, write_container, Format};
 use proctor_vocab::units::bytes;
 
 /// Arguments of `proctor doctor`.

@@ -16,7 +16,7 @@ use proctor_vocab::fields::{self, Field};
 use proctor_vocab::units::Unit;
 use serde_json::Value;
 
-use super::replay::now_unix_ns;
+use super::common::now_unix_ns;
 use proctor_vocab::{format_utc, parse_when, When};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -12,6 +12,7 @@ use proctor_model::{build_tree, Sample};
 use proctor_store::{same_run, Reader};
 use proctor_vocab::ProcessSort;
 
+use super::common::now_unix_ns;
 use super::snapshot::{print_view, View};
 use super::tree::{print_tree, TreeView};
 use crate::output::Format;
@@ -176,8 +177,4 @@ fn extent(reader: &mut Reader) -> anyhow::Result<String> {
         }
         _ => ", which holds no samples".to_string(),
     })
-}
-
-pub fn now_unix_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }

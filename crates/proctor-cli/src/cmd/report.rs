@@ -23,7 +23,7 @@ use proctor_store::{Event, Reader, PROBE_STREAM, STATSD_STREAM};
 use proctor_vocab::report::ReportOut;
 use serde::Serialize;
 
-use super::replay::now_unix_ns;
+use super::common::now_unix_ns;
 use crate::output::Format;
 use proctor_vocab::{duration_arg, format_utc, parse_when, When};
 

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use proctor_agent::{Agent, AgentConfig, Snapshot};
-use proctor_vocab::snapshot::{AgentExtras, ContainerOut, SnapshotOut};
+use proctor_vocab::snapshot::{AgentExtras, SnapshotOut};
 use proctor_vocab::units::{bytes, opt_bytes, opt_pct, printable};
 use proctor_vocab::ProcessSort;
 
 use super::common::ReadArgs;
-use crate::output::{print_json, Format};
+use crate::output::{print_json, write_container, Format};
 
 /// Arguments of `proctor snapshot`.
 #[derive(Debug, clap::Args)]
@@ -214,32 +214,5 @@ fn print_text(o: &SnapshotOut) -> anyhow::Result<()> {
         c.processes_gone,
         if errors.is_empty() { "none".to_string() } else { errors.join(" ") }
     )?;
-    Ok(())
-}
-
-pub fn write_container(w: &mut impl Write, c: &ContainerOut) -> std::io::Result<()> {
-    let cpus = |v: Option<f64>| v.map_or("-".to_string(), proctor_model::format_cpus);
-    writeln!(
-        w,
-        "container  cgroup {} {} · effective CPUs {} (rounded up {}; affinity {}, cpuset {}, quota {}) of {} online",
-        c.cgroup_version.unwrap_or("none"),
-        c.cgroup_path.as_deref().unwrap_or("-"),
-        cpus(c.effective_cpus),
-        c.effective_cpus_ceil.map_or("-".into(), |v| v.to_string()),
-        c.affinity_cpus.map_or("-".into(), |v| v.to_string()),
-        c.cpuset_cpus.map_or("-".into(), |v| v.to_string()),
-        cpus(c.quota_cpus),
-        c.host_online_cpus.map_or("?".into(), |v| v.to_string()),
-    )?;
-    writeln!(
-        w,
-        "           memory limit {} ({}) · charged now {}",
-        opt_bytes(c.memory_limit_bytes),
-        c.memory_limit_source.as_deref().unwrap_or("-"),
-        opt_bytes(c.memory_current_bytes)
-    )?;
-    for warning in &c.warnings {
-        writeln!(w, "warning    {warning}")?;
-    }
     Ok(())
 }
