@@ -115,8 +115,9 @@ pub fn unavailable(reason: impl Into<String>, from_ms: u64, to_ms: u64) -> Repor
     }
 }
 
-/// The report of `fold` (read from the store in `dir`), with `top` processes per list.
-pub fn report(fold: &Fold, dir: &str, top: usize) -> ReportOut {
+/// The report of `fold` (read from the store in `dir`), with `top` processes per list. `store`
+/// names the store in the note (`"the agent's store"` for serve, `"the store"` for `--dir`).
+pub fn report(fold: &Fold, dir: &str, top: usize, store: &str) -> ReportOut {
     let stats = &fold.stats;
     let mut out = ReportOut {
         available: true,
@@ -136,7 +137,7 @@ pub fn report(fold: &Fold, dir: &str, top: usize) -> ReportOut {
         ..ReportOut::default()
     };
     fill(&mut out, &fold.summary, top);
-    out.note = note(stats);
+    out.note = note(stats, store);
     out
 }
 
@@ -171,15 +172,15 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
 }
 
 /// What the figures rest on, in a sentence or two: only what happened.
-pub fn note(stats: &ReadStats) -> String {
+pub fn note(stats: &ReadStats, store: &str) -> String {
     if stats.frames_in_range == 0 {
         return "the store holds no samples in this range".to_string();
     }
     let mut note = if stats.stride <= 1 {
-        format!("all {} samples in the range read from the store", stats.frames_in_range)
+        format!("all {} samples in the range read from {store}", stats.frames_in_range)
     } else {
         format!(
-            "{} of the {} samples in the range read from the store, one in every {}: CPU seconds are exact for processes that lived through the read samples; one that lived only between two is missed, and RSS peaks and means are over the read samples",
+            "{} of the {} samples in the range read from {store}, one in every {}: CPU seconds are exact for processes that lived through the read samples; one that lived only between two is missed, and RSS peaks and means are over the read samples",
             stats.frames_read, stats.frames_in_range, stats.stride
         )
     };
@@ -199,13 +200,12 @@ mod tests {
     #[test]
     fn the_note_speaks_only_of_what_happened() {
         let all = ReadStats { frames_in_range: 430, frames_read: 430, stride: 1, ..ReadStats::default() };
-        assert_eq!(note(&all), "all 430 samples in the range read from the store");
+        assert_eq!(note(&all, "the store"), "all 430 samples in the range read from the store");
         let strided = ReadStats { frames_in_range: 86_400, frames_read: 720, stride: 120, ..ReadStats::default() };
-        assert!(
-            note(&strided).starts_with("720 of the 86400 samples in the range read from the store, one in every 120")
-        );
+        assert!(note(&strided, "the store")
+            .starts_with("720 of the 86400 samples in the range read from the store, one in every 120"));
         let bad = ReadStats { frames_in_range: 10, frames_read: 8, stride: 1, bad_frames: 2, ..ReadStats::default() };
-        assert!(note(&bad).ends_with("; 2 frames could not be read (see problems)"));
-        assert_eq!(note(&ReadStats::default()), "the store holds no samples in this range");
+        assert!(note(&bad, "the store").ends_with("; 2 frames could not be read (see problems)"));
+        assert_eq!(note(&ReadStats::default(), "the store"), "the store holds no samples in this range");
     }
 }

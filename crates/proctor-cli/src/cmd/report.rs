@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for problem in &fold.stats.problems {
         eprintln!("proctor report: {problem}");
     }
-    let mut report = proctor_vocab::report::report(&fold, &args.dir.display().to_string(), args.top);
+    let mut report = proctor_vocab::report::report(&fold, &args.dir.display().to_string(), args.top, "the store");
     report.bad_frames += stream_bad_frames;
     let summary = fold.summary;
     let correlation =

@@ -113,7 +113,10 @@ fn a_range_with_more_frames_than_the_budget_is_spread_by_frames_and_says_so() {
     // Fewer frames than the default budget: every one is read.
     let all = server.get(&format!("/api/v1/report?from={}&to={}", times[0], times[399])).json();
     assert_eq!((all["frames_read"].as_u64(), all["stride_frames"].as_u64()), (Some(400), Some(1)), "{all}");
-    assert!(all["note"].as_str().is_some_and(|n| n == "all 400 samples in the range read from the store"), "{all}");
+    assert!(
+        all["note"].as_str().is_some_and(|n| n == "all 400 samples in the range read from the agent's store"),
+        "{all}"
+    );
     // A budget of 100: one frame in every 4.
     let v = server.get(&format!("/api/v1/report?from={}&to={}&frames=100", times[0], times[399])).json();
     assert_eq!(v["frames_in_range"].as_u64(), Some(400), "{v}");
