@@ -27,7 +27,8 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from jupyter_tree import tree_then_jupyter  # noqa: E402  (the repro shared with bench/jupyter)
 
-PROCTOR = os.path.abspath("target/release/proctor")
+# PROCTOR_BIN runs the same benchmarks on another build (e.g. the one before a change).
+PROCTOR = os.path.abspath(os.environ.get("PROCTOR_BIN", "target/release/proctor"))
 PY = os.path.abspath(".venv/bin/python")
 TOKEN = "bench"
 started = []
