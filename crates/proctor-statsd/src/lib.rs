@@ -40,6 +40,7 @@ pub mod net;
 pub mod parse;
 pub mod self_metrics;
 pub mod server;
+pub mod setup;
 pub mod shutdown;
 
 pub use aggregate::{AggregatorConfig, IdlePolicy};

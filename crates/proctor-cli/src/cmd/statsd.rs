@@ -1,28 +1,26 @@
 //! `proctor statsd`: run the statsd server in the foreground until SIGINT or SIGTERM.
 //!
-//! This module turns flags and an Etsy config file into bound sockets, backends and a
-//! `ServerConfig`, prints what it listens on to stderr, and waits. The server itself lives in
-//! `proctor-statsd`; nothing here parses metrics. Flags win over the config file.
+//! This module turns flags into typed overrides, reads the Etsy config file, and lets
+//! `proctor_statsd::setup::Setup::from_etsy` decide what they mean together (flags win over the
+//! file). It then binds the sockets, builds the backends, prints what it listens on to stderr,
+//! and waits. Nothing here parses metrics or knows Etsy's rules.
 
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use proctor_vocab::parse_duration;
 
 use crate::cmd::events::{EventRecorder, RecordBackend};
 use proctor_statsd::config::{parse_etsy_config, EtsyConfig};
 use proctor_statsd::graphite::GraphiteCounters;
 use proctor_statsd::net::{bind_udp, set_rcvbuf};
-use proctor_statsd::{
-    AggregatorConfig, Backend, ConsoleBackend, FileBackend, FlushConfig, GraphiteBackend, GraphiteConfig,
-    GraphiteNaming, IdlePolicy, Listeners, ParseOptions, Server, ServerConfig, Shutdown,
-};
+use proctor_statsd::setup::{resolve, Listen, Overrides, Setup};
+use proctor_statsd::{Backend, ConsoleBackend, FileBackend, GraphiteBackend, Listeners, Server, Shutdown};
 use proctor_store::STATSD_STREAM;
 
 /// Arguments of `proctor statsd`, boxed so the `Command` enum stays small.
@@ -88,17 +86,6 @@ pub struct Options {
     expire_idle: String,
 }
 
-/// Everything after merging the config file and the flags.
-struct Settings {
-    udp: Option<SocketAddr>,
-    tcp: Option<SocketAddr>,
-    admin: Option<SocketAddr>,
-    flush_interval: Duration,
-    graphite: Option<String>,
-    console: bool,
-    etsy: EtsyConfig,
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let record = if args.record || args.data_dir.is_some() {
         Some(match &args.data_dir {
@@ -158,11 +145,11 @@ pub fn start(
     shutdown: Shutdown,
     recorder: Option<&EventRecorder>,
 ) -> anyhow::Result<Server> {
-    let settings = settings(args, etsy)?;
+    let mut setup = Setup::from_etsy(&etsy, &overrides(args)?)?;
 
     let mut listeners = Listeners::default();
     let mut rcvbuf = Vec::new();
-    if let Some(address) = settings.udp {
+    if let Some(address) = setup.udp {
         let reuseport = args.udp_sockets > 1;
         for _ in 0..args.udp_sockets.max(1) {
             let socket = bind_udp(address, reuseport).with_context(|| format!("cannot bind udp {address}"))?;
@@ -188,7 +175,8 @@ pub fn start(
             if forced { ", forced past net.core.rmem_max" } else { "" }
         );
     }
-    if let Some(address) = settings.tcp {
+    setup.server.rcvbuf = rcvbuf;
+    if let Some(address) = setup.tcp {
         listeners.tcp = Some(TcpListener::bind(address).with_context(|| format!("cannot bind tcp {address}"))?);
         eprintln!("proctor statsd: tcp {address}");
     }
@@ -201,25 +189,23 @@ pub fn start(
         listeners.unix = Some(socket);
         eprintln!("proctor statsd: unix {}", path.display());
     }
-    if let Some(address) = settings.admin {
+    if let Some(address) = setup.admin {
         listeners.admin = Some(TcpListener::bind(address).with_context(|| format!("cannot bind admin {address}"))?);
         eprintln!("proctor statsd: admin {address}");
     }
 
-    let etsy = &settings.etsy;
     let start_seconds =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
     let mut backends: Vec<Box<dyn Backend>> = Vec::new();
     let mut graphite_counters: Vec<Arc<GraphiteCounters>> = Vec::new();
-    if let Some(address) = &settings.graphite {
-        let mut config = GraphiteConfig::new(address.clone());
-        config.naming = naming(etsy);
+    if let Some(config) = setup.graphite {
+        let address = config.address.clone();
         let backend = GraphiteBackend::new(config, start_seconds);
         graphite_counters.push(backend.counters());
         backends.push(Box::new(backend));
         eprintln!("proctor statsd: graphite {address}");
     }
-    if settings.console {
+    if setup.console {
         backends.push(Box::new(ConsoleBackend));
     }
     if let Some(path) = &args.file {
@@ -232,140 +218,64 @@ pub fn start(
         eprintln!("proctor statsd: no backend (--graphite, --console, --file): flushes are computed and dropped");
     }
 
-    let interval_ms = settings.flush_interval.as_millis().max(1) as u64;
-    let idle_flushes = idle_flushes(&args.expire_idle, interval_ms)?;
-    let delete_all = etsy.delete_idle_stats.unwrap_or(false);
-    let deleting = |specific: Option<bool>| specific.unwrap_or(delete_all);
-    let gauge_ttl = etsy.gauges_max_ttl.filter(|ttl| *ttl > 1).unwrap_or(1);
-    let idle = IdlePolicy {
-        counters: if deleting(etsy.delete_counters) { 1 } else { idle_flushes },
-        timers: if deleting(etsy.delete_timers) { 1 } else { idle_flushes },
-        sets: if deleting(etsy.delete_sets) { 1 } else { idle_flushes },
-        gauges: if deleting(etsy.delete_gauges) { gauge_ttl } else { idle_flushes },
-    };
-    let flush = FlushConfig {
-        interval_ms,
-        percent_thresholds: etsy.percent_threshold.clone().unwrap_or_else(|| vec![90.0]),
-        histograms: etsy.histogram.clone().unwrap_or_default(),
-    };
-    let describe = vec![
-        ("udp".to_owned(), settings.udp.map_or("off".to_owned(), |a| a.to_string())),
-        ("tcp".to_owned(), settings.tcp.map_or("off".to_owned(), |a| a.to_string())),
-        ("admin".to_owned(), settings.admin.map_or("off".to_owned(), |a| a.to_string())),
-        ("flushInterval".to_owned(), interval_ms.to_string()),
-        ("percentThreshold".to_owned(), format!("{:?}", flush.percent_thresholds)),
-        ("graphite".to_owned(), settings.graphite.clone().unwrap_or_else(|| "off".to_owned())),
-        ("maxKeys".to_owned(), args.max_keys.to_string()),
-        ("maxTimerSamples".to_owned(), args.max_timer_samples.to_string()),
-        ("idleFlushes".to_owned(), format!("{idle:?}")),
-    ];
-    let config = ServerConfig {
-        flush,
-        limits: AggregatorConfig {
-            max_keys: args.max_keys,
-            max_samples_per_timer: args.max_timer_samples,
-            idle,
-            ..AggregatorConfig::default()
-        },
-        shards: args.shards.max(1),
-        parse: ParseOptions { sanitize_keys: etsy.key_name_sanitize.unwrap_or(true) },
-        prefix_stats: etsy.prefix_stats.clone().unwrap_or_else(|| "statsd".to_owned()),
-        health_up: etsy.health_status.as_deref() != Some("down"),
-        describe,
-        rcvbuf,
-        ..ServerConfig::default()
-    };
-
-    Server::start(listeners, config, backends, graphite_counters, shutdown).context("cannot start the statsd server")
+    Server::start(listeners, setup.server, backends, graphite_counters, shutdown)
+        .context("cannot start the statsd server")
 }
 
-fn settings(args: &Options, etsy: EtsyConfig) -> anyhow::Result<Settings> {
-    let udp = match &args.udp {
-        Some(text) => address(text, "--udp")?,
-        None => Some(resolve(
-            &format!("{}:{}", etsy.address.as_deref().unwrap_or("127.0.0.1"), etsy.port.unwrap_or(8125)),
-            "udp",
-        )?),
+/// The flags as typed overrides of the config file: addresses resolved (`off` disables a
+/// listener), durations parsed with the one duration grammar.
+fn overrides(args: &Options) -> anyhow::Result<Overrides> {
+    let listen = |text: &Option<String>, flag: &'static str| -> anyhow::Result<Option<Listen>> {
+        Ok(match text.as_deref() {
+            None => None,
+            Some("off") => Some(Listen::Off),
+            Some(text) => Some(Listen::At(resolve(text, flag)?)),
+        })
     };
-    let tcp = match (&args.tcp, &etsy.tcp) {
-        (Some(text), _) => address(text, "--tcp")?,
-        (None, Some((host, port))) => {
-            Some(resolve(&format!("{}:{port}", host.as_deref().unwrap_or("127.0.0.1")), "servers tcp")?)
-        }
-        (None, None) => None,
-    };
-    let admin = match &args.admin {
-        Some(text) => address(text, "--admin")?,
-        None => Some(resolve(
-            &format!("{}:{}", etsy.mgmt_address.as_deref().unwrap_or("127.0.0.1"), etsy.mgmt_port.unwrap_or(8126)),
-            "mgmt",
-        )?),
-    };
-    let flush_interval = match &args.flush_interval {
-        Some(text) => parse_duration(text).with_context(|| "bad --flush-interval")?,
-        None => Duration::from_millis(etsy.flush_interval_ms.unwrap_or(10_000)),
-    };
-    if flush_interval < Duration::from_millis(1) {
-        bail!("the flush interval must be at least 1ms");
-    }
-    // Etsy loads graphite unless `backends` leaves it out, and sends only if graphiteHost is set.
-    let etsy_graphite = etsy
-        .graphite_host
-        .as_ref()
-        .filter(|_| etsy.backends.as_ref().is_none_or(|list| list.iter().any(|b| b.ends_with("graphite"))));
-    let graphite = args
-        .graphite
-        .clone()
-        .or_else(|| etsy_graphite.map(|host| format!("{host}:{}", etsy.graphite_port.unwrap_or(2003))));
-    let console =
-        args.console || etsy.backends.as_ref().is_some_and(|list| list.iter().any(|b| b.ends_with("console")));
-    Ok(Settings { udp, tcp, admin, flush_interval, graphite, console, etsy })
-}
-
-fn address(text: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
-    if text == "off" {
-        return Ok(None);
-    }
-    resolve(text, flag).map(Some)
-}
-
-fn resolve(text: &str, what: &str) -> anyhow::Result<SocketAddr> {
-    text.to_socket_addrs()
-        .with_context(|| format!("bad {what} address {text:?}"))?
-        .next()
-        .with_context(|| format!("{what} address {text:?} resolves to nothing"))
-}
-
-fn naming(etsy: &EtsyConfig) -> GraphiteNaming {
-    let defaults = GraphiteNaming::default();
-    GraphiteNaming {
-        legacy_namespace: etsy.legacy_namespace.unwrap_or(defaults.legacy_namespace),
-        global_prefix: etsy.global_prefix.clone().unwrap_or(defaults.global_prefix),
-        prefix_counter: etsy.prefix_counter.clone().unwrap_or(defaults.prefix_counter),
-        prefix_timer: etsy.prefix_timer.clone().unwrap_or(defaults.prefix_timer),
-        prefix_gauge: etsy.prefix_gauge.clone().unwrap_or(defaults.prefix_gauge),
-        prefix_set: etsy.prefix_set.clone().unwrap_or(defaults.prefix_set),
-        global_suffix: etsy.global_suffix.clone(),
-        prefix_stats: etsy.prefix_stats.clone().unwrap_or(defaults.prefix_stats),
-        flush_counts: etsy.flush_counts.unwrap_or(defaults.flush_counts),
-    }
-}
-
-/// `--expire-idle` as a number of flushes, rounded up; 0 stays 0 (never).
-fn idle_flushes(text: &str, interval_ms: u64) -> anyhow::Result<u32> {
-    let idle = parse_duration(text).with_context(|| "bad --expire-idle")?;
-    let flushes = (idle.as_millis() as u64).div_ceil(interval_ms);
-    Ok(flushes.min(u64::from(u32::MAX)) as u32)
+    Ok(Overrides {
+        udp: listen(&args.udp, "--udp")?,
+        tcp: listen(&args.tcp, "--tcp")?,
+        admin: listen(&args.admin, "--admin")?,
+        flush_interval: args
+            .flush_interval
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .with_context(|| "bad --flush-interval")?,
+        graphite: args.graphite.clone(),
+        console: args.console,
+        expire_idle: parse_duration(&args.expire_idle).with_context(|| "bad --expire-idle")?,
+        max_keys: Some(args.max_keys),
+        max_timer_samples: Some(args.max_timer_samples),
+        shards: Some(args.shards),
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::idle_flushes;
+    use clap::Parser;
+    use proctor_statsd::config::EtsyConfig;
+    use proctor_statsd::setup::Setup;
+
+    use super::{overrides, Options};
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        options: Options,
+    }
+
+    /// `--expire-idle` with the default 10 s flush, through the flag parsing and `Setup`.
+    fn idle_flushes(text: &str) -> Option<u32> {
+        let cli = Cli::try_parse_from(["statsd", "--expire-idle", text]).ok()?;
+        let setup = Setup::from_etsy(&EtsyConfig::default(), &overrides(&cli.options).ok()?).ok()?;
+        Some(setup.server.limits.idle.counters)
+    }
 
     #[test]
     fn idle_expiry_rounds_up_to_whole_flushes() {
-        assert_eq!(idle_flushes("0", 10_000).ok(), Some(0));
-        assert_eq!(idle_flushes("1h", 10_000).ok(), Some(360));
-        assert_eq!(idle_flushes("15s", 10_000).ok(), Some(2));
+        assert_eq!(idle_flushes("0"), Some(0));
+        assert_eq!(idle_flushes("1h"), Some(360));
+        assert_eq!(idle_flushes("15s"), Some(2));
     }
 }
