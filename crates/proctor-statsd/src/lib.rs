@@ -38,6 +38,7 @@ pub mod graphite;
 pub mod jsnum;
 pub mod net;
 pub mod parse;
+pub mod prom;
 pub mod self_metrics;
 pub mod server;
 pub mod setup;
