@@ -7,14 +7,15 @@
 //! exact at any time and costs nothing on the hot path.
 //!
 //! This is the only unsafe code in the crate, kept to thin libc calls. It does not parse or
-//! aggregate: the reader copies datagrams into a [`RawBatch`] and returns.
+//! aggregate: the reader leaves datagrams in its own buffers (or copies them into a
+//! [`RawBatch`]) and returns.
 
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Datagrams copied out of the kernel in one `recvmmsg`, ready for a parser thread.
+/// Datagrams copied out of a [`BatchReader`], each after the other in one buffer.
 #[derive(Debug, Default)]
 pub struct RawBatch {
     pub data: Vec<u8>,
@@ -176,6 +177,8 @@ pub struct BatchReader {
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
     slot_bytes: usize,
+    /// Slots filled by the last `receive`.
+    received: usize,
 }
 
 impl std::fmt::Debug for BatchReader {
@@ -195,6 +198,7 @@ impl BatchReader {
             iovecs: (0..slots).map(|_| unsafe { zeroed() }).collect(),
             headers: (0..slots).map(|_| unsafe { zeroed() }).collect(),
             slot_bytes,
+            received: 0,
         };
         for slot in 0..slots {
             reader.iovecs[slot].iov_base = reader.buffers[slot * slot_bytes..].as_mut_ptr().cast();
@@ -208,9 +212,11 @@ impl BatchReader {
         reader
     }
 
-    /// Takes up to `slots` datagrams, appending them to `batch`. With `wait`, blocks until at
-    /// least one is there (`MSG_WAITFORONE`); without, returns `WouldBlock` when none is.
-    pub fn read(&mut self, batch: &mut RawBatch, wait: bool) -> io::Result<BatchInfo> {
+    /// Takes up to `slots` datagrams into the reader's own buffers, where [`BatchReader::packets`]
+    /// finds them until the next call. With `wait`, blocks until at least one is there
+    /// (`MSG_WAITFORONE`); without, returns `WouldBlock` when none is.
+    pub fn receive(&mut self, wait: bool) -> io::Result<BatchInfo> {
+        self.received = 0;
         for header in &mut self.headers {
             header.msg_hdr.msg_flags = 0;
             header.msg_len = 0;
@@ -223,17 +229,31 @@ impl BatchReader {
         if received < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut info = BatchInfo::default();
-        for slot in 0..received as usize {
-            let header = &self.headers[slot];
-            let len = (header.msg_len as usize).min(self.slot_bytes);
+        self.received = received as usize;
+        let mut info = BatchInfo { packets: self.received, ..BatchInfo::default() };
+        for header in &self.headers[..self.received] {
             if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 info.truncated += 1;
             }
+            info.bytes += (header.msg_len as usize).min(self.slot_bytes);
+        }
+        Ok(info)
+    }
+
+    /// The datagrams of the last [`BatchReader::receive`], in arrival order (a truncated one cut
+    /// to the slot).
+    pub fn packets(&self) -> impl Iterator<Item = &[u8]> {
+        self.headers[..self.received].iter().enumerate().map(move |(slot, header)| {
             let start = slot * self.slot_bytes;
-            batch.push(&self.buffers[start..start + len]);
-            info.packets += 1;
-            info.bytes += len;
+            &self.buffers[start..start + (header.msg_len as usize).min(self.slot_bytes)]
+        })
+    }
+
+    /// Like [`BatchReader::receive`], then copies the datagrams to the end of `batch`.
+    pub fn read(&mut self, batch: &mut RawBatch, wait: bool) -> io::Result<BatchInfo> {
+        let info = self.receive(wait)?;
+        for packet in self.packets() {
+            batch.push(packet);
         }
         Ok(info)
     }

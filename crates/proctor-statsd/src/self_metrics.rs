@@ -30,7 +30,10 @@ pub struct SelfMetrics {
     /// Sum over UDP sockets of the kernel's drop counter (`/proc/net/udp`, `drops`).
     pub kernel_dropped_packets: u64,
     pub truncated_packets: u64,
+    /// Datagrams dropped between a reader and a parser thread. Always 0 since ingest threads
+    /// parse their own datagrams (no queue left to overflow); kept so the series stays.
     pub ingress_dropped_packets: u64,
+    /// Metrics dropped between a parser and a shard thread: always 0 for the same reason.
     pub shard_dropped_metrics: u64,
     pub key_limit_dropped_metrics: u64,
     pub timer_samples_not_kept: u64,

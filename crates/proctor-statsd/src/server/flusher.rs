@@ -1,18 +1,17 @@
-//! The flush thread: on a fixed clock it asks every shard for its window, adds Etsy's own
-//! counters, computes the flush and hands it to each backend in turn.
+//! The flush thread: on a fixed clock it takes every shard's window (under that shard's lock),
+//! adds Etsy's own counters, computes the flush and hands it to each backend in turn.
 //!
 //! It owns the backends; a failing backend is counted and logged, never retried here (the
 //! Graphite backend keeps its own bounded retry buffer). It does not read sockets.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::aggregate::{AggregatorDrops, ShardWindow};
 use crate::backend::Backend;
 use crate::flush::{self, FlushConfig};
-use crate::server::shard::ShardMsg;
+use crate::server::shard;
 use crate::server::state::{unix_seconds, Shared, INTERNAL_COUNTERS};
 use crate::shutdown::Shutdown;
 
@@ -49,18 +48,13 @@ impl Flusher {
         let mut windows = Vec::with_capacity(self.shared.shards.len() + 1);
         let mut keys = 0;
         let mut drops = AggregatorDrops::default();
-        for shard in &self.shared.shards {
-            let (reply, answer) = mpsc::sync_channel(1);
-            if shard.send(ShardMsg::Flush(reply)).is_err() {
-                continue;
-            }
-            if let Ok(report) = answer.recv() {
-                keys += report.keys;
-                drops.key_limit_metrics += report.drops.key_limit_metrics;
-                drops.timer_samples_not_kept += report.drops.timer_samples_not_kept;
-                drops.set_members += report.drops.set_members;
-                windows.push(report.window);
-            }
+        for one in &self.shared.shards {
+            let report = shard::flush(one);
+            keys += report.keys;
+            drops.key_limit_metrics += report.drops.key_limit_metrics;
+            drops.timer_samples_not_kept += report.drops.timer_samples_not_kept;
+            drops.set_members += report.drops.set_members;
+            windows.push(report.window);
         }
         windows.push(self.internal_window(timestamp));
         let mut data = flush::compute(windows, timestamp, &self.config);

@@ -1,26 +1,26 @@
-//! The statsd server: threads, bounded channels between them, the flush clock, and the data
-//! `proctor serve` will read (self metrics, the last flush).
+//! The statsd server: ingest threads, the shards they aggregate into, the flush clock, and the
+//! data `proctor serve` reads (self metrics, the last flush).
 //!
 //! ```text
-//!  UDP socket ─► reader thread ─┐ (bounded, drops counted)
-//!  UDP socket ─► reader thread ─┼─► parser thread per reader ─► shard threads (by key hash)
-//!  Unix dgram ─► reader thread ─┤                                   ▲
-//!  TCP conns  ─► conn threads  ─┘                     flush thread ─┘─► backends
+//!  UDP socket ─► ingest thread ─┐ receive, parse, aggregate
+//!  UDP socket ─► ingest thread ─┼─► shards (by key hash, a lock each) ◄─ flush thread ─► backends
+//!  Unix dgram ─► ingest thread ─┤                                    ◄─ admin threads
+//!  TCP conns  ─► conn threads  ─┘
 //! ```
 //!
-//! A reader thread only receives: it copies a `recvmmsg` batch and hands it on. When its
-//! parser is behind and the queue is full it waits, leaving the backlog in the socket's receive
-//! buffer (8 MiB requested), whose overflow the kernel counts; the reader never parses. Each parser owns one reader's
-//! stream, which keeps lines from one sender in order (gauge deltas depend on order), and routes
-//! each metric to the shard that owns its key. Shards own disjoint keys; the flush thread asks
-//! each for its window over the same channel, so a flush sees everything queued before it.
+//! An ingest thread receives a `recvmmsg` batch, parses it and applies the metrics to the shard
+//! that owns each key, then receives again; while it works, the socket's receive buffer (8 MiB
+//! requested) holds what arrives, and the kernel counts what overflows it. One thread per
+//! socket or connection keeps each sender's lines in order (gauge deltas depend on it).
+//! Shards own disjoint keys; the flush thread takes each window under that shard's lock, so a
+//! flush sees every batch applied before it.
 //!
 //! The server takes sockets already bound and a [`Shutdown`]; it binds nothing itself and does
 //! not install signal handlers, so a host process (`proctor serve`) can embed it.
 //!
 //! This module wires the threads together and stops them in order; what each thread does lives
-//! in `ingest` (datagram readers and parsers), `tcp`, `shard`, `flusher`, and `state` (what they
-//! share). The admin interface sees the server only through `admin::AdminView`.
+//! in `ingest` (datagram sockets), `tcp`, `shard`, `flusher`, and `state` (what they share). The
+//! admin interface sees the server only through `admin::AdminView`.
 
 mod flusher;
 mod ingest;
@@ -32,8 +32,7 @@ use std::io;
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::mpsc::{self, SyncSender};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
@@ -43,13 +42,12 @@ use crate::aggregate::{Aggregator, AggregatorConfig};
 use crate::backend::Backend;
 use crate::flush::{FlushConfig, FlushData};
 use crate::graphite::GraphiteCounters;
-use crate::net::{self, RawBatch, RcvbufOutcome};
+use crate::net::{self, RcvbufOutcome};
 use crate::parse::ParseOptions;
 use crate::self_metrics::SelfMetrics;
 use crate::shutdown::Shutdown;
 use flusher::Flusher;
-use ingest::{datagram_loop, parser_loop, BatchLimits};
-use shard::{shard_loop, ShardMsg};
+use ingest::{datagram_loop, BatchLimits};
 use state::{unix_seconds, Counters, Shared};
 
 /// Sockets the server reads, bound by the caller.
@@ -68,23 +66,14 @@ pub struct ServerConfig {
     pub flush: FlushConfig,
     /// Limits over the whole server; each shard gets an equal share.
     pub limits: AggregatorConfig,
-    /// Aggregator threads; keys are spread over them by hash. Default 1.
+    /// Aggregators, each behind its own lock; keys are spread over them by hash, so ingest
+    /// threads of several UDP sockets rarely wait for each other. Default 1.
     pub shards: usize,
     pub parse: ParseOptions,
     /// Etsy's `prefixStats`: the namespace of `packets_received` and friends.
     pub prefix_stats: String,
-    /// Batches a reader may queue ahead of its parser before dropping. Default 1024.
-    pub ingress_queue_batches: usize,
-    /// Bytes of received datagrams queued ahead of the parsers, over all readers; past it a
-    /// reader drops (and counts) instead of queueing. Default 64 MiB. This, not the batch
-    /// count, bounds the receive path's memory.
-    pub ingress_max_bytes: usize,
-    /// A busy reader keeps reading without waiting until a batch holds this many datagrams or
-    /// 256 KiB, so it hands on fewer, larger batches (fewer thread wake-ups). Default 512.
-    pub batch_max_packets: usize,
-    /// Batches a parser may queue ahead of a shard before dropping. Default 1024.
-    pub shard_queue_batches: usize,
-    /// Datagrams per `recvmmsg` and bytes per datagram slot. Defaults 64 and 65,536.
+    /// Datagrams per `recvmmsg` and bytes per datagram slot. Defaults 64 and 65,536 (a slot
+    /// holds the largest UDP datagram; only the bytes received are touched).
     pub batch_slots: usize,
     pub slot_bytes: usize,
     pub health_up: bool,
@@ -96,7 +85,7 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     fn batch_limits(&self) -> BatchLimits {
-        BatchLimits { slots: self.batch_slots, slot_bytes: self.slot_bytes, max_packets: self.batch_max_packets }
+        BatchLimits { slots: self.batch_slots, slot_bytes: self.slot_bytes }
     }
 }
 
@@ -108,10 +97,6 @@ impl Default for ServerConfig {
             shards: 1,
             parse: ParseOptions::default(),
             prefix_stats: "statsd".to_owned(),
-            ingress_queue_batches: 1024,
-            ingress_max_bytes: 64 << 20,
-            batch_max_packets: 512,
-            shard_queue_batches: 1024,
             batch_slots: 64,
             slot_bytes: 65_536,
             health_up: true,
@@ -128,9 +113,9 @@ pub struct Server {
     shared: Arc<Shared>,
     /// Clones of the sockets, used only to wake their blocked readers at shutdown.
     wake: Vec<OwnedFd>,
+    /// Ingest threads (one per datagram socket) and the TCP accept thread, which joins its
+    /// connections' threads before it ends.
     receivers: Vec<JoinHandle<()>>,
-    parsers: Vec<JoinHandle<()>>,
-    shard_threads: Vec<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
     flusher: Option<JoinHandle<Flusher>>,
 }
@@ -164,25 +149,11 @@ impl Server {
         let mut shard_limits = config.limits;
         shard_limits.max_keys = shard_limits.max_keys.div_ceil(shard_count);
         shard_limits.max_samples_total = shard_limits.max_samples_total.div_ceil(shard_count);
-        let mut shard_senders = Vec::new();
-        let mut shard_threads = Vec::new();
-        for index in 0..shard_count {
-            let (sender, receiver) = mpsc::sync_channel(config.shard_queue_batches.max(1));
-            shard_senders.push(sender);
-            let limits = shard_limits;
-            shard_threads.push(
-                thread::Builder::new()
-                    .name(format!("statsd-shard-{index}"))
-                    .spawn(move || shard_loop(receiver, Aggregator::new(limits)))?,
-            );
-        }
         let shared = Arc::new(Shared {
             counters: Counters::default(),
             udp_inodes: listeners.udp.iter().filter_map(|socket| net::socket_inode(socket).ok()).collect(),
-            ingress_bytes: AtomicU64::new(0),
-            ingress_max_bytes: config.ingress_max_bytes as u64,
             rcvbuf: config.rcvbuf.clone(),
-            shards: shard_senders,
+            shards: (0..shard_count).map(|_| Mutex::new(Aggregator::new(shard_limits))).collect(),
             health_up: AtomicBool::new(config.health_up),
             last_flush: Mutex::new(None),
             started: Instant::now(),
@@ -192,60 +163,31 @@ impl Server {
             graphite,
             flushed_internal: Mutex::new([0; 3]),
         });
-        let mut server = Server {
-            shared: Arc::clone(&shared),
-            wake: Vec::new(),
-            receivers: Vec::new(),
-            parsers: Vec::new(),
-            shard_threads,
-            admin: None,
-            flusher: None,
-        };
-        let mut spawn_parser = |name: String| -> io::Result<SyncSender<RawBatch>> {
-            let (sender, receiver) = mpsc::sync_channel(config.ingress_queue_batches.max(1));
-            let shared = Arc::clone(&shared);
-            let options = config.parse;
-            server
-                .parsers
-                .push(thread::Builder::new().name(name).spawn(move || parser_loop(receiver, &shared, options))?);
-            Ok(sender)
-        };
-        let mut udp_ingress = Vec::new();
-        for index in 0..listeners.udp.len() {
-            udp_ingress.push(spawn_parser(format!("statsd-parse-udp{index}"))?);
-        }
-        let stream_ingress = if listeners.tcp.is_some() || listeners.unix.is_some() {
-            Some(spawn_parser("statsd-parse-stream".to_owned())?)
-        } else {
-            None
-        };
-        for (index, (socket, ingress)) in listeners.udp.into_iter().zip(udp_ingress).enumerate() {
-            server.wake.push(OwnedFd::from(socket.try_clone()?));
+        let mut server =
+            Server { shared: Arc::clone(&shared), wake: Vec::new(), receivers: Vec::new(), admin: None, flusher: None };
+        let datagram_sockets = listeners
+            .udp
+            .into_iter()
+            .enumerate()
+            .map(|(index, socket)| (format!("statsd-udp{index}"), OwnedFd::from(socket)));
+        let unix_socket = listeners.unix.map(|socket| ("statsd-unix".to_owned(), OwnedFd::from(socket)));
+        for (name, socket) in datagram_sockets.chain(unix_socket) {
+            server.wake.push(socket.try_clone()?);
             let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
-            let limits = config.batch_limits();
+            let (limits, options) = (config.batch_limits(), config.parse);
             server.receivers.push(
                 thread::Builder::new()
-                    .name(format!("statsd-udp{index}"))
-                    .spawn(move || datagram_loop(&socket, limits, &ingress, &shared, &shutdown))?,
+                    .name(name)
+                    .spawn(move || datagram_loop(&socket, limits, options, &shared, &shutdown))?,
             );
         }
-        if let (Some(socket), Some(ingress)) = (listeners.unix, stream_ingress.clone()) {
-            server.wake.push(OwnedFd::from(socket.try_clone()?));
-            let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
-            let limits = config.batch_limits();
-            server.receivers.push(
-                thread::Builder::new()
-                    .name("statsd-unix".to_owned())
-                    .spawn(move || datagram_loop(&socket, limits, &ingress, &shared, &shutdown))?,
-            );
-        }
-        if let (Some(listener), Some(ingress)) = (listeners.tcp, stream_ingress) {
+        if let Some(listener) = listeners.tcp {
             server.wake.push(OwnedFd::from(listener.try_clone()?));
-            let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
+            let (shared, shutdown, options) = (Arc::clone(&shared), shutdown.clone(), config.parse);
             server.receivers.push(
                 thread::Builder::new()
                     .name("statsd-tcp".to_owned())
-                    .spawn(move || tcp::tcp_accept_loop(&listener, &ingress, shared, &shutdown))?,
+                    .spawn(move || tcp::tcp_accept_loop(&listener, options, shared, &shutdown))?,
             );
         }
         if let Some(listener) = listeners.admin {
@@ -269,8 +211,8 @@ impl Server {
         ServerHandle { shared: Arc::clone(&self.shared) }
     }
 
-    /// Waits for the shutdown signal, then stops in data-flow order: receivers, parsers, a last
-    /// flush of everything received, shards.
+    /// Waits for the shutdown signal, then stops in data-flow order: ingest threads (each
+    /// applies what it has received), then a last flush of everything received.
     pub fn join(mut self) {
         let flusher = self.flusher.take().and_then(|thread| thread.join().ok());
         for socket in &self.wake {
@@ -279,17 +221,8 @@ impl Server {
         for thread in self.receivers.drain(..).chain(self.admin.take()) {
             let _ = thread.join();
         }
-        for thread in self.parsers.drain(..) {
-            let _ = thread.join();
-        }
         if let Some(mut flusher) = flusher {
             flusher.flush_once();
-        }
-        for shard in &self.shared.shards {
-            let _ = shard.send(ShardMsg::Stop);
-        }
-        for thread in self.shard_threads.drain(..) {
-            let _ = thread.join();
         }
     }
 }

@@ -1,11 +1,10 @@
-//! State the server's threads share: the cumulative counters every thread adds to, the shard
-//! inboxes, the last flush, and what the admin interface may read or change.
+//! State the server's threads share: the cumulative counters every thread adds to, the shards,
+//! the last flush, and what the admin interface may read or change.
 //!
 //! It holds raw counters only (rates are derived by whoever reads two of them) and starts no
 //! threads. The admin interface reaches it only through [`AdminView`], implemented here.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -16,7 +15,7 @@ use crate::graphite::GraphiteCounters;
 use crate::net::{self, RcvbufOutcome};
 use crate::parse::BadLine;
 use crate::self_metrics::SelfMetrics;
-use crate::server::shard::{self, ShardMsg};
+use crate::server::shard::{self, Shard};
 
 /// Cumulative counters shared by all threads (raw counters; rates are derived by readers).
 #[derive(Debug, Default)]
@@ -27,8 +26,6 @@ pub(crate) struct Counters {
     pub metrics: AtomicU64,
     pub bad: [AtomicU64; BadLine::ALL.len()],
     pub truncated_packets: AtomicU64,
-    pub ingress_dropped_packets: AtomicU64,
-    pub shard_dropped_metrics: AtomicU64,
     pub tcp_connections: AtomicU64,
     pub last_msg_seen: AtomicU64,
     pub flushes: AtomicU64,
@@ -46,11 +43,8 @@ pub(crate) struct Shared {
     pub counters: Counters,
     /// Inodes of the UDP sockets, to find their kernel drop counters in `/proc/net/udp`.
     pub udp_inodes: Vec<u64>,
-    /// Bytes handed to parsers and not yet parsed (see `ServerConfig::ingress_max_bytes`).
-    pub ingress_bytes: AtomicU64,
-    pub ingress_max_bytes: u64,
     pub rcvbuf: Vec<RcvbufOutcome>,
-    pub shards: Vec<SyncSender<ShardMsg>>,
+    pub shards: Vec<Shard>,
     pub health_up: AtomicBool,
     pub last_flush: Mutex<Option<Arc<FlushData>>>,
     pub started: Instant,
@@ -77,8 +71,9 @@ impl Shared {
             bad_lines: BadLine::ALL.iter().map(|r| (*r, load(&c.bad[r.index()]))).collect(),
             kernel_dropped_packets: net::udp_drops(&self.udp_inodes).into_iter().flatten().sum(),
             truncated_packets: load(&c.truncated_packets),
-            ingress_dropped_packets: load(&c.ingress_dropped_packets),
-            shard_dropped_metrics: load(&c.shard_dropped_metrics),
+            // No queue between threads is left to overflow (see `ingest`).
+            ingress_dropped_packets: 0,
+            shard_dropped_metrics: 0,
             key_limit_dropped_metrics: load(&c.key_limit_dropped_metrics),
             timer_samples_not_kept: load(&c.timer_samples_not_kept),
             set_members_dropped: load(&c.set_members_dropped),

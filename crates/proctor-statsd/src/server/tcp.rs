@@ -1,34 +1,30 @@
 //! statsd over TCP: an accept thread and one thread per connection, each cutting its stream at
-//! the last newline and handing the complete lines to the stream parser like a datagram.
+//! the last newline and ingesting the complete lines like a datagram.
 //!
-//! TCP has flow control, so a connection blocks rather than drops when the parser is behind.
-//! It does not parse.
+//! TCP has flow control, so a connection that is behind simply reads later and its client
+//! slows down; nothing is dropped here except a partial line past `MAX_PENDING_LINE_BYTES`.
+//! The per-line work is `ingest`'s; this module only frames the stream.
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use crate::conn::{accept_connections, is_read_timeout};
-use crate::net::RawBatch;
+use crate::parse::ParseOptions;
+use crate::server::ingest::Ingest;
 use crate::server::state::Shared;
 use crate::shutdown::Shutdown;
 
-pub(crate) fn tcp_accept_loop(
-    listener: &TcpListener,
-    ingress: &SyncSender<RawBatch>,
-    shared: Arc<Shared>,
-    shutdown: &Shutdown,
-) {
+pub(crate) fn tcp_accept_loop(listener: &TcpListener, options: ParseOptions, shared: Arc<Shared>, shutdown: &Shutdown) {
     accept_connections(listener, shutdown, |stream| {
         shared.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
-        let (ingress, shutdown, shared) = (ingress.clone(), shutdown.clone(), Arc::clone(&shared));
+        let (shutdown, shared) = (shutdown.clone(), Arc::clone(&shared));
         thread::Builder::new()
             .name("statsd-tcp-conn".to_owned())
-            .spawn(move || tcp_connection(stream, &ingress, &shared, &shutdown))
+            .spawn(move || tcp_connection(stream, options, &shared, &shutdown))
     });
 }
 
@@ -36,15 +32,8 @@ pub(crate) fn tcp_accept_loop(
 /// broken or hostile, and its partial line is dropped.
 const MAX_PENDING_LINE_BYTES: usize = 1 << 20;
 
-fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shared: &Shared, shutdown: &Shutdown) {
-    // TCP has flow control: block rather than drop, and the client slows down. The bytes are
-    // accounted like datagrams' because the parser subtracts whatever it parses.
-    let send = |packet: &[u8]| {
-        let mut batch = RawBatch::default();
-        batch.push(packet);
-        shared.ingress_bytes.fetch_add(packet.len() as u64, Ordering::Relaxed);
-        ingress.send(batch).is_ok()
-    };
+fn tcp_connection(mut stream: TcpStream, options: ParseOptions, shared: &Shared, shutdown: &Shutdown) {
+    let mut ingest = Ingest::new(options, shared.shards.len());
     // A read timeout lets the thread notice shutdown while a client idles.
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     let mut pending: Vec<u8> = Vec::new();
@@ -56,11 +45,9 @@ fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shared:
                 pending.extend_from_slice(&chunk[..read]);
                 // Like Etsy, everything up to the last newline is one packet.
                 if let Some(last) = pending.iter().rposition(|b| *b == b'\n') {
-                    let rest = pending.split_off(last + 1);
-                    if !send(&pending) {
-                        return;
-                    }
-                    pending = rest;
+                    ingest.packet(&pending[..=last]);
+                    ingest.commit(shared);
+                    pending.drain(..=last);
                 } else if pending.len() > MAX_PENDING_LINE_BYTES {
                     pending.clear();
                 }
@@ -76,6 +63,7 @@ fn tcp_connection(mut stream: TcpStream, ingress: &SyncSender<RawBatch>, shared:
     }
     // Unlike Etsy, a last line without its newline is still used when the client closes.
     if !pending.is_empty() {
-        send(&pending);
+        ingest.packet(&pending);
+        ingest.commit(shared);
     }
 }
