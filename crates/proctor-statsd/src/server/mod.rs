@@ -35,7 +35,7 @@ use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::admin::{self, AdminView};
 use crate::aggregate::{Aggregator, AggregatorConfig};
@@ -76,6 +76,11 @@ pub struct ServerConfig {
     /// holds the largest UDP datagram; only the bytes received are touched).
     pub batch_slots: usize,
     pub slot_bytes: usize,
+    /// The longest pause of a UDP ingest thread after a read that drained its socket, so the
+    /// next read finds a batch; it is shortened further for small receive buffers (see
+    /// `ingest::Pacer`). Zero reads again at once. Default 1 ms, which is also about the longest
+    /// a datagram waits before it counts.
+    pub max_read_pause: Duration,
     pub health_up: bool,
     /// Lines for the admin `config` command.
     pub describe: Vec<(String, String)>,
@@ -85,7 +90,7 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     fn batch_limits(&self) -> BatchLimits {
-        BatchLimits { slots: self.batch_slots, slot_bytes: self.slot_bytes }
+        BatchLimits { slots: self.batch_slots, slot_bytes: self.slot_bytes, max_pause: self.max_read_pause }
     }
 }
 
@@ -99,6 +104,7 @@ impl Default for ServerConfig {
             prefix_stats: "statsd".to_owned(),
             batch_slots: 64,
             slot_bytes: 65_536,
+            max_read_pause: Duration::from_millis(1),
             health_up: true,
             describe: Vec::new(),
             rcvbuf: Vec::new(),
@@ -165,20 +171,22 @@ impl Server {
         });
         let mut server =
             Server { shared: Arc::clone(&shared), wake: Vec::new(), receivers: Vec::new(), admin: None, flusher: None };
+        // Unix datagram senders are flow-controlled (a full queue blocks them, or fails their
+        // non-blocking send where nobody counts it), so only UDP readers pause.
         let datagram_sockets = listeners
             .udp
             .into_iter()
             .enumerate()
-            .map(|(index, socket)| (format!("statsd-udp{index}"), OwnedFd::from(socket)));
-        let unix_socket = listeners.unix.map(|socket| ("statsd-unix".to_owned(), OwnedFd::from(socket)));
-        for (name, socket) in datagram_sockets.chain(unix_socket) {
+            .map(|(index, socket)| (format!("statsd-udp{index}"), OwnedFd::from(socket), true));
+        let unix_socket = listeners.unix.map(|socket| ("statsd-unix".to_owned(), OwnedFd::from(socket), false));
+        for (name, socket, pace) in datagram_sockets.chain(unix_socket) {
             server.wake.push(socket.try_clone()?);
             let (shared, shutdown) = (Arc::clone(&shared), shutdown.clone());
             let (limits, options) = (config.batch_limits(), config.parse);
             server.receivers.push(
                 thread::Builder::new()
                     .name(name)
-                    .spawn(move || datagram_loop(&socket, limits, options, &shared, &shutdown))?,
+                    .spawn(move || datagram_loop(&socket, limits, pace, options, &shared, &shutdown))?,
             );
         }
         if let Some(listener) = listeners.tcp {
