@@ -2,7 +2,7 @@
 //! flushes and backends are doing, cumulative since start.
 //!
 //! This module only names and holds the figures; the server reads them from its counters
-//! (`server::state`), the admin `stats` command prints them and [`crate::prom`] lays them out
+//! (`server::state`), the admin `stats` command prints them and `prom` lays them out
 //! for Prometheus. It reads no counters, sockets or clocks itself.
 
 use crate::parse::BadLine;
