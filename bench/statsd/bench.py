@@ -10,6 +10,9 @@ import json, os, re, signal, socket, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROCTOR = os.path.join(ROOT, "target/release/proctor")
+# Another build to compare in the same run (e.g. the commit before a change), as contender
+# "proctor-baseline": PROCTOR_BASELINE=path/to/proctor.
+BASELINE = os.environ.get("PROCTOR_BASELINE")
 BLAST = os.path.join(ROOT, "target/release/examples/statsd_blast")
 ETSY = os.path.join(ROOT, "target/etsy-statsd/node_modules/statsd/stats.js")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -89,7 +92,8 @@ etsy_received.command = "counters"
 def start(contender):
     udp, mgmt = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
     if contender.startswith("proctor"):
-        argv = [PROCTOR, "statsd", "--udp", f"127.0.0.1:{udp}", "--admin", f"127.0.0.1:{mgmt}",
+        binary = BASELINE if contender == "proctor-baseline" else PROCTOR
+        argv = [binary, "statsd", "--udp", f"127.0.0.1:{udp}", "--admin", f"127.0.0.1:{mgmt}",
                 "--flush-interval", "1h"]
         if contender == "proctor-small-buffer":
             # What Etsy gets by default: net.core.rmem_default, reported doubled by the kernel.
@@ -141,30 +145,55 @@ def measure(contender, packets, rate):
         server.stop()
 
 
+def median(values):
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def table(results):
+    """One row per (contender, packets, rate): medians over the rounds, and CPU per million as a
+    ratio to Etsy's median in the same row group."""
+    groups = {}
+    for r in results:
+        groups.setdefault((r["packets"], r["target_rate"], r["contender"]), []).append(r)
+    etsy = {(p, t): median([r["cpu_per_million"] for r in rs]) for (p, t, c), rs in groups.items() if c == "etsy"}
+    print("| contender | packets | target pkt/s | rounds | sent pkt/s | received % | drain pkt/s | CPU s | CPU s / M pkts | ÷ Etsy | kernel drops | queue drops |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (packets, target, contender), rs in groups.items():
+        m = lambda key: median([r[key] for r in rs])
+        rate = "full" if target == 0 else f"{target:,}"
+        ratio = etsy.get((packets, target))
+        ratio = f"{m('cpu_per_million') / ratio:.2f}" if ratio else ""
+        drops = "" if rs[0]["kernel_drops"] is None else f"{m('kernel_drops'):,.0f}"
+        queue = "" if rs[0]["queue_drops"] is None else f"{median([r['queue_drops'] + r['shard_drops'] for r in rs]):,.0f}"
+        print(f"| {contender} | {packets:,} | {rate} | {len(rs)} | {m('send_rate'):,.0f} | {m('received_pct'):.2f} | "
+              f"{m('drain_rate'):,.0f} | {m('cpu_seconds'):.2f} | {m('cpu_per_million'):.2f} | {ratio} | {drops} | {queue} |")
+
+
 def main():
     contenders = ["proctor", "proctor-small-buffer", "etsy"]
+    if BASELINE:
+        contenders.insert(0, "proctor-baseline")
+    contenders = os.environ.get("CONTENDERS", " ".join(contenders)).split()
     full = int(os.environ.get("FULL_PACKETS", "5000000"))
     rates = [int(r) for r in os.environ.get("RATES", "20000 60000 100000 200000 500000").split()]
     sweep_seconds = float(os.environ.get("SWEEP_SECONDS", "3"))
+    rounds = int(os.environ.get("ROUNDS", "1"))
     results = []
     print(f"# load before: {open('/proc/loadavg').read().strip()}", flush=True)
-    for contender in contenders:
-        results.append(measure(contender, full, 0))
-        print(json.dumps(results[-1]), flush=True)
-    for rate in rates:
+    # Rounds interleave the contenders, so a slow spell on the machine hits all of them.
+    for _ in range(rounds):
         for contender in contenders:
-            results.append(measure(contender, int(rate * sweep_seconds), rate))
+            results.append(measure(contender, full, 0))
             print(json.dumps(results[-1]), flush=True)
+        for rate in rates:
+            for contender in contenders:
+                results.append(measure(contender, int(rate * sweep_seconds), rate))
+                print(json.dumps(results[-1]), flush=True)
     print(f"# load after: {open('/proc/loadavg').read().strip()}", flush=True)
     print()
-    print("| contender | packets | target pkt/s | sent pkt/s | received % | drain pkt/s | CPU s | CPU s / M pkts | kernel drops | queue drops |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        rate = "full" if r["target_rate"] == 0 else f"{r['target_rate']:,}"
-        drops = "" if r["kernel_drops"] is None else f"{r['kernel_drops']:,}"
-        queue = "" if r["queue_drops"] is None else f"{r['queue_drops'] + r['shard_drops']:,}"
-        print(f"| {r['contender']} | {r['packets']:,} | {rate} | {r['send_rate']:,.0f} | {r['received_pct']:.2f} | "
-              f"{r['drain_rate']:,.0f} | {r['cpu_seconds']:.2f} | {r['cpu_per_million']:.2f} | {drops} | {queue} |")
+    table(results)
     out = os.path.join(ROOT, "bench/out")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"statsd-{int(time.time())}.json"), "w") as f:

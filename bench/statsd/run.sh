@@ -2,6 +2,7 @@
 # Benchmark: proctor statsd vs Etsy statsd 0.9.0 on loopback, same run, same blaster.
 #   bench/statsd/run.sh                      # 5 M packets full speed + 20k..500k pkt/s sweep
 #   FULL_PACKETS=1000000 RATES="20000 100000" SWEEP_SECONDS=2 bench/statsd/run.sh
+#   ROUNDS=3 PROCTOR_BASELINE=target/baseline/proctor bench/statsd/run.sh   # medians, before vs after
 # Prints one JSON line per measurement and a markdown table; keeps JSON under bench/out/.
 # Loopback only; every server it starts is stopped by PID; the blaster's count is bounded.
 set -euo pipefail

@@ -7,6 +7,7 @@ mod cmd;
 mod datadir;
 mod output;
 mod signals;
+mod statsd_server;
 mod streams;
 
 use std::process::ExitCode;

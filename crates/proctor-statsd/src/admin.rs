@@ -5,44 +5,68 @@
 //! One thread per connection, one command per line. Replies follow Etsy's shapes (`END` after
 //! lists, `ERROR` for an unknown command); maps print one entry per line in the style of Node's
 //! `util.inspect`. `stats` adds proctor's own lines (`proctor.*`), among them the kernel's drop
-//! count next to packets received. It never touches the sockets the metrics come from.
+//! count next to packets received. It never touches the sockets the metrics come from, and it
+//! sees the server only through [`AdminView`]: the few things Etsy's commands read or change.
 
 use std::fmt::Write as _;
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::aggregate::{DumpValue, MetricType};
+use crate::conn;
+use crate::graphite::GraphiteCounters;
 use crate::jsnum::js_format;
-use crate::server::{self, internal_totals, SelfMetrics, Shared, Shutdown};
+use crate::self_metrics::SelfMetrics;
+use crate::shutdown::Shutdown;
 
-pub(crate) fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, shutdown: &Shutdown) {
-    server::accept_connections(listener, shutdown, |stream| {
-        let (shared, shutdown) = (Arc::clone(shared), shutdown.clone());
-        thread::Builder::new()
-            .name("statsd-admin-conn".to_owned())
-            .spawn(move || connection(stream, &shared, &shutdown))
+/// What Etsy's management commands need from a running server, and nothing else. The server
+/// implements it over its shared state; the admin threads hold it as a trait object, so this
+/// module never names the server's types.
+pub(crate) trait AdminView: Send + Sync {
+    /// Lines for `config`: what the server was started with.
+    fn describe(&self) -> &[(String, String)];
+    fn health_up(&self) -> bool;
+    fn set_health_up(&self, up: bool);
+    fn self_metrics(&self) -> SelfMetrics;
+    /// When the server started (Unix seconds): `messages.last_msg_seen` before any message.
+    fn started_unix(&self) -> u64;
+    /// Status counters of each Graphite backend, for the `graphite.*` lines of `stats`.
+    fn graphite(&self) -> &[Arc<GraphiteCounters>];
+    /// Etsy's own counters (`<prefixStats>.packets_received`, …) as they stand in the current
+    /// window, which `counters` lists beside the received ones.
+    fn own_counters(&self) -> Vec<(String, f64)>;
+    /// Current values of one type, over every shard.
+    fn dump(&self, kind: MetricType) -> Vec<(Box<str>, DumpValue)>;
+    /// Etsy's `delcounters` etc. over every shard: per pattern, the keys deleted.
+    fn delete(&self, kind: MetricType, patterns: &[String]) -> Vec<Vec<Box<str>>>;
+}
+
+pub(crate) fn accept_loop(listener: &TcpListener, view: &Arc<dyn AdminView>, shutdown: &Shutdown) {
+    conn::accept_connections(listener, shutdown, |stream| {
+        let (view, shutdown) = (Arc::clone(view), shutdown.clone());
+        thread::Builder::new().name("statsd-admin-conn".to_owned()).spawn(move || connection(stream, &*view, &shutdown))
     });
 }
 
-fn connection(stream: TcpStream, shared: &Shared, shutdown: &Shutdown) {
+fn connection(stream: TcpStream, view: &dyn AdminView, shutdown: &Shutdown) {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
-    while server::read_command(&mut reader, &mut line, shutdown).is_some() {
+    while conn::read_line(&mut reader, &mut line, shutdown).is_some() {
         let mut words = line.split_whitespace();
         let command = words.next().unwrap_or("");
         let parameters: Vec<String> = words.map(str::to_owned).collect();
         let reply = match command {
             "" => None,
             "quit" => return,
-            _ => Some(answer(command, &parameters, shared)),
+            _ => Some(answer(command, &parameters, view)),
         };
         line.clear();
         if let Some(reply) = reply {
@@ -54,7 +78,7 @@ fn connection(stream: TcpStream, shared: &Shared, shutdown: &Shutdown) {
 }
 
 /// The reply to one command (everything except `quit`).
-pub(crate) fn answer(command: &str, parameters: &[String], shared: &Shared) -> String {
+pub(crate) fn answer(command: &str, parameters: &[String], view: &dyn AdminView) -> String {
     match command {
         "help" => {
             "Commands: stats, counters, timers, gauges, delcounters, deltimers, delgauges, health, config, quit\n\n"
@@ -62,41 +86,37 @@ pub(crate) fn answer(command: &str, parameters: &[String], shared: &Shared) -> S
         }
         "config" => {
             let mut out = String::from("\n");
-            for (key, value) in &shared.describe {
+            for (key, value) in view.describe() {
                 let _ = writeln!(out, "{key}: {value}");
             }
             out
         }
         "health" => {
             match parameters.first().map(|p| p.to_lowercase()).as_deref() {
-                Some("up") => shared.health_up.store(true, Ordering::Relaxed),
-                Some("down") => shared.health_up.store(false, Ordering::Relaxed),
+                Some("up") => view.set_health_up(true),
+                Some("down") => view.set_health_up(false),
                 _ => {}
             }
-            let status = if shared.health_up.load(Ordering::Relaxed) { "up" } else { "down" };
+            let status = if view.health_up() { "up" } else { "down" };
             format!("health: {status}\n")
         }
-        "stats" => stats(shared),
+        "stats" => stats(view),
         "counters" => {
-            let mut entries = server::dump_all(shared, MetricType::Counters);
-            let current = internal_totals(shared);
-            let flushed = *shared.flushed_internal.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let names = ["packets_received", "metrics_received", "bad_lines_seen"];
-            for ((name, now), before) in names.iter().zip(current).zip(flushed) {
-                let key = format!("{}.{name}", shared.prefix_stats);
-                entries.push((key.into(), DumpValue::Number(now.saturating_sub(before) as f64)));
+            let mut entries = view.dump(MetricType::Counters);
+            for (key, value) in view.own_counters() {
+                entries.push((key.into(), DumpValue::Number(value)));
             }
             inspect(entries) + "END\n\n"
         }
-        "timers" => inspect(server::dump_all(shared, MetricType::Timers)) + "END\n\n",
-        "gauges" => inspect(server::dump_all(shared, MetricType::Gauges)) + "END\n\n",
+        "timers" => inspect(view.dump(MetricType::Timers)) + "END\n\n",
+        "gauges" => inspect(view.dump(MetricType::Gauges)) + "END\n\n",
         "delcounters" | "deltimers" | "delgauges" => {
             let kind = match command {
                 "delcounters" => MetricType::Counters,
                 "deltimers" => MetricType::Timers,
                 _ => MetricType::Gauges,
             };
-            let deleted = server::delete_all(shared, kind, parameters);
+            let deleted = view.delete(kind, parameters);
             let mut out = String::new();
             for (pattern, keys) in parameters.iter().zip(deleted) {
                 if keys.is_empty() {
@@ -112,18 +132,18 @@ pub(crate) fn answer(command: &str, parameters: &[String], shared: &Shared) -> S
     }
 }
 
-fn stats(shared: &Shared) -> String {
-    let metrics = SelfMetrics::read(shared);
+fn stats(view: &dyn AdminView) -> String {
+    let metrics = view.self_metrics();
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let mut out = String::new();
     let _ = writeln!(out, "uptime: {}", metrics.uptime_seconds as u64);
-    let last_seen = if metrics.last_msg_seen_unix == 0 { shared.started_unix } else { metrics.last_msg_seen_unix };
+    let last_seen = if metrics.last_msg_seen_unix == 0 { view.started_unix() } else { metrics.last_msg_seen_unix };
     let _ = writeln!(out, "messages.last_msg_seen: {}", now.saturating_sub(last_seen));
     let bad_total: u64 = metrics.bad_lines.iter().map(|(_, n)| n).sum();
     let _ = writeln!(out, "messages.bad_lines_seen: {bad_total}");
     // Etsy's backends report their status here; `last_*` values are seconds ago.
-    for graphite in &shared.graphite {
-        let load = |value: &std::sync::atomic::AtomicU64| value.load(Ordering::Relaxed);
+    for graphite in view.graphite() {
+        let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
         let ago = |value: u64| {
             if value == 0 {
                 0
@@ -176,4 +196,82 @@ fn inspect(mut entries: Vec<(Box<str>, DumpValue)>) -> String {
         let _ = writeln!(out, "  '{key}': {value}{comma}");
     }
     out + "}\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use super::{answer, AdminView};
+    use crate::aggregate::{DumpValue, MetricType};
+    use crate::graphite::GraphiteCounters;
+    use crate::self_metrics::SelfMetrics;
+
+    /// A server as the admin interface sees it: fixed values, and a record of deletions.
+    #[derive(Default)]
+    struct FakeView {
+        health: AtomicBool,
+        deleted: Mutex<Vec<String>>,
+        describe: Vec<(String, String)>,
+    }
+
+    impl AdminView for FakeView {
+        fn describe(&self) -> &[(String, String)] {
+            &self.describe
+        }
+        fn health_up(&self) -> bool {
+            self.health.load(Ordering::Relaxed)
+        }
+        fn set_health_up(&self, up: bool) {
+            self.health.store(up, Ordering::Relaxed);
+        }
+        fn self_metrics(&self) -> SelfMetrics {
+            SelfMetrics { packets_received: 3, ..SelfMetrics::default() }
+        }
+        fn started_unix(&self) -> u64 {
+            0
+        }
+        fn graphite(&self) -> &[Arc<GraphiteCounters>] {
+            &[]
+        }
+        fn own_counters(&self) -> Vec<(String, f64)> {
+            vec![("statsd.packets_received".to_owned(), 3.0)]
+        }
+        fn dump(&self, kind: MetricType) -> Vec<(Box<str>, DumpValue)> {
+            match kind {
+                MetricType::Counters => {
+                    vec![("b".into(), DumpValue::Number(0.5)), ("a".into(), DumpValue::Number(2.0))]
+                }
+                MetricType::Timers => vec![("t".into(), DumpValue::Samples(vec![1.0, 2.5]))],
+                _ => Vec::new(),
+            }
+        }
+        fn delete(&self, _kind: MetricType, patterns: &[String]) -> Vec<Vec<Box<str>>> {
+            self.deleted.lock().expect("lock").extend(patterns.iter().cloned());
+            patterns.iter().map(|p| if p == "a" { vec!["a".into()] } else { Vec::new() }).collect()
+        }
+    }
+
+    fn ask(view: &FakeView, line: &str) -> String {
+        let mut words = line.split_whitespace();
+        let command = words.next().unwrap_or("");
+        let parameters: Vec<String> = words.map(str::to_owned).collect();
+        answer(command, &parameters, view)
+    }
+
+    #[test]
+    fn commands_read_and_change_only_what_the_view_offers() {
+        let view = FakeView { describe: vec![("udp".into(), "off".into())], ..FakeView::default() };
+        assert_eq!(ask(&view, "config"), "\nudp: off\n");
+        assert_eq!(ask(&view, "health UP"), "health: up\n");
+        assert!(view.health_up());
+        assert_eq!(ask(&view, "counters"), "{\n  'a': 2,\n  'b': 0.5,\n  'statsd.packets_received': 3\n}\nEND\n\n");
+        assert_eq!(ask(&view, "timers"), "{\n  't': [ 1, 2.5 ]\n}\nEND\n\n");
+        assert_eq!(ask(&view, "gauges"), "{}\nEND\n\n");
+        assert_eq!(ask(&view, "delgauges a b"), "deleted: a\nmetric b not found\nEND\n\n");
+        assert_eq!(*view.deleted.lock().expect("lock"), ["a", "b"]);
+        assert!(ask(&view, "stats").contains("proctor.packets_received: 3\n"));
+        assert_eq!(ask(&view, "nope"), "ERROR\n");
+    }
 }

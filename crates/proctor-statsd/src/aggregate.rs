@@ -161,61 +161,60 @@ impl Aggregator {
     pub fn apply(&mut self, metric: &Metric<'_>) {
         let full = self.key_count() >= self.config.max_keys;
         let key = metric.key;
-        match metric.value {
-            MetricValue::Counter { value, sample_rate } => {
-                let Some(entry) = slot(&mut self.counters, key, full, || 0.0) else {
-                    self.drops.key_limit_metrics += 1;
-                    return;
-                };
-                entry.idle_flushes = 0;
-                entry.value = saturate(entry.value + value * (1.0 / sample_rate));
-            }
-            MetricValue::Gauge { value, delta } => {
-                let Some(entry) = slot(&mut self.gauges, key, full, || 0.0) else {
-                    self.drops.key_limit_metrics += 1;
-                    return;
-                };
-                entry.idle_flushes = 0;
-                // Etsy adjusts only a gauge that exists and is non-zero; otherwise `+5` sets 5.
-                entry.value = if delta && entry.value != 0.0 { saturate(entry.value + value) } else { value };
-            }
+        let kept = match metric.value {
+            MetricValue::Counter { value, sample_rate } => upsert(
+                &mut self.counters,
+                key,
+                full,
+                || 0.0,
+                |count| *count = saturate(*count + value * (1.0 / sample_rate)),
+            ),
+            // Etsy adjusts only a gauge that exists and is non-zero; otherwise `+5` sets 5.
+            MetricValue::Gauge { value, delta } => upsert(
+                &mut self.gauges,
+                key,
+                full,
+                || 0.0,
+                |gauge| *gauge = if delta && *gauge != 0.0 { saturate(*gauge + value) } else { value },
+            ),
             MetricValue::Timer { value, sample_rate } => {
-                let Some(entry) =
-                    slot(&mut self.timers, key, full, || TimerState { rng: seed(key), ..TimerState::default() })
-                else {
-                    self.drops.key_limit_metrics += 1;
-                    return;
-                };
-                entry.idle_flushes = 0;
-                let kept = add_sample(
-                    &mut entry.value,
-                    value,
-                    sample_rate,
-                    self.config.max_samples_per_timer,
-                    self.samples_kept < self.config.max_samples_total,
-                );
-                match kept {
-                    SampleFate::Appended => self.samples_kept += 1,
-                    SampleFate::Reservoir => self.drops.timer_samples_not_kept += 1,
-                }
+                let (per_key_cap, budget_left) =
+                    (self.config.max_samples_per_timer, self.samples_kept < self.config.max_samples_total);
+                let (samples_kept, drops) = (&mut self.samples_kept, &mut self.drops);
+                upsert(
+                    &mut self.timers,
+                    key,
+                    full,
+                    || TimerState { rng: seed(key), ..TimerState::default() },
+                    |timer| match add_sample(timer, value, sample_rate, per_key_cap, budget_left) {
+                        SampleFate::Appended => *samples_kept += 1,
+                        SampleFate::Reservoir => drops.timer_samples_not_kept += 1,
+                    },
+                )
             }
             MetricValue::Set { member } => {
-                let Some(entry) = slot(&mut self.sets, key, full, || (HashSet::new(), false)) else {
-                    self.drops.key_limit_metrics += 1;
-                    return;
-                };
-                entry.idle_flushes = 0;
-                let (members, overflowed) = &mut entry.value;
-                if members.contains(member) {
-                    return;
-                }
-                if members.len() >= self.config.max_set_members {
-                    *overflowed = true;
-                    self.drops.set_members += 1;
-                } else {
-                    members.insert(member.into());
-                }
+                let (max_members, drops) = (self.config.max_set_members, &mut self.drops);
+                upsert(
+                    &mut self.sets,
+                    key,
+                    full,
+                    || (HashSet::new(), false),
+                    |(members, overflowed)| {
+                        if members.contains(member) {
+                            return;
+                        }
+                        if members.len() >= max_members {
+                            *overflowed = true;
+                            drops.set_members += 1;
+                        } else {
+                            members.insert(member.into());
+                        }
+                    },
+                )
             }
+        };
+        if !kept {
+            self.drops.key_limit_metrics += 1;
         }
     }
 
@@ -333,21 +332,29 @@ fn add_sample(
     SampleFate::Reservoir
 }
 
-fn slot<'m, T>(
-    map: &'m mut HashMap<Box<str>, Entry<T>>,
+/// Updates the key's entry, creating it first unless the map is `full`; false when refused.
+///
+/// One hash lookup for a key seen before (the common case), two on its first sight: the map
+/// is keyed by `Box<str>`, and the entry API would need an owned key for every metric.
+fn upsert<T>(
+    map: &mut HashMap<Box<str>, Entry<T>>,
     key: &str,
     full: bool,
     new: impl FnOnce() -> T,
-) -> Option<&'m mut Entry<T>> {
-    // Two lookups on the first sight of a key, one afterwards: the map is keyed by `Box<str>`
-    // and the entry API would need an owned key for every metric.
-    if !map.contains_key(key) {
-        if full {
-            return None;
-        }
-        map.insert(key.into(), Entry { value: new(), idle_flushes: 0 });
+    update: impl FnOnce(&mut T),
+) -> bool {
+    if let Some(entry) = map.get_mut(key) {
+        entry.idle_flushes = 0;
+        update(&mut entry.value);
+        return true;
     }
-    map.get_mut(key)
+    if full {
+        return false;
+    }
+    let mut entry = Entry { value: new(), idle_flushes: 0 };
+    update(&mut entry.value);
+    map.insert(key.into(), entry);
+    true
 }
 
 fn age<T>(map: &mut HashMap<Box<str>, Entry<T>>, limit: u32) {

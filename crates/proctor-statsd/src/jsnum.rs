@@ -14,6 +14,13 @@ pub fn is_js_whitespace(c: char) -> bool {
 
 /// JavaScript's `String.prototype.trim`.
 pub fn js_trim(text: &str) -> &str {
+    // Every JavaScript whitespace character is either ASCII at or below the space, or starts
+    // with a byte above 0x7f; printable ASCII at both ends leaves nothing to trim.
+    let printable = |byte: Option<&u8>| byte.is_some_and(|b| (0x21..0x7f).contains(b));
+    let bytes = text.as_bytes();
+    if printable(bytes.first()) && printable(bytes.last()) {
+        return text;
+    }
     text.trim_matches(is_js_whitespace)
 }
 
@@ -50,6 +57,12 @@ pub fn js_number(text: &str) -> Option<f64> {
     }
     if !is_decimal_literal(unsigned.as_bytes()) {
         return None;
+    }
+    // Up to 15 digits and nothing else is an integer below 2^53: exact as a double, so it needs
+    // no correctly rounded parse (most statsd values look like this).
+    if unsigned.len() <= 15 && unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        let magnitude = unsigned.bytes().fold(0u64, |n, b| n * 10 + u64::from(b - b'0')) as f64;
+        return Some(if negative { -magnitude } else { magnitude });
     }
     // The grammar is checked, so Rust's correctly rounded parser gives the same double as
     // JavaScript's (both round to nearest per IEEE 754).
@@ -151,7 +164,22 @@ pub fn js_format(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{js_format, js_number};
+    use super::{is_js_whitespace, js_format, js_number, js_trim};
+
+    /// The fast paths (printable ends need no trim; short digit runs need no float parse) give
+    /// exactly what the general code gives.
+    #[test]
+    fn fast_paths_agree_with_the_general_code() {
+        let integers = ["0", "-0", "+0", "7", "-7", "007", "123456789012345", "-999999999999999", "1234567890123456"];
+        for text in integers {
+            let parsed = js_number(text).expect("a number");
+            let general: f64 = text.parse().expect("rust parses it");
+            assert_eq!(parsed.to_bits(), general.to_bits(), "{text:?}");
+        }
+        for text in ["", " ", "a", " a", "a ", "\u{a0}a", "a\u{3000}", "\u{feff}x\t", "ab", "a b", "\u{85}a"] {
+            assert_eq!(js_trim(text), text.trim_matches(is_js_whitespace), "{text:?}");
+        }
+    }
 
     #[test]
     fn number_accepts_what_javascript_accepts() {

@@ -7,14 +7,15 @@
 //! exact at any time and costs nothing on the hot path.
 //!
 //! This is the only unsafe code in the crate, kept to thin libc calls. It does not parse or
-//! aggregate: the reader copies datagrams into a [`RawBatch`] and returns.
+//! aggregate: the reader leaves datagrams in its own buffers (or copies them into a
+//! [`RawBatch`]) and returns.
 
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Datagrams copied out of the kernel in one `recvmmsg`, ready for a parser thread.
+/// Datagrams copied out of a [`BatchReader`], each after the other in one buffer.
 #[derive(Debug, Default)]
 pub struct RawBatch {
     pub data: Vec<u8>,
@@ -176,6 +177,8 @@ pub struct BatchReader {
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
     slot_bytes: usize,
+    /// Slots filled by the last `receive`.
+    received: usize,
 }
 
 impl std::fmt::Debug for BatchReader {
@@ -195,6 +198,7 @@ impl BatchReader {
             iovecs: (0..slots).map(|_| unsafe { zeroed() }).collect(),
             headers: (0..slots).map(|_| unsafe { zeroed() }).collect(),
             slot_bytes,
+            received: 0,
         };
         for slot in 0..slots {
             reader.iovecs[slot].iov_base = reader.buffers[slot * slot_bytes..].as_mut_ptr().cast();
@@ -208,9 +212,11 @@ impl BatchReader {
         reader
     }
 
-    /// Takes up to `slots` datagrams, appending them to `batch`. With `wait`, blocks until at
-    /// least one is there (`MSG_WAITFORONE`); without, returns `WouldBlock` when none is.
-    pub fn read(&mut self, batch: &mut RawBatch, wait: bool) -> io::Result<BatchInfo> {
+    /// Takes up to `slots` datagrams into the reader's own buffers, where [`BatchReader::packets`]
+    /// finds them until the next call. With `wait`, blocks until at least one is there
+    /// (`MSG_WAITFORONE`); without, returns `WouldBlock` when none is.
+    pub fn receive(&mut self, wait: bool) -> io::Result<BatchInfo> {
+        self.received = 0;
         for header in &mut self.headers {
             header.msg_hdr.msg_flags = 0;
             header.msg_len = 0;
@@ -223,20 +229,88 @@ impl BatchReader {
         if received < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut info = BatchInfo::default();
-        for slot in 0..received as usize {
-            let header = &self.headers[slot];
-            let len = (header.msg_len as usize).min(self.slot_bytes);
+        self.received = received as usize;
+        let mut info = BatchInfo { packets: self.received, ..BatchInfo::default() };
+        for header in &self.headers[..self.received] {
             if header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 info.truncated += 1;
             }
-            let start = slot * self.slot_bytes;
-            batch.push(&self.buffers[start..start + len]);
-            info.packets += 1;
-            info.bytes += len;
+            info.bytes += (header.msg_len as usize).min(self.slot_bytes);
         }
         Ok(info)
     }
+
+    /// The datagrams of the last [`BatchReader::receive`], in arrival order (a truncated one cut
+    /// to the slot).
+    pub fn packets(&self) -> impl Iterator<Item = &[u8]> {
+        self.headers[..self.received].iter().enumerate().map(move |(slot, header)| {
+            let start = slot * self.slot_bytes;
+            &self.buffers[start..start + (header.msg_len as usize).min(self.slot_bytes)]
+        })
+    }
+
+    /// Like [`BatchReader::receive`], then copies the datagrams to the end of `batch`.
+    pub fn read(&mut self, batch: &mut RawBatch, wait: bool) -> io::Result<BatchInfo> {
+        let info = self.receive(wait)?;
+        for packet in self.packets() {
+            batch.push(packet);
+        }
+        Ok(info)
+    }
+}
+
+/// How full a socket's receive queue is, in the kernel's own accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiveQueue {
+    /// Bytes charged for queued datagrams (`sk_rmem_alloc`): each buffer's true size, which for
+    /// a small datagram is far more than its payload (832 bytes for a 12-byte one on loopback).
+    pub used_bytes: u64,
+    /// The charge past which the kernel drops (`sk_rcvbuf`, the doubled `SO_RCVBUF`).
+    pub limit_bytes: u64,
+}
+
+/// `SO_MEMINFO` (Linux 4.6) as numbered in `asm-generic/socket.h`; alpha, mips, parisc and
+/// sparc number their socket options differently and get `Unsupported` instead.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "s390x",
+    target_arch = "powerpc64"
+))]
+const SO_MEMINFO: Option<i32> = Some(55);
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "s390x",
+    target_arch = "powerpc64"
+)))]
+const SO_MEMINFO: Option<i32> = None;
+
+/// The socket's receive queue charge and limit (`SO_MEMINFO`); one cheap syscall.
+pub fn receive_queue(fd: RawFd) -> io::Result<ReceiveQueue> {
+    let Some(option) = SO_MEMINFO else {
+        return Err(io::Error::from(io::ErrorKind::Unsupported));
+    };
+    // The kernel fills as many of its `SK_MEMINFO_VARS` u32 values as fit.
+    let mut values = [0u32; 9];
+    let mut len = size_of::<[u32; 9]>() as libc::socklen_t;
+    // SAFETY: `values` and `len` are valid for writes of the sizes given.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, option, values.as_mut_ptr().cast(), &mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ReceiveQueue {
+        used_bytes: u64::from(values[libc::SK_MEMINFO_RMEM_ALLOC as usize]),
+        limit_bytes: u64::from(values[libc::SK_MEMINFO_RCVBUF as usize]),
+    })
 }
 
 /// The inode of a socket, which names it in `/proc/net/udp`.
@@ -284,7 +358,7 @@ pub fn shutdown_read(socket: &impl AsRawFd) {
 
 #[cfg(test)]
 mod tests {
-    use super::{bind_udp, parse_udp_drops, socket_inode, udp_drops, BatchReader, RawBatch};
+    use super::{bind_udp, parse_udp_drops, receive_queue, socket_inode, udp_drops, BatchReader, RawBatch};
     use std::os::fd::AsRawFd;
 
     #[test]
@@ -311,6 +385,27 @@ mod tests {
         assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
         let inode = socket_inode(&socket).expect("inode");
         assert_eq!(udp_drops(&[inode]), vec![Some(0)]);
+    }
+
+    #[test]
+    fn the_receive_queue_charge_grows_with_queued_datagrams() {
+        let socket = bind_udp("127.0.0.1:0".parse().expect("addr"), false).expect("bind");
+        let empty = receive_queue(socket.as_raw_fd()).expect("SO_MEMINFO");
+        assert_eq!(empty.used_bytes, 0);
+        assert!(empty.limit_bytes > 0);
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind sender");
+        for _ in 0..3 {
+            sender.send_to(b"a:1|c", socket.local_addr().expect("addr")).expect("send");
+        }
+        // Loopback usually delivers inside `send_to`, but a busy host may defer it to ksoftirqd.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut queued = receive_queue(socket.as_raw_fd()).expect("SO_MEMINFO");
+        while queued.used_bytes < 3 * 5 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+            queued = receive_queue(socket.as_raw_fd()).expect("SO_MEMINFO");
+        }
+        assert!(queued.used_bytes >= 3 * 5, "{queued:?}");
+        assert_eq!(queued.limit_bytes, empty.limit_bytes);
     }
 
     #[test]

@@ -144,9 +144,14 @@ impl LineParser {
     /// Invalid UTF-8 is decoded lossily, as Node's `Buffer.toString()` does; the replacement
     /// characters then fall to key sanitising.
     pub fn parse_packet(&mut self, packet: &[u8], sink: &mut impl MetricSink) -> PacketCounts {
-        let text: Cow<'_, str> = String::from_utf8_lossy(packet);
+        // `from_utf8` checks ASCII a word at a time; the lossy decoder is only needed when it
+        // fails, and gives the same text when it does not.
+        let text: Cow<'_, str> = match std::str::from_utf8(packet) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(packet),
+        };
         let mut counts = PacketCounts::default();
-        for line in text.split('\n') {
+        for line in split_ascii(&text, b'\n') {
             if line.is_empty() {
                 continue;
             }
@@ -159,11 +164,11 @@ impl LineParser {
     fn parse_line(&mut self, line: &str, sink: &mut impl MetricSink, counts: &mut PacketCounts) {
         // DogStatsD tags: everything between the first `|#` and the next one (Etsy splits the
         // line on `|#` and reads only the second piece).
-        let (head, tags) = match line.split_once("|#") {
-            Some((head, rest)) => (head, rest.split("|#").next().unwrap_or("")),
+        let (head, tags) = match split_tags(line) {
+            Some((head, rest)) => (head, split_tags(rest).map_or(rest, |(tags, _)| tags)),
             None => (line, ""),
         };
-        let mut parts = head.split(':');
+        let mut parts = split_ascii(head, b':');
         let raw_name = parts.next().unwrap_or("");
         self.build_key(raw_name, tags);
         let mut values = parts.peekable();
@@ -186,7 +191,7 @@ impl LineParser {
     }
 
     fn parse_value<'a>(&self, value: &'a str) -> Result<MetricValue<'a>, BadLine> {
-        let mut fields = value.split('|');
+        let mut fields = split_ascii(value, b'|');
         let number = fields.next().unwrap_or("");
         let kind = js_trim(fields.next().ok_or(BadLine::MissingType)?);
         let sample_rate = match fields.next() {
@@ -221,6 +226,16 @@ impl LineParser {
     }
 
     fn build_key(&mut self, raw_name: &str, tags: &str) {
+        self.key.clear();
+        if tags.is_empty() {
+            // The common case: the name alone is the key, with no copy in between.
+            if self.options.sanitize_keys {
+                sanitize_key(raw_name, &mut self.key);
+            } else {
+                self.key.push_str(raw_name);
+            }
+            return;
+        }
         self.raw_key.clear();
         self.raw_key.push_str(raw_name);
         if !tags.is_empty() {
@@ -232,7 +247,6 @@ impl LineParser {
                 self.raw_key.push_str(&replace_first(&tag, ':', '='));
             }
         }
-        self.key.clear();
         if self.options.sanitize_keys {
             sanitize_key(&self.raw_key, &mut self.key);
         } else {
@@ -277,6 +291,47 @@ fn parse_sample_rate(field: &str) -> Result<f64, BadLine> {
     }
 }
 
+/// A byte that sanitising keeps as it is: `[A-Za-z0-9_.;=-]`.
+fn is_key_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.' | b';' | b'=')
+}
+
+/// `text.split(byte as char)` for an ASCII `byte`, found with a plain byte loop: the lines and
+/// fields here are a few bytes long, where `str::split`'s searcher costs more than the search.
+/// An ASCII byte never occurs inside a multi-byte character, so every cut is a boundary.
+fn split_ascii(text: &str, byte: u8) -> impl Iterator<Item = &str> {
+    debug_assert!(byte.is_ascii());
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        match current.bytes().position(|b| b == byte) {
+            Some(at) => {
+                rest = Some(&current[at + 1..]);
+                Some(&current[..at])
+            }
+            None => {
+                rest = None;
+                Some(current)
+            }
+        }
+    })
+}
+
+/// `line.split_once("|#")` without building a substring searcher for every line.
+fn split_tags(line: &str) -> Option<(&str, &str)> {
+    let bytes = line.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = bytes[from..].iter().position(|b| *b == b'|') {
+        let at = from + offset;
+        if bytes.get(at + 1) == Some(&b'#') {
+            // Both bytes are ASCII, so both cuts fall on character boundaries.
+            return Some((&line[..at], &line[at + 2..]));
+        }
+        from = at + 1;
+    }
+    None
+}
+
 fn replace_first(text: &str, from: char, to: char) -> Cow<'_, str> {
     match text.find(from) {
         Some(at) => {
@@ -294,6 +349,11 @@ fn replace_first(text: &str, from: char, to: char) -> Cow<'_, str> {
 /// characters outside `[a-zA-Z_\-0-9.;=]` are dropped. Applied in that order, so whitespace
 /// removed in step three cannot merge two runs.
 pub fn sanitize_key(raw: &str, out: &mut String) {
+    // Most keys are already clean: copy them whole.
+    if raw.bytes().all(is_key_byte) {
+        out.push_str(raw);
+        return;
+    }
     let mut in_space = false;
     for c in raw.chars() {
         if is_js_whitespace(c) {
@@ -367,6 +427,25 @@ mod tests {
         check("req:1|c|@0.5|#a:b:c", &["req;a=bc c 1 @0.5"]);
         check("req:1|c|#x;y:z", &["req;x_y=z c 1 @1"]);
         check("req:1|c|#", &["req c 1 @1"]);
+    }
+
+    #[test]
+    fn ascii_split_is_str_split() {
+        for text in ["", ":", "a", "a:b", "a::b:", ":a", "é:ü:", "a\nb\n", "|||"] {
+            for (byte, c) in [(b':', ':'), (b'\n', '\n'), (b'|', '|')] {
+                let ours: Vec<&str> = super::split_ascii(text, byte).collect();
+                let std: Vec<&str> = text.split(c).collect();
+                assert_eq!(ours, std, "{text:?} on {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn tags_split_like_str_split_once() {
+        for line in ["a:1|c", "a:1|c|#x:y", "|#", "a|#b|#c", "a||#b", "a|", "é|#ü", "#|", "a|#"] {
+            let expected = line.split_once("|#");
+            assert_eq!(super::split_tags(line), expected, "{line:?}");
+        }
     }
 
     #[test]

@@ -115,7 +115,7 @@ struct ServeOptions {
     #[command(flatten)]
     read: ReadArgs,
     #[command(flatten, next_help_heading = "statsd (with --statsd)")]
-    statsd_options: crate::cmd::statsd::Options,
+    statsd_options: crate::statsd_server::Options,
 }
 
 fn parent_pid() -> u32 {
@@ -194,8 +194,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let statsd = if o.statsd {
-        let etsy = crate::cmd::statsd::etsy_config(&o.statsd_options)?;
-        Some(crate::cmd::statsd::start(&o.statsd_options, etsy, statsd_shutdown.clone(), flush_recorder.as_ref())?)
+        let etsy = crate::statsd_server::etsy_config(&o.statsd_options)?;
+        Some(crate::statsd_server::start(&o.statsd_options, etsy, statsd_shutdown.clone(), flush_recorder.as_ref())?)
     } else {
         None
     };
@@ -327,96 +327,24 @@ fn log(message: &str) {
     let _ = writeln!(std::io::stderr(), "proctor serve: {message}");
 }
 
-/// Time-valued timer stats (Etsy's names), converted from milliseconds to seconds.
-fn is_time_stat(name: &str) -> bool {
-    matches!(name, "mean" | "median" | "upper" | "lower" | "std" | "sum")
-        || ["upper_", "mean_", "sum_"].iter().any(|p| name.strip_prefix(p).is_some_and(|rest| !rest.is_empty()))
-}
-
 /// The statsd server's self metrics, and the last flush's values per key, capped at `max`
-/// keys per type.
+/// keys per type. `proctor_statsd::prom` decides the names, help texts and units; this only
+/// converts its families into `/metrics`' own.
 fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
-    let mut out = Vec::new();
-    // Self metrics: one family per name, in the order the server lists them.
-    for series in handle.self_metrics().series() {
-        let kind = if series.counter { Kind::Counter } else { Kind::Gauge };
-        let base = if series.counter { series.name.strip_suffix("_total").unwrap_or(series.name) } else { series.name };
-        let labels = series.labels.clone();
-        match out.iter_mut().find(|f: &&mut Family| f.name == base) {
-            Some(f) => f.push(labels, series.value),
-            None => {
-                let mut f = Family::new(base, kind, "proctor statsd server figure (see `proctor statsd --help`).");
-                f.push(labels, series.value);
-                out.push(f);
+    use proctor_statsd::prom::{self as statsd_prom, PromKind};
+    let flush = handle.last_flush();
+    statsd_prom::families(&handle.self_metrics(), flush.as_deref(), max)
+        .into_iter()
+        .map(|family| {
+            let kind = match family.kind {
+                PromKind::Counter => Kind::Counter,
+                PromKind::Gauge => Kind::Gauge,
+            };
+            let mut out = Family::new(family.name, kind, family.help);
+            for sample in family.samples {
+                out.push(sample.labels, sample.value);
             }
-        }
-    }
-    let mut counters = Family::new(
-        "proctor_statsd_counter_per_second",
-        Kind::Gauge,
-        "statsd counters: rate over the last flush interval.",
-    );
-    let mut gauges = Family::new("proctor_statsd_gauge", Kind::Gauge, "statsd gauges: value at the last flush.");
-    let mut timers = Family::new(
-        "proctor_statsd_timer_seconds",
-        Kind::Gauge,
-        "statsd timers: statistics of the last flush interval.",
-    );
-    let mut timer_counts = Family::new(
-        "proctor_statsd_timer_samples",
-        Kind::Gauge,
-        "statsd timers: values received in the last flush interval.",
-    );
-    let mut sets = Family::new(
-        "proctor_statsd_set_members",
-        Kind::Gauge,
-        "statsd sets: distinct members in the last flush interval.",
-    );
-    let mut not_shown = 0u64;
-    if let Some(flush) = handle.last_flush() {
-        let key = |k: &str| vec![("key", k.to_string())];
-        for c in flush.counters.iter() {
-            if counters.samples.len() < max {
-                counters.push(key(&c.key), c.rate_per_second)
-            } else {
-                not_shown += 1
-            }
-        }
-        for g in flush.gauges.iter() {
-            if gauges.samples.len() < max {
-                gauges.push(key(&g.key), g.value)
-            } else {
-                not_shown += 1
-            }
-        }
-        for s in flush.sets.iter() {
-            if sets.samples.len() < max {
-                sets.push(key(&s.key), s.count)
-            } else {
-                not_shown += 1
-            }
-        }
-        for (shown, t) in flush.timers.iter().enumerate() {
-            if shown >= max {
-                not_shown += 1;
-                continue;
-            }
-            for (name, value) in &t.stats {
-                if name == "count" {
-                    timer_counts.push(key(&t.key), *value);
-                } else if is_time_stat(name) {
-                    timers.push(vec![("key", t.key.clone()), ("stat", name.clone())], value / 1e3);
-                }
-            }
-        }
-    }
-    out.extend([counters, gauges, timers, timer_counts, sets]);
-    let mut hidden = Family::new(
-        "proctor_statsd_keys_not_exposed",
-        Kind::Gauge,
-        "statsd keys left out of /metrics by --statsd-metrics-max.",
-    );
-    hidden.push(Vec::new(), not_shown as f64);
-    out.push(hidden);
-    out
+            out
+        })
+        .collect()
 }

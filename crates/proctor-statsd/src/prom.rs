@@ -1,0 +1,251 @@
+//! statsd's figures as Prometheus families: which names, help texts, labels and units the
+//! server's own metrics and the last flush's keys get, and how many keys per type are shown.
+//!
+//! The output is neutral data that a host (`proctor serve`) converts into its own Prometheus
+//! types and renders. This module decides names and values only: it writes no exposition text
+//! and knows nothing of HTTP. The cap bounds `/metrics`' cardinality: keys past it are counted
+//! in `proctor_statsd_keys_not_exposed`, never shown.
+
+use crate::flush::FlushData;
+use crate::self_metrics::SelfMetrics;
+
+/// A family's Prometheus type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromKind {
+    Counter,
+    Gauge,
+}
+
+/// One metric family. A counter's `name` has no `_total`: the renderer adds it to samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromFamily {
+    pub name: &'static str,
+    pub kind: PromKind,
+    pub help: &'static str,
+    /// May be empty: the family is still announced (HELP and TYPE).
+    pub samples: Vec<PromSample>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromSample {
+    pub labels: Vec<(&'static str, String)>,
+    pub value: f64,
+}
+
+impl PromFamily {
+    fn new(name: &'static str, kind: PromKind, help: &'static str) -> Self {
+        PromFamily { name, kind, help, samples: Vec::new() }
+    }
+
+    fn push(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
+        self.samples.push(PromSample { labels, value });
+    }
+}
+
+const SELF_HELP: &str = "proctor statsd server figure (see `proctor statsd --help`).";
+
+/// The server's self metrics (one family per name, in the order [`SelfMetrics::series`] lists
+/// them), then the last flush's counters (rate per second), gauges, timers (time statistics in
+/// seconds, Etsy's milliseconds divided by 1000, and sample counts) and sets, at most
+/// `max_keys_per_type` keys of each type, then how many keys were left out.
+pub fn families(metrics: &SelfMetrics, flush: Option<&FlushData>, max_keys_per_type: usize) -> Vec<PromFamily> {
+    let max = max_keys_per_type;
+    let mut out: Vec<PromFamily> = Vec::new();
+    for series in metrics.series() {
+        let kind = if series.counter { PromKind::Counter } else { PromKind::Gauge };
+        let base = if series.counter { series.name.strip_suffix("_total").unwrap_or(series.name) } else { series.name };
+        match out.iter_mut().find(|family| family.name == base) {
+            Some(family) => family.push(series.labels, series.value),
+            None => {
+                let mut family = PromFamily::new(base, kind, SELF_HELP);
+                family.push(series.labels, series.value);
+                out.push(family);
+            }
+        }
+    }
+    let mut counters = PromFamily::new(
+        "proctor_statsd_counter_per_second",
+        PromKind::Gauge,
+        "statsd counters: rate over the last flush interval.",
+    );
+    let mut gauges =
+        PromFamily::new("proctor_statsd_gauge", PromKind::Gauge, "statsd gauges: value at the last flush.");
+    let mut timers = PromFamily::new(
+        "proctor_statsd_timer_seconds",
+        PromKind::Gauge,
+        "statsd timers: statistics of the last flush interval.",
+    );
+    let mut timer_counts = PromFamily::new(
+        "proctor_statsd_timer_samples",
+        PromKind::Gauge,
+        "statsd timers: values received in the last flush interval.",
+    );
+    let mut sets = PromFamily::new(
+        "proctor_statsd_set_members",
+        PromKind::Gauge,
+        "statsd sets: distinct members in the last flush interval.",
+    );
+    let mut not_shown = 0u64;
+    if let Some(flush) = flush {
+        let key = |k: &str| vec![("key", k.to_owned())];
+        for counter in &flush.counters {
+            if counters.samples.len() < max {
+                counters.push(key(&counter.key), counter.rate_per_second);
+            } else {
+                not_shown += 1;
+            }
+        }
+        for gauge in &flush.gauges {
+            if gauges.samples.len() < max {
+                gauges.push(key(&gauge.key), gauge.value);
+            } else {
+                not_shown += 1;
+            }
+        }
+        for set in &flush.sets {
+            if sets.samples.len() < max {
+                sets.push(key(&set.key), set.count);
+            } else {
+                not_shown += 1;
+            }
+        }
+        for (shown, timer) in flush.timers.iter().enumerate() {
+            if shown >= max {
+                not_shown += 1;
+                continue;
+            }
+            for (name, value) in &timer.stats {
+                if name == "count" {
+                    timer_counts.push(key(&timer.key), *value);
+                } else if is_time_stat(name) {
+                    timers.push(vec![("key", timer.key.clone()), ("stat", name.clone())], value / 1e3);
+                }
+            }
+        }
+    }
+    out.extend([counters, gauges, timers, timer_counts, sets]);
+    let mut hidden = PromFamily::new(
+        "proctor_statsd_keys_not_exposed",
+        PromKind::Gauge,
+        "statsd keys left out of /metrics by --statsd-metrics-max.",
+    );
+    hidden.push(Vec::new(), not_shown as f64);
+    out.push(hidden);
+    out
+}
+
+/// Timer statistics that are times (Etsy's names, in milliseconds), as opposed to counts
+/// (`count`, `count_90`, `count_ps`, histogram bins), which have no unit to convert.
+fn is_time_stat(name: &str) -> bool {
+    matches!(name, "mean" | "median" | "upper" | "lower" | "std" | "sum")
+        || ["upper_", "mean_", "sum_"].iter().any(|p| name.strip_prefix(p).is_some_and(|rest| !rest.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{families, is_time_stat, PromFamily, PromKind};
+    use crate::flush::{CounterData, FlushData, GaugeData, SetData, TimerData};
+    use crate::parse::BadLine;
+    use crate::self_metrics::SelfMetrics;
+
+    fn find<'a>(families: &'a [PromFamily], name: &str) -> &'a PromFamily {
+        families.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no family {name}"))
+    }
+
+    fn flush() -> FlushData {
+        let stats = |pairs: &[(&str, f64)]| pairs.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect();
+        FlushData {
+            timestamp_seconds: 100,
+            interval_ms: 10_000,
+            counters: ["c1", "c2", "c3"]
+                .iter()
+                .map(|k| CounterData { key: (*k).to_owned(), count: 20.0, rate_per_second: 2.0 })
+                .collect(),
+            timers: vec![
+                TimerData {
+                    key: "t1".to_owned(),
+                    stats: stats(&[("count", 4.0), ("upper", 250.0), ("count_90", 3.0), ("mean_90", 40.0)]),
+                    histogram: Vec::new(),
+                    approximate: false,
+                },
+                TimerData {
+                    key: "t2".to_owned(),
+                    stats: stats(&[("count", 1.0)]),
+                    histogram: Vec::new(),
+                    approximate: false,
+                },
+            ],
+            gauges: vec![GaugeData { key: "g".to_owned(), value: 7.0 }],
+            sets: vec![SetData { key: "s".to_owned(), count: 3.0, approximate: false }],
+            processing_time_ms: 0.0,
+        }
+    }
+
+    #[test]
+    fn self_metrics_become_one_family_per_name_without_total() {
+        let metrics = SelfMetrics {
+            packets_received: 5,
+            bad_lines: vec![(BadLine::MissingType, 1), (BadLine::BadValue, 2)],
+            rcvbuf_bytes: vec![4096, 8192],
+            ..SelfMetrics::default()
+        };
+        let out = families(&metrics, None, 10);
+        let packets = find(&out, "proctor_statsd_packets_received");
+        assert_eq!((packets.kind, packets.samples[0].value), (PromKind::Counter, 5.0));
+        let bad = find(&out, "proctor_statsd_bad_lines");
+        assert_eq!(bad.samples.len(), 2);
+        assert_eq!(bad.samples[1].labels, vec![("reason", "bad_value".to_owned())]);
+        let buffers = find(&out, "proctor_statsd_socket_receive_buffer_bytes");
+        assert_eq!((buffers.kind, buffers.samples.len()), (PromKind::Gauge, 2));
+        assert_eq!(find(&out, "proctor_statsd_uptime_seconds").kind, PromKind::Gauge);
+        // Without a flush the key families are announced empty, and nothing is hidden.
+        assert!(find(&out, "proctor_statsd_counter_per_second").samples.is_empty());
+        assert_eq!(find(&out, "proctor_statsd_keys_not_exposed").samples[0].value, 0.0);
+        assert_eq!(out.iter().filter(|f| f.name == "proctor_statsd_bad_lines").count(), 1);
+    }
+
+    #[test]
+    fn flushed_keys_get_seconds_and_a_cap_per_type() {
+        let out = families(&SelfMetrics::default(), Some(&flush()), 1);
+        let counters = find(&out, "proctor_statsd_counter_per_second");
+        assert_eq!(counters.samples.len(), 1);
+        assert_eq!(
+            (counters.samples[0].labels.clone(), counters.samples[0].value),
+            (vec![("key", "c1".to_owned())], 2.0)
+        );
+        let timers = find(&out, "proctor_statsd_timer_seconds");
+        let shown: Vec<(String, f64)> = timers.samples.iter().map(|s| (s.labels[1].1.clone(), s.value)).collect();
+        assert_eq!(shown, [("upper".to_owned(), 0.25), ("mean_90".to_owned(), 0.04)]);
+        assert_eq!(timers.samples[0].labels[0], ("key", "t1".to_owned()));
+        assert_eq!(find(&out, "proctor_statsd_timer_samples").samples[0].value, 4.0);
+        assert_eq!(find(&out, "proctor_statsd_gauge").samples[0].value, 7.0);
+        assert_eq!(find(&out, "proctor_statsd_set_members").samples[0].value, 3.0);
+        // Two counters and one timer over the cap of one per type.
+        assert_eq!(find(&out, "proctor_statsd_keys_not_exposed").samples[0].value, 3.0);
+        let names: Vec<&str> = out.iter().rev().take(6).map(|f| f.name).collect();
+        assert_eq!(
+            names,
+            [
+                "proctor_statsd_keys_not_exposed",
+                "proctor_statsd_set_members",
+                "proctor_statsd_timer_samples",
+                "proctor_statsd_timer_seconds",
+                "proctor_statsd_gauge",
+                "proctor_statsd_counter_per_second",
+            ]
+        );
+    }
+
+    #[test]
+    fn only_time_statistics_are_converted() {
+        for name in ["mean", "median", "upper", "lower", "std", "sum", "upper_90", "mean_99", "sum_50"] {
+            assert!(is_time_stat(name), "{name}");
+        }
+        for name in ["count", "count_90", "count_ps", "upper_", "bin_100"] {
+            assert!(!is_time_stat(name), "{name}");
+        }
+        // Today `sum_squares` (ms², not ms) matches the `sum_` prefix and is divided by 1000 like
+        // the times. Kept as it is: the names and units of these series change in a later issue.
+        assert!(is_time_stat("sum_squares") && is_time_stat("sum_squares_90"));
+    }
+}
