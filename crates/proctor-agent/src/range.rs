@@ -25,8 +25,9 @@ use proctor_report::{RangeBuilder, RangeConfig, RangeSummary};
 use proctor_store::frame::FrameKind;
 use proctor_store::{Reader, StoreError, StoredFrame};
 
-/// Frames a range read decodes unless the caller asks for another budget: an hour at 1 s is
-/// read whole, a day one frame in ~86 s.
+/// Frames a range read decodes unless the caller asks for another budget: 16 minutes at 1 s
+/// are read whole, an hour one frame in 4, a day one in 120 (all key frames). A day with ~570
+/// processes folds in about half a second (docs/performance.md).
 pub const DEFAULT_FRAMES: usize = 1000;
 
 /// The longest range an HTTP request folds; an older `from` is clamped (and said).
