@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes, thread_cpu_ns};
+use proctor_procfs::system::{process_cpu_ns, thread_cpu_ns, SelfPeak};
 use proctor_sampler::{Sampler, SamplerConfig, Schedule};
 
 use crate::history::History;
@@ -104,6 +104,8 @@ pub struct Agent {
 /// The sampling thread's own state: the sampler and the totals carried between cycles.
 struct Loop {
     sampler: Sampler,
+    /// This process's peak RSS, through a kept-open `/proc/self/status`.
+    peak: SelfPeak,
     totals: AgentSelf,
     schedule: Schedule,
     recorder: Recorder,
@@ -132,7 +134,8 @@ impl Agent {
             container_error: sampler.container_error().map(str::to_string),
             ..AgentSelf::default()
         };
-        let first = cycle(&mut sampler, None, &mut totals, &recorder);
+        let mut peak = SelfPeak::open();
+        let first = cycle(&mut sampler, &mut peak, None, &mut totals, &recorder);
         let mut history = History::new(&first, history_capacity(&config), config.history_top);
         history.push(&first);
         let first = Arc::new(finish(first, &history));
@@ -146,7 +149,7 @@ impl Agent {
             published: (Mutex::new(first_seq), Condvar::new()),
             stop: (Mutex::new(false), Condvar::new()),
         });
-        let state = Loop { sampler, totals, schedule, recorder };
+        let state = Loop { sampler, peak, totals, schedule, recorder };
         let thread_shared = Arc::clone(&shared);
         let thread =
             std::thread::Builder::new().name("proctor-agent".into()).spawn(move || run(state, &thread_shared))?;
@@ -197,7 +200,7 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
         }
         state.totals.missed_ticks = state.schedule.missed();
         let prev = shared.latest();
-        let snapshot = cycle(&mut state.sampler, Some(&prev), &mut state.totals, &state.recorder);
+        let snapshot = cycle(&mut state.sampler, &mut state.peak, Some(&prev), &mut state.totals, &state.recorder);
         drop(prev);
         let snapshot = {
             let mut history = shared.history.write().unwrap_or_else(|e| e.into_inner());
@@ -217,7 +220,13 @@ fn finish(mut snapshot: Snapshot, history: &History) -> Snapshot {
 }
 
 /// One sample plus its derivation, charged to the agent's totals.
-fn cycle(sampler: &mut Sampler, prev: Option<&Snapshot>, totals: &mut AgentSelf, recorder: &Recorder) -> Snapshot {
+fn cycle(
+    sampler: &mut Sampler,
+    peak: &mut SelfPeak,
+    prev: Option<&Snapshot>,
+    totals: &mut AgentSelf,
+    recorder: &Recorder,
+) -> Snapshot {
     let sample = sampler.sample();
     let derive_before = thread_cpu_ns();
     let mut snapshot = Snapshot::derive(sample, prev.map(|p| &p.sample));
@@ -236,8 +245,8 @@ fn cycle(sampler: &mut Sampler, prev: Option<&Snapshot>, totals: &mut AgentSelf,
     totals.cmdline = sampler.cmdline_stats();
     totals.process_cpu_seconds = process_cpu_ns() as f64 / 1e9;
     // Our own row is in the scan; when processes are not scanned, fall back to the peak.
-    totals.resident_bytes = snapshot.row(totals.pid).and_then(|r| r.rss_bytes).unwrap_or_else(self_max_rss_bytes);
-    totals.max_resident_bytes = self_max_rss_bytes();
+    totals.max_resident_bytes = peak.bytes();
+    totals.resident_bytes = snapshot.row(totals.pid).and_then(|r| r.rss_bytes).unwrap_or(totals.max_resident_bytes);
     totals.recording = recorder.status();
     totals.last_derive_cpu_ns = thread_cpu_ns().saturating_sub(derive_before);
     snapshot.agent = totals.clone();

@@ -38,7 +38,8 @@ pub struct AgentSelf {
     pub duration_counts: [u64; SAMPLE_DURATION_BUCKETS.len() + 1],
     pub duration_sum_seconds: f64,
     pub resident_bytes: u64,
-    /// Peak resident memory (`getrusage` maxrss).
+    /// Peak resident memory of this process image (`VmHWM`; `getrusage` maxrss would count the
+    /// process that exec'd it, e.g. cargo).
     pub max_resident_bytes: u64,
     /// Failed reads by (reader, reason), summed over every cycle.
     pub errors: BTreeMap<(&'static str, &'static str), u64>,

@@ -117,8 +117,38 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
-/// Peak resident set of this process, in bytes (`getrusage` maxrss).
+/// Peak resident set of this process image, in bytes: `VmHWM` from `/proc/self/status` (the
+/// high-water mark of this process's own address space, which starts afresh at `exec`), else
+/// `getrusage`'s maxrss. maxrss survives `exec`: under `cargo run`, it is cargo's peak, not ours.
+/// Opens and reads one file; a caller that asks every cycle keeps a [`SelfPeak`] instead.
 pub fn self_max_rss_bytes() -> u64 {
+    let mut buf = Vec::new();
+    crate::Root::default()
+        .read_into("/proc/self/status", &mut buf)
+        .ok()
+        .and_then(|()| crate::process::parse_status(&buf)?.vm_hwm_bytes)
+        .unwrap_or_else(rusage_max_rss_bytes)
+}
+
+/// [`self_max_rss_bytes`] through a kept-open `/proc/self/status` (one `pread` per call).
+#[derive(Debug)]
+pub struct SelfPeak {
+    status: Option<crate::file::ProcFile>,
+}
+
+impl SelfPeak {
+    pub fn open() -> SelfPeak {
+        SelfPeak { status: crate::file::ProcFile::open("/proc/self/status".into()).ok() }
+    }
+
+    pub fn bytes(&mut self) -> u64 {
+        let hwm = self.status.as_mut().and_then(|f| crate::process::parse_status(f.read().ok()?)?.vm_hwm_bytes);
+        hwm.unwrap_or_else(rusage_max_rss_bytes)
+    }
+}
+
+/// `getrusage(RUSAGE_SELF)` maxrss, in bytes: the fallback where `/proc/self/status` is unreadable.
+fn rusage_max_rss_bytes() -> u64 {
     // SAFETY: rusage is plain data; getrusage fills it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid out-pointer.

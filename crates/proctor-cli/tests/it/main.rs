@@ -168,6 +168,19 @@ fn snapshot_count_streams_json_lines_with_rates() {
     }
 }
 
+/// getrusage's maxrss survives exec: a parent that held 300 MiB and then became proctor would
+/// be reported as proctor's peak. The peak is this process image's own (VmHWM).
+#[test]
+fn the_agents_peak_memory_is_its_own_not_what_exec_inherited() {
+    let exe = env!("CARGO_BIN_EXE_proctor");
+    let code = format!(
+        "import os\nheld = b'x' * (300 << 20)\nos.execv({exe:?}, [{exe:?}, 'snapshot', '--interval', '0', '--format', 'json'])"
+    );
+    let v = json(&Command::new("python3").args(["-c", &code]).output().expect("python3"));
+    let peak = v["agent"]["max_resident_bytes"].as_u64().expect("max_resident_bytes");
+    assert!(peak > 0 && peak < 150 << 20, "peak {} MiB is the exec'ing parent's", peak >> 20);
+}
+
 #[test]
 fn serve_refuses_a_public_address_without_a_token() {
     let out = proctor(&["serve", "--no-record", "--listen", "0.0.0.0:0"]);
