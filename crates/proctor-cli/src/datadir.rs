@@ -30,6 +30,56 @@ pub fn default_dir_here() -> Result<PathBuf, String> {
     default_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
 }
 
+/// The default for every `--dir`/`--data-dir` flag: [`default_dir_here`], or an empty path when
+/// neither variable is set (which [`given_or_default`] turns into a clear error).
+pub fn default_for_flags() -> PathBuf {
+    default_dir_here().unwrap_or_default()
+}
+
+/// `dir` unless it is the empty path [`default_for_flags`] stands in with when there is no
+/// default.
+pub fn given_or_default(dir: &Path) -> anyhow::Result<&Path> {
+    if dir.as_os_str().is_empty() {
+        anyhow::bail!("no data directory: neither XDG_STATE_HOME nor HOME is set to an absolute path (give --dir)");
+    }
+    Ok(dir)
+}
+
+/// `dir` for a command that reads a store (`replay`, `dump`, `report`): it must exist.
+pub fn for_reading(dir: &Path) -> anyhow::Result<&Path> {
+    let dir = given_or_default(dir)?;
+    if !dir.exists() {
+        anyhow::bail!(
+            "no data directory at {}: nothing was recorded there (`proctor serve` and `proctor record` record into it), or give --dir",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// Creates `dir` for `proctor record` if it is missing: the default directory with its parents
+/// (as `proctor serve` does), a directory given on the command line only if its parent exists
+/// (a typo in a parent should not quietly make a tree of directories). Mode 0700.
+pub fn create_for_recording(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = given_or_default(dir)?;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if default_dir_here().is_ok_and(|default| default == dir) {
+        return create_private(dir).map_err(anyhow::Error::msg);
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "cannot create data directory {}: its parent {} does not exist",
+            dir.display(),
+            dir.parent().map_or_else(|| "-".into(), |p| p.display().to_string())
+        ),
+        Err(e) => anyhow::bail!("cannot create data directory {}: {e}", dir.display()),
+    }
+}
+
 /// The default data directory, created (mode 0700) if missing.
 pub fn default_dir_created() -> Result<PathBuf, (Option<PathBuf>, String)> {
     let dir = default_dir_here().map_err(|e| (None, e))?;

@@ -39,8 +39,8 @@ pub enum DumpFormat {
 pub struct Args {
     #[arg(value_enum)]
     pub subject: Subject,
-    /// The data directory `proctor record` wrote.
-    #[arg(long, value_name = "DIR")]
+    /// The data directory `proctor record` or `proctor serve` wrote (default: where `proctor serve` records).
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::datadir::default_for_flags())]
     pub dir: PathBuf,
     /// From this time ("1h ago", "2024-05-01T12:00:00" UTC, "@UNIX_SECONDS"; default: the start).
     #[arg(long, value_parser = parse_when)]
@@ -229,7 +229,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let now = now_unix_ns();
     let from = args.from.map_or(0, |w| w.resolve(now));
     let to = args.to.map_or(now, |w| w.resolve(now));
-    let mut reader = Reader::open(&args.dir).context("cannot dump")?;
+    let mut reader = Reader::open(crate::datadir::for_reading(&args.dir)?).context("cannot dump")?;
     let frames = reader.frames(from, to)?;
     if args.format == DumpFormat::Csv {
         writeln!(out, "{}", fields.join(","))?;

@@ -27,8 +27,9 @@ use proctor_vocab::units::bytes;
 /// Arguments of `proctor record`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The data directory (must exist). One recorder per directory at a time.
-    #[arg(long, value_name = "DIR")]
+    /// The data directory, created (mode 0700) if missing; the default is where `proctor serve`
+    /// records. One recorder per directory at a time.
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::datadir::default_for_flags())]
     pub dir: PathBuf,
     /// Time between samples.
     #[arg(long, default_value = "1s", value_parser = duration_arg)]
@@ -114,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Block SIGINT and SIGTERM before the agent starts its threads, so they inherit the mask
     // and only the waiter below receives the signals.
     let signals = signals::block()?;
+    crate::datadir::create_for_recording(&args.dir).context("cannot record")?;
     let (writer, report) = Writer::open(&args.dir, config).context("cannot record")?;
     report_open("proctor record", &args.dir, &report);
     let (stop_tx, stop_rx) = mpsc::channel::<()>();

@@ -21,8 +21,8 @@ use proctor_vocab::{format_utc, parse_when, When};
 /// Arguments of `proctor replay`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The data directory `proctor record` wrote.
-    #[arg(long, value_name = "DIR")]
+    /// The data directory `proctor record` or `proctor serve` wrote (default: where `proctor serve` records).
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::datadir::default_for_flags())]
     pub dir: PathBuf,
     /// Show the last sample at or before this time ("10 min ago", "2024-05-01T12:00:00" UTC,
     /// "@UNIX_SECONDS"). The default, without --from, is the newest sample.
@@ -60,7 +60,7 @@ enum Shown {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let now = now_unix_ns();
-    let mut reader = Reader::open(&args.dir).context("cannot replay")?;
+    let mut reader = Reader::open(crate::datadir::for_reading(&args.dir)?).context("cannot replay")?;
     let view = if args.tree {
         Shown::Tree { root: args.pid, format: args.format }
     } else {

@@ -30,8 +30,8 @@ use proctor_vocab::{duration_arg, format_utc, parse_when, When};
 /// Arguments of `proctor report`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The data directory (`proctor record` or `proctor serve` wrote it).
-    #[arg(long, value_name = "DIR")]
+    /// The data directory `proctor record` or `proctor serve` wrote (default: where `proctor serve` records).
+    #[arg(long, value_name = "DIR", default_value_os_t = crate::datadir::default_for_flags())]
     pub dir: PathBuf,
     /// From this time ("1h ago", "2024-05-01T12:00:00" UTC, "@UNIX_SECONDS"; default 1h ago).
     #[arg(long, value_parser = parse_when, conflicts_with = "at")]
@@ -106,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if from >= to {
         bail!("--from {} is not before --to {}", format_utc(from), format_utc(to));
     }
-    let mut reader = Reader::open(&args.dir).context("cannot report")?;
+    let mut reader = Reader::open(crate::datadir::for_reading(&args.dir)?).context("cannot report")?;
     // Latencies first: each sample's values are kept only when there is something to line
     // them up with (a day at 1 s is 86,400 points of 23 values).
     let mut stream_bad_frames = 0;

@@ -185,12 +185,59 @@ fn a_damaged_middle_file_is_set_aside_reported_and_recording_continues() {
     assert_eq!(&after[3..6], &before[6..9]);
 }
 
+/// A missing directory is created (see below); one whose parent is missing too is a clear
+/// error rather than a quiet tree of new directories.
 #[test]
 fn a_missing_data_directory_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let missing = dir.path().join("not-there");
+    let missing = dir.path().join("not-there").join("deeper");
     let out = record(&missing, &["--count", "1"]).output().expect("run");
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not-there") && stderr.contains("does not exist"), "{stderr}");
+}
+
+/// `proctor record` creates its directory (mode 0700); without `--dir` it records where `proctor
+/// serve` does, and `replay`, `dump` and `report` read from there with no flag (issue 14 item 15).
+#[test]
+fn record_creates_its_directory_and_the_readers_default_to_serves() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().expect("tempdir");
+    let state = home.path().join("state");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_proctor"))
+            .args(args)
+            .env("HOME", home.path())
+            .env("XDG_STATE_HOME", &state)
+            .output()
+            .expect("run proctor")
+    };
+    let out = run(&["record", "--interval", "50ms", "--count", "3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let default = state.join("proctor");
+    assert_eq!(std::fs::metadata(&default).expect("created").permissions().mode() & 0o777, 0o700);
+    assert_eq!(stored(&default).len(), 3);
+    for args in [
+        &["replay", "--format", "json"][..],
+        &["dump", "host"][..],
+        &["report", "--from", "1h ago", "--format", "json"][..],
+    ] {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(!out.stdout.is_empty(), "{args:?} printed nothing");
+    }
+    // An explicit directory is created if its parent exists, and refused with the reason if not.
+    let given = home.path().join("given");
+    let out = run(&["record", "--dir", given.to_str().expect("utf-8"), "--interval", "50ms", "--count", "1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::metadata(&given).expect("created").permissions().mode() & 0o777, 0o700);
+    let deep = home.path().join("no/such/parent");
+    let out = run(&["record", "--dir", deep.to_str().expect("utf-8"), "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("its parent") && err.contains("does not exist"), "{err}");
+    // A reader pointed at nothing says so.
+    let out = run(&["replay", "--dir", home.path().join("nothing").to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing was recorded there"));
 }
