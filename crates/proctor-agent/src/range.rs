@@ -187,9 +187,16 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
     let picked = pick(&frames, config.budget);
     drop(frames);
     stats.stride = picked.stride;
+    // Buckets span the samples that exist in the range, not the range asked for: a 13 s
+    // recording under the default hour gets its points spread over its 13 s, not 600 buckets
+    // of 6 s of which two hold data.
+    let (data_from, data_to) = match (picked.frames.first(), picked.frames.last()) {
+        (Some(first), Some(last)) => (first.unix_ns().max(stats.from_ns), last.unix_ns().min(stats.to_ns)),
+        _ => (stats.from_ns, stats.to_ns),
+    };
     let range = RangeConfig {
-        from_ns: stats.from_ns,
-        to_ns: stats.to_ns,
+        from_ns: data_from,
+        to_ns: data_to.max(data_from),
         max_points: config.max_points.max(1),
         top: usize::MAX,
         keep_points: config.keep_points,
@@ -274,6 +281,41 @@ mod tests {
         for pair in steps.windows(2) {
             assert!(pair[1] > pair[0] && pair[1] <= 2 * pair[0], "{pair:?}");
         }
+    }
+
+    /// A store of `n` host samples of this machine, one second apart, ending at `end_ns`.
+    fn short_store(dir: &std::path::Path, n: u64, end_ns: u64) {
+        let (mut writer, _) = proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("store");
+        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+            processes: false,
+            pss_budget: 0.0,
+            ..proctor_sampler::SamplerConfig::default()
+        });
+        let base = sampler.sample();
+        for i in 0..n {
+            let mut sample = base.clone();
+            sample.seq = i;
+            sample.unix_ns = end_ns - (n - 1 - i) * 1_000_000_000;
+            sample.mono_ns = base.mono_ns + i * 1_000_000_000;
+            writer.append(&sample).expect("append");
+        }
+    }
+
+    #[test]
+    fn buckets_span_the_samples_in_the_range_not_the_range_asked_for() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let end = 1_700_000_000_000_000_000;
+        short_store(dir.path(), 13, end);
+        let mut reader = Reader::open(dir.path()).expect("reader");
+        let config = FoldConfig { budget: 1000, max_points: 600, keep_points: false, max_span: None };
+        // The default hour of `proctor report`, around a 13 s recording.
+        let fold = fold_range(&mut reader, end - 3600 * 1_000_000_000, end, config).expect("fold");
+        assert_eq!(fold.stats.frames_read, 13);
+        let (from, to) = (fold.summary.from_ns, fold.summary.to_ns);
+        assert_eq!((from, to), (end - 12_000_000_000, end), "the buckets cover the recording");
+        let memory = fold.summary.series.iter().find(|s| s.name == "memory.used").expect("memory.used");
+        assert_eq!(memory.points.len(), 13, "one bucket per sample, not two buckets of six seconds");
+        assert!(memory.points.iter().all(|p| p.end_ns - p.start_ns < 1_000_000_000));
     }
 
     #[test]
