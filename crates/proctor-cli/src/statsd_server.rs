@@ -87,11 +87,20 @@ pub fn etsy_config(args: &Options) -> anyhow::Result<EtsyConfig> {
 /// Binds every socket the options name and starts the server; `proctor serve --statsd` uses
 /// this too. The caller owns signals and shutdown, and the recorder flushes are handed to
 /// (its queue outlives the server: stop it after `Server::join`).
+/// Who reads the flushes besides the backends: `proctor serve --statsd` shows every flush on
+/// `/metrics`, so no backend there is no loss; `proctor statsd` alone would compute and drop them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushReaders {
+    BackendsOnly,
+    Metrics,
+}
+
 pub fn start(
     args: &Options,
     etsy: EtsyConfig,
     shutdown: Shutdown,
     recorder: Option<&EventRecorder>,
+    readers: FlushReaders,
 ) -> anyhow::Result<Server> {
     let mut setup = Setup::from_etsy(&etsy, &overrides(args)?)?;
 
@@ -163,7 +172,14 @@ pub fn start(
         backends.push(Box::new(RecordBackend { sender }));
     }
     if backends.is_empty() {
-        eprintln!("proctor statsd: no backend (--graphite, --console, --file): flushes are computed and dropped");
+        match readers {
+            FlushReaders::BackendsOnly => eprintln!(
+                "proctor statsd: no backend (--graphite, --console, --file): flushes are computed and dropped"
+            ),
+            FlushReaders::Metrics => {
+                eprintln!("proctor serve: statsd flushes go to /metrics only (no --graphite, --console or --file)")
+            }
+        }
     }
 
     Server::start(listeners, setup.server, backends, graphite_counters, shutdown)

@@ -195,7 +195,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let statsd = if o.statsd {
         let etsy = crate::statsd_server::etsy_config(&o.statsd_options)?;
-        Some(crate::statsd_server::start(&o.statsd_options, etsy, statsd_shutdown.clone(), flush_recorder.as_ref())?)
+        Some(crate::statsd_server::start(
+            &o.statsd_options,
+            etsy,
+            statsd_shutdown.clone(),
+            flush_recorder.as_ref(),
+            crate::statsd_server::FlushReaders::Metrics,
+        )?)
     } else {
         None
     };
@@ -333,7 +339,7 @@ fn log(message: &str) {
 fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
     use proctor_statsd::prom::{self as statsd_prom, PromKind};
     let flush = handle.last_flush();
-    statsd_prom::families(&handle.self_metrics(), flush.as_deref(), max)
+    statsd_prom::families(&handle.self_metrics(), flush.as_deref(), &handle.counter_totals(), max)
         .into_iter()
         .map(|family| {
             let kind = match family.kind {

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use proctor_statsd::Shutdown;
 use proctor_store::STATSD_STREAM;
 
-use crate::statsd_server::{etsy_config, start, Options};
+use crate::statsd_server::{etsy_config, start, FlushReaders, Options};
 use crate::streams::EventRecorder;
 
 /// Arguments of `proctor statsd`, boxed so the `Command` enum stays small.
@@ -45,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(dir) => Some(EventRecorder::start(dir, STATSD_STREAM, "proctor statsd")?),
         None => None,
     };
-    let server = start(&args, etsy, shutdown.clone(), recorder.as_ref())?;
+    let server = start(&args, etsy, shutdown.clone(), recorder.as_ref(), FlushReaders::BackendsOnly)?;
     let waiter = shutdown.clone();
     signals.on_signal("statsd-signals", move || {
         eprintln!("proctor statsd: stopping (last flush first)");

@@ -234,8 +234,15 @@ fn http_get(addr: &str, path: &str) -> String {
     reply
 }
 
+/// The value of the first sample line of `body` that starts with `prefix`.
+fn sample_value(body: &str, prefix: &str) -> Option<f64> {
+    body.lines().find(|l| l.starts_with(prefix))?.rsplit(' ').next()?.parse().ok()
+}
+
 /// `serve --statsd`: packets sent over UDP show up on /metrics after a flush, with the statsd
-/// server's own figures beside them.
+/// server's own figures beside them; counters also as a monotonic `_total` per key; the whole
+/// exposition passes `promtool check metrics` (when PROCTOR_PROMTOOL names it, as
+/// scripts/test.d/65-prometheus.sh does).
 #[test]
 fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     use std::io::{BufRead, BufReader};
@@ -249,21 +256,28 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
         .expect("start serve --statsd");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     let mut addr: Option<String> = None;
+    let mut early = String::new();
     let mut line = String::new();
     while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
         addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
+        early.push_str(&line);
         line.clear();
     }
     let addr = addr.expect("serve printed its address");
     let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("sender");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let total = |body: &str| sample_value(body, "proctor_statsd_events_total{key=\"jobs.done\"}");
     let mut body = String::new();
+    let mut first_total = None;
     while std::time::Instant::now() < deadline {
         sender.send_to(b"jobs.done:3|c\nqueue.depth:7|g\nreq.time:250|ms", &udp).expect("send");
         std::thread::sleep(std::time::Duration::from_millis(200));
         body = http_get(&addr, "/metrics");
-        if body.contains("proctor_statsd_gauge{key=\"queue.depth\"} 7")
+        first_total = first_total.or(total(&body));
+        let grew = first_total.zip(total(&body)).is_some_and(|(a, b)| b >= a + 6.0);
+        if body.contains("proctor_statsd_value{key=\"queue.depth\"} 7")
             && body.contains("key=\"req.time\",stat=\"upper\"} 0.25")
+            && grew
         {
             break;
         }
@@ -272,11 +286,37 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().expect("exits");
     drop(stderr);
-    assert!(body.contains("proctor_statsd_gauge{key=\"queue.depth\"} 7"), "{body}");
-    assert!(body.contains("proctor_statsd_counter_per_second{key=\"jobs.done\"} "), "{body}");
+    assert!(body.contains("proctor_statsd_value{key=\"queue.depth\"} 7"), "{body}");
+    assert!(body.contains("proctor_statsd_events_per_second{key=\"jobs.done\"} "), "{body}");
     assert!(body.contains("proctor_statsd_timer_seconds{key=\"req.time\",stat=\"upper\"} 0.25"), "{body}");
     assert!(body.contains("proctor_statsd_packets_received_total "), "{body}");
     assert!(body.contains("proctor_host_cpu_seconds_total{"), "{body}");
+    // Counts add up across flushes: 3 per packet, several flushes apart.
+    let (first, last) = (first_total.expect("a first total"), total(&body).expect("a last total"));
+    assert!(last >= first + 6.0 && last % 3.0 == 0.0, "{first} then {last}");
+    // Flushes feed /metrics, so serve does not claim they are dropped.
+    assert!(!early.contains("computed and dropped") && early.contains("statsd flushes go to /metrics"), "{early}");
+    match std::env::var("PROCTOR_PROMTOOL") {
+        Ok(promtool) => {
+            let exposition = body.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+            let mut check = Command::new(promtool)
+                .args(["check", "metrics"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("promtool");
+            std::io::Write::write_all(&mut check.stdin.take().expect("stdin"), exposition.as_bytes()).expect("write");
+            let out = check.wait_with_output().expect("promtool runs");
+            assert!(
+                out.status.success(),
+                "promtool check metrics: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(_) => eprintln!("SKIP: promtool part: PROCTOR_PROMTOOL is unset (scripts/test.d/65-prometheus.sh sets it)"),
+    }
     assert!(status.success(), "{status:?}");
 }
 

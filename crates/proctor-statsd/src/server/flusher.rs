@@ -71,6 +71,16 @@ impl Flusher {
                 eprintln!("proctor statsd: flush failed: {}", error_chain(&err));
             }
         }
+        let totals = {
+            let before = self.shared.counter_totals.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let totals: std::collections::BTreeMap<String, f64> = data
+                .counters
+                .iter()
+                .map(|c| (c.key.clone(), before.get(&c.key).copied().unwrap_or(0.0) + c.count))
+                .collect();
+            Arc::new(totals)
+        };
+        *self.shared.counter_totals.lock().unwrap_or_else(PoisonError::into_inner) = totals;
         counters.flushes.fetch_add(1, Ordering::Relaxed);
         counters.last_flush_micros.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         *self.shared.last_flush.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(data));

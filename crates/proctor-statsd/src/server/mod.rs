@@ -140,6 +140,11 @@ impl ServerHandle {
     pub fn last_flush(&self) -> Option<Arc<FlushData>> {
         self.shared.last_flush.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
+
+    /// Counts received per counter key since the server started (see [`crate::prom`]).
+    pub fn counter_totals(&self) -> Arc<std::collections::BTreeMap<String, f64>> {
+        Arc::clone(&self.shared.counter_totals.lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 impl Server {
@@ -162,6 +167,7 @@ impl Server {
             shards: (0..shard_count).map(|_| Mutex::new(Aggregator::new(shard_limits))).collect(),
             health_up: AtomicBool::new(config.health_up),
             last_flush: Mutex::new(None),
+            counter_totals: Mutex::new(Arc::default()),
             started: Instant::now(),
             started_unix: unix_seconds(),
             describe: config.describe.clone(),

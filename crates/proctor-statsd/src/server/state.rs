@@ -4,6 +4,7 @@
 //! It holds raw counters only (rates are derived by whoever reads two of them) and starts no
 //! threads. The admin interface reaches it only through [`AdminView`], implemented here.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -47,6 +48,11 @@ pub(crate) struct Shared {
     pub shards: Vec<Shard>,
     pub health_up: AtomicBool,
     pub last_flush: Mutex<Option<Arc<FlushData>>>,
+    /// Counts received per counter key since the server started, summed over flushes, for
+    /// Prometheus's monotonic `_total` (a flush's counts restart at zero each interval, as
+    /// Etsy's do). A key leaves when the aggregator deletes it, so the map is bounded by the
+    /// key cap. Replaced whole at each flush; readers clone the `Arc`.
+    pub counter_totals: Mutex<Arc<BTreeMap<String, f64>>>,
     pub started: Instant,
     pub started_unix: u64,
     pub describe: Vec<(String, String)>,
