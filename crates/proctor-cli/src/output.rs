@@ -14,8 +14,13 @@ pub enum Format {
 }
 
 /// A closed stdout (`proctor snapshot | head`) is a normal way for a reader to stop, not an error.
+/// The write may have failed inside serde_json, which wraps the `io::Error` in its own.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe))
+    err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe)
+            || cause.downcast_ref::<serde_json::Error>().and_then(serde_json::Error::io_error_kind)
+                == Some(ErrorKind::BrokenPipe)
+    })
 }
 
 /// Writes JSON to stdout, followed by a newline.

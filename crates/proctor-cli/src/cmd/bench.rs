@@ -20,8 +20,8 @@ use crate::output::{print_json, Format};
 /// Arguments of `proctor bench`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Host samples to take (8640 is a day at 10 s).
-    #[arg(short = 'n', long, default_value_t = 8640)]
+    /// Host samples to take, 1 or more (8640 is a day at 10 s).
+    #[arg(short = 'n', long, default_value_t = 8640, value_parser = clap::value_parser!(u64).range(1..))]
     pub samples: u64,
     /// Full process scans to take (each reads every process; 0 skips the process part).
     #[arg(long, default_value_t = 200)]
@@ -100,7 +100,7 @@ fn per(total: (u64, u64), units: f64) -> Figure {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let base = args.read.config();
     let root = base.root.clone();
-    let n = args.samples.max(1);
+    let n = args.samples;
 
     // Host: proctor's sampler without processes or cgroups vs the floor, interleaved in
     // blocks so that machine noise lands on both alike.

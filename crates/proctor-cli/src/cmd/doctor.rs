@@ -241,10 +241,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(e) = sampler.container_error() {
         warnings.push(format!("no container view: {e}"));
     }
+    // SAFETY: geteuid has no preconditions.
+    let root_already = unsafe { libc::geteuid() } == 0;
     for u in &unreadable {
         if u.denied > 0 {
+            // Root is denied only by what root cannot override here: another user namespace,
+            // a `hidepid` mount, a security module. Telling root to run as root helps no one.
+            let advice = if root_already {
+                "even as root: another user namespace, /proc mounted with hidepid, or a security module (AppArmor, SELinux) denies it"
+            } else {
+                "run as their user or root"
+            };
             warnings.push(format!(
-                "{} of {} processes deny /proc/PID/{}: {} unavailable for them (run as their user or root)",
+                "{} of {} processes deny /proc/PID/{}: {} unavailable for them ({advice})",
                 u.denied, u.of, u.file, u.loses
             ));
         }

@@ -131,6 +131,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
 
     let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
+    // The files first: a reader that closes stdout early (`| head`) must not cost the plots.
+    if let Some(out) = &args.out {
+        write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref())?;
+    }
     match args.format {
         Format::Text => print_text(&report, correlation.as_ref(), source.as_deref())?,
         Format::Json => {
@@ -145,9 +149,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             stdout.write_all(b"\n")?;
             stdout.flush()?;
         }
-    }
-    if let Some(out) = &args.out {
-        write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -486,3 +486,36 @@ fn probe_interrupted_prints_the_report_of_what_it_measured() {
     assert!((10..=200).contains(&n), "about 1.5 s at 50/s was measured, not 60 s: {n}");
     assert_eq!(v["ok"].as_u64(), Some(n), "{v}");
 }
+
+/// A reader that closes stdout early (`| head -1`) stops proctor quietly: exit 0, nothing on
+/// stderr, for text and for JSON (which serde_json writes, wrapping the broken pipe in its own
+/// error) (issue 14 item 14).
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    for args in [&["snapshot", "--interval", "0"][..], &["snapshot", "--interval", "0", "--format", "json"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+            .args(args)
+            .args(["--top", "1000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // Close our end before proctor writes (it samples first): its first write gets EPIPE.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success(), "{args:?}: {:?}", out.status);
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?}");
+    }
+}
+
+#[test]
+fn bench_refuses_zero_samples_and_doctor_gives_root_root_advice() {
+    let out = proctor(&["bench", "-n", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let d = json(&proctor(&["doctor", "--format", "json"]));
+        let warnings = d["warnings"].as_array().expect("warnings");
+        assert!(!warnings.iter().any(|w| w.as_str().is_some_and(|w| w.contains("run as their user or root"))), "{d}");
+    }
+}
