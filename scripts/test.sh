@@ -1,9 +1,36 @@
 #!/usr/bin/env bash
 # The whole test suite: the house habits (rustfmt, clippy with warnings as errors), the Rust
-# tests, then each scripts/test.d/*.sh in name order. A part that cannot get what it needs
-# prints a loud SKIP line with the reason; it never passes silently.
-set -euo pipefail
+# tests, then each scripts/test.d/*.sh in name order. Every part runs even when an earlier one
+# failed, so one failure never hides whether the others still work; a table at the end says,
+# per part, passed / FAILED / passed with a SKIP, and how long it took, and the exit status is
+# non-zero if any part failed. A part that cannot get what it needs prints a loud SKIP line
+# with the reason; it never passes silently.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+results=()
+failed=0
+
+# run NAME COMMAND...: runs one part, its output shown as it comes and kept to look for SKIPs.
+run() {
+  local name=$1
+  shift
+  echo "== $name"
+  local started=$SECONDS
+  "$@" 2>&1 | tee "$logs/part.log"
+  local status=${PIPESTATUS[0]}
+  local took=$((SECONDS - started))
+  local result=passed
+  if [[ $status -ne 0 ]]; then
+    result="FAILED (exit $status)"
+    failed=1
+  elif grep -q "SKIP" "$logs/part.log"; then
+    result="passed, with SKIP: $(grep -m1 -o 'SKIP.*' "$logs/part.log" | cut -c1-70)"
+  fi
+  results+=("$(printf '%-36s %6ss  %s' "$name" "$took" "$result")")
+}
 
 # rustfmt and clippy come with rustup's default profile; a minimal toolchain gets them added.
 for tool in rustfmt clippy; do
@@ -12,26 +39,38 @@ for tool in rustfmt clippy; do
   fi
 done
 
-echo "== cargo fmt --check"
-if cargo fmt --version >/dev/null 2>&1; then
-  cargo fmt --all --check 2>&1
-else
-  echo "SKIP: cargo fmt is not installed and rustup could not add rustfmt: formatting NOT checked"
-fi
+fmt() {
+  if cargo fmt --version >/dev/null 2>&1; then
+    cargo fmt --all --check
+  else
+    echo "SKIP: cargo fmt is not installed and rustup could not add rustfmt: formatting NOT checked"
+  fi
+}
+clippy() {
+  if cargo clippy --version >/dev/null 2>&1; then
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+  else
+    echo "SKIP: cargo clippy is not installed and rustup could not add clippy: lints NOT checked"
+  fi
+}
 
-echo "== cargo clippy --workspace --all-targets -- -D warnings"
-if cargo clippy --version >/dev/null 2>&1; then
-  cargo clippy --workspace --all-targets --locked -- -D warnings 2>&1
-else
-  echo "SKIP: cargo clippy is not installed and rustup could not add clippy: lints NOT checked"
-fi
-
-echo "== cargo test --workspace"
-cargo test --workspace --locked 2>&1
+run "cargo fmt --check" fmt
+run "cargo clippy -D warnings" clippy
+run "cargo test --workspace" cargo test --workspace --locked
 
 shopt -s nullglob
 for part in scripts/test.d/*.sh; do
-  echo "== $part"
-  bash "$part"
+  run "$part" bash "$part"
 done
-echo "== all test parts finished"
+
+echo
+echo "== summary"
+printf '%-36s %7s  %s\n' "part" "time" "result"
+for line in "${results[@]}"; do
+  echo "$line"
+done
+if [[ $failed -ne 0 ]]; then
+  echo "== some parts FAILED"
+  exit 1
+fi
+echo "== all test parts passed"
