@@ -89,6 +89,23 @@ fn dump_selects_fields_filters_and_keeps_the_top_n() {
     let out = proctor(&["dump", "process", "--fields", "pid,no_such_field"], dir.path());
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no field \"no_such_field\""));
+    // --top ranks by a number: a text field is refused, not sorted as zeros (issue 14 item 12).
+    let out = proctor(&["dump", "process", "--top", "2", "--sort", "name"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sort name is not a number"), "{out:?}");
+    // The load averages are three columns, one number each.
+    let csv = ok(&proctor(&["dump", "host"], dir.path()));
+    let header: Vec<&str> = csv.lines().next().expect("header").split(',').collect();
+    assert!(header.windows(3).any(|w| w == ["load.avg1", "load.avg5", "load.avg15"]), "{header:?}");
+    let at = header.iter().position(|h| *h == "load.avg1").expect("load.avg1");
+    for row in csv.lines().skip(1) {
+        assert!(row.split(',').nth(at).is_some_and(|v| v.parse::<f64>().is_ok()), "{row}");
+    }
+    // --fields list is exactly what dump can print: every listed field can be asked for.
+    let listed = ok(&proctor(&["dump", "host", "--fields", "list"], dir.path()));
+    let names: Vec<&str> = listed.lines().filter_map(|l| l.split('\t').next()).collect();
+    assert!(names.len() > 40 && names.contains(&"memory.used_bytes"), "{listed}");
+    ok(&proctor(&["dump", "host", "--fields", &names.join(",")], dir.path()));
 }
 
 /// A shell with two sleeping children, killed when dropped.
