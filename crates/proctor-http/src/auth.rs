@@ -1,5 +1,9 @@
 //! Who may ask: a Bearer token (or the `proctor_token` cookie the dashboard's sign-in form
-//! sets) checked in one middleware, which also counts requests and client errors.
+//! sets) checked in one middleware, which also counts requests and client errors, and which
+//! refuses requests meant for another site before anything else: a `Host` that is not this
+//! agent's on a tokenless loopback bind (DNS rebinding: a page on `attacker.example` whose name
+//! now resolves to 127.0.0.1 would otherwise read the process list), and any browser request
+//! sent from another origin (`Origin` naming another host, `Sec-Fetch-Site: cross-site`).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -12,11 +16,75 @@ use std::sync::Arc;
 use crate::counters::HttpCounters;
 use crate::params::ApiError;
 
-/// What the middleware needs: the token (if one is required) and where to count.
+/// What the middleware needs: the token (if one is required), which `Host`s to answer, and
+/// where to count.
 #[derive(Debug, Clone)]
 pub struct Auth {
     pub token: Option<Arc<str>>,
+    pub hosts: HostRule,
     pub http: Arc<HttpCounters>,
+}
+
+/// Which `Host` header values are answered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HostRule {
+    /// Any: the bind is public and a token guards it, or `--insecure` said so.
+    #[default]
+    Any,
+    /// Loopback names and addresses (`localhost`, `127.0.0.0/8`, `::1`) and these names: the
+    /// rule for a loopback bind without a token, where the `Host` is all that tells a local
+    /// client from a rebound page.
+    Loopback { also: Vec<String> },
+}
+
+impl HostRule {
+    /// Whether a request with this `Host` header value (port and all) is answered.
+    pub fn allows(&self, host: &str) -> bool {
+        let HostRule::Loopback { also } = self else { return true };
+        let name = host_name(host);
+        is_loopback_name(name) || also.iter().any(|a| a.eq_ignore_ascii_case(name))
+    }
+}
+
+/// `Host` without its port: `[::1]:9465` → `::1`, `localhost:9465` → `localhost`.
+fn host_name(host: &str) -> &str {
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("");
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+fn is_loopback_name(name: &str) -> bool {
+    let lower = name.trim_end_matches('.').to_ascii_lowercase();
+    lower == "localhost"
+        || lower.ends_with(".localhost")
+        || lower.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Why a request comes from another site, if it does: a `Host` outside the rule, an `Origin`
+/// whose host is not the `Host`, or a browser's own `Sec-Fetch-Site: cross-site`.
+fn foreign(headers: &HeaderMap, hosts: &HostRule) -> Option<String> {
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let host = text(header::HOST);
+    if let Some(host) = &host {
+        if !hosts.allows(host) {
+            return Some(format!("Host '{host}' is not this agent (a loopback agent without a token answers loopback names only; see --allow-host)"));
+        }
+    }
+    if let Some(origin) = text(header::ORIGIN) {
+        let origin_host = origin.split_once("://").map_or(origin.as_str(), |(_, rest)| rest);
+        if origin != "null" && host.as_deref().is_some_and(|h| !h.eq_ignore_ascii_case(origin_host)) {
+            return Some(format!("a request from the page at {origin} is cross-origin"));
+        }
+    }
+    if headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site") {
+        return Some("a cross-site browser request".to_string());
+    }
+    None
 }
 
 /// Compares without an early exit, so response time does not tell how much of a guess matched.
@@ -48,6 +116,11 @@ fn presented_token(headers: &HeaderMap) -> Option<&[u8]> {
 pub async fn guard(State(auth): State<Auth>, req: Request, next: Next) -> Response {
     let http = &auth.http;
     HttpCounters::bump(&http.requests, 1);
+    if let Some(why) = foreign(req.headers(), &auth.hosts) {
+        HttpCounters::bump(&http.foreign_host_refused, 1);
+        HttpCounters::bump(&http.client_errors, 1);
+        return ApiError { status: StatusCode::FORBIDDEN, code: "forbidden", message: why }.into_response();
+    }
     if let Some(token) = auth.token.as_ref() {
         let ok = presented_token(req.headers()).is_some_and(|t| token_matches(t, token.as_bytes()));
         if !ok {

@@ -17,6 +17,15 @@ pub struct HttpCounters {
     /// `/api/v1/report` requests that read the store, and the frames they decoded.
     pub report_store_requests: AtomicU64,
     pub report_store_frames_decoded: AtomicU64,
+    /// Connections open now, accepted in all, refused at the cap (every open one busy), and
+    /// closed to make room for a newcomer (the quietest); accept calls that failed.
+    pub connections_open: AtomicU64,
+    pub connections_accepted: AtomicU64,
+    pub connections_refused: AtomicU64,
+    pub connections_evicted: AtomicU64,
+    pub accept_errors: AtomicU64,
+    /// Requests refused for their `Host` or `Origin` (DNS rebinding, cross-origin pages).
+    pub foreign_host_refused: AtomicU64,
 }
 
 impl HttpCounters {
@@ -30,6 +39,12 @@ impl HttpCounters {
             history_store_frames_decoded_total: load(&self.history_store_frames_decoded),
             report_store_requests_total: load(&self.report_store_requests),
             report_store_frames_decoded_total: load(&self.report_store_frames_decoded),
+            connections_open: load(&self.connections_open),
+            connections_accepted_total: load(&self.connections_accepted),
+            connections_refused_total: load(&self.connections_refused),
+            connections_evicted_total: load(&self.connections_evicted),
+            accept_errors_total: load(&self.accept_errors),
+            foreign_host_refused_total: load(&self.foreign_host_refused),
         }
     }
 

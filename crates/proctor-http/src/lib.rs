@@ -16,15 +16,9 @@ pub mod counters;
 pub mod params;
 pub mod prom;
 pub mod router;
+pub mod serve;
 
+pub use auth::HostRule;
 pub use counters::HttpCounters;
 pub use router::{router, ApiConfig, ExtraMetrics};
-
-/// Serves `app` on an already-bound listener until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
-}
+pub use serve::{serve, ConnLimits};

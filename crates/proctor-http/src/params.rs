@@ -16,7 +16,8 @@ pub struct ErrorBody {
 
 #[derive(Debug, Serialize)]
 pub struct ErrorOut {
-    /// Machine-readable: `not_found`, `bad_request`, `unauthorized`, `method_not_allowed`.
+    /// Machine-readable: `not_found`, `bad_request`, `unauthorized`, `forbidden`,
+    /// `method_not_allowed`.
     pub code: &'static str,
     pub message: String,
 }

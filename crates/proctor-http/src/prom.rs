@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use proctor_procfs::host::{CpuTicks, Pressure};
 
 use proctor_agent::snapshot::{Snapshot, SAMPLE_DURATION_BUCKETS};
+use proctor_vocab::snapshot::HttpOut;
 
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -226,7 +227,7 @@ fn opt(v: Option<u64>) -> Option<f64> {
 }
 
 /// Every family for one snapshot: host, container, the top processes and the agent itself.
-pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec<Family> {
+pub fn families(s: &Snapshot, config: &MetricsConfig, http: &HttpOut) -> Vec<Family> {
     let mut out = Vec::with_capacity(64);
     let h = &s.sample.host;
     let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
@@ -363,7 +364,7 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http_requests: u64) -> Vec
 
     container_families(s, &mut out);
     process_families(s, config, &mut out);
-    agent_families(s, http_requests, &mut out);
+    agent_families(s, http, &mut out);
     out
 }
 
@@ -473,7 +474,7 @@ fn process_families(s: &Snapshot, config: &MetricsConfig, out: &mut Vec<Family>)
     out.extend([cpu, rss, vsz, threads, pss, pss_age]);
 }
 
-fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
+fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
     let a = &s.agent;
     let mut build = Family::new("proctor_agent_build_info", Kind::Gauge, "The agent's version (always 1).");
     build.push(vec![("version", env!("CARGO_PKG_VERSION").to_string())], 1.0);
@@ -552,7 +553,27 @@ fn agent_families(s: &Snapshot, http_requests: u64, out: &mut Vec<Family>) {
             Some(c.timeouts as f64),
         ));
     }
-    out.push(counter("proctor_agent_http_requests", "HTTP requests answered.", Some(http_requests as f64)));
+    out.push(counter("proctor_agent_http_requests", "HTTP requests answered.", Some(http.requests_total as f64)));
+    out.push(gauge(
+        "proctor_agent_http_connections_open",
+        "HTTP connections open.",
+        Some(http.connections_open as f64),
+    ));
+    out.push(counter(
+        "proctor_agent_http_connections_refused",
+        "HTTP connections refused at the cap because every open one was busy.",
+        Some(http.connections_refused_total as f64),
+    ));
+    out.push(counter(
+        "proctor_agent_http_connections_evicted",
+        "Quiet HTTP connections closed at the cap to make room for a new one.",
+        Some(http.connections_evicted_total as f64),
+    ));
+    out.push(counter(
+        "proctor_agent_http_foreign_host_refused",
+        "HTTP requests refused for a Host or Origin that is not this agent's.",
+        Some(http.foreign_host_refused_total as f64),
+    ));
     let r = &a.recording;
     let flag = |b: bool| Some(if b { 1.0 } else { 0.0 });
     out.push(gauge(

@@ -27,7 +27,7 @@ use proctor_vocab::select::{matches, sort_rows};
 use proctor_vocab::snapshot::AgentExtras;
 use proctor_vocab::{process, report, snapshot, ProcessSort};
 
-use crate::auth::Auth;
+use crate::auth::{Auth, HostRule};
 use crate::counters::HttpCounters;
 use crate::params::{json_response, parse_pid, time_range, ApiError, Params};
 use crate::prom::{self, Family, MetricsConfig};
@@ -46,6 +46,10 @@ pub struct ApiConfig {
     /// The filesystem `/api/metrics/v1` reports on, watched off the sampling thread.
     pub disk: Option<Arc<DiskWatch>>,
     pub extra_metrics: Option<ExtraMetrics>,
+    /// The server's counters: the router counts requests, [`crate::serve`] connections.
+    pub counters: Arc<HttpCounters>,
+    /// Which `Host`s are answered (see [`HostRule`]).
+    pub hosts: HostRule,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -89,8 +93,8 @@ pub const MAX_REPORT_FRAMES: usize = 20_000;
 pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
     let store =
         Arc::new(StoreReads { permit: tokio::sync::Semaphore::new(1), cache: Mutex::new(PointCache::default()) });
-    let http = Arc::new(HttpCounters::default());
-    let auth = Auth { token: config.token.clone(), http: Arc::clone(&http) };
+    let http = Arc::clone(&config.counters);
+    let auth = Auth { token: config.token.clone(), hosts: config.hosts.clone(), http: Arc::clone(&http) };
     let state = AppState { shared, config: Arc::new(config), http, metrics_cache: Arc::new(Mutex::new(None)), store };
     Router::new()
         .route("/api/v1/snapshot", get(snapshot))
@@ -385,8 +389,7 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): Ra
     let snapshot_part = match cached {
         Some(part) => part,
         None => {
-            let requests = st.http.requests.load(std::sync::atomic::Ordering::Relaxed);
-            let families = prom::families(&s, &st.config.metrics, requests);
+            let families = prom::families(&s, &st.config.metrics, &st.http.out());
             let part = Bytes::from(prom::render_families(&families, openmetrics));
             *st.metrics_cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((seq, openmetrics, part.clone()));
             part

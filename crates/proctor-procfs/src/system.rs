@@ -97,6 +97,13 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     Ok(limit.rlim_cur)
 }
 
+/// The soft `RLIMIT_NOFILE` now: how many fds this process may have open.
+pub fn nofile_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid out-pointer.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
+}
+
 /// CPU time used so far by the calling thread, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
 /// Used to charge each sample and each budgeted worker with exactly its own cost.
 pub fn thread_cpu_ns() -> u64 {

@@ -371,6 +371,15 @@ pub struct HttpOut {
     /// `/api/v1/report` requests that read the store, and the frames they decoded.
     pub report_store_requests_total: u64,
     pub report_store_frames_decoded_total: u64,
+    /// Connections open now; accepted in all; refused because every open connection was busy
+    /// at the cap; closed to make room for a newcomer (the quietest first); failed accepts.
+    pub connections_open: u64,
+    pub connections_accepted_total: u64,
+    pub connections_refused_total: u64,
+    pub connections_evicted_total: u64,
+    pub accept_errors_total: u64,
+    /// Requests refused for a `Host` that is not this agent's, or a cross-origin browser page.
+    pub foreign_host_refused_total: u64,
 }
 
 /// What the surface around the agent adds to its figures.

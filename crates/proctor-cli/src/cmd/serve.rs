@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use proctor_agent::disk::DiskWatch;
 use proctor_agent::{Agent, AgentConfig, Recording};
 use proctor_http::prom::{Family, Kind, MetricsConfig, ProcessRank};
-use proctor_http::{ApiConfig, ExtraMetrics};
+use proctor_http::{ApiConfig, ConnLimits, ExtraMetrics, HostRule};
 use proctor_statsd::{ServerHandle, Shutdown};
 use proctor_store::{StoreConfig, Writer, STATSD_STREAM};
 use proctor_vocab::jupyter::JupyterConfig;
@@ -70,6 +70,16 @@ struct ServeOptions {
     /// Serve a non-loopback address without a token.
     #[arg(long)]
     insecure: bool,
+    /// On a loopback address without a token, also answer requests whose Host is NAME (only
+    /// loopback names and addresses are answered otherwise: a page on another site whose name
+    /// was rebound to 127.0.0.1 must not read the process list). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// Most HTTP connections open at once (default: an eighth of the fd limit, 16 to 512). At
+    /// the cap, the quietest open connection is closed to make room; a newcomer is refused only
+    /// when every open connection is busy.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(usize))]
+    max_connections: Option<usize>,
     /// Processes that get their own /metrics series.
     #[arg(long, value_name = "N", default_value_t = 10)]
     metrics_top: usize,
@@ -155,7 +165,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if token.as_deref() == Some("") {
         bail!("the token is empty");
     }
+    // A token goes into a header: a control character (a newline, say) could never be sent as
+    // it was written, and looks like a file read wrong.
+    if token.as_deref().is_some_and(|t| t.chars().any(char::is_control)) {
+        bail!("the token contains a control character (a newline or tab inside it?): give a plain token");
+    }
     let (listen, loopback) = resolve_listen(&o.listen)?;
+    let tokenless = token.is_none();
     if !loopback && token.is_none() && !o.insecure {
         bail!(
             "--listen {listen} is reachable from other machines: give --token or --token-file \
@@ -223,6 +239,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         jupyter: JupyterConfig::new(jupyter_pid),
         disk: Some(Arc::new(disk)),
         extra_metrics: extra,
+        counters: Arc::default(),
+        hosts: if loopback && tokenless { HostRule::Loopback { also: o.allow_host.clone() } } else { HostRule::Any },
+    };
+    let counters = Arc::clone(&config.counters);
+    // After the sampler raised RLIMIT_NOFILE to its hard limit: the cap is a share of what is
+    // there, leaving the rest to the sampler's kept-open files and the store.
+    let limits = match o.max_connections {
+        Some(max) => ConnLimits { max_connections: max, ..ConnLimits::for_this_process() },
+        None => ConnLimits::for_this_process(),
     };
     let app = proctor_http::router(agent.shared(), config);
 
@@ -246,9 +271,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
              Jupyter /api/metrics/v1 for pid {jupyter_pid}); sampling every {}",
             format_duration(o.interval)
         ));
-        proctor_http::serve(listener, app, async move {
-            let _ = stop_rx.await;
-        })
+        proctor_http::serve(
+            listener,
+            app,
+            async move {
+                let _ = stop_rx.await;
+            },
+            limits,
+            counters,
+        )
         .await
         .context("the HTTP server failed")
     });

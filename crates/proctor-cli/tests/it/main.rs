@@ -1,6 +1,7 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
 mod agreement;
+mod flood;
 mod record;
 mod replay;
 mod report;
@@ -211,7 +212,7 @@ fn serve_answers_and_stops_on_sigterm() {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
     let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
-    write!(stream, "GET /api/v1/agent HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("send");
+    write!(stream, "GET /api/v1/agent HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
     let mut reply = String::new();
     stream.read_to_string(&mut reply).expect("reply");
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
@@ -228,7 +229,7 @@ fn serve_answers_and_stops_on_sigterm() {
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("send");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
     let mut reply = String::new();
     stream.read_to_string(&mut reply).expect("reply");
     reply

@@ -28,6 +28,8 @@ pub struct Options {
     pub record: Option<std::path::PathBuf>,
     /// Root of the tree `/api/metrics/v1` reports on (default: this test process).
     pub jupyter_pid: u32,
+    /// Which `Host`s are answered (serve's rule for a tokenless loopback bind by default).
+    pub hosts: proctor_http::HostRule,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             metrics: MetricsConfig::default(),
             record: None,
             jupyter_pid: std::process::id(),
+            hosts: proctor_http::HostRule::Loopback { also: Vec::new() },
         }
     }
 }
@@ -63,7 +66,10 @@ impl Server {
             jupyter,
             disk: Some(Arc::new(disk)),
             extra_metrics: None,
+            counters: Arc::default(),
+            hosts: o.hosts.clone(),
         };
+        let counters = Arc::clone(&config.counters);
         let app = proctor_http::router(agent.shared(), config);
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         std_listener.set_nonblocking(true).expect("nonblocking");
@@ -74,9 +80,16 @@ impl Server {
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
-                proctor_http::serve(listener, app, async move {
-                    let _ = rx.await;
-                })
+                let limits = proctor_http::ConnLimits::for_this_process();
+                proctor_http::serve(
+                    listener,
+                    app,
+                    async move {
+                        let _ = rx.await;
+                    },
+                    limits,
+                    counters,
+                )
                 .await
                 .expect("serve");
             });
@@ -139,7 +152,10 @@ impl Response {
 pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }

@@ -306,3 +306,40 @@ fn history_memory_is_bounded_and_reported() {
     let newest = server.get("/api/v1/history/series").json()["newest_unix_ms"].as_u64().expect("newest");
     assert!(newest >= *times.last().expect("a point"), "the newest point is kept");
 }
+
+/// DNS rebinding: a tokenless loopback agent answers loopback `Host`s (and `--allow-host`
+/// names) only, and no agent answers a browser page from another origin (issue 15 item 6).
+#[test]
+fn requests_for_another_site_are_refused() {
+    let server = Server::start(Options {
+        hosts: proctor_http::HostRule::Loopback { also: vec!["proctor.internal".into()] },
+        ..Options::default()
+    });
+    let port = server.addr.port();
+    let get = |headers: &[(&str, &str)]| server.request("GET", "/api/v1/processes?limit=1", headers);
+    for host in [format!("attacker.example:{port}"), "attacker.example".into(), format!("10.0.0.1:{port}")] {
+        let r = get(&[("Host", &host)]);
+        assert_eq!(r.status, 403, "{host}: {}", r.body);
+        assert_eq!(r.json()["error"]["code"], "forbidden");
+        assert!(!r.body.contains("\"pid\""), "no process data for {host}");
+    }
+    for host in [format!("localhost:{port}"), format!("[::1]:{port}"), "127.0.0.2".into(), "proctor.internal:1".into()]
+    {
+        assert_eq!(get(&[("Host", &host)]).status, 200, "{host}");
+    }
+    let same = format!("http://127.0.0.1:{port}");
+    assert_eq!(get(&[("Origin", &same)]).status, 200, "same origin");
+    assert_eq!(get(&[("Origin", "http://attacker.example")]).status, 403);
+    assert_eq!(get(&[("Sec-Fetch-Site", "cross-site")]).status, 403);
+    assert_eq!(get(&[("Sec-Fetch-Site", "same-origin")]).status, 200);
+    let agent = server.get("/api/v1/agent").json();
+    assert!(agent["http"]["foreign_host_refused_total"].as_u64() >= Some(5), "{agent}");
+    // A public bind with a token answers any Host (the token guards it), but still no page
+    // from another origin.
+    let public =
+        Server::start(Options { token: Some("t0ken"), hosts: proctor_http::HostRule::Any, ..Options::default() });
+    let auth = [("Authorization", "Bearer t0ken"), ("Host", "proctor.example.com")];
+    assert_eq!(public.request("GET", "/api/v1/container", &auth).status, 200);
+    let cross = [("Authorization", "Bearer t0ken"), ("Origin", "http://attacker.example")];
+    assert_eq!(public.request("GET", "/api/v1/container", &cross).status, 403);
+}

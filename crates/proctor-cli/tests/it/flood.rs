@@ -1,0 +1,95 @@
+//! Idle connections must not blind the agent (issue 15 item 1): `proctor serve` under a 1,024-fd
+//! limit, 1,100 idle TCP connections held open against it, and still a normal request is
+//! answered and every sample taken meanwhile has its processes.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{http_get, Guard};
+
+fn body_json(reply: &str) -> serde_json::Value {
+    let body = reply.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {reply}"))
+}
+
+/// Raises this process's soft fd limit to `want` if the hard limit allows; the limit reached.
+fn raise_own_fd_limit(want: u64) -> u64 {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid out-pointer; setrlimit takes a valid in-pointer.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        if limit.rlim_cur < want {
+            let raised = libc::rlimit { rlim_cur: want.min(limit.rlim_max), rlim_max: limit.rlim_max };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raised);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+    }
+    limit.rlim_cur
+}
+
+#[test]
+fn idle_connections_do_not_blind_the_agent() {
+    const IDLE: usize = 1100;
+    if raise_own_fd_limit(4096) < IDLE as u64 + 64 {
+        eprintln!("SKIP: idle-connection flood: this test process may not open {IDLE} sockets (RLIMIT_NOFILE)");
+        return;
+    }
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=1024:1024", env!("CARGO_BIN_EXE_proctor")])
+        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--pss-budget", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("prlimit is part of util-linux");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let _serve = Guard(child);
+    let mut addr = None;
+    let mut line = String::new();
+    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
+        line.clear();
+    }
+    let addr = addr.expect("serve printed its address");
+    let before = body_json(&http_get(&addr, "/api/v1/agent"));
+    let flood_started_ms = before["uptime_secs"].as_f64().expect("uptime");
+    // The flood: connections opened and left silent.
+    let mut idle = Vec::with_capacity(IDLE);
+    for _ in 0..IDLE {
+        match TcpStream::connect(&addr) {
+            Ok(stream) => idle.push(stream),
+            Err(e) => panic!("connect #{} failed: {e}", idle.len()),
+        }
+    }
+    // Let the agent sample a few times while they are held.
+    std::thread::sleep(Duration::from_millis(1500));
+    let asked = Instant::now();
+    let agent = body_json(&http_get(&addr, "/api/v1/agent"));
+    let took = asked.elapsed();
+    eprintln!("a normal request with {IDLE} idle connections held: answered in {took:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let http = &agent["http"];
+    assert!(http["connections_open"].as_u64() <= Some(128), "the cap for 1,024 fds: {http}");
+    assert!(
+        http["connections_evicted_total"].as_u64().unwrap_or(0)
+            + http["connections_refused_total"].as_u64().unwrap_or(0)
+            >= (IDLE - 128) as u64,
+        "{http}"
+    );
+    // Every sample during the flood listed the processes (the sampler still had fds).
+    let history = body_json(&http_get(&addr, "/api/v1/history?series=host.processes&since=10s"));
+    let values = history["series"][0]["values"].as_array().expect("values");
+    let uptime = agent["uptime_secs"].as_f64().expect("uptime");
+    assert!(uptime - flood_started_ms > 1.0 && values.len() >= 5, "{history}");
+    assert!(values.iter().all(|v| v.as_f64().is_some_and(|n| n > 1.0)), "a sample without processes: {values:?}");
+    assert!(agent["errors_total"].as_object().is_some_and(|e| !e.keys().any(|k| k.contains("emfile"))), "{agent}");
+    let metrics = http_get(&addr, "/metrics");
+    let evicted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("proctor_agent_http_connections_evicted_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(evicted.is_some_and(|n| n > 0.0), "{metrics}");
+    drop(idle);
+}

@@ -1,0 +1,267 @@
+//! Accepting connections without letting clients take the agent's file descriptors.
+//!
+//! Connections are accepted before any auth, so a token does not protect the fd table: with
+//! `axum::serve` 1,100 idle TCP connections under a 1,024-fd limit left the sampler unable to
+//! list `/proc`. Here:
+//! - at most [`ConnLimits::max_connections`] are open at once, well below the fd limit (the
+//!   sampler keeps an fd per process, the store and statsd need theirs);
+//! - at that cap a new connection closes the one that has been quiet longest (the least
+//!   recently active; a connection that has not sent a byte is the quietest), so idle
+//!   connections cannot lock out a real request; only when every open connection is busy is
+//!   the new one refused;
+//! - hyper's header-read timeout bounds both a slow request head and the wait for the next
+//!   request on a kept-alive connection; buffers per connection are bounded.
+//!
+//! Open, refused and evicted connections are counted in [`HttpCounters`].
+//!
+//! What it does not do: route or authenticate (the router does), or read anything.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
+
+use crate::counters::HttpCounters;
+
+/// How many connections, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    pub max_connections: usize,
+    /// A request head must arrive within this, on a new connection and between requests on a
+    /// kept-alive one.
+    pub header_timeout: Duration,
+    /// A connection's read buffer grows to at most this (a request head larger than it is
+    /// refused).
+    pub max_buf_bytes: usize,
+}
+
+impl ConnLimits {
+    /// Limits for a process whose fd limit is `nofile`: an eighth of it for connections,
+    /// between 16 and 512.
+    pub fn for_fd_limit(nofile: u64) -> ConnLimits {
+        ConnLimits {
+            max_connections: usize::try_from((nofile / 8).clamp(16, 512)).unwrap_or(512),
+            header_timeout: Duration::from_secs(10),
+            max_buf_bytes: 64 << 10,
+        }
+    }
+
+    /// [`ConnLimits::for_fd_limit`] of this process's soft `RLIMIT_NOFILE` now.
+    pub fn for_this_process() -> ConnLimits {
+        ConnLimits::for_fd_limit(proctor_procfs::system::nofile_limit().unwrap_or(1024))
+    }
+}
+
+/// Open connections: when each was last active, and how to ask it to close.
+#[derive(Debug, Default)]
+struct Registry {
+    next: u64,
+    conns: HashMap<u64, Conn>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    /// Milliseconds since `epoch` of the last byte read or written.
+    last_active: Arc<AtomicU64>,
+    close: Option<oneshot::Sender<()>>,
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, within `limits`, counting into
+/// `counters`. Connections open at shutdown are closed gracefully (a request in flight is
+/// answered first).
+pub async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    limits: ConnLimits,
+    counters: Arc<HttpCounters>,
+) -> std::io::Result<()> {
+    let epoch = Instant::now();
+    let registry = Arc::new(Mutex::new(Registry::default()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_buf_bytes.max(8192))
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // Out of fds, or a connection reset before accept: not the server's end.
+                Err(e) => {
+                    HttpCounters::bump(&counters.accept_errors, 1);
+                    if is_fd_exhaustion(&e) {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Some((id, last_active, close_rx)) = admit(&registry, &limits, epoch, &counters) else {
+            HttpCounters::bump(&counters.connections_refused, 1);
+            drop(stream);
+            continue;
+        };
+        HttpCounters::bump(&counters.connections_accepted, 1);
+        counters.connections_open.fetch_add(1, Ordering::Relaxed);
+        let io = TokioIo::new(Tracked { inner: stream, last_active, epoch });
+        let service = TowerToHyperService::new(app.clone());
+        let conn = builder.serve_connection(io, service);
+        let registry = Arc::clone(&registry);
+        let counters = Arc::clone(&counters);
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            tokio::pin!(conn);
+            let closing = async {
+                tokio::select! {
+                    _ = close_rx => {}
+                    _ = stop.wait_for(|stopped| *stopped) => {}
+                }
+            };
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = closing => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
+                }
+            }
+            registry.lock().unwrap_or_else(PoisonError::into_inner).conns.remove(&id);
+            counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+    let _ = stop_tx.send(true);
+    Ok(())
+}
+
+/// A slot for a new connection: free under the cap, else the quietest connection's (which is
+/// asked to close). `None` when every open connection was active in the last few milliseconds.
+fn admit(
+    registry: &Mutex<Registry>,
+    limits: &ConnLimits,
+    epoch: Instant,
+    counters: &HttpCounters,
+) -> Option<(u64, Arc<AtomicU64>, oneshot::Receiver<()>)> {
+    let mut r = registry.lock().unwrap_or_else(PoisonError::into_inner);
+    let now_ms = ms_since(epoch);
+    if r.conns.len() >= limits.max_connections.max(1) {
+        // Closing asks; the connection leaves the registry when its task ends, so it is taken
+        // out here to free the slot now.
+        let quietest = r
+            .conns
+            .iter()
+            .map(|(id, c)| (*id, c.last_active.load(Ordering::Relaxed)))
+            .min_by_key(|(_, last)| *last)
+            .filter(|(_, last)| now_ms.saturating_sub(*last) >= QUIET_MS)
+            .map(|(id, _)| id)?;
+        if let Some(mut conn) = r.conns.remove(&quietest) {
+            if let Some(close) = conn.close.take() {
+                let _ = close.send(());
+            }
+            HttpCounters::bump(&counters.connections_evicted, 1);
+        }
+    }
+    let id = r.next;
+    r.next += 1;
+    let last_active = Arc::new(AtomicU64::new(now_ms));
+    let (close, close_rx) = oneshot::channel();
+    r.conns.insert(id, Conn { last_active: Arc::clone(&last_active), close: Some(close) });
+    Some((id, last_active, close_rx))
+}
+
+/// A connection quiet for less than this is busy, and is not closed for a newcomer.
+const QUIET_MS: u64 = 100;
+
+fn ms_since(epoch: Instant) -> u64 {
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+fn is_fd_exhaustion(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// A stream that notes when bytes last moved.
+struct Tracked {
+    inner: TcpStream,
+    last_active: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl Tracked {
+    fn touch(&self) {
+        self.last_active.store(ms_since(self.epoch), Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_is_an_eighth_of_the_fd_limit_within_bounds() {
+        assert_eq!(ConnLimits::for_fd_limit(1024).max_connections, 128);
+        assert_eq!(ConnLimits::for_fd_limit(64).max_connections, 16);
+        assert_eq!(ConnLimits::for_fd_limit(1 << 20).max_connections, 512);
+    }
+
+    #[test]
+    fn at_the_cap_the_quietest_connection_makes_room_and_busy_ones_refuse() {
+        let limits = ConnLimits { max_connections: 2, ..ConnLimits::for_fd_limit(1024) };
+        let registry = Mutex::new(Registry::default());
+        let counters = HttpCounters::default();
+        let epoch = Instant::now() - Duration::from_secs(10);
+        let (a, a_active, mut a_close) = admit(&registry, &limits, epoch, &counters).expect("free");
+        let (_, b_active, _b_close) = admit(&registry, &limits, epoch, &counters).expect("free");
+        // Both busy just now: a third is refused.
+        assert!(admit(&registry, &limits, epoch, &counters).is_none());
+        // `a` has been quiet for 5 s, `b` is busy: the third takes `a`'s slot and `a` is asked to close.
+        a_active.store(5_000, Ordering::Relaxed);
+        b_active.store(ms_since(epoch), Ordering::Relaxed);
+        let (c, _, _) = admit(&registry, &limits, epoch, &counters).expect("room made");
+        assert_ne!(c, a);
+        assert_eq!(a_close.try_recv(), Ok(()));
+        assert_eq!(counters.connections_evicted.load(Ordering::Relaxed), 1);
+        assert_eq!(registry.lock().expect("lock").conns.len(), 2);
+    }
+}
