@@ -12,6 +12,10 @@
 //! - hyper's header-read timeout bounds both a slow request head and the wait for the next
 //!   request on a kept-alive connection; buffers per connection are bounded.
 //!
+//! - when the last connection of a burst closes, freed heap is handed back to the kernel
+//!   (`malloc_trim`): a flood's buffers are freed but glibc keeps the pages in its arenas, so
+//!   without it RSS stays at the flood's high-water mark.
+//!
 //! Open, refused and evicted connections are counted in [`HttpCounters`].
 //!
 //! What it does not do: route or authenticate (the router does), or read anything.
@@ -87,6 +91,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let epoch = Instant::now();
     let registry = Arc::new(Mutex::new(Registry::default()));
+    // Connections accepted since the heap was last trimmed.
+    let since_trim = Arc::new(AtomicU64::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -117,6 +123,8 @@ pub async fn serve(
         };
         HttpCounters::bump(&counters.connections_accepted, 1);
         counters.connections_open.fetch_add(1, Ordering::Relaxed);
+        since_trim.fetch_add(1, Ordering::Relaxed);
+        let since_trim = Arc::clone(&since_trim);
         let io = TokioIo::new(Tracked { inner: stream, last_active, epoch });
         let service = TowerToHyperService::new(app.clone());
         let conn = builder.serve_connection(io, service);
@@ -139,7 +147,12 @@ pub async fn serve(
                 }
             }
             registry.lock().unwrap_or_else(PoisonError::into_inner).conns.remove(&id);
-            counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+            let was_last = counters.connections_open.fetch_sub(1, Ordering::Relaxed) == 1;
+            if was_last && since_trim.load(Ordering::Relaxed) >= TRIM_AFTER {
+                since_trim.store(0, Ordering::Relaxed);
+                // A few milliseconds of walking the arenas: not on a worker.
+                tokio::task::spawn_blocking(trim_heap);
+            }
         });
     }
     let _ = stop_tx.send(true);
@@ -179,6 +192,18 @@ fn admit(
     let (close, close_rx) = oneshot::channel();
     r.conns.insert(id, Conn { last_active: Arc::clone(&last_active), close: Some(close) });
     Some((id, last_active, close_rx))
+}
+
+/// Connections since the last trim that make the end of a burst worth a `malloc_trim`.
+const TRIM_AFTER: u64 = 64;
+
+/// Hands free heap pages back to the kernel.
+fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// A connection quiet for less than this is busy, and is not closed for a newcomer.

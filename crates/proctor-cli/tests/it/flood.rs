@@ -93,3 +93,62 @@ fn idle_connections_do_not_blind_the_agent() {
     assert!(evicted.is_some_and(|n| n > 0.0), "{metrics}");
     drop(idle);
 }
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").to_string()))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// After a flood of busy connections, the agent gives its buffers back (issue 15 item 9): three
+/// floods of 300 connections, each asking for the process list and then holding its connection
+/// idle, leave RSS near where it started instead of at the floods' high-water mark.
+#[test]
+fn memory_returns_after_connection_floods() {
+    if raise_own_fd_limit(4096) < 400 {
+        eprintln!("SKIP: connection floods: this test process may not open 300 sockets (RLIMIT_NOFILE)");
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let pid = child.id();
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let _serve = Guard(child);
+    let mut addr = None;
+    let mut line = String::new();
+    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
+        line.clear();
+    }
+    let addr = addr.expect("serve printed its address");
+    std::thread::sleep(Duration::from_secs(2));
+    let start = vm_rss_kib(pid);
+    let mut after = Vec::new();
+    for _ in 0..3 {
+        let mut held = Vec::new();
+        for _ in 0..300 {
+            let Ok(mut stream) = TcpStream::connect(&addr) else { continue };
+            let request = format!("GET /api/v1/processes HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+            if std::io::Write::write_all(&mut stream, request.as_bytes()).is_ok() {
+                held.push(stream);
+            }
+        }
+        // Let the answers be written while the connections are held, then close them all.
+        std::thread::sleep(Duration::from_millis(1500));
+        drop(held);
+        std::thread::sleep(Duration::from_millis(1500));
+        after.push(vm_rss_kib(pid));
+    }
+    eprintln!("serve RSS {start} KiB at start, after three floods of 300: {after:?} KiB");
+    let last = *after.last().expect("three floods");
+    assert!(last < start + 8 * 1024, "RSS stayed up: {start} KiB → {after:?} KiB");
+}
