@@ -6,6 +6,7 @@
 // Every process this file starts is killed by its pid at the end; nothing else is touched.
 
 import { spawn, execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -21,6 +22,13 @@ const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const HOSTILE = "<img src=x onerror=alert(1)>";
 // The kernel keeps 15 bytes of a process name (TASK_COMM_LEN is 16 with the NUL).
 const HOSTILE_COMM = HOSTILE.slice(0, 15);
+// This run's own marker. Any process on the host may share a name (another run of this very
+// file, say), so the tests find the processes they started by this marker in their command
+// line (the executable's path), never by a name alone.
+const MARK = `proctor-test-${randomBytes(6).toString("hex")}`;
+// What the tests filter by to find the hostile process: its markup and this run's marker, both
+// in its command line (the comm is cut at 15 bytes and cannot hold the marker).
+const HOSTILE_NEEDLE = `${HOSTILE} ${MARK}`;
 
 const started = []; // Child processes to kill by pid.
 const temps = [];
@@ -54,11 +62,12 @@ function serve(extraArgs = [], dataDir = null) {
   });
 }
 
-/** A process whose name is markup: a copy of sleep whose file name is the hostile string. */
+/** A process whose name is markup: a copy of sleep whose file name is the hostile string
+ * followed by this run's marker. */
 function startHostile() {
   const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
   temps.push(dir);
-  const exe = path.join(dir, HOSTILE);
+  const exe = path.join(dir, HOSTILE_NEEDLE);
   copyFileSync("/bin/sleep", exe);
   const child = spawn(exe, ["600"], { stdio: "ignore" });
   started.push(child);
@@ -131,7 +140,7 @@ describe("dashboard", () => {
     // The test is only meaningful if the kernel really carries the markup as the name.
     await until("the hostile process to start", () => readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"));
     assert.equal(readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"), HOSTILE_COMM + "\n");
-    assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE), "cmdline carries the whole string");
+    assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE_NEEDLE), "cmdline carries the whole string and the marker");
 
     ({ base } = await serve());
     browser = await launchChromium(CHROMIUM, { width: 1440, height: 1000 }, temps);
@@ -241,7 +250,7 @@ describe("dashboard", () => {
 
   test("filtering narrows the table, and the hostile name renders as text", async () => {
     const total = (await fetchJson(base + "/api/v1/processes")).processes.length;
-    await setFilter(page, "<img src=x");
+    await setFilter(page, HOSTILE_NEEDLE);
     const rows = await until("the filter to leave one row", async () => {
       const r = await visibleRows(page);
       return r.length === 1 ? r : null;
@@ -251,13 +260,13 @@ describe("dashboard", () => {
     assert.match(await page.textContent("#proc-shown"), new RegExp(`^1 of [\\d\\u2009]+ match$`));
     assert.ok(total > 1);
     // The cmdline column shows the full string once the agent's cmdline worker has read it.
-    await until("the cmdline cell", async () => (await visibleRows(page))[0]?.cells.cmdline.includes(HOSTILE));
+    await until("the cmdline cell", async () => (await visibleRows(page))[0]?.cells.cmdline.includes(HOSTILE_NEEDLE));
     const html = await page.evaluate(() => document.querySelector("#ptable .prow:not([hidden]) .c-name").innerHTML);
     assert.ok(html.startsWith("&lt;img"), `escaped in the DOM: ${html}`);
     assert.equal(await page.evaluate(() => document.querySelectorAll("img").length), 0, "no <img> element was created");
 
     // Filtering by the command line (the comm has no "onerror") also finds it.
-    await setFilter(page, "onerror=alert");
+    await setFilter(page, `onerror=alert(1)> ${MARK}`);
     const byCmdline = await until("the cmdline filter", async () => {
       const r = await visibleRows(page);
       return r.length === 1 ? r : null;
@@ -266,12 +275,12 @@ describe("dashboard", () => {
   });
 
   test("process detail shows PSS and USS and the cmdline as text", async () => {
-    await setFilter(page, "<img src=x");
+    await setFilter(page, HOSTILE_NEEDLE);
     await until("the hostile row", async () => (await visibleRows(page)).length === 1);
     await page.click("#ptable .prow:not([hidden])");
     await page.waitForSelector("#detail:not([hidden])");
     assert.equal(await page.textContent("#detail-title"), `${HOSTILE_COMM} (${hostile.child.pid})`);
-    await until("the cmdline in the detail", async () => (await page.textContent("#detail-cmdline")).includes(HOSTILE));
+    await until("the cmdline in the detail", async () => (await page.textContent("#detail-cmdline")).includes(HOSTILE_NEEDLE));
     const detail = async () =>
       page.evaluate(() => {
         const out = {};
@@ -293,7 +302,7 @@ describe("dashboard", () => {
   });
 
   test("the tree toggle shows the hostile process under this test's node process", async () => {
-    await setFilter(page, "<img src=x");
+    await setFilter(page, HOSTILE_NEEDLE);
     await page.check("#tree");
     const rows = await until("ancestors in tree mode", async () => {
       const r = await visibleRows(page);
