@@ -74,6 +74,24 @@ function startHostile() {
   return { child, exe };
 }
 
+/** FEW_COUNT copies of sleep named after this run's marker (`MARK-few-1`, …): a filter for
+ * `MARK-few` matches exactly these, children of this node process. */
+const FEW = `${MARK}-few`;
+const FEW_COUNT = 3;
+function startFew() {
+  const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
+  temps.push(dir);
+  const children = [];
+  for (let i = 1; i <= FEW_COUNT; i++) {
+    const exe = path.join(dir, `${FEW}-${i}`);
+    copyFileSync("/bin/sleep", exe);
+    const child = spawn(exe, ["600"], { stdio: "ignore" });
+    started.push(child);
+    children.push(child);
+  }
+  return children;
+}
+
 async function fetchJson(url) {
   const r = await fetch(url);
   assert.equal(r.status, 200, `${url}: ${r.status}`);
@@ -91,22 +109,51 @@ function parseShown(text) {
   return Number(m[1]) * scale;
 }
 
-/** The table as rendered: visible rows in screen order. */
-function visibleRows(page) {
-  return page.evaluate(() =>
-    [...document.querySelectorAll("#ptable .prow:not([hidden])")]
-      .map((r) => ({
-        y: r.getBoundingClientRect().top,
-        pid: Number(r.dataset.pid),
-        depth: Number(r.dataset.depth),
-        cells: Object.fromEntries([...r.children].map((c) => [c.className.replace(/^td c-/, ""), c.textContent])),
-      }))
-      .filter((r) => {
-        const body = document.querySelector("#ptable .ptable-body").getBoundingClientRect();
-        return r.y >= body.top - 1 && r.y < body.bottom;
-      })
-      .sort((a, b) => a.y - b.y),
-  );
+/**
+ * The rows of a process table (`root`) that a person can see, in screen order: rendered
+ * (computed `display` and `visibility`, `checkVisibility`), with a box that has area and lies
+ * at least partly inside the table's scrolling viewport. Nothing here trusts the page's own
+ * bookkeeping (the `hidden` attribute, data attributes): a row that is drawn counts. Each row
+ * gives its cells' text as shown, the pid as its pid cell reads, and `indent`, how far right
+ * of the row's edge the name's text starts (the tree's nesting, as seen).
+ */
+function visibleRows(page, root = "#ptable") {
+  return page.evaluate((root) => {
+    const table = document.querySelector(root);
+    const body = table.querySelector(".ptable-body");
+    const box = body.getBoundingClientRect();
+    // The viewport is the body's client area: its scrollbars are not rows.
+    const top = box.top + body.clientTop;
+    const left = box.left + body.clientLeft;
+    const bottom = top + body.clientHeight;
+    const right = left + body.clientWidth;
+    const drawn = (el) => {
+      const style = getComputedStyle(el);
+      return (
+        style.display !== "none" &&
+        style.visibility === "visible" &&
+        Number(style.opacity) > 0 &&
+        el.checkVisibility({ opacityProperty: true, visibilityProperty: true })
+      );
+    };
+    return [...table.querySelectorAll(".prow")]
+      .map((row) => ({ row, b: row.getBoundingClientRect() }))
+      .filter(({ row, b }) => drawn(row) && b.width > 0 && b.height > 0 && b.bottom > top && b.top < bottom && b.right > left && b.left < right)
+      .sort((x, y) => x.b.top - y.b.top)
+      .map(({ row, b }) => {
+        const cells = Object.fromEntries([...row.children].map((c) => [c.className.replace(/^td c-/, ""), c.textContent]));
+        const name = document.createRange();
+        name.selectNodeContents(row.querySelector(".c-name"));
+        return { y: b.top - top, pid: Number(cells.pid), indent: name.getBoundingClientRect().left - b.left, cells };
+      });
+  }, root);
+}
+
+/** The table's own account of what it shows ("3 of 88 match"), as numbers. */
+async function shownCount(page) {
+  const text = (await page.textContent("#proc-shown")).replace(/\u2009/g, "");
+  const m = /^(\d+) of (\d+) match/.exec(text);
+  return m ? { text, shown: Number(m[1]), total: Number(m[2]) } : { text, shown: null, total: null };
 }
 
 /** Resolves after the page has drawn twice: the table renders on the next animation frame. */
@@ -131,6 +178,7 @@ describe("dashboard", () => {
   let page;
   let base;
   let hostile;
+  let few;
   const consoleErrors = [];
   const dialogs = [];
   const foreignRequests = [];
@@ -141,6 +189,7 @@ describe("dashboard", () => {
     await until("the hostile process to start", () => readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"));
     assert.equal(readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"), HOSTILE_COMM + "\n");
     assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE_NEEDLE), "cmdline carries the whole string and the marker");
+    few = startFew();
 
     ({ base } = await serve());
     browser = await launchChromium(CHROMIUM, { width: 1440, height: 1000 }, temps);
@@ -274,6 +323,72 @@ describe("dashboard", () => {
     assert.equal(byCmdline[0].pid, hostile.child.pid);
   });
 
+  // A filter draws exactly the rows it matches. Rows are counted by what is drawn inside the
+  // table's viewport (see visibleRows) and held against the count the page prints. Each test
+  // first shows a full screen of rows, so a row left over from it would be seen.
+  async function fullTable() {
+    await setFilter(page, "");
+    await until("a full table", async () => (await visibleRows(page)).length > 15);
+  }
+  /** The process panel as a person sees it, for a look: target/test-artifacts/NAME. */
+  async function shot(name) {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.locator("#processes").screenshot({ path: path.join(ARTIFACTS, name) });
+  }
+
+  test("a filter that matches nothing draws no row", async () => {
+    await fullTable();
+    await setFilter(page, `zzznomatch-${MARK}`);
+    await until("the count to say 0", async () => (await shownCount(page)).shown === 0);
+    await frames(page);
+    const rows = await visibleRows(page);
+    await shot("dashboard-filter-none.png");
+    assert.deepEqual(rows.map((r) => r.cells.name), [], `"${(await shownCount(page)).text}" with rows drawn`);
+  });
+
+  test("a filter with a few matches draws those and nothing below them", async () => {
+    const fewPids = few.map((c) => c.pid).sort((a, b) => a - b);
+    await fullTable();
+    await setFilter(page, FEW);
+    const rows = await until(`the ${FEW_COUNT} marked processes`, async () => {
+      const r = await visibleRows(page);
+      return r.filter((x) => fewPids.includes(x.pid)).length === FEW_COUNT ? r : null;
+    });
+    const count = await shownCount(page);
+    await shot("dashboard-filter-few.png");
+    assert.equal(count.shown, FEW_COUNT, count.text);
+    assert.deepEqual(rows.map((r) => r.pid).sort((a, b) => a - b), fewPids, `rows drawn: ${rows.map((r) => `${r.pid} ${r.cells.name}`)}`);
+    for (let i = 1; i < rows.length; i++) assert.ok(rows[i].y >= rows[i - 1].y + 20, "each row on its own line");
+  });
+
+  test("in tree mode a filter draws the matches under their ancestors, and nothing else", async () => {
+    const fewPids = few.map((c) => c.pid).sort((a, b) => a - b);
+    await fullTable();
+    await page.check("#tree");
+    try {
+      await setFilter(page, FEW);
+      // The marked processes are children of this node process; its chain up to the root is
+      // what the tree shows around them.
+      const byPid = new Map((await fetchJson(base + "/api/v1/processes")).processes.map((p) => [p.pid, p]));
+      const ancestors = [];
+      for (let p = byPid.get(process.pid); p; p = p.ppid !== p.pid ? byPid.get(p.ppid) : null) ancestors.push(p.pid);
+      const rows = await until("the marked processes under their ancestors", async () => {
+        const r = await visibleRows(page);
+        return r.filter((x) => fewPids.includes(x.pid)).length === FEW_COUNT ? r : null;
+      });
+      const count = await shownCount(page);
+      await shot("dashboard-filter-tree.png");
+      assert.equal(count.shown, FEW_COUNT, count.text);
+      assert.deepEqual(
+        rows.map((r) => r.pid).sort((a, b) => a - b),
+        [...ancestors, ...fewPids].sort((a, b) => a - b),
+        `rows drawn: ${rows.map((r) => `${r.pid} ${r.cells.name}`)}; ancestors ${ancestors}`,
+      );
+    } finally {
+      await page.uncheck("#tree");
+    }
+  });
+
   test("process detail shows PSS and USS and the cmdline as text", async () => {
     await setFilter(page, HOSTILE_NEEDLE);
     await until("the hostile row", async () => (await visibleRows(page)).length === 1);
@@ -311,8 +426,13 @@ describe("dashboard", () => {
     const me = rows.findIndex((r) => r.pid === process.pid);
     assert.ok(me >= 0, `this node process (${process.pid}) is an ancestor: ${rows.map((r) => r.pid)}`);
     assert.equal(rows[me + 1].pid, hostile.child.pid);
-    assert.equal(rows[me + 1].depth, rows[me].depth + 1);
-    for (let i = 1; i < rows.length; i++) assert.equal(rows[i].depth, rows[i - 1].depth + 1, "a chain of parents");
+    // Nesting as a person sees it: each row's name starts further right than its parent's, up
+    // to the 12 levels the indent grows (the filtered tree is one chain from a root at depth 0).
+    assert.ok(rows[me + 1].indent > rows[me].indent, `the hostile process is indented under node: ${rows.map((r) => r.indent)}`);
+    for (let i = 1; i < rows.length; i++) {
+      if (i <= 12) assert.ok(rows[i].indent > rows[i - 1].indent, `a chain of parents: ${rows.map((r) => r.indent)}`);
+      else assert.equal(rows[i].indent, rows[i - 1].indent, "the indent stops growing at 12 levels");
+    }
     assert.ok(await page.evaluate(() => document.querySelector("#ptable").classList.contains("tree")));
     await page.uncheck("#tree");
     await until("flat again", async () => (await visibleRows(page)).length === 1);
@@ -322,7 +442,8 @@ describe("dashboard", () => {
     await setFilter(page, "");
     const total = (await fetchJson(base + "/api/v1/processes")).processes.length;
     const counts = await page.evaluate(() => ({
-      dom: document.querySelectorAll("#ptable .prow:not([hidden])").length,
+      // Every row element in the DOM, drawn or not: the pool is what costs.
+      dom: document.querySelectorAll("#ptable .prow").length,
       height: document.querySelector("#ptable .ptable-spacer").getBoundingClientRect().height,
     }));
     assert.ok(counts.height >= (total - 20) * 22, `spacer covers all ${total} rows: ${counts.height}px`);
@@ -338,7 +459,7 @@ describe("dashboard", () => {
   test("5000 synthetic processes: a bounded row pool, correct rows after scrolling, tree order", async (t) => {
     // The agent here may see only a few hundred processes, so drive the page's own table
     // module with a made-up list of thousands (pids 1..N, each parented to a lower pid).
-    const result = await page.evaluate(async () => {
+    const firstRenderMs = await page.evaluate(async () => {
       const { ProcessTable } = await import("/js/table.js");
       const el = (cls, ...kids) => {
         const e = document.createElement("div");
@@ -367,39 +488,46 @@ describe("dashboard", () => {
           vsize_bytes: pid * 8192,
         });
       }
-      const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
       const table = new ProcessTable(root, { onSelect: () => {} });
+      window.syntheticTable = table;
       const t0 = performance.now();
       table.setData(procs);
-      await frames();
-      const firstRenderMs = performance.now() - t0;
-      table.sortBy("pid");
-      await frames();
-      const body = root.querySelector(".ptable-body");
-      body.scrollTop = 2500 * 22;
-      await frames();
-      const visible = () =>
-        [...root.querySelectorAll(".prow:not([hidden])")]
-          .map((r) => ({ y: r.getBoundingClientRect().top - body.getBoundingClientRect().top, pid: Number(r.dataset.pid), depth: Number(r.dataset.depth) }))
-          .filter((r) => r.y >= 0 && r.y < body.clientHeight)
-          .sort((a, b) => a.y - b.y);
-      const middle = visible();
-      const poolSize = root.querySelectorAll(".prow").length;
-      table.setTree(true);
-      body.scrollTop = 0;
-      await frames();
-      const treeTop = visible();
-      const treeLength = table.view.length;
-      root.remove();
-      return { firstRenderMs, middle, poolSize, treeTop, treeLength };
+      await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      return performance.now() - t0;
     });
-    t.diagnostic(`first sort and render of 5000 rows: ${result.firstRenderMs.toFixed(1)} ms`);
-    assert.ok(result.poolSize < 80, `${result.poolSize} row elements for 5000 processes`);
-    assert.equal(result.middle[0].pid, 2501, "row 2500 (0-based) is pid 2501 when sorted by pid");
-    for (let i = 1; i < result.middle.length; i++) assert.equal(result.middle[i].pid, result.middle[i - 1].pid + 1);
-    assert.equal(result.treeLength, 5000);
-    // Depth-first: pid 1, then its smallest child 2 (ppid 1), then 2's children 6, 7, 8.
-    assert.deepEqual(result.treeTop.slice(0, 4).map((r) => [r.pid, r.depth]), [[1, 0], [2, 1], [6, 2], [18, 3]]);
+    try {
+      await page.evaluate(() => window.syntheticTable.sortBy("pid"));
+      await frames(page);
+      await page.evaluate(() => {
+        document.querySelector("#synthetic .ptable-body").scrollTop = 2500 * 22;
+      });
+      await frames(page);
+      const middle = await visibleRows(page, "#synthetic");
+      const poolSize = await page.evaluate(() => document.querySelectorAll("#synthetic .prow").length);
+      await page.evaluate(() => {
+        window.syntheticTable.setTree(true);
+        document.querySelector("#synthetic .ptable-body").scrollTop = 0;
+      });
+      await frames(page);
+      const treeTop = await visibleRows(page, "#synthetic");
+      const treeLength = await page.evaluate(() => window.syntheticTable.view.length);
+      t.diagnostic(`first sort and render of 5000 rows: ${firstRenderMs.toFixed(1)} ms`);
+      assert.ok(poolSize < 80, `${poolSize} row elements for 5000 processes`);
+      assert.equal(middle[0].pid, 2501, "row 2500 (0-based) is pid 2501 when sorted by pid");
+      for (let i = 1; i < middle.length; i++) assert.equal(middle[i].pid, middle[i - 1].pid + 1);
+      assert.equal(treeLength, 5000);
+      // Depth-first: pid 1, then its smallest child 2 (ppid 1), then 2's children 6, 7, 8;
+      // each a level deeper, which a person sees as the name starting further right.
+      assert.deepEqual(treeTop.slice(0, 4).map((r) => r.pid), [1, 2, 6, 18]);
+      for (let i = 1; i < 4; i++) assert.ok(treeTop[i].indent > treeTop[i - 1].indent, `indents: ${treeTop.slice(0, 4).map((r) => r.indent)}`);
+      assert.equal(treeTop[4].pid, 54);
+      assert.ok(treeTop[4].indent > treeTop[3].indent);
+    } finally {
+      await page.evaluate(() => {
+        document.getElementById("synthetic").remove();
+        delete window.syntheticTable;
+      });
+    }
   });
 
   test("screenshot", async () => {
