@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The dashboard in real headless Chromium: the page served by `proctor serve` loads with no
-# console errors, its charts fill, the process table sorts, filters and shows a tree, a
-# process named `<img src=x onerror=alert(1)>` renders as text, the detail shows PSS/USS,
-# and a 401 asks for the token; zoomed out to a day, the charts show samples older than the
-# in-memory ring, read from the agent's store (and not when the store lacks them); a picked
-# range's "Top processes" tables rank a stored synthetic burner first (and not without it).
+# console errors, its charts fill, the process table sorts, filters, shows a tree and hides
+# kernel threads until asked (and says so), a process named `<img src=x onerror=alert(1)>`
+# renders as text, the detail shows PSS/USS, and a 401 asks for the token; zoomed out to a
+# day, the charts show samples older than the in-memory ring, read from the agent's store (and
+# not when the store lacks them); a picked range's "Top processes" tables rank a stored
+# synthetic burner first (and not without it).
 # Rows are counted as drawn (computed style, a box inside the table's viewport), never by the
 # page's own attributes; each run finds its own processes by a random marker in their command
 # lines. Screenshots: target/test-artifacts/dashboard.png, dashboard-tree.png,

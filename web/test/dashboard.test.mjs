@@ -92,6 +92,10 @@ function startFew() {
   return children;
 }
 
+/** The page's rule for a kernel thread (table.js isKernelThread): no arguments ([] once read)
+ * and kthreadd's child, or kthreadd (pid 2) itself. The table hides them by default. */
+const isKernel = (p) => (p.pid === 2 || p.ppid === 2) && Array.isArray(p.cmdline) && p.cmdline.length === 0;
+
 async function fetchJson(url) {
   const r = await fetch(url);
   assert.equal(r.status, 200, `${url}: ${r.status}`);
@@ -149,10 +153,10 @@ function visibleRows(page, root = "#ptable") {
   }, root);
 }
 
-/** The table's own account of what it shows ("3 of 88 match"), as numbers. */
+/** The table's own account of what it shows ("3 of 88 shown"), as numbers. */
 async function shownCount(page) {
   const text = (await page.textContent("#proc-shown")).replace(/\u2009/g, "");
-  const m = /^(\d+) of (\d+) match/.exec(text);
+  const m = /^(\d+) of (\d+) shown/.exec(text);
   return m ? { text, shown: Number(m[1]), total: Number(m[2]) } : { text, shown: null, total: null };
 }
 
@@ -263,8 +267,9 @@ describe("dashboard", () => {
     rows = await visibleRows(page);
     pids = rows.map((r) => r.pid);
     assert.deepEqual(pids, [...pids].sort((a, b) => b - a), "pid descending");
-    // The first row is the newest pid the agent reported (allowing for processes born since).
-    const maxPid = Math.max(...(await fetchJson(base + "/api/v1/processes")).processes.map((p) => p.pid));
+    // The first row is the newest pid the agent reported (allowing for processes born since),
+    // kernel threads aside: the table hides them.
+    const maxPid = Math.max(...(await fetchJson(base + "/api/v1/processes")).processes.filter((p) => !isKernel(p)).map((p) => p.pid));
     assert.ok(pids[0] > maxPid - 1000 && pids[0] > pids[pids.length - 1], `top pid ${pids[0]}, agent's max ${maxPid}`);
 
     await sortBy(page, "name");
@@ -306,7 +311,7 @@ describe("dashboard", () => {
     });
     assert.equal(rows[0].pid, hostile.child.pid);
     assert.equal(rows[0].cells.name, HOSTILE_COMM);
-    assert.match(await page.textContent("#proc-shown"), new RegExp(`^1 of [\\d\\u2009]+ match$`));
+    assert.match(await page.textContent("#proc-shown"), new RegExp(`^1 of [\\d\\u2009]+ shown$`));
     assert.ok(total > 1);
     // The cmdline column shows the full string once the agent's cmdline worker has read it.
     await until("the cmdline cell", async () => (await visibleRows(page))[0]?.cells.cmdline.includes(HOSTILE_NEEDLE));
@@ -379,6 +384,7 @@ describe("dashboard", () => {
       const count = await shownCount(page);
       await shot("dashboard-filter-tree.png");
       assert.equal(count.shown, FEW_COUNT, count.text);
+      assert.match(count.text, new RegExp(` under ${ancestors.length} parents?(,|$)`), "the count names the parents shown for context");
       assert.deepEqual(
         rows.map((r) => r.pid).sort((a, b) => a - b),
         [...ancestors, ...fewPids].sort((a, b) => a - b),
@@ -438,9 +444,63 @@ describe("dashboard", () => {
     await until("flat again", async () => (await visibleRows(page)).length === 1);
   });
 
+  test("kernel threads are hidden by default, the count says so, and the toggle shows them", async (t) => {
+    const kernel = (await fetchJson(base + "/api/v1/processes")).processes.filter(isKernel);
+    if (!kernel.some((p) => p.pid === 2)) {
+      t.skip("this host shows no kthreadd (a pid namespace): no kernel threads to hide");
+      return;
+    }
+    const kernelPids = new Set(kernel.map((p) => p.pid));
+    await setFilter(page, "");
+    await sortBy(page, "pid");
+    if ((await page.getAttribute('.th[data-key="pid"]', "aria-sort")) !== "ascending") await sortBy(page, "pid");
+    // By pid, kthreadd and its early children would fill the top of the table: none is drawn.
+    let rows = await until("the table by pid", async () => {
+      const r = await visibleRows(page);
+      return r.length > 15 ? r : null;
+    });
+    assert.deepEqual(rows.filter((r) => kernelPids.has(r.pid)).map((r) => `${r.pid} ${r.cells.name}`), [], "kernel threads drawn");
+    assert.equal(rows[0].pid, 1);
+    const text = (await page.textContent("#proc-shown")).replace(/\u2009/g, "");
+    const m = /^(\d+) of (\d+) shown, (\d+) kernel threads hidden$/.exec(text);
+    assert.ok(m, `the count says what is hidden: "${text}"`);
+    assert.equal(Number(m[1]) + Number(m[3]), Number(m[2]), text);
+    // Kernel workers come and go between the two reads, a few at most.
+    assert.ok(Math.abs(Number(m[3]) - kernel.length) <= 5, `${text}; the API has ${kernel.length}`);
+    const toggle = page.locator("#kernel");
+    assert.ok(await toggle.isVisible(), "a visible toggle");
+    assert.equal(await toggle.isChecked(), false, "off by default");
+    assert.match(await page.textContent("label:has(#kernel)"), /kernel threads/i);
+
+    // A filter that only a kernel thread matches: nothing drawn, and the count says why.
+    await setFilter(page, "kthreadd");
+    await until("the count for kthreadd", async () => /^0 of \d+ shown, 1 kernel thread hidden$/.test((await page.textContent("#proc-shown")).replace(/\u2009/g, "")));
+    await frames(page);
+    assert.deepEqual(await visibleRows(page), []);
+
+    // The toggle shows them: kthreadd itself, then the whole list with its children.
+    await toggle.check();
+    rows = await until("kthreadd drawn", async () => {
+      const r = await visibleRows(page);
+      return r.length === 1 && r[0].pid === 2 ? r : null;
+    });
+    assert.equal(rows[0].cells.name, "kthreadd");
+    assert.match(await page.textContent("#proc-shown"), /^1 of [\d\u2009]+ shown$/);
+    await setFilter(page, "");
+    rows = await until("kernel threads drawn by pid", async () => {
+      const r = await visibleRows(page);
+      return r.filter((x) => kernelPids.has(x.pid)).length > 5 ? r : null;
+    });
+    assert.deepEqual(rows.slice(0, 2).map((r) => r.pid), [1, 2]);
+    assert.equal(await page.textContent("#proc-shown"), "", "everything is shown");
+    await toggle.uncheck();
+    await until("hidden again", async () => !(await visibleRows(page)).some((r) => kernelPids.has(r.pid)));
+  });
+
   test("thousands of rows: only the visible rows exist in the DOM", async () => {
     await setFilter(page, "");
-    const total = (await fetchJson(base + "/api/v1/processes")).processes.length;
+    // The rows of the view: every process but the kernel threads, which are hidden.
+    const total = (await fetchJson(base + "/api/v1/processes")).processes.filter((p) => !isKernel(p)).length;
     const counts = await page.evaluate(() => ({
       // Every row element in the DOM, drawn or not: the pool is what costs.
       dom: document.querySelectorAll("#ptable .prow").length,

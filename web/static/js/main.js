@@ -565,8 +565,13 @@ const table = new ProcessTable($("ptable"), {
     $("detail-note").textContent = "loading…";
     refreshDetail().catch(() => {});
   },
-  onView: ({ shown, total }) => {
-    $("proc-shown").textContent = shown === total ? "" : `${fmt.count(shown)} of ${fmt.count(total)} match`;
+  onView: ({ shown, total, context, kernelHidden }) => {
+    // Says what the table leaves out: "12 of 102 shown, 54 kernel threads hidden".
+    const plural = (n, one, many) => `${fmt.count(n)} ${n === 1 ? one : many}`;
+    let text = shown === total ? "" : `${fmt.count(shown)} of ${fmt.count(total)} shown`;
+    if (context > 0) text += ` under ${plural(context, "parent", "parents")}`;
+    if (kernelHidden > 0) text += `, ${plural(kernelHidden, "kernel thread", "kernel threads")} hidden`;
+    $("proc-shown").textContent = text;
   },
 });
 
@@ -618,6 +623,7 @@ $("filter").addEventListener("input", (e) => {
   filterTimer = setTimeout(() => table.setFilter(e.target.value), 60);
 });
 $("tree").addEventListener("change", (e) => table.setTree(e.target.checked));
+$("kernel").addEventListener("change", (e) => table.setKernelThreads(e.target.checked));
 $("pause").addEventListener("change", (e) => {
   state.paused = e.target.checked;
   setStatus(state.paused ? "paused" : "live", state.paused ? "paused" : "resuming…");
