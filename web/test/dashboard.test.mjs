@@ -753,8 +753,9 @@ describe("the top processes over a picked range come from the agent's store", ()
       const errors = [];
       page.on("pageerror", (e) => errors.push(e.message));
       const answers = [];
+      // The answer for the range clicked (the page also asks for the range it opens with).
       page.on("response", async (r) => {
-        if (r.url().includes("/api/v1/report?")) answers.push(await r.json());
+        if (r.url().includes("/api/v1/report?") && r.url().includes("since=21600000ms")) answers.push(await r.json());
       });
       let release;
       const held = new Promise((r) => (release = r));
@@ -764,7 +765,7 @@ describe("the top processes over a picked range come from the agent's store", ()
       });
       await page.goto(base + "/");
       await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
-      assert.equal(await page.locator("#report-cpu tbody tr").count(), 0, "nothing before a range is picked");
+      assert.equal(await page.locator("#report-cpu tbody tr").count(), 0, "no rows while the report is held back");
       await page.click('button[data-range-ms="21600000"]');
       await page.waitForSelector('#range-report[aria-busy="true"]', { timeout: 5000 });
       const loading = await page.textContent("#report-note");
@@ -788,6 +789,52 @@ describe("the top processes over a picked range come from the agent's store", ()
       process.kill(child.pid, "SIGTERM");
     }
   }
+
+  test("the range shown on load has its top processes, with no click", async (t) => {
+    const storeDay = process.env.STORE_DAY_BIN;
+    if (!storeDay) {
+      t.skip("STORE_DAY_BIN is not set (scripts/test.d/70-dashboard.sh builds it)");
+      return;
+    }
+    // Ten minutes of samples ending now, every 5 s, with the synthetic burner: the default
+    // range (5 min) holds it.
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(dir);
+    execFileSync(path.resolve(storeDay), [dir, "600", "5000", String(Date.now())], { stdio: "ignore", env: { ...process.env, BURNER } });
+    const { base, child } = await serve(["--history", "1m"], dir);
+    const browser = await launch();
+    try {
+      const page = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      const asked = [];
+      page.on("request", (r) => {
+        if (r.url().includes("/api/v1/report?")) asked.push(r.url());
+      });
+      await page.goto(base + "/");
+      await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      assert.equal(await page.getAttribute('button[data-range-ms="300000"]', "aria-pressed"), "true", "5 min is the range shown");
+      await page.locator("#range-report").scrollIntoViewIfNeeded();
+      // Rows a person sees: drawn, with a box.
+      const rows = await until("the top processes of the range shown", async () => {
+        const r = await page.$$eval("#report-cpu tbody tr", (trs) =>
+          trs.filter((tr) => tr.checkVisibility() && tr.getBoundingClientRect().height > 0).map((tr) => [...tr.cells].map((td) => td.textContent)),
+        );
+        return r.some((row) => row[0] === BURNER) ? r : null;
+      }, 30000);
+      assert.equal(rows[0][0], BURNER);
+      assert.ok(await page.locator("#report-rss tbody tr").first().isVisible());
+      assert.equal(await page.textContent("#report-range"), "last 5 min");
+      assert.doesNotMatch(await page.textContent("#report-note"), /Pick a range/);
+      assert.ok(asked.length >= 1 && asked.every((u) => u.includes("since=300000ms")), `report requests: ${asked}`);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.locator("#range-report").screenshot({ path: path.join(ARTIFACTS, "dashboard-report-on-load.png") });
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+    }
+  });
 
   test("6 h ranks the stored burner first by CPU seconds and by peak RSS; without it, it is absent", async (t) => {
     const storeDay = process.env.STORE_DAY_BIN;

@@ -3,8 +3,9 @@
 // One loop, paced by the agent's sampling interval: the snapshot (host, container, agent) and
 // the history since the last point every tick; the process list at most once a second (it is
 // the one large answer); the selected process's detail with it. A tick starts only after the
-// previous one finished, so a slow agent is never sent a pile of requests. Picking a range asks
-// once (not every tick) for the range's top processes, which the agent folds from its store.
+// previous one finished, so a slow agent is never sent a pile of requests. The range shown asks
+// once (on load and when another is picked, not every tick) for its top processes, which the
+// agent folds from its store.
 // Nothing here talks to any host but the page's own origin.
 
 import * as api from "./api.js";
@@ -392,6 +393,8 @@ $("auth").addEventListener("submit", (e) => {
   $("auth").hidden = true;
   setStatus("connecting", "connecting…");
   restart();
+  // The report asked before the token was known got a 401: ask again.
+  loadReport(timeline.windowMs);
 });
 
 // ---- host ---------------------------------------------------------------------------------
@@ -633,4 +636,6 @@ document.addEventListener("visibilitychange", () => {
   if (!document.hidden && !state.stopped) restart();
 });
 
-restart();
+// Start on the range the Window menu shows (a reload may have kept another choice than the
+// markup's): the buttons, the charts and the range's top processes all follow it.
+setRange(Number($("window").value));
