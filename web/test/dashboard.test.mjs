@@ -160,6 +160,14 @@ async function shownCount(page) {
   return m ? { text, shown: Number(m[1]), total: Number(m[2]) } : { text, shown: null, total: null };
 }
 
+/** "3.4 %" and "57 %": percentages as the CLI writes them (proctor_vocab::units::percent). */
+function assertPercent(text) {
+  const m = /^(-?\d+)(\.\d)? %$/.exec(text);
+  assert.ok(m, `a percentage: "${text}"`);
+  const below10 = Math.abs(Number(m[1] + (m[2] ?? ""))) < 10;
+  assert.equal(Boolean(m[2]), below10, `"${text}": one decimal below 10 %, none from 10 up`);
+}
+
 /** Resolves after the page has drawn twice: the table renders on the next animation frame. */
 function frames(page) {
   return page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
@@ -495,6 +503,110 @@ describe("dashboard", () => {
     assert.equal(await page.textContent("#proc-shown"), "", "everything is shown");
     await toggle.uncheck();
     await until("hidden again", async () => !(await visibleRows(page)).some((r) => kernelPids.has(r.pid)));
+  });
+
+  test("chart labels stay inside the canvas; percents have one decimal below 10 %", async () => {
+    // A chart of the page's own module, drawn where its last time label falls on the plot's
+    // right edge (08:00:00 UTC on a 5-minute window is a multiple of the 2-minute label step),
+    // which is where a centred label spills out of the canvas.
+    const drawn = await page.evaluate(async () => {
+      const { LineChart, Timeline } = await import("/js/chart.js");
+      const box = document.createElement("div");
+      box.id = "synthetic-chart";
+      box.style.position = "fixed";
+      box.style.left = "0px";
+      box.style.top = "0px";
+      box.style.width = "420px";
+      box.style.zIndex = "100";
+      box.style.background = "white";
+      const canvas = document.createElement("canvas");
+      canvas.className = "chart";
+      box.append(canvas);
+      document.body.append(box);
+      const timeline = new Timeline();
+      const t1 = Date.UTC(2024, 0, 1, 8, 0, 0);
+      const times = [];
+      const values = [];
+      for (let i = 300; i >= 0; i--) {
+        times.push(t1 - i * 1000);
+        values.push(2 + 2 * Math.sin(i / 20));
+      }
+      timeline.append({ times_unix_ms: times, series: [{ name: "cpu", values }] });
+      const chart = new LineChart(canvas, timeline, { unit: "%", series: [{ name: "cpu", label: "busy" }] });
+      chart.draw();
+      const ctx = canvas.getContext("2d");
+      const { width, height } = canvas;
+      const data = ctx.getImageData(0, 0, width, height).data;
+      const dpr = window.devicePixelRatio || 1;
+      // Ink in the outermost two columns of device pixels, below the plot (the time labels).
+      let edgeInk = 0;
+      for (let y = Math.floor((canvas.clientHeight - 16) * dpr); y < height; y++)
+        for (const x of [0, 1, width - 2, width - 1]) if (data[(y * width + x) * 4 + 3] > 0) edgeInk++;
+      return { labels: chart.labels ?? [], font: chart.font, w: canvas.clientWidth, h: canvas.clientHeight, edgeInk };
+    });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.locator("#synthetic-chart").screenshot({ path: path.join(ARTIFACTS, "chart-edge.png") });
+    await page.evaluate(() => document.getElementById("synthetic-chart").remove());
+    assert.equal(drawn.edgeInk, 0, "no text ink at the canvas's left or right edge (a label cut off)");
+    // And every chart on the page as drawn now.
+    const onPage = await page.evaluate(async () => {
+      const { charts } = await import("/js/main.js");
+      return Object.entries(charts ?? {}).map(([name, c]) => ({ name, labels: c.labels ?? [], font: c.font, w: c.canvas.clientWidth, h: c.canvas.clientHeight }));
+    });
+    assert.ok(onPage.length >= 9, "the page's charts say what they drew");
+    for (const chart of [{ name: "synthetic", ...drawn }, ...onPage]) {
+      // The hook says what text was drawn where; its size is measured here, as the browser
+      // draws it (ink boxes, for the alignment the chart used).
+      const boxes = await page.evaluate((chart) => {
+        const ctx = document.createElement("canvas").getContext("2d");
+        ctx.font = chart.font;
+        return chart.labels.map((l) => {
+          ctx.textAlign = l.align;
+          ctx.textBaseline = l.baseline;
+          const m = ctx.measureText(l.text);
+          return { ...l, left: l.x - m.actualBoundingBoxLeft, right: l.x + m.actualBoundingBoxRight, top: l.y - m.actualBoundingBoxAscent, bottom: l.y + m.actualBoundingBoxDescent };
+        });
+      }, chart);
+      if (chart.name === "synthetic") assert.ok(boxes.filter((b) => b.axis === "x").length >= 2, `time labels: ${JSON.stringify(boxes)}`);
+      for (const b of boxes) {
+        assert.ok(b.left >= 0 && b.right <= chart.w && b.top >= 0 && b.bottom <= chart.h, `${chart.name}: "${b.text}" [${b.left.toFixed(1)}, ${b.right.toFixed(1)}] x [${b.top.toFixed(1)}, ${b.bottom.toFixed(1)}] in ${chart.w} x ${chart.h}`);
+      }
+      const xs = boxes.filter((b) => b.axis === "x").sort((a, b) => a.left - b.left);
+      for (let i = 1; i < xs.length; i++) assert.ok(xs[i].left > xs[i - 1].right, `${chart.name}: "${xs[i - 1].text}" and "${xs[i].text}" overlap`);
+    }
+    // The percent axis: one decimal below 10 %, as the CLI writes percentages.
+    const ticks = drawn.labels.filter((l) => l.axis === "y").map((l) => l.text);
+    assert.ok(ticks.length >= 3, `ticks ${ticks}`);
+    for (const tick of ticks) assertPercent(tick);
+  });
+
+  test("CPU percents in the header and the per-CPU bars: one decimal below 10 %, none from 10 up", async () => {
+    // The agent's answer with the CPU figures set to known values, so the rule is tested
+    // whatever this host's CPUs are doing.
+    const p3 = await browser.newPage();
+    const busy = [3.44, 57.3];
+    try {
+      await p3.route("**/api/v1/snapshot?*", async (route) => {
+        const response = await route.fetch();
+        const json = await response.json();
+        json.host.cpu.busy_percent = 57.3;
+        json.host.per_cpu.forEach((c, i) => (c.busy_percent = busy[i % 2]));
+        await route.fulfill({ response, json });
+      });
+      await p3.goto(base + "/");
+      await p3.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      const header = await until("the CPU header", async () => {
+        const text = await p3.textContent("#cpu-sub");
+        return /now/.test(text) ? text : null;
+      });
+      assert.match(header, /now 57 % busy/);
+      const bars = await p3.$$eval("#percpu-now .bar-value", (els) => els.filter((e) => e.getBoundingClientRect().width > 0).map((e) => e.textContent));
+      assert.ok(bars.length >= 1, "per-CPU bars drawn");
+      assert.deepEqual(bars, bars.map((_, i) => ["3.4 %", "57 %"][i % 2]));
+      for (const text of [...bars, header.match(/now (\S+ %)/)[1]]) assertPercent(text);
+    } finally {
+      await p3.close();
+    }
   });
 
   test("thousands of rows: only the visible rows exist in the DOM", async () => {

@@ -37,7 +37,8 @@ function chart(id, unit, series, extra = {}) {
   return new LineChart($(id), timeline, { unit, series, legend: $(legendId), ...extra });
 }
 
-const charts = {
+// Exported for the browser tests, which read what each chart drew (LineChart.labels).
+export const charts = {
   cpu: chart("chart-cpu", "%", [], { yMax: 100 }),
   mem: chart("chart-mem", "bytes", []),
   psi: chart("chart-psi", "%", []),
@@ -440,7 +441,7 @@ function renderPerCpuNow(perCpuNow) {
     label.textContent = `cpu${c.cpu}`;
     track.firstChild.style.width = `${Math.max(0, Math.min(100, c.busy_percent))}%`;
     track.firstChild.style.background = heat(c.busy_percent);
-    value.textContent = fmt.percent(c.busy_percent, 0);
+    value.textContent = fmt.percent(c.busy_percent);
   });
 }
 
