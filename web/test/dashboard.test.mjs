@@ -118,8 +118,8 @@ function parseShown(text) {
  * (computed `display` and `visibility`, `checkVisibility`), with a box that has area and lies
  * at least partly inside the table's scrolling viewport. Nothing here trusts the page's own
  * bookkeeping (the `hidden` attribute, data attributes): a row that is drawn counts. Each row
- * gives its cells' text as shown, the pid as its pid cell reads, and `indent`, how far right
- * of the row's edge the name's text starts (the tree's nesting, as seen).
+ * gives its cells' text as shown, the pid as its pid cell reads, `indent`, how far right of
+ * the row's edge the name's text starts (the tree's nesting, as seen), and its background.
  */
 function visibleRows(page, root = "#ptable") {
   return page.evaluate((root) => {
@@ -148,7 +148,8 @@ function visibleRows(page, root = "#ptable") {
         const cells = Object.fromEntries([...row.children].map((c) => [c.className.replace(/^td c-/, ""), c.textContent]));
         const name = document.createRange();
         name.selectNodeContents(row.querySelector(".c-name"));
-        return { y: b.top - top, pid: Number(cells.pid), indent: name.getBoundingClientRect().left - b.left, cells };
+        const background = getComputedStyle(row).backgroundColor;
+        return { y: b.top - top, pid: Number(cells.pid), indent: name.getBoundingClientRect().left - b.left, background, cells };
       });
   }, root);
 }
@@ -675,6 +676,13 @@ describe("dashboard", () => {
       });
       await frames(page);
       const middle = await visibleRows(page, "#synthetic");
+      // One row further down: every row keeps its stripe (rows are striped by their place in
+      // the list, not by which pooled element happens to draw them).
+      await page.evaluate(() => {
+        document.querySelector("#synthetic .ptable-body").scrollTop += 22;
+      });
+      await frames(page);
+      const scrolled = await visibleRows(page, "#synthetic");
       const poolSize = await page.evaluate(() => document.querySelectorAll("#synthetic .prow").length);
       await page.evaluate(() => {
         window.syntheticTable.setTree(true);
@@ -687,6 +695,11 @@ describe("dashboard", () => {
       assert.ok(poolSize < 80, `${poolSize} row elements for 5000 processes`);
       assert.equal(middle[0].pid, 2501, "row 2500 (0-based) is pid 2501 when sorted by pid");
       for (let i = 1; i < middle.length; i++) assert.equal(middle[i].pid, middle[i - 1].pid + 1);
+      for (let i = 1; i < middle.length; i++) assert.notEqual(middle[i].background, middle[i - 1].background, "neighbours alternate");
+      assert.equal(scrolled[0].pid, 2502);
+      const before = new Map(middle.map((r) => [r.pid, r.background]));
+      const flipped = scrolled.filter((r) => before.has(r.pid) && before.get(r.pid) !== r.background).map((r) => r.pid);
+      assert.deepEqual(flipped, [], "rows whose stripe changed when the list scrolled by one row");
       assert.equal(treeLength, 5000);
       // Depth-first: pid 1, then its smallest child 2 (ppid 1), then 2's children 6, 7, 8;
       // each a level deeper, which a person sees as the name starting further right.

@@ -309,6 +309,7 @@ export class ProcessTable {
     if (row.index !== idx) {
       row.index = idx;
       row.style.transform = `translateY(${idx * ROW_HEIGHT}px)`;
+      row.classList.toggle("alt", idx % 2 === 1);
     }
     if (row.dataset.pid !== String(p.pid)) row.dataset.pid = String(p.pid);
     if (row.dataset.depth !== String(item.depth)) row.dataset.depth = String(item.depth);
