@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The dashboard in real headless Chromium: the page served by `proctor serve` loads with no
-# console errors, its charts fill, the process table sorts, filters and shows a tree, a
-# process named `<img src=x onerror=alert(1)>` renders as text, the detail shows PSS/USS,
-# and a 401 asks for the token; zoomed out to a day, the charts show samples older than the
-# in-memory ring, read from the agent's store (and not when the store lacks them); a picked
-# range's "Top processes" tables rank a stored synthetic burner first (and not without it).
-# Screenshots: target/test-artifacts/dashboard.png, dashboard-day.png, dashboard-report.png.
+# console errors, its charts fill, the process table sorts, filters, shows a tree and hides
+# kernel threads until asked (and says so), a process named `<img src=x onerror=alert(1)>`
+# renders as text, the detail shows PSS/USS, and a 401 asks for the token; zoomed out to a
+# day, the charts show samples older than the in-memory ring, read from the agent's store (and
+# not when the store lacks them); the "Top processes" tables fill for the range shown on load
+# and rank a stored synthetic burner first for a picked range (and not without it).
+# Chart labels stay inside their canvas, and percentages read as the CLI writes them.
+# Rows are counted as drawn (computed style, a box inside the table's viewport), never by the
+# page's own attributes; each run finds its own processes by a random marker in their command
+# lines. Screenshots: target/test-artifacts/dashboard.png, dashboard-tree.png,
+# dashboard-filter-{none,few,tree}.png, chart-edge.png, dashboard-day.png,
+# dashboard-report.png, dashboard-report-on-load.png.
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
 # playwright-core into web/node_modules (npm ci from the committed lock file; no browser

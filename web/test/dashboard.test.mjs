@@ -6,6 +6,7 @@
 // Every process this file starts is killed by its pid at the end; nothing else is touched.
 
 import { spawn, execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -21,6 +22,13 @@ const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const HOSTILE = "<img src=x onerror=alert(1)>";
 // The kernel keeps 15 bytes of a process name (TASK_COMM_LEN is 16 with the NUL).
 const HOSTILE_COMM = HOSTILE.slice(0, 15);
+// This run's own marker. Any process on the host may share a name (another run of this very
+// file, say), so the tests find the processes they started by this marker in their command
+// line (the executable's path), never by a name alone.
+const MARK = `proctor-test-${randomBytes(6).toString("hex")}`;
+// What the tests filter by to find the hostile process: its markup and this run's marker, both
+// in its command line (the comm is cut at 15 bytes and cannot hold the marker).
+const HOSTILE_NEEDLE = `${HOSTILE} ${MARK}`;
 
 const started = []; // Child processes to kill by pid.
 const temps = [];
@@ -54,16 +62,39 @@ function serve(extraArgs = [], dataDir = null) {
   });
 }
 
-/** A process whose name is markup: a copy of sleep whose file name is the hostile string. */
+/** A process whose name is markup: a copy of sleep whose file name is the hostile string
+ * followed by this run's marker. */
 function startHostile() {
   const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
   temps.push(dir);
-  const exe = path.join(dir, HOSTILE);
+  const exe = path.join(dir, HOSTILE_NEEDLE);
   copyFileSync("/bin/sleep", exe);
   const child = spawn(exe, ["600"], { stdio: "ignore" });
   started.push(child);
   return { child, exe };
 }
+
+/** FEW_COUNT copies of sleep named after this run's marker (`MARK-few-1`, …): a filter for
+ * `MARK-few` matches exactly these, children of this node process. */
+const FEW = `${MARK}-few`;
+const FEW_COUNT = 3;
+function startFew() {
+  const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
+  temps.push(dir);
+  const children = [];
+  for (let i = 1; i <= FEW_COUNT; i++) {
+    const exe = path.join(dir, `${FEW}-${i}`);
+    copyFileSync("/bin/sleep", exe);
+    const child = spawn(exe, ["600"], { stdio: "ignore" });
+    started.push(child);
+    children.push(child);
+  }
+  return children;
+}
+
+/** The page's rule for a kernel thread (table.js isKernelThread): no arguments ([] once read)
+ * and kthreadd's child, or kthreadd (pid 2) itself. The table hides them by default. */
+const isKernel = (p) => (p.pid === 2 || p.ppid === 2) && Array.isArray(p.cmdline) && p.cmdline.length === 0;
 
 async function fetchJson(url) {
   const r = await fetch(url);
@@ -82,22 +113,60 @@ function parseShown(text) {
   return Number(m[1]) * scale;
 }
 
-/** The table as rendered: visible rows in screen order. */
-function visibleRows(page) {
-  return page.evaluate(() =>
-    [...document.querySelectorAll("#ptable .prow:not([hidden])")]
-      .map((r) => ({
-        y: r.getBoundingClientRect().top,
-        pid: Number(r.dataset.pid),
-        depth: Number(r.dataset.depth),
-        cells: Object.fromEntries([...r.children].map((c) => [c.className.replace(/^td c-/, ""), c.textContent])),
-      }))
-      .filter((r) => {
-        const body = document.querySelector("#ptable .ptable-body").getBoundingClientRect();
-        return r.y >= body.top - 1 && r.y < body.bottom;
-      })
-      .sort((a, b) => a.y - b.y),
-  );
+/**
+ * The rows of a process table (`root`) that a person can see, in screen order: rendered
+ * (computed `display` and `visibility`, `checkVisibility`), with a box that has area and lies
+ * at least partly inside the table's scrolling viewport. Nothing here trusts the page's own
+ * bookkeeping (the `hidden` attribute, data attributes): a row that is drawn counts. Each row
+ * gives its cells' text as shown, the pid as its pid cell reads, `indent`, how far right of
+ * the row's edge the name's text starts (the tree's nesting, as seen), and its background.
+ */
+function visibleRows(page, root = "#ptable") {
+  return page.evaluate((root) => {
+    const table = document.querySelector(root);
+    const body = table.querySelector(".ptable-body");
+    const box = body.getBoundingClientRect();
+    // The viewport is the body's client area: its scrollbars are not rows.
+    const top = box.top + body.clientTop;
+    const left = box.left + body.clientLeft;
+    const bottom = top + body.clientHeight;
+    const right = left + body.clientWidth;
+    const drawn = (el) => {
+      const style = getComputedStyle(el);
+      return (
+        style.display !== "none" &&
+        style.visibility === "visible" &&
+        Number(style.opacity) > 0 &&
+        el.checkVisibility({ opacityProperty: true, visibilityProperty: true })
+      );
+    };
+    return [...table.querySelectorAll(".prow")]
+      .map((row) => ({ row, b: row.getBoundingClientRect() }))
+      .filter(({ row, b }) => drawn(row) && b.width > 0 && b.height > 0 && b.bottom > top && b.top < bottom && b.right > left && b.left < right)
+      .sort((x, y) => x.b.top - y.b.top)
+      .map(({ row, b }) => {
+        const cells = Object.fromEntries([...row.children].map((c) => [c.className.replace(/^td c-/, ""), c.textContent]));
+        const name = document.createRange();
+        name.selectNodeContents(row.querySelector(".c-name"));
+        const background = getComputedStyle(row).backgroundColor;
+        return { y: b.top - top, pid: Number(cells.pid), indent: name.getBoundingClientRect().left - b.left, background, cells };
+      });
+  }, root);
+}
+
+/** The table's own account of what it shows ("3 of 88 shown"), as numbers. */
+async function shownCount(page) {
+  const text = (await page.textContent("#proc-shown")).replace(/\u2009/g, "");
+  const m = /^(\d+) of (\d+) shown/.exec(text);
+  return m ? { text, shown: Number(m[1]), total: Number(m[2]) } : { text, shown: null, total: null };
+}
+
+/** "3.4 %" and "57 %": percentages as the CLI writes them (proctor_vocab::units::percent). */
+function assertPercent(text) {
+  const m = /^(-?\d+)(\.\d)? %$/.exec(text);
+  assert.ok(m, `a percentage: "${text}"`);
+  const below10 = Math.abs(Number(m[1] + (m[2] ?? ""))) < 10;
+  assert.equal(Boolean(m[2]), below10, `"${text}": one decimal below 10 %, none from 10 up`);
 }
 
 /** Resolves after the page has drawn twice: the table renders on the next animation frame. */
@@ -122,6 +191,7 @@ describe("dashboard", () => {
   let page;
   let base;
   let hostile;
+  let few;
   const consoleErrors = [];
   const dialogs = [];
   const foreignRequests = [];
@@ -131,7 +201,8 @@ describe("dashboard", () => {
     // The test is only meaningful if the kernel really carries the markup as the name.
     await until("the hostile process to start", () => readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"));
     assert.equal(readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"), HOSTILE_COMM + "\n");
-    assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE), "cmdline carries the whole string");
+    assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE_NEEDLE), "cmdline carries the whole string and the marker");
+    few = startFew();
 
     ({ base } = await serve());
     browser = await launchChromium(CHROMIUM, { width: 1440, height: 1000 }, temps);
@@ -205,8 +276,9 @@ describe("dashboard", () => {
     rows = await visibleRows(page);
     pids = rows.map((r) => r.pid);
     assert.deepEqual(pids, [...pids].sort((a, b) => b - a), "pid descending");
-    // The first row is the newest pid the agent reported (allowing for processes born since).
-    const maxPid = Math.max(...(await fetchJson(base + "/api/v1/processes")).processes.map((p) => p.pid));
+    // The first row is the newest pid the agent reported (allowing for processes born since),
+    // kernel threads aside: the table hides them.
+    const maxPid = Math.max(...(await fetchJson(base + "/api/v1/processes")).processes.filter((p) => !isKernel(p)).map((p) => p.pid));
     assert.ok(pids[0] > maxPid - 1000 && pids[0] > pids[pids.length - 1], `top pid ${pids[0]}, agent's max ${maxPid}`);
 
     await sortBy(page, "name");
@@ -241,23 +313,23 @@ describe("dashboard", () => {
 
   test("filtering narrows the table, and the hostile name renders as text", async () => {
     const total = (await fetchJson(base + "/api/v1/processes")).processes.length;
-    await setFilter(page, "<img src=x");
+    await setFilter(page, HOSTILE_NEEDLE);
     const rows = await until("the filter to leave one row", async () => {
       const r = await visibleRows(page);
       return r.length === 1 ? r : null;
     });
     assert.equal(rows[0].pid, hostile.child.pid);
     assert.equal(rows[0].cells.name, HOSTILE_COMM);
-    assert.match(await page.textContent("#proc-shown"), new RegExp(`^1 of [\\d\\u2009]+ match$`));
+    assert.match(await page.textContent("#proc-shown"), new RegExp(`^1 of [\\d\\u2009]+ shown$`));
     assert.ok(total > 1);
     // The cmdline column shows the full string once the agent's cmdline worker has read it.
-    await until("the cmdline cell", async () => (await visibleRows(page))[0]?.cells.cmdline.includes(HOSTILE));
+    await until("the cmdline cell", async () => (await visibleRows(page))[0]?.cells.cmdline.includes(HOSTILE_NEEDLE));
     const html = await page.evaluate(() => document.querySelector("#ptable .prow:not([hidden]) .c-name").innerHTML);
     assert.ok(html.startsWith("&lt;img"), `escaped in the DOM: ${html}`);
     assert.equal(await page.evaluate(() => document.querySelectorAll("img").length), 0, "no <img> element was created");
 
     // Filtering by the command line (the comm has no "onerror") also finds it.
-    await setFilter(page, "onerror=alert");
+    await setFilter(page, `onerror=alert(1)> ${MARK}`);
     const byCmdline = await until("the cmdline filter", async () => {
       const r = await visibleRows(page);
       return r.length === 1 ? r : null;
@@ -265,13 +337,80 @@ describe("dashboard", () => {
     assert.equal(byCmdline[0].pid, hostile.child.pid);
   });
 
+  // A filter draws exactly the rows it matches. Rows are counted by what is drawn inside the
+  // table's viewport (see visibleRows) and held against the count the page prints. Each test
+  // first shows a full screen of rows, so a row left over from it would be seen.
+  async function fullTable() {
+    await setFilter(page, "");
+    await until("a full table", async () => (await visibleRows(page)).length > 15);
+  }
+  /** The process panel as a person sees it, for a look: target/test-artifacts/NAME. */
+  async function shot(name) {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.locator("#processes").screenshot({ path: path.join(ARTIFACTS, name) });
+  }
+
+  test("a filter that matches nothing draws no row", async () => {
+    await fullTable();
+    await setFilter(page, `zzznomatch-${MARK}`);
+    await until("the count to say 0", async () => (await shownCount(page)).shown === 0);
+    await frames(page);
+    const rows = await visibleRows(page);
+    await shot("dashboard-filter-none.png");
+    assert.deepEqual(rows.map((r) => r.cells.name), [], `"${(await shownCount(page)).text}" with rows drawn`);
+  });
+
+  test("a filter with a few matches draws those and nothing below them", async () => {
+    const fewPids = few.map((c) => c.pid).sort((a, b) => a - b);
+    await fullTable();
+    await setFilter(page, FEW);
+    const rows = await until(`the ${FEW_COUNT} marked processes`, async () => {
+      const r = await visibleRows(page);
+      return r.filter((x) => fewPids.includes(x.pid)).length === FEW_COUNT ? r : null;
+    });
+    const count = await shownCount(page);
+    await shot("dashboard-filter-few.png");
+    assert.equal(count.shown, FEW_COUNT, count.text);
+    assert.deepEqual(rows.map((r) => r.pid).sort((a, b) => a - b), fewPids, `rows drawn: ${rows.map((r) => `${r.pid} ${r.cells.name}`)}`);
+    for (let i = 1; i < rows.length; i++) assert.ok(rows[i].y >= rows[i - 1].y + 20, "each row on its own line");
+  });
+
+  test("in tree mode a filter draws the matches under their ancestors, and nothing else", async () => {
+    const fewPids = few.map((c) => c.pid).sort((a, b) => a - b);
+    await fullTable();
+    await page.check("#tree");
+    try {
+      await setFilter(page, FEW);
+      // The marked processes are children of this node process; its chain up to the root is
+      // what the tree shows around them.
+      const byPid = new Map((await fetchJson(base + "/api/v1/processes")).processes.map((p) => [p.pid, p]));
+      const ancestors = [];
+      for (let p = byPid.get(process.pid); p; p = p.ppid !== p.pid ? byPid.get(p.ppid) : null) ancestors.push(p.pid);
+      const rows = await until("the marked processes under their ancestors", async () => {
+        const r = await visibleRows(page);
+        return r.filter((x) => fewPids.includes(x.pid)).length === FEW_COUNT ? r : null;
+      });
+      const count = await shownCount(page);
+      await shot("dashboard-filter-tree.png");
+      assert.equal(count.shown, FEW_COUNT, count.text);
+      assert.match(count.text, new RegExp(` under ${ancestors.length} parents?(,|$)`), "the count names the parents shown for context");
+      assert.deepEqual(
+        rows.map((r) => r.pid).sort((a, b) => a - b),
+        [...ancestors, ...fewPids].sort((a, b) => a - b),
+        `rows drawn: ${rows.map((r) => `${r.pid} ${r.cells.name}`)}; ancestors ${ancestors}`,
+      );
+    } finally {
+      await page.uncheck("#tree");
+    }
+  });
+
   test("process detail shows PSS and USS and the cmdline as text", async () => {
-    await setFilter(page, "<img src=x");
+    await setFilter(page, HOSTILE_NEEDLE);
     await until("the hostile row", async () => (await visibleRows(page)).length === 1);
     await page.click("#ptable .prow:not([hidden])");
     await page.waitForSelector("#detail:not([hidden])");
     assert.equal(await page.textContent("#detail-title"), `${HOSTILE_COMM} (${hostile.child.pid})`);
-    await until("the cmdline in the detail", async () => (await page.textContent("#detail-cmdline")).includes(HOSTILE));
+    await until("the cmdline in the detail", async () => (await page.textContent("#detail-cmdline")).includes(HOSTILE_NEEDLE));
     const detail = async () =>
       page.evaluate(() => {
         const out = {};
@@ -293,7 +432,7 @@ describe("dashboard", () => {
   });
 
   test("the tree toggle shows the hostile process under this test's node process", async () => {
-    await setFilter(page, "<img src=x");
+    await setFilter(page, HOSTILE_NEEDLE);
     await page.check("#tree");
     const rows = await until("ancestors in tree mode", async () => {
       const r = await visibleRows(page);
@@ -302,18 +441,182 @@ describe("dashboard", () => {
     const me = rows.findIndex((r) => r.pid === process.pid);
     assert.ok(me >= 0, `this node process (${process.pid}) is an ancestor: ${rows.map((r) => r.pid)}`);
     assert.equal(rows[me + 1].pid, hostile.child.pid);
-    assert.equal(rows[me + 1].depth, rows[me].depth + 1);
-    for (let i = 1; i < rows.length; i++) assert.equal(rows[i].depth, rows[i - 1].depth + 1, "a chain of parents");
+    // Nesting as a person sees it: each row's name starts further right than its parent's, up
+    // to the 12 levels the indent grows (the filtered tree is one chain from a root at depth 0).
+    assert.ok(rows[me + 1].indent > rows[me].indent, `the hostile process is indented under node: ${rows.map((r) => r.indent)}`);
+    for (let i = 1; i < rows.length; i++) {
+      if (i <= 12) assert.ok(rows[i].indent > rows[i - 1].indent, `a chain of parents: ${rows.map((r) => r.indent)}`);
+      else assert.equal(rows[i].indent, rows[i - 1].indent, "the indent stops growing at 12 levels");
+    }
     assert.ok(await page.evaluate(() => document.querySelector("#ptable").classList.contains("tree")));
     await page.uncheck("#tree");
     await until("flat again", async () => (await visibleRows(page)).length === 1);
   });
 
+  test("kernel threads are hidden by default, the count says so, and the toggle shows them", async (t) => {
+    const kernel = (await fetchJson(base + "/api/v1/processes")).processes.filter(isKernel);
+    if (!kernel.some((p) => p.pid === 2)) {
+      t.skip("this host shows no kthreadd (a pid namespace): no kernel threads to hide");
+      return;
+    }
+    const kernelPids = new Set(kernel.map((p) => p.pid));
+    await setFilter(page, "");
+    await sortBy(page, "pid");
+    if ((await page.getAttribute('.th[data-key="pid"]', "aria-sort")) !== "ascending") await sortBy(page, "pid");
+    // By pid, kthreadd and its early children would fill the top of the table: none is drawn.
+    let rows = await until("the table by pid", async () => {
+      const r = await visibleRows(page);
+      return r.length > 15 ? r : null;
+    });
+    assert.deepEqual(rows.filter((r) => kernelPids.has(r.pid)).map((r) => `${r.pid} ${r.cells.name}`), [], "kernel threads drawn");
+    assert.equal(rows[0].pid, 1);
+    const text = (await page.textContent("#proc-shown")).replace(/\u2009/g, "");
+    const m = /^(\d+) of (\d+) shown, (\d+) kernel threads hidden$/.exec(text);
+    assert.ok(m, `the count says what is hidden: "${text}"`);
+    assert.equal(Number(m[1]) + Number(m[3]), Number(m[2]), text);
+    // Kernel workers come and go between the two reads, a few at most.
+    assert.ok(Math.abs(Number(m[3]) - kernel.length) <= 5, `${text}; the API has ${kernel.length}`);
+    const toggle = page.locator("#kernel");
+    assert.ok(await toggle.isVisible(), "a visible toggle");
+    assert.equal(await toggle.isChecked(), false, "off by default");
+    assert.match(await page.textContent("label:has(#kernel)"), /kernel threads/i);
+
+    // A filter that only a kernel thread matches: nothing drawn, and the count says why.
+    await setFilter(page, "kthreadd");
+    await until("the count for kthreadd", async () => /^0 of \d+ shown, 1 kernel thread hidden$/.test((await page.textContent("#proc-shown")).replace(/\u2009/g, "")));
+    await frames(page);
+    assert.deepEqual(await visibleRows(page), []);
+
+    // The toggle shows them: kthreadd itself, then the whole list with its children.
+    await toggle.check();
+    rows = await until("kthreadd drawn", async () => {
+      const r = await visibleRows(page);
+      return r.length === 1 && r[0].pid === 2 ? r : null;
+    });
+    assert.equal(rows[0].cells.name, "kthreadd");
+    assert.match(await page.textContent("#proc-shown"), /^1 of [\d\u2009]+ shown$/);
+    await setFilter(page, "");
+    rows = await until("kernel threads drawn by pid", async () => {
+      const r = await visibleRows(page);
+      return r.filter((x) => kernelPids.has(x.pid)).length > 5 ? r : null;
+    });
+    assert.deepEqual(rows.slice(0, 2).map((r) => r.pid), [1, 2]);
+    assert.equal(await page.textContent("#proc-shown"), "", "everything is shown");
+    await toggle.uncheck();
+    await until("hidden again", async () => !(await visibleRows(page)).some((r) => kernelPids.has(r.pid)));
+  });
+
+  test("chart labels stay inside the canvas; percents have one decimal below 10 %", async () => {
+    // A chart of the page's own module, drawn where its last time label falls on the plot's
+    // right edge (08:00:00 UTC on a 5-minute window is a multiple of the 2-minute label step),
+    // which is where a centred label spills out of the canvas.
+    const drawn = await page.evaluate(async () => {
+      const { LineChart, Timeline } = await import("/js/chart.js");
+      const box = document.createElement("div");
+      box.id = "synthetic-chart";
+      box.style.position = "fixed";
+      box.style.left = "0px";
+      box.style.top = "0px";
+      box.style.width = "420px";
+      box.style.zIndex = "100";
+      box.style.background = "white";
+      const canvas = document.createElement("canvas");
+      canvas.className = "chart";
+      box.append(canvas);
+      document.body.append(box);
+      const timeline = new Timeline();
+      const t1 = Date.UTC(2024, 0, 1, 8, 0, 0);
+      const times = [];
+      const values = [];
+      for (let i = 300; i >= 0; i--) {
+        times.push(t1 - i * 1000);
+        values.push(2 + 2 * Math.sin(i / 20));
+      }
+      timeline.append({ times_unix_ms: times, series: [{ name: "cpu", values }] });
+      const chart = new LineChart(canvas, timeline, { unit: "%", series: [{ name: "cpu", label: "busy" }] });
+      chart.draw();
+      const ctx = canvas.getContext("2d");
+      const { width, height } = canvas;
+      const data = ctx.getImageData(0, 0, width, height).data;
+      const dpr = window.devicePixelRatio || 1;
+      // Ink in the outermost two columns of device pixels, below the plot (the time labels).
+      let edgeInk = 0;
+      for (let y = Math.floor((canvas.clientHeight - 16) * dpr); y < height; y++)
+        for (const x of [0, 1, width - 2, width - 1]) if (data[(y * width + x) * 4 + 3] > 0) edgeInk++;
+      return { labels: chart.labels ?? [], font: chart.font, w: canvas.clientWidth, h: canvas.clientHeight, edgeInk };
+    });
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.locator("#synthetic-chart").screenshot({ path: path.join(ARTIFACTS, "chart-edge.png") });
+    await page.evaluate(() => document.getElementById("synthetic-chart").remove());
+    assert.equal(drawn.edgeInk, 0, "no text ink at the canvas's left or right edge (a label cut off)");
+    // And every chart on the page as drawn now.
+    const onPage = await page.evaluate(async () => {
+      const { charts } = await import("/js/main.js");
+      return Object.entries(charts ?? {}).map(([name, c]) => ({ name, labels: c.labels ?? [], font: c.font, w: c.canvas.clientWidth, h: c.canvas.clientHeight }));
+    });
+    assert.ok(onPage.length >= 9, "the page's charts say what they drew");
+    for (const chart of [{ name: "synthetic", ...drawn }, ...onPage]) {
+      // The hook says what text was drawn where; its size is measured here, as the browser
+      // draws it (ink boxes, for the alignment the chart used).
+      const boxes = await page.evaluate((chart) => {
+        const ctx = document.createElement("canvas").getContext("2d");
+        ctx.font = chart.font;
+        return chart.labels.map((l) => {
+          ctx.textAlign = l.align;
+          ctx.textBaseline = l.baseline;
+          const m = ctx.measureText(l.text);
+          return { ...l, left: l.x - m.actualBoundingBoxLeft, right: l.x + m.actualBoundingBoxRight, top: l.y - m.actualBoundingBoxAscent, bottom: l.y + m.actualBoundingBoxDescent };
+        });
+      }, chart);
+      if (chart.name === "synthetic") assert.ok(boxes.filter((b) => b.axis === "x").length >= 2, `time labels: ${JSON.stringify(boxes)}`);
+      for (const b of boxes) {
+        assert.ok(b.left >= 0 && b.right <= chart.w && b.top >= 0 && b.bottom <= chart.h, `${chart.name}: "${b.text}" [${b.left.toFixed(1)}, ${b.right.toFixed(1)}] x [${b.top.toFixed(1)}, ${b.bottom.toFixed(1)}] in ${chart.w} x ${chart.h}`);
+      }
+      const xs = boxes.filter((b) => b.axis === "x").sort((a, b) => a.left - b.left);
+      for (let i = 1; i < xs.length; i++) assert.ok(xs[i].left > xs[i - 1].right, `${chart.name}: "${xs[i - 1].text}" and "${xs[i].text}" overlap`);
+    }
+    // The percent axis: one decimal below 10 %, as the CLI writes percentages.
+    const ticks = drawn.labels.filter((l) => l.axis === "y").map((l) => l.text);
+    assert.ok(ticks.length >= 3, `ticks ${ticks}`);
+    for (const tick of ticks) assertPercent(tick);
+  });
+
+  test("CPU percents in the header and the per-CPU bars: one decimal below 10 %, none from 10 up", async () => {
+    // The agent's answer with the CPU figures set to known values, so the rule is tested
+    // whatever this host's CPUs are doing.
+    const p3 = await browser.newPage();
+    const busy = [3.44, 57.3];
+    try {
+      await p3.route("**/api/v1/snapshot?*", async (route) => {
+        const response = await route.fetch();
+        const json = await response.json();
+        json.host.cpu.busy_percent = 57.3;
+        json.host.per_cpu.forEach((c, i) => (c.busy_percent = busy[i % 2]));
+        await route.fulfill({ response, json });
+      });
+      await p3.goto(base + "/");
+      await p3.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      const header = await until("the CPU header", async () => {
+        const text = await p3.textContent("#cpu-sub");
+        return /now/.test(text) ? text : null;
+      });
+      assert.match(header, /now 57 % busy/);
+      const bars = await p3.$$eval("#percpu-now .bar-value", (els) => els.filter((e) => e.getBoundingClientRect().width > 0).map((e) => e.textContent));
+      assert.ok(bars.length >= 1, "per-CPU bars drawn");
+      assert.deepEqual(bars, bars.map((_, i) => ["3.4 %", "57 %"][i % 2]));
+      for (const text of [...bars, header.match(/now (\S+ %)/)[1]]) assertPercent(text);
+    } finally {
+      await p3.close();
+    }
+  });
+
   test("thousands of rows: only the visible rows exist in the DOM", async () => {
     await setFilter(page, "");
-    const total = (await fetchJson(base + "/api/v1/processes")).processes.length;
+    // The rows of the view: every process but the kernel threads, which are hidden.
+    const total = (await fetchJson(base + "/api/v1/processes")).processes.filter((p) => !isKernel(p)).length;
     const counts = await page.evaluate(() => ({
-      dom: document.querySelectorAll("#ptable .prow:not([hidden])").length,
+      // Every row element in the DOM, drawn or not: the pool is what costs.
+      dom: document.querySelectorAll("#ptable .prow").length,
       height: document.querySelector("#ptable .ptable-spacer").getBoundingClientRect().height,
     }));
     assert.ok(counts.height >= (total - 20) * 22, `spacer covers all ${total} rows: ${counts.height}px`);
@@ -329,7 +632,7 @@ describe("dashboard", () => {
   test("5000 synthetic processes: a bounded row pool, correct rows after scrolling, tree order", async (t) => {
     // The agent here may see only a few hundred processes, so drive the page's own table
     // module with a made-up list of thousands (pids 1..N, each parented to a lower pid).
-    const result = await page.evaluate(async () => {
+    const firstRenderMs = await page.evaluate(async () => {
       const { ProcessTable } = await import("/js/table.js");
       const el = (cls, ...kids) => {
         const e = document.createElement("div");
@@ -358,39 +661,58 @@ describe("dashboard", () => {
           vsize_bytes: pid * 8192,
         });
       }
-      const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
       const table = new ProcessTable(root, { onSelect: () => {} });
+      window.syntheticTable = table;
       const t0 = performance.now();
       table.setData(procs);
-      await frames();
-      const firstRenderMs = performance.now() - t0;
-      table.sortBy("pid");
-      await frames();
-      const body = root.querySelector(".ptable-body");
-      body.scrollTop = 2500 * 22;
-      await frames();
-      const visible = () =>
-        [...root.querySelectorAll(".prow:not([hidden])")]
-          .map((r) => ({ y: r.getBoundingClientRect().top - body.getBoundingClientRect().top, pid: Number(r.dataset.pid), depth: Number(r.dataset.depth) }))
-          .filter((r) => r.y >= 0 && r.y < body.clientHeight)
-          .sort((a, b) => a.y - b.y);
-      const middle = visible();
-      const poolSize = root.querySelectorAll(".prow").length;
-      table.setTree(true);
-      body.scrollTop = 0;
-      await frames();
-      const treeTop = visible();
-      const treeLength = table.view.length;
-      root.remove();
-      return { firstRenderMs, middle, poolSize, treeTop, treeLength };
+      await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      return performance.now() - t0;
     });
-    t.diagnostic(`first sort and render of 5000 rows: ${result.firstRenderMs.toFixed(1)} ms`);
-    assert.ok(result.poolSize < 80, `${result.poolSize} row elements for 5000 processes`);
-    assert.equal(result.middle[0].pid, 2501, "row 2500 (0-based) is pid 2501 when sorted by pid");
-    for (let i = 1; i < result.middle.length; i++) assert.equal(result.middle[i].pid, result.middle[i - 1].pid + 1);
-    assert.equal(result.treeLength, 5000);
-    // Depth-first: pid 1, then its smallest child 2 (ppid 1), then 2's children 6, 7, 8.
-    assert.deepEqual(result.treeTop.slice(0, 4).map((r) => [r.pid, r.depth]), [[1, 0], [2, 1], [6, 2], [18, 3]]);
+    try {
+      await page.evaluate(() => window.syntheticTable.sortBy("pid"));
+      await frames(page);
+      await page.evaluate(() => {
+        document.querySelector("#synthetic .ptable-body").scrollTop = 2500 * 22;
+      });
+      await frames(page);
+      const middle = await visibleRows(page, "#synthetic");
+      // One row further down: every row keeps its stripe (rows are striped by their place in
+      // the list, not by which pooled element happens to draw them).
+      await page.evaluate(() => {
+        document.querySelector("#synthetic .ptable-body").scrollTop += 22;
+      });
+      await frames(page);
+      const scrolled = await visibleRows(page, "#synthetic");
+      const poolSize = await page.evaluate(() => document.querySelectorAll("#synthetic .prow").length);
+      await page.evaluate(() => {
+        window.syntheticTable.setTree(true);
+        document.querySelector("#synthetic .ptable-body").scrollTop = 0;
+      });
+      await frames(page);
+      const treeTop = await visibleRows(page, "#synthetic");
+      const treeLength = await page.evaluate(() => window.syntheticTable.view.length);
+      t.diagnostic(`first sort and render of 5000 rows: ${firstRenderMs.toFixed(1)} ms`);
+      assert.ok(poolSize < 80, `${poolSize} row elements for 5000 processes`);
+      assert.equal(middle[0].pid, 2501, "row 2500 (0-based) is pid 2501 when sorted by pid");
+      for (let i = 1; i < middle.length; i++) assert.equal(middle[i].pid, middle[i - 1].pid + 1);
+      for (let i = 1; i < middle.length; i++) assert.notEqual(middle[i].background, middle[i - 1].background, "neighbours alternate");
+      assert.equal(scrolled[0].pid, 2502);
+      const before = new Map(middle.map((r) => [r.pid, r.background]));
+      const flipped = scrolled.filter((r) => before.has(r.pid) && before.get(r.pid) !== r.background).map((r) => r.pid);
+      assert.deepEqual(flipped, [], "rows whose stripe changed when the list scrolled by one row");
+      assert.equal(treeLength, 5000);
+      // Depth-first: pid 1, then its smallest child 2 (ppid 1), then 2's children 6, 7, 8;
+      // each a level deeper, which a person sees as the name starting further right.
+      assert.deepEqual(treeTop.slice(0, 4).map((r) => r.pid), [1, 2, 6, 18]);
+      for (let i = 1; i < 4; i++) assert.ok(treeTop[i].indent > treeTop[i - 1].indent, `indents: ${treeTop.slice(0, 4).map((r) => r.indent)}`);
+      assert.equal(treeTop[4].pid, 54);
+      assert.ok(treeTop[4].indent > treeTop[3].indent);
+    } finally {
+      await page.evaluate(() => {
+        document.getElementById("synthetic").remove();
+        delete window.syntheticTable;
+      });
+    }
   });
 
   test("screenshot", async () => {
@@ -556,8 +878,9 @@ describe("the top processes over a picked range come from the agent's store", ()
       const errors = [];
       page.on("pageerror", (e) => errors.push(e.message));
       const answers = [];
+      // The answer for the range clicked (the page also asks for the range it opens with).
       page.on("response", async (r) => {
-        if (r.url().includes("/api/v1/report?")) answers.push(await r.json());
+        if (r.url().includes("/api/v1/report?") && r.url().includes("since=21600000ms")) answers.push(await r.json());
       });
       let release;
       const held = new Promise((r) => (release = r));
@@ -567,7 +890,7 @@ describe("the top processes over a picked range come from the agent's store", ()
       });
       await page.goto(base + "/");
       await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
-      assert.equal(await page.locator("#report-cpu tbody tr").count(), 0, "nothing before a range is picked");
+      assert.equal(await page.locator("#report-cpu tbody tr").count(), 0, "no rows while the report is held back");
       await page.click('button[data-range-ms="21600000"]');
       await page.waitForSelector('#range-report[aria-busy="true"]', { timeout: 5000 });
       const loading = await page.textContent("#report-note");
@@ -591,6 +914,52 @@ describe("the top processes over a picked range come from the agent's store", ()
       process.kill(child.pid, "SIGTERM");
     }
   }
+
+  test("the range shown on load has its top processes, with no click", async (t) => {
+    const storeDay = process.env.STORE_DAY_BIN;
+    if (!storeDay) {
+      t.skip("STORE_DAY_BIN is not set (scripts/test.d/70-dashboard.sh builds it)");
+      return;
+    }
+    // Ten minutes of samples ending now, every 5 s, with the synthetic burner: the default
+    // range (5 min) holds it.
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(dir);
+    execFileSync(path.resolve(storeDay), [dir, "600", "5000", String(Date.now())], { stdio: "ignore", env: { ...process.env, BURNER } });
+    const { base, child } = await serve(["--history", "1m"], dir);
+    const browser = await launch();
+    try {
+      const page = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      const asked = [];
+      page.on("request", (r) => {
+        if (r.url().includes("/api/v1/report?")) asked.push(r.url());
+      });
+      await page.goto(base + "/");
+      await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      assert.equal(await page.getAttribute('button[data-range-ms="300000"]', "aria-pressed"), "true", "5 min is the range shown");
+      await page.locator("#range-report").scrollIntoViewIfNeeded();
+      // Rows a person sees: drawn, with a box.
+      const rows = await until("the top processes of the range shown", async () => {
+        const r = await page.$$eval("#report-cpu tbody tr", (trs) =>
+          trs.filter((tr) => tr.checkVisibility() && tr.getBoundingClientRect().height > 0).map((tr) => [...tr.cells].map((td) => td.textContent)),
+        );
+        return r.some((row) => row[0] === BURNER) ? r : null;
+      }, 30000);
+      assert.equal(rows[0][0], BURNER);
+      assert.ok(await page.locator("#report-rss tbody tr").first().isVisible());
+      assert.equal(await page.textContent("#report-range"), "last 5 min");
+      assert.doesNotMatch(await page.textContent("#report-note"), /Pick a range/);
+      assert.ok(asked.length >= 1 && asked.every((u) => u.includes("since=300000ms")), `report requests: ${asked}`);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.locator("#range-report").screenshot({ path: path.join(ARTIFACTS, "dashboard-report-on-load.png") });
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+    }
+  });
 
   test("6 h ranks the stored burner first by CPU seconds and by peak RSS; without it, it is absent", async (t) => {
     const storeDay = process.env.STORE_DAY_BIN;

@@ -5,7 +5,7 @@
 // animation frame, and only for charts on screen. Values that are null (the agent did not
 // know them) leave gaps; they are never drawn as zero.
 
-import { byUnit, clock, DASH } from "./format.js";
+import { byUnit, clock, DASH, percent } from "./format.js";
 
 export const PALETTE = ["#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#ec4899", "#14b8a6", "#64748b"];
 
@@ -63,6 +63,9 @@ export class Timeline {
     return this.values.get(name) ?? null;
   }
 }
+
+/** Pixels kept clear between a label and the canvas's edge. */
+const EDGE = 2;
 
 /** 1, 2 or 5 times a power of ten, at least `raw`. */
 function niceStep(raw) {
@@ -150,6 +153,8 @@ export class LineChart extends CanvasChart {
     this.unit = options.unit ?? "";
     this.yMax = options.yMax ?? null;
     this.legend = options.legend ?? null;
+    this.font = "11px system-ui, sans-serif";
+    this.labels = []; // The texts of the last draw (see draw).
     this.hoverIndex = null;
     this.setSeries(options.series ?? []);
     canvas.addEventListener("mousemove", (e) => this.hover(e));
@@ -209,7 +214,15 @@ export class LineChart extends CanvasChart {
     const text = cssVar(this.canvas, "--chart-text", "#666");
     const grid = cssVar(this.canvas, "--chart-grid", "#ddd");
     ctx.clearRect(0, 0, w, h);
-    ctx.font = "11px system-ui, sans-serif";
+    ctx.font = this.font;
+    // Every text drawn, with where and how it was anchored: the hook the browser tests read to
+    // check that each label's box lies inside the canvas (they measure the text themselves).
+    const labels = [];
+    this.labels = labels;
+    const label = (axis, text, x, y) => {
+      ctx.fillText(text, x, y);
+      labels.push({ axis, text, x, y, align: ctx.textAlign, baseline: ctx.textBaseline });
+    };
 
     const times = this.timeline.times;
     const columns = this.series.map((s) => this.timeline.series(s.name));
@@ -228,13 +241,15 @@ export class LineChart extends CanvasChart {
     const step = tickStep(0, max, this.unit);
     const top = this.yMax ?? Math.ceil(max / step) * step;
 
-    // Leave room for the widest y label.
+    // Leave room for the widest y label. A percent step finer than the rule's one decimal
+    // (0.05 % on the agent's own CPU) gets the decimals it needs, or ticks would repeat.
+    const digits = this.unit === "%" && step < 0.1 ? Math.ceil(-Math.log10(step) - 1e-9) : null;
     let labelWidth = 0;
     const ticks = [];
     for (let v = 0; v <= top + step / 2; v += step) {
-      const label = byUnit(this.unit, v);
-      labelWidth = Math.max(labelWidth, ctx.measureText(label).width);
-      ticks.push([v, label]);
+      const text = digits === null ? byUnit(this.unit, v) : percent(v, digits);
+      labelWidth = Math.max(labelWidth, ctx.measureText(text).width);
+      ticks.push([v, text]);
     }
     const left = Math.ceil(labelWidth) + 8;
     const right = w - 6;
@@ -253,13 +268,13 @@ export class LineChart extends CanvasChart {
     ctx.lineWidth = 1;
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
-    for (const [v, label] of ticks) {
+    for (const [v, text] of ticks) {
       const y = Math.round(yOf(v)) + 0.5;
       ctx.beginPath();
       ctx.moveTo(left, y);
       ctx.lineTo(right, y);
       ctx.stroke();
-      ctx.fillText(label, left - 4, y);
+      label("y", text, left - 4, y);
     }
     // Time labels every minute-ish: pick a step giving about one label per 90 px.
     const spanSec = (t1 - t0) / 1000;
@@ -268,13 +283,22 @@ export class LineChart extends CanvasChart {
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
     const firstLabel = Math.ceil(t0 / (labelStepSec * 1000)) * labelStepSec * 1000;
+    let lastRight = -Infinity;
     for (let t = firstLabel; t <= t1; t += labelStepSec * 1000) {
       const x = Math.round(xOf(t)) + 0.5;
       ctx.beginPath();
       ctx.moveTo(x, plotTop);
       ctx.lineTo(x, bottom);
       ctx.stroke();
-      ctx.fillText(clock(t), x, bottom + 4);
+      // A label centred on a line near the edge would be cut off ("08:00:(" at the right):
+      // it moves inward until it fits, still over its line (half a label at most), and one
+      // that would then touch its neighbour is left out rather than drawn over it.
+      const text = clock(t);
+      const half = ctx.measureText(text).width / 2;
+      const cx = Math.min(Math.max(x, half + EDGE), w - half - EDGE);
+      if (cx - half < lastRight + 4) continue;
+      label("x", text, cx, bottom + 4);
+      lastRight = cx + half;
     }
 
     ctx.save();
@@ -328,7 +352,7 @@ export class LineChart extends CanvasChart {
       ctx.stroke();
       ctx.textAlign = x > left + width / 2 ? "right" : "left";
       ctx.textBaseline = "top";
-      ctx.fillText(clock(times[idx]), x + (ctx.textAlign === "left" ? 4 : -4), plotTop);
+      label("hover", clock(times[idx]), x + (ctx.textAlign === "left" ? 4 : -4), plotTop);
     }
     if (this.legendValues) {
       this.series.forEach((s, si) => {

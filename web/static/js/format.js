@@ -28,8 +28,17 @@ export function bytesPerSec(v) {
   return known(v) ? `${bytes(v)}/s` : DASH;
 }
 
-export function percent(v, digits = 1) {
-  return known(v) ? `${v.toFixed(digits)} %` : DASH;
+/** One decimal below 10, none from 10 up: `0.3`, `9.9`, `57`, `200` (the CLI's rule,
+ * proctor_vocab::units::percent), so a small share keeps the digit that tells 0.4 from 4. */
+function percentNumber(v) {
+  return Math.abs(v) < 10 ? v.toFixed(1) : v.toFixed(0);
+}
+
+/** "3.4 %", "57 %" by the CLI's rule; `digits` fixes the decimals instead, for the few
+ * figures whose small values are the point (the agent's own cost, pressure stalls). */
+export function percent(v, digits = null) {
+  if (!known(v)) return DASH;
+  return `${digits === null ? percentNumber(v) : v.toFixed(digits)} %`;
 }
 
 /** A plain number with at most `digits` decimals and no trailing zeros. */
@@ -63,8 +72,9 @@ function trimZeros(s) {
 
 /**
  * Formats a value by its unit name: the vocabulary's units (`count`, `bytes`, `bytes/s`, `%`,
- * `s`, `cpus`, `/s`, `number`) and the charts' axis ticks. In a table (`{table: true}`) percent
- * keeps one decimal and counts are grouped; on an axis round numbers drop their zeros.
+ * `s`, `cpus`, `/s`, `number`) and the charts' axis ticks. In a table (`{table: true}`) a
+ * percent has no unit (the column says it) and counts are grouped; on an axis round byte
+ * figures drop their zeros. Percentages follow the CLI's rule everywhere (see `percent`).
  */
 export function byUnit(unit, v, { table = false } = {}) {
   if (table) {
@@ -74,7 +84,7 @@ export function byUnit(unit, v, { table = false } = {}) {
       case "bytes/s":
         return bytesPerSec(v);
       case "%":
-        return num(v, 1);
+        return known(v) ? percentNumber(v) : DASH;
       case "count":
         return count(v);
       case "s":
@@ -89,7 +99,7 @@ export function byUnit(unit, v, { table = false } = {}) {
     case "bytes/s":
       return trimZeros(bytesPerSec(v));
     case "%":
-      return percent(v, v >= 10 || v === 0 ? 0 : 1);
+      return percent(v);
     case "cpus":
       return known(v) ? `${num(v, 2)} CPU` : DASH;
     case "s":

@@ -3,8 +3,9 @@
 // One loop, paced by the agent's sampling interval: the snapshot (host, container, agent) and
 // the history since the last point every tick; the process list at most once a second (it is
 // the one large answer); the selected process's detail with it. A tick starts only after the
-// previous one finished, so a slow agent is never sent a pile of requests. Picking a range asks
-// once (not every tick) for the range's top processes, which the agent folds from its store.
+// previous one finished, so a slow agent is never sent a pile of requests. The range shown asks
+// once (on load and when another is picked, not every tick) for its top processes, which the
+// agent folds from its store.
 // Nothing here talks to any host but the page's own origin.
 
 import * as api from "./api.js";
@@ -36,7 +37,8 @@ function chart(id, unit, series, extra = {}) {
   return new LineChart($(id), timeline, { unit, series, legend: $(legendId), ...extra });
 }
 
-const charts = {
+// Exported for the browser tests, which read what each chart drew (LineChart.labels).
+export const charts = {
   cpu: chart("chart-cpu", "%", [], { yMax: 100 }),
   mem: chart("chart-mem", "bytes", []),
   psi: chart("chart-psi", "%", []),
@@ -392,6 +394,8 @@ $("auth").addEventListener("submit", (e) => {
   $("auth").hidden = true;
   setStatus("connecting", "connecting…");
   restart();
+  // The report asked before the token was known got a 401: ask again.
+  loadReport(timeline.windowMs);
 });
 
 // ---- host ---------------------------------------------------------------------------------
@@ -437,7 +441,7 @@ function renderPerCpuNow(perCpuNow) {
     label.textContent = `cpu${c.cpu}`;
     track.firstChild.style.width = `${Math.max(0, Math.min(100, c.busy_percent))}%`;
     track.firstChild.style.background = heat(c.busy_percent);
-    value.textContent = fmt.percent(c.busy_percent, 0);
+    value.textContent = fmt.percent(c.busy_percent);
   });
 }
 
@@ -565,8 +569,13 @@ const table = new ProcessTable($("ptable"), {
     $("detail-note").textContent = "loading…";
     refreshDetail().catch(() => {});
   },
-  onView: ({ shown, total }) => {
-    $("proc-shown").textContent = shown === total ? "" : `${fmt.count(shown)} of ${fmt.count(total)} match`;
+  onView: ({ shown, total, context, kernelHidden }) => {
+    // Says what the table leaves out: "12 of 102 shown, 54 kernel threads hidden".
+    const plural = (n, one, many) => `${fmt.count(n)} ${n === 1 ? one : many}`;
+    let text = shown === total ? "" : `${fmt.count(shown)} of ${fmt.count(total)} shown`;
+    if (context > 0) text += ` under ${plural(context, "parent", "parents")}`;
+    if (kernelHidden > 0) text += `, ${plural(kernelHidden, "kernel thread", "kernel threads")} hidden`;
+    $("proc-shown").textContent = text;
   },
 });
 
@@ -618,6 +627,7 @@ $("filter").addEventListener("input", (e) => {
   filterTimer = setTimeout(() => table.setFilter(e.target.value), 60);
 });
 $("tree").addEventListener("change", (e) => table.setTree(e.target.checked));
+$("kernel").addEventListener("change", (e) => table.setKernelThreads(e.target.checked));
 $("pause").addEventListener("change", (e) => {
   state.paused = e.target.checked;
   setStatus(state.paused ? "paused" : "live", state.paused ? "paused" : "resuming…");
@@ -627,4 +637,6 @@ document.addEventListener("visibilitychange", () => {
   if (!document.hidden && !state.stopped) restart();
 });
 
-restart();
+// Start on the range the Window menu shows (a reload may have kept another choice than the
+// markup's): the buttons, the charts and the range's top processes all follow it.
+setRange(Number($("window").value));

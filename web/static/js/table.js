@@ -73,6 +73,19 @@ export function compare(column, order) {
   };
 }
 
+/**
+ * A kernel thread, decided from the fields the API gives. htop reads the PF_KTHREAD flag from
+ * `stat`, which the API does not carry; what it does carry is enough: the kernel starts every
+ * kernel thread as a child of kthreadd (pid 2), and a kernel thread has no user memory, so no
+ * arguments (`cmdline` is `[]`). A child of kthreadd that has arguments is a program the kernel
+ * started (a user-mode helper such as modprobe) and is shown; a `cmdline` of null (not read
+ * yet) is not known to be empty, so that process is shown until it is read. In a pid namespace
+ * kthreadd and the kernel threads are not visible, and a pid 2 there has arguments.
+ */
+export function isKernelThread(p) {
+  return (p.pid === 2 || p.ppid === 2) && Array.isArray(p.cmdline) && p.cmdline.length === 0;
+}
+
 /** The agent's own filter semantics: a substring of the name or any argument, or the exact pid. */
 export function matches(p, needle) {
   if (!needle) return true;
@@ -147,6 +160,8 @@ export class ProcessTable {
     this.order = "desc";
     this.filter = "";
     this.tree = false;
+    // Kernel threads (dozens of 0 B rows) are hidden until asked for, as htop's `K` does.
+    this.kernelThreads = false;
     this.selected = null;
     this.pool = [];
     this.frame = false;
@@ -209,6 +224,11 @@ export class ProcessTable {
     this.rebuild();
   }
 
+  setKernelThreads(on) {
+    this.kernelThreads = on;
+    this.rebuild();
+  }
+
   /** New process list from the agent. */
   setData(processes) {
     this.all = processes;
@@ -217,14 +237,26 @@ export class ProcessTable {
 
   rebuild() {
     const cmp = compare(BY_KEY.get(this.sortKey), this.order);
-    const kept = this.filter ? this.all.filter((p) => matches(p, this.filter)) : null;
+    const all = this.kernelThreads ? this.all : this.all.filter((p) => !isKernelThread(p));
+    const kept = this.filter ? all.filter((p) => matches(p, this.filter)) : null;
     if (this.tree) {
-      this.view = treeOrder(this.all, cmp, kept);
+      this.view = treeOrder(all, cmp, kept);
     } else {
-      this.view = (kept ?? this.all.slice()).sort(cmp).map((p) => ({ p, depth: 0, context: false }));
+      this.view = (kept ?? all.slice()).sort(cmp).map((p) => ({ p, depth: 0, context: false }));
     }
     this.spacer.style.height = `${this.view.length * ROW_HEIGHT}px`;
-    this.onView({ shown: kept ? kept.length : this.all.length, total: this.all.length });
+    // What the view leaves out, for the page to say: kernel threads hidden that the filter
+    // (if any) would have shown, and the parents shown only as context in a filtered tree.
+    let kernelHidden = 0;
+    if (all !== this.all) {
+      for (const p of this.all) if (isKernelThread(p) && (!this.filter || matches(p, this.filter))) kernelHidden++;
+    }
+    this.onView({
+      shown: kept ? kept.length : all.length,
+      total: this.all.length,
+      context: this.view.length - (kept ? kept.length : all.length),
+      kernelHidden,
+    });
     this.schedule();
   }
 
@@ -277,6 +309,7 @@ export class ProcessTable {
     if (row.index !== idx) {
       row.index = idx;
       row.style.transform = `translateY(${idx * ROW_HEIGHT}px)`;
+      row.classList.toggle("alt", idx % 2 === 1);
     }
     if (row.dataset.pid !== String(p.pid)) row.dataset.pid = String(p.pid);
     if (row.dataset.depth !== String(item.depth)) row.dataset.depth = String(item.depth);
