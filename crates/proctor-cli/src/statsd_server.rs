@@ -64,6 +64,13 @@ pub struct Options {
     /// Timer samples kept per key per flush; beyond it percentiles come from a uniform sample.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     max_timer_samples: usize,
+    /// Longest key kept, in bytes; longer keys are bad lines (`key_too_long`).
+    #[arg(long, value_name = "BYTES", default_value_t = proctor_statsd::parse::MAX_KEY_BYTES)]
+    max_key_bytes: usize,
+    /// Memory the keys and set members may hold, in MiB; past it new keys and members are
+    /// dropped and counted (`byte_limit_dropped_metrics`).
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    max_mib: usize,
     /// Remove a key after this long without updates (0 keeps keys forever, as Etsy does).
     #[arg(long, value_name = "DURATION", default_value = "0")]
     expire_idle: String,
@@ -211,6 +218,8 @@ fn overrides(args: &Options) -> anyhow::Result<Overrides> {
         expire_idle: parse_duration(&args.expire_idle).with_context(|| "bad --expire-idle")?,
         max_keys: Some(args.max_keys),
         max_timer_samples: Some(args.max_timer_samples),
+        max_key_bytes: Some(args.max_key_bytes),
+        max_bytes: Some(args.max_mib.saturating_mul(1 << 20)),
         shards: Some(args.shards),
     })
 }

@@ -167,6 +167,9 @@ fn stats(view: &dyn AdminView) -> String {
     }
     let _ = writeln!(out, "proctor.keys: {}", metrics.keys);
     let _ = writeln!(out, "proctor.key_limit_dropped_metrics: {}", metrics.key_limit_dropped_metrics);
+    let _ = writeln!(out, "proctor.byte_limit_dropped_metrics: {}", metrics.byte_limit_dropped_metrics);
+    let _ = writeln!(out, "proctor.aggregator_bytes: {}", metrics.aggregator_bytes);
+    let _ = writeln!(out, "proctor.flushes: {}", metrics.flushes);
     let _ = writeln!(out, "proctor.timer_samples_not_kept: {}", metrics.timer_samples_not_kept);
     let _ = writeln!(out, "proctor.graphite_dropped_lines: {}", metrics.graphite_dropped_lines);
     for (socket, bytes) in metrics.rcvbuf_bytes.iter().enumerate() {

@@ -35,8 +35,15 @@ pub struct AggregatorConfig {
     pub max_samples_total: usize,
     /// Members kept per set per flush.
     pub max_set_members: usize,
+    /// Bytes of keys and set members held (each counted with a fixed per-entry overhead):
+    /// the key cap bounds how many keys, this how much they and the sets' members weigh.
+    pub max_bytes: usize,
     pub idle: IdlePolicy,
 }
+
+/// What one key or set member costs beyond its bytes: the map entry, the boxed string's
+/// header, the value (an estimate; it only has to be the right size to bound memory).
+pub const ENTRY_OVERHEAD: usize = 64;
 
 impl Default for AggregatorConfig {
     fn default() -> Self {
@@ -45,6 +52,7 @@ impl Default for AggregatorConfig {
             max_samples_per_timer: 10_000,
             max_samples_total: 2_000_000,
             max_set_members: 100_000,
+            max_bytes: 256 << 20,
             idle: IdlePolicy::default(),
         }
     }
@@ -55,6 +63,8 @@ impl Default for AggregatorConfig {
 pub struct AggregatorDrops {
     /// Metrics for a new key that arrived while `max_keys` keys existed.
     pub key_limit_metrics: u64,
+    /// Metrics for a new key, and set members, refused because `max_bytes` were held.
+    pub byte_limit_metrics: u64,
     /// Timer samples that went only into the reservoir's exact sums, not the kept samples.
     pub timer_samples_not_kept: u64,
     /// Set members beyond `max_set_members` (the set's count then is a lower bound).
@@ -133,6 +143,8 @@ pub struct Aggregator {
     timers: HashMap<Box<str>, Entry<TimerState>>,
     sets: HashMap<Box<str>, Entry<SetState>>,
     samples_kept: usize,
+    /// Bytes of keys and set members held, per [`ENTRY_OVERHEAD`].
+    bytes: usize,
     drops: AggregatorDrops,
 }
 
@@ -145,8 +157,14 @@ impl Aggregator {
             timers: HashMap::new(),
             sets: HashMap::new(),
             samples_kept: 0,
+            bytes: 0,
             drops: AggregatorDrops::default(),
         }
+    }
+
+    /// Bytes of keys and set members held now (each with [`ENTRY_OVERHEAD`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     pub fn key_count(&self) -> usize {
@@ -159,8 +177,11 @@ impl Aggregator {
 
     /// Adds one metric to the window.
     pub fn apply(&mut self, metric: &Metric<'_>) {
-        let full = self.key_count() >= self.config.max_keys;
         let key = metric.key;
+        let key_cost = key.len() + ENTRY_OVERHEAD;
+        let over_bytes = self.bytes + key_cost > self.config.max_bytes;
+        let full = self.key_count() >= self.config.max_keys || over_bytes;
+        let keys_before = self.key_count();
         let kept = match metric.value {
             MetricValue::Counter { value, sample_rate } => upsert(
                 &mut self.counters,
@@ -194,6 +215,9 @@ impl Aggregator {
             }
             MetricValue::Set { member } => {
                 let (max_members, drops) = (self.config.max_set_members, &mut self.drops);
+                let member_cost = member.len() + ENTRY_OVERHEAD;
+                let room = self.config.max_bytes.saturating_sub(self.bytes + key_cost);
+                let bytes = &mut self.bytes;
                 upsert(
                     &mut self.sets,
                     key,
@@ -206,15 +230,26 @@ impl Aggregator {
                         if members.len() >= max_members {
                             *overflowed = true;
                             drops.set_members += 1;
+                        } else if member_cost > room {
+                            *overflowed = true;
+                            drops.set_members += 1;
+                            drops.byte_limit_metrics += 1;
                         } else {
                             members.insert(member.into());
+                            *bytes += member_cost;
                         }
                     },
                 )
             }
         };
         if !kept {
-            self.drops.key_limit_metrics += 1;
+            if over_bytes {
+                self.drops.byte_limit_metrics += 1;
+            } else {
+                self.drops.key_limit_metrics += 1;
+            }
+        } else if self.key_count() > keys_before {
+            self.bytes += key_cost;
         }
     }
 
@@ -244,14 +279,17 @@ impl Aggregator {
         for (key, entry) in &mut self.sets {
             let (members, overflowed) = &mut entry.value;
             window.sets.push((key.clone(), members.len(), *overflowed));
+            let freed: usize = members.iter().map(|m| m.len() + ENTRY_OVERHEAD).sum();
+            self.bytes = self.bytes.saturating_sub(freed);
             members.clear();
             *overflowed = false;
         }
         self.samples_kept = 0;
-        age(&mut self.counters, idle.counters);
-        age(&mut self.gauges, idle.gauges);
-        age(&mut self.timers, idle.timers);
-        age(&mut self.sets, idle.sets);
+        let mut freed = age(&mut self.counters, idle.counters);
+        freed += age(&mut self.gauges, idle.gauges);
+        freed += age(&mut self.timers, idle.timers);
+        freed += age(&mut self.sets, idle.sets);
+        self.bytes = self.bytes.saturating_sub(freed);
         window
     }
 
@@ -274,7 +312,9 @@ impl Aggregator {
     /// Etsy's `delcounters` etc.: each pattern is a full key, or a prefix ending in `.*`.
     /// Returns, per pattern, the keys deleted.
     pub fn delete(&mut self, kind: MetricType, patterns: &[String]) -> Vec<Vec<Box<str>>> {
-        patterns
+        let members_before: usize =
+            self.sets.values().flat_map(|e| e.value.0.iter()).map(|m| m.len() + ENTRY_OVERHEAD).sum();
+        let deleted: Vec<Vec<Box<str>>> = patterns
             .iter()
             .map(|pattern| match kind {
                 MetricType::Counters => delete_matching(&mut self.counters, pattern),
@@ -282,7 +322,12 @@ impl Aggregator {
                 MetricType::Timers => delete_matching(&mut self.timers, pattern),
                 MetricType::Sets => delete_matching(&mut self.sets, pattern),
             })
-            .collect()
+            .collect();
+        let members_after: usize =
+            self.sets.values().flat_map(|e| e.value.0.iter()).map(|m| m.len() + ENTRY_OVERHEAD).sum();
+        let keys: usize = deleted.iter().flatten().map(|k| k.len() + ENTRY_OVERHEAD).sum();
+        self.bytes = self.bytes.saturating_sub(keys + members_before.saturating_sub(members_after));
+        deleted
     }
 }
 
@@ -357,13 +402,23 @@ fn upsert<T>(
     true
 }
 
-fn age<T>(map: &mut HashMap<Box<str>, Entry<T>>, limit: u32) {
+/// Counts a flush without an update on every key and drops keys idle for `limit` flushes;
+/// returns the bytes of the keys dropped.
+fn age<T>(map: &mut HashMap<Box<str>, Entry<T>>, limit: u32) -> usize {
     for entry in map.values_mut() {
         entry.idle_flushes = entry.idle_flushes.saturating_add(1);
     }
+    let mut freed = 0;
     if limit > 0 {
-        map.retain(|_, entry| entry.idle_flushes < limit);
+        map.retain(|key, entry| {
+            let keep = entry.idle_flushes < limit;
+            if !keep {
+                freed += key.len() + ENTRY_OVERHEAD;
+            }
+            keep
+        });
     }
+    freed
 }
 
 fn delete_matching<T>(map: &mut HashMap<Box<str>, Entry<T>>, pattern: &str) -> Vec<Box<str>> {
@@ -410,7 +465,7 @@ fn next_random(state: &mut u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{Aggregator, AggregatorConfig, IdlePolicy, MetricType, ShardWindow};
+    use super::{Aggregator, AggregatorConfig, IdlePolicy, MetricType, ShardWindow, ENTRY_OVERHEAD};
     use crate::parse::{Metric, MetricValue};
 
     fn apply(agg: &mut Aggregator, key: &str, value: MetricValue<'_>) {
@@ -451,6 +506,40 @@ mod tests {
         assert_eq!(agg.flush().counters, vec![("c".into(), 10.0)]);
         assert_eq!(agg.flush().counters, vec![("c".into(), 0.0)]);
         assert_eq!(agg.flush().counters, vec![]);
+    }
+
+    #[test]
+    fn the_byte_cap_bounds_keys_and_set_members_and_gives_back_what_leaves() {
+        let key = |i: usize| format!("k{i:0>100}");
+        // Room for about ten 100-byte keys with their overhead.
+        let config = AggregatorConfig {
+            max_bytes: 10 * (101 + ENTRY_OVERHEAD),
+            idle: IdlePolicy { counters: 1, ..IdlePolicy::default() },
+            ..AggregatorConfig::default()
+        };
+        let mut agg = Aggregator::new(config);
+        for i in 0..50 {
+            apply(&mut agg, &key(i), MetricValue::Counter { value: 1.0, sample_rate: 1.0 });
+        }
+        assert_eq!(agg.key_count(), 10);
+        assert_eq!(agg.drops().byte_limit_metrics, 40);
+        assert_eq!(agg.drops().key_limit_metrics, 0, "the key count was not the limit");
+        assert_eq!(agg.bytes(), 10 * (101 + ENTRY_OVERHEAD));
+        // Idle keys expire at the next flush (counters after one idle flush): their bytes go back.
+        agg.flush();
+        agg.flush();
+        assert_eq!((agg.key_count(), agg.bytes()), (0, 0));
+        // A set's members count too, and are given back at each flush.
+        let big = "m".repeat(300);
+        for i in 0..10 {
+            let member = format!("{big}{i}");
+            apply(&mut agg, "s", MetricValue::Set { member: &member });
+        }
+        let window = agg.flush();
+        let (_, members, overflowed) = window.sets[0].clone();
+        assert!(members < 10 && overflowed, "{members} members kept of 10");
+        assert!(agg.drops().set_members > 0);
+        assert_eq!(agg.bytes(), 1 + ENTRY_OVERHEAD, "the key alone after the flush");
     }
 
     #[test]

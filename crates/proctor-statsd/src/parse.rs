@@ -28,11 +28,14 @@ pub enum BadLine {
     BadSampleRate,
     /// Nothing left of the key after sanitising.
     EmptyKey,
+    /// A key longer than [`ParseOptions::max_key_bytes`] (after sanitising): every distinct key
+    /// is held until it expires, so its length is bounded like the number of keys.
+    KeyTooLong,
 }
 
 impl BadLine {
     /// Every reason, in a stable order (the index of each is its slot in [`PacketCounts::bad`]).
-    pub const ALL: [BadLine; 7] = [
+    pub const ALL: [BadLine; 8] = [
         BadLine::MissingType,
         BadLine::UnknownType,
         BadLine::BadValue,
@@ -40,6 +43,7 @@ impl BadLine {
         BadLine::NotFinite,
         BadLine::BadSampleRate,
         BadLine::EmptyKey,
+        BadLine::KeyTooLong,
     ];
 
     /// The reason as a label value (`proctor_statsd_bad_lines_total{reason="…"}`).
@@ -52,6 +56,7 @@ impl BadLine {
             BadLine::NotFinite => "not_finite",
             BadLine::BadSampleRate => "bad_sample_rate",
             BadLine::EmptyKey => "empty_key",
+            BadLine::KeyTooLong => "key_too_long",
         }
     }
 
@@ -117,11 +122,17 @@ pub struct ParseOptions {
     /// Etsy's `keyNameSanitize` (default true): whitespace runs become `_`, `/` becomes `-`,
     /// and everything outside `[A-Za-z0-9_.;=-]` is removed.
     pub sanitize_keys: bool,
+    /// Keys longer than this (in bytes, after sanitising) are bad lines (`key_too_long`).
+    pub max_key_bytes: usize,
 }
+
+/// The longest key kept unless configured: far past Graphite's path components and any real
+/// metric name, short enough that the key cap bounds memory (100,000 keys × 1 KiB).
+pub const MAX_KEY_BYTES: usize = 1024;
 
 impl Default for ParseOptions {
     fn default() -> Self {
-        ParseOptions { sanitize_keys: true }
+        ParseOptions { sanitize_keys: true, max_key_bytes: MAX_KEY_BYTES }
     }
 }
 
@@ -200,6 +211,9 @@ impl LineParser {
         };
         if self.key.is_empty() {
             return Err(BadLine::EmptyKey);
+        }
+        if self.key.len() > self.options.max_key_bytes {
+            return Err(BadLine::KeyTooLong);
         }
         match kind {
             "s" => Ok(MetricValue::Set { member: if number.is_empty() { "0" } else { number } }),
@@ -401,6 +415,17 @@ mod tests {
         let mut sink = Collect::default();
         parser.parse_packet(packet.as_bytes(), &mut sink);
         assert_eq!(sink.out, expected, "packet {packet:?}");
+    }
+
+    #[test]
+    fn keys_longer_than_the_cap_are_bad_lines() {
+        let mut parser = LineParser::new(ParseOptions { max_key_bytes: 16, ..ParseOptions::default() });
+        let mut sink = Collect::default();
+        let counts = parser.parse_packet(b"short:1|c\nthis.key.is.longer.than.sixteen:1|c", &mut sink);
+        assert_eq!(sink.out, ["short c 1 @1", "bad key_too_long"]);
+        assert_eq!(counts.metrics, 1);
+        assert_eq!(counts.bad[BadLine::KeyTooLong.index()], 1);
+        assert_eq!(BadLine::KeyTooLong.as_str(), "key_too_long");
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub struct SelfMetrics {
     /// Metrics dropped between a parser and a shard thread: always 0 for the same reason.
     pub shard_dropped_metrics: u64,
     pub key_limit_dropped_metrics: u64,
+    /// New keys and set members refused because the aggregator held `max_bytes`.
+    pub byte_limit_dropped_metrics: u64,
+    /// Bytes of keys and set members held at the end of the last flush window.
+    pub aggregator_bytes: u64,
     pub timer_samples_not_kept: u64,
     pub set_members_dropped: u64,
     pub keys: u64,
@@ -68,6 +72,8 @@ impl SelfMetrics {
             counter("proctor_statsd_queue_dropped_packets_total", self.ingress_dropped_packets),
             counter("proctor_statsd_shard_queue_dropped_metrics_total", self.shard_dropped_metrics),
             counter("proctor_statsd_key_limit_dropped_metrics_total", self.key_limit_dropped_metrics),
+            counter("proctor_statsd_byte_limit_dropped_metrics_total", self.byte_limit_dropped_metrics),
+            gauge("proctor_statsd_aggregator_bytes", self.aggregator_bytes as f64),
             counter("proctor_statsd_timer_samples_not_kept_total", self.timer_samples_not_kept),
             counter("proctor_statsd_set_members_dropped_total", self.set_members_dropped),
             gauge("proctor_statsd_keys", self.keys as f64),

@@ -63,6 +63,10 @@ pub struct Overrides {
     pub expire_idle: Duration,
     pub max_keys: Option<usize>,
     pub max_timer_samples: Option<usize>,
+    /// Longest key kept, in bytes (longer ones are `key_too_long` bad lines).
+    pub max_key_bytes: Option<usize>,
+    /// Bytes of keys and set members held at most (see `AggregatorConfig::max_bytes`).
+    pub max_bytes: Option<usize>,
     pub shards: Option<usize>,
 }
 
@@ -133,6 +137,7 @@ impl Setup {
         let limits = AggregatorConfig {
             max_keys: overrides.max_keys.unwrap_or(defaults.max_keys),
             max_samples_per_timer: overrides.max_timer_samples.unwrap_or(defaults.max_samples_per_timer),
+            max_bytes: overrides.max_bytes.unwrap_or(defaults.max_bytes),
             idle,
             ..defaults
         };
@@ -146,13 +151,17 @@ impl Setup {
             ("graphite".to_owned(), graphite_address.clone().unwrap_or_else(off)),
             ("maxKeys".to_owned(), limits.max_keys.to_string()),
             ("maxTimerSamples".to_owned(), limits.max_samples_per_timer.to_string()),
+            ("maxBytes".to_owned(), limits.max_bytes.to_string()),
             ("idleFlushes".to_owned(), format!("{idle:?}")),
         ];
         let server = ServerConfig {
             flush,
             limits,
             shards: overrides.shards.unwrap_or(1).max(1),
-            parse: ParseOptions { sanitize_keys: etsy.key_name_sanitize.unwrap_or(true) },
+            parse: ParseOptions {
+                sanitize_keys: etsy.key_name_sanitize.unwrap_or(true),
+                max_key_bytes: overrides.max_key_bytes.unwrap_or(crate::parse::MAX_KEY_BYTES),
+            },
             prefix_stats: etsy.prefix_stats.clone().unwrap_or_else(|| "statsd".to_owned()),
             health_up: etsy.health_status.as_deref() != Some("down"),
             describe,

@@ -6,6 +6,7 @@ mod record;
 mod replay;
 mod report;
 mod serve_record;
+mod statsd_attack;
 mod statsd_report;
 
 use std::process::{Child, Command, Output, Stdio};

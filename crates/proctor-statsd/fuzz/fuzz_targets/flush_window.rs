@@ -53,6 +53,7 @@ fuzz_target!(|input: &[u8]| {
         max_samples_per_timer: 4,
         max_samples_total: 12,
         max_set_members: 4,
+        max_bytes: 4096,
         idle: IdlePolicy {
             counters: 1,
             timers: 2,

@@ -146,7 +146,7 @@ fuzz_target!(|packet: &[u8]| {
     let expected_outcomes: usize = lines.iter().map(|line| values_on(line)).sum();
 
     for sanitize_keys in [true, false] {
-        let mut parser = LineParser::new(ParseOptions { sanitize_keys });
+        let mut parser = LineParser::new(ParseOptions { sanitize_keys, ..ParseOptions::default() });
         let (counts, whole) = parse(&mut parser, sanitize_keys, packet);
         assert_eq!(counts.lines, lines.len() as u64, "non-empty lines");
         assert_eq!(

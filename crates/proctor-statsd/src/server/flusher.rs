@@ -47,11 +47,14 @@ impl Flusher {
         let timestamp = unix_seconds();
         let mut windows = Vec::with_capacity(self.shared.shards.len() + 1);
         let mut keys = 0;
+        let mut bytes = 0;
         let mut drops = AggregatorDrops::default();
         for one in &self.shared.shards {
             let report = shard::flush(one);
             keys += report.keys;
+            bytes += report.bytes;
             drops.key_limit_metrics += report.drops.key_limit_metrics;
+            drops.byte_limit_metrics += report.drops.byte_limit_metrics;
             drops.timer_samples_not_kept += report.drops.timer_samples_not_kept;
             drops.set_members += report.drops.set_members;
             windows.push(report.window);
@@ -62,6 +65,8 @@ impl Flusher {
         let counters = &self.shared.counters;
         counters.keys.store(keys as u64, Ordering::Relaxed);
         counters.key_limit_dropped_metrics.store(drops.key_limit_metrics, Ordering::Relaxed);
+        counters.byte_limit_dropped_metrics.store(drops.byte_limit_metrics, Ordering::Relaxed);
+        counters.aggregator_bytes.store(bytes as u64, Ordering::Relaxed);
         counters.timer_samples_not_kept.store(drops.timer_samples_not_kept, Ordering::Relaxed);
         counters.set_members_dropped.store(drops.set_members, Ordering::Relaxed);
         for backend in &mut self.backends {

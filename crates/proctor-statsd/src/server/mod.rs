@@ -159,6 +159,7 @@ impl Server {
         let shard_count = config.shards.max(1);
         let mut shard_limits = config.limits;
         shard_limits.max_keys = shard_limits.max_keys.div_ceil(shard_count);
+        shard_limits.max_bytes = shard_limits.max_bytes.div_ceil(shard_count);
         shard_limits.max_samples_total = shard_limits.max_samples_total.div_ceil(shard_count);
         let shared = Arc::new(Shared {
             counters: Counters::default(),

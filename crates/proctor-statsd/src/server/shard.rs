@@ -25,14 +25,18 @@ fn lock(shard: &Shard) -> MutexGuard<'_, Aggregator> {
 pub(crate) struct ShardReport {
     pub(crate) window: ShardWindow,
     pub(crate) keys: usize,
+    /// Bytes of keys and set members the shard held at the end of the window (before the
+    /// flush freed its members).
+    pub(crate) bytes: usize,
     pub(crate) drops: AggregatorDrops,
 }
 
 /// Takes the shard's window (Etsy's reset rules apply) and its figures.
 pub(crate) fn flush(shard: &Shard) -> ShardReport {
     let mut aggregator = lock(shard);
+    let bytes = aggregator.bytes();
     let window = aggregator.flush();
-    ShardReport { window, keys: aggregator.key_count(), drops: aggregator.drops() }
+    ShardReport { window, keys: aggregator.key_count(), bytes, drops: aggregator.drops() }
 }
 
 /// For the admin interface: a read of every shard (`counters`, `gauges`, …).

@@ -34,6 +34,8 @@ pub(crate) struct Counters {
     pub backend_errors: AtomicU64,
     pub keys: AtomicU64,
     pub key_limit_dropped_metrics: AtomicU64,
+    pub byte_limit_dropped_metrics: AtomicU64,
+    pub aggregator_bytes: AtomicU64,
     pub timer_samples_not_kept: AtomicU64,
     pub set_members_dropped: AtomicU64,
 }
@@ -81,6 +83,8 @@ impl Shared {
             ingress_dropped_packets: 0,
             shard_dropped_metrics: 0,
             key_limit_dropped_metrics: load(&c.key_limit_dropped_metrics),
+            byte_limit_dropped_metrics: load(&c.byte_limit_dropped_metrics),
+            aggregator_bytes: load(&c.aggregator_bytes),
             timer_samples_not_kept: load(&c.timer_samples_not_kept),
             set_members_dropped: load(&c.set_members_dropped),
             keys: load(&c.keys),
