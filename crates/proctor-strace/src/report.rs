@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use proctor_modes::{find_modes_in_histogram, Bucket, ModeReport};
+use proctor_modes::{find_modes_in_histogram, Bucket};
 use serde::Serialize;
 
 use crate::parse::TimeKind;
@@ -184,19 +184,9 @@ pub fn build(tally: Tally) -> Report {
         .map(|stats| {
             let histogram = &stats.durations;
             let quantile = |q: f64| histogram.quantile(q).map(|ns| ns as f64 / 1e9);
-            // proctor-modes itself reports small samples as one mode without testing.
-            let modes = if histogram.count() > 0 {
-                find_modes_in_histogram(histogram, &tally.modes)
-            } else {
-                ModeReport {
-                    modes: Vec::new(),
-                    near_multiples: Vec::new(),
-                    count: histogram.count(),
-                    dip: 0.0,
-                    unimodal: true,
-                    bandwidth_log: 0.0,
-                }
-            };
+            // proctor-modes itself reports small samples as one mode without testing, and an
+            // empty histogram as no mode.
+            let modes = find_modes_in_histogram(histogram, &tally.modes);
             let mut errnos: Vec<NameCount> =
                 stats.errnos.iter().map(|(name, count)| NameCount { name: name.clone(), count: *count }).collect();
             errnos.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
