@@ -28,7 +28,9 @@ pub struct ReportConfig {
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        Self { timeline_columns: 60, histogram_bins_per_decade: 10, modes: ModeConfig::default() }
+        // Latencies are durations: a few requests that hold much of the time (timeouts) are
+        // a mode even when they are rare.
+        Self { timeline_columns: 60, histogram_bins_per_decade: 10, modes: ModeConfig::durations() }
     }
 }
 
@@ -55,9 +57,15 @@ pub struct Report {
     pub span_seconds: f64,
     pub requests_per_second: f64,
     pub latency: Option<Latency>,
+    /// Coarse modes (a timer's ticks inside one lump are its fine structure, not modes).
     pub modes: Option<ModeReport>,
     /// "3 modes: 22.0 ms (33 %), …; 180 ms ≈ 2 × 90.0 ms"
     pub modes_summary: String,
+    /// What a person should be told outright, in words: a mode's fine structure ("the 64.8 ms
+    /// mode is quantized in 4.00 ms steps …"), the Nagle/delayed-ACK signature.
+    pub notes: Vec<String>,
+    /// Set when requests on reused connections show the Nagle/delayed-ACK signature.
+    pub delayed_ack: Option<DelayedAck>,
     pub histogram: Vec<HistogramRow>,
     pub timeline: Vec<TimelineCell>,
     pub phases: Vec<PhaseSummary>,
@@ -131,6 +139,39 @@ pub struct ModeAttribution {
     pub share: f64,
 }
 
+/// The Nagle/delayed-ACK signature: (nearly) every response on a reused connection spent about
+/// the same 40–200 ms in `transfer`, though its body is small, while responses on new
+/// connections did not. The server wrote its response in more than one small piece without
+/// `TCP_NODELAY`; Nagle's algorithm held the later piece until the first was acknowledged, and
+/// the client's kernel delayed that ACK (Linux: 40 ms at least, 200 ms at most). A new
+/// connection starts in quick-ACK mode, which is why its first exchange does not pay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DelayedAck {
+    /// Responses on reused connections.
+    pub reused_responses: u64,
+    /// Of those, the ones whose transfer was near the median below.
+    pub delayed_responses: u64,
+    /// Median transfer of the reused connections' responses.
+    pub transfer_median_ns: u64,
+    /// Smallest and largest transfer of the delayed responses.
+    pub transfer_min_ns: u64,
+    pub transfer_max_ns: u64,
+    /// Median transfer of responses on new connections, when there were any.
+    pub new_connection_transfer_median_ns: Option<u64>,
+}
+
+/// Delayed-ACK timers: Linux's is 40 ms at least (`TCP_DELACK_MIN`), 200 ms at most
+/// (`TCP_DELACK_MAX`, also Windows' default); the band leaves room for timer ticks.
+const DELAYED_ACK_BAND_NS: (u64, u64) = (35_000_000, 220_000_000);
+/// Fewer reused responses than this say nothing about "every request".
+const DELAYED_ACK_MIN_REUSED: usize = 5;
+/// A response counts as delayed when its transfer is within this factor of the median.
+const DELAYED_ACK_SPREAD: (f64, f64) = (0.7, 1.5);
+/// Share of reused responses that must be delayed.
+const DELAYED_ACK_SHARE: f64 = 0.9;
+/// Bodies larger than this may take 40 ms to arrive for good reasons.
+const DELAYED_ACK_MAX_BODY_BYTES: u64 = 64 * 1024;
+
 const PERCENTILES: [(&str, f64); 5] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)];
 
 /// Builds the report. Records may come in any order and from several runs.
@@ -159,6 +200,9 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         find_modes_in_values(&values, &config.modes)
     });
     let attribution = modes.as_ref().map_or_else(Vec::new, |modes| attribute(&responses, modes));
+    let delayed_ack = delayed_ack(&responses);
+    let mut notes = modes.as_ref().map_or_else(Vec::new, mode_notes);
+    notes.extend(delayed_ack.as_ref().map(delayed_ack_note));
     Report {
         runs,
         requests: records.len() as u64,
@@ -176,6 +220,8 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         latency: latency(&totals),
         modes_summary: modes.as_ref().map_or_else(|| "no responses".to_string(), summarize_modes),
         modes,
+        notes,
+        delayed_ack,
         histogram: histogram(&totals, config.histogram_bins_per_decade),
         timeline: timeline(records, first_send, span_seconds, config.timeline_columns),
         phases: phases(&responses),
@@ -232,6 +278,87 @@ pub fn summarize_modes(report: &ModeReport) -> String {
         text.push_str(&ratios.join(", "));
     }
     text
+}
+
+/// "the 64.8 ms mode is quantized in 4.00 ms steps (60.1 ms, 64.0 ms, 67.9 ms, 72.0 ms)": the
+/// spikes a timer's ticks make inside one coarse mode, said once instead of as modes.
+fn mode_notes(report: &ModeReport) -> Vec<String> {
+    report
+        .fine_structure
+        .iter()
+        .filter_map(|fine| {
+            let mode = report.modes.get(fine.mode)?;
+            let spikes: Vec<String> = fine.spikes.iter().map(|spike| human_ns(spike.value)).collect();
+            Some(match fine.step {
+                Some(step) => format!(
+                    "the {} mode is quantized in {} steps ({})",
+                    human_ns(mode.value),
+                    human_ns(step),
+                    spikes.join(", ")
+                ),
+                None => format!("the {} mode has spikes at {}", human_ns(mode.value), spikes.join(", ")),
+            })
+        })
+        .collect()
+}
+
+/// The Nagle/delayed-ACK signature (see [`DelayedAck`]), or `None`.
+fn delayed_ack(responses: &[&RequestRecord]) -> Option<DelayedAck> {
+    let (reused, new): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
+        responses.iter().copied().partition(|record| record.reused);
+    let mut transfers: Vec<u64> = reused.iter().filter_map(|record| record.phases.transfer_ns).collect();
+    if transfers.len() < DELAYED_ACK_MIN_REUSED || transfers.len() < reused.len() {
+        return None;
+    }
+    let median_ns = median(&mut transfers)?;
+    if !(DELAYED_ACK_BAND_NS.0..=DELAYED_ACK_BAND_NS.1).contains(&median_ns) {
+        return None;
+    }
+    let mut bodies: Vec<u64> = reused.iter().map(|record| record.body_bytes).collect();
+    if median(&mut bodies).unwrap_or(0) > DELAYED_ACK_MAX_BODY_BYTES {
+        return None;
+    }
+    let (low, high) = (median_ns as f64 * DELAYED_ACK_SPREAD.0, median_ns as f64 * DELAYED_ACK_SPREAD.1);
+    let delayed: Vec<u64> =
+        transfers.iter().copied().filter(|&transfer| (low..=high).contains(&(transfer as f64))).collect();
+    if (delayed.len() as f64) < DELAYED_ACK_SHARE * transfers.len() as f64 {
+        return None;
+    }
+    let mut fresh: Vec<u64> = new.iter().filter_map(|record| record.phases.transfer_ns).collect();
+    let new_connection_transfer_median_ns = median(&mut fresh);
+    // New connections start in quick-ACK mode: if they paid the same, it is not this.
+    if new_connection_transfer_median_ns.is_some_and(|fresh| fresh as f64 > low) {
+        return None;
+    }
+    Some(DelayedAck {
+        reused_responses: transfers.len() as u64,
+        delayed_responses: delayed.len() as u64,
+        transfer_median_ns: median_ns,
+        transfer_min_ns: delayed.iter().copied().min().unwrap_or(median_ns),
+        transfer_max_ns: delayed.iter().copied().max().unwrap_or(median_ns),
+        new_connection_transfer_median_ns,
+    })
+}
+
+fn delayed_ack_note(found: &DelayedAck) -> String {
+    let who = if found.delayed_responses == found.reused_responses {
+        format!("every request on a reused connection ({} of {})", found.delayed_responses, found.reused_responses)
+    } else {
+        format!("{} of {} requests on reused connections", found.delayed_responses, found.reused_responses)
+    };
+    let against = found
+        .new_connection_transfer_median_ns
+        .map(|fresh| format!(" against {} on new connections", human_ns(fresh as f64)))
+        .unwrap_or_default();
+    format!(
+        "{who} spent {}–{} in transfer (median {}){against}: the Nagle/delayed-ACK signature. The server \
+         writes its response in more than one small piece without TCP_NODELAY; the later piece waits for \
+         this client's delayed ACK of the first (40 ms at least on Linux). Fix it in the server: one write \
+         per response (writev, or TCP_CORK), or TCP_NODELAY",
+        human_ns(found.transfer_min_ns as f64),
+        human_ns(found.transfer_max_ns as f64),
+        human_ns(found.transfer_median_ns as f64),
+    )
 }
 
 fn histogram(totals: &[u64], bins_per_decade: u32) -> Vec<HistogramRow> {
@@ -431,6 +558,9 @@ pub fn render_text(report: &Report, title: &str) -> String {
     }
     let _ = writeln!(out, "{line}   (min {}, mean {})", human_ns(latency.min_ns as f64), human_ns(latency.mean_ns));
     let _ = writeln!(out, "\nmodes: {}", report.modes_summary);
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
     render_histogram(&mut out, report);
     render_timeline(&mut out, report);
     let _ = writeln!(out, "\nphases (slow = longer than 2 × median + 1 ms)");
@@ -611,6 +741,85 @@ mod tests {
         assert!(!render_text(&with(&[Some(true)]), "t").contains("NOT verified"));
         let json = serde_json::to_value(&merged).expect("json");
         assert_eq!(json["tls_verified"], serde_json::Value::Bool(false));
+    }
+
+    /// A reused-connection response that waited `wait_us` and transferred for `transfer_us`.
+    fn timed(seq: u64, wait_us: u64, transfer_us: u64, reused: bool) -> RequestRecord {
+        let mut record = record(seq, 0, 0, None);
+        record.phases.wait_ns = Some(wait_us * 1000);
+        record.phases.transfer_ns = Some(transfer_us * 1000);
+        record.phases.connect_ns = (!reused).then_some(50_000);
+        record.total_ns = 10_000 + (wait_us + transfer_us) * 1000;
+        record.reused = reused;
+        record
+    }
+
+    /// The issue's run: 300 requests whose server waits end on 4 ms timer ticks. The 64 ms
+    /// lump lands on 60, 64, 68 and 72 ms; by count alone that was "6 modes: 59.9, 63.9, 68.2,
+    /// 72.0, 132, 224 ms" where the histogram shows three.
+    fn tick_quantized_run() -> Vec<RequestRecord> {
+        let mut totals_us: Vec<u64> = Vec::new();
+        for (tick_ms, count) in [(60u64, 40u64), (64, 70), (68, 55), (72, 15), (132, 90), (224, 30)] {
+            // Up to ±0.3 ms of jitter around each tick, spread deterministically.
+            totals_us.extend((0..count).map(|index| tick_ms * 1000 - 300 + (index * 7919) % 600));
+        }
+        totals_us.iter().enumerate().map(|(seq, &total)| timed(seq as u64, total, 20, seq > 0)).collect()
+    }
+
+    #[test]
+    fn timer_ticks_inside_a_mode_are_a_note_not_modes() {
+        let records = tick_quantized_run();
+        let report = build(&records, &ReportConfig::default());
+        let modes = report.modes.as_ref().expect("modes");
+        let values: Vec<f64> = modes.modes.iter().map(|mode| mode.value / 1e6).collect();
+        assert_eq!(values.len(), 3, "{}", report.modes_summary);
+        for (found, want) in values.iter().zip([64.0, 132.0, 224.0]) {
+            assert!((found / want - 1.0).abs() < 0.05, "{}", report.modes_summary);
+        }
+        assert!(report.modes_summary.starts_with("3 modes: 6"), "{}", report.modes_summary);
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+        let note = &report.notes[0];
+        assert!(note.starts_with("the 6") && note.contains(" mode is quantized in 4.0"), "{note}");
+        assert!(note.contains("60.0 ms") && note.contains("72.0 ms"), "{note}");
+        let text = render_text(&report, "t");
+        assert!(text.contains(&format!("modes: {}\nnote: {note}\n", report.modes_summary)), "{text}");
+        // The slower modes are compared against the whole coarse mode, not its first spike.
+        assert_eq!(report.attribution.len(), 2, "{:?}", report.attribution);
+        let baseline = report.attribution[0].baseline_phase_median_ns;
+        assert!((63_000_000..66_000_000).contains(&baseline), "{:?}", report.attribution);
+    }
+
+    #[test]
+    fn every_reused_request_paying_40_ms_in_transfer_is_named() {
+        // One new connection (quick ACK: no wait), then 30 reused ones paying the delayed ACK,
+        // on 4 ms ticks.
+        let mut records = vec![timed(0, 150, 40, false)];
+        records.extend((1..31).map(|seq| timed(seq, 60, 40_000 + (seq % 4) * 4_000, true)));
+        let report = build(&records, &ReportConfig::default());
+        let found = report.delayed_ack.as_ref().unwrap_or_else(|| panic!("{}", render_text(&report, "t")));
+        assert_eq!((found.reused_responses, found.delayed_responses), (30, 30));
+        assert_eq!((found.transfer_min_ns, found.transfer_max_ns), (40_000_000, 52_000_000));
+        assert_eq!(found.new_connection_transfer_median_ns, Some(40_000));
+        let note = report.notes.iter().find(|note| note.contains("Nagle/delayed-ACK")).expect("a note");
+        assert!(note.starts_with("every request on a reused connection (30 of 30) spent 40.0 ms–52.0 ms"), "{note}");
+        assert!(note.contains("against 40.0 µs on new connections") && note.contains("TCP_NODELAY"), "{note}");
+        assert!(render_text(&report, "t").contains(note.as_str()));
+
+        // Not the signature: a fast transfer; too few reused requests; new connections paying
+        // the same; a large body; a transfer that varies.
+        let fast: Vec<RequestRecord> = (0..31).map(|seq| timed(seq, 60, 900, seq > 0)).collect();
+        let few: Vec<RequestRecord> = records[..4].to_vec();
+        let fresh_too: Vec<RequestRecord> = (0..31).map(|seq| timed(seq, 60, 40_000, seq % 2 == 0)).collect();
+        let mut large = records.clone();
+        large.iter_mut().for_each(|record| record.body_bytes = 1 << 20);
+        let varied: Vec<RequestRecord> = (0..31).map(|seq| timed(seq, 60, 5_000 + seq * 3_000, seq > 0)).collect();
+        for (name, records) in
+            [("fast", fast), ("few", few), ("fresh", fresh_too), ("large", large), ("varied", varied)]
+        {
+            let report = build(&records, &ReportConfig::default());
+            assert_eq!(report.delayed_ack, None, "{name}");
+            assert!(report.notes.iter().all(|note| !note.contains("Nagle")), "{name}: {:?}", report.notes);
+        }
     }
 
     #[test]
