@@ -84,7 +84,7 @@ pub struct Latency {
 pub struct Percentile {
     pub label: &'static str,
     pub quantile: f64,
-    /// HDR histogram value at the quantile (3 significant digits).
+    /// HDR histogram value at the quantile (3 significant digits), within the exact min and max.
     pub ns: u64,
 }
 
@@ -242,12 +242,15 @@ fn latency(totals: &[u64]) -> Option<Latency> {
             hdr.saturating_record(total);
         }
     }
+    // HDR answers with the highest value its bucket stands for, which can lie above the
+    // largest value recorded ("p99.9 10.6 ms, max 10.5 ms"): no percentile is reported outside
+    // the exact min and max.
     let percentiles = PERCENTILES
         .iter()
         .map(|&(label, quantile)| Percentile {
             label,
             quantile,
-            ns: if quantile >= 1.0 { max_ns } else { hdr.value_at_quantile(quantile) },
+            ns: if quantile >= 1.0 { max_ns } else { hdr.value_at_quantile(quantile).clamp(min_ns, max_ns) },
         })
         .collect();
     let mean_ns = totals.iter().map(|&total| total as f64).sum::<f64>() / totals.len() as f64;
@@ -820,6 +823,22 @@ mod tests {
             assert_eq!(report.delayed_ack, None, "{name}");
             assert!(report.notes.iter().all(|note| !note.contains("Nagle")), "{name}: {:?}", report.notes);
         }
+    }
+
+    /// Two requests at the maximum, 10.549 ms: HDR's bucket for it reaches 10.551 ms, which
+    /// printed as "p99.9 10.6 ms max 10.5 ms".
+    #[test]
+    fn percentiles_never_exceed_the_max() {
+        let mut records: Vec<RequestRecord> = (0..998).map(|seq| timed(seq, 1_000, 0, seq > 0)).collect();
+        records.extend((998..1000).map(|seq| timed(seq, 10_539, 0, true)));
+        let report = build(&records, &ReportConfig::default());
+        let latency = report.latency.as_ref().expect("latency");
+        assert_eq!(latency.max_ns, 10_549_000);
+        for percentile in &latency.percentiles {
+            assert!(percentile.ns <= latency.max_ns && percentile.ns >= latency.min_ns, "{percentile:?}");
+        }
+        let text = render_text(&report, "t");
+        assert!(text.contains("p99.9 10.5 ms max 10.5 ms"), "{text}");
     }
 
     #[test]
