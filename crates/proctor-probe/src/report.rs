@@ -229,6 +229,21 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
     }
 }
 
+impl Report {
+    /// "no request succeeded (3 sent): 3 refused" when no request got a 1xx–3xx response
+    /// (failures without a response, 4xx and 5xx alike), `None` when one did.
+    pub fn none_succeeded(&self) -> Option<String> {
+        if self.ok > 0 {
+            return None;
+        }
+        if self.requests == 0 {
+            return Some("no request finished".to_string());
+        }
+        let classes: Vec<String> = self.errors.iter().map(|(class, count)| format!("{count} {class}")).collect();
+        Some(format!("no request succeeded ({} sent): {}", self.requests, classes.join(", ")))
+    }
+}
+
 fn latency(totals: &[u64]) -> Option<Latency> {
     let min_ns = *totals.iter().min()?;
     let max_ns = *totals.iter().max()?;
@@ -724,6 +739,22 @@ mod tests {
         assert!(report.latency.is_none() && report.modes.is_none());
         assert!(render_text(&report, "t").contains("no complete responses"));
         assert!(build(&[], &ReportConfig::default()).timeline.is_empty());
+    }
+
+    #[test]
+    fn a_run_without_one_success_says_so() {
+        let refused: Vec<RequestRecord> = (0..3).map(|seq| record(seq, 0, 0, Some(ErrorClass::Refused))).collect();
+        let report = build(&refused, &ReportConfig::default());
+        assert_eq!(report.none_succeeded().as_deref(), Some("no request succeeded (3 sent): 3 refused"));
+        // Complete responses that are all errors are no success either.
+        let mut mixed: Vec<RequestRecord> = (0..4).map(|seq| record(seq, 1, 0, Some(ErrorClass::Http5xx))).collect();
+        mixed.push(record(4, 0, 0, Some(ErrorClass::Timeout)));
+        let report = build(&mixed, &ReportConfig::default());
+        assert_eq!(report.responses, 4);
+        assert_eq!(report.none_succeeded().as_deref(), Some("no request succeeded (5 sent): 4 http_5xx, 1 timeout"));
+        mixed.push(record(5, 1, 0, None));
+        assert_eq!(build(&mixed, &ReportConfig::default()).none_succeeded(), None);
+        assert_eq!(build(&[], &ReportConfig::default()).none_succeeded().as_deref(), Some("no request finished"));
     }
 
     #[test]

@@ -196,8 +196,15 @@ fn failures_are_classified_and_never_stop_the_run() {
             let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         }
     });
-    let tls = run(config(&format!("https://127.0.0.1:{plain_port}/"), closed(1), 2, Duration::from_secs(2)));
+    let tls = run(config(&format!("https://127.0.0.1:{plain_port}/x"), closed(1), 2, Duration::from_secs(2)));
     assert!(tls.iter().all(|record| record.error == Some(ErrorClass::Tls)), "{tls:?}");
+    // … and says the server spoke plain HTTP, not that a certificate was wrong.
+    for record in &tls {
+        let detail = record.error_detail.as_deref().unwrap_or_default();
+        assert!(record.server_spoke_plain_http(), "{record:?}");
+        assert!(detail.contains(r#""HTTP/1.1 400 Bad Request""#), "{detail}");
+        assert!(detail.ends_with(&format!("is it http://127.0.0.1:{plain_port}/x?")), "{detail}");
+    }
 
     let errors = Server::start(true, |index| {
         if index % 2 == 0 {
