@@ -33,14 +33,14 @@
 //!   spikes kept as its [`FineStructure`] (and their step, when they are evenly spaced).
 //!
 //! Everything here is pure: no I/O, no clock, no threads, no randomness. The crate does not
-//! know units; values come back in the units they went in.
+//! know units; values come back in the units they went in. For that reason nothing here is
+//! serializable: a JSON shape that carries these values is its caller's counterpart, with the
+//! unit in each field's name (`value_ns` for the prober, `value_seconds` for strace).
 
 mod dip;
 mod histogram;
 
 pub use histogram::{Bucket, LogHistogram, SUB_BUCKETS};
-
-use serde::Serialize;
 
 /// Knobs of the mode finder. [`Default`] weighs values by count alone; [`ModeConfig::durations`]
 /// also keeps clusters that hold a large share of the time (strace and the prober use it).
@@ -117,7 +117,7 @@ impl Default for ModeConfig {
 }
 
 /// One mode: where the density peaks and how much mass its basin holds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Mode {
     /// The peak, in input units.
     pub value: f64,
@@ -136,7 +136,7 @@ pub struct Mode {
 }
 
 /// The spikes inside one coarse mode (see [`ModeConfig::fine_ratio`]).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FineStructure {
     /// Index of the coarse mode in [`ModeReport::modes`].
     pub mode: usize,
@@ -149,7 +149,7 @@ pub struct FineStructure {
 }
 
 /// `modes[upper].value ≈ multiple × modes[lower].value`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NearMultiple {
     pub lower: usize,
     pub upper: usize,
@@ -159,7 +159,7 @@ pub struct NearMultiple {
 }
 
 /// What [`find_modes_in_values`] and [`find_modes_in_histogram`] found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModeReport {
     /// Coarse modes by increasing value; empty only when there was no usable value.
     pub modes: Vec<Mode>,

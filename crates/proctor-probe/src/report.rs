@@ -54,10 +54,16 @@ pub struct Report {
     /// true when all verified; `null` when no record used TLS.
     pub tls_verified: Option<bool>,
     /// From the first intended send to the last response's end.
+    pub span_ns: u64,
+    /// `span_ns` in seconds, for the text and the plot; not in the JSON, which speaks
+    /// nanoseconds only.
+    #[serde(skip)]
     pub span_seconds: f64,
     pub requests_per_second: f64,
     pub latency: Option<Latency>,
     /// Coarse modes (a timer's ticks inside one lump are its fine structure, not modes).
+    /// `proctor-modes` knows no units; the JSON names them (see [`ModesJson`]).
+    #[serde(serialize_with = "modes_in_ns")]
     pub modes: Option<ModeReport>,
     /// "3 modes: 22.0 ms (33 %), …; 180 ms ≈ 2 × 90.0 ms"
     pub modes_summary: String,
@@ -85,7 +91,7 @@ pub struct Percentile {
     pub label: &'static str,
     pub quantile: f64,
     /// HDR histogram value at the quantile (3 significant digits), within the exact min and max.
-    pub ns: u64,
+    pub value_ns: u64,
 }
 
 /// One histogram row: totals in `[low_ns, high_ns)`.
@@ -99,9 +105,9 @@ pub struct HistogramRow {
 /// One column of the time-series strip.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TimelineCell {
-    /// Start of the column, seconds from the first send.
-    pub offset_seconds: f64,
-    pub width_seconds: f64,
+    /// Start of the column, from the first send.
+    pub offset_ns: u64,
+    pub width_ns: u64,
     pub requests: u64,
     pub errors: u64,
     /// Median total of the column's responses.
@@ -137,6 +143,105 @@ pub struct ModeAttribution {
     pub baseline_phase_median_ns: u64,
     /// The phase's growth over `extra_ns` (near 1: this phase is the whole difference).
     pub share: f64,
+}
+
+/// The JSON of the modes: [`ModeReport`] with nanoseconds named (`proctor-modes` knows no
+/// units, so it has no public shape of its own).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModesJson {
+    /// Coarse modes by increasing value.
+    pub modes: Vec<ModeJson>,
+    /// The spikes inside coarse modes that have more than one (a timer's ticks).
+    pub fine_structure: Vec<FineStructureJson>,
+    /// `modes[upper] ≈ multiple × modes[lower]`.
+    pub near_multiples: Vec<NearMultipleJson>,
+    /// Responses the modes were found in, and their summed latency.
+    pub count: u64,
+    pub total_ns: f64,
+    /// Hartigan's dip of the log-scale distribution (0 to 0.25).
+    pub dip: f64,
+    /// One mode before dropping small ones and grouping fine structure.
+    pub unimodal: bool,
+    /// KDE bandwidth of the first split on the natural-log scale (a ratio, not a duration).
+    pub bandwidth_log: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ModeJson {
+    /// Where the density peaks.
+    pub value_ns: f64,
+    /// The basin the mode owns.
+    pub low_ns: f64,
+    pub high_ns: f64,
+    /// Responses in the basin, and their share of all responses.
+    pub count: u64,
+    pub fraction: f64,
+    /// Their summed latency, and its share of all responses' latency.
+    pub total_ns: f64,
+    pub time_fraction: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FineStructureJson {
+    /// Index into `modes`.
+    pub mode: usize,
+    pub spikes_ns: Vec<f64>,
+    /// The spikes' spacing when they are evenly spaced.
+    pub step_ns: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NearMultipleJson {
+    pub lower: usize,
+    pub upper: usize,
+    pub multiple: u32,
+    /// The exact ratio `upper / lower`.
+    pub ratio: f64,
+}
+
+impl ModesJson {
+    pub fn new(report: &ModeReport) -> Self {
+        let mode = |mode: &proctor_modes::Mode| ModeJson {
+            value_ns: mode.value,
+            low_ns: mode.low,
+            high_ns: mode.high,
+            count: mode.count,
+            fraction: mode.fraction,
+            total_ns: mode.total,
+            time_fraction: mode.total_fraction,
+        };
+        ModesJson {
+            modes: report.modes.iter().map(mode).collect(),
+            fine_structure: report
+                .fine_structure
+                .iter()
+                .map(|fine| FineStructureJson {
+                    mode: fine.mode,
+                    spikes_ns: fine.spikes.iter().map(|spike| spike.value).collect(),
+                    step_ns: fine.step,
+                })
+                .collect(),
+            near_multiples: report
+                .near_multiples
+                .iter()
+                .map(|near| NearMultipleJson {
+                    lower: near.lower,
+                    upper: near.upper,
+                    multiple: near.multiple,
+                    ratio: near.ratio,
+                })
+                .collect(),
+            count: report.count,
+            total_ns: report.total,
+            dip: report.dip,
+            unimodal: report.unimodal,
+            bandwidth_log: report.bandwidth_log,
+        }
+    }
+}
+
+fn modes_in_ns<S: serde::Serializer>(modes: &Option<ModeReport>, serializer: S) -> Result<S::Ok, S::Error> {
+    modes.as_ref().map(ModesJson::new).serialize(serializer)
 }
 
 /// The Nagle/delayed-ACK signature: (nearly) every response on a reused connection spent about
@@ -194,7 +299,8 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
     let totals: Vec<u64> = responses.iter().map(|record| record.total_ns).collect();
     let first_send = records.iter().map(|record| record.sent_unix_ns).min().unwrap_or(0);
     let last_end = records.iter().map(|record| record.sent_unix_ns.saturating_add(record.total_ns)).max().unwrap_or(0);
-    let span_seconds = last_end.saturating_sub(first_send) as f64 / 1e9;
+    let span_ns = last_end.saturating_sub(first_send);
+    let span_seconds = span_ns as f64 / 1e9;
     let modes = (!totals.is_empty()).then(|| {
         let values: Vec<f64> = totals.iter().map(|&total| total as f64).collect();
         find_modes_in_values(&values, &config.modes)
@@ -215,6 +321,7 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         // One unverified record taints a merged analysis: its latencies may come from a server
         // that was not the one named.
         tls_verified: records.iter().filter_map(|record| record.tls_verified).reduce(|all, this| all && this),
+        span_ns,
         span_seconds,
         requests_per_second: if span_seconds > 0.0 { records.len() as f64 / span_seconds } else { 0.0 },
         latency: latency(&totals),
@@ -223,7 +330,7 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         notes,
         delayed_ack,
         histogram: histogram(&totals, config.histogram_bins_per_decade),
-        timeline: timeline(records, first_send, span_seconds, config.timeline_columns),
+        timeline: timeline(records, first_send, span_ns, config.timeline_columns),
         phases: phases(&responses),
         attribution,
     }
@@ -265,7 +372,7 @@ fn latency(totals: &[u64]) -> Option<Latency> {
         .map(|&(label, quantile)| Percentile {
             label,
             quantile,
-            ns: if quantile >= 1.0 { max_ns } else { hdr.value_at_quantile(quantile).clamp(min_ns, max_ns) },
+            value_ns: if quantile >= 1.0 { max_ns } else { hdr.value_at_quantile(quantile).clamp(min_ns, max_ns) },
         })
         .collect();
     let mean_ns = totals.iter().map(|&total| total as f64).sum::<f64>() / totals.len() as f64;
@@ -399,16 +506,17 @@ fn histogram(totals: &[u64], bins_per_decade: u32) -> Vec<HistogramRow> {
         .collect()
 }
 
-fn timeline(records: &[RequestRecord], first_send: u64, span_seconds: f64, columns: usize) -> Vec<TimelineCell> {
+fn timeline(records: &[RequestRecord], first_send: u64, span_ns: u64, columns: usize) -> Vec<TimelineCell> {
     if records.is_empty() || columns == 0 {
         return Vec::new();
     }
     let columns = columns.min(records.len());
-    let width_seconds = (span_seconds / columns as f64).max(1e-9);
+    // Whole nanoseconds, rounded up so the last send falls inside the last column.
+    let width_ns = span_ns.div_ceil(columns as u64).max(1);
     let mut cells: Vec<(u64, u64, Vec<u64>)> = vec![(0, 0, Vec::new()); columns];
     for record in records {
-        let offset = record.sent_unix_ns.saturating_sub(first_send) as f64 / 1e9;
-        let column = ((offset / width_seconds) as usize).min(columns - 1);
+        let offset = record.sent_unix_ns.saturating_sub(first_send);
+        let column = ((offset / width_ns) as usize).min(columns - 1);
         let cell = &mut cells[column];
         cell.0 += 1;
         if record.has_response() {
@@ -421,8 +529,8 @@ fn timeline(records: &[RequestRecord], first_send: u64, span_seconds: f64, colum
         .into_iter()
         .enumerate()
         .map(|(column, (requests, errors, mut totals))| TimelineCell {
-            offset_seconds: column as f64 * width_seconds,
-            width_seconds,
+            offset_ns: column as u64 * width_ns,
+            width_ns,
             requests,
             errors,
             median_ns: median(&mut totals),
@@ -572,7 +680,7 @@ pub fn render_text(report: &Report, title: &str) -> String {
     let _ = writeln!(out, "\nlatency of {} responses (requests without a response excluded)", report.responses);
     let mut line = String::from(" ");
     for percentile in &latency.percentiles {
-        let _ = write!(line, " {} {}", percentile.label, human_ns(percentile.ns as f64));
+        let _ = write!(line, " {} {}", percentile.label, human_ns(percentile.value_ns as f64));
     }
     let _ = writeln!(out, "{line}   (min {}, mean {})", human_ns(latency.min_ns as f64), human_ns(latency.mean_ns));
     let _ = writeln!(out, "\nmodes: {}", report.modes_summary);
@@ -652,7 +760,7 @@ fn render_timeline(out: &mut String, report: &Report) {
             }
         })
         .collect();
-    let width = report.timeline.first().map_or(0.0, |cell| cell.width_seconds);
+    let width = report.timeline.first().map_or(0.0, |cell| cell.width_ns as f64 / 1e9);
     let _ = writeln!(
         out,
         "\nover time ({:.3} s per column; height: median on a log scale from {} to {}; x: only errors)\n  |{strip}|",
@@ -723,8 +831,8 @@ mod tests {
         let transfer = report.phases.iter().find(|phase| phase.name == "transfer").expect("transfer");
         assert!((transfer.slow_probability - 20.0 / 60.0).abs() < 1e-9, "{transfer:?}");
         let latency = report.latency.as_ref().expect("latency");
-        assert_eq!(latency.percentiles.last().map(|p| p.ns), Some(latency.max_ns));
-        let p50 = latency.percentiles[0].ns as f64;
+        assert_eq!(latency.percentiles.last().map(|p| p.value_ns), Some(latency.max_ns));
+        let p50 = latency.percentiles[0].value_ns as f64;
         assert!((5.0e6..5.2e6).contains(&p50), "p50 {p50}");
         assert_eq!(report.histogram.iter().map(|row| row.count).sum::<u64>(), 60);
         assert_eq!(report.timeline.iter().map(|cell| cell.requests).sum::<u64>(), 63);
@@ -866,10 +974,93 @@ mod tests {
         let latency = report.latency.as_ref().expect("latency");
         assert_eq!(latency.max_ns, 10_549_000);
         for percentile in &latency.percentiles {
-            assert!(percentile.ns <= latency.max_ns && percentile.ns >= latency.min_ns, "{percentile:?}");
+            assert!(percentile.value_ns <= latency.max_ns && percentile.value_ns >= latency.min_ns, "{percentile:?}");
         }
         let text = render_text(&report, "t");
         assert!(text.contains("p99.9 10.5 ms max 10.5 ms"), "{text}");
+    }
+
+    /// Numbers in `value` whose key is neither a known count, share or ratio nor ends with
+    /// `suffix`: durations without their unit in their name. Children of `maps` (keyed by
+    /// error class) are counts.
+    fn unitless_numbers(value: &serde_json::Value, path: &str, not_durations: &[&str]) -> Vec<String> {
+        let mut found = Vec::new();
+        match value {
+            serde_json::Value::Object(fields) => {
+                for (key, child) in fields {
+                    let here = format!("{path}.{key}");
+                    let numeric = child.is_number()
+                        || child
+                            .as_array()
+                            .is_some_and(|items| items.first().is_some_and(serde_json::Value::is_number));
+                    if numeric && !key.ends_with("_ns") && !not_durations.contains(&key.as_str()) {
+                        found.push(here.clone());
+                    }
+                    if key != "errors" {
+                        found.extend(unitless_numbers(child, &here, not_durations));
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    found.extend(unitless_numbers(item, &format!("{path}[{index}]"), not_durations));
+                }
+            }
+            _ => {}
+        }
+        found
+    }
+
+    /// Every duration in the JSON is named `<what>_ns`: one unit for the whole document, the
+    /// one the recorded requests (`--out`) use.
+    #[test]
+    fn every_duration_in_the_json_is_named_in_nanoseconds() {
+        let mut records = tick_quantized_run();
+        records.push(record(300, 0, 0, Some(ErrorClass::Refused)));
+        records.extend((301..331).map(|seq| timed(seq, 60, 40_000 + (seq % 4) * 4_000, true)));
+        let report = build(&records, &ReportConfig::default());
+        assert!(report.delayed_ack.is_none(), "not every reused request paid here");
+        let json = serde_json::to_value(&report).expect("serializes");
+        let not_durations = [
+            "requests",
+            "responses",
+            "ok",
+            "connections",
+            "requests_per_second",
+            "count",
+            "fraction",
+            "time_fraction",
+            "quantile",
+            "dip",
+            "bandwidth_log",
+            "lower",
+            "upper",
+            "multiple",
+            "ratio",
+            "mode",
+            "errors",
+            "slow_probability",
+            "share",
+            "reused_responses",
+            "delayed_responses",
+        ];
+        assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new(), "{json:#}");
+        // The renamed ones, by name.
+        assert!(json["span_ns"].as_u64().is_some_and(|span| span > 0) && json.get("span_seconds").is_none());
+        assert!(json["latency"]["percentiles"][0]["value_ns"].is_u64(), "{json:#}");
+        let first_mode = &json["modes"]["modes"][0];
+        let in_ms = |key: &str| first_mode[key].as_f64().map_or(0.0, |ns| ns / 1e6);
+        assert!(in_ms("low_ns") < in_ms("value_ns") && in_ms("value_ns") < in_ms("high_ns"), "{first_mode}");
+        assert!((60.0..70.0).contains(&in_ms("value_ns")) && in_ms("total_ns") > 1000.0, "{first_mode}");
+        assert!(json["modes"]["fine_structure"][0]["step_ns"].as_f64().is_some_and(|step| (step - 4e6).abs() < 0.1e6));
+        assert!(json["timeline"][0]["width_ns"].as_u64().is_some_and(|width| width > 0));
+        assert!(json["notes"][0].as_str().is_some_and(|note| note.contains("quantized")), "{json:#}");
+        // With the signature, its figures too.
+        let mut nagle = vec![timed(0, 150, 40, false)];
+        nagle.extend((1..31).map(|seq| timed(seq, 60, 40_000 + (seq % 4) * 4_000, true)));
+        let json = serde_json::to_value(build(&nagle, &ReportConfig::default())).expect("serializes");
+        assert_eq!(json["delayed_ack"]["transfer_median_ns"], 44_000_000, "{json:#}");
+        assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new(), "{json:#}");
     }
 
     #[test]

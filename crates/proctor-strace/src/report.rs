@@ -73,14 +73,44 @@ pub struct SyscallReport {
     pub near_multiples: Vec<[u64; 3]>,
     /// Peaks made of several spikes closer than ×1.2 (a timer's ticks), by peak.
     pub fine_structure: Vec<FinePeak>,
-    /// Non-empty log-scale buckets, in nanoseconds.
+    /// Non-empty log-scale buckets, in nanoseconds (the plot draws them). The JSON names them
+    /// `histogram`, in seconds like every other duration in it (see [`HistogramBucket`]).
+    #[serde(rename = "histogram", serialize_with = "buckets_in_seconds")]
     pub histogram_ns: Vec<Bucket>,
+}
+
+/// One histogram bucket in the JSON: calls whose wall time was in `[low_seconds, high_seconds)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HistogramBucket {
+    pub low_seconds: f64,
+    pub high_seconds: f64,
+    pub count: u64,
+    /// The mean of the calls in the bucket (exact, not the bucket's middle).
+    pub mean_seconds: f64,
+}
+
+impl From<&Bucket> for HistogramBucket {
+    fn from(bucket: &Bucket) -> Self {
+        HistogramBucket {
+            low_seconds: bucket.low as f64 / 1e9,
+            high_seconds: bucket.high as f64 / 1e9,
+            count: bucket.count,
+            mean_seconds: bucket.mean / 1e9,
+        }
+    }
+}
+
+fn buckets_in_seconds<S: serde::Serializer>(buckets: &[Bucket], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(buckets.iter().map(HistogramBucket::from))
 }
 
 /// One peak: where the calls' wall times pile up, and what share of the calls and of the
 /// syscall's time its basin holds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Peak {
+    /// Where the wall times peak. `value_seconds` in the JSON, like every duration there named
+    /// `<what>_seconds`.
+    #[serde(rename = "value_seconds")]
     pub seconds: f64,
     /// Calls in the peak's basin.
     pub count: u64,
@@ -110,7 +140,8 @@ pub struct NameCount {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SlowCallReport {
-    pub seconds: f64,
+    /// Its wall time (`-T`).
+    pub duration_seconds: f64,
     pub syscall: String,
     pub pid: Option<u32>,
     pub source: String,
@@ -265,7 +296,7 @@ pub fn build(tally: Tally) -> Report {
         .slowest
         .into_iter()
         .map(|call| SlowCallReport {
-            seconds: call.duration_ns as f64 / 1e9,
+            duration_seconds: call.duration_ns as f64 / 1e9,
             syscall: call.name,
             pid: call.pid,
             source: source_name(call.source),
@@ -276,7 +307,7 @@ pub fn build(tally: Tally) -> Report {
         })
         .collect();
     // The tally lists them slowest first already; keep it explicit (the sort is stable).
-    slowest.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+    slowest.sort_by(|a, b| b.duration_seconds.total_cmp(&a.duration_seconds));
 
     let pids = tally
         .pids
@@ -541,7 +572,7 @@ impl Report {
                 writeln!(
                     out,
                     "  {:>10}  {}:{}  pid {}  {}  {}({}) = {}",
-                    human_seconds(call.seconds),
+                    human_seconds(call.duration_seconds),
                     call.source,
                     call.line,
                     call.pid.map_or_else(|| "-".to_string(), |pid| pid.to_string()),

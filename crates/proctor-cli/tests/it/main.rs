@@ -319,7 +319,7 @@ fn probe_records_every_request_and_analyze_reads_them_back() {
     assert_eq!(v["requests"], 10, "{v}");
     assert_eq!(v["ok"], 10);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(2));
-    assert!(v["latency"]["percentiles"][0]["ns"].as_u64().is_some_and(|ns| ns > 0));
+    assert!(v["latency"]["percentiles"][0]["value_ns"].as_u64().is_some_and(|ns| ns > 0));
     let svg = std::fs::read_to_string(&plot).expect("plot written");
     assert!(svg.starts_with("<svg") && svg.contains("mode"), "{svg}");
 }
