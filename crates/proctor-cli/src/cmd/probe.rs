@@ -281,7 +281,7 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
     let plain_http = records.iter().filter(|record| record.server_spoke_plain_http()).count();
     if plain_http > 0 {
         eprintln!(
-            "proctor: {url}: the server does not speak TLS: it answered {plain_http} of {} TLS handshakes in plain HTTP; probe it with http://",
+            "proctor: {url}: the server does not speak TLS: {plain_http} of {} requests got a plain HTTP answer to their TLS handshake; probe it with http://",
             records.len()
         );
     }

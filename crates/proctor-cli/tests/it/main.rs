@@ -379,7 +379,8 @@ fn probe_https_to_a_plain_http_server_says_it_does_not_speak_tls() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("the server does not speak TLS: it answered 2 of 2 TLS handshakes in plain HTTP"),
+        stderr
+            .contains("the server does not speak TLS: 2 of 2 requests got a plain HTTP answer to their TLS handshake"),
         "{stderr}"
     );
     assert!(!stderr.contains("--cacert"), "{stderr}");
