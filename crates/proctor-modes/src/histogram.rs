@@ -8,8 +8,6 @@
 //! range), never with the number of values. The histogram does not know units:
 //! callers pick one (proctor uses nanoseconds for durations).
 
-use serde::Serialize;
-
 /// log2 of the number of buckets per power of two.
 const SUB_BITS: u32 = 6;
 /// Buckets per power of two; also the count of exact buckets for small values.
@@ -28,7 +26,7 @@ pub struct LogHistogram {
 }
 
 /// One non-empty bucket: values in `[low, high)` were seen `count` times.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket {
     pub low: u64,
     pub high: u64,

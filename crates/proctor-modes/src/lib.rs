@@ -17,17 +17,33 @@
 //! 4. Pairs of modes whose ratio is close to an integer are **flagged** (500 ms ≈ 2 × 250 ms),
 //!    the hint that one timeout is being retried.
 //!
+//! Two refinements keep the answer at the scale a person reads a histogram at:
+//!
+//! - **Rare but heavy clusters.** Values here are durations, so their sum is time. Five
+//!   250 ms waits among a hundred 40 µs calls are 5 % of the calls and nearly all of the time;
+//!   the dip test on counts cannot see them (a far, small lump barely moves the distribution
+//!   function). With [`ModeConfig::min_total_fraction`] set, a cluster separated from the rest
+//!   by an empty stretch of the KDE and holding at least that share of the sum is split off
+//!   even when the dip test says "unimodal", and kept even when it is below the count floor.
+//!   Every [`Mode`] carries both shares: `fraction` (of values) and `total_fraction` (of their
+//!   sum).
+//! - **Fine structure.** A clock that ticks every 4 ms turns one 64 ms lump into a comb of
+//!   spikes at 60, 64, 68 and 72 ms, and the dip test rightly calls that multimodal. Adjacent
+//!   modes closer than [`ModeConfig::fine_ratio`] are reported as one **coarse** mode, with the
+//!   spikes kept as its [`FineStructure`] (and their step, when they are evenly spaced).
+//!
 //! Everything here is pure: no I/O, no clock, no threads, no randomness. The crate does not
-//! know units; values come back in the units they went in.
+//! know units; values come back in the units they went in. For that reason nothing here is
+//! serializable: a JSON shape that carries these values is its caller's counterpart, with the
+//! unit in each field's name (`value_ns` for the prober, `value_seconds` for strace).
 
 mod dip;
 mod histogram;
 
 pub use histogram::{Bucket, LogHistogram, SUB_BUCKETS};
 
-use serde::Serialize;
-
-/// Knobs of the mode finder; [`Default`] is what proctor uses.
+/// Knobs of the mode finder. [`Default`] weighs values by count alone; [`ModeConfig::durations`]
+/// also keeps clusters that hold a large share of the time (strace and the prober use it).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModeConfig {
     /// Fraction of Silverman's rule-of-thumb bandwidth used for the KDE. Silverman's rule
@@ -54,7 +70,34 @@ pub struct ModeConfig {
     /// distance of an integer from 2 to [`MAX_MULTIPLE`]. Absolute, because a relative
     /// tolerance would call every large ratio "near" some integer (6.8 is within 3 % of 7).
     pub ratio_tolerance: f64,
+    /// Values are durations and their sum is time: a cluster holding at least this fraction of
+    /// the sum of all values is a mode however few values it has (at least
+    /// [`ModeConfig::min_mode_count`]), provided it is separated from its neighbours by a valley
+    /// where the KDE falls below [`HEAVY_VALLEY_RATIO`] of its peak. `None` (the default):
+    /// counts alone decide, as for values that are not durations.
+    pub min_total_fraction: Option<f64>,
+    /// Adjacent modes whose ratio is below this are one coarse mode with fine structure: a
+    /// histogram with ten rows per decade (×1.26 per row) cannot show them apart, and on a
+    /// timer-quantized lump they are the clock's ticks, not separate causes. Timeouts and
+    /// retries (×2 and more) stay apart. 1.0 keeps every mode as found.
+    pub fine_ratio: f64,
 }
+
+impl ModeConfig {
+    /// What proctor uses for durations (strace calls, request latencies): [`Default`] plus
+    /// clusters that hold a fifth of the time or more.
+    pub fn durations() -> Self {
+        Self { min_total_fraction: Some(DURATIONS_MIN_TOTAL_FRACTION), ..Self::default() }
+    }
+}
+
+/// [`ModeConfig::durations`]' share of the time that makes a rare cluster a mode: a fifth is
+/// "a large share" by any reading, and well above what a noise bump in a lump's tail holds.
+pub const DURATIONS_MIN_TOTAL_FRACTION: f64 = 0.2;
+
+/// A heavy cluster is split off only where the KDE between it and its neighbour falls below
+/// this fraction of the cluster's own peak: nearly empty, a gap a person sees, not a dent.
+pub const HEAVY_VALLEY_RATIO: f64 = 0.1;
 
 impl Default for ModeConfig {
     fn default() -> Self {
@@ -67,12 +110,14 @@ impl Default for ModeConfig {
             min_mode_count: 3,
             resolution: None,
             ratio_tolerance: 0.1,
+            min_total_fraction: None,
+            fine_ratio: 1.2,
         }
     }
 }
 
 /// One mode: where the density peaks and how much mass its basin holds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Mode {
     /// The peak, in input units.
     pub value: f64,
@@ -84,10 +129,27 @@ pub struct Mode {
     pub count: u64,
     /// `count` over all values.
     pub fraction: f64,
+    /// Sum of the values in the basin, in input units (for durations: the time they took).
+    pub total: f64,
+    /// `total` over the sum of all values (0 when that sum is 0).
+    pub total_fraction: f64,
+}
+
+/// The spikes inside one coarse mode (see [`ModeConfig::fine_ratio`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FineStructure {
+    /// Index of the coarse mode in [`ModeReport::modes`].
+    pub mode: usize,
+    /// The spikes, by increasing value, each with its own basin, count and total; at least two.
+    pub spikes: Vec<Mode>,
+    /// The spacing of the spikes when they sit on a lattice (three or more spikes, every gap
+    /// within a quarter of an integer multiple of the smallest): the clock's tick, in input
+    /// units. `None` for irregular or only two spikes.
+    pub step: Option<f64>,
 }
 
 /// `modes[upper].value ≈ multiple × modes[lower].value`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NearMultiple {
     pub lower: usize,
     pub upper: usize,
@@ -97,18 +159,22 @@ pub struct NearMultiple {
 }
 
 /// What [`find_modes_in_values`] and [`find_modes_in_histogram`] found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModeReport {
-    /// Modes by increasing value; empty only when there was no usable value.
+    /// Coarse modes by increasing value; empty only when there was no usable value.
     pub modes: Vec<Mode>,
-    /// Near-integer ratios between modes.
+    /// The spikes inside coarse modes that have more than one, by mode.
+    pub fine_structure: Vec<FineStructure>,
+    /// Near-integer ratios between (coarse) modes.
     pub near_multiples: Vec<NearMultiple>,
     /// Values used (positive and finite for value input).
     pub count: u64,
+    /// Sum of the values used, in input units.
+    pub total: f64,
     /// Hartigan's dip of the log-scale distribution (0 to 0.25).
     pub dip: f64,
-    /// True when exactly one mode was found before dropping small ones (the dip gate kept
-    /// the distribution whole, or no split survived).
+    /// True when exactly one mode was found before dropping small ones and before grouping
+    /// fine structure (the dip gate kept the distribution whole, or no split survived).
     pub unimodal: bool,
     /// KDE bandwidth of the first split on the natural-log scale (0 when nothing was split).
     pub bandwidth_log: f64,
@@ -116,21 +182,19 @@ pub struct ModeReport {
 
 /// A bin on the natural-log scale. For the dip test its mass is spread evenly over
 /// `[low, high)`; for the KDE it sits at `center` (the log of the values' mean when known).
+/// `sum` is the sum of its values in input units, for the share of the total a mode holds.
 #[derive(Debug, Clone, Copy)]
 struct Bin {
     low: f64,
     high: f64,
     weight: f64,
     center: f64,
+    sum: f64,
 }
 
 impl Bin {
     fn center(&self) -> f64 {
         self.center
-    }
-
-    fn new(low: f64, high: f64, weight: f64) -> Self {
-        Self { low, high, weight, center: (low + high) / 2.0 }
     }
 }
 
@@ -141,18 +205,21 @@ const VALUE_BINS_PER_OCTAVE: f64 = SUB_BUCKETS as f64;
 /// logarithm); the report's `count` says how many were used.
 pub fn find_modes_in_values(values: &[f64], config: &ModeConfig) -> ModeReport {
     let width = std::f64::consts::LN_2 / VALUE_BINS_PER_OCTAVE;
-    let mut indices: Vec<i64> = values
+    let mut indexed: Vec<(i64, f64)> = values
         .iter()
         .filter(|value| value.is_finite() && **value > 0.0)
-        .map(|value| (value.ln() / width).floor() as i64)
+        .map(|&value| ((value.ln() / width).floor() as i64, value))
         .collect();
-    indices.sort_unstable();
+    indexed.sort_unstable_by_key(|&(index, _)| index);
     let mut bins: Vec<Bin> = Vec::new();
-    for index in indices {
+    for (index, value) in indexed {
         let low = index as f64 * width;
         match bins.last_mut() {
-            Some(last) if last.low == low => last.weight += 1.0,
-            _ => bins.push(Bin::new(low, low + width, 1.0)),
+            Some(last) if last.low == low => {
+                last.weight += 1.0;
+                last.sum += value;
+            }
+            _ => bins.push(Bin { low, high: low + width, weight: 1.0, center: low + width / 2.0, sum: value }),
         }
     }
     find_modes_in_bins(&bins, config)
@@ -182,6 +249,7 @@ pub fn find_modes_in_histogram(histogram: &LogHistogram, config: &ModeConfig) ->
             None => (low, high),
         };
         let weight = bucket.count as f64;
+        let sum = bucket.mean * weight;
         let mean = bucket.mean.max(low);
         if let Some(last) = bins.last_mut() {
             // Steps and buckets may overlap where they meet; the earlier bin takes the mass.
@@ -189,22 +257,26 @@ pub fn find_modes_in_histogram(histogram: &LogHistogram, config: &ModeConfig) ->
                 let merged = last.weight + weight;
                 last.center = (last.center * last.weight + mean.ln() * weight) / merged;
                 last.weight = merged;
+                last.sum += sum;
                 continue;
             }
             low = low.max(last.high.exp());
         }
         let (low, high) = (low.ln(), high.ln());
-        bins.push(Bin { low, high, weight, center: mean.ln().clamp(low, high) });
+        bins.push(Bin { low, high, weight, center: mean.ln().clamp(low, high), sum });
     }
     find_modes_in_bins(&bins, config)
 }
 
 fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
     let total: f64 = bins.iter().map(|bin| bin.weight).sum();
+    let sum: f64 = bins.iter().map(|bin| bin.sum).sum();
     let mut report = ModeReport {
         modes: Vec::new(),
+        fine_structure: Vec::new(),
         near_multiples: Vec::new(),
         count: total.round() as u64,
+        total: sum,
         dip: 0.0,
         unimodal: true,
         bandwidth_log: 0.0,
@@ -213,19 +285,30 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
         return report;
     }
     report.dip = dip::dip(&cdf_vertices(bins, total));
-    split(bins, total, config, MAX_SPLIT_DEPTH, &mut report.modes, &mut report.bandwidth_log);
-    report.unimodal = report.modes.len() == 1;
-    let kept: Vec<Mode> = report
-        .modes
-        .iter()
-        .copied()
-        .filter(|mode| mode.fraction >= config.min_fraction && mode.count >= config.min_mode_count)
+    let mut splitter = Splitter { config, grand_total: total, grand_sum: sum, modes: Vec::new(), bandwidth: 0.0 };
+    splitter.split(bins, MAX_SPLIT_DEPTH);
+    report.bandwidth_log = splitter.bandwidth;
+    let found = splitter.modes;
+    report.unimodal = found.len() == 1;
+    // One outlier is not a peak, nor a spike of one.
+    let spikes: Vec<Mode> = found.iter().copied().filter(|mode| mode.count >= config.min_mode_count).collect();
+    let heavy = |mode: &Mode| config.min_total_fraction.is_some_and(|share| mode.total_fraction >= share);
+    let mut kept: Vec<(Mode, Vec<Mode>)> = coarsen(bins, &spikes, config)
+        .into_iter()
+        .filter(|(mode, _)| mode.fraction >= config.min_fraction || heavy(mode))
         .collect();
-    if !kept.is_empty() {
-        report.modes = kept;
-    } else if let Some(biggest) = report.modes.iter().copied().max_by_key(|mode| mode.count) {
+    if kept.is_empty() {
         // Every mode was below the mass floor (a flat, ragged distribution): keep the largest.
-        report.modes = vec![biggest];
+        if let Some(biggest) = found.iter().copied().max_by_key(|mode| mode.count) {
+            kept = vec![(biggest, Vec::new())];
+        }
+    }
+    for (index, (mode, spikes)) in kept.into_iter().enumerate() {
+        report.modes.push(mode);
+        if spikes.len() > 1 {
+            let step = lattice_step(&spikes);
+            report.fine_structure.push(FineStructure { mode: index, spikes, step });
+        }
     }
     report.near_multiples = near_multiples(&report.modes, config.ratio_tolerance);
     report
@@ -235,66 +318,218 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
 /// bounds pathological input; three levels already separate µs, ms and s clusters.
 const MAX_SPLIT_DEPTH: u32 = 4;
 
-/// Splits `bins` into modes, recursively. Silverman's rule assumes one Gaussian: on a
-/// mixture of µs wake-ups and 250 ms / 500 ms / 1 s timeouts its bandwidth is as wide as the
-/// gaps between the timeouts. So each basin found at one level is tested again with its own
-/// dip and, if still multimodal, split with its own bandwidth. Fractions are relative to
-/// `grand_total`, the mass of the whole input.
-fn split(
-    bins: &[Bin],
+/// Splits bins into modes, recursively, collecting them in `modes`.
+struct Splitter<'a> {
+    config: &'a ModeConfig,
+    /// Count and sum of the whole input: fractions are relative to these.
     grand_total: f64,
-    config: &ModeConfig,
-    depth_left: u32,
-    modes: &mut Vec<Mode>,
-    bandwidth_out: &mut f64,
-) {
-    let total: f64 = bins.iter().map(|bin| bin.weight).sum();
-    let (Some(first), Some(last)) = (bins.first(), bins.last()) else {
-        return;
-    };
-    let whole = Mode {
-        value: median_center(bins, total).exp(),
-        low: first.low.exp(),
-        high: last.high.exp(),
-        count: total.round() as u64,
-        fraction: total / grand_total,
-    };
-    if bins.len() == 1 || (total.round() as u64) < config.min_count {
-        modes.push(whole);
-        return;
+    grand_sum: f64,
+    modes: Vec<Mode>,
+    /// KDE bandwidth of the first split (0 until something is split).
+    bandwidth: f64,
+}
+
+impl Splitter<'_> {
+    /// The mode of a piece taken whole, valued at `value` (log scale).
+    fn whole(&self, bins: &[Bin], value: f64) -> Mode {
+        let total: f64 = bins.iter().map(|bin| bin.weight).sum();
+        let sum: f64 = bins.iter().map(|bin| bin.sum).sum();
+        Mode {
+            value: value.exp(),
+            low: bins.first().map_or(0.0, |bin| bin.low.exp()),
+            high: bins.last().map_or(0.0, |bin| bin.high.exp()),
+            count: total.round() as u64,
+            fraction: total / self.grand_total,
+            total: sum,
+            total_fraction: if self.grand_sum > 0.0 { sum / self.grand_sum } else { 0.0 },
+        }
     }
-    let silverman = silverman(bins, total);
-    let floor = typical_width(bins);
-    let dip = dip::dip(&cdf_vertices(bins, total));
-    if depth_left == 0 || total.sqrt() * dip < config.dip_critical {
-        // Unimodal: one mode at the highest density. The full Silverman bandwidth is the
-        // right one for a single lump; halving it only adds noise to the peak's position.
-        let grid = Grid::new(bins, silverman.max(floor));
-        modes.push(Mode { value: grid.refined_peak(grid.argmax_all()).exp(), ..whole });
-        return;
+
+    /// Silverman's rule assumes one Gaussian: on a mixture of µs wake-ups and 250 ms / 500 ms /
+    /// 1 s timeouts its bandwidth is as wide as the gaps between the timeouts. So each basin
+    /// found at one level is tested again with its own dip and, if still multimodal, split
+    /// with its own bandwidth.
+    fn split(&mut self, bins: &[Bin], depth_left: u32) {
+        let total: f64 = bins.iter().map(|bin| bin.weight).sum();
+        if bins.is_empty() {
+            return;
+        }
+        if bins.len() == 1 || (total.round() as u64) < self.config.min_count {
+            let mode = self.whole(bins, median_center(bins, total));
+            self.modes.push(mode);
+            return;
+        }
+        let silverman = silverman(bins, total);
+        let floor = typical_width(bins);
+        let dip = dip::dip(&cdf_vertices(bins, total));
+        let bandwidth = (self.config.bandwidth_scale * silverman).max(floor);
+        if depth_left == 0 || total.sqrt() * dip < self.config.dip_critical {
+            // Unimodal by count; a rare cluster can still hold most of the time.
+            if depth_left > 0 {
+                if let Some(boundaries) = self.heavy_boundaries(bins, bandwidth) {
+                    self.split_at(bins, &boundaries, depth_left);
+                    return;
+                }
+            }
+            // One mode at the highest density. The full Silverman bandwidth is the right one
+            // for a single lump; halving it only adds noise to the peak's position.
+            let grid = Grid::new(bins, silverman.max(floor));
+            let mode = self.whole(bins, grid.refined_peak(grid.argmax_all()));
+            self.modes.push(mode);
+            return;
+        }
+        if self.bandwidth == 0.0 {
+            self.bandwidth = bandwidth;
+        }
+        let grid = Grid::new(bins, bandwidth);
+        let peaks = merge_shallow(&grid.density, grid.local_maxima(), self.config.valley_ratio);
+        if peaks.len() < 2 {
+            let peak = peaks.first().copied().unwrap_or_else(|| grid.argmax_all());
+            let mode = self.whole(bins, grid.refined_peak(peak));
+            self.modes.push(mode);
+            return;
+        }
+        // Basin boundaries: the lowest density between adjacent surviving peaks.
+        let boundaries: Vec<f64> =
+            peaks.windows(2).map(|pair| grid.x(valley(&grid.density, pair[0], pair[1]))).collect();
+        self.split_at(bins, &boundaries, depth_left);
     }
-    let bandwidth = (config.bandwidth_scale * silverman).max(floor);
-    if *bandwidth_out == 0.0 {
-        *bandwidth_out = bandwidth;
+
+    /// Splits `bins` at the log-scale `boundaries` (increasing) and splits each piece again.
+    fn split_at(&mut self, bins: &[Bin], boundaries: &[f64], depth_left: u32) {
+        let mut start = 0;
+        for index in 0..=boundaries.len() {
+            let end = match boundaries.get(index) {
+                Some(&boundary) => start + bins[start..].partition_point(|bin| bin.center() < boundary),
+                None => bins.len(),
+            };
+            self.split(&bins[start..end], depth_left - 1);
+            start = end;
+        }
     }
-    let grid = Grid::new(bins, bandwidth);
-    let peaks = merge_shallow(&grid.density, grid.local_maxima(), config.valley_ratio);
-    if peaks.len() < 2 {
-        let peak = peaks.first().copied().unwrap_or_else(|| grid.argmax_all());
-        modes.push(Mode { value: grid.refined_peak(peak).exp(), ..whole });
-        return;
+
+    /// Where to cut a piece the dip test kept whole so that rare clusters holding a large share
+    /// of the time stand apart: around each basin of the KDE (at the split bandwidth) that
+    /// holds at least `min_total_fraction` of the whole input's sum and
+    /// [`ModeConfig::min_mode_count`] values, is not the piece's most populous basin, and is
+    /// separated from both neighbours by a nearly empty valley. `None`: nothing to cut.
+    fn heavy_boundaries(&self, bins: &[Bin], bandwidth: f64) -> Option<Vec<f64>> {
+        let share = self.config.min_total_fraction?;
+        if self.grand_sum <= 0.0 {
+            return None;
+        }
+        let grid = Grid::new(bins, bandwidth);
+        let peaks = merge_shallow(&grid.density, grid.local_maxima(), self.config.valley_ratio);
+        if peaks.len() < 2 {
+            return None;
+        }
+        let valleys: Vec<usize> = peaks.windows(2).map(|pair| valley(&grid.density, pair[0], pair[1])).collect();
+        let mut basins: Vec<(f64, f64)> = Vec::with_capacity(peaks.len());
+        let mut start = 0;
+        for index in 0..peaks.len() {
+            let end = match valleys.get(index) {
+                Some(&at) => start + bins[start..].partition_point(|bin| bin.center() < grid.x(at)),
+                None => bins.len(),
+            };
+            let piece = &bins[start..end];
+            basins.push((piece.iter().map(|bin| bin.weight).sum(), piece.iter().map(|bin| bin.sum).sum()));
+            start = end;
+        }
+        let most_populous = basins.iter().enumerate().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0)).map(|(index, _)| index);
+        let mut cut = vec![false; valleys.len()];
+        for (index, &(count, sum)) in basins.iter().enumerate() {
+            let heavy = Some(index) != most_populous
+                && count.round() as u64 >= self.config.min_mode_count
+                && sum / self.grand_sum >= share;
+            let empty_beside = |at: Option<&usize>| {
+                at.is_none_or(|&at| grid.density[at] <= HEAVY_VALLEY_RATIO * grid.density[peaks[index]])
+            };
+            let left = index.checked_sub(1).map(|left| &valleys[left]);
+            if heavy && empty_beside(left) && empty_beside(valleys.get(index)) {
+                if index > 0 {
+                    cut[index - 1] = true;
+                }
+                if index < valleys.len() {
+                    cut[index] = true;
+                }
+            }
+        }
+        let boundaries: Vec<f64> =
+            valleys.iter().zip(&cut).filter(|(_, &cut)| cut).map(|(&at, _)| grid.x(at)).collect();
+        (!boundaries.is_empty()).then_some(boundaries)
     }
-    // Basin boundaries: the lowest density between adjacent surviving peaks.
-    let boundaries: Vec<f64> = peaks.windows(2).map(|pair| grid.x(valley(&grid.density, pair[0], pair[1]))).collect();
-    let mut start = 0;
-    for basin in 0..peaks.len() {
-        let end = match boundaries.get(basin) {
-            Some(&boundary) => start + bins[start..].partition_point(|bin| bin.center() < boundary),
-            None => bins.len(),
-        };
-        split(&bins[start..end], grand_total, config, depth_left - 1, modes, bandwidth_out);
-        start = end;
+}
+
+/// Groups adjacent modes closer than [`ModeConfig::fine_ratio`] into coarse modes: each group
+/// becomes one mode over the group's basins, valued at the peak of a KDE smooth enough to
+/// bridge the gaps between its spikes, and keeps its spikes (just the one when alone).
+fn coarsen(bins: &[Bin], modes: &[Mode], config: &ModeConfig) -> Vec<(Mode, Vec<Mode>)> {
+    let mut groups: Vec<Vec<Mode>> = Vec::new();
+    for &mode in modes {
+        match groups.last_mut() {
+            Some(group) if group.last().is_some_and(|last| mode.value / last.value < config.fine_ratio) => {
+                group.push(mode);
+            }
+            _ => groups.push(vec![mode]),
+        }
     }
+    groups
+        .into_iter()
+        .map(|spikes| {
+            // A group is never empty: it starts with the mode that opened it.
+            let (first, last) = (spikes[0], spikes[spikes.len() - 1]);
+            if spikes.len() == 1 {
+                return (first, spikes);
+            }
+            let sum = |field: fn(&Mode) -> f64| spikes.iter().map(field).sum::<f64>();
+            let (low, high) = (first.low.ln(), last.high.ln());
+            let members: Vec<Bin> = bins
+                .iter()
+                .copied()
+                .filter(|bin| bin.center() >= low - 1e-12 && bin.center() <= high + 1e-12)
+                .collect();
+            let widest_gap = spikes.windows(2).map(|pair| (pair[1].value / pair[0].value).ln()).fold(0.0f64, f64::max);
+            let value = if members.is_empty() {
+                first.value
+            } else {
+                let weight: f64 = members.iter().map(|bin| bin.weight).sum();
+                let bandwidth = silverman(&members, weight).max(widest_gap).max(typical_width(&members));
+                let grid = Grid::new(&members, bandwidth);
+                grid.refined_peak(grid.argmax_all()).exp()
+            };
+            let coarse = Mode {
+                value,
+                low: first.low,
+                high: last.high,
+                count: spikes.iter().map(|mode| mode.count).sum(),
+                fraction: sum(|mode| mode.fraction),
+                total: sum(|mode| mode.total),
+                total_fraction: sum(|mode| mode.total_fraction),
+            };
+            (coarse, spikes)
+        })
+        .collect()
+}
+
+/// The lattice spacing of three or more spikes: the smallest gap, when every gap is within a
+/// quarter of a whole multiple of it (a tick the clock may skip).
+fn lattice_step(spikes: &[Mode]) -> Option<f64> {
+    if spikes.len() < 3 {
+        return None;
+    }
+    let gaps: Vec<f64> = spikes.windows(2).map(|pair| pair[1].value - pair[0].value).collect();
+    let smallest = gaps.iter().copied().fold(f64::INFINITY, f64::min);
+    if smallest <= 0.0 || !smallest.is_finite() {
+        return None;
+    }
+    let on_lattice = gaps.iter().all(|gap| {
+        let multiple = gap / smallest;
+        (multiple - multiple.round()).abs() <= 0.25
+    });
+    // The step is the span over the ticks it covers: less sensitive to one spike's jitter
+    // than the smallest gap alone.
+    let ticks: f64 = gaps.iter().map(|gap| (gap / smallest).round()).sum();
+    on_lattice.then(|| (spikes[spikes.len() - 1].value - spikes[0].value) / ticks)
 }
 
 /// Vertices of the piecewise-linear CDF: mass rises evenly across each bin, flat between.

@@ -164,3 +164,84 @@ fn multiples_name_the_nearest_lower_mode() {
         report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect();
     assert_eq!(pairs, vec![(0, 1, 2), (1, 2, 2)]);
 }
+
+/// The Wolfram case: a hundred fast calls and five 250 ms waits. By count the waits are a
+/// speck the dip test cannot see; by time they are everything.
+#[test]
+fn a_rare_cluster_that_holds_the_time_is_a_mode() {
+    let values = mixture(8, &[(40e-6, 0.2, 100), (0.25, 0.01, 5)]);
+    let by_count = find_modes_in_values(&values, &ModeConfig::default());
+    check_modes(&by_count, &[40e-6]);
+    assert!((by_count.modes[0].total_fraction - 1.0).abs() < 1e-9, "{by_count:?}");
+
+    let report = find_modes_in_values(&values, &ModeConfig::durations());
+    check_modes(&report, &[40e-6, 0.25]);
+    let (fast, slow) = (report.modes[0], report.modes[1]);
+    assert_eq!((fast.count, slow.count), (100, 5), "{report:?}");
+    assert!((slow.fraction - 5.0 / 105.0).abs() < 1e-9, "{slow:?}");
+    assert!(slow.total_fraction > 0.99 && fast.total_fraction < 0.01, "{report:?}");
+    assert!((slow.total + fast.total - report.total).abs() < 1e-9 * report.total, "{report:?}");
+
+    // Rarer still, under the 2 % count floor: the time keeps it.
+    let rarer = mixture(9, &[(40e-6, 0.2, 1000), (0.25, 0.01, 5)]);
+    check_modes(&find_modes_in_values(&rarer, &ModeConfig::durations()), &[40e-6, 0.25]);
+    // Fewer than `min_mode_count` values are an outlier, however long.
+    let single = mixture(10, &[(40e-6, 0.2, 100), (0.25, 0.01, 2)]);
+    check_modes(&find_modes_in_values(&single, &ModeConfig::durations()), &[40e-6]);
+}
+
+/// Counting time must not turn the tail of one lump into a second mode.
+#[test]
+fn a_heavy_tail_without_a_gap_stays_one_mode() {
+    for seed in 10..20 {
+        let values = mixture(seed, &[(0.003, 0.5, 5000)]);
+        let report = find_modes_in_values(&values, &ModeConfig::durations());
+        assert_eq!(report.modes.len(), 1, "seed {seed}: {report:?}");
+    }
+    let mut rng = Rng(7);
+    let wide: Vec<f64> = (0..3000).map(|_| (1e-6f64.ln() + 12.0 * rng.uniform()).exp()).collect();
+    let report = find_modes_in_values(&wide, &ModeConfig::durations());
+    assert_eq!(report.modes.len(), 1, "log-uniform over five decades: {report:?}");
+}
+
+/// 300 request latencies from a server whose waits end on 4 ms timer ticks: a 64 ms lump
+/// lands on 60, 64, 68 and 72 ms. A person sees three modes; the spikes are a note.
+fn quantized_latencies_ms() -> Vec<f64> {
+    let mut rng = Rng(11);
+    let mut values = Vec::new();
+    for (center, count) in [(65.0, 180), (132.0, 90), (224.0, 30)] {
+        for _ in 0..count {
+            let tick = if center < 100.0 { (rng.around(center, 0.05) / 4.0).round() * 4.0 } else { center };
+            values.push(rng.around(tick, 0.002));
+        }
+    }
+    values
+}
+
+#[test]
+fn a_timer_quantized_lump_is_one_coarse_mode_with_its_step() {
+    let values = quantized_latencies_ms();
+    let every_spike = find_modes_in_values(&values, &ModeConfig { fine_ratio: 1.0, ..ModeConfig::default() });
+    assert!(every_spike.modes.len() >= 5, "the comb is real at full resolution: {every_spike:?}");
+
+    let report = find_modes_in_values(&values, &ModeConfig::default());
+    check_modes(&report, &[64.0, 132.0, 224.0]);
+    assert_eq!(report.fine_structure.len(), 1, "{:?}", report.fine_structure);
+    let fine = &report.fine_structure[0];
+    assert_eq!(fine.mode, 0);
+    assert!(fine.spikes.len() >= 3, "{fine:?}");
+    let step = fine.step.unwrap_or_else(|| panic!("evenly spaced spikes have a step: {fine:?}"));
+    assert!((step - 4.0).abs() < 0.2, "{fine:?}");
+    let counts: u64 = fine.spikes.iter().map(|spike| spike.count).sum();
+    assert_eq!(counts, report.modes[0].count, "the coarse mode is its spikes: {report:?}");
+    let (low, high) = (fine.spikes[0].low, fine.spikes[fine.spikes.len() - 1].high);
+    assert_eq!((report.modes[0].low, report.modes[0].high), (low, high));
+}
+
+#[test]
+fn timeouts_and_retries_are_not_fine_structure() {
+    let values = mixture(12, &[(0.250, 0.01, 300), (0.500, 0.01, 200), (0.750, 0.01, 100)]);
+    let report = find_modes_in_values(&values, &ModeConfig::durations());
+    check_modes(&report, &[0.25, 0.5, 0.75]);
+    assert!(report.fine_structure.is_empty(), "{:?}", report.fine_structure);
+}

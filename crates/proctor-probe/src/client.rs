@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::ServerName;
 
 use crate::http::{build_request, parse_head, ChunkedDecoder, Framing, RequestSpec};
-use crate::record::{ErrorClass, Phases};
+use crate::record::{ErrorClass, Phases, PLAIN_HTTP_DETAIL};
 use crate::tls::TlsConfig;
 use crate::url::Target;
 
@@ -260,16 +260,21 @@ impl Client {
         // (client Finished) is written; TLS 1.3 session tickets that follow are read with
         // the response.
         let mut tcp = tcp;
+        let mut first_bytes = FirstBytes::default();
         while session.is_handshaking() {
             let remaining = remaining(deadline)?;
             set_timeouts(&tcp, remaining)?;
-            if let Err(err) = session.complete_io(&mut tcp) {
+            if let Err(err) = session.complete_io(&mut Watched { tcp: &mut tcp, first: &mut first_bytes }) {
                 let class = match classify_io(&err) {
                     ErrorClass::Timeout => ErrorClass::Timeout,
                     _ => ErrorClass::Tls,
                 };
                 phases.tls_ns = Some(nanos(connected_at.elapsed()));
-                return Err(failure(class, describe_handshake_error(&err, tls_config)));
+                let detail = match first_bytes.http_status_line() {
+                    Some(status) => plain_http_detail(target, &status),
+                    None => describe_handshake_error(&err, tls_config),
+                };
+                return Err(failure(class, detail));
             }
         }
         phases.tls_ns = Some(nanos(connected_at.elapsed()));
@@ -394,6 +399,75 @@ impl Client {
         phases.transfer_ns = Some(nanos(first_byte.elapsed()));
         Ok((head.status, body_bytes, keep_alive))
     }
+}
+
+/// The first bytes the server sent during a TLS handshake. A TLS server's first byte is a
+/// record type (22, handshake; 21, alert); a plain HTTP server reads our ClientHello as a
+/// garbled request and answers `HTTP/1.1 400 Bad Request`, which is worth recognizing: the fix
+/// is the URL's scheme, not the trust store.
+#[derive(Debug)]
+struct FirstBytes {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl Default for FirstBytes {
+    fn default() -> Self {
+        Self { bytes: [0; 64], len: 0 }
+    }
+}
+
+impl FirstBytes {
+    fn keep(&mut self, read: &[u8]) {
+        let room = self.bytes.len() - self.len;
+        let take = room.min(read.len());
+        self.bytes[self.len..self.len + take].copy_from_slice(&read[..take]);
+        self.len += take;
+    }
+
+    /// `HTTP/1.1 400 Bad Request` when the server answered in HTTP.
+    fn http_status_line(&self) -> Option<String> {
+        let seen = &self.bytes[..self.len];
+        if !seen.starts_with(b"HTTP/") {
+            return None;
+        }
+        let line = seen.split(|&byte| byte == b'\r' || byte == b'\n').next().unwrap_or(seen);
+        Some(String::from_utf8_lossy(line).into_owned())
+    }
+}
+
+/// The socket as the handshake uses it, keeping the first bytes read in `first`.
+struct Watched<'a> {
+    tcp: &'a mut TcpStream,
+    first: &'a mut FirstBytes,
+}
+
+impl Read for Watched<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.tcp.read(buffer)?;
+        self.first.keep(&buffer[..read]);
+        Ok(read)
+    }
+}
+
+impl Write for Watched<'_> {
+    fn write(&mut self, buffer: &[u8]) -> std::io::Result<usize> {
+        self.tcp.write(buffer)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+/// "the server does not speak TLS: it answered the TLS handshake with \"HTTP/1.1 400 Bad
+/// Request\"; is it http://127.0.0.1:8080/?" (starts with [`PLAIN_HTTP_DETAIL`]).
+fn plain_http_detail(target: &Target, status_line: &str) -> String {
+    let authority = if target.port == 443 { format!("{}:443", target.authority) } else { target.authority.clone() };
+    format!(
+        "{PLAIN_HTTP_DETAIL}: it answered the TLS handshake with {status_line:?}; is it http://{authority}{}?",
+        target.path
+    )
 }
 
 /// "TLS handshake: invalid peer certificate: UnknownIssuer (trusting only the 1 root in

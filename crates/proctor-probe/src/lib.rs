@@ -7,6 +7,30 @@
 //! no clock; [`tls`] turns whom to trust (Mozilla's roots, a private CA's PEM, or nobody) into
 //! a rustls configuration. [`client`] is the only module that touches the network; [`runner`]
 //! owns the threads and the clock. [`plot`] draws a recorded run as SVG or PNG.
+//!
+//! # JSON output
+//!
+//! `proctor probe --format json` prints the [`report::Report`]; `--out` appends one
+//! [`RequestRecord`] per line. Every duration in both is in nanoseconds and named `<what>_ns`:
+//! requests are timed on a monotonic clock in whole nanoseconds, the records keep those
+//! integers, and the report is made from the records (also from files, by `probe analyze`),
+//! so one unit serves both and nothing is rounded on the way. `requests_per_second` is a rate;
+//! counts, shares and ratios carry no unit.
+//!
+//! Renamed in issue 14, so that no duration hides its unit (or uses another one):
+//!
+//! | before | now |
+//! |---|---|
+//! | `span_seconds` | `span_ns` |
+//! | `timeline[].offset_seconds` | `timeline[].offset_ns` |
+//! | `timeline[].width_seconds` | `timeline[].width_ns` |
+//! | `latency.percentiles[].ns` | `latency.percentiles[].value_ns` |
+//! | `modes.modes[].value` (nanoseconds) | `modes.modes[].value_ns` |
+//! | `modes.modes[].low` (nanoseconds) | `modes.modes[].low_ns` |
+//! | `modes.modes[].high` (nanoseconds) | `modes.modes[].high_ns` |
+//!
+//! New then: `modes.modes[].total_ns` and `.time_fraction`, `modes.total_ns`,
+//! `modes.fine_structure[]` (`spikes_ns`, `step_ns`), `notes[]` and `delayed_ack`.
 
 pub mod client;
 pub mod http;

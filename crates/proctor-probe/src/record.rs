@@ -122,9 +122,19 @@ pub struct RequestRecord {
     pub error_detail: Option<String>,
 }
 
+/// How `error_detail` begins when an `https` request met a server that answered the TLS
+/// handshake in plain HTTP: a `tls` error whose cure is the URL's scheme, not a CA file.
+pub const PLAIN_HTTP_DETAIL: &str = "the server does not speak TLS";
+
 impl RequestRecord {
     /// A complete HTTP response arrived (any status), so `total_ns` is a latency.
     pub fn has_response(&self) -> bool {
         self.status.is_some() && self.error.is_none_or(ErrorClass::has_response)
+    }
+
+    /// A `tls` failure because the server answered the handshake in plain HTTP.
+    pub fn server_spoke_plain_http(&self) -> bool {
+        self.error == Some(ErrorClass::Tls)
+            && self.error_detail.as_deref().is_some_and(|detail| detail.starts_with(PLAIN_HTTP_DETAIL))
     }
 }

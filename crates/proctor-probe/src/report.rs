@@ -28,7 +28,9 @@ pub struct ReportConfig {
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        Self { timeline_columns: 60, histogram_bins_per_decade: 10, modes: ModeConfig::default() }
+        // Latencies are durations: a few requests that hold much of the time (timeouts) are
+        // a mode even when they are rare.
+        Self { timeline_columns: 60, histogram_bins_per_decade: 10, modes: ModeConfig::durations() }
     }
 }
 
@@ -52,12 +54,24 @@ pub struct Report {
     /// true when all verified; `null` when no record used TLS.
     pub tls_verified: Option<bool>,
     /// From the first intended send to the last response's end.
+    pub span_ns: u64,
+    /// `span_ns` in seconds, for the text and the plot; not in the JSON, which speaks
+    /// nanoseconds only.
+    #[serde(skip)]
     pub span_seconds: f64,
     pub requests_per_second: f64,
     pub latency: Option<Latency>,
+    /// Coarse modes (a timer's ticks inside one lump are its fine structure, not modes).
+    /// `proctor-modes` knows no units; the JSON names them (see [`ModesJson`]).
+    #[serde(serialize_with = "modes_in_ns")]
     pub modes: Option<ModeReport>,
     /// "3 modes: 22.0 ms (33 %), …; 180 ms ≈ 2 × 90.0 ms"
     pub modes_summary: String,
+    /// What a person should be told outright, in words: a mode's fine structure ("the 64.8 ms
+    /// mode is quantized in 4.00 ms steps …"), the Nagle/delayed-ACK signature.
+    pub notes: Vec<String>,
+    /// Set when requests on reused connections show the Nagle/delayed-ACK signature.
+    pub delayed_ack: Option<DelayedAck>,
     pub histogram: Vec<HistogramRow>,
     pub timeline: Vec<TimelineCell>,
     pub phases: Vec<PhaseSummary>,
@@ -76,8 +90,8 @@ pub struct Latency {
 pub struct Percentile {
     pub label: &'static str,
     pub quantile: f64,
-    /// HDR histogram value at the quantile (3 significant digits).
-    pub ns: u64,
+    /// HDR histogram value at the quantile (3 significant digits), within the exact min and max.
+    pub value_ns: u64,
 }
 
 /// One histogram row: totals in `[low_ns, high_ns)`.
@@ -91,9 +105,9 @@ pub struct HistogramRow {
 /// One column of the time-series strip.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TimelineCell {
-    /// Start of the column, seconds from the first send.
-    pub offset_seconds: f64,
-    pub width_seconds: f64,
+    /// Start of the column, from the first send.
+    pub offset_ns: u64,
+    pub width_ns: u64,
     pub requests: u64,
     pub errors: u64,
     /// Median total of the column's responses.
@@ -131,6 +145,138 @@ pub struct ModeAttribution {
     pub share: f64,
 }
 
+/// The JSON of the modes: [`ModeReport`] with nanoseconds named (`proctor-modes` knows no
+/// units, so it has no public shape of its own).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModesJson {
+    /// Coarse modes by increasing value.
+    pub modes: Vec<ModeJson>,
+    /// The spikes inside coarse modes that have more than one (a timer's ticks).
+    pub fine_structure: Vec<FineStructureJson>,
+    /// `modes[upper] ≈ multiple × modes[lower]`.
+    pub near_multiples: Vec<NearMultipleJson>,
+    /// Responses the modes were found in, and their summed latency.
+    pub count: u64,
+    pub total_ns: f64,
+    /// Hartigan's dip of the log-scale distribution (0 to 0.25).
+    pub dip: f64,
+    /// One mode before dropping small ones and grouping fine structure.
+    pub unimodal: bool,
+    /// KDE bandwidth of the first split on the natural-log scale (a ratio, not a duration).
+    pub bandwidth_log: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ModeJson {
+    /// Where the density peaks.
+    pub value_ns: f64,
+    /// The basin the mode owns.
+    pub low_ns: f64,
+    pub high_ns: f64,
+    /// Responses in the basin, and their share of all responses.
+    pub count: u64,
+    pub fraction: f64,
+    /// Their summed latency, and its share of all responses' latency.
+    pub total_ns: f64,
+    pub time_fraction: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FineStructureJson {
+    /// Index into `modes`.
+    pub mode: usize,
+    pub spikes_ns: Vec<f64>,
+    /// The spikes' spacing when they are evenly spaced.
+    pub step_ns: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NearMultipleJson {
+    pub lower: usize,
+    pub upper: usize,
+    pub multiple: u32,
+    /// The exact ratio `upper / lower`.
+    pub ratio: f64,
+}
+
+impl ModesJson {
+    pub fn new(report: &ModeReport) -> Self {
+        let mode = |mode: &proctor_modes::Mode| ModeJson {
+            value_ns: mode.value,
+            low_ns: mode.low,
+            high_ns: mode.high,
+            count: mode.count,
+            fraction: mode.fraction,
+            total_ns: mode.total,
+            time_fraction: mode.total_fraction,
+        };
+        ModesJson {
+            modes: report.modes.iter().map(mode).collect(),
+            fine_structure: report
+                .fine_structure
+                .iter()
+                .map(|fine| FineStructureJson {
+                    mode: fine.mode,
+                    spikes_ns: fine.spikes.iter().map(|spike| spike.value).collect(),
+                    step_ns: fine.step,
+                })
+                .collect(),
+            near_multiples: report
+                .near_multiples
+                .iter()
+                .map(|near| NearMultipleJson {
+                    lower: near.lower,
+                    upper: near.upper,
+                    multiple: near.multiple,
+                    ratio: near.ratio,
+                })
+                .collect(),
+            count: report.count,
+            total_ns: report.total,
+            dip: report.dip,
+            unimodal: report.unimodal,
+            bandwidth_log: report.bandwidth_log,
+        }
+    }
+}
+
+fn modes_in_ns<S: serde::Serializer>(modes: &Option<ModeReport>, serializer: S) -> Result<S::Ok, S::Error> {
+    modes.as_ref().map(ModesJson::new).serialize(serializer)
+}
+
+/// The Nagle/delayed-ACK signature: (nearly) every response on a reused connection spent about
+/// the same 40–200 ms in `transfer`, though its body is small, while responses on new
+/// connections did not. The server wrote its response in more than one small piece without
+/// `TCP_NODELAY`; Nagle's algorithm held the later piece until the first was acknowledged, and
+/// the client's kernel delayed that ACK (Linux: 40 ms at least, 200 ms at most). A new
+/// connection starts in quick-ACK mode, which is why its first exchange does not pay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DelayedAck {
+    /// Responses on reused connections.
+    pub reused_responses: u64,
+    /// Of those, the ones whose transfer was near the median below.
+    pub delayed_responses: u64,
+    /// Median transfer of the reused connections' responses.
+    pub transfer_median_ns: u64,
+    /// Smallest and largest transfer of the delayed responses.
+    pub transfer_min_ns: u64,
+    pub transfer_max_ns: u64,
+    /// Median transfer of responses on new connections, when there were any.
+    pub new_connection_transfer_median_ns: Option<u64>,
+}
+
+/// Delayed-ACK timers: Linux's is 40 ms at least (`TCP_DELACK_MIN`), 200 ms at most
+/// (`TCP_DELACK_MAX`, also Windows' default); the band leaves room for timer ticks.
+const DELAYED_ACK_BAND_NS: (u64, u64) = (35_000_000, 220_000_000);
+/// Fewer reused responses than this say nothing about "every request".
+const DELAYED_ACK_MIN_REUSED: usize = 5;
+/// A response counts as delayed when its transfer is within this factor of the median.
+const DELAYED_ACK_SPREAD: (f64, f64) = (0.7, 1.5);
+/// Share of reused responses that must be delayed.
+const DELAYED_ACK_SHARE: f64 = 0.9;
+/// Bodies larger than this may take 40 ms to arrive for good reasons.
+const DELAYED_ACK_MAX_BODY_BYTES: u64 = 64 * 1024;
+
 const PERCENTILES: [(&str, f64); 5] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)];
 
 /// Builds the report. Records may come in any order and from several runs.
@@ -153,12 +299,16 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
     let totals: Vec<u64> = responses.iter().map(|record| record.total_ns).collect();
     let first_send = records.iter().map(|record| record.sent_unix_ns).min().unwrap_or(0);
     let last_end = records.iter().map(|record| record.sent_unix_ns.saturating_add(record.total_ns)).max().unwrap_or(0);
-    let span_seconds = last_end.saturating_sub(first_send) as f64 / 1e9;
+    let span_ns = last_end.saturating_sub(first_send);
+    let span_seconds = span_ns as f64 / 1e9;
     let modes = (!totals.is_empty()).then(|| {
         let values: Vec<f64> = totals.iter().map(|&total| total as f64).collect();
         find_modes_in_values(&values, &config.modes)
     });
     let attribution = modes.as_ref().map_or_else(Vec::new, |modes| attribute(&responses, modes));
+    let delayed_ack = delayed_ack(&responses);
+    let mut notes = modes.as_ref().map_or_else(Vec::new, mode_notes);
+    notes.extend(delayed_ack.as_ref().map(delayed_ack_note));
     Report {
         runs,
         requests: records.len() as u64,
@@ -171,15 +321,33 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         // One unverified record taints a merged analysis: its latencies may come from a server
         // that was not the one named.
         tls_verified: records.iter().filter_map(|record| record.tls_verified).reduce(|all, this| all && this),
+        span_ns,
         span_seconds,
         requests_per_second: if span_seconds > 0.0 { records.len() as f64 / span_seconds } else { 0.0 },
         latency: latency(&totals),
         modes_summary: modes.as_ref().map_or_else(|| "no responses".to_string(), summarize_modes),
         modes,
+        notes,
+        delayed_ack,
         histogram: histogram(&totals, config.histogram_bins_per_decade),
-        timeline: timeline(records, first_send, span_seconds, config.timeline_columns),
+        timeline: timeline(records, first_send, span_ns, config.timeline_columns),
         phases: phases(&responses),
         attribution,
+    }
+}
+
+impl Report {
+    /// "no request succeeded (3 sent): 3 refused" when no request got a 1xx–3xx response
+    /// (failures without a response, 4xx and 5xx alike), `None` when one did.
+    pub fn none_succeeded(&self) -> Option<String> {
+        if self.ok > 0 {
+            return None;
+        }
+        if self.requests == 0 {
+            return Some("no request finished".to_string());
+        }
+        let classes: Vec<String> = self.errors.iter().map(|(class, count)| format!("{count} {class}")).collect();
+        Some(format!("no request succeeded ({} sent): {}", self.requests, classes.join(", ")))
     }
 }
 
@@ -196,12 +364,15 @@ fn latency(totals: &[u64]) -> Option<Latency> {
             hdr.saturating_record(total);
         }
     }
+    // HDR answers with the highest value its bucket stands for, which can lie above the
+    // largest value recorded ("p99.9 10.6 ms, max 10.5 ms"): no percentile is reported outside
+    // the exact min and max.
     let percentiles = PERCENTILES
         .iter()
         .map(|&(label, quantile)| Percentile {
             label,
             quantile,
-            ns: if quantile >= 1.0 { max_ns } else { hdr.value_at_quantile(quantile) },
+            value_ns: if quantile >= 1.0 { max_ns } else { hdr.value_at_quantile(quantile).clamp(min_ns, max_ns) },
         })
         .collect();
     let mean_ns = totals.iter().map(|&total| total as f64).sum::<f64>() / totals.len() as f64;
@@ -234,6 +405,87 @@ pub fn summarize_modes(report: &ModeReport) -> String {
     text
 }
 
+/// "the 64.8 ms mode is quantized in 4.00 ms steps (60.1 ms, 64.0 ms, 67.9 ms, 72.0 ms)": the
+/// spikes a timer's ticks make inside one coarse mode, said once instead of as modes.
+fn mode_notes(report: &ModeReport) -> Vec<String> {
+    report
+        .fine_structure
+        .iter()
+        .filter_map(|fine| {
+            let mode = report.modes.get(fine.mode)?;
+            let spikes: Vec<String> = fine.spikes.iter().map(|spike| human_ns(spike.value)).collect();
+            Some(match fine.step {
+                Some(step) => format!(
+                    "the {} mode is quantized in {} steps ({})",
+                    human_ns(mode.value),
+                    human_ns(step),
+                    spikes.join(", ")
+                ),
+                None => format!("the {} mode has spikes at {}", human_ns(mode.value), spikes.join(", ")),
+            })
+        })
+        .collect()
+}
+
+/// The Nagle/delayed-ACK signature (see [`DelayedAck`]), or `None`.
+fn delayed_ack(responses: &[&RequestRecord]) -> Option<DelayedAck> {
+    let (reused, new): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
+        responses.iter().copied().partition(|record| record.reused);
+    let mut transfers: Vec<u64> = reused.iter().filter_map(|record| record.phases.transfer_ns).collect();
+    if transfers.len() < DELAYED_ACK_MIN_REUSED || transfers.len() < reused.len() {
+        return None;
+    }
+    let median_ns = median(&mut transfers)?;
+    if !(DELAYED_ACK_BAND_NS.0..=DELAYED_ACK_BAND_NS.1).contains(&median_ns) {
+        return None;
+    }
+    let mut bodies: Vec<u64> = reused.iter().map(|record| record.body_bytes).collect();
+    if median(&mut bodies).unwrap_or(0) > DELAYED_ACK_MAX_BODY_BYTES {
+        return None;
+    }
+    let (low, high) = (median_ns as f64 * DELAYED_ACK_SPREAD.0, median_ns as f64 * DELAYED_ACK_SPREAD.1);
+    let delayed: Vec<u64> =
+        transfers.iter().copied().filter(|&transfer| (low..=high).contains(&(transfer as f64))).collect();
+    if (delayed.len() as f64) < DELAYED_ACK_SHARE * transfers.len() as f64 {
+        return None;
+    }
+    let mut fresh: Vec<u64> = new.iter().filter_map(|record| record.phases.transfer_ns).collect();
+    let new_connection_transfer_median_ns = median(&mut fresh);
+    // New connections start in quick-ACK mode: if they paid the same, it is not this.
+    if new_connection_transfer_median_ns.is_some_and(|fresh| fresh as f64 > low) {
+        return None;
+    }
+    Some(DelayedAck {
+        reused_responses: transfers.len() as u64,
+        delayed_responses: delayed.len() as u64,
+        transfer_median_ns: median_ns,
+        transfer_min_ns: delayed.iter().copied().min().unwrap_or(median_ns),
+        transfer_max_ns: delayed.iter().copied().max().unwrap_or(median_ns),
+        new_connection_transfer_median_ns,
+    })
+}
+
+fn delayed_ack_note(found: &DelayedAck) -> String {
+    let who = if found.delayed_responses == found.reused_responses {
+        format!("every request on a reused connection ({} of {})", found.delayed_responses, found.reused_responses)
+    } else {
+        format!("{} of {} requests on reused connections", found.delayed_responses, found.reused_responses)
+    };
+    let against = found
+        .new_connection_transfer_median_ns
+        .map(|fresh| format!(" against {} on new connections", human_ns(fresh as f64)))
+        .unwrap_or_default();
+    format!(
+        "{who} spent {}–{} in transfer (median {}){against}: the Nagle/delayed-ACK signature. The server \
+         writes its response in more than one small piece without TCP_NODELAY; the later piece waits for \
+         this client's delayed ACK of the first (40 ms at least on Linux). Fix it in the server: one write \
+         per response (writev, or TCP_CORK), or TCP_NODELAY",
+        human_ns(found.transfer_min_ns as f64),
+        human_ns(found.transfer_max_ns as f64),
+        human_ns(found.transfer_median_ns as f64),
+    )
+}
+
 fn histogram(totals: &[u64], bins_per_decade: u32) -> Vec<HistogramRow> {
     let per_decade = f64::from(bins_per_decade.max(1));
     let bin_of = |value: u64| ((value.max(1) as f64).log10() * per_decade).floor() as i64;
@@ -254,16 +506,17 @@ fn histogram(totals: &[u64], bins_per_decade: u32) -> Vec<HistogramRow> {
         .collect()
 }
 
-fn timeline(records: &[RequestRecord], first_send: u64, span_seconds: f64, columns: usize) -> Vec<TimelineCell> {
+fn timeline(records: &[RequestRecord], first_send: u64, span_ns: u64, columns: usize) -> Vec<TimelineCell> {
     if records.is_empty() || columns == 0 {
         return Vec::new();
     }
     let columns = columns.min(records.len());
-    let width_seconds = (span_seconds / columns as f64).max(1e-9);
+    // Whole nanoseconds, rounded up so the last send falls inside the last column.
+    let width_ns = span_ns.div_ceil(columns as u64).max(1);
     let mut cells: Vec<(u64, u64, Vec<u64>)> = vec![(0, 0, Vec::new()); columns];
     for record in records {
-        let offset = record.sent_unix_ns.saturating_sub(first_send) as f64 / 1e9;
-        let column = ((offset / width_seconds) as usize).min(columns - 1);
+        let offset = record.sent_unix_ns.saturating_sub(first_send);
+        let column = ((offset / width_ns) as usize).min(columns - 1);
         let cell = &mut cells[column];
         cell.0 += 1;
         if record.has_response() {
@@ -276,8 +529,8 @@ fn timeline(records: &[RequestRecord], first_send: u64, span_seconds: f64, colum
         .into_iter()
         .enumerate()
         .map(|(column, (requests, errors, mut totals))| TimelineCell {
-            offset_seconds: column as f64 * width_seconds,
-            width_seconds,
+            offset_ns: column as u64 * width_ns,
+            width_ns,
             requests,
             errors,
             median_ns: median(&mut totals),
@@ -427,10 +680,13 @@ pub fn render_text(report: &Report, title: &str) -> String {
     let _ = writeln!(out, "\nlatency of {} responses (requests without a response excluded)", report.responses);
     let mut line = String::from(" ");
     for percentile in &latency.percentiles {
-        let _ = write!(line, " {} {}", percentile.label, human_ns(percentile.ns as f64));
+        let _ = write!(line, " {} {}", percentile.label, human_ns(percentile.value_ns as f64));
     }
     let _ = writeln!(out, "{line}   (min {}, mean {})", human_ns(latency.min_ns as f64), human_ns(latency.mean_ns));
     let _ = writeln!(out, "\nmodes: {}", report.modes_summary);
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
     render_histogram(&mut out, report);
     render_timeline(&mut out, report);
     let _ = writeln!(out, "\nphases (slow = longer than 2 × median + 1 ms)");
@@ -504,7 +760,7 @@ fn render_timeline(out: &mut String, report: &Report) {
             }
         })
         .collect();
-    let width = report.timeline.first().map_or(0.0, |cell| cell.width_seconds);
+    let width = report.timeline.first().map_or(0.0, |cell| cell.width_ns as f64 / 1e9);
     let _ = writeln!(
         out,
         "\nover time ({:.3} s per column; height: median on a log scale from {} to {}; x: only errors)\n  |{strip}|",
@@ -575,8 +831,8 @@ mod tests {
         let transfer = report.phases.iter().find(|phase| phase.name == "transfer").expect("transfer");
         assert!((transfer.slow_probability - 20.0 / 60.0).abs() < 1e-9, "{transfer:?}");
         let latency = report.latency.as_ref().expect("latency");
-        assert_eq!(latency.percentiles.last().map(|p| p.ns), Some(latency.max_ns));
-        let p50 = latency.percentiles[0].ns as f64;
+        assert_eq!(latency.percentiles.last().map(|p| p.value_ns), Some(latency.max_ns));
+        let p50 = latency.percentiles[0].value_ns as f64;
         assert!((5.0e6..5.2e6).contains(&p50), "p50 {p50}");
         assert_eq!(report.histogram.iter().map(|row| row.count).sum::<u64>(), 60);
         assert_eq!(report.timeline.iter().map(|cell| cell.requests).sum::<u64>(), 63);
@@ -591,6 +847,22 @@ mod tests {
         assert!(report.latency.is_none() && report.modes.is_none());
         assert!(render_text(&report, "t").contains("no complete responses"));
         assert!(build(&[], &ReportConfig::default()).timeline.is_empty());
+    }
+
+    #[test]
+    fn a_run_without_one_success_says_so() {
+        let refused: Vec<RequestRecord> = (0..3).map(|seq| record(seq, 0, 0, Some(ErrorClass::Refused))).collect();
+        let report = build(&refused, &ReportConfig::default());
+        assert_eq!(report.none_succeeded().as_deref(), Some("no request succeeded (3 sent): 3 refused"));
+        // Complete responses that are all errors are no success either.
+        let mut mixed: Vec<RequestRecord> = (0..4).map(|seq| record(seq, 1, 0, Some(ErrorClass::Http5xx))).collect();
+        mixed.push(record(4, 0, 0, Some(ErrorClass::Timeout)));
+        let report = build(&mixed, &ReportConfig::default());
+        assert_eq!(report.responses, 4);
+        assert_eq!(report.none_succeeded().as_deref(), Some("no request succeeded (5 sent): 4 http_5xx, 1 timeout"));
+        mixed.push(record(5, 1, 0, None));
+        assert_eq!(build(&mixed, &ReportConfig::default()).none_succeeded(), None);
+        assert_eq!(build(&[], &ReportConfig::default()).none_succeeded().as_deref(), Some("no request finished"));
     }
 
     #[test]
@@ -611,6 +883,184 @@ mod tests {
         assert!(!render_text(&with(&[Some(true)]), "t").contains("NOT verified"));
         let json = serde_json::to_value(&merged).expect("json");
         assert_eq!(json["tls_verified"], serde_json::Value::Bool(false));
+    }
+
+    /// A reused-connection response that waited `wait_us` and transferred for `transfer_us`.
+    fn timed(seq: u64, wait_us: u64, transfer_us: u64, reused: bool) -> RequestRecord {
+        let mut record = record(seq, 0, 0, None);
+        record.phases.wait_ns = Some(wait_us * 1000);
+        record.phases.transfer_ns = Some(transfer_us * 1000);
+        record.phases.connect_ns = (!reused).then_some(50_000);
+        record.total_ns = 10_000 + (wait_us + transfer_us) * 1000;
+        record.reused = reused;
+        record
+    }
+
+    /// The issue's run: 300 requests whose server waits end on 4 ms timer ticks. The 64 ms
+    /// lump lands on 60, 64, 68 and 72 ms; by count alone that was "6 modes: 59.9, 63.9, 68.2,
+    /// 72.0, 132, 224 ms" where the histogram shows three.
+    fn tick_quantized_run() -> Vec<RequestRecord> {
+        let mut totals_us: Vec<u64> = Vec::new();
+        for (tick_ms, count) in [(60u64, 40u64), (64, 70), (68, 55), (72, 15), (132, 90), (224, 30)] {
+            // Up to ±0.3 ms of jitter around each tick, spread deterministically.
+            totals_us.extend((0..count).map(|index| tick_ms * 1000 - 300 + (index * 7919) % 600));
+        }
+        totals_us.iter().enumerate().map(|(seq, &total)| timed(seq as u64, total, 20, seq > 0)).collect()
+    }
+
+    #[test]
+    fn timer_ticks_inside_a_mode_are_a_note_not_modes() {
+        let records = tick_quantized_run();
+        let report = build(&records, &ReportConfig::default());
+        let modes = report.modes.as_ref().expect("modes");
+        let values: Vec<f64> = modes.modes.iter().map(|mode| mode.value / 1e6).collect();
+        assert_eq!(values.len(), 3, "{}", report.modes_summary);
+        for (found, want) in values.iter().zip([64.0, 132.0, 224.0]) {
+            assert!((found / want - 1.0).abs() < 0.05, "{}", report.modes_summary);
+        }
+        assert!(report.modes_summary.starts_with("3 modes: 6"), "{}", report.modes_summary);
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+        let note = &report.notes[0];
+        assert!(note.starts_with("the 6") && note.contains(" mode is quantized in 4.0"), "{note}");
+        assert!(note.contains("60.0 ms") && note.contains("72.0 ms"), "{note}");
+        let text = render_text(&report, "t");
+        assert!(text.contains(&format!("modes: {}\nnote: {note}\n", report.modes_summary)), "{text}");
+        // The slower modes are compared against the whole coarse mode, not its first spike.
+        assert_eq!(report.attribution.len(), 2, "{:?}", report.attribution);
+        let baseline = report.attribution[0].baseline_phase_median_ns;
+        assert!((63_000_000..66_000_000).contains(&baseline), "{:?}", report.attribution);
+    }
+
+    #[test]
+    fn every_reused_request_paying_40_ms_in_transfer_is_named() {
+        // One new connection (quick ACK: no wait), then 30 reused ones paying the delayed ACK,
+        // on 4 ms ticks.
+        let mut records = vec![timed(0, 150, 40, false)];
+        records.extend((1..31).map(|seq| timed(seq, 60, 40_000 + (seq % 4) * 4_000, true)));
+        let report = build(&records, &ReportConfig::default());
+        let found = report.delayed_ack.as_ref().unwrap_or_else(|| panic!("{}", render_text(&report, "t")));
+        assert_eq!((found.reused_responses, found.delayed_responses), (30, 30));
+        assert_eq!((found.transfer_min_ns, found.transfer_max_ns), (40_000_000, 52_000_000));
+        assert_eq!(found.new_connection_transfer_median_ns, Some(40_000));
+        let note = report.notes.iter().find(|note| note.contains("Nagle/delayed-ACK")).expect("a note");
+        assert!(note.starts_with("every request on a reused connection (30 of 30) spent 40.0 ms–52.0 ms"), "{note}");
+        assert!(note.contains("against 40.0 µs on new connections") && note.contains("TCP_NODELAY"), "{note}");
+        assert!(render_text(&report, "t").contains(note.as_str()));
+
+        // Not the signature: a fast transfer; too few reused requests; new connections paying
+        // the same; a large body; a transfer that varies.
+        let fast: Vec<RequestRecord> = (0..31).map(|seq| timed(seq, 60, 900, seq > 0)).collect();
+        let few: Vec<RequestRecord> = records[..4].to_vec();
+        let fresh_too: Vec<RequestRecord> = (0..31).map(|seq| timed(seq, 60, 40_000, seq % 2 == 0)).collect();
+        let mut large = records.clone();
+        large.iter_mut().for_each(|record| record.body_bytes = 1 << 20);
+        let varied: Vec<RequestRecord> = (0..31).map(|seq| timed(seq, 60, 5_000 + seq * 3_000, seq > 0)).collect();
+        for (name, records) in
+            [("fast", fast), ("few", few), ("fresh", fresh_too), ("large", large), ("varied", varied)]
+        {
+            let report = build(&records, &ReportConfig::default());
+            assert_eq!(report.delayed_ack, None, "{name}");
+            assert!(report.notes.iter().all(|note| !note.contains("Nagle")), "{name}: {:?}", report.notes);
+        }
+    }
+
+    /// Two requests at the maximum, 10.549 ms: HDR's bucket for it reaches 10.551 ms, which
+    /// printed as "p99.9 10.6 ms max 10.5 ms".
+    #[test]
+    fn percentiles_never_exceed_the_max() {
+        let mut records: Vec<RequestRecord> = (0..998).map(|seq| timed(seq, 1_000, 0, seq > 0)).collect();
+        records.extend((998..1000).map(|seq| timed(seq, 10_539, 0, true)));
+        let report = build(&records, &ReportConfig::default());
+        let latency = report.latency.as_ref().expect("latency");
+        assert_eq!(latency.max_ns, 10_549_000);
+        for percentile in &latency.percentiles {
+            assert!(percentile.value_ns <= latency.max_ns && percentile.value_ns >= latency.min_ns, "{percentile:?}");
+        }
+        let text = render_text(&report, "t");
+        assert!(text.contains("p99.9 10.5 ms max 10.5 ms"), "{text}");
+    }
+
+    /// Numbers in `value` whose key is neither a known count, share or ratio nor ends with
+    /// `suffix`: durations without their unit in their name. Children of `maps` (keyed by
+    /// error class) are counts.
+    fn unitless_numbers(value: &serde_json::Value, path: &str, not_durations: &[&str]) -> Vec<String> {
+        let mut found = Vec::new();
+        match value {
+            serde_json::Value::Object(fields) => {
+                for (key, child) in fields {
+                    let here = format!("{path}.{key}");
+                    let numeric = child.is_number()
+                        || child
+                            .as_array()
+                            .is_some_and(|items| items.first().is_some_and(serde_json::Value::is_number));
+                    if numeric && !key.ends_with("_ns") && !not_durations.contains(&key.as_str()) {
+                        found.push(here.clone());
+                    }
+                    if key != "errors" {
+                        found.extend(unitless_numbers(child, &here, not_durations));
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    found.extend(unitless_numbers(item, &format!("{path}[{index}]"), not_durations));
+                }
+            }
+            _ => {}
+        }
+        found
+    }
+
+    /// Every duration in the JSON is named `<what>_ns`: one unit for the whole document, the
+    /// one the recorded requests (`--out`) use.
+    #[test]
+    fn every_duration_in_the_json_is_named_in_nanoseconds() {
+        let mut records = tick_quantized_run();
+        records.push(record(300, 0, 0, Some(ErrorClass::Refused)));
+        records.extend((301..331).map(|seq| timed(seq, 60, 40_000 + (seq % 4) * 4_000, true)));
+        let report = build(&records, &ReportConfig::default());
+        assert!(report.delayed_ack.is_none(), "not every reused request paid here");
+        let json = serde_json::to_value(&report).expect("serializes");
+        let not_durations = [
+            "requests",
+            "responses",
+            "ok",
+            "connections",
+            "requests_per_second",
+            "count",
+            "fraction",
+            "time_fraction",
+            "quantile",
+            "dip",
+            "bandwidth_log",
+            "lower",
+            "upper",
+            "multiple",
+            "ratio",
+            "mode",
+            "errors",
+            "slow_probability",
+            "share",
+            "reused_responses",
+            "delayed_responses",
+        ];
+        assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new(), "{json:#}");
+        // The renamed ones, by name.
+        assert!(json["span_ns"].as_u64().is_some_and(|span| span > 0) && json.get("span_seconds").is_none());
+        assert!(json["latency"]["percentiles"][0]["value_ns"].is_u64(), "{json:#}");
+        let first_mode = &json["modes"]["modes"][0];
+        let in_ms = |key: &str| first_mode[key].as_f64().map_or(0.0, |ns| ns / 1e6);
+        assert!(in_ms("low_ns") < in_ms("value_ns") && in_ms("value_ns") < in_ms("high_ns"), "{first_mode}");
+        assert!((60.0..70.0).contains(&in_ms("value_ns")) && in_ms("total_ns") > 1000.0, "{first_mode}");
+        assert!(json["modes"]["fine_structure"][0]["step_ns"].as_f64().is_some_and(|step| (step - 4e6).abs() < 0.1e6));
+        assert!(json["timeline"][0]["width_ns"].as_u64().is_some_and(|width| width > 0));
+        assert!(json["notes"][0].as_str().is_some_and(|note| note.contains("quantized")), "{json:#}");
+        // With the signature, its figures too.
+        let mut nagle = vec![timed(0, 150, 40, false)];
+        nagle.extend((1..31).map(|seq| timed(seq, 60, 40_000 + (seq % 4) * 4_000, true)));
+        let json = serde_json::to_value(build(&nagle, &ReportConfig::default())).expect("serializes");
+        assert_eq!(json["delayed_ack"]["transfer_median_ns"], 44_000_000, "{json:#}");
+        assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new(), "{json:#}");
     }
 
     #[test]

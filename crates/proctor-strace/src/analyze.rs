@@ -43,8 +43,9 @@ impl Default for AnalyzerConfig {
             examples: 10,
             max_paths: 10_000,
             max_timeline_buckets: 4096,
-            // `-T` prints whole microseconds.
-            modes: ModeConfig { resolution: Some(1_000.0), ..ModeConfig::default() },
+            // `-T` prints whole microseconds. Wall times are durations: a rare cluster that
+            // holds much of a syscall's time is a peak too.
+            modes: ModeConfig { resolution: Some(1_000.0), ..ModeConfig::durations() },
         }
     }
 }

@@ -18,6 +18,26 @@
 //!   computed) and renders it as text. It never sees the [`Analyzer`].
 //! - [`plot`]: per-syscall histograms as SVG or PNG bytes.
 //! - [`input`]: the only file-system code: opening files, `-ff` directories, gzip.
+//!
+//! # JSON output
+//!
+//! `proctor strace --format json` prints the [`Report`]. Every duration in it is in seconds
+//! and named `<what>_seconds`: strace writes seconds (`<0.250085>`, `-tt` clocks) to the
+//! microsecond, which a double holds exactly, and the report's time axis is the log's own.
+//! Counts, shares (`fraction` of calls, `time_fraction` of time) and indices carry no unit.
+//!
+//! Renamed in issue 14, so that no duration hides its unit (or uses another one):
+//!
+//! | before | now |
+//! |---|---|
+//! | `syscalls[].histogram_ns[].low` (nanoseconds) | `syscalls[].histogram[].low_seconds` |
+//! | `syscalls[].histogram_ns[].high` (nanoseconds) | `syscalls[].histogram[].high_seconds` |
+//! | `syscalls[].histogram_ns[].mean` (nanoseconds) | `syscalls[].histogram[].mean_seconds` |
+//! | `syscalls[].peaks[].seconds` | `syscalls[].peaks[].value_seconds` |
+//! | `slowest[].seconds` | `slowest[].duration_seconds` |
+//!
+//! New then: `syscalls[].peaks[].total_seconds` and `.time_fraction` (a peak's share of the
+//! syscall's time beside its share of the calls), `syscalls[].fine_structure[]`.
 
 pub mod analyze;
 pub mod input;

@@ -277,7 +277,15 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         batch.send(&recorder);
         recorder.stop();
     }
-    let tls_failures = records.iter().filter(|record| record.error == Some(ErrorClass::Tls)).count();
+    // A server that answered the handshake in plain HTTP needs another URL, not a CA file.
+    let plain_http = records.iter().filter(|record| record.server_spoke_plain_http()).count();
+    if plain_http > 0 {
+        eprintln!(
+            "proctor: {url}: the server does not speak TLS: {plain_http} of {} requests got a plain HTTP answer to their TLS handshake; probe it with http://",
+            records.len()
+        );
+    }
+    let tls_failures = records.iter().filter(|record| record.error == Some(ErrorClass::Tls)).count() - plain_http;
     if tls_failures > 0 && options.cacert.is_none() && !options.insecure {
         eprintln!(
             "proctor: TLS failed for {tls_failures} of {} requests; a server with a private CA needs --cacert FILE (or --insecure to skip verification)",
@@ -285,8 +293,17 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         );
     }
     let title = format!("proctor probe {url} ({})", describe(&pacing, bursts, options.no_reuse));
-    print_report(&records, &title, format, plot_path)?;
-    Ok(if was_interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+    let report = print_report(&records, &title, format, plot_path)?;
+    // The report is printed either way; the exit status says whether anything worked.
+    let none_succeeded = report.none_succeeded();
+    if let Some(why) = &none_succeeded {
+        eprintln!("proctor: {why}");
+    }
+    Ok(match (was_interrupted, none_succeeded) {
+        (true, _) => ExitCode::from(130),
+        (false, Some(_)) => ExitCode::FAILURE,
+        (false, None) => ExitCode::SUCCESS,
+    })
 }
 
 /// Results waiting to be recorded: one stored record per second of results (or per 512), so a
@@ -386,6 +403,7 @@ fn analyze(files: &[PathBuf], format: Format, plot_path: Option<&Path>) -> anyho
         bail!("no probe records in {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
     let names: Vec<String> = files.iter().map(|path| path.display().to_string()).collect();
+    // Analysing recorded failures is a success: the exit status speaks of this command.
     print_report(&records, &format!("proctor probe analyze {}", names.join(" ")), format, plot_path)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -395,7 +413,7 @@ fn print_report(
     title: &str,
     format: Format,
     plot_path: Option<&Path>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<report::Report> {
     let report = report::build(records, &ReportConfig::default());
     let mut stdout = std::io::stdout().lock();
     match format {
@@ -414,5 +432,5 @@ fn print_report(
         std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("proctor: plot written to {}", path.display());
     }
-    Ok(())
+    Ok(report)
 }

@@ -374,7 +374,7 @@ fn probe_records_every_request_and_analyze_reads_them_back() {
     assert_eq!(v["requests"], 10, "{v}");
     assert_eq!(v["ok"], 10);
     assert_eq!(v["runs"].as_array().map(Vec::len), Some(2));
-    assert!(v["latency"]["percentiles"][0]["ns"].as_u64().is_some_and(|ns| ns > 0));
+    assert!(v["latency"]["percentiles"][0]["value_ns"].as_u64().is_some_and(|ns| ns > 0));
     let svg = std::fs::read_to_string(&plot).expect("plot written");
     assert!(svg.starts_with("<svg") && svg.contains("mode"), "{svg}");
 }
@@ -385,9 +385,62 @@ fn probe_rejects_a_bad_url_and_reports_refused_connections() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid URL"));
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let v = json(&proctor(&["probe", &format!("http://127.0.0.1:{port}/"), "-n", "3", "--format", "json"]));
+    let refused = proctor(&["probe", &format!("http://127.0.0.1:{port}/"), "-n", "3", "--format", "json"]);
+    // The report is printed, and the exit status says nothing worked.
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no request succeeded (3 sent): 3 refused"));
+    let v: serde_json::Value = serde_json::from_slice(&refused.stdout).expect("a JSON report on stdout");
     assert_eq!(v["errors"]["refused"], 3, "{v}");
     assert!(v["latency"].is_null());
+}
+
+/// A loopback server that answers whatever arrives on each of its first 8 connections with
+/// `status` and closes it, as a plain HTTP server answers bytes it cannot parse (a TLS
+/// ClientHello) with `400 Bad Request`. Returns its `127.0.0.1:PORT`.
+fn canned_reply_server(status: &'static str) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let address = listener.local_addr().expect("addr").to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(8) {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 1024];
+            let _ = std::io::Read::read(&mut stream, &mut request);
+            let reply = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = std::io::Write::write_all(&mut stream, reply.as_bytes());
+        }
+    });
+    address
+}
+
+/// Complete responses that are all 5xx are no success either; 2xx ones are.
+#[test]
+fn probe_exits_1_when_every_response_is_a_server_error() {
+    let failing_url = format!("http://{}/", canned_reply_server("503 Service Unavailable"));
+    let failing = proctor(&["probe", &failing_url, "-n", "3", "--no-reuse"]);
+    assert_eq!(failing.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&failing.stderr);
+    assert!(stderr.contains("no request succeeded (3 sent): 3 http_5xx"), "{stderr}");
+    assert!(String::from_utf8_lossy(&failing.stdout).contains("0 ok, 3 failed"));
+    let fine_url = format!("http://{}/", canned_reply_server("204 No Content"));
+    let fine = proctor(&["probe", &fine_url, "-n", "3", "--no-reuse"]);
+    assert!(fine.status.success(), "{}", String::from_utf8_lossy(&fine.stderr));
+}
+
+/// `https://` to a plain HTTP server: the message is about the scheme, not about --cacert.
+#[test]
+fn probe_https_to_a_plain_http_server_says_it_does_not_speak_tls() {
+    let address = canned_reply_server("400 Bad Request");
+    let out = proctor(&["probe", &format!("https://{address}/"), "-n", "2", "--timeout", "5s"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains("the server does not speak TLS: 2 of 2 requests got a plain HTTP answer to their TLS handshake"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--cacert"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("is it http://{address}/?")), "{stdout}");
 }
 
 /// A keep-alive loopback HTTPS server answering `200 ok`, with a self-signed certificate for
@@ -438,9 +491,11 @@ fn probe_https_trusts_a_cacert_file_or_says_it_verified_nothing() {
     assert_eq!(tls["count"], 1, "only the new connection has a handshake: {tls}");
     assert!(tls["median_ns"].as_u64().is_some_and(|ns| ns > 0), "{tls}");
 
-    // Mozilla's roots alone do not know this certificate: classified, with a hint.
+    // Mozilla's roots alone do not know this certificate: classified, with a hint; nothing
+    // succeeded, so the exit status is 1 (the report is printed all the same).
     let untrusted = proctor(&["probe", &url, "-n", "2", "--format", "json"]);
-    let v = json(&untrusted);
+    assert_eq!(untrusted.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&untrusted.stdout).expect("a JSON report on stdout");
     assert_eq!(v["errors"]["tls"], 2, "{v}");
     assert!(v["error_examples"]["tls"].as_str().is_some_and(|text| text.contains("UnknownIssuer")), "{v}");
     assert!(String::from_utf8_lossy(&untrusted.stderr).contains("--cacert"));

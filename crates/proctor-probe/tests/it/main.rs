@@ -127,9 +127,18 @@ fn nagle_with_delayed_ack_shows_in_the_transfer_phase() {
     );
     let wait = report.phases.iter().find(|phase| phase.name == "wait").expect("wait phase");
     assert!(wait.median_ns < 5_000_000, "the penalty is not in wait: {wait:?}");
+    // The report names it, in words and as data.
+    let text = report::render_text(&report, "nagle");
+    let found = report.delayed_ack.as_ref().unwrap_or_else(|| panic!("no delayed-ACK finding: {text}"));
+    assert_eq!(found.reused_responses, 23, "{found:?}");
+    assert!(found.delayed_responses >= 21, "{found:?}");
+    assert!(found.new_connection_transfer_median_ns.is_some_and(|fresh| fresh < 5_000_000), "{found:?}");
+    assert!(text.contains("the Nagle/delayed-ACK signature"), "{text}");
     // Control: the same server with TCP_NODELAY.
-    let (without, _) = nagle_transfer_median_ms(true);
+    let (without, control) = nagle_transfer_median_ms(true);
     assert!(without < 5.0, "transfer median with TCP_NODELAY {without:.2} ms");
+    assert_eq!(control.delayed_ack, None);
+    assert!(!report::render_text(&control, "control").contains("Nagle"));
 }
 
 #[test]
@@ -187,8 +196,15 @@ fn failures_are_classified_and_never_stop_the_run() {
             let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         }
     });
-    let tls = run(config(&format!("https://127.0.0.1:{plain_port}/"), closed(1), 2, Duration::from_secs(2)));
+    let tls = run(config(&format!("https://127.0.0.1:{plain_port}/x"), closed(1), 2, Duration::from_secs(2)));
     assert!(tls.iter().all(|record| record.error == Some(ErrorClass::Tls)), "{tls:?}");
+    // … and says the server spoke plain HTTP, not that a certificate was wrong.
+    for record in &tls {
+        let detail = record.error_detail.as_deref().unwrap_or_default();
+        assert!(record.server_spoke_plain_http(), "{record:?}");
+        assert!(detail.contains(r#""HTTP/1.1 400 Bad Request""#), "{detail}");
+        assert!(detail.ends_with(&format!("is it http://127.0.0.1:{plain_port}/x?")), "{detail}");
+    }
 
     let errors = Server::start(true, |index| {
         if index % 2 == 0 {

@@ -190,3 +190,107 @@ fn live_trace_when_strace_is_installed() {
     assert!((peak.seconds / 0.25 - 1.0).abs() < 0.2, "{:?}", sleeps.peaks);
     assert!(report.pids.iter().any(|pid| pid.exit.as_deref() == Some("exited with 3")));
 }
+
+/// `python3 python_join.py` under `strace -f -tt -T -y` (tests/fixtures/capture.sh): four
+/// threads sleep 250 ms five times while the main thread joins with a 250 ms timeout. Five of
+/// futex's ~50 timed calls are those ~250 ms waits and hold ~99 % of its wall time; counted by
+/// calls alone, futex had one peak at a few µs "(100 %)".
+#[test]
+fn python_join_rare_futex_waits_that_hold_the_time_are_a_peak() {
+    let report = analyze(&[fixture("python_join.log.gz")]);
+    check_clean(&report);
+    let futex = syscall(&report, "futex");
+    let slow = futex.peaks.iter().find(|peak| peak.seconds > 0.1);
+    let slow = slow.unwrap_or_else(|| panic!("no slow futex peak: {:?}", futex.peaks));
+    assert!((slow.seconds / 0.25 - 1.0).abs() < 0.05, "{:?}", futex.peaks);
+    assert_eq!(slow.count, 5, "{:?}", futex.peaks);
+    assert!(
+        futex.peaks.iter().any(|peak| peak.seconds < 1e-3),
+        "the common short calls stay a peak: {:?}",
+        futex.peaks
+    );
+    // Both shares: rare by calls, most of the time.
+    assert!((slow.fraction - 5.0 / futex.timed as f64).abs() < 1e-9, "{:?}", futex.peaks);
+    assert!(slow.fraction < 0.2 && slow.time_fraction > 0.9, "{:?}", futex.peaks);
+    assert!((slow.total_seconds / 1.25 - 1.0).abs() < 0.05, "{:?}", futex.peaks);
+    let shares: f64 = futex.peaks.iter().map(|peak| peak.time_fraction).sum();
+    assert!(shares <= 1.0 + 1e-9, "{:?}", futex.peaks);
+    let text = report.render_text(15);
+    let line = text.lines().find(|line| line.trim_start().starts_with("futex:")).unwrap_or_default();
+    let time_percent = format!("{:.0} % of time", slow.time_fraction * 100.0);
+    assert!(line.contains("250 ms (5 calls, ") && line.contains(&time_percent), "{text}");
+    let json = serde_json::to_value(&report).expect("serializes");
+    let futex_json = json["syscalls"].as_array().and_then(|all| all.iter().find(|s| s["name"] == "futex"));
+    let peaks = futex_json.map(|futex| futex["peaks"].clone()).unwrap_or_default();
+    let slow_json = peaks.as_array().and_then(|peaks| peaks.iter().find(|peak| peak["count"] == 5)).cloned();
+    let slow_json = slow_json.unwrap_or_else(|| panic!("the 250 ms peak in JSON: {peaks}"));
+    assert!(slow_json["time_fraction"].as_f64().is_some_and(|share| share > 0.9), "{slow_json}");
+    assert!(slow_json["fraction"].as_f64().is_some_and(|share| share < 0.2), "{slow_json}");
+}
+
+/// Numbers in `value` whose key is neither in `not_durations` nor ends with `_seconds`.
+fn unitless_numbers(value: &serde_json::Value, path: &str, not_durations: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    match value {
+        serde_json::Value::Object(fields) => {
+            for (key, child) in fields {
+                let here = format!("{path}.{key}");
+                let numeric = child.is_number()
+                    || child.as_array().is_some_and(|items| items.first().is_some_and(|item| item.is_number()));
+                if numeric && !key.ends_with("_seconds") && !not_durations.contains(&key.as_str()) {
+                    found.push(here.clone());
+                }
+                found.extend(unitless_numbers(child, &here, not_durations));
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                found.extend(unitless_numbers(item, &format!("{path}[{index}]"), not_durations));
+            }
+        }
+        _ => {}
+    }
+    found
+}
+
+/// Every duration in `--format json` is named `<what>_seconds`, the unit strace itself writes
+/// (`<0.250085>`), histogram buckets and peaks included.
+#[test]
+fn every_duration_in_the_json_is_named_in_seconds() {
+    let report = analyze(&[fixture("python_join.log.gz")]);
+    let json = serde_json::to_value(&report).expect("serializes");
+    let not_durations = [
+        "lines",
+        "calls",
+        "calls_without_duration",
+        "count",
+        "errors",
+        "interrupted",
+        "unfinished",
+        "timed",
+        "fraction",
+        "time_fraction",
+        "peak",
+        "pid",
+        "line",
+        "events",
+        "bad_lines",
+        "signals",
+        "bytes",
+        "resumed",
+        "unfinished_at_exit",
+    ];
+    assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new());
+    let futex = json["syscalls"].as_array().and_then(|all| all.iter().find(|s| s["name"] == "futex")).cloned();
+    let futex = futex.expect("futex in the JSON");
+    assert!(futex.get("histogram_ns").is_none(), "renamed to histogram, in seconds");
+    let buckets = futex["histogram"].as_array().cloned().unwrap_or_default();
+    let counted: u64 = buckets.iter().map(|bucket| bucket["count"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(counted, futex["timed"].as_u64().unwrap_or(u64::MAX));
+    let last = buckets.last().cloned().unwrap_or_default();
+    let (low, mean, high) = (&last["low_seconds"], &last["mean_seconds"], &last["high_seconds"]);
+    let (low, mean, high) = (low.as_f64().unwrap_or(0.0), mean.as_f64().unwrap_or(0.0), high.as_f64().unwrap_or(0.0));
+    assert!(low <= mean && mean < high && (0.2..0.3).contains(&mean), "{last}");
+    assert!(futex["peaks"][0]["value_seconds"].is_f64(), "{futex}");
+    assert!(json["slowest"][0]["duration_seconds"].as_f64().is_some_and(|seconds| seconds > 0.2), "{json}");
+}
