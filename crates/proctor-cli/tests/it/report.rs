@@ -109,6 +109,64 @@ fn series<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Valu
 
 const CPU: [&str; 4] = ["cpu.user", "cpu.busy", "psi.cpu.some", "cpu.system"];
 
+/// One experiment: a run with burners, then a control run without, and the correlation claims
+/// checked on both. Returns the burned run's report, or why the claims did not hold.
+fn experiment(
+    data: &Path,
+    plots: &Path,
+    port: u16,
+    slow: &Arc<AtomicBool>,
+    attempt: usize,
+) -> Result<serde_json::Value, String> {
+    // Run 1: recorded into the store's probe stream, burners during the slow window.
+    let burned = probe_run(data, port, slow, true, None);
+    // Run 2: the same slowdown with no burner, written to a --out file.
+    let control_file = data.join(format!("control-{attempt}.jsonl"));
+    let control = probe_run(data, port, slow, false, Some(&control_file));
+    std::thread::sleep(Duration::from_millis(400));
+
+    let with = report(data, burned, &["--out", plots.to_str().expect("utf-8")]);
+    assert!(with["latency_source"].as_str().expect("source").contains("recorded in"), "{}", with["latency_source"]);
+    let c = &with["correlation"];
+    assert!(c["requests"].as_u64().expect("n") >= 150, "{c}");
+    assert!(c["slow"].as_u64().expect("slow") >= 20, "{c}");
+    let without = report(data, control, &["--probe", control_file.to_str().expect("utf-8")]);
+    assert!(without["latency_source"].as_str().expect("source").contains(&format!("control-{attempt}.jsonl")));
+
+    let top = &c["series"][0];
+    let top_name = top["name"].as_str().expect("name");
+    if !CPU.contains(&top_name) {
+        return Err(format!("a CPU series should rank first with burners: {top}"));
+    }
+    if top["spearman"].as_f64().expect("rho") <= 0.3 {
+        return Err(format!("the top series moves too little: {top}"));
+    }
+    // CPU busy saturates at 100 % on a machine already loaded (a parallel test run), while PSI
+    // keeps growing with runnable tasks: PSI is the robust one to compare medians on.
+    let psi = series(&with, "psi.cpu.some");
+    if psi["median_slow"].as_f64() <= psi["median_other"].as_f64() {
+        return Err(format!("PSI is not higher in the slow intervals: {psi}"));
+    }
+    let (psi_with, psi_without) = (psi["spearman"].as_f64(), series(&without, "psi.cpu.some")["spearman"].as_f64());
+    // The same slowdown without a burner: CPU must move with it less than with the burner
+    // (on a quiet machine it does not move at all; other load here can only add noise).
+    if psi_without >= psi_with {
+        return Err(format!("psi.cpu.some rho without burner {psi_without:?} vs with {psi_with:?}"));
+    }
+    // And no CPU series moves with it as much as the best one did with the burners. Compared
+    // as the best of the CPU series rather than cpu.busy alone: with the test binary's other
+    // tests loading both cores, cpu.busy sits near 100 % in both runs and its rho in either is
+    // noise around 0, so "busy lower without" would be a coin toss; PSI does not saturate.
+    let best_cpu = |report: &serde_json::Value| {
+        CPU.iter().filter_map(|name| series(report, name)["spearman"].as_f64()).fold(f64::MIN, f64::max)
+    };
+    let (best_with, best_without) = (best_cpu(&with), best_cpu(&without));
+    if best_without >= best_with {
+        return Err(format!("best CPU rho without burner {best_without} vs with {best_with}"));
+    }
+    Ok(with)
+}
+
 #[test]
 fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
     let data = tempfile::tempdir().expect("tempdir");
@@ -120,48 +178,26 @@ fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
     let slow = Arc::new(AtomicBool::new(false));
     let port = slowable_server(Arc::clone(&slow));
 
-    // Run 1: recorded into the store's probe stream, burners during the slow window.
-    let burned = probe_run(data.path(), port, &slow, true, None);
-    // Run 2: the same slowdown with no burner, written to a --out file.
-    let control_file = data.path().join("control.jsonl");
-    let control = probe_run(data.path(), port, &slow, false, Some(&control_file));
-    std::thread::sleep(Duration::from_millis(400));
+    // The claims are about a machine's behaviour over 9 s windows. On a shared machine, foreign
+    // load (another build linking, its memory growing) can line up with one window by chance, so
+    // the experiment gets three tries; a report that does not line the burners up fails all
+    // three. Each failed try says why on stderr.
+    let mut failures = Vec::new();
+    let mut with = None;
+    for attempt in 1..=3 {
+        match experiment(data.path(), plots.path(), port, &slow, attempt) {
+            Ok(report) => {
+                with = Some(report);
+                break;
+            }
+            Err(why) => {
+                eprintln!("try {attempt}: {why}");
+                failures.push(why);
+            }
+        }
+    }
     drop(recorder);
-
-    let with = report(data.path(), burned, &["--out", plots.path().to_str().expect("utf-8")]);
-    assert!(with["latency_source"].as_str().expect("source").contains("recorded in"), "{}", with["latency_source"]);
-    let c = &with["correlation"];
-    assert!(c["requests"].as_u64().expect("n") >= 150, "{c}");
-    assert!(c["slow"].as_u64().expect("slow") >= 20, "{c}");
-    let top = &c["series"][0];
-    let top_name = top["name"].as_str().expect("name");
-    assert!(CPU.contains(&top_name), "a CPU series should rank first with burners: {top}");
-    assert!(top["spearman"].as_f64().expect("rho") > 0.3, "{top}");
-    let psi_with = series(&with, "psi.cpu.some")["spearman"].as_f64();
-    let busy_with = series(&with, "cpu.busy");
-    // CPU busy saturates at 100 % on a machine already loaded (a parallel test run), while PSI
-    // keeps growing with runnable tasks: PSI is the robust one to compare medians on.
-    let psi = series(&with, "psi.cpu.some");
-    assert!(psi["median_slow"].as_f64() > psi["median_other"].as_f64(), "{psi}");
-
-    let without = report(data.path(), control, &["--probe", control_file.to_str().expect("utf-8")]);
-    assert!(without["latency_source"].as_str().expect("source").contains("control.jsonl"));
-    let psi_without = series(&without, "psi.cpu.some")["spearman"].as_f64();
-    // The same slowdown without a burner: CPU must move with it less than with the burner
-    // (on a quiet machine it does not move at all; other load here can only add noise).
-    assert!(psi_without < psi_with, "psi.cpu.some rho without burner {psi_without:?} vs with {psi_with:?}");
-    // And no CPU series moves with it as much as the best one did with the burners. Compared
-    // as the best of the CPU series rather than cpu.busy alone: with the test binary's other
-    // tests loading both cores, cpu.busy sits near 100 % in both runs and its rho in either is
-    // noise around 0, so "busy lower without" would be a coin toss; PSI does not saturate.
-    let best_cpu = |report: &serde_json::Value| {
-        CPU.iter().filter_map(|name| series(report, name)["spearman"].as_f64()).fold(f64::MIN, f64::max)
-    };
-    let (best_with, best_without) = (best_cpu(&with), best_cpu(&without));
-    assert!(
-        best_without < best_with,
-        "best CPU rho without burner {best_without} vs with {best_with} (cpu.busy with: {busy_with})"
-    );
+    let Some(with) = with else { panic!("the claims failed in every try: {failures:#?}") };
 
     // Top processes: the burners used CPU inside the range.
     let burners = with["top_cpu"]
