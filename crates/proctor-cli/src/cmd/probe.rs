@@ -51,11 +51,13 @@ pub struct Args {
 
 #[derive(Debug, clap::Args)]
 struct RunOptions {
-    /// Number of requests (default 50 when neither -n nor --duration is given).
-    #[arg(short = 'n', long = "requests", value_name = "N")]
+    /// Number of requests (default 50 when neither -n nor --duration is given). One limit
+    /// only: -n with --duration (or with --every) is refused rather than one of them ignored.
+    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          conflicts_with_all = ["duration", "every"])]
     requests: Option<u64>,
     /// Keep sending for this long (e.g. 30s, 5m).
-    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    #[arg(long, value_parser = parse_duration, value_name = "D", conflicts_with = "every")]
     duration: Option<Duration>,
     /// Closed loop: this many workers, each sending its next request when the last ends.
     /// With --rate: the most requests in flight at once (default 32).

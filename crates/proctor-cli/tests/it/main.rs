@@ -576,3 +576,20 @@ fn bench_refuses_zero_samples_and_doctor_gives_root_root_advice() {
         assert!(!warnings.iter().any(|w| w.as_str().is_some_and(|w| w.contains("run as their user or root"))), "{d}");
     }
 }
+
+#[test]
+fn probe_refuses_two_limits_rather_than_ignoring_one() {
+    for args in [
+        &["-n", "5", "--duration", "2s"][..],
+        &["--duration", "2s", "-n", "5"][..],
+        &["-n", "0"][..],
+        &["--every", "1s", "--burst", "2", "--duration", "3s"][..],
+        &["--every", "1s", "--burst", "2", "-n", "3"][..],
+    ] {
+        let mut all = vec!["probe", "http://127.0.0.1:9/"];
+        all.extend_from_slice(args);
+        let out = proctor(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("error:"), "{args:?}");
+    }
+}
