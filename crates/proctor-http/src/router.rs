@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
@@ -335,11 +336,11 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
 
 async fn process(
     State(st): State<AppState>,
-    Path(pid): Path<String>,
+    pid: Result<Path<String>, PathRejection>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     Params::parse(q, &[])?;
-    let pid = parse_pid(&pid)?;
+    let pid = parse_pid(&path_arg(pid)?)?;
     let s = st.shared.latest();
     let row = s.row(pid).ok_or_else(|| ApiError::not_found(format!("no process {pid} in the latest sample")))?;
     Ok(json_response(&process::process(&s, row)))
@@ -347,11 +348,11 @@ async fn process(
 
 async fn tree(
     State(st): State<AppState>,
-    Path(pid): Path<String>,
+    pid: Result<Path<String>, PathRejection>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     Params::parse(q, &[])?;
-    let pid = parse_pid(&pid)?;
+    let pid = parse_pid(&path_arg(pid)?)?;
     let s = st.shared.latest();
     let t = proctor_model::build_tree(&s.rows, pid)
         .ok_or_else(|| ApiError::not_found(format!("no process {pid} in the latest sample")))?;
@@ -420,6 +421,16 @@ async fn index(RawQuery(q): RawQuery) -> Result<Response, ApiError> {
         .ok_or_else(|| ApiError::not_found("the dashboard is not built into this binary"))
 }
 
-async fn asset(Path(path): Path<String>) -> Result<Response, ApiError> {
+/// A path segment, or the JSON 400 every other bad request gets (axum's own rejection is
+/// text/plain), e.g. for percent-escapes that are not UTF-8 (`/%ff%fe`).
+fn path_arg(arg: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    match arg {
+        Ok(Path(value)) => Ok(value),
+        Err(rejection) => Err(ApiError::bad_request(rejection.body_text())),
+    }
+}
+
+async fn asset(path: Result<Path<String>, PathRejection>) -> Result<Response, ApiError> {
+    let path = path_arg(path)?;
     crate::assets::response(&path).ok_or_else(|| ApiError::not_found(format!("no route /{path}")))
 }

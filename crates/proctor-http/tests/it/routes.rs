@@ -144,6 +144,10 @@ fn bad_input_gets_json_errors() {
         ("/api/v1/snapshot?x=1", 400, "unknown query parameter 'x'; this endpoint takes: top, sort"),
         ("/api/v1/snapshot?sort=comm", 400, "'sort' must be one of"),
         ("/api/v1/container?x=1", 400, "takes: none"),
+        // Percent-escapes that are not UTF-8, in a path segment axum extracts.
+        ("/%ff%fe", 400, "Invalid UTF-8"),
+        ("/api/v1/processes/%ff%fe", 400, "Invalid UTF-8"),
+        ("/api/v1/processes/%ff/tree", 400, "Invalid UTF-8"),
     ];
     for (path, status, needle) in cases {
         let r = server.get(path);
