@@ -55,10 +55,13 @@ pub struct Outcome {
 struct Failure {
     class: ErrorClass,
     detail: String,
+    /// The status and body bytes that had arrived when a request failed after its response
+    /// head (a body cut short, a deadline passed mid-body): kept, not reported as nothing.
+    response: Option<(u16, u64)>,
 }
 
 fn failure(class: ErrorClass, detail: impl Into<String>) -> Failure {
-    Failure { class, detail: detail.into() }
+    Failure { class, detail: detail.into(), response: None }
 }
 
 enum Stream {
@@ -188,8 +191,8 @@ impl Client {
                 phases,
                 end,
                 reused,
-                status: None,
-                body_bytes: 0,
+                status: failed.response.map(|(status, _)| status),
+                body_bytes: failed.response.map_or(0, |(_, bytes)| bytes),
                 error: Some((failed.class, failed.detail)),
                 tls_verified,
             },
@@ -341,30 +344,52 @@ impl Client {
             self.head.extend_from_slice(&self.scratch[..read]);
         };
         let first_byte = first_byte.unwrap_or(written);
-        let already = &self.head[head.length..];
         let mut body_bytes = 0u64;
+        let read = self.read_body(stream, &head, deadline, &mut body_bytes);
+        phases.transfer_ns = Some(nanos(first_byte.elapsed()));
+        match read {
+            Ok(keep_alive) => Ok((head.status, body_bytes, keep_alive)),
+            Err(Some(mut failed)) => {
+                failed.response = Some((head.status, body_bytes));
+                Err(Some(failed))
+            }
+            Err(None) => Err(None),
+        }
+    }
+
+    /// Reads the body `head` announces, counting into `body_bytes` as it arrives (so a failure
+    /// part way still tells how much came); `Ok` says whether the connection can be reused.
+    fn read_body(
+        &mut self,
+        stream: &mut Stream,
+        head: &crate::http::Head,
+        deadline: Instant,
+        body_bytes: &mut u64,
+    ) -> Result<bool, Option<Failure>> {
+        let already = &self.head[head.length..];
         let mut keep_alive = head.keep_alive;
         match head.framing {
             Framing::Empty => keep_alive &= already.is_empty(),
             Framing::Length(length) => {
-                body_bytes = (already.len() as u64).min(length);
+                *body_bytes = (already.len() as u64).min(length);
                 keep_alive &= already.len() as u64 <= length;
-                while body_bytes < length {
+                while *body_bytes < length {
                     let read = read_some(stream, &mut self.scratch, deadline)?;
                     if read == 0 {
                         return Err(Some(failure(
                             ErrorClass::Io,
-                            format!("connection closed after {body_bytes} of {length} body bytes"),
+                            format!("connection closed after {} of {length} body bytes", *body_bytes),
                         )));
                     }
-                    body_bytes += read as u64;
+                    *body_bytes += read as u64;
                 }
-                keep_alive &= body_bytes == length;
+                keep_alive &= *body_bytes == length;
             }
             Framing::Chunked => {
                 let mut decoder = ChunkedDecoder::default();
                 let protocol = |err: crate::http::HttpError| Some(failure(ErrorClass::Protocol, err.to_string()));
                 let (used, mut done) = decoder.feed(already).map_err(protocol)?;
+                *body_bytes = decoder.body_bytes;
                 keep_alive &= used == already.len();
                 while !done {
                     let read = read_some(stream, &mut self.scratch, deadline)?;
@@ -372,17 +397,18 @@ impl Client {
                         return Err(Some(failure(ErrorClass::Io, "connection closed inside a chunked body")));
                     }
                     let (used, finished) = decoder.feed(&self.scratch[..read]).map_err(protocol)?;
+                    *body_bytes = decoder.body_bytes;
                     keep_alive &= used == read;
                     done = finished;
                 }
-                body_bytes = decoder.body_bytes;
+                *body_bytes = decoder.body_bytes;
             }
             Framing::UntilClose => {
-                body_bytes = already.len() as u64;
+                *body_bytes = already.len() as u64;
                 loop {
                     match read_some(stream, &mut self.scratch, deadline) {
                         Ok(0) => break,
-                        Ok(read) => body_bytes += read as u64,
+                        Ok(read) => *body_bytes += read as u64,
                         // A TLS peer that closes without close_notify ends a close-delimited
                         // body the same way a plain one does.
                         Err(Some(failed))
@@ -396,8 +422,7 @@ impl Client {
                 keep_alive = false;
             }
         }
-        phases.transfer_ns = Some(nanos(first_byte.elapsed()));
-        Ok((head.status, body_bytes, keep_alive))
+        Ok(keep_alive)
     }
 }
 

@@ -113,8 +113,10 @@ pub struct RequestRecord {
     /// a recorded file says whether its server's identity was checked. Absent for `http`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_verified: Option<bool>,
+    /// The response's status, also when the request then failed (a timeout or a close
+    /// mid-body): only a request that failed before a response head has none.
     pub status: Option<u16>,
-    /// Body bytes received.
+    /// Body bytes received, also those of a body cut short.
     pub body_bytes: u64,
     pub error: Option<ErrorClass>,
     /// The error in words, for people (`connection refused`, `certificate expired`).

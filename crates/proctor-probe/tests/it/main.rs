@@ -182,6 +182,12 @@ fn failures_are_classified_and_never_stop_the_run() {
         assert_eq!(record.error, Some(ErrorClass::Timeout), "{record:?}");
         assert!(record.total_ns >= 200_000_000 && record.total_ns < 1_000_000_000, "{record:?}");
     }
+    // A deadline passed mid-body: the status and the bytes that came are kept.
+    let cut = Server::start(true, |_| Action::StallBody);
+    let cut = run(config(&cut.url("/"), closed(1), 1, Duration::from_millis(200)));
+    assert_eq!(cut[0].error, Some(ErrorClass::Timeout), "{cut:?}");
+    assert_eq!((cut[0].status, cut[0].body_bytes), (Some(200), 5), "{cut:?}");
+    assert!(cut[0].phases.transfer_ns.is_some(), "{cut:?}");
 
     // TLS spoken to a plain HTTP server: the handshake fails as TLS, not as I/O.
     // (A server that answers any bytes with an HTTP error, as a plain server does to a

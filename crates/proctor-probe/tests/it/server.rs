@@ -20,6 +20,8 @@ pub enum Action {
     UntilClose,
     /// Read the request, never answer (the connection stays open 5 s).
     Stall,
+    /// `200` announcing 100 body bytes, send 5 of them, then stall 5 s.
+    StallBody,
 }
 
 pub struct Server {
@@ -121,6 +123,11 @@ fn serve(stream: &mut (impl Read + Write), action: &dyn Fn(u64) -> Action, count
                 return;
             }
             Action::Stall => {
+                std::thread::sleep(Duration::from_secs(5));
+                return;
+            }
+            Action::StallBody => {
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello");
                 std::thread::sleep(Duration::from_secs(5));
                 return;
             }
