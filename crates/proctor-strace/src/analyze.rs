@@ -17,7 +17,7 @@ use memchr::{memchr, memchr_iter};
 use proctor_modes::ModeConfig;
 
 use crate::parse::{parse_line_then, BadLine, Call, CallResult, Event, Line, Parsed, Part, TimeKind, Timestamp};
-use crate::tally::{Example, PathStats, PidStats, SlowCall, SourceStats, SyscallStats, Tally};
+use crate::tally::{Capped, Caps, Example, PathStats, PidStats, SlowCall, SourceStats, SyscallStats, Tally};
 
 /// Knobs of the analysis; [`Default`] is what `proctor strace` uses.
 #[derive(Debug, Clone)]
@@ -32,8 +32,21 @@ pub struct AnalyzerConfig {
     pub max_paths: usize,
     /// Timeline buckets kept before they are merged pairwise into wider ones.
     pub max_timeline_buckets: usize,
+    /// Distinct syscall names tracked (Linux has about 450); calls under later names are
+    /// counted under [`OTHER_NAMES`].
+    pub max_syscalls: usize,
+    /// Distinct errno names tracked per syscall (Linux has about 135); later ones are counted
+    /// under [`OTHER_NAMES`].
+    pub max_errnos: usize,
+    /// Distinct signal names tracked (64 on Linux, with strace's `SIGRT_n`).
+    pub max_signals: usize,
+    /// Processes with their own totals; later pids are summed under one row.
+    pub max_pids: usize,
     pub modes: ModeConfig,
 }
+
+/// The name under which calls, errnos and signals beyond a cap are counted.
+pub const OTHER_NAMES: &str = "(other names)";
 
 impl Default for AnalyzerConfig {
     fn default() -> Self {
@@ -43,6 +56,10 @@ impl Default for AnalyzerConfig {
             examples: 10,
             max_paths: 10_000,
             max_timeline_buckets: 4096,
+            max_syscalls: 1024,
+            max_errnos: 160,
+            max_signals: 128,
+            max_pids: 1_000_000,
             // `-T` prints whole microseconds. Wall times are durations: a rare cluster that
             // holds much of a syscall's time is a peak too.
             modes: ModeConfig { resolution: Some(1_000.0), ..ModeConfig::durations() },
@@ -174,7 +191,8 @@ impl Ord for Ranked {
 }
 
 /// The unfinished half of a call, waiting for its resumption on the same pid. A pid's slot
-/// stays in the map once used and its buffers are reused by the pid's next unfinished half:
+/// stays in the map until its process exits, and its buffers are reused by the pid's next
+/// unfinished half:
 /// on a busy log one line in twelve is a half, and two allocations for each were a visible
 /// share of the time.
 #[derive(Debug, Default)]
@@ -241,7 +259,12 @@ pub struct Analyzer {
     /// Indices of longer names.
     long_syscall_names: FastMap<Box<[u8]>, usize>,
     syscalls: Vec<SyscallStats>,
-    /// Keyed by pid; 0 for lines that name no pid. A thread is in at most one call.
+    /// The index in `syscalls` of [`OTHER_NAMES`], made when the first name over the cap comes.
+    other_syscall: Option<usize>,
+    /// Calls, errnos and signals counted under [`OTHER_NAMES`] because of a cap.
+    capped: Capped,
+    /// Keyed by pid; 0 for lines that name no pid. A thread is in at most one call. An entry
+    /// goes when its process exits; at most `max_pids` are kept.
     pending: FastMap<u32, Pending>,
     /// A resumed call's arguments (both halves) and its start time, kept to reuse their
     /// buffers: they are swapped with the pending half's while the call is accounted.
@@ -253,6 +276,8 @@ pub struct Analyzer {
     timeline: BTreeMap<i64, (u64, u128)>,
     timeline_bucket_seconds: f64,
     pids: FastMap<u32, PidStats>,
+    /// Processes beyond `max_pids`, summed.
+    pids_other: PidStats,
     paths_table: PathTable,
     paths_other: PathStats,
     signals: BTreeMap<String, u64>,
@@ -278,6 +303,8 @@ impl Analyzer {
             syscall_keys: vec![(NameKey::NONE, 0); 64],
             long_syscall_names: FastMap::default(),
             syscalls: Vec::new(),
+            other_syscall: None,
+            capped: Capped::default(),
             pending: FastMap::default(),
             joined_args: Vec::new(),
             start_time: Vec::new(),
@@ -286,6 +313,7 @@ impl Analyzer {
             timeline: BTreeMap::new(),
             timeline_bucket_seconds: 1.0,
             pids: FastMap::default(),
+            pids_other: PidStats::default(),
             paths_table: PathTable::default(),
             paths_other: PathStats::default(),
             signals: BTreeMap::new(),
@@ -377,9 +405,18 @@ impl Analyzer {
         match line.event {
             Event::Call(ref call) => self.call(call, here),
             Event::Signal { name } => {
-                *self.signals.entry(lossy(name)).or_default() += 1;
+                let name = lossy(name);
+                if let Some(count) = self.signals.get_mut(&name) {
+                    *count += 1;
+                } else if self.signals.len() < self.config.max_signals {
+                    self.signals.insert(name, 1);
+                } else {
+                    self.capped.signals += 1;
+                    *self.signals.entry(OTHER_NAMES.to_string()).or_default() += 1;
+                }
                 if let Some(pid) = pid {
-                    self.pids.entry(pid).or_default().signals += 1;
+                    let max = self.config.max_pids;
+                    pid_entry(&mut self.pids, &mut self.pids_other, &mut self.capped, max, pid).signals += 1;
                 }
             }
             Event::Exited { code } => self.exit(here, format!("exited with {code}")),
@@ -404,14 +441,16 @@ impl Analyzer {
 
     fn exit(&mut self, here: Here<'_>, status: String) {
         let key = here.pid.unwrap_or(0);
-        if let Some(pending) = self.pending.get_mut(&key).filter(|pending| pending.active) {
-            // The call never returned because its process ended: expected, not an orphan.
-            pending.active = false;
-            self.unfinished_at_exit += 1;
-            self.syscalls[pending.syscall].unfinished += 1;
+        if let Some(pending) = self.pending.remove(&key) {
+            if pending.active {
+                // The call never returned because its process ended: expected, not an orphan.
+                self.unfinished_at_exit += 1;
+                self.syscalls[pending.syscall].unfinished += 1;
+            }
         }
         if let Some(pid) = here.pid {
-            self.pids.entry(pid).or_default().exit = Some(status);
+            let max = self.config.max_pids;
+            pid_entry(&mut self.pids, &mut self.pids_other, &mut self.capped, max, pid).exit = Some(status);
         }
     }
 
@@ -420,6 +459,30 @@ impl Analyzer {
         let key = here.pid.unwrap_or(0);
         match call.part {
             Part::Unfinished => {
+                if self.pending.len() >= self.config.max_pids && !self.pending.contains_key(&key) {
+                    // More calls pending at once than processes tracked: written off now
+                    // rather than held (a log this wide is not one strace wrote).
+                    self.capped.pending += 1;
+                    let what = "unfinished, with more calls pending at once than the cap";
+                    let half = Pending {
+                        active: true,
+                        syscall,
+                        line: here.line,
+                        source: here.source,
+                        args: call.args[..call.args.len().min(ARGS_KEPT)].to_vec(),
+                        ..Pending::default()
+                    };
+                    let examples = self.config.examples;
+                    write_off(
+                        &mut self.orphan_unfinished,
+                        &mut self.syscalls,
+                        &mut self.orphan_examples,
+                        examples,
+                        &half,
+                        what,
+                    );
+                    return;
+                }
                 let pending = self.pending.entry(key).or_default();
                 if pending.active {
                     let what = "unfinished, then another call on the same pid";
@@ -504,6 +567,9 @@ impl Analyzer {
             }
             at = (at + 1) & mask;
         }
+        if self.syscalls_full() {
+            return self.other_syscall();
+        }
         let index = self.new_syscall(name);
         self.syscall_keys[at] = (key, index);
         if self.syscalls.len() * 2 > self.syscall_keys.len() {
@@ -525,9 +591,32 @@ impl Analyzer {
         if let Some(&index) = self.long_syscall_names.get(name) {
             return index;
         }
+        if self.syscalls_full() {
+            return self.other_syscall();
+        }
         let index = self.new_syscall(name);
         self.long_syscall_names.insert(name.into(), index);
         index
+    }
+
+    /// Whether `max_syscalls` names are tracked already (the other-names entry not counted).
+    fn syscalls_full(&self) -> bool {
+        self.syscalls.len() - usize::from(self.other_syscall.is_some()) >= self.config.max_syscalls
+    }
+
+    /// The entry calls under names beyond the cap are counted in (not looked up by name, so a
+    /// log whose syscall is really called that is not mixed into it).
+    #[cold]
+    fn other_syscall(&mut self) -> usize {
+        self.capped.syscall_lines += 1;
+        match self.other_syscall {
+            Some(index) => index,
+            None => {
+                let index = self.new_syscall(OTHER_NAMES.as_bytes());
+                self.other_syscall = Some(index);
+                index
+            }
+        }
     }
 
     fn new_syscall(&mut self, name: &[u8]) -> usize {
@@ -543,12 +632,12 @@ impl Analyzer {
         let failed = match call.result {
             Some(CallResult::Error { errno }) => {
                 stats.errors += 1;
-                count_errno(&mut stats.errnos, errno);
+                self.capped.errnos += u64::from(count_errno(&mut stats.errnos, errno, self.config.max_errnos));
                 true
             }
             Some(CallResult::Interrupted { errno }) => {
                 stats.interrupted += 1;
-                count_errno(&mut stats.errnos, errno);
+                self.capped.errnos += u64::from(count_errno(&mut stats.errnos, errno, self.config.max_errnos));
                 false
             }
             _ => false,
@@ -559,7 +648,8 @@ impl Analyzer {
         }
         let duration_ns = call.duration_ns.unwrap_or(0);
         if let Some(pid) = here.pid {
-            let pid_stats = self.pids.entry(pid).or_default();
+            let pid_stats =
+                pid_entry(&mut self.pids, &mut self.pids_other, &mut self.capped, self.config.max_pids, pid);
             pid_stats.calls += 1;
             pid_stats.errors += u64::from(failed);
             pid_stats.wall_ns += u128::from(duration_ns);
@@ -654,6 +744,14 @@ impl Analyzer {
             // Ascending order of `Reverse`: the slowest first, of equal ones the earliest.
             slowest: self.slowest.into_sorted_vec().into_iter().map(|Reverse(ranked)| ranked.call).collect(),
             pids: self.pids.into_iter().collect(),
+            pids_other: self.pids_other,
+            capped: self.capped,
+            caps: Caps {
+                syscalls: self.config.max_syscalls,
+                errnos: self.config.max_errnos,
+                signals: self.config.max_signals,
+                pids: self.config.max_pids,
+            },
             paths: self.paths_table.entries.into_iter().map(|(path, stats)| (lossy(&path), stats)).collect(),
             paths_other: self.paths_other,
             signals: self.signals,
@@ -862,11 +960,37 @@ impl PathTable {
 /// Argument bytes kept per unfinished half and per slow call.
 const ARGS_KEPT: usize = 200;
 
-fn count_errno(errnos: &mut Vec<(String, u64)>, errno: &[u8]) {
-    match errnos.iter_mut().find(|(name, _)| name.as_bytes() == errno) {
-        Some((_, count)) => *count += 1,
-        None => errnos.push((lossy(errno), 1)),
+/// Counts `errno` in `errnos`, or under [`OTHER_NAMES`] once `max` names are there (so the
+/// search stays bounded: no log makes it quadratic). Returns whether it went to the other names.
+fn count_errno(errnos: &mut Vec<(String, u64)>, errno: &[u8], max: usize) -> bool {
+    if let Some((_, count)) = errnos.iter_mut().take(max).find(|(name, _)| name.as_bytes() == errno) {
+        *count += 1;
+        return false;
     }
+    if errnos.len() < max {
+        errnos.push((lossy(errno), 1));
+        return false;
+    }
+    match errnos.get_mut(max) {
+        Some((_, count)) => *count += 1,
+        None => errnos.push((OTHER_NAMES.to_string(), 1)),
+    }
+    true
+}
+
+/// The totals of `pid`, or of every pid beyond the cap summed.
+fn pid_entry<'a>(
+    pids: &'a mut FastMap<u32, PidStats>,
+    other: &'a mut PidStats,
+    capped: &mut Capped,
+    max: usize,
+    pid: u32,
+) -> &'a mut PidStats {
+    if pids.len() >= max && !pids.contains_key(&pid) {
+        capped.pid_events += 1;
+        return other;
+    }
+    pids.entry(pid).or_default()
 }
 
 /// Calls whose positive result is a byte count.

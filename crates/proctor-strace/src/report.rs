@@ -11,7 +11,7 @@ use proctor_modes::{find_modes_in_histogram, Bucket};
 use serde::Serialize;
 
 use crate::parse::TimeKind;
-use crate::tally::{Example, PathStats, Tally};
+use crate::tally::{Example, PathStats, PidStats, Tally};
 
 /// Everything `proctor strace` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -37,6 +37,37 @@ pub struct Report {
     pub signals: Vec<NameCount>,
     pub orphans: OrphanReport,
     pub bad_lines: BadLineReport,
+    /// What did not fit the analyzer's tables and was counted under "(other names)" (or, for
+    /// processes, `pids_other`): all zero for any real strace log.
+    pub capped: CappedReport,
+}
+
+/// Counts folded into "other" rows by a cap, with the caps.
+#[derive(Debug, Clone, Serialize)]
+pub struct CappedReport {
+    /// Call lines under syscall names beyond the first `max_syscalls`.
+    pub syscall_lines: u64,
+    pub max_syscalls: usize,
+    /// Errors whose errno came after `max_errnos` others on the same syscall.
+    pub errnos: u64,
+    pub max_errnos: usize,
+    /// Signals whose name came after `max_signals` others.
+    pub signals: u64,
+    pub max_signals: usize,
+    /// Calls, signals and exits of processes after the first `max_pids`, summed in
+    /// `pids_other`.
+    pub pid_events: u64,
+    pub max_pids: usize,
+    /// Unfinished halves written off at once because `max_pids` calls were already pending.
+    pub pending: u64,
+    /// The processes beyond `max_pids`, summed (absent when there were none).
+    pub pids_other: Option<PidReport>,
+}
+
+impl CappedReport {
+    pub fn any(&self) -> bool {
+        self.syscall_lines + self.errnos + self.signals + self.pid_events + self.pending > 0
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -309,19 +340,7 @@ pub fn build(tally: Tally) -> Report {
     // The tally lists them slowest first already; keep it explicit (the sort is stable).
     slowest.sort_by(|a, b| b.duration_seconds.total_cmp(&a.duration_seconds));
 
-    let pids = tally
-        .pids
-        .iter()
-        .map(|(&pid, stats)| PidReport {
-            pid,
-            calls: stats.calls,
-            errors: stats.errors,
-            wall_seconds: seconds(stats.wall_ns),
-            slowest_seconds: stats.slowest_ns as f64 / 1e9,
-            signals: stats.signals,
-            exit: stats.exit.clone(),
-        })
-        .collect();
+    let pids = tally.pids.iter().map(|(&pid, stats)| pid_report(pid, stats)).collect();
 
     let timeline = TimelineReport {
         threshold_seconds: tally.slow_threshold_ns as f64 / 1e9,
@@ -385,6 +404,30 @@ pub fn build(tally: Tally) -> Report {
                 .collect(),
             examples: tally.bad_examples.iter().map(example).collect(),
         },
+        capped: CappedReport {
+            syscall_lines: tally.capped.syscall_lines,
+            max_syscalls: tally.caps.syscalls,
+            errnos: tally.capped.errnos,
+            max_errnos: tally.caps.errnos,
+            signals: tally.capped.signals,
+            max_signals: tally.caps.signals,
+            pid_events: tally.capped.pid_events,
+            max_pids: tally.caps.pids,
+            pending: tally.capped.pending,
+            pids_other: (tally.capped.pid_events > 0).then(|| pid_report(0, &tally.pids_other)),
+        },
+    }
+}
+
+fn pid_report(pid: u32, stats: &PidStats) -> PidReport {
+    PidReport {
+        pid,
+        calls: stats.calls,
+        errors: stats.errors,
+        wall_seconds: seconds(stats.wall_ns),
+        slowest_seconds: stats.slowest_ns as f64 / 1e9,
+        signals: stats.signals,
+        exit: stats.exit.clone(),
     }
 }
 
@@ -653,6 +696,38 @@ impl Report {
                 writeln!(out, "  {}:{}: {}: {}", example.source, example.line, example.what, example.text)?;
             }
         }
+        let capped = &self.capped;
+        if capped.any() {
+            writeln!(out, "\nCapped (no real strace log reaches these; the rest is counted, not listed):")?;
+            let other = crate::analyze::OTHER_NAMES;
+            if capped.syscall_lines > 0 {
+                let (lines, max) = (capped.syscall_lines, capped.max_syscalls);
+                writeln!(out, "  {lines} call lines under syscall names beyond the first {max}, as \"{other}\"")?;
+            }
+            if capped.errnos > 0 {
+                let (errors, max) = (capped.errnos, capped.max_errnos);
+                writeln!(
+                    out,
+                    "  {errors} errors under errnos beyond the first {max} of their syscall, as \"{other}\""
+                )?;
+            }
+            if capped.signals > 0 {
+                let (signals, max) = (capped.signals, capped.max_signals);
+                writeln!(out, "  {signals} signals under names beyond the first {max}, as \"{other}\"")?;
+            }
+            if let Some(pids) = &capped.pids_other {
+                let max = capped.max_pids;
+                writeln!(
+                    out,
+                    "  {} events of processes beyond the first {max}, summed: {} calls, {} errors, {:.3} s",
+                    capped.pid_events, pids.calls, pids.errors, pids.wall_seconds
+                )?;
+            }
+            if capped.pending > 0 {
+                let pending = capped.pending;
+                writeln!(out, "  {pending} unfinished halves written off: more calls pending at once than the cap")?;
+            }
+        }
         Ok(())
     }
 
@@ -707,7 +782,7 @@ mod tests {
 
     use super::*;
     use crate::parse::BadLine;
-    use crate::tally::{SourceStats, SyscallStats};
+    use crate::tally::{Capped, Caps, SourceStats, SyscallStats};
     use crate::AnalyzerConfig;
 
     /// A tally of one empty source, with the analyzer's default threshold.
@@ -721,6 +796,9 @@ mod tests {
             without_duration: 0,
             slowest: Vec::new(),
             pids: BTreeMap::new(),
+            pids_other: PidStats::default(),
+            capped: Capped::default(),
+            caps: Caps::default(),
             paths: Vec::new(),
             paths_other: PathStats::default(),
             signals: BTreeMap::new(),

@@ -29,8 +29,16 @@ pub struct Tally {
     pub without_duration: u64,
     /// The slowest calls that had a duration, slowest first (of equal ones, the earlier first).
     pub slowest: Vec<SlowCall>,
-    /// Per pid, by pid; lines whose pid is unknown count in no pid.
+    /// Per pid, by pid, up to the analyzer's `max_pids`; lines whose pid is unknown count in
+    /// no pid.
     pub pids: BTreeMap<u32, PidStats>,
+    /// Processes beyond `max_pids`, summed.
+    pub pids_other: PidStats,
+    /// What the analyzer's caps folded into "other" rows.
+    pub capped: Capped,
+    /// The caps themselves, for the report to name: syscall names, errnos per syscall,
+    /// signal names and pids.
+    pub caps: Caps,
     /// `-y` paths and sockets (lossy UTF-8) with their totals, in order of first appearance,
     /// up to the analyzer's `max_paths`.
     pub paths: Vec<(String, PathStats)>,
@@ -60,6 +68,31 @@ pub struct Tally {
     pub slow_threshold_ns: u64,
     /// The analyzer's `modes`: how the report finds peaks in the histograms.
     pub modes: ModeConfig,
+}
+
+/// Lines and calls counted under "other" because a table was full: a real strace log fills
+/// none of these, a hostile or broken one cannot make the analysis grow without bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capped {
+    /// Call lines whose syscall name came after `max_syscalls` others.
+    pub syscall_lines: u64,
+    /// Errors and interruptions whose errno came after `max_errnos` others on that syscall.
+    pub errnos: u64,
+    /// Signals whose name came after `max_signals` others.
+    pub signals: u64,
+    /// Calls, signals and exits of processes after `max_pids` others.
+    pub pid_events: u64,
+    /// Unfinished halves written off because `max_pids` calls were pending already.
+    pub pending: u64,
+}
+
+/// The analyzer's table caps (see `AnalyzerConfig`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Caps {
+    pub syscalls: usize,
+    pub errnos: usize,
+    pub signals: usize,
+    pub pids: usize,
 }
 
 /// One input (a file, one `-ff` file or stdin).

@@ -279,6 +279,15 @@ fn every_duration_in_the_json_is_named_in_seconds() {
         "bytes",
         "resumed",
         "unfinished_at_exit",
+        // The caps section: counts and table sizes.
+        "syscall_lines",
+        "errnos",
+        "pid_events",
+        "pending",
+        "max_syscalls",
+        "max_errnos",
+        "max_signals",
+        "max_pids",
     ];
     assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new());
     let futex = json["syscalls"].as_array().and_then(|all| all.iter().find(|s| s["name"] == "futex")).cloned();
@@ -293,4 +302,57 @@ fn every_duration_in_the_json_is_named_in_seconds() {
     assert!(low <= mean && mean < high && (0.2..0.3).contains(&mean), "{last}");
     assert!(futex["peaks"][0]["value_seconds"].is_f64(), "{futex}");
     assert!(json["slowest"][0]["duration_seconds"].as_f64().is_some_and(|seconds| seconds > 0.2), "{json}");
+}
+
+/// A hostile log: 200,000 distinct syscall names, 200,000 distinct errnos on one syscall,
+/// 1,000 signal names and 5,000 pids with a call each, against small caps. Every table stops at
+/// its cap, the rest is counted under "(other names)" (or summed over pids), nothing is lost
+/// from the totals, and the text says what was capped. (With no cap, the names took 1.8 GB and
+/// the errnos 60 s in a release build; see `Report::capped`.)
+#[test]
+fn hostile_names_errnos_signals_and_pids_stop_at_their_caps() {
+    use std::fmt::Write as _;
+    let mut log = String::new();
+    for i in 0..200_000 {
+        let _ = writeln!(log, "1 sys{i:07}(1) = 0 <0.000001>");
+    }
+    for i in 0..200_000 {
+        let _ = writeln!(log, "2 open(\"/x\", O_RDONLY) = -1 E{i:07} (No such thing) <0.000001>");
+    }
+    for i in 0..1_000 {
+        let _ = writeln!(log, "3 --- SIGX{i:04} {{si_signo=1}} ---");
+    }
+    for pid in 10..5_010 {
+        let _ = writeln!(log, "{pid} getpid() = {pid} <0.000001>");
+    }
+    let config = AnalyzerConfig {
+        max_syscalls: 100,
+        max_errnos: 20,
+        max_signals: 50,
+        max_pids: 1_000,
+        ..AnalyzerConfig::default()
+    };
+    let mut analyzer = Analyzer::new(config);
+    analyzer.begin_source("hostile.log", None);
+    feed_reader(&mut analyzer, log.as_bytes()).expect("reads");
+    let report = report::build(analyzer.finish());
+
+    assert_eq!(report.syscalls.len(), 101, "100 names and the other names");
+    let other = syscall(&report, proctor_strace::analyze::OTHER_NAMES);
+    // Names beyond the first 100: the sys* ones, and open and getpid, which came later.
+    assert_eq!(other.count, 200_000 - 100 + 200_000 + 5_000, "sys0000099 was the 100th name");
+    assert_eq!(report.calls, 405_000, "every call is counted somewhere");
+    assert_eq!(report.capped.syscall_lines, other.count);
+    assert_eq!(other.errnos.len(), 21, "20 errnos and the other names");
+    assert_eq!(other.errnos.iter().find(|e| e.name == "(other names)").map(|e| e.count), Some(200_000 - 20));
+    assert_eq!(report.capped.errnos, 200_000 - 20);
+    assert_eq!(report.signals.len(), 51);
+    assert_eq!(report.capped.signals, 950);
+    assert_eq!(report.pids.len(), 1_000);
+    let beyond = report.capped.pids_other.as_ref().expect("pids beyond the cap are summed");
+    assert_eq!(beyond.calls, 5_000 - (1_000 - 3), "pids 1 to 3 took three of the 1,000");
+    let text = report.render_text(20);
+    assert!(text.contains("Capped"), "{text}");
+    assert!(text.contains("call lines under syscall names beyond the first 100"), "{text}");
+    assert!(text.contains("errors under errnos beyond the first 20"), "{text}");
 }
