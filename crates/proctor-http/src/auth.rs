@@ -70,6 +70,10 @@ fn is_loopback_name(name: &str) -> bool {
 fn foreign(headers: &HeaderMap, hosts: &HostRule) -> Option<String> {
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let host = text(header::HOST);
+    if host.is_none() && headers.contains_key(header::HOST) && *hosts != HostRule::Any {
+        // Not text: no loopback name, and not to be waved through for want of one.
+        return Some("the Host header is not text".to_string());
+    }
     if let Some(host) = &host {
         if !hosts.allows(host) {
             return Some(format!("Host '{host}' is not this agent (a loopback agent without a token answers loopback names only; see --allow-host)"));

@@ -99,6 +99,9 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(limits.max_buf_bytes.max(8192))
+        // A client that sends its request and then shuts its write side (`nc -N`, a script
+        // that half-closes) still gets its answer; hyper's default drops it on that EOF.
+        .half_close(true)
         .keep_alive(true);
     tokio::pin!(shutdown);
     loop {

@@ -76,6 +76,8 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// number of bytes read.
 pub fn feed_reader<R: BufRead>(analyzer: &mut Analyzer, mut reader: R) -> io::Result<u64> {
     let mut carry: Vec<u8> = Vec::new();
+    // Whether the line in `carry` lost bytes to the cap.
+    let mut cut = false;
     let mut bytes = 0u64;
     loop {
         let buffer = match reader.fill_buf() {
@@ -88,14 +90,16 @@ pub fn feed_reader<R: BufRead>(analyzer: &mut Analyzer, mut reader: R) -> io::Re
         let mut start = 0;
         if !carry.is_empty() {
             let Some(newline) = memchr(b'\n', buffer) else {
-                extend_capped(&mut carry, buffer);
+                cut |= extend_capped(&mut carry, buffer);
                 reader.consume(filled);
                 bytes += filled as u64;
                 continue;
             };
-            extend_capped(&mut carry, &buffer[..newline]);
+            cut |= extend_capped(&mut carry, &buffer[..newline]);
+            analyzer.lines_cut += u64::from(cut);
             analyzer.feed_line(&carry);
             carry.clear();
+            cut = false;
             start = newline + 1;
         }
         let whole = &buffer[start..];
@@ -107,19 +111,22 @@ pub fn feed_reader<R: BufRead>(analyzer: &mut Analyzer, mut reader: R) -> io::Re
             analyzer.feed_line_checked(&whole[line_start..newline], nul_free);
             line_start = newline + 1;
         }
-        extend_capped(&mut carry, &whole[line_start..]);
+        cut |= extend_capped(&mut carry, &whole[line_start..]);
         reader.consume(filled);
         bytes += filled as u64;
     }
     if !carry.is_empty() {
+        analyzer.lines_cut += u64::from(cut);
         analyzer.feed_line(&carry);
     }
     Ok(bytes)
 }
 
-fn extend_capped(carry: &mut Vec<u8>, more: &[u8]) {
+/// Appends what fits under [`MAX_LINE_BYTES`]; returns whether anything did not.
+fn extend_capped(carry: &mut Vec<u8>, more: &[u8]) -> bool {
     let room = MAX_LINE_BYTES.saturating_sub(carry.len());
     carry.extend_from_slice(&more[..more.len().min(room)]);
+    more.len() > room
 }
 
 /// A word-at-a-time multiplicative hash (the FxHash idea) for syscall names, paths and pids.
@@ -282,6 +289,8 @@ pub struct Analyzer {
     paths_other: PathStats,
     signals: BTreeMap<String, u64>,
     lines: u64,
+    /// Lines cut to [`MAX_LINE_BYTES`] (set by [`feed_reader`]).
+    lines_cut: u64,
     notes: u64,
     bad_by_reason: BTreeMap<BadLine, u64>,
     bad_examples: Vec<Example>,
@@ -318,6 +327,7 @@ impl Analyzer {
             paths_other: PathStats::default(),
             signals: BTreeMap::new(),
             lines: 0,
+            lines_cut: 0,
             notes: 0,
             bad_by_reason: BTreeMap::new(),
             bad_examples: Vec::new(),
@@ -737,6 +747,7 @@ impl Analyzer {
         Tally {
             sources: self.sources,
             lines: self.lines,
+            lines_cut: self.lines_cut,
             notes: self.notes,
             time_kind: self.time_kind,
             syscalls: self.syscalls,

@@ -18,6 +18,8 @@ use crate::tally::{Example, PathStats, PidStats, Tally};
 pub struct Report {
     pub sources: Vec<SourceReport>,
     pub lines: u64,
+    /// Lines over 1 MiB, analyzed as their first MiB (the rest of such a line is skipped).
+    pub lines_cut: u64,
     /// Calls with a result (including orphan resumed halves).
     pub calls: u64,
     /// Calls without a `-T` duration (strace run without `-T`, or `= ?` exits).
@@ -379,6 +381,7 @@ pub fn build(tally: Tally) -> Report {
             })
             .collect(),
         lines: tally.lines,
+        lines_cut: tally.lines_cut,
         calls: syscalls.iter().map(|syscall| syscall.count).sum(),
         calls_without_duration: tally.without_duration,
         timestamps: tally.time_kind,
@@ -560,6 +563,14 @@ impl Report {
                 None => "none",
             }
         )?;
+        if self.lines_cut > 0 {
+            let max = crate::analyze::MAX_LINE_BYTES >> 20;
+            writeln!(
+                out,
+                "note: {} lines longer than {max} MiB were cut: only their first {max} MiB was read",
+                self.lines_cut
+            )?;
+        }
         if self.calls > 0 && self.calls_without_duration == self.calls {
             writeln!(out, "note: no call has a -T duration; run strace with -T to get wall times")?;
         }
@@ -790,6 +801,7 @@ mod tests {
         Tally {
             sources: vec![SourceStats { name: "x.log".to_string(), ..SourceStats::default() }],
             lines: 0,
+            lines_cut: 0,
             notes: 0,
             time_kind: None,
             syscalls: Vec::new(),

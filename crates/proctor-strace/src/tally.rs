@@ -19,6 +19,8 @@ pub struct Tally {
     pub sources: Vec<SourceStats>,
     /// Lines read in all sources.
     pub lines: u64,
+    /// Lines longer than `MAX_LINE_BYTES`, analyzed as their first `MAX_LINE_BYTES` only.
+    pub lines_cut: u64,
     /// strace's own notes (`strace: Process N attached` and the like), skipped.
     pub notes: u64,
     /// Which timestamp option the log was written with: that of the first timestamped line.

@@ -159,7 +159,11 @@ fn nothing_found(report: &Report) -> String {
         .first()
         .map(|example| format!("; line {}: {}: {}", example.line, example.what, example.text))
         .unwrap_or_default();
-    format!("{names}: no strace lines among {} lines{first}", report.lines)
+    let cut = match report.lines_cut {
+        0 => String::new(),
+        n => format!(" ({n} of them longer than 1 MiB, read as their first MiB)"),
+    };
+    format!("{names}: no strace lines among {} lines{cut}{first}", report.lines)
 }
 
 /// A percentage on stderr for files of 64 MiB or more, only when stderr is a terminal.

@@ -281,6 +281,7 @@ fn every_duration_in_the_json_is_named_in_seconds() {
         "unfinished_at_exit",
         // The caps section: counts and table sizes.
         "syscall_lines",
+        "lines_cut",
         "errnos",
         "pid_events",
         "pending",
@@ -355,4 +356,19 @@ fn hostile_names_errnos_signals_and_pids_stop_at_their_caps() {
     assert!(text.contains("Capped"), "{text}");
     assert!(text.contains("call lines under syscall names beyond the first 100"), "{text}");
     assert!(text.contains("errors under errnos beyond the first 20"), "{text}");
+}
+
+/// A line over 1 MiB is read as its first MiB, and the report says so.
+#[test]
+fn a_giant_line_is_cut_and_counted() {
+    let line = format!("1 read(3, \"{}\", 3000000) = 3000000 <0.000001>\n", "a".repeat(3_000_000));
+    let log = format!("1 getpid() = 1 <0.000001>\n{line}1 getpid() = 1 <0.000001>\n");
+    let mut analyzer = Analyzer::new(AnalyzerConfig::default());
+    analyzer.begin_source("giant.log", None);
+    // Through a small buffer, so the giant line straddles many fills.
+    feed_reader(&mut analyzer, std::io::BufReader::with_capacity(4096, log.as_bytes())).expect("reads");
+    let report = report::build(analyzer.finish());
+    assert_eq!((report.lines, report.lines_cut), (3, 1));
+    assert_eq!(syscall(&report, "getpid").count, 2, "the lines around it are whole");
+    assert!(report.render_text(10).contains("1 lines longer than 1 MiB were cut"), "{}", report.render_text(10));
 }
