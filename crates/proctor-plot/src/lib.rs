@@ -8,10 +8,13 @@
 //!
 //! Pure: shapes in, the file's bytes out. No I/O, no clock. This crate does not lay anything
 //! out (panels, scales): each caller turns its own report into shapes; [`axis`] only picks
-//! round tick values and time labels, which every multi-panel plot needs alike.
+//! round tick values and time labels, which every multi-panel plot needs alike, and [`label`]
+//! measures labels in DejaVu Sans (embedded) and says where a layout lets them clip or collide.
 
 pub mod axis;
 mod font;
+pub mod label;
+mod pixel_font;
 mod png;
 
 use std::fmt::Write as _;
@@ -41,14 +44,42 @@ pub enum Shape {
         y2: f64,
         color: [u8; 3],
     },
-    /// `y` is the baseline; `centered` anchors the middle of the text at `x`.
+    /// `y` is the baseline; `anchor` says which part of the text sits at `x`; `size` is the
+    /// font size in pixels.
     Text {
         x: f64,
         y: f64,
         text: String,
         color: [u8; 3],
-        centered: bool,
+        anchor: Anchor,
+        size: f64,
     },
+}
+
+/// Which part of a label sits at its `x`, as SVG's `text-anchor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchor {
+    Start,
+    Middle,
+    End,
+}
+
+/// The size of axis labels, legends and marks, in pixels.
+pub const LABEL_SIZE: f64 = 11.0;
+
+impl Shape {
+    pub fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
+        Shape::Rect { x, y, width, height, color }
+    }
+
+    pub fn line(x1: f64, y1: f64, x2: f64, y2: f64, color: [u8; 3]) -> Shape {
+        Shape::Line { x1, y1, x2, y2, color }
+    }
+
+    /// A label of [`LABEL_SIZE`].
+    pub fn text(x: f64, y: f64, text: impl Into<String>, color: [u8; 3], anchor: Anchor) -> Shape {
+        Shape::Text { x, y, text: text.into(), color, anchor, size: LABEL_SIZE }
+    }
 }
 
 /// The shapes as an SVG document `width` × `height` pixels on a white background.
@@ -71,11 +102,16 @@ pub fn svg(width: u32, height: u32, shapes: &[Shape]) -> String {
             Shape::Line { x1, y1, x2, y2, color } => {
                 writeln!(out, r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{}"/>"#, hex(*color))
             }
-            Shape::Text { x, y, text, color, centered } => writeln!(
+            Shape::Text { x, y, text, color, anchor, size } => writeln!(
                 out,
-                r#"<text x="{x:.1}" y="{y:.1}" fill="{}"{}>{}</text>"#,
+                r#"<text x="{x:.1}" y="{y:.1}" fill="{}"{}{}>{}</text>"#,
                 hex(*color),
-                if *centered { r#" text-anchor="middle""# } else { "" },
+                match anchor {
+                    Anchor::Start => "",
+                    Anchor::Middle => r#" text-anchor="middle""#,
+                    Anchor::End => r#" text-anchor="end""#,
+                },
+                if *size == LABEL_SIZE { String::new() } else { format!(r#" font-size="{size}""#) },
                 escape(text)
             ),
         };
@@ -98,8 +134,8 @@ mod tests {
         let shapes = [
             Shape::Rect { x: 1.0, y: 2.26, width: 3.0, height: 4.0, color: BLUE },
             Shape::Line { x1: 0.0, y1: 5.0, x2: 10.0, y2: 5.0, color: INK },
-            Shape::Text { x: 7.0, y: 8.0, text: "a<b & c>d".to_string(), color: RED, centered: true },
-            Shape::Text { x: 7.0, y: 8.0, text: "left".to_string(), color: INK, centered: false },
+            Shape::text(7.0, 8.0, "a<b & c>d", RED, Anchor::Middle),
+            Shape::text(7.0, 8.0, "left", INK, Anchor::Start),
         ];
         let expected = concat!(
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="40" height="30" viewBox="0 0 40 30" font-family="sans-serif" font-size="11">"#,

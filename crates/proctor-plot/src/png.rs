@@ -3,8 +3,8 @@
 
 use std::io::Write as _;
 
-use crate::font::{glyph, GLYPH_ADVANCE, GLYPH_HEIGHT, SCALE};
-use crate::Shape;
+use crate::pixel_font::{glyph, GLYPH_ADVANCE, GLYPH_HEIGHT, SCALE};
+use crate::{Anchor, Shape};
 
 /// The shapes as a PNG image `width` × `height` pixels (RGB, 8 bits per channel) on white.
 /// Rectangles and lines are at least one pixel wide and tall, so a zero-count bar or a
@@ -20,9 +20,13 @@ pub fn png(width: u32, height: u32, shapes: &[Shape]) -> Vec<u8> {
                 // Only axis-parallel lines are drawn, so a thin rectangle is exact.
                 canvas.fill(x1.min(*x2), y1.min(*y2), (x2 - x1).abs().max(1.0), (y2 - y1).abs().max(1.0), *color);
             }
-            Shape::Text { x, y, text, color, centered } => {
+            Shape::Text { x, y, text, color, anchor, .. } => {
                 let width = text.chars().count() as f64 * GLYPH_ADVANCE;
-                let left = if *centered { x - width / 2.0 } else { *x };
+                let left = match anchor {
+                    Anchor::Start => *x,
+                    Anchor::Middle => x - width / 2.0,
+                    Anchor::End => x - width,
+                };
                 canvas.text(left, y - GLYPH_HEIGHT, text, *color);
             }
         }
@@ -199,7 +203,7 @@ mod tests {
     }
 
     fn text(x: f64, baseline: f64, text: &str, centered: bool) -> Shape {
-        Shape::Text { x, y: baseline, text: text.to_string(), color: INK, centered }
+        Shape::text(x, baseline, text, INK, if centered { Anchor::Middle } else { Anchor::Start })
     }
 
     #[test]

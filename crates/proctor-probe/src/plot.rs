@@ -5,7 +5,7 @@
 //! `proctor_plot` shapes; `proctor_plot` writes the SVG and rasterizes the PNG, as it does
 //! for `proctor strace`'s plots.
 
-use proctor_plot::{Shape, BLUE, INK, RED};
+use proctor_plot::{Anchor, Shape, BLUE, INK, RED};
 
 use crate::record::RequestRecord;
 use crate::report::{human_ns, Report};
@@ -25,7 +25,7 @@ fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
 }
 
 fn text(x: f64, y: f64, text: String, color: [u8; 3], centered: bool) -> Shape {
-    Shape::Text { x, y, text, color, centered }
+    Shape::text(x, y, text, color, if centered { Anchor::Middle } else { Anchor::Start })
 }
 
 /// Decades (log10 of ns) spanning the responses, at least one.

@@ -8,7 +8,7 @@
 //! lines and labels: `proctor_plot` writes them as SVG or rasterizes them as PNG.
 
 use proctor_plot::axis::{nice_ticks, time_ticks};
-use proctor_plot::{Shape, BLUE, INK, RED};
+use proctor_plot::{Anchor, Shape, BLUE, INK, RED};
 
 use crate::correlate::Correlation;
 use crate::range::{RangeSummary, Series, Unit};
@@ -49,7 +49,7 @@ fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
 }
 
 fn text(x: f64, y: f64, text: impl Into<String>, color: [u8; 3], centered: bool) -> Shape {
-    Shape::Text { x, y, text: text.into(), color, centered }
+    Shape::text(x, y, text, color, if centered { Anchor::Middle } else { Anchor::Start })
 }
 
 fn line(x1: f64, y1: f64, x2: f64, y2: f64, color: [u8; 3]) -> Shape {

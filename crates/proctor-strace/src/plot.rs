@@ -4,7 +4,7 @@
 //! SVG or rasterizes them into a PNG. Bars regroup the log-scale buckets into 20 per decade;
 //! peaks are marked in red with their value. This module does the layout only: no drawing.
 
-use proctor_plot::{Shape, BLUE, INK, RED};
+use proctor_plot::{Anchor, Shape, BLUE, INK, RED};
 
 use crate::report::{human_seconds, Report, SyscallReport};
 
@@ -23,13 +23,7 @@ fn layout(report: &Report, panels: usize) -> (Vec<Shape>, f64) {
     let height = (chosen.len().max(1) as f64) * PANEL_HEIGHT;
     let mut shapes = Vec::new();
     if chosen.is_empty() {
-        shapes.push(Shape::Text {
-            x: 20.0,
-            y: 40.0,
-            text: "no timed calls (was strace run with -T?)".to_string(),
-            color: INK,
-            centered: false,
-        });
+        shapes.push(Shape::text(20.0, 40.0, "no timed calls (was strace run with -T?)", INK, Anchor::Start));
     }
     for (index, syscall) in chosen.iter().enumerate() {
         panel(&mut shapes, syscall, index as f64 * PANEL_HEIGHT);
@@ -77,19 +71,14 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) {
     let base = y0 + TOP + plot_height;
     let most = bars.iter().map(|bar| bar.1).max().unwrap_or(1).max(1) as f64;
 
-    shapes.push(Shape::Text {
-        x: LEFT,
-        y: y0 + 16.0,
-        text: format!(
-            "{}: {} calls, {} total, p50 {}",
-            syscall.name,
-            syscall.count,
-            human_seconds(syscall.total_seconds),
-            syscall.p50_seconds.map_or_else(|| "-".to_string(), human_seconds)
-        ),
-        color: INK,
-        centered: false,
-    });
+    let title = format!(
+        "{}: {} calls, {} total, p50 {}",
+        syscall.name,
+        syscall.count,
+        human_seconds(syscall.total_seconds),
+        syscall.p50_seconds.map_or_else(|| "-".to_string(), human_seconds)
+    );
+    shapes.push(Shape::text(LEFT, y0 + 16.0, title, INK, Anchor::Start));
     let bar_width = plot_width / ((high - low) * BARS_PER_DECADE);
     for (decade, count) in &bars {
         let height = (*count as f64 / most) * plot_height;
@@ -106,25 +95,14 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) {
     while decade <= high {
         let x = x_of(decade);
         shapes.push(Shape::Line { x1: x, y1: base, x2: x, y2: base + 4.0, color: INK });
-        shapes.push(Shape::Text {
-            x,
-            y: base + 16.0,
-            text: human_seconds(10f64.powf(decade)),
-            color: INK,
-            centered: true,
-        });
+        shapes.push(Shape::text(x, base + 16.0, human_seconds(10f64.powf(decade)), INK, Anchor::Middle));
         decade += 1.0;
     }
     for peak in &syscall.peaks {
         let x = x_of(peak.seconds.max(0.5e-6).log10());
         shapes.push(Shape::Line { x1: x, y1: y0 + TOP, x2: x, y2: base, color: RED });
-        shapes.push(Shape::Text {
-            x,
-            y: y0 + TOP - 2.0,
-            text: format!("{} (n={})", human_seconds(peak.seconds), peak.count),
-            color: RED,
-            centered: true,
-        });
+        let label = format!("{} (n={})", human_seconds(peak.seconds), peak.count);
+        shapes.push(Shape::text(x, y0 + TOP - 2.0, label, RED, Anchor::Middle));
     }
 }
 
