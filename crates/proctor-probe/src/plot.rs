@@ -145,6 +145,52 @@ mod tests {
             .collect()
     }
 
+    /// What keeps the labels from being read (see `proctor_plot::label::problems`), after
+    /// checking that the PNG has the layout's size.
+    fn unreadable(records: &[RequestRecord], report: &Report, title: &str) -> Vec<String> {
+        let shapes = layout(records, report, title);
+        let png = png(records, report, title);
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!((size(16), size(20)), (WIDTH as u32, HEIGHT as u32));
+        proctor_plot::label::problems(WIDTH, HEIGHT, &shapes)
+    }
+
+    #[test]
+    fn labels_stay_inside_the_picture_and_apart() {
+        let records = records();
+        let report = build(&records, &ReportConfig::default());
+        let mut problems = unreadable(&records, &report, "proctor probe http://127.0.0.1:8080/");
+
+        // The issue's run: six modes, four of them within 13 ms of each other, a failure, a
+        // span of latencies from 40 µs to 12 s, and a title naming many files.
+        let mut wide = records.clone();
+        wide[0].total_ns = 40_000;
+        wide[1].total_ns = 12_000_000_000;
+        wide[2].status = None;
+        wide[2].error = Some(crate::ErrorClass::Timeout);
+        let mut report = build(&wide, &ReportConfig::default());
+        let modes = report.modes.as_mut().expect("modes");
+        let template = modes.modes[0];
+        modes.modes = [59.9e6, 63.9e6, 68.2e6, 72.0e6, 132e6, 224e6]
+            .iter()
+            .map(|value| proctor_modes::Mode { value: *value, fraction: 1.0 / 6.0, ..template })
+            .collect();
+        report.modes_summary = "6 modes: 59.9 ms (17 %), 63.9 ms (17 %), 68.2 ms (17 %), 72.0 ms (17 %), 132 ms \
+                                (17 %), 224 ms (17 %); 132 ms ≈ 2 × 63.9 ms; 224 ms ≈ 3 × 72.0 ms; the 64 ms mode is \
+                                quantized in 4 ms steps"
+            .to_string();
+        let files: Vec<String> = (0..12).map(|i| format!("/var/tmp/probe-runs/run-{i:02}.jsonl")).collect();
+        problems.extend(unreadable(&wide, &report, &format!("proctor probe analyze {}", files.join(" "))));
+
+        // Nothing answered: the one line that says so.
+        let failed: Vec<RequestRecord> = records
+            .iter()
+            .map(|r| RequestRecord { status: None, error: Some(crate::ErrorClass::Refused), ..r.clone() })
+            .collect();
+        problems.extend(unreadable(&failed, &build(&failed, &ReportConfig::default()), "t"));
+        assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
     #[test]
     fn svg_marks_the_modes_and_png_is_well_formed() {
         let records = records();

@@ -326,6 +326,82 @@ mod tests {
         summary
     }
 
+    /// An hour at 1 s in 600 buckets with every series filled, memory in the tens of GiB and
+    /// rates near 1 MB/s: the figures whose labels used to land on 27.9 GiB and 977 KiB/s.
+    fn full_hour() -> RangeSummary {
+        let from_ns = 1_700_000_000 * 1_000_000_000; // 22:13:20 UTC
+        let to_ns = from_ns + 3600 * 1_000_000_000;
+        let mut summary = crate::range::summarize(Vec::new(), RangeConfig { from_ns, to_ns, ..RangeConfig::default() });
+        for series in &mut summary.series {
+            let top = match series.unit {
+                Unit::Percent => 100.0,
+                Unit::Bytes => 27.9 * (1u64 << 30) as f64,
+                Unit::BytesPerSecond => 1e6,
+            };
+            series.points = (0..600u32)
+                .map(|b| {
+                    let wave = 0.5 + 0.5 * (f64::from(b) / 40.0).sin();
+                    SeriesPoint {
+                        bucket: b,
+                        start_ns: from_ns + u64::from(b) * 6_000_000_000,
+                        end_ns: from_ns + u64::from(b + 1) * 6_000_000_000,
+                        mean: top * wave * 0.8,
+                        max: top * wave,
+                        count: 6,
+                    }
+                })
+                .collect();
+        }
+        summary.first_ns = Some(from_ns);
+        summary.last_ns = Some(to_ns);
+        summary.median_interval_ns = Some(1_000_000_000);
+        summary
+    }
+
+    /// Latencies every 250 ms over the summary's range, from `low_ns` to `high_ns`, the
+    /// highest tenth of them slow.
+    fn latencies(summary: &RangeSummary, low_ns: f64, high_ns: f64) -> Vec<LatencyPoint> {
+        let from = summary.first_ns.unwrap_or(summary.from_ns);
+        let to = summary.last_ns.unwrap_or(summary.to_ns);
+        let count = (to - from) / 250_000_000;
+        (0..count)
+            .map(|i| LatencyPoint {
+                unix_ns: from + i * 250_000_000,
+                latency_ns: low_ns * (high_ns / low_ns).powf((i * 7919 % count) as f64 / count as f64),
+            })
+            .collect()
+    }
+
+    /// What keeps the labels from being read (see `proctor_plot::label::problems`), after
+    /// checking that the PNG has the layout's size.
+    fn unreadable((shapes, height): (Vec<Shape>, f64), png: &[u8]) -> Vec<String> {
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!((size(16), size(20)), (WIDTH as u32, height as u32));
+        proctor_plot::label::problems(WIDTH, height, &shapes)
+    }
+
+    #[test]
+    fn labels_stay_inside_the_picture_and_apart() {
+        // The CLI's title, with a data directory long enough to need cutting.
+        let title = "proctor report 2023-11-14 22:13:20 to 2023-11-14 23:13:20 (/home/a-person-with-a-long-name\
+                     /Projects/Experiments/2023/November/an-experiment-with-a-descriptive-name/run-17/proctor-data)";
+        let mut problems = Vec::new();
+        for summary in [summary(), full_hour()] {
+            problems.extend(unreadable(host_shapes(&summary, title), &host_png(&summary, title)));
+            // Latencies over two decades, and over nine.
+            for (low, high) in [(2e6, 80e6), (1e3, 1e12)] {
+                let correlation =
+                    correlate(&latencies(&summary, low, high), &summary.points, &CorrelationConfig::default());
+                let title = "latency vs system, probe stream (every `proctor probe --record` run in the range)";
+                problems.extend(unreadable(
+                    correlation_shapes(&summary, &correlation, title),
+                    &correlation_png(&summary, &correlation, title),
+                ));
+            }
+        }
+        assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
     #[test]
     fn host_plot_has_every_panel_and_a_valid_png() {
         let summary = summary();

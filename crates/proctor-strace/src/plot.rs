@@ -110,7 +110,7 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) {
 mod tests {
     use super::*;
     use crate::analyze::{feed_reader, Analyzer, AnalyzerConfig};
-    use crate::report;
+    use crate::report::{self, Peak};
 
     fn report() -> Report {
         let mut text = String::new();
@@ -129,6 +129,42 @@ mod tests {
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains(">250 ms (n=30)</text>"), "{svg}");
         assert!(svg.contains(">500 ms (n=30)</text>"), "{svg}");
+    }
+
+    /// A real capture (tests/fixtures/capture.sh): futex's four peaks from 4 µs to 1 s.
+    fn capture() -> Report {
+        let text = include_bytes!("../tests/fixtures/f_tt_T.log");
+        let mut analyzer = Analyzer::new(AnalyzerConfig::default());
+        feed_reader(&mut analyzer, &text[..]).expect("in-memory read");
+        report::build(analyzer.finish())
+    }
+
+    /// What keeps the labels from being read at the size the CLI draws (`--top` panels, 15 by
+    /// default; see `proctor_plot::label::problems`), after checking the PNG has that size.
+    fn unreadable(report: &Report, panels: usize) -> Vec<String> {
+        let (shapes, height) = layout(report, panels);
+        let png = png(report, panels);
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!((size(16), size(20)), (WIDTH as u32, height as u32));
+        proctor_plot::label::problems(WIDTH, height, &shapes)
+    }
+
+    #[test]
+    fn labels_stay_inside_the_picture_and_apart() {
+        let mut problems = unreadable(&capture(), 15);
+        problems.extend(unreadable(&report(), 5));
+        // Peaks crowded together, and at both ends of the axis (100 ms and 1 s).
+        let mut crowded = report();
+        let futex = &mut crowded.syscalls[0];
+        let template = futex.peaks[0];
+        futex.peaks =
+            [0.1, 0.25, 0.26, 0.27, 0.5, 0.999].iter().map(|seconds| Peak { seconds: *seconds, ..template }).collect();
+        problems.extend(unreadable(&crowded, 5));
+        // No timed calls: the one line that says so.
+        let mut untimed = report();
+        untimed.syscalls.clear();
+        problems.extend(unreadable(&untimed, 5));
+        assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
     }
 
     #[test]
