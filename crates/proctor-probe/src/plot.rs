@@ -5,7 +5,7 @@
 //! `proctor_plot` shapes; `proctor_plot` writes the SVG and rasterizes the PNG, as it does
 //! for `proctor strace`'s plots.
 
-use proctor_plot::{Anchor, Shape, BLUE, INK, RED};
+use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, VERMILLION};
 
 use crate::record::RequestRecord;
 use crate::report::{human_ns, Report};
@@ -17,8 +17,6 @@ const RIGHT: f64 = 20.0;
 const PANEL: f64 = 190.0;
 const TOP_A: f64 = 50.0;
 const TOP_B: f64 = 300.0;
-
-const GRID: [u8; 3] = [0xdd, 0xdd, 0xdd];
 
 fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
     Shape::Rect { x, y, width, height, color }
@@ -63,7 +61,7 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> Vec<Shape>
         if record.has_response() {
             shapes.push(rect(x - 1.0, y_of(record.total_ns as f64) - 1.0, 2.0, 2.0, BLUE));
         } else {
-            shapes.push(rect(x, TOP_A - 6.0, 1.0, 6.0, RED));
+            shapes.push(rect(x, TOP_A - 6.0, 1.0, 6.0, VERMILLION));
         }
     }
     shapes.push(rect(LEFT, TOP_A + PANEL, plot_width, 1.0, INK));
@@ -96,13 +94,13 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> Vec<Shape>
     if let Some(modes) = &report.modes {
         for (index, mode) in modes.modes.iter().enumerate() {
             let x = x_of(mode.value);
-            shapes.push(rect(x, TOP_B, 1.0, PANEL, RED));
+            shapes.push(rect(x, TOP_B, 1.0, PANEL, VERMILLION));
             // Neighbouring modes' labels would overlap: alternate between two rows.
             shapes.push(text(
                 x,
                 TOP_B - 4.0 - 14.0 * (index % 2) as f64,
                 format!("{} ({:.0}%)", human_ns(mode.value), mode.fraction * 100.0),
-                RED,
+                VERMILLION,
                 true,
             ));
         }

@@ -8,7 +8,7 @@
 //! lines and labels: `proctor_plot` writes them as SVG or rasterizes them as PNG.
 
 use proctor_plot::axis::{nice_ticks, time_ticks};
-use proctor_plot::{Anchor, Shape, BLUE, INK, RED};
+use proctor_plot::{tint, Anchor, Shape, BLUE, GREEN, GRID, INK, ORANGE, PURPLE, VERMILLION};
 
 use crate::correlate::Correlation;
 use crate::range::{RangeSummary, Series, Unit};
@@ -20,11 +20,8 @@ const TOP: f64 = 40.0;
 const PANEL: f64 = 110.0;
 /// Between panels: the panel's title and legend above it.
 const GAP: f64 = 34.0;
-const GRID: [u8; 3] = [0xe4, 0xe4, 0xe4];
-const SHADE: [u8; 3] = [0xfa, 0xdb, 0xd8];
-const GREEN: [u8; 3] = [0x2e, 0x8b, 0x57];
-const ORANGE: [u8; 3] = [0xe6, 0x7e, 0x22];
-const PURPLE: [u8; 3] = [0x8e, 0x44, 0xad];
+/// The slow requests' times, shaded through every panel: vermillion 80 % of the way to white.
+const SHADE: [u8; 3] = [0xf7, 0xdf, 0xcc];
 const COLORS: [[u8; 3]; 4] = [BLUE, ORANGE, GREEN, PURPLE];
 
 /// The panels of the host plot: title and the series drawn in it.
@@ -53,12 +50,12 @@ fn text(x: f64, y: f64, text: impl Into<String>, color: [u8; 3], centered: bool)
 }
 
 fn line(x1: f64, y1: f64, x2: f64, y2: f64, color: [u8; 3]) -> Shape {
-    Shape::Line { x1, y1, x2, y2, color }
+    Shape::line(x1, y1, x2, y2, color)
 }
 
 /// The colour halfway to white: the max ticks of a series.
 fn light(color: [u8; 3]) -> [u8; 3] {
-    color.map(|c| c + (255 - c) / 2)
+    tint(color, 0.5)
 }
 
 /// `1.5 GiB`, `3.2 MB/s`, `45%`: short enough for an axis label.
@@ -247,10 +244,10 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
         }
         if let Some(rule) = correlation.rule {
             let ty = y(rule.threshold_ns());
-            shapes.push(line(LEFT, ty, WIDTH - RIGHT, ty, RED));
+            shapes.push(line(LEFT, ty, WIDTH - RIGHT, ty, VERMILLION));
         }
         for p in &correlation.points {
-            let color = if p.slow { RED } else { BLUE };
+            let color = if p.slow { VERMILLION } else { BLUE };
             shapes.push(rect(axis.x(p.unix_ns) - 1.0, y(p.latency_ns) - 1.0, 2.0, 2.0, color));
         }
     }
@@ -432,7 +429,7 @@ mod tests {
         let (shapes, _) = correlation_shapes(&summary, &correlation, "c");
         let red_dots = shapes
             .iter()
-            .filter(|s| matches!(s, Shape::Rect { color, width, .. } if *color == RED && *width == 2.0))
+            .filter(|s| matches!(s, Shape::Rect { color, width, .. } if *color == VERMILLION && *width == 2.0))
             .count();
         assert_eq!(red_dots as u64, correlation.slow);
         assert!(correlation.slow > 0);

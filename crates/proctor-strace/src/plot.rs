@@ -4,7 +4,7 @@
 //! SVG or rasterizes them into a PNG. Bars regroup the log-scale buckets into 20 per decade;
 //! peaks are marked in red with their value. This module does the layout only: no drawing.
 
-use proctor_plot::{Anchor, Shape, BLUE, INK, RED};
+use proctor_plot::{Anchor, Shape, BLUE, INK, VERMILLION};
 
 use crate::report::{human_seconds, Report, SyscallReport};
 
@@ -90,19 +90,19 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) {
             color: BLUE,
         });
     }
-    shapes.push(Shape::Line { x1: LEFT, y1: base, x2: LEFT + plot_width, y2: base, color: INK });
+    shapes.push(Shape::line(LEFT, base, LEFT + plot_width, base, INK));
     let mut decade = low;
     while decade <= high {
         let x = x_of(decade);
-        shapes.push(Shape::Line { x1: x, y1: base, x2: x, y2: base + 4.0, color: INK });
+        shapes.push(Shape::line(x, base, x, base + 4.0, INK));
         shapes.push(Shape::text(x, base + 16.0, human_seconds(10f64.powf(decade)), INK, Anchor::Middle));
         decade += 1.0;
     }
     for peak in &syscall.peaks {
         let x = x_of(peak.seconds.max(0.5e-6).log10());
-        shapes.push(Shape::Line { x1: x, y1: y0 + TOP, x2: x, y2: base, color: RED });
+        shapes.push(Shape::line(x, y0 + TOP, x, base, VERMILLION));
         let label = format!("{} (n={})", human_seconds(peak.seconds), peak.count);
-        shapes.push(Shape::text(x, y0 + TOP - 2.0, label, RED, Anchor::Middle));
+        shapes.push(Shape::text(x, y0 + TOP - 2.0, label, VERMILLION, Anchor::Middle));
     }
 }
 
