@@ -101,6 +101,19 @@ pub fn problems(width: f64, height: f64, shapes: &[Shape]) -> Vec<String> {
     problems
 }
 
+/// How wide a label's box is: its advances and the kerning allowance on both sides.
+pub fn box_width(text: &str, size: f64) -> f64 {
+    width(text, size) + 2.0 * KERNING_ALLOWANCE
+}
+
+/// Where to centre a label that wants to be centred at `x` so that its box stays between
+/// `left` and `right`: `x` itself when it fits, else as close to it as the edges allow (the
+/// last tick label of an axis that ends near the canvas edge).
+pub fn centre_inside(x: f64, text: &str, size: f64, left: f64, right: f64) -> f64 {
+    let half = box_width(text, size) / 2.0;
+    x.min(right - half).max(left + half)
+}
+
 const ELLIPSIS: char = '…';
 
 /// `text` cut at the end to at most `max_width` pixels, with an ellipsis where it was cut.
@@ -224,6 +237,16 @@ mod tests {
         // Labels one line apart at 14 px do not overlap.
         let stacked = [label(10.0, 20.0, "first", Anchor::Start), label(10.0, 34.0, "second", Anchor::Start)];
         assert!(problems(200.0, 100.0, &stacked).is_empty());
+    }
+
+    #[test]
+    fn a_label_centred_inside_keeps_its_box_between_the_edges() {
+        let half = box_width("100 ms", 11.0) / 2.0;
+        assert_eq!(centre_inside(400.0, "100 ms", 11.0, 0.0, 760.0), 400.0);
+        assert_eq!(centre_inside(755.0, "100 ms", 11.0, 0.0, 760.0), 760.0 - half);
+        assert_eq!(centre_inside(3.0, "100 ms", 11.0, 0.0, 760.0), half);
+        let moved = label(centre_inside(755.0, "100 ms", 11.0, 0.0, 760.0), 20.0, "100 ms", Anchor::Middle);
+        assert!(problems(760.0, 100.0, &[moved]).is_empty());
     }
 
     #[test]

@@ -1,34 +1,48 @@
 //! Per-syscall wall-time histograms as SVG or PNG. Pure: returns the file's bytes.
 //!
 //! `layout` turns a report into `proctor_plot` shapes once; `proctor_plot` writes them as
-//! SVG or rasterizes them into a PNG. Bars regroup the log-scale buckets into 20 per decade;
-//! peaks are marked in red with their value. This module does the layout only: no drawing.
+//! SVG and renders that SVG as a PNG. Bars regroup the log-scale buckets into 20 per decade;
+//! peaks are marked in vermillion with their value, their labels stacked in as many rows as
+//! they need to stay apart. This module does the layout only: no drawing.
 
-use proctor_plot::{Anchor, Shape, BLUE, INK, VERMILLION};
+use proctor_plot::axis::seconds_label;
+use proctor_plot::label::{box_width, centre_inside, elide_end, Lanes, GAP};
+use proctor_plot::{Anchor, Shape, BLUE, INK, LABEL_SIZE, VERMILLION};
 
 use crate::report::{human_seconds, Report, SyscallReport};
 
 const WIDTH: f64 = 760.0;
+/// A panel whose peak labels fit in one row; each further row adds a [`LANE`].
 const PANEL_HEIGHT: f64 = 170.0;
 const LEFT: f64 = 60.0;
-const RIGHT: f64 = 20.0;
-const TOP: f64 = 28.0;
+const RIGHT: f64 = 30.0;
+/// The panel's title line, from the panel's top.
+const TITLE_BASELINE: f64 = 16.0;
+/// One row of peak labels.
+const LANE: f64 = 14.0;
+/// From the title's baseline to the baseline of the highest row of peak labels.
+const FIRST_LANE: f64 = 14.0;
+/// From the lowest row of peak labels' baseline to the bars' top.
+const LANE_TO_PLOT: f64 = 6.0;
+/// Below the bars: ticks and their labels.
 const BOTTOM: f64 = 30.0;
+const PLOT_HEIGHT: f64 = PANEL_HEIGHT - TITLE_BASELINE - FIRST_LANE - LANE_TO_PLOT - BOTTOM;
 const BARS_PER_DECADE: f64 = 20.0;
 
 /// The shapes of one panel per syscall (the `panels` with the most total wall time), and
 /// the picture's height.
 fn layout(report: &Report, panels: usize) -> (Vec<Shape>, f64) {
     let chosen: Vec<&SyscallReport> = report.syscalls.iter().filter(|syscall| syscall.timed > 0).take(panels).collect();
-    let height = (chosen.len().max(1) as f64) * PANEL_HEIGHT;
     let mut shapes = Vec::new();
     if chosen.is_empty() {
         shapes.push(Shape::text(20.0, 40.0, "no timed calls (was strace run with -T?)", INK, Anchor::Start));
+        return (shapes, PANEL_HEIGHT);
     }
-    for (index, syscall) in chosen.iter().enumerate() {
-        panel(&mut shapes, syscall, index as f64 * PANEL_HEIGHT);
+    let mut y0 = 0.0;
+    for syscall in chosen {
+        y0 += panel(&mut shapes, syscall, y0);
     }
-    (shapes, height)
+    (shapes, y0)
 }
 
 /// The plot as an SVG document.
@@ -37,7 +51,7 @@ pub fn svg(report: &Report, panels: usize) -> String {
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-/// The plot as a PNG image (RGB, 8 bits per channel).
+/// The plot as a PNG image (RGB, 8 bits per channel): the SVG's picture.
 pub fn png(report: &Report, panels: usize) -> Vec<u8> {
     let (shapes, height) = layout(report, panels);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
@@ -58,18 +72,36 @@ fn bars(syscall: &SyscallReport) -> Vec<(f64, u64)> {
     bars
 }
 
-fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) {
+/// One syscall's panel from `y0` down; returns its height.
+fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) -> f64 {
     let bars = bars(syscall);
     let (Some(first), Some(last)) = (bars.first(), bars.last()) else {
-        return;
+        return 0.0;
     };
     let low = first.0.floor();
     let high = (last.0 + 1.0 / BARS_PER_DECADE).ceil().max(low + 1.0);
     let plot_width = WIDTH - LEFT - RIGHT;
-    let plot_height = PANEL_HEIGHT - TOP - BOTTOM;
     let x_of = |decade: f64| LEFT + (decade - low) / (high - low) * plot_width;
-    let base = y0 + TOP + plot_height;
-    let most = bars.iter().map(|bar| bar.1).max().unwrap_or(1).max(1) as f64;
+
+    // Peak labels first: how many rows they need decides where the bars start. The biggest
+    // peaks are placed first, so they get the row nearest the bars.
+    let mut peaks: Vec<_> = syscall.peaks.iter().collect();
+    peaks.sort_by_key(|peak| std::cmp::Reverse(peak.count));
+    let mut lanes = Lanes::new(2.0, WIDTH - 2.0);
+    let placed: Vec<(f64, String, f64, usize)> = peaks
+        .iter()
+        .map(|peak| {
+            let x = x_of(peak.seconds.max(0.5e-6).log10());
+            let label = format!("{} (n={})", human_seconds(peak.seconds), peak.count);
+            let width = box_width(&label, LABEL_SIZE);
+            let (left, lane) = lanes.place(x, width);
+            (x, label, left + width / 2.0, lane)
+        })
+        .collect();
+    let rows = lanes.len().max(1) as f64;
+    let lane_baseline = |lane: usize| y0 + TITLE_BASELINE + FIRST_LANE + (rows - 1.0 - lane as f64) * LANE;
+    let top = lane_baseline(0) + LANE_TO_PLOT;
+    let base = top + PLOT_HEIGHT;
 
     let title = format!(
         "{}: {} calls, {} total, p50 {}",
@@ -78,32 +110,46 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) {
         human_seconds(syscall.total_seconds),
         syscall.p50_seconds.map_or_else(|| "-".to_string(), human_seconds)
     );
-    shapes.push(Shape::text(LEFT, y0 + 16.0, title, INK, Anchor::Start));
+    let title = elide_end(&title, LABEL_SIZE, WIDTH - LEFT - 4.0);
+    shapes.push(Shape::text(LEFT, y0 + TITLE_BASELINE, title, INK, Anchor::Start));
+
+    let most = bars.iter().map(|bar| bar.1).max().unwrap_or(1).max(1) as f64;
     let bar_width = plot_width / ((high - low) * BARS_PER_DECADE);
     for (decade, count) in &bars {
-        let height = (*count as f64 / most) * plot_height;
-        shapes.push(Shape::Rect {
-            x: x_of(*decade),
-            y: base - height,
-            width: (bar_width - 0.5).max(0.5),
-            height,
-            color: BLUE,
-        });
+        // At least a pixel: a bar of one call among thousands still shows.
+        let height = ((*count as f64 / most) * PLOT_HEIGHT).max(1.0);
+        shapes.push(Shape::rect(x_of(*decade), base - height, (bar_width - 0.5).max(0.5), height, BLUE));
     }
     shapes.push(Shape::line(LEFT, base, LEFT + plot_width, base, INK));
+    // A label per decade, or per second or third decade when they would crowd.
+    let per_decade = plot_width / (high - low);
+    let widest = box_width("100 µs", LABEL_SIZE) + GAP;
+    let every = (widest / per_decade).ceil().max(1.0) as i64;
     let mut decade = low;
     while decade <= high {
         let x = x_of(decade);
         shapes.push(Shape::line(x, base, x, base + 4.0, INK));
-        shapes.push(Shape::text(x, base + 16.0, human_seconds(10f64.powf(decade)), INK, Anchor::Middle));
+        if (decade - low).round() as i64 % every == 0 {
+            let label = seconds_label(10f64.powf(decade));
+            let centre = centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH);
+            shapes.push(Shape::text(centre, base + 16.0, label, INK, Anchor::Middle));
+        }
+        // Few decades leave room for 2× and 5× ticks (100 ms, 200 ms, 500 ms, 1 s).
+        if decade < high && per_decade * 2f64.log10() > widest && per_decade * (1.0 - 5f64.log10()) > widest {
+            for multiple in [2.0f64, 5.0] {
+                let x = x_of(decade + multiple.log10());
+                shapes.push(Shape::line(x, base, x, base + 4.0, INK));
+                let label = seconds_label(multiple * 10f64.powf(decade));
+                shapes.push(Shape::text(x, base + 16.0, label, INK, Anchor::Middle));
+            }
+        }
         decade += 1.0;
     }
-    for peak in &syscall.peaks {
-        let x = x_of(peak.seconds.max(0.5e-6).log10());
-        shapes.push(Shape::line(x, y0 + TOP, x, base, VERMILLION));
-        let label = format!("{} (n={})", human_seconds(peak.seconds), peak.count);
-        shapes.push(Shape::text(x, y0 + TOP - 2.0, label, VERMILLION, Anchor::Middle));
+    for (x, label, centre, lane) in placed {
+        shapes.push(Shape::line(x, top, x, base, VERMILLION));
+        shapes.push(Shape::text(centre, lane_baseline(lane), label, VERMILLION, Anchor::Middle));
     }
+    base + BOTTOM - y0
 }
 
 #[cfg(test)]
