@@ -62,6 +62,31 @@ pub fn elapsed_ticks(high_seconds: f64, max_ticks: usize) -> Vec<f64> {
     (0..=count).map(|i| i as f64 * step).collect()
 }
 
+/// Ticks of a log10 axis from decade `low` to decade `high` (whole numbers), drawn
+/// `pixels_per_decade` apart: `(log10 of the value, labelled)`. Every decade is a tick; its
+/// label is kept while labels are at least `min_spacing` pixels apart, else every second,
+/// third… decade's; decades wide enough get labelled 2× and 5× ticks too (100 ms, 200 ms,
+/// 500 ms, 1 s).
+pub fn log_ticks(low: f64, high: f64, pixels_per_decade: f64, min_spacing: f64) -> Vec<(f64, bool)> {
+    if !(low.is_finite() && high.is_finite() && pixels_per_decade > 0.0) {
+        return Vec::new();
+    }
+    let every = (min_spacing / pixels_per_decade).ceil().max(1.0) as i64;
+    // The narrower gap of 1-2-5-10 is from 2 to 5 (0.40 of a decade) … from 1 to 2 (0.30).
+    let minor = pixels_per_decade * 2f64.log10() >= min_spacing;
+    let mut ticks = Vec::new();
+    let mut decade = low.round();
+    while decade <= high.round() {
+        ticks.push((decade, (decade - low.round()) as i64 % every == 0));
+        if minor && decade < high.round() {
+            ticks.push((decade + 2f64.log10(), true));
+            ticks.push((decade + 5f64.log10(), true));
+        }
+        decade += 1.0;
+    }
+    ticks
+}
+
 /// `0 B`, `512 KiB`, `1 GiB`, `1.5 GiB`: a byte value in the largest binary unit it fills,
 /// with at most two decimals and no trailing zeros.
 pub fn bytes_label(bytes: f64) -> String {
@@ -197,6 +222,20 @@ mod tests {
         assert_eq!(percent_label(50.0, 25.0), "50%");
         assert_eq!(percent_label(0.5, 0.5), "0.5%");
         assert_eq!(percent_label(0.25, 0.05), "0.25%");
+    }
+
+    #[test]
+    fn log_ticks_thin_crowded_decades_and_fill_wide_ones() {
+        let labelled = |ticks: Vec<(f64, bool)>| -> Vec<String> {
+            ticks.iter().filter(|(_, l)| *l).map(|(v, _)| seconds_label(10f64.powf(*v) * 1e-9)).collect()
+        };
+        // Nine decades in 90 px: every third labelled, every one a tick.
+        let crowded = log_ticks(3.0, 12.0, 10.0, 25.0);
+        assert_eq!(crowded.len(), 10);
+        assert_eq!(labelled(crowded), ["1 µs", "1 ms", "1 s", "1000 s"]);
+        assert_eq!(labelled(log_ticks(6.0, 9.0, 100.0, 50.0)), ["1 ms", "10 ms", "100 ms", "1 s"]);
+        assert_eq!(labelled(log_ticks(7.0, 8.0, 600.0, 50.0)), ["10 ms", "20 ms", "50 ms", "100 ms"]);
+        assert!(log_ticks(0.0, f64::NAN, 10.0, 5.0).is_empty());
     }
 
     #[test]

@@ -153,6 +153,31 @@ pub fn elide_middle(text: &str, size: f64, max_width: f64) -> String {
     String::new()
 }
 
+/// `text` in lines of at most `max_width` pixels, broken at spaces, at most `max_lines` of
+/// them; what does not fit in the last line is cut with an ellipsis. A word wider than a line
+/// is cut too.
+pub fn wrap(text: &str, size: f64, max_width: f64, max_lines: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() && lines.len() < max_lines {
+        if lines.len() + 1 == max_lines || width(rest, size) <= max_width {
+            lines.push(elide_end(rest, size, max_width));
+            break;
+        }
+        // The longest run of words that fits; at least one word.
+        let mut end = rest.find(' ').unwrap_or(rest.len());
+        for (at, _) in rest.match_indices(' ') {
+            if width(&rest[..at], size) > max_width {
+                break;
+            }
+            end = at;
+        }
+        lines.push(elide_end(&rest[..end], size, max_width));
+        rest = rest[end..].trim_start();
+    }
+    lines
+}
+
 /// Rows of labels that would otherwise overlap, such as the marks of nearby peaks: each label
 /// goes as near its wanted centre as the edges allow, into the first lane (0, 1, …) where it
 /// overlaps nothing already placed. The caller decides where each lane is drawn.
@@ -259,6 +284,22 @@ mod tests {
         assert!(middle.starts_with("proctor") && middle.ends_with("directory)"), "{middle}");
         assert!(middle.contains('…') && width(&middle, 11.0) <= 160.0, "{middle}");
         assert_eq!(elide_end(text, 11.0, 1.0), "");
+    }
+
+    #[test]
+    fn wrapping_breaks_at_spaces_and_cuts_what_is_left() {
+        let text = "6 modes: 59.9 ms (17 %), 63.9 ms (17 %), 68.2 ms (17 %); 132 ms ≈ 2 × 63.9 ms";
+        assert_eq!(wrap(text, 11.0, 2000.0, 2), [text]);
+        let lines = wrap(text, 11.0, 200.0, 2);
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("6 modes:") && !lines[0].ends_with(' '), "{lines:?}");
+        assert!(lines[1].ends_with('…'), "{lines:?}");
+        assert!(lines.iter().all(|line| width(line, 11.0) <= 200.0), "{lines:?}");
+        let three = wrap(text, 11.0, 200.0, 5);
+        assert!(three.len() >= 3 && three.iter().all(|line| !line.contains('…')), "{three:?}");
+        assert_eq!(three.join(" "), text);
+        assert!(wrap("", 11.0, 100.0, 2).is_empty());
+        assert_eq!(wrap("/a/very/long/path/without/spaces", 11.0, 60.0, 2).len(), 1);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! peaks are marked in vermillion with their value, their labels stacked in as many rows as
 //! they need to stay apart. This module does the layout only: no drawing.
 
-use proctor_plot::axis::seconds_label;
+use proctor_plot::axis::{log_ticks, seconds_label};
 use proctor_plot::label::{box_width, centre_inside, elide_end, Lanes, GAP};
 use proctor_plot::{Anchor, Shape, BLUE, INK, LABEL_SIZE, VERMILLION};
 
@@ -121,29 +121,16 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) -> f64 {
         shapes.push(Shape::rect(x_of(*decade), base - height, (bar_width - 0.5).max(0.5), height, BLUE));
     }
     shapes.push(Shape::line(LEFT, base, LEFT + plot_width, base, INK));
-    // A label per decade, or per second or third decade when they would crowd.
-    let per_decade = plot_width / (high - low);
-    let widest = box_width("100 µs", LABEL_SIZE) + GAP;
-    let every = (widest / per_decade).ceil().max(1.0) as i64;
-    let mut decade = low;
-    while decade <= high {
+    // Decade ticks, labelled while the labels have room; 2× and 5× too when they do.
+    let min_spacing = box_width("100 µs", LABEL_SIZE) + GAP;
+    for (decade, labelled) in log_ticks(low, high, plot_width / (high - low), min_spacing) {
         let x = x_of(decade);
         shapes.push(Shape::line(x, base, x, base + 4.0, INK));
-        if (decade - low).round() as i64 % every == 0 {
+        if labelled {
             let label = seconds_label(10f64.powf(decade));
             let centre = centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH);
             shapes.push(Shape::text(centre, base + 16.0, label, INK, Anchor::Middle));
         }
-        // Few decades leave room for 2× and 5× ticks (100 ms, 200 ms, 500 ms, 1 s).
-        if decade < high && per_decade * 2f64.log10() > widest && per_decade * (1.0 - 5f64.log10()) > widest {
-            for multiple in [2.0f64, 5.0] {
-                let x = x_of(decade + multiple.log10());
-                shapes.push(Shape::line(x, base, x, base + 4.0, INK));
-                let label = seconds_label(multiple * 10f64.powf(decade));
-                shapes.push(Shape::text(x, base + 16.0, label, INK, Anchor::Middle));
-            }
-        }
-        decade += 1.0;
     }
     for (x, label, centre, lane) in placed {
         shapes.push(Shape::line(x, top, x, base, VERMILLION));
