@@ -20,6 +20,7 @@ pub mod label;
 mod png;
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 pub use crate::png::png;
 
@@ -100,6 +101,39 @@ impl Shape {
         Shape::Text { x, y, text: text.into(), color: INK, anchor: Anchor::Start, size: TITLE_SIZE }
     }
 }
+
+/// What a plot file is written as, chosen by its name: `.svg` or `.png`, in any case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Svg,
+    Png,
+}
+
+impl Format {
+    /// The format `path`'s extension names. Anything else is refused, so a `.pdf` never holds
+    /// an SVG; commands ask before they do any work.
+    pub fn from_path(path: &Path) -> Result<Format, UnknownFormat> {
+        match path.extension().and_then(|extension| extension.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("svg") => Ok(Format::Svg),
+            Some("png") => Ok(Format::Png),
+            _ => Err(UnknownFormat { path: path.to_path_buf() }),
+        }
+    }
+}
+
+/// A plot file name that ends in neither `.svg` nor `.png`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFormat {
+    pub path: PathBuf,
+}
+
+impl std::fmt::Display for UnknownFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot plot to {}: plots are written as .svg or .png", self.path.display())
+    }
+}
+
+impl std::error::Error for UnknownFormat {}
 
 /// The shapes as an SVG document `width` × `height` pixels on a white background.
 ///
@@ -206,6 +240,16 @@ mod tests {
             "</svg>\n",
         );
         assert_eq!(svg(40, 30, &shapes), expected);
+    }
+
+    #[test]
+    fn a_plot_file_is_svg_or_png_and_nothing_else() {
+        assert_eq!(Format::from_path(Path::new("a/r.svg")), Ok(Format::Svg));
+        assert_eq!(Format::from_path(Path::new("r.PNG")), Ok(Format::Png));
+        for refused in ["r.pdf", "r", "r.svg.gz", ".png", "dir/"] {
+            let error = Format::from_path(Path::new(refused)).expect_err(refused);
+            assert_eq!(error.to_string(), format!("cannot plot to {refused}: plots are written as .svg or .png"));
+        }
     }
 
     #[test]

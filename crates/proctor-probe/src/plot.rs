@@ -16,6 +16,9 @@ use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, LABEL_SIZE, TITLE_SIZE, VERMI
 use crate::record::RequestRecord;
 use crate::report::{human_ns, Report};
 
+/// The file formats this plot is written in, by file name (`.svg`, `.png`).
+pub use proctor_plot::{Format, UnknownFormat};
+
 const WIDTH: f64 = 800.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 30.0;

@@ -17,6 +17,9 @@ use proctor_plot::{
 use crate::correlate::Correlation;
 use crate::range::{RangeSummary, Series, Unit};
 
+/// The file formats this plot is written in, by file name (`.svg`, `.png`).
+pub use proctor_plot::{Format, UnknownFormat};
+
 pub const WIDTH: f64 = 960.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 24.0;

@@ -11,6 +11,9 @@ use proctor_plot::{Anchor, Shape, BLUE, INK, LABEL_SIZE, VERMILLION};
 
 use crate::report::{human_seconds, Report, SyscallReport};
 
+/// The file formats this plot is written in, by file name (`.svg`, `.png`).
+pub use proctor_plot::{Format, UnknownFormat};
+
 const WIDTH: f64 = 760.0;
 /// A panel whose peak labels fit in one row; each further row adds a [`LANE`].
 const PANEL_HEIGHT: f64 = 170.0;
