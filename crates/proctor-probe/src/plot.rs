@@ -124,7 +124,8 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> (Vec<Shape
     let top_b = bottom_a + 18.0 + LINE + 2.0 + 8.0 + rows * LINE;
     let base = top_b + PANEL;
     let most = report.histogram.iter().map(|row| row.count).max().unwrap_or(1).max(1) as f64;
-    for row in &report.histogram {
+    // Empty rows draw nothing; a row of one request is at least a pixel tall.
+    for row in report.histogram.iter().filter(|row| row.count > 0) {
         let x = x_of(row.low_ns as f64);
         let width = (x_of(row.high_ns as f64) - x - 0.5).max(0.5);
         let height = (row.count as f64 / most * PANEL).max(1.0);
@@ -229,6 +230,18 @@ mod tests {
             .collect();
         problems.extend(unreadable(&failed, &build(&failed, &ReportConfig::default()), "t"));
         assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
+    #[test]
+    fn empty_histogram_rows_draw_no_bar() {
+        // Between 20 and 80 ms most rows are empty; a 1 px floor once drew them all as a line.
+        let records = records();
+        let report = build(&records, &ReportConfig::default());
+        let rows = report.histogram.iter().filter(|row| row.count > 0).count();
+        assert!(rows < report.histogram.len(), "the fixture has empty rows");
+        let (shapes, _) = layout(&records, &report, "t");
+        let bars = shapes.iter().filter(|s| matches!(s, Shape::Rect { color, .. } if *color == BLUE)).count();
+        assert_eq!(bars, rows);
     }
 
     #[test]
