@@ -90,6 +90,24 @@ fn binary(value: f64) -> String {
     }
 }
 
+/// `850 µs`, `12.9 ms`, `1.25 s`: a measured duration to three significant digits, as the
+/// probe and strace reports write them (tick labels are round and use `seconds_label`).
+fn duration(ns: f64) -> String {
+    let (value, unit) = match ns {
+        ns if ns >= 1e9 => (ns / 1e9, "s"),
+        ns if ns >= 1e6 => (ns / 1e6, "ms"),
+        ns if ns >= 1e3 => (ns / 1e3, "µs"),
+        ns => (ns, "ns"),
+    };
+    if value >= 100.0 || unit == "ns" {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.2} {unit}")
+    }
+}
+
 /// A tick's label in a panel's unit: `25%`, `512 MiB`, `1 MiB/s`.
 fn tick_label(value: f64, unit: Unit, step: f64) -> String {
     match unit {
@@ -274,7 +292,7 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
             "latency, log scale: {} requests, {} slow (vermillion, above the dashed line at {})",
             correlation.requests,
             correlation.slow,
-            seconds_label(rule.threshold_ns() / 1e9)
+            duration(rule.threshold_ns())
         ),
         None => "latency: no requests in the range".to_string(),
     };
@@ -451,6 +469,15 @@ mod tests {
             }
         }
         assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
+    #[test]
+    fn durations_have_three_significant_digits() {
+        assert_eq!(duration(12_940_000.0), "12.9 ms");
+        assert_eq!(duration(2_630_000.0), "2.63 ms");
+        assert_eq!(duration(250e6), "250 ms");
+        assert_eq!(duration(850.0), "850 ns");
+        assert_eq!(duration(1.25e9), "1.25 s");
     }
 
     #[test]
