@@ -1,31 +1,33 @@
 //! A recorded run as a picture: latency of every request over time (log scale, failures
-//! as red ticks on top) above the log-scale histogram with the modes marked. SVG or PNG.
+//! as vermillion marks above the panel) above the log-scale histogram with the modes marked.
+//! SVG or PNG.
 //!
 //! Pure: records and report in, the file's bytes out. This module only lays the run out as
-//! `proctor_plot` shapes; `proctor_plot` writes the SVG and rasterizes the PNG, as it does
-//! for `proctor strace`'s plots.
+//! `proctor_plot` shapes; `proctor_plot` writes the SVG and renders the PNG from it, as it
+//! does for `proctor strace`'s plots. The picture is 800 px wide; its height grows when the
+//! modes' labels need more than two rows or the modes line wraps.
 
-use proctor_plot::{Shape, BLUE, INK, RED};
+use proctor_plot::axis::{elapsed_label, elapsed_ticks, log_ticks, seconds_label};
+use proctor_plot::label::{
+    ascent, box_width, centre_inside, descent, elide_middle, wrap, Lanes, GAP, KERNING_ALLOWANCE,
+};
+use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, LABEL_SIZE, TITLE_SIZE, VERMILLION};
 
 use crate::record::RequestRecord;
 use crate::report::{human_ns, Report};
 
+/// The file formats this plot is written in, by file name (`.svg`, `.png`).
+pub use proctor_plot::{Format, UnknownFormat};
+
 const WIDTH: f64 = 800.0;
-const HEIGHT: f64 = 530.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 20.0;
+const RIGHT: f64 = 30.0;
 const PANEL: f64 = 190.0;
-const TOP_A: f64 = 50.0;
-const TOP_B: f64 = 300.0;
+/// One line of labels.
+const LINE: f64 = 14.0;
 
-const GRID: [u8; 3] = [0xdd, 0xdd, 0xdd];
-
-fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
-    Shape::Rect { x, y, width, height, color }
-}
-
-fn text(x: f64, y: f64, text: String, color: [u8; 3], centered: bool) -> Shape {
-    Shape::Text { x, y, text, color, centered }
+fn text(x: f64, y: f64, text: String, color: [u8; 3], anchor: Anchor) -> Shape {
+    Shape::text(x, y, text, color, anchor)
 }
 
 /// Decades (log10 of ns) spanning the responses, at least one.
@@ -36,88 +38,127 @@ fn decades(report: &Report) -> Option<(f64, f64)> {
     Some((low, high))
 }
 
-fn layout(records: &[RequestRecord], report: &Report, title: &str) -> Vec<Shape> {
-    let mut shapes = vec![
-        text(10.0, 14.0, title.to_string(), INK, false),
-        text(10.0, 28.0, report.modes_summary.clone(), INK, false),
-    ];
-    let Some((low, high)) = decades(report) else {
-        shapes.push(text(LEFT, 60.0, "no complete responses".to_string(), INK, false));
-        return shapes;
-    };
+/// The shapes and the picture's height.
+fn layout(records: &[RequestRecord], report: &Report, title: &str) -> (Vec<Shape>, f64) {
     let plot_width = WIDTH - LEFT - RIGHT;
+    let mut shapes = vec![Shape::title(10.0, 18.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
+    // The modes line: up to two lines, then cut.
+    let mut y = 18.0;
+    for line in wrap(&report.modes_summary, LABEL_SIZE, WIDTH - 20.0, 2) {
+        y += 16.0;
+        shapes.push(text(10.0, y, line, INK, Anchor::Start));
+    }
+    let Some((low, high)) = decades(report) else {
+        shapes.push(text(LEFT, y + 26.0, "no complete responses".to_string(), INK, Anchor::Start));
+        return (shapes, y + 60.0);
+    };
+    let label_height = ascent(LABEL_SIZE) + descent(LABEL_SIZE);
 
     // Panel A: every request's total over time, y on a log scale.
+    let top_a = y + 16.0;
     let first = records.iter().map(|r| r.sent_unix_ns).min().unwrap_or(0);
-    let span = (report.span_seconds * 1e9).max(1.0);
-    let y_of = |ns: f64| TOP_A + PANEL - ((ns.max(1.0).log10() - low) / (high - low)) * PANEL;
-    let mut decade = low;
-    while decade <= high {
+    let span_seconds = report.span_seconds.max(1e-9);
+    let x_of_time = |seconds: f64| LEFT + (seconds / span_seconds).clamp(0.0, 1.0) * plot_width;
+    let y_of = |ns: f64| top_a + PANEL - ((ns.max(1.0).log10() - low) / (high - low)) * PANEL;
+    for (decade, labelled) in log_ticks(low, high, PANEL / (high - low), label_height + 2.0) {
         let y = y_of(10f64.powf(decade));
-        shapes.push(rect(LEFT, y, plot_width, 1.0, GRID));
-        shapes.push(text(LEFT - 6.0 - 40.0, y + 4.0, human_ns(10f64.powf(decade)), INK, false));
-        decade += 1.0;
-    }
-    for record in records {
-        let x = LEFT + (record.sent_unix_ns.saturating_sub(first) as f64 / span) * plot_width;
-        if record.has_response() {
-            shapes.push(rect(x - 1.0, y_of(record.total_ns as f64) - 1.0, 2.0, 2.0, BLUE));
-        } else {
-            shapes.push(rect(x, TOP_A - 6.0, 1.0, 6.0, RED));
+        if decade.fract() == 0.0 {
+            shapes.push(Shape::rect(LEFT, y, plot_width, 1.0, GRID));
+        }
+        if labelled {
+            shapes.push(text(LEFT - 6.0, y + 4.0, seconds_label(10f64.powf(decade) * 1e-9), INK, Anchor::End));
         }
     }
-    shapes.push(rect(LEFT, TOP_A + PANEL, plot_width, 1.0, INK));
-    shapes.push(text(
-        LEFT + plot_width / 2.0,
-        TOP_A + PANEL + 16.0,
-        format!("time, 0 to {} (red ticks on top: failed requests)", human_ns(report.span_seconds * 1e9)),
-        INK,
-        true,
-    ));
+    // Failures first, responses over them.
+    for record in records.iter().filter(|r| !r.has_response()) {
+        let x = x_of_time(record.sent_unix_ns.saturating_sub(first) as f64 / 1e9);
+        shapes.push(Shape::rect(x - 0.75, top_a - 7.0, 1.5, 6.0, VERMILLION));
+    }
+    for record in records.iter().filter(|r| r.has_response()) {
+        let x = x_of_time(record.sent_unix_ns.saturating_sub(first) as f64 / 1e9);
+        shapes.push(Shape::dot(x, y_of(record.total_ns as f64), 1.5, BLUE, None));
+    }
+    let bottom_a = top_a + PANEL;
+    shapes.push(Shape::rect(LEFT, bottom_a, plot_width, 1.0, INK));
+    // Elapsed-time ticks, 1-2-5 seconds (or minutes, hours), labelled while they have room.
+    let ticks: Vec<f64> = elapsed_ticks(span_seconds, 9).into_iter().filter(|t| *t <= span_seconds * 1.0001).collect();
+    let step = ticks.get(1).copied().unwrap_or(span_seconds);
+    let mut last_right = f64::MIN;
+    for t in &ticks {
+        let x = x_of_time(*t);
+        shapes.push(Shape::rect(x, bottom_a, 1.0, 4.0, INK));
+        let label = elapsed_label(*t, step);
+        let centre = centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH);
+        let half = box_width(&label, LABEL_SIZE) / 2.0;
+        if centre - half >= last_right + GAP {
+            last_right = centre + half;
+            // Two pixels lower than a label's line, to clear the lowest latency label.
+            shapes.push(text(centre, bottom_a + 18.0, label, INK, Anchor::Middle));
+        }
+    }
+    let failed = records.iter().filter(|r| !r.has_response()).count();
+    let caption = if failed > 0 {
+        format!("time since the first request; {failed} failed requests marked above the panel")
+    } else {
+        "time since the first request".to_string()
+    };
+    shapes.push(text(LEFT + plot_width / 2.0, bottom_a + 18.0 + LINE + 2.0, caption, INK, Anchor::Middle));
 
-    // Panel B: the log-scale histogram with the modes.
+    // Panel B: the log-scale histogram with the modes, their labels in rows above it (the
+    // biggest modes first, nearest the bars).
     let x_of = |ns: f64| LEFT + ((ns.max(1.0).log10() - low) / (high - low)) * plot_width;
+    let mut modes: Vec<&proctor_modes::Mode> = report.modes.iter().flat_map(|m| &m.modes).collect();
+    modes.sort_by(|a, b| b.fraction.total_cmp(&a.fraction));
+    let mut lanes = Lanes::new(KERNING_ALLOWANCE, WIDTH - KERNING_ALLOWANCE);
+    let placed: Vec<(f64, String, f64, usize)> = modes
+        .iter()
+        .map(|mode| {
+            let label = format!("{} ({:.0}%)", human_ns(mode.value), mode.fraction * 100.0);
+            let width = box_width(&label, LABEL_SIZE);
+            let (left, lane) = lanes.place(x_of(mode.value), width);
+            (x_of(mode.value), label, left + width / 2.0, lane)
+        })
+        .collect();
+    // Two rows are always kept, so most pictures are the same size.
+    let rows = lanes.len().max(2) as f64;
+    let top_b = bottom_a + 18.0 + LINE + 2.0 + 8.0 + rows * LINE;
+    let base = top_b + PANEL;
     let most = report.histogram.iter().map(|row| row.count).max().unwrap_or(1).max(1) as f64;
-    let base = TOP_B + PANEL;
-    for row in &report.histogram {
+    // Empty rows draw nothing; a row of one request is at least a pixel tall.
+    for row in report.histogram.iter().filter(|row| row.count > 0) {
         let x = x_of(row.low_ns as f64);
         let width = (x_of(row.high_ns as f64) - x - 0.5).max(0.5);
-        let height = row.count as f64 / most * PANEL;
-        shapes.push(rect(x, base - height, width, height, BLUE));
+        let height = (row.count as f64 / most * PANEL).max(1.0);
+        shapes.push(Shape::rect(x, base - height, width, height, BLUE));
     }
-    shapes.push(rect(LEFT, base, plot_width, 1.0, INK));
-    let mut decade = low;
-    while decade <= high {
+    shapes.push(Shape::rect(LEFT, base, plot_width, 1.0, INK));
+    let min_spacing = box_width("100 µs", LABEL_SIZE) + GAP;
+    for (decade, labelled) in log_ticks(low, high, plot_width / (high - low), min_spacing) {
         let x = x_of(10f64.powf(decade));
-        shapes.push(rect(x, base, 1.0, 4.0, INK));
-        shapes.push(text(x, base + 16.0, human_ns(10f64.powf(decade)), INK, true));
-        decade += 1.0;
-    }
-    if let Some(modes) = &report.modes {
-        for (index, mode) in modes.modes.iter().enumerate() {
-            let x = x_of(mode.value);
-            shapes.push(rect(x, TOP_B, 1.0, PANEL, RED));
-            // Neighbouring modes' labels would overlap: alternate between two rows.
-            shapes.push(text(
-                x,
-                TOP_B - 4.0 - 14.0 * (index % 2) as f64,
-                format!("{} ({:.0}%)", human_ns(mode.value), mode.fraction * 100.0),
-                RED,
-                true,
-            ));
+        shapes.push(Shape::rect(x, base, 1.0, 4.0, INK));
+        if labelled {
+            let label = seconds_label(10f64.powf(decade) * 1e-9);
+            let centre = centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH);
+            shapes.push(text(centre, base + 16.0, label, INK, Anchor::Middle));
         }
     }
-    shapes
+    for (x, label, centre, lane) in placed {
+        shapes.push(Shape::rect(x, top_b, 1.0, PANEL, VERMILLION));
+        shapes.push(text(centre, top_b - 4.0 - lane as f64 * LINE, label, VERMILLION, Anchor::Middle));
+    }
+    (shapes, base + 38.0)
 }
 
 /// The plot as an SVG document.
 pub fn svg(records: &[RequestRecord], report: &Report, title: &str) -> String {
-    proctor_plot::svg(WIDTH as u32, HEIGHT as u32, &layout(records, report, title))
+    let (shapes, height) = layout(records, report, title);
+    proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-/// The plot as a PNG image (RGB, 8 bits per channel).
+/// The plot as a PNG image (RGB, 8 bits per channel): the SVG's picture.
 pub fn png(records: &[RequestRecord], report: &Report, title: &str) -> Vec<u8> {
-    proctor_plot::png(WIDTH as u32, HEIGHT as u32, &layout(records, report, title))
+    let (shapes, height) = layout(records, report, title);
+    proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
 #[cfg(test)]
@@ -145,6 +186,64 @@ mod tests {
             .collect()
     }
 
+    /// What keeps the labels from being read (see `proctor_plot::label::problems`), after
+    /// checking that the PNG has the layout's size.
+    fn unreadable(records: &[RequestRecord], report: &Report, title: &str) -> Vec<String> {
+        let (shapes, height) = layout(records, report, title);
+        let png = png(records, report, title);
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!((size(16), size(20)), (WIDTH as u32, height as u32));
+        proctor_plot::label::problems(WIDTH, height, &shapes)
+    }
+
+    #[test]
+    fn labels_stay_inside_the_picture_and_apart() {
+        let records = records();
+        let report = build(&records, &ReportConfig::default());
+        let mut problems = unreadable(&records, &report, "proctor probe http://127.0.0.1:8080/");
+
+        // The issue's run: six modes, four of them within 13 ms of each other, a failure, a
+        // span of latencies from 40 µs to 12 s, and a title naming many files.
+        let mut wide = records.clone();
+        wide[0].total_ns = 40_000;
+        wide[1].total_ns = 12_000_000_000;
+        wide[2].status = None;
+        wide[2].error = Some(crate::ErrorClass::Timeout);
+        let mut report = build(&wide, &ReportConfig::default());
+        let modes = report.modes.as_mut().expect("modes");
+        let template = modes.modes[0];
+        modes.modes = [59.9e6, 63.9e6, 68.2e6, 72.0e6, 132e6, 224e6]
+            .iter()
+            .map(|value| proctor_modes::Mode { value: *value, fraction: 1.0 / 6.0, ..template })
+            .collect();
+        report.modes_summary = "6 modes: 59.9 ms (17 %), 63.9 ms (17 %), 68.2 ms (17 %), 72.0 ms (17 %), 132 ms \
+                                (17 %), 224 ms (17 %); 132 ms ≈ 2 × 63.9 ms; 224 ms ≈ 3 × 72.0 ms; the 64 ms mode is \
+                                quantized in 4 ms steps"
+            .to_string();
+        let files: Vec<String> = (0..12).map(|i| format!("/var/tmp/probe-runs/run-{i:02}.jsonl")).collect();
+        problems.extend(unreadable(&wide, &report, &format!("proctor probe analyze {}", files.join(" "))));
+
+        // Nothing answered: the one line that says so.
+        let failed: Vec<RequestRecord> = records
+            .iter()
+            .map(|r| RequestRecord { status: None, error: Some(crate::ErrorClass::Refused), ..r.clone() })
+            .collect();
+        problems.extend(unreadable(&failed, &build(&failed, &ReportConfig::default()), "t"));
+        assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
+    #[test]
+    fn empty_histogram_rows_draw_no_bar() {
+        // Between 20 and 80 ms most rows are empty; a 1 px floor once drew them all as a line.
+        let records = records();
+        let report = build(&records, &ReportConfig::default());
+        let rows = report.histogram.iter().filter(|row| row.count > 0).count();
+        assert!(rows < report.histogram.len(), "the fixture has empty rows");
+        let (shapes, _) = layout(&records, &report, "t");
+        let bars = shapes.iter().filter(|s| matches!(s, Shape::Rect { color, .. } if *color == BLUE)).count();
+        assert_eq!(bars, rows);
+    }
+
     #[test]
     fn svg_marks_the_modes_and_png_is_well_formed() {
         let records = records();
@@ -158,6 +257,7 @@ mod tests {
         let mut inflated = Vec::new();
         let mut decoder = flate2::read::ZlibDecoder::new(&png[41..41 + length]);
         std::io::Read::read_to_end(&mut decoder, &mut inflated).expect("valid zlib");
-        assert_eq!(inflated.len(), HEIGHT as usize * (1 + WIDTH as usize * 3));
+        let height = layout(&records, &report, "t").1;
+        assert_eq!(inflated.len(), height as usize * (1 + WIDTH as usize * 3));
     }
 }

@@ -1,30 +1,34 @@
 //! A range summary, and a correlation, as pictures: panels stacked on one time axis.
 //!
-//! [`host`] draws CPU, memory, PSI, disk and network; [`correlation`] draws every request's
-//! latency (log scale, slow ones in red above the threshold line) over the CPU, iowait, disk
-//! and PSI panels, with the slow requests' times shaded in every panel so a reader's eye can
-//! go straight down. Series are step lines of each bucket's mean with a light tick up to the
-//! bucket's max, so a spike inside a bucket stays visible. Only rectangles, axis-parallel
-//! lines and labels: `proctor_plot` writes them as SVG or rasterizes them as PNG.
+//! [`host_shapes`] draws CPU, memory, PSI, disk and network; [`correlation_shapes`] draws every
+//! request's latency (log scale, slow ones as larger vermillion dots above the dashed threshold
+//! line) over the CPU, iowait, disk and PSI panels, with the slow requests' times shaded in
+//! every panel so a reader's eye can go straight down. Series are step lines of each bucket's
+//! mean with a light tick up to the bucket's max, so a spike inside a bucket stays visible.
+//! Value axes have round ticks (bytes in binary units); labels are measured in the embedded
+//! font and kept apart. `proctor_plot` writes the shapes as SVG and renders that as PNG.
 
-use proctor_plot::axis::{nice_ticks, time_ticks};
-use proctor_plot::{Shape, BLUE, INK, RED};
+use proctor_plot::axis::{byte_ticks, bytes_label, log_ticks, nice_ticks, percent_label, seconds_label, time_ticks};
+use proctor_plot::label::{ascent, box_width, centre_inside, descent, elide_end, elide_middle, GAP as LABEL_GAP};
+use proctor_plot::{
+    tint, Anchor, Shape, BLUE, GREEN, GRID, INK, LABEL_SIZE, ORANGE, PURPLE, TITLE_SIZE, VERMILLION, WHITE,
+};
 
 use crate::correlate::Correlation;
 use crate::range::{RangeSummary, Series, Unit};
 
+/// The file formats this plot is written in, by file name (`.svg`, `.png`).
+pub use proctor_plot::{Format, UnknownFormat};
+
 pub const WIDTH: f64 = 960.0;
 const LEFT: f64 = 80.0;
-const RIGHT: f64 = 20.0;
+const RIGHT: f64 = 24.0;
 const TOP: f64 = 40.0;
 const PANEL: f64 = 110.0;
 /// Between panels: the panel's title and legend above it.
 const GAP: f64 = 34.0;
-const GRID: [u8; 3] = [0xe4, 0xe4, 0xe4];
-const SHADE: [u8; 3] = [0xfa, 0xdb, 0xd8];
-const GREEN: [u8; 3] = [0x2e, 0x8b, 0x57];
-const ORANGE: [u8; 3] = [0xe6, 0x7e, 0x22];
-const PURPLE: [u8; 3] = [0x8e, 0x44, 0xad];
+/// The slow requests' times, shaded through every panel: vermillion 80 % of the way to white.
+const SHADE: [u8; 3] = [0xf7, 0xdf, 0xcc];
 const COLORS: [[u8; 3]; 4] = [BLUE, ORANGE, GREEN, PURPLE];
 
 /// The panels of the host plot: title and the series drawn in it.
@@ -49,29 +53,30 @@ fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
 }
 
 fn text(x: f64, y: f64, text: impl Into<String>, color: [u8; 3], centered: bool) -> Shape {
-    Shape::Text { x, y, text: text.into(), color, centered }
+    Shape::text(x, y, text, color, if centered { Anchor::Middle } else { Anchor::Start })
 }
 
 fn line(x1: f64, y1: f64, x2: f64, y2: f64, color: [u8; 3]) -> Shape {
-    Shape::Line { x1, y1, x2, y2, color }
+    Shape::line(x1, y1, x2, y2, color)
 }
 
 /// The colour halfway to white: the max ticks of a series.
 fn light(color: [u8; 3]) -> [u8; 3] {
-    color.map(|c| c + (255 - c) / 2)
+    tint(color, 0.5)
 }
 
-/// `1.5 GiB`, `3.2 MB/s`, `45%`: short enough for an axis label.
+/// `1.5 GiB`, `3.2 MiB/s`, `45%`: a value for people, in the units the rest of the CLI
+/// writes (the report's text tables use it).
 pub fn human(value: f64, unit: Unit) -> String {
     match unit {
         Unit::Percent => format!("{value:.0}%"),
         Unit::Bytes => binary(value),
-        Unit::BytesPerSecond => format!("{}/S", binary(value)),
+        Unit::BytesPerSecond => format!("{}/s", binary(value)),
     }
 }
 
 fn binary(value: f64) -> String {
-    let units = ["B", "KIB", "MIB", "GIB", "TIB"];
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = value;
     let mut i = 0;
     while v.abs() >= 1024.0 && i + 1 < units.len() {
@@ -85,16 +90,45 @@ fn binary(value: f64) -> String {
     }
 }
 
-fn human_ns(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.0} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.0} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.0} µs", ns / 1e3)
+/// `850 µs`, `12.9 ms`, `1.25 s`: a measured duration to three significant digits, as the
+/// probe and strace reports write them (tick labels are round and use `seconds_label`).
+fn duration(ns: f64) -> String {
+    let (value, unit) = match ns {
+        ns if ns >= 1e9 => (ns / 1e9, "s"),
+        ns if ns >= 1e6 => (ns / 1e6, "ms"),
+        ns if ns >= 1e3 => (ns / 1e3, "µs"),
+        ns => (ns, "ns"),
+    };
+    if value >= 100.0 || unit == "ns" {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
     } else {
-        format!("{ns:.0} ns")
+        format!("{value:.2} {unit}")
     }
+}
+
+/// A tick's label in a panel's unit: `25%`, `512 MiB`, `1 MiB/s`.
+fn tick_label(value: f64, unit: Unit, step: f64) -> String {
+    match unit {
+        Unit::Percent => percent_label(value, step),
+        Unit::Bytes => bytes_label(value),
+        Unit::BytesPerSecond => format!("{}/s", bytes_label(value)),
+    }
+}
+
+/// Round ticks from 0 for a panel whose highest value is `high`: 1-2-5 steps for percentages,
+/// binary units for bytes.
+fn value_ticks(high: f64, unit: Unit) -> Vec<f64> {
+    match unit {
+        Unit::Percent => nice_ticks(0.0, high, 4),
+        Unit::Bytes | Unit::BytesPerSecond => byte_ticks(high, 4),
+    }
+}
+
+/// A label left of the plot, right-aligned to it, level with `y`.
+fn y_label(y: f64, label: String, shapes: &mut Vec<Shape>) {
+    shapes.push(Shape::text(LEFT - 6.0, y + 4.0, label, INK, Anchor::End));
 }
 
 /// The time axis every panel shares.
@@ -117,7 +151,10 @@ impl TimeAxis {
             shapes.push(line(x, top, x, top + PANEL, GRID));
             if labels {
                 shapes.push(line(x, top + PANEL, x, top + PANEL + 4.0, INK));
-                shapes.push(text(x, top + PANEL + 16.0, label, INK, true));
+                // Two pixels lower than a label's line, to clear the lowest value label; the
+                // last one kept inside the picture.
+                let centre = centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH);
+                shapes.push(text(centre, top + PANEL + 18.0, label, INK, true));
             }
         }
     }
@@ -128,27 +165,27 @@ impl TimeAxis {
 /// Two non-empty buckets are joined when they are at most `join_ns` apart (buckets narrower
 /// than the sample interval are mostly empty); farther apart, the gap stays a gap.
 fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], join_ns: u64, shapes: &mut Vec<Shape>) {
-    shapes.push(text(LEFT, top - 8.0, title, INK, false));
     let unit = series.first().map_or(Unit::Percent, |s| s.unit);
     let high = series.iter().flat_map(|s| s.points.iter().map(|p| p.max)).fold(0.0f64, f64::max);
     let high = high.max(1.0);
-    let ticks = nice_ticks(0.0, high, 4);
+    let ticks = value_ticks(high, unit);
     let top_value = ticks.last().copied().unwrap_or(high).max(f64::MIN_POSITIVE);
+    let step = ticks.get(1).copied().unwrap_or(top_value);
     let y = |v: f64| top + PANEL - (v / top_value).clamp(0.0, 1.0) * PANEL;
     for tick in &ticks {
         shapes.push(line(LEFT, y(*tick), WIDTH - RIGHT, y(*tick), GRID));
-        shapes.push(text(4.0, y(*tick) + 4.0, human(*tick, unit), INK, false));
+        y_label(y(*tick), tick_label(*tick, unit, step), shapes);
     }
     axis.draw(top, shapes, false);
-    // Legend: names in their colours, right of the title.
-    let mut legend_x = LEFT + 8.0 * (title.chars().count() as f64 + 2.0);
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let label = if s.points.is_empty() { format!("{} (no data)", s.name) } else { s.name.to_string() };
-        shapes.push(rect(legend_x, top - 16.0, 10.0, 8.0, color));
-        shapes.push(text(legend_x + 14.0, top - 8.0, label.clone(), color, false));
-        legend_x += 14.0 + 8.0 * (label.chars().count() as f64 + 2.0);
-    }
+    let entries: Vec<(String, [u8; 3])> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let label = if s.points.is_empty() { format!("{} (no data)", s.name) } else { s.name.to_string() };
+            (label, COLORS[i % COLORS.len()])
+        })
+        .collect();
+    title_and_legend(top, title, &entries, shapes);
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let mut last: Option<(u64, f64)> = None;
@@ -175,6 +212,30 @@ fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], join_
     shapes.push(line(LEFT, top, LEFT, top + PANEL, INK));
 }
 
+/// A panel's title above its top left and, right of it, the legend: a swatch and the name of
+/// each series in its colour. When both do not fit on the line, the legend keeps its full
+/// width against the right edge and the title is cut before it.
+fn title_and_legend(top: f64, title: &str, entries: &[(String, [u8; 3])], shapes: &mut Vec<Shape>) {
+    const SWATCH: f64 = 10.0;
+    let baseline = top - 8.0;
+    let entry_width = |label: &str| SWATCH + 4.0 + box_width(label, LABEL_SIZE);
+    let legend_width: f64 = entries.iter().map(|(label, _)| entry_width(label) + 2.0 * LABEL_GAP).sum();
+    let right = WIDTH - RIGHT;
+    let title_room = right - legend_width - LEFT;
+    let title = if box_width(title, LABEL_SIZE) <= title_room {
+        title.to_string()
+    } else {
+        elide_end(title, LABEL_SIZE, title_room - 2.0)
+    };
+    shapes.push(text(LEFT, baseline, title.clone(), INK, false));
+    let mut x = LEFT + box_width(&title, LABEL_SIZE) + 2.0 * LABEL_GAP;
+    for (label, color) in entries {
+        shapes.push(rect(x, baseline - 8.0, SWATCH, 8.0, *color));
+        shapes.push(text(x + SWATCH + 4.0 + 1.0, baseline, label.clone(), *color, false));
+        x += entry_width(label) + 2.0 * LABEL_GAP;
+    }
+}
+
 fn find<'a>(summary: &'a RangeSummary, name: &str) -> Option<&'a Series> {
     summary.series.iter().find(|s| s.name == name)
 }
@@ -198,7 +259,7 @@ fn panels_height(panels: usize) -> f64 {
 /// The host plot's shapes and height.
 pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
     let axis = axis_of(summary);
-    let mut shapes = vec![text(10.0, 16.0, title, INK, false)];
+    let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     for (i, (panel_title, names)) in HOST_PANELS.iter().enumerate() {
         let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
         let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
@@ -213,7 +274,7 @@ pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
 /// The correlation plot's shapes and height: latency on top, system panels below.
 pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, title: &str) -> (Vec<Shape>, f64) {
     let axis = axis_of(summary);
-    let mut shapes = vec![text(10.0, 16.0, title, INK, false)];
+    let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     let panels = 1 + CORRELATION_PANELS.len();
     let height = panels_height(panels) + 10.0;
     // Shade the slow requests' times through every panel first, so lines draw over it.
@@ -228,30 +289,38 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
     let (low, high) = latencies.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let label = match correlation.rule {
         Some(rule) => format!(
-            "latency, log scale: {} requests, {} slow (red, above {})",
+            "latency, log scale: {} requests, {} slow (vermillion, above the dashed line at {})",
             correlation.requests,
             correlation.slow,
-            human_ns(rule.threshold_ns())
+            duration(rule.threshold_ns())
         ),
         None => "latency: no requests in the range".to_string(),
     };
-    shapes.push(text(LEFT, top - 8.0, label, INK, false));
+    shapes.push(text(LEFT, top - 8.0, elide_end(&label, LABEL_SIZE, WIDTH - RIGHT - LEFT - 2.0), INK, false));
     if high > 0.0 {
         let (lo, hi) = (low.log10().floor(), high.log10().ceil().max(low.log10().floor() + 1.0));
         let y = |ns: f64| top + PANEL - ((ns.max(1.0).log10() - lo) / (hi - lo)).clamp(0.0, 1.0) * PANEL;
-        let mut decade = lo;
-        while decade <= hi {
-            shapes.push(line(LEFT, y(10f64.powf(decade)), WIDTH - RIGHT, y(10f64.powf(decade)), GRID));
-            shapes.push(text(4.0, y(10f64.powf(decade)) + 4.0, human_ns(10f64.powf(decade)), INK, false));
-            decade += 1.0;
+        let label_height = ascent(LABEL_SIZE) + descent(LABEL_SIZE);
+        for (decade, labelled) in log_ticks(lo, hi, PANEL / (hi - lo), label_height + 2.0) {
+            let at = y(10f64.powf(decade));
+            if decade.fract() == 0.0 {
+                shapes.push(line(LEFT, at, WIDTH - RIGHT, at, GRID));
+            }
+            if labelled {
+                y_label(at, seconds_label(10f64.powf(decade) / 1e9), &mut shapes);
+            }
         }
+        // The threshold under the dots; slow dots last, bigger and ringed in white, so none
+        // disappears on the line or under a fast one.
         if let Some(rule) = correlation.rule {
-            let ty = y(rule.threshold_ns());
-            shapes.push(line(LEFT, ty, WIDTH - RIGHT, ty, RED));
+            let at = y(rule.threshold_ns());
+            shapes.push(Shape::dashed(LEFT, at, WIDTH - RIGHT, at, INK));
         }
-        for p in &correlation.points {
-            let color = if p.slow { RED } else { BLUE };
-            shapes.push(rect(axis.x(p.unix_ns) - 1.0, y(p.latency_ns) - 1.0, 2.0, 2.0, color));
+        for p in correlation.points.iter().filter(|p| !p.slow) {
+            shapes.push(Shape::dot(axis.x(p.unix_ns), y(p.latency_ns), 1.5, BLUE, None));
+        }
+        for p in correlation.points.iter().filter(|p| p.slow) {
+            shapes.push(Shape::dot(axis.x(p.unix_ns), y(p.latency_ns), 2.5, VERMILLION, Some(WHITE)));
         }
     }
     axis.draw(top, &mut shapes, false);
@@ -326,6 +395,91 @@ mod tests {
         summary
     }
 
+    /// An hour at 1 s in 600 buckets with every series filled, memory in the tens of GiB and
+    /// rates near 1 MB/s: the figures whose labels used to land on 27.9 GiB and 977 KiB/s.
+    fn full_hour() -> RangeSummary {
+        let from_ns = 1_700_000_000 * 1_000_000_000; // 22:13:20 UTC
+        let to_ns = from_ns + 3600 * 1_000_000_000;
+        let mut summary = crate::range::summarize(Vec::new(), RangeConfig { from_ns, to_ns, ..RangeConfig::default() });
+        for series in &mut summary.series {
+            let top = match series.unit {
+                Unit::Percent => 100.0,
+                Unit::Bytes => 27.9 * (1u64 << 30) as f64,
+                Unit::BytesPerSecond => 1e6,
+            };
+            series.points = (0..600u32)
+                .map(|b| {
+                    let wave = 0.5 + 0.5 * (f64::from(b) / 40.0).sin();
+                    SeriesPoint {
+                        bucket: b,
+                        start_ns: from_ns + u64::from(b) * 6_000_000_000,
+                        end_ns: from_ns + u64::from(b + 1) * 6_000_000_000,
+                        mean: top * wave * 0.8,
+                        max: top * wave,
+                        count: 6,
+                    }
+                })
+                .collect();
+        }
+        summary.first_ns = Some(from_ns);
+        summary.last_ns = Some(to_ns);
+        summary.median_interval_ns = Some(1_000_000_000);
+        summary
+    }
+
+    /// Latencies every 250 ms over the summary's range, from `low_ns` to `high_ns`, the
+    /// highest tenth of them slow.
+    fn latencies(summary: &RangeSummary, low_ns: f64, high_ns: f64) -> Vec<LatencyPoint> {
+        let from = summary.first_ns.unwrap_or(summary.from_ns);
+        let to = summary.last_ns.unwrap_or(summary.to_ns);
+        let count = (to - from) / 250_000_000;
+        (0..count)
+            .map(|i| LatencyPoint {
+                unix_ns: from + i * 250_000_000,
+                latency_ns: low_ns * (high_ns / low_ns).powf((i * 7919 % count) as f64 / count as f64),
+            })
+            .collect()
+    }
+
+    /// What keeps the labels from being read (see `proctor_plot::label::problems`), after
+    /// checking that the PNG has the layout's size.
+    fn unreadable((shapes, height): (Vec<Shape>, f64), png: &[u8]) -> Vec<String> {
+        let size = |at: usize| u32::from_be_bytes([png[at], png[at + 1], png[at + 2], png[at + 3]]);
+        assert_eq!((size(16), size(20)), (WIDTH as u32, height as u32));
+        proctor_plot::label::problems(WIDTH, height, &shapes)
+    }
+
+    #[test]
+    fn labels_stay_inside_the_picture_and_apart() {
+        // The CLI's title, with a data directory long enough to need cutting.
+        let title = "proctor report 2023-11-14 22:13:20 to 2023-11-14 23:13:20 (/home/a-person-with-a-long-name\
+                     /Projects/Experiments/2023/November/an-experiment-with-a-descriptive-name/run-17/proctor-data)";
+        let mut problems = Vec::new();
+        for summary in [summary(), full_hour()] {
+            problems.extend(unreadable(host_shapes(&summary, title), &host_png(&summary, title)));
+            // Latencies over two decades, and over nine.
+            for (low, high) in [(2e6, 80e6), (1e3, 1e12)] {
+                let correlation =
+                    correlate(&latencies(&summary, low, high), &summary.points, &CorrelationConfig::default());
+                let title = "latency vs system, probe stream (every `proctor probe --record` run in the range)";
+                problems.extend(unreadable(
+                    correlation_shapes(&summary, &correlation, title),
+                    &correlation_png(&summary, &correlation, title),
+                ));
+            }
+        }
+        assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
+    #[test]
+    fn durations_have_three_significant_digits() {
+        assert_eq!(duration(12_940_000.0), "12.9 ms");
+        assert_eq!(duration(2_630_000.0), "2.63 ms");
+        assert_eq!(duration(250e6), "250 ms");
+        assert_eq!(duration(850.0), "850 ns");
+        assert_eq!(duration(1.25e9), "1.25 s");
+    }
+
     #[test]
     fn host_plot_has_every_panel_and_a_valid_png() {
         let summary = summary();
@@ -354,11 +508,13 @@ mod tests {
             .collect();
         let correlation = correlate(&latencies, &summary.points, &CorrelationConfig::default());
         let (shapes, _) = correlation_shapes(&summary, &correlation, "c");
-        let red_dots = shapes
-            .iter()
-            .filter(|s| matches!(s, Shape::Rect { color, width, .. } if *color == RED && *width == 2.0))
-            .count();
-        assert_eq!(red_dots as u64, correlation.slow);
+        let slow_dots = shapes.iter().filter(|s| matches!(s, Shape::Dot { color, .. } if *color == VERMILLION)).count();
+        assert_eq!(slow_dots as u64, correlation.slow);
+        // Drawn after every fast dot and after the threshold line, so none is hidden.
+        let last_other = shapes.iter().rposition(|s| matches!(s, Shape::Dot { color, .. } if *color == BLUE));
+        let first_slow = shapes.iter().position(|s| matches!(s, Shape::Dot { color, .. } if *color == VERMILLION));
+        let threshold = shapes.iter().position(|s| matches!(s, Shape::Line { dashed: true, .. }));
+        assert!(threshold < last_other && last_other < first_slow, "{threshold:?} {last_other:?} {first_slow:?}");
         assert!(correlation.slow > 0);
         let svg = correlation_svg(&summary, &correlation, "c");
         for (title, _) in CORRELATION_PANELS {

@@ -121,6 +121,10 @@ enum Sub {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // The plot's file name is checked before any request is sent or file read.
+    if let Some(path) = &args.plot {
+        plot::Format::from_path(path)?;
+    }
     if let Some(Sub::Analyze { files }) = &args.analyze {
         return analyze(files, args.format, args.plot.as_deref());
     }
@@ -427,9 +431,9 @@ fn print_report(
     }
     stdout.flush()?;
     if let Some(path) = plot_path {
-        let bytes = match path.extension().and_then(|ext| ext.to_str()) {
-            Some(ext) if ext.eq_ignore_ascii_case("png") => plot::png(records, &report, title),
-            _ => plot::svg(records, &report, title).into_bytes(),
+        let bytes = match plot::Format::from_path(path)? {
+            plot::Format::Png => plot::png(records, &report, title),
+            plot::Format::Svg => plot::svg(records, &report, title).into_bytes(),
         };
         std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("proctor: plot written to {}", path.display());

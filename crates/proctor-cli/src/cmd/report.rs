@@ -106,6 +106,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if from >= to {
         bail!("--from {} is not before --to {}", format_utc(from), format_utc(to));
     }
+    // A plot file's name (not a directory) is checked before the store is read.
+    if let Some(out) = args.out.as_deref().filter(|out| !out.is_dir()) {
+        plot::Format::from_path(out)?;
+    }
     let mut reader = Reader::open(crate::datadir::for_reading(&args.dir)?).context("cannot report")?;
     // Latencies first: each sample's values are kept only when there is something to line
     // them up with (a day at 1 s is 86,400 points of 23 values).
@@ -431,7 +435,7 @@ fn write_plots(
             files.push((out.join("latency.png"), plot::correlation_png(summary, c, &latency_title)));
         }
     } else {
-        let png = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+        let png = plot::Format::from_path(out)? == plot::Format::Png;
         let host = if png { plot::host_png(summary, title) } else { plot::host_svg(summary, title).into_bytes() };
         files.push((out.to_owned(), host));
         if let Some(c) = correlation {

@@ -33,7 +33,7 @@ struct Options {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text, global = true)]
     format: Format,
-    /// Also draw per-syscall wall-time histograms to this file (.svg).
+    /// Also draw per-syscall wall-time histograms to this file (.svg or .png).
     #[arg(long, value_name = "FILE", global = true)]
     plot: Option<PathBuf>,
     /// Rows per table in the text report, and panels in the plot.
@@ -61,6 +61,10 @@ enum Sub {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // The plot's file name is checked before strace runs or a log is read.
+    if let Some(path) = &args.options.plot {
+        plot::Format::from_path(path)?;
+    }
     match args.run {
         Some(Sub::Run { keep, command }) => trace_and_analyze(&command, keep, &args.options),
         None => {
@@ -189,11 +193,9 @@ fn progress_for(input: &Input) -> Option<Progress> {
 }
 
 fn write_plot(report: &Report, path: &Path, panels: usize) -> anyhow::Result<()> {
-    let extension = path.extension().and_then(|ext| ext.to_str()).unwrap_or_default();
-    let bytes = match extension.to_ascii_lowercase().as_str() {
-        "svg" => plot::svg(report, panels).into_bytes(),
-        "png" => plot::png(report, panels),
-        other => bail!("cannot plot to .{other}: use a .svg or .png file name"),
+    let bytes = match plot::Format::from_path(path)? {
+        plot::Format::Svg => plot::svg(report, panels).into_bytes(),
+        plot::Format::Png => plot::png(report, panels),
     };
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("proctor: plot written to {}", path.display());
