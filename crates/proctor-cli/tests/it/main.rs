@@ -593,3 +593,22 @@ fn probe_refuses_two_limits_rather_than_ignoring_one() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("error:"), "{args:?}");
     }
 }
+
+#[test]
+fn plots_to_an_unknown_format_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pdf = dir.path().join("plot.pdf");
+    let pdf = pdf.to_str().expect("utf-8");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../proctor-strace/tests/fixtures/f_tt_T.log");
+    for args in [
+        &["strace", "--plot", pdf, fixture][..],
+        &["probe", "http://127.0.0.1:9/", "-n", "1", "--plot", pdf][..],
+        &["report", "--dir", dir.path().to_str().expect("utf-8"), "--out", pdf][..],
+    ] {
+        let out = proctor(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains("plots are written as .svg or .png"), "{args:?}: {stderr}");
+        assert!(!std::path::Path::new(pdf).exists(), "{args:?} wrote {pdf}");
+    }
+}
