@@ -51,9 +51,10 @@ impl EventRecorder {
     pub fn stop(self) {
         let stats = self.recorder.stop();
         eprintln!(
-            "{}: recorded {} records into {} ({} dropped at a full queue, {} failed writes{})",
+            "{}: wrote {} frame{} (a probe's batch of up to a second, or a statsd flush) into {} ({} dropped at a full queue, {} failed writes{})",
             self.who,
             stats.written,
+            if stats.written == 1 { "" } else { "s" },
             self.dir.display(),
             stats.dropped,
             stats.write_errors,
