@@ -29,6 +29,29 @@ fn raise_own_fd_limit(want: u64) -> u64 {
     limit.rlim_cur
 }
 
+/// `proctor serve` on a free loopback port, started by `command` (proctor itself, or a wrapper
+/// that is given proctor's path first), with the address it printed.
+fn serve(mut command: Command, interval: &str) -> (Guard, String) {
+    let mut child = command
+        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", interval, "--pss-budget", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve (prlimit is part of util-linux)");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let guard = Guard(child);
+    let mut addr = None;
+    let mut line = String::new();
+    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
+        line.clear();
+    }
+    // Keep reading, so serve never writes to a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (guard, addr.expect("serve printed its address"))
+}
+
 #[test]
 fn idle_connections_do_not_blind_the_agent() {
     const IDLE: usize = 1100;
@@ -36,23 +59,9 @@ fn idle_connections_do_not_blind_the_agent() {
         eprintln!("SKIP: idle-connection flood: this test process may not open {IDLE} sockets (RLIMIT_NOFILE)");
         return;
     }
-    let mut child = Command::new("prlimit")
-        .args(["--nofile=1024:1024", env!("CARGO_BIN_EXE_proctor")])
-        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--pss-budget", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("prlimit is part of util-linux");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let _serve = Guard(child);
-    let mut addr = None;
-    let mut line = String::new();
-    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
-        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
-        line.clear();
-    }
-    let addr = addr.expect("serve printed its address");
+    let mut command = Command::new("prlimit");
+    command.args(["--nofile=1024:1024", env!("CARGO_BIN_EXE_proctor")]);
+    let (_serve, addr) = serve(command, "200ms");
     let before = body_json(&http_get(&addr, "/api/v1/agent"));
     let flood_started_ms = before["uptime_secs"].as_f64().expect("uptime");
     // The flood: connections opened and left silent.
@@ -113,23 +122,8 @@ fn memory_returns_after_connection_floods() {
         eprintln!("SKIP: connection floods: this test process may not open 300 sockets (RLIMIT_NOFILE)");
         return;
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
-        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve");
-    let pid = child.id();
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let _serve = Guard(child);
-    let mut addr = None;
-    let mut line = String::new();
-    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
-        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
-        line.clear();
-    }
-    let addr = addr.expect("serve printed its address");
+    let (serve, addr) = serve(Command::new(env!("CARGO_BIN_EXE_proctor")), "1s");
+    let pid = serve.0.id();
     std::thread::sleep(Duration::from_secs(2));
     let start = vm_rss_kib(pid);
     let mut after = Vec::new();
