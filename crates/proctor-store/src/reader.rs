@@ -217,7 +217,8 @@ impl Reader {
             FrameKind::Delta if f.header.version == RECORD_VERSION => {
                 let record = decompress_key(&payload).map_err(codec)?;
                 let delta = DeltaRecord::parse(&record).map_err(codec)?;
-                self.read_delta(&file, &path, segment, f, delta).map(|sample| shape.trim(sample))
+                let sample = self.read_delta(&file, &path, segment, f, delta)?;
+                Ok(shape.trim(sample))
             }
             FrameKind::Delta if f.header.version == RECORD_VERSION_1 => {
                 let cached =
@@ -241,65 +242,78 @@ impl Reader {
     /// Decodes a version-2 delta: its base is the cached one (the chunk's key or an anchor),
     /// or the anchors back to one are decoded first, oldest first, each becoming the cached base.
     /// The cache holds one base at a time, so a reader holds at most one chunk's key sample.
+    ///
+    /// The chain is found by offsets, reading only where each record's base is; then each
+    /// anchor is read again and applied in order, so one record is held at a time (a chain of
+    /// up to [`MAX_CHAIN`] hostile anchors costs no more memory than one).
     fn read_delta(
         &mut self,
         file: &File,
         path: &Path,
         segment: usize,
         f: FrameRef,
-        delta: DeltaRecord,
+        delta: DeltaRecord<'_>,
     ) -> Result<Sample, StoreError> {
         let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, source };
         let cached = |cache: &Option<(usize, u64, CachedKey)>, offset: u64| matches!(cache, Some((s, o, CachedKey::V2(_))) if *s == segment && *o == offset);
-        // The frames between the cached base (or the key) and this one, newest first.
-        let mut chain: Vec<(u64, DeltaRecord)> = Vec::new();
-        let (mut offset, mut record) = (f.offset, delta);
+        // The anchors between the cached base (or the key) and this frame, newest first.
+        let mut anchors: Vec<FrameRef> = Vec::new();
+        let (mut offset, mut distance) = (f.offset, delta.base);
         loop {
             let base = offset
-                .checked_sub(record.base)
-                .filter(|b| record.base > 0 && *b >= f.key_offset)
+                .checked_sub(distance)
+                .filter(|b| distance > 0 && *b >= f.key_offset)
                 .ok_or_else(|| codec(offset, CodecError::Delta("its base is not an earlier frame of its chunk")))?;
-            chain.push((offset, record));
             if cached(&self.key_cache, base) || base == f.key_offset {
                 break;
             }
-            if chain.len() > MAX_CHAIN {
+            if anchors.len() >= MAX_CHAIN {
                 return Err(codec(f.offset, CodecError::Delta("too many anchors before it")));
             }
             let header = read_header(file, path, base)?;
             if header.kind != FrameKind::Delta || header.version != RECORD_VERSION {
                 return Err(codec(base, CodecError::Delta("its base is not a version-2 frame of its chunk")));
             }
-            let payload = read_checked(file, path, &FrameRef { offset: base, header, key_offset: f.key_offset })?;
-            let bytes = decompress_key(&payload).map_err(|e| codec(base, e))?;
-            record = DeltaRecord::parse(&bytes).map_err(|e| codec(base, e))?;
+            let anchor = FrameRef { offset: base, header, key_offset: f.key_offset };
+            let bytes = decompress_key(&read_checked(file, path, &anchor)?).map_err(|e| codec(base, e))?;
+            let record = DeltaRecord::parse(&bytes).map_err(|e| codec(base, e))?;
             if !record.anchor {
                 return Err(codec(base, CodecError::Delta("its base is not an anchor")));
             }
-            offset = base;
+            anchors.push(anchor);
+            (offset, distance) = (base, record.base);
         }
-        let base = chain.last().map_or(f.key_offset, |(o, r)| o - r.base);
-        if !cached(&self.key_cache, base) {
+        // The loop checked that this does not underflow.
+        let root = offset - distance;
+        if !cached(&self.key_cache, root) {
             self.key_cache = None;
             self.key_cache = Some((segment, f.key_offset, read_key(file, path, f.key_offset)?));
         }
-        while let Some((offset, record)) = chain.pop() {
-            let Some((_, _, CachedKey::V2(key))) = &self.key_cache else {
-                return Err(codec(offset, CodecError::Delta("the key frame is of another version")));
-            };
-            if chain.is_empty() && !record.anchor {
-                return decode_delta(key, record).map_err(|e| codec(offset, e));
-            }
-            // An anchor: the base of the frames after it, made from the cached base in place.
-            let Some((_, _, CachedKey::V2(key))) = self.key_cache.take() else { unreachable!("matched above") };
-            let anchor = key.advance(record).map_err(|e| codec(offset, e))?;
-            let sample = if chain.is_empty() { Some(anchor.sample().map_err(|e| codec(offset, e))?) } else { None };
-            self.key_cache = Some((segment, offset, CachedKey::V2(Box::new(anchor))));
-            if let Some(sample) = sample {
-                return Ok(sample);
-            }
+        while let Some(anchor) = anchors.pop() {
+            let bytes = decompress_key(&read_checked(file, path, &anchor)?).map_err(|e| codec(anchor.offset, e))?;
+            let record = DeltaRecord::parse(&bytes).map_err(|e| codec(anchor.offset, e))?;
+            self.advance_cached(segment, anchor.offset, &record).map_err(|e| codec(anchor.offset, e))?;
         }
-        unreachable!("the chain ends with the frame asked for")
+        if !delta.anchor {
+            let Some((_, _, CachedKey::V2(key))) = &self.key_cache else {
+                return Err(codec(f.offset, CodecError::Delta("the key frame is of another version")));
+            };
+            return decode_delta(key, &delta).map_err(|e| codec(f.offset, e));
+        }
+        // An anchor: the base of the frames after it, made from the cached base in place.
+        self.advance_cached(segment, f.offset, &delta).map_err(|e| codec(f.offset, e))?;
+        let Some((_, _, CachedKey::V2(anchor))) = &self.key_cache else { unreachable!("advanced above") };
+        anchor.sample().map_err(|e| codec(f.offset, e))
+    }
+
+    /// Replaces the cached version-2 base with the base after `record`, the anchor at `offset`.
+    /// The cache is empty if that fails.
+    fn advance_cached(&mut self, segment: usize, offset: u64, record: &DeltaRecord<'_>) -> Result<(), CodecError> {
+        let Some((_, _, CachedKey::V2(key))) = self.key_cache.take() else {
+            return Err(CodecError::Delta("the key frame is of another version"));
+        };
+        self.key_cache = Some((segment, offset, CachedKey::V2(Box::new(key.advance(record)?))));
+        Ok(())
     }
 
     /// The last sample at or before `unix_ns`, and the sample before it when both come from

@@ -10,8 +10,8 @@ use std::time::Instant;
 use proctor_model::Sample;
 
 use crate::codec::{
-    compress_alone, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION, RECORD_VERSION,
-    RECORD_VERSION_1,
+    compress_alone, decompressed_cap, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION,
+    RECORD_VERSION, RECORD_VERSION_1,
 };
 use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
@@ -211,6 +211,15 @@ impl Writer {
                 reason: "sample too large for a frame",
             });
         }
+        // What a reader would refuse to decompress is not written (see `decompressed_cap`).
+        let dictionary = if version_1 && !key { self.compressor.key_len() } else { 0 };
+        if record_bytes > decompressed_cap(payload.len(), dictionary) as u64 {
+            return Err(StoreError::BadFrame {
+                path: self.dir.clone(),
+                offset: 0,
+                reason: "sample record too large to be read back",
+            });
+        }
         let kind = if key { FrameKind::Key } else { FrameKind::Delta };
         let at = self.active.as_ref().map_or(0, |a| a.bytes);
         let frame_bytes = self.write_frame(sample.unix_ns, kind, self.config.record_version, &payload)?;
@@ -317,6 +326,13 @@ impl Writer {
         }
         let payload = compress_alone(self.config.level, &record).map_err(|e| StoreError::io(&self.dir, e))?;
         let compressed = Instant::now();
+        if record.len() > decompressed_cap(payload.len(), 0) {
+            return Err(StoreError::BadFrame {
+                path: self.dir.clone(),
+                offset: 0,
+                reason: "event record too large to be read back",
+            });
+        }
         let frame_bytes = self.write_frame(unix_ns, event.kind(), EVENT_VERSION, &payload)?;
         let written = Instant::now();
         let cost = AppendCost {

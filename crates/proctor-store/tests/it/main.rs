@@ -1,5 +1,8 @@
 //! proctor-store integration tests: round trips, repair, set-aside, retention, locking, and
-//! reading the committed store of an older build (`tests/data/v1-store`).
+//! reading the committed store of an older build (`tests/data/v1-store`); `hostile` has the
+//! attacks of issue 15.
+
+mod hostile;
 
 use std::collections::BTreeMap;
 use std::path::Path;
