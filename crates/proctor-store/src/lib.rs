@@ -58,7 +58,7 @@ pub fn stream_dir(data_dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(StoreError::io(&dir, e)),
+        Err(e) => return Err(StoreError::io("cannot create", &dir, e)),
     }
     check_dir(&dir)?;
     Ok(dir)
@@ -112,18 +112,23 @@ impl Default for StoreConfig {
 }
 
 /// Errors opening, writing or reading a store.
+///
+/// Each message says what failed on which path and why, once: the cause is part of the text
+/// and not also a `source()`, so `anyhow`'s `{:#}` chain does not print it twice and a caller
+/// that keeps only `to_string()` (the recorder's last error) still has it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("data directory {path} does not exist (create it first)")]
     Missing { path: PathBuf },
     #[error("data directory {path} is not a directory")]
     NotADirectory { path: PathBuf },
-    #[error("data directory {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// `action` is what was tried on `path`: "cannot open", "cannot list", "cannot write to", …
+    #[error("{action} {path}: {error}")]
+    Io { action: &'static str, path: PathBuf, error: std::io::Error },
     #[error("data directory {path} is locked by another recorder")]
     Locked { path: PathBuf },
-    #[error("{path} at offset {offset}: {source}")]
-    Codec { path: PathBuf, offset: u64, source: codec::CodecError },
+    #[error("{path} at offset {offset}: {error}")]
+    Codec { path: PathBuf, offset: u64, error: codec::CodecError },
     #[error("{path} at offset {offset}: {reason}")]
     BadFrame { path: PathBuf, offset: u64, reason: &'static str },
     #[error("this build writes record versions 1 and 2, not {0}")]
@@ -131,8 +136,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
-        StoreError::Io { path: path.to_owned(), source }
+    pub(crate) fn io(action: &'static str, path: &Path, error: std::io::Error) -> Self {
+        StoreError::Io { action, path: path.to_owned(), error }
+    }
+
+    /// The I/O error underneath, if that is what this is.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            StoreError::Io { error, .. } => Some(error.kind()),
+            _ => None,
+        }
     }
 }
 
@@ -141,10 +154,10 @@ impl StoreError {
 pub fn check_dir(dir: &Path) -> Result<(), StoreError> {
     match std::fs::metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StoreError::Missing { path: dir.to_owned() }),
-        Err(e) => return Err(StoreError::io(dir, e)),
+        Err(e) => return Err(StoreError::io("cannot reach", dir, e)),
         Ok(meta) if !meta.is_dir() => return Err(StoreError::NotADirectory { path: dir.to_owned() }),
         Ok(_) => {}
     }
-    std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    std::fs::read_dir(dir).map_err(|e| StoreError::io("cannot list", dir, e))?;
     Ok(())
 }

@@ -106,7 +106,7 @@ impl Reader {
             let walked = match walk(&path, Check::Headers) {
                 Ok(w) => w,
                 // Retention may have removed it since the listing.
-                Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => continue,
                 Err(e) => return Err(e),
             };
             if let Some((offset, defect)) = walked.defect {
@@ -174,11 +174,11 @@ impl Reader {
     pub fn try_read_event(&mut self, frame: &StoredFrame) -> Result<Event, StoreError> {
         let path = self.segments[frame.segment].path.clone();
         let f = frame.frame;
-        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
+        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, error: source };
         if f.header.kind.is_sample() {
             return Err(codec(CodecError::NotAnEvent));
         }
-        let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+        let file = File::open(&path).map_err(|e| StoreError::io("cannot open", &path, e))?;
         let payload = read_checked(&file, &path, &f)?;
         let record = decompress_key(&payload).map_err(codec)?;
         decode_event(f.header.kind, f.header.version, &record).map_err(codec)
@@ -193,11 +193,11 @@ impl Reader {
         let segment = frame.segment;
         let path = self.segments[segment].path.clone();
         let f = frame.frame;
-        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
+        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, error: source };
         if !f.header.kind.is_sample() {
             return Err(StoreError::BadFrame { path, offset: f.offset, reason: "an event frame read as a sample" });
         }
-        let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+        let file = File::open(&path).map_err(|e| StoreError::io("cannot open", &path, e))?;
         let payload = read_checked(&file, &path, &f)?;
         match f.header.kind {
             FrameKind::Key => {
@@ -254,7 +254,7 @@ impl Reader {
         f: FrameRef,
         delta: DeltaRecord<'_>,
     ) -> Result<Sample, StoreError> {
-        let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, source };
+        let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, error: source };
         let cached = |cache: &Option<(usize, u64, CachedKey)>, offset: u64| matches!(cache, Some((s, o, CachedKey::V2(_))) if *s == segment && *o == offset);
         // The anchors between the cached base (or the key) and this frame, newest first.
         let mut anchors: Vec<FrameRef> = Vec::new();
@@ -345,7 +345,7 @@ pub fn same_run(prev: &Sample, cur: &Sample) -> bool {
 fn read_checked(file: &File, path: &Path, f: &FrameRef) -> Result<Vec<u8>, StoreError> {
     // Header and payload in one pread: the CRC covers both.
     let mut frame = vec![0u8; HEADER_LEN + f.header.payload_len as usize];
-    file.read_exact_at(&mut frame, f.offset).map_err(|e| StoreError::io(path, e))?;
+    file.read_exact_at(&mut frame, f.offset).map_err(|e| StoreError::io("cannot read", path, e))?;
     let bad = |reason| StoreError::BadFrame { path: path.to_owned(), offset: f.offset, reason };
     let header = crate::frame::decode_header(&frame).map_err(|_| bad("bad frame header"))?;
     if header != f.header {
@@ -362,7 +362,7 @@ const MAX_CHAIN: usize = 4096;
 
 fn read_header(file: &File, path: &Path, offset: u64) -> Result<crate::frame::FrameHeader, StoreError> {
     let mut header_bytes = [0u8; HEADER_LEN];
-    file.read_exact_at(&mut header_bytes, offset).map_err(|e| StoreError::io(path, e))?;
+    file.read_exact_at(&mut header_bytes, offset).map_err(|e| StoreError::io("cannot read", path, e))?;
     crate::frame::decode_header(&header_bytes).map_err(|_| StoreError::BadFrame {
         path: path.to_owned(),
         offset,
@@ -378,7 +378,7 @@ fn read_key(file: &File, path: &Path, key_offset: u64) -> Result<CachedKey, Stor
     }
     let key = FrameRef { offset: key_offset, header, key_offset };
     let payload = read_checked(file, path, &key)?;
-    let codec = |source| StoreError::Codec { path: path.to_owned(), offset: key_offset, source };
+    let codec = |source| StoreError::Codec { path: path.to_owned(), offset: key_offset, error: source };
     let record = decompress_key(&payload).map_err(codec)?;
     if header.version == RECORD_VERSION_1 {
         return Ok(CachedKey::V1(record));

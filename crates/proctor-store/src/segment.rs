@@ -40,15 +40,15 @@ pub fn list_set_aside(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
 }
 
 fn list_by_suffix(dir: &Path, suffix: &str) -> Result<Vec<SegmentInfo>, StoreError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("cannot list", dir, e))?;
     let mut segments = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
+        let entry = entry.map_err(|e| StoreError::io("cannot list", dir, e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some(stem) = name.strip_suffix(suffix) else { continue };
         let Ok(start_ns) = stem.parse::<u64>() else { continue };
-        let len_bytes = entry.metadata().map_err(|e| StoreError::io(&entry.path(), e))?.len();
+        let len_bytes = entry.metadata().map_err(|e| StoreError::io("cannot stat", &entry.path(), e))?.len();
         segments.push(SegmentInfo { path: entry.path(), start_ns, len_bytes });
     }
     segments.sort_by_key(|s| s.start_ns);
@@ -84,10 +84,10 @@ pub enum Check {
 }
 
 pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
-    let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
-    let file_len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+    let mut file = File::open(path).map_err(|e| StoreError::io("cannot open", path, e))?;
+    let file_len = file.metadata().map_err(|e| StoreError::io("cannot stat", path, e))?.len();
     let mut magic = [0u8; 8];
-    let got = read_up_to(&mut file, &mut magic).map_err(|e| StoreError::io(path, e))?;
+    let got = read_up_to(&mut file, &mut magic).map_err(|e| StoreError::io("cannot read", path, e))?;
     if got < magic.len() || &magic != SEGMENT_MAGIC {
         let defect = if got < magic.len() && magic[..got] == SEGMENT_MAGIC[..got] {
             FrameDefect::Torn
@@ -105,7 +105,8 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
         if offset == file_len {
             break None;
         }
-        let got = read_at_up_to(&file, &mut header_bytes, offset).map_err(|e| StoreError::io(path, e))?;
+        let got =
+            read_at_up_to(&file, &mut header_bytes, offset).map_err(|e| StoreError::io("cannot read", path, e))?;
         let header = match decode_header(&header_bytes[..got]) {
             Ok(h) => h,
             Err(d) => break Some((offset, d)),
@@ -116,7 +117,8 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
         }
         if check == Check::Full {
             payload.resize(header.payload_len as usize, 0);
-            file.read_exact_at(&mut payload, offset + HEADER_LEN as u64).map_err(|e| StoreError::io(path, e))?;
+            file.read_exact_at(&mut payload, offset + HEADER_LEN as u64)
+                .map_err(|e| StoreError::io("cannot read", path, e))?;
             if let Err(d) = check_payload(&header_bytes, &header, &payload) {
                 break Some((offset, d));
             }
@@ -142,10 +144,10 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
 /// Whether any intact frame starts after `from`: if so, the defect at `from` is damage in the
 /// middle of the file, not a write that a crash cut short.
 pub fn intact_frame_after(path: &Path, from: u64) -> Result<bool, StoreError> {
-    let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
-    file.seek(SeekFrom::Start(from + 1)).map_err(|e| StoreError::io(path, e))?;
+    let mut file = File::open(path).map_err(|e| StoreError::io("cannot open", path, e))?;
+    file.seek(SeekFrom::Start(from + 1)).map_err(|e| StoreError::io("cannot read", path, e))?;
     let mut rest = Vec::new();
-    file.read_to_end(&mut rest).map_err(|e| StoreError::io(path, e))?;
+    file.read_to_end(&mut rest).map_err(|e| StoreError::io("cannot read", path, e))?;
     let magic = crate::frame::FRAME_MAGIC.to_le_bytes();
     for start in memchr_magic(&rest, &magic) {
         let candidate = &rest[start..];

@@ -128,7 +128,7 @@ impl Writer {
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| StoreError::io(&lock_path, e))?;
+            .map_err(|e| StoreError::io("cannot open", &lock_path, e))?;
         // SAFETY: flock on an fd we own; no memory is passed.
         let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
@@ -136,7 +136,7 @@ impl Writer {
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                 return Err(StoreError::Locked { path: dir.to_owned() });
             }
-            return Err(StoreError::io(&lock_path, err));
+            return Err(StoreError::io("cannot lock", &lock_path, err));
         }
         let mut report = OpenReport::default();
         let segments = list_segments(dir)?;
@@ -202,7 +202,7 @@ impl Writer {
         let version_1 = self.config.record_version == RECORD_VERSION_1;
         let (key, base, record_bytes, encoded, payload) =
             if version_1 { self.encode_v1(key, sample) } else { self.encode_v2(key, sample) };
-        let payload = payload.map_err(|e| StoreError::io(&self.dir, e))?;
+        let payload = payload.map_err(|e| StoreError::io("cannot compress a sample for", &self.dir, e))?;
         let compressed = Instant::now();
         if payload.len() > MAX_PAYLOAD_LEN as usize {
             return Err(StoreError::BadFrame {
@@ -324,7 +324,8 @@ impl Writer {
         if rotate {
             self.rotate(unix_ns)?;
         }
-        let payload = compress_alone(self.config.level, &record).map_err(|e| StoreError::io(&self.dir, e))?;
+        let payload = compress_alone(self.config.level, &record)
+            .map_err(|e| StoreError::io("cannot compress an event for", &self.dir, e))?;
         let compressed = Instant::now();
         if record.len() > decompressed_cap(payload.len(), 0) {
             return Err(StoreError::BadFrame {
@@ -378,10 +379,10 @@ impl Writer {
             let path = active.path.clone();
             let _ = active.file.set_len(active.bytes);
             self.active = None;
-            return Err(StoreError::io(&path, e));
+            return Err(StoreError::io("cannot write to", &path, e));
         }
         if sync {
-            active.file.sync_data().map_err(|e| StoreError::io(&active.path, e))?;
+            active.file.sync_data().map_err(|e| StoreError::io("cannot sync", &active.path, e))?;
         }
         active.bytes += frame.len() as u64;
         Ok(frame.len() as u64)
@@ -403,7 +404,7 @@ impl Writer {
         if let Some(old) = self.active.take() {
             // Sealing: the old segment's frames reach the disk before the next one starts, so
             // only the newest segment can ever be torn.
-            old.file.sync_data().map_err(|e| StoreError::io(&old.path, e))?;
+            old.file.sync_data().map_err(|e| StoreError::io("cannot sync", &old.path, e))?;
         }
         // Names must be unique and increasing; a clock that stepped back (or two writers in the
         // same nanosecond) gets the next free name after the newest.
@@ -417,11 +418,11 @@ impl Writer {
             match OpenOptions::new().append(true).create_new(true).open(&path) {
                 Ok(file) => break (file, path),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => name_ns += 1,
-                Err(e) => return Err(StoreError::io(&path, e)),
+                Err(e) => return Err(StoreError::io("cannot create", &path, e)),
             }
         };
         let mut file = file;
-        file.write_all(SEGMENT_MAGIC).map_err(|e| StoreError::io(&path, e))?;
+        file.write_all(SEGMENT_MAGIC).map_err(|e| StoreError::io("cannot write to", &path, e))?;
         self.active = Some(Active {
             file,
             path,
@@ -461,7 +462,7 @@ impl Writer {
             if !too_old && total <= self.config.retain_bytes {
                 continue;
             }
-            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io("cannot remove", &segment.path, e))?;
             total -= segment.len_bytes;
             removed.push(segment.path.clone());
         }
@@ -475,7 +476,7 @@ impl Writer {
             if !too_old && !too_big {
                 break;
             }
-            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io("cannot remove", &segment.path, e))?;
             total -= segment.len_bytes;
             removed.push(segment.path.clone());
         }
@@ -493,9 +494,10 @@ fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport)
     };
     if offset > 0 && !intact_frame_after(&segment.path, offset)? {
         // Nothing good follows: the tail of an interrupted write (or a damaged last frame).
-        let file = OpenOptions::new().write(true).open(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
-        file.set_len(walked.good_len).map_err(|e| StoreError::io(&segment.path, e))?;
-        file.sync_all().map_err(|e| StoreError::io(&segment.path, e))?;
+        let cut = |e| StoreError::io("cannot cut back", &segment.path, e);
+        let file = OpenOptions::new().write(true).open(&segment.path).map_err(cut)?;
+        file.set_len(walked.good_len).map_err(cut)?;
+        file.sync_all().map_err(cut)?;
         report.repaired.push(Repair {
             path: segment.path.clone(),
             kept_bytes: walked.good_len,
@@ -506,7 +508,7 @@ fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport)
     }
     if offset == 0 && defect == FrameDefect::Torn {
         // Created, but the writer died before the segment magic was complete: no frame lost.
-        std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+        std::fs::remove_file(&segment.path).map_err(|e| StoreError::io("cannot remove", &segment.path, e))?;
         report.repaired.push(Repair {
             path: segment.path.clone(),
             kept_bytes: 0,
@@ -518,7 +520,7 @@ fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport)
     let mut moved_to = segment.path.as_os_str().to_owned();
     moved_to.push(CORRUPT_SUFFIX);
     let moved_to = PathBuf::from(moved_to);
-    std::fs::rename(&segment.path, &moved_to).map_err(|e| StoreError::io(&segment.path, e))?;
+    std::fs::rename(&segment.path, &moved_to).map_err(|e| StoreError::io("cannot set aside", &segment.path, e))?;
     report.set_aside.push(SetAside {
         path: segment.path.clone(),
         moved_to,

@@ -348,6 +348,21 @@ fn missing_or_non_directory_data_dir_is_a_clear_error() {
     assert!(matches!(Reader::open(&file), Err(StoreError::NotADirectory { .. })));
 }
 
+/// Regression (issue 15 item 10): an I/O error said "data directory <a segment file>: <cause>"
+/// and also returned the cause as its `source()`, so `anyhow`'s `{:#}` printed "(os error 13):
+/// … (os error 13)". Now it says what was tried on which path, and its cause once.
+#[test]
+fn an_io_error_says_what_failed_on_which_path_and_its_cause_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").expect("write");
+    let err = Reader::open(&file.join("store")).expect_err("a path under a file");
+    let text = err.to_string();
+    assert_eq!(text, format!("cannot reach {}: Not a directory (os error 20)", file.join("store").display()));
+    assert!(std::error::Error::source(&err).is_none(), "the cause is in the text; a source would print it twice");
+    assert!(!text.contains("data directory"), "{text}");
+}
+
 #[test]
 fn at_or_before_pairs_samples_of_one_run_only() {
     let dir = tempfile::tempdir().expect("tempdir");
