@@ -44,7 +44,7 @@ pub const RECORD_VERSION_1: u8 = 1;
 /// Errors turning bytes back into a sample.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
-    #[error("record version {0} is newer than this build reads ({RECORD_VERSION})")]
+    #[error("record version {0} is not one this build reads (a newer build's?)")]
     UnknownVersion(u8),
     #[error("decompression failed: {0}")]
     Decompress(std::io::Error),
