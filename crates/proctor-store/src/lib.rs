@@ -12,6 +12,12 @@
 //! corrupt tail off; damage in the middle of a file (an intact frame after the bad one) sets
 //! the whole file aside as `*.corrupt` and reports it, and recording goes on in a new segment.
 //! Each writer starts a new segment, so it never appends to a file a crash may have damaged.
+//! Readers read a set-aside file's intact frames, before and after its damage, and say so.
+//!
+//! Hostile files: every store file is opened non-blocking and accepted only if it is a regular
+//! file; a FIFO, directory or device named like a segment is listed apart and left alone. A
+//! reader skips what it cannot open, reads around damage, and keeps each problem once in its
+//! [`ReadReport`] with the samples it cost, which every command and answer says.
 //!
 //! Retention drops whole segments (oldest first) by age and by total size: an `unlink`, never a
 //! rewrite.
@@ -33,6 +39,7 @@ pub mod delta;
 pub mod frame;
 mod reader;
 pub mod recorder;
+mod report;
 pub mod segment;
 mod writer;
 
@@ -41,8 +48,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use codec::Event;
-pub use reader::{same_run, ReadReport, Reader, StoredFrame};
+pub use reader::{same_run, Reader, StoredFrame};
 pub use recorder::{Recorder, RecorderSender, RecorderStats, Sink};
+pub use report::{DamagedSegment, ReadReport, SkippedFile};
 pub use writer::{AppendCost, OpenReport, Repair, SetAside, Writer, WriterStats};
 
 /// The subdirectory of a data directory that `proctor probe --record` writes.
@@ -131,6 +139,9 @@ pub enum StoreError {
     Codec { path: PathBuf, offset: u64, error: codec::CodecError },
     #[error("{path} at offset {offset}: {reason}")]
     BadFrame { path: PathBuf, offset: u64, reason: &'static str },
+    /// A store file (a segment, the lock) that is a directory, a FIFO, a socket or a device.
+    #[error("{path} is {what}, not a regular file")]
+    NotAFile { path: PathBuf, what: &'static str },
     #[error("this build writes record versions 1 and 2, not {0}")]
     WriteVersion(u8),
 }
@@ -138,6 +149,18 @@ pub enum StoreError {
 impl StoreError {
     pub(crate) fn io(action: &'static str, path: &Path, error: std::io::Error) -> Self {
         StoreError::Io { action, path: path.to_owned(), error }
+    }
+
+    /// What went wrong, without the path (for a line that names the file already): "cannot
+    /// open: Permission denied (os error 13)", "a FIFO, not a regular file", "crc mismatch".
+    pub fn cause(&self) -> String {
+        match self {
+            StoreError::Io { action, error, .. } => format!("{action}: {error}"),
+            StoreError::Codec { error, .. } => error.to_string(),
+            StoreError::BadFrame { reason, .. } => reason.to_string(),
+            StoreError::NotAFile { what, .. } => format!("{what}, not a regular file"),
+            other => other.to_string(),
+        }
     }
 
     /// The I/O error underneath, if that is what this is.

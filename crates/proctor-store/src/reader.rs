@@ -1,10 +1,17 @@
 //! Reading a store: which frames fall in a time range (headers only), and decoding them.
-//! Never writes, repairs or locks: it reads alongside a live writer, and a frame that fails its
-//! CRC or does not decode is skipped and counted, not fatal.
+//! Never writes, repairs or locks: it reads alongside a live writer. Nothing a file holds is
+//! fatal: a file named like a segment that is not a regular file or cannot be opened is
+//! skipped, damage inside a segment is read around (see `segment::salvage`), a frame that fails
+//! its CRC or does not decode is skipped, and each is noted once in the [`ReadReport`].
+//!
+//! Set-aside segments (`*.seg.corrupt`, which a writer moved out of its way because they were
+//! damaged in the middle) are read too, in their place in time: the writer must not append after
+//! damage, but the frames around it are as good as any, and hiding them lost samples without a
+//! word. Each one read is said in the report.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proctor_model::Sample;
 
@@ -13,8 +20,9 @@ use crate::codec::{
     Event, RECORD_VERSION, RECORD_VERSION_1,
 };
 use crate::delta::{decode_delta, DeltaRecord, KeySample};
-use crate::frame::{check_payload, FrameKind, HEADER_LEN};
-use crate::segment::{list_segments, walk, Check, FrameRef, SegmentInfo};
+use crate::frame::{check_payload, FrameDefect, FrameKind, HEADER_LEN};
+use crate::report::ReadReport;
+use crate::segment::{list, open_for_reading, salvage, FrameRef, SegmentInfo};
 use crate::{check_dir, StoreError};
 
 /// A frame found by [`Reader::frames`]: its segment and position.
@@ -34,18 +42,15 @@ impl StoredFrame {
     }
 }
 
-/// Problems met while reading, kept rather than raised.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadReport {
-    /// Segments whose walk stopped early (a torn tail being written, or damage), with why.
-    pub damaged_segments: Vec<(PathBuf, String)>,
-    /// Frames skipped because their CRC failed or they did not decode, with why.
-    pub bad_frames: Vec<(PathBuf, u64, String)>,
-}
-
 /// Reads samples from a store directory.
 pub struct Reader {
+    /// Segments and set-aside segments, in time order.
     segments: Vec<SegmentInfo>,
+    /// The newest segment that is not set aside: the one a writer may be appending to, whose
+    /// torn tail is a write in flight.
+    live: Option<usize>,
+    /// Segments whose frames were counted into the report's walked totals.
+    measured: std::collections::HashSet<usize>,
     report: ReadReport,
     /// The key frame last read: (segment, offset, key), reused by the deltas of its chunk.
     key_cache: Option<(usize, u64, CachedKey)>,
@@ -66,9 +71,22 @@ impl std::fmt::Debug for Reader {
 }
 
 impl Reader {
+    /// Lists `dir`'s segments; files named like segments that are not regular files are noted
+    /// in the report now and never opened.
     pub fn open(dir: &Path) -> Result<Reader, StoreError> {
         check_dir(dir)?;
-        Ok(Reader { segments: list_segments(dir)?, report: ReadReport::default(), key_cache: None })
+        let listing = list(dir)?;
+        let mut report = ReadReport::default();
+        for (path, what) in listing.not_files {
+            report.note_skipped(&path, what, None);
+        }
+        let live = listing.segments.last().map(|s| s.path.clone());
+        let mut segments = listing.segments;
+        segments.extend(listing.set_aside);
+        // Stable: a segment and a set-aside one of the same name stay in that order.
+        segments.sort_by_key(|s| s.start_ns);
+        let live = live.and_then(|live| segments.iter().position(|s| s.path == live));
+        Ok(Reader { segments, live, measured: Default::default(), report, key_cache: None })
     }
 
     pub fn segments(&self) -> &[SegmentInfo] {
@@ -103,14 +121,32 @@ impl Reader {
                 continue;
             }
             let path = self.segments[i].path.clone();
-            let walked = match walk(&path, Check::Headers) {
+            let walked = match salvage(&path) {
                 Ok(w) => w,
                 // Retention may have removed it since the listing.
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => continue,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    let bytes = self.segments[i].len_bytes;
+                    self.report.note_skipped(&path, e.cause(), Some(bytes));
+                    continue;
+                }
             };
-            if let Some((offset, defect)) = walked.defect {
-                self.report.damaged_segments.push((path.clone(), format!("{defect:?} at offset {offset}")));
+            for damage in walked.damage {
+                let in_flight = Some(i) == self.live && damage.to_end && damage.defect == FrameDefect::Torn;
+                if !in_flight {
+                    self.report.note_damage(&path, damage);
+                }
+            }
+            if self.segments[i].set_aside && !walked.frames.is_empty() {
+                self.report.note_set_aside_read(&path);
+            }
+            if self.measured.insert(i) {
+                self.report.frames_walked += walked.frames.len() as u64;
+                self.report.bytes_walked += walked
+                    .frames
+                    .iter()
+                    .map(|f| crate::frame::HEADER_LEN as u64 + u64::from(f.header.payload_len))
+                    .sum::<u64>();
             }
             out.extend(
                 (0u64..)
@@ -152,7 +188,7 @@ impl Reader {
             Ok(sample) => Some(sample),
             Err(err) => {
                 let path = self.segments[frame.segment].path.clone();
-                self.report.bad_frames.push((path, frame.frame.offset, err.to_string()));
+                self.report.note_bad_frame(&path, frame.frame.offset, err.cause());
                 None
             }
         }
@@ -164,7 +200,7 @@ impl Reader {
         match self.try_read_event(frame) {
             Ok(event) => Some(event),
             Err(err) => {
-                self.report.bad_frames.push((path, frame.frame.offset, err.to_string()));
+                self.report.note_bad_frame(&path, frame.frame.offset, err.cause());
                 None
             }
         }
@@ -178,7 +214,7 @@ impl Reader {
         if f.header.kind.is_sample() {
             return Err(codec(CodecError::NotAnEvent));
         }
-        let file = File::open(&path).map_err(|e| StoreError::io("cannot open", &path, e))?;
+        let file = open_for_reading(&path)?;
         let payload = read_checked(&file, &path, &f)?;
         let record = decompress_key(&payload).map_err(codec)?;
         decode_event(f.header.kind, f.header.version, &record).map_err(codec)
@@ -197,7 +233,7 @@ impl Reader {
         if !f.header.kind.is_sample() {
             return Err(StoreError::BadFrame { path, offset: f.offset, reason: "an event frame read as a sample" });
         }
-        let file = File::open(&path).map_err(|e| StoreError::io("cannot open", &path, e))?;
+        let file = open_for_reading(&path)?;
         let payload = read_checked(&file, &path, &f)?;
         match f.header.kind {
             FrameKind::Key => {

@@ -16,7 +16,8 @@ use crate::codec::{
 use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
 use crate::segment::{
-    intact_frame_after, list_segments, list_set_aside, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX,
+    intact_frame_after, list, list_segments, list_set_aside, open_regular, segment_name, walk, Check, SegmentInfo,
+    CORRUPT_SUFFIX,
 };
 use crate::{check_dir, StoreConfig, StoreError};
 
@@ -45,6 +46,11 @@ pub struct OpenReport {
     pub repaired: Vec<Repair>,
     pub set_aside: Vec<SetAside>,
     pub removed_by_retention: Vec<PathBuf>,
+    /// Files named like segments that were left alone, with why: not regular files (never
+    /// opened), or segments that could not be opened or walked. The writer never writes to an
+    /// older segment, so one it cannot check is no danger to what it writes; readers skip them
+    /// too, and say so.
+    pub skipped: Vec<(PathBuf, String)>,
 }
 
 /// What one append cost and produced.
@@ -123,12 +129,8 @@ impl Writer {
         }
         check_dir(dir)?;
         let lock_path = dir.join("lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| StoreError::io("cannot open", &lock_path, e))?;
+        // Non-blocking like every store file: a FIFO named `lock` made this wait for ever.
+        let lock = open_regular(&lock_path, OpenOptions::new().create(true).truncate(false).write(true))?;
         // SAFETY: flock on an fd we own; no memory is passed.
         let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
@@ -139,13 +141,20 @@ impl Writer {
             return Err(StoreError::io("cannot lock", &lock_path, err));
         }
         let mut report = OpenReport::default();
-        let segments = list_segments(dir)?;
+        let listing = list(dir)?;
+        report.skipped = listing.not_files;
+        let segments = listing.segments;
         let newest = segments.len().checked_sub(1);
         for (i, segment) in segments.iter().enumerate() {
             // Only the newest segment can have been torn by a crash of the last writer; older
             // ones were sealed by a rotation, so their headers are walked, not their payloads.
             let check = if Some(i) == newest { Check::Full } else { Check::Headers };
-            recover_segment(segment, check, &mut report)?;
+            match recover_segment(segment, check, &mut report) {
+                Ok(()) => {}
+                // Gone since the listing.
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {}
+                Err(e) => report.skipped.push((segment.path.clone(), e.cause())),
+            }
         }
         let mut writer = Writer {
             dir: dir.to_owned(),
@@ -495,7 +504,7 @@ fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport)
     if offset > 0 && !intact_frame_after(&segment.path, offset)? {
         // Nothing good follows: the tail of an interrupted write (or a damaged last frame).
         let cut = |e| StoreError::io("cannot cut back", &segment.path, e);
-        let file = OpenOptions::new().write(true).open(&segment.path).map_err(cut)?;
+        let file = open_regular(&segment.path, OpenOptions::new().write(true))?;
         file.set_len(walked.good_len).map_err(cut)?;
         file.sync_all().map_err(cut)?;
         report.repaired.push(Repair {

@@ -9,23 +9,52 @@ use std::time::{Duration, Instant};
 
 use proctor_store::codec::{compress_alone, RECORD_VERSION};
 use proctor_store::frame::{encode_header, FrameKind};
-use proctor_store::{Reader, Writer};
+use proctor_store::{Reader, StoreConfig, Writer};
 
 use super::{sample, seqs, small_config, T0};
 
-/// Set in the child process [`in_child_under_memory_limit`] starts.
+/// Set in the child process [`in_child`] starts; a directory prepared for it, when there is one.
 const CHILD_ENV: &str = "PROCTOR_STORE_TEST_CHILD";
 
-/// Runs the test `name` of this binary again in a child process, where
-/// [`limit_address_space`] caps it, and fails unless the child passes within a minute. Returns
-/// `false` in the child (the caller then runs the attack itself), `true` in the parent.
+/// Runs the test `name` of this binary again in a child process (whose test body then caps its
+/// memory, or reads what the parent prepared), and fails unless the child passes within a
+/// minute. Returns `false` in the child (the caller then runs the attack itself), `true` in the
+/// parent.
 fn in_child_under_memory_limit(name: &str) -> bool {
+    in_child(name, None, false)
+}
+
+/// [`in_child`] for a test that reads `dir` as a user who is not root, so that a file of mode
+/// 000 is unreadable (when this runs as root, the child is `nobody`, as `setpriv` makes it;
+/// otherwise the test is unprivileged already and runs in this process). Returns the directory
+/// where the caller reads, or `None` in a parent whose child passed.
+fn read_unprivileged(name: &str, dir: &Path) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(CHILD_ENV) {
+        return Some(PathBuf::from(dir));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(dir.to_owned());
+    }
+    in_child(name, Some(dir), true);
+    None
+}
+
+fn in_child(name: &str, dir: Option<&Path>, unprivileged: bool) -> bool {
     if std::env::var_os(CHILD_ENV).is_some() {
         return false;
     }
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+    let exe = std::env::current_exe().expect("test binary");
+    let mut command = if unprivileged {
+        let mut setpriv = Command::new("setpriv");
+        setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(exe);
+        setpriv
+    } else {
+        Command::new(exe)
+    };
+    let mut child = command
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
+        .env(CHILD_ENV, dir.map_or_else(|| "1".into(), |d| d.as_os_str().to_owned()))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -190,4 +219,224 @@ fn alike_row(p: &proctor_model::ProcessSample) -> proctor_model::ProcessSample {
         cmdline: Some(std::sync::Arc::from(vec!["x".to_string()])),
         ..p.clone()
     }
+}
+
+/// Runs `f` on a thread and waits at most 10 s for it: a store call that waits on a FIFO fails
+/// the test instead of hanging it. On a timeout, the FIFOs in `fifos` are opened for writing
+/// (which wakes an `open()` waiting to read them) before the test fails.
+fn promptly<T: Send + 'static>(what: &str, fifos: &[PathBuf], f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    match result.recv_timeout(Duration::from_secs(10)) {
+        Ok(value) => value,
+        Err(_) => {
+            for fifo in fifos {
+                use std::os::unix::fs::OpenOptionsExt;
+                let _ = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo);
+            }
+            panic!("{what} did not return within 10 s");
+        }
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
+/// Regression (issue 15 item 4): a FIFO named like a segment made `Writer::open` (and so
+/// `record` and `serve`) and every reader wait in `open()` for a writer that never came. Now
+/// store files are opened non-blocking and only regular files are accepted: the FIFO (and a
+/// directory, and a FIFO named like a set-aside segment) is skipped, left alone, and said.
+#[test]
+fn a_fifo_or_a_directory_named_like_a_segment_is_skipped_and_said_without_waiting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    super::write(dir.path(), small_config(), 0..3);
+    let fifo = dir.path().join(proctor_store::segment::segment_name(T0 + 10 * 1_000_000_000));
+    let corrupt_fifo = dir.path().join(format!("{}.corrupt", proctor_store::segment::segment_name(T0 + 1)));
+    let directory = dir.path().join(proctor_store::segment::segment_name(T0 + 20 * 1_000_000_000));
+    mkfifo(&fifo);
+    mkfifo(&corrupt_fifo);
+    std::fs::create_dir(&directory).expect("mkdir");
+    let fifos = vec![fifo.clone(), corrupt_fifo.clone()];
+
+    let path = dir.path().to_owned();
+    let (report, seqs_written) = promptly("Writer::open", &fifos, move || {
+        let (mut writer, report) = Writer::open(&path, small_config()).expect("open");
+        let seqs_written: Vec<u64> = (3..5).filter(|&seq| writer.append(&sample(seq, 20)).is_ok()).collect();
+        (report, seqs_written)
+    });
+    assert_eq!(seqs_written, vec![3, 4], "recording goes on");
+    let skipped: Vec<&PathBuf> = report.skipped.iter().map(|(p, _)| p).collect();
+    assert_eq!(skipped, vec![&corrupt_fifo, &fifo, &directory], "{report:?}");
+    assert!(report.skipped[1].1.contains("a FIFO"), "{report:?}");
+    assert!(report.skipped[2].1.contains("a directory"), "{report:?}");
+
+    let path = dir.path().to_owned();
+    let (got, problems) = promptly("Reader", &fifos, move || {
+        let mut reader = Reader::open(&path).expect("reader");
+        let frames = reader.all_frames().expect("frames");
+        let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+        (got, reader.report().problems())
+    });
+    assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(problems.contains(&format!("skipped {}: a FIFO, not a segment file", fifo.display())), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains(&directory.display().to_string()) && p.contains("a directory")));
+
+    // A FIFO named `lock` is refused at once, with what it is.
+    let locked = tempfile::tempdir().expect("tempdir");
+    let lock = locked.path().join("lock");
+    mkfifo(&lock);
+    let path = locked.path().to_owned();
+    let err = promptly("Writer::open on a FIFO lock", std::slice::from_ref(&lock), move || {
+        Writer::open(&path, small_config()).expect_err("a FIFO is no lock file").to_string()
+    });
+    assert_eq!(err, format!("{} is a FIFO, not a regular file", lock.display()));
+}
+
+/// Regression (issue 15 item 7): one segment the reader may not open made `dump` and `replay`
+/// fail with no rows. Now it is skipped, said with its size and about how many samples that is,
+/// and the rest is read.
+#[test]
+fn an_unreadable_segment_is_skipped_said_and_the_rest_is_read() {
+    use std::os::unix::fs::PermissionsExt;
+    const NAME: &str = "hostile::an_unreadable_segment_is_skipped_said_and_the_rest_is_read";
+    let prepared = if std::env::var_os(CHILD_ENV).is_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for seqs in [0..3, 3..6, 6..9] {
+            super::write(dir.path(), small_config(), seqs);
+        }
+        let middle = super::segments(dir.path())[1].clone();
+        // Readable by `nobody` but for the middle segment.
+        for entry in std::fs::read_dir(dir.path()).expect("list") {
+            let path = entry.expect("entry").path();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&middle, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        Some(dir)
+    } else {
+        None
+    };
+    let Some(dir) = read_unprivileged(NAME, prepared.as_ref().map_or(Path::new("."), |d| d.path())) else { return };
+    let mut reader = Reader::open(&dir).expect("reader");
+    let frames = reader.all_frames().expect("frames");
+    let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+    assert_eq!(got, vec![0, 1, 2, 6, 7, 8]);
+    let report = reader.report();
+    let middle = super::segments(&dir)[1].clone();
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    assert_eq!(report.skipped[0].path, middle);
+    let problems = report.problems();
+    assert!(
+        problems[0]
+            .starts_with(&format!("skipped {}: cannot open: Permission denied (os error 13); its ", middle.display()))
+            && problems[0].ends_with("bytes (about 3 samples) are not read"),
+        "{problems:?}"
+    );
+    assert_eq!(report.summary().as_deref(), Some("about 3 samples are in 1 skipped file"));
+}
+
+/// Regression (issue 15 item 7): a sealed segment whose magic was overwritten (60 samples) was
+/// dropped whole with no word, by readers and, once set aside by the next writer, for good.
+/// Now a reader reads on from the first intact frame: all 60 are read, before and after it is
+/// set aside, and the damage is said (no sample lost).
+#[test]
+fn a_segment_with_bad_magic_is_read_from_its_first_intact_frame_before_and_after_it_is_set_aside() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = StoreConfig { chunk_frames: 8, anchor_frames: 3, ..StoreConfig::default() };
+    super::write(dir.path(), config.clone(), 0..60);
+    super::write(dir.path(), config.clone(), 60..62);
+    let first = super::segments(dir.path())[0].clone();
+    let mut bytes = std::fs::read(&first).expect("read");
+    bytes[..8].copy_from_slice(b"garbage!");
+    std::fs::write(&first, &bytes).expect("write");
+
+    let read = |dir: &Path| {
+        let mut reader = Reader::open(dir).expect("reader");
+        let frames = reader.all_frames().expect("frames");
+        let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+        (got, reader.report().clone())
+    };
+    let (got, report) = read(dir.path());
+    assert_eq!(got, (0..62).collect::<Vec<_>>());
+    assert_eq!(report.damaged_segments.len(), 1, "{report:?}");
+    assert_eq!(
+        report.problems(),
+        vec![format!(
+            "{}: bad segment magic at offset 0: skipped 8 bytes (no sample lost) and read on after them",
+            first.display()
+        )]
+    );
+
+    let (_, opened) = Writer::open(dir.path(), config).expect("open");
+    assert_eq!(opened.set_aside.len(), 1, "{opened:?}");
+    let (got, report) = read(dir.path());
+    assert_eq!(got, (0..62).collect::<Vec<_>>(), "the set-aside file's frames are still read");
+    assert_eq!(report.set_aside_read, vec![opened.set_aside[0].moved_to.clone()]);
+    assert!(report.problems().iter().any(|p| p.ends_with("was set aside as damaged; its intact frames were read")));
+}
+
+/// Regression (issue 15 item 7): an older segment cut short (inside its 8th frame) lost the
+/// samples after the cut with exit 0 and no word. They are gone; now the reader says so.
+#[test]
+fn a_sealed_segment_cut_short_says_what_it_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    super::write(dir.path(), small_config(), 0..10);
+    super::write(dir.path(), small_config(), 10..12);
+    let first = super::segments(dir.path())[0].clone();
+    let walk = proctor_store::segment::walk(&first, proctor_store::segment::Check::Headers).expect("walk");
+    let cut = walk.frames[7].offset + 30;
+    let file = std::fs::OpenOptions::new().write(true).open(&first).expect("open");
+    file.set_len(cut).expect("truncate");
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    let frames = reader.all_frames().expect("frames");
+    let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+    assert_eq!(got, vec![0, 1, 2, 3, 4, 5, 6, 10, 11]);
+    assert_eq!(
+        reader.report().problems(),
+        vec![format!(
+            "{}: a frame cut short at offset {}: the last 30 bytes hold no whole frame (1 sample lost)",
+            first.display(),
+            walk.frames[7].offset
+        )]
+    );
+    assert_eq!(reader.report().summary().as_deref(), Some("1 sample could not be read"));
+    // The newest segment's torn tail is a write in flight, not a loss.
+    let newest = super::segments(dir.path())[1].clone();
+    let len = std::fs::metadata(&newest).expect("meta").len();
+    std::fs::OpenOptions::new().write(true).open(&newest).expect("open").set_len(len - 5).expect("truncate");
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    let frames = reader.all_frames().expect("frames");
+    assert_eq!(frames.len(), 7 + 1);
+    assert_eq!(reader.report().damaged_segments.len(), 1, "{:?}", reader.report());
+}
+
+/// A reader meets the same bad frame and damaged segment once per range it reads; the report
+/// holds each once (the history's `bad_frames` said 104 for a store with 52).
+#[test]
+fn each_problem_is_noted_once_however_often_it_is_met() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    super::write(dir.path(), small_config(), 0..4);
+    super::write(dir.path(), small_config(), 4..6);
+    let first = super::segments(dir.path())[0].clone();
+    let walk = proctor_store::segment::walk(&first, proctor_store::segment::Check::Headers).expect("walk");
+    let mut bytes = std::fs::read(&first).expect("read");
+    bytes[walk.frames[2].offset as usize + 30] ^= 1;
+    let len = bytes.len();
+    std::fs::write(&first, &bytes[..len - 3]).expect("write");
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    for _ in 0..3 {
+        let frames = reader.all_frames().expect("frames");
+        for f in &frames {
+            let _ = (reader.read(f), reader.read_lean(f), reader.read_host(f));
+        }
+    }
+    let report = reader.report();
+    assert_eq!((report.bad_frames.len(), report.damaged_segments.len()), (1, 1), "{report:?}");
+    assert_eq!(report.samples_lost(), 2);
 }
