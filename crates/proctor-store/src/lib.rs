@@ -22,6 +22,10 @@
 //! Retention drops whole segments (oldest first) by age and by total size: an `unlink`, never a
 //! rewrite.
 //!
+//! Full disks: a segment file is created by the write of its first frame (and removed if that
+//! fails), a failed write is cut back and the next goes into the same segment, and after a
+//! failure the writer waits a backoff (in the samples' time) before it tries the disk again.
+//!
 //! Streams: samples live in the data directory itself; other producers write their records
 //! (probe results, statsd flushes: [`codec::Event`]) into a subdirectory each ([`PROBE_STREAM`],
 //! [`STATSD_STREAM`]), a store of its own with its own writer lock and retention, because one
@@ -142,6 +146,9 @@ pub enum StoreError {
     /// A store file (a segment, the lock) that is a directory, a FIFO, a socket or a device.
     #[error("{path} is {what}, not a regular file")]
     NotAFile { path: PathBuf, what: &'static str },
+    /// Not tried: a write to the store failed a moment ago (see `Writer::append`).
+    #[error("not written to {path}: a write failed ({cause}); the next try is in {:.1} s", retry_in.as_secs_f64())]
+    BackingOff { path: PathBuf, retry_in: Duration, cause: String },
     #[error("this build writes record versions 1 and 2, not {0}")]
     WriteVersion(u8),
 }

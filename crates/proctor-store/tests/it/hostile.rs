@@ -440,3 +440,154 @@ fn each_problem_is_noted_once_however_often_it_is_met() {
     assert_eq!((report.bad_frames.len(), report.damaged_segments.len()), (1, 1), "{report:?}");
     assert_eq!(report.samples_lost(), 2);
 }
+
+/// A tmpfs of `kib` KiB on a temporary directory, unmounted when dropped; `None` unless this
+/// runs as root and `mount` works (and `PROCTOR_STORE_TEST_NO_MOUNT` is unset).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(kib: u64) -> Option<Tmpfs> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || std::env::var_os("PROCTOR_STORE_TEST_NO_MOUNT").is_some() {
+            return None;
+        }
+        let dir = tempfile::tempdir().ok()?;
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k,mode=0700"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then_some(Tmpfs { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+/// Fills the filesystem of `dir` with `name` until a write fails for want of space.
+fn fill(dir: &Path, name: &str) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join(name);
+    let mut file = std::fs::File::create(&path).expect("filler");
+    let block = vec![0x5au8; 4096];
+    while file.write_all(&block).is_ok() {}
+    let _ = file.sync_all();
+    path
+}
+
+fn seg_files(dir: &Path) -> Vec<(PathBuf, u64)> {
+    super::segments(dir).into_iter().map(|p| (p.clone(), std::fs::metadata(&p).expect("meta").len())).collect()
+}
+
+/// 40 s apart: past the longest backoff, so each append tries the disk.
+const APART: u64 = 40 * 1_000_000_000;
+
+fn at(seq: u64) -> proctor_model::Sample {
+    let mut s = sample(seq, 20);
+    s.unix_ns = T0 + seq * APART;
+    s
+}
+
+/// Regression (issue 15 item 8): on a full disk every failed write left a 0-byte `.seg` behind
+/// (`serve` made 28 in 5.6 s at 200 ms). A segment file is now created by the write of its first
+/// frame and removed if that fails; a failed write to a segment is cut back and the next one
+/// goes into the same segment; and after a failure the writer waits (1 s, doubling to 32 s, in
+/// the samples' time) before it tries the disk again.
+#[test]
+fn a_full_disk_leaves_no_trail_and_writing_resumes_in_the_same_segment() {
+    const NAME: &str = "hostile::a_full_disk_leaves_no_trail_and_writing_resumes_in_the_same_segment";
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return full_file_size_limit_leaves_no_trail();
+    }
+    let Some(fs) = Tmpfs::mount(256) else {
+        // Not root (or no mount): a file size limit makes every write fail instead, in a child.
+        in_child(NAME, None, false);
+        return;
+    };
+    let store = fs.path().join("store");
+    std::fs::create_dir(&store).expect("mkdir");
+    let filler = fill(fs.path(), "filler");
+    let (mut writer, _) = Writer::open(&store, small_config()).expect("a writer opens on a full disk");
+    // Full from the start: 30 samples, 30 failed writes, no file.
+    for seq in 0..30 {
+        let err = writer.append(&at(seq)).expect_err("the disk is full");
+        assert!(err.to_string().contains("No space left on device"), "{err}");
+    }
+    assert_eq!(seg_files(&store), vec![], "no segment without a frame");
+    // Within the backoff, the disk is not tried: the error says why and when.
+    let mut soon = at(29);
+    soon.unix_ns += 1_000_000;
+    let err = writer.append(&soon).expect_err("backing off").to_string();
+    assert!(err.contains("the next try is in 32.0 s") && err.contains("No space left"), "{err}");
+
+    // Space again: the next sample makes the segment.
+    std::fs::remove_file(&filler).expect("free");
+    writer.append(&at(30)).expect("written");
+    let filler = fill(fs.path(), "filler");
+    // Full in the middle of a segment: the page the segment ends in may take a frame or two.
+    let mut written = vec![30];
+    let mut failed = 0;
+    for seq in 31..100 {
+        match writer.append(&at(seq)) {
+            Ok(_) if failed == 0 => written.push(seq),
+            Ok(_) => panic!("sample {seq} written on a full disk"),
+            Err(e) => {
+                assert!(e.to_string().contains("No space left on device"), "{e}");
+                failed += 1;
+                if failed == 30 {
+                    break;
+                }
+            }
+        }
+    }
+    assert_eq!(failed, 30);
+    let files = seg_files(&store);
+    assert_eq!(files.len(), 1, "one segment after 30 failed writes: {files:?}");
+    std::fs::remove_file(&filler).expect("free");
+    let next = written.last().expect("one") + 31;
+    writer.append(&at(next)).expect("written again");
+    written.push(next);
+    assert_eq!(writer.stats().segments_created, 1);
+    drop(writer);
+    assert_eq!(seg_files(&store).len(), 1, "the same segment");
+    let mut reader = Reader::open(&store).expect("reader");
+    let frames = reader.all_frames().expect("frames");
+    let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+    assert_eq!(got, written, "{:?}", reader.report());
+    assert!(reader.report().is_empty(), "{:?}", reader.report());
+    let (_, opened) = Writer::open(&store, small_config()).expect("reopens");
+    assert!(opened.repaired.is_empty() && opened.set_aside.is_empty(), "{opened:?}");
+}
+
+/// The same attack without a tmpfs: a file size limit of 0 (SIGXFSZ ignored) fails every write
+/// with EFBIG; 30 samples must leave no file.
+fn full_file_size_limit_leaves_no_trail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    let limit = libc::rlimit { rlim_cur: 0, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: plain libc calls with valid arguments; this child process runs one test.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    for seq in 0..30 {
+        let err = writer.append(&at(seq)).expect_err("no write may grow a file");
+        assert!(err.to_string().contains("File too large"), "{err}");
+    }
+    assert_eq!(seg_files(dir.path()), vec![], "no segment without a frame");
+    let limit = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: as above.
+    unsafe { assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0) };
+    writer.append(&at(30)).expect("written");
+    assert_eq!(seg_files(dir.path()).len(), 1);
+}
