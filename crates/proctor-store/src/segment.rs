@@ -429,8 +429,14 @@ fn skip_damage(
         offset: at,
         bytes: next - at,
         defect,
-        // Where a frame was expected (anywhere past the segment magic), one was lost.
-        frames_lost: resync.broken_headers + u64::from(at >= SEGMENT_MAGIC.len() as u64),
+        // Besides the broken headers met: the frame whose header was damaged, when the stretch
+        // could have held one (bytes inserted, or a segment magic overwritten, lose none), or
+        // the frame a stretch that ends the file cut short.
+        frames_lost: resync.broken_headers
+            + u64::from(match resync.found {
+                Some(_) => at >= SEGMENT_MAGIC.len() as u64 && next - at > HEADER_LEN as u64,
+                None => next > SEGMENT_MAGIC.len() as u64,
+            }),
         to_end: resync.found.is_none(),
     });
     *offset = next;

@@ -591,3 +591,34 @@ fn full_file_size_limit_leaves_no_trail() {
     writer.append(&at(30)).expect("written");
     assert_eq!(seg_files(dir.path()).len(), 1);
 }
+
+/// Damage in the middle of a segment costs the frames it hit, not the rest of the file: the
+/// reader reads on from the next intact frame and counts what the stretch held.
+#[test]
+fn damage_in_the_middle_of_a_segment_costs_only_the_frames_it_hit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    super::write(dir.path(), small_config(), 0..8);
+    super::write(dir.path(), small_config(), 8..9);
+    let first = super::segments(dir.path())[0].clone();
+    let walk = proctor_store::segment::walk(&first, proctor_store::segment::Check::Headers).expect("walk");
+    let mut bytes = std::fs::read(&first).expect("read");
+    // Frame 5's header overwritten (a delta: only it is lost), and 12 bytes inserted before
+    // frame 2 (no frame lost, but the walk must find frame 2 again).
+    let five = walk.frames[5].offset as usize;
+    bytes[five..five + 8].copy_from_slice(b"garbage!");
+    let two = walk.frames[2].offset as usize;
+    bytes.splice(two..two, *b"JUNKJUNKJUNK");
+    std::fs::write(&first, &bytes).expect("write");
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    let frames = reader.all_frames().expect("frames");
+    let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
+    // Frames 2 and 3 are deltas whose base distance now spans the 12 inserted bytes: they name
+    // no frame and are skipped as bad frames, said with why.
+    assert_eq!(got, vec![0, 1, 4, 6, 7, 8], "{:?}", reader.report());
+    let report = reader.report();
+    let lost: Vec<(u64, u64)> =
+        report.damaged_segments.iter().map(|d| (d.damage.offset, d.damage.frames_lost)).collect();
+    assert_eq!(lost, vec![(two as u64, 0), (five as u64 + 12, 1)], "{report:?}");
+    assert_eq!(report.bad_frames.len(), 2, "{report:?}");
+    assert_eq!(report.summary().as_deref(), Some("3 samples could not be read"));
+}
