@@ -13,6 +13,8 @@
 //! frame = spec u8 | base u8 | len u16 (little-endian) | body (len bytes, or what is left)
 //! spec  = kind (bits 0-1: key, delta, probe, statsd) | version (bits 2-3: 2, 1, 1, 3)
 //!         | raw (bit 4: body is the payload as is; else the record, compressed here)
+//!         | damage (bit 5: body goes into the segment as it is, no header: what a reader must
+//!           read around)
 //! ```
 //!
 //! In a record, each `@B` becomes the distance back to the frame numbered `base` (modulo the
@@ -142,8 +144,9 @@ fn setup() -> &'static Setup {
 }
 
 /// The frames an input describes, as (kind, version, payload, the most record bytes it can
-/// decompress to); `offsets` gains where each ends.
-fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(FrameKind, u8, Vec<u8>, usize)> {
+/// decompress to), `None` for damage (the payload is then the bytes as they go in); `offsets`
+/// gains where each frame ends.
+fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(Option<(FrameKind, u8)>, Vec<u8>, usize)> {
     let mut frames = Vec::new();
     let mut rest = input;
     let mut at = *offsets.last().expect("the end of the kept frames");
@@ -153,6 +156,11 @@ fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(FrameK
         let body = &rest[4..];
         let body = &body[..len.min(body.len())];
         rest = &rest[4 + body.len()..];
+        if spec & 0x20 != 0 {
+            at += body.len();
+            frames.push((None, body.to_vec(), 0));
+            continue;
+        }
         let kind = [FrameKind::Key, FrameKind::Delta, FrameKind::Probe, FrameKind::Statsd][usize::from(spec & 3)];
         let version = [2, 1, 1, 3][usize::from((spec >> 2) & 3)];
         let (payload, record_bytes) = if spec & 0x10 != 0 {
@@ -177,7 +185,7 @@ fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(FrameK
         };
         at += 24 + payload.len();
         offsets.push(at);
-        frames.push((kind, version, payload, record_bytes));
+        frames.push((Some((kind, version)), payload, record_bytes));
     }
     frames
 }
@@ -192,8 +200,10 @@ fuzz_target!(|input: &[u8]| {
 
     let mut segment = base.bytes[..base.offsets[keep]].to_vec();
     let mut record_bytes = 0;
-    for (i, (kind, version, payload, most)) in frames.iter().enumerate() {
-        segment.extend_from_slice(&encode_header(T0 + (keep + i) as u64, *kind, *version, payload));
+    for (i, (frame, payload, most)) in frames.iter().enumerate() {
+        if let Some((kind, version)) = frame {
+            segment.extend_from_slice(&encode_header(T0 + (keep + i) as u64, *kind, *version, payload));
+        }
         segment.extend_from_slice(payload);
         record_bytes += most;
     }
@@ -239,7 +249,8 @@ fuzz_target!(|input: &[u8]| {
 });
 
 /// Writes the committed seeds (`PROCTOR_STORE_FUZZ_WRITE_SEEDS=DIR`, see README.md): each base
-/// rebuilt from its key by the frames after it (their records with `@B` for their base), a key
+/// rebuilt from its key by the frames after it (their records with `@B` for their base), the
+/// version-2 one again with damage after its third frame, a key
 /// frame and both events given as frames, and a delta that keeps its base's rows again and
 /// again (the frame of issue 15 item 2).
 fn write_seeds(setup: &Setup, dir: &Path) {
@@ -279,7 +290,19 @@ fn write_seeds(setup: &Setup, dir: &Path) {
             };
             seed.extend(frame(kind | if version == 1 { 0x04 } else { 0 }, base_frame as u8, text.as_bytes()));
         }
-        std::fs::write(dir.join(format!("seed-rebuild-{name}")), seed).expect("seed");
+        std::fs::write(dir.join(format!("seed-rebuild-{name}")), &seed).expect("seed");
+        if name == "v2" {
+            // The same with 12 bytes of damage after its third frame: read around, it loses the
+            // frames whose base is gone with it.
+            let mut at = 1;
+            for _ in 0..3 {
+                at += 4 + usize::from(u16::from_le_bytes([seed[at + 2], seed[at + 3]]));
+            }
+            let mut damaged = seed[..at].to_vec();
+            damaged.extend(frame(0x20, 0, b"JUNKJUNKJUNK"));
+            damaged.extend_from_slice(&seed[at..]);
+            std::fs::write(dir.join("seed-damage-v2"), damaged).expect("seed");
+        }
     }
     let key = decompress_key(&setup.v2.bytes[32..setup.v2.offsets[1]]).expect("key record");
     let mut seed = vec![0u8];
