@@ -23,10 +23,12 @@
 //! The segment is read forwards (full, lean and host shapes, and events), then backwards by a
 //! fresh reader (which decodes anchor chains cold). With bit 7, `Writer::open` also walks,
 //! repairs or sets it aside. Promises checked: no panic; no decoded sample has more processes
-//! than the base's largest sample plus a tenth of the record bytes the input's frames hold (a
-//! delta takes each base row once; a new row is ~150 bytes of JSON), which a delta that reuses
-//! rows breaks at once; and, with `-malloc_limit_mb`, no allocation past the decompression
-//! bound.
+//! than the base's largest sample plus one per 40 record bytes the input's frames hold (a delta
+//! takes each base row once; a new row is at least 59 bytes of JSON), which a delta that takes a
+//! base row twice breaks; every delta record the target compresses decodes the same as a plain
+//! delta and as an anchor, or fails both ways (the anchor path checked for a base row used
+//! twice and the plain one did not: the gigabyte frame of issue 15 item 2); and, with
+//! `-malloc_limit_mb`, no allocation past the decompression bound.
 #![no_main]
 
 use std::path::{Path, PathBuf};
@@ -35,6 +37,7 @@ use std::sync::{Arc, OnceLock};
 use libfuzzer_sys::fuzz_target;
 use proctor_model::{HostSample, ProbeBatch, ProbeResult, ProcessSample, Sample, SampleCost, StatsdFlush};
 use proctor_store::codec::{compress_alone, decompress_delta, decompress_key, decompressed_cap, encode_event, Event};
+use proctor_store::delta::{decode_delta, DeltaRecord, KeySample};
 use proctor_store::frame::{encode_header, FrameKind};
 use proctor_store::segment::{walk, Check};
 use proctor_store::{Reader, StoreConfig, Writer};
@@ -51,6 +54,8 @@ struct Base {
     max_rows: usize,
     /// Its largest record, decompressed: a version-1 delta's dictionary is at most this.
     max_record: usize,
+    /// Its first sample, as deltas are decoded against it.
+    key: KeySample,
 }
 
 struct Setup {
@@ -118,7 +123,13 @@ fn write_base(dir: &Path, record_version: u8) -> Base {
     offsets.push(bytes.len());
     let max_record = samples.iter().map(|s| proctor_store::codec::encode_record(s).len()).max().unwrap_or(0);
     clear(dir);
-    Base { bytes, offsets, max_rows: samples.iter().map(|s| s.processes.len()).max().unwrap_or(0), max_record }
+    Base {
+        bytes,
+        offsets,
+        max_rows: samples.iter().map(|s| s.processes.len()).max().unwrap_or(0),
+        max_record,
+        key: KeySample::from_sample(samples[0].clone()),
+    }
 }
 
 fn clear(dir: &Path) {
@@ -181,6 +192,9 @@ fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(Option
                     i += 1;
                 }
             }
+            if kind == FrameKind::Delta {
+                same_either_way(&base.key, &record);
+            }
             (compress_alone(1, &record).expect("compresses"), record.len())
         };
         at += 24 + payload.len();
@@ -188,6 +202,21 @@ fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(Option
         frames.push((Some((kind, version)), payload, record_bytes));
     }
     frames
+}
+
+/// A delta record decodes the same as a plain delta (`decode_delta`) and as an anchor (the
+/// base it makes, `KeySample::advance`), or fails both ways: the two paths once checked
+/// different things (the anchor path refused a base row used twice, the other did not).
+fn same_either_way(key: &KeySample, record: &[u8]) {
+    let Ok(delta) = DeltaRecord::parse(record) else { return };
+    let json = |s: Sample| serde_json::to_value(&s).expect("a sample serializes");
+    let plain = decode_delta(key, &delta).map(json);
+    let anchor = key.clone().advance(&delta).and_then(|k| k.sample()).map(json);
+    match (plain, anchor) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "a delta decodes differently as an anchor"),
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!("a delta decodes one way only: as a delta {:?}, as an anchor {:?}", a.err(), b.err()),
+    }
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -210,8 +239,9 @@ fuzz_target!(|input: &[u8]| {
     std::fs::write(setup.dir.join(SEGMENT), &segment).expect("segment written");
 
     // Every row of a decoded sample is a base sample's, taken once by each delta on the way,
-    // or spelled out in one of the records (~150 bytes of JSON at least).
-    let most_rows = base.max_rows + record_bytes / 10;
+    // or spelled out in one of the records: at least 59 bytes of JSON (`ProcessSample` as an
+    // array of its 18 fields, `[0,0,0,"","S",0,0,0,0,0,0,0,null,null,null,null,null,null]`).
+    let most_rows = base.max_rows + record_bytes / 40;
     let check = |sample: &Sample| {
         assert!(
             sample.processes.len() <= most_rows,
