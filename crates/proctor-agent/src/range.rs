@@ -108,11 +108,13 @@ pub struct ReadStats {
     pub frame_budget: usize,
     /// Frames per cell: 1 when every frame in the range was read.
     pub stride: u64,
-    /// Distinct frames that failed their CRC or did not decode, and segments whose walk stopped
-    /// early.
+    /// Samples the store holds but could not give: frames that failed their CRC or did not
+    /// decode, and frames lost to damage (as far as their headers show), each counted once.
     pub bad_frames: usize,
+    /// Files with damage, and files named like segments that were skipped unread.
     pub damaged_segments: usize,
-    /// The first few problems, with their file.
+    /// What was lost, in a line, then the first few problems with their file (the store's own
+    /// wording, as `dump` and `replay` print it).
     pub problems: Vec<String>,
     pub elapsed_ms: f64,
 }
@@ -131,23 +133,26 @@ impl ReadStats {
         }
     }
 
-    /// Takes the reader's problems in: each bad frame once, however often it was tried.
+    /// Takes the reader's problems in. The reader notes each bad frame, damaged stretch and
+    /// skipped file once however often it met them (a frame read twice, a segment walked for
+    /// each range), so nothing here is counted twice.
     pub fn note_reader(&mut self, reader: &Reader) {
         let report = reader.report();
-        let distinct: BTreeSet<(&PathBuf, u64)> = report.bad_frames.iter().map(|(p, o, _)| (p, *o)).collect();
-        self.bad_frames = distinct.len();
-        self.damaged_segments = report.damaged_segments.len();
-        let mut seen = BTreeSet::new();
-        for (path, offset, why) in &report.bad_frames {
-            if seen.len() < 4 && seen.insert((path, *offset)) {
-                self.problems.push(format!("skipped the frame at {}:{offset}: {why}", path.display()));
-            }
-        }
-        for (path, why) in report.damaged_segments.iter().take(4) {
-            self.problems.push(format!("{} is damaged: {why}", path.display()));
+        self.bad_frames = usize::try_from(report.samples_lost()).unwrap_or(usize::MAX);
+        let damaged: BTreeSet<&PathBuf> = report.damaged_segments.iter().map(|d| &d.path).collect();
+        self.damaged_segments = damaged.len() + report.skipped.len();
+        self.problems.extend(report.summary());
+        let lines = report.problems();
+        let shown = lines.len().min(MAX_PROBLEMS);
+        self.problems.extend(lines[..shown].iter().cloned());
+        if lines.len() > shown {
+            self.problems.push(format!("and {} more problems", lines.len() - shown));
         }
     }
 }
+
+/// Problem lines an answer carries; the counts say the rest.
+pub const MAX_PROBLEMS: usize = 8;
 
 /// How the fold lays out what it keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,7 +219,7 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proctor_store::frame::FrameHeader;
     use proctor_store::segment::FrameRef;
@@ -284,7 +289,7 @@ mod tests {
     }
 
     /// A store of `n` host samples of this machine, one second apart, ending at `end_ns`.
-    fn short_store(dir: &std::path::Path, n: u64, end_ns: u64) {
+    pub(crate) fn short_store(dir: &std::path::Path, n: u64, end_ns: u64) {
         let (mut writer, _) = proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("store");
         let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
             processes: false,
@@ -316,6 +321,44 @@ mod tests {
         let memory = fold.summary.series.iter().find(|s| s.name == "memory.used").expect("memory.used");
         assert_eq!(memory.points.len(), 13, "one bucket per sample, not two buckets of six seconds");
         assert!(memory.points.iter().all(|p| p.end_ns - p.start_ns < 1_000_000_000));
+    }
+
+    /// Flips a byte in the payload of the `index`th frame of `dir`'s only segment: its CRC fails
+    /// when it is read, while the header walk still lists it.
+    pub(crate) fn damage_frame(dir: &std::path::Path, index: usize) {
+        let segment = proctor_store::segment::list_segments(dir).expect("list")[0].path.clone();
+        let walk = proctor_store::segment::walk(&segment, proctor_store::segment::Check::Headers).expect("walk");
+        let mut bytes = std::fs::read(&segment).expect("read");
+        bytes[walk.frames[index].offset as usize + 30] ^= 1;
+        std::fs::write(&segment, &bytes).expect("write");
+    }
+
+    /// `note_reader` counts a bad frame once however often the reader met it: the history's
+    /// store part said `bad_frames` 104 for a store with 52 (each was read twice).
+    #[test]
+    fn a_bad_frame_read_again_and_again_is_counted_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let end = 1_700_000_000_000_000_000;
+        short_store(dir.path(), 13, end);
+        damage_frame(dir.path(), 5);
+        let mut reader = Reader::open(dir.path()).expect("reader");
+        let config = FoldConfig { budget: 1000, max_points: 10, keep_points: false, max_span: None };
+        let mut fold = fold_range(&mut reader, end - 20_000_000_000, end, config).expect("fold");
+        for _ in 0..2 {
+            fold = fold_range(&mut reader, end - 20_000_000_000, end, config).expect("fold again");
+            let frames = reader.all_frames().expect("frames");
+            let _ = (reader.read(&frames[5]), reader.read_lean(&frames[5]));
+        }
+        let mut stats = fold.stats.clone();
+        stats.problems.clear();
+        stats.note_reader(&reader);
+        assert_eq!((fold.stats.frames_in_range, fold.stats.frames_read), (13, 12));
+        assert_eq!((stats.bad_frames, stats.damaged_segments), (1, 0), "{stats:?}");
+        assert_eq!(stats.problems.len(), 2, "a summary and one line: {:?}", stats.problems);
+        assert_eq!(stats.problems[0], "1 sample could not be read");
+        assert!(
+            stats.problems[1].starts_with("skipped the frame at ") && stats.problems[1].ends_with(": crc mismatch")
+        );
     }
 
     #[test]

@@ -166,3 +166,33 @@ fn keep(cache: &mut PointCache, key: (u64, u64), point: &Point) {
         cache.points.insert(key, point.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::range::tests::{damage_frame, short_store};
+
+    /// Regression (issue 15 item 10): a frame that failed to decode as a point was read again as
+    /// the next point's rate base, and each reading counted: `bad_frames` was twice the store's.
+    #[test]
+    fn a_bad_frame_is_counted_once_in_the_history_store_part() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let end_ns = 1_700_000_000_000_000_000;
+        short_store(dir.path(), 13, end_ns);
+        damage_frame(dir.path(), 5);
+        damage_frame(dir.path(), 9);
+        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+            processes: false,
+            pss_budget: 0.0,
+            ..proctor_sampler::SamplerConfig::default()
+        });
+        let maker = crate::history::History::new(&Snapshot::derive(sampler.sample(), None), 10, 10).maker().clone();
+        let end_ms = end_ns / 1_000_000;
+        let (points, report) =
+            read_points(dir.path(), &maker, end_ms - 12_000, end_ms, 100, &mut PointCache::default());
+        assert_eq!(points.len(), 11);
+        assert_eq!(report.stats.bad_frames, 2, "{report:?}");
+        let lines = report.stats.problems.iter().filter(|p| p.starts_with("skipped the frame")).count();
+        assert_eq!(lines, 2, "{report:?}");
+    }
+}

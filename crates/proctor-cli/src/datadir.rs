@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use proctor_store::OpenReport;
+use proctor_store::{OpenReport, ReadReport};
 
 /// `$XDG_STATE_HOME/proctor`, else `$HOME/.local/state/proctor` (the XDG base directory rule:
 /// a relative or empty `XDG_STATE_HOME` is ignored).
@@ -112,6 +112,9 @@ pub fn report_open(who: &str, dir: &Path, report: &OpenReport) {
     for aside in &report.set_aside {
         eprintln!("{who}: set aside {} as {}: {}", aside.path.display(), aside.moved_to.display(), aside.reason);
     }
+    for (path, why) in &report.skipped {
+        eprintln!("{who}: skipped {}: {why}", path.display());
+    }
     if !report.removed_by_retention.is_empty() {
         eprintln!("{who}: retention removed {} old segments", report.removed_by_retention.len());
     }
@@ -121,6 +124,18 @@ pub fn report_open(who: &str, dir: &Path, report: &OpenReport) {
         report.segments,
         report.frames_checked
     );
+}
+
+/// What reading a store could not read, on stderr, each line prefixed with `who`: every
+/// skipped file, damaged stretch and bad frame (the store's own wording), then the loss in
+/// samples. Nothing when everything was read.
+pub fn report_read(who: &str, report: &ReadReport) {
+    for line in report.problems() {
+        eprintln!("{who}: {line}");
+    }
+    if let Some(summary) = report.summary() {
+        eprintln!("{who}: {summary}");
+    }
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub const RECORD_VERSION_1: u8 = 1;
 /// Errors turning bytes back into a sample.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
-    #[error("record version {0} is newer than this build reads ({RECORD_VERSION})")]
+    #[error("record version {0} is not one this build reads (a newer build's?)")]
     UnknownVersion(u8),
     #[error("decompression failed: {0}")]
     Decompress(std::io::Error),
@@ -54,6 +54,12 @@ pub enum CodecError {
     NotAnEvent,
     #[error("delta record does not fit its key: {0}")]
     Delta(&'static str),
+    #[error("the compressed record claims {claimed} bytes; {compressed} compressed bytes may hold {cap} at most")]
+    Claims { claimed: u64, compressed: usize, cap: usize },
+    #[error("the compressed record does not say its size")]
+    NoContentSize,
+    #[error("the record is not zstd-compressed")]
+    NotZstd,
 }
 
 pub fn encode_record(sample: &Sample) -> Vec<u8> {
@@ -297,6 +303,11 @@ impl Compressor {
         self.key = None;
     }
 
+    /// The length of the key record held: a version-1 delta's dictionary.
+    pub fn key_len(&self) -> usize {
+        self.key.as_ref().map_or(0, Vec::len)
+    }
+
     /// The size of the key record held.
     pub fn key_bytes(&self) -> usize {
         self.key.as_ref().map_or(0, Vec::capacity)
@@ -334,8 +345,33 @@ fn compress(level: i32, prefix: Option<&[u8]>, record: &[u8]) -> std::io::Result
     Ok(out)
 }
 
-/// Upper bound on a decompressed record; a corrupt size cannot make us allocate more.
-pub const MAX_RECORD_LEN: usize = 1 << 30;
+/// No record decompresses to more than this: ~185,000 processes at the ~720 bytes each that
+/// real records take (434 KB for 600). A writer refuses to write a larger one, so every record
+/// written can be read.
+pub const MAX_RECORD_LEN: usize = 128 << 20;
+
+/// A record compressed on its own may decompress to this many times its compressed size, and
+/// always to [`MIN_RECORD_ALLOWANCE`]. The most measured: 158× for 10,000 idle processes alike
+/// in everything but their pid (`sample(seq, 3000)` of the tests: 18×; varied processes: 7×),
+/// so a real record stays 6× inside it. zstd's own format allows ~32,000× (an RLE block
+/// of 128 KiB in 4 bytes), which let a 647-byte frame claim 20 MiB.
+pub const MAX_EXPANSION: usize = 1024;
+
+/// What any compressed record may decompress to, however small.
+pub const MIN_RECORD_ALLOWANCE: usize = 64 << 10;
+
+/// The most a record compressed into `compressed` bytes may decompress to: [`MAX_EXPANSION`]
+/// times its size (at least [`MIN_RECORD_ALLOWANCE`]) plus, for a version-1 delta, four times
+/// its dictionary (the key's record: a delta is a whole sample, of about its key's size), and
+/// never more than [`MAX_RECORD_LEN`]. The reader checks a frame's claim against it before
+/// allocating; the writer refuses a record that would not pass.
+pub fn decompressed_cap(compressed: usize, dictionary: usize) -> usize {
+    compressed
+        .saturating_mul(MAX_EXPANSION)
+        .max(MIN_RECORD_ALLOWANCE)
+        .saturating_add(dictionary.saturating_mul(4))
+        .min(MAX_RECORD_LEN)
+}
 
 pub fn decompress_key(payload: &[u8]) -> Result<Vec<u8>, CodecError> {
     decompress(payload, None)
@@ -345,18 +381,28 @@ pub fn decompress_delta(payload: &[u8], key_record: &[u8]) -> Result<Vec<u8>, Co
     decompress(payload, Some(key_record))
 }
 
+/// Decompresses a record into a buffer of the size its zstd frame header states, once that
+/// size is known to be possible: the claim is all a hostile payload needs to cost memory, so it
+/// is checked against [`decompressed_cap`] first. Every proctor writer states the size
+/// (`compress2`, and `zstd::bulk` before it); a payload that does not is not ours.
 fn decompress(payload: &[u8], dictionary: Option<&[u8]>) -> Result<Vec<u8>, CodecError> {
+    let claimed = match zstd::zstd_safe::get_frame_content_size(payload) {
+        Ok(Some(claimed)) => claimed,
+        Ok(None) => return Err(CodecError::NoContentSize),
+        Err(_) => return Err(CodecError::NotZstd),
+    };
+    let cap = decompressed_cap(payload.len(), dictionary.map_or(0, <[u8]>::len));
+    let claimed = usize::try_from(claimed).ok().filter(|&n| n <= cap).ok_or(CodecError::Claims {
+        claimed,
+        compressed: payload.len(),
+        cap,
+    })?;
     let mut decompressor = match dictionary {
         Some(dict) => zstd::bulk::Decompressor::with_dictionary(dict),
         None => zstd::bulk::Decompressor::new(),
     }
     .map_err(CodecError::Decompress)?;
-    // zstd::bulk::compress records the content size in the frame header.
-    let capacity = zstd::zstd_safe::get_frame_content_size(payload)
-        .ok()
-        .flatten()
-        .map_or(MAX_RECORD_LEN, |n| (n as usize).min(MAX_RECORD_LEN));
-    decompressor.decompress(payload, capacity).map_err(CodecError::Decompress)
+    decompressor.decompress(payload, claimed).map_err(CodecError::Decompress)
 }
 
 #[cfg(test)]

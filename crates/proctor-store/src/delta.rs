@@ -36,13 +36,24 @@
 //!
 //! The writer holds the base's rows (cloned: the strings are shared `Arc`s) and the base's
 //! `rest` as a JSON value; the reader holds the decoded base sample and its `rest` value.
+//!
+//! A delta can only describe its base: each base row is taken at most once (kept or patched),
+//! so a decoded sample has at most the base's rows plus the new rows the record spells out. A
+//! reader holds `rows` and `rest` as text ([`DeltaRecord`]) until it has the base, then parses
+//! them against it: taking more rows than the base has fails while parsing, before anything is
+//! built, and a `rest` patch far larger than the base's rest is refused unparsed (a patch names
+//! what changed in a host part; 1 KB of `[0,0,…]` would be 16 KB of JSON values). A hand-built
+//! 1 KB delta that kept the same 20 rows 200,000 times decoded into 4 million rows (~1.6 GB)
+//! before this bound.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, StatusReading};
 use proctor_procfs::process::Io;
+use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::codec::CodecError;
@@ -57,19 +68,23 @@ pub struct KeySample {
     /// pid → index in `processes`, for rows that are not where the last match predicts (the
     /// writer's; a reader only follows indices).
     by_pid: HashMap<u32, u32>,
+    /// [`value_bytes`] of `rest`: what a patch of it may be measured against.
+    rest_bytes: usize,
 }
 
 impl KeySample {
     /// The writer's base: indexed by pid.
     pub fn new(sample: &Sample) -> KeySample {
         let by_pid = sample.processes.iter().enumerate().map(|(i, p)| (p.pid, i as u32)).collect();
-        KeySample { processes: sample.processes.clone(), rest: rest_value(sample), by_pid }
+        let rest = rest_value(sample);
+        KeySample { processes: sample.processes.clone(), rest_bytes: value_bytes(&rest), rest, by_pid }
     }
 
     /// A reader's base, taking the sample's processes.
     pub fn from_sample(mut sample: Sample) -> KeySample {
         let rest = rest_value(&sample);
-        KeySample { processes: std::mem::take(&mut sample.processes), rest, by_pid: HashMap::new() }
+        let rest_bytes = value_bytes(&rest);
+        KeySample { processes: std::mem::take(&mut sample.processes), rest, by_pid: HashMap::new(), rest_bytes }
     }
 
     /// The base sample itself.
@@ -81,28 +96,30 @@ impl KeySample {
 
     /// The base after `delta` (an anchor read on the way to a later frame): the rest patched in
     /// place and the rows moved, never a whole sample built.
-    pub fn advance(mut self, delta: DeltaRecord) -> Result<KeySample, CodecError> {
-        apply(&mut self.rest, delta.rest)?;
+    pub fn advance(mut self, delta: &DeltaRecord<'_>) -> Result<KeySample, CodecError> {
+        let patch = delta.rest_patch(&self)?;
+        let ops = delta.row_ops(self.processes.len())?;
+        apply(&mut self.rest, patch)?;
         let mut old: Vec<Option<ProcessSample>> = self.processes.into_iter().map(Some).collect();
         let mut processes = Vec::with_capacity(old.len());
-        let gone = || CodecError::Delta("a row beyond the base's, or used twice");
-        for op in delta.rows {
+        for op in ops {
             match op {
                 RowOp::Keep(from, n) => {
                     let (from, n) = (from as usize, n as usize);
-                    let kept = from.checked_add(n).and_then(|to| old.get_mut(from..to)).ok_or_else(gone)?;
+                    let kept = from.checked_add(n).and_then(|to| old.get_mut(from..to)).ok_or(ROW_TAKEN)?;
                     for row in kept {
-                        processes.push(row.take().ok_or_else(gone)?);
+                        processes.push(row.take().ok_or(ROW_TAKEN)?);
                     }
                 }
                 RowOp::Patch(patch) => {
-                    let row = old.get_mut(patch.key as usize).and_then(Option::take).ok_or_else(gone)?;
-                    processes.push(apply_row(row, patch));
+                    let row = old.get_mut(patch.key as usize).and_then(Option::take).ok_or(ROW_TAKEN)?;
+                    processes.push(apply_row(row, *patch));
                 }
-                RowOp::New(row) => processes.push(row),
+                RowOp::New(row) => processes.push(*row),
             }
         }
-        Ok(KeySample { processes, rest: self.rest, by_pid: HashMap::new() })
+        let rest_bytes = value_bytes(&self.rest);
+        Ok(KeySample { processes, rest: self.rest, by_pid: HashMap::new(), rest_bytes })
     }
 
     /// Bytes held beyond the strings the rows share with the sampler's samples (an estimate:
@@ -165,20 +182,105 @@ fn rest_value(sample: &Sample) -> Value {
     serde_json::to_value(rest).expect("a sample always serializes to JSON")
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct DeltaRecord {
+/// A version-2 delta record as read: where its base is and whether it is an anchor, with its
+/// `rest` patch and `rows` still text (borrowed from the decompressed record), parsed only
+/// against the base ([`decode_delta`], [`KeySample::advance`]).
+#[derive(Debug, Deserialize)]
+pub struct DeltaRecord<'a> {
     /// How many bytes before this frame its base frame starts (the chunk's key, or an anchor).
     pub base: u64,
     /// Whether later frames may take this one as their base.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub anchor: bool,
-    rest: Value,
-    rows: Vec<RowOp>,
+    #[serde(borrow)]
+    rest: &'a RawValue,
+    #[serde(borrow)]
+    rows: &'a RawValue,
 }
 
-impl DeltaRecord {
-    pub fn parse(record: &[u8]) -> Result<DeltaRecord, CodecError> {
+/// A delta record as written.
+#[derive(Serialize)]
+struct DeltaOut<'a> {
+    base: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    anchor: bool,
+    rest: Value,
+    rows: &'a [RowOp],
+}
+
+/// A delta that takes a base row twice, or one the base does not have.
+const ROW_TAKEN: CodecError = CodecError::Delta("a row beyond the base's, or used twice");
+
+/// A `rest` patch may be this much larger than the base's rest (as [`value_bytes`] counts it)
+/// before it is refused unparsed: twice the base, and 64 KiB besides for parts that appear
+/// (a container part, new disks). Measured rest patches are a few hundred bytes.
+const REST_SLACK_BYTES: usize = 64 << 10;
+
+impl<'a> DeltaRecord<'a> {
+    /// Parses a record's fields, leaving `rest` and `rows` as text: nothing is built that its
+    /// base has not been seen to allow.
+    pub fn parse(record: &'a [u8]) -> Result<DeltaRecord<'a>, CodecError> {
         serde_json::from_slice(record).map_err(CodecError::Parse)
+    }
+
+    /// The `rest` patch as a value, unless its text is far larger than `base`'s rest.
+    fn rest_patch(&self, base: &KeySample) -> Result<Value, CodecError> {
+        if self.rest.get().len() > base.rest_bytes.saturating_mul(2).saturating_add(REST_SLACK_BYTES) {
+            return Err(CodecError::Delta("a patch of the rest far larger than its base's rest"));
+        }
+        serde_json::from_str(self.rest.get()).map_err(CodecError::Parse)
+    }
+
+    /// The row operations, parsed one at a time: taking more rows from the base than its
+    /// `base_rows` fails at the operation that does, so at most `base_rows` keeps and patches
+    /// are ever built. (Which rows, and each only once, is checked where they are taken.)
+    fn row_ops(&self, base_rows: usize) -> Result<Vec<RowOp>, CodecError> {
+        let mut parser = serde_json::Deserializer::from_str(self.rows.get());
+        let ops = RowsSeed { base_rows }.deserialize(&mut parser).map_err(CodecError::Parse)?;
+        parser.end().map_err(CodecError::Parse)?;
+        Ok(ops)
+    }
+}
+
+/// Parses a delta's `rows` array, counting the base rows each operation takes.
+struct RowsSeed {
+    base_rows: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for RowsSeed {
+    type Value = Vec<RowOp>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Vec<RowOp>, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowsSeed {
+    type Value = Vec<RowOp>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of row operations")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<RowOp>, A::Error> {
+        use serde::de::Error;
+        let mut ops = Vec::new();
+        let mut taken: usize = 0;
+        while let Some(op) = seq.next_element::<RowOp>()? {
+            taken = taken.saturating_add(match &op {
+                // The writer never keeps zero rows; allowing it would let a record hold any
+                // number of operations that take nothing.
+                RowOp::Keep(_, 0) => return Err(A::Error::custom("a keep of no rows")),
+                RowOp::Keep(_, n) => *n as usize,
+                RowOp::Patch(_) => 1,
+                RowOp::New(_) => 0,
+            });
+            if taken > self.base_rows {
+                return Err(A::Error::custom("a delta takes more rows than its base has"));
+            }
+            ops.push(op);
+        }
+        Ok(ops)
     }
 }
 
@@ -187,10 +289,12 @@ enum RowOp {
     /// The key's rows `.0 .. .0 + .1`, unchanged.
     #[serde(rename = "k")]
     Keep(u32, u32),
+    // Boxed, so an operation is 16 bytes whatever it holds: a parsed record costs about what
+    // its text did.
     #[serde(rename = "p")]
-    Patch(RowPatch),
+    Patch(Box<RowPatch>),
     #[serde(rename = "n")]
-    New(ProcessSample),
+    New(Box<ProcessSample>),
 }
 
 /// The fields of a key row that changed; `None` is "as in the key". Fields that are `Option`s
@@ -423,13 +527,13 @@ pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, e
     for new in &sample.processes {
         let found = key.find(new.pid, guess).filter(|&i| key.processes[i].start_ticks == new.start_ticks);
         let Some(i) = found else {
-            rows.push(RowOp::New(new.clone()));
+            rows.push(RowOp::New(Box::new(new.clone())));
             continue;
         };
         guess = i + 1;
         let i32_ = i as u32;
         match row_patch(i32_, &key.processes[i], new) {
-            Some(patch) => rows.push(RowOp::Patch(patch)),
+            Some(patch) => rows.push(RowOp::Patch(Box::new(patch))),
             None => match rows.last_mut() {
                 Some(RowOp::Keep(from, n)) if *from + *n == i32_ => *n += 1,
                 _ => rows.push(RowOp::Keep(i32_, 1)),
@@ -437,34 +541,39 @@ pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, e
         }
     }
     let mut out = Vec::with_capacity(expected);
-    serde_json::to_writer(&mut out, &DeltaRecord { base, anchor, rest, rows })
+    serde_json::to_writer(&mut out, &DeltaOut { base, anchor, rest, rows: &rows })
         .expect("a delta always serializes to JSON");
     out
 }
 
-/// The sample a version-2 delta record describes, given its base.
-pub fn decode_delta(key: &KeySample, delta: DeltaRecord) -> Result<Sample, CodecError> {
+/// The sample a version-2 delta record describes, given its base. Each base row is taken at
+/// most once, so the sample has at most the base's rows and the record's new ones.
+pub fn decode_delta(key: &KeySample, delta: &DeltaRecord<'_>) -> Result<Sample, CodecError> {
+    let patch = delta.rest_patch(key)?;
+    let ops = delta.row_ops(key.processes.len())?;
     let mut rest = key.rest.clone();
-    apply(&mut rest, delta.rest)?;
+    apply(&mut rest, patch)?;
     let mut sample: Sample = Sample::deserialize(rest).map_err(CodecError::Parse)?;
     let rows = &key.processes;
+    let mut taken = vec![false; rows.len()];
+    let mut take = move |i: usize| match taken.get_mut(i) {
+        Some(t) if !*t => {
+            *t = true;
+            Ok(&rows[i])
+        }
+        _ => Err(ROW_TAKEN),
+    };
     let mut processes = Vec::with_capacity(rows.len());
-    for op in delta.rows {
+    for op in ops {
         match op {
             RowOp::Keep(from, n) => {
-                let (from, n) = (from as usize, n as usize);
-                let Some(kept) = from.checked_add(n).and_then(|to| rows.get(from..to)) else {
-                    return Err(CodecError::Delta("kept rows beyond the key's"));
-                };
-                processes.extend_from_slice(kept);
+                let from = from as usize;
+                for i in from..from.saturating_add(n as usize) {
+                    processes.push(take(i)?.clone());
+                }
             }
-            RowOp::Patch(patch) => {
-                let Some(row) = rows.get(patch.key as usize) else {
-                    return Err(CodecError::Delta("a patched row beyond the key's"));
-                };
-                processes.push(apply_row(row.clone(), patch));
-            }
-            RowOp::New(row) => processes.push(row),
+            RowOp::Patch(patch) => processes.push(apply_row(take(patch.key as usize)?.clone(), *patch)),
+            RowOp::New(row) => processes.push(*row),
         }
     }
     sample.processes = processes;
@@ -475,6 +584,94 @@ pub fn decode_delta(key: &KeySample, delta: DeltaRecord) -> Result<Sample, Codec
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A base of `rows` processes (pids 1..=rows), and nothing else.
+    fn base(rows: u32) -> KeySample {
+        let row = |pid: u32| ProcessSample {
+            pid,
+            ppid: 1,
+            start_ticks: 7,
+            comm: Arc::from("p"),
+            state: 'S',
+            utime_ticks: 0,
+            stime_ticks: 0,
+            num_threads: 1,
+            minflt: 0,
+            majflt: 0,
+            nice: 0,
+            vsize_bytes: 0,
+            resident_bytes: None,
+            status: None,
+            io: None,
+            cmdline: None,
+            pss: None,
+            cgroup: None,
+        };
+        KeySample::from_sample(Sample {
+            seq: 0,
+            unix_ns: 0,
+            mono_ns: 0,
+            clock_ticks_per_sec: 100,
+            page_size: 4096,
+            host: HostSample::default(),
+            container: None,
+            processes: (1..=rows).map(row).collect(),
+            cost: SampleCost::default(),
+        })
+    }
+
+    /// Decodes `rows` (the JSON of a delta's row operations) against a base of 4 rows, as a
+    /// delta and as an anchor; both must agree.
+    fn rows_of(rows: &str) -> Result<Vec<u32>, String> {
+        let text = format!("{{\"base\":8,\"rest\":{{}},\"rows\":{rows}}}");
+        let record = DeltaRecord::parse(text.as_bytes()).map_err(|e| e.to_string())?;
+        let decoded = decode_delta(&base(4), &record).map(|s| s.processes.iter().map(|p| p.pid).collect());
+        let advanced = base(4).advance(&record).map(|k| k.processes.iter().map(|p| p.pid).collect());
+        assert_eq!(decoded.as_ref().map_err(ToString::to_string), advanced.as_ref().map_err(ToString::to_string));
+        decoded.map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_delta_takes_each_base_row_at_most_once() {
+        assert_eq!(rows_of(r#"[{"k":[0,4]}]"#), Ok(vec![1, 2, 3, 4]));
+        assert_eq!(rows_of(r#"[{"k":[2,2]},{"p":{"@":0}},{"k":[1,1]}]"#), Ok(vec![3, 4, 1, 2]));
+        let new_row = serde_json::to_string(&base(9).processes[8]).expect("serializes");
+        assert_eq!(rows_of(&format!(r#"[{{"n":{new_row}}},{{"k":[0,1]}}]"#)), Ok(vec![9, 1]));
+        for (rows, why) in [
+            // Within the base's count, but a row twice.
+            (r#"[{"k":[0,2]},{"k":[1,1]}]"#, "used twice"),
+            (r#"[{"p":{"@":3}},{"k":[3,1]}]"#, "used twice"),
+            // Past the base's rows.
+            (r#"[{"k":[3,2]}]"#, "beyond the base"),
+            (r#"[{"p":{"@":4}}]"#, "beyond the base"),
+            // More rows than the base has, refused while parsing, before they are built.
+            (r#"[{"k":[0,4]},{"k":[0,4]},{"k":[0,4]}]"#, "more rows than its base has"),
+            (r#"[{"k":[0,4294967295]}]"#, "more rows than its base has"),
+            // Operations that take nothing would be free to repeat.
+            (r#"[{"k":[0,0]}]"#, "a keep of no rows"),
+        ] {
+            let got = rows_of(rows);
+            assert!(got.as_ref().is_err_and(|e| e.contains(why)), "{rows}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn a_rest_patch_far_larger_than_the_base_rest_is_refused_unparsed() {
+        let key = base(1);
+        let fits = "0,".repeat(key.rest_bytes / 2);
+        let text = format!("{{\"base\":8,\"rest\":{{\"x\":[[{fits}0]]}},\"rows\":[]}}");
+        assert!(decode_delta(&key, &DeltaRecord::parse(text.as_bytes()).expect("parses")).is_ok());
+        let bomb = "0,".repeat(key.rest_bytes + REST_SLACK_BYTES);
+        let text = format!("{{\"base\":8,\"rest\":{{\"x\":[[{bomb}0]]}},\"rows\":[]}}");
+        let got = decode_delta(&key, &DeltaRecord::parse(text.as_bytes()).expect("parses"));
+        assert!(got.is_err_and(|e| e.to_string().contains("far larger")));
+    }
+
+    #[test]
+    fn a_row_operation_costs_about_what_its_text_does() {
+        // `{"k":[0,1]}` is 11 bytes; an unboxed operation was the size of a whole row (~500).
+        assert!(std::mem::size_of::<RowOp>() <= 16, "{}", std::mem::size_of::<RowOp>());
+    }
 
     #[test]
     fn value_patches_round_trip() {

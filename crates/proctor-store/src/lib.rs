@@ -12,9 +12,19 @@
 //! corrupt tail off; damage in the middle of a file (an intact frame after the bad one) sets
 //! the whole file aside as `*.corrupt` and reports it, and recording goes on in a new segment.
 //! Each writer starts a new segment, so it never appends to a file a crash may have damaged.
+//! Readers read a set-aside file's intact frames, before and after its damage, and say so.
+//!
+//! Hostile files: every store file is opened non-blocking and accepted only if it is a regular
+//! file; a FIFO, directory or device named like a segment is listed apart and left alone. A
+//! reader skips what it cannot open, reads around damage, and keeps each problem once in its
+//! [`ReadReport`] with the samples it cost, which every command and answer says.
 //!
 //! Retention drops whole segments (oldest first) by age and by total size: an `unlink`, never a
 //! rewrite.
+//!
+//! Full disks: a segment file is created by the write of its first frame (and removed if that
+//! fails), a failed write is cut back and the next goes into the same segment, and after a
+//! failure the writer waits a backoff (in the samples' time) before it tries the disk again.
 //!
 //! Streams: samples live in the data directory itself; other producers write their records
 //! (probe results, statsd flushes: [`codec::Event`]) into a subdirectory each ([`PROBE_STREAM`],
@@ -33,6 +43,7 @@ pub mod delta;
 pub mod frame;
 mod reader;
 pub mod recorder;
+mod report;
 pub mod segment;
 mod writer;
 
@@ -41,8 +52,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use codec::Event;
-pub use reader::{same_run, ReadReport, Reader, StoredFrame};
+pub use reader::{same_run, Reader, StoredFrame};
 pub use recorder::{Recorder, RecorderSender, RecorderStats, Sink};
+pub use report::{DamagedSegment, ReadReport, SkippedFile};
 pub use writer::{AppendCost, OpenReport, Repair, SetAside, Writer, WriterStats};
 
 /// The subdirectory of a data directory that `proctor probe --record` writes.
@@ -58,7 +70,7 @@ pub fn stream_dir(data_dir: &Path, name: &str) -> Result<PathBuf, StoreError> {
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(StoreError::io(&dir, e)),
+        Err(e) => return Err(StoreError::io("cannot create", &dir, e)),
     }
     check_dir(&dir)?;
     Ok(dir)
@@ -112,27 +124,58 @@ impl Default for StoreConfig {
 }
 
 /// Errors opening, writing or reading a store.
+///
+/// Each message says what failed on which path and why, once: the cause is part of the text
+/// and not also a `source()`, so `anyhow`'s `{:#}` chain does not print it twice and a caller
+/// that keeps only `to_string()` (the recorder's last error) still has it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("data directory {path} does not exist (create it first)")]
     Missing { path: PathBuf },
     #[error("data directory {path} is not a directory")]
     NotADirectory { path: PathBuf },
-    #[error("data directory {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// `action` is what was tried on `path`: "cannot open", "cannot list", "cannot write to", …
+    #[error("{action} {path}: {error}")]
+    Io { action: &'static str, path: PathBuf, error: std::io::Error },
     #[error("data directory {path} is locked by another recorder")]
     Locked { path: PathBuf },
-    #[error("{path} at offset {offset}: {source}")]
-    Codec { path: PathBuf, offset: u64, source: codec::CodecError },
+    #[error("{path} at offset {offset}: {error}")]
+    Codec { path: PathBuf, offset: u64, error: codec::CodecError },
     #[error("{path} at offset {offset}: {reason}")]
     BadFrame { path: PathBuf, offset: u64, reason: &'static str },
+    /// A store file (a segment, the lock) that is a directory, a FIFO, a socket or a device.
+    #[error("{path} is {what}, not a regular file")]
+    NotAFile { path: PathBuf, what: &'static str },
+    /// Not tried: a write to the store failed a moment ago (see `Writer::append`).
+    #[error("not written to {path}: a write failed ({cause}); the next try is in {:.1} s", retry_in.as_secs_f64())]
+    BackingOff { path: PathBuf, retry_in: Duration, cause: String },
     #[error("this build writes record versions 1 and 2, not {0}")]
     WriteVersion(u8),
 }
 
 impl StoreError {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
-        StoreError::Io { path: path.to_owned(), source }
+    pub(crate) fn io(action: &'static str, path: &Path, error: std::io::Error) -> Self {
+        StoreError::Io { action, path: path.to_owned(), error }
+    }
+
+    /// What went wrong, without the path (for a line that names the file already): "cannot
+    /// open: Permission denied (os error 13)", "a FIFO, not a regular file", "crc mismatch".
+    pub fn cause(&self) -> String {
+        match self {
+            StoreError::Io { action, error, .. } => format!("{action}: {error}"),
+            StoreError::Codec { error, .. } => error.to_string(),
+            StoreError::BadFrame { reason, .. } => reason.to_string(),
+            StoreError::NotAFile { what, .. } => format!("{what}, not a regular file"),
+            other => other.to_string(),
+        }
+    }
+
+    /// The I/O error underneath, if that is what this is.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            StoreError::Io { error, .. } => Some(error.kind()),
+            _ => None,
+        }
     }
 }
 
@@ -141,10 +184,10 @@ impl StoreError {
 pub fn check_dir(dir: &Path) -> Result<(), StoreError> {
     match std::fs::metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StoreError::Missing { path: dir.to_owned() }),
-        Err(e) => return Err(StoreError::io(dir, e)),
+        Err(e) => return Err(StoreError::io("cannot reach", dir, e)),
         Ok(meta) if !meta.is_dir() => return Err(StoreError::NotADirectory { path: dir.to_owned() }),
         Ok(_) => {}
     }
-    std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    std::fs::read_dir(dir).map_err(|e| StoreError::io("cannot list", dir, e))?;
     Ok(())
 }

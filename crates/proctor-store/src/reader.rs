@@ -1,10 +1,17 @@
 //! Reading a store: which frames fall in a time range (headers only), and decoding them.
-//! Never writes, repairs or locks: it reads alongside a live writer, and a frame that fails its
-//! CRC or does not decode is skipped and counted, not fatal.
+//! Never writes, repairs or locks: it reads alongside a live writer. Nothing a file holds is
+//! fatal: a file named like a segment that is not a regular file or cannot be opened is
+//! skipped, damage inside a segment is read around (see `segment::salvage`), a frame that fails
+//! its CRC or does not decode is skipped, and each is noted once in the [`ReadReport`].
+//!
+//! Set-aside segments (`*.seg.corrupt`, which a writer moved out of its way because they were
+//! damaged in the middle) are read too, in their place in time: the writer must not append after
+//! damage, but the frames around it are as good as any, and hiding them lost samples without a
+//! word. Each one read is said in the report.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proctor_model::Sample;
 
@@ -13,8 +20,9 @@ use crate::codec::{
     Event, RECORD_VERSION, RECORD_VERSION_1,
 };
 use crate::delta::{decode_delta, DeltaRecord, KeySample};
-use crate::frame::{check_payload, FrameKind, HEADER_LEN};
-use crate::segment::{list_segments, walk, Check, FrameRef, SegmentInfo};
+use crate::frame::{check_payload, FrameDefect, FrameKind, HEADER_LEN};
+use crate::report::ReadReport;
+use crate::segment::{list, open_for_reading, salvage, FrameRef, SegmentInfo};
 use crate::{check_dir, StoreError};
 
 /// A frame found by [`Reader::frames`]: its segment and position.
@@ -34,18 +42,15 @@ impl StoredFrame {
     }
 }
 
-/// Problems met while reading, kept rather than raised.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadReport {
-    /// Segments whose walk stopped early (a torn tail being written, or damage), with why.
-    pub damaged_segments: Vec<(PathBuf, String)>,
-    /// Frames skipped because their CRC failed or they did not decode, with why.
-    pub bad_frames: Vec<(PathBuf, u64, String)>,
-}
-
 /// Reads samples from a store directory.
 pub struct Reader {
+    /// Segments and set-aside segments, in time order.
     segments: Vec<SegmentInfo>,
+    /// The newest segment that is not set aside: the one a writer may be appending to, whose
+    /// torn tail is a write in flight.
+    live: Option<usize>,
+    /// Segments whose frames were counted into the report's walked totals.
+    measured: std::collections::HashSet<usize>,
     report: ReadReport,
     /// The key frame last read: (segment, offset, key), reused by the deltas of its chunk.
     key_cache: Option<(usize, u64, CachedKey)>,
@@ -66,9 +71,22 @@ impl std::fmt::Debug for Reader {
 }
 
 impl Reader {
+    /// Lists `dir`'s segments; files named like segments that are not regular files are noted
+    /// in the report now and never opened.
     pub fn open(dir: &Path) -> Result<Reader, StoreError> {
         check_dir(dir)?;
-        Ok(Reader { segments: list_segments(dir)?, report: ReadReport::default(), key_cache: None })
+        let listing = list(dir)?;
+        let mut report = ReadReport::default();
+        for (path, what) in listing.not_files {
+            report.note_skipped(&path, what, None);
+        }
+        let live = listing.segments.last().map(|s| s.path.clone());
+        let mut segments = listing.segments;
+        segments.extend(listing.set_aside);
+        // Stable: a segment and a set-aside one of the same name stay in that order.
+        segments.sort_by_key(|s| s.start_ns);
+        let live = live.and_then(|live| segments.iter().position(|s| s.path == live));
+        Ok(Reader { segments, live, measured: Default::default(), report, key_cache: None })
     }
 
     pub fn segments(&self) -> &[SegmentInfo] {
@@ -103,14 +121,32 @@ impl Reader {
                 continue;
             }
             let path = self.segments[i].path.clone();
-            let walked = match walk(&path, Check::Headers) {
+            let walked = match salvage(&path) {
                 Ok(w) => w,
                 // Retention may have removed it since the listing.
-                Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => continue,
+                Err(e) => {
+                    let bytes = self.segments[i].len_bytes;
+                    self.report.note_skipped(&path, e.cause(), Some(bytes));
+                    continue;
+                }
             };
-            if let Some((offset, defect)) = walked.defect {
-                self.report.damaged_segments.push((path.clone(), format!("{defect:?} at offset {offset}")));
+            for damage in walked.damage {
+                let in_flight = Some(i) == self.live && damage.to_end && damage.defect == FrameDefect::Torn;
+                if !in_flight {
+                    self.report.note_damage(&path, damage);
+                }
+            }
+            if self.segments[i].set_aside && !walked.frames.is_empty() {
+                self.report.note_set_aside_read(&path);
+            }
+            if self.measured.insert(i) {
+                self.report.frames_walked += walked.frames.len() as u64;
+                self.report.bytes_walked += walked
+                    .frames
+                    .iter()
+                    .map(|f| crate::frame::HEADER_LEN as u64 + u64::from(f.header.payload_len))
+                    .sum::<u64>();
             }
             out.extend(
                 (0u64..)
@@ -152,7 +188,7 @@ impl Reader {
             Ok(sample) => Some(sample),
             Err(err) => {
                 let path = self.segments[frame.segment].path.clone();
-                self.report.bad_frames.push((path, frame.frame.offset, err.to_string()));
+                self.report.note_bad_frame(&path, frame.frame.offset, err.cause());
                 None
             }
         }
@@ -164,7 +200,7 @@ impl Reader {
         match self.try_read_event(frame) {
             Ok(event) => Some(event),
             Err(err) => {
-                self.report.bad_frames.push((path, frame.frame.offset, err.to_string()));
+                self.report.note_bad_frame(&path, frame.frame.offset, err.cause());
                 None
             }
         }
@@ -174,11 +210,11 @@ impl Reader {
     pub fn try_read_event(&mut self, frame: &StoredFrame) -> Result<Event, StoreError> {
         let path = self.segments[frame.segment].path.clone();
         let f = frame.frame;
-        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
+        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, error: source };
         if f.header.kind.is_sample() {
             return Err(codec(CodecError::NotAnEvent));
         }
-        let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+        let file = open_for_reading(&path)?;
         let payload = read_checked(&file, &path, &f)?;
         let record = decompress_key(&payload).map_err(codec)?;
         decode_event(f.header.kind, f.header.version, &record).map_err(codec)
@@ -193,11 +229,11 @@ impl Reader {
         let segment = frame.segment;
         let path = self.segments[segment].path.clone();
         let f = frame.frame;
-        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, source };
+        let codec = |source| StoreError::Codec { path: path.clone(), offset: f.offset, error: source };
         if !f.header.kind.is_sample() {
             return Err(StoreError::BadFrame { path, offset: f.offset, reason: "an event frame read as a sample" });
         }
-        let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+        let file = open_for_reading(&path)?;
         let payload = read_checked(&file, &path, &f)?;
         match f.header.kind {
             FrameKind::Key => {
@@ -217,7 +253,8 @@ impl Reader {
             FrameKind::Delta if f.header.version == RECORD_VERSION => {
                 let record = decompress_key(&payload).map_err(codec)?;
                 let delta = DeltaRecord::parse(&record).map_err(codec)?;
-                self.read_delta(&file, &path, segment, f, delta).map(|sample| shape.trim(sample))
+                let sample = self.read_delta(&file, &path, segment, f, delta)?;
+                Ok(shape.trim(sample))
             }
             FrameKind::Delta if f.header.version == RECORD_VERSION_1 => {
                 let cached =
@@ -241,65 +278,78 @@ impl Reader {
     /// Decodes a version-2 delta: its base is the cached one (the chunk's key or an anchor),
     /// or the anchors back to one are decoded first, oldest first, each becoming the cached base.
     /// The cache holds one base at a time, so a reader holds at most one chunk's key sample.
+    ///
+    /// The chain is found by offsets, reading only where each record's base is; then each
+    /// anchor is read again and applied in order, so one record is held at a time (a chain of
+    /// up to [`MAX_CHAIN`] hostile anchors costs no more memory than one).
     fn read_delta(
         &mut self,
         file: &File,
         path: &Path,
         segment: usize,
         f: FrameRef,
-        delta: DeltaRecord,
+        delta: DeltaRecord<'_>,
     ) -> Result<Sample, StoreError> {
-        let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, source };
+        let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, error: source };
         let cached = |cache: &Option<(usize, u64, CachedKey)>, offset: u64| matches!(cache, Some((s, o, CachedKey::V2(_))) if *s == segment && *o == offset);
-        // The frames between the cached base (or the key) and this one, newest first.
-        let mut chain: Vec<(u64, DeltaRecord)> = Vec::new();
-        let (mut offset, mut record) = (f.offset, delta);
+        // The anchors between the cached base (or the key) and this frame, newest first.
+        let mut anchors: Vec<FrameRef> = Vec::new();
+        let (mut offset, mut distance) = (f.offset, delta.base);
         loop {
             let base = offset
-                .checked_sub(record.base)
-                .filter(|b| record.base > 0 && *b >= f.key_offset)
+                .checked_sub(distance)
+                .filter(|b| distance > 0 && *b >= f.key_offset)
                 .ok_or_else(|| codec(offset, CodecError::Delta("its base is not an earlier frame of its chunk")))?;
-            chain.push((offset, record));
             if cached(&self.key_cache, base) || base == f.key_offset {
                 break;
             }
-            if chain.len() > MAX_CHAIN {
+            if anchors.len() >= MAX_CHAIN {
                 return Err(codec(f.offset, CodecError::Delta("too many anchors before it")));
             }
             let header = read_header(file, path, base)?;
             if header.kind != FrameKind::Delta || header.version != RECORD_VERSION {
                 return Err(codec(base, CodecError::Delta("its base is not a version-2 frame of its chunk")));
             }
-            let payload = read_checked(file, path, &FrameRef { offset: base, header, key_offset: f.key_offset })?;
-            let bytes = decompress_key(&payload).map_err(|e| codec(base, e))?;
-            record = DeltaRecord::parse(&bytes).map_err(|e| codec(base, e))?;
+            let anchor = FrameRef { offset: base, header, key_offset: f.key_offset };
+            let bytes = decompress_key(&read_checked(file, path, &anchor)?).map_err(|e| codec(base, e))?;
+            let record = DeltaRecord::parse(&bytes).map_err(|e| codec(base, e))?;
             if !record.anchor {
                 return Err(codec(base, CodecError::Delta("its base is not an anchor")));
             }
-            offset = base;
+            anchors.push(anchor);
+            (offset, distance) = (base, record.base);
         }
-        let base = chain.last().map_or(f.key_offset, |(o, r)| o - r.base);
-        if !cached(&self.key_cache, base) {
+        // The loop checked that this does not underflow.
+        let root = offset - distance;
+        if !cached(&self.key_cache, root) {
             self.key_cache = None;
             self.key_cache = Some((segment, f.key_offset, read_key(file, path, f.key_offset)?));
         }
-        while let Some((offset, record)) = chain.pop() {
-            let Some((_, _, CachedKey::V2(key))) = &self.key_cache else {
-                return Err(codec(offset, CodecError::Delta("the key frame is of another version")));
-            };
-            if chain.is_empty() && !record.anchor {
-                return decode_delta(key, record).map_err(|e| codec(offset, e));
-            }
-            // An anchor: the base of the frames after it, made from the cached base in place.
-            let Some((_, _, CachedKey::V2(key))) = self.key_cache.take() else { unreachable!("matched above") };
-            let anchor = key.advance(record).map_err(|e| codec(offset, e))?;
-            let sample = if chain.is_empty() { Some(anchor.sample().map_err(|e| codec(offset, e))?) } else { None };
-            self.key_cache = Some((segment, offset, CachedKey::V2(Box::new(anchor))));
-            if let Some(sample) = sample {
-                return Ok(sample);
-            }
+        while let Some(anchor) = anchors.pop() {
+            let bytes = decompress_key(&read_checked(file, path, &anchor)?).map_err(|e| codec(anchor.offset, e))?;
+            let record = DeltaRecord::parse(&bytes).map_err(|e| codec(anchor.offset, e))?;
+            self.advance_cached(segment, anchor.offset, &record).map_err(|e| codec(anchor.offset, e))?;
         }
-        unreachable!("the chain ends with the frame asked for")
+        if !delta.anchor {
+            let Some((_, _, CachedKey::V2(key))) = &self.key_cache else {
+                return Err(codec(f.offset, CodecError::Delta("the key frame is of another version")));
+            };
+            return decode_delta(key, &delta).map_err(|e| codec(f.offset, e));
+        }
+        // An anchor: the base of the frames after it, made from the cached base in place.
+        self.advance_cached(segment, f.offset, &delta).map_err(|e| codec(f.offset, e))?;
+        let Some((_, _, CachedKey::V2(anchor))) = &self.key_cache else { unreachable!("advanced above") };
+        anchor.sample().map_err(|e| codec(f.offset, e))
+    }
+
+    /// Replaces the cached version-2 base with the base after `record`, the anchor at `offset`.
+    /// The cache is empty if that fails.
+    fn advance_cached(&mut self, segment: usize, offset: u64, record: &DeltaRecord<'_>) -> Result<(), CodecError> {
+        let Some((_, _, CachedKey::V2(key))) = self.key_cache.take() else {
+            return Err(CodecError::Delta("the key frame is of another version"));
+        };
+        self.key_cache = Some((segment, offset, CachedKey::V2(Box::new(key.advance(record)?))));
+        Ok(())
     }
 
     /// The last sample at or before `unix_ns`, and the sample before it when both come from
@@ -331,7 +381,7 @@ pub fn same_run(prev: &Sample, cur: &Sample) -> bool {
 fn read_checked(file: &File, path: &Path, f: &FrameRef) -> Result<Vec<u8>, StoreError> {
     // Header and payload in one pread: the CRC covers both.
     let mut frame = vec![0u8; HEADER_LEN + f.header.payload_len as usize];
-    file.read_exact_at(&mut frame, f.offset).map_err(|e| StoreError::io(path, e))?;
+    file.read_exact_at(&mut frame, f.offset).map_err(|e| StoreError::io("cannot read", path, e))?;
     let bad = |reason| StoreError::BadFrame { path: path.to_owned(), offset: f.offset, reason };
     let header = crate::frame::decode_header(&frame).map_err(|_| bad("bad frame header"))?;
     if header != f.header {
@@ -348,7 +398,7 @@ const MAX_CHAIN: usize = 4096;
 
 fn read_header(file: &File, path: &Path, offset: u64) -> Result<crate::frame::FrameHeader, StoreError> {
     let mut header_bytes = [0u8; HEADER_LEN];
-    file.read_exact_at(&mut header_bytes, offset).map_err(|e| StoreError::io(path, e))?;
+    file.read_exact_at(&mut header_bytes, offset).map_err(|e| StoreError::io("cannot read", path, e))?;
     crate::frame::decode_header(&header_bytes).map_err(|_| StoreError::BadFrame {
         path: path.to_owned(),
         offset,
@@ -364,7 +414,7 @@ fn read_key(file: &File, path: &Path, key_offset: u64) -> Result<CachedKey, Stor
     }
     let key = FrameRef { offset: key_offset, header, key_offset };
     let payload = read_checked(file, path, &key)?;
-    let codec = |source| StoreError::Codec { path: path.to_owned(), offset: key_offset, source };
+    let codec = |source| StoreError::Codec { path: path.to_owned(), offset: key_offset, error: source };
     let record = decompress_key(&payload).map_err(codec)?;
     if header.version == RECORD_VERSION_1 {
         return Ok(CachedKey::V1(record));

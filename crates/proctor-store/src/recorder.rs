@@ -6,9 +6,11 @@
 //! dropped and counted, never waited for. The recorder thread owns the [`Sink`] (normally a
 //! [`Writer`]) and counts what it wrote, what that cost and what failed, in atomics any thread
 //! can read without a lock (the last error's text alone sits behind a mutex, taken only on
-//! errors). A failed write is counted and the next item tried again: a full disk may get space
-//! back, and the writer starts a new segment after a failed write, so a torn frame never has
-//! good frames after it.
+//! errors). A failed write is counted and later items tried again: a full disk may get space
+//! back. The writer cuts a failed write back to its last whole frame and keeps its segment (so
+//! a torn frame never has good frames after it, and a full disk makes no new files), and it
+//! does not try the disk again for a backoff of the items' own time (1 s, doubling to 32 s);
+//! the items in between fail at once, counted like any failed write.
 //!
 //! What this module does not do: decide where a store lives, open it, or print anything.
 

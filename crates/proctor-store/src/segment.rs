@@ -1,10 +1,15 @@
-//! Segment files: listing a store directory, walking a segment's frames, and deciding what a
-//! defect means (torn tail → truncate, damage followed by good frames → set the file aside).
-//! Does not compress or decode records.
+//! Segment files: listing a store directory, opening its files, walking a segment's frames,
+//! and deciding what a defect means (torn tail → truncate, damage followed by good frames → set
+//! the file aside; a reader skips the damage and reads on). Does not compress or decode records.
+//!
+//! Every store file is opened with `O_NONBLOCK` and accepted only if it is a regular file (then
+//! the flag is cleared): a FIFO named `*.seg` made `open()` wait for a writer that never came,
+//! with `record`'s and `serve`'s signals blocked. Anything named like a segment that is not a
+//! regular file is listed apart, reported, and never opened again.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::frame::{check_payload, decode_header, FrameDefect, FrameHeader, FrameKind, HEADER_LEN, SEGMENT_MAGIC};
@@ -13,7 +18,8 @@ use crate::StoreError;
 /// Segments are named `<unix_ns of their first frame, 20 digits>.seg`, so name order is time
 /// order and a segment covers the time from its name up to the next segment's name.
 pub const SEGMENT_SUFFIX: &str = ".seg";
-/// A segment set aside gets this appended; it is never read again, and retention deletes it
+/// A segment set aside gets this appended; it is never written again (readers still read its
+/// intact frames, and say so), and retention deletes it
 /// once it is past the retention age or the store is over its size budget.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
 
@@ -22,37 +28,139 @@ pub struct SegmentInfo {
     pub path: PathBuf,
     pub start_ns: u64,
     pub len_bytes: u64,
+    /// A segment set aside as `*.seg.corrupt` (see [`CORRUPT_SUFFIX`]).
+    pub set_aside: bool,
 }
 
 pub fn segment_name(start_ns: u64) -> String {
     format!("{start_ns:020}{SEGMENT_SUFFIX}")
 }
 
-/// Segments in time order; other files (the lock, set-aside segments) are ignored.
-pub fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
-    list_by_suffix(dir, SEGMENT_SUFFIX)
+/// What a store directory holds under segment names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Segments, in time order.
+    pub segments: Vec<SegmentInfo>,
+    /// Segments set aside as `<name>.seg.corrupt`, in time order (by the segment's own name).
+    pub set_aside: Vec<SegmentInfo>,
+    /// Entries named like either that are not regular files (directories, FIFOs, sockets,
+    /// devices, dangling links), with what they are: never opened.
+    pub not_files: Vec<(PathBuf, String)>,
 }
 
-/// Segments set aside as `<name>.seg.corrupt`, in time order (by the segment's own name).
-pub fn list_set_aside(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
-    let suffix = format!("{SEGMENT_SUFFIX}{CORRUPT_SUFFIX}");
-    list_by_suffix(dir, &suffix)
-}
-
-fn list_by_suffix(dir: &Path, suffix: &str) -> Result<Vec<SegmentInfo>, StoreError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
-    let mut segments = Vec::new();
+/// Lists `dir`'s segments and set-aside segments; other files (the lock, streams) are ignored.
+pub fn list(dir: &Path) -> Result<Listing, StoreError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("cannot list", dir, e))?;
+    let set_aside_suffix = format!("{SEGMENT_SUFFIX}{CORRUPT_SUFFIX}");
+    let mut listing = Listing::default();
     for entry in entries {
-        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
+        let entry = entry.map_err(|e| StoreError::io("cannot list", dir, e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some(stem) = name.strip_suffix(suffix) else { continue };
+        let (stem, set_aside) = match (name.strip_suffix(SEGMENT_SUFFIX), name.strip_suffix(set_aside_suffix.as_str()))
+        {
+            (Some(stem), _) => (stem, false),
+            (None, Some(stem)) => (stem, true),
+            (None, None) => continue,
+        };
         let Ok(start_ns) = stem.parse::<u64>() else { continue };
-        let len_bytes = entry.metadata().map_err(|e| StoreError::io(&entry.path(), e))?.len();
-        segments.push(SegmentInfo { path: entry.path(), start_ns, len_bytes });
+        let path = entry.path();
+        // `stat`, following a link: a link to a segment is a segment.
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            // Removed since the listing (retention, a writer's repair).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(&path).is_err() => continue,
+            Err(e) => {
+                listing.not_files.push((path, format!("cannot stat: {e}")));
+                continue;
+            }
+        };
+        if !meta.is_file() {
+            listing.not_files.push((path, format!("{}, not a segment file", file_kind(&meta.file_type()))));
+            continue;
+        }
+        let info = SegmentInfo { path, start_ns, len_bytes: meta.len(), set_aside };
+        if set_aside {
+            listing.set_aside.push(info);
+        } else {
+            listing.segments.push(info);
+        }
     }
-    segments.sort_by_key(|s| s.start_ns);
-    Ok(segments)
+    listing.segments.sort_by_key(|s| s.start_ns);
+    listing.set_aside.sort_by_key(|s| s.start_ns);
+    listing.not_files.sort();
+    Ok(listing)
+}
+
+/// Segments in time order (regular files only).
+pub fn list_segments(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
+    Ok(list(dir)?.segments)
+}
+
+/// Segments set aside as `<name>.seg.corrupt`, in time order (regular files only).
+pub fn list_set_aside(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
+    Ok(list(dir)?.set_aside)
+}
+
+/// "a directory", "a FIFO", … for messages.
+pub fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens a store file without waiting, and only if it is a regular file: `O_NONBLOCK` makes
+/// opening a FIFO return at once (for reading) or fail (for writing with no reader) instead of
+/// waiting for the other end, `O_NOCTTY` keeps a terminal from becoming ours; `fstat` on the
+/// open file then refuses anything but a regular file, so a file swapped after a listing is
+/// caught too. The flag is cleared again (it means nothing to a regular file, but the file's
+/// reads and writes must not start meaning it).
+pub fn open_regular(path: &Path, options: &mut OpenOptions) -> Result<File, StoreError> {
+    // Said before opening, for the clearer message (a FIFO opened to write with no reader fails
+    // with ENXIO) and so that a device is never opened at all.
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(StoreError::NotAFile { path: path.to_owned(), what: file_kind(&meta.file_type()) })
+        }
+        _ => {}
+    }
+    let file = options
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| StoreError::io("cannot open", path, e))?;
+    let meta = file.metadata().map_err(|e| StoreError::io("cannot stat", path, e))?;
+    if !meta.is_file() {
+        return Err(StoreError::NotAFile { path: path.to_owned(), what: file_kind(&meta.file_type()) });
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on an fd this function owns; F_GETFL and F_SETFL take and return ints.
+    let cleared = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+    };
+    if !cleared {
+        return Err(StoreError::io("cannot open", path, std::io::Error::last_os_error()));
+    }
+    Ok(file)
+}
+
+/// Opens a store file for reading (see [`open_regular`]).
+pub fn open_for_reading(path: &Path) -> Result<File, StoreError> {
+    open_regular(path, OpenOptions::new().read(true))
 }
 
 /// Where one frame is, as found by a walk.
@@ -84,10 +192,10 @@ pub enum Check {
 }
 
 pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
-    let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
-    let file_len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+    let file = open_for_reading(path)?;
+    let file_len = file.metadata().map_err(|e| StoreError::io("cannot stat", path, e))?.len();
     let mut magic = [0u8; 8];
-    let got = read_up_to(&mut file, &mut magic).map_err(|e| StoreError::io(path, e))?;
+    let got = read_at_up_to(&file, &mut magic, 0).map_err(|e| StoreError::io("cannot read", path, e))?;
     if got < magic.len() || &magic != SEGMENT_MAGIC {
         let defect = if got < magic.len() && magic[..got] == SEGMENT_MAGIC[..got] {
             FrameDefect::Torn
@@ -105,7 +213,8 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
         if offset == file_len {
             break None;
         }
-        let got = read_at_up_to(&file, &mut header_bytes, offset).map_err(|e| StoreError::io(path, e))?;
+        let got =
+            read_at_up_to(&file, &mut header_bytes, offset).map_err(|e| StoreError::io("cannot read", path, e))?;
         let header = match decode_header(&header_bytes[..got]) {
             Ok(h) => h,
             Err(d) => break Some((offset, d)),
@@ -116,7 +225,8 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
         }
         if check == Check::Full {
             payload.resize(header.payload_len as usize, 0);
-            file.read_exact_at(&mut payload, offset + HEADER_LEN as u64).map_err(|e| StoreError::io(path, e))?;
+            file.read_exact_at(&mut payload, offset + HEADER_LEN as u64)
+                .map_err(|e| StoreError::io("cannot read", path, e))?;
             if let Err(d) = check_payload(&header_bytes, &header, &payload) {
                 break Some((offset, d));
             }
@@ -142,35 +252,195 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
 /// Whether any intact frame starts after `from`: if so, the defect at `from` is damage in the
 /// middle of the file, not a write that a crash cut short.
 pub fn intact_frame_after(path: &Path, from: u64) -> Result<bool, StoreError> {
-    let mut file = File::open(path).map_err(|e| StoreError::io(path, e))?;
-    file.seek(SeekFrom::Start(from + 1)).map_err(|e| StoreError::io(path, e))?;
-    let mut rest = Vec::new();
-    file.read_to_end(&mut rest).map_err(|e| StoreError::io(path, e))?;
+    let file = open_for_reading(path)?;
+    let file_len = file.metadata().map_err(|e| StoreError::io("cannot stat", path, e))?.len();
+    Ok(next_intact_frame(&file, path, from + 1, file_len)?.found.is_some())
+}
+
+/// What a search for the next intact frame found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resync {
+    /// Where the next intact frame starts, if one does.
+    pub found: Option<u64>,
+    /// Frame headers met on the way (magic, kind and length plausible) whose frames failed
+    /// their CRC or ran past the end: frames lost, as far as their headers show.
+    pub broken_headers: u64,
+}
+
+/// Searches `[from, file_len)` for the next intact frame (its header decodes, it ends within
+/// the file, its CRC holds), reading the file in 1 MiB windows. Checking a candidate reads its
+/// payload, and a hostile file can claim a long one at every byte: the payload bytes checked
+/// are bounded by four times the file plus 64 MiB, past which the search gives up as if
+/// nothing intact followed.
+pub fn next_intact_frame(file: &File, path: &Path, from: u64, file_len: u64) -> Result<Resync, StoreError> {
+    const WINDOW: usize = 1 << 20;
+    let read =
+        |buf: &mut [u8], at: u64| read_at_up_to(file, buf, at).map_err(|e| StoreError::io("cannot read", path, e));
     let magic = crate::frame::FRAME_MAGIC.to_le_bytes();
-    for start in memchr_magic(&rest, &magic) {
-        let candidate = &rest[start..];
-        if let Ok(header) = decode_header(candidate) {
-            if check_payload(candidate, &header, candidate.get(HEADER_LEN..).unwrap_or(&[])).is_ok() {
-                return Ok(true);
+    let mut budget = file_len.saturating_mul(4).saturating_add(64 << 20);
+    let mut resync = Resync::default();
+    let mut window = vec![0u8; WINDOW + HEADER_LEN];
+    let mut payload = Vec::new();
+    let mut at = from;
+    while at < file_len {
+        let got = read(&mut window, at)?;
+        let searchable = got.min(WINDOW);
+        for i in (0..searchable).filter(|&i| window[i..].starts_with(&magic)) {
+            let start = at + i as u64;
+            let mut header_bytes = [0u8; HEADER_LEN];
+            let header_got = read(&mut header_bytes, start)?;
+            let Ok(header) = decode_header(&header_bytes[..header_got]) else { continue };
+            let end = start + HEADER_LEN as u64 + u64::from(header.payload_len);
+            if end > file_len || u64::from(header.payload_len) > budget {
+                resync.broken_headers += 1;
+                continue;
             }
+            budget -= u64::from(header.payload_len);
+            payload.resize(header.payload_len as usize, 0);
+            read(&mut payload, start + HEADER_LEN as u64)?;
+            if check_payload(&header_bytes, &header, &payload).is_ok() {
+                resync.found = Some(start);
+                return Ok(resync);
+            }
+            resync.broken_headers += 1;
         }
+        if got < window.len() {
+            break;
+        }
+        at += WINDOW as u64;
     }
-    Ok(false)
+    Ok(resync)
 }
 
-fn memchr_magic<'a>(haystack: &'a [u8], magic: &'a [u8; 4]) -> impl Iterator<Item = usize> + 'a {
-    haystack.windows(4).enumerate().filter(move |(_, w)| *w == magic).map(|(i, _)| i)
+/// A stretch of a segment a reader could not read, and what it cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    pub offset: u64,
+    /// Bytes skipped from `offset`.
+    pub bytes: u64,
+    /// Why the walk stopped there.
+    pub defect: FrameDefect,
+    /// Frames lost in it, as far as their headers show (a lower bound), plus the intact
+    /// version-1 deltas after it that lost their key frame to it.
+    pub frames_lost: u64,
+    /// Nothing intact follows: the segment ends in it.
+    pub to_end: bool,
 }
 
-fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..])? {
-            0 => break,
-            n => filled += n,
+/// A reader's walk of one segment: every intact frame, and the damage between and after them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Salvage {
+    pub frames: Vec<FrameRef>,
+    pub damage: Vec<Damage>,
+    /// The segment's size when walked.
+    pub len_bytes: u64,
+}
+
+/// Walks a segment's headers as [`walk`] does, but past damage: where the walk finds no frame,
+/// it reads on from the next intact frame ([`next_intact_frame`]) and notes the stretch it
+/// skipped. A set-aside segment, or one damaged since a writer last checked it, so loses only
+/// what is damaged. Deltas after damage keep their chunk's key when they are version 2 (each
+/// names its base, and a base that is not an intact frame of the right kind fails to decode);
+/// version-1 deltas, which carry no such check, are dropped until the next key frame.
+pub fn salvage(path: &Path) -> Result<Salvage, StoreError> {
+    let file = open_for_reading(path)?;
+    let file_len = file.metadata().map_err(|e| StoreError::io("cannot stat", path, e))?.len();
+    let mut salvage = Salvage { frames: Vec::new(), damage: Vec::new(), len_bytes: file_len };
+    let mut magic = [0u8; 8];
+    let got = read_at_up_to(&file, &mut magic, 0).map_err(|e| StoreError::io("cannot read", path, e))?;
+    let mut offset = SEGMENT_MAGIC.len() as u64;
+    if got < magic.len() || &magic != SEGMENT_MAGIC {
+        let torn = got < magic.len() && magic[..got] == SEGMENT_MAGIC[..got];
+        let defect = if torn { FrameDefect::Torn } else { FrameDefect::Corrupt("bad segment magic") };
+        if !skip_damage(&file, path, 0, defect, file_len, &mut salvage, &mut offset)? {
+            return Ok(salvage);
         }
     }
-    Ok(filled)
+    let mut key_offset = None;
+    let mut damaged_since_key = false;
+    let mut header_bytes = [0u8; HEADER_LEN];
+    // Intact version-1 deltas since the last damage that have no key to decode against.
+    let mut unkeyed = 0;
+    while offset < file_len {
+        let got =
+            read_at_up_to(&file, &mut header_bytes, offset).map_err(|e| StoreError::io("cannot read", path, e))?;
+        let defect = match decode_header(&header_bytes[..got]) {
+            Ok(h) if offset + HEADER_LEN as u64 + u64::from(h.payload_len) > file_len => Err(FrameDefect::Torn),
+            Ok(h) => Ok(h),
+            Err(d) => Err(d),
+        };
+        let header = match defect {
+            Ok(header) => header,
+            Err(defect) => {
+                if let Some(last) = salvage.damage.last_mut() {
+                    last.frames_lost += std::mem::take(&mut unkeyed);
+                }
+                damaged_since_key = true;
+                if !skip_damage(&file, path, offset, defect, file_len, &mut salvage, &mut offset)? {
+                    break;
+                }
+                continue;
+            }
+        };
+        let key = match header.kind {
+            FrameKind::Key => {
+                key_offset = Some(offset);
+                damaged_since_key = false;
+                key_offset
+            }
+            // Version-1 deltas after damage cannot tell whether the key before it is theirs.
+            FrameKind::Delta => key_offset.filter(|_| !damaged_since_key || header.version != 1),
+            FrameKind::Probe | FrameKind::Statsd => Some(offset),
+        };
+        match key {
+            Some(key) => salvage.frames.push(FrameRef { offset, header, key_offset: key }),
+            None => unkeyed += 1,
+        }
+        offset += HEADER_LEN as u64 + u64::from(header.payload_len);
+    }
+    if let Some(last) = salvage.damage.last_mut() {
+        last.frames_lost += unkeyed;
+    } else if unkeyed > 0 {
+        // Deltas at the very start of a segment: a writer never puts them there.
+        salvage.damage.push(Damage {
+            offset: SEGMENT_MAGIC.len() as u64,
+            bytes: 0,
+            defect: FrameDefect::Corrupt("delta frame before any key frame"),
+            frames_lost: unkeyed,
+            to_end: false,
+        });
+    }
+    Ok(salvage)
+}
+
+/// Notes damage at `at` and moves `offset` to the next intact frame; `false` when none follows.
+fn skip_damage(
+    file: &File,
+    path: &Path,
+    at: u64,
+    defect: FrameDefect,
+    file_len: u64,
+    salvage: &mut Salvage,
+    offset: &mut u64,
+) -> Result<bool, StoreError> {
+    let resync = next_intact_frame(file, path, at + 1, file_len)?;
+    let next = resync.found.unwrap_or(file_len);
+    salvage.damage.push(Damage {
+        offset: at,
+        bytes: next - at,
+        defect,
+        // Besides the broken headers met: the frame whose header was damaged, when the stretch
+        // could have held one (bytes inserted, or a segment magic overwritten, lose none), or
+        // the frame a stretch that ends the file cut short.
+        frames_lost: resync.broken_headers
+            + u64::from(match resync.found {
+                Some(_) => at >= SEGMENT_MAGIC.len() as u64 && next - at > HEADER_LEN as u64,
+                None => next > SEGMENT_MAGIC.len() as u64,
+            }),
+        to_end: resync.found.is_none(),
+    });
+    *offset = next;
+    Ok(resync.found.is_some())
 }
 
 fn read_at_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {

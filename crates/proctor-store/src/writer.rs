@@ -10,13 +10,14 @@ use std::time::Instant;
 use proctor_model::Sample;
 
 use crate::codec::{
-    compress_alone, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION, RECORD_VERSION,
-    RECORD_VERSION_1,
+    compress_alone, decompressed_cap, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION,
+    RECORD_VERSION, RECORD_VERSION_1,
 };
 use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
 use crate::segment::{
-    intact_frame_after, list_segments, list_set_aside, segment_name, walk, Check, SegmentInfo, CORRUPT_SUFFIX,
+    intact_frame_after, list, list_segments, list_set_aside, open_regular, segment_name, walk, Check, SegmentInfo,
+    CORRUPT_SUFFIX,
 };
 use crate::{check_dir, StoreConfig, StoreError};
 
@@ -45,6 +46,11 @@ pub struct OpenReport {
     pub repaired: Vec<Repair>,
     pub set_aside: Vec<SetAside>,
     pub removed_by_retention: Vec<PathBuf>,
+    /// Files named like segments that were left alone, with why: not regular files (never
+    /// opened), or segments that could not be opened or walked. The writer never writes to an
+    /// older segment, so one it cannot check is no danger to what it writes; readers skip them
+    /// too, and say so.
+    pub skipped: Vec<(PathBuf, String)>,
 }
 
 /// What one append cost and produced.
@@ -105,7 +111,29 @@ pub struct Writer {
     /// encoded into a buffer of about its size.
     last_record_len: usize,
     last_delta_len: usize,
+    /// Set by a failed write (a full disk, an I/O error): no write is tried for items older
+    /// than its time, so a full disk costs one failed `write` per backoff, not one per sample.
+    backoff: Option<Backoff>,
+    /// The last write failed because the active segment may not grow (`EFBIG`: a file size
+    /// limit): the next sample starts a new segment at once, without a backoff.
+    segment_full: bool,
     stats: WriterStats,
+}
+
+/// The first wait after a failed write, doubled after each failure up to [`MAX_BACKOFF_NS`].
+pub const FIRST_BACKOFF_NS: u64 = 1_000_000_000;
+/// The longest wait between tries: a disk that gets space back is written again within it.
+pub const MAX_BACKOFF_NS: u64 = 32_000_000_000;
+
+/// When the next write may be tried, in the items' own time (the writer reads no clock: a
+/// sample's or event's time says when it is).
+#[derive(Debug, Clone)]
+struct Backoff {
+    /// The time of the item whose write failed.
+    failed_ns: u64,
+    wait_ns: u64,
+    /// What failed, for the error the skipped items get.
+    cause: String,
 }
 
 impl std::fmt::Debug for Writer {
@@ -123,12 +151,8 @@ impl Writer {
         }
         check_dir(dir)?;
         let lock_path = dir.join("lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| StoreError::io(&lock_path, e))?;
+        // Non-blocking like every store file: a FIFO named `lock` made this wait for ever.
+        let lock = open_regular(&lock_path, OpenOptions::new().create(true).truncate(false).write(true))?;
         // SAFETY: flock on an fd we own; no memory is passed.
         let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
@@ -136,16 +160,23 @@ impl Writer {
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                 return Err(StoreError::Locked { path: dir.to_owned() });
             }
-            return Err(StoreError::io(&lock_path, err));
+            return Err(StoreError::io("cannot lock", &lock_path, err));
         }
         let mut report = OpenReport::default();
-        let segments = list_segments(dir)?;
+        let listing = list(dir)?;
+        report.skipped = listing.not_files;
+        let segments = listing.segments;
         let newest = segments.len().checked_sub(1);
         for (i, segment) in segments.iter().enumerate() {
             // Only the newest segment can have been torn by a crash of the last writer; older
             // ones were sealed by a rotation, so their headers are walked, not their payloads.
             let check = if Some(i) == newest { Check::Full } else { Check::Headers };
-            recover_segment(segment, check, &mut report)?;
+            match recover_segment(segment, check, &mut report) {
+                Ok(()) => {}
+                // Gone since the listing.
+                Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {}
+                Err(e) => report.skipped.push((segment.path.clone(), e.cause())),
+            }
         }
         let mut writer = Writer {
             dir: dir.to_owned(),
@@ -156,6 +187,8 @@ impl Writer {
             base: None,
             last_record_len: 0,
             last_delta_len: 0,
+            backoff: None,
+            segment_full: false,
             stats: WriterStats::default(),
         };
         report.segments = list_segments(dir)?.len();
@@ -181,7 +214,12 @@ impl Writer {
     }
 
     /// Appends one sample as one frame (a single `write`).
+    ///
+    /// After a failed write, a sample less than the backoff younger than the failed one is not
+    /// tried ([`StoreError::BackingOff`]); the wait doubles with each failure (1 s to 32 s) and
+    /// ends with the first write that succeeds.
     pub fn append(&mut self, sample: &Sample) -> Result<AppendCost, StoreError> {
+        self.check_backoff(sample.unix_ns)?;
         let started = Instant::now();
         let rotate = match &self.active {
             None => true,
@@ -192,7 +230,7 @@ impl Writer {
         };
         if rotate {
             // A new segment starts a new chunk, so this frame is its key.
-            self.rotate(sample.unix_ns)?;
+            self.rotate(sample.unix_ns).map_err(|e| self.failed(sample.unix_ns, e))?;
         }
         let key = self
             .active
@@ -202,7 +240,7 @@ impl Writer {
         let version_1 = self.config.record_version == RECORD_VERSION_1;
         let (key, base, record_bytes, encoded, payload) =
             if version_1 { self.encode_v1(key, sample) } else { self.encode_v2(key, sample) };
-        let payload = payload.map_err(|e| StoreError::io(&self.dir, e))?;
+        let payload = payload.map_err(|e| StoreError::io("cannot compress a sample for", &self.dir, e))?;
         let compressed = Instant::now();
         if payload.len() > MAX_PAYLOAD_LEN as usize {
             return Err(StoreError::BadFrame {
@@ -211,18 +249,39 @@ impl Writer {
                 reason: "sample too large for a frame",
             });
         }
+        // What a reader would refuse to decompress is not written (see `decompressed_cap`).
+        let dictionary = if version_1 && !key { self.compressor.key_len() } else { 0 };
+        if record_bytes > decompressed_cap(payload.len(), dictionary) as u64 {
+            return Err(StoreError::BadFrame {
+                path: self.dir.clone(),
+                offset: 0,
+                reason: "sample record too large to be read back",
+            });
+        }
         let kind = if key { FrameKind::Key } else { FrameKind::Delta };
-        let at = self.active.as_ref().map_or(0, |a| a.bytes);
-        let frame_bytes = self.write_frame(sample.unix_ns, kind, self.config.record_version, &payload)?;
+        let at = self.next_offset();
+        let frame_bytes = match self.write_frame(sample.unix_ns, kind, self.config.record_version, &payload) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                if key {
+                    // The compressor took the unwritten record as its key (version 1), and a
+                    // version 2 base was dropped for it: the next frame is a key again.
+                    self.compressor.reset();
+                    self.base = None;
+                }
+                return Err(self.failed(sample.unix_ns, e));
+            }
+        };
+        self.backoff = None;
         let written = Instant::now();
         if base && !version_1 {
-            // Kept only once its frame is written: a failed write starts a new segment (and
-            // chunk) with the next sample, and a delta never names a frame that is not there.
+            // Kept only once its frame is written: a delta never names a frame that is not
+            // there.
             self.base = None;
             self.base = Some((KeySample::new(sample), at));
         }
         let based = Instant::now();
-        let active = self.active.as_mut().expect("rotate opened a segment");
+        let active = self.active.as_mut().expect("write_frame opened a segment");
         active.frames_in_chunk = if key { 1 } else { active.frames_in_chunk + 1 };
         if key {
             active.key_payload_bytes = payload.len();
@@ -258,7 +317,7 @@ impl Writer {
     /// record's size, when encoding ended, and the payload.
     fn encode_v2(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Vec<u8>>) {
         let level = self.config.level;
-        let at = self.active.as_ref().map_or(0, |a| a.bytes);
+        let at = self.next_offset();
         match self.base.as_ref().filter(|_| !key) {
             Some((base, base_at)) => {
                 let in_chunk = self.active.as_ref().map_or(0, |a| a.frames_in_chunk);
@@ -302,6 +361,7 @@ impl Writer {
     /// Appends one event record (probe results, a statsd flush) as one frame compressed on its
     /// own. It neither starts nor ends a sample chunk.
     pub fn append_event(&mut self, unix_ns: u64, event: &Event) -> Result<AppendCost, StoreError> {
+        self.check_backoff(unix_ns)?;
         let started = Instant::now();
         let record = encode_event(event);
         let encoded = Instant::now();
@@ -313,11 +373,21 @@ impl Writer {
             }
         };
         if rotate {
-            self.rotate(unix_ns)?;
+            self.rotate(unix_ns).map_err(|e| self.failed(unix_ns, e))?;
         }
-        let payload = compress_alone(self.config.level, &record).map_err(|e| StoreError::io(&self.dir, e))?;
+        let payload = compress_alone(self.config.level, &record)
+            .map_err(|e| StoreError::io("cannot compress an event for", &self.dir, e))?;
         let compressed = Instant::now();
-        let frame_bytes = self.write_frame(unix_ns, event.kind(), EVENT_VERSION, &payload)?;
+        if record.len() > decompressed_cap(payload.len(), 0) {
+            return Err(StoreError::BadFrame {
+                path: self.dir.clone(),
+                offset: 0,
+                reason: "event record too large to be read back",
+            });
+        }
+        let frame_bytes =
+            self.write_frame(unix_ns, event.kind(), EVENT_VERSION, &payload).map_err(|e| self.failed(unix_ns, e))?;
+        self.backoff = None;
         let written = Instant::now();
         let cost = AppendCost {
             record_bytes: record.len() as u64,
@@ -337,7 +407,16 @@ impl Writer {
         Ok(cost)
     }
 
-    /// Writes one frame to the active segment with a single `write`; returns its size.
+    /// Where the next frame will start: after the active segment's frames, or after the
+    /// magic of the segment it will create.
+    fn next_offset(&self) -> u64 {
+        self.active.as_ref().map_or(SEGMENT_MAGIC.len() as u64, |a| a.bytes)
+    }
+
+    /// Writes one frame to the active segment with a single `write`; returns its size. With
+    /// no active segment, it creates one whose first `write` is its magic and this frame, so no
+    /// segment file exists without a frame: one whose write fails is removed again (a full disk
+    /// left a 0-byte segment behind for every sample).
     fn write_frame(&mut self, unix_ns: u64, kind: FrameKind, version: u8, payload: &[u8]) -> Result<u64, StoreError> {
         if payload.len() > MAX_PAYLOAD_LEN as usize {
             return Err(StoreError::BadFrame {
@@ -347,28 +426,107 @@ impl Writer {
             });
         }
         let header = encode_header(unix_ns, kind, version, payload);
-        let mut frame = Vec::with_capacity(header.len() + payload.len());
+        let new_segment = self.active.is_none();
+        let mut frame = Vec::with_capacity(SEGMENT_MAGIC.len() + header.len() + payload.len());
+        if new_segment {
+            frame.extend_from_slice(SEGMENT_MAGIC);
+        }
         frame.extend_from_slice(&header);
         frame.extend_from_slice(payload);
-        let sync = self.config.sync_every_frame;
-        let active = self.active.as_mut().expect("rotate opened a segment");
-        // One write: a crash leaves either nothing or a torn frame at the very end.
-        if let Err(e) = active.file.write_all(&frame) {
-            // A failed write (ENOSPC, EIO) may have left part of the frame behind. Cut back to
-            // the last whole frame and start a new segment with the next sample, so a caller that
-            // keeps appending (`proctor serve` does) never puts good frames after a torn one,
-            // which would set the whole segment aside on the next open. If the cut fails too,
-            // the torn tail stays last in its file, where `open` cuts it.
-            let path = active.path.clone();
-            let _ = active.file.set_len(active.bytes);
-            self.active = None;
-            return Err(StoreError::io(&path, e));
+        let frame_bytes = (header.len() + payload.len()) as u64;
+        if new_segment {
+            let (mut file, path, start_ns) = self.create_segment(unix_ns)?;
+            if let Err(e) = write_synced(&mut file, &frame, self.config.sync_every_frame) {
+                // Nothing of it is worth keeping: it holds no whole frame.
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                return Err(e.at(&path));
+            }
+            self.active = Some(Active {
+                file,
+                path,
+                start_ns,
+                bytes: frame.len() as u64,
+                frames_in_chunk: 0,
+                key_payload_bytes: 0,
+                rekey: false,
+            });
+            self.stats.segments_created += 1;
+            return Ok(frame_bytes);
         }
-        if sync {
-            active.file.sync_data().map_err(|e| StoreError::io(&active.path, e))?;
+        let active = self.active.as_mut().expect("checked above");
+        // One write: a crash leaves either nothing or a torn frame at the very end.
+        if let Err(e) = write_synced(&mut active.file, &frame, self.config.sync_every_frame) {
+            // A failed write (ENOSPC, EIO) may have left part of the frame behind; a failed sync
+            // leaves it there undurable. Cut back to the last whole frame and keep writing this
+            // segment with the next sample (its chunk state is as before the failed frame), so
+            // a full disk costs no new files. If the cut fails, the next sample starts a new
+            // segment instead, so good frames never follow a torn one (which would set the
+            // whole segment aside on the next open); the torn tail stays last in its file,
+            // where `open` cuts it.
+            //
+            // A file that may not grow (`EFBIG`, past a file size limit) is full, not the disk:
+            // the next sample starts a new segment, at once.
+            let path = active.path.clone();
+            let cut = active.file.set_len(active.bytes).and_then(|()| active.file.metadata());
+            self.segment_full = e.error.raw_os_error() == Some(libc::EFBIG);
+            if self.segment_full || !cut.is_ok_and(|meta| meta.len() == active.bytes) {
+                self.active = None;
+            }
+            return Err(e.at(&path));
         }
         active.bytes += frame.len() as u64;
-        Ok(frame.len() as u64)
+        Ok(frame_bytes)
+    }
+
+    /// Creates the next segment file, named by `start_ns` unless that is not after the newest
+    /// segment's name (a clock that stepped back, two writers in one nanosecond): then the next
+    /// free name after the newest.
+    fn create_segment(&self, start_ns: u64) -> Result<(File, PathBuf, u64), StoreError> {
+        let newest = list_segments(&self.dir)?.last().map(|s| s.start_ns);
+        let mut name_ns = match newest {
+            Some(n) if n >= start_ns => n.checked_add(1),
+            _ => Some(start_ns),
+        };
+        loop {
+            let Some(ns) = name_ns else {
+                return Err(StoreError::BadFrame { path: self.dir.clone(), offset: 0, reason: "no segment name left" });
+            };
+            let path = self.dir.join(segment_name(ns));
+            match OpenOptions::new().append(true).create_new(true).open(&path) {
+                Ok(file) => return Ok((file, path, ns)),
+                // A segment, a set-aside one or a stranger holds the name.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => name_ns = ns.checked_add(1),
+                Err(e) => return Err(StoreError::io("cannot create", &path, e)),
+            }
+        }
+    }
+
+    /// Refuses an item less than the backoff younger than the write that failed (an item from
+    /// before it, after a clock stepped back, is tried).
+    fn check_backoff(&self, unix_ns: u64) -> Result<(), StoreError> {
+        let Some(b) = &self.backoff else { return Ok(()) };
+        let until = b.failed_ns.saturating_add(b.wait_ns);
+        if unix_ns < b.failed_ns || unix_ns >= until {
+            return Ok(());
+        }
+        Err(StoreError::BackingOff {
+            path: self.dir.clone(),
+            retry_in: std::time::Duration::from_nanos(until - unix_ns),
+            cause: b.cause.clone(),
+        })
+    }
+
+    /// Notes a failed write of the item at `unix_ns` and passes its error on: after an I/O
+    /// error the wait before the next try doubles (from 1 s, at most 32 s), unless only the
+    /// segment was full.
+    fn failed(&mut self, unix_ns: u64, error: StoreError) -> StoreError {
+        if std::mem::take(&mut self.segment_full) || !matches!(error, StoreError::Io { .. }) {
+            return error;
+        }
+        let wait_ns = self.backoff.as_ref().map_or(FIRST_BACKOFF_NS, |b| (b.wait_ns * 2).min(MAX_BACKOFF_NS));
+        self.backoff = Some(Backoff { failed_ns: unix_ns, wait_ns, cause: error.to_string() });
+        error
     }
 
     /// A version-1 key frame when `key`, else a delta against the chunk's key record. The
@@ -383,39 +541,15 @@ impl Writer {
         }
     }
 
+    /// Seals the active segment, if any, and applies retention, so that the next frame starts
+    /// a new segment (and chunk) in a store trimmed first: on a full disk, retention frees what
+    /// it may before the new segment's first write needs it.
     fn rotate(&mut self, start_ns: u64) -> Result<(), StoreError> {
         if let Some(old) = self.active.take() {
             // Sealing: the old segment's frames reach the disk before the next one starts, so
             // only the newest segment can ever be torn.
-            old.file.sync_data().map_err(|e| StoreError::io(&old.path, e))?;
+            old.file.sync_data().map_err(|e| StoreError::io("cannot sync", &old.path, e))?;
         }
-        // Names must be unique and increasing; a clock that stepped back (or two writers in the
-        // same nanosecond) gets the next free name after the newest.
-        let newest = list_segments(&self.dir)?.last().map(|s| s.start_ns);
-        let mut name_ns = match newest {
-            Some(n) if n >= start_ns => n + 1,
-            _ => start_ns,
-        };
-        let (file, path) = loop {
-            let path = self.dir.join(segment_name(name_ns));
-            match OpenOptions::new().append(true).create_new(true).open(&path) {
-                Ok(file) => break (file, path),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => name_ns += 1,
-                Err(e) => return Err(StoreError::io(&path, e)),
-            }
-        };
-        let mut file = file;
-        file.write_all(SEGMENT_MAGIC).map_err(|e| StoreError::io(&path, e))?;
-        self.active = Some(Active {
-            file,
-            path,
-            start_ns: name_ns,
-            bytes: SEGMENT_MAGIC.len() as u64,
-            frames_in_chunk: 0,
-            key_payload_bytes: 0,
-            rekey: false,
-        });
-        self.stats.segments_created += 1;
         self.compressor.reset();
         self.base = None;
         let removed = self.apply_retention(start_ns)?;
@@ -445,7 +579,7 @@ impl Writer {
             if !too_old && total <= self.config.retain_bytes {
                 continue;
             }
-            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io("cannot remove", &segment.path, e))?;
             total -= segment.len_bytes;
             removed.push(segment.path.clone());
         }
@@ -459,12 +593,33 @@ impl Writer {
             if !too_old && !too_big {
                 break;
             }
-            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+            std::fs::remove_file(&segment.path).map_err(|e| StoreError::io("cannot remove", &segment.path, e))?;
             total -= segment.len_bytes;
             removed.push(segment.path.clone());
         }
         Ok(removed)
     }
+}
+
+/// A failed write or sync, its path given by [`WriteFailure::at`].
+struct WriteFailure {
+    action: &'static str,
+    error: std::io::Error,
+}
+
+impl WriteFailure {
+    fn at(self, path: &Path) -> StoreError {
+        StoreError::io(self.action, path, self.error)
+    }
+}
+
+/// One `write_all` of `bytes`, then an `fdatasync` when `sync`.
+fn write_synced(file: &mut File, bytes: &[u8], sync: bool) -> Result<(), WriteFailure> {
+    file.write_all(bytes).map_err(|error| WriteFailure { action: "cannot write to", error })?;
+    if sync {
+        file.sync_data().map_err(|error| WriteFailure { action: "cannot sync", error })?;
+    }
+    Ok(())
 }
 
 fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport) -> Result<(), StoreError> {
@@ -477,9 +632,10 @@ fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport)
     };
     if offset > 0 && !intact_frame_after(&segment.path, offset)? {
         // Nothing good follows: the tail of an interrupted write (or a damaged last frame).
-        let file = OpenOptions::new().write(true).open(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
-        file.set_len(walked.good_len).map_err(|e| StoreError::io(&segment.path, e))?;
-        file.sync_all().map_err(|e| StoreError::io(&segment.path, e))?;
+        let cut = |e| StoreError::io("cannot cut back", &segment.path, e);
+        let file = open_regular(&segment.path, OpenOptions::new().write(true))?;
+        file.set_len(walked.good_len).map_err(cut)?;
+        file.sync_all().map_err(cut)?;
         report.repaired.push(Repair {
             path: segment.path.clone(),
             kept_bytes: walked.good_len,
@@ -490,7 +646,7 @@ fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport)
     }
     if offset == 0 && defect == FrameDefect::Torn {
         // Created, but the writer died before the segment magic was complete: no frame lost.
-        std::fs::remove_file(&segment.path).map_err(|e| StoreError::io(&segment.path, e))?;
+        std::fs::remove_file(&segment.path).map_err(|e| StoreError::io("cannot remove", &segment.path, e))?;
         report.repaired.push(Repair {
             path: segment.path.clone(),
             kept_bytes: 0,
@@ -502,7 +658,7 @@ fn recover_segment(segment: &SegmentInfo, check: Check, report: &mut OpenReport)
     let mut moved_to = segment.path.as_os_str().to_owned();
     moved_to.push(CORRUPT_SUFFIX);
     let moved_to = PathBuf::from(moved_to);
-    std::fs::rename(&segment.path, &moved_to).map_err(|e| StoreError::io(&segment.path, e))?;
+    std::fs::rename(&segment.path, &moved_to).map_err(|e| StoreError::io("cannot set aside", &segment.path, e))?;
     report.set_aside.push(SetAside {
         path: segment.path.clone(),
         moved_to,

@@ -230,7 +230,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let from = args.from.map_or(0, |w| w.resolve(now));
     let to = args.to.map_or(now, |w| w.resolve(now));
     let mut reader = Reader::open(crate::datadir::for_reading(&args.dir)?).context("cannot dump")?;
-    let frames = reader.frames(from, to)?;
+    let frames = reader.frames(from, to).context("cannot dump")?;
     if args.format == DumpFormat::Csv {
         writeln!(out, "{}", fields.join(","))?;
     }
@@ -270,9 +270,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         prev = Some(cur);
     }
     out.flush()?;
-    for (path, offset, why) in &reader.report().bad_frames {
-        eprintln!("proctor dump: skipped the frame at {}:{offset}: {why}", path.display());
-    }
+    crate::datadir::report_read("proctor dump", reader.report());
     if frames.is_empty() {
         eprintln!(
             "proctor dump: no samples between {} and {} in {}",

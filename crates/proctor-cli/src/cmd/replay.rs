@@ -59,8 +59,16 @@ enum Shown {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let now = now_unix_ns();
     let mut reader = Reader::open(crate::datadir::for_reading(&args.dir)?).context("cannot replay")?;
+    let result = replay(&args, &mut reader);
+    // Whatever the outcome (a skipped segment may be why nothing was found), what could not be
+    // read is said.
+    crate::datadir::report_read("proctor replay", reader.report());
+    result
+}
+
+fn replay(args: &Args, reader: &mut Reader) -> anyhow::Result<ExitCode> {
+    let now = now_unix_ns();
     let view = if args.tree {
         Shown::Tree { root: args.pid, format: args.format }
     } else {
@@ -74,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "no sample at or before {} in {}{}",
                     format_utc(at.min(now)),
                     args.dir.display(),
-                    extent(&mut reader)?
+                    extent(reader)?
                 );
             };
             let snapshot = Snapshot::derive(cur, prev.as_ref());
@@ -94,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     format_utc(from),
                     format_utc(to),
                     args.dir.display(),
-                    extent(&mut reader)?
+                    extent(reader)?
                 );
             }
             // The sample just before the range, so the first one in it has rates too.
@@ -125,9 +133,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
-    }
-    for (path, offset, why) in &reader.report().bad_frames {
-        eprintln!("proctor replay: skipped the frame at {}:{offset}: {why}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

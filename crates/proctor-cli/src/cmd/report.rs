@@ -122,11 +122,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_span: None,
     };
     let fold = fold_range(&mut reader, from, to, config).context("cannot report")?;
+    // All of it here; the JSON answer's `problems` carries the first few, as /api/v1/report's.
+    crate::datadir::report_read("proctor report", reader.report());
     if fold.stats.frames_in_range == 0 {
         bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
-    }
-    for problem in &fold.stats.problems {
-        eprintln!("proctor report: {problem}");
     }
     let mut report = proctor_vocab::report::report(&fold, &args.dir.display().to_string(), args.top, "the store");
     report.bad_frames += stream_bad_frames;
@@ -188,7 +187,8 @@ fn latencies(
         let Some(Event::Probe(batch)) = reader.read_event(&frame) else { continue };
         points.extend(batch.results.iter().filter_map(latency_of_result).filter(|p| in_range(p.unix_ns)));
     }
-    *bad_frames += reader.report().bad_frames.len();
+    crate::datadir::report_read("proctor report", reader.report());
+    *bad_frames += usize::try_from(reader.report().samples_lost()).unwrap_or(usize::MAX);
     points.sort_by_key(|p| p.unix_ns);
     let source = (!points.is_empty()).then(|| format!("probe results recorded in {}", dir.display()));
     Ok((points, source))
@@ -251,7 +251,8 @@ fn timer_latencies(
             points.push(LatencyPoint { unix_ns, latency_ns });
         }
     }
-    *bad_frames += reader.report().bad_frames.len();
+    crate::datadir::report_read("proctor report", reader.report());
+    *bad_frames += usize::try_from(reader.report().samples_lost()).unwrap_or(usize::MAX);
     if points.is_empty() {
         let keys: Vec<String> = other_keys.into_iter().take(20).collect();
         bail!(

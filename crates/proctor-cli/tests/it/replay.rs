@@ -193,3 +193,100 @@ fn replay_tree_shows_the_tree_view_of_stored_samples_with_rates_and_totals() {
     // --pid belongs to the tree view.
     assert_eq!(proctor(&["replay", "--pid", "1"], dir.path()).status.code(), Some(2));
 }
+
+/// Three `proctor record` runs of 3 samples: three segments, in time order.
+fn three_segments() -> (tempfile::TempDir, Vec<std::path::PathBuf>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for _ in 0..3 {
+        ok(&proctor(&["record", "--interval", "20ms", "--count", "3"], dir.path()));
+    }
+    let mut segments: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segments.sort();
+    assert_eq!(segments.len(), 3);
+    (dir, segments)
+}
+
+/// `proctor` run as `nobody` (when root) on `dir`, made readable to it: `--dir` appended.
+fn unprivileged_on(args: &[&str], dir: &Path) -> Output {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let dir = dir.to_str().expect("utf-8");
+    super::unprivileged(&[args, &["--dir", dir]].concat())
+}
+
+/// Regression (issue 15 items 7 and 10): a segment `dump` and `replay` may not open made them
+/// fail with no rows, with "data directory <the segment>: Permission denied (os error 13):
+/// Permission denied (os error 13)". Now it is skipped, the rest is dumped, and stderr says
+/// which file, why (the cause once), and about how many samples that was.
+#[test]
+fn an_unreadable_segment_is_skipped_and_said_and_the_rest_is_dumped() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, segments) = three_segments();
+    for segment in &segments {
+        std::fs::set_permissions(segment, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    std::fs::set_permissions(&segments[1], std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let out = unprivileged_on(&["dump", "host", "--fields", "time"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1 + 6, "{stderr}");
+    let skipped =
+        format!("proctor dump: skipped {}: cannot open: Permission denied (os error 13); its ", segments[1].display());
+    assert!(stderr.contains(&skipped), "{stderr}");
+    assert_eq!(stderr.matches("os error 13").count(), 1, "{stderr}");
+    assert!(!stderr.contains("data directory"), "{stderr}");
+    // About 3: a size over the mean frame size of what was read (a key frame is larger).
+    let estimate = stderr.split("proctor dump: about ").nth(1).and_then(|s| s.split(' ').next()?.parse::<u64>().ok());
+    assert!(estimate.is_some_and(|n| (1..=6).contains(&n)), "{stderr}");
+    assert!(stderr.contains("in 1 skipped file"), "{stderr}");
+    let out = unprivileged_on(&["replay", "--from", "1 hour ago", "--format", "json"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 6, "{stderr}");
+    assert!(stderr.contains("proctor replay: skipped "), "{stderr}");
+
+    // A data directory that cannot be listed is still an error, said once.
+    let sealed = dir.path().join("sealed");
+    std::fs::create_dir(&sealed).expect("mkdir");
+    std::fs::set_permissions(&sealed, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let out = super::unprivileged(&["dump", "host", "--dir", sealed.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot dump: cannot list {}: Permission denied (os error 13)", sealed.display())),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("os error 13").count(), 1, "{stderr}");
+}
+
+/// Regression (issue 15 item 7): a directory named like a segment made `dump` and `replay`
+/// fail; a segment with an overwritten magic (its samples) was dropped with exit 0 and no word.
+/// Now the directory is skipped and said, and every sample of the damaged segment is dumped,
+/// the damage said.
+#[test]
+fn a_directory_named_like_a_segment_and_a_bad_magic_are_said_and_read_around() {
+    let (dir, segments) = three_segments();
+    let mut bytes = std::fs::read(&segments[0]).expect("read");
+    bytes[..8].copy_from_slice(b"garbage!");
+    std::fs::write(&segments[0], &bytes).expect("write");
+    let directory = dir.path().join("01800000000000000000.seg");
+    std::fs::create_dir(&directory).expect("mkdir");
+    let out = proctor(&["dump", "host", "--fields", "time"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1 + 9, "{stderr}");
+    assert!(stderr.contains(&format!("proctor dump: skipped {}: a directory, not a segment file", directory.display())));
+    assert!(
+        stderr.contains(&format!(
+            "proctor dump: {}: bad segment magic at offset 0: skipped 8 bytes (no sample lost)",
+            segments[0].display()
+        )),
+        "{stderr}"
+    );
+    let out = proctor(&["replay"], dir.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,5 +1,8 @@
 //! proctor-store integration tests: round trips, repair, set-aside, retention, locking, and
-//! reading the committed store of an older build (`tests/data/v1-store`).
+//! reading the committed store of an older build (`tests/data/v1-store`); `hostile` has the
+//! attacks of issue 15.
+
+mod hostile;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -232,7 +235,8 @@ fn damage_in_the_middle_sets_the_file_aside_and_recording_continues() {
     assert!(report.set_aside[0].moved_to.exists());
     writer.append(&sample(10, 20)).expect("recording continues");
     drop(writer);
-    assert_eq!(seqs(&read_all(dir.path())), vec![0, 1, 2, 3, 8, 9, 10]);
+    // Readers read the set-aside file's intact frames, around the damaged one (5).
+    assert_eq!(seqs(&read_all(dir.path())), vec![0, 1, 2, 3, 4, 6, 7, 8, 9, 10]);
 }
 
 #[test]
@@ -343,6 +347,21 @@ fn missing_or_non_directory_data_dir_is_a_clear_error() {
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").expect("write");
     assert!(matches!(Reader::open(&file), Err(StoreError::NotADirectory { .. })));
+}
+
+/// Regression (issue 15 item 10): an I/O error said "data directory <a segment file>: <cause>"
+/// and also returned the cause as its `source()`, so `anyhow`'s `{:#}` printed "(os error 13):
+/// … (os error 13)". Now it says what was tried on which path, and its cause once.
+#[test]
+fn an_io_error_says_what_failed_on_which_path_and_its_cause_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").expect("write");
+    let err = Reader::open(&file.join("store")).expect_err("a path under a file");
+    let text = err.to_string();
+    assert_eq!(text, format!("cannot reach {}: Not a directory (os error 20)", file.join("store").display()));
+    assert!(std::error::Error::source(&err).is_none(), "the cause is in the text; a source would print it twice");
+    assert!(!text.contains("data directory"), "{text}");
 }
 
 #[test]
