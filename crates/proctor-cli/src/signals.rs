@@ -5,19 +5,40 @@
 //! a sample, a flush or a store write. What this module does not do: decide what stopping
 //! means (each command says that when the waiter returns).
 
-use anyhow::bail;
+use std::sync::{Arc, Mutex};
 
-/// SIGINT and SIGTERM, blocked in this thread (and every thread it starts afterwards).
-#[derive(Debug)]
-pub struct Signals {
-    set: libc::sigset_t,
+use anyhow::{bail, Context};
+
+/// What the waiter does with a signal.
+enum Handler {
+    /// Nothing to stop yet (start-up: opening a store, binding): exit at once.
+    Exit,
+    /// The command's stop action, run on the first signal.
+    Stop(Box<dyn FnOnce() + Send>),
+    /// The stop action ran already: a second signal exits without waiting for it to finish.
+    Stopping,
 }
 
-/// Blocks SIGINT and SIGTERM; call before starting threads.
+/// SIGINT and SIGTERM, blocked in this thread (and every thread it starts afterwards), and
+/// the one thread that waits for them.
+pub struct Signals {
+    handler: Arc<Mutex<Handler>>,
+}
+
+impl std::fmt::Debug for Signals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signals").finish_non_exhaustive()
+    }
+}
+
+/// Blocks SIGINT and SIGTERM and starts their waiter; call before starting other threads.
+/// From here on a signal is never left waiting behind a call that can block (a store being
+/// opened, a socket being bound): until [`Signals::on_signal`] says what stopping means, a
+/// signal ends the process at once, and a second signal always does.
 pub fn block() -> anyhow::Result<Signals> {
     // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; pthread_sigmask
     // only changes this thread's mask (inherited by threads spawned afterwards).
-    unsafe {
+    let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
@@ -26,31 +47,49 @@ pub fn block() -> anyhow::Result<Signals> {
         if rc != 0 {
             bail!("cannot block SIGINT/SIGTERM: {}", std::io::Error::from_raw_os_error(rc));
         }
-        Ok(Signals { set })
-    }
+        set
+    };
+    let handler = Arc::new(Mutex::new(Handler::Exit));
+    let waiter = Arc::clone(&handler);
+    std::thread::Builder::new()
+        .name("signals".to_string())
+        .spawn(move || loop {
+            let signal = wait(&set);
+            let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            let mut slot = waiter.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match std::mem::replace(&mut *slot, Handler::Stopping) {
+                Handler::Exit => {
+                    eprintln!("proctor: {name} while starting: exiting");
+                    std::process::exit(128 + signal);
+                }
+                Handler::Stop(stop) => {
+                    drop(slot);
+                    stop();
+                }
+                Handler::Stopping => {
+                    eprintln!("proctor: a second {name}: exiting without finishing");
+                    std::process::exit(128 + signal);
+                }
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(Signals { handler })
+}
+
+/// Waits until SIGINT or SIGTERM arrives; returns which.
+fn wait(set: &libc::sigset_t) -> libc::c_int {
+    let mut signal: libc::c_int = 0;
+    // SAFETY: `set` was initialised by `block` and the signals are blocked in every thread.
+    // sigwait fails only for an invalid set; it is retried then as on an interruption.
+    while unsafe { libc::sigwait(set, &mut signal) } != 0 {}
+    signal
 }
 
 impl Signals {
-    /// Waits until SIGINT or SIGTERM arrives.
-    pub fn wait(&self) {
-        let mut signal: libc::c_int = 0;
-        // SAFETY: `set` was initialised by `block` and the signals are blocked in every thread.
-        unsafe {
-            libc::sigwait(&self.set, &mut signal);
-        }
-    }
-
-    /// Starts a thread named `name` that waits for a signal and then runs `then` (which sends
-    /// the command's own stop message).
-    pub fn on_signal(self, name: &str, then: impl FnOnce() + Send + 'static) -> anyhow::Result<()> {
-        use anyhow::Context;
-        std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                self.wait();
-                then();
-            })
-            .context("cannot start the signal thread")?;
-        Ok(())
+    /// Says what the first signal does from now on: `then` sends the command's own stop
+    /// message. A signal that came before this call has ended the process already.
+    pub fn on_signal(self, then: impl FnOnce() + Send + 'static) {
+        let mut slot = self.handler.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Handler::Stop(Box::new(then));
     }
 }

@@ -233,10 +233,10 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         .context("cannot start the probe threads")?;
     let stop = handle.stop_flag();
     let interrupted_for_thread = Arc::clone(&interrupted);
-    signals.on_signal("probe-signals", move || {
+    signals.on_signal(move || {
         interrupted_for_thread.store(true, Ordering::Relaxed);
         stop.store(true, Ordering::Relaxed);
-    })?;
+    });
 
     let mut records: Vec<RequestRecord> = Vec::new();
     let mut batch = Batch::new(run_id.clone(), url);

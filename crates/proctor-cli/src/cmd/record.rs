@@ -119,10 +119,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (writer, report) = Writer::open(&args.dir, config).context("cannot record")?;
     report_open("proctor record", &args.dir, &report);
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    signals.on_signal("record-signals", move || {
+    signals.on_signal(move || {
         // The receiver is gone only once recording has already stopped.
         let _ = stop_tx.send(());
-    })?;
+    });
 
     let started = Instant::now();
     let process_cpu_start = process_cpu_ns();

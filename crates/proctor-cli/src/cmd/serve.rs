@@ -259,9 +259,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the HTTP runtime")?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    signals.on_signal("serve-signals", move || {
+    signals.on_signal(move || {
         let _ = stop_tx.send(());
-    })?;
+    });
     let served: anyhow::Result<()> = runtime.block_on(async move {
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;

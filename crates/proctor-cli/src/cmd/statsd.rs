@@ -47,10 +47,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let server = start(&args, etsy, shutdown.clone(), recorder.as_ref(), FlushReaders::BackendsOnly)?;
     let waiter = shutdown.clone();
-    signals.on_signal("statsd-signals", move || {
+    signals.on_signal(move || {
         eprintln!("proctor statsd: stopping (last flush first)");
         waiter.trigger();
-    })?;
+    });
     server.join();
     if let Some(recorder) = recorder {
         recorder.stop();
