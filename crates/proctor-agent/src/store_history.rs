@@ -123,7 +123,9 @@ fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, r
         let at = frames.iter().position(|f| f == first)?;
         at.checked_sub(1).map(|i| frames[i])
     });
-    let mut decoded: Option<(u64, Sample)> = None;
+    // The last frame read as a point, and its sample (`None`: it did not decode, and is not
+    // read again as the next point's base).
+    let mut decoded: Option<(u64, Option<Sample>)> = None;
     let mut fresh = PointCache::default();
     let mut points = Vec::with_capacity(picked.frames.len());
     for frame in picked.frames {
@@ -136,7 +138,7 @@ fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, r
             continue;
         }
         let prev_sample = match (prev, decoded.take()) {
-            (Some(p), Some((t, s))) if t == p.unix_ns() => Some(s),
+            (Some(p), Some((t, s))) if t == p.unix_ns() => s,
             (Some(p), _) => {
                 report.frames_decoded += 1;
                 reader.read(&p)
@@ -144,14 +146,17 @@ fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, r
             (None, _) => None,
         };
         report.frames_decoded += 1;
-        let Some(cur) = reader.read(&frame) else { continue };
+        let Some(cur) = reader.read(&frame) else {
+            decoded = Some((frame.unix_ns(), None));
+            continue;
+        };
         report.stats.frames_read += 1;
         let against = prev_sample.as_ref().filter(|p| same_run(p, &cur));
         let snapshot = Snapshot::derive(cur, against);
         let point = maker.point(&snapshot);
         keep(&mut fresh, key, &point);
         points.push(point);
-        decoded = Some((frame.unix_ns(), snapshot.sample));
+        decoded = Some((frame.unix_ns(), Some(snapshot.sample)));
     }
     *cache = fresh;
     report.stats.note_reader(&reader);
@@ -194,5 +199,9 @@ mod tests {
         assert_eq!(report.stats.bad_frames, 2, "{report:?}");
         let lines = report.stats.problems.iter().filter(|p| p.starts_with("skipped the frame")).count();
         assert_eq!(lines, 2, "{report:?}");
+        // Each frame in the range decoded once (a bad one is not tried again as the next
+        // point's base), plus at most the one before the range.
+        let in_range = report.stats.frames_in_range;
+        assert!(report.frames_decoded <= in_range + 1, "{} decoded of {in_range}", report.frames_decoded);
     }
 }
