@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::{http_get, Guard};
 
-fn body_json(reply: &str) -> serde_json::Value {
+pub(super) fn body_json(reply: &str) -> serde_json::Value {
     let body = reply.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {reply}"))
 }
@@ -30,10 +30,15 @@ fn raise_own_fd_limit(want: u64) -> u64 {
 }
 
 /// `proctor serve` on a free loopback port, started by `command` (proctor itself, or a wrapper
-/// that is given proctor's path first), with the address it printed.
-fn serve(mut command: Command, interval: &str) -> (Guard, String) {
+/// that is given proctor's path first), with the address it printed. `--no-record` unless
+/// `extra` says where to record.
+pub(super) fn serve(mut command: Command, interval: &str, extra: &[&str]) -> (Guard, String) {
+    command.args(["serve", "--listen", "127.0.0.1:0", "--interval", interval, "--pss-budget", "0"]);
+    if !extra.contains(&"--data-dir") {
+        command.arg("--no-record");
+    }
     let mut child = command
-        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", interval, "--pss-budget", "0"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -61,7 +66,7 @@ fn idle_connections_do_not_blind_the_agent() {
     }
     let mut command = Command::new("prlimit");
     command.args(["--nofile=1024:1024", env!("CARGO_BIN_EXE_proctor")]);
-    let (_serve, addr) = serve(command, "200ms");
+    let (_serve, addr) = serve(command, "200ms", &[]);
     let before = body_json(&http_get(&addr, "/api/v1/agent"));
     let flood_started_ms = before["uptime_secs"].as_f64().expect("uptime");
     // The flood: connections opened and left silent.
@@ -122,7 +127,7 @@ fn memory_returns_after_connection_floods() {
         eprintln!("SKIP: connection floods: this test process may not open 300 sockets (RLIMIT_NOFILE)");
         return;
     }
-    let (serve, addr) = serve(Command::new(env!("CARGO_BIN_EXE_proctor")), "1s");
+    let (serve, addr) = serve(Command::new(env!("CARGO_BIN_EXE_proctor")), "1s", &[]);
     let pid = serve.0.id();
     std::thread::sleep(Duration::from_secs(2));
     let start = vm_rss_kib(pid);

@@ -2,6 +2,7 @@
 
 mod agreement;
 mod flood;
+mod hostile_store;
 mod record;
 mod replay;
 mod report;
