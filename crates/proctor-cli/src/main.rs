@@ -36,6 +36,8 @@ enum Command {
     Dump(cmd::dump::Args),
     /// A recorded range as plots and top processes; latency correlated with system series.
     Report(Box<cmd::report::Args>),
+    /// A terminal view like htop's, live, over a recording (time travel) or from a remote agent.
+    Top(cmd::top::Args),
     /// A process tree with per-process rows and the total.
     Tree(cmd::tree::Args),
     /// Self-check: how expensive /proc is here, CPU-count truth, cgroups, permissions.
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Dump(args) => cmd::dump::run(args),
         Command::Report(args) => cmd::report::run(*args),
+        Command::Top(args) => cmd::top::run(args),
         Command::Tree(args) => cmd::tree::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Bench(args) => cmd::bench::run(args),

@@ -38,7 +38,7 @@ pub fn write_container(w: &mut impl std::io::Write, c: &proctor_vocab::snapshot:
     writeln!(
         w,
         "container  cgroup {} {} · effective CPUs {} (rounded up {}; affinity {}, cpuset {}, quota {}) of {} online",
-        c.cgroup_version.unwrap_or("none"),
+        c.cgroup_version.as_deref().unwrap_or("none"),
         c.cgroup_path.as_deref().unwrap_or("-"),
         cpus(c.effective_cpus),
         c.effective_cpus_ceil.map_or("-".into(), |v| v.to_string()),

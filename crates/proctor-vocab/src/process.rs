@@ -4,9 +4,9 @@
 
 use proctor_agent::Snapshot;
 use proctor_model::{ProcessRow, Tree};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessOut {
     pub pid: u32,
     pub ppid: u32,
@@ -73,7 +73,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessListOut {
     pub time_unix_ms: u64,
     /// Processes in the snapshot.

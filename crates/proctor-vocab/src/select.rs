@@ -109,12 +109,24 @@ pub fn sort_rows(rows: &mut [&ProcessRow], key: ProcessSort, descending: bool) {
 /// The filter's rule: `needle` (lowercase) is a substring of the name or of any argument, or
 /// the exact pid.
 pub fn matches(row: &ProcessRow, needle: &str) -> bool {
+    matches_parts(row.pid, &row.comm, row.cmdline.as_deref(), needle)
+}
+
+/// [`matches`] over the parts of a process in any shape (a model row, a vocabulary
+/// `ProcessOut`): the one filter rule.
+pub fn matches_parts(pid: u32, name: &str, cmdline: Option<&[String]>, needle: &str) -> bool {
     if needle.is_empty() {
         return true;
     }
-    row.comm.to_lowercase().contains(needle)
-        || row.pid.to_string() == needle
-        || row.cmdline.as_ref().is_some_and(|c| c.iter().any(|a| a.to_lowercase().contains(needle)))
+    name.to_lowercase().contains(needle)
+        || pid.to_string() == needle
+        || cmdline.is_some_and(|c| c.iter().any(|a| a.to_lowercase().contains(needle)))
+}
+
+/// A kernel thread: kthreadd (pid 2) or its child, with an empty command line once read (the
+/// dashboard's and the TUI's rule; an unread command line is not taken for empty).
+pub fn is_kernel_thread(pid: u32, ppid: u32, cmdline: Option<&[String]>) -> bool {
+    (pid == 2 || ppid == 2) && cmdline.is_some_and(<[String]>::is_empty)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use proctor_agent::{AgentSelf, RecordingStatus, Snapshot};
 use proctor_model::CpuPercent;
 use proctor_procfs::host::Pressure;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::process::{process, ProcessOut};
 use crate::select::{sort_rows, ProcessSort};
@@ -31,7 +31,7 @@ pub struct SnapshotOut {
 }
 
 /// CPU time shares over the interval, in percent of all CPUs (or of one, per CPU).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CpuOut {
     pub user_percent: f64,
     pub nice_percent: f64,
@@ -61,14 +61,14 @@ impl CpuOut {
 }
 
 /// One CPU's shares.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PerCpuOut {
     pub cpu: u32,
     #[serde(flatten)]
     pub shares: CpuOut,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PressureLineOut {
     pub avg10: f64,
     pub avg60: f64,
@@ -76,7 +76,7 @@ pub struct PressureLineOut {
     pub total_seconds: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PressureOut {
     pub some: Option<PressureLineOut>,
     pub full: Option<PressureLineOut>,
@@ -92,7 +92,7 @@ fn pressure(p: Option<Pressure>) -> Option<PressureOut> {
     p.map(|p| PressureOut { some: p.some.map(line), full: p.full.map(line) })
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MemoryOut {
     pub total_bytes: Option<u64>,
     pub available_bytes: Option<u64>,
@@ -102,14 +102,14 @@ pub struct MemoryOut {
 }
 
 /// The load averages (runnable and uninterruptible tasks), over 1, 5 and 15 minutes.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadOut {
     pub avg1: f64,
     pub avg5: f64,
     pub avg15: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DiskOut {
     pub device: String,
     pub read_bytes_per_sec: f64,
@@ -119,7 +119,7 @@ pub struct DiskOut {
     pub busy_percent: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetOut {
     pub device: String,
     pub rx_bytes_per_sec: f64,
@@ -128,7 +128,7 @@ pub struct NetOut {
     pub tx_packets_per_sec: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostOut {
     pub online_cpus: Option<usize>,
     /// All CPUs; `null` without a previous sample.
@@ -203,7 +203,7 @@ pub fn host(s: &Snapshot) -> HostOut {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LevelOut {
     pub path: String,
     pub cpu_quota_cpus: Option<f64>,
@@ -214,11 +214,11 @@ pub struct LevelOut {
     pub cpuset_cpus: Option<Vec<u32>>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContainerOut {
     /// The process whose cgroup is "the container".
     pub pid: Option<u32>,
-    pub cgroup_version: Option<&'static str>,
+    pub cgroup_version: Option<String>,
     pub cgroup_path: Option<String>,
     pub host_online_cpus: Option<usize>,
     pub affinity_cpus: Option<usize>,
@@ -253,7 +253,7 @@ pub fn container(s: &Snapshot) -> ContainerOut {
     let counters = c.map(|c| &c.counters);
     ContainerOut {
         pid: c.map(|c| c.pid),
-        cgroup_version: t.cgroup_version,
+        cgroup_version: t.cgroup_version.map(str::to_string),
         cgroup_path: t.cgroup_path.clone(),
         host_online_cpus: t.host_online_cpus,
         affinity_cpus: t.affinity_cpus,

@@ -133,9 +133,15 @@ pub fn seconds(secs: f64) -> String {
     }
 }
 
-/// Strips control characters so a hostile process name cannot drive the terminal.
+/// Replaces control characters (C0, DEL, C1: escape sequences) and the bidirectional
+/// overrides and isolates (which reorder what follows them on screen) with `?`, so a hostile
+/// process name can neither drive the terminal nor disguise itself.
 pub fn printable(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+    text.chars().map(|c| if c.is_control() || is_bidi_control(c) { '?' } else { c }).collect()
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]
@@ -163,5 +169,6 @@ mod tests {
         assert_eq!(Unit::Seconds.format(Some(200.0)), "3 min 20 s");
         assert_eq!(Unit::Cpus.format(Some(1.5)), "1.5 CPU");
         assert_eq!(printable("a\u{1b}[2Jb"), "a?[2Jb");
+        assert_eq!(printable("evil\u{202E}gpj.exe\u{9b}31m"), "evil?gpj.exe?31m");
     }
 }

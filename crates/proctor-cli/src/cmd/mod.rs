@@ -12,4 +12,5 @@ pub mod serve;
 pub mod snapshot;
 pub mod statsd;
 pub mod strace;
+pub mod top;
 pub mod tree;

@@ -1,0 +1,154 @@
+//! `proctor top`: the terminal view (`proctor-tui`), live from an in-process agent, over a
+//! recording (`--dir`, `--at`), or from a remote `proctor serve` (`--connect`). This module
+//! only turns flags into a `TopConfig` and wires SIGTERM to the screen's quit.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use proctor_tui::{Source, TopConfig};
+use proctor_vocab::{parse_when, When};
+
+use super::common::{now_unix_ns, ReadArgs};
+
+/// Arguments of `proctor top`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Time between refreshes (and samples, when live).
+    #[arg(long, value_parser = proctor_vocab::duration_arg, conflicts_with = "delay")]
+    pub interval: Option<Duration>,
+    /// The refresh delay in tenths of a second, as top and htop take it (`-d 10` is 1 s).
+    #[arg(short = 'd', long = "delay", value_name = "TENTHS")]
+    pub delay: Option<u32>,
+    /// Show a recording instead of this machine now: the data directory `proctor record` or
+    /// `proctor serve` writes.
+    #[arg(long, value_name = "DIR", conflicts_with = "connect")]
+    pub dir: Option<PathBuf>,
+    /// With --dir: start at this time ("10 min ago", "2024-05-01T12:00:00" UTC, "@UNIX").
+    #[arg(long, value_parser = parse_when, requires = "dir")]
+    pub at: Option<When>,
+    /// Show a remote `proctor serve` (http://HOST:PORT) from its JSON API.
+    #[arg(long, value_name = "URL")]
+    pub connect: Option<String>,
+    /// With --connect: a file holding the agent's token.
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    pub token_file: Option<PathBuf>,
+    /// Live: where stepping back past the frames kept in memory reads (default: where `proctor
+    /// serve` records, when it exists).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["dir", "connect"])]
+    pub data_dir: Option<PathBuf>,
+    /// Frames kept in memory for stepping back (live and --connect).
+    #[arg(long, default_value_t = 120, value_name = "N")]
+    pub keep: usize,
+    /// pgtop's slow threshold: highlight processes past these rules, e.g.
+    /// `cpu>80%,rss>2GiB,state=D>5s` (FIELD OP VALUE, optional >HOLD time).
+    #[arg(long, value_name = "RULES", value_parser = proctor_tui::slow::parse)]
+    pub slow: Option<Vec<proctor_tui::slow::Rule>>,
+    /// Append each crossing of a --slow rule (and its clearing) to FILE as a JSON line.
+    #[arg(long, value_name = "FILE", requires = "slow")]
+    pub slow_log: Option<PathBuf>,
+    /// Print one screen as text and exit (for scripts and tests).
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: the screen size, COLSxROWS (default: the terminal's, else 120x40).
+    #[arg(long, value_name = "COLSxROWS", value_parser = parse_size, requires = "once")]
+    pub size: Option<(u16, u16)>,
+    /// Start in tree view.
+    #[arg(long)]
+    pub tree: bool,
+    /// Start sorted by this column (a process field name, or cpu, mem, time, pid).
+    #[arg(long, value_name = "KEY")]
+    pub sort: Option<String>,
+    /// Start with this filter.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// Where F2's columns are kept (default: $XDG_CONFIG_HOME/proctor/top.conf).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// No colours (also when NO_COLOR is set).
+    #[arg(long)]
+    pub no_color: bool,
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+fn parse_size(text: &str) -> Result<(u16, u16), String> {
+    let (c, r) = text.split_once(['x', 'X']).ok_or("expected COLSxROWS, e.g. 120x40")?;
+    let c: u16 = c.trim().parse().map_err(|_| format!("'{c}' is not a column count"))?;
+    let r: u16 = r.trim().parse().map_err(|_| format!("'{r}' is not a row count"))?;
+    if c < 40 || r < 10 {
+        return Err("at least 40x10".into());
+    }
+    Ok((c, r))
+}
+
+fn sort_field(key: &str) -> anyhow::Result<String> {
+    if proctor_tui::view::column(key).is_some() {
+        return Ok(key.to_string());
+    }
+    match proctor_vocab::ProcessSort::parse(key) {
+        Ok(sort) => Ok(sort.field().to_string()),
+        Err(e) => bail!("--sort {e} (or a field of `proctor dump process --fields list`)"),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let interval = match (args.interval, args.delay) {
+        (Some(i), _) => i,
+        (None, Some(tenths)) => Duration::from_millis(u64::from(tenths) * 100),
+        (None, None) => Duration::from_secs(1),
+    };
+    if interval < Duration::from_millis(100) {
+        bail!("the refresh interval must be at least 100 ms (got {})", proctor_vocab::format_duration(interval));
+    }
+    let source = if let Some(dir) = &args.dir {
+        let dir = crate::datadir::for_reading(dir)?.to_path_buf();
+        let at = args.at.map(|w| w.resolve(now_unix_ns()) / 1_000_000);
+        Source::Recording { dir, at }
+    } else if let Some(url) = &args.connect {
+        let token = match &args.token_file {
+            Some(f) => Some(
+                std::fs::read_to_string(f)
+                    .with_context(|| format!("cannot read the token file {}", f.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            None => None,
+        };
+        Source::Remote { url: url.clone(), token }
+    } else {
+        let store = match &args.data_dir {
+            Some(d) => Some(crate::datadir::for_reading(d)?.to_path_buf()),
+            None => crate::datadir::default_dir_here().ok().filter(|d| d.is_dir()),
+        };
+        // PSS is read by the budgeted worker, as in `serve` (2 % of one CPU at most): the table
+        // and the detail pane show it with its age.
+        Source::Live { sampler: args.read.config(), store }
+    };
+    let once = args.once.then(|| {
+        args.size
+            .or_else(|| ratatui::crossterm::terminal::size().ok().filter(|(c, r)| *c >= 40 && *r >= 10))
+            .unwrap_or((120, 40))
+    });
+    let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let config = TopConfig {
+        source,
+        interval,
+        keep: args.keep,
+        slow: args.slow.unwrap_or_default(),
+        slow_log: args.slow_log,
+        once,
+        config_file: args.config.or_else(proctor_tui::default_config_file),
+        color,
+        tree: args.tree,
+        sort: args.sort.as_deref().map(sort_field).transpose()?,
+        filter: args.filter,
+    };
+    if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        bail!("stdout is not a terminal: use --once to print one screen");
+    }
+    let signals = crate::signals::block()?;
+    proctor_tui::run(config, move |stop| signals.on_signal(stop)).map_err(anyhow::Error::msg)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,608 @@
+//! Drawing the screen from the app's state: header (per-CPU bars, memory, load, pressure, the
+//! container, the agent's own cost), the process table, the detail pane, the status and key
+//! lines, and the overlays. Every value is written by the vocabulary's formats; every text
+//! that came from a process goes through `printable` first, so no name reaches the terminal
+//! as a control sequence.
+
+use proctor_vocab::fields::{Field, PROCESS};
+use proctor_vocab::snapshot::{CpuOut, PressureOut};
+use proctor_vocab::units::{bytes, opt_bytes, percent, printable, seconds};
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+use crate::app::{App, Mode, Overlay, SIGNALS};
+use crate::frame::{Frame, Origin};
+use crate::travel::Cursor;
+use crate::view::{cell, cgroups, clock_time, selected_line};
+
+use ratatui::style::Color;
+
+/// Width of a column; the command line takes what is left.
+fn width(field: &Field) -> usize {
+    match field.name {
+        "pid" | "ppid" => 7,
+        "uid" => 9,
+        "state" => 1,
+        "name" => 15,
+        "cpu_percent" | "cpu_percent_of_effective" => 7,
+        "threads" => 4,
+        "cpu_seconds_total" => 11,
+        "start_time_unix_secs" => 8,
+        "cgroup" => 28,
+        "pss_age_secs" => 9,
+        "major_faults_per_sec" => 9,
+        "read_bytes_per_sec" | "write_bytes_per_sec" => 11,
+        _ => 9,
+    }
+}
+
+fn right_aligned(field: &Field) -> bool {
+    field.unit.is_numeric() && field.name != "uid"
+}
+
+struct Styles {
+    color: bool,
+}
+
+impl Styles {
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+    fn bold(&self) -> Style {
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+    fn selected(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+    fn header_row(&self) -> Style {
+        if self.color {
+            Style::default().fg(Color::Black).bg(Color::Green)
+        } else {
+            Style::default().add_modifier(Modifier::REVERSED)
+        }
+    }
+}
+
+/// Draws the whole screen.
+pub fn draw(f: &mut ratatui::Frame, app: &mut App) {
+    let area = f.area();
+    let st = Styles { color: app.color };
+    let Some(frame) = app.shown.clone() else {
+        let text = match (&app.problem, app.pending) {
+            (Some(p), _) => format!("proctor top: {}", printable(p)),
+            (None, Some(_)) => "proctor top: loading…".to_string(),
+            _ => "proctor top: waiting for the first sample…".to_string(),
+        };
+        f.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+        return;
+    };
+    let header = header_lines(&frame, app, &st, area.width as usize);
+    let header_h = (header.len() as u16).min(area.height.saturating_sub(4));
+    let detail_h: u16 = if app.detail { 9.min(area.height.saturating_sub(header_h + 6)) } else { 0 };
+    let foot_h: u16 = 2;
+    let table_h = area.height.saturating_sub(header_h + detail_h + foot_h);
+    let mut y = area.y;
+    f.render_widget(Paragraph::new(header), Rect { x: area.x, y, width: area.width, height: header_h });
+    y += header_h;
+    let table_area = Rect { x: area.x, y, width: area.width, height: table_h };
+    if let Overlay::Cgroups(at) = app.overlay {
+        draw_cgroups(f, app, &frame, table_area, at, &st);
+    } else {
+        draw_table(f, app, &frame, table_area, &st);
+    }
+    y += table_h;
+    if detail_h > 0 {
+        let area = Rect { x: area.x, y, width: area.width, height: detail_h };
+        draw_detail(f, app, &frame, area);
+        y += detail_h;
+    }
+    let status = status_line(app, &frame);
+    f.render_widget(Paragraph::new(status), Rect { x: area.x, y, width: area.width, height: 1 });
+    let keys = "F1Help F2Setup F3Search F4Filter F5Tree F6Sort F9Kill F10Quit [ ]Step { }Jump gGoto ZPause lLive";
+    f.render_widget(
+        Paragraph::new(Span::styled(keys, st.header_row())),
+        Rect { x: area.x, y: y + 1, width: area.width, height: 1 },
+    );
+    match &app.overlay {
+        Overlay::Help => draw_help(f, area),
+        Overlay::Signals(i) => draw_signals(f, area, *i, app),
+        Overlay::Confirm(i) => draw_confirm(f, area, *i, app),
+        Overlay::Setup(i) => draw_setup(f, area, *i, app),
+        _ => {}
+    }
+}
+
+fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let h = &frame.host;
+    // Title: where this comes from and when.
+    let when = clock_time(frame.time_unix_ms as f64 / 1e3);
+    let source = match (&app.mode, app.cursor) {
+        (Mode::Live { .. }, Cursor::Live) => format!("live, every {}", proctor_vocab::format_duration(app.interval)),
+        (Mode::Remote { url }, Cursor::Live) => format!("live from {}", printable(url)),
+        (Mode::Recording { dir }, Cursor::Live) => {
+            format!("recording {} (following)", printable(&dir.display().to_string()))
+        }
+        (_, Cursor::At { .. }) => {
+            let ago = app.ring.newest().map(|n| n.time_unix_ms.saturating_sub(frame.time_unix_ms));
+            let ago = ago
+                .filter(|a| *a > 0)
+                .map(|a| format!(", {} before live", seconds(a as f64 / 1e3)))
+                .unwrap_or_default();
+            let from = if frame.origin == Origin::Stored { " from the store" } else { "" };
+            format!("PAUSED in the past{from}{ago}")
+        }
+    };
+    let loading = if app.pending.is_some() { "  loading…" } else { "" };
+    lines.push(Line::from(vec![
+        Span::styled(format!("proctor top  {when} UTC  "), st.bold()),
+        Span::styled(
+            source,
+            if app.cursor == Cursor::Live {
+                st.fg(Color::Green)
+            } else {
+                st.fg(Color::Yellow).add_modifier(Modifier::BOLD)
+            },
+        ),
+        Span::raw(loading),
+    ]));
+    // Per-CPU bars, as many columns as fit.
+    let cols = (width / 26).clamp(1, 4);
+    let bar_w = width / cols;
+    let cpus: Vec<(String, &CpuOut)> = if h.per_cpu.is_empty() {
+        h.cpu.iter().map(|c| ("CPU".to_string(), c)).collect()
+    } else {
+        h.per_cpu.iter().map(|c| (format!("{:<3}", c.cpu), &c.shares)).collect()
+    };
+    for chunk in cpus.chunks(cols) {
+        let mut spans = Vec::new();
+        for (label, c) in chunk {
+            spans.extend(cpu_bar(label, c, bar_w, st));
+        }
+        lines.push(Line::from(spans));
+    }
+    if cpus.is_empty() {
+        lines.push(Line::raw("CPU: needs two samples"));
+    }
+    // Memory and swap.
+    let m = &h.memory;
+    let mut spans = vec![Span::styled("Mem ", st.bold())];
+    spans.extend(usage_bar(m.used_bytes, m.total_bytes, (width / 2).saturating_sub(6), st, Color::Green));
+    spans.push(Span::styled("  Swp ", st.bold()));
+    spans.extend(usage_bar(m.swap_used_bytes, m.swap_total_bytes, (width / 2).saturating_sub(8), st, Color::Red));
+    lines.push(Line::from(spans));
+    // Load and pressure.
+    let load = h.load.as_ref().map_or("-".to_string(), |l| format!("{:.2} {:.2} {:.2}", l.avg1, l.avg5, l.avg15));
+    let psi = |p: &Option<PressureOut>| {
+        p.as_ref().and_then(|p| p.some.as_ref()).map_or("-".to_string(), |s| format!("{}%", percent(s.avg10)))
+    };
+    let counts = task_counts(frame);
+    lines.push(Line::from(vec![
+        Span::styled("Load ", st.bold()),
+        Span::raw(format!("{load}   ")),
+        Span::styled("PSI some 10s ", st.bold()),
+        Span::raw(format!(
+            "cpu {} mem {} io {}   ",
+            psi(&h.pressure_cpu),
+            psi(&h.pressure_memory),
+            psi(&h.pressure_io)
+        )),
+        Span::styled("Tasks ", st.bold()),
+        Span::raw(counts),
+    ]));
+    // The container: usage against its limits, host vs effective CPUs.
+    let c = &frame.container;
+    let container = match (&c.error, &c.cgroup_path) {
+        (Some(e), _) => format!("no cgroup view: {}", printable(e)),
+        (None, path) => {
+            let cpus = match (c.cpu_used_cpus, c.effective_cpus) {
+                (Some(u), Some(e)) => format!("CPU {u:.2} of {e:.2} effective"),
+                (None, Some(e)) => format!("{e:.2} effective CPUs"),
+                _ => "CPU -".to_string(),
+            };
+            let host_cpus = c.host_online_cpus.map(|n| format!(" (host {n})")).unwrap_or_default();
+            let mem = match (c.memory_current_bytes, c.memory_limit_bytes) {
+                (Some(cur), Some(lim)) => {
+                    format!(
+                        "mem {} of {} ({}%)",
+                        bytes(cur),
+                        bytes(lim),
+                        percent(cur as f64 * 100.0 / lim.max(1) as f64)
+                    )
+                }
+                (Some(cur), None) => format!("mem {} (no limit)", bytes(cur)),
+                _ => "mem -".to_string(),
+            };
+            let throttled = c
+                .cpu_throttled_seconds_total
+                .filter(|t| *t > 0.0)
+                .map(|t| format!(", throttled {}", seconds(t)))
+                .unwrap_or_default();
+            format!("{} {cpus}{host_cpus}, {mem}{throttled}", printable(path.as_deref().unwrap_or("?")))
+        }
+    };
+    lines.push(Line::from(vec![Span::styled("Cgroup ", st.bold()), Span::raw(container)]));
+    if let Some(agent) = agent_line(frame, app) {
+        lines.push(Line::from(vec![Span::styled("proctor ", st.bold()), Span::raw(agent)]));
+    }
+    lines
+}
+
+fn task_counts(frame: &Frame) -> String {
+    let running = frame.processes.iter().filter(|p| p.state == "R").count();
+    let blocked = frame.processes.iter().filter(|p| p.state == "D").count();
+    let threads: u64 = frame.processes.iter().map(|p| p.threads).sum();
+    format!("{}, {} thr; {running} running, {blocked} in D", frame.processes.len(), threads)
+}
+
+fn agent_line(frame: &Frame, app: &App) -> Option<String> {
+    let a = frame.agent?;
+    let prev = app.previous_live.as_ref().and_then(|p| p.agent.map(|pa| (pa, p.time_unix_ms)));
+    let cpu = prev
+        .filter(|(_, t)| frame.time_unix_ms > *t)
+        .map(|(pa, t)| {
+            let secs = (frame.time_unix_ms - t) as f64 / 1e3;
+            format!("{}% CPU", percent((a.cpu_seconds_total - pa.cpu_seconds_total).max(0.0) * 100.0 / secs))
+        })
+        .unwrap_or_else(|| "CPU -".to_string());
+    let who = if frame.origin == Origin::Live { "this process, screen included" } else { "the remote agent" };
+    Some(format!(
+        "{cpu} ({who}), last sample {} CPU, RSS {}",
+        seconds(a.last_sample_cpu_seconds),
+        bytes(a.resident_bytes)
+    ))
+}
+
+/// `0  [||||||##w     23.4%]`: user, system, iowait, steal (and the rest of busy) in order.
+fn cpu_bar(label: &str, c: &CpuOut, width: usize, st: &Styles) -> Vec<Span<'static>> {
+    let inner = width.saturating_sub(label.len() + 4).max(6);
+    let text = format!("{}%", percent(c.busy_percent));
+    let bar_w = inner.saturating_sub(text.len() + 1);
+    let cells = |p: f64| ((p / 100.0) * bar_w as f64).round().max(0.0) as usize;
+    let user = cells(c.user_percent + c.nice_percent);
+    let system = cells(c.system_percent + c.irq_percent + c.softirq_percent);
+    let iowait = cells(c.iowait_percent);
+    let steal = cells(c.steal_percent);
+    let mut parts: Vec<(usize, char, Color)> = vec![
+        (user, '|', Color::Green),
+        (system, '#', Color::Red),
+        (iowait, 'w', Color::DarkGray),
+        (steal, '~', Color::Cyan),
+    ];
+    // Never wider than the bar.
+    let mut left = bar_w;
+    for p in &mut parts {
+        p.0 = p.0.min(left);
+        left -= p.0;
+    }
+    let mut spans = vec![Span::styled(label.to_string(), st.bold()), Span::raw("[")];
+    for (n, ch, color) in parts {
+        if n > 0 {
+            let ch = if st.color { '|' } else { ch };
+            spans.push(Span::styled(ch.to_string().repeat(n), st.fg(color)));
+        }
+    }
+    spans.push(Span::raw(" ".repeat(left)));
+    spans.push(Span::raw(format!("{text:>w$}] ", w = text.len() + 1)));
+    spans
+}
+
+fn usage_bar(used: Option<u64>, total: Option<u64>, width: usize, st: &Styles, color: Color) -> Vec<Span<'static>> {
+    let text = format!("{}/{}", opt_bytes(used), opt_bytes(total));
+    let bar_w = width.saturating_sub(text.len() + 3).max(1);
+    let n = match (used, total) {
+        (Some(u), Some(t)) if t > 0 => ((u as f64 / t as f64) * bar_w as f64).round() as usize,
+        _ => 0,
+    }
+    .min(bar_w);
+    vec![
+        Span::raw("["),
+        Span::styled("|".repeat(n), st.fg(color)),
+        Span::raw(" ".repeat(bar_w - n)),
+        Span::raw(format!(" {text}]")),
+    ]
+}
+
+fn draw_table(f: &mut ratatui::Frame, app: &mut App, frame: &Frame, area: Rect, st: &Styles) {
+    if area.height == 0 {
+        return;
+    }
+    let columns = app.view.columns.clone();
+    let total_w = area.width as usize;
+    // Heading.
+    let mut head = String::new();
+    for field in &columns {
+        let mark = if field.name == app.view.sort.name {
+            if app.view.descending {
+                "▼"
+            } else {
+                "▲"
+            }
+        } else {
+            ""
+        };
+        let title = format!("{}{mark}", if field.name == "uid" { "USER" } else { field.title });
+        if field.name == "cmdline" {
+            head.push_str(&title);
+        } else if right_aligned(field) {
+            head.push_str(&format!("{title:>w$} ", w = width(field)));
+        } else {
+            head.push_str(&format!("{title:<w$} ", w = width(field)));
+        }
+    }
+    let head = format!("{head:<total_w$}");
+    f.render_widget(Paragraph::new(Span::styled(head, st.header_row())), Rect { height: 1, ..area });
+    let rows_h = area.height.saturating_sub(1) as usize;
+    app.page = rows_h;
+    let lines = &app.table.lines;
+    let sel = selected_line(lines, app.view.selected);
+    if let Some(sel) = sel {
+        if sel < app.scroll {
+            app.scroll = sel;
+        } else if sel >= app.scroll + rows_h {
+            app.scroll = sel + 1 - rows_h.max(1);
+        }
+    }
+    app.scroll = app.scroll.min(lines.len().saturating_sub(rows_h.max(1)));
+    let mut out: Vec<Line> = Vec::with_capacity(rows_h);
+    for (i, line) in lines.iter().enumerate().skip(app.scroll).take(rows_h) {
+        let p = &frame.processes[line.index];
+        let flags = app.slow.flags(p);
+        let mut text = String::new();
+        for field in &columns {
+            let value = printable(&cell(p, field, &app.users));
+            if field.name == "cmdline" {
+                let fold = if line.folded { "+" } else { "" };
+                text.push_str(&format!("{}{fold}{value}", line.prefix));
+            } else {
+                let w = width(field);
+                let value: String = value.chars().take(w).collect();
+                if right_aligned(field) {
+                    text.push_str(&format!("{value:>w$} "));
+                } else {
+                    text.push_str(&format!("{value:<w$} "));
+                }
+            }
+        }
+        if !flags.is_empty() {
+            text = format!("{text}  !{}", flags.join(","));
+        }
+        let text: String = text.chars().take(total_w).collect();
+        let mut style = Style::default();
+        if app.view.tagged.contains(&p.pid) {
+            style = if st.color {
+                style.fg(Color::Yellow).add_modifier(Modifier::BOLD)
+            } else {
+                style.add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+            };
+        }
+        if !flags.is_empty() {
+            style = if st.color { style.fg(Color::White).bg(Color::Red) } else { style.add_modifier(Modifier::BOLD) };
+        }
+        if Some(i) == sel {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+        out.push(Line::from(Span::styled(format!("{text:<total_w$}"), style)));
+    }
+    f.render_widget(Paragraph::new(out), Rect { y: area.y + 1, height: area.height - 1, ..area });
+}
+
+fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at: usize, st: &Styles) {
+    let rows = cgroups(frame, &app.view);
+    let head = format!(
+        "{:>7} {:>5} {:>6} {:>9} {:>14}  {}",
+        "CPU%", "Procs", "Thr", "RSS", "PSS (known)", "Cgroup (Enter: its processes, Esc: back)"
+    );
+    let mut lines = vec![Line::from(Span::styled(format!("{head:<w$}", w = area.width as usize), st.header_row()))];
+    let rows_h = area.height.saturating_sub(1) as usize;
+    let first = at.saturating_sub(rows_h.saturating_sub(1));
+    for (i, r) in rows.iter().enumerate().skip(first).take(rows_h) {
+        let pss = if r.pss_known > 0 {
+            format!("{} ({}/{})", bytes(r.pss_bytes), r.pss_known, r.processes)
+        } else {
+            "-".into()
+        };
+        let text = format!(
+            "{:>7} {:>5} {:>6} {:>9} {:>14}  {}",
+            format!("{:.1}", r.cpu_percent),
+            r.processes,
+            r.threads,
+            bytes(r.rss_bytes),
+            pss,
+            printable(&r.path)
+        );
+        let style = if i == at { st.selected() } else { Style::default() };
+        lines.push(Line::from(Span::styled(text, style)));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+    let _ = app;
+}
+
+fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
+    let Some(p) = app.view.selected.and_then(|pid| frame.process(pid)) else { return };
+    let cmd = match &p.cmdline {
+        Some(c) if !c.is_empty() => printable(&c.join(" ")),
+        Some(_) => "(none: kernel thread or zombie)".into(),
+        None => "(not read yet)".into(),
+    };
+    let chain: Vec<String> = frame.parents(p.pid).iter().map(|q| format!("{} {}", q.pid, printable(&q.name))).collect();
+    let pss = match (p.pss_bytes, p.pss_age_secs) {
+        (Some(pss), Some(age)) => {
+            format!("PSS {} USS {} (read {} ago)", bytes(pss), opt_bytes(p.uss_bytes), seconds(age))
+        }
+        _ => "PSS not read yet (a budgeted worker reads it)".into(),
+    };
+    let io = match (p.read_bytes_per_sec, p.write_bytes_per_sec) {
+        (Some(r), Some(w)) => format!("io read {}/s write {}/s", bytes(r as u64), bytes(w as u64)),
+        _ => "io - (start with --io)".into(),
+    };
+    let started = p.start_time_unix_secs.map_or("-".into(), |s| format!("{} UTC", clock_time(s)));
+    let text = vec![
+        Line::raw(format!(
+            "pid {}  {}  state {}  started {started}  CPU time {}",
+            p.pid,
+            printable(&p.name),
+            printable(&p.state),
+            seconds(p.cpu_seconds_total)
+        )),
+        Line::raw(format!("command: {cmd}")),
+        Line::raw(format!("cgroup: {}", printable(p.cgroup.as_deref().unwrap_or("-")))),
+        Line::raw(format!(
+            "RSS {} (anon {}, file {}, shmem {})  swap {}  {pss}",
+            opt_bytes(p.rss_bytes),
+            opt_bytes(p.anon_bytes),
+            opt_bytes(p.file_bytes),
+            opt_bytes(p.shmem_bytes),
+            opt_bytes(p.swap_bytes)
+        )),
+        Line::raw(format!("{io}  major faults {}/s", p.major_faults_per_sec.map_or("-".into(), |v| format!("{v:.1}")))),
+        Line::raw(format!("parents: {}", if chain.is_empty() { "-".into() } else { chain.join(" ← ") })),
+    ];
+    let block = Block::default().borders(Borders::TOP).title(" Detail (Enter closes) ");
+    f.render_widget(Paragraph::new(text).block(block).wrap(Wrap { trim: false }), area);
+}
+
+fn status_line(app: &App, frame: &Frame) -> Line<'static> {
+    if let Overlay::Prompt(p, text) = &app.overlay {
+        return Line::raw(format!("{}{}_", p.label(), printable(text)));
+    }
+    let t = &app.table;
+    let mut parts = vec![format!("{} of {} shown", t.lines.len(), t.total)];
+    if t.kernel_hidden > 0 {
+        parts.push(format!("{} kernel threads hidden (K)", t.kernel_hidden));
+    }
+    if !app.view.filter.is_empty() {
+        parts.push(format!("filter '{}'", printable(&app.view.filter)));
+    }
+    if let Some(u) = app.view.user {
+        parts.push(format!("user {}", app.users.get(&u).cloned().unwrap_or_else(|| u.to_string())));
+    }
+    if let Some(c) = &app.view.cgroup {
+        parts.push(format!("cgroup {}", printable(c)));
+    }
+    if !app.view.tagged.is_empty() {
+        parts.push(format!("{} tagged", app.view.tagged.len()));
+    }
+    let _ = frame;
+    let mut text = parts.join(", ");
+    if let Some(problem) = &app.problem {
+        text = format!("{}  |  {text}", printable(problem));
+    } else if let Some((m, _)) = &app.message {
+        text = format!("{}  |  {text}", printable(m));
+    }
+    Line::raw(text)
+}
+
+fn popup(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
+}
+
+pub const HELP: &str = "\
+proctor top — keys (htop's where htop has one)
+ F1 h ?    this help              q F10 Ctrl-C  quit
+ F2 S      choose columns (kept)  F3 /          search (F3 again: next)
+ F4 \\      filter                 F5 t         tree; + - expand/collapse, * all
+ F6 > <    sort by next/previous column          P M T N  sort by CPU, memory, time, pid
+ I         invert the sort        u            only one user's processes
+ K         kernel threads         H            (threads are not sampled; Thr counts them)
+ Space     tag  U untag all       F9 k         send a signal (menu, then confirm)
+ F7 F8     nice -1 / +1           Enter        detail pane (command, cgroup, PSS age, io, parents)
+ z         cgroups: CPU, memory; Enter zooms into one, Esc leaves
+Time travel
+ [ ]       one sample back / forward           { }  jump back / forward by a span (j sets it)
+ g         go to a time (10 min ago, 12:00:00, @UNIX)  Z p  pause / resume   l  live
+CPU bars: user | system # iowait w steal ~ (colours when NO_COLOR is unset)
+Rows past a --slow rule are marked !RULE; tagged rows are bold. Any key closes this.";
+
+fn draw_help(f: &mut ratatui::Frame, area: Rect) {
+    let r = popup(area, 92, 20);
+    f.render_widget(Clear, r);
+    f.render_widget(Paragraph::new(HELP).block(Block::default().borders(Borders::ALL).title(" Help ")), r);
+}
+
+fn draw_signals(f: &mut ratatui::Frame, area: Rect, at: usize, app: &App) {
+    let r = Rect {
+        x: area.x,
+        y: area.y + area.height.saturating_sub(SIGNALS.len() as u16 + 4),
+        width: 34.min(area.width),
+        height: (SIGNALS.len() as u16 + 2).min(area.height),
+    };
+    let lines: Vec<Line> = SIGNALS
+        .iter()
+        .enumerate()
+        .map(|(i, (n, name))| {
+            let style = if i == at { Style::default().add_modifier(Modifier::REVERSED) } else { Style::default() };
+            Line::from(Span::styled(format!("{} {name:<8} ({n})", i + 1), style))
+        })
+        .collect();
+    let who = targets_text(app);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(format!(" Send to {who} "))),
+        r,
+    );
+}
+
+fn targets_text(app: &App) -> String {
+    if app.view.tagged.is_empty() {
+        app.view.selected.map_or("nothing".into(), |p| format!("pid {p}"))
+    } else {
+        format!("{} tagged", app.view.tagged.len())
+    }
+}
+
+fn draw_confirm(f: &mut ratatui::Frame, area: Rect, i: usize, app: &App) {
+    let r = popup(area, 60, 3);
+    let (_, name) = SIGNALS[i];
+    let who = if app.view.tagged.is_empty() {
+        app.view
+            .selected
+            .and_then(|pid| {
+                app.shown.as_ref().and_then(|f| f.process(pid)).map(|p| format!("pid {pid} ({})", printable(&p.name)))
+            })
+            .unwrap_or_else(|| "nothing".into())
+    } else {
+        format!("{} tagged processes", app.view.tagged.len())
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(format!("Send {name} to {who}? y/n"))
+            .block(Block::default().borders(Borders::ALL).title(" Confirm ")),
+        r,
+    );
+}
+
+fn draw_setup(f: &mut ratatui::Frame, area: Rect, at: usize, app: &App) {
+    let h = (PROCESS.len() as u16 + 2).min(area.height);
+    let r = popup(area, 70, h);
+    let inner = h.saturating_sub(2) as usize;
+    let first = at.saturating_sub(inner.saturating_sub(1));
+    let lines: Vec<Line> = PROCESS
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(inner)
+        .map(|(i, field)| {
+            let on = app.view.columns.iter().any(|c| c.name == field.name);
+            let style = if i == at { Style::default().add_modifier(Modifier::REVERSED) } else { Style::default() };
+            Line::from(Span::styled(
+                format!("[{}] {:<26} {}", if on { 'x' } else { ' ' }, field.name, field.title),
+                style,
+            ))
+        })
+        .collect();
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(Block::default().borders(Borders::ALL).title(" Columns: Space toggles, Esc saves ")),
+        r,
+    );
+}

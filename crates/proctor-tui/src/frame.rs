@@ -1,0 +1,140 @@
+//! One screen's worth of data: the vocabulary's host, container and process shapes at one
+//! time, however they were obtained (the in-process agent, a recording, a remote `proctor
+//! serve`'s JSON API). The screen is drawn from a [`Frame`] only, so the three sources look the
+//! same and speak the names, units and formats every other surface speaks.
+
+use std::sync::Arc;
+
+use proctor_agent::Snapshot;
+use proctor_vocab::process::{process, ProcessOut};
+use proctor_vocab::snapshot::{container, host, ContainerOut, HostOut};
+use serde::Deserialize;
+
+/// Where a frame came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// This process's agent, now.
+    Live,
+    /// Read back from a store.
+    Stored,
+    /// A remote agent's JSON API.
+    Remote,
+}
+
+/// The agent's own cost, as far as the source tells it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AgentLine {
+    /// CPU of the whole agent process since it started (for a live `proctor top`: this process,
+    /// screen included); the header shows its rate between two frames.
+    pub cpu_seconds_total: f64,
+    /// CPU the last sampling cycle took.
+    pub last_sample_cpu_seconds: f64,
+    pub resident_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub origin: Origin,
+    /// The sample's sequence number in its run (0 where the source does not say).
+    pub seq: u64,
+    pub time_unix_ms: u64,
+    /// Seconds between this sample and the one rates were taken against.
+    pub interval_secs: Option<f64>,
+    pub host: HostOut,
+    pub container: ContainerOut,
+    /// Sorted by pid.
+    pub processes: Vec<ProcessOut>,
+    pub agent: Option<AgentLine>,
+}
+
+impl Frame {
+    /// The frame of a snapshot (live, or derived from a stored sample and the one before it).
+    pub fn from_snapshot(s: &Snapshot, origin: Origin) -> Frame {
+        let mut processes: Vec<ProcessOut> = s.rows.iter().map(|r| process(s, r)).collect();
+        processes.sort_by_key(|p| p.pid);
+        let agent = (s.agent.pid != 0).then(|| AgentLine {
+            cpu_seconds_total: s.agent.process_cpu_seconds,
+            last_sample_cpu_seconds: s.sample.cost.cpu_ns as f64 / 1e9,
+            resident_bytes: s.agent.resident_bytes,
+        });
+        Frame {
+            origin,
+            seq: s.sample.seq,
+            time_unix_ms: s.unix_ms(),
+            interval_secs: s.interval_secs,
+            host: host(s),
+            container: container(s),
+            processes,
+            agent,
+        }
+    }
+
+    /// The frame of a remote agent: its `/api/v1/snapshot` and `/api/v1/processes` documents.
+    pub fn from_remote(snapshot_json: &[u8], processes_json: &[u8]) -> Result<Frame, String> {
+        #[derive(Deserialize)]
+        struct LastSample {
+            cpu_seconds: f64,
+        }
+        #[derive(Deserialize)]
+        struct Agent {
+            cpu_seconds_total: f64,
+            resident_bytes: u64,
+            last_sample: LastSample,
+        }
+        #[derive(Deserialize)]
+        struct Doc {
+            seq: u64,
+            time_unix_ms: u64,
+            interval_secs: Option<f64>,
+            host: HostOut,
+            container: ContainerOut,
+            agent: Agent,
+        }
+        #[derive(Deserialize)]
+        struct List {
+            processes: Vec<ProcessOut>,
+        }
+        let doc: Doc =
+            serde_json::from_slice(snapshot_json).map_err(|e| format!("its snapshot is not proctor's: {e}"))?;
+        let list: List =
+            serde_json::from_slice(processes_json).map_err(|e| format!("its process list is not proctor's: {e}"))?;
+        let mut processes = list.processes;
+        processes.sort_by_key(|p| p.pid);
+        Ok(Frame {
+            origin: Origin::Remote,
+            seq: doc.seq,
+            time_unix_ms: doc.time_unix_ms,
+            interval_secs: doc.interval_secs,
+            host: doc.host,
+            container: doc.container,
+            processes,
+            agent: Some(AgentLine {
+                cpu_seconds_total: doc.agent.cpu_seconds_total,
+                last_sample_cpu_seconds: doc.agent.last_sample.cpu_seconds,
+                resident_bytes: doc.agent.resident_bytes,
+            }),
+        })
+    }
+
+    pub fn process(&self, pid: u32) -> Option<&ProcessOut> {
+        self.processes.binary_search_by_key(&pid, |p| p.pid).ok().map(|i| &self.processes[i])
+    }
+
+    /// The parent chain of `pid`, nearest parent first (bounded: a cycle in hostile data ends it).
+    pub fn parents(&self, pid: u32) -> Vec<&ProcessOut> {
+        let mut chain = Vec::new();
+        let mut at = self.process(pid).map(|p| p.ppid);
+        while let Some(ppid) = at {
+            if ppid == 0 || chain.len() >= 64 {
+                break;
+            }
+            let Some(parent) = self.process(ppid) else { break };
+            chain.push(parent);
+            at = Some(parent.ppid);
+        }
+        chain
+    }
+}
+
+/// Frames are handed around behind an `Arc`: the time-travel ring and the screen share them.
+pub type SharedFrame = Arc<Frame>;

@@ -1,0 +1,406 @@
+//! Where frames come from, each on a thread of its own so the screen never waits: the
+//! in-process agent, a remote `proctor serve`, and a store worker that answers time-travel
+//! questions. They all send [`Msg`]s to the one channel the screen's loop reads; the actions
+//! worker (signals, nice) answers there too.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proctor_agent::{Shared, Snapshot};
+use proctor_store::{same_run, Reader};
+use ratatui::crossterm::event::Event;
+
+use crate::frame::{Frame, Origin, SharedFrame};
+
+/// What the screen's loop is told.
+#[derive(Debug)]
+pub enum Msg {
+    Input(Event),
+    /// The newest frame of a live source (the agent, a remote agent, a recording being written).
+    Newest(SharedFrame),
+    /// The store worker's answer to request `id`.
+    Stored {
+        id: u64,
+        frame: Option<SharedFrame>,
+        note: Option<String>,
+    },
+    /// A source could not give a frame; said on the status line, retried.
+    Problem(String),
+    /// What a signal or nice request came to.
+    Done(String),
+    /// SIGTERM (or SIGINT from outside the terminal): leave as `q` does.
+    Stop,
+}
+
+/// Sends each snapshot the agent publishes, as a frame, until the channel closes.
+pub fn live(shared: Arc<Shared>, interval: Duration, tx: Sender<Msg>) {
+    let mut seq = 0;
+    loop {
+        let Some(s) = shared.wait_newer(seq, interval * 4 + Duration::from_secs(1)) else {
+            if tx.send(Msg::Problem("the sampling thread has not published a sample for a while".into())).is_err() {
+                return;
+            }
+            continue;
+        };
+        seq = s.sample.seq;
+        if tx.send(Msg::Newest(Arc::new(Frame::from_snapshot(&s, Origin::Live)))).is_err() {
+            return;
+        }
+    }
+}
+
+/// A remote agent: base URL (`http://HOST:PORT`), token.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub host: String,
+    pub port: u16,
+    /// Path prefix the URL had (`/proctor` behind a proxy), without a trailing slash.
+    pub prefix: String,
+    pub authority: String,
+    pub token: Option<String>,
+    pub timeout: Duration,
+}
+
+impl Remote {
+    pub fn parse(url: &str, token: Option<String>) -> Result<Remote, String> {
+        let target = proctor_probe::url::parse(url).map_err(|e| format!("--connect {url}: {e}"))?;
+        if target.tls {
+            return Err(format!(
+                "--connect {url}: proctor serve speaks plain HTTP; put it behind your TLS proxy's plain side or use an SSH tunnel"
+            ));
+        }
+        let prefix = target.path.split('?').next().unwrap_or("").trim_end_matches('/').to_string();
+        Ok(Remote {
+            host: target.host,
+            port: target.port,
+            prefix,
+            authority: target.authority,
+            token,
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    /// One GET, whole body; at most 64 MiB.
+    pub fn get(&self, path: &str) -> Result<Vec<u8>, String> {
+        let addr = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {}: {e}", self.host))?
+            .next()
+            .ok_or_else(|| format!("{} has no address", self.host))?;
+        let mut tcp = TcpStream::connect_timeout(&addr, self.timeout)
+            .map_err(|e| format!("cannot connect to {}: {e}", self.authority))?;
+        let deadline = Instant::now() + self.timeout;
+        tcp.set_read_timeout(Some(self.timeout)).map_err(|e| e.to_string())?;
+        tcp.set_write_timeout(Some(self.timeout)).map_err(|e| e.to_string())?;
+        let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+        let request = format!(
+            "GET {}{path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\n{auth}Connection: close\r\n\r\n",
+            self.prefix, self.authority
+        );
+        tcp.write_all(request.as_bytes()).map_err(|e| format!("cannot send to {}: {e}", self.authority))?;
+        const MAX: usize = 64 << 20;
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if Instant::now() > deadline {
+                return Err(format!("{} did not answer within {:?}", self.authority, self.timeout));
+            }
+            match tcp.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    reply.extend_from_slice(&chunk[..n]);
+                    if reply.len() > MAX {
+                        return Err(format!("{}{path} answered more than 64 MiB", self.authority));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("reading from {}: {e}", self.authority)),
+            }
+        }
+        let head = proctor_probe::http::parse_head(&reply, false)
+            .map_err(|e| format!("{} does not speak HTTP: {e}", self.authority))?
+            .ok_or_else(|| format!("{} closed before a whole response head", self.authority))?;
+        let body = &reply[head.length..];
+        if head.status == 401 {
+            return Err(format!("{} wants a token (--token-file)", self.authority));
+        }
+        if head.status != 200 {
+            let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            return Err(format!("{}{path} answered {}: {}", self.authority, head.status, text.trim()));
+        }
+        if matches!(head.framing, proctor_probe::http::Framing::Chunked) {
+            return Err(format!(
+                "{}{path} answered in chunks; proctor serve does not, so this is not it",
+                self.authority
+            ));
+        }
+        Ok(body.to_vec())
+    }
+
+    /// The remote agent's current frame.
+    pub fn frame(&self) -> Result<Frame, String> {
+        let snapshot = self.get("/api/v1/snapshot?top=0")?;
+        let processes = self.get("/api/v1/processes")?;
+        Frame::from_remote(&snapshot, &processes).map_err(|e| format!("{}: {e}", self.authority))
+    }
+}
+
+/// Polls a remote agent every `interval`, until the channel closes.
+pub fn remote(remote: Remote, interval: Duration, tx: Sender<Msg>) {
+    loop {
+        let started = Instant::now();
+        let msg = match remote.frame() {
+            Ok(f) => Msg::Newest(Arc::new(f)),
+            Err(e) => Msg::Problem(e),
+        };
+        if tx.send(msg).is_err() {
+            return;
+        }
+        std::thread::sleep(interval.saturating_sub(started.elapsed()));
+    }
+}
+
+/// A question for the store worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// The newest stored frame (a recording being followed).
+    Newest,
+    AtOrBefore(u64),
+    After(u64),
+}
+
+/// Answers [`Ask`]s from the store in `dir`, one at a time, until the request channel closes.
+/// The reader is reopened for `Newest`, so segments written since are seen.
+pub fn store_worker(dir: PathBuf, requests: Receiver<(u64, Ask)>, tx: Sender<Msg>) {
+    let mut reader: Option<Reader> = None;
+    let mut said = 0usize;
+    while let Ok((id, ask)) = requests.recv() {
+        if ask == Ask::Newest || reader.is_none() {
+            match Reader::open(&dir) {
+                Ok(r) => reader = Some(r),
+                Err(e) => {
+                    let _ = tx.send(Msg::Stored {
+                        id,
+                        frame: None,
+                        note: Some(format!("cannot read {}: {e}", dir.display())),
+                    });
+                    continue;
+                }
+            }
+        }
+        let Some(r) = reader.as_mut() else { continue };
+        let (frame, mut note) = match answer(r, ask) {
+            Ok(Some(f)) => (Some(Arc::new(f)), None),
+            Ok(None) => (None, Some(nothing(ask))),
+            Err(e) => (None, Some(format!("reading {}: {e}", dir.display()))),
+        };
+        // Damage read around is said once per kind of problem, on the status line.
+        let problems = r.report().problems();
+        if problems.len() > said {
+            if let Some(p) = problems.last() {
+                note = Some(format!("{}; {}", note.unwrap_or_else(|| "read around damage".into()), p));
+            }
+            said = problems.len();
+        }
+        if tx.send(Msg::Stored { id, frame, note }).is_err() {
+            return;
+        }
+    }
+}
+
+fn nothing(ask: Ask) -> String {
+    match ask {
+        Ask::Newest => "the recording has no samples yet".into(),
+        Ask::AtOrBefore(_) => "nothing older in the recording".into(),
+        Ask::After(_) => "nothing newer in the recording".into(),
+    }
+}
+
+fn answer(r: &mut Reader, ask: Ask) -> Result<Option<Frame>, proctor_store::StoreError> {
+    let at_ns = match ask {
+        Ask::Newest => u64::MAX,
+        Ask::AtOrBefore(ms) => ms.saturating_mul(1_000_000).saturating_add(999_999),
+        Ask::After(ms) => {
+            let from = ms.saturating_add(1).saturating_mul(1_000_000);
+            let frames = r.frames(from, u64::MAX)?;
+            let Some(first) = frames.first() else { return Ok(None) };
+            first.unix_ns()
+        }
+    };
+    let Some((cur, prev)) = r.at_or_before(at_ns)? else { return Ok(None) };
+    let prev = prev.filter(|p| same_run(p, &cur));
+    let snapshot = Snapshot::derive(cur, prev.as_ref());
+    Ok(Some(Frame::from_snapshot(&snapshot, Origin::Stored)))
+}
+
+/// What the user asked to be done to processes; each target is (pid, start time) so a pid
+/// reused since the frame was taken is never hit.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Signal { targets: Vec<(u32, Option<f64>)>, signal: i32, name: &'static str },
+    Nice { targets: Vec<(u32, Option<f64>)>, delta: i32 },
+}
+
+/// Carries out actions off the screen's thread (each checks the process is still the one
+/// shown, which reads `/proc`), answering with [`Msg::Done`].
+pub fn actions_worker(requests: Receiver<Action>, boot_time: Option<u64>, tx: Sender<Msg>) {
+    while let Ok(action) = requests.recv() {
+        let text = match action {
+            Action::Signal { targets, signal, name } => each(&targets, boot_time, |pid| {
+                // SAFETY: kill(2) with a pid checked against its start time just before.
+                let r = unsafe { libc::kill(pid as i32, signal) };
+                (r == 0).then_some(()).ok_or_else(std::io::Error::last_os_error)
+            })
+            .summary(&format!("sent {name} to")),
+            Action::Nice { targets, delta } => each(&targets, boot_time, |pid| {
+                // SAFETY: plain syscalls on a checked pid; errno is reset to tell -1 from an error.
+                unsafe {
+                    *libc::__errno_location() = 0;
+                    let now = libc::getpriority(libc::PRIO_PROCESS, pid);
+                    if now == -1 && *libc::__errno_location() != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let to = (now + delta).clamp(-20, 19);
+                    if libc::setpriority(libc::PRIO_PROCESS, pid, to) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                }
+            })
+            .summary(if delta < 0 {
+                "raised the priority of (nice -1)"
+            } else {
+                "lowered the priority of (nice +1)"
+            }),
+        };
+        if tx.send(Msg::Done(text)).is_err() {
+            return;
+        }
+    }
+}
+
+struct Outcomes {
+    ok: Vec<u32>,
+    failed: Vec<(u32, String)>,
+}
+
+impl Outcomes {
+    fn summary(&self, verb: &str) -> String {
+        let mut text = String::new();
+        if !self.ok.is_empty() {
+            text = format!("{verb} {}", pids(&self.ok));
+        }
+        for (pid, why) in &self.failed {
+            if !text.is_empty() {
+                text.push_str("; ");
+            }
+            text.push_str(&format!("pid {pid}: {why}"));
+        }
+        text
+    }
+}
+
+fn pids(p: &[u32]) -> String {
+    let list: Vec<String> = p.iter().take(8).map(u32::to_string).collect();
+    let more = if p.len() > 8 { format!(" and {} more", p.len() - 8) } else { String::new() };
+    format!("pid {}{more}", list.join(", "))
+}
+
+fn each(
+    targets: &[(u32, Option<f64>)],
+    boot_time: Option<u64>,
+    mut act: impl FnMut(u32) -> std::io::Result<()>,
+) -> Outcomes {
+    let mut out = Outcomes { ok: Vec::new(), failed: Vec::new() };
+    for &(pid, start) in targets {
+        if let Err(why) = same_process(pid, start, boot_time) {
+            out.failed.push((pid, why));
+            continue;
+        }
+        match act(pid) {
+            Ok(()) => out.ok.push(pid),
+            Err(e) => out.failed.push((
+                pid,
+                match e.raw_os_error() {
+                    Some(libc::EPERM) | Some(libc::EACCES) => {
+                        "permission denied (another user's process, or raising priority needs root)".into()
+                    }
+                    Some(libc::ESRCH) => "no such process (it exited)".into(),
+                    _ => e.to_string(),
+                },
+            )),
+        }
+    }
+    out
+}
+
+/// The pid still names the process the frame showed: its start time is the same.
+fn same_process(pid: u32, start: Option<f64>, boot_time: Option<u64>) -> Result<(), String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/stat")).map_err(|_| "it exited".to_string())?;
+    let stat = proctor_procfs::process::parse_stat(&bytes).ok_or("its /proc stat is unreadable")?;
+    let (Some(start), Some(boot)) = (start, boot_time) else { return Ok(()) };
+    let ticks = proctor_procfs::system::clock_ticks_per_sec().max(1) as f64;
+    let now = boot as f64 + stat.start_ticks as f64 / ticks;
+    if (now - start).abs() > 0.05 {
+        return Err("the pid now belongs to another process; nothing sent".into());
+    }
+    Ok(())
+}
+
+/// Appends slow-log lines on a thread of its own, behind a bounded queue (a slow disk drops
+/// lines, counted, rather than stalling the screen).
+pub fn slow_log_writer(path: PathBuf, lines: Receiver<String>, tx: Sender<Msg>) {
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+    let mut file = match file {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = tx.send(Msg::Problem(format!("cannot open the slow log {}: {e}", path.display())));
+            return;
+        }
+    };
+    let mut failed = false;
+    while let Ok(line) = lines.recv() {
+        if let Err(e) = file.write_all(line.as_bytes()).and_then(|()| file.write_all(b"\n")) {
+            if !std::mem::replace(&mut failed, true) {
+                let _ = tx.send(Msg::Problem(format!("cannot write the slow log {}: {e}", path.display())));
+            }
+        }
+    }
+}
+
+/// Sends terminal input to the loop; ends when the loop is gone.
+pub fn input(tx: Sender<Msg>) {
+    loop {
+        match ratatui::crossterm::event::read() {
+            Ok(event) => {
+                if tx.send(Msg::Input(event)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Msg::Problem(format!("cannot read the terminal: {e}")));
+                return;
+            }
+        }
+    }
+}
+
+/// A bounded queue's sender with a drop counter, for the slow log.
+#[derive(Debug)]
+pub struct Bounded {
+    pub tx: SyncSender<String>,
+    pub dropped: u64,
+}
+
+impl Bounded {
+    pub fn send(&mut self, line: String) {
+        if self.tx.try_send(line).is_err() {
+            self.dropped += 1;
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! The view model: which processes a frame shows and in what order — sort column and
+//! direction, filter, user, kernel threads, tree folding, tags and the selection. Pure: no
+//! terminal, no clock, no I/O; the screen and the tests both ask it.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use proctor_vocab::fields::{self, Field, PROCESS};
+use proctor_vocab::process::ProcessOut;
+use proctor_vocab::select::{is_kernel_thread, matches_parts};
+use proctor_vocab::units::Unit;
+
+use crate::frame::Frame;
+
+/// A process's value in one column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Num(Option<f64>),
+    Text(Option<String>),
+}
+
+/// The value of public field `name` for `p`; every field of [`PROCESS`] has one (a test holds it).
+pub fn value(p: &ProcessOut, name: &str) -> Value {
+    let n = |v: Option<f64>| Value::Num(v);
+    let b = |v: Option<u64>| Value::Num(v.map(|v| v as f64));
+    match name {
+        "pid" => n(Some(p.pid.into())),
+        "ppid" => n(Some(p.ppid.into())),
+        "name" => Value::Text(Some(p.name.clone())),
+        "cmdline" => Value::Text(p.cmdline.as_ref().map(|c| c.join(" "))),
+        "state" => Value::Text(Some(p.state.clone())),
+        "uid" => n(p.uid.map(f64::from)),
+        "cpu_percent" => n(p.cpu_percent),
+        "cpu_percent_of_effective" => n(p.cpu_percent_of_effective),
+        "cpu_seconds_total" => n(Some(p.cpu_seconds_total)),
+        "start_time_unix_secs" => n(p.start_time_unix_secs),
+        "rss_bytes" => b(p.rss_bytes),
+        "anon_bytes" => b(p.anon_bytes),
+        "file_bytes" => b(p.file_bytes),
+        "shmem_bytes" => b(p.shmem_bytes),
+        "swap_bytes" => b(p.swap_bytes),
+        "vsize_bytes" => b(Some(p.vsize_bytes)),
+        "threads" => b(Some(p.threads)),
+        "major_faults_per_sec" => n(p.major_faults_per_sec),
+        "read_bytes_per_sec" => n(p.read_bytes_per_sec),
+        "write_bytes_per_sec" => n(p.write_bytes_per_sec),
+        "pss_bytes" => b(p.pss_bytes),
+        "uss_bytes" => b(p.uss_bytes),
+        "swap_pss_bytes" => b(p.swap_pss_bytes),
+        "pss_age_secs" => n(p.pss_age_secs),
+        "cgroup" => Value::Text(p.cgroup.clone()),
+        _ => Value::Text(None),
+    }
+}
+
+/// Ascending order of two processes by one field; unknown values are smallest. CPU percent
+/// breaks ties by CPU seconds, as every surface's `cpu` sort does.
+pub fn compare(a: &ProcessOut, b: &ProcessOut, field: &Field) -> Ordering {
+    let ord = match (value(a, field.name), value(b, field.name)) {
+        (Value::Num(x), Value::Num(y)) => x.unwrap_or(f64::NEG_INFINITY).total_cmp(&y.unwrap_or(f64::NEG_INFINITY)),
+        (Value::Text(x), Value::Text(y)) => x.cmp(&y),
+        _ => Ordering::Equal,
+    };
+    if field.name == "cpu_percent" {
+        ord.then(a.cpu_seconds_total.total_cmp(&b.cpu_seconds_total))
+    } else {
+        ord
+    }
+}
+
+/// The columns shown when no configuration says otherwise: htop's, in the vocabulary's names.
+pub const DEFAULT_COLUMNS: [&str; 9] =
+    ["pid", "uid", "state", "cpu_percent", "rss_bytes", "pss_bytes", "threads", "cpu_seconds_total", "cmdline"];
+
+/// A field of the process table by name.
+pub fn column(name: &str) -> Option<&'static Field> {
+    fields::find(PROCESS, name)
+}
+
+/// Everything the user chose about the table.
+#[derive(Debug, Clone)]
+pub struct ViewState {
+    pub columns: Vec<&'static Field>,
+    pub sort: &'static Field,
+    pub descending: bool,
+    /// F4: only processes that match (the one filter rule: name, arguments, exact pid).
+    pub filter: String,
+    /// `u`: only this user's processes.
+    pub user: Option<u32>,
+    /// `z` zoomed into one cgroup: only its processes.
+    pub cgroup: Option<String>,
+    /// F5: parents before their children, indented.
+    pub tree: bool,
+    /// Tree nodes whose children are hidden.
+    pub collapsed: BTreeSet<u32>,
+    /// `K`: kernel threads are hidden unless this is set.
+    pub show_kernel: bool,
+    /// Space: tagged processes (by pid), for signals and nice.
+    pub tagged: BTreeSet<u32>,
+    /// The selected process; it follows its pid across frames.
+    pub selected: Option<u32>,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        let columns = DEFAULT_COLUMNS.iter().filter_map(|n| column(n)).collect();
+        ViewState {
+            columns,
+            sort: column("cpu_percent").unwrap_or(&PROCESS[0]),
+            descending: true,
+            filter: String::new(),
+            user: None,
+            cgroup: None,
+            tree: false,
+            collapsed: BTreeSet::new(),
+            show_kernel: false,
+            tagged: BTreeSet::new(),
+            selected: None,
+        }
+    }
+}
+
+impl ViewState {
+    /// Sorts by `field`, biggest first for numbers (smallest first for pid and text), as a
+    /// first press of htop's sort keys does; pressing the current key again inverts.
+    pub fn sort_by(&mut self, field: &'static Field) {
+        if std::ptr::eq(self.sort, field) || self.sort.name == field.name {
+            self.descending = !self.descending;
+        } else {
+            self.sort = field;
+            self.descending = field.unit.is_numeric() && !matches!(field.name, "pid" | "ppid" | "uid");
+        }
+    }
+
+    /// The next (`+1`) or previous (`-1`) sortable column after the current sort column, among
+    /// those shown; with neither shown, the first shown.
+    pub fn cycle_sort(&mut self, step: i32) {
+        let shown: Vec<&'static Field> = self.columns.clone();
+        if shown.is_empty() {
+            return;
+        }
+        let at = shown.iter().position(|f| f.name == self.sort.name);
+        let next = match at {
+            None => 0,
+            Some(i) => (i as i32 + step).rem_euclid(shown.len() as i32) as usize,
+        };
+        let field = shown[next];
+        self.sort = field;
+        self.descending = field.unit.is_numeric() && !matches!(field.name, "pid" | "ppid" | "uid");
+    }
+
+    fn passes(&self, p: &ProcessOut, needle: &str) -> bool {
+        (self.show_kernel || !is_kernel_thread(p.pid, p.ppid, p.cmdline.as_deref()))
+            && self.user.is_none_or(|u| p.uid == Some(u))
+            && self.cgroup.as_deref().is_none_or(|c| p.cgroup.as_deref() == Some(c))
+            && matches_parts(p.pid, &p.name, p.cmdline.as_deref(), needle)
+    }
+
+    fn order(&self, a: &ProcessOut, b: &ProcessOut) -> Ordering {
+        let ord = compare(a, b, self.sort);
+        let ord = if self.descending { ord.reverse() } else { ord };
+        ord.then(a.pid.cmp(&b.pid))
+    }
+}
+
+/// One table line: a process of the frame, with its place in the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// Index into the frame's processes.
+    pub index: usize,
+    pub pid: u32,
+    pub depth: usize,
+    /// Tree glyphs before the command (`├─ `, `└─ `, `│  `); empty outside tree mode.
+    pub prefix: String,
+    /// In tree mode: it has children that are shown (or folded away).
+    pub has_children: bool,
+    pub folded: bool,
+}
+
+/// What the table shows of `frame` under `view`, top to bottom; and how many processes passed
+/// each stage, for the status line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Table {
+    pub lines: Vec<Line>,
+    /// Processes in the frame.
+    pub total: usize,
+    /// Kernel threads left out (`K` shows them).
+    pub kernel_hidden: usize,
+    /// Processes that passed the filters (in tree mode ancestors shown for context are extra).
+    pub matched: usize,
+}
+
+pub fn table(frame: &Frame, view: &ViewState) -> Table {
+    let needle = view.filter.trim().to_lowercase();
+    let procs = &frame.processes;
+    let kernel_hidden = if view.show_kernel {
+        0
+    } else {
+        procs.iter().filter(|p| is_kernel_thread(p.pid, p.ppid, p.cmdline.as_deref())).count()
+    };
+    let pass: Vec<bool> = procs.iter().map(|p| view.passes(p, &needle)).collect();
+    let matched = pass.iter().filter(|&&b| b).count();
+    let lines = if view.tree { tree_lines(frame, view, &pass) } else { flat_lines(frame, view, &pass) };
+    Table { lines, total: procs.len(), kernel_hidden, matched }
+}
+
+fn flat_lines(frame: &Frame, view: &ViewState, pass: &[bool]) -> Vec<Line> {
+    let procs = &frame.processes;
+    let mut idx: Vec<usize> = (0..procs.len()).filter(|&i| pass[i]).collect();
+    idx.sort_by(|&a, &b| view.order(&procs[a], &procs[b]));
+    idx.into_iter()
+        .map(|i| Line {
+            index: i,
+            pid: procs[i].pid,
+            depth: 0,
+            prefix: String::new(),
+            has_children: false,
+            folded: false,
+        })
+        .collect()
+}
+
+fn tree_lines(frame: &Frame, view: &ViewState, pass: &[bool]) -> Vec<Line> {
+    let procs = &frame.processes;
+    let by_pid: HashMap<u32, usize> = procs.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
+    // A process is shown when it passes, or when a descendant passes (its path stays visible).
+    let mut shown = pass.to_vec();
+    for i in 0..procs.len() {
+        if !pass[i] {
+            continue;
+        }
+        let mut at = procs[i].ppid;
+        let mut steps = 0;
+        while let Some(&j) = by_pid.get(&at) {
+            if shown[j] || steps > procs.len() {
+                break;
+            }
+            shown[j] = true;
+            at = procs[j].ppid;
+            steps += 1;
+        }
+    }
+    let mut children: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for (i, p) in procs.iter().enumerate() {
+        if !shown[i] {
+            continue;
+        }
+        match by_pid.get(&p.ppid) {
+            Some(&j) if shown[j] && p.ppid != p.pid => children.entry(p.ppid).or_default().push(i),
+            _ => roots.push(i),
+        }
+    }
+    for kids in children.values_mut() {
+        kids.sort_by(|&a, &b| view.order(&procs[a], &procs[b]));
+    }
+    roots.sort_by(|&a, &b| view.order(&procs[a], &procs[b]));
+    let mut lines = Vec::new();
+    let mut visited = vec![false; procs.len()];
+    // Depth-first with an explicit stack: (index, depth, glyph columns above, last sibling).
+    let mut stack: Vec<(usize, usize, String, bool)> =
+        roots.iter().rev().map(|&i| (i, 0, String::new(), true)).collect();
+    while let Some((i, depth, above, last)) = stack.pop() {
+        if std::mem::replace(&mut visited[i], true) {
+            continue;
+        }
+        let pid = procs[i].pid;
+        let kids = children.get(&pid).map(Vec::as_slice).unwrap_or(&[]);
+        let folded = view.collapsed.contains(&pid) && !kids.is_empty();
+        let prefix =
+            if depth == 0 { String::new() } else { format!("{above}{}", if last { "└─ " } else { "├─ " }) };
+        lines.push(Line { index: i, pid, depth, prefix, has_children: !kids.is_empty(), folded });
+        if folded {
+            continue;
+        }
+        let below = if depth == 0 { String::new() } else { format!("{above}{}", if last { "   " } else { "│  " }) };
+        for (k, &child) in kids.iter().enumerate().rev() {
+            stack.push((child, depth + 1, below.clone(), k + 1 == kids.len()));
+        }
+    }
+    lines
+}
+
+/// Where the selection is in `lines`: the selected pid's line, else the first.
+pub fn selected_line(lines: &[Line], selected: Option<u32>) -> Option<usize> {
+    if lines.is_empty() {
+        return None;
+    }
+    Some(selected.and_then(|pid| lines.iter().position(|l| l.pid == pid)).unwrap_or(0))
+}
+
+/// One cgroup's share of a frame, for the `z` view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgroupRow {
+    pub path: String,
+    pub processes: usize,
+    pub threads: u64,
+    pub cpu_percent: f64,
+    pub rss_bytes: u64,
+    /// Summed over the members whose PSS is known; `pss_known` says how many.
+    pub pss_bytes: u64,
+    pub pss_known: usize,
+}
+
+/// Processes grouped by cgroup, biggest CPU first (ties by RSS, then path). Kernel threads
+/// count where the view shows them.
+pub fn cgroups(frame: &Frame, view: &ViewState) -> Vec<CgroupRow> {
+    let mut by: BTreeMap<&str, CgroupRow> = BTreeMap::new();
+    for p in &frame.processes {
+        if !view.show_kernel && is_kernel_thread(p.pid, p.ppid, p.cmdline.as_deref()) {
+            continue;
+        }
+        let path = p.cgroup.as_deref().unwrap_or("(unknown)");
+        let row = by.entry(path).or_insert_with(|| CgroupRow {
+            path: path.to_string(),
+            processes: 0,
+            threads: 0,
+            cpu_percent: 0.0,
+            rss_bytes: 0,
+            pss_bytes: 0,
+            pss_known: 0,
+        });
+        row.processes += 1;
+        row.threads += p.threads;
+        row.cpu_percent += p.cpu_percent.unwrap_or(0.0);
+        row.rss_bytes += p.rss_bytes.unwrap_or(0);
+        if let Some(pss) = p.pss_bytes {
+            row.pss_bytes += pss;
+            row.pss_known += 1;
+        }
+    }
+    let mut rows: Vec<CgroupRow> = by.into_values().collect();
+    rows.sort_by(|a, b| {
+        b.cpu_percent.total_cmp(&a.cpu_percent).then(b.rss_bytes.cmp(&a.rss_bytes)).then(a.path.cmp(&b.path))
+    });
+    rows
+}
+
+/// A column's text for one process: the vocabulary's formats; `uid` as the user's name when
+/// `users` knows it; `cmdline` falls back to `[name]` as top shows a process whose arguments
+/// are not known (kernel threads, zombies, not read yet).
+pub fn cell(p: &ProcessOut, field: &Field, users: &BTreeMap<u32, String>) -> String {
+    match field.name {
+        "uid" => p.uid.map_or_else(|| "-".to_string(), |u| users.get(&u).cloned().unwrap_or_else(|| u.to_string())),
+        "cmdline" => match &p.cmdline {
+            Some(c) if !c.is_empty() => c.join(" "),
+            _ => format!("[{}]", p.name),
+        },
+        "cpu_percent" | "cpu_percent_of_effective" => proctor_vocab::units::opt_pct(match value(p, field.name) {
+            Value::Num(v) => v,
+            Value::Text(_) => None,
+        }),
+        "start_time_unix_secs" => p.start_time_unix_secs.map_or_else(|| "-".to_string(), clock_time),
+        _ => match value(p, field.name) {
+            Value::Num(v) => match field.unit {
+                Unit::Count => v.map_or_else(|| "-".to_string(), |v| format!("{v:.0}")),
+                unit => unit.format(v),
+            },
+            Value::Text(t) => t.unwrap_or_else(|| "-".to_string()),
+        },
+    }
+}
+
+/// `HH:MM:SS` UTC of a unix time (what the store and `--at` speak).
+pub fn clock_time(unix_secs: f64) -> String {
+    let s = unix_secs.max(0.0) as u64 % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{frame_of, proc_out};
+
+    fn family() -> Frame {
+        let mut kthread = proc_out(40, 2, "kworker/0:1", 0.0, 0);
+        kthread.cmdline = Some(vec![]);
+        let mut kthreadd = proc_out(2, 0, "kthreadd", 0.0, 0);
+        kthreadd.cmdline = Some(vec![]);
+        frame_of(vec![
+            proc_out(1, 0, "init", 0.1, 10),
+            kthreadd,
+            kthread,
+            proc_out(100, 1, "shell", 0.5, 5),
+            proc_out(200, 100, "worker", 30.0, 20),
+            proc_out(201, 100, "hog", 1.0, 200),
+            proc_out(300, 1, "daemon", 2.0, 50),
+        ])
+    }
+
+    fn pids(t: &Table) -> Vec<u32> {
+        t.lines.iter().map(|l| l.pid).collect()
+    }
+
+    #[test]
+    fn every_public_process_field_has_a_value_and_a_cell() {
+        let p = proc_out(7, 1, "x", 1.0, 1);
+        for f in PROCESS {
+            let v = value(&p, f.name);
+            assert_ne!(v, Value::Text(None), "{} has no value in the TUI", f.name);
+            let _ = cell(&p, f, &BTreeMap::new());
+        }
+        let field = column("cgroup").expect("cgroup");
+        assert_eq!(cell(&p, field, &BTreeMap::new()), "/app1");
+    }
+
+    #[test]
+    fn sorts_by_memory_cpu_and_time_and_inverts() {
+        let f = family();
+        let mut v = ViewState::default();
+        assert_eq!(pids(&table(&f, &v))[..3], [200, 300, 201], "CPU first by default");
+        v.sort_by(column("rss_bytes").expect("rss"));
+        assert_eq!(pids(&table(&f, &v))[0], 201, "the 200 MiB process first");
+        v.sort_by(column("rss_bytes").expect("rss"));
+        assert!(!v.descending);
+        assert_eq!(*pids(&table(&f, &v)).last().expect("rows"), 201, "inverted: smallest first");
+        v.sort_by(column("pid").expect("pid"));
+        assert_eq!(pids(&table(&f, &v)), [1, 100, 200, 201, 300]);
+        v.cycle_sort(1);
+        assert_eq!(v.sort.name, "uid");
+    }
+
+    #[test]
+    fn kernel_threads_are_hidden_until_asked_for() {
+        let f = family();
+        let mut v = ViewState::default();
+        let t = table(&f, &v);
+        assert_eq!((t.total, t.kernel_hidden, t.matched), (7, 2, 5));
+        assert!(!pids(&t).contains(&40));
+        v.show_kernel = true;
+        let t = table(&f, &v);
+        assert!(pids(&t).contains(&40) && pids(&t).contains(&2));
+        assert_eq!(t.kernel_hidden, 0);
+    }
+
+    #[test]
+    fn filter_narrows_by_name_argument_or_pid_and_user() {
+        let f = family();
+        let mut v = ViewState { filter: "HOG".into(), ..ViewState::default() };
+        assert_eq!(pids(&table(&f, &v)), [201]);
+        v.filter = "--flag".into();
+        assert_eq!(table(&f, &v).matched, 5);
+        v.filter = "300".into();
+        assert_eq!(pids(&table(&f, &v)), [300]);
+        v.filter = "zzznomatch".into();
+        assert!(table(&f, &v).lines.is_empty());
+        v.filter.clear();
+        v.user = Some(0);
+        assert!(table(&f, &v).lines.is_empty());
+        v.user = None;
+        v.cgroup = Some("/app0".into());
+        assert_eq!(pids(&table(&f, &v)), [200, 300, 100]);
+    }
+
+    #[test]
+    fn tree_puts_children_under_parents_and_folds() {
+        let f = family();
+        let mut v = ViewState { tree: true, ..ViewState::default() };
+        let t = table(&f, &v);
+        assert_eq!(pids(&t), [1, 300, 100, 200, 201]);
+        let glyphs: Vec<&str> = t.lines.iter().map(|l| l.prefix.as_str()).collect();
+        assert_eq!(glyphs, ["", "├─ ", "└─ ", "   ├─ ", "   └─ "]);
+        assert_eq!(t.lines[3].depth, 2);
+        // A filter keeps the path to what matches.
+        v.filter = "hog".into();
+        assert_eq!(pids(&table(&f, &v)), [1, 100, 201]);
+        v.filter.clear();
+        v.collapsed.insert(100);
+        let t = table(&f, &v);
+        assert_eq!(pids(&t), [1, 300, 100]);
+        assert!(t.lines[2].folded && t.lines[2].has_children);
+    }
+
+    #[test]
+    fn a_parent_cycle_in_hostile_data_ends() {
+        let f = frame_of(vec![proc_out(10, 11, "a", 0.0, 1), proc_out(11, 10, "b", 0.0, 1)]);
+        let v = ViewState { tree: true, ..ViewState::default() };
+        let t = table(&f, &v);
+        assert!(t.lines.len() <= 2);
+        assert!(f.parents(10).len() <= 64);
+    }
+
+    #[test]
+    fn cgroups_sum_their_processes() {
+        let f = family();
+        let rows = cgroups(&f, &ViewState::default());
+        assert_eq!(rows[0].path, "/app0");
+        assert_eq!(rows[0].processes, 3);
+        assert!((rows[0].cpu_percent - 32.5).abs() < 1e-9);
+        assert_eq!(rows[1].rss_bytes, (10 + 200) << 20);
+    }
+
+    #[test]
+    fn selection_follows_its_pid() {
+        let f = family();
+        let v = ViewState { selected: Some(201), ..ViewState::default() };
+        let t = table(&f, &v);
+        assert_eq!(t.lines[selected_line(&t.lines, v.selected).expect("a line")].pid, 201);
+        assert_eq!(selected_line(&t.lines, Some(99_999)), Some(0));
+    }
+}
