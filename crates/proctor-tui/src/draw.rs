@@ -183,7 +183,7 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
         p.as_ref().and_then(|p| p.some.as_ref()).map_or("-".to_string(), |s| format!("{}%", percent(s.avg10)))
     };
     let counts = task_counts(frame);
-    lines.push(Line::from(vec![
+    let mut load_line = vec![
         Span::styled("Load ", st.bold()),
         Span::raw(format!("{load}   ")),
         Span::styled("PSI some 10s ", st.bold()),
@@ -193,9 +193,17 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
             psi(&h.pressure_memory),
             psi(&h.pressure_io)
         )),
-        Span::styled("Tasks ", st.bold()),
-        Span::raw(counts),
-    ]));
+    ];
+    let tasks = vec![Span::styled("Tasks ", st.bold()), Span::raw(counts)];
+    // On a narrow screen the task counts get a line of their own rather than being cut off.
+    let width_of = |spans: &[Span]| spans.iter().map(|s| s.content.chars().count()).sum::<usize>();
+    if width_of(&load_line) + width_of(&tasks) <= width {
+        load_line.extend(tasks);
+        lines.push(Line::from(load_line));
+    } else {
+        lines.push(Line::from(load_line));
+        lines.push(Line::from(tasks));
+    }
     // The container: usage against its limits, host vs effective CPUs.
     let c = &frame.container;
     let container = match (&c.error, &c.cgroup_path) {
@@ -224,7 +232,11 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
                 .filter(|t| *t > 0.0)
                 .map(|t| format!(", throttled {}", seconds(t)))
                 .unwrap_or_default();
-            format!("{} {cpus}{host_cpus}, {mem}{throttled}", printable(path.as_deref().unwrap_or("?")))
+            let rest = format!(" {cpus}{host_cpus}, {mem}{throttled}");
+            // A long path gives way (its middle elided) so the figures stay on screen.
+            let path = printable(path.as_deref().unwrap_or("?"));
+            let room = width.saturating_sub(rest.chars().count() + 7).max(12);
+            format!("{}{rest}", elide_middle(&path, room))
         }
     };
     lines.push(Line::from(vec![Span::styled("Cgroup ", st.bold()), Span::raw(container)]));
@@ -232,6 +244,19 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
         lines.push(Line::from(vec![Span::styled("proctor ", st.bold()), Span::raw(agent)]));
     }
     lines
+}
+
+/// `text` in at most `room` characters, its middle replaced by `…` when it is longer.
+fn elide_middle(text: &str, room: usize) -> String {
+    let n = text.chars().count();
+    if n <= room {
+        return text.to_string();
+    }
+    let head = room / 3;
+    let tail = room.saturating_sub(head + 1);
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
 }
 
 fn task_counts(frame: &Frame) -> String {
@@ -251,12 +276,8 @@ fn agent_line(frame: &Frame, app: &App) -> Option<String> {
             format!("{}% CPU", percent((a.cpu_seconds_total - pa.cpu_seconds_total).max(0.0) * 100.0 / secs))
         })
         .unwrap_or_else(|| "CPU -".to_string());
-    let who = if frame.origin == Origin::Live { "this process, screen included" } else { "the remote agent" };
-    Some(format!(
-        "{cpu} ({who}), last sample {} CPU, RSS {}",
-        seconds(a.last_sample_cpu_seconds),
-        bytes(a.resident_bytes)
-    ))
+    let who = if frame.origin == Origin::Live { "this process" } else { "the remote agent" };
+    Some(format!("{cpu} ({who}), sample {} CPU, RSS {}", seconds(a.last_sample_cpu_seconds), bytes(a.resident_bytes)))
 }
 
 /// `0  [||||||##w     23.4%]`: user, system, iowait, steal (and the rest of busy) in order.
@@ -359,7 +380,9 @@ fn draw_table(f: &mut ratatui::Frame, app: &mut App, frame: &Frame, area: Rect, 
             let value = printable(&cell(p, field, &app.users));
             if field.name == "cmdline" {
                 let fold = if line.folded { "+" } else { "" };
-                text.push_str(&format!("{}{fold}{value}", line.prefix));
+                // Past a --slow rule: said before the command, where it is never cut off.
+                let slow = if flags.is_empty() { String::new() } else { format!("!{} ", flags.join(",")) };
+                text.push_str(&format!("{}{fold}{slow}{value}", line.prefix));
             } else {
                 let w = width(field);
                 let value: String = value.chars().take(w).collect();
@@ -369,9 +392,6 @@ fn draw_table(f: &mut ratatui::Frame, app: &mut App, frame: &Frame, area: Rect, 
                     text.push_str(&format!("{value:<w$} "));
                 }
             }
-        }
-        if !flags.is_empty() {
-            text = format!("{text}  !{}", flags.join(","));
         }
         let text: String = text.chars().take(total_w).collect();
         let mut style = Style::default();
@@ -426,8 +446,17 @@ fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at
 
 fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
     let Some(p) = app.view.selected.and_then(|pid| frame.process(pid)) else { return };
+    // At most two lines of command, so the lines below it stay on screen.
+    let room = (area.width as usize * 2).saturating_sub(12).max(20);
     let cmd = match &p.cmdline {
-        Some(c) if !c.is_empty() => printable(&c.join(" ")),
+        Some(c) if !c.is_empty() => {
+            let full = printable(&c.join(" "));
+            if full.chars().count() > room {
+                format!("{}…", full.chars().take(room - 1).collect::<String>())
+            } else {
+                full
+            }
+        }
         Some(_) => "(none: kernel thread or zombie)".into(),
         None => "(not read yet)".into(),
     };
@@ -506,24 +535,25 @@ fn popup(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 pub const HELP: &str = "\
-proctor top — keys (htop's where htop has one)
- F1 h ?    this help              q F10 Ctrl-C  quit
- F2 S      choose columns (kept)  F3 /          search (F3 again: next)
- F4 \\      filter                 F5 t         tree; + - expand/collapse, * all
- F6 > <    sort by next/previous column          P M T N  sort by CPU, memory, time, pid
- I         invert the sort        u            only one user's processes
- K         kernel threads         H            (threads are not sampled; Thr counts them)
- Space     tag  U untag all       F9 k         send a signal (menu, then confirm)
- F7 F8     nice -1 / +1           Enter        detail pane (command, cgroup, PSS age, io, parents)
- z         cgroups: CPU, memory; Enter zooms into one, Esc leaves
+proctor top: keys (htop's where htop has one)
+ F1 h ?  this help                   q F10 Ctrl-C  quit
+ F2 S    columns (kept in top.conf)  F3 /   search (F3 again: next)
+ F4 \\    filter                      F5 t   tree; + - fold, * unfold all
+ F6 > <  sort by next/previous column  P M T N  by CPU, memory, time, pid
+ I       invert the sort             u      one user's processes
+ K       kernel threads              H      (threads: Thr counts them)
+ Space   tag; U untags all           F9 k   send a signal (menu, confirm)
+ F7 F8   nice -1 / +1                Enter  detail: command, cgroup, PSS
+ z       cgroups (CPU, memory); Enter zooms into one, Esc leaves
 Time travel
- [ ]       one sample back / forward           { }  jump back / forward by a span (j sets it)
- g         go to a time (10 min ago, 12:00:00, @UNIX)  Z p  pause / resume   l  live
-CPU bars: user | system # iowait w steal ~ (colours when NO_COLOR is unset)
-Rows past a --slow rule are marked !RULE; tagged rows are bold. Any key closes this.";
+ [ ]     one sample back / forward   { }    back / forward by a span
+ j       set the span                g      go to a time (10 min ago, @UNIX)
+ Z p     pause / resume              l      live again
+CPU bars: user | system # iowait w steal ~ (in colour unless NO_COLOR)
+Rows past a --slow rule say !RULE before the command. Any key closes this.";
 
 fn draw_help(f: &mut ratatui::Frame, area: Rect) {
-    let r = popup(area, 92, 20);
+    let r = popup(area, 78, 19);
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(HELP).block(Block::default().borders(Borders::ALL).title(" Help ")), r);
 }

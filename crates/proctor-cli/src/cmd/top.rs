@@ -43,8 +43,8 @@ pub struct Args {
     pub keep: usize,
     /// pgtop's slow threshold: highlight processes past these rules, e.g.
     /// `cpu>80%,rss>2GiB,state=D>5s` (FIELD OP VALUE, optional >HOLD time).
-    #[arg(long, value_name = "RULES", value_parser = proctor_tui::slow::parse)]
-    pub slow: Option<Vec<proctor_tui::slow::Rule>>,
+    #[arg(long, value_name = "RULES")]
+    pub slow: Option<String>,
     /// Append each crossing of a --slow rule (and its clearing) to FILE as a JSON line.
     #[arg(long, value_name = "FILE", requires = "slow")]
     pub slow_log: Option<PathBuf>,
@@ -136,7 +136,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         source,
         interval,
         keep: args.keep,
-        slow: args.slow.unwrap_or_default(),
+        slow: match &args.slow {
+            Some(spec) => proctor_tui::slow::parse(spec).map_err(|e| anyhow::anyhow!("--slow {e}"))?,
+            None => Vec::new(),
+        },
         slow_log: args.slow_log,
         once,
         config_file: args.config.or_else(proctor_tui::default_config_file),

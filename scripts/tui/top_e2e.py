@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""proctor top in a real terminal (tmux): what a person sees after each key.
+
+Starts its own processes (a parent with a 200 MiB child and a victim child, a process with a
+hostile name, a short-lived process caught by a recording) and ends only those, by pid. Each
+check reads the screen with `tmux capture-pane`. Usage: top_e2e.py PATH/TO/proctor
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+PROCTOR = os.path.abspath(sys.argv[1])
+SESSION = f"proctor-top-e2e-{os.getpid()}"
+TMP = tempfile.mkdtemp(prefix="proctor-top-e2e-")
+STARTED = []  # Popen objects we own
+FAILED = []
+
+
+def check(ok, what, screen=None):
+    if ok:
+        print(f"  ok   {what}")
+    else:
+        print(f"  FAIL {what}")
+        if screen is not None:
+            print("  --- screen ---\n" + screen + "\n  --------------")
+        FAILED.append(what)
+
+
+def tmux(*args, check_rc=True):
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check_rc).stdout
+
+
+def screen():
+    return tmux("capture-pane", "-p", "-t", SESSION)
+
+
+def keys(*k):
+    tmux("send-keys", "-t", SESSION, *k)
+
+
+def wait_for(pred, timeout=10.0, step=0.2):
+    """Polls the screen until pred(screen) is true; returns the last screen."""
+    end = time.time() + timeout
+    s = screen()
+    while time.time() < end:
+        s = screen()
+        if pred(s):
+            return s
+        time.sleep(step)
+    return s
+
+
+def rows(s):
+    """Table rows: (pid, line) for lines that start with a pid under the heading."""
+    out, seen_head = [], False
+    for line in s.splitlines():
+        if re.match(r"\s*PID\b", line):
+            seen_head = True
+            continue
+        m = re.match(r"\s*(\d+) ", line)
+        if seen_head and m:
+            out.append((int(m.group(1)), line))
+    return out
+
+
+def start_top(args, env=None, size=(120, 40)):
+    tmux("kill-session", "-t", SESSION, check_rc=False)
+    cmd = " ".join([PROCTOR, "top", *args])
+    # After top exits, the pane shows whether the terminal came back cooked.
+    shell = f"printf 'BEFORE-TOP\\n'; {cmd}; rc=$?; printf 'EXITED rc=%s ' $rc; stty -a | grep -o -- '-icanon\\|icanon' | head -1; sleep 60"
+    e = {**os.environ, **(env or {})}
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", SESSION, "-x", str(size[0]), "-y", str(size[1]), shell],
+        check=True, env=e,
+    )
+
+
+def main():
+    # The family: a parent shell with a 200 MiB child and a victim child.
+    hog = os.path.join(TMP, "hog.py")
+    with open(hog, "w") as f:
+        f.write("import sys, time\nb = bytearray(int(sys.argv[1]) << 20)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\ntime.sleep(600)\n")
+    family = os.path.join(TMP, "family.sh")
+    with open(family, "w") as f:
+        f.write(f"python3 {hog} 200 proctor-top-big &\npython3 {hog} 1 proctor-top-victim &\nwait\n")
+    parent = subprocess.Popen(["sh", family, "proctor-top-parent"])
+    STARTED.append(parent)
+    # A process whose name and arguments try to drive the terminal.
+    evil_py = os.path.join(TMP, "e.py")
+    with open(evil_py, "w") as f:
+        f.write("import time\nopen('/proc/self/comm','w').write('\\x1b[31mEVIL\\u202e')\ntime.sleep(600)\n")
+    evil = subprocess.Popen(["python3", evil_py, "proctor-top-evil\x1b]0;pwned\x07\x1b[31mRED\u202egpj.exe"])
+    STARTED.append(evil)
+    time.sleep(1.5)
+    children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
+    big = victim = None
+    for c in children:
+        cmd = open(f"/proc/{c}/cmdline", "rb").read()
+        if b"proctor-top-big" in cmd:
+            big = int(c)
+        if b"proctor-top-victim" in cmd:
+            victim = int(c)
+    assert big and victim, f"children not found: {children}"
+    print(f"-- parent {parent.pid}, 200 MiB child {big}, victim {victim}, hostile name {evil.pid}")
+
+    slow_log = os.path.join(TMP, "slow.jsonl")
+    conf = os.path.join(TMP, "top.conf")
+    start_top(["--interval", "500ms", "--config", conf, "--slow", "'rss>150MiB'", "--slow-log", slow_log], env={"NO_COLOR": "1"})
+    s = wait_for(lambda s: "PID" in s and len(rows(s)) > 3)
+    check("proctor top" in s and "Mem" in s and "Load" in s, "the live screen has its header", s)
+
+    # Sort by memory: the 200 MiB child above every smaller process, first unless a bigger one runs.
+    keys("M")
+    s = wait_for(lambda s: "RSS▼" in s)
+    r = rows(s)
+    pids = [p for p, _ in r]
+    check(big in pids and all(p != parent.pid and p != victim for p in pids[: pids.index(big)]) if big in pids else False,
+          "M sorts by memory: the 200 MiB child is above its parent and sibling", s)
+    def rss_mib(line):
+        m = re.search(r"([\d.]+) (KiB|MiB|GiB)\s", line[20:])
+        if not m:
+            return 0.0
+        return float(m.group(1)) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[m.group(2)]
+    above = [rss_mib(l) for p, l in r[: pids.index(big)]] if big in pids else []
+    check(all(v >= 199 for v in above), f"every row above it uses at least as much ({above})", s)
+    check(pids and pids[0] == big or bool(above), "the 200 MiB child is first, or only bigger processes precede it", s)
+
+    # The slow rule marks it, and the log says so.
+    check("!rss>150MiB" in s, "--slow rss>150MiB marks the 200 MiB child", s)
+
+    # Filter narrows to it.
+    keys("-l", "\\")
+    for ch in "proctor-top-big":
+        keys("-l", ch)
+    keys("Enter")
+    s = wait_for(lambda s: len(rows(s)) == 1)
+    check([p for p, _ in rows(s)] == [big], "F4 filter proctor-top-big shows only that child", s)
+    check(re.search(r"1 of \d+ shown", s) is not None, "the status line says 1 of N shown", s)
+
+    # Tree shows it under its parent.
+    keys("-l", "\\"); keys("Escape")
+    keys("-l", "\\")
+    for ch in "proctor-top":
+        keys("-l", ch)
+    keys("Enter", "t")
+    s = wait_for(lambda s: any(l for p, l in rows(s) if p == big and ("└─" in l or "├─" in l)))
+    r = rows(s)
+    pids = [p for p, _ in r]
+    ok = parent.pid in pids and big in pids and pids.index(parent.pid) < pids.index(big)
+    big_line = next((l for p, l in r if p == big), "")
+    check(ok and ("└─" in big_line or "├─" in big_line), "F5 tree: the child is drawn under its parent with a branch", s)
+    keys("t"); keys("-l", "\\"); keys("Escape")
+
+    # F9 kills the victim, and only it.
+    keys("/")
+    for ch in "proctor-top-victim":
+        keys("-l", ch)
+    keys("Enter")
+    s = wait_for(lambda s: True, timeout=0.5)
+    keys("F9")
+    s = wait_for(lambda s: "SIGTERM" in s and "Send to" in s)
+    check("Send to pid" in s, "F9 opens the signal menu for the selected process", s)
+    keys("Enter")
+    s = wait_for(lambda s: "Confirm" in s)
+    check(f"Send SIGTERM to pid {victim}" in s, "the confirmation names the victim's pid", s)
+    keys("y")
+    s = wait_for(lambda s: "sent SIGTERM" in s)
+    check(f"sent SIGTERM to pid {victim}" in s, "the result is shown", s)
+    time.sleep(0.5)
+    victim_gone = not os.path.exists(f"/proc/{victim}") or open(f"/proc/{victim}/stat").read().split(")")[1].split()[0] == "Z"
+    check(victim_gone, "the victim got the signal")
+    check(os.path.exists(f"/proc/{big}") and os.path.exists(f"/proc/{parent.pid}"), "its parent and sibling are untouched")
+
+    # Hostile names never reach the terminal as control sequences.
+    keys("-l", "\\")
+    for ch in "proctor-top-evil":
+        keys("-l", ch)
+    keys("Enter")
+    s = wait_for(lambda s: any(p == evil.pid for p, _ in rows(s)))
+    keys("Enter")
+    s = wait_for(lambda s: "command:" in s)
+    check("?]0;pwned??[31mRED?gpj.exe" in s.replace("\n", ""), "the detail pane shows the hostile command line with ? for its control characters", s)
+    check(f"pid {evil.pid}  ?[31mEVIL?" in s, "and its hostile name the same way", s)
+    keys("Enter")
+    title = tmux("display-message", "-p", "-t", SESSION, "#{pane_title}")
+    check("pwned" not in title, f"the pane title was not changed by it ({title.strip()!r})")
+    ansi = tmux("capture-pane", "-p", "-e", "-t", SESSION)
+    check("\x1b[31m" not in ansi and "\u202e" not in ansi, "no red and no right-to-left override reached the terminal (NO_COLOR screen)")
+    keys("-l", "\\"); keys("Escape")
+
+    # Resize to 80x24: the header stays whole.
+    tmux("resize-window", "-t", SESSION, "-x", "80", "-y", "24", check_rc=False)
+    s = wait_for(lambda s: max((len(l) for l in s.splitlines()), default=0) <= 80 and "PID" in s, timeout=4)
+    lines = s.splitlines()
+    check(len(lines) <= 24 and all(len(l) <= 80 for l in lines), "at 80x24 every line fits", s)
+    check(lines and lines[0].startswith("proctor top") and any(l.startswith("Mem") for l in lines)
+          and any(l.startswith("Load") for l in lines) and any("PID" in l for l in lines), "at 80x24 the header and table heading are whole", s)
+
+    # q restores the terminal.
+    keys("q")
+    s = wait_for(lambda s: "EXITED" in s)
+    check("EXITED rc=0" in s and "BEFORE-TOP" in s, "q exits 0 and the screen before top is back", s)
+    check(re.search(r"EXITED rc=0 icanon", s) is not None, "the terminal is cooked again (icanon)", s)
+    alt = tmux("display-message", "-p", "-t", SESSION, "#{alternate_on}").strip()
+    check(alt == "0", f"the alternate screen is left ({alt})")
+
+    log = [json.loads(l) for l in open(slow_log)] if os.path.exists(slow_log) else []
+    check(any(e["event"] == "crossed" and e["pid"] == big and e["rule"] == "rss>150MiB" for e in log),
+          f"the slow log has the crossing ({len(log)} lines)")
+
+    # SIGTERM from outside restores the terminal too.
+    start_top(["--interval", "500ms", "--config", conf])
+    wait_for(lambda s: "PID" in s)
+    pane_pid = tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip()
+    top_pid = subprocess.run(["pgrep", "-P", pane_pid, "-f", "proctor top"], capture_output=True, text=True).stdout.split()
+    if top_pid:
+        os.kill(int(top_pid[0]), signal.SIGTERM)
+    s = wait_for(lambda s: "EXITED" in s)
+    check("EXITED rc=0 icanon" in s, "SIGTERM: top exits and the terminal is cooked again", s)
+
+    # A recording: stepping back shows a process that has since exited.
+    data = os.path.join(TMP, "data")
+    rec = subprocess.Popen([PROCTOR, "record", "--dir", data, "--interval", "250ms"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    STARTED.append(rec)
+    time.sleep(1.0)
+    short = subprocess.Popen(["python3", hog, "1", "proctor-top-shortlived"])
+    time.sleep(1.5)
+    short.terminate()
+    short.wait()
+    time.sleep(1.5)
+    rec.send_signal(signal.SIGINT)
+    rec.wait(timeout=20)
+    start_top(["--dir", data, "--filter", "proctor-top-shortlived", "--config", conf])
+    s = wait_for(lambda s: "PID" in s)
+    check(short.pid not in [p for p, _ in rows(s)], "the newest recorded frame no longer has the short-lived process", s)
+    found = False
+    for _ in range(12):
+        keys("[")
+        s = wait_for(lambda s: "loading" not in s and "PAUSED" in s, timeout=3)
+        if short.pid in [p for p, _ in rows(s)]:
+            found = True
+            break
+    check(found and "PAUSED in the past" in s, "[ steps back through the recording to the process that has since exited", s)
+    keys("q")
+    wait_for(lambda s: "EXITED" in s)
+
+    # --connect: a remote agent's screen, from its JSON API.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    serve = subprocess.Popen([PROCTOR, "serve", "--listen", f"127.0.0.1:{port}", "--no-record"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    STARTED.append(serve)
+    out = ""
+    for _ in range(40):
+        time.sleep(0.25)
+        p = subprocess.run([PROCTOR, "top", "--connect", f"http://127.0.0.1:{port}", "--once", "--size", "120x30", "--filter", "proctor-top-big"],
+                           capture_output=True, text=True)
+        out = p.stdout
+        if p.returncode == 0 and str(big) in out:
+            break
+    check(str(big) in out and "live from http://127.0.0.1" in out, "--connect shows the remote agent's processes", out)
+    serve.terminate()
+    serve.wait(timeout=10)
+
+    # --once with the hostile process: plain text, nothing for a terminal to act on.
+    p = subprocess.run([PROCTOR, "top", "--once", "--size", "160x30", "--filter", "proctor-top-evil"], capture_output=True)
+    check(p.returncode == 0 and b"\x1b" not in p.stdout and "\u202e".encode() not in p.stdout and b"?[31mRED?gpj.exe" in p.stdout,
+          "--once prints the hostile process without escape or bidi characters")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        tmux("kill-session", "-t", SESSION, check_rc=False)
+        # The family's children are ours too: found before their parents end, ended by pid.
+        kids = []
+        for proc in STARTED:
+            kids += subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        for c in kids:
+            try:
+                os.kill(int(c), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in STARTED:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if FAILED:
+        print(f"top e2e: {len(FAILED)} failed")
+        sys.exit(1)
+    print("top e2e: all passed")
