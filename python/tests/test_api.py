@@ -70,8 +70,10 @@ def status_field(pid: int, name: str) -> int:
 def test_process_memory_matches_proc_status():
     child = subprocess.Popen(["sleep", "60"])
     try:
-        # Until exec completes the child is a copy of this process.
+        # Until exec completes the child is a copy of this process; after it, the loader is
+        # still mapping and faulting in libraries until sleep blocks in nanosleep (state S).
         wait_for(lambda: open(f"/proc/{child.pid}/comm").read().strip() == "sleep", "the child to exec sleep")
+        wait_for(lambda: open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S", "sleep to block")
         m = proctor.process_memory(child.pid)
         assert m["pid"] == child.pid
         assert m["rss_bytes"] == status_field(child.pid, "VmRSS")

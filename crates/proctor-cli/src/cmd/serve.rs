@@ -344,7 +344,7 @@ fn open_recording(o: &ServeOptions) -> (Recording, Option<PathBuf>) {
 /// costs an `mmap`, an `munmap` and the page faults of those buffers per sample, and took RSS
 /// with a full ring from 14.9 to 11.1 MiB recording and 10.9 to 10.1 MiB without (side by
 /// side, 50 ms interval, 180 s of history).
-fn limit_malloc_arenas() {
+pub(crate) fn limit_malloc_arenas() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only changes allocator tuning; called before other threads start.
     unsafe {

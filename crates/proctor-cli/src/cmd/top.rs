@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["dir", "connect"])]
     pub data_dir: Option<PathBuf>,
     /// Frames kept in memory for stepping back (live and --connect).
-    #[arg(long, default_value_t = 120, value_name = "N")]
+    #[arg(long, default_value_t = 60, value_name = "N")]
     pub keep: usize,
     /// pgtop's slow threshold: highlight processes past these rules, e.g.
     /// `cpu>80%,rss>2GiB,state=D>5s` (FIELD OP VALUE, optional >HOLD time).
@@ -66,6 +66,11 @@ pub struct Args {
     /// Where F2's columns are kept (default: $XDG_CONFIG_HOME/proctor/top.conf).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Live: the share of one CPU the PSS/USS reader may use (smaps_rollup costs grow with a
+    /// process's memory and take its mmap lock). Default: 0.005, as `proctor serve`, when a
+    /// PSS, USS or SwapPSS column is shown (F2); otherwise 0, nothing read, as htop.
+    #[arg(long, value_name = "SHARE")]
+    pub pss_budget: Option<f64>,
     /// No colours (also when NO_COLOR is set).
     #[arg(long)]
     pub no_color: bool,
@@ -122,9 +127,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(d) => Some(crate::datadir::for_reading(d)?.to_path_buf()),
             None => crate::datadir::default_dir_here().ok().filter(|d| d.is_dir()),
         };
-        // PSS is read by the budgeted worker, as in `serve` (2 % of one CPU at most): the table
-        // and the detail pane show it with its age.
-        Source::Live { sampler: args.read.config(), store }
+        // PSS is read by the budgeted worker, as in `serve`: the table and the detail pane show
+        // it with its age.
+        let config_file = args.config.clone().or_else(proctor_tui::default_config_file);
+        let pss_budget = args.pss_budget.unwrap_or_else(|| {
+            let view = proctor_tui::run::load_view(config_file.as_deref(), &mut Vec::new());
+            let wants_pss = view.columns.iter().any(|f| f.name.contains("pss") || f.name == "uss_bytes");
+            if wants_pss {
+                0.005
+            } else {
+                0.0
+            }
+        });
+        if !(0.0..=1.0).contains(&pss_budget) {
+            bail!("--pss-budget is a share of one CPU, between 0 and 1");
+        }
+        let mut sampler = args.read.config();
+        sampler.pss_budget = pss_budget;
+        Source::Live { sampler, store }
     };
     let once = args.once.then(|| {
         args.size
@@ -151,6 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         bail!("stdout is not a terminal: use --once to print one screen");
     }
+    super::serve::limit_malloc_arenas();
     let signals = crate::signals::block()?;
     proctor_tui::run(config, move |stop| signals.on_signal(stop)).map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)
