@@ -217,6 +217,8 @@ def main():
     # SIGTERM from outside restores the terminal too.
     start_top(["--interval", "500ms", "--config", conf])
     wait_for(lambda s: "PID" in s)
+    colours = tmux("capture-pane", "-p", "-e", "-t", SESSION)
+    check("\x1b[32m" in colours or "\x1b[42m" in colours, "without NO_COLOR the screen has colours (so the NO_COLOR check can fail)")
     pane_pid = tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip()
     top_pid = subprocess.run(["pgrep", "-P", pane_pid, "-f", "proctor top"], capture_output=True, text=True).stdout.split()
     if top_pid:
@@ -247,8 +249,9 @@ def main():
             found = True
             break
     check(found and "PAUSED in the past" in s, "[ steps back through the recording to the process that has since exited", s)
-    keys("q")
-    wait_for(lambda s: "EXITED" in s)
+    keys("C-c")
+    s = wait_for(lambda s: "EXITED" in s)
+    check("EXITED rc=0 icanon" in s, "Ctrl-C exits 0 and the terminal is cooked again", s)
 
     # --connect: a remote agent's screen, from its JSON API.
     with socket.socket() as sock:

@@ -260,8 +260,8 @@ fn elide_middle(text: &str, room: usize) -> String {
 }
 
 fn task_counts(frame: &Frame) -> String {
-    let running = frame.processes.iter().filter(|p| p.state == "R").count();
-    let blocked = frame.processes.iter().filter(|p| p.state == "D").count();
+    let running = frame.processes.iter().filter(|p| p.state == 'R').count();
+    let blocked = frame.processes.iter().filter(|p| p.state == 'D').count();
     let threads: u64 = frame.processes.iter().map(|p| p.threads).sum();
     format!("{}, {} thr; {running} running, {blocked} in D", frame.processes.len(), threads)
 }
@@ -479,7 +479,7 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
             "pid {}  {}  state {}  started {started}  CPU time {}",
             p.pid,
             printable(&p.name),
-            printable(&p.state),
+            printable(&p.state.to_string()),
             seconds(p.cpu_seconds_total)
         )),
         Line::raw(format!("command: {cmd}")),

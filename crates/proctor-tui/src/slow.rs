@@ -4,6 +4,7 @@
 //! the lines.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use proctor_vocab::fields::Field;
 use proctor_vocab::process::ProcessOut;
@@ -168,8 +169,8 @@ pub struct Crossing {
     pub time_unix_ms: u64,
     pub rule: String,
     pub pid: u32,
-    pub name: String,
-    pub cmdline: Option<Vec<String>>,
+    pub name: Arc<str>,
+    pub cmdline: Option<Arc<[String]>>,
     /// The value as shown (`93.0`, `2.1 GiB`, `D`) when crossed; the last value past the rule
     /// when cleared.
     pub value: String,
@@ -182,8 +183,8 @@ struct Since {
     since_ms: u64,
     flagged: bool,
     value: String,
-    name: String,
-    cmdline: Option<Vec<String>>,
+    name: Arc<str>,
+    cmdline: Option<Arc<[String]>>,
 }
 
 /// Which processes are past which rules, carried across frames.
@@ -312,7 +313,7 @@ mod tests {
         let mut slow = Slow::new(parse("cpu>80%,state=D>5s").expect("parses"));
         let mut busy = proc_out(10, 1, "burner", 95.0, 1);
         let mut stuck = proc_out(11, 1, "nfsread", 0.0, 1);
-        stuck.state = "D".into();
+        stuck.state = 'D';
         let out = slow.observe(1_000, &[busy.clone(), stuck.clone()]);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!((out[0].event, out[0].pid, out[0].value.as_str()), ("crossed", 10, "95"));

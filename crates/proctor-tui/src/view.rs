@@ -26,9 +26,9 @@ pub fn value(p: &ProcessOut, name: &str) -> Value {
     match name {
         "pid" => n(Some(p.pid.into())),
         "ppid" => n(Some(p.ppid.into())),
-        "name" => Value::Text(Some(p.name.clone())),
+        "name" => Value::Text(Some(p.name.to_string())),
         "cmdline" => Value::Text(p.cmdline.as_ref().map(|c| c.join(" "))),
-        "state" => Value::Text(Some(p.state.clone())),
+        "state" => Value::Text(Some(p.state.to_string())),
         "uid" => n(p.uid.map(f64::from)),
         "cpu_percent" => n(p.cpu_percent),
         "cpu_percent_of_effective" => n(p.cpu_percent_of_effective),
@@ -48,7 +48,7 @@ pub fn value(p: &ProcessOut, name: &str) -> Value {
         "uss_bytes" => b(p.uss_bytes),
         "swap_pss_bytes" => b(p.swap_pss_bytes),
         "pss_age_secs" => n(p.pss_age_secs),
-        "cgroup" => Value::Text(p.cgroup.clone()),
+        "cgroup" => Value::Text(p.cgroup.as_deref().map(str::to_string)),
         _ => Value::Text(None),
     }
 }
@@ -376,9 +376,9 @@ mod tests {
 
     fn family() -> Frame {
         let mut kthread = proc_out(40, 2, "kworker/0:1", 0.0, 0);
-        kthread.cmdline = Some(vec![]);
+        kthread.cmdline = Some(Vec::new().into());
         let mut kthreadd = proc_out(2, 0, "kthreadd", 0.0, 0);
-        kthreadd.cmdline = Some(vec![]);
+        kthreadd.cmdline = Some(Vec::new().into());
         frame_of(vec![
             proc_out(1, 0, "init", 0.1, 10),
             kthreadd,

@@ -2,6 +2,8 @@
 //! snapshot's top list, `proctor dump process`'s columns, the TUI's table) and a process tree
 //! with its totals.
 
+use std::sync::Arc;
+
 use proctor_agent::Snapshot;
 use proctor_model::{ProcessRow, Tree};
 use serde::{Deserialize, Serialize};
@@ -11,10 +13,11 @@ pub struct ProcessOut {
     pub pid: u32,
     pub ppid: u32,
     /// `comm`: the kernel's 15-byte name, attacker-controlled.
-    pub name: String,
+    pub name: Arc<str>,
     /// `null` until the cmdline worker read it; empty for kernel threads.
-    pub cmdline: Option<Vec<String>>,
-    pub state: String,
+    pub cmdline: Option<Arc<[String]>>,
+    /// One letter, written as a one-letter string.
+    pub state: char,
     pub uid: Option<u32>,
     /// Percent of one CPU (200 = two CPUs busy), as top shows it.
     pub cpu_percent: Option<f64>,
@@ -38,7 +41,7 @@ pub struct ProcessOut {
     pub swap_pss_bytes: Option<u64>,
     /// How old the PSS/USS reading is; `null` when there is none yet.
     pub pss_age_secs: Option<f64>,
-    pub cgroup: Option<String>,
+    pub cgroup: Option<Arc<str>>,
 }
 
 pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
@@ -47,9 +50,9 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
     ProcessOut {
         pid: r.pid,
         ppid: r.ppid,
-        name: r.comm.to_string(),
-        cmdline: r.cmdline.as_ref().map(|c| c.to_vec()),
-        state: r.state.to_string(),
+        name: Arc::clone(&r.comm),
+        cmdline: r.cmdline.clone(),
+        state: r.state,
         uid: r.uid,
         cpu_percent: r.cpu_percent,
         cpu_percent_of_effective: r.cpu_percent_of_effective,
@@ -69,7 +72,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         uss_bytes: r.pss.and_then(|p| p.uss_bytes),
         swap_pss_bytes: r.pss.and_then(|p| p.swap_pss_bytes),
         pss_age_secs: r.pss.map(|p| p.age_secs),
-        cgroup: r.cgroup.as_ref().map(|c| c.to_string()),
+        cgroup: r.cgroup.clone(),
     }
 }
 

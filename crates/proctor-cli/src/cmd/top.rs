@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["dir", "connect"])]
     pub data_dir: Option<PathBuf>,
     /// Frames kept in memory for stepping back (live and --connect).
-    #[arg(long, default_value_t = 60, value_name = "N")]
+    #[arg(long, default_value_t = 10, value_name = "N")]
     pub keep: usize,
     /// pgtop's slow threshold: highlight processes past these rules, e.g.
     /// `cpu>80%,rss>2GiB,state=D>5s` (FIELD OP VALUE, optional >HOLD time).
