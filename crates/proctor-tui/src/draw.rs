@@ -638,3 +638,64 @@ fn draw_setup(f: &mut ratatui::Frame, area: Rect, at: usize, app: &App) {
         r,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    use super::*;
+    use crate::app::Mode;
+    use crate::slow::Slow;
+    use crate::source::Msg;
+    use crate::test_support::{frame_of, proc_out};
+    use crate::view::ViewState;
+
+    fn screen(app: &mut App, w: u16, h: u16) -> Vec<String> {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("a test terminal");
+        terminal.draw(|f| draw(f, app)).expect("drawn");
+        let buffer = terminal.backend().buffer().clone();
+        (0..h).map(|y| (0..w).map(|x| buffer[(x, y)].symbol().to_string()).collect::<String>()).collect()
+    }
+
+    #[test]
+    fn a_hostile_name_is_drawn_without_its_control_characters_at_80_by_24() {
+        let mut evil = proc_out(66, 1, "x", 50.0, 3);
+        evil.name = "\u{1b}[31mEVIL\u{202e}".into();
+        evil.cmdline = Some(vec!["\u{1b}]0;pwned\u{7}run".to_string()].into());
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1), evil]))));
+        app.view.selected = Some(66);
+        app.detail = true;
+        let lines = screen(&mut app, 80, 24);
+        let text = lines.join("\n");
+        assert!(lines.iter().all(|l| l.chars().count() == 80), "every line is the screen's width");
+        assert!(lines[0].starts_with("proctor top"), "{text}");
+        assert!(text.contains("?]0;pwned?run"), "{text}");
+        assert!(text.contains("?[31mEVIL?"), "{text}");
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}') && !text.contains('\u{7}'), "{text}");
+        assert!(text.contains("PID") && text.contains("2 of 2 shown"), "{text}");
+    }
+
+    #[test]
+    fn the_past_is_marked_and_the_help_lists_the_time_keys() {
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 4, ViewState::default(), Slow::default());
+        for t in [1_000, 2_000, 3_000] {
+            let mut f = frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]);
+            f.time_unix_ms = t;
+            f.origin = Origin::Live;
+            app.message(Msg::Newest(Arc::new(f)));
+        }
+        app.key(ratatui::crossterm::event::KeyEvent::from(ratatui::crossterm::event::KeyCode::Char('[')));
+        let text = screen(&mut app, 100, 30).join("\n");
+        assert!(text.contains("PAUSED in the past, 1.0 s before live"), "{text}");
+        app.key(ratatui::crossterm::event::KeyEvent::from(ratatui::crossterm::event::KeyCode::F(1)));
+        let text = screen(&mut app, 100, 30).join("\n");
+        assert!(text.contains("one sample back / forward") && text.contains("go to a time"), "{text}");
+    }
+}
