@@ -19,7 +19,7 @@ use crate::app::{read_users, App, Effect, Mode};
 use crate::frame::{Frame, Origin};
 use crate::slow::{Rule, Slow};
 use crate::source::{self, Action, Ask, Bounded, Msg, Remote};
-use crate::view::{column, ViewState};
+use crate::view::{column, default_descending, ViewState};
 
 /// Where the screen's frames come from.
 #[derive(Debug)]
@@ -122,7 +122,7 @@ fn new_app(config: &TopConfig, mode: Mode) -> (App, Vec<String>) {
     if let Some(sort) = &config.sort {
         if let Some(f) = column(sort) {
             view.sort = f;
-            view.descending = f.unit.is_numeric() && !matches!(f.name, "pid" | "ppid" | "uid");
+            view.descending = default_descending(f);
         }
     }
     if let Some(filter) = &config.filter {

@@ -74,6 +74,12 @@ pub fn compare(a: &ProcessOut, b: &ProcessOut, field: &Field) -> Ordering {
 pub const DEFAULT_COLUMNS: [&str; 8] =
     ["pid", "uid", "state", "cpu_percent", "rss_bytes", "threads", "cpu_seconds_total", "cmdline"];
 
+/// Biggest first for numbers, smallest first for ids and text: the order a first press of a
+/// sort key gives.
+pub fn default_descending(field: &Field) -> bool {
+    field.unit.is_numeric() && !matches!(field.name, "pid" | "ppid" | "uid")
+}
+
 /// A field of the process table by name.
 pub fn column(name: &str) -> Option<&'static Field> {
     fields::find(PROCESS, name)
@@ -130,7 +136,7 @@ impl ViewState {
             self.descending = !self.descending;
         } else {
             self.sort = field;
-            self.descending = field.unit.is_numeric() && !matches!(field.name, "pid" | "ppid" | "uid");
+            self.descending = default_descending(field);
         }
     }
 
@@ -148,7 +154,7 @@ impl ViewState {
         };
         let field = shown[next];
         self.sort = field;
-        self.descending = field.unit.is_numeric() && !matches!(field.name, "pid" | "ppid" | "uid");
+        self.descending = default_descending(field);
     }
 
     fn passes(&self, p: &ProcessOut, needle: &str) -> bool {
