@@ -42,6 +42,10 @@ def screen():
 
 def keys(*k):
     tmux("send-keys", "-t", SESSION, *k)
+    # A lone Escape followed at once by another key reads as Alt+key (as in every terminal
+    # program): give it a moment to stand alone.
+    if k and k[-1] == "Escape":
+        time.sleep(0.3)
 
 
 def wait_for(pred, timeout=10.0, step=0.2):
@@ -194,6 +198,16 @@ def main():
     check(re.search(r"\x1b\[(3[0-7]|38;5;\d+)m", ansi) is None and "\u202e" not in ansi,
           "no colour (NO_COLOR, and none from the hostile name) and no right-to-left override reached the terminal")
     keys("-l", "\\"); keys("Escape")
+
+    # z: cgroups with their pressure, read live off the screen's thread.
+    keys("z")
+    s = wait_for(lambda s: "PSI cpu/mem/io" in s and re.search(r"\s[\d.]+/[\d.]+/[\d.]+\s", s) is not None, timeout=5)
+    if os.path.exists("/proc/pressure/cpu"):
+        check(re.search(r"\s[\d.]+/[\d.]+/[\d.]+\s", s) is not None, "z shows cgroups with their PSI (cpu/mem/io)", s)
+    else:
+        print("SKIP z's PSI figures: this kernel has no /proc/pressure")
+        check("PSI cpu/mem/io" in s, "z shows the cgroup view", s)
+    keys("Escape")
 
     # Resize to 80x24: the header stays whole.
     tmux("resize-window", "-t", SESSION, "-x", "80", "-y", "24", check_rc=False)

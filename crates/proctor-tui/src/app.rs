@@ -86,6 +86,8 @@ pub enum Effect {
     Act(ActionEq),
     /// Save the column configuration.
     SaveConfig,
+    /// Read these cgroups' pressure (path, one member's pid) for the `z` view.
+    Pressure(Vec<(String, u32)>),
 }
 
 /// An action, compared by its debug text (for tests).
@@ -130,6 +132,8 @@ pub struct App {
     /// Lines crossing slow rules, for the log writer.
     pub crossings: Vec<Crossing>,
     pub table: Table,
+    /// Per-cgroup pressure for the `z` view (live only), as of the last answer.
+    pub pressure: BTreeMap<String, crate::source::CgroupPressure>,
 }
 
 impl App {
@@ -156,6 +160,7 @@ impl App {
             span: Duration::from_secs(60),
             crossings: Vec::new(),
             table: Table::default(),
+            pressure: BTreeMap::new(),
         }
     }
 
@@ -217,6 +222,10 @@ impl App {
                 self.ring.push(frame.clone());
                 if self.cursor == Cursor::Live {
                     self.shown = Some(frame);
+                    if matches!(self.overlay, Overlay::Cgroups(_)) {
+                        self.refresh();
+                        return self.pressure_question();
+                    }
                 }
             }
             Msg::Stored { id, frame, note } => {
@@ -246,6 +255,7 @@ impl App {
                     self.shown = Some(frame);
                 }
             }
+            Msg::Pressure(p) => self.pressure = p,
             Msg::Problem(text) => self.problem = Some(text),
             Msg::Done(text) => self.say(text),
             Msg::Stop => return Effect::Quit,
@@ -282,6 +292,22 @@ impl App {
         };
         self.refresh();
         effect
+    }
+
+    /// The `z` view's cgroups with one member each, for the pressure worker: live only (a
+    /// recording or a remote host's cgroups are not this machine's now).
+    fn pressure_question(&self) -> Effect {
+        if !self.is_live_mode() || self.cursor != Cursor::Live {
+            return Effect::None;
+        }
+        let Some(frame) = &self.shown else { return Effect::None };
+        let mut members: BTreeMap<&str, u32> = BTreeMap::new();
+        for p in &frame.processes {
+            if let Some(c) = p.cgroup.as_deref() {
+                members.entry(c).or_insert(p.pid);
+            }
+        }
+        Effect::Pressure(members.into_iter().take(256).map(|(c, pid)| (c.to_string(), pid)).collect())
     }
 
     fn move_selection(&mut self, delta: isize) {
@@ -610,7 +636,10 @@ impl App {
                 return Effect::Act(ActionEq(Action::Nice { targets: self.targets(), delta: 1 }));
             }
             KeyCode::Enter => self.detail = !self.detail,
-            KeyCode::Char('z') => self.overlay = Overlay::Cgroups(0),
+            KeyCode::Char('z') => {
+                self.overlay = Overlay::Cgroups(0);
+                return self.pressure_question();
+            }
             KeyCode::Up => self.move_selection(-1),
             KeyCode::Down => self.move_selection(1),
             KeyCode::PageUp => self.move_selection(-(self.page.max(1) as isize)),
@@ -768,6 +797,17 @@ mod tests {
         app.key(key(KeyCode::Char('l')));
         assert_eq!(app.shown.as_ref().map(|f| f.time_unix_ms), Some(4000));
         assert_eq!(app.cursor, Cursor::Live);
+    }
+
+    #[test]
+    fn the_cgroup_view_asks_for_pressure_live_only() {
+        let mut app = live_app();
+        let e = app.key(key(KeyCode::Char('z')));
+        let Effect::Pressure(asked) = e else { panic!("{e:?}") };
+        assert_eq!(asked, [("/app0".to_string(), 10), ("/app1".to_string(), 1)]);
+        app.key(key(KeyCode::Esc));
+        app.key(key(KeyCode::Char('Z')));
+        assert_eq!(app.key(key(KeyCode::Char('z'))), Effect::None, "the past: not this machine's cgroups now");
     }
 
     #[test]

@@ -415,9 +415,16 @@ fn draw_table(f: &mut ratatui::Frame, app: &mut App, frame: &Frame, area: Rect, 
 
 fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at: usize, st: &Styles) {
     let rows = cgroups(frame, &app.view);
+    let live = app.is_live_mode() && app.cursor == Cursor::Live;
     let head = format!(
-        "{:>7} {:>5} {:>6} {:>9} {:>14}  {}",
-        "CPU%", "Procs", "Thr", "RSS", "PSS (known)", "Cgroup (Enter: its processes, Esc: back)"
+        "{:>7} {:>5} {:>6} {:>9} {:>14} {:>17}  {}",
+        "CPU%",
+        "Procs",
+        "Thr",
+        "RSS",
+        "PSS (known)",
+        if live { "PSI cpu/mem/io" } else { "PSI (live only)" },
+        "Cgroup (Enter: its processes, Esc: back)"
     );
     let mut lines = vec![Line::from(Span::styled(format!("{head:<w$}", w = area.width as usize), st.header_row()))];
     let rows_h = area.height.saturating_sub(1) as usize;
@@ -428,20 +435,27 @@ fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at
         } else {
             "-".into()
         };
+        let psi = match app.pressure.get(&r.path).filter(|_| live) {
+            Some(p) => {
+                let one = |v: Option<f64>| v.map_or("-".to_string(), percent);
+                format!("{}/{}/{}", one(p.cpu), one(p.memory), one(p.io))
+            }
+            None => "-".into(),
+        };
         let text = format!(
-            "{:>7} {:>5} {:>6} {:>9} {:>14}  {}",
+            "{:>7} {:>5} {:>6} {:>9} {:>14} {:>17}  {}",
             format!("{:.1}", r.cpu_percent),
             r.processes,
             r.threads,
             bytes(r.rss_bytes),
             pss,
+            psi,
             printable(&r.path)
         );
         let style = if i == at { st.selected() } else { Style::default() };
         lines.push(Line::from(Span::styled(text, style)));
     }
     f.render_widget(Paragraph::new(lines), area);
-    let _ = app;
 }
 
 fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
@@ -546,7 +560,7 @@ proctor top: keys (htop's where htop has one)
  K       kernel threads              H      (threads: Thr counts them)
  Space   tag; U untags all           F9 k   send a signal (menu, confirm)
  F7 F8   nice -1 / +1                Enter  detail: command, cgroup, PSS
- z       cgroups (CPU, memory); Enter zooms into one, Esc leaves
+ z       cgroups (CPU, memory, PSI); Enter zooms into one, Esc leaves
 Time travel
  [ ]     one sample back / forward   { }    back / forward by a span
  j       set the span                g      go to a time (10 min ago, @UNIX)

@@ -279,6 +279,19 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
             }
         }
     }
+    // Per-cgroup pressure for the `z` view, read under the agent's root, live only.
+    let pressure_tx = match &config.source {
+        Source::Live { sampler, .. } => {
+            let (ptx, prx) = mpsc::channel::<Vec<(String, u32)>>();
+            let (tx, root) = (tx.clone(), sampler.root.clone());
+            std::thread::Builder::new()
+                .name("top-pressure".into())
+                .spawn(move || source::pressure_worker(root, prx, tx))
+                .map_err(|e| format!("cannot start a thread: {e}"))?;
+            Some(ptx)
+        }
+        _ => None,
+    };
     let (act_tx, act_rx) = mpsc::channel::<Action>();
     {
         let tx = tx.clone();
@@ -353,6 +366,11 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
                     }
                     Effect::Act(a) => {
                         let _ = act_tx.send(a.0);
+                    }
+                    Effect::Pressure(asked) => {
+                        if let Some(p) = &pressure_tx {
+                            let _ = p.send(asked);
+                        }
                     }
                     Effect::SaveConfig => {
                         if let Some(path) = &config.config_file {

@@ -3,6 +3,7 @@
 //! questions. They all send [`Msg`]s to the one channel the screen's loop reads; the actions
 //! worker (signals, nice) answers there too.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
@@ -32,8 +33,50 @@ pub enum Msg {
     Problem(String),
     /// What a signal or nice request came to.
     Done(String),
+    /// Pressure (some avg10: cpu, memory, io) of the cgroups the `z` view asked about.
+    Pressure(BTreeMap<String, CgroupPressure>),
     /// SIGTERM (or SIGINT from outside the terminal): leave as `q` does.
     Stop,
+}
+
+/// One cgroup's pressure stall figures (`some avg10`, percent); `None` where the file is absent
+/// (no PSI on this kernel, or no unified hierarchy for it).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CgroupPressure {
+    pub cpu: Option<f64>,
+    pub memory: Option<f64>,
+    pub io: Option<f64>,
+}
+
+/// Reads the pressure of each asked cgroup (path, one member's pid) under `root`: the member's
+/// unified-hierarchy directory (its v2 path, which on a hybrid host can differ from the path
+/// shown), then `cpu.pressure`, `memory.pressure` and `io.pressure`. Runs only while the `z`
+/// view is open, once per frame, off the screen's thread.
+pub fn pressure_worker(root: proctor_procfs::Root, requests: Receiver<Vec<(String, u32)>>, tx: Sender<Msg>) {
+    use proctor_procfs::cgroup::discover;
+    use proctor_procfs::host::parse_pressure;
+    while let Ok(mut asked) = requests.recv() {
+        // Only the newest question matters.
+        while let Ok(newer) = requests.try_recv() {
+            asked = newer;
+        }
+        let mut out = BTreeMap::new();
+        for (path, pid) in asked {
+            let Ok(Some(paths)) = discover(&root, pid) else { continue };
+            let Some(dir) = paths.unified else { continue };
+            let read = |file: &str| {
+                let bytes = root.read(dir.dir.join(file)).ok()?;
+                parse_pressure(&bytes)?.some.map(|l| l.avg10)
+            };
+            out.insert(
+                path,
+                CgroupPressure { cpu: read("cpu.pressure"), memory: read("memory.pressure"), io: read("io.pressure") },
+            );
+        }
+        if tx.send(Msg::Pressure(out)).is_err() {
+            return;
+        }
+    }
 }
 
 /// Sends each snapshot the agent publishes, as a frame, until the channel closes.
