@@ -207,7 +207,45 @@ def main():
     else:
         print("SKIP z's PSI figures: this kernel has no /proc/pressure")
         check("PSI cpu/mem/io" in s, "z shows the cgroup view", s)
+    # Enter zooms into the first cgroup: the table shows only its processes.
+    keys("Enter")
+    s = wait_for(lambda s: "processes of cgroup /" in s, timeout=3)
+    zoomed = re.search(r"processes of cgroup (\S+)", s)
+    def in_cgroup(pid, path):
+        try:
+            return any(line.rstrip("\n").endswith(":" + path) for line in open(f"/proc/{pid}/cgroup"))
+        except OSError:
+            return True  # exited since the frame
+    shown = [p for p, _ in rows(s)]
+    check(zoomed is not None and shown and all(in_cgroup(p, zoomed.group(1)) for p in shown),
+          "Enter in z zooms into one cgroup: every row shown is in it", s)
     keys("Escape")
+
+    # F8 lowers the selected process's priority (nice +1), through the actions worker.
+    keys("-l", "\\")
+    for ch in "proctor-top-big":
+        keys("-l", ch)
+    keys("Enter")
+    wait_for(lambda s: len(rows(s)) == 1)
+    nice_before = int(open(f"/proc/{big}/stat").read().rsplit(")", 1)[1].split()[16])
+    keys("F8")
+    s = wait_for(lambda s: "lowered the priority" in s)
+    nice_after = int(open(f"/proc/{big}/stat").read().rsplit(")", 1)[1].split()[16])
+    check(nice_after == min(nice_before + 1, 19) and f"lowered the priority of (nice +1) pid {big}" in s,
+          f"F8 renices the selected process ({nice_before} -> {nice_after}) and says so", s)
+    keys("-l", "\\"); keys("Escape")
+
+    # F2: a column switched on is kept in the config file and shown.
+    keys("F2")
+    s = wait_for(lambda s: "Columns:" in s)
+    keys("Down")  # ppid, the second field
+    time.sleep(0.2)
+    keys("Space")
+    time.sleep(0.2)
+    keys("Escape")
+    s = wait_for(lambda s: "columns kept in" in s)
+    kept = open(conf).read() if os.path.exists(conf) else ""
+    check("ppid" in kept and re.search(r"\bPPID\b", s) is not None, "F2 turns on PPID, shows it and keeps it in the config file", s)
 
     # Resize to 80x24: the header stays whole.
     tmux("resize-window", "-t", SESSION, "-x", "80", "-y", "24", check_rc=False)

@@ -800,6 +800,31 @@ mod tests {
     }
 
     #[test]
+    fn u_narrows_to_a_user_by_name_or_uid_and_says_when_there_is_none() {
+        let mut app = live_app();
+        app.users.insert(1000, "alice".into());
+        app.key(key(KeyCode::Char('u')));
+        for c in "alice".chars() {
+            app.key(key(KeyCode::Char(c)));
+        }
+        app.key(key(KeyCode::Enter));
+        assert_eq!((app.view.user, shown_pids(&app).len()), (Some(1000), 3));
+        app.key(key(KeyCode::Char('u')));
+        app.key(key(KeyCode::Char('0')));
+        app.key(key(KeyCode::Enter));
+        assert_eq!((app.view.user, shown_pids(&app).len()), (Some(0), 0));
+        app.key(key(KeyCode::Char('u')));
+        for c in "nobody-here".chars() {
+            app.key(key(KeyCode::Char(c)));
+        }
+        app.key(key(KeyCode::Enter));
+        assert!(app.message.as_ref().is_some_and(|(m, _)| m.contains("no user 'nobody-here'")));
+        app.key(key(KeyCode::Char('u')));
+        app.key(key(KeyCode::Enter));
+        assert_eq!(app.view.user, None, "empty: everyone");
+    }
+
+    #[test]
     fn the_cgroup_view_asks_for_pressure_live_only() {
         let mut app = live_app();
         let e = app.key(key(KeyCode::Char('z')));
