@@ -36,6 +36,8 @@ enum Command {
     Dump(cmd::dump::Args),
     /// A recorded range as plots and top processes; latency correlated with system series.
     Report(Box<cmd::report::Args>),
+    /// Processes in groups (process-exporter rules, cgroup or user); --check validates a rules file.
+    Groups(cmd::groups::Args),
     /// A terminal view like htop's, live, over a recording (time travel) or from a remote agent.
     Top(cmd::top::Args),
     /// A process tree with per-process rows and the total.
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Dump(args) => cmd::dump::run(args),
         Command::Report(args) => cmd::report::run(*args),
+        Command::Groups(args) => cmd::groups::run(args),
         Command::Top(args) => cmd::top::run(args),
         Command::Tree(args) => cmd::tree::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),

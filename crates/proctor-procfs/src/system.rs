@@ -195,3 +195,17 @@ pub fn disk_usage(path: &std::path::Path) -> io::Result<DiskUsage> {
         available_bytes: (st.f_bavail as u64).saturating_mul(frsize),
     })
 }
+
+/// User names by uid, from a passwd file (`/etc/passwd`); empty when it cannot be read. Names
+/// are as the file has them: callers that print them pass them through their printable rule.
+pub fn read_users(path: &std::path::Path) -> std::collections::BTreeMap<u32, String> {
+    let Ok(text) = std::fs::read_to_string(path) else { return std::collections::BTreeMap::new() };
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.split(':');
+            let name = parts.next()?;
+            let uid = parts.nth(1)?.parse().ok()?;
+            Some((uid, name.to_string()))
+        })
+        .collect()
+}

@@ -674,17 +674,13 @@ pub fn now_unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// Users by uid, from `/etc/passwd` (read once at start; not `/proc`).
+/// Users by uid, from `/etc/passwd` (read once at start; not `/proc`), printable.
 pub fn read_users(path: &std::path::Path) -> BTreeMap<u32, String> {
-    let Ok(text) = std::fs::read_to_string(path) else { return BTreeMap::new() };
-    text.lines()
-        .filter_map(|line| {
-            let mut parts = line.split(':');
-            let name = parts.next()?;
-            let uid = parts.nth(1)?.parse().ok()?;
-            Some((uid, proctor_vocab::units::printable(name)))
-        })
-        .collect()
+    let mut users = proctor_procfs::system::read_users(path);
+    for name in users.values_mut() {
+        *name = proctor_vocab::units::printable(name);
+    }
+    users
 }
 
 #[cfg(test)]

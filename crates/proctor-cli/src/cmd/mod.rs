@@ -4,6 +4,7 @@ pub mod bench;
 pub mod common;
 pub mod doctor;
 pub mod dump;
+pub mod groups;
 pub mod probe;
 pub mod record;
 pub mod replay;

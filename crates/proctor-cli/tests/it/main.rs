@@ -2,6 +2,7 @@
 
 mod agreement;
 mod flood;
+mod groups;
 mod hostile_store;
 mod record;
 mod replay;

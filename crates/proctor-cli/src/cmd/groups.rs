@@ -1,0 +1,173 @@
+//! `proctor groups`: processes folded into groups — by a process-exporter rules file
+//! (`--config`), by cgroup or by user — from the agent's snapshot after one interval, or
+//! `--check FILE` to validate a rules file. Grouping and folding live in `proctor-groups`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use proctor_groups::{assign, fold, By, Rules};
+use proctor_vocab::units::{bytes, percent, printable, seconds};
+use serde::Serialize;
+
+use super::common::{one_snapshot, ReadArgs};
+use crate::output::{print_json, Format};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    /// The rules of --config (process-exporter's format).
+    Rules,
+    /// The cgroup: a systemd unit, a container, a Kubernetes pod.
+    Cgroup,
+    /// The process's user.
+    User,
+}
+
+/// Arguments of `proctor groups`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A process-exporter config (`process_names:` rules); first matching rule wins, children
+    /// follow their group unless they match a rule of their own.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How to group (default: rules with --config, else cgroup).
+    #[arg(long, value_enum)]
+    pub by: Option<GroupBy>,
+    /// Only check a rules file: every mistake with its line and column; exit 1 if any.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "by"])]
+    pub check: Option<PathBuf>,
+    /// Time between the two samples rates are taken over.
+    #[arg(long, default_value = "1s", value_parser = proctor_vocab::duration_arg)]
+    pub interval: Duration,
+    /// How many groups to list (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top: usize,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+fn load_rules(path: &Path) -> anyhow::Result<Result<Rules, Vec<proctor_groups::Diagnostic>>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Rules::parse(&text))
+}
+
+#[derive(Debug, Serialize)]
+struct GroupsOut<'a> {
+    time_unix_ms: u64,
+    interval_secs: Option<f64>,
+    by: &'static str,
+    /// Processes in the sample, and those no rule took (rules only).
+    processes: usize,
+    ungrouped: usize,
+    /// Groups in all; `groups` holds the first `--top` of them.
+    total_groups: usize,
+    groups: &'a [proctor_groups::GroupRow],
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.check {
+        return match load_rules(path)? {
+            Ok(rules) => {
+                println!("{}: {} rules, no mistakes", path.display(), rules.rules.len());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(errors) => {
+                for e in &errors {
+                    eprintln!("{}:{}:{}: {}", path.display(), e.line, e.col, e.message);
+                }
+                eprintln!("{}: {} mistakes", path.display(), errors.len());
+                Ok(ExitCode::FAILURE)
+            }
+        };
+    }
+    let by = match (args.by, &args.config) {
+        (Some(GroupBy::Rules) | None, Some(path)) => match load_rules(path)? {
+            Ok(rules) => By::Rules(rules),
+            Err(errors) => {
+                let first: Vec<String> = errors.iter().take(5).map(ToString::to_string).collect();
+                bail!(
+                    "{} has {} mistakes (proctor groups --check {0} lists them):\n  {}",
+                    path.display(),
+                    errors.len(),
+                    first.join("\n  ")
+                );
+            }
+        },
+        (Some(GroupBy::Rules), None) => bail!("--by rules needs --config FILE (a process-exporter config)"),
+        (Some(GroupBy::User), _) => By::User,
+        (Some(GroupBy::Cgroup) | None, _) => By::Cgroup,
+    };
+    let mut config = args.read.config();
+    config.pss_budget = 0.0;
+    let s = one_snapshot(config, args.interval)?;
+    let users = proctor_procfs::system::read_users(Path::new("/etc/passwd"));
+    let names = assign(&by, &s.rows, &users);
+    let mut groups = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs);
+    let total_groups = groups.len();
+    if args.top > 0 {
+        groups.truncate(args.top);
+    }
+    let by_name = match by {
+        By::Rules(_) => "rules",
+        By::Cgroup => "cgroup",
+        By::User => "user",
+    };
+    let doc = GroupsOut {
+        time_unix_ms: s.unix_ms(),
+        interval_secs: s.interval_secs,
+        by: by_name,
+        processes: s.rows.len(),
+        ungrouped: s.rows.len() - names.len(),
+        total_groups,
+        groups: &groups,
+    };
+    match args.format {
+        Format::Json => print_json(&doc)?,
+        Format::Text => print_text(&doc)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let rates = doc.interval_secs.map_or("no rates (one sample)".to_string(), |i| format!("rates over {}", seconds(i)));
+    let shown = if doc.groups.len() < doc.total_groups {
+        format!(" (the first {} shown)", doc.groups.len())
+    } else {
+        String::new()
+    };
+    writeln!(out, "{} groups by {} of {} processes{shown}; {rates}", doc.total_groups, doc.by, doc.processes)?;
+    if doc.ungrouped > 0 {
+        writeln!(out, "{} processes matched no rule and follow no grouped parent: not shown", doc.ungrouped)?;
+    }
+    writeln!(
+        out,
+        "{:>7} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9}  GROUP",
+        "CPU%", "PROCS", "THR", "TIME", "RSS", "PSS (known)", "SWAP", "MAJFLT/s"
+    )?;
+    for g in doc.groups {
+        let pss = if g.pss_known > 0 {
+            format!("{} ({}/{})", bytes(g.pss_bytes), g.pss_known, g.processes)
+        } else {
+            "-".into()
+        };
+        writeln!(
+            out,
+            "{:>7} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9}  {}",
+            percent(g.cpu_percent),
+            g.processes,
+            g.threads,
+            seconds(g.cpu_seconds_total),
+            bytes(g.rss_bytes),
+            pss,
+            bytes(g.swap_bytes),
+            format!("{:.1}", g.major_faults_per_sec),
+            printable(&g.name)
+        )?;
+    }
+    Ok(())
+}

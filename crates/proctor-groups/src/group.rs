@@ -1,0 +1,179 @@
+//! Processes folded into groups: by rules (process-exporter's), by cgroup (a systemd unit, a
+//! container, a Kubernetes pod, named from the path) or by user. Pure: rows in, rows out.
+
+use std::collections::BTreeMap;
+
+use proctor_model::ProcessRow;
+use serde::Serialize;
+
+use crate::rules::{Proc, Rules};
+
+/// How processes are grouped.
+#[derive(Debug, Clone)]
+pub enum By {
+    Rules(Rules),
+    Cgroup,
+    User,
+}
+
+/// One group at one sample.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupRow {
+    pub name: String,
+    pub processes: u64,
+    pub threads: u64,
+    /// Percent of one CPU over the interval, summed over members with a rate.
+    pub cpu_percent: f64,
+    /// CPU seconds members used since they started (user + system), summed.
+    pub cpu_seconds_total: f64,
+    pub rss_bytes: u64,
+    /// Summed over the members whose PSS is known (`pss_known` of `processes`).
+    pub pss_bytes: u64,
+    pub pss_known: u64,
+    pub uss_bytes: u64,
+    pub swap_bytes: u64,
+    pub major_faults_per_sec: f64,
+    /// When the group's oldest member started.
+    pub oldest_start_unix_secs: Option<f64>,
+}
+
+/// The name a cgroup path is known by: a systemd unit (`nginx.service`), a container
+/// (`docker:0123456789ab`, `containerd:…`, `crio:…`), a Kubernetes pod (`pod:UID`), else the
+/// path's last component (`/` for the root).
+pub fn cgroup_name(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    // A pod anywhere on the path names the group (its containers are its members).
+    for part in &parts {
+        let p = part.trim_end_matches(".slice");
+        if let Some(at) = p.rfind("pod") {
+            let uid = &p[at + 3..];
+            let looks_like_uid = uid.len() >= 32 && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-' || c == '_');
+            if looks_like_uid && (path.contains("kubepods") || at == 0) {
+                return format!("pod:{}", uid.replace('_', "-"));
+            }
+        }
+    }
+    let Some(last) = parts.last() else { return "/".to_string() };
+    for (prefix, kind) in
+        [("docker-", "docker"), ("cri-containerd-", "containerd"), ("crio-", "crio"), ("libpod-", "podman")]
+    {
+        if let Some(id) = last.strip_prefix(prefix).map(|r| r.trim_end_matches(".scope")) {
+            return format!("{kind}:{}", &id[..id.len().min(12)]);
+        }
+    }
+    // cgroupfs-style docker: /docker/<64 hex>.
+    if parts.len() >= 2 && parts[parts.len() - 2] == "docker" && last.len() == 64 {
+        return format!("docker:{}", &last[..12]);
+    }
+    last.to_string()
+}
+
+/// Each row's group name; rows no group takes are left out (rules) — cgroup and user groups
+/// take everyone.
+pub fn assign(by: &By, rows: &[ProcessRow], users: &BTreeMap<u32, String>) -> BTreeMap<u32, String> {
+    match by {
+        By::Rules(rules) => {
+            let procs: Vec<Proc> = rows
+                .iter()
+                .map(|r| Proc {
+                    pid: r.pid,
+                    ppid: r.ppid,
+                    comm: &r.comm,
+                    cmdline: r.cmdline.as_deref(),
+                    uid: r.uid,
+                    username: r.uid.and_then(|u| users.get(&u)).map(String::as_str),
+                })
+                .collect();
+            rules.assign(&procs)
+        }
+        By::Cgroup => rows
+            .iter()
+            .map(|r| (r.pid, r.cgroup.as_deref().map_or_else(|| "(unknown)".to_string(), cgroup_name)))
+            .collect(),
+        By::User => rows
+            .iter()
+            .map(|r| {
+                let name = match r.uid {
+                    Some(u) => users.get(&u).cloned().unwrap_or_else(|| u.to_string()),
+                    None => "(unknown)".to_string(),
+                };
+                (r.pid, name)
+            })
+            .collect(),
+    }
+}
+
+/// Folds `rows` into groups, biggest CPU first (ties: RSS, then name). `ticks` is the clock
+/// tick rate and `boot_unix_secs` the boot time, for CPU seconds and start times.
+pub fn fold(
+    rows: &[ProcessRow],
+    names: &BTreeMap<u32, String>,
+    ticks: u64,
+    boot_unix_secs: Option<u64>,
+) -> Vec<GroupRow> {
+    let ticks = ticks.max(1) as f64;
+    let mut groups: BTreeMap<&str, GroupRow> = BTreeMap::new();
+    for r in rows {
+        let Some(name) = names.get(&r.pid) else { continue };
+        let g = groups.entry(name).or_insert_with(|| GroupRow {
+            name: name.clone(),
+            processes: 0,
+            threads: 0,
+            cpu_percent: 0.0,
+            cpu_seconds_total: 0.0,
+            rss_bytes: 0,
+            pss_bytes: 0,
+            pss_known: 0,
+            uss_bytes: 0,
+            swap_bytes: 0,
+            major_faults_per_sec: 0.0,
+            oldest_start_unix_secs: None,
+        });
+        g.processes += 1;
+        g.threads += r.threads;
+        g.cpu_percent += r.cpu_percent.unwrap_or(0.0);
+        g.cpu_seconds_total += r.cpu_ticks_total as f64 / ticks;
+        g.rss_bytes += r.rss_bytes.unwrap_or(0);
+        if let Some(pss) = r.pss.and_then(|p| p.pss_bytes) {
+            g.pss_bytes += pss;
+            g.uss_bytes += r.pss.and_then(|p| p.uss_bytes).unwrap_or(0);
+            g.pss_known += 1;
+        }
+        g.swap_bytes += r.swap_bytes.unwrap_or(0);
+        g.major_faults_per_sec += r.major_faults_per_sec.unwrap_or(0.0);
+        let start = boot_unix_secs.map(|b| b as f64 + r.start_ticks as f64 / ticks);
+        g.oldest_start_unix_secs = match (g.oldest_start_unix_secs, start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    let mut out: Vec<GroupRow> = groups.into_values().collect();
+    out.sort_by(|a, b| {
+        b.cpu_percent.total_cmp(&a.cpu_percent).then(b.rss_bytes.cmp(&a.rss_bytes)).then(a.name.cmp(&b.name))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_paths_are_named_as_people_know_them() {
+        for (path, name) in [
+            ("/system.slice/nginx.service", "nginx.service"),
+            ("/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope", "docker:0123456789ab"),
+            ("/docker/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "docker:0123456789ab"),
+            (
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-aaaa.scope",
+                "pod:1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d",
+            ),
+            ("/kubepods/burstable/pod1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d/abc", "pod:1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"),
+            ("/user.slice/user-1000.slice/session-3.scope", "session-3.scope"),
+            ("/machine.slice/libpod-0123456789abcdef.scope", "podman:0123456789ab"),
+            ("/", "/"),
+        ] {
+            assert_eq!(cgroup_name(path), name, "{path}");
+        }
+    }
+}

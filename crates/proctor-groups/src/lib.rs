@@ -1,0 +1,15 @@
+//! Process groups: process-exporter's rules (`rules`: the YAML people already have, every
+//! mistake with its line and column), automatic groups by cgroup and by user, and the fold of
+//! a sample's process rows into per-group rows (`group`). Pure: no I/O, no clock.
+//!
+//! Not yet here (issue 17): the CPU of children that exited since the last sample (needs the
+//! parent's `cutime`/`cstime` in the sample), minor-fault and io rates, open fds, started and
+//! exited counts, and everything that keeps groups over time (the store's rollup tier, `dump
+//! group`, `/api/v1/groups`, `/metrics`, the dashboard).
+
+pub mod group;
+pub mod rules;
+mod yaml;
+
+pub use group::{assign, cgroup_name, fold, By, GroupRow};
+pub use rules::{Diagnostic, Proc, Rules};
