@@ -22,8 +22,13 @@ pub struct GroupRow {
     pub name: String,
     pub processes: u64,
     pub threads: u64,
-    /// Percent of one CPU over the interval, summed over members with a rate.
+    /// Percent of one CPU over the interval: members' own CPU (those with a rate) plus
+    /// `reaped_cpu_percent`.
     pub cpu_percent: f64,
+    /// The part of `cpu_percent` used by members' children that exited since the previous
+    /// sample unseen or partly seen (from the members' `cutime`/`cstime`): short-lived
+    /// processes are not lost.
+    pub reaped_cpu_percent: f64,
     /// CPU seconds members used since they started (user + system), summed.
     pub cpu_seconds_total: f64,
     pub rss_bytes: u64,
@@ -33,6 +38,7 @@ pub struct GroupRow {
     pub uss_bytes: u64,
     pub swap_bytes: u64,
     pub major_faults_per_sec: f64,
+    pub minor_faults_per_sec: f64,
     /// When the group's oldest member started.
     pub oldest_start_unix_secs: Option<f64>,
 }
@@ -120,6 +126,7 @@ pub fn fold(
             processes: 0,
             threads: 0,
             cpu_percent: 0.0,
+            reaped_cpu_percent: 0.0,
             cpu_seconds_total: 0.0,
             rss_bytes: 0,
             pss_bytes: 0,
@@ -127,11 +134,14 @@ pub fn fold(
             uss_bytes: 0,
             swap_bytes: 0,
             major_faults_per_sec: 0.0,
+            minor_faults_per_sec: 0.0,
             oldest_start_unix_secs: None,
         });
         g.processes += 1;
         g.threads += r.threads;
-        g.cpu_percent += r.cpu_percent.unwrap_or(0.0);
+        let reaped = r.reaped_cpu_percent.unwrap_or(0.0);
+        g.cpu_percent += r.cpu_percent.unwrap_or(0.0) + reaped;
+        g.reaped_cpu_percent += reaped;
         g.cpu_seconds_total += r.cpu_ticks_total as f64 / ticks;
         g.rss_bytes += r.rss_bytes.unwrap_or(0);
         if let Some(pss) = r.pss.and_then(|p| p.pss_bytes) {
@@ -141,6 +151,7 @@ pub fn fold(
         }
         g.swap_bytes += r.swap_bytes.unwrap_or(0);
         g.major_faults_per_sec += r.major_faults_per_sec.unwrap_or(0.0);
+        g.minor_faults_per_sec += r.minor_faults_per_sec.unwrap_or(0.0);
         let start = boot_unix_secs.map(|b| b as f64 + r.start_ticks as f64 / ticks);
         g.oldest_start_unix_secs = match (g.oldest_start_unix_secs, start) {
             (Some(a), Some(b)) => Some(a.min(b)),

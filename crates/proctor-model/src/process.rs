@@ -45,6 +45,12 @@ pub struct ProcessRow {
     pub vsize_bytes: u64,
     pub threads: u64,
     pub major_faults_per_sec: Option<f64>,
+    pub minor_faults_per_sec: Option<f64>,
+    /// CPU, in percent of one CPU over the interval, of this process's children that exited
+    /// and were reaped since the previous sample and that no earlier sample counted (from the
+    /// growth of its `cutime` + `cstime`, less the CPU those children had when last seen, as
+    /// netdata's apps.plugin does), so short-lived children are not lost.
+    pub reaped_cpu_percent: Option<f64>,
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
     pub pss: Option<MemoryAge>,
@@ -56,11 +62,34 @@ pub struct ProcessRow {
 pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec<ProcessRow> {
     let secs = prev.and_then(|p| cur.mono_ns.checked_sub(p.mono_ns)).map(|ns| ns as f64 / 1e9).filter(|s| *s > 0.0);
     let ticks = cur.clock_ticks_per_sec.max(1) as f64;
+    // What each process's children that exited since `prev` had used when last seen (their
+    // own CPU and their reaped children's): that part of the parent's `cutime`/`cstime` growth
+    // was counted already.
+    let mut seen_exited: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    if let Some(prev) = prev {
+        for gone in &prev.processes {
+            let still = cur.process(gone.pid).is_some_and(|c| c.start_ticks == gone.start_ticks);
+            if !still {
+                let total = gone.utime_ticks
+                    + gone.stime_ticks
+                    + gone.cutime_ticks.unwrap_or(0)
+                    + gone.cstime_ticks.unwrap_or(0);
+                *seen_exited.entry(gone.ppid).or_default() += total;
+            }
+        }
+    }
     cur.processes
         .iter()
         .map(|p| {
             let before = prev.and_then(|prev| prev.process(p.pid)).filter(|b| b.start_ticks == p.start_ticks);
-            row(cur, p, before, secs, ticks, ctx)
+            let mut r = row(cur, p, before, secs, ticks, ctx);
+            r.reaped_cpu_percent = before.zip(secs).and_then(|(b, secs)| {
+                let children = |s: &ProcessSample| Some(s.cutime_ticks? + s.cstime_ticks?);
+                let grew = delta(children(p)?, children(b)?)?;
+                let unseen = grew.saturating_sub(seen_exited.get(&p.pid).copied().unwrap_or(0));
+                Some(100.0 * unseen as f64 / ticks / secs)
+            });
+            r
         })
         .collect()
 }
@@ -104,6 +133,8 @@ fn row(
         vsize_bytes: p.vsize_bytes,
         threads: p.num_threads,
         major_faults_per_sec: before.zip(secs).and_then(|(b, secs)| rate(p.majflt, b.majflt, secs)),
+        minor_faults_per_sec: before.zip(secs).and_then(|(b, secs)| rate(p.minflt, b.minflt, secs)),
+        reaped_cpu_percent: None,
         read_bytes_per_sec: io_rate(|io| io.read_bytes),
         write_bytes_per_sec: io_rate(|io| io.write_bytes),
         pss: p.pss.map(|r| MemoryAge {
@@ -113,5 +144,70 @@ fn row(
             age_secs: cur.mono_ns.saturating_sub(r.read_mono_ns) as f64 / 1e9,
         }),
         cgroup: p.cgroup.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::{HostSample, SampleCost};
+
+    fn p(pid: u32, ppid: u32, cpu: u64, children: u64) -> ProcessSample {
+        ProcessSample {
+            pid,
+            ppid,
+            start_ticks: u64::from(pid),
+            comm: Arc::from("x"),
+            state: 'S',
+            utime_ticks: cpu,
+            stime_ticks: 0,
+            cutime_ticks: Some(children),
+            cstime_ticks: Some(0),
+            num_threads: 1,
+            minflt: 0,
+            majflt: 0,
+            nice: 0,
+            vsize_bytes: 0,
+            resident_bytes: None,
+            status: None,
+            io: None,
+            cmdline: None,
+            pss: None,
+            cgroup: None,
+        }
+    }
+
+    fn sample(seq: u64, processes: Vec<ProcessSample>) -> Sample {
+        Sample {
+            seq,
+            unix_ns: seq * 1_000_000_000,
+            mono_ns: seq * 1_000_000_000,
+            clock_ticks_per_sec: 100,
+            page_size: 4096,
+            host: HostSample::default(),
+            container: None,
+            processes,
+            cost: SampleCost::default(),
+        }
+    }
+
+    #[test]
+    fn children_that_exited_between_samples_are_counted_once() {
+        // A wrapper (10) with a child (11) seen at the first sample having used 30 ticks. By the
+        // second sample, one second later, 11 has exited after 20 more ticks, and another child
+        // that lived and died between the samples used 50: the wrapper's cutime grew by 100 =
+        // 11's 50 in all plus the unseen 50. 30 of it was counted while 11 was alive.
+        let prev = sample(1, vec![p(10, 1, 5, 0), p(11, 10, 30, 0)]);
+        let cur = sample(2, vec![p(10, 1, 5, 100)]);
+        let rows = process_rows(&cur, Some(&prev), RowContext::default());
+        let wrapper = &rows[0];
+        assert_eq!(wrapper.cpu_percent, Some(0.0));
+        let reaped = wrapper.reaped_cpu_percent.expect("a rate");
+        assert!((reaped - 70.0).abs() < 1e-9, "{reaped}");
+        // Without a previous sample, or from a recording made before cutime was read: no rate.
+        assert_eq!(process_rows(&cur, None, RowContext::default())[0].reaped_cpu_percent, None);
+        let mut old = prev.clone();
+        old.processes[0].cutime_ticks = None;
+        assert_eq!(process_rows(&cur, Some(&old), RowContext::default())[0].reaped_cpu_percent, None);
     }
 }

@@ -97,6 +97,12 @@ pub struct ProcessSample {
     pub state: char,
     pub utime_ticks: u64,
     pub stime_ticks: u64,
+    /// CPU of reaped children (user, system), cumulative; `None` in samples recorded before
+    /// proctor read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutime_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cstime_ticks: Option<u64>,
     pub num_threads: u64,
     pub minflt: u64,
     pub majflt: u64,

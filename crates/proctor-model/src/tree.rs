@@ -135,6 +135,8 @@ mod tests {
             vsize_bytes: 0,
             threads: 2,
             major_faults_per_sec: None,
+            minor_faults_per_sec: None,
+            reaped_cpu_percent: None,
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
             pss: None,

@@ -22,6 +22,9 @@ pub struct PidStat {
     pub majflt: u64,
     pub utime_ticks: u64,
     pub stime_ticks: u64,
+    /// CPU of children this process waited for (reaped), user and system, cumulative.
+    pub cutime_ticks: u64,
+    pub cstime_ticks: u64,
     pub priority: i64,
     pub nice: i64,
     pub num_threads: u64,
@@ -119,6 +122,8 @@ fn parse_stat_fields(bytes: &[u8], last_field: usize) -> Option<(PidStat, &[u8])
         majflt: unsigned(12)?,
         utime_ticks: unsigned(14)?,
         stime_ticks: unsigned(15)?,
+        cutime_ticks: unsigned(16)?,
+        cstime_ticks: unsigned(17)?,
         priority: values[18],
         nice: values[19],
         num_threads: unsigned(20)?,
@@ -344,6 +349,10 @@ mod tests {
         assert_eq!(stat.majflt, 3);
         assert_eq!(stat.utime_ticks, 7);
         assert_eq!(stat.stime_ticks, 5);
+        assert_eq!((stat.cutime_ticks, stat.cstime_ticks), (0, 0));
+        let reaped = String::from_utf8_lossy(STAT).replacen(" 7 5 0 0 ", " 7 5 30 12 ", 1);
+        let stat = parse_stat(reaped.as_bytes()).expect("parses");
+        assert_eq!((stat.cutime_ticks, stat.cstime_ticks), (30, 12), "children's CPU, fields 16 and 17");
         assert_eq!(stat.num_threads, 1);
         assert_eq!(stat.start_ticks, 123_456);
         assert_eq!(stat.vsize_bytes, 2_240_512);

@@ -629,6 +629,8 @@ mod tests {
                     state: 'R',
                     utime_ticks: ticks,
                     stime_ticks: 0,
+                    cutime_ticks: None,
+                    cstime_ticks: None,
                     num_threads: 1,
                     minflt: 0,
                     majflt: 0,

@@ -345,6 +345,8 @@ impl ProcessTable {
             state: stat.state,
             utime_ticks: stat.utime_ticks,
             stime_ticks: stat.stime_ticks,
+            cutime_ticks: Some(stat.cutime_ticks),
+            cstime_ticks: Some(stat.cstime_ticks),
             num_threads: stat.num_threads,
             minflt: stat.minflt,
             majflt: stat.majflt,

@@ -157,6 +157,8 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 state: p.state,
                 utime_ticks: p.utime_ticks,
                 stime_ticks: p.stime_ticks,
+                cutime_ticks: p.cutime_ticks,
+                cstime_ticks: p.cstime_ticks,
                 num_threads: p.num_threads,
                 minflt: p.minflt,
                 majflt: p.majflt,
@@ -242,6 +244,10 @@ struct LeanProcess {
     state: char,
     utime_ticks: u64,
     stime_ticks: u64,
+    #[serde(default)]
+    cutime_ticks: Option<u64>,
+    #[serde(default)]
+    cstime_ticks: Option<u64>,
     num_threads: u64,
     minflt: u64,
     majflt: u64,

@@ -313,6 +313,10 @@ struct RowPatch {
     utime_ticks: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stime_ticks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    cutime_ticks: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    cstime_ticks: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     num_threads: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -358,6 +362,8 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         state,
         utime_ticks,
         stime_ticks,
+        cutime_ticks,
+        cstime_ticks,
         num_threads,
         minflt,
         majflt,
@@ -373,6 +379,8 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
     // The cheap, usual case first: an idle process is unchanged.
     if old.utime_ticks == *utime_ticks
         && old.stime_ticks == *stime_ticks
+        && old.cutime_ticks == *cutime_ticks
+        && old.cstime_ticks == *cstime_ticks
         && old.minflt == *minflt
         && old.state == *state
         && old.resident_bytes == *resident_bytes
@@ -397,6 +405,8 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         state: changed(&old.state, state),
         utime_ticks: changed(&old.utime_ticks, utime_ticks),
         stime_ticks: changed(&old.stime_ticks, stime_ticks),
+        cutime_ticks: changed(&old.cutime_ticks, cutime_ticks),
+        cstime_ticks: changed(&old.cstime_ticks, cstime_ticks),
         num_threads: changed(&old.num_threads, num_threads),
         minflt: changed(&old.minflt, minflt),
         majflt: changed(&old.majflt, majflt),
@@ -420,6 +430,8 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
         state,
         utime_ticks,
         stime_ticks,
+        cutime_ticks,
+        cstime_ticks,
         num_threads,
         minflt,
         majflt,
@@ -442,6 +454,8 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
     set(&mut row.state, state);
     set(&mut row.utime_ticks, utime_ticks);
     set(&mut row.stime_ticks, stime_ticks);
+    set(&mut row.cutime_ticks, cutime_ticks);
+    set(&mut row.cstime_ticks, cstime_ticks);
     set(&mut row.num_threads, num_threads);
     set(&mut row.minflt, minflt);
     set(&mut row.majflt, majflt);
@@ -595,6 +609,8 @@ mod tests {
             state: 'S',
             utime_ticks: 0,
             stime_ticks: 0,
+            cutime_ticks: None,
+            cstime_ticks: None,
             num_threads: 1,
             minflt: 0,
             majflt: 0,
@@ -629,6 +645,29 @@ mod tests {
         let advanced = base(4).advance(&record).map(|k| k.processes.iter().map(|p| p.pid).collect());
         assert_eq!(decoded.as_ref().map_err(ToString::to_string), advanced.as_ref().map_err(ToString::to_string));
         decoded.map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reaped_children_cpu_round_trips_through_a_delta_and_old_rows_read_as_unknown() {
+        let key = base(3);
+        let mut sample =
+            decode_delta(&key, &DeltaRecord::parse(br#"{"base":8,"rest":{},"rows":[{"k":[0,3]}]}"#).expect("parses"))
+                .expect("decodes");
+        sample.processes[0].cutime_ticks = Some(40);
+        sample.processes[0].cstime_ticks = Some(2);
+        sample.processes[1].cutime_ticks = Some(0);
+        let bytes = encode_delta(&key, &sample, 8, false, 256);
+        let back = decode_delta(&key, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes");
+        let children: Vec<_> = back.processes.iter().map(|p| (p.cutime_ticks, p.cstime_ticks)).collect();
+        assert_eq!(children, [(Some(40), Some(2)), (Some(0), None), (None, None)]);
+        // Back to unknown (a row written by a build that did not read them) is carried too.
+        let mut later = back.clone();
+        let mut key2 = KeySample::from_sample(back);
+        later.processes[0].cutime_ticks = None;
+        let bytes = encode_delta(&key2, &later, 8, false, 256);
+        key2 =
+            KeySample::from_sample(decode_delta(&key2, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes"));
+        assert_eq!(key2.processes[0].cutime_ticks, None);
     }
 
     #[test]

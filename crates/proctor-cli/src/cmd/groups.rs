@@ -146,8 +146,8 @@ fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "{:>7} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9}  GROUP",
-        "CPU%", "PROCS", "THR", "TIME", "RSS", "PSS (known)", "SWAP", "MAJFLT/s"
+        "{:>7} {:>8} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9} {:>9}  GROUP",
+        "CPU%", "REAPED%", "PROCS", "THR", "TIME", "RSS", "PSS (known)", "SWAP", "MINFLT/s", "MAJFLT/s"
     )?;
     for g in doc.groups {
         let pss = if g.pss_known > 0 {
@@ -157,14 +157,16 @@ fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
         };
         writeln!(
             out,
-            "{:>7} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9}  {}",
+            "{:>7} {:>8} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9} {:>9}  {}",
             percent(g.cpu_percent),
+            percent(g.reaped_cpu_percent),
             g.processes,
             g.threads,
             seconds(g.cpu_seconds_total),
             bytes(g.rss_bytes),
             pss,
             bytes(g.swap_bytes),
+            format!("{:.0}", g.minor_faults_per_sec),
             format!("{:.1}", g.major_faults_per_sec),
             printable(&g.name)
         )?;

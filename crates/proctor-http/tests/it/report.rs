@@ -19,6 +19,8 @@ fn process(pid: u32, comm: &str, ticks: u64, rss: u64) -> ProcessSample {
         state: 'R',
         utime_ticks: ticks,
         stime_ticks: 0,
+        cutime_ticks: None,
+        cstime_ticks: None,
         num_threads: 1,
         minflt: 0,
         majflt: 0,

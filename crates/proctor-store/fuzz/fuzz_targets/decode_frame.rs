@@ -73,6 +73,8 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         state: 'S',
         utime_ticks: seq * u64::from(pid % 3),
         stime_ticks: seq,
+        cutime_ticks: Some(seq / 3),
+        cstime_ticks: Some(seq / 3),
         num_threads: 1,
         minflt: seq,
         majflt: 0,

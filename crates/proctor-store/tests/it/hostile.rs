@@ -213,6 +213,8 @@ fn alike_row(p: &proctor_model::ProcessSample) -> proctor_model::ProcessSample {
         start_ticks: 0,
         utime_ticks: 0,
         stime_ticks: 0,
+        cutime_ticks: None,
+        cstime_ticks: None,
         minflt: 0,
         resident_bytes: Some(0),
         comm: std::sync::Arc::from("x"),

@@ -45,6 +45,8 @@ fn sample(seq: u64, processes: u32) -> Sample {
                 state: 'S',
                 utime_ticks: u64::from(pid % 5) * seq,
                 stime_ticks: seq,
+                cutime_ticks: None,
+                cstime_ticks: None,
                 num_threads: 1,
                 minflt: 10 * seq,
                 majflt: 0,
