@@ -29,6 +29,10 @@ pub struct AgentConfig {
     pub history_top: usize,
     /// Stop after this many samples (`proctor record --count`); `None`: until stopped.
     pub max_samples: Option<u64>,
+    /// Fold each sample's processes into groups this way (`proctor serve --groups`).
+    pub groups: Option<Arc<proctor_groups::By>>,
+    /// At most this many groups per snapshot; the rest are counted.
+    pub max_groups: usize,
 }
 
 impl Default for AgentConfig {
@@ -38,6 +42,8 @@ impl Default for AgentConfig {
             history: Duration::from_secs(3600),
             history_top: 10,
             max_samples: None,
+            groups: None,
+            max_groups: 64,
         }
     }
 }
@@ -45,7 +51,7 @@ impl Default for AgentConfig {
 impl AgentConfig {
     /// An agent for a command that reads a few snapshots and needs no history.
     pub fn brief(interval: Duration) -> AgentConfig {
-        AgentConfig { interval, history: interval * 2, history_top: 1, max_samples: None }
+        AgentConfig { interval, history: interval * 2, history_top: 1, ..AgentConfig::default() }
     }
 }
 
@@ -109,6 +115,7 @@ struct Loop {
     totals: AgentSelf,
     schedule: Schedule,
     recorder: Recorder,
+    groups: Option<crate::groups::GroupState>,
 }
 
 impl Agent {
@@ -135,7 +142,11 @@ impl Agent {
             ..AgentSelf::default()
         };
         let mut peak = SelfPeak::open();
-        let first = cycle(&mut sampler, &mut peak, None, &mut totals, &recorder);
+        let mut groups = config.groups.clone().map(|by| crate::groups::GroupState::new(by, config.max_groups));
+        let mut first = cycle(&mut sampler, &mut peak, None, &mut totals, &recorder);
+        if let Some(g) = groups.as_mut() {
+            first.groups = Some(Arc::new(g.fold(&first)));
+        }
         let mut history = History::new(&first, history_capacity(&config), config.history_top);
         history.push(&first);
         let first = Arc::new(finish(first, &history));
@@ -149,7 +160,7 @@ impl Agent {
             published: (Mutex::new(first_seq), Condvar::new()),
             stop: (Mutex::new(false), Condvar::new()),
         });
-        let state = Loop { sampler, peak, totals, schedule, recorder };
+        let state = Loop { sampler, peak, totals, schedule, recorder, groups };
         let thread_shared = Arc::clone(&shared);
         let thread =
             std::thread::Builder::new().name("proctor-agent".into()).spawn(move || run(state, &thread_shared))?;
@@ -200,8 +211,11 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
         }
         state.totals.missed_ticks = state.schedule.missed();
         let prev = shared.latest();
-        let snapshot = cycle(&mut state.sampler, &mut state.peak, Some(&prev), &mut state.totals, &state.recorder);
+        let mut snapshot = cycle(&mut state.sampler, &mut state.peak, Some(&prev), &mut state.totals, &state.recorder);
         drop(prev);
+        if let Some(g) = state.groups.as_mut() {
+            snapshot.groups = Some(Arc::new(g.fold(&snapshot)));
+        }
         let snapshot = {
             let mut history = shared.history.write().unwrap_or_else(|e| e.into_inner());
             history.push(&snapshot);

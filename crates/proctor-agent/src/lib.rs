@@ -14,6 +14,7 @@
 
 pub mod agent;
 pub mod disk;
+pub mod groups;
 pub mod history;
 pub mod history_query;
 pub mod range;

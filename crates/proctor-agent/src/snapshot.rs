@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use proctor_model::{
     container_truth, host_view, process_rows, ContainerTruth, HostView, ProcessRow, RowContext, Sample,
@@ -92,6 +93,8 @@ pub struct Snapshot {
     /// CPUs' worth of time the watched cgroup used over the interval.
     pub container_cpu_cores: Option<f64>,
     pub agent: AgentSelf,
+    /// Process groups, when the agent was asked to keep them (`AgentConfig::groups`).
+    pub groups: Option<Arc<crate::groups::GroupsView>>,
 }
 
 impl Snapshot {
@@ -108,7 +111,16 @@ impl Snapshot {
             let before = p.container.as_ref()?.counters.cpu_usage_usec?;
             Some(now.checked_sub(before)? as f64 / 1e6 / secs)
         });
-        Snapshot { sample, interval_secs, host, rows, truth, container_cpu_cores, agent: AgentSelf::default() }
+        Snapshot {
+            sample,
+            interval_secs,
+            host,
+            rows,
+            truth,
+            container_cpu_cores,
+            agent: AgentSelf::default(),
+            groups: None,
+        }
     }
 
     /// A snapshot of one sample with nothing derived but the container truth: what a one-off
@@ -123,6 +135,7 @@ impl Snapshot {
             truth,
             container_cpu_cores: None,
             agent: AgentSelf::default(),
+            groups: None,
         }
     }
 

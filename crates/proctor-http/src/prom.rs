@@ -364,8 +364,60 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http: &HttpOut) -> Vec<Fam
 
     container_families(s, &mut out);
     process_families(s, config, &mut out);
+    group_families(s, &mut out);
     agent_families(s, http, &mut out);
     out
+}
+
+/// Per-group series, when the agent keeps groups: one set per published group (the agent caps
+/// them, `--max-groups`) and how many it left out.
+fn group_families(s: &Snapshot, out: &mut Vec<Family>) {
+    let Some(g) = s.groups.as_deref() else { return };
+    let mut cpu = Family::new(
+        "proctor_group_cpu_seconds",
+        Kind::Counter,
+        "CPU time of each group while the agent watched it, members' reaped children included.",
+    );
+    let mut procs = Family::new("proctor_group_processes", Kind::Gauge, "Processes in each group.");
+    let mut threads = Family::new("proctor_group_threads", Kind::Gauge, "Threads in each group.");
+    let mut rss = Family::new("proctor_group_resident_bytes", Kind::Gauge, "Resident memory of each group, summed.");
+    let mut swap = Family::new("proctor_group_swap_bytes", Kind::Gauge, "Swapped-out memory of each group, summed.");
+    let mut pss = Family::new(
+        "proctor_group_pss_bytes",
+        Kind::Gauge,
+        "PSS summed over the members whose PSS is known (see proctor_group_pss_known_processes).",
+    );
+    let mut pss_known = Family::new("proctor_group_pss_known_processes", Kind::Gauge, "Members whose PSS is known.");
+    let mut minflt = Family::new(
+        "proctor_group_minor_faults_per_second",
+        Kind::Gauge,
+        "Minor page faults per second over the last interval, summed.",
+    );
+    let mut majflt = Family::new(
+        "proctor_group_major_faults_per_second",
+        Kind::Gauge,
+        "Major page faults per second over the last interval, summed.",
+    );
+    for (row, counter) in &g.groups {
+        let labels = || vec![("group", row.name.clone()), ("by", g.by.to_string())];
+        cpu.push(labels(), *counter);
+        procs.push(labels(), row.processes as f64);
+        threads.push(labels(), row.threads as f64);
+        rss.push(labels(), row.rss_bytes as f64);
+        swap.push(labels(), row.swap_bytes as f64);
+        pss.push(labels(), row.pss_bytes as f64);
+        pss_known.push(labels(), row.pss_known as f64);
+        minflt.push(labels(), row.minor_faults_per_sec);
+        majflt.push(labels(), row.major_faults_per_sec);
+    }
+    out.extend([cpu, procs, threads, rss, swap, pss, pss_known, minflt, majflt]);
+    let mut overflow = Family::new(
+        "proctor_group_overflow",
+        Kind::Gauge,
+        "Groups left out of these series by the agent's cap (--max-groups).",
+    );
+    overflow.push(Vec::new(), g.overflow as f64);
+    out.push(overflow);
 }
 
 fn container_families(s: &Snapshot, out: &mut Vec<Family>) {

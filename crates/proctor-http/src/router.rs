@@ -102,6 +102,7 @@ pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
         .route("/api/v1/history", get(history))
         .route("/api/v1/history/series", get(history_series))
         .route("/api/v1/report", get(report))
+        .route("/api/v1/groups", get(groups))
         .route("/api/v1/processes", get(processes))
         .route("/api/v1/processes/{pid}", get(process))
         .route("/api/v1/processes/{pid}/tree", get(tree))
@@ -143,6 +144,18 @@ async fn snapshot(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<R
     let top = p.number::<usize>("top")?.unwrap_or(SNAPSHOT_TOP);
     let s = st.shared.latest();
     Ok(json_response(&snapshot::snapshot(&s, sort, top, &st.extras())))
+}
+
+async fn groups(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(q, &["top"])?;
+    let top = p.number::<usize>("top")?.unwrap_or(0);
+    let s = st.shared.latest();
+    match proctor_vocab::groups::groups(&s, top) {
+        Some(doc) => Ok(json_response(&doc)),
+        None => Err(ApiError::not_found(
+            "this agent keeps no groups: start proctor serve with --groups cgroup, --groups user or --groups RULES.yml",
+        )),
+    }
 }
 
 async fn container(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {

@@ -11,6 +11,7 @@
 
 pub mod duration;
 pub mod fields;
+pub mod groups;
 pub mod history;
 pub mod js;
 pub mod jupyter;

@@ -40,9 +40,19 @@ impl ReadArgs {
 /// rates cover that interval. The agent is the one sampling loop; this starts it, takes what
 /// it published and stops it.
 pub fn one_snapshot(config: SamplerConfig, interval: Duration) -> anyhow::Result<Arc<Snapshot>> {
+    one_snapshot_with(config, AgentConfig::brief(interval), interval)
+}
+
+/// [`one_snapshot`] from an agent configured as `agent_config` (its interval is `interval`'s).
+pub fn one_snapshot_with(
+    config: SamplerConfig,
+    agent_config: AgentConfig,
+    interval: Duration,
+) -> anyhow::Result<Arc<Snapshot>> {
     // With no interval the agent's schedule never fires before it is stopped.
     let every = if interval.is_zero() { Duration::from_secs(3600) } else { interval };
-    let agent = Agent::start(config, AgentConfig::brief(every)).context("cannot start the sampling thread")?;
+    let agent_config = AgentConfig { interval: every, ..agent_config };
+    let agent = Agent::start(config, agent_config).context("cannot start the sampling thread")?;
     let shared = agent.shared();
     let first = shared.latest();
     let snapshot = if interval.is_zero() {

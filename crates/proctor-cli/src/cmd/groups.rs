@@ -8,11 +8,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use proctor_groups::{assign, fold, By, Rules};
-use proctor_vocab::units::{bytes, percent, printable, seconds};
-use serde::Serialize;
+use std::sync::Arc;
 
-use super::common::{one_snapshot, ReadArgs};
+use proctor_agent::AgentConfig;
+use proctor_groups::{By, Rules};
+use proctor_vocab::groups::GroupsOut;
+use proctor_vocab::units::{bytes, percent, printable, seconds};
+
+use super::common::{one_snapshot_with, ReadArgs};
 use crate::output::{print_json, Format};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -55,17 +58,28 @@ fn load_rules(path: &Path) -> anyhow::Result<Result<Rules, Vec<proctor_groups::D
     Ok(Rules::parse(&text))
 }
 
-#[derive(Debug, Serialize)]
-struct GroupsOut<'a> {
-    time_unix_ms: u64,
-    interval_secs: Option<f64>,
-    by: &'static str,
-    /// Processes in the sample, and those no rule took (rules only).
-    processes: usize,
-    ungrouped: usize,
-    /// Groups in all; `groups` holds the first `--top` of them.
-    total_groups: usize,
-    groups: &'a [proctor_groups::GroupRow],
+/// `cgroup`, `user`, or a rules file (refused with its first mistakes).
+pub fn by_spec(spec: &str) -> anyhow::Result<By> {
+    match spec {
+        "cgroup" => Ok(By::Cgroup),
+        "user" => Ok(By::User),
+        path => rules_from(Path::new(path)),
+    }
+}
+
+fn rules_from(path: &Path) -> anyhow::Result<By> {
+    match load_rules(path)? {
+        Ok(rules) => Ok(By::Rules(rules)),
+        Err(errors) => {
+            let first: Vec<String> = errors.iter().take(5).map(ToString::to_string).collect();
+            bail!(
+                "{} has {} mistakes (proctor groups --check {0} lists them):\n  {}",
+                path.display(),
+                errors.len(),
+                first.join("\n  ")
+            );
+        }
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -85,46 +99,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
     }
     let by = match (args.by, &args.config) {
-        (Some(GroupBy::Rules) | None, Some(path)) => match load_rules(path)? {
-            Ok(rules) => By::Rules(rules),
-            Err(errors) => {
-                let first: Vec<String> = errors.iter().take(5).map(ToString::to_string).collect();
-                bail!(
-                    "{} has {} mistakes (proctor groups --check {0} lists them):\n  {}",
-                    path.display(),
-                    errors.len(),
-                    first.join("\n  ")
-                );
-            }
-        },
+        (Some(GroupBy::Rules) | None, Some(path)) => rules_from(path)?,
         (Some(GroupBy::Rules), None) => bail!("--by rules needs --config FILE (a process-exporter config)"),
         (Some(GroupBy::User), _) => By::User,
         (Some(GroupBy::Cgroup) | None, _) => By::Cgroup,
     };
     let mut config = args.read.config();
     config.pss_budget = 0.0;
-    let s = one_snapshot(config, args.interval)?;
-    let users = proctor_procfs::system::read_users(Path::new("/etc/passwd"));
-    let names = assign(&by, &s.rows, &users);
-    let mut groups = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs);
-    let total_groups = groups.len();
-    if args.top > 0 {
-        groups.truncate(args.top);
-    }
-    let by_name = match by {
-        By::Rules(_) => "rules",
-        By::Cgroup => "cgroup",
-        By::User => "user",
-    };
-    let doc = GroupsOut {
-        time_unix_ms: s.unix_ms(),
-        interval_secs: s.interval_secs,
-        by: by_name,
-        processes: s.rows.len(),
-        ungrouped: s.rows.len() - names.len(),
-        total_groups,
-        groups: &groups,
-    };
+    let agent_config =
+        AgentConfig { groups: Some(Arc::new(by)), max_groups: usize::MAX, ..AgentConfig::brief(args.interval) };
+    let s = one_snapshot_with(config, agent_config, args.interval)?;
+    let doc = proctor_vocab::groups::groups(&s, args.top).context("the agent folded no groups")?;
     match args.format {
         Format::Json => print_json(&doc)?,
         Format::Text => print_text(&doc)?,
@@ -133,23 +118,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
+    let total_groups = doc.groups.len() + doc.overflow;
     let mut out = std::io::stdout().lock();
     let rates = doc.interval_secs.map_or("no rates (one sample)".to_string(), |i| format!("rates over {}", seconds(i)));
-    let shown = if doc.groups.len() < doc.total_groups {
-        format!(" (the first {} shown)", doc.groups.len())
-    } else {
-        String::new()
-    };
-    writeln!(out, "{} groups by {} of {} processes{shown}; {rates}", doc.total_groups, doc.by, doc.processes)?;
+    let shown = if doc.overflow > 0 { format!(" (the first {} shown)", doc.groups.len()) } else { String::new() };
+    writeln!(out, "{total_groups} groups by {} of {} processes{shown}; {rates}", doc.by, doc.processes)?;
     if doc.ungrouped > 0 {
         writeln!(out, "{} processes matched no rule and follow no grouped parent: not shown", doc.ungrouped)?;
+    }
+    if doc.cmdline_unread > 0 && doc.by == "rules" {
+        writeln!(
+            out,
+            "{} processes' command lines were not read yet: exe and cmdline rules could not take them (a longer --interval gives the reader time)",
+            doc.cmdline_unread
+        )?;
     }
     writeln!(
         out,
         "{:>7} {:>8} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9} {:>9}  GROUP",
         "CPU%", "REAPED%", "PROCS", "THR", "TIME", "RSS", "PSS (known)", "SWAP", "MINFLT/s", "MAJFLT/s"
     )?;
-    for g in doc.groups {
+    for g in doc.groups.iter().map(|g| g.row) {
         let pss = if g.pss_known > 0 {
             format!("{} ({}/{})", bytes(g.pss_bytes), g.pss_known, g.processes)
         } else {

@@ -97,6 +97,14 @@ struct ServeOptions {
     /// refresh PSS of big trees sooner (a 2 GiB process costs ~30 ms per read).
     #[arg(long, value_name = "SHARE", default_value_t = 0.005)]
     pss_budget: f64,
+    /// Keep process groups every sample, for `/api/v1/groups` and `/metrics`
+    /// (`proctor_group_*`): `cgroup`, `user`, or a process-exporter rules file.
+    #[arg(long, value_name = "cgroup|user|FILE")]
+    groups: Option<String>,
+    /// At most this many groups get series (by CPU); the rest are counted in
+    /// `proctor_group_overflow`.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_groups: usize,
     /// Also run the statsd server (its flags below); its figures join /metrics.
     #[arg(long)]
     statsd: bool,
@@ -191,7 +199,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .clone()
         .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/"));
-    let agent_config = AgentConfig { interval, history, ..AgentConfig::default() };
+    let groups = match o.groups.as_deref() {
+        None => None,
+        Some(spec) => Some(std::sync::Arc::new(super::groups::by_spec(spec)?)),
+    };
+    let agent_config = AgentConfig { interval, history, groups, max_groups: o.max_groups, ..AgentConfig::default() };
     // statvfs can hang on a dead network mount: it is read on a thread of its own, never by
     // the sampler or a request.
     let disk = DiskWatch::start(&disk_path, DISK_EVERY, DISK_TIMEOUT).context("cannot start the disk watcher")?;

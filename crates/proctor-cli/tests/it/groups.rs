@@ -5,7 +5,27 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{json, proctor, Guard};
+use super::{json, proctor};
+
+/// A script run in a process group of its own; dropping it ends the whole group (the script
+/// and every child it started, which would otherwise outlive the test), by the group's id,
+/// which is the pid this test started.
+struct Family(std::process::Child);
+
+impl Family {
+    fn start(script: &std::path::Path) -> Family {
+        use std::os::unix::process::CommandExt;
+        Family(Command::new("sh").arg(script).stdout(Stdio::null()).process_group(0).spawn().expect("sh"))
+    }
+}
+
+impl Drop for Family {
+    fn drop(&mut self) {
+        // SAFETY: SIGKILL to the process group led by the child this test started.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
 
 #[test]
 fn a_rules_file_groups_a_wrapper_with_its_children_and_a_child_with_its_own_rule_apart() {
@@ -13,13 +33,15 @@ fn a_rules_file_groups_a_wrapper_with_its_children_and_a_child_with_its_own_rule
     let script = dir.path().join("wrapper-groups-test.sh");
     // A wrapper that starts two sleeps (children follow it) and one marked child that has a
     // rule of its own.
-    std::fs::write(&script, "sleep 300 &\nsleep 301 &\nsh -c 'sleep 302' own-group-marker &\nwait\n").expect("script");
-    let wrapper = Guard(Command::new("sh").arg(&script).stdout(Stdio::null()).spawn().expect("sh"));
+    // The marker names this run alone, so no other run's processes can match it.
+    let marker = format!("own-group-{}", std::process::id());
+    std::fs::write(&script, format!("sleep 300 &\nsleep 301 &\nsh -c 'sleep 302' {marker}-marker &\nwait\n")).expect("script");
+    let wrapper = Family::start(&script);
     let rules = dir.path().join("rules.yml");
     std::fs::write(
         &rules,
         format!(
-            "process_names:\n  - name: \"marked-{{{{.Matches.Tag}}}}\"\n    cmdline: ['(?P<Tag>own-group)-marker']\n  - name: wrapper\n    cmdline: ['{}']\n",
+            "process_names:\n  - name: \"marked-{{{{.Matches.Tag}}}}\"\n    cmdline: ['(?P<Tag>{marker})-marker']\n  - name: wrapper\n    cmdline: ['{}']\n",
             script.display()
         ),
     )
@@ -27,17 +49,9 @@ fn a_rules_file_groups_a_wrapper_with_its_children_and_a_child_with_its_own_rule
     // The children need a moment to exist and to have their command lines read.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let v = json(&proctor(&[
-            "groups",
-            "--config",
-            rules.to_str().expect("utf-8"),
-            "--interval",
-            "300ms",
-            "--format",
-            "json",
-        ]));
+        let v = json(&proctor(&["groups", "--config", rules.to_str().expect("utf-8"), "--format", "json"]));
         let group = |name: &str| v["groups"].as_array().and_then(|g| g.iter().find(|g| g["name"] == name)).cloned();
-        let (w, m) = (group("wrapper"), group("marked-own-group"));
+        let (w, m) = (group("wrapper"), group(&format!("marked-{marker}")));
         let done = w.as_ref().is_some_and(|w| w["processes"] == 3) && m.as_ref().is_some_and(|m| m["processes"] == 2);
         if done {
             let w = w.expect("wrapper");
@@ -89,7 +103,7 @@ fn a_wrapper_whose_children_live_less_than_a_sample_still_shows_their_cpu() {
         "end=$(( $(date +%s) + 30 ))\nwhile [ $(date +%s) -lt $end ]; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done\n",
     )
     .expect("script");
-    let wrapper = Guard(Command::new("sh").arg(&script).stdout(Stdio::null()).spawn().expect("sh"));
+    let wrapper = Family::start(&script);
     let rules = dir.path().join("rules.yml");
     std::fs::write(&rules, format!("process_names:\n  - name: wrapper\n    cmdline: ['{}']\n", script.display()))
         .expect("rules");
@@ -113,4 +127,67 @@ fn a_wrapper_whose_children_live_less_than_a_sample_still_shows_their_cpu() {
     // expected to come back as reaped CPU (without it, the group shows about 0 %).
     assert!(best.1 >= 20.0, "reaped CPU of the wrapper's short-lived children: {best:?}");
     drop(wrapper);
+}
+
+/// `serve --groups RULES`: `/api/v1/groups` has the wrapper with its short-lived children's
+/// CPU, and its CPU counter grows between two snapshots; without `--groups` the route says how
+/// to turn groups on.
+#[test]
+fn serve_keeps_groups_every_sample_for_the_api() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("serve-groups-wrapper.sh");
+    std::fs::write(
+        &script,
+        "end=$(( $(date +%s) + 30 ))\nwhile [ $(date +%s) -lt $end ]; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done\n",
+    )
+    .expect("script");
+    let _wrapper = Family::start(&script);
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(&rules, format!("process_names:\n  - name: wrapper\n    cmdline: ['{}']\n", script.display()))
+        .expect("rules");
+    let start = |extra: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+            .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "500ms"])
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("serve");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        let mut addr = None;
+        while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+            addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
+            line.clear();
+        }
+        (super::Guard(child), addr.expect("serve printed its address"), stderr)
+    };
+    let body = |reply: &str| reply.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let (plain, addr, _e1) = start(&[]);
+    let reply = super::http_get(&addr, "/api/v1/groups");
+    assert!(reply.starts_with("HTTP/1.1 404") && reply.contains("--groups"), "{reply}");
+    drop(plain);
+
+    let (_serve, addr, _e2) = start(&["--groups", rules.to_str().expect("utf-8")]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen: Vec<(f64, f64)> = Vec::new();
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(600));
+        let v: serde_json::Value =
+            serde_json::from_str(&body(&super::http_get(&addr, "/api/v1/groups"))).expect("json");
+        assert_eq!(v["by"], "rules", "{v}");
+        if let Some(w) = v["groups"].as_array().and_then(|g| g.iter().find(|g| g["name"] == "wrapper")) {
+            seen.push((
+                w["reaped_cpu_percent"].as_f64().unwrap_or(0.0),
+                w["cpu_seconds_counter"].as_f64().unwrap_or(0.0),
+            ));
+        }
+        let grew = seen.first().zip(seen.last()).is_some_and(|(a, b)| b.1 > a.1);
+        if seen.iter().any(|s| s.0 >= 20.0) && grew {
+            break;
+        }
+    }
+    assert!(seen.iter().any(|s| s.0 >= 20.0), "the wrapper's reaped CPU: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[1].1 >= w[0].1), "the counter never goes down: {seen:?}");
+    assert!(seen.first().zip(seen.last()).is_some_and(|(a, b)| b.1 > a.1), "the counter grows: {seen:?}");
 }

@@ -229,7 +229,7 @@ fn serve_answers_and_stops_on_sigterm() {
     assert!(rest.contains("stopping"), "{rest}");
 }
 
-fn http_get(addr: &str, path: &str) -> String {
+pub(crate) fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
     write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
@@ -254,7 +254,7 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     let udp = format!("127.0.0.1:{udp_port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
         .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--statsd", "--udp", &udp])
-        .args(["--admin", "off", "--flush-interval", "300ms"])
+        .args(["--admin", "off", "--flush-interval", "300ms", "--groups", "cgroup"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start serve --statsd");
@@ -295,6 +295,8 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     assert!(body.contains("proctor_statsd_timer_seconds{key=\"req.time\",stat=\"upper\"} 0.25"), "{body}");
     assert!(body.contains("proctor_statsd_packets_received_total "), "{body}");
     assert!(body.contains("proctor_host_cpu_seconds_total{"), "{body}");
+    // --groups cgroup: one series set per group (checked by promtool below with the rest).
+    assert!(body.contains("proctor_group_processes{group=\"") && body.contains("proctor_group_overflow 0"), "{body}");
     // Counts add up across flushes: 3 per packet, several flushes apart.
     let (first, last) = (first_total.expect("a first total"), total(&body).expect("a last total"));
     assert!(last >= first + 6.0 && last % 3.0 == 0.0, "{first} then {last}");

@@ -1,0 +1,93 @@
+//! Process groups on the sampling thread: each cycle's rows folded into groups (by rules, cgroup
+//! or user; `proctor-groups` does the folding), with a CPU-seconds counter per group that only
+//! grows — the group's CPU over each interval, its members' reaped children included, added up
+//! — so `/metrics` can serve it as a Prometheus counter although members come and go.
+//!
+//! Bounded: at most `max` groups are published per snapshot (by CPU, then RSS), the rest are
+//! counted as `overflow`; counters are kept for at most `4 × max` names (the smallest dropped
+//! first).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proctor_groups::{assign, fold, By, GroupRow};
+
+use crate::snapshot::Snapshot;
+
+/// The groups of one snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupsView {
+    /// `rules`, `cgroup` or `user`.
+    pub by: &'static str,
+    /// Published groups, biggest CPU first, each with its CPU-seconds counter.
+    pub groups: Vec<(GroupRow, f64)>,
+    /// Groups left out by the cap.
+    pub overflow: usize,
+    /// Processes no group took (rules only).
+    pub ungrouped: usize,
+    /// CPU the fold took on the sampling thread.
+    pub cost_cpu_ns: u64,
+}
+
+/// What the agent keeps between cycles.
+#[derive(Debug)]
+pub struct GroupState {
+    by: Arc<By>,
+    max: usize,
+    users: BTreeMap<u32, String>,
+    counters: BTreeMap<String, f64>,
+}
+
+impl GroupState {
+    pub fn new(by: Arc<By>, max: usize) -> GroupState {
+        let users = proctor_procfs::system::read_users(std::path::Path::new("/etc/passwd"));
+        GroupState { by, max: max.max(1), users, counters: BTreeMap::new() }
+    }
+
+    /// Folds `s`'s rows into groups and advances the counters by the interval.
+    pub fn fold(&mut self, s: &Snapshot) -> GroupsView {
+        let before = proctor_procfs::system::thread_cpu_ns();
+        let names = assign(&self.by, &s.rows, &self.users);
+        let rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs);
+        if let Some(secs) = s.interval_secs {
+            for g in &rows {
+                *self.counters.entry(g.name.clone()).or_default() += g.cpu_percent / 100.0 * secs;
+            }
+        } else {
+            for g in &rows {
+                self.counters.entry(g.name.clone()).or_default();
+            }
+        }
+        if self.counters.len() > self.max.saturating_mul(4) {
+            // Keep the names with the most CPU; a dropped group's counter restarts from 0,
+            // which Prometheus reads as a counter reset.
+            let mut by_cpu: Vec<(String, f64)> = std::mem::take(&mut self.counters).into_iter().collect();
+            by_cpu.sort_by(|a, b| b.1.total_cmp(&a.1));
+            by_cpu.truncate(self.max.saturating_mul(2));
+            self.counters = by_cpu.into_iter().collect();
+            for g in &rows {
+                self.counters.entry(g.name.clone()).or_default();
+            }
+        }
+        let overflow = rows.len().saturating_sub(self.max);
+        let groups = rows
+            .into_iter()
+            .take(self.max)
+            .map(|g| {
+                let c = self.counters.get(&g.name).copied().unwrap_or(0.0);
+                (g, c)
+            })
+            .collect();
+        GroupsView {
+            by: match *self.by {
+                By::Rules(_) => "rules",
+                By::Cgroup => "cgroup",
+                By::User => "user",
+            },
+            groups,
+            overflow,
+            ungrouped: s.rows.len().saturating_sub(names.len()),
+            cost_cpu_ns: proctor_procfs::system::thread_cpu_ns().saturating_sub(before),
+        }
+    }
+}
