@@ -27,6 +27,22 @@ impl Drop for Family {
     }
 }
 
+/// A wrapper script whose children burn ~0.1 s of CPU each and exit, one after another, for at
+/// most 30 s (at any sample most of the CPU was used by children no sample saw), and a rules
+/// file naming its group `wrapper`.
+fn short_children(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let script = dir.join(name);
+    std::fs::write(
+        &script,
+        "end=$(( $(date +%s) + 30 ))\nwhile [ $(date +%s) -lt $end ]; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done\n",
+    )
+    .expect("script");
+    let rules = dir.join("rules.yml");
+    std::fs::write(&rules, format!("process_names:\n  - name: wrapper\n    cmdline: ['{}']\n", script.display()))
+        .expect("rules");
+    (script, rules)
+}
+
 #[test]
 fn a_rules_file_groups_a_wrapper_with_its_children_and_a_child_with_its_own_rule_apart() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -35,7 +51,8 @@ fn a_rules_file_groups_a_wrapper_with_its_children_and_a_child_with_its_own_rule
     // rule of its own.
     // The marker names this run alone, so no other run's processes can match it.
     let marker = format!("own-group-{}", std::process::id());
-    std::fs::write(&script, format!("sleep 300 &\nsleep 301 &\nsh -c 'sleep 302' {marker}-marker &\nwait\n")).expect("script");
+    std::fs::write(&script, format!("sleep 300 &\nsleep 301 &\nsh -c 'sleep 302' {marker}-marker &\nwait\n"))
+        .expect("script");
     let wrapper = Family::start(&script);
     let rules = dir.path().join("rules.yml");
     std::fs::write(
@@ -95,18 +112,8 @@ fn check_points_at_each_mistake_and_exits_1() {
 #[test]
 fn a_wrapper_whose_children_live_less_than_a_sample_still_shows_their_cpu() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join("short-children-wrapper.sh");
-    // Children that burn ~0.1 s of CPU each and exit, one after another, for at most 30 s:
-    // at any sample most of the CPU was used by children that no sample saw.
-    std::fs::write(
-        &script,
-        "end=$(( $(date +%s) + 30 ))\nwhile [ $(date +%s) -lt $end ]; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done\n",
-    )
-    .expect("script");
+    let (script, rules) = short_children(dir.path(), "short-children-wrapper.sh");
     let wrapper = Family::start(&script);
-    let rules = dir.path().join("rules.yml");
-    std::fs::write(&rules, format!("process_names:\n  - name: wrapper\n    cmdline: ['{}']\n", script.display()))
-        .expect("rules");
     let mut best = (0.0, 0.0);
     for _ in 0..5 {
         let v = json(&proctor(&["groups", "--config", rules.to_str().expect("utf-8"), "--format", "json"]));
@@ -136,16 +143,8 @@ fn a_wrapper_whose_children_live_less_than_a_sample_still_shows_their_cpu() {
 fn serve_keeps_groups_every_sample_for_the_api() {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().expect("tempdir");
-    let script = dir.path().join("serve-groups-wrapper.sh");
-    std::fs::write(
-        &script,
-        "end=$(( $(date +%s) + 30 ))\nwhile [ $(date +%s) -lt $end ]; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done\n",
-    )
-    .expect("script");
+    let (script, rules) = short_children(dir.path(), "serve-groups-wrapper.sh");
     let _wrapper = Family::start(&script);
-    let rules = dir.path().join("rules.yml");
-    std::fs::write(&rules, format!("process_names:\n  - name: wrapper\n    cmdline: ['{}']\n", script.display()))
-        .expect("rules");
     let start = |extra: &[&str]| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
             .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "500ms"])
