@@ -62,7 +62,13 @@ pub struct TopConfig {
 pub fn load_view(path: Option<&Path>, notes: &mut Vec<String>) -> ViewState {
     let mut view = ViewState::default();
     let Some(path) = path else { return view };
-    let Ok(text) = std::fs::read_to_string(path) else { return view };
+    // A column list is a few hundred bytes; a larger file is not ours and is not read whole.
+    let mut text = String::new();
+    let read = std::fs::File::open(path)
+        .and_then(|f| std::io::Read::read_to_string(&mut std::io::Read::take(f, 64 * 1024), &mut text));
+    if read.is_err() {
+        return view;
+    }
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let Some((key, value)) = line.split_once('=') else {
             notes.push(format!("{}: '{line}' is not KEY = VALUE; skipped", path.display()));

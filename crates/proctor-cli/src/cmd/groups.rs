@@ -53,8 +53,20 @@ pub struct Args {
     pub read: ReadArgs,
 }
 
+/// A rules file larger than this is refused unread: real ones are a few KiB, and every rule
+/// costs regex matching on every sample.
+const MAX_RULES_BYTES: u64 = 1 << 20;
+
 fn load_rules(path: &Path) -> anyhow::Result<Result<Rules, Vec<proctor_groups::Diagnostic>>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    use std::io::Read;
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX_RULES_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read {} (as UTF-8 text)", path.display()))?;
+    if text.len() as u64 > MAX_RULES_BYTES {
+        bail!("{} is over {} KiB: not a rules file proctor reads", path.display(), MAX_RULES_BYTES >> 10);
+    }
     Ok(Rules::parse(&text))
 }
 

@@ -190,3 +190,13 @@ fn serve_keeps_groups_every_sample_for_the_api() {
     assert!(seen.windows(2).all(|w| w[1].1 >= w[0].1), "the counter never goes down: {seen:?}");
     assert!(seen.first().zip(seen.last()).is_some_and(|(a, b)| b.1 > a.1), "the counter grows: {seen:?}");
 }
+
+#[test]
+fn a_rules_file_over_a_mebibyte_is_refused_unread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("big.yml");
+    std::fs::write(&big, "#".repeat(2 << 20)).expect("file");
+    let out = proctor(&["groups", "--check", big.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("over 1024 KiB"), "{}", String::from_utf8_lossy(&out.stderr));
+}
