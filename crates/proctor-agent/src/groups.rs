@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use proctor_groups::{assign, fold, By, GroupRow};
+use proctor_groups::{fold, Assigner, By, GroupRow};
 
 use crate::snapshot::Snapshot;
 
@@ -32,7 +32,7 @@ pub struct GroupsView {
 /// What the agent keeps between cycles.
 #[derive(Debug)]
 pub struct GroupState {
-    by: Arc<By>,
+    assigner: Assigner,
     max: usize,
     users: BTreeMap<u32, String>,
     counters: BTreeMap<String, f64>,
@@ -41,13 +41,13 @@ pub struct GroupState {
 impl GroupState {
     pub fn new(by: Arc<By>, max: usize) -> GroupState {
         let users = proctor_procfs::system::read_users(std::path::Path::new("/etc/passwd"));
-        GroupState { by, max: max.max(1), users, counters: BTreeMap::new() }
+        GroupState { assigner: Assigner::new((*by).clone()), max: max.max(1), users, counters: BTreeMap::new() }
     }
 
     /// Folds `s`'s rows into groups and advances the counters by the interval.
     pub fn fold(&mut self, s: &Snapshot) -> GroupsView {
         let before = proctor_procfs::system::thread_cpu_ns();
-        let names = assign(&self.by, &s.rows, &self.users);
+        let names = self.assigner.assign(&s.rows, &self.users);
         let rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs);
         if let Some(secs) = s.interval_secs {
             for g in &rows {
@@ -79,7 +79,7 @@ impl GroupState {
             })
             .collect();
         GroupsView {
-            by: match *self.by {
+            by: match self.assigner.by() {
                 By::Rules(_) => "rules",
                 By::Cgroup => "cgroup",
                 By::User => "user",

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use proctor_model::ProcessRow;
 use serde::Serialize;
 
-use crate::rules::{Proc, Rules};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::rules::{follow_parents, Proc, Rules};
 
 /// How processes are grouped.
 #[derive(Debug, Clone)]
@@ -74,38 +77,90 @@ pub fn cgroup_name(path: &str) -> String {
     last.to_string()
 }
 
-/// Each row's group name; rows no group takes are left out (rules) — cgroup and user groups
-/// take everyone.
-pub fn assign(by: &By, rows: &[ProcessRow], users: &BTreeMap<u32, String>) -> BTreeMap<u32, String> {
-    match by {
-        By::Rules(rules) => {
-            let procs: Vec<Proc> = rows
+/// Assigns each row its group name (rows no rule takes are left out; cgroup and user groups
+/// take everyone), sample after sample, remembering what does not change while a process lives:
+/// a rule's verdict once its command line is known (keyed by pid and start time), and each
+/// cgroup path's name. Only the processes of the latest sample are remembered.
+#[derive(Debug)]
+pub struct Assigner {
+    by: By,
+    rules_seen: HashMap<(u32, u64), Option<String>>,
+    cgroup_names: HashMap<Arc<str>, String>,
+}
+
+impl Assigner {
+    pub fn new(by: By) -> Assigner {
+        Assigner { by, rules_seen: HashMap::new(), cgroup_names: HashMap::new() }
+    }
+
+    pub fn by(&self) -> &By {
+        &self.by
+    }
+
+    pub fn assign(&mut self, rows: &[ProcessRow], users: &BTreeMap<u32, String>) -> BTreeMap<u32, String> {
+        match &self.by {
+            By::Rules(rules) => {
+                let procs: Vec<Proc> = rows
+                    .iter()
+                    .map(|r| Proc {
+                        pid: r.pid,
+                        ppid: r.ppid,
+                        comm: &r.comm,
+                        cmdline: r.cmdline.as_deref(),
+                        uid: r.uid,
+                        username: r.uid.and_then(|u| users.get(&u)).map(String::as_str),
+                    })
+                    .collect();
+                let mut seen = HashMap::with_capacity(rows.len());
+                let mut own = BTreeMap::new();
+                for (r, p) in rows.iter().zip(&procs) {
+                    let key = (r.pid, r.start_ticks);
+                    // Until the command line is read, `exe`/`cmdline` rules cannot decide:
+                    // asked again next sample.
+                    let name = match self.rules_seen.remove(&key) {
+                        Some(known) => known,
+                        None => rules.name_of(p),
+                    };
+                    if r.cmdline.is_some() {
+                        seen.insert(key, name.clone());
+                    }
+                    if let Some(n) = name {
+                        own.insert(r.pid, n);
+                    }
+                }
+                self.rules_seen = seen;
+                follow_parents(&procs, &own)
+            }
+            By::Cgroup => {
+                let mut names = HashMap::with_capacity(self.cgroup_names.len());
+                let out = rows
+                    .iter()
+                    .map(|r| {
+                        let name = match &r.cgroup {
+                            Some(path) => {
+                                let name = self.cgroup_names.remove(path).unwrap_or_else(|| cgroup_name(path));
+                                names.insert(Arc::clone(path), name.clone());
+                                name
+                            }
+                            None => "(unknown)".to_string(),
+                        };
+                        (r.pid, name)
+                    })
+                    .collect();
+                self.cgroup_names = names;
+                out
+            }
+            By::User => rows
                 .iter()
-                .map(|r| Proc {
-                    pid: r.pid,
-                    ppid: r.ppid,
-                    comm: &r.comm,
-                    cmdline: r.cmdline.as_deref(),
-                    uid: r.uid,
-                    username: r.uid.and_then(|u| users.get(&u)).map(String::as_str),
+                .map(|r| {
+                    let name = match r.uid {
+                        Some(u) => users.get(&u).cloned().unwrap_or_else(|| u.to_string()),
+                        None => "(unknown)".to_string(),
+                    };
+                    (r.pid, name)
                 })
-                .collect();
-            rules.assign(&procs)
+                .collect(),
         }
-        By::Cgroup => rows
-            .iter()
-            .map(|r| (r.pid, r.cgroup.as_deref().map_or_else(|| "(unknown)".to_string(), cgroup_name)))
-            .collect(),
-        By::User => rows
-            .iter()
-            .map(|r| {
-                let name = match r.uid {
-                    Some(u) => users.get(&u).cloned().unwrap_or_else(|| u.to_string()),
-                    None => "(unknown)".to_string(),
-                };
-                (r.pid, name)
-            })
-            .collect(),
     }
 }
 
@@ -168,6 +223,64 @@ pub fn fold(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(pid: u32, ppid: u32, comm: &str, cmdline: Option<&[&str]>, cgroup: &str) -> ProcessRow {
+        ProcessRow {
+            pid,
+            ppid,
+            start_ticks: u64::from(pid),
+            comm: Arc::from(comm),
+            cmdline: cmdline.map(|c| c.iter().map(|s| s.to_string()).collect::<Vec<_>>().into()),
+            state: 'S',
+            uid: Some(0),
+            cpu_percent: None,
+            cpu_percent_of_effective: None,
+            cpu_ticks_total: 0,
+            rss_bytes: None,
+            anon_bytes: None,
+            file_bytes: None,
+            shmem_bytes: None,
+            swap_bytes: None,
+            vsize_bytes: 0,
+            threads: 1,
+            major_faults_per_sec: None,
+            minor_faults_per_sec: None,
+            reaped_cpu_percent: None,
+            read_bytes_per_sec: None,
+            write_bytes_per_sec: None,
+            pss: None,
+            cgroup: Some(Arc::from(cgroup)),
+        }
+    }
+
+    #[test]
+    fn the_assigner_remembers_verdicts_only_for_live_processes_with_a_command_line() {
+        let rules = Rules::parse("process_names:\n  - name: web\n    cmdline: ['gunicorn']\n").expect("rules");
+        let mut a = Assigner::new(By::Rules(rules));
+        let users = BTreeMap::new();
+        let unread = [row(10, 1, "python", None, "/a"), row(11, 10, "python", Some(&["gunicorn", "worker"]), "/a")];
+        let names = a.assign(&unread, &users);
+        assert_eq!(names.get(&11).map(String::as_str), Some("web"));
+        assert_eq!(names.get(&10), None, "not read yet: no verdict, and none remembered");
+        assert_eq!(a.rules_seen.len(), 1);
+        let read = [
+            row(10, 1, "python", Some(&["gunicorn", "master"]), "/a"),
+            row(11, 10, "python", Some(&["gunicorn", "worker"]), "/a"),
+        ];
+        let names = a.assign(&read, &users);
+        assert_eq!(
+            (names.get(&10).map(String::as_str), names.get(&11).map(String::as_str)),
+            (Some("web"), Some("web"))
+        );
+        let names = a.assign(&read[..1], &users);
+        assert_eq!(names.len(), 1);
+        assert_eq!(a.rules_seen.len(), 1, "an exited process is forgotten");
+        let mut c = Assigner::new(By::Cgroup);
+        let names = c.assign(&[row(5, 1, "nginx", None, "/system.slice/nginx.service")], &users);
+        assert_eq!(names.get(&5).map(String::as_str), Some("nginx.service"));
+        assert_eq!(c.assign(&[], &users).len(), 0);
+        assert!(c.cgroup_names.is_empty());
+    }
 
     #[test]
     fn cgroup_paths_are_named_as_people_know_them() {

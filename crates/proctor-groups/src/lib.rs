@@ -11,5 +11,5 @@ pub mod group;
 pub mod rules;
 mod yaml;
 
-pub use group::{assign, cgroup_name, fold, By, GroupRow};
+pub use group::{cgroup_name, fold, Assigner, By, GroupRow};
 pub use rules::{Diagnostic, Proc, Rules};

@@ -243,23 +243,29 @@ impl Rules {
     /// hostile data end.
     pub fn assign(&self, procs: &[Proc]) -> BTreeMap<u32, String> {
         let own: BTreeMap<u32, String> = procs.iter().filter_map(|p| self.name_of(p).map(|n| (p.pid, n))).collect();
-        let parent: BTreeMap<u32, u32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
-        let mut out = BTreeMap::new();
-        for p in procs {
-            let mut at = p.pid;
-            for _ in 0..=procs.len().min(4096) {
-                if let Some(name) = own.get(&at) {
-                    out.insert(p.pid, name.clone());
-                    break;
-                }
-                match parent.get(&at) {
-                    Some(&pp) if pp != 0 && pp != at => at = pp,
-                    _ => break,
-                }
+        follow_parents(procs, &own)
+    }
+}
+
+/// Each process's name from `own` (the processes a rule took), else its nearest ancestor's in
+/// `own`; the walk up ends at a loop or at most 4096 steps.
+pub fn follow_parents(procs: &[Proc], own: &BTreeMap<u32, String>) -> BTreeMap<u32, String> {
+    let parent: BTreeMap<u32, u32> = procs.iter().map(|p| (p.pid, p.ppid)).collect();
+    let mut out = BTreeMap::new();
+    for p in procs {
+        let mut at = p.pid;
+        for _ in 0..=procs.len().min(4096) {
+            if let Some(name) = own.get(&at) {
+                out.insert(p.pid, name.clone());
+                break;
+            }
+            match parent.get(&at) {
+                Some(&pp) if pp != 0 && pp != at => at = pp,
+                _ => break,
             }
         }
-        out
     }
+    out
 }
 
 fn strings(node: &Node, what: &str, errors: &mut Vec<Diagnostic>) -> Vec<(String, Pos)> {
