@@ -145,7 +145,9 @@ impl Agent {
         let mut groups = config.groups.clone().map(|by| crate::groups::GroupState::new(by, config.max_groups));
         let mut first = cycle(&mut sampler, &mut peak, None, &mut totals, &recorder);
         if let Some(g) = groups.as_mut() {
-            first.groups = Some(Arc::new(g.fold(&first)));
+            let (view, members) = g.fold(&first);
+            first.groups = Some(Arc::new(view));
+            first.sample.groups = Some(Arc::new(members));
         }
         let mut history = History::new(&first, history_capacity(&config), config.history_top);
         history.push(&first);
@@ -214,7 +216,9 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
         let mut snapshot = cycle(&mut state.sampler, &mut state.peak, Some(&prev), &mut state.totals, &state.recorder);
         drop(prev);
         if let Some(g) = state.groups.as_mut() {
-            snapshot.groups = Some(Arc::new(g.fold(&snapshot)));
+            let (view, members) = g.fold(&snapshot);
+            snapshot.groups = Some(Arc::new(view));
+            snapshot.sample.groups = Some(Arc::new(members));
         }
         let snapshot = {
             let mut history = shared.history.write().unwrap_or_else(|e| e.into_inner());

@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use proctor_groups::{fold, Assigner, By, GroupRow};
+use proctor_groups::{churn, fold, Assigner, By, GroupRow};
+use proctor_model::SampleGroups;
 
 use crate::snapshot::Snapshot;
 
@@ -36,19 +37,34 @@ pub struct GroupState {
     max: usize,
     users: BTreeMap<u32, String>,
     counters: BTreeMap<String, f64>,
+    /// The previous sample's processes (pid, start ticks) and their groups, for who started
+    /// and exited.
+    prev: Option<Members>,
 }
+
+/// A sample's processes (pid, start ticks) and the group each was in.
+type Members = (Vec<(u32, u64)>, BTreeMap<u32, String>);
 
 impl GroupState {
     pub fn new(by: Arc<By>, max: usize) -> GroupState {
         let users = proctor_procfs::system::read_users(std::path::Path::new("/etc/passwd"));
-        GroupState { assigner: Assigner::new((*by).clone()), max: max.max(1), users, counters: BTreeMap::new() }
+        GroupState {
+            assigner: Assigner::new((*by).clone()),
+            max: max.max(1),
+            users,
+            counters: BTreeMap::new(),
+            prev: None,
+        }
     }
 
-    /// Folds `s`'s rows into groups and advances the counters by the interval.
-    pub fn fold(&mut self, s: &Snapshot) -> GroupsView {
+    /// Folds `s`'s rows into groups and advances the counters by the interval; also returns
+    /// which group each process went to, for the stored sample.
+    pub fn fold(&mut self, s: &Snapshot) -> (GroupsView, SampleGroups) {
         let before = proctor_procfs::system::thread_cpu_ns();
         let names = self.assigner.assign(&s.rows, &self.users);
-        let rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs);
+        let procs: Vec<(u32, u64)> = s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect();
+        let churn = self.prev.as_ref().map(|(prev, prev_names)| churn(prev, prev_names, &procs, &names));
+        let rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churn.as_ref());
         if let Some(secs) = s.interval_secs {
             for g in &rows {
                 *self.counters.entry(g.name.clone()).or_default() += g.cpu_percent / 100.0 * secs;
@@ -69,6 +85,11 @@ impl GroupState {
                 self.counters.entry(g.name.clone()).or_default();
             }
         }
+        let mut members: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        // `names` is ordered by pid, so each list comes out ascending.
+        for (pid, name) in &names {
+            members.entry(name.clone()).or_default().push(*pid);
+        }
         let overflow = rows.len().saturating_sub(self.max);
         let groups = rows
             .into_iter()
@@ -78,16 +99,19 @@ impl GroupState {
                 (g, c)
             })
             .collect();
-        GroupsView {
-            by: match self.assigner.by() {
-                By::Rules(_) => "rules",
-                By::Cgroup => "cgroup",
-                By::User => "user",
-            },
+        let by = match self.assigner.by() {
+            By::Rules(_) => "rules",
+            By::Cgroup => "cgroup",
+            By::User => "user",
+        };
+        let view = GroupsView {
+            by,
             groups,
             overflow,
             ungrouped: s.rows.len().saturating_sub(names.len()),
             cost_cpu_ns: proctor_procfs::system::thread_cpu_ns().saturating_sub(before),
-        }
+        };
+        self.prev = Some((procs, names));
+        (view, SampleGroups { by: by.to_string(), members })
     }
 }

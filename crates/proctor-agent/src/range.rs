@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use proctor_report::{RangeBuilder, RangeConfig, RangeSummary};
+use proctor_report::{GroupSelect, RangeBuilder, RangeConfig, RangeSummary};
 use proctor_store::frame::FrameKind;
 use proctor_store::{Reader, StoreError, StoredFrame};
 
@@ -155,7 +155,7 @@ impl ReadStats {
 pub const MAX_PROBLEMS: usize = 8;
 
 /// How the fold lays out what it keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoldConfig {
     /// Frames decoded at most (0: every frame).
     pub budget: usize,
@@ -165,11 +165,13 @@ pub struct FoldConfig {
     pub keep_points: bool,
     /// Clamp `from` to this span before `to`.
     pub max_span: Option<Duration>,
+    /// Fold the groups stored with the samples into series for these groups.
+    pub groups: Option<GroupSelect>,
 }
 
 impl Default for FoldConfig {
     fn default() -> Self {
-        FoldConfig { budget: DEFAULT_FRAMES, max_points: 1, keep_points: false, max_span: Some(MAX_SPAN) }
+        FoldConfig { budget: DEFAULT_FRAMES, max_points: 1, keep_points: false, max_span: Some(MAX_SPAN), groups: None }
     }
 }
 
@@ -207,6 +209,9 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
         keep_points: config.keep_points,
     };
     let mut builder = RangeBuilder::new(range);
+    if let Some(select) = config.groups.clone() {
+        builder = builder.with_groups(select);
+    }
     for frame in &picked.frames {
         if let Some(sample) = reader.read_lean(frame) {
             stats.frames_read += 1;
@@ -312,7 +317,7 @@ pub(crate) mod tests {
         let end = 1_700_000_000_000_000_000;
         short_store(dir.path(), 13, end);
         let mut reader = Reader::open(dir.path()).expect("reader");
-        let config = FoldConfig { budget: 1000, max_points: 600, keep_points: false, max_span: None };
+        let config = FoldConfig { budget: 1000, max_points: 600, keep_points: false, max_span: None, groups: None };
         // The default hour of `proctor report`, around a 13 s recording.
         let fold = fold_range(&mut reader, end - 3600 * 1_000_000_000, end, config).expect("fold");
         assert_eq!(fold.stats.frames_read, 13);
@@ -342,10 +347,10 @@ pub(crate) mod tests {
         short_store(dir.path(), 13, end);
         damage_frame(dir.path(), 5);
         let mut reader = Reader::open(dir.path()).expect("reader");
-        let config = FoldConfig { budget: 1000, max_points: 10, keep_points: false, max_span: None };
-        let mut fold = fold_range(&mut reader, end - 20_000_000_000, end, config).expect("fold");
+        let config = FoldConfig { budget: 1000, max_points: 10, keep_points: false, max_span: None, groups: None };
+        let mut fold = fold_range(&mut reader, end - 20_000_000_000, end, config.clone()).expect("fold");
         for _ in 0..2 {
-            fold = fold_range(&mut reader, end - 20_000_000_000, end, config).expect("fold again");
+            fold = fold_range(&mut reader, end - 20_000_000_000, end, config.clone()).expect("fold again");
             let frames = reader.all_frames().expect("frames");
             let _ = (reader.read(&frames[5]), reader.read_lean(&frames[5]));
         }

@@ -40,10 +40,21 @@ pub struct GroupRow {
     pub pss_known: u64,
     pub uss_bytes: u64,
     pub swap_bytes: u64,
+    /// Members' faults per second, their reaped children's included (from `cminflt` and
+    /// `cmajflt`, as for CPU).
     pub major_faults_per_sec: f64,
     pub minor_faults_per_sec: f64,
+    /// Bytes per second members read from and wrote to storage (`/proc/PID/io`'s
+    /// `read_bytes`/`write_bytes`); `None` when no member's io was read (`--io` off, or not
+    /// permitted).
+    pub read_bytes_per_sec: Option<f64>,
+    pub write_bytes_per_sec: Option<f64>,
     /// When the group's oldest member started.
     pub oldest_start_unix_secs: Option<f64>,
+    /// Members that appeared since the previous sample and members of the previous sample
+    /// that are gone (by pid and start time; [`churn`]), 0 without a previous sample.
+    pub started: u64,
+    pub exited: u64,
 }
 
 /// The name a cgroup path is known by: a systemd unit (`nginx.service`), a container
@@ -166,11 +177,64 @@ impl Assigner {
 
 /// Folds `rows` into groups, biggest CPU first (ties: RSS, then name). `ticks` is the clock
 /// tick rate and `boot_unix_secs` the boot time, for CPU seconds and start times.
+/// Per group: (members started, members exited) between two samples.
+pub type Churn = BTreeMap<String, (u64, u64)>;
+
+/// Who came and went between two samples, per group. `prev` and `cur` are (pid, start ticks)
+/// sorted by pid; a process in `cur` and not in `prev` started (counted in its group now), one in
+/// `prev` and not in `cur` exited (counted in the group it was in). A reused pid is both.
+pub fn churn(
+    prev: &[(u32, u64)],
+    prev_names: &BTreeMap<u32, String>,
+    cur: &[(u32, u64)],
+    cur_names: &BTreeMap<u32, String>,
+) -> Churn {
+    let mut out = Churn::new();
+    let (mut i, mut j) = (0, 0);
+    let started = |p: &(u32, u64), out: &mut Churn| {
+        if let Some(name) = cur_names.get(&p.0) {
+            out.entry(name.clone()).or_default().0 += 1;
+        }
+    };
+    let exited = |p: &(u32, u64), out: &mut Churn| {
+        if let Some(name) = prev_names.get(&p.0) {
+            out.entry(name.clone()).or_default().1 += 1;
+        }
+    };
+    while i < prev.len() || j < cur.len() {
+        match (prev.get(i), cur.get(j)) {
+            (Some(a), Some(b)) if a.0 == b.0 => {
+                if a.1 != b.1 {
+                    exited(a, &mut out);
+                    started(b, &mut out);
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a.0 < b.0 => {
+                exited(a, &mut out);
+                i += 1;
+            }
+            (Some(a), None) => {
+                exited(a, &mut out);
+                i += 1;
+            }
+            (_, Some(b)) => {
+                started(b, &mut out);
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    out
+}
+
 pub fn fold(
     rows: &[ProcessRow],
     names: &BTreeMap<u32, String>,
     ticks: u64,
     boot_unix_secs: Option<u64>,
+    churn: Option<&Churn>,
 ) -> Vec<GroupRow> {
     let ticks = ticks.max(1) as f64;
     let mut groups: BTreeMap<&str, GroupRow> = BTreeMap::new();
@@ -190,7 +254,11 @@ pub fn fold(
             swap_bytes: 0,
             major_faults_per_sec: 0.0,
             minor_faults_per_sec: 0.0,
+            read_bytes_per_sec: None,
+            write_bytes_per_sec: None,
             oldest_start_unix_secs: None,
+            started: 0,
+            exited: 0,
         });
         g.processes += 1;
         g.threads += r.threads;
@@ -205,13 +273,27 @@ pub fn fold(
             g.pss_known += 1;
         }
         g.swap_bytes += r.swap_bytes.unwrap_or(0);
-        g.major_faults_per_sec += r.major_faults_per_sec.unwrap_or(0.0);
-        g.minor_faults_per_sec += r.minor_faults_per_sec.unwrap_or(0.0);
+        g.major_faults_per_sec += r.major_faults_per_sec.unwrap_or(0.0) + r.reaped_major_faults_per_sec.unwrap_or(0.0);
+        g.minor_faults_per_sec += r.minor_faults_per_sec.unwrap_or(0.0) + r.reaped_minor_faults_per_sec.unwrap_or(0.0);
+        if let Some(v) = r.read_bytes_per_sec {
+            *g.read_bytes_per_sec.get_or_insert(0.0) += v;
+        }
+        if let Some(v) = r.write_bytes_per_sec {
+            *g.write_bytes_per_sec.get_or_insert(0.0) += v;
+        }
         let start = boot_unix_secs.map(|b| b as f64 + r.start_ticks as f64 / ticks);
         g.oldest_start_unix_secs = match (g.oldest_start_unix_secs, start) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+    }
+    if let Some(churn) = churn {
+        for (name, (started, exited)) in churn {
+            if let Some(g) = groups.get_mut(name.as_str()) {
+                g.started = *started;
+                g.exited = *exited;
+            }
+        }
     }
     let mut out: Vec<GroupRow> = groups.into_values().collect();
     out.sort_by(|a, b| {
@@ -246,6 +328,8 @@ mod tests {
             major_faults_per_sec: None,
             minor_faults_per_sec: None,
             reaped_cpu_percent: None,
+            reaped_minor_faults_per_sec: None,
+            reaped_major_faults_per_sec: None,
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
             pss: None,
@@ -280,6 +364,32 @@ mod tests {
         assert_eq!(names.get(&5).map(String::as_str), Some("nginx.service"));
         assert_eq!(c.assign(&[], &users).len(), 0);
         assert!(c.cgroup_names.is_empty());
+    }
+
+    #[test]
+    fn churn_counts_who_started_and_who_exited_in_the_group_they_were_in() {
+        let names = |pairs: &[(u32, &str)]| pairs.iter().map(|(p, n)| (*p, n.to_string())).collect();
+        let prev_names: BTreeMap<u32, String> = names(&[(1, "web"), (2, "web"), (3, "db"), (4, "web")]);
+        let cur_names: BTreeMap<u32, String> = names(&[(1, "web"), (3, "db"), (4, "db"), (5, "web")]);
+        // 2 exited; 4 is a reused pid (new start time): it exited from web and started in db;
+        // 5 started; 6 started but no group took it.
+        let prev = [(1, 10), (2, 10), (3, 10), (4, 10)];
+        let cur = [(1, 10), (3, 10), (4, 99), (5, 99), (6, 99)];
+        let c = churn(&prev, &prev_names, &cur, &cur_names);
+        assert_eq!(c.get("web"), Some(&(1, 2)));
+        assert_eq!(c.get("db"), Some(&(1, 0)));
+        assert_eq!(c.len(), 2);
+        let rows = [
+            row(1, 0, "a", None, "/"),
+            row(5, 0, "a", None, "/"),
+            row(3, 0, "b", None, "/"),
+            row(4, 0, "b", None, "/"),
+        ];
+        let groups = fold(&rows, &cur_names, 100, None, Some(&c));
+        let web = groups.iter().find(|g| g.name == "web").expect("web");
+        assert_eq!((web.processes, web.started, web.exited), (2, 1, 2));
+        let db = groups.iter().find(|g| g.name == "db").expect("db");
+        assert_eq!((db.processes, db.started, db.exited), (2, 1, 0));
     }
 
     #[test]

@@ -11,5 +11,5 @@ pub mod group;
 pub mod rules;
 mod yaml;
 
-pub use group::{cgroup_name, fold, Assigner, By, GroupRow};
+pub use group::{cgroup_name, churn, fold, Assigner, By, Churn, GroupRow};
 pub use rules::{Diagnostic, Proc, Rules};

@@ -271,7 +271,7 @@ async fn report(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Res
                 return out;
             }
         };
-        let config = FoldConfig { budget, max_points: 1, keep_points: false, max_span: Some(MAX_SPAN) };
+        let config = FoldConfig { budget, max_points: 1, keep_points: false, max_span: Some(MAX_SPAN), groups: None };
         let (from_ns, to_ns) = (from.saturating_mul(1_000_000), to.saturating_mul(1_000_000).saturating_add(999_999));
         match fold_range(&mut reader, from_ns, to_ns, config) {
             Ok(fold) => report::report(&fold, &shown, top, "the agent's store"),

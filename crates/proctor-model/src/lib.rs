@@ -9,6 +9,7 @@ mod container;
 mod event;
 mod host;
 mod process;
+pub mod rollup;
 mod sample;
 mod tree;
 
@@ -16,8 +17,10 @@ pub use container::{container_truth, format_cpus, ContainerTruth};
 pub use event::{ProbeBatch, ProbeResult, StatsdFlush, StatsdTimer};
 pub use host::{host_view, is_interesting_disk, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
+pub use rollup::{RollupBlock, RollupRow, Stat};
 pub use sample::{
-    intern_name, ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, StatusReading,
+    intern_name, ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups,
+    StatusReading,
 };
 pub use tree::{build_tree, Tree, TreeRow, TreeTotal};
 

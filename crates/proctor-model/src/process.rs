@@ -51,6 +51,11 @@ pub struct ProcessRow {
     /// growth of its `cutime` + `cstime`, less the CPU those children had when last seen, as
     /// netdata's apps.plugin does), so short-lived children are not lost.
     pub reaped_cpu_percent: Option<f64>,
+    /// Minor and major faults per second of those same children (from `cminflt`/`cmajflt`,
+    /// less what they had when last seen): a wrapper script's children fault and are gone
+    /// before any sample sees them.
+    pub reaped_minor_faults_per_sec: Option<f64>,
+    pub reaped_major_faults_per_sec: Option<f64>,
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
     pub pss: Option<MemoryAge>,
@@ -65,16 +70,19 @@ pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec
     // What each process's children that exited since `prev` had used when last seen (their
     // own CPU and their reaped children's): that part of the parent's `cutime`/`cstime` growth
     // was counted already.
-    let mut seen_exited: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    // Per parent: (CPU ticks, minor faults, major faults) of its exited children.
+    let mut seen_exited: std::collections::HashMap<u32, (u64, u64, u64)> = std::collections::HashMap::new();
     if let Some(prev) = prev {
         for gone in &prev.processes {
             let still = cur.process(gone.pid).is_some_and(|c| c.start_ticks == gone.start_ticks);
             if !still {
-                let total = gone.utime_ticks
+                let seen = seen_exited.entry(gone.ppid).or_default();
+                seen.0 += gone.utime_ticks
                     + gone.stime_ticks
                     + gone.cutime_ticks.unwrap_or(0)
                     + gone.cstime_ticks.unwrap_or(0);
-                *seen_exited.entry(gone.ppid).or_default() += total;
+                seen.1 += gone.minflt + gone.cminflt.unwrap_or(0);
+                seen.2 += gone.majflt + gone.cmajflt.unwrap_or(0);
             }
         }
     }
@@ -83,12 +91,18 @@ pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec
         .map(|p| {
             let before = prev.and_then(|prev| prev.process(p.pid)).filter(|b| b.start_ticks == p.start_ticks);
             let mut r = row(cur, p, before, secs, ticks, ctx);
-            r.reaped_cpu_percent = before.zip(secs).and_then(|(b, secs)| {
-                let children = |s: &ProcessSample| Some(s.cutime_ticks? + s.cstime_ticks?);
-                let grew = delta(children(p)?, children(b)?)?;
-                let unseen = grew.saturating_sub(seen_exited.get(&p.pid).copied().unwrap_or(0));
-                Some(100.0 * unseen as f64 / ticks / secs)
-            });
+            let seen = seen_exited.get(&p.pid).copied().unwrap_or_default();
+            // Growth of a children's counter since `before`, less what exited children had
+            // when last seen, per second.
+            let unseen = |counter: fn(&ProcessSample) -> Option<u64>, seen: u64| {
+                let (b, secs) = before.zip(secs)?;
+                let grew = delta(counter(p)?, counter(b)?)?;
+                Some(grew.saturating_sub(seen) as f64 / secs)
+            };
+            r.reaped_cpu_percent =
+                unseen(|s| Some(s.cutime_ticks? + s.cstime_ticks?), seen.0).map(|per_sec| 100.0 * per_sec / ticks);
+            r.reaped_minor_faults_per_sec = unseen(|s| s.cminflt, seen.1);
+            r.reaped_major_faults_per_sec = unseen(|s| s.cmajflt, seen.2);
             r
         })
         .collect()
@@ -135,6 +149,8 @@ fn row(
         major_faults_per_sec: before.zip(secs).and_then(|(b, secs)| rate(p.majflt, b.majflt, secs)),
         minor_faults_per_sec: before.zip(secs).and_then(|(b, secs)| rate(p.minflt, b.minflt, secs)),
         reaped_cpu_percent: None,
+        reaped_minor_faults_per_sec: None,
+        reaped_major_faults_per_sec: None,
         read_bytes_per_sec: io_rate(|io| io.read_bytes),
         write_bytes_per_sec: io_rate(|io| io.write_bytes),
         pss: p.pss.map(|r| MemoryAge {
@@ -163,6 +179,8 @@ mod tests {
             stime_ticks: 0,
             cutime_ticks: Some(children),
             cstime_ticks: Some(0),
+            cminflt: None,
+            cmajflt: None,
             num_threads: 1,
             minflt: 0,
             majflt: 0,
@@ -188,7 +206,30 @@ mod tests {
             container: None,
             processes,
             cost: SampleCost::default(),
+            groups: None,
         }
+    }
+
+    #[test]
+    fn faults_of_children_that_exited_between_samples_are_counted_once() {
+        // The wrapper (10) had reaped children with 1,000 minor and 3 major faults; its child 11,
+        // seen with 400 minor faults (and 100 of its own reaped children's), exited and was
+        // reaped, as was an unseen one: the wrapper's counts grew by 1,900 and 8. 500 of the
+        // minor ones were seen while 11 was alive, so 1,400 per second are new.
+        let mut wrapper = p(10, 1, 5, 0);
+        (wrapper.cminflt, wrapper.cmajflt) = (Some(1000), Some(3));
+        let mut child = p(11, 10, 30, 0);
+        (child.minflt, child.cminflt, child.cmajflt) = (400, Some(100), Some(0));
+        let prev = sample(1, vec![wrapper.clone(), child]);
+        (wrapper.cminflt, wrapper.cmajflt) = (Some(2900), Some(11));
+        let cur = sample(2, vec![wrapper]);
+        let row = &process_rows(&cur, Some(&prev), RowContext::default())[0];
+        assert_eq!(row.reaped_minor_faults_per_sec, Some(1400.0));
+        assert_eq!(row.reaped_major_faults_per_sec, Some(8.0));
+        // A recording from before cminflt was read has no such rate.
+        let mut old = prev.clone();
+        old.processes[0].cminflt = None;
+        assert_eq!(process_rows(&cur, Some(&old), RowContext::default())[0].reaped_minor_faults_per_sec, None);
     }
 
     #[test]

@@ -24,6 +24,34 @@ pub struct Sample {
     /// Sorted by pid. Empty when the sampler was asked for host data only.
     pub processes: Vec<ProcessSample>,
     pub cost: SampleCost,
+    /// The process group each process was folded into, when the agent keeps groups (`serve
+    /// --groups`): stored with the sample so that every reader of a recording (report, dump,
+    /// replay, rollups) sees the groups the agent saw, without the rules. Last, so a reader
+    /// that stops at the host part never parses it; absent in older records.
+    #[serde(default)]
+    pub groups: Option<Arc<SampleGroups>>,
+}
+
+/// Which group each of a sample's processes was folded into.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleGroups {
+    /// `rules`, `cgroup` or `user`.
+    pub by: String,
+    /// Group name → its members' pids, ascending. A process no group took is in none.
+    pub members: BTreeMap<String, Vec<u32>>,
+}
+
+impl SampleGroups {
+    /// pid → group name, the shape `proctor_groups::fold` takes.
+    pub fn names(&self) -> BTreeMap<u32, String> {
+        let mut out = BTreeMap::new();
+        for (name, pids) in &self.members {
+            for pid in pids {
+                out.insert(*pid, name.clone());
+            }
+        }
+        out
+    }
 }
 
 impl Sample {
@@ -103,6 +131,12 @@ pub struct ProcessSample {
     pub cutime_ticks: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cstime_ticks: Option<u64>,
+    /// Minor and major faults of reaped children, cumulative; `None` in samples recorded
+    /// before proctor read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cminflt: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmajflt: Option<u64>,
     pub num_threads: u64,
     pub minflt: u64,
     pub majflt: u64,

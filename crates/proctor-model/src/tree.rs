@@ -137,6 +137,8 @@ mod tests {
             major_faults_per_sec: None,
             minor_faults_per_sec: None,
             reaped_cpu_percent: None,
+            reaped_minor_faults_per_sec: None,
+            reaped_major_faults_per_sec: None,
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
             pss: None,

@@ -25,6 +25,9 @@ pub struct PidStat {
     /// CPU of children this process waited for (reaped), user and system, cumulative.
     pub cutime_ticks: u64,
     pub cstime_ticks: u64,
+    /// Minor and major faults of children this process waited for, cumulative.
+    pub cminflt: u64,
+    pub cmajflt: u64,
     pub priority: i64,
     pub nice: i64,
     pub num_threads: u64,
@@ -124,6 +127,8 @@ fn parse_stat_fields(bytes: &[u8], last_field: usize) -> Option<(PidStat, &[u8])
         stime_ticks: unsigned(15)?,
         cutime_ticks: unsigned(16)?,
         cstime_ticks: unsigned(17)?,
+        cminflt: unsigned(11)?,
+        cmajflt: unsigned(13)?,
         priority: values[18],
         nice: values[19],
         num_threads: unsigned(20)?,

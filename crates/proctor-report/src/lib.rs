@@ -19,10 +19,12 @@
 //! drawing (`proctor-modes`, `proctor-plot`) that the model's users do not need.
 
 pub mod correlate;
+pub mod groups;
 pub mod plot;
 pub mod range;
 
 pub use correlate::{correlate, Correlation, CorrelationConfig, LatencyPoint, SeriesCorrelation, SlowRule};
+pub use groups::{group_series_index, group_values, GroupSelect, GroupSummary, GROUP_SERIES};
 pub use range::{
     series_index, summarize, Headline, HostPoint, ProcessUsage, RangeBuilder, RangeConfig, RangeSummary, Series,
     SeriesPoint, Unit, SERIES,

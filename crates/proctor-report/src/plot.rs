@@ -15,6 +15,7 @@ use proctor_plot::{
 };
 
 use crate::correlate::Correlation;
+use crate::groups::GroupSummary;
 use crate::range::{RangeSummary, Series, Unit};
 
 /// The file formats this plot is written in, by file name (`.svg`, `.png`).
@@ -38,6 +39,17 @@ pub const HOST_PANELS: [(&str, &[&str]); 5] = [
     ("pressure (PSI some), % of time stalled", &["psi.cpu.some", "psi.io.some", "psi.memory.some"]),
     ("disk, whole disks", &["disk.read", "disk.write"]),
     ("network, all interfaces but lo", &["net.rx", "net.tx"]),
+];
+
+/// A process group's panels (`report --group`): its series names in [`crate::GROUP_SERIES`].
+/// Major faults have a panel of their own: a few per second (pages read back from disk) would
+/// be a flat line under thousands of minor ones.
+pub const GROUP_PANELS: [(&str, &[&str]); 5] = [
+    ("CPU, % of one CPU (reaped children included)", &["cpu"]),
+    ("memory", &["rss", "pss", "swap"]),
+    ("minor page faults per second (reaped children included)", &["faults.minor"]),
+    ("major page faults per second: pages read back from disk", &["faults.major"]),
+    ("processes; started and exited since the previous sample", &["processes", "started", "exited"]),
 ];
 
 /// The system panels under the latency panel of the correlation plot.
@@ -72,6 +84,24 @@ pub fn human(value: f64, unit: Unit) -> String {
         Unit::Percent => format!("{value:.0}%"),
         Unit::Bytes => binary(value),
         Unit::BytesPerSecond => format!("{}/s", binary(value)),
+        Unit::Count => count(value),
+        Unit::PerSecond => format!("{}/s", count(value)),
+    }
+}
+
+/// `12`, `3.5`, `1.2k`, `4.8M`: a count or a rate of events.
+fn count(value: f64) -> String {
+    let a = value.abs();
+    if a >= 1e6 {
+        format!("{:.1}M", value / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", value / 1e3)
+    } else if a >= 1e3 {
+        format!("{:.1}k", value / 1e3)
+    } else if a >= 10.0 || value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
     }
 }
 
@@ -114,6 +144,8 @@ fn tick_label(value: f64, unit: Unit, step: f64) -> String {
         Unit::Percent => percent_label(value, step),
         Unit::Bytes => bytes_label(value),
         Unit::BytesPerSecond => format!("{}/s", bytes_label(value)),
+        Unit::Count => count(value),
+        Unit::PerSecond => format!("{}/s", count(value)),
     }
 }
 
@@ -121,7 +153,7 @@ fn tick_label(value: f64, unit: Unit, step: f64) -> String {
 /// binary units for bytes.
 fn value_ticks(high: f64, unit: Unit) -> Vec<f64> {
     match unit {
-        Unit::Percent => nice_ticks(0.0, high, 4),
+        Unit::Percent | Unit::Count | Unit::PerSecond => nice_ticks(0.0, high, 4),
         Unit::Bytes | Unit::BytesPerSecond => byte_ticks(high, 4),
     }
 }
@@ -337,6 +369,32 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
     (shapes, height)
 }
 
+/// A group's plot: its panels on the range's time axis.
+pub fn group_shapes(summary: &RangeSummary, group: &GroupSummary, title: &str) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary);
+    let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
+    for (i, (panel_title, names)) in GROUP_PANELS.iter().enumerate() {
+        let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
+        let series: Vec<&Series> =
+            names.iter().filter_map(|n| group.series.iter().find(|s| s.name == *n && !s.points.is_empty())).collect();
+        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
+        if i + 1 == GROUP_PANELS.len() {
+            axis.draw(top, &mut shapes, true);
+        }
+    }
+    (shapes, panels_height(GROUP_PANELS.len()) + 10.0)
+}
+
+pub fn group_svg(summary: &RangeSummary, group: &GroupSummary, title: &str) -> String {
+    let (shapes, height) = group_shapes(summary, group, title);
+    proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
+}
+
+pub fn group_png(summary: &RangeSummary, group: &GroupSummary, title: &str) -> Vec<u8> {
+    let (shapes, height) = group_shapes(summary, group, title);
+    proctor_plot::png(WIDTH as u32, height as u32, &shapes)
+}
+
 pub fn host_svg(summary: &RangeSummary, title: &str) -> String {
     let (shapes, height) = host_shapes(summary, title);
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
@@ -406,6 +464,7 @@ mod tests {
                 Unit::Percent => 100.0,
                 Unit::Bytes => 27.9 * (1u64 << 30) as f64,
                 Unit::BytesPerSecond => 1e6,
+                Unit::Count | Unit::PerSecond => 1000.0,
             };
             series.points = (0..600u32)
                 .map(|b| {

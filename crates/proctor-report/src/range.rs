@@ -13,7 +13,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use proctor_model::{is_interesting_disk, Sample};
+use proctor_groups::{churn, fold};
+use proctor_model::{is_interesting_disk, process_rows, RowContext, Sample};
+
+use crate::groups::{group_values, GroupAccs, GroupSelect, GroupSummary, G};
 use proctor_procfs::host::{CpuTicks, Pressure, PressureLine};
 use serde::Serialize;
 
@@ -25,6 +28,10 @@ pub enum Unit {
     Percent,
     Bytes,
     BytesPerSecond,
+    /// Things: processes, threads (group series).
+    Count,
+    /// Events per second: page faults (group series).
+    PerSecond,
 }
 
 /// The host series, in a fixed order: (name, unit, what it is).
@@ -180,13 +187,33 @@ pub struct RangeSummary {
     pub top_memory: Vec<ProcessUsage>,
     /// Distinct processes seen.
     pub processes_seen: u64,
+    /// Groups' series, when asked for ([`RangeBuilder::with_groups`]), by name.
+    pub groups: Vec<GroupSummary>,
+    /// Groups past the cap of [`GroupSelect::All`].
+    pub groups_left_out: usize,
+    /// Other groups seen when some were named ([`GroupSelect::Named`]; at most 64 names).
+    pub groups_not_asked: Vec<String>,
+    /// Folded samples that carried groups (a recording made without `--groups` has none).
+    pub group_samples: u64,
 }
 
+/// A bucket's values so far: their sum, max and count.
 #[derive(Debug, Clone, Copy, Default)]
-struct Acc {
-    sum: f64,
-    max: f64,
-    count: u32,
+pub(crate) struct Acc {
+    pub(crate) sum: f64,
+    pub(crate) max: f64,
+    pub(crate) count: u32,
+}
+
+impl Acc {
+    /// Adds `n` values whose mean is `mean` and max `max` (a sample's value: (v, v, 1); a
+    /// rollup row's: its mean, max and sample count), so a bucket's mean stays the mean of
+    /// the samples behind it.
+    pub(crate) fn add(&mut self, mean: f64, max: f64, n: u32) {
+        self.max = if self.count == 0 { max } else { self.max.max(max) };
+        self.sum += mean * f64::from(n);
+        self.count += n;
+    }
 }
 
 #[derive(Debug)]
@@ -227,6 +254,10 @@ pub struct RangeBuilder {
     intervals: Vec<u64>,
     points: Vec<HostPoint>,
     processes: HashMap<(u32, u64), ProcAcc>,
+    /// Group series, when asked for ([`RangeBuilder::with_groups`]).
+    groups: Option<GroupAccs>,
+    /// Samples whose processes were folded that carried their groups.
+    group_samples: u64,
 }
 
 /// Folds `samples` (in time order) in one call.
@@ -259,7 +290,21 @@ impl RangeBuilder {
             intervals: Vec::new(),
             points: Vec::new(),
             processes: HashMap::new(),
+            groups: None,
+            group_samples: 0,
         }
+    }
+
+    /// Also folds the process groups stored with each sample ([`proctor_model::SampleGroups`])
+    /// into series, for the groups `select` names.
+    pub fn with_groups(mut self, select: GroupSelect) -> Self {
+        self.groups = Some(GroupAccs::new(select));
+        self
+    }
+
+    /// The bucket a time falls into (clamped to the last).
+    fn bucket_of(&self, unix_ns: u64) -> usize {
+        (((unix_ns.saturating_sub(self.config.from_ns)) as f64 / self.bucket_ns) as usize).min(self.buckets - 1)
     }
 
     /// Adds the next sample. Samples outside the range are ignored; one older than the last
@@ -297,17 +342,14 @@ impl RangeBuilder {
             // day is 86,400 u64s.
             self.intervals.push(cur.unix_ns - p.unix_ns);
         }
-        let bucket = (((cur.unix_ns - self.config.from_ns) as f64 / self.bucket_ns) as usize).min(self.buckets - 1);
+        let bucket = self.bucket_of(cur.unix_ns);
         for (series, value) in values.iter().enumerate() {
             let Some(v) = *value else { continue };
             if !v.is_finite() {
                 continue;
             }
-            for acc in [&mut self.acc[series][bucket], &mut self.whole[series]] {
-                acc.max = if acc.count == 0 { v } else { acc.max.max(v) };
-                acc.sum += v;
-                acc.count += 1;
-            }
+            self.acc[series][bucket].add(v, v, 1);
+            self.whole[series].add(v, v, 1);
         }
         if self.config.keep_points {
             self.points.push(HostPoint {
@@ -325,9 +367,32 @@ impl RangeBuilder {
         let prev_procs =
             self.prev_procs.take().filter(|(run, p)| *run == runs && proctor_store_same_run(p, &cur)).map(|(_, p)| p);
         self.fold_processes(&cur, prev_procs.as_ref());
+        self.fold_groups(&cur, prev_procs.as_ref(), bucket);
         self.process_samples += 1;
         self.prev = Some(host_only(&cur));
         self.prev_procs = Some((runs, cur));
+    }
+
+    fn fold_groups(&mut self, cur: &Sample, prev: Option<&Sample>, bucket: usize) {
+        let Some(accs) = self.groups.as_mut() else { return };
+        let Some(members) = cur.groups.as_deref() else { return };
+        self.group_samples += 1;
+        let rows = process_rows(cur, prev, RowContext::default());
+        let names = members.names();
+        let churn = prev.and_then(|p| {
+            let before = p.groups.as_deref()?;
+            let procs = |s: &Sample| s.processes.iter().map(|p| (p.pid, p.start_ticks)).collect::<Vec<_>>();
+            Some(churn(&procs(p), &before.names(), &procs(cur), &names))
+        });
+        let boot = cur.host.stat.as_ref().and_then(|s| s.boot_time_secs);
+        for g in fold(&rows, &names, cur.clock_ticks_per_sec, boot, churn.as_ref()) {
+            if !accs.wants(&g.name) {
+                accs.add(&g.name, bucket, 1, &[None; G]);
+                continue;
+            }
+            let values = group_values(&g, prev.is_some(), churn.is_some()).map(|v| v.map(|v| (v, v, 1)));
+            accs.add(&g.name, bucket, 1, &values);
+        }
     }
 
     fn fold_processes(&mut self, cur: &Sample, prev: Option<&Sample>) {
@@ -378,6 +443,10 @@ impl RangeBuilder {
     }
 
     pub fn finish(mut self) -> RangeSummary {
+        let (groups, groups_left_out, groups_not_asked) = match self.groups.take() {
+            Some(accs) => accs.finish(self.config.from_ns, self.bucket_ns),
+            None => (Vec::new(), 0, Vec::new()),
+        };
         let series = SERIES
             .iter()
             .enumerate()
@@ -458,6 +527,10 @@ impl RangeBuilder {
             top_cpu: top_cpu.into_iter().take(top).cloned().collect(),
             top_memory: top_memory.into_iter().take(top).cloned().collect(),
             processes_seen,
+            groups,
+            groups_left_out,
+            groups_not_asked,
+            group_samples: self.group_samples,
         }
     }
 }
@@ -474,6 +547,7 @@ fn host_only(sample: &Sample) -> Sample {
         container: None,
         processes: Vec::new(),
         cost: Default::default(),
+        groups: None,
     }
 }
 
@@ -591,6 +665,7 @@ fn cpu_shares(later: &CpuTicks, earlier: &CpuTicks) -> Option<[f64; 7]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::groups::GroupSelect;
     use proctor_model::{HostSample, ProcessSample, SampleCost};
     use proctor_procfs::host::{DiskStat, MemInfo, Stat, Uptime};
     use std::sync::Arc;
@@ -631,6 +706,8 @@ mod tests {
                     stime_ticks: 0,
                     cutime_ticks: None,
                     cstime_ticks: None,
+                    cminflt: None,
+                    cmajflt: None,
                     num_threads: 1,
                     minflt: 0,
                     majflt: 0,
@@ -645,7 +722,52 @@ mod tests {
                 })
                 .collect(),
             cost: SampleCost::default(),
+            groups: None,
         }
+    }
+
+    /// Groups come from the assignment stored with each sample: levels from every sample,
+    /// rates and churn only against the previous one of the same run; a sample recorded
+    /// without groups adds nothing, and an unknown name is named among the others.
+    #[test]
+    fn stored_groups_fold_into_series_by_name() {
+        let with_groups = |mut s: Sample, web: &[u32], db: &[u32]| {
+            let mut g = proctor_model::SampleGroups { by: "rules".into(), ..Default::default() };
+            g.members.insert("web".into(), web.to_vec());
+            g.members.insert("db".into(), db.to_vec());
+            s.groups = Some(Arc::new(g));
+            s
+        };
+        // pid 7 (web) uses 10 ticks a second, 8 (db) none; pid 9 joins web at second 2.
+        let at = |t: u64| {
+            let mut procs = vec![(7, 500, 10 * t, 4096), (8, 600, 0, 8192)];
+            if t >= 2 {
+                procs.push((9, 100_100, 0, 4096));
+            }
+            sample(t, t, 10 + t, 100 * t, 100 * t, &procs)
+        };
+        let config = RangeConfig { from_ns: T0, to_ns: T0 + 3 * S, max_points: 4, ..RangeConfig::default() };
+        let mut b = RangeBuilder::new(config).with_groups(GroupSelect::Named(vec!["web".into()]));
+        b.push(at(0)); // no groups stored
+        b.push(with_groups(at(1), &[7], &[8]));
+        b.push(with_groups(at(2), &[7, 9], &[8]));
+        b.push(with_groups(at(3), &[7, 9], &[8]));
+        let summary = b.finish();
+        assert_eq!(summary.group_samples, 3);
+        assert_eq!(summary.groups.len(), 1);
+        assert_eq!(summary.groups_not_asked, ["db"]);
+        let web = &summary.groups[0];
+        assert_eq!(web.samples, 3);
+        let head = |name: &str| web.headline.iter().find(|h| h.name == name).map(|h| (h.mean, h.max, h.count));
+        assert_eq!(head("processes"), Some((5.0 / 3.0, 2.0, 3)));
+        assert_eq!(head("rss"), Some((4096.0 * 5.0 / 3.0, 8192.0, 3)));
+        // 10 % of one CPU at each of the three samples with a previous one (the first against
+        // the sample stored without groups, whose processes are there all the same).
+        assert_eq!(head("cpu"), Some((10.0, 10.0, 3)));
+        // pid 9 started between seconds 1 and 2 (churn needs the previous sample's groups).
+        assert_eq!(head("started"), Some((0.5, 1.0, 2)));
+        let series = |name: &str| web.series.iter().find(|s| s.name == name).expect("series");
+        assert_eq!(series("processes").points.iter().map(|p| p.bucket).collect::<Vec<_>>(), [1, 2, 3]);
     }
 
     /// Host series from every sample, processes from some: process CPU telescopes to the

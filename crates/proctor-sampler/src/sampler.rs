@@ -174,6 +174,7 @@ impl Sampler {
             container,
             processes,
             cost,
+            groups: None,
         };
         self.seq += 1;
         sample

@@ -347,6 +347,8 @@ impl ProcessTable {
             stime_ticks: stat.stime_ticks,
             cutime_ticks: Some(stat.cutime_ticks),
             cstime_ticks: Some(stat.cstime_ticks),
+            cminflt: Some(stat.cminflt),
+            cmajflt: Some(stat.cmajflt),
             num_threads: stat.num_threads,
             minflt: stat.minflt,
             majflt: stat.majflt,

@@ -30,7 +30,7 @@
 //! reads them after), and a key without them made every delta of its chunk ~20× larger. In
 //! version 2 the first anchor carries them, and the deltas after it are small again.
 
-use proctor_model::{HostSample, ProbeBatch, ProcessSample, Sample, SampleCost, StatsdFlush};
+use proctor_model::{HostSample, ProbeBatch, ProcessSample, RollupBlock, Sample, SampleCost, StatsdFlush};
 
 use crate::frame::FrameKind;
 
@@ -60,6 +60,8 @@ pub enum CodecError {
     NoContentSize,
     #[error("the record is not zstd-compressed")]
     NotZstd,
+    #[error("rollup record: {0}")]
+    Rollup(&'static str),
 }
 
 pub fn encode_record(sample: &Sample) -> Vec<u8> {
@@ -81,6 +83,8 @@ pub fn encode_record_sized(sample: &Sample, expected: usize) -> Vec<u8> {
 pub enum Event {
     Probe(ProbeBatch),
     Statsd(StatsdFlush),
+    /// A block of rollup rows (the long-term tiers; `crate::rollup`).
+    Rollup(RollupBlock),
 }
 
 /// The event record format this build writes, per kind. Version 1: the JSON serialization of
@@ -92,6 +96,15 @@ impl Event {
         match self {
             Event::Probe(_) => FrameKind::Probe,
             Event::Statsd(_) => FrameKind::Statsd,
+            Event::Rollup(_) => FrameKind::Rollup,
+        }
+    }
+
+    /// The record format version written for this kind.
+    pub fn version(&self) -> u8 {
+        match self {
+            Event::Probe(_) | Event::Statsd(_) => EVENT_VERSION,
+            Event::Rollup(_) => crate::rollup::ROLLUP_VERSION,
         }
     }
 }
@@ -101,11 +114,18 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
     match event {
         Event::Probe(batch) => serde_json::to_vec(batch),
         Event::Statsd(flush) => serde_json::to_vec(flush),
+        Event::Rollup(block) => return crate::rollup::encode_block(block),
     }
     .expect("an event always serializes to JSON")
 }
 
 pub fn decode_event(kind: FrameKind, version: u8, bytes: &[u8]) -> Result<Event, CodecError> {
+    if kind == FrameKind::Rollup {
+        if version != crate::rollup::ROLLUP_VERSION {
+            return Err(CodecError::UnknownVersion(version));
+        }
+        return crate::rollup::decode_block(bytes).map(Event::Rollup);
+    }
     if version != EVENT_VERSION {
         return Err(CodecError::UnknownVersion(version));
     }
@@ -113,6 +133,7 @@ pub fn decode_event(kind: FrameKind, version: u8, bytes: &[u8]) -> Result<Event,
         FrameKind::Probe => serde_json::from_slice(bytes).map(Event::Probe).map_err(CodecError::Parse),
         FrameKind::Statsd => serde_json::from_slice(bytes).map(Event::Statsd).map_err(CodecError::Parse),
         FrameKind::Key | FrameKind::Delta => Err(CodecError::NotAnEvent),
+        FrameKind::Rollup => unreachable!("dispatched above"),
     }
 }
 
@@ -159,6 +180,8 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 stime_ticks: p.stime_ticks,
                 cutime_ticks: p.cutime_ticks,
                 cstime_ticks: p.cstime_ticks,
+                cminflt: p.cminflt,
+                cmajflt: p.cmajflt,
                 num_threads: p.num_threads,
                 minflt: p.minflt,
                 majflt: p.majflt,
@@ -173,6 +196,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
             })
             .collect(),
         cost: SampleCost::default(),
+        groups: lean.groups,
     })
 }
 
@@ -203,6 +227,7 @@ pub fn decode_record_host(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 container: None,
                 processes: Vec::new(),
                 cost: SampleCost::default(),
+                groups: None,
             });
         }
     }
@@ -232,6 +257,8 @@ struct LeanSample {
     page_size: u64,
     host: HostSample,
     processes: Vec<LeanProcess>,
+    #[serde(default)]
+    groups: Option<std::sync::Arc<proctor_model::SampleGroups>>,
 }
 
 /// The fields of `ProcessSample` that [`decode_record_lean`] keeps.
@@ -248,6 +275,10 @@ struct LeanProcess {
     cutime_ticks: Option<u64>,
     #[serde(default)]
     cstime_ticks: Option<u64>,
+    #[serde(default)]
+    cminflt: Option<u64>,
+    #[serde(default)]
+    cmajflt: Option<u64>,
     num_threads: u64,
     minflt: u64,
     majflt: u64,

@@ -49,7 +49,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use proctor_model::{ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, StatusReading};
+use proctor_model::{
+    ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, StatusReading,
+};
 use proctor_procfs::process::Io;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -162,11 +164,13 @@ struct Rest<'a> {
     container: &'a Option<ContainerSample>,
     processes: [ProcessSample; 0],
     cost: &'a SampleCost,
+    groups: &'a Option<Arc<SampleGroups>>,
 }
 
 fn rest_value(sample: &Sample) -> Value {
     // Without `..`: a field added to `Sample` must be added to `Rest` too.
-    let Sample { seq, unix_ns, mono_ns, clock_ticks_per_sec, page_size, host, container, processes: _, cost } = sample;
+    let Sample { seq, unix_ns, mono_ns, clock_ticks_per_sec, page_size, host, container, processes: _, cost, groups } =
+        sample;
     let rest = Rest {
         seq: *seq,
         unix_ns: *unix_ns,
@@ -177,6 +181,7 @@ fn rest_value(sample: &Sample) -> Value {
         container,
         processes: [],
         cost,
+        groups,
     };
     // Plain structs and string-keyed maps always serialize.
     serde_json::to_value(rest).expect("a sample always serializes to JSON")
@@ -317,6 +322,10 @@ struct RowPatch {
     cutime_ticks: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     cstime_ticks: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    cminflt: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    cmajflt: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     num_threads: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,6 +373,8 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         stime_ticks,
         cutime_ticks,
         cstime_ticks,
+        cminflt,
+        cmajflt,
         num_threads,
         minflt,
         majflt,
@@ -381,6 +392,8 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         && old.stime_ticks == *stime_ticks
         && old.cutime_ticks == *cutime_ticks
         && old.cstime_ticks == *cstime_ticks
+        && old.cminflt == *cminflt
+        && old.cmajflt == *cmajflt
         && old.minflt == *minflt
         && old.state == *state
         && old.resident_bytes == *resident_bytes
@@ -407,6 +420,8 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         stime_ticks: changed(&old.stime_ticks, stime_ticks),
         cutime_ticks: changed(&old.cutime_ticks, cutime_ticks),
         cstime_ticks: changed(&old.cstime_ticks, cstime_ticks),
+        cminflt: changed(&old.cminflt, cminflt),
+        cmajflt: changed(&old.cmajflt, cmajflt),
         num_threads: changed(&old.num_threads, num_threads),
         minflt: changed(&old.minflt, minflt),
         majflt: changed(&old.majflt, majflt),
@@ -432,6 +447,8 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
         stime_ticks,
         cutime_ticks,
         cstime_ticks,
+        cminflt,
+        cmajflt,
         num_threads,
         minflt,
         majflt,
@@ -456,6 +473,8 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
     set(&mut row.stime_ticks, stime_ticks);
     set(&mut row.cutime_ticks, cutime_ticks);
     set(&mut row.cstime_ticks, cstime_ticks);
+    set(&mut row.cminflt, cminflt);
+    set(&mut row.cmajflt, cmajflt);
     set(&mut row.num_threads, num_threads);
     set(&mut row.minflt, minflt);
     set(&mut row.majflt, majflt);
@@ -611,6 +630,8 @@ mod tests {
             stime_ticks: 0,
             cutime_ticks: None,
             cstime_ticks: None,
+            cminflt: None,
+            cmajflt: None,
             num_threads: 1,
             minflt: 0,
             majflt: 0,
@@ -633,6 +654,7 @@ mod tests {
             container: None,
             processes: (1..=rows).map(row).collect(),
             cost: SampleCost::default(),
+            groups: None,
         })
     }
 
@@ -668,6 +690,33 @@ mod tests {
         key2 =
             KeySample::from_sample(decode_delta(&key2, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes"));
         assert_eq!(key2.processes[0].cutime_ticks, None);
+    }
+
+    #[test]
+    fn groups_and_reaped_childrens_faults_round_trip_through_a_delta() {
+        let mut key_sample = decode_delta(
+            &base(3),
+            &DeltaRecord::parse(br#"{"base":8,"rest":{},"rows":[{"k":[0,3]}]}"#).expect("parses"),
+        )
+        .expect("decodes");
+        let members = |pids: &[u32]| {
+            let mut g = SampleGroups { by: "rules".into(), ..SampleGroups::default() };
+            g.members.insert("web".into(), pids.to_vec());
+            Some(Arc::new(g))
+        };
+        key_sample.groups = members(&[1, 2]);
+        let key = KeySample::new(&key_sample);
+        let mut sample = key_sample.clone();
+        sample.groups = members(&[1, 2, 3]);
+        sample.processes[2].cminflt = Some(7);
+        sample.processes[2].cmajflt = Some(1);
+        let bytes = encode_delta(&key, &sample, 8, false, 256);
+        let back = decode_delta(&key, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes");
+        assert_eq!(back.groups, members(&[1, 2, 3]));
+        assert_eq!((back.processes[2].cminflt, back.processes[2].cmajflt), (Some(7), Some(1)));
+        // Unchanged groups cost nothing in the delta.
+        let same = encode_delta(&key, &key_sample, 8, false, 256);
+        assert!(!String::from_utf8_lossy(&same).contains("web"), "{}", String::from_utf8_lossy(&same));
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub enum FrameKind {
     Probe = 2,
     /// One statsd flush (`proctor_model::StatsdFlush`), compressed on its own.
     Statsd = 3,
+    /// A block of rollup rows (`proctor_model::RollupBlock`, `crate::rollup`), compressed on
+    /// its own.
+    Rollup = 4,
 }
 
 impl FrameKind {
@@ -97,6 +100,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<FrameHeader, FrameDefect> {
         1 => FrameKind::Delta,
         2 => FrameKind::Probe,
         3 => FrameKind::Statsd,
+        4 => FrameKind::Rollup,
         _ => return Err(FrameDefect::Corrupt("unknown frame kind")),
     };
     Ok(FrameHeader { payload_len, unix_ns: u64::from_le_bytes(ns), kind, version: bytes[17], crc: u32_at(20) })

@@ -44,6 +44,7 @@ pub mod frame;
 mod reader;
 pub mod recorder;
 mod report;
+pub mod rollup;
 pub mod segment;
 mod writer;
 
@@ -61,6 +62,9 @@ pub use writer::{AppendCost, OpenReport, Repair, SetAside, Writer, WriterStats};
 pub const PROBE_STREAM: &str = "probe";
 /// The subdirectory of a data directory that statsd flushes are recorded into.
 pub const STATSD_STREAM: &str = "statsd";
+/// The rollup tiers: a row per minute and a row per hour (`proctor_agent::rollup` writes them).
+pub const MINUTE_TIER: &str = "rollup-1m";
+pub const HOUR_TIER: &str = "rollup-1h";
 
 /// `DATA/NAME`, created (mode 0700, like the data directory) when `DATA` exists and it does
 /// not. A missing `DATA` is the same clear error as for samples.

@@ -271,7 +271,7 @@ impl Reader {
                 shape.decode(f.header.version, &record).map_err(codec)
             }
             FrameKind::Delta => Err(codec(CodecError::UnknownVersion(f.header.version))),
-            FrameKind::Probe | FrameKind::Statsd => unreachable!("checked above"),
+            FrameKind::Probe | FrameKind::Statsd | FrameKind::Rollup => unreachable!("checked above"),
         }
     }
 

@@ -238,7 +238,7 @@ pub fn walk(path: &Path, check: Check) -> Result<Walk, StoreError> {
                 None => break Some((offset, FrameDefect::Corrupt("delta frame before any key frame"))),
             },
             // Events stand alone and do not end a sample chunk.
-            FrameKind::Probe | FrameKind::Statsd => offset,
+            FrameKind::Probe | FrameKind::Statsd | FrameKind::Rollup => offset,
         };
         if header.kind.is_sample() {
             key_offset = Some(key);
@@ -390,7 +390,7 @@ pub fn salvage(path: &Path) -> Result<Salvage, StoreError> {
             }
             // Version-1 deltas after damage cannot tell whether the key before it is theirs.
             FrameKind::Delta => key_offset.filter(|_| !damaged_since_key || header.version != 1),
-            FrameKind::Probe | FrameKind::Statsd => Some(offset),
+            FrameKind::Probe | FrameKind::Statsd | FrameKind::Rollup => Some(offset),
         };
         match key {
             Some(key) => salvage.frames.push(FrameRef { offset, header, key_offset: key }),

@@ -10,8 +10,8 @@ use std::time::Instant;
 use proctor_model::Sample;
 
 use crate::codec::{
-    compress_alone, decompressed_cap, encode_event, encode_record_sized, Compressor, Event, EVENT_VERSION,
-    RECORD_VERSION, RECORD_VERSION_1,
+    compress_alone, decompressed_cap, encode_event, encode_record_sized, Compressor, Event, RECORD_VERSION,
+    RECORD_VERSION_1,
 };
 use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
@@ -386,7 +386,7 @@ impl Writer {
             });
         }
         let frame_bytes =
-            self.write_frame(unix_ns, event.kind(), EVENT_VERSION, &payload).map_err(|e| self.failed(unix_ns, e))?;
+            self.write_frame(unix_ns, event.kind(), event.version(), &payload).map_err(|e| self.failed(unix_ns, e))?;
         self.backoff = None;
         let written = Instant::now();
         let cost = AppendCost {

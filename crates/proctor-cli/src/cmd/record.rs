@@ -43,6 +43,11 @@ pub struct Args {
     /// Drop the oldest data while the store exceeds this many MiB (whole segments).
     #[arg(long, default_value_t = 2048)]
     pub retain_mib: u64,
+    /// Fold every sample's processes into groups and store which group each process is in
+    /// (`cgroup`, `user`, or a process-exporter rules file), for `report --group`, `dump group`
+    /// and the rollups.
+    #[arg(long, value_name = "cgroup|user|FILE")]
+    pub groups: Option<String>,
     /// fdatasync after every sample, so a power loss (not only a crash) loses at most the
     /// sample in flight.
     #[arg(long)]
@@ -128,7 +133,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let process_cpu_start = process_cpu_ns();
     let sink: Box<dyn Sink<Sample>> = if args.progress { Box::new(Announce(writer)) } else { Box::new(writer) };
     let recording = Recording::On { dir: args.dir.clone(), sink, queue: RECORD_QUEUE };
-    let agent_config = AgentConfig { max_samples: args.count, ..AgentConfig::brief(args.interval) };
+    let groups = match args.groups.as_deref() {
+        None => None,
+        Some(spec) => Some(std::sync::Arc::new(super::groups::by_spec(spec)?)),
+    };
+    let agent_config = AgentConfig { max_samples: args.count, groups, ..AgentConfig::brief(args.interval) };
     let agent = Agent::start_recording(args.read.config(), agent_config, recording)
         .context("cannot start the sampling thread")?;
     let shared = agent.shared();

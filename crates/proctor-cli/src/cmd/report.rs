@@ -17,7 +17,8 @@ use anyhow::{bail, Context};
 use proctor_agent::range::{fold_range, FoldConfig, DEFAULT_FRAMES};
 use proctor_model::ProbeResult;
 use proctor_report::{
-    correlate, plot, Correlation, CorrelationConfig, LatencyPoint, RangeSummary, Series, SlowRule, Unit,
+    correlate, plot, Correlation, CorrelationConfig, GroupSelect, GroupSummary, LatencyPoint, RangeSummary, Series,
+    SlowRule, Unit,
 };
 use proctor_store::{Event, Reader, PROBE_STREAM, STATSD_STREAM};
 use proctor_vocab::report::ReportOut;
@@ -73,6 +74,14 @@ pub struct Args {
     /// Processes in each top list.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+    /// Also report this process group (repeat for more), from the groups stored with each
+    /// sample by `record --groups` or `serve --groups`: its CPU (reaped children included),
+    /// memory, page faults and processes over the range, and with `--out` a plot of its own.
+    #[arg(long = "group", value_name = "NAME")]
+    pub groups: Vec<String>,
+    /// Report every stored group (the 64 seen first; the rest are counted).
+    #[arg(long, conflicts_with = "groups")]
+    pub all_groups: bool,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
@@ -88,6 +97,150 @@ struct Output<'a> {
     /// Where the latencies came from, when there were any.
     latency_source: Option<String>,
     correlation: Option<&'a Correlation>,
+    /// The groups asked for (`--group`, `--all-groups`), each series in `--points` buckets.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    groups: &'a [GroupSummary],
+    #[serde(skip_serializing_if = "is_zero")]
+    groups_left_out: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A clear error when groups were asked for and the range has none, or not the ones named.
+fn check_groups(args: &Args, summary: &RangeSummary) -> anyhow::Result<()> {
+    if summary.group_samples == 0 {
+        bail!(
+            "no sample in the range says which group its processes were in: record with `proctor record --groups` \
+             or `proctor serve --groups` (cgroup, user or a rules file)"
+        );
+    }
+    let missing: Vec<&String> = args.groups.iter().filter(|n| !summary.groups.iter().any(|g| &g.name == *n)).collect();
+    if !missing.is_empty() {
+        let seen: Vec<&str> = summary.groups_not_asked.iter().map(String::as_str).collect();
+        bail!(
+            "no group {} in the range; the groups recorded there: {}",
+            missing.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", "),
+            if seen.is_empty() { "none other".to_string() } else { seen.join(", ") }
+        );
+    }
+    Ok(())
+}
+
+/// Rows of a group's time table in the text report.
+const GROUP_ROWS: usize = 12;
+
+/// Each group's figures over the range, then its series in at most [`GROUP_ROWS`] rows of time
+/// (each row the mean over its buckets' samples; a max would hide a flat line behind one spike).
+fn print_groups(summary: &RangeSummary) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for g in &summary.groups {
+        writeln!(out, "\ngroup {} ({} samples)", clean(&g.name), g.samples)?;
+        for h in &g.headline {
+            writeln!(
+                out,
+                "  {:<14} mean {:>12}  max {:>12}",
+                h.name,
+                plot::human(h.mean, h.unit),
+                plot::human(h.max, h.unit)
+            )?;
+        }
+        const COLUMNS: [&str; 7] = ["processes", "cpu", "rss", "pss", "swap", "faults.minor", "faults.major"];
+        let series: Vec<Option<&Series>> = COLUMNS.iter().map(|c| g.series.iter().find(|s| s.name == *c)).collect();
+        let buckets: Vec<u32> = {
+            let mut all: Vec<u32> = g.series.iter().flat_map(|s| s.points.iter().map(|p| p.bucket)).collect();
+            all.sort_unstable();
+            all.dedup();
+            all
+        };
+        if buckets.is_empty() {
+            continue;
+        }
+        writeln!(
+            out,
+            "  {:<20} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>12}",
+            "FROM (UTC)", "PROCS", "CPU", "RSS", "PSS", "SWAP", "MINFLT/S", "MAJFLT/S"
+        )?;
+        let per_row = buckets.len().div_ceil(GROUP_ROWS);
+        for chunk in buckets.chunks(per_row) {
+            let (first, last) = (chunk[0], chunk[chunk.len() - 1]);
+            let cell = |s: &Option<&Series>, unit: Unit| -> String {
+                let Some(s) = s else { return "-".into() };
+                let (sum, n) = s
+                    .points
+                    .iter()
+                    .filter(|p| p.bucket >= first && p.bucket <= last)
+                    .fold((0.0, 0u32), |(sum, n), p| (sum + p.mean * f64::from(p.count), n + p.count));
+                if n == 0 {
+                    "-".into()
+                } else {
+                    plot::human(sum / f64::from(n), unit)
+                }
+            };
+            let start =
+                g.series.iter().flat_map(|s| s.points.iter()).find(|p| p.bucket == first).map_or(0, |p| p.start_ns);
+            writeln!(
+                out,
+                "  {:<20} {:>9} {:>7} {:>10} {:>10} {:>10} {:>12} {:>12}",
+                format_utc(start).chars().take(19).collect::<String>(),
+                cell(&series[0], Unit::Count),
+                cell(&series[1], Unit::Percent),
+                cell(&series[2], Unit::Bytes),
+                cell(&series[3], Unit::Bytes),
+                cell(&series[4], Unit::Bytes),
+                cell(&series[5], Unit::PerSecond),
+                cell(&series[6], Unit::PerSecond),
+            )?;
+        }
+    }
+    if summary.groups_left_out > 0 {
+        writeln!(out, "\n{} more groups not reported (at most 64)", summary.groups_left_out)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// A group's name as part of a file name: anything but letters, digits, `.`, `_` and `-`
+/// becomes `_` (a group may be named after a path or a command line).
+fn file_part(name: &str) -> String {
+    let cleaned: String =
+        name.chars().take(80).map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    if cleaned.trim_matches('.').is_empty() {
+        "_".to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// One plot per reported group: `DIR/group-NAME.svg` and `.png`, or beside a named file as
+/// `STEM-group-NAME.EXT`.
+fn write_group_plots(out: &Path, summary: &RangeSummary, title: &str) -> anyhow::Result<()> {
+    for g in &summary.groups {
+        let group_title = format!("group {}: {title}", g.name);
+        let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        if out.is_dir() {
+            let base = format!("group-{}", file_part(&g.name));
+            files.push((out.join(format!("{base}.svg")), plot::group_svg(summary, g, &group_title).into_bytes()));
+            files.push((out.join(format!("{base}.png")), plot::group_png(summary, g, &group_title)));
+        } else {
+            let png = plot::Format::from_path(out)? == plot::Format::Png;
+            let stem = out.file_stem().map_or("report".into(), |s| s.to_string_lossy().into_owned());
+            let ext = if png { "png" } else { "svg" };
+            let path = out.with_file_name(format!("{stem}-group-{}.{ext}", file_part(&g.name)));
+            let bytes = if png {
+                plot::group_png(summary, g, &group_title)
+            } else {
+                plot::group_svg(summary, g, &group_title).into_bytes()
+            };
+            files.push((path, bytes));
+        }
+        for (path, bytes) in files {
+            std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("proctor report: wrote {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -120,12 +273,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_points: args.points.max(1),
         keep_points: !latencies.is_empty(),
         max_span: None,
+        groups: if args.all_groups {
+            Some(GroupSelect::All { max: 64 })
+        } else {
+            (!args.groups.is_empty()).then(|| GroupSelect::Named(args.groups.clone()))
+        },
     };
     let fold = fold_range(&mut reader, from, to, config).context("cannot report")?;
     // All of it here; the JSON answer's `problems` carries the first few, as /api/v1/report's.
     crate::datadir::report_read("proctor report", reader.report());
     if fold.stats.frames_in_range == 0 {
         bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
+    }
+    if args.all_groups || !args.groups.is_empty() {
+        check_groups(&args, &fold.summary)?;
     }
     let mut report = proctor_vocab::report::report(&fold, &args.dir.display().to_string(), args.top, "the store");
     report.bad_frames += stream_bad_frames;
@@ -137,9 +298,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The files first: a reader that closes stdout early (`| head`) must not cost the plots.
     if let Some(out) = &args.out {
         write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref())?;
+        write_group_plots(out, &summary, &title)?;
     }
     match args.format {
-        Format::Text => print_text(&report, correlation.as_ref(), source.as_deref())?,
+        Format::Text => {
+            print_text(&report, correlation.as_ref(), source.as_deref())?;
+            print_groups(&summary)?;
+        }
         Format::Json => {
             let mut stdout = std::io::stdout().lock();
             let output = Output {
@@ -147,6 +312,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 series: &summary.series,
                 latency_source: source.clone(),
                 correlation: correlation.as_ref(),
+                groups: &summary.groups,
+                groups_left_out: summary.groups_left_out,
             };
             serde_json::to_writer_pretty(&mut stdout, &output)?;
             stdout.write_all(b"\n")?;

@@ -98,7 +98,8 @@ struct ServeOptions {
     #[arg(long, value_name = "SHARE", default_value_t = 0.005)]
     pss_budget: f64,
     /// Keep process groups every sample, for `/api/v1/groups` and `/metrics`
-    /// (`proctor_group_*`): `cgroup`, `user`, or a process-exporter rules file.
+    /// (`proctor_group_*`): `cgroup`, `user`, or a process-exporter rules file. Recorded
+    /// samples say which group each process was in (`report --group`, `dump group`, rollups).
     #[arg(long, value_name = "cgroup|user|FILE")]
     groups: Option<String>,
     /// At most this many groups get series (by CPU); the rest are counted in

@@ -21,6 +21,8 @@ fn process(pid: u32, comm: &str, ticks: u64, rss: u64) -> ProcessSample {
         stime_ticks: 0,
         cutime_ticks: None,
         cstime_ticks: None,
+        cminflt: None,
+        cmajflt: None,
         num_threads: 1,
         minflt: 0,
         majflt: 0,

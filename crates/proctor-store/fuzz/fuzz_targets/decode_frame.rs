@@ -75,6 +75,8 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         stime_ticks: seq,
         cutime_ticks: Some(seq / 3),
         cstime_ticks: Some(seq / 3),
+        cminflt: Some(seq / 2),
+        cmajflt: Some(0),
         num_threads: 1,
         minflt: seq,
         majflt: 0,
@@ -107,6 +109,7 @@ fn sample(seq: u64) -> Sample {
         container: None,
         processes,
         cost: SampleCost { cpu_ns: seq, ..SampleCost::default() },
+        groups: None,
     }
 }
 

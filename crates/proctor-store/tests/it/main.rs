@@ -47,6 +47,8 @@ fn sample(seq: u64, processes: u32) -> Sample {
                 stime_ticks: seq,
                 cutime_ticks: None,
                 cstime_ticks: None,
+                cminflt: None,
+                cmajflt: None,
                 num_threads: 1,
                 minflt: 10 * seq,
                 majflt: 0,
@@ -61,6 +63,7 @@ fn sample(seq: u64, processes: u32) -> Sample {
             })
             .collect(),
         cost: SampleCost { cpu_ns: seq, wall_ns: 2 * seq, reader_wall_ns, errors, ..SampleCost::default() },
+        groups: None,
     }
 }
 
