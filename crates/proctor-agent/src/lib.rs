@@ -19,6 +19,7 @@ pub mod history;
 pub mod history_query;
 pub mod range;
 pub mod record;
+pub mod rollup;
 pub mod snapshot;
 pub mod store_history;
 

@@ -212,8 +212,10 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
     if let Some(select) = config.groups.clone() {
         builder = builder.with_groups(select);
     }
+    // Groups' swap and PSS live in the parts a lean decode skips.
+    let full = config.groups.is_some();
     for frame in &picked.frames {
-        if let Some(sample) = reader.read_lean(frame) {
+        if let Some(sample) = if full { reader.read(frame) } else { reader.read_lean(frame) } {
             stats.frames_read += 1;
             builder.push(sample);
         }
@@ -221,6 +223,114 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
     stats.note_reader(reader);
     stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(Fold { summary: builder.finish(), stats })
+}
+
+/// The rollup tier a fold read for the part of its range older than the raw samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierRead {
+    /// `1m` or `1h`.
+    pub tier: &'static str,
+    pub blocks: usize,
+    pub rows: u64,
+    /// Blocks that could not be read (skipped, counted).
+    pub bad_blocks: usize,
+    /// The span the rows covered, Unix seconds.
+    pub first_unix_s: Option<u64>,
+    pub end_unix_s: Option<u64>,
+}
+
+/// [`fold_range`] over the raw samples and, for the part of the range older than the oldest
+/// raw sample, the finest rollup tier that reaches back to `from` (else the one reaching
+/// furthest): a 90-day report reads 129,600 minute rows, not 7.8 million samples. Rows up to
+/// the tier's end, then raw samples after it; the raw part is read under `config.budget`.
+pub fn fold_tiered(
+    data: &std::path::Path,
+    reader: &mut Reader,
+    from_ns: u64,
+    to_ns: u64,
+    config: FoldConfig,
+) -> Result<(Fold, Option<TierRead>), StoreError> {
+    const NS: u64 = 1_000_000_000;
+    let raw_first = reader.segments().iter().find(|s| !s.set_aside).map_or(u64::MAX, |s| s.start_ns);
+    // Within a minute of the raw tier's start is the raw tier's range.
+    if from_ns.saturating_add(60 * NS) >= raw_first {
+        return fold_range(reader, from_ns, to_ns, config).map(|f| (f, None));
+    }
+    let mut tiers = Vec::new();
+    for (name, label) in [(proctor_store::MINUTE_TIER, "1m"), (proctor_store::HOUR_TIER, "1h")] {
+        let dir = data.join(name);
+        if !dir.is_dir() {
+            continue;
+        }
+        let Ok(tier) = Reader::open(&dir) else { continue };
+        if let Some(first) = tier.segments().iter().find(|s| !s.set_aside).map(|s| s.start_ns) {
+            tiers.push((label, tier, first));
+        }
+    }
+    let chosen = match tiers.iter().position(|(_, _, first)| *first <= from_ns) {
+        Some(i) => Some(tiers.swap_remove(i)),
+        None => tiers.into_iter().min_by_key(|(_, _, first)| *first),
+    };
+    let Some((label, mut tier, _)) = chosen else {
+        return fold_range(reader, from_ns, to_ns, config).map(|f| (f, None));
+    };
+    let started = Instant::now();
+    let mut stats = ReadStats::new(from_ns, to_ns, config.max_span, config.budget);
+    let span_back = if label == "1h" { 86_400 } else { 3600 };
+    let blocks = tier.event_frames(stats.from_ns.saturating_sub(span_back * NS), stats.to_ns)?;
+    let mut read = TierRead { tier: label, blocks: 0, rows: 0, bad_blocks: 0, first_unix_s: None, end_unix_s: None };
+    let mut decoded = Vec::with_capacity(blocks.len());
+    for frame in &blocks {
+        match tier.read_event(frame) {
+            Some(proctor_store::Event::Rollup(block)) => decoded.push(block),
+            _ => read.bad_blocks += 1,
+        }
+    }
+    let rows_from = |b: &proctor_model::RollupBlock| b.rows.iter().map(|r| r.start_unix_s).next();
+    read.first_unix_s = decoded.iter().filter_map(rows_from).map(|s| s.max(stats.from_ns / NS)).next();
+    read.end_unix_s = decoded.iter().filter_map(proctor_model::RollupBlock::end_unix_s).max();
+    let tier_end_ns = read.end_unix_s.map_or(stats.from_ns, |s| s.saturating_mul(NS).min(stats.to_ns));
+    let frames = if tier_end_ns < stats.to_ns { reader.frames(tier_end_ns, stats.to_ns)? } else { Vec::new() };
+    stats.frames_in_range = frames.len();
+    let picked = pick(&frames, config.budget);
+    drop(frames);
+    stats.stride = picked.stride;
+    let data_from = read.first_unix_s.map_or(stats.from_ns, |s| (s * NS).max(stats.from_ns));
+    let data_to = picked.frames.last().map_or(tier_end_ns, |f| f.unix_ns().min(stats.to_ns));
+    let range = RangeConfig {
+        from_ns: data_from,
+        to_ns: data_to.max(data_from),
+        max_points: config.max_points.max(1),
+        top: usize::MAX,
+        keep_points: config.keep_points,
+    };
+    let mut builder = RangeBuilder::new(range);
+    if let Some(select) = config.groups.clone() {
+        builder = builder.with_groups(select);
+    }
+    for block in &decoded {
+        for row in &block.rows {
+            if row.start_unix_s.saturating_mul(NS) >= stats.from_ns.saturating_sub(u64::from(row.span_s) * NS)
+                && row.start_unix_s.saturating_mul(NS) < tier_end_ns
+            {
+                read.rows += 1;
+                builder.push_rollup(&block.names, row);
+            }
+        }
+    }
+    read.blocks = decoded.len();
+    // Groups' swap and PSS live in the parts a lean decode skips.
+    let full = config.groups.is_some();
+    for frame in &picked.frames {
+        if let Some(sample) = if full { reader.read(frame) } else { reader.read_lean(frame) } {
+            stats.frames_read += 1;
+            builder.push(sample);
+        }
+    }
+    stats.note_reader(reader);
+    stats.bad_frames += read.bad_blocks;
+    stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok((Fold { summary: builder.finish(), stats }, Some(read)))
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ enum Command {
     Dump(cmd::dump::Args),
     /// A recorded range as plots and top processes; latency correlated with system series.
     Report(Box<cmd::report::Args>),
+    /// Roll recorded samples up into the long-term tiers (a row per minute, per hour) now.
+    Rollup(cmd::rollup::Args),
     /// Processes in groups (process-exporter rules, cgroup or user); --check validates a rules file.
     Groups(cmd::groups::Args),
     /// A terminal view like htop's, live, over a recording (time travel) or from a remote agent.
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Dump(args) => cmd::dump::run(args),
         Command::Report(args) => cmd::report::run(*args),
+        Command::Rollup(args) => cmd::rollup::run(args),
         Command::Groups(args) => cmd::groups::run(args),
         Command::Top(args) => cmd::top::run(args),
         Command::Tree(args) => cmd::tree::run(args),

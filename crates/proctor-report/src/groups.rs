@@ -30,6 +30,9 @@ pub const GROUP_SERIES: [(&str, Unit, &str); 12] = [
 
 pub(crate) const G: usize = GROUP_SERIES.len();
 
+/// A group's values in a bucket: per series, (mean, max, count) when it had any.
+pub(crate) type GroupValues = [Option<(f64, f64, u32)>; G];
+
 /// The index of a group series by name.
 pub fn group_series_index(name: &str) -> Option<usize> {
     GROUP_SERIES.iter().position(|(n, _, _)| *n == name)
@@ -113,7 +116,7 @@ impl GroupAccs {
 
     /// Adds one group's values (each a bucket's (mean, max, count), a sample's being
     /// (v, v, 1)) to `bucket`. A name past the cap is counted, not kept.
-    pub(crate) fn add(&mut self, name: &str, bucket: usize, samples: u64, values: &[Option<(f64, f64, u32)>; G]) {
+    pub(crate) fn add(&mut self, name: &str, bucket: usize, samples: u64, values: &GroupValues) {
         if !self.wants(name) {
             match self.select {
                 GroupSelect::All { .. } => {

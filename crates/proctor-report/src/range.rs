@@ -10,13 +10,13 @@
 //!
 //! Does not read the store, the clock or any file.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use proctor_groups::{churn, fold};
 use proctor_model::{is_interesting_disk, process_rows, RowContext, Sample};
 
-use crate::groups::{group_values, GroupAccs, GroupSelect, GroupSummary, G};
+use crate::groups::{group_values, GroupAccs, GroupSelect, GroupSummary, GroupValues, G};
 use proctor_procfs::host::{CpuTicks, Pressure, PressureLine};
 use serde::Serialize;
 
@@ -195,6 +195,8 @@ pub struct RangeSummary {
     pub groups_not_asked: Vec<String>,
     /// Folded samples that carried groups (a recording made without `--groups` has none).
     pub group_samples: u64,
+    /// Rollup rows folded in place of raw samples (their samples are counted in `samples`).
+    pub rollup_rows: u64,
 }
 
 /// A bucket's values so far: their sum, max and count.
@@ -258,6 +260,8 @@ pub struct RangeBuilder {
     groups: Option<GroupAccs>,
     /// Samples whose processes were folded that carried their groups.
     group_samples: u64,
+    /// Rollup rows folded ([`RangeBuilder::push_rollup`]).
+    rollup_rows: u64,
 }
 
 /// Folds `samples` (in time order) in one call.
@@ -292,6 +296,7 @@ impl RangeBuilder {
             processes: HashMap::new(),
             groups: None,
             group_samples: 0,
+            rollup_rows: 0,
         }
     }
 
@@ -322,6 +327,60 @@ impl RangeBuilder {
     /// loses its CPU since the last, and RSS peaks and means are over those samples only.
     pub fn push_host(&mut self, cur: Sample) {
         self.push_inner(cur, false);
+    }
+
+    /// Adds a rollup row (a minute or an hour of samples; `names` are its block's series
+    /// names): host series `host.NAME` and, when groups are asked for, `group.NAME.SERIES`,
+    /// each as its row's mean, max and count, so bucket means stay means of samples. Rows carry
+    /// no processes (the top lists come from raw samples only). Rows must come in time order
+    /// and before any raw sample after them; rates across a row and a raw sample are not taken.
+    pub fn push_rollup(&mut self, names: &[String], row: &proctor_model::RollupRow) {
+        let start_ns = row.start_unix_s.saturating_mul(1_000_000_000);
+        let end_ns = start_ns.saturating_add(u64::from(row.span_s).saturating_mul(1_000_000_000));
+        if end_ns <= self.config.from_ns || start_ns > self.config.to_ns {
+            return;
+        }
+        // The row's samples fell inside it; its midpoint picks the bucket.
+        let at =
+            start_ns.saturating_add(end_ns.saturating_sub(start_ns) / 2).clamp(self.config.from_ns, self.config.to_ns);
+        let bucket = self.bucket_of(at);
+        self.samples += u64::from(row.samples);
+        self.rollup_rows += 1;
+        self.first_ns.get_or_insert(start_ns.max(self.config.from_ns));
+        self.last_ns = Some(end_ns.min(self.config.to_ns));
+        // A raw sample after the rows starts a run of its own.
+        self.prev = None;
+        self.prev_procs = None;
+        let mut groups: BTreeMap<&str, GroupValues> = BTreeMap::new();
+        for (name, stat) in names.iter().zip(&row.values) {
+            let Some(stat) = stat else { continue };
+            if let Some(series) = name.strip_prefix("host.").and_then(series_index) {
+                self.acc[series][bucket].add(stat.mean, stat.max, stat.n);
+                self.whole[series].add(stat.mean, stat.max, stat.n);
+            } else if let Some(rest) = name.strip_prefix("group.") {
+                if self.groups.is_none() {
+                    continue;
+                }
+                // The series name is the part after the last dot that names one (a group's
+                // name may hold dots; series names are `cpu`, `faults.minor`, …).
+                let split = crate::groups::GROUP_SERIES
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, (s, _, _))| rest.strip_suffix(s).and_then(|g| g.strip_suffix('.')).map(|g| (g, i)));
+                if let Some((group, i)) = split {
+                    groups.entry(group).or_insert([None; G])[i] = Some((stat.mean, stat.max, stat.n));
+                }
+            }
+        }
+        if let Some(accs) = self.groups.as_mut() {
+            if !groups.is_empty() {
+                self.group_samples += u64::from(row.samples);
+            }
+            for (group, values) in groups {
+                let members = values[0].map_or(0, |(_, _, n)| u64::from(n));
+                accs.add(group, bucket, members, &values);
+            }
+        }
     }
 
     fn push_inner(&mut self, cur: Sample, with_processes: bool) {
@@ -531,6 +590,7 @@ impl RangeBuilder {
             groups_left_out,
             groups_not_asked,
             group_samples: self.group_samples,
+            rollup_rows: self.rollup_rows,
         }
     }
 }
@@ -569,7 +629,8 @@ fn is_partition<'a>(name: &str, mut names: impl Iterator<Item = &'a str>) -> boo
     })
 }
 
-fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
+/// Every host series' value at `cur` (rates against `prev`, which must be of the same run).
+pub fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
     let mut v = [None; N];
     let h = &cur.host;
     if let Some(m) = h.meminfo {

@@ -9,6 +9,7 @@ pub mod probe;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod rollup;
 pub mod serve;
 pub mod snapshot;
 pub mod statsd;

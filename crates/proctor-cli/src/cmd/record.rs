@@ -48,6 +48,9 @@ pub struct Args {
     /// and the rollups.
     #[arg(long, value_name = "cgroup|user|FILE")]
     pub groups: Option<String>,
+    /// The long-term tiers, rolled up from the recording every few minutes.
+    #[command(flatten)]
+    pub tiers: super::rollup::TierArgs,
     /// fdatasync after every sample, so a power loss (not only a crash) loses at most the
     /// sample in flight.
     #[arg(long)]
@@ -140,6 +143,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let agent_config = AgentConfig { max_samples: args.count, groups, ..AgentConfig::brief(args.interval) };
     let agent = Agent::start_recording(args.read.config(), agent_config, recording)
         .context("cannot start the sampling thread")?;
+    let roller = proctor_agent::rollup::Roller::spawn(args.dir.clone(), args.tiers.config(), super::serve::ROLL_EVERY)
+        .context("cannot start the rollup thread")?;
     let shared = agent.shared();
     loop {
         if args.count.is_some_and(|count| shared.latest().agent.samples >= count) {
@@ -153,6 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let last = shared.latest();
     // Stops sampling, then drains the recorder's queue into the store.
     let recording = agent.stop();
+    roller.stop();
     let elapsed = started.elapsed();
     let process_cpu = process_cpu_ns().saturating_sub(process_cpu_start);
     let stats = &recording.stats;

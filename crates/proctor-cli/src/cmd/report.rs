@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use proctor_agent::range::{fold_range, FoldConfig, DEFAULT_FRAMES};
+use proctor_agent::range::{fold_tiered, FoldConfig, DEFAULT_FRAMES};
 use proctor_model::ProbeResult;
 use proctor_report::{
     correlate, plot, Correlation, CorrelationConfig, GroupSelect, GroupSummary, LatencyPoint, RangeSummary, Series,
@@ -279,16 +279,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             (!args.groups.is_empty()).then(|| GroupSelect::Named(args.groups.clone()))
         },
     };
-    let fold = fold_range(&mut reader, from, to, config).context("cannot report")?;
+    let data = crate::datadir::for_reading(&args.dir)?;
+    let (fold, tier) = fold_tiered(data, &mut reader, from, to, config).context("cannot report")?;
     // All of it here; the JSON answer's `problems` carries the first few, as /api/v1/report's.
     crate::datadir::report_read("proctor report", reader.report());
-    if fold.stats.frames_in_range == 0 {
+    if fold.stats.frames_in_range == 0 && tier.as_ref().is_none_or(|t| t.rows == 0) {
         bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), args.dir.display());
     }
     if args.all_groups || !args.groups.is_empty() {
         check_groups(&args, &fold.summary)?;
     }
     let mut report = proctor_vocab::report::report(&fold, &args.dir.display().to_string(), args.top, "the store");
+    if let Some(t) = &tier {
+        let span = |s: Option<u64>| s.map_or("-".to_string(), |s| format_utc(s.saturating_mul(1_000_000_000)));
+        report.note = format!(
+            "{} {} rollup rows ({} to {}; each row's mean and max, no processes), then raw samples: {}",
+            t.rows,
+            if t.tier == "1h" { "hour" } else { "minute" },
+            span(t.first_unix_s),
+            span(t.end_unix_s),
+            report.note
+        );
+    }
     report.bad_frames += stream_bad_frames;
     let summary = fold.summary;
     let correlation =

@@ -125,6 +125,9 @@ struct ServeOptions {
     /// Do not record samples (serve from memory only).
     #[arg(long)]
     no_record: bool,
+    /// The long-term tiers rolled up from the recording every few minutes.
+    #[command(flatten)]
+    tiers: super::rollup::TierArgs,
     /// Drop recorded data older than this (whole segments; `7d`, `36h`, `90m`).
     #[arg(long, value_name = "AGE", default_value = "7d", value_parser = duration_arg)]
     retain_age: Duration,
@@ -151,6 +154,9 @@ fn resolve_listen(text: &str) -> anyhow::Result<(SocketAddr, bool)> {
     let first = *addrs.first().with_context(|| format!("--listen {text}: resolves to no address"))?;
     Ok((first, addrs.iter().all(|a| a.ip().is_loopback())))
 }
+
+/// How often a recording agent rolls finished hours up (`proctor_agent::rollup`).
+pub const ROLL_EVERY: Duration = Duration::from_secs(300);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let o = *args.options;
@@ -211,6 +217,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (recording, recording_dir) = open_recording(&o);
     let agent =
         Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
+    // Recorded samples roll up into the minute and hour tiers on a thread of their own.
+    let roller = match &recording_dir {
+        Some(dir) => Some(
+            proctor_agent::rollup::Roller::spawn(dir.clone(), o.tiers.config(), ROLL_EVERY)
+                .context("cannot start the rollup thread")?,
+        ),
+        None => None,
+    };
 
     let statsd_shutdown = Shutdown::new();
     // Recording serve records statsd flushes too, into DATA/statsd through a recorder thread
@@ -299,6 +313,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     log("stopping");
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     agent.stop();
+    if let Some(roller) = roller {
+        roller.stop();
+    }
     if let Some(server) = statsd {
         statsd_shutdown.trigger();
         server.join();

@@ -1,0 +1,487 @@
+//! The long-term tiers: raw samples rolled up, as they age, into a row per minute
+//! (`DATA/rollup-1m`, an hour of rows per block) and a row per hour (`DATA/rollup-1h`, a day
+//! per block), each row holding the min, mean, max and last value of every host, container and
+//! group series ([`proctor_model::rollup`]) over its span. Each tier is a store of its own (the
+//! same segments, CRCs, repair on open and retention as the raw tier, a writer lock of its own),
+//! so a crash loses at most the block being written, and rolling again writes it again.
+//!
+//! [`roll`] is idempotent and bounded: it continues after the last block a tier holds, rolls
+//! only whole hours (days) that the tier below has finished, at most [`HOURS_PER_ROLL`] hours
+//! a call, and reads each hour's raw samples once (full decode: swap and PSS are in the parts a
+//! lean decode skips). [`Roller`] calls it on a thread of its own every few minutes beside a
+//! recording; `proctor rollup` calls it by hand.
+//!
+//! What it does not do: roll an hour that is not over (the tier lags the raw one by up to an
+//! hour and a roll interval; readers take the rest from raw samples), or keep processes (top
+//! processes over months would be cardinality without end; groups are the long-term unit).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use proctor_groups::{churn, fold};
+use proctor_model::{process_rows, RollupBlock, RollupRow, RowContext, Sample, Stat};
+use proctor_report::{group_values, host_values, GROUP_SERIES, SERIES};
+use proctor_store::{same_run, stream_dir, Event, Reader, StoreConfig, StoreError, Writer, HOUR_TIER, MINUTE_TIER};
+
+/// Most hours one [`roll`] call rolls: a week of recording found unrolled is caught up over
+/// many calls, a few seconds of CPU each, rather than in one burst of minutes.
+pub const HOURS_PER_ROLL: u64 = 6;
+
+/// How long each tier keeps its rows and how much disk both may use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RollupConfig {
+    pub minute_age: Duration,
+    pub hour_age: Duration,
+    /// Both tiers together; the minute tier may use 7/8 of it, the hour tier 1/8.
+    pub max_bytes: u64,
+}
+
+impl Default for RollupConfig {
+    fn default() -> Self {
+        RollupConfig {
+            minute_age: Duration::from_secs(90 * 86_400),
+            hour_age: Duration::from_secs(730 * 86_400),
+            max_bytes: 512 << 20,
+        }
+    }
+}
+
+impl RollupConfig {
+    fn tier(&self, hours: bool) -> StoreConfig {
+        let (age, bytes, segment) = if hours {
+            (self.hour_age, self.max_bytes / 8, Duration::from_secs(30 * 86_400))
+        } else {
+            (self.minute_age, self.max_bytes - self.max_bytes / 8, Duration::from_secs(86_400))
+        };
+        // Blocks are written once an hour: compress them hard.
+        StoreConfig {
+            retain_age: age,
+            retain_bytes: bytes,
+            segment_max_age: segment,
+            level: 19,
+            ..StoreConfig::default()
+        }
+    }
+}
+
+/// What one [`roll`] did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RollReport {
+    pub minute_blocks: u64,
+    pub hour_blocks: u64,
+    pub samples_read: u64,
+    /// Raw frames in the rolled hours that could not be read (skipped, counted).
+    pub bad_frames: u64,
+    /// Where the minute tier now ends (Unix seconds), if it has rows.
+    pub minute_tier_end_unix_s: Option<u64>,
+    /// Hours of raw samples finished but left for the next call (the per-call bound).
+    pub hours_left: u64,
+    pub elapsed_ms: f64,
+    /// Why a tier was not rolled (locked by another roller, say).
+    pub note: Option<String>,
+}
+
+/// Rolls what the raw tier of `data` has finished into the minute tier, and finished days of
+/// the minute tier into the hour tier.
+pub fn roll(data: &Path, config: &RollupConfig) -> Result<RollReport, StoreError> {
+    let started = Instant::now();
+    let mut report = RollReport::default();
+    let minute_dir = stream_dir(data, MINUTE_TIER)?;
+    let hour_dir = stream_dir(data, HOUR_TIER)?;
+    let mut minutes = match Writer::open(&minute_dir, config.tier(false)) {
+        Ok((w, _)) => w,
+        Err(StoreError::Locked { .. }) => {
+            report.note = Some("another roller holds the minute tier".into());
+            return Ok(report);
+        }
+        Err(e) => return Err(e),
+    };
+    let mut raw = Reader::open(data)?;
+    let newest_raw_s = newest_frame_s(&mut raw);
+    let mut next = match last_block_end(&minute_dir)? {
+        Some(end) => Some(end),
+        None => oldest_frame_s(&mut raw).map(|s| s - s % 3600),
+    };
+    if let (Some(mut hour), Some(newest)) = (next, newest_raw_s) {
+        let finished = newest - newest % 3600;
+        while hour + 3600 <= finished {
+            if report.minute_blocks >= HOURS_PER_ROLL {
+                report.hours_left = (finished - hour) / 3600;
+                break;
+            }
+            if let Some(block) = roll_hour(&mut raw, hour, &mut report)? {
+                minutes.append_event(hour * 1_000_000_000, &Event::Rollup(block))?;
+                report.minute_blocks += 1;
+            }
+            hour += 3600;
+            next = Some(hour);
+        }
+    }
+    report.minute_tier_end_unix_s = next;
+    drop(minutes);
+    match Writer::open(&hour_dir, config.tier(true)) {
+        Ok((mut hours, _)) => roll_days(&minute_dir, &hour_dir, &mut hours, &mut report)?,
+        Err(StoreError::Locked { .. }) => report.note = Some("another roller holds the hour tier".into()),
+        Err(e) => return Err(e),
+    }
+    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(report)
+}
+
+fn oldest_frame_s(raw: &mut Reader) -> Option<u64> {
+    let first = raw.segments().first()?.start_ns;
+    let frames = raw.frames(first, first.saturating_add(86_400 * 1_000_000_000)).ok()?;
+    frames.first().map(|f| f.unix_ns() / 1_000_000_000)
+}
+
+fn newest_frame_s(raw: &mut Reader) -> Option<u64> {
+    let last = raw.segments().last()?.start_ns;
+    let frames = raw.frames(last, u64::MAX).ok()?;
+    frames.last().map(|f| f.unix_ns() / 1_000_000_000)
+}
+
+/// Where a tier's last block ends.
+fn last_block_end(dir: &Path) -> Result<Option<u64>, StoreError> {
+    let mut reader = Reader::open(dir)?;
+    let Some(last) = reader.segments().last().map(|s| s.start_ns) else { return Ok(None) };
+    let frames = reader.event_frames(last, u64::MAX)?;
+    for frame in frames.iter().rev() {
+        if let Some(Event::Rollup(block)) = reader.read_event(frame) {
+            return Ok(block.end_unix_s());
+        }
+    }
+    Ok(None)
+}
+
+/// The minute rows of `[hour, hour + 1 h)`, from its raw samples (and the one before, for
+/// rates); `None` when the hour has none.
+fn roll_hour(raw: &mut Reader, hour: u64, report: &mut RollReport) -> Result<Option<RollupBlock>, StoreError> {
+    const NS: u64 = 1_000_000_000;
+    let frames = raw.frames(hour.saturating_sub(60) * NS, (hour + 3600) * NS - 1)?;
+    let mut minutes: BTreeMap<u64, (u32, BTreeMap<String, Stat>)> = BTreeMap::new();
+    let mut prev: Option<Sample> = None;
+    for frame in &frames {
+        let Some(cur) = raw.read(frame) else {
+            report.bad_frames += 1;
+            continue;
+        };
+        let before = prev.take().filter(|p| same_run(p, &cur));
+        if cur.unix_ns >= hour * NS {
+            report.samples_read += 1;
+            let minute = cur.unix_ns / NS / 60 * 60;
+            let (samples, stats) = minutes.entry(minute).or_default();
+            *samples += 1;
+            for (name, v) in sample_values(&cur, before.as_ref()) {
+                match stats.get_mut(&name) {
+                    Some(s) => s.push(v),
+                    None => {
+                        stats.insert(name, Stat::one(v));
+                    }
+                }
+            }
+        }
+        prev = Some(cur);
+    }
+    if minutes.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(block_of(60, minutes)))
+}
+
+/// Rows keyed by start, each (samples, stats by name), as one block.
+fn block_of(span_s: u32, rows: BTreeMap<u64, (u32, BTreeMap<String, Stat>)>) -> RollupBlock {
+    let mut names: Vec<String> = rows.values().flat_map(|(_, s)| s.keys().cloned()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let rows = rows
+        .into_iter()
+        .map(|(start, (samples, stats))| RollupRow {
+            start_unix_s: start,
+            span_s,
+            samples,
+            values: names.iter().map(|n| stats.get(n).copied()).collect(),
+        })
+        .collect();
+    RollupBlock { span_s, names, rows }
+}
+
+/// Every series' value at `cur`: host (`host.NAME`), container (`container.cpu` in CPUs,
+/// `container.memory` in bytes) and groups (`group.NAME.SERIES`).
+pub fn sample_values(cur: &Sample, prev: Option<&Sample>) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for ((name, _, _), v) in SERIES.iter().zip(host_values(cur, prev)) {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            out.push((format!("host.{name}"), v));
+        }
+    }
+    if let Some(c) = &cur.container {
+        if let Some(m) = c.counters.memory_current_bytes {
+            out.push(("container.memory".into(), m as f64));
+        }
+        let cpu = prev.and_then(|p| {
+            let secs = cur.mono_ns.checked_sub(p.mono_ns)? as f64 / 1e9;
+            let used = c.counters.cpu_usage_usec?.checked_sub(p.container.as_ref()?.counters.cpu_usage_usec?)?;
+            (secs > 0.0).then(|| used as f64 / 1e6 / secs)
+        });
+        if let Some(cpu) = cpu {
+            out.push(("container.cpu".into(), cpu));
+        }
+    }
+    if let Some(members) = cur.groups.as_deref() {
+        let rows = process_rows(cur, prev, RowContext::default());
+        let names = members.names();
+        let churned = prev.and_then(|p| {
+            let before = p.groups.as_deref()?;
+            let procs = |s: &Sample| s.processes.iter().map(|p| (p.pid, p.start_ticks)).collect::<Vec<_>>();
+            Some(churn(&procs(p), &before.names(), &procs(cur), &names))
+        });
+        let boot = cur.host.stat.as_ref().and_then(|s| s.boot_time_secs);
+        for g in fold(&rows, &names, cur.clock_ticks_per_sec, boot, churned.as_ref()) {
+            let values = group_values(&g, prev.is_some(), churned.is_some());
+            for ((series, _, _), v) in GROUP_SERIES.iter().zip(values) {
+                if let Some(v) = v.filter(|v| v.is_finite()) {
+                    out.push((format!("group.{}.{series}", g.name), v));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Days the minute tier has finished, as hour rows, into the hour tier.
+fn roll_days(
+    minute_dir: &Path,
+    hour_dir: &Path,
+    hours: &mut Writer,
+    report: &mut RollReport,
+) -> Result<(), StoreError> {
+    let Some(minute_end) = last_block_end(minute_dir)? else { return Ok(()) };
+    let mut reader = Reader::open(minute_dir)?;
+    let mut day = match last_block_end(hour_dir)? {
+        Some(end) => end,
+        None => {
+            let Some(first) = reader.segments().first().map(|s| s.start_ns / 1_000_000_000) else { return Ok(()) };
+            first - first % 86_400
+        }
+    };
+    let finished = minute_end - minute_end % 86_400;
+    while day + 86_400 <= finished {
+        let frames = reader.event_frames(day * 1_000_000_000, (day + 86_400) * 1_000_000_000 - 1)?;
+        let mut rows: BTreeMap<u64, (u32, BTreeMap<String, Stat>)> = BTreeMap::new();
+        for frame in &frames {
+            let Some(Event::Rollup(block)) = reader.read_event(frame) else {
+                report.bad_frames += 1;
+                continue;
+            };
+            for row in &block.rows {
+                let (samples, stats) = rows.entry(row.start_unix_s - row.start_unix_s % 3600).or_default();
+                *samples += row.samples;
+                for (name, v) in block.names.iter().zip(&row.values) {
+                    let Some(v) = v else { continue };
+                    stats
+                        .entry(name.clone())
+                        .or_insert(Stat { min: 0.0, mean: 0.0, max: 0.0, last: 0.0, n: 0 })
+                        .merge(v);
+                }
+            }
+        }
+        if !rows.is_empty() {
+            hours.append_event(day * 1_000_000_000, &Event::Rollup(block_of(3600, rows)))?;
+            report.hour_blocks += 1;
+        }
+        day += 86_400;
+    }
+    Ok(())
+}
+
+/// Rolls `data` up on a thread of its own: a minute after it starts, then every `every`.
+#[derive(Debug)]
+pub struct Roller {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    last: Arc<std::sync::Mutex<Option<Result<RollReport, String>>>>,
+}
+
+impl Roller {
+    pub fn spawn(data: PathBuf, config: RollupConfig, every: Duration) -> std::io::Result<Roller> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let last = Arc::new(std::sync::Mutex::new(None));
+        let (thread_stop, thread_last) = (Arc::clone(&stop), Arc::clone(&last));
+        let thread = std::thread::Builder::new().name("proctor-rollup".into()).spawn(move || {
+            let mut wait = Duration::from_secs(60).min(every);
+            loop {
+                let until = Instant::now() + wait;
+                while Instant::now() < until {
+                    if thread_stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                let result = roll(&data, &config).map_err(|e| e.to_string());
+                if let Err(e) = &result {
+                    eprintln!("proctor: rolling up {} failed: {e}", data.display());
+                }
+                *thread_last.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+                wait = every;
+            }
+        })?;
+        Ok(Roller { stop, thread: Some(thread), last })
+    }
+
+    /// What the last roll did, if one ran.
+    pub fn last(&self) -> Option<Result<RollReport, String>> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::range::{fold_range, fold_tiered, FoldConfig};
+    use proctor_model::{HostSample, ProcessSample, SampleCost, SampleGroups};
+    use proctor_procfs::host::{CpuTicks, MemInfo, Stat as CpuStat};
+    use proctor_report::GroupSelect;
+
+    const NS: u64 = 1_000_000_000;
+    /// A day boundary, so 26 hours hold a whole day.
+    const T0: u64 = 1_700_006_400;
+
+    /// A sample at second `t` after T0 (one per minute): memory used grows 1 MiB an hour, the
+    /// `web` group's one process uses 25 % of a CPU and has 100 MiB resident.
+    fn sample(seq: u64, t: u64) -> Sample {
+        let mut groups = SampleGroups { by: "rules".into(), ..SampleGroups::default() };
+        groups.members.insert("web".into(), vec![42]);
+        Sample {
+            seq,
+            unix_ns: (T0 + t) * NS,
+            mono_ns: t * NS,
+            clock_ticks_per_sec: 100,
+            page_size: 4096,
+            host: HostSample {
+                stat: Some(CpuStat {
+                    total: CpuTicks { user: 25 * t, idle: 175 * t, ..CpuTicks::default() },
+                    ..CpuStat::default()
+                }),
+                meminfo: Some(MemInfo {
+                    total_bytes: Some(8 << 30),
+                    available_bytes: Some((8 << 30) - (1 << 30) - (t / 3600) * (1 << 20)),
+                    ..MemInfo::default()
+                }),
+                ..HostSample::default()
+            },
+            container: None,
+            processes: vec![ProcessSample {
+                pid: 42,
+                ppid: 1,
+                start_ticks: 7,
+                comm: Arc::from("web"),
+                state: 'S',
+                utime_ticks: 25 * t,
+                stime_ticks: 0,
+                cutime_ticks: Some(0),
+                cstime_ticks: Some(0),
+                cminflt: Some(0),
+                cmajflt: Some(0),
+                num_threads: 4,
+                minflt: 0,
+                majflt: 0,
+                nice: 0,
+                vsize_bytes: 0,
+                resident_bytes: Some(100 << 20),
+                status: None,
+                io: None,
+                cmdline: None,
+                pss: None,
+                cgroup: None,
+            }],
+            cost: SampleCost::default(),
+            groups: Some(Arc::new(groups)),
+        }
+    }
+
+    #[test]
+    fn finished_hours_roll_into_minutes_and_days_into_hours_and_reports_read_them() {
+        let dir = std::env::temp_dir().join(format!("proctor-rollup-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        {
+            let (mut w, _) = Writer::open(&dir, StoreConfig::default()).expect("writer");
+            for (seq, t) in (0..26 * 3600 + 1800).step_by(60).enumerate() {
+                w.append(&sample(seq as u64, t)).expect("append");
+            }
+        }
+        let config = RollupConfig::default();
+        let first = roll(&dir, &config).expect("rolls");
+        assert_eq!((first.minute_blocks, first.hours_left), (HOURS_PER_ROLL, 26 - HOURS_PER_ROLL), "{first:?}");
+        let (mut minute_blocks, mut hour_blocks, mut last) = (first.minute_blocks, first.hour_blocks, first);
+        while last.hours_left > 0 {
+            last = roll(&dir, &config).expect("rolls");
+            minute_blocks += last.minute_blocks;
+            hour_blocks += last.hour_blocks;
+        }
+        // Hours 0 to 25 are over; hour 26 is not (its last sample is at 26:29). Day 0 is
+        // finished in the minute tier, day 1 is not.
+        assert_eq!((minute_blocks, hour_blocks), (26, 1));
+        assert_eq!(last.minute_tier_end_unix_s, Some(T0 + 26 * 3600));
+        let again = roll(&dir, &config).expect("rolls");
+        assert_eq!((again.minute_blocks, again.hour_blocks), (0, 0), "nothing rolled twice");
+
+        // The whole range from raw samples, then with the first 20 hours' raw segments gone
+        // (as retention would drop them): the minute rows stand in for them.
+        let select = Some(GroupSelect::Named(vec!["web".into()]));
+        let fold_config = FoldConfig { budget: 0, max_points: 26, groups: select, ..FoldConfig::default() };
+        let (from, to) = (T0 * NS, (T0 + 26 * 3600 + 1800) * NS);
+        let mut reader = Reader::open(&dir).expect("reader");
+        let raw =
+            fold_range(&mut reader, from, to, FoldConfig { max_span: None, ..fold_config.clone() }).expect("fold");
+        for segment in reader.segments() {
+            if segment.start_ns < (T0 + 20 * 3600) * NS {
+                std::fs::remove_file(&segment.path).expect("rm");
+            }
+        }
+        let mut reader = Reader::open(&dir).expect("reader");
+        let (tiered, tier) =
+            fold_tiered(&dir, &mut reader, from, to, FoldConfig { max_span: None, ..fold_config }).expect("fold");
+        let tier = tier.expect("the minute tier was read");
+        assert_eq!(tier.tier, "1m");
+        assert_eq!(tier.rows, 26 * 60);
+        assert_eq!(tiered.summary.rollup_rows, 26 * 60);
+        assert_eq!(tiered.summary.samples, raw.summary.samples, "every sample is behind a row or read raw");
+        let head = |f: &crate::range::Fold, name: &str| {
+            let h = f.summary.headline.iter().find(|h| h.name == name).expect(name);
+            (h.mean, h.max)
+        };
+        let (raw_used, tier_used) = (head(&raw, "memory.used"), head(&tiered, "memory.used"));
+        assert!((raw_used.0 - tier_used.0).abs() / raw_used.0 < 1e-3, "{raw_used:?} vs {tier_used:?}");
+        assert!((raw_used.1 - tier_used.1).abs() / raw_used.1 < 1e-3, "{raw_used:?} vs {tier_used:?}");
+        let (raw_cpu, tier_cpu) = (head(&raw, "cpu.user"), head(&tiered, "cpu.user"));
+        assert!((raw_cpu.0 - tier_cpu.0).abs() < 0.01, "{raw_cpu:?} vs {tier_cpu:?}");
+        let web = |f: &crate::range::Fold, name: &str| {
+            let g = &f.summary.groups[0];
+            g.headline.iter().find(|h| h.name == name).map(|h| (h.mean, h.max)).expect(name)
+        };
+        // Rows keep 4 significant digits: 100 MiB to within 0.1 MB.
+        let (a, b) = (web(&raw, "rss"), web(&tiered, "rss"));
+        assert!((a.0 - b.0).abs() / a.0 < 1e-3 && (a.1 - b.1).abs() / a.1 < 1e-3, "{a:?} vs {b:?}");
+        let (a, b) = (web(&raw, "cpu"), web(&tiered, "cpu"));
+        assert!((a.0 - b.0).abs() < 0.01 && (a.0 - 25.0).abs() < 0.01, "{a:?} vs {b:?}");
+
+        // The hour tier holds day 0 as 24 rows of 60 samples.
+        let mut hours = Reader::open(&dir.join(HOUR_TIER)).expect("hour tier");
+        let frames = hours.event_frames(0, u64::MAX).expect("frames");
+        let Some(Event::Rollup(day)) = hours.read_event(&frames[0]) else { panic!("a rollup block") };
+        assert_eq!((day.span_s, day.rows.len(), day.rows[0].samples), (3600, 24, 60));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
