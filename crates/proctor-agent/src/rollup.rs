@@ -51,7 +51,8 @@ impl Default for RollupConfig {
 }
 
 impl RollupConfig {
-    fn tier(&self, hours: bool) -> StoreConfig {
+    /// The store configuration of the hour tier (`hours`) or the minute tier.
+    pub fn tier(&self, hours: bool) -> StoreConfig {
         let (age, bytes, segment) = if hours {
             (self.hour_age, self.max_bytes / 8, Duration::from_secs(30 * 86_400))
         } else {
@@ -157,12 +158,22 @@ fn last_block_end(dir: &Path) -> Result<Option<u64>, StoreError> {
     Ok(None)
 }
 
+/// Per minute of `[from_s, to_s)`: the samples behind it and every series' stats.
+pub type Minutes = BTreeMap<u64, (u32, BTreeMap<String, Stat>)>;
+
 /// The minute rows of `[hour, hour + 1 h)`, from its raw samples (and the one before, for
 /// rates); `None` when the hour has none.
 fn roll_hour(raw: &mut Reader, hour: u64, report: &mut RollReport) -> Result<Option<RollupBlock>, StoreError> {
+    let minutes = minute_stats(raw, hour, hour + 3600, report)?;
+    Ok((!minutes.is_empty()).then(|| block_of(60, minutes)))
+}
+
+/// Reads the raw samples of `[from_s, to_s)` (and the minute before, for rates) and folds
+/// them into per-minute stats.
+pub fn minute_stats(raw: &mut Reader, from_s: u64, to_s: u64, report: &mut RollReport) -> Result<Minutes, StoreError> {
     const NS: u64 = 1_000_000_000;
-    let frames = raw.frames(hour.saturating_sub(60) * NS, (hour + 3600) * NS - 1)?;
-    let mut minutes: BTreeMap<u64, (u32, BTreeMap<String, Stat>)> = BTreeMap::new();
+    let frames = raw.frames(from_s.saturating_sub(60) * NS, to_s * NS - 1)?;
+    let mut minutes = Minutes::new();
     let mut prev: Option<Sample> = None;
     for frame in &frames {
         let Some(cur) = raw.read(frame) else {
@@ -170,7 +181,7 @@ fn roll_hour(raw: &mut Reader, hour: u64, report: &mut RollReport) -> Result<Opt
             continue;
         };
         let before = prev.take().filter(|p| same_run(p, &cur));
-        if cur.unix_ns >= hour * NS {
+        if cur.unix_ns >= from_s * NS {
             report.samples_read += 1;
             let minute = cur.unix_ns / NS / 60 * 60;
             let (samples, stats) = minutes.entry(minute).or_default();
@@ -186,14 +197,11 @@ fn roll_hour(raw: &mut Reader, hour: u64, report: &mut RollReport) -> Result<Opt
         }
         prev = Some(cur);
     }
-    if minutes.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(block_of(60, minutes)))
+    Ok(minutes)
 }
 
 /// Rows keyed by start, each (samples, stats by name), as one block.
-fn block_of(span_s: u32, rows: BTreeMap<u64, (u32, BTreeMap<String, Stat>)>) -> RollupBlock {
+pub fn block_of(span_s: u32, rows: Minutes) -> RollupBlock {
     let mut names: Vec<String> = rows.values().flat_map(|(_, s)| s.keys().cloned()).collect();
     names.sort_unstable();
     names.dedup();

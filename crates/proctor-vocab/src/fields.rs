@@ -49,6 +49,29 @@ pub const PROCESS: &[Field] = &[
     Field { name: "cgroup", title: "Cgroup", unit: Unit::Text, description: "The process's cgroup path (v2, or the v1 cpu controller's)." },
 ];
 
+/// The fields of one process group (`proctor_groups::GroupRow`: `/api/v1/groups`' rows less
+/// the agent's counter, and `proctor dump group`'s columns), in its order.
+pub const GROUP: &[Field] = &[
+    Field { name: "name", title: "Group", unit: Unit::Text, description: "The group's name: a rule's name template, a cgroup's unit, container or pod, or a user." },
+    Field { name: "processes", title: "Procs", unit: Unit::Count, description: "Member processes." },
+    Field { name: "threads", title: "Thr", unit: Unit::Count, description: "Members' threads." },
+    Field { name: "cpu_percent", title: "CPU%", unit: Unit::Percent, description: "Percent of one CPU over the interval, members' reaped children included." },
+    Field { name: "reaped_cpu_percent", title: "Reaped%", unit: Unit::Percent, description: "The part of cpu_percent used by members' children that exited since the previous sample (from cutime/cstime)." },
+    Field { name: "cpu_seconds_total", title: "TIME", unit: Unit::Seconds, description: "CPU seconds members used since they started, summed." },
+    Field { name: "rss_bytes", title: "RSS", unit: Unit::Bytes, description: "Members' resident memory, summed." },
+    Field { name: "pss_bytes", title: "PSS", unit: Unit::Bytes, description: "PSS of the members whose PSS is known (pss_known of processes)." },
+    Field { name: "pss_known", title: "PSS of", unit: Unit::Count, description: "Members whose PSS is known." },
+    Field { name: "uss_bytes", title: "USS", unit: Unit::Bytes, description: "USS of the members whose PSS is known." },
+    Field { name: "swap_bytes", title: "Swap", unit: Unit::Bytes, description: "Members' swapped-out memory." },
+    Field { name: "major_faults_per_sec", title: "MajFlt/s", unit: Unit::PerSec, description: "Major page faults per second, reaped children's included (cmajflt)." },
+    Field { name: "minor_faults_per_sec", title: "MinFlt/s", unit: Unit::PerSec, description: "Minor page faults per second, reaped children's included (cminflt)." },
+    Field { name: "read_bytes_per_sec", title: "Read/s", unit: Unit::BytesPerSec, description: "Bytes members read from storage per second (with --io)." },
+    Field { name: "write_bytes_per_sec", title: "Write/s", unit: Unit::BytesPerSec, description: "Bytes members wrote to storage per second (with --io)." },
+    Field { name: "oldest_start_unix_secs", title: "Oldest", unit: Unit::UnixSeconds, description: "When the group's oldest member started." },
+    Field { name: "started", title: "Started", unit: Unit::Count, description: "Members that appeared since the previous sample." },
+    Field { name: "exited", title: "Exited", unit: Unit::Count, description: "Members of the previous sample that are gone." },
+];
+
 /// The host's scalar fields ([`crate::snapshot::HostOut`] flattened; the per-CPU, per-disk and
 /// per-interface lists are left out: they are not columns).
 pub const HOST: &[Field] = &[
@@ -378,6 +401,35 @@ mod tests {
             .map(|(n, _)| n)
             .collect();
         let table: BTreeSet<String> = names(PROCESS).into_iter().map(str::to_string).collect();
+        assert_eq!(leaves, table);
+    }
+
+    #[test]
+    fn the_group_table_is_exactly_the_group_shape() {
+        // Every field set (no null hides a name); a field added to GroupRow fails to compile here.
+        let row = proctor_groups::GroupRow {
+            name: "web".into(),
+            processes: 2,
+            threads: 3,
+            cpu_percent: 1.0,
+            reaped_cpu_percent: 0.5,
+            cpu_seconds_total: 9.0,
+            rss_bytes: 1,
+            pss_bytes: 1,
+            pss_known: 1,
+            uss_bytes: 1,
+            swap_bytes: 0,
+            major_faults_per_sec: 0.0,
+            minor_faults_per_sec: 1.0,
+            read_bytes_per_sec: Some(1.0),
+            write_bytes_per_sec: Some(1.0),
+            oldest_start_unix_secs: Some(1.0),
+            started: 1,
+            exited: 0,
+        };
+        let leaves: BTreeSet<String> =
+            flatten(serde_json::to_value(&row).expect("json")).into_iter().map(|(n, _)| n).collect();
+        let table: BTreeSet<String> = names(GROUP).into_iter().map(str::to_string).collect();
         assert_eq!(leaves, table);
     }
 

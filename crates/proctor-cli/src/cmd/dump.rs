@@ -25,6 +25,9 @@ pub enum Subject {
     Process,
     /// One row per sample: CPU shares, memory, load, pressure, paging.
     Host,
+    /// One row per process group per sample, from the groups recorded with it (`record
+    /// --groups`, `serve --groups`).
+    Group,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -67,6 +70,7 @@ pub struct Args {
 }
 
 const PROCESS_FIELDS: &str = "time,pid,ppid,name,state,uid,cpu_percent,rss_bytes,anon_bytes,swap_bytes,threads,major_faults_per_sec,read_bytes_per_sec,write_bytes_per_sec,cgroup,cmdline";
+const GROUP_FIELDS: &str = "time,name,processes,threads,cpu_percent,reaped_cpu_percent,rss_bytes,pss_bytes,pss_known,swap_bytes,minor_faults_per_sec,major_faults_per_sec,started,exited";
 const HOST_FIELDS: &str = "time,cpu.busy_percent,cpu.user_percent,cpu.system_percent,cpu.iowait_percent,cpu.steal_percent,memory.used_bytes,memory.available_bytes,memory.swap_used_bytes,load.avg1,load.avg5,load.avg15,context_switches_per_sec,major_faults_per_sec,pressure_cpu.some.avg10,pressure_memory.some.avg10,pressure_io.some.avg10";
 
 /// The columns every row has besides the subject's fields.
@@ -85,6 +89,7 @@ fn columns(subject: Subject) -> impl Iterator<Item = &'static Field> {
     let table = match subject {
         Subject::Process => fields::PROCESS,
         Subject::Host => fields::HOST,
+        Subject::Group => fields::GROUP,
     };
     TIME_FIELDS.iter().chain(table.iter())
 }
@@ -168,6 +173,20 @@ fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Resu
             .iter()
             .map(|r| serde_json::to_value(proctor_vocab::process::process(&s, r)).map(make))
             .collect::<Result<_, _>>()?,
+        Subject::Group => {
+            let Some(members) = s.sample.groups.as_deref() else { return Ok((Vec::new(), s.sample)) };
+            let names = members.names();
+            let churn = prev.and_then(|p| {
+                let before = p.groups.as_deref()?;
+                let procs = |x: &Sample| x.processes.iter().map(|p| (p.pid, p.start_ticks)).collect::<Vec<_>>();
+                Some(proctor_groups::churn(&procs(p), &before.names(), &procs(&s.sample), &names))
+            });
+            let ticks = s.sample.clock_ticks_per_sec;
+            proctor_groups::fold(&s.rows, &names, ticks, s.host.boot_time_unix_secs, churn.as_ref())
+                .iter()
+                .map(|g| serde_json::to_value(g).map(make))
+                .collect::<Result<_, _>>()?
+        }
     };
     Ok((rows, s.sample))
 }
@@ -204,6 +223,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let default_fields = match args.subject {
         Subject::Process => PROCESS_FIELDS,
         Subject::Host => HOST_FIELDS,
+        Subject::Group => GROUP_FIELDS,
     };
     let fields: Vec<String> = if args.fields.is_empty() {
         default_fields.split(',').map(str::to_string).collect()
@@ -235,9 +255,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(out, "{}", fields.join(","))?;
     }
     let mut prev: Option<Sample> = None;
+    let mut grouped = 0u64;
     for frame in &frames {
         let Some(cur) = reader.read(frame) else { continue };
         let pair = prev.take().filter(|p| same_run(p, &cur));
+        grouped += u64::from(cur.groups.is_some());
         let (mut rows, cur) = rows_of(args.subject, cur, pair.as_ref())?;
         rows.retain(|row| args.filters.iter().all(|f| f.keeps(row)));
         if let Some(n) = args.top {
@@ -271,6 +293,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     crate::datadir::report_read("proctor dump", reader.report());
+    if args.subject == Subject::Group && !frames.is_empty() && grouped == 0 {
+        bail!(
+            "none of the {} samples says which group its processes were in: record with `--groups` (cgroup, user or a rules file)",
+            frames.len()
+        );
+    }
     if frames.is_empty() {
         eprintln!(
             "proctor dump: no samples between {} and {} in {}",

@@ -1,0 +1,94 @@
+//! Synthetic months of rollups from a real capture, for bench/rollup/run.sh:
+//! `cargo run --release -p proctor-agent --example rollup_year -- CAPTURE OUT [DAYS] [SEED]`.
+//!
+//! CAPTURE is a recording (`proctor record --groups …`); its samples are rolled into minute
+//! rows exactly as the agent rolls them. OUT gets DAYS (default 365) of minute blocks ending
+//! at the last whole hour, each synthetic minute a captured minute drawn at random (seeded):
+//! no run of minutes repeats for zstd to find, and every minute-to-minute change is as large
+//! as the capture's spread, which is harder on the delta coding than a real day's slow drift.
+//! Then the hour tier is rolled from them, and the sizes are printed as JSON.
+//!
+//! The minute tier is written with the agent's own tier settings but a year's retention and
+//! no size cap, so the whole year is measured (the agent keeps 90 days by default).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use proctor_agent::rollup::{block_of, minute_stats, roll, Minutes, RollReport, RollupConfig};
+use proctor_store::{stream_dir, Event, Reader, Writer, HOUR_TIER, MINUTE_TIER};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let usage = "usage: rollup_year CAPTURE OUT [DAYS] [SEED]";
+    let capture = PathBuf::from(args.next().expect(usage));
+    let out = PathBuf::from(args.next().expect(usage));
+    let days: u64 = args.next().map_or(365, |s| s.parse().expect("DAYS"));
+    let mut seed: u64 = args.next().map_or(0x9e37_79b9_7f4a_7c15, |s| s.parse().expect("SEED"));
+
+    let mut raw = Reader::open(&capture).expect("open CAPTURE");
+    let frames = raw.frames(0, u64::MAX).expect("frames");
+    let (first, last) = (frames[0].unix_ns() / 1_000_000_000, frames[frames.len() - 1].unix_ns() / 1_000_000_000);
+    // Whole minutes only: the first and last are partial.
+    let (from, to) = (first - first % 60 + 60, last - last % 60);
+    let mut report = RollReport::default();
+    let captured: Vec<(u32, std::collections::BTreeMap<String, proctor_model::Stat>)> =
+        minute_stats(&mut raw, from, to, &mut report).expect("roll the capture").into_values().collect();
+    assert!(!captured.is_empty(), "the capture holds no whole minute");
+    let groups: std::collections::BTreeSet<&str> = captured
+        .iter()
+        .flat_map(|(_, s)| s.keys())
+        .filter_map(|k| k.strip_prefix("group.").and_then(|g| g.rsplit_once(".processes")).map(|(g, _)| g))
+        .collect();
+    let series: std::collections::BTreeSet<&String> = captured.iter().flat_map(|(_, s)| s.keys()).collect();
+
+    std::fs::create_dir_all(&out).expect("create OUT");
+    let config = RollupConfig {
+        minute_age: Duration::from_secs((days + 30) * 86_400),
+        hour_age: Duration::from_secs((days + 30) * 86_400),
+        max_bytes: u64::MAX / 2,
+    };
+    let minute_dir = stream_dir(&out, MINUTE_TIER).expect("minute tier");
+    let (mut writer, _) = Writer::open(&minute_dir, config.tier(false)).expect("open the minute tier");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
+    let end = now - now % 3600;
+    let start = end - days * 86_400;
+    let started = Instant::now();
+    let mut rows = 0u64;
+    for hour in (start..end).step_by(3600) {
+        let mut block = Minutes::new();
+        for m in 0..60 {
+            // xorshift64*: a fixed, seeded sequence.
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            let pick = (seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % captured.len() as u64) as usize;
+            block.insert(hour + m * 60, captured[pick].clone());
+            rows += 1;
+        }
+        writer.append_event(hour * 1_000_000_000, &Event::Rollup(block_of(60, block))).expect("append");
+    }
+    let write_s = started.elapsed().as_secs_f64();
+    let stats = writer.stats();
+    drop(writer);
+    let started = Instant::now();
+    let rolled = roll(&out, &config).expect("roll the hour tier");
+    let hour_s = started.elapsed().as_secs_f64();
+    println!(
+        "{{\"captured_minutes\":{},\"groups\":{},\"series\":{},\"days\":{days},\"minute_rows\":{rows},\
+         \"minute_tier_bytes\":{},\"hour_tier_bytes\":{},\"record_bytes\":{},\"hour_blocks\":{},\
+         \"write_seconds\":{write_s:.1},\"hour_roll_seconds\":{hour_s:.1},\"first_unix_s\":{start},\"end_unix_s\":{end}}}",
+        captured.len(),
+        groups.len(),
+        series.len(),
+        dir_bytes(&minute_dir),
+        dir_bytes(&out.join(HOUR_TIER)),
+        stats.record_bytes,
+        rolled.hour_blocks,
+    );
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries.filter_map(Result::ok).filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+    })
+}
