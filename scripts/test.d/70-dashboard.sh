@@ -30,9 +30,12 @@ source scripts/lib/browser.sh
 cargo build --locked --bin proctor 2>&1
 # Writes a store of older samples for the zoom-into-the-store and top-processes tests.
 cargo build --locked -p proctor-agent --example store_day 2>&1
+# Writes rollup tiers (days of minute rows from a real capture) for the groups-table test.
+cargo build --locked -p proctor-agent --example rollup_year 2>&1
 proctor="${CARGO_TARGET_DIR:-target}/debug/proctor"
 store_day="${CARGO_TARGET_DIR:-target}/debug/examples/store_day"
+rollup_year="${CARGO_TARGET_DIR:-target}/debug/examples/rollup_year"
 
 echo "-- node --test web/test/dashboard.test.mjs (chromium: $("$chromium" --version 2>/dev/null | tail -1))"
-PROCTOR_BIN="$proctor" STORE_DAY_BIN="$store_day" CHROMIUM_BIN="$chromium" node --test web/test/dashboard.test.mjs
+PROCTOR_BIN="$proctor" STORE_DAY_BIN="$store_day" ROLLUP_YEAR_BIN="$rollup_year" CHROMIUM_BIN="$chromium" node --test web/test/dashboard.test.mjs
 echo "-- screenshot: target/test-artifacts/dashboard.png"

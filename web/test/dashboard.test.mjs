@@ -863,6 +863,72 @@ describe("zooming out past the in-memory ring reads the agent's store", () => {
   });
 });
 
+describe("the groups table reads days of rollups older than the raw samples", () => {
+  /** Serves `dataDir`, picks `range` (ms) in the groups menu, and returns the note and rows. */
+  async function groupsOver(dataDir, range, shot) {
+    const { base, child } = await serve([], dataDir);
+    const browser = await launch();
+    try {
+      const page = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      await page.goto(base + "/");
+      await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await page.selectOption("#groups-range", String(range));
+      await page.waitForFunction(
+        () => document.querySelector("#groups").getAttribute("aria-busy") === "false" && !/computing/.test(document.querySelector("#groups-note").textContent),
+        null,
+        { timeout: 60000 },
+      );
+      await page.locator("#groups").scrollIntoViewIfNeeded();
+      if (shot) {
+        mkdirSync(ARTIFACTS, { recursive: true });
+        await page.locator("#groups").screenshot({ path: path.join(ARTIFACTS, shot) });
+      }
+      const note = await page.textContent("#groups-note");
+      const rows = await page.$$eval("#groups-table tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+      assert.deepEqual(errors, []);
+      return { note, rows };
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+    }
+  }
+
+  test("the last 7 days shows the groups of 8 days of minute rows; a store without them shows none", async (t) => {
+    const rollupYear = process.env.ROLLUP_YEAR_BIN;
+    if (!rollupYear) {
+      t.skip("ROLLUP_YEAR_BIN is not set (scripts/test.d/70-dashboard.sh builds it)");
+      return;
+    }
+    // A real capture with groups by command name, rolled into 8 days of minute rows ending at
+    // the last whole hour; serve then records raw samples from now on into the same directory.
+    const capture = mkdtempSync(path.join(tmpdir(), "proctor-capture-"));
+    temps.push(capture);
+    const rules = path.join(capture, "rules.yml");
+    writeFileSync(rules, 'process_names:\n  - name: "{{.Comm}}"\n    cmdline: [".+"]\n');
+    execFileSync(bin(), ["record", "--dir", path.join(capture, "data"), "--count", "4", "--interval", "500ms", "--groups", rules], { stdio: "ignore" });
+    const data = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(data);
+    execFileSync(path.resolve(rollupYear), [path.join(capture, "data"), data, "8"], { stdio: "ignore" });
+    const week = 7 * 24 * 3600 * 1000;
+    const withTiers = await groupsOver(data, week, "dashboard-groups.png");
+    assert.match(withTiers.note, /groups from [\d\u2009]+ minute rollup rows, then raw samples/);
+    assert.ok(withTiers.rows.length >= 2, `rows: ${JSON.stringify(withTiers.rows)}`);
+    // The recorder that made the capture is a group of its own, with a CPU figure and memory.
+    const recorder = withTiers.rows.find((r) => r[0] === "proctor");
+    assert.ok(recorder, `a proctor group among ${withTiers.rows.map((r) => r[0]).join(", ")}`);
+    assert.match(recorder[4], /iB$/, `its mean RSS: ${recorder[4]}`);
+
+    // The control: a store with raw samples only has no groups over the same range.
+    const empty = mkdtempSync(path.join(tmpdir(), "proctor-store-"));
+    temps.push(empty);
+    const without = await groupsOver(empty, week, null);
+    assert.match(without.note, /no groups recorded in this range/);
+    assert.deepEqual(without.rows, [["none in this range"]]);
+  });
+});
+
 describe("the top processes over a picked range come from the agent's store", () => {
   const HOUR = 3600 * 1000;
   // Markup as a name: the tables must show it as text.

@@ -28,8 +28,12 @@ fn main() {
     let mut raw = Reader::open(&capture).expect("open CAPTURE");
     let frames = raw.frames(0, u64::MAX).expect("frames");
     let (first, last) = (frames[0].unix_ns() / 1_000_000_000, frames[frames.len() - 1].unix_ns() / 1_000_000_000);
-    // Whole minutes only: the first and last are partial.
-    let (from, to) = (first - first % 60 + 60, last - last % 60);
+    // Whole minutes only (the first and last are partial), unless the capture is shorter than
+    // one whole minute (a test's few samples): then its minutes as they are.
+    let (mut from, mut to) = (first - first % 60 + 60, last - last % 60);
+    if to <= from {
+        (from, to) = (first - first % 60, last + 1);
+    }
     let mut report = RollReport::default();
     let captured: Vec<(u32, std::collections::BTreeMap<String, proctor_model::Stat>)> =
         minute_stats(&mut raw, from, to, &mut report).expect("roll the capture").into_values().collect();

@@ -33,6 +33,10 @@ pub const DEFAULT_FRAMES: usize = 1000;
 /// The longest range an HTTP request folds; an older `from` is clamped (and said).
 pub const MAX_SPAN: Duration = Duration::from_secs(8 * 24 * 3600);
 
+/// The longest range an HTTP report folds through the rollup tiers (the hour tier's two
+/// years, and a day): raw frames stay under the frame budget, and rows are cheap.
+pub const MAX_TIERED_SPAN: Duration = Duration::from_secs(731 * 24 * 3600);
+
 /// The frames a budget reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Picked {

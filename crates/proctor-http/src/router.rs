@@ -18,9 +18,10 @@ use axum::routing::get;
 use axum::Router;
 use proctor_agent::disk::DiskWatch;
 use proctor_agent::history_query::{read_store_part, HistoryQuery};
-use proctor_agent::range::{fold_range, FoldConfig, DEFAULT_FRAMES, MAX_SPAN};
+use proctor_agent::range::{fold_tiered, FoldConfig, DEFAULT_FRAMES, MAX_TIERED_SPAN};
 use proctor_agent::store_history::PointCache;
 use proctor_agent::Shared;
+use proctor_report::GroupSelect;
 use proctor_store::Reader;
 use proctor_vocab::history::{history_store, HistoryOut, SeriesListOut, SeriesOut};
 use proctor_vocab::jupyter::{jupyter_metrics, JupyterConfig};
@@ -235,7 +236,19 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
 /// time, whichever route asked). No store (recording off, or one that cannot be opened) is an
 /// answer with `available: false`, not an error.
 async fn report(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
-    let p = Params::parse(q, &["since", "from", "to", "top", "frames"])?;
+    let p = Params::parse(q, &["since", "from", "to", "top", "frames", "groups"])?;
+    // `groups=all` (at most 64) or `groups=NAME,NAME`: the groups stored with the samples.
+    let groups = match p.get("groups") {
+        None | Some("") => None,
+        Some("all") => Some(GroupSelect::All { max: 64 }),
+        Some(names) => {
+            let names: Vec<String> = names.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect();
+            if names.len() > 64 {
+                return Err(ApiError::bad_request("'groups' names at most 64 groups (or 'all')"));
+            }
+            Some(GroupSelect::Named(names))
+        }
+    };
     let latest = st.shared.latest();
     let now_ms = latest.unix_ms();
     let (from, to) = time_range(&p, now_ms, now_ms.saturating_sub(3_600_000), now_ms)?;
@@ -271,10 +284,16 @@ async fn report(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Res
                 return out;
             }
         };
-        let config = FoldConfig { budget, max_points: 1, keep_points: false, max_span: Some(MAX_SPAN), groups: None };
+        // Older than the raw samples, the rollup tiers answer (hour rows for two years are
+        // 17,520 rows): the span allowed is the hour tier's.
+        let config = FoldConfig { budget, max_points: 1, keep_points: false, max_span: Some(MAX_TIERED_SPAN), groups };
         let (from_ns, to_ns) = (from.saturating_mul(1_000_000), to.saturating_mul(1_000_000).saturating_add(999_999));
-        match fold_range(&mut reader, from_ns, to_ns, config) {
-            Ok(fold) => report::report(&fold, &shown, top, "the agent's store"),
+        match fold_tiered(&dir, &mut reader, from_ns, to_ns, config) {
+            Ok((fold, tier)) => {
+                let mut out = report::report(&fold, &shown, top, "the agent's store");
+                out.tier = tier.as_ref().map(report::TierOut::from);
+                out
+            }
             Err(e) => {
                 let mut out = report::unavailable(format!("cannot list the store's frames: {e}"), from, to);
                 out.dir = Some(shown);

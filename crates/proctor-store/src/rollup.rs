@@ -324,6 +324,16 @@ mod tests {
         varint(&mut claim, 60);
         varint(&mut claim, 1 << 30);
         assert!(matches!(decode_block(&claim), Err(CodecError::Rollup(_))));
+        // Random bytes (a fixed xorshift sequence): an error or a block, never a panic.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 200) as usize;
+            let noise: Vec<u8> = (0..len).map(|i| (x.rotate_left(i as u32 % 64) >> 3) as u8).collect();
+            let _ = decode_block(&noise);
+        }
         // Flipped bytes: an error or a block, never a panic.
         for i in 0..bytes.len() {
             let mut flipped = bytes.clone();

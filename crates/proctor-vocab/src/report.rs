@@ -55,6 +55,45 @@ pub struct ReportOut {
     /// The first few problems, with their file.
     pub problems: Vec<String>,
     pub elapsed_ms: f64,
+    /// The process groups asked for (`groups=`; `report --group`), each over the range: the
+    /// groups the recording agent stored with its samples.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupUsageOut>,
+    /// The rollup tier read for the part of the range older than the raw samples, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<TierOut>,
+}
+
+/// One process group over a range.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupUsageOut {
+    pub name: String,
+    /// Samples the group had members in.
+    pub samples: u64,
+    /// Each group series over the range (processes, threads, cpu, rss, pss, swap,
+    /// faults.minor, faults.major, io.read, io.write, started, exited): mean and max.
+    pub headline: Vec<HeadlineOut>,
+}
+
+/// The rollup tier a range read.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierOut {
+    /// `1m` (a row per minute) or `1h`.
+    pub tier: &'static str,
+    pub rows: u64,
+    pub first_unix_ms: Option<u64>,
+    pub end_unix_ms: Option<u64>,
+}
+
+impl From<&proctor_agent::range::TierRead> for TierOut {
+    fn from(t: &proctor_agent::range::TierRead) -> Self {
+        TierOut {
+            tier: t.tier,
+            rows: t.rows,
+            first_unix_ms: t.first_unix_s.map(|s| s * 1000),
+            end_unix_ms: t.end_unix_s.map(|s| s * 1000),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -169,6 +208,26 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
         mb.total_cmp(&ma).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks)))
     });
     out.top_rss_mean = by_mean.into_iter().take(top).map(ProcessUsageOut::from).collect();
+    out.groups = s
+        .groups
+        .iter()
+        .map(|g| GroupUsageOut {
+            name: g.name.clone(),
+            samples: g.samples,
+            headline: g
+                .headline
+                .iter()
+                .map(|h| HeadlineOut {
+                    name: h.name,
+                    unit: h.unit,
+                    description: h.description,
+                    mean: h.mean,
+                    max: h.max,
+                    count: h.count,
+                })
+                .collect(),
+        })
+        .collect();
 }
 
 /// What the figures rest on, in a sentence or two: only what happened.

@@ -265,6 +265,83 @@ async function loadReport(ms) {
   fillReportTable("report-rss", answer.top_rss_peak, (p) => fmt.bytes(p.rss_peak_bytes));
 }
 
+// ---- process groups over a range (up to the whole retention, through the rollups) -------
+
+const groupsView = { gen: 0 };
+
+/** Asks for every stored group over the last `ms` (`/api/v1/report?groups=all`: raw samples
+ * for the recent part, rollup rows for the older) and fills the groups table. Group names come
+ * from rules, cgroups and users: they go in with textContent. */
+async function loadGroups(ms) {
+  const gen = ++groupsView.gen;
+  const panel = $("groups");
+  panel.setAttribute("aria-busy", "true");
+  $("groups-note").textContent = "computing from the agent's store…";
+  let answer;
+  try {
+    answer = await api.get(api.url("/api/v1/report", { since: `${ms}ms`, top: 1, groups: "all" }));
+  } catch (e) {
+    if (gen !== groupsView.gen) return;
+    panel.setAttribute("aria-busy", "false");
+    $("groups-note").textContent = `could not compute the groups: ${e.message}`;
+    fillGroupsTable([]);
+    return;
+  }
+  if (gen !== groupsView.gen) return;
+  panel.setAttribute("aria-busy", "false");
+  if (!answer.available) {
+    $("groups-note").textContent = answer.reason ?? "no store to report from";
+    fillGroupsTable([]);
+    return;
+  }
+  const groups = answer.groups ?? [];
+  const tier = answer.tier
+    ? `${fmt.count(answer.tier.rows)} ${answer.tier.tier === "1h" ? "hour" : "minute"} rollup rows, then raw samples`
+    : "raw samples";
+  $("groups-note").textContent = groups.length
+    ? `${groups.length} groups from ${tier} (${fmt.duration(answer.elapsed_ms / 1000)})`
+    : "no groups recorded in this range: run serve or record with --groups cgroup, user or a rules file";
+  fillGroupsTable(groups);
+}
+
+function fillGroupsTable(groups) {
+  const body = $("groups-table").tBodies[0];
+  const rows = groups.map((g) => {
+    const h = (name) => g.headline.find((x) => x.name === name);
+    const mean = (name, f) => f(h(name)?.mean ?? null);
+    const max = (name, f) => f(h(name)?.max ?? null);
+    const tr = document.createElement("tr");
+    const cells = [
+      ["c-name", g.name],
+      ["c-value", mean("processes", (v) => fmt.num(v, 1))],
+      ["c-value", mean("cpu", fmt.percent)],
+      ["c-value", max("cpu", fmt.percent)],
+      ["c-value", mean("rss", fmt.bytes)],
+      ["c-value", max("rss", fmt.bytes)],
+      ["c-value", mean("faults.minor", (v) => fmt.num(v, 1))],
+      ["c-value", mean("faults.major", (v) => fmt.num(v, 2))],
+      ["c-value", mean("started", (v) => fmt.num(v, 2))],
+    ];
+    for (const [cls, text] of cells) {
+      const td = document.createElement("td");
+      td.className = cls;
+      td.textContent = text;
+      tr.append(td);
+    }
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  if (!rows.length) {
+    const tr = document.createElement("tr");
+    const td = document.createElement("td");
+    td.colSpan = 9;
+    td.className = "empty";
+    td.textContent = "none in this range";
+    tr.append(td);
+    body.append(tr);
+  }
+}
+
 function fillReportTable(id, rows, value) {
   const body = $(id).tBodies[0];
   const cut = (s) => (s.length > CMDLINE_CHARS ? s.slice(0, CMDLINE_CHARS - 1) + "\u2026" : s);
@@ -396,6 +473,7 @@ $("auth").addEventListener("submit", (e) => {
   restart();
   // The report asked before the token was known got a 401: ask again.
   loadReport(timeline.windowMs);
+  loadGroups(Number($("groups-range").value));
 });
 
 // ---- host ---------------------------------------------------------------------------------
@@ -633,6 +711,7 @@ $("pause").addEventListener("change", (e) => {
   setStatus(state.paused ? "paused" : "live", state.paused ? "paused" : "resuming…");
 });
 $("window").addEventListener("change", (e) => setRange(Number(e.target.value)));
+$("groups-range").addEventListener("change", (e) => loadGroups(Number(e.target.value)));
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden && !state.stopped) restart();
 });
@@ -640,3 +719,4 @@ document.addEventListener("visibilitychange", () => {
 // Start on the range the Window menu shows (a reload may have kept another choice than the
 // markup's): the buttons, the charts and the range's top processes all follow it.
 setRange(Number($("window").value));
+loadGroups(Number($("groups-range").value));
