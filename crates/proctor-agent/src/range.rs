@@ -243,6 +243,11 @@ pub struct TierRead {
     pub end_unix_s: Option<u64>,
 }
 
+/// Rollup rows a builder has folded so far.
+fn builder_rows(builder: &RangeBuilder) -> u64 {
+    builder.rollup_rows()
+}
+
 /// [`fold_range`] over the raw samples and, for the part of the range older than the oldest
 /// raw sample, the finest rollup tier that reaches back to `from` (else the one reaching
 /// furthest): a 90-day report reads 129,600 minute rows, not 7.8 million samples. Rows up to
@@ -283,16 +288,21 @@ pub fn fold_tiered(
     let span_back = if label == "1h" { 86_400 } else { 3600 };
     let blocks = tier.event_frames(stats.from_ns.saturating_sub(span_back * NS), stats.to_ns)?;
     let mut read = TierRead { tier: label, blocks: 0, rows: 0, bad_blocks: 0, first_unix_s: None, end_unix_s: None };
-    let mut decoded = Vec::with_capacity(blocks.len());
-    for frame in &blocks {
-        match tier.read_event(frame) {
-            Some(proctor_store::Event::Rollup(block)) => decoded.push(block),
-            _ => read.bad_blocks += 1,
-        }
-    }
-    let rows_from = |b: &proctor_model::RollupBlock| b.rows.iter().map(|r| r.start_unix_s).next();
-    read.first_unix_s = decoded.iter().filter_map(rows_from).map(|s| s.max(stats.from_ns / NS)).next();
-    read.end_unix_s = decoded.iter().filter_map(proctor_model::RollupBlock::end_unix_s).max();
+    // Blocks are decoded one at a time (a 90-day read is 2,160 blocks of 60 rows of ~500
+    // series: held at once, gigabytes); the first and last are decoded first for the bounds.
+    let block_at = |tier: &mut Reader, frame: &StoredFrame| match tier.read_event(frame) {
+        Some(proctor_store::Event::Rollup(block)) => Some(block),
+        _ => None,
+    };
+    let from_s = stats.from_ns / NS;
+    read.first_unix_s = blocks
+        .iter()
+        .take(2)
+        .filter_map(|f| block_at(&mut tier, f))
+        .flat_map(|b| b.rows.into_iter().map(|r| r.start_unix_s + u64::from(r.span_s)).collect::<Vec<_>>())
+        .find(|end| *end > from_s)
+        .map(|end| end.saturating_sub(if label == "1h" { 3600 } else { 60 }).max(from_s));
+    read.end_unix_s = blocks.iter().rev().take(2).find_map(|f| block_at(&mut tier, f)).and_then(|b| b.end_unix_s());
     let tier_end_ns = read.end_unix_s.map_or(stats.from_ns, |s| s.saturating_mul(NS).min(stats.to_ns));
     let frames = if tier_end_ns < stats.to_ns { reader.frames(tier_end_ns, stats.to_ns)? } else { Vec::new() };
     stats.frames_in_range = frames.len();
@@ -312,17 +322,17 @@ pub fn fold_tiered(
     if let Some(select) = config.groups.clone() {
         builder = builder.with_groups(select);
     }
-    for block in &decoded {
-        for row in &block.rows {
-            if row.start_unix_s.saturating_mul(NS) >= stats.from_ns.saturating_sub(u64::from(row.span_s) * NS)
-                && row.start_unix_s.saturating_mul(NS) < tier_end_ns
-            {
-                read.rows += 1;
-                builder.push_rollup(&block.names, row);
-            }
-        }
+    let until_s = tier_end_ns.div_ceil(NS);
+    for frame in &blocks {
+        let Some(block) = block_at(&mut tier, frame) else {
+            read.bad_blocks += 1;
+            continue;
+        };
+        read.blocks += 1;
+        let before = builder_rows(&builder);
+        builder.push_rollup_block(&block, from_s.saturating_sub(u64::from(block.span_s)), until_s);
+        read.rows += builder_rows(&builder) - before;
     }
-    read.blocks = decoded.len();
     // Groups' swap and PSS live in the parts a lean decode skips.
     let full = config.groups.is_some();
     for frame in &picked.frames {

@@ -129,11 +129,14 @@ impl GroupAccs {
             }
             return;
         }
-        let acc = self.groups.entry(name.to_string()).or_insert_with(|| GroupAcc {
-            buckets: BTreeMap::new(),
-            whole: [Acc::default(); G],
-            samples: 0,
-        });
+        // Looked up by &str first: a name is allocated once, not once a row.
+        if !self.groups.contains_key(name) {
+            self.groups.insert(
+                name.to_string(),
+                GroupAcc { buckets: BTreeMap::new(), whole: [Acc::default(); G], samples: 0 },
+            );
+        }
+        let acc = self.groups.get_mut(name).expect("inserted above");
         acc.samples += samples;
         let b = acc.buckets.entry(bucket).or_insert([Acc::default(); G]);
         for (i, v) in values.iter().enumerate() {

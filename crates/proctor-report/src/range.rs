@@ -10,7 +10,7 @@
 //!
 //! Does not read the store, the clock or any file.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_groups::{churn, fold};
@@ -300,6 +300,11 @@ impl RangeBuilder {
         }
     }
 
+    /// Rollup rows folded so far.
+    pub fn rollup_rows(&self) -> u64 {
+        self.rollup_rows
+    }
+
     /// Also folds the process groups stored with each sample ([`proctor_model::SampleGroups`])
     /// into series, for the groups `select` names.
     pub fn with_groups(mut self, select: GroupSelect) -> Self {
@@ -329,56 +334,88 @@ impl RangeBuilder {
         self.push_inner(cur, false);
     }
 
-    /// Adds a rollup row (a minute or an hour of samples; `names` are its block's series
-    /// names): host series `host.NAME` and, when groups are asked for, `group.NAME.SERIES`,
-    /// each as its row's mean, max and count, so bucket means stay means of samples. Rows carry
-    /// no processes (the top lists come from raw samples only). Rows must come in time order
-    /// and before any raw sample after them; rates across a row and a raw sample are not taken.
-    pub fn push_rollup(&mut self, names: &[String], row: &proctor_model::RollupRow) {
-        let start_ns = row.start_unix_s.saturating_mul(1_000_000_000);
-        let end_ns = start_ns.saturating_add(u64::from(row.span_s).saturating_mul(1_000_000_000));
-        if end_ns <= self.config.from_ns || start_ns > self.config.to_ns {
-            return;
+    /// Adds the rows of a rollup block that start in `[from_s, until_s)`: host series
+    /// `host.NAME` and, when groups are asked for, `group.NAME.SERIES`, each as its row's mean,
+    /// max and count, so bucket means stay means of samples. Where each of the block's names
+    /// goes is worked out once per block, not per row (a block is 60 rows of ~500 names). Rows
+    /// carry no processes (the top lists come from raw samples only). Blocks must come in time
+    /// order and before any raw sample after them; no rate spans a row and a raw sample.
+    pub fn push_rollup_block(&mut self, block: &proctor_model::RollupBlock, from_s: u64, until_s: u64) {
+        enum To {
+            Host(usize),
+            Group(usize, usize),
+            Skip,
         }
-        // The row's samples fell inside it; its midpoint picks the bucket.
-        let at =
-            start_ns.saturating_add(end_ns.saturating_sub(start_ns) / 2).clamp(self.config.from_ns, self.config.to_ns);
-        let bucket = self.bucket_of(at);
-        self.samples += u64::from(row.samples);
-        self.rollup_rows += 1;
-        self.first_ns.get_or_insert(start_ns.max(self.config.from_ns));
-        self.last_ns = Some(end_ns.min(self.config.to_ns));
-        // A raw sample after the rows starts a run of its own.
-        self.prev = None;
-        self.prev_procs = None;
-        let mut groups: BTreeMap<&str, GroupValues> = BTreeMap::new();
-        for (name, stat) in names.iter().zip(&row.values) {
-            let Some(stat) = stat else { continue };
-            if let Some(series) = name.strip_prefix("host.").and_then(series_index) {
-                self.acc[series][bucket].add(stat.mean, stat.max, stat.n);
-                self.whole[series].add(stat.mean, stat.max, stat.n);
-            } else if let Some(rest) = name.strip_prefix("group.") {
-                if self.groups.is_none() {
-                    continue;
+        let mut groups: Vec<&str> = Vec::new();
+        let targets: Vec<To> = block
+            .names
+            .iter()
+            .map(|name| {
+                if let Some(i) = name.strip_prefix("host.").and_then(series_index) {
+                    return To::Host(i);
                 }
-                // The series name is the part after the last dot that names one (a group's
-                // name may hold dots; series names are `cpu`, `faults.minor`, …).
+                let Some(rest) = name.strip_prefix("group.").filter(|_| self.groups.is_some()) else { return To::Skip };
+                // The series is the suffix that names one (a group's name may hold dots).
                 let split = crate::groups::GROUP_SERIES
                     .iter()
                     .enumerate()
                     .find_map(|(i, (s, _, _))| rest.strip_suffix(s).and_then(|g| g.strip_suffix('.')).map(|g| (g, i)));
-                if let Some((group, i)) = split {
-                    groups.entry(group).or_insert([None; G])[i] = Some((stat.mean, stat.max, stat.n));
+                match split {
+                    Some((group, i)) => {
+                        let g = groups.iter().position(|x| *x == group).unwrap_or_else(|| {
+                            groups.push(group);
+                            groups.len() - 1
+                        });
+                        To::Group(g, i)
+                    }
+                    None => To::Skip,
+                }
+            })
+            .collect();
+        let mut values: Vec<GroupValues> = vec![[None; G]; groups.len()];
+        for row in block.rows.iter().filter(|r| r.start_unix_s >= from_s && r.start_unix_s < until_s) {
+            let start_ns = row.start_unix_s.saturating_mul(1_000_000_000);
+            let end_ns = start_ns.saturating_add(u64::from(row.span_s).saturating_mul(1_000_000_000));
+            if end_ns <= self.config.from_ns || start_ns > self.config.to_ns {
+                continue;
+            }
+            // The row's samples fell inside it; its midpoint picks the bucket.
+            let at = (start_ns + (end_ns - start_ns) / 2).clamp(self.config.from_ns, self.config.to_ns);
+            let bucket = self.bucket_of(at);
+            self.samples += u64::from(row.samples);
+            self.rollup_rows += 1;
+            self.first_ns.get_or_insert(start_ns.max(self.config.from_ns));
+            self.last_ns = Some(end_ns.min(self.config.to_ns));
+            // A raw sample after the rows starts a run of its own.
+            self.prev = None;
+            self.prev_procs = None;
+            for v in values.iter_mut() {
+                *v = [None; G];
+            }
+            for (target, stat) in targets.iter().zip(&row.values) {
+                let Some(stat) = stat else { continue };
+                match *target {
+                    To::Host(i) => {
+                        self.acc[i][bucket].add(stat.mean, stat.max, stat.n);
+                        self.whole[i].add(stat.mean, stat.max, stat.n);
+                    }
+                    To::Group(g, i) => values[g][i] = Some((stat.mean, stat.max, stat.n)),
+                    To::Skip => {}
                 }
             }
-        }
-        if let Some(accs) = self.groups.as_mut() {
-            if !groups.is_empty() {
-                self.group_samples += u64::from(row.samples);
-            }
-            for (group, values) in groups {
-                let members = values[0].map_or(0, |(_, _, n)| u64::from(n));
-                accs.add(group, bucket, members, &values);
+            if let Some(accs) = self.groups.as_mut() {
+                let mut any = false;
+                for (group, v) in groups.iter().zip(&values) {
+                    if v.iter().all(Option::is_none) {
+                        continue;
+                    }
+                    any = true;
+                    let members = v[0].map_or(0, |(_, _, n)| u64::from(n));
+                    accs.add(group, bucket, members, v);
+                }
+                if any {
+                    self.group_samples += u64::from(row.samples);
+                }
             }
         }
     }
