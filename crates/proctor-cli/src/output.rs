@@ -26,9 +26,11 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// Writes JSON to stdout, followed by a newline.
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    // Buffered: stdout is line-buffered, and pretty JSON is a line per value.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
+    out.flush()?;
     Ok(())
 }
 

@@ -421,7 +421,7 @@ fn print_report(
     plot_path: Option<&Path>,
 ) -> anyhow::Result<report::Report> {
     let report = report::build(records, &ReportConfig::default());
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     match format {
         Format::Text => stdout.write_all(report::render_text(&report, title).as_bytes())?,
         Format::Json => {

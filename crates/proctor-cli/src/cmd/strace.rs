@@ -134,7 +134,7 @@ fn analyze_and_print(inputs: &[Input], options: &Options) -> anyhow::Result<Exit
     if let Some(path) = &options.plot {
         write_plot(&report, path, options.top)?;
     }
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     match options.format {
         Format::Json => {
             serde_json::to_writer_pretty(&mut stdout, &report)?;
