@@ -42,6 +42,7 @@ INTERVAL = os.environ.get("INTERVAL", "10s")
 NGROUPS = int(os.environ.get("NGROUPS", "20"))
 PER_GROUP = int(os.environ.get("PER_GROUP", "15"))
 NORECORD = os.environ.get("NORECORD", "1") != "0"
+AGENT_ARGS = os.environ.get("AGENT_ARGS", "").split()  # more flags for both agents, e.g. "--pss-budget 0"
 POLL = 60  # seconds between the bench's own requests to the agents
 GOAL_RSS_BYTES = 15_000_000  # "15 MB"
 GOAL_CPU_PERCENT = 0.3
@@ -154,7 +155,7 @@ def write_rules(path):
 
 
 def start_agent(rules, record_args, log_path):
-    cmd = [PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", INTERVAL, "--groups", rules, *record_args]
+    cmd = [PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", INTERVAL, "--groups", rules, *record_args, *AGENT_ARGS]
     log = open(log_path, "w")
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     agents.append(p)

@@ -7,7 +7,7 @@
 #   NORECORD=0 bash bench/groups/pi.sh               # the recording agent alone
 #   PROCTOR_BIN=/tmp/old/proctor bash bench/groups/pi.sh      # another build, not rebuilt
 # Knobs: DURATION, WARMUP (seconds), ROUNDS, INTERVAL (10s), NGROUPS (20), PER_GROUP (15),
-# NORECORD (1). On the shared 2-core machine build with CARGO_BUILD_JOBS=1.
+# NORECORD (1), AGENT_ARGS (more serve flags for both agents, e.g. "--pss-budget 0"). On the shared 2-core machine build with CARGO_BUILD_JOBS=1.
 # Needs python3 (3.11 or newer). Traffic stays on 127.0.0.1; every process it starts is stopped
 # by its pid (on Ctrl-C too), and the sleepers end on their own when the run's time is up.
 set -euo pipefail
