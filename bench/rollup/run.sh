@@ -7,13 +7,16 @@
 #    process falls into a 50th group, `other`; `proctor record --groups` records them at 1 s
 #    for CAPTURE_MIN minutes (default 15).
 # 2. The example `rollup_year` rolls the capture into minute rows as the agent does and writes
-#    DAYS (default 365) of minute blocks ending now, each minute a captured one drawn at random
-#    (pessimistic for the delta coding: no minute follows from the one before), with the tier's
-#    own settings, then rolls the hour tier from them.
+#    DAYS (default 365) of minute blocks ending now with the tier's own settings, then rolls the
+#    hour tier from them, twice: each minute a captured one drawn at random (pessimistic for the
+#    delta coding: no minute follows from the one before), and the captured minutes in their
+#    order, over and over, each hour from a random one (a minute follows from the one before as
+#    on the box, but for the wrap-around).
 # 3. hyperfine times `proctor report --from "90 days ago"` (host series) and with
 #    `--all-groups` over the synthetic tiers, 5 runs each after a warm-up.
 #
-# Usage: bash bench/rollup/run.sh   (CAPTURE_MIN=15 DAYS=365). Ends only what it started.
+# Usage: bash bench/rollup/run.sh   (CAPTURE_MIN=15 DAYS=365; CAPTURE=DIR reuses an earlier
+# capture instead of recording one). Ends only what it started.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CAPTURE_MIN=${CAPTURE_MIN:-15}
@@ -35,6 +38,9 @@ process_names:
   - name: other
     cmdline: ['.+']
 RULES
+if [[ -n ${CAPTURE:-} ]]; then
+  cp -r "$CAPTURE" "$work/capture"
+else
 for g in $(seq -w 1 40); do
   for p in $(seq 1 $((RANDOM % 3 + 1))); do
     setsid bash -c "exec -a rollbench-idle-$g sleep 100000" & pids+=($!)
@@ -50,21 +56,26 @@ timeout --signal=INT $((CAPTURE_MIN * 60 + 5)) "$bin" record --dir "$work/captur
   > "$work/record.txt" 2>&1 || true
 cleanup
 pids=()
-echo "synthesizing $DAYS days of minute rows"
+fi
+echo "synthesizing $DAYS days of minute rows (random minutes, then captured order)"
 year=$(target/release/examples/rollup_year "$work/capture" "$work/year" "$DAYS")
 echo "$year"
+in_order=$(target/release/examples/rollup_year "$work/capture" "$work/in-order" "$DAYS" 7 sequence)
+echo "$in_order"
+rm -rf "$work/in-order"
 echo
 hyperfine --warmup 1 --runs 5 --export-json "$work/report.json" \
   -n "report 90 days" "$bin report --dir $work/year --from '90 days ago' --format json > /dev/null" \
   -n "report 90 days, all groups" "$bin report --dir $work/year --from '90 days ago' --all-groups --format json > /dev/null"
 "$bin" report --dir "$work/year" --from '90 days ago' --all-groups | head -12
-python3 - "$work" "$year" <<'PY'
+python3 - "$work" "$year" "$in_order" <<'PY'
 import json, sys
-work, year = sys.argv[1], json.loads(sys.argv[2])
+work, year, in_order = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 runs = json.load(open(f"{work}/report.json"))["results"]
 mb = year["minute_tier_bytes"] / 1e6
 print(f"\n| figure | measured | goal |\n| --- | --- | --- |")
-print(f"| a year of minute rows, {year['groups']} groups + host + container ({year['series']} series) | {mb:.1f} MB ({year['minute_tier_bytes'] / year['minute_rows']:.0f} B/row) | <= 100 MB |")
+print(f"| a year of minute rows, {year['groups']} groups + host + container ({year['series']} series), random minutes | {mb:.1f} MB ({year['minute_tier_bytes'] / year['minute_rows']:.0f} B/row) | <= 100 MB |")
+print(f"| the same, minutes in captured order | {in_order['minute_tier_bytes'] / 1e6:.1f} MB ({in_order['minute_tier_bytes'] / in_order['minute_rows']:.0f} B/row) | <= 100 MB |")
 print(f"| the hour tier for the same year | {year['hour_tier_bytes'] / 1e6:.2f} MB | |")
 for r in runs:
     print(f"| `proctor report --from '90 days ago'` ({r['command']}), median of 5 | {r['median']:.2f} s | <= 2 s |")

@@ -1,11 +1,14 @@
 //! Synthetic months of rollups from a real capture, for bench/rollup/run.sh:
-//! `cargo run --release -p proctor-agent --example rollup_year -- CAPTURE OUT [DAYS] [SEED]`.
+//! `cargo run --release -p proctor-agent --example rollup_year -- CAPTURE OUT [DAYS] [SEED] [ORDER]`.
 //!
 //! CAPTURE is a recording (`proctor record --groups …`); its samples are rolled into minute
 //! rows exactly as the agent rolls them. OUT gets DAYS (default 365) of minute blocks ending
-//! at the last whole hour, each synthetic minute a captured minute drawn at random (seeded):
-//! no run of minutes repeats for zstd to find, and every minute-to-minute change is as large
-//! as the capture's spread, which is harder on the delta coding than a real day's slow drift.
+//! at the last whole hour. ORDER `random` (the default): each synthetic minute a captured minute
+//! drawn at random (seeded): no run of minutes repeats for zstd to find, and every
+//! minute-to-minute change is as large as the capture's spread, which is harder on the delta
+//! coding than a real day's slow drift. ORDER `sequence`: the captured minutes in the order
+//! they were captured, over and over, each hour starting at a random one: a minute follows
+//! from the one before as it did on the box, except where the capture wraps around.
 //! Then the hour tier is rolled from them, and the sizes are printed as JSON.
 //!
 //! The minute tier is written with the agent's own tier settings but a year's retention and
@@ -19,11 +22,16 @@ use proctor_store::{stream_dir, Event, Reader, Writer, HOUR_TIER, MINUTE_TIER};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: rollup_year CAPTURE OUT [DAYS] [SEED]";
+    let usage = "usage: rollup_year CAPTURE OUT [DAYS] [SEED] [random|sequence]";
     let capture = PathBuf::from(args.next().expect(usage));
     let out = PathBuf::from(args.next().expect(usage));
     let days: u64 = args.next().map_or(365, |s| s.parse().expect("DAYS"));
     let mut seed: u64 = args.next().map_or(0x9e37_79b9_7f4a_7c15, |s| s.parse().expect("SEED"));
+    let sequence = match args.next().as_deref() {
+        None | Some("random") => false,
+        Some("sequence") => true,
+        Some(other) => panic!("ORDER is random or sequence, not {other:?}"),
+    };
 
     let mut raw = Reader::open(&capture).expect("open CAPTURE");
     let frames = raw.frames(0, u64::MAX).expect("frames");
@@ -60,12 +68,16 @@ fn main() {
     let mut rows = 0u64;
     for hour in (start..end).step_by(3600) {
         let mut block = Minutes::new();
-        for m in 0..60 {
-            // xorshift64*: a fixed, seeded sequence.
+        // xorshift64*: a fixed, seeded sequence.
+        let mut next = || {
             seed ^= seed >> 12;
             seed ^= seed << 25;
             seed ^= seed >> 27;
-            let pick = (seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % captured.len() as u64) as usize;
+            (seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % captured.len() as u64) as usize
+        };
+        let offset = next();
+        for m in 0..60 {
+            let pick = if sequence { (offset + m as usize) % captured.len() } else { next() };
             block.insert(hour + m * 60, captured[pick].clone());
             rows += 1;
         }
@@ -78,9 +90,10 @@ fn main() {
     let rolled = roll(&out, &config).expect("roll the hour tier");
     let hour_s = started.elapsed().as_secs_f64();
     println!(
-        "{{\"captured_minutes\":{},\"groups\":{},\"series\":{},\"days\":{days},\"minute_rows\":{rows},\
+        "{{\"order\":\"{}\",\"captured_minutes\":{},\"groups\":{},\"series\":{},\"days\":{days},\"minute_rows\":{rows},\
          \"minute_tier_bytes\":{},\"hour_tier_bytes\":{},\"record_bytes\":{},\"hour_blocks\":{},\
          \"write_seconds\":{write_s:.1},\"hour_roll_seconds\":{hour_s:.1},\"first_unix_s\":{start},\"end_unix_s\":{end}}}",
+        if sequence { "sequence" } else { "random" },
         captured.len(),
         groups.len(),
         series.len(),
