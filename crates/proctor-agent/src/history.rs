@@ -201,6 +201,18 @@ pub struct PointRef<'a> {
 
 impl PointMaker {
     /// The point `s` makes.
+    /// The series a point holds, in its order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// A point of `values` in [`Self::names`]' order (NaN: unknown), with no top processes:
+    /// what a rollup row answers for (see [`rollup_series`]).
+    pub fn point_of(&self, time_ms: u64, values: Vec<f64>) -> Point {
+        assert_eq!(values.len(), self.names.len(), "a value per series");
+        Point { time_ms, values: values.into_boxed_slice(), top: vec![NO_ENTRY; self.top_n].into_boxed_slice() }
+    }
+
     pub fn point(&self, s: &Snapshot) -> Point {
         let values: Box<[f64]> = self.columns.iter().map(|c| c.value(s).unwrap_or(f64::NAN)).collect();
         let mut top: Vec<TopEntry> = s
@@ -526,6 +538,37 @@ fn parse_process_series(name: &str) -> Option<(u32, ProcessField)> {
         _ => return None,
     };
     Some((pid, field))
+}
+
+/// The rollup tiers' series (`proctor_agent::rollup`) that answer for a history series: the
+/// host's CPU, memory, swap, pressure, disk and network totals and the container's memory and
+/// CPU. The rest (load, context switches, per-device and per-CPU series, limits, processes, the
+/// agent's own figures, the top processes) are not rolled up and are unknown in a tier's part.
+/// Pressure's rollup is the share of wall time from the kernel's totals, the mean of what
+/// `avg10` estimates.
+pub fn rollup_series(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "host.cpu.busy_percent" => "host.cpu.busy",
+        "host.cpu.user_percent" => "host.cpu.user",
+        "host.cpu.system_percent" => "host.cpu.system",
+        "host.cpu.iowait_percent" => "host.cpu.iowait",
+        "host.cpu.steal_percent" => "host.cpu.steal",
+        "host.memory.used_bytes" => "host.memory.used",
+        "host.memory.available_bytes" => "host.memory.available",
+        "host.swap.used_bytes" => "host.swap.used",
+        "host.pressure.cpu.some_avg10" => "host.psi.cpu.some",
+        "host.pressure.memory.some_avg10" => "host.psi.memory.some",
+        "host.pressure.memory.full_avg10" => "host.psi.memory.full",
+        "host.pressure.io.some_avg10" => "host.psi.io.some",
+        "host.pressure.io.full_avg10" => "host.psi.io.full",
+        "host.disk.read_bytes_per_sec" => "host.disk.read",
+        "host.disk.write_bytes_per_sec" => "host.disk.write",
+        "host.net.rx_bytes_per_sec" => "host.net.rx",
+        "host.net.tx_bytes_per_sec" => "host.net.tx",
+        "container.memory.current_bytes" => "container.memory",
+        "container.cpu.used_cpus" => "container.cpu",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -243,6 +243,35 @@ pub struct TierRead {
     pub end_unix_s: Option<u64>,
 }
 
+/// The rollup tier to read for a range starting at `from_ns`: the finest whose oldest block
+/// reaches back to it, else the one reaching furthest (`coarse`: the hour tier whenever it
+/// reaches back as far as the minute tier would). `1m` or `1h`, and its reader; `None` when
+/// neither tier holds a block.
+pub fn open_tier(data: &std::path::Path, from_ns: u64, coarse: bool) -> Option<(&'static str, Reader)> {
+    let mut tiers = Vec::new();
+    for (name, label) in [(proctor_store::MINUTE_TIER, "1m"), (proctor_store::HOUR_TIER, "1h")] {
+        let dir = data.join(name);
+        if !dir.is_dir() {
+            continue;
+        }
+        let Ok(tier) = Reader::open(&dir) else { continue };
+        if let Some(first) = tier.segments().iter().find(|s| !s.set_aside).map(|s| s.start_ns) {
+            tiers.push((label, tier, first));
+        }
+    }
+    if coarse {
+        if let Some(i) = tiers.iter().position(|(label, _, first)| *label == "1h" && *first <= from_ns) {
+            let (label, tier, _) = tiers.swap_remove(i);
+            return Some((label, tier));
+        }
+    }
+    let chosen = match tiers.iter().position(|(_, _, first)| *first <= from_ns) {
+        Some(i) => Some(tiers.swap_remove(i)),
+        None => tiers.into_iter().min_by_key(|(_, _, first)| *first),
+    };
+    chosen.map(|(label, tier, _)| (label, tier))
+}
+
 /// Rollup rows a builder has folded so far.
 fn builder_rows(builder: &RangeBuilder) -> u64 {
     builder.rollup_rows()
@@ -265,22 +294,7 @@ pub fn fold_tiered(
     if from_ns.saturating_add(60 * NS) >= raw_first {
         return fold_range(reader, from_ns, to_ns, config).map(|f| (f, None));
     }
-    let mut tiers = Vec::new();
-    for (name, label) in [(proctor_store::MINUTE_TIER, "1m"), (proctor_store::HOUR_TIER, "1h")] {
-        let dir = data.join(name);
-        if !dir.is_dir() {
-            continue;
-        }
-        let Ok(tier) = Reader::open(&dir) else { continue };
-        if let Some(first) = tier.segments().iter().find(|s| !s.set_aside).map(|s| s.start_ns) {
-            tiers.push((label, tier, first));
-        }
-    }
-    let chosen = match tiers.iter().position(|(_, _, first)| *first <= from_ns) {
-        Some(i) => Some(tiers.swap_remove(i)),
-        None => tiers.into_iter().min_by_key(|(_, _, first)| *first),
-    };
-    let Some((label, mut tier, _)) = chosen else {
+    let Some((label, mut tier)) = open_tier(data, from_ns, false) else {
         return fold_range(reader, from_ns, to_ns, config).map(|f| (f, None));
     };
     let started = Instant::now();

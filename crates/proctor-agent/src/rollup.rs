@@ -485,6 +485,50 @@ mod tests {
         let (a, b) = (web(&raw, "cpu"), web(&tiered, "cpu"));
         assert!((a.0 - b.0).abs() < 0.01 && (a.0 - 25.0).abs() < 0.01, "{a:?} vs {b:?}");
 
+        // The history API's store part: the minute rows stand in before the raw samples, each
+        // point a row's maximum of the ring's series that the tiers keep.
+        let maker = crate::history::History::new(&crate::snapshot::Snapshot::derive(sample(0, 0), None), 10, 10)
+            .maker()
+            .clone();
+        let raw_first_ms = reader.segments().iter().map(|s| s.start_ns / 1_000_000).min().expect("raw left");
+        let used = maker.names().iter().position(|n| n == "host.memory.used_bytes").expect("memory series");
+        let user = maker.names().iter().position(|n| n == "host.cpu.user_percent").expect("cpu series");
+        let load = maker.names().iter().position(|n| n == "host.load1").expect("load series");
+        let history = |budget| {
+            crate::store_history::read_points(
+                &dir,
+                &maker,
+                from / 1_000_000,
+                to / 1_000_000,
+                budget,
+                &mut Default::default(),
+            )
+        };
+        let (points, report) = history(2048);
+        let part = report.tier.clone().expect("a tier part");
+        assert_eq!(part.tier, "1m");
+        let old: Vec<_> = points.iter().filter(|p| p.time_ms < raw_first_ms).collect();
+        assert_eq!(old.len(), part.points);
+        assert_eq!(part.points as u64, part.rows, "a point per row within the budget");
+        assert_eq!(part.rows, (raw_first_ms / 1000 - T0).div_ceil(60), "every minute before the raw samples: {part:?}");
+        for p in &old {
+            // A row is timed at its start: memory used grew 1 MiB an hour.
+            let hour = (p.time_ms / 1000 - T0) / 3600;
+            let want = ((1u64 << 30) + hour * (1 << 20)) as f64;
+            assert!((p.values[used] - want).abs() / want < 1e-3, "{} at {}", p.values[used], p.time_ms);
+            // The first minute has one sample and no rate.
+            if p.time_ms / 1000 > T0 {
+                assert!((p.values[user] - 12.5).abs() < 0.01, "{} at {}", p.values[user], p.time_ms);
+            }
+            assert!(p.values[load].is_nan(), "load is not rolled up");
+        }
+        assert!(points.iter().any(|p| p.time_ms >= raw_first_ms), "the raw part follows");
+        // A small budget: the hour tier, its rows bucketed into at most the budget.
+        let (points, report) = history(10);
+        let part = report.tier.expect("a tier part");
+        assert_eq!((part.tier, part.points), ("1h", 10), "{part:?}");
+        assert_eq!(points.iter().filter(|p| p.time_ms < raw_first_ms).count(), 10);
+
         // The hour tier holds day 0 as 24 rows of 60 samples.
         let mut hours = Reader::open(&dir.join(HOUR_TIER)).expect("hour tier");
         let frames = hours.event_frames(0, u64::MAX).expect("frames");

@@ -46,6 +46,8 @@ pub struct StoreReport {
     pub frames_decoded: usize,
     /// Points taken from the cache instead of decoding.
     pub points_cached: usize,
+    /// The rollup tier read for the part older than the raw samples, if any.
+    pub tier: Option<TierPart>,
 }
 
 /// Points by (frame time, time of the frame its rates are against; 0: none), all derived by the
@@ -89,9 +91,95 @@ pub fn read_points(
         stats: ReadStats::new(from_ms.saturating_mul(MS), to_ns, Some(MAX_SPAN), budget),
         ..StoreReport::default()
     };
-    let points = read(dir, maker, budget, cache, &mut report);
+    let mut points = read(dir, maker, budget, cache, &mut report);
+    // Older than the raw samples (or than the raw part's span): the rollup tiers, up to theirs.
+    let raw_first_ms = Reader::open(dir)
+        .ok()
+        .and_then(|r| r.segments().iter().find(|s| !s.set_aside).map(|s| s.start_ns / MS))
+        .unwrap_or(u64::MAX);
+    let tier_to_ms = raw_first_ms.max(report.stats.from_ns / MS).min(to_ms.saturating_add(1));
+    let tier_from_ms = from_ms.max(to_ms.saturating_sub(crate::range::MAX_TIERED_SPAN.as_millis() as u64));
+    if tier_from_ms.saturating_add(60_000) < tier_to_ms {
+        let (old, part) = tier_points(dir, maker, tier_from_ms, tier_to_ms, budget);
+        if let Some(part) = part {
+            if !old.is_empty() {
+                report.stats.clamped = from_ms < tier_from_ms;
+                report.stats.from_ns = tier_from_ms * MS;
+            }
+            report.tier = Some(part);
+            points.splice(0..0, old);
+        }
+    }
     report.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     (points, report)
+}
+
+/// What a rollup tier answered for the part of a history range older than the raw samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierPart {
+    /// `1m` or `1h`.
+    pub tier: &'static str,
+    /// Rows in the part, and the points they were bucketed into (at most the budget).
+    pub rows: u64,
+    pub points: usize,
+    /// Blocks that could not be read (skipped, counted).
+    pub bad_blocks: usize,
+}
+
+/// The points of `[from_ms, to_ms)` from the rollup tier that fits: rows starting in it, each
+/// timed at its start, bucketed into at most `budget` spans of equal time, each point the
+/// newest row start of its bucket with, per series, the **maximum** of its rows' maxima (as the history buckets the
+/// ring's points: a one-sample spike survives). Series the tiers do not keep are unknown
+/// ([`crate::history::rollup_series`]); no top processes. The minute tier while its rows fit
+/// in 16 × the budget, else the hour tier when it reaches back as far.
+fn tier_points(
+    dir: &Path,
+    maker: &PointMaker,
+    from_ms: u64,
+    to_ms: u64,
+    budget: usize,
+) -> (Vec<Point>, Option<TierPart>) {
+    const NS: u64 = 1_000_000_000;
+    let (from_s, to_s) = (from_ms / 1000, to_ms / 1000);
+    let coarse = (to_s - from_s) / 60 > 16 * budget as u64;
+    let Some((label, mut tier)) = crate::range::open_tier(dir, from_s * NS, coarse) else { return (Vec::new(), None) };
+    let span_back = if label == "1h" { 86_400 } else { 3600 };
+    let Ok(blocks) = tier.event_frames(from_s.saturating_sub(span_back) * NS, to_s * NS) else {
+        return (Vec::new(), None);
+    };
+    let mut part = TierPart { tier: label, rows: 0, points: 0, bad_blocks: 0 };
+    let width = (to_s - from_s).div_ceil(budget.max(1) as u64).max(1);
+    let names = maker.names();
+    // Buckets by index: (newest row end, per maker column the maximum so far).
+    let mut buckets: std::collections::BTreeMap<u64, (u64, Vec<f64>)> = std::collections::BTreeMap::new();
+    for frame in &blocks {
+        let Some(proctor_store::Event::Rollup(block)) = tier.read_event(frame) else {
+            part.bad_blocks += 1;
+            continue;
+        };
+        let columns: Vec<Option<usize>> = names
+            .iter()
+            .map(|n| crate::history::rollup_series(n).and_then(|r| block.names.iter().position(|b| b == r)))
+            .collect();
+        for row in &block.rows {
+            let start = row.start_unix_s;
+            if start < from_s || start * 1000 >= to_ms {
+                continue;
+            }
+            part.rows += 1;
+            let (time, values) =
+                buckets.entry((start - from_s) / width).or_insert_with(|| (0, vec![f64::NAN; names.len()]));
+            *time = (*time).max(start);
+            for (value, column) in values.iter_mut().zip(&columns) {
+                if let Some(stat) = column.and_then(|c| row.values.get(c).copied().flatten()) {
+                    *value = if value.is_nan() { stat.max } else { value.max(stat.max) };
+                }
+            }
+        }
+    }
+    let points: Vec<Point> = buckets.into_values().map(|(time, values)| maker.point_of(time * 1000, values)).collect();
+    part.points = points.len();
+    (points, Some(part))
 }
 
 fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, report: &mut StoreReport) -> Vec<Point> {

@@ -44,6 +44,19 @@ pub struct HistoryStoreOut {
     pub damaged_segments: usize,
     pub problems: Vec<String>,
     pub elapsed_ms: f64,
+    /// The rollup tier that answered the part older than the raw samples, if one did.
+    pub tier: Option<HistoryTierOut>,
+}
+
+/// What a rollup tier answered in a history's store part.
+#[derive(Debug, Serialize)]
+pub struct HistoryTierOut {
+    /// `1m` or `1h`.
+    pub tier: &'static str,
+    pub rows: u64,
+    /// Points the rows were bucketed into (each the maximum of its rows' maxima).
+    pub points: usize,
+    pub bad_blocks: usize,
 }
 
 pub fn history_store(r: StoreReport) -> HistoryStoreOut {
@@ -62,6 +75,7 @@ pub fn history_store(r: StoreReport) -> HistoryStoreOut {
         damaged_segments: s.damaged_segments,
         problems: s.problems,
         elapsed_ms: s.elapsed_ms,
+        tier: r.tier.map(|t| HistoryTierOut { tier: t.tier, rows: t.rows, points: t.points, bad_blocks: t.bad_blocks }),
     }
 }
 
