@@ -66,7 +66,7 @@ fn snapshot_json_is_the_api_snapshot_document() {
     }
     let api = get_json(&served.addr, "/api/v1/snapshot?top=3");
     let cli = json(
-        &Command::new(env!("CARGO_BIN_EXE_proctor"))
+        &super::proctor_command()
             .args(["snapshot", "--interval", "200ms", "--top", "3", "--format", "json"])
             .output()
             .expect("run snapshot"),
@@ -97,7 +97,7 @@ fn report_json_and_the_api_report_agree_on_the_same_range() {
     // A recording with a CPU burner in it, so the top lists have something to rank.
     let burner =
         Guard(Command::new("sh").args(["-c", "while :; do :; done"]).stdout(Stdio::null()).spawn().expect("burner"));
-    let recorded = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let recorded = super::proctor_command()
         .args(["record", "--interval", "100ms", "--count", "60", "--dir"])
         .arg(data.path())
         .output()
@@ -119,7 +119,7 @@ fn report_json_and_the_api_report_agree_on_the_same_range() {
         let api =
             get_json(&served.addr, &format!("/api/v1/report?from={from_ms}&to={to_ms}&top=5&frames={frames_budget}"));
         let cli = json(
-            &Command::new(env!("CARGO_BIN_EXE_proctor"))
+            &super::proctor_command()
                 .args(["report", "--dir", dir, "--format", "json", "--top", "5"])
                 .args(["--from", &format!("@{}.{:03}", from_ms / 1000, from_ms % 1000)])
                 .args(["--to", &format!("@{}.{:03}", to_ms / 1000, to_ms % 1000)])

@@ -65,7 +65,7 @@ fn idle_connections_do_not_blind_the_agent() {
         return;
     }
     let mut command = Command::new("prlimit");
-    command.args(["--nofile=1024:1024", env!("CARGO_BIN_EXE_proctor")]);
+    command.arg("--nofile=1024:1024").args(super::proctor_argv());
     let (_serve, addr) = serve(command, "200ms", &[]);
     let before = body_json(&http_get(&addr, "/api/v1/agent"));
     let flood_started_ms = before["uptime_secs"].as_f64().expect("uptime");
@@ -127,7 +127,7 @@ fn memory_returns_after_connection_floods() {
         eprintln!("SKIP: connection floods: this test process may not open 300 sockets (RLIMIT_NOFILE)");
         return;
     }
-    let (serve, addr) = serve(Command::new(env!("CARGO_BIN_EXE_proctor")), "1s", &[]);
+    let (serve, addr) = serve(super::proctor_command(), "1s", &[]);
     let pid = serve.0.id();
     std::thread::sleep(Duration::from_secs(2));
     let start = vm_rss_kib(pid);

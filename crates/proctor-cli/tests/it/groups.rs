@@ -146,7 +146,7 @@ fn serve_keeps_groups_every_sample_for_the_api() {
     let (script, rules) = short_children(dir.path(), "serve-groups-wrapper.sh");
     let _wrapper = Family::start(&script);
     let start = |extra: &[&str]| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        let mut child = super::proctor_command()
             .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "500ms"])
             .args(extra)
             .stderr(Stdio::piped())

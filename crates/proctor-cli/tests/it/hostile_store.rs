@@ -16,12 +16,8 @@ use super::http_get;
 
 /// A store with one real sample, and a hostile delta after it. Returns the directory's segment.
 fn hostile_store(dir: &Path) -> PathBuf {
-    let out = Command::new(env!("CARGO_BIN_EXE_proctor"))
-        .args(["record", "--dir"])
-        .arg(dir)
-        .args(["--count", "1"])
-        .output()
-        .expect("record");
+    let out =
+        super::proctor_command().args(["record", "--dir"]).arg(dir).args(["--count", "1"]).output().expect("record");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let segment = std::fs::read_dir(dir)
         .expect("list")
@@ -74,7 +70,7 @@ fn a_hand_built_delta_is_a_bad_frame_for_serve_and_dump_not_gigabytes() {
     let data = dir.path().to_str().expect("utf-8");
 
     let mut command = Command::new("prlimit");
-    command.args(["--as=4294967296", env!("CARGO_BIN_EXE_proctor")]);
+    command.arg("--as=4294967296").args(super::proctor_argv());
     let (serve, addr) = serve(command, "1s", &["--data-dir", data]);
     let report = body_json(&http_get(&addr, "/api/v1/report?from=0"));
     assert!(report["bad_frames"].as_u64() >= Some(1), "{report}");
@@ -87,7 +83,9 @@ fn a_hand_built_delta_is_a_bad_frame_for_serve_and_dump_not_gigabytes() {
     drop(serve);
 
     let dump = Command::new("prlimit")
-        .args(["--as=4294967296", env!("CARGO_BIN_EXE_proctor"), "dump", "host", "--dir", data])
+        .arg("--as=4294967296")
+        .args(super::proctor_argv())
+        .args(["dump", "host", "--dir", data])
         .output()
         .expect("dump");
     let stderr = String::from_utf8_lossy(&dump.stderr);

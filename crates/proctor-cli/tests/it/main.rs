@@ -11,10 +11,29 @@ mod serve_record;
 mod statsd_attack;
 mod statsd_report;
 
+use std::ffi::OsString;
 use std::process::{Child, Command, Output, Stdio};
 
+/// The built `proctor` as a command line: the binary, run through the words of
+/// `PROCTOR_TEST_RUNNER` when that is set. scripts/test.d/95-aarch64.sh runs these tests under
+/// `qemu-aarch64`, and an emulated process cannot exec an aarch64 binary unless the host has
+/// qemu registered with binfmt_misc (containers often cannot), so it names the emulator here.
+fn proctor_argv() -> Vec<OsString> {
+    let runner = std::env::var_os("PROCTOR_TEST_RUNNER").unwrap_or_default();
+    let words = runner.to_str().expect("PROCTOR_TEST_RUNNER is UTF-8").split_whitespace().map(OsString::from);
+    words.chain([OsString::from(env!("CARGO_BIN_EXE_proctor"))]).collect()
+}
+
+/// A command that runs the built `proctor` (see [`proctor_argv`]); add its arguments.
+fn proctor_command() -> Command {
+    let argv = proctor_argv();
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    command
+}
+
 fn proctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_proctor")).args(args).output().expect("run proctor")
+    proctor_command().args(args).output().expect("run proctor")
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -97,9 +116,9 @@ fn unprivileged(args: &[&str]) -> Output {
     if unsafe { libc::geteuid() } != 0 {
         return proctor(args);
     }
-    let exe = env!("CARGO_BIN_EXE_proctor");
     Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", exe])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(proctor_argv())
         .args(args)
         .output()
         .expect("setpriv is part of util-linux")
@@ -176,9 +195,11 @@ fn snapshot_count_streams_json_lines_with_rates() {
 /// be reported as proctor's peak. The peak is this process image's own (VmHWM).
 #[test]
 fn the_agents_peak_memory_is_its_own_not_what_exec_inherited() {
-    let exe = env!("CARGO_BIN_EXE_proctor");
+    let argv: Vec<String> =
+        proctor_argv().into_iter().map(|word| format!("{:?}", word.to_str().expect("UTF-8"))).collect();
+    let (exe, argv) = (&argv[0], argv.join(", "));
     let code = format!(
-        "import os\nheld = b'x' * (300 << 20)\nos.execv({exe:?}, [{exe:?}, 'snapshot', '--interval', '0', '--format', 'json'])"
+        "import os\nheld = b'x' * (300 << 20)\nos.execv({exe}, [{argv}, 'snapshot', '--interval', '0', '--format', 'json'])"
     );
     let v = json(&Command::new("python3").args(["-c", &code]).output().expect("python3"));
     let peak = v["agent"]["max_resident_bytes"].as_u64().expect("max_resident_bytes");
@@ -200,7 +221,7 @@ fn serve_refuses_a_public_address_without_a_token() {
 #[test]
 fn serve_answers_and_stops_on_sigterm() {
     use std::io::{BufRead, BufReader, Read, Write};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let mut child = proctor_command()
         .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms"])
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -252,7 +273,7 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     use std::io::{BufRead, BufReader};
     let udp_port = std::net::UdpSocket::bind("127.0.0.1:0").expect("probe").local_addr().expect("addr").port();
     let udp = format!("127.0.0.1:{udp_port}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let mut child = proctor_command()
         .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--statsd", "--udp", &udp])
         .args(["--admin", "off", "--flush-interval", "300ms", "--groups", "cgroup"])
         .stderr(std::process::Stdio::piped())
@@ -531,7 +552,7 @@ fn probe_https_trusts_a_cacert_file_or_says_it_verified_nothing() {
 fn probe_interrupted_prints_the_report_of_what_it_measured() {
     let port = probe_server();
     let url = format!("http://127.0.0.1:{port}/");
-    let child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let child = proctor_command()
         .args(["probe", &url, "--duration", "60s", "--rate", "50", "--format", "json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -554,7 +575,7 @@ fn probe_interrupted_prints_the_report_of_what_it_measured() {
 #[test]
 fn a_closed_stdout_ends_quietly() {
     for args in [&["snapshot", "--interval", "0"][..], &["snapshot", "--interval", "0", "--format", "json"][..]] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+        let mut child = proctor_command()
             .args(args)
             .args(["--top", "1000"])
             .stdout(Stdio::piped())

@@ -10,7 +10,7 @@ use std::time::Duration;
 use proctor_store::{Reader, StoreConfig, Writer};
 
 fn record(dir: &Path, extra: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    let mut command = super::proctor_command();
     command.args(["record", "--dir"]).arg(dir).args(["--progress"]).args(extra);
     command
 }
@@ -206,7 +206,7 @@ fn record_creates_its_directory_and_the_readers_default_to_serves() {
     let home = tempfile::tempdir().expect("tempdir");
     let state = home.path().join("state");
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_proctor"))
+        super::proctor_command()
             .args(args)
             .env("HOME", home.path())
             .env("XDG_STATE_HOME", &state)

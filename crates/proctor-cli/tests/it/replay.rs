@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn proctor(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_proctor")).args(args).arg("--dir").arg(dir).output().expect("run proctor")
+    super::proctor_command().args(args).arg("--dir").arg(dir).output().expect("run proctor")
 }
 
 fn ok(out: &Output) -> String {
@@ -147,7 +147,7 @@ fn replay_tree_shows_the_tree_view_of_stored_samples_with_rates_and_totals() {
             .expect("JSON");
     // The same document `proctor tree --format json` prints.
     let live: serde_json::Value = serde_json::from_slice(
-        &Command::new(env!("CARGO_BIN_EXE_proctor"))
+        &super::proctor_command()
             .args(["tree", &pid, "--interval", "0", "--format", "json"])
             .output()
             .expect("tree")

@@ -61,7 +61,7 @@ impl Drop for Killed {
 /// per core here) in that window when `burn`. Returns the run's (start, end) Unix seconds.
 fn probe_run(dir: &Path, port: u16, slow: &Arc<AtomicBool>, burn: bool, out: Option<&Path>) -> (f64, f64) {
     let start = now_s();
-    let mut probe = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    let mut probe = super::proctor_command();
     probe.args(["probe", &format!("http://127.0.0.1:{port}/"), "--rate", "25", "--duration", "9s", "--format", "json"]);
     match out {
         Some(file) => probe.arg("--out").arg(file),
@@ -87,7 +87,7 @@ fn probe_run(dir: &Path, port: u16, slow: &Arc<AtomicBool>, burn: bool, out: Opt
 }
 
 fn report(dir: &Path, (from, to): (f64, f64), extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let out = super::proctor_command()
         .args(["report", "--dir"])
         .arg(dir)
         .args(["--from", &format!("@{from:.3}"), "--to", &format!("@{to:.3}"), "--format", "json"])
@@ -171,7 +171,7 @@ fn experiment(
 fn report_lines_slow_requests_up_with_a_cpu_burner_and_not_without_one() {
     let data = tempfile::tempdir().expect("tempdir");
     let plots = tempfile::tempdir().expect("tempdir");
-    let mut recorder = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    let mut recorder = super::proctor_command();
     recorder.args(["record", "--dir"]).arg(data.path()).args(["--interval", "200ms"]).stderr(Stdio::null());
     let recorder = Killed(vec![recorder.spawn().expect("record")]);
     std::thread::sleep(Duration::from_millis(600));

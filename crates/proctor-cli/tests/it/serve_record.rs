@@ -32,7 +32,7 @@ pub(super) fn serve(
     extra: &[&str],
     setup: impl FnOnce(&mut Command),
 ) -> Served {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    let mut command = super::proctor_command();
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms", "--pss-budget", "0"])
         .args(extra)
@@ -136,16 +136,14 @@ fn serve_records_into_its_data_dir_and_replay_and_dump_read_it_back() {
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
     Writer::open(data.path(), StoreConfig::default()).expect("the lock is released when serve exits");
 
-    let dump = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let dump = super::proctor_command()
         .args(["dump", "host", "--dir", dir, "--format", "json", "--fields", "time,cpu.busy_percent"])
         .output()
         .expect("run dump");
     assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
     assert_eq!(String::from_utf8_lossy(&dump.stdout).lines().count(), seqs.len());
-    let replay = Command::new(env!("CARGO_BIN_EXE_proctor"))
-        .args(["replay", "--dir", dir, "--format", "json"])
-        .output()
-        .expect("run replay");
+    let replay =
+        super::proctor_command().args(["replay", "--dir", dir, "--format", "json"]).output().expect("run replay");
     let view = super::json(&replay);
     assert!(view["host"]["cpu"]["busy_percent"].is_number(), "the newest stored sample has a rate: {view}");
 }

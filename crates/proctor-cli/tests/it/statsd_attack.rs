@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::Guard;
@@ -63,7 +63,7 @@ fn settle(admin: &str, sent: f64, flushes_after: Option<f64>) -> Vec<(String, f6
 #[test]
 fn hostile_keys_are_refused_or_capped_and_memory_stays_bounded() {
     let (udp, admin) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-    let child = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let child = super::proctor_command()
         .args(["statsd", "--udp", &udp, "--admin", &admin, "--flush-interval", "1s", "--max-mib", "8"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use proctor_store::{Event, Reader, STATSD_STREAM};
@@ -25,7 +25,7 @@ fn free_udp_port() -> u16 {
 }
 
 fn report(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_proctor")).arg("report").args(args).output().expect("run report")
+    super::proctor_command().arg("report").args(args).output().expect("run report")
 }
 
 /// Statsd flushes stored in `DATA/statsd`, read with the store's own reader.
@@ -75,12 +75,12 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
     let data = tempfile::tempdir().expect("tempdir");
     let plots = tempfile::tempdir().expect("tempdir");
     let begin = now_s();
-    let mut recorder = Command::new(env!("CARGO_BIN_EXE_proctor"));
+    let mut recorder = super::proctor_command();
     recorder.args(["record", "--dir"]).arg(data.path()).args(["--interval", "200ms"]).stderr(Stdio::null());
     let recorder = Guard(recorder.spawn().expect("record"));
 
     let udp = format!("127.0.0.1:{}", free_udp_port());
-    let mut statsd = Command::new(env!("CARGO_BIN_EXE_proctor"))
+    let mut statsd = super::proctor_command()
         .args(["statsd", "--record", "--data-dir"])
         .arg(data.path())
         .args(["--udp", &udp, "--admin", "off", "--flush-interval", "500ms"])
