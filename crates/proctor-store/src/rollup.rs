@@ -146,7 +146,9 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, CodecError> {
         if !(-12..=15).contains(&exponent) {
             return Err(bad("a column exponent out of range"));
         }
-        let scale = 10f64.powi(exponent as i32);
+        // Dividing by an exact power of ten gives the nearest double to the decimal (355 / 100
+        // is 3.55; 355 × 0.01 is 3.5500000000000003).
+        let (scale, divide) = (10f64.powi(exponent.unsigned_abs() as i32), exponent < 0);
         let base = r.zigzag()?;
         let mut streams: [Vec<i64>; 4] = Default::default();
         for (k, stream) in streams.iter_mut().enumerate() {
@@ -172,7 +174,7 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, CodecError> {
             mean = mean.wrapping_add(streams[1][j]);
             let n = i64::from(rows[i].samples).wrapping_add(counts[j]);
             let n = u32::try_from(n).map_err(|_| bad("a value count out of range"))?;
-            let v = |q: i64| q as f64 * scale;
+            let v = |q: i64| if divide { q as f64 / scale } else { q as f64 * scale };
             let stat = Stat {
                 min: v(mean.wrapping_sub(streams[0][j])),
                 mean: v(mean),

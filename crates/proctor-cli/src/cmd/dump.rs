@@ -28,6 +28,21 @@ pub enum Subject {
     /// One row per process group per sample, from the groups recorded with it (`record
     /// --groups`, `serve --groups`).
     Group,
+    /// One row per series per rollup row (min, mean, max, last), from the tier that fits the
+    /// range (`--tier`).
+    Rollup,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TierChoice {
+    /// The finest tier that reaches back to --from, else the one reaching furthest.
+    Auto,
+    /// The minute tier.
+    #[value(name = "1m")]
+    Minute,
+    /// The hour tier.
+    #[value(name = "1h")]
+    Hour,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -67,10 +82,14 @@ pub struct Args {
     /// The numeric field --top ranks by.
     #[arg(long, default_value = "cpu_percent")]
     pub sort: String,
+    /// `dump rollup`: which rollup tier to read.
+    #[arg(long, value_enum, default_value_t = TierChoice::Auto)]
+    pub tier: TierChoice,
 }
 
 const PROCESS_FIELDS: &str = "time,pid,ppid,name,state,uid,cpu_percent,rss_bytes,anon_bytes,swap_bytes,threads,major_faults_per_sec,read_bytes_per_sec,write_bytes_per_sec,cgroup,cmdline";
 const GROUP_FIELDS: &str = "time,name,processes,threads,cpu_percent,reaped_cpu_percent,rss_bytes,pss_bytes,pss_known,swap_bytes,minor_faults_per_sec,major_faults_per_sec,started,exited";
+const ROLLUP_FIELDS: &str = "time,tier,span_s,samples,series,min,mean,max,last,n";
 const HOST_FIELDS: &str = "time,cpu.busy_percent,cpu.user_percent,cpu.system_percent,cpu.iowait_percent,cpu.steal_percent,memory.used_bytes,memory.available_bytes,memory.swap_used_bytes,load.avg1,load.avg5,load.avg15,context_switches_per_sec,major_faults_per_sec,pressure_cpu.some.avg10,pressure_memory.some.avg10,pressure_io.some.avg10";
 
 /// The columns every row has besides the subject's fields.
@@ -84,12 +103,42 @@ const TIME_FIELDS: [Field; 2] = [
     },
 ];
 
+/// A rollup row's columns, one series at a time (`proctor_agent::rollup`).
+const ROLLUP: &[Field] = &[
+    Field { name: "tier", title: "Tier", unit: Unit::Text, description: "The rollup tier: 1m or 1h." },
+    Field {
+        name: "span_s",
+        title: "Span",
+        unit: Unit::Seconds,
+        description: "The time the row covers from its start.",
+    },
+    Field { name: "samples", title: "Samples", unit: Unit::Count, description: "Raw samples the row stands for." },
+    Field {
+        name: "series",
+        title: "Series",
+        unit: Unit::Text,
+        description:
+            "host.NAME (as report names it), container.cpu (CPUs), container.memory (bytes), group.NAME.SERIES.",
+    },
+    Field {
+        name: "min",
+        title: "Min",
+        unit: Unit::Number,
+        description: "The smallest value in the row (the series' own unit).",
+    },
+    Field { name: "mean", title: "Mean", unit: Unit::Number, description: "The mean of the row's values." },
+    Field { name: "max", title: "Max", unit: Unit::Number, description: "The largest value in the row." },
+    Field { name: "last", title: "Last", unit: Unit::Number, description: "The row's last value." },
+    Field { name: "n", title: "Values", unit: Unit::Count, description: "Samples with a value of this series." },
+];
+
 /// Every column `subject` can print: the time columns, then the vocabulary's field table.
 fn columns(subject: Subject) -> impl Iterator<Item = &'static Field> {
     let table = match subject {
         Subject::Process => fields::PROCESS,
         Subject::Host => fields::HOST,
         Subject::Group => fields::GROUP,
+        Subject::Rollup => ROLLUP,
     };
     TIME_FIELDS.iter().chain(table.iter())
 }
@@ -173,6 +222,7 @@ fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Resu
             .iter()
             .map(|r| serde_json::to_value(proctor_vocab::process::process(&s, r)).map(make))
             .collect::<Result<_, _>>()?,
+        Subject::Rollup => unreachable!("rollup rows are not read from samples"),
         Subject::Group => {
             let Some(members) = s.sample.groups.as_deref() else { return Ok((Vec::new(), s.sample)) };
             let names = members.names();
@@ -224,6 +274,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Subject::Process => PROCESS_FIELDS,
         Subject::Host => HOST_FIELDS,
         Subject::Group => GROUP_FIELDS,
+        Subject::Rollup => ROLLUP_FIELDS,
     };
     let fields: Vec<String> = if args.fields.is_empty() {
         default_fields.split(',').map(str::to_string).collect()
@@ -249,6 +300,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let now = now_unix_ns();
     let from = args.from.map_or(0, |w| w.resolve(now));
     let to = args.to.map_or(now, |w| w.resolve(now));
+    if args.subject == Subject::Rollup {
+        return dump_rollup(&args, &fields, from, to, out);
+    }
     let mut reader = Reader::open(crate::datadir::for_reading(&args.dir)?).context("cannot dump")?;
     let frames = reader.frames(from, to).context("cannot dump")?;
     if args.format == DumpFormat::Csv {
@@ -268,26 +322,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rows.truncate(n);
         }
         for row in &rows {
-            match args.format {
-                DumpFormat::Csv => {
-                    let cells: Vec<String> =
-                        fields.iter().map(|f| row.get(f).map_or(String::new(), csv_cell)).collect();
-                    writeln!(out, "{}", cells.join(","))?;
-                }
-                DumpFormat::Json => {
-                    let mut line = String::from("{");
-                    for (i, f) in fields.iter().enumerate() {
-                        if i > 0 {
-                            line.push(',');
-                        }
-                        line.push_str(&serde_json::to_string(f)?);
-                        line.push(':');
-                        line.push_str(&serde_json::to_string(row.get(f).unwrap_or(&Value::Null))?);
-                    }
-                    line.push('}');
-                    writeln!(out, "{line}")?;
-                }
-            }
+            write_row(&mut out, args.format, &fields, row)?;
         }
         prev = Some(cur);
     }
@@ -306,6 +341,121 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             format_utc(to),
             args.dir.display()
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes one row in `fields`' order, as CSV or a JSON line.
+fn write_row(out: &mut impl Write, format: DumpFormat, fields: &[String], row: &Row) -> anyhow::Result<()> {
+    match format {
+        DumpFormat::Csv => {
+            let cells: Vec<String> = fields.iter().map(|f| row.get(f).map_or(String::new(), csv_cell)).collect();
+            writeln!(out, "{}", cells.join(","))?;
+        }
+        DumpFormat::Json => {
+            let mut line = String::from("{");
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                line.push_str(&serde_json::to_string(f)?);
+                line.push(':');
+                line.push_str(&serde_json::to_string(row.get(f).unwrap_or(&Value::Null))?);
+            }
+            line.push('}');
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `dump rollup`: the rows of one tier starting in `[from, to]`, a line per series per row;
+/// `--top` keeps each row's N series with the highest `--sort`.
+fn dump_rollup(
+    args: &Args,
+    fields: &[String],
+    from: u64,
+    to: u64,
+    mut out: std::io::StdoutLock<'_>,
+) -> anyhow::Result<ExitCode> {
+    const NS: u64 = 1_000_000_000;
+    let data = crate::datadir::for_reading(&args.dir)?;
+    let (label, mut tier) = match args.tier {
+        TierChoice::Auto => proctor_agent::range::open_tier(data, from, false).ok_or_else(|| {
+            anyhow::anyhow!(
+                "no rollup rows in {}: serve and record roll finished hours every 5 minutes, `proctor rollup` by hand",
+                data.display()
+            )
+        })?,
+        TierChoice::Minute | TierChoice::Hour => {
+            let (name, label) = if args.tier == TierChoice::Minute {
+                (proctor_store::MINUTE_TIER, "1m")
+            } else {
+                (proctor_store::HOUR_TIER, "1h")
+            };
+            let dir = data.join(name);
+            if !dir.is_dir() {
+                bail!("no {label} rollup tier in {} (`proctor rollup` makes one)", data.display());
+            }
+            (label, Reader::open(&dir).context("cannot dump")?)
+        }
+    };
+    let span_back = if label == "1h" { 86_400 * NS } else { 3600 * NS };
+    let blocks = tier.event_frames(from.saturating_sub(span_back), to).context("cannot dump")?;
+    if args.format == DumpFormat::Csv {
+        writeln!(out, "{}", fields.join(","))?;
+    }
+    let (mut rows_out, mut bad) = (0u64, 0u64);
+    for frame in &blocks {
+        let Some(proctor_store::Event::Rollup(block)) = tier.read_event(frame) else {
+            bad += 1;
+            continue;
+        };
+        for row in &block.rows {
+            let start_ns = row.start_unix_s.saturating_mul(NS);
+            if start_ns < from || start_ns > to {
+                continue;
+            }
+            rows_out += 1;
+            let mut lines: Vec<Row> = block
+                .names
+                .iter()
+                .zip(&row.values)
+                .filter_map(|(name, stat)| {
+                    let stat = stat.as_ref()?;
+                    Some(vec![
+                        ("time".to_string(), Value::String(format_utc(start_ns))),
+                        ("time_unix_ms".to_string(), Value::from(row.start_unix_s * 1000)),
+                        ("tier".to_string(), Value::from(label)),
+                        ("span_s".to_string(), Value::from(row.span_s)),
+                        ("samples".to_string(), Value::from(row.samples)),
+                        ("series".to_string(), Value::from(name.as_str())),
+                        ("min".to_string(), Value::from(stat.min)),
+                        ("mean".to_string(), Value::from(stat.mean)),
+                        ("max".to_string(), Value::from(stat.max)),
+                        ("last".to_string(), Value::from(stat.last)),
+                        ("n".to_string(), Value::from(stat.n)),
+                    ])
+                })
+                .filter(|line| args.filters.iter().all(|f| f.keeps(line)))
+                .collect();
+            if let Some(n) = args.top {
+                let key = |row: &Row| row.get(&args.sort).and_then(Value::as_f64).unwrap_or(f64::NEG_INFINITY);
+                lines.sort_by(|a, b| key(b).total_cmp(&key(a)));
+                lines.truncate(n);
+            }
+            for line in &lines {
+                write_row(&mut out, args.format, fields, line)?;
+            }
+        }
+    }
+    out.flush()?;
+    crate::datadir::report_read("proctor dump", tier.report());
+    if bad > 0 {
+        eprintln!("proctor dump: {bad} rollup block(s) could not be read and were skipped");
+    }
+    if rows_out == 0 {
+        eprintln!("proctor dump: no {label} rollup rows between {} and {}", format_utc(from), format_utc(to));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@ mod hostile_store;
 mod record;
 mod replay;
 mod report;
+mod rollup;
 mod serve_record;
 mod statsd_attack;
 mod statsd_report;

@@ -1,0 +1,111 @@
+//! `proctor dump rollup` over a minute tier written here, block by block, as the agent's roller
+//! writes it: the rows come back with their figures, filtered and ranked; a store without
+//! rollups, or without the tier asked for, is a clear error.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use proctor_model::{RollupBlock, RollupRow, Stat};
+use proctor_store::{stream_dir, Event, StoreConfig, Writer, MINUTE_TIER};
+
+use super::proctor;
+
+/// Two hours of minute rows ending three hours ago: `host.cpu.user` is the row's index (min
+/// one less, max one more, last the index plus a half), `group.web.rss` 100 MiB plus a MiB per
+/// row.
+fn minute_tier(data: &std::path::Path) -> u64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
+    let first_hour = now - now % 3600 - 3 * 3600;
+    let dir = stream_dir(data, MINUTE_TIER).expect("minute tier");
+    let (mut writer, _) = Writer::open(&dir, StoreConfig::default()).expect("writer");
+    for hour in 0..2u64 {
+        let start = first_hour + hour * 3600;
+        let rows = (0..60u64)
+            .map(|m| {
+                let k = (hour * 60 + m) as f64;
+                let stat = |mean: f64, spread: f64| Stat {
+                    min: mean - spread,
+                    mean,
+                    max: mean + spread,
+                    last: mean + 0.5,
+                    n: 60,
+                };
+                RollupRow {
+                    start_unix_s: start + m * 60,
+                    span_s: 60,
+                    samples: 60,
+                    values: vec![Some(stat(k, 1.0)), Some(stat(f64::from(100 << 20) + k * f64::from(1 << 20), 0.0))],
+                }
+            })
+            .collect();
+        let block = RollupBlock { span_s: 60, names: vec!["host.cpu.user".into(), "group.web.rss".into()], rows };
+        writer.append_event(start * 1_000_000_000, &Event::Rollup(block)).expect("append");
+    }
+    first_hour
+}
+
+#[test]
+fn dump_rollup_prints_the_minute_rows_of_the_range() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let first = minute_tier(data.path());
+    let dir = data.path().to_str().expect("utf-8");
+    let from = format!("@{first}");
+    let out = proctor(&[
+        "dump",
+        "rollup",
+        "--dir",
+        dir,
+        "--from",
+        &from,
+        "--format",
+        "json",
+        "--filter",
+        "series=host.cpu.user",
+        "--fields",
+        "time_unix_ms,tier,samples,series,min,mean,max,last,n",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(rows.len(), 120, "a row per minute of two hours");
+    for (k, row) in rows.iter().enumerate() {
+        let k = k as f64;
+        assert_eq!(row["tier"], "1m");
+        assert_eq!(row["time_unix_ms"], (first + k as u64 * 60) * 1000);
+        assert_eq!(
+            (row["min"].as_f64(), row["mean"].as_f64(), row["max"].as_f64()),
+            (Some(k - 1.0), Some(k), Some(k + 1.0)),
+            "{row}"
+        );
+        assert_eq!(row["last"].as_f64(), Some(k + 0.5));
+        assert_eq!((row["samples"].as_u64(), row["n"].as_u64()), (Some(60), Some(60)));
+    }
+
+    // CSV, the second hour only, each row's one series with the highest max: the group's RSS.
+    let from = format!("@{}", first + 3600);
+    let out = proctor(&["dump", "rollup", "--dir", dir, "--from", &from, "--top", "1", "--sort", "max"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "time,tier,span_s,samples,series,min,mean,max,last,n");
+    assert_eq!(lines.len(), 61, "{text}");
+    assert!(lines[1..].iter().all(|l| l.contains(",group.web.rss,")), "{text}");
+    // 100 MiB + 60 MiB, to the tier's 4 significant digits.
+    let max: f64 = lines[1].split(',').nth(7).expect("max").parse().expect("a number");
+    assert!((max - 167_772_160.0).abs() / 167_772_160.0 < 1e-3, "{max}");
+
+    let out = proctor(&["dump", "rollup", "--dir", dir, "--tier", "1h"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no 1h rollup tier"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let empty = tempfile::tempdir().expect("tempdir");
+    let out = proctor(&["dump", "rollup", "--dir", empty.path().to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no rollup rows"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
