@@ -30,6 +30,40 @@ pub struct GroupsView {
     pub cost_cpu_ns: u64,
 }
 
+/// The groups a recorded sample was stored with (`record --groups`), folded as the agent folded
+/// them, against the stored sample before it for rates and churn; `None` when it has none.
+/// Counters are not stored: each group's counter is its members' CPU time so far
+/// (`cpu_seconds_total`), and the fold's cost is 0.
+pub fn stored_view(s: &Snapshot, prev: Option<&proctor_model::Sample>) -> Option<GroupsView> {
+    let stored = s.sample.groups.as_deref()?;
+    let names = stored.names();
+    let churned = prev.and_then(|p| {
+        let before = p.groups.as_deref()?;
+        let procs = |x: &proctor_model::Sample| x.processes.iter().map(|p| (p.pid, p.start_ticks)).collect::<Vec<_>>();
+        Some(churn(&procs(p), &before.names(), &procs(&s.sample), &names))
+    });
+    let rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churned.as_ref());
+    let by = match stored.by.as_str() {
+        "rules" => "rules",
+        "user" => "user",
+        "cgroup" => "cgroup",
+        _ => "stored",
+    };
+    Some(GroupsView {
+        by,
+        ungrouped: s.rows.len().saturating_sub(names.len()),
+        groups: rows
+            .into_iter()
+            .map(|g| {
+                let counter = g.cpu_seconds_total;
+                (g, counter)
+            })
+            .collect(),
+        overflow: 0,
+        cost_cpu_ns: 0,
+    })
+}
+
 /// What the agent keeps between cycles.
 #[derive(Debug)]
 pub struct GroupState {

@@ -129,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
+pub(crate) fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
     let total_groups = doc.groups.len() + doc.overflow;
     let mut out = std::io::stdout().lock();
     let rates = doc.interval_secs.map_or("no rates (one sample)".to_string(), |i| format!("rates over {}", seconds(i)));

@@ -46,6 +46,10 @@ pub struct Args {
     /// The root of the tree.
     #[arg(long, default_value_t = 1, requires = "tree")]
     pub pid: u32,
+    /// Show the process groups stored with each sample (`record --groups`), as `proctor
+    /// groups` shows them live, instead of the processes; --top is the number of groups.
+    #[arg(long, conflicts_with = "tree")]
+    pub groups: bool,
     /// Text, or JSON (one document per line for a range).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -56,6 +60,7 @@ pub struct Args {
 enum Shown {
     Snapshot(View),
     Tree { root: u32, format: Format },
+    Groups { top: usize, format: Format },
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -71,6 +76,8 @@ fn replay(args: &Args, reader: &mut Reader) -> anyhow::Result<ExitCode> {
     let now = now_unix_ns();
     let view = if args.tree {
         Shown::Tree { root: args.pid, format: args.format }
+    } else if args.groups {
+        Shown::Groups { top: args.top, format: args.format }
     } else {
         Shown::Snapshot(View { top: args.top, sort: args.sort, format: args.format })
     };
@@ -85,8 +92,11 @@ fn replay(args: &Args, reader: &mut Reader) -> anyhow::Result<ExitCode> {
                     extent(reader)?
                 );
             };
-            let snapshot = Snapshot::derive(cur, prev.as_ref());
-            if !show(view, &snapshot, prev.as_ref(), false)? {
+            let mut snapshot = Snapshot::derive(cur, prev.as_ref());
+            if !show(view, &mut snapshot, prev.as_ref(), false)? {
+                if args.groups {
+                    bail!("{}", no_groups(snapshot.sample.unix_ns));
+                }
                 bail!("no process with pid {} in the sample at {}", args.pid, format_utc(snapshot.sample.unix_ns));
             }
         }
@@ -114,15 +124,23 @@ fn replay(args: &Args, reader: &mut Reader) -> anyhow::Result<ExitCode> {
             for frame in &frames {
                 let Some(cur) = reader.read(frame) else { continue };
                 let pair = prev.take().filter(|p| same_run(p, &cur));
-                let snapshot = Snapshot::derive(cur, pair.as_ref());
-                if show(view, &snapshot, pair.as_ref(), true)? {
+                let mut snapshot = Snapshot::derive(cur, pair.as_ref());
+                if show(view, &mut snapshot, pair.as_ref(), true)? {
                     shown += 1;
                 } else {
                     without_root += 1;
                 }
                 prev = Some(snapshot.sample);
             }
-            if without_root > 0 {
+            if args.groups && without_root > 0 {
+                eprintln!(
+                    "proctor replay: {without_root} of {} samples read have no groups stored (recorded without --groups); they are not shown",
+                    shown + without_root
+                );
+                if shown == 0 {
+                    bail!("{}", no_groups(from));
+                }
+            } else if without_root > 0 {
                 eprintln!(
                     "proctor replay: pid {} is in {shown} of {} samples read; the others are not shown",
                     args.pid,
@@ -139,7 +157,7 @@ fn replay(args: &Args, reader: &mut Reader) -> anyhow::Result<ExitCode> {
 
 /// Shows one stored sample, derived against the one before it; `false` when the tree's root
 /// is not in it (nothing is printed then).
-fn show(shown: Shown, s: &Snapshot, prev: Option<&Sample>, stream: bool) -> anyhow::Result<bool> {
+fn show(shown: Shown, s: &mut Snapshot, prev: Option<&Sample>, stream: bool) -> anyhow::Result<bool> {
     match shown {
         Shown::Snapshot(view) => {
             print_heading(view.format, &s.sample, prev);
@@ -158,8 +176,31 @@ fn show(shown: Shown, s: &Snapshot, prev: Option<&Sample>, stream: bool) -> anyh
             };
             print_tree(&view, format, stream)?;
         }
+        Shown::Groups { top, format } => {
+            let Some(view) = proctor_agent::groups::stored_view(s, prev) else { return Ok(false) };
+            s.groups = Some(std::sync::Arc::new(view));
+            let doc = proctor_vocab::groups::groups(s, top).context("no groups")?;
+            print_heading(format, &s.sample, prev);
+            match format {
+                Format::Json if stream => {
+                    use std::io::Write;
+                    let mut out = std::io::stdout().lock();
+                    serde_json::to_writer(&mut out, &doc)?;
+                    writeln!(out)?;
+                }
+                Format::Json => crate::output::print_json(&doc)?,
+                Format::Text => super::groups::print_text(&doc)?,
+            }
+        }
     }
     Ok(true)
+}
+
+fn no_groups(at: u64) -> String {
+    format!(
+        "the samples from {} on were recorded without groups: record with `--groups` (cgroup, user or a rules file), or see `proctor groups` for now",
+        format_utc(at)
+    )
 }
 
 /// The line above each text view: which sample, and what its rates span.

@@ -200,3 +200,81 @@ fn a_rules_file_over_a_mebibyte_is_refused_unread() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("over 1024 KiB"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `record --groups RULES`, then `replay --groups` and `dump group` over the recording: every
+/// sample's groups come back, the wrapper among them with its children's CPU, and the two views
+/// agree sample by sample; a recording without groups is a clear error for replay.
+#[test]
+fn replay_groups_shows_the_groups_stored_with_each_sample() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (script, rules) = short_children(dir.path(), "replay-groups-wrapper.sh");
+    let wrapper = Family::start(&script);
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let data = data.to_str().expect("utf-8");
+    let out = proctor(&[
+        "record",
+        "--dir",
+        data,
+        "--interval",
+        "300ms",
+        "--count",
+        "8",
+        "--groups",
+        rules.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(wrapper);
+
+    let out = proctor(&["replay", "--dir", data, "--groups", "--from", "@0", "--format", "json", "--top", "0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(docs.len(), 8, "a document per sample");
+    let wrapper_at = |doc: &serde_json::Value| {
+        doc["groups"].as_array().and_then(|g| g.iter().find(|g| g["name"] == "wrapper")).cloned()
+    };
+    // The first sample is taken before any command line is read (they are read off the
+    // sampling thread): its rules cannot match, and it says so.
+    let summary: Vec<_> = docs.iter().map(|d| (wrapper_at(d).is_some(), d["cmdline_unread"].clone())).collect();
+    assert!(docs.iter().all(|d| d["by"] == "rules"));
+    assert!(docs[1..].iter().all(|d| wrapper_at(d).is_some()), "the wrapper in every later sample: {summary:?}");
+    assert!(wrapper_at(&docs[0]).is_some() || docs[0]["cmdline_unread"].as_u64() > Some(0), "{summary:?}");
+    let busiest =
+        docs.iter().filter_map(wrapper_at).map(|g| g["cpu_percent"].as_f64().unwrap_or(0.0)).fold(0.0, f64::max);
+    assert!(busiest >= 10.0, "the wrapper's children keep a CPU busy: {busiest}");
+
+    let out = proctor(&[
+        "dump",
+        "group",
+        "--dir",
+        data,
+        "--format",
+        "json",
+        "--fields",
+        "time_unix_ms,name,cpu_percent,processes",
+        "--filter",
+        "name=wrapper",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(rows.len(), docs.iter().filter(|d| wrapper_at(d).is_some()).count(), "{summary:?}");
+    for row in &rows {
+        let doc = docs.iter().find(|d| d["time_unix_ms"] == row["time_unix_ms"]).expect("the same sample");
+        let g = wrapper_at(doc).expect("wrapper");
+        assert_eq!((&row["cpu_percent"], &row["processes"]), (&g["cpu_percent"], &g["processes"]), "{row} vs {g}");
+    }
+
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).expect("dir");
+    let plain = plain.to_str().expect("utf-8");
+    assert!(proctor(&["record", "--dir", plain, "--interval", "200ms", "--count", "2"]).status.success());
+    let out = proctor(&["replay", "--dir", plain, "--groups"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("recorded without groups"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
