@@ -401,6 +401,7 @@ mod tests {
                 cstime_ticks: Some(0),
                 cminflt: Some(0),
                 cmajflt: Some(0),
+                open_fds: None,
                 num_threads: 4,
                 minflt: 0,
                 majflt: 0,

@@ -49,6 +49,10 @@ pub struct GroupRow {
     /// permitted).
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
+    /// Open fds summed over the members whose count is known (`fds_known` of `processes`):
+    /// counted with groups on, on Linux 6.2 and later, for the processes the agent may read.
+    pub open_fds: u64,
+    pub fds_known: u64,
     /// When the group's oldest member started.
     pub oldest_start_unix_secs: Option<f64>,
     /// Members that appeared since the previous sample and members of the previous sample
@@ -256,6 +260,8 @@ pub fn fold(
             minor_faults_per_sec: 0.0,
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
+            open_fds: 0,
+            fds_known: 0,
             oldest_start_unix_secs: None,
             started: 0,
             exited: 0,
@@ -273,6 +279,10 @@ pub fn fold(
             g.pss_known += 1;
         }
         g.swap_bytes += r.swap_bytes.unwrap_or(0);
+        if let Some(fds) = r.open_fds {
+            g.open_fds += u64::from(fds);
+            g.fds_known += 1;
+        }
         g.major_faults_per_sec += r.major_faults_per_sec.unwrap_or(0.0) + r.reaped_major_faults_per_sec.unwrap_or(0.0);
         g.minor_faults_per_sec += r.minor_faults_per_sec.unwrap_or(0.0) + r.reaped_minor_faults_per_sec.unwrap_or(0.0);
         if let Some(v) = r.read_bytes_per_sec {
@@ -330,6 +340,7 @@ mod tests {
             reaped_cpu_percent: None,
             reaped_minor_faults_per_sec: None,
             reaped_major_faults_per_sec: None,
+            open_fds: None,
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
             pss: None,

@@ -398,8 +398,17 @@ fn group_families(s: &Snapshot, out: &mut Vec<Family>) {
         Kind::Gauge,
         "Major page faults per second over the last interval, summed.",
     );
+    let mut fds = Family::new(
+        "proctor_group_open_fds",
+        Kind::Gauge,
+        "Open fds summed over the members whose count is known (see proctor_group_fds_known_processes).",
+    );
+    let mut fds_known =
+        Family::new("proctor_group_fds_known_processes", Kind::Gauge, "Members whose open fds were counted.");
     for (row, counter) in &g.groups {
         let labels = || vec![("group", row.name.clone()), ("by", g.by.to_string())];
+        fds.push(labels(), row.open_fds as f64);
+        fds_known.push(labels(), row.fds_known as f64);
         cpu.push(labels(), *counter);
         procs.push(labels(), row.processes as f64);
         threads.push(labels(), row.threads as f64);
@@ -410,7 +419,7 @@ fn group_families(s: &Snapshot, out: &mut Vec<Family>) {
         minflt.push(labels(), row.minor_faults_per_sec);
         majflt.push(labels(), row.major_faults_per_sec);
     }
-    out.extend([cpu, procs, threads, rss, swap, pss, pss_known, minflt, majflt]);
+    out.extend([cpu, procs, threads, rss, swap, pss, pss_known, minflt, majflt, fds, fds_known]);
     let mut overflow = Family::new(
         "proctor_group_overflow",
         Kind::Gauge,

@@ -56,6 +56,8 @@ pub struct ProcessRow {
     /// before any sample sees them.
     pub reaped_minor_faults_per_sec: Option<f64>,
     pub reaped_major_faults_per_sec: Option<f64>,
+    /// Open fds, when counted (groups on, Linux 6.2+, the process readable).
+    pub open_fds: Option<u32>,
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
     pub pss: Option<MemoryAge>,
@@ -151,6 +153,7 @@ fn row(
         reaped_cpu_percent: None,
         reaped_minor_faults_per_sec: None,
         reaped_major_faults_per_sec: None,
+        open_fds: p.open_fds,
         read_bytes_per_sec: io_rate(|io| io.read_bytes),
         write_bytes_per_sec: io_rate(|io| io.write_bytes),
         pss: p.pss.map(|r| MemoryAge {
@@ -181,6 +184,7 @@ mod tests {
             cstime_ticks: Some(0),
             cminflt: None,
             cmajflt: None,
+            open_fds: None,
             num_threads: 1,
             minflt: 0,
             majflt: 0,

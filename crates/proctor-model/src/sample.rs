@@ -137,6 +137,10 @@ pub struct ProcessSample {
     pub cminflt: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmajflt: Option<u64>,
+    /// Open file descriptors (the size `stat` gives `/proc/PID/fd`, Linux 6.2 and later), read
+    /// only when groups are kept; `None` when not read, not readable, or too old a kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_fds: Option<u32>,
     pub num_threads: u64,
     pub minflt: u64,
     pub majflt: u64,

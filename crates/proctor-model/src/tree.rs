@@ -139,6 +139,7 @@ mod tests {
             reaped_cpu_percent: None,
             reaped_minor_faults_per_sec: None,
             reaped_major_faults_per_sec: None,
+            open_fds: None,
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
             pss: None,

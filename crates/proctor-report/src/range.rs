@@ -806,6 +806,7 @@ mod tests {
                     cstime_ticks: None,
                     cminflt: None,
                     cmajflt: None,
+                    open_fds: None,
                     num_threads: 1,
                     minflt: 0,
                     majflt: 0,

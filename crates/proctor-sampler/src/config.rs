@@ -28,6 +28,9 @@ pub struct SamplerConfig {
     pub process_io: bool,
     /// Read `/proc/PID/cgroup` once per new process, to group processes by container.
     pub process_cgroups: bool,
+    /// Count each process's open fds every cycle (one `statx` of `/proc/PID/fd` per process;
+    /// Linux 6.2 and later give the count as its size). Off by default; on with groups.
+    pub process_fds: bool,
     /// Read each process's command line once, on the cmdline worker.
     pub cmdline: bool,
     /// How long a cmdline read may take before the worker is written off and replaced.
@@ -55,6 +58,7 @@ impl Default for SamplerConfig {
             processes: true,
             process_io: false,
             process_cgroups: true,
+            process_fds: false,
             cmdline: true,
             cmdline_timeout: Duration::from_secs(1),
             container_pid: 0,

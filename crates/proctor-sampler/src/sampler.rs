@@ -152,6 +152,7 @@ impl Sampler {
             let opts = ScanOptions {
                 io: self.config.process_io,
                 cgroups: self.config.process_cgroups,
+                fds: self.config.process_fds,
                 mono_ns,
                 page_size: self.page_size,
             };

@@ -104,6 +104,9 @@ pub(crate) struct ProcessTable {
     cycle: u64,
     /// The open-file limit was hit: new files are read transiently until entries free fds.
     fd_limited: bool,
+    /// Whether `stat` of `/proc/PID/fd` gives the open fd count (Linux 6.2+), learned from
+    /// this process's own on the first scan that asks.
+    fd_counts: Option<bool>,
 }
 
 /// What one scan wants besides the defaults.
@@ -111,6 +114,7 @@ pub(crate) struct ProcessTable {
 pub(crate) struct ScanOptions {
     pub io: bool,
     pub cgroups: bool,
+    pub fds: bool,
     pub mono_ns: u64,
     pub page_size: u64,
 }
@@ -184,6 +188,7 @@ impl ProcessTable {
             shared: Vec::new(),
             cycle: 0,
             fd_limited: false,
+            fd_counts: None,
         }
     }
 
@@ -198,6 +203,13 @@ impl ProcessTable {
     ) -> Vec<ProcessSample> {
         self.cycle += 1;
         let cycle = self.cycle;
+        if opts.fds && self.fd_counts.is_none() {
+            // This process always holds fds (the kept per-pid files, stdio): a size of 0 is a
+            // kernel that does not count them. A fake root's directories count nothing.
+            let own = std::fs::symlink_metadata("/proc/self/fd").map_or(0, |m| m.len());
+            self.fd_counts = Some(root.is_real() && own > 0);
+        }
+        let opts = ScanOptions { fds: opts.fds && self.fd_counts == Some(true), ..opts };
         if let Err(e) = proctor_procfs::system::list_pids(root, &mut self.pids) {
             count(cost, "process.list", e.kind);
         }
@@ -335,6 +347,7 @@ impl ProcessTable {
         } else {
             None
         };
+        let open_fds = if opts.fds { open_fds(root, pid, cost) } else { None };
         // Set last: the resets above replace the whole entry.
         entry.seen_cycle = cycle;
         Some(ProcessSample {
@@ -349,6 +362,7 @@ impl ProcessTable {
             cstime_ticks: Some(stat.cstime_ticks),
             cminflt: Some(stat.cminflt),
             cmajflt: Some(stat.cmajflt),
+            open_fds,
             num_threads: stat.num_threads,
             minflt: stat.minflt,
             majflt: stat.majflt,
@@ -365,6 +379,22 @@ impl ProcessTable {
 
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+}
+
+/// A process's open fds: the size `stat` gives its `/proc/PID/fd` (one `statx`, no directory
+/// walk, no lock on its memory). Denied (another user's process) or gone is `None`, counted.
+fn open_fds(root: &Root, pid: u32, cost: &mut SampleCost) -> Option<u32> {
+    cost.files_read += 1;
+    match std::fs::symlink_metadata(root.path(format!("/proc/{pid}/fd"))) {
+        Ok(m) => u32::try_from(m.len()).ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            let kind =
+                if e.kind() == std::io::ErrorKind::PermissionDenied { ErrorKind::Permission } else { ErrorKind::Io };
+            count(cost, "process.fd", kind);
+            None
+        }
     }
 }
 

@@ -182,6 +182,8 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 cstime_ticks: p.cstime_ticks,
                 cminflt: p.cminflt,
                 cmajflt: p.cmajflt,
+                // Only groups count fds, and groups are read from full samples.
+                open_fds: None,
                 num_threads: p.num_threads,
                 minflt: p.minflt,
                 majflt: p.majflt,

@@ -326,6 +326,8 @@ struct RowPatch {
     cminflt: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     cmajflt: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    open_fds: Option<Option<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     num_threads: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -375,6 +377,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         cstime_ticks,
         cminflt,
         cmajflt,
+        open_fds,
         num_threads,
         minflt,
         majflt,
@@ -394,6 +397,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         && old.cstime_ticks == *cstime_ticks
         && old.cminflt == *cminflt
         && old.cmajflt == *cmajflt
+        && old.open_fds == *open_fds
         && old.minflt == *minflt
         && old.state == *state
         && old.resident_bytes == *resident_bytes
@@ -422,6 +426,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         cstime_ticks: changed(&old.cstime_ticks, cstime_ticks),
         cminflt: changed(&old.cminflt, cminflt),
         cmajflt: changed(&old.cmajflt, cmajflt),
+        open_fds: changed(&old.open_fds, open_fds),
         num_threads: changed(&old.num_threads, num_threads),
         minflt: changed(&old.minflt, minflt),
         majflt: changed(&old.majflt, majflt),
@@ -449,6 +454,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
         cstime_ticks,
         cminflt,
         cmajflt,
+        open_fds,
         num_threads,
         minflt,
         majflt,
@@ -475,6 +481,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
     set(&mut row.cstime_ticks, cstime_ticks);
     set(&mut row.cminflt, cminflt);
     set(&mut row.cmajflt, cmajflt);
+    set(&mut row.open_fds, open_fds);
     set(&mut row.num_threads, num_threads);
     set(&mut row.minflt, minflt);
     set(&mut row.majflt, majflt);
@@ -632,6 +639,7 @@ mod tests {
             cstime_ticks: None,
             cminflt: None,
             cmajflt: None,
+            open_fds: None,
             num_threads: 1,
             minflt: 0,
             majflt: 0,
@@ -710,10 +718,12 @@ mod tests {
         sample.groups = members(&[1, 2, 3]);
         sample.processes[2].cminflt = Some(7);
         sample.processes[2].cmajflt = Some(1);
+        sample.processes[2].open_fds = Some(12);
         let bytes = encode_delta(&key, &sample, 8, false, 256);
         let back = decode_delta(&key, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes");
         assert_eq!(back.groups, members(&[1, 2, 3]));
         assert_eq!((back.processes[2].cminflt, back.processes[2].cmajflt), (Some(7), Some(1)));
+        assert_eq!(back.processes[2].open_fds, Some(12));
         // Unchanged groups cost nothing in the delta.
         let same = encode_delta(&key, &key_sample, 8, false, 256);
         assert!(!String::from_utf8_lossy(&same).contains("web"), "{}", String::from_utf8_lossy(&same));

@@ -118,6 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut config = args.read.config();
     config.pss_budget = 0.0;
+    config.process_fds = true;
     let agent_config =
         AgentConfig { groups: Some(Arc::new(by)), max_groups: usize::MAX, ..AgentConfig::brief(args.interval) };
     let s = one_snapshot_with(config, agent_config, args.interval)?;
@@ -147,8 +148,8 @@ pub(crate) fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "{:>7} {:>8} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9} {:>9}  GROUP",
-        "CPU%", "REAPED%", "PROCS", "THR", "TIME", "RSS", "PSS (known)", "SWAP", "MINFLT/s", "MAJFLT/s"
+        "{:>7} {:>8} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9} {:>9} {:>12}  GROUP",
+        "CPU%", "REAPED%", "PROCS", "THR", "TIME", "RSS", "PSS (known)", "SWAP", "MINFLT/s", "MAJFLT/s", "FDS (known)"
     )?;
     for g in doc.groups.iter().map(|g| g.row) {
         let pss = if g.pss_known > 0 {
@@ -156,9 +157,11 @@ pub(crate) fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
         } else {
             "-".into()
         };
+        let fds =
+            if g.fds_known > 0 { format!("{} ({}/{})", g.open_fds, g.fds_known, g.processes) } else { "-".into() };
         writeln!(
             out,
-            "{:>7} {:>8} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9} {:>9}  {}",
+            "{:>7} {:>8} {:>6} {:>6} {:>10} {:>10} {:>16} {:>9} {:>9} {:>9} {:>12}  {}",
             percent(g.cpu_percent),
             percent(g.reaped_cpu_percent),
             g.processes,
@@ -169,6 +172,7 @@ pub(crate) fn print_text(doc: &GroupsOut) -> anyhow::Result<()> {
             bytes(g.swap_bytes),
             format!("{:.0}", g.minor_faults_per_sec),
             format!("{:.1}", g.major_faults_per_sec),
+            fds,
             printable(&g.name)
         )?;
     }

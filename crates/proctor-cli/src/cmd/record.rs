@@ -14,6 +14,7 @@ use anyhow::Context;
 use proctor_agent::{Agent, AgentConfig, Recording, RecordingStatus, Snapshot};
 use proctor_model::Sample;
 use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes};
+use proctor_sampler::SamplerConfig;
 use proctor_store::{AppendCost, Sink, StoreConfig, Writer};
 use serde::Serialize;
 
@@ -140,9 +141,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
         Some(spec) => Some(std::sync::Arc::new(super::groups::by_spec(spec)?)),
     };
+    // Groups count their members' open fds: one statx per process per sample.
+    let sampler_config = SamplerConfig { process_fds: groups.is_some(), ..args.read.config() };
     let agent_config = AgentConfig { max_samples: args.count, groups, ..AgentConfig::brief(args.interval) };
-    let agent = Agent::start_recording(args.read.config(), agent_config, recording)
-        .context("cannot start the sampling thread")?;
+    let agent =
+        Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
     let roller = proctor_agent::rollup::Roller::spawn(args.dir.clone(), args.tiers.config(), super::serve::ROLL_EVERY)
         .context("cannot start the rollup thread")?;
     let shared = agent.shared();

@@ -210,6 +210,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
         Some(spec) => Some(std::sync::Arc::new(super::groups::by_spec(spec)?)),
     };
+    // Groups count their members' open fds: one statx per process per sample.
+    sampler_config.process_fds = groups.is_some();
     let agent_config = AgentConfig { interval, history, groups, max_groups: o.max_groups, ..AgentConfig::default() };
     // statvfs can hang on a dead network mount: it is read on a thread of its own, never by
     // the sampler or a request.

@@ -23,6 +23,7 @@ fn process(pid: u32, comm: &str, ticks: u64, rss: u64) -> ProcessSample {
         cstime_ticks: None,
         cminflt: None,
         cmajflt: None,
+        open_fds: None,
         num_threads: 1,
         minflt: 0,
         majflt: 0,

@@ -77,6 +77,7 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         cstime_ticks: Some(seq / 3),
         cminflt: Some(seq / 2),
         cmajflt: Some(0),
+        open_fds: None,
         num_threads: 1,
         minflt: seq,
         majflt: 0,

@@ -49,6 +49,7 @@ fn sample(seq: u64, processes: u32) -> Sample {
                 cstime_ticks: None,
                 cminflt: None,
                 cmajflt: None,
+                open_fds: None,
                 num_threads: 1,
                 minflt: 10 * seq,
                 majflt: 0,
