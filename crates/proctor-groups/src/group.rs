@@ -32,6 +32,10 @@ pub struct GroupRow {
     /// sample unseen or partly seen (from the members' `cutime`/`cstime`): short-lived
     /// processes are not lost.
     pub reaped_cpu_percent: f64,
+    /// `cpu_percent` as user and system time (members' own `utime`/`stime` and their reaped
+    /// children's `cutime`/`cstime`, each less what those children had when last seen).
+    pub cpu_user_percent: f64,
+    pub cpu_system_percent: f64,
     /// CPU seconds members used since they started (user + system), summed.
     pub cpu_seconds_total: f64,
     pub rss_bytes: u64,
@@ -250,6 +254,8 @@ pub fn fold(
             threads: 0,
             cpu_percent: 0.0,
             reaped_cpu_percent: 0.0,
+            cpu_user_percent: 0.0,
+            cpu_system_percent: 0.0,
             cpu_seconds_total: 0.0,
             rss_bytes: 0,
             pss_bytes: 0,
@@ -271,6 +277,8 @@ pub fn fold(
         let reaped = r.reaped_cpu_percent.unwrap_or(0.0);
         g.cpu_percent += r.cpu_percent.unwrap_or(0.0) + reaped;
         g.reaped_cpu_percent += reaped;
+        g.cpu_user_percent += r.cpu_user_percent.unwrap_or(0.0) + r.reaped_user_percent.unwrap_or(0.0);
+        g.cpu_system_percent += r.cpu_system_percent.unwrap_or(0.0) + r.reaped_system_percent.unwrap_or(0.0);
         g.cpu_seconds_total += r.cpu_ticks_total as f64 / ticks;
         g.rss_bytes += r.rss_bytes.unwrap_or(0);
         if let Some(pss) = r.pss.and_then(|p| p.pss_bytes) {
@@ -338,6 +346,10 @@ mod tests {
             major_faults_per_sec: None,
             minor_faults_per_sec: None,
             reaped_cpu_percent: None,
+            cpu_user_percent: None,
+            cpu_system_percent: None,
+            reaped_user_percent: None,
+            reaped_system_percent: None,
             reaped_minor_faults_per_sec: None,
             reaped_major_faults_per_sec: None,
             open_fds: None,

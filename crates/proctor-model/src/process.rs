@@ -51,6 +51,12 @@ pub struct ProcessRow {
     /// growth of its `cutime` + `cstime`, less the CPU those children had when last seen, as
     /// netdata's apps.plugin does), so short-lived children are not lost.
     pub reaped_cpu_percent: Option<f64>,
+    /// `cpu_percent` split into user and system time, and `reaped_cpu_percent` likewise (from
+    /// `cutime` and `cstime` apart).
+    pub cpu_user_percent: Option<f64>,
+    pub cpu_system_percent: Option<f64>,
+    pub reaped_user_percent: Option<f64>,
+    pub reaped_system_percent: Option<f64>,
     /// Minor and major faults per second of those same children (from `cminflt`/`cmajflt`,
     /// less what they had when last seen): a wrapper script's children fault and are gone
     /// before any sample sees them.
@@ -72,8 +78,9 @@ pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec
     // What each process's children that exited since `prev` had used when last seen (their
     // own CPU and their reaped children's): that part of the parent's `cutime`/`cstime` growth
     // was counted already.
-    // Per parent: (CPU ticks, minor faults, major faults) of its exited children.
-    let mut seen_exited: std::collections::HashMap<u32, (u64, u64, u64)> = std::collections::HashMap::new();
+    // Per parent: (CPU ticks, minor faults, major faults, user ticks, system ticks) of its
+    // exited children.
+    let mut seen_exited: std::collections::HashMap<u32, (u64, u64, u64, u64, u64)> = std::collections::HashMap::new();
     if let Some(prev) = prev {
         for gone in &prev.processes {
             let still = cur.process(gone.pid).is_some_and(|c| c.start_ticks == gone.start_ticks);
@@ -85,6 +92,8 @@ pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec
                     + gone.cstime_ticks.unwrap_or(0);
                 seen.1 += gone.minflt + gone.cminflt.unwrap_or(0);
                 seen.2 += gone.majflt + gone.cmajflt.unwrap_or(0);
+                seen.3 += gone.utime_ticks + gone.cutime_ticks.unwrap_or(0);
+                seen.4 += gone.stime_ticks + gone.cstime_ticks.unwrap_or(0);
             }
         }
     }
@@ -103,6 +112,8 @@ pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec
             };
             r.reaped_cpu_percent =
                 unseen(|s| Some(s.cutime_ticks? + s.cstime_ticks?), seen.0).map(|per_sec| 100.0 * per_sec / ticks);
+            r.reaped_user_percent = unseen(|s| s.cutime_ticks, seen.3).map(|per_sec| 100.0 * per_sec / ticks);
+            r.reaped_system_percent = unseen(|s| s.cstime_ticks, seen.4).map(|per_sec| 100.0 * per_sec / ticks);
             r.reaped_minor_faults_per_sec = unseen(|s| s.cminflt, seen.1);
             r.reaped_major_faults_per_sec = unseen(|s| s.cmajflt, seen.2);
             r
@@ -123,6 +134,10 @@ fn row(
         let used = delta(cpu_ticks_total, b.utime_ticks + b.stime_ticks)? as f64 / ticks;
         Some(100.0 * used / secs)
     });
+    let share = |now: u64, then: fn(&ProcessSample) -> u64| {
+        let (b, secs) = before.zip(secs)?;
+        Some(100.0 * delta(now, then(b))? as f64 / ticks / secs)
+    };
     let status = p.status.as_ref();
     // From `status`, as of the last time the footprint moved (so as fresh as `stat`'s rss).
     let anon_bytes = status.and_then(|s| s.rss_anon_bytes);
@@ -151,6 +166,10 @@ fn row(
         major_faults_per_sec: before.zip(secs).and_then(|(b, secs)| rate(p.majflt, b.majflt, secs)),
         minor_faults_per_sec: before.zip(secs).and_then(|(b, secs)| rate(p.minflt, b.minflt, secs)),
         reaped_cpu_percent: None,
+        cpu_user_percent: share(p.utime_ticks, |b| b.utime_ticks),
+        cpu_system_percent: share(p.stime_ticks, |b| b.stime_ticks),
+        reaped_user_percent: None,
+        reaped_system_percent: None,
         reaped_minor_faults_per_sec: None,
         reaped_major_faults_per_sec: None,
         open_fds: p.open_fds,
@@ -234,6 +253,25 @@ mod tests {
         let mut old = prev.clone();
         old.processes[0].cminflt = None;
         assert_eq!(process_rows(&cur, Some(&old), RowContext::default())[0].reaped_minor_faults_per_sec, None);
+    }
+
+    #[test]
+    fn cpu_splits_into_user_and_system_reaped_children_included() {
+        // One second apart at 100 ticks/s: the wrapper's own user time grew 20 ticks and system
+        // 10; its child 11, last seen at 30 user and 10 system, exited and was reaped, and the
+        // wrapper's cutime/cstime grew to 50/20: 20 and 10 ticks of it are new.
+        let mut wrapper = p(10, 1, 10, 0);
+        wrapper.cstime_ticks = Some(0);
+        let mut child = p(11, 10, 30, 0);
+        child.stime_ticks = 10;
+        let prev = sample(1, vec![wrapper.clone(), child]);
+        (wrapper.utime_ticks, wrapper.stime_ticks, wrapper.cutime_ticks, wrapper.cstime_ticks) =
+            (30, 10, Some(50), Some(20));
+        let cur = sample(2, vec![wrapper]);
+        let row = &process_rows(&cur, Some(&prev), RowContext::default())[0];
+        assert_eq!((row.cpu_user_percent, row.cpu_system_percent), (Some(20.0), Some(10.0)));
+        assert_eq!((row.reaped_user_percent, row.reaped_system_percent), (Some(20.0), Some(10.0)));
+        assert_eq!((row.cpu_percent, row.reaped_cpu_percent), (Some(30.0), Some(30.0)), "the parts add up");
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub struct Args {
 }
 
 const PROCESS_FIELDS: &str = "time,pid,ppid,name,state,uid,cpu_percent,rss_bytes,anon_bytes,swap_bytes,threads,major_faults_per_sec,read_bytes_per_sec,write_bytes_per_sec,cgroup,cmdline";
-const GROUP_FIELDS: &str = "time,name,processes,threads,cpu_percent,reaped_cpu_percent,rss_bytes,pss_bytes,pss_known,swap_bytes,minor_faults_per_sec,major_faults_per_sec,open_fds,fds_known,started,exited";
+const GROUP_FIELDS: &str = "time,name,processes,threads,cpu_percent,cpu_user_percent,cpu_system_percent,reaped_cpu_percent,rss_bytes,pss_bytes,pss_known,swap_bytes,minor_faults_per_sec,major_faults_per_sec,open_fds,fds_known,started,exited";
 const ROLLUP_FIELDS: &str = "time,tier,span_s,samples,series,min,mean,max,last,n";
 const HOST_FIELDS: &str = "time,cpu.busy_percent,cpu.user_percent,cpu.system_percent,cpu.iowait_percent,cpu.steal_percent,memory.used_bytes,memory.available_bytes,memory.swap_used_bytes,load.avg1,load.avg5,load.avg15,context_switches_per_sec,major_faults_per_sec,pressure_cpu.some.avg10,pressure_memory.some.avg10,pressure_io.some.avg10";
 
