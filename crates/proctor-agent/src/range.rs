@@ -205,17 +205,7 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
         (Some(first), Some(last)) => (first.unix_ns().max(stats.from_ns), last.unix_ns().min(stats.to_ns)),
         _ => (stats.from_ns, stats.to_ns),
     };
-    let range = RangeConfig {
-        from_ns: data_from,
-        to_ns: data_to.max(data_from),
-        max_points: config.max_points.max(1),
-        top: usize::MAX,
-        keep_points: config.keep_points,
-    };
-    let mut builder = RangeBuilder::new(range);
-    if let Some(select) = config.groups.clone() {
-        builder = builder.with_groups(select);
-    }
+    let mut builder = builder_for(&config, data_from, data_to);
     // Groups' swap and PSS live in the parts a lean decode skips.
     let full = config.groups.is_some();
     for frame in &picked.frames {
@@ -227,6 +217,22 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
     stats.note_reader(reader);
     stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(Fold { summary: builder.finish(), stats })
+}
+
+/// A builder over the data's span `[data_from, data_to]` with the fold's points and groups.
+fn builder_for(config: &FoldConfig, data_from: u64, data_to: u64) -> RangeBuilder {
+    let range = RangeConfig {
+        from_ns: data_from,
+        to_ns: data_to.max(data_from),
+        max_points: config.max_points.max(1),
+        top: usize::MAX,
+        keep_points: config.keep_points,
+    };
+    let builder = RangeBuilder::new(range);
+    match config.groups.clone() {
+        Some(select) => builder.with_groups(select),
+        None => builder,
+    }
 }
 
 /// The rollup tier a fold read for the part of its range older than the raw samples.
@@ -325,17 +331,7 @@ pub fn fold_tiered(
     stats.stride = picked.stride;
     let data_from = read.first_unix_s.map_or(stats.from_ns, |s| (s * NS).max(stats.from_ns));
     let data_to = picked.frames.last().map_or(tier_end_ns, |f| f.unix_ns().min(stats.to_ns));
-    let range = RangeConfig {
-        from_ns: data_from,
-        to_ns: data_to.max(data_from),
-        max_points: config.max_points.max(1),
-        top: usize::MAX,
-        keep_points: config.keep_points,
-    };
-    let mut builder = RangeBuilder::new(range);
-    if let Some(select) = config.groups.clone() {
-        builder = builder.with_groups(select);
-    }
+    let mut builder = builder_for(&config, data_from, data_to);
     let until_s = tier_end_ns.div_ceil(NS);
     for frame in &blocks {
         let Some(block) = block_at(&mut tier, frame) else {

@@ -107,6 +107,12 @@ pub struct HeadlineOut {
     pub count: u32,
 }
 
+impl From<&proctor_report::Headline> for HeadlineOut {
+    fn from(h: &proctor_report::Headline) -> Self {
+        HeadlineOut { name: h.name, unit: h.unit, description: h.description, mean: h.mean, max: h.max, count: h.count }
+    }
+}
+
 /// One process over a range. `pid`, `name` and `cmdline` mean what they mean in a snapshot's
 /// process; the rest are the range's own figures.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -188,18 +194,7 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
     out.last_unix_ms = s.last_ns.map(|t| t / MS);
     out.median_interval_ms = s.median_interval_ns.map(|t| t as f64 / 1e6);
     out.processes_seen = s.processes_seen;
-    out.headline = s
-        .headline
-        .iter()
-        .map(|h| HeadlineOut {
-            name: h.name,
-            unit: h.unit,
-            description: h.description,
-            mean: h.mean,
-            max: h.max,
-            count: h.count,
-        })
-        .collect();
+    out.headline = s.headline.iter().map(HeadlineOut::from).collect();
     out.top_cpu = s.top_cpu.iter().take(top).map(ProcessUsageOut::from).collect();
     out.top_rss_peak = s.top_memory.iter().take(top).map(ProcessUsageOut::from).collect();
     let mut by_mean: Vec<&ProcessUsage> = s.top_memory.iter().filter(|u| u.rss_mean_bytes.is_some()).collect();
@@ -214,18 +209,7 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
         .map(|g| GroupUsageOut {
             name: g.name.clone(),
             samples: g.samples,
-            headline: g
-                .headline
-                .iter()
-                .map(|h| HeadlineOut {
-                    name: h.name,
-                    unit: h.unit,
-                    description: h.description,
-                    mean: h.mean,
-                    max: h.max,
-                    count: h.count,
-                })
-                .collect(),
+            headline: g.headline.iter().map(HeadlineOut::from).collect(),
         })
         .collect();
 }
