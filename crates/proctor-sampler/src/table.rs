@@ -42,6 +42,8 @@ struct Entry {
     status_key: Option<(u64, u64, u64, u64)>,
     status_reading: Option<StatusReading>,
     cgroup: Option<Arc<str>>,
+    /// Counting this process's fds was refused (another user's process): not asked again.
+    fds_denied: bool,
     seen_cycle: u64,
 }
 
@@ -58,6 +60,7 @@ impl Entry {
             status_key: None,
             status_reading: None,
             cgroup: None,
+            fds_denied: false,
             seen_cycle: 0,
         }
     }
@@ -107,6 +110,8 @@ pub(crate) struct ProcessTable {
     /// Whether `stat` of `/proc/PID/fd` gives the open fd count (Linux 6.2+), learned from
     /// this process's own on the first scan that asks.
     fd_counts: Option<bool>,
+    /// `/proc/PID/fd`, written afresh for each process (no allocation per process).
+    fd_path: String,
 }
 
 /// What one scan wants besides the defaults.
@@ -189,6 +194,7 @@ impl ProcessTable {
             cycle: 0,
             fd_limited: false,
             fd_counts: None,
+            fd_path: String::new(),
         }
     }
 
@@ -347,7 +353,11 @@ impl ProcessTable {
         } else {
             None
         };
-        let open_fds = if opts.fds { open_fds(root, pid, cost) } else { None };
+        let open_fds = if opts.fds && !entry.fds_denied {
+            open_fds(&mut self.fd_path, pid, &mut entry.fds_denied, cost)
+        } else {
+            None
+        };
         // Set last: the resets above replace the whole entry.
         entry.seen_cycle = cycle;
         Some(ProcessSample {
@@ -383,16 +393,21 @@ impl ProcessTable {
 }
 
 /// A process's open fds: the size `stat` gives its `/proc/PID/fd` (one `statx`, no directory
-/// walk, no lock on its memory). Denied (another user's process) or gone is `None`, counted.
-fn open_fds(root: &Root, pid: u32, cost: &mut SampleCost) -> Option<u32> {
+/// walk, no lock on its memory; only asked of the real `/proc`). Gone is `None`; denied
+/// (another user's process) is counted once and marks the process so it is not asked again.
+fn open_fds(path: &mut String, pid: u32, denied: &mut bool, cost: &mut SampleCost) -> Option<u32> {
+    use std::fmt::Write;
+    path.clear();
+    let _ = write!(path, "/proc/{pid}/fd");
     cost.files_read += 1;
-    match std::fs::symlink_metadata(root.path(format!("/proc/{pid}/fd"))) {
+    match std::fs::symlink_metadata(path.as_str()) {
         Ok(m) => u32::try_from(m.len()).ok(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
-            let kind =
-                if e.kind() == std::io::ErrorKind::PermissionDenied { ErrorKind::Permission } else { ErrorKind::Io };
-            count(cost, "process.fd", kind);
+            let kind = ErrorKind::of_io(&e);
+            if kind != ErrorKind::Gone {
+                *denied = kind == ErrorKind::Permission;
+                count(cost, "process.fd", kind);
+            }
             None
         }
     }
