@@ -224,18 +224,8 @@ fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Resu
             .collect::<Result<_, _>>()?,
         Subject::Rollup => unreachable!("rollup rows are not read from samples"),
         Subject::Group => {
-            let Some(members) = s.sample.groups.as_deref() else { return Ok((Vec::new(), s.sample)) };
-            let names = members.names();
-            let churn = prev.and_then(|p| {
-                let before = p.groups.as_deref()?;
-                let procs = |x: &Sample| x.processes.iter().map(|p| (p.pid, p.start_ticks)).collect::<Vec<_>>();
-                Some(proctor_groups::churn(&procs(p), &before.names(), &procs(&s.sample), &names))
-            });
-            let ticks = s.sample.clock_ticks_per_sec;
-            proctor_groups::fold(&s.rows, &names, ticks, s.host.boot_time_unix_secs, churn.as_ref())
-                .iter()
-                .map(|g| serde_json::to_value(g).map(make))
-                .collect::<Result<_, _>>()?
+            let Some(view) = proctor_agent::groups::stored_view(&s, prev) else { return Ok((Vec::new(), s.sample)) };
+            view.groups.iter().map(|(g, _)| serde_json::to_value(g).map(make)).collect::<Result<_, _>>()?
         }
     };
     Ok((rows, s.sample))
