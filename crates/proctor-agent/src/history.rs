@@ -200,7 +200,6 @@ pub struct PointRef<'a> {
 }
 
 impl PointMaker {
-    /// The point `s` makes.
     /// The series a point holds, in its order.
     pub fn names(&self) -> &[String] {
         &self.names
@@ -213,6 +212,7 @@ impl PointMaker {
         Point { time_ms, values: values.into_boxed_slice(), top: vec![NO_ENTRY; self.top_n].into_boxed_slice() }
     }
 
+    /// The point `s` makes.
     pub fn point(&self, s: &Snapshot) -> Point {
         let values: Box<[f64]> = self.columns.iter().map(|c| c.value(s).unwrap_or(f64::NAN)).collect();
         let mut top: Vec<TopEntry> = s

@@ -249,18 +249,33 @@ pub struct TierRead {
     pub end_unix_s: Option<u64>,
 }
 
+/// The rollup tiers: directory under the data directory, label, a block's span and a row's
+/// span in seconds (a minute tier's block is an hour of minute rows, an hour tier's a day of
+/// hour rows).
+pub const TIERS: [(&str, &str, u64, u64); 2] =
+    [(proctor_store::MINUTE_TIER, "1m", 3600, 60), (proctor_store::HOUR_TIER, "1h", 86_400, 3600)];
+
+/// A tier's (block, row) spans in seconds, by label.
+pub fn tier_spans(label: &str) -> (u64, u64) {
+    TIERS.iter().find(|t| t.1 == label).map_or((3600, 60), |t| (t.2, t.3))
+}
+
+/// The reader of the tier labelled `label` (`1m` or `1h`) under `data`; `None` when there is
+/// no such directory.
+pub fn tier_reader(data: &std::path::Path, label: &str) -> Option<Result<Reader, StoreError>> {
+    let (name, ..) = TIERS.iter().find(|t| t.1 == label)?;
+    let dir = data.join(name);
+    dir.is_dir().then(|| Reader::open(&dir))
+}
+
 /// The rollup tier to read for a range starting at `from_ns`: the finest whose oldest block
 /// reaches back to it, else the one reaching furthest (`coarse`: the hour tier whenever it
 /// reaches back as far as the minute tier would). `1m` or `1h`, and its reader; `None` when
 /// neither tier holds a block.
 pub fn open_tier(data: &std::path::Path, from_ns: u64, coarse: bool) -> Option<(&'static str, Reader)> {
     let mut tiers = Vec::new();
-    for (name, label) in [(proctor_store::MINUTE_TIER, "1m"), (proctor_store::HOUR_TIER, "1h")] {
-        let dir = data.join(name);
-        if !dir.is_dir() {
-            continue;
-        }
-        let Ok(tier) = Reader::open(&dir) else { continue };
+    for (_, label, ..) in TIERS {
+        let Some(Ok(tier)) = tier_reader(data, label) else { continue };
         if let Some(first) = tier.segments().iter().find(|s| !s.set_aside).map(|s| s.start_ns) {
             tiers.push((label, tier, first));
         }
@@ -276,11 +291,6 @@ pub fn open_tier(data: &std::path::Path, from_ns: u64, coarse: bool) -> Option<(
         None => tiers.into_iter().min_by_key(|(_, _, first)| *first),
     };
     chosen.map(|(label, tier, _)| (label, tier))
-}
-
-/// Rollup rows a builder has folded so far.
-fn builder_rows(builder: &RangeBuilder) -> u64 {
-    builder.rollup_rows()
 }
 
 /// [`fold_range`] over the raw samples and, for the part of the range older than the oldest
@@ -305,8 +315,8 @@ pub fn fold_tiered(
     };
     let started = Instant::now();
     let mut stats = ReadStats::new(from_ns, to_ns, config.max_span, config.budget);
-    let span_back = if label == "1h" { 86_400 } else { 3600 };
-    let blocks = tier.event_frames(stats.from_ns.saturating_sub(span_back * NS), stats.to_ns)?;
+    let (block_s, row_s) = tier_spans(label);
+    let blocks = tier.event_frames(stats.from_ns.saturating_sub(block_s * NS), stats.to_ns)?;
     let mut read = TierRead { tier: label, blocks: 0, rows: 0, bad_blocks: 0, first_unix_s: None, end_unix_s: None };
     // Blocks are decoded one at a time (a 90-day read is 2,160 blocks of 60 rows of ~500
     // series: held at once, gigabytes); the first and last are decoded first for the bounds.
@@ -319,9 +329,9 @@ pub fn fold_tiered(
         .iter()
         .take(2)
         .filter_map(|f| block_at(&mut tier, f))
-        .flat_map(|b| b.rows.into_iter().map(|r| r.start_unix_s + u64::from(r.span_s)).collect::<Vec<_>>())
+        .flat_map(|b| b.rows.into_iter().map(|r| r.start_unix_s + u64::from(r.span_s)))
         .find(|end| *end > from_s)
-        .map(|end| end.saturating_sub(if label == "1h" { 3600 } else { 60 }).max(from_s));
+        .map(|end| end.saturating_sub(row_s).max(from_s));
     read.end_unix_s = blocks.iter().rev().take(2).find_map(|f| block_at(&mut tier, f)).and_then(|b| b.end_unix_s());
     let tier_end_ns = read.end_unix_s.map_or(stats.from_ns, |s| s.saturating_mul(NS).min(stats.to_ns));
     let frames = if tier_end_ns < stats.to_ns { reader.frames(tier_end_ns, stats.to_ns)? } else { Vec::new() };
@@ -339,9 +349,9 @@ pub fn fold_tiered(
             continue;
         };
         read.blocks += 1;
-        let before = builder_rows(&builder);
+        let before = builder.rollup_rows();
         builder.push_rollup_block(&block, from_s.saturating_sub(u64::from(block.span_s)), until_s);
-        read.rows += builder_rows(&builder) - before;
+        read.rows += builder.rollup_rows() - before;
     }
     // Groups' swap and PSS live in the parts a lean decode skips.
     let full = config.groups.is_some();

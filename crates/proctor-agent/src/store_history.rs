@@ -91,12 +91,15 @@ pub fn read_points(
         stats: ReadStats::new(from_ms.saturating_mul(MS), to_ns, Some(MAX_SPAN), budget),
         ..StoreReport::default()
     };
-    let mut points = read(dir, maker, budget, cache, &mut report);
+    let (mut points, mut raw_first_ms) = (Vec::new(), u64::MAX);
+    match Reader::open(dir) {
+        Ok(mut reader) => {
+            raw_first_ms = reader.segments().iter().find(|s| !s.set_aside).map_or(u64::MAX, |s| s.start_ns / MS);
+            points = read(&mut reader, maker, budget, cache, &mut report);
+        }
+        Err(e) => report.stats.problems.push(format!("cannot read the store: {e}")),
+    }
     // Older than the raw samples (or than the raw part's span): the rollup tiers, up to theirs.
-    let raw_first_ms = Reader::open(dir)
-        .ok()
-        .and_then(|r| r.segments().iter().find(|s| !s.set_aside).map(|s| s.start_ns / MS))
-        .unwrap_or(u64::MAX);
     let tier_to_ms = raw_first_ms.max(report.stats.from_ns / MS).min(to_ms.saturating_add(1));
     let tier_from_ms = from_ms.max(to_ms.saturating_sub(crate::range::MAX_TIERED_SPAN.as_millis() as u64));
     if tier_from_ms.saturating_add(60_000) < tier_to_ms {
@@ -143,14 +146,14 @@ fn tier_points(
     let (from_s, to_s) = (from_ms / 1000, to_ms / 1000);
     let coarse = (to_s - from_s) / 60 > 16 * budget as u64;
     let Some((label, mut tier)) = crate::range::open_tier(dir, from_s * NS, coarse) else { return (Vec::new(), None) };
-    let span_back = if label == "1h" { 86_400 } else { 3600 };
-    let Ok(blocks) = tier.event_frames(from_s.saturating_sub(span_back) * NS, to_s * NS) else {
+    let (block_s, _) = crate::range::tier_spans(label);
+    let Ok(blocks) = tier.event_frames(from_s.saturating_sub(block_s) * NS, to_s * NS) else {
         return (Vec::new(), None);
     };
     let mut part = TierPart { tier: label, rows: 0, points: 0, bad_blocks: 0 };
     let width = (to_s - from_s).div_ceil(budget.max(1) as u64).max(1);
     let names = maker.names();
-    // Buckets by index: (newest row end, per maker column the maximum so far).
+    // Buckets by index: (newest row start, per maker column the maximum so far).
     let mut buckets: std::collections::BTreeMap<u64, (u64, Vec<f64>)> = std::collections::BTreeMap::new();
     for frame in &blocks {
         let Some(proctor_store::Event::Rollup(block)) = tier.read_event(frame) else {
@@ -182,15 +185,14 @@ fn tier_points(
     (points, Some(part))
 }
 
-fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, report: &mut StoreReport) -> Vec<Point> {
+fn read(
+    reader: &mut Reader,
+    maker: &PointMaker,
+    budget: usize,
+    cache: &mut PointCache,
+    report: &mut StoreReport,
+) -> Vec<Point> {
     const MS: u64 = 1_000_000;
-    let mut reader = match Reader::open(dir) {
-        Ok(r) => r,
-        Err(e) => {
-            report.stats.problems.push(format!("cannot read the store: {e}"));
-            return Vec::new();
-        }
-    };
     let (from_ns, to_ns) = (report.stats.from_ns, report.stats.to_ns);
     // A little before the range too, so the first point has a sample to take rates against.
     let lookback_ns = 120_000 * MS;
@@ -247,7 +249,7 @@ fn read(dir: &Path, maker: &PointMaker, budget: usize, cache: &mut PointCache, r
         decoded = Some((frame.unix_ns(), Some(snapshot.sample)));
     }
     *cache = fresh;
-    report.stats.note_reader(&reader);
+    report.stats.note_reader(reader);
     points
 }
 

@@ -378,20 +378,15 @@ fn dump_rollup(
             )
         })?,
         TierChoice::Minute | TierChoice::Hour => {
-            let (name, label) = if args.tier == TierChoice::Minute {
-                (proctor_store::MINUTE_TIER, "1m")
-            } else {
-                (proctor_store::HOUR_TIER, "1h")
-            };
-            let dir = data.join(name);
-            if !dir.is_dir() {
-                bail!("no {label} rollup tier in {} (`proctor rollup` makes one)", data.display());
+            let label = if args.tier == TierChoice::Minute { "1m" } else { "1h" };
+            match proctor_agent::range::tier_reader(data, label) {
+                None => bail!("no {label} rollup tier in {} (`proctor rollup` makes one)", data.display()),
+                Some(reader) => (label, reader.context("cannot dump")?),
             }
-            (label, Reader::open(&dir).context("cannot dump")?)
         }
     };
-    let span_back = if label == "1h" { 86_400 * NS } else { 3600 * NS };
-    let blocks = tier.event_frames(from.saturating_sub(span_back), to).context("cannot dump")?;
+    let (block_s, _) = proctor_agent::range::tier_spans(label);
+    let blocks = tier.event_frames(from.saturating_sub(block_s * NS), to).context("cannot dump")?;
     if args.format == DumpFormat::Csv {
         writeln!(out, "{}", fields.join(","))?;
     }
