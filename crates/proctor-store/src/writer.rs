@@ -98,9 +98,9 @@ struct Active {
 pub struct Writer {
     dir: PathBuf,
     config: StoreConfig,
-    /// Held for the writer's life; the kernel releases the flock when the fd closes or the
-    /// process dies.
-    _lock: File,
+    /// Held for the writer's life and released on drop (see `Drop`); the kernel releases it
+    /// too when the process dies.
+    lock: File,
     active: Option<Active>,
     /// The chunk's key record, when writing version 1.
     compressor: Compressor,
@@ -139,6 +139,16 @@ struct Backoff {
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").field("dir", &self.dir).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Unlocked explicitly: closing the fd alone does not release the flock while a child
+        // forked by another thread still holds a copy of it (until its exec closes it), so a
+        // writer opened again right after this one could find the store locked.
+        // SAFETY: flock on an fd we own; no memory is passed.
+        unsafe { libc::flock(self.lock.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
@@ -182,7 +192,7 @@ impl Writer {
             dir: dir.to_owned(),
             compressor: Compressor::new(config.level),
             config,
-            _lock: lock,
+            lock,
             active: None,
             base: None,
             last_record_len: 0,

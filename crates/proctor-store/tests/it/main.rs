@@ -343,6 +343,31 @@ fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
     }
 }
 
+/// Regression (CI, stop 25): a writer dropped while a child forked by another thread still held
+/// a copy of its lock fd (between fork and exec) left the store locked, and the next open in this
+/// process failed with `Locked`.
+#[test]
+fn a_dropped_writer_unlocks_even_while_a_forked_child_holds_its_fd() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, _) = Writer::open(dir.path(), small_config()).expect("open");
+    // SAFETY: the child only sleeps and exits (async-signal-safe calls); no Rust runtime use.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
+    if child == 0 {
+        // SAFETY: as above.
+        unsafe {
+            libc::sleep(1);
+            libc::_exit(0);
+        }
+    }
+    drop(first);
+    let reopened = Writer::open(dir.path(), small_config());
+    let mut status = 0;
+    // SAFETY: waits for the child this test forked, by its pid.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    reopened.expect("a dropped writer's lock is released even while a forked child holds its fd");
+}
+
 #[test]
 fn missing_or_non_directory_data_dir_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
