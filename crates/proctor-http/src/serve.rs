@@ -149,8 +149,10 @@ pub async fn serve(
                     let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
                 }
             }
-            registry.lock().unwrap_or_else(PoisonError::into_inner).conns.remove(&id);
-            let was_last = counters.connections_open.fetch_sub(1, Ordering::Relaxed) == 1;
+            // An evicted connection left the registry, and the open count, when it was asked
+            // to close; only one that ends by itself (or at shutdown) leaves them here.
+            let removed = registry.lock().unwrap_or_else(PoisonError::into_inner).conns.remove(&id).is_some();
+            let was_last = removed && counters.connections_open.fetch_sub(1, Ordering::Relaxed) == 1;
             if was_last && since_trim.load(Ordering::Relaxed) >= TRIM_AFTER {
                 since_trim.store(0, Ordering::Relaxed);
                 // A few milliseconds of walking the arenas: not on a worker.
@@ -187,6 +189,11 @@ fn admit(
                 let _ = close.send(());
             }
             HttpCounters::bump(&counters.connections_evicted, 1);
+            // Counted out now, with the registry, so `connections_open` never exceeds the cap
+            // while the evicted one finishes closing (up to a second).
+            let _ = counters
+                .connections_open
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
         }
     }
     let id = r.next;
@@ -279,17 +286,24 @@ mod tests {
         let registry = Mutex::new(Registry::default());
         let counters = HttpCounters::default();
         let epoch = Instant::now() - Duration::from_secs(10);
+        // As the accept loop does: one more open for each admitted connection.
+        let opened = |c: &HttpCounters| c.connections_open.fetch_add(1, Ordering::Relaxed);
         let (a, a_active, mut a_close) = admit(&registry, &limits, epoch, &counters).expect("free");
+        opened(&counters);
         let (_, b_active, _b_close) = admit(&registry, &limits, epoch, &counters).expect("free");
+        opened(&counters);
         // Both busy just now: a third is refused.
         assert!(admit(&registry, &limits, epoch, &counters).is_none());
         // `a` has been quiet for 5 s, `b` is busy: the third takes `a`'s slot and `a` is asked to close.
         a_active.store(5_000, Ordering::Relaxed);
         b_active.store(ms_since(epoch), Ordering::Relaxed);
         let (c, _, _) = admit(&registry, &limits, epoch, &counters).expect("room made");
+        opened(&counters);
         assert_ne!(c, a);
         assert_eq!(a_close.try_recv(), Ok(()));
         assert_eq!(counters.connections_evicted.load(Ordering::Relaxed), 1);
         assert_eq!(registry.lock().expect("lock").conns.len(), 2);
+        // The evicted one is counted out when asked to close, not when it has finished closing.
+        assert_eq!(counters.connections_open.load(Ordering::Relaxed), 2);
     }
 }
