@@ -40,6 +40,8 @@ enum Command {
     Rollup(cmd::rollup::Args),
     /// Processes in groups (process-exporter rules, cgroup or user); --check validates a rules file.
     Groups(cmd::groups::Args),
+    /// Alert rules: check a file, test it over a recording, silence or list a serve's alerts.
+    Alerts(cmd::alerts::Args),
     /// A terminal view like htop's, live, over a recording (time travel) or from a remote agent.
     Top(cmd::top::Args),
     /// A process tree with per-process rows and the total.
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(*args),
         Command::Rollup(args) => cmd::rollup::run(args),
         Command::Groups(args) => cmd::groups::run(args),
+        Command::Alerts(args) => cmd::alerts::run(args),
         Command::Top(args) => cmd::top::run(args),
         Command::Tree(args) => cmd::tree::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),

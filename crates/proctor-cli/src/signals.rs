@@ -1,4 +1,6 @@
-//! SIGINT and SIGTERM for the long-running commands (`serve`, `record`, `statsd`, `probe`).
+//! SIGINT and SIGTERM for the long-running commands (`serve`, `record`, `statsd`, `probe`), and
+//! SIGHUP: a command that says what it means ([`Signals::on_hangup`]: `serve` reloads its alert
+//! rules) gets that; for the others it stops them as SIGTERM does.
 //!
 //! The signals are blocked in the calling thread *before* any other thread starts, so every
 //! thread inherits the mask and only one waiter receives them: no handler runs in the middle of
@@ -23,7 +25,10 @@ enum Handler {
 /// the one thread that waits for them.
 pub struct Signals {
     handler: Arc<Mutex<Handler>>,
+    hangup: Arc<Mutex<Option<Hangup>>>,
 }
+
+type Hangup = Box<dyn Fn() + Send>;
 
 impl std::fmt::Debug for Signals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -43,19 +48,32 @@ pub fn block() -> anyhow::Result<Signals> {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         if rc != 0 {
-            bail!("cannot block SIGINT/SIGTERM: {}", std::io::Error::from_raw_os_error(rc));
+            bail!("cannot block SIGINT/SIGTERM/SIGHUP: {}", std::io::Error::from_raw_os_error(rc));
         }
         set
     };
     let handler = Arc::new(Mutex::new(Handler::Exit));
+    let hangup: Arc<Mutex<Option<Hangup>>> = Arc::new(Mutex::new(None));
     let waiter = Arc::clone(&handler);
+    let on_hup = Arc::clone(&hangup);
     std::thread::Builder::new()
         .name("signals".to_string())
         .spawn(move || loop {
             let signal = wait(&set);
-            let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            if signal == libc::SIGHUP {
+                if let Some(hup) = on_hup.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+                    hup();
+                    continue;
+                }
+            }
+            let name = match signal {
+                libc::SIGINT => "SIGINT",
+                libc::SIGHUP => "SIGHUP",
+                _ => "SIGTERM",
+            };
             let mut slot = waiter.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match std::mem::replace(&mut *slot, Handler::Stopping) {
                 Handler::Exit => {
@@ -73,10 +91,10 @@ pub fn block() -> anyhow::Result<Signals> {
             }
         })
         .context("cannot start the signal thread")?;
-    Ok(Signals { handler })
+    Ok(Signals { handler, hangup })
 }
 
-/// Waits until SIGINT or SIGTERM arrives; returns which.
+/// Waits until SIGINT, SIGTERM or SIGHUP arrives; returns which.
 fn wait(set: &libc::sigset_t) -> libc::c_int {
     let mut signal: libc::c_int = 0;
     // SAFETY: `set` was initialised by `block` and the signals are blocked in every thread.
@@ -86,6 +104,11 @@ fn wait(set: &libc::sigset_t) -> libc::c_int {
 }
 
 impl Signals {
+    /// Says what SIGHUP does from now on (instead of stopping): `serve` reloads its rules.
+    pub fn on_hangup(&self, then: impl Fn() + Send + 'static) {
+        *self.hangup.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(then));
+    }
+
     /// Says what the first signal does from now on: `then` sends the command's own stop
     /// message. A signal that came before this call has ended the process already.
     pub fn on_signal(self, then: impl FnOnce() + Send + 'static) {

@@ -9,7 +9,7 @@
 
 pub mod group;
 pub mod rules;
-mod yaml;
+pub mod yaml;
 
 pub use group::{cgroup_name, churn, fold, Assigner, By, Churn, GroupRow};
 pub use rules::{Diagnostic, Proc, Rules};

@@ -10,6 +10,7 @@
 //! What it does not do: sample, record or decide where the store lives (`proctor-agent`), or
 //! name fields (`proctor-vocab`).
 
+pub mod alerts;
 pub mod assets;
 pub mod auth;
 pub mod counters;

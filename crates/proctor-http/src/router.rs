@@ -3,8 +3,8 @@
 //! Every handler answers from the latest snapshot or the history ring and returns; none reads
 //! `/proc`, sleeps or waits on the sampler. The store reads (`/api/v1/history`'s part older than
 //! the ring, `/api/v1/report`) run under `spawn_blocking`, one at a time between them, never on
-//! a tokio worker, and no lock is held while an answer is serialized. No endpoint changes
-//! state, so only GET and HEAD are routed.
+//! a tokio worker, and no lock is held while an answer is serialized. One route changes state,
+//! `POST /api/v1/alerts/silences` (see [`crate::alerts`]); every other is GET (and HEAD).
 
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +14,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use proctor_agent::disk::DiskWatch;
 use proctor_agent::history_query::{read_store_part, HistoryQuery};
@@ -52,6 +52,8 @@ pub struct ApiConfig {
     pub counters: Arc<HttpCounters>,
     /// Which `Host`s are answered (see [`HostRule`]).
     pub hosts: HostRule,
+    /// The alert engine, when serve runs rules (`--rules`).
+    pub alerts: Option<Arc<proctor_alerts::engine::Handle>>,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -70,9 +72,9 @@ impl std::fmt::Debug for ApiConfig {
 type MetricsCache = Arc<Mutex<Option<(u64, bool, Bytes)>>>;
 
 #[derive(Clone)]
-struct AppState {
+pub(crate) struct AppState {
     shared: Arc<Shared>,
-    config: Arc<ApiConfig>,
+    pub(crate) config: Arc<ApiConfig>,
     http: Arc<HttpCounters>,
     metrics_cache: MetricsCache,
     store: Arc<StoreReads>,
@@ -109,6 +111,8 @@ pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
         .route("/api/v1/processes/{pid}/tree", get(tree))
         .route("/api/v1/container", get(container))
         .route("/api/v1/agent", get(agent))
+        .route("/api/v1/alerts", get(crate::alerts::alerts))
+        .route("/api/v1/alerts/silences", post(crate::alerts::silence))
         .route("/api/metrics/v1", get(jupyter))
         .route("/metrics", get(metrics))
         .route("/", get(index))
@@ -122,7 +126,7 @@ async fn method_not_allowed() -> ApiError {
     ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: "method_not_allowed",
-        message: "only GET is served: no endpoint changes state".into(),
+        message: "only GET is served, and POST to /api/v1/alerts/silences".into(),
     }
 }
 
@@ -429,11 +433,16 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): Ra
         }
     };
     let body = match (st.config.extra_metrics.as_ref(), openmetrics) {
-        (None, false) => snapshot_part,
+        (None, false) if st.config.alerts.is_none() => snapshot_part,
         (extra, _) => {
             let mut joined = snapshot_part.to_vec();
             if let Some(extra) = extra {
                 joined.extend_from_slice(prom::render_families(&extra(), openmetrics).as_bytes());
+            }
+            if let Some(alerts) = &st.config.alerts {
+                joined.extend_from_slice(
+                    prom::render_families(&crate::alerts::families(&alerts.status()), openmetrics).as_bytes(),
+                );
             }
             if openmetrics {
                 joined.extend_from_slice(prom::EOF.as_bytes());

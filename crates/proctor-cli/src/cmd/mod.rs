@@ -1,5 +1,6 @@
 //! One module per subcommand; each exposes `Args` (clap derive) and `run(Args)`.
 
+pub mod alerts;
 pub mod bench;
 pub mod common;
 pub mod doctor;

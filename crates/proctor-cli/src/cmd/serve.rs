@@ -136,8 +136,64 @@ struct ServeOptions {
     retain_mib: u64,
     #[command(flatten)]
     read: ReadArgs,
+    #[command(flatten, next_help_heading = "Alerts")]
+    alerts: AlertArgs,
     #[command(flatten, next_help_heading = "statsd (with --statsd)")]
     statsd_options: crate::statsd_server::Options,
+}
+
+#[derive(Debug, clap::Args)]
+struct AlertArgs {
+    /// Alert rules, evaluated on every sample: Prometheus's rules layout with proctor's own
+    /// expressions (docs/alerts.md). Transitions go to DATA/alerts/events.jsonl and to the
+    /// receivers; SIGHUP reloads the file (a bad file keeps the rules loaded before).
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
+    /// Tell this webhook of every transition (a JSON body, docs/alerts.md); repeatable.
+    #[arg(long = "alert-webhook", value_name = "URL", requires = "rules")]
+    webhook: Vec<String>,
+    /// Tell this Slack-compatible incoming webhook (`text`); repeatable.
+    #[arg(long = "alert-slack", value_name = "URL", requires = "rules")]
+    slack: Vec<String>,
+    /// Send alerts to this Alertmanager (`POST /api/v2/alerts`, re-sent while firing); repeatable.
+    #[arg(long = "alertmanager", value_name = "URL", requires = "rules")]
+    alertmanager: Vec<String>,
+    /// Run this command for every notification (split on spaces, no shell; values in
+    /// PROCTOR_ALERT_* variables; 10 s timeout); repeatable.
+    #[arg(long = "alert-exec", value_name = "'CMD ARG…'", requires = "rules")]
+    exec: Vec<String>,
+}
+
+impl AlertArgs {
+    fn receivers(&self) -> anyhow::Result<Vec<proctor_alerts::rules::Receiver>> {
+        use proctor_alerts::rules::{check_url, Receiver};
+        let mut out = Vec::new();
+        for (flag, urls, make) in [
+            ("--alert-webhook", &self.webhook, Receiver::Webhook as fn(String) -> Receiver),
+            ("--alert-slack", &self.slack, Receiver::Slack),
+            ("--alertmanager", &self.alertmanager, Receiver::Alertmanager),
+        ] {
+            for url in urls {
+                check_url(url).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+                out.push(make(url.clone()));
+            }
+        }
+        for cmd in &self.exec {
+            let argv: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+            if argv.is_empty() {
+                bail!("--alert-exec: an empty command");
+            }
+            out.push(Receiver::Exec { argv, timeout_secs: 10.0 });
+        }
+        Ok(out)
+    }
+}
+
+/// This host's name, for alerts (`/proc/sys/kernel/hostname`).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
 }
 
 fn parent_pid() -> u32 {
@@ -228,6 +284,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
+    // Alerts: a thread of their own beside the agent, its log and state in DATA/alerts.
+    let alert_engine = match &o.alerts.rules {
+        None => None,
+        Some(path) => {
+            let data = match &recording_dir {
+                Some(dir) => dir.clone(),
+                None => match &o.data_dir {
+                    Some(dir) => dir.clone(),
+                    None => datadir::default_dir_created()
+                        .map_err(|(_, e)| anyhow::anyhow!("alerts need a data directory: {e}"))?,
+                },
+            };
+            let config = proctor_alerts::engine::EngineConfig {
+                rules_path: path.clone(),
+                dir: data.join("alerts"),
+                extra_receivers: o.alerts.receivers()?,
+                host: host_name(),
+                generator_url: format!("http://{listen}/#alerts"),
+                delivery: proctor_alerts::deliver::DeliveryConfig::default(),
+            };
+            let engine = proctor_alerts::engine::Engine::start(agent.shared(), config)
+                .map_err(|e| anyhow::anyhow!("--rules: {e}"))?;
+            let handle = engine.handle();
+            signals.on_hangup(move || handle.reload());
+            log(&format!("alert rules from {} (SIGHUP reloads them)", path.display()));
+            Some(engine)
+        }
+    };
+
     let statsd_shutdown = Shutdown::new();
     // Recording serve records statsd flushes too, into DATA/statsd through a recorder thread
     // of their own (the stream has its own writer lock); a stream that cannot be opened is
@@ -270,6 +355,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         extra_metrics: extra,
         counters: Arc::default(),
         hosts: if loopback && tokenless { HostRule::Loopback { also: o.allow_host.clone() } } else { HostRule::Any },
+        alerts: alert_engine.as_ref().map(proctor_alerts::engine::Engine::handle),
     };
     let counters = Arc::clone(&config.counters);
     // After the sampler raised RLIMIT_NOFILE to its hard limit: the cap is a share of what is
@@ -314,6 +400,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
     log("stopping");
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Some(engine) = alert_engine {
+        engine.stop();
+    }
     agent.stop();
     if let Some(roller) = roller {
         roller.stop();

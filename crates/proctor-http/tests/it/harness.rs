@@ -68,6 +68,7 @@ impl Server {
             extra_metrics: None,
             counters: Arc::default(),
             hosts: o.hosts.clone(),
+            alerts: None,
         };
         let counters = Arc::clone(&config.counters);
         let app = proctor_http::router(agent.shared(), config);

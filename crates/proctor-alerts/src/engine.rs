@@ -1,0 +1,717 @@
+//! The alerting loop. [`Alerting`] evaluates a rule set over one snapshot and steps the states
+//! (no I/O: `proctor alerts test` runs it over a recording). [`Engine`] runs it beside a live
+//! agent on a thread of its own for `proctor serve`: it waits for each new snapshot (skipping
+//! any it fell behind on, never holding the agent up), appends transitions to the JSON-lines
+//! log, hands notifications to the delivery threads, saves the state, and publishes a status
+//! document for `/api/v1/alerts` and `/metrics`. Rules reload on request (SIGHUP); a bad file
+//! keeps the old rules and says why.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use proctor_agent::{Shared, Snapshot};
+use proctor_vocab::units::Unit;
+use serde::Serialize;
+
+use crate::deliver::{Delivery, DeliveryConfig, Payload, ReceiverStats};
+use crate::eval::{Evaluator, Key};
+use crate::notify::{self, Limiter, Notification};
+use crate::rules::{self, Receiver, RuleSet};
+use crate::state::{AlertState, Event, Phase, Silence, Step, Told};
+
+/// A rule set with its evaluator, states and limiter: one evaluation per snapshot.
+pub struct Alerting {
+    pub set: RuleSet,
+    evaluator: Evaluator,
+    pub state: AlertState,
+    pub limiter: Limiter,
+    pub evaluations: u64,
+    pub eval_cpu_ns_total: u64,
+    pub last_eval_cpu_ns: u64,
+}
+
+impl std::fmt::Debug for Alerting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Alerting")
+            .field("rules", &self.set.rules.len())
+            .field("evaluations", &self.evaluations)
+            .finish()
+    }
+}
+
+/// `$value` in the unit of the series it came from.
+pub fn format_value(unit: Option<Unit>, v: Option<f64>) -> String {
+    match (unit, v) {
+        (_, None) => "unknown".to_string(),
+        (Some(Unit::Percent), Some(v)) => format!("{} %", proctor_vocab::units::percent(v)),
+        (Some(u), Some(v)) if u.is_numeric() => u.format(Some(v)),
+        (_, Some(v)) => {
+            if v.fract() == 0.0 && v.abs() < 1e15 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.3}")
+            }
+        }
+    }
+}
+
+impl Alerting {
+    /// Takes the set's plan for its evaluator (the rules keep their compiled programs).
+    pub fn new(mut set: RuleSet, state: AlertState) -> Alerting {
+        let plan = std::mem::take(&mut set.plan);
+        let users = proctor_procfs::system::read_users(Path::new("/etc/passwd"));
+        let evaluator = Evaluator::new(plan, users);
+        let limiter = Limiter::new(set.notify.rate_limit, set.notify.rate_window_secs);
+        let mut state = state;
+        let names: HashSet<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
+        state.retain_rules(&names, 0.0);
+        Alerting { set, evaluator, state, limiter, evaluations: 0, eval_cpu_ns_total: 0, last_eval_cpu_ns: 0 }
+    }
+
+    /// Evaluates every rule over `s` at its sample time; returns the transitions and repeats.
+    pub fn evaluate(&mut self, s: &Snapshot) -> Vec<Event> {
+        let cpu0 = proctor_procfs::system::thread_cpu_ns();
+        let frame = self.evaluator.frame(s);
+        let at = frame.time;
+        let present_pids: HashSet<(u32, u64)> = s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect();
+        let groups: HashSet<&str> =
+            s.groups.as_ref().map(|g| g.groups.iter().map(|(row, _)| row.name.as_str()).collect()).unwrap_or_default();
+        let exists = |k: &Key| match k {
+            Key::One => true,
+            Key::Process { pid, start_ticks } => present_pids.contains(&(*pid, *start_ticks)),
+            Key::Group(name) => groups.contains(name.as_ref()),
+        };
+        let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
+        let boot = s.host.boot_time_unix_secs;
+        let labels_of = |k: &Key| -> BTreeMap<String, String> {
+            match k {
+                Key::One => BTreeMap::new(),
+                Key::Process { pid, start_ticks } => {
+                    let mut l = BTreeMap::from([("pid".to_string(), pid.to_string())]);
+                    if let Some(r) = s.row(*pid) {
+                        l.insert("name".to_string(), r.comm.to_string());
+                    }
+                    if let Some(b) = boot {
+                        l.insert("start".to_string(), notify::rfc3339(b as f64 + *start_ticks as f64 / ticks));
+                    }
+                    l
+                }
+                Key::Group(name) => BTreeMap::from([("group".to_string(), name.to_string())]),
+            }
+        };
+        let mut events = Vec::new();
+        for rule in &self.set.rules {
+            let holds = self.evaluator.run(&rule.expr, &frame).holds;
+            let clear = rule.clear.as_ref().map(|c| self.evaluator.run(c, &frame).holds);
+            let unit = rule.expr.value_unit;
+            let fmt = move |v: Option<f64>| format_value(unit, v);
+            let step = Step {
+                rule,
+                at,
+                holds: &holds,
+                clear: clear.as_deref(),
+                exists: &exists,
+                labels_of: &labels_of,
+                format_value: &fmt,
+            };
+            events.extend(self.state.step(&step, &self.set.notify));
+        }
+        let spent = proctor_procfs::system::thread_cpu_ns().saturating_sub(cpu0);
+        self.evaluations += 1;
+        self.last_eval_cpu_ns = spent;
+        self.eval_cpu_ns_total += spent;
+        events
+    }
+
+    /// The firing alerts Alertmanager should hear of now (not silenced, not held).
+    pub fn firing_events(&self, at: f64) -> Vec<Event> {
+        let mut out = Vec::new();
+        for rule in &self.set.rules {
+            let Some(st) = self.state.rules.get(&rule.name) else { continue };
+            for (id, inst) in &st.instances {
+                if inst.phase != Phase::Firing || self.state.silenced(&rule.name, &inst.labels, at) {
+                    continue;
+                }
+                if st.flaps.get(id).is_some_and(|f| f.flapping) {
+                    continue;
+                }
+                let unit = rule.expr.value_unit;
+                out.push(Event {
+                    at,
+                    rule: rule.name.clone(),
+                    instance: id.clone(),
+                    severity: rule.severity().to_string(),
+                    state: Told::Firing,
+                    labels: inst.labels.clone(),
+                    annotations: rule
+                        .annotations
+                        .iter()
+                        .map(|(k, v)| {
+                            (k.clone(), crate::template::render(v, &format_value(unit, inst.value), &inst.labels))
+                        })
+                        .collect(),
+                    value: inst.value,
+                    active_at: inst.active_at,
+                    fired_at: inst.fired_at,
+                    reason: None,
+                    silenced: false,
+                    held: false,
+                });
+            }
+        }
+        out
+    }
+
+    pub fn eval_stats(&self) -> &crate::eval::EvalStats {
+        &self.evaluator.stats
+    }
+}
+
+/// Settings for a live engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub rules_path: PathBuf,
+    /// Where `events.jsonl` and `state.json` live (`DATA/alerts`).
+    pub dir: PathBuf,
+    /// Receivers from `serve`'s flags, added to the file's.
+    pub extra_receivers: Vec<Receiver>,
+    pub host: String,
+    /// The dashboard's address, as Alertmanager's `generatorURL`.
+    pub generator_url: String,
+    pub delivery: DeliveryConfig,
+}
+
+/// The log is cut to a second file past this size, so it never grows without bound.
+pub const LOG_MAX_BYTES: u64 = 16 << 20;
+
+/// A silence asked for through the API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SilenceRequest {
+    pub rule: String,
+    pub matchers: BTreeMap<String, String>,
+    pub duration_secs: f64,
+    pub comment: String,
+}
+
+/// What `/api/v1/alerts` answers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AlertsOut {
+    pub rules_file: String,
+    pub loaded_at: Option<String>,
+    /// Why the last reload kept the old rules, if it did.
+    pub reload_error: Option<String>,
+    pub evaluations_total: u64,
+    pub last_evaluation_at: Option<String>,
+    pub last_evaluation_cpu_seconds: f64,
+    pub evaluation_cpu_seconds_total: f64,
+    /// Snapshots the engine did not evaluate because it was still busy with an earlier one.
+    pub snapshots_skipped_total: u64,
+    pub firing: usize,
+    pub pending: usize,
+    pub rules: Vec<RuleOut>,
+    pub silences: Vec<SilenceOut>,
+    pub receivers: Vec<ReceiverStats>,
+    pub notifications_total: u64,
+    pub coalesced_total: u64,
+    pub held_by_rate_limit: usize,
+    pub log: String,
+    pub log_errors_total: u64,
+    pub last_log_error: Option<String>,
+    pub state_errors_total: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleOut {
+    pub name: String,
+    pub group: String,
+    pub severity: String,
+    pub expr: String,
+    pub clear: Option<String>,
+    pub for_secs: f64,
+    pub keep_firing_for_secs: f64,
+    /// `firing` if any instance fires, else `pending` if any is pending, else `inactive`.
+    pub state: &'static str,
+    pub instances: Vec<InstanceOut>,
+    pub instances_refused_total: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceOut {
+    pub labels: BTreeMap<String, String>,
+    pub state: &'static str,
+    pub active_at: String,
+    pub fired_at: Option<String>,
+    pub value: Option<f64>,
+    pub value_text: String,
+    pub silenced: bool,
+    pub flapping: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SilenceOut {
+    pub id: u64,
+    pub rule: String,
+    pub matchers: BTreeMap<String, String>,
+    pub starts_at: String,
+    pub ends_at: String,
+    pub comment: String,
+}
+
+impl SilenceOut {
+    pub fn of(s: &Silence) -> SilenceOut {
+        SilenceOut {
+            id: s.id,
+            rule: s.rule.clone(),
+            matchers: s.matchers.clone(),
+            starts_at: notify::rfc3339(s.starts_at),
+            ends_at: notify::rfc3339(s.ends_at),
+            comment: s.comment.clone(),
+        }
+    }
+}
+
+/// What the HTTP side holds: the published status and a way in for silences and reloads.
+#[derive(Debug, Default)]
+pub struct Handle {
+    status: RwLock<Arc<AlertsOut>>,
+    silences: Mutex<Vec<Silence>>,
+    next_silence: AtomicU64,
+    reload: AtomicBool,
+    stop: AtomicBool,
+    /// Wakes the loop early (a stop, a reload, a silence).
+    poke: (Mutex<bool>, std::sync::Condvar),
+}
+
+impl Handle {
+    /// The latest status; the lock is held to clone the `Arc`.
+    pub fn status(&self) -> Arc<AlertsOut> {
+        Arc::clone(&self.status.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Adds a silence (applied at the next evaluation, and said in the status then).
+    pub fn silence(&self, req: SilenceRequest) -> Result<SilenceOut, String> {
+        if req.rule.is_empty() {
+            return Err("name a rule, or `*` for all".to_string());
+        }
+        if !(req.duration_secs > 0.0 && req.duration_secs <= 366.0 * 86400.0) {
+            return Err("a silence lasts more than 0 and at most a year".to_string());
+        }
+        if req.matchers.len() > 32
+            || req.comment.len() > 1024
+            || req.matchers.iter().any(|(k, v)| k.len() + v.len() > 1024)
+        {
+            return Err("too many matchers, or a matcher or comment too long".to_string());
+        }
+        let known = &self.status().rules;
+        if req.rule != "*" && !known.iter().any(|r| r.name == req.rule) {
+            let names: Vec<&str> = known.iter().map(|r| r.name.as_str()).collect();
+            return Err(format!("no rule named {:?}; rules: {}", req.rule, names.join(", ")));
+        }
+        let now = unix_now();
+        let silence = Silence {
+            id: self.next_silence.fetch_add(1, Ordering::Relaxed),
+            rule: req.rule,
+            matchers: req.matchers,
+            starts_at: now,
+            ends_at: now + req.duration_secs,
+            comment: req.comment,
+        };
+        let out = SilenceOut::of(&silence);
+        let mut pending = self.silences.lock().unwrap_or_else(PoisonError::into_inner);
+        if pending.len() >= 1000 {
+            return Err("too many silences waiting to be applied".to_string());
+        }
+        pending.push(silence);
+        drop(pending);
+        self.wake();
+        Ok(out)
+    }
+
+    /// Asks the loop to read the rules file again (SIGHUP).
+    pub fn reload(&self) {
+        self.reload.store(true, Ordering::Relaxed);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        let (lock, cv) = &self.poke;
+        *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        cv.notify_all();
+    }
+}
+
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A running engine.
+#[derive(Debug)]
+pub struct Engine {
+    handle: Arc<Handle>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Reads and compiles the rules file, every mistake said with its line and column.
+pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    rules::parse(&text).map_err(|diags| {
+        let mut msg = format!("{}: {} mistake{}", path.display(), diags.len(), if diags.len() == 1 { "" } else { "s" });
+        for d in diags {
+            msg.push_str(&format!("\n  {d}"));
+        }
+        msg
+    })
+}
+
+impl Engine {
+    /// Loads the rules (a mistake is an error here: nothing runs yet), restores the saved
+    /// state, starts delivery and the loop.
+    pub fn start(shared: Arc<Shared>, config: EngineConfig) -> Result<Engine, String> {
+        let set = load_rules(&config.rules_path)?;
+        std::fs::create_dir_all(&config.dir).map_err(|e| format!("cannot create {}: {e}", config.dir.display()))?;
+        let (state, state_note) = load_state(&config.dir.join("state.json"));
+        let handle = Arc::new(Handle::default());
+        handle.next_silence.store(state.next_silence_id.max(1), Ordering::Relaxed);
+        let mut looped = Loop::new(set, state, config, Arc::clone(&handle));
+        if let Some(note) = state_note {
+            looped.out.last_log_error = Some(note);
+        }
+        looped.publish(None);
+        let thread = std::thread::Builder::new()
+            .name("alerts".to_string())
+            .spawn(move || looped.run(&shared))
+            .map_err(|e| format!("cannot start the alerts thread: {e}"))?;
+        Ok(Engine { handle, thread: Some(thread) })
+    }
+
+    pub fn handle(&self) -> Arc<Handle> {
+        Arc::clone(&self.handle)
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.handle.stop.store(true, Ordering::Relaxed);
+        self.handle.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn load_state(path: &Path) -> (AlertState, Option<String>) {
+    match std::fs::read(path) {
+        Ok(bytes) => match serde_json::from_slice::<AlertState>(&bytes) {
+            Ok(state) => (state, None),
+            Err(e) => {
+                // Kept aside, not lost: a person can read what it held.
+                let aside = path.with_extension("json.corrupt");
+                let _ = std::fs::rename(path, &aside);
+                (
+                    AlertState::default(),
+                    Some(format!(
+                        "{}: unreadable ({e}); set aside as {}, starting afresh",
+                        path.display(),
+                        aside.display()
+                    )),
+                )
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (AlertState::default(), None),
+        Err(e) => (AlertState::default(), Some(format!("{}: {e}; starting afresh", path.display()))),
+    }
+}
+
+struct Loop {
+    alerting: Alerting,
+    config: EngineConfig,
+    handle: Arc<Handle>,
+    delivery: Delivery,
+    receivers: Vec<Receiver>,
+    out: AlertsOut,
+    loaded_at: f64,
+    last_am_at: f64,
+    notifications_total: u64,
+    skipped: u64,
+}
+
+impl Loop {
+    fn new(set: RuleSet, state: AlertState, config: EngineConfig, handle: Arc<Handle>) -> Loop {
+        let mut receivers = set.receivers.clone();
+        receivers.extend(config.extra_receivers.iter().cloned());
+        let delivery = Delivery::start(&receivers, &config.delivery);
+        let out = AlertsOut {
+            rules_file: config.rules_path.display().to_string(),
+            log: config.dir.join("events.jsonl").display().to_string(),
+            ..AlertsOut::default()
+        };
+        Loop {
+            alerting: Alerting::new(set, state),
+            config,
+            handle,
+            delivery,
+            receivers,
+            out,
+            loaded_at: unix_now(),
+            last_am_at: 0.0,
+            notifications_total: 0,
+            skipped: 0,
+        }
+    }
+
+    fn run(mut self, shared: &Shared) {
+        let mut last_seq = shared.latest().sample.seq;
+        while !self.handle.stop.load(Ordering::Relaxed) {
+            if self.handle.reload.swap(false, Ordering::Relaxed) {
+                self.reload();
+            }
+            let Some(snap) = shared.wait_newer(last_seq, Duration::from_millis(250)) else {
+                self.apply_silences(unix_now());
+                continue;
+            };
+            self.skipped += snap.sample.seq.saturating_sub(last_seq + 1);
+            last_seq = snap.sample.seq;
+            self.tick(&snap);
+        }
+        self.save_state();
+    }
+
+    fn reload(&mut self) {
+        match load_rules(&self.config.rules_path) {
+            Ok(set) => {
+                let state = std::mem::take(&mut self.alerting.state);
+                let mut receivers = set.receivers.clone();
+                receivers.extend(self.config.extra_receivers.iter().cloned());
+                if receivers != self.receivers {
+                    self.delivery = Delivery::start(&receivers, &self.config.delivery);
+                    self.receivers = receivers;
+                }
+                self.alerting = Alerting::new(set, state);
+                self.loaded_at = unix_now();
+                self.out.reload_error = None;
+            }
+            Err(e) => self.out.reload_error = Some(format!("kept the rules loaded before: {e}")),
+        }
+        self.publish(None);
+    }
+
+    fn apply_silences(&mut self, now: f64) -> bool {
+        let new: Vec<Silence> =
+            std::mem::take(&mut *self.handle.silences.lock().unwrap_or_else(PoisonError::into_inner));
+        let changed = !new.is_empty();
+        for s in new {
+            self.alerting.state.next_silence_id = self.alerting.state.next_silence_id.max(s.id + 1);
+            self.alerting.state.silences.push(s);
+        }
+        let before = self.alerting.state.silences.len();
+        self.alerting.state.silences.retain(|s| s.ends_at > now);
+        if changed || before != self.alerting.state.silences.len() {
+            self.save_state();
+            self.publish(None);
+            return true;
+        }
+        false
+    }
+
+    fn tick(&mut self, snap: &Snapshot) {
+        let now = snap.sample.unix_ns as f64 / 1e9;
+        self.apply_silences(now);
+        let events = self.alerting.evaluate(snap);
+        self.log(&events);
+        let notifications = self.alerting.limiter.offer(now, events.iter().cloned());
+        for n in &notifications {
+            self.tell(n);
+        }
+        // Alertmanager: on any firing/resolved change, and every `resend` while firing.
+        let am: Vec<usize> = self
+            .receivers
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| matches!(r, Receiver::Alertmanager(_)))
+            .map(|(i, _)| i)
+            .collect();
+        let changed: Vec<&Event> =
+            events.iter().filter(|e| e.tells() && matches!(e.state, Told::Firing | Told::Resolved)).collect();
+        if !am.is_empty() && (!changed.is_empty() || now - self.last_am_at >= self.alerting.set.notify.resend_secs) {
+            let resend = self.alerting.set.notify.resend_secs;
+            let mut alerts: Vec<notify::PostableAlert> = self
+                .alerting
+                .firing_events(now)
+                .iter()
+                .map(|e| notify::postable(e, now, resend, &self.config.host, &self.config.generator_url))
+                .collect();
+            alerts.extend(
+                changed
+                    .iter()
+                    .filter(|e| e.state == Told::Resolved)
+                    .map(|e| notify::postable(e, now, resend, &self.config.host, &self.config.generator_url)),
+            );
+            if !alerts.is_empty() || !changed.is_empty() {
+                let body = serde_json::to_vec(&alerts).unwrap_or_default();
+                for &i in &am {
+                    self.delivery.send(i, Payload { body: body.clone(), env: Vec::new() });
+                }
+            }
+            self.last_am_at = now;
+        }
+        if !events.is_empty() {
+            self.save_state();
+        }
+        self.publish(Some(now));
+    }
+
+    fn tell(&mut self, n: &Notification) {
+        self.notifications_total += 1;
+        let host = self.config.host.clone();
+        for (i, r) in self.receivers.iter().enumerate() {
+            let payload = match r {
+                Receiver::Webhook(_) => Payload { body: notify::webhook_body(n, &host), env: Vec::new() },
+                Receiver::Slack(_) => Payload { body: notify::slack_body(n, &host), env: Vec::new() },
+                Receiver::Exec { .. } => {
+                    let first = &n.events[0];
+                    let mut env = vec![
+                        ("PROCTOR_ALERT_RULE".to_string(), first.rule.clone()),
+                        ("PROCTOR_ALERT_STATE".to_string(), first.state.as_str().to_string()),
+                        ("PROCTOR_ALERT_SEVERITY".to_string(), first.severity.clone()),
+                        ("PROCTOR_ALERT_SUMMARY".to_string(), notify::headline(n)),
+                        ("PROCTOR_ALERT_VALUE".to_string(), first.value.map(|v| v.to_string()).unwrap_or_default()),
+                        ("PROCTOR_ALERT_LABELS".to_string(), serde_json::to_string(&first.labels).unwrap_or_default()),
+                        ("PROCTOR_ALERT_COUNT".to_string(), (n.events.len() as u64 + n.omitted).to_string()),
+                    ];
+                    env.push((
+                        "PROCTOR_ALERT_JSON".to_string(),
+                        String::from_utf8_lossy(&notify::webhook_body(n, &host)).into_owned(),
+                    ));
+                    Payload { body: Vec::new(), env }
+                }
+                Receiver::Alertmanager(_) => continue,
+            };
+            self.delivery.send(i, payload);
+        }
+    }
+
+    fn log(&mut self, events: &[Event]) {
+        if events.is_empty() {
+            return;
+        }
+        let path = self.config.dir.join("events.jsonl");
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > LOG_MAX_BYTES) {
+            let _ = std::fs::rename(&path, self.config.dir.join("events.jsonl.1"));
+        }
+        let mut text = String::new();
+        for e in events {
+            let mut v = serde_json::to_value(e).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("time".to_string(), serde_json::Value::from(notify::rfc3339(e.at)));
+            }
+            text.push_str(&v.to_string());
+            text.push('\n');
+        }
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()));
+        if let Err(e) = written {
+            self.out.log_errors_total += 1;
+            self.out.last_log_error = Some(format!("{}: {e}", path.display()));
+        }
+    }
+
+    fn save_state(&mut self) {
+        let path = self.config.dir.join("state.json");
+        let tmp = self.config.dir.join("state.json.tmp");
+        let saved = serde_json::to_vec(&self.alerting.state)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| {
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(&bytes)?;
+                f.sync_data()
+            })
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if saved.is_err() {
+            self.out.state_errors_total += 1;
+        }
+    }
+
+    fn publish(&mut self, at: Option<f64>) {
+        let a = &self.alerting;
+        let mut out = self.out.clone();
+        out.loaded_at = Some(notify::rfc3339(self.loaded_at));
+        out.evaluations_total = a.evaluations;
+        if let Some(at) = at {
+            out.last_evaluation_at = Some(notify::rfc3339(at));
+        }
+        out.last_evaluation_cpu_seconds = a.last_eval_cpu_ns as f64 / 1e9;
+        out.evaluation_cpu_seconds_total = a.eval_cpu_ns_total as f64 / 1e9;
+        out.snapshots_skipped_total = self.skipped;
+        let now = at.unwrap_or_else(unix_now);
+        out.rules = a
+            .set
+            .rules
+            .iter()
+            .map(|r| {
+                let st = a.state.rules.get(&r.name);
+                let instances: Vec<InstanceOut> = st
+                    .map(|st| {
+                        st.instances
+                            .iter()
+                            .map(|(id, i)| InstanceOut {
+                                labels: i.labels.clone(),
+                                state: if i.phase == Phase::Firing { "firing" } else { "pending" },
+                                active_at: notify::rfc3339(i.active_at),
+                                fired_at: i.fired_at.map(notify::rfc3339),
+                                value: i.value.filter(|v| v.is_finite()),
+                                value_text: format_value(r.expr.value_unit, i.value),
+                                silenced: a.state.silenced(&r.name, &i.labels, now),
+                                flapping: st.flaps.get(id).is_some_and(|f| f.flapping),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let state = if instances.iter().any(|i| i.state == "firing") {
+                    "firing"
+                } else if instances.is_empty() {
+                    "inactive"
+                } else {
+                    "pending"
+                };
+                RuleOut {
+                    name: r.name.clone(),
+                    group: r.group.clone(),
+                    severity: r.severity().to_string(),
+                    expr: r.expr_text.clone(),
+                    clear: r.clear_text.clone(),
+                    for_secs: r.for_secs,
+                    keep_firing_for_secs: r.keep_firing_for_secs,
+                    state,
+                    instances,
+                    instances_refused_total: st.map_or(0, |s| s.instances_refused),
+                }
+            })
+            .collect();
+        out.firing = out.rules.iter().flat_map(|r| &r.instances).filter(|i| i.state == "firing").count();
+        out.pending = out.rules.iter().flat_map(|r| &r.instances).filter(|i| i.state == "pending").count();
+        out.silences = a.state.silences.iter().map(SilenceOut::of).collect();
+        out.receivers = self.delivery.stats();
+        out.notifications_total = self.notifications_total;
+        out.coalesced_total = a.limiter.coalesced_total;
+        out.held_by_rate_limit = a.limiter.held();
+        self.out.log_errors_total = out.log_errors_total;
+        *self.handle.status.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(out);
+        let _ = Instant::now();
+    }
+}

@@ -1,0 +1,1181 @@
+//! Expressions compiled against the catalogue (names resolved, units and shapes checked) and
+//! evaluated over one snapshot at a time, with the windows `rate`/`avg_over`/`max_over`/
+//! `min_over` need kept here, bounded.
+//!
+//! Selectors are matched once per process, not once per rule: every process selector of the
+//! rule set gets a bit, and a row's bits are kept from the previous evaluation while its pid,
+//! start time, name, command line, user and cgroup are unchanged.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use proctor_agent::Snapshot;
+use proctor_groups::GroupRow;
+use proctor_model::ProcessRow;
+use proctor_vocab::units::Unit;
+use regex::Regex;
+
+use crate::catalog::{self, Scope};
+use crate::expr::{ArithOp, Ast, CmpOp, Dim, LogicOp, MatchOp, Span};
+
+/// A value: a number in the series' base unit, a text, a truth, or nothing known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Num(f64),
+    Text(Arc<str>),
+    Bool(bool),
+    Missing,
+}
+
+impl Val {
+    fn num(self) -> Option<f64> {
+        match self {
+            Val::Num(v) if v.is_finite() => Some(v),
+            _ => None,
+        }
+    }
+
+    fn truth(&self) -> bool {
+        matches!(self, Val::Bool(true))
+    }
+}
+
+/// Which instance a per-instance value belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    /// The one instance of a rule over host, container or agent series.
+    One,
+    Process {
+        pid: u32,
+        start_ticks: u64,
+    },
+    Group(Arc<str>),
+}
+
+/// A mistake found while compiling, at a byte range of the expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    pub span: Span,
+    pub message: String,
+}
+
+fn err<T>(span: Span, message: impl Into<String>) -> Result<T, CompileError> {
+    Err(CompileError { span, message: message.into() })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Num(Dim),
+    Text,
+    Bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    One,
+    Each(Scope),
+}
+
+fn dim_of(unit: Unit) -> Ty {
+    match unit {
+        Unit::Percent => Ty::Num(Dim::Percent),
+        Unit::Bytes => Ty::Num(Dim::Bytes),
+        Unit::BytesPerSec => Ty::Num(Dim::BytesPerSec),
+        Unit::PerSec => Ty::Num(Dim::PerSec),
+        Unit::Seconds | Unit::UnixSeconds => Ty::Num(Dim::Seconds),
+        Unit::Text | Unit::TextList => Ty::Text,
+        Unit::Count | Unit::Number | Unit::Cpus | Unit::UnixMillis => Ty::Num(Dim::None),
+    }
+}
+
+type ProcGet = fn(&RowCtx, &ProcessRow) -> Val;
+type GroupGet = fn(&GroupRow) -> Val;
+
+/// What a process field needs besides its row.
+struct RowCtx {
+    ticks: f64,
+    boot: Option<u64>,
+}
+
+fn opt<T: Into<f64>>(v: Option<T>) -> Val {
+    v.map_or(Val::Missing, |v| Val::Num(v.into()))
+}
+
+fn opt_u64(v: Option<u64>) -> Val {
+    v.map_or(Val::Missing, |v| Val::Num(v as f64))
+}
+
+/// A process field's value from its row, as `proctor_vocab::process::process` gives it.
+fn proc_getter(name: &str) -> Option<ProcGet> {
+    Some(match name {
+        "pid" => |_, r| Val::Num(f64::from(r.pid)),
+        "ppid" => |_, r| Val::Num(f64::from(r.ppid)),
+        "name" => |_, r| Val::Text(Arc::clone(&r.comm)),
+        "cmdline" => |_, r| r.cmdline.as_ref().map_or(Val::Missing, |c| Val::Text(Arc::from(c.join(" ")))),
+        "state" => |_, r| Val::Text(Arc::from(r.state.to_string())),
+        "uid" => |_, r| opt(r.uid),
+        "cpu_percent" => |_, r| opt(r.cpu_percent),
+        "cpu_percent_of_effective" => |_, r| opt(r.cpu_percent_of_effective),
+        "cpu_seconds_total" => |c, r| Val::Num(r.cpu_ticks_total as f64 / c.ticks),
+        "start_time_unix_secs" => |c, r| opt(c.boot.map(|b| b as f64 + r.start_ticks as f64 / c.ticks)),
+        "rss_bytes" => |_, r| opt_u64(r.rss_bytes),
+        "anon_bytes" => |_, r| opt_u64(r.anon_bytes),
+        "file_bytes" => |_, r| opt_u64(r.file_bytes),
+        "shmem_bytes" => |_, r| opt_u64(r.shmem_bytes),
+        "swap_bytes" => |_, r| opt_u64(r.swap_bytes),
+        "vsize_bytes" => |_, r| Val::Num(r.vsize_bytes as f64),
+        "threads" => |_, r| Val::Num(r.threads as f64),
+        "major_faults_per_sec" => |_, r| opt(r.major_faults_per_sec),
+        "read_bytes_per_sec" => |_, r| opt(r.read_bytes_per_sec),
+        "write_bytes_per_sec" => |_, r| opt(r.write_bytes_per_sec),
+        "pss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.pss_bytes)),
+        "uss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.uss_bytes)),
+        "swap_pss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.swap_pss_bytes)),
+        "pss_age_secs" => |_, r| opt(r.pss.map(|p| p.age_secs)),
+        "cgroup" => |_, r| r.cgroup.as_ref().map_or(Val::Missing, |c| Val::Text(Arc::clone(c))),
+        _ => return None,
+    })
+}
+
+/// A group field's value from its row, as `/api/v1/groups` gives it.
+fn group_getter(name: &str) -> Option<GroupGet> {
+    Some(match name {
+        "name" => |g| Val::Text(Arc::from(g.name.as_str())),
+        "processes" => |g| Val::Num(g.processes as f64),
+        "threads" => |g| Val::Num(g.threads as f64),
+        "cpu_percent" => |g| Val::Num(g.cpu_percent),
+        "reaped_cpu_percent" => |g| Val::Num(g.reaped_cpu_percent),
+        "cpu_user_percent" => |g| Val::Num(g.cpu_user_percent),
+        "cpu_system_percent" => |g| Val::Num(g.cpu_system_percent),
+        "cpu_seconds_total" => |g| Val::Num(g.cpu_seconds_total),
+        "rss_bytes" => |g| Val::Num(g.rss_bytes as f64),
+        "pss_bytes" => |g| Val::Num(g.pss_bytes as f64),
+        "pss_known" => |g| Val::Num(g.pss_known as f64),
+        "uss_bytes" => |g| Val::Num(g.uss_bytes as f64),
+        "swap_bytes" => |g| Val::Num(g.swap_bytes as f64),
+        "major_faults_per_sec" => |g| Val::Num(g.major_faults_per_sec),
+        "minor_faults_per_sec" => |g| Val::Num(g.minor_faults_per_sec),
+        "read_bytes_per_sec" => |g| opt(g.read_bytes_per_sec),
+        "write_bytes_per_sec" => |g| opt(g.write_bytes_per_sec),
+        "open_fds" => |g| Val::Num(g.open_fds as f64),
+        "fds_known" => |g| Val::Num(g.fds_known as f64),
+        "oldest_start_unix_secs" => |g| opt(g.oldest_start_unix_secs),
+        "started" => |g| Val::Num(g.started as f64),
+        "exited" => |g| Val::Num(g.exited as f64),
+        _ => return None,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggOp {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverOp {
+    Rate,
+    Avg,
+    Min,
+    Max,
+}
+
+enum Node {
+    Const(Val),
+    Scalar(usize),
+    Proc {
+        sel: usize,
+        get: ProcGet,
+    },
+    Group {
+        sel: usize,
+        get: GroupGet,
+    },
+    /// Every member of a selector, as `true`: what `count(process{…})` counts.
+    Members {
+        scope: Scope,
+        sel: usize,
+    },
+    Agg {
+        op: AggOp,
+        arg: Box<Node>,
+    },
+    Over {
+        op: OverOp,
+        arg: Box<Node>,
+        window: f64,
+        slot: usize,
+    },
+    Neg(Box<Node>),
+    Not(Box<Node>),
+    Arith {
+        op: ArithOp,
+        lhs: Box<Node>,
+        rhs: Box<Node>,
+    },
+    Compare {
+        op: CmpOp,
+        lhs: Box<Node>,
+        rhs: Box<Node>,
+        regex: Option<Regex>,
+        capture: bool,
+    },
+    Logic {
+        op: LogicOp,
+        lhs: Box<Node>,
+        rhs: Box<Node>,
+    },
+}
+
+/// A compiled matcher of a selector.
+#[derive(Debug)]
+struct LabelMatch {
+    label: &'static str,
+    op: MatchOp,
+    value: String,
+    regex: Option<Regex>,
+}
+
+impl LabelMatch {
+    fn test(&self, text: &str) -> bool {
+        match (self.op, &self.regex) {
+            (MatchOp::Eq, _) => text == self.value,
+            (MatchOp::Ne, _) => text != self.value,
+            (MatchOp::Re, Some(re)) => re.is_match(text),
+            (MatchOp::NotRe, Some(re)) => !re.is_match(text),
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Selector {
+    scope: Scope,
+    text: String,
+    matchers: Vec<LabelMatch>,
+}
+
+/// Where the shared parts of a rule set's expressions live: selectors, scalar slots, windows.
+#[derive(Default)]
+pub struct Plan {
+    selectors: Vec<Selector>,
+    /// (scope, vocabulary field name) per scalar slot.
+    scalars: Vec<(Scope, &'static str)>,
+    windows: usize,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("selectors", &self.selectors.len())
+            .field("scalars", &self.scalars)
+            .field("windows", &self.windows)
+            .finish()
+    }
+}
+
+/// One compiled expression.
+pub struct Program {
+    root: Node,
+    shape: Shape,
+    /// The unit of the value `$value` shows (the left side of the first comparison).
+    pub value_unit: Option<Unit>,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program").field("per_instance", &self.per_instance()).finish_non_exhaustive()
+    }
+}
+
+impl Program {
+    /// Whether the expression fires per process or per group.
+    pub fn per_instance(&self) -> Option<Scope> {
+        match self.shape {
+            Shape::One => None,
+            Shape::Each(scope) => Some(scope),
+        }
+    }
+}
+
+struct Compiled {
+    node: Node,
+    ty: Ty,
+    shape: Shape,
+    unit: Option<Unit>,
+}
+
+impl Plan {
+    /// Compiles `ast` (a whole rule expression: it must be a truth).
+    pub fn compile(&mut self, ast: &Ast) -> Result<Program, CompileError> {
+        let mut capture_done = false;
+        let c = self.node(ast, &mut capture_done)?;
+        if c.ty != Ty::Bool {
+            return err(
+                ast.span(),
+                "a rule's expression must be a condition (a comparison such as `> 90%`), not a value",
+            );
+        }
+        let value_unit = first_compare_unit(ast, self);
+        Ok(Program { root: c.node, shape: c.shape, value_unit })
+    }
+
+    fn selector(&mut self, scope: Scope, text: String, matchers: Vec<LabelMatch>) -> usize {
+        if let Some(i) = self.selectors.iter().position(|s| s.scope == scope && s.text == text) {
+            return i;
+        }
+        self.selectors.push(Selector { scope, text, matchers });
+        self.selectors.len() - 1
+    }
+
+    fn node(&mut self, ast: &Ast, capture_done: &mut bool) -> Result<Compiled, CompileError> {
+        Ok(match ast {
+            Ast::Number { value, dim, .. } => {
+                Compiled { node: Node::Const(Val::Num(*value)), ty: Ty::Num(*dim), shape: Shape::One, unit: None }
+            }
+            Ast::Str { value, .. } => Compiled {
+                node: Node::Const(Val::Text(Arc::from(value.as_str()))),
+                ty: Ty::Text,
+                shape: Shape::One,
+                unit: None,
+            },
+            Ast::Series(s) => self.series(s, false)?,
+            Ast::Call { name, args, span } => self.call(name, args, *span, capture_done)?,
+            Ast::Neg(inner, span) => {
+                let c = self.node(inner, capture_done)?;
+                if !matches!(c.ty, Ty::Num(_)) {
+                    return err(*span, "`-` needs a number");
+                }
+                Compiled { node: Node::Neg(Box::new(c.node)), ..c }
+            }
+            Ast::Not(inner, span) => {
+                let c = self.node(inner, capture_done)?;
+                if c.ty != Ty::Bool {
+                    return err(*span, "`not` needs a condition");
+                }
+                Compiled { node: Node::Not(Box::new(c.node)), ..c }
+            }
+            Ast::Arith { op, lhs, rhs, span } => {
+                let l = self.node(lhs, capture_done)?;
+                let r = self.node(rhs, capture_done)?;
+                let (Ty::Num(ld), Ty::Num(rd)) = (l.ty, r.ty) else {
+                    return err(*span, "arithmetic needs numbers on both sides");
+                };
+                let shape = join_shape(l.shape, r.shape, *span)?;
+                let dim = match op {
+                    ArithOp::Add | ArithOp::Sub => match (ld, rd) {
+                        (a, b) if a == b => a,
+                        (Dim::None, b) => b,
+                        (a, Dim::None) => a,
+                        (a, b) => return err(*span, format!("cannot add or subtract {} and {}", a.name(), b.name())),
+                    },
+                    ArithOp::Mul => match (ld, rd) {
+                        (Dim::None, b) => b,
+                        (a, Dim::None) => a,
+                        _ => Dim::None,
+                    },
+                    ArithOp::Div => match (ld, rd) {
+                        (a, Dim::None) => a,
+                        _ => Dim::None,
+                    },
+                };
+                let unit = if dim == Dim::None { None } else { l.unit.or(r.unit) };
+                Compiled {
+                    node: Node::Arith { op: *op, lhs: Box::new(l.node), rhs: Box::new(r.node) },
+                    ty: Ty::Num(dim),
+                    shape,
+                    unit,
+                }
+            }
+            Ast::Compare { op, lhs, rhs, span } => {
+                let capture = !*capture_done;
+                *capture_done = true;
+                let l = self.node(lhs, capture_done)?;
+                let r = self.node(rhs, capture_done)?;
+                let shape = join_shape(l.shape, r.shape, *span)?;
+                let mut regex = None;
+                match (l.ty, r.ty) {
+                    (Ty::Num(a), Ty::Num(b)) => {
+                        if matches!(op, CmpOp::Match | CmpOp::NotMatch) {
+                            return err(*span, format!("`{}` matches text against a regex, not numbers", op.as_str()));
+                        }
+                        if a != b && a != Dim::None && b != Dim::None {
+                            return err(
+                                *span,
+                                format!("compares {} with {}: {}", a.name(), b.name(), literal_hint(lhs, rhs, a, b)),
+                            );
+                        }
+                        if (a == Dim::None) != (b == Dim::None)
+                            && (a == Dim::Percent || b == Dim::Percent)
+                            && is_ratio(lhs, rhs)
+                        {
+                            return err(*span, "compares a plain ratio with a percentage: write 0.9 for 90 %, or multiply the ratio by 100");
+                        }
+                    }
+                    (Ty::Text, Ty::Text) => match op {
+                        CmpOp::Eq | CmpOp::Ne => {}
+                        CmpOp::Match | CmpOp::NotMatch => {
+                            let Ast::Str { value, .. } = rhs.as_ref() else {
+                                return err(rhs.span(), "the right side of `=~` must be a quoted regex");
+                            };
+                            regex = Some(anchored(value).map_err(|e| CompileError { span: rhs.span(), message: e })?);
+                        }
+                        _ => {
+                            return err(
+                                *span,
+                                format!("`{}` compares numbers; text compares with ==, !=, =~ or !~", op.as_str()),
+                            )
+                        }
+                    },
+                    (Ty::Text, Ty::Num(_)) | (Ty::Num(_), Ty::Text) => {
+                        return err(*span, "compares text with a number");
+                    }
+                    _ => return err(*span, "compares a condition: combine conditions with `and`/`or`"),
+                }
+                Compiled {
+                    node: Node::Compare { op: *op, lhs: Box::new(l.node), rhs: Box::new(r.node), regex, capture },
+                    ty: Ty::Bool,
+                    shape,
+                    unit: None,
+                }
+            }
+            Ast::Logic { op, lhs, rhs, span } => {
+                let l = self.node(lhs, capture_done)?;
+                let r = self.node(rhs, capture_done)?;
+                if l.ty != Ty::Bool || r.ty != Ty::Bool {
+                    let word = if *op == LogicOp::And { "and" } else { "or" };
+                    return err(*span, format!("`{word}` joins conditions (comparisons), not values"));
+                }
+                let shape = join_shape(l.shape, r.shape, *span)?;
+                Compiled {
+                    node: Node::Logic { op: *op, lhs: Box::new(l.node), rhs: Box::new(r.node) },
+                    ty: Ty::Bool,
+                    shape,
+                    unit: None,
+                }
+            }
+        })
+    }
+
+    fn series(&mut self, s: &crate::expr::SeriesAst, members_ok: bool) -> Result<Compiled, CompileError> {
+        let full = if s.path.is_empty() { s.scope.clone() } else { format!("{}.{}", s.scope, s.path) };
+        let Some(scope) = Scope::parse(&s.scope) else {
+            let why = match s.scope.split('.').next().unwrap_or("") {
+                "statsd" => "statsd series are not available to rules yet: `proctor serve` runs no statsd server (issue 18 left this out; see docs/alerts.md)".to_string(),
+                "probe" => "probe series are not available to rules yet: `proctor serve` runs no prober (see docs/alerts.md)".to_string(),
+                _ => format!(
+                    "unknown series `{full}`: series start with host., container., agent., process or group; closest known: {}",
+                    catalog::closest(&full).join(", ")
+                ),
+            };
+            return err(s.span, why);
+        };
+        if s.matchers.is_some() && !scope.per_instance() {
+            return err(
+                s.span,
+                format!("`{}` has one value: only process and group take {{…}} selectors", scope.name()),
+            );
+        }
+        if !scope.per_instance() {
+            let Some((name, unit)) = catalog::resolve(scope, &s.path) else {
+                return err(
+                    s.span,
+                    format!("unknown series `{full}`; closest known: {}", catalog::closest(&full).join(", ")),
+                );
+            };
+            if unit == Unit::Text || unit == Unit::TextList {
+                return err(s.span, format!("`{full}` is text; rules compare numbers of host, container and agent"));
+            }
+            let slot = match self.scalars.iter().position(|&(sc, n)| sc == scope && n == name) {
+                Some(i) => i,
+                None => {
+                    self.scalars.push((scope, name));
+                    self.scalars.len() - 1
+                }
+            };
+            return Ok(Compiled { node: Node::Scalar(slot), ty: dim_of(unit), shape: Shape::One, unit: Some(unit) });
+        }
+        let labels = if scope == Scope::Process { catalog::PROCESS_LABELS } else { catalog::GROUP_LABELS };
+        let mut matchers = Vec::new();
+        for m in s.matchers.iter().flatten() {
+            let Some(label) = labels.iter().find(|l| **l == m.label) else {
+                return err(
+                    m.span,
+                    format!("`{}` selects by {}; not by `{}`", scope.name(), labels.join(", "), m.label),
+                );
+            };
+            let regex = match m.op {
+                MatchOp::Re | MatchOp::NotRe => {
+                    Some(anchored(&m.value).map_err(|e| CompileError { span: m.span, message: e })?)
+                }
+                _ => None,
+            };
+            matchers.push(LabelMatch { label, op: m.op, value: m.value.clone(), regex });
+        }
+        let text = s
+            .matchers
+            .iter()
+            .flatten()
+            .map(|m| format!("{}{:?}{:?}", m.label, m.op, m.value))
+            .collect::<Vec<_>>()
+            .join(",");
+        let sel = self.selector(scope, text, matchers);
+        if s.path.is_empty() {
+            if !members_ok {
+                return err(
+                    s.span,
+                    format!(
+                        "`{full}` names {}es, not a value: add a field (`.rss_bytes`) or count them with count(…)",
+                        scope.name()
+                    ),
+                );
+            }
+            return Ok(Compiled {
+                node: Node::Members { scope, sel },
+                ty: Ty::Bool,
+                shape: Shape::Each(scope),
+                unit: None,
+            });
+        }
+        let Some((name, unit)) = catalog::resolve(scope, &s.path) else {
+            return err(
+                s.span,
+                format!(
+                    "unknown series `{}.{}`; closest known: {}",
+                    scope.name(),
+                    s.path,
+                    catalog::closest(&format!("{}.{}", scope.name(), s.path)).join(", ")
+                ),
+            );
+        };
+        let node = if scope == Scope::Process {
+            let Some(get) = proc_getter(name) else {
+                return err(s.span, format!("`process.{name}` cannot be compared"));
+            };
+            Node::Proc { sel, get }
+        } else {
+            let Some(get) = group_getter(name) else {
+                return err(s.span, format!("`group.{name}` cannot be compared"));
+            };
+            Node::Group { sel, get }
+        };
+        Ok(Compiled { node, ty: dim_of(unit), shape: Shape::Each(scope), unit: Some(unit) })
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        args: &[Ast],
+        span: Span,
+        capture_done: &mut bool,
+    ) -> Result<Compiled, CompileError> {
+        let agg = match name {
+            "count" => Some(AggOp::Count),
+            "sum" => Some(AggOp::Sum),
+            "avg" => Some(AggOp::Avg),
+            "min" => Some(AggOp::Min),
+            "max" => Some(AggOp::Max),
+            _ => None,
+        };
+        if let Some(op) = agg {
+            let [arg] = args else { return err(span, format!("{name}(…) takes one argument")) };
+            let c = match arg {
+                Ast::Series(s) if op == AggOp::Count => self.series(s, true)?,
+                other => self.node(other, capture_done)?,
+            };
+            if c.shape == Shape::One {
+                return err(arg.span(), format!("{name}(…) folds processes or groups; `{}` has one value", "this"));
+            }
+            let ty = match (op, c.ty) {
+                (AggOp::Count, _) => Ty::Num(Dim::None),
+                (_, Ty::Num(d)) => Ty::Num(d),
+                _ => return err(arg.span(), format!("{name}(…) needs numbers")),
+            };
+            let unit = if op == AggOp::Count { None } else { c.unit };
+            return Ok(Compiled { node: Node::Agg { op, arg: Box::new(c.node) }, ty, shape: Shape::One, unit });
+        }
+        let over = match name {
+            "rate" => OverOp::Rate,
+            "avg_over" => OverOp::Avg,
+            "min_over" => OverOp::Min,
+            "max_over" => OverOp::Max,
+            _ => {
+                return err(
+                    span,
+                    format!("unknown function `{name}`: known are count, sum, avg, min, max, rate, avg_over, min_over, max_over"),
+                )
+            }
+        };
+        let (arg, window) = match (over, args) {
+            (OverOp::Rate, [arg]) => (arg, 0.0),
+            (_, [arg, Ast::Number { value, dim: Dim::Seconds, .. }]) => (arg, *value),
+            (_, [_, other]) => {
+                return err(other.span(), format!("{name}'s second argument is a window: a duration such as 5m"))
+            }
+            _ => {
+                return err(
+                    span,
+                    format!("{name}(series, window) takes a series and a duration (rate's window is optional)"),
+                )
+            }
+        };
+        if !(0.0..=7.0 * 86400.0).contains(&window) {
+            return err(span, "a window is between 0 and 7 days");
+        }
+        let c = self.node(arg, capture_done)?;
+        let Ty::Num(dim) = c.ty else { return err(arg.span(), format!("{name}(…) needs a numeric series")) };
+        let dim = if over == OverOp::Rate {
+            match dim {
+                Dim::Bytes => Dim::BytesPerSec,
+                Dim::None => Dim::PerSec,
+                Dim::Seconds => Dim::None,
+                other => return err(arg.span(), format!("rate(…) of {} makes no sense", other.name())),
+            }
+        } else {
+            dim
+        };
+        let slot = self.windows;
+        self.windows += 1;
+        let unit = if over == OverOp::Rate { None } else { c.unit };
+        Ok(Compiled {
+            node: Node::Over { op: over, arg: Box::new(c.node), window, slot },
+            ty: Ty::Num(dim),
+            shape: c.shape,
+            unit,
+        })
+    }
+}
+
+fn first_compare_unit(ast: &Ast, plan: &Plan) -> Option<Unit> {
+    match ast {
+        Ast::Compare { lhs, .. } => unit_of(lhs, plan),
+        Ast::Logic { lhs, rhs, .. } => first_compare_unit(lhs, plan).or_else(|| first_compare_unit(rhs, plan)),
+        Ast::Not(inner, _) => first_compare_unit(inner, plan),
+        _ => None,
+    }
+}
+
+fn unit_of(ast: &Ast, plan: &Plan) -> Option<Unit> {
+    let _ = plan;
+    match ast {
+        Ast::Series(s) => Scope::parse(&s.scope).and_then(|scope| catalog::resolve(scope, &s.path)).map(|(_, u)| u),
+        Ast::Call { name, args, .. } if name != "count" && name != "rate" => {
+            args.first().and_then(|a| unit_of(a, plan))
+        }
+        Ast::Arith { op: ArithOp::Add | ArithOp::Sub, lhs, .. } => unit_of(lhs, plan),
+        _ => None,
+    }
+}
+
+fn is_ratio(lhs: &Ast, rhs: &Ast) -> bool {
+    matches!(lhs, Ast::Arith { op: ArithOp::Div, .. }) || matches!(rhs, Ast::Arith { op: ArithOp::Div, .. })
+}
+
+fn literal_hint(lhs: &Ast, rhs: &Ast, a: Dim, b: Dim) -> String {
+    let (series, literal) = if matches!(rhs, Ast::Number { .. }) { (a, b) } else { (b, a) };
+    let want = match series {
+        Dim::Percent => "%",
+        Dim::Seconds => "ms, s, m or h",
+        Dim::Bytes => "B, KiB, MiB or GiB",
+        Dim::BytesPerSec => "MiB/s or another size per second",
+        Dim::PerSec => "/s",
+        Dim::None => "no unit",
+    };
+    let _ = (lhs, literal);
+    format!("write the literal in {want}")
+}
+
+fn anchored(re: &str) -> Result<Regex, String> {
+    regex::RegexBuilder::new(&format!("^(?:{re})$"))
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| format!("bad regex {re:?}: {}", e.to_string().lines().last().unwrap_or("")))
+}
+
+fn join_shape(a: Shape, b: Shape, span: Span) -> Result<Shape, CompileError> {
+    match (a, b) {
+        (Shape::One, s) | (s, Shape::One) => Ok(s),
+        (Shape::Each(x), Shape::Each(y)) if x == y => Ok(a),
+        _ => err(span, "cannot combine per-process and per-group values in one comparison"),
+    }
+}
+
+/// What evaluating one program gave.
+enum Out {
+    One(Val),
+    /// Sorted by key.
+    Each(Vec<(Key, Val)>),
+}
+
+/// The result of a rule's expression over one snapshot: the instances where it holds, each with
+/// the value `$value` shows, and the instances that were evaluated at all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub holds: Vec<(Key, Option<f64>)>,
+}
+
+/// A window's points per instance; bounded by `MAX_WINDOW_POINTS` over all its instances.
+#[derive(Default)]
+struct Window {
+    points: HashMap<Key, VecDeque<(f64, f64)>>,
+    total: usize,
+    refused: u64,
+}
+
+const MAX_WINDOW_POINTS: usize = 200_000;
+
+/// Per-row selector bits kept between evaluations.
+#[derive(Default)]
+struct RowCache {
+    rows: Vec<CachedRow>,
+    words: usize,
+    bits: Vec<u64>,
+}
+
+struct CachedRow {
+    pid: u32,
+    start: u64,
+    uid: Option<u32>,
+    comm: Arc<str>,
+    cmdline: Option<Arc<[String]>>,
+    cgroup: Option<Arc<str>>,
+}
+
+impl CachedRow {
+    fn same(&self, r: &ProcessRow) -> bool {
+        self.pid == r.pid
+            && self.start == r.start_ticks
+            && self.uid == r.uid
+            && (Arc::ptr_eq(&self.comm, &r.comm) || self.comm == r.comm)
+            && match (&self.cmdline, &r.cmdline) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                _ => false,
+            }
+            && match (&self.cgroup, &r.cgroup) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                _ => false,
+            }
+    }
+}
+
+/// Counters of what evaluation cost and skipped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvalStats {
+    pub evaluations: u64,
+    pub selector_rows_matched: u64,
+    pub selector_rows_reused: u64,
+    pub window_points_refused: u64,
+}
+
+/// Evaluates a plan's programs over snapshots.
+pub struct Evaluator {
+    plan: Plan,
+    users: BTreeMap<u32, String>,
+    windows: Vec<Window>,
+    cache: RowCache,
+    scalars: Vec<Option<f64>>,
+    /// The current evaluation's values of the capturing comparison's left side.
+    captured: HashMap<Key, f64>,
+    pub stats: EvalStats,
+}
+
+impl std::fmt::Debug for Evaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evaluator").field("plan", &self.plan).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+/// One snapshot's inputs, prepared once for all programs.
+#[allow(missing_debug_implementations)]
+pub struct Frame<'a> {
+    pub time: f64,
+    s: &'a Snapshot,
+    ctx: RowCtx,
+    groups: Vec<&'a GroupRow>,
+}
+
+impl Evaluator {
+    pub fn new(plan: Plan, users: BTreeMap<u32, String>) -> Evaluator {
+        let windows = (0..plan.windows).map(|_| Window::default()).collect();
+        let scalars = vec![None; plan.scalars.len()];
+        Evaluator {
+            plan,
+            users,
+            windows,
+            cache: RowCache::default(),
+            scalars,
+            captured: HashMap::new(),
+            stats: EvalStats::default(),
+        }
+    }
+
+    /// Reads what `s` offers the plan: scalar slots and selector bits. Call once per snapshot,
+    /// then [`Evaluator::run`] each program.
+    pub fn frame<'a>(&mut self, s: &'a Snapshot) -> Frame<'a> {
+        self.stats.evaluations += 1;
+        self.fill_scalars(s);
+        self.match_rows(&s.rows);
+        let mut groups: Vec<&GroupRow> =
+            s.groups.as_ref().map(|g| g.groups.iter().map(|(row, _)| row).collect()).unwrap_or_default();
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        Frame {
+            time: s.sample.unix_ns as f64 / 1e9,
+            s,
+            ctx: RowCtx { ticks: s.sample.clock_ticks_per_sec.max(1) as f64, boot: s.host.boot_time_unix_secs },
+            groups,
+        }
+    }
+
+    fn fill_scalars(&mut self, s: &Snapshot) {
+        self.scalars.iter_mut().for_each(|v| *v = None);
+        for scope in [Scope::Host, Scope::Container, Scope::Agent] {
+            if !self.plan.scalars.iter().any(|(sc, _)| *sc == scope) {
+                continue;
+            }
+            let value = match scope {
+                Scope::Host => serde_json::to_value(proctor_vocab::snapshot::host(s)),
+                Scope::Container => serde_json::to_value(proctor_vocab::snapshot::container(s)),
+                _ => serde_json::to_value(proctor_vocab::snapshot::agent(
+                    s,
+                    &proctor_vocab::snapshot::AgentExtras::default(),
+                )),
+            };
+            let Ok(value) = value else { continue };
+            let flat = proctor_vocab::fields::flatten(value);
+            for (slot, (sc, name)) in self.plan.scalars.iter().enumerate() {
+                if *sc == scope {
+                    self.scalars[slot] = flat.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.as_f64());
+                }
+            }
+        }
+    }
+
+    fn match_rows(&mut self, rows: &[ProcessRow]) {
+        let process_sels: Vec<usize> =
+            self.plan.selectors.iter().enumerate().filter(|(_, s)| s.scope == Scope::Process).map(|(i, _)| i).collect();
+        let words = self.plan.selectors.len().div_ceil(64).max(1);
+        let old = std::mem::take(&mut self.cache);
+        let mut next =
+            RowCache { rows: Vec::with_capacity(rows.len()), words, bits: Vec::with_capacity(rows.len() * words) };
+        let mut j = 0;
+        for r in rows {
+            while j < old.rows.len() && old.rows[j].pid < r.pid {
+                j += 1;
+            }
+            let reuse = old.words == words && j < old.rows.len() && old.rows[j].same(r);
+            if reuse {
+                next.bits.extend_from_slice(&old.bits[j * words..(j + 1) * words]);
+                self.stats.selector_rows_reused += 1;
+            } else {
+                let start = next.bits.len();
+                next.bits.resize(start + words, 0);
+                for &i in &process_sels {
+                    if self.plan.selectors[i].matchers.iter().all(|m| self.row_label_matches(m, r)) {
+                        next.bits[start + i / 64] |= 1 << (i % 64);
+                    }
+                }
+                self.stats.selector_rows_matched += 1;
+            }
+            next.rows.push(CachedRow {
+                pid: r.pid,
+                start: r.start_ticks,
+                uid: r.uid,
+                comm: Arc::clone(&r.comm),
+                cmdline: r.cmdline.clone(),
+                cgroup: r.cgroup.clone(),
+            });
+        }
+        self.cache = next;
+    }
+
+    fn row_label_matches(&self, m: &LabelMatch, r: &ProcessRow) -> bool {
+        match m.label {
+            "name" => m.test(&r.comm),
+            // Not yet read: no selector on it matches (it is tried again once read).
+            "cmdline" => r.cmdline.as_ref().is_some_and(|c| m.test(&c.join(" "))),
+            "user" => m.test(r.uid.and_then(|u| self.users.get(&u)).map_or("", String::as_str)),
+            "uid" => m.test(&r.uid.map(|u| u.to_string()).unwrap_or_default()),
+            "cgroup" => m.test(r.cgroup.as_deref().unwrap_or("")),
+            "pid" => m.test(&r.pid.to_string()),
+            "ppid" => m.test(&r.ppid.to_string()),
+            "state" => m.test(&r.state.to_string()),
+            _ => false,
+        }
+    }
+
+    fn row_selected(&self, index: usize, sel: usize) -> bool {
+        self.cache.bits.get(index * self.cache.words + sel / 64).is_some_and(|w| w & (1 << (sel % 64)) != 0)
+    }
+
+    fn group_selected(&self, g: &GroupRow, sel: usize) -> bool {
+        self.plan.selectors[sel].matchers.iter().all(|m| m.label == "name" && m.test(&g.name))
+    }
+
+    /// Evaluates `program` over `frame`: where it holds, and its value there.
+    pub fn run(&mut self, program: &Program, frame: &Frame<'_>) -> Outcome {
+        self.captured.clear();
+        let out = self.eval(&program.root, frame);
+        let holds = match out {
+            Out::One(v) => {
+                if v.truth() {
+                    vec![(Key::One, self.captured.get(&Key::One).copied())]
+                } else {
+                    Vec::new()
+                }
+            }
+            Out::Each(list) => list
+                .into_iter()
+                .filter(|(_, v)| v.truth())
+                .map(|(k, _)| {
+                    let value = self.captured.get(&k).or_else(|| self.captured.get(&Key::One)).copied();
+                    (k, value)
+                })
+                .collect(),
+        };
+        self.stats.window_points_refused = self.windows.iter().map(|w| w.refused).sum();
+        Outcome { holds }
+    }
+
+    fn eval(&mut self, node: &Node, f: &Frame<'_>) -> Out {
+        match node {
+            Node::Const(v) => Out::One(v.clone()),
+            Node::Scalar(slot) => Out::One(self.scalars[*slot].map_or(Val::Missing, Val::Num)),
+            Node::Proc { sel, get } => Out::Each(
+                f.s.rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| self.row_selected(*i, *sel))
+                    .map(|(_, r)| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, get(&f.ctx, r)))
+                    .collect(),
+            ),
+            Node::Group { sel, get } => Out::Each(
+                f.groups
+                    .iter()
+                    .filter(|g| self.group_selected(g, *sel))
+                    .map(|g| (Key::Group(Arc::from(g.name.as_str())), get(g)))
+                    .collect(),
+            ),
+            Node::Members { scope: Scope::Process, sel } => Out::Each(
+                f.s.rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| self.row_selected(*i, *sel))
+                    .map(|(_, r)| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, Val::Bool(true)))
+                    .collect(),
+            ),
+            Node::Members { sel, .. } => Out::Each(
+                f.groups
+                    .iter()
+                    .filter(|g| self.group_selected(g, *sel))
+                    .map(|g| (Key::Group(Arc::from(g.name.as_str())), Val::Bool(true)))
+                    .collect(),
+            ),
+            Node::Agg { op, arg } => {
+                let Out::Each(list) = self.eval(arg, f) else { return Out::One(Val::Missing) };
+                Out::One(aggregate(*op, &list))
+            }
+            Node::Over { op, arg, window, slot } => {
+                let out = self.eval(arg, f);
+                let w = &mut self.windows[*slot];
+                match out {
+                    Out::One(v) => Out::One(over(w, Key::One, v, f.time, *op, *window)),
+                    Out::Each(list) => {
+                        let keep: std::collections::HashSet<&Key> = list.iter().map(|(k, _)| k).collect();
+                        let before = w.points.len();
+                        w.points.retain(|k, _| keep.contains(k));
+                        if w.points.len() != before {
+                            w.total = w.points.values().map(VecDeque::len).sum();
+                        }
+                        Out::Each(
+                            list.iter()
+                                .map(|(k, v)| (k.clone(), over(w, k.clone(), v.clone(), f.time, *op, *window)))
+                                .collect(),
+                        )
+                    }
+                }
+            }
+            Node::Neg(inner) => map(self.eval(inner, f), |v| v.num().map_or(Val::Missing, |n| Val::Num(-n))),
+            Node::Not(inner) => map(self.eval(inner, f), |v| match v {
+                Val::Bool(b) => Val::Bool(!b),
+                _ => Val::Missing,
+            }),
+            Node::Arith { op, lhs, rhs } => {
+                let (l, r) = (self.eval(lhs, f), self.eval(rhs, f));
+                combine(l, r, false, |a, b| match (a.num(), b.num()) {
+                    (Some(a), Some(b)) => {
+                        let v = match op {
+                            ArithOp::Add => a + b,
+                            ArithOp::Sub => a - b,
+                            ArithOp::Mul => a * b,
+                            ArithOp::Div if b == 0.0 => return Val::Missing,
+                            ArithOp::Div => a / b,
+                        };
+                        Val::Num(v)
+                    }
+                    _ => Val::Missing,
+                })
+            }
+            Node::Compare { op, lhs, rhs, regex, capture } => {
+                let (l, r) = (self.eval(lhs, f), self.eval(rhs, f));
+                if *capture {
+                    match &l {
+                        Out::One(v) => {
+                            if let Some(n) = v.clone().num() {
+                                self.captured.insert(Key::One, n);
+                            }
+                        }
+                        Out::Each(list) => {
+                            for (k, v) in list {
+                                if let Some(n) = v.clone().num() {
+                                    self.captured.insert(k.clone(), n);
+                                }
+                            }
+                        }
+                    }
+                }
+                combine(l, r, false, |a, b| compare(*op, regex.as_ref(), a, b))
+            }
+            Node::Logic { op, lhs, rhs } => {
+                let (l, r) = (self.eval(lhs, f), self.eval(rhs, f));
+                let or = *op == LogicOp::Or;
+                combine(l, r, or, |a, b| {
+                    if or {
+                        Val::Bool(a.truth() || b.truth())
+                    } else {
+                        Val::Bool(a.truth() && b.truth())
+                    }
+                })
+            }
+        }
+    }
+}
+
+fn map(out: Out, f: impl Fn(Val) -> Val) -> Out {
+    match out {
+        Out::One(v) => Out::One(f(v)),
+        Out::Each(list) => Out::Each(list.into_iter().map(|(k, v)| (k, f(v))).collect()),
+    }
+}
+
+/// Applies `f` pairwise: one value to each, or instance to instance by key (an inner join, or
+/// with `union` an outer one whose missing side is `Missing`).
+fn combine(l: Out, r: Out, union: bool, f: impl Fn(Val, Val) -> Val) -> Out {
+    match (l, r) {
+        (Out::One(a), Out::One(b)) => Out::One(f(a, b)),
+        (Out::Each(list), Out::One(b)) => Out::Each(list.into_iter().map(|(k, a)| (k, f(a, b.clone()))).collect()),
+        (Out::One(a), Out::Each(list)) => Out::Each(list.into_iter().map(|(k, b)| (k, f(a.clone(), b))).collect()),
+        (Out::Each(a), Out::Each(b)) => {
+            let mut out = Vec::with_capacity(a.len().max(b.len()));
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() || j < b.len() {
+                let order = match (a.get(i), b.get(j)) {
+                    (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    _ => std::cmp::Ordering::Greater,
+                };
+                match order {
+                    std::cmp::Ordering::Equal => {
+                        out.push((a[i].0.clone(), f(a[i].1.clone(), b[j].1.clone())));
+                        i += 1;
+                        j += 1;
+                    }
+                    std::cmp::Ordering::Less => {
+                        if union {
+                            out.push((a[i].0.clone(), f(a[i].1.clone(), Val::Missing)));
+                        }
+                        i += 1;
+                    }
+                    std::cmp::Ordering::Greater => {
+                        if union {
+                            out.push((b[j].0.clone(), f(Val::Missing, b[j].1.clone())));
+                        }
+                        j += 1;
+                    }
+                }
+            }
+            Out::Each(out)
+        }
+    }
+}
+
+fn compare(op: CmpOp, regex: Option<&Regex>, a: Val, b: Val) -> Val {
+    Val::Bool(match (a, b) {
+        (Val::Num(a), Val::Num(b)) if a.is_finite() && b.is_finite() => match op {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Gt => a > b,
+            CmpOp::Lt => a < b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Le => a <= b,
+            _ => false,
+        },
+        (Val::Text(a), Val::Text(b)) => match op {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Match => regex.is_some_and(|re| re.is_match(&a)),
+            CmpOp::NotMatch => regex.is_some_and(|re| !re.is_match(&a)),
+            _ => false,
+        },
+        // Nothing known compares as false: an unknown value never fires a rule.
+        _ => false,
+    })
+}
+
+fn aggregate(op: AggOp, list: &[(Key, Val)]) -> Val {
+    if op == AggOp::Count {
+        return Val::Num(list.iter().filter(|(_, v)| !matches!(v, Val::Bool(false) | Val::Missing)).count() as f64);
+    }
+    let nums: Vec<f64> = list.iter().filter_map(|(_, v)| v.clone().num()).collect();
+    if nums.is_empty() {
+        return if op == AggOp::Sum { Val::Num(0.0) } else { Val::Missing };
+    }
+    Val::Num(match op {
+        AggOp::Sum => nums.iter().sum(),
+        AggOp::Avg => nums.iter().sum::<f64>() / nums.len() as f64,
+        AggOp::Min => nums.iter().copied().fold(f64::INFINITY, f64::min),
+        AggOp::Max => nums.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        AggOp::Count => unreachable!("counted above"),
+    })
+}
+
+/// Adds `v` at `t` to `key`'s window and folds the window.
+fn over(w: &mut Window, key: Key, v: Val, t: f64, op: OverOp, window: f64) -> Val {
+    let Some(v) = v.num() else { return Val::Missing };
+    let exists = w.points.contains_key(&key);
+    if !exists && w.total >= MAX_WINDOW_POINTS {
+        w.refused += 1;
+        return Val::Missing;
+    }
+    let points = w.points.entry(key).or_default();
+    if points.back().is_some_and(|&(last, _)| t <= last) {
+        // Time went backwards or stood still (a replay restarted): start over.
+        w.total -= points.len();
+        points.clear();
+    }
+    points.push_back((t, v));
+    w.total += 1;
+    // Rate without a window keeps the previous point; a window keeps what is inside it.
+    let keep_from = if window == 0.0 { f64::NEG_INFINITY } else { t - window };
+    while points.len() > 1 && (points[0].0 < keep_from || (window == 0.0 && points.len() > 2)) {
+        points.pop_front();
+        w.total -= 1;
+    }
+    match op {
+        OverOp::Rate => {
+            let (&(t0, v0), &(t1, v1)) = (points.front().expect("one point"), points.back().expect("one point"));
+            if points.len() < 2 || t1 <= t0 || v1 < v0 {
+                // A counter that went backwards gives no rate, never a negative one.
+                return Val::Missing;
+            }
+            Val::Num((v1 - v0) / (t1 - t0))
+        }
+        OverOp::Avg => Val::Num(points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64),
+        OverOp::Min => Val::Num(points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min)),
+        OverOp::Max => Val::Num(points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max)),
+    }
+}

@@ -1,0 +1,179 @@
+//! The evaluator against snapshots of this machine: every process and group field reads what
+//! the published shapes say, every container and agent name in the catalogue exists in its
+//! shape, and rules over real processes fire for exactly the processes they select.
+
+use std::collections::BTreeSet;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use proctor_agent::Snapshot;
+use proctor_alerts::catalog::{self, Scope};
+use proctor_alerts::engine::Alerting;
+use proctor_alerts::rules;
+use proctor_alerts::state::{AlertState, Told};
+use proctor_vocab::fields;
+
+fn sampler() -> proctor_sampler::Sampler {
+    proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+        pss_budget: 0.0,
+        process_io: true,
+        ..proctor_sampler::SamplerConfig::default()
+    })
+}
+
+fn live() -> Snapshot {
+    let mut s = sampler();
+    let first = s.sample();
+    std::thread::sleep(Duration::from_millis(50));
+    let second = s.sample();
+    Snapshot::derive(second, Some(&first))
+}
+
+/// Kills and reaps the sleepers it started, by their pids, however the test ends.
+struct Sleepers(Vec<Child>);
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn sleepers(n: usize) -> Sleepers {
+    Sleepers((0..n).map(|_| Command::new("sleep").arg("300").spawn().expect("sleep")).collect())
+}
+
+#[test]
+fn the_catalogue_names_what_the_shapes_publish() {
+    let s = live();
+    let flat = |v: serde_json::Value| -> BTreeSet<String> { fields::flatten(v).into_iter().map(|(n, _)| n).collect() };
+    let container = flat(serde_json::to_value(proctor_vocab::snapshot::container(&s)).expect("json"));
+    let agent = flat(
+        serde_json::to_value(proctor_vocab::snapshot::agent(&s, &proctor_vocab::snapshot::AgentExtras::default()))
+            .expect("json"),
+    );
+    // A null object (no PSI here) hides its leaves: those names are checked by their prefix.
+    let covered = |set: &BTreeSet<String>, name: &str| {
+        set.contains(name) || set.iter().any(|n| name.starts_with(&format!("{n}.")))
+    };
+    for (name, _) in catalog::CONTAINER {
+        assert!(covered(&container, name), "container.{name} is not in the container shape: {container:?}");
+    }
+    for (name, _) in catalog::AGENT {
+        assert!(covered(&agent, name), "agent.{name} is not in the agent shape: {agent:?}");
+    }
+    for f in fields::HOST {
+        assert!(catalog::resolve(Scope::Host, f.name).is_some(), "{}", f.name);
+    }
+}
+
+/// Every process field a rule can compare reads what `/api/v1/processes` says for it.
+#[test]
+fn process_fields_in_rules_are_the_published_values() {
+    let _kids = sleepers(2);
+    let s = live();
+    let me = std::process::id();
+    let row = s.rows.iter().find(|r| r.pid == me).expect("own row");
+    let out = serde_json::to_value(proctor_vocab::process::process(&s, row)).expect("json");
+    let mut checked = 0;
+    for f in fields::PROCESS {
+        let v = &out[f.name];
+        let text = match f.unit {
+            proctor_vocab::units::Unit::TextList => continue,
+            proctor_vocab::units::Unit::Text => v.as_str().map(|t| format!("{t:?}")),
+            _ => v.as_f64().map(|n| format!("{n:?}")),
+        };
+        let Some(literal) = text else { continue };
+        // `process{pid="ME"}.FIELD == VALUE` holds for this process and no other.
+        let yaml = format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: F\n        expr: 'process{{pid=\"{me}\"}}.{} == {}'\n",
+            f.name,
+            literal.replace('\'', "''")
+        );
+        let set = rules::parse(&yaml).unwrap_or_else(|d| panic!("{}: {d:?}", f.name));
+        let mut a = Alerting::new(set, AlertState::default());
+        let events = a.evaluate(&s);
+        assert_eq!(events.len(), 1, "{} == {literal}: {events:?}", f.name);
+        assert_eq!(events[0].labels.get("pid"), Some(&me.to_string()));
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} fields had values");
+}
+
+#[test]
+fn per_process_rules_fire_per_selected_process_and_count_counts_them() {
+    let kids = sleepers(3);
+    let pids: BTreeSet<String> = kids.0.iter().map(|c| c.id().to_string()).collect();
+    let s = live();
+    let yaml = r#"
+groups:
+  - name: g
+    rules:
+      - alert: Sleepers
+        expr: process{name="sleep", cmdline=~"sleep 300"}.rss > 1KiB
+        annotations:
+          summary: "{{ $labels.name }} {{ $labels.pid }} holds {{ $value }}"
+      - alert: FewSleepers
+        expr: count(process{name="sleep"}) >= 3
+      - alert: NoSuchThing
+        expr: count(process{name="no-such-comm-xyz"}) > 0
+      - alert: Busy
+        expr: host.cpu.busy_percent >= 0% and host.memory.used_bytes > 1MiB
+"#;
+    let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut a = Alerting::new(set, AlertState::default());
+    let events = a.evaluate(&s);
+    let fired = |rule: &str| events.iter().filter(|e| e.rule == rule && e.state == Told::Firing).collect::<Vec<_>>();
+    let sleepers: BTreeSet<String> = fired("Sleepers").iter().map(|e| e.labels["pid"].clone()).collect();
+    assert!(pids.is_subset(&sleepers), "{pids:?} not all in {sleepers:?}");
+    let one = fired("Sleepers").into_iter().find(|e| pids.contains(&e.labels["pid"])).expect("one");
+    assert!(one.annotations["summary"].starts_with(&format!("sleep {} holds ", one.labels["pid"])), "{one:?}");
+    assert!(one.annotations["summary"].ends_with("iB") || one.annotations["summary"].ends_with(" B"), "{one:?}");
+    assert!(one.labels.contains_key("start"), "{one:?}");
+    assert_eq!(fired("FewSleepers").len(), 1);
+    assert_eq!(fired("NoSuchThing").len(), 0);
+    assert_eq!(fired("Busy").len(), 1);
+    // The sleepers exit: their alerts resolve at once, as gone.
+    drop(kids);
+    let mut s2 = sampler();
+    let first = s2.sample();
+    std::thread::sleep(Duration::from_millis(30));
+    let later = Snapshot::derive(s2.sample(), Some(&first));
+    let events = a.evaluate(&later);
+    let gone: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e.rule == "Sleepers" && e.state == Told::Resolved && e.reason.as_deref() == Some("gone"))
+        .map(|e| e.labels["pid"].clone())
+        .collect();
+    assert!(pids.is_subset(&gone), "{pids:?} not all resolved as gone: {events:?}");
+}
+
+#[test]
+fn rate_and_windows_follow_the_samples() {
+    let yaml = r#"
+groups:
+  - name: g
+    rules:
+      - alert: Ticking
+        expr: rate(agent.samples_total) >= 0
+      - alert: MaxLoad
+        expr: max_over(host.load.avg1, 5m) >= 0
+"#;
+    let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut a = Alerting::new(set, AlertState::default());
+    let mut smp = sampler();
+    let mut prev = smp.sample();
+    let mut fired = Vec::new();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(20));
+        let cur = smp.sample();
+        let s = Snapshot::derive(cur.clone(), Some(&prev));
+        fired.extend(a.evaluate(&s).into_iter().map(|e| e.rule));
+        prev = cur;
+    }
+    // A snapshot rebuilt outside an agent has samples_total 0 each time: its rate is 0, known
+    // from the second evaluation on; max_over has a value from the first.
+    assert_eq!(fired, vec!["MaxLoad".to_string(), "Ticking".to_string()]);
+}

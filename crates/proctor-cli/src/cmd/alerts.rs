@@ -1,0 +1,330 @@
+//! `proctor alerts`: `check` a rules file, `test` it over a recording (backtesting), and talk to
+//! a running `serve`: `silence` a rule, `status` of its alerts.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use proctor_agent::Snapshot;
+use proctor_alerts::backtest::{render_text, Backtest};
+use proctor_alerts::rules;
+use proctor_model::Sample;
+use proctor_store::{same_run, Reader};
+use proctor_vocab::{format_utc, parse_when, When};
+
+use super::common::now_unix_ns;
+use crate::output::{print_json, Format};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Reads a rules file and says every mistake with its line and column (exit 1), or what it
+    /// holds.
+    Check { file: PathBuf },
+    /// Replays the rules over a recording and says when each would have fired and resolved.
+    Test {
+        file: PathBuf,
+        /// The store to replay.
+        #[arg(long, value_name = "DIR", default_value_os_t = crate::datadir::default_for_flags())]
+        dir: PathBuf,
+        /// Start of the range (`2h ago`, `2024-05-01T10:00`, `@UNIX`); default: the first sample.
+        #[arg(long, value_parser = parse_when)]
+        from: Option<When>,
+        /// End of the range; default: now.
+        #[arg(long, value_parser = parse_when)]
+        to: Option<When>,
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+    },
+    /// Silences a rule on a running `proctor serve` (through its API) for a while.
+    Silence {
+        /// The rule's `alert` name, or `*` for every rule.
+        rule: String,
+        /// Only alerts with this label (`pid=123`, `name=gunicorn`); repeatable.
+        #[arg(long = "match", value_name = "LABEL=VALUE")]
+        matchers: Vec<String>,
+        /// How long (`30m`, `1h`, `2d`).
+        #[arg(long = "for", value_name = "DURATION", default_value = "1h")]
+        duration: String,
+        #[arg(long, default_value = "")]
+        comment: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// The alerts of a running `proctor serve`: rules, what fires, silences, receivers.
+    Status {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct Remote {
+    /// The agent's address.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9465")]
+    url: String,
+    /// A file holding the agent's token.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Sub::Check { file } => check(&file),
+        Sub::Test { file, dir, from, to, format } => backtest(&file, &dir, from, to, format),
+        Sub::Silence { rule, matchers, duration, comment, remote } => {
+            silence(rule, &matchers, &duration, comment, &remote)
+        }
+        Sub::Status { remote, format } => status(&remote, format),
+    }
+}
+
+fn read_rules(file: &Path) -> anyhow::Result<Result<rules::RuleSet, Vec<rules::Diagnostic>>> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    Ok(rules::parse(&text))
+}
+
+fn check(file: &Path) -> anyhow::Result<ExitCode> {
+    match read_rules(file)? {
+        Ok(set) => {
+            let per: usize = set.rules.iter().filter(|r| r.expr.per_instance().is_some()).count();
+            println!(
+                "{}: ok: {} rule{} ({per} per process or group), {} receiver{}",
+                file.display(),
+                set.rules.len(),
+                if set.rules.len() == 1 { "" } else { "s" },
+                set.receivers.len(),
+                if set.receivers.len() == 1 { "" } else { "s" }
+            );
+            for r in &set.rules {
+                let instances = match r.expr.per_instance() {
+                    Some(scope) => format!(" (per {})", scope.name()),
+                    None => String::new(),
+                };
+                println!("  {} [{}]{instances}: {}", r.name, r.severity(), r.expr_text);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(diags) => {
+            for d in &diags {
+                eprintln!("{}:{}:{}: {}", file.display(), d.line, d.col, d.message);
+            }
+            eprintln!("{}: {} mistake{}", file.display(), diags.len(), if diags.len() == 1 { "" } else { "s" });
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn backtest(file: &Path, dir: &Path, from: Option<When>, to: Option<When>, format: Format) -> anyhow::Result<ExitCode> {
+    let set = match read_rules(file)? {
+        Ok(set) => set,
+        Err(diags) => {
+            for d in &diags {
+                eprintln!("{}:{}:{}: {}", file.display(), d.line, d.col, d.message);
+            }
+            bail!(
+                "{}: {} mistake{}: nothing replayed",
+                file.display(),
+                diags.len(),
+                if diags.len() == 1 { "" } else { "s" }
+            );
+        }
+    };
+    let mut reader = Reader::open(crate::datadir::for_reading(dir)?).context("cannot read the recording")?;
+    let now = now_unix_ns();
+    let (from, to) = (from.map_or(0, |w| w.resolve(now)), to.map_or(now, |w| w.resolve(now)));
+    if from > to {
+        bail!("--from {} is after --to {}", format_utc(from), format_utc(to));
+    }
+    let frames = reader.frames(from, to)?;
+    if frames.is_empty() {
+        bail!("no samples between {} and {} in {}", format_utc(from), format_utc(to), dir.display());
+    }
+    let mut prev: Option<Sample> = match from.checked_sub(1) {
+        Some(before) if from > 0 => reader.at_or_before(before)?.map(|(s, _)| s),
+        _ => None,
+    };
+    let mut test = Backtest::new(set);
+    for frame in &frames {
+        let Some(cur) = reader.read(frame) else { continue };
+        let pair = prev.take().filter(|p| same_run(p, &cur));
+        let mut snapshot = Snapshot::derive(cur, pair.as_ref());
+        snapshot.groups = proctor_agent::groups::stored_view(&snapshot, pair.as_ref()).map(std::sync::Arc::new);
+        test.push(&snapshot);
+        prev = Some(snapshot.sample);
+    }
+    crate::datadir::report_read("proctor alerts test", reader.report());
+    let out = test.finish();
+    match format {
+        Format::Json => print_json(&out)?,
+        Format::Text => print!("{}", render_text(&out)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn silence(
+    rule: String,
+    matchers: &[String],
+    duration: &str,
+    comment: String,
+    remote: &Remote,
+) -> anyhow::Result<ExitCode> {
+    let secs = proctor_alerts::expr::parse_duration(duration).map_err(|e| anyhow::anyhow!("--for: {e}"))?;
+    let mut m = serde_json::Map::new();
+    for pair in matchers {
+        let Some((k, v)) = pair.split_once('=') else { bail!("--match {pair:?}: expected LABEL=VALUE") };
+        m.insert(k.trim().to_string(), serde_json::Value::from(v));
+    }
+    let body = serde_json::json!({ "rule": rule, "matchers": m, "duration_secs": secs, "comment": comment });
+    let (status, answer) = request(remote, "POST", "/api/v1/alerts/silences", Some(&body.to_string()))?;
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap_or(serde_json::Value::String(answer.clone()));
+    if !(200..300).contains(&status) {
+        bail!(
+            "the agent refused the silence (HTTP {status}): {}",
+            v.get("error").and_then(|e| e.get("message")).unwrap_or(&v)
+        );
+    }
+    println!(
+        "silence {} on {} until {}",
+        v["id"],
+        v["rule"].as_str().unwrap_or("?"),
+        v["ends_at"].as_str().unwrap_or("?")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
+    let (code, answer) = request(remote, "GET", "/api/v1/alerts", None)?;
+    let v: serde_json::Value =
+        serde_json::from_str(&answer).with_context(|| format!("HTTP {code}: not JSON: {answer}"))?;
+    if code != 200 {
+        bail!("HTTP {code}: {}", v.get("error").and_then(|e| e.get("message")).unwrap_or(&v));
+    }
+    if format == Format::Json {
+        print_json(&v)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} firing, {} pending; {} evaluations", v["firing"], v["pending"], v["evaluations_total"]);
+    if let Some(e) = v["reload_error"].as_str() {
+        println!("reload: {e}");
+    }
+    for r in v["rules"].as_array().into_iter().flatten() {
+        println!(
+            "{:<24} {:<9} {:<8} {}",
+            r["name"].as_str().unwrap_or(""),
+            r["state"].as_str().unwrap_or(""),
+            r["severity"].as_str().unwrap_or(""),
+            r["expr"].as_str().unwrap_or("")
+        );
+        for i in r["instances"].as_array().into_iter().flatten() {
+            let labels: Vec<String> = i["labels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| *k != "alertname" && *k != "severity")
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect();
+            let mut notes = String::new();
+            if i["silenced"] == true {
+                notes.push_str(" (silenced)");
+            }
+            if i["flapping"] == true {
+                notes.push_str(" (flapping: held)");
+            }
+            println!(
+                "    {} {} since {}{notes}  {}",
+                i["state"].as_str().unwrap_or(""),
+                i["value_text"].as_str().unwrap_or(""),
+                i["active_at"].as_str().unwrap_or(""),
+                labels.join(" ")
+            );
+        }
+    }
+    for s in v["silences"].as_array().into_iter().flatten() {
+        println!(
+            "silence {} on {} until {}",
+            s["id"],
+            s["rule"].as_str().unwrap_or(""),
+            s["ends_at"].as_str().unwrap_or("")
+        );
+    }
+    for r in v["receivers"].as_array().into_iter().flatten() {
+        println!(
+            "receiver {} {}: {} delivered, {} failed attempts, {} given up, {} dropped{}",
+            r["kind"].as_str().unwrap_or(""),
+            r["target"].as_str().unwrap_or(""),
+            r["delivered_total"],
+            r["failed_attempts_total"],
+            r["given_up_total"],
+            r["dropped_total"],
+            r["last_error"].as_str().map(|e| format!("; last error: {e}")).unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One HTTP/1.1 exchange with the agent over plain TCP (the agent's API is plain HTTP): the
+/// status and the body.
+fn request(remote: &Remote, method: &str, path: &str, body: Option<&str>) -> anyhow::Result<(u16, String)> {
+    let target = proctor_probe::url::parse(&remote.url).map_err(|e| anyhow::anyhow!("--url {}: {e}", remote.url))?;
+    if target.tls {
+        bail!("--url {}: the agent serves plain HTTP; give its http:// address", remote.url);
+    }
+    let token = match &remote.token_file {
+        Some(f) => {
+            Some(std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?.trim().to_string())
+        }
+        None => None,
+    };
+    let mut stream = TcpStream::connect((target.host.as_str(), target.port))
+        .with_context(|| format!("cannot connect to {} (is `proctor serve` running there?)", remote.url))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/json\r\n",
+        target.authority
+    );
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if method == "POST" {
+        head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    let mut answer = Vec::new();
+    stream.take(64 << 20).read_to_end(&mut answer)?;
+    let text = String::from_utf8_lossy(&answer);
+    let (head, rest) = text.split_once("\r\n\r\n").context("the agent's answer has no end of head")?;
+    let status: u16 =
+        head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("no status in the agent's answer")?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked")
+    });
+    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    Ok((status, body))
+}
+
+fn dechunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        text = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
