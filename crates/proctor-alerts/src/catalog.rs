@@ -161,7 +161,12 @@ pub fn resolve(scope: Scope, field: &str) -> Option<(&'static str, Unit)> {
 
 /// The three known series names closest to `name` (edit distance), for "did you mean".
 pub fn closest(name: &str) -> Vec<&'static str> {
-    let mut scored: Vec<(usize, &'static str)> = all().iter().map(|(n, _)| (distance(name, n), n.as_str())).collect();
+    // Also against each name without its unit suffix, since names may leave it out.
+    let score = |n: &str| {
+        let short = UNIT_SUFFIXES.iter().find_map(|s| n.strip_suffix(s)).unwrap_or(n);
+        distance(name, n).min(distance(name, short))
+    };
+    let mut scored: Vec<(usize, &'static str)> = all().iter().map(|(n, _)| (score(n), n.as_str())).collect();
     scored.sort();
     scored.into_iter().take(3).map(|(_, n)| n).collect()
 }
@@ -199,6 +204,7 @@ mod tests {
     #[test]
     fn closest_names_are_offered() {
         assert_eq!(closest("host.cpu.bsy_percent")[0], "host.cpu.busy_percent");
+        assert_eq!(closest("host.cpu.bsy")[0], "host.cpu.busy_percent");
         assert!(
             closest("container.memory.limit").contains(&"container.memory_limit_bytes"),
             "{:?}",

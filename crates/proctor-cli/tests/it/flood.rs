@@ -37,8 +37,13 @@ pub(super) fn serve(mut command: Command, interval: &str, extra: &[&str]) -> (Gu
     if !extra.contains(&"--data-dir") {
         command.arg("--no-record");
     }
+    command.args(extra);
+    started(command)
+}
+
+/// A `proctor serve` command started, with the address it printed.
+pub(super) fn started(mut command: Command) -> (Guard, String) {
     let mut child = command
-        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -1,6 +1,7 @@
 //! The `proctor` binary as a user runs it: exit codes, messages, JSON shapes, unprivileged runs.
 
 mod agreement;
+mod alerts;
 mod flood;
 mod groups;
 mod hostile_store;

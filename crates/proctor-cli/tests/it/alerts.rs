@@ -1,0 +1,340 @@
+//! Alerts end to end with `proctor serve`: a loopback webhook receiver counts what it is told
+//! under a flapping input with the rate limit on; an unreachable webhook is retried and counted
+//! while sampling misses no tick; SIGHUP with a broken file keeps the old rules; a silence made
+//! with `proctor alerts silence` holds a firing; a restart neither re-fires nor forgets.
+//! (Alertmanager itself: scripts/test.d/66-alertmanager.sh.)
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::flood::{body_json, serve};
+use super::{http_get, proctor, proctor_command, Guard};
+
+/// A loopback webhook: every POST body it got, as JSON; answers 200.
+fn hook() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut data = Vec::new();
+            let mut buf = [0u8; 16384];
+            let body = loop {
+                let Ok(n) = stream.read(&mut buf) else { break None };
+                if n == 0 {
+                    break None;
+                }
+                data.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&data).into_owned();
+                let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    break Some(body[..len].to_string());
+                }
+            };
+            if let Some(body) = body {
+                if let Ok(v) = serde_json::from_str(&body) {
+                    seen.lock().expect("lock").push(v);
+                }
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (url, got)
+}
+
+/// A process whose command line is `flapper-TAG 60`, ended (by its pid) when dropped.
+struct Flapper(Child);
+
+impl Flapper {
+    fn start(tag: &str) -> Flapper {
+        Flapper(Command::new("bash").args(["-c", &format!("exec -a flapper-{tag} sleep 60")]).spawn().expect("bash"))
+    }
+}
+
+impl Drop for Flapper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn alerts(addr: &str) -> serde_json::Value {
+    body_json(&http_get(addr, "/api/v1/alerts"))
+}
+
+fn log_events(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("alerts/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+fn rules_file(dir: &Path, body: &str) -> String {
+    let path = dir.join("rules.yml");
+    std::fs::write(&path, body).expect("write rules");
+    path.display().to_string()
+}
+
+#[test]
+fn alerts_check_names_every_mistake_with_its_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: host.cpu.bsy > 90%\n      - alert: B\n        expr: process{name=\"x\"}.rss > 90%\n",
+    );
+    let out = proctor(&["alerts", "check", &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{bad}:5:15: expr: unknown series `host.cpu.bsy`; closest known: host.cpu.busy_percent")),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{bad}:7:15: expr: compares a size in bytes with a percentage")), "{err}");
+    assert!(err.contains("2 mistakes"), "{err}");
+    let good = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: host.cpu.busy > 90% for 1m\n",
+    );
+    let out = proctor(&["alerts", "check", &good]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: 1 rule"));
+}
+
+/// Eight transitions of a flapping process (four firing, four resolved) under a limit of two
+/// notifications per 4 s: the webhook hears of each exactly once, in fewer notifications than
+/// transitions.
+#[test]
+fn a_webhook_hears_each_transition_once_under_flapping_with_the_rate_limit_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = format!("w{}", std::process::id());
+    let rules = rules_file(
+        dir.path(),
+        &format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: Flapper\n        expr: count(process{{cmdline=~\"flapper-{tag} .*\"}}) > 0\nnotify:\n  rate_limit: 2/4s\n  flapping: 100/1m\n"
+        ),
+    );
+    let (url, got) = hook();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let (_serve, addr) = serve(
+        proctor_command(),
+        "200ms",
+        &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules, "--alert-webhook", &url],
+    );
+    let transitions = |events: &[serde_json::Value]| {
+        events.iter().filter(|e| e["state"] == "firing" || e["state"] == "resolved").count()
+    };
+    for round in 0..4 {
+        let p = Flapper::start(&tag);
+        wait_until("firing", Duration::from_secs(10), || transitions(&log_events(&data)) == 2 * round + 1);
+        drop(p);
+        wait_until("resolved", Duration::from_secs(10), || transitions(&log_events(&data)) == 2 * round + 2);
+    }
+    // The held ones go out once the limit has room again (at most 4 s on).
+    let told = || got.lock().expect("lock").iter().map(|b| b["events"].as_array().map_or(0, Vec::len)).sum::<usize>();
+    wait_until("every transition told", Duration::from_secs(15), || told() >= 8);
+    std::thread::sleep(Duration::from_millis(600));
+    let bodies = got.lock().expect("lock").clone();
+    let heard: Vec<(String, String)> = bodies
+        .iter()
+        .flat_map(|b| b["events"].as_array().cloned().unwrap_or_default())
+        .map(|e| (e["state"].as_str().unwrap_or("").to_string(), e["at"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let unique: BTreeSet<&(String, String)> = heard.iter().collect();
+    assert_eq!(heard.len(), 8, "{bodies:#?}");
+    assert_eq!(unique.len(), 8, "a transition told twice: {heard:?}");
+    assert_eq!(heard.iter().filter(|(s, _)| s == "firing").count(), 4);
+    assert!(bodies.len() < 8, "nothing was coalesced: {} notifications", bodies.len());
+    assert!(bodies.iter().any(|b| b["summary"].as_str().is_some_and(|s| s.contains("more"))), "{bodies:#?}");
+    let status = alerts(&addr);
+    assert!(status["coalesced_total"].as_u64() >= Some(1), "{status}");
+}
+
+#[test]
+fn an_unreachable_webhook_is_retried_and_counted_and_sampling_misses_no_tick() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: host.memory.total > 1MiB\n",
+    );
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/", closed.local_addr().expect("addr"));
+    drop(closed);
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let (_serve, addr) = serve(
+        proctor_command(),
+        "200ms",
+        &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules, "--alert-webhook", &url],
+    );
+    wait_until("two failed attempts", Duration::from_secs(15), || {
+        alerts(&addr)["receivers"][0]["failed_attempts_total"].as_u64() >= Some(2)
+    });
+    let status = alerts(&addr);
+    let r = &status["receivers"][0];
+    assert!(r["retries_total"].as_u64() >= Some(1), "{r}");
+    assert_eq!(r["delivered_total"], 0, "{r}");
+    assert!(r["last_error"].as_str().is_some_and(|e| e.contains("Refused")), "{r}");
+    assert_eq!(status["firing"], 1, "{status}");
+    let agent = body_json(&http_get(&addr, "/api/v1/agent"));
+    assert_eq!(agent["missed_ticks_total"], 0, "{agent}");
+    let metrics = http_get(&addr, "/metrics");
+    assert!(metrics.contains("proctor_alerts{rule=\"Always\",severity=\"none\",state=\"firing\"} 1"), "{metrics}");
+    assert!(metrics.contains("proctor_alerts_receiver_failed_attempts_total{receiver=\"webhook\""), "{metrics}");
+}
+
+#[test]
+fn sighup_with_a_broken_file_keeps_the_old_rules_and_a_good_one_replaces_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: First\n        expr: host.memory.total > 1MiB\n",
+    );
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let (serve_guard, addr) =
+        serve(proctor_command(), "200ms", &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules]);
+    wait_until("first evaluation", Duration::from_secs(10), || alerts(&addr)["evaluations_total"].as_u64() >= Some(1));
+    let hup = |g: &Guard| {
+        // SAFETY: kill with the pid of the serve this test started.
+        unsafe { libc::kill(g.0.id() as i32, libc::SIGHUP) };
+    };
+    std::fs::write(&rules, "groups:\n  - name: g\n    rules:\n      - alert: Second\n        expr: host.cpu.busy >\n")
+        .expect("write");
+    hup(&serve_guard);
+    wait_until("the reload error", Duration::from_secs(10), || alerts(&addr)["reload_error"].is_string());
+    let status = alerts(&addr);
+    assert!(
+        status["reload_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("kept the rules loaded before") && e.contains("line 5")),
+        "{status}"
+    );
+    assert_eq!(status["rules"][0]["name"], "First", "{status}");
+    std::fs::write(
+        &rules,
+        "groups:\n  - name: g\n    rules:\n      - alert: Second\n        expr: host.cpu.busy >= 0%\n",
+    )
+    .expect("write");
+    hup(&serve_guard);
+    wait_until("the new rules", Duration::from_secs(10), || alerts(&addr)["rules"][0]["name"] == "Second");
+    assert!(alerts(&addr)["reload_error"].is_null());
+    // Still serving: SIGHUP did not stop it.
+    assert!(http_get(&addr, "/api/v1/agent").starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn a_silence_holds_a_firing_and_a_restart_neither_refires_nor_forgets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = format!("s{}", std::process::id());
+    let rules = rules_file(
+        dir.path(),
+        &format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: Worker\n        expr: process{{cmdline=~\"flapper-{tag}.*\"}}.rss > 0B\n        labels:\n          severity: page\n"
+        ),
+    );
+    let (url, got) = hook();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let args = ["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules, "--alert-webhook", &url];
+    let (serve1, addr) = serve(proctor_command(), "200ms", &args);
+    let first = Flapper::start(&format!("{tag}-a"));
+    let told = || {
+        got.lock()
+            .expect("lock")
+            .iter()
+            .flat_map(|b| b["events"].as_array().cloned().unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    wait_until("the first firing told", Duration::from_secs(10), || told().len() == 1);
+    let out = proctor(&[
+        "alerts",
+        "silence",
+        "Worker",
+        "--for",
+        "1h",
+        "--comment",
+        "deploy",
+        "--url",
+        &format!("http://{addr}"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("silence 1 on Worker until "));
+    wait_until("the silence applied", Duration::from_secs(10), || {
+        alerts(&addr)["silences"].as_array().is_some_and(|s| s.len() == 1)
+    });
+    let second = Flapper::start(&format!("{tag}-b"));
+    let second_pid = second.0.id().to_string();
+    wait_until("the second firing logged", Duration::from_secs(10), || {
+        log_events(&data).iter().any(|e| e["state"] == "firing" && e["labels"]["pid"] == second_pid.as_str())
+    });
+    let logged = log_events(&data)
+        .into_iter()
+        .find(|e| e["state"] == "firing" && e["labels"]["pid"] == second_pid.as_str())
+        .expect("logged");
+    assert_eq!(logged["silenced"], true, "{logged}");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(told().len(), 1, "the silenced firing was told: {:?}", told());
+
+    // Restart: both still fire, nothing fires anew, the silence is still there.
+    let before = log_events(&data).len();
+    // SAFETY: kill with the pid of the serve this test started.
+    unsafe { libc::kill(serve1.0.id() as i32, libc::SIGTERM) };
+    drop(serve1);
+    let (_serve2, addr) = serve(proctor_command(), "200ms", &args);
+    wait_until("evaluations after the restart", Duration::from_secs(10), || {
+        alerts(&addr)["evaluations_total"].as_u64() >= Some(5)
+    });
+    let status = alerts(&addr);
+    assert_eq!(status["firing"], 2, "{status}");
+    assert_eq!(status["silences"].as_array().map(Vec::len), Some(1), "{status}");
+    let after = log_events(&data);
+    assert_eq!(after.len(), before, "a restart logged transitions: {:?}", &after[before..]);
+    assert_eq!(told().len(), 1);
+    drop(first);
+    drop(second);
+}
+
+/// The one state-changing route is refused on a public bind without a token.
+#[test]
+fn a_silence_is_refused_on_a_tokenless_public_bind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: host.memory.total > 1MiB\n",
+    );
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let mut command = proctor_command();
+    command.args(["serve", "--listen", "0.0.0.0:0", "--insecure", "--interval", "200ms", "--pss-budget", "0"]);
+    command.args(["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules]);
+    let (_g, addr) = super::flood::started(command);
+    let port = addr.rsplit(':').next().expect("port");
+    let out = proctor(&["alerts", "silence", "A", "--url", &format!("http://127.0.0.1:{port}")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HTTP 403") && err.contains("need a token"), "{err}");
+}
