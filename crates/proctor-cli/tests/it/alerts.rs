@@ -338,3 +338,121 @@ fn a_silence_is_refused_on_a_tokenless_public_bind() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("HTTP 403") && err.contains("need a token"), "{err}");
 }
+
+/// A process that burns a CPU with `burner-TAG` as its command line, ended (by its pid) when
+/// dropped.
+fn burner(tag: &str) -> Flapper {
+    Flapper(
+        Command::new("bash")
+            .args(["-c", &format!("exec -a burner-{tag} bash -c 'while :; do :; done'")])
+            .spawn()
+            .expect("bash"),
+    )
+}
+
+/// Debian's `prometheus-alertmanager` (named by PROCTOR_ALERTMANAGER, as
+/// scripts/test.d/66-alertmanager.sh does) on loopback, routing to a webhook this test holds:
+/// a CPU burner's alert reaches it firing and then resolved; a silence made through proctor
+/// keeps a second firing from Alertmanager altogether.
+#[test]
+fn alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_the_next() {
+    let Some(am_bin) = std::env::var_os("PROCTOR_ALERTMANAGER") else {
+        eprintln!("SKIP: Alertmanager end to end: PROCTOR_ALERTMANAGER is not set (scripts/test.d/66-alertmanager.sh sets it)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (hook_url, got) = hook();
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let am_config = dir.path().join("am.yml");
+    std::fs::write(
+        &am_config,
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname, pid]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook_url}\n        send_resolved: true\n"
+        ),
+    )
+    .expect("am config");
+    let am = Guard(
+        Command::new(am_bin)
+            .arg(format!("--config.file={}", am_config.display()))
+            .arg(format!("--storage.path={}", dir.path().join("am-data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("am.log")).expect("log"))
+            .spawn()
+            .expect("start alertmanager"),
+    );
+    let am_url = format!("127.0.0.1:{port}");
+    wait_until("alertmanager ready", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(&am_url).is_ok() && http_get(&am_url, "/-/ready").starts_with("HTTP/1.1 200")
+    });
+    let tag = format!("am{}", std::process::id());
+    let rules = rules_file(
+        dir.path(),
+        &format!(
+            "groups:\n  - name: load\n    rules:\n      - alert: Burner\n        expr: process{{cmdline=~\"burner-{tag}.*\"}}.cpu_percent > 20% for 1s\n        labels:\n          severity: warning\n        annotations:\n          summary: \"{{{{ $labels.name }}}} burns {{{{ $value }}}} of a CPU\"\nnotify:\n  resend: 2s\n"
+        ),
+    );
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let (_serve, addr) = serve(
+        proctor_command(),
+        "250ms",
+        &[
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+            "--rules",
+            &rules,
+            "--alertmanager",
+            &format!("http://{am_url}"),
+        ],
+    );
+    let statuses = || {
+        got.lock()
+            .expect("lock")
+            .iter()
+            .flat_map(|b| b["alerts"].as_array().cloned().unwrap_or_default())
+            .map(|a| {
+                (a["status"].as_str().unwrap_or("").to_string(), a["labels"]["pid"].as_str().unwrap_or("").to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = burner(&tag);
+    let pid = first.0.id().to_string();
+    wait_until("Alertmanager's firing notification", Duration::from_secs(30), || {
+        statuses().contains(&("firing".to_string(), pid.clone()))
+    });
+    let body = got.lock().expect("lock")[0].clone();
+    assert_eq!(body["alerts"][0]["labels"]["alertname"], "Burner", "{body}");
+    assert_eq!(body["alerts"][0]["labels"]["severity"], "warning", "{body}");
+    assert!(body["alerts"][0]["annotations"]["summary"].as_str().is_some_and(|s| s.contains(" burns ")), "{body}");
+    drop(first);
+    wait_until("Alertmanager's resolved notification", Duration::from_secs(30), || {
+        statuses().contains(&("resolved".to_string(), pid.clone()))
+    });
+
+    let out = proctor(&["alerts", "silence", "Burner", "--for", "1h", "--url", &format!("http://{addr}")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_until("the silence applied", Duration::from_secs(10), || {
+        alerts(&addr)["silences"].as_array().is_some_and(|s| s.len() == 1)
+    });
+    let second = burner(&tag);
+    let pid2 = second.0.id().to_string();
+    wait_until("the second firing logged", Duration::from_secs(20), || {
+        log_events(&data).iter().any(|e| e["state"] == "firing" && e["labels"]["pid"] == pid2.as_str())
+    });
+    // Several resends later, Alertmanager has not heard of it, and lists no alert for it.
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(!statuses().iter().any(|(_, p)| *p == pid2), "{:?}", statuses());
+    let listed = body_json(&http_get(&am_url, "/api/v2/alerts"));
+    assert!(!listed.to_string().contains(&format!("\"pid\":\"{pid2}\"")), "{listed}");
+    let status = alerts(&addr);
+    let am_stats = &status["receivers"][0];
+    assert!(am_stats["delivered_total"].as_u64() >= Some(2), "{am_stats}");
+    assert_eq!(am_stats["given_up_total"], 0, "{am_stats}");
+    drop(second);
+    drop(am);
+}
