@@ -456,3 +456,45 @@ fn alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_t
     drop(second);
     drop(am);
 }
+
+/// `proctor alerts test` over a real recording: a process that lived for part of it makes the
+/// rule fire once and resolve when it went; a rule that never held says so.
+#[test]
+fn alerts_test_replays_a_recording_and_says_when_rules_fired_and_resolved() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let tag = format!("bt{}", std::process::id());
+    let mut rec = Guard(
+        proctor_command()
+            .args(["record", "--dir", data.to_str().expect("utf-8"), "--interval", "200ms", "--count", "25"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("record"),
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let p = Flapper::start(&tag);
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(p);
+    let status = rec.0.wait().expect("record ends after its count");
+    assert!(status.success(), "{status:?}");
+    let rules = rules_file(
+        dir.path(),
+        &format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: Lived\n        expr: process{{cmdline=~\"flapper-{tag} .*\"}}.rss > 0B\n      - alert: Never\n        expr: host.memory.total < 1KiB\n"
+        ),
+    );
+    let out = proctor(&["alerts", "test", &rules, "--dir", data.to_str().expect("utf-8"), "--format", "json"]);
+    let v = super::json(&out);
+    assert_eq!(v["samples"], 25, "{v}");
+    let lived = &v["rules"][0];
+    assert_eq!((lived["rule"].as_str(), lived["fired"].as_u64()), (Some("Lived"), Some(1)), "{v}");
+    let period = &lived["periods"][0];
+    assert!(period["resolved_at"].is_string(), "{period}");
+    let secs = period["seconds"].as_f64().expect("seconds");
+    assert!((0.6..=2.6).contains(&secs), "fired for {secs} s: {period}");
+    assert_eq!(v["rules"][1]["fired"], 0);
+    let text = proctor(&["alerts", "test", &rules, "--dir", data.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Lived (none): fired 1 time") && text.contains("Never (none): never fired"), "{text}");
+}
