@@ -1028,6 +1028,62 @@ describe("the top processes over a picked range come from the agent's store", ()
     }
   });
 
+  test("an agent with rules shows what fires in a banner, hostile labels as text; one without shows none", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-alerts-"));
+    temps.push(dir);
+    const rules = path.join(dir, "rules.yml");
+    writeFileSync(
+      rules,
+      [
+        "groups:",
+        "  - name: web",
+        "    rules:",
+        "      - alert: HostileSeen",
+        `        expr: 'process{cmdline=~".*${MARK}.*"}.rss > 0B'`,
+        "        labels:",
+        "          severity: page",
+        "      - alert: NeverFires",
+        "        expr: host.memory.total < 1KiB",
+        "",
+      ].join("\n"),
+    );
+    const hostile = startHostile();
+    const data = path.join(dir, "data");
+    mkdirSync(data);
+    const { base: withRules, child } = await serve(["--rules", rules], data);
+    const plain = await serve();
+    const browser = await launch();
+    try {
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      p.on("pageerror", (e) => errors.push(e.message));
+      // An agent without rules: no banner is drawn.
+      await p.goto(plain.base + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await new Promise((r) => setTimeout(r, 2500));
+      assert.equal(await p.locator("#alerts").isVisible(), false, "a banner without rules");
+      await p.goto(withRules + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      const item = p.locator('#alerts-list li[data-state="firing"]', { hasText: `pid=${hostile.child.pid}` });
+      await until("the firing alert in the banner", async () => (await item.isVisible()) ? true : null, 20000);
+      assert.ok(await p.locator("#alerts").isVisible());
+      assert.match(await p.textContent("#alerts-head"), /^Alerts: [1-9]\d* firing, \d+ pending \(2 rules\)$/);
+      const text = await item.textContent();
+      assert.ok(text.startsWith("FIRING HostileSeen (page) "), text);
+      assert.ok(text.includes(`name=${HOSTILE_COMM}`), text);
+      assert.equal(await p.locator("#alerts img").count(), 0, "the hostile name became markup");
+      assert.equal(await p.getAttribute("#alerts", "data-state"), "firing");
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await p.locator("#alerts").screenshot({ path: path.join(ARTIFACTS, "dashboard-alerts.png") });
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+      process.kill(plain.child.pid, "SIGTERM");
+      process.kill(hostile.child.pid, "SIGTERM");
+    }
+  });
+
   test("6 h ranks the stored burner first by CPU seconds and by peak RSS; without it, it is absent", async (t) => {
     const storeDay = process.env.STORE_DAY_BIN;
     if (!storeDay) {

@@ -409,6 +409,70 @@ async function refreshDetail() {
   }
 }
 
+// ---- alerts (serve --rules) -------------------------------------------------------------
+
+const alertsView = { off: false, at: 0 };
+
+/** The banner: what fires and what is pending, from /api/v1/alerts, every few seconds. An agent
+ * without rules answers 404 `no_alerts`: the banner stays hidden and is not asked again. Rule
+ * names, labels and summaries come from the rules file and processes: textContent only. */
+async function refreshAlerts() {
+  if (alertsView.off || Date.now() - alertsView.at < 2000) return;
+  alertsView.at = Date.now();
+  let a;
+  try {
+    a = await api.get("/api/v1/alerts");
+  } catch (e) {
+    if (e.status === 404) {
+      alertsView.off = true;
+      $("alerts").hidden = true;
+      return;
+    }
+    throw e;
+  }
+  const instances = [];
+  for (const r of a.rules ?? []) {
+    for (const i of r.instances ?? []) instances.push({ rule: r, i });
+  }
+  instances.sort((x, y) => (x.i.state === y.i.state ? 0 : x.i.state === "firing" ? -1 : 1));
+  const box = $("alerts");
+  box.hidden = false;
+  box.dataset.state = a.firing > 0 ? "firing" : a.pending > 0 ? "pending" : "quiet";
+  const rules = (a.rules ?? []).length;
+  $("alerts-head").textContent = a.firing + a.pending > 0
+    ? `Alerts: ${a.firing} firing, ${a.pending} pending (${rules} rules)`
+    : `No alert firing (${rules} rules)`;
+  const list = $("alerts-list");
+  const items = instances.slice(0, 20).map(({ rule, i }) => {
+    const li = document.createElement("li");
+    li.dataset.state = i.state;
+    const st = document.createElement("span");
+    st.className = "state";
+    st.textContent = i.state.toUpperCase();
+    const labels = Object.entries(i.labels ?? {})
+      .filter(([k]) => k !== "alertname" && k !== "severity")
+      .map(([k, v]) => `${k}=${v}`)
+      .join(" ");
+    const notes = [i.silenced ? "silenced" : "", i.flapping ? "flapping" : ""].filter(Boolean).join(", ");
+    const text = document.createElement("span");
+    text.textContent = ` ${rule.name} (${rule.severity}) ${i.value_text}${labels ? ` — ${labels}` : ""}` +
+      ` since ${new Date(i.active_at).toLocaleTimeString()}${notes ? ` [${notes}]` : ""}`;
+    li.append(st, text);
+    return li;
+  });
+  if (instances.length > 20) {
+    const li = document.createElement("li");
+    li.textContent = `and ${instances.length - 20} more (proctor alerts status)`;
+    items.push(li);
+  }
+  if (a.reload_error) {
+    const li = document.createElement("li");
+    li.textContent = `rules file: ${a.reload_error}`;
+    items.push(li);
+  }
+  list.replaceChildren(...items);
+}
+
 function setStatus(kind, message) {
   const el = $("status");
   el.dataset.state = kind;
@@ -425,7 +489,7 @@ async function tick(gen) {
   if (!document.hidden && !state.paused) {
     try {
       await refreshSeriesList(false);
-      await Promise.all([refreshSnapshot(), refreshHistory(), refreshProcesses(false), refreshDetail()]);
+      await Promise.all([refreshSnapshot(), refreshHistory(), refreshProcesses(false), refreshDetail(), refreshAlerts()]);
       const age = Date.now() - (state.lastSnapshot?.time_unix_ms ?? Date.now());
       if (age > Math.max(5000, 5 * state.intervalMs)) setStatus("stale", `stale: last sample ${fmt.duration(age / 1000)} ago`);
       else setStatus("live", `live, every ${fmt.duration(state.intervalMs / 1000)}`);
