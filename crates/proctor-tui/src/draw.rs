@@ -243,6 +243,13 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
     if let Some(agent) = agent_line(frame, app) {
         lines.push(Line::from(vec![Span::styled("proctor ", st.bold()), Span::raw(agent)]));
     }
+    if let Some(alerts) = &frame.alerts {
+        // Rule names come from a rules file: printable, and cut to the width.
+        let text: String = printable(&alerts.text()).chars().take(width.saturating_sub(8)).collect();
+        let style =
+            if alerts.firing.is_empty() { Style::default() } else { st.fg(Color::Red).add_modifier(Modifier::BOLD) };
+        lines.push(Line::from(vec![Span::styled("Alerts ", st.bold()), Span::styled(text, style)]));
+    }
     lines
 }
 
@@ -711,5 +718,25 @@ mod tests {
         app.key(ratatui::crossterm::event::KeyEvent::from(ratatui::crossterm::event::KeyCode::F(1)));
         let text = screen(&mut app, 100, 30).join("\n");
         assert!(text.contains("one sample back / forward") && text.contains("go to a time"), "{text}");
+    }
+
+    #[test]
+    fn the_header_says_what_fires_when_the_source_runs_rules() {
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        let mut f = frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]);
+        f.alerts = Some(crate::frame::AlertLine {
+            firing: vec![("HostCpuBusy".into(), 1), ("Burner\u{1b}[31m".into(), 3)],
+            pending: 2,
+            rules: 5,
+            note: None,
+        });
+        app.message(Msg::Newest(Arc::new(f)));
+        let text = screen(&mut app, 100, 24).join("\n");
+        assert!(text.contains("Alerts 4 firing: HostCpuBusy, Burner?[31m ×3; 2 pending (5 rules)"), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        // Without rules there is no such line.
+        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]))));
+        assert!(!screen(&mut app, 100, 24).join("\n").contains("Alerts "));
     }
 }

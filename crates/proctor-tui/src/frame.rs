@@ -45,6 +45,85 @@ pub struct Frame {
     /// Sorted by pid.
     pub processes: Vec<ProcessOut>,
     pub agent: Option<AgentLine>,
+    /// What fires, when the source runs alert rules (`top --rules`, or a remote serve's).
+    pub alerts: Option<AlertLine>,
+}
+
+/// The header's alerts line: firing rules with their instance counts, pending instances.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AlertLine {
+    /// (rule, instances firing), in the rules file's order.
+    pub firing: Vec<(String, usize)>,
+    pub pending: usize,
+    pub rules: usize,
+    /// A reload that kept the old rules, said as the agent says it.
+    pub note: Option<String>,
+}
+
+impl AlertLine {
+    /// From a running rule set's states (`proctor top --rules`).
+    pub fn of(a: &proctor_alerts::engine::Alerting) -> AlertLine {
+        let mut line = AlertLine { rules: a.set.rules.len(), ..AlertLine::default() };
+        for r in &a.set.rules {
+            let Some(st) = a.state.rules.get(&r.name) else { continue };
+            let firing = st.instances.values().filter(|i| i.phase == proctor_alerts::state::Phase::Firing).count();
+            line.pending += st.instances.len() - firing;
+            if firing > 0 {
+                line.firing.push((r.name.clone(), firing));
+            }
+        }
+        line
+    }
+
+    /// From a remote agent's `/api/v1/alerts`.
+    pub fn from_json(json: &[u8]) -> Result<AlertLine, String> {
+        #[derive(Deserialize)]
+        struct Inst {
+            state: String,
+        }
+        #[derive(Deserialize)]
+        struct Rule {
+            name: String,
+            instances: Vec<Inst>,
+        }
+        #[derive(Deserialize)]
+        struct Doc {
+            rules: Vec<Rule>,
+            reload_error: Option<String>,
+        }
+        let doc: Doc = serde_json::from_slice(json).map_err(|e| format!("its alerts are not proctor's: {e}"))?;
+        let mut line = AlertLine { rules: doc.rules.len(), note: doc.reload_error, ..AlertLine::default() };
+        for r in doc.rules {
+            let firing = r.instances.iter().filter(|i| i.state == "firing").count();
+            line.pending += r.instances.len() - firing;
+            if firing > 0 {
+                line.firing.push((r.name, firing));
+            }
+        }
+        Ok(line)
+    }
+
+    /// `2 firing: HostCpuBusy, Burner ×3; 1 pending (5 rules)`.
+    pub fn text(&self) -> String {
+        let mut out = if self.firing.is_empty() {
+            "none firing".to_string()
+        } else {
+            let names: Vec<String> = self
+                .firing
+                .iter()
+                .map(|(name, n)| if *n > 1 { format!("{name} ×{n}") } else { name.clone() })
+                .collect();
+            format!("{} firing: {}", self.firing.iter().map(|f| f.1).sum::<usize>(), names.join(", "))
+        };
+        if self.pending > 0 {
+            out.push_str(&format!("; {} pending", self.pending));
+        }
+        out.push_str(&format!(" ({} rule{})", self.rules, if self.rules == 1 { "" } else { "s" }));
+        if let Some(note) = &self.note {
+            out.push_str(&format!("; {note}"));
+        }
+        out
+    }
 }
 
 impl Frame {
@@ -66,6 +145,7 @@ impl Frame {
             container: container(s),
             processes,
             agent,
+            alerts: None,
         }
     }
 
@@ -113,6 +193,7 @@ impl Frame {
                 last_sample_cpu_seconds: doc.agent.last_sample.cpu_seconds,
                 resident_bytes: doc.agent.resident_bytes,
             }),
+            alerts: None,
         })
     }
 

@@ -56,6 +56,15 @@ pub struct TopConfig {
     pub tree: bool,
     pub sort: Option<String>,
     pub filter: Option<String>,
+    /// Alert rules evaluated on the live agent's snapshots for the header (`--rules`).
+    pub rules: Option<PathBuf>,
+}
+
+/// The rules of `--rules`, ready to evaluate; a mistake in the file is an error.
+fn alerting(config: &TopConfig) -> Result<Option<proctor_alerts::engine::Alerting>, String> {
+    let Some(path) = &config.rules else { return Ok(None) };
+    let set = proctor_alerts::engine::load_rules(path)?;
+    Ok(Some(proctor_alerts::engine::Alerting::new(set, proctor_alerts::state::AlertState::default())))
 }
 
 /// The column configuration: `columns = pid,uid,…`, `sort = cpu_percent`, `descending = true`.
@@ -163,7 +172,12 @@ fn once(config: TopConfig, size: (u16, u16)) -> Result<(), String> {
             let next = shared
                 .wait_newer(first.sample.seq, config.interval * 3 + Duration::from_secs(2))
                 .ok_or("the agent published no second sample")?;
-            let frame = Frame::from_snapshot(&next, Origin::Live);
+            let mut frame = Frame::from_snapshot(&next, Origin::Live);
+            if let Some(mut a) = alerting(&config)? {
+                a.evaluate(&first);
+                a.evaluate(&next);
+                frame.alerts = Some(crate::frame::AlertLine::of(&a));
+            }
             let prev = Frame::from_snapshot(&first, Origin::Live);
             agent.stop();
             (frame, Some(prev))
@@ -260,9 +274,10 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
             boot_time = shared.latest().host.boot_time_unix_secs;
             let tx = tx.clone();
             let interval = config.interval;
+            let rules = alerting(&config)?;
             std::thread::Builder::new()
                 .name("top-live".into())
-                .spawn(move || source::live(shared, interval, tx))
+                .spawn(move || source::live(shared, interval, tx, rules))
                 .map_err(|e| format!("cannot start a thread: {e}"))?;
             agent = Some(a);
         }

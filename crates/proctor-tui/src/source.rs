@@ -79,8 +79,15 @@ pub fn pressure_worker(root: proctor_procfs::Root, requests: Receiver<Vec<(Strin
     }
 }
 
-/// Sends each snapshot the agent publishes, as a frame, until the channel closes.
-pub fn live(shared: Arc<Shared>, interval: Duration, tx: Sender<Msg>) {
+/// Sends each snapshot the agent publishes, as a frame, until the channel closes; with
+/// `alerting`, the rules are evaluated on each snapshot here (off the screen's thread) and the
+/// frame says what fires. Nobody is told: telling receivers is `serve`'s.
+pub fn live(
+    shared: Arc<Shared>,
+    interval: Duration,
+    tx: Sender<Msg>,
+    mut alerting: Option<proctor_alerts::engine::Alerting>,
+) {
     let mut seq = 0;
     loop {
         let Some(s) = shared.wait_newer(seq, interval * 4 + Duration::from_secs(1)) else {
@@ -90,7 +97,12 @@ pub fn live(shared: Arc<Shared>, interval: Duration, tx: Sender<Msg>) {
             continue;
         };
         seq = s.sample.seq;
-        if tx.send(Msg::Newest(Arc::new(Frame::from_snapshot(&s, Origin::Live)))).is_err() {
+        let mut frame = Frame::from_snapshot(&s, Origin::Live);
+        if let Some(a) = alerting.as_mut() {
+            a.evaluate(&s);
+            frame.alerts = Some(crate::frame::AlertLine::of(a));
+        }
+        if tx.send(Msg::Newest(Arc::new(frame))).is_err() {
             return;
         }
     }
@@ -194,10 +206,21 @@ impl Remote {
 
 /// Polls a remote agent every `interval`, until the channel closes.
 pub fn remote(remote: Remote, interval: Duration, tx: Sender<Msg>) {
+    // An agent without rules answers 404 once and is not asked again.
+    let mut alerts_absent = false;
     loop {
         let started = Instant::now();
         let msg = match remote.frame() {
-            Ok(f) => Msg::Newest(Arc::new(f)),
+            Ok(mut f) => {
+                if !alerts_absent {
+                    match remote.get("/api/v1/alerts") {
+                        Ok(body) => f.alerts = crate::frame::AlertLine::from_json(&body).ok(),
+                        Err(e) if e.contains(" answered 404") => alerts_absent = true,
+                        Err(_) => {}
+                    }
+                }
+                Msg::Newest(Arc::new(f))
+            }
             Err(e) => Msg::Problem(e),
         };
         if tx.send(msg).is_err() {

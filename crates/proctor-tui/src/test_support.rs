@@ -50,6 +50,7 @@ pub(crate) fn frame_of(processes: Vec<ProcessOut>) -> Frame {
         container,
         processes,
         agent: None,
+        alerts: None,
     }
 }
 

@@ -63,6 +63,11 @@ pub struct Args {
     /// Start with this filter.
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
+    /// Alert rules (serve's `--rules` file) evaluated on the live samples: the header says what
+    /// fires. Nobody is told; `serve --rules` tells receivers. With --connect, the header shows
+    /// the remote serve's alerts without this flag.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["connect", "dir"])]
+    pub rules: Option<PathBuf>,
     /// Where F2's columns are kept (default: $XDG_CONFIG_HOME/proctor/top.conf).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -167,6 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tree: args.tree,
         sort: args.sort.as_deref().map(sort_field).transpose()?,
         filter: args.filter,
+        rules: args.rules,
     };
     if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         bail!("stdout is not a terminal: use --once to print one screen");

@@ -498,3 +498,17 @@ fn alerts_test_replays_a_recording_and_says_when_rules_fired_and_resolved() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("Lived (none): fired 1 time") && text.contains("Never (none): never fired"), "{text}");
 }
+
+/// `proctor top --rules`: the screen's header says what fires.
+#[test]
+fn top_with_rules_says_what_fires_in_its_header() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: Anything\n        expr: count(process) >= 1\n      - alert: Nothing\n        expr: count(process) < 1\n",
+    );
+    let out = proctor(&["top", "--once", "--size", "110x14", "--interval", "200ms", "--rules", &rules]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(screen.lines().any(|l| l == "Alerts 1 firing: Anything (2 rules)"), "{screen}");
+}
