@@ -288,10 +288,59 @@ fn panels_height(panels: usize) -> f64 {
     TOP + panels as f64 * (PANEL + GAP) + 30.0
 }
 
+/// A stretch during which an alert fired (`proctor alerts`' log), drawn as a band behind the
+/// host panels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertSpan {
+    pub rule: String,
+    pub from_ns: u64,
+    pub to_ns: u64,
+}
+
+/// The alert bands' colour: a light red behind the series.
+const ALERT_BAND: [u8; 3] = [0xf6, 0xd5, 0xd5];
+const ALERT_INK: [u8; 3] = [0xa8, 0x26, 0x1c];
+
 /// The host plot's shapes and height.
 pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
+    host_shapes_with_alerts(summary, title, &[])
+}
+
+/// The host plot with the stretches alerts fired as bands behind every panel, and a line under
+/// the time axis naming them.
+pub fn host_shapes_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> (Vec<Shape>, f64) {
     let axis = axis_of(summary);
     let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
+    let mut shown: Vec<(String, usize)> = Vec::new();
+    for a in alerts {
+        let (from, to) = (a.from_ns.max(axis.from_ns), a.to_ns.min(axis.to_ns));
+        if to < from {
+            continue;
+        }
+        let (x1, x2) = (axis.x(from), axis.x(to));
+        for i in 0..HOST_PANELS.len() {
+            let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
+            shapes.push(rect(x1, top, (x2 - x1).max(2.0), PANEL, ALERT_BAND));
+        }
+        match shown.iter_mut().find(|(r, _)| *r == a.rule) {
+            Some((_, n)) => *n += 1,
+            None => shown.push((a.rule.clone(), 1)),
+        }
+    }
+    let mut height = panels_height(HOST_PANELS.len()) + 10.0;
+    if !shown.is_empty() {
+        let names: Vec<String> =
+            shown.iter().map(|(r, n)| if *n > 1 { format!("{r} ×{n}") } else { r.clone() }).collect();
+        let line = format!("alerts firing (red bands): {}", names.join(", "));
+        shapes.push(text(
+            LEFT,
+            height + 6.0,
+            elide_end(&line, LABEL_SIZE, WIDTH - RIGHT - LEFT - 2.0),
+            ALERT_INK,
+            false,
+        ));
+        height += 20.0;
+    }
     for (i, (panel_title, names)) in HOST_PANELS.iter().enumerate() {
         let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
         let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
@@ -300,7 +349,7 @@ pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
             axis.draw(top, &mut shapes, true);
         }
     }
-    (shapes, panels_height(HOST_PANELS.len()) + 10.0)
+    (shapes, height)
 }
 
 /// The correlation plot's shapes and height: latency on top, system panels below.
@@ -402,6 +451,16 @@ pub fn host_svg(summary: &RangeSummary, title: &str) -> String {
 
 pub fn host_png(summary: &RangeSummary, title: &str) -> Vec<u8> {
     let (shapes, height) = host_shapes(summary, title);
+    proctor_plot::png(WIDTH as u32, height as u32, &shapes)
+}
+
+pub fn host_svg_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> String {
+    let (shapes, height) = host_shapes_with_alerts(summary, title, alerts);
+    proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
+}
+
+pub fn host_png_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> Vec<u8> {
+    let (shapes, height) = host_shapes_with_alerts(summary, title, alerts);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
@@ -516,6 +575,19 @@ mod tests {
         let mut problems = Vec::new();
         for summary in [summary(), full_hour()] {
             problems.extend(unreadable(host_shapes(&summary, title), &host_png(&summary, title)));
+            // With alert bands and their line under the axis (many names: it is cut to fit).
+            let from = summary.first_ns.unwrap_or(summary.from_ns);
+            let alerts: Vec<AlertSpan> = (0..30)
+                .map(|i| AlertSpan {
+                    rule: format!("AVeryLongAlertRuleName{i}"),
+                    from_ns: from + i * 10_000_000_000,
+                    to_ns: from + i * 10_000_000_000 + 5_000_000_000,
+                })
+                .collect();
+            problems.extend(unreadable(
+                host_shapes_with_alerts(&summary, title, &alerts),
+                &host_png_with_alerts(&summary, title, &alerts),
+            ));
             // Latencies over two decades, and over nine.
             for (low, high) in [(2e6, 80e6), (1e3, 1e12)] {
                 let correlation =

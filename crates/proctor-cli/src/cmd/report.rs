@@ -102,6 +102,8 @@ struct Output<'a> {
     groups: &'a [GroupSummary],
     #[serde(skip_serializing_if = "is_zero")]
     groups_left_out: usize,
+    /// Alert transitions in the range (firing, resolved, flapping), from `DATA/alerts`.
+    alerts: &'a AlertsInRange,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -320,16 +322,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let correlation =
         (!latencies.is_empty()).then(|| correlate(&latencies, &summary.points, &CorrelationConfig::default()));
 
+    let alerts = alerts_in_range(&args.dir, from, to);
     let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
     // The files first: a reader that closes stdout early (`| head`) must not cost the plots.
     if let Some(out) = &args.out {
-        write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref())?;
+        write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref(), &alerts.spans)?;
         write_group_plots(out, &summary, &title)?;
     }
     match args.format {
         Format::Text => {
             print_text(&report, correlation.as_ref(), source.as_deref())?;
             print_groups(&summary)?;
+            print_alerts(&alerts)?;
         }
         Format::Json => {
             // Buffered: stdout is line-buffered, and pretty JSON is a line per value (a
@@ -342,6 +346,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 correlation: correlation.as_ref(),
                 groups: &summary.groups,
                 groups_left_out: summary.groups_left_out,
+                alerts: &alerts,
             };
             serde_json::to_writer_pretty(&mut stdout, &output)?;
             stdout.write_all(b"\n")?;
@@ -620,19 +625,24 @@ fn write_plots(
     correlation: Option<&Correlation>,
     title: &str,
     source: Option<&str>,
+    alerts: &[plot::AlertSpan],
 ) -> anyhow::Result<()> {
     let latency_title = format!("latency vs system, {}", source.unwrap_or("-"));
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     if out.is_dir() {
-        files.push((out.join("report.svg"), plot::host_svg(summary, title).into_bytes()));
-        files.push((out.join("report.png"), plot::host_png(summary, title)));
+        files.push((out.join("report.svg"), plot::host_svg_with_alerts(summary, title, alerts).into_bytes()));
+        files.push((out.join("report.png"), plot::host_png_with_alerts(summary, title, alerts)));
         if let Some(c) = correlation {
             files.push((out.join("latency.svg"), plot::correlation_svg(summary, c, &latency_title).into_bytes()));
             files.push((out.join("latency.png"), plot::correlation_png(summary, c, &latency_title)));
         }
     } else {
         let png = plot::Format::from_path(out)? == plot::Format::Png;
-        let host = if png { plot::host_png(summary, title) } else { plot::host_svg(summary, title).into_bytes() };
+        let host = if png {
+            plot::host_png_with_alerts(summary, title, alerts)
+        } else {
+            plot::host_svg_with_alerts(summary, title, alerts).into_bytes()
+        };
         files.push((out.to_owned(), host));
         if let Some(c) = correlation {
             let stem = out.file_stem().map_or("report".into(), |s| s.to_string_lossy().into_owned());
@@ -649,6 +659,129 @@ fn write_plots(
     for (path, bytes) in files {
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("proctor report: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The alert transitions a recording's `serve --rules` logged (`DATA/alerts/events.jsonl` and
+/// its cut `.1`) that fall in a report's range, and the stretches each instance fired.
+#[derive(Debug, Default, Serialize)]
+struct AlertsInRange {
+    events: Vec<AlertEventOut>,
+    /// Events in the range past the listed ones.
+    more: usize,
+    /// Log lines that were not an alert event (counted, not read).
+    unreadable_lines: usize,
+    #[serde(skip)]
+    spans: Vec<plot::AlertSpan>,
+}
+
+#[derive(Debug, Serialize)]
+struct AlertEventOut {
+    time: String,
+    rule: String,
+    state: String,
+    labels: std::collections::BTreeMap<String, String>,
+    summary: Option<String>,
+    reason: Option<String>,
+}
+
+/// At most this many events are listed; the log read is at most 64 MiB (two cut files).
+const MAX_ALERT_EVENTS: usize = 200;
+
+fn alerts_in_range(dir: &Path, from: u64, to: u64) -> AlertsInRange {
+    let mut out = AlertsInRange::default();
+    let mut open: std::collections::BTreeMap<(String, String), u64> = std::collections::BTreeMap::new();
+    for name in ["events.jsonl.1", "events.jsonl"] {
+        let Ok(file) = File::open(dir.join("alerts").join(name)) else { continue };
+        for line in BufReader::new(std::io::Read::take(file, 32 << 20)).lines() {
+            let Ok(line) = line else {
+                out.unreadable_lines += 1;
+                continue;
+            };
+            let Ok(e) = serde_json::from_str::<serde_json::Value>(&line) else {
+                out.unreadable_lines += 1;
+                continue;
+            };
+            let (Some(at), Some(rule), Some(state)) = (e["at"].as_f64(), e["rule"].as_str(), e["state"].as_str())
+            else {
+                out.unreadable_lines += 1;
+                continue;
+            };
+            let at_ns = (at * 1e9).max(0.0) as u64;
+            let key = (rule.to_string(), e["instance"].as_str().unwrap_or("").to_string());
+            match state {
+                "firing" if e["reason"].as_str() != Some("repeat") => {
+                    open.entry(key).or_insert(at_ns);
+                }
+                "resolved" => {
+                    if let Some(start) = open.remove(&key) {
+                        if at_ns >= from && start <= to {
+                            out.spans.push(plot::AlertSpan { rule: key.0.clone(), from_ns: start, to_ns: at_ns });
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if !(from..=to).contains(&at_ns) || !matches!(state, "firing" | "resolved" | "flapping") {
+                continue;
+            }
+            if out.events.len() >= MAX_ALERT_EVENTS {
+                out.more += 1;
+                continue;
+            }
+            let labels = e["labels"]
+                .as_object()
+                .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+                .unwrap_or_default();
+            out.events.push(AlertEventOut {
+                time: format_utc(at_ns),
+                rule: rule.to_string(),
+                state: state.to_string(),
+                labels,
+                summary: e["annotations"]["summary"].as_str().map(str::to_string),
+                reason: e["reason"].as_str().map(str::to_string),
+            });
+        }
+    }
+    // Still firing at the end of the log: up to the range's end.
+    for ((rule, _), start) in open {
+        if start <= to {
+            out.spans.push(plot::AlertSpan { rule, from_ns: start, to_ns: to });
+        }
+    }
+    out
+}
+
+fn print_alerts(alerts: &AlertsInRange) -> anyhow::Result<()> {
+    if alerts.events.is_empty() && alerts.spans.is_empty() {
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\nalerts in the range (serve --rules' log)")?;
+    for e in &alerts.events {
+        let labels: Vec<String> = e
+            .labels
+            .iter()
+            .filter(|(k, _)| *k != "alertname" && *k != "severity")
+            .map(|(k, v)| format!("{k}={}", clean(v)))
+            .collect();
+        writeln!(
+            out,
+            "  {} {:<9} {} {}{}{}",
+            e.time,
+            e.state,
+            clean(&e.rule),
+            labels.join(" "),
+            e.summary.as_deref().map(|s| format!(": {}", clean(s))).unwrap_or_default(),
+            e.reason.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default()
+        )?;
+    }
+    if alerts.more > 0 {
+        writeln!(out, "  … and {} more (--format json lists the first {MAX_ALERT_EVENTS})", alerts.more)?;
+    }
+    if alerts.unreadable_lines > 0 {
+        writeln!(out, "  {} lines of the alerts log were not alert events and were skipped", alerts.unreadable_lines)?;
     }
     Ok(())
 }

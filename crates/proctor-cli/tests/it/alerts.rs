@@ -512,3 +512,46 @@ fn top_with_rules_says_what_fires_in_its_header() {
     let screen = String::from_utf8_lossy(&out.stdout);
     assert!(screen.lines().any(|l| l == "Alerts 1 firing: Anything (2 rules)"), "{screen}");
 }
+
+/// `proctor report` over a recording made by `serve --rules`: the alert's firing and resolution
+/// are on its timeline (listed, in the JSON, and as a band on the host plot).
+#[test]
+fn report_shows_the_alerts_that_fired_in_its_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = format!("rp{}", std::process::id());
+    let rules = rules_file(
+        dir.path(),
+        &format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: Visitor\n        expr: process{{cmdline=~\"flapper-{tag} .*\"}}.rss > 0B\n        annotations:\n          summary: \"{{{{ $labels.name }}}} came by\"\n"
+        ),
+    );
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let (serve_guard, _addr) =
+        serve(proctor_command(), "200ms", &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let p = Flapper::start(&tag);
+    wait_until("firing", Duration::from_secs(10), || log_events(&data).iter().any(|e| e["state"] == "firing"));
+    std::thread::sleep(Duration::from_millis(1000));
+    drop(p);
+    wait_until("resolved", Duration::from_secs(10), || log_events(&data).iter().any(|e| e["state"] == "resolved"));
+    std::thread::sleep(Duration::from_millis(600));
+    drop(serve_guard);
+    let plots = dir.path().join("plots");
+    std::fs::create_dir(&plots).expect("plots dir");
+    let d = data.to_str().expect("utf-8");
+    let out = proctor(&["report", "--dir", d, "--from", "2 min ago", "--out", plots.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let section = text.split("alerts in the range").nth(1).unwrap_or_else(|| panic!("no alerts section: {text}"));
+    let lines: Vec<&str> = section.lines().filter(|l| l.contains("Visitor")).collect();
+    assert_eq!(lines.len(), 2, "{section}");
+    assert!(lines[0].contains(" firing ") && lines[0].contains("came by"), "{section}");
+    assert!(lines[1].contains(" resolved ") && lines[1].contains("[gone]"), "{section}");
+    let svg = std::fs::read_to_string(plots.join("report.svg")).expect("report.svg");
+    assert!(svg.contains("alerts firing (red bands): Visitor"), "the plot names no alert");
+    let v = super::json(&proctor(&["report", "--dir", d, "--from", "2 min ago", "--format", "json"]));
+    let states: Vec<&str> =
+        v["alerts"]["events"].as_array().expect("events").iter().filter_map(|e| e["state"].as_str()).collect();
+    assert_eq!(states, ["firing", "resolved"], "{}", v["alerts"]);
+}
