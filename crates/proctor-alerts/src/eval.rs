@@ -38,6 +38,13 @@ impl Val {
     fn truth(&self) -> bool {
         matches!(self, Val::Bool(true))
     }
+
+    fn as_num(&self) -> Option<f64> {
+        match self {
+            Val::Num(v) if v.is_finite() => Some(*v),
+            _ => None,
+        }
+    }
 }
 
 /// Which instance a per-instance value belongs to.
@@ -112,7 +119,7 @@ fn proc_getter(name: &str) -> Option<ProcGet> {
         "ppid" => |_, r| Val::Num(f64::from(r.ppid)),
         "name" => |_, r| Val::Text(Arc::clone(&r.comm)),
         "cmdline" => |_, r| r.cmdline.as_ref().map_or(Val::Missing, |c| Val::Text(Arc::from(c.join(" ")))),
-        "state" => |_, r| Val::Text(Arc::from(r.state.to_string())),
+        "state" => |_, r| Val::Text(state_text(r.state)),
         "uid" => |_, r| opt(r.uid),
         "cpu_percent" => |_, r| opt(r.cpu_percent),
         "cpu_percent_of_effective" => |_, r| opt(r.cpu_percent_of_effective),
@@ -135,6 +142,20 @@ fn proc_getter(name: &str) -> Option<ProcGet> {
         "cgroup" => |_, r| r.cgroup.as_ref().map_or(Val::Missing, |c| Val::Text(Arc::clone(c))),
         _ => return None,
     })
+}
+
+/// A state letter as shared text: one allocation per letter for the process's life, not one
+/// per process per evaluation.
+fn state_text(state: char) -> Arc<str> {
+    static LETTERS: std::sync::OnceLock<Vec<Arc<str>>> = std::sync::OnceLock::new();
+    let letters =
+        LETTERS.get_or_init(|| (b'A'..=b'Z').chain(b'a'..=b'z').map(|c| Arc::from((c as char).to_string())).collect());
+    let index = match state {
+        'A'..='Z' => Some(state as usize - 'A' as usize),
+        'a'..='z' => Some(26 + state as usize - 'a' as usize),
+        _ => None,
+    };
+    index.and_then(|i| letters.get(i)).map_or_else(|| Arc::from(state.to_string()), Arc::clone)
 }
 
 /// A group field's value from its row, as `/api/v1/groups` gives it.
@@ -222,6 +243,9 @@ enum Node {
         rhs: Box<Node>,
         regex: Option<Regex>,
         capture: bool,
+        /// Only the instances where it holds are kept (false ones are dropped): safe everywhere
+        /// but under `not`, which needs the false ones to turn true.
+        sparse: bool,
     },
     Logic {
         op: LogicOp,
@@ -356,7 +380,9 @@ impl Plan {
                 if c.ty != Ty::Bool {
                     return err(*span, "`not` needs a condition");
                 }
-                Compiled { node: Node::Not(Box::new(c.node)), ..c }
+                let mut inner = c.node;
+                densify(&mut inner);
+                Compiled { node: Node::Not(Box::new(inner)), ..c }
             }
             Ast::Arith { op, lhs, rhs, span } => {
                 let l = self.node(lhs, capture_done)?;
@@ -436,7 +462,14 @@ impl Plan {
                     _ => return err(*span, "compares a condition: combine conditions with `and`/`or`"),
                 }
                 Compiled {
-                    node: Node::Compare { op: *op, lhs: Box::new(l.node), rhs: Box::new(r.node), regex, capture },
+                    node: Node::Compare {
+                        op: *op,
+                        lhs: Box::new(l.node),
+                        rhs: Box::new(r.node),
+                        regex,
+                        capture,
+                        sparse: true,
+                    },
                     ty: Ty::Bool,
                     shape,
                     unit: None,
@@ -649,6 +682,25 @@ impl Plan {
     }
 }
 
+/// Keeps every instance of the comparisons under `node` (for `not`).
+fn densify(node: &mut Node) {
+    match node {
+        Node::Compare { sparse, lhs, rhs, .. } => {
+            *sparse = false;
+            densify(lhs);
+            densify(rhs);
+        }
+        Node::Logic { lhs, rhs, .. } | Node::Arith { lhs, rhs, .. } => {
+            densify(lhs);
+            densify(rhs);
+        }
+        Node::Not(inner) | Node::Neg(inner) => densify(inner),
+        // Aggregates and windows fold their argument to one value or keep its instances: what
+        // they give is not dropped by a sparse comparison inside them.
+        _ => {}
+    }
+}
+
 fn first_compare_unit(ast: &Ast, plan: &Plan) -> Option<Unit> {
     match ast {
         Ast::Compare { lhs, .. } => unit_of(lhs, plan),
@@ -778,9 +830,13 @@ pub struct Evaluator {
     users: BTreeMap<u32, String>,
     windows: Vec<Window>,
     cache: RowCache,
+    /// Per selector, the indices of the rows it selects in the current frame.
+    members: Vec<Vec<u32>>,
     scalars: Vec<Option<f64>>,
+    /// The scalar slots by vocabulary name, for host, container and agent.
+    scalar_names: [HashMap<&'static str, usize>; 3],
     /// The current evaluation's values of the capturing comparison's left side.
-    captured: HashMap<Key, f64>,
+    captured: Vec<(Key, f64)>,
     pub stats: EvalStats,
 }
 
@@ -803,13 +859,20 @@ impl Evaluator {
     pub fn new(plan: Plan, users: BTreeMap<u32, String>) -> Evaluator {
         let windows = (0..plan.windows).map(|_| Window::default()).collect();
         let scalars = vec![None; plan.scalars.len()];
+        let members = vec![Vec::new(); plan.selectors.len()];
+        let names = |scope: Scope| -> HashMap<&'static str, usize> {
+            plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)).collect()
+        };
+        let scalar_names = [names(Scope::Host), names(Scope::Container), names(Scope::Agent)];
         Evaluator {
+            scalar_names,
             plan,
             users,
             windows,
             cache: RowCache::default(),
+            members,
             scalars,
-            captured: HashMap::new(),
+            captured: Vec::new(),
             stats: EvalStats::default(),
         }
     }
@@ -833,25 +896,16 @@ impl Evaluator {
 
     fn fill_scalars(&mut self, s: &Snapshot) {
         self.scalars.iter_mut().for_each(|v| *v = None);
-        for scope in [Scope::Host, Scope::Container, Scope::Agent] {
-            if !self.plan.scalars.iter().any(|(sc, _)| *sc == scope) {
-                continue;
-            }
-            let value = match scope {
-                Scope::Host => serde_json::to_value(proctor_vocab::snapshot::host(s)),
-                Scope::Container => serde_json::to_value(proctor_vocab::snapshot::container(s)),
-                _ => serde_json::to_value(proctor_vocab::snapshot::agent(
-                    s,
-                    &proctor_vocab::snapshot::AgentExtras::default(),
-                )),
-            };
-            let Ok(value) = value else { continue };
-            let flat = proctor_vocab::fields::flatten(value);
-            for (slot, (sc, name)) in self.plan.scalars.iter().enumerate() {
-                if *sc == scope {
-                    self.scalars[slot] = flat.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.as_f64());
-                }
-            }
+        let [host, container, agent] = &self.scalar_names;
+        if !host.is_empty() {
+            crate::leaves::read(&proctor_vocab::snapshot::host(s), host, &mut self.scalars);
+        }
+        if !container.is_empty() {
+            crate::leaves::read(&proctor_vocab::snapshot::container(s), container, &mut self.scalars);
+        }
+        if !agent.is_empty() {
+            let extras = proctor_vocab::snapshot::AgentExtras::default();
+            crate::leaves::read(&proctor_vocab::snapshot::agent(s, &extras), agent, &mut self.scalars);
         }
     }
 
@@ -860,35 +914,51 @@ impl Evaluator {
             self.plan.selectors.iter().enumerate().filter(|(_, s)| s.scope == Scope::Process).map(|(i, _)| i).collect();
         let words = self.plan.selectors.len().div_ceil(64).max(1);
         let old = std::mem::take(&mut self.cache);
+        let same_words = old.words == words;
+        let mut old_rows = old.rows.into_iter().enumerate().peekable();
         let mut next =
             RowCache { rows: Vec::with_capacity(rows.len()), words, bits: Vec::with_capacity(rows.len() * words) };
-        let mut j = 0;
-        for r in rows {
-            while j < old.rows.len() && old.rows[j].pid < r.pid {
-                j += 1;
+        self.members.iter_mut().for_each(Vec::clear);
+        for (index, r) in rows.iter().enumerate() {
+            while old_rows.peek().is_some_and(|(_, c)| c.pid < r.pid) {
+                old_rows.next();
             }
-            let reuse = old.words == words && j < old.rows.len() && old.rows[j].same(r);
-            if reuse {
-                next.bits.extend_from_slice(&old.bits[j * words..(j + 1) * words]);
-                self.stats.selector_rows_reused += 1;
-            } else {
-                let start = next.bits.len();
-                next.bits.resize(start + words, 0);
-                for &i in &process_sels {
-                    if self.plan.selectors[i].matchers.iter().all(|m| self.row_label_matches(m, r)) {
-                        next.bits[start + i / 64] |= 1 << (i % 64);
-                    }
+            let start = next.bits.len();
+            // An unchanged process keeps its bits and its cached row (moved, not cloned).
+            match old_rows.next_if(|(_, c)| same_words && c.same(r)) {
+                Some((j, cached)) => {
+                    next.bits.extend_from_slice(&old.bits[j * words..(j + 1) * words]);
+                    next.rows.push(cached);
+                    self.stats.selector_rows_reused += 1;
                 }
-                self.stats.selector_rows_matched += 1;
+                None => {
+                    next.bits.resize(start + words, 0);
+                    for &i in &process_sels {
+                        if self.plan.selectors[i].matchers.iter().all(|m| self.row_label_matches(m, r)) {
+                            next.bits[start + i / 64] |= 1 << (i % 64);
+                        }
+                    }
+                    next.rows.push(CachedRow {
+                        pid: r.pid,
+                        start: r.start_ticks,
+                        uid: r.uid,
+                        comm: Arc::clone(&r.comm),
+                        cmdline: r.cmdline.clone(),
+                        cgroup: r.cgroup.clone(),
+                    });
+                    self.stats.selector_rows_matched += 1;
+                }
             }
-            next.rows.push(CachedRow {
-                pid: r.pid,
-                start: r.start_ticks,
-                uid: r.uid,
-                comm: Arc::clone(&r.comm),
-                cmdline: r.cmdline.clone(),
-                cgroup: r.cgroup.clone(),
-            });
+            for (w, &word) in next.bits[start..].iter().enumerate() {
+                let mut rest = word;
+                while rest != 0 {
+                    let bit = rest.trailing_zeros() as usize;
+                    if let Some(list) = self.members.get_mut(w * 64 + bit) {
+                        list.push(index as u32);
+                    }
+                    rest &= rest - 1;
+                }
+            }
         }
         self.cache = next;
     }
@@ -908,10 +978,6 @@ impl Evaluator {
         }
     }
 
-    fn row_selected(&self, index: usize, sel: usize) -> bool {
-        self.cache.bits.get(index * self.cache.words + sel / 64).is_some_and(|w| w & (1 << (sel % 64)) != 0)
-    }
-
     fn group_selected(&self, g: &GroupRow, sel: usize) -> bool {
         self.plan.selectors[sel].matchers.iter().all(|m| m.label == "name" && m.test(&g.name))
     }
@@ -923,7 +989,7 @@ impl Evaluator {
         let holds = match out {
             Out::One(v) => {
                 if v.truth() {
-                    vec![(Key::One, self.captured.get(&Key::One).copied())]
+                    vec![(Key::One, self.captured_value(&Key::One))]
                 } else {
                     Vec::new()
                 }
@@ -932,7 +998,7 @@ impl Evaluator {
                 .into_iter()
                 .filter(|(_, v)| v.truth())
                 .map(|(k, _)| {
-                    let value = self.captured.get(&k).or_else(|| self.captured.get(&Key::One)).copied();
+                    let value = self.captured_value(&k).or_else(|| self.captured_value(&Key::One));
                     (k, value)
                 })
                 .collect(),
@@ -941,16 +1007,20 @@ impl Evaluator {
         Outcome { holds }
     }
 
+    fn captured_value(&self, key: &Key) -> Option<f64> {
+        // One comparison captures per program, in key order.
+        self.captured.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| self.captured[i].1)
+    }
+
     fn eval(&mut self, node: &Node, f: &Frame<'_>) -> Out {
         match node {
             Node::Const(v) => Out::One(v.clone()),
             Node::Scalar(slot) => Out::One(self.scalars[*slot].map_or(Val::Missing, Val::Num)),
             Node::Proc { sel, get } => Out::Each(
-                f.s.rows
+                self.members[*sel]
                     .iter()
-                    .enumerate()
-                    .filter(|(i, _)| self.row_selected(*i, *sel))
-                    .map(|(_, r)| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, get(&f.ctx, r)))
+                    .map(|&i| &f.s.rows[i as usize])
+                    .map(|r| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, get(&f.ctx, r)))
                     .collect(),
             ),
             Node::Group { sel, get } => Out::Each(
@@ -961,11 +1031,10 @@ impl Evaluator {
                     .collect(),
             ),
             Node::Members { scope: Scope::Process, sel } => Out::Each(
-                f.s.rows
+                self.members[*sel]
                     .iter()
-                    .enumerate()
-                    .filter(|(i, _)| self.row_selected(*i, *sel))
-                    .map(|(_, r)| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, Val::Bool(true)))
+                    .map(|&i| &f.s.rows[i as usize])
+                    .map(|r| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, Val::Bool(true)))
                     .collect(),
             ),
             Node::Members { sel, .. } => Out::Each(
@@ -1006,7 +1075,7 @@ impl Evaluator {
             }),
             Node::Arith { op, lhs, rhs } => {
                 let (l, r) = (self.eval(lhs, f), self.eval(rhs, f));
-                combine(l, r, false, |a, b| match (a.num(), b.num()) {
+                combine(&l, &r, false, |a, b| match (a.as_num(), b.as_num()) {
                     (Some(a), Some(b)) => {
                         let v = match op {
                             ArithOp::Add => a + b,
@@ -1020,30 +1089,40 @@ impl Evaluator {
                     _ => Val::Missing,
                 })
             }
-            Node::Compare { op, lhs, rhs, regex, capture } => {
-                let (l, r) = (self.eval(lhs, f), self.eval(rhs, f));
-                if *capture {
-                    match &l {
-                        Out::One(v) => {
-                            if let Some(n) = v.clone().num() {
-                                self.captured.insert(Key::One, n);
-                            }
-                        }
-                        Out::Each(list) => {
-                            for (k, v) in list {
-                                if let Some(n) = v.clone().num() {
-                                    self.captured.insert(k.clone(), n);
+            Node::Compare { op, lhs, rhs, regex, capture, sparse } => {
+                // The common shape, `process{…}.FIELD OP LITERAL`, in one pass over the
+                // selected rows, keeping only those where it holds.
+                if let (true, Node::Proc { sel, get }, Node::Const(c)) = (*sparse, lhs.as_ref(), rhs.as_ref()) {
+                    let mut out = Vec::new();
+                    for &i in &self.members[*sel] {
+                        let r = &f.s.rows[i as usize];
+                        let v = get(&f.ctx, r);
+                        if compare(*op, regex.as_ref(), &v, c).truth() {
+                            let key = Key::Process { pid: r.pid, start_ticks: r.start_ticks };
+                            if *capture {
+                                if let Some(n) = v.as_num() {
+                                    self.captured.push((key.clone(), n));
                                 }
                             }
+                            out.push((key, Val::Bool(true)));
                         }
                     }
+                    return Out::Each(out);
                 }
-                combine(l, r, false, |a, b| compare(*op, regex.as_ref(), a, b))
+                let (l, r) = (self.eval(lhs, f), self.eval(rhs, f));
+                let mut result = combine(&l, &r, false, |a, b| compare(*op, regex.as_ref(), a, b));
+                if *capture {
+                    captured_where_true(&l, &result, &mut self.captured);
+                }
+                if let (true, Out::Each(list)) = (*sparse, &mut result) {
+                    list.retain(|(_, v)| v.truth());
+                }
+                result
             }
             Node::Logic { op, lhs, rhs } => {
                 let (l, r) = (self.eval(lhs, f), self.eval(rhs, f));
                 let or = *op == LogicOp::Or;
-                combine(l, r, or, |a, b| {
+                combine(&l, &r, or, |a, b| {
                     if or {
                         Val::Bool(a.truth() || b.truth())
                     } else {
@@ -1064,11 +1143,11 @@ fn map(out: Out, f: impl Fn(Val) -> Val) -> Out {
 
 /// Applies `f` pairwise: one value to each, or instance to instance by key (an inner join, or
 /// with `union` an outer one whose missing side is `Missing`).
-fn combine(l: Out, r: Out, union: bool, f: impl Fn(Val, Val) -> Val) -> Out {
+fn combine(l: &Out, r: &Out, union: bool, f: impl Fn(&Val, &Val) -> Val) -> Out {
     match (l, r) {
         (Out::One(a), Out::One(b)) => Out::One(f(a, b)),
-        (Out::Each(list), Out::One(b)) => Out::Each(list.into_iter().map(|(k, a)| (k, f(a, b.clone()))).collect()),
-        (Out::One(a), Out::Each(list)) => Out::Each(list.into_iter().map(|(k, b)| (k, f(a.clone(), b))).collect()),
+        (Out::Each(list), Out::One(b)) => Out::Each(list.iter().map(|(k, a)| (k.clone(), f(a, b))).collect()),
+        (Out::One(a), Out::Each(list)) => Out::Each(list.iter().map(|(k, b)| (k.clone(), f(a, b))).collect()),
         (Out::Each(a), Out::Each(b)) => {
             let mut out = Vec::with_capacity(a.len().max(b.len()));
             let (mut i, mut j) = (0, 0);
@@ -1080,19 +1159,19 @@ fn combine(l: Out, r: Out, union: bool, f: impl Fn(Val, Val) -> Val) -> Out {
                 };
                 match order {
                     std::cmp::Ordering::Equal => {
-                        out.push((a[i].0.clone(), f(a[i].1.clone(), b[j].1.clone())));
+                        out.push((a[i].0.clone(), f(&a[i].1, &b[j].1)));
                         i += 1;
                         j += 1;
                     }
                     std::cmp::Ordering::Less => {
                         if union {
-                            out.push((a[i].0.clone(), f(a[i].1.clone(), Val::Missing)));
+                            out.push((a[i].0.clone(), f(&a[i].1, &Val::Missing)));
                         }
                         i += 1;
                     }
                     std::cmp::Ordering::Greater => {
                         if union {
-                            out.push((b[j].0.clone(), f(Val::Missing, b[j].1.clone())));
+                            out.push((b[j].0.clone(), f(&Val::Missing, &b[j].1)));
                         }
                         j += 1;
                     }
@@ -1103,7 +1182,35 @@ fn combine(l: Out, r: Out, union: bool, f: impl Fn(Val, Val) -> Val) -> Out {
     }
 }
 
-fn compare(op: CmpOp, regex: Option<&Regex>, a: Val, b: Val) -> Val {
+/// The numbers of `l` where `result` is true, by key (both sorted by key).
+fn captured_where_true(l: &Out, result: &Out, into: &mut Vec<(Key, f64)>) {
+    match (l, result) {
+        (Out::One(v), Out::One(t)) => {
+            if let (Some(n), true) = (v.as_num(), t.truth()) {
+                into.push((Key::One, n));
+            }
+        }
+        (Out::One(v), Out::Each(list)) => {
+            if let Some(n) = v.as_num() {
+                into.extend(list.iter().filter(|(_, t)| t.truth()).map(|(k, _)| (k.clone(), n)));
+            }
+        }
+        (Out::Each(values), Out::Each(list)) => {
+            let mut j = 0;
+            for (k, _) in list.iter().filter(|(_, t)| t.truth()) {
+                while j < values.len() && values[j].0 < *k {
+                    j += 1;
+                }
+                if let Some(n) = values.get(j).filter(|(vk, _)| vk == k).and_then(|(_, v)| v.as_num()) {
+                    into.push((k.clone(), n));
+                }
+            }
+        }
+        (Out::Each(_), Out::One(_)) => {}
+    }
+}
+
+fn compare(op: CmpOp, regex: Option<&Regex>, a: &Val, b: &Val) -> Val {
     Val::Bool(match (a, b) {
         (Val::Num(a), Val::Num(b)) if a.is_finite() && b.is_finite() => match op {
             CmpOp::Eq => a == b,
@@ -1117,8 +1224,8 @@ fn compare(op: CmpOp, regex: Option<&Regex>, a: Val, b: Val) -> Val {
         (Val::Text(a), Val::Text(b)) => match op {
             CmpOp::Eq => a == b,
             CmpOp::Ne => a != b,
-            CmpOp::Match => regex.is_some_and(|re| re.is_match(&a)),
-            CmpOp::NotMatch => regex.is_some_and(|re| !re.is_match(&a)),
+            CmpOp::Match => regex.is_some_and(|re| re.is_match(a)),
+            CmpOp::NotMatch => regex.is_some_and(|re| !re.is_match(a)),
             _ => false,
         },
         // Nothing known compares as false: an unknown value never fires a rule.

@@ -18,6 +18,7 @@ pub mod deliver;
 pub mod engine;
 pub mod eval;
 pub mod expr;
+mod leaves;
 pub mod notify;
 pub mod rules;
 pub mod state;

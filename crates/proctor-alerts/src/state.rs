@@ -181,7 +181,10 @@ impl AlertState {
     pub fn step(&mut self, s: &Step<'_>, settings: &NotifySettings) -> Vec<Event> {
         let rule = s.rule;
         let silences = std::mem::take(&mut self.silences);
-        let st = self.rules.entry(rule.name.clone()).or_default();
+        if !self.rules.contains_key(&rule.name) {
+            self.rules.insert(rule.name.clone(), RuleState::default());
+        }
+        let Some(st) = self.rules.get_mut(&rule.name) else { return Vec::new() };
         st.last_eval_at = Some(s.at);
         let mut events = Vec::new();
         let holds: HashMap<String, (&Key, Option<f64>)> = s.holds.iter().map(|(k, v)| (key_id(k), (k, *v))).collect();

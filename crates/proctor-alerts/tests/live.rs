@@ -177,3 +177,31 @@ groups:
     // from the second evaluation on; max_over has a value from the first.
     assert_eq!(fired, vec!["MaxLoad".to_string(), "Ticking".to_string()]);
 }
+
+/// Comparisons keep only the instances where they hold, except under `not`, which needs the
+/// others: `not (rss > 1 TiB)` holds for this process; `or`, `and` and `count` see the same
+/// instances either way.
+#[test]
+fn not_or_and_count_see_every_instance_they_should() {
+    let me = std::process::id();
+    let s = live();
+    let yaml = format!(
+        r#"
+groups:
+  - name: g
+    rules:
+      - alert: NotHuge
+        expr: not (process{{pid="{me}"}}.rss > 1TiB)
+      - alert: EitherSide
+        expr: process{{pid="{me}"}}.rss > 1TiB or process{{pid="{me}"}}.threads >= 1
+      - alert: BothSides
+        expr: process{{pid="{me}"}}.rss > 1KiB and process{{pid="{me}"}}.threads > 100000
+      - alert: CountTrue
+        expr: count(process{{pid="{me}"}}.rss > 1KiB) == 1
+"#
+    );
+    let set = rules::parse(&yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut a = Alerting::new(set, AlertState::default());
+    let fired: BTreeSet<String> = a.evaluate(&s).into_iter().filter(|e| e.state == Told::Firing).map(|e| e.rule).collect();
+    assert_eq!(fired, BTreeSet::from(["NotHuge".to_string(), "EitherSide".to_string(), "CountTrue".to_string()]));
+}
