@@ -34,8 +34,11 @@ fn main() {
     let second = sampler.sample();
     let s = Snapshot::derive(second.clone(), Some(&first));
     let mut a = Alerting::new(set, AlertState::default());
+    // PAUSE_MS between evaluations: caches go cold as they do between an agent's samples.
+    let pause = Duration::from_millis(std::env::var("PAUSE_MS").ok().and_then(|p| p.parse().ok()).unwrap_or(0));
     let mut times = Vec::with_capacity(rounds);
     for i in 0..rounds {
+        std::thread::sleep(pause);
         // Each round a later time, as samples would be.
         let mut later = second.clone();
         later.unix_ns += i as u64 * 1_000_000_000;

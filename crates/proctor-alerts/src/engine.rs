@@ -211,6 +211,10 @@ pub struct AlertsOut {
     pub evaluation_cpu_seconds_total: f64,
     /// Snapshots the engine did not evaluate because it was still busy with an earlier one.
     pub snapshots_skipped_total: u64,
+    /// Process rows whose selectors were matched afresh (new or changed processes), and rows
+    /// whose matches were kept from the sample before.
+    pub selector_rows_matched_total: u64,
+    pub selector_rows_reused_total: u64,
     pub firing: usize,
     pub pending: usize,
     pub rules: Vec<RuleOut>,
@@ -658,6 +662,8 @@ impl Loop {
         out.last_evaluation_cpu_seconds = a.last_eval_cpu_ns as f64 / 1e9;
         out.evaluation_cpu_seconds_total = a.eval_cpu_ns_total as f64 / 1e9;
         out.snapshots_skipped_total = self.skipped;
+        out.selector_rows_matched_total = a.eval_stats().selector_rows_matched;
+        out.selector_rows_reused_total = a.eval_stats().selector_rows_reused;
         let now = at.unwrap_or_else(unix_now);
         out.rules = a
             .set
