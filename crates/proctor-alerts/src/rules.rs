@@ -4,25 +4,13 @@
 //! its line and column; an expression's mistake points inside the expression where it can.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use proctor_groups::yaml::{self, Node, Pos};
+/// A mistake in a rules file: the same line-and-column diagnostic groups' rules files give.
+pub use proctor_groups::Diagnostic;
 
 use crate::eval::{CompileError, Plan, Program};
 use crate::expr::{self, parse_duration};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    pub line: usize,
-    pub col: usize,
-    pub message: String,
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}, column {}: {}", self.line, self.col, self.message)
-    }
-}
 
 fn diag(pos: Pos, message: impl Into<String>) -> Diagnostic {
     Diagnostic { line: pos.line, col: pos.col, message: message.into() }
@@ -436,6 +424,18 @@ pub fn check_url(url: &str) -> Result<(), String> {
     proctor_probe::url::parse(url).map(|_| ()).map_err(|e| format!("{url:?}: {e}"))
 }
 
+/// `COUNT/DURATION`, both above zero.
+fn count_per(node: &Node, what: &str, expected: &str, diags: &mut Vec<Diagnostic>) -> Option<(u32, f64)> {
+    let s = scalar(node, what, diags)?;
+    match s.split_once('/').map(|(a, b)| (a.trim().parse::<u32>(), parse_duration(b))) {
+        Some((Ok(count), Ok(window))) if count > 0 && window > 0.0 => Some((count, window)),
+        _ => {
+            diags.push(diag(node.pos(), format!("{what}: {s:?}: expected {expected}")));
+            None
+        }
+    }
+}
+
 fn notify(node: &Node, n: &mut NotifySettings, diags: &mut Vec<Diagnostic>) {
     let Node::Map(entries, _) = node else {
         diags.push(diag(node.pos(), format!("notify: expected a mapping, found {}", node.kind())));
@@ -445,28 +445,16 @@ fn notify(node: &Node, n: &mut NotifySettings, diags: &mut Vec<Diagnostic>) {
         match k.as_str() {
             "repeat_interval" => n.repeat_interval_secs = duration(v, k, diags).unwrap_or(n.repeat_interval_secs),
             "resend" => n.resend_secs = duration(v, k, diags).unwrap_or(n.resend_secs).max(1.0),
+            // `10/1m`: ten notifications a minute.
             "rate_limit" => {
-                // `10/1m`: ten notifications a minute.
-                if let Some(s) = scalar(v, k, diags) {
-                    match s.split_once('/').map(|(a, b)| (a.trim().parse::<u32>(), parse_duration(b))) {
-                        Some((Ok(count), Ok(window))) if count > 0 && window > 0.0 => {
-                            n.rate_limit = count;
-                            n.rate_window_secs = window;
-                        }
-                        _ => diags.push(diag(v.pos(), format!("rate_limit: {s:?}: expected COUNT/DURATION such as 10/1m"))),
-                    }
+                if let Some((count, window)) = count_per(v, k, "COUNT/DURATION such as 10/1m", diags) {
+                    (n.rate_limit, n.rate_window_secs) = (count, window);
                 }
             }
+            // `6/10m`: more than six changes in ten minutes is flapping.
             "flapping" => {
-                // `6/10m`: more than six changes in ten minutes is flapping.
-                if let Some(s) = scalar(v, k, diags) {
-                    match s.split_once('/').map(|(a, b)| (a.trim().parse::<u32>(), parse_duration(b))) {
-                        Some((Ok(count), Ok(window))) if count > 0 && window > 0.0 => {
-                            n.flap_changes = count;
-                            n.flap_window_secs = window;
-                        }
-                        _ => diags.push(diag(v.pos(), format!("flapping: {s:?}: expected CHANGES/DURATION such as 6/10m"))),
-                    }
+                if let Some((count, window)) = count_per(v, k, "CHANGES/DURATION such as 6/10m", diags) {
+                    (n.flap_changes, n.flap_window_secs) = (count, window);
                 }
             }
             "max_instances" => match scalar(v, k, diags).map(str::parse::<usize>) {

@@ -202,6 +202,7 @@ groups:
     );
     let set = rules::parse(&yaml).unwrap_or_else(|d| panic!("{d:?}"));
     let mut a = Alerting::new(set, AlertState::default());
-    let fired: BTreeSet<String> = a.evaluate(&s).into_iter().filter(|e| e.state == Told::Firing).map(|e| e.rule).collect();
+    let fired: BTreeSet<String> =
+        a.evaluate(&s).into_iter().filter(|e| e.state == Told::Firing).map(|e| e.rule).collect();
     assert_eq!(fired, BTreeSet::from(["NotHuge".to_string(), "EitherSide".to_string(), "CountTrue".to_string()]));
 }

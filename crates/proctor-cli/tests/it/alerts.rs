@@ -92,6 +92,17 @@ fn log_events(dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// `proctor serve --rules RULES` recording into DIR/data (made here), with `extra` flags: the
+/// guard, its address and the data directory.
+fn serve_rules(dir: &Path, rules: &str, interval: &str, extra: &[&str]) -> (Guard, String, std::path::PathBuf) {
+    let data = dir.join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let mut args = vec!["--data-dir", data.to_str().expect("utf-8"), "--rules", rules];
+    args.extend_from_slice(extra);
+    let (guard, addr) = serve(proctor_command(), interval, &args);
+    (guard, addr, data)
+}
+
 fn rules_file(dir: &Path, body: &str) -> String {
     let path = dir.join("rules.yml");
     std::fs::write(&path, body).expect("write rules");
@@ -137,13 +148,7 @@ fn a_webhook_hears_each_transition_once_under_flapping_with_the_rate_limit_on() 
         ),
     );
     let (url, got) = hook();
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
-    let (_serve, addr) = serve(
-        proctor_command(),
-        "200ms",
-        &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules, "--alert-webhook", &url],
-    );
+    let (_serve, addr, data) = serve_rules(dir.path(), &rules, "200ms", &["--alert-webhook", &url]);
     let transitions = |events: &[serde_json::Value]| {
         events.iter().filter(|e| e["state"] == "firing" || e["state"] == "resolved").count()
     };
@@ -183,13 +188,7 @@ fn an_unreachable_webhook_is_retried_and_counted_and_sampling_misses_no_tick() {
     let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/", closed.local_addr().expect("addr"));
     drop(closed);
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
-    let (_serve, addr) = serve(
-        proctor_command(),
-        "200ms",
-        &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules, "--alert-webhook", &url],
-    );
+    let (_serve, addr, _data) = serve_rules(dir.path(), &rules, "200ms", &["--alert-webhook", &url]);
     wait_until("two failed attempts", Duration::from_secs(15), || {
         alerts(&addr)["receivers"][0]["failed_attempts_total"].as_u64() >= Some(2)
     });
@@ -213,10 +212,7 @@ fn sighup_with_a_broken_file_keeps_the_old_rules_and_a_good_one_replaces_them() 
         dir.path(),
         "groups:\n  - name: g\n    rules:\n      - alert: First\n        expr: host.memory.total > 1MiB\n",
     );
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
-    let (serve_guard, addr) =
-        serve(proctor_command(), "200ms", &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules]);
+    let (serve_guard, addr, _data) = serve_rules(dir.path(), &rules, "200ms", &[]);
     wait_until("first evaluation", Duration::from_secs(10), || alerts(&addr)["evaluations_total"].as_u64() >= Some(1));
     let hup = |g: &Guard| {
         // SAFETY: kill with the pid of the serve this test started.
@@ -257,10 +253,8 @@ fn a_silence_holds_a_firing_and_a_restart_neither_refires_nor_forgets() {
         ),
     );
     let (url, got) = hook();
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
+    let (serve1, addr, data) = serve_rules(dir.path(), &rules, "200ms", &["--alert-webhook", &url]);
     let args = ["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules, "--alert-webhook", &url];
-    let (serve1, addr) = serve(proctor_command(), "200ms", &args);
     let first = Flapper::start(&format!("{tag}-a"));
     let told = || {
         got.lock()
@@ -396,20 +390,8 @@ fn alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_t
             "groups:\n  - name: load\n    rules:\n      - alert: Burner\n        expr: process{{cmdline=~\"burner-{tag}.*\"}}.cpu_percent > 20% for 1s\n        labels:\n          severity: warning\n        annotations:\n          summary: \"{{{{ $labels.name }}}} burns {{{{ $value }}}} of a CPU\"\nnotify:\n  resend: 2s\n"
         ),
     );
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
-    let (_serve, addr) = serve(
-        proctor_command(),
-        "250ms",
-        &[
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-            "--rules",
-            &rules,
-            "--alertmanager",
-            &format!("http://{am_url}"),
-        ],
-    );
+    let am_flag = format!("http://{am_url}");
+    let (_serve, addr, data) = serve_rules(dir.path(), &rules, "250ms", &["--alertmanager", &am_flag]);
     let statuses = || {
         got.lock()
             .expect("lock")
@@ -525,10 +507,7 @@ fn report_shows_the_alerts_that_fired_in_its_range() {
             "groups:\n  - name: g\n    rules:\n      - alert: Visitor\n        expr: process{{cmdline=~\"flapper-{tag} .*\"}}.rss > 0B\n        annotations:\n          summary: \"{{{{ $labels.name }}}} came by\"\n"
         ),
     );
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).expect("data dir");
-    let (serve_guard, _addr) =
-        serve(proctor_command(), "200ms", &["--data-dir", data.to_str().expect("utf-8"), "--rules", &rules]);
+    let (serve_guard, _addr, data) = serve_rules(dir.path(), &rules, "200ms", &[]);
     std::thread::sleep(Duration::from_millis(1000));
     let p = Flapper::start(&tag);
     wait_until("firing", Duration::from_secs(10), || log_events(&data).iter().any(|e| e["state"] == "firing"));
