@@ -167,13 +167,23 @@ impl Alerting {
         out
     }
 
+    /// Where the statsd values the rules name come from.
+    pub fn set_statsd(&mut self, source: Option<crate::eval::StatsdSource>) {
+        self.evaluator.set_statsd(source);
+    }
+
+    /// Whether any rule names a statsd value.
+    pub fn uses_statsd(&self) -> bool {
+        !self.evaluator.plan().statsd_refs().is_empty()
+    }
+
     pub fn eval_stats(&self) -> &crate::eval::EvalStats {
         &self.evaluator.stats
     }
 }
 
 /// Settings for a live engine.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EngineConfig {
     pub rules_path: PathBuf,
     /// Where `events.jsonl` and `state.json` live (`DATA/alerts`).
@@ -184,6 +194,19 @@ pub struct EngineConfig {
     /// The dashboard's address, as Alertmanager's `generatorURL`.
     pub generator_url: String,
     pub delivery: DeliveryConfig,
+    /// The statsd server's last flush (`serve --statsd`), for `statsd.*` series.
+    pub statsd: Option<crate::eval::StatsdSource>,
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("rules_path", &self.rules_path)
+            .field("dir", &self.dir)
+            .field("extra_receivers", &self.extra_receivers)
+            .field("statsd", &self.statsd.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The log is cut to a second file past this size, so it never grows without bound.
@@ -227,6 +250,8 @@ pub struct AlertsOut {
     pub log_errors_total: u64,
     pub last_log_error: Option<String>,
     pub state_errors_total: u64,
+    /// What the rules cannot see here (statsd series without a statsd server).
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -462,8 +487,10 @@ impl Loop {
             log: config.dir.join("events.jsonl").display().to_string(),
             ..AlertsOut::default()
         };
+        let mut alerting = Alerting::new(set, state);
+        alerting.set_statsd(config.statsd.clone());
         Loop {
-            alerting: Alerting::new(set, state),
+            alerting,
             config,
             handle,
             delivery,
@@ -504,6 +531,7 @@ impl Loop {
                     self.receivers = receivers;
                 }
                 self.alerting = Alerting::new(set, state);
+                self.alerting.set_statsd(self.config.statsd.clone());
                 self.loaded_at = unix_now();
                 self.out.reload_error = None;
             }
@@ -662,6 +690,11 @@ impl Loop {
         out.last_evaluation_cpu_seconds = a.last_eval_cpu_ns as f64 / 1e9;
         out.evaluation_cpu_seconds_total = a.eval_cpu_ns_total as f64 / 1e9;
         out.snapshots_skipped_total = self.skipped;
+        out.notes = if a.uses_statsd() && self.config.statsd.is_none() {
+            vec!["rules name statsd series, but this serve runs no statsd server (--statsd): they are unknown and never fire".to_string()]
+        } else {
+            Vec::new()
+        };
         out.selector_rows_matched_total = a.eval_stats().selector_rows_matched;
         out.selector_rows_reused_total = a.eval_stats().selector_rows_reused;
         let now = at.unwrap_or_else(unix_now);

@@ -207,6 +207,11 @@ pub enum OverOp {
 enum Node {
     Const(Val),
     Scalar(usize),
+    /// A statsd value; timers' milliseconds become seconds.
+    Statsd {
+        slot: usize,
+        millis: bool,
+    },
     Proc {
         sel: usize,
         get: ProcGet,
@@ -289,7 +294,25 @@ pub struct Plan {
     /// (scope, vocabulary field name) per scalar slot.
     scalars: Vec<(Scope, &'static str)>,
     windows: usize,
+    /// statsd values per slot: (type, key, statistic).
+    statsd: Vec<StatsdRef>,
+    /// The unit of the capturing comparison's left side, while a program compiles.
+    capture_unit: Option<Unit>,
 }
+
+/// A statsd value a rule names: `statsd.timer{key="api.latency"}.upper_90`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsdRef {
+    /// `timer`, `counter`, `gauge` or `set`.
+    pub kind: &'static str,
+    pub key: String,
+    /// Etsy's name of the statistic (`upper_90`, `count`, `rate`, `value`).
+    pub stat: String,
+}
+
+/// Where statsd values come from: the last flush of `serve --statsd`'s server. Timer
+/// statistics in milliseconds, as statsd gives them; counts and rates as they are.
+pub type StatsdSource = std::sync::Arc<dyn Fn(&StatsdRef) -> Option<f64> + Send + Sync>;
 
 impl std::fmt::Debug for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -336,6 +359,7 @@ impl Plan {
     /// Compiles `ast` (a whole rule expression: it must be a truth).
     pub fn compile(&mut self, ast: &Ast) -> Result<Program, CompileError> {
         let mut capture_done = false;
+        self.capture_unit = None;
         let c = self.node(ast, &mut capture_done)?;
         if c.ty != Ty::Bool {
             return err(
@@ -343,7 +367,7 @@ impl Plan {
                 "a rule's expression must be a condition (a comparison such as `> 90%`), not a value",
             );
         }
-        let value_unit = first_compare_unit(ast, self);
+        let value_unit = self.capture_unit.take();
         Ok(Program { root: c.node, shape: c.shape, value_unit })
     }
 
@@ -420,6 +444,9 @@ impl Plan {
                 let capture = !*capture_done;
                 *capture_done = true;
                 let l = self.node(lhs, capture_done)?;
+                if capture {
+                    self.capture_unit = l.unit;
+                }
                 let r = self.node(rhs, capture_done)?;
                 let shape = join_shape(l.shape, r.shape, *span)?;
                 let mut regex = None;
@@ -493,11 +520,69 @@ impl Plan {
         })
     }
 
+    /// The statsd values the plan reads.
+    pub fn statsd_refs(&self) -> &[StatsdRef] {
+        &self.statsd
+    }
+
+    fn statsd_series(&mut self, s: &crate::expr::SeriesAst) -> Result<Compiled, CompileError> {
+        let kind = match s.scope.as_str() {
+            "statsd.timer" => "timer",
+            "statsd.counter" => "counter",
+            "statsd.gauge" => "gauge",
+            "statsd.set" => "set",
+            _ => {
+                return err(
+                    s.span,
+                    "statsd series are statsd.timer{key=\"…\"}.STAT, statsd.counter{key=\"…\"}.count|rate, statsd.gauge{key=\"…\"} or statsd.set{key=\"…\"}.count",
+                )
+            }
+        };
+        let key = match s.matchers.as_deref() {
+            Some([m]) if m.label == "key" && m.op == MatchOp::Eq => m.value.clone(),
+            _ => return err(s.span, format!("statsd.{kind} takes one exact key: statsd.{kind}{{key=\"name\"}}")),
+        };
+        let stat = match (kind, s.path.as_str()) {
+            ("gauge", "" | "value") => "value".to_string(),
+            ("counter", "count") => "count".to_string(),
+            ("counter", "rate" | "rate_per_second") => "rate".to_string(),
+            ("set", "" | "count") => "count".to_string(),
+            ("timer", stat) if !stat.is_empty() && !stat.contains('.') => stat.to_string(),
+            (kind, path) => {
+                let known = match kind {
+                    "timer" => "a timer statistic (upper, lower, mean, median, std, sum, count, count_ps, upper_90, …)",
+                    "counter" => "count or rate",
+                    _ => "nothing or count",
+                };
+                return err(s.span, format!("statsd.{kind} takes {known}, not `{path}`"));
+            }
+        };
+        // Timer statistics are milliseconds (Etsy's), but for the counts among them.
+        let counted = stat.starts_with("count") || stat == "sum_squares" || stat.starts_with("bin_");
+        let (ty, unit) = match kind {
+            "timer" if !counted => (Ty::Num(Dim::Seconds), Some(Unit::Seconds)),
+            "counter" if stat == "rate" => (Ty::Num(Dim::PerSec), Some(Unit::PerSec)),
+            _ => (Ty::Num(Dim::None), None),
+        };
+        let r = StatsdRef { kind, key, stat };
+        let slot = match self.statsd.iter().position(|x| *x == r) {
+            Some(i) => i,
+            None => {
+                self.statsd.push(r);
+                self.statsd.len() - 1
+            }
+        };
+        Ok(Compiled { node: Node::Statsd { slot, millis: kind == "timer" && !counted }, ty, shape: Shape::One, unit })
+    }
+
     fn series(&mut self, s: &crate::expr::SeriesAst, members_ok: bool) -> Result<Compiled, CompileError> {
+        if s.scope.starts_with("statsd.") {
+            return self.statsd_series(s);
+        }
         let full = if s.path.is_empty() { s.scope.clone() } else { format!("{}.{}", s.scope, s.path) };
         let Some(scope) = Scope::parse(&s.scope) else {
             let why = match s.scope.split('.').next().unwrap_or("") {
-                "statsd" => "statsd series are not available to rules yet: `proctor serve` runs no statsd server (issue 18 left this out; see docs/alerts.md)".to_string(),
+                "statsd" => "statsd series are statsd.timer{key=\"…\"}.STAT, statsd.counter{key=\"…\"}.count|rate, statsd.gauge{key=\"…\"} or statsd.set{key=\"…\"}.count".to_string(),
                 "probe" => "probe series are not available to rules yet: `proctor serve` runs no prober (see docs/alerts.md)".to_string(),
                 _ => format!(
                     "unknown series `{full}`: series start with host., container., agent., process or group; closest known: {}",
@@ -701,27 +786,6 @@ fn densify(node: &mut Node) {
     }
 }
 
-fn first_compare_unit(ast: &Ast, plan: &Plan) -> Option<Unit> {
-    match ast {
-        Ast::Compare { lhs, .. } => unit_of(lhs, plan),
-        Ast::Logic { lhs, rhs, .. } => first_compare_unit(lhs, plan).or_else(|| first_compare_unit(rhs, plan)),
-        Ast::Not(inner, _) => first_compare_unit(inner, plan),
-        _ => None,
-    }
-}
-
-fn unit_of(ast: &Ast, plan: &Plan) -> Option<Unit> {
-    let _ = plan;
-    match ast {
-        Ast::Series(s) => Scope::parse(&s.scope).and_then(|scope| catalog::resolve(scope, &s.path)).map(|(_, u)| u),
-        Ast::Call { name, args, .. } if name != "count" && name != "rate" => {
-            args.first().and_then(|a| unit_of(a, plan))
-        }
-        Ast::Arith { op: ArithOp::Add | ArithOp::Sub, lhs, .. } => unit_of(lhs, plan),
-        _ => None,
-    }
-}
-
 fn is_ratio(lhs: &Ast, rhs: &Ast) -> bool {
     matches!(lhs, Ast::Arith { op: ArithOp::Div, .. }) || matches!(rhs, Ast::Arith { op: ArithOp::Div, .. })
 }
@@ -833,6 +897,9 @@ pub struct Evaluator {
     /// Per selector, the indices of the rows it selects in the current frame.
     members: Vec<Vec<u32>>,
     scalars: Vec<Option<f64>>,
+    /// This frame's statsd values, per slot of the plan's `statsd`.
+    statsd_values: Vec<Option<f64>>,
+    statsd_source: Option<StatsdSource>,
     /// The scalar slots by vocabulary name, for host, container and agent.
     scalar_names: [HashMap<&'static str, usize>; 3],
     /// The current evaluation's values of the capturing comparison's left side.
@@ -864,7 +931,10 @@ impl Evaluator {
             plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)).collect()
         };
         let scalar_names = [names(Scope::Host), names(Scope::Container), names(Scope::Agent)];
+        let statsd_values = vec![None; plan.statsd.len()];
         Evaluator {
+            statsd_values,
+            statsd_source: None,
             scalar_names,
             plan,
             users,
@@ -877,11 +947,25 @@ impl Evaluator {
         }
     }
 
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Where statsd values come from (`serve --statsd`); without one they are unknown.
+    pub fn set_statsd(&mut self, source: Option<StatsdSource>) {
+        self.statsd_source = source;
+    }
+
     /// Reads what `s` offers the plan: scalar slots and selector bits. Call once per snapshot,
     /// then [`Evaluator::run`] each program.
     pub fn frame<'a>(&mut self, s: &'a Snapshot) -> Frame<'a> {
         self.stats.evaluations += 1;
         self.fill_scalars(s);
+        if let Some(source) = &self.statsd_source {
+            for (slot, r) in self.plan.statsd.iter().enumerate() {
+                self.statsd_values[slot] = source(r);
+            }
+        }
         self.match_rows(&s.rows);
         let mut groups: Vec<&GroupRow> =
             s.groups.as_ref().map(|g| g.groups.iter().map(|(row, _)| row).collect()).unwrap_or_default();
@@ -1016,6 +1100,13 @@ impl Evaluator {
         match node {
             Node::Const(v) => Out::One(v.clone()),
             Node::Scalar(slot) => Out::One(self.scalars[*slot].map_or(Val::Missing, Val::Num)),
+            Node::Statsd { slot, millis } => Out::One(
+                self.statsd_values
+                    .get(*slot)
+                    .copied()
+                    .flatten()
+                    .map_or(Val::Missing, |v| Val::Num(if *millis { v / 1000.0 } else { v })),
+            ),
             Node::Proc { sel, get } => Out::Each(
                 self.members[*sel]
                     .iter()

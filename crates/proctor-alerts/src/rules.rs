@@ -533,7 +533,7 @@ notify:
         expr: process{colour="red"}.rss > 1GiB
         sevrity: high
       - alert: A
-        expr: statsd.timer{key="api"}.upper_90 > 250ms
+        expr: statsd.timer{name="api"}.upper_90 > 250ms
 "#;
         let diags = parse(text).expect_err("bad file");
         let said: Vec<String> = diags.iter().map(ToString::to_string).collect();
@@ -549,7 +549,24 @@ notify:
         has(10, 14, "unknown duration unit");
         has(12, 23, "not by `colour`");
         has(13, 9, "unknown key `sevrity`");
-        has(15, 15, "statsd series are not available");
+        has(15, 15, "statsd.timer takes one exact key");
+    }
+
+    #[test]
+    fn statsd_series_take_a_key_and_a_statistic_in_their_units() {
+        let ok = "groups:\n  - name: g\n    rules:\n      - alert: Slow\n        expr: statsd.timer{key=\"api.latency\"}.upper_90 > 250ms\n      - alert: Busy\n        expr: statsd.counter{key=\"jobs\"}.rate > 100/s and statsd.gauge{key=\"queue\"} > 10\n";
+        let set = parse(ok).unwrap_or_else(|d| panic!("{d:?}"));
+        assert_eq!(set.plan.statsd_refs().len(), 3);
+        for (expr, says) in [
+            ("statsd.timer{key=\"x\"}.upper_90 > 90%", "compares a duration with a percentage"),
+            ("statsd.counter{key=\"x\"}.upper > 1", "count or rate"),
+            ("statsd.timer{key=~\"x.*\"}.upper > 1ms", "one exact key"),
+            ("statsd.histogram{key=\"x\"} > 1", "statsd series are"),
+        ] {
+            let text = format!("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: '{expr}'\n");
+            let d = parse(&text).expect_err(expr);
+            assert!(d[0].message.contains(says), "{expr}: {d:?}");
+        }
     }
 
     #[test]

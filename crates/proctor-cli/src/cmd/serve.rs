@@ -284,35 +284,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
-    // Alerts: a thread of their own beside the agent, its log and state in DATA/alerts.
-    let alert_engine = match &o.alerts.rules {
-        None => None,
-        Some(path) => {
-            let data = match &recording_dir {
-                Some(dir) => dir.clone(),
-                None => match &o.data_dir {
-                    Some(dir) => dir.clone(),
-                    None => datadir::default_dir_created()
-                        .map_err(|(_, e)| anyhow::anyhow!("alerts need a data directory: {e}"))?,
-                },
-            };
-            let config = proctor_alerts::engine::EngineConfig {
-                rules_path: path.clone(),
-                dir: data.join("alerts"),
-                extra_receivers: o.alerts.receivers()?,
-                host: host_name(),
-                generator_url: format!("http://{listen}/#alerts"),
-                delivery: proctor_alerts::deliver::DeliveryConfig::default(),
-            };
-            let engine = proctor_alerts::engine::Engine::start(agent.shared(), config)
-                .map_err(|e| anyhow::anyhow!("--rules: {e}"))?;
-            let handle = engine.handle();
-            signals.on_hangup(move || handle.reload());
-            log(&format!("alert rules from {} (SIGHUP reloads them)", path.display()));
-            Some(engine)
-        }
-    };
-
     let statsd_shutdown = Shutdown::new();
     // Recording serve records statsd flushes too, into DATA/statsd through a recorder thread
     // of their own (the stream has its own writer lock); a stream that cannot be opened is
@@ -340,6 +311,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let max = o.statsd_metrics_max;
         Arc::new(move || statsd_families(&handle, max)) as ExtraMetrics
     });
+
+    // Alerts: a thread of their own beside the agent, its log and state in DATA/alerts.
+    let alert_engine = match &o.alerts.rules {
+        None => None,
+        Some(path) => {
+            let data = match &recording_dir {
+                Some(dir) => dir.clone(),
+                None => match &o.data_dir {
+                    Some(dir) => dir.clone(),
+                    None => datadir::default_dir_created()
+                        .map_err(|(_, e)| anyhow::anyhow!("alerts need a data directory: {e}"))?,
+                },
+            };
+            let config = proctor_alerts::engine::EngineConfig {
+                rules_path: path.clone(),
+                dir: data.join("alerts"),
+                extra_receivers: o.alerts.receivers()?,
+                host: host_name(),
+                generator_url: format!("http://{listen}/#alerts"),
+                delivery: proctor_alerts::deliver::DeliveryConfig::default(),
+                statsd: statsd.as_ref().map(|server| statsd_values(server.handle())),
+            };
+            let engine = proctor_alerts::engine::Engine::start(agent.shared(), config)
+                .map_err(|e| anyhow::anyhow!("--rules: {e}"))?;
+            let handle = engine.handle();
+            signals.on_hangup(move || handle.reload());
+            log(&format!("alert rules from {} (SIGHUP reloads them)", path.display()));
+            Some(engine)
+        }
+    };
 
     let config = ApiConfig {
         token: token.map(Arc::from),
@@ -483,6 +484,25 @@ const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
 fn log(message: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "proctor serve: {message}");
+}
+
+/// `statsd.*` values for alert rules from the statsd server's last flush.
+fn statsd_values(handle: ServerHandle) -> proctor_alerts::eval::StatsdSource {
+    Arc::new(move |r: &proctor_alerts::eval::StatsdRef| {
+        let flush = handle.last_flush()?;
+        match r.kind {
+            "timer" => {
+                flush.timers.iter().find(|t| t.key == r.key)?.stats.iter().find(|(n, _)| *n == r.stat).map(|(_, v)| *v)
+            }
+            "counter" => {
+                let c = flush.counters.iter().find(|c| c.key == r.key)?;
+                Some(if r.stat == "rate" { c.rate_per_second } else { c.count })
+            }
+            "gauge" => flush.gauges.iter().find(|g| g.key == r.key).map(|g| g.value),
+            "set" => flush.sets.iter().find(|x| x.key == r.key).map(|x| x.count),
+            _ => None,
+        }
+    })
 }
 
 /// The statsd server's self metrics, and the last flush's values per key, capped at `max`

@@ -534,3 +534,44 @@ fn report_shows_the_alerts_that_fired_in_its_range() {
         v["alerts"]["events"].as_array().expect("events").iter().filter_map(|e| e["state"].as_str()).collect();
     assert_eq!(states, ["firing", "resolved"], "{}", v["alerts"]);
 }
+
+/// `serve --statsd --rules`: a timer's upper_90 past 250 ms fires the rule, in seconds as the
+/// literal says; a rules file naming statsd series without a statsd server says they never fire.
+#[test]
+fn a_statsd_timer_past_its_threshold_fires() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = rules_file(
+        dir.path(),
+        "groups:\n  - name: api\n    rules:\n      - alert: SlowApi\n        expr: statsd.timer{key=\"api.latency\"}.upper_90 > 250ms\n        annotations:\n          summary: \"p90 {{ $value }}\"\n",
+    );
+    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0").expect("probe").local_addr().expect("addr").port();
+    let udp = format!("127.0.0.1:{udp_port}");
+    let (_serve, addr, data) = serve_rules(
+        dir.path(),
+        &rules,
+        "200ms",
+        &["--statsd", "--udp", &udp, "--admin", "off", "--flush-interval", "300ms"],
+    );
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("sender");
+    let firing = || log_events(&data).into_iter().find(|e| e["state"] == "firing");
+    // Fast requests first: nothing fires.
+    for _ in 0..8 {
+        sender.send_to(b"api.latency:20|ms\napi.latency:30|ms", &udp).expect("send");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(firing().is_none(), "{:?}", firing());
+    wait_until("the slow flush firing the rule", Duration::from_secs(15), || {
+        sender.send_to(b"api.latency:400|ms\napi.latency:420|ms", &udp).expect("send");
+        firing().is_some()
+    });
+    let e = firing().expect("firing");
+    assert!(e["annotations"]["summary"].as_str().is_some_and(|s| s.starts_with("p90 4")), "{e}");
+    assert!(alerts(&addr)["notes"].as_array().is_some_and(Vec::is_empty));
+
+    // The same rules on a serve without --statsd: said, never fired.
+    let other = tempfile::tempdir().expect("tempdir");
+    let (_plain, addr2, _) = serve_rules(other.path(), &rules, "200ms", &[]);
+    wait_until("an evaluation", Duration::from_secs(10), || alerts(&addr2)["evaluations_total"].as_u64() >= Some(2));
+    let notes = alerts(&addr2)["notes"].to_string();
+    assert!(notes.contains("no statsd server"), "{notes}");
+}
