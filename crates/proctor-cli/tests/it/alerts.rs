@@ -203,6 +203,8 @@ fn an_unreachable_webhook_is_retried_and_counted_and_sampling_misses_no_tick() {
     let metrics = http_get(&addr, "/metrics");
     assert!(metrics.contains("proctor_alerts{rule=\"Always\",severity=\"none\",state=\"firing\"} 1"), "{metrics}");
     assert!(metrics.contains("proctor_alerts_receiver_failed_attempts_total{receiver=\"webhook\""), "{metrics}");
+    // The alert families pass promtool with the rest of the exposition.
+    super::promtool_check(&metrics);
 }
 
 #[test]

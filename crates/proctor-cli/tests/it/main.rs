@@ -252,6 +252,31 @@ fn serve_answers_and_stops_on_sigterm() {
     assert!(rest.contains("stopping"), "{rest}");
 }
 
+/// `promtool check metrics` on the exposition in an HTTP reply, when PROCTOR_PROMTOOL names it
+/// (scripts/test.d/65-prometheus.sh sets it); else a SKIP line.
+pub(crate) fn promtool_check(reply: &str) {
+    let Ok(promtool) = std::env::var("PROCTOR_PROMTOOL") else {
+        eprintln!("SKIP: promtool part: PROCTOR_PROMTOOL is unset (scripts/test.d/65-prometheus.sh sets it)");
+        return;
+    };
+    let exposition = reply.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    std::io::Write::write_all(&mut check.stdin.take().expect("stdin"), exposition.as_bytes()).expect("write");
+    let out = check.wait_with_output().expect("promtool runs");
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub(crate) fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
@@ -325,27 +350,7 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
     assert!(last >= first + 6.0 && last % 3.0 == 0.0, "{first} then {last}");
     // Flushes feed /metrics, so serve does not claim they are dropped.
     assert!(!early.contains("computed and dropped") && early.contains("statsd flushes go to /metrics"), "{early}");
-    match std::env::var("PROCTOR_PROMTOOL") {
-        Ok(promtool) => {
-            let exposition = body.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-            let mut check = Command::new(promtool)
-                .args(["check", "metrics"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("promtool");
-            std::io::Write::write_all(&mut check.stdin.take().expect("stdin"), exposition.as_bytes()).expect("write");
-            let out = check.wait_with_output().expect("promtool runs");
-            assert!(
-                out.status.success(),
-                "promtool check metrics: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Err(_) => eprintln!("SKIP: promtool part: PROCTOR_PROMTOOL is unset (scripts/test.d/65-prometheus.sh sets it)"),
-    }
+    promtool_check(&body);
     assert!(status.success(), "{status:?}");
 }
 
