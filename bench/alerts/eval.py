@@ -1,7 +1,7 @@
 """The alert evaluation benchmark; see eval.sh for what it measures and its knobs."""
 import json, os, signal, statistics, subprocess, sys, tempfile, time, urllib.request
 
-BIN = os.environ["PROCTOR_BIN"]
+BIN = os.environ.get("PROCTOR_BIN", "")
 DURATION = int(os.environ.get("DURATION", "60"))
 WARMUP = int(os.environ.get("WARMUP", "20"))
 PROCS = int(os.environ.get("PROCS", "600"))
@@ -123,4 +123,9 @@ def main():
         p.kill(); p.wait()
 
 
-main()
+if len(sys.argv) == 3 and sys.argv[1] == "--rules-only":
+    # The rules alone, for the eval_cost example (see docs/performance.md).
+    with open(sys.argv[2], "w") as f:
+        f.write(rules_text())
+else:
+    main()

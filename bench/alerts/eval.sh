@@ -8,6 +8,10 @@
 #   bash bench/alerts/eval.sh                         # 20 s warm-up, a 60 s window
 #   DURATION=120 PROCS=600 bash bench/alerts/eval.sh
 #   PROCTOR_BIN=/tmp/old/proctor bash bench/alerts/eval.sh   # another build, not rebuilt
+# The same rules for the evaluation alone (hot, and with caches gone cold between samples):
+#   python3 bench/alerts/eval.py --rules-only /tmp/rules.yml
+#   PROCS=600 cargo run --release -p proctor-alerts --example eval_cost -- /tmp/rules.yml 2000
+#   PROCS=600 PAUSE_MS=500 cargo run --release -p proctor-alerts --example eval_cost -- /tmp/rules.yml 40
 # Needs python3. Traffic stays on 127.0.0.1; every process it starts is stopped by its pid (on
 # Ctrl-C too), and the sleepers end on their own when the run's time is up.
 set -euo pipefail
