@@ -224,6 +224,8 @@ pub struct SilenceRequest {
 /// What `/api/v1/alerts` answers.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AlertsOut {
+    /// Whether this agent runs rules (`serve --rules`); `false` answers carry nothing else.
+    pub enabled: bool,
     pub rules_file: String,
     pub loaded_at: Option<String>,
     /// Why the last reload kept the old rules, if it did.
@@ -483,6 +485,7 @@ impl Loop {
         receivers.extend(config.extra_receivers.iter().cloned());
         let delivery = Delivery::start(&receivers, &config.delivery);
         let out = AlertsOut {
+            enabled: true,
             rules_file: config.rules_path.display().to_string(),
             log: config.dir.join("events.jsonl").display().to_string(),
             ..AlertsOut::default()

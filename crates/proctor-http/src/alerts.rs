@@ -26,9 +26,16 @@ fn engine(st: &AppState) -> Result<&proctor_alerts::engine::Handle, ApiError> {
     })
 }
 
+/// The engine's status; an agent without rules answers `{"enabled": false, "reason": …}` (200,
+/// so a page that asks is not a failed request).
 pub(crate) async fn alerts(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let status = engine(&st)?.status();
-    Ok(json_response(&*status))
+    match st.config.alerts.as_deref() {
+        Some(engine) => Ok(json_response(&*engine.status())),
+        None => Ok(json_response(&serde_json::json!({
+            "enabled": false,
+            "reason": "this agent runs no alert rules: start `proctor serve --rules FILE`",
+        }))),
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -75,8 +75,8 @@ impl AlertLine {
         line
     }
 
-    /// From a remote agent's `/api/v1/alerts`.
-    pub fn from_json(json: &[u8]) -> Result<AlertLine, String> {
+    /// From a remote agent's `/api/v1/alerts`; `None` when it runs no rules.
+    pub fn from_json(json: &[u8]) -> Result<Option<AlertLine>, String> {
         #[derive(Deserialize)]
         struct Inst {
             state: String,
@@ -88,10 +88,15 @@ impl AlertLine {
         }
         #[derive(Deserialize)]
         struct Doc {
+            enabled: bool,
+            #[serde(default)]
             rules: Vec<Rule>,
             reload_error: Option<String>,
         }
         let doc: Doc = serde_json::from_slice(json).map_err(|e| format!("its alerts are not proctor's: {e}"))?;
+        if !doc.enabled {
+            return Ok(None);
+        }
         let mut line = AlertLine { rules: doc.rules.len(), note: doc.reload_error, ..AlertLine::default() };
         for r in doc.rules {
             let firing = r.instances.iter().filter(|i| i.state == "firing").count();
@@ -100,7 +105,7 @@ impl AlertLine {
                 line.firing.push((r.name, firing));
             }
         }
-        Ok(line)
+        Ok(Some(line))
     }
 
     /// `2 firing: HostCpuBusy, Burner ×3; 1 pending (5 rules)`.

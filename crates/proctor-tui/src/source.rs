@@ -206,7 +206,7 @@ impl Remote {
 
 /// Polls a remote agent every `interval`, until the channel closes.
 pub fn remote(remote: Remote, interval: Duration, tx: Sender<Msg>) {
-    // An agent without rules answers 404 once and is not asked again.
+    // An agent without rules says so once and is not asked again.
     let mut alerts_absent = false;
     loop {
         let started = Instant::now();
@@ -214,7 +214,12 @@ pub fn remote(remote: Remote, interval: Duration, tx: Sender<Msg>) {
             Ok(mut f) => {
                 if !alerts_absent {
                     match remote.get("/api/v1/alerts") {
-                        Ok(body) => f.alerts = crate::frame::AlertLine::from_json(&body).ok(),
+                        Ok(body) => match crate::frame::AlertLine::from_json(&body) {
+                            Ok(Some(line)) => f.alerts = Some(line),
+                            Ok(None) => alerts_absent = true,
+                            Err(_) => {}
+                        },
+                        // An agent from before alerts.
                         Err(e) if e.contains(" answered 404") => alerts_absent = true,
                         Err(_) => {}
                     }

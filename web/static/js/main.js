@@ -414,21 +414,16 @@ async function refreshDetail() {
 const alertsView = { off: false, at: 0 };
 
 /** The banner: what fires and what is pending, from /api/v1/alerts, every few seconds. An agent
- * without rules answers 404 `no_alerts`: the banner stays hidden and is not asked again. Rule
+ * without rules answers `enabled: false`: the banner stays hidden and is not asked again. Rule
  * names, labels and summaries come from the rules file and processes: textContent only. */
 async function refreshAlerts() {
   if (alertsView.off || Date.now() - alertsView.at < 2000) return;
   alertsView.at = Date.now();
-  let a;
-  try {
-    a = await api.get("/api/v1/alerts");
-  } catch (e) {
-    if (e.status === 404) {
-      alertsView.off = true;
-      $("alerts").hidden = true;
-      return;
-    }
-    throw e;
+  const a = await api.get("/api/v1/alerts");
+  if (a.enabled === false) {
+    alertsView.off = true;
+    $("alerts").hidden = true;
+    return;
   }
   const instances = [];
   for (const r of a.rules ?? []) {

@@ -214,6 +214,10 @@ fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
         print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
+    if v["enabled"] == false {
+        println!("{}", v["reason"].as_str().unwrap_or("this agent runs no alert rules"));
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("{} firing, {} pending; {} evaluations", v["firing"], v["pending"], v["evaluations_total"]);
     if let Some(e) = v["reload_error"].as_str() {
         println!("reload: {e}");

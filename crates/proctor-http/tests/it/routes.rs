@@ -47,6 +47,11 @@ fn every_route_answers_json_from_the_snapshot() {
     assert!(agent["history"]["max_bytes"].as_u64().is_some_and(|n| n > 0));
     assert!(agent["last_sample_age_secs"].as_f64().is_some_and(|a| (0.0..5.0).contains(&a)), "{agent}");
 
+    // Without rules: a plain answer, not a failed request (a page that asks logs no error).
+    let alerts = server.get("/api/v1/alerts");
+    assert_eq!(alerts.status, 200, "{}", alerts.body);
+    assert_eq!(alerts.json()["enabled"], false, "{}", alerts.body);
+
     let own = server.get(&format!("/api/v1/processes/{me}"));
     assert_eq!(own.status, 200, "{}", own.body);
     assert_eq!(own.json()["pid"].as_u64(), Some(u64::from(me)));
