@@ -32,6 +32,14 @@ run() {
   results+=("$(printf '%-36s %6ss  %s' "$name" "$took" "$result")")
 }
 
+# A fresh clone gains nothing from incremental compilation, which writes as much again as the
+# build itself; CI's disk is shared, so say how much there is before filling it.
+if [[ -n "${CI:-}" ]]; then
+  export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+fi
+free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+echo "-- disk: $((free_kib / 1024 / 1024)) GiB free where the build goes (a cold run writes ~8 GiB)"
+
 # rustfmt and clippy come with rustup's default profile; a minimal toolchain gets them added.
 for tool in rustfmt clippy; do
   if ! cargo "${tool/rustfmt/fmt}" --version >/dev/null 2>&1; then
