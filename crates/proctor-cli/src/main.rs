@@ -46,6 +46,8 @@ enum Command {
     Top(cmd::top::Args),
     /// A process tree with per-process rows and the total.
     Tree(cmd::tree::Args),
+    /// What a preforked family (gunicorn, uwsgi, Postgres…) shares, who copies it and how fast.
+    Share(cmd::share::Args),
     /// Self-check: how expensive /proc is here, CPU-count truth, cgroups, permissions.
     Doctor(cmd::doctor::Args),
     /// collectl's method: N samples at interval 0, reporting the cost per sample and per process.
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         Command::Alerts(args) => cmd::alerts::run(args),
         Command::Top(args) => cmd::top::run(args),
         Command::Tree(args) => cmd::tree::run(args),
+        Command::Share(args) => cmd::share::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Strace(args) => cmd::strace::run(args),

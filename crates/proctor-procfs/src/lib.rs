@@ -12,6 +12,7 @@ mod file;
 pub mod host;
 mod parse;
 pub mod process;
+pub mod smaps;
 pub mod system;
 
 pub use error::{Error, ErrorKind};

@@ -12,6 +12,7 @@ pub mod replay;
 pub mod report;
 pub mod rollup;
 pub mod serve;
+pub mod share;
 pub mod snapshot;
 pub mod statsd;
 pub mod strace;
