@@ -8,12 +8,12 @@
 # and rank a stored synthetic burner first for a picked range (and not without it).
 # Chart labels stay inside their canvas, and percentages read as the CLI writes them. An agent
 # with alert rules shows what fires in a banner (a hostile process name as text); one without
-# rules shows no banner.
+# rules shows no banner. A family head (several children of one name) says what its workers share.
 # Rows are counted as drawn (computed style, a box inside the table's viewport), never by the
 # page's own attributes; each run finds its own processes by a random marker in their command
 # lines. Screenshots: target/test-artifacts/dashboard.png, dashboard-tree.png,
 # dashboard-filter-{none,few,tree}.png, chart-edge.png, dashboard-day.png,
-# dashboard-report.png, dashboard-report-on-load.png, dashboard-alerts.png.
+# dashboard-report.png, dashboard-report-on-load.png, dashboard-alerts.png, dashboard-sharing.png.
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
 # playwright-core into web/node_modules (npm ci from the committed lock file; no browser

@@ -431,6 +431,36 @@ describe("dashboard", () => {
     assert.equal(await page.evaluate(() => document.querySelectorAll("img").length), 0);
   });
 
+  test("a family head's detail says what its workers share, from the PSS readings", async () => {
+    // This node process heads a family: the FEW_COUNT marked sleepers share one name.
+    await fullTable();
+    await page.check("#tree");
+    try {
+      await setFilter(page, FEW);
+      await until("this node process shown above its marked children", async () =>
+        (await visibleRows(page)).some((r) => r.pid === process.pid),
+      );
+      await page.click(`#ptable .prow:not([hidden])[data-pid="${process.pid}"]`);
+      await page.waitForSelector("#detail-sharing:not([hidden])");
+      const text = await until("every member read", async () => {
+        const t = await page.textContent("#detail-sharing-text");
+        return /use .*; unshared they would use .*: sharing saves/.test(t) && !/PSS known for/.test(t) ? t : null;
+      }, 60000);
+      await shot("dashboard-sharing.png");
+      assert.match(text, new RegExp(`^${FEW_COUNT + 1} processes \\(this one and ${FEW_COUNT} `), text);
+      const api = await fetchJson(`${base}/api/v1/processes/${process.pid}`);
+      assert.equal(api.sharing.workers, FEW_COUNT);
+      assert.ok(api.sharing.pss_sum_bytes < api.sharing.rss_sum_bytes, JSON.stringify(api.sharing));
+      assert.ok(text.includes(`proctor share ${process.pid} --watch 10s`), text);
+      // A sleeper heads nothing: its detail has no sharing part.
+      await page.click(`#ptable .prow:not([hidden])[data-pid="${few[0].pid}"]`);
+      await until("the sleeper's detail", async () => (await page.textContent("#detail-title")).endsWith(`(${few[0].pid})`));
+      assert.equal(await page.isHidden("#detail-sharing"), true);
+    } finally {
+      await page.uncheck("#tree");
+    }
+  });
+
   test("the tree toggle shows the hostile process under this test's node process", async () => {
     await setFilter(page, HOSTILE_NEEDLE);
     await page.check("#tree");

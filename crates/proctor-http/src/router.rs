@@ -379,7 +379,10 @@ async fn process(
     let pid = parse_pid(&path_arg(pid)?)?;
     let s = st.shared.latest();
     let row = s.row(pid).ok_or_else(|| ApiError::not_found(format!("no process {pid} in the latest sample")))?;
-    Ok(json_response(&process::process(&s, row)))
+    Ok(json_response(&process::ProcessDetailOut {
+        process: process::process(&s, row),
+        sharing: process::sharing(&s, pid),
+    }))
 }
 
 async fn tree(

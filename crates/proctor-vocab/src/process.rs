@@ -76,6 +76,82 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
     }
 }
 
+/// `/api/v1/processes/PID`: the process, and when it heads a preforked family, what the
+/// family shares.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessDetailOut {
+    #[serde(flatten)]
+    pub process: ProcessOut,
+    /// `null` unless the process has at least [`FAMILY_MIN_WORKERS`] children of one name.
+    pub sharing: Option<SharingOut>,
+}
+
+/// A family: a parent with at least this many children of the same name (gunicorn's, uwsgi's,
+/// PHP-FPM's and Postgres's workers share their master's name).
+pub const FAMILY_MIN_WORKERS: usize = 2;
+
+/// What a family shares, from the PSS worker's latest readings: no read of its own. Sums are
+/// over the members that have a reading, RSS included, so they compare like with like.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SharingOut {
+    /// The workers' name and how many there are.
+    pub worker_name: Arc<str>,
+    pub workers: usize,
+    /// The parent and its workers.
+    pub members: usize,
+    /// Members with a PSS reading: the sums are over these.
+    pub members_read: usize,
+    /// What they would use unshared: the sum of their RSS.
+    pub rss_sum_bytes: u64,
+    /// What they use: the sum of their PSS.
+    pub pss_sum_bytes: u64,
+    pub uss_sum_bytes: u64,
+    pub saving_bytes: u64,
+    pub saving_percent: Option<f64>,
+    /// The oldest reading among the members read.
+    pub oldest_reading_age_secs: Option<f64>,
+}
+
+/// The sharing summary of `pid`'s family in `s`, if it heads one.
+pub fn sharing(s: &Snapshot, pid: u32) -> Option<SharingOut> {
+    let parent = s.row(pid)?;
+    let mut by_name: std::collections::HashMap<&str, Vec<&ProcessRow>> = std::collections::HashMap::new();
+    for r in s.rows.iter().filter(|r| r.ppid == pid && r.pid != pid) {
+        by_name.entry(&r.comm).or_default().push(r);
+    }
+    let (name, workers) = by_name
+        .into_iter()
+        .filter(|(_, rows)| rows.len() >= FAMILY_MIN_WORKERS)
+        .max_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| b.0.cmp(a.0)))?;
+    let mut out = SharingOut {
+        worker_name: Arc::from(name),
+        workers: workers.len(),
+        members: workers.len() + 1,
+        members_read: 0,
+        rss_sum_bytes: 0,
+        pss_sum_bytes: 0,
+        uss_sum_bytes: 0,
+        saving_bytes: 0,
+        saving_percent: None,
+        oldest_reading_age_secs: None,
+    };
+    for r in std::iter::once(parent).chain(workers) {
+        let (Some(reading), Some(rss)) = (r.pss, r.rss_bytes) else { continue };
+        let Some(pss) = reading.pss_bytes else { continue };
+        out.members_read += 1;
+        out.rss_sum_bytes += rss;
+        out.pss_sum_bytes += pss;
+        out.uss_sum_bytes += reading.uss_bytes.unwrap_or(0);
+        let age = out.oldest_reading_age_secs.map_or(reading.age_secs, |a| a.max(reading.age_secs));
+        out.oldest_reading_age_secs = Some(age);
+    }
+    out.saving_bytes = out.rss_sum_bytes.saturating_sub(out.pss_sum_bytes);
+    if out.rss_sum_bytes > 0 {
+        out.saving_percent = Some(out.saving_bytes as f64 * 100.0 / out.rss_sum_bytes as f64);
+    }
+    Some(out)
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessListOut {
     pub time_unix_ms: u64,

@@ -746,8 +746,31 @@ function renderDetail(p, gone) {
     ["major faults", `${fmt.num(p.major_faults_per_sec, 1)}/s`],
     ["cgroup", p.cgroup ?? fmt.DASH],
   ]);
+  renderSharing(p);
   // Each argument on its own line: spaces inside an argument stay visible as such.
   $("detail-cmdline").textContent = p.cmdline === null ? "(not read yet)" : p.cmdline.length ? p.cmdline.join("\n") : "(none: kernel thread or zombie)";
+}
+
+/** A family head (several children of one name: gunicorn, uwsgi, PHP-FPM, Postgres) gets what
+ * the family shares, from the agent's PSS readings: the sum of RSS against the sum of PSS.
+ * Names are the processes' own: textContent only. */
+function renderSharing(p) {
+  const s = p.sharing;
+  $("detail-sharing").hidden = !s;
+  if (!s) return;
+  const who = `${s.members} processes (this one and ${s.workers} ${s.worker_name} workers)`;
+  let text;
+  if (s.members_read === 0) {
+    text = `${who}: not read yet by the budgeted smaps_rollup worker.`;
+  } else {
+    const coverage = s.members_read < s.members ? ` PSS known for ${s.members_read} of ${s.members}: the sums are over those.` : "";
+    text =
+      `${who} use ${fmt.bytes(s.pss_sum_bytes)}; unshared they would use ${fmt.bytes(s.rss_sum_bytes)}: ` +
+      `sharing saves ${fmt.bytes(s.saving_bytes)}, ${fmt.percent(s.saving_percent)}.${coverage} ` +
+      `Oldest reading ${fmt.duration(s.oldest_reading_age_secs)} ago. ` +
+      `proctor share ${p.pid} --watch 10s shows which worker copies, and how fast.`;
+  }
+  $("detail-sharing-text").textContent = text;
 }
 
 $("detail-close").addEventListener("click", () => {

@@ -24,6 +24,34 @@ fn sleeper() -> Kid {
     Kid(Command::new("sleep").arg("60").spawn().expect("spawn sleep"))
 }
 
+/// A process with several children of one name heads a family: its detail carries the sharing
+/// summary from the PSS worker's readings (the sleepers share libc's pages with each other), and
+/// a process with no such children has none.
+#[test]
+fn a_family_head_gets_a_sharing_summary_from_the_pss_readings() {
+    let server = Server::start(Options::default());
+    let kids = [sleeper(), sleeper(), sleeper()];
+    let me = std::process::id();
+    let r = server.wait_for(&format!("/api/v1/processes/{me}"), |r| {
+        let s = &r.json()["sharing"];
+        s["workers"].as_u64().is_some_and(|n| n >= 3) && s["members_read"] == s["members"]
+    });
+    let s = &r.json()["sharing"];
+    assert_eq!(s["worker_name"], "sleep", "{}", r.body);
+    assert!(s["members_read"] == s["members"], "every member read within 10 s: {}", r.body);
+    let (rss, pss, saving) = (
+        s["rss_sum_bytes"].as_u64().expect("rss"),
+        s["pss_sum_bytes"].as_u64().expect("pss"),
+        s["saving_bytes"].as_u64().expect("saving"),
+    );
+    assert!(pss > 0 && pss < rss, "shared libc pages: PSS below RSS: {}", r.body);
+    assert_eq!(saving, rss - pss);
+    assert!(s["oldest_reading_age_secs"].as_f64().is_some_and(|a| a >= 0.0));
+    let kid = server.get(&format!("/api/v1/processes/{}", kids[0].0.id())).json();
+    assert!(kid["sharing"].is_null(), "a sleeper heads no family: {kid}");
+    assert_eq!(kid["name"], "sleep", "the process's own fields are still at the top level");
+}
+
 #[test]
 fn every_route_answers_json_from_the_snapshot() {
     let server = Server::start(Options::default());
