@@ -75,7 +75,9 @@ fn process_fields_in_rules_are_the_published_values() {
     let _kids = sleepers(2);
     let s = live();
     let me = std::process::id();
-    let row = s.rows.iter().find(|r| r.pid == me).expect("own row");
+    let row = s.rows.iter().find(|r| r.pid == me).unwrap_or_else(|| {
+        panic!("no row for this test (pid {me}) among {} rows; the sample's cost: {:?}", s.rows.len(), s.sample.cost)
+    });
     let out = serde_json::to_value(proctor_vocab::process::process(&s, row)).expect("json");
     let mut checked = 0;
     for f in fields::PROCESS {
@@ -201,6 +203,7 @@ groups:
 "#
     );
     let set = rules::parse(&yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    assert!(s.row(me).is_some(), "no row for this test (pid {me}) among {} rows: {:?}", s.rows.len(), s.sample.cost);
     let mut a = Alerting::new(set, AlertState::default());
     let fired: BTreeSet<String> =
         a.evaluate(&s).into_iter().filter(|e| e.state == Told::Firing).map(|e| e.rule).collect();

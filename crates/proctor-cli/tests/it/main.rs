@@ -10,6 +10,7 @@ mod replay;
 mod report;
 mod rollup;
 mod serve_record;
+mod share;
 mod statsd_attack;
 mod statsd_report;
 
