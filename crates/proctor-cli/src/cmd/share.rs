@@ -135,6 +135,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = &args.plot {
         plot::Format::from_path(path)?;
+        let recording = args.dir.is_some() || args.from.is_some() || args.to.is_some();
+        if args.watch.is_none() && !recording {
+            bail!("--plot draws rounds over time: add --watch INTERVAL, or read a recording with --dir");
+        }
     }
     let matching = match &args.matching {
         Some(text) => Some(Regex::new(text).with_context(|| format!("--match {text:?} is not a regular expression"))?),

@@ -146,4 +146,7 @@ fn mistakes_are_said() {
     assert!(String::from_utf8_lossy(&budget.stderr).contains("--budget 2 is not a share of one core"));
     let plot = proctor(&["share", "1", "--plot", "x.gif"]);
     assert_eq!(plot.status.code(), Some(1));
+    let once = proctor(&["share", "1", "--plot", "x.png"]);
+    assert_eq!(once.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&once.stderr).contains("--plot draws rounds over time"));
 }
