@@ -48,12 +48,14 @@ pub struct Read {
 /// One process's mappings, or why not.
 pub type MapsRead = (Result<Vec<Mapping>, String>, ReadCost);
 
+#[derive(Debug)]
 enum Request {
     Rollups(Vec<u32>),
     Smaps(u32),
     Cmdlines(Vec<u32>),
 }
 
+#[derive(Debug)]
 enum Response {
     Rollups(Vec<Read>),
     Smaps(MapsRead),
@@ -67,22 +69,6 @@ pub struct Worker {
     responses: Receiver<Response>,
     thread: Option<JoinHandle<()>>,
     budget: f64,
-}
-
-impl std::fmt::Debug for Request {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Request::Rollups(pids) => write!(f, "Rollups({} pids)", pids.len()),
-            Request::Smaps(pid) => write!(f, "Smaps({pid})"),
-            Request::Cmdlines(pids) => write!(f, "Cmdlines({} pids)", pids.len()),
-        }
-    }
-}
-
-impl std::fmt::Debug for Response {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Response")
-    }
 }
 
 impl Worker {

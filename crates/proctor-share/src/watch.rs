@@ -19,8 +19,14 @@ use crate::{bytes, span, MIB};
 /// Below this rate a worker is not called a copier: CPython's allocator and a few refcounts
 /// move an idle worker's private memory by less.
 pub const COPYING_BYTES_PER_MIN: f64 = 0.25 * MIB;
-/// Points kept per worker; past it every other point is dropped (a day at 10 s fits twice).
+/// Points kept per worker; past it every other point is dropped (11 hours at 10 s before the
+/// first thinning).
 const MAX_POINTS: usize = 4096;
+/// Members kept; past it the longest-gone ones are forgotten (a family whose children churn,
+/// watched for days, would otherwise grow without bound).
+const MAX_TRACKS: usize = 256;
+/// Recyclings listed; later ones are counted in `recycled_not_listed`.
+const MAX_RECYCLED: usize = 1000;
 
 #[derive(Debug, Clone)]
 struct Track {
@@ -89,6 +95,9 @@ pub struct Report {
     pub watched_secs: f64,
     pub members: Vec<Growth>,
     pub recycled: Vec<Recycle>,
+    pub recycled_not_listed: usize,
+    /// Members that went away longest ago, dropped past the 256 kept.
+    pub forgotten: usize,
     /// Workers that went away with no new one in their place (yet).
     pub exited: Vec<u32>,
     /// The fastest copier, by number, when one copies at least [`COPYING_BYTES_PER_MIN`].
@@ -102,10 +111,12 @@ pub struct Report {
 #[derive(Debug, Default)]
 pub struct Tracker {
     tracks: Vec<Track>,
-    /// Indexes of tracks that went away, waiting for a newcomer to take their number.
-    gone: VecDeque<usize>,
+    /// (pid, start) of workers that went away, waiting for a newcomer to take their number.
+    gone: VecDeque<(u32, u64)>,
     next_number: u32,
     recycled: Vec<Recycle>,
+    recycled_not_listed: usize,
+    forgotten: usize,
     family: Vec<FamilyPoint>,
     rounds: usize,
     first_at: Option<f64>,
@@ -133,12 +144,12 @@ impl Tracker {
             used_bytes: summary.used_bytes,
         });
         // Those missing from this round are gone (a read that failed still counts as there).
-        for (i, t) in self.tracks.iter_mut().enumerate() {
+        for t in &mut self.tracks {
             let present = round.members.iter().any(|m| m.pid == t.pid && m.start_ticks == t.start_ticks);
             if !present && t.gone_at.is_none() {
                 t.gone_at = Some(at);
                 if t.role == Role::Worker {
-                    self.gone.push_back(i);
+                    self.gone.push_back((t.pid, t.start_ticks));
                 }
             }
         }
@@ -148,25 +159,36 @@ impl Tracker {
                 None => {
                     let number = match (m.role, first_round) {
                         (Role::Master, _) => 0,
-                        (Role::Worker, false) => match self.gone.pop_front() {
-                            Some(old) => {
-                                let t = &self.tracks[old];
-                                let (first, last) = (t.points.first(), t.points.last());
-                                self.recycled.push(Recycle {
-                                    number: t.number,
-                                    old_pid: t.pid,
-                                    new_pid: m.pid,
-                                    at_secs: t.gone_at.unwrap_or(at),
-                                    old_private_dirty_bytes: last.map_or(0, |p| p.1),
-                                    old_watched_secs: match (first, last) {
-                                        (Some(f), Some(l)) => l.0 - f.0,
-                                        _ => 0.0,
-                                    },
-                                });
-                                t.number
+                        (Role::Worker, false) => {
+                            let old = self
+                                .gone
+                                .pop_front()
+                                .and_then(|key| self.tracks.iter().find(|t| (t.pid, t.start_ticks) == key));
+                            match old {
+                                Some(t) => {
+                                    let (first, last) = (t.points.first(), t.points.last());
+                                    let recycle = Recycle {
+                                        number: t.number,
+                                        old_pid: t.pid,
+                                        new_pid: m.pid,
+                                        at_secs: t.gone_at.unwrap_or(at),
+                                        old_private_dirty_bytes: last.map_or(0, |p| p.1),
+                                        old_watched_secs: match (first, last) {
+                                            (Some(f), Some(l)) => l.0 - f.0,
+                                            _ => 0.0,
+                                        },
+                                    };
+                                    let number = t.number;
+                                    if self.recycled.len() < MAX_RECYCLED {
+                                        self.recycled.push(recycle);
+                                    } else {
+                                        self.recycled_not_listed += 1;
+                                    }
+                                    number
+                                }
+                                None => self.take_number(),
                             }
-                            None => self.take_number(),
-                        },
+                        }
                         (Role::Worker, true) => self.take_number(),
                     };
                     self.tracks.push(Track {
@@ -189,6 +211,24 @@ impl Tracker {
                 t.points.push((at, c.private_dirty_bytes, c.shared_bytes()));
             }
         }
+        self.forget_longest_gone();
+    }
+
+    /// Keeps at most [`MAX_TRACKS`] members by dropping the ones gone longest ago (never a
+    /// member still there). A dropped worker can no longer be paired with a replacement.
+    fn forget_longest_gone(&mut self) {
+        let excess = self.tracks.len().saturating_sub(MAX_TRACKS);
+        if excess == 0 {
+            return;
+        }
+        let mut gone: Vec<(f64, u32, u64)> =
+            self.tracks.iter().filter_map(|t| t.gone_at.map(|g| (g, t.pid, t.start_ticks))).collect();
+        gone.sort_by(|a, b| a.0.total_cmp(&b.0));
+        gone.truncate(excess);
+        let dropped: Vec<(u32, u64)> = gone.into_iter().map(|(_, pid, start)| (pid, start)).collect();
+        self.tracks.retain(|t| !dropped.contains(&(t.pid, t.start_ticks)));
+        self.gone.retain(|key| !dropped.contains(key));
+        self.forgotten += dropped.len();
     }
 
     fn take_number(&mut self) -> u32 {
@@ -208,7 +248,7 @@ impl Tracker {
             .max_by(|a, b| {
                 a.rate_bytes_per_min.partial_cmp(&b.rate_bytes_per_min).unwrap_or(std::cmp::Ordering::Equal)
             });
-        let exited: Vec<u32> = self.gone.iter().map(|&i| self.tracks[i].pid).collect();
+        let exited: Vec<u32> = self.gone.iter().map(|&(pid, _)| pid).collect();
         let verdict = verdict(self.rounds, watched_secs, top, &self.recycled);
         Report {
             rounds: self.rounds,
@@ -217,6 +257,8 @@ impl Tracker {
             top_grower_pid: top.map(|g| g.pid),
             members: members.clone(),
             recycled: self.recycled.clone(),
+            recycled_not_listed: self.recycled_not_listed,
+            forgotten: self.forgotten,
             exited,
             verdict,
             family: self.family.clone(),
@@ -417,6 +459,23 @@ mod tests {
         assert!(t.report().verdict.starts_with("one round"));
         t.push(&round(5.0, vec![read(100, Role::Master, M, M)]));
         assert_eq!(t.report().exited, vec![101]);
+    }
+
+    /// A family whose children come and go forever keeps at most MAX_TRACKS members, the
+    /// longest gone forgotten first, and the recyclings it lists are capped and counted.
+    #[test]
+    fn members_and_recyclings_stay_bounded() {
+        let mut t = Tracker::new();
+        for i in 0..3000u32 {
+            t.push(&round(f64::from(i), vec![read(100, Role::Master, M, M), read(1000 + i, Role::Worker, M, M)]));
+        }
+        let r = t.report();
+        assert!(r.members.len() <= MAX_TRACKS, "{}", r.members.len());
+        assert_eq!(r.members.len() + r.forgotten, 3001);
+        assert!(r.members.iter().any(|g| g.pid == 3999 && g.alive), "the newest is kept");
+        assert!(r.members.iter().any(|g| g.pid == 100 && g.alive), "the master is kept");
+        assert_eq!(r.recycled.len(), MAX_RECYCLED);
+        assert_eq!(r.recycled.len() + r.recycled_not_listed, 2999);
     }
 
     #[test]

@@ -478,6 +478,13 @@ fn print_text(out: &ShareOut) -> std::io::Result<()> {
             )?;
         }
         writeln!(w, "{}", report.verdict)?;
+        if report.forgotten > 0 || report.recycled_not_listed > 0 {
+            writeln!(
+                w,
+                "({} members gone longest ago are no longer listed, {} recyclings past the first 1000 not listed)",
+                report.forgotten, report.recycled_not_listed
+            )?;
+        }
     } else {
         writeln!(w, "one round: --watch 10s shows who copies the shared pages and how fast")?;
     }
