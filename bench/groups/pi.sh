@@ -12,9 +12,5 @@
 # by its pid (on Ctrl-C too), and the sleepers end on their own when the run's time is up.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-if [[ -z ${PROCTOR_BIN:-} ]]; then
-  cargo build --release --locked --bin proctor 2>&1 | tail -1
-  PROCTOR_BIN=$(realpath "${CARGO_TARGET_DIR:-target}/release/proctor")
-  export PROCTOR_BIN
-fi
+source bench/lib/proctor_bin.sh
 exec python3 bench/groups/pi.py

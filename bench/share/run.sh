@@ -11,10 +11,7 @@
 # with their master (PR_SET_PDEATHSIG).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-if [[ -z ${PROCTOR_BIN:-} ]]; then
-  cargo build --release --locked --bin proctor 2>&1 | tail -1
-  PROCTOR_BIN=$(realpath "${CARGO_TARGET_DIR:-target}/release/proctor")
-fi
+source bench/lib/proctor_bin.sh
 object=${OBJECT_MIB:-1024}
 workers=${WORKERS:-4}
 runs=${RUNS:-10}
