@@ -133,6 +133,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.budget.is_nan() || args.budget <= 0.0 || args.budget > 1.0 {
         bail!("--budget {} is not a share of one core between 0 and 1 (0.1 = 10 %)", args.budget);
     }
+    if args.watch.is_some_and(|w| w.is_zero()) {
+        bail!("--watch needs an interval above zero (10s, 500ms)");
+    }
     if let Some(path) = &args.plot {
         plot::Format::from_path(path)?;
         let recording = args.dir.is_some() || args.from.is_some() || args.to.is_some();

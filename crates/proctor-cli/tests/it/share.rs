@@ -144,6 +144,9 @@ fn mistakes_are_said() {
     let budget = proctor(&["share", "1", "--budget", "2"]);
     assert_eq!(budget.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&budget.stderr).contains("--budget 2 is not a share of one core"));
+    let zero = proctor(&["share", "1", "--watch", "0s"]);
+    assert_eq!(zero.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("--watch needs an interval above zero"));
     let plot = proctor(&["share", "1", "--plot", "x.gif"]);
     assert_eq!(plot.status.code(), Some(1));
     let once = proctor(&["share", "1", "--plot", "x.png"]);
