@@ -13,17 +13,50 @@ trap 'rm -rf "$logs"' EXIT
 results=()
 failed=0
 
+# Every part runs under a time limit, so that one hung test fails its part with the reason and
+# the suite still reaches its summary, well inside CI's 90 minutes. The limits are generous (a
+# cold rehearsal's parts take 1 s to 16 min); PROCTOR_PART_LIMIT_SCALE multiplies them.
+limit_for() {
+  local seconds
+  case $1 in
+    "cargo test --workspace") seconds=1200 ;;
+    *95-aarch64.sh) seconds=1800 ;;
+    *) seconds=900 ;;
+  esac
+  echo $((seconds * ${PROCTOR_PART_LIMIT_SCALE:-1}))
+}
+
+# The whole suite stops starting parts, and cuts the last one short, at 85 minutes: CI allows 90,
+# and a summary that names what ran out of time says more than a run killed from outside.
+suite_limit=${PROCTOR_SUITE_LIMIT:-5100}
+
 # run NAME COMMAND...: runs one part, its output shown as it comes and kept to look for SKIPs.
 run() {
   local name=$1
   shift
   echo "== $name"
   local started=$SECONDS
-  "$@" 2>&1 | tee "$logs/part.log"
+  local limit left
+  limit=$(limit_for "$name")
+  left=$((suite_limit - SECONDS))
+  if [[ $left -le 0 ]]; then
+    echo "FAIL: $name not run: the suite has used its ${suite_limit} s"
+    results+=("$(printf '%-36s %6ss  %s' "$name" 0 "FAILED (not run: the suite used its ${suite_limit} s)")")
+    failed=1
+    return
+  fi
+  [[ $left -lt $limit ]] && limit=$left
+  # timeout puts the part in a process group of its own and signals the whole group; bash -c
+  # lets a part be one of the functions below (exported), and no part reads the terminal.
+  timeout --kill-after=30 "$limit" bash -c '"$@"' "$name" "$@" 2>&1 </dev/null | tee "$logs/part.log"
   local status=${PIPESTATUS[0]}
   local took=$((SECONDS - started))
   local result=passed
-  if [[ $status -ne 0 ]]; then
+  if [[ $status -eq 124 || $status -eq 137 ]]; then
+    result="FAILED (timed out after ${limit} s)"
+    echo "FAIL: $name did not finish within ${limit} s and was stopped (tests still running are named above)"
+    failed=1
+  elif [[ $status -ne 0 ]]; then
     result="FAILED (exit $status)"
     failed=1
   elif grep -q "SKIP" "$logs/part.log"; then
@@ -62,6 +95,7 @@ clippy() {
   fi
 }
 
+export -f fmt clippy
 run "cargo fmt --check" fmt
 run "cargo clippy -D warnings" clippy
 run "cargo test --workspace" cargo test --workspace --locked

@@ -46,6 +46,10 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$runner"
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
 export PROCTOR_TEST_RUNNER="$runner"
+# No debug info for the cross build: a panic still names its file and line, and the build writes
+# and links far less (time, and CI's shared disk).
+# (Target-only flags: the host's build scripts and proc macros stay shared with the native build.)
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C debuginfo=0"
 target_dir="${CARGO_TARGET_DIR:-target}"
 
 echo "-- cross build: proctor for $target"

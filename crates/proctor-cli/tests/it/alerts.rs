@@ -460,7 +460,7 @@ fn alerts_test_replays_a_recording_and_says_when_rules_fired_and_resolved() {
     let p = Flapper::start(&tag);
     std::thread::sleep(Duration::from_millis(1500));
     drop(p);
-    let status = rec.0.wait().expect("record ends after its count");
+    let status = super::bounded::wait_at_most(&mut rec.0, "record with a count", Duration::from_secs(120));
     assert!(status.success(), "{status:?}");
     let rules = rules_file(
         dir.path(),

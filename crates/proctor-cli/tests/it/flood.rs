@@ -2,7 +2,6 @@
 //! limit, 1,100 idle TCP connections held open against it, and still a normal request is
 //! answered and every sample taken meanwhile has its processes.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,17 +48,11 @@ pub(super) fn started(mut command: Command) -> (Guard, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("serve (prlimit is part of util-linux)");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    // Read on a thread to the end, so serve never blocks on (or writes to) a closed pipe.
+    let mut stderr = super::bounded::StderrLines::take(&mut child);
     let guard = Guard(child);
-    let mut addr = None;
-    let mut line = String::new();
-    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
-        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
-        line.clear();
-    }
-    // Keep reading, so serve never writes to a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (guard, addr.expect("serve printed its address"))
+    let addr = stderr.address();
+    (guard, addr)
 }
 
 #[test]

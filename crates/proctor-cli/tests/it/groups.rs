@@ -141,7 +141,6 @@ fn a_wrapper_whose_children_live_less_than_a_sample_still_shows_their_cpu() {
 /// to turn groups on.
 #[test]
 fn serve_keeps_groups_every_sample_for_the_api() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().expect("tempdir");
     let (script, rules) = short_children(dir.path(), "serve-groups-wrapper.sh");
     let _wrapper = Family::start(&script);
@@ -152,14 +151,9 @@ fn serve_keeps_groups_every_sample_for_the_api() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("serve");
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        let mut addr = None;
-        while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
-            addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
-            line.clear();
-        }
-        (super::Guard(child), addr.expect("serve printed its address"), stderr)
+        let mut stderr = super::bounded::StderrLines::take(&mut child);
+        let addr = stderr.address();
+        (super::Guard(child), addr, stderr)
     };
     let body = |reply: &str| reply.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     let (plain, addr, _e1) = start(&[]);

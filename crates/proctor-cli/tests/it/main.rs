@@ -2,6 +2,7 @@
 
 mod agreement;
 mod alerts;
+mod bounded;
 mod flood;
 mod groups;
 mod hostile_store;
@@ -223,33 +224,21 @@ fn serve_refuses_a_public_address_without_a_token() {
 /// The real binary: serves on an ephemeral port, answers, and stops cleanly on SIGTERM.
 #[test]
 fn serve_answers_and_stops_on_sigterm() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut child = proctor_command()
-        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start serve");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    stderr.read_line(&mut line).expect("first line");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
-    write!(stream, "GET /api/v1/agent HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).expect("reply");
+    let mut child = Guard(
+        proctor_command()
+            .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve"),
+    );
+    let mut stderr = bounded::StderrLines::take(&mut child.0);
+    let addr = stderr.address();
+    let reply = http_get(&addr, "/api/v1/agent");
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.contains("\"samples_total\""), "{reply}");
-    // SAFETY: kill with a pid we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().expect("exits");
+    let status = bounded::terminate(&mut child.0, "serve");
     assert!(status.success(), "{status:?}");
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).expect("rest of stderr");
+    let rest = stderr.rest(bounded::STARTUP);
     assert!(rest.contains("stopping"), "{rest}");
 }
 
@@ -278,13 +267,21 @@ pub(crate) fn promtool_check(reply: &str) {
     );
 }
 
+/// One `GET` with `Connection: close`: the whole reply, head and body. A reply that does not
+/// end within [`bounded::STARTUP`] fails the test with what did come.
 pub(crate) fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    let limit = bounded::STARTUP;
+    let socket: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("address {addr:?}: {e}"));
+    let mut stream = std::net::TcpStream::connect_timeout(&socket, limit).expect("connect");
+    stream.set_read_timeout(Some(limit)).expect("read timeout");
+    stream.set_write_timeout(Some(limit)).expect("write timeout");
     write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).expect("reply");
-    reply
+    let mut reply = Vec::new();
+    if let Err(e) = stream.read_to_end(&mut reply) {
+        panic!("GET {path} from {addr}: {e} after {limit:?}; so far: {}", String::from_utf8_lossy(&reply));
+    }
+    String::from_utf8_lossy(&reply).into_owned()
 }
 
 /// The value of the first sample line of `body` that starts with `prefix`.
@@ -298,25 +295,19 @@ fn sample_value(body: &str, prefix: &str) -> Option<f64> {
 /// scripts/test.d/65-prometheus.sh does).
 #[test]
 fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
-    use std::io::{BufRead, BufReader};
     let udp_port = std::net::UdpSocket::bind("127.0.0.1:0").expect("probe").local_addr().expect("addr").port();
     let udp = format!("127.0.0.1:{udp_port}");
-    let mut child = proctor_command()
-        .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--statsd", "--udp", &udp])
-        .args(["--admin", "off", "--flush-interval", "300ms", "--groups", "cgroup"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start serve --statsd");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut addr: Option<String> = None;
-    let mut early = String::new();
-    let mut line = String::new();
-    while addr.is_none() && stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
-        addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string);
-        early.push_str(&line);
-        line.clear();
-    }
-    let addr = addr.expect("serve printed its address");
+    let mut child = Guard(
+        proctor_command()
+            .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--statsd", "--udp", &udp])
+            .args(["--admin", "off", "--flush-interval", "300ms", "--groups", "cgroup"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve --statsd"),
+    );
+    let mut stderr = bounded::StderrLines::take(&mut child.0);
+    let addr = stderr.address();
+    let early = stderr.seen.clone();
     let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("sender");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     let total = |body: &str| sample_value(body, "proctor_statsd_events_total{key=\"jobs.done\"}");
@@ -335,9 +326,7 @@ fn serve_with_statsd_exposes_flushed_keys_on_metrics() {
             break;
         }
     }
-    // SAFETY: SIGTERM to the pid we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().expect("exits");
+    let status = bounded::terminate(&mut child.0, "serve --statsd");
     drop(stderr);
     assert!(body.contains("proctor_statsd_value{key=\"queue.depth\"} 7"), "{body}");
     assert!(body.contains("proctor_statsd_events_per_second{key=\"jobs.done\"} "), "{body}");

@@ -80,7 +80,7 @@ fn probe_run(dir: &Path, port: u16, slow: &Arc<AtomicBool>, burn: bool, out: Opt
     std::thread::sleep(Duration::from_secs(3));
     drop(burners);
     slow.store(false, Ordering::Relaxed);
-    let status = probe.0[0].wait().expect("probe ends");
+    let status = super::bounded::wait_at_most(&mut probe.0[0], "probe with a duration", Duration::from_secs(120));
     assert!(status.success(), "probe: {status:?}");
     probe.0.clear();
     (start, now_s())

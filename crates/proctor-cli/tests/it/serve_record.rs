@@ -7,9 +7,8 @@
 //! Every child gets HOME and XDG_STATE_HOME inside a temporary directory, so no test can write
 //! into the real home directory.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{ChildStderr, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use proctor_store::{Reader, StoreConfig, Writer};
@@ -21,7 +20,7 @@ pub(super) struct Served {
     pub(super) addr: String,
     /// Everything serve printed on stderr up to and including its address.
     early_stderr: String,
-    stderr: BufReader<ChildStderr>,
+    stderr: super::bounded::StderrLines,
 }
 
 /// Starts `proctor serve` at 100 ms with HOME and XDG_STATE_HOME set as given (never the
@@ -46,20 +45,11 @@ pub(super) fn serve(
     }
     setup(&mut command);
     let mut child = command.spawn().expect("start serve");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut stderr = super::bounded::StderrLines::take(&mut child);
     let child = Guard(child);
-    let mut early_stderr = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).expect("stderr") == 0 {
-            panic!("serve ended before printing its address: {early_stderr}");
-        }
-        early_stderr.push_str(&line);
-        if let Some(addr) = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()) {
-            let addr = addr.to_string();
-            return Served { child, addr, early_stderr, stderr };
-        }
-    }
+    let addr = stderr.address();
+    let early_stderr = stderr.seen.clone();
+    Served { child, addr, early_stderr, stderr }
 }
 
 impl Served {
@@ -83,12 +73,8 @@ impl Served {
 
     /// SIGTERM, then the exit status and the rest of stderr.
     pub(super) fn stop(mut self) -> (std::process::ExitStatus, String) {
-        use std::io::Read;
-        // SAFETY: SIGTERM to the pid we started.
-        unsafe { libc::kill(self.child.0.id() as i32, libc::SIGTERM) };
-        let status = self.child.0.wait().expect("exits");
-        let mut rest = String::new();
-        let _ = self.stderr.read_to_string(&mut rest);
+        let status = super::bounded::terminate(&mut self.child.0, "serve");
+        let rest = self.stderr.rest(super::bounded::STARTUP);
         (status, rest)
     }
 }

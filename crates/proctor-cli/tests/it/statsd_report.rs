@@ -4,7 +4,6 @@
 //! test chooses; the report must place its slow flushes there. `serve --statsd --no-record`
 //! must write nothing.
 
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::Stdio;
@@ -89,23 +88,18 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
         .stderr(Stdio::piped())
         .spawn()
         .expect("start statsd");
-    let mut stderr = BufReader::new(statsd.stderr.take().expect("stderr"));
-    let statsd = Guard(statsd);
-    let mut early = String::new();
+    let mut stderr = super::bounded::StderrLines::take(&mut statsd);
+    let mut statsd = Guard(statsd);
     // The udp line is printed once the socket is bound: packets sent after it are received.
-    while !early.contains(&format!("udp {udp}")) {
-        assert!(stderr.read_line(&mut early).expect("stderr") > 0, "statsd ended early: {early}");
-    }
+    let bound = format!("udp {udp}");
+    stderr.until("statsd's udp line", super::bounded::STARTUP, |line| line.contains(&bound).then_some(()));
+    let early = stderr.seen.clone();
     // Give the recorder time for its first samples, so every flush falls in a sample interval.
     std::thread::sleep(Duration::from_millis(800));
     let (slow_from, slow_to) = send_timers(&udp);
     // SIGTERM: statsd flushes once more and the recorder thread drains before it exits.
-    // SAFETY: SIGTERM to the pid we started.
-    unsafe { libc::kill(statsd.0.id() as i32, libc::SIGTERM) };
-    let mut statsd = statsd;
-    let status = statsd.0.wait().expect("statsd exits");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("stderr");
+    let status = super::bounded::terminate(&mut statsd.0, "statsd");
+    let rest = stderr.rest(super::bounded::STARTUP);
     assert!(status.success(), "{status:?}: {early}{rest}");
     assert!(rest.contains("0 dropped at a full queue, 0 failed writes"), "{rest}");
     std::thread::sleep(Duration::from_millis(800));
