@@ -6,6 +6,7 @@
 mod cmd;
 mod datadir;
 mod output;
+mod remote_write;
 mod signals;
 mod statsd_server;
 mod streams;

@@ -21,5 +21,5 @@ pub mod serve;
 
 pub use auth::HostRule;
 pub use counters::HttpCounters;
-pub use router::{router, ApiConfig, ExtraMetrics};
+pub use router::{router, ApiConfig, ExtraMetrics, RemoteWriteStatus};
 pub use serve::{serve, ConnLimits};

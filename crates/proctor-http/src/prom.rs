@@ -228,6 +228,17 @@ fn opt(v: Option<u64>) -> Option<f64> {
 
 /// Every family for one snapshot: host, container, the top processes and the agent itself.
 pub fn families(s: &Snapshot, config: &MetricsConfig, http: &HttpOut) -> Vec<Family> {
+    families_of(s, config, s.groups.as_deref(), http)
+}
+
+/// [`families`] with the groups given apart from the snapshot's (remote write sends the groups
+/// as stored with each sample, whichever way the sample came).
+pub fn families_of(
+    s: &Snapshot,
+    config: &MetricsConfig,
+    groups: Option<&proctor_agent::groups::GroupsView>,
+    http: &HttpOut,
+) -> Vec<Family> {
     let mut out = Vec::with_capacity(64);
     let h = &s.sample.host;
     let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
@@ -364,15 +375,15 @@ pub fn families(s: &Snapshot, config: &MetricsConfig, http: &HttpOut) -> Vec<Fam
 
     container_families(s, &mut out);
     process_families(s, config, &mut out);
-    group_families(s, &mut out);
+    group_families(groups, &mut out);
     agent_families(s, http, &mut out);
     out
 }
 
 /// Per-group series, when the agent keeps groups: one set per published group (the agent caps
 /// them, `--max-groups`) and how many it left out.
-fn group_families(s: &Snapshot, out: &mut Vec<Family>) {
-    let Some(g) = s.groups.as_deref() else { return };
+fn group_families(groups: Option<&proctor_agent::groups::GroupsView>, out: &mut Vec<Family>) {
+    let Some(g) = groups else { return };
     let mut cpu = Family::new(
         "proctor_group_cpu_seconds",
         Kind::Counter,

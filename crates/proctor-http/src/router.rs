@@ -37,6 +37,10 @@ use crate::prom::{self, Family, MetricsConfig};
 /// Extra `/metrics` families from other parts of the agent (the embedded statsd server).
 pub type ExtraMetrics = Arc<dyn Fn() -> Vec<Family> + Send + Sync>;
 
+/// The remote-write queues' status as of a snapshot (lag is measured against its sample).
+pub type RemoteWriteStatus =
+    Arc<dyn Fn(&proctor_agent::snapshot::Snapshot) -> Vec<snapshot::RemoteWriteOut> + Send + Sync>;
+
 /// What the router needs besides the agent.
 #[derive(Clone)]
 pub struct ApiConfig {
@@ -54,6 +58,8 @@ pub struct ApiConfig {
     pub hosts: HostRule,
     /// The alert engine, when serve runs rules (`--rules`).
     pub alerts: Option<Arc<proctor_alerts::engine::Handle>>,
+    /// The remote-write queues, when serve sends to any (`--remote-write`).
+    pub remote_write: Option<RemoteWriteStatus>,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -131,10 +137,11 @@ async fn method_not_allowed() -> ApiError {
 }
 
 impl AppState {
-    fn extras(&self) -> AgentExtras {
+    fn extras(&self, s: &proctor_agent::snapshot::Snapshot) -> AgentExtras {
         AgentExtras {
             http: Some(self.http.out()),
             disk_error: self.config.disk.as_ref().and_then(|d| d.status().error),
+            remote_write: self.config.remote_write.as_ref().map(|f| f(s)).unwrap_or_default(),
         }
     }
 }
@@ -148,7 +155,7 @@ async fn snapshot(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<R
     let sort = sort_param(&p)?.unwrap_or(ProcessSort::Cpu);
     let top = p.number::<usize>("top")?.unwrap_or(SNAPSHOT_TOP);
     let s = st.shared.latest();
-    Ok(json_response(&snapshot::snapshot(&s, sort, top, &st.extras())))
+    Ok(json_response(&snapshot::snapshot(&s, sort, top, &st.extras(&s))))
 }
 
 async fn groups(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
@@ -171,7 +178,7 @@ async fn container(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
 async fn agent(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
     Params::parse(q, &[])?;
     let s = st.shared.latest();
-    Ok(json_response(&snapshot::agent(&s, &st.extras())))
+    Ok(json_response(&snapshot::agent(&s, &st.extras(&s))))
 }
 
 async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {

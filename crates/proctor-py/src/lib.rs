@@ -324,7 +324,7 @@ impl Sampler {
         }
         let s = self.shared.latest();
         let error = problem(self, &s, self.is_closed());
-        let extras = AgentExtras { http: None, disk_error: self.disk.status().error };
+        let extras = AgentExtras { http: None, disk_error: self.disk.status().error, remote_write: Vec::new() };
         let snapshot = wire::snapshot(&s, ProcessSort::Cpu, SNAPSHOT_TOP, &extras);
         to_json(&Out { snapshot, age_secs: age_secs(&s), error })
     }

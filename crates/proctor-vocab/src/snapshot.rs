@@ -389,6 +389,41 @@ pub struct AgentExtras {
     pub http: Option<HttpOut>,
     /// The filesystem usage watcher's problem, if it has one.
     pub disk_error: Option<String>,
+    /// Each `--remote-write` queue (serve only; empty elsewhere).
+    pub remote_write: Vec<RemoteWriteOut>,
+}
+
+/// One remote-write queue: what the receiver took, what failed and how far behind it is.
+/// Counters are cumulative since the agent started.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RemoteWriteOut {
+    pub url: String,
+    /// `X-Prometheus-Remote-Write-Version`: `0.1.0` (1.0) or `2.0.0`.
+    pub protocol_version: &'static str,
+    /// Agent samples the receiver took.
+    pub samples_sent_total: u64,
+    /// Series points (one value at one time) the receiver took.
+    pub points_sent_total: u64,
+    /// Requests answered 2xx, and their compressed bytes.
+    pub requests_sent_total: u64,
+    pub bytes_sent_total: u64,
+    /// Failed attempts by reason: `5xx` and `429` (retried), `4xx` (batch dropped), `network`.
+    pub failed_total: BTreeMap<String, u64>,
+    /// Agent samples in batches dropped on a 4xx other than 429.
+    pub samples_dropped_total: u64,
+    /// Agent samples the queue needed but the store never had (not recorded), skipped.
+    pub samples_not_in_store_total: u64,
+    pub last_error: Option<String>,
+    /// The newest sample the receiver took, Unix milliseconds.
+    pub delivered_until_unix_ms: Option<u64>,
+    /// How far the receiver is behind the agent's newest sample.
+    pub lag_secs: Option<f64>,
+    /// About how many agent samples are still to send (the lag over the interval).
+    pub backlog_samples: Option<u64>,
+    /// True while samples are read back from the store (after an outage or a restart).
+    pub backfilling: bool,
+    /// Why the cursor file could not be read or written, if so.
+    pub cursor_error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -419,6 +454,8 @@ pub struct AgentOut {
     /// `null` where the agent serves no HTTP.
     pub http: Option<HttpOut>,
     pub disk_error: Option<String>,
+    /// Each `--remote-write` queue; empty when there is none.
+    pub remote_write: Vec<RemoteWriteOut>,
 }
 
 /// The agent's recording into its data directory. Three states: off (`enabled` false, `dir`
@@ -506,6 +543,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
         recording: recording(&a.recording),
         http: extras.http.clone(),
         disk_error: extras.disk_error.clone(),
+        remote_write: extras.remote_write.clone(),
     }
 }
 

@@ -140,6 +140,8 @@ struct ServeOptions {
     alerts: AlertArgs,
     #[command(flatten, next_help_heading = "statsd (with --statsd)")]
     statsd_options: crate::statsd_server::Options,
+    #[command(flatten, next_help_heading = "Remote write")]
+    remote_write: crate::remote_write::RemoteWriteArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -273,6 +275,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // the sampler or a request.
     let disk = DiskWatch::start(&disk_path, DISK_EVERY, DISK_TIMEOUT).context("cannot start the disk watcher")?;
     let (recording, recording_dir) = open_recording(&o);
+    let metrics_config = MetricsConfig {
+        top: o.metrics_top,
+        rank: match o.metrics_rank {
+            Rank::Cpu => ProcessRank::Cpu,
+            Rank::Rss => ProcessRank::Rss,
+        },
+    };
+    // Checked before the agent starts: a remote-write mistake stops serve with the reason.
+    let remote_plan = o.remote_write.plan(recording_dir.as_deref(), metrics_config, &host_name())?;
     let agent =
         Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
     // Recorded samples roll up into the minute and hour tiers on a thread of their own.
@@ -306,11 +317,54 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let extra: Option<ExtraMetrics> = statsd.as_ref().map(|server| {
+    let statsd_extra: Option<ExtraMetrics> = statsd.as_ref().map(|server| {
         let handle = server.handle();
         let max = o.statsd_metrics_max;
         Arc::new(move || statsd_families(&handle, max)) as ExtraMetrics
     });
+
+    // Remote write: a queue (a thread) per receiver. Samples taken live also carry the agent's
+    // own series and statsd's, which the store does not hold.
+    let counters: Arc<proctor_http::HttpCounters> = Arc::default();
+    let live: proctor_remote::queue::LiveFamilies = {
+        let counters = Arc::clone(&counters);
+        let statsd_extra = statsd_extra.clone();
+        Arc::new(move |s: &proctor_agent::snapshot::Snapshot| {
+            let mut out = proctor_http::prom::families(s, &metrics_config, &counters.out());
+            out.retain(|f| f.name.starts_with("proctor_agent_"));
+            if let Some(extra) = &statsd_extra {
+                out.extend(extra());
+            }
+            out
+        })
+    };
+    let remote_queues = if remote_plan.is_empty() {
+        Vec::new()
+    } else {
+        let queues = remote_plan.start(&agent.shared(), live)?;
+        for q in &o.remote_write.urls {
+            log(&format!("remote write to {q}"));
+        }
+        queues
+    };
+    let remote_status: Option<proctor_http::RemoteWriteStatus> = if remote_queues.is_empty() {
+        None
+    } else {
+        let handles: Vec<_> = remote_queues.iter().map(proctor_remote::queue::Queue::status).collect();
+        Some(Arc::new(move |s: &proctor_agent::snapshot::Snapshot| {
+            handles.iter().map(|h| h.read(s.sample.unix_ns, s.agent.interval_ns)).collect()
+        }))
+    };
+    let extra: Option<ExtraMetrics> = match (statsd_extra, remote_status.clone(), agent.shared()) {
+        (None, None, _) => None,
+        (statsd_extra, remote_status, shared) => Some(Arc::new(move || {
+            let mut out = statsd_extra.as_ref().map(|f| f()).unwrap_or_default();
+            if let Some(status) = &remote_status {
+                out.extend(proctor_remote::metrics::families(&status(&shared.latest())));
+            }
+            out
+        })),
+    };
 
     // Alerts: a thread of their own beside the agent, its log and state in DATA/alerts.
     let alert_engine = match &o.alerts.rules {
@@ -344,19 +398,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let config = ApiConfig {
         token: token.map(Arc::from),
-        metrics: MetricsConfig {
-            top: o.metrics_top,
-            rank: match o.metrics_rank {
-                Rank::Cpu => ProcessRank::Cpu,
-                Rank::Rss => ProcessRank::Rss,
-            },
-        },
+        metrics: metrics_config,
         jupyter: JupyterConfig::new(jupyter_pid),
         disk: Some(Arc::new(disk)),
         extra_metrics: extra,
-        counters: Arc::default(),
+        counters,
         hosts: if loopback && tokenless { HostRule::Loopback { also: o.allow_host.clone() } } else { HostRule::Any },
         alerts: alert_engine.as_ref().map(proctor_alerts::engine::Engine::handle),
+        remote_write: remote_status,
     };
     let counters = Arc::clone(&config.counters);
     // After the sampler raised RLIMIT_NOFILE to its hard limit: the cap is a share of what is
@@ -403,6 +452,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     if let Some(engine) = alert_engine {
         engine.stop();
+    }
+    for queue in remote_queues {
+        queue.stop();
     }
     agent.stop();
     if let Some(roller) = roller {

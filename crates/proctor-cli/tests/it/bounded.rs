@@ -61,10 +61,10 @@ impl StderrLines {
         }
     }
 
-    /// `proctor serve`'s address (`127.0.0.1:PORT`) from its `http://…/` line.
+    /// `proctor serve`'s address (`127.0.0.1:PORT`) from its `listening on http://…/` line.
     pub(crate) fn address(&mut self) -> String {
         self.until("address printed by serve", STARTUP, |line| {
-            line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string)
+            line.split("listening on http://").nth(1).and_then(|rest| rest.split('/').next()).map(str::to_string)
         })
     }
 

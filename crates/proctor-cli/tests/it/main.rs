@@ -7,6 +7,7 @@ mod flood;
 mod groups;
 mod hostile_store;
 mod record;
+mod remote_write;
 mod replay;
 mod report;
 mod rollup;

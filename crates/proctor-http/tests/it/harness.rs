@@ -69,6 +69,7 @@ impl Server {
             counters: Arc::default(),
             hosts: o.hosts.clone(),
             alerts: None,
+            remote_write: None,
         };
         let counters = Arc::clone(&config.counters);
         let app = proctor_http::router(agent.shared(), config);

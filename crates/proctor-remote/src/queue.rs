@@ -1,0 +1,460 @@
+//! One queue per remote: a thread that sends the agent's samples, in time order, and keeps a
+//! cursor of what the receiver took.
+//!
+//! The store is the write-ahead log. While the queue keeps up, each new snapshot is taken
+//! from the agent as it is published (no store read). When it falls behind — the receiver was
+//! down, a send took long, the agent restarted — it reads the samples after its cursor back
+//! from the store, at most [`QueueConfig::backfill_per_sec`] of them a second, until it meets
+//! the agent's newest again. The cursor (the newest sample the receiver answered 2xx for) is a
+//! small JSON file in the data directory, written after each 2xx, so a restart resumes there.
+//! 5xx, 429 and failed connections keep the batch and retry it with backoff (1 s doubling to
+//! 30 s, or the receiver's `Retry-After`); any other 4xx drops the batch and counts it with the
+//! receiver's message. Nothing here runs on the sampling thread or an HTTP handler.
+//!
+//! Both paths make series the same way (`source::families`), so a value does not change with the
+//! path it took: the host, container, top-N process and group series. The agent's own series
+//! (and statsd's, under `serve --statsd`) are not in the store; they are sent with samples taken
+//! live and are missing for samples sent from the store.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use proctor_agent::agent::Shared;
+use proctor_agent::snapshot::Snapshot;
+use proctor_http::prom::{Family, MetricsConfig};
+use proctor_model::Sample;
+use serde::{Deserialize, Serialize};
+
+use crate::post::{post, Endpoint, Reply};
+use crate::series::Batch;
+use crate::source::{families, StoreSource};
+use crate::wire::{encode, Version};
+
+/// Families that only a live snapshot has (the agent's own, statsd's), for the snapshot given.
+pub type LiveFamilies = Arc<dyn Fn(&Snapshot) -> Vec<Family> + Send + Sync>;
+
+/// How one queue runs.
+#[derive(Clone)]
+pub struct QueueConfig {
+    pub endpoint: Endpoint,
+    pub version: Version,
+    /// Added to every series that lacks the label (`instance`, `host`, `--external-label`).
+    pub external_labels: Vec<(String, String)>,
+    /// The store the agent records into.
+    pub store_dir: PathBuf,
+    /// The cursor file.
+    pub cursor_path: PathBuf,
+    pub metrics: MetricsConfig,
+    /// Most agent samples in one request.
+    pub max_samples: usize,
+    /// A batch taken live is sent once its oldest sample is this old (or it is full).
+    pub deadline: Duration,
+    /// Most agent samples a second read back from the store and sent.
+    pub backfill_per_sec: f64,
+    /// Samples the store does not have after this long (never recorded: a full recorder queue,
+    /// a failed write) are skipped and counted, so the queue never waits on them for ever.
+    pub store_grace: Duration,
+    pub live: Option<LiveFamilies>,
+}
+
+impl std::fmt::Debug for QueueConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueConfig").field("url", &self.endpoint.url).field("version", &self.version).finish()
+    }
+}
+
+/// The newest sample the receiver took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub unix_ns: u64,
+    pub seq: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CursorFile {
+    url: String,
+    unix_ns: u64,
+    seq: u64,
+}
+
+/// The cursor in `path`, if there is a readable one for `url`.
+pub fn load_cursor(path: &std::path::Path, url: &str) -> Result<Option<Cursor>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let file: CursorFile =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a cursor file ({e})", path.display()))?;
+    if file.url != url {
+        return Err(format!("{}: the cursor of {}, not of {url}", path.display(), file.url));
+    }
+    Ok(Some(Cursor { unix_ns: file.unix_ns, seq: file.seq }))
+}
+
+/// Writes the cursor beside itself and renames it in place: a crash leaves the old or the new.
+pub fn save_cursor(path: &std::path::Path, url: &str, cursor: Cursor) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let text = serde_json::to_string(&CursorFile { url: url.to_string(), unix_ns: cursor.unix_ns, seq: cursor.seq })
+        .map_err(std::io::Error::other)?;
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_data()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// The file name of a remote's cursor: readable, and unique per URL.
+pub fn cursor_file_name(url: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in url.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let readable: String = url
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .take(48)
+        .collect();
+    format!("{readable}-{hash:016x}.json")
+}
+
+/// What a queue has done, for `/api/v1/agent` and `/metrics` (the vocabulary's shape).
+pub type QueueStatus = proctor_vocab::snapshot::RemoteWriteOut;
+
+/// A running queue.
+#[derive(Debug)]
+pub struct Queue {
+    status: Arc<Mutex<QueueStatus>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The read side of a queue's status.
+#[derive(Debug, Clone)]
+pub struct StatusHandle(Arc<Mutex<QueueStatus>>);
+
+impl StatusHandle {
+    /// The status with lag and backlog worked out against the agent's newest sample.
+    pub fn read(&self, newest_unix_ns: u64, interval_ns: u64) -> QueueStatus {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(ms) = s.delivered_until_unix_ms {
+            let lag_ns = newest_unix_ns.saturating_sub(ms * 1_000_000);
+            s.lag_secs = Some(lag_ns as f64 / 1e9);
+            s.backlog_samples = Some(lag_ns / interval_ns.max(1));
+        }
+        s
+    }
+}
+
+impl Queue {
+    pub fn start(shared: Arc<Shared>, config: QueueConfig) -> std::io::Result<Queue> {
+        let status = Arc::new(Mutex::new(QueueStatus {
+            url: config.endpoint.url.clone(),
+            protocol_version: config.version.header(),
+            ..QueueStatus::default()
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (Arc::clone(&status), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("proctor-remote".into())
+            .spawn(move || Sender::new(shared, config, st, sp).run())?;
+        Ok(Queue { status, stop, thread: Some(thread) })
+    }
+
+    pub fn status(&self) -> StatusHandle {
+        StatusHandle(Arc::clone(&self.status))
+    }
+
+    /// Stops the thread (a send in flight ends within the endpoint's timeout).
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Where the queue stands: the newest sample put in a batch (sent or not).
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    unix_ns: u64,
+    seq: u64,
+    /// The agent's run this sample came from is the running one (so the next live snapshot
+    /// follows it when its seq is one more).
+    current_run: bool,
+}
+
+/// The sample before the next one, for rates and group churn.
+enum Prev {
+    None,
+    Live(Arc<Snapshot>),
+    Stored(Box<Sample>),
+}
+
+impl Prev {
+    fn sample(&self) -> Option<&Sample> {
+        match self {
+            Prev::None => None,
+            Prev::Live(s) => Some(&s.sample),
+            Prev::Stored(s) => Some(s),
+        }
+    }
+}
+
+enum Sent {
+    Delivered,
+    Retry(Duration),
+    Dropped,
+}
+
+struct Sender {
+    shared: Arc<Shared>,
+    config: QueueConfig,
+    status: Arc<Mutex<QueueStatus>>,
+    stop: Arc<AtomicBool>,
+    store: StoreSource,
+    batch: Batch,
+    batch_started: Option<Instant>,
+    /// The batch holds samples read back from the store.
+    batch_from_store: bool,
+    position: Option<Position>,
+    prev: Prev,
+    backoff: Duration,
+    /// Since when the store has lacked samples the agent published.
+    store_missing_since: Option<Instant>,
+}
+
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+impl Sender {
+    fn new(shared: Arc<Shared>, config: QueueConfig, status: Arc<Mutex<QueueStatus>>, stop: Arc<AtomicBool>) -> Sender {
+        let store = StoreSource::new(config.store_dir.clone());
+        let mut sender = Sender {
+            shared,
+            config,
+            status,
+            stop,
+            store,
+            batch: Batch::default(),
+            batch_started: None,
+            batch_from_store: false,
+            position: None,
+            prev: Prev::None,
+            backoff: BACKOFF_START,
+            store_missing_since: None,
+        };
+        match load_cursor(&sender.config.cursor_path, &sender.config.endpoint.url) {
+            Ok(Some(c)) => {
+                sender.position = Some(Position { unix_ns: c.unix_ns, seq: c.seq, current_run: false });
+                sender.update(|s| s.delivered_until_unix_ms = Some(c.unix_ns / 1_000_000));
+            }
+            Ok(None) => {}
+            Err(e) => sender.update(|s| s.cursor_error = Some(e)),
+        }
+        sender
+    }
+
+    fn update(&self, f: impl FnOnce(&mut QueueStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps up to `d`, waking early when stopped.
+    fn rest(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.stopped() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
+    }
+
+    fn run(mut self) {
+        while !self.stopped() {
+            if self.due() {
+                let samples = self.batch.samples;
+                let from_store = self.batch_from_store;
+                match self.send() {
+                    Sent::Retry(wait) => self.rest(wait),
+                    Sent::Delivered | Sent::Dropped => {
+                        if from_store {
+                            // The backfill's bound: samples per second read back and sent.
+                            let pace = samples as f64 / self.config.backfill_per_sec.max(1.0);
+                            self.rest(Duration::from_secs_f64(pace));
+                        }
+                    }
+                }
+                continue;
+            }
+            self.fill();
+        }
+    }
+
+    /// Whether the batch should go now.
+    fn due(&self) -> bool {
+        if self.batch.is_empty() {
+            return false;
+        }
+        self.batch.samples >= self.config.max_samples
+            || self.batch_from_store
+            || self.batch_started.is_some_and(|t| t.elapsed() >= self.config.deadline)
+    }
+
+    /// Takes what comes next into the batch: the agent's next snapshot when it follows the
+    /// position, else samples read back from the store; waits a little when there is nothing.
+    fn fill(&mut self) {
+        let latest = self.shared.latest();
+        let newest = (latest.sample.unix_ns, latest.sample.seq);
+        let Some(pos) = self.position else {
+            // A queue with no cursor starts at the agent's newest sample.
+            self.take_live(latest);
+            return;
+        };
+        if newest.0 <= pos.unix_ns {
+            self.store_missing_since = None;
+            let _ = self.shared.wait_newer(newest.1, self.wait());
+            return;
+        }
+        if pos.current_run && newest.1 == pos.seq + 1 && !self.batch_from_store {
+            self.store_missing_since = None;
+            self.take_live(latest);
+            return;
+        }
+        // Behind: the samples after the position come from the store.
+        // A backfill batch holds at most a second's worth at the backfill rate, then rests.
+        let most = self.config.max_samples.min(self.config.backfill_per_sec.ceil() as usize);
+        let room = most.saturating_sub(self.batch.samples).max(1);
+        self.batch_from_store = true;
+        if matches!(self.prev, Prev::None) {
+            if let Some(prev) = self.store.sample_at(pos.unix_ns) {
+                self.prev = Prev::Stored(Box::new(prev));
+            }
+        }
+        let read = self.store.after(pos.unix_ns, newest.0, room);
+        self.update(|s| s.backfilling = true);
+        if read.is_empty() {
+            if !self.batch.is_empty() {
+                return; // send what was read; the rest follows
+            }
+            let since = *self.store_missing_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= self.config.store_grace {
+                // Not in the store after the grace: never recorded. Go on live from the newest.
+                let missing = if pos.current_run { newest.1.saturating_sub(pos.seq + 1) } else { 0 };
+                self.update(|s| s.samples_not_in_store_total += missing);
+                self.store_missing_since = None;
+                self.batch_from_store = false;
+                self.take_live(latest);
+            } else {
+                let _ = self.shared.wait_newer(newest.1, Duration::from_millis(200));
+            }
+            return;
+        }
+        self.store_missing_since = None;
+        for sample in read {
+            let current_run = proctor_store::same_run(&sample, &latest.sample) || sample.seq == latest.sample.seq;
+            let fams = families(&sample, self.prev.sample(), &self.config.metrics, None);
+            self.batch.add(&fams, sample.unix_ns, sample.seq, &self.config.external_labels);
+            self.position = Some(Position { unix_ns: sample.unix_ns, seq: sample.seq, current_run });
+            self.prev = Prev::Stored(Box::new(sample));
+        }
+        self.batch_started.get_or_insert_with(Instant::now);
+    }
+
+    fn take_live(&mut self, latest: Arc<Snapshot>) {
+        let live = self.config.live.as_ref().map(|f| f(&latest));
+        let fams = families(&latest.sample, self.prev.sample(), &self.config.metrics, Some(&latest));
+        let mut all = fams;
+        all.extend(live.unwrap_or_default());
+        self.batch.add(&all, latest.sample.unix_ns, latest.sample.seq, &self.config.external_labels);
+        self.position = Some(Position { unix_ns: latest.sample.unix_ns, seq: latest.sample.seq, current_run: true });
+        self.batch_started.get_or_insert_with(Instant::now);
+        if !self.batch_from_store {
+            self.update(|s| s.backfilling = false);
+        }
+        self.prev = Prev::Live(latest);
+    }
+
+    /// How long to wait for the next snapshot: until the batch is due, at most a second.
+    fn wait(&self) -> Duration {
+        match self.batch_started {
+            Some(t) => self
+                .config
+                .deadline
+                .saturating_sub(t.elapsed())
+                .clamp(Duration::from_millis(10), Duration::from_secs(1)),
+            None => Duration::from_secs(1),
+        }
+    }
+
+    fn send(&mut self) -> Sent {
+        let body = encode(&self.batch, self.config.version);
+        let reply =
+            post(&self.config.endpoint, self.config.version.content_type(), self.config.version.header(), &body);
+        let outcome = match reply {
+            Ok(Reply { status, .. }) if (200..300).contains(&status) => {
+                let (samples, points, bytes) = (self.batch.samples as u64, self.batch.points as u64, body.len() as u64);
+                let last = self.batch.last;
+                self.update(|s| {
+                    s.samples_sent_total += samples;
+                    s.points_sent_total += points;
+                    s.requests_sent_total += 1;
+                    s.bytes_sent_total += bytes;
+                    if let Some((ns, _)) = last {
+                        s.delivered_until_unix_ms = Some(ns / 1_000_000);
+                    }
+                });
+                Sent::Delivered
+            }
+            Ok(Reply { status, retry_after, message }) if status == 429 || status >= 500 => {
+                let reason = if status == 429 { "429" } else { "5xx" };
+                let wait = retry_after.map_or(self.backoff, |r| r.min(Duration::from_secs(300)));
+                self.failed(reason, format!("{status} from {}: {message}", self.config.endpoint.url));
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                return Sent::Retry(wait);
+            }
+            Ok(Reply { status, message, .. }) => {
+                let samples = self.batch.samples as u64;
+                self.failed("4xx", format!("{status} from {}: {message} (batch dropped)", self.config.endpoint.url));
+                self.update(|s| s.samples_dropped_total += samples);
+                Sent::Dropped
+            }
+            Err(e) => {
+                let wait = self.backoff;
+                self.failed("network", e);
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                return Sent::Retry(wait);
+            }
+        };
+        // Delivered or dropped: the cursor moves past the batch.
+        self.backoff = BACKOFF_START;
+        if let Some((unix_ns, seq)) = self.batch.last {
+            let saved = save_cursor(&self.config.cursor_path, &self.config.endpoint.url, Cursor { unix_ns, seq });
+            self.update(|s| s.cursor_error = saved.err().map(|e| format!("cannot write the cursor: {e}")));
+        }
+        self.batch = Batch::default();
+        self.batch_started = None;
+        self.batch_from_store = false;
+        outcome
+    }
+
+    fn failed(&self, reason: &str, message: String) {
+        self.update(|s| {
+            *s.failed_total.entry(reason.to_string()).or_default() += 1;
+            s.last_error = Some(message);
+        });
+    }
+}
