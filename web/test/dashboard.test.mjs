@@ -6,6 +6,7 @@
 // Every process this file starts is killed by its pid at the end; nothing else is touched.
 
 import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:http";
 import { randomBytes } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -1111,6 +1112,58 @@ describe("the top processes over a picked range come from the agent's store", ()
       process.kill(child.pid, "SIGTERM");
       process.kill(plain.child.pid, "SIGTERM");
       process.kill(hostile.child.pid, "SIGTERM");
+    }
+  });
+
+  test("the agent panel says how far behind each remote-write receiver is, and why it fails", async () => {
+    // Two loopback receivers: one takes everything (204), one is down for good (503).
+    const receivers = [204, 503].map((status) => {
+      const server = createServer((req, res) => {
+        req.resume();
+        req.on("end", () => {
+          res.writeHead(status, { "Content-Type": "text/plain" });
+          res.end(status === 204 ? "" : "tsdb is closed");
+        });
+      });
+      return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+    });
+    const [ok, down] = await Promise.all(receivers);
+    const url = (server) => `http://127.0.0.1:${server.address().port}/api/v1/write`;
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-rw-"));
+    temps.push(dir);
+    const { base, child } = await serve(["--remote-write", url(ok), "--remote-write", url(down)], dir);
+    const browser = await launch();
+    try {
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      p.on("pageerror", (e) => errors.push(e.message));
+      await p.goto(base + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      // The facts list pairs a <dt> with its <dd>: read the remote-write ones.
+      const remote = () =>
+        p.$$eval("#agent-facts dt", (dts) =>
+          dts.filter((dt) => dt.textContent === "remote write").map((dt) => dt.nextElementSibling.textContent),
+        );
+      const [took, failing] = await until(
+        "both receivers in the agent panel, the good one delivered to",
+        async () => {
+          const rows = await remote();
+          return rows.length === 2 && rows[0].includes(" behind (") && rows[1].includes("failed (5xx)") ? rows : null;
+        },
+        30000,
+      );
+      const escaped = url(ok).replace(/[.]/g, "\\.");
+      assert.match(took, new RegExp(`^${escaped}: .+ behind \\(\\d+ samples\\), .+ samples sent, no failures$`));
+      assert.ok(failing.startsWith(`${url(down)}: nothing delivered yet, 0 samples sent, `), failing);
+      assert.ok(failing.endsWith("; last: 503 from " + url(down) + ": tsdb is closed"), failing);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await p.locator("#agent").screenshot({ path: path.join(ARTIFACTS, "dashboard-remote-write.png") });
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+      ok.close();
+      down.close();
     }
   });
 

@@ -693,7 +693,22 @@ function renderAgent(a) {
     ["samples", `${fmt.count(a.samples_total)} (${fmt.count(a.missed_ticks_total)} missed ticks)`],
     ["errors", errors ? Object.entries(a.errors_total).map(([k, v]) => `${k} ${v}`).join(", ") : "none"],
     ["HTTP requests", fmt.count(a.http?.requests_total)],
+    ...(a.remote_write ?? []).map((q) => ["remote write", remoteWriteText(q)]),
   ]);
+}
+
+/** One remote-write queue in words: "URL: 3.2 s behind (3 samples), 1,204 samples sent, no
+ * failures" (docs/scale-out.md). The URL is text, like every value in these facts. */
+function remoteWriteText(q) {
+  const failed = Object.entries(q.failed_total ?? {});
+  const failures = failed.length
+    ? failed.map(([reason, n]) => `${fmt.count(n)} failed (${reason})`).join(", ") + (q.last_error ? `; last: ${q.last_error}` : "")
+    : "no failures";
+  const behind =
+    q.lag_secs == null
+      ? "nothing delivered yet"
+      : `${fmt.duration(q.lag_secs)} behind (${fmt.count(q.backlog_samples)} samples)${q.backfilling ? ", backfilling from the store" : ""}`;
+  return `${q.url}: ${behind}, ${fmt.count(q.samples_sent_total)} samples sent, ${failures}`;
 }
 
 // ---- processes ----------------------------------------------------------------------------
