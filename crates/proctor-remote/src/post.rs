@@ -139,16 +139,38 @@ pub fn parse_reply(reply: &[u8]) -> Option<Reply> {
     }
     let status: u16 = words.next()?.parse().ok()?;
     let mut retry_after = None;
+    let mut chunked = false;
     for line in lines {
         let Some((name, value)) = line.split_once(':') else { continue };
         if name.trim().eq_ignore_ascii_case("retry-after") {
             retry_after = value.trim().parse::<u64>().ok().map(Duration::from_secs);
+        } else if name.trim().eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.to_ascii_lowercase().contains("chunked");
         }
     }
-    let body = &reply[end + 4..];
+    let raw = &reply[end + 4..];
+    let body = if chunked { dechunk(raw) } else { raw.to_vec() };
     let mut message = String::from_utf8_lossy(&body[..body.len().min(MAX_MESSAGE)]).trim().to_string();
     message.retain(|c| !c.is_control() || c == ' ');
     Some(Reply { status, retry_after, message })
+}
+
+/// A chunked body's data, as far as it is whole (the rest of a cut-short body is left out).
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(line_end) = raw.windows(2).position(|w| w == b"\r\n") else { return out };
+        let size_text = std::str::from_utf8(&raw[..line_end]).unwrap_or("");
+        let size_text = size_text.split(';').next().unwrap_or("").trim();
+        let Ok(size) = usize::from_str_radix(size_text, 16) else { return out };
+        let start = line_end + 2;
+        if size == 0 || raw.len() < start + size {
+            out.extend_from_slice(&raw[start.min(raw.len())..(start + size).min(raw.len())]);
+            return out;
+        }
+        out.extend_from_slice(&raw[start..start + size]);
+        raw = &raw[(start + size + 2).min(raw.len())..];
+    }
 }
 
 #[cfg(test)]
@@ -165,6 +187,12 @@ mod tests {
         // An HTTP-date is not honoured, and says so by being absent.
         let r = parse_reply(b"HTTP/1.1 503 x\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n").expect("a reply");
         assert_eq!(r.retry_after, None);
+        // A chunked message (Node's and others' way for bodies of unknown length) is its data.
+        let r = parse_reply(
+            b"HTTP/1.1 503 x\r\nTransfer-Encoding: chunked\r\n\r\ne\r\ntsdb is closed\r\n3\r\n!!!\r\n0\r\n\r\n",
+        )
+        .expect("a reply");
+        assert_eq!(r.message, "tsdb is closed!!!");
         assert!(parse_reply(b"SSH-2.0-OpenSSH\r\n\r\n").is_none());
         assert!(parse_reply(b"HTTP/1.1 200 OK\r\n").is_none(), "no end of head");
     }

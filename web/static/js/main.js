@@ -707,7 +707,8 @@ function remoteWriteText(q) {
   const behind =
     q.lag_secs == null
       ? "nothing delivered yet"
-      : `${fmt.duration(q.lag_secs)} behind (${fmt.count(q.backlog_samples)} samples)${q.backfilling ? ", backfilling from the store" : ""}`;
+      : `${fmt.duration(q.lag_secs)} behind (${fmt.count(q.backlog_samples)} sample${q.backlog_samples === 1 ? "" : "s"})` +
+        (q.backfilling ? ", backfilling from the store" : "");
   return `${q.url}: ${behind}, ${fmt.count(q.samples_sent_total)} samples sent, ${failures}`;
 }
 
