@@ -546,6 +546,13 @@ fn process_families(s: &Snapshot, config: &MetricsConfig, out: &mut Vec<Family>)
     out.extend([cpu, rss, vsz, threads, pss, pss_age]);
 }
 
+/// The agent's own families alone (`proctor_agent_*`), for remote write's live samples.
+pub fn agent_families_of(s: &Snapshot, http: &HttpOut) -> Vec<Family> {
+    let mut out = Vec::with_capacity(40);
+    agent_families(s, http, &mut out);
+    out
+}
+
 fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
     let a = &s.agent;
     let mut build = Family::new("proctor_agent_build_info", Kind::Gauge, "The agent's version (always 1).");

@@ -445,7 +445,7 @@ impl Sender {
             let saved = save_cursor(&self.config.cursor_path, &self.config.endpoint.url, Cursor { unix_ns, seq });
             self.update(|s| s.cursor_error = saved.err().map(|e| format!("cannot write the cursor: {e}")));
         }
-        self.batch = Batch::default();
+        self.batch.clear();
         self.batch_started = None;
         self.batch_from_store = false;
         outcome

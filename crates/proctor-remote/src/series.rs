@@ -2,7 +2,7 @@
 //! per series, `__name__` spelled as the text format spells the sample (`_total` on counters,
 //! `_bucket`/`_sum`/`_count` on histograms), external labels added, samples in time order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use proctor_http::prom::{Family, Kind};
 
@@ -28,12 +28,17 @@ pub type Labels = Vec<(String, String)>;
 /// Series ready to encode.
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
-    /// Each series' points: (milliseconds since the epoch, value), in the order added.
-    pub series: BTreeMap<Labels, Vec<(i64, f64)>>,
+    /// Each series' labels and points: (milliseconds since the epoch, value), in the order added.
+    pub series: Vec<(Labels, Vec<(i64, f64)>)>,
     /// Per family, under the name its TYPE line has in the text format (`_total` on counters).
     pub metadata: BTreeMap<String, Meta>,
     /// The sample names of each family (`x_total`, `x_bucket`…) to its metadata key.
     names: BTreeMap<String, String>,
+    /// A series' identity (its sample name and labels as the family gives them, external
+    /// labels being the same for the whole batch) to its place in `series`.
+    index: HashMap<String, usize>,
+    /// Where a series' identity is written to look it up: no allocation for a series seen before.
+    scratch: String,
     /// Points in the batch.
     pub points: usize,
     /// Stored or live samples whose series are in the batch.
@@ -48,7 +53,8 @@ fn unit_of(name: &str) -> &'static str {
 
 impl Batch {
     /// Adds every sample of `families` at `unix_ns`, with `external` labels (an external label
-    /// never replaces one the series has, as Prometheus's own external labels behave).
+    /// never replaces one the series has, as Prometheus's own external labels behave). The
+    /// external labels must be the same for every call on one batch.
     pub fn add(&mut self, families: &[Family], unix_ns: u64, seq: u64, external: &[(String, String)]) {
         let ms = (unix_ns / 1_000_000) as i64;
         for f in families {
@@ -57,24 +63,47 @@ impl Batch {
                 Kind::Gauge => MetricType::Gauge,
                 Kind::Histogram => MetricType::Histogram,
             };
-            let family_name = if kind == MetricType::Counter { format!("{}_total", f.name) } else { f.name.clone() };
-            self.metadata.entry(family_name.clone()).or_insert(Meta { kind, help: f.help, unit: unit_of(&f.name) });
+            let total = if kind == MetricType::Counter { "_total" } else { "" };
+            if !self.metadata.contains_key(&format!("{}{total}", f.name)) {
+                self.metadata.insert(format!("{}{total}", f.name), Meta { kind, help: f.help, unit: unit_of(&f.name) });
+            }
             for s in &f.samples {
-                let total = if kind == MetricType::Counter { "_total" } else { "" };
-                let name = format!("{}{total}{}", f.name, s.suffix);
-                if !self.names.contains_key(&name) {
-                    self.names.insert(name.clone(), family_name.clone());
+                let mut key = std::mem::take(&mut self.scratch);
+                key.clear();
+                key.push_str(&f.name);
+                key.push_str(total);
+                key.push_str(s.suffix);
+                for (k, v) in &s.labels {
+                    key.push('\0');
+                    key.push_str(k);
+                    key.push('\0');
+                    key.push_str(v);
                 }
-                let mut labels: Labels = Vec::with_capacity(s.labels.len() + external.len() + 1);
-                labels.push(("__name__".to_string(), name));
-                labels.extend(s.labels.iter().map(|(k, v)| (k.to_string(), v.clone())));
-                for (k, v) in external {
-                    if !labels.iter().any(|(name, _)| name == k) {
-                        labels.push((k.clone(), v.clone()));
+                let at = match self.index.get(&key) {
+                    Some(&at) => {
+                        self.scratch = key;
+                        at
                     }
-                }
-                labels.sort_by(|a, b| a.0.cmp(&b.0));
-                let points = self.series.entry(labels).or_default();
+                    None => {
+                        let name = format!("{}{total}{}", f.name, s.suffix);
+                        if !self.names.contains_key(&name) {
+                            self.names.insert(name.clone(), format!("{}{total}", f.name));
+                        }
+                        let mut labels: Labels = Vec::with_capacity(s.labels.len() + external.len() + 1);
+                        labels.push(("__name__".to_string(), name));
+                        labels.extend(s.labels.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                        for (k, v) in external {
+                            if !labels.iter().any(|(name, _)| name == k) {
+                                labels.push((k.clone(), v.clone()));
+                            }
+                        }
+                        labels.sort_by(|a, b| a.0.cmp(&b.0));
+                        self.series.push((labels, Vec::new()));
+                        self.index.insert(key, self.series.len() - 1);
+                        self.series.len() - 1
+                    }
+                };
+                let points = &mut self.series[at].1;
                 // One point per series and time: a family that names a label set twice keeps
                 // its first value, as a scrape would refuse the duplicate.
                 if points.last().is_none_or(|&(t, _)| t < ms) {
@@ -94,6 +123,15 @@ impl Batch {
 
     pub fn is_empty(&self) -> bool {
         self.samples == 0
+    }
+
+    /// Empties the batch for the next one, keeping its allocations' capacity.
+    pub fn clear(&mut self) {
+        self.series.clear();
+        self.index.clear();
+        self.points = 0;
+        self.samples = 0;
+        self.last = None;
     }
 }
 
@@ -123,7 +161,9 @@ mod tests {
             ("instance".into(), "box".into()),
             ("mode".into(), "user".into()),
         ];
-        assert_eq!(b.series[&cpu], vec![(2000, 12.5), (3000, 12.5)]);
+        let points = b.series.iter().find(|(labels, _)| *labels == cpu).map(|(_, p)| p.clone());
+        assert_eq!(points, Some(vec![(2000, 12.5), (3000, 12.5)]));
+        assert_eq!(b.series.len(), 2, "one series per label set, whatever the number of samples");
         assert_eq!(
             b.family_of("proctor_host_cpu_seconds_total").map(|m| (m.kind, m.unit)),
             Some((MetricType::Counter, "seconds"))

@@ -330,8 +330,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let counters = Arc::clone(&counters);
         let statsd_extra = statsd_extra.clone();
         Arc::new(move |s: &proctor_agent::snapshot::Snapshot| {
-            let mut out = proctor_http::prom::families(s, &metrics_config, &counters.out());
-            out.retain(|f| f.name.starts_with("proctor_agent_"));
+            let mut out = proctor_http::prom::agent_families_of(s, &counters.out());
             if let Some(extra) = &statsd_extra {
                 out.extend(extra());
             }
