@@ -64,9 +64,8 @@ impl Batch {
                 Kind::Histogram => MetricType::Histogram,
             };
             let total = if kind == MetricType::Counter { "_total" } else { "" };
-            if !self.metadata.contains_key(&format!("{}{total}", f.name)) {
-                self.metadata.insert(format!("{}{total}", f.name), Meta { kind, help: f.help, unit: unit_of(&f.name) });
-            }
+            let family_name = format!("{}{total}", f.name);
+            self.metadata.entry(family_name).or_insert_with(|| Meta { kind, help: f.help, unit: unit_of(&f.name) });
             for s in &f.samples {
                 let mut key = std::mem::take(&mut self.scratch);
                 key.clear();
