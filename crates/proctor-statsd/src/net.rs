@@ -340,10 +340,22 @@ pub fn parse_udp_drops(text: &str, inode: u64) -> Option<u64> {
 }
 
 /// Kernel drops of each socket inode (`None` where the socket is not in either table).
+///
+/// The kernel lists a table a page at a time; a socket closed between two pages can make the
+/// listing skip a live one, so a socket missed is looked for once more in a second listing.
 pub fn udp_drops(inodes: &[u64]) -> Vec<Option<u64>> {
-    let tables: Vec<String> =
-        ["/proc/net/udp", "/proc/net/udp6"].iter().filter_map(|path| std::fs::read_to_string(path).ok()).collect();
-    inodes.iter().map(|inode| tables.iter().find_map(|table| parse_udp_drops(table, *inode))).collect()
+    let look = |inodes: &[u64]| -> Vec<Option<u64>> {
+        let tables: Vec<String> =
+            ["/proc/net/udp", "/proc/net/udp6"].iter().filter_map(|path| std::fs::read_to_string(path).ok()).collect();
+        inodes.iter().map(|inode| tables.iter().find_map(|table| parse_udp_drops(table, *inode))).collect()
+    };
+    let mut found = look(inodes);
+    if found.iter().any(Option::is_none) {
+        for (first, again) in found.iter_mut().zip(look(inodes)) {
+            *first = first.or(again);
+        }
+    }
+    found
 }
 
 /// Wakes a thread blocked in `recvmmsg`/`accept` on this socket: Linux returns from a blocked

@@ -192,31 +192,33 @@ fn compare(extra: serde_json::Value, naming: GraphiteNaming, idle: IdlePolicy) {
         eprintln!("SKIP: PROCTOR_ETSY_STATSD is not set; scripts/test.d/50-statsd.sh installs Etsy statsd and sets it");
         return;
     };
-    let etsy_sink = GraphiteSink::start();
-    let proctor_sink = GraphiteSink::start();
-    let etsy = start_etsy(&stats_js, etsy_sink.address(), extra);
-    let flush = FlushConfig {
-        interval_ms: FLUSH_MS,
-        percent_thresholds: vec![90.0, -10.0, 50.5, 99.0],
-        histograms: vec![
-            HistogramSpec {
-                metric: "hist".into(),
-                bins: vec![Bin::Below(0.5), Bin::Below(10.0), Bin::Below(100.0), Bin::Inf],
-            },
-            HistogramSpec { metric: "lat".into(), bins: vec![Bin::Below(1.0), Bin::Below(5.0)] },
-        ],
-    };
-    let mut builder = TestServer::builder().flush(flush).graphite_named(proctor_sink.address(), naming.clone());
-    builder = builder.prefix_stats(&naming.prefix_stats).idle(idle);
-    let proctor = builder.start();
-    // Compare steady-state flushes: from the second flush on both also send timestamp_lag.
-    etsy_sink.next_payload();
-    proctor_sink.next_payload();
-
     let packets = corpus();
     let lines = line_count(&packets);
     let client = UdpSocket::bind("127.0.0.1:0").expect("bind client");
     for attempt in 1..=5 {
+        // Fresh servers for every attempt: gauges keep their value across flushes, so a round
+        // split by a flush leaves the two servers' gauges apart for every later round.
+        let etsy_sink = GraphiteSink::start();
+        let proctor_sink = GraphiteSink::start();
+        let etsy = start_etsy(&stats_js, etsy_sink.address(), extra.clone());
+        let flush = FlushConfig {
+            interval_ms: FLUSH_MS,
+            percent_thresholds: vec![90.0, -10.0, 50.5, 99.0],
+            histograms: vec![
+                HistogramSpec {
+                    metric: "hist".into(),
+                    bins: vec![Bin::Below(0.5), Bin::Below(10.0), Bin::Below(100.0), Bin::Inf],
+                },
+                HistogramSpec { metric: "lat".into(), bins: vec![Bin::Below(1.0), Bin::Below(5.0)] },
+            ],
+        };
+        let mut builder = TestServer::builder().flush(flush).graphite_named(proctor_sink.address(), naming.clone());
+        builder = builder.prefix_stats(&naming.prefix_stats).idle(idle);
+        let proctor = builder.start();
+        // Compare steady-state flushes: from the second flush on both also send timestamp_lag.
+        etsy_sink.next_payload();
+        proctor_sink.next_payload();
+
         // Start right after proctor flushed, so its window is fresh.
         proctor_sink.next_payload();
         etsy_sink.drain();
