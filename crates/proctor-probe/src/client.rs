@@ -20,6 +20,7 @@ use rustls::pki_types::ServerName;
 
 use crate::http::{build_request, parse_head, ChunkedDecoder, Framing, RequestSpec};
 use crate::record::{ErrorClass, Phases, PLAIN_HTTP_DETAIL};
+use crate::server_timing::{self, Substep};
 use crate::tls::TlsConfig;
 use crate::url::Target;
 
@@ -49,28 +50,40 @@ pub struct Outcome {
     /// `https` only: whether the server's certificate was (to be) verified; `Some(false)`
     /// under `--insecure`, on every request of the run whether or not it got that far.
     pub tls_verified: Option<bool>,
+    /// The response head's `Server-Timing` substeps (empty, unallocated, when it had none).
+    pub server_timing: Vec<Substep>,
+    /// Server-Timing metrics not kept (see [`server_timing::Dropped`]).
+    pub server_timing_dropped: u32,
 }
 
 #[derive(Debug)]
-struct Failure {
-    class: ErrorClass,
-    detail: String,
+pub(crate) struct Failure {
+    pub(crate) class: ErrorClass,
+    pub(crate) detail: String,
     /// The status and body bytes that had arrived when a request failed after its response
     /// head (a body cut short, a deadline passed mid-body): kept, not reported as nothing.
-    response: Option<(u16, u64)>,
+    pub(crate) response: Option<(u16, u64)>,
 }
 
-fn failure(class: ErrorClass, detail: impl Into<String>) -> Failure {
+pub(crate) fn failure(class: ErrorClass, detail: impl Into<String>) -> Failure {
     Failure { class, detail: detail.into(), response: None }
 }
 
-enum Stream {
+/// A connection, plain or TLS; also what the WebSocket probe and remote write speak over.
+pub enum Stream {
     Plain(TcpStream),
     Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
 }
 
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if matches!(self, Stream::Plain(_)) { "plain" } else { "tls" };
+        f.debug_struct("Stream").field("kind", &kind).field("peer", &self.tcp().peer_addr().ok()).finish()
+    }
+}
+
 impl Stream {
-    fn tcp(&self) -> &TcpStream {
+    pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(tcp) => tcp,
             Stream::Tls(tls) => &tls.sock,
@@ -115,6 +128,9 @@ pub struct Client {
     head: Vec<u8>,
     /// Read buffer for the body.
     scratch: Vec<u8>,
+    /// The current response's Server-Timing substeps, handed to its [`Outcome`].
+    server_timing: Vec<Substep>,
+    server_timing_dropped: server_timing::Dropped,
 }
 
 impl std::fmt::Debug for Client {
@@ -148,6 +164,8 @@ impl Client {
             connection: None,
             head: Vec::with_capacity(4096),
             scratch: vec![0; 64 * 1024],
+            server_timing: Vec::new(),
+            server_timing_dropped: server_timing::Dropped::default(),
         }
     }
 
@@ -177,6 +195,9 @@ impl Client {
         let end = Instant::now();
         let tls_verified =
             self.config.tls.as_ref().filter(|_| self.config.target.tls).map(|tls| tls.verifies_certificates);
+        // Taking an empty Vec allocates nothing: a server without Server-Timing costs nothing.
+        let server_timing = std::mem::take(&mut self.server_timing);
+        let server_timing_dropped = std::mem::take(&mut self.server_timing_dropped).total();
         match result {
             Exchange::Done { status, body_bytes, keep } => {
                 self.connection = keep;
@@ -185,7 +206,17 @@ impl Client {
                     500..=599 => Some((ErrorClass::Http5xx, format!("HTTP {status}"))),
                     _ => None,
                 };
-                Outcome { phases, end, reused, status: Some(status), body_bytes, error, tls_verified }
+                Outcome {
+                    phases,
+                    end,
+                    reused,
+                    status: Some(status),
+                    body_bytes,
+                    error,
+                    tls_verified,
+                    server_timing,
+                    server_timing_dropped,
+                }
             }
             Exchange::Failed(failed) => Outcome {
                 phases,
@@ -195,6 +226,8 @@ impl Client {
                 body_bytes: failed.response.map_or(0, |(_, bytes)| bytes),
                 error: Some((failed.class, failed.detail)),
                 tls_verified,
+                server_timing,
+                server_timing_dropped,
             },
             Exchange::Stale => Outcome {
                 phases,
@@ -204,84 +237,15 @@ impl Client {
                 body_bytes: 0,
                 error: Some((ErrorClass::Io, "connection closed before the response".into())),
                 tls_verified,
+                server_timing,
+                server_timing_dropped,
             },
         }
     }
 
     /// DNS, connect and (for https) the TLS handshake, each timed into `phases`.
     fn connect(&self, phases: &mut Phases, deadline: Instant) -> Result<Stream, Failure> {
-        let target = &self.config.target;
-        let started = Instant::now();
-        let resolved = (target.host.as_str(), target.port).to_socket_addrs();
-        let resolved_at = Instant::now();
-        phases.dns_ns = Some(nanos(resolved_at - started));
-        let addresses: Vec<SocketAddr> = match resolved {
-            Ok(addresses) => addresses.collect(),
-            Err(err) => return Err(failure(ErrorClass::Dns, format!("cannot resolve {}: {err}", target.host))),
-        };
-        if addresses.is_empty() {
-            return Err(failure(ErrorClass::Dns, format!("{} has no address", target.host)));
-        }
-        if resolved_at >= deadline {
-            return Err(failure(ErrorClass::Timeout, "name resolution outlived the timeout"));
-        }
-        let mut last_error = None;
-        let mut connected = None;
-        for address in &addresses {
-            let remaining = remaining(deadline)?;
-            match TcpStream::connect_timeout(address, remaining) {
-                Ok(tcp) => {
-                    connected = Some(tcp);
-                    break;
-                }
-                Err(err) => last_error = Some((address, err)),
-            }
-        }
-        let connected_at = Instant::now();
-        phases.connect_ns = Some(nanos(connected_at - resolved_at));
-        let tcp = match (connected, last_error) {
-            (Some(tcp), _) => tcp,
-            (None, Some((address, err))) => {
-                return Err(failure(classify_io(&err), format!("cannot connect to {address}: {err}")))
-            }
-            (None, None) => return Err(failure(ErrorClass::Io, "no address to connect to")),
-        };
-        // Our request goes out in one write, so Nagle could only delay the TLS handshake.
-        let _ = tcp.set_nodelay(true);
-        if !target.tls {
-            return Ok(Stream::Plain(tcp));
-        }
-        let Some(tls_config) = self.config.tls.as_ref() else {
-            return Err(failure(ErrorClass::Tls, "https without a TLS configuration"));
-        };
-        let name = ServerName::try_from(target.host.clone())
-            .map_err(|err| failure(ErrorClass::Tls, format!("invalid server name {}: {err}", target.host)))?;
-        let mut session = rustls::ClientConnection::new(Arc::clone(&tls_config.rustls), name)
-            .map_err(|err| failure(ErrorClass::Tls, err.to_string()))?;
-        // The handshake runs to completion here, not lazily inside the first write, so its
-        // cost lands in `tls` and never in `write` or `wait`. It ends when our last flight
-        // (client Finished) is written; TLS 1.3 session tickets that follow are read with
-        // the response.
-        let mut tcp = tcp;
-        let mut first_bytes = FirstBytes::default();
-        while session.is_handshaking() {
-            let remaining = remaining(deadline)?;
-            set_timeouts(&tcp, remaining)?;
-            if let Err(err) = session.complete_io(&mut Watched { tcp: &mut tcp, first: &mut first_bytes }) {
-                let class = match classify_io(&err) {
-                    ErrorClass::Timeout => ErrorClass::Timeout,
-                    _ => ErrorClass::Tls,
-                };
-                phases.tls_ns = Some(nanos(connected_at.elapsed()));
-                let detail = match first_bytes.http_status_line() {
-                    Some(status) => plain_http_detail(target, &status),
-                    None => describe_handshake_error(&err, tls_config),
-                };
-                return Err(failure(class, detail));
-            }
-        }
-        phases.tls_ns = Some(nanos(connected_at.elapsed()));
-        Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(session, tcp))))
+        open(&self.config.target, self.config.tls.as_ref(), phases, deadline)
     }
 
     /// Writes the request and reads the response on `stream`.
@@ -344,6 +308,13 @@ impl Client {
             self.head.extend_from_slice(&self.scratch[..read]);
         };
         let first_byte = first_byte.unwrap_or(written);
+        self.server_timing.clear();
+        self.server_timing_dropped = server_timing::Dropped::default();
+        if head.server_timing {
+            for value in crate::http::header_values(&self.head[..head.length], b"server-timing") {
+                server_timing::parse_into(value, &mut self.server_timing, &mut self.server_timing_dropped);
+            }
+        }
         let mut body_bytes = 0u64;
         let read = self.read_body(stream, &head, deadline, &mut body_bytes);
         phases.transfer_ns = Some(nanos(first_byte.elapsed()));
@@ -424,6 +395,87 @@ impl Client {
         }
         Ok(keep_alive)
     }
+}
+
+/// DNS, connect and (for TLS targets) the handshake, each timed into `phases`, all within
+/// `deadline`. `tls` is required for TLS targets.
+pub(crate) fn open(
+    target: &Target,
+    tls: Option<&TlsConfig>,
+    phases: &mut Phases,
+    deadline: Instant,
+) -> Result<Stream, Failure> {
+    let started = Instant::now();
+    let resolved = (target.host.as_str(), target.port).to_socket_addrs();
+    let resolved_at = Instant::now();
+    phases.dns_ns = Some(nanos(resolved_at - started));
+    let addresses: Vec<SocketAddr> = match resolved {
+        Ok(addresses) => addresses.collect(),
+        Err(err) => return Err(failure(ErrorClass::Dns, format!("cannot resolve {}: {err}", target.host))),
+    };
+    if addresses.is_empty() {
+        return Err(failure(ErrorClass::Dns, format!("{} has no address", target.host)));
+    }
+    if resolved_at >= deadline {
+        return Err(failure(ErrorClass::Timeout, "name resolution outlived the timeout"));
+    }
+    let mut last_error = None;
+    let mut connected = None;
+    for address in &addresses {
+        let remaining = remaining(deadline)?;
+        match TcpStream::connect_timeout(address, remaining) {
+            Ok(tcp) => {
+                connected = Some(tcp);
+                break;
+            }
+            Err(err) => last_error = Some((address, err)),
+        }
+    }
+    let connected_at = Instant::now();
+    phases.connect_ns = Some(nanos(connected_at - resolved_at));
+    let tcp = match (connected, last_error) {
+        (Some(tcp), _) => tcp,
+        (None, Some((address, err))) => {
+            return Err(failure(classify_io(&err), format!("cannot connect to {address}: {err}")))
+        }
+        (None, None) => return Err(failure(ErrorClass::Io, "no address to connect to")),
+    };
+    // Our request goes out in one write, so Nagle could only delay the TLS handshake.
+    let _ = tcp.set_nodelay(true);
+    if !target.tls {
+        return Ok(Stream::Plain(tcp));
+    }
+    let Some(tls_config) = tls else {
+        return Err(failure(ErrorClass::Tls, "https without a TLS configuration"));
+    };
+    let name = ServerName::try_from(target.host.clone())
+        .map_err(|err| failure(ErrorClass::Tls, format!("invalid server name {}: {err}", target.host)))?;
+    let mut session = rustls::ClientConnection::new(Arc::clone(&tls_config.rustls), name)
+        .map_err(|err| failure(ErrorClass::Tls, err.to_string()))?;
+    // The handshake runs to completion here, not lazily inside the first write, so its
+    // cost lands in `tls` and never in `write` or `wait`. It ends when our last flight
+    // (client Finished) is written; TLS 1.3 session tickets that follow are read with
+    // the response.
+    let mut tcp = tcp;
+    let mut first_bytes = FirstBytes::default();
+    while session.is_handshaking() {
+        let remaining = remaining(deadline)?;
+        set_timeouts(&tcp, remaining)?;
+        if let Err(err) = session.complete_io(&mut Watched { tcp: &mut tcp, first: &mut first_bytes }) {
+            let class = match classify_io(&err) {
+                ErrorClass::Timeout => ErrorClass::Timeout,
+                _ => ErrorClass::Tls,
+            };
+            phases.tls_ns = Some(nanos(connected_at.elapsed()));
+            let detail = match first_bytes.http_status_line() {
+                Some(status) => plain_http_detail(target, &status),
+                None => describe_handshake_error(&err, tls_config),
+            };
+            return Err(failure(class, detail));
+        }
+    }
+    phases.tls_ns = Some(nanos(connected_at.elapsed()));
+    Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(session, tcp))))
 }
 
 /// The first bytes the server sent during a TLS handshake. A TLS server's first byte is a
@@ -523,7 +575,7 @@ fn describe_handshake_error(err: &std::io::Error, tls: &TlsConfig) -> String {
 /// `SO_RCVTIMEO` can expire a little before our monotonic deadline (seen: 21 µs early on a
 /// 200 ms timeout), so a timeout before the deadline re-arms with what is left: a request is
 /// classed `timeout` only once its deadline has really passed.
-fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Result<usize, Option<Failure>> {
+pub(crate) fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Result<usize, Option<Failure>> {
     let left = remaining(deadline)?;
     stream.tcp().set_read_timeout(Some(left)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
     loop {
@@ -544,7 +596,7 @@ fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Resul
     }
 }
 
-fn remaining(deadline: Instant) -> Result<Duration, Failure> {
+pub(crate) fn remaining(deadline: Instant) -> Result<Duration, Failure> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(failure(ErrorClass::Timeout, "deadline passed"));
@@ -565,7 +617,7 @@ fn is_closed(err: &std::io::Error) -> bool {
 
 /// Socket errors by class. Timeouts surface as `WouldBlock` (`EAGAIN` from a socket with
 /// `SO_RCVTIMEO`) or `TimedOut` (connect); rustls errors arrive wrapped as `InvalidData`.
-fn classify_io(err: &std::io::Error) -> ErrorClass {
+pub(crate) fn classify_io(err: &std::io::Error) -> ErrorClass {
     const ENETUNREACH: i32 = 101;
     const EHOSTUNREACH: i32 = 113;
     if err.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
@@ -579,6 +631,87 @@ fn classify_io(err: &std::io::Error) -> ErrorClass {
     }
 }
 
-fn nanos(duration: Duration) -> u64 {
+pub(crate) fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Largest body [`fetch`] keeps.
+const FETCH_MAX_BODY: usize = 1 << 20;
+
+/// A connection of its own to `target` (dns, connect and for TLS targets the handshake) within
+/// `timeout`, for requests that are not measured (remote write's POSTs); the error in words.
+pub fn connect(target: &Target, tls: Option<&TlsConfig>, timeout: Duration) -> Result<Stream, String> {
+    open(target, tls, &mut Phases::default(), Instant::now() + timeout).map_err(|failed| failed.detail)
+}
+
+/// One request on a connection of its own (`Connection: close`), body kept: the REST calls
+/// around a probe (Jupyter's terminal API), not a measured request.
+pub fn fetch(
+    target: &Target,
+    tls: Option<&TlsConfig>,
+    spec: &crate::http::RequestSpec,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>), String> {
+    let deadline = Instant::now() + timeout;
+    let mut spec = spec.clone();
+    spec.close = true;
+    let mut stream = open(target, tls, &mut Phases::default(), deadline).map_err(|failed| failed.detail)?;
+    let remaining_now = remaining(deadline).map_err(|failed| failed.detail)?;
+    let _ = stream.tcp().set_write_timeout(Some(remaining_now));
+    stream
+        .write_all(&build_request(target, &spec))
+        .and_then(|()| stream.flush())
+        .map_err(|err| format!("writing the request: {err}"))?;
+    let mut buffer = Vec::new();
+    let mut scratch = vec![0; 16 * 1024];
+    let head = loop {
+        if let Some(head) = parse_head(&buffer, spec.method.eq_ignore_ascii_case("HEAD")).map_err(|e| e.to_string())? {
+            if (100..200).contains(&head.status) {
+                buffer.drain(..head.length);
+                continue;
+            }
+            break head;
+        }
+        match read_some(&mut stream, &mut scratch, deadline) {
+            Ok(0) => return Err("connection closed before the response head ended".into()),
+            Ok(read) => buffer.extend_from_slice(&scratch[..read]),
+            Err(failed) => return Err(failed.map_or_else(|| "connection closed".into(), |failed| failed.detail)),
+        }
+    };
+    let mut body = buffer.split_off(head.length);
+    // A chunked body's end is found by feeding each new piece once.
+    let mut chunks = ChunkedDecoder::default();
+    let mut fed = 0;
+    loop {
+        let complete = match head.framing {
+            Framing::Empty => true,
+            Framing::Length(length) => body.len() as u64 >= length,
+            Framing::Chunked => {
+                let (_, done) = chunks.feed(&body[fed..]).map_err(|err| err.to_string())?;
+                fed = body.len();
+                done
+            }
+            Framing::UntilClose => false,
+        };
+        if complete {
+            break;
+        }
+        if body.len() > FETCH_MAX_BODY {
+            return Err(format!("response body over {FETCH_MAX_BODY} bytes"));
+        }
+        match read_some(&mut stream, &mut scratch, deadline) {
+            Ok(0) if head.framing == Framing::UntilClose => break,
+            Ok(0) => return Err("connection closed inside the response body".into()),
+            Ok(read) => body.extend_from_slice(&scratch[..read]),
+            Err(Some(failed)) if failed.class == ErrorClass::Tls && failed.detail.contains("close_notify") => break,
+            Err(failed) => return Err(failed.map_or_else(|| "connection closed".into(), |failed| failed.detail)),
+        }
+    }
+    if let Framing::Length(length) = head.framing {
+        body.truncate(usize::try_from(length).unwrap_or(usize::MAX));
+    }
+    if head.framing == Framing::Chunked {
+        body = crate::http::dechunk(&body).0;
+    }
+    Ok((head.status, body))
 }

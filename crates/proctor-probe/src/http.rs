@@ -82,6 +82,9 @@ pub struct Head {
     pub framing: Framing,
     /// The connection may carry another request after this response.
     pub keep_alive: bool,
+    /// The head has at least one `Server-Timing` header (read with [`header_values`]), so a
+    /// response without one costs nothing more.
+    pub server_timing: bool,
 }
 
 /// A head larger than this is refused rather than buffered without bound.
@@ -103,6 +106,7 @@ pub fn parse_head(buffer: &[u8], head_request: bool) -> Result<Option<Head>, Htt
     let mut keep_alive = version >= 1;
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
+    let mut server_timing = false;
     for line in lines.filter(|line| !line.is_empty()) {
         let colon = line.iter().position(|&byte| byte == b':').ok_or(HttpError::Header)?;
         let name = &line[..colon];
@@ -120,6 +124,8 @@ pub fn parse_head(buffer: &[u8], head_request: bool) -> Result<Option<Head>, Htt
                 .split(|&byte| byte == b',')
                 .next_back()
                 .is_some_and(|last| trim(last).eq_ignore_ascii_case(b"chunked"));
+        } else if name.eq_ignore_ascii_case(b"server-timing") {
+            server_timing = true;
         } else if name.eq_ignore_ascii_case(b"connection") {
             for token in value.split(|&byte| byte == b',') {
                 if trim(token).eq_ignore_ascii_case(b"close") {
@@ -144,7 +150,17 @@ pub fn parse_head(buffer: &[u8], head_request: bool) -> Result<Option<Head>, Htt
         keep_alive = false;
         Framing::UntilClose
     };
-    Ok(Some(Head { status, length: end, framing, keep_alive }))
+    Ok(Some(Head { status, length: end, framing, keep_alive, server_timing }))
+}
+
+/// The values of every header called `name` (any case) in a head that [`parse_head`] accepted,
+/// in order, trimmed. Obsolete line folding is not joined: each line is a header.
+pub fn header_values<'a>(head: &'a [u8], name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+    head.split(|&byte| byte == b'\n').skip(1).filter_map(move |line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&byte| byte == b':')?;
+        line[..colon].eq_ignore_ascii_case(name).then(|| trim(&line[colon + 1..]))
+    })
 }
 
 /// Index just past the `\r\n\r\n` (or bare `\n\n`) ending the head.
@@ -183,6 +199,30 @@ fn trim(bytes: &[u8]) -> &[u8] {
     let start = bytes.iter().position(|byte| !byte.is_ascii_whitespace()).unwrap_or(bytes.len());
     let end = bytes.iter().rposition(|byte| !byte.is_ascii_whitespace()).map_or(start, |i| i + 1);
     &bytes[start..end]
+}
+
+/// The data of a chunked body as far as it is whole, and whether it ended with its last
+/// (zero-size) chunk. Extensions and trailers are dropped; a malformed size line ends the data
+/// there, and a chunk cut short gives what came of it.
+pub fn dechunk(mut raw: &[u8]) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    loop {
+        let Some(line_end) = raw.windows(2).position(|pair| pair == b"\r\n") else { return (out, false) };
+        let size_text = std::str::from_utf8(&raw[..line_end]).unwrap_or("");
+        let Ok(size) = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16) else {
+            return (out, false);
+        };
+        let start = line_end + 2;
+        if size == 0 {
+            return (out, true);
+        }
+        let Some(data) = raw.get(start..start.saturating_add(size)) else {
+            out.extend_from_slice(&raw[start.min(raw.len())..]);
+            return (out, false);
+        };
+        out.extend_from_slice(data);
+        raw = raw.get(start + size + 2..).unwrap_or(&[]);
+    }
 }
 
 /// Incremental decoder of a `Transfer-Encoding: chunked` body; counts payload bytes.
@@ -280,7 +320,10 @@ mod tests {
     #[test]
     fn heads() {
         let ok = head("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello").expect("valid");
-        assert_eq!(ok, Some(Head { status: 200, length: 38, framing: Framing::Length(5), keep_alive: true }));
+        assert_eq!(
+            ok,
+            Some(Head { status: 200, length: 38, framing: Framing::Length(5), keep_alive: true, server_timing: false })
+        );
         let chunked = head("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n");
         assert_eq!(chunked.expect("valid").map(|h| (h.framing, h.keep_alive)), Some((Framing::Chunked, false)));
         let old = head("HTTP/1.0 200 OK\nContent-Length: 1\n\n");
@@ -294,6 +337,30 @@ mod tests {
             Some(Framing::Empty)
         );
         assert_eq!(head("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"), Ok(None));
+    }
+
+    #[test]
+    fn dechunk_gives_the_data_and_says_whether_it_ended() {
+        assert_eq!(
+            dechunk(b"e\r\ntsdb is closed\r\n3;x=1\r\n!!!\r\n0\r\nTrailer: t\r\n\r\n"),
+            (b"tsdb is closed!!!".to_vec(), true)
+        );
+        assert_eq!(dechunk(b"5\r\nhel"), (b"hel".to_vec(), false), "a chunk cut short gives what came");
+        assert_eq!(dechunk(b"2\r\nok\r\nzz\r\n"), (b"ok".to_vec(), false), "a bad size line ends the data");
+        assert_eq!(dechunk(b""), (Vec::new(), false));
+    }
+
+    #[test]
+    fn server_timing_headers_are_noticed_and_read_in_order() {
+        let text =
+            "HTTP/1.1 200 OK\r\nServer-Timing: db;dur=1\r\nContent-Length: 0\r\nserver-timing:  app;dur=2 \r\n\r\n";
+        let found = head(text).expect("valid").expect("complete");
+        assert!(found.server_timing);
+        let values: Vec<&[u8]> = header_values(&text.as_bytes()[..found.length], b"Server-Timing").collect();
+        assert_eq!(values, [&b"db;dur=1"[..], b"app;dur=2"]);
+        assert!(
+            !head("HTTP/1.1 200 OK\r\nX-Server-Timing: a\r\n\r\n").expect("valid").expect("complete").server_timing
+        );
     }
 
     #[test]

@@ -1,12 +1,17 @@
-//! `proctor probe`: measure an HTTP endpoint's latency phase by phase, and say what shape
-//! the latencies have.
+//! `proctor probe`: measure an HTTP endpoint's latency phase by phase (or a WebSocket's
+//! echo, message by message), and say what shape the latencies have.
 //!
-//! Layers, pure first: [`url`] and [`http`] (wire format), [`schedule`] (when requests
+//! Layers, pure first: [`url`] and [`http`] (wire format), [`server_timing`] (the
+//! `Server-Timing` header's substeps), [`schedule`] (when requests
 //! start), [`record`] (one request's result; also the JSON-lines file format) and [`report`]
 //! (percentiles, histogram, modes via `proctor-modes`, phase attribution) do no I/O and read
 //! no clock; [`tls`] turns whom to trust (Mozilla's roots, a private CA's PEM, or nobody) into
-//! a rustls configuration. [`client`] is the only module that touches the network; [`runner`]
-//! owns the threads and the clock. [`plot`] draws a recorded run as SVG or PNG.
+//! a rustls configuration. [`client`] is the only module that opens connections; [`runner`]
+//! owns the threads and the clock; [`ws`] runs a WebSocket probe on its own thread over a
+//! connection `client` opened (tungstenite for the upgrade and the framing) and [`jupyter`]
+//! drives a Jupyter terminal through it (REST calls through `client`). [`plot`] draws a
+//! recorded run as SVG or PNG. [`har`] reads a browser's HAR export into records (pure: a
+//! reader in).
 //!
 //! # JSON output
 //!
@@ -31,15 +36,27 @@
 //!
 //! New then: `modes.modes[].total_ns` and `.time_fraction`, `modes.total_ns`,
 //! `modes.fine_structure[]` (`spikes_ns`, `step_ns`), `notes[]` and `delayed_ack`.
+//!
+//! New in issue 21 (docs/probe.md), each left out when empty: in records `url`,
+//! `server_timing[]` (`name`, `dur_ns`, `desc`) and `server_timing_dropped`; in the report
+//! `substeps[]` (named `server:NAME`, the fields of `phases[]` plus `desc`),
+//! `substeps_left_out`, `server_timing_dropped`, `attribution[].substep` (with
+//! `substep_median_ns`, `baseline_substep_median_ns`, `substep_share`) and `selection`
+//! (`matched`, `of`, `filters`) when filters chose the records.
 
 pub mod client;
+pub mod har;
 pub mod http;
+pub mod jupyter;
 pub mod plot;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod server_timing;
 pub mod tls;
 pub mod url;
+pub mod ws;
 
 pub use record::{ErrorClass, Phases, RequestRecord};
+pub use server_timing::Substep;

@@ -1,6 +1,7 @@
 //! A recorded run as a picture: latency of every request over time (log scale, failures
-//! as vermillion marks above the panel) above the log-scale histogram with the modes marked.
-//! SVG or PNG.
+//! as vermillion marks above the panel) above the log-scale histogram with the modes marked,
+//! above each phase's and each `Server-Timing` substep's median and p99 (the ones carrying a
+//! slow mode in vermillion). SVG or PNG.
 //!
 //! Pure: records and report in, the file's bytes out. This module only lays the run out as
 //! `proctor_plot` shapes; `proctor_plot` writes the SVG and renders the PNG from it, as it
@@ -9,9 +10,9 @@
 
 use proctor_plot::axis::{elapsed_label, elapsed_ticks, log_ticks, seconds_label};
 use proctor_plot::label::{
-    ascent, box_width, centre_inside, descent, elide_middle, wrap, Lanes, GAP, KERNING_ALLOWANCE,
+    ascent, box_width, centre_inside, descent, elide_end, elide_middle, wrap, Lanes, GAP, KERNING_ALLOWANCE,
 };
-use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, LABEL_SIZE, TITLE_SIZE, VERMILLION};
+use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, LABEL_SIZE, SKY_BLUE, TITLE_SIZE, VERMILLION};
 
 use crate::record::RequestRecord;
 use crate::report::{human_ns, Report};
@@ -146,7 +147,89 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> (Vec<Shape
         shapes.push(Shape::rect(x, top_b, 1.0, PANEL, VERMILLION));
         shapes.push(text(centre, top_b - 4.0 - lane as f64 * LINE, label, VERMILLION, Anchor::Middle));
     }
-    (shapes, base + 38.0)
+    let bottom = phases_panel(&mut shapes, report, base + 38.0);
+    (shapes, bottom)
+}
+
+/// Substeps drawn at most; the rest are said in the panel's caption.
+const PLOTTED_SUBSTEPS: usize = 16;
+/// Where panel C's bars start: names sit left of it.
+const PHASE_LEFT: f64 = 160.0;
+const PHASE_ROW: f64 = 16.0;
+
+/// Panel C, below the histogram from `top`: each phase, then each of the server's substeps
+/// (`Server-Timing`), as a bar to its median and a tick at its p99 on a log scale; the phase
+/// and substep that carry a slow mode are vermillion. Returns the picture's new bottom.
+fn phases_panel(shapes: &mut Vec<Shape>, report: &Report, top: f64) -> f64 {
+    let carriers: Vec<&str> = report
+        .attribution
+        .iter()
+        .flat_map(|blame| std::iter::once(blame.phase).chain(blame.substep.as_deref()))
+        .collect();
+    let mut rows: Vec<(&str, u64, u64, bool)> =
+        report.phases.iter().map(|phase| (phase.name, phase.median_ns, phase.p99_ns, false)).collect();
+    rows.extend(
+        report
+            .substeps
+            .iter()
+            .take(PLOTTED_SUBSTEPS)
+            .map(|step| (step.name.as_str(), step.median_ns, step.p99_ns, true)),
+    );
+    let positive = rows.iter().flat_map(|row| [row.1, row.2]).filter(|&value| value > 0);
+    let (Some(smallest), Some(largest)) = (positive.clone().min(), positive.max()) else {
+        return top;
+    };
+    let low = (smallest as f64).log10().floor();
+    let high = (largest as f64).log10().ceil().max(low + 1.0);
+    let width = WIDTH - PHASE_LEFT - RIGHT;
+    let x_of = |ns: u64| PHASE_LEFT + (((ns.max(1) as f64).log10() - low) / (high - low)).clamp(0.0, 1.0) * width;
+    let left_out = report.substeps.len().saturating_sub(PLOTTED_SUBSTEPS);
+    let mut caption = if report.substeps.is_empty() {
+        "phases: bar to the median, tick at p99".to_string()
+    } else {
+        "phases, then the server's substeps (Server-Timing): bar to the median, tick at p99".to_string()
+    };
+    if !report.attribution.is_empty() {
+        caption.push_str("; vermillion: carries a slow mode");
+    }
+    if left_out > 0 {
+        caption.push_str(&format!("; {left_out} more substeps not drawn"));
+    }
+    let mut y = top + 8.0;
+    for line in wrap(&caption, LABEL_SIZE, WIDTH - 20.0, 2) {
+        y += LINE + 2.0;
+        shapes.push(text(10.0, y, line, INK, Anchor::Start));
+    }
+    let first_row = y + 8.0;
+    for (index, &(name, median_ns, p99_ns, substep)) in rows.iter().enumerate() {
+        let row_top = first_row + index as f64 * PHASE_ROW;
+        let color = match (carriers.contains(&name), substep) {
+            (true, _) => VERMILLION,
+            (false, true) => SKY_BLUE,
+            (false, false) => BLUE,
+        };
+        let label = elide_end(name, LABEL_SIZE, PHASE_LEFT - 16.0);
+        shapes.push(text(PHASE_LEFT - 6.0, row_top + 11.0, label, INK, Anchor::End));
+        if median_ns > 0 {
+            shapes.push(Shape::rect(PHASE_LEFT, row_top + 3.0, (x_of(median_ns) - PHASE_LEFT).max(1.0), 9.0, color));
+        }
+        if p99_ns > 0 {
+            shapes.push(Shape::rect(x_of(p99_ns) - 0.75, row_top + 1.0, 1.5, 13.0, INK));
+        }
+    }
+    let axis = first_row + rows.len() as f64 * PHASE_ROW + 2.0;
+    shapes.push(Shape::rect(PHASE_LEFT, axis, width, 1.0, INK));
+    let min_spacing = box_width("100 µs", LABEL_SIZE) + GAP;
+    for (decade, labelled) in log_ticks(low, high, width / (high - low), min_spacing) {
+        let x = x_of(10f64.powf(decade).round() as u64);
+        shapes.push(Shape::rect(x, axis, 1.0, 4.0, INK));
+        if labelled {
+            let label = seconds_label(10f64.powf(decade) * 1e-9);
+            let centre = centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH);
+            shapes.push(text(centre, axis + 16.0, label, INK, Anchor::Middle));
+        }
+    }
+    axis + 30.0
 }
 
 /// The plot as an SVG document.
@@ -182,6 +265,9 @@ mod tests {
                 body_bytes: 2,
                 error: None,
                 error_detail: None,
+                url: None,
+                server_timing: Vec::new(),
+                server_timing_dropped: 0,
             })
             .collect()
     }
@@ -230,6 +316,55 @@ mod tests {
             .collect();
         problems.extend(unreadable(&failed, &build(&failed, &ReportConfig::default()), "t"));
         assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
+    /// Phases, then the server's substeps, the slow mode's carriers in vermillion, every label
+    /// readable; a long substep name is cut to its column.
+    #[test]
+    fn phases_and_server_substeps_are_drawn_with_the_carriers_marked() {
+        let records: Vec<RequestRecord> = records()
+            .into_iter()
+            .map(|mut record| {
+                let slow = record.total_ns >= 80_000_000;
+                record.phases.write_ns = Some(20_000);
+                record.phases.wait_ns = Some(record.total_ns - 100_000);
+                record.phases.transfer_ns = Some(80_000);
+                let step = |name: &str, ms: u64| crate::Substep {
+                    name: name.to_string(),
+                    dur_ns: Some(ms * 1_000_000),
+                    desc: None,
+                };
+                record.server_timing = vec![
+                    step("db", 3),
+                    step("render", if slow { 70 } else { 10 }),
+                    step(&"a-very-long-substep-name-".repeat(2), 1),
+                ];
+                record
+            })
+            .collect();
+        let report = build(&records, &ReportConfig::default());
+        assert_eq!(report.attribution[0].substep.as_deref(), Some("server:render"));
+        let (shapes, height) = layout(&records, &report, "t");
+        let labelled = |wanted: &str| {
+            shapes.iter().any(|shape| matches!(shape, Shape::Text { text, .. } if text.as_str() == wanted))
+        };
+        for name in ["write", "wait", "transfer", "server:db", "server:render"] {
+            assert!(labelled(name), "{name}");
+        }
+        // Bars: 3 phases, 3 substeps; vermillion for wait and server:render (beside the
+        // histogram's mode lines, which are 1 px wide).
+        let bars = |color: [u8; 3]| {
+            shapes
+                .iter()
+                .filter(|shape| matches!(shape, Shape::Rect { color: c, height, .. } if *c == color && *height == 9.0))
+                .count()
+        };
+        assert_eq!((bars(BLUE), bars(SKY_BLUE), bars(VERMILLION)), (2, 2, 2));
+        assert_eq!(proctor_plot::label::problems(WIDTH, height, &shapes), Vec::<String>::new());
+        if let Some(path) = std::env::var_os("PROCTOR_PLOT_SAMPLE") {
+            std::fs::write(path, png(&records, &report, "proctor probe http://127.0.0.1:8080/ (sample)"))
+                .expect("write");
+        }
     }
 
     #[test]

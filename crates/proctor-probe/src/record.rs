@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::server_timing::Substep;
+
 /// Why a request produced no usable response, or the class of an HTTP error status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,6 +75,9 @@ pub struct Phases {
     pub dns_ns: Option<u64>,
     pub connect_ns: Option<u64>,
     pub tls_ns: Option<u64>,
+    /// WebSocket only: the HTTP/1.1 upgrade, from sending the handshake to its `101`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_ns: Option<u64>,
     /// Writing the request into the socket (kernel buffer; not its arrival).
     pub write_ns: Option<u64>,
     /// From the end of the write to the first response byte.
@@ -82,16 +87,26 @@ pub struct Phases {
 }
 
 /// Phase names in the order they happen, as used in reports.
-pub const PHASE_NAMES: [&str; 7] = ["queue", "dns", "connect", "tls", "write", "wait", "transfer"];
+pub const PHASE_NAMES: [&str; 8] = ["queue", "dns", "connect", "tls", "upgrade", "write", "wait", "transfer"];
 
 impl Phases {
     /// The phases in [`PHASE_NAMES`] order.
-    pub fn values(&self) -> [Option<u64>; 7] {
-        [self.queue_ns, self.dns_ns, self.connect_ns, self.tls_ns, self.write_ns, self.wait_ns, self.transfer_ns]
+    pub fn values(&self) -> [Option<u64>; 8] {
+        [
+            self.queue_ns,
+            self.dns_ns,
+            self.connect_ns,
+            self.tls_ns,
+            self.upgrade_ns,
+            self.write_ns,
+            self.wait_ns,
+            self.transfer_ns,
+        ]
     }
 }
 
-/// One request, as written to `--out`.
+/// One request, as written to `--out`. For the WebSocket probe, one message and its echo: the
+/// write is the message's, the wait runs to the echo, and the status is the upgrade's `101`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Identifies the run, so merged files keep runs apart.
@@ -122,6 +137,22 @@ pub struct RequestRecord {
     /// The error in words, for people (`connection refused`, `certificate expired`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_detail: Option<String>,
+    /// The URL requested: the probed URL, or a HAR entry's own. Absent in files written before
+    /// it was recorded (and then unknown to `--url` filters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The substeps the server reported in `Server-Timing` headers, in the order received
+    /// (see [`crate::server_timing`]); absent when it sent none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_timing: Vec<Substep>,
+    /// `Server-Timing` metrics (or `dur`s) not kept: malformed, past the per-response limit or
+    /// with too long a name.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub server_timing_dropped: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// How `error_detail` begins when an `https` request met a server that answered the TLS
@@ -132,6 +163,16 @@ impl RequestRecord {
     /// A complete HTTP response arrived (any status), so `total_ns` is a latency.
     pub fn has_response(&self) -> bool {
         self.status.is_some() && self.error.is_none_or(ErrorClass::has_response)
+    }
+
+    /// The summed duration of the substeps called `name` (a server may report one name more
+    /// than once: two queries, two `db` entries); `None` when none of them had a duration.
+    pub fn substep_ns(&self, name: &str) -> Option<u64> {
+        self.server_timing
+            .iter()
+            .filter(|step| step.name == name)
+            .filter_map(|step| step.dur_ns)
+            .reduce(|sum, dur| sum.saturating_add(dur))
     }
 
     /// A `tls` failure because the server answered the handshake in plain HTTP.

@@ -15,6 +15,7 @@ use proctor_modes::{find_modes_in_values, ModeConfig, ModeReport};
 use serde::Serialize;
 
 use crate::record::{RequestRecord, PHASE_NAMES};
+use crate::server_timing;
 
 /// Layout knobs; [`Default`] is what the CLI prints.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,7 +76,59 @@ pub struct Report {
     pub histogram: Vec<HistogramRow>,
     pub timeline: Vec<TimelineCell>,
     pub phases: Vec<PhaseSummary>,
+    /// The server's own substeps from `Server-Timing` headers, named `server:NAME`, in the
+    /// order first seen; summarized like `phases`. Empty when no response carried any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub substeps: Vec<SubstepSummary>,
+    /// Distinct substep names past [`MAX_REPORT_SUBSTEPS`], not summarized.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub substeps_left_out: u64,
+    /// `Server-Timing` metrics the client did not keep (malformed, past 32 per response, a
+    /// name over 64 bytes, or a `dur` that was no duration), summed over the requests.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub server_timing_dropped: u64,
     pub attribution: Vec<ModeAttribution>,
+    /// Set when filters chose the records: how many of how many matched (the report is over
+    /// the matches only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+/// Which records a filtered report covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Selection {
+    /// Records that matched every filter.
+    pub matched: u64,
+    /// Records read.
+    pub of: u64,
+    /// The filters, as given (`--status 5xx`, `--phase server:db>50ms`).
+    pub filters: Vec<String>,
+}
+
+/// Distinct `Server-Timing` names a report summarizes; a server that invents a name per
+/// request cannot grow the report without bound.
+pub const MAX_REPORT_SUBSTEPS: usize = 64;
+
+/// One `Server-Timing` substep across the responses that reported it with a duration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SubstepSummary {
+    /// `server:` and the metric's name.
+    pub name: String,
+    /// The first `desc` seen for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desc: Option<String>,
+    /// Responses that reported it with a duration (several of one name in a response are
+    /// summed: two queries are one `db` time).
+    pub count: u64,
+    pub median_ns: u64,
+    pub p99_ns: u64,
+    /// The phases' rule: slow is more than twice the median plus 1 ms.
+    pub slow_threshold_ns: u64,
+    pub slow_probability: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -143,7 +196,23 @@ pub struct ModeAttribution {
     pub baseline_phase_median_ns: u64,
     /// The phase's growth over `extra_ns` (near 1: this phase is the whole difference).
     pub share: f64,
+    /// The server's substep (`server:db`) whose median grew most, when it grew by at least
+    /// half of `extra_ns`: what inside the server carries the mode. Absent otherwise, and
+    /// when no response carried `Server-Timing`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub substep: Option<String>,
+    /// That substep's median here and in the fastest mode, and its growth over `extra_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub substep_median_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_substep_median_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub substep_share: Option<f64>,
 }
+
+/// A substep is named as a slow mode's carrier when its median grew by at least this share of
+/// the mode's extra time.
+const SUBSTEP_CARRIER_SHARE: f64 = 0.5;
 
 /// The JSON of the modes: [`ModeReport`] with nanoseconds named (`proctor-modes` knows no
 /// units, so it has no public shape of its own).
@@ -305,10 +374,26 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         let values: Vec<f64> = totals.iter().map(|&total| total as f64).collect();
         find_modes_in_values(&values, &config.modes)
     });
-    let attribution = modes.as_ref().map_or_else(Vec::new, |modes| attribute(&responses, modes));
+    let (substep_names, substeps_left_out) = substep_names(&responses);
+    let attribution = modes.as_ref().map_or_else(Vec::new, |modes| attribute(&responses, modes, &substep_names));
     let delayed_ack = delayed_ack(&responses);
     let mut notes = modes.as_ref().map_or_else(Vec::new, mode_notes);
     notes.extend(delayed_ack.as_ref().map(delayed_ack_note));
+    let server_timing_dropped: u64 = records.iter().map(|record| u64::from(record.server_timing_dropped)).sum();
+    if server_timing_dropped > 0 {
+        notes.push(format!(
+            "{server_timing_dropped} Server-Timing metric{} not kept (malformed, more than {} in a response, a name \
+             over {} bytes, or a dur that is not a duration)",
+            if server_timing_dropped == 1 { " was" } else { "s were" },
+            server_timing::MAX_SUBSTEPS,
+            server_timing::MAX_NAME_BYTES
+        ));
+    }
+    if substeps_left_out > 0 {
+        notes.push(format!(
+            "{substeps_left_out} more Server-Timing names past the first {MAX_REPORT_SUBSTEPS} were not summarized"
+        ));
+    }
     Report {
         runs,
         requests: records.len() as u64,
@@ -332,7 +417,11 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
         histogram: histogram(&totals, config.histogram_bins_per_decade),
         timeline: timeline(records, first_send, span_ns, config.timeline_columns),
         phases: phases(&responses),
+        substeps: substeps(&responses, &substep_names),
+        substeps_left_out,
+        server_timing_dropped,
         attribution,
+        selection: None,
     }
 }
 
@@ -552,6 +641,31 @@ fn quantile_sorted(sorted: &[u64], q: f64) -> u64 {
     sorted.get(index).copied().unwrap_or(0)
 }
 
+/// A phase's or substep's median, p99, and how often it was slow (longer than twice its
+/// median plus 1 ms).
+struct Spread {
+    median_ns: u64,
+    p99_ns: u64,
+    slow_threshold_ns: u64,
+    slow_probability: f64,
+}
+
+impl Spread {
+    /// `values` is sorted in place; it must not be empty.
+    fn of(values: &mut [u64]) -> Spread {
+        values.sort_unstable();
+        let median_ns = quantile_sorted(values, 0.5);
+        let slow_threshold_ns = median_ns.saturating_mul(2).saturating_add(1_000_000);
+        let slow = values.len() - values.partition_point(|&value| value <= slow_threshold_ns);
+        Spread {
+            median_ns,
+            p99_ns: quantile_sorted(values, 0.99),
+            slow_threshold_ns,
+            slow_probability: slow as f64 / values.len().max(1) as f64,
+        }
+    }
+}
+
 fn phases(responses: &[&RequestRecord]) -> Vec<PhaseSummary> {
     let mut summaries = Vec::new();
     for (index, name) in PHASE_NAMES.iter().enumerate() {
@@ -559,17 +673,53 @@ fn phases(responses: &[&RequestRecord]) -> Vec<PhaseSummary> {
         if values.is_empty() {
             continue;
         }
-        values.sort_unstable();
-        let median_ns = quantile_sorted(&values, 0.5);
-        let slow_threshold_ns = median_ns.saturating_mul(2).saturating_add(1_000_000);
-        let slow = values.len() - values.partition_point(|&value| value <= slow_threshold_ns);
+        let spread = Spread::of(&mut values);
         summaries.push(PhaseSummary {
             name,
             count: values.len() as u64,
-            median_ns,
-            p99_ns: quantile_sorted(&values, 0.99),
-            slow_threshold_ns,
-            slow_probability: slow as f64 / values.len() as f64,
+            median_ns: spread.median_ns,
+            p99_ns: spread.p99_ns,
+            slow_threshold_ns: spread.slow_threshold_ns,
+            slow_probability: spread.slow_probability,
+        });
+    }
+    summaries
+}
+
+/// The distinct substep names with a duration, in first-seen order, at most
+/// [`MAX_REPORT_SUBSTEPS`]; and how many more there were.
+fn substep_names(responses: &[&RequestRecord]) -> (Vec<(String, Option<String>)>, u64) {
+    let mut names: Vec<(String, Option<String>)> = Vec::new();
+    let mut more: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for step in responses.iter().flat_map(|record| &record.server_timing).filter(|step| step.dur_ns.is_some()) {
+        if names.iter().any(|(name, _)| *name == step.name) {
+            continue;
+        }
+        if names.len() < MAX_REPORT_SUBSTEPS {
+            names.push((step.name.clone(), step.desc.clone()));
+        } else if more.len() < 100_000 {
+            more.insert(&step.name);
+        }
+    }
+    (names, more.len() as u64)
+}
+
+fn substeps(responses: &[&RequestRecord], names: &[(String, Option<String>)]) -> Vec<SubstepSummary> {
+    let mut summaries = Vec::new();
+    for (name, desc) in names {
+        let mut values: Vec<u64> = responses.iter().filter_map(|record| record.substep_ns(name)).collect();
+        if values.is_empty() {
+            continue;
+        }
+        let spread = Spread::of(&mut values);
+        summaries.push(SubstepSummary {
+            name: server_timing::report_name(name),
+            desc: desc.clone(),
+            count: values.len() as u64,
+            median_ns: spread.median_ns,
+            p99_ns: spread.p99_ns,
+            slow_threshold_ns: spread.slow_threshold_ns,
+            slow_probability: spread.slow_probability,
         });
     }
     summaries
@@ -578,7 +728,16 @@ fn phases(responses: &[&RequestRecord]) -> Vec<PhaseSummary> {
 /// For each mode after the fastest: which phase's median grew the most. A phase that did
 /// not happen in a request (no connect on a reused connection) counts as zero there, so a
 /// mode made of new connections is attributed to `connect` or `tls`.
-fn attribute(responses: &[&RequestRecord], modes: &ModeReport) -> Vec<ModeAttribution> {
+///
+/// Then, among the server's substeps (a substep missing from a response counts as zero there,
+/// as a phase does), the one whose median grew most, named when it grew by at least
+/// [`SUBSTEP_CARRIER_SHARE`] of the mode's extra time. Substeps are not candidates for `phase`:
+/// they happen inside `wait`, so they name what in the server the `wait` was spent on.
+fn attribute(
+    responses: &[&RequestRecord],
+    modes: &ModeReport,
+    substep_names: &[(String, Option<String>)],
+) -> Vec<ModeAttribution> {
     let Some(fastest) = modes.modes.first() else {
         return Vec::new();
     };
@@ -599,11 +758,21 @@ fn attribute(responses: &[&RequestRecord], modes: &ModeReport) -> Vec<ModeAttrib
         let mut totals: Vec<u64> = members.iter().map(|record| record.total_ns).collect();
         (medians, median(&mut totals).unwrap_or(0))
     };
+    let substep_medians = |members: &[&RequestRecord]| -> Vec<u64> {
+        substep_names
+            .iter()
+            .map(|(name, _)| {
+                let mut values: Vec<u64> = members.iter().map(|record| record.substep_ns(name).unwrap_or(0)).collect();
+                median(&mut values).unwrap_or(0)
+            })
+            .collect()
+    };
     let baseline_members = in_mode(fastest.low, fastest.high);
     if baseline_members.is_empty() {
         return Vec::new();
     }
     let (baseline, baseline_total) = phase_medians(&baseline_members);
+    let baseline_substeps = substep_medians(&baseline_members);
     let mut out = Vec::new();
     for mode in modes.modes.iter().skip(1) {
         let members = in_mode(mode.low, mode.high);
@@ -621,6 +790,14 @@ fn attribute(responses: &[&RequestRecord], modes: &ModeReport) -> Vec<ModeAttrib
         else {
             continue;
         };
+        let here_substeps = substep_medians(&members);
+        let carrier = here_substeps
+            .iter()
+            .zip(&baseline_substeps)
+            .map(|(&here, &base)| here as f64 - base as f64)
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .filter(|&(_, growth)| extra_ns > 0.0 && growth > 0.0 && growth >= SUBSTEP_CARRIER_SHARE * extra_ns);
         out.push(ModeAttribution {
             mode_ns: mode.value,
             requests: members.len() as u64,
@@ -629,6 +806,10 @@ fn attribute(responses: &[&RequestRecord], modes: &ModeReport) -> Vec<ModeAttrib
             phase_median_ns: medians[index],
             baseline_phase_median_ns: baseline[index],
             share: if extra_ns > 0.0 { growth / extra_ns } else { 0.0 },
+            substep: carrier.map(|(at, _)| server_timing::report_name(&substep_names[at].0)),
+            substep_median_ns: carrier.map(|(at, _)| here_substeps[at]),
+            baseline_substep_median_ns: carrier.map(|(at, _)| baseline_substeps[at]),
+            substep_share: carrier.map(|(_, growth)| growth / extra_ns),
         });
     }
     out
@@ -672,6 +853,15 @@ pub fn render_text(report: &Report, title: &str) -> String {
     if report.tls_verified == Some(false) {
         let _ = writeln!(out, "  TLS: certificates NOT verified (insecure): the server's identity was not checked");
     }
+    if let Some(selection) = &report.selection {
+        let _ = writeln!(
+            out,
+            "  matched {} of {} requests ({}); the report is over the matches only",
+            selection.matched,
+            selection.of,
+            selection.filters.join(" ")
+        );
+    }
     let Some(latency) = &report.latency else {
         let _ = writeln!(out, "\nno complete responses: no latency to report");
         render_errors(&mut out, report);
@@ -689,23 +879,35 @@ pub fn render_text(report: &Report, title: &str) -> String {
     }
     render_histogram(&mut out, report);
     render_timeline(&mut out, report);
-    let _ = writeln!(out, "\nphases (slow = longer than 2 × median + 1 ms)");
-    let _ = writeln!(out, "  {:<9} {:>9} {:>10} {:>10} {:>8}", "phase", "requests", "median", "p99", "P(slow)");
-    for phase in &report.phases {
+    let title = if report.substeps.is_empty() { "phases" } else { "phases, then the server's own (Server-Timing)" };
+    let _ = writeln!(out, "\n{title} (slow = longer than 2 × median + 1 ms)");
+    let rows = report
+        .phases
+        .iter()
+        .map(|phase| (phase.name, phase.count, phase.median_ns, phase.p99_ns, phase.slow_probability))
+        .chain(
+            report
+                .substeps
+                .iter()
+                .map(|step| (step.name.as_str(), step.count, step.median_ns, step.p99_ns, step.slow_probability)),
+        );
+    let width = report.substeps.iter().map(|step| step.name.chars().count()).max().unwrap_or(0).max(9);
+    let _ = writeln!(out, "  {:<width$} {:>9} {:>10} {:>10} {:>8}", "phase", "requests", "median", "p99", "P(slow)");
+    for (name, count, median_ns, p99_ns, slow_probability) in rows {
         let _ = writeln!(
             out,
-            "  {:<9} {:>9} {:>10} {:>10} {:>7.1}%",
-            phase.name,
-            phase.count,
-            human_ns(phase.median_ns as f64),
-            human_ns(phase.p99_ns as f64),
-            phase.slow_probability * 100.0
+            "  {:<width$} {:>9} {:>10} {:>10} {:>7.1}%",
+            name,
+            count,
+            human_ns(median_ns as f64),
+            human_ns(p99_ns as f64),
+            slow_probability * 100.0
         );
     }
     if !report.attribution.is_empty() {
         let _ = writeln!(out, "\nwhat makes the slower modes slow (against the fastest mode)");
         for blame in &report.attribution {
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "  {} ({} requests, +{}): {} {} → {} ({:.0} % of the difference)",
                 human_ns(blame.mode_ns),
@@ -716,6 +918,18 @@ pub fn render_text(report: &Report, title: &str) -> String {
                 human_ns(blame.phase_median_ns as f64),
                 blame.share * 100.0
             );
+            if let (Some(name), Some(here), Some(base), Some(share)) =
+                (&blame.substep, blame.substep_median_ns, blame.baseline_substep_median_ns, blame.substep_share)
+            {
+                let _ = write!(
+                    out,
+                    "; in the server: {name} {} → {} ({:.0} %)",
+                    human_ns(base as f64),
+                    human_ns(here as f64),
+                    share * 100.0
+                );
+            }
+            let _ = writeln!(out);
         }
     }
     render_errors(&mut out, report);
@@ -793,6 +1007,7 @@ mod tests {
             dns_ns: None,
             connect_ns: None,
             tls_ns: None,
+            upgrade_ns: None,
             write_ns: Some(10_000),
             wait_ns: Some(wait_ms * ms + seq * 1000),
             transfer_ns: Some(transfer_ms * ms),
@@ -811,6 +1026,9 @@ mod tests {
             body_bytes: 0,
             error,
             error_detail: error.map(|class| format!("{} happened", class.name())),
+            url: None,
+            server_timing: Vec::new(),
+            server_timing_dropped: 0,
         }
     }
 
@@ -1015,11 +1233,19 @@ mod tests {
     /// one the recorded requests (`--out`) use.
     #[test]
     fn every_duration_in_the_json_is_named_in_nanoseconds() {
-        let mut records = tick_quantized_run();
+        let mut records: Vec<RequestRecord> = tick_quantized_run()
+            .into_iter()
+            .map(|record| {
+                let db_ms = record.total_ns * 3 / 4_000_000;
+                with_steps(record, &[("db", Some(db_ms)), ("miss", None)])
+            })
+            .collect();
         records.push(record(300, 0, 0, Some(ErrorClass::Refused)));
         records.extend((301..331).map(|seq| timed(seq, 60, 40_000 + (seq % 4) * 4_000, true)));
-        let report = build(&records, &ReportConfig::default());
+        let mut report = build(&records, &ReportConfig::default());
         assert!(report.delayed_ack.is_none(), "not every reused request paid here");
+        assert!(report.attribution.iter().any(|blame| blame.substep.is_some()), "{:?}", report.attribution);
+        report.selection = Some(Selection { matched: 3, of: 4, filters: vec!["--slow 1ms".into()] });
         let json = serde_json::to_value(&report).expect("serializes");
         let not_durations = [
             "requests",
@@ -1043,6 +1269,11 @@ mod tests {
             "share",
             "reused_responses",
             "delayed_responses",
+            "substep_share",
+            "substeps_left_out",
+            "server_timing_dropped",
+            "matched",
+            "of",
         ];
         assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new(), "{json:#}");
         // The renamed ones, by name.
@@ -1061,6 +1292,82 @@ mod tests {
         let json = serde_json::to_value(build(&nagle, &ReportConfig::default())).expect("serializes");
         assert_eq!(json["delayed_ack"]["transfer_median_ns"], 44_000_000, "{json:#}");
         assert_eq!(unitless_numbers(&json, "", &not_durations), Vec::<String>::new(), "{json:#}");
+    }
+
+    fn with_steps(mut record: RequestRecord, steps: &[(&str, Option<u64>)]) -> RequestRecord {
+        record.server_timing = steps
+            .iter()
+            .map(|&(name, dur_ms)| crate::Substep {
+                name: name.to_string(),
+                dur_ns: dur_ms.map(|ms| ms * 1_000_000),
+                desc: None,
+            })
+            .collect();
+        record
+    }
+
+    #[test]
+    fn the_substep_that_grew_carries_the_slow_mode_and_no_other() {
+        // 40 requests: db 2 ms, render 1 ms inside a 5 ms wait; every 5th renders 40 ms
+        // longer (and waits as much longer). One response repeats db (two queries: summed).
+        let records: Vec<RequestRecord> = (0..40)
+            .map(|seq| {
+                let slow = seq % 5 == 4;
+                let record = record(seq, if slow { 45 } else { 5 }, 0, None);
+                let render = if slow { 41 } else { 1 };
+                let mut steps = vec![("db", Some(2)), ("render", Some(render)), ("auth", Some(1)), ("cache", None)];
+                if seq == 0 {
+                    steps.push(("db", Some(4)));
+                }
+                with_steps(record, &steps)
+            })
+            .collect();
+        let report = build(&records, &ReportConfig::default());
+        let names: Vec<&str> = report.substeps.iter().map(|step| step.name.as_str()).collect();
+        assert_eq!(names, ["server:db", "server:render", "server:auth"]);
+        let render = &report.substeps[1];
+        assert_eq!((render.count, render.median_ns, render.p99_ns), (40, 1_000_000, 41_000_000));
+        assert!((render.slow_probability - 0.2).abs() < 1e-9);
+        assert_eq!(report.substeps[0].p99_ns, 6_000_000, "a repeated name is summed");
+        assert_eq!(report.substeps[0].slow_probability, 0.025);
+        assert_eq!(report.attribution.len(), 1, "{:?}", report.attribution);
+        let blame = &report.attribution[0];
+        assert_eq!((blame.phase, blame.substep.as_deref()), ("wait", Some("server:render")));
+        assert_eq!((blame.baseline_substep_median_ns, blame.substep_median_ns), (Some(1_000_000), Some(41_000_000)));
+        let text = render_text(&report, "t");
+        assert!(text.contains("phases, then the server's own (Server-Timing)"), "{text}");
+        assert!(text.contains("in the server: server:render 1.00 ms → 41.0 ms"), "{text}");
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["attribution"][0]["substep"], "server:render");
+        assert_eq!(json["substeps"][1]["median_ns"], 1_000_000);
+
+        // A slow mode the server did not report (a slow transfer): no substep is named.
+        let transfer: Vec<RequestRecord> = (0..40)
+            .map(|seq| with_steps(record(seq, 5, if seq % 5 == 4 { 40 } else { 0 }, None), &[("db", Some(2))]))
+            .collect();
+        let report = build(&transfer, &ReportConfig::default());
+        assert_eq!(report.attribution.len(), 1);
+        assert_eq!((report.attribution[0].phase, report.attribution[0].substep.as_deref()), ("transfer", None));
+        // Without Server-Timing, the JSON is what it was.
+        let plain = serde_json::to_value(build(&records[..0], &ReportConfig::default())).expect("json");
+        assert!(plain.get("substeps").is_none() && plain.get("selection").is_none(), "{plain}");
+    }
+
+    #[test]
+    fn substep_names_are_bounded_and_drops_are_told() {
+        let records: Vec<RequestRecord> = (0..100)
+            .map(|seq| {
+                let mut record = with_steps(record(seq, 5, 0, None), &[(&format!("n{seq}"), Some(1))]);
+                record.server_timing_dropped = 2;
+                record
+            })
+            .collect();
+        let report = build(&records, &ReportConfig::default());
+        assert_eq!(report.substeps.len(), MAX_REPORT_SUBSTEPS);
+        assert_eq!(report.substeps_left_out, 100 - MAX_REPORT_SUBSTEPS as u64);
+        assert_eq!(report.server_timing_dropped, 200);
+        assert!(report.notes.iter().any(|note| note.starts_with("200 Server-Timing metrics were not kept")));
+        assert!(report.notes.iter().any(|note| note.starts_with("36 more Server-Timing names")));
     }
 
     #[test]

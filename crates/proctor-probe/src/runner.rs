@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::client::{Client, ClientConfig};
+use crate::client::{nanos, Client, ClientConfig};
 use crate::record::RequestRecord;
 use crate::schedule::{Bursts, Limit, Pacing};
 
@@ -28,6 +28,8 @@ pub struct RunConfig {
     pub bursts: Option<Bursts>,
     /// Written into every record, so merged result files keep runs apart.
     pub run_id: String,
+    /// Written into every record as its `url` (the URL as the user gave it).
+    pub url: Option<String>,
 }
 
 /// A run in progress. Records arrive on `records`; it disconnects when the run is over.
@@ -57,10 +59,19 @@ impl RunHandle {
             let _ = coordinator.join();
         }
     }
+
+    /// A run driven by another module's thread (the WebSocket probe's).
+    pub(crate) fn from_parts(
+        records: Receiver<RequestRecord>,
+        stop: Arc<AtomicBool>,
+        coordinator: JoinHandle<()>,
+    ) -> Self {
+        Self { records, stop, coordinator: Some(coordinator) }
+    }
 }
 
 /// Records waiting for the caller; a full channel makes workers wait, it never drops.
-const CHANNEL_CAPACITY: usize = 4096;
+pub(crate) const CHANNEL_CAPACITY: usize = 4096;
 
 /// Starts the run on a coordinator thread that spawns the workers.
 pub fn start(config: RunConfig) -> std::io::Result<RunHandle> {
@@ -76,20 +87,20 @@ pub fn start(config: RunConfig) -> std::io::Result<RunHandle> {
 /// Wall-clock anchor: `Instant`s become Unix times as `unix_at_start + (t - start)`, so a
 /// wall-clock step during a long watch does not bend the time axis.
 #[derive(Debug, Clone, Copy)]
-struct Clock {
-    start: Instant,
+pub(crate) struct Clock {
+    pub(crate) start: Instant,
     unix_ns_at_start: u64,
 }
 
 impl Clock {
-    fn now() -> Self {
+    pub(crate) fn now() -> Self {
         let unix_ns_at_start = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX));
         Self { start: Instant::now(), unix_ns_at_start }
     }
 
-    fn unix_ns(&self, at: Instant) -> u64 {
+    pub(crate) fn unix_ns(&self, at: Instant) -> u64 {
         self.unix_ns_at_start.saturating_add(nanos(at.saturating_duration_since(self.start)))
     }
 }
@@ -169,6 +180,9 @@ fn run_phase(
                         body_bytes: outcome.body_bytes,
                         error,
                         error_detail,
+                        url: config.url.clone(),
+                        server_timing: outcome.server_timing,
+                        server_timing_dropped: outcome.server_timing_dropped,
                     };
                     if sender.send(record).is_err() {
                         break;
@@ -196,8 +210,4 @@ fn sleep_until(when: Instant, stop: &AtomicBool) -> bool {
         }
         std::thread::sleep(left.min(SLICE));
     }
-}
-
-fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -1,4 +1,4 @@
-//! `http://` and `https://` URLs split into what a hand-written HTTP/1.1 client needs.
+//! `http://` and `https://` URLs (and `ws://`, `wss://` for the WebSocket probe) split into what a hand-written HTTP/1.1 client needs.
 //!
 //! Deliberately small: no percent-decoding (the path is sent exactly as given), no userinfo
 //! (credentials belong in `-H 'Authorization: …'`), no IDNA (a non-ASCII host is refused).
@@ -25,6 +25,8 @@ pub struct Target {
 pub enum UrlError {
     #[error("invalid URL {0:?}: expected http:// or https://")]
     Scheme(String),
+    #[error("invalid URL {0:?}: expected ws:// or wss://")]
+    WsScheme(String),
     #[error("invalid URL {0:?}: no host")]
     NoHost(String),
     #[error("invalid URL {0:?}: bad port")]
@@ -37,16 +39,31 @@ pub enum UrlError {
 
 /// Parses `http[s]://host[:port][/path][?query][#fragment]`.
 pub fn parse(url: &str) -> Result<Target, UrlError> {
+    parse_with(url, ("http://", "https://"), UrlError::Scheme)
+}
+
+/// Parses `ws[s]://host[:port][/path][?query]`: the same rules, `wss` wrapped in TLS.
+pub fn parse_ws(url: &str) -> Result<Target, UrlError> {
+    parse_with(url, ("ws://", "wss://"), UrlError::WsScheme)
+}
+
+/// A WebSocket target as a URL again: `ws://authority/path`, or `wss://` for TLS.
+pub fn ws_url(target: &Target) -> String {
+    format!("{}://{}{}", if target.tls { "wss" } else { "ws" }, target.authority, target.path)
+}
+
+/// `schemes`: the plain one and the TLS one.
+fn parse_with(url: &str, schemes: (&str, &str), wrong_scheme: fn(String) -> UrlError) -> Result<Target, UrlError> {
     let fail = |make: fn(String) -> UrlError| make(url.to_string());
     if url.bytes().any(|byte| byte <= b' ' || byte >= 0x7f) {
         return Err(fail(UrlError::Characters));
     }
-    let (tls, rest) = if let Some(rest) = strip_prefix_ignore_case(url, "http://") {
+    let (tls, rest) = if let Some(rest) = strip_prefix_ignore_case(url, schemes.0) {
         (false, rest)
-    } else if let Some(rest) = strip_prefix_ignore_case(url, "https://") {
+    } else if let Some(rest) = strip_prefix_ignore_case(url, schemes.1) {
         (true, rest)
     } else {
-        return Err(fail(UrlError::Scheme));
+        return Err(fail(wrong_scheme));
     };
     let rest = rest.split('#').next().unwrap_or("");
     let split_at = rest.find(['/', '?']).unwrap_or(rest.len());
@@ -139,5 +156,19 @@ mod tests {
             Err("invalid URL \"http://u:p@h/\": user info is not supported, send an Authorization header"),
         );
         check("http://h /", Err("invalid URL \"http://h /\": whitespace, control or non-ASCII characters"));
+        check("ws://h/", Err("invalid URL \"ws://h/\": expected http:// or https://"));
+    }
+
+    #[test]
+    fn websocket_urls() {
+        let plain = parse_ws("ws://127.0.0.1:8888/terminals/websocket/1?token=t").expect("valid ws URL");
+        assert_eq!((plain.tls, plain.port, plain.path.as_str()), (false, 8888, "/terminals/websocket/1?token=t"));
+        let tls = parse_ws("WSS://echo.example").expect("valid ws URL");
+        assert_eq!((tls.tls, tls.port, tls.authority.as_str()), (true, 443, "echo.example"));
+        assert_eq!(ws_url(&tls), "wss://echo.example/");
+        assert_eq!(
+            parse_ws("http://h/").expect_err("an http URL is not a WebSocket URL").to_string(),
+            "invalid URL \"http://h/\": expected ws:// or wss://"
+        );
     }
 }

@@ -1,10 +1,9 @@
-//! One remote-write POST: a fresh connection (TLS through the probe's rustls setup), the
-//! request with `Connection: close`, the reply's status, `Retry-After` and the start of its
-//! body (the receiver's message). Every step has the remote's timeout; nothing is unbounded.
+//! One remote-write POST: a fresh connection (the probe's `client::connect`: every address
+//! tried, TLS through its rustls setup), the request with `Connection: close`, the reply's
+//! status, `Retry-After` and the start of its body (the receiver's message). Every step has the
+//! remote's timeout; nothing is unbounded.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::Arc;
 use std::time::Duration;
 
 use proctor_probe::tls::TlsConfig;
@@ -39,50 +38,13 @@ const MAX_REPLY: usize = 64 * 1024;
 /// The most of a receiver's message kept for counters and the API.
 const MAX_MESSAGE: usize = 512;
 
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
-}
-
-impl Stream {
-    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.write_all(data),
-            Stream::Tls(s) => s.write_all(data).and_then(|()| s.flush()),
-        }
-    }
-
-    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.read(buffer),
-            Stream::Tls(s) => s.read(buffer),
-        }
-    }
-}
-
 /// Sends `body` (already compressed) and reads the reply. `Err`: no reply (connect, TLS, write
 /// or read failed, or the reply was not HTTP), in words.
 pub fn post(endpoint: &Endpoint, content_type: &str, version: &str, body: &[u8]) -> Result<Reply, String> {
     let t = &endpoint.target;
-    let address = (t.host.as_str(), t.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", t.host))?
-        .next()
-        .ok_or_else(|| format!("{} resolves to no address", t.host))?;
-    let tcp = TcpStream::connect_timeout(&address, endpoint.timeout).map_err(|e| format!("connect {address}: {e}"))?;
-    tcp.set_read_timeout(Some(endpoint.timeout)).map_err(|e| e.to_string())?;
-    tcp.set_write_timeout(Some(endpoint.timeout)).map_err(|e| e.to_string())?;
-    let _ = tcp.set_nodelay(true);
-    let mut stream = match &endpoint.tls {
-        None => Stream::Plain(tcp),
-        Some(tls) => {
-            let name = rustls::pki_types::ServerName::try_from(t.host.clone())
-                .map_err(|e| format!("{}: not a TLS server name: {e}", t.host))?;
-            let connection =
-                rustls::ClientConnection::new(Arc::clone(&tls.rustls), name).map_err(|e| format!("TLS setup: {e}"))?;
-            Stream::Tls(Box::new(rustls::StreamOwned::new(connection, tcp)))
-        }
-    };
+    let mut stream = proctor_probe::client::connect(t, endpoint.tls.as_ref(), endpoint.timeout)?;
+    stream.tcp().set_read_timeout(Some(endpoint.timeout)).map_err(|e| e.to_string())?;
+    stream.tcp().set_write_timeout(Some(endpoint.timeout)).map_err(|e| e.to_string())?;
     let mut head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: proctor/{}\r\nContent-Type: {content_type}\r\n\
          Content-Encoding: snappy\r\nX-Prometheus-Remote-Write-Version: {version}\r\n\
@@ -101,7 +63,7 @@ pub fn post(endpoint: &Endpoint, content_type: &str, version: &str, body: &[u8])
     head.push_str("\r\n");
     let mut request = head.into_bytes();
     request.extend_from_slice(body);
-    stream.write_all(&request).map_err(|e| format!("send to {}: {e}", endpoint.url))?;
+    stream.write_all(&request).and_then(|()| stream.flush()).map_err(|e| format!("send to {}: {e}", endpoint.url))?;
     let mut reply = Vec::with_capacity(1024);
     let mut chunk = [0u8; 8192];
     while reply.len() < MAX_REPLY {
@@ -149,28 +111,10 @@ pub fn parse_reply(reply: &[u8]) -> Option<Reply> {
         }
     }
     let raw = &reply[end + 4..];
-    let body = if chunked { dechunk(raw) } else { raw.to_vec() };
+    let body = if chunked { proctor_probe::http::dechunk(raw).0 } else { raw.to_vec() };
     let mut message = String::from_utf8_lossy(&body[..body.len().min(MAX_MESSAGE)]).trim().to_string();
     message.retain(|c| !c.is_control() || c == ' ');
     Some(Reply { status, retry_after, message })
-}
-
-/// A chunked body's data, as far as it is whole (the rest of a cut-short body is left out).
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let Some(line_end) = raw.windows(2).position(|w| w == b"\r\n") else { return out };
-        let size_text = std::str::from_utf8(&raw[..line_end]).unwrap_or("");
-        let size_text = size_text.split(';').next().unwrap_or("").trim();
-        let Ok(size) = usize::from_str_radix(size_text, 16) else { return out };
-        let start = line_end + 2;
-        if size == 0 || raw.len() < start + size {
-            out.extend_from_slice(&raw[start.min(raw.len())..(start + size).min(raw.len())]);
-            return out;
-        }
-        out.extend_from_slice(&raw[start..start + size]);
-        raw = &raw[(start + size + 2).min(raw.len())..];
-    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 mod pki;
 mod server;
+mod ws;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,7 @@ fn config_trusting(url: &str, trust: Trust, pacing: Pacing, requests: u64, timeo
         limit: Limit { count: Some(requests), duration: Some(Duration::from_secs(30)) },
         bursts: None,
         run_id: "test".into(),
+        url: Some(url.to_string()),
     }
 }
 
@@ -241,6 +243,49 @@ fn no_reuse_opens_a_connection_per_request_and_records_round_trip_through_json()
     assert_eq!(back, records);
     assert!(!lines.contains("tls_verified"), "plain http records carry no TLS verdict: {lines}");
     assert_eq!(report.tls_verified, None);
+}
+
+/// Two `Server-Timing` headers on every response combine into one list per record; a server
+/// slow in `render` on every 5th request has that substep, and no other, carry the slow mode.
+#[test]
+fn server_timing_substeps_are_recorded_and_carry_the_slow_mode() {
+    const FAST: &[&str] = &["db;dur=2.5, render;dur=1;desc=\"tmpl\"", "auth;dur=0.5, miss"];
+    const SLOW: &[&str] = &["db;dur=2.5, render;dur=41;desc=\"tmpl\"", "auth;dur=0.5, miss"];
+    let server = Server::start(true, |index| {
+        if index % 5 == 4 {
+            Action::ServerTiming { delay: Duration::from_millis(40), headers: SLOW }
+        } else {
+            Action::ServerTiming { delay: Duration::ZERO, headers: FAST }
+        }
+    });
+    let records = run(config(&server.url("/st"), closed(1), 40, Duration::from_secs(5)));
+    assert_eq!(records.len(), 40);
+    for record in &records {
+        let names: Vec<&str> = record.server_timing.iter().map(|step| step.name.as_str()).collect();
+        assert_eq!(names, ["db", "render", "auth", "miss"], "{record:?}");
+        assert_eq!(record.server_timing[1].desc.as_deref(), Some("tmpl"));
+        assert_eq!(record.server_timing[3].dur_ns, None);
+        assert_eq!(record.url.as_deref(), Some(server.url("/st").as_str()));
+    }
+    let slow = records.iter().filter(|record| record.substep_ns("render") == Some(41_000_000)).count();
+    assert_eq!(slow, 8);
+    let report = report(&records);
+    let names: Vec<&str> = report.substeps.iter().map(|step| step.name.as_str()).collect();
+    assert_eq!(names, ["server:db", "server:render", "server:auth"], "miss has no duration");
+    let render = &report.substeps[1];
+    assert_eq!((render.count, render.median_ns, render.p99_ns), (40, 1_000_000, 41_000_000));
+    assert!((render.slow_probability - 0.2).abs() < 1e-9, "{render:?}");
+    assert!(report
+        .substeps
+        .iter()
+        .filter(|step| step.name != "server:render")
+        .all(|step| step.slow_probability == 0.0));
+    // The 40 ms mode is render's; jitter among the fast requests may make small modes that no
+    // substep carries, and no other substep carries anything.
+    let slow: Vec<_> = report.attribution.iter().filter(|blame| blame.mode_ns > 30e6).collect();
+    assert!(!slow.is_empty(), "{}", report::render_text(&report, "t"));
+    assert!(slow.iter().all(|blame| blame.substep.as_deref() == Some("server:render")), "{:?}", report.attribution);
+    assert!(report.attribution.iter().all(|blame| blame.substep.as_deref().is_none_or(|name| name == "server:render")));
 }
 
 #[test]

@@ -22,6 +22,9 @@ pub enum Action {
     Stall,
     /// `200` announcing 100 body bytes, send 5 of them, then stall 5 s.
     StallBody,
+    /// `200` with a 5-byte body after `delay`, carrying each of `headers` as a
+    /// `Server-Timing` header.
+    ServerTiming { delay: Duration, headers: &'static [&'static str] },
 }
 
 pub struct Server {
@@ -111,6 +114,15 @@ fn serve(stream: &mut (impl Read + Write), action: &dyn Fn(u64) -> Action, count
                 } else {
                     stream.write_all(&[&head[..], b"hello"].concat())
                 }
+            }
+            Action::ServerTiming { delay, headers } => {
+                std::thread::sleep(delay);
+                let mut reply = String::from("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n");
+                for header in headers {
+                    reply.push_str(&format!("Server-Timing: {header}\r\n"));
+                }
+                reply.push_str("\r\nhello");
+                stream.write_all(reply.as_bytes())
             }
             Action::Status(status) => {
                 stream.write_all(format!("HTTP/1.1 {status} Oops\r\nContent-Length: 0\r\n\r\n").as_bytes())
