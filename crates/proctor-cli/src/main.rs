@@ -6,6 +6,7 @@
 mod cmd;
 mod datadir;
 mod output;
+mod probe_filter;
 mod remote_write;
 mod signals;
 mod statsd_server;

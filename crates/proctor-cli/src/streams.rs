@@ -118,3 +118,31 @@ pub fn probe_result(record: &RequestRecord) -> ProbeResult {
         wait_ns: record.phases.wait_ns,
     }
 }
+
+/// A stored result back as a probe record (for `proctor dump probe`): the store keeps only the
+/// total, status, error class and the connect and wait phases, so the rest are `None`; the URL
+/// is the batch's target, and a connection counts as reused when it had no connect.
+pub fn request_record(batch: &proctor_model::ProbeBatch, result: &ProbeResult) -> RequestRecord {
+    let error = result
+        .error
+        .as_deref()
+        .and_then(|name| proctor_probe::ErrorClass::ALL.into_iter().find(|class| class.name() == name));
+    let phases = proctor_probe::Phases { connect_ns: result.connect_ns, wait_ns: result.wait_ns, ..Default::default() };
+    RequestRecord {
+        run: batch.run.clone(),
+        seq: result.seq,
+        burst: None,
+        sent_unix_ns: result.sent_unix_ns,
+        total_ns: result.total_ns,
+        phases,
+        reused: result.connect_ns.is_none(),
+        tls_verified: None,
+        status: result.status,
+        body_bytes: 0,
+        error,
+        error_detail: None,
+        url: Some(batch.target.clone()),
+        server_timing: Vec::new(),
+        server_timing_dropped: 0,
+    }
+}

@@ -11,12 +11,15 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use proctor_agent::Snapshot;
 use proctor_model::Sample;
-use proctor_store::{same_run, Reader};
+use proctor_store::{same_run, Event, Reader, PROBE_STREAM};
 use proctor_vocab::fields::{self, Field};
 use proctor_vocab::units::Unit;
 use serde_json::Value;
 
 use super::common::now_unix_ns;
+use crate::output::Format;
+use crate::probe_filter::{report_filtered, FilterArgs, Filters};
+use crate::streams::request_record;
 use proctor_vocab::{format_utc, parse_when, When};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,6 +34,11 @@ pub enum Subject {
     /// One row per series per rollup row (min, mean, max, last), from the tier that fits the
     /// range (`--tier`).
     Rollup,
+    /// The probe results `proctor probe --record` stored (DIR/probe): the probe's report over
+    /// those that match --slow, --status, --url, --error, --phase, --from and --to, or with
+    /// --list one line per request (JSON lines with --format json). Stored results keep only
+    /// the total, status, error class, connect and wait.
+    Probe,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +93,9 @@ pub struct Args {
     /// `dump rollup`: which rollup tier to read.
     #[arg(long, value_enum, default_value_t = TierChoice::Auto)]
     pub tier: TierChoice,
+    /// `dump probe`: which requests (see `proctor probe analyze --help`).
+    #[command(flatten)]
+    pub probe: FilterArgs,
 }
 
 const PROCESS_FIELDS: &str = "time,pid,ppid,name,state,uid,cpu_percent,rss_bytes,anon_bytes,swap_bytes,threads,major_faults_per_sec,read_bytes_per_sec,write_bytes_per_sec,cgroup,cmdline";
@@ -139,6 +150,7 @@ fn columns(subject: Subject) -> impl Iterator<Item = &'static Field> {
         Subject::Host => fields::HOST,
         Subject::Group => fields::GROUP,
         Subject::Rollup => ROLLUP,
+        Subject::Probe => &[],
     };
     TIME_FIELDS.iter().chain(table.iter())
 }
@@ -222,7 +234,7 @@ fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Resu
             .iter()
             .map(|r| serde_json::to_value(proctor_vocab::process::process(&s, r)).map(make))
             .collect::<Result<_, _>>()?,
-        Subject::Rollup => unreachable!("rollup rows are not read from samples"),
+        Subject::Rollup | Subject::Probe => unreachable!("rollup rows and probe results are not read from samples"),
         Subject::Group => {
             let Some(view) = proctor_agent::groups::stored_view(&s, prev) else { return Ok((Vec::new(), s.sample)) };
             view.groups.iter().map(|(g, _)| serde_json::to_value(g).map(make)).collect::<Result<_, _>>()?
@@ -260,11 +272,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let probe_filters = Filters { args: args.probe.clone(), from: None, to: None, range_text: Vec::new() };
+    if args.subject == Subject::Probe {
+        return dump_probe(&args, probe_filters);
+    }
+    if probe_filters.any() || args.probe.list {
+        bail!("--slow, --status, --url, --error, --phase and --list are for `dump probe`");
+    }
     let default_fields = match args.subject {
         Subject::Process => PROCESS_FIELDS,
         Subject::Host => HOST_FIELDS,
         Subject::Group => GROUP_FIELDS,
         Subject::Rollup => ROLLUP_FIELDS,
+        Subject::Probe => unreachable!("dump probe returned above"),
     };
     let fields: Vec<String> = if args.fields.is_empty() {
         default_fields.split(',').map(str::to_string).collect()
@@ -332,6 +352,62 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.dir.display()
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The most stored probe results `dump probe` holds at once (a week of a busy probe is hundreds
+/// of millions); the rest of the range is left out, and said.
+const MAX_PROBE_RECORDS: usize = 2_000_000;
+
+/// `dump probe`: the probe stream's results in the range, as records, through the filters into
+/// the probe's report or list (the one `probe analyze` prints).
+fn dump_probe(args: &Args, mut filters: Filters) -> anyhow::Result<ExitCode> {
+    let now = now_unix_ns();
+    filters.from = args.from.map(|w| w.resolve(now));
+    filters.to = args.to.map(|w| w.resolve(now));
+    filters.range_text.extend(filters.from.map(|from| format!("--from {}", format_utc(from))));
+    filters.range_text.extend(filters.to.map(|to| format!("--to {}", format_utc(to))));
+    let dir = args.dir.join(PROBE_STREAM);
+    if !dir.is_dir() {
+        bail!(
+            "no probe results in {}: record some with `proctor probe URL --record --data-dir {}`",
+            dir.display(),
+            args.dir.display()
+        );
+    }
+    let mut reader = Reader::open(&dir).context("cannot dump")?;
+    let (from, to) = (filters.from.unwrap_or(0), filters.to.unwrap_or(now));
+    // A batch's frame carries its earliest send time; one may start up to its age (1 s) early.
+    let mut records = Vec::new();
+    let mut left_out = 0u64;
+    for frame in reader.event_frames(from.saturating_sub(2_000_000_000), to).context("cannot dump")? {
+        let Some(Event::Probe(batch)) = reader.read_event(&frame) else { continue };
+        let room = MAX_PROBE_RECORDS.saturating_sub(records.len());
+        left_out += batch.results.len().saturating_sub(room) as u64;
+        records.extend(batch.results.iter().take(room).map(|result| request_record(&batch, result)));
+    }
+    crate::datadir::report_read("proctor dump", reader.report());
+    if left_out > 0 {
+        eprintln!(
+            "proctor dump: read the first {MAX_PROBE_RECORDS} probe results of the range and left {left_out} out; \
+             narrow it with --from/--to"
+        );
+    }
+    if records.is_empty() {
+        eprintln!(
+            "proctor dump: no probe results between {} and {} in {}",
+            format_utc(from),
+            format_utc(to),
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    records.sort_by_key(|record| record.sent_unix_ns);
+    let format = match args.format {
+        DumpFormat::Csv => Format::Text,
+        DumpFormat::Json => Format::Json,
+    };
+    report_filtered(records, &filters, &format!("proctor dump probe {}", dir.display()), format, None)?;
     Ok(ExitCode::SUCCESS)
 }
 

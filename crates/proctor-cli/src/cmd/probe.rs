@@ -1,5 +1,6 @@
-//! `proctor probe URL`: measure an HTTP endpoint phase by phase; `proctor probe analyze
-//! FILE…` re-reads recorded runs.
+//! `proctor probe URL`: measure an HTTP endpoint phase by phase, or a WebSocket's echo
+//! (`ws://`, `wss://`) message by message; `proctor probe jupyter URL` holds a key in a
+//! Jupyter terminal and times each echo; `proctor probe analyze FILE…` re-reads recorded runs.
 //!
 //! This module is the I/O around `proctor-probe`: argument checks, the `--out` JSON-lines
 //! file (one line per request, flushed as it arrives), Ctrl-C (blocked in every thread and
@@ -18,17 +19,20 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use proctor_probe::client::ClientConfig;
 use proctor_probe::http::RequestSpec;
-use proctor_probe::report::{self, ReportConfig};
+use proctor_probe::report;
 use proctor_probe::runner::{self, RunConfig};
 use proctor_probe::schedule::{Bursts, Limit, Pacing};
 use proctor_probe::tls::{parse_pem_certificates, TlsConfig, Trust};
-use proctor_probe::{plot, ErrorClass, RequestRecord};
+use proctor_probe::ws::{self, Framing, Payload, WsConfig, WsPacing, WsSummary};
+use proctor_probe::{jupyter, plot, ErrorClass, RequestRecord};
 
 use crate::output::Format;
+use crate::probe_filter::{report_filtered, FilterArgs, Filters};
 use crate::streams::{probe_result, EventRecorder};
 use proctor_model::{ProbeBatch, ProbeResult};
 use proctor_store::{Event, PROBE_STREAM};
 use proctor_vocab::duration_arg as parse_duration;
+use proctor_vocab::{format_utc, parse_when, When};
 
 /// Arguments of `proctor probe`.
 #[derive(Debug, clap::Args)]
@@ -36,7 +40,8 @@ use proctor_vocab::duration_arg as parse_duration;
 pub struct Args {
     #[command(subcommand)]
     analyze: Option<Sub>,
-    /// The URL to probe: http://HOST[:PORT]/PATH or https://…
+    /// The URL to probe: http://HOST[:PORT]/PATH or https://…; ws://… or wss://… for a
+    /// WebSocket echo (messages sent, each timed until its echo comes back).
     #[arg(required = true)]
     url: Option<String>,
     #[command(flatten)]
@@ -109,33 +114,119 @@ struct RunOptions {
     /// How long to keep bursting (default: until Ctrl-C).
     #[arg(long = "for", value_parser = parse_duration, value_name = "D", requires = "every")]
     for_duration: Option<Duration>,
+    /// WebSocket: send this text as a held key sends it (at --key-rate for --hold), each
+    /// keystroke matched to its echo by counting the text in what comes back.
+    #[arg(long, value_name = "TEXT")]
+    keys: Option<String>,
+    /// WebSocket with --keys (and jupyter): how long the key is held (default 15s).
+    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    hold: Option<Duration>,
+    /// WebSocket with --keys (and jupyter): keystrokes per second, '30/s' or '30' (default 30/s,
+    /// a typical keyboard repeat rate).
+    #[arg(long, value_name = "R/s", value_parser = parse_key_rate)]
+    key_rate: Option<f64>,
+}
+
+fn parse_key_rate(text: &str) -> Result<f64, String> {
+    let number = text.trim().strip_suffix("/s").unwrap_or(text.trim());
+    match number.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= 10_000.0 => Ok(rate),
+        _ => Err(format!("invalid key rate {text:?}: expected keystrokes per second, e.g. 30/s (at most 10000)")),
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]
 enum Sub {
-    /// Re-analyze JSON-lines results written by --out (several files are merged).
+    /// Re-analyze JSON-lines results written by --out, or a browser's HAR export (several
+    /// files are merged); the filters choose which requests the report covers.
     Analyze {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        filters: FilterArgs,
+        /// Only requests sent at or after this time ("10 min ago", "2024-05-01T12:00:00" UTC,
+        /// "@UNIX_SECONDS").
+        #[arg(long, value_parser = parse_when)]
+        from: Option<When>,
+        /// Only requests sent at or before this time.
+        #[arg(long, value_parser = parse_when)]
+        to: Option<When>,
+    },
+    /// Keystroke-to-echo latency in a Jupyter terminal, the Netflix way: create a terminal
+    /// (POST /api/terminals), hold a key in it (["stdin","j"] at --key-rate for --hold), time
+    /// each keystroke until its echo comes back in ["stdout", …], delete the terminal (also on
+    /// Ctrl-C).
+    Jupyter {
+        /// The Jupyter server: http://HOST:PORT[/BASE_URL] or https://…
+        url: String,
+        /// Jupyter's token (default: $JUPYTER_TOKEN); sent as 'Authorization: token T'.
+        #[arg(long, value_name = "T", conflicts_with = "token_file")]
+        token: Option<String>,
+        /// Read the token from this file (keeps it out of the process list).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        #[command(flatten)]
+        run: Box<RunOptions>,
     },
 }
+
+/// A HAR larger than this is refused before it is read.
+const MAX_HAR_BYTES: u64 = 1 << 30;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The plot's file name is checked before any request is sent or file read.
     if let Some(path) = &args.plot {
         plot::Format::from_path(path)?;
     }
-    if let Some(Sub::Analyze { files }) = &args.analyze {
-        return analyze(files, args.format, args.plot.as_deref());
+    match &args.analyze {
+        Some(Sub::Analyze { files, filters, from, to }) => {
+            let now = crate::cmd::common::now_unix_ns();
+            let mut range_text = Vec::new();
+            range_text.extend(from.map(|when| format!("--from {}", format_utc(when.resolve(now)))));
+            range_text.extend(to.map(|when| format!("--to {}", format_utc(when.resolve(now)))));
+            let filters = Filters {
+                args: filters.clone(),
+                from: from.map(|when| when.resolve(now)),
+                to: to.map(|when| when.resolve(now)),
+                range_text,
+            };
+            return analyze(files, &filters, args.format, args.plot.as_deref());
+        }
+        Some(Sub::Jupyter { url, token, token_file, run }) => {
+            let token = match (token, token_file) {
+                (Some(token), _) => Some(token.clone()),
+                (None, Some(path)) => Some(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?
+                        .trim()
+                        .to_string(),
+                ),
+                (None, None) => std::env::var("JUPYTER_TOKEN").ok().filter(|token| !token.is_empty()),
+            };
+            return probe_jupyter(url, token.as_deref(), run, args.format, args.plot.as_deref());
+        }
+        None => {}
     }
     let Some(url) = args.url.as_deref() else {
         bail!("a URL is required");
     };
+    let scheme = url.split("://").next().unwrap_or("").to_ascii_lowercase();
+    if scheme == "ws" || scheme == "wss" {
+        return probe_ws(url, &args.run, args.format, args.plot.as_deref());
+    }
+    for (given, flag) in [
+        (args.run.keys.is_some(), "--keys"),
+        (args.run.hold.is_some(), "--hold"),
+        (args.run.key_rate.is_some(), "--key-rate"),
+    ] {
+        if given {
+            bail!("{flag} applies to WebSocket URLs (ws://, wss://) and to 'probe jupyter' only");
+        }
+    }
     probe(url, &args.run, args.format, args.plot.as_deref())
 }
 
-fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let target = proctor_probe::url::parse(url)?;
+fn parse_headers(options: &RunOptions) -> anyhow::Result<Vec<(String, String)>> {
     let mut headers = Vec::new();
     for header in &options.headers {
         let Some((name, value)) = header.split_once(':') else {
@@ -150,6 +241,31 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         }
         headers.push((name.to_string(), value.trim().to_string()));
     }
+    Ok(headers)
+}
+
+/// The TLS configuration `options` ask for, for a target that is or is not TLS.
+fn tls_config(tls_target: bool, options: &RunOptions) -> anyhow::Result<Option<TlsConfig>> {
+    Ok(match (tls_target, &options.cacert, options.insecure) {
+        (false, None, false) => None,
+        (false, _, _) => bail!("--cacert and --insecure apply to https and wss URLs only"),
+        (true, Some(path), _) => {
+            let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let source = path.display().to_string();
+            let certificates = parse_pem_certificates(&pem, &source)?;
+            Some(TlsConfig::new(Trust::Roots { certificates, source })?)
+        }
+        (true, None, true) => {
+            eprintln!("proctor: warning: --insecure: server certificates are not verified");
+            Some(TlsConfig::new(Trust::Insecure)?)
+        }
+        (true, None, false) => Some(TlsConfig::new(Trust::WebpkiRoots)?),
+    })
+}
+
+fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let target = proctor_probe::url::parse(url)?;
+    let headers = parse_headers(options)?;
     let method = options.method.to_ascii_uppercase();
     if method.is_empty() || !method.bytes().all(|byte| byte.is_ascii_alphabetic()) {
         bail!("invalid method {:?}", options.method);
@@ -176,21 +292,7 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         None if options.requests.is_none() && options.duration.is_none() => Limit { count: Some(50), duration: None },
         None => Limit { count: options.requests, duration: options.duration },
     };
-    let tls = match (target.tls, &options.cacert, options.insecure) {
-        (false, None, false) => None,
-        (false, _, _) => bail!("--cacert and --insecure apply to https URLs only"),
-        (true, Some(path), _) => {
-            let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let source = path.display().to_string();
-            let certificates = parse_pem_certificates(&pem, &source)?;
-            Some(TlsConfig::new(Trust::Roots { certificates, source })?)
-        }
-        (true, None, true) => {
-            eprintln!("proctor: warning: --insecure: server certificates are not verified");
-            Some(TlsConfig::new(Trust::Insecure)?)
-        }
-        (true, None, false) => Some(TlsConfig::new(Trust::WebpkiRoots)?),
-    };
+    let tls = tls_config(target.tls, options)?;
     let client = Arc::new(ClientConfig {
         target,
         request: RequestSpec {
@@ -203,6 +305,33 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         reuse: !options.no_reuse,
         tls,
     });
+    let title = format!("proctor probe {url} ({})", describe(&pacing, bursts, options.no_reuse));
+    let run_id = run_id();
+    let start = || {
+        runner::start(RunConfig { client, pacing, limit, bursts, run_id: run_id.clone(), url: Some(url.to_string()) })
+    };
+    let tls_hint = options.cacert.is_none() && !options.insecure;
+    run_and_report(url, &run_id, options, start, &title, format, plot_path, tls_hint, None)
+}
+
+/// What a run reports besides its records.
+type Extra<'a> = Option<&'a dyn Fn() -> WsSummary>;
+
+/// Runs what `start` starts, writing records to `--out` and the store as they arrive, until
+/// the run ends or Ctrl-C; then prints the report. The exit status says whether anything
+/// worked (130 after Ctrl-C).
+#[allow(clippy::too_many_arguments)]
+fn run_and_report(
+    url: &str,
+    run_id: &str,
+    options: &RunOptions,
+    start: impl FnOnce() -> std::io::Result<runner::RunHandle>,
+    title: &str,
+    format: Format,
+    plot_path: Option<&Path>,
+    tls_hint: bool,
+    websocket: Extra<'_>,
+) -> anyhow::Result<ExitCode> {
     let mut out = match &options.out {
         Some(path) => Some(BufWriter::new(
             File::options()
@@ -228,9 +357,7 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
     // only the signal thread takes them.
     let signals = crate::signals::block()?;
     let interrupted = Arc::new(AtomicBool::new(false));
-    let run_id = run_id();
-    let handle = runner::start(RunConfig { client, pacing, limit, bursts, run_id: run_id.clone() })
-        .context("cannot start the probe threads")?;
+    let handle = start().context("cannot start the probe threads")?;
     let stop = handle.stop_flag();
     let interrupted_for_thread = Arc::clone(&interrupted);
     signals.on_signal(move || {
@@ -239,7 +366,7 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
     });
 
     let mut records: Vec<RequestRecord> = Vec::new();
-    let mut batch = Batch::new(run_id.clone(), url);
+    let mut batch = Batch::new(run_id.to_string(), url);
     loop {
         if interrupted.load(Ordering::Relaxed) {
             break;
@@ -292,14 +419,14 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         );
     }
     let tls_failures = records.iter().filter(|record| record.error == Some(ErrorClass::Tls)).count() - plain_http;
-    if tls_failures > 0 && options.cacert.is_none() && !options.insecure {
+    if tls_failures > 0 && tls_hint {
         eprintln!(
             "proctor: TLS failed for {tls_failures} of {} requests; a server with a private CA needs --cacert FILE (or --insecure to skip verification)",
             records.len()
         );
     }
-    let title = format!("proctor probe {url} ({})", describe(&pacing, bursts, options.no_reuse));
-    let report = print_report(&records, &title, format, plot_path)?;
+    let summary = websocket.map(|summary| summary());
+    let report = print_report(&records, title, format, plot_path, summary.as_ref())?;
     // The report is printed either way; the exit status says whether anything worked.
     let none_succeeded = report.none_succeeded();
     if let Some(why) = &none_succeeded {
@@ -310,6 +437,163 @@ fn probe(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Pat
         (false, Some(_)) => ExitCode::FAILURE,
         (false, None) => ExitCode::SUCCESS,
     })
+}
+
+/// The schedule of a WebSocket run: held keys (open loop at the key rate for the hold), an
+/// open loop at --rate, or a closed loop; numbered messages unless --keys.
+fn ws_schedule(options: &RunOptions, keys: Option<&str>) -> anyhow::Result<(WsPacing, Limit, Payload, String)> {
+    for (given, flag) in [
+        (options.concurrency.is_some_and(|c| c != 1), "-c/--concurrency (one connection, one message stream)"),
+        (options.no_reuse, "--no-reuse"),
+        (!options.method.eq_ignore_ascii_case("GET"), "-X/--method"),
+        (options.data.is_some(), "--data"),
+        (options.every.is_some(), "--every/--burst/--for"),
+    ] {
+        if given {
+            bail!("{flag} does not apply to a WebSocket probe");
+        }
+    }
+    if let Some(keys) = keys {
+        if keys.is_empty() {
+            bail!("--keys needs the text a keystroke sends, e.g. --keys j");
+        }
+        if options.rate.is_some() {
+            bail!("--rate and --keys: a held key is sent at --key-rate");
+        }
+        let rate = options.key_rate.unwrap_or(30.0);
+        let limit = match (options.requests, options.duration) {
+            (None, None) => Limit { count: None, duration: Some(options.hold.unwrap_or(Duration::from_secs(15))) },
+            (requests, duration) if options.hold.is_none() => Limit { count: requests, duration },
+            _ => bail!("--hold with -n or --duration: give one limit"),
+        };
+        let held = match limit.duration {
+            Some(duration) => format!("for {duration:?}"),
+            None => format!("{} times", limit.count.unwrap_or(0)),
+        };
+        let describe = format!("holding {keys:?} at {rate}/s {held}, one connection");
+        return Ok((WsPacing::Open { rate_per_second: rate }, limit, Payload::Key(keys.to_string()), describe));
+    }
+    if options.hold.is_some() || options.key_rate.is_some() {
+        bail!("--hold and --key-rate go with --keys");
+    }
+    let limit = match (options.requests, options.duration) {
+        (None, None) => Limit { count: Some(50), duration: None },
+        (requests, duration) => Limit { count: requests, duration },
+    };
+    Ok(match options.rate {
+        Some(rate) if !(rate.is_finite() && rate > 0.0) => bail!("--rate must be a positive number"),
+        Some(rate) => (
+            WsPacing::Open { rate_per_second: rate },
+            limit,
+            Payload::Numbered,
+            format!("open loop at {rate}/s, one connection, numbered messages"),
+        ),
+        None => (WsPacing::Closed, limit, Payload::Numbered, "closed loop, one connection, numbered messages".into()),
+    })
+}
+
+fn probe_ws(url: &str, options: &RunOptions, format: Format, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let target = proctor_probe::url::parse_ws(url)?;
+    let (pacing, limit, payload, describe) = ws_schedule(options, options.keys.as_deref())?;
+    let headers = parse_headers(options)?;
+    let tls = tls_config(target.tls, options)?;
+    let title = format!("proctor probe {url} ({describe})");
+    let config = WsConfig {
+        target,
+        headers,
+        tls,
+        timeout: options.timeout,
+        pacing,
+        limit,
+        payload,
+        framing: Framing::Plain,
+        run_id: run_id(),
+        url: Some(url.to_string()),
+    };
+    run_ws(config, options, &title, format, plot_path)
+}
+
+/// Runs a WebSocket probe and reports it with its `websocket:` summary.
+fn run_ws(
+    config: WsConfig,
+    options: &RunOptions,
+    title: &str,
+    format: Format,
+    plot_path: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let url = config.url.clone().unwrap_or_default();
+    let run_id = config.run_id.clone();
+    let counters: std::cell::RefCell<Option<Arc<ws::WsCounters>>> = std::cell::RefCell::new(None);
+    let start = || {
+        let (handle, started) = ws::start(config)?;
+        *counters.borrow_mut() = Some(started);
+        Ok(handle)
+    };
+    let summary = || counters.borrow().as_ref().map(|counters| counters.summary()).unwrap_or_default();
+    let tls_hint = options.cacert.is_none() && !options.insecure;
+    run_and_report(&url, &run_id, options, start, title, format, plot_path, tls_hint, Some(&summary))
+}
+
+fn probe_jupyter(
+    base: &str,
+    token: Option<&str>,
+    options: &RunOptions,
+    format: Format,
+    plot_path: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let server = proctor_probe::url::parse(base)?;
+    let keys = options.keys.clone().unwrap_or_else(|| "j".to_string());
+    let (pacing, limit, payload, describe) = ws_schedule(options, Some(&keys))?;
+    let headers = jupyter::headers(token, &parse_headers(options)?);
+    let tls = tls_config(server.tls, options)?;
+    let mut terminal = jupyter::create_terminal(base, tls.clone(), headers.clone(), options.timeout)?;
+    eprintln!("proctor: created terminal {} on {base}; it is deleted at the end", terminal.name);
+    let title = format!("proctor probe jupyter {base}: keystroke to echo in terminal {} ({describe})", terminal.name);
+    let config = WsConfig {
+        url: Some(proctor_probe::url::ws_url(&terminal.websocket)),
+        target: terminal.websocket.clone(),
+        headers,
+        tls,
+        timeout: options.timeout,
+        pacing,
+        limit,
+        payload,
+        framing: Framing::JupyterTerminal,
+        run_id: run_id(),
+    };
+    let result = run_ws(config, options, &title, format, plot_path);
+    match terminal.delete(options.timeout) {
+        Ok(()) => eprintln!("proctor: deleted terminal {}", terminal.name),
+        Err(why) => eprintln!("proctor: warning: terminal {} may still be running: {why}", terminal.name),
+    }
+    result
+}
+
+/// "websocket: 1 connection; 0 pings, 0 closes; 2 echoes matched no message sent"
+pub(crate) fn websocket_text(summary: &WsSummary) -> String {
+    let mut text = format!(
+        "\nwebsocket: {} opened; {} answered, {} from the server",
+        plural(summary.connections, "connection", "connections"),
+        plural(summary.pings, "ping", "pings"),
+        plural(summary.closes, "close", "closes"),
+    );
+    if summary.unmatched > 0 {
+        text.push_str(&format!(
+            "; {} matched no message sent (greetings, or echoes after their timeout)",
+            plural(summary.unmatched, "echo", "echoes")
+        ));
+    }
+    if summary.other > 0 {
+        text.push_str(&format!(
+            "; {} that were not stdout",
+            plural(summary.other, "terminal message", "terminal messages")
+        ));
+    }
+    if let Some(last) = &summary.last_close {
+        text.push_str(&format!("\n  last connection loss: {last}"));
+    }
+    text.push('\n');
+    text
 }
 
 /// Results waiting to be recorded: one stored record per second of results (or per 512), so a
@@ -381,12 +665,19 @@ fn run_id() -> String {
     format!("{seconds}-{}", std::process::id())
 }
 
-fn analyze(files: &[PathBuf], format: Format, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
+fn analyze(files: &[PathBuf], filters: &Filters, format: Format, plot_path: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut records = Vec::new();
     let mut bad_lines = 0u64;
     for path in files {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        for (number, line) in BufReader::new(file).lines().enumerate() {
+        let mut reader = BufReader::new(file);
+        let start = reader.fill_buf().with_context(|| format!("cannot read {}", path.display()))?;
+        let har_extension = path.extension().is_some_and(|extension| extension.eq_ignore_ascii_case("har"));
+        if har_extension || proctor_probe::har::looks_like_har(start) {
+            records.extend(read_har(path, reader)?);
+            continue;
+        }
+        for (number, line) in reader.lines().enumerate() {
             let line = line.with_context(|| format!("cannot read {}", path.display()))?;
             if line.trim().is_empty() {
                 continue;
@@ -409,9 +700,48 @@ fn analyze(files: &[PathBuf], format: Format, plot_path: Option<&Path>) -> anyho
         bail!("no probe records in {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
     let names: Vec<String> = files.iter().map(|path| path.display().to_string()).collect();
+    report_filtered(records, filters, &format!("proctor probe analyze {}", names.join(" ")), format, plot_path)?;
     // Analysing recorded failures is a success: the exit status speaks of this command.
-    print_report(&records, &format!("proctor probe analyze {}", names.join(" ")), format, plot_path)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// "1 send", "3 sends".
+fn plural(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
+/// A HAR file's requests; a file over [`MAX_HAR_BYTES`] is refused before it is read, and a
+/// wrong value is an error naming its JSON path.
+fn read_har(path: &Path, reader: BufReader<File>) -> anyhow::Result<Vec<RequestRecord>> {
+    let size = reader.get_ref().metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
+    if size > MAX_HAR_BYTES {
+        bail!("{}: a HAR of {size} bytes is more than the {MAX_HAR_BYTES} read (1 GiB)", path.display());
+    }
+    let run = format!(
+        "har:{}",
+        path.file_name().map_or_else(|| path.display().to_string(), |name| name.to_string_lossy().into_owned())
+    );
+    // `take` holds the bound even for a file that grows while it is read.
+    let import = proctor_probe::har::read(std::io::Read::take(reader, MAX_HAR_BYTES + 1), &run)
+        .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
+    eprintln!(
+        "proctor: {}: {}, {} ({}{}{})",
+        path.display(),
+        plural(import.http_entries, "HTTP entry", "HTTP entries"),
+        plural(import.websocket_entries, "WebSocket entry", "WebSocket entries"),
+        plural(import.records.len() as u64 - import.http_entries, "message pair", "message pairs"),
+        if import.unanswered_sends > 0 {
+            format!("; {} unanswered", plural(import.unanswered_sends, "send", "sends"))
+        } else {
+            String::new()
+        },
+        if import.unsolicited_receives > 0 {
+            format!("; {} with no send before", plural(import.unsolicited_receives, "receive", "receives"))
+        } else {
+            String::new()
+        },
+    );
+    Ok(import.records)
 }
 
 fn print_report(
@@ -419,24 +749,7 @@ fn print_report(
     title: &str,
     format: Format,
     plot_path: Option<&Path>,
+    websocket: Option<&WsSummary>,
 ) -> anyhow::Result<report::Report> {
-    let report = report::build(records, &ReportConfig::default());
-    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    match format {
-        Format::Text => stdout.write_all(report::render_text(&report, title).as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut stdout, &report)?;
-            stdout.write_all(b"\n")?;
-        }
-    }
-    stdout.flush()?;
-    if let Some(path) = plot_path {
-        let bytes = match plot::Format::from_path(path)? {
-            plot::Format::Png => plot::png(records, &report, title),
-            plot::Format::Svg => plot::svg(records, &report, title).into_bytes(),
-        };
-        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("proctor: plot written to {}", path.display());
-    }
-    Ok(report)
+    crate::probe_filter::print_report(records, title, format, plot_path, None, websocket)
 }

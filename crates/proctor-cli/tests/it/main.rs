@@ -6,6 +6,7 @@ mod bounded;
 mod flood;
 mod groups;
 mod hostile_store;
+mod probe;
 mod record;
 mod remote_write;
 mod replay;
@@ -415,6 +416,60 @@ fn probe_rejects_a_bad_url_and_reports_refused_connections() {
     let v: serde_json::Value = serde_json::from_slice(&refused.stdout).expect("a JSON report on stdout");
     assert_eq!(v["errors"]["refused"], 3, "{v}");
     assert!(v["latency"].is_null());
+}
+
+/// A loopback WebSocket echo server (tungstenite's server side), one thread per connection.
+fn ws_echo_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let Ok(mut socket) = tungstenite::accept(stream) else { return };
+                while let Ok(message) = socket.read() {
+                    if (message.is_text() || message.is_binary()) && socket.send(message).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn probe_a_websocket_echo_reports_messages_and_the_upgrade() {
+    let port = ws_echo_server();
+    let url = format!("ws://127.0.0.1:{port}/echo");
+    let run = proctor(&["probe", &url, "-n", "12"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(text.contains("closed loop, one connection, numbered messages"), "{text}");
+    assert!(text.contains("12 requests") && text.contains("12 ok, 0 failed; 1 connections opened"), "{text}");
+    assert!(text.lines().any(|line| line.trim_start().starts_with("upgrade ")), "no upgrade phase row: {text}");
+    assert!(text.contains("websocket: 1 connection opened; 0 pings answered, 0 closes from the server"), "{text}");
+    let held = json(&proctor(&["probe", &url, "--keys", "j", "-n", "10", "--key-rate", "100/s", "--format", "json"]));
+    assert_eq!((held["requests"].as_u64(), held["ok"].as_u64()), (Some(10), Some(10)), "{held}");
+    assert_eq!(held["websocket"]["connections"], 1, "{held}");
+    assert!(held["phases"].as_array().is_some_and(|phases| phases.iter().any(|p| p["name"] == "queue")), "{held}");
+}
+
+#[test]
+fn probe_refuses_flags_that_do_not_fit_the_protocol() {
+    for (args, says) in [
+        (
+            vec!["probe", "ws://127.0.0.1:9/", "-c", "2"],
+            "-c/--concurrency (one connection, one message stream) does not apply",
+        ),
+        (vec!["probe", "ws://127.0.0.1:9/", "--data", "x"], "--data does not apply to a WebSocket probe"),
+        (vec!["probe", "ws://127.0.0.1:9/", "--hold", "3s"], "--hold and --key-rate go with --keys"),
+        (vec!["probe", "http://127.0.0.1:9/", "--keys", "j"], "--keys applies to WebSocket URLs"),
+        (vec!["probe", "ws://127.0.0.1:9/", "--keys", "j", "--key-rate", "fast"], "invalid key rate"),
+    ] {
+        let out = proctor(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{args:?}: {stderr}");
+    }
 }
 
 /// A loopback server that answers whatever arrives on each of its first 8 connections with
