@@ -19,6 +19,11 @@ Beside them, jupyter-server's own timing of the same requests (its http_request_
 histogram on /metrics, read before and after each window: mean and share within 5/10/25 ms),
 which leaves out the client, the socket and the wait for a CPU before tornado reads the request.
 
+In window 1, beside them, `proctor probe jupyter` (PROCTOR_BIN) holds a key in a terminal of
+the same server for DURATION - 5 s at 30 keystrokes/s and times each keystroke to its echo
+(the Netflix method, issue 21): the echo waits whenever tornado's event loop is busy
+answering a tab. ECHO=0 leaves it out.
+
 Then PSS: the extension's answer against psutil's memory_full_info().pss summed over the same
 tree (the server and its descendants), once proctor's readings are fresh (its answer stopped
 moving); and CPU: the server process's utime+stime from /proc over the two windows, split by
@@ -69,6 +74,8 @@ STATUS_MS = knob("STATUS_MS", 100.0, float)
 MEASURE_PAUSE_MS = knob("MEASURE_PAUSE_MS", 100.0, float)
 TRACK_CPU = knob("TRACK_CPU", 1)
 PSS_WAIT = knob("PSS_WAIT", 300.0, float)
+ECHO = knob("ECHO", 1)
+PROCTOR_BIN = os.path.abspath(os.environ.get("PROCTOR_BIN", "target/release/proctor"))
 
 started = []
 
@@ -152,8 +159,37 @@ def poller(port, path, pause_s, start_delay_s, until, out):
     out.close()
 
 
+def echo_probe(port):
+    """Starts `proctor probe jupyter` holding a key for the window (but its last 5 s)."""
+    hold = max(DURATION - 5, 1)
+    # A keystroke may wait seconds for its echo: 60 s before one counts as lost, not 10.
+    argv = [PROCTOR_BIN, "probe", "jupyter", f"http://127.0.0.1:{port}", "--token", TOKEN,
+            "--hold", f"{hold:g}s", "--timeout", "60s", "--format", "json"]
+    print("   echo: " + " ".join(map(shell_word, argv)))
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def echo_result(probe):
+    """The probe's report: {p50, p99, max (s), n, ok}, or None when it failed."""
+    try:
+        out, err = probe.communicate(timeout=DURATION + 180)
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        out, err = probe.communicate()
+    if probe.returncode != 0:
+        print(f"   echo probe failed ({probe.returncode}): {err.strip()[-500:]}")
+        return None
+    report = json.loads(out)
+    p = {q["label"]: q["value_ns"] / 1e9 for q in report["latency"]["percentiles"]}
+    row = {"n": report["requests"], "ok": report["ok"], "p50": p["p50"], "p99": p["p99"], "max": p["max"]}
+    print(f"  {'keystroke echo (proctor probe jupyter)':44s} n={row['n']:5d}  p50 {ms(row['p50'])} ms  "
+          f"p99 {ms(row['p99'])} ms  max {ms(row['max'])} ms  echoed {row['ok']} of {row['n']}")
+    return row
+
+
 def run_window(port, with_measure):
     """Runs the tabs, the /api/status poller and (window 2) the measuring client at once."""
+    probe = echo_probe(port) if ECHO and not with_measure else None
     until = time.time() + DURATION
     specs = [(f"tab {i + 1}", "/api/metrics/v1", TAB_INTERVAL, i * TAB_INTERVAL / TABS) for i in range(TABS)]
     specs.append(("status", "/api/status", STATUS_MS / 1e3, 0.0))
@@ -173,6 +209,8 @@ def run_window(port, with_measure):
         if p.is_alive():  # never expected: the loop ends at `until` plus one answer
             os.kill(p.pid, signal.SIGKILL)
             p.join()
+    if probe is not None:
+        results["echo"] = echo_result(probe)
     return results
 
 
@@ -360,8 +398,10 @@ def run_extension(ext):
     t_before = request_times(port)
     res = run_window(port, False)
     t_after = request_times(port)
-    rows["tabs"] = summarize("/api/metrics/v1 (the tabs' requests)", [r for k, v in res.items() if k.startswith("tab") for r in v])
+    rows["tabs"] = summarize("/api/metrics/v1 (the tabs' requests)",
+                             [r for k, v in res.items() if k.startswith("tab") for r in v])
     rows["status1"] = summarize("/api/status (its max is the worst stall)", res["status"])
+    rows["echo"] = res.get("echo")
     rows["server1"] = show_request_times(t_before, t_after, handlers)
     print(f"   load: {load()}")
     if MEASURE_PAUSE_MS > 0:
@@ -463,6 +503,9 @@ def main():
              ("server-side mean, window 2", lambda r: server(r, "mean")),
              ("server-side <= 5 ms, window 2", lambda r: server(r, "within5")),
              ("/api/status worst, window 1", lambda r: fmt(r["status1"]["max"])),
+             ("keystroke echo p50, window 1", lambda r: fmt((r.get("echo") or {}).get("p50"))),
+             ("keystroke echo p99, window 1", lambda r: fmt((r.get("echo") or {}).get("p99"))),
+             ("keystroke echo max, window 1", lambda r: fmt((r.get("echo") or {}).get("max"))),
              ("/api/status worst, window 2", lambda r: fmt(r.get("status2", {}).get("max"))),
              ("PSS vs psutil", lambda r: "n/a" if r.get("pss_err") is None else f"{100 * r['pss_err']:+.2f} %"),
              ("server CPU, % of one core", lambda r: f"{100 * r['cpu']:.2f} %"),

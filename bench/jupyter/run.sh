@@ -22,4 +22,6 @@ if [[ -f pyproject.toml ]]; then
 else
   echo "!! no pyproject.toml in this tree: proctor's Python package cannot be installed, its side will not be measured"
 fi
-exec .venv/bin/python bench/jupyter/bench.py
+echo "-- cargo build --release --bin proctor (for the keystroke echo probe)"
+cargo build --release --locked --quiet --bin proctor
+PROCTOR_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/proctor" exec .venv/bin/python bench/jupyter/bench.py
