@@ -183,12 +183,21 @@ pub fn resolve(mounts: &[CgroupMount], memberships: &[CgroupMembership]) -> Opti
 }
 
 /// Reads mountinfo and `/proc/PID/cgroup` (`pid` 0 means `self`) and resolves them.
+///
+/// Under a host root the mounts are the host init's (their mount points are host paths, read
+/// under the root), and `self`'s membership is read from this process's own `/proc`: the
+/// host's `/proc/self` names this process only where it shares the host's pid namespace, and
+/// both files say the same where it does.
 pub fn discover(root: &Root, pid: u32) -> Result<Option<CgroupPaths>, Error> {
-    let mounts = parse_mountinfo(&root.read("/proc/self/mountinfo")?);
-    let cgroup_path = if pid == 0 { "/proc/self/cgroup".to_string() } else { format!("/proc/{pid}/cgroup") };
-    let bytes = root.read(&cgroup_path)?;
-    let memberships =
-        parse_cgroup(&bytes).ok_or_else(|| Error::parse(root.path(&cgroup_path), "not a cgroup membership list"))?;
+    let mounts = parse_mountinfo(&root.read(root.mountinfo())?);
+    let (bytes, shown) = if pid == 0 && root.is_host() {
+        let own = Root::default();
+        (own.read("/proc/self/cgroup")?, PathBuf::from("/proc/self/cgroup"))
+    } else {
+        let cgroup_path = if pid == 0 { "/proc/self/cgroup".to_string() } else { format!("/proc/{pid}/cgroup") };
+        (root.read(&cgroup_path)?, root.path(&cgroup_path))
+    };
+    let memberships = parse_cgroup(&bytes).ok_or_else(|| Error::parse(shown, "not a cgroup membership list"))?;
     Ok(resolve(&mounts, &memberships))
 }
 

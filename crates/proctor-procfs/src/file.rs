@@ -13,25 +13,81 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 
-/// The directory that stands for `/` (normally `/` itself; a fake tree in tests).
+/// The directory that stands for `/`: `/` itself, a host's `/` mounted elsewhere
+/// (`--host-root /host` in a container), or a captured tree in tests.
 #[derive(Debug, Clone)]
 pub struct Root {
     dir: PathBuf,
+    kind: RootKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RootKind {
+    /// `/`: this system as this process sees it.
+    Real,
+    /// A live host's `/` mounted at `dir`: its `/proc` and `/sys` are live, but "self" paths
+    /// under it name this process only where it shares the host's pid namespace, and its
+    /// `/proc/self/mountinfo` is this process's mount namespace, not the host's.
+    Host,
+    /// Files captured from a system (tests): nothing under it is live.
+    Captured,
 }
 
 impl Default for Root {
     fn default() -> Self {
-        Self { dir: PathBuf::from("/") }
+        Self { dir: PathBuf::from("/"), kind: RootKind::Real }
     }
 }
 
 impl Root {
+    /// A captured tree (or `/`, which is the real system whichever constructor names it).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        let dir = dir.into();
+        let kind = if dir == Path::new("/") { RootKind::Real } else { RootKind::Captured };
+        Self { dir, kind }
     }
 
+    /// A live host's `/` mounted at `dir` (node_exporter's `--path.rootfs`).
+    pub fn host(dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        let kind = if dir == Path::new("/") { RootKind::Real } else { RootKind::Host };
+        Self { dir, kind }
+    }
+
+    /// The live system: `/`, or a host's `/` mounted elsewhere (syscalls and kept fds apply).
     pub fn is_real(&self) -> bool {
-        self.dir == Path::new("/")
+        self.kind != RootKind::Captured
+    }
+
+    /// A host's `/` mounted elsewhere.
+    pub fn is_host(&self) -> bool {
+        self.kind == RootKind::Host
+    }
+
+    /// The directory that stands for `/`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the cgroup mounts are listed, as an absolute system path. A host root reads its
+    /// init's mount table, whose mount points are the host's paths (this process's own table,
+    /// in a container, names the container's mounts); `/` and captured trees read `self`'s.
+    pub fn mountinfo(&self) -> &'static str {
+        if self.is_host() {
+            "/proc/1/mountinfo"
+        } else {
+            "/proc/self/mountinfo"
+        }
+    }
+
+    /// Where the host's network counters are: `/proc/net` is the reader's network namespace,
+    /// so a host root reads its init's (`/proc/1/net/dev`).
+    pub fn net_dev(&self) -> &'static str {
+        if self.is_host() {
+            "/proc/1/net/dev"
+        } else {
+            "/proc/net/dev"
+        }
     }
 
     /// Maps an absolute system path (`/proc/stat`) into this root.
@@ -161,6 +217,24 @@ fn pread_whole(file: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_root_reads_the_hosts_mounts_and_network_under_its_directory() {
+        let host = Root::host("/host");
+        assert!(host.is_real() && host.is_host());
+        assert_eq!(host.path(host.mountinfo()), PathBuf::from("/host/proc/1/mountinfo"));
+        assert_eq!(host.path(host.net_dev()), PathBuf::from("/host/proc/1/net/dev"));
+        assert_eq!(host.path("/sys/fs/cgroup/memory/a"), PathBuf::from("/host/sys/fs/cgroup/memory/a"));
+        let captured = Root::new("/tmp/tree");
+        assert!(!captured.is_real() && !captured.is_host());
+        assert_eq!(captured.mountinfo(), "/proc/self/mountinfo");
+        assert_eq!(captured.net_dev(), "/proc/net/dev");
+        // `/` is the real system whichever constructor names it.
+        for root in [Root::host("/"), Root::new("/"), Root::default()] {
+            assert!(root.is_real() && !root.is_host());
+            assert_eq!(root.mountinfo(), "/proc/self/mountinfo");
+        }
+    }
 
     #[test]
     fn rereads_grow_and_shrink() {

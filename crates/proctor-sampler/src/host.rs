@@ -97,7 +97,7 @@ impl HostReader {
             loadavg: open("host.loadavg", "/proc/loadavg"),
             vmstat: open("host.vmstat", "/proc/vmstat"),
             diskstats: open("host.diskstats", "/proc/diskstats"),
-            net_dev: open("host.net_dev", "/proc/net/dev"),
+            net_dev: open("host.net_dev", root.net_dev()),
             pressure_cpu: open("host.pressure", "/proc/pressure/cpu"),
             pressure_memory: open("host.pressure", "/proc/pressure/memory"),
             pressure_io: open("host.pressure", "/proc/pressure/io"),

@@ -354,7 +354,7 @@ impl ProcessTable {
             None
         };
         let open_fds = if opts.fds && !entry.fds_denied {
-            open_fds(&mut self.fd_path, pid, &mut entry.fds_denied, cost)
+            open_fds(root, &mut self.fd_path, pid, &mut entry.fds_denied, cost)
         } else {
             None
         };
@@ -393,11 +393,15 @@ impl ProcessTable {
 }
 
 /// A process's open fds: the size `stat` gives its `/proc/PID/fd` (one `statx`, no directory
-/// walk, no lock on its memory; only asked of the real `/proc`). Gone is `None`; denied
-/// (another user's process) is counted once and marks the process so it is not asked again.
-fn open_fds(path: &mut String, pid: u32, denied: &mut bool, cost: &mut SampleCost) -> Option<u32> {
+/// walk, no lock on its memory; only asked of a live `/proc`, under a host root too). Gone is
+/// `None`; denied (another user's process) is counted once and marks the process so it is not
+/// asked again.
+fn open_fds(root: &Root, path: &mut String, pid: u32, denied: &mut bool, cost: &mut SampleCost) -> Option<u32> {
     use std::fmt::Write;
     path.clear();
+    if root.is_host() {
+        let _ = write!(path, "{}", root.dir().display());
+    }
     let _ = write!(path, "/proc/{pid}/fd");
     cost.files_read += 1;
     match std::fs::symlink_metadata(path.as_str()) {

@@ -98,7 +98,7 @@ fn per(total: (u64, u64), units: f64) -> Figure {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let base = args.read.config();
+    let base = args.read.config()?;
     let root = base.root.clone();
     let n = args.samples;
 

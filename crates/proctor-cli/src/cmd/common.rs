@@ -1,7 +1,7 @@
 //! Options and steps shared by the data commands: the fake-root switch, one snapshot from the
 //! agent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use std::sync::Arc;
@@ -14,6 +14,10 @@ use proctor_sampler::SamplerConfig;
 /// Options every reading command shares.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReadArgs {
+    /// Read the host's /proc, /sys and cgroup mounts under DIR: a container that mounts the
+    /// host's / there (podman run --pid=host -v /:/host:ro) watches the host.
+    #[arg(long, value_name = "DIR", conflicts_with = "root")]
+    pub host_root: Option<PathBuf>,
     /// Read /proc, /sys and cgroups under this directory instead of / (for captured trees).
     #[arg(long, hide = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -26,13 +30,35 @@ pub struct ReadArgs {
 }
 
 impl ReadArgs {
-    pub fn config(&self) -> SamplerConfig {
-        SamplerConfig {
-            root: self.root.clone().map(Root::new).unwrap_or_default(),
+    pub fn config(&self) -> anyhow::Result<SamplerConfig> {
+        Ok(SamplerConfig {
+            root: root_of(self.root.as_deref(), self.host_root.as_deref())?,
             container_pid: self.container_pid,
             process_io: self.io,
             ..SamplerConfig::default()
+        })
+    }
+}
+
+/// The root a command reads: a captured tree (`--root`), a host's `/` mounted elsewhere
+/// (`--host-root`, which must hold a readable `proc/stat`), or `/`.
+pub fn root_of(captured: Option<&Path>, host: Option<&Path>) -> anyhow::Result<Root> {
+    match (captured, host) {
+        (Some(dir), _) => Ok(Root::new(dir)),
+        (None, Some(dir)) => {
+            let root = Root::host(dir);
+            let stat = root.path("/proc/stat");
+            std::fs::metadata(&stat).with_context(|| {
+                format!(
+                    "--host-root {}: {} cannot be read, so that is not a host's / with its /proc mounted (in a container: -v /:{}:ro)",
+                    dir.display(),
+                    stat.display(),
+                    dir.display()
+                )
+            })?;
+            Ok(root)
         }
+        (None, None) => Ok(Root::default()),
     }
 }
 

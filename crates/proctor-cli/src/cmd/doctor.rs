@@ -62,8 +62,65 @@ struct Estimate {
     smaps_rollup_ms: f64,
 }
 
+/// Which root doctor (and every reading command with the same flags) reads, and whether the
+/// processes there are the host's.
+#[derive(Debug, Serialize)]
+struct Reading {
+    /// The directory that stands for `/`.
+    root: String,
+    host_root: bool,
+    /// proctor's own pid namespace (`pid:[INODE]`, from `/proc/self/ns/pid`).
+    pid_namespace: Option<String>,
+    /// Whether that is the initial (host's) pid namespace, whose inode the kernel fixes at
+    /// 0xEFFFFFFC.
+    in_host_pid_namespace: Option<bool>,
+    /// proctor's pid in the /proc it reads (`ROOT/proc/self`); `None` where that /proc belongs
+    /// to a pid namespace proctor is not in.
+    pid_in_read_proc: Option<u32>,
+    /// What this means, in a sentence.
+    says: String,
+}
+
+/// The kernel's fixed inode number of the initial pid namespace (PROC_PID_INIT_INO).
+const INIT_PID_NS_INODE: u64 = 0xEFFF_FFFC;
+
+fn reading(root: &proctor_procfs::Root) -> Reading {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok().map(|l| l.to_string_lossy().into_owned());
+    let inode = link.as_deref().and_then(|l| l.strip_prefix("pid:[")?.strip_suffix(']')?.parse::<u64>().ok());
+    let in_host = inode.map(|i| i == INIT_PID_NS_INODE);
+    let own_pid = std::process::id();
+    let seen_as = std::fs::read_link(root.path("/proc/self")).ok().and_then(|l| l.to_str()?.parse::<u32>().ok());
+    let dir = root.dir().display().to_string();
+    let says = match (root.is_real(), root.is_host(), seen_as) {
+        (false, _, _) => format!("reads a captured tree under {dir}, not a live system"),
+        (true, false, _) => match in_host {
+            Some(true) => "reads / in the host's pid namespace: every process on this machine is seen".into(),
+            Some(false) => "reads / from a pid namespace of its own (a container without --pid=host or hostPID): only that namespace's processes are seen; mount the host's / and pass --host-root, with the host's pid namespace".into(),
+            None => "reads /; whether that is the host's pid namespace is unknown (/proc/self/ns/pid unreadable)".into(),
+        },
+        (true, true, Some(pid)) if pid == own_pid => format!(
+            "reads the host under {dir}, sharing the pid namespace of {dir}/proc: pids are the host's and proctor is pid {pid} there"
+        ),
+        (true, true, Some(pid)) => format!(
+            "reads the host under {dir} from a child pid namespace: pids are the host's (proctor is pid {pid} there, {own_pid} here), so --container-pid and `proctor tree` take the host's pids"
+        ),
+        (true, true, None) => format!(
+            "reads the host under {dir}, but proctor is not in the pid namespace of {dir}/proc (is it another namespace's /proc?): its processes are listed, proctor itself is not among them"
+        ),
+    };
+    Reading {
+        root: dir,
+        host_root: root.is_host(),
+        pid_namespace: link,
+        in_host_pid_namespace: in_host,
+        pid_in_read_proc: seen_as,
+        says,
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct Output {
+    reading: Reading,
     timings: Vec<Timing>,
     /// The vocabulary's container document, as `/api/v1/container` gives it.
     container: proctor_vocab::snapshot::ContainerOut,
@@ -96,11 +153,14 @@ fn calibrate_smaps_rollup(root: &proctor_procfs::Root) -> Option<f64> {
     if !root.is_real() {
         return None;
     }
+    // proctor's own file, from its own /proc: under a host root the host's /proc/self names
+    // this process only where it shares the host's pid namespace.
+    let own = proctor_procfs::Root::default();
     let read_ms = |rounds: u32| -> Option<f64> {
         let mut buf = Vec::new();
         let started = Instant::now();
         for _ in 0..rounds {
-            root.read_into("/proc/self/smaps_rollup", &mut buf).ok()?;
+            own.read_into("/proc/self/smaps_rollup", &mut buf).ok()?;
         }
         Some(started.elapsed().as_secs_f64() * 1e3 / f64::from(rounds))
     };
@@ -135,7 +195,7 @@ fn calibrate_smaps_rollup(root: &proctor_procfs::Root) -> Option<f64> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let config = args.read.config();
+    let config = args.read.config()?;
     let root = config.root.clone();
     let mut warnings = Vec::new();
     let mut timings = Vec::new();
@@ -281,6 +341,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // SAFETY: geteuid has no preconditions.
     let effective_uid = unsafe { libc::geteuid() };
     let out = Output {
+        reading: reading(&root),
         timings,
         container,
         cgroup_levels,
@@ -302,6 +363,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn print_text(o: &Output) -> anyhow::Result<()> {
     let mut w = std::io::stdout().lock();
+    writeln!(w, "reading: {}", o.reading.says)?;
+    if let Some(ns) = &o.reading.pid_namespace {
+        let whose = match o.reading.in_host_pid_namespace {
+            Some(true) => "the host's",
+            Some(false) => "not the host's",
+            None => "unknown",
+        };
+        writeln!(w, "  proctor's pid namespace: {ns} ({whose})")?;
+    }
+    writeln!(w)?;
     writeln!(w, "read costs (CPU per read, this machine, now):")?;
     for t in &o.timings {
         writeln!(w, "  {:<34} {:>7.2} µs  {}", t.what, t.cpu_us, if t.slow { "SLOW" } else { "ok" })?;

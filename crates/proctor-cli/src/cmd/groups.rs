@@ -116,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (Some(GroupBy::User), _) => By::User,
         (Some(GroupBy::Cgroup) | None, _) => By::Cgroup,
     };
-    let mut config = args.read.config();
+    let mut config = args.read.config()?;
     config.pss_budget = 0.0;
     config.process_fds = true;
     let agent_config =

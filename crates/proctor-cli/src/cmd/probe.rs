@@ -81,6 +81,11 @@ struct RunOptions {
     /// Extra header, 'Name: value' (repeatable).
     #[arg(short = 'H', long = "header", value_name = "'K: V'")]
     headers: Vec<String>,
+    /// Send `Authorization: Bearer TOKEN` with TOKEN read from this file (surrounding
+    /// whitespace ignored): a token kept out of the command line, as a Kubernetes Secret
+    /// mounts it (an exec liveness probe of `proctor serve --token-file`).
+    #[arg(long, value_name = "FILE")]
+    bearer_token_file: Option<PathBuf>,
     /// Request body.
     #[arg(long, value_name = "BODY")]
     data: Option<String>,
@@ -240,6 +245,14 @@ fn parse_headers(options: &RunOptions) -> anyhow::Result<Vec<(String, String)>> 
             bail!("invalid header value in {header:?}: line breaks");
         }
         headers.push((name.to_string(), value.trim().to_string()));
+    }
+    if let Some(path) = &options.bearer_token_file {
+        let token = std::fs::read_to_string(path).with_context(|| format!("--bearer-token-file {}", path.display()))?;
+        let token = token.trim();
+        if token.is_empty() || token.contains(['\r', '\n']) {
+            bail!("--bearer-token-file {}: the file holds no token on one line", path.display());
+        }
+        headers.push(("Authorization".to_string(), format!("Bearer {token}")));
     }
     Ok(headers)
 }

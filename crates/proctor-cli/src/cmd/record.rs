@@ -142,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(spec) => Some(std::sync::Arc::new(super::groups::by_spec(spec)?)),
     };
     // Groups count their members' open fds: one statx per process per sample.
-    let sampler_config = SamplerConfig { process_fds: groups.is_some(), ..args.read.config() };
+    let sampler_config = SamplerConfig { process_fds: groups.is_some(), ..args.read.config()? };
     let agent_config = AgentConfig { max_samples: args.count, groups, ..AgentConfig::brief(args.interval) };
     let agent =
         Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;

@@ -191,11 +191,16 @@ impl AlertArgs {
     }
 }
 
-/// This host's name, for alerts (`/proc/sys/kernel/hostname`).
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This host's name, for alerts and remote write's `host` label: the kernel's
+/// (`/proc/sys/kernel/hostname`, which is this process's UTS namespace). Under a host root
+/// that is a container's name, so the host's `/etc/hostname` comes first there.
+fn host_name(root: &proctor_procfs::Root) -> String {
+    let configured = root.is_host().then(|| std::fs::read_to_string(root.path("/etc/hostname")).ok()).flatten();
+    configured
         .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
+        .unwrap_or_else(|| "localhost".to_string())
 }
 
 fn parent_pid() -> u32 {
@@ -256,7 +261,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let signals = signals::block()?;
     limit_malloc_arenas();
 
-    let mut sampler_config = o.read.config();
+    let mut sampler_config = o.read.config()?;
+    let host = host_name(&sampler_config.root);
     sampler_config.pss_budget = o.pss_budget;
     let jupyter_pid = o.jupyter_pid.unwrap_or_else(parent_pid);
     let disk_path = o
@@ -283,7 +289,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
     };
     // Checked before the agent starts: a remote-write mistake stops serve with the reason.
-    let remote_plan = o.remote_write.plan(recording_dir.as_deref(), metrics_config, &host_name())?;
+    let remote_plan = o.remote_write.plan(recording_dir.as_deref(), metrics_config, &host)?;
     let agent =
         Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
     // Recorded samples roll up into the minute and hour tiers on a thread of their own.
@@ -381,7 +387,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 rules_path: path.clone(),
                 dir: data.join("alerts"),
                 extra_receivers: o.alerts.receivers()?,
-                host: host_name(),
+                host: host.clone(),
                 generator_url: format!("http://{listen}/#alerts"),
                 delivery: proctor_alerts::deliver::DeliveryConfig::default(),
                 statsd: statsd.as_ref().map(|server| statsd_values(server.handle())),

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use proctor_procfs::Root;
 use proctor_share::family::{members, Role, Spec};
 use proctor_share::maps::{areas, Areas};
 use proctor_share::read::{table, Worker};
@@ -70,6 +69,9 @@ pub struct Args {
     pub to: Option<When>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Read the host's /proc under DIR (a container with the host's / mounted there).
+    #[arg(long, value_name = "DIR", conflicts_with = "root")]
+    pub host_root: Option<PathBuf>,
     /// Read /proc under this directory instead of / (captured trees).
     #[arg(long, hide = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -176,7 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn live(args: &Args, spec: &Spec) -> anyhow::Result<Option<ShareOut>> {
-    let root = args.root.clone().map(Root::new).unwrap_or_default();
+    let root = super::common::root_of(args.root.as_deref(), args.host_root.as_deref())?;
     // Signals first, so the reading thread inherits the mask and Ctrl-C ends a watch cleanly.
     let signals = crate::signals::block()?;
     let stop = Arc::new(AtomicBool::new(false));

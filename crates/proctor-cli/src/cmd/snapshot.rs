@@ -41,7 +41,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut config = args.read.config();
+    let mut config = args.read.config()?;
     config.pss_budget = 0.0;
     let view = View { top: args.top, sort: args.sort, format: args.format };
     if args.count <= 1 {

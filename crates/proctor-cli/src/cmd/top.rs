@@ -147,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !(0.0..=1.0).contains(&pss_budget) {
             bail!("--pss-budget is a share of one CPU, between 0 and 1");
         }
-        let mut sampler = args.read.config();
+        let mut sampler = args.read.config()?;
         sampler.pss_budget = pss_budget;
         Source::Live { sampler, store }
     };

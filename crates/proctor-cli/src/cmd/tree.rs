@@ -71,7 +71,7 @@ pub struct TreeView {
 const LIVE_PSS_HINT: &str = "add --pss for a one-off read; it stalls each process briefly";
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut config = args.read.config();
+    let mut config = args.read.config()?;
     if !config.root.path(format!("/proc/{}", args.pid)).exists() {
         eprintln!("proctor tree: no process with pid {}", args.pid);
         return Ok(ExitCode::FAILURE);

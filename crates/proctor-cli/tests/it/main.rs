@@ -244,6 +244,56 @@ fn serve_answers_and_stops_on_sigterm() {
     assert!(rest.contains("stopping"), "{rest}");
 }
 
+/// The DaemonSet's liveness probe (docs/deploy.md): `proctor probe URL -n 1
+/// --bearer-token-file FILE` against a serve that needs the token exits 0; with no token, or
+/// the wrong one, it exits 1; a file that holds no token is refused before any request.
+#[test]
+fn a_probe_with_the_token_file_is_the_liveness_check_of_a_serve_with_a_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").expect("token");
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "not-it").expect("wrong");
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "  \n").expect("empty");
+    let token_arg = token.to_str().expect("UTF-8");
+    let mut child = Guard(
+        proctor_command()
+            .args(["serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms", "--token-file", token_arg])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve"),
+    );
+    let mut stderr = bounded::StderrLines::take(&mut child.0);
+    let url = format!("http://{}/api/v1/agent", stderr.address());
+    let check = |extra: &[&str]| {
+        let mut args = vec!["probe", url.as_str(), "-n", "1", "--timeout", "30s"];
+        args.extend_from_slice(extra);
+        proctor(&args)
+    };
+    let ok = check(&["--bearer-token-file", token_arg]);
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    let none = check(&[]);
+    assert_eq!(none.status.code(), Some(1), "{}", String::from_utf8_lossy(&none.stdout));
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("HTTP 4xx")
+            || String::from_utf8_lossy(&none.stderr).contains("http_4xx"),
+        "{}",
+        String::from_utf8_lossy(&none.stderr)
+    );
+    let bad = check(&["--bearer-token-file", wrong.to_str().expect("UTF-8")]);
+    assert_eq!(bad.status.code(), Some(1));
+    let refused = check(&["--bearer-token-file", empty.to_str().expect("UTF-8")]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("holds no token"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let status = bounded::terminate(&mut child.0, "serve");
+    assert!(status.success(), "{status:?}");
+}
+
 /// `promtool check metrics` on the exposition in an HTTP reply, when PROCTOR_PROMTOOL names it
 /// (scripts/test.d/65-prometheus.sh sets it); else a SKIP line.
 pub(crate) fn promtool_check(reply: &str) {
