@@ -21,6 +21,8 @@ limit_for() {
   case $1 in
     "cargo test --workspace") seconds=1200 ;;
     *95-aarch64.sh) seconds=1800 ;;
+    # A release build, and cargo-deb built from crates.io on a fresh machine.
+    *40-package.sh) seconds=1500 ;;
     *) seconds=900 ;;
   esac
   echo $((seconds * ${PROCTOR_PART_LIMIT_SCALE:-1}))
