@@ -75,15 +75,6 @@ fn base64(data: &[u8]) -> String {
     out
 }
 
-fn secret(path: &Path, what: &str) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
-    let text = text.trim().to_string();
-    if text.is_empty() || !header_value_ok(&text) {
-        bail!("{what} {}: empty, or a control character inside", path.display());
-    }
-    Ok(text)
-}
-
 impl RemoteWriteArgs {
     /// The queues' settings, or the first mistake in words. `store_dir`: where serve records.
     pub fn plan(&self, store_dir: Option<&Path>, metrics: MetricsConfig, host: &str) -> anyhow::Result<Planned> {
@@ -121,14 +112,14 @@ impl RemoteWriteArgs {
         if let Some(path) = &self.bearer_token_file {
             headers.push((
                 "Authorization".into(),
-                format!("Bearer {}", secret(path, "--remote-write-bearer-token-file")?),
+                format!("Bearer {}", crate::cmd::common::secret(path, "--remote-write-bearer-token-file")?),
             ));
         }
         if let (Some(user), Some(path)) = (&self.user, &self.password_file) {
             if self.bearer_token_file.is_some() {
                 bail!("give a bearer token or basic auth, not both");
             }
-            let password = secret(path, "--remote-write-password-file")?;
+            let password = crate::cmd::common::secret(path, "--remote-write-password-file")?;
             headers
                 .push(("Authorization".into(), format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))));
         }

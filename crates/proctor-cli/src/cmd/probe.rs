@@ -247,11 +247,7 @@ fn parse_headers(options: &RunOptions) -> anyhow::Result<Vec<(String, String)>> 
         headers.push((name.to_string(), value.trim().to_string()));
     }
     if let Some(path) = &options.bearer_token_file {
-        let token = std::fs::read_to_string(path).with_context(|| format!("--bearer-token-file {}", path.display()))?;
-        let token = token.trim();
-        if token.is_empty() || token.contains(['\r', '\n']) {
-            bail!("--bearer-token-file {}: the file holds no token on one line", path.display());
-        }
+        let token = super::common::secret(path, "--bearer-token-file")?;
         headers.push(("Authorization".to_string(), format!("Bearer {token}")));
     }
     Ok(headers)
