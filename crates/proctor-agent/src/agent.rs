@@ -261,6 +261,8 @@ fn cycle(
     totals.processes_gone += cost.processes_gone;
     totals.pss = sampler.pss_stats();
     totals.cmdline = sampler.cmdline_stats();
+    totals.drm = sampler.drm_stats();
+    totals.nvml = sampler.nvml_status();
     totals.process_cpu_seconds = process_cpu_ns() as f64 / 1e9;
     // Our own row is in the scan; when processes are not scanned, fall back to the peak.
     totals.max_resident_bytes = peak.bytes();

@@ -416,6 +416,7 @@ mod tests {
             }],
             cost: SampleCost::default(),
             groups: Some(Arc::new(groups)),
+            gpu: None,
         }
     }
 

@@ -13,6 +13,8 @@ use proctor_model::{
     container_truth, host_view, process_rows, ContainerTruth, HostView, ProcessRow, RowContext, Sample,
 };
 use proctor_sampler::cmdline::CmdlineStats;
+use proctor_sampler::drm::DrmStats;
+use proctor_sampler::nvml::NvmlStatus;
 use proctor_sampler::pss::PssStats;
 
 use proctor_store::RecorderStats;
@@ -49,6 +51,10 @@ pub struct AgentSelf {
     pub last_derive_cpu_ns: u64,
     pub pss: Option<PssStats>,
     pub cmdline: Option<CmdlineStats>,
+    /// The DRM worker's counts (per-process GPU from fdinfo); `None` where it did not start.
+    pub drm: Option<DrmStats>,
+    /// The NVML thread's state; `None` where GPU reads are off.
+    pub nvml: Option<NvmlStatus>,
     /// The history ring's size as of this snapshot (set when the snapshot is published).
     pub history: HistorySize,
     pub container_error: Option<String>,

@@ -91,7 +91,7 @@ fn dim_of(unit: Unit) -> Ty {
         Unit::PerSec => Ty::Num(Dim::PerSec),
         Unit::Seconds | Unit::UnixSeconds => Ty::Num(Dim::Seconds),
         Unit::Text | Unit::TextList => Ty::Text,
-        Unit::Count | Unit::Number | Unit::Cpus | Unit::UnixMillis => Ty::Num(Dim::None),
+        Unit::Count | Unit::Number | Unit::Cpus | Unit::Watts | Unit::UnixMillis => Ty::Num(Dim::None),
     }
 }
 
@@ -140,6 +140,8 @@ fn proc_getter(name: &str) -> Option<ProcGet> {
         "swap_pss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.swap_pss_bytes)),
         "pss_age_secs" => |_, r| opt(r.pss.map(|p| p.age_secs)),
         "cgroup" => |_, r| r.cgroup.as_ref().map_or(Val::Missing, |c| Val::Text(Arc::clone(c))),
+        "gpu_percent" => |_, r| opt(r.gpu.as_ref().and_then(|g| g.busy_percent)),
+        "gpu_memory_bytes" => |_, r| opt_u64(r.gpu.as_ref().and_then(|g| g.memory_bytes)),
         _ => return None,
     })
 }

@@ -357,6 +357,7 @@ mod tests {
             write_bytes_per_sec: None,
             pss: None,
             cgroup: Some(Arc::from(cgroup)),
+            gpu: None,
         }
     }
 

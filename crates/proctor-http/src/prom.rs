@@ -373,11 +373,70 @@ pub fn families_of(
         Some(s.rows.iter().map(|r| r.threads).sum::<u64>() as f64),
     ));
 
+    power_and_gpu_families(s, &mut out);
     container_families(s, &mut out);
     process_families(s, config, &mut out);
     group_families(groups, &mut out);
     agent_families(s, http, &mut out);
     out
+}
+
+/// Energy counters and watts per domain, and GPUs; only the families that have samples (a host
+/// without RAPL, hwmon or a GPU shows none of them). Bounded: at most
+/// `proctor_procfs::power::MAX_SOURCES` domains, one series per GPU and per engine of each.
+fn power_and_gpu_families(s: &Snapshot, out: &mut Vec<Family>) {
+    use proctor_procfs::power::Unit;
+    let mut energy = Family::new(
+        "proctor_host_energy_joules",
+        Kind::Counter,
+        "Energy counted by each domain's counter (RAPL zones wrap to 0 past their range: a reset).",
+    );
+    for p in s.sample.host.power.iter().filter(|p| p.unit == Unit::EnergyMicrojoules) {
+        energy.push(vec![("domain", p.domain.to_string())], p.value as f64 / 1e6);
+    }
+    let mut watts =
+        Family::new("proctor_host_power_watts", Kind::Gauge, "Power of each domain over the last interval.");
+    for p in &s.host.power {
+        if let Some(w) = p.watts {
+            watts.push(vec![("domain", p.domain.to_string())], w);
+        }
+    }
+    let total = gauge(
+        "proctor_host_power_host_watts",
+        "The host's power over the last interval (psys, else packages and DRAM; plus NVIDIA boards).",
+        s.host.power_host_watts,
+    );
+    let mut busy = Family::new("proctor_gpu_busy_ratio", Kind::Gauge, "Each GPU's busy share over the last interval.");
+    let mut engine =
+        Family::new("proctor_gpu_engine_busy_ratio", Kind::Gauge, "Each DRM engine's busy share, summed over clients.");
+    let mut used = Family::new("proctor_gpu_memory_used_bytes", Kind::Gauge, "GPU memory in use.");
+    let mut total_mem = Family::new("proctor_gpu_memory_total_bytes", Kind::Gauge, "GPU memory installed (NVML).");
+    let mut power = Family::new("proctor_gpu_power_watts", Kind::Gauge, "Board power (NVML).");
+    let mut temp = Family::new("proctor_gpu_temperature_celsius", Kind::Gauge, "GPU temperature (NVML).");
+    let mut sm = Family::new("proctor_gpu_sm_clock_hertz", Kind::Gauge, "SM clock (NVML).");
+    let mut mem_clock = Family::new("proctor_gpu_memory_clock_hertz", Kind::Gauge, "Memory clock (NVML).");
+    let mut clients = Family::new("proctor_gpu_clients", Kind::Gauge, "DRM clients (each once) or NVML processes.");
+    for g in &s.host.gpus {
+        let l = || vec![("gpu", g.id.clone()), ("name", g.name.clone())];
+        let put = |f: &mut Family, v: Option<f64>| {
+            if let Some(v) = v {
+                f.push(l(), v);
+            }
+        };
+        put(&mut busy, g.busy_percent.map(|p| p / 100.0));
+        put(&mut used, opt(g.memory_used_bytes));
+        put(&mut total_mem, opt(g.memory_total_bytes));
+        put(&mut power, g.power_watts);
+        put(&mut temp, g.temperature_celsius.map(f64::from));
+        put(&mut sm, g.sm_clock_mhz.map(|m| f64::from(m) * 1e6));
+        put(&mut mem_clock, g.memory_clock_mhz.map(|m| f64::from(m) * 1e6));
+        put(&mut clients, Some(g.clients as f64));
+        for e in &g.engines {
+            engine.push(vec![("gpu", g.id.clone()), ("engine", e.name.clone())], e.busy_percent / 100.0);
+        }
+    }
+    let families = [energy, watts, total, busy, engine, used, total_mem, power, temp, sm, mem_clock, clients];
+    out.extend(families.into_iter().filter(|f| !f.samples.is_empty()));
 }
 
 /// Per-group series, when the agent keeps groups: one set per published group (the agent caps
@@ -521,6 +580,13 @@ fn process_families(s: &Snapshot, config: &MetricsConfig, out: &mut Vec<Family>)
         "Proportional set size, from the budgeted smaps_rollup worker.",
     );
     let mut pss_age = Family::new("proctor_process_pss_age_seconds", Kind::Gauge, "Age of the PSS reading.");
+    let mut gpu_busy = Family::new(
+        "proctor_process_gpu_busy_ratio",
+        Kind::Gauge,
+        "The busiest GPU engine's share (DRM) or NVML's SM share, of each top process holding a GPU.",
+    );
+    let mut gpu_mem =
+        Family::new("proctor_process_gpu_memory_bytes", Kind::Gauge, "GPU memory of each top process holding a GPU.");
     for r in ranked {
         let cmdline = r.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
         let labels = || {
@@ -542,8 +608,17 @@ fn process_families(s: &Snapshot, config: &MetricsConfig, out: &mut Vec<Family>)
                 pss_age.push(labels(), p.age_secs);
             }
         }
+        if let Some(g) = &r.gpu {
+            if let Some(b) = g.busy_percent {
+                gpu_busy.push(labels(), b / 100.0);
+            }
+            if let Some(m) = g.memory_bytes {
+                gpu_mem.push(labels(), m as f64);
+            }
+        }
     }
     out.extend([cpu, rss, vsz, threads, pss, pss_age]);
+    out.extend([gpu_busy, gpu_mem].into_iter().filter(|f| !f.samples.is_empty()));
 }
 
 /// The agent's own families alone (`proctor_agent_*`), for remote write's live samples.

@@ -3,6 +3,7 @@
 use proctor_procfs::host::{CpuTicks, Pressure};
 use serde::Serialize;
 
+use crate::gpu::{gpu_view, power_view, GpuDeviceView, PowerRate};
 use crate::{delta, rate, Sample};
 
 /// Shares of CPU time over an interval, in percent of the CPUs counted (0–100).
@@ -89,6 +90,12 @@ pub struct HostView {
     pub nets: Vec<NetRate>,
     pub uptime_secs: Option<f64>,
     pub boot_time_unix_secs: Option<u64>,
+    /// Watts per energy or power domain (RAPL, hwmon, NVML boards).
+    pub power: Vec<PowerRate>,
+    /// The sum of the domains that make the host's total (see `proctor_procfs::power`).
+    pub power_host_watts: Option<f64>,
+    /// GPUs: NVML devices, and DRM devices with their clients' use summed.
+    pub gpus: Vec<GpuDeviceView>,
 }
 
 /// Loop and RAM disks are pseudo-devices whose traffic is already counted on a real device or
@@ -115,6 +122,8 @@ pub fn host_view(cur: &Sample, prev: Option<&Sample>) -> HostView {
         boot_time_unix_secs: h.stat.as_ref().and_then(|s| s.boot_time_secs),
         ..HostView::default()
     };
+    (view.power, view.power_host_watts) = power_view(cur, prev);
+    view.gpus = gpu_view(cur, prev).1;
     if let Some(m) = h.meminfo {
         view.memory_used_bytes = m.total_bytes.zip(m.available_bytes).and_then(|(t, a)| t.checked_sub(a));
         view.swap_used_bytes = m.swap_total_bytes.zip(m.swap_free_bytes).and_then(|(t, f)| t.checked_sub(f));

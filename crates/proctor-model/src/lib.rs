@@ -7,6 +7,7 @@
 
 mod container;
 mod event;
+pub mod gpu;
 mod host;
 mod process;
 pub mod rollup;
@@ -15,6 +16,7 @@ mod tree;
 
 pub use container::{container_truth, format_cpus, ContainerTruth};
 pub use event::{ProbeBatch, ProbeResult, StatsdFlush, StatsdTimer};
+pub use gpu::{GpuSample, PowerReading};
 pub use host::{host_view, is_interesting_disk, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
 pub use rollup::{RollupBlock, RollupRow, Stat};

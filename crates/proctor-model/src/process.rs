@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::gpu::{gpu_view, ProcessGpu};
 use crate::{delta, rate, ProcessSample, Sample};
 
 /// A PSS/USS value and how old it is: the budgeted worker refreshes them slowly on purpose.
@@ -68,6 +69,9 @@ pub struct ProcessRow {
     pub write_bytes_per_sec: Option<f64>,
     pub pss: Option<MemoryAge>,
     pub cgroup: Option<Arc<str>>,
+    /// GPU use (DRM clients credited to it, NVML processes); `None` for a process that holds
+    /// no GPU.
+    pub gpu: Option<ProcessGpu>,
 }
 
 /// Derives one row per process in `cur`. A process is matched in `prev` by pid *and* start
@@ -97,11 +101,13 @@ pub fn process_rows(cur: &Sample, prev: Option<&Sample>, ctx: RowContext) -> Vec
             }
         }
     }
+    let mut gpu = gpu_view(cur, prev).0;
     cur.processes
         .iter()
         .map(|p| {
             let before = prev.and_then(|prev| prev.process(p.pid)).filter(|b| b.start_ticks == p.start_ticks);
             let mut r = row(cur, p, before, secs, ticks, ctx);
+            r.gpu = gpu.remove(&p.pid);
             let seen = seen_exited.get(&p.pid).copied().unwrap_or_default();
             // Growth of a children's counter since `before`, less what exited children had
             // when last seen, per second.
@@ -182,6 +188,7 @@ fn row(
             age_secs: cur.mono_ns.saturating_sub(r.read_mono_ns) as f64 / 1e9,
         }),
         cgroup: p.cgroup.clone(),
+        gpu: None,
     }
 }
 
@@ -230,6 +237,7 @@ mod tests {
             processes,
             cost: SampleCost::default(),
             groups: None,
+            gpu: None,
         }
     }
 

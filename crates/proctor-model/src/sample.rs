@@ -8,6 +8,8 @@ use proctor_procfs::host::{DiskStat, LoadAvg, MemInfo, NetDev, Pressure, Stat, U
 use proctor_procfs::process::{Io, SmapsRollup};
 use serde::{Deserialize, Serialize};
 
+use crate::gpu::{GpuSample, PowerReading};
+
 /// One collection cycle.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
@@ -30,6 +32,10 @@ pub struct Sample {
     /// that stops at the host part never parses it; absent in older records.
     #[serde(default)]
     pub groups: Option<Arc<SampleGroups>>,
+    /// DRM clients and NVIDIA devices, as the GPU readers last read them; `None` where there
+    /// is no GPU to read (or GPU reads are off). Absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<Arc<GpuSample>>,
 }
 
 /// Which group each of a sample's processes was folded into.
@@ -75,6 +81,10 @@ pub struct HostSample {
     pub numa: Vec<(u32, MemInfo)>,
     pub uptime: Option<Uptime>,
     pub online_cpus: Option<Vec<u32>>,
+    /// Energy and power counters (RAPL zones, hwmon sensors, NVML boards) this process can
+    /// read; empty where there are none. Absent in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power: Vec<PowerReading>,
 }
 
 /// The cgroup side of one sample, for the process the sampler watches as "the container"

@@ -148,6 +148,7 @@ mod tests {
             write_bytes_per_sec: None,
             pss: None,
             cgroup: None,
+            gpu: None,
         }
     }
 

@@ -7,10 +7,12 @@
 //! each field's name. A field the kernel does not have is `None`, not an error.
 
 pub mod cgroup;
+pub mod drm;
 mod error;
 mod file;
 pub mod host;
 mod parse;
+pub mod power;
 pub mod process;
 pub mod smaps;
 pub mod system;

@@ -645,6 +645,7 @@ fn host_only(sample: &Sample) -> Sample {
         processes: Vec::new(),
         cost: Default::default(),
         groups: None,
+        gpu: None,
     }
 }
 
@@ -822,6 +823,7 @@ mod tests {
                 .collect(),
             cost: SampleCost::default(),
             groups: None,
+            gpu: None,
         }
     }
 

@@ -47,6 +47,19 @@ pub struct SamplerConfig {
     /// Age past which a PSS reading is refreshed even though the process's own counters did
     /// not move (another sharer of its pages exiting changes its PSS).
     pub pss_max_age: Duration,
+    /// Read energy and power counters (RAPL, hwmon) every cycle.
+    pub power: bool,
+    /// Read GPUs: DRM clients from fdinfo (on the DRM worker, where the root has `/dev/dri`)
+    /// and NVIDIA devices through NVML (on its own thread, on a live root).
+    pub gpu: bool,
+    /// Share of one core the DRM worker's fd walks may use.
+    pub gpu_budget: f64,
+    /// How often a process is walked again where the kernel gives no fd count (before 6.2).
+    pub gpu_rewalk: Duration,
+    /// How long an NVML read may run before it is reported stuck and its figures are left out.
+    pub nvml_timeout: Duration,
+    /// The NVML library to open (`libnvidia-ml.so.1`).
+    pub nvml_library: String,
 }
 
 impl Default for SamplerConfig {
@@ -66,6 +79,12 @@ impl Default for SamplerConfig {
             pss_budget: 0.02,
             pss_root: None,
             pss_max_age: crate::pss::DEFAULT_MAX_AGE,
+            power: true,
+            gpu: true,
+            gpu_budget: 0.01,
+            gpu_rewalk: Duration::from_secs(30),
+            nvml_timeout: Duration::from_secs(2),
+            nvml_library: crate::nvml::LIBRARY.to_string(),
         }
     }
 }

@@ -159,6 +159,7 @@ impl HostReader {
                 .collect(),
             uptime: self.uptime.read(cost, parse_uptime),
             online_cpus: self.online.read(cost, proctor_procfs::cpu_list),
+            power: Vec::new(),
         };
         if diskstats_bad > 0 {
             *cost.errors.entry(("host.diskstats", "parse")).or_default() += diskstats_bad as u64;

@@ -6,11 +6,17 @@
 //! `status` is re-read only when `statm` changed. The reads that take the target's mmap lock —
 //! `smaps_rollup` and `cmdline` — never happen here: [`pss::PssWorker`] and
 //! [`cmdline::CmdlineWorker`] do them on their own threads, under a CPU budget and a timeout.
+//! GPU files are found and read the same way, on [`drm::DrmWorker`]; NVML runs on
+//! [`nvml::NvmlWorker`]'s thread, because its calls can block. Energy counters are sysfs files
+//! read with the host files ([`power::PowerReader`]).
 //! This crate does not derive rates or render anything; that is `proctor-model`'s job.
 
 pub mod cmdline;
 mod config;
+pub mod drm;
 mod host;
+pub mod nvml;
+pub mod power;
 pub mod pss;
 mod sampler;
 mod schedule;

@@ -4,16 +4,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use proctor_model::gpu::{GpuClient, GpuSample, PowerReading};
 use proctor_model::{ContainerSample, ProcessSample, Sample, SampleCost};
 use proctor_procfs::cgroup::{self, CgroupLimits, CgroupPaths};
+use proctor_procfs::power::Unit;
 use proctor_procfs::system::{affinity, clock_ticks_per_sec, page_size, raise_nofile_limit, thread_cpu_ns};
 use proctor_procfs::ErrorKind;
 
 use crate::cmdline::{CmdlineStats, CmdlineWorker};
+use crate::drm::{DrmStats, DrmWorker};
 use crate::host::HostReader;
+use crate::nvml::{NvmlReading, NvmlStatus, NvmlWorker};
+use crate::power::PowerReader;
 use crate::pss::{Candidate, PssStats, PssWorker};
 use crate::table::{ProcessTable, ScanOptions};
 use crate::SamplerConfig;
+
+/// The DRM clients and NVML reading a GPU part was built from, and the part.
+type GpuCache = (Arc<Vec<GpuClient>>, Option<Arc<NvmlReading>>, Arc<GpuSample>);
 
 #[derive(Debug)]
 struct ContainerState {
@@ -39,6 +47,13 @@ pub struct Sampler {
     container_error: Option<String>,
     pss: Option<PssWorker>,
     cmdline: Option<CmdlineWorker>,
+    power: Option<PowerReader>,
+    drm: Option<DrmWorker>,
+    nvml: Option<NvmlWorker>,
+    /// The inputs of the last GPU part built and the part itself, reused while neither moved.
+    gpu_cache: Option<GpuCache>,
+    /// The DRM worker's clients as of this cycle's offer.
+    drm_latest: Arc<Vec<GpuClient>>,
     new_pids: Vec<(u32, u64)>,
     /// The cost of opening files in `new`, charged to the first sample.
     setup_cost: Option<SampleCost>,
@@ -70,6 +85,14 @@ impl Sampler {
         let cmdline = (config.processes && config.cmdline)
             .then(|| CmdlineWorker::start(config.root.clone(), config.cmdline_timeout).ok())
             .flatten();
+        let power = config.power.then(|| PowerReader::open(&config.root, &mut setup_cost));
+        // GPU files are only looked for where there is a DRM device node to hold.
+        let drm = (config.gpu && config.processes && config.root.path("/dev/dri").is_dir())
+            .then(|| DrmWorker::start(config.root.clone(), config.gpu_budget, config.gpu_rewalk, epoch).ok())
+            .flatten();
+        let nvml = (config.gpu && config.root.is_real())
+            .then(|| NvmlWorker::start(&config.nvml_library, config.nvml_timeout).ok())
+            .flatten();
         setup_cost.cpu_ns = thread_cpu_ns().saturating_sub(cpu_before);
         Self {
             epoch,
@@ -82,6 +105,11 @@ impl Sampler {
             container_error,
             pss,
             cmdline,
+            power,
+            drm,
+            nvml,
+            gpu_cache: None,
+            drm_latest: Arc::default(),
             new_pids: Vec::new(),
             setup_cost: Some(setup_cost),
             nofile_limit,
@@ -118,6 +146,21 @@ impl Sampler {
         self.cmdline.as_ref().map(CmdlineWorker::stats)
     }
 
+    /// The energy sources found when the sampler started, and those it may not read.
+    pub fn power_discovery(&self) -> Option<&proctor_procfs::power::Discovery> {
+        self.power.as_ref().map(PowerReader::discovery)
+    }
+
+    /// The DRM worker's counts; `None` where it did not start (no `/dev/dri`, or GPU reads off).
+    pub fn drm_stats(&self) -> Option<DrmStats> {
+        self.drm.as_ref().map(DrmWorker::stats)
+    }
+
+    /// What the NVML thread is doing; `None` where GPU reads are off.
+    pub fn nvml_status(&self) -> Option<NvmlStatus> {
+        self.nvml.as_ref().map(NvmlWorker::status)
+    }
+
     pub fn nofile_limit(&self) -> Option<u64> {
         self.nofile_limit
     }
@@ -139,7 +182,17 @@ impl Sampler {
         let unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let mut cost = self.setup_cost.take().unwrap_or_default();
 
-        let host = self.host.read(&mut cost);
+        let mut host = self.host.read(&mut cost);
+        if let Some(power) = self.power.as_mut() {
+            power.read(&mut cost, &mut host.power);
+        }
+        let nvml = self.nvml.as_ref().and_then(|n| {
+            n.request();
+            n.latest()
+        });
+        if let Some(reading) = nvml.as_deref() {
+            nvml_power(reading, &mut host.power);
+        }
         let t = Instant::now();
         *cost.reader_wall_ns.entry("host").or_default() += t.duration_since(started).as_nanos() as u64;
         let container = self.sample_container(mono_ns, &mut cost);
@@ -176,6 +229,7 @@ impl Sampler {
             processes,
             cost,
             groups: None,
+            gpu: self.gpu_part(nvml),
         };
         self.seq += 1;
         sample
@@ -202,9 +256,43 @@ impl Sampler {
         })
     }
 
+    /// The GPU part of a sample: the DRM worker's newest clients and the newest NVML reading,
+    /// rebuilt only when either changed.
+    fn gpu_part(&mut self, nvml: Option<Arc<NvmlReading>>) -> Option<Arc<GpuSample>> {
+        let clients = Arc::clone(&self.drm_latest);
+        if clients.is_empty() && nvml.as_ref().is_none_or(|n| n.devices.is_empty()) {
+            self.gpu_cache = None;
+            return None;
+        }
+        if let Some((c, n, part)) = &self.gpu_cache {
+            let same_nvml = match (n, &nvml) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if Arc::ptr_eq(c, &clients) && same_nvml {
+                return Some(Arc::clone(part));
+            }
+        }
+        let part = Arc::new(GpuSample {
+            clients: clients.as_ref().clone(),
+            nvml_devices: nvml.as_ref().map(|n| n.devices.clone()).unwrap_or_default(),
+            nvml_processes: nvml.as_ref().map(|n| n.processes.clone()).unwrap_or_default(),
+        });
+        self.gpu_cache = Some((clients, nvml, Arc::clone(&part)));
+        Some(part)
+    }
+
     /// Hands new processes to the cmdline worker and candidates to the PSS worker, and copies
     /// what they have read so far into the sample.
     fn attach_workers(&mut self, processes: &mut [ProcessSample]) {
+        if let Some(drm) = self.drm.as_ref() {
+            // The round finished before this cycle's offer, so that every sample carries the
+            // round one cycle older than itself, never sometimes this cycle's and sometimes the
+            // last (two samples with one reading would have no rate between them).
+            self.drm_latest = drm.latest();
+            drm.offer(processes.iter().map(|p| (p.pid, p.start_ticks)).collect());
+        }
         if let Some(cmdline) = self.cmdline.as_ref() {
             cmdline.request(&self.new_pids);
             // `processes` is sorted by pid: liveness is a binary search, with no per-sample list.
@@ -236,6 +324,26 @@ impl Sampler {
                 }
             });
         }
+    }
+}
+
+/// NVML boards as power domains: their energy counter where the board has one (Volta and
+/// later), else the instantaneous power. A board's power is outside RAPL's packages and DRAM,
+/// so it is part of the host's total.
+fn nvml_power(reading: &NvmlReading, out: &mut Vec<PowerReading>) {
+    for d in &reading.devices {
+        let (unit, value) = match (d.energy_millijoules, d.power_milliwatts) {
+            (Some(mj), _) => (Unit::EnergyMicrojoules, mj.saturating_mul(1000)),
+            (None, Some(mw)) => (Unit::PowerMicrowatts, u64::from(mw) * 1000),
+            (None, None) => continue,
+        };
+        out.push(PowerReading {
+            domain: Arc::from(format!("nvml:{}", d.index)),
+            unit,
+            value,
+            max_energy_range_uj: None,
+            in_host_total: true,
+        });
     }
 }
 

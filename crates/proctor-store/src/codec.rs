@@ -199,6 +199,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
             .collect(),
         cost: SampleCost::default(),
         groups: lean.groups,
+        gpu: None,
     })
 }
 
@@ -230,6 +231,7 @@ pub fn decode_record_host(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 processes: Vec::new(),
                 cost: SampleCost::default(),
                 groups: None,
+                gpu: None,
             });
         }
     }

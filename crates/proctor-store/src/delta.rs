@@ -50,7 +50,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{
-    ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, StatusReading,
+    ContainerSample, GpuSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, StatusReading,
 };
 use proctor_procfs::process::Io;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
@@ -165,12 +165,25 @@ struct Rest<'a> {
     processes: [ProcessSample; 0],
     cost: &'a SampleCost,
     groups: &'a Option<Arc<SampleGroups>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu: &'a Option<Arc<GpuSample>>,
 }
 
 fn rest_value(sample: &Sample) -> Value {
     // Without `..`: a field added to `Sample` must be added to `Rest` too.
-    let Sample { seq, unix_ns, mono_ns, clock_ticks_per_sec, page_size, host, container, processes: _, cost, groups } =
-        sample;
+    let Sample {
+        seq,
+        unix_ns,
+        mono_ns,
+        clock_ticks_per_sec,
+        page_size,
+        host,
+        container,
+        processes: _,
+        cost,
+        groups,
+        gpu,
+    } = sample;
     let rest = Rest {
         seq: *seq,
         unix_ns: *unix_ns,
@@ -182,6 +195,7 @@ fn rest_value(sample: &Sample) -> Value {
         processes: [],
         cost,
         groups,
+        gpu,
     };
     // Plain structs and string-keyed maps always serialize.
     serde_json::to_value(rest).expect("a sample always serializes to JSON")
@@ -663,6 +677,7 @@ mod tests {
             processes: (1..=rows).map(row).collect(),
             cost: SampleCost::default(),
             groups: None,
+            gpu: None,
         })
     }
 

@@ -49,6 +49,8 @@ pub fn value(p: &ProcessOut, name: &str) -> Value {
         "swap_pss_bytes" => b(p.swap_pss_bytes),
         "pss_age_secs" => n(p.pss_age_secs),
         "cgroup" => Value::Text(p.cgroup.as_deref().map(str::to_string)),
+        "gpu_percent" => n(p.gpu_percent),
+        "gpu_memory_bytes" => b(p.gpu_memory_bytes),
         _ => Value::Text(None),
     }
 }

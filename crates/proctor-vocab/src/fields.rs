@@ -47,6 +47,8 @@ pub const PROCESS: &[Field] = &[
     Field { name: "swap_pss_bytes", title: "SwapPSS", unit: Unit::Bytes, description: "Swap divided among its sharers." },
     Field { name: "pss_age_secs", title: "PSS age", unit: Unit::Seconds, description: "How old the PSS reading is; null when there is none yet." },
     Field { name: "cgroup", title: "Cgroup", unit: Unit::Text, description: "The process's cgroup path (v2, or the v1 cpu controller's)." },
+    Field { name: "gpu_percent", title: "GPU%", unit: Unit::Percent, description: "The busiest GPU engine's busy share over the interval (DRM fdinfo), or NVML's SM share; null for a process holding no GPU." },
+    Field { name: "gpu_memory_bytes", title: "GPUmem", unit: Unit::Bytes, description: "GPU memory held by the process's DRM clients (every region) plus NVML's used memory." },
 ];
 
 /// The fields of one process group (`proctor_groups::GroupRow`: `/api/v1/groups`' rows less
@@ -344,6 +346,7 @@ pub const HOST: &[Field] = &[
     },
     Field { name: "uptime_secs", title: "Up", unit: Unit::Seconds, description: "Time since boot." },
     Field { name: "boot_time_unix_secs", title: "Boot", unit: Unit::UnixSeconds, description: "When the host booted." },
+    Field { name: "power_host_watts", title: "Power", unit: Unit::Watts, description: "The host's power over the interval: RAPL's psys zone, else its packages and DRAM, plus NVIDIA boards; null where a part is unreadable (see doctor)." },
 ];
 
 /// The field called `name` in `table`.
@@ -486,6 +489,8 @@ mod tests {
                     Some(Unit::Percent)
                 } else if f.name.ends_with("_per_sec") {
                     Some(Unit::PerSec)
+                } else if f.name.ends_with("_watts") {
+                    Some(Unit::Watts)
                 } else {
                     None
                 };

@@ -67,6 +67,31 @@ pub struct JupyterMetrics {
     pub disk_used: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_total: Option<u64>,
+    /// proctor's GPU keys (jupyter-resource-usage has none), after theirs and only where the
+    /// host has a GPU, so a GPU-less host answers key for key as theirs does. The tree's
+    /// busiest member's GPU share, in percent like `cpu_percent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_percent: Option<f64>,
+    /// GPU memory the tree holds, in bytes like `rss`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_memory: Option<u64>,
+    /// The host's GPUs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<JupyterGpu>,
+}
+
+/// One GPU in the Jupyter document.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct JupyterGpu {
+    pub id: String,
+    pub name: String,
+    /// Busy percent; `null` until two readings exist.
+    pub utilization: Option<f64>,
+    /// Bytes.
+    pub memory_used: Option<u64>,
+    pub memory_total: Option<u64>,
+    /// Watts.
+    pub power: Option<f64>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -151,6 +176,23 @@ pub fn jupyter_metrics(s: &Snapshot, config: &JupyterConfig, disk: Option<DiskUs
         cpu_count: config.track_cpu_percent.then_some(cpu_count),
         disk_used: disk.map(|d| d.used_bytes),
         disk_total: disk.map(|d| d.total_bytes),
+        gpu_percent: (!s.host.gpus.is_empty())
+            .then(|| tree.rows.iter().filter_map(|r| r.row.gpu.as_ref()?.busy_percent).fold(0.0, f64::max)),
+        gpu_memory: (!s.host.gpus.is_empty())
+            .then(|| tree.rows.iter().filter_map(|r| r.row.gpu.as_ref()?.memory_bytes).sum()),
+        gpus: s
+            .host
+            .gpus
+            .iter()
+            .map(|g| JupyterGpu {
+                id: g.id.clone(),
+                name: g.name.clone(),
+                utilization: g.busy_percent,
+                memory_used: g.memory_used_bytes,
+                memory_total: g.memory_total_bytes,
+                power: g.power_watts,
+            })
+            .collect(),
     })
 }
 

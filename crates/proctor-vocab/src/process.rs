@@ -42,6 +42,13 @@ pub struct ProcessOut {
     /// How old the PSS/USS reading is; `null` when there is none yet.
     pub pss_age_secs: Option<f64>,
     pub cgroup: Option<Arc<str>>,
+    /// The busiest GPU engine's busy share over the interval (DRM fdinfo), or NVML's SM share,
+    /// whichever is higher; `null` for a process that holds no GPU or before a second reading.
+    #[serde(default)]
+    pub gpu_percent: Option<f64>,
+    /// GPU memory the process's clients hold (DRM, every region) plus NVML's used memory.
+    #[serde(default)]
+    pub gpu_memory_bytes: Option<u64>,
 }
 
 pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
@@ -73,6 +80,8 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         swap_pss_bytes: r.pss.and_then(|p| p.swap_pss_bytes),
         pss_age_secs: r.pss.map(|p| p.age_secs),
         cgroup: r.cgroup.clone(),
+        gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),
+        gpu_memory_bytes: r.gpu.as_ref().and_then(|g| g.memory_bytes),
     }
 }
 

@@ -149,6 +149,58 @@ pub struct HostOut {
     pub nets: Vec<NetOut>,
     pub uptime_secs: Option<f64>,
     pub boot_time_unix_secs: Option<u64>,
+    /// Watts per energy or power domain; absent where none is readable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power: Vec<PowerOut>,
+    /// The host's total (RAPL's psys, else packages and DRAM; plus NVIDIA boards).
+    #[serde(default)]
+    pub power_host_watts: Option<f64>,
+    /// GPUs: NVML devices, and DRM devices with their clients summed; absent where none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuOut>,
+}
+
+/// One energy or power domain.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PowerOut {
+    /// `rapl:package-0`, `rapl:package-0/dram`, `hwmon:amdgpu/PPT`, `nvml:0`.
+    pub domain: String,
+    /// `null` for an energy counter until two samples exist.
+    pub watts: Option<f64>,
+    /// Whether this domain is part of `power_host_watts`.
+    pub in_host_total: bool,
+}
+
+/// One engine's busy share.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EngineOut {
+    pub name: String,
+    pub busy_percent: f64,
+}
+
+/// One GPU.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GpuOut {
+    /// `nvml:0`, or `drm:` and the PCI device (or the driver where there is none).
+    pub id: String,
+    /// NVML's product name, or the DRM driver.
+    pub name: String,
+    /// NVML's utilization, or the busiest engine summed over the device's DRM clients.
+    pub busy_percent: Option<f64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub power_watts: Option<f64>,
+    pub temperature_celsius: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub memory_clock_mhz: Option<u32>,
+    /// DRM clients (each once) or NVML processes on it.
+    pub clients: usize,
+    /// Per engine (DRM devices only).
+    pub engines: Vec<EngineOut>,
+}
+
+fn engines(list: &[proctor_model::gpu::EngineBusy]) -> Vec<EngineOut> {
+    list.iter().map(|e| EngineOut { name: e.name.clone(), busy_percent: e.busy_percent }).collect()
 }
 
 pub fn host(s: &Snapshot) -> HostOut {
@@ -200,6 +252,29 @@ pub fn host(s: &Snapshot) -> HostOut {
             .collect(),
         uptime_secs: h.uptime_secs,
         boot_time_unix_secs: h.boot_time_unix_secs,
+        power: h
+            .power
+            .iter()
+            .map(|p| PowerOut { domain: p.domain.to_string(), watts: p.watts, in_host_total: p.in_host_total })
+            .collect(),
+        power_host_watts: h.power_host_watts,
+        gpus: h
+            .gpus
+            .iter()
+            .map(|g| GpuOut {
+                id: g.id.clone(),
+                name: g.name.clone(),
+                busy_percent: g.busy_percent,
+                memory_used_bytes: g.memory_used_bytes,
+                memory_total_bytes: g.memory_total_bytes,
+                power_watts: g.power_watts,
+                temperature_celsius: g.temperature_celsius,
+                sm_clock_mhz: g.sm_clock_mhz,
+                memory_clock_mhz: g.memory_clock_mhz,
+                clients: g.clients,
+                engines: engines(&g.engines),
+            })
+            .collect(),
     }
 }
 
@@ -350,6 +425,36 @@ pub struct WorkerOut {
     pub timeouts: Option<u64>,
 }
 
+/// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
+/// reads of GPU fds, under a CPU budget.
+#[derive(Debug, Serialize)]
+pub struct DrmWorkerOut {
+    pub walks: u64,
+    /// Walks put off to a later round by the budget.
+    pub walks_deferred: u64,
+    pub fdinfo_reads: u64,
+    /// Processes holding a GPU fd, and distinct clients, at the last round.
+    pub processes: u64,
+    pub clients: u64,
+    /// Processes whose fds may not be listed (another user's, without CAP_SYS_PTRACE).
+    pub processes_denied: u64,
+    pub errors: u64,
+    pub cpu_seconds: f64,
+    pub budget_share_of_one_cpu: f64,
+}
+
+/// The NVML thread.
+#[derive(Debug, Serialize)]
+pub struct NvmlOut {
+    /// `loading`, `reading`, `unavailable` or `stuck`.
+    pub state: &'static str,
+    /// Why NVML is unavailable (the library's error).
+    pub detail: Option<String>,
+    pub devices: usize,
+    pub reads: u64,
+    pub errors: u64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct HistoryInfoOut {
     pub points: usize,
@@ -449,6 +554,12 @@ pub struct AgentOut {
     pub last_sample: LastSampleOut,
     pub pss_worker: Option<WorkerOut>,
     pub cmdline_worker: Option<WorkerOut>,
+    /// The DRM worker (per-process GPU from fdinfo); `null` where it did not start (no
+    /// `/dev/dri`, or GPU reads off).
+    pub drm_worker: Option<DrmWorkerOut>,
+    /// The NVML thread: `state` is `loading`, `reading`, `unavailable` (with `detail`) or
+    /// `stuck`; `null` where GPU reads are off.
+    pub nvml: Option<NvmlOut>,
     pub history: HistoryInfoOut,
     pub recording: RecordingOut,
     /// `null` where the agent serves no HTTP.
@@ -532,6 +643,24 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             max_read_cpu_seconds: None,
             budget_share_of_one_cpu: None,
             timeouts: Some(c.timeouts),
+        }),
+        drm_worker: a.drm.map(|d| DrmWorkerOut {
+            walks: d.walks,
+            walks_deferred: d.deferred,
+            fdinfo_reads: d.fdinfo_reads,
+            processes: d.processes,
+            clients: d.clients,
+            processes_denied: d.denied,
+            errors: d.errors,
+            cpu_seconds: d.cpu_ns as f64 / 1e9,
+            budget_share_of_one_cpu: d.budget,
+        }),
+        nvml: a.nvml.as_ref().map(|n| NvmlOut {
+            state: n.state,
+            detail: n.detail.clone(),
+            devices: n.devices,
+            reads: n.reads,
+            errors: n.errors,
         }),
         history: HistoryInfoOut {
             points: a.history.points,

@@ -26,6 +26,8 @@ pub enum Unit {
     Seconds,
     /// CPUs' worth of time (1.5 = one and a half CPUs busy).
     Cpus,
+    /// Power.
+    Watts,
     UnixSeconds,
     UnixMillis,
     /// Free text (names, states, paths).
@@ -45,6 +47,7 @@ impl Unit {
             Unit::Percent => "%",
             Unit::Seconds => "s",
             Unit::Cpus => "cpus",
+            Unit::Watts => "W",
             Unit::UnixSeconds => "unix_s",
             Unit::UnixMillis => "unix_ms",
             Unit::Text => "text",
@@ -67,6 +70,7 @@ impl Unit {
             Unit::Percent => percent(v),
             Unit::Seconds => seconds(v),
             Unit::Cpus => format!("{} CPU", number(v)),
+            Unit::Watts => format!("{} W", number(v)),
             Unit::Count | Unit::UnixSeconds | Unit::UnixMillis => format!("{v:.0}"),
             Unit::Number | Unit::Text | Unit::TextList => number(v),
         }

@@ -72,7 +72,7 @@ function trimZeros(s) {
 
 /**
  * Formats a value by its unit name: the vocabulary's units (`count`, `bytes`, `bytes/s`, `%`,
- * `s`, `cpus`, `/s`, `number`) and the charts' axis ticks. In a table (`{table: true}`) a
+ * `s`, `cpus`, `W`, `/s`, `number`) and the charts' axis ticks. In a table (`{table: true}`) a
  * percent has no unit (the column says it) and counts are grouped; on an axis round byte
  * figures drop their zeros. Percentages follow the CLI's rule everywhere (see `percent`).
  */
@@ -102,6 +102,8 @@ export function byUnit(unit, v, { table = false } = {}) {
       return percent(v);
     case "cpus":
       return known(v) ? `${num(v, 2)} CPU` : DASH;
+    case "W":
+      return known(v) ? `${num(v, 2)} W` : DASH;
     case "s":
       return duration(v);
     case "/s":

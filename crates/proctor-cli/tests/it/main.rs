@@ -4,6 +4,7 @@ mod agreement;
 mod alerts;
 mod bounded;
 mod flood;
+mod gpu;
 mod groups;
 mod hostile_store;
 mod probe;

@@ -111,6 +111,7 @@ fn sample(seq: u64) -> Sample {
         processes,
         cost: SampleCost { cpu_ns: seq, ..SampleCost::default() },
         groups: None,
+        gpu: None,
     }
 }
 
