@@ -13,7 +13,8 @@
 # page's own attributes; each run finds its own processes by a random marker in their command
 # lines. Screenshots: target/test-artifacts/dashboard.png, dashboard-tree.png,
 # dashboard-filter-{none,few,tree}.png, chart-edge.png, dashboard-day.png,
-# dashboard-report.png, dashboard-report-on-load.png, dashboard-alerts.png, dashboard-sharing.png.
+# dashboard-report.png, dashboard-report-on-load.png, dashboard-alerts.png, dashboard-sharing.png,
+# dashboard-power.png (a captured tree's power sensor and GPU client in the "Power and GPUs" card).
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
 # playwright-core into web/node_modules (npm ci from the committed lock file; no browser

@@ -1205,3 +1205,59 @@ describe("the top processes over a picked range come from the agent's store", ()
     assert.ok(!without.cpuRows.some((r) => r[0] === BURNER) && !without.rssRows.some((r) => r[0] === BURNER));
   });
 });
+
+describe("power and GPUs", () => {
+  test("a host with power sensors and a GPU client shows their figures; one without shows no card", async () => {
+    // A captured tree (serve's hidden --root): a meter's power sensor and a process holding a
+    // DRM client, as proctor reads them from /sys and /proc.
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-power-"));
+    temps.push(dir);
+    const put = (file, text) => {
+      mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+      writeFileSync(path.join(dir, file), text);
+    };
+    put("proc/stat", "cpu  1 0 1 10 0 0 0 0 0 0\nbtime 1\n");
+    put("proc/meminfo", "MemTotal: 1048576 kB\nMemAvailable: 524288 kB\n");
+    put("sys/class/hwmon/hwmon0/name", "meter\n");
+    put("sys/class/hwmon/hwmon0/power1_input", "42000000\n");
+    put("sys/class/hwmon/hwmon0/power1_label", "PSU\n");
+    mkdirSync(path.join(dir, "dev/dri"), { recursive: true });
+    put("proc/4242/stat", "4242 (trainer) S 1 4242 4242 0 -1 4194304 97 0 0 0 5 3 0 0 20 0 1 0 1000 3133440 358 18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 1 1 1 1 1 1 1 0\n");
+    put("proc/4242/statm", "765 427 399 5 0 123 0\n");
+    put("proc/4242/status", "Name:\ttrainer\nUid:\t1000\t1000\t1000\t1000\n");
+    put("proc/4242/fdinfo/3", "drm-driver:\tamdgpu\ndrm-client-id:\t7\ndrm-pdev:\t0000:03:00.0\ndrm-resident-vram:\t65536 KiB\ndrm-engine-gfx:\t0 ns\n");
+    mkdirSync(path.join(dir, "proc/4242/fd"), { recursive: true });
+    execFileSync("ln", ["-s", "/dev/dri/renderD128", path.join(dir, "proc/4242/fd/3")]);
+    const fake = await serve(["--root", dir]);
+    const plain = await serve();
+    const browser = await launch();
+    try {
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      p.on("pageerror", (e) => errors.push(e.message));
+      await p.goto(fake.base + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      const card = p.locator("#power-card");
+      await until("the power card", async () => ((await card.isVisible()) ? true : null));
+      const gpuLine = p.locator("#power-list li", { hasText: "drm:0000:03:00.0" });
+      await until("the GPU line", async () => ((await gpuLine.isVisible()) ? true : null));
+      const text = await card.innerText();
+      assert.match(text, /hwmon:meter\/PSU: 42 W/, text);
+      assert.match(text, /drm:0000:03:00\.0 amdgpu: .* busy, 64(\.0)? MiB, 1 client/, text);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await card.screenshot({ path: path.join(ARTIFACTS, "dashboard-power.png") });
+      // This machine's own host: no power card unless it has counters proctor can read.
+      await p.goto(plain.base + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await new Promise((r) => setTimeout(r, 1000));
+      const snapshot = await (await fetch(plain.base + "/api/v1/snapshot")).json();
+      const has = (snapshot.host.power ?? []).length + (snapshot.host.gpus ?? []).length > 0;
+      assert.equal(await p.locator("#power-card").isVisible(), has);
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(fake.child.pid, "SIGTERM");
+      process.kill(plain.child.pid, "SIGTERM");
+    }
+  });
+});

@@ -308,7 +308,7 @@ pub fn report_filtered(
         }
         return Ok(());
     }
-    print_report(&records, title, format, plot_path, selection, None)?;
+    print_report(&records, title, format, plot_path, selection, None, None)?;
     Ok(())
 }
 
@@ -319,6 +319,7 @@ pub fn print_report(
     plot_path: Option<&Path>,
     selection: Option<report::Selection>,
     websocket: Option<&WsSummary>,
+    energy: Option<(&serde_json::Value, &str)>,
 ) -> anyhow::Result<report::Report> {
     let mut report = report::build(records, &ReportConfig::default());
     report.selection = selection;
@@ -329,11 +330,17 @@ pub fn print_report(
             if let Some(summary) = websocket {
                 stdout.write_all(websocket_text(summary).as_bytes())?;
             }
+            if let Some((_, text)) = energy {
+                stdout.write_all(text.as_bytes())?;
+            }
         }
         Format::Json => {
             let mut value = serde_json::to_value(&report)?;
             if let (Some(summary), Some(object)) = (websocket, value.as_object_mut()) {
                 object.insert("websocket".into(), serde_json::to_value(summary)?);
+            }
+            if let (Some((energy, _)), Some(object)) = (energy, value.as_object_mut()) {
+                object.insert("energy".into(), energy.clone());
             }
             serde_json::to_writer_pretty(&mut stdout, &value)?;
             stdout.write_all(b"\n")?;

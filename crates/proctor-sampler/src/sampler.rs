@@ -330,7 +330,7 @@ impl Sampler {
 /// NVML boards as power domains: their energy counter where the board has one (Volta and
 /// later), else the instantaneous power. A board's power is outside RAPL's packages and DRAM,
 /// so it is part of the host's total.
-fn nvml_power(reading: &NvmlReading, out: &mut Vec<PowerReading>) {
+pub(crate) fn nvml_power(reading: &NvmlReading, out: &mut Vec<PowerReading>) {
     for d in &reading.devices {
         let (unit, value) = match (d.energy_millijoules, d.power_milliwatts) {
             (Some(mj), _) => (Unit::EnergyMicrojoules, mj.saturating_mul(1000)),

@@ -204,6 +204,29 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
         lines.push(Line::from(load_line));
         lines.push(Line::from(tasks));
     }
+    // Power and GPUs, where the host has them.
+    if !h.power.is_empty() || !h.gpus.is_empty() {
+        let mut spans = Vec::new();
+        if !h.power.is_empty() {
+            let watts = |w: Option<f64>| w.map_or("-".to_string(), |w| format!("{w:.1} W"));
+            let domains: Vec<String> =
+                h.power.iter().map(|p| format!("{} {}", printable(&p.domain), watts(p.watts))).collect();
+            spans.push(Span::styled("Power ", st.bold()));
+            spans.push(Span::raw(format!("{} host ({})   ", watts(h.power_host_watts), domains.join(", "))));
+        }
+        for g in &h.gpus {
+            let busy = g.busy_percent.map_or("-".to_string(), |b| format!("{}%", percent(b)));
+            let mem = match (g.memory_used_bytes, g.memory_total_bytes) {
+                (Some(u), Some(t)) => format!(" mem {} of {}", bytes(u), bytes(t)),
+                (Some(u), None) => format!(" mem {}", bytes(u)),
+                _ => String::new(),
+            };
+            let power = g.power_watts.map(|w| format!(" {w:.0} W")).unwrap_or_default();
+            spans.push(Span::styled("GPU ", st.bold()));
+            spans.push(Span::raw(format!("{} {} {busy}{mem}{power}   ", printable(&g.id), printable(&g.name))));
+        }
+        lines.push(Line::from(spans));
+    }
     // The container: usage against its limits, host vs effective CPUs.
     let c = &frame.container;
     let container = match (&c.error, &c.cgroup_path) {
@@ -700,6 +723,33 @@ mod tests {
         assert!(text.contains("?[31mEVIL?"), "{text}");
         assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}') && !text.contains('\u{7}'), "{text}");
         assert!(text.contains("PID") && text.contains("2 of 2 shown"), "{text}");
+    }
+
+    #[test]
+    fn power_and_gpus_have_a_header_line_and_gpu_columns_exist() {
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        let mut p = proc_out(4242, 1, "trainer", 10.0, 100);
+        p.gpu_percent = Some(48.5);
+        p.gpu_memory_bytes = Some(64 << 20);
+        let mut f = frame_of(vec![proc_out(1, 0, "init", 0.0, 1), p]);
+        f.host.power = vec![proctor_vocab::snapshot::PowerOut {
+            domain: "rapl:package-0".into(),
+            watts: Some(21.5),
+            in_host_total: true,
+        }];
+        f.host.power_host_watts = Some(21.5);
+        f.host.gpus = vec![serde_json::from_value(serde_json::json!({
+            "id": "drm:0000:03:00.0", "name": "amdgpu", "busy_percent": 48.5, "memory_used_bytes": 67108864,
+            "memory_total_bytes": null, "power_watts": null, "temperature_celsius": null, "sm_clock_mhz": null,
+            "memory_clock_mhz": null, "clients": 1, "engines": []
+        }))
+        .expect("a GpuOut")];
+        app.message(Msg::Newest(Arc::new(f)));
+        let text = screen(&mut app, 140, 24).join("\n");
+        assert!(text.contains("Power 21.5 W host (rapl:package-0 21.5 W)"), "{text}");
+        assert!(text.contains("GPU drm:0000:03:00.0 amdgpu 48% mem 64.0 MiB"), "{text}");
+        assert!(proctor_vocab::fields::find(proctor_vocab::fields::PROCESS, "gpu_percent").is_some());
     }
 
     #[test]

@@ -553,6 +553,40 @@ function renderHost(s) {
   $("disk-sub").textContent = h.disks.length ? h.disks.map((d) => d.device).join(", ") : "no disks";
   $("net-sub").textContent = h.nets.length ? h.nets.map((n) => n.device).join(", ") : "no interfaces";
   renderPerCpuNow(h.per_cpu);
+  renderPower(h);
+}
+
+/** Watts per energy domain and the host's GPUs; the card is hidden where the host has none. */
+function renderPower(h) {
+  const power = h.power ?? [];
+  const gpus = h.gpus ?? [];
+  $("power-card").hidden = power.length === 0 && gpus.length === 0;
+  $("power-sub").textContent = known(h.power_host_watts) ? `host ${fmt.byUnit("W", h.power_host_watts)}` : "";
+  const items = [];
+  for (const p of power) {
+    items.push(`${p.domain}: ${fmt.byUnit("W", p.watts)}${p.in_host_total ? " (in the host's total)" : ""}`);
+  }
+  for (const g of gpus) {
+    const parts = [`${fmt.percent(g.busy_percent)} busy`];
+    if (known(g.memory_used_bytes)) {
+      parts.push(`${fmt.bytes(g.memory_used_bytes)}${known(g.memory_total_bytes) ? ` of ${fmt.bytes(g.memory_total_bytes)}` : ""}`);
+    }
+    if (known(g.power_watts)) parts.push(fmt.byUnit("W", g.power_watts));
+    parts.push(`${g.clients} client${g.clients === 1 ? "" : "s"}`);
+    items.push(`${g.id} ${g.name}: ${parts.join(", ")}`);
+  }
+  const list = $("power-list");
+  list.replaceChildren(
+    ...items.map((text) => {
+      const li = document.createElement("li");
+      li.textContent = text;
+      return li;
+    }),
+  );
+}
+
+function known(v) {
+  return v !== null && v !== undefined;
 }
 
 function renderPerCpuNow(perCpuNow) {

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use proctor_procfs::process::{parse_stat, parse_statm};
 use proctor_procfs::system::{page_size, thread_cpu_ns};
@@ -132,7 +132,56 @@ struct Output {
     open_file_limit: Option<u64>,
     processes: usize,
     effective_uid: u32,
+    gpu_and_energy: GpuAndEnergy,
     warnings: Vec<String>,
+}
+
+/// What proctor can read of GPUs and energy here, said once (the sampler then reads only what
+/// is readable and never reports the rest per sample).
+#[derive(Debug, Serialize)]
+struct GpuAndEnergy {
+    /// Readable energy counters and power sensors, by domain.
+    energy_sources: Vec<String>,
+    /// Sources that exist but may not be read, and why.
+    energy_unreadable: Vec<String>,
+    /// Whether the root has `/dev/dri` (per-process GPU from DRM fdinfo needs it).
+    dri: bool,
+    /// The NVML library's state: `reading` with a device count, or why not.
+    nvml: String,
+}
+
+fn gpu_and_energy(root: &proctor_procfs::Root) -> GpuAndEnergy {
+    let found = proctor_procfs::power::discover(root);
+    let nvml = match root.is_real() {
+        true => {
+            match proctor_sampler::nvml::NvmlWorker::start(proctor_sampler::nvml::LIBRARY, Duration::from_secs(2)) {
+                Ok(worker) => {
+                    let status = worker.wait_loaded(Duration::from_secs(5));
+                    match (status.state, status.detail) {
+                        ("reading", _) => format!("reading {} device(s)", status.devices),
+                        (state, Some(detail)) => format!("{state}: {detail}"),
+                        (state, None) => state.to_string(),
+                    }
+                }
+                Err(e) => format!("cannot start its thread: {e}"),
+            }
+        }
+        false => "not read (not a live root)".to_string(),
+    };
+    GpuAndEnergy {
+        energy_sources: found
+            .sources
+            .iter()
+            .map(|s| format!("{}{}", s.domain, if s.in_host_total { " (in the host's total)" } else { "" }))
+            .collect(),
+        energy_unreadable: found
+            .unreadable
+            .iter()
+            .map(|u| format!("{} ({}): {}", u.domain, u.path.display(), u.kind.as_str()))
+            .collect(),
+        dri: root.path("/dev/dri").is_dir(),
+        nvml,
+    }
 }
 
 fn time_reads(file: &File, rounds: u32, buf: &mut [u8], parse: impl Fn(&[u8]) -> bool) -> Option<f64> {
@@ -352,6 +401,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         open_file_limit: nofile,
         processes: pids.len(),
         effective_uid,
+        gpu_and_energy: gpu_and_energy(&root),
         warnings,
     };
     match args.format {
@@ -421,6 +471,31 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
             e.smaps_rollup_ms
         )?;
     }
+    writeln!(w)?;
+    let g = &o.gpu_and_energy;
+    writeln!(w, "GPU and energy:")?;
+    if g.energy_sources.is_empty() {
+        writeln!(
+            w,
+            "  energy     no readable RAPL zone or hwmon power/energy file: no watts, probe --energy cannot measure"
+        )?;
+    }
+    for s in &g.energy_sources {
+        writeln!(w, "  energy     {s}")?;
+    }
+    for u in &g.energy_unreadable {
+        writeln!(w, "  energy     unreadable, left out of every sample: {u}")?;
+    }
+    writeln!(
+        w,
+        "  DRM        {}",
+        if g.dri {
+            "/dev/dri present: per-process GPU from fdinfo (DRM worker)"
+        } else {
+            "no /dev/dri: no per-process GPU from fdinfo"
+        }
+    )?;
+    writeln!(w, "  NVML       {}", g.nvml)?;
     writeln!(w)?;
     if o.warnings.is_empty() {
         writeln!(w, "no warnings")?;

@@ -30,6 +30,7 @@ use crate::output::Format;
 use crate::probe_filter::{report_filtered, FilterArgs, Filters};
 use crate::streams::{probe_result, EventRecorder};
 use proctor_model::{ProbeBatch, ProbeResult};
+use proctor_sampler::power::{EnergyMeter, EnergyTotals};
 use proctor_store::{Event, PROBE_STREAM};
 use proctor_vocab::duration_arg as parse_duration;
 use proctor_vocab::{format_utc, parse_when, When};
@@ -123,6 +124,18 @@ struct RunOptions {
     /// keystroke matched to its echo by counting the text in what comes back.
     #[arg(long, value_name = "TEXT")]
     keys: Option<String>,
+    /// Meter the host's energy over the run (RAPL zones, hwmon sensors, NVIDIA boards) and
+    /// report requests completed per joule and the mean watts; says why not where no counter
+    /// can be read.
+    #[arg(long)]
+    energy: bool,
+    /// With --energy: read the counters under this host root (a container with the host's /
+    /// mounted there).
+    #[arg(long, value_name = "DIR", requires = "energy")]
+    host_root: Option<PathBuf>,
+    /// With --energy: a captured tree standing for / (tests).
+    #[arg(long, value_name = "DIR", hide = true, requires = "energy", conflicts_with = "host_root")]
+    root: Option<PathBuf>,
     /// WebSocket with --keys (and jupyter): how long the key is held (default 15s).
     #[arg(long, value_parser = parse_duration, value_name = "D")]
     hold: Option<Duration>,
@@ -366,6 +379,14 @@ fn run_and_report(
     // only the signal thread takes them.
     let signals = crate::signals::block()?;
     let interrupted = Arc::new(AtomicBool::new(false));
+    let meter = match options.energy {
+        true => {
+            let root = super::common::root_of(options.root.as_deref(), options.host_root.as_deref())?;
+            let nvml = root.is_real().then(|| proctor_sampler::nvml::LIBRARY.to_string());
+            Some(EnergyMeter::start(root, Duration::from_secs(1), nvml).context("cannot start the energy meter")?)
+        }
+        false => None,
+    };
     let handle = start().context("cannot start the probe threads")?;
     let stop = handle.stop_flag();
     let interrupted_for_thread = Arc::clone(&interrupted);
@@ -435,7 +456,9 @@ fn run_and_report(
         );
     }
     let summary = websocket.map(|summary| summary());
-    let report = print_report(&records, title, format, plot_path, summary.as_ref())?;
+    let energy = meter.map(|m| energy_report(&m.finish(), &records));
+    let energy = energy.as_ref().map(|(value, text)| (value, text.as_str()));
+    let report = print_report(&records, title, format, plot_path, summary.as_ref(), energy)?;
     // The report is printed either way; the exit status says whether anything worked.
     let none_succeeded = report.none_succeeded();
     if let Some(why) = &none_succeeded {
@@ -759,6 +782,70 @@ fn print_report(
     format: Format,
     plot_path: Option<&Path>,
     websocket: Option<&WsSummary>,
+    energy: Option<(&serde_json::Value, &str)>,
 ) -> anyhow::Result<report::Report> {
-    crate::probe_filter::print_report(records, title, format, plot_path, None, websocket)
+    crate::probe_filter::print_report(records, title, format, plot_path, None, websocket, energy)
+}
+
+/// Requests per joule over a metered run, as JSON and as the report's closing lines. A request
+/// counts when it completed (an answer came back, whatever its status); the energy is the
+/// host's total over the run (see `proctor_procfs::power`), or nothing, with the reason.
+fn energy_report(totals: &EnergyTotals, records: &[RequestRecord]) -> (serde_json::Value, String) {
+    let completed = records.iter().filter(|r| r.error.is_none()).count() as u64;
+    let joules = totals.host_joules.filter(|j| *j > 0.0);
+    let seconds = totals.seconds;
+    let why_not = match joules {
+        Some(_) => None,
+        None => {
+            let mut why = if totals.domains.is_empty() {
+                "no energy counter or power sensor could be read here".to_string()
+            } else if totals.host_joules.is_none() {
+                let names: Vec<&str> = totals.domains.iter().map(|d| d.domain.as_str()).collect();
+                format!("no domain makes the host's total (only {})", names.join(", "))
+            } else {
+                "the counters did not move over the run".to_string()
+            };
+            if !totals.unreadable.is_empty() {
+                why.push_str(&format!("; unreadable: {}", totals.unreadable.join("; ")));
+            }
+            if let Some(nvml) = &totals.nvml {
+                why.push_str(&format!("; NVML {nvml}"));
+            }
+            Some(why)
+        }
+    };
+    let watts = joules.filter(|_| seconds > 0.0).map(|j| j / seconds);
+    let per_joule = joules.map(|j| completed as f64 / j);
+    let per_second = (seconds > 0.0).then(|| completed as f64 / seconds);
+    let value = serde_json::json!({
+        "seconds": seconds,
+        "requests_completed": completed,
+        "host_joules": joules,
+        "mean_watts": watts,
+        "requests_per_joule": per_joule,
+        "requests_per_second": per_second,
+        "requests_per_second_per_watt": per_second.zip(watts).map(|(r, w)| r / w),
+        "domains": totals.domains,
+        "unreadable": totals.unreadable,
+        "nvml": totals.nvml,
+        "why_not": why_not,
+    });
+    let text = match (joules, watts, per_joule, &why_not) {
+        (Some(j), Some(w), Some(rpj), _) => {
+            let parts: Vec<String> = totals
+                .domains
+                .iter()
+                .filter(|d| d.in_host_total)
+                .map(|d| format!("{} {:.3} J", d.domain, d.joules))
+                .collect();
+            format!(
+                "energy     {j:.3} J over {seconds:.2} s, {w:.2} W on average ({})\n\
+                 per joule  {rpj:.4} requests/J: {completed} requests completed, {:.2} requests/s at {w:.2} W\n",
+                parts.join(", "),
+                per_second.unwrap_or(0.0),
+            )
+        }
+        _ => format!("energy     not measured: {}\n", why_not.as_deref().unwrap_or("no figure")),
+    };
+    (value, text)
 }

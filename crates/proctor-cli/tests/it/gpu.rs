@@ -160,3 +160,43 @@ fn no_gpu_and_no_energy_counters_leave_the_documents_as_they_were() {
     assert!(host["power_host_watts"].is_null());
     assert!(v["agent"]["drm_worker"].is_null(), "no /dev/dri, no DRM worker");
 }
+
+#[test]
+fn probe_energy_divides_the_requests_by_the_joules_the_counters_moved_across_a_wrap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_path_buf();
+    write(&root, "proc/stat", "cpu  1 0 1 10 0 0 0 0 0 0\n");
+    write(&root, "sys/class/powercap/intel-rapl:0/name", "package-0\n");
+    write(&root, "sys/class/powercap/intel-rapl:0/max_energy_range_uj", &format!("{RANGE_UJ}\n"));
+    // 3 J before the wrap; every request the server answers costs exactly half a joule.
+    let base = RANGE_UJ - 3_000_000;
+    rewrite(&root, "sys/class/powercap/intel-rapl:0/energy_uj", &format!("{base:>20}\n"));
+    let counter_root = root.clone();
+    let port = super::probe::server(move |index| {
+        let uj = (base + (index + 1) * 500_000) % (RANGE_UJ + 1);
+        rewrite(&counter_root, "sys/class/powercap/intel-rapl:0/energy_uj", &format!("{uj:>20}\n"));
+        super::probe::Reply { delay: Duration::ZERO, status: 200, server_timing: None }
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    let root_arg = root.to_str().expect("utf8");
+    let v = json(&proctor(&["probe", &url, "-n", "20", "--energy", "--root", root_arg, "--format", "json"]));
+    let e = &v["energy"];
+    assert_eq!(e["requests_completed"], 20, "{e}");
+    let joules = e["host_joules"].as_f64().expect("joules");
+    assert!((joules - 10.0).abs() < 1e-6, "20 requests at 0.5 J, one wrap on the way: {e}");
+    assert!((e["requests_per_joule"].as_f64().expect("per joule") - 2.0).abs() < 1e-6, "{e}");
+    assert!(e["mean_watts"].as_f64().is_some_and(|w| w > 0.0), "{e}");
+    assert_eq!(e["domains"][0]["domain"], "rapl:package-0");
+    assert!(e["why_not"].is_null());
+    let text = proctor(&["probe", &url, "-n", "4", "--energy", "--root", root_arg]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("per joule  2.0000 requests/J: 4 requests completed"), "{text}");
+
+    // No counter: the report says why, and the run still succeeds.
+    let empty = tempfile::tempdir().expect("tempdir");
+    write(empty.path(), "proc/stat", "cpu  1 0 1 10 0 0 0 0 0 0\n");
+    let out = proctor(&["probe", &url, "-n", "2", "--energy", "--root", empty.path().to_str().expect("utf8")]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("energy     not measured: no energy counter or power sensor could be read here"), "{text}");
+}
