@@ -344,6 +344,57 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_on_the_host_adds_proctors_gpu_keys_after_theirs() {
+        use proctor_model::gpu::{GpuClient, GpuSample};
+        use proctor_procfs::drm::DrmEngine;
+        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+            pss_budget: 0.0,
+            cmdline: false,
+            gpu: false,
+            ..proctor_sampler::SamplerConfig::default()
+        });
+        let me = std::process::id();
+        let start = |s: &proctor_model::Sample| s.process(me).expect("our own row").start_ticks;
+        let client = |start_ticks: u64, busy_ns: u64, at: u64| GpuClient {
+            pid: me,
+            start_ticks,
+            driver: "amdgpu".into(),
+            pdev: Some("0000:03:00.0".into()),
+            client_id: Some(1),
+            engines: vec![DrmEngine {
+                name: "gfx".into(),
+                busy_ns: Some(busy_ns),
+                capacity: 1,
+                ..DrmEngine::default()
+            }],
+            held_bytes: Some(64 << 20),
+            read_mono_ns: at,
+        };
+        let mut before = sampler.sample();
+        before.gpu = Some(std::sync::Arc::new(GpuSample {
+            clients: vec![client(start(&before), 0, 1_000_000_000)],
+            ..GpuSample::default()
+        }));
+        let mut now = sampler.sample();
+        now.gpu = Some(std::sync::Arc::new(GpuSample {
+            clients: vec![client(start(&now), 250_000_000, 2_000_000_000)],
+            ..GpuSample::default()
+        }));
+        let s = Snapshot::derive(now, Some(&before));
+        let m = jupyter_metrics(&s, &JupyterConfig::new(me), None).expect("our own pid is in the sample");
+        assert_eq!((m.gpu_percent, m.gpu_memory), (Some(25.0), Some(64 << 20)));
+        let text = json(&m);
+        let k = keys(&text);
+        let at = k.iter().position(|k| *k == "gpu_percent").expect("gpu_percent");
+        assert_eq!(&k[at..at + 3], ["gpu_percent", "gpu_memory", "gpus"], "{text}");
+        assert!(k[..at].iter().all(|k| !k.starts_with("gpu")), "their keys come first: {text}");
+        assert_eq!(m.gpus[0].utilization, Some(25.0));
+        // Without a GPU on the host, none of these keys (the other tests hold theirs exactly).
+        let plain = jupyter_metrics(&snapshot(), &JupyterConfig::new(me), None).expect("our own pid");
+        assert!(!json(&plain).contains("gpu"));
+    }
+
+    #[test]
     fn a_zero_threshold_leaves_warn_out() {
         let s = snapshot();
         let config = JupyterConfig {
