@@ -92,13 +92,18 @@ pub struct NvmlProcess {
 /// The GPU side of one sample.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuSample {
-    /// Sorted by pid.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub clients: Vec<GpuClient>,
+    /// Sorted by pid. Shared with the DRM worker's round that read them: a sample copies the
+    /// pointer, not the clients.
+    #[serde(default, skip_serializing_if = "no_clients")]
+    pub clients: Arc<Vec<GpuClient>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nvml_devices: Vec<NvmlDevice>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nvml_processes: Vec<NvmlProcess>,
+}
+
+fn no_clients(clients: &Arc<Vec<GpuClient>>) -> bool {
+    clients.is_empty()
 }
 
 /// An engine's busy share over the interval.
@@ -186,7 +191,7 @@ pub fn gpu_view(cur: &Sample, prev: Option<&Sample>) -> (BTreeMap<u32, ProcessGp
     let mut devices: Vec<GpuDeviceView> = Vec::new();
     let Some(gpu) = cur.gpu.as_deref() else { return (by_pid, devices) };
     let before = prev.and_then(|p| p.gpu.as_deref());
-    for c in &gpu.clients {
+    for c in gpu.clients.iter() {
         let id = match &c.pdev {
             Some(pdev) => format!("drm:{pdev}"),
             None => format!("drm:{}", c.driver),
@@ -355,10 +360,10 @@ mod tests {
     #[test]
     fn engine_rates_dedupe_and_capacity() {
         let s0 = GpuSample {
-            clients: vec![
+            clients: Arc::new(vec![
                 client(10, 1, vec![engine("gfx", 0, 1), engine("video", 0, 2)], 1 << 20, 1_000_000_000),
                 client(12, 2, vec![engine("gfx", 0, 1)], 2 << 20, 1_000_000_000),
-            ],
+            ]),
             ..GpuSample::default()
         };
         let s1 = GpuSample {
@@ -372,7 +377,8 @@ mod tests {
                     2_000_000_000,
                 ),
                 client(12, 2, vec![engine("gfx", 250_000_000, 1)], 2 << 20, 2_000_000_000),
-            ],
+            ]
+            .into(),
             ..GpuSample::default()
         };
         let (procs, devices) = gpu_view(&sample(2, vec![], Some(s1.clone())), Some(&sample(1, vec![], Some(s0))));
@@ -402,10 +408,10 @@ mod tests {
         assert_eq!(engine_busy_percent(&cycles(300, 1000), &cycles(100, 1000), 1), None);
         assert_eq!(engine_busy_percent(&engine("gfx", 5, 1), &engine("gfx", 9, 1), 10), None);
         let earlier =
-            GpuSample { clients: vec![client(10, 1, vec![engine("gfx", 0, 1)], 0, 1)], ..GpuSample::default() };
+            GpuSample { clients: vec![client(10, 1, vec![engine("gfx", 0, 1)], 0, 1)].into(), ..GpuSample::default() };
         let mut reused = client(10, 1, vec![engine("gfx", 900, 1)], 0, 1001);
         reused.start_ticks = 99;
-        let later = GpuSample { clients: vec![reused], ..GpuSample::default() };
+        let later = GpuSample { clients: vec![reused].into(), ..GpuSample::default() };
         let (procs, _) = gpu_view(&sample(2, vec![], Some(later)), Some(&sample(1, vec![], Some(earlier))));
         assert_eq!(procs[&10].busy_percent, None);
     }

@@ -30,6 +30,11 @@ use proctor_procfs::system::thread_cpu_ns;
 use proctor_procfs::{ErrorKind, Root};
 use serde::Serialize;
 
+/// GPU fds kept per process: a program holds a few (one per device, a dup or two). A process
+/// that opens thousands of render nodes cannot make each round read thousands of fdinfo files;
+/// the fds past this are counted (`fds_skipped`), not read.
+pub const MAX_DRM_FDS: usize = 64;
+
 /// A client: its device (`drm-pdev`), driver and `drm-client-id`.
 type ClientKey = (Option<Arc<str>>, Arc<str>, u64);
 
@@ -51,6 +56,8 @@ pub struct DrmStats {
     pub denied: u64,
     /// Other failed reads (not a process exiting mid-read).
     pub errors: u64,
+    /// GPU fds past [`MAX_DRM_FDS`] in a process, at the last walk of each, summed.
+    pub fds_skipped: u64,
     pub cpu_ns: u64,
     pub budget: f64,
 }
@@ -189,7 +196,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, rewalk: Duration, epoc
             }
             round.walks += 1;
             match walk(root, pid) {
-                Ok(fds) => {
+                Ok(mut fds) => {
+                    round.fds_skipped += fds.len().saturating_sub(MAX_DRM_FDS) as u64;
+                    fds.truncate(MAX_DRM_FDS);
                     k.drm_fds = fds;
                     k.fd_size = size;
                     k.walked_at = Some(Instant::now());
@@ -262,6 +271,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, rewalk: Duration, epoc
         s.fdinfo_reads += round.fdinfo_reads;
         s.denied += round.denied;
         s.errors += round.errors;
+        s.fds_skipped += round.fds_skipped;
         s.processes = round.processes;
         s.clients = round.clients;
         s.cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
@@ -369,6 +379,20 @@ mod tests {
         // Same pid, new start time: a new process, walked afresh.
         std::fs::write(root.join("proc/100/fdinfo/3"), AMD).expect("test fixture");
         wait_for(&worker, &[(100, 5)], |c| c.len() == 1 && c[0].start_ticks == 5);
+    }
+
+    #[test]
+    fn a_process_with_thousands_of_gpu_fds_has_a_bounded_number_read() {
+        let dir = tempfile::tempdir().expect("test fixture");
+        let root = dir.path();
+        let fds: Vec<(u32, &str, Option<&str>)> = (0..200).map(|fd| (fd, "/dev/dri/renderD128", Some(AMD))).collect();
+        fake_process(root, 100, &fds);
+        let worker =
+            DrmWorker::start(Root::new(root), 1.0, Duration::from_secs(30), Instant::now()).expect("test fixture");
+        wait_for(&worker, &[(100, 1)], |c| c.len() == 1);
+        let stats = worker.stats();
+        assert_eq!(stats.fds_skipped, 200 - MAX_DRM_FDS as u64);
+        assert!(stats.fdinfo_reads.is_multiple_of(MAX_DRM_FDS as u64) && stats.fdinfo_reads > 0, "{stats:?}");
     }
 
     #[test]

@@ -55,6 +55,9 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     stop: AtomicBool,
+    /// The thread has ended (no library, or no NVML): requests and lookups return at once,
+    /// without the lock, on every sample of a machine without NVIDIA's driver.
+    gone: AtomicBool,
 }
 
 /// Handle to the NVML thread. Dropping it asks the thread to stop; it is not joined, because
@@ -75,6 +78,7 @@ impl NvmlWorker {
             }),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
         });
         let for_thread = Arc::clone(&shared);
         let library = library.to_string();
@@ -84,6 +88,9 @@ impl NvmlWorker {
 
     /// Asks for a reading; does not wait.
     pub fn request(&self) {
+        if self.shared.gone.load(Ordering::Relaxed) {
+            return;
+        }
         let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.requested = true;
         drop(state);
@@ -93,6 +100,9 @@ impl NvmlWorker {
     /// The newest finished reading, or `None` while a read is stuck past the timeout (its
     /// figures would be stale) or before the first one.
     pub fn latest(&self) -> Option<Arc<NvmlReading>> {
+        if self.shared.gone.load(Ordering::Relaxed) {
+            return None;
+        }
         let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state.in_flight_since.is_some_and(|since| since.elapsed() > self.timeout) {
             state.status.state = "stuck";

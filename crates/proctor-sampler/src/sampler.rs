@@ -275,7 +275,7 @@ impl Sampler {
             }
         }
         let part = Arc::new(GpuSample {
-            clients: clients.as_ref().clone(),
+            clients: Arc::clone(&clients),
             nvml_devices: nvml.as_ref().map(|n| n.devices.clone()).unwrap_or_default(),
             nvml_processes: nvml.as_ref().map(|n| n.processes.clone()).unwrap_or_default(),
         });

@@ -372,12 +372,12 @@ mod tests {
         };
         let mut before = sampler.sample();
         before.gpu = Some(std::sync::Arc::new(GpuSample {
-            clients: vec![client(start(&before), 0, 1_000_000_000)],
+            clients: vec![client(start(&before), 0, 1_000_000_000)].into(),
             ..GpuSample::default()
         }));
         let mut now = sampler.sample();
         now.gpu = Some(std::sync::Arc::new(GpuSample {
-            clients: vec![client(start(&now), 250_000_000, 2_000_000_000)],
+            clients: vec![client(start(&now), 250_000_000, 2_000_000_000)].into(),
             ..GpuSample::default()
         }));
         let s = Snapshot::derive(now, Some(&before));

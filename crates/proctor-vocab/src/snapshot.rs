@@ -439,6 +439,8 @@ pub struct DrmWorkerOut {
     /// Processes whose fds may not be listed (another user's, without CAP_SYS_PTRACE).
     pub processes_denied: u64,
     pub errors: u64,
+    /// GPU fds past the 64 kept per process, not read.
+    pub fds_skipped: u64,
     pub cpu_seconds: f64,
     pub budget_share_of_one_cpu: f64,
 }
@@ -652,6 +654,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             clients: d.clients,
             processes_denied: d.denied,
             errors: d.errors,
+            fds_skipped: d.fds_skipped,
             cpu_seconds: d.cpu_ns as f64 / 1e9,
             budget_share_of_one_cpu: d.budget,
         }),
