@@ -117,11 +117,40 @@ fn a_watch_names_the_copier_and_maps_find_the_copy() {
 fn from_a_recording_the_agents_readings_make_the_rounds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().to_str().expect("utf-8");
-    let (guard, master, copier) = family(2);
-    let started = Instant::now();
-    let out = proctor(&["record", "--dir", data, "--interval", "200ms", "--count", "25"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(started.elapsed() < Duration::from_secs(60));
+    // 1 MiB every 200 ms: the copier's private dirty grows for ~13 s, long enough for the
+    // agent's budgeted PSS worker to read it twice while it grows even on a starved machine.
+    let (guard, master, copier) = family(1);
+    // The agent records until its readings are in the store: each member read at least once and
+    // the copier at least twice apart (a state, waited for with a bound, not a fixed count of
+    // samples: on a loaded machine the budgeted worker takes longer to reach the family).
+    let recorder = super::proctor_command()
+        .args(["record", "--dir", data, "--interval", "200ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("record");
+    let recorder_pid = recorder.id();
+    let mut recorder = Guard(recorder);
+    let pids = [master, copier];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let readings = pss_readings(data, &pids);
+        let workers = pss_readings_of_children(data, master);
+        if readings[0] >= 1 && readings[1] >= 2 && workers >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the recording holds too few PSS readings of the family after 120 s: master {}, copier {}, workers read {workers}",
+            readings[0],
+            readings[1]
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // SAFETY: SIGINT to the recorder this test started; it finishes its store and exits 0.
+    unsafe { libc::kill(recorder_pid as i32, libc::SIGINT) };
+    let status = recorder.0.wait().expect("record exits");
+    assert!(status.success(), "record after SIGINT: {status:?}");
     let doc =
         json(&proctor(&["share", &master.to_string(), "--dir", data, "--from", "1 hour ago", "--format", "json"]));
     assert_eq!(doc["source"], "recording");
@@ -134,6 +163,47 @@ fn from_a_recording_the_agents_readings_make_the_rounds() {
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--watch and --maps read /proc"));
     drop(guard);
+}
+
+/// How many distinct PSS readings the recording in `data` holds for each of `pids`.
+fn pss_readings(data: &str, pids: &[u32]) -> Vec<usize> {
+    let rows = dump_pss(data);
+    pids.iter()
+        .map(|pid| {
+            let mut values: Vec<&str> =
+                rows.iter().filter(|(p, _, _)| p == pid).map(|(_, _, pss)| pss.as_str()).collect();
+            values.sort_unstable();
+            values.dedup();
+            values.len()
+        })
+        .collect()
+}
+
+/// How many of `master`'s children have at least one PSS reading in the recording.
+fn pss_readings_of_children(data: &str, master: u32) -> usize {
+    let rows = dump_pss(data);
+    let mut read: Vec<u32> = rows.iter().filter(|(_, ppid, _)| *ppid == master).map(|(pid, _, _)| *pid).collect();
+    read.sort_unstable();
+    read.dedup();
+    read.len()
+}
+
+/// (pid, ppid, pss_bytes) of every stored process row that has a PSS reading.
+fn dump_pss(data: &str) -> Vec<(u32, u32, String)> {
+    let out = proctor(&["dump", "process", "--dir", data, "--from", "1 hour ago", "--fields", "pid,ppid,pss_bytes"]);
+    assert!(out.status.success(), "dump: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut cells = line.split(',');
+            let (pid, ppid, pss) = (cells.next()?, cells.next()?, cells.next()?);
+            if pss.is_empty() {
+                return None;
+            }
+            Some((pid.parse().ok()?, ppid.parse().ok()?, pss.to_string()))
+        })
+        .collect()
 }
 
 #[test]

@@ -56,7 +56,34 @@ fn settle(admin: &str, sent: f64, flushes_after: Option<f64>) -> Vec<(String, f6
             return now;
         }
         assert!(Instant::now() < deadline, "sent {sent}, statsd says {now:?}");
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How many packets of `bytes` to send before waiting for statsd: a quarter of what its
+/// receive buffer holds (the kernel charges a datagram more than its payload), at least one.
+fn window(receive_buffer_bytes: f64, bytes: usize) -> usize {
+    ((receive_buffer_bytes / (4 * (bytes + 1024)) as f64) as usize).max(1)
+}
+
+/// Sends `count` packets made by `packet`, `window` at a time, and after each window waits until
+/// statsd has received, or the kernel has counted as dropped, every packet sent so far
+/// (`already` before these): the pace this receiver keeps however starved the machine is, so
+/// what arrives does not depend on how busy the machine is.
+fn send_paced(
+    sender: &UdpSocket,
+    udp: &str,
+    admin: &str,
+    already: f64,
+    count: usize,
+    window: usize,
+    packet: impl Fn(usize) -> String,
+) {
+    for i in 0..count {
+        sender.send_to(packet(i).as_bytes(), udp).expect("send");
+        if (i + 1) % window == 0 || i + 1 == count {
+            settle(admin, already + (i + 1) as f64, None);
+        }
     }
 }
 
@@ -78,13 +105,10 @@ fn hostile_keys_are_refused_or_capped_and_memory_stays_bounded() {
     }
     let rss_before = rss_mib(pid);
     let sender = UdpSocket::bind("127.0.0.1:0").expect("sender");
-    // 2,000 keys of 60 KB, paced so the socket buffer keeps most of them: refused as
-    // key_too_long, nothing kept.
-    for i in 0..2000 {
-        let packet = format!("{}{i}:1|c", "k".repeat(60_000));
-        sender.send_to(packet.as_bytes(), &udp).expect("send");
-        std::thread::sleep(Duration::from_micros(500));
-    }
+    let buffer = stat(&stats(&admin), "proctor.udp0.receive_buffer_bytes");
+    // 2,000 keys of 60 KB, sent at the pace statsd reads them (below): refused as key_too_long,
+    // nothing kept.
+    send_paced(&sender, &udp, &admin, 0.0, 2000, window(buffer, 60_000), |i| format!("{}{i}:1|c", "k".repeat(60_000)));
     let long = settle(&admin, 2000.0, None);
     let long_received = stat(&long, "proctor.packets_received");
     eprintln!("2,000 × 60 KB keys: RSS {rss_before:.1} → {:.1} MiB; {long:?}", rss_mib(pid));
@@ -92,13 +116,9 @@ fn hostile_keys_are_refused_or_capped_and_memory_stays_bounded() {
     assert_eq!(stat(&long, "proctor.bad_lines.key_too_long"), long_received, "{long:?}");
     // 30,000 distinct keys of 900 bytes: under the key length and count caps, over the 8 MiB cap.
     let flushes = stat(&long, "proctor.flushes");
-    for i in 0..30_000 {
-        let packet = format!("{}{i:06}:1|c", "d".repeat(894));
-        sender.send_to(packet.as_bytes(), &udp).expect("send");
-        if i % 20 == 0 {
-            std::thread::sleep(Duration::from_micros(500));
-        }
-    }
+    send_paced(&sender, &udp, &admin, 2000.0, 30_000, window(buffer, 900), |i| {
+        format!("{}{i:06}:1|c", "d".repeat(894))
+    });
     // Wait for the packets, then for a flush after them (the byte figures are a flush's).
     let after = settle(&admin, 32_000.0, Some(flushes));
     let mut after = settle(&admin, 32_000.0, Some(stat(&after, "proctor.flushes")));
