@@ -9,12 +9,14 @@
 # (statsd_attack.rs), a hand-built store frame against serve and dump (hostile_store.rs),
 # corrupted, truncated and unreadable store files, FIFOs and a full disk (proctor-store
 # tests/it/hostile.rs), hostile process names through promtool (65-prometheus) and Chromium
-# (70-dashboard), and the fuzz targets (55-statsd-fuzz, 56-store-fuzz).
+# (70-dashboard), and the fuzz targets (55-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
-cargo build --locked --quiet --bin proctor
-proctor=target/debug/proctor
+ensure_dev_proctor
+proctor=$proctor_dev
 python3 scripts/attacks/http_attacks.py "$proctor"
 python3 scripts/attacks/statsd_attacks.py "$proctor"
 bash scripts/attacks/strace_attacks.sh "$proctor"

@@ -17,7 +17,7 @@
 //! - Values that are not finite (`Infinity`, `1e400`) are bad lines; sums that overflow are
 //!   pinned at ±`f64::MAX`, and so are squares of huge timer samples; the median of two
 //!   samples whose sum overflows is computed halves first. Nothing downstream ever sees
-//!   `Infinity` or `NaN` (the `flush_window` fuzz target in `fuzz/` checks this).
+//!   `Infinity` or `NaN` (the `flush_window` fuzz target in the root's `fuzz/` checks this).
 //! - A `-100` or a `>100` percentile is clamped to all samples (Etsy sends `NaN`).
 //! - `h` and `d` (DogStatsD histogram and distribution) are timers; Etsy counts them as
 //!   counters, as it does every unknown type. Other unknown types, and an empty type, are
