@@ -7,15 +7,22 @@ once with proctor.jupyter, while one "tab" polls /api/metrics/v1 every POLL_S se
 
 jupyter-resource-usage reads smaps_rollup for every process of the tree on tornado's event
 loop, so while it answers the terminal's echoes wait; proctor.jupyter answers from a snapshot.
-The test asserts the ratio of the two runs' p99 echo latency (at least RATIO), never an
-absolute time, and that every keystroke came back in both runs.
+What the test asserts are properties, never a time: in both runs every keystroke came back,
+the terminal was deleted and /api/metrics/v1 answered jupyter-resource-usage's body; and
+strace, attached to the server's main thread (the event loop) for the whole hold, saw that
+thread open `smaps_rollup`/`smaps` of the tree with jupyter-resource-usage (the control: the
+check sees the stall's cause) and never with proctor.jupyter. The echo latencies are printed;
+their ratio, a timing, is measured by bench/jupyter (`bash bench/jupyter/run.sh`).
 
 Usage: echo_e2e.py PYTHON PROCTOR. Every process it starts is stopped by its pid.
 """
 
+import collections
 import http.client
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +38,9 @@ CHILDREN = int(os.environ.get("CHILDREN", 32))
 SHARED_MIB = int(os.environ.get("SHARED_MIB", 384))
 POLL_S = float(os.environ.get("POLL_S", 0.5))
 HOLD_S = float(os.environ.get("HOLD_S", 8))
-RATIO = float(os.environ.get("RATIO", 5))
+STRACE = shutil.which("strace")
+# Reads that take the target's mmap lock, by the file's name under /proc/PID/.
+LOCK_READ = re.compile(r'openat\([^,]*, "/proc/(\d+)/(smaps_rollup|smaps|cmdline|environ|maps|numa_maps)"')
 TOKEN = "echo-e2e"
 AUTH = {"Authorization": f"token {TOKEN}"}
 
@@ -72,15 +81,18 @@ def wait_up(port, server, seconds=180):
     fail("the Jupyter server never answered /api/metrics/v1")
 
 
-def poll_metrics(port, stop, times):
+def poll_metrics(port, stop, times, bodies):
     """One tab: GET /api/metrics/v1 on a keep-alive connection, then wait POLL_S, again."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     while not stop.is_set():
         t0 = time.perf_counter()
         try:
             conn.request("GET", "/api/metrics/v1", headers=AUTH)
-            conn.getresponse().read()
+            r = conn.getresponse()
+            body = r.read()
             times.append(time.perf_counter() - t0)
+            if r.status == 200:
+                bodies.append(body)
         except (OSError, http.client.HTTPException):
             conn.close()
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -103,14 +115,19 @@ def run(ext):
         wait_up(port, server)
         if ext == "proctor":
             time.sleep(3)  # a few samples in, as a user opening a tab would find it
-        stop, polls = threading.Event(), []
-        tab = threading.Thread(target=poll_metrics, args=(port, stop, polls), daemon=True)
+        # The event loop's reads, from here to the end of the hold: strace on the server's main
+        # thread alone (-p without -f), every openat.
+        trace = os.path.join(workdir, "loop.strace")
+        tracer = attach_strace(server.pid, trace)
+        stop, polls, bodies = threading.Event(), [], []
+        tab = threading.Thread(target=poll_metrics, args=(port, stop, polls, bodies), daemon=True)
         tab.start()
         probe = subprocess.run([PROCTOR, "probe", "jupyter", f"http://127.0.0.1:{port}", "--token", TOKEN,
                                 "--hold", f"{HOLD_S}s", "--format", "json"],
                                capture_output=True, text=True, timeout=HOLD_S + 120)
         stop.set()
         tab.join(timeout=150)
+        lock_reads = detach_strace(tracer, trace)
         if probe.returncode != 0:
             fail(f"{ext}: proctor probe jupyter exited {probe.returncode}: {probe.stderr[-2000:]}")
         if "deleted terminal" not in probe.stderr:
@@ -127,9 +144,17 @@ def run(ext):
               f"{len(polls)} polls")
         if report["ok"] != report["requests"] or report["requests"] < HOLD_S * 30 * 0.9:
             fail(f"{ext}: not every keystroke came back: {report['errors']} {report['error_examples']}")
+        if not bodies:
+            fail(f"{ext}: /api/metrics/v1 never answered 200 while the key was held")
+        body = json.loads(bodies[-1])
+        if not (isinstance(body.get("rss"), int) and body["rss"] > 0 and "limits" in body):
+            fail(f"{ext}: /api/metrics/v1 is not jupyter-resource-usage's body: {bodies[-1][:300]!r}")
+        if lock_reads is not None:
+            shown = ", ".join(f"{name} {n}" for name, n in sorted(lock_reads.items())) or "none"
+            print(f"{ext:8s} the event loop's reads of other processes' mmap-locked files while the key was held: {shown}")
         if ext == "proctor":
             interrupted(port)
-        return p
+        return p, lock_reads
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGTERM)
@@ -139,6 +164,40 @@ def run(ext):
                 server.kill()
                 server.wait()
         log.close()
+
+
+def attach_strace(pid, path):
+    """strace attached to `pid`'s main thread, writing every openat to `path`; None without strace."""
+    if not STRACE:
+        return None
+    tracer = subprocess.Popen([STRACE, "-qq", "-e", "trace=openat", "-e", "signal=none", "-o", path, "-p", str(pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # strace writes nothing until a call; it is attached once the thread shows a tracer.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if tracer.poll() is not None:
+            fail(f"strace -p {pid} could not attach: {tracer.stderr.read()[-500:]}")
+        with open(f"/proc/{pid}/status") as f:
+            if any(line.startswith("TracerPid:") and line.split()[1] != "0" for line in f):
+                return tracer
+        time.sleep(0.05)
+    fail(f"strace -p {pid} did not attach within 30 s")
+
+
+def detach_strace(tracer, path):
+    """Detaches (SIGINT) and counts the mmap-locked reads of other processes' files by name."""
+    if tracer is None:
+        return None
+    tracer.send_signal(signal.SIGINT)
+    tracer.wait(timeout=30)
+    reads = collections.Counter()
+    me = str(tracer.args[-1])
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = LOCK_READ.search(line)
+            if m and m.group(1) != me:
+                reads[m.group(2)] += 1
+    return reads
 
 
 def interrupted(port):
@@ -174,12 +233,19 @@ def interrupted(port):
 def main():
     print(f"{CHILDREN} children sharing {SHARED_MIB} MiB under the Jupyter server; one tab polls "
           f"/api/metrics/v1 every {POLL_S:g} s; `proctor probe jupyter --hold {HOLD_S:g}s` meanwhile")
-    jru = run("jru")
-    ours = run("proctor")
-    ratio = jru["p99"] / max(ours["p99"], 1e-3)
-    print(f"p99 echo latency with jupyter-resource-usage / with proctor.jupyter: {ratio:.1f}x (needs >= {RATIO:g}x)")
-    if ratio < RATIO:
-        fail("the stall jupyter-resource-usage causes does not show in the keystroke echo")
+    if not STRACE:
+        print("SKIP: strace is not installed: whether the event loop reads smaps is NOT checked")
+    jru, jru_reads = run("jru")
+    ours, our_reads = run("proctor")
+    print(f"p99 echo latency: {jru['p99']:.2f} ms with jupyter-resource-usage, {ours['p99']:.2f} ms with "
+          f"proctor.jupyter (not asserted: a timing; bench/jupyter measures it)")
+    if jru_reads is not None:
+        smaps = lambda reads: reads["smaps_rollup"] + reads["smaps"]
+        if smaps(jru_reads) == 0:
+            fail("control: strace saw jupyter-resource-usage's event loop read no smaps of the tree, "
+                 "so this check cannot see the stall's cause")
+        if smaps(our_reads) != 0:
+            fail(f"proctor.jupyter's event loop read smaps of other processes: {dict(our_reads)}")
     print("jupyter echo: 1 passed, 0 failed")
 
 
