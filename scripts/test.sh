@@ -1,71 +1,56 @@
 #!/usr/bin/env bash
-# The whole test suite: the house habits (rustfmt, clippy with warnings as errors), the Rust
-# tests, then each scripts/test.d/*.sh in name order. Every part runs even when an earlier one
-# failed, so one failure never hides whether the others still work; a table at the end says,
-# per part, passed / FAILED / passed with a SKIP, and how long it took, and the exit status is
-# non-zero if any part failed. A part that cannot get what it needs prints a loud SKIP line
-# with the reason; it never passes silently.
+# The whole test suite, or its quick form for the edit-test loop:
+#
+#   bash scripts/test.sh            # everything (installs what it needs)
+#   bash scripts/test.sh --quick    # cargo fmt --check, clippy -D warnings and cargo test only
+#
+# Every part runs even when an earlier one failed, so one failure never hides whether the others
+# still work; a table at the end says, per part, passed / FAILED / passed with a SKIP, its wall
+# time and CPU time, and the exit status is non-zero if any part failed. A part that cannot get
+# what it needs prints a loud SKIP line with the reason; it never passes silently.
+#
+# Each kind of build is made once (scripts/lib/cargo.sh): the dev build (clippy's lints and the
+# tests in one compile), one release build (the package, the image and the Python wheel), one
+# sanitizer build (every fuzz target), one aarch64 cross build. The parts run in three lanes at
+# once, because on two cores a compile and a test that mostly waits share the machine well:
+#   prepare  Debian packages, the Python virtualenv and npm packages (network, in the background);
+#   build    fmt, the dev build, then the release build, the fuzz part and the aarch64 part;
+#   test     once the dev build is there: cargo test, then every other part in name order (the
+#            ones that need the release build wait for it).
+# A part's output is printed as one block when it ends (and kept in target/test-logs/suite/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/cargo.sh
 
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
-results=()
-failed=0
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]"; exit 2 ;;
+esac
+
+logs="$target_dir/test-logs/suite"
+rm -rf "$logs"
+mkdir -p "$logs"
+suite_started=$SECONDS
+export PROCTOR_SUITE_STARTED=$suite_started
 
 # Every part runs under a time limit, so that one hung test fails its part with the reason and
-# the suite still reaches its summary, well inside CI's 90 minutes. The limits are generous (a
-# cold rehearsal's parts take 1 s to 16 min); PROCTOR_PART_LIMIT_SCALE multiplies them.
+# the suite still reaches its summary, well inside CI's 90 minutes. PROCTOR_PART_LIMIT_SCALE
+# multiplies them.
 limit_for() {
   local seconds
   case $1 in
-    "cargo test --workspace") seconds=1200 ;;
-    *95-aarch64.sh) seconds=1800 ;;
-    # A release build, and cargo-deb built from crates.io on a fresh machine.
-    *40-package.sh) seconds=1500 ;;
+    "build: release + wheel") seconds=1500 ;;
+    "build: lint + dev"|"cargo test --workspace"|*95-aarch64.sh) seconds=1200 ;;
     *) seconds=900 ;;
   esac
   echo $((seconds * ${PROCTOR_PART_LIMIT_SCALE:-1}))
 }
 
-# The whole suite stops starting parts, and cuts the last one short, at 85 minutes: CI allows 90,
-# and a summary that names what ran out of time says more than a run killed from outside.
+# The suite stops starting parts, and cuts running ones short, at 85 minutes: CI allows 90, and
+# a summary that names what ran out of time says more than a run killed from outside.
 suite_limit=${PROCTOR_SUITE_LIMIT:-5100}
-
-# run NAME COMMAND...: runs one part, its output shown as it comes and kept to look for SKIPs.
-run() {
-  local name=$1
-  shift
-  echo "== $name"
-  local started=$SECONDS
-  local limit left
-  limit=$(limit_for "$name")
-  left=$((suite_limit - SECONDS))
-  if [[ $left -le 0 ]]; then
-    echo "FAIL: $name not run: the suite has used its ${suite_limit} s"
-    results+=("$(printf '%-36s %6ss  %s' "$name" 0 "FAILED (not run: the suite used its ${suite_limit} s)")")
-    failed=1
-    return
-  fi
-  [[ $left -lt $limit ]] && limit=$left
-  # timeout puts the part in a process group of its own and signals the whole group; bash -c
-  # lets a part be one of the functions below (exported), and no part reads the terminal.
-  timeout --kill-after=30 "$limit" bash -c '"$@"' "$name" "$@" 2>&1 </dev/null | tee "$logs/part.log"
-  local status=${PIPESTATUS[0]}
-  local took=$((SECONDS - started))
-  local result=passed
-  if [[ $status -eq 124 || $status -eq 137 ]]; then
-    result="FAILED (timed out after ${limit} s)"
-    echo "FAIL: $name did not finish within ${limit} s and was stopped (tests still running are named above)"
-    failed=1
-  elif [[ $status -ne 0 ]]; then
-    result="FAILED (exit $status)"
-    failed=1
-  elif grep -q "SKIP" "$logs/part.log"; then
-    result="passed, with SKIP: $(grep -m1 -o 'SKIP.*' "$logs/part.log" | cut -c1-70)"
-  fi
-  results+=("$(printf '%-36s %6ss  %s' "$name" "$took" "$result")")
-}
 
 # A fresh clone gains nothing from incremental compilation, which writes as much again as the
 # build itself; CI's disk is shared, so say how much there is before filling it.
@@ -73,7 +58,8 @@ if [[ -n "${CI:-}" ]]; then
   export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 fi
 free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
-echo "-- disk: $((free_kib / 1024 / 1024)) GiB free where the build goes (a cold run writes ~8 GiB)"
+echo "-- disk: $((free_kib / 1024 / 1024)) GiB free where the build goes (a cold run writes ~6 GiB)"
+echo "-- $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); logs in $logs"
 
 # rustfmt and clippy come with rustup's default profile; a minimal toolchain gets them added.
 for tool in rustfmt clippy; do
@@ -82,36 +68,176 @@ for tool in rustfmt clippy; do
   fi
 done
 
+# part NAME COMMAND...: runs one part with its time limit; its output goes to its own log,
+# printed as one block when it ends. Writes NAME's result line for the summary.
+part() {
+  local name=$1
+  shift
+  local file=${name//[^A-Za-z0-9._-]/_}
+  local log="$logs/$file.log" result="$logs/$file.result"
+  local limit left
+  limit=$(limit_for "$name")
+  left=$((suite_limit - (SECONDS - suite_started)))
+  if [[ $left -le 0 ]]; then
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" 0 0 "-" "FAILED (not run: the suite used its ${suite_limit} s)" >"$result"
+    return 1
+  fi
+  [[ $left -lt $limit ]] && limit=$left
+  local started=$SECONDS
+  local at=$((SECONDS - suite_started))
+  echo "== start $name (at ${at} s)"
+  # timeout puts the part in a process group of its own and signals the whole group; bash -c
+  # lets a part be one of the functions below (exported); no part reads the terminal. `times`
+  # writes the CPU of the part's processes (every descendant that was waited for) to fd 3.
+  timeout --kill-after=30 "$limit" bash -c '"$@"; s=$?; times >&3; exit $s' "$name" "$@" \
+    >"$log" 2>&1 </dev/null 3>"$log.cpu"
+  local status=$?
+  local took=$((SECONDS - started))
+  local cpu
+  cpu=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%.0f", t }' "$log.cpu")
+  [[ -n $cpu ]] || cpu="?"
+  local outcome=passed
+  if [[ $status -eq 124 || $status -eq 137 ]]; then
+    outcome="FAILED (timed out after ${limit} s)"
+    echo "FAIL: $name did not finish within ${limit} s and was stopped (tests still running are named above)" >>"$log"
+  elif [[ $status -ne 0 ]]; then
+    outcome="FAILED (exit $status)"
+  elif grep -q "SKIP" "$log"; then
+    outcome="passed, with SKIP: $(grep -m1 -o 'SKIP.*' "$log" | cut -c7-76)"
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$took" "$cpu" "$at" "$outcome" >"$result"
+  # One block per part, whole, never interleaved with another lane's.
+  {
+    flock 9
+    echo "======== $name: $outcome (${took} s, ${cpu} s CPU)"
+    cat "$log"
+    echo "======== end of $name"
+  } 9>"$logs/print.lock"
+  [[ $outcome != FAILED* ]]
+}
+
+# not_run NAME WHY: a part that could not run because what it needs failed.
+not_run() {
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" 0 0 "-" "FAILED (not run: $2)" >"$logs/${1//[^A-Za-z0-9._-]/_}.result"
+  echo "FAIL: $1 not run: $2"
+}
+
+# Markers between lanes: mark NAME ok|failed; wait_mark NAME prints ok or failed once it is set.
+mark() { echo "$2" >"$logs/mark.$1"; }
+wait_mark() {
+  while [[ ! -f $logs/mark.$1 ]]; do
+    if [[ $((SECONDS - suite_started)) -ge $suite_limit ]]; then
+      echo "failed"
+      return
+    fi
+    sleep 1
+  done
+  cat "$logs/mark.$1"
+}
+
 fmt() {
+  source scripts/lib/cargo.sh
+  echo "-- compiles: nothing"
   if cargo fmt --version >/dev/null 2>&1; then
     cargo fmt --all --check
   else
     echo "SKIP: cargo fmt is not installed and rustup could not add rustfmt: formatting NOT checked"
   fi
 }
-clippy() {
-  if cargo clippy --version >/dev/null 2>&1; then
-    cargo clippy --workspace --all-targets --locked -- -D warnings
+lint_and_dev_build() {
+  source scripts/lib/cargo.sh
+  if [[ -n $(clippy_driver) ]]; then
+    echo "-- compiles: every target of the workspace (lib, bins, tests, examples), dev profile, through clippy-driver with -D warnings (cargo test --workspace --no-run)"
   else
-    echo "SKIP: cargo clippy is not installed and rustup could not add clippy: lints NOT checked"
+    echo "-- compiles: every target of the workspace, dev profile (cargo test --workspace --no-run)"
+    echo "SKIP: clippy is not installed and rustup could not add it: lints NOT checked"
   fi
+  dev_build
 }
+workspace_tests() {
+  source scripts/lib/cargo.sh
+  echo "-- compiles: nothing (runs the dev build's tests: cargo test --workspace)"
+  dev_cargo test --workspace --locked
+}
+release_and_wheel() {
+  source scripts/lib/cargo.sh
+  echo "-- compiles: proctor with the release profile, then the Python wheel (maturin) from the same target directory"
+  release_build .venv/bin/python
+}
+export -f fmt lint_and_dev_build workspace_tests release_and_wheel
 
-export -f fmt clippy
-run "cargo fmt --check" fmt
-run "cargo clippy -D warnings" clippy
-run "cargo test --workspace" cargo test --workspace --locked
+if [[ $quick -eq 1 ]]; then
+  part "cargo fmt --check" fmt
+  if part "build: lint + dev" lint_and_dev_build; then
+    part "cargo test --workspace" workspace_tests
+  else
+    not_run "cargo test --workspace" "the dev build failed"
+  fi
+  order=("cargo fmt --check" "build: lint + dev" "cargo test --workspace")
+else
+  shopt -s nullglob
+  parts=(scripts/test.d/*.sh)
+  # Parts that need the release build (the binary or the wheel), and the build lane's own.
+  needs_release() { grep -q '^# needs: release' "$1"; }
+  in_build_lane() { grep -q '^# lane: build' "$1"; }
 
-shopt -s nullglob
-for part in scripts/test.d/*.sh; do
-  run "$part" bash "$part"
-done
+  # prepare: network installs, in the background, from the start.
+  (part "prepare (installs)" bash scripts/lib/prepare.sh; mark prepare done) &
+  prepare_lane=$!
+
+  # build: fmt, the dev build, then the release build and the build lane's parts.
+  (
+    part "cargo fmt --check" fmt
+    if part "build: lint + dev" lint_and_dev_build; then mark dev ok; else mark dev failed; fi
+    wait_mark prepare >/dev/null
+    if part "build: release + wheel" release_and_wheel; then mark release ok; else mark release failed; fi
+    for p in "${parts[@]}"; do
+      in_build_lane "$p" || continue
+      if [[ $(wait_mark dev) == ok ]]; then part "$p" bash "$p"; else not_run "$p" "the dev build failed"; fi
+    done
+  ) &
+  build_lane=$!
+
+  # test: once the dev build is there.
+  (
+    if [[ $(wait_mark dev) != ok ]]; then
+      not_run "cargo test --workspace" "the dev build failed"
+      for p in "${parts[@]}"; do in_build_lane "$p" || not_run "$p" "the dev build failed"; done
+      exit 0
+    fi
+    part "cargo test --workspace" workspace_tests
+    wait_mark prepare >/dev/null
+    for p in "${parts[@]}"; do
+      in_build_lane "$p" && continue
+      needs_release "$p" && continue
+      part "$p" bash "$p"
+    done
+    for p in "${parts[@]}"; do
+      in_build_lane "$p" && continue
+      needs_release "$p" || continue
+      if [[ $(wait_mark release) == ok ]]; then part "$p" bash "$p"; else not_run "$p" "the release build failed"; fi
+    done
+  ) &
+  test_lane=$!
+  wait "$prepare_lane" "$build_lane" "$test_lane"
+
+  order=("prepare (installs)" "cargo fmt --check" "build: lint + dev" "cargo test --workspace" "build: release + wheel" "${parts[@]}")
+fi
 
 echo
-echo "== summary"
-printf '%-36s %7s  %s\n' "part" "time" "result"
-for line in "${results[@]}"; do
-  echo "$line"
+echo "== summary ($(( SECONDS - suite_started )) s in all, load now $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '%-36s %7s %7s %7s  %s\n' "part" "time" "CPU" "at" "result"
+failed=0
+for name in "${order[@]}"; do
+  result="$logs/${name//[^A-Za-z0-9._-]/_}.result"
+  if [[ ! -f $result ]]; then
+    printf '%-36s %6ss %6ss %6ss  %s\n' "$name" 0 0 "-" "FAILED (no result: the lane running it stopped)"
+    failed=1
+    continue
+  fi
+  IFS=$'\t' read -r n took cpu at outcome <"$result"
+  printf '%-36s %6ss %6ss %6ss  %s\n' "$n" "$took" "$cpu" "$at" "$outcome"
+  [[ $outcome == FAILED* ]] && failed=1
 done
 if [[ $failed -ne 0 ]]; then
   echo "== some parts FAILED"

@@ -25,7 +25,13 @@ command -v npm >/dev/null || skip "npm is not installed"
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 [[ "$node_major" -ge 18 ]] || skip "node $node_major is too old for node --test (needs 18 or newer)"
 
-echo "-- npm ci in web/ (log: $logs/npm-web.log)"
-if ! (cd web && npm ci --no-audit --no-fund) >"$logs/npm-web.log" 2>&1; then
-  skip "npm ci in web/ failed (see $logs/npm-web.log)"
+# npm ci empties node_modules and installs again: only when what is there is not what the lock
+# file says (scripts/lib/prepare.sh already ran it in the suite).
+if [[ web/node_modules/.package-lock.json -nt web/package-lock.json ]] && [[ -d web/node_modules/playwright-core ]]; then
+  echo "-- web/node_modules is up to date with web/package-lock.json"
+else
+  echo "-- npm ci in web/ (log: $logs/npm-web.log)"
+  if ! (cd web && npm ci --no-audit --no-fund) >"$logs/npm-web.log" 2>&1; then
+    skip "npm ci in web/ failed (see $logs/npm-web.log)"
+  fi
 fi

@@ -17,6 +17,8 @@
 # Needs root, unshare (util-linux) and a writable cgroup hierarchy; otherwise a loud SKIP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 if [[ $(id -u) -ne 0 ]] || ! command -v unshare >/dev/null; then
   echo "SKIP: --host-root in a mount namespace: needs root and unshare (running as uid $(id -u)): NOT tested"
@@ -26,8 +28,7 @@ if ! unshare -m true 2>/dev/null; then
   echo "SKIP: --host-root in a mount namespace: unshare -m is refused here ($(unshare -m true 2>&1 | head -1)): NOT tested"
   exit 0
 fi
-cargo build --locked --bin proctor 2>&1 | tail -1
-target_dir="${CARGO_TARGET_DIR:-target}"
+ensure_dev_proctor
 bin="$(cd "$target_dir/debug" && pwd)/proctor"
 
 work=$(mktemp -d /tmp/proctor-host-root.XXXXXX)

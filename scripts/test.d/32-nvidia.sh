@@ -8,6 +8,8 @@
 # on a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 skip() {
   echo "SKIP: 32-nvidia (NVML against nvidia-smi on a real NVIDIA GPU): $*"
@@ -18,8 +20,8 @@ command -v nvidia-smi >/dev/null 2>&1 || skip "no nvidia-smi here (no NVIDIA dri
 gpus=$(nvidia-smi -L 2>&1) || skip "nvidia-smi finds no GPU: $(echo "$gpus" | tail -1)"
 echo "-- $gpus"
 
-cargo build --locked --bin proctor 2>&1
-proctor="${CARGO_TARGET_DIR:-target}/debug/proctor"
+ensure_dev_proctor
+proctor="$proctor_dev"
 venv="${CARGO_TARGET_DIR:-target}/nvidia-venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || skip "python3 -m venv failed"
 "$venv/bin/python" -c "import torch" 2>/dev/null || "$venv/bin/pip" install -q torch \

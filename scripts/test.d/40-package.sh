@@ -15,9 +15,12 @@
 # Needs root and dpkg (else a loud SKIP); systemd-analyze's checks SKIP loudly where systemd is
 # missing. The package is purged and the proctor user removed at the end, so the machine is as
 # it was.
+#
+# needs: release (scripts/test.sh runs this part once the release build is made)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-target_dir="${CARGO_TARGET_DIR:-target}"
+echo "-- compiles: nothing (the release build's proctor; cargo-deb itself when it is not installed)"
+source scripts/lib/cargo.sh
 
 if [[ $(id -u) -ne 0 ]] || ! command -v dpkg >/dev/null; then
   echo "SKIP: Debian package: needs root and dpkg (uid $(id -u)): the package is NOT tested"
@@ -28,9 +31,8 @@ if dpkg -s proctor >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "-- release build"
-cargo build --locked --release --bin proctor 2>&1 | tail -1
-bin="$target_dir/release/proctor"
+[[ -x $proctor_release ]] || { echo "-- release build (this part was run alone)"; release_build; }
+bin=$proctor_release
 
 work=$(mktemp -d /tmp/proctor-package.XXXXXX)
 installed=0

@@ -7,6 +7,8 @@
 # parts that can still run do.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (runs the dev build's test binaries)"
+source scripts/lib/cargo.sh
 
 etsy_dir=target/etsy-statsd
 stats_js="$PWD/$etsy_dir/node_modules/statsd/stats.js"
@@ -38,9 +40,9 @@ fi
 
 if [[ ${#etsy_env[@]} -gt 0 ]]; then
   echo "-- proctor vs Etsy statsd 0.9.0 (Graphite lines)"
-  env "${etsy_env[@]}" cargo test --locked -p proctor-statsd --test it etsy:: 2>&1
+  env "${etsy_env[@]}" run_tests proctor-statsd it etsy:: 2>&1
 fi
 if [[ ${#python_env[@]} -gt 0 ]]; then
   echo "-- Python statsd and datadog clients"
-  env "${python_env[@]}" cargo test --locked -p proctor-statsd --test it clients:: 2>&1
+  env "${python_env[@]}" run_tests proctor-statsd it clients:: 2>&1
 fi

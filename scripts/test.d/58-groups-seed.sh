@@ -9,6 +9,8 @@
 # keeps file pages in memory, and the test needs them to be dropped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 skip() {
   echo "SKIP: groups seed end-to-end: $1"
@@ -30,14 +32,13 @@ mkdir "$cg" 2>/dev/null || skip "cannot create $cg"
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
 echo $((32 << 20)) > "$cg/$limit_file" || skip "cannot set $cg/$limit_file"
 
-target_dir="${CARGO_TARGET_DIR:-target}"
 work="$target_dir/seed-e2e-$$"
 rm -rf "$work" && mkdir -p "$work"
 work=$(cd "$work" && pwd)
 if [ "$(stat -f -c %T "$work")" = tmpfs ]; then
   skip "$work is on tmpfs, whose pages the cgroup cannot drop"
 fi
-cargo build --locked --quiet --bin proctor
+ensure_dev_proctor
 status=0
 timeout 180 python3 scripts/groups/seed_e2e.py "$target_dir/debug/proctor" "$cg" "$work" || status=$?
 rm -rf "$work"

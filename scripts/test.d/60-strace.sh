@@ -3,10 +3,12 @@
 # png), its error messages, and `proctor strace run` on a live command when strace works.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 fixtures=crates/proctor-strace/tests/fixtures
-cargo build --locked --quiet --bin proctor
-proctor=target/debug/proctor
+ensure_dev_proctor
+proctor=$proctor_dev
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 

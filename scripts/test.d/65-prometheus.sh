@@ -7,6 +7,8 @@
 # loud SKIP with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (runs the dev build's test binaries)"
+source scripts/lib/cargo.sh
 
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   if command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
@@ -21,9 +23,9 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
 fi
 echo "-- $(prometheus --version 2>&1 | head -1)"
 PROCTOR_PROMTOOL="$(command -v promtool)" PROCTOR_PROMETHEUS="$(command -v prometheus)" \
-  cargo test --locked -p proctor-http --test it -- prometheus:: routes::metrics_escape_hostile_process_names 2>&1
+  run_tests proctor-http it prometheus:: routes::metrics_escape_hostile_process_names 2>&1
 # serve --statsd's /metrics (statsd's families beside the agent's) and serve --rules' (the
 # alerts' families) through promtool too.
 PROCTOR_PROMTOOL="$(command -v promtool)" \
-  cargo test --locked -p proctor-cli --test it -- serve_with_statsd_exposes_flushed_keys_on_metrics \
+  run_tests proctor-cli it serve_with_statsd_exposes_flushed_keys_on_metrics \
   alerts::an_unreachable_webhook_is_retried_and_counted_and_sampling_misses_no_tick 2>&1

@@ -9,6 +9,8 @@
 # loud SKIP with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (runs the dev build's test binaries)"
+source scripts/lib/cargo.sh
 
 am=$(command -v prometheus-alertmanager || command -v alertmanager || true)
 if [[ -z $am ]] && command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
@@ -22,5 +24,5 @@ if [[ -z $am ]]; then
   exit 0
 fi
 echo "-- $("$am" --version 2>&1 | head -1)"
-PROCTOR_ALERTMANAGER="$am" cargo test --locked -p proctor-cli --test it -- \
+PROCTOR_ALERTMANAGER="$am" run_tests proctor-cli it \
   alerts::alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_the_next 2>&1

@@ -6,6 +6,8 @@
 # remote_write.rs). Installs the prometheus package when missing; otherwise a loud SKIP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: the 2.0 receiver (go build, crates/proctor-remote/tests/v2recv); runs the dev build's test binaries"
+source scripts/lib/cargo.sh
 
 if ! command -v prometheus >/dev/null; then
   if command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
@@ -20,7 +22,7 @@ if ! command -v prometheus >/dev/null; then
 fi
 echo "-- $(prometheus --version 2>&1 | head -1)"
 PROCTOR_PROMETHEUS="$(command -v prometheus)" \
-  cargo test --locked -p proctor-cli --test it -- --nocapture remote_write:: 2>&1
+  run_tests proctor-cli it --nocapture remote_write:: 2>&1
 
 # Remote write 2.0 against Prometheus's own decoder: a receiver built with `go build` from the
 # Go module proxy's Prometheus 3.5 (prompb/io/prometheus/write/v2, what Prometheus 3.x's receiver
@@ -34,13 +36,13 @@ if ! (cd crates/proctor-remote/tests/v2recv && go build -o "$recv" .) >target/v2
   echo "SKIP: remote write 2.0: the receiver did not build (the Go module proxy unreachable? see target/v2recv-build.log): version 2 is NOT tested against Prometheus's decoder"
   exit 0
 fi
-cargo build --locked --quiet --bin proctor
+ensure_dev_proctor
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$recv" "127.0.0.1:$port" >"$work/seen.jsonl" 2>"$work/recv.log" &
 recv_pid=$!
 mkdir "$work/data"
-target/debug/proctor serve --listen 127.0.0.1:0 --interval 500ms --data-dir "$work/data" \
+"$proctor_dev" serve --listen 127.0.0.1:0 --interval 500ms --data-dir "$work/data" \
   --remote-write "http://127.0.0.1:$port/api/v1/write" --remote-write-version 2 2>"$work/serve.log" &
 serve_pid=$!
 trap 'kill "$serve_pid" "$recv_pid" 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -8,6 +8,8 @@
 # the part is a loud SKIP, without smem only the cross-check is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 venv=.venv
 if ! [[ -x "$venv/bin/python" ]]; then
@@ -28,6 +30,5 @@ if [[ -z $smem ]] && command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
   smem=$(command -v smem || true)
 fi
 echo "-- $("$venv/bin/gunicorn" --version 2>&1 | head -1)${smem:+, smem at $smem}"
-cargo build --locked --bin proctor 2>&1 | tail -1
-target_dir="${CARGO_TARGET_DIR:-target}"
+ensure_dev_proctor
 "$venv/bin/python" crates/proctor-share/tests/interop/gunicorn_share.py "$target_dir/debug/proctor" "$venv/bin/gunicorn" "$smem"

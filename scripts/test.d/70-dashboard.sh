@@ -21,6 +21,8 @@
 # download). When either cannot be had, it prints a loud SKIP with the reason and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor and its examples store_day and rollup_year)"
+source scripts/lib/cargo.sh
 
 skip() {
   echo "SKIP: 70-dashboard (browser tests of the web dashboard): $*"
@@ -30,14 +32,12 @@ skip() {
 # chromium, node and web/node_modules (or a SKIP); sets $logs and $chromium.
 source scripts/lib/browser.sh
 
-cargo build --locked --bin proctor 2>&1
+ensure_dev_proctor
+proctor=$proctor_dev
 # Writes a store of older samples for the zoom-into-the-store and top-processes tests.
-cargo build --locked -p proctor-agent --example store_day 2>&1
+store_day="$dev_dir/examples/store_day"
 # Writes rollup tiers (days of minute rows from a real capture) for the groups-table test.
-cargo build --locked -p proctor-agent --example rollup_year 2>&1
-proctor="${CARGO_TARGET_DIR:-target}/debug/proctor"
-store_day="${CARGO_TARGET_DIR:-target}/debug/examples/store_day"
-rollup_year="${CARGO_TARGET_DIR:-target}/debug/examples/rollup_year"
+rollup_year="$dev_dir/examples/rollup_year"
 
 echo "-- node --test web/test/dashboard.test.mjs (chromium: $("$chromium" --version 2>/dev/null | tail -1))"
 PROCTOR_BIN="$proctor" STORE_DAY_BIN="$store_day" ROLLUP_YEAR_BIN="$rollup_year" CHROMIUM_BIN="$chromium" node --test web/test/dashboard.test.mjs

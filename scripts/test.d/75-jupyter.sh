@@ -6,6 +6,8 @@
 # prints a loud SKIP with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 venv=.venv
 if ! [[ -x "$venv/bin/python" ]]; then
@@ -18,6 +20,5 @@ if ! [[ -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import jupyter_serv
   echo "SKIP: Jupyter shape test: could not make $venv or pip install jupyter-server jupyter-resource-usage==1.3.0 (see $venv/pip-jupyter.log)"
   exit 0
 fi
-cargo build --locked --bin proctor 2>&1 | tail -1
-target_dir="${CARGO_TARGET_DIR:-target}"
+ensure_dev_proctor
 "$venv/bin/python" crates/proctor-http/tests/interop/jupyter_shape.py "$target_dir/debug/proctor"

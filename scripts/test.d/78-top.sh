@@ -7,6 +7,8 @@
 # Installs tmux with apt-get when it is missing and this runs as root; otherwise a loud SKIP.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 if ! command -v tmux >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -17,7 +19,6 @@ if ! command -v tmux >/dev/null 2>&1; then
   echo "SKIP: proctor top end-to-end: tmux is not installed and could not be installed"
   exit 0
 fi
-cargo build --locked --quiet --bin proctor
-target_dir="${CARGO_TARGET_DIR:-target}"
+ensure_dev_proctor
 # Bounded: every wait in the script has its own timeout; this is the backstop.
 timeout 300 python3 scripts/tui/top_e2e.py "$target_dir/debug/proctor"

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The `proctor` Python package and its Jupyter server extension: `pip install .` (maturin, a
-# release build of the Rust core), then pytest on python/tests/ against real jupyter-servers
+# The `proctor` Python package and its Jupyter server extension: the release build's wheel
+# (`pip wheel .`: maturin, a release build of the Rust core, made once by scripts/test.sh for
+# this part, 85-jupyterlab and 86-jupyter-echo) installed with pip, then pytest on python/tests/ against real jupyter-servers
 # (proctor.jupyter beside the real jupyter-resource-usage 1.3.0) with real kernels.
 #
 # Installs into .venv: jupyter-server, jupyter-resource-usage==1.3.0, ipykernel, pytest,
 # maturin (pip). If pip cannot install them, or cannot build the package, it prints a loud SKIP
 # with the reason.
+#
+# needs: release (scripts/test.sh runs this part once the release build and its wheel are made)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (installs the release build's wheel; the dev build's proctor)"
+source scripts/lib/cargo.sh
 
 venv=.venv
 if ! [[ -x "$venv/bin/python" ]]; then
@@ -26,21 +31,12 @@ if ! "$venv/bin/python" -c 'import jupyter_server, jupyter_resource_usage, ipyke
   exit 0
 fi
 
-# The CLI, for the container-truth comparison (already built by scripts/test.sh).
-cargo build --locked --bin proctor 2>&1 | tail -1
-target_dir="${CARGO_TARGET_DIR:-target}"
-proctor_bin="$(cd "$target_dir/debug" && pwd)/proctor"
+# The CLI, for the container-truth comparison.
+ensure_dev_proctor
+proctor_bin="$(realpath "$proctor_dev")"
 python="$(cd "$venv/bin" && pwd)/python"
-
-# pip builds in the source tree with maturin (release profile, into $target_dir/…/release).
-started=$(date +%s)
-# Without build isolation pip runs the venv's maturin, which must be on PATH.
-if ! PATH="$PWD/$venv/bin:$PATH" "$venv/bin/pip" install --no-build-isolation --force-reinstall --no-deps . >"$venv/pip-proctor.log" 2>&1; then
-  tail -20 "$venv/pip-proctor.log"
-  echo "SKIP: Python package test: pip install . failed (see $venv/pip-proctor.log)"
-  exit 0
-fi
-echo "pip install . took $(( $(date +%s) - started )) s"
+pip_install_wheel "$python" || { echo "FAIL: the release build made no wheel to install"; exit 1; }
+echo "installed $(built_wheel)"
 
 # Run from the tests' folder so `import proctor` is the installed package, not python/proctor
 # (which has no compiled _core).

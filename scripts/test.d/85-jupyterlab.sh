@@ -11,8 +11,12 @@
 # (npm ci from the committed lock file; no browser download), jupyterlab, ipykernel, maturin and
 # jupyter-resource-usage==1.3.0 into .venv, and proctor itself (`pip install .`). When any of
 # them cannot be had, it prints a loud SKIP with the reason and exits 0.
+#
+# needs: release (scripts/test.sh runs this part once the release build and its wheel are made)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing (installs the release build's wheel)"
+source scripts/lib/cargo.sh
 
 skip() {
   echo "SKIP: 85-jupyterlab (JupyterLab status bar and kernel panel served by proctor.jupyter, in Chromium): $*"
@@ -34,13 +38,11 @@ fi
 [[ -d "$venv/share/jupyter/labextensions/@jupyter-server/resource-usage" ]] \
   || skip "jupyter-resource-usage is installed but its labextension is not in $venv/share/jupyter/labextensions"
 [[ -f pyproject.toml ]] || skip "no pyproject.toml: proctor's Python package is not in this tree"
-# Always from this tree, so the test sees this tree's extension. The same command as
-# 80-python.sh (the venv's maturin, no build isolation), so cargo's build of it is reused.
-echo "-- pip install . (proctor's Python package; log: $logs/pip-proctor.log)"
-PATH="$PWD/$venv/bin:$PATH" "$venv/bin/pip" install --no-build-isolation --force-reinstall --no-deps . >"$logs/pip-proctor.log" 2>&1 \
-  || skip "pip install . (proctor's Python package) failed (see $logs/pip-proctor.log)"
+# Always this tree's wheel (scripts/test.sh's release build), so the test sees this tree's extension.
+echo "-- pip install the release build's wheel (proctor's Python package)"
+pip_install_wheel "$venv/bin/python" || { echo "FAIL: the release build made no wheel to install"; exit 1; }
 "$venv/bin/python" -c 'import proctor.jupyter' 2>"$logs/import-proctor.log" \
-  || skip "pip install . succeeded but 'import proctor.jupyter' fails (see $logs/import-proctor.log)"
+  || { echo "FAIL: the wheel is installed but 'import proctor.jupyter' fails:"; cat "$logs/import-proctor.log"; exit 1; }
 
 echo "-- node --test web/test/jupyterlab.test.mjs (chromium: $("$chromium" --version 2>/dev/null | tail -1); $("$venv/bin/python" -m jupyterlab --version 2>/dev/null | sed 's/^/jupyterlab /'))"
 JUPYTER_PYTHON="$venv/bin/python" CHROMIUM_BIN="$chromium" node --test web/test/jupyterlab.test.mjs

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Pi class (issue 17): proctor builds for aarch64-unknown-linux-gnu with Debian's cross
 # toolchain, its snapshot runs under qemu-aarch64 (user-mode emulation, called directly: no
-# binfmt_misc needed), and the workspace's Rust unit and integration tests run under it too
-# (all but proctor-py, the Python extension, which needs an aarch64 Python to link against).
-# The integration tests start the built proctor through PROCTOR_TEST_RUNNER, the same
-# emulator, since an emulated process cannot exec an aarch64 binary by itself.
+# binfmt_misc needed), and the tests of the crates whose code depends on the architecture run
+# under it too: proctor-procfs (the /proc and /sys parsers: byte layouts, word sizes),
+# proctor-store (the codec: varints, CRCs, zstd's C code), proctor-statsd (the parser and
+# aggregator's float maths) and proctor-model (rates and derived figures). The rest of the
+# workspace is portable code above those, tested natively by `cargo test`; cross-building the
+# whole binary shows it compiles for aarch64.
 #
 # Installs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user with apt-get and the Rust
 # target with rustup when they are missing; when that cannot be done, a loud SKIP. Tests that
 # fail only under emulation are listed with a SKIP line naming each one and why (a qemu-user
 # limit, shown by the test passing natively in the same run); any other failure fails the part.
+#
+# lane: build (scripts/test.sh runs it in the build lane: a cross compile, then emulation)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+crates=(proctor-procfs proctor-store proctor-statsd proctor-model)
+echo "-- compiles: proctor and the tests of ${crates[*]} for aarch64-unknown-linux-gnu (dev profile, no debug info)"
+source scripts/lib/cargo.sh
 target=aarch64-unknown-linux-gnu
 sysroot=/usr/aarch64-linux-gnu
 
@@ -50,7 +57,6 @@ export PROCTOR_TEST_RUNNER="$runner"
 # and links far less (time, and CI's shared disk).
 # (Target-only flags: the host's build scripts and proc macros stay shared with the native build.)
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C debuginfo=0"
-target_dir="${CARGO_TARGET_DIR:-target}"
 
 echo "-- cross build: proctor for $target"
 cargo build --locked --quiet --target "$target" --bin proctor
@@ -73,28 +79,34 @@ assert last["files_read"] > 0 and last["processes_seen"] >= 1, last
 print(f"aarch64 snapshot: {s['host']['online_cpus']} CPUs online, {last['processes_seen']} processes seen, {last['files_read']} files read in the last sample")
 PY
 
-echo "-- cargo test --target $target (all crates but proctor-py) under qemu-aarch64"
+packages=()
+for c in "${crates[@]}"; do packages+=(-p "$c"); done
+echo "-- cargo test --target $target ${crates[*]} under qemu-aarch64"
 log="$target_dir/aarch64-test.log"
 set +e
-cargo test --locked --target "$target" --workspace --exclude proctor-py --no-fail-fast 2>&1 | tee "$log"
+cargo test --locked --target "$target" "${packages[@]}" --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
 failures=$(grep -E '^test .* \.\.\. FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u)
 if [ "$status" -eq 0 ]; then
-  echo "aarch64: $passed tests passed under qemu-aarch64"
+  echo "aarch64: $passed tests of ${crates[*]} passed under qemu-aarch64"
   exit 0
 fi
 if [ -z "$failures" ]; then
   echo "FAIL: cargo test for $target exited $status with no failing test named (a build error?)"
   exit 1
 fi
-# A failure counts as emulation's only when the same test passes natively, now (one native run
-# of just those tests, with no emulator anywhere).
+# A failure counts as emulation's only when the same test passes natively, now: the dev build's
+# test binaries of the same crates, run with no emulator anywhere (nothing is compiled again).
 native_log="$target_dir/aarch64-native-recheck.log"
-# shellcheck disable=SC2086
-env -u PROCTOR_TEST_RUNNER -u CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER \
-  cargo test --locked --workspace --exclude proctor-py -- --exact $failures > "$native_log" 2>&1 || true
+: >"$native_log"
+ensure_dev_proctor
+while IFS=$'\t' read -r package name _; do
+  [[ " ${crates[*]} " == *" $package "* ]] || continue
+  # shellcheck disable=SC2086
+  (unset PROCTOR_TEST_RUNNER; run_tests "$package" "$name" --exact $failures) >>"$native_log" 2>&1 || true
+done <"$target_dir/test-binaries.tsv"
 emulation_only=()
 real=()
 while IFS= read -r name; do
@@ -109,9 +121,9 @@ for name in "${emulation_only[@]}"; do
   echo "SKIP: aarch64: $name fails under qemu-aarch64 only (passes natively): NOT tested on aarch64"
 done
 if [ "${#emulation_only[@]}" -ne 0 ]; then
-  echo "(qemu-user answers a process's own /proc/self/stat and /proc/PID/stat with a line of its own making, which the sampler refuses as it would any malformed stat line, and an emulated test cannot exec an aarch64 child without binfmt_misc: such tests fail under emulation only)"
+  echo "(qemu-user answers a process's own /proc/self/stat and /proc/PID/stat with a line of its own making, which the sampler refuses as it would any malformed stat line, a child under an address-space limit cannot map qemu's own memory, and an emulated test cannot exec an aarch64 child without binfmt_misc: such tests fail under emulation only)"
 fi
-echo "aarch64: $passed tests passed under qemu-aarch64, ${#emulation_only[@]} fail under emulation only"
+echo "aarch64: $passed tests of ${crates[*]} passed under qemu-aarch64, ${#emulation_only[@]} fail under emulation only"
 if [ "${#real[@]}" -ne 0 ]; then
   printf 'FAIL: aarch64: fails natively too: %s\n' "${real[@]}"
   exit 1
