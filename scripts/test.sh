@@ -33,7 +33,8 @@ logs="$target_dir/test-logs/suite"
 rm -rf "$logs"
 mkdir -p "$logs"
 suite_started=$SECONDS
-export PROCTOR_SUITE_STARTED=$suite_started
+# The parts run the dev build this run makes first (scripts/lib/cargo.sh); alone, they build it.
+export PROCTOR_DEV_BUILT=1
 
 # Every part runs under a time limit, so that one hung test fails its part with the reason and
 # the suite still reaches its summary, well inside CI's 90 minutes. PROCTOR_PART_LIMIT_SCALE

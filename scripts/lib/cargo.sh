@@ -71,12 +71,17 @@ PY
   return $status
 }
 
+# The dev build, unless scripts/test.sh already made it for this run (PROCTOR_DEV_BUILT): a
+# part run alone builds first, so it never runs binaries older than the source.
+ensure_dev_build() {
+  [[ -n ${PROCTOR_DEV_BUILT:-} && -s $target_dir/test-binaries.tsv ]] || dev_build >&2
+}
+
 # test_binary PACKAGE TARGET: the dev build's test binary (TARGET `it` is tests/it, the package's
-# own name its unit tests). Builds first when the list is missing (a part run alone).
+# lib name its unit tests).
 test_binary() {
-  local list="$target_dir/test-binaries.tsv"
-  [[ -s $list ]] || dev_build >&2 || return 1
-  awk -F'\t' -v p="$1" -v t="$2" '$1 == p && $2 == t { print $3; exit }' "$list"
+  ensure_dev_build || return 1
+  awk -F'\t' -v p="$1" -v t="$2" '$1 == p && $2 == t { print $3; exit }' "$target_dir/test-binaries.tsv"
 }
 
 # run_tests PACKAGE TARGET [ARGS...]: runs a dev-build test binary from its package's directory
@@ -90,9 +95,9 @@ run_tests() {
   (cd "crates/$package" && "$bin" "$@")
 }
 
-# The dev build's proctor (building it first when a part runs alone).
+# The dev build's proctor (built first when a part runs alone).
 ensure_dev_proctor() {
-  [[ -x $proctor_dev && -s $target_dir/test-binaries.tsv ]] || dev_build >&2
+  ensure_dev_build
 }
 
 # The release build: proctor, then the wheel from the same target directory, the way a user's
@@ -105,10 +110,20 @@ release_build() {
   cargo build --release --locked --bin proctor || return 1
   if [[ -x $python ]] && "$python" -c 'import maturin' 2>/dev/null; then
     rm -rf "$wheel_dir"
-    # Without build isolation pip runs the venv's maturin, which must be on PATH.
-    PATH="$(dirname "$python"):$PATH" "$python" -m pip wheel --no-build-isolation --no-deps -w "$wheel_dir" . \
+    # Without build isolation pip runs the venv's maturin, which must be on PATH; -v shows
+    # what cargo compiled.
+    PATH="$(dirname "$python"):$PATH" "$python" -m pip wheel -v --no-build-isolation --no-deps -w "$wheel_dir" . \
       >"$target_dir/pip-wheel.log" 2>&1 || { tail -20 "$target_dir/pip-wheel.log"; return 1; }
     echo "wheel: $(built_wheel)"
+    # Only the extension and PyO3 should be new; anything else was compiled a second time.
+    local again
+    again=$(grep -oE 'Compiling [A-Za-z0-9_-]+' "$target_dir/pip-wheel.log" | awk '{print $2}' | sort -u \
+      | grep -vxE 'proctor-py|pyo3.*|target-lexicon' | tr '\n' ' ')
+    if [[ -n $again ]]; then
+      echo "WARNING: the wheel's build compiled again what the binary's build had: $again(proctor-py's graph asks for other features; see crates/proctor-py/Cargo.toml)"
+    else
+      echo "the wheel's build compiled only proctor-py and PyO3 ($(grep -cE 'Compiling ' "$target_dir/pip-wheel.log") crates); the rest is the binary's build"
+    fi
   else
     echo "release build: no maturin in $python: the wheel is NOT built"
   fi

@@ -40,9 +40,9 @@ fi
 
 if [[ ${#etsy_env[@]} -gt 0 ]]; then
   echo "-- proctor vs Etsy statsd 0.9.0 (Graphite lines)"
-  env "${etsy_env[@]}" run_tests proctor-statsd it etsy:: 2>&1
+  (export "${etsy_env[@]}"; run_tests proctor-statsd it etsy::) 2>&1
 fi
 if [[ ${#python_env[@]} -gt 0 ]]; then
   echo "-- Python statsd and datadog clients"
-  env "${python_env[@]}" run_tests proctor-statsd it clients:: 2>&1
+  (export "${python_env[@]}"; run_tests proctor-statsd it clients::) 2>&1
 fi
