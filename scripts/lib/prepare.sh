@@ -55,7 +55,9 @@ venv=.venv
 if [[ -x $venv/bin/python ]]; then
   echo "-- pip install into $venv: ${python_packages[*]} (log: $logs/pip-prepare.log)"
   started=$SECONDS
-  "$venv/bin/pip" install --quiet "${python_packages[@]}" >"$logs/pip-prepare.log" 2>&1 \
+  # --no-compile: Python compiles a module when it is first imported; byte-compiling every file
+  # of jupyterlab and its dependencies up front is CPU the dev build beside it wants.
+  "$venv/bin/pip" install --quiet --no-compile "${python_packages[@]}" >"$logs/pip-prepare.log" 2>&1 \
     || missing+=("pip packages (see $logs/pip-prepare.log)")
   echo "   done in $((SECONDS - started)) s"
 fi

@@ -7,8 +7,9 @@
 # and its dictionary. A crash fails the suite; libFuzzer prints the input (as Base64 too) and
 # leaves it under fuzz/artifacts/.
 #
-# Installs what it needs outside git: cargo-fuzz under target/tools (cargo install --locked;
-# about a minute on 2 cores) unless `cargo fuzz` already works. cargo-fuzz passes unstable rustc
+# Installs what it needs outside git: cargo-fuzz where cargo installs tools (`cargo install
+# --locked`, ~/.cargo/bin, as 40-package installs cargo-deb; about a minute on 2 cores, once per
+# machine, not once per clone) unless `cargo fuzz` already works. cargo-fuzz passes unstable rustc
 # flags: a nightly toolchain is used when rustup has one, else the stable one with
 # RUSTC_BOOTSTRAP=1. Whatever cannot be had prints a loud SKIP and the reason, and the script
 # exits 0.
@@ -21,9 +22,8 @@ cd "$(dirname "$0")/../.."
 echo "-- compiles: fuzz/ (the three targets and what they use, release profile with AddressSanitizer and coverage), once; cargo-fuzz when it is not installed"
 root=$PWD
 seconds=${PROCTOR_FUZZ_SECONDS:-20}
-tools=$root/target/tools
+logs=$root/target/test-logs
 fuzz_target_dir=$root/target/fuzz
-export PATH="$tools/bin:$PATH"
 
 skip() {
   echo "SKIP: fuzz run: $*"
@@ -50,12 +50,12 @@ if ! echo 'fn main() {}' | rustc "${toolchain[@]}" --edition 2021 -Cpasses=sanco
 fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "-- installing cargo-fuzz into $tools (log: $tools/install.log)"
-  mkdir -p "$tools"
+  echo "-- installing cargo-fuzz (cargo install --locked cargo-fuzz; log: $logs/cargo-fuzz-install.log)"
+  mkdir -p "$logs"
   started=$SECONDS
-  if ! cargo install --locked --root "$tools" cargo-fuzz >"$tools/install.log" 2>&1 \
+  if ! cargo install --locked cargo-fuzz >"$logs/cargo-fuzz-install.log" 2>&1 \
      || ! cargo fuzz --version >/dev/null 2>&1; then
-    skip "cargo install cargo-fuzz failed (see $tools/install.log)"
+    skip "cargo install cargo-fuzz failed (see $logs/cargo-fuzz-install.log)"
   fi
   echo "   installed $(cargo fuzz --version) in $((SECONDS - started)) s"
 fi
