@@ -314,6 +314,15 @@ mod tests {
         }
     }
 
+    /// Replaces a fixture file whole, as the kernel's fdinfo is: a plain `fs::write` truncates
+    /// first, and a round that reads the file between the truncate and the write sees no drm
+    /// keys, calls the fd stale and walks the process again (seen on a busy CI machine).
+    fn replace(path: &Path, text: &str) {
+        let tmp = path.with_extension("new");
+        std::fs::write(&tmp, text).expect("test fixture");
+        std::fs::rename(&tmp, path).expect("test fixture");
+    }
+
     fn wait_for(worker: &DrmWorker, live: &[(u32, u64)], want: impl Fn(&[GpuClient]) -> bool) -> Arc<Vec<GpuClient>> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -356,7 +365,7 @@ mod tests {
         // change, or the kernel gives no count and `rewalk` is 30 s away).
         let walks = stats.walks;
         assert_eq!(walks, 3);
-        std::fs::write(root.join("proc/100/fdinfo/3"), AMD.replace("1000 ns", "9000 ns")).expect("test fixture");
+        replace(&root.join("proc/100/fdinfo/3"), &AMD.replace("1000 ns", "9000 ns"));
         let clients = wait_for(&worker, &live, |c| c.first().is_some_and(|c| c.engines[0].busy_ns == Some(9000)));
         assert_eq!(clients.len(), 2);
         assert_eq!(worker.stats().walks, walks);
@@ -374,10 +383,10 @@ mod tests {
             DrmWorker::start(Root::new(root), 1.0, Duration::from_secs(3600), Instant::now()).expect("test fixture");
         wait_for(&worker, &[(100, 1)], |c| c.len() == 1);
         // fd 3 now names a plain file: its fdinfo has no drm keys, the client is gone.
-        std::fs::write(root.join("proc/100/fdinfo/3"), "pos:\t0\nflags:\t02\n").expect("test fixture");
+        replace(&root.join("proc/100/fdinfo/3"), "pos:\t0\nflags:\t02\n");
         wait_for(&worker, &[(100, 1)], |c| c.is_empty());
         // Same pid, new start time: a new process, walked afresh.
-        std::fs::write(root.join("proc/100/fdinfo/3"), AMD).expect("test fixture");
+        replace(&root.join("proc/100/fdinfo/3"), AMD);
         wait_for(&worker, &[(100, 5)], |c| c.len() == 1 && c[0].start_ticks == 5);
     }
 
