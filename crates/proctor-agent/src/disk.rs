@@ -159,10 +159,24 @@ mod tests {
         assert!(status.error.as_deref().is_some_and(|e| e.starts_with("/nonexistent/proctor: ")), "{status:?}");
     }
 
-    /// A mount whose server went away: `statvfs` does not return.
+    /// The stand-in mount's gate: whether a read has entered it, whether the test has let it
+    /// go, whether a read has come back out.
+    static GATE: Mutex<(bool, bool, bool)> = Mutex::new((false, false, false));
+    static GATE_CV: Condvar = Condvar::new();
+
+    /// A mount whose server went away: `statvfs` does not return until the test lets it (or,
+    /// so that a broken watcher cannot hang the suite, 30 s pass).
     fn hangs(_: &Path) -> std::io::Result<DiskUsage> {
-        std::thread::sleep(Duration::from_secs(3));
+        let mut gate = GATE.lock().unwrap_or_else(|e| e.into_inner());
+        gate.0 = true;
+        GATE_CV.notify_all();
+        gate = GATE_CV.wait_timeout_while(gate, Duration::from_secs(30), |g| !g.1).unwrap_or_else(|e| e.into_inner()).0;
+        gate.2 = true;
         Err(std::io::Error::other("gave up"))
+    }
+
+    fn returned() -> bool {
+        GATE.lock().unwrap_or_else(|e| e.into_inner()).2
     }
 
     #[test]
@@ -170,16 +184,26 @@ mod tests {
         let watch =
             DiskWatch::start_with(Path::new("/mnt/gone"), Duration::from_secs(60), Duration::from_millis(100), hangs)
                 .expect("thread");
-        let first = watch.wait_first(Duration::from_millis(300));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let first = loop {
+            let status = watch.status();
+            if status.error.is_some() || Instant::now() > deadline {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert_eq!(first.usage, None);
         let error = first.error.unwrap_or_default();
         assert!(
             error.starts_with("statvfs of /mnt/gone has not returned for") && error.contains("hung mount"),
             "{error}"
         );
-        // Asking again answers at once while the read is still stuck.
-        let asked = Instant::now();
+        // Asking again answers while the read is still stuck: a status that waited on the mount
+        // would come back only once the read had (30 s on), and the read would be seen out.
         assert!(watch.status().error.is_some());
-        assert!(asked.elapsed() < Duration::from_millis(50), "status waited on the mount");
+        assert!(!returned(), "status waited on the mount");
+        let mut gate = GATE.lock().unwrap_or_else(|e| e.into_inner());
+        gate.1 = true;
+        GATE_CV.notify_all();
     }
 }
