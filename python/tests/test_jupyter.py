@@ -182,11 +182,12 @@ def test_api_status_is_not_stalled_while_metrics_are_polled(servers):
             kill_pids(pids)
             server.stop()
         results[extension] = (sum(1 for x in latencies if x > stall), max(latencies), statistics.median(latencies), len(latencies))
-    jru_stalls, jru_worst, jru_median, _ = results["jru"]
-    ours_stalls, ours_worst, ours_median, _ = results["proctor"]
+    jru_stalls = results["jru"][0]
+    ours_stalls = results["proctor"][0]
     print("stalls over %.2f s, worst, median, requests: %r" % (stall, results))
     # The setup is real: the same polling stalls jupyter-resource-usage's server.
     assert jru_stalls >= 1, f"jupyter-resource-usage did not stall: {results}"
+    # The property: no /api/status request waits past the stall bound. How much faster the
+    # median is, is a ratio of timings: bench/jupyter measures it (/api/status per window, side
+    # by side), not this test.
     assert ours_stalls == 0, f"proctor's extension stalled /api/status: {results}"
-    assert ours_worst < jru_worst
-    assert ours_median < jru_median / 10
