@@ -510,17 +510,21 @@ fn report_shows_the_alerts_that_fired_in_its_range() {
         ),
     );
     let (serve_guard, _addr, data) = serve_rules(dir.path(), &rules, "200ms", &[]);
-    std::thread::sleep(Duration::from_millis(1000));
+    let d = data.to_str().expect("utf-8");
+    let stored = || {
+        let out = proctor(&["report", "--dir", d, "--from", "2 min ago", "--format", "json"]);
+        out.status.success()
+    };
+    // The alert fires inside the recording: a sample is stored before the process comes.
+    wait_until("a stored sample", Duration::from_secs(30), stored);
     let p = Flapper::start(&tag);
     wait_until("firing", Duration::from_secs(10), || log_events(&data).iter().any(|e| e["state"] == "firing"));
     std::thread::sleep(Duration::from_millis(1000));
     drop(p);
     wait_until("resolved", Duration::from_secs(10), || log_events(&data).iter().any(|e| e["state"] == "resolved"));
-    std::thread::sleep(Duration::from_millis(600));
     drop(serve_guard);
     let plots = dir.path().join("plots");
     std::fs::create_dir(&plots).expect("plots dir");
-    let d = data.to_str().expect("utf-8");
     let out = proctor(&["report", "--dir", d, "--from", "2 min ago", "--out", plots.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
