@@ -77,9 +77,29 @@ fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
     assert_eq!(report.ok, 90, "{}", report::render_text(&report, "planted"));
     let found = mode_values_ms(&report);
     assert_eq!(found.len(), 3, "modes {found:?}: {}", report.modes_summary);
-    for (found, planted) in found.iter().zip(planted) {
-        let error = (found - planted as f64).abs() / planted as f64;
-        assert!(error < 0.05, "mode {found:.2} ms vs planted {planted} ms: {}", report.modes_summary);
+    // What was planted is in the data: each request's latency falls nearest its delay (30 of
+    // each), never under it. The lumps are that wide and no wider: on an idle machine a few
+    // tenths of a millisecond over the delay, on a busy one the scheduler adds a millisecond or
+    // more (the 22 ms lump at 22.9-24 ms beside two busy loops), which is the data's, not the
+    // finder's. So each mode found must lie near its lump's median. (Not inside the lump's
+    // range: the finder smooths on a log scale, and a tight lump's peak may sit a fraction of
+    // a millisecond past its last record, 180.78 ms for a lump of 180.18-180.68 ms.)
+    let mut lumps: [Vec<f64>; 3] = Default::default();
+    for record in &records {
+        let ms = record.total_ns as f64 / 1e6;
+        let nearest = (0..3).min_by(|&a, &b| (ms - planted[a] as f64).abs().total_cmp(&(ms - planted[b] as f64).abs()));
+        lumps[nearest.expect("three")].push(ms);
+    }
+    for ((lump, planted), found) in lumps.iter_mut().zip(planted).zip(&found) {
+        lump.sort_by(f64::total_cmp);
+        assert_eq!(lump.len(), 30, "the {planted} ms lump: {lump:?}");
+        let (low, high, median) = (lump[0], lump[lump.len() - 1], lump[lump.len() / 2]);
+        assert!(low >= planted as f64, "a reply faster than its {planted} ms delay: {lump:?}");
+        assert!(
+            (found - median).abs() / median < 0.05,
+            "mode {found:.2} ms vs the {planted} ms lump {low:.2}..{high:.2} ms (median {median:.2}): {}",
+            report.modes_summary
+        );
     }
     assert!(report.modes_summary.contains("≈ 2 ×"), "180 ≈ 2 × 90 flagged: {}", report.modes_summary);
     // The delay is server think time: both slow modes must be blamed on `wait`.
@@ -304,8 +324,9 @@ fn trust_ca(pki: &Pki, source: &str) -> Trust {
     Trust::Roots { certificates, source: source.into() }
 }
 
-/// The server waits this long before its side of every handshake.
-const HANDSHAKE_DELAY: Duration = Duration::from_millis(30);
+/// The server waits this long before its side of every handshake: long next to the scheduling
+/// delays of a busy machine, which a kept connection's whole request must stay under.
+const HANDSHAKE_DELAY: Duration = Duration::from_millis(200);
 
 #[test]
 fn https_with_a_private_ca_times_the_handshake_on_new_connections_only() {
@@ -324,10 +345,13 @@ fn https_with_a_private_ca_times_the_handshake_on_new_connections_only() {
     for record in &new {
         let phases = record.phases;
         // The server's handshake delay lands in `tls`, not in connect (the kernel completed
-        // it) nor in wait (the handshake finished before the request was written).
+        // it) nor in wait (the handshake finished before the request was written). The server
+        // starts its wait at accept, and a starved client may take its end-of-connect time
+        // late, so a few milliseconds of the delay can show in connect: tls + connect holds it.
         let tls = phases.tls_ns.expect("tls timed on a new connection");
-        assert!(tls >= delay_ns && tls < 2_000_000_000, "{record:?}");
-        assert!(phases.connect_ns.expect("connect") < delay_ns, "{record:?}");
+        let connect = phases.connect_ns.expect("connect");
+        assert!(tls + connect >= delay_ns && tls < 2_000_000_000, "{record:?}");
+        assert!(connect < delay_ns / 2 && tls > delay_ns / 2, "{record:?}");
         assert!(phases.wait_ns.expect("wait") < delay_ns, "{record:?}");
         assert!(record.total_ns >= tls, "{record:?}");
     }
@@ -340,7 +364,10 @@ fn https_with_a_private_ca_times_the_handshake_on_new_connections_only() {
     assert_eq!((report.ok, report.connections, report.tls_verified), (10, 2, Some(true)));
     let tls = report.phases.iter().find(|phase| phase.name == "tls").expect("tls phase summary");
     assert_eq!(tls.count, 2, "{tls:?}");
-    assert!(tls.median_ns >= delay_ns, "{tls:?}");
+    // The summary's median is one of the two handshakes timed above (or between them).
+    let timed: Vec<u64> = new.iter().filter_map(|record| record.phases.tls_ns).collect();
+    let (least, most) = (timed.iter().min().copied().unwrap_or(0), timed.iter().max().copied().unwrap_or(0));
+    assert!((least..=most).contains(&tls.median_ns) && tls.median_ns > delay_ns / 2, "{tls:?} vs {timed:?}");
 
     // Without reuse every request is a new connection with its own (resumed) handshake.
     let mut fresh = config_trusting(&server.url("/"), trust_ca(&pki, "ca.pem"), closed(1), 4, Duration::from_secs(5));
@@ -349,7 +376,8 @@ fn https_with_a_private_ca_times_the_handshake_on_new_connections_only() {
     assert_eq!(records.len(), 4);
     for record in &records {
         assert_eq!((record.error, record.status, record.reused), (None, Some(200), false), "{record:?}");
-        assert!(record.phases.tls_ns.is_some_and(|tls| tls >= delay_ns), "{record:?}");
+        let (tls, connect) = (record.phases.tls_ns.unwrap_or(0), record.phases.connect_ns.unwrap_or(0));
+        assert!(tls + connect >= delay_ns && tls > delay_ns / 2, "{record:?}");
     }
 }
 
