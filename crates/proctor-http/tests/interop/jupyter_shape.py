@@ -54,6 +54,34 @@ def wait_for(fn, what, seconds=60):
     raise SystemExit(f"timed out waiting for {what}: {last}")
 
 
+STEADY_S = 3
+
+
+def tree(root):
+    """{pid: (ppid, comm)} of root and its descendants, from /proc."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        parent[int(entry)] = (ppid, comm)
+    members = {root: parent.get(root, (0, "?"))} if root in parent else {}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (ppid, comm) in parent.items():
+            if ppid in members and pid not in members:
+                members[pid] = (ppid, comm)
+                grew = True
+    return members
+
+
 def shape(value):
     """Keys (in order) and JSON types, recursively; ints and floats kept apart as Python does."""
     if isinstance(value, dict):
@@ -67,24 +95,26 @@ def main():
     try:
         jport = free_port()
         mem_limit = 8 << 30
+        # The server starts with a child of its own, as a kernel would be, so both sides sum a
+        # real tree: the shell starts `sleep`, then execs the server in its own pid.
+        server = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+                  f"--ServerApp.port={jport}", "--ServerApp.ip=127.0.0.1",
+                  f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={workdir}",
+                  "--ResourceUseDisplay.track_cpu_percent=True",
+                  "--ResourceUseDisplay.track_disk_usage=True",
+                  "--ResourceUseDisplay.disk_path=/",
+                  f"--ResourceUseDisplay.mem_limit={mem_limit}",
+                  "--ResourceUseDisplay.cpu_limit=2.0"]
         jupyter = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
-             f"--ServerApp.port={jport}", "--ServerApp.ip=127.0.0.1",
-             f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={workdir}",
-             "--ResourceUseDisplay.track_cpu_percent=True",
-             "--ResourceUseDisplay.track_disk_usage=True",
-             "--ResourceUseDisplay.disk_path=/",
-             f"--ResourceUseDisplay.mem_limit={mem_limit}",
-             "--ResourceUseDisplay.cpu_limit=2.0"],
+            ["sh", "-c", 'sleep 120 & exec "$@"', "sh"] + server,
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "jupyter.log"), "w"))
         started.append(jupyter)
-        # A child of the server, as a kernel would be, so both sides sum a real tree.
-        child = subprocess.Popen(["sleep", "120"])
-        started.append(child)
         jurl = f"http://127.0.0.1:{jport}/api/metrics/v1"
         auth = {"Authorization": f"token {TOKEN}"}
-        theirs = wait_for(lambda: get(jurl, auth), "jupyter-resource-usage")
-        theirs = get(jurl, auth)  # a second call has a real cpu_percent
+        wait_for(lambda: get(jurl, auth), "jupyter-resource-usage")
+        sleeper = wait_for(lambda: next((p for p, (_, comm) in tree(jupyter.pid).items()
+                                         if comm == "sleep"), None), "the server's child")
+        started.insert(0, sleeper)
 
         proctor = subprocess.Popen(
             [PROCTOR, "serve", "--no-record", "--listen", "127.0.0.1:0", "--interval", "200ms",
@@ -95,9 +125,28 @@ def main():
         addr = line.split("http://")[1].split("/")[0]
         purl = f"http://{addr}/api/metrics/v1"
         # PSS is rationed; wait until every member of the tree has a reading.
-        ours = wait_for(lambda: (lambda j: j if "pss" in j else None)(get(purl)), "proctor's pss", 60)
-        theirs = get(jurl, auth)
+        wait_for(lambda: (lambda j: j if "pss" in j else None)(get(purl)), "proctor's pss", 60)
 
+        # Both sides sum whatever the tree holds when they read it, and the server starts short
+        # lived children of its own now and then (extensions probing for tools): a reading is
+        # compared only when the tree held the same processes for STEADY_S before the two
+        # answers and still does after them (proctor's answer comes from a sample up to one
+        # interval old, its PSS from a rationed read older still).
+        def steady_pair():
+            before = tree(jupyter.pid)
+            t0 = time.time()
+            while time.time() - t0 < STEADY_S:
+                if tree(jupyter.pid) != before:
+                    return None
+                time.sleep(0.1)
+            theirs_now = get(jurl, auth)
+            ours_now = get(purl)
+            if "pss" not in ours_now or tree(jupyter.pid) != before:
+                return None
+            return theirs_now, ours_now, before
+
+        theirs, ours, members = wait_for(steady_pair, f"a tree steady for {STEADY_S} s", 90)
+        print("tree:  ", " ".join(f"{p}:{comm}" for p, (_, comm) in sorted(members.items())))
         print("theirs:", json.dumps(theirs))
         print("ours:  ", json.dumps(ours))
         check("same keys, order and JSON types", shape(theirs) == shape(ours),
@@ -116,6 +165,12 @@ def main():
         check("memory warn is a bool", isinstance(ours["limits"]["memory"]["warn"], bool))
     finally:
         for p in reversed(started):
+            if isinstance(p, int):  # the server's sleeping child, by its pid
+                try:
+                    os.kill(p, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                continue
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
                 try:
