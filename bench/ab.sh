@@ -8,7 +8,7 @@
 #       htop's. OLD and NEW are git revisions (built with `cargo build --release` in worktrees
 #       under target/ab/, sharing one target directory) or paths to proctor binaries. Prints
 #       each side's median, NEW/OLD, each side's run-to-run spread and whether the difference
-#       is larger than it. Default: 3 rounds, all four.
+#       is beyond it (the two sides' rounds do not overlap). Default: 3 rounds, all four.
 #         bash bench/ab.sh main HEAD
 #         bash bench/ab.sh 6f01919 HEAD --rounds 5 scan statsd
 #
