@@ -39,53 +39,10 @@ impl fmt::Display for ParseError {
     }
 }
 
-/// What a literal's unit measures; `None` for a bare number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dim {
-    None,
-    Percent,
-    Seconds,
-    Bytes,
-    BytesPerSec,
-    PerSec,
-}
-
-impl Dim {
-    pub fn name(self) -> &'static str {
-        match self {
-            Dim::None => "a plain number",
-            Dim::Percent => "a percentage",
-            Dim::Seconds => "a duration",
-            Dim::Bytes => "a size in bytes",
-            Dim::BytesPerSec => "a rate in bytes per second",
-            Dim::PerSec => "a rate per second",
-        }
-    }
-}
-
-/// The literal units: the suffix, what it measures and its factor to the base unit (seconds,
-/// bytes, percent points).
-const UNITS: &[(&str, Dim, f64)] = &[
-    ("%", Dim::Percent, 1.0),
-    ("ns", Dim::Seconds, 1e-9),
-    ("us", Dim::Seconds, 1e-6),
-    ("µs", Dim::Seconds, 1e-6),
-    ("ms", Dim::Seconds, 1e-3),
-    ("s", Dim::Seconds, 1.0),
-    ("m", Dim::Seconds, 60.0),
-    ("h", Dim::Seconds, 3600.0),
-    ("d", Dim::Seconds, 86400.0),
-    ("B", Dim::Bytes, 1.0),
-    ("kB", Dim::Bytes, 1e3),
-    ("KB", Dim::Bytes, 1e3),
-    ("MB", Dim::Bytes, 1e6),
-    ("GB", Dim::Bytes, 1e9),
-    ("TB", Dim::Bytes, 1e12),
-    ("KiB", Dim::Bytes, 1024.0),
-    ("MiB", Dim::Bytes, 1024.0 * 1024.0),
-    ("GiB", Dim::Bytes, 1024.0 * 1024.0 * 1024.0),
-    ("TiB", Dim::Bytes, 1024.0 * 1024.0 * 1024.0 * 1024.0),
-];
+/// What a literal's unit measures; `None` for a bare number. Literals are read by the one
+/// quantity grammar (proctor-units): `2G`, `2GiB` and `2 GiB` are the same size everywhere a
+/// person types one.
+pub use proctor_units::Dim;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
@@ -229,65 +186,11 @@ fn lex(text: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
         }
         let start = i;
         if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
-            while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.' || bytes[i] == b'_') {
-                i += 1;
-            }
-            // An exponent: `1e3`, `2.5E-2` (but not the `e` of a unit, which none starts with).
-            if i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
-                let mut j = i + 1;
-                if j < bytes.len() && (bytes[j] == b'+' || bytes[j] == b'-') {
-                    j += 1;
-                }
-                if j < bytes.len() && bytes[j].is_ascii_digit() {
-                    i = j;
-                    while i < bytes.len() && bytes[i].is_ascii_digit() {
-                        i += 1;
-                    }
-                }
-            }
-            let digits: String = text[start..i].chars().filter(|&c| c != '_').collect();
-            let value: f64 = digits
-                .parse()
-                .map_err(|_| ParseError { at: start, message: format!("{:?} is not a number", &text[start..i]) })?;
-            // The unit: letters or `%` or `µ` written right after the digits, then `/s`.
-            let unit_start = i;
-            while i < text.len() {
-                let ch = text[i..].chars().next().unwrap_or(' ');
-                if ch.is_ascii_alphabetic() || ch == '%' || ch == 'µ' {
-                    i += ch.len_utf8();
-                } else {
-                    break;
-                }
-            }
-            let unit = &text[unit_start..i];
-            let per_sec =
-                text[i..].starts_with("/s") && !text[i + 2..].starts_with(|c: char| c.is_alphanumeric() || c == '_');
-            let (mut dim, factor) = if unit.is_empty() {
-                (Dim::None, 1.0)
-            } else {
-                let found = UNITS.iter().find(|(u, _, _)| *u == unit).ok_or_else(|| ParseError {
-                    at: unit_start,
-                    message: format!(
-                        "unknown unit {unit:?} (units: %, ns us ms s m h d, B kB MB GB TB KiB MiB GiB TiB, each size also /s)"
-                    ),
-                })?;
-                (found.1, found.2)
-            };
-            if per_sec {
-                dim = match dim {
-                    Dim::Bytes => Dim::BytesPerSec,
-                    Dim::None => Dim::PerSec,
-                    other => {
-                        return Err(ParseError {
-                            at: i,
-                            message: format!("`/s` after {} makes no rate proctor measures", other.name()),
-                        })
-                    }
-                };
-                i += 2;
-            }
+            let (q, used) = proctor_units::scan_quantity(&text[start..])
+                .map_err(|e| ParseError { at: start + e.at, message: e.to_string() })?;
+            i = start + used;
             out.push((
-                Tok::Num { value: value * factor, dim, text: text[start..i].to_string() },
+                Tok::Num { value: q.value, dim: q.dim, text: text[start..i].to_string() },
                 Span { start, end: i },
             ));
             continue;
@@ -650,39 +553,15 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
     Ok(Parsed { ast, for_secs })
 }
 
-/// A duration as rules files write them (`30s`, `5m`, `1h30m`, `0`), in seconds.
+/// A duration as rules files write them (`30s`, `5m`, `1h30m`, `1w`, `0`), in seconds: the one
+/// duration grammar (proctor-units).
 pub fn parse_duration(text: &str) -> Result<f64, String> {
-    let text = text.trim();
-    if text == "0" {
-        return Ok(0.0);
-    }
-    let mut total = 0.0;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err("an empty duration".to_string());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("{text:?} is not a duration (30s, 5m, 1h30m)"));
+    proctor_units::parse_duration(text).map(|d| d.as_secs_f64()).map_err(|e| match e {
+        proctor_units::DurationError::UnknownUnit { text, unit } => {
+            format!("{text:?}: unknown duration unit {unit:?} (ns, us, ms, s, m, h, d, w, y; parts as in 1h30m)")
         }
-        let value: f64 = rest[..digits].parse().map_err(|_| format!("{text:?} is not a duration"))?;
-        rest = &rest[digits..];
-        let unit = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let factor = match &rest[..unit] {
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86400.0,
-            "w" => 7.0 * 86400.0,
-            "y" => 365.0 * 86400.0,
-            other => return Err(format!("{text:?}: unknown duration unit {other:?} (ms, s, m, h, d, w, y)")),
-        };
-        total += value * factor;
-        rest = &rest[unit..];
-    }
-    Ok(total)
+        other => other.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -705,6 +584,10 @@ mod tests {
             ("100/s", 100.0, Dim::PerSec),
             ("1e3", 1000.0, Dim::None),
             ("1_000", 1000.0, Dim::None),
+            ("2G", 2.0 * 1024.0 * 1024.0 * 1024.0, Dim::Bytes),
+            ("2 GiB", 2.0 * 1024.0 * 1024.0 * 1024.0, Dim::Bytes),
+            ("3000/min", 50.0, Dim::PerSec),
+            ("1h30m", 5400.0, Dim::Seconds),
         ] {
             let parsed = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert!(num(value, dim)(&parsed.ast), "{text}: {:?}", parsed.ast);
@@ -772,7 +655,11 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(5400.0));
         assert_eq!(parse_duration("250ms"), Ok(0.25));
         assert_eq!(parse_duration("0"), Ok(0.0));
-        assert!(parse_duration("5 minutes").is_err());
+        // The one duration grammar: what a flag takes, a rules file takes.
+        assert_eq!(parse_duration("5 minutes"), Ok(300.0));
+        assert_eq!(parse_duration("1w"), Ok(604_800.0));
+        assert!(parse_duration("5 fortnights").is_err_and(|e| e.contains("unknown duration unit")));
+        assert!(parse_duration("5").is_err());
         assert!(parse_duration("").is_err());
     }
 }

@@ -528,7 +528,7 @@ notify:
         expr: "host.memory.used_bytes > 90%"
       - alert: C
         expr: host.load.avg1 >
-        for: 5 minutes
+        for: 5 fortnights
       - alert: D
         expr: process{colour="red"}.rss > 1GiB
         sevrity: high

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use proctor_units::Dim;
 use proctor_vocab::fields::Field;
 use proctor_vocab::process::ProcessOut;
 use proctor_vocab::units::Unit;
@@ -103,35 +104,23 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
     Ok(Rule { text: text.to_string(), field, op, threshold, hold_ms })
 }
 
-/// A number with an optional unit suffix fitting the field's unit.
+/// A number with an optional unit fitting the field's unit, in the one quantity grammar
+/// (proctor-units): `80%`, `2G` (= `2GiB` = `2 GiB`), `1.5s`, `10MiB/s`, `50/s`; a bare number
+/// is taken in the field's own unit.
 fn number(text: &str, unit: Unit) -> Result<f64, String> {
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(text.len());
-    let (digits, suffix) = (&text[..split], text[split..].trim());
-    let n: f64 = digits.parse().map_err(|_| format!("'{text}' is not a number"))?;
-    let scale = match (unit, suffix) {
-        (_, "") => 1.0,
-        (Unit::Percent, "%") => 1.0,
-        (Unit::Bytes | Unit::BytesPerSec, s) => {
-            let s = s.trim_end_matches("/s");
-            match s {
-                "B" => 1.0,
-                "K" | "KiB" | "k" => 1024.0,
-                "M" | "MiB" => 1024.0 * 1024.0,
-                "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
-                "T" | "TiB" => 1024f64.powi(4),
-                "KB" | "kB" => 1e3,
-                "MB" => 1e6,
-                "GB" => 1e9,
-                _ => return Err(format!("unknown size unit '{s}' (B, KiB, MiB, GiB, TiB, KB, MB, GB)")),
-            }
-        }
-        (Unit::Seconds, _) => {
-            return proctor_vocab::parse_duration(text).map(|d| d.as_secs_f64()).map_err(|e| format!("'{text}' {e}"))
-        }
-        (Unit::PerSec, "/s") => 1.0,
-        (_, s) => return Err(format!("unit '{s}' does not fit a {} field", unit.as_str())),
+    let q = proctor_units::parse_quantity(text).map_err(|e| format!("'{text}': {e}"))?;
+    let fits = match q.dim {
+        Dim::None => true,
+        Dim::Percent => unit == Unit::Percent,
+        Dim::Seconds => unit == Unit::Seconds,
+        Dim::Bytes => unit == Unit::Bytes,
+        Dim::BytesPerSec => unit == Unit::BytesPerSec,
+        Dim::PerSec => unit == Unit::PerSec,
     };
-    Ok(n * scale)
+    if !fits {
+        return Err(format!("'{text}' is {}, which does not fit a {} field", q.dim.name(), unit.as_str()));
+    }
+    Ok(q.value)
 }
 
 impl Rule {
@@ -298,7 +287,8 @@ mod tests {
         for (spec, says) in [
             ("cpu", "expected FIELD>VALUE"),
             ("nosuch>1", "unknown field 'nosuch'"),
-            ("rss>2parsecs", "unknown size unit"),
+            ("rss>2parsecs", "unknown unit \"parsecs\""),
+            ("rss>5s", "a duration, which does not fit a bytes field"),
             ("state>D", "compare it with = or !="),
             ("cpu>", "no value"),
             ("cpu>5%>soon", "hold time"),

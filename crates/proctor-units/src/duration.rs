@@ -1,15 +1,18 @@
-//! The one duration grammar: every flag, query parameter and config value that is a span of
-//! time takes it (`--interval 250ms`, `--history 1d`, `?since=90s`, `--retain-age 7d`).
+//! Durations: every flag, query parameter, prompt and config value that is a span of time
+//! (`--interval 250ms`, `--history 1d`, `?since=90s`, `--retain-age 7d`, a rule's `for: 1h30m`).
 //!
-//! A number (decimals allowed) and a unit, with or without a space between: `us`/`µs`, `ms`,
-//! `s`/`sec`/`secs`/`second(s)`, `m`/`min`/`mins`/`minute(s)`, `h`/`hr`/`hrs`/`hour(s)`,
-//! `d`/`day`/`days`. A bare `0` is zero; any other bare number is refused, because people
-//! coming from statsd read it as milliseconds and people coming from top as seconds (or tenths).
-//! Negative, infinite and not-a-number values are refused. Parsing does no I/O and reads no
-//! clock.
+//! The quantity grammar's durations ([`crate::quantity`]): a number (decimals allowed) and a
+//! unit, with or without a space between: `ns`, `us`/`µs`, `ms`, `s`/`sec`/`second(s)`,
+//! `m`/`min`/`minute(s)`, `h`/`hr`/`hour(s)`, `d`/`day(s)`, `w`/`week(s)`, `y`/`year(s)` (365
+//! days); parts may follow each other (`1m30s`, `1h30m`). A bare `0` is zero; any other bare
+//! number is refused, because people coming from statsd read it as milliseconds and people
+//! coming from top as seconds (or tenths). Negative, infinite and not-a-number values are
+//! refused. Parsing does no I/O and reads no clock.
 
 use std::fmt;
 use std::time::Duration;
+
+use crate::quantity::{parse_quantity, Dim, ErrorKind};
 
 /// Why a text is not a duration; its `Display` is the message a user sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,63 +27,62 @@ pub enum DurationError {
     NotANumber(String),
     Negative(String),
     TooLarge(String),
+    /// A quantity, but not a span of time (`2GiB`, `80%`).
+    NotADuration {
+        text: String,
+        is: &'static str,
+    },
 }
 
 impl fmt::Display for DurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DurationError::Empty => write!(f, "an empty duration (try 250ms, 90s, 5m, 1h, 7d)"),
+            DurationError::Empty => write!(f, "an empty duration (try 250ms, 90s, 5m, 1h30m, 7d)"),
             DurationError::NoUnit(text) => {
                 write!(f, "{text:?} has no unit: write {text}s for seconds or {text}ms for milliseconds")
             }
             DurationError::UnknownUnit { text, unit } => {
-                write!(f, "{text:?}: unknown unit {unit:?} (use us, ms, s, m, h or d)")
+                write!(f, "{text:?}: unknown unit {unit:?} (use us, ms, s, m, h, d, w or y)")
             }
-            DurationError::NotANumber(text) => write!(f, "{text:?} is not a duration (try 250ms, 90s, 5m, 1h, 7d)"),
+            DurationError::NotANumber(text) => {
+                write!(f, "{text:?} is not a duration (try 250ms, 90s, 5m, 1h30m, 7d)")
+            }
             DurationError::Negative(text) => write!(f, "{text:?}: a duration cannot be negative"),
             DurationError::TooLarge(text) => write!(f, "{text:?} is too long a duration"),
+            DurationError::NotADuration { text, is } => write!(f, "{text:?} is {is}, not a duration"),
         }
     }
 }
 
 impl std::error::Error for DurationError {}
 
-/// Seconds per unit, by every name the grammar accepts.
-fn unit_seconds(unit: &str) -> Option<f64> {
-    Some(match unit {
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
-        "h" | "hr" | "hrs" | "hour" | "hours" => 3600.0,
-        "d" | "day" | "days" => 86_400.0,
-        _ => return None,
-    })
-}
-
 /// Parses a duration in the grammar above.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let text = text.trim();
-    if text.is_empty() {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
         return Err(DurationError::Empty);
     }
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let unit = unit.trim_start();
-    let value: f64 = number.parse().map_err(|_| DurationError::NotANumber(text.to_string()))?;
-    if value.is_sign_negative() && value != 0.0 {
-        return Err(DurationError::Negative(text.to_string()));
+    let owned = || trimmed.to_string();
+    let q = parse_quantity(trimmed).map_err(|e| match e.kind {
+        ErrorKind::Empty => DurationError::Empty,
+        ErrorKind::UnknownUnit(unit) => DurationError::UnknownUnit { text: owned(), unit },
+        ErrorKind::Trailing(rest) => DurationError::UnknownUnit { text: owned(), unit: rest.trim().to_string() },
+        ErrorKind::OutOfRange(_) => DurationError::TooLarge(owned()),
+        _ => DurationError::NotANumber(owned()),
+    })?;
+    if q.value.is_sign_negative() && q.value != 0.0 {
+        return Err(DurationError::Negative(owned()));
     }
-    let scale = if unit.is_empty() {
-        if value == 0.0 {
-            return Ok(Duration::ZERO);
+    match q.dim {
+        Dim::Seconds => {}
+        Dim::None if q.value == 0.0 => return Ok(Duration::ZERO),
+        Dim::None => {
+            let number = trimmed.trim_end();
+            return Err(DurationError::NoUnit(number.to_string()));
         }
-        return Err(DurationError::NoUnit(number.to_string()));
-    } else {
-        unit_seconds(unit)
-            .ok_or_else(|| DurationError::UnknownUnit { text: text.to_string(), unit: unit.to_string() })?
-    };
-    Duration::try_from_secs_f64(value.abs() * scale).map_err(|_| DurationError::TooLarge(text.to_string()))
+        other => return Err(DurationError::NotADuration { text: owned(), is: other.name() }),
+    }
+    Duration::try_from_secs_f64(q.value.abs()).map_err(|_| DurationError::TooLarge(owned()))
 }
 
 /// For clap's `value_parser`: the same grammar, the error as text.
@@ -137,6 +139,11 @@ mod tests {
         check("0", Ok(Duration::ZERO));
         check("0s", Ok(Duration::ZERO));
         check(" 1s ", Ok(Duration::from_secs(1)));
+        check("1m30s", Ok(Duration::from_secs(90)));
+        check("1h30m", Ok(Duration::from_secs(5400)));
+        check("2w", Ok(Duration::from_secs(14 * 86_400)));
+        check("1y", Ok(Duration::from_secs(365 * 86_400)));
+        check("500ns", Ok(Duration::from_nanos(500)));
     }
 
     #[test]
@@ -147,6 +154,8 @@ mod tests {
         check("-1s", Err(DurationError::Negative("-1s".into())));
         check("10x", Err(DurationError::UnknownUnit { text: "10x".into(), unit: "x".into() }));
         check("99999999999999999999999d", Err(DurationError::TooLarge("99999999999999999999999d".into())));
+        check("2GiB", Err(DurationError::NotADuration { text: "2GiB".into(), is: "a size in bytes" }));
+        check("1m30", Err(DurationError::UnknownUnit { text: "1m30".into(), unit: "30".into() }));
         assert!(parse_duration("NaNs").is_err());
         assert!(parse_duration("infs").is_err());
         assert!(parse_duration("10").err().map(|e| e.to_string()).unwrap_or_default().contains("10s"));

@@ -1,50 +1,112 @@
-//! Points in time as people type them (`--at "10 min ago"`, `--from 2024-05-01T12:00:00`, the
-//! TUI's go-to-time prompt): parsed without a clock into a [`When`], resolved against "now" by
-//! the caller. The span before "ago" is the one duration grammar ([`crate::duration`]). UTC
-//! only; no time zones, no calendar words beyond "now" and "ago".
+//! Points in time as people type them (`--at "10 min ago"`, `--from 18:47:15`, `--from
+//! "yesterday 14:00"`, the TUI's go-to-time prompt): parsed without a clock into a [`When`],
+//! resolved against "now" by the caller. The span before "ago" is the duration grammar
+//! ([`crate::duration`]). All in UTC, as proctor writes times (`format_utc`); no time zones.
 
 use std::time::Duration;
 
 use crate::duration::parse_duration;
 
-/// A time as written: relative to now, or absolute.
+const DAY_NS: u64 = 86_400 * 1_000_000_000;
+
+/// A time as written: relative to now, absolute, or a time of day.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
     /// This long before now ("now" is zero).
     Ago(Duration),
     /// Nanoseconds since the Unix epoch.
     UnixNs(u64),
+    /// A time of day (seconds after midnight UTC) with no date: its latest occurrence that is
+    /// not after now (`18:47:15` typed at 09:00 is yesterday's).
+    TimeOfDay(u32),
+    /// A time of day on a day counted back from today (UTC): `today 09:00` is 0 days back,
+    /// `yesterday 14:00` is 1.
+    DayAt { days_back: u32, secs: u32 },
 }
 
 impl When {
     pub fn resolve(self, now_unix_ns: u64) -> u64 {
+        let midnight = now_unix_ns - now_unix_ns % DAY_NS;
         match self {
             When::Ago(ago) => now_unix_ns.saturating_sub(ago.as_nanos() as u64),
             When::UnixNs(ns) => ns,
+            When::TimeOfDay(secs) => {
+                let today = midnight + u64::from(secs) * 1_000_000_000;
+                if today > now_unix_ns {
+                    today.saturating_sub(DAY_NS)
+                } else {
+                    today
+                }
+            }
+            When::DayAt { days_back, secs } => {
+                midnight.saturating_sub(u64::from(days_back) * DAY_NS) + u64::from(secs) * 1_000_000_000
+            }
         }
     }
 }
 
-/// `now`, `10 min ago`, `2h ago`, `90s ago`, `1.5 days ago`, `@1700000000` (Unix seconds),
-/// `2024-05-01T12:00:00` or `2024-05-01 12:00[:00]` (UTC), `2024-05-01` (midnight UTC).
+/// Unix seconds typed bare are accepted from this one on (2001-09-09): a smaller bare number is
+/// more likely a span typed without its unit, and is refused with a hint.
+const BARE_UNIX_FROM: f64 = 1e9;
+
+/// `now`; `10 min ago`, `2h ago`, `1.5 days ago`; `18:47[:15]` (the latest such time, UTC);
+/// `today 09:00`, `yesterday 14:00[:00]`; `2026-11-23T18:47[:15]`, `2026-11-23 18:47`,
+/// `2026-11-23` (midnight), all UTC, a trailing `Z` allowed; Unix seconds, bare
+/// (`1700000000`, from 1e9 up) or after `@` (`@1700000000`, any).
 pub fn parse_when(text: &str) -> Result<When, String> {
     let text = text.trim();
+    let hint = || {
+        format!(
+            "not a time: {text:?} (try \"10 min ago\", \"18:47:15\", \"yesterday 14:00\", \"2026-11-23T18:47\" in UTC, or Unix seconds)"
+        )
+    };
     if text == "now" {
         return Ok(When::Ago(Duration::ZERO));
     }
     if let Some(secs) = text.strip_prefix('@') {
-        let secs: f64 = secs.parse().map_err(|_| format!("not a Unix time: {text:?}"))?;
-        if !secs.is_finite() || secs < 0.0 {
-            return Err(format!("not a Unix time: {text:?}"));
-        }
-        return Ok(When::UnixNs((secs * 1e9) as u64));
+        return unix_seconds(secs).ok_or_else(|| format!("not a Unix time: {text:?}"));
+    }
+    if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') && !text.is_empty() {
+        return match text.parse::<f64>() {
+            Ok(secs) if secs >= BARE_UNIX_FROM => unix_seconds(text).ok_or_else(hint),
+            _ => Err(format!(
+                "not a time: {text:?}: a bare number is Unix seconds (from {BARE_UNIX_FROM:e}); for a span back write \"{text}s ago\""
+            )),
+        };
     }
     if let Some(ago) = text.strip_suffix("ago") {
         return parse_duration(ago.trim()).map(When::Ago).map_err(|e| format!("not a time: {text:?}: {e}"));
     }
-    parse_utc(text).map(When::UnixNs).ok_or_else(|| {
-        format!("not a time: {text:?} (try \"10 min ago\", \"2024-05-01T12:00:00\" in UTC, or \"@UNIX_SECONDS\")")
-    })
+    for (word, days_back) in [("today", 0), ("yesterday", 1)] {
+        if let Some(rest) = text.strip_prefix(word) {
+            return match rest.strip_prefix(' ').and_then(|t| time_of_day(t.trim())) {
+                Some(secs) => Ok(When::DayAt { days_back, secs }),
+                None => Err(format!("not a time: {text:?}: give the time of day too, {word} 14:00 (UTC)")),
+            };
+        }
+    }
+    if !text.contains('-') {
+        return time_of_day(text).map(When::TimeOfDay).ok_or_else(hint);
+    }
+    parse_utc(text).map(When::UnixNs).ok_or_else(hint)
+}
+
+fn unix_seconds(text: &str) -> Option<When> {
+    let secs: f64 = text.parse().ok()?;
+    (0.0..1.8e10).contains(&secs).then_some(When::UnixNs((secs * 1e9) as u64))
+}
+
+/// `HH:MM` or `HH:MM:SS` (a trailing `Z` allowed) as seconds after midnight.
+fn time_of_day(text: &str) -> Option<u32> {
+    let text = text.strip_suffix('Z').unwrap_or(text);
+    let mut t = text.split(':');
+    let hour: u32 = t.next()?.parse().ok()?;
+    let minute: u32 = t.next()?.parse().ok()?;
+    let second: u32 = t.next().map_or(Some(0), |s| s.parse().ok())?;
+    if t.next().is_some() || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    Some(hour * 3600 + minute * 60 + second)
 }
 
 fn parse_utc(text: &str) -> Option<u64> {
@@ -61,15 +123,7 @@ fn parse_utc(text: &str) -> Option<u64> {
     }
     let mut seconds_of_day = 0u64;
     if let Some(time) = time {
-        let time = time.strip_suffix('Z').unwrap_or(time);
-        let mut t = time.split(':');
-        let hour: u64 = t.next()?.parse().ok()?;
-        let minute: u64 = t.next()?.parse().ok()?;
-        let second: u64 = t.next().map_or(Some(0), |s| s.parse().ok())?;
-        if t.next().is_some() || hour > 23 || minute > 59 || second > 60 {
-            return None;
-        }
-        seconds_of_day = hour * 3600 + minute * 60 + second;
+        seconds_of_day = u64::from(time_of_day(time)?);
     }
     let days = days_from_civil(year, month, day);
     let seconds = u64::try_from(days * 86_400).ok()? + seconds_of_day;
@@ -125,7 +179,25 @@ mod tests {
         check("2023-11-14 22:13:20Z", When::UnixNs(1_700_000_000_000_000_000));
         check("1970-01-01", When::UnixNs(0));
         check("2000-03-01", When::UnixNs(951_868_800_000_000_000));
-        for bad in ["", "yesterday", "10 fortnights ago", "2023-13-01", "2023-11-14T25:00", "@-5"] {
+        check("1700000000", When::UnixNs(1_700_000_000_000_000_000));
+        check("2023-11-14T22:13", When::UnixNs(1_699_999_980_000_000_000));
+        check("18:47:15", When::TimeOfDay(67_635));
+        check("18:47", When::TimeOfDay(67_620));
+        check("yesterday 14:00", When::DayAt { days_back: 1, secs: 50_400 });
+        check("today 09:30:05", When::DayAt { days_back: 0, secs: 34_205 });
+        check("1m30s ago", When::Ago(Duration::from_secs(90)));
+        for bad in [
+            "",
+            "yesterday",
+            "today",
+            "10 fortnights ago",
+            "2023-13-01",
+            "2023-11-14T25:00",
+            "@-5",
+            "90",
+            "25:00",
+            "18:61",
+        ] {
             assert!(parse_when(bad).is_err(), "{bad}");
         }
     }
@@ -138,5 +210,11 @@ mod tests {
         }
         assert_eq!(format_utc(1_700_000_000_000_000_000), "2023-11-14T22:13:20Z");
         assert_eq!(When::Ago(Duration::from_secs(1)).resolve(5_000_000_000), 4_000_000_000);
+        // 2023-11-14T22:13:20Z: 18:47:15 is earlier today, 23:00 was yesterday's.
+        let now = 1_700_000_000_000_000_000;
+        assert_eq!(format_utc(When::TimeOfDay(67_635).resolve(now)), "2023-11-14T18:47:15Z");
+        assert_eq!(format_utc(When::TimeOfDay(82_800).resolve(now)), "2023-11-13T23:00:00Z");
+        assert_eq!(format_utc(When::DayAt { days_back: 1, secs: 50_400 }.resolve(now)), "2023-11-13T14:00:00Z");
+        assert!(parse_when("90").expect_err("a bare small number").contains("90s ago"));
     }
 }

@@ -285,9 +285,7 @@ fn request(remote: &Remote, method: &str, path: &str, body: Option<&str>) -> any
         bail!("--url {}: the agent serves plain HTTP; give its http:// address", remote.url);
     }
     let token = match &remote.token_file {
-        Some(f) => {
-            Some(std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?.trim().to_string())
-        }
+        Some(f) => Some(super::common::secret(f, "--token-file")?),
         None => None,
     };
     let mut stream = TcpStream::connect((target.host.as_str(), target.port))

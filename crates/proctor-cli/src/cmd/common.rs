@@ -62,9 +62,10 @@ pub fn root_of(captured: Option<&Path>, host: Option<&Path>) -> anyhow::Result<R
     }
 }
 
-/// A token or password kept in a file (`--bearer-token-file`, remote write's secrets): its one
-/// line, surrounding whitespace trimmed. The file is read up to 64 KiB, so a path that names
-/// something endless (a device, a pipe) is refused rather than read forever.
+/// A token or password kept in a file (every `--token-file`, `--bearer-token-file`, remote
+/// write's secrets; nothing else reads one): its one line, surrounding whitespace trimmed. The
+/// file is read up to 64 KiB, so a path that names something endless (a device, a pipe) is
+/// refused rather than read forever.
 pub fn secret(path: &Path, what: &str) -> anyhow::Result<String> {
     use std::io::Read;
     const MOST: u64 = 64 << 10;

@@ -69,9 +69,9 @@ struct RunOptions {
     /// With --rate: the most requests in flight at once (default 32).
     #[arg(short = 'c', long, value_name = "C")]
     concurrency: Option<usize>,
-    /// Open loop: start this many requests per second on schedule; latency is measured from
-    /// the intended send time (coordinated-omission correction).
-    #[arg(long, value_name = "R")]
+    /// Open loop: start this many requests per second on schedule (`50`, `50/s`, `3000/min`);
+    /// latency is measured from the intended send time (coordinated-omission correction).
+    #[arg(long, value_name = "R/s", value_parser = proctor_vocab::quantity::rate_arg)]
     rate: Option<f64>,
     /// Open a new connection for every request (sends Connection: close).
     #[arg(long)]
@@ -146,9 +146,8 @@ struct RunOptions {
 }
 
 fn parse_key_rate(text: &str) -> Result<f64, String> {
-    let number = text.trim().strip_suffix("/s").unwrap_or(text.trim());
-    match number.parse::<f64>() {
-        Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= 10_000.0 => Ok(rate),
+    match proctor_vocab::quantity::parse_rate(text) {
+        Ok(rate) if rate > 0.0 && rate <= 10_000.0 => Ok(rate),
         _ => Err(format!("invalid key rate {text:?}: expected keystrokes per second, e.g. 30/s (at most 10000)")),
     }
 }
@@ -213,12 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(Sub::Jupyter { url, token, token_file, run }) => {
             let token = match (token, token_file) {
                 (Some(token), _) => Some(token.clone()),
-                (None, Some(path)) => Some(
-                    std::fs::read_to_string(path)
-                        .with_context(|| format!("cannot read {}", path.display()))?
-                        .trim()
-                        .to_string(),
-                ),
+                (None, Some(path)) => Some(super::common::secret(path, "--token-file")?),
                 (None, None) => std::env::var("JUPYTER_TOKEN").ok().filter(|token| !token.is_empty()),
             };
             return probe_jupyter(url, token.as_deref(), run, args.format, args.plot.as_deref());

@@ -232,12 +232,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let token = match (&o.token, &o.token_file) {
         (Some(t), _) => Some(t.clone()),
-        (None, Some(path)) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --token-file {}", path.display()))?
-                .trim()
-                .to_string(),
-        ),
+        (None, Some(path)) => Some(super::common::secret(path, "--token-file")?),
         (None, None) => None,
     };
     if token.as_deref() == Some("") {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use proctor_tui::{Source, TopConfig};
 use proctor_vocab::{parse_when, When};
 
@@ -118,12 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Source::Recording { dir, at }
     } else if let Some(url) = &args.connect {
         let token = match &args.token_file {
-            Some(f) => Some(
-                std::fs::read_to_string(f)
-                    .with_context(|| format!("cannot read the token file {}", f.display()))?
-                    .trim()
-                    .to_string(),
-            ),
+            Some(f) => Some(super::common::secret(f, "--token-file")?),
             None => None,
         };
         Source::Remote { url: url.clone(), token }

@@ -7,6 +7,7 @@ mod flood;
 mod gpu;
 mod groups;
 mod hostile_store;
+mod one_language;
 mod probe;
 mod record;
 mod remote_write;
