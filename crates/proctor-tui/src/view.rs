@@ -361,6 +361,8 @@ pub fn cell(p: &ProcessOut, field: &Field, users: &BTreeMap<u32, String>) -> Str
             Value::Text(_) => None,
         }),
         "start_time_unix_secs" => p.start_time_unix_secs.map_or_else(|| "-".to_string(), clock_time),
+        // htop's TIME+: `1:25.00`.
+        "cpu_seconds_total" => proctor_vocab::units::cpu_time(p.cpu_seconds_total),
         _ => match value(p, field.name) {
             Value::Num(v) => match field.unit {
                 Unit::Count => v.map_or_else(|| "-".to_string(), |v| format!("{v:.0}")),

@@ -137,6 +137,25 @@ pub fn seconds(secs: f64) -> String {
     }
 }
 
+/// CPU time as htop's TIME+ column writes it: minutes, seconds and hundredths below an hour
+/// (`0:00.42`, `1:25.00`, `59:59.99`), then hours (`1h25:03`, `99h59:59`), then days and hours
+/// (`4d07h`). Negative or unknown is `-`.
+pub fn cpu_time(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return DASH.to_string();
+    }
+    let hundredths = (secs * 100.0) as u64;
+    let total = hundredths / 100;
+    let (hours, minutes, seconds) = (total / 3600, total / 60 % 60, total % 60);
+    if hours == 0 {
+        format!("{}:{seconds:02}.{:02}", total / 60, hundredths % 100)
+    } else if hours < 100 {
+        format!("{hours}h{minutes:02}:{seconds:02}")
+    } else {
+        format!("{}d{:02}h", hours / 24, hours % 24)
+    }
+}
+
 /// Replaces control characters (C0, DEL, C1: escape sequences) and the bidirectional
 /// overrides and isolates (which reorder what follows them on screen) with `?`, so a hostile
 /// process name can neither drive the terminal nor disguise itself.
@@ -158,6 +177,22 @@ mod tests {
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(bytes(2 * 1024 * 1024 * 1024), "2.0 GiB");
         assert_eq!(bytes(900 * 1024), "900 KiB");
+    }
+
+    #[test]
+    fn cpu_time_as_htop_writes_it() {
+        for (secs, text) in [
+            (0.0, "0:00.00"),
+            (0.42, "0:00.42"),
+            (85.0, "1:25.00"),
+            (3599.99, "59:59.99"),
+            (5103.0, "1h25:03"),
+            (359_999.0, "99h59:59"),
+            (370_800.0, "4d07h"),
+        ] {
+            assert_eq!(cpu_time(secs), text, "{secs}");
+        }
+        assert_eq!(cpu_time(f64::NAN), "-");
     }
 
     #[test]
