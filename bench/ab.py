@@ -221,7 +221,7 @@ def main():
             # Beyond the spread only when the two sides' ranges do not overlap: every round of
             # one side costs more than every round of the other. (Comparing the medians' gap
             # with the spread called a rebuild of the same source 36 % slower on scan µs here:
-            # 6.02–7.44 against 6.24–8.61, a machine whose speed drifts between rounds.)
+            # 5.98–7.44 against 6.91–8.61, a machine whose speed drifts between rounds.)
             if len(sides["old"]) < 2:
                 verdict = "one round: no spread to compare with"
             elif min(sides["new"]) > max(sides["old"]):

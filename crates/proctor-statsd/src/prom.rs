@@ -1,8 +1,8 @@
 //! statsd's figures as Prometheus families: which names, help texts, labels and units the
 //! server's own metrics and the last flush's keys get, and how many keys per type are shown.
 //!
-//! The output is neutral data that a host (`proctor serve`) converts into its own Prometheus
-//! types and renders. Names pass `promtool check metrics`: no family's name contains its own
+//! The output is proctor-units' exposition families, which `proctor serve` renders with the
+//! rest of `/metrics`. Names pass `promtool check metrics`: no family's name contains its own
 //! type's name (`_counter_`, `_gauge`), and statsd counters are also a monotonic
 //! `proctor_statsd_events_total{key}` (counts since the server started, summed over flushes, as
 //! statsd_exporter exposes them), which survives a scrape missing a flush and an idle flush's 0. This module decides names and values only: it writes no exposition text
@@ -14,38 +14,7 @@ use std::collections::BTreeMap;
 use crate::flush::FlushData;
 use crate::self_metrics::SelfMetrics;
 
-/// A family's Prometheus type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PromKind {
-    Counter,
-    Gauge,
-}
-
-/// One metric family. A counter's `name` has no `_total`: the renderer adds it to samples.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PromFamily {
-    pub name: &'static str,
-    pub kind: PromKind,
-    pub help: &'static str,
-    /// May be empty: the family is still announced (HELP and TYPE).
-    pub samples: Vec<PromSample>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct PromSample {
-    pub labels: Vec<(&'static str, String)>,
-    pub value: f64,
-}
-
-impl PromFamily {
-    fn new(name: &'static str, kind: PromKind, help: &'static str) -> Self {
-        PromFamily { name, kind, help, samples: Vec::new() }
-    }
-
-    fn push(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
-        self.samples.push(PromSample { labels, value });
-    }
-}
+pub use proctor_units::prom::{Family, Kind, Sample};
 
 const SELF_HELP: &str = "proctor statsd server figure (see `proctor statsd --help`).";
 
@@ -59,24 +28,24 @@ pub fn families(
     flush: Option<&FlushData>,
     totals: &BTreeMap<String, f64>,
     max_keys_per_type: usize,
-) -> Vec<PromFamily> {
+) -> Vec<Family> {
     let max = max_keys_per_type;
-    let mut out: Vec<PromFamily> = Vec::new();
+    let mut out: Vec<Family> = Vec::new();
     for series in metrics.series() {
-        let kind = if series.counter { PromKind::Counter } else { PromKind::Gauge };
+        let kind = if series.counter { Kind::Counter } else { Kind::Gauge };
         let base = if series.counter { series.name.strip_suffix("_total").unwrap_or(series.name) } else { series.name };
         match out.iter_mut().find(|family| family.name == base) {
             Some(family) => family.push(series.labels, series.value),
             None => {
-                let mut family = PromFamily::new(base, kind, SELF_HELP);
+                let mut family = Family::new(base, kind, SELF_HELP);
                 family.push(series.labels, series.value);
                 out.push(family);
             }
         }
     }
-    let mut events = PromFamily::new(
+    let mut events = Family::new(
         "proctor_statsd_events",
-        PromKind::Counter,
+        Kind::Counter,
         "statsd counters: counts received since the server started, summed over flushes (monotonic).",
     );
     for (key, total) in totals {
@@ -85,26 +54,25 @@ pub fn families(
         }
     }
     out.push(events);
-    let mut counters = PromFamily::new(
+    let mut counters = Family::new(
         "proctor_statsd_events_per_second",
-        PromKind::Gauge,
+        Kind::Gauge,
         "statsd counters: rate over the last flush interval.",
     );
-    let mut gauges =
-        PromFamily::new("proctor_statsd_value", PromKind::Gauge, "statsd gauges: value at the last flush.");
-    let mut timers = PromFamily::new(
+    let mut gauges = Family::new("proctor_statsd_value", Kind::Gauge, "statsd gauges: value at the last flush.");
+    let mut timers = Family::new(
         "proctor_statsd_timer_seconds",
-        PromKind::Gauge,
+        Kind::Gauge,
         "statsd timers: statistics of the last flush interval.",
     );
-    let mut timer_counts = PromFamily::new(
+    let mut timer_counts = Family::new(
         "proctor_statsd_timer_samples",
-        PromKind::Gauge,
+        Kind::Gauge,
         "statsd timers: values received in the last flush interval.",
     );
-    let mut sets = PromFamily::new(
+    let mut sets = Family::new(
         "proctor_statsd_set_members",
-        PromKind::Gauge,
+        Kind::Gauge,
         "statsd sets: distinct members in the last flush interval.",
     );
     let mut not_shown = 0u64;
@@ -146,9 +114,9 @@ pub fn families(
         }
     }
     out.extend([counters, gauges, timers, timer_counts, sets]);
-    let mut hidden = PromFamily::new(
+    let mut hidden = Family::new(
         "proctor_statsd_keys_not_exposed",
-        PromKind::Gauge,
+        Kind::Gauge,
         "statsd keys left out of /metrics by --statsd-metrics-max.",
     );
     hidden.push(Vec::new(), not_shown as f64);
@@ -171,12 +139,12 @@ fn is_time_stat(name: &str) -> bool {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{families, is_time_stat, PromFamily, PromKind};
+    use super::{families, is_time_stat, Family, Kind};
     use crate::flush::{CounterData, FlushData, GaugeData, SetData, TimerData};
     use crate::parse::BadLine;
     use crate::self_metrics::SelfMetrics;
 
-    fn find<'a>(families: &'a [PromFamily], name: &str) -> &'a PromFamily {
+    fn find<'a>(families: &'a [Family], name: &str) -> &'a Family {
         families.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no family {name}"))
     }
 
@@ -219,13 +187,13 @@ mod tests {
         };
         let out = families(&metrics, None, &BTreeMap::new(), 10);
         let packets = find(&out, "proctor_statsd_packets_received");
-        assert_eq!((packets.kind, packets.samples[0].value), (PromKind::Counter, 5.0));
+        assert_eq!((packets.kind, packets.samples[0].value), (Kind::Counter, 5.0));
         let bad = find(&out, "proctor_statsd_bad_lines");
         assert_eq!(bad.samples.len(), 2);
         assert_eq!(bad.samples[1].labels, vec![("reason", "bad_value".to_owned())]);
         let buffers = find(&out, "proctor_statsd_socket_receive_buffer_bytes");
-        assert_eq!((buffers.kind, buffers.samples.len()), (PromKind::Gauge, 2));
-        assert_eq!(find(&out, "proctor_statsd_uptime_seconds").kind, PromKind::Gauge);
+        assert_eq!((buffers.kind, buffers.samples.len()), (Kind::Gauge, 2));
+        assert_eq!(find(&out, "proctor_statsd_uptime_seconds").kind, Kind::Gauge);
         // Without a flush the key families are announced empty, and nothing is hidden.
         assert!(find(&out, "proctor_statsd_events_per_second").samples.is_empty());
         assert!(find(&out, "proctor_statsd_events").samples.is_empty());
@@ -238,7 +206,7 @@ mod tests {
         let totals: BTreeMap<String, f64> = [("c1".to_owned(), 60.0), ("c2".to_owned(), 20.0)].into();
         let out = families(&SelfMetrics::default(), Some(&flush()), &totals, 1);
         let events = find(&out, "proctor_statsd_events");
-        assert_eq!(events.kind, PromKind::Counter);
+        assert_eq!(events.kind, Kind::Counter);
         assert_eq!(events.samples.len(), 1, "capped like the others");
         assert_eq!((events.samples[0].labels.clone(), events.samples[0].value), (vec![("key", "c1".to_owned())], 60.0));
         let counters = find(&out, "proctor_statsd_events_per_second");
@@ -256,7 +224,7 @@ mod tests {
         assert_eq!(find(&out, "proctor_statsd_set_members").samples[0].value, 3.0);
         // Two counters and one timer over the cap of one per type.
         assert_eq!(find(&out, "proctor_statsd_keys_not_exposed").samples[0].value, 3.0);
-        let names: Vec<&str> = out.iter().rev().take(6).map(|f| f.name).collect();
+        let names: Vec<&str> = out.iter().rev().take(6).map(|f| f.name.as_str()).collect();
         assert_eq!(
             names,
             [
@@ -277,14 +245,12 @@ mod tests {
         let totals: BTreeMap<String, f64> = [("c1".to_owned(), 1.0)].into();
         for family in families(&metrics, Some(&flush()), &totals, 10) {
             let kind = match family.kind {
-                PromKind::Counter => "counter",
-                PromKind::Gauge => "gauge",
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
             };
-            let name = if family.kind == PromKind::Counter {
-                format!("{}_total", family.name)
-            } else {
-                family.name.to_owned()
-            };
+            let name =
+                if family.kind == Kind::Counter { format!("{}_total", family.name) } else { family.name.to_owned() };
             assert!(!name.contains(&format!("_{kind}_")) && !name.ends_with(&format!("_{kind}")), "{name} ({kind})");
         }
     }

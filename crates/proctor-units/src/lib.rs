@@ -2,9 +2,11 @@
 //! means ([`units::Unit`]) and how it is written for people ([`units`]), and the one grammar for
 //! every quantity a person types — a flag, a query parameter, a `top` prompt, a `--slow` rule,
 //! an alert literal — ([`quantity`]: sizes, rates, percents; [`duration`]: spans; [`when`]:
-//! points in time). Pure: no I/O, no clock.
+//! points in time); and the Prometheus exposition formats every `/metrics` family is written in
+//! ([`prom`]). Pure: no I/O, no clock.
 
 pub mod duration;
+pub mod prom;
 pub mod quantity;
 pub mod units;
 pub mod when;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use proctor_agent::disk::DiskWatch;
 use proctor_agent::{Agent, AgentConfig, Recording};
-use proctor_http::prom::{Family, Kind, MetricsConfig, ProcessRank};
+use proctor_http::prom::{Family, MetricsConfig, ProcessRank};
 use proctor_http::{ApiConfig, ConnLimits, ExtraMetrics, HostRule};
 use proctor_statsd::{ServerHandle, Shutdown};
 use proctor_store::{StoreConfig, Writer, STATSD_STREAM};
@@ -558,23 +558,8 @@ fn statsd_values(handle: ServerHandle) -> proctor_alerts::eval::StatsdSource {
 }
 
 /// The statsd server's self metrics, and the last flush's values per key, capped at `max`
-/// keys per type. `proctor_statsd::prom` decides the names, help texts and units; this only
-/// converts its families into `/metrics`' own.
+/// keys per type (`proctor_statsd::prom` decides the names, help texts and units).
 fn statsd_families(handle: &ServerHandle, max: usize) -> Vec<Family> {
-    use proctor_statsd::prom::{self as statsd_prom, PromKind};
     let flush = handle.last_flush();
-    statsd_prom::families(&handle.self_metrics(), flush.as_deref(), &handle.counter_totals(), max)
-        .into_iter()
-        .map(|family| {
-            let kind = match family.kind {
-                PromKind::Counter => Kind::Counter,
-                PromKind::Gauge => Kind::Gauge,
-            };
-            let mut out = Family::new(family.name, kind, family.help);
-            for sample in family.samples {
-                out.push(sample.labels, sample.value);
-            }
-            out
-        })
-        .collect()
+    proctor_statsd::prom::families(&handle.self_metrics(), flush.as_deref(), &handle.counter_totals(), max)
 }
