@@ -80,7 +80,8 @@ pub struct Args {
     /// same in Unix milliseconds). `--fields list` prints every field with its unit and meaning.
     #[arg(long, value_delimiter = ',')]
     pub fields: Vec<String>,
-    /// Keep rows where FIELD=TEXT (exact), FIELD~TEXT (contains), FIELD>N or FIELD<N. Repeat to
+    /// Keep rows where FIELD=TEXT (exact), FIELD~TEXT (contains), FIELD>N or FIELD<N, N a
+    /// quantity in the field's unit (`rss_bytes>2G`, `cpu_seconds_total>1m30s`). Repeat to
     /// require all.
     #[arg(long = "filter", value_parser = parse_filter)]
     pub filters: Vec<Filter>,
@@ -163,23 +164,62 @@ pub enum Filter {
     Below(String, f64),
 }
 
+/// `FIELD=TEXT`, `FIELD~TEXT`, `FIELD>NUMBER`, `FIELD<NUMBER`. A number is a quantity in the one
+/// grammar (`5`, `2G`, `1m30s`, `80%`, `10MiB/s`), compared in the field's base unit (bytes,
+/// seconds); a unit that does not fit a field the table knows is refused.
 pub fn parse_filter(text: &str) -> Result<Filter, String> {
     let at = text
         .find(['=', '~', '>', '<'])
-        .ok_or_else(|| format!("not a filter: {text:?} (try comm=nginx, cpu_percent>5)"))?;
+        .ok_or_else(|| format!("not a filter: {text:?} (try comm=nginx, cpu_percent>5, rss_bytes>2G)"))?;
     let (field, rest) = text.split_at(at);
     let (op, value) = rest.split_at(1);
     let field = field.trim().to_string();
     if field.is_empty() {
         return Err(format!("not a filter: {text:?} (no field name)"));
     }
-    let number = || value.trim().parse::<f64>().map_err(|_| format!("not a number in filter {text:?}"));
+    let number = || {
+        let q = proctor_units::parse_quantity(value).map_err(|e| format!("not a number in filter {text:?}: {e}"))?;
+        match unit_of(&field) {
+            Some(unit) if !fits(q.dim, unit) => {
+                Err(format!("filter {text:?}: {} does not fit {field}, which is in {}", q.dim.name(), unit.as_str()))
+            }
+            _ => Ok(q.value),
+        }
+    };
     Ok(match op {
         "=" => Filter::Equals(field, value.to_string()),
         "~" => Filter::Contains(field, value.to_string()),
-        ">" => Filter::Above(field, number()?),
-        _ => Filter::Below(field, number()?),
+        ">" => {
+            let n = number()?;
+            Filter::Above(field, n)
+        }
+        _ => {
+            let n = number()?;
+            Filter::Below(field, n)
+        }
     })
+}
+
+/// The unit of a field of the process, host or group table, by its (dotted) name.
+fn unit_of(name: &str) -> Option<Unit> {
+    [fields::PROCESS, fields::HOST, fields::GROUP]
+        .iter()
+        .flat_map(|t| t.iter())
+        .find(|f| f.name == name)
+        .map(|f| f.unit)
+}
+
+/// Whether a typed quantity can be compared with a field in `unit` (a bare number always can).
+fn fits(dim: proctor_units::Dim, unit: Unit) -> bool {
+    use proctor_units::Dim;
+    match dim {
+        Dim::None => true,
+        Dim::Percent => unit == Unit::Percent,
+        Dim::Seconds => unit == Unit::Seconds,
+        Dim::Bytes => unit == Unit::Bytes,
+        Dim::BytesPerSec => unit == Unit::BytesPerSec,
+        Dim::PerSec => unit == Unit::PerSec,
+    }
 }
 
 impl Filter {
@@ -532,6 +572,12 @@ mod tests {
         assert!(parse_filter("nonsense").is_err());
         assert!(parse_filter("=x").is_err());
         assert!(parse_filter("cpu_percent>lots").is_err());
+        // The one quantity grammar, in the field's base unit.
+        assert_eq!(parse_filter("rss_bytes>2G"), Ok(Filter::Above("rss_bytes".into(), 2147483648.0)));
+        assert_eq!(parse_filter("rss_bytes>2 GiB"), parse_filter("rss_bytes>2G"));
+        assert_eq!(parse_filter("cpu_seconds_total<1m30s"), Ok(Filter::Below("cpu_seconds_total".into(), 90.0)));
+        assert_eq!(parse_filter("cpu_percent>5%"), Ok(Filter::Above("cpu_percent".into(), 5.0)));
+        assert!(parse_filter("rss_bytes>5s").is_err_and(|e| e.contains("a duration does not fit rss_bytes")));
         let row: Row = vec![("name".into(), Value::from("nginx: worker")), ("cpu_percent".into(), Value::from(7.5))];
         assert!(Filter::Contains("name".into(), "worker".into()).keeps(&row));
         assert!(!Filter::Equals("name".into(), "nginx".into()).keeps(&row));
