@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use proctor_units::Dim;
 use proctor_vocab::fields::Field;
 use proctor_vocab::process::ProcessOut;
 use proctor_vocab::units::Unit;
@@ -109,14 +108,7 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
 /// is taken in the field's own unit.
 fn number(text: &str, unit: Unit) -> Result<f64, String> {
     let q = proctor_units::parse_quantity(text).map_err(|e| format!("'{text}': {e}"))?;
-    let fits = match q.dim {
-        Dim::None => true,
-        Dim::Percent => unit == Unit::Percent,
-        Dim::Seconds => unit == Unit::Seconds,
-        Dim::Bytes => unit == Unit::Bytes,
-        Dim::BytesPerSec => unit == Unit::BytesPerSec,
-        Dim::PerSec => unit == Unit::PerSec,
-    };
+    let fits = q.dim.fits(unit);
     if !fits {
         return Err(format!("'{text}' is {}, which does not fit a {} field", q.dim.name(), unit.as_str()));
     }

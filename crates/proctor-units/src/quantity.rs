@@ -45,6 +45,20 @@ impl Dim {
             Dim::PerSec => "a rate per second",
         }
     }
+
+    /// Whether a quantity of this kind can be compared with a field in `unit` (a bare number
+    /// always can: it is taken in the field's unit).
+    pub fn fits(self, unit: crate::units::Unit) -> bool {
+        use crate::units::Unit;
+        match self {
+            Dim::None => true,
+            Dim::Percent => unit == Unit::Percent,
+            Dim::Seconds => unit == Unit::Seconds,
+            Dim::Bytes => unit == Unit::Bytes,
+            Dim::BytesPerSec => unit == Unit::BytesPerSec,
+            Dim::PerSec => unit == Unit::PerSec,
+        }
+    }
 }
 
 /// A number in its base unit (seconds, bytes, per second, percent points) and what it measures.

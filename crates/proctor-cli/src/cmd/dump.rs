@@ -180,7 +180,7 @@ pub fn parse_filter(text: &str) -> Result<Filter, String> {
     let number = || {
         let q = proctor_units::parse_quantity(value).map_err(|e| format!("not a number in filter {text:?}: {e}"))?;
         match unit_of(&field) {
-            Some(unit) if !fits(q.dim, unit) => {
+            Some(unit) if !q.dim.fits(unit) => {
                 Err(format!("filter {text:?}: {} does not fit {field}, which is in {}", q.dim.name(), unit.as_str()))
             }
             _ => Ok(q.value),
@@ -207,19 +207,6 @@ fn unit_of(name: &str) -> Option<Unit> {
         .flat_map(|t| t.iter())
         .find(|f| f.name == name)
         .map(|f| f.unit)
-}
-
-/// Whether a typed quantity can be compared with a field in `unit` (a bare number always can).
-fn fits(dim: proctor_units::Dim, unit: Unit) -> bool {
-    use proctor_units::Dim;
-    match dim {
-        Dim::None => true,
-        Dim::Percent => unit == Unit::Percent,
-        Dim::Seconds => unit == Unit::Seconds,
-        Dim::Bytes => unit == Unit::Bytes,
-        Dim::BytesPerSec => unit == Unit::BytesPerSec,
-        Dim::PerSec => unit == Unit::PerSec,
-    }
 }
 
 impl Filter {
