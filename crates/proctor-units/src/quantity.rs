@@ -238,7 +238,9 @@ fn scan_one(text: &str) -> Result<(Quantity, usize), QuantityError> {
     let n = number_len(text);
     let digits: String = text[..n].chars().filter(|&c| c != '_').collect();
     if digits.is_empty() || digits == "-" || digits == "+" {
-        let word = &text[..word_len(text).max(1).min(text.len())];
+        // The word that is not a number, or its first character (`€5`: at a char boundary).
+        let first = text.chars().next().map_or(0, char::len_utf8);
+        let word = &text[..word_len(text).max(first)];
         return Err(error(0, if text.is_empty() { ErrorKind::Empty } else { ErrorKind::NotANumber(word.to_string()) }));
     }
     let value: f64 = digits.parse().map_err(|_| error(0, ErrorKind::NotANumber(text[..n].to_string())))?;
@@ -315,19 +317,9 @@ pub fn parse_rate(text: &str) -> Result<f64, QuantityError> {
     wanted(text, Dim::PerSec, true, "a rate (50, 50/s, 3000/min)")
 }
 
-/// Bytes per second: `10MiB/s`, `1G/min` (a bare number is bytes per second).
-pub fn parse_byte_rate(text: &str) -> Result<f64, QuantityError> {
-    wanted(text, Dim::BytesPerSec, true, "a rate in bytes (10MiB/s)")
-}
-
 /// Percent points: `80%`, `80` (a bare number is a percent).
 pub fn parse_percent(text: &str) -> Result<f64, QuantityError> {
     wanted(text, Dim::Percent, true, "a percentage (80%)")
-}
-
-/// For clap's `value_parser`.
-pub fn size_arg(text: &str) -> Result<f64, String> {
-    parse_size(text).map_err(|e| e.to_string())
 }
 
 /// For clap's `value_parser`.
@@ -405,5 +397,10 @@ mod tests {
         assert_eq!(e.to_string(), "\"5s\" is a duration, not a size (2G, 512MiB, 1.5e9)");
         assert!(parse_rate("-5/s").is_err());
         assert!(parse_size("2 GiB/fortnight").is_err());
+        // Text from outside (a query parameter, a prompt) is refused, never a panic, whatever
+        // its first character.
+        for text in ["€5", "—", "5€", "µ", "5 €", "2G/€", "1m€", "\u{0}", "ǅ5", "5ǅ"] {
+            assert!(parse_quantity(text).is_err(), "{text:?}");
+        }
     }
 }
