@@ -14,8 +14,11 @@ use crate::snapshot::{HistorySize, Snapshot};
 enum Column {
     CpuBusy,
     CpuUser,
+    CpuNice,
     CpuSystem,
     CpuIowait,
+    CpuIrq,
+    CpuSoftirq,
     CpuSteal,
     PerCpuBusy(u32),
     MemoryUsed,
@@ -23,6 +26,7 @@ enum Column {
     SwapUsed,
     Load1,
     PressureCpuSome,
+    PressureCpuFull,
     PressureMemorySome,
     PressureMemoryFull,
     PressureIoSome,
@@ -47,23 +51,29 @@ enum Column {
 }
 
 impl Column {
+    /// The series' name: the catalog's ([`proctor_units::series`]) for a total, the device
+    /// put after the total's first part for a per-device series.
     fn name(&self) -> String {
         let fixed = match self {
             Column::CpuBusy => "host.cpu.busy_percent",
             Column::CpuUser => "host.cpu.user_percent",
+            Column::CpuNice => "host.cpu.nice_percent",
             Column::CpuSystem => "host.cpu.system_percent",
             Column::CpuIowait => "host.cpu.iowait_percent",
+            Column::CpuIrq => "host.cpu.irq_percent",
+            Column::CpuSoftirq => "host.cpu.softirq_percent",
             Column::CpuSteal => "host.cpu.steal_percent",
             Column::PerCpuBusy(id) => return format!("host.cpu{id}.busy_percent"),
             Column::MemoryUsed => "host.memory.used_bytes",
             Column::MemoryAvailable => "host.memory.available_bytes",
-            Column::SwapUsed => "host.swap.used_bytes",
-            Column::Load1 => "host.load1",
-            Column::PressureCpuSome => "host.pressure.cpu.some_avg10",
-            Column::PressureMemorySome => "host.pressure.memory.some_avg10",
-            Column::PressureMemoryFull => "host.pressure.memory.full_avg10",
-            Column::PressureIoSome => "host.pressure.io.some_avg10",
-            Column::PressureIoFull => "host.pressure.io.full_avg10",
+            Column::SwapUsed => "host.memory.swap_used_bytes",
+            Column::Load1 => "host.load.avg1",
+            Column::PressureCpuSome => "host.pressure_cpu.some.avg10",
+            Column::PressureCpuFull => "host.pressure_cpu.full.avg10",
+            Column::PressureMemorySome => "host.pressure_memory.some.avg10",
+            Column::PressureMemoryFull => "host.pressure_memory.full.avg10",
+            Column::PressureIoSome => "host.pressure_io.some.avg10",
+            Column::PressureIoFull => "host.pressure_io.full.avg10",
             Column::ContextSwitches => "host.context_switches_per_sec",
             Column::DiskReadBytes => "host.disk.read_bytes_per_sec",
             Column::DiskWriteBytes => "host.disk.write_bytes_per_sec",
@@ -73,13 +83,13 @@ impl Column {
             Column::NetTxBytes => "host.net.tx_bytes_per_sec",
             Column::DeviceNetRx(d) => return format!("host.net.{d}.rx_bytes_per_sec"),
             Column::DeviceNetTx(d) => return format!("host.net.{d}.tx_bytes_per_sec"),
-            Column::ContainerMemoryCurrent => "container.memory.current_bytes",
-            Column::ContainerMemoryLimit => "container.memory.limit_bytes",
-            Column::ContainerCpuCores => "container.cpu.used_cpus",
-            Column::ContainerEffectiveCpus => "container.cpu.effective_cpus",
+            Column::ContainerMemoryCurrent => "container.memory_current_bytes",
+            Column::ContainerMemoryLimit => "container.memory_limit_bytes",
+            Column::ContainerCpuCores => "container.cpu_used_cpus",
+            Column::ContainerEffectiveCpus => "container.effective_cpus",
             Column::Processes => "host.processes",
             Column::AgentCpuSeconds => "agent.cpu_seconds_total",
-            Column::AgentSampleCpu => "agent.sample_cpu_seconds",
+            Column::AgentSampleCpu => "agent.last_sample.cpu_seconds",
             Column::AgentResident => "agent.resident_bytes",
         };
         fixed.to_string()
@@ -92,9 +102,13 @@ impl Column {
         let full10 = |p: Option<proctor_procfs::host::Pressure>| p.and_then(|p| p.full).map(|l| l.avg10);
         match self {
             Column::CpuBusy => h.cpu.map(|c| c.busy),
-            Column::CpuUser => h.cpu.map(|c| c.user + c.nice),
-            Column::CpuSystem => h.cpu.map(|c| c.system + c.irq + c.softirq),
+            // The fields' own shares, so a series means what the field of its name means.
+            Column::CpuUser => h.cpu.map(|c| c.user),
+            Column::CpuNice => h.cpu.map(|c| c.nice),
+            Column::CpuSystem => h.cpu.map(|c| c.system),
             Column::CpuIowait => h.cpu.map(|c| c.iowait),
+            Column::CpuIrq => h.cpu.map(|c| c.irq),
+            Column::CpuSoftirq => h.cpu.map(|c| c.softirq),
             Column::CpuSteal => h.cpu.map(|c| c.steal),
             Column::PerCpuBusy(id) => h.per_cpu.iter().find(|(c, _)| c == id).map(|(_, p)| p.busy),
             Column::MemoryUsed => n(h.memory_used_bytes),
@@ -102,6 +116,7 @@ impl Column {
             Column::SwapUsed => n(h.swap_used_bytes),
             Column::Load1 => h.load.map(|l| l[0]),
             Column::PressureCpuSome => some10(h.pressure_cpu),
+            Column::PressureCpuFull => full10(h.pressure_cpu),
             Column::PressureMemorySome => some10(h.pressure_memory),
             Column::PressureMemoryFull => full10(h.pressure_memory),
             Column::PressureIoSome => some10(h.pressure_io),
@@ -231,10 +246,16 @@ impl PointMaker {
         Point { time_ms: s.unix_ms(), values, top: top.into_boxed_slice() }
     }
 
-    /// Is `name` a series a point can answer (a fixed series or `process.PID.cpu_percent` /
-    /// `process.PID.rss_bytes`)?
+    /// Is `name` a series a point can answer (a fixed series by its name or an alias of it, or
+    /// `process.PID.cpu_percent` / `process.PID.rss_bytes`)?
     pub fn knows(&self, name: &str) -> bool {
-        self.names.iter().any(|n| n == name) || parse_process_series(name).is_some()
+        self.column(name).is_some() || parse_process_series(name).is_some()
+    }
+
+    /// The column of a fixed series, by its name or an alias the catalog keeps for it.
+    fn column(&self, name: &str) -> Option<usize> {
+        let name = proctor_units::series::canonical(name);
+        self.names.iter().position(|n| n == name)
     }
 
     /// The series `names` over `points` (time order), at most `max_points` of them (0: all).
@@ -247,7 +268,7 @@ impl PointMaker {
         let series = names
             .iter()
             .map(|name| {
-                let column = self.names.iter().position(|n| n == name);
+                let column = self.column(name);
                 let process = parse_process_series(name);
                 let pick = |p: &PointRef<'_>| -> Option<f64> {
                     if let Some(col) = column {
@@ -312,8 +333,16 @@ impl History {
     /// Fixes the series from what `first` has and reserves nothing yet: points are
     /// allocated as they arrive, and the oldest is dropped once `capacity` is reached.
     pub fn new(first: &Snapshot, capacity: usize, top_n: usize) -> Self {
-        let mut columns =
-            vec![Column::CpuBusy, Column::CpuUser, Column::CpuSystem, Column::CpuIowait, Column::CpuSteal];
+        let mut columns = vec![
+            Column::CpuBusy,
+            Column::CpuUser,
+            Column::CpuNice,
+            Column::CpuSystem,
+            Column::CpuIowait,
+            Column::CpuIrq,
+            Column::CpuSoftirq,
+            Column::CpuSteal,
+        ];
         if let Some(stat) = first.sample.host.stat.as_ref() {
             columns.extend(stat.cpu_ids.iter().take(1024).map(|&id| Column::PerCpuBusy(id)));
         }
@@ -323,6 +352,7 @@ impl History {
             Column::SwapUsed,
             Column::Load1,
             Column::PressureCpuSome,
+            Column::PressureCpuFull,
             Column::PressureMemorySome,
             Column::PressureMemoryFull,
             Column::PressureIoSome,
@@ -540,35 +570,13 @@ fn parse_process_series(name: &str) -> Option<(u32, ProcessField)> {
     Some((pid, field))
 }
 
-/// The rollup tiers' series (`proctor_agent::rollup`) that answer for a history series: the
-/// host's CPU, memory, swap, pressure, disk and network totals and the container's memory and
-/// CPU. The rest (load, context switches, per-device and per-CPU series, limits, processes, the
-/// agent's own figures, the top processes) are not rolled up and are unknown in a tier's part.
-/// Pressure's rollup is the share of wall time from the kernel's totals, the mean of what
-/// `avg10` estimates.
+/// Does a rollup tier keep history series `name`? The catalog's stored series are kept under
+/// their own names (rows rolled before the catalog, under an alias of it: compare
+/// [`proctor_units::series::canonical`] of a block's names). The rest (per-device and per-CPU
+/// series, limits, processes, the agent's own figures, the top processes) are not rolled up and
+/// are unknown in a tier's part.
 pub fn rollup_series(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "host.cpu.busy_percent" => "host.cpu.busy",
-        "host.cpu.user_percent" => "host.cpu.user",
-        "host.cpu.system_percent" => "host.cpu.system",
-        "host.cpu.iowait_percent" => "host.cpu.iowait",
-        "host.cpu.steal_percent" => "host.cpu.steal",
-        "host.memory.used_bytes" => "host.memory.used",
-        "host.memory.available_bytes" => "host.memory.available",
-        "host.swap.used_bytes" => "host.swap.used",
-        "host.pressure.cpu.some_avg10" => "host.psi.cpu.some",
-        "host.pressure.memory.some_avg10" => "host.psi.memory.some",
-        "host.pressure.memory.full_avg10" => "host.psi.memory.full",
-        "host.pressure.io.some_avg10" => "host.psi.io.some",
-        "host.pressure.io.full_avg10" => "host.psi.io.full",
-        "host.disk.read_bytes_per_sec" => "host.disk.read",
-        "host.disk.write_bytes_per_sec" => "host.disk.write",
-        "host.net.rx_bytes_per_sec" => "host.net.rx",
-        "host.net.tx_bytes_per_sec" => "host.net.tx",
-        "container.memory.current_bytes" => "container.memory",
-        "container.cpu.used_cpus" => "container.cpu",
-        _ => return None,
-    })
+    proctor_units::series::find(name).filter(|s| s.stored).map(|s| s.name)
 }
 
 #[cfg(test)]
@@ -576,7 +584,7 @@ mod tests {
     use super::*;
 
     fn maker() -> PointMaker {
-        PointMaker { columns: vec![Column::Load1], names: vec!["host.load1".into()], top_n: 1 }
+        PointMaker { columns: vec![Column::Load1], names: vec!["host.load.avg1".into()], top_n: 1 }
     }
 
     fn check(values: &[f64], max_points: usize, expected_times: &[u64], expected: &[Option<f64>]) {
@@ -585,7 +593,9 @@ mod tests {
             .map(|(t, &v)| Point { time_ms: t * 1000, values: Box::new([v]), top: Box::new([NO_ENTRY]) })
             .collect();
         let refs: Vec<PointRef<'_>> = points.iter().map(Point::as_ref).collect();
+        // Asked by its old name: the alias answers, under the name asked.
         let range = maker().assemble(&["host.load1".to_string()], &refs, max_points);
+        assert_eq!(range.series[0].name, "host.load1");
         assert_eq!(range.times_ms, expected_times);
         assert_eq!(range.series[0].values, expected);
     }

@@ -467,7 +467,8 @@ pub(crate) mod tests {
         assert_eq!(fold.stats.frames_read, 13);
         let (from, to) = (fold.summary.from_ns, fold.summary.to_ns);
         assert_eq!((from, to), (end - 12_000_000_000, end), "the buckets cover the recording");
-        let memory = fold.summary.series.iter().find(|s| s.name == "memory.used").expect("memory.used");
+        let memory =
+            fold.summary.series.iter().find(|s| s.name == "host.memory.used_bytes").expect("host.memory.used_bytes");
         assert_eq!(memory.points.len(), 13, "one bucket per sample, not two buckets of six seconds");
         assert!(memory.points.iter().all(|p| p.end_ns - p.start_ns < 1_000_000_000));
     }

@@ -217,18 +217,19 @@ pub fn block_of(span_s: u32, rows: Minutes) -> RollupBlock {
     RollupBlock { span_s, names, rows }
 }
 
-/// Every series' value at `cur`: host (`host.NAME`), container (`container.cpu` in CPUs,
-/// `container.memory` in bytes) and groups (`group.NAME.SERIES`).
+/// Every series' value at `cur`: host and container under the catalog's names
+/// ([`proctor_units::series`]; `container.cpu_used_cpus`, `container.memory_current_bytes`)
+/// and groups (`group.NAME.SERIES`).
 pub fn sample_values(cur: &Sample, prev: Option<&Sample>) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for ((name, _, _), v) in SERIES.iter().zip(host_values(cur, prev)) {
         if let Some(v) = v.filter(|v| v.is_finite()) {
-            out.push((format!("host.{name}"), v));
+            out.push((name.to_string(), v));
         }
     }
     if let Some(c) = &cur.container {
         if let Some(m) = c.counters.memory_current_bytes {
-            out.push(("container.memory".into(), m as f64));
+            out.push(("container.memory_current_bytes".into(), m as f64));
         }
         let cpu = prev.and_then(|p| {
             let secs = cur.mono_ns.checked_sub(p.mono_ns)? as f64 / 1e9;
@@ -236,7 +237,7 @@ pub fn sample_values(cur: &Sample, prev: Option<&Sample>) -> Vec<(String, f64)> 
             (secs > 0.0).then(|| used as f64 / 1e6 / secs)
         });
         if let Some(cpu) = cpu {
-            out.push(("container.cpu".into(), cpu));
+            out.push(("container.cpu_used_cpus".into(), cpu));
         }
     }
     if let Some(members) = cur.groups.as_deref() {
@@ -361,6 +362,64 @@ mod tests {
     use proctor_procfs::host::{CpuTicks, MemInfo, Stat as CpuStat};
     use proctor_report::GroupSelect;
 
+    /// Every stored host series of the catalog is a value of a row: a sample pair with every
+    /// host file the series read gives each of them a value, under the catalog's name.
+    #[test]
+    fn rows_keep_every_stored_host_series_of_the_catalog() {
+        use proctor_procfs::host::{DiskStat, LoadAvg, NetDev, Pressure, PressureLine};
+        let rich = |t: u64| {
+            let mut s = sample(0, t);
+            let h = &mut s.host;
+            if let Some(stat) = h.stat.as_mut() {
+                stat.total.nice = 2 * t;
+                stat.total.system = 3 * t;
+                stat.total.iowait = t;
+                stat.total.irq = t;
+                stat.total.softirq = t;
+                stat.total.steal = t;
+                stat.context_switches = Some(1000 * t);
+            }
+            if let Some(m) = h.meminfo.as_mut() {
+                m.cached_bytes = Some(1 << 30);
+                m.swap_total_bytes = Some(1 << 30);
+                m.swap_free_bytes = Some(1 << 29);
+            }
+            h.loadavg = Some(LoadAvg { one: 1.0, five: 1.0, fifteen: 1.0, runnable: 1, scheduling_entities: 9 });
+            let line = Some(PressureLine { avg10: 1.0, avg60: 1.0, avg300: 1.0, total_usec: 1000 * t });
+            let p = Some(Pressure { some: line, full: line });
+            (h.pressure_cpu, h.pressure_memory, h.pressure_io) = (p, p, p);
+            h.disks = vec![DiskStat {
+                name: "sda".into(),
+                reads: t,
+                read_sectors: 8 * t,
+                read_ms: t,
+                writes: t,
+                write_sectors: 8 * t,
+                write_ms: t,
+                in_flight: 0,
+                io_ms: 10 * t,
+                weighted_io_ms: 10 * t,
+            }];
+            h.nets = vec![NetDev {
+                name: "eth0".into(),
+                rx_bytes: 100 * t,
+                rx_packets: t,
+                rx_errors: 0,
+                rx_dropped: 0,
+                tx_bytes: 100 * t,
+                tx_packets: t,
+                tx_errors: 0,
+                tx_dropped: 0,
+            }];
+            s
+        };
+        let (a, b) = (rich(10), rich(11));
+        let names: Vec<String> = sample_values(&b, Some(&a)).into_iter().map(|(n, _)| n).collect();
+        for s in proctor_units::series::CATALOG.iter().filter(|s| s.stored && s.name.starts_with("host.")) {
+            assert!(names.iter().any(|n| n == s.name), "a row lacks {}: {names:?}", s.name);
+        }
+    }
+
     const NS: u64 = 1_000_000_000;
     /// A day boundary, so 26 hours hold a whole day.
     const T0: u64 = 1_700_006_400;
@@ -385,6 +444,13 @@ mod tests {
                     total_bytes: Some(8 << 30),
                     available_bytes: Some((8 << 30) - (1 << 30) - (t / 3600) * (1 << 20)),
                     ..MemInfo::default()
+                }),
+                loadavg: Some(proctor_procfs::host::LoadAvg {
+                    one: 1.5,
+                    five: 1.0,
+                    fifteen: 0.5,
+                    runnable: 1,
+                    scheduling_entities: 100,
                 }),
                 ..HostSample::default()
             },
@@ -472,10 +538,10 @@ mod tests {
             let h = f.summary.headline.iter().find(|h| h.name == name).expect(name);
             (h.mean, h.max)
         };
-        let (raw_used, tier_used) = (head(&raw, "memory.used"), head(&tiered, "memory.used"));
+        let (raw_used, tier_used) = (head(&raw, "host.memory.used_bytes"), head(&tiered, "host.memory.used_bytes"));
         assert!((raw_used.0 - tier_used.0).abs() / raw_used.0 < 1e-3, "{raw_used:?} vs {tier_used:?}");
         assert!((raw_used.1 - tier_used.1).abs() / raw_used.1 < 1e-3, "{raw_used:?} vs {tier_used:?}");
-        let (raw_cpu, tier_cpu) = (head(&raw, "cpu.user"), head(&tiered, "cpu.user"));
+        let (raw_cpu, tier_cpu) = (head(&raw, "host.cpu.user_percent"), head(&tiered, "host.cpu.user_percent"));
         assert!((raw_cpu.0 - tier_cpu.0).abs() < 0.01, "{raw_cpu:?} vs {tier_cpu:?}");
         let web = |f: &crate::range::Fold, name: &str| {
             let g = &f.summary.groups[0];
@@ -495,7 +561,7 @@ mod tests {
         let raw_first_ms = reader.segments().iter().map(|s| s.start_ns / 1_000_000).min().expect("raw left");
         let used = maker.names().iter().position(|n| n == "host.memory.used_bytes").expect("memory series");
         let user = maker.names().iter().position(|n| n == "host.cpu.user_percent").expect("cpu series");
-        let load = maker.names().iter().position(|n| n == "host.load1").expect("load series");
+        let load = maker.names().iter().position(|n| n == "host.load.avg1").expect("load series");
         let history = |budget| {
             crate::store_history::read_points(
                 &dir,
@@ -522,7 +588,8 @@ mod tests {
             if p.time_ms / 1000 > T0 {
                 assert!((p.values[user] - 12.5).abs() < 0.01, "{} at {}", p.values[user], p.time_ms);
             }
-            assert!(p.values[load].is_nan(), "load is not rolled up");
+            // Load is a stored series of the catalog: the tiers keep it (a row's max here).
+            assert_eq!(p.values[load], 1.5, "load at {}", p.time_ms);
         }
         assert!(points.iter().any(|p| p.time_ms >= raw_first_ms), "the raw part follows");
         // A small budget: the hour tier, its rows bucketed into at most the budget.

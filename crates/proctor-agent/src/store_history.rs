@@ -162,7 +162,11 @@ fn tier_points(
         };
         let columns: Vec<Option<usize>> = names
             .iter()
-            .map(|n| crate::history::rollup_series(n).and_then(|r| block.names.iter().position(|b| b == r)))
+            .map(|n| {
+                // Blocks rolled before the catalog name a series by an alias of its name.
+                let r = crate::history::rollup_series(n)?;
+                block.names.iter().position(|b| proctor_units::series::canonical(b) == r)
+            })
             .collect();
         for row in &block.rows {
             let start = row.start_unix_s;

@@ -154,6 +154,14 @@ pub fn resolve(scope: Scope, field: &str) -> Option<(&'static str, Unit)> {
     if let Some(found) = t.iter().find(|(n, _)| *n == field) {
         return Some(*found);
     }
+    // A series' earlier name (`host.pressure.cpu.some_avg10`, as the history API and the
+    // dashboard named it): the field the series catalog names it now.
+    let renamed = proctor_vocab::series::find(&format!("{}.{field}", scope.name()))
+        .filter(|s| s.field)
+        .and_then(|s| s.name.strip_prefix(scope.name())?.strip_prefix('.'));
+    if let Some(found) = renamed.and_then(|r| t.iter().find(|(n, _)| *n == r)) {
+        return Some(*found);
+    }
     let mut hits = t.iter().filter(|(n, _)| UNIT_SUFFIXES.iter().any(|s| n.strip_suffix(s) == Some(field)));
     let first = hits.next()?;
     hits.next().is_none().then_some(*first)
@@ -199,6 +207,20 @@ mod tests {
         assert_eq!(resolve(Scope::Agent, "last_sample.cpu").map(|f| f.0), Some("last_sample.cpu_seconds"));
         assert_eq!(resolve(Scope::Host, "cpu.busy_percent").map(|f| f.1), Some(Unit::Percent));
         assert_eq!(resolve(Scope::Host, "cpu.bsy"), None);
+        // Names the history API and rollups used before the series catalog.
+        assert_eq!(resolve(Scope::Host, "pressure.cpu.some_avg10").map(|f| f.0), Some("pressure_cpu.some.avg10"));
+        assert_eq!(resolve(Scope::Host, "load1").map(|f| f.0), Some("load.avg1"));
+        assert_eq!(resolve(Scope::Container, "memory.current_bytes").map(|f| f.0), Some("memory_current_bytes"));
+        assert_eq!(resolve(Scope::Agent, "sample_cpu_seconds").map(|f| f.0), Some("last_sample.cpu_seconds"));
+    }
+
+    #[test]
+    fn every_catalog_series_of_a_field_is_a_series_a_rule_can_name() {
+        for s in proctor_vocab::series::CATALOG.iter().filter(|s| s.field) {
+            let (scope, field) = s.name.split_once('.').expect("scoped");
+            let scope = Scope::parse(scope).expect("a scope of rules");
+            assert_eq!(resolve(scope, field), Some((field, s.unit)), "{}", s.name);
+        }
     }
 
     #[test]

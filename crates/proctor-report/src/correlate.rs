@@ -289,9 +289,9 @@ mod tests {
     /// 60 one-second intervals; `cpu.user` is 80 in seconds 20..30 and 10 elsewhere;
     /// `memory.used` counts up regardless; `disk.read` is noise unrelated to anything.
     fn points() -> Vec<HostPoint> {
-        let user = series_index("cpu.user").expect("series");
-        let memory = series_index("memory.used").expect("series");
-        let disk = series_index("disk.read").expect("series");
+        let user = series_index("host.cpu.user_percent").expect("series");
+        let memory = series_index("host.memory.used_bytes").expect("series");
+        let disk = series_index("host.disk.read_bytes_per_sec").expect("series");
         (0..60u64)
             .map(|t| {
                 let mut values = [None; SERIES.len()];
@@ -322,7 +322,7 @@ mod tests {
         assert!(matches!(c.rule, Some(SlowRule::SlowestMode { modes: 2, .. })), "{:?}", c.rule);
         assert_eq!(c.slow, 40);
         let top = &c.series[0];
-        assert_eq!(top.name, "cpu.user");
+        assert_eq!(top.name, "host.cpu.user_percent");
         // A two-valued series that separates the requests perfectly still cannot reach 1: its
         // ties share ranks. For 40 of 236 (latency ranks 1..=236 against two tied groups) rho
         // is 0.64985, computed independently with the same formula in Python.
@@ -332,7 +332,7 @@ mod tests {
         assert_eq!(top.ratio, Some(8.0));
         assert_eq!((top.slow_windows, top.other_windows), (10, 49));
         // Memory rises through the run: it correlates less and its medians barely differ.
-        let memory = c.series.iter().find(|s| s.name == "memory.used").expect("memory");
+        let memory = c.series.iter().find(|s| s.name == "host.memory.used_bytes").expect("memory");
         assert!(memory.spearman.expect("rho").abs() < top.spearman.expect("rho"));
         // Series with no values have no rho and come last.
         assert!(c.series.last().expect("last").spearman.is_none());
@@ -343,7 +343,7 @@ mod tests {
         // Slow in seconds 40..50, while cpu.user is flat there: its rho is negative-ish and
         // small, and its slow-window median equals the rest's.
         let c = correlate(&requests(|s| (40..50).contains(&s)), &points(), &CorrelationConfig::default());
-        let user = c.series.iter().find(|s| s.name == "cpu.user").expect("user");
+        let user = c.series.iter().find(|s| s.name == "host.cpu.user_percent").expect("user");
         assert!(user.spearman.expect("rho") < 0.0, "{user:?}");
         assert_eq!(user.median_slow, Some(10.0));
         assert_eq!(user.median_other, Some(10.0));

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use proctor_groups::GroupRow;
 use serde::Serialize;
 
-use crate::range::{Acc, Headline, Series, SeriesPoint, Unit};
+use crate::points::{Acc, Headline, Series, SeriesPoint, Unit};
 
 /// The series of each group, in a fixed order: (name, unit, what it is).
 pub const GROUP_SERIES: [(&str, Unit, &str); 12] = [

@@ -21,6 +21,7 @@
 pub mod correlate;
 pub mod groups;
 pub mod plot;
+pub mod points;
 pub mod range;
 
 pub use correlate::{correlate, Correlation, CorrelationConfig, LatencyPoint, SeriesCorrelation, SlowRule};

@@ -34,11 +34,22 @@ const COLORS: [[u8; 3]; 4] = [BLUE, ORANGE, GREEN, PURPLE];
 
 /// The panels of the host plot: title and the series drawn in it.
 pub const HOST_PANELS: [(&str, &[&str]); 5] = [
-    ("CPU, % of all CPUs", &["cpu.user", "cpu.system", "cpu.iowait"]),
-    ("memory", &["memory.used", "memory.cached", "memory.available", "swap.used"]),
-    ("pressure (PSI some), % of time stalled", &["psi.cpu.some", "psi.io.some", "psi.memory.some"]),
-    ("disk, whole disks", &["disk.read", "disk.write"]),
-    ("network, all interfaces but lo", &["net.rx", "net.tx"]),
+    ("CPU, % of all CPUs", &["host.cpu.user_percent", "host.cpu.system_percent", "host.cpu.iowait_percent"]),
+    (
+        "memory",
+        &[
+            "host.memory.used_bytes",
+            "host.memory.cached_bytes",
+            "host.memory.available_bytes",
+            "host.memory.swap_used_bytes",
+        ],
+    ),
+    (
+        "pressure (PSI some), % of time stalled",
+        &["host.pressure_cpu.some.avg10", "host.pressure_io.some.avg10", "host.pressure_memory.some.avg10"],
+    ),
+    ("disk, whole disks", &["host.disk.read_bytes_per_sec", "host.disk.write_bytes_per_sec"]),
+    ("network, all interfaces but lo", &["host.net.rx_bytes_per_sec", "host.net.tx_bytes_per_sec"]),
 ];
 
 /// A process group's panels (`report --group`): its series names in [`crate::GROUP_SERIES`].
@@ -54,10 +65,13 @@ pub const GROUP_PANELS: [(&str, &[&str]); 5] = [
 
 /// The system panels under the latency panel of the correlation plot.
 pub const CORRELATION_PANELS: [(&str, &[&str]); 4] = [
-    ("CPU, % of all CPUs", &["cpu.user", "cpu.system"]),
-    ("iowait, % of all CPUs; disk busy, % of time", &["cpu.iowait", "disk.busy"]),
-    ("disk", &["disk.read", "disk.write"]),
-    ("pressure (PSI some), % of time stalled", &["psi.cpu.some", "psi.io.some", "psi.memory.some"]),
+    ("CPU, % of all CPUs", &["host.cpu.user_percent", "host.cpu.system_percent"]),
+    ("iowait, % of all CPUs; disk busy, % of time", &["host.cpu.iowait_percent", "host.disk.busy_percent"]),
+    ("disk", &["host.disk.read_bytes_per_sec", "host.disk.write_bytes_per_sec"]),
+    (
+        "pressure (PSI some), % of time stalled",
+        &["host.pressure_cpu.some.avg10", "host.pressure_io.some.avg10", "host.pressure_memory.some.avg10"],
+    ),
 ];
 
 fn rect(x: f64, y: f64, width: f64, height: f64, color: [u8; 3]) -> Shape {
@@ -84,7 +98,7 @@ pub fn human(value: f64, unit: Unit) -> String {
         Unit::Percent => format!("{value:.0}%"),
         Unit::Bytes => binary(value),
         Unit::BytesPerSecond => format!("{}/s", binary(value)),
-        Unit::Count => count(value),
+        Unit::Count | Unit::Number => count(value),
         Unit::PerSecond => format!("{}/s", count(value)),
     }
 }
@@ -138,13 +152,21 @@ fn duration(ns: f64) -> String {
     }
 }
 
+/// A series' name in a legend: without the scope every series of a host panel shares, and
+/// without the unit suffix the panel's title and axis already say (`memory.used` for
+/// `host.memory.used_bytes`).
+fn legend_name(name: &str) -> &str {
+    let name = name.strip_prefix("host.").unwrap_or(name);
+    [".avg10", "_bytes_per_sec", "_percent", "_bytes"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name)
+}
+
 /// A tick's label in a panel's unit: `25%`, `512 MiB`, `1 MiB/s`.
 fn tick_label(value: f64, unit: Unit, step: f64) -> String {
     match unit {
         Unit::Percent => percent_label(value, step),
         Unit::Bytes => bytes_label(value),
         Unit::BytesPerSecond => format!("{}/s", bytes_label(value)),
-        Unit::Count => count(value),
+        Unit::Count | Unit::Number => count(value),
         Unit::PerSecond => format!("{}/s", count(value)),
     }
 }
@@ -153,7 +175,7 @@ fn tick_label(value: f64, unit: Unit, step: f64) -> String {
 /// binary units for bytes.
 fn value_ticks(high: f64, unit: Unit) -> Vec<f64> {
     match unit {
-        Unit::Percent | Unit::Count | Unit::PerSecond => nice_ticks(0.0, high, 4),
+        Unit::Percent | Unit::Count | Unit::Number | Unit::PerSecond => nice_ticks(0.0, high, 4),
         Unit::Bytes | Unit::BytesPerSecond => byte_ticks(high, 4),
     }
 }
@@ -213,7 +235,8 @@ fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], join_
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let label = if s.points.is_empty() { format!("{} (no data)", s.name) } else { s.name.to_string() };
+            let name = legend_name(s.name);
+            let label = if s.points.is_empty() { format!("{name} (no data)") } else { name.to_string() };
             (label, COLORS[i % COLORS.len()])
         })
         .collect();
@@ -484,12 +507,13 @@ mod tests {
         let points: Vec<HostPoint> = (0..60u64)
             .map(|t| {
                 let mut values = [None; SERIES.len()];
-                values[series_index("cpu.user").expect("user")] = Some(if (20..30).contains(&t) { 80.0 } else { 10.0 });
+                values[series_index("host.cpu.user_percent").expect("user")] =
+                    Some(if (20..30).contains(&t) { 80.0 } else { 10.0 });
                 HostPoint { unix_ns: (t + 1) * 1_000_000_000, interval_start_ns: Some(t * 1_000_000_000), values }
             })
             .collect();
         let user = Series {
-            name: "cpu.user",
+            name: "host.cpu.user_percent",
             unit: Unit::Percent,
             description: "",
             points: (0..60u32)
@@ -523,7 +547,7 @@ mod tests {
                 Unit::Percent => 100.0,
                 Unit::Bytes => 27.9 * (1u64 << 30) as f64,
                 Unit::BytesPerSecond => 1e6,
-                Unit::Count | Unit::PerSecond => 1000.0,
+                Unit::Count | Unit::Number | Unit::PerSecond => 1000.0,
             };
             series.points = (0..600u32)
                 .map(|b| {

@@ -20,51 +20,47 @@ use crate::groups::{group_values, GroupAccs, GroupSelect, GroupSummary, GroupVal
 use proctor_procfs::host::{CpuTicks, Pressure, PressureLine};
 use serde::Serialize;
 
-/// What a series measures, for axis labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unit {
-    /// Percent of all CPUs' time (CPU shares) or of wall time (PSI, disk busy).
-    Percent,
-    Bytes,
-    BytesPerSecond,
-    /// Things: processes, threads (group series).
-    Count,
-    /// Events per second: page faults (group series).
-    PerSecond,
-}
+use crate::points::Acc;
+pub use crate::points::{Headline, Series, SeriesPoint, Unit};
 
-/// The host series, in a fixed order: (name, unit, what it is).
-pub const SERIES: [(&str, Unit, &str); 23] = [
-    ("cpu.user", Unit::Percent, "user time, % of all CPUs"),
-    ("cpu.nice", Unit::Percent, "niced user time, % of all CPUs"),
-    ("cpu.system", Unit::Percent, "system time, % of all CPUs"),
-    ("cpu.iowait", Unit::Percent, "iowait, % of all CPUs"),
-    ("cpu.irq", Unit::Percent, "hard and soft interrupts, % of all CPUs"),
-    ("cpu.steal", Unit::Percent, "steal, % of all CPUs"),
-    ("cpu.busy", Unit::Percent, "everything but idle and iowait, % of all CPUs"),
-    ("memory.used", Unit::Bytes, "total − available"),
-    ("memory.available", Unit::Bytes, "MemAvailable"),
-    ("memory.cached", Unit::Bytes, "page cache (Cached)"),
-    ("swap.used", Unit::Bytes, "swap total − free"),
-    ("psi.cpu.some", Unit::Percent, "time some task waited for a CPU, % of wall time"),
-    ("psi.cpu.full", Unit::Percent, "time all non-idle tasks waited for a CPU, % of wall time"),
-    ("psi.io.some", Unit::Percent, "time some task waited for I/O, % of wall time"),
-    ("psi.io.full", Unit::Percent, "time all non-idle tasks waited for I/O, % of wall time"),
-    ("psi.memory.some", Unit::Percent, "time some task waited for memory, % of wall time"),
-    ("psi.memory.full", Unit::Percent, "time all non-idle tasks waited for memory, % of wall time"),
-    ("disk.read", Unit::BytesPerSecond, "bytes read from whole disks"),
-    ("disk.write", Unit::BytesPerSecond, "bytes written to whole disks"),
-    ("disk.busy", Unit::Percent, "I/O time of the busiest disk, % of wall time"),
-    ("disk.io_time", Unit::Percent, "I/O time of all whole disks together, % of wall time"),
-    ("net.rx", Unit::BytesPerSecond, "bytes received, all interfaces but lo"),
-    ("net.tx", Unit::BytesPerSecond, "bytes sent, all interfaces but lo"),
+/// The host series, in a fixed order: (name, unit, what it is). Each is a stored series of the
+/// catalog ([`proctor_units::series`]) under the catalog's name, which the rollup tiers keep too;
+/// a test holds the two lists equal. New series go at the end (the fold sets them by index).
+pub const SERIES: [(&str, Unit, &str); 26] = [
+    ("host.cpu.user_percent", Unit::Percent, "user time, % of all CPUs"),
+    ("host.cpu.nice_percent", Unit::Percent, "niced user time, % of all CPUs"),
+    ("host.cpu.system_percent", Unit::Percent, "system time, % of all CPUs"),
+    ("host.cpu.iowait_percent", Unit::Percent, "iowait, % of all CPUs"),
+    ("host.cpu.irq_percent", Unit::Percent, "hard interrupts, % of all CPUs"),
+    ("host.cpu.steal_percent", Unit::Percent, "steal, % of all CPUs"),
+    ("host.cpu.busy_percent", Unit::Percent, "everything but idle and iowait, % of all CPUs"),
+    ("host.memory.used_bytes", Unit::Bytes, "total − available"),
+    ("host.memory.available_bytes", Unit::Bytes, "MemAvailable"),
+    ("host.memory.cached_bytes", Unit::Bytes, "page cache (Cached)"),
+    ("host.memory.swap_used_bytes", Unit::Bytes, "swap total − free"),
+    ("host.pressure_cpu.some.avg10", Unit::Percent, "time some task waited for a CPU, % (kernel's 10 s average)"),
+    ("host.pressure_cpu.full.avg10", Unit::Percent, "time all non-idle tasks waited for a CPU, % (10 s average)"),
+    ("host.pressure_io.some.avg10", Unit::Percent, "time some task waited for I/O, % (10 s average)"),
+    ("host.pressure_io.full.avg10", Unit::Percent, "time all non-idle tasks waited for I/O, % (10 s average)"),
+    ("host.pressure_memory.some.avg10", Unit::Percent, "time some task waited for memory, % (10 s average)"),
+    ("host.pressure_memory.full.avg10", Unit::Percent, "time all non-idle tasks waited for memory, % (10 s average)"),
+    ("host.disk.read_bytes_per_sec", Unit::BytesPerSecond, "bytes read from whole disks"),
+    ("host.disk.write_bytes_per_sec", Unit::BytesPerSecond, "bytes written to whole disks"),
+    ("host.disk.busy_percent", Unit::Percent, "I/O time of the busiest disk, % of wall time"),
+    ("host.disk.io_time_percent", Unit::Percent, "I/O time of all whole disks together, % of wall time"),
+    ("host.net.rx_bytes_per_sec", Unit::BytesPerSecond, "bytes received, all interfaces but lo"),
+    ("host.net.tx_bytes_per_sec", Unit::BytesPerSecond, "bytes sent, all interfaces but lo"),
+    ("host.cpu.softirq_percent", Unit::Percent, "soft interrupts, % of all CPUs"),
+    ("host.load.avg1", Unit::Number, "load average over 1 minute"),
+    ("host.context_switches_per_sec", Unit::PerSecond, "context switches per second"),
 ];
 
 const N: usize = SERIES.len();
 
-/// The index of a series by name.
+/// The index of a series by its name or an alias the catalog keeps for it (`cpu.user`,
+/// `host.psi.cpu.some`, as reports and rollups named them before the catalog).
 pub fn series_index(name: &str) -> Option<usize> {
+    let name = proctor_units::series::canonical(name);
     SERIES.iter().position(|(n, _, _)| *n == name)
 }
 
@@ -86,42 +82,6 @@ impl Default for RangeConfig {
     fn default() -> Self {
         RangeConfig { from_ns: 0, to_ns: u64::MAX, max_points: 600, top: 10, keep_points: false }
     }
-}
-
-/// One bucket of a series: the mean and max of the values that fell into it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SeriesPoint {
-    /// Which bucket (0-based), so a plot can tell adjacent buckets from a gap.
-    pub bucket: u32,
-    /// The bucket's start and end, Unix ns.
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub mean: f64,
-    pub max: f64,
-    /// Values that fell into the bucket.
-    pub count: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Series {
-    pub name: &'static str,
-    pub unit: Unit,
-    pub description: &'static str,
-    /// Non-empty buckets only, in time order.
-    pub points: Vec<SeriesPoint>,
-}
-
-/// One series over the whole range: the mean and max of its per-sample values, whatever the
-/// bucketing (every surface that states a range's figures states these).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Headline {
-    pub name: &'static str,
-    pub unit: Unit,
-    pub description: &'static str,
-    pub mean: f64,
-    pub max: f64,
-    /// Per-sample values behind the mean and max.
-    pub count: u32,
 }
 
 /// Every series' value at one sample. A rate covers `(interval_start_ns, unix_ns]`; levels are
@@ -197,25 +157,6 @@ pub struct RangeSummary {
     pub group_samples: u64,
     /// Rollup rows folded in place of raw samples (their samples are counted in `samples`).
     pub rollup_rows: u64,
-}
-
-/// A bucket's values so far: their sum, max and count.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Acc {
-    pub(crate) sum: f64,
-    pub(crate) max: f64,
-    pub(crate) count: u32,
-}
-
-impl Acc {
-    /// Adds `n` values whose mean is `mean` and max `max` (a sample's value: (v, v, 1); a
-    /// rollup row's: its mean, max and sample count), so a bucket's mean stays the mean of
-    /// the samples behind it.
-    pub(crate) fn add(&mut self, mean: f64, max: f64, n: u32) {
-        self.max = if self.count == 0 { max } else { self.max.max(max) };
-        self.sum += mean * f64::from(n);
-        self.count += n;
-    }
 }
 
 #[derive(Debug)]
@@ -351,7 +292,8 @@ impl RangeBuilder {
             .names
             .iter()
             .map(|name| {
-                if let Some(i) = name.strip_prefix("host.").and_then(series_index) {
+                // Blocks rolled before the catalog named host series `host.` + an old name.
+                if let Some(i) = series_index(name) {
                     return To::Host(i);
                 }
                 let Some(rest) = name.strip_prefix("group.").filter(|_| self.groups.is_some()) else { return To::Skip };
@@ -677,6 +619,17 @@ pub fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
         v[9] = m.cached_bytes.map(|b| b as f64);
         v[10] = m.swap_total_bytes.zip(m.swap_free_bytes).and_then(|(t, f)| t.checked_sub(f)).map(|b| b as f64);
     }
+    // Pressure is the kernel's 10 s average at each sample, the number the live ring, the
+    // fields and alerts show under the same name (a bucket's mean of it lags the bucket's exact
+    // stall share by up to ~10 s).
+    let avg10 = |p: Option<Pressure>, line: fn(&Pressure) -> Option<PressureLine>| Some(line(&p?)?.avg10);
+    v[11] = avg10(h.pressure_cpu, |p| p.some);
+    v[12] = avg10(h.pressure_cpu, |p| p.full);
+    v[13] = avg10(h.pressure_io, |p| p.some);
+    v[14] = avg10(h.pressure_io, |p| p.full);
+    v[15] = avg10(h.pressure_memory, |p| p.some);
+    v[16] = avg10(h.pressure_memory, |p| p.full);
+    v[24] = h.loadavg.map(|l| l.one);
     let Some(prev) = prev else { return v };
     let secs = cur.mono_ns.saturating_sub(prev.mono_ns) as f64 / 1e9;
     if secs <= 0.0 {
@@ -685,21 +638,14 @@ pub fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
     let ph = &prev.host;
     if let (Some(s), Some(ps)) = (&h.stat, &ph.stat) {
         if let Some(shares) = cpu_shares(&s.total, &ps.total) {
-            v[..7].copy_from_slice(&shares.map(Some));
+            for (slot, share) in v.iter_mut().zip(&shares[..7]) {
+                *slot = Some(*share);
+            }
+            v[23] = Some(shares[7]);
         }
+        v[25] =
+            s.context_switches.zip(ps.context_switches).and_then(|(c, p)| c.checked_sub(p)).map(|d| d as f64 / secs);
     }
-    let psi = |cur: Option<Pressure>, prev: Option<Pressure>, line: fn(&Pressure) -> Option<PressureLine>| {
-        let (c, p) = (line(&cur?)?, line(&prev?)?);
-        // total is microseconds stalled; as a share of the interval's wall time.
-        let stalled = c.total_usec.checked_sub(p.total_usec)? as f64 / 1e6;
-        Some((100.0 * stalled / secs).min(100.0))
-    };
-    v[11] = psi(h.pressure_cpu, ph.pressure_cpu, |p| p.some);
-    v[12] = psi(h.pressure_cpu, ph.pressure_cpu, |p| p.full);
-    v[13] = psi(h.pressure_io, ph.pressure_io, |p| p.some);
-    v[14] = psi(h.pressure_io, ph.pressure_io, |p| p.full);
-    v[15] = psi(h.pressure_memory, ph.pressure_memory, |p| p.some);
-    v[16] = psi(h.pressure_memory, ph.pressure_memory, |p| p.full);
     let names = || h.disks.iter().map(|d| &*d.name);
     let whole = h.disks.iter().filter(|d| is_interesting_disk(&d.name) && !is_partition(&d.name, names()));
     let (mut read, mut write, mut busiest, mut io_ms, mut any) = (0.0, 0.0, 0.0f64, 0.0, false);
@@ -744,7 +690,9 @@ pub fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
 }
 
 /// user, nice, system, iowait, irq+softirq, steal, busy as percent of all CPU ticks.
-fn cpu_shares(later: &CpuTicks, earlier: &CpuTicks) -> Option<[f64; 7]> {
+/// user, nice, system, iowait, irq, steal, busy, softirq: `SERIES`' order of the first seven,
+/// then softirq (index 23).
+fn cpu_shares(later: &CpuTicks, earlier: &CpuTicks) -> Option<[f64; 8]> {
     let total = later.total().checked_sub(earlier.total())? as f64;
     if total <= 0.0 {
         return None;
@@ -755,15 +703,45 @@ fn cpu_shares(later: &CpuTicks, earlier: &CpuTicks) -> Option<[f64; 7]> {
         pct(later.nice, earlier.nice)?,
         pct(later.system, earlier.system)?,
         pct(later.iowait, earlier.iowait)?,
-        pct(later.irq + later.softirq, earlier.irq + earlier.softirq)?,
+        pct(later.irq, earlier.irq)?,
         pct(later.steal, earlier.steal)?,
         pct(later.busy(), earlier.busy())?,
+        pct(later.softirq, earlier.softirq)?,
     ])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_series_are_the_catalogs_stored_host_series_with_their_units() {
+        use proctor_units::series::CATALOG;
+        use proctor_units::units::Unit as U;
+        let mut catalog: Vec<(&str, U)> =
+            CATALOG.iter().filter(|s| s.stored && s.name.starts_with("host.")).map(|s| (s.name, s.unit)).collect();
+        let mut ours: Vec<(&str, U)> = SERIES
+            .iter()
+            .map(|(n, u, _)| {
+                let u = match u {
+                    Unit::Percent => U::Percent,
+                    Unit::Bytes => U::Bytes,
+                    Unit::BytesPerSecond => U::BytesPerSec,
+                    Unit::Count => U::Count,
+                    Unit::Number => U::Number,
+                    Unit::PerSecond => U::PerSec,
+                };
+                (*n, u)
+            })
+            .collect();
+        catalog.sort_by_key(|c| c.0);
+        ours.sort_by_key(|c| c.0);
+        assert_eq!(ours, catalog);
+        // The names reports and rollups used before the catalog still find their series.
+        assert_eq!(series_index("psi.cpu.some"), series_index("host.pressure_cpu.some.avg10"));
+        assert_eq!(series_index("host.cpu.user"), Some(0));
+        assert_eq!(series_index("cpu.user"), Some(0));
+    }
     use crate::groups::GroupSelect;
     use proctor_model::{HostSample, ProcessSample, SampleCost};
     use proctor_procfs::host::{DiskStat, MemInfo, Stat, Uptime};
@@ -953,17 +931,18 @@ mod tests {
         assert_eq!(summary.runs, 2);
         assert_eq!(summary.samples_with_rates, 4);
         assert_eq!(summary.median_interval_ns, Some(S));
-        let user: Vec<(u32, f64)> = series(&summary, "cpu.user").points.iter().map(|p| (p.bucket, p.mean)).collect();
+        let user: Vec<(u32, f64)> =
+            series(&summary, "host.cpu.user_percent").points.iter().map(|p| (p.bucket, p.mean)).collect();
         assert_eq!(user, vec![(1, 25.0), (2, 25.0), (3, 25.0), (6, 75.0)]);
         // Levels are there for every sample, the restart's first included.
-        let used: Vec<u32> = series(&summary, "memory.used").points.iter().map(|p| p.bucket).collect();
+        let used: Vec<u32> = series(&summary, "host.memory.used_bytes").points.iter().map(|p| p.bucket).collect();
         assert_eq!(used, vec![0, 1, 2, 3, 5, 6]);
         assert_eq!(summary.points[4].interval_start_ns, None);
         assert_eq!(summary.points[4].values[0], None);
         // Disk: sda only (sda1 is its partition, loop0 a pseudo-device): 2 sectors/s, 10 % busy.
-        let read = series(&summary, "disk.read");
+        let read = series(&summary, "host.disk.read_bytes_per_sec");
         assert!(read.points.iter().all(|p| p.mean == 1024.0), "{:?}", read.points);
-        assert!(series(&summary, "disk.busy").points.iter().all(|p| p.mean == 10.0));
+        assert!(series(&summary, "host.disk.busy_percent").points.iter().all(|p| p.mean == 10.0));
     }
 
     #[test]
@@ -977,7 +956,7 @@ mod tests {
             })
             .collect();
         let summary = summarize(samples, config(2));
-        let points = &series(&summary, "cpu.user").points;
+        let points = &series(&summary, "host.cpu.user_percent").points;
         assert_eq!(points.len(), 2);
         assert_eq!(points[1].max, 90.0);
         assert!((points[1].mean - 26.0).abs() < 1e-9, "{}", points[1].mean);

@@ -3,11 +3,13 @@
 //! every quantity a person types — a flag, a query parameter, a `top` prompt, a `--slow` rule,
 //! an alert literal — ([`quantity`]: sizes, rates, percents; [`duration`]: spans; [`when`]:
 //! points in time); and the Prometheus exposition formats every `/metrics` family is written in
-//! ([`prom`]). Pure: no I/O, no clock.
+//! ([`prom`]); and the catalog of every time series with its one name ([`series`]). Pure: no
+//! I/O, no clock.
 
 pub mod duration;
 pub mod prom;
 pub mod quantity;
+pub mod series;
 pub mod units;
 pub mod when;
 

@@ -62,7 +62,10 @@ function configureCharts() {
     only([
       { name: "host.cpu.busy_percent", label: "busy", width: 2 },
       { name: "host.cpu.user_percent", label: "user" },
+      { name: "host.cpu.nice_percent", label: "nice" },
       { name: "host.cpu.system_percent", label: "system" },
+      { name: "host.cpu.irq_percent", label: "irq" },
+      { name: "host.cpu.softirq_percent", label: "softirq" },
       { name: "host.cpu.iowait_percent", label: "iowait" },
       { name: "host.cpu.steal_percent", label: "steal" },
     ]),
@@ -78,16 +81,17 @@ function configureCharts() {
     only([
       { name: "host.memory.used_bytes", label: "used", width: 2 },
       { name: "host.memory.available_bytes", label: "available" },
-      { name: "host.swap.used_bytes", label: "swap used" },
+      { name: "host.memory.swap_used_bytes", label: "swap used" },
     ]),
   );
   charts.psi.setSeries(
     only([
-      { name: "host.pressure.cpu.some_avg10", label: "cpu some" },
-      { name: "host.pressure.memory.some_avg10", label: "memory some" },
-      { name: "host.pressure.memory.full_avg10", label: "memory full", dash: [4, 3] },
-      { name: "host.pressure.io.some_avg10", label: "io some" },
-      { name: "host.pressure.io.full_avg10", label: "io full", dash: [4, 3] },
+      { name: "host.pressure_cpu.some.avg10", label: "cpu some" },
+      { name: "host.pressure_cpu.full.avg10", label: "cpu full", dash: [4, 3] },
+      { name: "host.pressure_memory.some.avg10", label: "memory some" },
+      { name: "host.pressure_memory.full.avg10", label: "memory full", dash: [4, 3] },
+      { name: "host.pressure_io.some.avg10", label: "io some" },
+      { name: "host.pressure_io.full.avg10", label: "io full", dash: [4, 3] },
     ]),
   );
   charts.disk.setSeries(
@@ -104,21 +108,21 @@ function configureCharts() {
   );
   charts.cgMem.setSeries(
     only([
-      { name: "container.memory.current_bytes", label: "current", width: 2 },
-      { name: "container.memory.limit_bytes", label: "limit", color: PALETTE[1], dash: [6, 4] },
+      { name: "container.memory_current_bytes", label: "current", width: 2 },
+      { name: "container.memory_limit_bytes", label: "limit", color: PALETTE[1], dash: [6, 4] },
     ]),
   );
   charts.cgCpu.setSeries(
     only([
-      { name: "container.cpu.used_cpus", label: "used", width: 2 },
-      { name: "container.cpu.effective_cpus", label: "effective", color: PALETTE[1], dash: [6, 4] },
+      { name: "container.cpu_used_cpus", label: "used", width: 2 },
+      { name: "container.effective_cpus", label: "effective", color: PALETTE[1], dash: [6, 4] },
       { name: "derived.host.online_cpus", label: "host online", color: PALETTE[7], dash: [2, 3] },
     ]),
   );
   charts.agentRss.setSeries(only([{ name: "agent.resident_bytes", label: "RSS", width: 2 }]));
   charts.agentCpu.setSeries([
     ...(has("agent.cpu_seconds_total") ? [{ name: "derived.agent.cpu_percent", label: "whole agent", width: 2 }] : []),
-    ...(has("agent.sample_cpu_seconds") ? [{ name: "derived.agent.sample_percent", label: "sampling cycle" }] : []),
+    ...(has("agent.last_sample.cpu_seconds") ? [{ name: "derived.agent.sample_percent", label: "sampling cycle" }] : []),
   ]);
 }
 
@@ -127,7 +131,7 @@ function wantedSeries() {
   const names = new Set();
   for (const c of Object.values(charts)) for (const s of c.series) if (!s.name.startsWith("derived.")) names.add(s.name);
   for (const n of perCpu.names) names.add(n);
-  for (const n of ["agent.cpu_seconds_total", "agent.sample_cpu_seconds"]) if (state.seriesNames.has(n)) names.add(n);
+  for (const n of ["agent.cpu_seconds_total", "agent.last_sample.cpu_seconds"]) if (state.seriesNames.has(n)) names.add(n);
   // The API takes at most 256 names; on a very wide host the last CPUs are left out.
   return [...names].slice(0, 256);
 }
@@ -136,7 +140,7 @@ function wantedSeries() {
 function derive() {
   const t = timeline.times;
   const cpu = timeline.series("agent.cpu_seconds_total");
-  const sample = timeline.series("agent.sample_cpu_seconds");
+  const sample = timeline.series("agent.last_sample.cpu_seconds");
   const online = state.lastSnapshot?.container?.host_online_cpus ?? state.lastSnapshot?.host?.online_cpus ?? null;
   const agentPct = new Array(t.length).fill(null);
   const samplePct = new Array(t.length).fill(null);
@@ -255,8 +259,8 @@ async function loadReport(ms) {
   const problems = answer.problems?.length ? `; ${answer.problems[0]}` : "";
   $("report-note").textContent = `${answer.note}${problems} (${fmt.duration(answer.elapsed_ms / 1000)})`;
   const head = (name) => answer.headline.find((h) => h.name === name);
-  const busy = head("cpu.busy");
-  const used = head("memory.used");
+  const busy = head("host.cpu.busy_percent");
+  const used = head("host.memory.used_bytes");
   const parts = [`${fmt.count(answer.processes_seen)} processes seen`];
   if (busy) parts.push(`CPU busy ${fmt.percent(busy.mean)} on average, ${fmt.percent(busy.max)} at most`);
   if (used) parts.push(`memory used up to ${fmt.bytes(used.max)}`);

@@ -130,7 +130,7 @@ const ROLLUP: &[Field] = &[
         title: "Series",
         unit: Unit::Text,
         description:
-            "host.NAME (as report names it), container.cpu (CPUs), container.memory (bytes), group.NAME.SERIES.",
+            "A stored series of the catalog (docs/api.md, \"Series\"), or group.NAME.SERIES; rows rolled before it keep their old names.",
     },
     Field {
         name: "min",

@@ -524,20 +524,20 @@ fn print_text(report: &ReportOut, correlation: Option<&Correlation>, source: Opt
     )?;
     writeln!(out, "read       {}", report.note)?;
     const SHOWN: [&str; 9] = [
-        "cpu.busy",
-        "cpu.iowait",
-        "memory.used",
-        "psi.cpu.some",
-        "psi.io.some",
-        "disk.read",
-        "disk.write",
-        "net.rx",
-        "net.tx",
+        "host.cpu.busy_percent",
+        "host.cpu.iowait_percent",
+        "host.memory.used_bytes",
+        "host.pressure_cpu.some.avg10",
+        "host.pressure_io.some.avg10",
+        "host.disk.read_bytes_per_sec",
+        "host.disk.write_bytes_per_sec",
+        "host.net.rx_bytes_per_sec",
+        "host.net.tx_bytes_per_sec",
     ];
     for h in report.headline.iter().filter(|h| SHOWN.contains(&h.name)) {
         writeln!(
             out,
-            "{:<14} mean {:>12}  max {:>12}",
+            "{:<30} mean {:>12}  max {:>12}",
             h.name,
             plot::human(h.mean, h.unit),
             plot::human(h.max, h.unit)

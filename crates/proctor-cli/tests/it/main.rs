@@ -14,6 +14,7 @@ mod remote_write;
 mod replay;
 mod report;
 mod rollup;
+mod series_catalog;
 mod serve_record;
 mod share;
 mod statsd_attack;

@@ -118,7 +118,8 @@ fn series<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Valu
         .expect("series present")
 }
 
-const CPU: [&str; 4] = ["cpu.user", "cpu.busy", "psi.cpu.some", "cpu.system"];
+const CPU: [&str; 4] =
+    ["host.cpu.user_percent", "host.cpu.busy_percent", "host.pressure_cpu.some.avg10", "host.cpu.system_percent"];
 
 /// One experiment: a run with burners, then a control run without, and the correlation claims
 /// checked on both. Returns the burned run's report, or why the claims did not hold.
@@ -154,7 +155,7 @@ fn experiment(
     // them. cpu.busy and PSI are no measure of the burners on a machine other work already
     // keeps busy (both sit near 100 % with or without them), and cpu.user may rank first going
     // down (the burners take its share): the table ranks by |rho|.
-    let system = series(&with, "cpu.system");
+    let system = series(&with, "host.cpu.system_percent");
     if system["spearman"].as_f64().expect("rho") <= 0.3 {
         return Err(format!("cpu.system moves too little with the burners: {system}"));
     }
@@ -162,7 +163,7 @@ fn experiment(
         return Err(format!("cpu.system is not higher in the slow intervals: {system}"));
     }
     let (system_with, system_without) =
-        (system["spearman"].as_f64(), series(&without, "cpu.system")["spearman"].as_f64());
+        (system["spearman"].as_f64(), series(&without, "host.cpu.system_percent")["spearman"].as_f64());
     if system_without >= system_with {
         return Err(format!("cpu.system rho without burner {system_without:?} vs with {system_with:?}"));
     }

@@ -132,7 +132,7 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
     // n counts them all.
     assert_eq!(c["requests"].as_u64(), Some(with_values as u64), "{c}");
     assert_eq!(c["matched"].as_u64(), Some(with_values as u64), "{c}");
-    for name in ["cpu.busy", "memory.used"] {
+    for name in ["host.cpu.busy_percent", "host.memory.used_bytes"] {
         let s = c["series"].as_array().expect("series").iter().find(|s| s["name"] == name).expect("series");
         assert_eq!(s["n"].as_u64(), Some(with_values as u64), "{s}");
     }

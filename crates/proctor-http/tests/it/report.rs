@@ -96,7 +96,12 @@ fn report_ranks_the_process_that_used_the_cpu_first_with_its_cpu_seconds() {
     let hog_mean = v["top_rss_mean"][1]["rss_mean_bytes"].as_f64().expect("mean");
     assert!((hog_mean - (19.0 * GIB as f64 + 5.0 * GIB as f64) / 20.0).abs() < 1.0, "{hog_mean}");
     // The headline: busy 25 % over every interval, memory as read.
-    let busy = v["headline"].as_array().expect("headline").iter().find(|h| h["name"] == "cpu.busy").expect("cpu.busy");
+    let busy = v["headline"]
+        .as_array()
+        .expect("headline")
+        .iter()
+        .find(|h| h["name"] == "host.cpu.busy_percent")
+        .expect("host.cpu.busy_percent");
     assert!((busy["mean"].as_f64().expect("mean") - 25.0).abs() < 1e-9, "{busy}");
     assert_eq!(busy["count"].as_u64(), Some(19));
     assert!(v["note"].as_str().is_some_and(|n| n.starts_with("all 20 samples")), "{v}");
