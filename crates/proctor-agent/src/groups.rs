@@ -10,25 +10,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use proctor_groups::{churn, fold, Assigner, By, GroupRow};
+use proctor_groups::{churn, fold, Assigner, By};
 use proctor_model::SampleGroups;
 
 use crate::snapshot::Snapshot;
 
-/// The groups of one snapshot.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GroupsView {
-    /// `rules`, `cgroup` or `user`.
-    pub by: &'static str,
-    /// Published groups, biggest CPU first, each with its CPU-seconds counter.
-    pub groups: Vec<(GroupRow, f64)>,
-    /// Groups left out by the cap.
-    pub overflow: usize,
-    /// Processes no group took (rules only).
-    pub ungrouped: usize,
-    /// CPU the fold took on the sampling thread.
-    pub cost_cpu_ns: u64,
-}
+pub use proctor_groups::GroupsView;
 
 /// The groups a recorded sample was stored with (`record --groups`), folded as the agent folded
 /// them, against the stored sample before it for rates and churn; `None` when it has none.

@@ -100,7 +100,7 @@ pub struct Snapshot {
     pub container_cpu_cores: Option<f64>,
     pub agent: AgentSelf,
     /// Process groups, when the agent was asked to keep them (`AgentConfig::groups`).
-    pub groups: Option<Arc<crate::groups::GroupsView>>,
+    pub groups: Option<Arc<proctor_groups::GroupsView>>,
 }
 
 impl Snapshot {

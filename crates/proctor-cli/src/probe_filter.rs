@@ -22,7 +22,6 @@ use crate::output::Format;
 use proctor_probe::server_timing;
 use proctor_probe::ws::WsSummary;
 
-use crate::cmd::probe::websocket_text;
 use proctor_probe::{ErrorClass, RequestRecord};
 use proctor_vocab::{duration_arg, format_utc};
 use regex::Regex;
@@ -356,6 +355,38 @@ pub fn print_report(
         eprintln!("proctor: plot written to {}", path.display());
     }
     Ok(report)
+}
+
+/// "websocket: 1 connection; 0 pings, 0 closes; 2 echoes matched no message sent"
+pub(crate) fn websocket_text(summary: &WsSummary) -> String {
+    let mut text = format!(
+        "\nwebsocket: {} opened; {} answered, {} from the server",
+        plural(summary.connections, "connection", "connections"),
+        plural(summary.pings, "ping", "pings"),
+        plural(summary.closes, "close", "closes"),
+    );
+    if summary.unmatched > 0 {
+        text.push_str(&format!(
+            "; {} matched no message sent (greetings, or echoes after their timeout)",
+            plural(summary.unmatched, "echo", "echoes")
+        ));
+    }
+    if summary.other > 0 {
+        text.push_str(&format!(
+            "; {} that were not stdout",
+            plural(summary.other, "terminal message", "terminal messages")
+        ));
+    }
+    if let Some(last) = &summary.last_close {
+        text.push_str(&format!("\n  last connection loss: {last}"));
+    }
+    text.push('\n');
+    text
+}
+
+/// "1 send", "3 sends".
+pub(crate) fn plural(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 #[cfg(test)]

@@ -320,6 +320,22 @@ pub fn fold(
     out
 }
 
+/// The groups of one snapshot, as the agent publishes them: the fold's rows with a CPU-seconds
+/// counter each (`proctor_agent::groups` makes it on the sampling thread).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupsView {
+    /// `rules`, `cgroup` or `user`.
+    pub by: &'static str,
+    /// Published groups, biggest CPU first, each with its CPU-seconds counter.
+    pub groups: Vec<(GroupRow, f64)>,
+    /// Groups left out by the cap.
+    pub overflow: usize,
+    /// Processes no group took (rules only).
+    pub ungrouped: usize,
+    /// CPU the fold took on the sampling thread.
+    pub cost_cpu_ns: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::auth::HostRule;
 use crate::params::{json_response, ApiError};
 use crate::prom::{Family, Kind};
-use crate::router::AppState;
+use crate::state::AppState;
 
 /// A silence request's body is at most this long.
 pub const MAX_SILENCE_BODY: usize = 16 * 1024;

@@ -18,8 +18,10 @@ pub mod params;
 pub mod prom;
 pub mod router;
 pub mod serve;
+pub mod state;
 
 pub use auth::HostRule;
 pub use counters::HttpCounters;
-pub use router::{router, ApiConfig, ExtraMetrics, RemoteWriteStatus};
+pub use router::router;
 pub use serve::{serve, ConnLimits};
+pub use state::{ApiConfig, ExtraMetrics, RemoteWriteStatus};

@@ -16,7 +16,6 @@ use axum::middleware;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use proctor_agent::disk::DiskWatch;
 use proctor_agent::history_query::{read_store_part, HistoryQuery};
 use proctor_agent::range::{fold_tiered, FoldConfig, DEFAULT_FRAMES, MAX_TIERED_SPAN};
 use proctor_agent::store_history::PointCache;
@@ -24,75 +23,15 @@ use proctor_agent::Shared;
 use proctor_report::GroupSelect;
 use proctor_store::Reader;
 use proctor_vocab::history::{history_store, HistoryOut, SeriesListOut, SeriesOut};
-use proctor_vocab::jupyter::{jupyter_metrics, JupyterConfig};
+use proctor_vocab::jupyter::jupyter_metrics;
 use proctor_vocab::select::{matches, sort_rows};
-use proctor_vocab::snapshot::AgentExtras;
 use proctor_vocab::{process, report, snapshot, ProcessSort};
 
-use crate::auth::{Auth, HostRule};
+use crate::auth::Auth;
 use crate::counters::HttpCounters;
 use crate::params::{json_response, parse_pid, time_range, ApiError, Params};
-use crate::prom::{self, Family, MetricsConfig};
-
-/// Extra `/metrics` families from other parts of the agent (the embedded statsd server).
-pub type ExtraMetrics = Arc<dyn Fn() -> Vec<Family> + Send + Sync>;
-
-/// The remote-write queues' status as of a snapshot (lag is measured against its sample).
-pub type RemoteWriteStatus =
-    Arc<dyn Fn(&proctor_agent::snapshot::Snapshot) -> Vec<snapshot::RemoteWriteOut> + Send + Sync>;
-
-/// What the router needs besides the agent.
-#[derive(Clone)]
-pub struct ApiConfig {
-    /// When set, every request must carry `Authorization: Bearer TOKEN` (or the
-    /// `proctor_token` cookie the dashboard's sign-in form sets).
-    pub token: Option<Arc<str>>,
-    pub metrics: MetricsConfig,
-    pub jupyter: JupyterConfig,
-    /// The filesystem `/api/metrics/v1` reports on, watched off the sampling thread.
-    pub disk: Option<Arc<DiskWatch>>,
-    pub extra_metrics: Option<ExtraMetrics>,
-    /// The server's counters: the router counts requests, [`crate::serve`] connections.
-    pub counters: Arc<HttpCounters>,
-    /// Which `Host`s are answered (see [`HostRule`]).
-    pub hosts: HostRule,
-    /// The alert engine, when serve runs rules (`--rules`).
-    pub alerts: Option<Arc<proctor_alerts::engine::Handle>>,
-    /// The remote-write queues, when serve sends to any (`--remote-write`).
-    pub remote_write: Option<RemoteWriteStatus>,
-}
-
-impl std::fmt::Debug for ApiConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiConfig")
-            .field("token", &self.token.as_ref().map(|_| "<set>"))
-            .field("metrics", &self.metrics)
-            .field("jupyter", &self.jupyter)
-            .field("disk", &self.disk.as_ref().map(|d| d.path().to_owned()))
-            .field("extra_metrics", &self.extra_metrics.is_some())
-            .finish()
-    }
-}
-
-/// `/metrics` rendered once per snapshot and format: (seq, openmetrics, body).
-type MetricsCache = Arc<Mutex<Option<(u64, bool, Bytes)>>>;
-
-#[derive(Clone)]
-pub(crate) struct AppState {
-    shared: Arc<Shared>,
-    pub(crate) config: Arc<ApiConfig>,
-    http: Arc<HttpCounters>,
-    metrics_cache: MetricsCache,
-    store: Arc<StoreReads>,
-}
-
-/// Store reads for `/api/v1/history` and `/api/v1/report`: one at a time (each decodes up to
-/// its frame budget on a blocking thread), and the history's points of the last one.
-#[derive(Debug)]
-struct StoreReads {
-    permit: tokio::sync::Semaphore,
-    cache: Mutex<PointCache>,
-}
+use crate::prom;
+use crate::state::{ApiConfig, AppState, StoreReads};
 
 /// Processes the snapshot document lists unless `top` says otherwise.
 pub const SNAPSHOT_TOP: usize = 15;
@@ -133,16 +72,6 @@ async fn method_not_allowed() -> ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: "method_not_allowed",
         message: "only GET is served, and POST to /api/v1/alerts/silences".into(),
-    }
-}
-
-impl AppState {
-    fn extras(&self, s: &proctor_agent::snapshot::Snapshot) -> AgentExtras {
-        AgentExtras {
-            http: Some(self.http.out()),
-            disk_error: self.config.disk.as_ref().and_then(|d| d.status().error),
-            remote_write: self.config.remote_write.as_ref().map(|f| f(s)).unwrap_or_default(),
-        }
     }
 }
 

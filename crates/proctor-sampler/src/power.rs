@@ -11,6 +11,8 @@ use proctor_model::{PowerReading, SampleCost};
 use proctor_procfs::power::{discover, energy_delta_uj, parse_counter, Discovery, PowerSource, Unit};
 use proctor_procfs::{ProcFile, Root};
 
+use crate::nvml::NvmlReading;
+
 #[derive(Debug)]
 struct Source {
     source: PowerSource,
@@ -153,7 +155,7 @@ fn meter(
             std::thread::sleep(std::time::Duration::from_millis(20));
             n.latest()
         }) {
-            crate::sampler::nvml_power(&reading, &mut out);
+            nvml_power(&reading, &mut out);
         }
         (Instant::now(), out)
     };
@@ -217,4 +219,24 @@ fn meter(
         None => s.state.to_string(),
     });
     totals
+}
+
+/// NVML boards as power domains: their energy counter where the board has one (Volta and
+/// later), else the instantaneous power. A board's power is outside RAPL's packages and DRAM,
+/// so it is part of the host's total.
+pub(crate) fn nvml_power(reading: &NvmlReading, out: &mut Vec<PowerReading>) {
+    for d in &reading.devices {
+        let (unit, value) = match (d.energy_millijoules, d.power_milliwatts) {
+            (Some(mj), _) => (Unit::EnergyMicrojoules, mj.saturating_mul(1000)),
+            (None, Some(mw)) => (Unit::PowerMicrowatts, u64::from(mw) * 1000),
+            (None, None) => continue,
+        };
+        out.push(PowerReading {
+            domain: Arc::from(format!("nvml:{}", d.index)),
+            unit,
+            value,
+            max_energy_range_uj: None,
+            in_host_total: true,
+        });
+    }
 }

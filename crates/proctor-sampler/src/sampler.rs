@@ -4,10 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use proctor_model::gpu::{GpuClient, GpuSample, PowerReading};
+use proctor_model::gpu::{GpuClient, GpuSample};
 use proctor_model::{ContainerSample, ProcessSample, Sample, SampleCost};
 use proctor_procfs::cgroup::{self, CgroupLimits, CgroupPaths};
-use proctor_procfs::power::Unit;
 use proctor_procfs::system::{affinity, clock_ticks_per_sec, page_size, raise_nofile_limit, thread_cpu_ns};
 use proctor_procfs::ErrorKind;
 
@@ -191,7 +190,7 @@ impl Sampler {
             n.latest()
         });
         if let Some(reading) = nvml.as_deref() {
-            nvml_power(reading, &mut host.power);
+            crate::power::nvml_power(reading, &mut host.power);
         }
         let t = Instant::now();
         *cost.reader_wall_ns.entry("host").or_default() += t.duration_since(started).as_nanos() as u64;
@@ -324,26 +323,6 @@ impl Sampler {
                 }
             });
         }
-    }
-}
-
-/// NVML boards as power domains: their energy counter where the board has one (Volta and
-/// later), else the instantaneous power. A board's power is outside RAPL's packages and DRAM,
-/// so it is part of the host's total.
-pub(crate) fn nvml_power(reading: &NvmlReading, out: &mut Vec<PowerReading>) {
-    for d in &reading.devices {
-        let (unit, value) = match (d.energy_millijoules, d.power_milliwatts) {
-            (Some(mj), _) => (Unit::EnergyMicrojoules, mj.saturating_mul(1000)),
-            (None, Some(mw)) => (Unit::PowerMicrowatts, u64::from(mw) * 1000),
-            (None, None) => continue,
-        };
-        out.push(PowerReading {
-            domain: Arc::from(format!("nvml:{}", d.index)),
-            unit,
-            value,
-            max_energy_range_uj: None,
-            in_host_total: true,
-        });
     }
 }
 

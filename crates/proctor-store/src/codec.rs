@@ -124,7 +124,7 @@ pub fn decode_event(kind: FrameKind, version: u8, bytes: &[u8]) -> Result<Event,
         if version != crate::rollup::ROLLUP_VERSION {
             return Err(CodecError::UnknownVersion(version));
         }
-        return crate::rollup::decode_block(bytes).map(Event::Rollup);
+        return crate::rollup::decode_block(bytes).map(Event::Rollup).map_err(|e| CodecError::Rollup(e.0));
     }
     if version != EVENT_VERSION {
         return Err(CodecError::UnknownVersion(version));

@@ -23,7 +23,9 @@
 
 use proctor_model::{RollupBlock, RollupRow, Stat};
 
-use crate::codec::CodecError;
+/// Why a rollup record does not decode (the store reports it as a codec error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadBlock(pub &'static str);
 
 /// The rollup record format this build writes and reads.
 pub const ROLLUP_VERSION: u8 = 1;
@@ -116,7 +118,7 @@ fn finite(s: &Stat) -> bool {
     s.n > 0 && s.min.is_finite() && s.mean.is_finite() && s.max.is_finite() && s.last.is_finite()
 }
 
-pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, CodecError> {
+pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
     let mut r = Bytes { bytes, at: 0 };
     let span_s = u32::try_from(r.varint()?).map_err(|_| bad("a span past u32"))?;
     let names_n = r.bounded(MAX_NAMES, "more series names than a block may hold")?;
@@ -191,8 +193,8 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, CodecError> {
     Ok(RollupBlock { span_s, names, rows })
 }
 
-fn bad(why: &'static str) -> CodecError {
-    CodecError::Rollup(why)
+fn bad(why: &'static str) -> BadBlock {
+    BadBlock(why)
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
@@ -217,7 +219,7 @@ impl Bytes<'_> {
         self.bytes.len() - self.at
     }
 
-    fn take(&mut self, n: usize) -> Result<&[u8], CodecError> {
+    fn take(&mut self, n: usize) -> Result<&[u8], BadBlock> {
         if n > self.left() {
             return Err(bad("the record ends early"));
         }
@@ -226,7 +228,7 @@ impl Bytes<'_> {
         Ok(out)
     }
 
-    fn varint(&mut self) -> Result<u64, CodecError> {
+    fn varint(&mut self) -> Result<u64, BadBlock> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.take(1)?[0];
@@ -238,13 +240,13 @@ impl Bytes<'_> {
         Err(bad("a varint longer than 64 bits"))
     }
 
-    fn zigzag(&mut self) -> Result<i64, CodecError> {
+    fn zigzag(&mut self) -> Result<i64, BadBlock> {
         let v = self.varint()?;
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
     /// A count no larger than `max` (an error naming `what` otherwise).
-    fn bounded(&mut self, max: u64, what: &'static str) -> Result<usize, CodecError> {
+    fn bounded(&mut self, max: u64, what: &'static str) -> Result<usize, BadBlock> {
         let n = self.varint()?;
         if n > max {
             return Err(bad(what));
@@ -325,7 +327,7 @@ mod tests {
         let mut claim = Vec::new();
         varint(&mut claim, 60);
         varint(&mut claim, 1 << 30);
-        assert!(matches!(decode_block(&claim), Err(CodecError::Rollup(_))));
+        assert!(matches!(decode_block(&claim), Err(BadBlock(_))));
         // Random bytes (a fixed xorshift sequence): an error or a block, never a panic.
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..20_000 {

@@ -27,7 +27,7 @@ use proctor_probe::ws::{self, Framing, Payload, WsConfig, WsPacing, WsSummary};
 use proctor_probe::{jupyter, plot, ErrorClass, RequestRecord};
 
 use crate::output::Format;
-use crate::probe_filter::{report_filtered, FilterArgs, Filters};
+use crate::probe_filter::{plural, report_filtered, FilterArgs, Filters};
 use crate::streams::{probe_result, EventRecorder};
 use proctor_model::{ProbeBatch, ProbeResult};
 use proctor_sampler::power::{EnergyMeter, EnergyTotals};
@@ -595,33 +595,6 @@ fn probe_jupyter(
     result
 }
 
-/// "websocket: 1 connection; 0 pings, 0 closes; 2 echoes matched no message sent"
-pub(crate) fn websocket_text(summary: &WsSummary) -> String {
-    let mut text = format!(
-        "\nwebsocket: {} opened; {} answered, {} from the server",
-        plural(summary.connections, "connection", "connections"),
-        plural(summary.pings, "ping", "pings"),
-        plural(summary.closes, "close", "closes"),
-    );
-    if summary.unmatched > 0 {
-        text.push_str(&format!(
-            "; {} matched no message sent (greetings, or echoes after their timeout)",
-            plural(summary.unmatched, "echo", "echoes")
-        ));
-    }
-    if summary.other > 0 {
-        text.push_str(&format!(
-            "; {} that were not stdout",
-            plural(summary.other, "terminal message", "terminal messages")
-        ));
-    }
-    if let Some(last) = &summary.last_close {
-        text.push_str(&format!("\n  last connection loss: {last}"));
-    }
-    text.push('\n');
-    text
-}
-
 /// Results waiting to be recorded: one stored record per second of results (or per 512), so a
 /// fast probe does not write a frame per request.
 struct Batch {
@@ -729,11 +702,6 @@ fn analyze(files: &[PathBuf], filters: &Filters, format: Format, plot_path: Opti
     report_filtered(records, filters, &format!("proctor probe analyze {}", names.join(" ")), format, plot_path)?;
     // Analysing recorded failures is a success: the exit status speaks of this command.
     Ok(ExitCode::SUCCESS)
-}
-
-/// "1 send", "3 sends".
-fn plural(count: u64, one: &str, many: &str) -> String {
-    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 /// A HAR file's requests; a file over [`MAX_HAR_BYTES`] is refused before it is read, and a

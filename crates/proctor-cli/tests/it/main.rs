@@ -2,6 +2,7 @@
 
 mod agreement;
 mod alerts;
+mod architecture;
 mod bounded;
 mod flood;
 mod gpu;
