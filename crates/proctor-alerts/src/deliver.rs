@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use proctor_probe::client::{Client, ClientConfig};
-use proctor_probe::http::RequestSpec;
-use proctor_probe::tls::{TlsConfig, Trust};
+use proctor_client::client::{Client, ClientConfig};
+use proctor_client::http::RequestSpec;
+use proctor_client::tls::{TlsConfig, Trust};
 use serde::Serialize;
 
 use crate::rules::Receiver;
@@ -262,7 +262,7 @@ pub fn alertmanager_url(url: &str) -> String {
 }
 
 fn post(url: &str, body: &[u8], tls: Option<&TlsConfig>, timeout: Duration) -> Attempt {
-    let target = match proctor_probe::url::parse(url) {
+    let target = match proctor_client::url::parse(url) {
         Ok(t) => t,
         Err(e) => return Attempt::Refused(0, format!("{url}: {e}")),
     };

@@ -421,7 +421,7 @@ fn receivers(node: &Node, out: &mut Vec<Receiver>, diags: &mut Vec<Diagnostic>) 
 
 /// A receiver URL proctor can send to: `http://` or `https://` with a host.
 pub fn check_url(url: &str) -> Result<(), String> {
-    proctor_probe::url::parse(url).map(|_| ()).map_err(|e| format!("{url:?}: {e}"))
+    proctor_client::url::parse(url).map(|_| ()).map_err(|e| format!("{url:?}: {e}"))
 }
 
 /// `COUNT/DURATION`, both above zero.

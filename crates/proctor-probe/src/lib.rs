@@ -1,13 +1,12 @@
 //! `proctor probe`: measure an HTTP endpoint's latency phase by phase (or a WebSocket's
 //! echo, message by message), and say what shape the latencies have.
 //!
-//! Layers, pure first: [`url`] and [`http`] (wire format), [`server_timing`] (the
-//! `Server-Timing` header's substeps), [`schedule`] (when requests
-//! start), [`record`] (one request's result; also the JSON-lines file format) and [`report`]
+//! The transport is `proctor-client`'s (re-exported: [`url`], [`http`], [`server_timing`],
+//! [`tls`], [`client`]); this crate adds what measuring needs. Layers, pure first:
+//! [`schedule`] (when requests start), [`record`] (one request's result; also the JSON-lines file format) and [`report`]
 //! (percentiles, histogram, modes via `proctor-modes`, phase attribution) do no I/O and read
 //! no clock; [`tls`] turns whom to trust (Mozilla's roots, a private CA's PEM, or nobody) into
-//! a rustls configuration. [`client`] is the only module that opens connections; [`runner`]
-//! owns the threads and the clock; [`ws`] runs a WebSocket probe on its own thread over a
+//! a rustls configuration. [`client`] opens every connection; [`runner`] owns the threads and the clock; [`ws`] runs a WebSocket probe on its own thread over a
 //! connection `client` opened (tungstenite for the upgrade and the framing) and [`jupyter`]
 //! drives a Jupyter terminal through it (REST calls through `client`). [`plot`] draws a
 //! recorded run as SVG or PNG. [`har`] reads a browser's HAR export into records (pure: a
@@ -44,19 +43,17 @@
 //! `substep_median_ns`, `baseline_substep_median_ns`, `substep_share`) and `selection`
 //! (`matched`, `of`, `filters`) when filters chose the records.
 
-pub mod client;
 pub mod har;
-pub mod http;
 pub mod jupyter;
 pub mod plot;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod schedule;
-pub mod server_timing;
-pub mod tls;
-pub mod url;
 pub mod ws;
+
+// The transport, from the one outgoing client; re-exported so the prober's paths stay.
+pub use proctor_client::{client, http, server_timing, tls, url};
 
 pub use record::{ErrorClass, Phases, RequestRecord};
 pub use server_timing::Substep;

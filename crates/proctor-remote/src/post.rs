@@ -1,4 +1,4 @@
-//! One remote-write POST: a fresh connection (the probe's `client::connect`: every address
+//! One remote-write POST: a fresh connection (`proctor_client::client::connect`: every address
 //! tried, TLS through its rustls setup), the request with `Connection: close`, the reply's
 //! status, `Retry-After` and the start of its body (the receiver's message). Every step has the
 //! remote's timeout; nothing is unbounded.
@@ -6,8 +6,8 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use proctor_probe::tls::TlsConfig;
-use proctor_probe::url::Target;
+use proctor_client::tls::TlsConfig;
+use proctor_client::url::Target;
 
 /// Where a queue sends and how.
 #[derive(Debug, Clone)]
@@ -42,7 +42,7 @@ const MAX_MESSAGE: usize = 512;
 /// or read failed, or the reply was not HTTP), in words.
 pub fn post(endpoint: &Endpoint, content_type: &str, version: &str, body: &[u8]) -> Result<Reply, String> {
     let t = &endpoint.target;
-    let mut stream = proctor_probe::client::connect(t, endpoint.tls.as_ref(), endpoint.timeout)?;
+    let mut stream = proctor_client::client::connect(t, endpoint.tls.as_ref(), endpoint.timeout)?;
     stream.tcp().set_read_timeout(Some(endpoint.timeout)).map_err(|e| e.to_string())?;
     stream.tcp().set_write_timeout(Some(endpoint.timeout)).map_err(|e| e.to_string())?;
     let mut head = format!(
@@ -111,7 +111,7 @@ pub fn parse_reply(reply: &[u8]) -> Option<Reply> {
         }
     }
     let raw = &reply[end + 4..];
-    let body = if chunked { proctor_probe::http::dechunk(raw).0 } else { raw.to_vec() };
+    let body = if chunked { proctor_client::http::dechunk(raw).0 } else { raw.to_vec() };
     let mut message = String::from_utf8_lossy(&body[..body.len().min(MAX_MESSAGE)]).trim().to_string();
     message.retain(|c| !c.is_control() || c == ' ');
     Some(Reply { status, retry_after, message })

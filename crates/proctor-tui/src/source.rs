@@ -4,8 +4,7 @@
 //! worker (signals, nice) answers there too.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::Arc;
@@ -111,96 +110,55 @@ pub fn live(
 /// A remote agent: base URL (`http://HOST:PORT`), token.
 #[derive(Debug, Clone)]
 pub struct Remote {
-    pub host: String,
-    pub port: u16,
-    /// Path prefix the URL had (`/proctor` behind a proxy), without a trailing slash.
-    pub prefix: String,
-    pub authority: String,
+    /// Where its API is: the URL's host and port, and its path as a prefix (`/proctor` behind a
+    /// proxy), without a trailing slash.
+    pub target: proctor_client::url::Target,
     pub token: Option<String>,
     pub timeout: Duration,
 }
 
+/// The most one answer of a remote agent may be.
+const MAX_ANSWER: usize = 64 << 20;
+
 impl Remote {
     pub fn parse(url: &str, token: Option<String>) -> Result<Remote, String> {
-        let target = proctor_probe::url::parse(url).map_err(|e| format!("--connect {url}: {e}"))?;
+        let mut target = proctor_client::url::parse(url).map_err(|e| format!("--connect {url}: {e}"))?;
         if target.tls {
             return Err(format!(
                 "--connect {url}: proctor serve speaks plain HTTP; put it behind your TLS proxy's plain side or use an SSH tunnel"
             ));
         }
-        let prefix = target.path.split('?').next().unwrap_or("").trim_end_matches('/').to_string();
-        Ok(Remote {
-            host: target.host,
-            port: target.port,
-            prefix,
-            authority: target.authority,
-            token,
-            timeout: Duration::from_secs(5),
-        })
+        target.path = target.path.split('?').next().unwrap_or("").trim_end_matches('/').to_string();
+        Ok(Remote { target, token, timeout: Duration::from_secs(5) })
     }
 
-    /// One GET, whole body; at most 64 MiB.
+    /// One GET through the one outgoing client: the whole exchange within the timeout, the body
+    /// at most 64 MiB.
     pub fn get(&self, path: &str) -> Result<Vec<u8>, String> {
-        let addr = (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", self.host))?
-            .next()
-            .ok_or_else(|| format!("{} has no address", self.host))?;
-        let mut tcp = TcpStream::connect_timeout(&addr, self.timeout)
-            .map_err(|e| format!("cannot connect to {}: {e}", self.authority))?;
-        let deadline = Instant::now() + self.timeout;
-        tcp.set_read_timeout(Some(self.timeout)).map_err(|e| e.to_string())?;
-        tcp.set_write_timeout(Some(self.timeout)).map_err(|e| e.to_string())?;
-        let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-        let request = format!(
-            "GET {}{path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\n{auth}Connection: close\r\n\r\n",
-            self.prefix, self.authority
-        );
-        tcp.write_all(request.as_bytes()).map_err(|e| format!("cannot send to {}: {e}", self.authority))?;
-        const MAX: usize = 64 << 20;
-        let mut reply = Vec::new();
-        let mut chunk = [0u8; 64 * 1024];
-        loop {
-            if Instant::now() > deadline {
-                return Err(format!("{} did not answer within {:?}", self.authority, self.timeout));
-            }
-            match tcp.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => {
-                    reply.extend_from_slice(&chunk[..n]);
-                    if reply.len() > MAX {
-                        return Err(format!("{}{path} answered more than 64 MiB", self.authority));
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("reading from {}: {e}", self.authority)),
-            }
+        let authority = &self.target.authority;
+        let target = proctor_client::url::Target { path: format!("{}{path}", self.target.path), ..self.target.clone() };
+        let mut headers = vec![("Accept".to_string(), "application/json".to_string())];
+        if let Some(t) = &self.token {
+            headers.push(("Authorization".to_string(), format!("Bearer {t}")));
         }
-        let head = proctor_probe::http::parse_head(&reply, false)
-            .map_err(|e| format!("{} does not speak HTTP: {e}", self.authority))?
-            .ok_or_else(|| format!("{} closed before a whole response head", self.authority))?;
-        let body = &reply[head.length..];
-        if head.status == 401 {
-            return Err(format!("{} wants a token (--token-file)", self.authority));
+        let spec = proctor_client::http::RequestSpec { method: "GET".into(), headers, ..Default::default() };
+        let (status, body) = proctor_client::client::fetch_at_most(&target, None, &spec, self.timeout, MAX_ANSWER)
+            .map_err(|e| format!("{authority}{path}: {e}"))?;
+        if status == 401 {
+            return Err(format!("{authority} wants a token (--token-file)"));
         }
-        if head.status != 200 {
+        if status != 200 {
             let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            return Err(format!("{}{path} answered {}: {}", self.authority, head.status, text.trim()));
+            return Err(format!("{authority}{path} answered {status}: {}", text.trim()));
         }
-        if matches!(head.framing, proctor_probe::http::Framing::Chunked) {
-            return Err(format!(
-                "{}{path} answered in chunks; proctor serve does not, so this is not it",
-                self.authority
-            ));
-        }
-        Ok(body.to_vec())
+        Ok(body)
     }
 
     /// The remote agent's current frame.
     pub fn frame(&self) -> Result<Frame, String> {
         let snapshot = self.get("/api/v1/snapshot?top=0")?;
         let processes = self.get("/api/v1/processes")?;
-        Frame::from_remote(&snapshot, &processes).map_err(|e| format!("{}: {e}", self.authority))
+        Frame::from_remote(&snapshot, &processes).map_err(|e| format!("{}: {e}", self.target.authority))
     }
 }
 
@@ -473,5 +431,50 @@ impl Bounded {
         if self.tx.try_send(line).is_err() {
             self.dropped += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A one-shot server on loopback answering `reply` to the first request; the request is
+    /// returned through the join handle.
+    fn answer_once(reply: &'static [u8]) -> (String, std::thread::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/proctor/", listener.local_addr().expect("addr"));
+        let handle = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().expect("accept");
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.write_all(reply);
+            String::from_utf8_lossy(&request).into_owned()
+        });
+        (url, handle)
+    }
+
+    #[test]
+    fn a_remote_answer_comes_through_the_one_client_chunked_or_not() {
+        let (url, server) = answer_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n2\r\n\":\r\n2\r\n1}\r\n0\r\n\r\n",
+        );
+        let remote = Remote::parse(&url, Some("t0ken".into())).expect("url");
+        assert_eq!(remote.get("/api/v1/agent").as_deref(), Ok(&b"{\"a\":1}"[..]));
+        let request = server.join().expect("server");
+        assert!(request.starts_with("GET /proctor/api/v1/agent HTTP/1.1\r\n"), "{request}");
+        assert!(request.contains("Authorization: Bearer t0ken\r\n"), "{request}");
+
+        let (url, server) = answer_once(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+        let remote = Remote::parse(&url, None).expect("url");
+        assert!(remote.get("/api/v1/agent").is_err_and(|e| e.contains("wants a token")));
+        server.join().expect("server");
     }
 }

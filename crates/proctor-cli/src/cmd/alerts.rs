@@ -1,8 +1,6 @@
 //! `proctor alerts`: `check` a rules file, `test` it over a recording (backtesting), and talk to
 //! a running `serve`: `silence` a rule, `status` of its alerts.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -277,56 +275,28 @@ fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One HTTP/1.1 exchange with the agent over plain TCP (the agent's API is plain HTTP): the
-/// status and the body.
+/// One HTTP/1.1 exchange with the agent (its API is plain HTTP) through the one outgoing
+/// client: the status and the body (at most 64 MiB), within 10 s.
 fn request(remote: &Remote, method: &str, path: &str, body: Option<&str>) -> anyhow::Result<(u16, String)> {
-    let target = proctor_probe::url::parse(&remote.url).map_err(|e| anyhow::anyhow!("--url {}: {e}", remote.url))?;
+    let target = proctor_client::url::parse(&remote.url).map_err(|e| anyhow::anyhow!("--url {}: {e}", remote.url))?;
     if target.tls {
         bail!("--url {}: the agent serves plain HTTP; give its http:// address", remote.url);
     }
-    let token = match &remote.token_file {
-        Some(f) => Some(super::common::secret(f, "--token-file")?),
-        None => None,
+    let mut headers = vec![("Accept".to_string(), "application/json".to_string())];
+    if let Some(f) = &remote.token_file {
+        headers.push(("Authorization".to_string(), format!("Bearer {}", super::common::secret(f, "--token-file")?)));
+    }
+    if body.is_some() {
+        headers.push(("Content-Type".to_string(), "application/json".to_string()));
+    }
+    let spec = proctor_client::http::RequestSpec {
+        method: method.to_string(),
+        headers,
+        body: body.unwrap_or("").as_bytes().to_vec(),
+        close: true,
     };
-    let mut stream = TcpStream::connect((target.host.as_str(), target.port))
-        .with_context(|| format!("cannot connect to {} (is `proctor serve` running there?)", remote.url))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/json\r\n",
-        target.authority
-    );
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    let body = body.unwrap_or("");
-    if method == "POST" {
-        head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
-    let mut answer = Vec::new();
-    stream.take(64 << 20).read_to_end(&mut answer)?;
-    let text = String::from_utf8_lossy(&answer);
-    let (head, rest) = text.split_once("\r\n\r\n").context("the agent's answer has no end of head")?;
-    let status: u16 =
-        head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("no status in the agent's answer")?;
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked")
-    });
-    let body = if chunked { dechunk(rest) } else { rest.to_string() };
-    Ok((status, body))
-}
-
-fn dechunk(mut text: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = text.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        text = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+    let target = proctor_client::url::Target { path: path.to_string(), ..target };
+    let (status, body) = proctor_client::client::fetch_at_most(&target, None, &spec, Duration::from_secs(10), 64 << 20)
+        .map_err(|e| anyhow::anyhow!("{} (is `proctor serve` running there?): {e}", remote.url))?;
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }

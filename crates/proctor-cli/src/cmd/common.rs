@@ -63,27 +63,9 @@ pub fn root_of(captured: Option<&Path>, host: Option<&Path>) -> anyhow::Result<R
 }
 
 /// A token or password kept in a file (every `--token-file`, `--bearer-token-file`, remote
-/// write's secrets; nothing else reads one): its one line, surrounding whitespace trimmed. The
-/// file is read up to 64 KiB, so a path that names something endless (a device, a pipe) is
-/// refused rather than read forever.
+/// write's secrets): the one bounded reader, `proctor_client::secret`.
 pub fn secret(path: &Path, what: &str) -> anyhow::Result<String> {
-    use std::io::Read;
-    const MOST: u64 = 64 << 10;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MOST + 1).read_to_string(&mut text))
-        .with_context(|| format!("cannot read {what} {}", path.display()))?;
-    if text.len() as u64 > MOST {
-        anyhow::bail!("{what} {}: over {} KiB, not a token", path.display(), MOST >> 10);
-    }
-    let text = text.trim();
-    if text.is_empty() || text.chars().any(char::is_control) {
-        anyhow::bail!(
-            "{what} {}: the file holds no token on one line (empty, or a control character inside)",
-            path.display()
-        );
-    }
-    Ok(text.to_string())
+    proctor_client::secret::read(path, what).map_err(anyhow::Error::msg)
 }
 
 /// One snapshot from the agent: its first sample, or with an interval the one after it, so

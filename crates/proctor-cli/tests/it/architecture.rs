@@ -137,3 +137,40 @@ fn the_circle_finder_finds_a_circle() {
     std::fs::write(src.join("cmd/probe.rs"), "fn g() {}\n").expect("write");
     assert_eq!(circle(&module_graph(src)), None);
 }
+
+/// The calls that open a connection to somewhere else (a listening socket, `bind`, is not one).
+const OPENERS: [&str; 5] =
+    ["TcpStream::connect", "UdpSocket::connect", ".connect(", ".send_to(", "UnixStream::connect"];
+
+/// The files that hold `OPENERS` in code (tests and comments aside), as `crate/src/path`.
+fn openers_in_code() -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(crates_dir()).expect("crates/").flatten() {
+        let src = entry.path().join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for f in files {
+            let text = code(&f);
+            if OPENERS.iter().any(|o| text.contains(o)) {
+                let rel = f.strip_prefix(crates_dir()).expect("under crates/").to_string_lossy().into_owned();
+                found.push(rel);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Only the one outgoing client opens connections, and the statsd Graphite backend (a plain
+/// TCP line protocol of its own); everything else that talks to another machine (alert
+/// receivers, remote write, `top --connect`, `alerts status`/`silence`, the prober) goes through
+/// `proctor-client`.
+#[test]
+fn only_the_client_and_graphite_open_connections() {
+    let found = openers_in_code();
+    assert_eq!(
+        found,
+        ["proctor-client/src/client.rs", "proctor-statsd/src/graphite.rs"],
+        "files that open connections"
+    );
+}

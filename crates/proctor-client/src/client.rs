@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::ServerName;
 
 use crate::http::{build_request, parse_head, ChunkedDecoder, Framing, RequestSpec};
-use crate::record::{ErrorClass, Phases, PLAIN_HTTP_DETAIL};
+use crate::outcome::{ErrorClass, Phases, PLAIN_HTTP_DETAIL};
 use crate::server_timing::{self, Substep};
 use crate::tls::TlsConfig;
 use crate::url::Target;
@@ -57,15 +57,15 @@ pub struct Outcome {
 }
 
 #[derive(Debug)]
-pub(crate) struct Failure {
-    pub(crate) class: ErrorClass,
-    pub(crate) detail: String,
+pub struct Failure {
+    pub class: ErrorClass,
+    pub detail: String,
     /// The status and body bytes that had arrived when a request failed after its response
     /// head (a body cut short, a deadline passed mid-body): kept, not reported as nothing.
-    pub(crate) response: Option<(u16, u64)>,
+    pub response: Option<(u16, u64)>,
 }
 
-pub(crate) fn failure(class: ErrorClass, detail: impl Into<String>) -> Failure {
+pub fn failure(class: ErrorClass, detail: impl Into<String>) -> Failure {
     Failure { class, detail: detail.into(), response: None }
 }
 
@@ -399,7 +399,7 @@ impl Client {
 
 /// DNS, connect and (for TLS targets) the handshake, each timed into `phases`, all within
 /// `deadline`. `tls` is required for TLS targets.
-pub(crate) fn open(
+pub fn open(
     target: &Target,
     tls: Option<&TlsConfig>,
     phases: &mut Phases,
@@ -575,7 +575,7 @@ fn describe_handshake_error(err: &std::io::Error, tls: &TlsConfig) -> String {
 /// `SO_RCVTIMEO` can expire a little before our monotonic deadline (seen: 21 µs early on a
 /// 200 ms timeout), so a timeout before the deadline re-arms with what is left: a request is
 /// classed `timeout` only once its deadline has really passed.
-pub(crate) fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Result<usize, Option<Failure>> {
+pub fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instant) -> Result<usize, Option<Failure>> {
     let left = remaining(deadline)?;
     stream.tcp().set_read_timeout(Some(left)).map_err(|err| failure(classify_io(&err), err.to_string()))?;
     loop {
@@ -596,7 +596,7 @@ pub(crate) fn read_some(stream: &mut Stream, buffer: &mut [u8], deadline: Instan
     }
 }
 
-pub(crate) fn remaining(deadline: Instant) -> Result<Duration, Failure> {
+pub fn remaining(deadline: Instant) -> Result<Duration, Failure> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(failure(ErrorClass::Timeout, "deadline passed"));
@@ -617,7 +617,7 @@ fn is_closed(err: &std::io::Error) -> bool {
 
 /// Socket errors by class. Timeouts surface as `WouldBlock` (`EAGAIN` from a socket with
 /// `SO_RCVTIMEO`) or `TimedOut` (connect); rustls errors arrive wrapped as `InvalidData`.
-pub(crate) fn classify_io(err: &std::io::Error) -> ErrorClass {
+pub fn classify_io(err: &std::io::Error) -> ErrorClass {
     const ENETUNREACH: i32 = 101;
     const EHOSTUNREACH: i32 = 113;
     if err.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
@@ -631,7 +631,7 @@ pub(crate) fn classify_io(err: &std::io::Error) -> ErrorClass {
     }
 }
 
-pub(crate) fn nanos(duration: Duration) -> u64 {
+pub fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -644,13 +644,26 @@ pub fn connect(target: &Target, tls: Option<&TlsConfig>, timeout: Duration) -> R
     open(target, tls, &mut Phases::default(), Instant::now() + timeout).map_err(|failed| failed.detail)
 }
 
-/// One request on a connection of its own (`Connection: close`), body kept: the REST calls
-/// around a probe (Jupyter's terminal API), not a measured request.
+/// One request on a connection of its own (`Connection: close`), body kept (at most 1 MiB):
+/// the REST calls around a probe (Jupyter's terminal API), not a measured request.
 pub fn fetch(
     target: &Target,
     tls: Option<&TlsConfig>,
     spec: &crate::http::RequestSpec,
     timeout: Duration,
+) -> Result<(u16, Vec<u8>), String> {
+    fetch_at_most(target, tls, spec, timeout, FETCH_MAX_BODY)
+}
+
+/// [`fetch`] keeping a body of at most `max_body` bytes (a longer one is an error, found before
+/// more than about `max_body` bytes are held): another agent's API (`top --connect`,
+/// `alerts status`). The whole exchange, connect to the body's end, is within `timeout`.
+pub fn fetch_at_most(
+    target: &Target,
+    tls: Option<&TlsConfig>,
+    spec: &crate::http::RequestSpec,
+    timeout: Duration,
+    max_body: usize,
 ) -> Result<(u16, Vec<u8>), String> {
     let deadline = Instant::now() + timeout;
     let mut spec = spec.clone();
@@ -696,8 +709,8 @@ pub fn fetch(
         if complete {
             break;
         }
-        if body.len() > FETCH_MAX_BODY {
-            return Err(format!("response body over {FETCH_MAX_BODY} bytes"));
+        if body.len() > max_body || matches!(head.framing, Framing::Length(length) if length > max_body as u64) {
+            return Err(format!("response body over {max_body} bytes"));
         }
         match read_some(&mut stream, &mut scratch, deadline) {
             Ok(0) if head.framing == Framing::UntilClose => break,
