@@ -4,6 +4,7 @@
 //! result into an exit code. Data goes to stdout, logs and errors to stderr.
 
 mod cmd;
+mod daemon;
 mod datadir;
 mod output;
 mod probe_filter;
@@ -11,6 +12,7 @@ mod remote_write;
 mod signals;
 mod statsd_server;
 mod streams;
+mod text;
 
 use std::process::ExitCode;
 

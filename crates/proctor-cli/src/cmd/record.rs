@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use proctor_agent::{Agent, AgentConfig, Recording, RecordingStatus, Snapshot};
+use proctor_agent::{AgentConfig, Recording, RecordingStatus, Snapshot};
 use proctor_model::Sample;
 use proctor_procfs::system::{process_cpu_ns, self_max_rss_bytes};
 use proctor_sampler::SamplerConfig;
@@ -19,6 +19,7 @@ use proctor_store::{AppendCost, Sink, StoreConfig, Writer};
 use serde::Serialize;
 
 use super::common::ReadArgs;
+use crate::daemon::Daemon;
 use crate::datadir::report_open;
 use crate::output::{print_json, Format};
 use crate::signals;
@@ -51,7 +52,7 @@ pub struct Args {
     pub groups: Option<String>,
     /// The long-term tiers, rolled up from the recording every few minutes.
     #[command(flatten)]
-    pub tiers: super::rollup::TierArgs,
+    pub tiers: crate::daemon::TierArgs,
     /// fdatasync after every sample, so a power loss (not only a crash) loses at most the
     /// sample in flight.
     #[arg(long)]
@@ -137,18 +138,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let process_cpu_start = process_cpu_ns();
     let sink: Box<dyn Sink<Sample>> = if args.progress { Box::new(Announce(writer)) } else { Box::new(writer) };
     let recording = Recording::On { dir: args.dir.clone(), sink, queue: RECORD_QUEUE };
-    let groups = match args.groups.as_deref() {
-        None => None,
-        Some(spec) => Some(std::sync::Arc::new(super::groups::by_spec(spec)?)),
-    };
+    let groups = crate::daemon::groups(args.groups.as_deref())?;
     // Groups count their members' open fds: one statx per process per sample.
     let sampler_config = SamplerConfig { process_fds: groups.is_some(), ..args.read.config()? };
     let agent_config = AgentConfig { max_samples: args.count, groups, ..AgentConfig::brief(args.interval) };
-    let agent =
-        Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
-    let roller = proctor_agent::rollup::Roller::spawn(args.dir.clone(), args.tiers.config(), super::serve::ROLL_EVERY)
-        .context("cannot start the rollup thread")?;
-    let shared = agent.shared();
+    let mut daemon = Daemon::start(sampler_config, agent_config, recording)?;
+    daemon.add(
+        proctor_agent::rollup::Roller::spawn(args.dir.clone(), args.tiers.config(), crate::daemon::ROLL_EVERY)
+            .context("cannot start the rollup thread")?,
+    );
+    let shared = daemon.shared();
     loop {
         if args.count.is_some_and(|count| shared.latest().agent.samples >= count) {
             break;
@@ -159,9 +158,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let last = shared.latest();
-    // Stops sampling, then drains the recorder's queue into the store.
-    let recording = agent.stop();
-    roller.stop();
+    // Stops the roller, then sampling, then drains the recorder's queue into the store.
+    let recording = daemon.stop();
     let elapsed = started.elapsed();
     let process_cpu = process_cpu_ns().saturating_sub(process_cpu_start);
     let stats = &recording.stats;

@@ -13,9 +13,9 @@ use proctor_store::{same_run, Reader};
 use proctor_vocab::ProcessSort;
 
 use super::common::now_unix_ns;
-use super::snapshot::{print_view, View};
-use super::tree::{print_tree, TreeView};
 use crate::output::Format;
+use crate::text::snapshot::{print_view, View};
+use crate::text::tree::{print_tree, TreeView};
 use proctor_vocab::{format_utc, parse_when, When};
 
 /// Arguments of `proctor replay`.
@@ -189,7 +189,7 @@ fn show(shown: Shown, s: &mut Snapshot, prev: Option<&Sample>, stream: bool) -> 
                     writeln!(out)?;
                 }
                 Format::Json => crate::output::print_json(&doc)?,
-                Format::Text => super::groups::print_text(&doc)?,
+                Format::Text => crate::text::groups::print_text(&doc)?,
             }
         }
     }

@@ -5,11 +5,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
-use proctor_agent::rollup::{roll, RollReport, RollupConfig};
-use proctor_vocab::duration_arg;
+use proctor_agent::rollup::{roll, RollReport};
 use serde::Serialize;
 
 use crate::output::{print_json, Format};
@@ -21,34 +19,9 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value_os_t = crate::datadir::default_for_flags())]
     pub dir: PathBuf,
     #[command(flatten)]
-    pub tiers: TierArgs,
+    pub tiers: crate::daemon::TierArgs,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-}
-
-/// How long the tiers keep rows and how much disk they may use (`serve`, `record`, `rollup`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct TierArgs {
-    /// Keep minute rows this long.
-    #[arg(long, default_value = "90d", value_parser = duration_arg)]
-    pub minute_age: Duration,
-    /// Keep hour rows this long.
-    #[arg(long, default_value = "730d", value_parser = duration_arg)]
-    pub hour_age: Duration,
-    /// Both tiers together may use this many MiB (the minute tier 7/8 of it); the oldest
-    /// segments go first.
-    #[arg(long, default_value_t = 512)]
-    pub rollup_mib: u64,
-}
-
-impl TierArgs {
-    pub fn config(&self) -> RollupConfig {
-        RollupConfig {
-            minute_age: self.minute_age,
-            hour_age: self.hour_age,
-            max_bytes: self.rollup_mib.saturating_mul(1 << 20),
-        }
-    }
 }
 
 #[derive(Debug, Default, Serialize)]

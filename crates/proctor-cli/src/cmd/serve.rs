@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use proctor_agent::disk::DiskWatch;
-use proctor_agent::{Agent, AgentConfig, Recording};
+use proctor_agent::{AgentConfig, Recording};
 use proctor_http::prom::{Family, MetricsConfig, ProcessRank};
 use proctor_http::{ApiConfig, ConnLimits, ExtraMetrics, HostRule};
 use proctor_statsd::{ServerHandle, Shutdown};
@@ -23,6 +23,7 @@ use proctor_store::{StoreConfig, Writer, STATSD_STREAM};
 use proctor_vocab::jupyter::JupyterConfig;
 
 use crate::cmd::common::ReadArgs;
+use crate::daemon::{limit_malloc_arenas, Daemon, Statsd};
 use crate::datadir;
 use crate::signals;
 use crate::streams::EventRecorder;
@@ -127,7 +128,7 @@ struct ServeOptions {
     no_record: bool,
     /// The long-term tiers rolled up from the recording every few minutes.
     #[command(flatten)]
-    tiers: super::rollup::TierArgs,
+    tiers: crate::daemon::TierArgs,
     /// Drop recorded data older than this (whole segments; `7d`, `36h`, `90m`).
     #[arg(long, value_name = "AGE", default_value = "7d", value_parser = duration_arg)]
     retain_age: Duration,
@@ -219,8 +220,6 @@ fn resolve_listen(text: &str) -> anyhow::Result<(SocketAddr, bool)> {
 }
 
 /// How often a recording agent rolls finished hours up (`proctor_agent::rollup`).
-pub const ROLL_EVERY: Duration = Duration::from_secs(300);
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let o = *args.options;
     let (interval, history) = (o.interval, o.history);
@@ -265,10 +264,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .clone()
         .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/"));
-    let groups = match o.groups.as_deref() {
-        None => None,
-        Some(spec) => Some(std::sync::Arc::new(super::groups::by_spec(spec)?)),
-    };
+    let groups = crate::daemon::groups(o.groups.as_deref())?;
     // Groups count their members' open fds: one statx per process per sample.
     sampler_config.process_fds = groups.is_some();
     let agent_config = AgentConfig { interval, history, groups, max_groups: o.max_groups, ..AgentConfig::default() };
@@ -285,16 +281,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     // Checked before the agent starts: a remote-write mistake stops serve with the reason.
     let remote_plan = o.remote_write.plan(recording_dir.as_deref(), metrics_config, &host)?;
-    let agent =
-        Agent::start_recording(sampler_config, agent_config, recording).context("cannot start the sampling thread")?;
+    // The agent first; each service below is added once started, and `daemon.stop()` stops
+    // them newest first, then the agent.
+    let mut daemon = Daemon::start(sampler_config, agent_config, recording)?;
     // Recorded samples roll up into the minute and hour tiers on a thread of their own.
-    let roller = match &recording_dir {
-        Some(dir) => Some(
-            proctor_agent::rollup::Roller::spawn(dir.clone(), o.tiers.config(), ROLL_EVERY)
+    if let Some(dir) = &recording_dir {
+        daemon.add(
+            proctor_agent::rollup::Roller::spawn(dir.clone(), o.tiers.config(), crate::daemon::ROLL_EVERY)
                 .context("cannot start the rollup thread")?,
-        ),
-        None => None,
-    };
+        );
+    }
 
     let statsd_shutdown = Shutdown::new();
     // Recording serve records statsd flushes too, into DATA/statsd through a recorder thread
@@ -318,8 +314,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let statsd_extra: Option<ExtraMetrics> = statsd.as_ref().map(|server| {
+    let statsd = statsd.map(|server| {
         let handle = server.handle();
+        // The recorder it writes flushes into is stopped after it.
+        if let Some(recorder) = flush_recorder {
+            daemon.add(recorder);
+        }
+        daemon.add(Statsd { server, shutdown: statsd_shutdown, unix: o.statsd_options.unix.clone() });
+        handle
+    });
+    let statsd_extra: Option<ExtraMetrics> = statsd.as_ref().map(|handle| {
+        let handle = handle.clone();
         let max = o.statsd_metrics_max;
         Arc::new(move || statsd_families(&handle, max)) as ExtraMetrics
     });
@@ -341,7 +346,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let remote_queues = if remote_plan.is_empty() {
         Vec::new()
     } else {
-        let queues = remote_plan.start(&agent.shared(), live)?;
+        let queues = remote_plan.start(&daemon.shared(), live)?;
         for q in &o.remote_write.urls {
             log(&format!("remote write to {q}"));
         }
@@ -355,7 +360,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             handles.iter().map(|h| h.read(s.sample.unix_ns, s.agent.interval_ns)).collect()
         }))
     };
-    let extra: Option<ExtraMetrics> = match (statsd_extra, remote_status.clone(), agent.shared()) {
+    for queue in remote_queues {
+        daemon.add(queue);
+    }
+    let extra: Option<ExtraMetrics> = match (statsd_extra, remote_status.clone(), daemon.shared()) {
         (None, None, _) => None,
         (statsd_extra, remote_status, shared) => Some(Arc::new(move || {
             let mut out = statsd_extra.as_ref().map(|f| f()).unwrap_or_default();
@@ -385,9 +393,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 host: host.clone(),
                 generator_url: format!("http://{listen}/#alerts"),
                 delivery: proctor_alerts::deliver::DeliveryConfig::default(),
-                statsd: statsd.as_ref().map(|server| statsd_values(server.handle())),
+                statsd: statsd.clone().map(statsd_values),
             };
-            let engine = proctor_alerts::engine::Engine::start(agent.shared(), config)
+            let engine = proctor_alerts::engine::Engine::start(daemon.shared(), config)
                 .map_err(|e| anyhow::anyhow!("--rules: {e}"))?;
             let handle = engine.handle();
             signals.on_hangup(move || handle.reload());
@@ -404,7 +412,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         extra_metrics: extra,
         counters,
         hosts: if loopback && tokenless { HostRule::Loopback { also: o.allow_host.clone() } } else { HostRule::Any },
-        alerts: alert_engine.as_ref().map(proctor_alerts::engine::Engine::handle),
+        alerts: alert_engine.map(|engine| {
+            let handle = engine.handle();
+            daemon.add(engine);
+            handle
+        }),
         remote_write: remote_status,
     };
     let counters = Arc::clone(&config.counters);
@@ -414,7 +426,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(max) => ConnLimits { max_connections: max, ..ConnLimits::for_this_process() },
         None => ConnLimits::for_this_process(),
     };
-    let app = proctor_http::router(agent.shared(), config);
+    let app = proctor_http::router(daemon.shared(), config);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -450,26 +462,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
     log("stopping");
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    if let Some(engine) = alert_engine {
-        engine.stop();
-    }
-    for queue in remote_queues {
-        queue.stop();
-    }
-    agent.stop();
-    if let Some(roller) = roller {
-        roller.stop();
-    }
-    if let Some(server) = statsd {
-        statsd_shutdown.trigger();
-        server.join();
-        if let Some(path) = &o.statsd_options.unix {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-    if let Some(recorder) = flush_recorder {
-        recorder.stop();
-    }
+    daemon.stop();
     served?;
     Ok(ExitCode::SUCCESS)
 }
@@ -505,31 +498,6 @@ fn open_recording(o: &ServeOptions) -> (Recording, Option<PathBuf>) {
         }
     }
 }
-
-/// glibc gives each thread that allocates its own arena (up to 8 per core), and each keeps
-/// freed memory for reuse. The agent's threads allocate little and rarely at once, so two
-/// arenas are plenty and keep RSS down by a few MiB.
-///
-/// Blocks of [`MMAP_THRESHOLD`] and more get pages of their own (`mmap`), returned to the
-/// kernel when freed. glibc's default starts there too but raises the threshold to the size of
-/// each such block freed, after which the recorder's per-sample buffers (a ~0.5 MB record, ~0.9
-/// MB of zstd context, with ~600 processes) come from the arenas and stay resident between
-/// samples, with the history ring's allocations interleaved among them. Fixing the threshold
-/// costs an `mmap`, an `munmap` and the page faults of those buffers per sample, and took RSS
-/// with a full ring from 14.9 to 11.1 MiB recording and 10.9 to 10.1 MiB without (side by
-/// side, 50 ms interval, 180 s of history).
-pub(crate) fn limit_malloc_arenas() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only changes allocator tuning; called before other threads start.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-    }
-}
-
-/// glibc's initial threshold (128 KiB); setting it turns off its dynamic raising.
-#[cfg(target_env = "gnu")]
-const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
 
 /// A line on stderr. An agent outlives whoever started it, so a closed stderr is ignored
 /// rather than a reason to panic (as `eprintln!` would).

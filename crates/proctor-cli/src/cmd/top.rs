@@ -172,7 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         bail!("stdout is not a terminal: use --once to print one screen");
     }
-    super::serve::limit_malloc_arenas();
+    crate::daemon::limit_malloc_arenas();
     let signals = crate::signals::block()?;
     proctor_tui::run(config, move |stop| signals.on_signal(stop)).map_err(anyhow::Error::msg)?;
     Ok(ExitCode::SUCCESS)

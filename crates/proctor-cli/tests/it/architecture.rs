@@ -174,3 +174,18 @@ fn only_the_client_and_graphite_open_connections() {
         "files that open connections"
     );
 }
+
+/// No subcommand's module uses another's (`cmd/common.rs` is plumbing, not a command): what two
+/// commands share lives beside them (`daemon`, `text`, `output`, …).
+#[test]
+fn no_command_imports_another() {
+    let src = crates_dir().join("proctor-cli/src");
+    let graph = module_graph(&src);
+    let commands: Vec<&String> = graph.keys().filter(|m| m.starts_with("cmd::") && *m != "cmd::common").collect();
+    assert!(commands.len() >= 15, "{commands:?}");
+    for command in commands {
+        let others: Vec<&String> =
+            graph[command].iter().filter(|m| m.starts_with("cmd::") && *m != "cmd::common").collect();
+        assert!(others.is_empty(), "{command} uses {others:?}");
+    }
+}
