@@ -22,7 +22,7 @@ cd "$(dirname "$0")/../.."
 CAPTURE_MIN=${CAPTURE_MIN:-15}
 DAYS=${DAYS:-365}
 cargo build --release --locked --quiet --bin proctor
-cargo build --release --locked --quiet -p proctor-agent --example rollup_year
+cargo build --release --locked --quiet -p proctor-stored --example rollup_year
 bin=target/release/proctor
 work=$(mktemp -d /tmp/proctor-rollup-bench.XXXXXX)
 pids=()

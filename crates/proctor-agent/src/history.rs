@@ -177,7 +177,7 @@ pub struct Range {
 }
 
 /// What one point holds and how it is read out of a snapshot: the ring's fixed series and its
-/// top-N rule. The ring and store-backed history ([`crate::store_history`]) derive their points
+/// top-N rule. The ring and store-backed history (`proctor_stored::store_history`) derive their points
 /// with the same maker, so a point means the same whichever answers it.
 #[derive(Debug, Clone)]
 pub struct PointMaker {

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use proctor_agent::rollup::RollupConfig;
 use proctor_agent::{Agent, AgentConfig, Recording, RecordingStatus, Shared};
 use proctor_groups::{By, Rules};
 use proctor_sampler::SamplerConfig;
+use proctor_stored::rollup::RollupConfig;
 use proctor_vocab::duration_arg;
 
 /// A thread (or threads) beside the agent that can be stopped and waited for.
@@ -21,7 +21,7 @@ pub trait Service {
     fn stop(self: Box<Self>);
 }
 
-impl Service for proctor_agent::rollup::Roller {
+impl Service for proctor_stored::rollup::Roller {
     fn stop(self: Box<Self>) {
         (*self).stop();
     }

@@ -16,12 +16,12 @@ use axum::middleware;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use proctor_agent::history_query::{read_store_part, HistoryQuery};
-use proctor_agent::range::{fold_tiered, FoldConfig, DEFAULT_FRAMES, MAX_TIERED_SPAN};
-use proctor_agent::store_history::PointCache;
 use proctor_agent::Shared;
 use proctor_report::GroupSelect;
 use proctor_store::Reader;
+use proctor_stored::history_query::{join_history, plan_history, read_store_part, HistoryQuery};
+use proctor_stored::range::{fold_tiered, FoldConfig, DEFAULT_FRAMES, MAX_TIERED_SPAN};
+use proctor_stored::store_history::PointCache;
 use proctor_vocab::history::{history_store, HistoryOut, SeriesListOut, SeriesOut};
 use proctor_vocab::jupyter::jupyter_metrics;
 use proctor_vocab::select::{matches, sort_rows};
@@ -128,9 +128,7 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
     let (from_ms, to_ms) = time_range(&p, now_ms, 0, u64::MAX)?;
     let max_points = p.number::<usize>("max_points")?.unwrap_or(0);
     let query = HistoryQuery { names, from_ms, to_ms, max_points };
-    let plan = st
-        .shared
-        .plan_history(&query)
+    let plan = plan_history(&st.shared, &query)
         .map_err(|unknown| ApiError::bad_request(format!("unknown series '{unknown}' (see /api/v1/history/series)")))?;
     let (store_points, store_report) = match plan {
         None => (Vec::new(), None),
@@ -151,14 +149,14 @@ async fn history(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Re
                     (points, Some(report))
                 }
                 Err(e) => {
-                    let mut report = proctor_agent::store_history::StoreReport::default();
+                    let mut report = proctor_stored::store_history::StoreReport::default();
                     report.stats.problems.push(format!("the store read failed: {e}"));
                     (Vec::new(), Some(report))
                 }
             }
         }
     };
-    let answer = st.shared.join_history(&query, store_points);
+    let answer = join_history(&st.shared, &query, store_points);
     // Serialized here, with no lock held.
     Ok(json_response(&HistoryOut {
         from_unix_ms: answer.from_ms,

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use proctor_agent::disk::DiskWatch;
-use proctor_agent::store_history::PointCache;
 use proctor_agent::Shared;
+use proctor_stored::store_history::PointCache;
 use proctor_vocab::jupyter::JupyterConfig;
 use proctor_vocab::snapshot::{self, AgentExtras};
 

@@ -62,7 +62,7 @@ pub use writer::{AppendCost, OpenReport, Repair, SetAside, Writer, WriterStats};
 pub const PROBE_STREAM: &str = "probe";
 /// The subdirectory of a data directory that statsd flushes are recorded into.
 pub const STATSD_STREAM: &str = "statsd";
-/// The rollup tiers: a row per minute and a row per hour (`proctor_agent::rollup` writes them).
+/// The rollup tiers: a row per minute and a row per hour (`proctor_stored::rollup` writes them).
 pub const MINUTE_TIER: &str = "rollup-1m";
 pub const HOUR_TIER: &str = "rollup-1h";
 

@@ -1,7 +1,7 @@
 //! History shapes: `/api/v1/history` (named series over a time range, from the ring and the
 //! agent's store) and `/api/v1/history/series` (what can be asked for).
 
-use proctor_agent::store_history::StoreReport;
+use proctor_stored::store_history::StoreReport;
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]

@@ -1,9 +1,9 @@
 //! The report of a stored range: its headline figures and top processes, as `/api/v1/report`,
 //! the dashboard's "top processes over this range" and `proctor report --format json` all give
-//! it, from one [`Fold`] (`proctor_agent::range::fold_range`).
+//! it, from one [`Fold`] (`proctor_stored::range::fold_range`).
 
-use proctor_agent::range::{Fold, ReadStats, MAX_SPAN};
 use proctor_report::{ProcessUsage, RangeSummary, Unit};
+use proctor_stored::range::{Fold, ReadStats, MAX_SPAN};
 use serde::Serialize;
 
 /// The most processes a top list may ask for over HTTP.
@@ -85,8 +85,8 @@ pub struct TierOut {
     pub end_unix_ms: Option<u64>,
 }
 
-impl From<&proctor_agent::range::TierRead> for TierOut {
-    fn from(t: &proctor_agent::range::TierRead) -> Self {
+impl From<&proctor_stored::range::TierRead> for TierOut {
+    fn from(t: &proctor_stored::range::TierRead) -> Self {
         TierOut {
             tier: t.tier,
             rows: t.rows,

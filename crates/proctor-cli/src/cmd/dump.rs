@@ -115,7 +115,7 @@ const TIME_FIELDS: [Field; 2] = [
     },
 ];
 
-/// A rollup row's columns, one series at a time (`proctor_agent::rollup`).
+/// A rollup row's columns, one series at a time (`proctor_stored::rollup`).
 const ROLLUP: &[Field] = &[
     Field { name: "tier", title: "Tier", unit: Unit::Text, description: "The rollup tier: 1m or 1h." },
     Field {
@@ -474,7 +474,7 @@ fn dump_rollup(
     const NS: u64 = 1_000_000_000;
     let data = crate::datadir::for_reading(&args.dir)?;
     let (label, mut tier) = match args.tier {
-        TierChoice::Auto => proctor_agent::range::open_tier(data, from, false).ok_or_else(|| {
+        TierChoice::Auto => proctor_stored::range::open_tier(data, from, false).ok_or_else(|| {
             anyhow::anyhow!(
                 "no rollup rows in {}: serve and record roll finished hours every 5 minutes, `proctor rollup` by hand",
                 data.display()
@@ -482,13 +482,13 @@ fn dump_rollup(
         })?,
         TierChoice::Minute | TierChoice::Hour => {
             let label = if args.tier == TierChoice::Minute { "1m" } else { "1h" };
-            match proctor_agent::range::tier_reader(data, label) {
+            match proctor_stored::range::tier_reader(data, label) {
                 None => bail!("no {label} rollup tier in {} (`proctor rollup` makes one)", data.display()),
                 Some(reader) => (label, reader.context("cannot dump")?),
             }
         }
     };
-    let (block_s, _) = proctor_agent::range::tier_spans(label);
+    let (block_s, _) = proctor_stored::range::tier_spans(label);
     let blocks = tier.event_frames(from.saturating_sub(block_s * NS), to).context("cannot dump")?;
     if args.format == DumpFormat::Csv {
         writeln!(out, "{}", fields.join(","))?;

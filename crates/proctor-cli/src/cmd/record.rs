@@ -144,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let agent_config = AgentConfig { max_samples: args.count, groups, ..AgentConfig::brief(args.interval) };
     let mut daemon = Daemon::start(sampler_config, agent_config, recording)?;
     daemon.add(
-        proctor_agent::rollup::Roller::spawn(args.dir.clone(), args.tiers.config(), crate::daemon::ROLL_EVERY)
+        proctor_stored::rollup::Roller::spawn(args.dir.clone(), args.tiers.config(), crate::daemon::ROLL_EVERY)
             .context("cannot start the rollup thread")?,
     );
     let shared = daemon.shared();

@@ -3,7 +3,7 @@
 //! period — which system series moved together with the slow requests.
 //!
 //! This module is the I/O around the range fold: the samples are read and folded by
-//! `proctor_agent::range::fold_range` (the function `/api/v1/report` uses, with the same frame
+//! `proctor_stored::range::fold_range` (the function `/api/v1/report` uses, with the same frame
 //! budget, so the dashboard and this command agree), the report is the vocabulary's
 //! `ReportOut`; here the latencies are read from the probe or statsd stream (or a `proctor
 //! probe --out` file), correlated, and the files written.
@@ -14,13 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use proctor_agent::range::{fold_tiered, FoldConfig, DEFAULT_FRAMES};
 use proctor_model::ProbeResult;
 use proctor_report::{
     correlate, plot, Correlation, CorrelationConfig, GroupSelect, GroupSummary, LatencyPoint, RangeSummary, Series,
     SlowRule, Unit,
 };
 use proctor_store::{Event, Reader, PROBE_STREAM, STATSD_STREAM};
+use proctor_stored::range::{fold_tiered, FoldConfig, DEFAULT_FRAMES};
 use proctor_vocab::report::ReportOut;
 use serde::Serialize;
 

@@ -1,5 +1,5 @@
 //! `proctor rollup`: rolls a data directory's raw samples up into the long-term tiers now (a
-//! row per minute, a row per hour; `proctor_agent::rollup`), as `serve` and `record` do every
+//! row per minute, a row per hour; `proctor_stored::rollup`), as `serve` and `record` do every
 //! few minutes while they record. For a store recorded without them, or to see what the tiers
 //! hold.
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use proctor_agent::rollup::{roll, RollReport};
+use proctor_stored::rollup::{roll, RollReport};
 use serde::Serialize;
 
 use crate::output::{print_json, Format};

@@ -219,7 +219,7 @@ fn resolve_listen(text: &str) -> anyhow::Result<(SocketAddr, bool)> {
     Ok((first, addrs.iter().all(|a| a.ip().is_loopback())))
 }
 
-/// How often a recording agent rolls finished hours up (`proctor_agent::rollup`).
+/// How often a recording agent rolls finished hours up (`proctor_stored::rollup`).
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let o = *args.options;
     let (interval, history) = (o.interval, o.history);
@@ -287,7 +287,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Recorded samples roll up into the minute and hour tiers on a thread of their own.
     if let Some(dir) = &recording_dir {
         daemon.add(
-            proctor_agent::rollup::Roller::spawn(dir.clone(), o.tiers.config(), crate::daemon::ROLL_EVERY)
+            proctor_stored::rollup::Roller::spawn(dir.clone(), o.tiers.config(), crate::daemon::ROLL_EVERY)
                 .context("cannot start the rollup thread")?,
         );
     }

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use proctor_model::Sample;
 use proctor_store::{same_run, Reader};
 
-use crate::history::{Point, PointMaker};
 use crate::range::{pick, ReadStats};
-use crate::snapshot::Snapshot;
+use proctor_agent::history::{Point, PointMaker};
+use proctor_agent::snapshot::Snapshot;
 
 /// The longest range read from the store in one request; older `from`s are clamped (and said).
 pub const MAX_SPAN: Duration = crate::range::MAX_SPAN;
@@ -133,7 +133,7 @@ pub struct TierPart {
 /// timed at its start, bucketed into at most `budget` spans of equal time, each point the
 /// newest row start of its bucket with, per series, the **maximum** of its rows' maxima (as the history buckets the
 /// ring's points: a one-sample spike survives). Series the tiers do not keep are unknown
-/// ([`crate::history::rollup_series`]); no top processes. The minute tier while its rows fit
+/// ([`proctor_agent::history::rollup_series`]); no top processes. The minute tier while its rows fit
 /// in 16 × the budget, else the hour tier when it reaches back as far.
 fn tier_points(
     dir: &Path,
@@ -164,7 +164,7 @@ fn tier_points(
             .iter()
             .map(|n| {
                 // Blocks rolled before the catalog name a series by an alias of its name.
-                let r = crate::history::rollup_series(n)?;
+                let r = proctor_agent::history::rollup_series(n)?;
                 block.names.iter().position(|b| proctor_units::series::canonical(b) == r)
             })
             .collect();
@@ -285,7 +285,8 @@ mod tests {
             pss_budget: 0.0,
             ..proctor_sampler::SamplerConfig::default()
         });
-        let maker = crate::history::History::new(&Snapshot::derive(sampler.sample(), None), 10, 10).maker().clone();
+        let maker =
+            proctor_agent::history::History::new(&Snapshot::derive(sampler.sample(), None), 10, 10).maker().clone();
         let end_ms = end_ns / 1_000_000;
         let (points, report) =
             read_points(dir.path(), &maker, end_ms - 12_000, end_ms, 100, &mut PointCache::default());

@@ -17,8 +17,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use proctor_agent::rollup::{block_of, minute_stats, roll, Minutes, RollReport, RollupConfig};
 use proctor_store::{stream_dir, Event, Reader, Writer, HOUR_TIER, MINUTE_TIER};
+use proctor_stored::rollup::{block_of, minute_stats, roll, Minutes, RollReport, RollupConfig};
 
 fn main() {
     let mut args = std::env::args().skip(1);

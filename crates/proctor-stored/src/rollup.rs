@@ -555,9 +555,13 @@ mod tests {
 
         // The history API's store part: the minute rows stand in before the raw samples, each
         // point a row's maximum of the ring's series that the tiers keep.
-        let maker = crate::history::History::new(&crate::snapshot::Snapshot::derive(sample(0, 0), None), 10, 10)
-            .maker()
-            .clone();
+        let maker = proctor_agent::history::History::new(
+            &proctor_agent::snapshot::Snapshot::derive(sample(0, 0), None),
+            10,
+            10,
+        )
+        .maker()
+        .clone();
         let raw_first_ms = reader.segments().iter().map(|s| s.start_ns / 1_000_000).min().expect("raw left");
         let used = maker.names().iter().position(|n| n == "host.memory.used_bytes").expect("memory series");
         let user = maker.names().iter().position(|n| n == "host.cpu.user_percent").expect("cpu series");

@@ -2,17 +2,17 @@
 //! begins, with a point budget split between them by the time each covers.
 //!
 //! A query runs in three steps so that the slow one holds no lock and can run wherever its
-//! caller runs blocking work: [`Shared::plan_history`] checks the names and says whether (and
+//! caller runs blocking work: [`plan_history`] checks the names and says whether (and
 //! what) the store must answer, under the ring's lock for a moment; [`read_store_part`] reads
-//! the store with no lock held; [`Shared::join_history`] walks the ring's range once under its
+//! the store with no lock held; [`join_history`] walks the ring's range once under its
 //! lock, then buckets and joins the parts after releasing it. Serializing the answer is the
 //! caller's, with no lock held.
 
 use std::path::PathBuf;
 
-use crate::agent::Shared;
-use crate::history::{Point, PointMaker, Range, SeriesData};
 use crate::store_history::{self, PointCache, StoreReport, MAX_FRAMES, MIN_FRAMES};
+use proctor_agent::agent::Shared;
+use proctor_agent::history::{Point, PointMaker, Range, SeriesData};
 
 /// How far past the ring's oldest point the store is read. The ring keeps moving while the
 /// store is read, so the store part is read a little past the seam and cut at the ring's oldest
@@ -52,46 +52,44 @@ pub struct HistoryAnswer {
     pub series: Vec<SeriesData>,
 }
 
-impl Shared {
-    /// Checks the names (an unknown one is returned as the error) and says what the store must
-    /// answer: `None` when the range starts inside the ring or nothing is recorded.
-    pub fn plan_history(&self, q: &HistoryQuery) -> Result<Option<StorePart>, String> {
-        let dir = self.latest().agent.recording.dir.clone();
-        self.with_history(|h| {
-            if let Some(unknown) = q.names.iter().find(|n| !h.knows(n)) {
-                return Err(unknown.clone());
-            }
-            let ring_first = h.first_ms().unwrap_or(u64::MAX);
-            let (Some(dir), true) = (dir, q.from_ms < ring_first) else { return Ok(None) };
-            let budget = if q.max_points == 0 { MAX_FRAMES } else { q.max_points.clamp(MIN_FRAMES, MAX_FRAMES) };
-            Ok(Some(StorePart {
-                dir,
-                maker: h.maker().clone(),
-                from_ms: q.from_ms,
-                to_ms: q.to_ms.min(ring_first.saturating_sub(1).saturating_add(SEAM_SLACK_MS)),
-                budget,
-            }))
-        })
-    }
+/// Checks the names (an unknown one is returned as the error) and says what the store must
+/// answer: `None` when the range starts inside the ring or nothing is recorded.
+pub fn plan_history(shared: &Shared, q: &HistoryQuery) -> Result<Option<StorePart>, String> {
+    let dir = shared.latest().agent.recording.dir.clone();
+    shared.with_history(|h| {
+        if let Some(unknown) = q.names.iter().find(|n| !h.knows(n)) {
+            return Err(unknown.clone());
+        }
+        let ring_first = h.first_ms().unwrap_or(u64::MAX);
+        let (Some(dir), true) = (dir, q.from_ms < ring_first) else { return Ok(None) };
+        let budget = if q.max_points == 0 { MAX_FRAMES } else { q.max_points.clamp(MIN_FRAMES, MAX_FRAMES) };
+        Ok(Some(StorePart {
+            dir,
+            maker: h.maker().clone(),
+            from_ms: q.from_ms,
+            to_ms: q.to_ms.min(ring_first.saturating_sub(1).saturating_add(SEAM_SLACK_MS)),
+            budget,
+        }))
+    })
+}
 
-    /// Joins the store's points (oldest first, possibly empty) with the ring's at the ring's
-    /// oldest point, each part bucketed to its share of `max_points`.
-    pub fn join_history(&self, q: &HistoryQuery, mut store_points: Vec<Point>) -> HistoryAnswer {
-        // Under the lock: one range walk, the ring's part assembled (only the series asked for).
-        let (ring, ring_first, last_ms, maker) = self.with_history(|h| {
-            let ring_first = h.first_ms().unwrap_or(u64::MAX);
-            let points = h.points(q.from_ms.max(ring_first), q.to_ms);
-            let newest = points.last().map(|p| p.time_ms);
-            let share = split(q, ring_first, newest, !store_points.iter().any(|p| p.time_ms < ring_first));
-            let ring = h.maker().assemble(&q.names, &points, share.1);
-            (ring, ring_first, h.last_ms(), (h.maker().clone(), share.0))
-        });
-        let (maker, store_max) = maker;
-        store_points.retain(|p| p.time_ms < ring_first);
-        let refs: Vec<_> = store_points.iter().map(Point::as_ref).collect();
-        let old = maker.assemble(&q.names, &refs, store_max);
-        join(q, old, ring, last_ms)
-    }
+/// Joins the store's points (oldest first, possibly empty) with the ring's at the ring's
+/// oldest point, each part bucketed to its share of `max_points`.
+pub fn join_history(shared: &Shared, q: &HistoryQuery, mut store_points: Vec<Point>) -> HistoryAnswer {
+    // Under the lock: one range walk, the ring's part assembled (only the series asked for).
+    let (ring, ring_first, last_ms, maker) = shared.with_history(|h| {
+        let ring_first = h.first_ms().unwrap_or(u64::MAX);
+        let points = h.points(q.from_ms.max(ring_first), q.to_ms);
+        let newest = points.last().map(|p| p.time_ms);
+        let share = split(q, ring_first, newest, !store_points.iter().any(|p| p.time_ms < ring_first));
+        let ring = h.maker().assemble(&q.names, &points, share.1);
+        (ring, ring_first, h.last_ms(), (h.maker().clone(), share.0))
+    });
+    let (maker, store_max) = maker;
+    store_points.retain(|p| p.time_ms < ring_first);
+    let refs: Vec<_> = store_points.iter().map(Point::as_ref).collect();
+    let old = maker.assemble(&q.names, &refs, store_max);
+    join(q, old, ring, last_ms)
 }
 
 /// `max_points` shared between the store's part and the ring's by the time each covers.

@@ -94,7 +94,7 @@ fn main() {
 /// store, twice (the second with the files in the page cache), and the same over its last
 /// hour, with the frame budget `FRAMES` (default: the one both surfaces use).
 fn report_cost(dir: &std::path::Path) {
-    use proctor_agent::range::{fold_range, FoldConfig, DEFAULT_FRAMES};
+    use proctor_stored::range::{fold_range, FoldConfig, DEFAULT_FRAMES};
     let budget: usize = std::env::var("FRAMES").ok().and_then(|b| b.parse().ok()).unwrap_or(DEFAULT_FRAMES);
     let mut reader = proctor_store::Reader::open(dir).expect("open");
     let frames = reader.all_frames().expect("frames");
@@ -122,7 +122,7 @@ fn report_cost(dir: &std::path::Path) {
 /// Times what `/api/v1/history` does for the store's part of a day view: `read_points` over the
 /// whole store with the dashboard's budget, cold and then again with the cache of the first.
 fn history_cost(dir: &std::path::Path) {
-    use proctor_agent::store_history::{read_points, PointCache};
+    use proctor_stored::store_history::{read_points, PointCache};
     let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
     let first = proctor_agent::Snapshot::derive(sampler.sample(), None);
     let maker = proctor_agent::history::History::new(&first, 10, 10).maker().clone();
