@@ -154,6 +154,13 @@ pub fn resolve(scope: Scope, field: &str) -> Option<(&'static str, Unit)> {
     if let Some(found) = t.iter().find(|(n, _)| *n == field) {
         return Some(*found);
     }
+    // A process field's alias from the one table (`process.mem`, `process.time`).
+    if scope == Scope::Process {
+        let field = proctor_vocab::fields::unalias(field);
+        if let Some(found) = t.iter().find(|(n, _)| *n == field) {
+            return Some(*found);
+        }
+    }
     // A series' earlier name (`host.pressure.cpu.some_avg10`, as the history API and the
     // dashboard named it): the field the series catalog names it now.
     let renamed = proctor_vocab::series::find(&format!("{}.{field}", scope.name()))
@@ -204,6 +211,10 @@ mod tests {
         assert_eq!(resolve(Scope::Host, "cpu.busy").map(|f| f.0), Some("cpu.busy_percent"));
         assert_eq!(resolve(Scope::Host, "memory.used").map(|f| f.0), Some("memory.used_bytes"));
         assert_eq!(resolve(Scope::Process, "rss").map(|f| f.0), Some("rss_bytes"));
+        // The one alias table: what `--sort` and `top --slow` take, a rule takes.
+        assert_eq!(resolve(Scope::Process, "mem").map(|f| f.0), Some("rss_bytes"));
+        assert_eq!(resolve(Scope::Process, "majflt").map(|f| f.0), Some("major_faults_per_sec"));
+        assert_eq!(resolve(Scope::Host, "mem"), None);
         assert_eq!(resolve(Scope::Agent, "last_sample.cpu").map(|f| f.0), Some("last_sample.cpu_seconds"));
         assert_eq!(resolve(Scope::Host, "cpu.busy_percent").map(|f| f.1), Some(Unit::Percent));
         assert_eq!(resolve(Scope::Host, "cpu.bsy"), None);

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use proctor_vocab::fields::Field;
+use proctor_vocab::fields::{Field, ALIASES};
 use proctor_vocab::process::ProcessOut;
 use proctor_vocab::units::Unit;
 use serde::Serialize;
@@ -40,24 +40,8 @@ pub struct Rule {
     hold_ms: u64,
 }
 
-/// What people type for the fields pgtop and top users think in.
-const ALIASES: [(&str, &str); 12] = [
-    ("cpu", "cpu_percent"),
-    ("rss", "rss_bytes"),
-    ("mem", "rss_bytes"),
-    ("pss", "pss_bytes"),
-    ("uss", "uss_bytes"),
-    ("swap", "swap_bytes"),
-    ("vsize", "vsize_bytes"),
-    ("threads", "threads"),
-    ("time", "cpu_seconds_total"),
-    ("majflt", "major_faults_per_sec"),
-    ("read", "read_bytes_per_sec"),
-    ("write", "write_bytes_per_sec"),
-];
-
 /// Parses `cpu>80%,rss>2GiB,state=D>5s`: comma-separated `FIELD OP VALUE[>HOLD]`, FIELD an
-/// alias above or any public process field name, OP one of `> >= < <= = !=`, VALUE with its
+/// alias of the one table (`proctor_vocab::fields::ALIASES`) or any public process field name, OP one of `> >= < <= = !=`, VALUE with its
 /// unit (`80%`, `2GiB`, `1.5s`), HOLD a duration the condition must last.
 pub fn parse(spec: &str) -> Result<Vec<Rule>, String> {
     spec.split(',').map(str::trim).filter(|s| !s.is_empty()).map(parse_rule).collect()
@@ -73,8 +57,7 @@ fn parse_rule(text: &str) -> Result<Rule, String> {
         .iter()
         .find_map(|(s, op)| rest.strip_prefix(s).map(|r| (*op, r)))
         .ok_or_else(|| format!("'{text}': no comparison after '{name}'"))?;
-    let field_name = ALIASES.iter().find(|(a, _)| *a == name).map_or(name, |(_, f)| *f);
-    let field = column(field_name).ok_or_else(|| {
+    let field = column(name).ok_or_else(|| {
         format!(
             "'{text}': unknown field '{name}' (use {} or a field of `proctor dump process --fields list`)",
             ALIASES.iter().map(|(a, _)| *a).collect::<Vec<_>>().join(", ")

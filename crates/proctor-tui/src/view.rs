@@ -82,9 +82,9 @@ pub fn default_descending(field: &Field) -> bool {
     field.unit.is_numeric() && !matches!(field.name, "pid" | "ppid" | "uid")
 }
 
-/// A field of the process table by name.
+/// A field of the process table by name or by an alias of the one table (`cpu`, `mem`).
 pub fn column(name: &str) -> Option<&'static Field> {
-    fields::find(PROCESS, name)
+    fields::process_field(name)
 }
 
 /// Everything the user chose about the table.

@@ -349,6 +349,33 @@ pub const HOST: &[Field] = &[
     Field { name: "power_host_watts", title: "Power", unit: Unit::Watts, description: "The host's power over the interval: RAPL's psys zone, else its packages and DRAM, plus NVIDIA boards; null where a part is unreadable (see doctor)." },
 ];
 
+/// The short names people type for process fields, as top, htop and pgtop users think of them:
+/// the one alias table (sort keys, `top --slow`, `top`'s column and sort names, alert rules'
+/// `process.NAME`). Every target is a field of [`PROCESS`]; a test holds that.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("cpu", "cpu_percent"),
+    ("rss", "rss_bytes"),
+    ("mem", "rss_bytes"),
+    ("pss", "pss_bytes"),
+    ("uss", "uss_bytes"),
+    ("swap", "swap_bytes"),
+    ("vsize", "vsize_bytes"),
+    ("time", "cpu_seconds_total"),
+    ("majflt", "major_faults_per_sec"),
+    ("read", "read_bytes_per_sec"),
+    ("write", "write_bytes_per_sec"),
+];
+
+/// The process field `name` stands for: an alias's target, or `name` itself.
+pub fn unalias(name: &str) -> &str {
+    ALIASES.iter().find(|(a, _)| *a == name).map_or(name, |(_, f)| f)
+}
+
+/// The process field named `name` or an alias of it.
+pub fn process_field(name: &str) -> Option<&'static Field> {
+    find(PROCESS, unalias(name))
+}
+
 /// The field called `name` in `table`.
 pub fn find(table: &'static [Field], name: &str) -> Option<&'static Field> {
     table.iter().find(|f| f.name == name)
@@ -379,6 +406,17 @@ fn flatten_into(prefix: &str, value: serde_json::Value, out: &mut Vec<(String, s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_alias_names_a_process_field() {
+        for (alias, field) in ALIASES {
+            assert!(find(PROCESS, field).is_some(), "{alias} -> {field}");
+            assert!(find(PROCESS, alias).is_none(), "{alias} is a field's own name");
+            assert_eq!(process_field(alias).map(|f| f.name), Some(*field));
+        }
+        assert_eq!(process_field("rss_bytes").map(|f| f.name), Some("rss_bytes"));
+        assert!(process_field("nosuch").is_none());
+    }
     use std::collections::BTreeSet;
 
     /// A snapshot of this machine with rates (two samples), PSS and command lines as a live

@@ -38,12 +38,14 @@ const NAMES: [(&str, ProcessSort); 10] = [
 ];
 
 impl ProcessSort {
-    /// Parses a sort key; `mem` is `rss`, as in top and the API.
+    /// Parses a sort key: a key's name, the field it orders by, or an alias of that field in
+    /// the one alias table ([`crate::fields::ALIASES`]: `mem` is `rss_bytes`, as in top).
     pub fn parse(text: &str) -> Result<ProcessSort, String> {
         let text = text.trim().to_ascii_lowercase();
+        let field = crate::fields::unalias(&text);
         NAMES
             .iter()
-            .find(|(name, _)| *name == text)
+            .find(|(name, key)| *name == text || key.field() == field)
             .map(|(_, key)| *key)
             .ok_or_else(|| format!("must be one of {}; got '{text}'", ProcessSort::names()))
     }

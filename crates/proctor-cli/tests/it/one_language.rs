@@ -113,3 +113,26 @@ fn every_token_file_is_read_bounded() {
         assert!(stderr.contains("over 64 KiB, not a token"), "{args:?}: {stderr}");
     }
 }
+
+/// One alias table (proctor_vocab::fields::ALIASES): a short name people type for a process
+/// field is taken wherever a process field is named — a sort key, an alert rule — and so is the
+/// field's own name.
+#[test]
+fn a_fields_alias_is_taken_wherever_a_process_field_is_named() {
+    for key in ["mem", "rss", "rss_bytes", "time", "cpu_seconds_total"] {
+        let out = proctor(&["snapshot", "--sort", key, "--top", "1", "--format", "json"]);
+        assert!(out.status.success(), "--sort {key}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = proctor(&["snapshot", "--sort", "majestic"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rules.yml");
+    std::fs::write(
+        &path,
+        "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: process.mem > 2G\n      - alert: B\n        expr: process.majflt > 10/s\n",
+    )
+    .expect("write rules");
+    let out = proctor(&["alerts", "check", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
