@@ -1,5 +1,5 @@
 //! The running agent and the services beside it, for the commands that run one (`serve`,
-//! `record`; `top` runs its agent inside the TUI and shares only the allocator tuning): the
+//! `record`, and `top` on the live screen, which hands the agent to the TUI): the
 //! agent is started first and stopped last; each service (the roller, statsd and its flush
 //! recorder, the remote-write queues, the alert engine) is added once it is started and stopped
 //! in the reverse order, so nothing outlives what it reads. Also what those commands decide

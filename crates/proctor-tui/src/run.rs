@@ -9,8 +9,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use proctor_agent::{Agent, AgentConfig};
-use proctor_sampler::SamplerConfig;
+use proctor_agent::Shared;
+use proctor_procfs::Root;
 use ratatui::backend::{CrosstermBackend, TestBackend};
 use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::Terminal;
@@ -24,9 +24,12 @@ use crate::view::{column, default_descending, ViewState};
 /// Where the screen's frames come from.
 #[derive(Debug)]
 pub enum Source {
-    /// An in-process agent; back-steps beyond the ring read `store` (a data directory).
+    /// An in-process agent the caller started (and stops after [`run`]), sampling at the
+    /// screen's interval under `root`; back-steps beyond the ring read `store` (a data
+    /// directory).
     Live {
-        sampler: SamplerConfig,
+        shared: Arc<Shared>,
+        root: Root,
         store: Option<PathBuf>,
     },
     /// A recording, shown from `at` (unix ms; newest when `None`).
@@ -164,10 +167,7 @@ fn mode_of(source: &Source) -> Mode {
 fn once(config: TopConfig, size: (u16, u16)) -> Result<(), String> {
     let (mut app, _) = new_app(&config, mode_of(&config.source));
     let (frame, previous): (Frame, Option<Frame>) = match &config.source {
-        Source::Live { sampler, .. } => {
-            let agent = Agent::start(sampler.clone(), AgentConfig::brief(config.interval))
-                .map_err(|e| format!("cannot start the sampling thread: {e}"))?;
-            let shared = agent.shared();
+        Source::Live { shared, .. } => {
             let first = shared.latest();
             let next = shared
                 .wait_newer(first.sample.seq, config.interval * 3 + Duration::from_secs(2))
@@ -179,7 +179,6 @@ fn once(config: TopConfig, size: (u16, u16)) -> Result<(), String> {
                 frame.alerts = Some(crate::frame::AlertLine::of(&a));
             }
             let prev = Frame::from_snapshot(&first, Origin::Live);
-            agent.stop();
             (frame, Some(prev))
         }
         Source::Recording { dir, at } => {
@@ -250,7 +249,6 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
     let (mut app, _) = new_app(&config, mode_of(&config.source));
 
     // Workers: the source, the store, actions, the slow log.
-    let mut agent = None;
     let store_dir = match &config.source {
         Source::Live { store, .. } => store.clone(),
         Source::Recording { dir, .. } => Some(dir.clone()),
@@ -267,10 +265,8 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
     let store_tx = store_tx.transpose().map_err(|e| format!("cannot start the store worker: {e}"))?;
     let mut boot_time = None;
     match &config.source {
-        Source::Live { sampler, .. } => {
-            let a = Agent::start(sampler.clone(), AgentConfig::brief(config.interval))
-                .map_err(|e| format!("cannot start the sampling thread: {e}"))?;
-            let shared = a.shared();
+        Source::Live { shared, .. } => {
+            let shared = Arc::clone(shared);
             boot_time = shared.latest().host.boot_time_unix_secs;
             let tx = tx.clone();
             let interval = config.interval;
@@ -279,7 +275,6 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
                 .name("top-live".into())
                 .spawn(move || source::live(shared, interval, tx, rules))
                 .map_err(|e| format!("cannot start a thread: {e}"))?;
-            agent = Some(a);
         }
         Source::Remote { url, token } => {
             let remote = Remote::parse(url, token.clone())?;
@@ -302,9 +297,9 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
     }
     // Per-cgroup pressure for the `z` view, read under the agent's root, live only.
     let pressure_tx = match &config.source {
-        Source::Live { sampler, .. } => {
+        Source::Live { root, .. } => {
             let (ptx, prx) = mpsc::channel::<Vec<(String, u32)>>();
-            let (tx, root) = (tx.clone(), sampler.root.clone());
+            let (tx, root) = (tx.clone(), root.clone());
             std::thread::Builder::new()
                 .name("top-pressure".into())
                 .spawn(move || source::pressure_worker(root, prx, tx))
@@ -422,9 +417,6 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
         }
     })();
     restore_terminal();
-    if let Some(a) = agent {
-        a.stop();
-    }
     if let Some(log) = &slow_log {
         if log.dropped > 0 {
             eprintln!("proctor top: {} slow-log lines dropped (the log could not keep up)", log.dropped);

@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::bail;
+use proctor_agent::{AgentConfig, Recording};
+use proctor_sampler::SamplerConfig;
 use proctor_tui::{Source, TopConfig};
+
+use crate::daemon::Daemon;
 use proctor_vocab::{parse_when, When};
 
 use super::common::{now_unix_ns, ReadArgs};
@@ -112,16 +116,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if interval < Duration::from_millis(100) {
         bail!("the refresh interval must be at least 100 ms (got {})", proctor_vocab::format_duration(interval));
     }
-    let source = if let Some(dir) = &args.dir {
+    // `top` = the daemon (the agent, for the live screen) + the TUI. `Err`: live, the agent's
+    // sampler and store, started below once signals are blocked.
+    let source: Result<Source, (SamplerConfig, Option<PathBuf>)> = if let Some(dir) = &args.dir {
         let dir = crate::datadir::for_reading(dir)?.to_path_buf();
         let at = args.at.map(|w| w.resolve(now_unix_ns()) / 1_000_000);
-        Source::Recording { dir, at }
+        Ok(Source::Recording { dir, at })
     } else if let Some(url) = &args.connect {
         let token = match &args.token_file {
             Some(f) => Some(super::common::secret(f, "--token-file")?),
             None => None,
         };
-        Source::Remote { url: url.clone(), token }
+        Ok(Source::Remote { url: url.clone(), token })
     } else {
         let store = match &args.data_dir {
             Some(d) => Some(crate::datadir::for_reading(d)?.to_path_buf()),
@@ -144,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let mut sampler = args.read.config()?;
         sampler.pss_budget = pss_budget;
-        Source::Live { sampler, store }
+        Err((sampler, store))
     };
     let once = args.once.then(|| {
         args.size
@@ -152,28 +158,43 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .unwrap_or((120, 40))
     });
     let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let slow = match &args.slow {
+        Some(spec) => proctor_tui::slow::parse(spec).map_err(|e| anyhow::anyhow!("--slow {e}"))?,
+        None => Vec::new(),
+    };
+    let sort = args.sort.as_deref().map(sort_field).transpose()?;
+    if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        bail!("stdout is not a terminal: use --once to print one screen");
+    }
+    crate::daemon::limit_malloc_arenas();
+    // Blocked before the agent starts its threads, so only the TUI's waiter receives them.
+    let signals = crate::signals::block()?;
+    let (source, daemon) = match source {
+        Ok(source) => (source, None),
+        Err((sampler, store)) => {
+            let root = sampler.root.clone();
+            let daemon = Daemon::start(sampler, AgentConfig::brief(interval), Recording::Off)?;
+            (Source::Live { shared: daemon.shared(), root, store }, Some(daemon))
+        }
+    };
     let config = TopConfig {
         source,
         interval,
         keep: args.keep,
-        slow: match &args.slow {
-            Some(spec) => proctor_tui::slow::parse(spec).map_err(|e| anyhow::anyhow!("--slow {e}"))?,
-            None => Vec::new(),
-        },
+        slow,
         slow_log: args.slow_log,
         once,
         config_file: args.config.or_else(proctor_tui::default_config_file),
         color,
         tree: args.tree,
-        sort: args.sort.as_deref().map(sort_field).transpose()?,
+        sort,
         filter: args.filter,
         rules: args.rules,
     };
-    if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        bail!("stdout is not a terminal: use --once to print one screen");
+    let shown = proctor_tui::run(config, move |stop| signals.on_signal(stop)).map_err(anyhow::Error::msg);
+    if let Some(daemon) = daemon {
+        daemon.stop();
     }
-    crate::daemon::limit_malloc_arenas();
-    let signals = crate::signals::block()?;
-    proctor_tui::run(config, move |stop| signals.on_signal(stop)).map_err(anyhow::Error::msg)?;
+    shown?;
     Ok(ExitCode::SUCCESS)
 }
