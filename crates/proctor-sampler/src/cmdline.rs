@@ -8,8 +8,8 @@
 //! over the queue, up to a small cap on threads stuck in the kernel.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proctor_procfs::process::parse_cmdline;
@@ -36,14 +36,7 @@ struct State {
     stats: CmdlineStats,
 }
 
-#[derive(Debug)]
-struct Shared {
-    state: Mutex<State>,
-    wake: Condvar,
-    stop: AtomicBool,
-    /// The generation of the thread that currently owns the queue.
-    generation: AtomicU64,
-}
+type Shared = crate::worker::Shared<State>;
 
 #[derive(Debug)]
 pub struct CmdlineWorker {
@@ -54,12 +47,7 @@ pub struct CmdlineWorker {
 
 impl CmdlineWorker {
     pub fn start(root: Root, timeout: Duration) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            wake: Condvar::new(),
-            stop: AtomicBool::new(false),
-            generation: AtomicU64::new(0),
-        });
+        let shared = Shared::new(State::default());
         let worker = Self { shared, root, timeout };
         worker.spawn(0)?;
         Ok(worker)
@@ -79,7 +67,7 @@ impl CmdlineWorker {
         if pids.is_empty() {
             return;
         }
-        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.shared.lock();
         state.queue.extend(pids.iter().copied());
         drop(state);
         self.shared.wake.notify_one();
@@ -88,7 +76,7 @@ impl CmdlineWorker {
     /// Forgets processes for which `is_live` is false; the check runs only once the cache has
     /// outgrown the `live_count` live processes by a margin.
     pub fn forget_unless(&self, live_count: usize, is_live: impl Fn(u32) -> bool) {
-        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.shared.lock();
         if state.results.len() > live_count + 64 {
             state.results.retain(|pid, _| is_live(*pid));
         }
@@ -97,7 +85,7 @@ impl CmdlineWorker {
     /// Looks up command lines. Also checks the read in flight against the timeout and replaces
     /// a stuck thread.
     pub fn with_results<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> Option<Arc<[String]>>) -> R) -> R {
-        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.shared.lock();
         if let Some((generation, pid, start, since)) = state.in_flight {
             if since.elapsed() > self.timeout && state.stats.stuck_threads < MAX_STUCK_THREADS {
                 state.stats.timeouts += 1;
@@ -117,26 +105,25 @@ impl CmdlineWorker {
     }
 
     pub fn stats(&self) -> CmdlineStats {
-        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).stats
+        self.shared.lock().stats
     }
 }
 
 impl Drop for CmdlineWorker {
     fn drop(&mut self) {
         // Threads are not joined: one may be stuck in the kernel, which is the whole point.
-        self.shared.stop.store(true, Ordering::Relaxed);
-        self.shared.wake.notify_all();
+        self.shared.stop();
     }
 }
 
 fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
     let mut buf = Vec::new();
     loop {
-        if shared.stop.load(Ordering::Relaxed) || shared.generation.load(Ordering::SeqCst) != generation {
+        if shared.stopped() || shared.generation.load(Ordering::SeqCst) != generation {
             return;
         }
         let job = {
-            let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = shared.lock();
             match state.queue.pop_front() {
                 Some((pid, start)) => {
                     state.in_flight = Some((generation, pid, start, Instant::now()));
@@ -150,7 +137,7 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
         };
         let Some((pid, start)) = job else { continue };
         let result = root.read_into(format!("/proc/{pid}/cmdline"), &mut buf);
-        let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = shared.lock();
         if shared.generation.load(Ordering::SeqCst) != generation {
             // Written off while we were stuck; a newer thread owns the queue now.
             state.stats.stuck_threads = state.stats.stuck_threads.saturating_sub(1);

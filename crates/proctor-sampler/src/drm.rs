@@ -19,8 +19,7 @@
 //! counted once under `denied` and not retried while it lives.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -80,12 +79,7 @@ struct State {
     stats: DrmStats,
 }
 
-#[derive(Debug)]
-struct Shared {
-    state: Mutex<State>,
-    wake: Condvar,
-    stop: AtomicBool,
-}
+type Shared = crate::worker::Shared<State>;
 
 /// Handle to the worker thread; dropping it stops the thread.
 #[derive(Debug)]
@@ -98,11 +92,7 @@ impl DrmWorker {
     /// Starts the worker. `budget` is the share of one core its walks may use; `epoch` is the
     /// sampler's monotonic zero.
     pub fn start(root: Root, budget: f64, rewalk: Duration, epoch: Instant) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State { stats: DrmStats { budget, ..DrmStats::default() }, ..State::default() }),
-            wake: Condvar::new(),
-            stop: AtomicBool::new(false),
-        });
+        let shared = Shared::new(State { stats: DrmStats { budget, ..DrmStats::default() }, ..State::default() });
         let for_thread = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("proctor-drm".into())
@@ -113,7 +103,7 @@ impl DrmWorker {
     /// Hands over the live processes (sorted by pid); a list the worker has not taken yet is
     /// replaced, never queued.
     pub fn offer(&self, live: Vec<(u32, u64)>) {
-        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.shared.lock();
         state.offered = Some(live);
         drop(state);
         self.shared.wake.notify_one();
@@ -121,21 +111,17 @@ impl DrmWorker {
 
     /// The clients found by the newest finished round.
     pub fn latest(&self) -> Arc<Vec<GpuClient>> {
-        Arc::clone(&self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).latest)
+        Arc::clone(&self.shared.lock().latest)
     }
 
     pub fn stats(&self) -> DrmStats {
-        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).stats
+        self.shared.lock().stats
     }
 }
 
 impl Drop for DrmWorker {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        self.shared.wake.notify_all();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        crate::worker::stop_and_join(&self.shared, &mut self.thread);
     }
 }
 
@@ -146,9 +132,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, rewalk: Duration, epoc
     let mut buf = Vec::new();
     loop {
         let live = {
-            let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = shared.lock();
             loop {
-                if shared.stop.load(Ordering::Relaxed) {
+                if shared.stopped() {
                     return;
                 }
                 if let Some(live) = state.offered.take() {
@@ -264,7 +250,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, rewalk: Duration, epoc
         }
         round.processes = known.values().filter(|k| !k.drm_fds.is_empty()).count() as u64;
         round.clients = clients.len() as u64;
-        let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = shared.lock();
         let s = &mut state.stats;
         s.walks += round.walks;
         s.deferred += round.deferred;

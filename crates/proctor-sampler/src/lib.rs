@@ -21,6 +21,7 @@ pub mod pss;
 mod sampler;
 mod schedule;
 mod table;
+mod worker;
 
 pub use config::{HostFiles, SamplerConfig};
 pub use sampler::Sampler;

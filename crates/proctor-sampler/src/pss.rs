@@ -13,8 +13,7 @@
 //! maximum age is refreshed like a changed one, still within the budget.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -56,12 +55,7 @@ struct State {
     stats: PssStats,
 }
 
-#[derive(Debug)]
-struct Shared {
-    state: Mutex<State>,
-    wake: Condvar,
-    stop: AtomicBool,
-}
+type Shared = crate::worker::Shared<State>;
 
 /// Handle to the worker thread; dropping it stops the thread.
 #[derive(Debug)]
@@ -81,11 +75,7 @@ impl PssWorker {
     pub fn start_with_max_age(root: Root, budget: f64, max_age: Duration, epoch: Instant) -> std::io::Result<Self> {
         let budget = budget.clamp(0.0001, 1.0);
         let max_age_ns = u64::try_from(max_age.as_nanos()).unwrap_or(u64::MAX);
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State { stats: PssStats { budget, ..PssStats::default() }, ..State::default() }),
-            wake: Condvar::new(),
-            stop: AtomicBool::new(false),
-        });
+        let shared = Shared::new(State { stats: PssStats { budget, ..PssStats::default() }, ..State::default() });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("proctor-pss".into())
@@ -96,7 +86,7 @@ impl PssWorker {
     /// Replaces the candidate list (called by the sampler after each cycle) and drops readings
     /// of processes no longer listed.
     pub fn set_candidates(&self, candidates: Vec<Candidate>) {
-        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.shared.lock();
         state.results.retain(|pid, (c, _)| {
             candidates.binary_search_by_key(pid, |x| x.pid).is_ok_and(|i| candidates[i].start_ticks == c.start_ticks)
         });
@@ -107,7 +97,7 @@ impl PssWorker {
 
     /// The latest reading for a process, if it is still the same process.
     pub fn with_readings<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> Option<PssReading>) -> R) -> R {
-        let state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = self.shared.lock();
         let lookup = |pid: u32, start_ticks: u64| {
             state.results.get(&pid).filter(|(c, _)| c.start_ticks == start_ticks).and_then(|(_, r)| *r)
         };
@@ -115,17 +105,13 @@ impl PssWorker {
     }
 
     pub fn stats(&self) -> PssStats {
-        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).stats
+        self.shared.lock().stats
     }
 }
 
 impl Drop for PssWorker {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        self.shared.wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        crate::worker::stop_and_join(&self.shared, &mut self.thread);
     }
 }
 
@@ -144,16 +130,16 @@ pub fn read_pss(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> Res
 
 fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch: Instant) {
     let mut buf = Vec::new();
-    while !shared.stop.load(Ordering::Relaxed) {
+    while !shared.stopped() {
         let next = {
-            let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = shared.lock();
             let now_ns = epoch.elapsed().as_nanos() as u64;
             pick_next(&mut state, now_ns, max_age_ns)
         };
         let Some(candidate) = next else {
             // Nothing changed or aged since the last pass: wait for new candidates (or for a
             // second, after which readings may have aged past the maximum).
-            let state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let state = shared.lock();
             let _ = shared.wake.wait_timeout(state, Duration::from_secs(1));
             continue;
         };
@@ -163,7 +149,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch
             Err(_) => 0,
         };
         {
-            let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = shared.lock();
             match result {
                 Ok(reading) => {
                     state.stats.reads += 1;
@@ -182,11 +168,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch
         }
         // Keep the share of one core at `budget`: after spending `c` CPU, rest c·(1/b − 1).
         let rest_ns = (spent_ns.max(20_000) as f64 * (1.0 / budget - 1.0)) as u64;
-        let state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if !shared.stop.load(Ordering::Relaxed) {
-            let _ = shared
-                .wake
-                .wait_timeout_while(state, Duration::from_nanos(rest_ns), |_| !shared.stop.load(Ordering::Relaxed));
+        let state = shared.lock();
+        if !shared.stopped() {
+            let _ = shared.wake.wait_timeout_while(state, Duration::from_nanos(rest_ns), |_| !shared.stopped());
         }
     }
 }

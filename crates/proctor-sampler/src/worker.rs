@@ -1,0 +1,74 @@
+//! What every off-thread reader of the sampler (PSS, command lines, DRM clients, NVML) shares
+//! with its thread: its state behind a lock, a condvar that wakes the thread when there is
+//! work, and the signal to stop. One place for the handle's end too: stop, wake, join.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+#[derive(Debug)]
+pub(crate) struct Shared<S> {
+    pub(crate) state: Mutex<S>,
+    pub(crate) wake: Condvar,
+    stop: AtomicBool,
+    /// The generation of the thread that owns the work: a worker that gives up on a stuck
+    /// thread starts another with the next one, and the stuck one leaves when it returns.
+    pub(crate) generation: AtomicU64,
+}
+
+impl<S> Shared<S> {
+    pub(crate) fn new(state: S) -> Arc<Shared<S>> {
+        Arc::new(Shared {
+            state: Mutex::new(state),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    /// The state; a thread that panicked holding it leaves it as it was, still usable.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, S> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Tells the thread to stop and wakes it.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.wake.notify_all();
+    }
+}
+
+/// The end of a worker whose thread is joined: stop it, wake it, wait for it.
+pub(crate) fn stop_and_join<S>(shared: &Shared<S>, thread: &mut Option<JoinHandle<()>>) {
+    shared.stop();
+    if let Some(t) = thread.take() {
+        let _ = t.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_stopped_worker_is_woken_and_joined() {
+        let shared = Shared::new(0u32);
+        let theirs = Arc::clone(&shared);
+        let mut thread = Some(std::thread::spawn(move || {
+            let mut state = theirs.lock();
+            while !theirs.stopped() {
+                state =
+                    theirs.wake.wait_timeout(state, Duration::from_secs(60)).unwrap_or_else(PoisonError::into_inner).0;
+            }
+            *state += 1;
+        }));
+        stop_and_join(&shared, &mut thread);
+        assert!(thread.is_none());
+        assert_eq!(*shared.lock(), 1, "the thread saw the stop and finished");
+    }
+}
