@@ -279,21 +279,16 @@ pub fn power_view(cur: &Sample, prev: Option<&Sample>) -> (Vec<PowerRate>, Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{HostSample, SampleCost};
+    use crate::HostSample;
 
     fn sample(mono_ns: u64, power: Vec<PowerReading>, gpu: Option<GpuSample>) -> Sample {
         Sample {
-            seq: 0,
-            unix_ns: 0,
             mono_ns,
             clock_ticks_per_sec: 100,
             page_size: 4096,
             host: HostSample { power, ..HostSample::default() },
-            container: None,
-            processes: Vec::new(),
-            cost: SampleCost::default(),
-            groups: None,
             gpu: gpu.map(Arc::new),
+            ..Sample::default()
         }
     }
 

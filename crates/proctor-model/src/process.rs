@@ -195,7 +195,6 @@ fn row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::{HostSample, SampleCost};
 
     fn p(pid: u32, ppid: u32, cpu: u64, children: u64) -> ProcessSample {
         ProcessSample {
@@ -205,23 +204,10 @@ mod tests {
             comm: Arc::from("x"),
             state: 'S',
             utime_ticks: cpu,
-            stime_ticks: 0,
             cutime_ticks: Some(children),
             cstime_ticks: Some(0),
-            cminflt: None,
-            cmajflt: None,
-            open_fds: None,
             num_threads: 1,
-            minflt: 0,
-            majflt: 0,
-            nice: 0,
-            vsize_bytes: 0,
-            resident_bytes: None,
-            status: None,
-            io: None,
-            cmdline: None,
-            pss: None,
-            cgroup: None,
+            ..ProcessSample::default()
         }
     }
 
@@ -232,12 +218,8 @@ mod tests {
             mono_ns: seq * 1_000_000_000,
             clock_ticks_per_sec: 100,
             page_size: 4096,
-            host: HostSample::default(),
-            container: None,
             processes,
-            cost: SampleCost::default(),
-            groups: None,
-            gpu: None,
+            ..Sample::default()
         }
     }
 

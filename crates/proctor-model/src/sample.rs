@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::{GpuSample, PowerReading};
 
-/// One collection cycle.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One collection cycle. `Default` is an empty cycle (no host files, no processes, clock
+/// ticks 0): for building samples field by field, as tests do.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Sample {
     /// Counts up from 0 for each sampler.
     pub seq: u64,
@@ -126,7 +127,8 @@ pub struct PssReading {
 }
 
 /// One process as read in one cycle. Memory sizes in bytes, CPU in clock ticks (cumulative).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `Default` is pid 0 with nothing read: for building one field by field, as tests do.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProcessSample {
     pub pid: u32,
     pub ppid: u32,

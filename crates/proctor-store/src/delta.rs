@@ -647,37 +647,14 @@ mod tests {
             start_ticks: 7,
             comm: Arc::from("p"),
             state: 'S',
-            utime_ticks: 0,
-            stime_ticks: 0,
-            cutime_ticks: None,
-            cstime_ticks: None,
-            cminflt: None,
-            cmajflt: None,
-            open_fds: None,
             num_threads: 1,
-            minflt: 0,
-            majflt: 0,
-            nice: 0,
-            vsize_bytes: 0,
-            resident_bytes: None,
-            status: None,
-            io: None,
-            cmdline: None,
-            pss: None,
-            cgroup: None,
+            ..ProcessSample::default()
         };
         KeySample::from_sample(Sample {
-            seq: 0,
-            unix_ns: 0,
-            mono_ns: 0,
             clock_ticks_per_sec: 100,
             page_size: 4096,
-            host: HostSample::default(),
-            container: None,
             processes: (1..=rows).map(row).collect(),
-            cost: SampleCost::default(),
-            groups: None,
-            gpu: None,
+            ..Sample::default()
         })
     }
 

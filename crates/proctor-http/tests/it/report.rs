@@ -18,23 +18,10 @@ fn process(pid: u32, comm: &str, ticks: u64, rss: u64) -> ProcessSample {
         comm: Arc::from(comm),
         state: 'R',
         utime_ticks: ticks,
-        stime_ticks: 0,
-        cutime_ticks: None,
-        cstime_ticks: None,
-        cminflt: None,
-        cmajflt: None,
-        open_fds: None,
         num_threads: 1,
-        minflt: 0,
-        majflt: 0,
-        nice: 0,
-        vsize_bytes: 0,
         resident_bytes: Some(rss),
-        status: None,
-        io: None,
         cmdline: Some(Arc::from(vec![format!("/opt/{comm}"), "--synthetic".to_string()])),
-        pss: None,
-        cgroup: None,
+        ..ProcessSample::default()
     }
 }
 
