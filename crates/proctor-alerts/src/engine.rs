@@ -78,13 +78,32 @@ impl Alerting {
         let cpu0 = proctor_procfs::system::thread_cpu_ns();
         let frame = self.evaluator.frame(s);
         let at = frame.time;
-        let present_pids: HashSet<(u32, u64)> = s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect();
-        let groups: HashSet<&str> =
-            s.groups.as_ref().map(|g| g.groups.iter().map(|(row, _)| row.name.as_str()).collect()).unwrap_or_default();
+        // Whether an instance's process or group is still there: asked only of rules that have
+        // instances, so the indexes are built on the first question, not every evaluation.
+        // Rows come sorted by pid (the sampler lists /proc so): a binary search then, a set
+        // only for rows that are not.
+        let pids_sorted = std::cell::OnceCell::new();
+        let present_pids: std::cell::OnceCell<HashSet<(u32, u64)>> = std::cell::OnceCell::new();
+        let groups: std::cell::OnceCell<HashSet<&str>> = std::cell::OnceCell::new();
         let exists = |k: &Key| match k {
             Key::One => true,
-            Key::Process { pid, start_ticks } => present_pids.contains(&(*pid, *start_ticks)),
-            Key::Group(name) => groups.contains(name.as_ref()),
+            Key::Process { pid, start_ticks } => {
+                if *pids_sorted.get_or_init(|| s.rows.windows(2).all(|w| w[0].pid < w[1].pid)) {
+                    s.row(*pid).is_some_and(|r| r.start_ticks == *start_ticks)
+                } else {
+                    present_pids
+                        .get_or_init(|| s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect())
+                        .contains(&(*pid, *start_ticks))
+                }
+            }
+            Key::Group(name) => groups
+                .get_or_init(|| {
+                    s.groups
+                        .as_ref()
+                        .map(|g| g.groups.iter().map(|(row, _)| row.name.as_str()).collect())
+                        .unwrap_or_default()
+                })
+                .contains(name.as_ref()),
         };
         let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
         let boot = s.host.boot_time_unix_secs;
