@@ -96,6 +96,8 @@ fn dim_of(unit: Unit) -> Ty {
 }
 
 type ProcGet = fn(&RowCtx, &ProcessRow) -> Val;
+/// A text field borrowed from its row, where it can be (`None`: read it with its [`ProcGet`]).
+type ProcText = fn(&ProcessRow) -> Option<&str>;
 type GroupGet = fn(&GroupRow) -> Val;
 
 /// What a process field needs besides its row.
@@ -146,18 +148,36 @@ fn proc_getter(name: &str) -> Option<ProcGet> {
     })
 }
 
-/// A state letter as shared text: one allocation per letter for the process's life, not one
-/// per process per evaluation.
-fn state_text(state: char) -> Arc<str> {
+/// The text fields a comparison can read without a `Val` (an `Arc` clone and drop per row
+/// and rule: the state rules walk every process). `None` from the getter where the row's text
+/// is not there to borrow: the comparison then reads the field's [`ProcGet`].
+fn proc_text(name: &str) -> Option<ProcText> {
+    Some(match name {
+        "name" => |r| Some(&*r.comm),
+        "state" => |r| state_letter(r.state).map(|a| &**a),
+        "cgroup" => |r| r.cgroup.as_deref(),
+        _ => return None,
+    })
+}
+
+fn state_letters() -> &'static [Arc<str>] {
     static LETTERS: std::sync::OnceLock<Vec<Arc<str>>> = std::sync::OnceLock::new();
-    let letters =
-        LETTERS.get_or_init(|| (b'A'..=b'Z').chain(b'a'..=b'z').map(|c| Arc::from((c as char).to_string())).collect());
+    LETTERS.get_or_init(|| (b'A'..=b'Z').chain(b'a'..=b'z').map(|c| Arc::from((c as char).to_string())).collect())
+}
+
+fn state_letter(state: char) -> Option<&'static Arc<str>> {
     let index = match state {
         'A'..='Z' => Some(state as usize - 'A' as usize),
         'a'..='z' => Some(26 + state as usize - 'a' as usize),
         _ => None,
     };
-    index.and_then(|i| letters.get(i)).map_or_else(|| Arc::from(state.to_string()), Arc::clone)
+    index.and_then(|i| state_letters().get(i))
+}
+
+/// A state letter as shared text: one allocation per letter for the process's life, not one
+/// per process per evaluation.
+fn state_text(state: char) -> Arc<str> {
+    state_letter(state).map_or_else(|| Arc::from(state.to_string()), Arc::clone)
 }
 
 /// A group field's value from its row, as `/api/v1/groups` gives it.
@@ -217,6 +237,7 @@ enum Node {
     Proc {
         sel: usize,
         get: ProcGet,
+        text: Option<ProcText>,
     },
     Group {
         sel: usize,
@@ -675,7 +696,7 @@ impl Plan {
             let Some(get) = proc_getter(name) else {
                 return err(s.span, format!("`process.{name}` cannot be compared"));
             };
-            Node::Proc { sel, get }
+            Node::Proc { sel, get, text: proc_text(name) }
         } else {
             let Some(get) = group_getter(name) else {
                 return err(s.span, format!("`group.{name}` cannot be compared"));
@@ -1089,7 +1110,6 @@ impl Evaluator {
                 })
                 .collect(),
         };
-        self.stats.window_points_refused = self.windows.iter().map(|w| w.refused).sum();
         Outcome { holds }
     }
 
@@ -1109,7 +1129,7 @@ impl Evaluator {
                     .flatten()
                     .map_or(Val::Missing, |v| Val::Num(if *millis { v / 1000.0 } else { v })),
             ),
-            Node::Proc { sel, get } => Out::Each(
+            Node::Proc { sel, get, .. } => Out::Each(
                 self.members[*sel]
                     .iter()
                     .map(|&i| &f.s.rows[i as usize])
@@ -1144,7 +1164,8 @@ impl Evaluator {
             Node::Over { op, arg, window, slot } => {
                 let out = self.eval(arg, f);
                 let w = &mut self.windows[*slot];
-                match out {
+                let refused = w.refused;
+                let out = match out {
                     Out::One(v) => Out::One(over(w, Key::One, v, f.time, *op, *window)),
                     Out::Each(list) => {
                         let keep: std::collections::HashSet<&Key> = list.iter().map(|(k, _)| k).collect();
@@ -1159,7 +1180,10 @@ impl Evaluator {
                                 .collect(),
                         )
                     }
-                }
+                };
+                // Counted as refused, not summed over every window after each program.
+                self.stats.window_points_refused += w.refused - refused;
+                out
             }
             Node::Neg(inner) => map(self.eval(inner, f), |v| v.num().map_or(Val::Missing, |n| Val::Num(-n))),
             Node::Not(inner) => map(self.eval(inner, f), |v| match v {
@@ -1185,15 +1209,27 @@ impl Evaluator {
             Node::Compare { op, lhs, rhs, regex, capture, sparse } => {
                 // The common shape, `process{…}.FIELD OP LITERAL`, in one pass over the
                 // selected rows, keeping only those where it holds.
-                if let (true, Node::Proc { sel, get }, Node::Const(c)) = (*sparse, lhs.as_ref(), rhs.as_ref()) {
+                if let (true, Node::Proc { sel, get, text }, Node::Const(c)) = (*sparse, lhs.as_ref(), rhs.as_ref()) {
+                    let text = match (text, c) {
+                        (Some(t), Val::Text(k)) => Some((t, &**k)),
+                        _ => None,
+                    };
                     let mut out = Vec::new();
                     for &i in &self.members[*sel] {
                         let r = &f.s.rows[i as usize];
-                        let v = get(&f.ctx, r);
-                        if compare(*op, regex.as_ref(), &v, c).truth() {
+                        // Text has no number to capture.
+                        let (holds, number) =
+                            match text.and_then(|(t, k)| t(r).map(|v| compare_text(*op, regex.as_ref(), v, k))) {
+                                Some(holds) => (holds, None),
+                                None => {
+                                    let v = get(&f.ctx, r);
+                                    (compare(*op, regex.as_ref(), &v, c).truth(), v.as_num())
+                                }
+                            };
+                        if holds {
                             let key = Key::Process { pid: r.pid, start_ticks: r.start_ticks };
                             if *capture {
-                                if let Some(n) = v.as_num() {
+                                if let Some(n) = number {
                                     self.captured.push((key.clone(), n));
                                 }
                             }
@@ -1314,16 +1350,20 @@ fn compare(op: CmpOp, regex: Option<&Regex>, a: &Val, b: &Val) -> Val {
             CmpOp::Le => a <= b,
             _ => false,
         },
-        (Val::Text(a), Val::Text(b)) => match op {
-            CmpOp::Eq => a == b,
-            CmpOp::Ne => a != b,
-            CmpOp::Match => regex.is_some_and(|re| re.is_match(a)),
-            CmpOp::NotMatch => regex.is_some_and(|re| !re.is_match(a)),
-            _ => false,
-        },
+        (Val::Text(a), Val::Text(b)) => compare_text(op, regex, a, b),
         // Nothing known compares as false: an unknown value never fires a rule.
         _ => false,
     })
+}
+
+fn compare_text(op: CmpOp, regex: Option<&Regex>, a: &str, b: &str) -> bool {
+    match op {
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Match => regex.is_some_and(|re| re.is_match(a)),
+        CmpOp::NotMatch => regex.is_some_and(|re| !re.is_match(a)),
+        _ => false,
+    }
 }
 
 fn aggregate(op: AggOp, list: &[(Key, Val)]) -> Val {
@@ -1377,5 +1417,59 @@ fn over(w: &mut Window, key: Key, v: Val, t: f64, op: OverOp, window: f64) -> Va
         OverOp::Avg => Val::Num(points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64),
         OverOp::Min => Val::Num(points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min)),
         OverOp::Max => Val::Num(points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> Snapshot {
+        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+            pss_budget: 0.0,
+            ..proctor_sampler::SamplerConfig::default()
+        });
+        let first = sampler.sample();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        Snapshot::derive(sampler.sample(), Some(&first))
+    }
+
+    /// Text compared in one pass, borrowed from the row, is the text the field's getter gives;
+    /// and a rule over it holds for exactly the processes whose field compares so.
+    #[test]
+    fn borrowed_text_is_the_fields_text() {
+        let s = live();
+        let ctx = RowCtx { ticks: 100.0, boot: None };
+        for field in ["name", "state", "cgroup"] {
+            let (Some(text), Some(get)) = (proc_text(field), proc_getter(field)) else { panic!("{field}") };
+            for r in &s.rows {
+                if let Some(t) = text(r) {
+                    assert_eq!(get(&ctx, r), Val::Text(Arc::from(t)), "{field} of {}", r.pid);
+                }
+            }
+        }
+        let me = s.rows.iter().find(|r| r.pid == std::process::id()).expect("this test's row");
+        let yaml = format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: S\n        expr: process.state == \"S\"\n      - alert: NotS\n        expr: process.state != \"S\"\n      - alert: Me\n        expr: process.name == \"{}\"\n      - alert: Re\n        expr: process.name =~ \"[a-k].*\"\n",
+            me.comm
+        );
+        let set = crate::rules::parse(&yaml).unwrap_or_else(|d| panic!("{d:?}"));
+        let mut ev = Evaluator::new(set.plan, BTreeMap::new());
+        let frame = ev.frame(&s);
+        let key = |r: &ProcessRow| Key::Process { pid: r.pid, start_ticks: r.start_ticks };
+        let expect: [Vec<Key>; 4] = [
+            s.rows.iter().filter(|r| r.state == 'S').map(key).collect(),
+            s.rows.iter().filter(|r| r.state != 'S').map(key).collect(),
+            s.rows.iter().filter(|r| r.comm == me.comm).map(key).collect(),
+            s.rows
+                .iter()
+                .filter(|r| r.comm.chars().next().is_some_and(|c| ('a'..='k').contains(&c)))
+                .map(key)
+                .collect(),
+        ];
+        for (rule, want) in set.rules.iter().zip(expect) {
+            let got: Vec<Key> = ev.run(&rule.expr, &frame).holds.into_iter().map(|(k, _)| k).collect();
+            assert_eq!(got, want, "{}", rule.name);
+        }
     }
 }
