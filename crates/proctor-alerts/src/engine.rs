@@ -21,8 +21,28 @@ use serde::Serialize;
 use crate::deliver::{Delivery, DeliveryConfig, Payload, ReceiverStats};
 use crate::eval::{Evaluator, Key};
 use crate::notify::{self, Limiter, Notification};
-use crate::rules::{self, Receiver, RuleSet};
-use crate::state::{AlertState, Event, Phase, Silence, Step, Told};
+use crate::rules::{self, Receiver, Rule, RuleSet};
+use crate::state::{AlertState, Event, Phase, RuleState, Silence, Step, Told};
+
+/// Each rule's state in the rules' order (`None` where it has none, or shares its name with a
+/// rule before it), from one walk of `states` in name order; `by_name` lists the rules so.
+fn states_in_order<'m>(
+    states: &'m mut BTreeMap<String, RuleState>,
+    rules: &[Rule],
+    by_name: &[usize],
+) -> Vec<Option<&'m mut RuleState>> {
+    let mut found: Vec<Option<&mut RuleState>> = Vec::with_capacity(rules.len());
+    found.resize_with(rules.len(), || None);
+    let mut walk = states.iter_mut().peekable();
+    for &i in by_name {
+        let name = rules[i].name.as_str();
+        while walk.next_if(|(k, _)| k.as_str() < name).is_some() {}
+        if let (Some(slot), Some((_, st))) = (found.get_mut(i), walk.next_if(|(k, _)| k.as_str() == name)) {
+            *slot = Some(st);
+        }
+    }
+    found
+}
 
 /// A rule set with its evaluator, states and limiter: one evaluation per snapshot.
 pub struct Alerting {
@@ -33,6 +53,8 @@ pub struct Alerting {
     pub evaluations: u64,
     pub eval_cpu_ns_total: u64,
     pub last_eval_cpu_ns: u64,
+    /// The rules' indices in name order, the order of their states.
+    by_name: Vec<usize>,
 }
 
 impl std::fmt::Debug for Alerting {
@@ -70,7 +92,9 @@ impl Alerting {
         let mut state = state;
         let names: HashSet<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
         state.retain_rules(&names, 0.0);
-        Alerting { set, evaluator, state, limiter, evaluations: 0, eval_cpu_ns_total: 0, last_eval_cpu_ns: 0 }
+        let mut by_name: Vec<usize> = (0..set.rules.len()).collect();
+        by_name.sort_by(|&a, &b| set.rules[a].name.cmp(&set.rules[b].name));
+        Alerting { set, evaluator, state, limiter, evaluations: 0, eval_cpu_ns_total: 0, last_eval_cpu_ns: 0, by_name }
     }
 
     /// Evaluates every rule over `s` at its sample time; returns the transitions and repeats.
@@ -124,9 +148,13 @@ impl Alerting {
             }
         };
         let mut events = Vec::new();
-        for rule in &self.set.rules {
-            let holds = self.evaluator.run(&rule.expr, &frame).holds;
-            let clear = rule.clear.as_ref().map(|c| self.evaluator.run(c, &frame).holds);
+        let evaluator = &mut self.evaluator;
+        let notify = &self.set.notify;
+        let AlertState { rules: states, silences, .. } = &mut self.state;
+        let silences: &[Silence] = silences;
+        let mut step_one = |rule: &Rule, st: &mut RuleState| {
+            let holds = evaluator.run(&rule.expr, &frame).holds;
+            let clear = rule.clear.as_ref().map(|c| evaluator.run(c, &frame).holds);
             let unit = rule.expr.value_unit;
             let fmt = move |v: Option<f64>| format_value(unit, v);
             let step = Step {
@@ -138,7 +166,35 @@ impl Alerting {
                 labels_of: &labels_of,
                 format_value: &fmt,
             };
-            events.extend(self.state.step(&step, &self.set.notify));
+            events.extend(crate::state::step_rule(st, silences, &step, notify));
+        };
+        // Each rule's state, found in one walk of the map in name order: a lookup per rule
+        // compares its name with several keys, two heap strings each, all cache misses once the
+        // engine's data has gone cold between samples. A rule without a state yet gets one first
+        // (as its first step would give it).
+        let mut found = states_in_order(states, &self.set.rules, &self.by_name);
+        if found.iter().any(Option::is_none) {
+            let missing: Vec<usize> = found.iter().enumerate().filter(|(_, f)| f.is_none()).map(|(i, _)| i).collect();
+            drop(found);
+            for i in missing {
+                let name = &self.set.rules[i].name;
+                if !states.contains_key(name) {
+                    states.insert(name.clone(), RuleState::default());
+                }
+            }
+            found = states_in_order(states, &self.set.rules, &self.by_name);
+        }
+        if found.iter().all(Option::is_some) {
+            for (rule, st) in self.set.rules.iter().zip(found.into_iter().flatten()) {
+                step_one(rule, st);
+            }
+        } else {
+            // Two rules of one name (a set not from `rules::parse`) share a state: by name.
+            drop(found);
+            for rule in &self.set.rules {
+                let st = states.entry(rule.name.clone()).or_default();
+                step_one(rule, st);
+            }
         }
         let spent = proctor_procfs::system::thread_cpu_ns().saturating_sub(cpu0);
         self.evaluations += 1;

@@ -191,7 +191,12 @@ impl AlertState {
 }
 
 /// [`AlertState::step`] for one rule's state.
-fn step_rule(st: &mut RuleState, silences: &[Silence], s: &Step<'_>, settings: &NotifySettings) -> Vec<Event> {
+pub(crate) fn step_rule(
+    st: &mut RuleState,
+    silences: &[Silence],
+    s: &Step<'_>,
+    settings: &NotifySettings,
+) -> Vec<Event> {
     let rule = s.rule;
     st.last_eval_at = Some(s.at);
     // Nothing holds and nothing is kept (no instance, no flapping history): no transition,

@@ -256,3 +256,51 @@ fn gone_means_this_pid_and_start_time_are_not_among_the_rows() {
         );
     }
 }
+
+/// Each rule steps its own state, whatever the order of the rules' names, states restored or
+/// new; two rules given one name (not something `rules::parse` allows) step the one state.
+#[test]
+fn each_rule_steps_its_own_state() {
+    let s = live();
+    let yaml = "groups:\n  - name: g\n    rules:\n      - alert: Zed\n        expr: host.cpu.busy_percent >= 0%\n        for: 30s\n      - alert: Alpha\n        expr: host.cpu.busy_percent < 0%\n      - alert: Mid\n        expr: host.cpu.busy_percent >= 0%\n";
+    let kinds = |events: &[proctor_alerts::state::Event]| -> Vec<(String, Told)> {
+        events.iter().map(|e| (e.rule.clone(), e.state)).collect()
+    };
+    // Mid fired before a restart; Zed and Alpha have no state yet.
+    let mut restored = AlertState::default();
+    {
+        let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+        let mut a = Alerting::new(set, AlertState::default());
+        a.evaluate(&s);
+        restored.rules.insert("Mid".to_string(), a.state.rules["Mid"].clone());
+    }
+    let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut a = Alerting::new(set, restored);
+    assert_eq!(kinds(&a.evaluate(&s)), vec![("Zed".to_string(), Told::Pending)]);
+    let mut later = sampler();
+    let first = later.sample();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut next = later.sample();
+    next.unix_ns = s.sample.unix_ns + 30_000_000_000;
+    let s2 = Snapshot::derive(next, Some(&first));
+    assert_eq!(kinds(&a.evaluate(&s2)), vec![("Zed".to_string(), Told::Firing)]);
+    let phase = |name: &str| a.state.rules[name].instances.values().map(|i| i.phase).collect::<Vec<_>>();
+    assert_eq!(phase("Zed"), vec![proctor_alerts::state::Phase::Firing]);
+    assert_eq!(phase("Mid"), vec![proctor_alerts::state::Phase::Firing]);
+    assert_eq!(phase("Alpha"), vec![]);
+    assert_eq!(a.state.rules.len(), 3);
+
+    let mut set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    set.rules[1].name = "Mid".to_string();
+    let mut a = Alerting::new(set, AlertState::default());
+    // Zed pends; Alpha-named-Mid finds nothing; Mid fires.
+    let said = kinds(&a.evaluate(&s));
+    assert_eq!(said, vec![("Zed".to_string(), Told::Pending), ("Mid".to_string(), Told::Firing)]);
+    // The next time, the rule before Mid (holding nowhere) resolves the one state's instance, and
+    // Mid starts it again.
+    let said = kinds(&a.evaluate(&s2));
+    assert_eq!(
+        said,
+        vec![("Zed".to_string(), Told::Firing), ("Mid".to_string(), Told::Resolved), ("Mid".to_string(), Told::Firing)]
+    );
+}
