@@ -924,7 +924,7 @@ pub struct Evaluator {
     statsd_values: Vec<Option<f64>>,
     statsd_source: Option<StatsdSource>,
     /// The scalar slots by vocabulary name, for host, container and agent.
-    scalar_names: [HashMap<&'static str, usize>; 3],
+    scalar_names: [crate::leaves::Want; 3],
     /// The current evaluation's values of the capturing comparison's left side.
     captured: Vec<(Key, f64)>,
     pub stats: EvalStats,
@@ -950,8 +950,10 @@ impl Evaluator {
         let windows = (0..plan.windows).map(|_| Window::default()).collect();
         let scalars = vec![None; plan.scalars.len()];
         let members = vec![Vec::new(); plan.selectors.len()];
-        let names = |scope: Scope| -> HashMap<&'static str, usize> {
-            plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)).collect()
+        let names = |scope: Scope| {
+            crate::leaves::Want::new(
+                plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)),
+            )
         };
         let scalar_names = [names(Scope::Host), names(Scope::Container), names(Scope::Agent)];
         let statsd_values = vec![None; plan.statsd.len()];
