@@ -24,21 +24,58 @@ use crate::notify::{self, Limiter, Notification};
 use crate::rules::{self, Receiver, Rule, RuleSet};
 use crate::state::{AlertState, Event, Phase, RuleState, Silence, Step, Told};
 
+/// The rules' names in name order, each with its rule's index, in one buffer: read in one
+/// sweep, not from each rule and each name's own allocation.
+#[derive(Debug, Default)]
+struct ByName {
+    text: String,
+    /// (end of the name in `text`, the rule's index)
+    names: Vec<(usize, usize)>,
+}
+
+impl ByName {
+    fn new(rules: &[Rule]) -> ByName {
+        let mut order: Vec<usize> = (0..rules.len()).collect();
+        order.sort_by(|&a, &b| rules[a].name.cmp(&rules[b].name));
+        let mut by = ByName::default();
+        for i in order {
+            by.text.push_str(&rules[i].name);
+            by.names.push((by.text.len(), i));
+        }
+        by
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, usize)> {
+        let starts = std::iter::once(0).chain(self.names.iter().map(|&(end, _)| end));
+        starts.zip(&self.names).map(|(start, &(end, i))| (self.text.get(start..end).unwrap_or(""), i))
+    }
+}
+
 /// Each rule's state in the rules' order (`None` where it has none, or shares its name with a
-/// rule before it), from one walk of `states` in name order; `by_name` lists the rules so.
+/// rule before it), from one walk of `states` in name order.
 fn states_in_order<'m>(
     states: &'m mut BTreeMap<String, RuleState>,
-    rules: &[Rule],
-    by_name: &[usize],
+    rules: usize,
+    by_name: &ByName,
 ) -> Vec<Option<&'m mut RuleState>> {
-    let mut found: Vec<Option<&mut RuleState>> = Vec::with_capacity(rules.len());
-    found.resize_with(rules.len(), || None);
+    let mut found: Vec<Option<&mut RuleState>> = Vec::with_capacity(rules);
+    found.resize_with(rules, || None);
     let mut walk = states.iter_mut().peekable();
-    for &i in by_name {
-        let name = rules[i].name.as_str();
-        while walk.next_if(|(k, _)| k.as_str() < name).is_some() {}
-        if let (Some(slot), Some((_, st))) = (found.get_mut(i), walk.next_if(|(k, _)| k.as_str() == name)) {
-            *slot = Some(st);
+    for (name, i) in by_name.iter() {
+        // One comparison per key passed.
+        while let Some(order) = walk.peek().map(|(k, _)| k.as_str().cmp(name)) {
+            match order {
+                std::cmp::Ordering::Less => {
+                    walk.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if let (Some(slot), Some((_, st))) = (found.get_mut(i), walk.next()) {
+                        *slot = Some(st);
+                    }
+                    break;
+                }
+                std::cmp::Ordering::Greater => break,
+            }
         }
     }
     found
@@ -53,8 +90,8 @@ pub struct Alerting {
     pub evaluations: u64,
     pub eval_cpu_ns_total: u64,
     pub last_eval_cpu_ns: u64,
-    /// The rules' indices in name order, the order of their states.
-    by_name: Vec<usize>,
+    /// The rules in name order, the order of their states.
+    by_name: ByName,
 }
 
 impl std::fmt::Debug for Alerting {
@@ -92,8 +129,7 @@ impl Alerting {
         let mut state = state;
         let names: HashSet<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
         state.retain_rules(&names, 0.0);
-        let mut by_name: Vec<usize> = (0..set.rules.len()).collect();
-        by_name.sort_by(|&a, &b| set.rules[a].name.cmp(&set.rules[b].name));
+        let by_name = ByName::new(&set.rules);
         Alerting { set, evaluator, state, limiter, evaluations: 0, eval_cpu_ns_total: 0, last_eval_cpu_ns: 0, by_name }
     }
 
@@ -172,7 +208,7 @@ impl Alerting {
         // compares its name with several keys, two heap strings each, all cache misses once the
         // engine's data has gone cold between samples. A rule without a state yet gets one first
         // (as its first step would give it).
-        let mut found = states_in_order(states, &self.set.rules, &self.by_name);
+        let mut found = states_in_order(states, self.set.rules.len(), &self.by_name);
         if found.iter().any(Option::is_none) {
             let missing: Vec<usize> = found.iter().enumerate().filter(|(_, f)| f.is_none()).map(|(i, _)| i).collect();
             drop(found);
@@ -182,7 +218,7 @@ impl Alerting {
                     states.insert(name.clone(), RuleState::default());
                 }
             }
-            found = states_in_order(states, &self.set.rules, &self.by_name);
+            found = states_in_order(states, self.set.rules.len(), &self.by_name);
         }
         if found.iter().all(Option::is_some) {
             for (rule, st) in self.set.rules.iter().zip(found.into_iter().flatten()) {
