@@ -21,8 +21,65 @@ use serde::Serialize;
 use crate::deliver::{Delivery, DeliveryConfig, Payload, ReceiverStats};
 use crate::eval::{Evaluator, Key};
 use crate::notify::{self, Limiter, Notification};
-use crate::rules::{self, Receiver, RuleSet};
-use crate::state::{AlertState, Event, Phase, Silence, Step, Told};
+use crate::rules::{self, Receiver, Rule, RuleSet};
+use crate::state::{AlertState, Event, Phase, RuleState, Silence, Step, Told};
+
+/// The rules' names in name order, each with its rule's index, in one buffer: read in one
+/// sweep, not from each rule and each name's own allocation.
+#[derive(Debug, Default)]
+struct ByName {
+    text: String,
+    /// (end of the name in `text`, the rule's index)
+    names: Vec<(usize, usize)>,
+}
+
+impl ByName {
+    fn new(rules: &[Rule]) -> ByName {
+        let mut order: Vec<usize> = (0..rules.len()).collect();
+        order.sort_by(|&a, &b| rules[a].name.cmp(&rules[b].name));
+        let mut by = ByName::default();
+        for i in order {
+            by.text.push_str(&rules[i].name);
+            by.names.push((by.text.len(), i));
+        }
+        by
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, usize)> {
+        let starts = std::iter::once(0).chain(self.names.iter().map(|&(end, _)| end));
+        starts.zip(&self.names).map(|(start, &(end, i))| (self.text.get(start..end).unwrap_or(""), i))
+    }
+}
+
+/// Each rule's state in the rules' order (`None` where it has none, or shares its name with a
+/// rule before it), from one walk of `states` in name order.
+fn states_in_order<'m>(
+    states: &'m mut BTreeMap<String, RuleState>,
+    rules: usize,
+    by_name: &ByName,
+) -> Vec<Option<&'m mut RuleState>> {
+    let mut found: Vec<Option<&mut RuleState>> = Vec::with_capacity(rules);
+    found.resize_with(rules, || None);
+    let mut walk = states.iter_mut().peekable();
+    for (name, i) in by_name.iter() {
+        // One comparison per key passed.
+        while let Some(order) = walk.peek().map(|(k, _)| k.as_str().cmp(name)) {
+            match order {
+                std::cmp::Ordering::Less => {
+                    walk.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if let (Some(slot), Some((_, st))) = (found.get_mut(i), walk.next()) {
+                        *slot = Some(st);
+                    }
+                    break;
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+    }
+    found
+}
 
 /// A rule set with its evaluator, states and limiter: one evaluation per snapshot.
 pub struct Alerting {
@@ -33,6 +90,8 @@ pub struct Alerting {
     pub evaluations: u64,
     pub eval_cpu_ns_total: u64,
     pub last_eval_cpu_ns: u64,
+    /// The rules in name order, the order of their states.
+    by_name: ByName,
 }
 
 impl std::fmt::Debug for Alerting {
@@ -70,7 +129,8 @@ impl Alerting {
         let mut state = state;
         let names: HashSet<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
         state.retain_rules(&names, 0.0);
-        Alerting { set, evaluator, state, limiter, evaluations: 0, eval_cpu_ns_total: 0, last_eval_cpu_ns: 0 }
+        let by_name = ByName::new(&set.rules);
+        Alerting { set, evaluator, state, limiter, evaluations: 0, eval_cpu_ns_total: 0, last_eval_cpu_ns: 0, by_name }
     }
 
     /// Evaluates every rule over `s` at its sample time; returns the transitions and repeats.
@@ -78,13 +138,32 @@ impl Alerting {
         let cpu0 = proctor_procfs::system::thread_cpu_ns();
         let frame = self.evaluator.frame(s);
         let at = frame.time;
-        let present_pids: HashSet<(u32, u64)> = s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect();
-        let groups: HashSet<&str> =
-            s.groups.as_ref().map(|g| g.groups.iter().map(|(row, _)| row.name.as_str()).collect()).unwrap_or_default();
+        // Whether an instance's process or group is still there: asked only of rules that have
+        // instances, so the indexes are built on the first question, not every evaluation.
+        // Rows come sorted by pid (the sampler lists /proc so): a binary search then, a set
+        // only for rows that are not.
+        let pids_sorted = std::cell::OnceCell::new();
+        let present_pids: std::cell::OnceCell<HashSet<(u32, u64)>> = std::cell::OnceCell::new();
+        let groups: std::cell::OnceCell<HashSet<&str>> = std::cell::OnceCell::new();
         let exists = |k: &Key| match k {
             Key::One => true,
-            Key::Process { pid, start_ticks } => present_pids.contains(&(*pid, *start_ticks)),
-            Key::Group(name) => groups.contains(name.as_ref()),
+            Key::Process { pid, start_ticks } => {
+                if *pids_sorted.get_or_init(|| s.rows.windows(2).all(|w| w[0].pid < w[1].pid)) {
+                    s.row(*pid).is_some_and(|r| r.start_ticks == *start_ticks)
+                } else {
+                    present_pids
+                        .get_or_init(|| s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect())
+                        .contains(&(*pid, *start_ticks))
+                }
+            }
+            Key::Group(name) => groups
+                .get_or_init(|| {
+                    s.groups
+                        .as_ref()
+                        .map(|g| g.groups.iter().map(|(row, _)| row.name.as_str()).collect())
+                        .unwrap_or_default()
+                })
+                .contains(name.as_ref()),
         };
         let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
         let boot = s.host.boot_time_unix_secs;
@@ -105,9 +184,13 @@ impl Alerting {
             }
         };
         let mut events = Vec::new();
-        for rule in &self.set.rules {
-            let holds = self.evaluator.run(&rule.expr, &frame).holds;
-            let clear = rule.clear.as_ref().map(|c| self.evaluator.run(c, &frame).holds);
+        let evaluator = &mut self.evaluator;
+        let notify = &self.set.notify;
+        let AlertState { rules: states, silences, .. } = &mut self.state;
+        let silences: &[Silence] = silences;
+        let mut step_one = |rule: &Rule, st: &mut RuleState| {
+            let holds = evaluator.run(&rule.expr, &frame).holds;
+            let clear = rule.clear.as_ref().map(|c| evaluator.run(c, &frame).holds);
             let unit = rule.expr.value_unit;
             let fmt = move |v: Option<f64>| format_value(unit, v);
             let step = Step {
@@ -119,7 +202,35 @@ impl Alerting {
                 labels_of: &labels_of,
                 format_value: &fmt,
             };
-            events.extend(self.state.step(&step, &self.set.notify));
+            events.extend(crate::state::step_rule(st, silences, &step, notify));
+        };
+        // Each rule's state, found in one walk of the map in name order: a lookup per rule
+        // compares its name with several keys, two heap strings each, all cache misses once the
+        // engine's data has gone cold between samples. A rule without a state yet gets one first
+        // (as its first step would give it).
+        let mut found = states_in_order(states, self.set.rules.len(), &self.by_name);
+        if found.iter().any(Option::is_none) {
+            let missing: Vec<usize> = found.iter().enumerate().filter(|(_, f)| f.is_none()).map(|(i, _)| i).collect();
+            drop(found);
+            for i in missing {
+                let name = &self.set.rules[i].name;
+                if !states.contains_key(name) {
+                    states.insert(name.clone(), RuleState::default());
+                }
+            }
+            found = states_in_order(states, self.set.rules.len(), &self.by_name);
+        }
+        if found.iter().all(Option::is_some) {
+            for (rule, st) in self.set.rules.iter().zip(found.into_iter().flatten()) {
+                step_one(rule, st);
+            }
+        } else {
+            // Two rules of one name (a set not from `rules::parse`) share a state: by name.
+            drop(found);
+            for rule in &self.set.rules {
+                let st = states.entry(rule.name.clone()).or_default();
+                step_one(rule, st);
+            }
         }
         let spent = proctor_procfs::system::thread_cpu_ns().saturating_sub(cpu0);
         self.evaluations += 1;

@@ -96,6 +96,8 @@ fn dim_of(unit: Unit) -> Ty {
 }
 
 type ProcGet = fn(&RowCtx, &ProcessRow) -> Val;
+/// A text field borrowed from its row, where it can be (`None`: read it with its [`ProcGet`]).
+type ProcText = fn(&ProcessRow) -> Option<&str>;
 type GroupGet = fn(&GroupRow) -> Val;
 
 /// What a process field needs besides its row.
@@ -146,18 +148,36 @@ fn proc_getter(name: &str) -> Option<ProcGet> {
     })
 }
 
-/// A state letter as shared text: one allocation per letter for the process's life, not one
-/// per process per evaluation.
-fn state_text(state: char) -> Arc<str> {
+/// The text fields a comparison can read without a `Val` (an `Arc` clone and drop per row
+/// and rule: the state rules walk every process). `None` from the getter where the row's text
+/// is not there to borrow: the comparison then reads the field's [`ProcGet`].
+fn proc_text(name: &str) -> Option<ProcText> {
+    Some(match name {
+        "name" => |r| Some(&*r.comm),
+        "state" => |r| state_letter(r.state).map(|a| &**a),
+        "cgroup" => |r| r.cgroup.as_deref(),
+        _ => return None,
+    })
+}
+
+fn state_letters() -> &'static [Arc<str>] {
     static LETTERS: std::sync::OnceLock<Vec<Arc<str>>> = std::sync::OnceLock::new();
-    let letters =
-        LETTERS.get_or_init(|| (b'A'..=b'Z').chain(b'a'..=b'z').map(|c| Arc::from((c as char).to_string())).collect());
+    LETTERS.get_or_init(|| (b'A'..=b'Z').chain(b'a'..=b'z').map(|c| Arc::from((c as char).to_string())).collect())
+}
+
+fn state_letter(state: char) -> Option<&'static Arc<str>> {
     let index = match state {
         'A'..='Z' => Some(state as usize - 'A' as usize),
         'a'..='z' => Some(26 + state as usize - 'a' as usize),
         _ => None,
     };
-    index.and_then(|i| letters.get(i)).map_or_else(|| Arc::from(state.to_string()), Arc::clone)
+    index.and_then(|i| state_letters().get(i))
+}
+
+/// A state letter as shared text: one allocation per letter for the process's life, not one
+/// per process per evaluation.
+fn state_text(state: char) -> Arc<str> {
+    state_letter(state).map_or_else(|| Arc::from(state.to_string()), Arc::clone)
 }
 
 /// A group field's value from its row, as `/api/v1/groups` gives it.
@@ -217,6 +237,7 @@ enum Node {
     Proc {
         sel: usize,
         get: ProcGet,
+        text: Option<ProcText>,
     },
     Group {
         sel: usize,
@@ -296,6 +317,12 @@ pub struct Plan {
     /// (scope, vocabulary field name) per scalar slot.
     scalars: Vec<(Scope, &'static str)>,
     windows: usize,
+    /// Programs using each window slot.
+    window_uses: Vec<u32>,
+    /// The windows over one scalar, by (function, window's bits, scalar slot): rules that fold
+    /// the same series over the same window share one (eight rules over a 10-minute window
+    /// each kept and folded 600 points, every evaluation).
+    scalar_windows: Vec<(OverOp, u64, usize, usize)>,
     /// statsd values per slot: (type, key, statistic).
     statsd: Vec<StatsdRef>,
     /// The unit of the capturing comparison's left side, while a program compiles.
@@ -675,7 +702,7 @@ impl Plan {
             let Some(get) = proc_getter(name) else {
                 return err(s.span, format!("`process.{name}` cannot be compared"));
             };
-            Node::Proc { sel, get }
+            Node::Proc { sel, get, text: proc_text(name) }
         } else {
             let Some(get) = group_getter(name) else {
                 return err(s.span, format!("`group.{name}` cannot be compared"));
@@ -757,8 +784,26 @@ impl Plan {
         } else {
             dim
         };
-        let slot = self.windows;
-        self.windows += 1;
+        let share = match c.node {
+            Node::Scalar(scalar) => Some((over, window.to_bits(), scalar)),
+            _ => None,
+        };
+        let known = share.and_then(|k| self.scalar_windows.iter().find(|(o, w, s, _)| (*o, *w, *s) == k));
+        let slot = match known {
+            Some(&(.., slot)) => slot,
+            None => {
+                let slot = self.windows;
+                self.windows += 1;
+                self.window_uses.push(0);
+                if let Some((o, w, s)) = share {
+                    self.scalar_windows.push((o, w, s, slot));
+                }
+                slot
+            }
+        };
+        if let Some(uses) = self.window_uses.get_mut(slot) {
+            *uses += 1;
+        }
         let unit = if over == OverOp::Rate { None } else { c.unit };
         Ok(Compiled {
             node: Node::Over { op: over, arg: Box::new(c.node), window, slot },
@@ -841,6 +886,10 @@ struct Window {
     points: HashMap<Key, VecDeque<(f64, f64)>>,
     total: usize,
     refused: u64,
+    /// More than one program folds it: it takes its point once per frame, and the others have
+    /// the value it gave (`memo`, with the frame's number).
+    shared: bool,
+    memo: Option<(u64, Val)>,
 }
 
 const MAX_WINDOW_POINTS: usize = 200_000;
@@ -903,7 +952,7 @@ pub struct Evaluator {
     statsd_values: Vec<Option<f64>>,
     statsd_source: Option<StatsdSource>,
     /// The scalar slots by vocabulary name, for host, container and agent.
-    scalar_names: [HashMap<&'static str, usize>; 3],
+    scalar_names: [crate::leaves::Want; 3],
     /// The current evaluation's values of the capturing comparison's left side.
     captured: Vec<(Key, f64)>,
     pub stats: EvalStats,
@@ -926,11 +975,15 @@ pub struct Frame<'a> {
 
 impl Evaluator {
     pub fn new(plan: Plan, users: BTreeMap<u32, String>) -> Evaluator {
-        let windows = (0..plan.windows).map(|_| Window::default()).collect();
+        let windows = (0..plan.windows)
+            .map(|i| Window { shared: plan.window_uses.get(i).is_some_and(|&n| n > 1), ..Window::default() })
+            .collect();
         let scalars = vec![None; plan.scalars.len()];
         let members = vec![Vec::new(); plan.selectors.len()];
-        let names = |scope: Scope| -> HashMap<&'static str, usize> {
-            plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)).collect()
+        let names = |scope: Scope| {
+            crate::leaves::Want::new(
+                plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)),
+            )
         };
         let scalar_names = [names(Scope::Host), names(Scope::Container), names(Scope::Agent)];
         let statsd_values = vec![None; plan.statsd.len()];
@@ -1089,7 +1142,6 @@ impl Evaluator {
                 })
                 .collect(),
         };
-        self.stats.window_points_refused = self.windows.iter().map(|w| w.refused).sum();
         Outcome { holds }
     }
 
@@ -1109,7 +1161,7 @@ impl Evaluator {
                     .flatten()
                     .map_or(Val::Missing, |v| Val::Num(if *millis { v / 1000.0 } else { v })),
             ),
-            Node::Proc { sel, get } => Out::Each(
+            Node::Proc { sel, get, .. } => Out::Each(
                 self.members[*sel]
                     .iter()
                     .map(|&i| &f.s.rows[i as usize])
@@ -1142,10 +1194,23 @@ impl Evaluator {
                 Out::One(aggregate(*op, &list))
             }
             Node::Over { op, arg, window, slot } => {
+                let frame = self.stats.evaluations;
+                if let Some((at, v)) = &self.windows[*slot].memo {
+                    if *at == frame {
+                        return Out::One(v.clone());
+                    }
+                }
                 let out = self.eval(arg, f);
                 let w = &mut self.windows[*slot];
-                match out {
-                    Out::One(v) => Out::One(over(w, Key::One, v, f.time, *op, *window)),
+                let refused = w.refused;
+                let out = match out {
+                    Out::One(v) => {
+                        let v = over(w, Key::One, v, f.time, *op, *window);
+                        if w.shared {
+                            w.memo = Some((frame, v.clone()));
+                        }
+                        Out::One(v)
+                    }
                     Out::Each(list) => {
                         let keep: std::collections::HashSet<&Key> = list.iter().map(|(k, _)| k).collect();
                         let before = w.points.len();
@@ -1159,7 +1224,10 @@ impl Evaluator {
                                 .collect(),
                         )
                     }
-                }
+                };
+                // Counted as refused, not summed over every window after each program.
+                self.stats.window_points_refused += w.refused - refused;
+                out
             }
             Node::Neg(inner) => map(self.eval(inner, f), |v| v.num().map_or(Val::Missing, |n| Val::Num(-n))),
             Node::Not(inner) => map(self.eval(inner, f), |v| match v {
@@ -1185,15 +1253,27 @@ impl Evaluator {
             Node::Compare { op, lhs, rhs, regex, capture, sparse } => {
                 // The common shape, `process{…}.FIELD OP LITERAL`, in one pass over the
                 // selected rows, keeping only those where it holds.
-                if let (true, Node::Proc { sel, get }, Node::Const(c)) = (*sparse, lhs.as_ref(), rhs.as_ref()) {
+                if let (true, Node::Proc { sel, get, text }, Node::Const(c)) = (*sparse, lhs.as_ref(), rhs.as_ref()) {
+                    let text = match (text, c) {
+                        (Some(t), Val::Text(k)) => Some((t, &**k)),
+                        _ => None,
+                    };
                     let mut out = Vec::new();
                     for &i in &self.members[*sel] {
                         let r = &f.s.rows[i as usize];
-                        let v = get(&f.ctx, r);
-                        if compare(*op, regex.as_ref(), &v, c).truth() {
+                        // Text has no number to capture.
+                        let (holds, number) =
+                            match text.and_then(|(t, k)| t(r).map(|v| compare_text(*op, regex.as_ref(), v, k))) {
+                                Some(holds) => (holds, None),
+                                None => {
+                                    let v = get(&f.ctx, r);
+                                    (compare(*op, regex.as_ref(), &v, c).truth(), v.as_num())
+                                }
+                            };
+                        if holds {
                             let key = Key::Process { pid: r.pid, start_ticks: r.start_ticks };
                             if *capture {
-                                if let Some(n) = v.as_num() {
+                                if let Some(n) = number {
                                     self.captured.push((key.clone(), n));
                                 }
                             }
@@ -1314,16 +1394,26 @@ fn compare(op: CmpOp, regex: Option<&Regex>, a: &Val, b: &Val) -> Val {
             CmpOp::Le => a <= b,
             _ => false,
         },
-        (Val::Text(a), Val::Text(b)) => match op {
-            CmpOp::Eq => a == b,
-            CmpOp::Ne => a != b,
-            CmpOp::Match => regex.is_some_and(|re| re.is_match(a)),
-            CmpOp::NotMatch => regex.is_some_and(|re| !re.is_match(a)),
-            _ => false,
-        },
+        (Val::Text(a), Val::Text(b)) => compare_text(op, regex, a, b),
         // Nothing known compares as false: an unknown value never fires a rule.
         _ => false,
     })
+}
+
+fn compare_text(op: CmpOp, regex: Option<&Regex>, a: &str, b: &str) -> bool {
+    match op {
+        CmpOp::Eq => same_text(a, b),
+        CmpOp::Ne => !same_text(a, b),
+        CmpOp::Match => regex.is_some_and(|re| re.is_match(a)),
+        CmpOp::NotMatch => regex.is_some_and(|re| !re.is_match(a)),
+        _ => false,
+    }
+}
+
+/// `a == b`, most often settled by the length and the first byte (a state letter, a name)
+/// without the call to `memcmp` that `==` makes: every process, every rule comparing text.
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
 }
 
 fn aggregate(op: AggOp, list: &[(Key, Val)]) -> Val {
@@ -1377,5 +1467,102 @@ fn over(w: &mut Window, key: Key, v: Val, t: f64, op: OverOp, window: f64) -> Va
         OverOp::Avg => Val::Num(points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64),
         OverOp::Min => Val::Num(points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min)),
         OverOp::Max => Val::Num(points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> Snapshot {
+        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+            pss_budget: 0.0,
+            ..proctor_sampler::SamplerConfig::default()
+        });
+        let first = sampler.sample();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        Snapshot::derive(sampler.sample(), Some(&first))
+    }
+
+    /// Rules folding the same series over the same window share it, and each has the value it
+    /// would have alone, frame after frame.
+    #[test]
+    fn a_shared_window_gives_each_rule_its_own_value() {
+        let mut s = live();
+        let rules = [
+            "avg_over(host.load.avg1, 5m) >= 0",
+            "max_over(host.load.avg1, 5m) >= 0",
+            "avg_over(host.load.avg1, 5m) < 1000",
+            "avg_over(host.load.avg1, 10m) >= 0",
+            "rate(host.load.avg1) >= -1000 or avg_over(host.load.avg1, 5m) >= 0",
+            "avg_over(host.load.avg1, 5m) >= 0",
+        ];
+        let yaml = |exprs: &[&str]| {
+            let mut y = "groups:\n  - name: g\n    rules:\n".to_string();
+            for (i, e) in exprs.iter().enumerate() {
+                y.push_str(&format!("      - alert: R{i}\n        expr: '{e}'\n"));
+            }
+            crate::rules::parse(&y).unwrap_or_else(|d| panic!("{d:?}"))
+        };
+        let all = yaml(&rules);
+        assert_eq!(all.plan.windows, 4, "avg 5m, max 5m, avg 10m, rate");
+        let mut together = Evaluator::new(all.plan, BTreeMap::new());
+        let mut alone: Vec<(crate::rules::RuleSet, Evaluator)> = rules
+            .iter()
+            .map(|e| {
+                let mut set = yaml(&[e]);
+                let plan = std::mem::take(&mut set.plan);
+                (set, Evaluator::new(plan, BTreeMap::new()))
+            })
+            .collect();
+        for (i, load) in [1.0, 5.0, 2.0, 9.0, 0.5, 3.0].into_iter().enumerate() {
+            s.host.load = Some([load, 0.0, 0.0]);
+            s.sample.unix_ns += 30_000_000_000 * (1 + i as u64 % 2);
+            let frame = together.frame(&s);
+            let got: Vec<Outcome> = all.rules.iter().map(|r| together.run(&r.expr, &frame)).collect();
+            for ((set, ev), got) in alone.iter_mut().zip(got) {
+                let frame = ev.frame(&s);
+                assert_eq!(got, ev.run(&set.rules[0].expr, &frame), "{} at load {load}", set.rules[0].expr_text);
+            }
+        }
+    }
+
+    /// Text compared in one pass, borrowed from the row, is the text the field's getter gives;
+    /// and a rule over it holds for exactly the processes whose field compares so.
+    #[test]
+    fn borrowed_text_is_the_fields_text() {
+        let s = live();
+        let ctx = RowCtx { ticks: 100.0, boot: None };
+        for field in ["name", "state", "cgroup"] {
+            let (Some(text), Some(get)) = (proc_text(field), proc_getter(field)) else { panic!("{field}") };
+            for r in &s.rows {
+                if let Some(t) = text(r) {
+                    assert_eq!(get(&ctx, r), Val::Text(Arc::from(t)), "{field} of {}", r.pid);
+                }
+            }
+        }
+        let me = s.rows.iter().find(|r| r.pid == std::process::id()).expect("this test's row");
+        let yaml = format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: S\n        expr: process.state == \"S\"\n      - alert: NotS\n        expr: process.state != \"S\"\n      - alert: Me\n        expr: process.name == \"{}\"\n      - alert: Re\n        expr: process.name =~ \"[a-k].*\"\n",
+            me.comm
+        );
+        let set = crate::rules::parse(&yaml).unwrap_or_else(|d| panic!("{d:?}"));
+        let mut ev = Evaluator::new(set.plan, BTreeMap::new());
+        let frame = ev.frame(&s);
+        let key = |r: &ProcessRow| Key::Process { pid: r.pid, start_ticks: r.start_ticks };
+        let expect: [Vec<Key>; 4] = [
+            s.rows.iter().filter(|r| r.state == 'S').map(key).collect(),
+            s.rows.iter().filter(|r| r.state != 'S').map(key).collect(),
+            s.rows.iter().filter(|r| r.comm == me.comm).map(key).collect(),
+            s.rows
+                .iter()
+                .filter(|r| r.comm.chars().next().is_some_and(|c| ('a'..='k').contains(&c)))
+                .map(key)
+                .collect(),
+        ];
+        for (rule, want) in set.rules.iter().zip(expect) {
+            let got: Vec<Key> = ev.run(&rule.expr, &frame).holds.into_iter().map(|(k, _)| k).collect();
+            assert_eq!(got, want, "{}", rule.name);
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! The numbers of a published shape by their dotted names, read straight off its `Serialize`:
 //! what `serde_json::to_value` then `fields::flatten` would give for a number, without building
 //! the JSON tree (a map and a string per field, every evaluation). Only the names asked for are
-//! kept; lists are not descended into (their items are not scalars of the shape).
+//! kept; lists are not descended into (their items are not scalars of the shape), nor is any
+//! field no wanted name goes through (most of a shape, most evaluations).
 
-use std::collections::HashMap;
 use std::fmt;
 
 use serde::ser::{self, Impossible, Serialize};
@@ -25,35 +25,84 @@ impl ser::Error for Stop {
     }
 }
 
+/// The dotted names wanted from a shape, each with its slot, sorted by name: the names under
+/// a path are the run of those that begin with it.
+#[derive(Debug, Clone, Default)]
+pub struct Want(Vec<(&'static str, usize)>);
+
+impl Want {
+    pub fn new(names: impl IntoIterator<Item = (&'static str, usize)>) -> Want {
+        let mut names: Vec<(&'static str, usize)> = names.into_iter().collect();
+        names.sort_unstable();
+        Want(names)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Walks `value`, setting `out[slot]` for each numeric leaf whose dotted path is in `want`.
-pub fn read<T: Serialize>(value: &T, want: &HashMap<&'static str, usize>, out: &mut [Option<f64>]) {
-    let mut w = Walker { path: String::with_capacity(64), want, out };
+pub fn read<T: Serialize>(value: &T, want: &Want, out: &mut [Option<f64>]) {
+    let mut w = Walker { path: String::with_capacity(64), names: &want.0, lo: 0, hi: want.0.len(), out };
     let _ = value.serialize(&mut w);
 }
 
 struct Walker<'a> {
     path: String,
-    want: &'a HashMap<&'static str, usize>,
+    names: &'a [(&'static str, usize)],
+    /// `names[lo..hi]`: the wanted names that begin with `path`.
+    lo: usize,
+    hi: usize,
     out: &'a mut [Option<f64>],
+}
+
+/// Where a walker was before it entered a field.
+#[derive(Clone, Copy)]
+struct Back {
+    len: usize,
+    lo: usize,
+    hi: usize,
 }
 
 impl Walker<'_> {
     fn leaf(&mut self, v: f64) -> Result<(), Stop> {
-        if let Some(&slot) = self.want.get(self.path.as_str()) {
-            if let Some(o) = self.out.get_mut(slot) {
-                *o = Some(v);
+        // The run's first name is the path itself, if the path is wanted.
+        if let Some(&(name, slot)) = self.names[self.lo..self.hi].first() {
+            if name == self.path {
+                if let Some(o) = self.out.get_mut(slot) {
+                    *o = Some(v);
+                }
             }
         }
         Ok(())
     }
 
-    fn enter(&mut self, key: &str) -> usize {
-        let len = self.path.len();
-        if len > 0 {
+    /// Steps into `key`; `None` (and no step) where no wanted name begins with its path, so
+    /// that the field is not walked.
+    fn enter(&mut self, key: &str) -> Option<Back> {
+        let back = Back { len: self.path.len(), lo: self.lo, hi: self.hi };
+        if back.len > 0 {
             self.path.push('.');
         }
         self.path.push_str(key);
-        len
+        let run = &self.names[self.lo..self.hi];
+        let path = self.path.as_str();
+        let lo = run.partition_point(|(n, _)| *n < path);
+        let hi = run.partition_point(|(n, _)| *n < path || n.starts_with(path));
+        if lo == hi {
+            self.path.truncate(back.len);
+            return None;
+        }
+        self.hi = self.lo + hi;
+        self.lo += lo;
+        Some(back)
+    }
+
+    fn leave(&mut self, back: Back) {
+        self.path.truncate(back.len);
+        self.lo = back.lo;
+        self.hi = back.hi;
     }
 }
 
@@ -204,9 +253,9 @@ impl ser::SerializeStruct for &mut Walker<'_> {
     type Ok = ();
     type Error = Stop;
     fn serialize_field<T: ?Sized + Serialize>(&mut self, key: &'static str, value: &T) -> Result<(), Stop> {
-        let back = self.enter(key);
+        let Some(back) = self.enter(key) else { return Ok(()) };
         let done = value.serialize(&mut **self);
-        self.path.truncate(back);
+        self.leave(back);
         done
     }
     fn end(self) -> Result<(), Stop> {
@@ -230,9 +279,9 @@ impl ser::SerializeMap for MapWalker<'_, '_> {
     }
     fn serialize_value<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Stop> {
         let Some(key) = self.key.take() else { return Ok(()) };
-        let back = self.walker.enter(&key);
+        let Some(back) = self.walker.enter(&key) else { return Ok(()) };
         let done = value.serialize(&mut *self.walker);
-        self.walker.path.truncate(back);
+        self.walker.leave(back);
         done
     }
     fn end(self) -> Result<(), Stop> {
@@ -373,7 +422,7 @@ mod tests {
         let first = sampler.sample();
         std::thread::sleep(std::time::Duration::from_millis(50));
         let s = proctor_agent::Snapshot::derive(sampler.sample(), Some(&first));
-        type Walk<'w> = &'w dyn Fn(&HashMap<&'static str, usize>, &mut [Option<f64>]);
+        type Walk<'w> = &'w dyn Fn(&Want, &mut [Option<f64>]);
         let check = |json: serde_json::Value, walk: Walk<'_>| {
             let flat: Vec<(String, f64)> = proctor_vocab::fields::flatten(json)
                 .into_iter()
@@ -381,11 +430,25 @@ mod tests {
                 .collect();
             assert!(flat.len() > 5, "{flat:?}");
             let names: Vec<&'static str> = flat.iter().map(|(n, _)| &*Box::leak(n.clone().into_boxed_str())).collect();
-            let want: HashMap<&'static str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+            let want = Want::new(names.iter().enumerate().map(|(i, n)| (*n, i)));
             let mut out = vec![None; names.len()];
             walk(&want, &mut out);
             for (i, (name, v)) in flat.iter().enumerate() {
                 assert_eq!(out[i], Some(*v), "{name}");
+            }
+            // Each name alone (the rest of the shape not walked), and a few beside names that
+            // are not there, some a prefix of a name or a name longer than one.
+            for (i, (name, v)) in flat.iter().enumerate().step_by(3) {
+                let odd: [&'static str; 3] = [
+                    Box::leak(format!("{name}x").into_boxed_str()),
+                    Box::leak(format!("{name}.x").into_boxed_str()),
+                    Box::leak(name[..name.len() - 1].to_string().into_boxed_str()),
+                ];
+                let want = Want::new([(names[i], 0), (odd[0], 1), (odd[1], 2), (odd[2], 3)]);
+                let mut out = vec![None; 4];
+                walk(&want, &mut out);
+                let known = |o: &str| flat.iter().find(|(n, _)| n == o).map(|(_, v)| *v);
+                assert_eq!(out, vec![Some(*v), known(odd[0]), known(odd[1]), known(odd[2])], "{name}");
             }
         };
         let host = proctor_vocab::snapshot::host(&s);

@@ -179,197 +179,213 @@ impl AlertState {
 
     /// Applies one evaluation of a rule; returns its transitions and repeats.
     pub fn step(&mut self, s: &Step<'_>, settings: &NotifySettings) -> Vec<Event> {
-        let rule = s.rule;
-        let silences = std::mem::take(&mut self.silences);
-        if !self.rules.contains_key(&rule.name) {
-            self.rules.insert(rule.name.clone(), RuleState::default());
+        // One lookup of the rule's state when it is there (every evaluation but the first): the
+        // names are heap strings, and each comparison of a lookup is a cache miss once the
+        // engine's data has gone cold between samples.
+        if let Some(st) = self.rules.get_mut(&s.rule.name) {
+            return step_rule(st, &self.silences, s, settings);
         }
-        let Some(st) = self.rules.get_mut(&rule.name) else { return Vec::new() };
-        st.last_eval_at = Some(s.at);
-        let mut events = Vec::new();
-        let holds: HashMap<String, (&Key, Option<f64>)> = s.holds.iter().map(|(k, v)| (key_id(k), (k, *v))).collect();
-        let clear: Option<HashSet<String>> = s.clear.map(|c| c.iter().map(|(k, _)| key_id(k)).collect());
-        let event = |state: Told, id: &str, inst: &Instance, reason: Option<&str>| Event {
-            at: s.at,
-            rule: rule.name.clone(),
-            instance: id.to_string(),
-            severity: rule.severity().to_string(),
-            state,
-            labels: inst.labels.clone(),
-            annotations: rule
-                .annotations
-                .iter()
-                .map(|(k, v)| (k.clone(), crate::template::render(v, &(s.format_value)(inst.value), &inst.labels)))
-                .collect(),
-            value: inst.value,
-            active_at: inst.active_at,
-            fired_at: inst.fired_at,
-            reason: reason.map(str::to_string),
-            silenced: silences.iter().any(|x| x.covers(&rule.name, &inst.labels, s.at)),
-            held: false,
-        };
+        let st = self.rules.entry(s.rule.name.clone()).or_default();
+        step_rule(st, &self.silences, s, settings)
+    }
+}
 
-        // New instances, and pending ones that have now held for `for`.
-        let mut ids: Vec<&String> = holds.keys().collect();
-        ids.sort();
-        for id in ids {
-            let (key, value) = holds[id];
-            match st.instances.get_mut(id) {
-                None => {
-                    if st.instances.len() >= settings.max_instances {
-                        st.instances_refused += 1;
-                        continue;
-                    }
-                    let mut labels = (s.labels_of)(key);
-                    labels.insert("alertname".to_string(), rule.name.clone());
-                    for (k, v) in &rule.labels {
-                        labels.entry(k.clone()).or_insert_with(|| v.clone());
-                    }
-                    let mut inst = Instance {
-                        labels,
-                        phase: Phase::Pending,
-                        active_at: s.at,
-                        fired_at: None,
-                        recovering_since: None,
-                        value,
-                        last_told_at: None,
-                    };
-                    if rule.for_secs <= 0.0 {
-                        inst.phase = Phase::Firing;
-                        inst.fired_at = Some(s.at);
-                        events.push(event(Told::Firing, id, &inst, None));
-                    } else {
-                        events.push(event(Told::Pending, id, &inst, None));
-                    }
-                    st.instances.insert(id.clone(), inst);
+/// [`AlertState::step`] for one rule's state.
+pub(crate) fn step_rule(
+    st: &mut RuleState,
+    silences: &[Silence],
+    s: &Step<'_>,
+    settings: &NotifySettings,
+) -> Vec<Event> {
+    let rule = s.rule;
+    st.last_eval_at = Some(s.at);
+    // Nothing holds and nothing is kept (no instance, no flapping history): no transition,
+    // hold or repeat can come of this step, whatever the time. Most rules, most samples.
+    if s.holds.is_empty() && st.instances.is_empty() && st.flaps.is_empty() {
+        return Vec::new();
+    }
+    let mut events = Vec::new();
+    let holds: HashMap<String, (&Key, Option<f64>)> = s.holds.iter().map(|(k, v)| (key_id(k), (k, *v))).collect();
+    let clear: Option<HashSet<String>> = s.clear.map(|c| c.iter().map(|(k, _)| key_id(k)).collect());
+    let event = |state: Told, id: &str, inst: &Instance, reason: Option<&str>| Event {
+        at: s.at,
+        rule: rule.name.clone(),
+        instance: id.to_string(),
+        severity: rule.severity().to_string(),
+        state,
+        labels: inst.labels.clone(),
+        annotations: rule
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), crate::template::render(v, &(s.format_value)(inst.value), &inst.labels)))
+            .collect(),
+        value: inst.value,
+        active_at: inst.active_at,
+        fired_at: inst.fired_at,
+        reason: reason.map(str::to_string),
+        silenced: silences.iter().any(|x| x.covers(&rule.name, &inst.labels, s.at)),
+        held: false,
+    };
+
+    // New instances, and pending ones that have now held for `for`.
+    let mut ids: Vec<&String> = holds.keys().collect();
+    ids.sort();
+    for id in ids {
+        let (key, value) = holds[id];
+        match st.instances.get_mut(id) {
+            None => {
+                if st.instances.len() >= settings.max_instances {
+                    st.instances_refused += 1;
+                    continue;
                 }
-                Some(inst) => {
-                    inst.value = value.or(inst.value);
-                    if inst.phase == Phase::Pending && s.at - inst.active_at >= rule.for_secs {
-                        inst.phase = Phase::Firing;
-                        inst.fired_at = Some(s.at);
-                        events.push(event(Told::Firing, id, inst, None));
-                    }
+                let mut labels = (s.labels_of)(key);
+                labels.insert("alertname".to_string(), rule.name.clone());
+                for (k, v) in &rule.labels {
+                    labels.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+                let mut inst = Instance {
+                    labels,
+                    phase: Phase::Pending,
+                    active_at: s.at,
+                    fired_at: None,
+                    recovering_since: None,
+                    value,
+                    last_told_at: None,
+                };
+                if rule.for_secs <= 0.0 {
+                    inst.phase = Phase::Firing;
+                    inst.fired_at = Some(s.at);
+                    events.push(event(Told::Firing, id, &inst, None));
+                } else {
+                    events.push(event(Told::Pending, id, &inst, None));
+                }
+                st.instances.insert(id.clone(), inst);
+            }
+            Some(inst) => {
+                inst.value = value.or(inst.value);
+                if inst.phase == Phase::Pending && s.at - inst.active_at >= rule.for_secs {
+                    inst.phase = Phase::Firing;
+                    inst.fired_at = Some(s.at);
+                    events.push(event(Told::Firing, id, inst, None));
                 }
             }
         }
+    }
 
-        // Pending instances that stopped holding; firing ones that recovered or are gone.
-        let mut gone = Vec::new();
-        for (id, inst) in st.instances.iter_mut() {
-            let key = parse_key(id);
-            let exists = key.as_ref().is_none_or(|k| (s.exists)(k));
-            match inst.phase {
-                Phase::Pending if !holds.contains_key(id) => {
-                    events.push(event(Told::Inactive, id, inst, (!exists).then_some("gone")));
+    // Pending instances that stopped holding; firing ones that recovered or are gone.
+    let mut gone = Vec::new();
+    for (id, inst) in st.instances.iter_mut() {
+        let key = parse_key(id);
+        let exists = key.as_ref().is_none_or(|k| (s.exists)(k));
+        match inst.phase {
+            Phase::Pending if !holds.contains_key(id) => {
+                events.push(event(Told::Inactive, id, inst, (!exists).then_some("gone")));
+                gone.push(id.clone());
+            }
+            Phase::Pending => {}
+            Phase::Firing => {
+                if !exists {
+                    events.push(event(Told::Resolved, id, inst, Some("gone")));
+                    gone.push(id.clone());
+                    continue;
+                }
+                let recovered = match &clear {
+                    Some(c) => c.contains(id),
+                    None => !holds.contains_key(id),
+                };
+                if !recovered {
+                    inst.recovering_since = None;
+                    continue;
+                }
+                let since = *inst.recovering_since.get_or_insert(s.at);
+                if s.at - since >= rule.for_secs + rule.keep_firing_for_secs {
+                    events.push(event(Told::Resolved, id, inst, None));
                     gone.push(id.clone());
                 }
-                Phase::Pending => {}
-                Phase::Firing => {
-                    if !exists {
-                        events.push(event(Told::Resolved, id, inst, Some("gone")));
-                        gone.push(id.clone());
-                        continue;
-                    }
-                    let recovered = match &clear {
-                        Some(c) => c.contains(id),
-                        None => !holds.contains_key(id),
-                    };
-                    if !recovered {
-                        inst.recovering_since = None;
-                        continue;
-                    }
-                    let since = *inst.recovering_since.get_or_insert(s.at);
-                    if s.at - since >= rule.for_secs + rule.keep_firing_for_secs {
-                        events.push(event(Told::Resolved, id, inst, None));
-                        gone.push(id.clone());
-                    }
-                }
             }
         }
-        for id in gone {
-            st.instances.remove(&id);
-        }
-
-        // Flapping: count each instance's changes (a new pending, firing, resolved or
-        // inactive) inside the window; over the limit, hold it.
-        let window = settings.flap_window_secs;
-        let mut extra = Vec::new();
-        for e in &mut events {
-            let f = st.flaps.entry(e.instance.clone()).or_default();
-            f.changes.push_back(s.at);
-            while f.changes.front().is_some_and(|&t| t < s.at - window) {
-                f.changes.pop_front();
-            }
-            if !f.flapping && f.changes.len() > settings.flap_changes as usize {
-                f.flapping = true;
-                let mut said = e.clone();
-                said.state = Told::Flapping;
-                said.reason = Some(format!(
-                    "{} changes in {}: held until steady",
-                    f.changes.len(),
-                    proctor_vocab::units::seconds(window)
-                ));
-                e.held = true;
-                extra.push(said);
-            } else if f.flapping {
-                e.held = true;
-            } else if e.tells() {
-                f.told = Some(e.state);
-            }
-        }
-        // A hold ends once the window has no more than the limit; the steady state is told if
-        // it differs from what was told last.
-        for (id, f) in st.flaps.iter_mut() {
-            while f.changes.front().is_some_and(|&t| t < s.at - window) {
-                f.changes.pop_front();
-            }
-            if f.flapping && f.changes.len() <= settings.flap_changes as usize {
-                f.flapping = false;
-                let now = if st.instances.get(id).is_some_and(|i| i.phase == Phase::Firing) {
-                    Told::Firing
-                } else {
-                    Told::Resolved
-                };
-                if f.told.unwrap_or(Told::Resolved) != now {
-                    let inst = st.instances.get(id).cloned().unwrap_or_else(|| Instance {
-                        labels: BTreeMap::from([("alertname".to_string(), rule.name.clone())]),
-                        phase: Phase::Pending,
-                        active_at: s.at,
-                        fired_at: None,
-                        recovering_since: None,
-                        value: None,
-                        last_told_at: None,
-                    });
-                    let mut e = event(now, id, &inst, Some("steady after flapping"));
-                    e.held = false;
-                    f.told = Some(now);
-                    extra.push(e);
-                }
-            }
-        }
-        st.flaps.retain(|_, f| f.flapping || !f.changes.is_empty());
-        events.extend(extra);
-
-        // Repeats: a firing alert told longer ago than the repeat interval is told again.
-        let repeat = rule.repeat_interval_secs.unwrap_or(settings.repeat_interval_secs);
-        for (id, inst) in st.instances.iter_mut() {
-            if inst.phase != Phase::Firing {
-                continue;
-            }
-            let flapping = st.flaps.get(id).is_some_and(|f| f.flapping);
-            match inst.last_told_at {
-                None => inst.last_told_at = Some(s.at),
-                Some(last) if s.at - last >= repeat && !flapping => {
-                    inst.last_told_at = Some(s.at);
-                    events.push(event(Told::Firing, id, inst, Some("repeat")));
-                }
-                _ => {}
-            }
-        }
-        self.silences = silences;
-        events
     }
+    for id in gone {
+        st.instances.remove(&id);
+    }
+
+    // Flapping: count each instance's changes (a new pending, firing, resolved or
+    // inactive) inside the window; over the limit, hold it.
+    let window = settings.flap_window_secs;
+    let mut extra = Vec::new();
+    for e in &mut events {
+        let f = st.flaps.entry(e.instance.clone()).or_default();
+        f.changes.push_back(s.at);
+        while f.changes.front().is_some_and(|&t| t < s.at - window) {
+            f.changes.pop_front();
+        }
+        if !f.flapping && f.changes.len() > settings.flap_changes as usize {
+            f.flapping = true;
+            let mut said = e.clone();
+            said.state = Told::Flapping;
+            said.reason = Some(format!(
+                "{} changes in {}: held until steady",
+                f.changes.len(),
+                proctor_vocab::units::seconds(window)
+            ));
+            e.held = true;
+            extra.push(said);
+        } else if f.flapping {
+            e.held = true;
+        } else if e.tells() {
+            f.told = Some(e.state);
+        }
+    }
+    // A hold ends once the window has no more than the limit; the steady state is told if
+    // it differs from what was told last.
+    for (id, f) in st.flaps.iter_mut() {
+        while f.changes.front().is_some_and(|&t| t < s.at - window) {
+            f.changes.pop_front();
+        }
+        if f.flapping && f.changes.len() <= settings.flap_changes as usize {
+            f.flapping = false;
+            let now = if st.instances.get(id).is_some_and(|i| i.phase == Phase::Firing) {
+                Told::Firing
+            } else {
+                Told::Resolved
+            };
+            if f.told.unwrap_or(Told::Resolved) != now {
+                let inst = st.instances.get(id).cloned().unwrap_or_else(|| Instance {
+                    labels: BTreeMap::from([("alertname".to_string(), rule.name.clone())]),
+                    phase: Phase::Pending,
+                    active_at: s.at,
+                    fired_at: None,
+                    recovering_since: None,
+                    value: None,
+                    last_told_at: None,
+                });
+                let mut e = event(now, id, &inst, Some("steady after flapping"));
+                e.held = false;
+                f.told = Some(now);
+                extra.push(e);
+            }
+        }
+    }
+    st.flaps.retain(|_, f| f.flapping || !f.changes.is_empty());
+    events.extend(extra);
+
+    // Repeats: a firing alert told longer ago than the repeat interval is told again.
+    let repeat = rule.repeat_interval_secs.unwrap_or(settings.repeat_interval_secs);
+    for (id, inst) in st.instances.iter_mut() {
+        if inst.phase != Phase::Firing {
+            continue;
+        }
+        let flapping = st.flaps.get(id).is_some_and(|f| f.flapping);
+        match inst.last_told_at {
+            None => inst.last_told_at = Some(s.at),
+            Some(last) if s.at - last >= repeat && !flapping => {
+                inst.last_told_at = Some(s.at);
+                events.push(event(Told::Firing, id, inst, Some("repeat")));
+            }
+            _ => {}
+        }
+    }
+    events
 }
 
 fn parse_key(id: &str) -> Option<Key> {
@@ -463,6 +479,34 @@ mod tests {
             (0..20).flat_map(|i| run(&mut st, &set, 50.0 + f64::from(i) * 5.0, false, None)).collect();
         assert!(after.iter().all(|(_, t)| !t), "{after:?}");
         assert!(!st.rules["Busy"].flaps.values().any(|f| f.flapping));
+    }
+
+    /// A step with nothing holding and no instance is cut short, but not while a flapping
+    /// history is kept: a hold that started on a resolve must still end, on time alone, with
+    /// the steady state told (firing was told last).
+    #[test]
+    fn a_quiet_rule_still_ends_a_flapping_hold_on_schedule() {
+        let set = rule("notify:\n  flapping: 3/1m\n");
+        let mut st = AlertState::default();
+        let mut told = Vec::new();
+        for i in 0..4 {
+            told.extend(run(&mut st, &set, f64::from(i) * 5.0, i % 2 == 0, None));
+        }
+        // Firing, resolved, firing told; the fourth change (a resolve) starts the hold.
+        let heard: Vec<Told> = told.iter().filter(|(_, t)| *t).map(|(s, _)| *s).collect();
+        assert_eq!(heard, vec![Told::Firing, Told::Resolved, Told::Firing, Told::Flapping]);
+        assert!(st.rules["Busy"].instances.is_empty());
+        let mut after = Vec::new();
+        for i in 0..20 {
+            let at = 20.0 + f64::from(i) * 5.0;
+            let said = run(&mut st, &set, at, false, None);
+            after.extend(said.into_iter().map(|s| (at, s)));
+            // Each step is recorded, quiet or not.
+            assert_eq!(st.rules["Busy"].last_eval_at, Some(at));
+        }
+        // The window holds no more than 3 changes once the one at 0 s is out of it (at 65 s).
+        assert_eq!(after, vec![(65.0, (Told::Resolved, true))]);
+        assert!(st.rules["Busy"].flaps.is_empty(), "{:?}", st.rules["Busy"].flaps);
     }
 
     #[test]

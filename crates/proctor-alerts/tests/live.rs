@@ -209,3 +209,98 @@ groups:
         a.evaluate(&s).into_iter().filter(|e| e.state == Told::Firing).map(|e| e.rule).collect();
     assert_eq!(fired, BTreeSet::from(["NotHuge".to_string(), "EitherSide".to_string(), "CountTrue".to_string()]));
 }
+
+/// A firing process instance resolves as gone exactly when its (pid, start time) is no longer
+/// among the rows: a process still there is not resolved, a pid reused by a new process is.
+/// The same whether the rows come sorted by pid (the sampler's order, searched) or not.
+#[test]
+fn gone_means_this_pid_and_start_time_are_not_among_the_rows() {
+    let kids = sleepers(3);
+    let pids: Vec<u32> = kids.0.iter().map(Child::id).collect();
+    let mut smp = sampler();
+    let first = smp.sample();
+    std::thread::sleep(Duration::from_millis(50));
+    let second = smp.sample();
+    let s = Snapshot::derive(second.clone(), Some(&first));
+    let yaml = "groups:\n  - name: g\n    rules:\n      - alert: Sleepers\n        expr: process{name=\"sleep\", cmdline=~\"sleep 300\"}.pid > 0\n";
+    for reversed in [false, true] {
+        let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+        let mut a = Alerting::new(set, AlertState::default());
+        let told = a.evaluate(&s);
+        let fired: BTreeSet<String> =
+            told.iter().filter(|e| e.state == Told::Firing).map(|e| e.instance.clone()).collect();
+        let reused = pids[1];
+        let old = s.rows.iter().find(|r| r.pid == reused).expect("the sleeper's row");
+        let old_id = format!("{}:{}", old.pid, old.start_ticks);
+        assert!(fired.contains(&old_id), "{old_id} not in {fired:?}");
+        // Ten seconds on, the second sleeper's pid belongs to a process started later.
+        let mut next = second.clone();
+        next.unix_ns += 10_000_000_000;
+        for p in &mut next.processes {
+            if p.pid == reused {
+                p.start_ticks += 1;
+            }
+        }
+        let mut later = Snapshot::derive(next, Some(&first));
+        if reversed {
+            later.rows.reverse();
+        }
+        let events = a.evaluate(&later);
+        let said: Vec<(String, Told, Option<String>)> =
+            events.iter().map(|e| (e.instance.clone(), e.state, e.reason.clone())).collect();
+        let new_id = format!("{}:{}", old.pid, old.start_ticks + 1);
+        assert_eq!(
+            said,
+            vec![(new_id, Told::Firing, None), (old_id.clone(), Told::Resolved, Some("gone".to_string()))],
+            "reversed rows: {reversed}"
+        );
+    }
+}
+
+/// Each rule steps its own state, whatever the order of the rules' names, states restored or
+/// new; two rules given one name (not something `rules::parse` allows) step the one state.
+#[test]
+fn each_rule_steps_its_own_state() {
+    let s = live();
+    let yaml = "groups:\n  - name: g\n    rules:\n      - alert: Zed\n        expr: host.cpu.busy_percent >= 0%\n        for: 30s\n      - alert: Alpha\n        expr: host.cpu.busy_percent < 0%\n      - alert: Mid\n        expr: host.cpu.busy_percent >= 0%\n";
+    let kinds = |events: &[proctor_alerts::state::Event]| -> Vec<(String, Told)> {
+        events.iter().map(|e| (e.rule.clone(), e.state)).collect()
+    };
+    // Mid fired before a restart; Zed and Alpha have no state yet.
+    let mut restored = AlertState::default();
+    {
+        let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+        let mut a = Alerting::new(set, AlertState::default());
+        a.evaluate(&s);
+        restored.rules.insert("Mid".to_string(), a.state.rules["Mid"].clone());
+    }
+    let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut a = Alerting::new(set, restored);
+    assert_eq!(kinds(&a.evaluate(&s)), vec![("Zed".to_string(), Told::Pending)]);
+    let mut later = sampler();
+    let first = later.sample();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut next = later.sample();
+    next.unix_ns = s.sample.unix_ns + 30_000_000_000;
+    let s2 = Snapshot::derive(next, Some(&first));
+    assert_eq!(kinds(&a.evaluate(&s2)), vec![("Zed".to_string(), Told::Firing)]);
+    let phase = |name: &str| a.state.rules[name].instances.values().map(|i| i.phase).collect::<Vec<_>>();
+    assert_eq!(phase("Zed"), vec![proctor_alerts::state::Phase::Firing]);
+    assert_eq!(phase("Mid"), vec![proctor_alerts::state::Phase::Firing]);
+    assert_eq!(phase("Alpha"), vec![]);
+    assert_eq!(a.state.rules.len(), 3);
+
+    let mut set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    set.rules[1].name = "Mid".to_string();
+    let mut a = Alerting::new(set, AlertState::default());
+    // Zed pends; Alpha-named-Mid finds nothing; Mid fires.
+    let said = kinds(&a.evaluate(&s));
+    assert_eq!(said, vec![("Zed".to_string(), Told::Pending), ("Mid".to_string(), Told::Firing)]);
+    // The next time, the rule before Mid (holding nowhere) resolves the one state's instance, and
+    // Mid starts it again.
+    let said = kinds(&a.evaluate(&s2));
+    assert_eq!(
+        said,
+        vec![("Zed".to_string(), Told::Firing), ("Mid".to_string(), Told::Resolved), ("Mid".to_string(), Told::Firing)]
+    );
+}
