@@ -160,12 +160,14 @@ fn tier_points(
             part.bad_blocks += 1;
             continue;
         };
+        // Blocks rolled before the catalog name a series by an alias of its name: each block
+        // name is looked up in the catalog once per block, not once per series asked for.
+        let canonical: Vec<&str> = block.names.iter().map(|b| proctor_units::series::canonical(b)).collect();
         let columns: Vec<Option<usize>> = names
             .iter()
             .map(|n| {
-                // Blocks rolled before the catalog name a series by an alias of its name.
                 let r = proctor_agent::history::rollup_series(n)?;
-                block.names.iter().position(|b| proctor_units::series::canonical(b) == r)
+                canonical.iter().position(|b| *b == r)
             })
             .collect();
         for row in &block.rows {
