@@ -86,6 +86,25 @@ struct GroupAcc {
     samples: u64,
 }
 
+impl GroupAcc {
+    fn add(&mut self, bucket: usize, samples: u64, values: &GroupValues) {
+        self.samples += samples;
+        // Values come in time order, so mostly to the last bucket used.
+        let b = match self.buckets.last_entry() {
+            Some(last) if *last.key() == bucket => last.into_mut(),
+            _ => self.buckets.entry(bucket).or_insert([Acc::default(); G]),
+        };
+        for (i, v) in values.iter().enumerate() {
+            let Some((mean, max, n)) = *v else { continue };
+            if !mean.is_finite() || !max.is_finite() || n == 0 {
+                continue;
+            }
+            b[i].add(mean, max, n);
+            self.whole[i].add(mean, max, n);
+        }
+    }
+}
+
 /// The groups' accumulators of a [`crate::RangeBuilder`].
 #[derive(Debug)]
 pub(crate) struct GroupAccs {
@@ -117,6 +136,12 @@ impl GroupAccs {
     /// Adds one group's values (each a bucket's (mean, max, count), a sample's being
     /// (v, v, 1)) to `bucket`. A name past the cap is counted, not kept.
     pub(crate) fn add(&mut self, name: &str, bucket: usize, samples: u64, values: &GroupValues) {
+        // A group already kept is found with one lookup (a rollup fold adds ~50 groups' values
+        // for each of 130,000 rows over 90 days).
+        if let Some(acc) = self.groups.get_mut(name) {
+            acc.add(bucket, samples, values);
+            return;
+        }
         if !self.wants(name) {
             match self.select {
                 GroupSelect::All { .. } => {
@@ -129,24 +154,9 @@ impl GroupAccs {
             }
             return;
         }
-        // Looked up by &str first: a name is allocated once, not once a row.
-        if !self.groups.contains_key(name) {
-            self.groups.insert(
-                name.to_string(),
-                GroupAcc { buckets: BTreeMap::new(), whole: [Acc::default(); G], samples: 0 },
-            );
-        }
-        let acc = self.groups.get_mut(name).expect("inserted above");
-        acc.samples += samples;
-        let b = acc.buckets.entry(bucket).or_insert([Acc::default(); G]);
-        for (i, v) in values.iter().enumerate() {
-            let Some((mean, max, n)) = *v else { continue };
-            if !mean.is_finite() || !max.is_finite() || n == 0 {
-                continue;
-            }
-            b[i].add(mean, max, n);
-            acc.whole[i].add(mean, max, n);
-        }
+        let mut acc = GroupAcc { buckets: BTreeMap::new(), whole: [Acc::default(); G], samples: 0 };
+        acc.add(bucket, samples, values);
+        self.groups.insert(name.to_string(), acc);
     }
 
     /// The summaries (by name), how many groups the cap left out, and other groups' names.

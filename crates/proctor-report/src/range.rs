@@ -203,6 +203,57 @@ pub struct RangeBuilder {
     group_samples: u64,
     /// Rollup rows folded ([`RangeBuilder::push_rollup`]).
     rollup_rows: u64,
+    /// Where the columns of the last rollup block folded go.
+    block_layout: Option<BlockLayout>,
+}
+
+/// Where a rollup block's columns go, worked out from its list of names.
+#[derive(Debug)]
+struct BlockLayout {
+    names: Vec<String>,
+    targets: Vec<To>,
+    /// The groups the block names, in the order `To::Group` counts them.
+    groups: Vec<String>,
+}
+
+/// Where one rollup column goes: a host series, a group's series, or nowhere.
+#[derive(Debug, Clone, Copy)]
+enum To {
+    Host(usize),
+    Group(usize, usize),
+    Skip,
+}
+
+impl BlockLayout {
+    fn of(names: &[String], with_groups: bool) -> BlockLayout {
+        let mut groups: Vec<String> = Vec::new();
+        let targets = names
+            .iter()
+            .map(|name| {
+                // Blocks rolled before the catalog named host series `host.` + an old name.
+                if let Some(i) = series_index(name) {
+                    return To::Host(i);
+                }
+                let Some(rest) = name.strip_prefix("group.").filter(|_| with_groups) else { return To::Skip };
+                // The series is the suffix that names one (a group's name may hold dots).
+                let split = crate::groups::GROUP_SERIES
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, (s, _, _))| rest.strip_suffix(s).and_then(|g| g.strip_suffix('.')).map(|g| (g, i)));
+                match split {
+                    Some((group, i)) => {
+                        let g = groups.iter().position(|x| x == group).unwrap_or_else(|| {
+                            groups.push(group.to_string());
+                            groups.len() - 1
+                        });
+                        To::Group(g, i)
+                    }
+                    None => To::Skip,
+                }
+            })
+            .collect();
+        BlockLayout { names: names.to_vec(), targets, groups }
+    }
 }
 
 /// Folds `samples` (in time order) in one call.
@@ -238,6 +289,7 @@ impl RangeBuilder {
             groups: None,
             group_samples: 0,
             rollup_rows: 0,
+            block_layout: None,
         }
     }
 
@@ -282,38 +334,25 @@ impl RangeBuilder {
     /// carry no processes (the top lists come from raw samples only). Blocks must come in time
     /// order and before any raw sample after them; no rate spans a row and a raw sample.
     pub fn push_rollup_block(&mut self, block: &proctor_model::RollupBlock, from_s: u64, until_s: u64) {
-        enum To {
-            Host(usize),
-            Group(usize, usize),
-            Skip,
-        }
-        let mut groups: Vec<&str> = Vec::new();
-        let targets: Vec<To> = block
-            .names
-            .iter()
-            .map(|name| {
-                // Blocks rolled before the catalog named host series `host.` + an old name.
-                if let Some(i) = series_index(name) {
-                    return To::Host(i);
-                }
-                let Some(rest) = name.strip_prefix("group.").filter(|_| self.groups.is_some()) else { return To::Skip };
-                // The series is the suffix that names one (a group's name may hold dots).
-                let split = crate::groups::GROUP_SERIES
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, (s, _, _))| rest.strip_suffix(s).and_then(|g| g.strip_suffix('.')).map(|g| (g, i)));
-                match split {
-                    Some((group, i)) => {
-                        let g = groups.iter().position(|x| *x == group).unwrap_or_else(|| {
-                            groups.push(group);
-                            groups.len() - 1
-                        });
-                        To::Group(g, i)
-                    }
-                    None => To::Skip,
-                }
-            })
-            .collect();
+        // A tier's blocks name the same series block after block: where each column goes is
+        // worked out once per list of names, not once per block (528 names, each looked up in
+        // the series catalog and the group series, for every one of 2,160 blocks of 90 days).
+        let layout = match self.block_layout.take() {
+            Some(layout) if layout.names == block.names => layout,
+            _ => BlockLayout::of(&block.names, self.groups.is_some()),
+        };
+        self.fold_rollup_rows(block, &layout, from_s, until_s);
+        self.block_layout = Some(layout);
+    }
+
+    fn fold_rollup_rows(
+        &mut self,
+        block: &proctor_model::RollupBlock,
+        layout: &BlockLayout,
+        from_s: u64,
+        until_s: u64,
+    ) {
+        let (targets, groups) = (&layout.targets, &layout.groups);
         let mut values: Vec<GroupValues> = vec![[None; G]; groups.len()];
         for row in block.rows.iter().filter(|r| r.start_unix_s >= from_s && r.start_unix_s < until_s) {
             let start_ns = row.start_unix_s.saturating_mul(1_000_000_000);
@@ -890,6 +929,28 @@ mod tests {
             io_ms,
             weighted_io_ms: 0,
         }
+    }
+
+    #[test]
+    fn each_rollup_block_is_read_by_its_own_names() {
+        use proctor_model::{RollupBlock, RollupRow, Stat};
+        // Two blocks of one name each: the older under a report's name from before the catalog,
+        // the newer another series. The second must not be read with the first's columns.
+        let block = |start_s: u64, name: &str, v: f64| RollupBlock {
+            span_s: 60,
+            names: vec![name.to_string()],
+            rows: vec![RollupRow { start_unix_s: start_s, span_s: 60, samples: 60, values: vec![Some(Stat::one(v))] }],
+        };
+        let t0 = T0 / S;
+        let config = RangeConfig { from_ns: T0, to_ns: T0 + 600 * S, max_points: 2, ..RangeConfig::default() };
+        let mut b = RangeBuilder::new(config);
+        b.push_rollup_block(&block(t0, "cpu.user", 10.0), t0, t0 + 600);
+        b.push_rollup_block(&block(t0 + 60, "host.cpu.system_percent", 30.0), t0, t0 + 600);
+        b.push_rollup_block(&block(t0 + 120, "cpu.user", 20.0), t0, t0 + 600);
+        let summary = b.finish();
+        let mean = |name: &str| summary.headline.iter().find(|h| h.name == name).map(|h| (h.mean, h.count));
+        assert_eq!(mean("host.cpu.user_percent"), Some((15.0, 2)));
+        assert_eq!(mean("host.cpu.system_percent"), Some((30.0, 1)));
     }
 
     fn config(points: usize) -> RangeConfig {

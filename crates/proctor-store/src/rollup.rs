@@ -136,14 +136,19 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
         let samples = u32::try_from(r.varint()?).map_err(|_| bad("a sample count past u32"))?;
         rows.push(RollupRow { start_unix_s: start, span_s, samples, values: Vec::with_capacity(names.len()) });
     }
-    for _ in 0..names.len() {
+    // One set of buffers for every column (a block has hundreds).
+    let mut present: Vec<usize> = Vec::with_capacity(rows_n);
+    let mut streams: [Vec<i64>; 4] = Default::default();
+    let mut counts: Vec<i64> = Vec::with_capacity(rows_n);
+    for col in 0..names.len() {
         let flags = r.take(1)?[0];
-        let present: Vec<usize> = if flags & 1 != 0 {
-            (0..rows_n).collect()
+        present.clear();
+        if flags & 1 != 0 {
+            present.extend(0..rows_n);
         } else {
             let bitmap = r.take(rows_n.div_ceil(8))?;
-            (0..rows_n).filter(|i| bitmap[i / 8] & (1 << (i % 8)) != 0).collect()
-        };
+            present.extend((0..rows_n).filter(|i| bitmap[i / 8] & (1 << (i % 8)) != 0));
+        }
         let exponent = r.zigzag()?;
         if !(-12..=15).contains(&exponent) {
             return Err(bad("a column exponent out of range"));
@@ -152,8 +157,8 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
         // is 3.55; 355 × 0.01 is 3.5500000000000003).
         let (scale, divide) = (10f64.powi(exponent.unsigned_abs() as i32), exponent < 0);
         let base = r.zigzag()?;
-        let mut streams: [Vec<i64>; 4] = Default::default();
         for (k, stream) in streams.iter_mut().enumerate() {
+            stream.clear();
             if flags & (2 << k) == 0 {
                 for _ in 0..present.len() {
                     stream.push(r.zigzag()?);
@@ -162,12 +167,16 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
                 stream.resize(present.len(), 0);
             }
         }
-        let mut counts = vec![0i64; present.len()];
+        counts.clear();
         if flags & (1 << 5) == 0 {
-            for c in &mut counts {
-                *c = r.zigzag()?;
+            for _ in 0..present.len() {
+                counts.push(r.zigzag()?);
             }
+        } else {
+            counts.resize(present.len(), 0);
         }
+        // Each row's cell for this column, as columns are read (so a record that claims many
+        // columns costs memory only as far as it really holds them).
         for row in rows.iter_mut() {
             row.values.push(None);
         }
@@ -184,7 +193,7 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
                 last: v(mean.wrapping_add(streams[3][j])),
                 n,
             };
-            *rows[i].values.last_mut().expect("pushed above") = Some(stat);
+            rows[i].values[col] = Some(stat);
         }
     }
     if r.left() != 0 {
