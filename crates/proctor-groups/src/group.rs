@@ -97,14 +97,34 @@ pub fn cgroup_name(path: &str) -> String {
 }
 
 /// Assigns each row its group name (rows no rule takes are left out; cgroup and user groups
-/// take everyone), sample after sample, remembering what does not change while a process lives:
-/// a rule's verdict once its command line is known (keyed by pid and start time), and each
-/// cgroup path's name. Only the processes of the latest sample are remembered.
+/// take everyone), sample after sample, remembering what does not change while a process
+/// keeps its name and command line: a rule's verdict once its command line is known (keyed by
+/// pid and start time, and asked again when the process execs: a new name or command line),
+/// and each cgroup path's name. Only the processes of the latest sample are remembered.
 #[derive(Debug)]
 pub struct Assigner {
     by: By,
-    rules_seen: HashMap<(u32, u64), Option<String>>,
+    rules_seen: HashMap<(u32, u64), Verdict>,
     cgroup_names: HashMap<Arc<str>, String>,
+}
+
+/// A rule's verdict on a process, and the name and command line it was given for.
+#[derive(Debug)]
+struct Verdict {
+    comm: Arc<str>,
+    cmdline: Arc<[String]>,
+    group: Option<String>,
+}
+
+impl Verdict {
+    /// Whether the verdict still stands for `row`: it has the name and command line it had
+    /// (compared by pointer first: a live agent's rows share them sample after sample).
+    fn holds_for(&self, row: &ProcessRow) -> bool {
+        let same_comm = Arc::ptr_eq(&self.comm, &row.comm) || self.comm == row.comm;
+        let same_cmdline =
+            row.cmdline.as_ref().is_some_and(|c| Arc::ptr_eq(&self.cmdline, c) || self.cmdline[..] == c[..]);
+        same_comm && same_cmdline
+    }
 }
 
 impl Assigner {
@@ -136,12 +156,14 @@ impl Assigner {
                     let key = (r.pid, r.start_ticks);
                     // Until the command line is read, `exe`/`cmdline` rules cannot decide:
                     // asked again next sample.
-                    let name = match self.rules_seen.remove(&key) {
-                        Some(known) => known,
+                    let name = match self.rules_seen.remove(&key).filter(|v| v.holds_for(r)) {
+                        Some(known) => known.group,
                         None => rules.name_of(p),
                     };
-                    if r.cmdline.is_some() {
-                        seen.insert(key, name.clone());
+                    if let Some(cmdline) = &r.cmdline {
+                        let verdict =
+                            Verdict { comm: Arc::clone(&r.comm), cmdline: Arc::clone(cmdline), group: name.clone() };
+                        seen.insert(key, verdict);
                     }
                     if let Some(n) = name {
                         own.insert(r.pid, n);
@@ -404,6 +426,28 @@ mod tests {
         assert_eq!(names.get(&5).map(String::as_str), Some("nginx.service"));
         assert_eq!(c.assign(&[], &users).len(), 0);
         assert!(c.cgroup_names.is_empty());
+    }
+
+    #[test]
+    fn a_process_that_execs_is_judged_again() {
+        // The case: a subshell (`bash`) that later execs `execmark`, same pid and start.
+        let rules = Rules::parse("process_names:\n  - name: marked\n    comm: ['execmark']\n").expect("rules");
+        let mut a = Assigner::new(By::Rules(rules));
+        let users = BTreeMap::new();
+        let shell = [row(20, 1, "bash", Some(&["bash"]), "/a")];
+        assert_eq!(a.assign(&shell, &users).get(&20), None);
+        assert_eq!(a.assign(&shell, &users).get(&20), None, "remembered: still not marked");
+        // The name changes at the exec; the command line is read again a little later.
+        let renamed = [row(20, 1, "execmark", Some(&["bash"]), "/a")];
+        assert_eq!(a.assign(&renamed, &users).get(&20).map(String::as_str), Some("marked"));
+        let read = [row(20, 1, "execmark", Some(&["./execmark", "120"]), "/a")];
+        assert_eq!(a.assign(&read, &users).get(&20).map(String::as_str), Some("marked"));
+        // A command line rule is asked again when only the command line changed.
+        let rules = Rules::parse("process_names:\n  - name: web\n    cmdline: ['gunicorn']\n").expect("rules");
+        let mut a = Assigner::new(By::Rules(rules));
+        assert_eq!(a.assign(&[row(30, 1, "python", Some(&["python", "shim.py"]), "/a")], &users).get(&30), None);
+        let execd = [row(30, 1, "python", Some(&["gunicorn", "app:app"]), "/a")];
+        assert_eq!(a.assign(&execd, &users).get(&30).map(String::as_str), Some("web"));
     }
 
     #[test]

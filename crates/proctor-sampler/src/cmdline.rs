@@ -1,4 +1,6 @@
-//! The cmdline worker: reads each process's command line once, off the sampling thread.
+//! The cmdline worker: reads each process's command line once, and again when the scan sees
+//! it change its name (an exec: a shell's `exec`, a container entrypoint's `exec "$@"`, a
+//! version manager's shim), off the sampling thread.
 //!
 //! Reading `/proc/PID/cmdline` copies from the target's memory under its mmap lock, so it can
 //! block for as long as another holder keeps that lock (a process stuck in a page fault on a
@@ -62,7 +64,8 @@ impl CmdlineWorker {
             .map(|_| ())
     }
 
-    /// Queues processes seen for the first time.
+    /// Queues processes seen for the first time, or renamed since (their line is read again
+    /// and replaces the one held; until then the old one stands).
     pub fn request(&self, pids: &[(u32, u64)]) {
         if pids.is_empty() {
             return;

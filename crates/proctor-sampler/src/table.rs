@@ -33,6 +33,9 @@ struct Entry {
     status: Slot,
     io: Slot,
     comm: Arc<str>,
+    /// The name changed while the process lived (an exec, or prctl/`/proc/PID/comm`): its
+    /// command line is to be read again.
+    renamed: bool,
     /// The last `stat` line read and what it parsed to. A process that has not run since the
     /// last cycle (most of them) prints a byte-identical line, so comparing ~300 bytes replaces
     /// parsing them; any change at all, in any field, is parsed afresh.
@@ -55,6 +58,7 @@ impl Entry {
             status: Slot::Unopened,
             io: Slot::Unopened,
             comm: Arc::from(""),
+            renamed: false,
             stat_line: Vec::new(),
             stat_parsed: None,
             status_key: None,
@@ -199,7 +203,9 @@ impl ProcessTable {
     }
 
     /// Lists `/proc` and reads every process. Processes that exit mid-read are skipped and
-    /// counted in `cost.processes_gone`; `new_pids` receives processes seen for the first time.
+    /// counted in `cost.processes_gone`; `new_pids` receives processes seen for the first time
+    /// and those whose name changed since the last scan (an exec), whose command lines are
+    /// to be read.
     pub(crate) fn scan(
         &mut self,
         root: &Root,
@@ -285,11 +291,15 @@ impl ProcessTable {
         };
         if entry.start_ticks != stat.start_ticks {
             // A different process under a reused pid: nothing carried over applies to it.
-            // Its fds were opened for the old task, so they are dropped and reopened lazily.
+            // Its fds were opened for the old task, so they are dropped and reopened lazily;
+            // the name just read is its own.
             if entry.start_ticks != 0 {
+                let comm = std::mem::replace(&mut entry.comm, Arc::from(""));
                 *entry = Entry::new();
+                entry.comm = comm;
             }
             entry.start_ticks = stat.start_ticks;
+            entry.renamed = false;
             new_pids.push((pid, stat.start_ticks));
             if opts.cgroups {
                 match root.read_into(format!("/proc/{pid}/cgroup"), scratch) {
@@ -308,6 +318,11 @@ impl ProcessTable {
                     Err(e) => count(cost, "process.cgroup", e.kind),
                 }
             }
+        } else if entry.renamed {
+            // The same process under a new name: it exec'd (a shell's `exec`, an entrypoint's
+            // `exec "$@"`, a shim) or renamed itself; its command line is read again.
+            entry.renamed = false;
+            new_pids.push((pid, stat.start_ticks));
         }
         let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
         let moved = entry.status_key != Some(key);
@@ -433,8 +448,11 @@ fn read_stat(
             }
             entry.stat_parsed = None;
             let (stat, comm) = parse_stat_borrowed(b).ok_or(ErrorKind::Parse)?;
-            // Copy the name only when it changed (exec, prctl): nearly never.
+            // Copy the name only when it changed (exec, prctl): nearly never. A process that
+            // had a name before was renamed; whether it is the same process (and not a reused
+            // pid) is for the caller to tell by its start time.
             if entry.comm.as_bytes() != comm {
+                entry.renamed = !entry.comm.is_empty();
                 entry.comm = Arc::from(String::from_utf8_lossy(comm).as_ref());
             }
             entry.stat_line.clear();

@@ -101,6 +101,36 @@ fn cmdline_worker_fills_command_lines() {
 }
 
 #[test]
+fn a_command_line_is_read_again_after_an_exec() {
+    // A shell that waits for a line on stdin, then execs `sleep`: same pid and start time, a
+    // new name and a new command line (as an entrypoint's `exec "$@"` does).
+    let mut child = Guard(
+        Command::new("sh").args(["-c", "read line; exec sleep 60"]).stdin(Stdio::piped()).spawn().expect("spawn sh"),
+    );
+    let pid = child.0.id();
+    let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
+    let wait_for = |sampler: &mut Sampler, want: &[&str]| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let sample = sampler.sample();
+            let p = sample.process(pid).expect("the child is in the scan");
+            let cmdline: Option<Vec<String>> = p.cmdline.as_ref().map(|c| c.to_vec());
+            if cmdline.as_deref().is_some_and(|c| c == want) {
+                return (p.comm.to_string(), p.start_ticks);
+            }
+            assert!(Instant::now() < deadline, "command line {cmdline:?}, not {want:?}, 20 s on (name {})", p.comm);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let (before, started) = wait_for(&mut sampler, &["sh", "-c", "read line; exec sleep 60"]);
+    assert_eq!(before, "sh");
+    let mut stdin = child.0.stdin.take().expect("piped stdin");
+    std::io::Write::write_all(&mut stdin, b"go\n").expect("write to the shell");
+    let (after, started_after) = wait_for(&mut sampler, &["sleep", "60"]);
+    assert_eq!((after.as_str(), started_after), ("sleep", started), "the same process, renamed");
+}
+
+#[test]
 fn churn_processes_exiting_during_scans_are_skipped_not_errors() {
     let config = SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() };
     let mut sampler = Sampler::new(config);
