@@ -376,6 +376,22 @@ describe("dashboard", () => {
     for (let i = 1; i < rows.length; i++) assert.ok(rows[i].y >= rows[i - 1].y + 20, "each row on its own line");
   });
 
+  test("a filter with a space matches across the arguments, as htop's does", async () => {
+    // The second marked process's command line is `…/MARK-few-2 600`: the name and its
+    // argument, typed as a person reads them off the Command column.
+    const second = few[1].pid;
+    await fullTable();
+    await setFilter(page, `${FEW}-2 600`);
+    const rows = await until("the one process whose command line holds the words", async () => {
+      const r = await visibleRows(page);
+      return r.length === 1 && r[0].pid === second ? r : null;
+    });
+    const count = await shownCount(page);
+    await shot("dashboard-filter-words.png");
+    assert.equal(count.shown, 1, count.text);
+    assert.equal(rows[0].pid, second);
+  });
+
   test("in tree mode a filter draws the matches under their ancestors, and nothing else", async () => {
     const fewPids = few.map((c) => c.pid).sort((a, b) => a - b);
     await fullTable();

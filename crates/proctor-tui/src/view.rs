@@ -446,7 +446,7 @@ mod tests {
     }
 
     #[test]
-    fn filter_narrows_by_name_argument_or_pid_and_user() {
+    fn filter_narrows_by_name_command_line_or_pid_and_user() {
         let f = family();
         let mut v = ViewState { filter: "HOG".into(), ..ViewState::default() };
         assert_eq!(pids(&table(&f, &v)), [201]);
@@ -454,6 +454,9 @@ mod tests {
         assert_eq!(table(&f, &v).matched, 5);
         v.filter = "300".into();
         assert_eq!(pids(&table(&f, &v)), [300]);
+        // Words typed as the Command column shows them match across arguments, as htop's F4.
+        v.filter = "HOG --flag".into();
+        assert_eq!(pids(&table(&f, &v)), [201]);
         v.filter = "zzznomatch".into();
         assert!(table(&f, &v).lines.is_empty());
         v.filter.clear();

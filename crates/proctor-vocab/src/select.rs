@@ -108,8 +108,9 @@ pub fn sort_rows(rows: &mut [&ProcessRow], key: ProcessSort, descending: bool) {
     });
 }
 
-/// The filter's rule: `needle` (lowercase) is a substring of the name or of any argument, or
-/// the exact pid.
+/// The filter's rule: `needle` (lowercase) is a substring of the name or of the command line
+/// (its arguments joined by single spaces, as htop matches it: `sleep 1234` finds `sleep
+/// 1234`), or the exact pid.
 pub fn matches(row: &ProcessRow, needle: &str) -> bool {
     matches_parts(row.pid, &row.comm, row.cmdline.as_deref(), needle)
 }
@@ -122,7 +123,7 @@ pub fn matches_parts(pid: u32, name: &str, cmdline: Option<&[String]>, needle: &
     }
     name.to_lowercase().contains(needle)
         || pid.to_string() == needle
-        || cmdline.is_some_and(|c| c.iter().any(|a| a.to_lowercase().contains(needle)))
+        || cmdline.is_some_and(|c| c.join(" ").to_lowercase().contains(needle))
 }
 
 /// A kernel thread: kthreadd (pid 2) or its child, with an empty command line once read (the
@@ -134,6 +135,16 @@ pub fn is_kernel_thread(pid: u32, ppid: u32, cmdline: Option<&[String]>) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_filter_matches_the_name_the_whole_command_line_or_the_pid() {
+        let cmdline: Vec<String> = ["sleep", "1234"].iter().map(|s| s.to_string()).collect();
+        let m = |needle: &str| matches_parts(77, "Sleep", Some(&cmdline), needle);
+        assert!(m("sleep 1234"), "across arguments, as htop's filter");
+        assert!(m("p 12") && m("sleep") && m("77") && m(""));
+        assert!(!m("sleep  1234") && !m("7") && !m("1234 sleep"));
+        assert!(!matches_parts(77, "x", None, "sleep"), "an unread command line matches nothing");
+    }
 
     #[test]
     fn keys_parse_with_their_aliases_and_refuse_the_rest() {

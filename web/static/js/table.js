@@ -86,12 +86,13 @@ export function isKernelThread(p) {
   return (p.pid === 2 || p.ppid === 2) && Array.isArray(p.cmdline) && p.cmdline.length === 0;
 }
 
-/** The agent's own filter semantics: a substring of the name or any argument, or the exact pid. */
+/** The agent's own filter semantics: a substring of the name or of the command line (its
+ * arguments joined by single spaces, as htop matches it), or the exact pid. */
 export function matches(p, needle) {
   if (!needle) return true;
   if (String(p.pid) === needle) return true;
   if (p.name.toLowerCase().includes(needle)) return true;
-  return Array.isArray(p.cmdline) && p.cmdline.some((a) => a.toLowerCase().includes(needle));
+  return Array.isArray(p.cmdline) && p.cmdline.join(" ").toLowerCase().includes(needle);
 }
 
 /**
