@@ -1,6 +1,6 @@
 """The headline benchmarks, two builds side by side: `bash bench/ab.sh OLD NEW` runs this.
 
-Usage: ab.py OLD_BIN NEW_BIN BLASTER ROUNDS [scan] [serve] [statsd] [top]
+Usage: ab.py OLD_BIN NEW_BIN BLASTER ROUNDS [scan] [serve] [record] [statsd] [top]
 
 Every round runs each benchmark once per build, the two builds back to back and their order
 swapped every round (old-new, new-old, …), so both see the same machine. Each figure is a cost
@@ -9,7 +9,12 @@ swapped every round (old-new, new-old, …), so both see the same machine. Each 
   scan     µs of CPU per process of one all-process scan, and that over the kernel floor measured
            in the same run (`proctor bench -n 200 --scans 300 --format json`, ~600 processes)
   serve    `proctor serve --no-record` CPU, % of one core, over WINDOW s after a 10 s warm-up, at
-           the default 1 s interval with ~600 processes (utime+stime from /proc/PID/stat)
+           the default 1 s interval with ~600 processes (utime+stime from /proc/PID/stat); its
+           resident size (VmRSS) at the end of the window; then the median wall time of
+           REQUESTS sequential `GET /api/metrics/v1` (the Jupyter drop-in), a connection each
+  record   `proctor serve --data-dir DIR`: store bytes written per sample over RECORD_WINDOW s
+           (default 60: one chunk of 60 frames at 1 s, so one key frame in the window) after a
+           10 s warm-up (the data directory's growth over `samples_total`'s)
   statsd   `proctor statsd` CPU seconds per million packets received: PACKETS packets from the
            one blaster (the NEW tree's statsd_blast example) paced at RATE packets/s
   top      `proctor top --interval 1s` CPU over the same WINDOW as `htop -d 10` beside it, each
@@ -20,7 +25,8 @@ as % of its median) and whether the difference is beyond the run-to-run spread: 
 two sides' rounds do not overlap (every NEW round above, or below, every OLD one). Processes it
 starts are stopped by their pids; traffic goes to loopback only.
 
-Knobs (environment): WINDOW (default 20 s), PACKETS (1000000), RATE (200000), TARGET (600).
+Knobs (environment): WINDOW (default 20 s), PACKETS (1000000), RATE (200000), TARGET (600),
+REQUESTS (50), RECORD_WINDOW (60 s).
 """
 
 import json
@@ -31,12 +37,15 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 WINDOW = float(os.environ.get("WINDOW", 20))
 PACKETS = int(os.environ.get("PACKETS", 1_000_000))
 RATE = int(os.environ.get("RATE", 200_000))
 TARGET = int(os.environ.get("TARGET", 600))
+REQUESTS = int(os.environ.get("REQUESTS", 50))
+RECORD_WINDOW = float(os.environ.get("RECORD_WINDOW", 60))
 HZ = os.sysconf("SC_CLK_TCK")
 STARTED = []
 
@@ -104,6 +113,24 @@ def bench_scan(binary):
     return {"scan µs CPU/process": r["per_process"]["cpu_us"], "scan / floor": r["per_process_ratio_cpu"]}
 
 
+def http_get(port, path):
+    """The whole response of one request on a connection of its own."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return data
+
+
+def resident_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def bench_serve(binary):
     port = free_port()
     p = start([binary, "serve", "--no-record", "--listen", f"127.0.0.1:{port}"],
@@ -114,9 +141,40 @@ def bench_serve(binary):
         c0, t0 = cpu_seconds(p.pid), time.monotonic()
         time.sleep(WINDOW)
         c1, t1 = cpu_seconds(p.pid), time.monotonic()
-        return {"serve CPU % of a core": 100 * (c1 - c0) / (t1 - t0)}
+        rss = resident_bytes(p.pid)
+        walls = []
+        for _ in range(REQUESTS):
+            started = time.perf_counter()
+            reply = http_get(port, "/api/metrics/v1")
+            walls.append(time.perf_counter() - started)
+            if not reply.startswith(b"HTTP/1.1 200"):
+                raise SystemExit(f"ab.py: /api/metrics/v1 answered {reply[:40]!r}")
+        return {"serve CPU % of a core": 100 * (c1 - c0) / (t1 - t0), "serve RSS MiB": rss / 2**20,
+                "/api/metrics/v1 p50 ms": 1000 * statistics.median(walls)}
     finally:
         stop(p)
+
+
+def dir_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def bench_record(binary):
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="ab-record.")
+    p = start([binary, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{port}"],
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples = lambda: json.loads(http_get(port, "/api/v1/agent").split(b"\r\n\r\n", 1)[1])["samples_total"]
+    try:
+        wait_for("serve to answer", lambda: http_ok(port, "/api/v1/agent"))
+        time.sleep(10)  # past the first chunk's key frame and the workers' first pass
+        n0, b0 = samples(), dir_bytes(data)
+        time.sleep(RECORD_WINDOW)
+        n1, b1 = samples(), dir_bytes(data)
+        return {"store bytes/sample": (b1 - b0) / max(n1 - n0, 1)}
+    finally:
+        stop(p)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def statsd_stat(admin, name):
@@ -188,8 +246,9 @@ def spread(values):
 
 def main():
     old, new, blaster, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    wanted = sys.argv[5:] or ["scan", "serve", "statsd", "top"]
-    benches = {"scan": bench_scan, "serve": bench_serve, "statsd": lambda b: bench_statsd(b, blaster), "top": bench_top}
+    wanted = sys.argv[5:] or ["scan", "serve", "record", "statsd", "top"]
+    benches = {"scan": bench_scan, "serve": bench_serve, "record": bench_record,
+               "statsd": lambda b: bench_statsd(b, blaster), "top": bench_top}
     unknown = [w for w in wanted if w not in benches]
     if unknown:
         raise SystemExit(f"ab.py: unknown benchmark {unknown}; choose from {list(benches)}")

@@ -2,13 +2,13 @@
 # Compares two builds of proctor, in one session, the two alternating (this machine is shared
 # and noisy, so both must see the same conditions). Two forms:
 #
-#   bash bench/ab.sh OLD NEW [--rounds N] [scan] [serve] [statsd] [top]
+#   bash bench/ab.sh OLD NEW [--rounds N] [scan] [serve] [record] [statsd] [top]
 #       The headline benchmarks (bench/ab.py says what each measures): scan µs per process and
-#       its ratio to the kernel floor, serve CPU, statsd CPU per million packets, top's CPU over
-#       htop's. OLD and NEW are git revisions (built with `cargo build --release` in worktrees
+#       its ratio to the kernel floor, serve CPU and RSS and `/api/metrics/v1` p50, store bytes
+#       per sample, statsd CPU per million packets, top's CPU over htop's. OLD and NEW are git revisions (built with `cargo build --release` in worktrees
 #       under target/ab/, sharing one target directory) or paths to proctor binaries. Prints
 #       each side's median, NEW/OLD, each side's run-to-run spread and whether the difference
-#       is beyond it (the two sides' rounds do not overlap). Default: 3 rounds, all four.
+#       is beyond it (the two sides' rounds do not overlap). Default: 3 rounds, all five.
 #         bash bench/ab.sh main HEAD
 #         bash bench/ab.sh 6f01919 HEAD --rounds 5 scan statsd
 #
