@@ -25,4 +25,5 @@ if [[ -z $am ]]; then
 fi
 echo "-- $("$am" --version 2>&1 | head -1)"
 PROCTOR_ALERTMANAGER="$am" run_tests proctor-cli it \
-  alerts::alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_the_next 2>&1
+  alerts::alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_the_next \
+  alerts::alertmanager_hears_a_firing_that_a_flapping_hold_keeps_from_other_receivers 2>&1

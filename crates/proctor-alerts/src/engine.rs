@@ -239,16 +239,16 @@ impl Alerting {
         events
     }
 
-    /// The firing alerts Alertmanager should hear of now (not silenced, not held).
+    /// The firing alerts Alertmanager should hear of now: every one not silenced. A flapping
+    /// hold is not applied here: Alertmanager groups, inhibits and throttles by itself, and an
+    /// alert it is not sent again it resolves on its own (`resolve_timeout`), so it must see
+    /// every firing alert, as Prometheus sends it every one.
     pub fn firing_events(&self, at: f64) -> Vec<Event> {
         let mut out = Vec::new();
         for rule in &self.set.rules {
             let Some(st) = self.state.rules.get(&rule.name) else { continue };
             for (id, inst) in &st.instances {
                 if inst.phase != Phase::Firing || self.state.silenced(&rule.name, &inst.labels, at) {
-                    continue;
-                }
-                if st.flaps.get(id).is_some_and(|f| f.flapping) {
                     continue;
                 }
                 let unit = rule.expr.value_unit;
@@ -681,7 +681,9 @@ impl Loop {
         for n in &notifications {
             self.tell(n);
         }
-        // Alertmanager: on any firing/resolved change, and every `resend` while firing.
+        // Alertmanager: on any firing/resolved change, and every `resend` while firing. A
+        // flapping hold holds back the other receivers only: Alertmanager is told every change
+        // that is not silenced (it groups and throttles by itself).
         let am: Vec<usize> = self
             .receivers
             .iter()
@@ -690,7 +692,7 @@ impl Loop {
             .map(|(i, _)| i)
             .collect();
         let changed: Vec<&Event> =
-            events.iter().filter(|e| e.tells() && matches!(e.state, Told::Firing | Told::Resolved)).collect();
+            events.iter().filter(|e| !e.silenced && matches!(e.state, Told::Firing | Told::Resolved)).collect();
         if !am.is_empty() && (!changed.is_empty() || now - self.last_am_at >= self.alerting.set.notify.resend_secs) {
             let resend = self.alerting.set.notify.resend_secs;
             let mut alerts: Vec<notify::PostableAlert> = self

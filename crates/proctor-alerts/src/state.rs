@@ -309,11 +309,16 @@ pub(crate) fn step_rule(
         st.instances.remove(&id);
     }
 
-    // Flapping: count each instance's changes (a new pending, firing, resolved or
-    // inactive) inside the window; over the limit, hold it.
+    // Flapping: count each instance's changes that receivers hear of (firing and resolved;
+    // a pending step or a pending that never fired tells no one) inside the window; over the
+    // limit, hold it. Counting the pending step too made each fire/resolve cycle three
+    // changes, so the default 6 in 10 minutes held the third cycle.
     let window = settings.flap_window_secs;
     let mut extra = Vec::new();
     for e in &mut events {
+        if !matches!(e.state, Told::Firing | Told::Resolved) {
+            continue;
+        }
         let f = st.flaps.entry(e.instance.clone()).or_default();
         f.changes.push_back(s.at);
         while f.changes.front().is_some_and(|&t| t < s.at - window) {
@@ -479,6 +484,24 @@ mod tests {
             (0..20).flat_map(|i| run(&mut st, &set, 50.0 + f64::from(i) * 5.0, false, None)).collect();
         assert!(after.iter().all(|(_, t)| !t), "{after:?}");
         assert!(!st.rules["Busy"].flaps.values().any(|f| f.flapping));
+    }
+
+    #[test]
+    fn only_what_receivers_hear_counts_toward_flapping() {
+        // `for: 10s`: every cycle is pending, firing, then resolved after 10 s of recovery.
+        let set = rule("        for: 10s\nnotify:\n  flapping: 4/1m\n");
+        let mut st = AlertState::default();
+        let mut told = Vec::new();
+        for cycle in 0..3 {
+            let base = f64::from(cycle) * 30.0;
+            for (at, holds) in [(0.0, true), (10.0, true), (15.0, false), (25.0, false)] {
+                told.extend(run(&mut st, &set, base + at, holds, None));
+            }
+        }
+        let heard: Vec<Told> = told.iter().filter(|(_, t)| *t).map(|(s, _)| *s).collect();
+        // Two whole cycles are four changes, the limit; the third firing is the fifth.
+        assert_eq!(heard[..5], [Told::Firing, Told::Resolved, Told::Firing, Told::Resolved, Told::Flapping]);
+        assert!(told.iter().any(|(s, _)| *s == Told::Pending), "the cycles did go through pending");
     }
 
     /// A step with nothing holding and no instance is cut short, but not while a flapping

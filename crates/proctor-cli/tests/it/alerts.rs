@@ -346,6 +346,97 @@ fn burner(tag: &str) -> Flapper {
     )
 }
 
+/// Alertmanager (`bin`) on a loopback port, routing every alert to the webhook at `hook_url`
+/// at once (group_wait and group_interval of 1 s): its guard and address, once it is ready.
+fn alertmanager(bin: &std::ffi::OsStr, dir: &Path, hook_url: &str) -> (Guard, String) {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let am_config = dir.join("am.yml");
+    std::fs::write(
+        &am_config,
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname, pid]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook_url}\n        send_resolved: true\n"
+        ),
+    )
+    .expect("am config");
+    let am = Guard(
+        Command::new(bin)
+            .arg(format!("--config.file={}", am_config.display()))
+            .arg(format!("--storage.path={}", dir.join("am-data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("am.log")).expect("log"))
+            .spawn()
+            .expect("start alertmanager"),
+    );
+    let am_url = format!("127.0.0.1:{port}");
+    wait_until("alertmanager ready", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(&am_url).is_ok() && http_get(&am_url, "/-/ready").starts_with("HTTP/1.1 200")
+    });
+    (am, am_url)
+}
+
+/// A flapping hold spares the other receivers, never Alertmanager: with `flapping: 2/1m` the
+/// second firing of an instance is held from a webhook, and Alertmanager still lists it active
+/// (it groups and throttles by itself, and an alert it is not sent it takes for resolved).
+#[test]
+fn alertmanager_hears_a_firing_that_a_flapping_hold_keeps_from_other_receivers() {
+    let Some(am_bin) = std::env::var_os("PROCTOR_ALERTMANAGER") else {
+        eprintln!("SKIP: Alertmanager end to end: PROCTOR_ALERTMANAGER is not set (scripts/test.d/66-alertmanager.sh sets it)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (am_hook, _) = hook();
+    let (am, am_url) = alertmanager(&am_bin, dir.path(), &am_hook);
+    let tag = format!("amf{}", std::process::id());
+    let rules = rules_file(
+        dir.path(),
+        &format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: Flapper\n        expr: count(process{{cmdline=~\"flapper-{tag} .*\"}}) > 0\nnotify:\n  flapping: 2/1m\n  resend: 1s\n"
+        ),
+    );
+    let (other, other_got) = hook();
+    let am_flag = format!("http://{am_url}");
+    let (_serve, _addr, data) =
+        serve_rules(dir.path(), &rules, "200ms", &["--alertmanager", &am_flag, "--alert-webhook", &other]);
+    let active = || {
+        let listed = body_json(&http_get(&am_url, "/api/v2/alerts?active=true&silenced=false&inhibited=false"));
+        listed.as_array().is_some_and(|a| {
+            a.iter().any(|x| x["labels"]["alertname"] == "Flapper" && x["status"]["state"] == "active")
+        })
+    };
+    let states = || log_events(&data).iter().filter_map(|e| e["state"].as_str().map(String::from)).collect::<Vec<_>>();
+    let count = |state: &str| states().iter().filter(|s| *s == state).count();
+    // Fired and resolved once: both told to everyone.
+    let first = Flapper::start(&tag);
+    wait_until("the first firing", Duration::from_secs(15), || count("firing") == 1);
+    wait_until("Alertmanager to list the first firing", Duration::from_secs(15), active);
+    drop(first);
+    wait_until("the first resolve", Duration::from_secs(15), || count("resolved") == 1);
+    wait_until("Alertmanager to take it as resolved", Duration::from_secs(15), || !active());
+    // The second firing is the third change in a minute: held as flapping.
+    let second = Flapper::start(&tag);
+    wait_until("the flapping hold", Duration::from_secs(15), || count("flapping") == 1 && count("firing") == 2);
+    wait_until("Alertmanager to list the held firing", Duration::from_secs(15), active);
+    let heard_by_other: Vec<String> = other_got
+        .lock()
+        .expect("lock")
+        .iter()
+        .flat_map(|b| b["events"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| e["state"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        heard_by_other.iter().filter(|s| *s == "firing").count(),
+        1,
+        "the webhook heard the held firing: {heard_by_other:?}"
+    );
+    drop(second);
+    drop(am);
+}
+
 /// Debian's `prometheus-alertmanager` (named by PROCTOR_ALERTMANAGER, as
 /// scripts/test.d/66-alertmanager.sh does) on loopback, routing to a webhook this test holds:
 /// a CPU burner's alert reaches it firing and then resolved; a silence made through proctor
@@ -358,33 +449,7 @@ fn alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_t
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let (hook_url, got) = hook();
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr").port()
-    };
-    let am_config = dir.path().join("am.yml");
-    std::fs::write(
-        &am_config,
-        format!(
-            "route:\n  receiver: hook\n  group_by: [alertname, pid]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook_url}\n        send_resolved: true\n"
-        ),
-    )
-    .expect("am config");
-    let am = Guard(
-        Command::new(am_bin)
-            .arg(format!("--config.file={}", am_config.display()))
-            .arg(format!("--storage.path={}", dir.path().join("am-data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--cluster.listen-address=")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("am.log")).expect("log"))
-            .spawn()
-            .expect("start alertmanager"),
-    );
-    let am_url = format!("127.0.0.1:{port}");
-    wait_until("alertmanager ready", Duration::from_secs(20), || {
-        std::net::TcpStream::connect(&am_url).is_ok() && http_get(&am_url, "/-/ready").starts_with("HTTP/1.1 200")
-    });
+    let (am, am_url) = alertmanager(&am_bin, dir.path(), &hook_url);
     let tag = format!("am{}", std::process::id());
     let rules = rules_file(
         dir.path(),
