@@ -422,6 +422,8 @@ impl SilenceOut {
 pub struct Handle {
     status: RwLock<Arc<AlertsOut>>,
     silences: Mutex<Vec<Silence>>,
+    /// Silences to end before their time (ids), applied with the new ones.
+    expire: Mutex<Vec<u64>>,
     next_silence: AtomicU64,
     reload: AtomicBool,
     stop: AtomicBool,
@@ -471,6 +473,32 @@ impl Handle {
         pending.push(silence);
         drop(pending);
         self.wake();
+        Ok(out)
+    }
+
+    /// Ends silence `id` now (as `amtool silence expire` does): it stops holding anything at
+    /// the next evaluation, and is gone from the status then. An id neither in force nor
+    /// waiting to be applied is refused, naming the ones that are.
+    pub fn expire(&self, id: u64) -> Result<SilenceOut, String> {
+        let found = self.status().silences.iter().find(|s| s.id == id).cloned().or_else(|| {
+            let pending = self.silences.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.iter().find(|s| s.id == id).map(SilenceOut::of)
+        });
+        let Some(mut out) = found else {
+            let ids: Vec<String> = self.status().silences.iter().map(|s| s.id.to_string()).collect();
+            return Err(format!(
+                "no silence {id} in force; silences: {}",
+                if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+            ));
+        };
+        let mut expire = self.expire.lock().unwrap_or_else(PoisonError::into_inner);
+        if expire.len() >= 1000 {
+            return Err("too many silences waiting to be ended".to_string());
+        }
+        expire.push(id);
+        drop(expire);
+        self.wake();
+        out.ends_at = notify::rfc3339(unix_now());
         Ok(out)
     }
 
@@ -657,10 +685,14 @@ impl Loop {
     fn apply_silences(&mut self, now: f64) -> bool {
         let new: Vec<Silence> =
             std::mem::take(&mut *self.handle.silences.lock().unwrap_or_else(PoisonError::into_inner));
+        let expire: Vec<u64> = std::mem::take(&mut *self.handle.expire.lock().unwrap_or_else(PoisonError::into_inner));
         let changed = !new.is_empty();
         for s in new {
             self.alerting.state.next_silence_id = self.alerting.state.next_silence_id.max(s.id + 1);
             self.alerting.state.silences.push(s);
+        }
+        for s in self.alerting.state.silences.iter_mut().filter(|s| expire.contains(&s.id)) {
+            s.ends_at = s.ends_at.min(now);
         }
         let before = self.alerting.state.silences.len();
         self.alerting.state.silences.retain(|s| s.ends_at > now);

@@ -1,10 +1,12 @@
-//! `/api/v1/alerts` (the alert engine's published status), `POST /api/v1/alerts/silences`
-//! (the one route that changes state) and the alerts' `/metrics` families.
+//! `/api/v1/alerts` (the alert engine's published status), `POST /api/v1/alerts/silences` and
+//! `DELETE /api/v1/alerts/silences/ID` (the routes that change state: a silence made and one
+//! ended early) and the alerts' `/metrics` families.
 
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use proctor_alerts::engine::{AlertsOut, SilenceRequest};
@@ -49,9 +51,9 @@ struct SilenceBody {
     comment: String,
 }
 
-pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    // The first route that changes state: behind the token, and never on a public bind that has
-    // none (`--insecure`), where anyone who can reach the port could silence every alert.
+/// The routes that change state are behind the token, and never on a public bind that has
+/// none (`--insecure`), where anyone who can reach the port could silence every alert.
+fn may_change(st: &AppState) -> Result<(), ApiError> {
     if st.config.token.is_none() && st.config.hosts == HostRule::Any {
         return Err(ApiError {
             status: StatusCode::FORBIDDEN,
@@ -59,6 +61,11 @@ pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body
             message: "silences need a token on a non-loopback bind: start serve with --token or --token-file".into(),
         });
     }
+    Ok(())
+}
+
+pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    may_change(&st)?;
     // A browser form cannot send JSON without a CORS preflight, which no route answers.
     let json = headers
         .get(header::CONTENT_TYPE)
@@ -92,6 +99,25 @@ pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body
     let mut resp = json_response(&out);
     *resp.status_mut() = StatusCode::CREATED;
     Ok(resp)
+}
+
+/// `DELETE /api/v1/alerts/silences/ID`: ends a silence now (`proctor alerts silence --expire
+/// ID`, as `amtool silence expire`). A browser cannot send a DELETE across origins without a
+/// CORS preflight, which no route answers.
+pub(crate) async fn expire(
+    State(st): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    may_change(&st)?;
+    let text = id.map(|Path(p)| p).map_err(|_| ApiError::bad_request("a silence's id is a number".to_string()))?;
+    let id: u64 =
+        text.parse().map_err(|_| ApiError::bad_request(format!("a silence's id is a number, not {text:?}")))?;
+    let out = engine(&st)?.expire(id).map_err(|message| ApiError {
+        status: StatusCode::NOT_FOUND,
+        code: "no_silence",
+        message,
+    })?;
+    Ok(json_response(&out))
 }
 
 /// The alerts' families: one `proctor_alerts` series per rule and state (bounded by the rules),

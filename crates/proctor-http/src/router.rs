@@ -3,8 +3,9 @@
 //! Every handler answers from the latest snapshot or the history ring and returns; none reads
 //! `/proc`, sleeps or waits on the sampler. The store reads (`/api/v1/history`'s part older than
 //! the ring, `/api/v1/report`) run under `spawn_blocking`, one at a time between them, never on
-//! a tokio worker, and no lock is held while an answer is serialized. One route changes state,
-//! `POST /api/v1/alerts/silences` (see [`crate::alerts`]); every other is GET (and HEAD).
+//! a tokio worker, and no lock is held while an answer is serialized. Two routes change state,
+//! `POST /api/v1/alerts/silences` and `DELETE /api/v1/alerts/silences/ID` (see
+//! [`crate::alerts`]); every other is GET (and HEAD).
 
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +15,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use proctor_agent::Shared;
 use proctor_report::GroupSelect;
@@ -58,6 +59,7 @@ pub fn router(shared: Arc<Shared>, config: ApiConfig) -> Router {
         .route("/api/v1/agent", get(agent))
         .route("/api/v1/alerts", get(crate::alerts::alerts))
         .route("/api/v1/alerts/silences", post(crate::alerts::silence))
+        .route("/api/v1/alerts/silences/{id}", delete(crate::alerts::expire))
         .route("/api/metrics/v1", get(jupyter))
         .route("/metrics", get(metrics))
         .route("/", get(index))
@@ -71,7 +73,7 @@ async fn method_not_allowed() -> ApiError {
     ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: "method_not_allowed",
-        message: "only GET is served, and POST to /api/v1/alerts/silences".into(),
+        message: "only GET is served, POST to /api/v1/alerts/silences and DELETE of /api/v1/alerts/silences/ID".into(),
     }
 }
 

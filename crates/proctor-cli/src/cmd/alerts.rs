@@ -42,10 +42,15 @@ enum Sub {
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
-    /// Silences a rule on a running `proctor serve` (through its API) for a while.
+    /// Silences a rule on a running `proctor serve` (through its API) for a while, or with
+    /// `--expire ID` ends a silence before its time.
     Silence {
         /// The rule's `alert` name, or `*` for every rule.
-        rule: String,
+        #[arg(required_unless_present = "expire")]
+        rule: Option<String>,
+        /// End silence ID now (the id `silence` and `status` print), as `amtool silence expire`.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["rule", "matchers", "comment"])]
+        expire: Option<u64>,
         /// Only alerts with this label (`pid=123`, `name=gunicorn`); repeatable.
         #[arg(long = "match", value_name = "LABEL=VALUE")]
         matchers: Vec<String>,
@@ -80,8 +85,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Sub::Check { file } => check(&file),
         Sub::Test { file, dir, from, to, format } => backtest(&file, &dir, from, to, format),
-        Sub::Silence { rule, matchers, duration, comment, remote } => {
-            silence(rule, &matchers, &duration, comment, &remote)
+        Sub::Silence { expire: Some(id), remote, .. } => expire(id, &remote),
+        Sub::Silence { rule, matchers, duration, comment, remote, .. } => {
+            silence(rule.unwrap_or_default(), &matchers, &duration, comment, &remote)
         }
         Sub::Status { remote, format } => status(&remote, format),
     }
@@ -198,6 +204,19 @@ fn silence(
         v["rule"].as_str().unwrap_or("?"),
         v["ends_at"].as_str().unwrap_or("?")
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn expire(id: u64, remote: &Remote) -> anyhow::Result<ExitCode> {
+    let (status, answer) = request(remote, "DELETE", &format!("/api/v1/alerts/silences/{id}"), None)?;
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap_or(serde_json::Value::String(answer.clone()));
+    if !(200..300).contains(&status) {
+        bail!(
+            "the agent refused to end silence {id} (HTTP {status}): {}",
+            v.get("error").and_then(|e| e.get("message")).unwrap_or(&v)
+        );
+    }
+    println!("silence {id} on {} ended at {}", v["rule"].as_str().unwrap_or("?"), v["ends_at"].as_str().unwrap_or("?"));
     Ok(ExitCode::SUCCESS)
 }
 

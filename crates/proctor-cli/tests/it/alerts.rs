@@ -178,6 +178,39 @@ fn a_webhook_hears_each_transition_once_under_flapping_with_the_rate_limit_on() 
     assert!(status["coalesced_total"].as_u64() >= Some(1), "{status}");
 }
 
+/// A silence ends before its time with `alerts silence --expire ID` (the route `DELETE
+/// /api/v1/alerts/silences/ID`); an id not in force is refused, naming the ones that are.
+#[test]
+fn a_silence_is_ended_early_by_its_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: host.memory.total > 1MiB\n",
+    );
+    let (_serve, addr, _data) = serve_rules(dir.path(), &rules, "200ms", &[]);
+    let url = format!("http://{addr}");
+    wait_until("the rule firing", Duration::from_secs(15), || alerts(&addr)["firing"] == 1);
+    let out = proctor(&["alerts", "silence", "Always", "--for", "1h", "--url", &url]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_until("the silence in force", Duration::from_secs(10), || {
+        alerts(&addr)["silences"].as_array().is_some_and(|s| s.len() == 1)
+    });
+    let status = alerts(&addr);
+    let id = status["silences"][0]["id"].as_u64().expect("an id");
+    let out = proctor(&["alerts", "silence", "--expire", &(id + 7).to_string(), "--url", &url]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&format!("no silence {} in force; silences: {id}", id + 7)), "{err}");
+    let out = proctor(&["alerts", "silence", "--expire", &id.to_string(), "--url", &url]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.starts_with(&format!("silence {id} on Always ended at ")), "{said}");
+    wait_until("no silence in force", Duration::from_secs(10), || {
+        alerts(&addr)["silences"].as_array().is_some_and(Vec::is_empty)
+    });
+    let out = proctor(&["alerts", "silence", "--expire", &id.to_string(), "--url", &url]);
+    assert!(!out.status.success(), "an ended silence ended again");
+}
+
 #[test]
 fn an_unreachable_webhook_is_retried_and_counted_and_sampling_misses_no_tick() {
     let dir = tempfile::tempdir().expect("tempdir");
