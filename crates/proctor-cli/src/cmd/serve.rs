@@ -251,6 +251,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
+    // Bound before anything starts: a port in use ends serve at once, and the address bound
+    // (the port `:0` picked) names this instance (its alert state, below).
+    let bound = std::net::TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
+    bound.set_nonblocking(true).context("cannot listen without blocking")?;
+    let local = bound.local_addr().context("the address bound")?;
+
     // Blocked before any thread starts, so only the waiter below receives them.
     let signals = signals::block()?;
     limit_malloc_arenas();
@@ -374,24 +380,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         })),
     };
 
-    // Alerts: a thread of their own beside the agent, its log and state in DATA/alerts.
+    // Alerts: a thread of their own beside the agent, its log and state the instance's own:
+    // DATA/alerts of the store it records (no other recorder may hold that directory), and
+    // without one DATA/alerts/serve-ADDR-PORT of the address it serves (which no other live
+    // serve can hold), so a second agent never takes over the first one's firing alerts and
+    // leaves its own receivers untold.
     let alert_engine = match &o.alerts.rules {
         None => None,
         Some(path) => {
-            let data = match &recording_dir {
-                Some(dir) => dir.clone(),
-                None => match &o.data_dir {
-                    Some(dir) => dir.clone(),
-                    None => datadir::default_dir_created()
-                        .map_err(|(_, e)| anyhow::anyhow!("alerts need a data directory: {e}"))?,
-                },
+            let dir = match &recording_dir {
+                Some(dir) => dir.join("alerts"),
+                None => {
+                    let data = match &o.data_dir {
+                        Some(dir) => dir.clone(),
+                        None => datadir::default_dir_created()
+                            .map_err(|(_, e)| anyhow::anyhow!("alerts need a data directory: {e}"))?,
+                    };
+                    let name: String =
+                        local.to_string().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+                    data.join("alerts").join(format!("serve-{}", name.trim_matches('-')))
+                }
             };
             let config = proctor_alerts::engine::EngineConfig {
                 rules_path: path.clone(),
-                dir: data.join("alerts"),
+                dir,
                 extra_receivers: o.alerts.receivers()?,
                 host: host.clone(),
-                generator_url: format!("http://{listen}/#alerts"),
+                generator_url: format!("http://{local}/#alerts"),
                 delivery: proctor_alerts::deliver::DeliveryConfig::default(),
                 statsd: statsd.clone().map(statsd_values),
             };
@@ -440,9 +455,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let _ = stop_tx.send(());
     });
     let served: anyhow::Result<()> = runtime.block_on(async move {
-        let listener =
-            tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-        let local = listener.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(bound).context("cannot listen")?;
         log(&format!(
             "listening on http://{local}/ (dashboard /, API /api/v1/, Prometheus /metrics, \
              Jupyter /api/metrics/v1 for pid {jupyter_pid}); sampling every {}",

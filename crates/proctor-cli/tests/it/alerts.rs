@@ -178,6 +178,37 @@ fn a_webhook_hears_each_transition_once_under_flapping_with_the_rate_limit_on() 
     assert!(status["coalesced_total"].as_u64() >= Some(1), "{status}");
 }
 
+/// Two `serve --no-record --rules` on one machine (one default data directory) keep alert
+/// state of their own: the second finds the rule firing by itself and tells its own webhook,
+/// where it used to take over the first one's state ("firing", already told) and tell no one.
+#[test]
+fn a_second_agent_without_a_store_keeps_its_own_alert_state() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let rules = rules_file(
+        home.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: host.memory.total > 1MiB\n",
+    );
+    let start = |extra: &[&str]| {
+        let mut command = proctor_command();
+        command.env("HOME", home.path()).env("XDG_STATE_HOME", home.path().join("state"));
+        let mut args = vec!["--rules", rules.as_str()];
+        args.extend_from_slice(extra);
+        serve(command, "200ms", &args)
+    };
+    let (_first, first) = start(&[]);
+    wait_until("the first agent's alert firing", Duration::from_secs(15), || alerts(&first)["firing"] == 1);
+    let (url, got) = hook();
+    let (_second, second) = start(&["--alert-webhook", &url]);
+    wait_until("the second agent's webhook told of the firing", Duration::from_secs(15), || {
+        got.lock()
+            .expect("lock")
+            .iter()
+            .flat_map(|b| b["events"].as_array().cloned().unwrap_or_default())
+            .any(|e| e["state"] == "firing" && e["rule"] == "Always")
+    });
+    assert_eq!(alerts(&second)["firing"], 1);
+}
+
 /// A silence ends before its time with `alerts silence --expire ID` (the route `DELETE
 /// /api/v1/alerts/silences/ID`); an id not in force is refused, naming the ones that are.
 #[test]
