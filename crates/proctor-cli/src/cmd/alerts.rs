@@ -124,6 +124,13 @@ fn check(file: &Path) -> anyhow::Result<ExitCode> {
                 eprintln!("{}:{}:{}: {}", file.display(), d.line, d.col, d.message);
             }
             eprintln!("{}: {} mistake{}", file.display(), diags.len(), if diags.len() == 1 { "" } else { "s" });
+            if std::fs::read_to_string(file).is_ok_and(|text| looks_like_promql(&text)) {
+                eprintln!(
+                    "{}: these look like PromQL, which proctor's expressions are not (no exporter names, `by`, or `[5m]`): \
+                     docs/alerts.md, \"From PromQL\", translates the usual rules",
+                    file.display()
+                );
+            }
             Ok(ExitCode::from(1))
         }
     }
@@ -205,6 +212,28 @@ fn silence(
         v["ends_at"].as_str().unwrap_or("?")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a rules file's expressions look written for Prometheus: a range vector (`[5m]`), an
+/// aggregation's `by`/`without`, a recording rule's `level:metric:op` name or an exporter's
+/// metric name (`node_…`, `namedprocess_…`, `container_…`, `process_…`, `up`).
+fn looks_like_promql(text: &str) -> bool {
+    text.lines().filter_map(|l| l.trim_start().strip_prefix("expr:")).any(|expr| {
+        let bytes = expr.as_bytes();
+        let range = bytes.windows(2).enumerate().any(|(i, w)| {
+            w[0] == b'[' && w[1].is_ascii_digit() && bytes[i + 1..].iter().position(|&c| c == b']').is_some()
+        });
+        let words: Vec<&str> = expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')).collect();
+        range
+            || words.iter().any(|w| {
+                matches!(*w, "by" | "without" | "up" | "absent" | "irate" | "increase")
+                    || w.starts_with("node_")
+                    || w.starts_with("namedprocess_")
+                    || w.starts_with("container_")
+                    || w.starts_with("process_")
+                    || w.matches(':').count() >= 2
+            })
+    })
 }
 
 fn expire(id: u64, remote: &Remote) -> anyhow::Result<ExitCode> {

@@ -134,6 +134,48 @@ fn alerts_check_names_every_mistake_with_its_line_and_column() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok: 1 rule"));
 }
 
+/// `alerts check` on a file written for Prometheus says in one line that the expressions are
+/// not PromQL and where the translations are; a proctor file's own mistakes get no such line;
+/// and every translation docs/alerts.md gives is taken.
+#[test]
+fn a_promql_file_is_pointed_at_the_translations_and_they_are_taken() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hint = "look like PromQL";
+    let promql = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: Cpu\n        expr: 100 - avg by (instance) (rate(node_cpu_seconds_total{mode=\"idle\"}[5m])) * 100 > 80\n",
+    );
+    let out = proctor(&["alerts", "check", &promql]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.matches(hint).count(), 1, "{err}");
+    assert!(err.contains("docs/alerts.md, \"From PromQL\""), "{err}");
+    let own = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: Cpu\n        expr: rate(process{name=\"x\"}.cpu_seconds_total) > 0.9 and host.cpu.bussy > 90%\n",
+    );
+    let out = proctor(&["alerts", "check", &own]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("unknown series"), "{err}");
+    assert!(!err.contains(hint), "{err}");
+
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/alerts.md")).expect("alerts.md");
+    let section = doc.split("### From PromQL").nth(1).expect("the section").split("\n#").next().unwrap_or_default();
+    let translations: Vec<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.rsplit("| `").next().and_then(|cell| cell.strip_suffix("` |")))
+        .collect();
+    assert!(translations.len() >= 8, "{translations:?}");
+    let mut rules = String::from("groups:\n  - name: g\n    rules:\n");
+    for (i, expr) in translations.iter().enumerate() {
+        rules.push_str(&format!("      - alert: T{i}\n        expr: '{expr}'\n"));
+    }
+    let file = rules_file(dir.path(), &rules);
+    let out = proctor(&["alerts", "check", &file]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Eight transitions of a flapping process (four firing, four resolved) under a limit of two
 /// notifications per 4 s: the webhook hears of each exactly once, in fewer notifications than
 /// transitions.
