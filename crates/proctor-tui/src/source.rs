@@ -48,9 +48,9 @@ pub struct CgroupPressure {
 }
 
 /// Reads the pressure of each asked cgroup (path, one member's pid) under `root`: the member's
-/// unified-hierarchy directory (its v2 path, which on a hybrid host can differ from the path
-/// shown), then `cpu.pressure`, `memory.pressure` and `io.pressure`. Runs only while the `z`
-/// view is open, once per frame, off the screen's thread.
+/// unified-hierarchy directory, then `cpu.pressure`, `memory.pressure` and `io.pressure`, when
+/// that directory is the cgroup shown ([`own_pressure_dir`]); otherwise the row has none (`-`).
+/// Runs only while the `z` view is open, once per frame, off the screen's thread.
 pub fn pressure_worker(root: proctor_procfs::Root, requests: Receiver<Vec<(String, u32)>>, tx: Sender<Msg>) {
     use proctor_procfs::cgroup::discover;
     use proctor_procfs::host::parse_pressure;
@@ -62,7 +62,10 @@ pub fn pressure_worker(root: proctor_procfs::Root, requests: Receiver<Vec<(Strin
         let mut out = BTreeMap::new();
         for (path, pid) in asked {
             let Ok(Some(paths)) = discover(&root, pid) else { continue };
-            let Some(dir) = paths.unified else { continue };
+            let Some(dir) = own_pressure_dir(&paths, &path) else {
+                out.insert(path, CgroupPressure::default());
+                continue;
+            };
             let read = |file: &str| {
                 let bytes = root.read(dir.dir.join(file)).ok()?;
                 parse_pressure(&bytes)?.some.map(|l| l.avg10)
@@ -76,6 +79,17 @@ pub fn pressure_worker(root: proctor_procfs::Root, requests: Receiver<Vec<(Strin
             return;
         }
     }
+}
+
+/// The unified-hierarchy directory whose PSI is the shown cgroup's own: only where its path is
+/// the one shown. On a hybrid host the row is the v1 memory cgroup (`/jobs/a`) while the
+/// process may sit in the unified root, whose `cpu.pressure` is the whole host's: every row
+/// showed the host's pressure as its own.
+pub fn own_pressure_dir<'a>(
+    paths: &'a proctor_procfs::cgroup::CgroupPaths,
+    shown: &str,
+) -> Option<&'a proctor_procfs::cgroup::CgroupDir> {
+    paths.unified.as_ref().filter(|dir| dir.path == shown)
 }
 
 /// Sends each snapshot the agent publishes, as a frame, until the channel closes; with
@@ -476,5 +490,28 @@ mod tests {
         let remote = Remote::parse(&url, None).expect("url");
         assert!(remote.get("/api/v1/agent").is_err_and(|e| e.contains("wants a token")));
         server.join().expect("server");
+    }
+
+    #[test]
+    fn a_cgroup_shows_only_its_own_pressure() {
+        use proctor_procfs::cgroup::{parse_mountinfo, resolve};
+        use proctor_procfs::process::parse_cgroup;
+        let mounts = parse_mountinfo(
+            b"35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+              41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
+        );
+        let paths = |text: &[u8]| resolve(&mounts, &parse_cgroup(text).expect("parses")).expect("resolves");
+        // Hybrid, the process in the unified root: that PSI is the host's, not /jobs/a's.
+        assert!(own_pressure_dir(&paths(b"4:memory:/jobs/a\n0::/\n"), "/jobs/a").is_none());
+        // The unified path is the one shown (systemd names both alike): its own.
+        let same = paths(b"4:memory:/user.slice\n0::/user.slice\n");
+        assert_eq!(own_pressure_dir(&same, "/user.slice").map(|d| d.path.as_str()), Some("/user.slice"));
+        // v2 only, the root shown: the root's pressure is the host's, and so its own.
+        let v2 = resolve(
+            &parse_mountinfo(b"1 0 0:1 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"),
+            &parse_cgroup(b"0::/\n").expect("parses"),
+        )
+        .expect("resolves");
+        assert!(own_pressure_dir(&v2, "/").is_some());
     }
 }
