@@ -119,6 +119,20 @@ pub struct DiskOut {
     pub busy_percent: f64,
 }
 
+/// The whole disks together.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DiskTotalsOut {
+    pub read_bytes_per_sec: Option<f64>,
+    pub write_bytes_per_sec: Option<f64>,
+}
+
+/// Every interface but `lo` together.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NetTotalsOut {
+    pub rx_bytes_per_sec: Option<f64>,
+    pub tx_bytes_per_sec: Option<f64>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetOut {
     pub device: String,
@@ -147,6 +161,16 @@ pub struct HostOut {
     pub swap_out_pages_per_sec: Option<f64>,
     pub disks: Vec<DiskOut>,
     pub nets: Vec<NetOut>,
+    /// The whole disks' rates summed (`host.disk.read_bytes_per_sec` in alerts, history and
+    /// report); `null` without a previous sample.
+    #[serde(default)]
+    pub disk: DiskTotalsOut,
+    /// Every interface's rates but `lo`'s, summed (what crosses a NIC).
+    #[serde(default)]
+    pub net: NetTotalsOut,
+    /// Processes on the host (in the sample).
+    #[serde(default)]
+    pub processes: u64,
     pub uptime_secs: Option<f64>,
     pub boot_time_unix_secs: Option<u64>,
     /// Watts per energy or power domain; absent where none is readable.
@@ -250,6 +274,21 @@ pub fn host(s: &Snapshot) -> HostOut {
                 tx_packets_per_sec: n.tx_packets_per_sec,
             })
             .collect(),
+        // The same sums as the history ring's (proctor-agent's `history`), so one name is one
+        // number: rates only once there is an interval.
+        disk: DiskTotalsOut {
+            read_bytes_per_sec: s.interval_secs.map(|_| h.disks.iter().map(|d| d.read_bytes_per_sec).sum()),
+            write_bytes_per_sec: s.interval_secs.map(|_| h.disks.iter().map(|d| d.write_bytes_per_sec).sum()),
+        },
+        net: NetTotalsOut {
+            rx_bytes_per_sec: s
+                .interval_secs
+                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.rx_bytes_per_sec).sum()),
+            tx_bytes_per_sec: s
+                .interval_secs
+                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.tx_bytes_per_sec).sum()),
+        },
+        processes: s.rows.len() as u64,
         uptime_secs: h.uptime_secs,
         boot_time_unix_secs: h.boot_time_unix_secs,
         power: h
