@@ -248,7 +248,8 @@ fn a_second_agent_without_a_store_keeps_its_own_alert_state() {
             .flat_map(|b| b["events"].as_array().cloned().unwrap_or_default())
             .any(|e| e["state"] == "firing" && e["rule"] == "Always")
     });
-    assert_eq!(alerts(&second)["firing"], 1);
+    // The status is published after the receivers' queues are handed the event.
+    wait_until("the second agent's status to say firing", Duration::from_secs(10), || alerts(&second)["firing"] == 1);
 }
 
 /// A silence ends before its time with `alerts silence --expire ID` (the route `DELETE
