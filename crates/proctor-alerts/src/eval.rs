@@ -137,6 +137,7 @@ fn proc_getter(name: &str) -> Option<ProcGet> {
         "major_faults_per_sec" => |_, r| opt(r.major_faults_per_sec),
         "read_bytes_per_sec" => |_, r| opt(r.read_bytes_per_sec),
         "write_bytes_per_sec" => |_, r| opt(r.write_bytes_per_sec),
+        "io_bytes_per_sec" => |_, r| opt(proctor_vocab::process::io_rate(r)),
         "pss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.pss_bytes)),
         "uss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.uss_bytes)),
         "swap_pss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.swap_pss_bytes)),

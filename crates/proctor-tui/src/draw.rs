@@ -33,7 +33,7 @@ fn width(field: &Field) -> usize {
         "cgroup" => 28,
         "pss_age_secs" => 9,
         "major_faults_per_sec" => 9,
-        "read_bytes_per_sec" | "write_bytes_per_sec" => 11,
+        "read_bytes_per_sec" | "write_bytes_per_sec" | "io_bytes_per_sec" => 11,
         _ => 9,
     }
 }

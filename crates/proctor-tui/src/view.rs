@@ -44,6 +44,7 @@ pub fn value(p: &ProcessOut, name: &str) -> Value {
         "major_faults_per_sec" => n(p.major_faults_per_sec),
         "read_bytes_per_sec" => n(p.read_bytes_per_sec),
         "write_bytes_per_sec" => n(p.write_bytes_per_sec),
+        "io_bytes_per_sec" => n(p.io_bytes_per_sec),
         "pss_bytes" => b(p.pss_bytes),
         "uss_bytes" => b(p.uss_bytes),
         "swap_pss_bytes" => b(p.swap_pss_bytes),

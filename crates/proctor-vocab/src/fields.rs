@@ -42,6 +42,7 @@ pub const PROCESS: &[Field] = &[
     Field { name: "major_faults_per_sec", title: "MajFlt/s", unit: Unit::PerSec, description: "Major page faults (a read from disk) per second over the last interval." },
     Field { name: "read_bytes_per_sec", title: "Read/s", unit: Unit::BytesPerSec, description: "Bytes read from storage per second (with --io)." },
     Field { name: "write_bytes_per_sec", title: "Write/s", unit: Unit::BytesPerSec, description: "Bytes written to storage per second (with --io)." },
+    Field { name: "io_bytes_per_sec", title: "IO/s", unit: Unit::BytesPerSec, description: "Bytes read and written per second, together (with --io), as htop's IO_RATE." },
     Field { name: "pss_bytes", title: "PSS", unit: Unit::Bytes, description: "Proportional set size: shared pages divided among their sharers (budgeted smaps_rollup worker; see pss_age_secs)." },
     Field { name: "uss_bytes", title: "USS", unit: Unit::Bytes, description: "Unique set size: pages no other process maps." },
     Field { name: "swap_pss_bytes", title: "SwapPSS", unit: Unit::Bytes, description: "Swap divided among its sharers." },
@@ -389,6 +390,7 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("majflt", "major_faults_per_sec"),
     ("read", "read_bytes_per_sec"),
     ("write", "write_bytes_per_sec"),
+    ("io", "io_bytes_per_sec"),
 ];
 
 /// The process field `name` stands for: an alias's target, or `name` itself.

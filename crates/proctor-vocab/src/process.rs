@@ -35,6 +35,9 @@ pub struct ProcessOut {
     pub major_faults_per_sec: Option<f64>,
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
+    /// Read and write together (with `--io`), as htop's IO_RATE.
+    #[serde(default)]
+    pub io_bytes_per_sec: Option<f64>,
     /// From the budgeted `smaps_rollup` worker; see `pss_age_secs`.
     pub pss_bytes: Option<u64>,
     pub uss_bytes: Option<u64>,
@@ -75,6 +78,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         major_faults_per_sec: r.major_faults_per_sec,
         read_bytes_per_sec: r.read_bytes_per_sec,
         write_bytes_per_sec: r.write_bytes_per_sec,
+        io_bytes_per_sec: io_rate(r),
         pss_bytes: r.pss.and_then(|p| p.pss_bytes),
         uss_bytes: r.pss.and_then(|p| p.uss_bytes),
         swap_pss_bytes: r.pss.and_then(|p| p.swap_pss_bytes),
@@ -82,6 +86,14 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         cgroup: r.cgroup.clone(),
         gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),
         gpu_memory_bytes: r.gpu.as_ref().and_then(|g| g.memory_bytes),
+    }
+}
+
+/// A process's bytes read and written per second together; `None` where its io was not read.
+pub fn io_rate(r: &ProcessRow) -> Option<f64> {
+    match (r.read_bytes_per_sec, r.write_bytes_per_sec) {
+        (None, None) => None,
+        (read, write) => Some(read.unwrap_or(0.0) + write.unwrap_or(0.0)),
     }
 }
 

@@ -21,10 +21,15 @@ pub enum ProcessSort {
     Swap,
     /// CPU seconds used since start (top's TIME+).
     Time,
+    /// Bytes read from storage per second (with `--io`).
+    Read,
+    Write,
+    /// Read and write together, as htop's IO_RATE.
+    Io,
 }
 
 /// Every name a sort key is typed as, the canonical one first for each key.
-const NAMES: [(&str, ProcessSort); 10] = [
+const NAMES: [(&str, ProcessSort); 13] = [
     ("pid", ProcessSort::Pid),
     ("name", ProcessSort::Name),
     ("cpu", ProcessSort::Cpu),
@@ -35,6 +40,9 @@ const NAMES: [(&str, ProcessSort); 10] = [
     ("threads", ProcessSort::Threads),
     ("swap", ProcessSort::Swap),
     ("time", ProcessSort::Time),
+    ("io", ProcessSort::Io),
+    ("read", ProcessSort::Read),
+    ("write", ProcessSort::Write),
 ];
 
 impl ProcessSort {
@@ -72,6 +80,9 @@ impl ProcessSort {
             ProcessSort::Threads => "threads",
             ProcessSort::Swap => "swap_bytes",
             ProcessSort::Time => "cpu_seconds_total",
+            ProcessSort::Read => "read_bytes_per_sec",
+            ProcessSort::Write => "write_bytes_per_sec",
+            ProcessSort::Io => "io_bytes_per_sec",
         }
     }
 
@@ -95,6 +106,9 @@ impl ProcessSort {
             ProcessSort::Threads => a.threads.cmp(&b.threads),
             ProcessSort::Swap => a.swap_bytes.cmp(&b.swap_bytes),
             ProcessSort::Time => a.cpu_ticks_total.cmp(&b.cpu_ticks_total),
+            ProcessSort::Read => num(a.read_bytes_per_sec).total_cmp(&num(b.read_bytes_per_sec)),
+            ProcessSort::Write => num(a.write_bytes_per_sec).total_cmp(&num(b.write_bytes_per_sec)),
+            ProcessSort::Io => num(crate::process::io_rate(a)).total_cmp(&num(crate::process::io_rate(b))),
         }
     }
 }

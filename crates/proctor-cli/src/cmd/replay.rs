@@ -37,7 +37,8 @@ pub struct Args {
     /// How many processes to list.
     #[arg(long, default_value_t = 15)]
     pub top: usize,
-    /// Order processes by this key: cpu, rss (or mem), pss, vsize, threads, swap, time, pid, name.
+    /// Order processes by this key: cpu, rss (or mem), pss, vsize, threads, swap, time, io (read and write
+    /// together, with --io), read, write, pid, name.
     #[arg(long, default_value = "cpu", value_parser = ProcessSort::parse)]
     pub sort: ProcessSort,
     /// Show the `tree` view (a process and its descendants, with totals) instead of `snapshot`'s.

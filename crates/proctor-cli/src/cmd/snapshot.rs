@@ -22,7 +22,8 @@ pub struct Args {
     /// How many processes to list.
     #[arg(long, default_value_t = 15)]
     pub top: usize,
-    /// Order processes by this key: cpu, rss (or mem), pss, vsize, threads, swap, time, pid, name.
+    /// Order processes by this key: cpu, rss (or mem), pss, vsize, threads, swap, time, io (read and write
+    /// together, with --io), read, write, pid, name.
     #[arg(long, default_value = "cpu", value_parser = ProcessSort::parse)]
     pub sort: ProcessSort,
     /// Time between the two samples that rates are derived from (0: one sample, no rates).

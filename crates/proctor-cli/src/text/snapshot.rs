@@ -111,10 +111,20 @@ fn print_text(o: &SnapshotOut) -> anyhow::Result<()> {
     }
     write_container(&mut w, &o.container)?;
     writeln!(w)?;
+    // Read/s and Write/s only where the sample read processes' io (`--io`).
+    let io = o.processes.top.iter().any(|p| p.io_bytes_per_sec.is_some());
+    let rate = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{}/s", bytes(v.max(0.0) as u64)));
     writeln!(
         w,
-        "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} S  COMMAND",
-        "PID", "PPID", "UID", "CPU%", "RSS", "ANON", "THR"
+        "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} {}S  COMMAND",
+        "PID",
+        "PPID",
+        "UID",
+        "CPU%",
+        "RSS",
+        "ANON",
+        "THR",
+        if io { format!("{:>11} {:>11} ", "READ/s", "WRITE/s") } else { String::new() }
     )?;
     for p in &o.processes.top {
         let mut command = printable(&match p.cmdline.as_deref() {
@@ -122,9 +132,14 @@ fn print_text(o: &SnapshotOut) -> anyhow::Result<()> {
             _ => format!("[{}]", p.name),
         });
         command.truncate(command.floor_char_boundary(80));
+        let io_cells = if io {
+            format!("{:>11} {:>11} ", rate(p.read_bytes_per_sec), rate(p.write_bytes_per_sec))
+        } else {
+            String::new()
+        };
         writeln!(
             w,
-            "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} {}  {}",
+            "{:>7} {:>7} {:>5} {:>6} {:>9} {:>9} {:>4} {io_cells}{}  {}",
             p.pid,
             p.ppid,
             p.uid.map_or("-".into(), |u| u.to_string()),

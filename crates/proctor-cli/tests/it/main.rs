@@ -201,6 +201,57 @@ fn snapshot_count_streams_json_lines_with_rates() {
     }
 }
 
+/// `snapshot --io` shows what it read: Read/s and Write/s columns, and `--sort io` orders by
+/// both together (htop's IO_RATE), as `io_bytes_per_sec`; without `--io` the columns are not
+/// there to be all dashes.
+#[test]
+fn snapshot_io_has_its_columns_and_sorts_by_io() {
+    let args = ["snapshot", "--interval", "100ms", "--io", "--sort", "io", "--top", "20"];
+    let out = proctor(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let header = text.lines().find(|l| l.trim_start().starts_with("PID")).expect("the table's header");
+    assert!(header.contains("READ/s") && header.contains("WRITE/s"), "{header}");
+    // A writer of its own: the same 64 KiB rewritten in place with O_DIRECT, so every write
+    // reaches storage (write_bytes) and the disk holds 64 KiB only.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let code = format!(
+        "import os, mmap\nfd = os.open({:?}, os.O_WRONLY | os.O_CREAT | os.O_DIRECT)\nbuf = mmap.mmap(-1, 65536)\nwhile True:\n    os.pwrite(fd, buf, 0)",
+        dir.path().join("f").display().to_string()
+    );
+    let writer = Guard(Command::new("python3").args(["-c", &code]).spawn().expect("python3"));
+    let written = || std::fs::metadata(dir.path().join("f")).is_ok_and(|m| m.len() == 65536);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !written() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let v = json(&proctor(&[&args[..], &["--format", "json"]].concat()));
+    let top = v["processes"]["top"].as_array().expect("top");
+    let writing = written();
+    if writing && top[0]["write_bytes_per_sec"].as_f64().is_some() {
+        assert_eq!(top[0]["pid"], writer.0.id(), "the writer is not first by io: {}", top[0]);
+        assert!(top[0]["io_bytes_per_sec"].as_f64() > Some(0.0), "{}", top[0]);
+    } else {
+        eprintln!("SKIP: snapshot --sort io with a writer: O_DIRECT writes or /proc/PID/io are not available here");
+    }
+    drop(writer);
+    let io: Vec<f64> = top
+        .iter()
+        .map(|p| {
+            let (r, w) = (p["read_bytes_per_sec"].as_f64(), p["write_bytes_per_sec"].as_f64());
+            let io = p["io_bytes_per_sec"].as_f64();
+            if let (Some(r), Some(w)) = (r, w) {
+                assert_eq!(io, Some(r + w), "{p}");
+            }
+            io.unwrap_or(f64::NEG_INFINITY)
+        })
+        .collect();
+    assert!(io.windows(2).all(|w| w[0] >= w[1]), "not by io, most first: {io:?}");
+    let out = proctor(&["snapshot", "--interval", "0", "--top", "3"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("READ/s"), "{text}");
+}
+
 /// getrusage's maxrss survives exec: a parent that held 300 MiB and then became proctor would
 /// be reported as proctor's peak. The peak is this process image's own (VmHWM).
 #[test]
