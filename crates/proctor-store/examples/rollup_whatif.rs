@@ -11,7 +11,8 @@
 //! format the store reads.
 
 use proctor_model::{RollupBlock, Stat};
-use proctor_store::{codec::compress_alone, rollup::encode_block, stream_dir, Event, Reader, MINUTE_TIER};
+use proctor_store::rollup::{encode_block, varint, zigzag};
+use proctor_store::{codec::compress_alone, stream_dir, Event, Reader, MINUTE_TIER};
 
 /// The tiers' zstd level (proctor-stored's `RollupConfig`).
 const LEVEL: i32 = 19;
@@ -102,18 +103,6 @@ fn sections(block: &RollupBlock, digits: i32, median: bool) -> [Vec<u8>; 5] {
     }
     out[0] = std::mem::take(head);
     out
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn zigzag(out: &mut Vec<u8>, v: i64) {
-    varint(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 fn zigzag_len(v: i64) -> usize {

@@ -206,7 +206,8 @@ fn bad(why: &'static str) -> BadBlock {
     BadBlock(why)
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a LEB128 varint (the record's integers).
+pub fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -214,7 +215,8 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn zigzag(out: &mut Vec<u8>, v: i64) {
+/// Appends `v` zigzag-coded as a varint (the record's signed integers).
+pub fn zigzag(out: &mut Vec<u8>, v: i64) {
     varint(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 

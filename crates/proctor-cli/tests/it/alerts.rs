@@ -453,6 +453,21 @@ fn burner(tag: &str) -> Flapper {
     )
 }
 
+/// A temporary directory, the webhook Alertmanager routes to (what it got), Alertmanager
+/// itself and its address; `None` (and a SKIP line) without PROCTOR_ALERTMANAGER.
+type WithAlertmanager = (tempfile::TempDir, Arc<Mutex<Vec<serde_json::Value>>>, Guard, String);
+
+fn with_alertmanager() -> Option<WithAlertmanager> {
+    let Some(bin) = std::env::var_os("PROCTOR_ALERTMANAGER") else {
+        eprintln!("SKIP: Alertmanager end to end: PROCTOR_ALERTMANAGER is not set (scripts/test.d/66-alertmanager.sh sets it)");
+        return None;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (hook_url, got) = hook();
+    let (am, am_url) = alertmanager(&bin, dir.path(), &hook_url);
+    Some((dir, got, am, am_url))
+}
+
 /// Alertmanager (`bin`) on a loopback port, routing every alert to the webhook at `hook_url`
 /// at once (group_wait and group_interval of 1 s): its guard and address, once it is ready.
 fn alertmanager(bin: &std::ffi::OsStr, dir: &Path, hook_url: &str) -> (Guard, String) {
@@ -491,13 +506,7 @@ fn alertmanager(bin: &std::ffi::OsStr, dir: &Path, hook_url: &str) -> (Guard, St
 /// (it groups and throttles by itself, and an alert it is not sent it takes for resolved).
 #[test]
 fn alertmanager_hears_a_firing_that_a_flapping_hold_keeps_from_other_receivers() {
-    let Some(am_bin) = std::env::var_os("PROCTOR_ALERTMANAGER") else {
-        eprintln!("SKIP: Alertmanager end to end: PROCTOR_ALERTMANAGER is not set (scripts/test.d/66-alertmanager.sh sets it)");
-        return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (am_hook, _) = hook();
-    let (am, am_url) = alertmanager(&am_bin, dir.path(), &am_hook);
+    let Some((dir, _, am, am_url)) = with_alertmanager() else { return };
     let tag = format!("amf{}", std::process::id());
     let rules = rules_file(
         dir.path(),
@@ -550,13 +559,7 @@ fn alertmanager_hears_a_firing_that_a_flapping_hold_keeps_from_other_receivers()
 /// keeps a second firing from Alertmanager altogether.
 #[test]
 fn alertmanager_gets_a_firing_and_a_resolved_alert_and_a_proctor_silence_holds_the_next() {
-    let Some(am_bin) = std::env::var_os("PROCTOR_ALERTMANAGER") else {
-        eprintln!("SKIP: Alertmanager end to end: PROCTOR_ALERTMANAGER is not set (scripts/test.d/66-alertmanager.sh sets it)");
-        return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (hook_url, got) = hook();
-    let (am, am_url) = alertmanager(&am_bin, dir.path(), &hook_url);
+    let Some((dir, got, am, am_url)) = with_alertmanager() else { return };
     let tag = format!("am{}", std::process::id());
     let rules = rules_file(
         dir.path(),
