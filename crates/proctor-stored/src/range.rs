@@ -206,20 +206,32 @@ pub fn fold_range(reader: &mut Reader, from_ns: u64, to_ns: u64, config: FoldCon
         _ => (stats.from_ns, stats.to_ns),
     };
     let mut builder = builder_for(&config, data_from, data_to);
+    fold_frames(reader, &picked.frames, &config, &mut builder, &mut stats);
+    stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(Fold { summary: builder.finish(), stats })
+}
+
+/// A builder over the data's span `[data_from, data_to]` with the fold's points and groups.
+/// Decodes `frames` (lean, or whole where groups are asked for) into `builder`, counting what
+/// was read and what the reader skipped.
+fn fold_frames(
+    reader: &mut Reader,
+    frames: &[StoredFrame],
+    config: &FoldConfig,
+    builder: &mut RangeBuilder,
+    stats: &mut ReadStats,
+) {
     // Groups' swap and PSS live in the parts a lean decode skips.
     let full = config.groups.is_some();
-    for frame in &picked.frames {
+    for frame in frames {
         if let Some(sample) = if full { reader.read(frame) } else { reader.read_lean(frame) } {
             stats.frames_read += 1;
             builder.push(sample);
         }
     }
     stats.note_reader(reader);
-    stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-    Ok(Fold { summary: builder.finish(), stats })
 }
 
-/// A builder over the data's span `[data_from, data_to]` with the fold's points and groups.
 fn builder_for(config: &FoldConfig, data_from: u64, data_to: u64) -> RangeBuilder {
     let range = RangeConfig {
         from_ns: data_from,
@@ -353,15 +365,7 @@ pub fn fold_tiered(
         builder.push_rollup_block(&block, from_s.saturating_sub(u64::from(block.span_s)), until_s);
         read.rows += builder.rollup_rows() - before;
     }
-    // Groups' swap and PSS live in the parts a lean decode skips.
-    let full = config.groups.is_some();
-    for frame in &picked.frames {
-        if let Some(sample) = if full { reader.read(frame) } else { reader.read_lean(frame) } {
-            stats.frames_read += 1;
-            builder.push(sample);
-        }
-    }
-    stats.note_reader(reader);
+    fold_frames(reader, &picked.frames, &config, &mut builder, &mut stats);
     stats.bad_frames += read.bad_blocks;
     stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok((Fold { summary: builder.finish(), stats }, Some(read)))

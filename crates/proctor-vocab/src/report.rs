@@ -2,7 +2,7 @@
 //! the dashboard's "top processes over this range" and `proctor report --format json` all give
 //! it, from one [`Fold`] (`proctor_stored::range::fold_range`).
 
-use proctor_report::{ProcessUsage, RangeSummary, Unit};
+use proctor_report::{ProcessUsage, RangeSummary};
 use proctor_stored::range::{Fold, ReadStats, MAX_SPAN};
 use serde::Serialize;
 
@@ -96,22 +96,8 @@ impl From<&proctor_stored::range::TierRead> for TierOut {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct HeadlineOut {
-    pub name: &'static str,
-    pub unit: Unit,
-    pub description: &'static str,
-    pub mean: f64,
-    pub max: f64,
-    /// Per-sample values behind the mean and max.
-    pub count: u32,
-}
-
-impl From<&proctor_report::Headline> for HeadlineOut {
-    fn from(h: &proctor_report::Headline) -> Self {
-        HeadlineOut { name: h.name, unit: h.unit, description: h.description, mean: h.mean, max: h.max, count: h.count }
-    }
-}
+/// One series over the whole range, as proctor-report states it (the same fields, so one type).
+pub use proctor_report::Headline as HeadlineOut;
 
 /// One process over a range. `pid`, `name` and `cmdline` mean what they mean in a snapshot's
 /// process; the rest are the range's own figures.
@@ -194,7 +180,7 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
     out.last_unix_ms = s.last_ns.map(|t| t / MS);
     out.median_interval_ms = s.median_interval_ns.map(|t| t as f64 / 1e6);
     out.processes_seen = s.processes_seen;
-    out.headline = s.headline.iter().map(HeadlineOut::from).collect();
+    out.headline = s.headline.clone();
     out.top_cpu = s.top_cpu.iter().take(top).map(ProcessUsageOut::from).collect();
     out.top_rss_peak = s.top_memory.iter().take(top).map(ProcessUsageOut::from).collect();
     let mut by_mean: Vec<&ProcessUsage> = s.top_memory.iter().filter(|u| u.rss_mean_bytes.is_some()).collect();
@@ -206,11 +192,7 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
     out.groups = s
         .groups
         .iter()
-        .map(|g| GroupUsageOut {
-            name: g.name.clone(),
-            samples: g.samples,
-            headline: g.headline.iter().map(HeadlineOut::from).collect(),
-        })
+        .map(|g| GroupUsageOut { name: g.name.clone(), samples: g.samples, headline: g.headline.clone() })
         .collect();
 }
 

@@ -93,13 +93,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+fn read_text(file: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
+}
+
 fn read_rules(file: &Path) -> anyhow::Result<Result<rules::RuleSet, Vec<rules::Diagnostic>>> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    Ok(rules::parse(&text))
+    Ok(rules::parse(&read_text(file)?))
 }
 
 fn check(file: &Path) -> anyhow::Result<ExitCode> {
-    match read_rules(file)? {
+    let text = read_text(file)?;
+    match rules::parse(&text) {
         Ok(set) => {
             let per: usize = set.rules.iter().filter(|r| r.expr.per_instance().is_some()).count();
             println!(
@@ -124,7 +128,7 @@ fn check(file: &Path) -> anyhow::Result<ExitCode> {
                 eprintln!("{}:{}:{}: {}", file.display(), d.line, d.col, d.message);
             }
             eprintln!("{}: {} mistake{}", file.display(), diags.len(), if diags.len() == 1 { "" } else { "s" });
-            if std::fs::read_to_string(file).is_ok_and(|text| looks_like_promql(&text)) {
+            if looks_like_promql(&text) {
                 eprintln!(
                     "{}: these look like PromQL, which proctor's expressions are not (no exporter names, `by`, or `[5m]`): \
                      docs/alerts.md, \"From PromQL\", translates the usual rules",
