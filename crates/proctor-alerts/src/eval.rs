@@ -12,6 +12,7 @@ use std::sync::Arc;
 use proctor_agent::Snapshot;
 use proctor_groups::GroupRow;
 use proctor_model::ProcessRow;
+use proctor_vocab::fields::{self, GroupRead, Reading, RowCtx, RowRead};
 use proctor_vocab::units::Unit;
 use regex::Regex;
 
@@ -95,119 +96,13 @@ fn dim_of(unit: Unit) -> Ty {
     }
 }
 
-type ProcGet = fn(&RowCtx, &ProcessRow) -> Val;
-/// A text field borrowed from its row, where it can be (`None`: read it with its [`ProcGet`]).
-type ProcText = fn(&ProcessRow) -> Option<&str>;
-type GroupGet = fn(&GroupRow) -> Val;
-
-/// What a process field needs besides its row.
-struct RowCtx {
-    ticks: f64,
-    boot: Option<u64>,
-}
-
-fn opt<T: Into<f64>>(v: Option<T>) -> Val {
-    v.map_or(Val::Missing, |v| Val::Num(v.into()))
-}
-
-fn opt_u64(v: Option<u64>) -> Val {
-    v.map_or(Val::Missing, |v| Val::Num(v as f64))
-}
-
-/// A process field's value from its row, as `proctor_vocab::process::process` gives it.
-fn proc_getter(name: &str) -> Option<ProcGet> {
-    Some(match name {
-        "pid" => |_, r| Val::Num(f64::from(r.pid)),
-        "ppid" => |_, r| Val::Num(f64::from(r.ppid)),
-        "name" => |_, r| Val::Text(Arc::clone(&r.comm)),
-        "cmdline" => |_, r| r.cmdline.as_ref().map_or(Val::Missing, |c| Val::Text(Arc::from(c.join(" ")))),
-        "state" => |_, r| Val::Text(state_text(r.state)),
-        "uid" => |_, r| opt(r.uid),
-        "cpu_percent" => |_, r| opt(r.cpu_percent),
-        "cpu_percent_of_effective" => |_, r| opt(r.cpu_percent_of_effective),
-        "cpu_seconds_total" => |c, r| Val::Num(r.cpu_ticks_total as f64 / c.ticks),
-        "start_time_unix_secs" => |c, r| opt(c.boot.map(|b| b as f64 + r.start_ticks as f64 / c.ticks)),
-        "rss_bytes" => |_, r| opt_u64(r.rss_bytes),
-        "anon_bytes" => |_, r| opt_u64(r.anon_bytes),
-        "file_bytes" => |_, r| opt_u64(r.file_bytes),
-        "shmem_bytes" => |_, r| opt_u64(r.shmem_bytes),
-        "swap_bytes" => |_, r| opt_u64(r.swap_bytes),
-        "vsize_bytes" => |_, r| Val::Num(r.vsize_bytes as f64),
-        "threads" => |_, r| Val::Num(r.threads as f64),
-        "major_faults_per_sec" => |_, r| opt(r.major_faults_per_sec),
-        "read_bytes_per_sec" => |_, r| opt(r.read_bytes_per_sec),
-        "write_bytes_per_sec" => |_, r| opt(r.write_bytes_per_sec),
-        "io_bytes_per_sec" => |_, r| opt(proctor_vocab::process::io_rate(r)),
-        "pss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.pss_bytes)),
-        "uss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.uss_bytes)),
-        "swap_pss_bytes" => |_, r| opt_u64(r.pss.and_then(|p| p.swap_pss_bytes)),
-        "pss_age_secs" => |_, r| opt(r.pss.map(|p| p.age_secs)),
-        "cgroup" => |_, r| r.cgroup.as_ref().map_or(Val::Missing, |c| Val::Text(Arc::clone(c))),
-        "gpu_percent" => |_, r| opt(r.gpu.as_ref().and_then(|g| g.busy_percent)),
-        "gpu_memory_bytes" => |_, r| opt_u64(r.gpu.as_ref().and_then(|g| g.memory_bytes)),
-        _ => return None,
-    })
-}
-
-/// The text fields a comparison can read without a `Val` (an `Arc` clone and drop per row
-/// and rule: the state rules walk every process). `None` from the getter where the row's text
-/// is not there to borrow: the comparison then reads the field's [`ProcGet`].
-fn proc_text(name: &str) -> Option<ProcText> {
-    Some(match name {
-        "name" => |r| Some(&*r.comm),
-        "state" => |r| state_letter(r.state).map(|a| &**a),
-        "cgroup" => |r| r.cgroup.as_deref(),
-        _ => return None,
-    })
-}
-
-fn state_letters() -> &'static [Arc<str>] {
-    static LETTERS: std::sync::OnceLock<Vec<Arc<str>>> = std::sync::OnceLock::new();
-    LETTERS.get_or_init(|| (b'A'..=b'Z').chain(b'a'..=b'z').map(|c| Arc::from((c as char).to_string())).collect())
-}
-
-fn state_letter(state: char) -> Option<&'static Arc<str>> {
-    let index = match state {
-        'A'..='Z' => Some(state as usize - 'A' as usize),
-        'a'..='z' => Some(26 + state as usize - 'a' as usize),
-        _ => None,
-    };
-    index.and_then(|i| state_letters().get(i))
-}
-
-/// A state letter as shared text: one allocation per letter for the process's life, not one
-/// per process per evaluation.
-fn state_text(state: char) -> Arc<str> {
-    state_letter(state).map_or_else(|| Arc::from(state.to_string()), Arc::clone)
-}
-
-/// A group field's value from its row, as `/api/v1/groups` gives it.
-fn group_getter(name: &str) -> Option<GroupGet> {
-    Some(match name {
-        "name" => |g| Val::Text(Arc::from(g.name.as_str())),
-        "processes" => |g| Val::Num(g.processes as f64),
-        "threads" => |g| Val::Num(g.threads as f64),
-        "cpu_percent" => |g| Val::Num(g.cpu_percent),
-        "reaped_cpu_percent" => |g| Val::Num(g.reaped_cpu_percent),
-        "cpu_user_percent" => |g| Val::Num(g.cpu_user_percent),
-        "cpu_system_percent" => |g| Val::Num(g.cpu_system_percent),
-        "cpu_seconds_total" => |g| Val::Num(g.cpu_seconds_total),
-        "rss_bytes" => |g| Val::Num(g.rss_bytes as f64),
-        "pss_bytes" => |g| Val::Num(g.pss_bytes as f64),
-        "pss_known" => |g| Val::Num(g.pss_known as f64),
-        "uss_bytes" => |g| Val::Num(g.uss_bytes as f64),
-        "swap_bytes" => |g| Val::Num(g.swap_bytes as f64),
-        "major_faults_per_sec" => |g| Val::Num(g.major_faults_per_sec),
-        "minor_faults_per_sec" => |g| Val::Num(g.minor_faults_per_sec),
-        "read_bytes_per_sec" => |g| opt(g.read_bytes_per_sec),
-        "write_bytes_per_sec" => |g| opt(g.write_bytes_per_sec),
-        "open_fds" => |g| Val::Num(g.open_fds as f64),
-        "fds_known" => |g| Val::Num(g.fds_known as f64),
-        "oldest_start_unix_secs" => |g| opt(g.oldest_start_unix_secs),
-        "started" => |g| Val::Num(g.started as f64),
-        "exited" => |g| Val::Num(g.exited as f64),
-        _ => return None,
-    })
+/// A field's reading as a value: text is shared from here on (a rule's labels, windows).
+fn val(r: Reading<'_>) -> Val {
+    match r {
+        Reading::Num(v) => Val::Num(v),
+        Reading::Text(t) => Val::Text(Arc::from(t.as_ref())),
+        Reading::Missing => Val::Missing,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,14 +130,14 @@ enum Node {
         slot: usize,
         millis: bool,
     },
+    /// A process field, read through the field table.
     Proc {
         sel: usize,
-        get: ProcGet,
-        text: Option<ProcText>,
+        read: RowRead,
     },
     Group {
         sel: usize,
-        get: GroupGet,
+        read: GroupRead,
     },
     /// Every member of a selector, as `true`: what `count(process{…})` counts.
     Members {
@@ -700,15 +595,15 @@ impl Plan {
             );
         };
         let node = if scope == Scope::Process {
-            let Some(get) = proc_getter(name) else {
+            let Some(f) = fields::process_reader(name) else {
                 return err(s.span, format!("`process.{name}` cannot be compared"));
             };
-            Node::Proc { sel, get, text: proc_text(name) }
+            Node::Proc { sel, read: f.row }
         } else {
-            let Some(get) = group_getter(name) else {
+            let Some(f) = fields::group_reader(name) else {
                 return err(s.span, format!("`group.{name}` cannot be compared"));
             };
-            Node::Group { sel, get }
+            Node::Group { sel, read: f.read }
         };
         Ok(Compiled { node, ty: dim_of(unit), shape: Shape::Each(scope), unit: Some(unit) })
     }
@@ -1026,12 +921,7 @@ impl Evaluator {
         let mut groups: Vec<&GroupRow> =
             s.groups.as_ref().map(|g| g.groups.iter().map(|(row, _)| row).collect()).unwrap_or_default();
         groups.sort_by(|a, b| a.name.cmp(&b.name));
-        Frame {
-            time: s.sample.unix_ns as f64 / 1e9,
-            s,
-            ctx: RowCtx { ticks: s.sample.clock_ticks_per_sec.max(1) as f64, boot: s.host.boot_time_unix_secs },
-            groups,
-        }
+        Frame { time: s.sample.unix_ns as f64 / 1e9, s, ctx: RowCtx::of(s), groups }
     }
 
     fn fill_scalars(&mut self, s: &Snapshot) {
@@ -1162,18 +1052,18 @@ impl Evaluator {
                     .flatten()
                     .map_or(Val::Missing, |v| Val::Num(if *millis { v / 1000.0 } else { v })),
             ),
-            Node::Proc { sel, get, .. } => Out::Each(
+            Node::Proc { sel, read } => Out::Each(
                 self.members[*sel]
                     .iter()
                     .map(|&i| &f.s.rows[i as usize])
-                    .map(|r| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, get(&f.ctx, r)))
+                    .map(|r| (Key::Process { pid: r.pid, start_ticks: r.start_ticks }, val(read(&f.ctx, r))))
                     .collect(),
             ),
-            Node::Group { sel, get } => Out::Each(
+            Node::Group { sel, read } => Out::Each(
                 f.groups
                     .iter()
                     .filter(|g| self.group_selected(g, *sel))
-                    .map(|g| (Key::Group(Arc::from(g.name.as_str())), get(g)))
+                    .map(|g| (Key::Group(Arc::from(g.name.as_str())), val(read(g))))
                     .collect(),
             ),
             Node::Members { scope: Scope::Process, sel } => Out::Each(
@@ -1254,23 +1144,18 @@ impl Evaluator {
             Node::Compare { op, lhs, rhs, regex, capture, sparse } => {
                 // The common shape, `process{…}.FIELD OP LITERAL`, in one pass over the
                 // selected rows, keeping only those where it holds.
-                if let (true, Node::Proc { sel, get, text }, Node::Const(c)) = (*sparse, lhs.as_ref(), rhs.as_ref()) {
-                    let text = match (text, c) {
-                        (Some(t), Val::Text(k)) => Some((t, &**k)),
-                        _ => None,
-                    };
+                if let (true, Node::Proc { sel, read }, Node::Const(c)) = (*sparse, lhs.as_ref(), rhs.as_ref()) {
                     let mut out = Vec::new();
                     for &i in &self.members[*sel] {
                         let r = &f.s.rows[i as usize];
-                        // Text has no number to capture.
-                        let (holds, number) =
-                            match text.and_then(|(t, k)| t(r).map(|v| compare_text(*op, regex.as_ref(), v, k))) {
-                                Some(holds) => (holds, None),
-                                None => {
-                                    let v = get(&f.ctx, r);
-                                    (compare(*op, regex.as_ref(), &v, c).truth(), v.as_num())
-                                }
-                            };
+                        // Text is compared where the row holds it, and has no number to capture.
+                        let (holds, number) = match (read(&f.ctx, r), c) {
+                            (Reading::Text(v), Val::Text(k)) => (compare_text(*op, regex.as_ref(), &v, k), None),
+                            (v, c) => {
+                                let v = val(v);
+                                (compare(*op, regex.as_ref(), &v, c).truth(), v.as_num())
+                            }
+                        };
                         if holds {
                             let key = Key::Process { pid: r.pid, start_ticks: r.start_ticks };
                             if *capture {
@@ -1528,18 +1413,22 @@ mod tests {
         }
     }
 
-    /// Text compared in one pass, borrowed from the row, is the text the field's getter gives;
-    /// and a rule over it holds for exactly the processes whose field compares so.
+    /// The text fields the state rules compare on every process are read borrowed from the row
+    /// (no allocation per process and rule); and a rule over them holds for exactly the
+    /// processes whose field compares so.
     #[test]
     fn borrowed_text_is_the_fields_text() {
         let s = live();
-        let ctx = RowCtx { ticks: 100.0, boot: None };
+        let ctx = RowCtx::of(&s);
         for field in ["name", "state", "cgroup"] {
-            let (Some(text), Some(get)) = (proc_text(field), proc_getter(field)) else { panic!("{field}") };
+            let read = fields::process_reader(field).expect(field).row;
             for r in &s.rows {
-                if let Some(t) = text(r) {
-                    assert_eq!(get(&ctx, r), Val::Text(Arc::from(t)), "{field} of {}", r.pid);
-                }
+                let reading = read(&ctx, r);
+                assert!(
+                    matches!(reading, Reading::Missing | Reading::Text(std::borrow::Cow::Borrowed(_))),
+                    "{field} of {}: {reading:?}",
+                    r.pid
+                );
             }
         }
         let me = s.rows.iter().find(|r| r.pid == std::process::id()).expect("this test's row");

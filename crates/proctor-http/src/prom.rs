@@ -9,7 +9,9 @@
 use proctor_procfs::host::{CpuTicks, Pressure};
 
 use proctor_agent::snapshot::{Snapshot, SAMPLE_DURATION_BUCKETS};
+use proctor_vocab::fields::{PromFamily, RowCtx, GROUP_FIELDS, PROCESS_FIELDS};
 use proctor_vocab::snapshot::HttpOut;
+use proctor_vocab::units::Unit;
 
 // The exposition types and the renderer are proctor-units' (`prom`), shared with statsd's
 // families; re-exported here under the names the router and remote write use.
@@ -303,55 +305,46 @@ fn power_and_gpu_families(s: &Snapshot, out: &mut Vec<Family>) {
 
 /// Per-group series, when the agent keeps groups: one set per published group (the agent caps
 /// them, `--max-groups`) and how many it left out.
+type Labels = Vec<(&'static str, String)>;
+
+/// A field's family (when the field table names one): a sample per labelled row with a value.
+fn field_family<'a>(
+    prom: Option<PromFamily>,
+    unit: Unit,
+    values: impl Iterator<Item = (&'a Labels, Option<f64>)>,
+    out: &mut Vec<Family>,
+) {
+    let Some(p) = prom else { return };
+    let mut family = Family::new(p.name, p.kind, p.help);
+    for (labels, v) in values {
+        if let Some(v) = v {
+            family.push(labels.clone(), v * unit.prometheus_scale());
+        }
+    }
+    if !(p.omit_empty && family.samples.is_empty()) {
+        out.push(family);
+    }
+}
+
 fn group_families(groups: Option<&proctor_agent::groups::GroupsView>, out: &mut Vec<Family>) {
     let Some(g) = groups else { return };
+    let labels: Vec<_> =
+        g.groups.iter().map(|(row, _)| vec![("group", row.name.clone()), ("by", g.by.to_string())]).collect();
+    // The counter is the agent's (it only grows while the agent watches); the rest are the
+    // fields of the group table that name a family, in its order.
     let mut cpu = Family::new(
         "proctor_group_cpu_seconds",
         Kind::Counter,
         "CPU time of each group while the agent watched it, members' reaped children included.",
     );
-    let mut procs = Family::new("proctor_group_processes", Kind::Gauge, "Processes in each group.");
-    let mut threads = Family::new("proctor_group_threads", Kind::Gauge, "Threads in each group.");
-    let mut rss = Family::new("proctor_group_resident_bytes", Kind::Gauge, "Resident memory of each group, summed.");
-    let mut swap = Family::new("proctor_group_swap_bytes", Kind::Gauge, "Swapped-out memory of each group, summed.");
-    let mut pss = Family::new(
-        "proctor_group_pss_bytes",
-        Kind::Gauge,
-        "PSS summed over the members whose PSS is known (see proctor_group_pss_known_processes).",
-    );
-    let mut pss_known = Family::new("proctor_group_pss_known_processes", Kind::Gauge, "Members whose PSS is known.");
-    let mut minflt = Family::new(
-        "proctor_group_minor_faults_per_second",
-        Kind::Gauge,
-        "Minor page faults per second over the last interval, summed.",
-    );
-    let mut majflt = Family::new(
-        "proctor_group_major_faults_per_second",
-        Kind::Gauge,
-        "Major page faults per second over the last interval, summed.",
-    );
-    let mut fds = Family::new(
-        "proctor_group_open_fds",
-        Kind::Gauge,
-        "Open fds summed over the members whose count is known (see proctor_group_fds_known_processes).",
-    );
-    let mut fds_known =
-        Family::new("proctor_group_fds_known_processes", Kind::Gauge, "Members whose open fds were counted.");
-    for (row, counter) in &g.groups {
-        let labels = || vec![("group", row.name.clone()), ("by", g.by.to_string())];
-        fds.push(labels(), row.open_fds as f64);
-        fds_known.push(labels(), row.fds_known as f64);
-        cpu.push(labels(), *counter);
-        procs.push(labels(), row.processes as f64);
-        threads.push(labels(), row.threads as f64);
-        rss.push(labels(), row.rss_bytes as f64);
-        swap.push(labels(), row.swap_bytes as f64);
-        pss.push(labels(), row.pss_bytes as f64);
-        pss_known.push(labels(), row.pss_known as f64);
-        minflt.push(labels(), row.minor_faults_per_sec);
-        majflt.push(labels(), row.major_faults_per_sec);
+    for ((_, counter), labels) in g.groups.iter().zip(&labels) {
+        cpu.push(labels.clone(), *counter);
     }
-    out.extend([cpu, procs, threads, rss, swap, pss, pss_known, minflt, majflt, fds, fds_known]);
+    out.push(cpu);
+    for f in GROUP_FIELDS {
+        let values = g.groups.iter().map(|(row, _)| (f.read)(row).num());
+        field_family(f.prom, f.field.unit, labels.iter().zip(values), out);
+    }
     let mut overflow = Family::new(
         "proctor_group_overflow",
         Kind::Gauge,
@@ -429,58 +422,23 @@ fn process_families(s: &Snapshot, config: &MetricsConfig, out: &mut Vec<Family>)
     });
     ranked.truncate(config.top);
     ranked.sort_by_key(|r| r.pid);
-    let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
-    let mut cpu = Family::new("proctor_process_cpu_seconds", Kind::Counter, "CPU time of each of the top processes.");
-    let mut rss =
-        Family::new("proctor_process_resident_bytes", Kind::Gauge, "Resident memory of each of the top processes.");
-    let mut vsz =
-        Family::new("proctor_process_virtual_bytes", Kind::Gauge, "Virtual memory size of each of the top processes.");
-    let mut threads = Family::new("proctor_process_threads", Kind::Gauge, "Threads of each of the top processes.");
-    let mut pss = Family::new(
-        "proctor_process_pss_bytes",
-        Kind::Gauge,
-        "Proportional set size, from the budgeted smaps_rollup worker.",
-    );
-    let mut pss_age = Family::new("proctor_process_pss_age_seconds", Kind::Gauge, "Age of the PSS reading.");
-    let mut gpu_busy = Family::new(
-        "proctor_process_gpu_busy_ratio",
-        Kind::Gauge,
-        "The busiest GPU engine's share (DRM) or NVML's SM share, of each top process holding a GPU.",
-    );
-    let mut gpu_mem =
-        Family::new("proctor_process_gpu_memory_bytes", Kind::Gauge, "GPU memory of each top process holding a GPU.");
-    for r in ranked {
-        let cmdline = r.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
-        let labels = || {
+    let ctx = RowCtx::of(s);
+    let labels: Vec<_> = ranked
+        .iter()
+        .map(|r| {
+            let cmdline = r.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
             vec![
                 ("pid", r.pid.to_string()),
                 ("name", r.comm.to_string()),
                 ("cmdline", cut(&cmdline, CMDLINE_LABEL_MAX).to_string()),
             ]
-        };
-        cpu.push(labels(), r.cpu_ticks_total as f64 / ticks);
-        if let Some(b) = r.rss_bytes {
-            rss.push(labels(), b as f64);
-        }
-        vsz.push(labels(), r.vsize_bytes as f64);
-        threads.push(labels(), r.threads as f64);
-        if let Some(p) = r.pss {
-            if let Some(b) = p.pss_bytes {
-                pss.push(labels(), b as f64);
-                pss_age.push(labels(), p.age_secs);
-            }
-        }
-        if let Some(g) = &r.gpu {
-            if let Some(b) = g.busy_percent {
-                gpu_busy.push(labels(), b / 100.0);
-            }
-            if let Some(m) = g.memory_bytes {
-                gpu_mem.push(labels(), m as f64);
-            }
-        }
+        })
+        .collect();
+    // One family per field of the table that names one, in the table's order.
+    for f in PROCESS_FIELDS {
+        let values = ranked.iter().map(|r| (f.row)(&ctx, r).num());
+        field_family(f.prom, f.field.unit, labels.iter().zip(values), out);
     }
-    out.extend([cpu, rss, vsz, threads, pss, pss_age]);
-    out.extend([gpu_busy, gpu_mem].into_iter().filter(|f| !f.samples.is_empty()));
 }
 
 /// The agent's own families alone (`proctor_agent_*`), for remote write's live samples.

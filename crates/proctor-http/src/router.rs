@@ -295,7 +295,7 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
         .filter(|r| state_filter.is_none_or(|st| r.state == st))
         .filter(|r| filter.as_deref().is_none_or(|f| matches(r, f)))
         .collect();
-    sort_rows(&mut rows, sort, descending);
+    sort_rows(&proctor_vocab::fields::RowCtx::of(&s), &mut rows, sort, descending);
     let matched = rows.len();
     let page = rows.into_iter().skip(offset).take(limit.unwrap_or(usize::MAX));
     Ok(json_response(&process::ProcessListOut {

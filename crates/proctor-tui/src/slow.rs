@@ -6,12 +6,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use proctor_vocab::fields::{Field, ALIASES};
+use proctor_vocab::fields::{Field, Reading, ALIASES};
 use proctor_vocab::process::ProcessOut;
 use proctor_vocab::units::Unit;
 use serde::Serialize;
 
-use crate::view::{column, value, Value};
+use crate::view::{column, value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -102,7 +102,7 @@ impl Rule {
     fn holds(&self, p: &ProcessOut) -> Option<String> {
         let v = value(p, self.field.name);
         let hit = match (&v, &self.threshold) {
-            (Value::Num(Some(x)), Threshold::Num(t)) => match self.op {
+            (Reading::Num(x), Threshold::Num(t)) => match self.op {
                 Op::Gt => x > t,
                 Op::Ge => x >= t,
                 Op::Lt => x < t,
@@ -110,7 +110,7 @@ impl Rule {
                 Op::Eq => x == t,
                 Op::Ne => x != t,
             },
-            (Value::Text(Some(x)), Threshold::Text(t)) => match self.op {
+            (Reading::Text(x), Threshold::Text(t)) => match self.op {
                 Op::Eq => x == t,
                 Op::Ne => x != t,
                 _ => false,
@@ -118,8 +118,8 @@ impl Rule {
             _ => false,
         };
         hit.then(|| match v {
-            Value::Num(x) => self.field.unit.format(x),
-            Value::Text(t) => t.unwrap_or_default(),
+            Reading::Text(t) => t.into_owned(),
+            v => self.field.unit.format(v.num()),
         })
     }
 }

@@ -5,70 +5,23 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use proctor_vocab::fields::{self, Field, PROCESS};
+use proctor_vocab::fields::{self, Field, Reading, PROCESS};
 use proctor_vocab::process::ProcessOut;
 use proctor_vocab::select::{is_kernel_thread, matches_parts};
 use proctor_vocab::units::Unit;
 
 use crate::frame::Frame;
 
-/// A process's value in one column.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Num(Option<f64>),
-    Text(Option<String>),
+/// The value of public field `name` (or an alias) for `p`, read through the field table;
+/// nothing known for a name that is no field.
+pub fn value<'a>(p: &'a ProcessOut, name: &str) -> Reading<'a> {
+    fields::process_reader(name).map_or(Reading::Missing, |f| (f.out)(p))
 }
 
-/// The value of public field `name` for `p`; every field of [`PROCESS`] has one (a test holds it).
-pub fn value(p: &ProcessOut, name: &str) -> Value {
-    let n = |v: Option<f64>| Value::Num(v);
-    let b = |v: Option<u64>| Value::Num(v.map(|v| v as f64));
-    match name {
-        "pid" => n(Some(p.pid.into())),
-        "ppid" => n(Some(p.ppid.into())),
-        "name" => Value::Text(Some(p.name.to_string())),
-        "cmdline" => Value::Text(p.cmdline.as_ref().map(|c| c.join(" "))),
-        "state" => Value::Text(Some(p.state.to_string())),
-        "uid" => n(p.uid.map(f64::from)),
-        "cpu_percent" => n(p.cpu_percent),
-        "cpu_percent_of_effective" => n(p.cpu_percent_of_effective),
-        "cpu_seconds_total" => n(Some(p.cpu_seconds_total)),
-        "start_time_unix_secs" => n(p.start_time_unix_secs),
-        "rss_bytes" => b(p.rss_bytes),
-        "anon_bytes" => b(p.anon_bytes),
-        "file_bytes" => b(p.file_bytes),
-        "shmem_bytes" => b(p.shmem_bytes),
-        "swap_bytes" => b(p.swap_bytes),
-        "vsize_bytes" => b(Some(p.vsize_bytes)),
-        "threads" => b(Some(p.threads)),
-        "major_faults_per_sec" => n(p.major_faults_per_sec),
-        "read_bytes_per_sec" => n(p.read_bytes_per_sec),
-        "write_bytes_per_sec" => n(p.write_bytes_per_sec),
-        "io_bytes_per_sec" => n(p.io_bytes_per_sec),
-        "pss_bytes" => b(p.pss_bytes),
-        "uss_bytes" => b(p.uss_bytes),
-        "swap_pss_bytes" => b(p.swap_pss_bytes),
-        "pss_age_secs" => n(p.pss_age_secs),
-        "cgroup" => Value::Text(p.cgroup.as_deref().map(str::to_string)),
-        "gpu_percent" => n(p.gpu_percent),
-        "gpu_memory_bytes" => b(p.gpu_memory_bytes),
-        _ => Value::Text(None),
-    }
-}
-
-/// Ascending order of two processes by one field; unknown values are smallest. CPU percent
-/// breaks ties by CPU seconds, as every surface's `cpu` sort does.
+/// Ascending order of two processes by one field, as the field table orders them (unknown
+/// values smallest; CPU percent ties broken by CPU seconds).
 pub fn compare(a: &ProcessOut, b: &ProcessOut, field: &Field) -> Ordering {
-    let ord = match (value(a, field.name), value(b, field.name)) {
-        (Value::Num(x), Value::Num(y)) => x.unwrap_or(f64::NEG_INFINITY).total_cmp(&y.unwrap_or(f64::NEG_INFINITY)),
-        (Value::Text(x), Value::Text(y)) => x.cmp(&y),
-        _ => Ordering::Equal,
-    };
-    if field.name == "cpu_percent" {
-        ord.then(a.cpu_seconds_total.total_cmp(&b.cpu_seconds_total))
-    } else {
-        ord
-    }
+    fields::process_reader(field.name).map_or(Ordering::Equal, |f| f.order_outs(a, b))
 }
 
 /// The columns shown when no configuration says otherwise: htop's, in the vocabulary's names.
@@ -357,19 +310,17 @@ pub fn cell(p: &ProcessOut, field: &Field, users: &BTreeMap<u32, String>) -> Str
             Some(c) if !c.is_empty() => c.join(" "),
             _ => format!("[{}]", p.name),
         },
-        "cpu_percent" | "cpu_percent_of_effective" => proctor_vocab::units::opt_pct(match value(p, field.name) {
-            Value::Num(v) => v,
-            Value::Text(_) => None,
-        }),
+        "cpu_percent" | "cpu_percent_of_effective" => proctor_vocab::units::opt_pct(value(p, field.name).num()),
         "start_time_unix_secs" => p.start_time_unix_secs.map_or_else(|| "-".to_string(), clock_time),
         // htop's TIME+: `1:25.00`.
         "cpu_seconds_total" => proctor_vocab::units::cpu_time(p.cpu_seconds_total),
         _ => match value(p, field.name) {
-            Value::Num(v) => match field.unit {
-                Unit::Count => v.map_or_else(|| "-".to_string(), |v| format!("{v:.0}")),
-                unit => unit.format(v),
+            Reading::Text(t) => t.into_owned(),
+            Reading::Missing if !field.unit.is_numeric() => "-".to_string(),
+            v => match field.unit {
+                Unit::Count => v.num().map_or_else(|| "-".to_string(), |v| format!("{v:.0}")),
+                unit => unit.format(v.num()),
             },
-            Value::Text(t) => t.unwrap_or_else(|| "-".to_string()),
         },
     }
 }
@@ -409,8 +360,7 @@ mod tests {
     fn every_public_process_field_has_a_value_and_a_cell() {
         let p = proc_out(7, 1, "x", 1.0, 1);
         for f in PROCESS {
-            let v = value(&p, f.name);
-            assert_ne!(v, Value::Text(None), "{} has no value in the TUI", f.name);
+            assert!(fields::process_reader(f.name).is_some(), "{} has no reader", f.name);
             let _ = cell(&p, f, &BTreeMap::new());
         }
         let field = column("cgroup").expect("cgroup");

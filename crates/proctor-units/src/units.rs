@@ -60,6 +60,16 @@ impl Unit {
         !matches!(self, Unit::Text | Unit::TextList)
     }
 
+    /// What a value in this unit is multiplied by on `/metrics`, whose families are in base
+    /// units: a percent is a `_ratio` (0–1), a millisecond timestamp seconds.
+    pub fn prometheus_scale(self) -> f64 {
+        match self {
+            Unit::Percent => 0.01,
+            Unit::UnixMillis => 0.001,
+            _ => 1.0,
+        }
+    }
+
     /// `value` written for people in this unit.
     pub fn format(self, value: Option<f64>) -> String {
         let Some(v) = value.filter(|v| v.is_finite()) else { return DASH.to_string() };

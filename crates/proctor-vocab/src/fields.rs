@@ -5,8 +5,15 @@
 //! columns and `docs/api.md` all read it, and tests hold it equal to the JSON shapes, so a field
 //! cannot be added to one and forgotten in the other.
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
+
+use proctor_groups::GroupRow;
+use proctor_model::ProcessRow;
+use proctor_units::prom::Kind;
 use serde::Serialize;
 
+use crate::process::ProcessOut;
 use crate::units::Unit;
 
 /// One public field.
@@ -20,64 +27,471 @@ pub struct Field {
     pub description: &'static str,
 }
 
-/// The fields of one process ([`crate::process::ProcessOut`]), in its order.
-pub const PROCESS: &[Field] = &[
-    Field { name: "pid", title: "PID", unit: Unit::Count, description: "Process id." },
-    Field { name: "ppid", title: "PPID", unit: Unit::Count, description: "Parent's process id." },
-    Field { name: "name", title: "Name", unit: Unit::Text, description: "`comm`: the kernel's 15-byte name, set by the process itself (attacker-controlled)." },
-    Field { name: "cmdline", title: "Command", unit: Unit::TextList, description: "Arguments; null until the cmdline worker read them, empty for kernel threads." },
-    Field { name: "state", title: "S", unit: Unit::Text, description: "State letter: R running, S sleeping, D uninterruptible, Z zombie, T stopped, I idle." },
-    Field { name: "uid", title: "UID", unit: Unit::Count, description: "Real user id." },
-    Field { name: "cpu_percent", title: "CPU%", unit: Unit::Percent, description: "Percent of one CPU over the last interval (200 = two CPUs busy), as top shows it." },
-    Field { name: "cpu_percent_of_effective", title: "CPU%eff", unit: Unit::Percent, description: "Percent of the container's effective CPUs." },
-    Field { name: "cpu_seconds_total", title: "TIME", unit: Unit::Seconds, description: "CPU time used since the process started (user + system)." },
-    Field { name: "start_time_unix_secs", title: "Started", unit: Unit::UnixSeconds, description: "When the process started." },
-    Field { name: "rss_bytes", title: "RSS", unit: Unit::Bytes, description: "Resident memory." },
-    Field { name: "anon_bytes", title: "Anon", unit: Unit::Bytes, description: "Resident anonymous memory (heap, stacks)." },
-    Field { name: "file_bytes", title: "File", unit: Unit::Bytes, description: "Resident file-backed memory (code, mapped files)." },
-    Field { name: "shmem_bytes", title: "Shmem", unit: Unit::Bytes, description: "Resident shared memory (tmpfs, SysV and POSIX shm)." },
-    Field { name: "swap_bytes", title: "Swap", unit: Unit::Bytes, description: "Swapped-out memory." },
-    Field { name: "vsize_bytes", title: "Virt", unit: Unit::Bytes, description: "Virtual address space." },
-    Field { name: "threads", title: "Thr", unit: Unit::Count, description: "Threads." },
-    Field { name: "major_faults_per_sec", title: "MajFlt/s", unit: Unit::PerSec, description: "Major page faults (a read from disk) per second over the last interval." },
-    Field { name: "read_bytes_per_sec", title: "Read/s", unit: Unit::BytesPerSec, description: "Bytes read from storage per second (with --io)." },
-    Field { name: "write_bytes_per_sec", title: "Write/s", unit: Unit::BytesPerSec, description: "Bytes written to storage per second (with --io)." },
-    Field { name: "io_bytes_per_sec", title: "IO/s", unit: Unit::BytesPerSec, description: "Bytes read and written per second, together (with --io), as htop's IO_RATE." },
-    Field { name: "pss_bytes", title: "PSS", unit: Unit::Bytes, description: "Proportional set size: shared pages divided among their sharers (budgeted smaps_rollup worker; see pss_age_secs)." },
-    Field { name: "uss_bytes", title: "USS", unit: Unit::Bytes, description: "Unique set size: pages no other process maps." },
-    Field { name: "swap_pss_bytes", title: "SwapPSS", unit: Unit::Bytes, description: "Swap divided among its sharers." },
-    Field { name: "pss_age_secs", title: "PSS age", unit: Unit::Seconds, description: "How old the PSS reading is; null when there is none yet." },
-    Field { name: "cgroup", title: "Cgroup", unit: Unit::Text, description: "The process's cgroup path (v2, or the v1 cpu controller's)." },
-    Field { name: "gpu_percent", title: "GPU%", unit: Unit::Percent, description: "The busiest GPU engine's busy share over the interval (DRM fdinfo), or NVML's SM share; null for a process holding no GPU." },
-    Field { name: "gpu_memory_bytes", title: "GPUmem", unit: Unit::Bytes, description: "GPU memory held by the process's DRM clients (every region) plus NVML's used memory." },
+/// A field's value as read from a row: a number in the field's unit, text (borrowed from the
+/// row where the row holds it), or nothing known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading<'a> {
+    Num(f64),
+    Text(Cow<'a, str>),
+    Missing,
+}
+
+impl Reading<'_> {
+    /// The number, when it is one and finite.
+    pub fn num(&self) -> Option<f64> {
+        match self {
+            Reading::Num(v) if v.is_finite() => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Reading::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Ascending order: numbers by value, texts by bytes, nothing known smallest.
+    pub fn order(&self, other: &Reading<'_>) -> Ordering {
+        match (self, other) {
+            (Reading::Missing, Reading::Missing) => Ordering::Equal,
+            (Reading::Missing, _) => Ordering::Less,
+            (_, Reading::Missing) => Ordering::Greater,
+            (Reading::Num(a), Reading::Num(b)) => a.total_cmp(b),
+            (Reading::Text(a), Reading::Text(b)) => a.cmp(b),
+            (Reading::Num(_), Reading::Text(_)) => Ordering::Less,
+            (Reading::Text(_), Reading::Num(_)) => Ordering::Greater,
+        }
+    }
+}
+
+/// What a process field needs besides the agent's row, which keeps CPU time in clock ticks:
+/// the snapshot's tick rate and boot time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowCtx {
+    pub ticks_per_sec: f64,
+    pub boot_unix_secs: Option<u64>,
+}
+
+impl RowCtx {
+    pub fn of(s: &proctor_agent::Snapshot) -> RowCtx {
+        RowCtx { ticks_per_sec: s.sample.clock_ticks_per_sec.max(1) as f64, boot_unix_secs: s.host.boot_time_unix_secs }
+    }
+}
+
+/// A process field read from the agent's row (alerts, sort keys, `/metrics`).
+pub type RowRead = for<'a> fn(&RowCtx, &'a ProcessRow) -> Reading<'a>;
+/// A process field read from the public shape (`top`, whose frames may come from a remote
+/// agent's JSON).
+pub type OutRead = for<'a> fn(&'a ProcessOut) -> Reading<'a>;
+/// A group field read from its row.
+pub type GroupRead = for<'a> fn(&'a GroupRow) -> Reading<'a>;
+
+/// A field's Prometheus family on `/metrics` (one sample per process or group, labelled by
+/// it), in base units: a percent is written as a ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromFamily {
+    /// Without `_total` for a counter: the renderer adds it.
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+    /// Left out of `/metrics` when no row has a value (hardware that is not there).
+    pub omit_empty: bool,
+}
+
+/// One process field and how to read it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessField {
+    pub field: Field,
+    pub row: RowRead,
+    pub out: OutRead,
+    pub prom: Option<PromFamily>,
+}
+
+impl ProcessField {
+    /// Ascending order of two rows by this field. CPU percent breaks ties by CPU seconds, as
+    /// every surface's `cpu` sort does (top's, the API's, `snapshot --sort`).
+    pub fn order_rows(&self, ctx: &RowCtx, a: &ProcessRow, b: &ProcessRow) -> Ordering {
+        let ord = (self.row)(ctx, a).order(&(self.row)(ctx, b));
+        match self.tie_break() {
+            Some(t) => ord.then_with(|| (t.row)(ctx, a).order(&(t.row)(ctx, b))),
+            None => ord,
+        }
+    }
+
+    /// [`ProcessField::order_rows`] over the public shape.
+    pub fn order_outs(&self, a: &ProcessOut, b: &ProcessOut) -> Ordering {
+        let ord = (self.out)(a).order(&(self.out)(b));
+        match self.tie_break() {
+            Some(t) => ord.then_with(|| (t.out)(a).order(&(t.out)(b))),
+            None => ord,
+        }
+    }
+
+    fn tie_break(&self) -> Option<&'static ProcessField> {
+        if self.field.name == "cpu_percent" {
+            process_reader("cpu_seconds_total")
+        } else {
+            None
+        }
+    }
+}
+
+/// One group field and how to read it.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupField {
+    pub field: Field,
+    pub read: GroupRead,
+    pub prom: Option<PromFamily>,
+}
+
+fn num<'a, T: Into<f64>>(v: T) -> Reading<'a> {
+    Reading::Num(v.into())
+}
+
+fn opt<'a, T: Into<f64>>(v: Option<T>) -> Reading<'a> {
+    v.map_or(Reading::Missing, |v| Reading::Num(v.into()))
+}
+
+fn count<'a>(v: u64) -> Reading<'a> {
+    Reading::Num(v as f64)
+}
+
+fn bytes<'a>(v: Option<u64>) -> Reading<'a> {
+    v.map_or(Reading::Missing, count)
+}
+
+fn text(t: &str) -> Reading<'_> {
+    Reading::Text(Cow::Borrowed(t))
+}
+
+/// A command line as one text, its arguments joined by single spaces (what filters match).
+fn joined(args: Option<&[String]>) -> Reading<'static> {
+    args.map_or(Reading::Missing, |a| Reading::Text(Cow::Owned(a.join(" "))))
+}
+
+/// A state letter as text without an allocation per row.
+fn state(letter: char) -> Reading<'static> {
+    const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    match LETTERS.find(letter) {
+        Some(i) if letter.is_ascii_alphabetic() => Reading::Text(Cow::Borrowed(&LETTERS[i..i + 1])),
+        _ => Reading::Text(Cow::Owned(letter.to_string())),
+    }
+}
+
+/// A table's fields alone, at compile time: `&[Field]` for every reader that needs no row.
+macro_rules! fields_of {
+    ($table:expr) => {{
+        const N: usize = $table.len();
+        const OUT: [Field; N] = {
+            let mut out = [$table[0].field; N];
+            let mut i = 0;
+            while i < N {
+                out[i] = $table[i].field;
+                i += 1;
+            }
+            out
+        };
+        &OUT
+    }};
+}
+
+/// The fields of one process ([`crate::process::ProcessOut`]), in its order, each with how it is
+/// read from the agent's row and from the public shape, and its per-process `/metrics` family.
+/// The one field-access table: `top`'s columns and sort, sort keys, alert rules and `/metrics`
+/// read fields through it (a test holds the two readers equal on live rows).
+pub const PROCESS_FIELDS: &[ProcessField] = &[
+    ProcessField {
+        field: Field { name: "pid", title: "PID", unit: Unit::Count, description: "Process id." },
+        row: |_, r| num(r.pid),
+        out: |p| num(p.pid),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "ppid", title: "PPID", unit: Unit::Count, description: "Parent's process id." },
+        row: |_, r| num(r.ppid),
+        out: |p| num(p.ppid),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "name", title: "Name", unit: Unit::Text, description: "`comm`: the kernel's 15-byte name, set by the process itself (attacker-controlled)." },
+        row: |_, r| text(&r.comm),
+        out: |p| text(&p.name),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "cmdline", title: "Command", unit: Unit::TextList, description: "Arguments; null until the cmdline worker read them, empty for kernel threads." },
+        row: |_, r| joined(r.cmdline.as_deref()),
+        out: |p| joined(p.cmdline.as_deref()),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "state", title: "S", unit: Unit::Text, description: "State letter: R running, S sleeping, D uninterruptible, Z zombie, T stopped, I idle." },
+        row: |_, r| state(r.state),
+        out: |p| state(p.state),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "uid", title: "UID", unit: Unit::Count, description: "Real user id." },
+        row: |_, r| opt(r.uid),
+        out: |p| opt(p.uid),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "cpu_percent", title: "CPU%", unit: Unit::Percent, description: "Percent of one CPU over the last interval (200 = two CPUs busy), as top shows it." },
+        row: |_, r| opt(r.cpu_percent),
+        out: |p| opt(p.cpu_percent),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "cpu_percent_of_effective", title: "CPU%eff", unit: Unit::Percent, description: "Percent of the container's effective CPUs." },
+        row: |_, r| opt(r.cpu_percent_of_effective),
+        out: |p| opt(p.cpu_percent_of_effective),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "cpu_seconds_total", title: "TIME", unit: Unit::Seconds, description: "CPU time used since the process started (user + system)." },
+        row: |c, r| num(r.cpu_ticks_total as f64 / c.ticks_per_sec),
+        out: |p| num(p.cpu_seconds_total),
+        prom: Some(PromFamily { name: "proctor_process_cpu_seconds", kind: Kind::Counter, help: "CPU time of each of the top processes.", omit_empty: false }),
+    },
+    ProcessField {
+        field: Field { name: "start_time_unix_secs", title: "Started", unit: Unit::UnixSeconds, description: "When the process started." },
+        row: |c, r| opt(c.boot_unix_secs.map(|b| b as f64 + r.start_ticks as f64 / c.ticks_per_sec)),
+        out: |p| opt(p.start_time_unix_secs),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "rss_bytes", title: "RSS", unit: Unit::Bytes, description: "Resident memory." },
+        row: |_, r| bytes(r.rss_bytes),
+        out: |p| bytes(p.rss_bytes),
+        prom: Some(PromFamily { name: "proctor_process_resident_bytes", kind: Kind::Gauge, help: "Resident memory of each of the top processes.", omit_empty: false }),
+    },
+    ProcessField {
+        field: Field { name: "anon_bytes", title: "Anon", unit: Unit::Bytes, description: "Resident anonymous memory (heap, stacks)." },
+        row: |_, r| bytes(r.anon_bytes),
+        out: |p| bytes(p.anon_bytes),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "file_bytes", title: "File", unit: Unit::Bytes, description: "Resident file-backed memory (code, mapped files)." },
+        row: |_, r| bytes(r.file_bytes),
+        out: |p| bytes(p.file_bytes),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "shmem_bytes", title: "Shmem", unit: Unit::Bytes, description: "Resident shared memory (tmpfs, SysV and POSIX shm)." },
+        row: |_, r| bytes(r.shmem_bytes),
+        out: |p| bytes(p.shmem_bytes),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "swap_bytes", title: "Swap", unit: Unit::Bytes, description: "Swapped-out memory." },
+        row: |_, r| bytes(r.swap_bytes),
+        out: |p| bytes(p.swap_bytes),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "vsize_bytes", title: "Virt", unit: Unit::Bytes, description: "Virtual address space." },
+        row: |_, r| count(r.vsize_bytes),
+        out: |p| count(p.vsize_bytes),
+        prom: Some(PromFamily { name: "proctor_process_virtual_bytes", kind: Kind::Gauge, help: "Virtual memory size of each of the top processes.", omit_empty: false }),
+    },
+    ProcessField {
+        field: Field { name: "threads", title: "Thr", unit: Unit::Count, description: "Threads." },
+        row: |_, r| count(r.threads),
+        out: |p| count(p.threads),
+        prom: Some(PromFamily { name: "proctor_process_threads", kind: Kind::Gauge, help: "Threads of each of the top processes.", omit_empty: false }),
+    },
+    ProcessField {
+        field: Field { name: "major_faults_per_sec", title: "MajFlt/s", unit: Unit::PerSec, description: "Major page faults (a read from disk) per second over the last interval." },
+        row: |_, r| opt(r.major_faults_per_sec),
+        out: |p| opt(p.major_faults_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "read_bytes_per_sec", title: "Read/s", unit: Unit::BytesPerSec, description: "Bytes read from storage per second (with --io)." },
+        row: |_, r| opt(r.read_bytes_per_sec),
+        out: |p| opt(p.read_bytes_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "write_bytes_per_sec", title: "Write/s", unit: Unit::BytesPerSec, description: "Bytes written to storage per second (with --io)." },
+        row: |_, r| opt(r.write_bytes_per_sec),
+        out: |p| opt(p.write_bytes_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "io_bytes_per_sec", title: "IO/s", unit: Unit::BytesPerSec, description: "Bytes read and written per second, together (with --io), as htop's IO_RATE." },
+        row: |_, r| opt(crate::process::io_rate(r)),
+        out: |p| opt(p.io_bytes_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "pss_bytes", title: "PSS", unit: Unit::Bytes, description: "Proportional set size: shared pages divided among their sharers (budgeted smaps_rollup worker; see pss_age_secs)." },
+        row: |_, r| bytes(r.pss.and_then(|m| m.pss_bytes)),
+        out: |p| bytes(p.pss_bytes),
+        prom: Some(PromFamily { name: "proctor_process_pss_bytes", kind: Kind::Gauge, help: "Proportional set size, from the budgeted smaps_rollup worker.", omit_empty: false }),
+    },
+    ProcessField {
+        field: Field { name: "uss_bytes", title: "USS", unit: Unit::Bytes, description: "Unique set size: pages no other process maps." },
+        row: |_, r| bytes(r.pss.and_then(|m| m.uss_bytes)),
+        out: |p| bytes(p.uss_bytes),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "swap_pss_bytes", title: "SwapPSS", unit: Unit::Bytes, description: "Swap divided among its sharers." },
+        row: |_, r| bytes(r.pss.and_then(|m| m.swap_pss_bytes)),
+        out: |p| bytes(p.swap_pss_bytes),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "pss_age_secs", title: "PSS age", unit: Unit::Seconds, description: "How old the PSS reading is; null when there is none yet." },
+        row: |_, r| opt(r.pss.map(|m| m.age_secs)),
+        out: |p| opt(p.pss_age_secs),
+        prom: Some(PromFamily { name: "proctor_process_pss_age_seconds", kind: Kind::Gauge, help: "Age of the PSS reading.", omit_empty: false }),
+    },
+    ProcessField {
+        field: Field { name: "cgroup", title: "Cgroup", unit: Unit::Text, description: "The process's cgroup path (v2, or the v1 cpu controller's)." },
+        row: |_, r| r.cgroup.as_deref().map_or(Reading::Missing, text),
+        out: |p| p.cgroup.as_deref().map_or(Reading::Missing, text),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "gpu_percent", title: "GPU%", unit: Unit::Percent, description: "The busiest GPU engine's busy share over the interval (DRM fdinfo), or NVML's SM share; null for a process holding no GPU." },
+        row: |_, r| opt(r.gpu.as_ref().and_then(|g| g.busy_percent)),
+        out: |p| opt(p.gpu_percent),
+        prom: Some(PromFamily { name: "proctor_process_gpu_busy_ratio", kind: Kind::Gauge, help: "The busiest GPU engine's share (DRM) or NVML's SM share, of each top process holding a GPU.", omit_empty: true }),
+    },
+    ProcessField {
+        field: Field { name: "gpu_memory_bytes", title: "GPUmem", unit: Unit::Bytes, description: "GPU memory held by the process's DRM clients (every region) plus NVML's used memory." },
+        row: |_, r| bytes(r.gpu.as_ref().and_then(|g| g.memory_bytes)),
+        out: |p| bytes(p.gpu_memory_bytes),
+        prom: Some(PromFamily { name: "proctor_process_gpu_memory_bytes", kind: Kind::Gauge, help: "GPU memory of each top process holding a GPU.", omit_empty: true }),
+    },
 ];
 
+/// The fields of one process, as [`Field`]s (every other table's shape).
+pub const PROCESS: &[Field] = fields_of!(PROCESS_FIELDS);
+
 /// The fields of one process group (`proctor_groups::GroupRow`: `/api/v1/groups`' rows less
-/// the agent's counter, and `proctor dump group`'s columns), in its order.
-pub const GROUP: &[Field] = &[
-    Field { name: "name", title: "Group", unit: Unit::Text, description: "The group's name: a rule's name template, a cgroup's unit, container or pod, or a user." },
-    Field { name: "processes", title: "Procs", unit: Unit::Count, description: "Member processes." },
-    Field { name: "threads", title: "Thr", unit: Unit::Count, description: "Members' threads." },
-    Field { name: "cpu_percent", title: "CPU%", unit: Unit::Percent, description: "Percent of one CPU over the interval, members' reaped children included." },
-    Field { name: "reaped_cpu_percent", title: "Reaped%", unit: Unit::Percent, description: "The part of cpu_percent used by members' children that exited since the previous sample (from cutime/cstime)." },
-    Field { name: "cpu_user_percent", title: "User%", unit: Unit::Percent, description: "cpu_percent's user time, reaped children's (cutime) included." },
-    Field { name: "cpu_system_percent", title: "Sys%", unit: Unit::Percent, description: "cpu_percent's system time, reaped children's (cstime) included." },
-    Field { name: "cpu_seconds_total", title: "TIME", unit: Unit::Seconds, description: "CPU seconds members used since they started, summed." },
-    Field { name: "rss_bytes", title: "RSS", unit: Unit::Bytes, description: "Members' resident memory, summed." },
-    Field { name: "pss_bytes", title: "PSS", unit: Unit::Bytes, description: "PSS of the members whose PSS is known (pss_known of processes)." },
-    Field { name: "pss_known", title: "PSS of", unit: Unit::Count, description: "Members whose PSS is known." },
-    Field { name: "uss_bytes", title: "USS", unit: Unit::Bytes, description: "USS of the members whose PSS is known." },
-    Field { name: "swap_bytes", title: "Swap", unit: Unit::Bytes, description: "Members' swapped-out memory." },
-    Field { name: "major_faults_per_sec", title: "MajFlt/s", unit: Unit::PerSec, description: "Major page faults per second, reaped children's included (cmajflt)." },
-    Field { name: "minor_faults_per_sec", title: "MinFlt/s", unit: Unit::PerSec, description: "Minor page faults per second, reaped children's included (cminflt)." },
-    Field { name: "read_bytes_per_sec", title: "Read/s", unit: Unit::BytesPerSec, description: "Bytes members read from storage per second (with --io)." },
-    Field { name: "write_bytes_per_sec", title: "Write/s", unit: Unit::BytesPerSec, description: "Bytes members wrote to storage per second (with --io)." },
-    Field { name: "open_fds", title: "FDs", unit: Unit::Count, description: "Open fds of the members whose count is known (fds_known of processes; Linux 6.2 and later)." },
-    Field { name: "fds_known", title: "FDs of", unit: Unit::Count, description: "Members whose open fds were counted." },
-    Field { name: "oldest_start_unix_secs", title: "Oldest", unit: Unit::UnixSeconds, description: "When the group's oldest member started." },
-    Field { name: "started", title: "Started", unit: Unit::Count, description: "Members that appeared since the previous sample." },
-    Field { name: "exited", title: "Exited", unit: Unit::Count, description: "Members of the previous sample that are gone." },
+/// the agent's counter, and `proctor dump group`'s columns), in its order. Each with how it is read from a row and its `/metrics` family.
+pub const GROUP_FIELDS: &[GroupField] = &[
+    GroupField {
+        field: Field { name: "name", title: "Group", unit: Unit::Text, description: "The group's name: a rule's name template, a cgroup's unit, container or pod, or a user." },
+        read: |g| text(&g.name),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "processes", title: "Procs", unit: Unit::Count, description: "Member processes." },
+        read: |g| count(g.processes),
+        prom: Some(PromFamily { name: "proctor_group_processes", kind: Kind::Gauge, help: "Processes in each group.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "threads", title: "Thr", unit: Unit::Count, description: "Members' threads." },
+        read: |g| count(g.threads),
+        prom: Some(PromFamily { name: "proctor_group_threads", kind: Kind::Gauge, help: "Threads in each group.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "cpu_percent", title: "CPU%", unit: Unit::Percent, description: "Percent of one CPU over the interval, members' reaped children included." },
+        read: |g| num(g.cpu_percent),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "reaped_cpu_percent", title: "Reaped%", unit: Unit::Percent, description: "The part of cpu_percent used by members' children that exited since the previous sample (from cutime/cstime)." },
+        read: |g| num(g.reaped_cpu_percent),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "cpu_user_percent", title: "User%", unit: Unit::Percent, description: "cpu_percent's user time, reaped children's (cutime) included." },
+        read: |g| num(g.cpu_user_percent),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "cpu_system_percent", title: "Sys%", unit: Unit::Percent, description: "cpu_percent's system time, reaped children's (cstime) included." },
+        read: |g| num(g.cpu_system_percent),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "cpu_seconds_total", title: "TIME", unit: Unit::Seconds, description: "CPU seconds members used since they started, summed." },
+        read: |g| num(g.cpu_seconds_total),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "rss_bytes", title: "RSS", unit: Unit::Bytes, description: "Members' resident memory, summed." },
+        read: |g| count(g.rss_bytes),
+        prom: Some(PromFamily { name: "proctor_group_resident_bytes", kind: Kind::Gauge, help: "Resident memory of each group, summed.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "pss_bytes", title: "PSS", unit: Unit::Bytes, description: "PSS of the members whose PSS is known (pss_known of processes)." },
+        read: |g| count(g.pss_bytes),
+        prom: Some(PromFamily { name: "proctor_group_pss_bytes", kind: Kind::Gauge, help: "PSS summed over the members whose PSS is known (see proctor_group_pss_known_processes).", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "pss_known", title: "PSS of", unit: Unit::Count, description: "Members whose PSS is known." },
+        read: |g| count(g.pss_known),
+        prom: Some(PromFamily { name: "proctor_group_pss_known_processes", kind: Kind::Gauge, help: "Members whose PSS is known.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "uss_bytes", title: "USS", unit: Unit::Bytes, description: "USS of the members whose PSS is known." },
+        read: |g| count(g.uss_bytes),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "swap_bytes", title: "Swap", unit: Unit::Bytes, description: "Members' swapped-out memory." },
+        read: |g| count(g.swap_bytes),
+        prom: Some(PromFamily { name: "proctor_group_swap_bytes", kind: Kind::Gauge, help: "Swapped-out memory of each group, summed.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "major_faults_per_sec", title: "MajFlt/s", unit: Unit::PerSec, description: "Major page faults per second, reaped children's included (cmajflt)." },
+        read: |g| num(g.major_faults_per_sec),
+        prom: Some(PromFamily { name: "proctor_group_major_faults_per_second", kind: Kind::Gauge, help: "Major page faults per second over the last interval, summed.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "minor_faults_per_sec", title: "MinFlt/s", unit: Unit::PerSec, description: "Minor page faults per second, reaped children's included (cminflt)." },
+        read: |g| num(g.minor_faults_per_sec),
+        prom: Some(PromFamily { name: "proctor_group_minor_faults_per_second", kind: Kind::Gauge, help: "Minor page faults per second over the last interval, summed.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "read_bytes_per_sec", title: "Read/s", unit: Unit::BytesPerSec, description: "Bytes members read from storage per second (with --io)." },
+        read: |g| opt(g.read_bytes_per_sec),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "write_bytes_per_sec", title: "Write/s", unit: Unit::BytesPerSec, description: "Bytes members wrote to storage per second (with --io)." },
+        read: |g| opt(g.write_bytes_per_sec),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "open_fds", title: "FDs", unit: Unit::Count, description: "Open fds of the members whose count is known (fds_known of processes; Linux 6.2 and later)." },
+        read: |g| count(g.open_fds),
+        prom: Some(PromFamily { name: "proctor_group_open_fds", kind: Kind::Gauge, help: "Open fds summed over the members whose count is known (see proctor_group_fds_known_processes).", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "fds_known", title: "FDs of", unit: Unit::Count, description: "Members whose open fds were counted." },
+        read: |g| count(g.fds_known),
+        prom: Some(PromFamily { name: "proctor_group_fds_known_processes", kind: Kind::Gauge, help: "Members whose open fds were counted.", omit_empty: false }),
+    },
+    GroupField {
+        field: Field { name: "oldest_start_unix_secs", title: "Oldest", unit: Unit::UnixSeconds, description: "When the group's oldest member started." },
+        read: |g| opt(g.oldest_start_unix_secs),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "started", title: "Started", unit: Unit::Count, description: "Members that appeared since the previous sample." },
+        read: |g| count(g.started),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "exited", title: "Exited", unit: Unit::Count, description: "Members of the previous sample that are gone." },
+        read: |g| count(g.exited),
+        prom: None,
+    },
 ];
+
+/// The fields of one process group, as [`Field`]s.
+pub const GROUP: &[Field] = fields_of!(GROUP_FIELDS);
 
 /// The host's scalar fields ([`crate::snapshot::HostOut`] flattened; the per-CPU, per-disk and
 /// per-interface lists are left out: they are not columns).
@@ -403,6 +817,17 @@ pub fn process_field(name: &str) -> Option<&'static Field> {
     find(PROCESS, unalias(name))
 }
 
+/// The process field named `name` or an alias of it, with its readers.
+pub fn process_reader(name: &str) -> Option<&'static ProcessField> {
+    let name = unalias(name);
+    PROCESS_FIELDS.iter().find(|f| f.field.name == name)
+}
+
+/// The group field named `name`, with its reader.
+pub fn group_reader(name: &str) -> Option<&'static GroupField> {
+    GROUP_FIELDS.iter().find(|f| f.field.name == name)
+}
+
 /// The field called `name` in `table`.
 pub fn find(table: &'static [Field], name: &str) -> Option<&'static Field> {
     table.iter().find(|f| f.name == name)
@@ -488,25 +913,83 @@ mod tests {
             cpu_user_percent: 0.75,
             cpu_system_percent: 0.25,
             cpu_seconds_total: 9.0,
-            rss_bytes: 1,
-            pss_bytes: 1,
-            pss_known: 1,
-            uss_bytes: 1,
-            swap_bytes: 0,
-            major_faults_per_sec: 0.0,
-            minor_faults_per_sec: 1.0,
-            read_bytes_per_sec: Some(1.0),
-            write_bytes_per_sec: Some(1.0),
-            open_fds: 7,
-            fds_known: 2,
-            oldest_start_unix_secs: Some(1.0),
-            started: 1,
-            exited: 0,
+            rss_bytes: 11,
+            pss_bytes: 12,
+            pss_known: 13,
+            uss_bytes: 14,
+            swap_bytes: 15,
+            major_faults_per_sec: 16.0,
+            minor_faults_per_sec: 17.0,
+            read_bytes_per_sec: Some(18.0),
+            write_bytes_per_sec: Some(19.0),
+            open_fds: 20,
+            fds_known: 21,
+            oldest_start_unix_secs: Some(22.0),
+            started: 23,
+            exited: 24,
         };
         let leaves: BTreeSet<String> =
             flatten(serde_json::to_value(&row).expect("json")).into_iter().map(|(n, _)| n).collect();
         let table: BTreeSet<String> = names(GROUP).into_iter().map(str::to_string).collect();
         assert_eq!(leaves, table);
+        // Each field's reader gives what the JSON says under its name.
+        for (name, leaf) in flatten(serde_json::to_value(&row).expect("json")) {
+            let f = group_reader(&name).unwrap_or_else(|| panic!("{name} has no reader"));
+            reads_as(&(f.read)(&row), &leaf, &name);
+        }
+    }
+
+    /// A reading is what the JSON shape prints for the field: null, the number, the text, or
+    /// the arguments joined by spaces.
+    fn reads_as(reading: &Reading<'_>, leaf: &serde_json::Value, what: &str) {
+        use serde_json::Value;
+        let same = match (reading, leaf) {
+            (Reading::Missing, Value::Null) => true,
+            (Reading::Num(v), Value::Number(n)) => n.as_f64() == Some(*v),
+            (Reading::Text(t), Value::String(j)) => t == j,
+            (Reading::Text(t), Value::Array(a)) => {
+                *t == a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")
+            }
+            _ => false,
+        };
+        assert!(same, "{what}: read {reading:?}, the JSON says {leaf}");
+    }
+
+    #[test]
+    fn both_readers_of_every_process_field_read_what_the_api_prints() {
+        let s = live();
+        let ctx = RowCtx::of(&s);
+        // Live rows, and one with what a live test machine may lack (PSS, a GPU, I/O).
+        let mut rows = s.rows.clone();
+        let mut extra = rows.iter().find(|r| r.pid == std::process::id()).expect("own row").clone();
+        extra.pss = Some(proctor_model::MemoryAge {
+            pss_bytes: Some(3 << 20),
+            uss_bytes: Some(2 << 20),
+            swap_pss_bytes: Some(1 << 20),
+            age_secs: 4.5,
+        });
+        extra.gpu = Some(proctor_model::gpu::ProcessGpu {
+            busy_percent: Some(37.5),
+            memory_bytes: Some(5 << 20),
+            engines: Vec::new(),
+        });
+        extra.read_bytes_per_sec = Some(4096.0);
+        extra.write_bytes_per_sec = Some(8192.0);
+        extra.state = 'D';
+        rows.push(extra);
+        let mut checked = 0;
+        for r in &rows {
+            let out = crate::process::process(&s, r);
+            let leaves: std::collections::BTreeMap<String, serde_json::Value> =
+                flatten(serde_json::to_value(&out).expect("json")).into_iter().collect();
+            for f in PROCESS_FIELDS {
+                let (from_row, from_out) = ((f.row)(&ctx, r), (f.out)(&out));
+                assert_eq!(from_row, from_out, "{} of pid {}", f.field.name, r.pid);
+                reads_as(&from_row, &leaves[f.field.name], f.field.name);
+                checked += 1;
+            }
+        }
+        assert!(checked > PROCESS_FIELDS.len() * 10, "{checked} readings");
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! (`--sort mem`, `?sort=cpu`, the TUI's `P`/`M`/`T`), their default order, and the filter's
 //! matching rule.
 
-use std::cmp::Ordering;
-
 use proctor_model::ProcessRow;
+
+use crate::fields::{ProcessField, RowCtx};
 
 /// How processes are ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,32 +91,18 @@ impl ProcessSort {
         !matches!(self, ProcessSort::Pid | ProcessSort::Name)
     }
 
-    /// Compares two rows by this key, ascending; unknown values are smallest.
-    pub fn compare(self, a: &ProcessRow, b: &ProcessRow) -> Ordering {
-        let num = |v: Option<f64>| v.unwrap_or(f64::NEG_INFINITY);
-        match self {
-            ProcessSort::Pid => a.pid.cmp(&b.pid),
-            ProcessSort::Name => a.comm.cmp(&b.comm),
-            ProcessSort::Cpu => {
-                num(a.cpu_percent).total_cmp(&num(b.cpu_percent)).then(a.cpu_ticks_total.cmp(&b.cpu_ticks_total))
-            }
-            ProcessSort::Rss => a.rss_bytes.cmp(&b.rss_bytes),
-            ProcessSort::Pss => a.pss.and_then(|p| p.pss_bytes).cmp(&b.pss.and_then(|p| p.pss_bytes)),
-            ProcessSort::Vsize => a.vsize_bytes.cmp(&b.vsize_bytes),
-            ProcessSort::Threads => a.threads.cmp(&b.threads),
-            ProcessSort::Swap => a.swap_bytes.cmp(&b.swap_bytes),
-            ProcessSort::Time => a.cpu_ticks_total.cmp(&b.cpu_ticks_total),
-            ProcessSort::Read => num(a.read_bytes_per_sec).total_cmp(&num(b.read_bytes_per_sec)),
-            ProcessSort::Write => num(a.write_bytes_per_sec).total_cmp(&num(b.write_bytes_per_sec)),
-            ProcessSort::Io => num(crate::process::io_rate(a)).total_cmp(&num(crate::process::io_rate(b))),
-        }
+    /// This key's field, with its readers.
+    pub fn reader(self) -> &'static ProcessField {
+        crate::fields::process_reader(self.field()).expect("every sort key names a process field (a test holds it)")
     }
 }
 
-/// Orders `rows` by `key`, ties by pid (ascending), so the order is stable between samples.
-pub fn sort_rows(rows: &mut [&ProcessRow], key: ProcessSort, descending: bool) {
+/// Orders `rows` by `key` (ascending, unknown values smallest, as the field table orders them),
+/// ties by pid (ascending), so the order is stable between samples.
+pub fn sort_rows(ctx: &RowCtx, rows: &mut [&ProcessRow], key: ProcessSort, descending: bool) {
+    let field = key.reader();
     rows.sort_by(|a, b| {
-        let ord = key.compare(a, b);
+        let ord = field.order_rows(ctx, a, b);
         let ord = if descending { ord.reverse() } else { ord };
         ord.then(a.pid.cmp(&b.pid))
     });

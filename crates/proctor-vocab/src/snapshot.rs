@@ -429,7 +429,7 @@ pub fn process_summary(s: &Snapshot, sort: ProcessSort, top: usize) -> ProcessSu
         *states.entry(r.state.to_string()).or_default() += 1;
     }
     let mut rows: Vec<_> = s.rows.iter().collect();
-    sort_rows(&mut rows, sort, sort.descending_by_default());
+    sort_rows(&crate::fields::RowCtx::of(s), &mut rows, sort, sort.descending_by_default());
     ProcessSummaryOut {
         count: s.rows.len(),
         threads: s.rows.iter().map(|r| r.threads).sum(),
