@@ -259,19 +259,60 @@ pub fn churn(
     out
 }
 
-pub fn fold(
-    rows: &[ProcessRow],
-    names: &BTreeMap<u32, String>,
-    ticks: u64,
-    boot_unix_secs: Option<u64>,
-    churn: Option<&Churn>,
-) -> Vec<GroupRow> {
-    let ticks = ticks.max(1) as f64;
-    let mut groups: BTreeMap<&str, GroupRow> = BTreeMap::new();
-    for r in rows {
-        let Some(name) = names.get(&r.pid) else { continue };
-        let g = groups.entry(name).or_insert_with(|| GroupRow {
-            name: name.clone(),
+/// What one process adds to its group's row: every group sum is made from these, whatever
+/// shape the process came in (the agent's row here, the public shape in `top`'s `z` view).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Share {
+    pub threads: u64,
+    /// Own CPU (0 without a rate), reaped children's apart.
+    pub cpu_percent: f64,
+    pub reaped_cpu_percent: f64,
+    /// User and system CPU, reaped children's included.
+    pub cpu_user_percent: f64,
+    pub cpu_system_percent: f64,
+    pub cpu_seconds_total: f64,
+    pub rss_bytes: u64,
+    /// (PSS, USS) where PSS is known.
+    pub pss_uss_bytes: Option<(u64, u64)>,
+    pub swap_bytes: u64,
+    pub open_fds: Option<u32>,
+    /// Faults per second, reaped children's included.
+    pub major_faults_per_sec: f64,
+    pub minor_faults_per_sec: f64,
+    pub read_bytes_per_sec: Option<f64>,
+    pub write_bytes_per_sec: Option<f64>,
+    pub start_unix_secs: Option<f64>,
+}
+
+impl Share {
+    /// An agent row's share; `ticks` per second and the boot time turn ticks into seconds.
+    pub fn of_row(r: &ProcessRow, ticks: f64, boot_unix_secs: Option<u64>) -> Share {
+        let pss = r.pss.and_then(|p| p.pss_bytes.map(|pss| (pss, p.uss_bytes.unwrap_or(0))));
+        Share {
+            threads: r.threads,
+            cpu_percent: r.cpu_percent.unwrap_or(0.0),
+            reaped_cpu_percent: r.reaped_cpu_percent.unwrap_or(0.0),
+            cpu_user_percent: r.cpu_user_percent.unwrap_or(0.0) + r.reaped_user_percent.unwrap_or(0.0),
+            cpu_system_percent: r.cpu_system_percent.unwrap_or(0.0) + r.reaped_system_percent.unwrap_or(0.0),
+            cpu_seconds_total: r.cpu_ticks_total as f64 / ticks,
+            rss_bytes: r.rss_bytes.unwrap_or(0),
+            pss_uss_bytes: pss,
+            swap_bytes: r.swap_bytes.unwrap_or(0),
+            open_fds: r.open_fds,
+            major_faults_per_sec: r.major_faults_per_sec.unwrap_or(0.0) + r.reaped_major_faults_per_sec.unwrap_or(0.0),
+            minor_faults_per_sec: r.minor_faults_per_sec.unwrap_or(0.0) + r.reaped_minor_faults_per_sec.unwrap_or(0.0),
+            read_bytes_per_sec: r.read_bytes_per_sec,
+            write_bytes_per_sec: r.write_bytes_per_sec,
+            start_unix_secs: boot_unix_secs.map(|b| b as f64 + r.start_ticks as f64 / ticks),
+        }
+    }
+}
+
+impl GroupRow {
+    /// A group with no members yet.
+    pub fn empty(name: &str) -> GroupRow {
+        GroupRow {
+            name: name.to_string(),
             processes: 0,
             threads: 0,
             cpu_percent: 0.0,
@@ -293,52 +334,79 @@ pub fn fold(
             oldest_start_unix_secs: None,
             started: 0,
             exited: 0,
-        });
-        g.processes += 1;
-        g.threads += r.threads;
-        let reaped = r.reaped_cpu_percent.unwrap_or(0.0);
-        g.cpu_percent += r.cpu_percent.unwrap_or(0.0) + reaped;
-        g.reaped_cpu_percent += reaped;
-        g.cpu_user_percent += r.cpu_user_percent.unwrap_or(0.0) + r.reaped_user_percent.unwrap_or(0.0);
-        g.cpu_system_percent += r.cpu_system_percent.unwrap_or(0.0) + r.reaped_system_percent.unwrap_or(0.0);
-        g.cpu_seconds_total += r.cpu_ticks_total as f64 / ticks;
-        g.rss_bytes += r.rss_bytes.unwrap_or(0);
-        if let Some(pss) = r.pss.and_then(|p| p.pss_bytes) {
-            g.pss_bytes += pss;
-            g.uss_bytes += r.pss.and_then(|p| p.uss_bytes).unwrap_or(0);
-            g.pss_known += 1;
         }
-        g.swap_bytes += r.swap_bytes.unwrap_or(0);
-        if let Some(fds) = r.open_fds {
-            g.open_fds += u64::from(fds);
-            g.fds_known += 1;
+    }
+
+    /// Adds one member.
+    pub fn add(&mut self, m: &Share) {
+        self.processes += 1;
+        self.threads += m.threads;
+        self.cpu_percent += m.cpu_percent + m.reaped_cpu_percent;
+        self.reaped_cpu_percent += m.reaped_cpu_percent;
+        self.cpu_user_percent += m.cpu_user_percent;
+        self.cpu_system_percent += m.cpu_system_percent;
+        self.cpu_seconds_total += m.cpu_seconds_total;
+        self.rss_bytes += m.rss_bytes;
+        if let Some((pss, uss)) = m.pss_uss_bytes {
+            self.pss_bytes += pss;
+            self.uss_bytes += uss;
+            self.pss_known += 1;
         }
-        g.major_faults_per_sec += r.major_faults_per_sec.unwrap_or(0.0) + r.reaped_major_faults_per_sec.unwrap_or(0.0);
-        g.minor_faults_per_sec += r.minor_faults_per_sec.unwrap_or(0.0) + r.reaped_minor_faults_per_sec.unwrap_or(0.0);
-        if let Some(v) = r.read_bytes_per_sec {
-            *g.read_bytes_per_sec.get_or_insert(0.0) += v;
+        self.swap_bytes += m.swap_bytes;
+        if let Some(fds) = m.open_fds {
+            self.open_fds += u64::from(fds);
+            self.fds_known += 1;
         }
-        if let Some(v) = r.write_bytes_per_sec {
-            *g.write_bytes_per_sec.get_or_insert(0.0) += v;
+        self.major_faults_per_sec += m.major_faults_per_sec;
+        self.minor_faults_per_sec += m.minor_faults_per_sec;
+        if let Some(v) = m.read_bytes_per_sec {
+            *self.read_bytes_per_sec.get_or_insert(0.0) += v;
         }
-        let start = boot_unix_secs.map(|b| b as f64 + r.start_ticks as f64 / ticks);
-        g.oldest_start_unix_secs = match (g.oldest_start_unix_secs, start) {
+        if let Some(v) = m.write_bytes_per_sec {
+            *self.write_bytes_per_sec.get_or_insert(0.0) += v;
+        }
+        self.oldest_start_unix_secs = match (self.oldest_start_unix_secs, m.start_unix_secs) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
     }
-    if let Some(churn) = churn {
-        for (name, (started, exited)) in churn {
-            if let Some(g) = groups.get_mut(name.as_str()) {
-                g.started = *started;
-                g.exited = *exited;
-            }
-        }
+}
+
+/// Members summed into one row per group name, biggest CPU first (ties by RSS, then name): the
+/// one group sum.
+pub fn sum<'a>(members: impl IntoIterator<Item = (&'a str, Share)>) -> Vec<GroupRow> {
+    let mut groups: BTreeMap<&str, GroupRow> = BTreeMap::new();
+    for (name, share) in members {
+        groups.entry(name).or_insert_with(|| GroupRow::empty(name)).add(&share);
     }
     let mut out: Vec<GroupRow> = groups.into_values().collect();
     out.sort_by(|a, b| {
         b.cpu_percent.total_cmp(&a.cpu_percent).then(b.rss_bytes.cmp(&a.rss_bytes)).then(a.name.cmp(&b.name))
     });
+    out
+}
+
+/// The agent's rows folded by `names` (pid → group; a process without one is in no group),
+/// with each group's churn since the previous sample.
+pub fn fold(
+    rows: &[ProcessRow],
+    names: &BTreeMap<u32, String>,
+    ticks: u64,
+    boot_unix_secs: Option<u64>,
+    churn: Option<&Churn>,
+) -> Vec<GroupRow> {
+    let ticks = ticks.max(1) as f64;
+    let members =
+        rows.iter().filter_map(|r| Some((names.get(&r.pid)?.as_str(), Share::of_row(r, ticks, boot_unix_secs))));
+    let mut out = sum(members);
+    if let Some(churn) = churn {
+        for g in &mut out {
+            if let Some((started, exited)) = churn.get(&g.name) {
+                g.started = *started;
+                g.exited = *exited;
+            }
+        }
+    }
     out
 }
 

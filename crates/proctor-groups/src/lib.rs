@@ -11,5 +11,5 @@ pub mod group;
 pub mod rules;
 pub mod yaml;
 
-pub use group::{cgroup_name, churn, fold, Assigner, By, Churn, GroupRow, GroupsView};
+pub use group::{cgroup_name, churn, fold, sum, Assigner, By, Churn, GroupRow, GroupsView, Share};
 pub use rules::{Diagnostic, Proc, Rules};

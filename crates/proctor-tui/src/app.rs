@@ -428,8 +428,8 @@ impl App {
                     KeyCode::Down => self.overlay = Overlay::Cgroups((i + 1).min(rows.len().saturating_sub(1))),
                     KeyCode::Enter => {
                         if let Some(row) = rows.get(i) {
-                            self.view.cgroup = Some(row.path.clone());
-                            self.say(format!("processes of cgroup {} (z then Esc to leave)", row.path));
+                            self.view.cgroup = Some(row.name.clone());
+                            self.say(format!("processes of cgroup {} (z then Esc to leave)", row.name));
                         }
                         self.overlay = Overlay::None;
                     }

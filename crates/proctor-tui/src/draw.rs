@@ -465,7 +465,7 @@ fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at
         } else {
             "-".into()
         };
-        let psi = match app.pressure.get(&r.path).filter(|_| live) {
+        let psi = match app.pressure.get(&r.name).filter(|_| live) {
             Some(p) => {
                 let one = |v: Option<f64>| v.map_or("-".to_string(), percent);
                 format!("{}/{}/{}", one(p.cpu), one(p.memory), one(p.io))
@@ -480,7 +480,7 @@ fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at
             bytes(r.rss_bytes),
             pss,
             psi,
-            printable(&r.path)
+            printable(&r.name)
         );
         let style = if i == at { st.selected() } else { Style::default() };
         lines.push(Line::from(Span::styled(text, style)));

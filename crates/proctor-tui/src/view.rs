@@ -5,6 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use proctor_groups::GroupRow;
 use proctor_vocab::fields::{self, Field, Reading, PROCESS};
 use proctor_vocab::process::ProcessOut;
 use proctor_vocab::select::{is_kernel_thread, matches_parts};
@@ -253,51 +254,17 @@ pub fn selected_line(lines: &[Line], selected: Option<u32>) -> Option<usize> {
     Some(selected.and_then(|pid| lines.iter().position(|l| l.pid == pid)).unwrap_or(0))
 }
 
-/// One cgroup's share of a frame, for the `z` view.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CgroupRow {
-    pub path: String,
-    pub processes: usize,
-    pub threads: u64,
-    pub cpu_percent: f64,
-    pub rss_bytes: u64,
-    /// Summed over the members whose PSS is known; `pss_known` says how many.
-    pub pss_bytes: u64,
-    pub pss_known: usize,
-}
-
-/// Processes grouped by cgroup, biggest CPU first (ties by RSS, then path). Kernel threads
-/// count where the view shows them.
-pub fn cgroups(frame: &Frame, view: &ViewState) -> Vec<CgroupRow> {
-    let mut by: BTreeMap<&str, CgroupRow> = BTreeMap::new();
-    for p in &frame.processes {
-        if !view.show_kernel && is_kernel_thread(p.pid, p.ppid, p.cmdline.as_deref()) {
-            continue;
-        }
-        let path = p.cgroup.as_deref().unwrap_or("(unknown)");
-        let row = by.entry(path).or_insert_with(|| CgroupRow {
-            path: path.to_string(),
-            processes: 0,
-            threads: 0,
-            cpu_percent: 0.0,
-            rss_bytes: 0,
-            pss_bytes: 0,
-            pss_known: 0,
-        });
-        row.processes += 1;
-        row.threads += p.threads;
-        row.cpu_percent += p.cpu_percent.unwrap_or(0.0);
-        row.rss_bytes += p.rss_bytes.unwrap_or(0);
-        if let Some(pss) = p.pss_bytes {
-            row.pss_bytes += pss;
-            row.pss_known += 1;
-        }
-    }
-    let mut rows: Vec<CgroupRow> = by.into_values().collect();
-    rows.sort_by(|a, b| {
-        b.cpu_percent.total_cmp(&a.cpu_percent).then(b.rss_bytes.cmp(&a.rss_bytes)).then(a.path.cmp(&b.path))
-    });
-    rows
+/// Processes grouped by cgroup for the `z` view: proctor-groups' one sum over the frame's
+/// processes (a group's name is the cgroup's path), biggest CPU first (ties by RSS, then path).
+/// Kernel threads count where the view shows them.
+pub fn cgroups(frame: &Frame, view: &ViewState) -> Vec<GroupRow> {
+    proctor_groups::sum(
+        frame
+            .processes
+            .iter()
+            .filter(|p| view.show_kernel || !is_kernel_thread(p.pid, p.ppid, p.cmdline.as_deref()))
+            .map(|p| (p.cgroup.as_deref().unwrap_or("(unknown)"), proctor_vocab::process::share(p))),
+    )
 }
 
 /// A column's text for one process: the vocabulary's formats; `uid` as the user's name when
@@ -450,7 +417,7 @@ mod tests {
     fn cgroups_sum_their_processes() {
         let f = family();
         let rows = cgroups(&f, &ViewState::default());
-        assert_eq!(rows[0].path, "/app0");
+        assert_eq!(rows[0].name, "/app0");
         assert_eq!(rows[0].processes, 3);
         assert!((rows[0].cpu_percent - 32.5).abs() < 1e-9);
         assert_eq!(rows[1].rss_bytes, (10 + 200) << 20);

@@ -955,6 +955,36 @@ mod tests {
         assert!(same, "{what}: read {reading:?}, the JSON says {leaf}");
     }
 
+    /// `top`'s `z` rows (the public shape's shares) and the agent's (its rows' shares) are one
+    /// sum: they agree on everything the public shape carries.
+    #[test]
+    fn cgroup_sums_from_either_shape_agree() {
+        let s = live();
+        let ctx = RowCtx::of(&s);
+        let path = |c: Option<&str>| c.unwrap_or("(unknown)").to_string();
+        let paths: Vec<String> = s.rows.iter().map(|r| path(r.cgroup.as_deref())).collect();
+        let from_rows = proctor_groups::sum(
+            s.rows
+                .iter()
+                .zip(&paths)
+                .map(|(r, p)| (p.as_str(), proctor_groups::Share::of_row(r, ctx.ticks_per_sec, ctx.boot_unix_secs))),
+        );
+        let outs: Vec<_> = s.rows.iter().map(|r| crate::process::process(&s, r)).collect();
+        let from_outs =
+            proctor_groups::sum(outs.iter().zip(&paths).map(|(p, c)| (c.as_str(), crate::process::share(p))));
+        assert!(!from_rows.is_empty());
+        let key = |g: &proctor_groups::GroupRow| {
+            (g.name.clone(), g.processes, g.threads, g.rss_bytes, g.swap_bytes, g.pss_known, g.pss_bytes)
+        };
+        let mut a: Vec<_> = from_rows.iter().map(key).collect();
+        let mut b: Vec<_> = from_outs.iter().map(key).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+        let secs = |rows: &[proctor_groups::GroupRow]| rows.iter().map(|g| g.cpu_seconds_total).sum::<f64>();
+        assert!((secs(&from_rows) - secs(&from_outs)).abs() < 1e-6);
+    }
+
     #[test]
     fn both_readers_of_every_process_field_read_what_the_api_prints() {
         let s = live();

@@ -54,6 +54,24 @@ pub struct ProcessOut {
     pub gpu_memory_bytes: Option<u64>,
 }
 
+/// What a process in the public shape adds to its group (`proctor_groups::sum`): what that
+/// shape has; reaped children, user/system split, minor faults and fds are not in it.
+pub fn share(p: &ProcessOut) -> proctor_groups::Share {
+    proctor_groups::Share {
+        threads: p.threads,
+        cpu_percent: p.cpu_percent.unwrap_or(0.0),
+        cpu_seconds_total: p.cpu_seconds_total,
+        rss_bytes: p.rss_bytes.unwrap_or(0),
+        pss_uss_bytes: p.pss_bytes.map(|pss| (pss, p.uss_bytes.unwrap_or(0))),
+        swap_bytes: p.swap_bytes.unwrap_or(0),
+        major_faults_per_sec: p.major_faults_per_sec.unwrap_or(0.0),
+        read_bytes_per_sec: p.read_bytes_per_sec,
+        write_bytes_per_sec: p.write_bytes_per_sec,
+        start_unix_secs: p.start_time_unix_secs,
+        ..proctor_groups::Share::default()
+    }
+}
+
 pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
     let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
     let boot = s.host.boot_time_unix_secs;
@@ -190,26 +208,9 @@ pub struct TreeRowOut {
     pub process: ProcessOut,
 }
 
-#[derive(Debug, Serialize)]
-pub struct TreeTotalOut {
-    pub processes: u64,
-    pub threads: u64,
-    pub cpu_percent: Option<f64>,
-    pub cpu_percent_of_effective: Option<f64>,
-    /// Summed over members: counts pages shared between them once per process.
-    pub rss_bytes: u64,
-    pub anon_bytes: u64,
-    pub file_bytes: u64,
-    pub shmem_bytes: u64,
-    pub swap_bytes: u64,
-    /// Members whose `status` (the anon/file/shmem split, swap) was not read.
-    pub status_missing: u64,
-    pub pss_bytes: Option<u64>,
-    pub uss_bytes: Option<u64>,
-    /// Members whose PSS is known; the sums above cover only them.
-    pub pss_known: u64,
-    pub pss_oldest_age_secs: Option<f64>,
-}
+/// A tree's sums: the model's own, printed as they are (one definition of the sums and of
+/// their JSON).
+pub use proctor_model::TreeTotal as TreeTotalOut;
 
 #[derive(Debug, Serialize)]
 pub struct TreeOut {
@@ -224,21 +225,6 @@ pub fn tree(s: &Snapshot, t: &Tree) -> TreeOut {
         time_unix_ms: s.unix_ms(),
         root_pid: t.root_pid,
         processes: t.rows.iter().map(|r| TreeRowOut { depth: r.depth, process: process(s, &r.row) }).collect(),
-        total: TreeTotalOut {
-            processes: t.total.processes,
-            threads: t.total.threads,
-            cpu_percent: t.total.cpu_percent,
-            cpu_percent_of_effective: t.total.cpu_percent_of_effective,
-            rss_bytes: t.total.rss_bytes,
-            anon_bytes: t.total.anon_bytes,
-            file_bytes: t.total.file_bytes,
-            shmem_bytes: t.total.shmem_bytes,
-            swap_bytes: t.total.swap_bytes,
-            status_missing: t.total.status_missing,
-            pss_bytes: t.total.pss_bytes,
-            uss_bytes: t.total.uss_bytes,
-            pss_known: t.total.pss_known,
-            pss_oldest_age_secs: t.total.pss_oldest_age_secs,
-        },
+        total: t.total.clone(),
     }
 }
