@@ -103,6 +103,10 @@ impl ModeConfig {
 /// "a large share" by any reading, and well above what a noise bump in a lump's tail holds.
 pub const DURATIONS_MIN_TOTAL_FRACTION: f64 = 0.2;
 
+/// A peak's interval ends where the KDE falls below this fraction of the peak: an empty stretch,
+/// several bandwidths wide, not a lump's thinning tail.
+pub const PEAK_EDGE_RATIO: f64 = 1e-3;
+
 /// A heavy cluster is split off only where the KDE between it and its neighbour falls below
 /// this fraction of the cluster's own peak: nearly empty, a gap a person sees, not a dent.
 pub const HEAVY_VALLEY_RATIO: f64 = 0.1;
@@ -133,11 +137,14 @@ pub struct Mode {
     /// The standard error of `value` on the natural-log scale, so a relative one (0.01: ±1 %),
     /// measured from the KDE's curvature at the peak (see `peak_log_standard_error`).
     pub log_standard_error: f64,
-    /// The basin this mode owns, in input units: from the valley on its left to the one on
-    /// its right (the data's extremes for the outer modes).
+    /// The peak's interval, in input units: inside the basin the mode owns (from the valley on
+    /// its left to the one on its right, the data's extremes for the outer modes), the stretch
+    /// around the peak where the KDE stays above [`PEAK_EDGE_RATIO`] of the peak. Values past
+    /// an empty stretch (three reads of 300 ms beside hundreds of 15 µs) are in no mode.
     pub low: f64,
     pub high: f64,
-    /// Values in the basin (rounded for histogram input).
+    /// Values in the peak's interval (rounded for histogram input): `count`, `fraction`,
+    /// `total` and `total_fraction` are those of the calls in the peak, never of its outliers.
     pub count: u64,
     /// `count` over all values.
     pub fraction: f64,
@@ -299,7 +306,14 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
         return report;
     }
     report.dip = dip::dip(&cdf_vertices(bins, total));
-    let mut splitter = Splitter { config, grand_total: total, grand_sum: sum, modes: Vec::new(), bandwidth: 0.0 };
+    let mut splitter = Splitter {
+        config,
+        grand_total: total,
+        grand_sum: sum,
+        modes: Vec::new(),
+        identical: Vec::new(),
+        bandwidth: 0.0,
+    };
     splitter.split(bins, MAX_SPLIT_DEPTH);
     report.bandwidth_log = splitter.bandwidth;
     let found = splitter.modes;
@@ -307,10 +321,14 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
     // One outlier is not a peak, nor a spike of one.
     let spikes: Vec<Mode> = found.iter().copied().filter(|mode| mode.count >= config.min_mode_count).collect();
     let heavy = |mode: &Mode| config.min_total_fraction.is_some_and(|share| mode.total_fraction >= share);
+    // Clusters of identical values are peaks of their own, never a lump's fine structure.
+    let identical = splitter.identical.iter().map(|&mode| (mode, vec![mode]));
     let mut kept: Vec<(Mode, Vec<Mode>)> = coarsen(bins, &spikes, config)
         .into_iter()
+        .chain(identical)
         .filter(|(mode, _)| mode.fraction >= config.min_fraction || heavy(mode))
         .collect();
+    kept.sort_by(|a, b| a.0.value.total_cmp(&b.0.value));
     if kept.is_empty() {
         // Every mode was below the mass floor (a flat, ragged distribution): keep the largest.
         if let Some(biggest) = found.iter().copied().max_by_key(|mode| mode.count) {
@@ -339,6 +357,8 @@ struct Splitter<'a> {
     grand_total: f64,
     grand_sum: f64,
     modes: Vec<Mode>,
+    /// Clusters of identical values found inside a lump (see [`identical_bins`]).
+    identical: Vec<Mode>,
     /// KDE bandwidth of the first split (0 until something is split).
     bandwidth: f64,
 }
@@ -390,8 +410,33 @@ impl Splitter<'_> {
             // for a single lump; halving it only adds noise to the peak's position.
             let grid = Grid::new(bins, silverman.max(floor));
             let peak = grid.argmax_all();
+            let members = grid.peak_bins(peak, bins);
+            let identical = identical_bins(members, silverman.max(floor), self.config);
+            if !identical.is_empty() {
+                // The clusters are peaks; the lump around them is valued without them.
+                for &index in &identical {
+                    let bin = &members[index..=index];
+                    let mode = self.whole(bin, members[index].center(), median_log_standard_error(bin, bin[0].weight));
+                    self.identical.push(mode);
+                }
+                let rest: Vec<Bin> = members
+                    .iter()
+                    .enumerate()
+                    .filter(|(index, _)| !identical.contains(index))
+                    .map(|(_, bin)| *bin)
+                    .collect();
+                let weight: f64 = rest.iter().map(|bin| bin.weight).sum();
+                if weight > 0.0 {
+                    let grid = Grid::new(&rest, self::silverman(&rest, weight).max(typical_width(&rest)));
+                    let peak = grid.argmax_all();
+                    let error = grid.peak_log_standard_error(peak, &rest, weight);
+                    let mode = self.whole(grid.peak_bins(peak, &rest), grid.refined_peak(peak), error);
+                    self.modes.push(mode);
+                }
+                return;
+            }
             let error = grid.peak_log_standard_error(peak, bins, total);
-            let mode = self.whole(bins, grid.refined_peak(peak), error);
+            let mode = self.whole(members, grid.refined_peak(peak), error);
             self.modes.push(mode);
             return;
         }
@@ -403,7 +448,7 @@ impl Splitter<'_> {
         if peaks.len() < 2 {
             let peak = peaks.first().copied().unwrap_or_else(|| grid.argmax_all());
             let error = grid.peak_log_standard_error(peak, bins, total);
-            let mode = self.whole(bins, grid.refined_peak(peak), error);
+            let mode = self.whole(grid.peak_bins(peak, bins), grid.refined_peak(peak), error);
             self.modes.push(mode);
             return;
         }
@@ -594,6 +639,41 @@ fn median_center(bins: &[Bin], total: f64) -> f64 {
     bins.last().map_or(0.0, Bin::center)
 }
 
+/// Indices of the bins in `bins` (one lump, KDE `bandwidth`) that hold a cluster of identical
+/// values: twenty sleeps of exactly 10 ms among sleeps of every length. A bin is one when it is
+/// much narrower than the lump's bandwidth (a quarter), holds at least
+/// [`ModeConfig::min_mode_count`] values, and holds at least [`IDENTICAL_EXCESS`] times the
+/// count its neighbours within a bandwidth (on the denser side) predict, by at least [`IDENTICAL_SIGMAS`] Poisson
+/// standard deviations (of at least one value). A lump's own peak is smooth: its bins hold what
+/// their neighbours predict, so it has none.
+fn identical_bins(bins: &[Bin], bandwidth: f64, config: &ModeConfig) -> Vec<usize> {
+    let mut found = Vec::new();
+    for (index, bin) in bins.iter().enumerate() {
+        let width = bin.high - bin.low;
+        if bin.weight < config.min_mode_count as f64 || width > bandwidth / 4.0 {
+            continue;
+        }
+        let center = bin.center();
+        let first = bins.partition_point(|other| other.center() < center - bandwidth);
+        let last = bins.partition_point(|other| other.center() <= center + bandwidth);
+        // The denser side predicts: at a lump's sharp edge (a service time's floor) the empty
+        // side would make the first bin look like a spike.
+        let side = |range: &[Bin]| range.iter().map(|other| other.weight).sum::<f64>() / bandwidth * width;
+        let expected = side(&bins[first..index]).max(side(&bins[index + 1..last]));
+        if bin.weight >= IDENTICAL_EXCESS * expected
+            && bin.weight - expected >= IDENTICAL_SIGMAS * expected.max(1.0).sqrt()
+        {
+            found.push(index);
+        }
+    }
+    found
+}
+
+/// A cluster of identical values holds at least this many times what its neighbours predict...
+pub const IDENTICAL_EXCESS: f64 = 5.0;
+/// ... and exceeds it by this many Poisson standard deviations: noise in a lump never does.
+pub const IDENTICAL_SIGMAS: f64 = 6.0;
+
 /// The standard error of a piece's median on the log scale, for pieces too small or too narrow
 /// for a KDE: 1.25 σ / √n (the median of a normal sample), where σ counts each bin's width as
 /// a uniform spread of its values (a bin's edges are all that is known of them).
@@ -726,6 +806,30 @@ impl Grid {
         let variance = std::f64::consts::SQRT_2 / 4.0 * middle / (h * h * curvature * curvature);
         let width = typical_width(bins);
         (variance + width * width / 12.0).sqrt()
+    }
+
+    /// The bins of `bins` (those the grid was made from) in the peak at `index`: between the
+    /// nearest grid points on either side where the density falls below [`PEAK_EDGE_RATIO`] of
+    /// the peak's. Never empty: the bin nearest the peak is always in.
+    fn peak_bins<'b>(&self, index: usize, bins: &'b [Bin]) -> &'b [Bin] {
+        let floor = PEAK_EDGE_RATIO * self.density[index];
+        let mut left = index;
+        while left > 0 && self.density[left] >= floor {
+            left -= 1;
+        }
+        let mut right = index;
+        while right + 1 < self.density.len() && self.density[right] >= floor {
+            right += 1;
+        }
+        let (low, high) = (self.x(left), self.x(right));
+        let start = bins.partition_point(|bin| bin.center() < low);
+        let end = bins.partition_point(|bin| bin.center() <= high);
+        if start < end {
+            return &bins[start..end];
+        }
+        let peak = self.x(index);
+        let nearest = bins.partition_point(|bin| bin.center() < peak).min(bins.len() - 1);
+        &bins[nearest..=nearest]
     }
 
     /// The peak position refined by a parabola through the grid point and its neighbours.
