@@ -50,6 +50,11 @@ fn check_modes(report: &ModeReport, expected: &[f64]) {
     }
 }
 
+/// `(lower, upper, multiple)` of each near-integer ratio claimed.
+fn near_pairs(report: &ModeReport) -> Vec<(usize, usize, u32)> {
+    report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect()
+}
+
 #[test]
 fn finds_the_three_timeouts() {
     // Seconds: the futex waits of the motivating hunt, over a floor of fast wake-ups.
@@ -66,8 +71,7 @@ fn flags_near_integer_ratios() {
     let values = mixture(2, &[(250.0, 0.02, 500), (500.0, 0.02, 500), (1700.0, 0.02, 500)]);
     let report = find_modes_in_values(&values, &ModeConfig::default());
     check_modes(&report, &[250.0, 500.0, 1700.0]);
-    let pairs: Vec<(usize, usize, u32)> =
-        report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect();
+    let pairs = near_pairs(&report);
     // 1700 / 250 = 6.8 and 1700 / 500 = 3.4 are not near integers.
     assert_eq!(pairs, vec![(0, 1, 2)], "{report:?}");
 }
@@ -160,8 +164,7 @@ fn one_outlier_is_not_a_peak() {
 fn multiples_name_the_nearest_lower_mode() {
     let values = mixture(6, &[(250.0, 0.02, 400), (500.0, 0.02, 300), (1000.0, 0.02, 200)]);
     let report = find_modes_in_values(&values, &ModeConfig::default());
-    let pairs: Vec<(usize, usize, u32)> =
-        report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect();
+    let pairs = near_pairs(&report);
     assert_eq!(pairs, vec![(0, 1, 2), (1, 2, 2)]);
 }
 
@@ -258,8 +261,7 @@ fn a_ratio_measured_off_the_integer_is_not_a_multiple() {
     let values = mixture(13, &[(22.0, 0.03, 400), (90.0, 0.03, 400), (180.0, 0.03, 400)]);
     let report = find_modes_in_values(&values, &ModeConfig::durations());
     check_modes(&report, &[22.0, 90.0, 180.0]);
-    let pairs: Vec<(usize, usize, u32)> =
-        report.near_multiples.iter().map(|pair| (pair.lower, pair.upper, pair.multiple)).collect();
+    let pairs = near_pairs(&report);
     assert_eq!(pairs, vec![(1, 2, 2)], "{report:?}");
     let claim = report.near_multiples[0];
     assert!((claim.ratio - 2.0).abs() <= 2.0 * claim.ratio_standard_error, "{claim:?}");
