@@ -14,8 +14,10 @@
 //!    default) of Silverman's bandwidth finds candidate peaks; adjacent peaks whose valley is
 //!    shallow are **merged**, and modes holding less than [`ModeConfig::min_fraction`] of the
 //!    mass are **dropped**.
-//! 4. Pairs of modes whose ratio is close to an integer are **flagged** (500 ms ≈ 2 × 250 ms),
-//!    the hint that one timeout is being retried.
+//! 4. Pairs of modes whose ratio is an integer within its measured uncertainty are **flagged**
+//!    (500 ms ≈ 2 × 250 ms), the hint that one timeout is being retried. Each mode carries the
+//!    standard error of its position (from the KDE's curvature at the peak), and a ratio is
+//!    claimed only when it is known precisely enough to tell the integer from its neighbours.
 //!
 //! Two refinements keep the answer at the scale a person reads a histogram at:
 //!
@@ -66,10 +68,16 @@ pub struct ModeConfig {
     /// in whole microseconds). Values that close together are one value: without this, 2 µs,
     /// 3 µs and 4 µs would look like separate spikes to the dip test. `None`: exact values.
     pub resolution: Option<f64>,
-    /// Two modes are "a near-integer multiple" when `upper / lower` is within this absolute
-    /// distance of an integer from 2 to [`MAX_MULTIPLE`]. Absolute, because a relative
-    /// tolerance would call every large ratio "near" some integer (6.8 is within 3 % of 7).
+    /// Two modes are "a near-integer multiple" only when the ratio is measured this precisely:
+    /// [`ModeConfig::ratio_standard_errors`] of its standard error are at most this absolute
+    /// distance. Absolute, because a relative tolerance would call every large ratio "near" some
+    /// integer (6.8 is within 3 % of 7); an imprecise ratio is near some integer by chance.
     pub ratio_tolerance: f64,
+    /// ... and only when `upper / lower` is within this many of its standard errors of an
+    /// integer from 2 to [`MAX_MULTIPLE`] (each mode's [`Mode::log_standard_error`] gives the
+    /// ratio's). Two standard errors: a ratio that is truly an integer is claimed 95 % of the
+    /// time, one measured precisely and off the integer is not (90 / 22 = 4.09 is not 4 ×).
+    pub ratio_standard_errors: f64,
     /// Values are durations and their sum is time: a cluster holding at least this fraction of
     /// the sum of all values is a mode however few values it has (at least
     /// [`ModeConfig::min_mode_count`]), provided it is separated from its neighbours by a valley
@@ -95,6 +103,10 @@ impl ModeConfig {
 /// "a large share" by any reading, and well above what a noise bump in a lump's tail holds.
 pub const DURATIONS_MIN_TOTAL_FRACTION: f64 = 0.2;
 
+/// A peak's interval ends where the KDE falls below this fraction of the peak: an empty stretch,
+/// several bandwidths wide, not a lump's thinning tail.
+pub const PEAK_EDGE_RATIO: f64 = 1e-3;
+
 /// A heavy cluster is split off only where the KDE between it and its neighbour falls below
 /// this fraction of the cluster's own peak: nearly empty, a gap a person sees, not a dent.
 pub const HEAVY_VALLEY_RATIO: f64 = 0.1;
@@ -110,6 +122,7 @@ impl Default for ModeConfig {
             min_mode_count: 3,
             resolution: None,
             ratio_tolerance: 0.1,
+            ratio_standard_errors: 2.0,
             min_total_fraction: None,
             fine_ratio: 1.2,
         }
@@ -121,11 +134,17 @@ impl Default for ModeConfig {
 pub struct Mode {
     /// The peak, in input units.
     pub value: f64,
-    /// The basin this mode owns, in input units: from the valley on its left to the one on
-    /// its right (the data's extremes for the outer modes).
+    /// The standard error of `value` on the natural-log scale, so a relative one (0.01: ±1 %),
+    /// measured from the KDE's curvature at the peak (see `peak_log_standard_error`).
+    pub log_standard_error: f64,
+    /// The peak's interval, in input units: inside the basin the mode owns (from the valley on
+    /// its left to the one on its right, the data's extremes for the outer modes), the stretch
+    /// around the peak where the KDE stays above [`PEAK_EDGE_RATIO`] of the peak. Values past
+    /// an empty stretch (three reads of 300 ms beside hundreds of 15 µs) are in no mode.
     pub low: f64,
     pub high: f64,
-    /// Values in the basin (rounded for histogram input).
+    /// Values in the peak's interval (rounded for histogram input): `count`, `fraction`,
+    /// `total` and `total_fraction` are those of the calls in the peak, never of its outliers.
     pub count: u64,
     /// `count` over all values.
     pub fraction: f64,
@@ -156,6 +175,8 @@ pub struct NearMultiple {
     pub multiple: u32,
     /// The exact ratio `upper / lower`.
     pub ratio: f64,
+    /// The ratio's standard error, from both modes' [`Mode::log_standard_error`].
+    pub ratio_standard_error: f64,
 }
 
 /// What [`find_modes_in_values`] and [`find_modes_in_histogram`] found.
@@ -285,7 +306,14 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
         return report;
     }
     report.dip = dip::dip(&cdf_vertices(bins, total));
-    let mut splitter = Splitter { config, grand_total: total, grand_sum: sum, modes: Vec::new(), bandwidth: 0.0 };
+    let mut splitter = Splitter {
+        config,
+        grand_total: total,
+        grand_sum: sum,
+        modes: Vec::new(),
+        identical: Vec::new(),
+        bandwidth: 0.0,
+    };
     splitter.split(bins, MAX_SPLIT_DEPTH);
     report.bandwidth_log = splitter.bandwidth;
     let found = splitter.modes;
@@ -293,10 +321,14 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
     // One outlier is not a peak, nor a spike of one.
     let spikes: Vec<Mode> = found.iter().copied().filter(|mode| mode.count >= config.min_mode_count).collect();
     let heavy = |mode: &Mode| config.min_total_fraction.is_some_and(|share| mode.total_fraction >= share);
+    // Clusters of identical values are peaks of their own, never a lump's fine structure.
+    let identical = splitter.identical.iter().map(|&mode| (mode, vec![mode]));
     let mut kept: Vec<(Mode, Vec<Mode>)> = coarsen(bins, &spikes, config)
         .into_iter()
+        .chain(identical)
         .filter(|(mode, _)| mode.fraction >= config.min_fraction || heavy(mode))
         .collect();
+    kept.sort_by(|a, b| a.0.value.total_cmp(&b.0.value));
     if kept.is_empty() {
         // Every mode was below the mass floor (a flat, ragged distribution): keep the largest.
         if let Some(biggest) = found.iter().copied().max_by_key(|mode| mode.count) {
@@ -310,7 +342,7 @@ fn find_modes_in_bins(bins: &[Bin], config: &ModeConfig) -> ModeReport {
             report.fine_structure.push(FineStructure { mode: index, spikes, step });
         }
     }
-    report.near_multiples = near_multiples(&report.modes, config.ratio_tolerance);
+    report.near_multiples = near_multiples(&report.modes, config);
     report
 }
 
@@ -325,17 +357,20 @@ struct Splitter<'a> {
     grand_total: f64,
     grand_sum: f64,
     modes: Vec<Mode>,
+    /// Clusters of identical values found inside a lump (see [`identical_bins`]).
+    identical: Vec<Mode>,
     /// KDE bandwidth of the first split (0 until something is split).
     bandwidth: f64,
 }
 
 impl Splitter<'_> {
-    /// The mode of a piece taken whole, valued at `value` (log scale).
-    fn whole(&self, bins: &[Bin], value: f64) -> Mode {
+    /// The mode of a piece taken whole, valued at `value` (log scale) with that standard error.
+    fn whole(&self, bins: &[Bin], value: f64, log_standard_error: f64) -> Mode {
         let total: f64 = bins.iter().map(|bin| bin.weight).sum();
         let sum: f64 = bins.iter().map(|bin| bin.sum).sum();
         Mode {
             value: value.exp(),
+            log_standard_error,
             low: bins.first().map_or(0.0, |bin| bin.low.exp()),
             high: bins.last().map_or(0.0, |bin| bin.high.exp()),
             count: total.round() as u64,
@@ -355,7 +390,7 @@ impl Splitter<'_> {
             return;
         }
         if bins.len() == 1 || (total.round() as u64) < self.config.min_count {
-            let mode = self.whole(bins, median_center(bins, total));
+            let mode = self.whole(bins, median_center(bins, total), median_log_standard_error(bins, total));
             self.modes.push(mode);
             return;
         }
@@ -374,7 +409,34 @@ impl Splitter<'_> {
             // One mode at the highest density. The full Silverman bandwidth is the right one
             // for a single lump; halving it only adds noise to the peak's position.
             let grid = Grid::new(bins, silverman.max(floor));
-            let mode = self.whole(bins, grid.refined_peak(grid.argmax_all()));
+            let peak = grid.argmax_all();
+            let members = grid.peak_bins(peak, bins);
+            let identical = identical_bins(members, silverman.max(floor), self.config);
+            if !identical.is_empty() {
+                // The clusters are peaks; the lump around them is valued without them.
+                for &index in &identical {
+                    let bin = &members[index..=index];
+                    let mode = self.whole(bin, members[index].center(), median_log_standard_error(bin, bin[0].weight));
+                    self.identical.push(mode);
+                }
+                let rest: Vec<Bin> = members
+                    .iter()
+                    .enumerate()
+                    .filter(|(index, _)| !identical.contains(index))
+                    .map(|(_, bin)| *bin)
+                    .collect();
+                let weight: f64 = rest.iter().map(|bin| bin.weight).sum();
+                if weight > 0.0 {
+                    let grid = Grid::new(&rest, self::silverman(&rest, weight).max(typical_width(&rest)));
+                    let peak = grid.argmax_all();
+                    let error = grid.peak_log_standard_error(peak, &rest, weight);
+                    let mode = self.whole(grid.peak_bins(peak, &rest), grid.refined_peak(peak), error);
+                    self.modes.push(mode);
+                }
+                return;
+            }
+            let error = grid.peak_log_standard_error(peak, bins, total);
+            let mode = self.whole(members, grid.refined_peak(peak), error);
             self.modes.push(mode);
             return;
         }
@@ -385,7 +447,8 @@ impl Splitter<'_> {
         let peaks = merge_shallow(&grid.density, grid.local_maxima(), self.config.valley_ratio);
         if peaks.len() < 2 {
             let peak = peaks.first().copied().unwrap_or_else(|| grid.argmax_all());
-            let mode = self.whole(bins, grid.refined_peak(peak));
+            let error = grid.peak_log_standard_error(peak, bins, total);
+            let mode = self.whole(grid.peak_bins(peak, bins), grid.refined_peak(peak), error);
             self.modes.push(mode);
             return;
         }
@@ -489,16 +552,18 @@ fn coarsen(bins: &[Bin], modes: &[Mode], config: &ModeConfig) -> Vec<(Mode, Vec<
                 .filter(|bin| bin.center() >= low - 1e-12 && bin.center() <= high + 1e-12)
                 .collect();
             let widest_gap = spikes.windows(2).map(|pair| (pair[1].value / pair[0].value).ln()).fold(0.0f64, f64::max);
-            let value = if members.is_empty() {
-                first.value
+            let (value, log_standard_error) = if members.is_empty() {
+                (first.value, first.log_standard_error)
             } else {
                 let weight: f64 = members.iter().map(|bin| bin.weight).sum();
                 let bandwidth = silverman(&members, weight).max(widest_gap).max(typical_width(&members));
                 let grid = Grid::new(&members, bandwidth);
-                grid.refined_peak(grid.argmax_all()).exp()
+                let peak = grid.argmax_all();
+                (grid.refined_peak(peak).exp(), grid.peak_log_standard_error(peak, &members, weight))
             };
             let coarse = Mode {
                 value,
+                log_standard_error,
                 low: first.low,
                 high: last.high,
                 count: spikes.iter().map(|mode| mode.count).sum(),
@@ -574,6 +639,54 @@ fn median_center(bins: &[Bin], total: f64) -> f64 {
     bins.last().map_or(0.0, Bin::center)
 }
 
+/// Indices of the bins in `bins` (one lump, KDE `bandwidth`) that hold a cluster of identical
+/// values: twenty sleeps of exactly 10 ms among sleeps of every length. A bin is one when it is
+/// much narrower than the lump's bandwidth (a quarter), holds at least
+/// [`ModeConfig::min_mode_count`] values, and holds at least [`IDENTICAL_EXCESS`] times the
+/// count its neighbours within a bandwidth (on the denser side) predict, by at least [`IDENTICAL_SIGMAS`] Poisson
+/// standard deviations (of at least one value). A lump's own peak is smooth: its bins hold what
+/// their neighbours predict, so it has none.
+fn identical_bins(bins: &[Bin], bandwidth: f64, config: &ModeConfig) -> Vec<usize> {
+    let mut found = Vec::new();
+    for (index, bin) in bins.iter().enumerate() {
+        let width = bin.high - bin.low;
+        if bin.weight < config.min_mode_count as f64 || width > bandwidth / 4.0 {
+            continue;
+        }
+        let center = bin.center();
+        let first = bins.partition_point(|other| other.center() < center - bandwidth);
+        let last = bins.partition_point(|other| other.center() <= center + bandwidth);
+        // The denser side predicts: at a lump's sharp edge (a service time's floor) the empty
+        // side would make the first bin look like a spike.
+        let side = |range: &[Bin]| range.iter().map(|other| other.weight).sum::<f64>() / bandwidth * width;
+        let expected = side(&bins[first..index]).max(side(&bins[index + 1..last]));
+        if bin.weight >= IDENTICAL_EXCESS * expected
+            && bin.weight - expected >= IDENTICAL_SIGMAS * expected.max(1.0).sqrt()
+        {
+            found.push(index);
+        }
+    }
+    found
+}
+
+/// A cluster of identical values holds at least this many times what its neighbours predict...
+pub const IDENTICAL_EXCESS: f64 = 5.0;
+/// ... and exceeds it by this many Poisson standard deviations: noise in a lump never does.
+pub const IDENTICAL_SIGMAS: f64 = 6.0;
+
+/// The standard error of a piece's median on the log scale, for pieces too small or too narrow
+/// for a KDE: 1.25 σ / √n (the median of a normal sample), where σ counts each bin's width as
+/// a uniform spread of its values (a bin's edges are all that is known of them).
+fn median_log_standard_error(bins: &[Bin], total: f64) -> f64 {
+    let mean = bins.iter().map(|bin| bin.center() * bin.weight).sum::<f64>() / total;
+    let variance = bins
+        .iter()
+        .map(|bin| ((bin.center() - mean).powi(2) + (bin.high - bin.low).powi(2) / 12.0) * bin.weight)
+        .sum::<f64>()
+        / total;
+    1.25 * variance.sqrt() / total.sqrt()
+}
+
 /// Silverman's rule-of-thumb bandwidth on the log scale.
 fn silverman(bins: &[Bin], total: f64) -> f64 {
     let mean = bins.iter().map(|bin| bin.center() * bin.weight).sum::<f64>() / total;
@@ -598,6 +711,7 @@ fn typical_width(bins: &[Bin]) -> f64 {
 struct Grid {
     start: f64,
     step: f64,
+    bandwidth: f64,
     density: Vec<f64>,
 }
 
@@ -635,7 +749,7 @@ impl Grid {
                 }
             }
         }
-        Self { start, step, density }
+        Self { start, step, bandwidth, density }
     }
 
     fn x(&self, index: usize) -> f64 {
@@ -668,6 +782,54 @@ impl Grid {
             }
         }
         maxima
+    }
+
+    /// The standard error of the peak at `index` as an estimate of the mode's position, on the
+    /// log scale. A kernel estimate's mode has variance `f R(K') / (n h³ f''²)` (Parzen 1962;
+    /// R(K') = 1 / (4 √π) for the Gaussian kernel), with `f` and `f''` the density and its
+    /// curvature at the peak: a sharp, crowded peak is placed precisely, a flat or sparse one is
+    /// not. Here `n f` is the grid's density over `h √(2π)`, so n cancels. Values are placed at
+    /// their bin's center, so a bin's width over √12 (of `bins`' median) is added in quadrature:
+    /// no peak is placed more precisely than its input was binned. A peak without curvature
+    /// (at the grid's edge, or flat) falls back to the median's error of `bins`.
+    fn peak_log_standard_error(&self, index: usize, bins: &[Bin], total: f64) -> f64 {
+        let fallback = || median_log_standard_error(bins, total);
+        if index == 0 || index + 1 >= self.density.len() {
+            return fallback();
+        }
+        let (left, middle, right) = (self.density[index - 1], self.density[index], self.density[index + 1]);
+        let curvature = (left - 2.0 * middle + right) / (self.step * self.step);
+        if curvature >= 0.0 || middle <= 0.0 {
+            return fallback();
+        }
+        let h = self.bandwidth;
+        let variance = std::f64::consts::SQRT_2 / 4.0 * middle / (h * h * curvature * curvature);
+        let width = typical_width(bins);
+        (variance + width * width / 12.0).sqrt()
+    }
+
+    /// The bins of `bins` (those the grid was made from) in the peak at `index`: between the
+    /// nearest grid points on either side where the density falls below [`PEAK_EDGE_RATIO`] of
+    /// the peak's. Never empty: the bin nearest the peak is always in.
+    fn peak_bins<'b>(&self, index: usize, bins: &'b [Bin]) -> &'b [Bin] {
+        let floor = PEAK_EDGE_RATIO * self.density[index];
+        let mut left = index;
+        while left > 0 && self.density[left] >= floor {
+            left -= 1;
+        }
+        let mut right = index;
+        while right + 1 < self.density.len() && self.density[right] >= floor {
+            right += 1;
+        }
+        let (low, high) = (self.x(left), self.x(right));
+        let start = bins.partition_point(|bin| bin.center() < low);
+        let end = bins.partition_point(|bin| bin.center() <= high);
+        if start < end {
+            return &bins[start..end];
+        }
+        let peak = self.x(index);
+        let nearest = bins.partition_point(|bin| bin.center() < peak).min(bins.len() - 1);
+        &bins[nearest..=nearest]
     }
 
     /// The peak position refined by a parabola through the grid point and its neighbours.
@@ -724,15 +886,24 @@ fn merge_shallow(density: &[f64], mut peaks: Vec<usize>, valley_ratio: f64) -> V
 pub const MAX_MULTIPLE: u32 = 10;
 
 /// For each mode, the nearest lower mode it is a near-integer multiple of (1 s ≈ 2 × 500 ms
-/// rather than also 4 × 250 ms).
-fn near_multiples(modes: &[Mode], tolerance: f64) -> Vec<NearMultiple> {
+/// rather than also 4 × 250 ms): the ratio is within [`ModeConfig::ratio_standard_errors`] of
+/// its standard error of the integer, and that many standard errors are within
+/// [`ModeConfig::ratio_tolerance`] (a ratio known only to ±0.5 is near some integer by chance).
+fn near_multiples(modes: &[Mode], config: &ModeConfig) -> Vec<NearMultiple> {
     let mut found = Vec::new();
     for upper in 1..modes.len() {
         for lower in (0..upper).rev() {
             let ratio = modes[upper].value / modes[lower].value;
             let multiple = ratio.round();
-            if (2.0..=f64::from(MAX_MULTIPLE)).contains(&multiple) && (ratio - multiple).abs() <= tolerance {
-                found.push(NearMultiple { lower, upper, multiple: multiple as u32, ratio });
+            let (upper_error, lower_error) = (modes[upper].log_standard_error, modes[lower].log_standard_error);
+            // The log of the ratio is a difference of independent estimates.
+            let ratio_standard_error = ratio * upper_error.hypot(lower_error);
+            let margin = config.ratio_standard_errors * ratio_standard_error;
+            if (2.0..=f64::from(MAX_MULTIPLE)).contains(&multiple)
+                && margin <= config.ratio_tolerance
+                && (ratio - multiple).abs() <= margin
+            {
+                found.push(NearMultiple { lower, upper, multiple: multiple as u32, ratio, ratio_standard_error });
                 break;
             }
         }
@@ -740,5 +911,7 @@ fn near_multiples(modes: &[Mode], tolerance: f64) -> Vec<NearMultiple> {
     found
 }
 
+#[cfg(test)]
+mod corpus;
 #[cfg(test)]
 mod tests;

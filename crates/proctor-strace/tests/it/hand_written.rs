@@ -166,3 +166,54 @@ fn clock_going_back_less_than_half_a_day_is_not_midnight() {
     let starts: Vec<f64> = report.timeline.buckets.iter().map(|b| b.start_seconds).collect();
     assert_eq!(starts, vec![43_200.0, 43_201.0, 86_399.0, 86_400.0]);
 }
+
+/// Issue 32 item 6: "read: peak at 14.7 µs (392 calls, 100 % of calls, 100 % of time)" beside
+/// reads of 286, 385 and 622 ms, and twenty clock_nanosleep calls of exactly 10 ms with no
+/// peak line. A peak's shares are those of the calls in the peak, and a cluster of identical
+/// durations is a peak.
+#[test]
+fn peak_shares_count_only_the_peaks_calls_and_identical_durations_are_a_peak() {
+    let mut log = String::new();
+    // 389 fast reads of 8 to 28 µs, then three slow ones.
+    for index in 0..389u32 {
+        let micros = 8 + (index * 5) % 21;
+        log.push_str(&format!("read(3, \"x\", 1) = 1 <0.{micros:06}>\n"));
+    }
+    for slow in ["0.286114", "0.385020", "0.622391"] {
+        log.push_str(&format!("read(3, \"x\", 1) = 1 <{slow}>\n"));
+    }
+    // 200 sleeps spread evenly on the log scale from 100 µs to 100 ms (golden-ratio steps),
+    // and twenty of exactly 10 ms among them.
+    for index in 0..220u32 {
+        let seconds = if index % 11 == 5 {
+            0.01
+        } else {
+            let fraction = (f64::from(index) * 0.618_033_988_749_895).fract();
+            1e-4 * 1000f64.powf(fraction)
+        };
+        log.push_str(&format!("clock_nanosleep(CLOCK_MONOTONIC, 0, {{tv_sec=0}}, NULL) = 0 <{seconds:.6}>\n"));
+    }
+    let report = analyze(&log);
+
+    let read = syscall(&report, "read");
+    assert_eq!(read.count, 392);
+    let fast = &read.peaks[0];
+    assert!(fast.seconds < 30e-6, "{:?}", read.peaks);
+    assert_eq!(fast.count, 389, "{:?}", read.peaks);
+    let fast_total: f64 = (0..389u32).map(|index| f64::from(8 + (index * 5) % 21) * 1e-6).sum();
+    assert!((fast.total_seconds - fast_total).abs() < 1e-9, "{:?}", read.peaks);
+    assert!((fast.fraction - 389.0 / 392.0).abs() < 1e-9, "{:?}", read.peaks);
+    assert!((fast.time_fraction - fast_total / read.total_seconds).abs() < 1e-9, "{:?}", read.peaks);
+    let sentence = report::peak_sentence(read).unwrap_or_default();
+    assert!(sentence.contains("(389 calls, 99 % of calls, 1 % of time)"), "{sentence}");
+
+    let sleep = syscall(&report, "clock_nanosleep");
+    let ten = sleep.peaks.iter().find(|peak| (peak.seconds - 0.01).abs() < 1e-6);
+    let ten = ten.unwrap_or_else(|| panic!("no 10 ms peak: {:?}", sleep.peaks));
+    assert_eq!(ten.count, 20, "{:?}", sleep.peaks);
+    assert!((ten.total_seconds - 0.2).abs() < 1e-9, "{:?}", sleep.peaks);
+    assert!((ten.time_fraction - 0.2 / sleep.total_seconds).abs() < 1e-9, "{:?}", sleep.peaks);
+    let text = report.render_text(20);
+    assert!(text.contains("clock_nanosleep: peak"), "{text}");
+    assert!(text.contains("10.0 ms (20 calls, 9 % of calls"), "{text}");
+}
