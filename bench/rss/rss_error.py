@@ -2,7 +2,8 @@
 
 For every process on the machine this reads, back to back, `/proc/PID/stat` field 24, `statm`
 field 2, `status` VmRSS and `smaps_rollup` Rss (the page walk smem sums), and with `--proctor BIN`
-the resident size that `BIN snapshot` reported for the same pid in the last of ten samples. It prints one
+the resident size that `BIN snapshot` reported for the same pid in the last of ten samples, for
+the processes whose `statm` did not move while proctor ran. It prints one
 line per process that disagrees and a summary per source against `statm` (what htop shows):
 how many differ, the median and the largest difference in KiB and in percent.
 
@@ -79,6 +80,9 @@ def main():
     proctor = None
     if "--proctor" in sys.argv:
         proctor = sys.argv[sys.argv.index("--proctor") + 1]
+    # statm before proctor's ten seconds too: a process whose statm moved meanwhile (a busy
+    # one) is left out of proctor's line, which would otherwise compare two moments.
+    statm_before = {int(n): statm_rss_kib(n) for n in os.listdir("/proc") if n.isdigit()} if proctor else {}
     from_proctor = proctor_rss_kib(proctor) if proctor else {}
     rows = []
     for name in os.listdir("/proc"):
@@ -91,7 +95,8 @@ def main():
         smaps = field_kib(read(f"/proc/{pid}/smaps_rollup"), b"Rss")
         if stat is None or statm is None or status is None:
             continue  # gone, or a kernel thread (no mm: no VmRSS)
-        rows.append((pid, stat, statm, status, smaps, from_proctor.get(pid)))
+        steady = statm_before.get(pid) == statm
+        rows.append((pid, stat, statm, status, smaps, from_proctor.get(pid) if steady else None))
     if not quiet:
         print(f"{'pid':>7} {'stat':>9} {'statm':>9} {'status':>9} {'smaps':>9} {'proctor':>9}  (KiB)")
         for pid, stat, statm, status, smaps, prc in sorted(rows):
@@ -102,7 +107,9 @@ def main():
     summary("status VmRSS", [(r[2], r[3]) for r in rows])
     summary("smaps_rollup Rss", [(r[2], r[4]) for r in rows if r[4] is not None])
     if proctor:
+        moved = sum(1 for r in rows if r[5] is None)
         summary("proctor snapshot", [(r[2], r[5]) for r in rows if r[5] is not None])
+        print(f"{'':<22} ({moved} left out: statm moved while proctor ran, or not in its snapshot)")
 
 
 if __name__ == "__main__":
