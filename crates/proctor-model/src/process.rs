@@ -145,7 +145,7 @@ fn row(
         Some(100.0 * delta(now, then(b))? as f64 / ticks / secs)
     };
     let status = p.status.as_ref();
-    // From `status`, as of the last time the footprint moved (so as fresh as `stat`'s rss).
+    // From `status`, as of the last time the footprint moved (as fresh as `rss_bytes`).
     let anon_bytes = status.and_then(|s| s.rss_anon_bytes);
     let io_rate = |pick: fn(&proctor_procfs::process::Io) -> Option<u64>| {
         let (b, secs) = before.zip(secs)?;

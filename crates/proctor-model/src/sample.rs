@@ -158,7 +158,9 @@ pub struct ProcessSample {
     pub majflt: u64,
     pub nice: i64,
     pub vsize_bytes: u64,
-    /// From `stat`'s rss, read every cycle.
+    /// `status`'s VmRSS as of its last read (the sampler reads it again whenever `stat`'s
+    /// footprint moves), or `stat`'s rss where `status` has none: what htop shows, where
+    /// `stat` alone is a per-CPU estimate on Linux 6.2 and later.
     pub resident_bytes: Option<u64>,
     pub status: Option<StatusReading>,
     pub io: Option<Io>,

@@ -34,6 +34,9 @@ pub struct PidStat {
     /// Start time in clock ticks after boot: with the pid, it names a process uniquely.
     pub start_ticks: u64,
     pub vsize_bytes: u64,
+    /// The shared count of the per-CPU resident counters (`get_mm_rss`) since Linux 6.2: short
+    /// of `statm` and `status` (which add the per-CPU deltas up since 6.16) by up to
+    /// max(32, 2 × CPUs) pages per CPU and per counter.
     pub rss_pages: u64,
     pub processor: Option<u32>,
     pub blkio_ticks: Option<u64>,

@@ -1,11 +1,18 @@
 //! The process table: one entry per live process, holding its kept-open files.
 //!
-//! Per cycle and per steady process this costs one `pread` (`stat`) and no `open`: `stat`
-//! already carries the resident size (the same `get_mm_rss` that `statm` reports) and the name.
+//! Per cycle and per steady process this costs one `pread` (`stat`) and no `open`.
 //! `status` is re-read only when the process's memory footprint moved — its resident pages,
 //! page-fault counts or virtual size changed since the last read — because the fields it adds
 //! (RssAnon/RssFile/RssShmem, VmSwap, uid) cannot change otherwise: a page changes kind only
 //! by being faulted in or reclaimed, and swapping moves resident pages.
+//!
+//! The resident size is `status`'s VmRSS from that read, not `stat`'s rss. Since Linux 6.2 the
+//! resident counters are per-CPU counters; `stat` prints the shared count alone
+//! (`percpu_counter_read`), short by up to the batch (max(32, 2 × CPUs) pages) per CPU and per
+//! counter, while since 6.16 `status` and `statm` (htop's source) add the per-CPU deltas up.
+//! Between reads the carried VmRSS misses only what changed the counters without a fault, a
+//! move of `stat`'s estimate or of the virtual size (a small `MADV_DONTNEED`, a little
+//! reclaim): less than twice the batch per CPU that made the change.
 //! The directory listing of `/proc` is the one unavoidable per-cycle cost that grows with the
 //! number of processes besides the per-pid reads.
 
@@ -44,6 +51,10 @@ struct Entry {
     /// (rss pages, minor faults, major faults, vsize) when `status` was last read.
     status_key: Option<(u64, u64, u64, u64)>,
     status_reading: Option<StatusReading>,
+    /// VmRSS from the last `status` read: the exact sum where `stat`'s rss is an estimate.
+    /// `None` where `status` has none (a kernel thread, a zombie) or could not be read; the
+    /// resident size is then `stat`'s.
+    status_resident_bytes: Option<u64>,
     cgroup: Option<Arc<str>>,
     /// Counting this process's fds was refused (another user's process): not asked again.
     fds_denied: bool,
@@ -63,6 +74,7 @@ impl Entry {
             stat_parsed: None,
             status_key: None,
             status_reading: None,
+            status_resident_bytes: None,
             cgroup: None,
             fds_denied: false,
             seen_cycle: 0,
@@ -338,9 +350,13 @@ impl ProcessTable {
                             vm_swap_bytes: s.vm_swap_bytes,
                             read_mono_ns: opts.mono_ns,
                         });
+                        entry.status_resident_bytes = s.vm_rss_bytes;
                         entry.status_key = Some(key);
                     }
-                    None => count(cost, "process.status", ErrorKind::Parse),
+                    None => {
+                        entry.status_resident_bytes = None;
+                        count(cost, "process.status", ErrorKind::Parse);
+                    }
                 },
                 Read::Failed(ErrorKind::Gone) => {
                     cost.processes_gone += 1;
@@ -349,6 +365,7 @@ impl ProcessTable {
                 Read::Failed(kind) => {
                     // Not retried every cycle: a denied status stays denied for this process.
                     entry.status_key = Some(key);
+                    entry.status_resident_bytes = None;
                     count(cost, "process.status", kind);
                 }
             }
@@ -393,7 +410,7 @@ impl ProcessTable {
             majflt: stat.majflt,
             nice: stat.nice,
             vsize_bytes: stat.vsize_bytes,
-            resident_bytes: Some(stat.rss_pages * opts.page_size),
+            resident_bytes: entry.status_resident_bytes.or(Some(stat.rss_pages * opts.page_size)),
             status: entry.status_reading,
             io,
             cmdline: None,

@@ -266,6 +266,40 @@ fn process_table_on_a_fake_proc_with_garbage_and_a_vanished_pid() {
     assert_eq!(reread, vec![101]);
 }
 
+/// The resident size is `status`'s VmRSS (the exact sum since Linux 6.16) where `status` has
+/// one, carried over while the footprint in `stat` stays put, and `stat`'s rss (a per-CPU
+/// estimate since 6.2) where it has none.
+#[test]
+fn resident_size_is_statuss_vmrss_where_status_has_one() {
+    let t = Tree::new("0");
+    process(&t, 100, 1, "user", 110);
+    process(&t, 101, 1, "no vmrss", 12);
+    let vm_rss = |kib: u64| {
+        format!(
+            "Name:\tuser\nUid:\t0\t0\t0\t0\nVmRSS:\t{kib} kB\nRssAnon:\t{kib} kB\nRssFile:\t0 kB\nRssShmem:\t0 kB\n"
+        )
+    };
+    t.file("/proc/100/status", &vm_rss(500));
+    let config = SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 0.0,
+        container: false,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    let first = sampler.sample();
+    let resident = |s: &proctor_model::Sample, pid| s.process(pid).and_then(|p| p.resident_bytes);
+    assert_eq!(resident(&first, 100), Some(500 * 1024), "VmRSS, not stat's 110 pages");
+    assert_eq!(resident(&first, 101), Some(12 * first.page_size), "no VmRSS: stat's rss");
+    // status is not read again while stat's footprint stays put: the figure is carried over.
+    t.file("/proc/100/status", &vm_rss(520));
+    assert_eq!(resident(&sampler.sample(), 100), Some(500 * 1024));
+    let stat = fs::read_to_string(t.root().join("proc/100/stat")).expect("read");
+    t.file("/proc/100/stat", &stat.replacen(" 10 0 0 0 30 20", " 11 0 0 0 30 20", 1)); // one more minor fault
+    assert_eq!(resident(&sampler.sample(), 100), Some(520 * 1024), "read again once a fault moved the key");
+}
+
 /// The scanner reuses the parse of a `stat` line that did not change; a one-byte change
 /// anywhere, of the same length, must still be seen, and garbage is counted on every cycle.
 #[test]

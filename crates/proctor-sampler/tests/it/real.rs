@@ -1,5 +1,6 @@
 //! The real machine: this test process, children it starts, and churn while scanning.
 
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -160,4 +161,201 @@ fn churn_processes_exiting_during_scans_are_skipped_not_errors() {
     spawner.join().expect("spawner finished");
     // Not asserted > 0: whether an exit lands mid-read is up to the scheduler.
     eprintln!("{samples} samples during churn, {gone} processes gone mid-read");
+}
+
+/// A forked copy of this test process that faults in anonymous pages, one per fault, until the
+/// estimate `/proc/PID/stat` prints is at least `GAP_PAGES` below the exact sum `statm` prints,
+/// then blocks on a pipe. Since Linux 6.2 the resident counters are per-CPU counters: a fault
+/// adds to this CPU's delta, which reaches the shared count (all `stat` reads, through
+/// `get_mm_rss`) only once it reaches the batch (max(32, 2 × CPUs) pages); `statm` and `status`
+/// add the deltas up (`get_mm_counter_sum`, since 6.16). Touching pages one at a time walks the
+/// delta through every value below the batch, so the gap opens within a batch's worth of pages
+/// on any kernel that has it. Killed by its pid when dropped.
+struct DivergedChild {
+    pid: libc::pid_t,
+    /// The child writes one byte here when a phase is done: 1 if the gap was reached.
+    ready: std::fs::File,
+    /// One byte written here starts the child's next phase.
+    go: std::fs::File,
+    region: *mut libc::c_void,
+    region_len: usize,
+}
+
+const GAP_PAGES: u64 = 16;
+/// Pages the child faults in per phase before it looks for the gap, so that consecutive phases
+/// differ by more than any per-CPU delta (the estimate moves too).
+const PHASE_PAGES: usize = 64;
+/// The most pages a phase touches: where the gap never opens (a kernel whose `stat` and `statm`
+/// read the same counter) the phase ends here.
+const MAX_PHASE_PAGES: usize = 2048;
+
+/// Field `index` (0-based, after the command name for `stat`) of a /proc file, without
+/// allocating: the child of a multi-threaded fork may only make async-signal-safe calls.
+fn field_after(path: &std::ffi::CStr, after_paren: bool, index: usize) -> Option<u64> {
+    let mut buf = [0u8; 1024];
+    // SAFETY: a NUL-terminated path and a stack buffer of the length passed.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        usize::try_from(n).ok()?
+    };
+    let bytes = &buf[..n];
+    let start = if after_paren { bytes.iter().rposition(|&b| b == b')')? + 1 } else { 0 };
+    let field = bytes[start..].split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty()).nth(index)?;
+    field.iter().try_fold(0u64, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u64::from(d - b'0')))
+}
+
+/// (stat's rss, statm's resident), in pages, of the calling process.
+fn own_rss_pages() -> Option<(u64, u64)> {
+    // stat field 24 is the 22nd after the name (field 3, the state, is the first).
+    Some((field_after(c"/proc/self/stat", true, 21)?, field_after(c"/proc/self/statm", false, 1)?))
+}
+
+impl DivergedChild {
+    fn start() -> Self {
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).expect("page size");
+        let region_len = page * MAX_PHASE_PAGES * 4;
+        // SAFETY: a fresh private anonymous mapping, unmapped in Drop; the parent never touches it.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                region_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(region, libc::MAP_FAILED);
+        // One page per fault: no transparent huge pages of any order in this range.
+        assert_eq!(unsafe { libc::madvise(region, region_len, libc::MADV_NOHUGEPAGE) }, 0);
+        let (mut to_parent, mut to_child) = ([0; 2], [0; 2]);
+        // SAFETY: two-element arrays, as pipe2 wants.
+        unsafe {
+            assert_eq!(libc::pipe2(to_parent.as_mut_ptr(), libc::O_CLOEXEC), 0);
+            assert_eq!(libc::pipe2(to_child.as_mut_ptr(), libc::O_CLOEXEC), 0);
+        }
+        // SAFETY: the child makes only async-signal-safe calls and leaves through _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // SAFETY: the fds are this process's copies; region is mapped and region_len long.
+            unsafe { Self::child(region.cast(), page, to_parent[1], to_child[0]) }
+        }
+        // SAFETY: the parent's ends, owned from here on; the child's ends are closed here.
+        let (ready, go) = unsafe {
+            libc::close(to_parent[1]);
+            libc::close(to_child[0]);
+            (OwnedFd::from_raw_fd(to_parent[0]), OwnedFd::from_raw_fd(to_child[1]))
+        };
+        Self { pid, ready: ready.into(), go: go.into(), region, region_len }
+    }
+
+    /// The child: never returns. Its fds other than its two pipe ends are closed first, so it
+    /// holds no other test's pipes open.
+    unsafe fn child(region: *mut u8, page: usize, ready: libc::c_int, go: libc::c_int) -> ! {
+        // SAFETY: the caller passes a mapped region of MAX_PHASE_PAGES * 4 pages and open fds.
+        unsafe {
+            let (low, high) = (ready.min(go), ready.max(go));
+            libc::syscall(libc::SYS_close_range, 3u32, (low - 1) as u32, 0u32);
+            libc::syscall(libc::SYS_close_range, (low + 1) as u32, (high - 1) as u32, 0u32);
+            libc::syscall(libc::SYS_close_range, (high + 1) as u32, u32::MAX, 0u32);
+            let mut next = 0;
+            loop {
+                let mut reached = 0u8;
+                let end = (next + MAX_PHASE_PAGES).min(MAX_PHASE_PAGES * 4);
+                let first = next;
+                while next < end {
+                    region.add(next * page).write_volatile(1);
+                    next += 1;
+                    if next - first < PHASE_PAGES {
+                        continue;
+                    }
+                    match own_rss_pages() {
+                        Some((stat, statm)) if statm >= stat + GAP_PAGES => {
+                            reached = 1;
+                            break;
+                        }
+                        Some(_) => {}
+                        None => libc::_exit(2),
+                    }
+                }
+                let mut byte = [0u8];
+                if libc::write(ready, [reached].as_ptr().cast(), 1) != 1
+                    || libc::read(go, byte.as_mut_ptr().cast(), 1) != 1
+                {
+                    libc::_exit(0);
+                }
+            }
+        }
+    }
+
+    /// Waits for the child to finish a phase (it touches at most MAX_PHASE_PAGES, so this
+    /// ends); whether the gap opened.
+    fn phase_done(&mut self) -> bool {
+        let mut byte = [0u8];
+        std::io::Read::read_exact(&mut self.ready, &mut byte).expect("the child finished a phase");
+        byte[0] == 1
+    }
+
+    fn next_phase(&mut self) {
+        std::io::Write::write_all(&mut self.go, b"g").expect("the child is waiting");
+    }
+
+    /// (stat's rss, statm's resident) in bytes, read by this process.
+    fn rss_bytes(&self, page: u64) -> (u64, u64) {
+        let read = |file: &str| std::fs::read_to_string(format!("/proc/{}/{file}", self.pid)).expect("child alive");
+        let stat = read("stat");
+        let after_name = &stat[stat.rfind(')').expect("stat has a name") + 1..];
+        let stat_rss: u64 = after_name.split_whitespace().nth(21).and_then(|f| f.parse().ok()).expect("rss field");
+        let statm_rss: u64 = read("statm").split_whitespace().nth(1).and_then(|f| f.parse().ok()).expect("statm");
+        (stat_rss * page, statm_rss * page)
+    }
+}
+
+impl Drop for DivergedChild {
+    fn drop(&mut self) {
+        // SAFETY: our own child, by its pid; the region is ours and unused by this process.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            libc::munmap(self.region, self.region_len);
+        }
+    }
+}
+
+/// Regression: proctor took the resident size from `stat`, whose per-CPU estimate was 64 KiB
+/// or more below what htop (`statm`) and smem (`smaps`) show for this child. Bound: proctor's
+/// figure lies between `statm` read just before and just after the scan (the child is blocked
+/// on a pipe, so both are the same unless the kernel reclaims its pages meanwhile). Checked on
+/// first sight (status read), on a steady cycle (status carried over) and after the child
+/// faulted in more pages (status read again).
+#[test]
+fn resident_size_is_statms_exact_sum_not_stats_per_cpu_estimate() {
+    let mut child = DivergedChild::start();
+    let pid = u32::try_from(child.pid).expect("pid");
+    let config = SamplerConfig { cmdline: false, pss_budget: 0.0, container: false, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).expect("page size");
+    let mut check = |child: &DivergedChild, phase: &str, gap_opened: bool| {
+        let (_, before) = child.rss_bytes(page);
+        let sample = sampler.sample();
+        let (stat_after, after) = child.rss_bytes(page);
+        let rss = sample.process(pid).and_then(|p| p.resident_bytes).expect("the child is in the scan");
+        eprintln!("{phase}: proctor {rss}, statm {before}..{after}, stat {stat_after}; gap opened: {gap_opened}");
+        assert!(
+            before.min(after) <= rss && rss <= before.max(after),
+            "{phase}: proctor says {rss} B, statm {before}..{after} B (stat's estimate: {stat_after} B)"
+        );
+    };
+    let opened = child.phase_done();
+    check(&child, "first sight", opened);
+    check(&child, "steady", opened);
+    child.next_phase();
+    let opened = child.phase_done();
+    check(&child, "after more faults", opened);
 }
