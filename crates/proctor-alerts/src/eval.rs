@@ -1151,6 +1151,9 @@ impl Evaluator {
                         // Text is compared where the row holds it, and has no number to capture.
                         let (holds, number) = match (read(&f.ctx, r), c) {
                             (Reading::Text(v), Val::Text(k)) => (compare_text(*op, regex.as_ref(), &v, k), None),
+                            (Reading::Num(v), Val::Num(k)) => {
+                                (compare_num(*op, v, *k), Some(v).filter(|v| v.is_finite()))
+                            }
                             (v, c) => {
                                 let v = val(v);
                                 (compare(*op, regex.as_ref(), &v, c).truth(), v.as_num())
@@ -1271,19 +1274,27 @@ fn captured_where_true(l: &Out, result: &Out, into: &mut Vec<(Key, f64)>) {
 
 fn compare(op: CmpOp, regex: Option<&Regex>, a: &Val, b: &Val) -> Val {
     Val::Bool(match (a, b) {
-        (Val::Num(a), Val::Num(b)) if a.is_finite() && b.is_finite() => match op {
-            CmpOp::Eq => a == b,
-            CmpOp::Ne => a != b,
-            CmpOp::Gt => a > b,
-            CmpOp::Lt => a < b,
-            CmpOp::Ge => a >= b,
-            CmpOp::Le => a <= b,
-            _ => false,
-        },
+        (Val::Num(a), Val::Num(b)) => compare_num(op, *a, *b),
         (Val::Text(a), Val::Text(b)) => compare_text(op, regex, a, b),
         // Nothing known compares as false: an unknown value never fires a rule.
         _ => false,
     })
+}
+
+/// A number that is not finite is nothing known: it compares as false.
+fn compare_num(op: CmpOp, a: f64, b: f64) -> bool {
+    if !(a.is_finite() && b.is_finite()) {
+        return false;
+    }
+    match op {
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Gt => a > b,
+        CmpOp::Lt => a < b,
+        CmpOp::Ge => a >= b,
+        CmpOp::Le => a <= b,
+        _ => false,
+    }
 }
 
 fn compare_text(op: CmpOp, regex: Option<&Regex>, a: &str, b: &str) -> bool {

@@ -171,13 +171,16 @@ fn joined(args: Option<&[String]>) -> Reading<'static> {
     args.map_or(Reading::Missing, |a| Reading::Text(Cow::Owned(a.join(" "))))
 }
 
-/// A state letter as text without an allocation per row.
+/// A state letter as text without an allocation per row (or a search: the state rules read
+/// it for every process).
 fn state(letter: char) -> Reading<'static> {
     const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    match LETTERS.find(letter) {
-        Some(i) if letter.is_ascii_alphabetic() => Reading::Text(Cow::Borrowed(&LETTERS[i..i + 1])),
-        _ => Reading::Text(Cow::Owned(letter.to_string())),
-    }
+    let at = match letter {
+        'A'..='Z' => letter as usize - 'A' as usize,
+        'a'..='z' => 26 + letter as usize - 'a' as usize,
+        _ => return Reading::Text(Cow::Owned(letter.to_string())),
+    };
+    Reading::Text(Cow::Borrowed(&LETTERS[at..at + 1]))
 }
 
 /// A table's fields alone, at compile time: `&[Field]` for every reader that needs no row.
