@@ -153,6 +153,10 @@ def phase_latency(seconds=20):
     jupyter_argv = [PY, "-m", "jupyter_server", "--no-browser", "--allow-root",
                     f"--ServerApp.port={jport}", "--ServerApp.ip=127.0.0.1",
                     f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={workdir}",
+                    # proctor's wheel enables proctor.jupyter where it is installed: this side is
+                    # jupyter-resource-usage's alone.
+                    "--ServerApp.jpserver_extensions="
+                    "{'jupyter_resource_usage': True, 'proctor.jupyter': False}",
                     "--ResourceUseDisplay.track_cpu_percent=True",
                     "--ResourceUseDisplay.track_disk_usage=True", "--ResourceUseDisplay.disk_path=/"]
     jupyter = start(tree_then_jupyter(PY, 2 << 30, 96, jupyter_argv),

@@ -1,6 +1,8 @@
 """A Jupyter server extension serving jupyter-resource-usage's API from proctor's sampler.
 
-Enable it instead of jupyter-resource-usage's server extension (its frontend stays)::
+``pip install`` enables it (the wheel installs
+``etc/jupyter/jupyter_server_config.d/proctor.jupyter.json``); turn jupyter-resource-usage's
+server extension off, which would otherwise answer the same routes first (its frontend stays)::
 
     jupyter server extension enable proctor.jupyter
     jupyter server extension disable jupyter_resource_usage
