@@ -264,8 +264,10 @@ def main():
     check(alt == "0", f"the alternate screen is left ({alt})")
 
     log = [json.loads(l) for l in open(slow_log)] if os.path.exists(slow_log) else []
-    check(any(e["event"] == "crossed" and e["pid"] == big and e["rule"] == "rss>150MiB" for e in log),
-          f"the slow log has the crossing ({len(log)} lines)")
+    # The alerts' log line: the rule fired for the child, and says the --slow part it came from.
+    check(any(e.get("state") == "firing" and e.get("labels", {}).get("pid") == str(big)
+              and e.get("labels", {}).get("slow") == "rss>150MiB" for e in log),
+          f"the slow log has the firing ({len(log)} lines)")
 
     # SIGTERM from outside restores the terminal too.
     start_top(["--interval", "500ms", "--config", conf])

@@ -793,11 +793,7 @@ impl Loop {
         }
         let mut text = String::new();
         for e in events {
-            let mut v = serde_json::to_value(e).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("time".to_string(), serde_json::Value::from(notify::rfc3339(e.at)));
-            }
-            text.push_str(&v.to_string());
+            text.push_str(&notify::log_line(e));
             text.push('\n');
         }
         let written = std::fs::OpenOptions::new()

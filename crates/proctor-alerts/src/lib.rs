@@ -21,5 +21,6 @@ pub mod expr;
 mod leaves;
 pub mod notify;
 pub mod rules;
+pub mod slow;
 pub mod state;
 pub mod template;

@@ -143,6 +143,16 @@ struct WebhookOut<'a> {
     omitted: u64,
 }
 
+/// One line of the JSON-lines log (`DATA/alerts/events.jsonl`, `top --slow-log`): the event
+/// with its time.
+pub fn log_line(e: &Event) -> String {
+    let mut v = serde_json::to_value(e).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("time".to_string(), serde_json::Value::from(rfc3339(e.at)));
+    }
+    v.to_string()
+}
+
 /// RFC 3339 with milliseconds, UTC.
 pub fn rfc3339(unix_secs: f64) -> String {
     let ms = (unix_secs * 1000.0).max(0.0) as u64;

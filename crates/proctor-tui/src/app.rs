@@ -10,7 +10,7 @@ use proctor_vocab::fields::PROCESS;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::frame::SharedFrame;
-use crate::slow::{Crossing, Slow};
+use crate::slow::Slow;
 use crate::source::{Action, Ask, Msg};
 use crate::travel::{Answer, Cursor, Move, Ring};
 use crate::view::{cgroups, column, selected_line, table, Table, ViewState};
@@ -129,8 +129,8 @@ pub struct App {
     pub page: usize,
     /// `{` / `}` jump.
     pub span: Duration,
-    /// Lines crossing slow rules, for the log writer.
-    pub crossings: Vec<Crossing>,
+    /// `--slow-log` lines (the alerts' JSON-lines log) for the log writer.
+    pub crossings: Vec<String>,
     pub table: Table,
     /// Per-cgroup pressure for the `z` view (live only), as of the last answer.
     pub pressure: BTreeMap<String, crate::source::CgroupPressure>,

@@ -17,7 +17,7 @@ use ratatui::Terminal;
 
 use crate::app::{read_users, App, Effect, Mode};
 use crate::frame::{Frame, Origin};
-use crate::slow::{Rule, Slow};
+use crate::slow::Slow;
 use crate::source::{self, Action, Ask, Bounded, Msg, Remote};
 use crate::view::{column, default_descending, ViewState};
 
@@ -49,7 +49,8 @@ pub struct TopConfig {
     pub interval: Duration,
     /// Frames kept in memory for stepping back without a store.
     pub keep: usize,
-    pub slow: Vec<Rule>,
+    /// `--slow`, compiled into alert rules.
+    pub slow: Option<proctor_alerts::slow::SlowRules>,
     pub slow_log: Option<PathBuf>,
     /// Print one screen of this size and exit.
     pub once: Option<(u16, u16)>,
@@ -133,7 +134,7 @@ pub fn default_config_file() -> Option<PathBuf> {
     Some(base.join("proctor").join("top.conf"))
 }
 
-fn new_app(config: &TopConfig, mode: Mode) -> (App, Vec<String>) {
+fn new_app(config: &mut TopConfig, mode: Mode) -> (App, Vec<String>) {
     let mut notes = Vec::new();
     let mut view = load_view(config.config_file.as_deref(), &mut notes);
     view.tree = config.tree;
@@ -146,7 +147,7 @@ fn new_app(config: &TopConfig, mode: Mode) -> (App, Vec<String>) {
     if let Some(filter) = &config.filter {
         view.filter = filter.clone();
     }
-    let mut app = App::new(mode, config.interval, config.keep, view, Slow::new(config.slow.clone()));
+    let mut app = App::new(mode, config.interval, config.keep, view, Slow::new(config.slow.take()));
     app.users = read_users(Path::new("/etc/passwd"));
     app.color = config.color;
     if let Some(n) = notes.first() {
@@ -164,8 +165,9 @@ fn mode_of(source: &Source) -> Mode {
 }
 
 /// `--once`: one screen, as text, to stdout.
-fn once(config: TopConfig, size: (u16, u16)) -> Result<(), String> {
-    let (mut app, _) = new_app(&config, mode_of(&config.source));
+fn once(mut config: TopConfig, size: (u16, u16)) -> Result<(), String> {
+    let mode = mode_of(&config.source);
+    let (mut app, _) = new_app(&mut config, mode);
     let (frame, previous): (Frame, Option<Frame>) = match &config.source {
         Source::Live { shared, .. } => {
             let first = shared.latest();
@@ -237,7 +239,7 @@ fn restore_terminal() {
 
 /// Runs `proctor top` until the user quits. `register_stop` is given a function that ends the
 /// loop as `q` does (the caller wires it to SIGTERM).
-pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send>)) -> Result<(), String> {
+pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send>)) -> Result<(), String> {
     if let Some(size) = config.once {
         return once(config, size);
     }
@@ -246,7 +248,8 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
     register_stop(Box::new(move || {
         let _ = stop_tx.send(Msg::Stop);
     }));
-    let (mut app, _) = new_app(&config, mode_of(&config.source));
+    let mode = mode_of(&config.source);
+    let (mut app, _) = new_app(&mut config, mode);
 
     // Workers: the source, the store, actions, the slow log.
     let store_dir = match &config.source {
@@ -398,8 +401,8 @@ pub fn run(config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + Send
                     }
                 }
             }
-            for c in std::mem::take(&mut app.crossings) {
-                if let (Some(log), Ok(line)) = (slow_log.as_mut(), serde_json::to_string(&c)) {
+            for line in std::mem::take(&mut app.crossings) {
+                if let Some(log) = slow_log.as_mut() {
                     log.send(line);
                 }
             }

@@ -14,6 +14,7 @@ use proctor_units::prom::Kind;
 use serde::Serialize;
 
 use crate::process::ProcessOut;
+pub use crate::process::RowCtx;
 use crate::units::Unit;
 
 /// One public field.
@@ -63,20 +64,6 @@ impl Reading<'_> {
             (Reading::Num(_), Reading::Text(_)) => Ordering::Less,
             (Reading::Text(_), Reading::Num(_)) => Ordering::Greater,
         }
-    }
-}
-
-/// What a process field needs besides the agent's row, which keeps CPU time in clock ticks:
-/// the snapshot's tick rate and boot time.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RowCtx {
-    pub ticks_per_sec: f64,
-    pub boot_unix_secs: Option<u64>,
-}
-
-impl RowCtx {
-    pub fn of(s: &proctor_agent::Snapshot) -> RowCtx {
-        RowCtx { ticks_per_sec: s.sample.clock_ticks_per_sec.max(1) as f64, boot_unix_secs: s.host.boot_time_unix_secs }
     }
 }
 
@@ -1023,6 +1010,35 @@ mod tests {
             }
         }
         assert!(checked > PROCESS_FIELDS.len() * 10, "{checked} readings");
+    }
+
+    /// A frame's process turned back into a row (for rules over remote frames) reads the same
+    /// through every field of the table, at the tick rate and boot time the caller picks.
+    #[test]
+    fn a_row_made_back_from_the_public_shape_reads_the_same() {
+        let s = live();
+        let ctx = RowCtx { ticks_per_sec: 1000.0, boot_unix_secs: Some(0) };
+        let mut n = 0;
+        for r in &s.rows {
+            let mut out = crate::process::process(&s, r);
+            // Whole milliseconds, as a remote agent's JSON would give them.
+            out.cpu_seconds_total = (out.cpu_seconds_total * 1000.0).round() / 1000.0;
+            out.start_time_unix_secs = out.start_time_unix_secs.map(|t| (t * 1000.0).round() / 1000.0);
+            out.pss_bytes = Some(7 << 20);
+            out.pss_age_secs = Some(2.5);
+            out.gpu_memory_bytes = (r.pid % 2 == 0).then_some(3 << 20);
+            let row = crate::process::row_of(&out, &ctx);
+            for f in PROCESS_FIELDS {
+                let (a, b) = ((f.out)(&out), (f.row)(&ctx, &row));
+                let same = match (&a, &b) {
+                    (Reading::Num(x), Reading::Num(y)) => (x - y).abs() <= 1e-6 * x.abs().max(1.0),
+                    _ => a == b,
+                };
+                assert!(same, "{} of pid {}: {a:?} from the shape, {b:?} from the row", f.field.name, r.pid);
+                n += 1;
+            }
+        }
+        assert!(n > 0);
     }
 
     #[test]

@@ -54,6 +54,20 @@ pub struct ProcessOut {
     pub gpu_memory_bytes: Option<u64>,
 }
 
+/// What a process field needs besides the agent's row, which keeps CPU time in clock ticks:
+/// the snapshot's tick rate and boot time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowCtx {
+    pub ticks_per_sec: f64,
+    pub boot_unix_secs: Option<u64>,
+}
+
+impl RowCtx {
+    pub fn of(s: &proctor_agent::Snapshot) -> RowCtx {
+        RowCtx { ticks_per_sec: s.sample.clock_ticks_per_sec.max(1) as f64, boot_unix_secs: s.host.boot_time_unix_secs }
+    }
+}
+
 /// What a process in the public shape adds to its group (`proctor_groups::sum`): what that
 /// shape has; reaped children, user/system split, minor faults and fds are not in it.
 pub fn share(p: &ProcessOut) -> proctor_groups::Share {
@@ -69,6 +83,62 @@ pub fn share(p: &ProcessOut) -> proctor_groups::Share {
         write_bytes_per_sec: p.write_bytes_per_sec,
         start_unix_secs: p.start_time_unix_secs,
         ..proctor_groups::Share::default()
+    }
+}
+
+/// The agent's row back from the public shape, for the engines that read rows (alert rules
+/// over a remote agent's or a recording's frames: `top --slow`). `ctx` gives the ticks and boot
+/// time to count CPU and start time in; what the shape does not carry (reaped children, minor
+/// faults, fds, the user/system split) is unknown. Every field of the table reads the same from
+/// it as from `p`, to the tick (a test holds it).
+pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
+    let ticks = |secs: f64| (secs * ctx.ticks_per_sec).round().max(0.0) as u64;
+    let pss =
+        (p.pss_bytes.is_some() || p.uss_bytes.is_some() || p.swap_pss_bytes.is_some() || p.pss_age_secs.is_some())
+            .then(|| proctor_model::MemoryAge {
+                pss_bytes: p.pss_bytes,
+                uss_bytes: p.uss_bytes,
+                swap_pss_bytes: p.swap_pss_bytes,
+                age_secs: p.pss_age_secs.unwrap_or(0.0),
+            });
+    let gpu = (p.gpu_percent.is_some() || p.gpu_memory_bytes.is_some()).then(|| proctor_model::gpu::ProcessGpu {
+        busy_percent: p.gpu_percent,
+        memory_bytes: p.gpu_memory_bytes,
+        engines: Vec::new(),
+    });
+    ProcessRow {
+        pid: p.pid,
+        ppid: p.ppid,
+        start_ticks: p.start_time_unix_secs.zip(ctx.boot_unix_secs).map_or(0, |(s, b)| ticks(s - b as f64)),
+        comm: Arc::clone(&p.name),
+        cmdline: p.cmdline.clone(),
+        state: p.state,
+        uid: p.uid,
+        cpu_percent: p.cpu_percent,
+        cpu_percent_of_effective: p.cpu_percent_of_effective,
+        cpu_ticks_total: ticks(p.cpu_seconds_total),
+        rss_bytes: p.rss_bytes,
+        anon_bytes: p.anon_bytes,
+        file_bytes: p.file_bytes,
+        shmem_bytes: p.shmem_bytes,
+        swap_bytes: p.swap_bytes,
+        vsize_bytes: p.vsize_bytes,
+        threads: p.threads,
+        major_faults_per_sec: p.major_faults_per_sec,
+        minor_faults_per_sec: None,
+        reaped_cpu_percent: None,
+        cpu_user_percent: None,
+        cpu_system_percent: None,
+        reaped_user_percent: None,
+        reaped_system_percent: None,
+        reaped_minor_faults_per_sec: None,
+        reaped_major_faults_per_sec: None,
+        open_fds: None,
+        read_bytes_per_sec: p.read_bytes_per_sec,
+        write_bytes_per_sec: p.write_bytes_per_sec,
+        pss,
+        cgroup: p.cgroup.clone(),
+        gpu,
     }
 }
 

@@ -49,7 +49,8 @@ pub struct Args {
     /// `cpu>80%,rss>2GiB,state=D>5s` (FIELD OP VALUE, optional >HOLD time).
     #[arg(long, value_name = "RULES")]
     pub slow: Option<String>,
-    /// Append each crossing of a --slow rule (and its clearing) to FILE as a JSON line.
+    /// Append each transition of a --slow rule (pending, firing, resolved) to FILE as a JSON
+    /// line, in the alerts' log format (docs/alerts.md).
     #[arg(long, value_name = "FILE", requires = "slow")]
     pub slow_log: Option<PathBuf>,
     /// Print one screen as text and exit (for scripts and tests).
@@ -159,8 +160,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
     let color = !args.no_color && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let slow = match &args.slow {
-        Some(spec) => proctor_tui::slow::parse(spec).map_err(|e| anyhow::anyhow!("--slow {e}"))?,
-        None => Vec::new(),
+        Some(spec) => Some(proctor_alerts::slow::parse(spec).map_err(|e| anyhow::anyhow!("--slow {e}"))?),
+        None => None,
     };
     let sort = args.sort.as_deref().map(sort_field).transpose()?;
     if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
