@@ -60,6 +60,11 @@ pub struct SamplerConfig {
     pub nvml_timeout: Duration,
     /// The NVML library to open (`libnvidia-ml.so.1`).
     pub nvml_library: String,
+    /// At most this many per-pid files kept open; past it a file is read with open/read/close.
+    /// `None`: the open-file limit less a reserve for the rest of the process
+    /// ([`crate::kept_fd_budget`]), so a large process table never takes the fds that `serve`'s
+    /// connections, the store and the alert log need.
+    pub fd_budget: Option<usize>,
 }
 
 impl Default for SamplerConfig {
@@ -85,6 +90,7 @@ impl Default for SamplerConfig {
             gpu_rewalk: Duration::from_secs(30),
             nvml_timeout: Duration::from_secs(2),
             nvml_library: crate::nvml::LIBRARY.to_string(),
+            fd_budget: None,
         }
     }
 }

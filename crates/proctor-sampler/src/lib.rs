@@ -24,5 +24,5 @@ mod table;
 mod worker;
 
 pub use config::{HostFiles, SamplerConfig};
-pub use sampler::Sampler;
+pub use sampler::{kept_fd_budget, Sampler};
 pub use schedule::Schedule;

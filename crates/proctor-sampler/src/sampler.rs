@@ -59,6 +59,15 @@ pub struct Sampler {
     nofile_limit: Option<u64>,
 }
 
+/// How many per-pid files the process table may keep open under an open-file limit of
+/// `nofile`: all but a quarter of it, and at least 256 left for everything else (HTTP takes up
+/// to an eighth for connections, and the runtime, store segments, logs and workers' transient
+/// reads the rest).
+pub fn kept_fd_budget(nofile: u64) -> usize {
+    let reserve = (nofile / 4).max(256);
+    usize::try_from(nofile.saturating_sub(reserve)).unwrap_or(usize::MAX)
+}
+
 impl Sampler {
     pub fn new(config: SamplerConfig) -> Self {
         let epoch = Instant::now();
@@ -99,7 +108,7 @@ impl Sampler {
             page_size: page_size(),
             ticks: clock_ticks_per_sec(),
             host,
-            table: ProcessTable::new(),
+            table: ProcessTable::new(config.fd_budget.or(nofile_limit.map(kept_fd_budget)).unwrap_or(usize::MAX)),
             container,
             container_error,
             pss,

@@ -121,13 +121,29 @@ pub(crate) struct ProcessTable {
     /// each file, and the table holds no per-file buffers at all.
     shared: Vec<u8>,
     cycle: u64,
-    /// The open-file limit was hit: new files are read transiently until entries free fds.
-    fd_limited: bool,
+    /// Kept-open files: how many, and how many may be.
+    fds: Fds,
     /// Whether `stat` of `/proc/PID/fd` gives the open fd count (Linux 6.2+), learned from
     /// this process's own on the first scan that asks.
     fd_counts: Option<bool>,
     /// `/proc/PID/fd`, written afresh for each process (no allocation per process).
     fd_path: String,
+}
+
+/// The table's kept-open files against its budget.
+#[derive(Debug, Clone, Copy)]
+struct Fds {
+    kept: usize,
+    budget: usize,
+    /// The open-file limit was hit anyway (other threads' fds): new files are read
+    /// transiently until entries free fds.
+    exhausted: bool,
+}
+
+impl Fds {
+    fn may_keep(&self) -> bool {
+        !self.exhausted && self.kept < self.budget
+    }
 }
 
 /// What one scan wants besides the defaults.
@@ -154,22 +170,23 @@ fn read_slot<'a>(
     file: &str,
     scratch: &'a mut Vec<u8>,
     shared: &'a mut Vec<u8>,
-    fd_limited: &mut bool,
+    fds: &mut Fds,
     cost: &mut SampleCost,
 ) -> Read<'a> {
     cost.files_read += 1;
     if matches!(slot, Slot::Unopened) {
         let path = root.path(format!("/proc/{pid}/{file}"));
-        if *fd_limited {
+        if !fds.may_keep() {
             *slot = Slot::Transient;
         } else {
             match ProcFile::open(path) {
                 Ok(f) => {
                     cost.files_opened += 1;
+                    fds.kept += 1;
                     *slot = Slot::Kept(f);
                 }
                 Err(e) if is_fd_exhaustion(&e) => {
-                    *fd_limited = true;
+                    fds.exhausted = true;
                     *slot = Slot::Transient;
                 }
                 Err(e) => return Read::Failed(e.kind),
@@ -201,14 +218,15 @@ fn count(cost: &mut SampleCost, reader: &'static str, kind: ErrorKind) {
 }
 
 impl ProcessTable {
-    pub(crate) fn new() -> Self {
+    /// A table that keeps at most `fd_budget` per-pid files open.
+    pub(crate) fn new(fd_budget: usize) -> Self {
         Self {
             entries: PidMap::default(),
             pids: Vec::new(),
             scratch: Vec::new(),
             shared: Vec::new(),
             cycle: 0,
-            fd_limited: false,
+            fds: Fds { kept: 0, budget: fd_budget, exhausted: false },
             fd_counts: None,
             fd_path: String::new(),
         }
@@ -252,11 +270,10 @@ impl ProcessTable {
         // their fds.
         if self.entries.len() > out.len() {
             self.entries.retain(|_, e| e.seen_cycle == cycle);
-            if self.fd_limited {
-                self.fd_limited = false;
-            }
+            self.fds.exhausted = false;
         }
         cost.fds_kept = self.entries.values().map(Entry::kept_fds).sum();
+        self.fds.kept = cost.fds_kept as usize;
         out
     }
 
@@ -269,18 +286,18 @@ impl ProcessTable {
         cost: &mut SampleCost,
         new_pids: &mut Vec<(u32, u64)>,
     ) -> Option<ProcessSample> {
-        let fd_limited = &mut self.fd_limited;
+        let fds = &mut self.fds;
         let scratch = &mut self.scratch;
         let shared = &mut self.shared;
         let entry = self.entries.entry(pid).or_insert_with(Entry::new);
-        let stat = match read_stat(entry, root, pid, scratch, shared, fd_limited, cost) {
+        let stat = match read_stat(entry, root, pid, scratch, shared, fds, cost) {
             Ok(s) => s,
             Err(ErrorKind::Gone) => {
                 // A kept fd answers ESRCH once its task has exited, even if the pid was
                 // reused since; try once more with a fresh open before calling it gone.
                 if matches!(entry.stat, Slot::Kept(_)) {
                     *entry = Entry::new();
-                    match read_stat(entry, root, pid, scratch, shared, fd_limited, cost) {
+                    match read_stat(entry, root, pid, scratch, shared, fds, cost) {
                         Ok(s) => s,
                         Err(ErrorKind::Gone) => {
                             cost.processes_gone += 1;
@@ -339,7 +356,7 @@ impl ProcessTable {
         let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
         let moved = entry.status_key != Some(key);
         if moved {
-            match read_slot(&mut entry.status, root, pid, "status", scratch, shared, fd_limited, cost) {
+            match read_slot(&mut entry.status, root, pid, "status", scratch, shared, fds, cost) {
                 Read::Bytes(b) => match parse_status(b) {
                     Some(s) => {
                         entry.status_reading = Some(StatusReading {
@@ -371,7 +388,7 @@ impl ProcessTable {
             }
         }
         let io = if opts.io {
-            match read_slot(&mut entry.io, root, pid, "io", scratch, shared, fd_limited, cost) {
+            match read_slot(&mut entry.io, root, pid, "io", scratch, shared, fds, cost) {
                 Read::Bytes(b) => parse_io(b).or_else(|| {
                     count(cost, "process.io", ErrorKind::Parse);
                     None
@@ -455,10 +472,10 @@ fn read_stat(
     pid: u32,
     scratch: &mut Vec<u8>,
     shared: &mut Vec<u8>,
-    fd_limited: &mut bool,
+    fds: &mut Fds,
     cost: &mut SampleCost,
 ) -> Result<PidStat, ErrorKind> {
-    match read_slot(&mut entry.stat, root, pid, "stat", scratch, shared, fd_limited, cost) {
+    match read_slot(&mut entry.stat, root, pid, "stat", scratch, shared, fds, cost) {
         Read::Bytes(b) => {
             if let Some(stat) = entry.stat_parsed.as_ref().filter(|_| entry.stat_line == b) {
                 return Ok(stat.clone());

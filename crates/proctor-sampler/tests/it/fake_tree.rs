@@ -367,3 +367,39 @@ fn rows_and_tree_from_fake_samples() {
     assert_eq!(tree.total.processes, 2);
     assert_eq!(tree.total.rss_bytes, 130 * second.page_size);
 }
+
+/// The table keeps at most its budget of files open, and every process is still read, changes
+/// included: past the budget a file is read with open/read/close. (A process table larger than
+/// the open-file limit once left `serve` no fd for its HTTP runtime.)
+#[test]
+fn kept_files_stay_within_the_budget_and_every_process_is_still_read() {
+    let t = Tree::new("0");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"]).file("/proc/self/cgroup", "0::/\n");
+    for pid in 200..220 {
+        process(&t, pid, 1, &format!("p{pid}"), 20 + u64::from(pid));
+    }
+    let config = SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 0.0,
+        fd_budget: Some(7),
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    for round in 0..3 {
+        let sample = sampler.sample();
+        assert_eq!(sample.processes.len(), 20, "round {round}");
+        assert!(sample.cost.fds_kept <= 7, "round {round}: {} kept", sample.cost.fds_kept);
+        assert!(sample.cost.fds_kept > 0, "round {round}: the budget is used");
+        let last = sample.process(219).expect("the last process, past the budget");
+        assert_eq!(last.resident_bytes, Some(239 * sample.page_size), "round {round}");
+    }
+    // A change in a process read past the budget is seen.
+    let stat = std::fs::read_to_string(t.root().join("proc/219/stat")).expect("read");
+    t.file("/proc/219/stat", &stat.replacen(" 10 0 0 0 30 20", " 10 0 0 0 90 20", 1));
+    let sample = sampler.sample();
+    assert_eq!(sample.process(219).map(|p| p.utime_ticks), Some(90));
+    assert_eq!(proctor_sampler::kept_fd_budget(1024), 768);
+    assert_eq!(proctor_sampler::kept_fd_budget(300), 44);
+    assert_eq!(proctor_sampler::kept_fd_budget(1 << 20), 3 << 18);
+}
