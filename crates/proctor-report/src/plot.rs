@@ -6,7 +6,10 @@
 //! every panel so a reader's eye can go straight down. Series are step lines of each bucket's
 //! mean with a light tick up to the bucket's max, so a spike inside a bucket stays visible.
 //! Value axes have round ticks (bytes in binary units); labels are measured in the embedded
-//! font and kept apart. `proctor_plot` writes the shapes as SVG and renders that as PNG.
+//! font and kept apart. An [`Overlay`] adds what a report was asked about: the stretches
+//! alerts fired (bands behind the host panels) and the `--at` time (a dashed line through
+//! every panel, labelled above them). `proctor_plot` writes the shapes as SVG and renders that
+//! as PNG.
 
 use proctor_plot::axis::{byte_ticks, bytes_label, log_ticks, nice_ticks, percent_label, seconds_label, time_ticks};
 use proctor_plot::label::{ascent, box_width, centre_inside, descent, elide_end, elide_middle, GAP as LABEL_GAP};
@@ -295,10 +298,14 @@ fn find<'a>(summary: &'a RangeSummary, name: &str) -> Option<&'a Series> {
     summary.series.iter().find(|s| s.name == name)
 }
 
-/// The axis: the requested range, narrowed to the samples found in it.
-fn axis_of(summary: &RangeSummary) -> TimeAxis {
-    let from_ns = summary.first_ns.map_or(summary.from_ns, |first| first.max(summary.from_ns));
-    let to_ns = summary.last_ns.map_or(summary.to_ns, |last| last.min(summary.to_ns)).max(from_ns + 1);
+/// The axis: the requested range, narrowed to the samples found in it, but always reaching
+/// the marked time (a marker pinned to the edge would point at the wrong time).
+fn axis_of(summary: &RangeSummary, overlay: &Overlay) -> TimeAxis {
+    let mut from_ns = summary.first_ns.map_or(summary.from_ns, |first| first.max(summary.from_ns));
+    let mut to_ns = summary.last_ns.map_or(summary.to_ns, |last| last.min(summary.to_ns)).max(from_ns + 1);
+    if let Some(at) = overlay.at_ns {
+        (from_ns, to_ns) = (from_ns.min(at), to_ns.max(at));
+    }
     TimeAxis { from_ns, to_ns }
 }
 
@@ -320,22 +327,52 @@ pub struct AlertSpan {
     pub to_ns: u64,
 }
 
+/// What a plot shows over its series besides the data.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overlay<'a> {
+    /// Stretches alerts fired: bands behind the host panels, named under the time axis.
+    pub alerts: &'a [AlertSpan],
+    /// The time the report is about (`report --at T`): a dashed line through every panel and
+    /// its time above the first.
+    pub at_ns: Option<u64>,
+}
+
+/// The `--at` marker's text: `--at 22:43:20` (UTC, as the time axis).
+pub fn at_label(at_ns: u64) -> String {
+    let secs = at_ns / 1_000_000_000 % 86_400;
+    format!("--at {:02}:{:02}:{:02}", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+/// The `--at` marker over `panels` stacked panels: a dashed line 1.5 px wide through each
+/// (not through the titles between them) and its label centred above the first, between the
+/// plot's title and the first panel's. Drawn after the series, so no line hides it.
+fn mark_at(axis: TimeAxis, overlay: &Overlay, panels: usize, shapes: &mut Vec<Shape>) {
+    let Some(at) = overlay.at_ns else { return };
+    let x = axis.x(at);
+    for i in 0..panels {
+        let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
+        shapes.push(Shape::Line { x1: x, y1: top, x2: x, y2: top + PANEL, color: INK, width: 1.5, dashed: true });
+    }
+    let label = at_label(at);
+    shapes.push(text(centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH), TOP - 4.0, label, INK, true));
+}
+
 /// The alert bands' colour: a light red behind the series.
 const ALERT_BAND: [u8; 3] = [0xf6, 0xd5, 0xd5];
 const ALERT_INK: [u8; 3] = [0xa8, 0x26, 0x1c];
 
 /// The host plot's shapes and height.
 pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
-    host_shapes_with_alerts(summary, title, &[])
+    host_shapes_with(summary, title, &Overlay::default())
 }
 
-/// The host plot with the stretches alerts fired as bands behind every panel, and a line under
-/// the time axis naming them.
-pub fn host_shapes_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> (Vec<Shape>, f64) {
-    let axis = axis_of(summary);
+/// The host plot with the overlay: the stretches alerts fired as bands behind every panel and
+/// a line under the time axis naming them, the `--at` marker.
+pub fn host_shapes_with(summary: &RangeSummary, title: &str, overlay: &Overlay) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary, overlay);
     let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     let mut shown: Vec<(String, usize)> = Vec::new();
-    for a in alerts {
+    for a in overlay.alerts {
         let (from, to) = (a.from_ns.max(axis.from_ns), a.to_ns.min(axis.to_ns));
         if to < from {
             continue;
@@ -372,12 +409,18 @@ pub fn host_shapes_with_alerts(summary: &RangeSummary, title: &str, alerts: &[Al
             axis.draw(top, &mut shapes, true);
         }
     }
+    mark_at(axis, overlay, HOST_PANELS.len(), &mut shapes);
     (shapes, height)
 }
 
 /// The correlation plot's shapes and height: latency on top, system panels below.
-pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, title: &str) -> (Vec<Shape>, f64) {
-    let axis = axis_of(summary);
+pub fn correlation_shapes(
+    summary: &RangeSummary,
+    correlation: &Correlation,
+    title: &str,
+    overlay: &Overlay,
+) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary, overlay);
     let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     let panels = 1 + CORRELATION_PANELS.len();
     let height = panels_height(panels) + 10.0;
@@ -438,12 +481,13 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
             axis.draw(top, &mut shapes, true);
         }
     }
+    mark_at(axis, overlay, panels, &mut shapes);
     (shapes, height)
 }
 
 /// A group's plot: its panels on the range's time axis.
-pub fn group_shapes(summary: &RangeSummary, group: &GroupSummary, title: &str) -> (Vec<Shape>, f64) {
-    let axis = axis_of(summary);
+pub fn group_shapes(summary: &RangeSummary, group: &GroupSummary, title: &str, overlay: &Overlay) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary, overlay);
     let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     for (i, (panel_title, names)) in GROUP_PANELS.iter().enumerate() {
         let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
@@ -454,46 +498,37 @@ pub fn group_shapes(summary: &RangeSummary, group: &GroupSummary, title: &str) -
             axis.draw(top, &mut shapes, true);
         }
     }
+    mark_at(axis, overlay, GROUP_PANELS.len(), &mut shapes);
     (shapes, panels_height(GROUP_PANELS.len()) + 10.0)
 }
 
-pub fn group_svg(summary: &RangeSummary, group: &GroupSummary, title: &str) -> String {
-    let (shapes, height) = group_shapes(summary, group, title);
+pub fn group_svg(summary: &RangeSummary, group: &GroupSummary, title: &str, overlay: &Overlay) -> String {
+    let (shapes, height) = group_shapes(summary, group, title, overlay);
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn group_png(summary: &RangeSummary, group: &GroupSummary, title: &str) -> Vec<u8> {
-    let (shapes, height) = group_shapes(summary, group, title);
+pub fn group_png(summary: &RangeSummary, group: &GroupSummary, title: &str, overlay: &Overlay) -> Vec<u8> {
+    let (shapes, height) = group_shapes(summary, group, title, overlay);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_svg(summary: &RangeSummary, title: &str) -> String {
-    let (shapes, height) = host_shapes(summary, title);
+pub fn host_svg(summary: &RangeSummary, title: &str, overlay: &Overlay) -> String {
+    let (shapes, height) = host_shapes_with(summary, title, overlay);
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_png(summary: &RangeSummary, title: &str) -> Vec<u8> {
-    let (shapes, height) = host_shapes(summary, title);
+pub fn host_png(summary: &RangeSummary, title: &str, overlay: &Overlay) -> Vec<u8> {
+    let (shapes, height) = host_shapes_with(summary, title, overlay);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_svg_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> String {
-    let (shapes, height) = host_shapes_with_alerts(summary, title, alerts);
+pub fn correlation_svg(summary: &RangeSummary, correlation: &Correlation, title: &str, overlay: &Overlay) -> String {
+    let (shapes, height) = correlation_shapes(summary, correlation, title, overlay);
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_png_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> Vec<u8> {
-    let (shapes, height) = host_shapes_with_alerts(summary, title, alerts);
-    proctor_plot::png(WIDTH as u32, height as u32, &shapes)
-}
-
-pub fn correlation_svg(summary: &RangeSummary, correlation: &Correlation, title: &str) -> String {
-    let (shapes, height) = correlation_shapes(summary, correlation, title);
-    proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
-}
-
-pub fn correlation_png(summary: &RangeSummary, correlation: &Correlation, title: &str) -> Vec<u8> {
-    let (shapes, height) = correlation_shapes(summary, correlation, title);
+pub fn correlation_png(summary: &RangeSummary, correlation: &Correlation, title: &str, overlay: &Overlay) -> Vec<u8> {
+    let (shapes, height) = correlation_shapes(summary, correlation, title, overlay);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
@@ -598,7 +633,8 @@ mod tests {
                      /Projects/Experiments/2023/November/an-experiment-with-a-descriptive-name/run-17/proctor-data)";
         let mut problems = Vec::new();
         for summary in [summary(), full_hour()] {
-            problems.extend(unreadable(host_shapes(&summary, title), &host_png(&summary, title)));
+            let none = Overlay::default();
+            problems.extend(unreadable(host_shapes(&summary, title), &host_png(&summary, title, &none)));
             // With alert bands and their line under the axis (many names: it is cut to fit).
             let from = summary.first_ns.unwrap_or(summary.from_ns);
             let alerts: Vec<AlertSpan> = (0..30)
@@ -608,22 +644,70 @@ mod tests {
                     to_ns: from + i * 10_000_000_000 + 5_000_000_000,
                 })
                 .collect();
-            problems.extend(unreadable(
-                host_shapes_with_alerts(&summary, title, &alerts),
-                &host_png_with_alerts(&summary, title, &alerts),
-            ));
+            // And the --at marker, near the right edge so its label is pulled in.
+            let to = summary.last_ns.unwrap_or(summary.to_ns);
+            let overlay = Overlay { alerts: &alerts, at_ns: Some(to - 1_000_000_000) };
+            problems
+                .extend(unreadable(host_shapes_with(&summary, title, &overlay), &host_png(&summary, title, &overlay)));
             // Latencies over two decades, and over nine.
             for (low, high) in [(2e6, 80e6), (1e3, 1e12)] {
                 let correlation =
                     correlate(&latencies(&summary, low, high), &summary.points, &CorrelationConfig::default());
                 let title = "latency vs system, probe stream (every `proctor probe --record` run in the range)";
                 problems.extend(unreadable(
-                    correlation_shapes(&summary, &correlation, title),
-                    &correlation_png(&summary, &correlation, title),
+                    correlation_shapes(&summary, &correlation, title, &overlay),
+                    &correlation_png(&summary, &correlation, title, &overlay),
                 ));
             }
         }
         assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
+    /// `report --at T --around 5m` is about T: a dashed line at T through every panel of each
+    /// plot, and T above them (there was no mark at all).
+    #[test]
+    fn the_at_time_is_marked_through_every_panel() {
+        let summary = summary();
+        let at_ns = 30_000_000_000;
+        let overlay = Overlay { alerts: &[], at_ns: Some(at_ns) };
+        // The fixture's axis runs from 0 to 61 s.
+        let x = LEFT + 30.0 / 61.0 * (WIDTH - LEFT - RIGHT);
+        let correlation = correlate(&latencies(&summary, 2e6, 80e6), &summary.points, &CorrelationConfig::default());
+        let group = GroupSummary { name: "g".into(), samples: 0, series: Vec::new(), headline: Vec::new() };
+        let plots = [
+            (host_shapes_with(&summary, "h", &overlay), HOST_PANELS.len()),
+            (correlation_shapes(&summary, &correlation, "c", &overlay), 1 + CORRELATION_PANELS.len()),
+            (group_shapes(&summary, &group, "g", &overlay), GROUP_PANELS.len()),
+        ];
+        for ((shapes, height), panels) in plots {
+            let marks: Vec<(f64, f64, f64)> = shapes
+                .iter()
+                .filter_map(|s| match s {
+                    Shape::Line { x1, y1, x2, y2, dashed: true, width, .. } if x1 == x2 && *width == 1.5 => {
+                        Some((*x1, *y1, *y2))
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(marks.len(), panels, "{marks:?}");
+            for (i, (at_x, y1, y2)) in marks.iter().enumerate() {
+                let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
+                assert!((at_x - x).abs() < 0.01 && (*y1, *y2) == (top, top + PANEL), "{i}: {marks:?}");
+            }
+            let label = shapes.iter().find_map(|s| match s {
+                Shape::Text { x, y, text, anchor: Anchor::Middle, .. } if text == "--at 00:00:30" => Some((*x, *y)),
+                _ => None,
+            });
+            let (label_x, label_y) = label.expect("the marker's label");
+            assert!((label_x - x).abs() < 0.01 && label_y < TOP + GAP - 10.0, "{label:?}");
+            assert_eq!(proctor_plot::label::problems(WIDTH, height, &shapes), Vec::<String>::new());
+        }
+        // Without --at, nothing of the kind.
+        let (shapes, _) = host_shapes(&summary, "h");
+        assert!(!shapes.iter().any(|s| matches!(s, Shape::Line { dashed: true, .. })));
+        if let Some(path) = std::env::var_os("PROCTOR_REPORT_PLOT_SAMPLE") {
+            std::fs::write(path, host_png(&summary, "proctor report --at (sample)", &overlay)).expect("write");
+        }
     }
 
     #[test]
@@ -638,12 +722,12 @@ mod tests {
     #[test]
     fn host_plot_has_every_panel_and_a_valid_png() {
         let summary = summary();
-        let svg = host_svg(&summary, "report");
+        let svg = host_svg(&summary, "report", &Overlay::default());
         for (title, _) in HOST_PANELS {
             assert!(svg.contains(&format!(">{title}</text>")), "{title}");
         }
         assert!(svg.contains(">cpu.user</text>") && svg.contains(">memory.used (no data)</text>"));
-        let png = host_png(&summary, "report");
+        let png = host_png(&summary, "report", &Overlay::default());
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         let (width, height) = (
             u32::from_be_bytes([png[16], png[17], png[18], png[19]]),
@@ -662,7 +746,7 @@ mod tests {
             })
             .collect();
         let correlation = correlate(&latencies, &summary.points, &CorrelationConfig::default());
-        let (shapes, _) = correlation_shapes(&summary, &correlation, "c");
+        let (shapes, _) = correlation_shapes(&summary, &correlation, "c", &Overlay::default());
         let slow_dots = shapes.iter().filter(|s| matches!(s, Shape::Dot { color, .. } if *color == VERMILLION)).count();
         assert_eq!(slow_dots as u64, correlation.slow);
         // Drawn after every fast dot and after the threshold line, so none is hidden.
@@ -671,7 +755,7 @@ mod tests {
         let threshold = shapes.iter().position(|s| matches!(s, Shape::Line { dashed: true, .. }));
         assert!(threshold < last_other && last_other < first_slow, "{threshold:?} {last_other:?} {first_slow:?}");
         assert!(correlation.slow > 0);
-        let svg = correlation_svg(&summary, &correlation, "c");
+        let svg = correlation_svg(&summary, &correlation, "c", &Overlay::default());
         for (title, _) in CORRELATION_PANELS {
             assert!(svg.contains(&format!(">{title}</text>")), "{title}");
         }
