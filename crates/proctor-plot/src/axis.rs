@@ -23,25 +23,50 @@ pub fn nice_ticks(low: f64, high: f64, max_ticks: usize) -> Vec<f64> {
 /// it where the ticks reach the next unit (`0, 512 MiB, 1 GiB, 1.5 GiB`), so every label is a
 /// short number of one unit and never `27.9 GiB` or `977 KiB`.
 pub fn byte_ticks(high: f64, max_ticks: usize) -> Vec<f64> {
-    if !high.is_finite() || max_ticks < 2 {
+    byte_ticks_between(0.0, high, max_ticks)
+}
+
+/// Round byte values from at or below `low` up to at least `high`, at most `max_ticks` of
+/// them, by the rules of [`byte_ticks`]; every tick is exactly what its label says
+/// ([`bytes_label`] writes two decimals), so an axis fitted to 8 GiB and a bit steps by
+/// 256 MiB (`8 GiB, 8.25 GiB, 8.5 GiB`), never by 200 MiB (`8.2 GiB` would be 8.195).
+pub fn byte_ticks_between(low: f64, high: f64, max_ticks: usize) -> Vec<f64> {
+    if !(low.is_finite() && high.is_finite()) || max_ticks < 2 {
         return Vec::new();
     }
-    let high = high.max(1.0);
-    let raw = high / (max_ticks - 1) as f64;
+    let low = low.max(0.0);
+    let high = high.max(low + 1.0);
+    let raw = (high - low) / (max_ticks - 1) as f64;
     for power in 0..7 {
         let unit = 1024f64.powi(power);
         for multiple in [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 256.0, 512.0] {
             let step = multiple * unit;
-            let count = (high / step).ceil();
+            let (first, last) = ((low / step).floor(), (high / step).ceil());
             // Decimal steps only while every tick stays under 1000 of the unit: no "1000 MiB"
             // or "1200 MiB" (256 and 512 land on the next unit's quarters and halves).
-            if step < raw || multiple != 256.0 && multiple != 512.0 && count * step >= 1000.0 * unit {
+            if step < raw || last - first > (max_ticks - 1) as f64 {
                 continue;
             }
-            return (0..=count as u64).map(|i| i as f64 * step).collect();
+            if multiple != 256.0 && multiple != 512.0 && last * step >= 1000.0 * unit {
+                continue;
+            }
+            let ticks: Vec<f64> = (first as u64..=last as u64).map(|i| i as f64 * step).collect();
+            if ticks.iter().all(|tick| exactly_labelled(*tick)) {
+                return ticks;
+            }
         }
     }
     Vec::new()
+}
+
+/// Whether [`bytes_label`] writes `bytes` without rounding it.
+fn exactly_labelled(bytes: f64) -> bool {
+    let mut value = bytes;
+    while value.abs() >= 1024.0 {
+        value /= 1024.0;
+    }
+    let hundredths = value * 100.0;
+    (hundredths - hundredths.round()).abs() < 1e-6
 }
 
 /// Round values of elapsed time from 0 up to at least `high_seconds`, at most `max_ticks` of
@@ -204,6 +229,23 @@ mod tests {
         // 200 MiB steps would end at 1000 MiB: quarters of a GiB instead.
         assert_eq!(labels(&byte_ticks(900.0 * MIB, 6), bytes_label), ["0 B", "256 MiB", "512 MiB", "768 MiB", "1 GiB"]);
         assert!(byte_ticks(f64::NAN, 4).is_empty());
+        // Fitted to memory used growing from 8 GiB by 313 MiB: quarters of a GiB, each label
+        // exact (200 MiB steps would be labelled 8.2 GiB for 8.195).
+        assert_eq!(
+            labels(&byte_ticks_between(8.0 * GIB, 8.0 * GIB + 313.0 * MIB, 4), bytes_label),
+            ["8 GiB", "8.25 GiB", "8.5 GiB"]
+        );
+        // A process from 300 to 313 MiB: MiB steps.
+        assert_eq!(
+            labels(&byte_ticks_between(300.0 * MIB, 313.0 * MIB, 4), bytes_label),
+            ["300 MiB", "305 MiB", "310 MiB", "315 MiB"]
+        );
+        for (low, high) in [(1e3, 5e3), (2.2e10, 2.3e10), (7.9e9, 8.8e9), (5e5, 3.3e7)] {
+            let ticks = byte_ticks_between(low, high, 4);
+            assert!(ticks.len() >= 2 && ticks.len() <= 4, "{low}..{high}: {ticks:?}");
+            assert!(ticks[0] <= low && ticks[ticks.len() - 1] >= high, "{low}..{high}: {ticks:?}");
+            assert!(ticks.iter().all(|t| exactly_labelled(*t)), "{low}..{high}: {ticks:?}");
+        }
         for high in [3.0, 999.0, 5e5, 3.3e7, 7.7e8, 2.2e10, 9e12] {
             let ticks = byte_ticks(high, 5);
             assert!(ticks.len() <= 5 && ticks.last().is_some_and(|t| *t >= high), "{high}: {ticks:?}");

@@ -1,5 +1,7 @@
-//! A recorded run as a picture: latency of every request over time (log scale, failures
-//! as vermillion marks above the panel) above the log-scale histogram with the modes marked,
+//! A recorded run as a picture: latency of every request over time (log scale; responses
+//! with an error status as crosses at their latency, vermillion for 5xx and orange for 4xx,
+//! failures without a response as vermillion ticks above the panel, each kind counted in the
+//! legend under it) above the log-scale histogram with the modes marked,
 //! above each phase's and each `Server-Timing` substep's median and p99 (the ones carrying a
 //! slow mode in vermillion). SVG or PNG.
 //!
@@ -12,7 +14,7 @@ use proctor_plot::axis::{elapsed_label, elapsed_ticks, log_ticks, seconds_label}
 use proctor_plot::label::{
     ascent, box_width, centre_inside, descent, elide_end, elide_middle, wrap, Lanes, GAP, KERNING_ALLOWANCE,
 };
-use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, LABEL_SIZE, SKY_BLUE, TITLE_SIZE, VERMILLION};
+use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, LABEL_SIZE, ORANGE, SKY_BLUE, TITLE_SIZE, VERMILLION};
 
 use crate::record::RequestRecord;
 use crate::report::{human_ns, Report};
@@ -70,14 +72,23 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> (Vec<Shape
             shapes.push(text(LEFT - 6.0, y + 4.0, seconds_label(10f64.powf(decade) * 1e-9), INK, Anchor::End));
         }
     }
-    // Failures first, responses over them.
-    for record in records.iter().filter(|r| !r.has_response()) {
-        let x = x_of_time(record.sent_unix_ns.saturating_sub(first) as f64 / 1e9);
-        shapes.push(Shape::rect(x - 0.75, top_a - 7.0, 1.5, 6.0, VERMILLION));
+    // Failures without a response first (above the panel: they have no latency), then the
+    // good responses, then the error statuses as crosses over them, so none hides under a dot.
+    let x_of_record = |record: &RequestRecord| x_of_time(record.sent_unix_ns.saturating_sub(first) as f64 / 1e9);
+    let mut counts = [0usize; 4];
+    for record in records {
+        counts[Kind::of(record) as usize] += 1;
     }
-    for record in records.iter().filter(|r| r.has_response()) {
-        let x = x_of_time(record.sent_unix_ns.saturating_sub(first) as f64 / 1e9);
-        shapes.push(Shape::dot(x, y_of(record.total_ns as f64), 1.5, BLUE, None));
+    for record in records.iter().filter(|r| Kind::of(r) == Kind::NoResponse) {
+        shapes.push(Shape::rect(x_of_record(record) - 0.75, top_a - 7.0, 1.5, 6.0, VERMILLION));
+    }
+    for record in records.iter().filter(|r| Kind::of(r) == Kind::Good) {
+        shapes.push(Shape::dot(x_of_record(record), y_of(record.total_ns as f64), 1.5, BLUE, None));
+    }
+    for kind in [Kind::ClientError, Kind::ServerError] {
+        for record in records.iter().filter(|r| Kind::of(r) == kind) {
+            shapes.extend(cross(x_of_record(record), y_of(record.total_ns as f64), kind.color()));
+        }
     }
     let bottom_a = top_a + PANEL;
     shapes.push(Shape::rect(LEFT, bottom_a, plot_width, 1.0, INK));
@@ -97,13 +108,7 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> (Vec<Shape
             shapes.push(text(centre, bottom_a + 18.0, label, INK, Anchor::Middle));
         }
     }
-    let failed = records.iter().filter(|r| !r.has_response()).count();
-    let caption = if failed > 0 {
-        format!("time since the first request; {failed} failed requests marked above the panel")
-    } else {
-        "time since the first request".to_string()
-    };
-    shapes.push(text(LEFT + plot_width / 2.0, bottom_a + 18.0 + LINE + 2.0, caption, INK, Anchor::Middle));
+    legend(&mut shapes, bottom_a + 18.0 + LINE + 2.0, &counts);
 
     // Panel B: the log-scale histogram with the modes, their labels in rows above it (the
     // biggest modes first, nearest the bars).
@@ -149,6 +154,79 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> (Vec<Shape
     }
     let bottom = phases_panel(&mut shapes, report, base + 38.0);
     (shapes, bottom)
+}
+
+/// How a request is drawn in the latency panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A 1xx–3xx response: a blue dot at its latency.
+    Good = 0,
+    /// A complete 4xx response: an orange cross at its latency.
+    ClientError = 1,
+    /// A complete 5xx response: a vermillion cross at its latency.
+    ServerError = 2,
+    /// No complete response (refused, timed out, cut short): a vermillion tick above the
+    /// panel, as its `total_ns` is how long it took to fail, not a latency.
+    NoResponse = 3,
+}
+
+impl Kind {
+    fn of(record: &RequestRecord) -> Kind {
+        match record.status {
+            _ if !record.has_response() => Kind::NoResponse,
+            Some(status) if status >= 500 => Kind::ServerError,
+            Some(status) if status >= 400 => Kind::ClientError,
+            _ => Kind::Good,
+        }
+    }
+
+    fn color(self) -> [u8; 3] {
+        match self {
+            Kind::Good => BLUE,
+            Kind::ClientError => ORANGE,
+            Kind::ServerError | Kind::NoResponse => VERMILLION,
+        }
+    }
+}
+
+/// Half the width of a cross.
+const CROSS: f64 = 3.0;
+
+/// An × centred at (`x`, `y`): two diagonal strokes 1.5 px wide.
+fn cross(x: f64, y: f64, color: [u8; 3]) -> [Shape; 2] {
+    let stroke = |x1: f64, y1: f64, x2: f64, y2: f64| Shape::Line { x1, y1, x2, y2, color, width: 1.5, dashed: false };
+    [stroke(x - CROSS, y - CROSS, x + CROSS, y + CROSS), stroke(x - CROSS, y + CROSS, x + CROSS, y - CROSS)]
+}
+
+/// The latency panel's caption at baseline `y`: what the x axis is, then each kind of request
+/// that occurred, its mark and its count (`counts` by [`Kind`]).
+fn legend(shapes: &mut Vec<Shape>, y: f64, counts: &[usize; 4]) {
+    let caption = "time since the first request";
+    shapes.push(text(LEFT, y, caption.to_string(), INK, Anchor::Start));
+    let mut x = LEFT + box_width(caption, LABEL_SIZE) + 3.0 * GAP;
+    let entries = [
+        (Kind::Good, "response"),
+        (Kind::ClientError, "HTTP 4xx"),
+        (Kind::ServerError, "HTTP 5xx"),
+        (Kind::NoResponse, "no response (above the panel)"),
+    ];
+    let middle = y - ascent(LABEL_SIZE) / 2.0 + 1.0;
+    for (kind, name) in entries {
+        let count = counts[kind as usize];
+        if count == 0 {
+            continue;
+        }
+        match kind {
+            Kind::Good => shapes.push(Shape::dot(x + CROSS, middle, 1.5, BLUE, None)),
+            Kind::ClientError | Kind::ServerError => shapes.extend(cross(x + CROSS, middle, kind.color())),
+            Kind::NoResponse => shapes.push(Shape::rect(x + CROSS - 0.75, middle - 3.0, 1.5, 6.0, VERMILLION)),
+        }
+        let label = format!("{name}: {count}");
+        // Orange is too light for text; the 4xx entry's cross carries its colour.
+        let color = if kind == Kind::ServerError || kind == Kind::NoResponse { VERMILLION } else { INK };
+        shapes.push(text(x + 2.0 * CROSS + 4.0, y, label.clone(), color, Anchor::Start));
+        x += 2.0 * CROSS + 4.0 + box_width(&label, LABEL_SIZE) + 2.0 * GAP;
+    }
 }
 
 /// Substeps drawn at most; the rest are said in the panel's caption.
@@ -363,6 +441,80 @@ mod tests {
         assert_eq!(proctor_plot::label::problems(WIDTH, height, &shapes), Vec::<String>::new());
         if let Some(path) = std::env::var_os("PROCTOR_PLOT_SAMPLE") {
             std::fs::write(path, png(&records, &report, "proctor probe http://127.0.0.1:8080/ (sample)"))
+                .expect("write");
+        }
+    }
+
+    /// The centres of the crosses of `color`: one per pair of strokes.
+    fn crosses(shapes: &[Shape], color: [u8; 3]) -> Vec<(f64, f64)> {
+        shapes
+            .iter()
+            .filter_map(|shape| match shape {
+                Shape::Line { x1, y1, x2, y2, color: c, .. } if *c == color && y2 > y1 && x2 > x1 => {
+                    Some(((x1 + x2) / 2.0, (y1 + y2) / 2.0))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// An HTTP 500 is a failed request, not a success: a vermillion cross at its latency, and
+    /// the legend under the panel counts it (it was a blue dot like every 200).
+    #[test]
+    fn server_errors_are_crosses_and_counted_in_the_legend() {
+        let mut records = records();
+        for seq in [5, 6, 7] {
+            records[seq].status = Some(500);
+            records[seq].error = Some(crate::ErrorClass::Http5xx);
+        }
+        records[9].status = Some(404);
+        records[9].error = Some(crate::ErrorClass::Http4xx);
+        records[11].status = None;
+        records[11].error = Some(crate::ErrorClass::Refused);
+        let report = build(&records, &ReportConfig::default());
+        let (shapes, height) = layout(&records, &report, "t");
+        let dots = shapes.iter().filter(|s| matches!(s, Shape::Dot { color, .. } if *color == BLUE)).count();
+        // 55 good responses, and the legend's dot.
+        assert_eq!(dots, 55 + 1);
+        // The panel's axis: every mark of a request lies above it, the legend's below.
+        let axis = shapes
+            .iter()
+            .find_map(|s| match s {
+                Shape::Rect { y, width, color, .. } if *color == INK && *width == WIDTH - LEFT - RIGHT => Some(*y),
+                _ => None,
+            })
+            .expect("the latency panel's axis");
+        let (in_panel, in_legend): (Vec<_>, Vec<_>) =
+            crosses(&shapes, VERMILLION).into_iter().partition(|(_, y)| *y < axis);
+        assert_eq!((in_panel.len(), in_legend.len()), (3, 1), "{in_panel:?} {in_legend:?}");
+        // At each one's time (requests are sent 10 ms apart).
+        let x_of = |seq: f64| LEFT + seq * 0.01 / report.span_seconds * (WIDTH - LEFT - RIGHT);
+        for ((x, _), seq) in in_panel.iter().zip([5.0, 6.0, 7.0]) {
+            assert!((x - x_of(seq)).abs() < 0.01, "{x} vs {}", x_of(seq));
+        }
+        assert_eq!(crosses(&shapes, ORANGE).len(), 1 + 1);
+        let legend: Vec<(&str, [u8; 3])> = shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Text { text, color, y, .. } if *y > axis + 20.0 && *y < axis + 40.0 => {
+                    Some((text.as_str(), *color))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            legend,
+            [
+                ("time since the first request", INK),
+                ("response: 55", INK),
+                ("HTTP 4xx: 1", INK),
+                ("HTTP 5xx: 3", VERMILLION),
+                ("no response (above the panel): 1", VERMILLION),
+            ]
+        );
+        assert_eq!(proctor_plot::label::problems(WIDTH, height, &shapes), Vec::<String>::new());
+        if let Some(path) = std::env::var_os("PROCTOR_PROBE_PLOT_SAMPLE") {
+            std::fs::write(path, png(&records, &report, "proctor probe http://127.0.0.1:8080/ (5xx sample)"))
                 .expect("write");
         }
     }

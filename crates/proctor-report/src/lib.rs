@@ -4,7 +4,8 @@
 //! - [`range`] folds the stored samples of a range, in order, into host series (rates derived
 //!   only between consecutive samples of one recorder run, downsampled to a bounded number of
 //!   buckets that keep each bucket's mean *and* max, so a one-second spike survives a day's
-//!   plot) and the top processes by CPU seconds used inside the range and by resident memory.
+//!   plot) and the top processes by CPU seconds used inside the range and by resident memory
+//!   (the few with the highest peak also over time, in the same buckets, for the plot).
 //! - [`correlate`] lines request latencies (probe results, statsd timer flushes) up against
 //!   those series: which requests were slow, the series' values in the intervals that held slow
 //!   requests against the rest, and a Spearman rank correlation with the number of requests

@@ -1,14 +1,22 @@
 //! A range summary, and a correlation, as pictures: panels stacked on one time axis.
 //!
-//! [`host_shapes`] draws CPU, memory, PSI, disk and network; [`correlation_shapes`] draws every
+//! [`host_shapes`] draws CPU, memory used (on an axis fitted to it, so growth of a few hundred
+//! MiB on a host using gigabytes is a slope and not a flat line), the resident memory of the
+//! processes with the highest peak RSS (one labelled line each), available memory, page cache
+//! and swap, PSI, disk and network; [`correlation_shapes`] draws every
 //! request's latency (log scale, slow ones as larger vermillion dots above the dashed threshold
 //! line) over the CPU, iowait, disk and PSI panels, with the slow requests' times shaded in
 //! every panel so a reader's eye can go straight down. Series are step lines of each bucket's
 //! mean with a light tick up to the bucket's max, so a spike inside a bucket stays visible.
 //! Value axes have round ticks (bytes in binary units); labels are measured in the embedded
-//! font and kept apart. `proctor_plot` writes the shapes as SVG and renders that as PNG.
+//! font and kept apart. An [`Overlay`] adds what a report was asked about: the stretches
+//! alerts fired (bands behind the host panels) and the `--at` time (a dashed line through
+//! every panel, labelled above them). `proctor_plot` writes the shapes as SVG and renders that
+//! as PNG.
 
-use proctor_plot::axis::{byte_ticks, bytes_label, log_ticks, nice_ticks, percent_label, seconds_label, time_ticks};
+use proctor_plot::axis::{
+    byte_ticks_between, bytes_label, log_ticks, nice_ticks, percent_label, seconds_label, time_ticks,
+};
 use proctor_plot::label::{ascent, box_width, centre_inside, descent, elide_end, elide_middle, GAP as LABEL_GAP};
 use proctor_plot::{
     tint, Anchor, Shape, BLUE, GREEN, GRID, INK, LABEL_SIZE, ORANGE, PURPLE, TITLE_SIZE, VERMILLION, WHITE,
@@ -16,7 +24,7 @@ use proctor_plot::{
 
 use crate::correlate::Correlation;
 use crate::groups::GroupSummary;
-use crate::range::{RangeSummary, Series, Unit};
+use crate::range::{RangeSummary, Series, SeriesPoint, Unit};
 
 /// The file formats this plot is written in, by file name (`.svg`, `.png`).
 pub use proctor_plot::{Format, UnknownFormat};
@@ -32,25 +40,46 @@ const GAP: f64 = 34.0;
 const SHADE: [u8; 3] = [0xf7, 0xdf, 0xcc];
 const COLORS: [[u8; 3]; 4] = [BLUE, ORANGE, GREEN, PURPLE];
 
-/// The panels of the host plot: title and the series drawn in it.
-pub const HOST_PANELS: [(&str, &[&str]); 5] = [
-    ("CPU, % of all CPUs", &["host.cpu.user_percent", "host.cpu.system_percent", "host.cpu.iowait_percent"]),
+/// How a panel's value axis is scaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// From zero: shares, rates, and levels read against each other.
+    Zero,
+    /// Fitted to the values when zero lies farther below them than they spread (memory used
+    /// growing by 300 MiB from 8 GiB), else from zero; a fitted panel's title says so.
+    Fitted,
+}
+
+/// The panels of the host plot: title, the series drawn in it, its scale. The processes'
+/// RSS panel ([`RSS_PANEL`]) comes after memory used.
+pub const HOST_PANELS: [(&str, &[&str], Scale); 6] = [
+    (
+        "CPU, % of all CPUs",
+        &["host.cpu.user_percent", "host.cpu.system_percent", "host.cpu.iowait_percent"],
+        Scale::Zero,
+    ),
+    ("memory used (total − available)", &["host.memory.used_bytes"], Scale::Fitted),
     (
         "memory",
-        &[
-            "host.memory.used_bytes",
-            "host.memory.cached_bytes",
-            "host.memory.available_bytes",
-            "host.memory.swap_used_bytes",
-        ],
+        &["host.memory.available_bytes", "host.memory.cached_bytes", "host.memory.swap_used_bytes"],
+        Scale::Zero,
     ),
     (
         "pressure (PSI some), % of time stalled",
         &["host.pressure_cpu.some.avg10", "host.pressure_io.some.avg10", "host.pressure_memory.some.avg10"],
+        Scale::Zero,
     ),
-    ("disk, whole disks", &["host.disk.read_bytes_per_sec", "host.disk.write_bytes_per_sec"]),
-    ("network, all interfaces but lo", &["host.net.rx_bytes_per_sec", "host.net.tx_bytes_per_sec"]),
+    ("disk, whole disks", &["host.disk.read_bytes_per_sec", "host.disk.write_bytes_per_sec"], Scale::Zero),
+    ("network, all interfaces but lo", &["host.net.rx_bytes_per_sec", "host.net.tx_bytes_per_sec"], Scale::Zero),
 ];
+
+/// The title of the host plot's panel of the processes with the highest peak RSS
+/// ([`RangeSummary::top_memory_rss`]), each a line labelled with its name and pid.
+pub const RSS_PANEL: &str = "resident memory (RSS), largest processes";
+/// The RSS panel goes after this one of [`HOST_PANELS`] (memory used).
+const RSS_PANEL_AFTER: usize = 1;
+/// A fitted panel's title ends with this when its axis does not start at zero.
+pub const NOT_FROM_ZERO: &str = ", axis not from zero";
 
 /// A process group's panels (`report --group`): its series names in [`crate::GROUP_SERIES`].
 /// Major faults have a panel of their own: a few per second (pages read back from disk) would
@@ -171,12 +200,12 @@ fn tick_label(value: f64, unit: Unit, step: f64) -> String {
     }
 }
 
-/// Round ticks from 0 for a panel whose highest value is `high`: 1-2-5 steps for percentages,
+/// Round ticks from `low` (or below it) to `high` (or above it): 1-2-5 steps for percentages,
 /// binary units for bytes.
-fn value_ticks(high: f64, unit: Unit) -> Vec<f64> {
+fn value_ticks(low: f64, high: f64, unit: Unit) -> Vec<f64> {
     match unit {
-        Unit::Percent | Unit::Count | Unit::Number | Unit::PerSecond => nice_ticks(0.0, high, 4),
-        Unit::Bytes | Unit::BytesPerSecond => byte_ticks(high, 4),
+        Unit::Percent | Unit::Count | Unit::Number | Unit::PerSecond => nice_ticks(low, high, 4),
+        Unit::Bytes | Unit::BytesPerSecond => byte_ticks_between(low, high, 4),
     }
 }
 
@@ -214,37 +243,81 @@ impl TimeAxis {
     }
 }
 
-/// One panel of series sharing a unit: grid, y labels, step lines of the means, max ticks.
+/// One line of a panel: its legend label and its buckets.
+struct PanelLine<'a> {
+    label: String,
+    unit: Unit,
+    points: &'a [SeriesPoint],
+}
+
+/// Series as a panel's lines, named as in the catalog without what the panel says already.
+fn series_lines<'a>(series: &[&'a Series]) -> Vec<PanelLine<'a>> {
+    series
+        .iter()
+        .map(|s| {
+            let name = legend_name(s.name);
+            let label = if s.points.is_empty() { format!("{name} (no data)") } else { name.to_string() };
+            PanelLine { label, unit: s.unit, points: &s.points }
+        })
+        .collect()
+}
+
+/// The RSS panel's lines: each of the processes with the highest peak RSS as `comm (pid)`.
+fn rss_lines(summary: &RangeSummary) -> Vec<PanelLine<'_>> {
+    let lines: Vec<PanelLine> = summary
+        .top_memory
+        .iter()
+        .zip(&summary.top_memory_rss)
+        .map(|(process, points)| PanelLine {
+            label: format!("{} ({})", elide_end(&process.comm, LABEL_SIZE, 120.0), process.pid),
+            unit: Unit::Bytes,
+            points,
+        })
+        .collect();
+    if lines.is_empty() {
+        return vec![PanelLine { label: "no process samples".to_string(), unit: Unit::Bytes, points: &[] }];
+    }
+    lines
+}
+
+/// One panel of lines sharing a unit: grid, y labels, step lines of the means, max ticks.
 ///
 /// Two non-empty buckets are joined when they are at most `join_ns` apart (buckets narrower
 /// than the sample interval are mostly empty); farther apart, the gap stays a gap.
-fn series_panel(axis: TimeAxis, top: f64, title: &str, series: &[&Series], join_ns: u64, shapes: &mut Vec<Shape>) {
-    let unit = series.first().map_or(Unit::Percent, |s| s.unit);
-    let high = series.iter().flat_map(|s| s.points.iter().map(|p| p.max)).fold(0.0f64, f64::max);
-    let high = high.max(1.0);
-    let ticks = value_ticks(high, unit);
-    let top_value = ticks.last().copied().unwrap_or(high).max(f64::MIN_POSITIVE);
-    let step = ticks.get(1).copied().unwrap_or(top_value);
-    let y = |v: f64| top + PANEL - (v / top_value).clamp(0.0, 1.0) * PANEL;
+fn series_panel(
+    axis: TimeAxis,
+    top: f64,
+    title: &str,
+    lines: &[PanelLine],
+    scale: Scale,
+    join_ns: u64,
+    shapes: &mut Vec<Shape>,
+) {
+    let unit = lines.first().map_or(Unit::Percent, |s| s.unit);
+    let values = || lines.iter().flat_map(|s| s.points.iter());
+    let high = values().map(|p| p.max).fold(0.0f64, f64::max);
+    let low = values().map(|p| p.mean).fold(f64::INFINITY, f64::min);
+    // Fitted only when zero is farther below the values than they spread: what changes then
+    // fills the panel, where from zero it would be a flat line along the top.
+    let fitted = scale == Scale::Fitted && high > low && low > high - low;
+    let ticks = if fitted { value_ticks(low, high, unit) } else { value_ticks(0.0, high.max(1.0), unit) };
+    let bottom_value = ticks.first().copied().unwrap_or(0.0);
+    let top_value = ticks.last().copied().unwrap_or(high).max(bottom_value + f64::MIN_POSITIVE);
+    let step = ticks.get(1).map_or(top_value, |second| second - bottom_value);
+    let y = |v: f64| top + PANEL - ((v - bottom_value) / (top_value - bottom_value)).clamp(0.0, 1.0) * PANEL;
     for tick in &ticks {
         shapes.push(line(LEFT, y(*tick), WIDTH - RIGHT, y(*tick), GRID));
         y_label(y(*tick), tick_label(*tick, unit, step), shapes);
     }
     axis.draw(top, shapes, false);
-    let entries: Vec<(String, [u8; 3])> = series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let name = legend_name(s.name);
-            let label = if s.points.is_empty() { format!("{name} (no data)") } else { name.to_string() };
-            (label, COLORS[i % COLORS.len()])
-        })
-        .collect();
-    title_and_legend(top, title, &entries, shapes);
-    for (i, s) in series.iter().enumerate() {
+    let entries: Vec<(String, [u8; 3])> =
+        lines.iter().enumerate().map(|(i, s)| (s.label.clone(), COLORS[i % COLORS.len()])).collect();
+    let title = if bottom_value > 0.0 { format!("{title}{NOT_FROM_ZERO}") } else { title.to_string() };
+    title_and_legend(top, &title, &entries, shapes);
+    for (i, s) in lines.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let mut last: Option<(u64, f64)> = None;
-        for p in &s.points {
+        for p in s.points {
             let (x1, x2) = (axis.x(p.start_ns), axis.x(p.end_ns).max(axis.x(p.start_ns) + 1.0));
             if p.max > p.mean {
                 shapes.push(rect(x1 + (x2 - x1) / 2.0, y(p.max), 1.0, y(p.mean) - y(p.max), light(color)));
@@ -295,10 +368,14 @@ fn find<'a>(summary: &'a RangeSummary, name: &str) -> Option<&'a Series> {
     summary.series.iter().find(|s| s.name == name)
 }
 
-/// The axis: the requested range, narrowed to the samples found in it.
-fn axis_of(summary: &RangeSummary) -> TimeAxis {
-    let from_ns = summary.first_ns.map_or(summary.from_ns, |first| first.max(summary.from_ns));
-    let to_ns = summary.last_ns.map_or(summary.to_ns, |last| last.min(summary.to_ns)).max(from_ns + 1);
+/// The axis: the requested range, narrowed to the samples found in it, but always reaching
+/// the marked time (a marker pinned to the edge would point at the wrong time).
+fn axis_of(summary: &RangeSummary, overlay: &Overlay) -> TimeAxis {
+    let mut from_ns = summary.first_ns.map_or(summary.from_ns, |first| first.max(summary.from_ns));
+    let mut to_ns = summary.last_ns.map_or(summary.to_ns, |last| last.min(summary.to_ns)).max(from_ns + 1);
+    if let Some(at) = overlay.at_ns {
+        (from_ns, to_ns) = (from_ns.min(at), to_ns.max(at));
+    }
     TimeAxis { from_ns, to_ns }
 }
 
@@ -320,28 +397,66 @@ pub struct AlertSpan {
     pub to_ns: u64,
 }
 
+/// What a plot shows over its series besides the data.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overlay<'a> {
+    /// Stretches alerts fired: bands behind the host panels, named under the time axis.
+    pub alerts: &'a [AlertSpan],
+    /// The time the report is about (`report --at T`): a dashed line through every panel and
+    /// its time above the first.
+    pub at_ns: Option<u64>,
+}
+
+/// The `--at` marker's text: `--at 22:43:20` (UTC, as the time axis).
+pub fn at_label(at_ns: u64) -> String {
+    let secs = at_ns / 1_000_000_000 % 86_400;
+    format!("--at {:02}:{:02}:{:02}", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+/// The `--at` marker over `panels` stacked panels: a dashed line 1.5 px wide through each
+/// (not through the titles between them) and its label centred above the first, between the
+/// plot's title and the first panel's. Drawn after the series, so no line hides it.
+fn mark_at(axis: TimeAxis, overlay: &Overlay, panels: usize, shapes: &mut Vec<Shape>) {
+    let Some(at) = overlay.at_ns else { return };
+    let x = axis.x(at);
+    for i in 0..panels {
+        let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
+        shapes.push(Shape::Line { x1: x, y1: top, x2: x, y2: top + PANEL, color: INK, width: 1.5, dashed: true });
+    }
+    let label = at_label(at);
+    shapes.push(text(centre_inside(x, &label, LABEL_SIZE, 0.0, WIDTH), TOP - 4.0, label, INK, true));
+}
+
 /// The alert bands' colour: a light red behind the series.
 const ALERT_BAND: [u8; 3] = [0xf6, 0xd5, 0xd5];
 const ALERT_INK: [u8; 3] = [0xa8, 0x26, 0x1c];
 
 /// The host plot's shapes and height.
 pub fn host_shapes(summary: &RangeSummary, title: &str) -> (Vec<Shape>, f64) {
-    host_shapes_with_alerts(summary, title, &[])
+    host_shapes_with(summary, title, &Overlay::default())
 }
 
-/// The host plot with the stretches alerts fired as bands behind every panel, and a line under
-/// the time axis naming them.
-pub fn host_shapes_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> (Vec<Shape>, f64) {
-    let axis = axis_of(summary);
+/// The host plot with the overlay: the stretches alerts fired as bands behind every panel and
+/// a line under the time axis naming them, the `--at` marker.
+pub fn host_shapes_with(summary: &RangeSummary, title: &str, overlay: &Overlay) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary, overlay);
+    let mut panels: Vec<(&str, Vec<PanelLine>, Scale)> = Vec::new();
+    for (i, (panel_title, names, scale)) in HOST_PANELS.iter().enumerate() {
+        let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
+        panels.push((panel_title, series_lines(&series), *scale));
+        if i == RSS_PANEL_AFTER {
+            panels.push((RSS_PANEL, rss_lines(summary), Scale::Fitted));
+        }
+    }
     let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     let mut shown: Vec<(String, usize)> = Vec::new();
-    for a in alerts {
+    for a in overlay.alerts {
         let (from, to) = (a.from_ns.max(axis.from_ns), a.to_ns.min(axis.to_ns));
         if to < from {
             continue;
         }
         let (x1, x2) = (axis.x(from), axis.x(to));
-        for i in 0..HOST_PANELS.len() {
+        for i in 0..panels.len() {
             let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
             shapes.push(rect(x1, top, (x2 - x1).max(2.0), PANEL, ALERT_BAND));
         }
@@ -350,7 +465,7 @@ pub fn host_shapes_with_alerts(summary: &RangeSummary, title: &str, alerts: &[Al
             None => shown.push((a.rule.clone(), 1)),
         }
     }
-    let mut height = panels_height(HOST_PANELS.len()) + 10.0;
+    let mut height = panels_height(panels.len()) + 10.0;
     if !shown.is_empty() {
         let names: Vec<String> =
             shown.iter().map(|(r, n)| if *n > 1 { format!("{r} ×{n}") } else { r.clone() }).collect();
@@ -364,20 +479,25 @@ pub fn host_shapes_with_alerts(summary: &RangeSummary, title: &str, alerts: &[Al
         ));
         height += 20.0;
     }
-    for (i, (panel_title, names)) in HOST_PANELS.iter().enumerate() {
+    for (i, (panel_title, lines, scale)) in panels.iter().enumerate() {
         let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
-        let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
-        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
-        if i + 1 == HOST_PANELS.len() {
+        series_panel(axis, top, panel_title, lines, *scale, join_ns(summary), &mut shapes);
+        if i + 1 == panels.len() {
             axis.draw(top, &mut shapes, true);
         }
     }
+    mark_at(axis, overlay, panels.len(), &mut shapes);
     (shapes, height)
 }
 
 /// The correlation plot's shapes and height: latency on top, system panels below.
-pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, title: &str) -> (Vec<Shape>, f64) {
-    let axis = axis_of(summary);
+pub fn correlation_shapes(
+    summary: &RangeSummary,
+    correlation: &Correlation,
+    title: &str,
+    overlay: &Overlay,
+) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary, overlay);
     let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     let panels = 1 + CORRELATION_PANELS.len();
     let height = panels_height(panels) + 10.0;
@@ -433,67 +553,59 @@ pub fn correlation_shapes(summary: &RangeSummary, correlation: &Correlation, tit
     for (i, (panel_title, names)) in CORRELATION_PANELS.iter().enumerate() {
         let top = first_top + (i + 1) as f64 * (PANEL + GAP);
         let series: Vec<&Series> = names.iter().filter_map(|n| find(summary, n)).collect();
-        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
+        series_panel(axis, top, panel_title, &series_lines(&series), Scale::Zero, join_ns(summary), &mut shapes);
         if i + 1 == CORRELATION_PANELS.len() {
             axis.draw(top, &mut shapes, true);
         }
     }
+    mark_at(axis, overlay, panels, &mut shapes);
     (shapes, height)
 }
 
 /// A group's plot: its panels on the range's time axis.
-pub fn group_shapes(summary: &RangeSummary, group: &GroupSummary, title: &str) -> (Vec<Shape>, f64) {
-    let axis = axis_of(summary);
+pub fn group_shapes(summary: &RangeSummary, group: &GroupSummary, title: &str, overlay: &Overlay) -> (Vec<Shape>, f64) {
+    let axis = axis_of(summary, overlay);
     let mut shapes = vec![Shape::title(10.0, 16.0, elide_middle(title, TITLE_SIZE, WIDTH - 20.0))];
     for (i, (panel_title, names)) in GROUP_PANELS.iter().enumerate() {
         let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
         let series: Vec<&Series> =
             names.iter().filter_map(|n| group.series.iter().find(|s| s.name == *n && !s.points.is_empty())).collect();
-        series_panel(axis, top, panel_title, &series, join_ns(summary), &mut shapes);
+        series_panel(axis, top, panel_title, &series_lines(&series), Scale::Zero, join_ns(summary), &mut shapes);
         if i + 1 == GROUP_PANELS.len() {
             axis.draw(top, &mut shapes, true);
         }
     }
+    mark_at(axis, overlay, GROUP_PANELS.len(), &mut shapes);
     (shapes, panels_height(GROUP_PANELS.len()) + 10.0)
 }
 
-pub fn group_svg(summary: &RangeSummary, group: &GroupSummary, title: &str) -> String {
-    let (shapes, height) = group_shapes(summary, group, title);
+pub fn group_svg(summary: &RangeSummary, group: &GroupSummary, title: &str, overlay: &Overlay) -> String {
+    let (shapes, height) = group_shapes(summary, group, title, overlay);
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn group_png(summary: &RangeSummary, group: &GroupSummary, title: &str) -> Vec<u8> {
-    let (shapes, height) = group_shapes(summary, group, title);
+pub fn group_png(summary: &RangeSummary, group: &GroupSummary, title: &str, overlay: &Overlay) -> Vec<u8> {
+    let (shapes, height) = group_shapes(summary, group, title, overlay);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_svg(summary: &RangeSummary, title: &str) -> String {
-    let (shapes, height) = host_shapes(summary, title);
+pub fn host_svg(summary: &RangeSummary, title: &str, overlay: &Overlay) -> String {
+    let (shapes, height) = host_shapes_with(summary, title, overlay);
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_png(summary: &RangeSummary, title: &str) -> Vec<u8> {
-    let (shapes, height) = host_shapes(summary, title);
+pub fn host_png(summary: &RangeSummary, title: &str, overlay: &Overlay) -> Vec<u8> {
+    let (shapes, height) = host_shapes_with(summary, title, overlay);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_svg_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> String {
-    let (shapes, height) = host_shapes_with_alerts(summary, title, alerts);
+pub fn correlation_svg(summary: &RangeSummary, correlation: &Correlation, title: &str, overlay: &Overlay) -> String {
+    let (shapes, height) = correlation_shapes(summary, correlation, title, overlay);
     proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
 }
 
-pub fn host_png_with_alerts(summary: &RangeSummary, title: &str, alerts: &[AlertSpan]) -> Vec<u8> {
-    let (shapes, height) = host_shapes_with_alerts(summary, title, alerts);
-    proctor_plot::png(WIDTH as u32, height as u32, &shapes)
-}
-
-pub fn correlation_svg(summary: &RangeSummary, correlation: &Correlation, title: &str) -> String {
-    let (shapes, height) = correlation_shapes(summary, correlation, title);
-    proctor_plot::svg(WIDTH as u32, height as u32, &shapes)
-}
-
-pub fn correlation_png(summary: &RangeSummary, correlation: &Correlation, title: &str) -> Vec<u8> {
-    let (shapes, height) = correlation_shapes(summary, correlation, title);
+pub fn correlation_png(summary: &RangeSummary, correlation: &Correlation, title: &str, overlay: &Overlay) -> Vec<u8> {
+    let (shapes, height) = correlation_shapes(summary, correlation, title, overlay);
     proctor_plot::png(WIDTH as u32, height as u32, &shapes)
 }
 
@@ -566,7 +678,51 @@ mod tests {
         summary.first_ns = Some(from_ns);
         summary.last_ns = Some(to_ns);
         summary.median_interval_ns = Some(1_000_000_000);
+        // Four processes with names as long as the kernel's (15 bytes) and pids of seven digits.
+        let sizes = [2.5e9, 1.2e9, 8e8, 3e8];
+        top_processes(&mut summary, &sizes.map(|size| ("kworker/u16:3-e", 4_194_000, size, size * 0.2)));
         summary
+    }
+
+    /// Sets the summary's top processes by peak RSS: (comm, pid, RSS at the start, at the end)
+    /// each, growing in a straight line over the summary's buckets.
+    fn top_processes(summary: &mut RangeSummary, processes: &[(&str, u32, f64, f64)]) {
+        let (from, to) = (summary.first_ns.unwrap_or(summary.from_ns), summary.last_ns.unwrap_or(summary.to_ns));
+        let buckets = 120u64;
+        let bucket_ns = (to - from) / buckets;
+        summary.top_memory = processes
+            .iter()
+            .map(|&(comm, pid, start, end)| crate::ProcessUsage {
+                pid,
+                start_ticks: 1,
+                comm: comm.to_string(),
+                cmdline: None,
+                cpu_seconds: 0.0,
+                rss_peak_bytes: Some(start.max(end) as u64),
+                rss_mean_bytes: Some((start + end) / 2.0),
+                samples: buckets,
+                first_seen_ns: from,
+                last_seen_ns: to,
+            })
+            .collect();
+        summary.top_memory_rss = processes
+            .iter()
+            .map(|&(_, _, start, end)| {
+                (0..buckets)
+                    .map(|b| {
+                        let value = start + (end - start) * b as f64 / (buckets - 1) as f64;
+                        SeriesPoint {
+                            bucket: b as u32,
+                            start_ns: from + b * bucket_ns,
+                            end_ns: from + (b + 1) * bucket_ns,
+                            mean: value,
+                            max: value,
+                            count: 1,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
     }
 
     /// Latencies every 250 ms over the summary's range, from `low_ns` to `high_ns`, the
@@ -598,7 +754,8 @@ mod tests {
                      /Projects/Experiments/2023/November/an-experiment-with-a-descriptive-name/run-17/proctor-data)";
         let mut problems = Vec::new();
         for summary in [summary(), full_hour()] {
-            problems.extend(unreadable(host_shapes(&summary, title), &host_png(&summary, title)));
+            let none = Overlay::default();
+            problems.extend(unreadable(host_shapes(&summary, title), &host_png(&summary, title, &none)));
             // With alert bands and their line under the axis (many names: it is cut to fit).
             let from = summary.first_ns.unwrap_or(summary.from_ns);
             let alerts: Vec<AlertSpan> = (0..30)
@@ -608,22 +765,150 @@ mod tests {
                     to_ns: from + i * 10_000_000_000 + 5_000_000_000,
                 })
                 .collect();
-            problems.extend(unreadable(
-                host_shapes_with_alerts(&summary, title, &alerts),
-                &host_png_with_alerts(&summary, title, &alerts),
-            ));
+            // And the --at marker, near the right edge so its label is pulled in.
+            let to = summary.last_ns.unwrap_or(summary.to_ns);
+            let overlay = Overlay { alerts: &alerts, at_ns: Some(to - 1_000_000_000) };
+            problems
+                .extend(unreadable(host_shapes_with(&summary, title, &overlay), &host_png(&summary, title, &overlay)));
             // Latencies over two decades, and over nine.
             for (low, high) in [(2e6, 80e6), (1e3, 1e12)] {
                 let correlation =
                     correlate(&latencies(&summary, low, high), &summary.points, &CorrelationConfig::default());
                 let title = "latency vs system, probe stream (every `proctor probe --record` run in the range)";
                 problems.extend(unreadable(
-                    correlation_shapes(&summary, &correlation, title),
-                    &correlation_png(&summary, &correlation, title),
+                    correlation_shapes(&summary, &correlation, title, &overlay),
+                    &correlation_png(&summary, &correlation, title, &overlay),
                 ));
             }
         }
         assert!(problems.is_empty(), "{} label problems:\n{}", problems.len(), problems.join("\n"));
+    }
+
+    /// `report --at T --around 5m` is about T: a dashed line at T through every panel of each
+    /// plot, and T above them (there was no mark at all).
+    #[test]
+    fn the_at_time_is_marked_through_every_panel() {
+        let summary = summary();
+        let at_ns = 30_000_000_000;
+        let overlay = Overlay { alerts: &[], at_ns: Some(at_ns) };
+        // The fixture's axis runs from 0 to 61 s.
+        let x = LEFT + 30.0 / 61.0 * (WIDTH - LEFT - RIGHT);
+        let correlation = correlate(&latencies(&summary, 2e6, 80e6), &summary.points, &CorrelationConfig::default());
+        let group = GroupSummary { name: "g".into(), samples: 0, series: Vec::new(), headline: Vec::new() };
+        let plots = [
+            (host_shapes_with(&summary, "h", &overlay), HOST_PANELS.len() + 1),
+            (correlation_shapes(&summary, &correlation, "c", &overlay), 1 + CORRELATION_PANELS.len()),
+            (group_shapes(&summary, &group, "g", &overlay), GROUP_PANELS.len()),
+        ];
+        for ((shapes, height), panels) in plots {
+            let marks: Vec<(f64, f64, f64)> = shapes
+                .iter()
+                .filter_map(|s| match s {
+                    Shape::Line { x1, y1, x2, y2, dashed: true, width, .. } if x1 == x2 && *width == 1.5 => {
+                        Some((*x1, *y1, *y2))
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(marks.len(), panels, "{marks:?}");
+            for (i, (at_x, y1, y2)) in marks.iter().enumerate() {
+                let top = TOP + GAP - 10.0 + i as f64 * (PANEL + GAP);
+                assert!((at_x - x).abs() < 0.01 && (*y1, *y2) == (top, top + PANEL), "{i}: {marks:?}");
+            }
+            let label = shapes.iter().find_map(|s| match s {
+                Shape::Text { x, y, text, anchor: Anchor::Middle, .. } if text == "--at 00:00:30" => Some((*x, *y)),
+                _ => None,
+            });
+            let (label_x, label_y) = label.expect("the marker's label");
+            assert!((label_x - x).abs() < 0.01 && label_y < TOP + GAP - 10.0, "{label:?}");
+            assert_eq!(proctor_plot::label::problems(WIDTH, height, &shapes), Vec::<String>::new());
+        }
+        // Without --at, nothing of the kind.
+        let (shapes, _) = host_shapes(&summary, "h");
+        assert!(!shapes.iter().any(|s| matches!(s, Shape::Line { dashed: true, .. })));
+        if let Some(path) = std::env::var_os("PROCTOR_REPORT_PLOT_SAMPLE") {
+            std::fs::write(path, host_png(&summary, "proctor report --at (sample)", &overlay)).expect("write");
+        }
+    }
+
+    /// The vertical extent, in pixels, of the step lines (1.5 px rects) of `color` inside the
+    /// panel titled `title` (its title may go on), and the panel's y labels; `None` when there is
+    /// no such panel.
+    fn panel_marks(shapes: &[Shape], title: &str, color: [u8; 3]) -> Option<(f64, Vec<String>)> {
+        let top = shapes.iter().find_map(|s| match s {
+            Shape::Text { x, y, text, .. } if *x == LEFT && text.starts_with(title) => Some(y + 8.0),
+            _ => None,
+        })?;
+        let inside = |y: f64| y >= top - 1.0 && y <= top + PANEL + 1.0;
+        let ys: Vec<f64> = shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Rect { y, height, color: c, .. } if *c == color && *height == 1.5 && inside(*y) => Some(*y),
+                _ => None,
+            })
+            .collect();
+        let extent = ys.iter().copied().fold(f64::MIN, f64::max) - ys.iter().copied().fold(f64::MAX, f64::min);
+        let labels = shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Text { x, y, text, anchor: Anchor::End, .. } if *x == LEFT - 6.0 && inside(*y - 4.0) => {
+                    Some(text.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        Some((extent.max(0.0), labels))
+    }
+
+    /// The issue's host: ~22 GiB available, memory used growing by 313 MiB from 8 GiB, and a
+    /// process growing from 10 to 313 MiB beside one steady at 120 MiB. On one 0–30 GiB axis
+    /// both were flat lines; now memory used has its own fitted axis and the processes their
+    /// own panel, one labelled line each, and the growth spans most of each panel.
+    #[test]
+    fn memory_growth_is_visible_in_panels_of_its_own() {
+        const MIB: f64 = 1024.0 * 1024.0;
+        const GIB: f64 = 1024.0 * MIB;
+        let mut summary = full_hour();
+        for series in &mut summary.series {
+            let (start, end) = match series.name {
+                "host.memory.used_bytes" => (8.0 * GIB, 8.0 * GIB + 313.0 * MIB),
+                "host.memory.available_bytes" => (22.0 * GIB, 22.0 * GIB - 313.0 * MIB),
+                _ => continue,
+            };
+            let buckets = series.points.len() as f64;
+            for (i, point) in series.points.iter_mut().enumerate() {
+                point.mean = start + (end - start) * i as f64 / (buckets - 1.0);
+                point.max = point.mean;
+            }
+        }
+        top_processes(
+            &mut summary,
+            &[("grower", 4242, 10.0 * MIB, 313.0 * MIB), ("steady", 77, 120.0 * MIB, 120.0 * MIB)],
+        );
+        let (shapes, height) = host_shapes(&summary, "report");
+
+        let (used, labels) = panel_marks(&shapes, "memory used (total − available)", BLUE).expect("memory used panel");
+        assert!(used >= PANEL * 0.5, "memory used spans {used:.1} px of {PANEL}");
+        assert_eq!(labels, ["8 GiB", "8.25 GiB", "8.5 GiB"]);
+        let title = format!("memory used (total − available){NOT_FROM_ZERO}");
+        assert!(shapes.iter().any(|s| matches!(s, Shape::Text { text, .. } if *text == title)), "{title}");
+
+        // The processes: a line each in the order of the top list, labelled with name and pid.
+        let (grower, _) = panel_marks(&shapes, RSS_PANEL, BLUE).expect("RSS panel");
+        assert!(grower >= PANEL * 0.5, "the growing process spans {grower:.1} px of {PANEL}");
+        let (steady, _) = panel_marks(&shapes, RSS_PANEL, ORANGE).expect("RSS panel");
+        assert!(steady < 1.0, "the steady process is flat: {steady}");
+        for (label, color) in [("grower (4242)", BLUE), ("steady (77)", ORANGE)] {
+            assert!(
+                shapes.iter().any(|s| matches!(s, Shape::Text { text, color: c, .. } if text == label && *c == color)),
+                "{label}"
+            );
+        }
+        assert_eq!(proctor_plot::label::problems(WIDTH, height, &shapes), Vec::<String>::new());
+        if let Some(path) = std::env::var_os("PROCTOR_REPORT_MEMORY_SAMPLE") {
+            let overlay = Overlay { alerts: &[], at_ns: Some(summary.from_ns + 1800 * 1_000_000_000) };
+            std::fs::write(path, host_png(&summary, "proctor report (memory sample)", &overlay)).expect("write");
+        }
     }
 
     #[test]
@@ -638,12 +923,12 @@ mod tests {
     #[test]
     fn host_plot_has_every_panel_and_a_valid_png() {
         let summary = summary();
-        let svg = host_svg(&summary, "report");
-        for (title, _) in HOST_PANELS {
+        let svg = host_svg(&summary, "report", &Overlay::default());
+        for title in HOST_PANELS.iter().map(|p| p.0).chain([RSS_PANEL]) {
             assert!(svg.contains(&format!(">{title}</text>")), "{title}");
         }
         assert!(svg.contains(">cpu.user</text>") && svg.contains(">memory.used (no data)</text>"));
-        let png = host_png(&summary, "report");
+        let png = host_png(&summary, "report", &Overlay::default());
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         let (width, height) = (
             u32::from_be_bytes([png[16], png[17], png[18], png[19]]),
@@ -662,7 +947,7 @@ mod tests {
             })
             .collect();
         let correlation = correlate(&latencies, &summary.points, &CorrelationConfig::default());
-        let (shapes, _) = correlation_shapes(&summary, &correlation, "c");
+        let (shapes, _) = correlation_shapes(&summary, &correlation, "c", &Overlay::default());
         let slow_dots = shapes.iter().filter(|s| matches!(s, Shape::Dot { color, .. } if *color == VERMILLION)).count();
         assert_eq!(slow_dots as u64, correlation.slow);
         // Drawn after every fast dot and after the threshold line, so none is hidden.
@@ -671,7 +956,7 @@ mod tests {
         let threshold = shapes.iter().position(|s| matches!(s, Shape::Line { dashed: true, .. }));
         assert!(threshold < last_other && last_other < first_slow, "{threshold:?} {last_other:?} {first_slow:?}");
         assert!(correlation.slow > 0);
-        let svg = correlation_svg(&summary, &correlation, "c");
+        let svg = correlation_svg(&summary, &correlation, "c", &Overlay::default());
         for (title, _) in CORRELATION_PANELS {
             assert!(svg.contains(&format!(">{title}</text>")), "{title}");
         }

@@ -76,11 +76,14 @@ pub struct RangeConfig {
     pub top: usize,
     /// Keep every sample's values as well ([`RangeSummary::points`]), for correlation.
     pub keep_points: bool,
+    /// How many of the processes with the highest peak RSS keep their RSS over the range
+    /// ([`RangeSummary::top_memory_rss`]), for the plot's panel of them.
+    pub rss_series: usize,
 }
 
 impl Default for RangeConfig {
     fn default() -> Self {
-        RangeConfig { from_ns: 0, to_ns: u64::MAX, max_points: 600, top: 10, keep_points: false }
+        RangeConfig { from_ns: 0, to_ns: u64::MAX, max_points: 600, top: 10, keep_points: false, rss_series: 4 }
     }
 }
 
@@ -145,6 +148,12 @@ pub struct RangeSummary {
     pub top_cpu: Vec<ProcessUsage>,
     /// Highest peak RSS first.
     pub top_memory: Vec<ProcessUsage>,
+    /// The RSS of the first [`RangeConfig::rss_series`] processes of `top_memory` (the same
+    /// order) in the series' buckets: each bucket's mean and max over the samples whose
+    /// processes were folded. For the plot; not serialized (the top lists have each one's
+    /// peak and mean).
+    #[serde(skip_serializing)]
+    pub top_memory_rss: Vec<Vec<SeriesPoint>>,
     /// Distinct processes seen.
     pub processes_seen: u64,
     /// Groups' series, when asked for ([`RangeBuilder::with_groups`]), by name.
@@ -169,6 +178,9 @@ struct ProcAcc {
     rss_peak: Option<u64>,
     rss_sum: f64,
     rss_count: u64,
+    /// RSS by bucket, only the buckets the process was seen in (a short-lived process costs
+    /// a few entries, not one per bucket), in time order.
+    rss_buckets: Vec<(u32, Acc)>,
     samples: u64,
     first_seen_ns: u64,
     last_seen_ns: u64,
@@ -443,7 +455,7 @@ impl RangeBuilder {
         let runs = self.runs;
         let prev_procs =
             self.prev_procs.take().filter(|(run, p)| *run == runs && proctor_store_same_run(p, &cur)).map(|(_, p)| p);
-        self.fold_processes(&cur, prev_procs.as_ref());
+        self.fold_processes(&cur, prev_procs.as_ref(), bucket);
         self.fold_groups(&cur, prev_procs.as_ref(), bucket);
         self.process_samples += 1;
         self.prev = Some(host_only(&cur));
@@ -472,7 +484,7 @@ impl RangeBuilder {
         }
     }
 
-    fn fold_processes(&mut self, cur: &Sample, prev: Option<&Sample>) {
+    fn fold_processes(&mut self, cur: &Sample, prev: Option<&Sample>, bucket: usize) {
         // Uptime of the previous sample, in ticks: a process absent from it whose start time is
         // later started between the two samples, so all of its CPU time was used since.
         let prev_uptime_ticks =
@@ -496,6 +508,7 @@ impl RangeBuilder {
                 rss_peak: None,
                 rss_sum: 0.0,
                 rss_count: 0,
+                rss_buckets: Vec::new(),
                 samples: 0,
                 first_seen_ns: cur.unix_ns,
                 last_seen_ns: cur.unix_ns,
@@ -515,6 +528,15 @@ impl RangeBuilder {
                 acc.rss_peak = Some(acc.rss_peak.map_or(rss, |peak| peak.max(rss)));
                 acc.rss_sum += rss as f64;
                 acc.rss_count += 1;
+                let bucket = bucket as u32;
+                match acc.rss_buckets.last_mut() {
+                    Some((last, values)) if *last == bucket => values.add(rss as f64, rss as f64, 1),
+                    _ => {
+                        let mut values = Acc::default();
+                        values.add(rss as f64, rss as f64, 1);
+                        acc.rss_buckets.push((bucket, values));
+                    }
+                }
             }
         }
     }
@@ -561,20 +583,34 @@ impl RangeBuilder {
             .collect();
         self.intervals.sort_unstable();
         let median_interval_ns = self.intervals.get(self.intervals.len() / 2).copied();
+        let (from_ns, bucket_ns) = (self.config.from_ns, self.bucket_ns);
+        let bucket_point = |bucket: u32, acc: &Acc| SeriesPoint {
+            bucket,
+            start_ns: from_ns + (f64::from(bucket) * bucket_ns) as u64,
+            end_ns: from_ns + (f64::from(bucket + 1) * bucket_ns) as u64,
+            mean: acc.sum / f64::from(acc.count),
+            max: acc.max,
+            count: acc.count,
+        };
+        let mut rss_buckets: HashMap<(u32, u64), Vec<(u32, Acc)>> = HashMap::new();
         let usages: Vec<ProcessUsage> = self
             .processes
             .into_iter()
-            .map(|((pid, start_ticks), acc)| ProcessUsage {
-                pid,
-                start_ticks,
-                comm: acc.comm,
-                cmdline: acc.cmdline.map(|c| c.to_vec()),
-                cpu_seconds: acc.cpu_ticks as f64 / acc.ticks_per_sec.max(1) as f64,
-                rss_peak_bytes: acc.rss_peak,
-                rss_mean_bytes: (acc.rss_count > 0).then(|| acc.rss_sum / acc.rss_count as f64),
-                samples: acc.samples,
-                first_seen_ns: acc.first_seen_ns,
-                last_seen_ns: acc.last_seen_ns,
+            .map(|((pid, start_ticks), acc)| {
+                // Kept aside until the top list is known: only its first few are drawn.
+                rss_buckets.insert((pid, start_ticks), acc.rss_buckets);
+                ProcessUsage {
+                    pid,
+                    start_ticks,
+                    comm: acc.comm,
+                    cmdline: acc.cmdline.map(|c| c.to_vec()),
+                    cpu_seconds: acc.cpu_ticks as f64 / acc.ticks_per_sec.max(1) as f64,
+                    rss_peak_bytes: acc.rss_peak,
+                    rss_mean_bytes: (acc.rss_count > 0).then(|| acc.rss_sum / acc.rss_count as f64),
+                    samples: acc.samples,
+                    first_seen_ns: acc.first_seen_ns,
+                    last_seen_ns: acc.last_seen_ns,
+                }
             })
             .collect();
         let processes_seen = usages.len() as u64;
@@ -588,6 +624,14 @@ impl RangeBuilder {
             b.rss_peak_bytes.cmp(&a.rss_peak_bytes).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks)))
         });
         let top = self.config.top;
+        let top_memory_rss = top_memory
+            .iter()
+            .take(top.min(self.config.rss_series))
+            .map(|u| {
+                let buckets = rss_buckets.remove(&(u.pid, u.start_ticks)).unwrap_or_default();
+                buckets.iter().map(|(bucket, acc)| bucket_point(*bucket, acc)).collect()
+            })
+            .collect();
         RangeSummary {
             from_ns: self.config.from_ns,
             to_ns: self.config.to_ns,
@@ -603,6 +647,7 @@ impl RangeBuilder {
             points: self.points,
             top_cpu: top_cpu.into_iter().take(top).cloned().collect(),
             top_memory: top_memory.into_iter().take(top).cloned().collect(),
+            top_memory_rss,
             processes_seen,
             groups,
             groups_left_out,
@@ -888,7 +933,8 @@ mod tests {
             }
             sample(t, t, 10 + t, 100 * t, 100 * t, &procs)
         };
-        let config = RangeConfig { from_ns: T0, to_ns: T0 + 9 * S, max_points: 10, top: 5, keep_points: true };
+        let config =
+            RangeConfig { from_ns: T0, to_ns: T0 + 9 * S, max_points: 10, top: 5, keep_points: true, rss_series: 4 };
         let mut all = RangeBuilder::new(config);
         let mut sparse = RangeBuilder::new(config);
         for t in 0..6 {
@@ -954,7 +1000,7 @@ mod tests {
     }
 
     fn config(points: usize) -> RangeConfig {
-        RangeConfig { from_ns: T0, to_ns: T0 + 9 * S, max_points: points, top: 5, keep_points: true }
+        RangeConfig { from_ns: T0, to_ns: T0 + 9 * S, max_points: points, top: 5, keep_points: true, rss_series: 4 }
     }
 
     fn series<'a>(summary: &'a RangeSummary, name: &str) -> &'a Series {
@@ -1035,6 +1081,21 @@ mod tests {
         assert_eq!((old.first_seen_ns, old.last_seen_ns), (T0, T0 + 2 * S));
         let memory: Vec<(u32, Option<u64>)> = summary.top_memory.iter().map(|u| (u.pid, u.rss_peak_bytes)).collect();
         assert_eq!(memory, vec![(9, Some(900)), (7, Some(300)), (7, Some(50))]);
+        // Each one's RSS over time, in the top list's order, only in the buckets it was seen
+        // in (10 buckets of 0.9 s: samples at 0, 1, 2, 3, 4 s fall in buckets 0, 1, 2, 3, 4).
+        let rss: Vec<Vec<(u32, f64, f64)>> = summary
+            .top_memory_rss
+            .iter()
+            .map(|points| points.iter().map(|p| (p.bucket, p.mean, p.max)).collect())
+            .collect();
+        assert_eq!(
+            rss,
+            vec![
+                (0..5).map(|b| (b, 900.0, 900.0)).collect(),
+                vec![(0, 100.0, 100.0), (1, 300.0, 300.0), (2, 200.0, 200.0)],
+                vec![(3, 50.0, 50.0), (4, 50.0, 50.0)],
+            ]
+        );
     }
 
     #[test]

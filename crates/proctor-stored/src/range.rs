@@ -239,6 +239,7 @@ fn builder_for(config: &FoldConfig, data_from: u64, data_to: u64) -> RangeBuilde
         max_points: config.max_points.max(1),
         top: usize::MAX,
         keep_points: config.keep_points,
+        ..RangeConfig::default()
     };
     let builder = RangeBuilder::new(range);
     match config.groups.clone() {

@@ -216,24 +216,28 @@ fn file_part(name: &str) -> String {
 }
 
 /// One plot per reported group: `DIR/group-NAME.svg` and `.png`, or beside a named file as
-/// `STEM-group-NAME.EXT`.
-fn write_group_plots(out: &Path, summary: &RangeSummary, title: &str) -> anyhow::Result<()> {
+/// `STEM-group-NAME.EXT`. The overlay's `--at` marker is drawn on them too (alert bands are
+/// the host plot's).
+fn write_group_plots(out: &Path, summary: &RangeSummary, title: &str, overlay: &plot::Overlay) -> anyhow::Result<()> {
     for g in &summary.groups {
         let group_title = format!("group {}: {title}", g.name);
         let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         if out.is_dir() {
             let base = format!("group-{}", file_part(&g.name));
-            files.push((out.join(format!("{base}.svg")), plot::group_svg(summary, g, &group_title).into_bytes()));
-            files.push((out.join(format!("{base}.png")), plot::group_png(summary, g, &group_title)));
+            files.push((
+                out.join(format!("{base}.svg")),
+                plot::group_svg(summary, g, &group_title, overlay).into_bytes(),
+            ));
+            files.push((out.join(format!("{base}.png")), plot::group_png(summary, g, &group_title, overlay)));
         } else {
             let png = plot::Format::from_path(out)? == plot::Format::Png;
             let stem = out.file_stem().map_or("report".into(), |s| s.to_string_lossy().into_owned());
             let ext = if png { "png" } else { "svg" };
             let path = out.with_file_name(format!("{stem}-group-{}.{ext}", file_part(&g.name)));
             let bytes = if png {
-                plot::group_png(summary, g, &group_title)
+                plot::group_png(summary, g, &group_title, overlay)
             } else {
-                plot::group_svg(summary, g, &group_title).into_bytes()
+                plot::group_svg(summary, g, &group_title, overlay).into_bytes()
             };
             files.push((path, bytes));
         }
@@ -261,9 +265,9 @@ fn keep_freed_heap() {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     keep_freed_heap();
     let now = now_unix_ns();
-    let (from, to) = match args.at {
+    let at_ns = args.at.map(|at| at.resolve(now));
+    let (from, to) = match at_ns {
         Some(at) => {
-            let at = at.resolve(now);
             let around = args.around.as_nanos() as u64;
             (at.saturating_sub(around), at.saturating_add(around))
         }
@@ -326,8 +330,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let title = format!("proctor report {} to {} ({})", format_utc(from), format_utc(to), args.dir.display());
     // The files first: a reader that closes stdout early (`| head`) must not cost the plots.
     if let Some(out) = &args.out {
-        write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref(), &alerts.spans)?;
-        write_group_plots(out, &summary, &title)?;
+        let overlay = plot::Overlay { alerts: &alerts.spans, at_ns };
+        write_plots(out, &summary, correlation.as_ref(), &title, source.as_deref(), &overlay)?;
+        write_group_plots(out, &summary, &title, &overlay)?;
     }
     match args.format {
         Format::Text => {
@@ -625,23 +630,26 @@ fn write_plots(
     correlation: Option<&Correlation>,
     title: &str,
     source: Option<&str>,
-    alerts: &[plot::AlertSpan],
+    overlay: &plot::Overlay,
 ) -> anyhow::Result<()> {
     let latency_title = format!("latency vs system, {}", source.unwrap_or("-"));
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     if out.is_dir() {
-        files.push((out.join("report.svg"), plot::host_svg_with_alerts(summary, title, alerts).into_bytes()));
-        files.push((out.join("report.png"), plot::host_png_with_alerts(summary, title, alerts)));
+        files.push((out.join("report.svg"), plot::host_svg(summary, title, overlay).into_bytes()));
+        files.push((out.join("report.png"), plot::host_png(summary, title, overlay)));
         if let Some(c) = correlation {
-            files.push((out.join("latency.svg"), plot::correlation_svg(summary, c, &latency_title).into_bytes()));
-            files.push((out.join("latency.png"), plot::correlation_png(summary, c, &latency_title)));
+            files.push((
+                out.join("latency.svg"),
+                plot::correlation_svg(summary, c, &latency_title, overlay).into_bytes(),
+            ));
+            files.push((out.join("latency.png"), plot::correlation_png(summary, c, &latency_title, overlay)));
         }
     } else {
         let png = plot::Format::from_path(out)? == plot::Format::Png;
         let host = if png {
-            plot::host_png_with_alerts(summary, title, alerts)
+            plot::host_png(summary, title, overlay)
         } else {
-            plot::host_svg_with_alerts(summary, title, alerts).into_bytes()
+            plot::host_svg(summary, title, overlay).into_bytes()
         };
         files.push((out.to_owned(), host));
         if let Some(c) = correlation {
@@ -649,9 +657,9 @@ fn write_plots(
             let ext = if png { "png" } else { "svg" };
             let path = out.with_file_name(format!("{stem}-latency.{ext}"));
             let bytes = if png {
-                plot::correlation_png(summary, c, &latency_title)
+                plot::correlation_png(summary, c, &latency_title, overlay)
             } else {
-                plot::correlation_svg(summary, c, &latency_title).into_bytes()
+                plot::correlation_svg(summary, c, &latency_title, overlay).into_bytes()
             };
             files.push((path, bytes));
         }
