@@ -12,32 +12,12 @@ use crate::snapshot::{HistorySize, Snapshot};
 /// How to read one series' value out of a snapshot.
 #[derive(Debug, Clone, PartialEq)]
 enum Column {
-    CpuBusy,
-    CpuUser,
-    CpuNice,
-    CpuSystem,
-    CpuIowait,
-    CpuIrq,
-    CpuSoftirq,
-    CpuSteal,
+    /// A host total of the catalog, computed once per sample by the model
+    /// (`proctor_model::series`): the index into `HostView::series`.
+    Host(usize),
     PerCpuBusy(u32),
-    MemoryUsed,
-    MemoryAvailable,
-    SwapUsed,
-    Load1,
-    PressureCpuSome,
-    PressureCpuFull,
-    PressureMemorySome,
-    PressureMemoryFull,
-    PressureIoSome,
-    PressureIoFull,
-    ContextSwitches,
-    DiskReadBytes,
-    DiskWriteBytes,
     DeviceDiskRead(String),
     DeviceDiskWrite(String),
-    NetRxBytes,
-    NetTxBytes,
     DeviceNetRx(String),
     DeviceNetTx(String),
     ContainerMemoryCurrent,
@@ -51,36 +31,32 @@ enum Column {
 }
 
 impl Column {
+    /// The column of a catalog series the ring keeps (`live`), by its name.
+    fn of_catalog(name: &str) -> Option<Column> {
+        if let Some(i) = proctor_model::series::index(name) {
+            return Some(Column::Host(i));
+        }
+        Some(match name {
+            "container.memory_current_bytes" => Column::ContainerMemoryCurrent,
+            "container.memory_limit_bytes" => Column::ContainerMemoryLimit,
+            "container.cpu_used_cpus" => Column::ContainerCpuCores,
+            "container.effective_cpus" => Column::ContainerEffectiveCpus,
+            "host.processes" => Column::Processes,
+            "agent.cpu_seconds_total" => Column::AgentCpuSeconds,
+            "agent.last_sample.cpu_seconds" => Column::AgentSampleCpu,
+            "agent.resident_bytes" => Column::AgentResident,
+            _ => return None,
+        })
+    }
+
     /// The series' name: the catalog's ([`proctor_units::series`]) for a total, the device
     /// put after the total's first part for a per-device series.
     fn name(&self) -> String {
         let fixed = match self {
-            Column::CpuBusy => "host.cpu.busy_percent",
-            Column::CpuUser => "host.cpu.user_percent",
-            Column::CpuNice => "host.cpu.nice_percent",
-            Column::CpuSystem => "host.cpu.system_percent",
-            Column::CpuIowait => "host.cpu.iowait_percent",
-            Column::CpuIrq => "host.cpu.irq_percent",
-            Column::CpuSoftirq => "host.cpu.softirq_percent",
-            Column::CpuSteal => "host.cpu.steal_percent",
+            Column::Host(i) => proctor_model::series::HOST_SERIES[*i],
             Column::PerCpuBusy(id) => return format!("host.cpu{id}.busy_percent"),
-            Column::MemoryUsed => "host.memory.used_bytes",
-            Column::MemoryAvailable => "host.memory.available_bytes",
-            Column::SwapUsed => "host.memory.swap_used_bytes",
-            Column::Load1 => "host.load.avg1",
-            Column::PressureCpuSome => "host.pressure_cpu.some.avg10",
-            Column::PressureCpuFull => "host.pressure_cpu.full.avg10",
-            Column::PressureMemorySome => "host.pressure_memory.some.avg10",
-            Column::PressureMemoryFull => "host.pressure_memory.full.avg10",
-            Column::PressureIoSome => "host.pressure_io.some.avg10",
-            Column::PressureIoFull => "host.pressure_io.full.avg10",
-            Column::ContextSwitches => "host.context_switches_per_sec",
-            Column::DiskReadBytes => "host.disk.read_bytes_per_sec",
-            Column::DiskWriteBytes => "host.disk.write_bytes_per_sec",
             Column::DeviceDiskRead(d) => return format!("host.disk.{d}.read_bytes_per_sec"),
             Column::DeviceDiskWrite(d) => return format!("host.disk.{d}.write_bytes_per_sec"),
-            Column::NetRxBytes => "host.net.rx_bytes_per_sec",
-            Column::NetTxBytes => "host.net.tx_bytes_per_sec",
             Column::DeviceNetRx(d) => return format!("host.net.{d}.rx_bytes_per_sec"),
             Column::DeviceNetTx(d) => return format!("host.net.{d}.tx_bytes_per_sec"),
             Column::ContainerMemoryCurrent => "container.memory_current_bytes",
@@ -98,41 +74,11 @@ impl Column {
     fn value(&self, s: &Snapshot) -> Option<f64> {
         let h = &s.host;
         let n = |v: Option<u64>| v.map(|v| v as f64);
-        let some10 = |p: Option<proctor_procfs::host::Pressure>| p.and_then(|p| p.some).map(|l| l.avg10);
-        let full10 = |p: Option<proctor_procfs::host::Pressure>| p.and_then(|p| p.full).map(|l| l.avg10);
         match self {
-            Column::CpuBusy => h.cpu.map(|c| c.busy),
-            // The fields' own shares, so a series means what the field of its name means.
-            Column::CpuUser => h.cpu.map(|c| c.user),
-            Column::CpuNice => h.cpu.map(|c| c.nice),
-            Column::CpuSystem => h.cpu.map(|c| c.system),
-            Column::CpuIowait => h.cpu.map(|c| c.iowait),
-            Column::CpuIrq => h.cpu.map(|c| c.irq),
-            Column::CpuSoftirq => h.cpu.map(|c| c.softirq),
-            Column::CpuSteal => h.cpu.map(|c| c.steal),
+            Column::Host(i) => h.series.get(*i).copied().flatten(),
             Column::PerCpuBusy(id) => h.per_cpu.iter().find(|(c, _)| c == id).map(|(_, p)| p.busy),
-            Column::MemoryUsed => n(h.memory_used_bytes),
-            Column::MemoryAvailable => n(h.memory_available_bytes),
-            Column::SwapUsed => n(h.swap_used_bytes),
-            Column::Load1 => h.load.map(|l| l[0]),
-            Column::PressureCpuSome => some10(h.pressure_cpu),
-            Column::PressureCpuFull => full10(h.pressure_cpu),
-            Column::PressureMemorySome => some10(h.pressure_memory),
-            Column::PressureMemoryFull => full10(h.pressure_memory),
-            Column::PressureIoSome => some10(h.pressure_io),
-            Column::PressureIoFull => full10(h.pressure_io),
-            Column::ContextSwitches => h.context_switches_per_sec,
-            Column::DiskReadBytes => s.interval_secs.map(|_| h.disks.iter().map(|d| d.read_bytes_per_sec).sum()),
-            Column::DiskWriteBytes => s.interval_secs.map(|_| h.disks.iter().map(|d| d.write_bytes_per_sec).sum()),
             Column::DeviceDiskRead(name) => h.disks.iter().find(|d| &d.name == name).map(|d| d.read_bytes_per_sec),
             Column::DeviceDiskWrite(name) => h.disks.iter().find(|d| &d.name == name).map(|d| d.write_bytes_per_sec),
-            // Loopback traffic never leaves the machine; the totals are what crosses a NIC.
-            Column::NetRxBytes => {
-                s.interval_secs.map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.rx_bytes_per_sec).sum())
-            }
-            Column::NetTxBytes => {
-                s.interval_secs.map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.tx_bytes_per_sec).sum())
-            }
             Column::DeviceNetRx(name) => h.nets.iter().find(|d| &d.name == name).map(|d| d.rx_bytes_per_sec),
             Column::DeviceNetTx(name) => h.nets.iter().find(|d| &d.name == name).map(|d| d.tx_bytes_per_sec),
             Column::ContainerMemoryCurrent => n(s.truth.memory_current_bytes),
@@ -333,54 +279,33 @@ impl History {
     /// Fixes the series from what `first` has and reserves nothing yet: points are
     /// allocated as they arrive, and the oldest is dropped once `capacity` is reached.
     pub fn new(first: &Snapshot, capacity: usize, top_n: usize) -> Self {
-        let mut columns = vec![
-            Column::CpuBusy,
-            Column::CpuUser,
-            Column::CpuNice,
-            Column::CpuSystem,
-            Column::CpuIowait,
-            Column::CpuIrq,
-            Column::CpuSoftirq,
-            Column::CpuSteal,
-        ];
-        if let Some(stat) = first.sample.host.stat.as_ref() {
-            columns.extend(stat.cpu_ids.iter().take(1024).map(|&id| Column::PerCpuBusy(id)));
+        // The catalog's series the ring keeps, in its order, each device's own series after
+        // the total it splits.
+        let mut columns = Vec::new();
+        for series in proctor_units::series::CATALOG.iter().filter(|s| s.live) {
+            columns.extend(Column::of_catalog(series.name));
+            match series.name {
+                "host.cpu.steal_percent" => {
+                    if let Some(stat) = first.sample.host.stat.as_ref() {
+                        columns.extend(stat.cpu_ids.iter().take(1024).map(|&id| Column::PerCpuBusy(id)));
+                    }
+                }
+                "host.disk.write_bytes_per_sec" => {
+                    let disks = first.sample.host.disks.iter().filter(|d| proctor_model::is_interesting_disk(&d.name));
+                    for d in disks.take(MAX_DEVICES) {
+                        columns.push(Column::DeviceDiskRead(d.name.to_string()));
+                        columns.push(Column::DeviceDiskWrite(d.name.to_string()));
+                    }
+                }
+                "host.net.tx_bytes_per_sec" => {
+                    for n in first.sample.host.nets.iter().take(MAX_DEVICES) {
+                        columns.push(Column::DeviceNetRx(n.name.to_string()));
+                        columns.push(Column::DeviceNetTx(n.name.to_string()));
+                    }
+                }
+                _ => {}
+            }
         }
-        columns.extend([
-            Column::MemoryUsed,
-            Column::MemoryAvailable,
-            Column::SwapUsed,
-            Column::Load1,
-            Column::PressureCpuSome,
-            Column::PressureCpuFull,
-            Column::PressureMemorySome,
-            Column::PressureMemoryFull,
-            Column::PressureIoSome,
-            Column::PressureIoFull,
-            Column::ContextSwitches,
-            Column::DiskReadBytes,
-            Column::DiskWriteBytes,
-        ]);
-        let disks = first.sample.host.disks.iter().filter(|d| proctor_model::is_interesting_disk(&d.name));
-        for d in disks.take(MAX_DEVICES) {
-            columns.push(Column::DeviceDiskRead(d.name.to_string()));
-            columns.push(Column::DeviceDiskWrite(d.name.to_string()));
-        }
-        columns.extend([Column::NetRxBytes, Column::NetTxBytes]);
-        for n in first.sample.host.nets.iter().take(MAX_DEVICES) {
-            columns.push(Column::DeviceNetRx(n.name.to_string()));
-            columns.push(Column::DeviceNetTx(n.name.to_string()));
-        }
-        columns.extend([
-            Column::ContainerMemoryCurrent,
-            Column::ContainerMemoryLimit,
-            Column::ContainerCpuCores,
-            Column::ContainerEffectiveCpus,
-            Column::Processes,
-            Column::AgentCpuSeconds,
-            Column::AgentSampleCpu,
-            Column::AgentResident,
-        ]);
         let names = columns.iter().map(Column::name).collect();
         Self {
             maker: PointMaker { columns, names, top_n },
@@ -584,7 +509,8 @@ mod tests {
     use super::*;
 
     fn maker() -> PointMaker {
-        PointMaker { columns: vec![Column::Load1], names: vec!["host.load.avg1".into()], top_n: 1 }
+        let load = Column::of_catalog("host.load.avg1").expect("a host series");
+        PointMaker { columns: vec![load], names: vec!["host.load.avg1".into()], top_n: 1 }
     }
 
     fn check(values: &[f64], max_points: usize, expected_times: &[u64], expected: &[Option<f64>]) {

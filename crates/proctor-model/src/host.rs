@@ -4,6 +4,7 @@ use proctor_procfs::host::{CpuTicks, Pressure};
 use serde::Serialize;
 
 use crate::gpu::{gpu_view, power_view, GpuDeviceView, PowerRate};
+use crate::series::is_interesting_disk;
 use crate::{delta, rate, Sample};
 
 /// Shares of CPU time over an interval, in percent of the CPUs counted (0–100).
@@ -96,12 +97,10 @@ pub struct HostView {
     pub power_host_watts: Option<f64>,
     /// GPUs: NVML devices, and DRM devices with their clients' use summed.
     pub gpus: Vec<GpuDeviceView>,
-}
-
-/// Loop and RAM disks are pseudo-devices whose traffic is already counted on a real device or
-/// is memory traffic; they are left out of the disk view (they stay in the raw sample).
-pub fn is_interesting_disk(name: &str) -> bool {
-    !(name.starts_with("loop") || name.starts_with("ram"))
+    /// The host series of the catalog, in [`crate::series::HOST_SERIES`]' order: what every
+    /// surface shows under those names.
+    #[serde(skip)]
+    pub series: [Option<f64>; crate::series::N],
 }
 
 /// Derives the host view from `cur` and, for rates, `prev`.
@@ -120,6 +119,7 @@ pub fn host_view(cur: &Sample, prev: Option<&Sample>) -> HostView {
         pressure_io: h.pressure_io,
         uptime_secs: h.uptime.map(|u| u.up_secs),
         boot_time_unix_secs: h.stat.as_ref().and_then(|s| s.boot_time_secs),
+        series: crate::series::host_values(cur, prev),
         ..HostView::default()
     };
     (view.power, view.power_host_watts) = power_view(cur, prev);

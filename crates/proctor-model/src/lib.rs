@@ -12,18 +12,20 @@ mod host;
 mod process;
 pub mod rollup;
 mod sample;
+pub mod series;
 mod tree;
 
 pub use container::{container_truth, format_cpus, ContainerTruth};
 pub use event::{ProbeBatch, ProbeResult, StatsdFlush, StatsdTimer};
 pub use gpu::{GpuSample, PowerReading};
-pub use host::{host_view, is_interesting_disk, CpuPercent, DiskRate, HostView, NetRate};
+pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext};
 pub use rollup::{RollupBlock, RollupRow, Stat};
 pub use sample::{
     intern_name, ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups,
     StatusReading,
 };
+pub use series::is_interesting_disk;
 pub use tree::{build_tree, Tree, TreeRow, TreeTotal};
 
 /// `later - earlier` for cumulative counters; `None` when the counter went backwards.

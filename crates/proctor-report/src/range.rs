@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_groups::{churn, fold};
-use proctor_model::{is_interesting_disk, process_rows, RowContext, Sample};
+pub use proctor_model::series::host_values;
+use proctor_model::{process_rows, RowContext, Sample};
 
 use crate::groups::{group_values, GroupAccs, GroupSelect, GroupSummary, GroupValues, G};
-use proctor_procfs::host::{CpuTicks, Pressure, PressureLine};
 use serde::Serialize;
 
 use crate::points::Acc;
@@ -681,119 +681,6 @@ fn proctor_store_same_run(prev: &Sample, cur: &Sample) -> bool {
     prev.seq < cur.seq && prev.mono_ns < cur.mono_ns && prev.unix_ns < cur.unix_ns
 }
 
-/// Whether `name` is a partition of another device in `names` (`sda1` of `sda`, `nvme0n1p2`
-/// of `nvme0n1`): its bytes are already counted on the whole disk.
-fn is_partition<'a>(name: &str, mut names: impl Iterator<Item = &'a str>) -> bool {
-    names.any(|disk| {
-        disk != name
-            && name.strip_prefix(disk).is_some_and(|rest| {
-                let digits = rest.strip_prefix('p').unwrap_or(rest);
-                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-            })
-    })
-}
-
-/// Every host series' value at `cur` (rates against `prev`, which must be of the same run).
-pub fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
-    let mut v = [None; N];
-    let h = &cur.host;
-    if let Some(m) = h.meminfo {
-        v[7] = m.total_bytes.zip(m.available_bytes).and_then(|(t, a)| t.checked_sub(a)).map(|b| b as f64);
-        v[8] = m.available_bytes.map(|b| b as f64);
-        v[9] = m.cached_bytes.map(|b| b as f64);
-        v[10] = m.swap_total_bytes.zip(m.swap_free_bytes).and_then(|(t, f)| t.checked_sub(f)).map(|b| b as f64);
-    }
-    // Pressure is the kernel's 10 s average at each sample, the number the live ring, the
-    // fields and alerts show under the same name (a bucket's mean of it lags the bucket's exact
-    // stall share by up to ~10 s).
-    let avg10 = |p: Option<Pressure>, line: fn(&Pressure) -> Option<PressureLine>| Some(line(&p?)?.avg10);
-    v[11] = avg10(h.pressure_cpu, |p| p.some);
-    v[12] = avg10(h.pressure_cpu, |p| p.full);
-    v[13] = avg10(h.pressure_io, |p| p.some);
-    v[14] = avg10(h.pressure_io, |p| p.full);
-    v[15] = avg10(h.pressure_memory, |p| p.some);
-    v[16] = avg10(h.pressure_memory, |p| p.full);
-    v[24] = h.loadavg.map(|l| l.one);
-    let Some(prev) = prev else { return v };
-    let secs = cur.mono_ns.saturating_sub(prev.mono_ns) as f64 / 1e9;
-    if secs <= 0.0 {
-        return v;
-    }
-    let ph = &prev.host;
-    if let (Some(s), Some(ps)) = (&h.stat, &ph.stat) {
-        if let Some(shares) = cpu_shares(&s.total, &ps.total) {
-            for (slot, share) in v.iter_mut().zip(&shares[..7]) {
-                *slot = Some(*share);
-            }
-            v[23] = Some(shares[7]);
-        }
-        v[25] =
-            s.context_switches.zip(ps.context_switches).and_then(|(c, p)| c.checked_sub(p)).map(|d| d as f64 / secs);
-    }
-    let names = || h.disks.iter().map(|d| &*d.name);
-    let whole = h.disks.iter().filter(|d| is_interesting_disk(&d.name) && !is_partition(&d.name, names()));
-    let (mut read, mut write, mut busiest, mut io_ms, mut any) = (0.0, 0.0, 0.0f64, 0.0, false);
-    for d in whole {
-        let Some(p) = ph.disks.iter().find(|p| p.name == d.name) else { continue };
-        let (Some(r), Some(w), Some(t)) = (
-            d.read_sectors.checked_sub(p.read_sectors),
-            d.write_sectors.checked_sub(p.write_sectors),
-            d.io_ms.checked_sub(p.io_ms),
-        ) else {
-            continue;
-        };
-        any = true;
-        // diskstats counts 512-byte sectors whatever the device's block size.
-        read += r as f64 * 512.0 / secs;
-        write += w as f64 * 512.0 / secs;
-        let ms = t as f64;
-        busiest = busiest.max(ms / secs / 10.0);
-        io_ms += ms;
-    }
-    if any {
-        v[17] = Some(read);
-        v[18] = Some(write);
-        v[19] = Some(busiest.min(100.0));
-        v[20] = Some(io_ms / secs / 10.0);
-    }
-    let (mut rx, mut tx, mut any) = (0.0, 0.0, false);
-    for n in h.nets.iter().filter(|n| &*n.name != "lo") {
-        let Some(p) = ph.nets.iter().find(|p| p.name == n.name) else { continue };
-        let (Some(r), Some(t)) = (n.rx_bytes.checked_sub(p.rx_bytes), n.tx_bytes.checked_sub(p.tx_bytes)) else {
-            continue;
-        };
-        any = true;
-        rx += r as f64 / secs;
-        tx += t as f64 / secs;
-    }
-    if any {
-        v[21] = Some(rx);
-        v[22] = Some(tx);
-    }
-    v
-}
-
-/// user, nice, system, iowait, irq+softirq, steal, busy as percent of all CPU ticks.
-/// user, nice, system, iowait, irq, steal, busy, softirq: `SERIES`' order of the first seven,
-/// then softirq (index 23).
-fn cpu_shares(later: &CpuTicks, earlier: &CpuTicks) -> Option<[f64; 8]> {
-    let total = later.total().checked_sub(earlier.total())? as f64;
-    if total <= 0.0 {
-        return None;
-    }
-    let pct = |l: u64, e: u64| l.checked_sub(e).map(|d| 100.0 * d as f64 / total);
-    Some([
-        pct(later.user, earlier.user)?,
-        pct(later.nice, earlier.nice)?,
-        pct(later.system, earlier.system)?,
-        pct(later.iowait, earlier.iowait)?,
-        pct(later.irq, earlier.irq)?,
-        pct(later.steal, earlier.steal)?,
-        pct(later.busy(), earlier.busy())?,
-        pct(later.softirq, earlier.softirq)?,
-    ])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -821,6 +708,8 @@ mod tests {
         catalog.sort_by_key(|c| c.0);
         ours.sort_by_key(|c| c.0);
         assert_eq!(ours, catalog);
+        // The fold sets series by index: the report's list is the model's, in its order.
+        assert_eq!(SERIES.map(|(n, _, _)| n), proctor_model::series::HOST_SERIES);
         // The names reports and rollups used before the catalog still find their series.
         assert_eq!(series_index("psi.cpu.some"), series_index("host.pressure_cpu.some.avg10"));
         assert_eq!(series_index("host.cpu.user"), Some(0));
@@ -828,7 +717,7 @@ mod tests {
     }
     use crate::groups::GroupSelect;
     use proctor_model::{HostSample, ProcessSample, SampleCost};
-    use proctor_procfs::host::{DiskStat, MemInfo, Stat, Uptime};
+    use proctor_procfs::host::{CpuTicks, DiskStat, MemInfo, Stat, Uptime};
     use std::sync::Arc;
 
     const S: u64 = 1_000_000_000;
@@ -1115,13 +1004,9 @@ mod tests {
     }
 
     #[test]
-    fn samples_outside_the_range_are_ignored_and_a_partition_is_recognized() {
+    fn samples_outside_the_range_are_ignored() {
         let summary = summarize(vec![sample(0, 20, 0, 0, 0, &[])], config(10));
         assert_eq!(summary.samples, 0);
         assert!(summary.series.iter().all(|s| s.points.is_empty()));
-        assert!(is_partition("sda1", ["sda", "sda1"].into_iter()));
-        assert!(is_partition("nvme0n1p2", ["nvme0n1"].into_iter()));
-        assert!(!is_partition("nvme0n1", ["nvme0n1", "nvme0n1p2"].into_iter()));
-        assert!(!is_partition("sdb", ["sda", "sdb"].into_iter()));
     }
 }

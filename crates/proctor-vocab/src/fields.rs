@@ -945,6 +945,60 @@ mod tests {
         assert!(same, "{what}: read {reading:?}, the JSON says {leaf}");
     }
 
+    /// One name, one number: every catalog series that is a host field reads the same in the
+    /// host document (alerts, `dump host`), the history ring (`/api/v1/history`, the
+    /// dashboard) and the model's values (`report`, the rollups): on this machine, and on a
+    /// host whose disks have partitions (the ring and the document once counted `sda1` again).
+    #[test]
+    fn host_fields_the_ring_and_the_report_agree_on_every_catalog_series() {
+        use proctor_procfs::host::DiskStat;
+        let disk = |name: &str, sectors: u64| DiskStat {
+            name: name.into(),
+            reads: 0,
+            read_sectors: sectors,
+            read_ms: 0,
+            writes: 0,
+            write_sectors: sectors / 2,
+            write_ms: 0,
+            in_flight: 0,
+            io_ms: 0,
+            weighted_io_ms: 0,
+        };
+        let live = live();
+        let mut before = live.sample.clone();
+        before.host.disks = vec![disk("sda", 0), disk("sda1", 0), disk("sda2", 0)];
+        let mut after = live.sample.clone();
+        after.mono_ns += 1_000_000_000;
+        after.unix_ns += 1_000_000_000;
+        after.host.disks = vec![disk("sda", 4000), disk("sda1", 3000), disk("sda2", 1000)];
+        let partitioned = proctor_agent::Snapshot::derive(after.clone(), Some(&before));
+        for s in [&live, &partitioned] {
+            let out: std::collections::BTreeMap<String, serde_json::Value> =
+                flatten(serde_json::to_value(crate::snapshot::host(s)).expect("json")).into_iter().collect();
+            let ring = proctor_agent::history::History::new(s, 4, 0);
+            let point = ring.maker().point(s);
+            let mut checked = 0;
+            for series in proctor_units::series::CATALOG.iter().filter(|c| c.field && c.live) {
+                let Some(i) = proctor_model::series::index(series.name) else { continue };
+                let model = s.host.series[i];
+                let field = series.name.strip_prefix("host.").expect("a host series");
+                let document = out.get(field).and_then(serde_json::Value::as_f64);
+                let at = ring.maker().names().iter().position(|n| n == series.name).expect("the ring keeps it");
+                let kept = Some(point.values[at]).filter(|v| v.is_finite());
+                let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+                    (a, b) => a == b,
+                };
+                assert!(same(model, document), "{}: model {model:?}, document {document:?}", series.name);
+                assert!(same(model, kept), "{}: model {model:?}, ring {kept:?}", series.name);
+                checked += 1;
+            }
+            assert!(checked >= 15, "{checked}");
+        }
+        let read = proctor_model::series::index("host.disk.read_bytes_per_sec").expect("a series");
+        assert_eq!(partitioned.host.series[read], Some(4000.0 * 512.0), "sda alone");
+    }
+
     /// `top`'s `z` rows (the public shape's shares) and the agent's (its rows' shares) are one
     /// sum: they agree on everything the public shape carries.
     #[test]

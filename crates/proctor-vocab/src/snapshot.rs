@@ -227,6 +227,11 @@ fn engines(list: &[proctor_model::gpu::EngineBusy]) -> Vec<EngineOut> {
     list.iter().map(|e| EngineOut { name: e.name.clone(), busy_percent: e.busy_percent }).collect()
 }
 
+/// A host series of the catalog as the model computed it for this sample.
+fn host_series(h: &proctor_model::HostView, name: &str) -> Option<f64> {
+    proctor_model::series::index(name).and_then(|i| h.series[i])
+}
+
 pub fn host(s: &Snapshot) -> HostOut {
     let h = &s.host;
     let m = s.sample.host.meminfo;
@@ -274,19 +279,15 @@ pub fn host(s: &Snapshot) -> HostOut {
                 tx_packets_per_sec: n.tx_packets_per_sec,
             })
             .collect(),
-        // The same sums as the history ring's (proctor-agent's `history`), so one name is one
-        // number: rates only once there is an interval.
+        // The catalog's totals as the model computes them for every surface (whole disks,
+        // partitions not counted twice; every interface but lo), so one name is one number.
         disk: DiskTotalsOut {
-            read_bytes_per_sec: s.interval_secs.map(|_| h.disks.iter().map(|d| d.read_bytes_per_sec).sum()),
-            write_bytes_per_sec: s.interval_secs.map(|_| h.disks.iter().map(|d| d.write_bytes_per_sec).sum()),
+            read_bytes_per_sec: host_series(h, "host.disk.read_bytes_per_sec"),
+            write_bytes_per_sec: host_series(h, "host.disk.write_bytes_per_sec"),
         },
         net: NetTotalsOut {
-            rx_bytes_per_sec: s
-                .interval_secs
-                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.rx_bytes_per_sec).sum()),
-            tx_bytes_per_sec: s
-                .interval_secs
-                .map(|_| h.nets.iter().filter(|n| n.name != "lo").map(|n| n.tx_bytes_per_sec).sum()),
+            rx_bytes_per_sec: host_series(h, "host.net.rx_bytes_per_sec"),
+            tx_bytes_per_sec: host_series(h, "host.net.tx_bytes_per_sec"),
         },
         processes: s.rows.len() as u64,
         uptime_secs: h.uptime_secs,

@@ -127,10 +127,27 @@ fn memory_returns_after_connection_floods() {
     }
     let (serve, addr) = serve(super::proctor_command(), "1s", &[]);
     let pid = serve.0.id();
-    std::thread::sleep(Duration::from_secs(2));
+    // The agent's HTTP counters; `asks` counts these requests of our own, answered too.
+    let asks = std::cell::Cell::new(0u64);
+    let http = |field: &str| {
+        asks.set(asks.get() + 1);
+        body_json(&http_get(&addr, "/api/v1/agent"))["http"][field].as_u64().unwrap_or(0)
+    };
+    // Waits, with a bound, for the agent's HTTP counters to say so (a busy machine answers 300
+    // requests in its own time; a fixed sleep measured a flood still being answered).
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} within 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("a second sample", &|| body_json(&http_get(&addr, "/api/v1/agent"))["samples_total"].as_u64() >= Some(2));
     let start = vm_rss_kib(pid);
     let mut after = Vec::new();
     for _ in 0..3 {
+        let answered = http("requests_total");
+        let asked_before = asks.get();
         let mut held = Vec::new();
         for _ in 0..300 {
             let Ok(mut stream) = TcpStream::connect(&addr) else { continue };
@@ -139,10 +156,12 @@ fn memory_returns_after_connection_floods() {
                 held.push(stream);
             }
         }
-        // Let the answers be written while the connections are held, then close them all.
-        std::thread::sleep(Duration::from_millis(1500));
+        // Every answer written while the connections are held, then all of them closed.
+        let asked = held.len() as u64;
+        // Each of our polls is answered before its count is read: it counts itself.
+        wait("the flood answered", &|| http("requests_total") >= answered + asked + (asks.get() - asked_before));
         drop(held);
-        std::thread::sleep(Duration::from_millis(1500));
+        wait("the flood's connections closed", &|| http("connections_open") <= 1);
         after.push(vm_rss_kib(pid));
     }
     eprintln!("serve RSS {start} KiB at start, after three floods of 300: {after:?} KiB");
