@@ -523,7 +523,8 @@ pub fn unix_now() -> f64 {
 #[derive(Debug)]
 pub struct Engine {
     handle: Arc<Handle>,
-    thread: Option<JoinHandle<()>>,
+    /// Its result: the lines saying what delivery dropped at the stop.
+    thread: Option<JoinHandle<Vec<String>>>,
 }
 
 /// Reads and compiles the rules file, every mistake said with its line and column.
@@ -563,22 +564,26 @@ impl Engine {
         Arc::clone(&self.handle)
     }
 
-    pub fn stop(mut self) {
-        self.shutdown();
+    /// Stops the loop and its delivery (bounded by the delivery's shutdown grace); returns a
+    /// line for each receiver that lost notifications at the stop, for the log.
+    pub fn stop(mut self) -> Vec<String> {
+        self.shutdown()
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self) -> Vec<String> {
         self.handle.stop.store(true, Ordering::Relaxed);
         self.handle.wake();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(lines)) => lines,
+            Some(Err(_)) => vec!["alerts: the alerts thread panicked".to_string()],
+            None => Vec::new(),
         }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.shutdown();
+        let _ = self.shutdown();
     }
 }
 
@@ -645,7 +650,8 @@ impl Loop {
         }
     }
 
-    fn run(mut self, shared: &Shared) {
+    /// Runs until stopped; returns what the delivery threads could not deliver by then.
+    fn run(mut self, shared: &Shared) -> Vec<String> {
         let mut last_seq = shared.latest().sample.seq;
         while !self.handle.stop.load(Ordering::Relaxed) {
             if self.handle.reload.swap(false, Ordering::Relaxed) {
@@ -660,6 +666,8 @@ impl Loop {
             self.tick(&snap);
         }
         self.save_state();
+        let Loop { delivery, .. } = self;
+        delivery.stop()
     }
 
     fn reload(&mut self) {
@@ -669,7 +677,9 @@ impl Loop {
                 let mut receivers = set.receivers.clone();
                 receivers.extend(self.config.extra_receivers.iter().cloned());
                 if receivers != self.receivers {
-                    self.delivery = Delivery::start(&receivers, &self.config.delivery);
+                    // Never waits on a delivery: a receiver that stays keeps its queue, a
+                    // removed one finishes on its own thread within the grace.
+                    self.delivery.reconfigure(&receivers);
                     self.receivers = receivers;
                 }
                 self.alerting = Alerting::new(set, state);
