@@ -1,7 +1,8 @@
 //! Delivery: one thread and one bounded queue per receiver, so a slow or failing receiver
 //! delays only itself and never the evaluation, the sampler or the HTTP server. HTTP receivers
 //! are retried with exponential backoff on a connection error, a 5xx or a 429; any other 4xx
-//! is given up at once. A command (`exec`) runs once with a timeout. Everything is counted.
+//! is given up at once. A command (`exec`) runs once with a timeout, the events on its stdin.
+//! Everything is counted.
 //!
 //! Nothing waits on a receiver without bound: each attempt has the timeout as its deadline
 //! (connect to the response's end), a reload retires the receivers it removed without waiting
@@ -24,7 +25,8 @@ use serde::Serialize;
 
 use crate::rules::Receiver;
 
-/// What is sent: the body for HTTP receivers, the environment for a command.
+/// What is sent: the body for HTTP receivers; for a command, the environment and the body on
+/// its stdin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Payload {
     pub body: Vec<u8>,
@@ -294,7 +296,7 @@ fn run(receiver: Receiver, rx: Rx<Payload>, shared: Shared, config: DeliveryConf
         for attempt in 1..=config.max_attempts.max(1) {
             let result = match &receiver {
                 Receiver::Exec { argv, timeout_secs } => {
-                    run_command(argv, &payload.env, within(Duration::from_secs_f64(*timeout_secs)))
+                    run_command(argv, &payload.env, &payload.body, within(Duration::from_secs_f64(*timeout_secs)))
                 }
                 Receiver::Alertmanager(url) => {
                     post(&alertmanager_url(url), &payload.body, tls.as_ref(), within(config.timeout))
@@ -394,16 +396,20 @@ fn post(url: &str, body: &[u8], tls: Option<&TlsConfig>, timeout: Duration) -> A
     }
 }
 
-/// Runs `argv` (no shell) with `env` added, for at most `timeout`; killed (by the pid it was
-/// started as) if it runs longer.
-fn run_command(argv: &[String], env: &[(String, String)], timeout: Duration) -> Attempt {
+/// Runs `argv` (no shell) with `env` added and `input` on its stdin, for at most `timeout`;
+/// killed (by the pid it was started as) if it runs longer. The input goes through a
+/// non-blocking pipe from this loop, so a command that never reads it only loses it (its stdin
+/// is closed when it exits or is killed); the events are never put in argv or the environment,
+/// whose size the kernel limits (`E2BIG`).
+fn run_command(argv: &[String], env: &[(String, String)], input: &[u8], timeout: Duration) -> Attempt {
+    use std::os::fd::AsRawFd;
     let Some((program, args)) = argv.split_first() else {
         return Attempt::Refused(0, "an empty command".to_string());
     };
     let child = Command::new(program)
         .args(args)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
@@ -411,8 +417,30 @@ fn run_command(argv: &[String], env: &[(String, String)], timeout: Duration) -> 
         Ok(c) => c,
         Err(e) => return Attempt::Failed(None, format!("{program}: {e}")),
     };
+    let mut stdin = child.stdin.take().filter(|pipe| {
+        // SAFETY: fcntl on a pipe this function owns; only its status flags change.
+        unsafe {
+            let fd = pipe.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+        }
+    });
+    let mut unsent = input;
     let started = Instant::now();
     loop {
+        // As much of the input as the pipe takes now; closed once all is written (the
+        // command's EOF) or the command stopped reading it (EPIPE: SIGPIPE is ignored).
+        if let Some(pipe) = stdin.as_mut() {
+            use std::io::Write;
+            match pipe.write(unsent) {
+                Ok(n) => unsent = &unsent[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => unsent = &[],
+            }
+            if unsent.is_empty() {
+                stdin = None;
+            }
+        }
         match child.try_wait() {
             Ok(Some(status)) if status.success() => return Attempt::Delivered(None),
             Ok(Some(status)) => return Attempt::Failed(None, format!("{program} exited with {status}")),
@@ -424,7 +452,7 @@ fn run_command(argv: &[String], env: &[(String, String)], timeout: Duration) -> 
                     format!("{program} ran past its {} s timeout and was killed", timeout.as_secs_f64()),
                 );
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => std::thread::sleep(Duration::from_millis(if stdin.is_some() { 1 } else { 10 })),
             Err(e) => return Attempt::Failed(None, format!("{program}: {e}")),
         }
     }
