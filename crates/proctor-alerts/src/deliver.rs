@@ -1,11 +1,18 @@
 //! Delivery: one thread and one bounded queue per receiver, so a slow or failing receiver
 //! delays only itself and never the evaluation, the sampler or the HTTP server. HTTP receivers
 //! are retried with exponential backoff on a connection error, a 5xx or a 429; any other 4xx
-//! is given up at once. A command (`exec`) runs once with a timeout. Everything is counted.
+//! is given up at once. A command (`exec`) runs once with a timeout, the events on its stdin.
+//! Everything is counted.
+//!
+//! Nothing waits on a receiver without bound: each attempt has the timeout as its deadline
+//! (connect to the response's end), a reload retires the receivers it removed without waiting
+//! for them, and a stop gives the queues [`DeliveryConfig::shutdown_grace`] in all, then drops
+//! what is left and says so.
 //!
 //! HTTP goes through `proctor-probe`'s client (the same TCP + rustls code as `proctor probe`).
 
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver as Rx, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -18,7 +25,8 @@ use serde::Serialize;
 
 use crate::rules::Receiver;
 
-/// What is sent: the body for HTTP receivers, the environment for a command.
+/// What is sent: the body for HTTP receivers; for a command, the environment and the body on
+/// its stdin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Payload {
     pub body: Vec<u8>,
@@ -53,6 +61,9 @@ pub struct DeliveryConfig {
     pub backoff_first: Duration,
     pub backoff_max: Duration,
     pub timeout: Duration,
+    /// How long a stop waits for the queues in all: payloads not sent by then are dropped and
+    /// reported, so a receiver that never answers cannot hold a shutdown.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for DeliveryConfig {
@@ -63,21 +74,86 @@ impl Default for DeliveryConfig {
             backoff_first: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(5),
         }
     }
 }
+
+/// When a worker is to stop: `None` while it runs; then the deadline after which it drops what
+/// it still holds. Set by [`Delivery`], read by the worker between payloads and attempts.
+type StopAt = Arc<Mutex<Option<Instant>>>;
 
 struct Worker {
     receiver: Receiver,
     tx: Option<SyncSender<Payload>>,
     stats: Arc<Mutex<ReceiverStats>>,
+    /// Payloads taken off the queue and not yet finished with (0 or 1).
+    in_flight: Arc<AtomicU64>,
+    /// Payloads the worker dropped because its stop deadline had passed.
+    dropped_at_stop: Arc<AtomicU64>,
+    stop: StopAt,
     thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    fn start(r: &Receiver, config: &DeliveryConfig) -> Worker {
+        let (tx, rx) = sync_channel::<Payload>(config.queue.max(1));
+        let stats = Arc::new(Mutex::new(ReceiverStats { kind: r.kind(), target: r.target(), ..Default::default() }));
+        let (in_flight, dropped_at_stop, stop) = (Arc::default(), Arc::default(), StopAt::default());
+        let shared = Shared {
+            stats: Arc::clone(&stats),
+            in_flight: Arc::clone(&in_flight),
+            dropped_at_stop: Arc::clone(&dropped_at_stop),
+            stop: Arc::clone(&stop),
+        };
+        let (receiver, cfg) = (r.clone(), config.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("alerts-{}", r.kind()))
+            .spawn(move || run(receiver, rx, shared, cfg))
+            .ok();
+        if thread.is_none() {
+            lock(&stats).last_error = Some("could not start its thread".to_string());
+        }
+        Worker { receiver: r.clone(), tx: Some(tx), stats, in_flight, dropped_at_stop, stop, thread }
+    }
+
+    /// Tells the thread to finish by `deadline` and closes its queue; does not wait.
+    fn retire(&mut self, deadline: Instant) {
+        *lock(&self.stop) = Some(deadline);
+        self.tx = None;
+    }
+
+    /// What it did not deliver: dropped at its deadline, and (if its thread is still inside an
+    /// attempt, past waiting for) what it held. `None` when nothing was left.
+    fn undelivered(&self) -> Option<String> {
+        let finished = self.thread.as_ref().is_none_or(JoinHandle::is_finished);
+        let mut lost = self.dropped_at_stop.load(Ordering::Relaxed);
+        if !finished {
+            lost += lock(&self.stats).queued + self.in_flight.load(Ordering::Relaxed);
+        }
+        (lost > 0).then(|| {
+            let s = lock(&self.stats);
+            let why = s.last_error.as_deref().map_or(String::new(), |e| format!(" (last error: {e})"));
+            format!("alerts: {} {}: {lost} notification(s) not delivered, dropped at stop{why}", s.kind, s.target)
+        })
+    }
+}
+
+/// The worker's side of its [`Worker`].
+struct Shared {
+    stats: Arc<Mutex<ReceiverStats>>,
+    in_flight: Arc<AtomicU64>,
+    dropped_at_stop: Arc<AtomicU64>,
+    stop: StopAt,
 }
 
 /// The receivers' threads.
 pub struct Delivery {
     workers: Vec<Worker>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Workers of receivers a reload removed, finishing within the grace on their own; only
+    /// kept to be reported at the stop.
+    retired: Vec<Worker>,
+    config: DeliveryConfig,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -97,25 +173,27 @@ fn now_text() -> String {
 
 impl Delivery {
     pub fn start(receivers: &[Receiver], config: &DeliveryConfig) -> Delivery {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let workers = receivers
-            .iter()
-            .map(|r| {
-                let (tx, rx) = sync_channel::<Payload>(config.queue.max(1));
-                let stats =
-                    Arc::new(Mutex::new(ReceiverStats { kind: r.kind(), target: r.target(), ..Default::default() }));
-                let (receiver, s, cfg, stop) = (r.clone(), Arc::clone(&stats), config.clone(), Arc::clone(&stop));
-                let thread = std::thread::Builder::new()
-                    .name(format!("alerts-{}", r.kind()))
-                    .spawn(move || run(receiver, rx, s, cfg, stop))
-                    .ok();
-                if thread.is_none() {
-                    lock(&stats).last_error = Some("could not start its thread".to_string());
-                }
-                Worker { receiver: r.clone(), tx: Some(tx), stats, thread }
-            })
-            .collect();
-        Delivery { workers, stop }
+        let workers = receivers.iter().map(|r| Worker::start(r, config)).collect();
+        Delivery { workers, retired: Vec::new(), config: config.clone() }
+    }
+
+    /// Takes a new list of receivers (a reload) without waiting on any delivery: a receiver
+    /// that stays keeps its thread, queue and counters; a new one gets a thread; one no longer
+    /// listed is retired: it has the shutdown grace to send what it holds, on its own thread.
+    pub fn reconfigure(&mut self, receivers: &[Receiver]) {
+        let mut old: Vec<Option<Worker>> = std::mem::take(&mut self.workers).into_iter().map(Some).collect();
+        for r in receivers {
+            let kept = old.iter_mut().find(|w| w.as_ref().is_some_and(|w| &w.receiver == r)).and_then(Option::take);
+            self.workers.push(kept.unwrap_or_else(|| Worker::start(r, &self.config)));
+        }
+        let deadline = Instant::now() + self.config.shutdown_grace;
+        // Retired workers that have finished and lost nothing are forgotten, so reloads do not
+        // pile them up.
+        self.retired.retain(|w| w.undelivered().is_some() || !w.thread.as_ref().is_none_or(JoinHandle::is_finished));
+        for mut w in old.into_iter().flatten() {
+            w.retire(deadline);
+            self.retired.push(w);
+        }
     }
 
     pub fn receivers(&self) -> impl Iterator<Item = (usize, &Receiver)> {
@@ -140,38 +218,44 @@ impl Delivery {
         self.workers.iter().map(|w| lock(&w.stats).clone()).collect()
     }
 
-    /// Stops taking payloads, lets each thread finish what it is sending (no more retries),
-    /// and joins them.
-    pub fn stop(mut self) {
-        self.shutdown();
+    /// Stops taking payloads and gives the queues the shutdown grace to send what they hold
+    /// (one attempt each, no retries); what is left then is dropped. Returns a line for each
+    /// receiver that lost notifications so, for the log.
+    pub fn stop(mut self) -> Vec<String> {
+        self.shutdown()
     }
 
-    fn shutdown(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    fn shutdown(&mut self) -> Vec<String> {
+        let deadline = Instant::now() + self.config.shutdown_grace;
         for w in &mut self.workers {
-            w.tx = None;
+            w.retire(deadline);
         }
-        for w in &mut self.workers {
-            if let Some(t) = w.thread.take() {
+        // A thread inside an attempt that began before the stop may outlive the grace by up to
+        // the timeout: it is not waited for past the deadline (and what it held is reported).
+        let all = || self.workers.iter().chain(&self.retired);
+        while Instant::now() < deadline && !all().all(|w| w.thread.as_ref().is_none_or(JoinHandle::is_finished)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let lines = all().filter_map(Worker::undelivered).collect();
+        for w in self.workers.iter_mut().chain(&mut self.retired) {
+            if let Some(t) = w.thread.take_if(|t| t.is_finished()) {
                 let _ = t.join();
             }
         }
+        self.workers.clear();
+        self.retired.clear();
+        lines
     }
 }
 
 impl Drop for Delivery {
     fn drop(&mut self) {
-        self.shutdown();
+        let _ = self.shutdown();
     }
 }
 
-fn run(
-    receiver: Receiver,
-    rx: Rx<Payload>,
-    stats: Arc<Mutex<ReceiverStats>>,
-    config: DeliveryConfig,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) {
+fn run(receiver: Receiver, rx: Rx<Payload>, shared: Shared, config: DeliveryConfig) {
+    let Shared { stats, in_flight, dropped_at_stop, stop } = shared;
     let tls = match &receiver {
         Receiver::Webhook(u) | Receiver::Slack(u) | Receiver::Alertmanager(u) if u.starts_with("https") => {
             match TlsConfig::new(Trust::WebpkiRoots) {
@@ -184,27 +268,42 @@ fn run(
         }
         _ => None,
     };
-    let stopping = || stop.load(std::sync::atomic::Ordering::Relaxed);
+    let stop_at = || *lock(&stop);
+    let stopping = || stop_at().is_some();
+    // An attempt's timeout: its own, cut to what is left of the stop's grace.
+    let within = |timeout: Duration| match stop_at() {
+        Some(deadline) => timeout.min(deadline.saturating_duration_since(Instant::now())),
+        None => timeout,
+    };
     loop {
         let payload = match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(p) => p,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        in_flight.store(1, Ordering::Relaxed);
         {
             let mut s = lock(&stats);
             s.queued = s.queued.saturating_sub(1);
+        }
+        if stop_at().is_some_and(|deadline| Instant::now() >= deadline) {
+            dropped_at_stop.fetch_add(1, Ordering::Relaxed);
+            lock(&stats).dropped_total += 1;
+            in_flight.store(0, Ordering::Relaxed);
+            continue;
         }
         let mut wait = config.backoff_first;
         for attempt in 1..=config.max_attempts.max(1) {
             let result = match &receiver {
                 Receiver::Exec { argv, timeout_secs } => {
-                    run_command(argv, &payload.env, Duration::from_secs_f64(*timeout_secs))
+                    run_command(argv, &payload.env, &payload.body, within(Duration::from_secs_f64(*timeout_secs)))
                 }
                 Receiver::Alertmanager(url) => {
-                    post(&alertmanager_url(url), &payload.body, tls.as_ref(), config.timeout)
+                    post(&alertmanager_url(url), &payload.body, tls.as_ref(), within(config.timeout))
                 }
-                Receiver::Webhook(url) | Receiver::Slack(url) => post(url, &payload.body, tls.as_ref(), config.timeout),
+                Receiver::Webhook(url) | Receiver::Slack(url) => {
+                    post(url, &payload.body, tls.as_ref(), within(config.timeout))
+                }
             };
             let mut s = lock(&stats);
             match result {
@@ -241,6 +340,7 @@ fn run(
             }
             wait = (wait * 2).min(config.backoff_max);
         }
+        in_flight.store(0, Ordering::Relaxed);
     }
 }
 
@@ -296,16 +396,20 @@ fn post(url: &str, body: &[u8], tls: Option<&TlsConfig>, timeout: Duration) -> A
     }
 }
 
-/// Runs `argv` (no shell) with `env` added, for at most `timeout`; killed (by the pid it was
-/// started as) if it runs longer.
-fn run_command(argv: &[String], env: &[(String, String)], timeout: Duration) -> Attempt {
+/// Runs `argv` (no shell) with `env` added and `input` on its stdin, for at most `timeout`;
+/// killed (by the pid it was started as) if it runs longer. The input goes through a
+/// non-blocking pipe from this loop, so a command that never reads it only loses it (its stdin
+/// is closed when it exits or is killed); the events are never put in argv or the environment,
+/// whose size the kernel limits (`E2BIG`).
+fn run_command(argv: &[String], env: &[(String, String)], input: &[u8], timeout: Duration) -> Attempt {
+    use std::os::fd::AsRawFd;
     let Some((program, args)) = argv.split_first() else {
         return Attempt::Refused(0, "an empty command".to_string());
     };
     let child = Command::new(program)
         .args(args)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
@@ -313,8 +417,30 @@ fn run_command(argv: &[String], env: &[(String, String)], timeout: Duration) -> 
         Ok(c) => c,
         Err(e) => return Attempt::Failed(None, format!("{program}: {e}")),
     };
+    let mut stdin = child.stdin.take().filter(|pipe| {
+        // SAFETY: fcntl on a pipe this function owns; only its status flags change.
+        unsafe {
+            let fd = pipe.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+        }
+    });
+    let mut unsent = input;
     let started = Instant::now();
     loop {
+        // As much of the input as the pipe takes now; closed once all is written (the
+        // command's EOF) or the command stopped reading it (EPIPE: SIGPIPE is ignored).
+        if let Some(pipe) = stdin.as_mut() {
+            use std::io::Write;
+            match pipe.write(unsent) {
+                Ok(n) => unsent = &unsent[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => unsent = &[],
+            }
+            if unsent.is_empty() {
+                stdin = None;
+            }
+        }
         match child.try_wait() {
             Ok(Some(status)) if status.success() => return Attempt::Delivered(None),
             Ok(Some(status)) => return Attempt::Failed(None, format!("{program} exited with {status}")),
@@ -326,7 +452,7 @@ fn run_command(argv: &[String], env: &[(String, String)], timeout: Duration) -> 
                     format!("{program} ran past its {} s timeout and was killed", timeout.as_secs_f64()),
                 );
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) => std::thread::sleep(Duration::from_millis(if stdin.is_some() { 1 } else { 10 })),
             Err(e) => return Attempt::Failed(None, format!("{program}: {e}")),
         }
     }
@@ -475,6 +601,75 @@ mod tests {
         assert!(started.elapsed() < Duration::from_millis(500));
         let s = d.stats().remove(0);
         assert!(s.dropped_total >= 7, "{s:?}");
+        drop(listener);
+    }
+
+    /// Waits (bounded) until `d`'s first receiver has taken a payload into an attempt.
+    fn wait_in_flight(d: &Delivery) {
+        let until = Instant::now() + Duration::from_secs(30);
+        while d.workers[0].in_flight.load(Ordering::Relaxed) == 0 {
+            assert!(Instant::now() < until, "the payload never went out");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Issue 33 item 7: a webhook that accepts and never replies made a stop wait an attempt's
+    /// timeout for every queued payload (SIGTERM took 326 s). A stop now waits the grace, drops
+    /// the rest and says how many; the attempt's timeout here is far longer than the bound.
+    #[test]
+    fn a_stop_waits_no_longer_than_its_grace_and_says_what_it_dropped() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+        let config =
+            DeliveryConfig { timeout: Duration::from_secs(600), shutdown_grace: Duration::from_millis(200), ..quick() };
+        let d = Delivery::start(&[Receiver::Webhook(url)], &config);
+        for _ in 0..5 {
+            d.send(0, Payload { body: b"{}".to_vec(), env: vec![] });
+        }
+        wait_in_flight(&d);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(d.stop());
+        });
+        let lines = rx.recv_timeout(Duration::from_secs(60)).expect("the stop returned");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("5 notification(s) not delivered"), "{lines:?}");
+        drop(listener);
+    }
+
+    /// Issue 33 item 7: a reload that changed the receivers replaced the delivery, and dropping
+    /// the old one joined its threads: rule evaluation stopped while a receiver hung. Now the
+    /// removed receiver is retired without waiting, and one that stays keeps its counters.
+    #[test]
+    fn a_reload_never_waits_on_a_delivery() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let hung = Receiver::Webhook(format!("http://{}/hook", listener.local_addr().expect("addr")));
+        let (url, _) = server(vec![200, 200]);
+        let kept = Receiver::Webhook(url);
+        let config =
+            DeliveryConfig { timeout: Duration::from_secs(600), shutdown_grace: Duration::from_secs(1), ..quick() };
+        let mut d = Delivery::start(&[hung, kept.clone()], &config);
+        d.send(0, Payload { body: b"{}".to_vec(), env: vec![] });
+        d.send(1, Payload { body: b"{}".to_vec(), env: vec![] });
+        wait_in_flight(&d);
+        let until = Instant::now() + Duration::from_secs(20);
+        while d.stats()[1].delivered_total == 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            d.reconfigure(std::slice::from_ref(&kept));
+            let _ = tx.send(d);
+        });
+        let d = rx.recv_timeout(Duration::from_secs(60)).expect("the reload returned");
+        let stats = d.stats();
+        assert_eq!((stats.len(), stats[0].delivered_total), (1, 1), "{stats:?}");
+        d.send(0, Payload { body: b"{}".to_vec(), env: vec![] });
+        let s = wait_for(&d, |s| s.delivered_total == 2);
+        assert_eq!(s.delivered_total, 2, "{s:?}");
+        // The retired receiver's payload is reported at the stop, after its grace.
+        let lines = d.stop();
+        assert!(lines.iter().any(|l| l.contains("1 notification(s) not delivered")), "{lines:?}");
         drop(listener);
     }
 }

@@ -320,6 +320,33 @@ impl std::fmt::Debug for EngineConfig {
     }
 }
 
+/// `PROCTOR_ALERT_JSON` is set only for a webhook body of at most this many bytes: far below
+/// the kernel's 128 KiB limit on one environment string and its limit on argv and environment
+/// together. The events are always on the command's stdin.
+pub const EXEC_JSON_ENV_MAX: usize = 32 * 1024;
+
+/// What a command (`--alert-exec`) gets: the first event in `PROCTOR_ALERT_*` variables, the
+/// count, and every event on stdin as a JSON line.
+pub fn exec_payload(n: &Notification, host: &str) -> Payload {
+    let Some(first) = n.events.first() else { return Payload { body: Vec::new(), env: Vec::new() } };
+    let mut env = vec![
+        ("PROCTOR_ALERT_RULE".to_string(), first.rule.clone()),
+        ("PROCTOR_ALERT_STATE".to_string(), first.state.as_str().to_string()),
+        ("PROCTOR_ALERT_SEVERITY".to_string(), first.severity.clone()),
+        ("PROCTOR_ALERT_SUMMARY".to_string(), notify::headline(n)),
+        ("PROCTOR_ALERT_VALUE".to_string(), first.value.map(|v| v.to_string()).unwrap_or_default()),
+        ("PROCTOR_ALERT_LABELS".to_string(), serde_json::to_string(&first.labels).unwrap_or_default()),
+        ("PROCTOR_ALERT_COUNT".to_string(), (n.events.len() as u64 + n.omitted).to_string()),
+    ];
+    // The events go on stdin; the environment (whose size the kernel limits with argv's,
+    // `E2BIG`) keeps the whole body only while it is small.
+    let json = notify::webhook_body(n, host);
+    if json.len() <= EXEC_JSON_ENV_MAX {
+        env.push(("PROCTOR_ALERT_JSON".to_string(), String::from_utf8_lossy(&json).into_owned()));
+    }
+    Payload { body: notify::exec_lines(n), env }
+}
+
 /// The log is cut to a second file past this size, so it never grows without bound.
 pub const LOG_MAX_BYTES: u64 = 16 << 20;
 
@@ -523,7 +550,8 @@ pub fn unix_now() -> f64 {
 #[derive(Debug)]
 pub struct Engine {
     handle: Arc<Handle>,
-    thread: Option<JoinHandle<()>>,
+    /// Its result: the lines saying what delivery dropped at the stop.
+    thread: Option<JoinHandle<Vec<String>>>,
 }
 
 /// Reads and compiles the rules file, every mistake said with its line and column.
@@ -563,22 +591,26 @@ impl Engine {
         Arc::clone(&self.handle)
     }
 
-    pub fn stop(mut self) {
-        self.shutdown();
+    /// Stops the loop and its delivery (bounded by the delivery's shutdown grace); returns a
+    /// line for each receiver that lost notifications at the stop, for the log.
+    pub fn stop(mut self) -> Vec<String> {
+        self.shutdown()
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self) -> Vec<String> {
         self.handle.stop.store(true, Ordering::Relaxed);
         self.handle.wake();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(lines)) => lines,
+            Some(Err(_)) => vec!["alerts: the alerts thread panicked".to_string()],
+            None => Vec::new(),
         }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.shutdown();
+        let _ = self.shutdown();
     }
 }
 
@@ -645,7 +677,8 @@ impl Loop {
         }
     }
 
-    fn run(mut self, shared: &Shared) {
+    /// Runs until stopped; returns what the delivery threads could not deliver by then.
+    fn run(mut self, shared: &Shared) -> Vec<String> {
         let mut last_seq = shared.latest().sample.seq;
         while !self.handle.stop.load(Ordering::Relaxed) {
             if self.handle.reload.swap(false, Ordering::Relaxed) {
@@ -660,6 +693,8 @@ impl Loop {
             self.tick(&snap);
         }
         self.save_state();
+        let Loop { delivery, .. } = self;
+        delivery.stop()
     }
 
     fn reload(&mut self) {
@@ -669,7 +704,9 @@ impl Loop {
                 let mut receivers = set.receivers.clone();
                 receivers.extend(self.config.extra_receivers.iter().cloned());
                 if receivers != self.receivers {
-                    self.delivery = Delivery::start(&receivers, &self.config.delivery);
+                    // Never waits on a delivery: a receiver that stays keeps its queue, a
+                    // removed one finishes on its own thread within the grace.
+                    self.delivery.reconfigure(&receivers);
                     self.receivers = receivers;
                 }
                 self.alerting = Alerting::new(set, state);
@@ -760,23 +797,7 @@ impl Loop {
             let payload = match r {
                 Receiver::Webhook(_) => Payload { body: notify::webhook_body(n, &host), env: Vec::new() },
                 Receiver::Slack(_) => Payload { body: notify::slack_body(n, &host), env: Vec::new() },
-                Receiver::Exec { .. } => {
-                    let first = &n.events[0];
-                    let mut env = vec![
-                        ("PROCTOR_ALERT_RULE".to_string(), first.rule.clone()),
-                        ("PROCTOR_ALERT_STATE".to_string(), first.state.as_str().to_string()),
-                        ("PROCTOR_ALERT_SEVERITY".to_string(), first.severity.clone()),
-                        ("PROCTOR_ALERT_SUMMARY".to_string(), notify::headline(n)),
-                        ("PROCTOR_ALERT_VALUE".to_string(), first.value.map(|v| v.to_string()).unwrap_or_default()),
-                        ("PROCTOR_ALERT_LABELS".to_string(), serde_json::to_string(&first.labels).unwrap_or_default()),
-                        ("PROCTOR_ALERT_COUNT".to_string(), (n.events.len() as u64 + n.omitted).to_string()),
-                    ];
-                    env.push((
-                        "PROCTOR_ALERT_JSON".to_string(),
-                        String::from_utf8_lossy(&notify::webhook_body(n, &host)).into_owned(),
-                    ));
-                    Payload { body: Vec::new(), env }
-                }
+                Receiver::Exec { .. } => exec_payload(n, &host),
                 Receiver::Alertmanager(_) => continue,
             };
             self.delivery.send(i, payload);
@@ -896,5 +917,56 @@ impl Loop {
         self.out.log_errors_total = out.log_errors_total;
         *self.handle.status.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(out);
         let _ = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33 item 12: 606 coalesced events put the webhook body in the command's
+    /// environment, the exec failed with "Argument list too long", and the command heard of
+    /// none of them. Every event goes on its stdin, one JSON line each.
+    #[test]
+    fn a_command_hears_of_every_event_of_a_storm() {
+        let events: Vec<Event> = (0..2000)
+            .map(|i| Event {
+                at: 1.0e9,
+                rule: "Busy".to_string(),
+                instance: format!("{i}:1"),
+                severity: "warning".to_string(),
+                state: Told::Firing,
+                labels: BTreeMap::from([("pid".to_string(), i.to_string()), ("name".to_string(), "x".repeat(100))]),
+                annotations: BTreeMap::from([("summary".to_string(), "busy ".repeat(20))]),
+                value: Some(99.0),
+                active_at: 1.0e9,
+                fired_at: Some(1.0e9),
+                reason: None,
+                silenced: false,
+                held: false,
+            })
+            .collect();
+        let n = Notification { events, omitted: 7 };
+        let payload = exec_payload(&n, "web-1");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        let script = format!(
+            "grep -c '\"rule\":\"Busy\"' > {out}; echo \"$PROCTOR_ALERT_COUNT ${{PROCTOR_ALERT_JSON:+json}}\" >> {out}",
+            out = out.display()
+        );
+        let command = Receiver::Exec { argv: vec!["sh".into(), "-c".into(), script], timeout_secs: 30.0 };
+        let d = Delivery::start(&[command], &DeliveryConfig::default());
+        d.send(0, payload);
+        let until = Instant::now() + Duration::from_secs(30);
+        let s = loop {
+            let s = d.stats().remove(0);
+            if s.delivered_total + s.given_up_total > 0 || Instant::now() > until {
+                break s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(s.delivered_total, 1, "{s:?}");
+        // Every event on stdin; the count in the environment; the body too large for it.
+        assert_eq!(std::fs::read_to_string(&out).expect("written"), "2000\n2007 \n");
     }
 }

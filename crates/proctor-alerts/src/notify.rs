@@ -166,25 +166,38 @@ pub fn webhook_body(n: &Notification, host: &str) -> Vec<u8> {
         version: "proctor.alerts/1",
         host,
         summary: headline(n),
-        events: n
-            .events
-            .iter()
-            .map(|e| EventOut {
-                at: rfc3339(e.at),
-                rule: &e.rule,
-                state: e.state.as_str(),
-                severity: &e.severity,
-                labels: &e.labels,
-                annotations: &e.annotations,
-                value: e.value.filter(|v| v.is_finite()),
-                active_at: rfc3339(e.active_at),
-                fired_at: e.fired_at.map(rfc3339),
-                reason: e.reason.as_deref(),
-            })
-            .collect(),
+        events: n.events.iter().map(event_out).collect(),
         omitted: n.omitted,
     };
     serde_json::to_vec(&out).unwrap_or_default()
+}
+
+/// An event as the webhook's `events` hold it.
+fn event_out(e: &Event) -> EventOut<'_> {
+    EventOut {
+        at: rfc3339(e.at),
+        rule: &e.rule,
+        state: e.state.as_str(),
+        severity: &e.severity,
+        labels: &e.labels,
+        annotations: &e.annotations,
+        value: e.value.filter(|v| v.is_finite()),
+        active_at: rfc3339(e.active_at),
+        fired_at: e.fired_at.map(rfc3339),
+        reason: e.reason.as_deref(),
+    }
+}
+
+/// A command's stdin: each event of the notification as a JSON line, the shape of the webhook's
+/// `events`. However many events a storm coalesces, they all go (a pipe has no size limit).
+pub fn exec_lines(n: &Notification) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in &n.events {
+        if serde_json::to_writer(&mut out, &event_out(e)).is_ok() {
+            out.push(b'\n');
+        }
+    }
+    out
 }
 
 /// A Slack incoming webhook's body: `text`, one line per event (at most 20, then a count).

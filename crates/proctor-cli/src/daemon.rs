@@ -34,8 +34,12 @@ impl Service for proctor_remote::queue::Queue {
 }
 
 impl Service for proctor_alerts::engine::Engine {
+    /// Bounded by the delivery's shutdown grace; what it dropped is said on stderr.
     fn stop(self: Box<Self>) {
-        (*self).stop();
+        use std::io::Write;
+        for line in (*self).stop() {
+            let _ = writeln!(std::io::stderr(), "proctor: {line}");
+        }
     }
 }
 

@@ -7,9 +7,10 @@
 //! from the store, at most [`QueueConfig::backfill_per_sec`] of them a second, until it meets
 //! the agent's newest again. The cursor (the newest sample the receiver answered 2xx for) is a
 //! small JSON file in the data directory, written after each 2xx, so a restart resumes there.
-//! 5xx, 429 and failed connections keep the batch and retry it with backoff (1 s doubling to
-//! 30 s, or the receiver's `Retry-After`); any other 4xx drops the batch and counts it with the
-//! receiver's message. Nothing here runs on the sampling thread or an HTTP handler.
+//! Only a 2xx or a 4xx moves the cursor. 5xx, 429, failed or timed-out connections, redirects
+//! and any other status keep the batch and retry it with backoff (1 s doubling to 5 s, or the
+//! receiver's `Retry-After`); a 4xx other than 429 drops the batch and counts it with the
+//! receiver's message, as Prometheus does. Nothing here runs on the sampling thread or an HTTP handler.
 //!
 //! Both paths make series the same way (`source::families`), so a value does not change with the
 //! path it took: the host, container, top-N process and group series. The agent's own series
@@ -209,6 +210,42 @@ impl Prev {
     }
 }
 
+/// What a reply means for the batch.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// A 2xx: the cursor moves past the batch.
+    Delivered,
+    /// Kept and sent again after a backoff; counted under `reason`.
+    Retry { reason: &'static str, text: String, retry_after: Option<Duration> },
+    /// A 4xx other than 429: the receiver will never take it; dropped, counted, the cursor moves.
+    Drop(String),
+}
+
+/// Only a 2xx delivers and only a 4xx (not 429) drops, as Prometheus's remote write does; every
+/// other answer keeps the batch. A redirect is not followed: the request would go again, with
+/// its credentials, to wherever `Location` points, and a receiver that moved is a change for a
+/// person to make (`--remote-write` the new URL), so it is retried and the panel says where to.
+fn verdict(url: &str, reply: Reply) -> Verdict {
+    let Reply { status, retry_after, location, message } = reply;
+    let retry = |reason, text| Verdict::Retry { reason, text, retry_after };
+    match status {
+        200..=299 => Verdict::Delivered,
+        429 => retry("429", format!("{status} from {url}: {message}")),
+        400..=499 => Verdict::Drop(format!("{status} from {url}: {message} (batch dropped)")),
+        500..=599 => retry("5xx", format!("{status} from {url}: {message}")),
+        300..=399 => match location {
+            Some(to) => retry(
+                "3xx",
+                format!(
+                    "{status} from {url}: redirects to {to}, not followed; point --remote-write there (batch kept)"
+                ),
+            ),
+            None => retry("3xx", format!("{status} from {url}: a redirect, not followed (batch kept)")),
+        },
+        _ => retry("other", format!("{status} from {url}: not a final 2xx–5xx answer: {message} (batch kept)")),
+    }
+}
+
 enum Sent {
     Delivered,
     Retry(Duration),
@@ -404,8 +441,8 @@ impl Sender {
         let body = encode(&self.batch, self.config.version);
         let reply =
             post(&self.config.endpoint, self.config.version.content_type(), self.config.version.header(), &body);
-        let outcome = match reply {
-            Ok(Reply { status, .. }) if (200..300).contains(&status) => {
+        let outcome = match reply.map(|r| verdict(&self.config.endpoint.url, r)) {
+            Ok(Verdict::Delivered) => {
                 let (samples, points, bytes) = (self.batch.samples as u64, self.batch.points as u64, body.len() as u64);
                 let last = self.batch.last;
                 self.update(|s| {
@@ -419,18 +456,17 @@ impl Sender {
                 });
                 Sent::Delivered
             }
-            Ok(Reply { status, retry_after, message }) if status == 429 || status >= 500 => {
-                let reason = if status == 429 { "429" } else { "5xx" };
-                let wait = retry_after.map_or(self.backoff, |r| r.min(Duration::from_secs(300)));
-                self.failed(reason, format!("{status} from {}: {message}", self.config.endpoint.url));
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                return Sent::Retry(wait);
-            }
-            Ok(Reply { status, message, .. }) => {
+            Ok(Verdict::Drop(text)) => {
                 let samples = self.batch.samples as u64;
-                self.failed("4xx", format!("{status} from {}: {message} (batch dropped)", self.config.endpoint.url));
+                self.failed("4xx", text);
                 self.update(|s| s.samples_dropped_total += samples);
                 Sent::Dropped
+            }
+            Ok(Verdict::Retry { reason, text, retry_after }) => {
+                let wait = retry_after.map_or(self.backoff, |r| r.min(Duration::from_secs(300)));
+                self.failed(reason, text);
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                return Sent::Retry(wait);
             }
             Err(e) => {
                 let wait = self.backoff;
@@ -456,5 +492,36 @@ impl Sender {
             *s.failed_total.entry(reason.to_string()).or_default() += 1;
             s.last_error = Some(message);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(status: u16, location: Option<&str>) -> Reply {
+        Reply { status, retry_after: None, location: location.map(str::to_string), message: "m".to_string() }
+    }
+
+    /// Issue 33 item 8: a receiver answering 307, 301 or 100 had its batches dropped as "4xx"
+    /// and the cursor moved past them. Only a 2xx delivers, only a 4xx drops.
+    #[test]
+    fn only_a_2xx_delivers_and_only_a_4xx_drops() {
+        let url = "http://r/w";
+        assert_eq!(verdict(url, reply(204, None)), Verdict::Delivered);
+        assert!(matches!(verdict(url, reply(400, None)), Verdict::Drop(_)));
+        for (status, reason) in
+            [(429, "429"), (503, "5xx"), (307, "3xx"), (301, "3xx"), (100, "other"), (101, "other"), (600, "other")]
+        {
+            match verdict(url, reply(status, Some("http://elsewhere/w"))) {
+                Verdict::Retry { reason: got, text, .. } => {
+                    assert_eq!(got, reason, "{status}: {text}");
+                    assert!(text.starts_with(&format!("{status} from {url}")), "{text}");
+                }
+                other => panic!("{status} must keep the batch, got {other:?}"),
+            }
+        }
+        let Verdict::Retry { text, .. } = verdict(url, reply(308, Some("https://new/w"))) else { panic!("kept") };
+        assert!(text.contains("https://new/w"), "says where it redirects: {text}");
     }
 }

@@ -554,7 +554,9 @@ pub struct RemoteWriteOut {
     /// Requests answered 2xx, and their compressed bytes.
     pub requests_sent_total: u64,
     pub bytes_sent_total: u64,
-    /// Failed attempts by reason: `5xx` and `429` (retried), `4xx` (batch dropped), `network`.
+    /// Failed attempts by reason: `5xx`, `429`, `3xx` (a redirect, not followed), `other` (a
+    /// status not 2xx–5xx) and `network` (no reply, or none within the timeout) are retried;
+    /// `4xx` drops the batch.
     pub failed_total: BTreeMap<String, u64>,
     /// Agent samples in batches dropped on a 4xx other than 429.
     pub samples_dropped_total: u64,

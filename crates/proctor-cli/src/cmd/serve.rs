@@ -161,8 +161,9 @@ struct AlertArgs {
     /// Send alerts to this Alertmanager (`POST /api/v2/alerts`, re-sent while firing); repeatable.
     #[arg(long = "alertmanager", value_name = "URL", requires = "rules")]
     alertmanager: Vec<String>,
-    /// Run this command for every notification (split on spaces, no shell; values in
-    /// PROCTOR_ALERT_* variables; 10 s timeout); repeatable.
+    /// Run this command for every notification (split on spaces, no shell; every event on its
+    /// stdin as a JSON line, the first's values in PROCTOR_ALERT_* variables; 10 s timeout);
+    /// repeatable.
     #[arg(long = "alert-exec", value_name = "'CMD ARG…'", requires = "rules")]
     exec: Vec<String>,
 }
