@@ -294,7 +294,7 @@ mod tests {
         let disk = series_index("host.disk.read_bytes_per_sec").expect("series");
         (0..60u64)
             .map(|t| {
-                let mut values = [None; SERIES.len()];
+                let mut values = [None; proctor_model::series::N];
                 values[user] = Some(if (20..30).contains(&t) { 80.0 } else { 10.0 });
                 values[memory] = Some(1000.0 + t as f64);
                 values[disk] = Some(((t * 7919) % 13) as f64);

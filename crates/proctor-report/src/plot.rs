@@ -613,12 +613,12 @@ pub fn correlation_png(summary: &RangeSummary, correlation: &Correlation, title:
 mod tests {
     use super::*;
     use crate::correlate::{correlate, CorrelationConfig, LatencyPoint};
-    use crate::range::{series_index, HostPoint, RangeConfig, SeriesPoint, SERIES};
+    use crate::range::{series_index, HostPoint, RangeConfig, SeriesPoint};
 
     fn summary() -> RangeSummary {
         let points: Vec<HostPoint> = (0..60u64)
             .map(|t| {
-                let mut values = [None; SERIES.len()];
+                let mut values = [None; proctor_model::series::N];
                 values[series_index("host.cpu.user_percent").expect("user")] =
                     Some(if (20..30).contains(&t) { 80.0 } else { 10.0 });
                 HostPoint { unix_ns: (t + 1) * 1_000_000_000, interval_start_ns: Some(t * 1_000_000_000), values }

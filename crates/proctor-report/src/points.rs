@@ -20,6 +20,21 @@ pub enum Unit {
     PerSecond,
 }
 
+impl Unit {
+    /// A catalog unit as the report's plots and tables write it.
+    pub fn of(unit: proctor_units::units::Unit) -> Unit {
+        use proctor_units::units::Unit as U;
+        match unit {
+            U::Percent => Unit::Percent,
+            U::Bytes => Unit::Bytes,
+            U::BytesPerSec => Unit::BytesPerSecond,
+            U::PerSec => Unit::PerSecond,
+            U::Count => Unit::Count,
+            _ => Unit::Number,
+        }
+    }
+}
+
 /// One bucket of a series: the mean and max of the values that fell into it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SeriesPoint {

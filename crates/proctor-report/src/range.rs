@@ -23,39 +23,17 @@ use serde::Serialize;
 use crate::points::Acc;
 pub use crate::points::{Headline, Series, SeriesPoint, Unit};
 
-/// The host series, in a fixed order: (name, unit, what it is). Each is a stored series of the
-/// catalog ([`proctor_units::series`]) under the catalog's name, which the rollup tiers keep too;
-/// a test holds the two lists equal. New series go at the end (the fold sets them by index).
-pub const SERIES: [(&str, Unit, &str); 26] = [
-    ("host.cpu.user_percent", Unit::Percent, "user time, % of all CPUs"),
-    ("host.cpu.nice_percent", Unit::Percent, "niced user time, % of all CPUs"),
-    ("host.cpu.system_percent", Unit::Percent, "system time, % of all CPUs"),
-    ("host.cpu.iowait_percent", Unit::Percent, "iowait, % of all CPUs"),
-    ("host.cpu.irq_percent", Unit::Percent, "hard interrupts, % of all CPUs"),
-    ("host.cpu.steal_percent", Unit::Percent, "steal, % of all CPUs"),
-    ("host.cpu.busy_percent", Unit::Percent, "everything but idle and iowait, % of all CPUs"),
-    ("host.memory.used_bytes", Unit::Bytes, "total − available"),
-    ("host.memory.available_bytes", Unit::Bytes, "MemAvailable"),
-    ("host.memory.cached_bytes", Unit::Bytes, "page cache (Cached)"),
-    ("host.memory.swap_used_bytes", Unit::Bytes, "swap total − free"),
-    ("host.pressure_cpu.some.avg10", Unit::Percent, "time some task waited for a CPU, % (kernel's 10 s average)"),
-    ("host.pressure_cpu.full.avg10", Unit::Percent, "time all non-idle tasks waited for a CPU, % (10 s average)"),
-    ("host.pressure_io.some.avg10", Unit::Percent, "time some task waited for I/O, % (10 s average)"),
-    ("host.pressure_io.full.avg10", Unit::Percent, "time all non-idle tasks waited for I/O, % (10 s average)"),
-    ("host.pressure_memory.some.avg10", Unit::Percent, "time some task waited for memory, % (10 s average)"),
-    ("host.pressure_memory.full.avg10", Unit::Percent, "time all non-idle tasks waited for memory, % (10 s average)"),
-    ("host.disk.read_bytes_per_sec", Unit::BytesPerSecond, "bytes read from whole disks"),
-    ("host.disk.write_bytes_per_sec", Unit::BytesPerSecond, "bytes written to whole disks"),
-    ("host.disk.busy_percent", Unit::Percent, "I/O time of the busiest disk, % of wall time"),
-    ("host.disk.io_time_percent", Unit::Percent, "I/O time of all whole disks together, % of wall time"),
-    ("host.net.rx_bytes_per_sec", Unit::BytesPerSecond, "bytes received, all interfaces but lo"),
-    ("host.net.tx_bytes_per_sec", Unit::BytesPerSecond, "bytes sent, all interfaces but lo"),
-    ("host.cpu.softirq_percent", Unit::Percent, "soft interrupts, % of all CPUs"),
-    ("host.load.avg1", Unit::Number, "load average over 1 minute"),
-    ("host.context_switches_per_sec", Unit::PerSecond, "context switches per second"),
-];
+/// The host series, in the model's fixed order ([`proctor_model::series::HOST_SERIES`], whose
+/// values the fold takes by index): (name, unit, what it is), the name and meaning the
+/// catalog's ([`proctor_units::series`]), which the rollup tiers keep too.
+pub static SERIES: std::sync::LazyLock<[(&'static str, Unit, &'static str); N]> = std::sync::LazyLock::new(|| {
+    proctor_model::series::HOST_SERIES.map(|name| {
+        let row = proctor_units::series::find(name).expect("every host series is a catalog row (a test holds it)");
+        (row.name, Unit::of(row.unit), row.meaning)
+    })
+});
 
-const N: usize = SERIES.len();
+const N: usize = proctor_model::series::N;
 
 /// The index of a series by its name or an alias the catalog keeps for it (`cpu.user`,
 /// `host.psi.cpu.some`, as reports and rollups named them before the catalog).
@@ -710,6 +688,7 @@ mod tests {
         assert_eq!(ours, catalog);
         // The fold sets series by index: the report's list is the model's, in its order.
         assert_eq!(SERIES.map(|(n, _, _)| n), proctor_model::series::HOST_SERIES);
+        assert_eq!(SERIES[0].2, "User time, % of all CPUs (niced time is apart).", "the catalog's meaning");
         // The names reports and rollups used before the catalog still find their series.
         assert_eq!(series_index("psi.cpu.some"), series_index("host.pressure_cpu.some.avg10"));
         assert_eq!(series_index("host.cpu.user"), Some(0));

@@ -121,10 +121,15 @@ impl ViewState {
             && matches_parts(p.pid, &p.name, p.cmdline.as_deref(), needle)
     }
 
-    fn order(&self, a: &ProcessOut, b: &ProcessOut) -> Ordering {
-        let ord = compare(a, b, self.sort);
-        let ord = if self.descending { ord.reverse() } else { ord };
-        ord.then(a.pid.cmp(&b.pid))
+    /// The order the table is sorted in; the sort field's reader is found once per sort, not
+    /// once per comparison.
+    fn order(&self) -> impl Fn(&ProcessOut, &ProcessOut) -> Ordering + '_ {
+        let reader = fields::process_reader(self.sort.name);
+        move |a, b| {
+            let ord = reader.map_or(Ordering::Equal, |f| f.order_outs(a, b));
+            let ord = if self.descending { ord.reverse() } else { ord };
+            ord.then(a.pid.cmp(&b.pid))
+        }
     }
 }
 
@@ -172,7 +177,8 @@ pub fn table(frame: &Frame, view: &ViewState) -> Table {
 fn flat_lines(frame: &Frame, view: &ViewState, pass: &[bool]) -> Vec<Line> {
     let procs = &frame.processes;
     let mut idx: Vec<usize> = (0..procs.len()).filter(|&i| pass[i]).collect();
-    idx.sort_by(|&a, &b| view.order(&procs[a], &procs[b]));
+    let order = view.order();
+    idx.sort_by(|&a, &b| order(&procs[a], &procs[b]));
     idx.into_iter()
         .map(|i| Line {
             index: i,
@@ -216,10 +222,11 @@ fn tree_lines(frame: &Frame, view: &ViewState, pass: &[bool]) -> Vec<Line> {
             _ => roots.push(i),
         }
     }
+    let order = view.order();
     for kids in children.values_mut() {
-        kids.sort_by(|&a, &b| view.order(&procs[a], &procs[b]));
+        kids.sort_by(|&a, &b| order(&procs[a], &procs[b]));
     }
-    roots.sort_by(|&a, &b| view.order(&procs[a], &procs[b]));
+    roots.sort_by(|&a, &b| order(&procs[a], &procs[b]));
     let mut lines = Vec::new();
     let mut visited = vec![false; procs.len()];
     // Depth-first with an explicit stack: (index, depth, glyph columns above, last sibling).

@@ -117,8 +117,9 @@ impl ProcessField {
     }
 
     fn tie_break(&self) -> Option<&'static ProcessField> {
+        static CPU_SECONDS: std::sync::OnceLock<Option<&'static ProcessField>> = std::sync::OnceLock::new();
         if self.field.name == "cpu_percent" {
-            process_reader("cpu_seconds_total")
+            *CPU_SECONDS.get_or_init(|| process_reader("cpu_seconds_total"))
         } else {
             None
         }
