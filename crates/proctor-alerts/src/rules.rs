@@ -114,7 +114,7 @@ pub fn parse(text: &str) -> Result<RuleSet, Vec<Diagnostic>> {
     let root = match yaml::load(text) {
         Ok(Some(root)) => root,
         Ok(None) => return Err(vec![diag(Pos { line: 1, col: 1 }, "the file is empty: expected `groups:`")]),
-        Err((pos, why)) => return Err(vec![diag(pos, format!("not YAML: {why}"))]),
+        Err((pos, why)) => return Err(vec![diag(pos, why)]),
     };
     let Node::Map(top, _) = &root else {
         return Err(vec![diag(root.pos(), format!("expected a mapping with `groups:`, found {}", root.kind()))]);

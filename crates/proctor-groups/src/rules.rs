@@ -195,7 +195,7 @@ impl Rules {
         let root = match load(text) {
             Ok(Some(root)) => root,
             Ok(None) => return Err(vec![diag(Pos { line: 1, col: 1 }, "the file is empty: expected process_names:")]),
-            Err((pos, why)) => return Err(vec![diag(pos, format!("not YAML: {why}"))]),
+            Err((pos, why)) => return Err(vec![diag(pos, why)]),
         };
         let mut errors = Vec::new();
         let Node::Map(top, _) = &root else {
