@@ -528,7 +528,15 @@ pub struct Engine {
 
 /// Reads and compiles the rules file, every mistake said with its line and column.
 pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    use std::io::Read;
+    const MOST: u64 = proctor_groups::limits::MAX_FILE_BYTES;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MOST + 1).read_to_string(&mut text))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.len() as u64 > MOST {
+        return Err(format!("{} is over {} KiB: not a rules file proctor reads", path.display(), MOST >> 10));
+    }
     rules::parse(&text).map_err(|diags| {
         let mut msg = format!("{}: {} mistake{}", path.display(), diags.len(), if diags.len() == 1 { "" } else { "s" });
         for d in diags {
