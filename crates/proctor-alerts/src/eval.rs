@@ -223,6 +223,8 @@ pub struct Plan {
     statsd: Vec<StatsdRef>,
     /// The unit of the capturing comparison's left side, while a program compiles.
     capture_unit: Option<Unit>,
+    /// What the file's `=~` regexes may still compile to.
+    regexes: proctor_groups::limits::RegexBudget,
 }
 
 /// A statsd value a rule names: `statsd.timer{key="api.latency"}.upper_90`.
@@ -294,6 +296,11 @@ impl Plan {
         }
         let value_unit = self.capture_unit.take();
         Ok(Program { root: c.node, shape: c.shape, value_unit })
+    }
+
+    /// `re` anchored at both ends (as Prometheus anchors them), charged to the file's budget.
+    fn anchored(&mut self, re: &str) -> Result<Regex, String> {
+        self.regexes.compile(&format!("^(?:{re})$")).map_err(|why| format!("bad regex {re:?}: {why}"))
     }
 
     fn selector(&mut self, scope: Scope, text: String, matchers: Vec<LabelMatch>) -> usize {
@@ -399,7 +406,8 @@ impl Plan {
                             let Ast::Str { value, .. } = rhs.as_ref() else {
                                 return err(rhs.span(), "the right side of `=~` must be a quoted regex");
                             };
-                            regex = Some(anchored(value).map_err(|e| CompileError { span: rhs.span(), message: e })?);
+                            regex =
+                                Some(self.anchored(value).map_err(|e| CompileError { span: rhs.span(), message: e })?);
                         }
                         _ => {
                             return err(
@@ -552,7 +560,7 @@ impl Plan {
             };
             let regex = match m.op {
                 MatchOp::Re | MatchOp::NotRe => {
-                    Some(anchored(&m.value).map_err(|e| CompileError { span: m.span, message: e })?)
+                    Some(self.anchored(&m.value).map_err(|e| CompileError { span: m.span, message: e })?)
                 }
                 _ => None,
             };
@@ -745,13 +753,6 @@ fn literal_hint(lhs: &Ast, rhs: &Ast, a: Dim, b: Dim) -> String {
     };
     let _ = (lhs, literal);
     format!("write the literal in {want}")
-}
-
-fn anchored(re: &str) -> Result<Regex, String> {
-    regex::RegexBuilder::new(&format!("^(?:{re})$"))
-        .size_limit(1 << 20)
-        .build()
-        .map_err(|e| format!("bad regex {re:?}: {}", e.to_string().lines().last().unwrap_or("")))
 }
 
 fn join_shape(a: Shape, b: Shape, span: Span) -> Result<Shape, CompileError> {

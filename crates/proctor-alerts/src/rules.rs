@@ -1,10 +1,13 @@
 //! The rules file: laid out as Prometheus alerting rules (`groups:` → `rules:` with `alert`,
 //! `expr`, `for`, `keep_firing_for`, `labels`, `annotations`), plus `clear` (a recovery
 //! expression), a `receivers:` section and a `notify:` section. Every mistake is reported with
-//! its line and column; an expression's mistake points inside the expression where it can.
+//! its line and column; an expression's mistake points inside the expression where it can. A
+//! file past one of `proctor_groups::limits` (rules, nesting, what its regexes compile to) is
+//! refused the same way, naming the limit.
 
 use std::collections::BTreeMap;
 
+use proctor_groups::limits::MAX_RULES;
 use proctor_groups::yaml::{self, Node, Pos};
 /// A mistake in a rules file: the same line-and-column diagnostic groups' rules files give.
 pub use proctor_groups::Diagnostic;
@@ -114,7 +117,7 @@ pub fn parse(text: &str) -> Result<RuleSet, Vec<Diagnostic>> {
     let root = match yaml::load(text) {
         Ok(Some(root)) => root,
         Ok(None) => return Err(vec![diag(Pos { line: 1, col: 1 }, "the file is empty: expected `groups:`")]),
-        Err((pos, why)) => return Err(vec![diag(pos, format!("not YAML: {why}"))]),
+        Err((pos, why)) => return Err(vec![diag(pos, why)]),
     };
     let Node::Map(top, _) = &root else {
         return Err(vec![diag(root.pos(), format!("expected a mapping with `groups:`, found {}", root.kind()))]);
@@ -194,6 +197,7 @@ fn groups(text: &str, node: &Node, set: &mut RuleSet, diags: &mut Vec<Diagnostic
         diags.push(diag(node.pos(), format!("groups: expected a list, found {}", node.kind())));
         return;
     };
+    let mut counted = 0;
     for item in items {
         let Node::Map(entries, gpos) = item else {
             diags.push(diag(
@@ -226,6 +230,12 @@ fn groups(text: &str, node: &Node, set: &mut RuleSet, diags: &mut Vec<Diagnostic
             continue;
         };
         for r in list {
+            counted += 1;
+            if counted > MAX_RULES {
+                // Nothing past the limit is compiled: that is the cost the limit bounds.
+                diags.push(diag(r.pos(), format!("rule {counted}: a file holds at most {MAX_RULES} rules")));
+                return;
+            }
             if let Some(rule) = rule(text, &name, r, set, diags) {
                 set.rules.push(rule);
             }
@@ -576,5 +586,45 @@ notify:
         assert!(d[0].message.starts_with("not YAML"), "{d:?}");
         let d = parse("rules: []\n").expect_err("no groups");
         assert!(d.iter().any(|d| d.message.contains("unknown key `rules`")), "{d:?}");
+    }
+
+    /// Issue 33: a 39 KB file of costly `=~` regexes took 12 s and 594 MB, and 10,000 rules
+    /// delayed serve's first answer by ~14 s.
+    #[test]
+    fn costly_regexes_and_too_many_rules_are_refused_naming_the_rule_and_the_limit() {
+        let rule = |i: usize, re: &str| {
+            format!("      - alert: R{i}\n        expr: count(process{{cmdline=~\"{re}\"}}) > 0\n")
+        };
+        let heavy: String = (0..200).map(|i| rule(i, &format!("{i}\\\\w{{40}}"))).collect();
+        let d = parse(&format!("groups:\n  - name: g\n    rules:\n{heavy}")).expect_err("over the budget");
+        assert!(d[0].message.contains("more than 16 MiB together"), "{d:?}");
+        assert!(d[0].line > 4 + 2 * 16 && d[0].col > 20, "the rule's line, the regex's column: {d:?}");
+        let d =
+            parse(&format!("groups:\n  - name: g\n    rules:\n{}", rule(0, "\\\\w{100}\\\\w{100}"))).expect_err("big");
+        assert!(d[0].message.contains("more than 1 MiB (the limit for one regex)"), "{d:?}");
+        // Over two groups: the 2,001st rule is named, and nothing after it is compiled.
+        let half: String = (0..1_000).map(|i| rule(i, "x")).collect();
+        let other: String = (1_000..2_001).map(|i| rule(i, "x")).collect();
+        let d = parse(&format!("groups:\n  - name: a\n    rules:\n{half}  - name: b\n    rules:\n{other}"))
+            .expect_err("too many");
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].line, 4 + 2 * 1_000 + 2 + 2 * 1_000, "{d:?}");
+        assert!(d[0].message.contains("rule 2001: a file holds at most 2000 rules"), "{d:?}");
+        let most: String = (0..2_000).map(|i| rule(i, "x")).collect();
+        assert_eq!(parse(&format!("groups:\n  - name: a\n    rules:\n{most}")).expect("2,000").rules.len(), 2_000);
+    }
+
+    #[test]
+    fn a_rules_file_past_one_mib_is_refused_unparsed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("rules.yml");
+        let mut text = GOOD.to_string();
+        text.push_str(&"#".repeat((1 << 20) + 1 - text.len()));
+        std::fs::write(&path, &text).expect("write");
+        let why = crate::engine::load_rules(&path).expect_err("too big");
+        assert!(why.contains("is over 1024 KiB"), "{why}");
+        text.pop();
+        std::fs::write(&path, &text).expect("write");
+        crate::engine::load_rules(&path).expect("1 MiB is fine");
     }
 }

@@ -135,7 +135,7 @@ pub fn groups(spec: Option<&str>) -> anyhow::Result<Option<Arc<By>>> {
 
 /// A rules file larger than this is refused unread: real ones are a few KiB, and every rule
 /// costs regex matching on every sample.
-const MAX_RULES_BYTES: u64 = 1 << 20;
+const MAX_RULES_BYTES: u64 = proctor_groups::limits::MAX_FILE_BYTES;
 
 pub fn load_rules(path: &Path) -> anyhow::Result<Result<Rules, Vec<proctor_groups::Diagnostic>>> {
     use std::io::Read;

@@ -8,6 +8,7 @@
 //! group`, `/api/v1/groups`, `/metrics`, the dashboard).
 
 pub mod group;
+pub mod limits;
 pub mod rules;
 pub mod yaml;
 

@@ -12,13 +12,15 @@
 //! process. Templates take `{{.Comm}}`, `{{.ExeBase}}`, `{{.ExeFull}}`, `{{.Username}}` and
 //! `{{.Matches.NAME}}` (a named capture of a cmdline regex). Per-process fields (`.PID`,
 //! `.StartTime`) are refused: one group per process is what grouping exists to avoid.
-//! Every mistake is reported with its line and column, all of them at once.
+//! Every mistake is reported with its line and column, all of them at once; so is a file past
+//! one of [`crate::limits`].
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use regex::Regex;
 
+use crate::limits::{RegexBudget, MAX_RULES};
 use crate::yaml::{load, Node, Pos};
 
 /// A mistake in a rules file.
@@ -195,7 +197,7 @@ impl Rules {
         let root = match load(text) {
             Ok(Some(root)) => root,
             Ok(None) => return Err(vec![diag(Pos { line: 1, col: 1 }, "the file is empty: expected process_names:")]),
-            Err((pos, why)) => return Err(vec![diag(pos, format!("not YAML: {why}"))]),
+            Err((pos, why)) => return Err(vec![diag(pos, why)]),
         };
         let mut errors = Vec::new();
         let Node::Map(top, _) = &root else {
@@ -205,6 +207,7 @@ impl Rules {
             )]);
         };
         let mut rules = Vec::new();
+        let mut budget = RegexBudget::default();
         let mut seen = false;
         for (key, kpos, value) in top {
             if key != "process_names" {
@@ -217,8 +220,14 @@ impl Rules {
                     .push(diag(value.pos(), format!("process_names must be a list of rules, found {}", value.kind())));
                 continue;
             };
-            for item in items {
-                if let Some(rule) = parse_rule(item, &mut errors) {
+            if let Some(extra) = items.get(MAX_RULES) {
+                errors.push(diag(
+                    extra.pos(),
+                    format!("rule {} of {}: a file holds at most {MAX_RULES} rules", MAX_RULES + 1, items.len()),
+                ));
+            }
+            for item in items.iter().take(MAX_RULES) {
+                if let Some(rule) = parse_rule(item, &mut budget, &mut errors) {
                     rules.push(rule);
                 }
             }
@@ -289,7 +298,7 @@ fn strings(node: &Node, what: &str, errors: &mut Vec<Diagnostic>) -> Vec<(String
     }
 }
 
-fn parse_rule(item: &Node, errors: &mut Vec<Diagnostic>) -> Option<Rule> {
+fn parse_rule(item: &Node, budget: &mut RegexBudget, errors: &mut Vec<Diagnostic>) -> Option<Rule> {
     let Node::Map(entries, pos) = item else {
         errors.push(diag(
             item.pos(),
@@ -321,9 +330,9 @@ fn parse_rule(item: &Node, errors: &mut Vec<Diagnostic>) -> Option<Rule> {
             "cmdline" => {
                 selectors += 1;
                 for (text, p) in strings(value, "cmdline", errors) {
-                    match Regex::new(&text) {
+                    match budget.compile(&text) {
                         Ok(re) => cmdline.push(re),
-                        Err(e) => errors.push(diag(p, format!("cmdline regex '{text}': {}", one_line(&e.to_string())))),
+                        Err(why) => errors.push(diag(p, format!("cmdline regex '{text}': {why}"))),
                     }
                 }
             }
@@ -348,15 +357,6 @@ fn parse_rule(item: &Node, errors: &mut Vec<Diagnostic>) -> Option<Rule> {
         }
     }
     (errors.len() == before).then_some(Rule { name, comm, exe, cmdline, line: pos.line })
-}
-
-/// A regex error on one line (the regex crate draws a multi-line caret picture).
-fn one_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '^' || c == ' '))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]
@@ -449,6 +449,29 @@ process_names:
         let yaml = Rules::parse("process_names:\n  - name: [x\n").expect_err("not yaml");
         assert!(yaml[0].message.starts_with("not YAML"), "{yaml:?}");
         assert!(Rules::parse("").is_err() && Rules::parse("other: 1\n").is_err());
+    }
+
+    /// Issue 33: 50 rules of `\w{100}\w{100}` in a 2.5 KB file took 12 s and 606 MB to load.
+    #[test]
+    fn costly_regexes_and_too_many_rules_are_refused_naming_the_rule_and_the_limit() {
+        let heavy: String =
+            (0..50).map(|i| format!("  - name: r{i}\n    cmdline: ['\\w{{100}}\\w{{100}}']\n")).collect();
+        let errors = Rules::parse(&format!("process_names:\n{heavy}")).expect_err("over the limit");
+        assert_eq!(errors.len(), 50, "{errors:#?}");
+        assert_eq!((errors[0].line, errors[0].col), (3, 15), "{errors:#?}");
+        assert!(errors[0].message.contains("more than 1 MiB (the limit for one regex)"), "{errors:#?}");
+        // Under the limit for one, over the file's: the first past it is named.
+        let mid: String = (0..30).map(|i| format!("  - cmdline: ['{i}\\w{{40}}']\n")).collect();
+        let errors = Rules::parse(&format!("process_names:\n{mid}")).expect_err("over the file's limit");
+        assert!(errors[0].message.contains("more than 16 MiB together"), "{errors:#?}");
+        assert!((18..30).contains(&errors[0].line), "{errors:#?}");
+        let many: String = (0..2_001).map(|i| format!("  - comm: [c{i}]\n")).collect();
+        let errors = Rules::parse(&format!("process_names:\n{many}")).expect_err("too many");
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert_eq!(errors[0].line, 2_002, "the 2,001st rule");
+        assert!(errors[0].message.contains("at most 2000 rules"), "{errors:#?}");
+        let most: String = (0..2_000).map(|i| format!("  - comm: [c{i}]\n")).collect();
+        assert_eq!(Rules::parse(&format!("process_names:\n{most}")).expect("2,000 rules").rules.len(), 2_000);
     }
 
     #[test]

@@ -1,9 +1,15 @@
 //! A YAML document as a small tree whose every node knows its line and column, so a rules
 //! file's mistakes can be pointed at. yaml-rust2's event parser does the YAML; this only keeps
-//! the positions it reports.
+//! the positions it reports. Nesting is bounded ([`MAX_DEPTH`]) while the events arrive, before
+//! any tree is built: yaml-rust2's own `load` recurses once per level and a file of a few
+//! thousand nested `- ` overflows a thread's stack, as would dropping or walking such a tree.
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
+
+/// Lists and mappings nest at most this deep. A rules file needs four or five levels; the rest
+/// of the 64 is room, not a use.
+pub const MAX_DEPTH: usize = 64;
 
 /// Where a node starts: 1-based line and column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,12 +106,26 @@ impl MarkedEventReceiver for Builder {
     }
 }
 
-/// The first document of `text`; `Ok(None)` for an empty file. A YAML error comes back with
-/// its position.
+/// The first document of `text`; `Ok(None)` for an empty file. A YAML error, or nesting past
+/// [`MAX_DEPTH`], comes back with its position and a message that says which it was.
 pub fn load(text: &str) -> Result<Option<Node>, (Pos, String)> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    parser.load(&mut builder, false).map_err(|e| (Pos::of(*e.marker()), e.info().to_string()))?;
+    // The events are pulled one at a time (yaml-rust2's `Parser::load` would recurse), and the
+    // first document's end ends the reading, as `load(.., false)` does.
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| (Pos::of(*e.marker()), format!("not YAML: {}", e.info())))?;
+        match ev {
+            Event::DocumentEnd | Event::StreamEnd => break,
+            Event::SequenceStart(..) | Event::MappingStart(..) if builder.stack.len() >= MAX_DEPTH => {
+                return Err((
+                    Pos::of(mark),
+                    format!("lists and mappings nested more than {MAX_DEPTH} deep: not a rules file proctor reads"),
+                ));
+            }
+            _ => builder.on_event(ev, mark),
+        }
+    }
     Ok(builder.root)
 }
 
@@ -131,6 +151,29 @@ mod tests {
         let (pos, why) = load("process_names:\n  - name: [unclosed\n").expect_err("bad yaml");
         assert!(pos.line >= 2, "{pos:?} {why}");
         assert!(!why.is_empty());
+        assert!(why.starts_with("not YAML: "), "{why}");
         assert_eq!(load("").expect("empty is fine"), None);
+    }
+
+    /// Issue 33: a file of thousands of nested `- ` overflowed the stack of whichever thread
+    /// read it (yaml-rust2's loader recurses per level), and `serve` died on SIGHUP.
+    #[test]
+    fn deep_nesting_is_refused_with_its_line_not_a_stack_overflow() {
+        for (open, depth) in [("- ", 100_000), ("- ", MAX_DEPTH + 1), ("[", MAX_DEPTH + 1), ("{a: ", MAX_DEPTH + 1)] {
+            let text = open.repeat(depth) + "x\n";
+            let (pos, why) = load(&text).expect_err("too deep");
+            assert!(why.contains("nested more than 64 deep"), "{open:?} {depth}: {why}");
+            assert_eq!(pos, Pos { line: 1, col: open.len() * MAX_DEPTH + 1 }, "{open:?} {depth}: {why}");
+        }
+        // yaml-rust2's scanner itself stops flow collections past 255 levels.
+        assert!(load(&"[".repeat(100_000)).is_err());
+        // 64 levels are fine, and the innermost is where it belongs.
+        let ok = "- ".repeat(MAX_DEPTH) + "x\n";
+        let mut node = load(&ok).expect("64 deep parses").expect("a document");
+        for _ in 0..MAX_DEPTH {
+            let Node::Seq(mut items, _) = node else { panic!("{node:?}") };
+            node = items.remove(0);
+        }
+        assert_eq!(node, Node::Scalar("x".into(), Pos { line: 1, col: 2 * MAX_DEPTH + 1 }));
     }
 }
