@@ -23,7 +23,8 @@ pub struct RowContext {
     pub effective_cpus: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `Default` is pid 0 with nothing known: for building one field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ProcessRow {
     pub pid: u32,
     pub ppid: u32,

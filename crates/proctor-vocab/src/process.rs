@@ -125,20 +125,13 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
         vsize_bytes: p.vsize_bytes,
         threads: p.threads,
         major_faults_per_sec: p.major_faults_per_sec,
-        minor_faults_per_sec: None,
-        reaped_cpu_percent: None,
-        cpu_user_percent: None,
-        cpu_system_percent: None,
-        reaped_user_percent: None,
-        reaped_system_percent: None,
-        reaped_minor_faults_per_sec: None,
-        reaped_major_faults_per_sec: None,
-        open_fds: None,
         read_bytes_per_sec: p.read_bytes_per_sec,
         write_bytes_per_sec: p.write_bytes_per_sec,
         pss,
         cgroup: p.cgroup.clone(),
         gpu,
+        // Not in the public shape: reaped children, minor faults, the user/system split, fds.
+        ..ProcessRow::default()
     }
 }
 
