@@ -173,18 +173,7 @@ mod tests {
     use proctor_procfs::host::DiskStat;
 
     fn disk(name: &str, read_sectors: u64, io_ms: u64) -> DiskStat {
-        DiskStat {
-            name: name.into(),
-            reads: 0,
-            read_sectors,
-            read_ms: 0,
-            writes: 0,
-            write_sectors: 0,
-            write_ms: 0,
-            in_flight: 0,
-            io_ms,
-            weighted_io_ms: 0,
-        }
+        DiskStat { name: name.into(), read_sectors, io_ms, ..DiskStat::default() }
     }
 
     fn sample(mono_s: u64, disks: Vec<DiskStat>) -> Sample {

@@ -375,8 +375,9 @@ impl Names {
     }
 }
 
-/// One line of `/proc/diskstats`, cumulative.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One line of `/proc/diskstats`, cumulative. `Default` is a nameless device with every
+/// counter 0: for building one field by field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskStat {
     /// Shared between samples when read through a [`Names`] cache.
     pub name: Arc<str>,

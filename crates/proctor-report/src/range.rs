@@ -831,18 +831,7 @@ mod tests {
     }
 
     fn disk(name: &str, read_sectors: u64, io_ms: u64) -> DiskStat {
-        DiskStat {
-            name: Arc::from(name),
-            reads: 0,
-            read_sectors,
-            read_ms: 0,
-            writes: 0,
-            write_sectors: 0,
-            write_ms: 0,
-            in_flight: 0,
-            io_ms,
-            weighted_io_ms: 0,
-        }
+        DiskStat { name: Arc::from(name), read_sectors, io_ms, ..DiskStat::default() }
     }
 
     #[test]

@@ -955,15 +955,9 @@ mod tests {
         use proctor_procfs::host::DiskStat;
         let disk = |name: &str, sectors: u64| DiskStat {
             name: name.into(),
-            reads: 0,
             read_sectors: sectors,
-            read_ms: 0,
-            writes: 0,
             write_sectors: sectors / 2,
-            write_ms: 0,
-            in_flight: 0,
-            io_ms: 0,
-            weighted_io_ms: 0,
+            ..DiskStat::default()
         };
         let live = live();
         let mut before = live.sample.clone();
