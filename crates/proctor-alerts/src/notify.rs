@@ -208,7 +208,23 @@ pub fn slack_body(n: &Notification, host: &str) -> Vec<u8> {
         lines.push(format!("… and {more} more"));
     }
     let text = format!("proctor on {host}: {}", lines.join("\n"));
-    serde_json::to_vec(&serde_json::json!({ "text": text })).unwrap_or_default()
+    serde_json::to_vec(&serde_json::json!({ "text": slack_escape(&text) })).unwrap_or_default()
+}
+
+/// Text as Slack shows it literally: `&`, `<` and `>` are its control characters (`<!channel>`
+/// notifies everyone, `<@U…>` a person, `<URL|text>` is a link), so a process named
+/// `<!channel>` must arrive as `&lt;!channel&gt;`. The rest needs no escaping.
+fn slack_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// One alert as Alertmanager's `POST /api/v2/alerts` takes it.
@@ -281,6 +297,21 @@ mod tests {
         let mut quiet = event(20, Told::Firing);
         quiet.silenced = true;
         assert!(l.offer(200.0, [event(21, Told::Pending), quiet]).is_empty());
+    }
+
+    /// Issue 33 item 13: processes named `<!channel>`, `<!here>` or `<@U…>` were posted as
+    /// Slack markup, notifying a whole channel.
+    #[test]
+    fn slack_gets_hostile_names_as_text_not_markup() {
+        let mut e = event(1, Told::Firing);
+        e.labels.insert("name".into(), "<!channel>".into());
+        e.annotations.insert("summary".into(), "<!here> & <@U024BE7LH> <https://evil|click>".into());
+        let n = Notification { events: vec![e], omitted: 0 };
+        let v: serde_json::Value = serde_json::from_slice(&slack_body(&n, "a<b")).expect("json");
+        let text = v["text"].as_str().expect("text");
+        assert!(!text.contains('<') && !text.contains('>'), "{text}");
+        assert!(text.contains("&lt;!here&gt; &amp; &lt;@U024BE7LH&gt; &lt;https://evil|click&gt;"), "{text}");
+        assert!(text.starts_with("proctor on a&lt;b: [FIRING] R1"), "{text}");
     }
 
     #[test]
