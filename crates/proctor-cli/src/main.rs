@@ -92,7 +92,8 @@ fn main() -> ExitCode {
             if output::is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("proctor: {err:#}");
+            // An error may carry a server's reply or a process's name: shown, never obeyed.
+            eprintln!("proctor: {}", proctor_vocab::units::printable_lines(&format!("{err:#}")));
             ExitCode::FAILURE
         }
     }

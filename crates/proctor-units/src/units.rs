@@ -173,6 +173,11 @@ pub fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() || is_bidi_control(c) { '?' } else { c }).collect()
 }
 
+/// [`printable`] line by line: the line breaks stay, every other control character is `?`.
+pub fn printable_lines(text: &str) -> String {
+    text.split('\n').map(printable).collect::<Vec<_>>().join("\n")
+}
+
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }

@@ -1,6 +1,7 @@
 //! `proctor alerts`: `check` a rules file, `test` it over a recording (backtesting), and talk to
 //! a running `serve`: `silence` a rule, `status` of its alerts.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use proctor_model::Sample;
 use proctor_store::{same_run, Reader};
 use proctor_vocab::{format_utc, parse_when, When};
 
-use super::common::now_unix_ns;
+use super::common::{now_unix_ns, print_text};
 use crate::output::{print_json, Format};
 
 #[derive(Debug, clap::Args)]
@@ -182,7 +183,7 @@ fn backtest(file: &Path, dir: &Path, from: Option<When>, to: Option<When>, forma
     let out = test.finish();
     match format {
         Format::Json => print_json(&out)?,
-        Format::Text => print!("{}", render_text(&out)),
+        Format::Text => print_text(&render_text(&out)),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -264,16 +265,19 @@ fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
         print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let mut o = String::new();
     if v["enabled"] == false {
-        println!("{}", v["reason"].as_str().unwrap_or("this agent runs no alert rules"));
+        let _ = writeln!(o, "{}", v["reason"].as_str().unwrap_or("this agent runs no alert rules"));
+        print_text(&o);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} firing, {} pending; {} evaluations", v["firing"], v["pending"], v["evaluations_total"]);
+    let _ = writeln!(o, "{} firing, {} pending; {} evaluations", v["firing"], v["pending"], v["evaluations_total"]);
     if let Some(e) = v["reload_error"].as_str() {
-        println!("reload: {e}");
+        let _ = writeln!(o, "reload: {e}");
     }
     for r in v["rules"].as_array().into_iter().flatten() {
-        println!(
+        let _ = writeln!(
+            o,
             "{:<24} {:<9} {:<8} {}",
             r["name"].as_str().unwrap_or(""),
             r["state"].as_str().unwrap_or(""),
@@ -295,7 +299,8 @@ fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
             if i["flapping"] == true {
                 notes.push_str(" (flapping: held)");
             }
-            println!(
+            let _ = writeln!(
+                o,
                 "    {} {} since {}{notes}  {}",
                 i["state"].as_str().unwrap_or(""),
                 i["value_text"].as_str().unwrap_or(""),
@@ -305,7 +310,8 @@ fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
         }
     }
     for s in v["silences"].as_array().into_iter().flatten() {
-        println!(
+        let _ = writeln!(
+            o,
             "silence {} on {} until {}",
             s["id"],
             s["rule"].as_str().unwrap_or(""),
@@ -313,7 +319,8 @@ fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
         );
     }
     for r in v["receivers"].as_array().into_iter().flatten() {
-        println!(
+        let _ = writeln!(
+            o,
             "receiver {} {}: {} delivered, {} failed attempts, {} given up, {} dropped{}",
             r["kind"].as_str().unwrap_or(""),
             r["target"].as_str().unwrap_or(""),
@@ -324,6 +331,8 @@ fn status(remote: &Remote, format: Format) -> anyhow::Result<ExitCode> {
             r["last_error"].as_str().map(|e| format!("; last error: {e}")).unwrap_or_default()
         );
     }
+    // Names, labels and errors are what processes and servers chose: no escapes get through.
+    print_text(&o);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -102,3 +102,11 @@ pub fn one_snapshot_with(
 pub fn now_unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
+
+/// Writes text that carries what others chose (process names, a server's error text, label
+/// values) to stdout with every control character but the line breaks shown as `?`, so no
+/// escape sequence reaches the operator's terminal: the one sanitizer (`top` draws through the
+/// same `printable`).
+pub fn print_text(text: &str) {
+    print!("{}", proctor_vocab::units::printable_lines(text));
+}

@@ -756,3 +756,33 @@ fn a_statsd_timer_past_its_threshold_fires() {
     let notes = alerts(&addr2)["notes"].to_string();
     assert!(notes.contains("no statsd server"), "{notes}");
 }
+
+/// Issue 33 item 14: a process names itself with terminal escapes (`\e]0;PWNED\a` sets the
+/// terminal's title); `alerts status` printed it raw to the operator's terminal. Every control
+/// character of what the agent sends is shown as `?`.
+#[test]
+fn alerts_status_prints_a_hostile_process_name_without_its_escapes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A child of ours that renames itself (prctl PR_SET_NAME), then sleeps.
+    // Ended by its guard (by its pid), and on its own after 120 s.
+    let _evil = super::Guard(
+        Command::new("python3")
+            .args([
+                "-c",
+                "import ctypes,time; ctypes.CDLL(None).prctl(15, b'\\x1b]0;PWNED\\x07', 0, 0, 0); time.sleep(120)",
+            ])
+            .spawn()
+            .expect("python3"),
+    );
+    let rules = rules_file(
+        dir.path(),
+        "groups:\n  - name: g\n    rules:\n      - alert: Pwned\n        expr: process{name=~\".*PWNED.*\"}.rss_bytes > 0\n",
+    );
+    let (_serve, addr, _data) = serve_rules(dir.path(), &rules, "200ms", &[]);
+    wait_until("the hostile process firing", Duration::from_secs(20), || alerts(&addr)["firing"] == 1);
+    let out = proctor(&["alerts", "status", "--url", &format!("http://{addr}")]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("PWNED"), "the instance is listed: {said}");
+    assert!(!said.chars().any(|c| c.is_control() && c != '\n'), "no control characters: {said:?}");
+}
