@@ -56,7 +56,8 @@ pub struct Args {
     /// Print one screen as text and exit (for scripts and tests).
     #[arg(long)]
     pub once: bool,
-    /// With --once: the screen size, COLSxROWS (default: the terminal's, else 120x40).
+    /// With --once: the screen size, COLSxROWS from 40x10 to 1000x400 (default: the terminal's,
+    /// else 120x40).
     #[arg(long, value_name = "COLSxROWS", value_parser = parse_size, requires = "once")]
     pub size: Option<(u16, u16)>,
     /// Start in tree view.
@@ -95,8 +96,16 @@ fn parse_size(text: &str) -> Result<(u16, u16), String> {
     if c < 40 || r < 10 {
         return Err("at least 40x10".into());
     }
+    // The screen is drawn into a buffer of cells first: 65535x65535 asked for 206 GB.
+    if c > MAX_COLS || r > MAX_ROWS {
+        return Err(format!("at most {MAX_COLS}x{MAX_ROWS}"));
+    }
     Ok((c, r))
 }
+
+/// The largest `--size`: wider and taller than any terminal, and a screen buffer of tens of MB.
+const MAX_COLS: u16 = 1000;
+const MAX_ROWS: u16 = 400;
 
 fn sort_field(key: &str) -> anyhow::Result<String> {
     if proctor_tui::view::column(key).is_some() {
@@ -198,4 +207,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     shown?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_screen_size_is_bounded_both_ways() {
+        assert_eq!(parse_size("120x40"), Ok((120, 40)));
+        assert_eq!(parse_size("1000X400"), Ok((1000, 400)));
+        assert_eq!(parse_size("65535x65535"), Err("at most 1000x400".to_string()));
+        assert_eq!(parse_size("1001x40"), Err("at most 1000x400".to_string()));
+        assert_eq!(parse_size("39x40"), Err("at least 40x10".to_string()));
+    }
 }
