@@ -26,6 +26,8 @@ pub struct HttpCounters {
     pub accept_errors: AtomicU64,
     /// Requests refused for their `Host` or `Origin` (DNS rebinding, cross-origin pages).
     pub foreign_host_refused: AtomicU64,
+    /// Free heap handed back to the kernel after a burst of connections ended.
+    pub heap_trims: AtomicU64,
 }
 
 impl HttpCounters {
@@ -45,6 +47,7 @@ impl HttpCounters {
             connections_evicted_total: load(&self.connections_evicted),
             accept_errors_total: load(&self.accept_errors),
             foreign_host_refused_total: load(&self.foreign_host_refused),
+            heap_trims_total: load(&self.heap_trims),
         }
     }
 

@@ -548,6 +548,11 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
         "HTTP requests refused for a Host or Origin that is not this agent's.",
         Some(http.foreign_host_refused_total as f64),
     ));
+    out.push(counter(
+        "proctor_agent_http_heap_trims",
+        "Times free heap went back to the kernel after a burst of HTTP connections ended.",
+        Some(http.heap_trims_total as f64),
+    ));
     let r = &a.recording;
     let flag = |b: bool| Some(if b { 1.0 } else { 0.0 });
     out.push(gauge(

@@ -155,8 +155,12 @@ pub async fn serve(
             let was_last = removed && counters.connections_open.fetch_sub(1, Ordering::Relaxed) == 1;
             if was_last && since_trim.load(Ordering::Relaxed) >= TRIM_AFTER {
                 since_trim.store(0, Ordering::Relaxed);
-                // A few milliseconds of walking the arenas: not on a worker.
-                tokio::task::spawn_blocking(trim_heap);
+                // A few milliseconds of walking the arenas: not on a worker. Counted once done,
+                // so a reader of the count knows the pages went back.
+                tokio::task::spawn_blocking(move || {
+                    trim_heap();
+                    HttpCounters::bump(&counters.heap_trims, 1);
+                });
             }
         });
     }

@@ -527,6 +527,9 @@ pub struct HttpOut {
     pub accept_errors_total: u64,
     /// Requests refused for a `Host` that is not this agent's, or a cross-origin browser page.
     pub foreign_host_refused_total: u64,
+    /// Times free heap was handed back to the kernel, once a burst of 64 or more connections
+    /// had all closed.
+    pub heap_trims_total: u64,
 }
 
 /// What the surface around the agent adds to its figures.
