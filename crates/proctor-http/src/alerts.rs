@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -64,7 +64,7 @@ fn may_change(st: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
-pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     may_change(&st)?;
     // A browser form cannot send JSON without a CORS preflight, which no route answers.
     let json = headers
@@ -78,13 +78,27 @@ pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body
             message: "send the silence as Content-Type: application/json".into(),
         });
     }
-    if body.len() > MAX_SILENCE_BODY {
-        return Err(ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            code: "too_large",
-            message: format!("a silence is at most {MAX_SILENCE_BODY} bytes"),
-        });
+    let too_large = || ApiError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        code: "too_large",
+        message: format!("a silence is at most {MAX_SILENCE_BODY} bytes"),
+    };
+    // A length past the bound is refused before a byte of the body is read; a chunked body is
+    // read up to the bound and no further. Either way the refusal is the JSON error shape.
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_SILENCE_BODY as u64) {
+        return Err(too_large());
     }
+    let body = axum::body::to_bytes(body, MAX_SILENCE_BODY).await.map_err(|e| {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cause {
+            if c.is::<http_body_util::LengthLimitError>() {
+                return too_large();
+            }
+            cause = c.source();
+        }
+        ApiError::bad_request(format!("the silence's body broke off: {e}"))
+    })?;
     let req: SilenceBody = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!("a silence is {{\"rule\", \"matchers\", \"duration_secs\", \"comment\"}}: {e}"))
     })?;
