@@ -409,11 +409,118 @@ def malformed_family(addr):
           f"none hung or got a 5xx; slowest {slowest * 1000:.0f} ms")
 
 
+def slowloris_family(binary):
+    """Slow clients under a 1,024-fd limit: 140 connections drip a request head a byte every
+    50 ms (connecting again when closed) while 30 normal requests are made, and one silence body
+    stops short of its length. Every normal request must be answered; the short body gets a
+    408 in the JSON error shape once the body deadline passes."""
+    import threading
+
+    addr = None
+    proc = subprocess.Popen(
+        ["prlimit", "--nofile=1024:1024", binary, "serve", "--no-record", "--listen", "127.0.0.1:0",
+         "--interval", "1s", "--pss-budget", "0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 30
+    while addr is None and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        found = re.search(r"http://([0-9.]+:[0-9]+)", line)
+        if found:
+            addr = found.group(1)
+    if addr is None:
+        proc.kill()
+        proc.wait()
+        fail("slowloris", "serve under prlimit did not print its address")
+        return
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    host, port = addr.split(":")
+    try:
+        stop = threading.Event()
+        rounds = [0, 0]  # rounds dripped, connections made again
+
+        def drip():
+            head = (f"GET /api/v1/agent HTTP/1.1\r\nHost: {addr}\r\nX-Slow: " + "a" * 4096).encode()
+
+            def connect():
+                try:
+                    return [socket.create_connection((host, int(port)), timeout=2), 0]
+                except OSError:
+                    return None
+
+            conns = [connect() for _ in range(140)]
+            until = time.monotonic() + 60
+            while not stop.is_set() and time.monotonic() < until:
+                for i, conn in enumerate(conns):
+                    try:
+                        conn[0].send(head[conn[1] % len(head):][:1])
+                        conn[1] += 1
+                    except (OSError, TypeError):
+                        if conn:
+                            conn[0].close()
+                        conns[i] = connect()
+                        rounds[1] += 1
+                rounds[0] += 1
+                time.sleep(0.05)
+            for conn in conns:
+                if conn:
+                    conn[0].close()
+
+        short_body = {}
+
+        def short():
+            sock = socket.create_connection((host, int(port)), timeout=30)
+            sock.sendall(b"POST /api/v1/alerts/silences HTTP/1.1\r\nHost: " + addr.encode()
+                         + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"rule\"")
+            began = time.monotonic()
+            data = b""
+            try:
+                while True:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError as e:
+                short_body["error"] = str(e)
+            short_body["answer"], short_body["secs"] = data, time.monotonic() - began
+            sock.close()
+
+        dripper = threading.Thread(target=drip, daemon=True)
+        dripper.start()
+        shorter = threading.Thread(target=short, daemon=True)
+        shorter.start()
+        while rounds[0] < 10 and dripper.is_alive():
+            time.sleep(0.02)
+        answered = 0
+        for _ in range(30):
+            response, _, hung = exchange(addr, request(addr, "/api/v1/agent"))
+            answered += 200 in statuses(response) and not hung
+        stop.set()
+        dripper.join()
+        shorter.join(40)
+        if answered != 30:
+            fail("slowloris", f"{30 - answered} of 30 normal requests refused beside 140 slow heads")
+        answer = short_body.get("answer", b"")
+        if not answer.startswith(b"HTTP/1.1 408") or b'"request_timeout"' not in answer:
+            fail("slowloris", f"a body short of its length: {answer[:120]!r} {short_body.get('error', '')}")
+        agent = get_json(addr, "/api/v1/agent") or {}
+        http = agent.get("http", {})
+        print(f"slowloris: 140 slow heads at nofile 1024 (connected again {rounds[1]} times): {answered} of 30 "
+              f"normal requests answered, {http.get('connections_evicted_total')} connections evicted; a body short "
+              f"of its length answered {answer[:12].decode(errors='replace')!r} after {short_body.get('secs', 0):.1f} s")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     binary = sys.argv[1]
     auth_family(binary)
+    slowloris_family(binary)
     proc, addr = start_serve(binary)
     try:
         before = get_json(addr, "/api/v1/agent") or {}

@@ -89,7 +89,13 @@ pub(crate) async fn silence(State(st): State<AppState>, headers: HeaderMap, body
     if declared.is_some_and(|n| n > MAX_SILENCE_BODY as u64) {
         return Err(too_large());
     }
-    let body = axum::body::to_bytes(body, MAX_SILENCE_BODY).await.map_err(|e| {
+    let read = tokio::time::timeout(crate::serve::BODY_TIMEOUT, axum::body::to_bytes(body, MAX_SILENCE_BODY));
+    let body = read.await.map_err(|_| ApiError {
+        status: StatusCode::REQUEST_TIMEOUT,
+        code: "request_timeout",
+        message: format!("the silence's body did not arrive whole within {:?}", crate::serve::BODY_TIMEOUT),
+    })?;
+    let body = body.map_err(|e| {
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(c) = cause {
             if c.is::<http_body_util::LengthLimitError>() {

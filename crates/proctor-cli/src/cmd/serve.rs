@@ -439,7 +439,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // After the sampler raised RLIMIT_NOFILE to its hard limit: the cap is a share of what is
     // there, leaving the rest to the sampler's kept-open files and the store.
     let limits = match o.max_connections {
-        Some(max) => ConnLimits { max_connections: max, ..ConnLimits::for_this_process() },
+        Some(max) => ConnLimits::for_this_process().with_max_connections(max),
         None => ConnLimits::for_this_process(),
     };
     let app = proctor_http::router(daemon.shared(), config);

@@ -106,6 +106,81 @@ fn idle_connections_do_not_blind_the_agent() {
     drop(idle);
 }
 
+/// A GET that may be refused: the reply, empty when the connection was closed unanswered.
+fn try_get(addr: &str, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(super::bounded::STARTUP))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply)?;
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// Slowloris (issue 33 item 2): under a 1,024-fd limit, 140 connections each send a request
+/// head a byte every 50 ms and connect again when closed; 30 normal requests made meanwhile are
+/// all answered. (Before, a byte read counted as activity: every slot was "busy" and 30 of 30
+/// were refused.)
+#[test]
+fn slow_request_heads_do_not_lock_out_normal_requests() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const SLOW: usize = 140;
+    if raise_own_fd_limit(4096) < SLOW as u64 + 64 {
+        eprintln!("SKIP: slowloris: this test process may not open {SLOW} sockets (RLIMIT_NOFILE)");
+        return;
+    }
+    let mut command = Command::new("prlimit");
+    command.arg("--nofile=1024:1024").args(super::proctor_argv());
+    let (_serve, addr) = serve(command, "1s", &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU64::new(0));
+    let dripper = {
+        let (addr, stop, rounds) = (addr.clone(), Arc::clone(&stop), Arc::clone(&rounds));
+        std::thread::spawn(move || {
+            // A head that never ends: one header line after another.
+            let head = format!("GET /api/v1/agent HTTP/1.1\r\nHost: {addr}\r\nX-Slow: {}", "a".repeat(4096));
+            let connect = || TcpStream::connect(&addr).ok().map(|s| (s, 0usize));
+            let mut slow: Vec<Option<(TcpStream, usize)>> = (0..SLOW).map(|_| connect()).collect();
+            let (mut reconnects, deadline) = (0u64, Instant::now() + Duration::from_secs(120));
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                for conn in &mut slow {
+                    let sent = conn.as_mut().and_then(|(stream, at)| {
+                        let byte = &head.as_bytes()[*at % head.len()..][..1];
+                        stream.write_all(byte).ok().map(|()| *at += 1)
+                    });
+                    if sent.is_none() {
+                        *conn = connect();
+                        reconnects += 1;
+                    }
+                }
+                rounds.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            reconnects
+        })
+    };
+    // Every slow connection has dripped for a while (bytes read, no head whole).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rounds.load(Ordering::Relaxed) < 10 {
+        assert!(Instant::now() < deadline, "the slow connections within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let replies: Vec<String> =
+        (0..30).map(|_| try_get(&addr, "/api/v1/agent").unwrap_or_else(|e| format!("(failed: {e})"))).collect();
+    stop.store(true, Ordering::Relaxed);
+    let reconnects = dripper.join().expect("the slow client");
+    let answered = replies.iter().filter(|r| r.starts_with("HTTP/1.1 200")).count();
+    eprintln!(
+        "slowloris: {answered} of 30 normal requests answered; the slow client connected again {reconnects} times"
+    );
+    let failed: Vec<&String> = replies.iter().filter(|r| !r.starts_with("HTTP/1.1 200")).collect();
+    assert_eq!(answered, 30, "refused or broken: {:?}", failed.first());
+    let agent = body_json(&http_get(&addr, "/api/v1/agent"));
+    assert!(agent["http"]["connections_evicted_total"].as_u64() >= Some(30), "{}", agent["http"]);
+}
+
 fn vm_rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
