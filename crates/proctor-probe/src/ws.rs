@@ -180,6 +180,9 @@ struct Session<'a> {
 const MIN_WAIT: Duration = Duration::from_millis(1);
 /// Largest message accepted from the server (a terminal's burst of output is far smaller).
 const MAX_MESSAGE: usize = 16 << 20;
+
+/// Bytes waiting to be written on one connection, at most (tungstenite's write buffer is 128 KiB).
+const MAX_UNSENT: usize = 1 << 20;
 /// Jupyter: the first prompt is drained until the terminal has been quiet this long …
 const SETTLE_QUIET: Duration = Duration::from_millis(500);
 /// … or for at most this long.
@@ -334,8 +337,17 @@ impl<'a> Session<'a> {
                     self.counters.pings.fetch_add(1, Ordering::Relaxed);
                     // The pong tungstenite queued goes out now, not with the next message.
                     let _ = connection.socket.flush();
+                    // A server that does nothing but ping must not hold the run past its
+                    // schedule and timeouts: they are looked at again once `wake` is past.
+                    if Instant::now() >= wake || self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
                 }
-                Ok(Message::Pong(_) | Message::Frame(_)) => {}
+                Ok(Message::Pong(_) | Message::Frame(_)) => {
+                    if Instant::now() >= wake || self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                }
                 Ok(Message::Close(frame)) => {
                     self.counters.closes.fetch_add(1, Ordering::Relaxed);
                     let why = match frame {
@@ -525,7 +537,12 @@ impl<'a> Session<'a> {
         let left = client::remaining(deadline)?;
         let _ = stream.tcp().set_read_timeout(Some(left));
         let _ = stream.tcp().set_write_timeout(Some(left));
-        let config = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE));
+        // Our messages are small; what can pile up unsent is the pongs to a server that pings
+        // and never reads: bounded, past it a pong waits (only the newest is kept).
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE))
+            .max_frame_size(Some(MAX_MESSAGE))
+            .max_write_buffer_size(MAX_UNSENT);
         let mut attempt = tungstenite::client::client_with_config(request, stream, Some(config));
         let socket = loop {
             match attempt {

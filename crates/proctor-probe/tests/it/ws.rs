@@ -31,6 +31,7 @@ enum Behaviour {
     Refuse,
     Greet,
     Terminal,
+    PingFlood,
 }
 
 /// Serves every connection on its own thread with `behaviour`, until the test ends.
@@ -54,7 +55,22 @@ fn serve(mut stream: TcpStream, behaviour: Behaviour) {
         return;
     }
     let Ok(socket) = tungstenite::accept(stream) else { return };
+    if behaviour == Behaviour::PingFlood {
+        return ping_flood(socket);
+    }
     talk(socket, behaviour);
+}
+
+/// Pings as fast as the socket takes them and never reads (so never takes a pong), for at most
+/// 60 s or until the client has gone.
+fn ping_flood(mut socket: tungstenite::WebSocket<TcpStream>) {
+    let _ = socket.get_mut().set_write_timeout(Some(Duration::from_secs(5)));
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        if socket.send(Message::Ping(Bytes::from_static(b"still there?"))).is_err() {
+            return;
+        }
+    }
 }
 
 fn talk<S: Read + Write>(mut socket: tungstenite::WebSocket<S>, behaviour: Behaviour) {
@@ -120,7 +136,7 @@ fn talk<S: Read + Write>(mut socket: tungstenite::WebSocket<S>, behaviour: Behav
                     Ok(())
                 }
             }
-            Behaviour::Refuse => unreachable!("refused before the upgrade"),
+            Behaviour::Refuse | Behaviour::PingFlood => unreachable!("answered before talking"),
         };
         if sent.is_err() {
             return;
@@ -234,6 +250,24 @@ fn out_of_order_echoes_are_matched_by_content() {
     let seqs: Vec<u64> = records.iter().map(|record| record.seq).collect();
     assert_eq!(&seqs[..4], &[1, 0, 3, 2], "{seqs:?}");
     assert_eq!(summary.unmatched, 0);
+}
+
+/// A server that floods pings and never reads (issue 33 item 11): the run still ends with each
+/// message timed out, and the pings were answered as they came (before, pings kept the reader
+/// from ever looking at the timeouts: `-n 5 --timeout 3s` never ended, and the pongs piled up
+/// unsent without bound).
+#[test]
+fn a_ping_flood_neither_holds_the_run_nor_its_timeouts() {
+    let port = server(Behaviour::PingFlood);
+    let url = format!("ws://127.0.0.1:{port}/");
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(run(config(&url, WsPacing::Closed, count(5), Payload::Numbered, Duration::from_millis(300))));
+    });
+    let (records, summary) = finished.recv_timeout(Duration::from_secs(60)).expect("the run ended within 60 s");
+    assert_eq!(records.len(), 5, "{records:?}");
+    assert!(records.iter().all(|record| record.error.is_some()), "nothing is echoed: {records:?}");
+    assert!(summary.pings > 0, "pings were read: {summary:?}");
 }
 
 #[test]
