@@ -1,6 +1,7 @@
 //! SIGINT and SIGTERM for the long-running commands (`serve`, `record`, `statsd`, `probe`), and
 //! SIGHUP: a command that says what it means ([`Signals::on_hangup`]: `serve` reloads its alert
-//! rules) gets that; for the others it stops them as SIGTERM does.
+//! rules) gets that; for the others it stops them as SIGTERM does. A second signal while
+//! stopping exits at once, but the same signal again within 250 ms is one signal delivered twice.
 //!
 //! The signals are blocked in the calling thread *before* any other thread starts, so every
 //! thread inherits the mask and only one waiter receives them: no handler runs in the middle of
@@ -8,6 +9,7 @@
 //! means (each command says that when the waiter returns).
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -17,9 +19,14 @@ enum Handler {
     Exit,
     /// The command's stop action, run on the first signal.
     Stop(Box<dyn FnOnce() + Send>),
-    /// The stop action ran already: a second signal exits without waiting for it to finish.
-    Stopping,
+    /// The stop action ran already on `signal` at `at`: a second signal exits without waiting
+    /// for it to finish, unless it is the same signal again within [`SAME_SIGNAL`].
+    Stopping { signal: libc::c_int, at: Instant },
 }
+
+/// The same signal again within this is the same one delivered twice (GNU `timeout` signals
+/// the command, then its whole process group), not a person asking a second time.
+const SAME_SIGNAL: Duration = Duration::from_millis(250);
 
 /// SIGINT and SIGTERM, blocked in this thread (and every thread it starts afterwards), and
 /// the one thread that waits for them.
@@ -75,7 +82,12 @@ pub fn block() -> anyhow::Result<Signals> {
                 _ => "SIGTERM",
             };
             let mut slot = waiter.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            match std::mem::replace(&mut *slot, Handler::Stopping) {
+            if let Handler::Stopping { signal: first, at } = &*slot {
+                if *first == signal && at.elapsed() < SAME_SIGNAL {
+                    continue;
+                }
+            }
+            match std::mem::replace(&mut *slot, Handler::Stopping { signal, at: Instant::now() }) {
                 Handler::Exit => {
                     eprintln!("proctor: {name} while starting: exiting");
                     std::process::exit(128 + signal);
@@ -84,7 +96,7 @@ pub fn block() -> anyhow::Result<Signals> {
                     drop(slot);
                     stop();
                 }
-                Handler::Stopping => {
+                Handler::Stopping { .. } => {
                     eprintln!("proctor: a second {name}: exiting without finishing");
                     std::process::exit(128 + signal);
                 }

@@ -152,6 +152,37 @@ fn sigterm_stops_recording_and_prints_the_cost() {
     assert!(summary["sample_cpu_seconds_per_sample"].as_f64().is_some());
 }
 
+/// One SIGTERM delivered twice in a moment, as `timeout 3 proctor record` does (GNU timeout
+/// signals the command and then its process group), stops recording once and still prints the
+/// summary (issue 33 item 16): it is not "a second SIGTERM".
+#[test]
+fn the_same_signal_twice_in_a_moment_is_one_stop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = record(dir.path(), &["--interval", "10ms", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start recorder");
+    let mut stderr = child.stderr.take().expect("piped");
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("appended ") {
+        assert_eq!(stderr.read(&mut byte).expect("read"), 1, "ended early: {}", String::from_utf8_lossy(&seen));
+        seen.push(byte[0]);
+    }
+    // SAFETY: kill(2) with a pid this test spawned and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // SAFETY: as above; the child cannot have been reaped, only this test waits for it.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut rest = String::new();
+    let _ = stderr.read_to_string(&mut rest);
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{:?}: {rest}", out.status);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary is JSON");
+    assert!(summary["samples"].as_u64() >= Some(1), "{summary}");
+}
+
 #[test]
 fn a_damaged_middle_file_is_set_aside_reported_and_recording_continues() {
     let dir = tempfile::tempdir().expect("tempdir");
