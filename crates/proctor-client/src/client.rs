@@ -666,6 +666,11 @@ pub fn fetch_at_most(
     max_body: usize,
 ) -> Result<(u16, Vec<u8>), String> {
     let deadline = Instant::now() + timeout;
+    // A read that ran into the deadline says which deadline, not the socket's EAGAIN.
+    let said = |failed: Failure| match failed.class {
+        ErrorClass::Timeout => format!("no whole answer within {timeout:?}"),
+        _ => failed.detail,
+    };
     let mut spec = spec.clone();
     spec.close = true;
     let mut stream = open(target, tls, &mut Phases::default(), deadline).map_err(|failed| failed.detail)?;
@@ -688,7 +693,7 @@ pub fn fetch_at_most(
         match read_some(&mut stream, &mut scratch, deadline) {
             Ok(0) => return Err("connection closed before the response head ended".into()),
             Ok(read) => buffer.extend_from_slice(&scratch[..read]),
-            Err(failed) => return Err(failed.map_or_else(|| "connection closed".into(), |failed| failed.detail)),
+            Err(failed) => return Err(failed.map_or_else(|| "connection closed".into(), said)),
         }
     };
     let mut body = buffer.split_off(head.length);
@@ -717,7 +722,7 @@ pub fn fetch_at_most(
             Ok(0) => return Err("connection closed inside the response body".into()),
             Ok(read) => body.extend_from_slice(&scratch[..read]),
             Err(Some(failed)) if failed.class == ErrorClass::Tls && failed.detail.contains("close_notify") => break,
-            Err(failed) => return Err(failed.map_or_else(|| "connection closed".into(), |failed| failed.detail)),
+            Err(failed) => return Err(failed.map_or_else(|| "connection closed".into(), said)),
         }
     }
     if let Framing::Length(length) = head.framing {

@@ -786,3 +786,50 @@ fn alerts_status_prints_a_hostile_process_name_without_its_escapes() {
     assert!(said.contains("PWNED"), "the instance is listed: {said}");
     assert!(!said.chars().any(|c| c.is_control() && c != '\n'), "no control characters: {said:?}");
 }
+
+/// `alerts status` against an agent that answers a byte at a time (issue 33 item 16) gives up
+/// within its overall deadline (10 s, connect to the body's end) with a clear error, instead of
+/// reading for as long as the bytes keep coming.
+#[test]
+fn alerts_status_has_an_overall_deadline() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else { return };
+        let mut head = [0u8; 4096];
+        let _ = stream.read(&mut head);
+        let _ =
+            stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n");
+        // At most 120 s of a byte every 200 ms, or until the client has gone.
+        for _ in 0..600 {
+            if stream.write_all(b" ").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let mut child = proctor_command()
+        .args(["alerts", "status", "--url", &format!("http://{addr}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("proctor");
+    let mut stderr = child.stderr.take().expect("piped");
+    let mut said = String::new();
+    // Bounded: stderr ends when proctor does; a reader past 60 s means it never gave up.
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = stderr.read_to_string(&mut said);
+        let _ = done.send(said);
+    });
+    let said = ended.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+        let _ = child.kill();
+        panic!("alerts status still reading after 60 s");
+    });
+    let status = child.wait().expect("wait");
+    assert!(!status.success(), "{said}");
+    assert!(
+        said.contains("is `proctor serve` running there?") && said.contains("no whole answer within 10s"),
+        "{said}"
+    );
+}
