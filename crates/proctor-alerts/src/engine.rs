@@ -755,7 +755,14 @@ impl Loop {
                     self.delivery.reconfigure(&receivers);
                     self.receivers = receivers;
                 }
+                // The agent's counters run for the process's life, not the rules file's: a
+                // counter that fell at each SIGHUP would read as a restart.
+                let (evaluations, cpu_ns) = (self.alerting.evaluations, self.alerting.eval_cpu_ns_total);
+                let stats = std::mem::take(&mut self.alerting.evaluator.stats);
                 self.alerting = Alerting::new(set, state);
+                (self.alerting.evaluations, self.alerting.eval_cpu_ns_total) = (evaluations, cpu_ns);
+                // Its frame number too: a new evaluator's windows hold no memo to compare with.
+                self.alerting.evaluator.stats = stats;
                 self.alerting.set_statsd(self.config.statsd.clone());
                 self.loaded_at = unix_now();
                 self.out.reload_error = None;

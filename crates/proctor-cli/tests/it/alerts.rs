@@ -344,9 +344,19 @@ fn sighup_with_a_broken_file_keeps_the_old_rules_and_a_good_one_replaces_them() 
         "groups:\n  - name: g\n    rules:\n      - alert: Second\n        expr: host.cpu.busy >= 0%\n",
     )
     .expect("write");
+    // The evaluation counters run for the agent's life: a reload does not set them back (issue
+    // 33 item 16).
+    wait_until("ten evaluations", Duration::from_secs(30), || alerts(&addr)["evaluations_total"].as_u64() >= Some(10));
+    let before = alerts(&addr);
     hup(&serve_guard);
     wait_until("the new rules", Duration::from_secs(10), || alerts(&addr)["rules"][0]["name"] == "Second");
-    assert!(alerts(&addr)["reload_error"].is_null());
+    let after = alerts(&addr);
+    assert!(after["reload_error"].is_null());
+    assert!(after["evaluations_total"].as_u64() >= before["evaluations_total"].as_u64(), "{before} → {after}");
+    let cpu = |v: &serde_json::Value| v["evaluation_cpu_seconds_total"].as_f64().unwrap_or(-1.0);
+    assert!(cpu(&after) >= cpu(&before) && cpu(&before) >= 0.0, "{before} → {after}");
+    let matched = |v: &serde_json::Value| v["selector_rows_matched_total"].as_u64();
+    assert!(matched(&after) >= matched(&before), "{before} → {after}");
     // Still serving: SIGHUP did not stop it.
     assert!(http_get(&addr, "/api/v1/agent").starts_with("HTTP/1.1 200"));
 }
