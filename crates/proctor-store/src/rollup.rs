@@ -42,7 +42,7 @@ const MAX_NAME_BYTES: u64 = 4096;
 /// exponent, base), so every block of up to 64 rows fits, whatever its names (the tiers write
 /// 60 minute rows and 24 hour rows); a 64 KiB record, what any frame may decompress to, then
 /// decodes to at most ~50 MB.
-const CELLS_PER_BYTE: usize = 16;
+pub const CELLS_PER_BYTE: usize = 16;
 /// Most cells any block may hold, however large its record: the most names over 64 rows.
 const MAX_CELLS: usize = MAX_NAMES as usize * 64;
 /// Significant decimal digits kept of each column's largest value.
