@@ -40,10 +40,11 @@ const MAX_NAME_BYTES: u64 = 4096;
 /// rows, so a 36 KB record (a 76-byte frame) claimed 1,024 names × 16,384 rows, 16.7 million
 /// cells of ~48 bytes decoded. A column takes at least 4 bytes (its name's length, flags,
 /// exponent, base), so every block of up to 64 rows fits, whatever its names (the tiers write
-/// 60 minute rows and 24 hour rows); a 64 KiB record, what any frame may decompress to, then
-/// decodes to at most ~50 MB.
+/// 60 minute rows and 24 hour rows). A 64 KiB record (what a payload of up to 64 bytes may
+/// decompress to, `codec::MIN_RECORD_ALLOWANCE`) then decodes to at most ~1 million cells, ~50 MB.
 pub const CELLS_PER_BYTE: usize = 16;
-/// Most cells any block may hold, however large its record: the most names over 64 rows.
+/// Most cells any block may hold, however large its record: the most names over 64 rows
+/// (~200 MB decoded; records of 256 KiB and more, payloads of 256 bytes and more, reach it).
 const MAX_CELLS: usize = MAX_NAMES as usize * 64;
 /// Significant decimal digits kept of each column's largest value.
 const DIGITS: i32 = 4;
@@ -216,7 +217,7 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
     Ok(RollupBlock { span_s, names, rows })
 }
 
-/// Whether a block of `names` series over `rows` rows may be held by a record of
+/// Checks that a block of `names` series over `rows` rows may be held by a record of
 /// `record_len` bytes: what the decoder accepts, and so what a writer may write.
 pub fn check_cells(names: usize, rows: usize, record_len: usize) -> Result<(), BadBlock> {
     let cells = names.saturating_mul(rows);
