@@ -15,6 +15,8 @@
 //!         | raw (bit 4: body is the payload as is; else the record, compressed here)
 //!         | damage (bit 5: body goes into the segment as it is, no header: what a reader must
 //!           read around)
+//!         | rollup (bit 6: the frame is a rollup block whatever bits 0-1 say; its record
+//!           version is 1, so bits 2-3 01 or 10)
 //! ```
 //!
 //! In a record, each `@B` becomes the distance back to the frame numbered `base` (modulo the
@@ -27,18 +29,24 @@
 //! takes each base row once; a new row is at least 59 bytes of JSON), which a delta that takes a
 //! base row twice breaks; every delta record the target compresses decodes the same as a plain
 //! delta and as an anchor, or fails both ways (the anchor path checked for a base row used
-//! twice and the plain one did not: the gigabyte frame of issue 15 item 2); and, with
-//! `-malloc_limit_mb`, no allocation past the decompression bound.
+//! twice and the plain one did not: the gigabyte frame of issue 15 item 2); no rollup block
+//! holds more cells (names × rows) than `rollup::CELLS_PER_BYTE` per byte of its record, read
+//! by the reader or decoded here from a record the target compresses (an idle column is 3
+//! bytes whatever the rows: the 76-byte frame of 16.7 million cells of issue 33 item 5); and,
+//! with `-malloc_limit_mb`, no allocation past the decompression bound.
 #![no_main]
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use proctor_model::{HostSample, ProbeBatch, ProbeResult, ProcessSample, Sample, SampleCost, StatsdFlush};
+use proctor_model::{
+    HostSample, ProbeBatch, ProbeResult, ProcessSample, RollupBlock, RollupRow, Sample, SampleCost, Stat, StatsdFlush,
+};
 use proctor_store::codec::{compress_alone, decompress_delta, decompress_key, decompressed_cap, encode_event, Event};
 use proctor_store::delta::{decode_delta, DeltaRecord, KeySample};
 use proctor_store::frame::{encode_header, FrameKind};
+use proctor_store::rollup::{decode_block, CELLS_PER_BYTE};
 use proctor_store::segment::{walk, Check};
 use proctor_store::{Reader, StoreConfig, Writer};
 
@@ -179,7 +187,11 @@ fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(Option
             frames.push((None, body.to_vec(), 0));
             continue;
         }
-        let kind = [FrameKind::Key, FrameKind::Delta, FrameKind::Probe, FrameKind::Statsd][usize::from(spec & 3)];
+        let kind = if spec & 0x40 != 0 {
+            FrameKind::Rollup
+        } else {
+            [FrameKind::Key, FrameKind::Delta, FrameKind::Probe, FrameKind::Statsd][usize::from(spec & 3)]
+        };
         let version = [2, 1, 1, 3][usize::from((spec >> 2) & 3)];
         let (payload, record_bytes) = if spec & 0x10 != 0 {
             (body.to_vec(), decompressed_cap(body.len(), base.max_record))
@@ -201,6 +213,11 @@ fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(Option
             }
             if kind == FrameKind::Delta {
                 same_either_way(&base.key, &record);
+            }
+            if kind == FrameKind::Rollup {
+                if let Ok(block) = decode_block(&record) {
+                    check_cells(&block, record.len());
+                }
             }
             (compress_alone(1, &record).expect("compresses"), record.len())
         };
@@ -224,6 +241,18 @@ fn same_either_way(key: &KeySample, record: &[u8]) {
         (Err(_), Err(_)) => {}
         (a, b) => panic!("a delta decodes one way only: as a delta {:?}, as an anchor {:?}", a.err(), b.err()),
     }
+}
+
+/// A rollup block holds no more cells than `CELLS_PER_BYTE` per byte of the record it came from
+/// (at most `record_bytes`).
+fn check_cells(block: &RollupBlock, record_bytes: usize) {
+    let cells = block.names.len() * block.rows.len();
+    assert!(
+        cells <= record_bytes * CELLS_PER_BYTE,
+        "a rollup block of {} names x {} rows from at most {record_bytes} record bytes",
+        block.names.len(),
+        block.rows.len()
+    );
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -266,7 +295,9 @@ fuzz_target!(|input: &[u8]| {
         }
         if let Ok(events) = reader.event_frames(0, u64::MAX) {
             for frame in &events {
-                let _ = reader.read_event(frame);
+                if let Some(Event::Rollup(block)) = reader.read_event(frame) {
+                    check_cells(&block, record_bytes);
+                }
             }
         }
         let mut cold = Reader::open(&setup.dir).expect("reader opens");
@@ -289,7 +320,8 @@ fuzz_target!(|input: &[u8]| {
 /// rebuilt from its key by the frames after it (their records with `@B` for their base), the
 /// version-2 one again with damage after its third frame, a key
 /// frame and both events given as frames, and a delta that keeps its base's rows again and
-/// again (the frame of issue 15 item 2).
+/// again (the frame of issue 15 item 2); a real rollup block, and one of idle columns claiming
+/// far more cells than its bytes can hold (the frame of issue 33 item 5, smaller).
 fn write_seeds(setup: &Setup, dir: &Path) {
     std::fs::create_dir_all(dir).expect("seed directory");
     let frame = |spec: u8, base: u8, body: &[u8]| {
@@ -380,4 +412,41 @@ fn write_seeds(setup: &Setup, dir: &Path) {
     let mut seed = vec![1u8];
     seed.extend(frame(0x01, 0, &bomb));
     std::fs::write(dir.join("seed-keep-again"), seed).expect("seed");
+
+    // An hour of minute rows of three series (one missing now and then, one idle), as the
+    // roller writes them; then 256 idle columns with empty names claiming 2,048 rows (5 KB).
+    let stat = |v: f64| Some(Stat { min: v - 1.0, mean: v, max: v + 2.5, last: v + 0.5, n: 60 });
+    let block = RollupBlock {
+        span_s: 60,
+        names: vec!["host.cpu.user".into(), "group.web.rss_bytes".into(), "group.idle.rss_bytes".into()],
+        rows: (0..60u64)
+            .map(|m| RollupRow {
+                start_unix_s: T0 / 1_000_000_000 + m * 60,
+                span_s: 60,
+                samples: 60,
+                values: vec![
+                    stat(m as f64 * 1.5),
+                    if m % 7 == 3 { None } else { stat(1e8 + m as f64 * 4096.0) },
+                    stat(4096.0),
+                ],
+            })
+            .collect(),
+    };
+    let mut claim = Vec::new();
+    let varint = proctor_store::rollup::varint;
+    varint(&mut claim, 60);
+    varint(&mut claim, 256);
+    claim.extend(std::iter::repeat_n(0u8, 256));
+    varint(&mut claim, 2048);
+    for i in 0..2048 {
+        varint(&mut claim, if i == 0 { T0 / 1_000_000_000 } else { 60 });
+        varint(&mut claim, 60);
+    }
+    for _ in 0..256 {
+        claim.extend_from_slice(&[0x3f, 0, 0]);
+    }
+    let mut seed = vec![1u8];
+    seed.extend(frame(0x44, 0, &encode_event(&Event::Rollup(block))));
+    seed.extend(frame(0x44, 0, &claim));
+    std::fs::write(dir.join("seed-rollup"), seed).expect("seed");
 }

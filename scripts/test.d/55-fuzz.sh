@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A short cargo-fuzz run of every fuzz target in fuzz/ (one package, so one sanitizer build):
 # `parse_packet` (statsd bytes → parser invariants), `flush_window` (bytes → parse → aggregate
-# → flush → Graphite text, nothing infinite) and `decode_frame` (key frames, deltas, anchors and
-# events with valid CRCs after a real base store, read back every way a reader reads, with
-# allocations over 512 MiB treated as crashes), each for a bounded time from its committed seeds
-# and its dictionary. A crash fails the suite; libFuzzer prints the input (as Base64 too) and
-# leaves it under fuzz/artifacts/.
+# → flush → Graphite text, nothing infinite) and `decode_frame` (key frames, deltas, anchors,
+# events and rollup blocks with valid CRCs after a real base store, read back every way a reader
+# reads, with allocations over 512 MiB treated as crashes), each for a bounded time from its
+# committed seeds and its dictionary. A crash fails the suite; libFuzzer prints the input (as
+# Base64 too) and leaves it under fuzz/artifacts/.
 #
 # Installs what it needs outside git: cargo-fuzz where cargo installs tools (`cargo install
 # --locked`, ~/.cargo/bin, as 40-package installs cargo-deb; about a minute on 2 cores, once per

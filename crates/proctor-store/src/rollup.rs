@@ -18,8 +18,9 @@
 //!             then unless bit 5 one z (n − samples) per present row
 //! ```
 //!
-//! Decoding trusts nothing: every count is bounded before anything is allocated for it, and a
-//! record that ends early or runs over is an error, never a panic.
+//! Decoding trusts nothing: every count is bounded before anything is allocated for it, the
+//! cells (names × rows) by what the record's bytes can hold ([`check_cells`]), and a record that
+//! ends early or runs over is an error, never a panic.
 
 use proctor_model::{RollupBlock, RollupRow, Stat};
 
@@ -34,6 +35,17 @@ pub const ROLLUP_VERSION: u8 = 1;
 const MAX_NAMES: u64 = 1 << 16;
 const MAX_ROWS: u64 = 1 << 14;
 const MAX_NAME_BYTES: u64 = 4096;
+/// Most cells (a row's value of one series: names × rows) a block may claim per byte of its
+/// record. The format lets a claim outgrow its bytes: an idle column is 3 bytes whatever the
+/// rows, so a 36 KB record (a 76-byte frame) claimed 1,024 names × 16,384 rows, 16.7 million
+/// cells of ~48 bytes decoded. A column takes at least 4 bytes (its name's length, flags,
+/// exponent, base), so every block of up to 64 rows fits, whatever its names (the tiers write
+/// 60 minute rows and 24 hour rows). A 64 KiB record (what a payload of up to 64 bytes may
+/// decompress to, `codec::MIN_RECORD_ALLOWANCE`) then decodes to at most ~1 million cells, ~50 MB.
+pub const CELLS_PER_BYTE: usize = 16;
+/// Most cells any block may hold, however large its record: the most names over 64 rows
+/// (~200 MB decoded; records of 256 KiB and more, payloads of 256 bytes and more, reach it).
+const MAX_CELLS: usize = MAX_NAMES as usize * 64;
 /// Significant decimal digits kept of each column's largest value.
 const DIGITS: i32 = 4;
 
@@ -129,6 +141,9 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
         names.push(String::from_utf8(raw.to_vec()).map_err(|_| bad("a series name that is not UTF-8"))?);
     }
     let rows_n = r.bounded(MAX_ROWS, "more rows than a block may hold")?;
+    // Each cell costs memory and work for every reader after this, so the claim is held to
+    // what the record's bytes can hold before a row is built.
+    check_cells(names.len(), rows_n, bytes.len())?;
     let mut rows = Vec::with_capacity(rows_n.min(r.left()));
     let mut start = 0u64;
     for _ in 0..rows_n {
@@ -175,8 +190,8 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
         } else {
             counts.resize(present.len(), 0);
         }
-        // Each row's cell for this column, as columns are read (so a record that claims many
-        // columns costs memory only as far as it really holds them).
+        // Each row's cell for this column, as columns are read (into vectors sized for every
+        // column: the claim was held to the record's bytes above).
         for row in rows.iter_mut() {
             row.values.push(None);
         }
@@ -200,6 +215,19 @@ pub fn decode_block(bytes: &[u8]) -> Result<RollupBlock, BadBlock> {
         return Err(bad("bytes after the last column"));
     }
     Ok(RollupBlock { span_s, names, rows })
+}
+
+/// Checks that a block of `names` series over `rows` rows may be held by a record of
+/// `record_len` bytes: what the decoder accepts, and so what a writer may write.
+pub fn check_cells(names: usize, rows: usize, record_len: usize) -> Result<(), BadBlock> {
+    let cells = names.saturating_mul(rows);
+    if cells > record_len.saturating_mul(CELLS_PER_BYTE) {
+        return Err(bad("more cells (names × rows) than the record's bytes can hold"));
+    }
+    if cells > MAX_CELLS {
+        return Err(bad("more cells (names × rows) than a block may hold"));
+    }
+    Ok(())
 }
 
 fn bad(why: &'static str) -> BadBlock {
@@ -354,6 +382,54 @@ mod tests {
             let mut flipped = bytes.clone();
             flipped[i] ^= 0x5a;
             let _ = decode_block(&flipped);
+        }
+    }
+
+    /// A record of `names` names of `name_len` bytes over `rows` minute rows, every column an
+    /// idle one (flags saying every row holds it and all its streams are zero, exponent, base:
+    /// 3 bytes).
+    fn idle_record(names: u64, name_len: usize, rows: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        varint(&mut out, 60);
+        varint(&mut out, names);
+        for i in 0..names {
+            varint(&mut out, name_len as u64);
+            out.resize(out.len() + name_len, b'a' + (i % 26) as u8);
+        }
+        varint(&mut out, rows);
+        for i in 0..rows {
+            varint(&mut out, if i == 0 { 1_700_000_000 } else { 60 });
+            varint(&mut out, 60);
+        }
+        for _ in 0..names {
+            out.extend_from_slice(&[0x3f, 0, 0]);
+        }
+        out
+    }
+
+    /// Regression (issue 33 item 5): a record of idle columns holds a row's cell for 3 bytes a
+    /// column whatever the rows, so 1,024 names × 16,384 rows (a 76-byte frame) decoded into 16.7
+    /// million cells, ~800 MB. A claim of more cells than the record's bytes can hold is refused
+    /// before the rows are built; the one here (1,024 × 1,024 in 6 KB) would cost ~50 MB.
+    #[test]
+    fn a_block_claiming_more_cells_than_its_bytes_hold_is_refused() {
+        let record = idle_record(1024, 0, 1024);
+        assert!(record.len() < 8 * 1024, "{} bytes", record.len());
+        // `.err()`: a block that decodes is a million cells to print.
+        let too_dense = Some(BadBlock("more cells (names × rows) than the record's bytes can hold"));
+        assert_eq!(decode_block(&record).err(), too_dense);
+        assert_eq!(decode_block(&idle_record(64, 0, 1024)).err(), too_dense);
+        // However long its names, no block holds more than `MAX_CELLS`.
+        let long_names = idle_record(4096, 200, 2048);
+        assert!(long_names.len() * CELLS_PER_BYTE > 4096 * 2048);
+        assert_eq!(decode_block(&long_names).err(), Some(BadBlock("more cells (names × rows) than a block may hold")));
+        // The tiers' blocks always fit: a column takes at least 4 bytes (an empty name's length,
+        // flags, exponent, base), so 64 rows of idle columns with empty names are the densest
+        // (the tiers write 60 and 24 rows).
+        for (names, rows) in [(1024, 64), (1, 64), (1, 1024), (32, 1024)] {
+            let block = decode_block(&idle_record(names, 0, rows)).expect("decodes");
+            assert_eq!((block.names.len(), block.rows.len()), (names as usize, rows as usize));
+            assert!(block.rows.iter().all(|r| r.values.iter().all(|v| v.is_some_and(|s| s.n == 60))));
         }
     }
 

@@ -375,6 +375,15 @@ impl Writer {
         let started = Instant::now();
         let record = encode_event(event);
         let encoded = Instant::now();
+        if let Event::Rollup(block) = event {
+            if crate::rollup::check_cells(block.names.len(), block.rows.len(), record.len()).is_err() {
+                return Err(StoreError::BadFrame {
+                    path: self.dir.clone(),
+                    offset: 0,
+                    reason: "rollup block with more cells than a reader would decode",
+                });
+            }
+        }
         let rotate = match &self.active {
             None => true,
             Some(a) => {

@@ -1,6 +1,7 @@
 //! `proctor dump rollup` over a minute tier written here, block by block, as the agent's roller
 //! writes it: the rows come back with their figures, filtered and ranked; a store without
-//! rollups, or without the tier asked for, is a clear error.
+//! rollups, or without the tier asked for, is a clear error; a hand-built block claiming more
+//! cells than its bytes hold is said and skipped, within a small address space.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -108,4 +109,58 @@ fn dump_rollup_prints_the_minute_rows_of_the_range() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Regression (issue 33 item 5): a 76-byte `rollup-1m` frame claiming 1,024 names × 16,384
+/// rows of idle columns (3 bytes each, whatever the rows) made `dump rollup` take 797 MB and
+/// 92 s. Under a 512 MiB address-space limit (so a regression fails here instead of taking the
+/// machine's memory) dump now says why the block was skipped and dumps the real rows.
+#[test]
+fn dump_rollup_skips_a_block_that_claims_more_cells_than_its_bytes_hold() {
+    use proctor_store::codec::compress_alone;
+    use proctor_store::frame::{encode_header, FrameKind};
+    use proctor_store::rollup::{varint, ROLLUP_VERSION};
+
+    let data = tempfile::tempdir().expect("tempdir");
+    let first = minute_tier(data.path());
+    let after = first + 2 * 3600;
+    let mut record = Vec::new();
+    varint(&mut record, 60);
+    varint(&mut record, 1024);
+    record.extend(std::iter::repeat_n(0u8, 1024));
+    varint(&mut record, 16_384);
+    for i in 0..16_384 {
+        varint(&mut record, if i == 0 { after } else { 60 });
+        varint(&mut record, 60);
+    }
+    for _ in 0..1024 {
+        record.extend_from_slice(&[0x3f, 0, 0]);
+    }
+    let payload = compress_alone(3, &record).expect("compress");
+    let mut frame = encode_header(after * 1_000_000_000, FrameKind::Rollup, ROLLUP_VERSION, &payload).to_vec();
+    frame.extend_from_slice(&payload);
+    assert!(frame.len() < 128, "the hostile frame is small: {} bytes", frame.len());
+    let tier = stream_dir(data.path(), MINUTE_TIER).expect("minute tier");
+    let segment = std::fs::read_dir(&tier)
+        .expect("list")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .expect("a segment");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&segment).expect("open segment");
+    std::io::Write::write_all(&mut file, &frame).expect("append");
+
+    let from = format!("@{first}");
+    let out = std::process::Command::new("prlimit")
+        .arg("--as=536870912")
+        .args(super::proctor_argv())
+        .args(["dump", "rollup", "--dir", data.path().to_str().expect("utf-8"), "--from", &from])
+        .args(["--filter", "series=host.cpu.user", "--fields", "series,mean"])
+        .output()
+        .expect("dump");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.contains("more cells (names × rows) than the record's bytes can hold"), "{stderr}");
+    assert!(stderr.contains("1 rollup block(s) could not be read and were skipped"), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1 + 120, "the header and the real blocks' rows: {text}");
 }

@@ -1,4 +1,4 @@
-//! Hostile files (issue 15): hand-built frames with valid CRCs, files that are not segments,
+//! Hostile files (issue 15, and issue 33's rollup frame): hand-built frames with valid CRCs, files that are not segments,
 //! unreadable and damaged segments, and a full disk. Each attack is bounded in time, and the
 //! ones that used to cost gigabytes run in a child process under an address-space limit, so a
 //! regression fails the test instead of taking the machine's memory.
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use proctor_store::codec::{compress_alone, RECORD_VERSION};
 use proctor_store::frame::{encode_header, FrameKind};
+use proctor_store::rollup::ROLLUP_VERSION;
 use proctor_store::{Reader, StoreConfig, Writer};
 
 use super::{sample, seqs, small_config, T0};
@@ -204,6 +205,107 @@ fn a_record_no_reader_would_decompress_is_not_written() {
     writer.append(&sample(1, 20)).expect("the next sample is written");
     drop(writer);
     assert_eq!(seqs(&super::read_all(dir.path())), vec![1]);
+}
+
+/// A rollup record of `names` empty names over `rows` minute rows, every column idle: flags
+/// saying every row holds it and its streams are all zero, an exponent and a base (3 bytes, the
+/// same whatever the rows).
+fn idle_rollup_record(names: u64, rows: u64) -> Vec<u8> {
+    use proctor_store::rollup::varint;
+    let mut record = Vec::new();
+    varint(&mut record, 60);
+    varint(&mut record, names);
+    record.extend(std::iter::repeat_n(0u8, names as usize));
+    varint(&mut record, rows);
+    for i in 0..rows {
+        varint(&mut record, if i == 0 { T0 / 1_000_000_000 } else { 60 });
+        varint(&mut record, 60);
+    }
+    for _ in 0..names {
+        record.extend_from_slice(&[0x3f, 0, 0]);
+    }
+    record
+}
+
+/// A minute block of two series over an hour, as the roller writes one.
+fn real_block(start_s: u64) -> proctor_model::RollupBlock {
+    let stat = |v: f64| Some(proctor_model::Stat { min: v, mean: v, max: v + 1.0, last: v, n: 60 });
+    proctor_model::RollupBlock {
+        span_s: 60,
+        names: vec!["host.cpu.user".into(), "group.web.rss".into()],
+        rows: (0..60)
+            .map(|m| proctor_model::RollupRow {
+                start_unix_s: start_s + m * 60,
+                span_s: 60,
+                samples: 60,
+                values: vec![stat(m as f64), stat(1e8)],
+            })
+            .collect(),
+    }
+}
+
+/// Regression (issue 33 item 5): a rollup record of idle columns costs 3 bytes a column however
+/// many rows it claims, so a 76-byte `rollup-1m` frame claiming 1,024 names × 16,384 rows
+/// decoded into 16.7 million cells (~800 MB; `dump rollup` took 92 s, and `record`'s roller
+/// decoded it unasked). The claim is now held to what the record's bytes can hold before a row
+/// is built: the frame is a bad frame, said like any other, and the block before it reads. The
+/// child runs with 128 MiB of address space to spare.
+#[test]
+fn a_rollup_frame_claiming_more_cells_than_its_bytes_hold_is_refused_cheaply() {
+    if in_child_under_memory_limit("hostile::a_rollup_frame_claiming_more_cells_than_its_bytes_hold_is_refused_cheaply")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let start_s = T0 / 1_000_000_000;
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    writer.append_event(T0, &proctor_store::Event::Rollup(real_block(start_s))).expect("a real block");
+    let segment = writer.active_segment().expect("a segment").to_owned();
+    drop(writer);
+    let payload = compress_alone(3, &idle_rollup_record(1024, 16_384)).expect("compress");
+    let frame_bytes = append_frame(&segment, T0 + 3600 * 1_000_000_000, FrameKind::Rollup, ROLLUP_VERSION, &payload);
+    assert!(frame_bytes < 128, "the hostile frame is small: {frame_bytes} bytes");
+
+    limit_address_space(128 << 20);
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    let frames = reader.event_frames(0, u64::MAX).expect("frames");
+    assert_eq!(frames.len(), 2);
+    match reader.read_event(&frames[0]) {
+        Some(proctor_store::Event::Rollup(block)) => {
+            assert_eq!((block.names, block.rows.len()), (real_block(start_s).names, 60));
+        }
+        other => panic!("the real block: {other:?}"),
+    }
+    assert!(reader.read_event(&frames[1]).is_none(), "the hostile block decoded");
+    let err = reader.try_read_event(&frames[1]).expect_err("refused");
+    assert!(err.to_string().contains("more cells (names × rows) than the record's bytes can hold"), "{err}");
+    let bad = &reader.report().bad_frames;
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].2.contains("more cells"), "{bad:?}");
+}
+
+/// The writer's side: a block no reader would decode is refused when written, said as an
+/// error, instead of stored unreadable (the tiers' blocks, 60 or 24 rows, always fit).
+#[test]
+fn a_rollup_block_no_reader_would_decode_is_not_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+    let idle = Some(proctor_model::Stat { min: 0.0, mean: 0.0, max: 0.0, last: 0.0, n: 60 });
+    let dense = proctor_model::RollupBlock {
+        span_s: 60,
+        names: vec![String::new(); 64],
+        rows: (0..1024)
+            .map(|m| proctor_model::RollupRow { start_unix_s: m * 60, span_s: 60, samples: 60, values: vec![idle; 64] })
+            .collect(),
+    };
+    let err = writer.append_event(T0, &proctor_store::Event::Rollup(dense)).expect_err("refused");
+    assert!(err.to_string().contains("more cells than a reader would decode"), "{err}");
+    let start_s = T0 / 1_000_000_000;
+    writer.append_event(T0 + 1, &proctor_store::Event::Rollup(real_block(start_s))).expect("the next block is written");
+    drop(writer);
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    let frames = reader.event_frames(0, u64::MAX).expect("frames");
+    assert_eq!(frames.len(), 1);
 }
 
 fn alike_row(p: &proctor_model::ProcessSample) -> proctor_model::ProcessSample {
