@@ -79,11 +79,14 @@ pub fn encode_block(block: &RollupBlock) -> Vec<u8> {
         let base = present.first().map_or(0, |(_, s)| q(s.mean));
         let mut prev_mean = base;
         for (_, s) in &present {
+            // Wrapping, as the decoder adds them back: a value near the largest the exponent's
+            // clamp allows (a hostile stored one the roller merges) quantizes to near i64's
+            // ends, and a difference of two of them overflows, yet round-trips exactly.
             let mean = q(s.mean);
-            streams[0].push(mean - q(s.min));
-            streams[1].push(mean - prev_mean);
-            streams[2].push(q(s.max) - mean);
-            streams[3].push(q(s.last) - mean);
+            streams[0].push(mean.wrapping_sub(q(s.min)));
+            streams[1].push(mean.wrapping_sub(prev_mean));
+            streams[2].push(q(s.max).wrapping_sub(mean));
+            streams[3].push(q(s.last).wrapping_sub(mean));
             prev_mean = mean;
         }
         let counts: Vec<i64> =
@@ -351,6 +354,31 @@ mod tests {
         }
         let idle = bytes.len() - encode_block(&without).len();
         assert!(idle <= "group.idle.rss".len() + 1 + 4, "{idle} bytes for an idle column");
+    }
+
+    /// Values at the far ends of what a decoded (possibly hostile) block may hold, as the roller
+    /// merges and writes them again, encode without overflow and come back as they were.
+    #[test]
+    fn values_at_the_quantizers_ends_round_trip() {
+        let (low, high) = (-9.2e33, 9.2e33);
+        let rows = [(low, high), (high, low), (high, high)]
+            .iter()
+            .enumerate()
+            .map(|(m, &(min, mean))| RollupRow {
+                start_unix_s: 1_700_000_000 + m as u64 * 60,
+                span_s: 60,
+                samples: 60,
+                values: vec![stat(min, mean, high, low, 60)],
+            })
+            .collect();
+        let b = RollupBlock { span_s: 60, names: vec!["hostile".into()], rows };
+        let back = decode_block(&encode_block(&b)).expect("decodes");
+        for (a, z) in b.rows.iter().zip(&back.rows) {
+            let (x, y) = (a.values[0].expect("kept"), z.values[0].expect("kept"));
+            for (p, q) in [(x.min, y.min), (x.mean, y.mean), (x.max, y.max), (x.last, y.last)] {
+                assert!((p - q).abs() <= 1e-3 * p.abs(), "{p} vs {q}");
+            }
+        }
     }
 
     #[test]
