@@ -334,3 +334,31 @@ fn dump_probe_reports_and_lists_recorded_results_through_the_filters() {
     let none = proctor(&["dump", "probe", "--dir", empty.path().to_str().expect("utf-8")]);
     assert!(String::from_utf8_lossy(&none.stderr).contains("no probe results in"), "{none:?}");
 }
+
+/// A hostile Jupyter server's error text reaches the terminal without its escapes (issue 33
+/// item 14): a title-setting OSC and a clear-screen CSI in a 500's body are printed as `?`.
+#[test]
+fn probe_jupyter_prints_a_hostile_error_body_without_escapes() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        // Every request the probe makes (a bounded few) gets the hostile 500.
+        for stream in listener.incoming().take(8).flatten() {
+            let mut stream = stream;
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut head = [0u8; 65536];
+            let _ = stream.read(&mut head);
+            let body = b"{\"message\": \"\x1b]0;PWNED\x07 bad \x1b[2J\"}";
+            let head = format!(
+                "HTTP/1.1 500 Oops\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
+        }
+    });
+    let out = proctor(&["probe", "jupyter", &format!("http://127.0.0.1:{port}/")]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("HTTP 500") && said.contains("PWNED"), "the error is said: {said:?}");
+    assert!(!said.chars().any(|c| c.is_control() && c != '\n'), "no control characters: {said:?}");
+}
