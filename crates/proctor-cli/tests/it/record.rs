@@ -119,27 +119,29 @@ fn sigkill_at_random_moments_loses_at_most_the_sample_in_flight() {
     assert!(kept.len() > 100, "the recorder wrote too little to test anything: {}", kept.len());
 }
 
-#[test]
-fn sigterm_stops_recording_and_prints_the_cost() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = record(dir.path(), &["--interval", "10ms", "--format", "json"])
+/// `record --interval 10ms --format json` into `dir`, once it has written its first sample;
+/// its stderr, the rest unread.
+fn recording(dir: &Path) -> (std::process::Child, std::process::ChildStderr) {
+    let mut child = record(dir, &["--interval", "10ms", "--format", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start recorder");
     let mut stderr = child.stderr.take().expect("piped");
-    // Wait for the first sample to be written, then ask it to stop.
     let mut seen = Vec::new();
     let mut byte = [0u8; 1];
     while !String::from_utf8_lossy(&seen).contains("appended ") {
-        assert_eq!(
-            stderr.read(&mut byte).expect("read"),
-            1,
-            "recorder ended early: {}",
-            String::from_utf8_lossy(&seen)
-        );
+        assert_eq!(stderr.read(&mut byte).expect("read"), 1, "ended early: {}", String::from_utf8_lossy(&seen));
         seen.push(byte[0]);
     }
+    (child, stderr)
+}
+
+#[test]
+fn sigterm_stops_recording_and_prints_the_cost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Once the first sample is written, ask it to stop.
+    let (child, _stderr) = recording(dir.path());
     // SAFETY: kill(2) with a pid this test spawned and has not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().expect("wait");
@@ -158,18 +160,7 @@ fn sigterm_stops_recording_and_prints_the_cost() {
 #[test]
 fn the_same_signal_twice_in_a_moment_is_one_stop() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = record(dir.path(), &["--interval", "10ms", "--format", "json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start recorder");
-    let mut stderr = child.stderr.take().expect("piped");
-    let mut seen = Vec::new();
-    let mut byte = [0u8; 1];
-    while !String::from_utf8_lossy(&seen).contains("appended ") {
-        assert_eq!(stderr.read(&mut byte).expect("read"), 1, "ended early: {}", String::from_utf8_lossy(&seen));
-        seen.push(byte[0]);
-    }
+    let (child, mut stderr) = recording(dir.path());
     // SAFETY: kill(2) with a pid this test spawned and has not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     std::thread::sleep(std::time::Duration::from_millis(20));
