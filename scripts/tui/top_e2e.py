@@ -247,6 +247,16 @@ def main():
     kept = open(conf).read() if os.path.exists(conf) else ""
     check("ppid" in kept and re.search(r"\bPPID\b", s) is not None, "F2 turns on PPID, shows it and keeps it in the config file", s)
 
+    # F6: htop's "Sort by" menu; Home, Enter sorts by its first column (PID), the heading marks it.
+    keys("F6")
+    s = wait_for(lambda s: "Sort by" in s)
+    check("Sort by" in s and re.search(r"│[▲▼] RSS", s) is not None, "F6 opens the Sort by menu, RSS marked as sorted by", s)
+    keys("Home")
+    time.sleep(0.2)
+    keys("Enter")
+    s = wait_for(lambda s: "Sort by" not in s and re.search(r"\bPID[▲▼]", s) is not None)
+    check(re.search(r"\bPID[▲▼]", s) is not None and "sorted by PID" in s, "Home, Enter in the menu sorts by PID", s)
+
     # Resize to 80x24: the header stays whole.
     tmux("resize-window", "-t", SESSION, "-x", "80", "-y", "24", check_rc=False)
     s = wait_for(lambda s: max((len(l) for l in s.splitlines()), default=0) <= 80 and "PID" in s, timeout=4)

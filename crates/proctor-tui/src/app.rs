@@ -62,6 +62,8 @@ pub enum Overlay {
     Setup(usize),
     /// `z`: cgroups; the cursor is on row i.
     Cgroups(usize),
+    /// F6: sort by; the cursor is on the shown column i.
+    SortBy(usize),
 }
 
 /// The signals F9 offers, as htop lists the common ones.
@@ -388,6 +390,30 @@ impl App {
                     Effect::None
                 }
             }
+            Overlay::SortBy(i) => {
+                let last = self.view.columns.len().saturating_sub(1);
+                match k.code {
+                    KeyCode::Up => self.overlay = Overlay::SortBy(i.saturating_sub(1)),
+                    KeyCode::Down => self.overlay = Overlay::SortBy((i + 1).min(last)),
+                    KeyCode::Home => self.overlay = Overlay::SortBy(0),
+                    KeyCode::End => self.overlay = Overlay::SortBy(last),
+                    KeyCode::Enter => {
+                        self.overlay = Overlay::None;
+                        if let Some(&field) = self.view.columns.get(i) {
+                            // The column chosen, in its usual direction; the one sorted by
+                            // already, the other way round (as a second click on its heading).
+                            self.view.sort_by(field);
+                            self.say(format!(
+                                "sorted by {} ({})",
+                                field.title,
+                                if self.view.descending { "biggest first" } else { "smallest first" }
+                            ));
+                        }
+                    }
+                    _ => self.overlay = Overlay::None,
+                }
+                Effect::None
+            }
             Overlay::Setup(i) => match k.code {
                 KeyCode::Up => {
                     self.overlay = Overlay::Setup(i.saturating_sub(1));
@@ -596,7 +622,12 @@ impl App {
                 }
             }
             KeyCode::Char('*') => self.view.collapsed.clear(),
-            KeyCode::F(6) | KeyCode::Char('>') | KeyCode::Char('.') => {
+            KeyCode::F(6) => {
+                // As htop: a menu of the shown columns, the cursor on the one sorted by.
+                let at = self.view.columns.iter().position(|f| f.name == self.view.sort.name).unwrap_or(0);
+                self.overlay = Overlay::SortBy(at);
+            }
+            KeyCode::Char('>') | KeyCode::Char('.') => {
                 self.view.cycle_sort(1);
                 self.say(format!("sorted by {}", self.view.sort.title));
             }

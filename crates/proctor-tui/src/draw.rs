@@ -114,6 +114,7 @@ pub fn draw(f: &mut ratatui::Frame, app: &mut App) {
         Overlay::Signals(i) => draw_signals(f, area, *i, app),
         Overlay::Confirm(i) => draw_confirm(f, area, *i, app),
         Overlay::Setup(i) => draw_setup(f, area, *i, app),
+        Overlay::SortBy(i) => draw_sort_by(f, area, *i, app),
         _ => {}
     }
 }
@@ -585,9 +586,10 @@ proctor top: keys (htop's where htop has one)
  F1 h ?  this help                   q F10 Ctrl-C  quit
  F2 S    columns (kept in top.conf)  F3 /   search (F3 again: next)
  F4 \\    filter                      F5 t   tree; + - fold, * unfold all
- F6 > <  sort by next/previous column  P M T N  by CPU, memory, time, pid
- I       invert the sort             u      one user's processes
- K       kernel threads              H      (threads: Thr counts them)
+ F6      sort by (a menu)            > <    sort by next / previous column
+ P M T N by CPU, memory, time, pid   I      invert the sort
+ u       one user's processes        K      kernel threads
+ H       (threads: Thr counts them)
  Space   tag; U untags all           F9 k   send a signal (menu, confirm)
  F7 F8   nice -1 / +1                Enter  detail: command, cgroup, PSS
  z       cgroups (CPU, memory, PSI); Enter zooms into one, Esc leaves
@@ -625,6 +627,34 @@ fn draw_signals(f: &mut ratatui::Frame, area: Rect, at: usize, app: &App) {
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(format!(" Send to {who} "))),
         r,
     );
+}
+
+/// F6's menu down the left, as htop's "Sort by" panel: the shown columns, the cursor's reversed,
+/// the one sorted by marked with its direction.
+fn draw_sort_by(f: &mut ratatui::Frame, area: Rect, at: usize, app: &App) {
+    let columns = &app.view.columns;
+    let height = (columns.len() as u16 + 2).min(area.height.saturating_sub(2));
+    let r = Rect { x: area.x, y: area.y + area.height.saturating_sub(height + 2), width: 24.min(area.width), height };
+    // The cursor's row stays in sight when the list is taller than the box.
+    let inside = usize::from(height.saturating_sub(2)).max(1);
+    let first = at.saturating_sub(inside - 1);
+    let lines: Vec<Line> = columns
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(inside)
+        .map(|(i, c)| {
+            let mark = match (c.name == app.view.sort.name, app.view.descending) {
+                (true, true) => "▼",
+                (true, false) => "▲",
+                (false, _) => " ",
+            };
+            let style = if i == at { Style::default().add_modifier(Modifier::REVERSED) } else { Style::default() };
+            Line::from(Span::styled(format!("{mark} {}", c.title), style))
+        })
+        .collect();
+    f.render_widget(Clear, r);
+    f.render_widget(Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" Sort by ")), r);
 }
 
 fn targets_text(app: &App) -> String {
@@ -723,6 +753,54 @@ mod tests {
         assert!(text.contains("?[31mEVIL?"), "{text}");
         assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}') && !text.contains('\u{7}'), "{text}");
         assert!(text.contains("PID") && text.contains("2 of 2 shown"), "{text}");
+    }
+
+    /// F6 opens htop's "Sort by" menu of the shown columns with the cursor on the one sorted by;
+    /// arrows and Enter sort by another, which the table's heading then marks; Enter on the one
+    /// sorted by turns it round; Esc leaves the sort as it was.
+    #[test]
+    fn f6_picks_the_sort_column_from_a_menu() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(frame_of(vec![
+            proc_out(1, 0, "init", 0.0, 1),
+            proc_out(10, 1, "big", 1.0, 200),
+            proc_out(11, 1, "busy", 50.0, 2),
+        ]))));
+        let titles: Vec<&str> = app.view.columns.iter().map(|c| c.title).collect();
+        let sorted = app.view.columns.iter().position(|c| c.name == app.view.sort.name).expect("sorted by a shown one");
+        app.key(KeyEvent::from(KeyCode::F(6)));
+        let lines = screen(&mut app, 100, 40);
+        let text = lines.join("\n");
+        assert!(text.contains("Sort by"), "{text}");
+        // Every shown column is listed, in order, the sorted one marked.
+        let listed: Vec<String> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix('│').and_then(|l| l.split('│').next()))
+            .map(|cell| cell.trim_start_matches(['▼', '▲', ' ']).trim_end().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert_eq!(listed, titles, "{text}");
+        assert!(text.contains(&format!("▼ {}", titles[sorted])), "{text}");
+        // Down to the next column and Enter: sorted by it, the heading says so.
+        let next = (sorted + 1).min(titles.len() - 1);
+        app.key(KeyEvent::from(KeyCode::Down));
+        app.key(KeyEvent::from(KeyCode::Enter));
+        assert_eq!(app.view.sort.title, titles[next]);
+        let text = screen(&mut app, 100, 40).join("\n");
+        assert!(!text.contains("Sort by"), "the menu is closed: {text}");
+        assert!(text.contains(&format!("sorted by {}", titles[next])), "{text}");
+        // Enter on the column sorted by: the other way round.
+        let before = app.view.descending;
+        app.key(KeyEvent::from(KeyCode::F(6)));
+        app.key(KeyEvent::from(KeyCode::Enter));
+        assert_eq!((app.view.sort.title, app.view.descending), (titles[next], !before));
+        // Esc: nothing changes.
+        app.key(KeyEvent::from(KeyCode::F(6)));
+        app.key(KeyEvent::from(KeyCode::Up));
+        app.key(KeyEvent::from(KeyCode::Esc));
+        assert_eq!((app.view.sort.title, app.view.descending), (titles[next], !before));
     }
 
     #[test]
