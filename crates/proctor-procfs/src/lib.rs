@@ -14,6 +14,7 @@ pub mod host;
 mod parse;
 pub mod power;
 pub mod process;
+pub mod regular;
 pub mod smaps;
 pub mod system;
 
