@@ -19,5 +19,5 @@ pub mod smaps;
 pub mod system;
 
 pub use error::{Error, ErrorKind};
-pub use file::{ProcFile, Root};
+pub use file::{ProcFile, Root, MAX_READ_BYTES};
 pub use parse::cpu_list;
