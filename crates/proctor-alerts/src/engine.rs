@@ -660,8 +660,13 @@ impl Drop for Engine {
     }
 }
 
+/// The most of `state.json` read back: far above any state the engine's caps let it write.
+const STATE_MAX_BYTES: u64 = 64 << 20;
+
+/// The saved state. Opened as every data-directory file is (proctor-procfs's `regular`): a
+/// FIFO there once made `serve` wait for ever before it listened.
 fn load_state(path: &Path) -> (AlertState, Option<String>) {
-    match std::fs::read(path) {
+    match proctor_procfs::regular::read(path, STATE_MAX_BYTES) {
         Ok(bytes) => match serde_json::from_slice::<AlertState>(&bytes) {
             Ok(state) => (state, None),
             Err(e) => {
@@ -678,8 +683,8 @@ fn load_state(path: &Path) -> (AlertState, Option<String>) {
                 )
             }
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (AlertState::default(), None),
-        Err(e) => (AlertState::default(), Some(format!("{}: {e}; starting afresh", path.display()))),
+        Err(e) if e.is_not_found() => (AlertState::default(), None),
+        Err(e) => (AlertState::default(), Some(format!("{e}; starting afresh"))),
     }
 }
 
@@ -857,14 +862,13 @@ impl Loop {
             text.push_str(&notify::log_line(e));
             text.push('\n');
         }
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
+        // A FIFO here once held this thread (and `serve`'s stop) until a reader came.
+        let written = proctor_procfs::regular::open(&path, std::fs::OpenOptions::new().create(true).append(true))
+            .map_err(|e| e.to_string())
+            .and_then(|mut f| f.write_all(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display())));
         if let Err(e) = written {
             self.out.log_errors_total += 1;
-            self.out.last_log_error = Some(format!("{}: {e}", path.display()));
+            self.out.last_log_error = Some(e);
         }
     }
 
@@ -874,7 +878,11 @@ impl Loop {
         let saved = serde_json::to_vec(&self.alerting.state)
             .map_err(std::io::Error::other)
             .and_then(|bytes| {
-                let mut f = std::fs::File::create(&tmp)?;
+                let mut f = proctor_procfs::regular::open(
+                    &tmp,
+                    std::fs::OpenOptions::new().write(true).create(true).truncate(true),
+                )
+                .map_err(std::io::Error::other)?;
                 f.write_all(&bytes)?;
                 f.sync_data()
             })

@@ -536,7 +536,7 @@ impl CounterReader {
         let mut files = Vec::new();
         let mut errors = Vec::new();
         for (counter, path) in wanted {
-            match crate::ProcFile::open(root.path(&path)) {
+            match root.open_kept(&path) {
                 Ok(f) => files.push((counter, f)),
                 Err(e) if e.kind == crate::ErrorKind::Gone => {}
                 Err(e) => errors.push(e.to_string()),

@@ -60,6 +60,18 @@ impl Error {
         Self { kind: ErrorKind::of_io(&source), path, source: Some(source), detail: None }
     }
 
+    /// A file under a root that [`crate::regular`] refused (not a regular file): an I/O error
+    /// whose message says what the file was.
+    pub fn refused(path: PathBuf, why: &crate::regular::FileError) -> Self {
+        Self { kind: ErrorKind::Io, path, source: Some(io::Error::other(why.cause())), detail: None }
+    }
+
+    /// A file longer than the read's bound of `most` bytes.
+    pub fn too_big(path: PathBuf, most: usize) -> Self {
+        let why = crate::regular::FileError::TooBig { path: PathBuf::new(), most: most as u64 };
+        Self::refused(path, &why)
+    }
+
     pub fn parse(path: PathBuf, detail: &'static str) -> Self {
         Self { kind: ErrorKind::Parse, path, source: None, detail: Some(detail) }
     }

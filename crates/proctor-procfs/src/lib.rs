@@ -14,9 +14,10 @@ pub mod host;
 mod parse;
 pub mod power;
 pub mod process;
+pub mod regular;
 pub mod smaps;
 pub mod system;
 
 pub use error::{Error, ErrorKind};
-pub use file::{ProcFile, Root};
+pub use file::{ProcFile, Root, MAX_READ_BYTES};
 pub use parse::cpu_list;

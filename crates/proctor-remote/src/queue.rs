@@ -81,15 +81,20 @@ struct CursorFile {
     seq: u64,
 }
 
-/// The cursor in `path`, if there is a readable one for `url`.
+/// The most of a cursor file read: a URL and two numbers.
+const CURSOR_MAX_BYTES: u64 = 64 << 10;
+
+/// The cursor in `path`, if there is a readable one for `url`. Opened as every data-directory
+/// file is (proctor-procfs's `regular`): a FIFO here once held the queue's thread, and with it
+/// `serve`'s stop, for ever.
 pub fn load_cursor(path: &std::path::Path, url: &str) -> Result<Option<Cursor>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    let bytes = match proctor_procfs::regular::read(path, CURSOR_MAX_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.to_string()),
     };
     let file: CursorFile =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not a cursor file ({e})", path.display()))?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("{}: not a cursor file ({e})", path.display()))?;
     if file.url != url {
         return Err(format!("{}: the cursor of {}, not of {url}", path.display(), file.url));
     }
@@ -103,7 +108,9 @@ pub fn save_cursor(path: &std::path::Path, url: &str, cursor: Cursor) -> std::io
         .map_err(std::io::Error::other)?;
     {
         use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f =
+            proctor_procfs::regular::open(&tmp, std::fs::OpenOptions::new().write(true).create(true).truncate(true))
+                .map_err(std::io::Error::other)?;
         f.write_all(text.as_bytes())?;
         f.sync_data()?;
     }

@@ -23,7 +23,7 @@ struct HostFile {
 
 impl HostFile {
     fn open(root: &Root, name: &'static str, path: &str, cost: &mut SampleCost) -> Self {
-        let slot = match ProcFile::open(root.path(path)) {
+        let slot = match root.open_kept(path) {
             Ok(file) => {
                 cost.files_opened += 1;
                 Slot::Open(file)

@@ -32,7 +32,7 @@ impl PowerReader {
         let mut sources = Vec::with_capacity(discovery.sources.len());
         let mut failed = Vec::new();
         for source in &discovery.sources {
-            match ProcFile::open(root.path(&source.path)) {
+            match root.open_kept(&source.path) {
                 Ok(file) => {
                     cost.files_opened += 1;
                     sources.push(Source { domain: Arc::from(source.domain.as_str()), source: source.clone(), file });

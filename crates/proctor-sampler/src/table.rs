@@ -175,11 +175,11 @@ fn read_slot<'a>(
 ) -> Read<'a> {
     cost.files_read += 1;
     if matches!(slot, Slot::Unopened) {
-        let path = root.path(format!("/proc/{pid}/{file}"));
         if !fds.may_keep() {
             *slot = Slot::Transient;
         } else {
-            match ProcFile::open(path) {
+            // Under `/` one `open`; under a host root also an `fstat` (see `Root::open`).
+            match root.open_kept(format!("/proc/{pid}/{file}")) {
                 Ok(f) => {
                     cost.files_opened += 1;
                     fds.kept += 1;

@@ -8,8 +8,7 @@
 //! regular file is listed apart, reported, and never opened again.
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::frame::{check_payload, decode_header, FrameDefect, FrameHeader, FrameKind, HEADER_LEN, SEGMENT_MAGIC};
@@ -102,60 +101,22 @@ pub fn list_set_aside(dir: &Path) -> Result<Vec<SegmentInfo>, StoreError> {
     Ok(list(dir)?.set_aside)
 }
 
-/// "a directory", "a FIFO", … for messages.
-pub fn file_kind(kind: &std::fs::FileType) -> &'static str {
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_symlink() {
-        "a symbolic link"
-    } else if kind.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
-}
+pub use proctor_procfs::regular::file_kind;
 
-/// Opens a store file without waiting, and only if it is a regular file: `O_NONBLOCK` makes
-/// opening a FIFO return at once (for reading) or fail (for writing with no reader) instead of
-/// waiting for the other end, `O_NOCTTY` keeps a terminal from becoming ours; `fstat` on the
-/// open file then refuses anything but a regular file, so a file swapped after a listing is
-/// caught too. The flag is cleared again (it means nothing to a regular file, but the file's
-/// reads and writes must not start meaning it).
+/// Opens a store file without waiting, and only if it is a regular file: proctor-procfs's
+/// [`proctor_procfs::regular::open`], the one opener of every data-directory file (a `stat`
+/// first so a device is never opened, `O_NONBLOCK` so a FIFO does not wait, `fstat` on the open
+/// file so one swapped in after the `stat` is caught too; the flag cleared again).
 pub fn open_regular(path: &Path, options: &mut OpenOptions) -> Result<File, StoreError> {
-    // Said before opening, for the clearer message (a FIFO opened to write with no reader fails
-    // with ENXIO) and so that a device is never opened at all.
-    match std::fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => {
-            return Err(StoreError::NotAFile { path: path.to_owned(), what: file_kind(&meta.file_type()) })
+    use proctor_procfs::regular::{open, FileError};
+    open(path, options).map_err(|e| match e {
+        FileError::NotRegular { path, what } => StoreError::NotAFile { path, what },
+        FileError::Io { action, path, source } => StoreError::Io { action, path, error: source },
+        // Not made by `open`, which reads nothing.
+        FileError::TooBig { path, .. } => {
+            StoreError::Io { action: "cannot read", path, error: std::io::Error::other("over its bound") }
         }
-        _ => {}
-    }
-    let file = options
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| StoreError::io("cannot open", path, e))?;
-    let meta = file.metadata().map_err(|e| StoreError::io("cannot stat", path, e))?;
-    if !meta.is_file() {
-        return Err(StoreError::NotAFile { path: path.to_owned(), what: file_kind(&meta.file_type()) });
-    }
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on an fd this function owns; F_GETFL and F_SETFL take and return ints.
-    let cleared = unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
-    };
-    if !cleared {
-        return Err(StoreError::io("cannot open", path, std::io::Error::last_os_error()));
-    }
-    Ok(file)
+    })
 }
 
 /// Opens a store file for reading (see [`open_regular`]).

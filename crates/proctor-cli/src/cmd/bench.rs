@@ -116,11 +116,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut sampler = Sampler::new(host_config);
     let _ = sampler.sample();
     let floor_paths: &[&str] = if cpu_only { &["/proc/stat", "/proc/loadavg"] } else { &HOST_FILES };
-    let mut floor_files: Vec<File> = floor_paths.iter().filter_map(|p| File::open(root.path(p)).ok()).collect();
+    let mut floor_files: Vec<File> = floor_paths.iter().filter_map(|p| root.open(p).ok()).collect();
     // The watched cgroup's counter files are part of every sample too.
     floor_files.extend(sampler.container_files().iter().filter_map(|p| File::open(p).ok()));
     for node in 0..if cpu_only { 0 } else { 64 } {
-        match File::open(root.path(format!("/sys/devices/system/node/node{node}/meminfo"))) {
+        match root.open(format!("/sys/devices/system/node/node{node}/meminfo")) {
             Ok(f) => floor_files.push(f),
             Err(_) => break,
         }
@@ -294,7 +294,8 @@ impl FloorScanner {
             while old.next_if(|(p, _)| *p < pid).is_some() {}
             let file = match old.next_if(|(p, _)| *p == pid) {
                 Some((_, f)) => f,
-                None => match File::open(self.root.path(format!("/proc/{pid}/stat"))) {
+                // As the sampler opens it (an `fstat` too under a host root).
+                None => match self.root.open(format!("/proc/{pid}/stat")) {
                     Ok(f) => f,
                     Err(_) => continue,
                 },

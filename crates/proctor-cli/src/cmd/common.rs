@@ -47,12 +47,13 @@ pub fn root_of(captured: Option<&Path>, host: Option<&Path>) -> anyhow::Result<R
         (Some(dir), _) => Ok(Root::new(dir)),
         (None, Some(dir)) => {
             let root = Root::host(dir);
-            let stat = root.path("/proc/stat");
-            std::fs::metadata(&stat).with_context(|| {
+            // Read through the root, as every file under it is: a regular file, within the bound.
+            // Its own words only: the error's source says the same again.
+            root.read("/proc/stat").map_err(|e| anyhow::anyhow!("{e}")).with_context(|| {
                 format!(
                     "--host-root {}: {} cannot be read, so that is not a host's / with its /proc mounted (in a container: -v /:{}:ro)",
                     dir.display(),
-                    stat.display(),
+                    root.path("/proc/stat").display(),
                     dir.display()
                 )
             })?;

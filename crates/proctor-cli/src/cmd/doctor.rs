@@ -250,7 +250,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut timings = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
 
-    if let Ok(f) = File::open(root.path("/proc/stat")) {
+    // Every file under a host root through the root: regular files only, never a wait.
+    if let Ok(f) = root.open("/proc/stat") {
         if let Some(us) = time_reads(&f, 2000, &mut buf, |b| proctor_procfs::host::parse_stat(b).is_some()) {
             let slow = us > PROC_STAT_SLOW_US;
             if slow {
@@ -278,7 +279,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let pids: Vec<u32> =
         std::fs::read_dir(root.path("/proc"))?.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
     for &pid in &pids {
-        let open = |f: &str| File::open(root.path(format!("/proc/{pid}/{f}")));
+        let open = |f: &str| root.open(format!("/proc/{pid}/{f}"));
         let (Ok(stat), Ok(statm)) = (open("stat"), open("statm")) else { continue };
         if let (Ok(n), Ok(m)) = (stat.read_at(&mut buf, 0), statm.read_at(&mut buf[32 * 1024..], 0)) {
             let st = parse_stat(&buf[..n]);
@@ -307,7 +308,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     }
                     Err(e) => ErrorKind::of_io(&e) == ErrorKind::Permission,
                 },
-                Err(e) => ErrorKind::of_io(&e) == ErrorKind::Permission,
+                Err(e) => e.kind == ErrorKind::Permission,
             };
             if denied {
                 unreadable[i].denied += 1;

@@ -701,7 +701,8 @@ fn alerts_in_range(dir: &Path, from: u64, to: u64) -> AlertsInRange {
     let mut out = AlertsInRange::default();
     let mut open: std::collections::BTreeMap<(String, String), u64> = std::collections::BTreeMap::new();
     for name in ["events.jsonl.1", "events.jsonl"] {
-        let Ok(file) = File::open(dir.join("alerts").join(name)) else { continue };
+        // Opened as every data-directory file is: a FIFO here would hold `report` for ever.
+        let Ok(file) = proctor_procfs::regular::open_for_reading(&dir.join("alerts").join(name)) else { continue };
         for line in BufReader::new(std::io::Read::take(file, 32 << 20)).lines() {
             let Ok(line) = line else {
                 out.unreadable_lines += 1;

@@ -197,7 +197,14 @@ impl AlertArgs {
 /// (`/proc/sys/kernel/hostname`, which is this process's UTS namespace). Under a host root
 /// that is a container's name, so the host's `/etc/hostname` comes first there.
 fn host_name(root: &proctor_procfs::Root) -> String {
-    let configured = root.is_host().then(|| std::fs::read_to_string(root.path("/etc/hostname")).ok()).flatten();
+    let configured = root
+        .is_host()
+        .then(|| {
+            let mut bytes = Vec::new();
+            root.read_into_at_most("/etc/hostname", &mut bytes, 4096).ok()?;
+            String::from_utf8(bytes).ok()
+        })
+        .flatten();
     configured
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())

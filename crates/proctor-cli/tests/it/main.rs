@@ -7,6 +7,7 @@ mod bounded;
 mod flood;
 mod gpu;
 mod groups;
+mod hostile_files;
 mod hostile_store;
 mod one_language;
 mod probe;
