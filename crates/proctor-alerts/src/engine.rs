@@ -877,16 +877,7 @@ impl Loop {
         let tmp = self.config.dir.join("state.json.tmp");
         let saved = serde_json::to_vec(&self.alerting.state)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| {
-                let mut f = proctor_procfs::regular::open(
-                    &tmp,
-                    std::fs::OpenOptions::new().write(true).create(true).truncate(true),
-                )
-                .map_err(std::io::Error::other)?;
-                f.write_all(&bytes)?;
-                f.sync_data()
-            })
-            .and_then(|()| std::fs::rename(&tmp, &path));
+            .and_then(|bytes| proctor_procfs::regular::replace(&path, &tmp, &bytes));
         if saved.is_err() {
             self.out.state_errors_total += 1;
         }

@@ -137,6 +137,23 @@ pub fn open(path: &Path, options: &mut OpenOptions) -> Result<File, FileError> {
     Ok(file)
 }
 
+/// Writes `bytes` as `path`'s new content through `tmp` beside it, renamed in place: a crash
+/// leaves the old content or the new, and a failed write (a full disk, a file size limit)
+/// leaves `path` as it was and no `tmp` behind (a half-written one would be taken for the file
+/// by a person, and stay). Only a regular file at `tmp` is removed: a FIFO or device there was
+/// refused before it was opened and is left as it is.
+pub fn replace(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let written = open(tmp, OpenOptions::new().write(true).create(true).truncate(true))
+        .map_err(io::Error::other)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_data()))
+        .and_then(|()| std::fs::rename(tmp, path));
+    if written.is_err() && std::fs::symlink_metadata(tmp).is_ok_and(|m| m.is_file()) {
+        let _ = std::fs::remove_file(tmp);
+    }
+    written
+}
+
 /// Opens `path` for reading (see [`open`]).
 pub fn open_for_reading(path: &Path) -> Result<File, FileError> {
     open(path, OpenOptions::new().read(true))
@@ -162,6 +179,32 @@ mod tests {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    }
+
+    /// `replace` puts the new content in place, and when it fails leaves the old content and no
+    /// `.tmp` behind; a FIFO at the `.tmp` is refused and left alone.
+    #[test]
+    fn a_failed_replace_leaves_the_old_file_and_no_tmp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, tmp) = (dir.path().join("state.json"), dir.path().join("state.json.tmp"));
+        replace(&path, &tmp, b"old").expect("written");
+        replace(&path, &tmp, b"new").expect("replaced");
+        assert_eq!(std::fs::read(&path).expect("read"), b"new");
+        assert!(!tmp.exists());
+        // The rename fails (a directory with something in it stands at the path): no `.tmp`.
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir(&blocked).expect("mkdir");
+        std::fs::write(blocked.join("x"), b"x").expect("write");
+        let blocked_tmp = dir.path().join("blocked.tmp");
+        assert!(replace(&blocked, &blocked_tmp, b"new").is_err());
+        assert!(!blocked_tmp.exists(), "a failed replace left its .tmp");
+        assert!(blocked.is_dir());
+        // A FIFO at the `.tmp`: refused without waiting, and not removed.
+        mkfifo(&tmp);
+        let err = replace(&path, &tmp, b"newer").expect_err("a FIFO");
+        assert!(err.to_string().contains("a FIFO"), "{err}");
+        assert!(std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.file_type().is_fifo()));
+        assert_eq!(std::fs::read(&path).expect("read"), b"new");
     }
 
     /// A FIFO, a link to `/dev/zero` and a directory are refused by name, for reading and for

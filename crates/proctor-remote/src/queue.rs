@@ -103,18 +103,9 @@ pub fn load_cursor(path: &std::path::Path, url: &str) -> Result<Option<Cursor>, 
 
 /// Writes the cursor beside itself and renames it in place: a crash leaves the old or the new.
 pub fn save_cursor(path: &std::path::Path, url: &str, cursor: Cursor) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
     let text = serde_json::to_string(&CursorFile { url: url.to_string(), unix_ns: cursor.unix_ns, seq: cursor.seq })
         .map_err(std::io::Error::other)?;
-    {
-        use std::io::Write;
-        let mut f =
-            proctor_procfs::regular::open(&tmp, std::fs::OpenOptions::new().write(true).create(true).truncate(true))
-                .map_err(std::io::Error::other)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_data()?;
-    }
-    std::fs::rename(&tmp, path)
+    proctor_procfs::regular::replace(path, &path.with_extension("tmp"), text.as_bytes())
 }
 
 /// The file name of a remote's cursor: readable, and unique per URL.

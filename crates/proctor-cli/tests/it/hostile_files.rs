@@ -207,3 +207,39 @@ fn hostile_proc_pid_stat_files_under_a_host_root_are_skipped_and_counted() {
     let (status, _, stderr) = bounded_run(dir.path(), &["doctor", "--host-root", host]);
     assert!(status.success(), "{status:?}: {stderr}");
 }
+
+/// A full disk (a 16-byte file size limit, SIGXFSZ ignored as a full disk sends none) makes
+/// each alerts state write fail: counted, and no half-written `state.json.tmp` left behind
+/// (issue 33 item 16: a 0-byte `.tmp` stayed).
+#[test]
+fn a_state_write_that_fails_leaves_no_tmp_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(
+        &rules,
+        "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: host.memory.total > 1MiB\n",
+    )
+    .expect("rules");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let mut command = Command::new("sh");
+    command.args(["-c", "trap '' XFSZ; exec prlimit --fsize=16 \"$@\"", "sh"]).args(proctor_argv());
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms", "--pss-budget", "0"])
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--rules", rules.to_str().expect("utf-8")]);
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("sh");
+    let mut stderr = StderrLines::take(&mut child);
+    let addr = stderr.address();
+    let serve = Guard(child);
+    wait_until("a failed state write", STARTUP, || {
+        body_json(&http_get(&addr, "/api/v1/alerts"))["state_errors_total"].as_u64() >= Some(1)
+    });
+    let left: Vec<String> = std::fs::read_dir(data.join("alerts"))
+        .expect("the alerts dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!left.iter().any(|n| n.ends_with(".tmp")), "left behind: {left:?}");
+    stops_on_one_sigterm(serve, &mut stderr);
+}
