@@ -592,16 +592,20 @@ pub struct Engine {
 }
 
 /// Reads and compiles the rules file, every mistake said with its line and column.
-pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
-    use std::io::Read;
+/// A rules file's text: a regular file (a FIFO at `--rules` would hold a reload forever) of at
+/// most [`proctor_groups::limits::MAX_FILE_BYTES`].
+pub fn read_rules_text(path: &Path) -> Result<String, String> {
     const MOST: u64 = proctor_groups::limits::MAX_FILE_BYTES;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MOST + 1).read_to_string(&mut text))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if text.len() as u64 > MOST {
-        return Err(format!("{} is over {} KiB: not a rules file proctor reads", path.display(), MOST >> 10));
-    }
+    proctor_procfs::regular::read_text(path, MOST).map_err(|e| match e {
+        proctor_procfs::regular::FileError::TooBig { .. } => {
+            format!("{} is over {} KiB: not a rules file proctor reads", path.display(), MOST >> 10)
+        }
+        other => other.to_string(),
+    })
+}
+
+pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
+    let text = read_rules_text(path)?;
     rules::parse(&text).map_err(|diags| {
         let mut msg = format!("{}: {} mistake{}", path.display(), diags.len(), if diags.len() == 1 { "" } else { "s" });
         for d in diags {

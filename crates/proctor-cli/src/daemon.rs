@@ -133,20 +133,10 @@ pub fn groups(spec: Option<&str>) -> anyhow::Result<Option<Arc<By>>> {
     spec.map(|s| by_spec(s).map(Arc::new)).transpose()
 }
 
-/// A rules file larger than this is refused unread: real ones are a few KiB, and every rule
-/// costs regex matching on every sample.
-const MAX_RULES_BYTES: u64 = proctor_groups::limits::MAX_FILE_BYTES;
-
+/// A groups rules file: read as alert rules files are (a regular file of at most 1 MiB: real
+/// ones are a few KiB, and every rule costs regex matching on every sample).
 pub fn load_rules(path: &Path) -> anyhow::Result<Result<Rules, Vec<proctor_groups::Diagnostic>>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut text = String::new();
-    file.take(MAX_RULES_BYTES + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("cannot read {} (as UTF-8 text)", path.display()))?;
-    if text.len() as u64 > MAX_RULES_BYTES {
-        bail!("{} is over {} KiB: not a rules file proctor reads", path.display(), MAX_RULES_BYTES >> 10);
-    }
+    let text = proctor_alerts::engine::read_rules_text(path).map_err(anyhow::Error::msg)?;
     Ok(Rules::parse(&text))
 }
 

@@ -171,6 +171,13 @@ pub fn read(path: &Path, most: u64) -> Result<Vec<u8>, FileError> {
     Ok(bytes)
 }
 
+/// [`read`] as UTF-8 text (a config or rules file): bytes that are not UTF-8 are an error
+/// naming the file.
+pub fn read_text(path: &Path, most: u64) -> Result<String, FileError> {
+    String::from_utf8(read(path, most)?)
+        .map_err(|_| FileError::io("cannot read", path, io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

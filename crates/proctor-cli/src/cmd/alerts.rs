@@ -95,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn read_text(file: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
+    proctor_alerts::engine::read_rules_text(file).map_err(anyhow::Error::msg)
 }
 
 fn read_rules(file: &Path) -> anyhow::Result<Result<rules::RuleSet, Vec<rules::Diagnostic>>> {

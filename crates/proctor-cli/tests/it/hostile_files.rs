@@ -243,3 +243,45 @@ fn a_state_write_that_fails_leaves_no_tmp_behind() {
     assert!(!left.iter().any(|n| n.ends_with(".tmp")), "left behind: {left:?}");
     stops_on_one_sigterm(serve, &mut stderr);
 }
+
+/// A FIFO given as a rules file: `alerts check`, `groups --check` and `serve --rules` say it is
+/// a FIFO instead of waiting for a writer, and a SIGHUP that finds the running agent's rules
+/// file replaced by one keeps the old rules and says why (the alerts thread used to wait in
+/// `open`, and evaluations with it).
+#[test]
+fn a_fifo_as_a_rules_file_is_refused_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("fifo.yml");
+    mkfifo(&fifo);
+    let fifo_arg = fifo.to_str().expect("utf-8");
+    for args in [&["alerts", "check", fifo_arg][..], &["groups", "--check", fifo_arg]] {
+        let mut child = proctor_command().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("run");
+        let mut stderr = StderrLines::take(&mut child);
+        let status = wait_at_most(&mut child, &format!("{args:?}"), STARTUP);
+        let said = stderr.rest(STARTUP);
+        assert!(!status.success() && said.contains("is a FIFO, not a regular file"), "{args:?}: {said}");
+    }
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(
+        &rules,
+        "groups:\n  - name: g\n    rules:\n      - alert: First\n        expr: host.memory.total > 1MiB\n",
+    )
+    .expect("rules");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let (serve, addr, mut stderr) = serve(&data, &["--rules", rules.to_str().expect("utf-8")]);
+    let evaluations = || body_json(&http_get(&addr, "/api/v1/alerts"))["evaluations_total"].as_u64().unwrap_or(0);
+    wait_until("a first evaluation", STARTUP, || evaluations() >= 1);
+    std::fs::remove_file(&rules).expect("rm");
+    mkfifo(&rules);
+    // SAFETY: kill(2) with the pid of the serve this test started.
+    unsafe { libc::kill(serve.0.id() as i32, libc::SIGHUP) };
+    wait_until("the reload refused", STARTUP, || {
+        body_json(&http_get(&addr, "/api/v1/alerts"))["reload_error"].as_str().is_some_and(|e| e.contains("a FIFO"))
+    });
+    let alerts = body_json(&http_get(&addr, "/api/v1/alerts"));
+    assert_eq!(alerts["rules"][0]["name"], "First", "the old rules kept: {alerts}");
+    let after = evaluations();
+    wait_until("evaluations going on", STARTUP, || evaluations() > after);
+    stops_on_one_sigterm(serve, &mut stderr);
+}
