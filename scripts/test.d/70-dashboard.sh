@@ -5,7 +5,11 @@
 # renders as text, the detail shows PSS/USS, and a 401 asks for the token; zoomed out to a
 # day, the charts show samples older than the in-memory ring, read from the agent's store (and
 # not when the store lacks them); the "Top processes" tables fill for the range shown on load
-# and rank a stored synthetic burner first for a picked range (and not without it).
+# and rank a stored synthetic burner first for a picked range (and not without it). A drag
+# across the CPU chart (real pointer events) draws a band on every chart and lists a burner
+# that ran inside the range (not for a range before it); Esc and a click go back to live; one
+# report request at a time, the last pick wins, its error shown. pick.test.mjs checks the
+# arithmetic of a pick in node alone.
 # Chart labels stay inside their canvas, and percentages read as the CLI writes them. An agent
 # with alert rules shows what fires in a banner (a hostile process name as text); one without
 # rules shows no banner. A family head (several children of one name) says what its workers share.
@@ -13,7 +17,7 @@
 # page's own attributes; each run finds its own processes by a random marker in their command
 # lines. Screenshots: target/test-artifacts/dashboard.png, dashboard-tree.png,
 # dashboard-filter-{none,few,tree}.png, chart-edge.png, dashboard-day.png,
-# dashboard-report.png, dashboard-report-on-load.png, dashboard-alerts.png, dashboard-sharing.png,
+# dashboard-report.png, dashboard-report-on-load.png, dashboard-range.png, dashboard-alerts.png, dashboard-sharing.png,
 # dashboard-power.png (a captured tree's power sensor and GPU client in the "Power and GPUs" card).
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
@@ -39,6 +43,8 @@ store_day="$dev_dir/examples/store_day"
 # Writes rollup tiers (days of minute rows from a real capture) for the groups-table test.
 rollup_year="$dev_dir/examples/rollup_year"
 
+echo "-- node --test web/test/pick.test.mjs"
+node --test web/test/pick.test.mjs
 echo "-- node --test web/test/dashboard.test.mjs (chromium: $("$chromium" --version 2>/dev/null | tail -1))"
 PROCTOR_BIN="$proctor" STORE_DAY_BIN="$store_day" ROLLUP_YEAR_BIN="$rollup_year" CHROMIUM_BIN="$chromium" node --test web/test/dashboard.test.mjs
 echo "-- screenshot: target/test-artifacts/dashboard.png"

@@ -239,7 +239,7 @@ describe("dashboard", () => {
 
   test("charts fill", async () => {
     // A one-minute window, so the seconds of history this test has span a visible stretch.
-    await page.selectOption("#window", "60000");
+    await page.click('header [data-range-ms="60000"]');
     for (const id of ["chart-cpu", "chart-mem", "chart-psi", "chart-disk", "chart-net", "chart-cg-mem", "chart-cg-cpu", "chart-agent-rss", "chart-agent-cpu"]) {
       // Charts off screen are not drawn (a saving on long pages), so bring each into view.
       await page.locator(`#${id}`).scrollIntoViewIfNeeded();
@@ -850,7 +850,7 @@ describe("zooming out past the in-memory ring reads the agent's store", () => {
       await page.click('button[data-range-ms="86400000"]');
       const answer = await until("the day view's history answer", () => answers[0]);
       await page.locator("#chart-cpu").scrollIntoViewIfNeeded();
-      await until("the day view to be drawn", () => page.evaluate(() => document.querySelector('#window').value === "86400000"));
+      await until("the day view to be drawn", () => page.evaluate(() => document.querySelector('[data-range-ms="86400000"]').getAttribute("aria-pressed") === "true"));
       await new Promise((r) => setTimeout(r, 500)); // one more frame
       const painted = await page.evaluate(() => {
         const c = document.querySelector("#chart-cpu");
@@ -1219,6 +1219,230 @@ describe("the top processes over a picked range come from the agent's store", ()
     const without = await pickRange(empty, null);
     assert.equal(without.answer.available, true);
     assert.ok(!without.cpuRows.some((r) => r[0] === BURNER) && !without.rssRows.some((r) => r[0] === BURNER));
+  });
+});
+
+describe("dragging across a chart picks a range, and its top processes are that range's", () => {
+  /** The rows of a report table (`#report-cpu`) a person can see: drawn (computed style,
+   * `checkVisibility`) with a box that has area and lies inside the window. Each row is its
+   * cells' text: name, pid, command line, value. */
+  function visibleReportRows(page, id) {
+    return page.evaluate((id) => {
+      const drawn = (el) => {
+        const style = getComputedStyle(el);
+        return style.display !== "none" && style.visibility === "visible" && el.checkVisibility({ opacityProperty: true, visibilityProperty: true });
+      };
+      return [...document.querySelectorAll(`#${id} tbody tr`)]
+        .map((tr) => ({ tr, b: tr.getBoundingClientRect() }))
+        .filter(({ tr, b }) => drawn(tr) && b.width > 0 && b.height > 0 && b.bottom > 0 && b.top < window.innerHeight)
+        .map(({ tr }) => [...tr.cells].map((td) => td.textContent));
+    }, id);
+  }
+
+  /** CPU seconds a process has used, from its /proc/PID/stat (utime + stime). */
+  function cpuSecondsOf(pid) {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }));
+  }
+
+  /** The CPU chart as drawn now: its plot ({left, width, t0, t1}), where its canvas is on the
+   * page, and where its axis is held (null when live), from the page's own module. */
+  async function cpuChart(page) {
+    await page.locator("#chart-cpu").scrollIntoViewIfNeeded();
+    return page.evaluate(async () => {
+      const { charts } = await import("/js/main.js");
+      const box = charts.cpu.canvas.getBoundingClientRect();
+      return { plot: charts.cpu.plot, held: charts.cpu.timeline.held, windowMs: charts.cpu.timeline.windowMs, left: box.left, y: box.top + box.height / 2 };
+    });
+  }
+
+  /** Drags across the CPU chart with real pointer events, from about time `from` (a press where
+   * it is drawn now; the live chart may move on before the press holds it) to exactly `to` (on
+   * the axis the press held). Returns the times the drag spans on that axis. */
+  async function drag(page, from, to) {
+    const now = await cpuChart(page);
+    const xOn = (plot, t) => now.left + plot.left + ((Math.min(plot.t1, Math.max(plot.t0, t)) - plot.t0) / (plot.t1 - plot.t0)) * plot.width;
+    const x0 = xOn(now.plot, from);
+    await page.mouse.move(x0, now.y);
+    await page.mouse.down();
+    const pressed = await cpuChart(page);
+    assert.ok(Number.isFinite(pressed.held), `a press holds the axis (held: ${pressed.held})`);
+    const plot = { ...now.plot, t0: pressed.held - pressed.windowMs, t1: pressed.held };
+    const x1 = xOn(plot, to);
+    await page.mouse.move(x1, now.y, { steps: 8 });
+    await page.mouse.up();
+    const at = (x) => plot.t0 + ((x - now.left - plot.left) / plot.width) * (plot.t1 - plot.t0);
+    return { from: Math.min(at(x0), at(x1)), to: Math.max(at(x0), at(x1)), x0, x1, y: now.y, plot };
+  }
+
+  /** Pixels of the selection band's tint (translucent, bluish: nothing else is drawn so) in the
+   * column of device pixels where chart `name` (main.js's `charts`) draws time `t`. */
+  function bandPixels(page, name, t) {
+    return page.evaluate(
+      async ([name, t]) => {
+        const { charts } = await import("/js/main.js");
+        const { canvas, plot } = charts[name];
+        const dpr = window.devicePixelRatio || 1;
+        const x = plot.left + ((t - plot.t0) / (plot.t1 - plot.t0)) * plot.width;
+        const { data } = canvas.getContext("2d").getImageData(Math.round(x * dpr), 0, 1, canvas.height);
+        let n = 0;
+        for (let i = 0; i < data.length; i += 4) if (data[i + 3] >= 15 && data[i + 3] <= 90 && data[i + 2] > data[i] + 60) n++;
+        return n;
+      },
+      [name, t],
+    );
+  }
+
+  /** Waits for the range panel to show an answer (not computing) for a range that is not the
+   * live window, and returns what it says and its visible rows. */
+  async function pickedReport(page, what) {
+    await page.locator("#range-report").scrollIntoViewIfNeeded();
+    return until(
+      what,
+      async () => {
+        const busy = await page.getAttribute("#range-report", "aria-busy");
+        const range = await page.textContent("#report-range");
+        const note = await page.textContent("#report-note");
+        if (busy !== "false" || /computing/.test(note) || !/^\d\d:\d\d:\d\d \u2013 \d\d:\d\d:\d\d \(/.test(range)) return null;
+        const cpu = await visibleReportRows(page, "report-cpu");
+        return { range, note, cpu, rss: await visibleReportRows(page, "report-rss") };
+      },
+      30000,
+    );
+  }
+
+  test("a drag over a burner's seconds lists it; a drag before it does not; Esc, a click and a held request", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-range-"));
+    temps.push(dir);
+    const { base, child } = await serve(["--history", "2m"], dir);
+    const recordingFrom = Date.now();
+    // The burner: a copy of sh named after this run, spinning until the test kills it. Its
+    // comm is its file name (12 bytes, inside the kernel's 15).
+    const comm = `rng-${randomBytes(4).toString("hex")}`;
+    const exe = path.join(dir, comm);
+    copyFileSync("/bin/sh", exe);
+    const browser = await launch();
+    let burner = null;
+    try {
+      const page = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      const asked = [];
+      page.on("request", (r) => {
+        if (r.url().includes("/api/v1/report?") && r.url().includes("from=")) asked.push(r.url());
+      });
+      await page.goto(base + "/");
+      await page.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      // One control sets the window of every chart: the header's; the Host panel has none.
+      assert.equal(await page.locator("#host [data-range-ms]").count(), 0, "no second window control in the Host panel");
+      assert.equal(await page.locator("select#window").count(), 0, "no separate Window menu");
+      await page.click('header [data-range-ms="60000"]', { timeout: 5000 });
+      assert.equal(await page.getAttribute('header [data-range-ms="60000"]', "aria-pressed"), "true");
+      await until("the live window's top processes", async () => (await page.textContent("#report-range")) === "last 1 min");
+
+      // A quiet stretch recorded before the burner starts.
+      const stored = async (after) => {
+        const r = await fetchJson(`${base}/api/v1/report?since=2m&top=1`);
+        return r.available && r.last_unix_ms > after && r.samples >= 10 ? r : null;
+      };
+      await until("a few seconds of stored samples", () => stored(recordingFrom + 2000), 20000);
+      const burnerFrom = Date.now();
+      burner = spawn(exe, ["-c", "while :; do :; done"], { stdio: "ignore" });
+      started.push(burner);
+      await until("the burner to use a second of CPU", () => cpuSecondsOf(burner.pid) >= 1, 30000);
+      process.kill(burner.pid, "SIGKILL");
+      const burnerTo = Date.now();
+      await until("samples after the burner in the store", () => stored(burnerTo + 1000), 20000);
+
+      // Drag across the burner's stretch on the CPU chart.
+      const during = await drag(page, burnerFrom - 1000, burnerTo + 600);
+      assert.ok(during.x1 - during.x0 > 10, `the burner's stretch on the chart: ${JSON.stringify(during)}`);
+      // A band on every chart: the CPU chart dragged across, and the memory chart below it.
+      const mid = (burnerFrom + burnerTo) / 2;
+      const away = during.plot.t0 + 1000; // the window's oldest second, long before the pick
+      for (const name of ["cpu", "mem"]) {
+        // Charts off screen are not drawn: bring each into view first.
+        await page.locator(`#chart-${name}`).scrollIntoViewIfNeeded();
+        await frames(page);
+        const [inside, outside] = [await bandPixels(page, name, mid), await bandPixels(page, name, away)];
+        assert.ok(inside > 40 && outside < inside / 4, `${name}: band pixels ${inside} inside the pick, ${outside} away from it`);
+      }
+      const withBurner = await pickedReport(page, "the picked range's top processes");
+      const row = withBurner.cpu.find((r) => r[0] === comm);
+      assert.ok(row, `${comm} (pid ${burner.pid}) among the visible rows: ${JSON.stringify(withBurner.cpu)}`);
+      assert.equal(row[1], String(burner.pid));
+      assert.ok(withBurner.rss.length > 0, "the peak RSS table has rows");
+      assert.ok(asked.length >= 1, "the pick asked for its range");
+      const url = new URL(asked.at(-1));
+      const [from, to] = [Number(url.searchParams.get("from")), Number(url.searchParams.get("to"))];
+      // The request is for the range dragged across, to the pixel (tens of milliseconds here).
+      const pixelMs = (during.plot.t1 - during.plot.t0) / during.plot.width;
+      assert.ok(Math.abs(from - during.from) <= pixelMs && Math.abs(to - during.to) <= pixelMs, `asked ${from}..${to} for a drag over ${during.from}..${during.to}`);
+      assert.ok(from <= burnerFrom && to >= burnerTo, `asked ${from}..${to} for a burner over ${burnerFrom}..${burnerTo}`);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: path.join(ARTIFACTS, "dashboard-range.png"), fullPage: true });
+
+      // Esc: the live view again, no band.
+      await page.keyboard.press("Escape");
+      await until("the live window after Esc", async () => (await page.textContent("#report-range")) === "last 1 min");
+      await page.locator("#chart-cpu").scrollIntoViewIfNeeded();
+      await frames(page);
+      assert.ok((await bandPixels(page, "cpu", mid)) < 10, "no band after Esc");
+
+      // Drag across the quiet stretch before the burner: it is not there.
+      const before = await drag(page, recordingFrom, burnerFrom - 1000);
+      assert.ok(before.x1 - before.x0 > 10 && before.to < burnerFrom, `the quiet stretch on the chart: ${JSON.stringify(before)}`);
+      const without = await pickedReport(page, "the quiet range's top processes");
+      assert.ok(without.cpu.length > 0 && without.range !== withBurner.range, JSON.stringify(without));
+      assert.ok(!without.cpu.some((r) => r[0] === comm || r[1] === String(burner.pid)), `no burner before it started: ${JSON.stringify(without.cpu)}`);
+      assert.ok(!without.rss.some((r) => r[0] === comm || r[1] === String(burner.pid)), `no burner before it started: ${JSON.stringify(without.rss)}`);
+
+      // A click without a drag: the live view again.
+      const here = await cpuChart(page);
+      await page.mouse.click(here.left + here.plot.left + here.plot.width / 2, here.y);
+      await until("the live window after a click", async () => (await page.textContent("#report-range")) === "last 1 min");
+
+      // Two picks while the first one's answer is held: one request at a time, the last pick
+      // wins, and its error is shown.
+      let release;
+      const held = new Promise((r) => (release = r));
+      const routed = [];
+      await page.route("**/api/v1/report?*", async (route) => {
+        if (!route.request().url().includes("from=")) return route.continue();
+        routed.push(route.request().url());
+        if (routed.length === 1) {
+          await held;
+          return route.continue();
+        }
+        return route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ error: { code: "busy", message: "the store is busy (test)" } }) });
+      });
+      await drag(page, burnerFrom - 1000, burnerTo + 600);
+      await until("the first pick's request", () => routed.length === 1, 10000);
+      const firstRange = await page.textContent("#report-range");
+      await drag(page, recordingFrom, burnerFrom - 1000);
+      const secondRange = await until(
+        "the panel to say the second pick",
+        async () => {
+          const text = await page.textContent("#report-range");
+          return /^\d\d:\d\d:\d\d \u2013 /.test(text) && text !== firstRange ? text : null;
+        },
+        5000,
+      );
+      assert.equal(routed.length, 1, `one request in flight: ${routed}`);
+      release();
+      await until("the second pick's error", async () => /could not compute the report: the store is busy \(test\)/.test(await page.textContent("#report-note")), 15000);
+      assert.equal(routed.length, 2, `the first, then the last pick: ${routed}`);
+      assert.equal(await page.textContent("#report-range"), secondRange, "the last pick is the one shown");
+      await page.locator("#range-report").scrollIntoViewIfNeeded();
+      assert.deepEqual(await visibleReportRows(page, "report-cpu"), [["none in this range"]]);
+      await page.unroute("**/api/v1/report?*");
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+      if (burner && burner.exitCode === null && burner.signalCode === null) process.kill(burner.pid, "SIGKILL");
+    }
   });
 });
 

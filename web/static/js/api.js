@@ -28,7 +28,8 @@ export async function get(path, { signal } = {}) {
   try {
     resp = await fetch(path, { credentials: "same-origin", cache: "no-store", signal });
   } catch (e) {
-    if (e.name === "AbortError") throw e;
+    // Cancelled or timed out by the caller's signal: the caller says what that means.
+    if (e.name === "AbortError" || e.name === "TimeoutError") throw e;
     emit("unreachable", e);
     throw new ApiError(0, "unreachable", "the agent does not answer");
   }

@@ -4,8 +4,13 @@
 // array per series) so one history poll feeds every chart. Drawing happens at most once per
 // animation frame, and only for charts on screen. Values that are null (the agent did not
 // know them) leave gaps; they are never drawn as zero.
+//
+// Dragging across any chart picks a time range (pointer events, so a finger too): the band is
+// drawn on every chart of the timeline, and the timeline's `onPick` hears the range (or null
+// for a click, which goes back to live). The arithmetic is pick.js's.
 
 import { byUnit, clock, DASH, percent } from "./format.js";
+import { bandOn, rangeBetween } from "./pick.js";
 
 export const PALETTE = ["#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#ec4899", "#14b8a6", "#64748b"];
 
@@ -15,6 +20,22 @@ export class Timeline {
     this.times = [];
     this.values = new Map();
     this.windowMs = 5 * 60 * 1000;
+    // The range picked by a drag ({from, to}, unix ms), drawn as a band on every chart; null
+    // in the live view.
+    this.pick = null;
+    // Where the time axis ends while a range is picked or a drag is under way (so the charts
+    // hold still under the pointer and the band stays over what was dragged across); null
+    // when the axis follows the newest point.
+    this.held = null;
+    // Told the range a drag picked, or null when a click (no drag) asks for the live view.
+    this.onPick = null;
+    // The charts drawn from this timeline: a band dragged on one is drawn on all of them.
+    this.charts = new Set();
+  }
+
+  /** The end of the time axis: the held end, else the newest point. */
+  get end() {
+    return this.held ?? this.last ?? Date.now();
   }
 
   clear() {
@@ -50,7 +71,7 @@ export class Timeline {
   }
 
   trim() {
-    const edge = (this.last ?? 0) - this.windowMs;
+    const edge = (this.held ?? this.last ?? 0) - this.windowMs;
     let cut = 0;
     while (cut < this.times.length && this.times[cut] < edge) cut++;
     if (cut > 0) {
@@ -106,12 +127,40 @@ function schedule(chart) {
   });
 }
 
-/** Canvas sized to its box in device pixels; redraws on resize; skips drawing off screen. */
+/** The drag under way, if any: which pointer, where it went down, the chart's plot then, and
+ * what to go back to if it is cancelled. One at a time, page-wide. */
+let dragging = null;
+
+function redrawTimeline(timeline) {
+  for (const c of timeline.charts) schedule(c);
+}
+
+/** Ends a drag under way (Esc, a lost pointer) and puts back the pick there was before it;
+ * says whether there was one. */
+export function cancelDrag() {
+  if (!dragging) return false;
+  const { timeline, before } = dragging;
+  dragging = null;
+  timeline.pick = before.pick;
+  timeline.held = before.held;
+  redrawTimeline(timeline);
+  return true;
+}
+
+/** Canvas sized to its box in device pixels; redraws on resize; skips drawing off screen.
+ * A chart with a time axis sets `plot` ({left, width, t0, t1}) when it draws, and a drag
+ * across that plot picks a range of its timeline. */
 class CanvasChart {
-  constructor(canvas) {
+  constructor(canvas, timeline = null) {
     this.canvas = canvas;
     this.ctx = canvas.getContext("2d");
     this.visible = true;
+    this.timeline = timeline;
+    this.plot = null;
+    if (timeline) {
+      timeline.charts.add(this);
+      this.listenForDrags();
+    }
     new ResizeObserver(() => schedule(this)).observe(canvas);
     new IntersectionObserver((entries) => {
       this.visible = entries[entries.length - 1].isIntersecting;
@@ -121,6 +170,57 @@ class CanvasChart {
 
   invalidate() {
     schedule(this);
+  }
+
+  /** Pointer down, move, up: a drag of MIN_DRAG_PX or more picks the range under it (the band
+   * follows the pointer meanwhile); less is a click, which asks for the live view. */
+  listenForDrags() {
+    const canvas = this.canvas;
+    const xIn = (e) => e.clientX - canvas.getBoundingClientRect().left;
+    canvas.addEventListener("pointerdown", (e) => {
+      if (e.button !== 0 || !this.plot || dragging) return;
+      const timeline = this.timeline;
+      dragging = { timeline, id: e.pointerId, x0: xIn(e), plot: { ...this.plot }, before: { pick: timeline.pick, held: timeline.held } };
+      // Hold the axis where it is now, so the times under the pointer stay put.
+      timeline.held = this.plot.t1;
+      canvas.setPointerCapture(e.pointerId);
+      e.preventDefault();
+    });
+    canvas.addEventListener("pointermove", (e) => {
+      if (!dragging || dragging.id !== e.pointerId) return;
+      const range = rangeBetween(dragging.x0, xIn(e), dragging.plot);
+      dragging.timeline.pick = range ?? dragging.before.pick;
+      redrawTimeline(dragging.timeline);
+    });
+    canvas.addEventListener("pointerup", (e) => {
+      if (!dragging || dragging.id !== e.pointerId) return;
+      const { timeline, x0, plot } = dragging;
+      dragging = null;
+      const range = rangeBetween(x0, xIn(e), plot);
+      timeline.pick = range;
+      if (!range) timeline.held = null;
+      redrawTimeline(timeline);
+      timeline.onPick?.(range);
+    });
+    canvas.addEventListener("pointercancel", (e) => {
+      if (dragging && dragging.id === e.pointerId) cancelDrag();
+    });
+  }
+
+  /** The picked range's band over the plot: a translucent fill with an edge each side. */
+  drawBand(top, height) {
+    const range = this.timeline?.pick;
+    const band = range && this.plot ? bandOn(range, this.plot) : null;
+    if (!band) return;
+    const ctx = this.ctx;
+    ctx.save();
+    ctx.fillStyle = cssVar(this.canvas, "--accent", "#2563eb");
+    ctx.globalAlpha = 0.16;
+    ctx.fillRect(band.x, top, band.w, height);
+    ctx.globalAlpha = 0.9;
+    ctx.fillRect(band.x, top, 1, height);
+    ctx.fillRect(band.x + band.w - 1, top, 1, height);
+    ctx.restore();
   }
 
   /** Matches the backing store to the CSS size; returns [width, height] in CSS pixels. */
@@ -148,8 +248,7 @@ class CanvasChart {
  */
 export class LineChart extends CanvasChart {
   constructor(canvas, timeline, options) {
-    super(canvas);
-    this.timeline = timeline;
+    super(canvas, timeline);
     this.unit = options.unit ?? "";
     this.yMax = options.yMax ?? null;
     this.legend = options.legend ?? null;
@@ -257,7 +356,7 @@ export class LineChart extends CanvasChart {
     const bottom = h - 18;
     const width = Math.max(1, right - left);
     const height = Math.max(1, bottom - plotTop);
-    const t1 = times.length ? times[times.length - 1] : Date.now();
+    const t1 = this.timeline.end;
     const t0 = t1 - this.timeline.windowMs;
     this.plot = { left, width, t0, t1 };
     const xOf = (t) => left + ((t - t0) / (t1 - t0)) * width;
@@ -341,6 +440,7 @@ export class LineChart extends CanvasChart {
     });
     ctx.setLineDash([]);
     ctx.restore();
+    this.drawBand(plotTop, height);
 
     const idx = this.hoverIndex !== null && this.hoverIndex < times.length ? this.hoverIndex : times.length - 1;
     if (this.hoverIndex !== null && idx >= 0) {
@@ -367,8 +467,7 @@ export class LineChart extends CanvasChart {
 /** Busy percent per CPU over time: one row per CPU, one column per sample. */
 export class Heatmap extends CanvasChart {
   constructor(canvas, timeline) {
-    super(canvas);
-    this.timeline = timeline;
+    super(canvas, timeline);
     this.names = [];
   }
 
@@ -395,8 +494,9 @@ export class Heatmap extends CanvasChart {
     const bottom = h - 2;
     const rowH = Math.max(1, (bottom - 2) / n);
     const width = w - left - 4;
-    const t1 = times.length ? times[times.length - 1] : Date.now();
+    const t1 = this.timeline.end;
     const t0 = t1 - this.timeline.windowMs;
+    this.plot = { left, width, t0, t1 };
     const xOf = (t) => left + ((t - t0) / (t1 - t0)) * width;
     ctx.font = "11px system-ui, sans-serif";
     ctx.textBaseline = "middle";
@@ -416,12 +516,15 @@ export class Heatmap extends CanvasChart {
         if (v === null || v === undefined) continue;
         points++;
         const x0 = xOf(times[i - 1] ?? times[i] - 1000);
-        const x1 = xOf(times[i]);
+        // Points after a held end (a pick) lie right of the plot: not drawn.
+        const x1 = Math.min(xOf(times[i]), left + width);
+        if (x1 <= x0) continue;
         ctx.fillStyle = heat(v);
         // Overlap by half a pixel so neighbouring cells leave no hairline gaps.
         ctx.fillRect(Math.max(left, x0), y, Math.max(1, x1 - x0 + 0.5), Math.max(1, rowH - (rowH >= 6 ? 1 : 0)));
       }
     }
+    this.drawBand(2, rowH * n);
     this.canvas.dataset.points = String(points);
   }
 }

@@ -4,13 +4,15 @@
 // the history since the last point every tick; the process list at most once a second (it is
 // the one large answer); the selected process's detail with it. A tick starts only after the
 // previous one finished, so a slow agent is never sent a pile of requests. The range shown asks
-// once (on load and when another is picked, not every tick) for its top processes, which the
-// agent folds from its store.
+// once (on load and when another window is chosen, not every tick) for its top processes, which
+// the agent folds from its store; so does a range dragged across a chart, which holds the
+// charts still until Esc, a click on a chart or "back to live" returns to the live view.
 // Nothing here talks to any host but the page's own origin.
 
 import * as api from "./api.js";
-import { LineChart, Heatmap, Timeline, PALETTE, heat } from "./chart.js";
+import { LineChart, Heatmap, Timeline, PALETTE, cancelDrag, heat } from "./chart.js";
 import * as fmt from "./format.js";
+import { describeRange } from "./pick.js";
 import { ProcessTable } from "./table.js";
 
 const $ = (id) => document.getElementById(id);
@@ -180,7 +182,9 @@ async function refreshSeriesList(force) {
 
 async function refreshHistory() {
   const series = wantedSeries();
-  if (!series.length) return;
+  // While a range is picked (or being dragged) the charts hold still: newer points are asked
+  // for when the live view comes back, from the last one held.
+  if (!series.length || timeline.held !== null) return;
   let answer;
   if (state.needFullHistory || timeline.last === null) {
     const width = Math.max(300, Math.round(window.innerWidth));
@@ -209,47 +213,118 @@ function renderRangeNote(answer) {
   $("range-note").textContent = note;
 }
 
-/** Shows the last `ms` of history; the buttons and the Window menu both land here. */
+/** Shows the last `ms` of history on every chart, live; the header's Window buttons land here.
+ * A picked range is let go. */
 function setRange(ms) {
   for (const b of document.querySelectorAll("[data-range-ms]")) b.setAttribute("aria-pressed", String(Number(b.dataset.rangeMs) === ms));
-  $("window").value = String(ms);
+  cancelDrag();
+  timeline.pick = null;
+  timeline.held = null;
+  showPick(null);
   timeline.windowMs = ms;
   timeline.clear();
   redrawCharts();
   restart();
-  loadReport(ms);
+  loadReport({ since: ms });
 }
+
+// ---- a range picked on the charts -----------------------------------------------------------
+
+/** A drag across a chart picked `range` ({from, to}): its top processes replace the window's.
+ * `null` (a click on a chart) goes back to the live view, if a range was picked. */
+timeline.onPick = (range) => {
+  if (range) {
+    showPick(range);
+    loadReport({ range });
+  } else if (!$("pick").hidden) {
+    livePick();
+  }
+};
+
+/** Back to the live view: no band, the charts follow the newest point, the window's top
+ * processes. */
+function livePick() {
+  cancelDrag();
+  timeline.pick = null;
+  timeline.held = null;
+  timeline.trim();
+  showPick(null);
+  redrawCharts();
+  loadReport({ since: timeline.windowMs });
+}
+
+/** The header says which range is picked, beside the button that lets it go. */
+function showPick(range) {
+  $("pick").hidden = !range;
+  $("pick-text").textContent = range ? `picked ${describeRange(range)}` : "";
+}
+
+$("pick-clear").addEventListener("click", livePick);
+document.addEventListener("keydown", (e) => {
+  if (e.key !== "Escape") return;
+  // Esc ends a drag under way (keeping the pick there was before it); else lets a pick go.
+  if (!cancelDrag() && timeline.pick) livePick();
+});
 
 // ---- top processes over the selected range ------------------------------------------------
 
-const report = { gen: 0 };
+// What the panel shows ({since: ms} for the window, or {range} picked on a chart), and whether
+// a request is out. One request at a time: a pick made meanwhile waits, and only the last one
+// made is asked for when the request ends (its answer is then not shown).
+const report = { want: null, asking: false };
 const CMDLINE_CHARS = 80;
+// A report is bounded by its frame budget on the agent's side; this bounds the wait here, so a
+// request that never ends cannot hold every later pick back.
+const REPORT_TIMEOUT_MS = 120000;
 
-/** Asks the agent for the range's top processes (folded from its store on a blocking thread,
- * a bounded number of samples) and fills the two tables. Only the newest request's answer is
- * shown; every process-derived string goes in with textContent. */
-async function loadReport(ms) {
-  const gen = ++report.gen;
-  const panel = $("range-report");
-  panel.setAttribute("aria-busy", "true");
-  // The Window menu has been set to this range: its label reads better than a duration.
-  const option = [...$("window").options].find((o) => Number(o.value) === ms);
-  $("report-range").textContent = `last ${option ? option.textContent : fmt.duration(ms / 1000)}`;
+/** The window's label as its button reads ("5 min"), else a duration. */
+function windowLabel(ms) {
+  const button = document.querySelector(`[data-range-ms="${ms}"]`);
+  return button ? button.textContent : fmt.duration(ms / 1000);
+}
+
+/** Shows the top processes of `want`: `{since: ms}` (the last ms, as the charts' window) or
+ * `{range: {from, to}}` (unix ms, picked on a chart). */
+function loadReport(want) {
+  report.want = want;
+  $("range-report").setAttribute("aria-busy", "true");
+  $("report-range").textContent = want.range ? describeRange(want.range) : `last ${windowLabel(want.since)}`;
   $("report-note").textContent = "computing from the agent's store…";
   $("report-headline").textContent = "";
-  let answer;
-  try {
-    answer = await api.get(api.url("/api/v1/report", { since: `${ms}ms`, top: 10 }));
-  } catch (e) {
-    if (gen !== report.gen) return;
-    panel.setAttribute("aria-busy", "false");
-    $("report-note").textContent = `could not compute the report: ${e.message}`;
+  if (!report.asking) askReport();
+}
+
+/** Asks the agent for the range's top processes (folded from its store on a blocking thread,
+ * a bounded number of samples) until the answer it gets is for the range last wanted, and
+ * fills the two tables with it. Every process-derived string goes in with textContent. */
+async function askReport() {
+  report.asking = true;
+  let want;
+  let answer = null;
+  let error = null;
+  do {
+    want = report.want;
+    const params = want.range ? { from: want.range.from, to: want.range.to, top: 10 } : { since: `${want.since}ms`, top: 10 };
+    try {
+      answer = await api.get(api.url("/api/v1/report", params), { signal: AbortSignal.timeout(REPORT_TIMEOUT_MS) });
+      error = null;
+    } catch (e) {
+      error = e.name === "TimeoutError" ? new Error(`no answer in ${fmt.duration(REPORT_TIMEOUT_MS / 1000)}`) : e;
+    }
+  } while (want !== report.want);
+  report.asking = false;
+  showReport(answer, error);
+}
+
+function showReport(answer, error) {
+  const panel = $("range-report");
+  panel.setAttribute("aria-busy", "false");
+  if (error) {
+    $("report-note").textContent = `could not compute the report: ${error.message}`;
     fillReportTable("report-cpu", [], () => "");
     fillReportTable("report-rss", [], () => "");
     return;
   }
-  if (gen !== report.gen) return; // Another range was picked while this was computed.
-  panel.setAttribute("aria-busy", "false");
   if (!answer.available) {
     $("report-note").textContent = answer.reason ?? "no store to report from";
     fillReportTable("report-cpu", [], () => "");
@@ -535,7 +610,7 @@ $("auth").addEventListener("submit", (e) => {
   setStatus("connecting", "connecting…");
   restart();
   // The report asked before the token was known got a 401: ask again.
-  loadReport(timeline.windowMs);
+  loadReport(timeline.pick ? { range: timeline.pick } : { since: timeline.windowMs });
   loadGroups(Number($("groups-range").value));
 });
 
@@ -846,13 +921,11 @@ $("pause").addEventListener("change", (e) => {
   state.paused = e.target.checked;
   setStatus(state.paused ? "paused" : "live", state.paused ? "paused" : "resuming…");
 });
-$("window").addEventListener("change", (e) => setRange(Number(e.target.value)));
 $("groups-range").addEventListener("change", (e) => loadGroups(Number(e.target.value)));
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden && !state.stopped) restart();
 });
 
-// Start on the range the Window menu shows (a reload may have kept another choice than the
-// markup's): the buttons, the charts and the range's top processes all follow it.
-setRange(Number($("window").value));
+// Start on the window the markup presses: the charts and the range's top processes follow it.
+setRange(Number(document.querySelector('[data-range-ms][aria-pressed="true"]')?.dataset.rangeMs ?? 300000));
 loadGroups(Number($("groups-range").value));
