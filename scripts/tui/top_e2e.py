@@ -17,6 +17,8 @@ import time
 
 PROCTOR = os.path.abspath(sys.argv[1])
 SESSION = f"proctor-top-e2e-{os.getpid()}"
+# A tmux server of our own (its own socket): another run's kill-server cannot end this one's.
+SOCKET = SESSION
 TMP = tempfile.mkdtemp(prefix="proctor-top-e2e-")
 STARTED = []  # Popen objects we own
 FAILED = []
@@ -33,7 +35,7 @@ def check(ok, what, screen=None):
 
 
 def tmux(*args, check_rc=True):
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check_rc).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=check_rc).stdout
 
 
 def screen():
@@ -80,7 +82,7 @@ def start_top(args, env=None, size=(120, 40)):
     shell = f"printf 'BEFORE-TOP\\n'; {cmd}; rc=$?; printf 'EXITED rc=%s ' $rc; stty -a | grep -o -- '-icanon\\|icanon' | head -1; sleep 60"
     e = {**os.environ, **(env or {})}
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", SESSION, "-x", str(size[0]), "-y", str(size[1]), shell],
+        ["tmux", "-L", SOCKET, "new-session", "-d", "-s", SESSION, "-x", str(size[0]), "-y", str(size[1]), shell],
         check=True, env=e,
     )
 
@@ -346,7 +348,7 @@ if __name__ == "__main__":
     try:
         main()
     finally:
-        tmux("kill-session", "-t", SESSION, check_rc=False)
+        tmux("kill-server", check_rc=False)
         # The family's children are ours too: found before their parents end, ended by pid.
         kids = []
         for proc in STARTED:
