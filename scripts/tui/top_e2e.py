@@ -249,6 +249,43 @@ def main():
     kept = open(conf).read() if os.path.exists(conf) else ""
     check("ppid" in kept and re.search(r"\bPPID\b", s) is not None, "F2 turns on PPID, shows it and keeps it in the config file", s)
 
+    # F2 turns on PSS and Read/s in the running sampler: the 200 MiB child's row shows a
+    # number under each (after `-` until the first reading), with no restart.
+    keys("F2")
+    s = wait_for(lambda s: "Columns:" in s and "pss_bytes" in s)
+    listed = re.findall(r"\[[ x]\] (\w+)", s)
+    for name in ["pss_bytes", "read_bytes_per_sec"]:
+        at = listed.index(name) if name in listed else 0
+        for _ in range(at):
+            keys("Down")
+        time.sleep(0.2)
+        keys("Space")
+        time.sleep(0.2)
+        for _ in range(at):
+            keys("Up")
+    keys("Escape")
+    s = wait_for(lambda s: "columns kept in" in s)
+    keys("-l", "\\")
+    for ch in "proctor-top-big":
+        keys("-l", ch)
+    keys("Enter")
+
+    def under(s, title):
+        """The cell of the big child's row under a right-aligned column's title."""
+        head = next((l for l in s.splitlines() if re.match(r"\s*PID\b", l)), "")
+        m = re.search(r"\s" + re.escape(title) + r"[▲▼]?(?=\s)", head)
+        line = next((l for p, l in rows(s) if p == big), "")
+        return line[max(m.end() - 9, 0):m.end()].strip() if m and line else ""
+
+    number = re.compile(r"^[\d.]+ (B|KiB|MiB|GiB)(/s)?$")
+    s = wait_for(lambda s: number.match(under(s, "PSS")) and number.match(under(s, "Read/s")), timeout=60)
+    kept = open(conf).read() if os.path.exists(conf) else ""
+    check("pss_bytes" in kept and number.match(under(s, "PSS")) is not None,
+          f"F2 turns PSS on and the 200 MiB child's PSS comes without a restart ({under(s, 'PSS')!r})", s)
+    check(number.match(under(s, "Read/s")) is not None,
+          f"F2 turns Read/s on and its rate comes without a restart ({under(s, 'Read/s')!r})", s)
+    keys("-l", "\\"); keys("Escape")
+
     # F6: htop's "Sort by" menu; Home, Enter sorts by its first column (PID), the heading marks it.
     keys("F6")
     s = wait_for(lambda s: "Sort by" in s)

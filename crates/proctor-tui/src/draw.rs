@@ -510,13 +510,11 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
         (Some(pss), Some(age)) => {
             format!("PSS {} USS {} (read {} ago)", bytes(pss), opt_bytes(p.uss_bytes), seconds(age))
         }
-        _ => {
-            "PSS not read yet (read in the background when a PSS column is shown at start, or with --pss-budget)".into()
-        }
+        _ => "PSS not read yet (read in the background while a PSS column is shown, or with --pss-budget)".into(),
     };
     let io = match (p.read_bytes_per_sec, p.write_bytes_per_sec) {
         (Some(r), Some(w)) => format!("io read {}/s write {}/s", bytes(r as u64), bytes(w as u64)),
-        _ => "io - (start with --io)".into(),
+        _ => "io - (read while a Read/s, Write/s or IO/s column is shown, or with --io)".into(),
     };
     let started = p.start_time_unix_secs.map_or("-".into(), |s| format!("{} UTC", clock_time(s)));
     let text = vec![

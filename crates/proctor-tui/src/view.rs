@@ -31,6 +31,34 @@ pub fn compare(a: &ProcessOut, b: &ProcessOut, field: &Field) -> Ordering {
 pub const DEFAULT_COLUMNS: [&str; 8] =
     ["pid", "uid", "state", "cpu_percent", "rss_bytes", "threads", "cpu_seconds_total", "cmdline"];
 
+/// What the live sampler must read for some columns: the PSS worker (`smaps_rollup`) and
+/// `/proc/PID/io`. Neither is read while no shown column (nor the sort) needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    pub pss: bool,
+    pub io: bool,
+}
+
+impl Needs {
+    /// What `fields` (the shown columns, the one sorted by) need read.
+    pub fn of<'a>(fields: impl IntoIterator<Item = &'a Field>) -> Needs {
+        let mut needs = Needs::default();
+        for f in fields {
+            match f.name {
+                "pss_bytes" | "uss_bytes" | "swap_pss_bytes" | "pss_age_secs" => needs.pss = true,
+                "read_bytes_per_sec" | "write_bytes_per_sec" | "io_bytes_per_sec" => needs.io = true,
+                _ => {}
+            }
+        }
+        needs
+    }
+
+    /// What the view's columns and sort need.
+    pub fn of_view(view: &ViewState) -> Needs {
+        Needs::of(view.columns.iter().copied().chain([view.sort]))
+    }
+}
+
 /// Biggest first for numbers, smallest first for ids and text: the order a first press of a
 /// sort key gives.
 pub fn default_descending(field: &Field) -> bool {
@@ -339,6 +367,21 @@ mod tests {
         }
         let field = column("cgroup").expect("cgroup");
         assert_eq!(cell(&p, field, &BTreeMap::new()), "/app1");
+    }
+
+    #[test]
+    fn pss_and_io_columns_need_their_readers_and_others_need_none() {
+        let needs = |names: &[&str]| Needs::of(names.iter().filter_map(|n| column(n)));
+        assert_eq!(Needs::of_view(&ViewState::default()), Needs::default(), "the default screen reads neither");
+        assert_eq!(needs(&["pid", "pss_bytes"]), Needs { pss: true, io: false });
+        for name in ["uss_bytes", "swap_pss_bytes", "pss_age_secs"] {
+            assert!(needs(&[name]).pss, "{name}");
+        }
+        for name in ["read_bytes_per_sec", "write_bytes_per_sec", "io_bytes_per_sec"] {
+            assert_eq!(needs(&[name]), Needs { pss: false, io: true }, "{name}");
+        }
+        let view = ViewState { sort: column("pss_bytes").expect("pss"), ..ViewState::default() };
+        assert!(Needs::of_view(&view).pss, "sorted by a PSS column that is not shown: still read");
     }
 
     #[test]
