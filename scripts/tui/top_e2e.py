@@ -2,12 +2,13 @@
 """proctor top in a real terminal (tmux): what a person sees after each key.
 
 Starts its own processes (a parent with a 200 MiB child and a victim child, a process with a
-hostile name, a short-lived process caught by a recording) and ends only those, by pid. Each
-check reads the screen with `tmux capture-pane`. Usage: top_e2e.py PATH/TO/proctor
+hostile name, a copy of sleep under a long path, a short-lived process caught by a recording)
+and ends only those, by pid. Each check reads the screen with `tmux capture-pane`. Usage: top_e2e.py PATH/TO/proctor
 """
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -73,6 +74,19 @@ def rows(s):
         if seen_head and m:
             out.append((int(m.group(1)), line))
     return out
+
+
+def bold_in(sgr):
+    """Whether an SGR's parameters (`1;38;5;6`) turn bold on; colour indexes are skipped."""
+    params, i = sgr.split(";"), 0
+    while i < len(params):
+        if params[i] in ("38", "48"):
+            i += 3 if i + 1 < len(params) and params[i + 1] == "5" else 5
+            continue
+        if params[i] == "1":
+            return True
+        i += 1
+    return False
 
 
 def start_top(args, env=None, size=(120, 40)):
@@ -329,6 +343,27 @@ def main():
         os.kill(int(top_pid[0]), signal.SIGTERM)
     s = wait_for(lambda s: re.search(r"EXITED rc=\d+ \S", s) is not None)
     check("EXITED rc=0 icanon" in s, "SIGTERM: top exits and the terminal is cooked again", s)
+
+    # At 80x24 a program installed under a long path shows its basename, highlighted (bold), and
+    # its argument: the directory gives way, as htop's shortened paths.
+    bindir = os.path.join(TMP, "a", "very", "long", "install", "path", "bin")
+    os.makedirs(bindir)
+    sleeper_path = os.path.join(bindir, "proctor-long-sleeper")
+    shutil.copy("/bin/sleep", sleeper_path)
+    sleeper = subprocess.Popen([sleeper_path, "999"])
+    STARTED.append(sleeper)
+    start_top(["--interval", "500ms", "--config", os.path.join(TMP, "default.conf"), "--filter", "proctor-long-sleeper"],
+              size=(80, 24))
+    s = wait_for(lambda s: any(p == sleeper.pid and " 999" in l for p, l in rows(s)))
+    line = next((l for p, l in rows(s) if p == sleeper.pid), "")
+    check(line.rstrip().endswith(" proctor-long-sleeper 999"), f"at 80x24 the long-path program shows its basename and argument ({line.rstrip()!r})", s)
+    ansi = tmux("capture-pane", "-p", "-e", "-t", SESSION)
+    lit = next((l for l in ansi.splitlines() if str(sleeper.pid) in l), "")
+    before = re.search(r"((?:\x1b\[[\d;]*m)+)proctor-long-sleeper", lit)
+    check(before is not None and any(bold_in(p) for p in re.findall(r"\x1b\[([\d;]*)m", before.group(1))),
+          f"its basename is bold ({lit!r})")
+    keys("q")
+    wait_for(lambda s: re.search(r"EXITED rc=\d+ \S", s) is not None)
 
     # A recording: stepping back shows a process that has since exited.
     data = os.path.join(TMP, "data")
