@@ -2,12 +2,13 @@
 """proctor top in a real terminal (tmux): what a person sees after each key.
 
 Starts its own processes (a parent with a 200 MiB child and a victim child, a process with a
-hostile name, a short-lived process caught by a recording) and ends only those, by pid. Each
-check reads the screen with `tmux capture-pane`. Usage: top_e2e.py PATH/TO/proctor
+hostile name, a copy of sleep under a long path, a short-lived process caught by a recording)
+and ends only those, by pid. Each check reads the screen with `tmux capture-pane`. Usage: top_e2e.py PATH/TO/proctor
 """
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,8 @@ import time
 
 PROCTOR = os.path.abspath(sys.argv[1])
 SESSION = f"proctor-top-e2e-{os.getpid()}"
+# A tmux server of our own (its own socket): another run's kill-server cannot end this one's.
+SOCKET = SESSION
 TMP = tempfile.mkdtemp(prefix="proctor-top-e2e-")
 STARTED = []  # Popen objects we own
 FAILED = []
@@ -33,7 +36,7 @@ def check(ok, what, screen=None):
 
 
 def tmux(*args, check_rc=True):
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=check_rc).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=check_rc).stdout
 
 
 def screen():
@@ -73,6 +76,19 @@ def rows(s):
     return out
 
 
+def bold_in(sgr):
+    """Whether an SGR's parameters (`1;38;5;6`) turn bold on; colour indexes are skipped."""
+    params, i = sgr.split(";"), 0
+    while i < len(params):
+        if params[i] in ("38", "48"):
+            i += 3 if i + 1 < len(params) and params[i + 1] == "5" else 5
+            continue
+        if params[i] == "1":
+            return True
+        i += 1
+    return False
+
+
 def start_top(args, env=None, size=(120, 40)):
     tmux("kill-session", "-t", SESSION, check_rc=False)
     cmd = " ".join([PROCTOR, "top", *args])
@@ -80,7 +96,7 @@ def start_top(args, env=None, size=(120, 40)):
     shell = f"printf 'BEFORE-TOP\\n'; {cmd}; rc=$?; printf 'EXITED rc=%s ' $rc; stty -a | grep -o -- '-icanon\\|icanon' | head -1; sleep 60"
     e = {**os.environ, **(env or {})}
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", SESSION, "-x", str(size[0]), "-y", str(size[1]), shell],
+        ["tmux", "-L", SOCKET, "new-session", "-d", "-s", SESSION, "-x", str(size[0]), "-y", str(size[1]), shell],
         check=True, env=e,
     )
 
@@ -247,6 +263,43 @@ def main():
     kept = open(conf).read() if os.path.exists(conf) else ""
     check("ppid" in kept and re.search(r"\bPPID\b", s) is not None, "F2 turns on PPID, shows it and keeps it in the config file", s)
 
+    # F2 turns on PSS and Read/s in the running sampler: the 200 MiB child's row shows a
+    # number under each (after `-` until the first reading), with no restart.
+    keys("F2")
+    s = wait_for(lambda s: "Columns:" in s and "pss_bytes" in s)
+    listed = re.findall(r"\[[ x]\] (\w+)", s)
+    for name in ["pss_bytes", "read_bytes_per_sec"]:
+        at = listed.index(name) if name in listed else 0
+        for _ in range(at):
+            keys("Down")
+        time.sleep(0.2)
+        keys("Space")
+        time.sleep(0.2)
+        for _ in range(at):
+            keys("Up")
+    keys("Escape")
+    s = wait_for(lambda s: "columns kept in" in s)
+    keys("-l", "\\")
+    for ch in "proctor-top-big":
+        keys("-l", ch)
+    keys("Enter")
+
+    def under(s, title):
+        """The cell of the big child's row under a right-aligned column's title."""
+        head = next((l for l in s.splitlines() if re.match(r"\s*PID\b", l)), "")
+        m = re.search(r"\s" + re.escape(title) + r"[▲▼]?(?=\s)", head)
+        line = next((l for p, l in rows(s) if p == big), "")
+        return line[max(m.end() - 9, 0):m.end()].strip() if m and line else ""
+
+    number = re.compile(r"^[\d.]+ (B|KiB|MiB|GiB)(/s)?$")
+    s = wait_for(lambda s: number.match(under(s, "PSS")) and number.match(under(s, "Read/s")), timeout=60)
+    kept = open(conf).read() if os.path.exists(conf) else ""
+    check("pss_bytes" in kept and number.match(under(s, "PSS")) is not None,
+          f"F2 turns PSS on and the 200 MiB child's PSS comes without a restart ({under(s, 'PSS')!r})", s)
+    check(number.match(under(s, "Read/s")) is not None,
+          f"F2 turns Read/s on and its rate comes without a restart ({under(s, 'Read/s')!r})", s)
+    keys("-l", "\\"); keys("Escape")
+
     # F6: htop's "Sort by" menu; Home, Enter sorts by its first column (PID), the heading marks it.
     keys("F6")
     s = wait_for(lambda s: "Sort by" in s)
@@ -290,6 +343,27 @@ def main():
         os.kill(int(top_pid[0]), signal.SIGTERM)
     s = wait_for(lambda s: re.search(r"EXITED rc=\d+ \S", s) is not None)
     check("EXITED rc=0 icanon" in s, "SIGTERM: top exits and the terminal is cooked again", s)
+
+    # At 80x24 a program installed under a long path shows its basename, highlighted (bold), and
+    # its argument: the directory gives way, as htop's shortened paths.
+    bindir = os.path.join(TMP, "a", "very", "long", "install", "path", "bin")
+    os.makedirs(bindir)
+    sleeper_path = os.path.join(bindir, "proctor-long-sleeper")
+    shutil.copy("/bin/sleep", sleeper_path)
+    sleeper = subprocess.Popen([sleeper_path, "999"])
+    STARTED.append(sleeper)
+    start_top(["--interval", "500ms", "--config", os.path.join(TMP, "default.conf"), "--filter", "proctor-long-sleeper"],
+              size=(80, 24))
+    s = wait_for(lambda s: any(p == sleeper.pid and " 999" in l for p, l in rows(s)))
+    line = next((l for p, l in rows(s) if p == sleeper.pid), "")
+    check(line.rstrip().endswith(" proctor-long-sleeper 999"), f"at 80x24 the long-path program shows its basename and argument ({line.rstrip()!r})", s)
+    ansi = tmux("capture-pane", "-p", "-e", "-t", SESSION)
+    lit = next((l for l in ansi.splitlines() if str(sleeper.pid) in l), "")
+    before = re.search(r"((?:\x1b\[[\d;]*m)+)proctor-long-sleeper", lit)
+    check(before is not None and any(bold_in(p) for p in re.findall(r"\x1b\[([\d;]*)m", before.group(1))),
+          f"its basename is bold ({lit!r})")
+    keys("q")
+    wait_for(lambda s: re.search(r"EXITED rc=\d+ \S", s) is not None)
 
     # A recording: stepping back shows a process that has since exited.
     data = os.path.join(TMP, "data")
@@ -346,7 +420,7 @@ if __name__ == "__main__":
     try:
         main()
     finally:
-        tmux("kill-session", "-t", SESSION, check_rc=False)
+        tmux("kill-server", check_rc=False)
         # The family's children are ours too: found before their parents end, ended by pid.
         kids = []
         for proc in STARTED:

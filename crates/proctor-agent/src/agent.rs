@@ -8,12 +8,13 @@
 //! one. Nobody else calls the sampler on a schedule. This module does no rendering, no HTTP and
 //! no disk I/O (the recorder thread writes; the sampling thread only `try_send`s).
 
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use proctor_procfs::system::{process_cpu_ns, thread_cpu_ns, SelfPeak};
-use proctor_sampler::{Sampler, SamplerConfig, Schedule};
+use proctor_sampler::{Reads, Sampler, SamplerConfig, Schedule};
 
 use crate::history::History;
 use crate::record::{Recorder, Recording};
@@ -65,6 +66,9 @@ pub struct Shared {
     published: (Mutex<u64>, Condvar),
     /// Set to stop the agent thread; the condvar wakes it from its sleep.
     stop: (Mutex<bool>, Condvar),
+    /// Requests to start or stop optional reads ([`Shared::ask_reads`]); the sampling thread
+    /// takes them before its next cycle and applies the newest.
+    reads: SyncSender<Reads>,
 }
 
 impl Shared {
@@ -88,6 +92,13 @@ impl Shared {
         let newer = *seq > after_seq;
         drop(seq);
         newer.then(|| self.latest())
+    }
+
+    /// Asks the sampling thread to read what `reads` says from its next cycle on (`proctor top`
+    /// showing a PSS or Read/s column). Never waits: `false` when the small request queue is
+    /// full, and the caller asks again later.
+    pub fn ask_reads(&self, reads: Reads) -> bool {
+        self.reads.try_send(reads).is_ok()
     }
 
     fn publish(&self, snapshot: Arc<Snapshot>) {
@@ -116,6 +127,8 @@ struct Loop {
     schedule: Schedule,
     recorder: Recorder,
     groups: Option<crate::groups::GroupState>,
+    /// The other end is [`Shared::ask_reads`]; it ends with the agent.
+    reads: Receiver<Reads>,
 }
 
 impl Agent {
@@ -155,14 +168,16 @@ impl Agent {
         recorder.submit(&first);
         let schedule = Schedule::new(Instant::now(), config.interval);
         let first_seq = first.sample.seq;
+        let (reads_tx, reads) = std::sync::mpsc::sync_channel(READ_REQUESTS);
         let shared = Arc::new(Shared {
             latest: RwLock::new(first),
             history: RwLock::new(history),
             config,
             published: (Mutex::new(first_seq), Condvar::new()),
             stop: (Mutex::new(false), Condvar::new()),
+            reads: reads_tx,
         });
-        let state = Loop { sampler, peak, totals, schedule, recorder, groups };
+        let state = Loop { sampler, peak, totals, schedule, recorder, groups, reads };
         let thread_shared = Arc::clone(&shared);
         let thread =
             std::thread::Builder::new().name("proctor-agent".into()).spawn(move || run(state, &thread_shared))?;
@@ -186,6 +201,9 @@ impl Agent {
         }
     }
 }
+
+/// Read requests queued at most: each says the whole wanted state, so only the newest matters.
+const READ_REQUESTS: usize = 4;
 
 fn history_capacity(config: &AgentConfig) -> usize {
     let interval = config.interval.as_secs_f64().max(0.001);
@@ -212,6 +230,9 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
             }
         }
         state.totals.missed_ticks = state.schedule.missed();
+        if let Some(reads) = state.reads.try_iter().last() {
+            state.sampler.set_reads(reads);
+        }
         let prev = shared.latest();
         let mut snapshot = cycle(&mut state.sampler, &mut state.peak, Some(&prev), &mut state.totals, &state.recorder);
         drop(prev);
@@ -290,5 +311,35 @@ mod tests {
         agent.stop();
         let last = shared.latest().sample.seq;
         assert!(shared.wait_newer(last, Duration::from_millis(100)).is_none(), "nothing samples after stop");
+    }
+
+    #[test]
+    fn reads_asked_for_are_read_from_a_later_cycle() {
+        let sampler = SamplerConfig {
+            pss_budget: 0.0,
+            cmdline: false,
+            gpu: false,
+            power: false,
+            container: false,
+            ..SamplerConfig::default()
+        };
+        let config = AgentConfig { interval: Duration::from_millis(20), ..AgentConfig::default() };
+        let agent = Agent::start(sampler, config).expect("agent");
+        let shared = agent.shared();
+        let own_io = |s: &Snapshot| s.sample.process(std::process::id()).and_then(|p| p.io);
+        assert!(own_io(&shared.latest()).is_none(), "not read until asked for");
+        assert!(shared.ask_reads(Reads { pss_budget: 0.0, process_io: true }));
+        let mut seq = shared.latest().sample.seq;
+        let mut read = false;
+        for _ in 0..200 {
+            let Some(s) = shared.wait_newer(seq, Duration::from_secs(10)) else { break };
+            seq = s.sample.seq;
+            if own_io(&s).is_some() {
+                read = true;
+                break;
+            }
+        }
+        agent.stop();
+        assert!(read, "this process's /proc/self/io is read once asked for");
     }
 }

@@ -19,5 +19,6 @@ pub mod record;
 pub mod snapshot;
 
 pub use agent::{Agent, AgentConfig, Shared};
+pub use proctor_sampler::Reads;
 pub use record::Recording;
 pub use snapshot::{AgentSelf, HistorySize, RecordingStatus, Snapshot};

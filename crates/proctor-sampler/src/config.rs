@@ -14,6 +14,17 @@ pub enum HostFiles {
     Cpu,
 }
 
+/// The reads a running sampler can be told to start or stop between two cycles
+/// ([`crate::Sampler::set_reads`]): `proctor top` turns them on when a column that needs them
+/// is shown.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reads {
+    /// As [`SamplerConfig::pss_budget`]: 0 stops the PSS worker.
+    pub pss_budget: f64,
+    /// As [`SamplerConfig::process_io`].
+    pub process_io: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
     pub host_files: HostFiles,

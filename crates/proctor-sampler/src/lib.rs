@@ -23,6 +23,6 @@ mod schedule;
 mod table;
 mod worker;
 
-pub use config::{HostFiles, SamplerConfig};
+pub use config::{HostFiles, Reads, SamplerConfig};
 pub use sampler::{kept_fd_budget, Sampler};
 pub use schedule::Schedule;

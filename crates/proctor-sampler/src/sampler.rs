@@ -17,7 +17,7 @@ use crate::nvml::{NvmlReading, NvmlStatus, NvmlWorker};
 use crate::power::PowerReader;
 use crate::pss::{Candidate, PssStats, PssWorker};
 use crate::table::{ProcessTable, ScanOptions};
-use crate::SamplerConfig;
+use crate::{Reads, SamplerConfig};
 
 /// The DRM clients and NVML reading a GPU part was built from, and the part.
 type GpuCache = (Arc<Vec<GpuClient>>, Option<Arc<NvmlReading>>, Arc<GpuSample>);
@@ -139,6 +139,38 @@ impl Sampler {
 
     pub fn config(&self) -> &SamplerConfig {
         &self.config
+    }
+
+    /// The optional reads as they are now.
+    pub fn reads(&self) -> Reads {
+        Reads { pss_budget: self.config.pss_budget, process_io: self.config.process_io }
+    }
+
+    /// Starts or stops the optional reads from the next cycle on (called between cycles, on
+    /// the sampling thread). A PSS worker whose budget changes is stopped, which waits for the
+    /// read it is in, and a new one started; its readings start afresh. Turning `/proc/PID/io`
+    /// off closes the kept io files, so their fds go back to the budget.
+    pub fn set_reads(&mut self, reads: Reads) {
+        if reads.process_io != self.config.process_io {
+            self.config.process_io = reads.process_io;
+            if !reads.process_io {
+                self.table.close_io();
+            }
+        }
+        let budget = if reads.pss_budget.is_finite() { reads.pss_budget.clamp(0.0, 1.0) } else { 0.0 };
+        if budget != self.config.pss_budget {
+            self.config.pss_budget = budget;
+            self.pss = None;
+            if self.config.processes && budget > 0.0 {
+                self.pss = PssWorker::start_with_max_age(
+                    self.config.root.clone(),
+                    budget,
+                    self.config.pss_max_age,
+                    self.epoch,
+                )
+                .ok();
+            }
+        }
     }
 
     /// Why there is no container view, when there is none.

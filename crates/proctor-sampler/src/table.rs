@@ -439,6 +439,14 @@ impl ProcessTable {
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
+
+    /// Closes every kept `/proc/PID/io` (its reads were turned off); the next scan counts the
+    /// kept fds afresh.
+    pub(crate) fn close_io(&mut self) {
+        for entry in self.entries.values_mut() {
+            entry.io = Slot::Unopened;
+        }
+    }
 }
 
 /// A process's open fds: the size `stat` gives its `/proc/PID/fd` (one `statx`, no directory

@@ -15,7 +15,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use crate::app::{App, Mode, Overlay, SIGNALS};
 use crate::frame::{Frame, Origin};
 use crate::travel::Cursor;
-use crate::view::{cell, cgroups, clock_time, selected_line};
+use crate::view::{cell, cgroups, clock_time, selected_line, Command};
 
 use ratatui::style::Color;
 
@@ -56,6 +56,16 @@ impl Styles {
     }
     fn bold(&self) -> Style {
         Style::default().add_modifier(Modifier::BOLD)
+    }
+    /// The program's basename in the Command column (htop's PROCESS_BASENAME): bold, cyan
+    /// where colours are on.
+    fn basename(&self) -> Style {
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        if self.color {
+            bold.fg(Color::Cyan)
+        } else {
+            bold
+        }
     }
     fn selected(&self) -> Style {
         Style::default().add_modifier(Modifier::REVERSED)
@@ -406,25 +416,6 @@ fn draw_table(f: &mut ratatui::Frame, app: &mut App, frame: &Frame, area: Rect, 
     for (i, line) in lines.iter().enumerate().skip(app.scroll).take(rows_h) {
         let p = &frame.processes[line.index];
         let flags = app.slow.flags(p);
-        let mut text = String::new();
-        for field in &columns {
-            let value = printable(&cell(p, field, &app.users));
-            if field.name == "cmdline" {
-                let fold = if line.folded { "+" } else { "" };
-                // Past a --slow rule: said before the command, where it is never cut off.
-                let slow = if flags.is_empty() { String::new() } else { format!("!{} ", flags.join(",")) };
-                text.push_str(&format!("{}{fold}{slow}{value}", line.prefix));
-            } else {
-                let w = width(field);
-                let value: String = value.chars().take(w).collect();
-                if right_aligned(field) {
-                    text.push_str(&format!("{value:>w$} "));
-                } else {
-                    text.push_str(&format!("{value:<w$} "));
-                }
-            }
-        }
-        let text: String = text.chars().take(total_w).collect();
         let mut style = Style::default();
         if app.view.tagged.contains(&p.pid) {
             style = if st.color {
@@ -439,9 +430,57 @@ fn draw_table(f: &mut ratatui::Frame, app: &mut App, frame: &Frame, area: Rect, 
         if Some(i) == sel {
             style = style.add_modifier(Modifier::REVERSED);
         }
-        out.push(Line::from(Span::styled(format!("{text:<total_w$}"), style)));
+        // htop's highlighted basename: bold, and in colour where the row has none of its own.
+        let base_style =
+            if style.fg.is_some() { style.add_modifier(Modifier::BOLD) } else { style.patch(st.basename()) };
+        let mut pieces: Vec<(String, Style)> = Vec::new();
+        let mut text = String::new();
+        for field in &columns {
+            if field.name == "cmdline" {
+                let fold = if line.folded { "+" } else { "" };
+                // Past a --slow rule: said before the command, where it is never cut off.
+                let slow = if flags.is_empty() { String::new() } else { format!("!{} ", flags.join(",")) };
+                text.push_str(&format!("{}{fold}{slow}", line.prefix));
+                let command = Command::of(p);
+                let room = total_w.saturating_sub(text.chars().count());
+                let (dir, base, rest) = command.fitted(room);
+                text.push_str(&printable(dir));
+                pieces.push((std::mem::take(&mut text), style));
+                pieces.push((printable(base), base_style));
+                text.push_str(&printable(rest));
+            } else {
+                let value = printable(&cell(p, field, &app.users));
+                let w = width(field);
+                let value: String = value.chars().take(w).collect();
+                if right_aligned(field) {
+                    text.push_str(&format!("{value:>w$} "));
+                } else {
+                    text.push_str(&format!("{value:<w$} "));
+                }
+            }
+        }
+        pieces.push((text, style));
+        out.push(fit(pieces, total_w, style));
     }
     f.render_widget(Paragraph::new(out), Rect { y: area.y + 1, height: area.height - 1, ..area });
+}
+
+/// One line of styled pieces, cut to `width` characters and padded to it in `pad`'s style.
+fn fit(pieces: Vec<(String, Style)>, width: usize, pad: Style) -> Line<'static> {
+    let mut left = width;
+    let mut spans = Vec::new();
+    for (text, style) in pieces {
+        let n = text.chars().count();
+        if n <= left {
+            left -= n;
+            spans.push(Span::styled(text, style));
+        } else {
+            spans.push(Span::styled(text.chars().take(left).collect::<String>(), style));
+            left = 0;
+        }
+    }
+    spans.push(Span::styled(" ".repeat(left), pad));
+    Line::from(spans)
 }
 
 fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at: usize, st: &Styles) {
@@ -510,13 +549,11 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
         (Some(pss), Some(age)) => {
             format!("PSS {} USS {} (read {} ago)", bytes(pss), opt_bytes(p.uss_bytes), seconds(age))
         }
-        _ => {
-            "PSS not read yet (read in the background when a PSS column is shown at start, or with --pss-budget)".into()
-        }
+        _ => "PSS not read yet (read in the background while a PSS column is shown, or with --pss-budget)".into(),
     };
     let io = match (p.read_bytes_per_sec, p.write_bytes_per_sec) {
         (Some(r), Some(w)) => format!("io read {}/s write {}/s", bytes(r as u64), bytes(w as u64)),
-        _ => "io - (start with --io)".into(),
+        _ => "io - (read while a Read/s, Write/s or IO/s column is shown, or with --io)".into(),
     };
     let started = p.start_time_unix_secs.map_or("-".into(), |s| format!("{} UTC", clock_time(s)));
     let text = vec![
@@ -801,6 +838,44 @@ mod tests {
         app.key(KeyEvent::from(KeyCode::Up));
         app.key(KeyEvent::from(KeyCode::Esc));
         assert_eq!((app.view.sort.title, app.view.descending), (titles[next], !before));
+    }
+
+    /// htop's Command column at 80 columns: a program installed under a long path shows its
+    /// basename (bold, cyan in colour) and its arguments, its directory left out; a wide screen
+    /// shows the whole path. NO_COLOR: bold and no colour.
+    #[test]
+    fn a_long_install_path_leaves_the_basename_and_arguments_on_screen_at_80_columns() {
+        let long = "/tmp/proctor-e2e/a/very/long/install/path/bin/proctor-long-sleeper";
+        let mut sleeper = proc_out(4321, 1, "proctor-long-s", 90.0, 1);
+        sleeper.cmdline = Some(vec![long.to_string(), "999".to_string()].into());
+        for color in [true, false] {
+            let mut app =
+                App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+            app.color = color;
+            app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1), sleeper.clone()]))));
+            app.view.selected = Some(1);
+            let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("a test terminal");
+            terminal.draw(|f| draw(f, &mut app)).expect("drawn");
+            let buffer = terminal.backend().buffer().clone();
+            let row = (0..24)
+                .find(|&y| {
+                    (0..80).map(|x| buffer[(x, y)].symbol()).collect::<String>().trim_start().starts_with("4321 ")
+                })
+                .expect("the sleeper's row");
+            let line: String = (0..80).map(|x| buffer[(x, row)].symbol()).collect();
+            assert!(line.trim_end().ends_with(" proctor-long-sleeper 999"), "{line}");
+            assert!(!line.contains("/tmp/"), "the directory gives way: {line}");
+            let at = line.find("proctor-long-sleeper").expect("the basename") as u16;
+            let lit = &buffer[(at, row)];
+            assert!(lit.modifier.contains(Modifier::BOLD), "the basename is bold");
+            assert_eq!(lit.fg, if color { Color::Cyan } else { Color::Reset }, "cyan only in colour");
+            let arg = &buffer[(at + 21, row)];
+            assert_eq!(arg.symbol(), "9");
+            assert!(!arg.modifier.contains(Modifier::BOLD), "the arguments are not");
+            // Wide enough: the whole path.
+            let wide = screen(&mut app, 200, 24).join("\n");
+            assert!(wide.contains(&format!("{long} 999")), "{wide}");
+        }
     }
 
     #[test]

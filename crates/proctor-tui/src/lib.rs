@@ -20,4 +20,4 @@ pub mod view;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use run::{default_config_file, run, Source, TopConfig};
+pub use run::{default_config_file, run, ReadsRule, Source, TopConfig, PSS_BUDGET};

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use proctor_agent::Shared;
+use proctor_agent::{Reads, Shared};
 use proctor_procfs::Root;
 use ratatui::backend::{CrosstermBackend, TestBackend};
 use ratatui::crossterm::{cursor, execute, terminal};
@@ -19,18 +19,19 @@ use crate::app::{read_users, App, Effect, Mode};
 use crate::frame::{Frame, Origin};
 use crate::slow::Slow;
 use crate::source::{self, Action, Ask, Bounded, Msg, Remote};
-use crate::view::{column, default_descending, ViewState};
+use crate::view::{column, default_descending, Needs, ViewState};
 
 /// Where the screen's frames come from.
 #[derive(Debug)]
 pub enum Source {
     /// An in-process agent the caller started (and stops after [`run`]), sampling at the
     /// screen's interval under `root`; back-steps beyond the ring read `store` (a data
-    /// directory).
+    /// directory). Its optional reads follow the columns as `reads` says.
     Live {
         shared: Arc<Shared>,
         root: Root,
         store: Option<PathBuf>,
+        reads: ReadsRule,
     },
     /// A recording, shown from `at` (unix ms; newest when `None`).
     Recording {
@@ -41,6 +42,30 @@ pub enum Source {
         url: String,
         token: Option<String>,
     },
+}
+
+/// The PSS worker's share of one CPU while a PSS column is shown, as `proctor serve`'s.
+pub const PSS_BUDGET: f64 = 0.005;
+
+/// How the live sampler's optional reads follow the columns, as htop reads only what its
+/// columns show: a flag fixes one, otherwise it runs while a column (or the sort) needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ReadsRule {
+    /// `--pss-budget`: this budget whatever is shown. `None`: [`PSS_BUDGET`] while a PSS, USS,
+    /// SwapPSS or PSS age column is shown, and no worker otherwise.
+    pub pss_budget: Option<f64>,
+    /// `--io`: `/proc/PID/io` read whatever is shown; otherwise while Read/s, Write/s or IO/s is.
+    pub io: bool,
+}
+
+impl ReadsRule {
+    /// What the sampler should read for columns that need `needs`.
+    pub fn wanted(&self, needs: Needs) -> Reads {
+        Reads {
+            pss_budget: self.pss_budget.unwrap_or(if needs.pss { PSS_BUDGET } else { 0.0 }),
+            process_io: self.io || needs.io,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -232,6 +257,27 @@ fn once(mut config: TopConfig, size: (u16, u16)) -> Result<(), String> {
     Ok(())
 }
 
+/// Says on the status line what a column turned on or off in the sampler.
+fn say_reads(app: &mut App, before: Reads, now: Reads) {
+    let mut said = Vec::new();
+    if before.pss_budget == 0.0 && now.pss_budget > 0.0 {
+        said.push(format!(
+            "PSS read in the background ({}% of one CPU), - until each process's first reading",
+            proctor_vocab::units::percent(now.pss_budget * 100.0)
+        ));
+    } else if before.pss_budget > 0.0 && now.pss_budget == 0.0 {
+        said.push("PSS no longer read".to_string());
+    }
+    if !before.process_io && now.process_io {
+        said.push("/proc/PID/io read from now on, rates from the second reading".to_string());
+    } else if before.process_io && !now.process_io {
+        said.push("/proc/PID/io no longer read".to_string());
+    }
+    if !said.is_empty() {
+        app.say(said.join("; "));
+    }
+}
+
 fn restore_terminal() {
     let _ = terminal::disable_raw_mode();
     let _ = execute!(std::io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
@@ -311,6 +357,8 @@ pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + 
         }
         _ => None,
     };
+    // What the sampler was last asked to read, for the columns (F2) it follows.
+    let mut asked: Option<Reads> = None;
     let (act_tx, act_rx) = mpsc::channel::<Action>();
     {
         let tx = tx.clone();
@@ -399,6 +447,16 @@ pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + 
                             }
                         }
                     }
+                }
+            }
+            if let Source::Live { shared, reads, .. } = &config.source {
+                let wanted = reads.wanted(Needs::of_view(&app.view));
+                // A full queue (the sampling thread behind) is asked again on the next turn.
+                if asked != Some(wanted) && shared.ask_reads(wanted) {
+                    if let Some(before) = asked {
+                        say_reads(&mut app, before, wanted);
+                    }
+                    asked = Some(wanted);
                 }
             }
             for line in std::mem::take(&mut app.crossings) {

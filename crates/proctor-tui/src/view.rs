@@ -27,9 +27,39 @@ pub fn compare(a: &ProcessOut, b: &ProcessOut, field: &Field) -> Ordering {
 
 /// The columns shown when no configuration says otherwise: htop's, in the vocabulary's names.
 /// PSS is one F2 away: showing it starts the budgeted `smaps_rollup` reader, which htop's
-/// default screen does not pay for either.
+/// default screen does not pay for either. No Name (`comm`) column either, as htop: the
+/// Command column highlights the program's basename instead, and at 80 columns a Name would
+/// take 16 of the 25 cells left for the command.
 pub const DEFAULT_COLUMNS: [&str; 8] =
     ["pid", "uid", "state", "cpu_percent", "rss_bytes", "threads", "cpu_seconds_total", "cmdline"];
+
+/// What the live sampler must read for some columns: the PSS worker (`smaps_rollup`) and
+/// `/proc/PID/io`. Neither is read while no shown column (nor the sort) needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    pub pss: bool,
+    pub io: bool,
+}
+
+impl Needs {
+    /// What `fields` (the shown columns, the one sorted by) need read.
+    pub fn of<'a>(fields: impl IntoIterator<Item = &'a Field>) -> Needs {
+        let mut needs = Needs::default();
+        for f in fields {
+            match f.name {
+                "pss_bytes" | "uss_bytes" | "swap_pss_bytes" | "pss_age_secs" => needs.pss = true,
+                "read_bytes_per_sec" | "write_bytes_per_sec" | "io_bytes_per_sec" => needs.io = true,
+                _ => {}
+            }
+        }
+        needs
+    }
+
+    /// What the view's columns and sort need.
+    pub fn of_view(view: &ViewState) -> Needs {
+        Needs::of(view.columns.iter().copied().chain([view.sort]))
+    }
+}
 
 /// Biggest first for numbers, smallest first for ids and text: the order a first press of a
 /// sort key gives.
@@ -299,6 +329,49 @@ pub fn cell(p: &ProcessOut, field: &Field, users: &BTreeMap<u32, String>) -> Str
     }
 }
 
+/// The Command column of one process in three parts, as htop draws it: the program's
+/// directory, its basename (highlighted) and the rest (arguments). Where the column is too
+/// narrow for all of it the directory is left out, so the basename and arguments stay in
+/// sight (htop's "shorten paths"); the detail pane has the whole line.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Command {
+    pub dir: String,
+    pub base: String,
+    pub rest: String,
+}
+
+impl Command {
+    /// Of `p`: the program is `argv[0]` up to its first space (a process that wrote its title
+    /// over its arguments, `sshd: alice [priv]`, has it all in `argv[0]`). A process whose
+    /// arguments are not known is `[name]`, with no basename to highlight.
+    pub fn of(p: &ProcessOut) -> Command {
+        let args = match &p.cmdline {
+            Some(c) if !c.is_empty() => c,
+            _ => return Command { rest: format!("[{}]", p.name), ..Command::default() },
+        };
+        let argv0 = args[0].as_str();
+        let (program, title) = argv0.split_at(argv0.find(' ').unwrap_or(argv0.len()));
+        let (dir, base) = program.split_at(program.rfind('/').map_or(0, |i| i + 1));
+        let mut rest = title.to_string();
+        for arg in &args[1..] {
+            rest.push(' ');
+            rest.push_str(arg);
+        }
+        Command { dir: dir.to_string(), base: base.to_string(), rest }
+    }
+
+    /// The parts shown in `room` characters: all of them, or without the directory when they
+    /// do not fit (then cut at the end by the screen, as any long line).
+    pub fn fitted(&self, room: usize) -> (&str, &str, &str) {
+        let len = |s: &str| s.chars().count();
+        if len(&self.dir) + len(&self.base) + len(&self.rest) <= room {
+            (&self.dir, &self.base, &self.rest)
+        } else {
+            ("", &self.base, &self.rest)
+        }
+    }
+}
+
 /// `HH:MM:SS` UTC of a unix time (what the store and `--at` speak).
 pub fn clock_time(unix_secs: f64) -> String {
     let s = unix_secs.max(0.0) as u64 % 86_400;
@@ -339,6 +412,43 @@ mod tests {
         }
         let field = column("cgroup").expect("cgroup");
         assert_eq!(cell(&p, field, &BTreeMap::new()), "/app1");
+    }
+
+    #[test]
+    fn pss_and_io_columns_need_their_readers_and_others_need_none() {
+        let needs = |names: &[&str]| Needs::of(names.iter().filter_map(|n| column(n)));
+        assert_eq!(Needs::of_view(&ViewState::default()), Needs::default(), "the default screen reads neither");
+        assert_eq!(needs(&["pid", "pss_bytes"]), Needs { pss: true, io: false });
+        for name in ["uss_bytes", "swap_pss_bytes", "pss_age_secs"] {
+            assert!(needs(&[name]).pss, "{name}");
+        }
+        for name in ["read_bytes_per_sec", "write_bytes_per_sec", "io_bytes_per_sec"] {
+            assert_eq!(needs(&[name]), Needs { pss: false, io: true }, "{name}");
+        }
+        let view = ViewState { sort: column("pss_bytes").expect("pss"), ..ViewState::default() };
+        assert!(Needs::of_view(&view).pss, "sorted by a PSS column that is not shown: still read");
+    }
+
+    #[test]
+    fn a_command_splits_into_directory_basename_and_arguments() {
+        let mut p = proc_out(7, 1, "sleeper", 0.0, 1);
+        let parts = |p: &ProcessOut| {
+            let c = Command::of(p);
+            (c.dir, c.base, c.rest)
+        };
+        p.cmdline = Some(vec!["/opt/a/b/bin/sleeper".into(), "999".into(), "--x".into()].into());
+        assert_eq!(parts(&p), ("/opt/a/b/bin/".into(), "sleeper".into(), " 999 --x".into()));
+        let c = Command::of(&p);
+        assert_eq!(c.fitted(100), ("/opt/a/b/bin/", "sleeper", " 999 --x"));
+        assert_eq!(c.fitted(20), ("", "sleeper", " 999 --x"), "narrow: the directory goes first");
+        p.cmdline = Some(vec!["sshd: alice@pts/0".into()].into());
+        assert_eq!(parts(&p), ("".into(), "sshd:".into(), " alice@pts/0".into()), "a title written over argv");
+        p.cmdline = Some(vec!["./run".into()].into());
+        assert_eq!(parts(&p), ("./".into(), "run".into(), "".into()));
+        p.cmdline = Some(Vec::new().into());
+        assert_eq!(parts(&p), ("".into(), "".into(), "[sleeper]".into()), "a kernel thread: its name, nothing lit");
+        p.cmdline = None;
+        assert_eq!(parts(&p), ("".into(), "".into(), "[sleeper]".into()));
     }
 
     #[test]

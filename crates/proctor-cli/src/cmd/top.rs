@@ -9,7 +9,8 @@ use std::time::Duration;
 use anyhow::bail;
 use proctor_agent::{AgentConfig, Recording};
 use proctor_sampler::SamplerConfig;
-use proctor_tui::{Source, TopConfig};
+use proctor_tui::view::Needs;
+use proctor_tui::{ReadsRule, Source, TopConfig};
 
 use crate::daemon::Daemon;
 use proctor_vocab::{parse_when, When};
@@ -78,8 +79,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Live: the share of one CPU the PSS/USS reader may use (smaps_rollup costs grow with a
-    /// process's memory and take its mmap lock). Default: 0.005, as `proctor serve`, when a
-    /// PSS, USS or SwapPSS column is shown (F2); otherwise 0, nothing read, as htop.
+    /// process's memory and take its mmap lock). Default: 0.005, as `proctor serve`, while a
+    /// PSS, USS, SwapPSS or PSS age column is shown (F2 turns it on and off); otherwise 0,
+    /// nothing read, as htop. Given, it holds whatever is shown.
     #[arg(long, value_name = "SHARE")]
     pub pss_budget: Option<f64>,
     /// No colours (also when NO_COLOR is set).
@@ -128,7 +130,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // `top` = the daemon (the agent, for the live screen) + the TUI. `Err`: live, the agent's
     // sampler and store, started below once signals are blocked.
-    let source: Result<Source, (SamplerConfig, Option<PathBuf>)> = if let Some(dir) = &args.dir {
+    let sort = args.sort.as_deref().map(sort_field).transpose()?;
+    let source: Result<Source, (SamplerConfig, Option<PathBuf>, ReadsRule)> = if let Some(dir) = &args.dir {
         let dir = crate::datadir::for_reading(dir)?.to_path_buf();
         let at = args.at.map(|w| w.resolve(now_unix_ns()) / 1_000_000);
         Ok(Source::Recording { dir, at })
@@ -143,24 +146,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(d) => Some(crate::datadir::for_reading(d)?.to_path_buf()),
             None => crate::datadir::default_dir_here().ok().filter(|d| d.is_dir()),
         };
-        // PSS is read by the budgeted worker, as in `serve`: the table and the detail pane show
-        // it with its age.
-        let config_file = args.config.clone().or_else(proctor_tui::default_config_file);
-        let pss_budget = args.pss_budget.unwrap_or_else(|| {
-            let view = proctor_tui::run::load_view(config_file.as_deref(), &mut Vec::new());
-            let wants_pss = view.columns.iter().any(|f| f.name.contains("pss") || f.name == "uss_bytes");
-            if wants_pss {
-                0.005
-            } else {
-                0.0
-            }
-        });
-        if !(0.0..=1.0).contains(&pss_budget) {
+        // PSS is read by the budgeted worker, as in `serve`, and `/proc/PID/io` by the scan,
+        // while a column needs them (F2 turns them on and off in the running sampler) unless a
+        // flag fixes them. The saved columns (and --sort) decide the start, --once included.
+        if args.pss_budget.is_some_and(|b| !(0.0..=1.0).contains(&b)) {
             bail!("--pss-budget is a share of one CPU, between 0 and 1");
         }
+        let rule = ReadsRule { pss_budget: args.pss_budget, io: args.read.io };
+        let config_file = args.config.clone().or_else(proctor_tui::default_config_file);
+        let mut view = proctor_tui::run::load_view(config_file.as_deref(), &mut Vec::new());
+        if let Some(f) = sort.as_deref().and_then(proctor_tui::view::column) {
+            view.sort = f;
+        }
+        let wanted = rule.wanted(Needs::of_view(&view));
         let mut sampler = args.read.config()?;
-        sampler.pss_budget = pss_budget;
-        Err((sampler, store))
+        sampler.pss_budget = wanted.pss_budget;
+        sampler.process_io = wanted.process_io;
+        Err((sampler, store, rule))
     };
     let once = args.once.then(|| {
         args.size
@@ -172,7 +174,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(spec) => Some(proctor_alerts::slow::parse(spec).map_err(|e| anyhow::anyhow!("--slow {e}"))?),
         None => None,
     };
-    let sort = args.sort.as_deref().map(sort_field).transpose()?;
     if once.is_none() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         bail!("stdout is not a terminal: use --once to print one screen");
     }
@@ -181,10 +182,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let signals = crate::signals::block()?;
     let (source, daemon) = match source {
         Ok(source) => (source, None),
-        Err((sampler, store)) => {
+        Err((sampler, store, reads)) => {
             let root = sampler.root.clone();
             let daemon = Daemon::start(sampler, AgentConfig::brief(interval), Recording::Off)?;
-            (Source::Live { shared: daemon.shared(), root, store }, Some(daemon))
+            (Source::Live { shared: daemon.shared(), root, store, reads }, Some(daemon))
         }
     };
     let config = TopConfig {

@@ -403,3 +403,48 @@ fn kept_files_stay_within_the_budget_and_every_process_is_still_read() {
     assert_eq!(proctor_sampler::kept_fd_budget(300), 44);
     assert_eq!(proctor_sampler::kept_fd_budget(1 << 20), 3 << 18);
 }
+
+/// `proctor top` turns the PSS worker and `/proc/PID/io` on (and off) in a running sampler when
+/// a column needs them: read from the next cycle on, nothing read before or after.
+#[test]
+fn reads_turned_on_in_a_running_sampler_are_read_from_the_next_cycle() {
+    use proctor_sampler::Reads;
+    let t = Tree::new("0");
+    process(&t, 100, 1, "reader", 110);
+    t.file("/proc/100/io", "rchar: 10\nwchar: 20\nread_bytes: 4096\nwrite_bytes: 8192\n");
+    t.file("/proc/100/smaps_rollup", "Rss:                 440 kB\nPss:                 300 kB\n");
+    let config = SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 0.0,
+        container: false,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    let first = sampler.sample();
+    let reader = first.process(100).expect("read");
+    assert!(reader.io.is_none() && reader.pss.is_none(), "neither is read until asked for");
+    assert!(sampler.pss_stats().is_none(), "no PSS worker runs");
+
+    let on = Reads { pss_budget: 0.5, process_io: true };
+    sampler.set_reads(on);
+    assert_eq!(sampler.reads(), on);
+    let next = sampler.sample();
+    assert_eq!(next.process(100).and_then(|p| p.io).and_then(|io| io.read_bytes), Some(4096));
+    // The worker reads off this thread: wait for its reading (bounded), one cycle at a time.
+    let mut pss = None;
+    for _ in 0..500 {
+        pss = sampler.sample().process(100).and_then(|p| p.pss).and_then(|r| r.rollup.pss_bytes);
+        if pss.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(pss, Some(300 * 1024));
+
+    sampler.set_reads(Reads { pss_budget: 0.0, process_io: false });
+    let off = sampler.sample();
+    let reader = off.process(100).expect("read");
+    assert!(reader.io.is_none() && reader.pss.is_none(), "both stopped");
+    assert!(sampler.pss_stats().is_none(), "the PSS worker is gone");
+}
