@@ -33,6 +33,9 @@
 //! A reader of the data directory never sees them (segments are files, streams directories),
 //! so older builds keep reading samples; `proctor report` opens the streams beside it.
 //!
+//! Reading forward: a [`ForwardReader`] keeps its place between batches (remote write's
+//! backfill), so a batch costs its own frames, not the ones stored after them.
+//!
 //! What it does not do: keep a separate index file (segment names are the time index, frame
 //! headers carry each frame's time, and a walk reads headers only), verify sealed segments'
 //! payloads at open (a reader checks each frame's CRC when it reads it), or delete set-aside
@@ -40,6 +43,7 @@
 
 pub mod codec;
 pub mod delta;
+mod forward;
 pub mod frame;
 mod reader;
 pub mod recorder;
@@ -53,6 +57,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use codec::Event;
+pub use forward::{ForwardReader, ForwardStats, WALK_FRAMES};
 pub use reader::{same_run, Reader, StoredFrame};
 pub use recorder::{Recorder, RecorderSender, RecorderStats, Sink};
 pub use report::{DamagedSegment, ReadReport, SkippedFile};

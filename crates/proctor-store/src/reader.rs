@@ -89,6 +89,34 @@ impl Reader {
         Ok(Reader { segments, live, measured: Default::default(), report, key_cache: None })
     }
 
+    /// Lists `dir` again (a segment started or removed since), keeping the report and the
+    /// cached key of the segment being read (its index may change; it is found by path).
+    pub(crate) fn relist(&mut self, dir: &Path) -> Result<(), StoreError> {
+        let fresh = Reader::open(dir)?;
+        for skipped in fresh.report.skipped {
+            self.report.note_skipped(&skipped.path, skipped.reason, skipped.bytes);
+        }
+        let key_cache = self.key_cache.take().and_then(|(segment, offset, key)| {
+            let path = &self.segments.get(segment)?.path;
+            fresh.segments.iter().position(|s| &s.path == path).map(|i| (i, offset, key))
+        });
+        self.segments = fresh.segments;
+        self.live = fresh.live;
+        self.measured.clear();
+        self.key_cache = key_cache;
+        Ok(())
+    }
+
+    /// Whether segment `i` is the newest one that is not set aside (the one a writer may be
+    /// appending to).
+    pub(crate) fn is_live(&self, i: usize) -> bool {
+        self.live == Some(i)
+    }
+
+    pub(crate) fn report_mut(&mut self) -> &mut ReadReport {
+        &mut self.report
+    }
+
     pub fn segments(&self) -> &[SegmentInfo] {
         &self.segments
     }

@@ -297,6 +297,19 @@ pub struct Salvage {
     pub len_bytes: u64,
 }
 
+/// Where a [`salvage_from`] walk of a segment stopped, so that a later walk of the same file
+/// goes on from there instead of from its start: the newest segment grows while it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// Where the next frame is looked for: after the last intact frame, or where the damage
+    /// that ends the file starts (a frame still being written there is read next time).
+    pub offset: u64,
+    /// The key frame of the chunk the frames at `offset` belong to.
+    key_offset: Option<u64>,
+    /// Damage was met since that key (version-1 deltas after it are not trusted).
+    damaged_since_key: bool,
+}
+
 /// Walks a segment's headers as [`walk`] does, but past damage: where the walk finds no frame,
 /// it reads on from the next intact frame ([`next_intact_frame`]) and notes the stretch it
 /// skipped. A set-aside segment, or one damaged since a writer last checked it, so loses only
@@ -304,25 +317,38 @@ pub struct Salvage {
 /// names its base, and a base that is not an intact frame of the right kind fails to decode);
 /// version-1 deltas, which carry no such check, are dropped until the next key frame.
 pub fn salvage(path: &Path) -> Result<Salvage, StoreError> {
+    Ok(salvage_from(path, None, usize::MAX)?.0)
+}
+
+/// [`salvage`] from where an earlier walk of the same file stopped (`None`: from its start),
+/// up to `limit` frames: only the frames written since are read, a bounded number at a time.
+/// Returns where to go on from next time (`None` when the file does not yet hold a whole
+/// segment magic).
+pub fn salvage_from(path: &Path, from: Option<Resume>, limit: usize) -> Result<(Salvage, Option<Resume>), StoreError> {
     let file = open_for_reading(path)?;
     let file_len = file.metadata().map_err(|e| StoreError::io("cannot stat", path, e))?.len();
     let mut salvage = Salvage { frames: Vec::new(), damage: Vec::new(), len_bytes: file_len };
-    let mut magic = [0u8; 8];
-    let got = read_at_up_to(&file, &mut magic, 0).map_err(|e| StoreError::io("cannot read", path, e))?;
-    let mut offset = SEGMENT_MAGIC.len() as u64;
-    if got < magic.len() || &magic != SEGMENT_MAGIC {
-        let torn = got < magic.len() && magic[..got] == SEGMENT_MAGIC[..got];
-        let defect = if torn { FrameDefect::Torn } else { FrameDefect::Corrupt("bad segment magic") };
-        if !skip_damage(&file, path, 0, defect, file_len, &mut salvage, &mut offset)? {
-            return Ok(salvage);
+    let (mut offset, mut key_offset, mut damaged_since_key) = match from {
+        Some(r) => (r.offset, r.key_offset, r.damaged_since_key),
+        None => (SEGMENT_MAGIC.len() as u64, None, false),
+    };
+    if from.is_none() {
+        let mut magic = [0u8; 8];
+        let got = read_at_up_to(&file, &mut magic, 0).map_err(|e| StoreError::io("cannot read", path, e))?;
+        if got < magic.len() || &magic != SEGMENT_MAGIC {
+            let torn = got < magic.len() && magic[..got] == SEGMENT_MAGIC[..got];
+            let defect = if torn { FrameDefect::Torn } else { FrameDefect::Corrupt("bad segment magic") };
+            if !skip_damage(&file, path, 0, defect, file_len, &mut salvage, &mut offset)? {
+                return Ok((salvage, None));
+            }
         }
     }
-    let mut key_offset = None;
-    let mut damaged_since_key = false;
     let mut header_bytes = [0u8; HEADER_LEN];
     // Intact version-1 deltas since the last damage that have no key to decode against.
     let mut unkeyed = 0;
-    while offset < file_len {
+    // Where the walk stood before damage that nothing intact follows.
+    let mut before_tail_damage = None;
+    while offset < file_len && salvage.frames.len() < limit {
         let got =
             read_at_up_to(&file, &mut header_bytes, offset).map_err(|e| StoreError::io("cannot read", path, e))?;
         let defect = match decode_header(&header_bytes[..got]) {
@@ -336,8 +362,10 @@ pub fn salvage(path: &Path) -> Result<Salvage, StoreError> {
                 if let Some(last) = salvage.damage.last_mut() {
                     last.frames_lost += std::mem::take(&mut unkeyed);
                 }
+                let before = Resume { offset, key_offset, damaged_since_key };
                 damaged_since_key = true;
                 if !skip_damage(&file, path, offset, defect, file_len, &mut salvage, &mut offset)? {
+                    before_tail_damage = Some(before);
                     break;
                 }
                 continue;
@@ -361,7 +389,7 @@ pub fn salvage(path: &Path) -> Result<Salvage, StoreError> {
     }
     if let Some(last) = salvage.damage.last_mut() {
         last.frames_lost += unkeyed;
-    } else if unkeyed > 0 {
+    } else if unkeyed > 0 && from.is_none() {
         // Deltas at the very start of a segment: a writer never puts them there.
         salvage.damage.push(Damage {
             offset: SEGMENT_MAGIC.len() as u64,
@@ -371,7 +399,8 @@ pub fn salvage(path: &Path) -> Result<Salvage, StoreError> {
             to_end: false,
         });
     }
-    Ok(salvage)
+    let resume = before_tail_damage.unwrap_or(Resume { offset, key_offset, damaged_since_key });
+    Ok((salvage, Some(resume)))
 }
 
 /// Notes damage at `at` and moves `offset` to the next intact frame; `false` when none follows.

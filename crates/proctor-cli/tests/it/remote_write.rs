@@ -322,3 +322,63 @@ fn a_receiver_that_fails_is_retried_or_dropped_as_its_status_says() {
     let request = proctor_remote::wire::decode_v2(&body).expect("a v2 Request");
     assert!(request.symbols.iter().any(|s| s == "proctor_host_load1"));
 }
+
+/// The load average's sample times in a remote write 1.0 request, in its order.
+fn load1_times(body: &[u8]) -> Vec<u64> {
+    let request = proctor_remote::wire::decode_v1(body).expect("a v1 WriteRequest");
+    request
+        .timeseries
+        .iter()
+        .filter(|s| s.labels.iter().any(|l| l.name == "__name__" && l.value == "proctor_host_load1"))
+        .flat_map(|s| s.samples.iter().map(|p| u64::try_from(p.timestamp).expect("a time after 1970")))
+        .collect()
+}
+
+/// Issue 33 item 10: the backfill reads the store forward, keeping its place between batches.
+/// A backfill batch the receiver answered 500 is sent again as it was, and the backlog goes on
+/// right after it: every stored sample after the cursor is in exactly one request answered
+/// 2xx, in time order, none twice and none skipped.
+#[test]
+fn a_retried_backfill_batch_is_sent_again_as_it_was_and_every_sample_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let data_arg = data.to_str().expect("utf-8");
+    // The backlog: 40 samples recorded before the agent starts.
+    let recorded = proctor(&["record", "--dir", data_arg, "--interval", "100ms", "--count", "40"]);
+    assert!(recorded.status.success(), "{}", String::from_utf8_lossy(&recorded.stderr));
+    let dumped = proctor(&["dump", "host", "--dir", data_arg, "--format", "json", "--fields", "time_unix_ms"]);
+    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
+    let stored: Vec<u64> = String::from_utf8_lossy(&dumped.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line")["time_unix_ms"].as_u64().expect("ms"))
+        .collect();
+    assert!(stored.len() >= 30, "{stored:?}");
+
+    let (url, seen) = receiver(&["HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops"]);
+    // The receiver took everything up to the first recorded sample.
+    let cursors = data.join("remote-write");
+    std::fs::create_dir(&cursors).expect("cursor dir");
+    let cursor = proctor_remote::queue::Cursor { unix_ns: stored[0] * 1_000_000 + 999_999, seq: 0 };
+    proctor_remote::queue::save_cursor(&cursors.join(proctor_remote::queue::cursor_file_name(&url)), &url, cursor)
+        .expect("cursor");
+    // Batches of 10.
+    let agent = start_agent(&data, &url, "backlog", &["--remote-write-backfill-rate", "10"]);
+    let last = *stored.last().expect("stored");
+    wait_until("the backlog delivered", Duration::from_secs(60), || {
+        agent.queue()["delivered_until_unix_ms"].as_u64() >= Some(last)
+    });
+    let q = agent.stop();
+    assert_eq!(q["failed_total"]["5xx"], 1, "{q}");
+    assert_eq!(q["samples_dropped_total"], 0, "{q}");
+
+    let seen = seen.lock().expect("lock").clone();
+    assert!(seen.len() >= 5, "{} requests", seen.len());
+    let first = load1_times(&seen[0].1);
+    assert_eq!(first, stored[1..11], "the first batch: the 10 samples after the cursor");
+    assert_eq!(seen[0].1, seen[1].1, "the refused batch is sent again as it was");
+    // Every request after the refused one was answered 204.
+    let delivered: Vec<u64> = seen[1..].iter().flat_map(|(_, body)| load1_times(body)).collect();
+    assert!(delivered.windows(2).all(|w| w[0] < w[1]), "in time order, none twice: {delivered:?}");
+    assert_eq!(delivered[..stored.len() - 1], stored[1..], "every stored sample after the cursor, once");
+}
