@@ -17,13 +17,18 @@
 //! (server pushes) and sends never answered are counted, not records. Such an entry gives
 //! no HTTP record of its own: its timings are the handshake's and its `time` the socket's life.
 //!
-//! Pure: a reader in, records out; nothing is kept of a response's content (bodies are
-//! skipped as they are read). Every mistake is an error naming the JSON path
-//! (`log.entries[3].timings.wait`), never a panic. The caller bounds the input's size.
+//! Pure: a reader in, records out. Streamed: an entry becomes records as soon as it is read,
+//! and WebSocket messages are paired as they are read, so nothing of the document is held but
+//! the records, one entry's used fields and the sends not yet answered (a 300 MB export is not
+//! 1 GB of parsed JSON); bodies and every unused field are skipped as they are read. Every
+//! mistake is an error naming the JSON path (`log.entries[3].timings.wait`), never a panic;
+//! the first in the file is the one reported. The caller bounds the input's size.
 
 use std::io::Read;
 
-use serde::de::{self, IgnoredAny, Visitor};
+use std::collections::VecDeque;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, Visitor};
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -68,40 +73,70 @@ pub fn looks_like_har(start: &[u8]) -> bool {
 
 /// Reads a HAR document. `run` names the records' run (the file's name, so merged files
 /// stay apart).
+///
+/// Streamed: each entry becomes records as soon as it has been read, and a WebSocket entry's
+/// messages are paired as they are read, so no more of the document is held than one HTTP
+/// entry's fields and the sends not yet answered.
 pub fn read(reader: impl Read, run: &str) -> Result<HarImport, HarError> {
     let mut deserializer = serde_json::Deserializer::from_reader(reader);
-    let har: Har = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        let text = inner.to_string();
+    let mut reading = Reading { run, import: HarImport::default(), failed: None };
+    let mut track = serde_path_to_error::Track::new();
+    let result =
+        HarSeed(&mut reading).deserialize(serde_path_to_error::Deserializer::new(&mut deserializer, &mut track));
+    // An entry that was read but could not be converted stopped the reading with a stand-in
+    // error; its own, with its path, is this one.
+    if let Some(failed) = reading.failed {
+        return Err(failed);
+    }
+    result.map_err(|err| {
+        let path = track.path().to_string();
+        let text = err.to_string();
         // serde_json ends its message with " at line L column C"; said as a position instead.
         let message = match text.rfind(" at line ") {
-            Some(at) if inner.line() > 0 => {
-                format!("{} (line {}, column {})", &text[..at], inner.line(), inner.column())
-            }
+            Some(at) if err.line() > 0 => format!("{} (line {}, column {})", &text[..at], err.line(), err.column()),
             _ => text,
         };
         HarError { path, message }
     })?;
     deserializer.end().map_err(|err| HarError { path: ".".into(), message: err.to_string() })?;
-    let mut import = HarImport::default();
-    for (index, entry) in har.log.entries.into_iter().enumerate() {
+    Ok(reading.import)
+}
+
+/// What the streaming reader carries from entry to entry.
+struct Reading<'a> {
+    run: &'a str,
+    import: HarImport,
+    /// The first entry that was read but could not be converted (the JSON parser's error
+    /// stands in for it while the reading unwinds).
+    failed: Option<HarError>,
+}
+
+impl Reading<'_> {
+    /// Turns one read entry into records (a WebSocket entry's pairs are already there, from
+    /// `first_pair` on, and get the entry's URL and status here).
+    fn entry(&mut self, index: usize, entry: Entry, first_pair: Option<usize>) -> Result<(), HarError> {
         let at = |field: &str| format!("log.entries[{index}].{field}");
         let started_ns = parse_iso8601(&entry.started).ok_or_else(|| HarError {
             path: at("startedDateTime"),
             message: format!("not an ISO 8601 date-time with an offset: {:?}", entry.started),
         })?;
         let url = cut_url(&entry.request.url);
-        if let Some(messages) = entry.websocket_messages {
+        let import = &mut self.import;
+        if let Some(first) = first_pair {
             import.websocket_entries += 1;
-            websocket_pairs(&messages, &url, entry.response.status, run, &mut import);
-            continue;
+            let status = u16::try_from(entry.response.status).ok().filter(|&status| status > 0).or(Some(101));
+            for record in &mut import.records[first..] {
+                record.run = self.run.to_string();
+                record.url = Some(url.clone());
+                record.status = status;
+            }
+            return Ok(());
         }
         import.http_entries += 1;
         let seq = import.records.len() as u64;
-        import.records.push(http_record(&entry.timings, entry.time, &entry.response, started_ns, url, run, seq));
+        import.records.push(http_record(&entry.timings, entry.time, &entry.response, started_ns, url, self.run, seq));
+        Ok(())
     }
-    Ok(import)
 }
 
 fn http_record(
@@ -159,44 +194,6 @@ fn http_record(
         server_timing,
         server_timing_dropped: dropped.total(),
     }
-}
-
-fn websocket_pairs(messages: &[WsMessage], url: &str, status: i64, run: &str, import: &mut HarImport) {
-    let mut sends: std::collections::VecDeque<f64> = std::collections::VecDeque::new();
-    for message in messages {
-        match message.kind.as_str() {
-            "send" => sends.push_back(message.time.0),
-            "receive" => {
-                let Some(sent) = sends.pop_front() else {
-                    import.unsolicited_receives += 1;
-                    continue;
-                };
-                let sent_ns = seconds_to_ns(sent);
-                let total_ns = seconds_to_ns(message.time.0).saturating_sub(sent_ns);
-                let seq = import.records.len() as u64;
-                import.records.push(RequestRecord {
-                    run: run.to_string(),
-                    seq,
-                    burst: None,
-                    sent_unix_ns: sent_ns,
-                    total_ns,
-                    phases: Phases { wait_ns: Some(total_ns), ..Phases::default() },
-                    reused: true,
-                    tls_verified: None,
-                    status: u16::try_from(status).ok().filter(|&status| status > 0).or(Some(101)),
-                    body_bytes: 0,
-                    error: None,
-                    error_detail: None,
-                    url: Some(url.to_string()),
-                    server_timing: Vec::new(),
-                    server_timing_dropped: 0,
-                });
-            }
-            // Chrome writes only these two; anything else is not a message to pair.
-            _ => {}
-        }
-    }
-    import.unanswered_sends += sends.len() as u64;
 }
 
 /// Chrome's `net::ERR_…` names as error classes.
@@ -313,26 +310,228 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 // The HAR's shape: only what is used; every other field (headers, cookies, content with its
 // text, pages) is skipped as it is read.
 
-#[derive(Deserialize)]
-struct Har {
-    log: Log,
+/// The document: `log` is read through [`LogSeed`], the other keys are skipped.
+struct HarSeed<'r, 'a>(&'r mut Reading<'a>);
+
+impl<'de> DeserializeSeed<'de> for HarSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_struct("Har", &["log"], self)
+    }
+}
+
+impl<'de> Visitor<'de> for HarSeed<'_, '_> {
+    type Value = ();
+
+    // The expectations and the missing and duplicate field errors are serde's derived ones,
+    // as before the reading was streamed.
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("struct Har")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = false;
+        while let Some(key) = map.next_key::<HarField>()? {
+            match key {
+                HarField::Log if seen => return Err(de::Error::duplicate_field("log")),
+                HarField::Log => {
+                    map.next_value_seed(LogSeed(&mut *self.0))?;
+                    seen = true;
+                }
+                HarField::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if seen {
+            Ok(())
+        } else {
+            Err(de::Error::missing_field("log"))
+        }
+    }
 }
 
 #[derive(Deserialize)]
-struct Log {
-    entries: Vec<Entry>,
+#[serde(field_identifier, rename_all = "camelCase")]
+enum HarField {
+    Log,
+    #[serde(other)]
+    Other,
+}
+
+/// `log`: `entries` is read through [`EntriesSeed`], the other keys (pages) are skipped.
+struct LogSeed<'r, 'a>(&'r mut Reading<'a>);
+
+impl<'de> DeserializeSeed<'de> for LogSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_struct("Log", &["entries"], self)
+    }
+}
+
+impl<'de> Visitor<'de> for LogSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("struct Log")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = false;
+        while let Some(key) = map.next_key::<LogField>()? {
+            match key {
+                LogField::Entries if seen => return Err(de::Error::duplicate_field("entries")),
+                LogField::Entries => {
+                    map.next_value_seed(EntriesSeed(&mut *self.0))?;
+                    seen = true;
+                }
+                LogField::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if seen {
+            Ok(())
+        } else {
+            Err(de::Error::missing_field("entries"))
+        }
+    }
 }
 
 #[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum LogField {
+    Entries,
+    #[serde(other)]
+    Other,
+}
+
+/// `log.entries`: each entry is read and turned into records before the next is read.
+struct EntriesSeed<'r, 'a>(&'r mut Reading<'a>);
+
+impl<'de> DeserializeSeed<'de> for EntriesSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EntriesSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a sequence")
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0;
+        while let Some((entry, first_pair)) = seq.next_element_seed(EntrySeed(&mut self.0.import))? {
+            if let Err(failed) = self.0.entry(index, entry, first_pair) {
+                self.0.failed = Some(failed);
+                // Only a stand-in: `read` returns `failed`, which says what and where.
+                return Err(de::Error::custom("an entry could not be converted"));
+            }
+            index += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The fields of an entry that are used. A WebSocket entry's messages are not among them:
+/// they became records as they were read.
 struct Entry {
-    #[serde(rename = "startedDateTime")]
     started: String,
     time: Millis,
     request: Request,
     response: Response,
     timings: Timings,
-    #[serde(rename = "_webSocketMessages", default)]
-    websocket_messages: Option<Vec<WsMessage>>,
+}
+
+/// One entry: its fields, and the index of its first message pair in `records` when it is a
+/// WebSocket entry (`_webSocketMessages` present and not null).
+struct EntrySeed<'r>(&'r mut HarImport);
+
+impl<'de> DeserializeSeed<'de> for EntrySeed<'_> {
+    type Value = (Entry, Option<usize>);
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        const FIELDS: &[&str] = &["startedDateTime", "time", "request", "response", "timings", "_webSocketMessages"];
+        deserializer.deserialize_struct("Entry", FIELDS, self)
+    }
+}
+
+impl<'de> Visitor<'de> for EntrySeed<'_> {
+    type Value = (Entry, Option<usize>);
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("struct Entry")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        fn once<'de, T: Deserialize<'de>, A: de::MapAccess<'de>>(
+            map: &mut A,
+            slot: &mut Option<T>,
+            name: &'static str,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(de::Error::duplicate_field(name));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        let (mut started, mut time, mut request, mut response, mut timings) = (None, None, None, None, None);
+        let mut websocket: Option<Option<usize>> = None;
+        while let Some(key) = map.next_key::<EntryField>()? {
+            match key {
+                EntryField::StartedDateTime => once(&mut map, &mut started, "startedDateTime")?,
+                EntryField::Time => once(&mut map, &mut time, "time")?,
+                EntryField::Request => once(&mut map, &mut request, "request")?,
+                EntryField::Response => once(&mut map, &mut response, "response")?,
+                EntryField::Timings => once(&mut map, &mut timings, "timings")?,
+                EntryField::WebSocketMessages if websocket.is_some() => {
+                    return Err(de::Error::duplicate_field("_webSocketMessages"));
+                }
+                EntryField::WebSocketMessages => {
+                    let first = self.0.records.len();
+                    let read = map.next_value_seed(MessagesSeed(&mut *self.0))?;
+                    websocket = Some(read.then_some(first));
+                }
+                EntryField::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let entry = Entry {
+            started: started.ok_or_else(|| de::Error::missing_field("startedDateTime"))?,
+            time: time.ok_or_else(|| de::Error::missing_field("time"))?,
+            request: request.ok_or_else(|| de::Error::missing_field("request"))?,
+            response: response.ok_or_else(|| de::Error::missing_field("response"))?,
+            timings: timings.ok_or_else(|| de::Error::missing_field("timings"))?,
+        };
+        Ok((entry, websocket.flatten()))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier)]
+enum EntryField {
+    #[serde(rename = "startedDateTime")]
+    StartedDateTime,
+    #[serde(rename = "time")]
+    Time,
+    #[serde(rename = "request")]
+    Request,
+    #[serde(rename = "response")]
+    Response,
+    #[serde(rename = "timings")]
+    Timings,
+    #[serde(rename = "_webSocketMessages")]
+    WebSocketMessages,
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Deserialize)]
@@ -403,14 +602,162 @@ struct Timings {
     receive: Millis,
 }
 
-#[derive(Deserialize)]
+/// Chrome's `_webSocketMessages` (`null` reads as absent): each sent message is paired with the
+/// first received message not yet paired, as they are read, and each pair pushed as a record
+/// (its run, URL and status are the entry's, set once the entry has been read). True when
+/// there was an array.
+struct MessagesSeed<'r>(&'r mut HarImport);
+
+impl<'de> DeserializeSeed<'de> for MessagesSeed<'_> {
+    type Value = bool;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MessagesSeed<'_> {
+    type Value = bool;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("option")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let import = self.0;
+        // The send times not yet answered, oldest first.
+        let mut sends: VecDeque<f64> = VecDeque::new();
+        while let Some(message) = seq.next_element::<WsMessage>()? {
+            match message.kind {
+                MessageKind::Send => sends.push_back(message.time.0),
+                MessageKind::Receive => {
+                    let Some(sent) = sends.pop_front() else {
+                        import.unsolicited_receives += 1;
+                        continue;
+                    };
+                    let sent_ns = seconds_to_ns(sent);
+                    let total_ns = seconds_to_ns(message.time.0).saturating_sub(sent_ns);
+                    let seq = import.records.len() as u64;
+                    import.records.push(RequestRecord {
+                        run: String::new(),
+                        seq,
+                        burst: None,
+                        sent_unix_ns: sent_ns,
+                        total_ns,
+                        phases: Phases { wait_ns: Some(total_ns), ..Phases::default() },
+                        reused: true,
+                        tls_verified: None,
+                        status: None,
+                        body_bytes: 0,
+                        error: None,
+                        error_detail: None,
+                        url: None,
+                        server_timing: Vec::new(),
+                        server_timing_dropped: 0,
+                    });
+                }
+                // Chrome writes only these two; anything else is not a message to pair.
+                MessageKind::Other => {}
+            }
+        }
+        import.unanswered_sends += sends.len() as u64;
+        Ok(true)
+    }
+}
+
+/// One WebSocket message: its kind and time; `opcode` and `data` are skipped.
 struct WsMessage {
-    #[serde(rename = "type")]
-    kind: String,
+    kind: MessageKind,
     time: Seconds,
-    #[serde(default)]
-    #[allow(dead_code)]
-    opcode: Option<IgnoredAny>,
+}
+
+impl<'de> Deserialize<'de> for WsMessage {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_struct("WsMessage", &["type", "time", "opcode"], WsMessageVisitor)
+    }
+}
+
+struct WsMessageVisitor;
+
+impl<'de> Visitor<'de> for WsMessageVisitor {
+    type Value = WsMessage;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("struct WsMessage")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<WsMessage, A::Error> {
+        let (mut kind, mut time, mut opcode) = (None, None, false);
+        while let Some(key) = map.next_key::<MessageField>()? {
+            match key {
+                MessageField::Type if kind.is_some() => return Err(de::Error::duplicate_field("type")),
+                MessageField::Type => kind = Some(map.next_value()?),
+                MessageField::Time if time.is_some() => return Err(de::Error::duplicate_field("time")),
+                MessageField::Time => time = Some(map.next_value()?),
+                MessageField::Opcode if opcode => return Err(de::Error::duplicate_field("opcode")),
+                MessageField::Opcode | MessageField::Other => {
+                    opcode |= key == MessageField::Opcode;
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(WsMessage {
+            kind: kind.ok_or_else(|| de::Error::missing_field("type"))?,
+            time: time.ok_or_else(|| de::Error::missing_field("time"))?,
+        })
+    }
+}
+
+#[derive(Deserialize, PartialEq, Eq)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum MessageField {
+    Type,
+    Time,
+    Opcode,
+    #[serde(other)]
+    Other,
+}
+
+/// A message's `type`, read from the text as it goes by (no `String` per message).
+#[derive(Clone, Copy)]
+enum MessageKind {
+    Send,
+    Receive,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for MessageKind {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Kind;
+        impl Visitor<'_> for Kind {
+            type Value = MessageKind;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a string")
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<MessageKind, E> {
+                Ok(match value {
+                    "send" => MessageKind::Send,
+                    "receive" => MessageKind::Receive,
+                    _ => MessageKind::Other,
+                })
+            }
+        }
+        deserializer.deserialize_str(Kind)
+    }
 }
 
 /// A HAR number: milliseconds in `timings` and `time` (a byte count in `bodySize`); negative
@@ -534,6 +881,66 @@ mod tests {
             let _ = error(garbage);
         }
         assert_eq!(read(r#"{"log": {"entries": []}}"#.as_bytes(), "t").map(|import| import.records.len()), Ok(0));
+    }
+
+    /// A WebSocket entry with `_webSocketMessages` first, as Chrome writes it: the pairs are
+    /// made as the messages are read and get the URL and status read after them; a `null`
+    /// list is an HTTP entry; a message's mistakes name their path.
+    #[test]
+    fn websocket_messages_are_paired_as_they_are_read() {
+        let entry = |messages: &str| {
+            format!(
+                r#"{{"log": {{"entries": [{{"_webSocketMessages": {messages}, "startedDateTime": "2023-11-14T22:13:20Z", "time": 1, "request": {{"url": "wss://a/s"}}, "response": {{"status": 0}}, "timings": {{"send": 0, "wait": 0, "receive": 0}}}}]}}}}"#
+            )
+        };
+        let messages = r#"[{"type": "receive", "time": 1.0}, {"type": "send", "time": 2.0, "opcode": 1},
+            {"type": "send", "time": 3.0}, {"type": "ping", "time": 3.5}, {"data": "x", "time": 4.0, "type": "receive"},
+            {"type": "send", "time": 5.0}]"#;
+        let import = read(entry(messages).as_bytes(), "t").expect("valid");
+        assert_eq!((import.http_entries, import.websocket_entries), (0, 1));
+        assert_eq!((import.unsolicited_receives, import.unanswered_sends), (1, 2));
+        let pairs: Vec<_> = import
+            .records
+            .iter()
+            .map(|r| (r.run.as_str(), r.seq, r.sent_unix_ns, r.total_ns, r.status, r.url.as_deref()))
+            .collect();
+        assert_eq!(pairs, [("t", 0, 2_000_000_000, 2_000_000_000, Some(101), Some("wss://a/s"))]);
+        let http = read(entry("null").as_bytes(), "t").expect("valid");
+        assert_eq!((http.http_entries, http.websocket_entries, http.records.len()), (1, 0, 1));
+        let wrong = error(&entry(r#"[{"type": "send", "time": 1}, {"type": 1, "time": 2}]"#));
+        assert_eq!(wrong.path, "log.entries[0]._webSocketMessages[1].type");
+        assert!(wrong.message.starts_with("invalid type: integer `1`, expected a string"), "{wrong}");
+        let missing = error(&entry(r#"[{"type": "send"}]"#));
+        assert_eq!(
+            missing.to_string().split(" (line").next(),
+            Some("log.entries[0]._webSocketMessages[0]: missing field `time`")
+        );
+        let twice = error(&entry(r#"[{"type": "send", "time": 1, "time": 2}]"#));
+        assert!(twice.message.starts_with("duplicate field `time`"), "{twice}");
+        assert_eq!(error(&entry("{}")).path, "log.entries[0]._webSocketMessages");
+    }
+
+    /// Entries are converted as they are read: the first mistake in the file is the one
+    /// reported, a bad date before a later entry's wrong type.
+    #[test]
+    fn the_first_mistake_in_the_file_is_reported() {
+        let entry = |started: &str, wait: &str| {
+            format!(
+                r#"{{"startedDateTime": "{started}", "time": 1, "request": {{"url": "http://a/"}}, "response": {{"status": 200}}, "timings": {{"send": 1, "wait": {wait}, "receive": 1}}}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"log": {{"entries": [{}, {}, {}]}}}}"#,
+            entry("2023-11-14T22:13:20Z", "1"),
+            entry("noon", "1"),
+            entry("2023-11-14T22:13:20Z", "null")
+        );
+        assert_eq!(error(&text).path, "log.entries[1].startedDateTime");
+        let duplicate = text.replacen(r#""time": 1,"#, r#""time": 1, "time": 2,"#, 1);
+        assert_eq!(error(&duplicate).path, "log.entries[0]");
+        assert!(error(&duplicate).message.starts_with("duplicate field `time`"));
+        let missing = text.replacen(r#""time": 1,"#, "", 1);
+        assert!(error(&missing).message.starts_with("missing field `time`"), "{}", error(&missing));
     }
 
     /// The fixture is shaped like Chrome's export: an https document with a new connection,
