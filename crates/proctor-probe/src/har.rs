@@ -27,6 +27,7 @@
 use std::io::Read;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, Visitor};
 use serde::Deserialize;
@@ -79,7 +80,7 @@ pub fn looks_like_har(start: &[u8]) -> bool {
 /// entry's fields and the sends not yet answered.
 pub fn read(reader: impl Read, run: &str) -> Result<HarImport, HarError> {
     let mut deserializer = serde_json::Deserializer::from_reader(reader);
-    let mut reading = Reading { run, import: HarImport::default(), failed: None };
+    let mut reading = Reading { run: run.into(), import: HarImport::default(), failed: None };
     let mut track = serde_path_to_error::Track::new();
     let result =
         HarSeed(&mut reading).deserialize(serde_path_to_error::Deserializer::new(&mut deserializer, &mut track));
@@ -103,15 +104,16 @@ pub fn read(reader: impl Read, run: &str) -> Result<HarImport, HarError> {
 }
 
 /// What the streaming reader carries from entry to entry.
-struct Reading<'a> {
-    run: &'a str,
+struct Reading {
+    /// Every record's run: one text, shared.
+    run: Arc<str>,
     import: HarImport,
     /// The first entry that was read but could not be converted (the JSON parser's error
     /// stands in for it while the reading unwinds).
     failed: Option<HarError>,
 }
 
-impl Reading<'_> {
+impl Reading {
     /// Turns one read entry into records (a WebSocket entry's pairs are already there, from
     /// `first_pair` on, and get the entry's URL and status here).
     fn entry(&mut self, index: usize, entry: Entry, first_pair: Option<usize>) -> Result<(), HarError> {
@@ -125,16 +127,18 @@ impl Reading<'_> {
         if let Some(first) = first_pair {
             import.websocket_entries += 1;
             let status = u16::try_from(entry.response.status).ok().filter(|&status| status > 0).or(Some(101));
+            // One URL for the entry's pairs, shared.
+            let url: Arc<str> = url.into();
             for record in &mut import.records[first..] {
-                record.run = self.run.to_string();
-                record.url = Some(url.clone());
+                record.url = Some(Arc::clone(&url));
                 record.status = status;
             }
             return Ok(());
         }
         import.http_entries += 1;
         let seq = import.records.len() as u64;
-        import.records.push(http_record(&entry.timings, entry.time, &entry.response, started_ns, url, self.run, seq));
+        let run = Arc::clone(&self.run);
+        import.records.push(http_record(&entry.timings, entry.time, &entry.response, started_ns, url, run, seq));
         Ok(())
     }
 }
@@ -145,7 +149,7 @@ fn http_record(
     response: &Response,
     started_ns: u64,
     url: String,
-    run: &str,
+    run: Arc<str>,
     seq: u64,
 ) -> RequestRecord {
     let ssl = timings.ssl.and_then(Millis::ns);
@@ -178,7 +182,7 @@ fn http_record(
         Some(_) => (None, None),
     };
     RequestRecord {
-        run: run.to_string(),
+        run,
         seq,
         burst: None,
         sent_unix_ns: started_ns,
@@ -190,7 +194,7 @@ fn http_record(
         body_bytes: response.body_size.and_then(Millis::ns_raw).unwrap_or(0),
         error,
         error_detail,
-        url: Some(url),
+        url: Some(url.into()),
         server_timing,
         server_timing_dropped: dropped.total(),
     }
@@ -311,9 +315,9 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 // text, pages) is skipped as it is read.
 
 /// The document: `log` is read through [`LogSeed`], the other keys are skipped.
-struct HarSeed<'r, 'a>(&'r mut Reading<'a>);
+struct HarSeed<'r>(&'r mut Reading);
 
-impl<'de> DeserializeSeed<'de> for HarSeed<'_, '_> {
+impl<'de> DeserializeSeed<'de> for HarSeed<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -321,7 +325,7 @@ impl<'de> DeserializeSeed<'de> for HarSeed<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for HarSeed<'_, '_> {
+impl<'de> Visitor<'de> for HarSeed<'_> {
     type Value = ();
 
     // The expectations and the missing and duplicate field errors are serde's derived ones,
@@ -361,9 +365,9 @@ enum HarField {
 }
 
 /// `log`: `entries` is read through [`EntriesSeed`], the other keys (pages) are skipped.
-struct LogSeed<'r, 'a>(&'r mut Reading<'a>);
+struct LogSeed<'r>(&'r mut Reading);
 
-impl<'de> DeserializeSeed<'de> for LogSeed<'_, '_> {
+impl<'de> DeserializeSeed<'de> for LogSeed<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -371,7 +375,7 @@ impl<'de> DeserializeSeed<'de> for LogSeed<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for LogSeed<'_, '_> {
+impl<'de> Visitor<'de> for LogSeed<'_> {
     type Value = ();
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -409,9 +413,9 @@ enum LogField {
 }
 
 /// `log.entries`: each entry is read and turned into records before the next is read.
-struct EntriesSeed<'r, 'a>(&'r mut Reading<'a>);
+struct EntriesSeed<'r>(&'r mut Reading);
 
-impl<'de> DeserializeSeed<'de> for EntriesSeed<'_, '_> {
+impl<'de> DeserializeSeed<'de> for EntriesSeed<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -419,7 +423,7 @@ impl<'de> DeserializeSeed<'de> for EntriesSeed<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for EntriesSeed<'_, '_> {
+impl<'de> Visitor<'de> for EntriesSeed<'_> {
     type Value = ();
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -428,7 +432,7 @@ impl<'de> Visitor<'de> for EntriesSeed<'_, '_> {
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0;
-        while let Some((entry, first_pair)) = seq.next_element_seed(EntrySeed(&mut self.0.import))? {
+        while let Some((entry, first_pair)) = seq.next_element_seed(EntrySeed(&mut *self.0))? {
             if let Err(failed) = self.0.entry(index, entry, first_pair) {
                 self.0.failed = Some(failed);
                 // Only a stand-in: `read` returns `failed`, which says what and where.
@@ -452,7 +456,7 @@ struct Entry {
 
 /// One entry: its fields, and the index of its first message pair in `records` when it is a
 /// WebSocket entry (`_webSocketMessages` present and not null).
-struct EntrySeed<'r>(&'r mut HarImport);
+struct EntrySeed<'r>(&'r mut Reading);
 
 impl<'de> DeserializeSeed<'de> for EntrySeed<'_> {
     type Value = (Entry, Option<usize>);
@@ -495,7 +499,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                     return Err(de::Error::duplicate_field("_webSocketMessages"));
                 }
                 EntryField::WebSocketMessages => {
-                    let first = self.0.records.len();
+                    let first = self.0.import.records.len();
                     let read = map.next_value_seed(MessagesSeed(&mut *self.0))?;
                     websocket = Some(read.then_some(first));
                 }
@@ -604,9 +608,9 @@ struct Timings {
 
 /// Chrome's `_webSocketMessages` (`null` reads as absent): each sent message is paired with the
 /// first received message not yet paired, as they are read, and each pair pushed as a record
-/// (its run, URL and status are the entry's, set once the entry has been read). True when
+/// (its URL and status are the entry's, set once the entry has been read). True when
 /// there was an array.
-struct MessagesSeed<'r>(&'r mut HarImport);
+struct MessagesSeed<'r>(&'r mut Reading);
 
 impl<'de> DeserializeSeed<'de> for MessagesSeed<'_> {
     type Value = bool;
@@ -636,7 +640,7 @@ impl<'de> Visitor<'de> for MessagesSeed<'_> {
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        let import = self.0;
+        let Reading { run, import, .. } = self.0;
         // The send times not yet answered, oldest first.
         let mut sends: VecDeque<f64> = VecDeque::new();
         while let Some(message) = seq.next_element::<WsMessage>()? {
@@ -651,7 +655,7 @@ impl<'de> Visitor<'de> for MessagesSeed<'_> {
                     let total_ns = seconds_to_ns(message.time.0).saturating_sub(sent_ns);
                     let seq = import.records.len() as u64;
                     import.records.push(RequestRecord {
-                        run: String::new(),
+                        run: Arc::clone(run),
                         seq,
                         burst: None,
                         sent_unix_ns: sent_ns,
@@ -902,7 +906,7 @@ mod tests {
         let pairs: Vec<_> = import
             .records
             .iter()
-            .map(|r| (r.run.as_str(), r.seq, r.sent_unix_ns, r.total_ns, r.status, r.url.as_deref()))
+            .map(|r| (&*r.run, r.seq, r.sent_unix_ns, r.total_ns, r.status, r.url.as_deref()))
             .collect();
         assert_eq!(pairs, [("t", 0, 2_000_000_000, 2_000_000_000, Some(101), Some("wss://a/s"))]);
         let http = read(entry("null").as_bytes(), "t").expect("valid");
