@@ -950,6 +950,99 @@ mod tests {
         assert!(error(&missing).message.starts_with("missing field `time`"), "{}", error(&missing));
     }
 
+    /// The test thread's heap (bytes asked for, less bytes freed) and its peak, counted only
+    /// while [`heap_peak_of`] runs on that thread: other tests of this binary run on threads
+    /// of their own and are not counted. (The allocator of this whole test binary.)
+    struct ThreadCounting;
+
+    thread_local! {
+        static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        static LIVE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+        static PEAK: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn count(delta: isize) {
+        // `try_with`: an allocation while the thread's locals are torn down is not counted.
+        let _ = COUNTING.try_with(|counting| {
+            if counting.get() {
+                let live = LIVE.get() + delta;
+                LIVE.set(live);
+                PEAK.set(PEAK.get().max(live));
+            }
+        });
+    }
+
+    // SAFETY: forwards to the system allocator unchanged; only counts.
+    unsafe impl std::alloc::GlobalAlloc for ThreadCounting {
+        unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+            count(layout.size() as isize);
+            // SAFETY: the caller's layout, as GlobalAlloc requires.
+            unsafe { std::alloc::System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+            count(-(layout.size() as isize));
+            // SAFETY: allocated by `alloc` above with this layout.
+            unsafe { std::alloc::System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+            count(new_size as isize - layout.size() as isize);
+            // SAFETY: as for `alloc`; `ptr` came from this allocator with `layout`.
+            unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: ThreadCounting = ThreadCounting;
+
+    /// `work`'s result and the most heap it held at once (what it returns included).
+    fn heap_peak_of<T>(work: impl FnOnce() -> T) -> (T, usize) {
+        LIVE.set(0);
+        PEAK.set(0);
+        COUNTING.set(true);
+        let result = work();
+        COUNTING.set(false);
+        (result, PEAK.get().max(0) as usize)
+    }
+
+    /// Regression (issue 33 item 16): the whole document was parsed before any entry was
+    /// converted (every WebSocket message with a `String` for its type, then each pair's own
+    /// copies of the run and URL): a 322 MB export of 3 million messages took 1 GB. Now the
+    /// most the reader holds is its records and under 1 MiB besides, however many messages
+    /// there are: here 200,000 in Chrome's order (`_webSocketMessages` before the URL), half
+    /// of them server pushes that are counted, not kept.
+    #[test]
+    fn reading_holds_the_records_not_the_document() {
+        let mut text = String::from(r#"{"log": {"entries": [{"_webSocketMessages": ["#);
+        for k in 0..50_000u64 {
+            for (step, kind) in ["receive", "send", "receive", "receive"].iter().enumerate() {
+                let ms = k * 4 + step as u64;
+                let separator = if k == 0 && step == 0 { "" } else { "," };
+                text.push_str(&format!(
+                    r#"{separator}{{"type": "{kind}", "time": {}.{:03}, "opcode": 1, "data": "x"}}"#,
+                    1_714_564_800 + ms / 1000,
+                    ms % 1000
+                ));
+            }
+        }
+        text.push_str(
+            r#"], "startedDateTime": "2024-05-01T12:00:00Z", "time": 1, "request": {"url": "wss://example.test/socket"},
+            "response": {"status": 101}, "timings": {"send": 0, "wait": 0, "receive": 0}}]}}"#,
+        );
+        let (import, peak) = heap_peak_of(|| read(text.as_bytes(), "har:pushes.har"));
+        let import = import.expect("valid");
+        assert_eq!((import.records.len(), import.unsolicited_receives, import.unanswered_sends), (50_000, 100_000, 0));
+        assert!(import
+            .records
+            .iter()
+            .all(|record| record.total_ns.abs_diff(1_000_000) < 1_000 && record.status == Some(101)));
+        let records = import.records.capacity() * std::mem::size_of::<RequestRecord>();
+        assert!(
+            peak < records + (1 << 20),
+            "the reader held {peak} bytes at its peak, {} more than its {records} bytes of records",
+            peak - records
+        );
+    }
+
     /// The fixture is shaped like Chrome's export: an https document with a new connection,
     /// a reused one, a 404, a refused beacon and a WebSocket with five messages.
     #[test]
