@@ -24,9 +24,8 @@
 //! mistake is an error naming the JSON path (`log.entries[3].timings.wait`), never a panic;
 //! the first in the file is the one reported. The caller bounds the input's size.
 
-use std::io::Read;
-
 use std::collections::VecDeque;
+use std::io::Read;
 use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, Visitor};
