@@ -129,7 +129,7 @@ pub fn request_record(batch: &proctor_model::ProbeBatch, result: &ProbeResult) -
         .and_then(|name| proctor_probe::ErrorClass::ALL.into_iter().find(|class| class.name() == name));
     let phases = proctor_probe::Phases { connect_ns: result.connect_ns, wait_ns: result.wait_ns, ..Default::default() };
     RequestRecord {
-        run: batch.run.clone(),
+        run: batch.run.as_str().into(),
         seq: result.seq,
         burst: None,
         sent_unix_ns: result.sent_unix_ns,
@@ -141,7 +141,7 @@ pub fn request_record(batch: &proctor_model::ProbeBatch, result: &ProbeResult) -
         body_bytes: 0,
         error,
         error_detail: None,
-        url: Some(batch.target.clone()),
+        url: Some(batch.target.as_str().into()),
         server_timing: Vec::new(),
         server_timing_dropped: 0,
     }

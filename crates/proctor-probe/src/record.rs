@@ -4,6 +4,8 @@
 //! Pure data; field names carry their units. A phase that did not happen (no DNS or connect
 //! on a reused connection, no TLS on plain HTTP, nothing after a failure) is `None`.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::server_timing::Substep;
@@ -13,8 +15,9 @@ pub use proctor_client::outcome::{ErrorClass, Phases, PHASE_NAMES, PLAIN_HTTP_DE
 /// write is the message's, the wait runs to the echo, and the status is the upgrade's `101`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
-    /// Identifies the run, so merged files keep runs apart.
-    pub run: String,
+    /// Identifies the run, so merged files keep runs apart. Shared: a run's records (a HAR's
+    /// million WebSocket pairs) hold one copy of the text, not one each.
+    pub run: Arc<str>,
     /// Position in the run's schedule (0-based).
     pub seq: u64,
     /// Scheduled bursts: which burst this request belongs to.
@@ -42,9 +45,9 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_detail: Option<String>,
     /// The URL requested: the probed URL, or a HAR entry's own. Absent in files written before
-    /// it was recorded (and then unknown to `--url` filters).
+    /// it was recorded (and then unknown to `--url` filters). Shared like `run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
+    pub url: Option<Arc<str>>,
     /// The substeps the server reported in `Server-Timing` headers, in the order received
     /// (see [`crate::server_timing`]); absent when it sent none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

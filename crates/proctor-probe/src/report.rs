@@ -354,8 +354,9 @@ pub fn build(records: &[RequestRecord], config: &ReportConfig) -> Report {
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut error_examples: BTreeMap<String, String> = BTreeMap::new();
     for record in records {
-        if runs.last() != Some(&record.run) && !runs.contains(&record.run) {
-            runs.push(record.run.clone());
+        let run: &str = &record.run;
+        if runs.last().map(String::as_str) != Some(run) && !runs.iter().any(|known| known == run) {
+            runs.push(run.to_string());
         }
         if let Some(class) = record.error {
             *errors.entry(class.name().to_string()).or_default() += 1;

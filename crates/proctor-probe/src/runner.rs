@@ -136,6 +136,8 @@ fn run_phase(
             let next = &next;
             let spawned = std::thread::Builder::new().name(format!("probe-{worker}")).spawn_scoped(scope, move || {
                 let mut client = Client::new(Arc::clone(&config.client));
+                let (run, url): (Arc<str>, Option<Arc<str>>) =
+                    (config.run_id.as_str().into(), config.url.as_deref().map(Arc::from));
                 while !stop.load(Ordering::Relaxed) {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     let (intended, queued) = match config.pacing.intended_offset(index) {
@@ -168,7 +170,7 @@ fn run_phase(
                         None => (None, None),
                     };
                     let record = RequestRecord {
-                        run: config.run_id.clone(),
+                        run: Arc::clone(&run),
                         seq: first_seq + index,
                         burst,
                         sent_unix_ns: clock.unix_ns(intended),
@@ -180,7 +182,7 @@ fn run_phase(
                         body_bytes: outcome.body_bytes,
                         error,
                         error_detail,
-                        url: config.url.clone(),
+                        url: url.clone(),
                         server_timing: outcome.server_timing,
                         server_timing_dropped: outcome.server_timing_dropped,
                     };

@@ -172,6 +172,9 @@ struct Session<'a> {
     /// The key's bytes (empty for numbered payloads).
     key: Vec<u8>,
     tls_verified: Option<bool>,
+    /// The config's run and URL, shared by every record.
+    run: Arc<str>,
+    url: Option<Arc<str>>,
     /// False once the caller hung up.
     listening: bool,
 }
@@ -210,6 +213,8 @@ impl<'a> Session<'a> {
             pending: VecDeque::new(),
             key,
             tls_verified,
+            run: config.run_id.as_str().into(),
+            url: config.url.as_deref().map(Arc::from),
             listening: true,
         }
     }
@@ -432,7 +437,7 @@ impl<'a> Session<'a> {
         let mut phases = pending.phases;
         phases.wait_ns = Some(nanos(arrived.saturating_duration_since(pending.written)));
         let record = RequestRecord {
-            run: self.config.run_id.clone(),
+            run: Arc::clone(&self.run),
             seq: pending.seq,
             burst: None,
             sent_unix_ns: self.clock.unix_ns(pending.intended),
@@ -444,7 +449,7 @@ impl<'a> Session<'a> {
             body_bytes: bytes,
             error: None,
             error_detail: None,
-            url: self.config.url.clone(),
+            url: self.url.clone(),
             server_timing: Vec::new(),
             server_timing_dropped: 0,
         };
@@ -493,7 +498,7 @@ impl<'a> Session<'a> {
         failed: &Failure,
     ) -> RequestRecord {
         RequestRecord {
-            run: self.config.run_id.clone(),
+            run: Arc::clone(&self.run),
             seq,
             burst: None,
             sent_unix_ns: self.clock.unix_ns(intended),
@@ -505,7 +510,7 @@ impl<'a> Session<'a> {
             body_bytes: 0,
             error: Some(failed.class),
             error_detail: Some(failed.detail.clone()),
-            url: self.config.url.clone(),
+            url: self.url.clone(),
             server_timing: Vec::new(),
             server_timing_dropped: 0,
         }

@@ -208,6 +208,43 @@ fn probe_analyze_names_the_json_path_of_a_malformed_har() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is more than the 1073741824 read (1 GiB)"), "{:?}", out);
 }
 
+/// Regression (issue 33 item 16): `probe analyze` of a 322 MB HAR of 3 million WebSocket
+/// messages took 1 GB: the whole document was parsed first, every pair carried its own copies
+/// of the run and URL, and the records were copied once more into the list to report. Here
+/// 520,000 messages (33 MB, 260,000 pairs) needed a 226 MiB address space and now need 125 MiB;
+/// under 176 MiB the report is made.
+#[test]
+fn probe_analyze_reads_a_large_websocket_har_within_a_small_address_space() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("socket.har");
+    let mut text = String::from(r#"{"log":{"entries":[{"_webSocketMessages":["#);
+    for ms in 0..520_000u64 {
+        let (kind, data) = if ms % 2 == 0 { ("send", "ping") } else { ("receive", "pong") };
+        let separator = if ms == 0 { "" } else { "," };
+        text.push_str(&format!(
+            r#"{separator}{{"type":"{kind}","time":{}.{:03},"opcode":1,"data":"{data}"}}"#,
+            1_714_564_800 + ms / 1000,
+            ms % 1000
+        ));
+    }
+    text.push_str(
+        r#"],"startedDateTime":"2024-05-01T12:00:00Z","time":1,"request":{"url":"wss://example.test/socket"},"response":{"status":101},"timings":{"send":0,"wait":0,"receive":0}}]}}"#,
+    );
+    std::fs::write(&path, text).expect("write");
+    let out = std::process::Command::new("prlimit")
+        .arg(format!("--as={}", 176u64 << 20))
+        .args(super::proctor_argv())
+        .args(["probe", "analyze", path.to_str().expect("utf-8"), "--format", "json"])
+        .output()
+        .expect("prlimit (util-linux)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.contains("0 HTTP entries, 1 WebSocket entry (260000 message pairs)"), "{stderr}");
+    let v = json(&out);
+    assert_eq!((v["requests"].as_u64(), v["ok"].as_u64()), (Some(260_000), Some(260_000)), "{v}");
+    assert_eq!(phase(&v, "wait")["count"], 260_000);
+}
+
 /// 40 requests, one worker: every 4th answers 503, every 5th is 60 ms slow with `db` 55 ms.
 fn filter_server() -> u16 {
     server(|index| {
