@@ -127,12 +127,12 @@ impl Worker {
     /// attempt, past waiting for) what it held. `None` when nothing was left.
     fn undelivered(&self) -> Option<String> {
         let finished = self.thread.as_ref().is_none_or(JoinHandle::is_finished);
+        let s = lock(&self.stats);
         let mut lost = self.dropped_at_stop.load(Ordering::Relaxed);
         if !finished {
-            lost += lock(&self.stats).queued + self.in_flight.load(Ordering::Relaxed);
+            lost += s.queued + self.in_flight.load(Ordering::Relaxed);
         }
         (lost > 0).then(|| {
-            let s = lock(&self.stats);
             let why = s.last_error.as_deref().map_or(String::new(), |e| format!(" (last error: {e})"));
             format!("alerts: {} {}: {lost} notification(s) not delivered, dropped at stop{why}", s.kind, s.target)
         })
@@ -204,10 +204,13 @@ impl Delivery {
     pub fn send(&self, index: usize, payload: Payload) {
         let Some(w) = self.workers.get(index) else { return };
         let Some(tx) = &w.tx else { return };
+        // Counted under the lock the worker takes to count it out: a worker quicker than this
+        // thread would otherwise count it out before it was counted in, and `queued` stay one
+        // too high for good.
+        let mut s = lock(&w.stats);
         match tx.try_send(payload) {
-            Ok(()) => lock(&w.stats).queued += 1,
+            Ok(()) => s.queued += 1,
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                let mut s = lock(&w.stats);
                 s.dropped_total += 1;
                 s.last_error = Some("queue full: the receiver is slower than the alerts".to_string());
             }
@@ -281,14 +284,17 @@ fn run(receiver: Receiver, rx: Rx<Payload>, shared: Shared, config: DeliveryConf
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        in_flight.store(1, Ordering::Relaxed);
+        // Moved between the counts under the stats lock, which `undelivered` reads them under:
+        // a payload is queued, in flight or dropped, never two at once nor none.
         {
             let mut s = lock(&stats);
             s.queued = s.queued.saturating_sub(1);
+            in_flight.store(1, Ordering::Relaxed);
         }
         if stop_at().is_some_and(|deadline| Instant::now() >= deadline) {
+            let mut s = lock(&stats);
+            s.dropped_total += 1;
             dropped_at_stop.fetch_add(1, Ordering::Relaxed);
-            lock(&stats).dropped_total += 1;
             in_flight.store(0, Ordering::Relaxed);
             continue;
         }
