@@ -2,7 +2,7 @@
 """proctor top in a real terminal (tmux): what a person sees after each key.
 
 Starts its own processes (a parent with a 200 MiB child and a victim child, a process with a
-hostile name, a copy of sleep under a long path, a short-lived process caught by a recording)
+hostile name, a copy of sleep under a long path, a process with three named threads, a short-lived process caught by a recording)
 and ends only those, by pid. Each check reads the screen with `tmux capture-pane`. Usage: top_e2e.py PATH/TO/proctor
 """
 import json
@@ -362,6 +362,36 @@ def main():
     before = re.search(r"((?:\x1b\[[\d;]*m)+)proctor-long-sleeper", lit)
     check(before is not None and any(bold_in(p) for p in re.findall(r"\x1b\[([\d;]*)m", before.group(1))),
           f"its basename is bold ({lit!r})")
+    keys("q")
+    wait_for(lambda s: re.search(r"EXITED rc=\d+ \S", s) is not None)
+
+    # H: a process's threads as rows under it, each with the name it gave itself (prctl), and
+    # gone again on a second H.
+    threaded_py = os.path.join(TMP, "threaded.py")
+    with open(threaded_py, "w") as f:
+        f.write("import ctypes, threading, time\nlibc = ctypes.CDLL(None)\n"
+                "def run(name):\n    libc.prctl(15, name.encode(), 0, 0, 0)\n    time.sleep(600)\n"
+                "for n in ('pt-alpha', 'pt-beta', 'pt-gamma'):\n    threading.Thread(target=run, args=(n,), daemon=True).start()\n"
+                "time.sleep(600)\n")
+    threaded = subprocess.Popen(["python3", threaded_py, "proctor-top-threaded"])
+    STARTED.append(threaded)
+    names = ("pt-alpha", "pt-beta", "pt-gamma")
+    start_top(["--interval", "500ms", "--config", os.path.join(TMP, "default.conf"), "--filter", "proctor-top-threaded"])
+    s = wait_for(lambda s: any(p == threaded.pid for p, _ in rows(s)))
+    check(not any(n in s for n in names), "before H no thread row is shown", s)
+    keys("H")
+    s = wait_for(lambda s: all(n in s for n in names), timeout=15)
+    table = rows(s)
+    at = next((i for i, (p, _) in enumerate(table) if p == threaded.pid), None)
+    below = [l for _, l in table[at + 1:at + 4]] if at is not None else []
+    tids = {int(t) for t in os.listdir(f"/proc/{threaded.pid}/task")}
+    check(at is not None and all(any(n in l for l in below) for n in names)
+          and all(p in tids and p != threaded.pid for p, _ in table[at + 1:at + 4]),
+          "H: each named thread is a row (its tid in the PID column) under its process", s)
+    keys("H")
+    s = wait_for(lambda s: not any(n in s for n in names), timeout=15)
+    check(not any(n in s for n in names) and any(p == threaded.pid for p, _ in rows(s)),
+          "H again: the thread rows are gone, the process stays", s)
     keys("q")
     wait_for(lambda s: re.search(r"EXITED rc=\d+ \S", s) is not None)
 

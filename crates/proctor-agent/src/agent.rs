@@ -328,7 +328,7 @@ mod tests {
         let shared = agent.shared();
         let own_io = |s: &Snapshot| s.sample.process(std::process::id()).and_then(|p| p.io);
         assert!(own_io(&shared.latest()).is_none(), "not read until asked for");
-        assert!(shared.ask_reads(Reads { pss_budget: 0.0, process_io: true }));
+        assert!(shared.ask_reads(Reads { pss_budget: 0.0, process_io: true, threads: false }));
         let mut seq = shared.latest().sample.seq;
         let mut read = false;
         for _ in 0..200 {

@@ -464,6 +464,7 @@ mod tests {
             pss: None,
             cgroup: Some(Arc::from(cgroup)),
             gpu: None,
+            thread_rows: Vec::new(),
         }
     }
 

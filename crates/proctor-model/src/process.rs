@@ -73,6 +73,20 @@ pub struct ProcessRow {
     /// GPU use (DRM clients credited to it, NVML processes); `None` for a process that holds
     /// no GPU.
     pub gpu: Option<ProcessGpu>,
+    /// Its threads besides the main one, when they were read (`proctor top`'s `H`); sorted by
+    /// tid.
+    pub thread_rows: Vec<ThreadRow>,
+}
+
+/// One thread of a process: its own name, state and CPU. Memory is the process's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ThreadRow {
+    pub tid: u32,
+    pub comm: Arc<str>,
+    pub state: char,
+    /// Percent of one CPU over the interval; `None` for a thread not in the previous sample.
+    pub cpu_percent: Option<f64>,
+    pub cpu_ticks_total: u64,
 }
 
 /// Derives one row per process in `cur`. A process is matched in `prev` by pid *and* start
@@ -190,12 +204,33 @@ fn row(
         }),
         cgroup: p.cgroup.clone(),
         gpu: None,
+        thread_rows: p
+            .tasks
+            .iter()
+            .map(|t| {
+                let total = t.utime_ticks + t.stime_ticks;
+                // Matched by tid *and* start time, as processes are by pid.
+                let was = before
+                    .and_then(|b| b.tasks.binary_search_by_key(&t.tid, |o| o.tid).ok().map(|i| &b.tasks[i]))
+                    .filter(|o| o.start_ticks == t.start_ticks);
+                ThreadRow {
+                    tid: t.tid,
+                    comm: t.comm.clone(),
+                    state: t.state,
+                    cpu_percent: was.zip(secs).and_then(|(o, secs)| {
+                        Some(100.0 * delta(total, o.utime_ticks + o.stime_ticks)? as f64 / ticks / secs)
+                    }),
+                    cpu_ticks_total: total,
+                }
+            })
+            .collect(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TaskSample;
 
     fn p(pid: u32, ppid: u32, cpu: u64, children: u64) -> ProcessSample {
         ProcessSample {
@@ -222,6 +257,28 @@ mod tests {
             processes,
             ..Sample::default()
         }
+    }
+
+    #[test]
+    fn a_threads_cpu_is_its_own_and_a_new_or_reused_tid_has_none() {
+        let task = |tid: u32, start_ticks: u64, utime_ticks: u64| TaskSample {
+            tid,
+            start_ticks,
+            comm: Arc::from(format!("t{tid}")),
+            state: 'R',
+            utime_ticks,
+            stime_ticks: 1,
+        };
+        let mut server = p(10, 1, 50, 0);
+        server.tasks = vec![task(11, 5, 10), task(12, 5, 0)];
+        let prev = sample(1, vec![server.clone()]);
+        // Over one second: thread 11 ran 50 ticks of 100; 12 was replaced by a new thread
+        // under the same tid; 13 is new.
+        server.tasks = vec![task(11, 5, 60), task(12, 9, 0), task(13, 9, 4)];
+        let row = &process_rows(&sample(2, vec![server]), Some(&prev), RowContext::default())[0];
+        let got: Vec<(u32, &str, Option<f64>, u64)> =
+            row.thread_rows.iter().map(|t| (t.tid, &*t.comm, t.cpu_percent, t.cpu_ticks_total)).collect();
+        assert_eq!(got, vec![(11, "t11", Some(50.0), 61), (12, "t12", None, 1), (13, "t13", None, 5)]);
     }
 
     #[test]

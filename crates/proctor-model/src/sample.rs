@@ -169,6 +169,22 @@ pub struct ProcessSample {
     pub pss: Option<PssReading>,
     /// The process's cgroup as it names it (v2 path, or the v1 memory path).
     pub cgroup: Option<Arc<str>>,
+    /// Its threads other than the main one (whose figures are the process's row), sorted by
+    /// tid; read only while asked (`proctor top`'s `H`), so empty and left out otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskSample>,
+}
+
+/// One thread of a process, from `/proc/PID/task/TID/stat`: its own name, state and CPU. Its
+/// memory is the process's (threads share one address space).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskSample {
+    pub tid: u32,
+    pub start_ticks: u64,
+    pub comm: Arc<str>,
+    pub state: char,
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
 }
 
 /// What one collection cycle cost, measured by the cycle itself.

@@ -149,6 +149,7 @@ mod tests {
             pss: None,
             cgroup: None,
             gpu: None,
+            thread_rows: Vec::new(),
         }
     }
 

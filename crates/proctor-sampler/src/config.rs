@@ -23,6 +23,8 @@ pub struct Reads {
     pub pss_budget: f64,
     /// As [`SamplerConfig::process_io`].
     pub process_io: bool,
+    /// As [`SamplerConfig::process_threads`].
+    pub threads: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -37,6 +39,10 @@ pub struct SamplerConfig {
     /// Read `/proc/PID/io` on every cycle. Off by default: it is a third file per pid and
     /// unreadable for other users' processes when unprivileged.
     pub process_io: bool,
+    /// Read each multi-threaded process's threads (`/proc/PID/task/TID/stat`, open, read and
+    /// close each, after listing `/proc/PID/task`) every cycle. Off by default: it costs a file
+    /// per thread; `proctor top` turns it on while `H` shows thread rows.
+    pub process_threads: bool,
     /// Read `/proc/PID/cgroup` once per new process, to group processes by container.
     pub process_cgroups: bool,
     /// Count each process's open fds every cycle (one `statx` of `/proc/PID/fd` per process;
@@ -86,6 +92,7 @@ impl Default for SamplerConfig {
             root: Root::default(),
             processes: true,
             process_io: false,
+            process_threads: false,
             process_cgroups: true,
             process_fds: false,
             cmdline: true,

@@ -143,7 +143,11 @@ impl Sampler {
 
     /// The optional reads as they are now.
     pub fn reads(&self) -> Reads {
-        Reads { pss_budget: self.config.pss_budget, process_io: self.config.process_io }
+        Reads {
+            pss_budget: self.config.pss_budget,
+            process_io: self.config.process_io,
+            threads: self.config.process_threads,
+        }
     }
 
     /// Starts or stops the optional reads from the next cycle on (called between cycles, on
@@ -151,6 +155,8 @@ impl Sampler {
     /// read it is in, and a new one started; its readings start afresh. Turning `/proc/PID/io`
     /// off closes the kept io files, so their fds go back to the budget.
     pub fn set_reads(&mut self, reads: Reads) {
+        // Thread reads keep nothing open: turning them off just stops them.
+        self.config.process_threads = reads.threads;
         if reads.process_io != self.config.process_io {
             self.config.process_io = reads.process_io;
             if !reads.process_io {
@@ -244,6 +250,7 @@ impl Sampler {
             self.new_pids.clear();
             let opts = ScanOptions {
                 io: self.config.process_io,
+                threads: self.config.process_threads,
                 cgroups: self.config.process_cgroups,
                 fds: self.config.process_fds,
                 mono_ns,

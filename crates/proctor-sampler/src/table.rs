@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use proctor_model::{ProcessSample, SampleCost, StatusReading};
+use proctor_model::{ProcessSample, SampleCost, StatusReading, TaskSample};
 use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat_borrowed, parse_status, PidStat};
 use proctor_procfs::{Error, ErrorKind, ProcFile, Root};
 
@@ -128,6 +128,8 @@ pub(crate) struct ProcessTable {
     fd_counts: Option<bool>,
     /// `/proc/PID/fd`, written afresh for each process (no allocation per process).
     fd_path: String,
+    /// The tids of one process's `task` directory, reused.
+    task_tids: Vec<u32>,
 }
 
 /// The table's kept-open files against its budget.
@@ -150,6 +152,7 @@ impl Fds {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ScanOptions {
     pub io: bool,
+    pub threads: bool,
     pub cgroups: bool,
     pub fds: bool,
     pub mono_ns: u64,
@@ -229,6 +232,7 @@ impl ProcessTable {
             fds: Fds { kept: 0, budget: fd_budget, exhausted: false },
             fd_counts: None,
             fd_path: String::new(),
+            task_tids: Vec::new(),
         }
     }
 
@@ -407,6 +411,13 @@ impl ProcessTable {
         } else {
             None
         };
+        // Kernel threads have no userland threads; a single-threaded process's one thread is
+        // its own row.
+        let tasks = if opts.threads && stat.num_threads > 1 && pid != 2 && stat.ppid != 2 {
+            read_tasks(root, pid, &mut self.task_tids, scratch, cost)
+        } else {
+            Vec::new()
+        };
         // Set last: the resets above replace the whole entry.
         entry.seen_cycle = cycle;
         Some(ProcessSample {
@@ -433,6 +444,7 @@ impl ProcessTable {
             cmdline: None,
             pss: None,
             cgroup: entry.cgroup.clone(),
+            tasks,
         })
     }
 
@@ -472,6 +484,56 @@ fn open_fds(root: &Root, path: &mut String, pid: u32, denied: &mut bool, cost: &
             None
         }
     }
+}
+
+/// The threads of `pid` other than its main one, sorted by tid: one listing of
+/// `/proc/PID/task` and an open, read and close of each thread's `stat` (threads come and go
+/// too fast for kept fds to pay, and this runs only while asked). A thread that exited between
+/// listing and reading is skipped; other failures are counted under `process.task`.
+fn read_tasks(
+    root: &Root,
+    pid: u32,
+    tids: &mut Vec<u32>,
+    scratch: &mut Vec<u8>,
+    cost: &mut SampleCost,
+) -> Vec<TaskSample> {
+    tids.clear();
+    cost.files_read += 1;
+    cost.files_opened += 1;
+    match std::fs::read_dir(root.path(format!("/proc/{pid}/task"))) {
+        Ok(dir) => {
+            tids.extend(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).filter(|&t| t != pid))
+        }
+        Err(e) => {
+            let kind = ErrorKind::of_io(&e);
+            if kind != ErrorKind::Gone {
+                count(cost, "process.task", kind);
+            }
+            return Vec::new();
+        }
+    }
+    tids.sort_unstable();
+    let mut out = Vec::with_capacity(tids.len());
+    for &tid in tids.iter() {
+        cost.files_read += 1;
+        cost.files_opened += 1;
+        match root.read_into(format!("/proc/{pid}/task/{tid}/stat"), scratch) {
+            Ok(()) => match parse_stat_borrowed(scratch) {
+                Some((stat, comm)) => out.push(TaskSample {
+                    tid,
+                    start_ticks: stat.start_ticks,
+                    comm: Arc::from(String::from_utf8_lossy(comm).as_ref()),
+                    state: stat.state,
+                    utime_ticks: stat.utime_ticks,
+                    stime_ticks: stat.stime_ticks,
+                }),
+                None => count(cost, "process.task", ErrorKind::Parse),
+            },
+            Err(e) if e.kind == ErrorKind::Gone => {}
+            Err(e) => count(cost, "process.task", e.kind),
+        }
+    }
+    out
 }
 
 fn read_stat(

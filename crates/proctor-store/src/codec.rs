@@ -195,6 +195,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 cmdline: p.cmdline,
                 pss: None,
                 cgroup: None,
+                tasks: Vec::new(),
             })
             .collect(),
         cost: SampleCost::default(),

@@ -51,6 +51,7 @@ use std::sync::Arc;
 
 use proctor_model::{
     ContainerSample, GpuSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, StatusReading,
+    TaskSample,
 };
 use proctor_procfs::process::Io;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
@@ -364,6 +365,8 @@ struct RowPatch {
     pss: Option<Option<PssReading>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     cgroup: Option<Option<Arc<str>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tasks: Option<Vec<TaskSample>>,
 }
 
 /// A member that is present is `Some`, even when it is `null` (absent members are `default`).
@@ -403,6 +406,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         cmdline,
         pss,
         cgroup,
+        tasks,
     } = new;
     // The cheap, usual case first: an idle process is unchanged.
     if old.utime_ticks == *utime_ticks
@@ -426,6 +430,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         && old.comm == *comm
         && old.cmdline == *cmdline
         && old.cgroup == *cgroup
+        && old.tasks == *tasks
     {
         return None;
     }
@@ -452,6 +457,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         cmdline: changed(&old.cmdline, cmdline),
         pss: changed(&old.pss, pss),
         cgroup: changed(&old.cgroup, cgroup),
+        tasks: changed(&old.tasks, tasks),
     })
 }
 
@@ -480,6 +486,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
         cmdline,
         pss,
         cgroup,
+        tasks,
     } = patch;
     fn set<T>(field: &mut T, value: Option<T>) {
         if let Some(value) = value {
@@ -507,6 +514,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
     set(&mut row.cmdline, cmdline);
     set(&mut row.pss, pss);
     set(&mut row.cgroup, cgroup);
+    set(&mut row.tasks, tasks);
     row
 }
 

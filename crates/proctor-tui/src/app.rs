@@ -648,7 +648,14 @@ impl App {
                 self.say(if self.view.show_kernel { "kernel threads shown" } else { "kernel threads hidden" });
             }
             KeyCode::Char('H') => {
-                self.say("proctor samples processes, not threads: the Thr column counts each process's threads")
+                self.view.show_threads = !self.view.show_threads;
+                self.say(match (self.view.show_threads, &self.mode) {
+                    (false, _) => "threads hidden",
+                    (true, Mode::Live { .. }) => "threads shown under their processes",
+                    // Only a live top asks its sampler for threads; a recording or a remote
+                    // agent has them only where its own sampler read them.
+                    (true, _) => "threads shown where the source read them (only a live top reads them)",
+                });
             }
             KeyCode::Char(' ') => {
                 if let Some(pid) = self.view.selected {

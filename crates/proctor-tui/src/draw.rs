@@ -414,9 +414,16 @@ fn draw_table(f: &mut ratatui::Frame, app: &mut App, frame: &Frame, area: Rect, 
     app.scroll = app.scroll.min(lines.len().saturating_sub(rows_h.max(1)));
     let mut out: Vec<Line> = Vec::with_capacity(rows_h);
     for (i, line) in lines.iter().enumerate().skip(app.scroll).take(rows_h) {
-        let p = &frame.processes[line.index];
-        let flags = app.slow.flags(p);
+        let process = &frame.processes[line.index];
+        // A thread row (`H`) is drawn from its process's row with the thread's own figures.
+        let thread = line.thread.and_then(|t| crate::view::thread_out(process, t));
+        let p = thread.as_ref().unwrap_or(process);
+        let flags = if thread.is_some() { Vec::new() } else { app.slow.flags(p) };
         let mut style = Style::default();
+        if thread.is_some() {
+            // htop draws thread rows in their own colour; dim where there is no colour.
+            style = if st.color { style.fg(Color::Green) } else { style.add_modifier(Modifier::DIM) };
+        }
         if app.view.tagged.contains(&p.pid) {
             style = if st.color {
                 style.fg(Color::Yellow).add_modifier(Modifier::BOLD)
@@ -586,7 +593,11 @@ fn status_line(app: &App, frame: &Frame) -> Line<'static> {
         return Line::raw(format!("{}{}_", p.label(), printable(text)));
     }
     let t = &app.table;
-    let mut parts = vec![format!("{} of {} shown", t.lines.len(), t.total)];
+    let processes = t.lines.iter().filter(|l| l.thread.is_none()).count();
+    let mut parts = vec![format!("{processes} of {} shown", t.total)];
+    if app.view.show_threads {
+        parts.push(format!("{} threads (H)", t.lines.len() - processes));
+    }
     if t.kernel_hidden > 0 {
         parts.push(format!("{} kernel threads hidden (K)", t.kernel_hidden));
     }
@@ -626,7 +637,7 @@ proctor top: keys (htop's where htop has one)
  F6      sort by (a menu)            > <    sort by next / previous column
  P M T N by CPU, memory, time, pid   I      invert the sort
  u       one user's processes        K      kernel threads
- H       (threads: Thr counts them)
+ H       threads as rows under their process (read only while shown)
  Space   tag; U untags all           F9 k   send a signal (menu, confirm)
  F7 F8   nice -1 / +1                Enter  detail: command, cgroup, PSS
  z       cgroups (CPU, memory, PSI); Enter zooms into one, Esc leaves
@@ -770,6 +781,58 @@ mod tests {
         terminal.draw(|f| draw(f, app)).expect("drawn");
         let buffer = terminal.backend().buffer().clone();
         (0..h).map(|y| (0..w).map(|x| buffer[(x, y)].symbol().to_string()).collect::<String>()).collect()
+    }
+
+    #[test]
+    fn h_shows_each_thread_as_a_row_under_its_process_and_hides_them_again() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let mut server = proc_out(50, 1, "server", 40.0, 30);
+        server.thread_rows = ["worker-a", "worker-b"]
+            .iter()
+            .enumerate()
+            .map(|(k, name)| proctor_vocab::process::ThreadOut {
+                tid: 51 + k as u32,
+                name: Arc::from(*name),
+                state: 'R',
+                cpu_percent: Some(12.5),
+                cpu_seconds_total: 3.0,
+            })
+            .collect();
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(frame_of(vec![
+            proc_out(1, 0, "init", 0.0, 1),
+            server,
+            proc_out(60, 1, "other", 5.0, 2),
+        ]))));
+        let row = |lines: &[String], what: &str| lines.iter().position(|l| l.contains(what));
+        let before = screen(&mut app, 100, 30);
+        assert!(row(&before, "worker-a").is_none(), "{}", before.join("\n"));
+
+        app.key(KeyEvent::from(KeyCode::Char('H')));
+        assert!(crate::view::Needs::of_view(&app.view).threads, "H asks the sampler for threads");
+        let shown = screen(&mut app, 100, 30);
+        let text = shown.join("\n");
+        let at = row(&shown, "server --flag").expect("the process's row");
+        for (k, (tid, name)) in [("51", "worker-a"), ("52", "worker-b")].into_iter().enumerate() {
+            let line = &shown[at + 1 + k];
+            assert!(line.trim_start().starts_with(tid) && line.contains(name), "{name} under its process:\n{text}");
+            assert!(line.contains(" R ") && line.contains("12.5") && line.contains("0:03.00"), "{line}");
+        }
+        assert!(shown[at + 3].contains("other"), "the next process after the threads:\n{text}");
+
+        // In tree view the threads hang under their process with its branch glyphs.
+        app.key(KeyEvent::from(KeyCode::Char('t')));
+        let tree = screen(&mut app, 100, 30);
+        let text = tree.join("\n");
+        let at = row(&tree, "server --flag").expect("the process's row");
+        assert!(tree[at + 1].contains("├─ worker-a") && tree[at + 2].contains("└─ worker-b"), "{text}");
+        app.key(KeyEvent::from(KeyCode::Char('t')));
+
+        app.key(KeyEvent::from(KeyCode::Char('H')));
+        assert!(!crate::view::Needs::of_view(&app.view).threads, "and stops asking");
+        let hidden = screen(&mut app, 100, 30);
+        assert!(row(&hidden, "worker-").is_none(), "{}", hidden.join("\n"));
     }
 
     #[test]

@@ -64,6 +64,7 @@ impl ReadsRule {
         Reads {
             pss_budget: self.pss_budget.unwrap_or(if needs.pss { PSS_BUDGET } else { 0.0 }),
             process_io: self.io || needs.io,
+            threads: needs.threads,
         }
     }
 }
@@ -272,6 +273,11 @@ fn say_reads(app: &mut App, before: Reads, now: Reads) {
         said.push("/proc/PID/io read from now on, rates from the second reading".to_string());
     } else if before.process_io && !now.process_io {
         said.push("/proc/PID/io no longer read".to_string());
+    }
+    if !before.threads && now.threads {
+        said.push("threads read from the next sample, CPU% from the second".to_string());
+    } else if before.threads && !now.threads {
+        said.push("threads no longer read".to_string());
     }
     if !said.is_empty() {
         app.say(said.join("; "));

@@ -34,11 +34,13 @@ pub const DEFAULT_COLUMNS: [&str; 8] =
     ["pid", "uid", "state", "cpu_percent", "rss_bytes", "threads", "cpu_seconds_total", "cmdline"];
 
 /// What the live sampler must read for some columns: the PSS worker (`smaps_rollup`) and
-/// `/proc/PID/io`. Neither is read while no shown column (nor the sort) needs it.
+/// `/proc/PID/io`; and for `H`, each process's threads. None is read while nothing shown (nor
+/// the sort) needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Needs {
     pub pss: bool,
     pub io: bool,
+    pub threads: bool,
 }
 
 impl Needs {
@@ -55,9 +57,9 @@ impl Needs {
         needs
     }
 
-    /// What the view's columns and sort need.
+    /// What the view's columns, sort and thread rows need.
     pub fn of_view(view: &ViewState) -> Needs {
-        Needs::of(view.columns.iter().copied().chain([view.sort]))
+        Needs { threads: view.show_threads, ..Needs::of(view.columns.iter().copied().chain([view.sort])) }
     }
 }
 
@@ -90,6 +92,8 @@ pub struct ViewState {
     pub collapsed: BTreeSet<u32>,
     /// `K`: kernel threads are hidden unless this is set.
     pub show_kernel: bool,
+    /// `H`: each process's userland threads as rows under it (read only while this is set).
+    pub show_threads: bool,
     /// Space: tagged processes (by pid), for signals and nice.
     pub tagged: BTreeSet<u32>,
     /// The selected process; it follows its pid across frames.
@@ -109,6 +113,7 @@ impl Default for ViewState {
             tree: false,
             collapsed: BTreeSet::new(),
             show_kernel: false,
+            show_threads: false,
             tagged: BTreeSet::new(),
             selected: None,
         }
@@ -175,6 +180,8 @@ pub struct Line {
     /// In tree mode: it has children that are shown (or folded away).
     pub has_children: bool,
     pub folded: bool,
+    /// A thread row (`H`): index into the process's `thread_rows`; `pid` is then its tid.
+    pub thread: Option<usize>,
 }
 
 /// What the table shows of `frame` under `view`, top to bottom; and how many processes passed
@@ -209,16 +216,63 @@ fn flat_lines(frame: &Frame, view: &ViewState, pass: &[bool]) -> Vec<Line> {
     let mut idx: Vec<usize> = (0..procs.len()).filter(|&i| pass[i]).collect();
     let order = view.order();
     idx.sort_by(|&a, &b| order(&procs[a], &procs[b]));
-    idx.into_iter()
-        .map(|i| Line {
+    let mut lines = Vec::with_capacity(idx.len());
+    for i in idx {
+        lines.push(Line {
             index: i,
             pid: procs[i].pid,
             depth: 0,
             prefix: String::new(),
             has_children: false,
             folded: false,
-        })
-        .collect()
+            thread: None,
+        });
+        if view.show_threads {
+            thread_lines(&mut lines, frame, i, 0, "", 0);
+        }
+    }
+    lines
+}
+
+/// The rows of process `i`'s threads (`H`), after its own row, in tid order: at `depth`, with
+/// tree glyphs after `below` where `below` is set (tree mode), the last one closing the branch
+/// unless `kids` child processes follow.
+fn thread_lines(lines: &mut Vec<Line>, frame: &Frame, i: usize, depth: usize, below: &str, kids: usize) {
+    let threads = &frame.processes[i].thread_rows;
+    for (k, t) in threads.iter().enumerate() {
+        let prefix = if depth == 0 {
+            String::new()
+        } else {
+            format!("{below}{}", if k + 1 == threads.len() && kids == 0 { "└─ " } else { "├─ " })
+        };
+        lines.push(Line { index: i, pid: t.tid, depth, prefix, has_children: false, folded: false, thread: Some(k) });
+    }
+}
+
+/// A thread row as a process row, for the table's cells: the thread's id, name (as its
+/// command), state and CPU; the rest is its process's (threads share its memory, user and
+/// cgroup, as htop shows them), except the per-process rates not read per thread (I/O, major
+/// faults, GPU), unknown.
+pub fn thread_out(p: &ProcessOut, thread: usize) -> Option<ProcessOut> {
+    let t = p.thread_rows.get(thread)?;
+    Some(ProcessOut {
+        pid: t.tid,
+        ppid: p.pid,
+        name: t.name.clone(),
+        cmdline: Some(std::sync::Arc::from(vec![t.name.to_string()])),
+        state: t.state,
+        cpu_percent: t.cpu_percent,
+        cpu_percent_of_effective: None,
+        cpu_seconds_total: t.cpu_seconds_total,
+        major_faults_per_sec: None,
+        read_bytes_per_sec: None,
+        write_bytes_per_sec: None,
+        io_bytes_per_sec: None,
+        gpu_percent: None,
+        gpu_memory_bytes: None,
+        thread_rows: Vec::new(),
+        ..p.clone()
+    })
 }
 
 fn tree_lines(frame: &Frame, view: &ViewState, pass: &[bool]) -> Vec<Line> {
@@ -268,14 +322,26 @@ fn tree_lines(frame: &Frame, view: &ViewState, pass: &[bool]) -> Vec<Line> {
         }
         let pid = procs[i].pid;
         let kids = children.get(&pid).map(Vec::as_slice).unwrap_or(&[]);
-        let folded = view.collapsed.contains(&pid) && !kids.is_empty();
         let prefix =
             if depth == 0 { String::new() } else { format!("{above}{}", if last { "└─ " } else { "├─ " }) };
-        lines.push(Line { index: i, pid, depth, prefix, has_children: !kids.is_empty(), folded });
+        let has_threads = view.show_threads && !procs[i].thread_rows.is_empty();
+        let folded = view.collapsed.contains(&pid) && (!kids.is_empty() || has_threads);
+        lines.push(Line {
+            index: i,
+            pid,
+            depth,
+            prefix,
+            has_children: !kids.is_empty() || has_threads,
+            folded,
+            thread: None,
+        });
         if folded {
             continue;
         }
         let below = if depth == 0 { String::new() } else { format!("{above}{}", if last { "   " } else { "│  " }) };
+        if has_threads {
+            thread_lines(&mut lines, frame, i, depth + 1, &below, kids.len());
+        }
         for (k, &child) in kids.iter().enumerate().rev() {
             stack.push((child, depth + 1, below.clone(), k + 1 == kids.len()));
         }
@@ -418,12 +484,12 @@ mod tests {
     fn pss_and_io_columns_need_their_readers_and_others_need_none() {
         let needs = |names: &[&str]| Needs::of(names.iter().filter_map(|n| column(n)));
         assert_eq!(Needs::of_view(&ViewState::default()), Needs::default(), "the default screen reads neither");
-        assert_eq!(needs(&["pid", "pss_bytes"]), Needs { pss: true, io: false });
+        assert_eq!(needs(&["pid", "pss_bytes"]), Needs { pss: true, io: false, threads: false });
         for name in ["uss_bytes", "swap_pss_bytes", "pss_age_secs"] {
             assert!(needs(&[name]).pss, "{name}");
         }
         for name in ["read_bytes_per_sec", "write_bytes_per_sec", "io_bytes_per_sec"] {
-            assert_eq!(needs(&[name]), Needs { pss: false, io: true }, "{name}");
+            assert_eq!(needs(&[name]), Needs { pss: false, io: true, threads: false }, "{name}");
         }
         let view = ViewState { sort: column("pss_bytes").expect("pss"), ..ViewState::default() };
         assert!(Needs::of_view(&view).pss, "sorted by a PSS column that is not shown: still read");

@@ -52,6 +52,20 @@ pub struct ProcessOut {
     /// GPU memory the process's clients hold (DRM, every region) plus NVML's used memory.
     #[serde(default)]
     pub gpu_memory_bytes: Option<u64>,
+    /// Its threads besides the main one, only while they are read (`proctor top`'s `H`);
+    /// left out when empty. Their memory is the process's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thread_rows: Vec<ThreadOut>,
+}
+
+/// One thread of a process: its own name (`/proc/PID/task/TID/comm`), state and CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadOut {
+    pub tid: u32,
+    pub name: Arc<str>,
+    pub state: char,
+    pub cpu_percent: Option<f64>,
+    pub cpu_seconds_total: f64,
 }
 
 /// What a process field needs besides the agent's row, which keeps CPU time in clock ticks:
@@ -167,6 +181,17 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         cgroup: r.cgroup.clone(),
         gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),
         gpu_memory_bytes: r.gpu.as_ref().and_then(|g| g.memory_bytes),
+        thread_rows: r
+            .thread_rows
+            .iter()
+            .map(|t| ThreadOut {
+                tid: t.tid,
+                name: Arc::clone(&t.comm),
+                state: t.state,
+                cpu_percent: t.cpu_percent,
+                cpu_seconds_total: t.cpu_ticks_total as f64 / ticks,
+            })
+            .collect(),
     }
 }
 

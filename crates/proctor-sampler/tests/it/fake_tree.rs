@@ -426,7 +426,7 @@ fn reads_turned_on_in_a_running_sampler_are_read_from_the_next_cycle() {
     assert!(reader.io.is_none() && reader.pss.is_none(), "neither is read until asked for");
     assert!(sampler.pss_stats().is_none(), "no PSS worker runs");
 
-    let on = Reads { pss_budget: 0.5, process_io: true };
+    let on = Reads { pss_budget: 0.5, process_io: true, threads: false };
     sampler.set_reads(on);
     assert_eq!(sampler.reads(), on);
     let next = sampler.sample();
@@ -442,9 +442,59 @@ fn reads_turned_on_in_a_running_sampler_are_read_from_the_next_cycle() {
     }
     assert_eq!(pss, Some(300 * 1024));
 
-    sampler.set_reads(Reads { pss_budget: 0.0, process_io: false });
+    sampler.set_reads(Reads { pss_budget: 0.0, process_io: false, threads: false });
     let off = sampler.sample();
     let reader = off.process(100).expect("read");
     assert!(reader.io.is_none() && reader.pss.is_none(), "both stopped");
     assert!(sampler.pss_stats().is_none(), "the PSS worker is gone");
+}
+
+/// `proctor top`'s `H`: a process's threads (its `task` directory) are read only while asked,
+/// each with its own name, state and CPU, and what they cost is in the cycle's file counts.
+#[test]
+fn threads_are_read_only_while_asked() {
+    use proctor_sampler::Reads;
+    let t = Tree::new("0");
+    // `process` writes a stat with num_threads 2; the main thread and two workers are listed.
+    process(&t, 100, 1, "server", 110);
+    process(&t, 200, 1, "single", 110);
+    t.file("/proc/200/stat", "200 (single) S 1 200 200 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 1 0 1200 1000000 110 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n");
+    for (tid, comm, state, utime) in [(100, "server", 'S', 30), (101, "worker-a", 'R', 7), (102, "worker b", 'S', 3)] {
+        t.file(
+            &format!("/proc/100/task/{tid}/stat"),
+            &format!("{tid} ({comm}) {state} 1 100 100 0 -1 4194560 10 0 0 0 {utime} 2 0 0 20 0 2 0 {} 1000000 110 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n", 1100 + tid),
+        );
+    }
+    t.file("/proc/200/task/200/stat", "unread");
+    let config = SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 0.0,
+        container: false,
+        process_cgroups: false,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    sampler.sample();
+    let steady = sampler.sample();
+    assert!(steady.processes.iter().all(|p| p.tasks.is_empty()), "no thread is read until asked");
+
+    sampler.set_reads(Reads { threads: true, ..sampler.reads() });
+    let on = sampler.sample();
+    let server = on.process(100).expect("read");
+    let names: Vec<(u32, &str, char, u64)> =
+        server.tasks.iter().map(|t| (t.tid, &*t.comm, t.state, t.utime_ticks)).collect();
+    assert_eq!(
+        names,
+        vec![(101, "worker-a", 'R', 7), (102, "worker b", 'S', 3)],
+        "the main thread is the process's row"
+    );
+    assert!(on.process(200).expect("read").tasks.is_empty(), "a single-threaded process's task dir is not read");
+    assert_eq!(on.cost.files_read, steady.cost.files_read + 3, "the listing and two stat files, counted");
+    assert!(on.cost.errors.is_empty(), "{:?}", on.cost.errors);
+
+    sampler.set_reads(Reads { threads: false, ..sampler.reads() });
+    let off = sampler.sample();
+    assert!(off.processes.iter().all(|p| p.tasks.is_empty()), "stopped");
+    assert_eq!(off.cost.files_read, steady.cost.files_read);
 }
