@@ -97,6 +97,7 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         cmdline: (seq > 0).then(|| Arc::from(vec![format!("/bin/p{pid}")])),
         pss: None,
         cgroup: None,
+        tasks: Vec::new(),
     }
 }
 

@@ -471,28 +471,33 @@ def slowloris_family(binary):
         short_body = {}
 
         def short():
-            sock = socket.create_connection((host, int(port)), timeout=30)
-            sock.sendall(b"POST /api/v1/alerts/silences HTTP/1.1\r\nHost: " + addr.encode()
-                         + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"rule\"")
-            began = time.monotonic()
-            data = b""
-            try:
-                while True:
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-            except OSError as e:
-                short_body["error"] = str(e)
-            short_body["answer"], short_body["secs"] = data, time.monotonic() - began
-            sock.close()
+            # Among 140 slow heads a new connection may be shed before its head is read (that
+            # is the cap at work, not the body deadline): such a try is made again, at most 5.
+            for _ in range(5):
+                sock = socket.create_connection((host, int(port)), timeout=30)
+                sock.sendall(b"POST /api/v1/alerts/silences HTTP/1.1\r\nHost: " + addr.encode()
+                             + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"rule\"")
+                began = time.monotonic()
+                data, error = b"", None
+                try:
+                    while True:
+                        chunk = sock.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                except OSError as e:
+                    error = str(e)
+                sock.close()
+                short_body.update(answer=data, secs=time.monotonic() - began, error=error or "", tries=short_body.get("tries", 0) + 1)
+                if data or time.monotonic() - began >= 5:
+                    return
 
         dripper = threading.Thread(target=drip, daemon=True)
         dripper.start()
-        shorter = threading.Thread(target=short, daemon=True)
-        shorter.start()
         while rounds[0] < 10 and dripper.is_alive():
             time.sleep(0.02)
+        shorter = threading.Thread(target=short, daemon=True)
+        shorter.start()
         answered = 0
         for _ in range(30):
             response, _, hung = exchange(addr, request(addr, "/api/v1/agent"))
@@ -509,7 +514,8 @@ def slowloris_family(binary):
         http = agent.get("http", {})
         print(f"slowloris: 140 slow heads at nofile 1024 (connected again {rounds[1]} times): {answered} of 30 "
               f"normal requests answered, {http.get('connections_evicted_total')} connections evicted; a body short "
-              f"of its length answered {answer[:12].decode(errors='replace')!r} after {short_body.get('secs', 0):.1f} s")
+              f"of its length answered {answer[:12].decode(errors='replace')!r} after {short_body.get('secs', 0):.1f} s "
+              f"(try {short_body.get('tries', 0)})")
     finally:
         proc.kill()
         proc.wait()
