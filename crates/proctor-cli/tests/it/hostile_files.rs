@@ -29,6 +29,15 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A rules file in `dir` with one rule, `NAME`, that fires at once and never resolves.
+fn firing_rule(dir: &Path, name: &str) -> std::path::PathBuf {
+    let rules = dir.join("rules.yml");
+    let text =
+        format!("groups:\n  - name: g\n    rules:\n      - alert: {name}\n        expr: host.memory.total > 1MiB\n");
+    std::fs::write(&rules, text).expect("rules");
+    rules
+}
+
 /// `proctor serve` recording into `data` with `extra` flags: the child, its address, its stderr.
 fn serve(data: &Path, extra: &[&str]) -> (Guard, String, StderrLines) {
     let mut child = proctor_command()
@@ -56,12 +65,7 @@ fn stops_on_one_sigterm(mut serve: Guard, stderr: &mut StderrLines) {
 #[test]
 fn a_fifo_at_the_alerts_state_neither_holds_serve_nor_its_stop() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = dir.path().join("rules.yml");
-    std::fs::write(
-        &rules,
-        "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: host.memory.total > 1MiB\n",
-    )
-    .expect("rules");
+    let rules = firing_rule(dir.path(), "Always");
     let data = dir.path().join("data");
     mkfifo(&data.join("alerts/state.json"));
     let (serve, addr, mut stderr) = serve(&data, &["--rules", rules.to_str().expect("utf-8")]);
@@ -82,13 +86,8 @@ fn a_fifo_at_the_alerts_state_neither_holds_serve_nor_its_stop() {
 #[test]
 fn a_fifo_at_the_alerts_log_neither_holds_evaluation_nor_the_stop() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = dir.path().join("rules.yml");
     // Fires at once, resolves never: one event to log, then evaluations with nothing to log.
-    std::fs::write(
-        &rules,
-        "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: host.memory.total > 1MiB\n",
-    )
-    .expect("rules");
+    let rules = firing_rule(dir.path(), "Always");
     let data = dir.path().join("data");
     mkfifo(&data.join("alerts/events.jsonl"));
     let (serve, addr, mut stderr) = serve(&data, &["--rules", rules.to_str().expect("utf-8")]);
@@ -214,12 +213,7 @@ fn hostile_proc_pid_stat_files_under_a_host_root_are_skipped_and_counted() {
 #[test]
 fn a_state_write_that_fails_leaves_no_tmp_behind() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = dir.path().join("rules.yml");
-    std::fs::write(
-        &rules,
-        "groups:\n  - name: g\n    rules:\n      - alert: Always\n        expr: host.memory.total > 1MiB\n",
-    )
-    .expect("rules");
+    let rules = firing_rule(dir.path(), "Always");
     let data = dir.path().join("data");
     std::fs::create_dir(&data).expect("data dir");
     let mut command = Command::new("sh");
@@ -261,12 +255,7 @@ fn a_fifo_as_a_rules_file_is_refused_by_name() {
         let said = stderr.rest(STARTUP);
         assert!(!status.success() && said.contains("is a FIFO, not a regular file"), "{args:?}: {said}");
     }
-    let rules = dir.path().join("rules.yml");
-    std::fs::write(
-        &rules,
-        "groups:\n  - name: g\n    rules:\n      - alert: First\n        expr: host.memory.total > 1MiB\n",
-    )
-    .expect("rules");
+    let rules = firing_rule(dir.path(), "First");
     let data = dir.path().join("data");
     std::fs::create_dir(&data).expect("data dir");
     let (serve, addr, mut stderr) = serve(&data, &["--rules", rules.to_str().expect("utf-8")]);
