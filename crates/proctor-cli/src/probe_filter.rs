@@ -16,7 +16,8 @@ use proctor_probe::plot;
 use proctor_probe::report::{self, ReportConfig};
 
 use proctor_probe::record::PHASE_NAMES;
-use proctor_probe::report::{human_ns, Selection};
+use proctor_probe::report::Selection;
+use proctor_units::units::duration_ns;
 
 use crate::output::Format;
 use proctor_probe::server_timing;
@@ -257,18 +258,18 @@ pub fn list_line(record: &RequestRecord) -> String {
         time_ms(record.sent_unix_ns),
         record.url.as_deref().unwrap_or("-"),
         status,
-        human_ns(record.total_ns as f64)
+        duration_ns(record.total_ns as f64)
     );
     let mut separator = "  ";
     for (name, value) in PHASE_NAMES.iter().zip(record.phases.values()) {
         if let Some(ns) = value {
-            let _ = write!(line, "{separator}{name} {}", human_ns(ns as f64));
+            let _ = write!(line, "{separator}{name} {}", duration_ns(ns as f64));
             separator = " ";
         }
     }
     for step in &record.server_timing {
         if let Some(ns) = step.dur_ns {
-            let _ = write!(line, "{separator}{}{} {}", server_timing::PREFIX, step.name, human_ns(ns as f64));
+            let _ = write!(line, "{separator}{}{} {}", server_timing::PREFIX, step.name, duration_ns(ns as f64));
             separator = " ";
         }
     }

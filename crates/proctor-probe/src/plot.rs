@@ -17,7 +17,7 @@ use proctor_plot::label::{
 use proctor_plot::{Anchor, Shape, BLUE, GRID, INK, LABEL_SIZE, ORANGE, SKY_BLUE, TITLE_SIZE, VERMILLION};
 
 use crate::record::RequestRecord;
-use crate::report::{human_ns, Report};
+use crate::report::{duration_ns, Report};
 
 /// The file formats this plot is written in, by file name (`.svg`, `.png`).
 pub use proctor_plot::{Format, UnknownFormat};
@@ -119,7 +119,7 @@ fn layout(records: &[RequestRecord], report: &Report, title: &str) -> (Vec<Shape
     let placed: Vec<(f64, String, f64, usize)> = modes
         .iter()
         .map(|mode| {
-            let label = format!("{} ({:.0}%)", human_ns(mode.value), mode.fraction * 100.0);
+            let label = format!("{} ({:.0}%)", duration_ns(mode.value), mode.fraction * 100.0);
             let width = box_width(&label, LABEL_SIZE);
             let (left, lane) = lanes.place(x_of(mode.value), width);
             (x_of(mode.value), label, left + width / 2.0, lane)

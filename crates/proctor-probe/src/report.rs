@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::record::{RequestRecord, PHASE_NAMES};
 use crate::server_timing;
+pub use proctor_units::units::duration_ns;
 
 /// Layout knobs; [`Default`] is what the CLI prints.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -473,8 +474,11 @@ fn latency(totals: &[u64]) -> Option<Latency> {
 pub fn summarize_modes(report: &ModeReport) -> String {
     let count = report.modes.len();
     let mut text = format!("{count} mode{}: ", if count == 1 { "" } else { "s" });
-    let parts: Vec<String> =
-        report.modes.iter().map(|mode| format!("{} ({:.0} %)", human_ns(mode.value), mode.fraction * 100.0)).collect();
+    let parts: Vec<String> = report
+        .modes
+        .iter()
+        .map(|mode| format!("{} ({:.0} %)", duration_ns(mode.value), mode.fraction * 100.0))
+        .collect();
     text.push_str(&parts.join(", "));
     if !report.near_multiples.is_empty() {
         let ratios: Vec<String> = report
@@ -483,9 +487,9 @@ pub fn summarize_modes(report: &ModeReport) -> String {
             .map(|near| {
                 format!(
                     "{} ≈ {} × {}",
-                    human_ns(report.modes[near.upper].value),
+                    duration_ns(report.modes[near.upper].value),
                     near.multiple,
-                    human_ns(report.modes[near.lower].value)
+                    duration_ns(report.modes[near.lower].value)
                 )
             })
             .collect();
@@ -503,15 +507,15 @@ fn mode_notes(report: &ModeReport) -> Vec<String> {
         .iter()
         .filter_map(|fine| {
             let mode = report.modes.get(fine.mode)?;
-            let spikes: Vec<String> = fine.spikes.iter().map(|spike| human_ns(spike.value)).collect();
+            let spikes: Vec<String> = fine.spikes.iter().map(|spike| duration_ns(spike.value)).collect();
             Some(match fine.step {
                 Some(step) => format!(
                     "the {} mode is quantized in {} steps ({})",
-                    human_ns(mode.value),
-                    human_ns(step),
+                    duration_ns(mode.value),
+                    duration_ns(step),
                     spikes.join(", ")
                 ),
-                None => format!("the {} mode has spikes at {}", human_ns(mode.value), spikes.join(", ")),
+                None => format!("the {} mode has spikes at {}", duration_ns(mode.value), spikes.join(", ")),
             })
         })
         .collect()
@@ -563,16 +567,16 @@ fn delayed_ack_note(found: &DelayedAck) -> String {
     };
     let against = found
         .new_connection_transfer_median_ns
-        .map(|fresh| format!(" against {} on new connections", human_ns(fresh as f64)))
+        .map(|fresh| format!(" against {} on new connections", duration_ns(fresh as f64)))
         .unwrap_or_default();
     format!(
         "{who} spent {}–{} in transfer (median {}){against}: the Nagle/delayed-ACK signature. The server \
          writes its response in more than one small piece without TCP_NODELAY; the later piece waits for \
          this client's delayed ACK of the first (40 ms at least on Linux). Fix it in the server: one write \
          per response (writev, or TCP_CORK), or TCP_NODELAY",
-        human_ns(found.transfer_min_ns as f64),
-        human_ns(found.transfer_max_ns as f64),
-        human_ns(found.transfer_median_ns as f64),
+        duration_ns(found.transfer_min_ns as f64),
+        duration_ns(found.transfer_max_ns as f64),
+        duration_ns(found.transfer_median_ns as f64),
     )
 }
 
@@ -816,26 +820,6 @@ fn attribute(
     out
 }
 
-/// `850 ns`, `12.3 µs`, `22.1 ms`, `1.80 s`: three significant digits.
-pub fn human_ns(ns: f64) -> String {
-    let (value, unit) = if ns < 1e3 {
-        (ns, "ns")
-    } else if ns < 1e6 {
-        (ns / 1e3, "µs")
-    } else if ns < 1e9 {
-        (ns / 1e6, "ms")
-    } else {
-        (ns / 1e9, "s")
-    };
-    if value >= 100.0 || unit == "ns" {
-        format!("{value:.0} {unit}")
-    } else if value >= 10.0 {
-        format!("{value:.1} {unit}")
-    } else {
-        format!("{value:.2} {unit}")
-    }
-}
-
 /// The report for people. `title` is the first line (the URL or the files analyzed).
 pub fn render_text(report: &Report, title: &str) -> String {
     let mut out = String::new();
@@ -871,9 +855,10 @@ pub fn render_text(report: &Report, title: &str) -> String {
     let _ = writeln!(out, "\nlatency of {} responses (requests without a response excluded)", report.responses);
     let mut line = String::from(" ");
     for percentile in &latency.percentiles {
-        let _ = write!(line, " {} {}", percentile.label, human_ns(percentile.value_ns as f64));
+        let _ = write!(line, " {} {}", percentile.label, duration_ns(percentile.value_ns as f64));
     }
-    let _ = writeln!(out, "{line}   (min {}, mean {})", human_ns(latency.min_ns as f64), human_ns(latency.mean_ns));
+    let _ =
+        writeln!(out, "{line}   (min {}, mean {})", duration_ns(latency.min_ns as f64), duration_ns(latency.mean_ns));
     let _ = writeln!(out, "\nmodes: {}", report.modes_summary);
     for note in &report.notes {
         let _ = writeln!(out, "note: {note}");
@@ -900,8 +885,8 @@ pub fn render_text(report: &Report, title: &str) -> String {
             "  {:<width$} {:>9} {:>10} {:>10} {:>7.1}%",
             name,
             count,
-            human_ns(median_ns as f64),
-            human_ns(p99_ns as f64),
+            duration_ns(median_ns as f64),
+            duration_ns(p99_ns as f64),
             slow_probability * 100.0
         );
     }
@@ -911,12 +896,12 @@ pub fn render_text(report: &Report, title: &str) -> String {
             let _ = write!(
                 out,
                 "  {} ({} requests, +{}): {} {} → {} ({:.0} % of the difference)",
-                human_ns(blame.mode_ns),
+                duration_ns(blame.mode_ns),
                 blame.requests,
-                human_ns(blame.extra_ns.max(0.0)),
+                duration_ns(blame.extra_ns.max(0.0)),
                 blame.phase,
-                human_ns(blame.baseline_phase_median_ns as f64),
-                human_ns(blame.phase_median_ns as f64),
+                duration_ns(blame.baseline_phase_median_ns as f64),
+                duration_ns(blame.phase_median_ns as f64),
                 blame.share * 100.0
             );
             if let (Some(name), Some(here), Some(base), Some(share)) =
@@ -925,8 +910,8 @@ pub fn render_text(report: &Report, title: &str) -> String {
                 let _ = write!(
                     out,
                     "; in the server: {name} {} → {} ({:.0} %)",
-                    human_ns(base as f64),
-                    human_ns(here as f64),
+                    duration_ns(base as f64),
+                    duration_ns(here as f64),
                     share * 100.0
                 );
             }
@@ -947,8 +932,8 @@ fn render_histogram(out: &mut String, report: &Report) {
         let _ = writeln!(
             out,
             "  {:>9} – {:<9} {:<BAR$} {:>7} {:>5.1}%",
-            human_ns(row.low_ns as f64),
-            human_ns(row.high_ns as f64),
+            duration_ns(row.low_ns as f64),
+            duration_ns(row.high_ns as f64),
             "█".repeat(width),
             row.count,
             row.count as f64 * 100.0 / report.responses.max(1) as f64
@@ -980,8 +965,8 @@ fn render_timeline(out: &mut String, report: &Report) {
         out,
         "\nover time ({:.3} s per column; height: median on a log scale from {} to {}; x: only errors)\n  |{strip}|",
         width,
-        human_ns(low.exp()),
-        human_ns(high.exp())
+        duration_ns(low.exp()),
+        duration_ns(high.exp())
     );
 }
 
@@ -1369,14 +1354,5 @@ mod tests {
         assert_eq!(report.server_timing_dropped, 200);
         assert!(report.notes.iter().any(|note| note.starts_with("200 Server-Timing metrics were not kept")));
         assert!(report.notes.iter().any(|note| note.starts_with("36 more Server-Timing names")));
-    }
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human_ns(850.0), "850 ns");
-        assert_eq!(human_ns(12_345.0), "12.3 µs");
-        assert_eq!(human_ns(22_000_000.0), "22.0 ms");
-        assert_eq!(human_ns(180_000_000.0), "180 ms");
-        assert_eq!(human_ns(1_800_000_000.0), "1.80 s");
     }
 }

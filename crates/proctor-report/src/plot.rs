@@ -149,35 +149,11 @@ fn count(value: f64) -> String {
 }
 
 fn binary(value: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = value;
-    let mut i = 0;
-    while v.abs() >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
+    let (v, unit) = proctor_units::units::binary_scaled(value);
     if v.fract() == 0.0 || v.abs() >= 100.0 {
-        format!("{v:.0} {}", units[i])
+        format!("{v:.0} {unit}")
     } else {
-        format!("{v:.1} {}", units[i])
-    }
-}
-
-/// `850 µs`, `12.9 ms`, `1.25 s`: a measured duration to three significant digits, as the
-/// probe and strace reports write them (tick labels are round and use `seconds_label`).
-fn duration(ns: f64) -> String {
-    let (value, unit) = match ns {
-        ns if ns >= 1e9 => (ns / 1e9, "s"),
-        ns if ns >= 1e6 => (ns / 1e6, "ms"),
-        ns if ns >= 1e3 => (ns / 1e3, "µs"),
-        ns => (ns, "ns"),
-    };
-    if value >= 100.0 || unit == "ns" {
-        format!("{value:.0} {unit}")
-    } else if value >= 10.0 {
-        format!("{value:.1} {unit}")
-    } else {
-        format!("{value:.2} {unit}")
+        format!("{v:.1} {unit}")
     }
 }
 
@@ -516,7 +492,7 @@ pub fn correlation_shapes(
             "latency, log scale: {} requests, {} slow (vermillion, above the dashed line at {})",
             correlation.requests,
             correlation.slow,
-            duration(rule.threshold_ns())
+            proctor_units::units::duration_ns(rule.threshold_ns())
         ),
         None => "latency: no requests in the range".to_string(),
     };
@@ -909,15 +885,6 @@ mod tests {
             let overlay = Overlay { alerts: &[], at_ns: Some(summary.from_ns + 1800 * 1_000_000_000) };
             std::fs::write(path, host_png(&summary, "proctor report (memory sample)", &overlay)).expect("write");
         }
-    }
-
-    #[test]
-    fn durations_have_three_significant_digits() {
-        assert_eq!(duration(12_940_000.0), "12.9 ms");
-        assert_eq!(duration(2_630_000.0), "2.63 ms");
-        assert_eq!(duration(250e6), "250 ms");
-        assert_eq!(duration(850.0), "850 ns");
-        assert_eq!(duration(1.25e9), "1.25 s");
     }
 
     #[test]

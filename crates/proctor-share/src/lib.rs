@@ -22,22 +22,9 @@ pub mod recording;
 pub mod round;
 pub mod watch;
 
-/// `1.31 GiB`, `48.0 MiB`, `512 KiB`: bytes for people, binary units, three digits.
+/// `1.31 GiB`, `48.00 MiB`, `512 KiB`: bytes for people, binary units, two decimals below 100.
 pub fn bytes(value: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = value;
-    let mut i = 0;
-    while v.abs() >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{v:.0} B")
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0} {}", units[i])
-    } else {
-        format!("{v:.2} {}", units[i])
-    }
+    proctor_units::units::binary(value, 2)
 }
 
 /// `45 s`, `25 min`, `3.2 h`, `4.0 days`: a span for people, rounded as a forecast should be.

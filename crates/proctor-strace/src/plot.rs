@@ -9,7 +9,7 @@ use proctor_plot::axis::{log_ticks, seconds_label};
 use proctor_plot::label::{box_width, centre_inside, elide_end, Lanes, GAP};
 use proctor_plot::{Anchor, Shape, BLUE, INK, LABEL_SIZE, VERMILLION};
 
-use crate::report::{human_seconds, Report, SyscallReport};
+use crate::report::{duration_secs, Report, SyscallReport};
 
 /// The file formats this plot is written in, by file name (`.svg`, `.png`).
 pub use proctor_plot::{Format, UnknownFormat};
@@ -95,7 +95,7 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) -> f64 {
         .iter()
         .map(|peak| {
             let x = x_of(peak.seconds.max(0.5e-6).log10());
-            let label = format!("{} (n={})", human_seconds(peak.seconds), peak.count);
+            let label = format!("{} (n={})", duration_secs(peak.seconds), peak.count);
             let width = box_width(&label, LABEL_SIZE);
             let (left, lane) = lanes.place(x, width);
             (x, label, left + width / 2.0, lane)
@@ -110,8 +110,8 @@ fn panel(shapes: &mut Vec<Shape>, syscall: &SyscallReport, y0: f64) -> f64 {
         "{}: {} calls, {} total, p50 {}",
         syscall.name,
         syscall.count,
-        human_seconds(syscall.total_seconds),
-        syscall.p50_seconds.map_or_else(|| "-".to_string(), human_seconds)
+        duration_secs(syscall.total_seconds),
+        syscall.p50_seconds.map_or_else(|| "-".to_string(), duration_secs)
     );
     let title = elide_end(&title, LABEL_SIZE, WIDTH - LEFT - 4.0);
     shapes.push(Shape::text(LEFT, y0 + TITLE_BASELINE, title, INK, Anchor::Start));

@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 
 use proctor_modes::{find_modes_in_histogram, Bucket};
+pub use proctor_units::units::duration_secs;
 use serde::Serialize;
 
 use crate::parse::TimeKind;
@@ -446,26 +447,6 @@ fn path_report(path: String, stats: &PathStats) -> PathReport {
     }
 }
 
-/// A duration for people: `250 ms`, `1.02 s`, `12 µs`, three significant digits.
-pub fn human_seconds(value: f64) -> String {
-    let (scaled, unit) = if value >= 1.0 {
-        (value, "s")
-    } else if value >= 1e-3 {
-        (value * 1e3, "ms")
-    } else if value >= 1e-6 {
-        (value * 1e6, "µs")
-    } else {
-        (value * 1e9, "ns")
-    };
-    if scaled >= 100.0 {
-        format!("{scaled:.0} {unit}")
-    } else if scaled >= 10.0 {
-        format!("{scaled:.1} {unit}")
-    } else {
-        format!("{scaled:.2} {unit}")
-    }
-}
-
 /// `futex: peaks at 42.8 µs (103 calls, 95 % of calls, 0 % of time), 250 ms (5 calls, 5 % of
 /// calls, 99 % of time)`, then near multiples (`500 ms ≈ 2 × 250 ms`) and fine structure. Both
 /// shares, because a peak rare by count can hold most of the time, and one common by count
@@ -481,7 +462,7 @@ pub fn peak_sentence(syscall: &SyscallReport) -> Option<String> {
         .map(|peak| {
             format!(
                 "{} ({} call{}, {} of calls, {} of time)",
-                human_seconds(peak.seconds),
+                duration_secs(peak.seconds),
                 peak.count,
                 if peak.count == 1 { "" } else { "s" },
                 percent(peak.fraction),
@@ -495,22 +476,22 @@ pub fn peak_sentence(syscall: &SyscallReport) -> Option<String> {
         let (Some(low), Some(high)) = (syscall.peaks.get(*lower as usize), syscall.peaks.get(*upper as usize)) else {
             continue;
         };
-        let _ = write!(sentence, "; {} ≈ {multiple} × {}", human_seconds(high.seconds), human_seconds(low.seconds));
+        let _ = write!(sentence, "; {} ≈ {multiple} × {}", duration_secs(high.seconds), duration_secs(low.seconds));
     }
     for fine in &syscall.fine_structure {
         let Some(peak) = syscall.peaks.get(fine.peak) else {
             continue;
         };
-        let spikes: Vec<String> = fine.spikes_seconds.iter().map(|&seconds| human_seconds(seconds)).collect();
+        let spikes: Vec<String> = fine.spikes_seconds.iter().map(|&seconds| duration_secs(seconds)).collect();
         let _ = match fine.step_seconds {
             Some(step) => write!(
                 sentence,
                 "; the {} peak is quantized in {} steps ({})",
-                human_seconds(peak.seconds),
-                human_seconds(step),
+                duration_secs(peak.seconds),
+                duration_secs(step),
                 spikes.join(", ")
             ),
-            None => write!(sentence, "; the {} peak has spikes at {}", human_seconds(peak.seconds), spikes.join(", ")),
+            None => write!(sentence, "; the {} peak has spikes at {}", duration_secs(peak.seconds), spikes.join(", ")),
         };
     }
     Some(sentence)
@@ -600,7 +581,7 @@ impl Report {
             "  {:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10}  errors",
             "syscall", "calls", "errors", "total", "p50", "p90", "p99", "max"
         )?;
-        let show = |value: Option<f64>| value.map_or_else(|| "-".to_string(), human_seconds);
+        let show = |value: Option<f64>| value.map_or_else(|| "-".to_string(), duration_secs);
         for syscall in self.syscalls.iter().take(rows) {
             let errnos: Vec<String> =
                 syscall.errnos.iter().take(3).map(|errno| format!("{} {}", errno.name, errno.count)).collect();
@@ -610,7 +591,7 @@ impl Report {
                 syscall.name,
                 syscall.count,
                 syscall.errors + syscall.interrupted,
-                if syscall.timed > 0 { human_seconds(syscall.total_seconds) } else { "-".to_string() },
+                if syscall.timed > 0 { duration_secs(syscall.total_seconds) } else { "-".to_string() },
                 show(syscall.p50_seconds),
                 show(syscall.p90_seconds),
                 show(syscall.p99_seconds),
@@ -628,7 +609,7 @@ impl Report {
                 writeln!(
                     out,
                     "  {:>10}  {}:{}  pid {}  {}  {}({}) = {}",
-                    human_seconds(call.duration_seconds),
+                    duration_secs(call.duration_seconds),
                     call.source,
                     call.line,
                     call.pid.map_or_else(|| "-".to_string(), |pid| pid.to_string()),
@@ -656,8 +637,8 @@ impl Report {
                     pid.pid,
                     pid.calls,
                     pid.errors,
-                    human_seconds(pid.wall_seconds),
-                    human_seconds(pid.slowest_seconds),
+                    duration_secs(pid.wall_seconds),
+                    duration_secs(pid.slowest_seconds),
                     pid.signals,
                     pid.exit.as_deref().unwrap_or("-")
                 )?;
@@ -677,7 +658,7 @@ impl Report {
                 writeln!(
                     out,
                     "  {:>10} {:>8} calls {:>6} errors {:>12} bytes  {}",
-                    human_seconds(path.wall_seconds),
+                    duration_secs(path.wall_seconds),
                     path.calls,
                     path.errors,
                     path.bytes,
@@ -770,8 +751,8 @@ impl Report {
         writeln!(
             out,
             "\nTimeline of calls ≥ {} ({} per row):",
-            human_seconds(timeline.threshold_seconds),
-            human_seconds(width)
+            duration_secs(timeline.threshold_seconds),
+            duration_secs(width)
         )?;
         for (start, count, total) in rows {
             let bar = "#".repeat(((count * 40).div_ceil(most)) as usize);
@@ -780,7 +761,7 @@ impl Report {
                 "  {:>14} {:>7} {:>10}  {bar}",
                 time_label(self.timestamps, start),
                 count,
-                human_seconds(total)
+                duration_secs(total)
             )?;
         }
         Ok(())

@@ -92,20 +92,51 @@ pub const DASH: &str = "-";
 
 /// `1.5 GiB`, `12 MiB`, `900 KiB`, `12 B`.
 pub fn bytes(value: u64) -> String {
+    binary(value as f64, 1)
+}
+
+/// `value` bytes scaled to the largest binary unit that keeps it at least 1 (B to TiB), and that
+/// unit: every byte formatter here and in the plots scales through it.
+pub fn binary_scaled(value: f64) -> (f64, &'static str) {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = value as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
+    let (mut v, mut unit) = (value, 0);
+    while v.abs() >= 1024.0 && unit < UNITS.len() - 1 {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{value} B")
-    } else if v >= 100.0 {
-        format!("{v:.0} {}", UNITS[unit])
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
+    (v, UNITS[unit])
+}
+
+/// Bytes in binary units: whole bytes below 1 KiB and whole units from 100 up, `decimals`
+/// between (`bytes` writes one, `1.5 GiB`; `share` two, `1.31 GiB`).
+pub fn binary(value: f64, decimals: usize) -> String {
+    match binary_scaled(value) {
+        (v, unit) if unit == "B" || v.abs() >= 100.0 => format!("{v:.0} {unit}"),
+        (v, unit) => format!("{v:.decimals$} {unit}"),
     }
+}
+
+/// `850 ns`, `12.3 µs`, `22.1 ms`, `1.80 s`: a measured duration to three significant digits
+/// (whole nanoseconds below a microsecond), as the probe, strace and report plots write one.
+pub fn duration_ns(ns: f64) -> String {
+    let (value, unit) = match ns {
+        ns if ns >= 1e9 => (ns / 1e9, "s"),
+        ns if ns >= 1e6 => (ns / 1e6, "ms"),
+        ns if ns >= 1e3 => (ns / 1e3, "µs"),
+        ns => (ns, "ns"),
+    };
+    if value >= 100.0 || unit == "ns" {
+        format!("{value:.0} {unit}")
+    } else if value >= 10.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.2} {unit}")
+    }
+}
+
+/// [`duration_ns`] of a duration in seconds.
+pub fn duration_secs(secs: f64) -> String {
+    duration_ns(secs * 1e9)
 }
 
 pub fn opt_bytes(value: Option<u64>) -> String {
@@ -192,6 +223,28 @@ mod tests {
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(bytes(2 * 1024 * 1024 * 1024), "2.0 GiB");
         assert_eq!(bytes(900 * 1024), "900 KiB");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(binary(1.31 * 1024.0 * 1024.0 * 1024.0, 2), "1.31 GiB");
+        assert_eq!(binary(48.0 * 1024.0 * 1024.0, 2), "48.00 MiB");
+        assert_eq!(binary(150.0 * 1024.0, 2), "150 KiB");
+        assert_eq!(binary(-1536.0, 1), "-1.5 KiB");
+        assert_eq!(binary_scaled(3.0 * 1024f64.powi(5)), (3072.0, "TiB"));
+    }
+
+    #[test]
+    fn durations_have_three_significant_digits() {
+        for (ns, text) in [
+            (5.0, "5 ns"),
+            (850.0, "850 ns"),
+            (12_345.0, "12.3 µs"),
+            (22_100_000.0, "22.1 ms"),
+            (4_000_000.0, "4.00 ms"),
+            (1.8e9, "1.80 s"),
+            (250e9, "250 s"),
+        ] {
+            assert_eq!(duration_ns(ns), text, "{ns}");
+        }
+        assert_eq!(duration_secs(0.25), "250 ms");
     }
 
     #[test]
