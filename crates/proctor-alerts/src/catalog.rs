@@ -1,5 +1,6 @@
 //! The series a rule can name: proctor's published vocabulary, prefixed by its scope. Host fields
-//! are `proctor_vocab::fields::HOST`, process fields `fields::PROCESS`, group fields
+//! are `proctor_vocab::fields::host_all()` (the host shape's, then the catalog's other host
+//! series), process fields `fields::PROCESS`, group fields
 //! `fields::GROUP`; the container's and the agent's scalar fields are listed here (their JSON
 //! shapes have no field table) and tests hold every list equal to the shapes.
 
@@ -124,7 +125,7 @@ pub const GROUP_LABELS: &[&str] = &["name"];
 fn table(scope: Scope) -> Vec<(&'static str, Unit)> {
     let of = |t: &'static [Field]| t.iter().map(|f| (f.name, f.unit)).collect();
     match scope {
-        Scope::Host => of(fields::HOST),
+        Scope::Host => of(fields::host_all()),
         Scope::Container => CONTAINER.to_vec(),
         Scope::Agent => AGENT.to_vec(),
         Scope::Process => of(fields::PROCESS),

@@ -850,6 +850,9 @@ pub struct Evaluator {
     statsd_source: Option<StatsdSource>,
     /// The scalar slots by vocabulary name, for host, container and agent.
     scalar_names: [crate::leaves::Want; 3],
+    /// Host fields that are catalog series outside the host shape: (the model's series index,
+    /// the scalar slot), read straight from the snapshot's host view.
+    host_series: Vec<(usize, usize)>,
     /// The current evaluation's values of the capturing comparison's left side.
     captured: Vec<(Key, f64)>,
     pub stats: EvalStats,
@@ -883,11 +886,16 @@ impl Evaluator {
             )
         };
         let scalar_names = [names(Scope::Host), names(Scope::Container), names(Scope::Agent)];
+        let host_series = (plan.scalars.iter().enumerate())
+            .filter(|(_, (scope, _))| *scope == Scope::Host)
+            .filter_map(|(slot, (_, name))| Some((proctor_vocab::fields::host_series_index(name)?, slot)))
+            .collect();
         let statsd_values = vec![None; plan.statsd.len()];
         Evaluator {
             statsd_values,
             statsd_source: None,
             scalar_names,
+            host_series,
             plan,
             users,
             windows,
@@ -930,6 +938,9 @@ impl Evaluator {
         let [host, container, agent] = &self.scalar_names;
         if !host.is_empty() {
             crate::leaves::read(&proctor_vocab::snapshot::host(s), host, &mut self.scalars);
+        }
+        for &(series, slot) in &self.host_series {
+            self.scalars[slot] = s.host.series[series];
         }
         if !container.is_empty() {
             crate::leaves::read(&proctor_vocab::snapshot::container(s), container, &mut self.scalars);

@@ -64,9 +64,24 @@ fn the_catalogue_names_what_the_shapes_publish() {
     for (name, _) in catalog::AGENT {
         assert!(covered(&agent, name), "agent.{name} is not in the agent shape: {agent:?}");
     }
-    for f in fields::HOST {
+    for f in fields::host_all() {
         assert!(catalog::resolve(Scope::Host, f.name).is_some(), "{}", f.name);
     }
+}
+
+/// A host series of the catalog outside the host shape (the page cache, no field of
+/// `/api/v1/snapshot`'s host) is read from the model's host series: a rule on it holds on a
+/// live host, and its `$value` is the model's number.
+#[test]
+fn a_catalog_series_outside_the_host_shape_is_a_rule_field() {
+    let s = live();
+    let cached = fields::host_series_value(&s.host, "memory.cached_bytes").expect("Cached in /proc/meminfo");
+    let yaml = "groups:\n  - name: g\n    rules:\n      - alert: Cache\n        expr: host.memory.cached_bytes >= 0\n";
+    let set = rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+    let mut a = Alerting::new(set, AlertState::default());
+    let events = a.evaluate(&s);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].value, Some(cached), "{events:?}");
 }
 
 /// Every process field a rule can compare reads what `/api/v1/processes` says for it.

@@ -30,8 +30,9 @@ pub struct Series {
     /// a row is kept: the minimum, mean, maximum and last value of the samples in the row's
     /// minute (hour).
     pub stored: bool,
-    /// It is a field of its scope's JSON shape under the same name (`FIELD` of `SCOPE.FIELD`),
-    /// so `dump` has its column and an alert rule can name it.
+    /// It is a field of its scope's JSON shape under the same name (`FIELD` of `SCOPE.FIELD`).
+    /// Alerts and `dump` take every series either way: a host series outside the shape is read
+    /// from the model's host series (`proctor_vocab::fields::host_all`).
     pub field: bool,
     /// The Prometheus samples it is made from (`/metrics`); a counter's series is its rate.
     pub prometheus: &'static [&'static str],

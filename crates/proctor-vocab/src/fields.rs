@@ -780,6 +780,37 @@ pub const HOST: &[Field] = &[
     Field { name: "power_host_watts", title: "Power", unit: Unit::Watts, description: "The host's power over the interval: RAPL's psys zone, else its packages and DRAM, plus NVIDIA boards; null where a part is unreadable (see doctor)." },
 ];
 
+/// The host's fields as alerts and `dump host` take them: the shape's [`HOST`], then every host
+/// series of the catalog ([`crate::series::CATALOG`]) that is not a field of the shape
+/// (`memory.cached_bytes`, `disk.busy_percent`), read from the model's host series
+/// ([`host_series_value`]). So a host series added to the catalog (and computed by
+/// `proctor_model::series`) is a host field at once, with the catalog's unit and meaning.
+pub fn host_all() -> &'static [Field] {
+    static ALL: std::sync::LazyLock<Vec<Field>> = std::sync::LazyLock::new(|| {
+        let series = crate::series::CATALOG.iter().filter(|s| !s.field).filter_map(|s| {
+            let name = s.name.strip_prefix("host.")?;
+            Some(Field { name, title: name, unit: s.unit, description: s.meaning })
+        });
+        HOST.iter().copied().chain(series).collect()
+    });
+    &ALL
+}
+
+/// Where a host field that is a catalog series outside the shape is in the model's host series
+/// (`proctor_model::series::HOST_SERIES`), by its field name (`memory.cached_bytes`); `None` for
+/// a field of the shape.
+pub fn host_series_index(field: &str) -> Option<usize> {
+    if HOST.iter().any(|f| f.name == field) {
+        return None;
+    }
+    proctor_model::series::index(&format!("host.{field}"))
+}
+
+/// The value of such a field in a snapshot's host view.
+pub fn host_series_value(host: &proctor_model::HostView, field: &str) -> Option<f64> {
+    host_series_index(field).and_then(|i| host.series[i])
+}
+
 /// The short names people type for process fields, as top, htop and pgtop users think of them:
 /// the one alias table (sort keys, `top --slow`, `top`'s column and sort names, alert rules'
 /// `process.NAME`). Every target is a field of [`PROCESS`]; a test holds that.
@@ -944,6 +975,29 @@ mod tests {
             _ => false,
         };
         assert!(same, "{what}: read {reading:?}, the JSON says {leaf}");
+    }
+
+    /// Every host series of the catalog is a host field (alerts, `dump host`): the shape's, or
+    /// one read from the model's host series by index, never both, each name once.
+    #[test]
+    fn every_host_series_of_the_catalog_is_a_host_field_once() {
+        let all = host_all();
+        let mut names: Vec<&str> = all.iter().map(|f| f.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "a host field twice");
+        for s in crate::series::CATALOG.iter().filter(|s| s.name.starts_with("host.")) {
+            let field = &s.name["host.".len()..];
+            let f = all.iter().find(|f| f.name == field).unwrap_or_else(|| panic!("{} is no host field", s.name));
+            assert_eq!(f.unit, s.unit, "{}", s.name);
+            match host_series_index(field) {
+                Some(i) => {
+                    assert!(!s.field, "{} is a field of the shape, read from it", s.name);
+                    assert_eq!(proctor_model::series::HOST_SERIES[i], s.name);
+                }
+                None => assert!(s.field, "{} is outside the shape and the model does not compute it", s.name),
+            }
+        }
     }
 
     /// One name, one number: every catalog series that is a host field reads the same in the

@@ -39,9 +39,8 @@ mod series_docs {
         if s.stored {
             on.push("report, rollups");
         }
-        if s.field {
-            on.push("alerts, dump");
-        }
+        // Every series: a field of its scope's shape, or a host series read from the model.
+        on.push("alerts, dump");
         let prom: Vec<String> = s.prometheus.iter().map(|p| format!("`{p}`")).collect();
         format!("| `{}` | {} | {} | {} | {} |", s.name, s.unit.as_str(), on.join(", "), s.meaning, prom.join(", "))
     }

@@ -148,7 +148,7 @@ const ROLLUP: &[Field] = &[
 fn columns(subject: Subject) -> impl Iterator<Item = &'static Field> {
     let table = match subject {
         Subject::Process => fields::PROCESS,
-        Subject::Host => fields::HOST,
+        Subject::Host => fields::host_all(),
         Subject::Group => fields::GROUP,
         Subject::Rollup => ROLLUP,
         Subject::Probe => &[],
@@ -202,7 +202,7 @@ pub fn parse_filter(text: &str) -> Result<Filter, String> {
 
 /// The unit of a field of the process, host or group table, by its (dotted) name.
 fn unit_of(name: &str) -> Option<Unit> {
-    [fields::PROCESS, fields::HOST, fields::GROUP]
+    [fields::PROCESS, fields::host_all(), fields::GROUP]
         .iter()
         .flat_map(|t| t.iter())
         .find(|f| f.name == name)
@@ -255,7 +255,20 @@ fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Resu
         row
     };
     let rows = match subject {
-        Subject::Host => vec![make(serde_json::to_value(proctor_vocab::snapshot::host(&s))?)],
+        Subject::Host => {
+            let mut row = make(serde_json::to_value(proctor_vocab::snapshot::host(&s))?);
+            // The catalog's host series outside the shape, as the model computed them.
+            let series = fields::host_all().iter().filter(|f| fields::host_series_index(f.name).is_some());
+            row.extend(series.map(|f| {
+                // Whole numbers (bytes, counts) as the shape writes them, without a `.0`.
+                let v = fields::host_series_value(&s.host, f.name).map(|v| match v {
+                    v if v.fract() == 0.0 && v.abs() < 9e15 => Value::from(v as i64),
+                    v => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+                });
+                (f.name.to_string(), v.unwrap_or(Value::Null))
+            }));
+            vec![row]
+        }
         Subject::Process => s
             .rows
             .iter()
