@@ -36,6 +36,8 @@ pub const HOST_SERIES: [&str; N] = [
     "host.cpu.softirq_percent",
     "host.load.avg1",
     "host.context_switches_per_sec",
+    "host.procs_running",
+    "host.procs_blocked",
 ];
 
 /// Loop and RAM disks are pseudo-devices whose traffic is already counted on a real device or
@@ -45,7 +47,7 @@ pub fn is_interesting_disk(name: &str) -> bool {
 }
 
 /// How many host series there are.
-pub const N: usize = 26;
+pub const N: usize = 28;
 
 /// The index of a host series by its catalog name or an alias the catalog keeps for it.
 pub fn index(name: &str) -> Option<usize> {
@@ -86,6 +88,8 @@ pub fn host_values(cur: &Sample, prev: Option<&Sample>) -> [Option<f64>; N] {
     v[15] = avg10(h.pressure_memory, |p| p.some);
     v[16] = avg10(h.pressure_memory, |p| p.full);
     v[24] = h.loadavg.map(|l| l.one);
+    v[26] = h.stat.as_ref().and_then(|s| s.procs_running).map(|n| n as f64);
+    v[27] = h.stat.as_ref().and_then(|s| s.procs_blocked).map(|n| n as f64);
     let Some(prev) = prev else { return v };
     let secs = cur.mono_ns.saturating_sub(prev.mono_ns) as f64 / 1e9;
     if secs <= 0.0 {

@@ -378,6 +378,7 @@ mod tests {
                 stat.total.softirq = t;
                 stat.total.steal = t;
                 stat.context_switches = Some(1000 * t);
+                (stat.procs_running, stat.procs_blocked) = (Some(3), Some(1));
             }
             if let Some(m) = h.meminfo.as_mut() {
                 m.cached_bytes = Some(1 << 30);
