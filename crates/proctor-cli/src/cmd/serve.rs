@@ -1,10 +1,11 @@
 //! `proctor serve`: the live agent. Samples on its own thread, answers HTTP from the latest
 //! snapshot, and optionally runs the statsd server in the same process.
 //!
-//! This module turns flags into an agent, a router and (with `--statsd`) a statsd server,
-//! checks that a non-loopback address has a token, opens the data directory it records into
-//! (on by default; a store that cannot be opened is reported and serving goes on), and waits
-//! for SIGINT or SIGTERM. The agent and its recorder live in `proctor-agent`, routes and
+//! This module decides every flag once (`decide`: a non-loopback address needs a token, files
+//! and URLs are checked) before anything starts, then turns the decision into a daemon, a
+//! router and (with `--statsd`) a statsd server, opens the data directory it records into (on
+//! by default; a store that cannot be opened is reported and serving goes on), and waits for
+//! SIGINT or SIGTERM. The agent and its recorder live in `proctor-agent`, routes and
 //! rendering in `proctor-http`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -227,11 +228,25 @@ fn resolve_listen(text: &str) -> anyhow::Result<(SocketAddr, bool)> {
     Ok((first, addrs.iter().all(|a| a.ip().is_loopback())))
 }
 
-/// How often a recording agent rolls finished hours up (`proctor_stored::rollup`).
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let o = *args.options;
-    let (interval, history) = (o.interval, o.history);
-    if interval.is_zero() {
+/// What serve's flags decide, worked out once before anything starts: a mistake in any flag
+/// (a token, the address, a groups or statsd config file, a receiver's URL) stops serve with
+/// its reason before it binds a port, opens a store or starts a thread.
+struct Decided {
+    token: Option<String>,
+    listen: SocketAddr,
+    loopback: bool,
+    sampler: proctor_sampler::SamplerConfig,
+    agent: AgentConfig,
+    host: String,
+    jupyter_pid: u32,
+    disk_path: PathBuf,
+    metrics: MetricsConfig,
+    receivers: Vec<proctor_alerts::rules::Receiver>,
+    etsy: Option<proctor_statsd::config::EtsyConfig>,
+}
+
+fn decide(o: &ServeOptions) -> anyhow::Result<Decided> {
+    if o.interval.is_zero() {
         bail!("--interval must be more than 0");
     }
     if !(0.0..=1.0).contains(&o.pss_budget) {
@@ -251,13 +266,56 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("the token contains a control character (a newline or tab inside it?): give a plain token");
     }
     let (listen, loopback) = resolve_listen(&o.listen)?;
-    let tokenless = token.is_none();
     if !loopback && token.is_none() && !o.insecure {
         bail!(
             "--listen {listen} is reachable from other machines: give --token or --token-file \
              (Bearer auth on every endpoint), or --insecure to serve it without one"
         );
     }
+    let mut sampler = o.read.config()?;
+    let host = host_name(&sampler.root);
+    sampler.pss_budget = o.pss_budget;
+    let groups = crate::daemon::groups(o.groups.as_deref())?;
+    // Groups count their members' open fds: one statx per process per sample.
+    sampler.process_fds = groups.is_some();
+    let agent = AgentConfig {
+        interval: o.interval,
+        history: o.history,
+        groups,
+        max_groups: o.max_groups,
+        ..AgentConfig::default()
+    };
+    let disk_path = (o.disk_path.clone())
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let metrics = MetricsConfig {
+        top: o.metrics_top,
+        rank: match o.metrics_rank {
+            Rank::Cpu => ProcessRank::Cpu,
+            Rank::Rss => ProcessRank::Rss,
+        },
+    };
+    let etsy = o.statsd.then(|| crate::statsd_server::etsy_config(&o.statsd_options)).transpose()?;
+    Ok(Decided {
+        token,
+        listen,
+        loopback,
+        sampler,
+        agent,
+        host,
+        jupyter_pid: o.jupyter_pid.unwrap_or_else(parent_pid),
+        disk_path,
+        metrics,
+        receivers: o.alerts.receivers()?,
+        etsy,
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let o = *args.options;
+    let Decided { token, listen, loopback, sampler, agent, host, jupyter_pid, disk_path, metrics, receivers, etsy } =
+        decide(&o)?;
+    let tokenless = token.is_none();
 
     // Bound before anything starts: a port in use ends serve at once, and the address bound
     // (the port `:0` picked) names this instance (its alert state, below).
@@ -269,35 +327,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let signals = signals::block()?;
     limit_malloc_arenas();
 
-    let mut sampler_config = o.read.config()?;
-    let host = host_name(&sampler_config.root);
-    sampler_config.pss_budget = o.pss_budget;
-    let jupyter_pid = o.jupyter_pid.unwrap_or_else(parent_pid);
-    let disk_path = o
-        .disk_path
-        .clone()
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/"));
-    let groups = crate::daemon::groups(o.groups.as_deref())?;
-    // Groups count their members' open fds: one statx per process per sample.
-    sampler_config.process_fds = groups.is_some();
-    let agent_config = AgentConfig { interval, history, groups, max_groups: o.max_groups, ..AgentConfig::default() };
     // statvfs can hang on a dead network mount: it is read on a thread of its own, never by
     // the sampler or a request.
     let disk = DiskWatch::start(&disk_path, DISK_EVERY, DISK_TIMEOUT).context("cannot start the disk watcher")?;
     let (recording, recording_dir) = open_recording(&o);
-    let metrics_config = MetricsConfig {
-        top: o.metrics_top,
-        rank: match o.metrics_rank {
-            Rank::Cpu => ProcessRank::Cpu,
-            Rank::Rss => ProcessRank::Rss,
-        },
-    };
     // Checked before the agent starts: a remote-write mistake stops serve with the reason.
-    let remote_plan = o.remote_write.plan(recording_dir.as_deref(), metrics_config, &host)?;
+    let remote_plan = o.remote_write.plan(recording_dir.as_deref(), metrics, &host)?;
     // The agent first; each service below is added once started, and `daemon.stop()` stops
     // them newest first, then the agent.
-    let mut daemon = Daemon::start(sampler_config, agent_config, recording)?;
+    let mut daemon = Daemon::start(sampler, agent, recording)?;
     // Recorded samples roll up into the minute and hour tiers on a thread of their own.
     if let Some(dir) = &recording_dir {
         daemon.add(
@@ -316,8 +354,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .ok(),
         _ => None,
     };
-    let statsd = if o.statsd {
-        let etsy = crate::statsd_server::etsy_config(&o.statsd_options)?;
+    let statsd = if let Some(etsy) = etsy {
         Some(crate::statsd_server::start(
             &o.statsd_options,
             etsy,
@@ -412,7 +449,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let config = proctor_alerts::engine::EngineConfig {
                 rules_path: path.clone(),
                 dir,
-                extra_receivers: o.alerts.receivers()?,
+                extra_receivers: receivers,
                 host: host.clone(),
                 generator_url: format!("http://{local}/#alerts"),
                 delivery: proctor_alerts::deliver::DeliveryConfig::default(),
@@ -429,7 +466,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let config = ApiConfig {
         token: token.map(Arc::from),
-        metrics: metrics_config,
+        metrics,
         jupyter: JupyterConfig::new(jupyter_pid),
         disk: Some(Arc::new(disk)),
         extra_metrics: extra,

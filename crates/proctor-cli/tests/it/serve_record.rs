@@ -289,3 +289,33 @@ fn serve_keeps_recording_after_a_failed_write() {
     assert!(segments.count() >= 3, "a new segment after each failure");
     assert!(stored_seqs(data.path()).len() as u64 >= frames_written(&later));
 }
+
+/// Every flag is decided before serve touches anything (issue 31 item 5): a receiver URL it
+/// cannot use, or a statsd config file that is not there, stops serve with its reason before it
+/// binds, creates its data directory or starts a thread. (They were checked once the agent and
+/// its store had started: the default data directory was created first.)
+#[test]
+fn a_mistaken_flag_stops_serve_before_it_creates_anything() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let state = home.path().join("state");
+    let rules = home.path().join("rules.yml");
+    std::fs::write(&rules, "groups: []\n").expect("write rules");
+    let rules = rules.to_str().expect("utf-8");
+    for (extra, says) in [
+        (vec!["--rules", rules, "--alert-webhook", "ftp://example.invalid/"], "--alert-webhook"),
+        (vec!["--statsd", "--config", "/nonexistent/statsd.js"], "/nonexistent/statsd.js"),
+    ] {
+        let out = super::proctor_command()
+            .args(["serve", "--listen", "127.0.0.1:0", "--interval", "100ms"])
+            .args(&extra)
+            .env("HOME", home.path())
+            .env("XDG_STATE_HOME", &state)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} was served: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!state.exists(), "serve created its data directory before refusing {extra:?}: {stderr}");
+    }
+}
