@@ -116,6 +116,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.interval.is_zero() {
         anyhow::bail!("--interval must be more than zero");
     }
+    // Every flag is decided before the store is created or a thread starts: a groups rules file
+    // or a host root it cannot use stops record with its reason and leaves no directory behind.
+    let groups = crate::daemon::groups(args.groups.as_deref())?;
+    // Groups count their members' open fds: one statx per process per sample.
+    let sampler_config = SamplerConfig { process_fds: groups.is_some(), ..args.read.config()? };
     let config = StoreConfig {
         retain_age: args.retain_age,
         retain_bytes: args.retain_mib.saturating_mul(1 << 20),
@@ -138,9 +143,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let process_cpu_start = process_cpu_ns();
     let sink: Box<dyn Sink<Sample>> = if args.progress { Box::new(Announce(writer)) } else { Box::new(writer) };
     let recording = Recording::On { dir: args.dir.clone(), sink, queue: RECORD_QUEUE };
-    let groups = crate::daemon::groups(args.groups.as_deref())?;
-    // Groups count their members' open fds: one statx per process per sample.
-    let sampler_config = SamplerConfig { process_fds: groups.is_some(), ..args.read.config()? };
     let agent_config = AgentConfig { max_samples: args.count, groups, ..AgentConfig::brief(args.interval) };
     let mut daemon = Daemon::start(sampler_config, agent_config, recording)?;
     daemon.add(

@@ -264,3 +264,18 @@ fn record_creates_its_directory_and_the_readers_default_to_serves() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing was recorded there"));
 }
+
+/// Every flag is decided before record creates its store (issue 31 item 5): a groups rules file
+/// with a mistake stops it with the rule's line and leaves no directory behind.
+#[test]
+fn a_mistaken_groups_file_stops_record_before_it_creates_its_store() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let rules = home.path().join("groups.yml");
+    std::fs::write(&rules, "process_names:\n  - comm: [a]\n    bogus: 1\n").expect("write rules");
+    let dir = home.path().join("store");
+    let out = record(&dir, &["--count", "1", "--groups", rules.to_str().expect("utf-8")]).output().expect("run record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "recorded with a bad groups file: {stderr}");
+    assert!(stderr.contains("bogus"), "{stderr}");
+    assert!(!dir.exists(), "record created its store before refusing the groups file: {stderr}");
+}
