@@ -98,6 +98,7 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         pss: None,
         cgroup: None,
         tasks: Vec::new(),
+        stall: (seq % 3 == 1).then_some(proctor_model::Stall { reads: seq, total_ns: seq * 1000, max_ns: 700 }),
     }
 }
 

@@ -527,6 +527,32 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
             Some(c.timeouts as f64),
         ));
     }
+    // The stall ledger, by the read that took a target's mmap lock.
+    let ledger = [
+        ("smaps_rollup", a.pss.as_ref().map(|p| (p.lock_ns, p.max_lock_ns))),
+        ("cmdline", a.cmdline.as_ref().map(|c| (c.lock_ns, c.max_lock_ns))),
+    ];
+    let mut held = Family::new(
+        "proctor_agent_target_lock_seconds",
+        Kind::Counter,
+        "Wall time of proctor's reads that took a target's mmap lock, by read (an upper bound on the hold).",
+    );
+    let mut longest = Family::new(
+        "proctor_agent_target_lock_max_seconds",
+        Kind::Gauge,
+        "The longest single proctor read that took a target's mmap lock, by read.",
+    );
+    let mut any = false;
+    for (read, totals) in ledger {
+        if let Some((total_ns, max_ns)) = totals {
+            held.push(vec![("read", read.to_string())], total_ns as f64 / 1e9);
+            longest.push(vec![("read", read.to_string())], max_ns as f64 / 1e9);
+            any = true;
+        }
+    }
+    if any {
+        out.extend([held, longest]);
+    }
     out.push(counter("proctor_agent_http_requests", "HTTP requests answered.", Some(http.requests_total as f64)));
     out.push(gauge(
         "proctor_agent_http_connections_open",

@@ -22,7 +22,7 @@ pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext, ThreadRow};
 pub use rollup::{RollupBlock, RollupRow, Stat};
 pub use sample::{
-    intern_name, ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups,
+    intern_name, ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, Stall,
     StatusReading, TaskSample,
 };
 pub use series::is_interesting_disk;

@@ -69,6 +69,9 @@ pub struct ProcessRow {
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
     pub pss: Option<MemoryAge>,
+    /// The stall ledger: how long proctor's reads have held this process's mmap lock (an upper
+    /// bound: each read's wall time).
+    pub stall: Option<crate::Stall>,
     pub cgroup: Option<Arc<str>>,
     /// GPU use (DRM clients credited to it, NVML processes); `None` for a process that holds
     /// no GPU.
@@ -202,6 +205,7 @@ fn row(
             swap_pss_bytes: r.rollup.swap_pss_bytes,
             age_secs: cur.mono_ns.saturating_sub(r.read_mono_ns) as f64 / 1e9,
         }),
+        stall: p.stall,
         cgroup: p.cgroup.clone(),
         gpu: None,
         thread_rows: p

@@ -173,6 +173,41 @@ pub struct ProcessSample {
     /// tid; read only while asked (`proctor top`'s `H`), so empty and left out otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<TaskSample>,
+    /// How long proctor's reads that take this process's mmap lock (`smaps_rollup`, `cmdline`)
+    /// have held it since proctor first saw it: the stall ledger. `None` before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<Stall>,
+}
+
+/// The stall ledger's entry for one target: the wall time of every proctor read that took the
+/// target's mmap lock, summed, and the longest. A read's wall time is an upper bound on how long
+/// it held the lock (it also counts the wait for the lock and the copy out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stall {
+    pub reads: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Stall {
+    /// One more read of `ns`.
+    pub fn add(&mut self, ns: u64) {
+        self.reads += 1;
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Two readers' ledgers of one target, together.
+    pub fn merge(a: Option<Stall>, b: Option<Stall>) -> Option<Stall> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(Stall {
+                reads: a.reads + b.reads,
+                total_ns: a.total_ns.saturating_add(b.total_ns),
+                max_ns: a.max_ns.max(b.max_ns),
+            }),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// One thread of a process, from `/proc/PID/task/TID/stat`: its own name, state and CPU. Its

@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use proctor_model::Stall;
 use proctor_procfs::process::parse_cmdline;
 use proctor_procfs::{ErrorKind, Root};
 use serde::Serialize;
@@ -27,12 +28,28 @@ pub struct CmdlineStats {
     pub errors: u64,
     pub timeouts: u64,
     pub stuck_threads: u64,
+    /// The stall ledger's share of this reader: the wall time of every read (a written-off one
+    /// until it was written off), each an upper bound on how long it held its target's mmap
+    /// lock, and the longest, with its target.
+    pub lock_ns: u64,
+    pub max_lock_ns: u64,
+    pub max_lock_pid: u32,
+}
+
+impl CmdlineStats {
+    fn charge(&mut self, pid: u32, ns: u64) {
+        self.lock_ns = self.lock_ns.saturating_add(ns);
+        if ns > self.max_lock_ns {
+            (self.max_lock_ns, self.max_lock_pid) = (ns, pid);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct State {
     queue: VecDeque<(u32, u64)>,
-    results: HashMap<u32, (u64, Arc<[String]>)>,
+    /// pid → (start time, its command line, every read of it so far).
+    results: HashMap<u32, (u64, Arc<[String]>, Stall)>,
     /// (generation, pid, start) of the read in flight, and when it started.
     in_flight: Option<(u64, u32, u64, Instant)>,
     stats: CmdlineStats,
@@ -85,15 +102,21 @@ impl CmdlineWorker {
         }
     }
 
-    /// Looks up command lines. Also checks the read in flight against the timeout and replaces
-    /// a stuck thread.
-    pub fn with_results<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> Option<Arc<[String]>>) -> R) -> R {
+    /// Looks up command lines, each with the stall ledger of its reads. Also checks the read in
+    /// flight against the timeout and replaces a stuck thread.
+    pub fn with_results<R>(
+        &self,
+        f: impl FnOnce(&dyn Fn(u32, u64) -> (Option<Arc<[String]>>, Option<Stall>)) -> R,
+    ) -> R {
         let mut state = self.shared.lock();
         if let Some((generation, pid, start, since)) = state.in_flight {
             if since.elapsed() > self.timeout && state.stats.stuck_threads < MAX_STUCK_THREADS {
                 state.stats.timeouts += 1;
                 state.stats.stuck_threads += 1;
-                state.results.insert(pid, (start, Arc::from(Vec::new())));
+                let held_ns = since.elapsed().as_nanos() as u64;
+                state.stats.charge(pid, held_ns);
+                let stall = charged(state.results.get(&pid), start, held_ns);
+                state.results.insert(pid, (start, Arc::from(Vec::new()), stall));
                 state.in_flight = None;
                 let next = generation + 1;
                 self.shared.generation.store(next, Ordering::SeqCst);
@@ -102,8 +125,10 @@ impl CmdlineWorker {
                 }
             }
         }
-        let lookup =
-            |pid: u32, start: u64| state.results.get(&pid).filter(|(s, _)| *s == start).map(|(_, c)| c.clone());
+        let lookup = |pid: u32, start: u64| match state.results.get(&pid) {
+            Some((s, line, stall)) if *s == start => (Some(line.clone()), Some(*stall)),
+            _ => (None, None),
+        };
         f(&lookup)
     }
 
@@ -139,7 +164,9 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
             }
         };
         let Some((pid, start)) = job else { continue };
+        let started = Instant::now();
         let result = root.read_into(format!("/proc/{pid}/cmdline"), &mut buf);
+        let held_ns = started.elapsed().as_nanos() as u64;
         let mut state = shared.lock();
         if shared.generation.load(Ordering::SeqCst) != generation {
             // Written off while we were stuck; a newer thread owns the queue now.
@@ -150,10 +177,24 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
         match result {
             Ok(()) => {
                 state.stats.reads += 1;
-                state.results.insert(pid, (start, Arc::from(parse_cmdline(&buf))));
+                state.stats.charge(pid, held_ns);
+                let stall = charged(state.results.get(&pid), start, held_ns);
+                state.results.insert(pid, (start, Arc::from(parse_cmdline(&buf)), stall));
             }
+            // A read of a gone process held no one's lock.
             Err(e) if e.kind == ErrorKind::Gone => {}
-            Err(_) => state.stats.errors += 1,
+            Err(_) => {
+                state.stats.errors += 1;
+                state.stats.charge(pid, held_ns);
+            }
         }
     }
+}
+
+/// The ledger of `start`'s process after one more read of `ns`: what `held` says of it, unless
+/// that was another process of the pid.
+fn charged(held: Option<&(u64, Arc<[String]>, Stall)>, start: u64, ns: u64) -> Stall {
+    let mut stall = held.filter(|(s, _, _)| *s == start).map(|(_, _, stall)| *stall).unwrap_or_default();
+    stall.add(ns);
+    stall
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use proctor_model::PssReading;
+use proctor_model::{PssReading, Stall};
 use proctor_procfs::process::parse_smaps_rollup;
 use proctor_procfs::system::thread_cpu_ns;
 use proctor_procfs::{Error, ErrorKind, Root};
@@ -43,16 +43,30 @@ pub struct PssStats {
     /// The most expensive single read so far, in CPU nanoseconds.
     pub max_read_cpu_ns: u64,
     pub budget: f64,
+    /// The stall ledger's share of this reader: the wall time of every read, each an upper
+    /// bound on how long it held its target's mmap lock, and the longest, with its target.
+    pub lock_ns: u64,
+    pub max_lock_ns: u64,
+    pub max_lock_pid: u32,
 }
 
 #[derive(Debug, Default)]
 struct State {
     candidates: Vec<Candidate>,
     cursor: usize,
-    /// pid → (the candidate as it was when read, the reading; `None` if the read failed, so a
-    /// process we may not read is not retried until its counters change).
-    results: HashMap<u32, (Candidate, Option<PssReading>)>,
+    /// pid → what was read of it: `reading` is `None` if the read failed, so a process we may
+    /// not read is not retried until its counters change.
+    results: HashMap<u32, Entry>,
     stats: PssStats,
+}
+
+#[derive(Debug)]
+struct Entry {
+    /// The candidate as it was when read.
+    seen: Candidate,
+    reading: Option<PssReading>,
+    /// Every read of this process (this start time) so far.
+    stall: Stall,
 }
 
 type Shared = crate::worker::Shared<State>;
@@ -87,19 +101,23 @@ impl PssWorker {
     /// of processes no longer listed.
     pub fn set_candidates(&self, candidates: Vec<Candidate>) {
         let mut state = self.shared.lock();
-        state.results.retain(|pid, (c, _)| {
-            candidates.binary_search_by_key(pid, |x| x.pid).is_ok_and(|i| candidates[i].start_ticks == c.start_ticks)
+        state.results.retain(|pid, e| {
+            candidates
+                .binary_search_by_key(pid, |x| x.pid)
+                .is_ok_and(|i| candidates[i].start_ticks == e.seen.start_ticks)
         });
         state.candidates = candidates;
         drop(state);
         self.shared.wake.notify_one();
     }
 
-    /// The latest reading for a process, if it is still the same process.
-    pub fn with_readings<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> Option<PssReading>) -> R) -> R {
+    /// The latest reading for a process, if it is still the same process, and the stall
+    /// ledger of this reader's reads of it.
+    pub fn with_readings<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> (Option<PssReading>, Option<Stall>)) -> R) -> R {
         let state = self.shared.lock();
-        let lookup = |pid: u32, start_ticks: u64| {
-            state.results.get(&pid).filter(|(c, _)| c.start_ticks == start_ticks).and_then(|(_, r)| *r)
+        let lookup = |pid: u32, start_ticks: u64| match state.results.get(&pid) {
+            Some(e) if e.seen.start_ticks == start_ticks => (e.reading, Some(e.stall)),
+            _ => (None, None),
         };
         f(&lookup)
     }
@@ -143,27 +161,49 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch
             let _ = shared.wake.wait_timeout(state, Duration::from_secs(1));
             continue;
         };
+        let started = Instant::now();
         let result = read_pss(root, candidate.pid, epoch, &mut buf);
+        let held_ns = started.elapsed().as_nanos() as u64;
         let spent_ns = match &result {
             Ok(r) => r.cost_cpu_ns,
             Err(_) => 0,
         };
         {
             let mut state = shared.lock();
-            match result {
+            let gone = matches!(&result, Err(e) if e.kind == ErrorKind::Gone);
+            let reading = match result {
                 Ok(reading) => {
                     state.stats.reads += 1;
                     state.stats.cpu_ns += reading.cost_cpu_ns;
                     state.stats.max_read_cpu_ns = state.stats.max_read_cpu_ns.max(reading.cost_cpu_ns);
-                    state.results.insert(candidate.pid, (candidate, Some(reading)));
+                    Some(reading)
                 }
-                Err(e) => {
-                    if e.kind != ErrorKind::Gone {
+                Err(_) => {
+                    if !gone {
                         state.stats.errors += 1;
                     }
                     // Remember the failure so the pass moves on to other processes.
-                    state.results.insert(candidate.pid, (candidate, None));
+                    None
                 }
+            };
+            let stats = &mut state.stats;
+            if !gone {
+                // A read of a gone process held no one's lock.
+                stats.lock_ns = stats.lock_ns.saturating_add(held_ns);
+                if held_ns > stats.max_lock_ns {
+                    (stats.max_lock_ns, stats.max_lock_pid) = (held_ns, candidate.pid);
+                }
+            }
+            let fresh = Entry { seen: candidate, reading: None, stall: Stall::default() };
+            let entry = state.results.entry(candidate.pid).or_insert(fresh);
+            if entry.seen.start_ticks != candidate.start_ticks {
+                // The pid was reused: the ledger is the new process's from here.
+                entry.stall = Stall::default();
+            }
+            entry.seen = candidate;
+            entry.reading = reading;
+            if !gone {
+                entry.stall.add(held_ns);
             }
         }
         // Keep the share of one core at `budget`: after spending `c` CPU, rest c·(1/b − 1).
@@ -191,7 +231,7 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
             reading.as_ref().is_none_or(|r| now_ns.saturating_sub(r.read_mono_ns) < max_age_ns)
         };
         match state.results.get(&c.pid) {
-            Some((seen, reading)) if *seen == c && fresh(reading) => state.stats.skipped_unchanged += 1,
+            Some(e) if e.seen == c && fresh(&e.reading) => state.stats.skipped_unchanged += 1,
             _ => return Some(c),
         }
     }
@@ -212,9 +252,9 @@ mod tests {
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
         let max_age = u64::MAX;
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
-        state.results.insert(1, (cand(1, 10), Some(reading)));
+        state.results.insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default() });
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(2));
-        state.results.insert(2, (cand(2, 20), None));
+        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default() });
         assert_eq!(pick_next(&mut state, 0, max_age), None, "nothing changed, failures included");
         state.candidates[0] = cand(1, 11);
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1), "rss moved");
@@ -228,12 +268,19 @@ mod tests {
         let read_at = 5_000_000_000;
         let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        state.results.insert(1, (cand(1, 10), Some(reading)));
-        state.results.insert(2, (cand(2, 20), None));
+        state.results.insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default() });
+        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default() });
         assert_eq!(pick_next(&mut state, read_at + max_age - 1, max_age), None, "young enough");
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age).map(|c| c.pid), Some(1), "aged out");
         // The failed read of pid 2 is not retried by age, however old.
-        state.results.insert(1, (cand(1, 10), Some(PssReading { read_mono_ns: read_at + max_age, ..reading })));
+        state.results.insert(
+            1,
+            Entry {
+                seen: cand(1, 10),
+                reading: Some(PssReading { read_mono_ns: read_at + max_age, ..reading }),
+                stall: Stall::default(),
+            },
+        );
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age), None);
         assert_eq!(pick_next(&mut state, u64::MAX, max_age).map(|c| c.pid), Some(1));
     }

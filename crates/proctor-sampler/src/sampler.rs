@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use proctor_model::gpu::{GpuClient, GpuSample};
-use proctor_model::{ContainerSample, ProcessSample, Sample, SampleCost};
+use proctor_model::{ContainerSample, ProcessSample, Sample, SampleCost, Stall};
 use proctor_procfs::cgroup::{self, CgroupLimits, CgroupPaths};
 use proctor_procfs::system::{affinity, clock_ticks_per_sec, page_size, raise_nofile_limit, thread_cpu_ns};
 use proctor_procfs::ErrorKind;
@@ -346,7 +346,7 @@ impl Sampler {
             cmdline.forget_unless(processes.len(), |pid| processes.binary_search_by_key(&pid, |p| p.pid).is_ok());
             cmdline.with_results(|lookup| {
                 for p in processes.iter_mut() {
-                    p.cmdline = lookup(p.pid, p.start_ticks);
+                    (p.cmdline, p.stall) = lookup(p.pid, p.start_ticks);
                 }
             });
         }
@@ -367,7 +367,9 @@ impl Sampler {
             pss.set_candidates(candidates);
             pss.with_readings(|lookup| {
                 for p in processes.iter_mut() {
-                    p.pss = lookup(p.pid, p.start_ticks);
+                    let stall;
+                    (p.pss, stall) = lookup(p.pid, p.start_ticks);
+                    p.stall = Stall::merge(p.stall, stall);
                 }
             });
         }

@@ -445,6 +445,7 @@ impl ProcessTable {
             pss: None,
             cgroup: entry.cgroup.clone(),
             tasks,
+            stall: None,
         })
     }
 

@@ -196,6 +196,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 pss: None,
                 cgroup: None,
                 tasks: Vec::new(),
+                stall: None,
             })
             .collect(),
         cost: SampleCost::default(),

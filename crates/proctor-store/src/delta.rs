@@ -50,8 +50,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{
-    ContainerSample, GpuSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, StatusReading,
-    TaskSample,
+    ContainerSample, GpuSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, Stall,
+    StatusReading, TaskSample,
 };
 use proctor_procfs::process::Io;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
@@ -367,6 +367,8 @@ struct RowPatch {
     cgroup: Option<Option<Arc<str>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tasks: Option<Vec<TaskSample>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    stall: Option<Option<Stall>>,
 }
 
 /// A member that is present is `Some`, even when it is `null` (absent members are `default`).
@@ -407,6 +409,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         pss,
         cgroup,
         tasks,
+        stall,
     } = new;
     // The cheap, usual case first: an idle process is unchanged.
     if old.utime_ticks == *utime_ticks
@@ -431,6 +434,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         && old.cmdline == *cmdline
         && old.cgroup == *cgroup
         && old.tasks == *tasks
+        && old.stall == *stall
     {
         return None;
     }
@@ -458,6 +462,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         pss: changed(&old.pss, pss),
         cgroup: changed(&old.cgroup, cgroup),
         tasks: changed(&old.tasks, tasks),
+        stall: changed(&old.stall, stall),
     })
 }
 
@@ -487,6 +492,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
         pss,
         cgroup,
         tasks,
+        stall,
     } = patch;
     fn set<T>(field: &mut T, value: Option<T>) {
         if let Some(value) = value {
@@ -515,6 +521,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
     set(&mut row.pss, pss);
     set(&mut row.cgroup, cgroup);
     set(&mut row.tasks, tasks);
+    set(&mut row.stall, stall);
     row
 }
 

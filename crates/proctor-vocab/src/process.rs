@@ -44,6 +44,13 @@ pub struct ProcessOut {
     pub swap_pss_bytes: Option<u64>,
     /// How old the PSS/USS reading is; `null` when there is none yet.
     pub pss_age_secs: Option<f64>,
+    /// The stall ledger: the wall time of proctor's reads that took this process's mmap lock
+    /// (`smaps_rollup`, `cmdline`) since proctor first saw it, and the longest; each read's
+    /// wall time is an upper bound on how long it held the lock. `null` before the first read.
+    #[serde(default)]
+    pub stall_by_proctor_seconds_total: Option<f64>,
+    #[serde(default)]
+    pub stall_by_proctor_max_seconds: Option<f64>,
     pub cgroup: Option<Arc<str>>,
     /// The busiest GPU engine's busy share over the interval (DRM fdinfo), or NVML's SM share,
     /// whichever is higher; `null` for a process that holds no GPU or before a second reading.
@@ -142,6 +149,11 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
         read_bytes_per_sec: p.read_bytes_per_sec,
         write_bytes_per_sec: p.write_bytes_per_sec,
         pss,
+        stall: p.stall_by_proctor_seconds_total.map(|total| proctor_model::Stall {
+            reads: 0,
+            total_ns: (total * 1e9).round() as u64,
+            max_ns: p.stall_by_proctor_max_seconds.map_or(0, |m| (m * 1e9).round() as u64),
+        }),
         cgroup: p.cgroup.clone(),
         gpu,
         // Not in the public shape: reaped children, minor faults, the user/system split, fds.
@@ -178,6 +190,8 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         uss_bytes: r.pss.and_then(|p| p.uss_bytes),
         swap_pss_bytes: r.pss.and_then(|p| p.swap_pss_bytes),
         pss_age_secs: r.pss.map(|p| p.age_secs),
+        stall_by_proctor_seconds_total: r.stall.map(|s| s.total_ns as f64 / 1e9),
+        stall_by_proctor_max_seconds: r.stall.map(|s| s.max_ns as f64 / 1e9),
         cgroup: r.cgroup.clone(),
         gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),
         gpu_memory_bytes: r.gpu.as_ref().and_then(|g| g.memory_bytes),

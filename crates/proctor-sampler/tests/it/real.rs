@@ -359,3 +359,50 @@ fn resident_size_is_statms_exact_sum_not_stats_per_cpu_estimate() {
     let opened = child.phase_done();
     check(&child, "after more faults", opened);
 }
+
+/// The stall ledger (issue 34 item 1) charges each mmap-lock read to its own target: a child
+/// with 64 MiB resident in the PSS worker's scope is charged its `cmdline` read and its
+/// `smaps_rollup` reads, at least the CPU the latest of them took (wall time bounds CPU time);
+/// this test process, outside that scope, only its one `cmdline` read. The workers' totals
+/// hold both, and their longest read is the longest any target was charged.
+#[test]
+fn the_stall_ledger_charges_each_read_to_its_target() {
+    let mut child = Guard(
+        Command::new("python3")
+            .args(["-c", "import sys, time; b = bytearray(64 << 20); print('ready', flush=True); time.sleep(60)"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn python3"),
+    );
+    let pid = child.0.id();
+    let out = child.0.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).expect("child ready");
+    assert_eq!(line.trim(), "ready");
+    let config = SamplerConfig { pss_budget: 0.5, pss_root: Some(pid), ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    let me = std::process::id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (child_row, my_row) = loop {
+        let sample = sampler.sample();
+        let child_row = sample.process(pid).filter(|p| p.pss.is_some() && p.cmdline.is_some()).cloned();
+        let my_row = sample.process(me).filter(|p| p.cmdline.is_some()).cloned();
+        if let (Some(c), Some(m)) = (child_row, my_row) {
+            break (c, m);
+        }
+        assert!(Instant::now() < deadline, "the workers did not read the child and this process within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stall = child_row.stall.expect("the child's reads are in its ledger");
+    let pss = child_row.pss.expect("read");
+    assert!(stall.reads >= 2, "a cmdline and a smaps_rollup read: {stall:?}");
+    assert!(stall.max_ns >= pss.cost_cpu_ns && stall.total_ns >= stall.max_ns, "{stall:?} against {pss:?}");
+    let mine = my_row.stall.expect("this process's cmdline read is in its ledger");
+    assert_eq!(mine.reads, 1, "only its cmdline was read: {mine:?}");
+    let pss_stats = sampler.pss_stats().expect("worker running");
+    let cmdline_stats = sampler.cmdline_stats().expect("worker running");
+    assert!(pss_stats.lock_ns >= pss.cost_cpu_ns && pss_stats.max_lock_ns > 0, "{pss_stats:?}");
+    assert!(cmdline_stats.lock_ns >= mine.total_ns, "{cmdline_stats:?}");
+    assert!(pss_stats.max_lock_ns.max(cmdline_stats.max_lock_ns) >= stall.max_ns.max(mine.max_ns));
+}
