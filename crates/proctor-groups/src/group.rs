@@ -462,6 +462,7 @@ mod tests {
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
             pss: None,
+            stall: None,
             cgroup: Some(Arc::from(cgroup)),
             gpu: None,
             thread_rows: Vec::new(),

@@ -147,6 +147,7 @@ mod tests {
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
             pss: None,
+            stall: None,
             cgroup: None,
             gpu: None,
             thread_rows: Vec::new(),

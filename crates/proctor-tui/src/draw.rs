@@ -581,7 +581,16 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
             opt_bytes(p.shmem_bytes),
             opt_bytes(p.swap_bytes)
         )),
-        Line::raw(format!("{io}  major faults {}/s", p.major_faults_per_sec.map_or("-".into(), |v| format!("{v:.1}")))),
+        Line::raw(format!(
+            "{io}  major faults {}/s  {}",
+            p.major_faults_per_sec.map_or("-".into(), |v| format!("{v:.1}")),
+            match (p.stall_by_proctor_seconds_total, p.stall_by_proctor_max_seconds) {
+                (Some(total), Some(max)) => {
+                    format!("mmap lock held by proctor {} at most (longest {})", seconds(total), seconds(max))
+                }
+                _ => "mmap lock never held by proctor".into(),
+            }
+        )),
         Line::raw(format!("parents: {}", if chain.is_empty() { "-".into() } else { chain.join(" ← ") })),
     ];
     let block = Block::default().borders(Borders::TOP).title(" Detail (Enter closes) ");
@@ -781,6 +790,26 @@ mod tests {
         terminal.draw(|f| draw(f, app)).expect("drawn");
         let buffer = terminal.backend().buffer().clone();
         (0..h).map(|y| (0..w).map(|x| buffer[(x, y)].symbol().to_string()).collect::<String>()).collect()
+    }
+
+    /// Enter's detail pane says how long proctor's reads held the process's mmap lock (the
+    /// stall ledger, issue 34 item 1), or that they never did.
+    #[test]
+    fn the_detail_pane_shows_the_stall_ledger() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let mut big = proc_out(50, 1, "big", 40.0, 30);
+        (big.stall_by_proctor_seconds_total, big.stall_by_proctor_max_seconds) = (Some(0.0123), Some(0.004));
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1), big]))));
+        let _ = screen(&mut app, 120, 30);
+        app.view.selected = Some(50);
+        app.key(KeyEvent::from(KeyCode::Enter));
+        let text = screen(&mut app, 200, 30).join("\n");
+        assert!(text.contains("mmap lock held by proctor 12.3 ms at most (longest 4.0 ms)"), "{text}");
+        app.view.selected = Some(1);
+        let text = screen(&mut app, 200, 30).join("\n");
+        assert!(text.contains("mmap lock never held by proctor"), "{text}");
     }
 
     #[test]
