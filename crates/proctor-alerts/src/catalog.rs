@@ -109,6 +109,8 @@ pub const AGENT: &[(&str, Unit)] = &[
     ("last_sample.fds_kept", Unit::Count),
     ("last_sample.processes_seen", Unit::Count),
     ("last_sample.processes_gone", Unit::Count),
+    ("last_sample.target_lock_seconds", Unit::Seconds),
+    ("last_sample.target_lock_longest_seconds", Unit::Seconds),
     ("history.points", Unit::Count),
     ("history.bytes", Unit::Bytes),
     ("recording.frames_written", Unit::Count),

@@ -242,6 +242,13 @@ pub struct SampleCost {
     pub processes_seen: u64,
     /// Per-pid fds currently held open across cycles.
     pub fds_kept: u64,
+    /// The stall ledger since the previous sample: proctor's reads that took a target's mmap
+    /// lock (every target together; `max_ns` the longest of them), and the target of the
+    /// longest (0 when there was none).
+    #[serde(default)]
+    pub target_lock: Stall,
+    #[serde(default)]
+    pub target_lock_worst_pid: u32,
 }
 
 impl SampleCost {

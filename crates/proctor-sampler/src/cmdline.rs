@@ -53,6 +53,18 @@ struct State {
     /// (generation, pid, start) of the read in flight, and when it started.
     in_flight: Option<(u64, u32, u64, Instant)>,
     stats: CmdlineStats,
+    /// The ledger since the sampler last took it, and the target of its longest read.
+    interval: (Stall, u32),
+}
+
+impl State {
+    fn charge(&mut self, pid: u32, ns: u64) {
+        self.stats.charge(pid, ns);
+        if ns >= self.interval.0.max_ns {
+            self.interval.1 = pid;
+        }
+        self.interval.0.add(ns);
+    }
 }
 
 type Shared = crate::worker::Shared<State>;
@@ -114,7 +126,7 @@ impl CmdlineWorker {
                 state.stats.timeouts += 1;
                 state.stats.stuck_threads += 1;
                 let held_ns = since.elapsed().as_nanos() as u64;
-                state.stats.charge(pid, held_ns);
+                state.charge(pid, held_ns);
                 let stall = charged(state.results.get(&pid), start, held_ns);
                 state.results.insert(pid, (start, Arc::from(Vec::new()), stall));
                 state.in_flight = None;
@@ -134,6 +146,12 @@ impl CmdlineWorker {
 
     pub fn stats(&self) -> CmdlineStats {
         self.shared.lock().stats
+    }
+
+    /// The ledger of the reads since the last call (every target together) and the target of
+    /// the longest of them; starts the next interval.
+    pub fn take_interval(&self) -> (Stall, u32) {
+        std::mem::take(&mut self.shared.lock().interval)
     }
 }
 
@@ -177,7 +195,7 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
         match result {
             Ok(()) => {
                 state.stats.reads += 1;
-                state.stats.charge(pid, held_ns);
+                state.charge(pid, held_ns);
                 let stall = charged(state.results.get(&pid), start, held_ns);
                 state.results.insert(pid, (start, Arc::from(parse_cmdline(&buf)), stall));
             }
@@ -185,7 +203,7 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
             Err(e) if e.kind == ErrorKind::Gone => {}
             Err(_) => {
                 state.stats.errors += 1;
-                state.stats.charge(pid, held_ns);
+                state.charge(pid, held_ns);
             }
         }
     }

@@ -58,6 +58,8 @@ struct State {
     /// not read is not retried until its counters change.
     results: HashMap<u32, Entry>,
     stats: PssStats,
+    /// The ledger since the sampler last took it, and the target of its longest read.
+    interval: (Stall, u32),
 }
 
 #[derive(Debug)]
@@ -124,6 +126,12 @@ impl PssWorker {
 
     pub fn stats(&self) -> PssStats {
         self.shared.lock().stats
+    }
+
+    /// The ledger of the reads since the last call (every target together) and the target of
+    /// the longest of them; starts the next interval.
+    pub fn take_interval(&self) -> (Stall, u32) {
+        std::mem::take(&mut self.shared.lock().interval)
     }
 }
 
@@ -193,6 +201,11 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch
                 if held_ns > stats.max_lock_ns {
                     (stats.max_lock_ns, stats.max_lock_pid) = (held_ns, candidate.pid);
                 }
+                let interval = &mut state.interval;
+                if held_ns >= interval.0.max_ns {
+                    interval.1 = candidate.pid;
+                }
+                interval.0.add(held_ns);
             }
             let fresh = Entry { seen: candidate, reading: None, stall: Stall::default() };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);

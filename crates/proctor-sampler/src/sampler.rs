@@ -260,6 +260,16 @@ impl Sampler {
             *cost.reader_wall_ns.entry("processes").or_default() += t.elapsed().as_nanos() as u64;
             let t = Instant::now();
             self.attach_workers(&mut processes);
+            let taken = [
+                self.cmdline.as_ref().map(CmdlineWorker::take_interval),
+                self.pss.as_ref().map(PssWorker::take_interval),
+            ];
+            for (stall, pid) in taken.into_iter().flatten() {
+                if stall.reads > 0 && stall.max_ns >= cost.target_lock.max_ns {
+                    cost.target_lock_worst_pid = pid;
+                }
+                cost.target_lock = Stall::merge(Some(cost.target_lock), Some(stall)).unwrap_or_default();
+            }
             *cost.reader_wall_ns.entry("workers").or_default() += t.elapsed().as_nanos() as u64;
         }
 

@@ -450,6 +450,11 @@ pub struct LastSampleOut {
     pub fds_kept: u64,
     pub processes_seen: u64,
     pub processes_gone: u64,
+    /// The stall ledger since the previous sample: the wall time of proctor's reads that took
+    /// a target's mmap lock (every target together), the longest, and its target.
+    pub target_lock_seconds: f64,
+    pub target_lock_longest_seconds: f64,
+    pub target_lock_worst_pid: Option<u32>,
     pub reader_wall_seconds: BTreeMap<&'static str, f64>,
     pub errors: BTreeMap<String, u64>,
 }
@@ -463,6 +468,10 @@ pub struct WorkerOut {
     pub max_read_cpu_seconds: Option<f64>,
     pub budget_share_of_one_cpu: Option<f64>,
     pub timeouts: Option<u64>,
+    /// The stall ledger of this worker's reads: their wall time, the longest, and its target.
+    pub lock_seconds_total: f64,
+    pub max_lock_seconds: f64,
+    pub max_lock_pid: Option<u32>,
 }
 
 /// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
@@ -670,6 +679,9 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             fds_kept: c.fds_kept,
             processes_seen: c.processes_seen,
             processes_gone: c.processes_gone,
+            target_lock_seconds: c.target_lock.total_ns as f64 / 1e9,
+            target_lock_longest_seconds: c.target_lock.max_ns as f64 / 1e9,
+            target_lock_worst_pid: (c.target_lock.reads > 0).then_some(c.target_lock_worst_pid),
             reader_wall_seconds: c.reader_wall_ns.iter().map(|(k, v)| (*k, *v as f64 / 1e9)).collect(),
             errors: c.errors.iter().map(|((r, k), n)| (error_key(r, k), *n)).collect(),
         },
@@ -681,6 +693,9 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             max_read_cpu_seconds: Some(p.max_read_cpu_ns as f64 / 1e9),
             budget_share_of_one_cpu: Some(p.budget),
             timeouts: None,
+            lock_seconds_total: p.lock_ns as f64 / 1e9,
+            max_lock_seconds: p.max_lock_ns as f64 / 1e9,
+            max_lock_pid: (p.max_lock_ns > 0).then_some(p.max_lock_pid),
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
             reads: c.reads,
@@ -690,6 +705,9 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             max_read_cpu_seconds: None,
             budget_share_of_one_cpu: None,
             timeouts: Some(c.timeouts),
+            lock_seconds_total: c.lock_ns as f64 / 1e9,
+            max_lock_seconds: c.max_lock_ns as f64 / 1e9,
+            max_lock_pid: (c.max_lock_ns > 0).then_some(c.max_lock_pid),
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {
             walks: d.walks,

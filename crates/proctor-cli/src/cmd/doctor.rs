@@ -129,6 +129,9 @@ struct Output {
     unreadable: Vec<Unreadable>,
     smaps_rollup_ms_per_gib: Option<f64>,
     biggest: Vec<Estimate>,
+    /// What the stall ledger measures here, and whether the kernel's mmap_lock tracepoints
+    /// (what a target really waited) are there.
+    stall_ledger: String,
     open_file_limit: Option<u64>,
     processes: usize,
     effective_uid: u32,
@@ -193,6 +196,23 @@ fn time_reads(file: &File, rounds: u32, buf: &mut [u8], parse: impl Fn(&[u8]) ->
         }
     }
     Some((thread_cpu_ns() - cpu) as f64 / 1e3 / f64::from(rounds))
+}
+
+/// The stall ledger's line: what it measures, and whether the kernel has the mmap_lock
+/// tracepoints that would say what a target itself waited (not used by this build).
+fn stall_ledger() -> String {
+    let events = ["/sys/kernel/tracing/events/mmap_lock", "/sys/kernel/debug/tracing/events/mmap_lock"];
+    let found = events.iter().find(|d| std::path::Path::new(d).join("mmap_lock_start_locking").exists());
+    let tracepoints = match found {
+        Some(dir) => format!("the kernel has the mmap_lock tracepoints ({dir}), but this build does not read them yet"),
+        None => "no mmap_lock tracepoints are readable here (a kernel before 5.10, tracefs not mounted, or not root)"
+            .to_string(),
+    };
+    format!(
+        "stall ledger: every smaps_rollup and cmdline read is timed and charged to its target \
+         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold); what the target \
+         itself waited is not measured: {tracepoints}"
+    )
 }
 
 /// ms of smaps_rollup per GiB resident, measured on this process: the read with 64 MiB of
@@ -399,6 +419,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         unreadable,
         smaps_rollup_ms_per_gib: per_gib,
         biggest,
+        stall_ledger: stall_ledger(),
         open_file_limit: nofile,
         processes: pids.len(),
         effective_uid,
@@ -472,6 +493,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
             e.smaps_rollup_ms
         )?;
     }
+    writeln!(w, "{}", o.stall_ledger)?;
     writeln!(w)?;
     let g = &o.gpu_and_energy;
     writeln!(w, "GPU and energy:")?;

@@ -796,3 +796,18 @@ fn plots_to_an_unknown_format_are_refused_before_any_work() {
         assert!(!std::path::Path::new(pdf).exists(), "{args:?} wrote {pdf}");
     }
 }
+
+/// `doctor` says what the stall ledger measures (issue 34 item 1: wall time, an upper bound on
+/// the hold) and, as item 2 asks, whether the kernel's mmap_lock tracepoints are there, as the
+/// filesystem says.
+#[test]
+fn doctor_says_what_the_stall_ledger_measures_and_whether_the_tracepoints_are_there() {
+    let d = json(&proctor(&["doctor", "--format", "json"]));
+    let line = d["stall_ledger"].as_str().unwrap_or_else(|| panic!("no stall_ledger line: {d}"));
+    assert!(line.contains("upper bound on the hold"), "{line}");
+    let present = ["/sys/kernel/tracing/events/mmap_lock", "/sys/kernel/debug/tracing/events/mmap_lock"]
+        .iter()
+        .any(|d| std::path::Path::new(d).join("mmap_lock_start_locking").exists());
+    assert_eq!(line.contains("the kernel has the mmap_lock tracepoints"), present, "{line}");
+    assert_eq!(line.contains("no mmap_lock tracepoints"), !present, "{line}");
+}

@@ -384,8 +384,16 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     let mut sampler = Sampler::new(config);
     let me = std::process::id();
     let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut intervals, mut worst) = (proctor_model::Stall::default(), Vec::new());
     let (child_row, my_row) = loop {
         let sample = sampler.sample();
+        let cost = &sample.cost;
+        if cost.target_lock.reads > 0 {
+            // The target of the interval's longest read (a process this sample lists, unless it
+            // has exited since).
+            worst.push((cost.target_lock_worst_pid, sample.process(cost.target_lock_worst_pid).is_some()));
+        }
+        intervals = proctor_model::Stall::merge(Some(intervals), Some(cost.target_lock)).unwrap_or_default();
         let child_row = sample.process(pid).filter(|p| p.pss.is_some() && p.cmdline.is_some()).cloned();
         let my_row = sample.process(me).filter(|p| p.cmdline.is_some()).cloned();
         if let (Some(c), Some(m)) = (child_row, my_row) {
@@ -405,4 +413,9 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     assert!(pss_stats.lock_ns >= pss.cost_cpu_ns && pss_stats.max_lock_ns > 0, "{pss_stats:?}");
     assert!(cmdline_stats.lock_ns >= mine.total_ns, "{cmdline_stats:?}");
     assert!(pss_stats.max_lock_ns.max(cmdline_stats.max_lock_ns) >= stall.max_ns.max(mine.max_ns));
+    // Each sample's cost says what was read since the one before: together, every read up to
+    // the last sample, none counted twice.
+    assert!(intervals.reads >= 2 && intervals.total_ns <= pss_stats.lock_ns + cmdline_stats.lock_ns, "{intervals:?}");
+    assert!(intervals.total_ns >= stall.total_ns + mine.total_ns, "{intervals:?}");
+    assert!(worst.iter().any(|(_, listed)| *listed), "{worst:?}");
 }
