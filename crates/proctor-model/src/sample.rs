@@ -187,6 +187,10 @@ pub struct Stall {
     pub reads: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+    /// One read held the lock longer than proctor lets one read hold it, so the reads that
+    /// may be skipped (`smaps_rollup`) are not made again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
 }
 
 impl Stall {
@@ -204,6 +208,7 @@ impl Stall {
                 reads: a.reads + b.reads,
                 total_ns: a.total_ns.saturating_add(b.total_ns),
                 max_ns: a.max_ns.max(b.max_ns),
+                capped: a.capped || b.capped,
             }),
             (a, b) => a.or(b),
         }

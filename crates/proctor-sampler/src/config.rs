@@ -64,6 +64,11 @@ pub struct SamplerConfig {
     /// Age past which a PSS reading is refreshed even though the process's own counters did
     /// not move (another sharer of its pages exiting changes its PSS).
     pub pss_max_age: Duration,
+    /// Share of wall time one target's mmap lock may be held by proctor's PSS reads (0.001: 1 ms
+    /// per second), and the longest one read may hold it before that target is not read again
+    /// ([`crate::pss::TargetLimits`]).
+    pub target_budget: f64,
+    pub target_max_hold: Duration,
     /// Read energy and power counters (RAPL, hwmon) every cycle.
     pub power: bool,
     /// Read GPUs: DRM clients from fdinfo (on the DRM worker, where the root has `/dev/dri`)
@@ -102,6 +107,8 @@ impl Default for SamplerConfig {
             pss_budget: 0.02,
             pss_root: None,
             pss_max_age: crate::pss::DEFAULT_MAX_AGE,
+            target_budget: crate::pss::TargetLimits::default().share,
+            target_max_hold: crate::pss::TargetLimits::default().max_hold,
             power: true,
             gpu: true,
             gpu_budget: 0.01,

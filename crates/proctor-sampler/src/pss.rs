@@ -23,6 +23,26 @@ use proctor_procfs::system::thread_cpu_ns;
 use proctor_procfs::{Error, ErrorKind, Root};
 use serde::Serialize;
 
+/// What bounds the worker's holds of one target's mmap lock, beside its own CPU budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TargetLimits {
+    /// Age past which a reading of an unchanged process is refreshed.
+    pub max_age: Duration,
+    /// Share of wall time one target's lock may be held by these reads: after a read that held
+    /// it `h`, that target is not read again for `h / share` (at 1 ms per second, a 20 ms read
+    /// waits 20 s), however its counters move; its PSS age shows it.
+    pub share: f64,
+    /// A target that one read held longer than this is not read again: its reading keeps its
+    /// age, and its ledger says it was capped.
+    pub max_hold: Duration,
+}
+
+impl Default for TargetLimits {
+    fn default() -> Self {
+        TargetLimits { max_age: DEFAULT_MAX_AGE, share: 0.001, max_hold: Duration::from_millis(50) }
+    }
+}
+
 /// A process the worker may read, with the cheap counters that decide whether it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
@@ -48,6 +68,10 @@ pub struct PssStats {
     pub lock_ns: u64,
     pub max_lock_ns: u64,
     pub max_lock_pid: u32,
+    /// Reads put off because their target's share of lock time was spent, and targets no
+    /// longer read because one read held the lock past the cap.
+    pub skipped_target_budget: u64,
+    pub capped_targets: u64,
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +93,8 @@ struct Entry {
     reading: Option<PssReading>,
     /// Every read of this process (this start time) so far.
     stall: Stall,
+    /// Not read again before this (the sampler's monotonic clock): its share of lock time.
+    not_before_ns: u64,
 }
 
 type Shared = crate::worker::Shared<State>;
@@ -84,18 +110,23 @@ impl PssWorker {
     /// Starts the worker. `budget` is the share of one core it may use (0.02 = 2 %); `epoch`
     /// is the sampler's monotonic zero, so reading times line up with sample times.
     pub fn start(root: Root, budget: f64, epoch: Instant) -> std::io::Result<Self> {
-        Self::start_with_max_age(root, budget, DEFAULT_MAX_AGE, epoch)
+        Self::start_with_limits(root, budget, TargetLimits::default(), epoch)
     }
 
     /// [`PssWorker::start`] with the age past which an unchanged process is read again.
     pub fn start_with_max_age(root: Root, budget: f64, max_age: Duration, epoch: Instant) -> std::io::Result<Self> {
+        Self::start_with_limits(root, budget, TargetLimits { max_age, ..TargetLimits::default() }, epoch)
+    }
+
+    /// [`PssWorker::start`] with the limits on each target's reads.
+    pub fn start_with_limits(root: Root, budget: f64, limits: TargetLimits, epoch: Instant) -> std::io::Result<Self> {
         let budget = budget.clamp(0.0001, 1.0);
-        let max_age_ns = u64::try_from(max_age.as_nanos()).unwrap_or(u64::MAX);
+        let limits = TargetLimits { share: limits.share.clamp(1e-6, 1.0), ..limits };
         let shared = Shared::new(State { stats: PssStats { budget, ..PssStats::default() }, ..State::default() });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("proctor-pss".into())
-            .spawn(move || worker_loop(&thread_shared, &root, budget, max_age_ns, epoch))?;
+            .spawn(move || worker_loop(&thread_shared, &root, budget, limits, epoch))?;
         Ok(Self { shared, thread: Some(thread) })
     }
 
@@ -154,7 +185,9 @@ pub fn read_pss(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> Res
     })
 }
 
-fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch: Instant) {
+fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, epoch: Instant) {
+    let max_age_ns = u64::try_from(limits.max_age.as_nanos()).unwrap_or(u64::MAX);
+    let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
     while !shared.stopped() {
         let next = {
@@ -207,7 +240,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch
                 }
                 interval.0.add(held_ns);
             }
-            let fresh = Entry { seen: candidate, reading: None, stall: Stall::default() };
+            let fresh = Entry { seen: candidate, reading: None, stall: Stall::default(), not_before_ns: 0 };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);
             if entry.seen.start_ticks != candidate.start_ticks {
                 // The pid was reused: the ledger is the new process's from here.
@@ -215,8 +248,16 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, max_age_ns: u64, epoch
             }
             entry.seen = candidate;
             entry.reading = reading;
+            let mut capped = false;
             if !gone {
                 entry.stall.add(held_ns);
+                let now_ns = epoch.elapsed().as_nanos() as u64;
+                entry.not_before_ns = now_ns.saturating_add((held_ns as f64 / limits.share) as u64);
+                capped = held_ns > max_hold_ns && !entry.stall.capped;
+                entry.stall.capped |= capped;
+            }
+            if capped {
+                state.stats.capped_targets += 1;
             }
         }
         // Keep the share of one core at `budget`: after spending `c` CPU, rest c·(1/b − 1).
@@ -244,6 +285,10 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
             reading.as_ref().is_none_or(|r| now_ns.saturating_sub(r.read_mono_ns) < max_age_ns)
         };
         match state.results.get(&c.pid) {
+            // Its share of lock time is spent, or one read held it past the cap.
+            Some(e) if e.seen.start_ticks == c.start_ticks && (e.stall.capped || now_ns < e.not_before_ns) => {
+                state.stats.skipped_target_budget += 1
+            }
             Some(e) if e.seen == c && fresh(&e.reading) => state.stats.skipped_unchanged += 1,
             _ => return Some(c),
         }
@@ -265,9 +310,11 @@ mod tests {
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
         let max_age = u64::MAX;
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
-        state.results.insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default() });
+        state
+            .results
+            .insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0 });
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(2));
-        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default() });
+        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0 });
         assert_eq!(pick_next(&mut state, 0, max_age), None, "nothing changed, failures included");
         state.candidates[0] = cand(1, 11);
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1), "rss moved");
@@ -281,8 +328,10 @@ mod tests {
         let read_at = 5_000_000_000;
         let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        state.results.insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default() });
-        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default() });
+        state
+            .results
+            .insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0 });
+        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0 });
         assert_eq!(pick_next(&mut state, read_at + max_age - 1, max_age), None, "young enough");
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age).map(|c| c.pid), Some(1), "aged out");
         // The failed read of pid 2 is not retried by age, however old.
@@ -292,9 +341,34 @@ mod tests {
                 seen: cand(1, 10),
                 reading: Some(PssReading { read_mono_ns: read_at + max_age, ..reading }),
                 stall: Stall::default(),
+                not_before_ns: 0,
             },
         );
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age), None);
         assert_eq!(pick_next(&mut state, u64::MAX, max_age).map(|c| c.pid), Some(1));
+    }
+
+    /// A target whose share of lock time is spent is not read before its time, however its
+    /// counters move, and a capped one never again; another process under the same pid is.
+    #[test]
+    fn the_target_budget_holds_reads_back() {
+        let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
+        let capped = Stall { capped: true, ..Stall::default() };
+        state.results.insert(
+            1,
+            Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 5_000 },
+        );
+        state.results.insert(2, Entry { seen: cand(2, 20), reading: Some(reading), stall: capped, not_before_ns: 0 });
+        // Both changed since their readings.
+        state.candidates = vec![cand(1, 11), cand(2, 21)];
+        assert_eq!(pick_next(&mut state, 4_999, u64::MAX), None, "pid 1's time has not come; pid 2 is capped");
+        assert_eq!(state.stats.skipped_target_budget, 2);
+        assert_eq!(pick_next(&mut state, 5_000, u64::MAX).map(|c| c.pid), Some(1));
+        assert_eq!(pick_next(&mut state, u64::MAX, u64::MAX).map(|c| c.pid), Some(1), "never pid 2");
+        // A new process under pid 2 starts with a clean ledger.
+        state.candidates[1] = Candidate { start_ticks: 99, ..cand(2, 21) };
+        state.cursor = 1;
+        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(2));
     }
 }

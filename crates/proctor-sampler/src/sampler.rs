@@ -86,9 +86,7 @@ impl Sampler {
             }
         };
         let pss = (config.processes && config.pss_budget > 0.0)
-            .then(|| {
-                PssWorker::start_with_max_age(config.root.clone(), config.pss_budget, config.pss_max_age, epoch).ok()
-            })
+            .then(|| PssWorker::start_with_limits(config.root.clone(), config.pss_budget, limits(&config), epoch).ok())
             .flatten();
         let cmdline = (config.processes && config.cmdline)
             .then(|| CmdlineWorker::start(config.root.clone(), config.cmdline_timeout).ok())
@@ -168,13 +166,9 @@ impl Sampler {
             self.config.pss_budget = budget;
             self.pss = None;
             if self.config.processes && budget > 0.0 {
-                self.pss = PssWorker::start_with_max_age(
-                    self.config.root.clone(),
-                    budget,
-                    self.config.pss_max_age,
-                    self.epoch,
-                )
-                .ok();
+                self.pss =
+                    PssWorker::start_with_limits(self.config.root.clone(), budget, limits(&self.config), self.epoch)
+                        .ok();
             }
         }
     }
@@ -383,6 +377,15 @@ impl Sampler {
                 }
             });
         }
+    }
+}
+
+/// The PSS worker's limits on each target, from the config.
+fn limits(config: &SamplerConfig) -> crate::pss::TargetLimits {
+    crate::pss::TargetLimits {
+        max_age: config.pss_max_age,
+        share: config.target_budget,
+        max_hold: config.target_max_hold,
     }
 }
 

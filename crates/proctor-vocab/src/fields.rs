@@ -356,6 +356,12 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_stall_by_proctor_max_seconds", kind: Kind::Gauge, help: "The longest single proctor read that took the process's mmap lock.", omit_empty: false }),
     },
     ProcessField {
+        field: Field { name: "pss_note", title: "PSS note", unit: Unit::Text, description: "Why PSS is no longer read, when it is not: one read held the process's mmap lock past the cap (serve --target-max-hold)." },
+        row: |_, r| if r.stall.is_some_and(|s| s.capped) { text(crate::process::PSS_CAPPED) } else { Reading::Missing },
+        out: |p| p.pss_note.as_deref().map_or(Reading::Missing, text),
+        prom: None,
+    },
+    ProcessField {
         field: Field { name: "cgroup", title: "Cgroup", unit: Unit::Text, description: "The process's cgroup path (v2, or the v1 cpu controller's)." },
         row: |_, r| r.cgroup.as_deref().map_or(Reading::Missing, text),
         out: |p| p.cgroup.as_deref().map_or(Reading::Missing, text),

@@ -51,6 +51,9 @@ pub struct ProcessOut {
     pub stall_by_proctor_seconds_total: Option<f64>,
     #[serde(default)]
     pub stall_by_proctor_max_seconds: Option<f64>,
+    /// Why PSS is no longer read, when it is not: one read held the mmap lock past the cap.
+    #[serde(default)]
+    pub pss_note: Option<Arc<str>>,
     pub cgroup: Option<Arc<str>>,
     /// The busiest GPU engine's busy share over the interval (DRM fdinfo), or NVML's SM share,
     /// whichever is higher; `null` for a process that holds no GPU or before a second reading.
@@ -153,6 +156,7 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
             reads: 0,
             total_ns: (total * 1e9).round() as u64,
             max_ns: p.stall_by_proctor_max_seconds.map_or(0, |m| (m * 1e9).round() as u64),
+            capped: p.pss_note.is_some(),
         }),
         cgroup: p.cgroup.clone(),
         gpu,
@@ -160,6 +164,10 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
         ..ProcessRow::default()
     }
 }
+
+/// `pss_note` of a process whose PSS is no longer read.
+pub const PSS_CAPPED: &str =
+    "not read again: one read held its mmap lock longer than proctor lets one read hold it (stall_by_proctor_max_seconds)";
 
 pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
     let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
@@ -192,6 +200,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         pss_age_secs: r.pss.map(|p| p.age_secs),
         stall_by_proctor_seconds_total: r.stall.map(|s| s.total_ns as f64 / 1e9),
         stall_by_proctor_max_seconds: r.stall.map(|s| s.max_ns as f64 / 1e9),
+        pss_note: r.stall.filter(|s| s.capped).map(|_| Arc::from(PSS_CAPPED)),
         cgroup: r.cgroup.clone(),
         gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),
         gpu_memory_bytes: r.gpu.as_ref().and_then(|g| g.memory_bytes),

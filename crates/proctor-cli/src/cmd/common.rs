@@ -27,6 +27,22 @@ pub struct ReadArgs {
     /// Also read /proc/PID/io every sample (a third file per process; per-process disk rates).
     #[arg(long)]
     pub io: bool,
+    /// Share of wall time one process's mmap lock may be held by proctor's PSS reads: after a
+    /// read that held it for h, that process is not read again for h / SHARE (0.001: 1 ms per
+    /// second, so a 20 ms read waits 20 s). Its PSS age shows it.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.001, value_parser = target_share)]
+    pub target_budget: f64,
+    /// A process whose one read held its mmap lock longer than this is not read for PSS again
+    /// (pss_note says so).
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = proctor_vocab::duration_arg)]
+    pub target_max_hold: Duration,
+}
+
+fn target_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("{text:?} is not a share of wall time above 0 and at most 1 (0.001 is 1 ms per second)")),
+    }
 }
 
 impl ReadArgs {
@@ -35,6 +51,8 @@ impl ReadArgs {
             root: root_of(self.root.as_deref(), self.host_root.as_deref())?,
             container_pid: self.container_pid,
             process_io: self.io,
+            target_budget: self.target_budget,
+            target_max_hold: self.target_max_hold,
             ..SamplerConfig::default()
         })
     }

@@ -419,3 +419,59 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     assert!(intervals.total_ns >= stall.total_ns + mine.total_ns, "{intervals:?}");
     assert!(worst.iter().any(|(_, listed)| *listed), "{worst:?}");
 }
+
+/// A target that one read held past the cap is not read for PSS again (issue 34 item 3),
+/// however it changes: a python child touching new memory every 20 ms, under a cap no read can
+/// meet, is read once; its ledger says it was capped and the worker counts what it held back.
+#[test]
+fn a_target_held_past_the_cap_is_not_read_again() {
+    let mut child = Guard(
+        Command::new("python3")
+            .args([
+                "-c",
+                "import time\nchunks = []\nprint('ready', flush=True)\nwhile True:\n    chunks.append(bytearray(1 << 20))\n    time.sleep(0.02)\n",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn python3"),
+    );
+    let pid = child.0.id();
+    let out = child.0.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).expect("child ready");
+    let config = SamplerConfig {
+        cmdline: false,
+        pss_budget: 1.0,
+        pss_root: Some(pid),
+        target_max_hold: Duration::from_nanos(1),
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        let sample = sampler.sample();
+        if let Some(p) = sample.process(pid).filter(|p| p.pss.is_some()) {
+            break p.clone();
+        }
+        assert!(Instant::now() < deadline, "the PSS worker did not read the child within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stall = first.stall.expect("ledger");
+    assert!(stall.capped && stall.reads == 1, "{stall:?}");
+    // The child keeps growing; with the whole of a CPU to spend, the worker still holds back.
+    let rss_then = first.resident_bytes.unwrap_or(0);
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut last = first;
+    while Instant::now() < until {
+        if let Some(p) = sampler.sample().process(pid) {
+            last = p.clone();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(last.resident_bytes.unwrap_or(0) > rss_then, "the child grew");
+    assert_eq!(last.stall.map(|s| s.reads), Some(1), "read again after the cap: {:?}", last.stall);
+    let stats = sampler.pss_stats().expect("worker running");
+    assert_eq!((stats.reads, stats.capped_targets), (1, 1), "{stats:?}");
+    assert!(stats.skipped_target_budget > 0, "{stats:?}");
+}
