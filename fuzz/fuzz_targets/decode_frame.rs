@@ -98,7 +98,12 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         pss: None,
         cgroup: None,
         tasks: Vec::new(),
-        stall: (seq % 3 == 1).then_some(proctor_model::Stall { reads: seq, total_ns: seq * 1000, max_ns: 700 }),
+        stall: (seq % 3 == 1).then_some(proctor_model::Stall {
+            reads: seq,
+            total_ns: seq * 1000,
+            max_ns: 700,
+            capped: seq % 2 == 1,
+        }),
     }
 }
 
