@@ -119,7 +119,7 @@ fn dump_rollup_prints_the_minute_rows_of_the_range() {
 fn dump_rollup_skips_a_block_that_claims_more_cells_than_its_bytes_hold() {
     use proctor_store::codec::compress_alone;
     use proctor_store::frame::{encode_header, FrameKind};
-    use proctor_store::rollup::{varint, ROLLUP_VERSION};
+    use proctor_store::rollup::{varint, ROLLUP_VERSION_1};
 
     let data = tempfile::tempdir().expect("tempdir");
     let first = minute_tier(data.path());
@@ -137,7 +137,7 @@ fn dump_rollup_skips_a_block_that_claims_more_cells_than_its_bytes_hold() {
         record.extend_from_slice(&[0x3f, 0, 0]);
     }
     let payload = compress_alone(3, &record).expect("compress");
-    let mut frame = encode_header(after * 1_000_000_000, FrameKind::Rollup, ROLLUP_VERSION, &payload).to_vec();
+    let mut frame = encode_header(after * 1_000_000_000, FrameKind::Rollup, ROLLUP_VERSION_1, &payload).to_vec();
     frame.extend_from_slice(&payload);
     assert!(frame.len() < 128, "the hostile frame is small: {} bytes", frame.len());
     let tier = stream_dir(data.path(), MINUTE_TIER).expect("minute tier");
