@@ -10,9 +10,9 @@
 //! Precision (version 2, what the tiers hold): a column's **mean and max** are kept to 4
 //! significant digits of the column's largest value in the block (a decimal exponent per
 //! column): within half a unit of that 4th digit (memory of 1.5 GiB to within 0.5 MB, a CPU
-//! share of up to 100 % to within 0.005). Its **min and last** are kept to 2 significant digits
+//! share under 100 % to within 0.005). Its **min and last** are kept to 2 significant digits
 //! of that largest value (a second exponent, 2 above the first): the min within half a unit of
-//! the 2nd digit (1.5 GiB to within 50 MB, up to 100 % to within 0.5), the last within one
+//! the 2nd digit (1.5 GiB to within 50 MB, under 100 % to within 0.5), the last within one
 //! unit, as it is kept inside the row's [min, max] as decoded. `report` and the history read the mean and max (and the count); min and last
 //! are `dump rollup`'s columns and the envelope of a row. Version 1 (written before) kept all
 //! four to 4 digits; its blocks read as they were written.
