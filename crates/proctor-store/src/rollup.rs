@@ -342,11 +342,15 @@ pub fn decode_block_version(version: u8, bytes: &[u8]) -> Result<RollupBlock, Ba
             let n = i64::from(rows[i].samples).wrapping_add(counts[j]);
             let n = u32::try_from(n).map_err(|_| bad("a value count out of range"))?;
             let v = |q: i64| if divide { q as f64 / scale } else { q as f64 * scale };
+            // A statistic equal to the mean (most mins and lasts at 2 digits, every one of an
+            // idle column) takes the mean's value: the division is most of a block's decoding.
+            let mean_value = v(mean);
+            let at = |offset: i64| if offset == 0 { mean_value } else { v(mean.wrapping_add(offset)) };
             let stat = Stat {
-                min: v(mean.wrapping_sub(streams[0][j].wrapping_mul(step))),
-                mean: v(mean),
-                max: v(mean.wrapping_add(streams[2][j])),
-                last: v(mean.wrapping_add(streams[3][j].wrapping_mul(step))),
+                min: at(streams[0][j].wrapping_mul(step).wrapping_neg()),
+                mean: mean_value,
+                max: at(streams[2][j]),
+                last: at(streams[3][j].wrapping_mul(step)),
                 n,
             };
             rows[i].values[col] = Some(stat);
