@@ -69,7 +69,9 @@ pub const CELLS_PER_BYTE: usize = 16;
 /// 3-byte entry (shared 4,095, one byte more) stand for a 4 KiB name, so 65,536 names could
 /// claim 256 MiB from a ~200 KB record; the tiers' names are ~10 record bytes each (a group's
 /// series share all but the series' own name) and each column takes at least 4 bytes more, so
-/// a real block stays far below 64 (its longest names, 4 KiB with 1-byte suffixes, would be 4096 / 8).
+/// a real block stays far below 64; one whose front-coded names would pass it (kilobyte names
+/// that share all but a byte) is written with every name whole ([`encode_block`]), which never
+/// does, so every block the writer writes reads back.
 pub const NAME_BYTES_PER_BYTE: usize = 64;
 /// Most cells any block may hold, however large its record: the most names over 64 rows
 /// (~200 MB decoded; records of 256 KiB and more, payloads of 256 bytes and more, reach it).
@@ -83,6 +85,19 @@ const MAX_ENVELOPE_STEP: i64 = 18;
 
 /// The block as a version-2 record ([`ROLLUP_VERSION`]).
 pub fn encode_block(block: &RollupBlock) -> Vec<u8> {
+    let out = encode_with(block, true);
+    // Long names that share nearly all their bytes (group names of kilobytes) could stand for
+    // more name bytes than a reader takes from a record this size: then each name is written
+    // whole, which never does.
+    let name_bytes: usize = block.names.iter().map(String::len).sum();
+    if name_bytes > out.len().saturating_mul(NAME_BYTES_PER_BYTE) {
+        return encode_with(block, false);
+    }
+    out
+}
+
+/// The record, names front-coded or (`front_coded` false) each whole (shared 0).
+fn encode_with(block: &RollupBlock, front_coded: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + block.names.len() * 24);
     varint(&mut out, u64::from(block.span_s));
     varint(&mut out, block.names.len() as u64);
@@ -91,7 +106,7 @@ pub fn encode_block(block: &RollupBlock) -> Vec<u8> {
     let mut prev: &[u8] = &[];
     for name in &block.names {
         let name = name.as_bytes();
-        let shared = prev.iter().zip(name).take_while(|(a, b)| a == b).count();
+        let shared = if front_coded { prev.iter().zip(name).take_while(|(a, b)| a == b).count() } else { 0 };
         varint(&mut out, shared as u64);
         varint(&mut out, (name.len() - shared) as u64);
         out.extend_from_slice(&name[shared..]);
@@ -616,6 +631,24 @@ mod tests {
         // "group.café.rss" costs its 3 new bytes and 2 lengths.
         assert!(bytes.windows(5).any(|w| w == [12, 3, b'r', b's', b's']), "{bytes:?}");
         assert_eq!(decode_block(&bytes).expect("decodes"), b);
+    }
+
+    /// Names of kilobytes that share all but a byte would stand for more name bytes than a
+    /// reader takes from a record this size ([`NAME_BYTES_PER_BYTE`]): the writer writes them
+    /// whole instead, and the block reads back.
+    #[test]
+    fn long_names_sharing_nearly_everything_are_written_whole_and_read_back() {
+        let stem = "g".repeat(3990);
+        let names: Vec<String> = (0..100).map(|i| format!("group.{stem}.{i:03}")).collect();
+        let idle = stat(1.0, 1.0, 1.0, 1.0, 60);
+        let rows =
+            vec![RollupRow { start_unix_s: 1_700_000_000, span_s: 60, samples: 60, values: vec![idle; names.len()] }];
+        let b = RollupBlock { span_s: 60, names, rows };
+        let bytes = encode_block(&b);
+        let name_bytes: usize = b.names.iter().map(String::len).sum();
+        assert_eq!(decode_block(&bytes).expect("decodes"), b);
+        assert!(name_bytes > 64 * encode_with(&b, true).len(), "front-coded, past the bound");
+        assert!(bytes.len() > name_bytes, "{} bytes: written whole", bytes.len());
     }
 
     /// A version-2 record's name entries are checked: sharing more than the name before has,
