@@ -30,7 +30,8 @@
 //! base row twice breaks; every delta record the target compresses decodes the same as a plain
 //! delta and as an anchor, or fails both ways (the anchor path checked for a base row used
 //! twice and the plain one did not: the gigabyte frame of issue 15 item 2); no rollup block
-//! holds more cells (names × rows) than `rollup::CELLS_PER_BYTE` per byte of its record, read
+//! holds more cells (names × rows) than `rollup::CELLS_PER_BYTE` per byte of its record (nor
+//! more bytes of names than `rollup::NAME_BYTES_PER_BYTE`), read
 //! by the reader or decoded here from a record the target compresses (an idle column is 3
 //! bytes whatever the rows: the 76-byte frame of 16.7 million cells of issue 33 item 5); and,
 //! with `-malloc_limit_mb`, no allocation past the decompression bound.
@@ -46,7 +47,7 @@ use proctor_model::{
 use proctor_store::codec::{compress_alone, decompress_delta, decompress_key, decompressed_cap, encode_event, Event};
 use proctor_store::delta::{decode_delta, DeltaRecord, KeySample};
 use proctor_store::frame::{encode_header, FrameKind};
-use proctor_store::rollup::{decode_block, CELLS_PER_BYTE};
+use proctor_store::rollup::{decode_block_version, CELLS_PER_BYTE, NAME_BYTES_PER_BYTE};
 use proctor_store::segment::{walk, Check};
 use proctor_store::{Reader, StoreConfig, Writer};
 
@@ -222,7 +223,7 @@ fn frames_of(input: &[u8], base: &Base, offsets: &mut Vec<usize>) -> Vec<(Option
                 same_either_way(&base.key, &record);
             }
             if kind == FrameKind::Rollup {
-                if let Ok(block) = decode_block(&record) {
+                if let Ok(block) = decode_block_version(version, &record) {
                     check_cells(&block, record.len());
                 }
             }
@@ -259,6 +260,11 @@ fn check_cells(block: &RollupBlock, record_bytes: usize) {
         "a rollup block of {} names x {} rows from at most {record_bytes} record bytes",
         block.names.len(),
         block.rows.len()
+    );
+    let name_bytes: usize = block.names.iter().map(String::len).sum();
+    assert!(
+        name_bytes <= record_bytes * NAME_BYTES_PER_BYTE,
+        "a rollup block of {name_bytes} bytes of names from at most {record_bytes} record bytes"
     );
 }
 

@@ -7,8 +7,9 @@
 //! bytes per block printed. Layouts: the record as written (`rollup::encode_block`); the same
 //! values with each kind of stream (min, mean, max, last) gathered and compressed as a section
 //! of its own; that with the means as offsets from the column's median where that is shorter
-//! than deltas; and that with 3 significant digits instead of 4. Sizes only: nothing here is a
-//! format the store reads.
+//! than deltas; and that with 3 significant digits instead of 4; and 6 or 24 consecutive hours'
+//! blocks as one block (when their names are the same). Sizes only: nothing here is a format the
+//! store reads.
 
 use proctor_model::{RollupBlock, Stat};
 use proctor_store::rollup::{encode_block, varint, zigzag};
@@ -44,6 +45,36 @@ fn main() {
             total as f64 / blocks as f64,
             total as f64 / totals[0] as f64
         );
+    }
+    // Longer blocks: HOURS consecutive blocks with the same names as one record (the encoder
+    // as written), per hour, against the same hours as written.
+    for hours in [6usize, 24] {
+        let (mut alone, mut joined, mut runs) = (0usize, 0usize, 0usize);
+        for start in (0..frames.len().saturating_sub(hours)).step_by(every.max(hours)) {
+            let run: Vec<RollupBlock> = frames[start..start + hours]
+                .iter()
+                .filter_map(|f| match reader.read_event(f) {
+                    Some(Event::Rollup(block)) => Some(block),
+                    _ => None,
+                })
+                .collect();
+            if run.len() != hours || run.iter().any(|b| b.names != run[0].names) {
+                continue;
+            }
+            runs += 1;
+            alone += run.iter().map(|b| compressed(&encode_block(b))).sum::<usize>();
+            let mut long = run[0].clone();
+            long.rows = run.into_iter().flat_map(|b| b.rows).collect();
+            joined += compressed(&encode_block(&long));
+        }
+        if runs > 0 {
+            println!(
+                "  {:<34} {:>8.0}  ({:.3} of the same hours as written, {runs} runs)",
+                format!("{hours} hours as one block"),
+                joined as f64 / (runs * hours) as f64,
+                joined as f64 / alone as f64
+            );
+        }
     }
 }
 

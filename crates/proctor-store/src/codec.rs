@@ -121,10 +121,12 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
 
 pub fn decode_event(kind: FrameKind, version: u8, bytes: &[u8]) -> Result<Event, CodecError> {
     if kind == FrameKind::Rollup {
-        if version != crate::rollup::ROLLUP_VERSION {
+        if version != crate::rollup::ROLLUP_VERSION && version != crate::rollup::ROLLUP_VERSION_1 {
             return Err(CodecError::UnknownVersion(version));
         }
-        return crate::rollup::decode_block(bytes).map(Event::Rollup).map_err(|e| CodecError::Rollup(e.0));
+        return crate::rollup::decode_block_version(version, bytes)
+            .map(Event::Rollup)
+            .map_err(|e| CodecError::Rollup(e.0));
     }
     if version != EVENT_VERSION {
         return Err(CodecError::UnknownVersion(version));

@@ -136,11 +136,26 @@ const ROLLUP: &[Field] = &[
         name: "min",
         title: "Min",
         unit: Unit::Number,
-        description: "The smallest value in the row (the series' own unit).",
+        description: "The smallest value in the row (the series' own unit), to 2 significant digits of the series' largest in the block (docs/api.md, \"Series\").",
     },
-    Field { name: "mean", title: "Mean", unit: Unit::Number, description: "The mean of the row's values." },
-    Field { name: "max", title: "Max", unit: Unit::Number, description: "The largest value in the row." },
-    Field { name: "last", title: "Last", unit: Unit::Number, description: "The row's last value." },
+    Field {
+        name: "mean",
+        title: "Mean",
+        unit: Unit::Number,
+        description: "The mean of the row's values, to 4 significant digits of the series' largest in the block.",
+    },
+    Field {
+        name: "max",
+        title: "Max",
+        unit: Unit::Number,
+        description: "The largest value in the row, to 4 significant digits of the series' largest in the block.",
+    },
+    Field {
+        name: "last",
+        title: "Last",
+        unit: Unit::Number,
+        description: "The row's last value, to 2 significant digits of the series' largest in the block.",
+    },
     Field { name: "n", title: "Values", unit: Unit::Count, description: "Samples with a value of this series." },
 ];
 

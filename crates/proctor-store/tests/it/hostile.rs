@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use proctor_store::codec::{compress_alone, RECORD_VERSION};
 use proctor_store::frame::{encode_header, FrameKind};
-use proctor_store::rollup::ROLLUP_VERSION;
+use proctor_store::rollup::ROLLUP_VERSION_1;
 use proctor_store::{Reader, StoreConfig, Writer};
 
 use super::{sample, seqs, small_config, T0};
@@ -207,7 +207,7 @@ fn a_record_no_reader_would_decompress_is_not_written() {
     assert_eq!(seqs(&super::read_all(dir.path())), vec![1]);
 }
 
-/// A rollup record of `names` empty names over `rows` minute rows, every column idle: flags
+/// A version-1 rollup record (still read) of `names` empty names over `rows` minute rows, every column idle: flags
 /// saying every row holds it and its streams are all zero, an exponent and a base (3 bytes, the
 /// same whatever the rows).
 fn idle_rollup_record(names: u64, rows: u64) -> Vec<u8> {
@@ -263,7 +263,7 @@ fn a_rollup_frame_claiming_more_cells_than_its_bytes_hold_is_refused_cheaply() {
     let segment = writer.active_segment().expect("a segment").to_owned();
     drop(writer);
     let payload = compress_alone(3, &idle_rollup_record(1024, 16_384)).expect("compress");
-    let frame_bytes = append_frame(&segment, T0 + 3600 * 1_000_000_000, FrameKind::Rollup, ROLLUP_VERSION, &payload);
+    let frame_bytes = append_frame(&segment, T0 + 3600 * 1_000_000_000, FrameKind::Rollup, ROLLUP_VERSION_1, &payload);
     assert!(frame_bytes < 128, "the hostile frame is small: {frame_bytes} bytes");
 
     limit_address_space(128 << 20);

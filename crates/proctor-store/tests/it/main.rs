@@ -422,6 +422,79 @@ fn reads_the_store_written_by_record_version_1() {
     }
 }
 
+/// The two minute blocks in `tests/data/rollup-v1-store`, as they were given to the writer.
+fn rollup_v1_block(hour: u64) -> proctor_model::RollupBlock {
+    use proctor_model::{RollupBlock, RollupRow, Stat};
+    let start = 1_700_000_000 - 1_700_000_000 % 3600 + hour * 3600;
+    let names = vec!["group.web.cpu".to_string(), "group.web.rss".to_string(), "host.load.avg1".to_string()];
+    let rows = (0..60u64)
+        .map(|m| {
+            let x = (hour * 60 + m) as f64;
+            RollupRow {
+                start_unix_s: start + m * 60,
+                span_s: 60,
+                samples: 60,
+                values: vec![
+                    Some(Stat {
+                        min: 0.5 + x / 8.0,
+                        mean: 12.25 + x / 4.0,
+                        max: 80.0 - x / 10.0,
+                        last: 20.0 + x / 16.0,
+                        n: 59,
+                    }),
+                    (m % 7 != 3).then_some(Stat {
+                        min: 100e6 + x * 1e5,
+                        mean: 101.5e6 + x * 1.5e5,
+                        max: 103e6 + x * 2e5,
+                        last: 102e6,
+                        n: 60,
+                    }),
+                    Some(Stat { min: 0.25, mean: 0.5 + (x % 5.0) / 100.0, max: 1.5, last: 0.75, n: 60 }),
+                ],
+            }
+        })
+        .collect();
+    RollupBlock { span_s: 60, names, rows }
+}
+
+/// `tests/data/rollup-v1-store` is a minute tier written by the build before rollup record
+/// version 2 (7bbb634, rollup record version 1: names whole, all four statistics to 4
+/// significant digits) from `rollup_v1_block(0)` and `(1)` through `Writer::append_event` at
+/// the tiers' zstd level. This build reads it as it was written: every statistic within half a
+/// unit of the 4th significant digit of its column's largest value in the block, names, rows,
+/// presence and counts exact. Never regenerate it.
+#[test]
+fn reads_the_rollup_tier_written_by_rollup_version_1() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rollup-v1-store");
+    let mut reader = Reader::open(&dir).expect("open");
+    let frames = reader.event_frames(0, u64::MAX).expect("frames");
+    assert_eq!(frames.len(), 2);
+    for (hour, frame) in frames.iter().enumerate() {
+        assert_eq!(frame.frame.header.version, proctor_store::rollup::ROLLUP_VERSION_1);
+        let Some(proctor_store::Event::Rollup(got)) = reader.read_event(frame) else { panic!("block {hour} reads") };
+        let want = rollup_v1_block(hour as u64);
+        assert_eq!((&got.names, got.span_s, got.rows.len()), (&want.names, 60, 60));
+        for col in 0..want.names.len() {
+            let largest = want.rows.iter().flat_map(|r| r.values[col]).map(|s| s.max.max(s.last)).fold(0.0, f64::max);
+            let half_unit = 0.5 * 10f64.powi(largest.log10().floor() as i32 + 1 - 4);
+            for (w, g) in want.rows.iter().zip(&got.rows) {
+                assert_eq!((w.start_unix_s, w.samples), (g.start_unix_s, g.samples));
+                match (w.values[col], g.values[col]) {
+                    (None, None) => {}
+                    (Some(w), Some(g)) => {
+                        assert_eq!(w.n, g.n);
+                        for (a, b) in [(w.min, g.min), (w.mean, g.mean), (w.max, g.max), (w.last, g.last)] {
+                            assert!((a - b).abs() <= half_unit * 1.000_001, "column {col}: {a} read as {b}");
+                        }
+                    }
+                    other => panic!("presence differs in column {col}: {other:?}"),
+                }
+            }
+        }
+    }
+    assert!(reader.report().bad_frames.is_empty(), "{:?}", reader.report().bad_frames);
+}
+
 /// Writes the compatibility store; run once by hand with `PROCTOR_WRITE_V1_STORE=DIR`.
 #[test]
 fn write_v1_store_when_asked() {
