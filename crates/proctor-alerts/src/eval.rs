@@ -928,11 +928,12 @@ impl Evaluator {
     fn fill_scalars(&mut self, s: &Snapshot) {
         self.scalars.iter_mut().for_each(|v| *v = None);
         let [host, container, agent] = &self.scalar_names;
+        // The walk never descends into a list: the shapes are built without theirs.
         if !host.is_empty() {
-            crate::leaves::read(&proctor_vocab::snapshot::host(s), host, &mut self.scalars);
+            crate::leaves::read(&proctor_vocab::snapshot::host_without_lists(s), host, &mut self.scalars);
         }
         if !container.is_empty() {
-            crate::leaves::read(&proctor_vocab::snapshot::container(s), container, &mut self.scalars);
+            crate::leaves::read(&proctor_vocab::snapshot::container_without_lists(s), container, &mut self.scalars);
         }
         if !agent.is_empty() {
             let extras = proctor_vocab::snapshot::AgentExtras::default();
