@@ -848,7 +848,10 @@ pub struct Evaluator {
     /// This frame's statsd values, per slot of the plan's `statsd`.
     statsd_values: Vec<Option<f64>>,
     statsd_source: Option<StatsdSource>,
-    /// The scalar slots by vocabulary name, for host, container and agent.
+    /// The scalar slots read straight off the snapshot (`proctor_vocab::numbers`).
+    scalar_reads: Vec<(usize, proctor_vocab::numbers::NumberRead)>,
+    /// The other scalar slots by vocabulary name, for host, container and agent: read off the
+    /// shapes' `Serialize`.
     scalar_names: [crate::leaves::Want; 3],
     /// The current evaluation's values of the capturing comparison's left side.
     captured: Vec<(Key, f64)>,
@@ -877,9 +880,21 @@ impl Evaluator {
             .collect();
         let scalars = vec![None; plan.scalars.len()];
         let members = vec![Vec::new(); plan.selectors.len()];
+        let reader = |scope: Scope, name: &str| match scope {
+            Scope::Host => proctor_vocab::numbers::host(name),
+            Scope::Container => proctor_vocab::numbers::container(name),
+            Scope::Agent => proctor_vocab::numbers::agent(name),
+            Scope::Process | Scope::Group => None,
+        };
+        let scalar_reads =
+            plan.scalars.iter().enumerate().filter_map(|(i, &(sc, n))| Some((i, reader(sc, n)?))).collect();
         let names = |scope: Scope| {
             crate::leaves::Want::new(
-                plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)),
+                plan.scalars
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &(sc, n))| sc == scope && reader(sc, n).is_none())
+                    .map(|(i, (_, n))| (*n, i)),
             )
         };
         let scalar_names = [names(Scope::Host), names(Scope::Container), names(Scope::Agent)];
@@ -887,6 +902,7 @@ impl Evaluator {
         Evaluator {
             statsd_values,
             statsd_source: None,
+            scalar_reads,
             scalar_names,
             plan,
             users,
@@ -927,6 +943,11 @@ impl Evaluator {
 
     fn fill_scalars(&mut self, s: &Snapshot) {
         self.scalars.iter_mut().for_each(|v| *v = None);
+        for &(slot, read) in &self.scalar_reads {
+            if let Some(v) = self.scalars.get_mut(slot) {
+                *v = read(s);
+            }
+        }
         let [host, container, agent] = &self.scalar_names;
         // The walk never descends into a list: the shapes are built without theirs.
         if !host.is_empty() {
@@ -1422,6 +1443,45 @@ mod tests {
             for ((set, ev), got) in alone.iter_mut().zip(got) {
                 let frame = ev.frame(&s);
                 assert_eq!(got, ev.run(&set.rules[0].expr, &frame), "{} at load {load}", set.rules[0].expr_text);
+            }
+        }
+    }
+
+    /// Host, container and agent numbers read straight off the snapshot are those the shapes
+    /// serialize, slot for slot, for every series of the catalog a rule may name (the one read
+    /// off the clock, `agent.last_sample_age_secs`, is still read off its shape).
+    #[test]
+    fn every_scalar_is_the_shapes_number() {
+        let s = live();
+        let mut plan = Plan::default();
+        for (full, unit) in catalog::all() {
+            let (scope, name) = full.split_once('.').expect("scoped");
+            let scope = Scope::parse(scope).expect("a scope");
+            if scope.per_instance() || matches!(unit, Unit::Text | Unit::TextList) {
+                continue;
+            }
+            let (name, _) = catalog::resolve(scope, name).expect("a catalog name resolves");
+            plan.scalars.push((scope, name));
+        }
+        assert!(plan.scalars.len() > 100, "{} scalars", plan.scalars.len());
+        let mut ev = Evaluator::new(plan, BTreeMap::new());
+        assert_eq!(ev.scalar_reads.len() + 1, ev.plan.scalars.len(), "all but last_sample_age_secs read directly");
+        let _ = ev.frame(&s);
+        let extras = proctor_vocab::snapshot::AgentExtras::default();
+        let mut walked = vec![None; ev.plan.scalars.len()];
+        for (scope, out) in [Scope::Host, Scope::Container, Scope::Agent].into_iter().zip(0..) {
+            let want = crate::leaves::Want::new(
+                ev.plan.scalars.iter().enumerate().filter(|(_, (sc, _))| *sc == scope).map(|(i, (_, n))| (*n, i)),
+            );
+            match out {
+                0 => crate::leaves::read(&proctor_vocab::snapshot::host(&s), &want, &mut walked),
+                1 => crate::leaves::read(&proctor_vocab::snapshot::container(&s), &want, &mut walked),
+                _ => crate::leaves::read(&proctor_vocab::snapshot::agent(&s, &extras), &want, &mut walked),
+            }
+        }
+        for (i, (scope, name)) in ev.plan.scalars.iter().enumerate() {
+            if *name != "last_sample_age_secs" {
+                assert_eq!(ev.scalars[i], walked[i], "{}.{name}", scope.name());
             }
         }
     }

@@ -229,7 +229,7 @@ fn engines(list: &[proctor_model::gpu::EngineBusy]) -> Vec<EngineOut> {
 
 /// The host series totals the shape carries, as the model computed them for this sample: their
 /// indexes are found by name once, not per shape (a string search each, every sample).
-fn host_totals(h: &proctor_model::HostView) -> [Option<f64>; 4] {
+pub(crate) fn host_totals(h: &proctor_model::HostView) -> [Option<f64>; 4] {
     const NAMES: [&str; 4] = [
         "host.disk.read_bytes_per_sec",
         "host.disk.write_bytes_per_sec",
