@@ -9,7 +9,7 @@
 //! process or group is gone. A pending instance whose `expr` stops holding goes back to
 //! inactive.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -205,8 +205,25 @@ pub(crate) fn step_rule(
         return Vec::new();
     }
     let mut events = Vec::new();
-    let holds: HashMap<String, (&Key, Option<f64>)> = s.holds.iter().map(|(k, v)| (key_id(k), (k, *v))).collect();
-    let clear: Option<HashSet<String>> = s.clear.map(|c| c.iter().map(|(k, _)| key_id(k)).collect());
+    // Where it holds, by instance id, sorted (the order instances start in) and each id once
+    // with the last value given, as a map would keep it; looked up by binary search. A sorted
+    // list, not a hash map: most rules that hold have one instance, and a map costs an
+    // allocation, a random seed and a hash per lookup, every evaluation of every such rule.
+    let mut holds: Vec<(String, &Key, Option<f64>)> = s.holds.iter().map(|(k, v)| (key_id(k), k, *v)).collect();
+    holds.sort_by(|a, b| a.0.cmp(&b.0));
+    holds.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
+    let holds_at = |id: &str| holds.binary_search_by(|h| h.0.as_str().cmp(id)).is_ok();
+    let clear: Option<Vec<String>> = s.clear.map(|c| {
+        let mut ids: Vec<String> = c.iter().map(|(k, _)| key_id(k)).collect();
+        ids.sort();
+        ids
+    });
     let event = |state: Told, id: &str, inst: &Instance, reason: Option<&str>| Event {
         at: s.at,
         rule: rule.name.clone(),
@@ -228,10 +245,8 @@ pub(crate) fn step_rule(
     };
 
     // New instances, and pending ones that have now held for `for`.
-    let mut ids: Vec<&String> = holds.keys().collect();
-    ids.sort();
-    for id in ids {
-        let (key, value) = holds[id];
+    for (id, key, value) in &holds {
+        let (key, value) = (*key, *value);
         match st.instances.get_mut(id) {
             None => {
                 if st.instances.len() >= settings.max_instances {
@@ -278,7 +293,7 @@ pub(crate) fn step_rule(
         let key = parse_key(id);
         let exists = key.as_ref().is_none_or(|k| (s.exists)(k));
         match inst.phase {
-            Phase::Pending if !holds.contains_key(id) => {
+            Phase::Pending if !holds_at(id) => {
                 events.push(event(Told::Inactive, id, inst, (!exists).then_some("gone")));
                 gone.push(id.clone());
             }
@@ -290,8 +305,8 @@ pub(crate) fn step_rule(
                     continue;
                 }
                 let recovered = match &clear {
-                    Some(c) => c.contains(id),
-                    None => !holds.contains_key(id),
+                    Some(c) => c.binary_search(id).is_ok(),
+                    None => !holds_at(id),
                 };
                 if !recovered {
                     inst.recovering_since = None;
@@ -435,6 +450,51 @@ mod tests {
             format_value: &|v| format!("{v:?}"),
         };
         state.step(&step, &set.notify).into_iter().map(|e| (e.state, e.tells())).collect()
+    }
+
+    /// Instances are found among where a rule holds whatever order the keys come in: the
+    /// holds are sorted by id before they are searched, and an id given twice keeps its last
+    /// value (as the map they were once collected into did).
+    #[test]
+    fn holds_in_any_order_find_their_instances() {
+        let text = "groups:\n  - name: g\n    rules:\n      - alert: Big\n        expr: process.rss_bytes > 1GiB\n        for: 30s\n";
+        let set = rules::parse(text).unwrap_or_else(|d| panic!("{d:?}"));
+        let p = |pid: u32| Key::Process { pid, start_ticks: 7 };
+        let step = |st: &mut AlertState, at: f64, holds: &[(Key, Option<f64>)]| {
+            let step = Step {
+                rule: &set.rules[0],
+                at,
+                holds,
+                clear: None,
+                exists: &|_| true,
+                labels_of: &|_| BTreeMap::new(),
+                format_value: &|v| format!("{v:?}"),
+            };
+            let mut told: Vec<(Told, String)> =
+                st.step(&step, &set.notify).into_iter().map(|e| (e.state, e.instance)).collect();
+            told.sort_by(|a, b| a.1.cmp(&b.1));
+            told
+        };
+        let mut st = AlertState::default();
+        let started =
+            step(&mut st, 0.0, &[(p(30), Some(1.0)), (p(5), Some(2.0)), (p(200), Some(3.0)), (p(5), Some(4.0))]);
+        assert_eq!(
+            started,
+            vec![(Told::Pending, "200:7".into()), (Told::Pending, "30:7".into()), (Told::Pending, "5:7".into())]
+        );
+        let values: Vec<(String, Option<f64>)> =
+            st.rules["Big"].instances.iter().map(|(id, i)| (id.clone(), i.value)).collect();
+        assert_eq!(values, vec![("200:7".into(), Some(3.0)), ("30:7".into(), Some(1.0)), ("5:7".into(), Some(4.0))]);
+        // 30 stops holding; 200 and 5, given out of order, still hold: only 30 goes.
+        assert_eq!(
+            step(&mut st, 10.0, &[(p(200), Some(3.0)), (p(5), Some(4.0))]),
+            vec![(Told::Inactive, "30:7".into())]
+        );
+        assert_eq!(step(&mut st, 20.0, &[(p(5), Some(4.0)), (p(200), Some(3.0))]), vec![]);
+        assert_eq!(
+            step(&mut st, 30.0, &[(p(200), Some(3.0)), (p(5), Some(4.0))]),
+            vec![(Told::Firing, "200:7".into()), (Told::Firing, "5:7".into())]
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod groups;
 pub mod history;
 pub mod js;
 pub mod jupyter;
+pub mod numbers;
 pub mod process;
 pub mod report;
 pub mod select;

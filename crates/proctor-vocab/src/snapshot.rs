@@ -227,35 +227,24 @@ fn engines(list: &[proctor_model::gpu::EngineBusy]) -> Vec<EngineOut> {
     list.iter().map(|e| EngineOut { name: e.name.clone(), busy_percent: e.busy_percent }).collect()
 }
 
-/// A host series of the catalog as the model computed it for this sample.
-fn host_series(h: &proctor_model::HostView, name: &str) -> Option<f64> {
-    proctor_model::series::index(name).and_then(|i| h.series[i])
+/// The host series totals the shape carries, as the model computed them for this sample: their
+/// indexes are found by name once, not per shape (a string search each, every sample).
+pub(crate) fn host_totals(h: &proctor_model::HostView) -> [Option<f64>; 4] {
+    const NAMES: [&str; 4] = [
+        "host.disk.read_bytes_per_sec",
+        "host.disk.write_bytes_per_sec",
+        "host.net.rx_bytes_per_sec",
+        "host.net.tx_bytes_per_sec",
+    ];
+    static INDEXES: std::sync::OnceLock<[Option<usize>; 4]> = std::sync::OnceLock::new();
+    let at = INDEXES.get_or_init(|| NAMES.map(proctor_model::series::index));
+    at.map(|i| i.and_then(|i| h.series[i]))
 }
 
 pub fn host(s: &Snapshot) -> HostOut {
     let h = &s.host;
-    let m = s.sample.host.meminfo;
     HostOut {
-        online_cpus: h.online_cpus,
-        cpu: h.cpu.as_ref().map(CpuOut::new),
         per_cpu: h.per_cpu.iter().map(|(id, c)| PerCpuOut { cpu: *id, shares: CpuOut::new(c) }).collect(),
-        memory: MemoryOut {
-            total_bytes: h.memory_total_bytes,
-            available_bytes: h.memory_available_bytes,
-            used_bytes: h.memory_used_bytes,
-            swap_total_bytes: m.and_then(|m| m.swap_total_bytes),
-            swap_used_bytes: h.swap_used_bytes,
-        },
-        load: h.load.map(|[avg1, avg5, avg15]| LoadOut { avg1, avg5, avg15 }),
-        pressure_cpu: pressure(h.pressure_cpu),
-        pressure_memory: pressure(h.pressure_memory),
-        pressure_io: pressure(h.pressure_io),
-        context_switches_per_sec: h.context_switches_per_sec,
-        forks_per_sec: h.forks_per_sec,
-        page_faults_per_sec: h.page_faults_per_sec,
-        major_faults_per_sec: h.major_faults_per_sec,
-        swap_in_pages_per_sec: h.swap_in_pages_per_sec,
-        swap_out_pages_per_sec: h.swap_out_pages_per_sec,
         disks: h
             .disks
             .iter()
@@ -279,25 +268,11 @@ pub fn host(s: &Snapshot) -> HostOut {
                 tx_packets_per_sec: n.tx_packets_per_sec,
             })
             .collect(),
-        // The catalog's totals as the model computes them for every surface (whole disks,
-        // partitions not counted twice; every interface but lo), so one name is one number.
-        disk: DiskTotalsOut {
-            read_bytes_per_sec: host_series(h, "host.disk.read_bytes_per_sec"),
-            write_bytes_per_sec: host_series(h, "host.disk.write_bytes_per_sec"),
-        },
-        net: NetTotalsOut {
-            rx_bytes_per_sec: host_series(h, "host.net.rx_bytes_per_sec"),
-            tx_bytes_per_sec: host_series(h, "host.net.tx_bytes_per_sec"),
-        },
-        processes: s.rows.len() as u64,
-        uptime_secs: h.uptime_secs,
-        boot_time_unix_secs: h.boot_time_unix_secs,
         power: h
             .power
             .iter()
             .map(|p| PowerOut { domain: p.domain.to_string(), watts: p.watts, in_host_total: p.in_host_total })
             .collect(),
-        power_host_watts: h.power_host_watts,
         gpus: h
             .gpus
             .iter()
@@ -315,6 +290,50 @@ pub fn host(s: &Snapshot) -> HostOut {
                 engines: engines(&g.engines),
             })
             .collect(),
+        ..host_without_lists(s)
+    }
+}
+
+/// [`host`] with its lists (per-CPU, disks, interfaces, power domains, GPUs) left empty: every
+/// number outside a list, for readers that never look into one (alert rules' host series).
+/// Building the lists is most of the shape's cost: an allocation each, a string per device.
+pub fn host_without_lists(s: &Snapshot) -> HostOut {
+    let h = &s.host;
+    let m = s.sample.host.meminfo;
+    let [disk_read, disk_write, net_rx, net_tx] = host_totals(h);
+    HostOut {
+        online_cpus: h.online_cpus,
+        cpu: h.cpu.as_ref().map(CpuOut::new),
+        per_cpu: Vec::new(),
+        memory: MemoryOut {
+            total_bytes: h.memory_total_bytes,
+            available_bytes: h.memory_available_bytes,
+            used_bytes: h.memory_used_bytes,
+            swap_total_bytes: m.and_then(|m| m.swap_total_bytes),
+            swap_used_bytes: h.swap_used_bytes,
+        },
+        load: h.load.map(|[avg1, avg5, avg15]| LoadOut { avg1, avg5, avg15 }),
+        pressure_cpu: pressure(h.pressure_cpu),
+        pressure_memory: pressure(h.pressure_memory),
+        pressure_io: pressure(h.pressure_io),
+        context_switches_per_sec: h.context_switches_per_sec,
+        forks_per_sec: h.forks_per_sec,
+        page_faults_per_sec: h.page_faults_per_sec,
+        major_faults_per_sec: h.major_faults_per_sec,
+        swap_in_pages_per_sec: h.swap_in_pages_per_sec,
+        swap_out_pages_per_sec: h.swap_out_pages_per_sec,
+        disks: Vec::new(),
+        nets: Vec::new(),
+        // The catalog's totals as the model computes them for every surface (whole disks,
+        // partitions not counted twice; every interface but lo), so one name is one number.
+        disk: DiskTotalsOut { read_bytes_per_sec: disk_read, write_bytes_per_sec: disk_write },
+        net: NetTotalsOut { rx_bytes_per_sec: net_rx, tx_bytes_per_sec: net_tx },
+        processes: s.rows.len() as u64,
+        uptime_secs: h.uptime_secs,
+        boot_time_unix_secs: h.boot_time_unix_secs,
+        power: Vec::new(),
+        power_host_watts: h.power_host_watts,
+        gpus: Vec::new(),
     }
 }
 
@@ -363,6 +382,33 @@ pub struct ContainerOut {
 }
 
 pub fn container(s: &Snapshot) -> ContainerOut {
+    let c = s.sample.container.as_ref();
+    ContainerOut {
+        levels: c
+            .map(|c| {
+                c.limits
+                    .levels
+                    .iter()
+                    .map(|l| LevelOut {
+                        path: l.path.clone(),
+                        cpu_quota_cpus: l.cpu_quota.map(|q| q.cpus()),
+                        cpu_quota_usec: l.cpu_quota.map(|q| q.quota_usec),
+                        cpu_period_usec: l.cpu_quota.map(|q| q.period_usec),
+                        memory_limit_bytes: l.memory_limit_bytes,
+                        memory_high_bytes: l.memory_high_bytes,
+                        cpuset_cpus: l.cpuset_cpus.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        warnings: s.truth.warnings.clone(),
+        ..container_without_lists(s)
+    }
+}
+
+/// [`container`] with its lists (the cgroup levels, the warnings) left empty: every number
+/// outside a list, for readers that never look into one (alert rules' container series).
+pub fn container_without_lists(s: &Snapshot) -> ContainerOut {
     let t = &s.truth;
     let c = s.sample.container.as_ref();
     let counters = c.map(|c| &c.counters);
@@ -388,25 +434,9 @@ pub fn container(s: &Snapshot) -> ContainerOut {
         pressure_cpu: pressure(counters.and_then(|c| c.cpu_pressure)),
         pressure_memory: pressure(counters.and_then(|c| c.memory_pressure)),
         pressure_io: pressure(counters.and_then(|c| c.io_pressure)),
-        levels: c
-            .map(|c| {
-                c.limits
-                    .levels
-                    .iter()
-                    .map(|l| LevelOut {
-                        path: l.path.clone(),
-                        cpu_quota_cpus: l.cpu_quota.map(|q| q.cpus()),
-                        cpu_quota_usec: l.cpu_quota.map(|q| q.quota_usec),
-                        cpu_period_usec: l.cpu_quota.map(|q| q.period_usec),
-                        memory_limit_bytes: l.memory_limit_bytes,
-                        memory_high_bytes: l.memory_high_bytes,
-                        cpuset_cpus: l.cpuset_cpus.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        levels: Vec::new(),
         limits_age_secs: c.map(|c| s.sample.mono_ns.saturating_sub(c.limits_read_mono_ns) as f64 / 1e9),
-        warnings: t.warnings.clone(),
+        warnings: Vec::new(),
         error: s.agent.container_error.clone(),
     }
 }
@@ -768,5 +798,40 @@ pub fn snapshot(s: &Snapshot, sort: ProcessSort, top: usize, extras: &AgentExtra
         container: container(s),
         processes: process_summary(s, sort, top),
         agent: agent(s, extras),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> Snapshot {
+        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
+            pss_budget: 0.0,
+            ..proctor_sampler::SamplerConfig::default()
+        });
+        let first = sampler.sample();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        Snapshot::derive(sampler.sample(), Some(&first))
+    }
+
+    /// The shapes without lists (what alert rules read) are the whole shapes but for their
+    /// lists, field for field: one name, one number, on every surface.
+    #[test]
+    fn a_shape_without_lists_is_the_shape_less_its_lists() {
+        let s = live();
+        let mut full = host(&s);
+        // Lists this machine has: the comparison below is not of two empty shapes.
+        assert!(!full.per_cpu.is_empty() && !full.nets.is_empty());
+        (full.per_cpu, full.disks, full.nets, full.power, full.gpus) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        assert_eq!(json(&full), json(&host_without_lists(&s)));
+        let mut full = container(&s);
+        (full.levels, full.warnings) = (Vec::new(), Vec::new());
+        assert_eq!(json(&full), json(&container_without_lists(&s)));
+    }
+
+    fn json(shape: &impl Serialize) -> serde_json::Value {
+        serde_json::to_value(shape).expect("a shape serializes")
     }
 }
