@@ -67,6 +67,12 @@ pub struct CompileError {
     pub message: String,
 }
 
+/// A host field that is a catalog series outside the host shape, read from the model's host
+/// series by index (`fields::host_series_index`), not off the shape.
+fn host_series_name(scope: Scope, name: &str) -> bool {
+    scope == Scope::Host && fields::host_series_index(name).is_some()
+}
+
 fn err<T>(span: Span, message: impl Into<String>) -> Result<T, CompileError> {
     Err(CompileError { span, message: message.into() })
 }
@@ -901,14 +907,14 @@ impl Evaluator {
                 plan.scalars
                     .iter()
                     .enumerate()
-                    .filter(|(_, &(sc, n))| sc == scope && reader(sc, n).is_none())
+                    .filter(|(_, &(sc, n))| sc == scope && reader(sc, n).is_none() && !host_series_name(sc, n))
                     .map(|(i, (_, n))| (*n, i)),
             )
         };
         let scalar_names = [names(Scope::Host), names(Scope::Container), names(Scope::Agent)];
         let host_series = (plan.scalars.iter().enumerate())
             .filter(|(_, (scope, _))| *scope == Scope::Host)
-            .filter_map(|(slot, (_, name))| Some((proctor_vocab::fields::host_series_index(name)?, slot)))
+            .filter_map(|(slot, (_, name))| Some((fields::host_series_index(name)?, slot)))
             .collect();
         let statsd_values = vec![None; plan.statsd.len()];
         Evaluator {
@@ -1539,7 +1545,11 @@ mod tests {
         }
         assert!(plan.scalars.len() > 100, "{} scalars", plan.scalars.len());
         let mut ev = Evaluator::new(plan, BTreeMap::new());
-        assert_eq!(ev.scalar_reads.len() + 1, ev.plan.scalars.len(), "all but last_sample_age_secs read directly");
+        assert_eq!(
+            ev.scalar_reads.len() + ev.host_series.len() + 1,
+            ev.plan.scalars.len(),
+            "all but last_sample_age_secs read directly"
+        );
         let _ = ev.frame(&s);
         let extras = proctor_vocab::snapshot::AgentExtras::default();
         let mut walked = vec![None; ev.plan.scalars.len()];
@@ -1554,7 +1564,10 @@ mod tests {
             }
         }
         for (i, (scope, name)) in ev.plan.scalars.iter().enumerate() {
-            if *name != "last_sample_age_secs" {
+            if host_series_name(*scope, name) {
+                // A host series outside the shape: the model's number.
+                assert_eq!(ev.scalars[i], fields::host_series_value(&s.host, name), "host.{name}");
+            } else if *name != "last_sample_age_secs" {
                 assert_eq!(ev.scalars[i], walked[i], "{}.{name}", scope.name());
             }
         }

@@ -220,6 +220,8 @@ pub fn agent(name: &str) -> Option<NumberRead> {
         "last_sample.fds_kept" => |s| json(s.sample.cost.fds_kept),
         "last_sample.processes_seen" => |s| json(s.sample.cost.processes_seen),
         "last_sample.processes_gone" => |s| json(s.sample.cost.processes_gone),
+        "last_sample.target_lock_seconds" => |s| json(s.sample.cost.target_lock.total_ns as f64 / 1e9),
+        "last_sample.target_lock_longest_seconds" => |s| json(s.sample.cost.target_lock.max_ns as f64 / 1e9),
         "history.points" => |s| json(s.agent.history.points),
         "history.capacity" => |s| json(s.agent.history.capacity),
         "history.series" => |s| json(s.agent.history.series),
