@@ -251,15 +251,7 @@ mod tests {
     use super::*;
     use crate::snapshot::AgentExtras;
 
-    fn live() -> Snapshot {
-        let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
-            pss_budget: 0.0,
-            ..proctor_sampler::SamplerConfig::default()
-        });
-        let first = sampler.sample();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        Snapshot::derive(sampler.sample(), Some(&first))
-    }
+    use crate::snapshot::tests::live;
 
     type Readers = fn(&str) -> Option<NumberRead>;
 

@@ -802,10 +802,11 @@ pub fn snapshot(s: &Snapshot, sort: ProcessSort, top: usize, extras: &AgentExtra
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn live() -> Snapshot {
+    /// A snapshot of this machine with rates (two samples 50 ms apart), PSS off.
+    pub(crate) fn live() -> Snapshot {
         let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
             pss_budget: 0.0,
             ..proctor_sampler::SamplerConfig::default()

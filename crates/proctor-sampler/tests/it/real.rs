@@ -19,6 +19,24 @@ impl Drop for Guard {
     }
 }
 
+/// A python3 child running `script`, once it printed its first line (`ready`).
+fn python_child(script: &str) -> (Guard, u32) {
+    let mut child = Guard(
+        Command::new("python3")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn python3"),
+    );
+    let out = child.0.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).expect("child ready");
+    assert_eq!(line.trim(), "ready");
+    let pid = child.0.id();
+    (child, pid)
+}
+
 fn sleeper() -> Guard {
     Guard(Command::new("sleep").arg("60").stdin(Stdio::null()).spawn().expect("spawn sleep"))
 }
@@ -367,19 +385,8 @@ fn resident_size_is_statms_exact_sum_not_stats_per_cpu_estimate() {
 /// hold both, and their longest read is the longest any target was charged.
 #[test]
 fn the_stall_ledger_charges_each_read_to_its_target() {
-    let mut child = Guard(
-        Command::new("python3")
-            .args(["-c", "import sys, time; b = bytearray(64 << 20); print('ready', flush=True); time.sleep(60)"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn python3"),
-    );
-    let pid = child.0.id();
-    let out = child.0.stdout.take().expect("stdout");
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).expect("child ready");
-    assert_eq!(line.trim(), "ready");
+    let (_child, pid) =
+        python_child("import time; b = bytearray(64 << 20); print('ready', flush=True); time.sleep(60)");
     let config = SamplerConfig { pss_budget: 0.5, pss_root: Some(pid), ..SamplerConfig::default() };
     let mut sampler = Sampler::new(config);
     let me = std::process::id();
@@ -425,21 +432,10 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
 /// meet, is read once; its ledger says it was capped and the worker counts what it held back.
 #[test]
 fn a_target_held_past_the_cap_is_not_read_again() {
-    let mut child = Guard(
-        Command::new("python3")
-            .args([
-                "-c",
-                "import time\nchunks = []\nprint('ready', flush=True)\nwhile True:\n    chunks.append(bytearray(1 << 20))\n    time.sleep(0.02)\n",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn python3"),
+    // 1 MiB more every 20 ms, up to 512 MiB, then still.
+    let (_child, pid) = python_child(
+        "import time\nchunks = []\nprint('ready', flush=True)\nfor _ in range(512):\n    chunks.append(bytearray(1 << 20))\n    time.sleep(0.02)\ntime.sleep(60)\n",
     );
-    let pid = child.0.id();
-    let out = child.0.stdout.take().expect("stdout");
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).expect("child ready");
     let config = SamplerConfig {
         cmdline: false,
         pss_budget: 1.0,
