@@ -138,7 +138,7 @@ impl CmdlineWorker {
             }
         }
         let lookup = |pid: u32, start: u64| match state.results.get(&pid) {
-            Some((s, line, stall)) if *s == start => (Some(line.clone()), Some(*stall)),
+            Some((s, line, stall)) if *s == start => (Some(line.clone()), Some(*stall).filter(|s| s.reads > 0)),
             _ => (None, None),
         };
         f(&lookup)
@@ -193,6 +193,13 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
         }
         state.in_flight = None;
         match result {
+            // An empty line is a kernel thread's or a zombie's: no address space, so no lock was
+            // taken and nothing is charged.
+            Ok(()) if buf.is_empty() => {
+                state.stats.reads += 1;
+                let held = state.results.get(&pid).filter(|(s, _, _)| *s == start).map(|(_, _, stall)| *stall);
+                state.results.insert(pid, (start, Arc::from(Vec::new()), held.unwrap_or_default()));
+            }
             Ok(()) => {
                 state.stats.reads += 1;
                 state.charge(pid, held_ns);

@@ -392,8 +392,18 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     let me = std::process::id();
     let deadline = Instant::now() + Duration::from_secs(30);
     let (mut intervals, mut worst) = (proctor_model::Stall::default(), Vec::new());
+    let mut kernel_threads = Vec::new();
     let (child_row, my_row) = loop {
         let sample = sampler.sample();
+        // A kernel thread's command line is empty: it has no address space, so no mmap lock was
+        // taken and its ledger stays empty.
+        kernel_threads.extend(
+            sample
+                .processes
+                .iter()
+                .filter(|p| p.cmdline.as_deref().is_some_and(<[String]>::is_empty))
+                .map(|p| (p.pid, p.stall)),
+        );
         let cost = &sample.cost;
         if cost.target_lock.reads > 0 {
             // The target of the interval's longest read (a process this sample lists, unless it
@@ -425,6 +435,7 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     assert!(intervals.reads >= 2 && intervals.total_ns <= pss_stats.lock_ns + cmdline_stats.lock_ns, "{intervals:?}");
     assert!(intervals.total_ns >= stall.total_ns + mine.total_ns, "{intervals:?}");
     assert!(worst.iter().any(|(_, listed)| *listed), "{worst:?}");
+    assert!(kernel_threads.iter().all(|(_, stall)| stall.is_none()), "{kernel_threads:?}");
 }
 
 /// A target that one read held past the cap is not read for PSS again (issue 34 item 3),
