@@ -528,10 +528,7 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
         ));
     }
     // The stall ledger, by the read that took a target's mmap lock.
-    let ledger = [
-        ("smaps_rollup", a.pss.as_ref().map(|p| (p.lock_ns, p.max_lock_ns))),
-        ("cmdline", a.cmdline.as_ref().map(|c| (c.lock_ns, c.max_lock_ns))),
-    ];
+    let ledger = [("smaps_rollup", a.pss.as_ref().map(|p| p.lock)), ("cmdline", a.cmdline.as_ref().map(|c| c.lock))];
     let mut held = Family::new(
         "proctor_agent_target_lock_seconds",
         Kind::Counter,
@@ -544,9 +541,9 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
     );
     let mut any = false;
     for (read, totals) in ledger {
-        if let Some((total_ns, max_ns)) = totals {
-            held.push(vec![("read", read.to_string())], total_ns as f64 / 1e9);
-            longest.push(vec![("read", read.to_string())], max_ns as f64 / 1e9);
+        if let Some(totals) = totals {
+            held.push(vec![("read", read.to_string())], totals.lock_ns as f64 / 1e9);
+            longest.push(vec![("read", read.to_string())], totals.max_lock_ns as f64 / 1e9);
             any = true;
         }
     }

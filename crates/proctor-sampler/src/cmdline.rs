@@ -19,6 +19,8 @@ use proctor_procfs::process::parse_cmdline;
 use proctor_procfs::{ErrorKind, Root};
 use serde::Serialize;
 
+use crate::worker::{Interval, LockTotals};
+
 /// Threads allowed to be stuck in a cmdline read at once; past this the queue waits.
 const MAX_STUCK_THREADS: u64 = 4;
 
@@ -28,21 +30,10 @@ pub struct CmdlineStats {
     pub errors: u64,
     pub timeouts: u64,
     pub stuck_threads: u64,
-    /// The stall ledger's share of this reader: the wall time of every read (a written-off one
-    /// until it was written off), each an upper bound on how long it held its target's mmap
-    /// lock, and the longest, with its target.
-    pub lock_ns: u64,
-    pub max_lock_ns: u64,
-    pub max_lock_pid: u32,
-}
-
-impl CmdlineStats {
-    fn charge(&mut self, pid: u32, ns: u64) {
-        self.lock_ns = self.lock_ns.saturating_add(ns);
-        if ns > self.max_lock_ns {
-            (self.max_lock_ns, self.max_lock_pid) = (ns, pid);
-        }
-    }
+    /// The stall ledger's share of this reader (a written-off read counts until it was written
+    /// off).
+    #[serde(flatten)]
+    pub lock: LockTotals,
 }
 
 #[derive(Debug, Default)]
@@ -53,17 +44,12 @@ struct State {
     /// (generation, pid, start) of the read in flight, and when it started.
     in_flight: Option<(u64, u32, u64, Instant)>,
     stats: CmdlineStats,
-    /// The ledger since the sampler last took it, and the target of its longest read.
-    interval: (Stall, u32),
+    interval: Interval,
 }
 
 impl State {
     fn charge(&mut self, pid: u32, ns: u64) {
-        self.stats.charge(pid, ns);
-        if ns >= self.interval.0.max_ns {
-            self.interval.1 = pid;
-        }
-        self.interval.0.add(ns);
+        crate::worker::charge(&mut self.stats.lock, &mut self.interval, pid, ns);
     }
 }
 
@@ -122,12 +108,13 @@ impl CmdlineWorker {
     ) -> R {
         let mut state = self.shared.lock();
         if let Some((generation, pid, start, since)) = state.in_flight {
-            if since.elapsed() > self.timeout && state.stats.stuck_threads < MAX_STUCK_THREADS {
+            let held = since.elapsed();
+            if held > self.timeout && state.stats.stuck_threads < MAX_STUCK_THREADS {
                 state.stats.timeouts += 1;
                 state.stats.stuck_threads += 1;
-                let held_ns = since.elapsed().as_nanos() as u64;
+                let held_ns = held.as_nanos() as u64;
                 state.charge(pid, held_ns);
-                let stall = charged(state.results.get(&pid), start, held_ns);
+                let stall = charged(state.results.get(&pid), start, Some(held_ns));
                 state.results.insert(pid, (start, Arc::from(Vec::new()), stall));
                 state.in_flight = None;
                 let next = generation + 1;
@@ -193,17 +180,15 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
         }
         state.in_flight = None;
         match result {
-            // An empty line is a kernel thread's or a zombie's: no address space, so no lock was
-            // taken and nothing is charged.
-            Ok(()) if buf.is_empty() => {
-                state.stats.reads += 1;
-                let held = state.results.get(&pid).filter(|(s, _, _)| *s == start).map(|(_, _, stall)| *stall);
-                state.results.insert(pid, (start, Arc::from(Vec::new()), held.unwrap_or_default()));
-            }
             Ok(()) => {
                 state.stats.reads += 1;
-                state.charge(pid, held_ns);
-                let stall = charged(state.results.get(&pid), start, held_ns);
+                // An empty line is a kernel thread's or a zombie's: no address space, so no lock
+                // was taken and nothing is charged.
+                let held = (!buf.is_empty()).then_some(held_ns);
+                if let Some(ns) = held {
+                    state.charge(pid, ns);
+                }
+                let stall = charged(state.results.get(&pid), start, held);
                 state.results.insert(pid, (start, Arc::from(parse_cmdline(&buf)), stall));
             }
             // A read of a gone process held no one's lock.
@@ -216,10 +201,12 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
     }
 }
 
-/// The ledger of `start`'s process after one more read of `ns`: what `held` says of it, unless
-/// that was another process of the pid.
-fn charged(held: Option<&(u64, Arc<[String]>, Stall)>, start: u64, ns: u64) -> Stall {
+/// The ledger of `start`'s process after one more read that held its lock `ns` (`None`: a read
+/// that took no lock): what `held` says of it, unless that was another process of the pid.
+fn charged(held: Option<&(u64, Arc<[String]>, Stall)>, start: u64, ns: Option<u64>) -> Stall {
     let mut stall = held.filter(|(s, _, _)| *s == start).map(|(_, _, stall)| *stall).unwrap_or_default();
-    stall.add(ns);
+    if let Some(ns) = ns {
+        stall.add(ns);
+    }
     stall
 }

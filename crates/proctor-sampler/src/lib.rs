@@ -26,3 +26,4 @@ mod worker;
 pub use config::{HostFiles, Reads, SamplerConfig};
 pub use sampler::{kept_fd_budget, Sampler};
 pub use schedule::Schedule;
+pub use worker::LockTotals;

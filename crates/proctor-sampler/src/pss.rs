@@ -63,11 +63,9 @@ pub struct PssStats {
     /// The most expensive single read so far, in CPU nanoseconds.
     pub max_read_cpu_ns: u64,
     pub budget: f64,
-    /// The stall ledger's share of this reader: the wall time of every read, each an upper
-    /// bound on how long it held its target's mmap lock, and the longest, with its target.
-    pub lock_ns: u64,
-    pub max_lock_ns: u64,
-    pub max_lock_pid: u32,
+    /// The stall ledger's share of this reader.
+    #[serde(flatten)]
+    pub lock: crate::worker::LockTotals,
     /// Reads put off because their target's share of lock time was spent, and targets no
     /// longer read because one read held the lock past the cap.
     pub skipped_target_budget: u64,
@@ -82,8 +80,7 @@ struct State {
     /// not read is not retried until its counters change.
     results: HashMap<u32, Entry>,
     stats: PssStats,
-    /// The ledger since the sampler last took it, and the target of its longest read.
-    interval: (Stall, u32),
+    interval: crate::worker::Interval,
 }
 
 #[derive(Debug)]
@@ -227,18 +224,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                     None
                 }
             };
-            let stats = &mut state.stats;
             if !gone {
                 // A read of a gone process held no one's lock.
-                stats.lock_ns = stats.lock_ns.saturating_add(held_ns);
-                if held_ns > stats.max_lock_ns {
-                    (stats.max_lock_ns, stats.max_lock_pid) = (held_ns, candidate.pid);
-                }
-                let interval = &mut state.interval;
-                if held_ns >= interval.0.max_ns {
-                    interval.1 = candidate.pid;
-                }
-                interval.0.add(held_ns);
+                let st = &mut *state;
+                crate::worker::charge(&mut st.stats.lock, &mut st.interval, candidate.pid, held_ns);
             }
             let fresh = Entry { seen: candidate, reading: None, stall: Stall::default(), not_before_ns: 0 };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);

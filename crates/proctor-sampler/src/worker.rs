@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
+use proctor_model::Stall;
+use serde::Serialize;
+
 #[derive(Debug)]
 pub(crate) struct Shared<S> {
     pub(crate) state: Mutex<S>,
@@ -71,4 +74,29 @@ mod tests {
         assert!(thread.is_none());
         assert_eq!(*shared.lock(), 1, "the thread saw the stop and finished");
     }
+}
+
+/// A reader's side of the stall ledger: the wall time of every read it made that took a
+/// target's mmap lock (each an upper bound on the hold), and the longest, with its target.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LockTotals {
+    pub lock_ns: u64,
+    pub max_lock_ns: u64,
+    pub max_lock_pid: u32,
+}
+
+/// The same since the sampler last took it: every target together, and the target of the
+/// longest read.
+pub(crate) type Interval = (Stall, u32);
+
+/// Charges a read that held `pid`'s lock `ns` to a reader's totals and to its interval.
+pub(crate) fn charge(totals: &mut LockTotals, interval: &mut Interval, pid: u32, ns: u64) {
+    totals.lock_ns = totals.lock_ns.saturating_add(ns);
+    if ns > totals.max_lock_ns {
+        (totals.max_lock_ns, totals.max_lock_pid) = (ns, pid);
+    }
+    if ns >= interval.0.max_ns {
+        interval.1 = pid;
+    }
+    interval.0.add(ns);
 }

@@ -427,12 +427,15 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     assert_eq!(mine.reads, 1, "only its cmdline was read: {mine:?}");
     let pss_stats = sampler.pss_stats().expect("worker running");
     let cmdline_stats = sampler.cmdline_stats().expect("worker running");
-    assert!(pss_stats.lock_ns >= pss.cost_cpu_ns && pss_stats.max_lock_ns > 0, "{pss_stats:?}");
-    assert!(cmdline_stats.lock_ns >= mine.total_ns, "{cmdline_stats:?}");
-    assert!(pss_stats.max_lock_ns.max(cmdline_stats.max_lock_ns) >= stall.max_ns.max(mine.max_ns));
+    assert!(pss_stats.lock.lock_ns >= pss.cost_cpu_ns && pss_stats.lock.max_lock_ns > 0, "{pss_stats:?}");
+    assert!(cmdline_stats.lock.lock_ns >= mine.total_ns, "{cmdline_stats:?}");
+    assert!(pss_stats.lock.max_lock_ns.max(cmdline_stats.lock.max_lock_ns) >= stall.max_ns.max(mine.max_ns));
     // Each sample's cost says what was read since the one before: together, every read up to
     // the last sample, none counted twice.
-    assert!(intervals.reads >= 2 && intervals.total_ns <= pss_stats.lock_ns + cmdline_stats.lock_ns, "{intervals:?}");
+    assert!(
+        intervals.reads >= 2 && intervals.total_ns <= pss_stats.lock.lock_ns + cmdline_stats.lock.lock_ns,
+        "{intervals:?}"
+    );
     assert!(intervals.total_ns >= stall.total_ns + mine.total_ns, "{intervals:?}");
     assert!(worst.iter().any(|(_, listed)| *listed), "{worst:?}");
     assert!(kernel_threads.iter().all(|(_, stall)| stall.is_none()), "{kernel_threads:?}");
