@@ -805,19 +805,33 @@ pub const HOST: &[Field] = &[
 /// `proctor_model::series`) is a host field at once, with the catalog's unit and meaning.
 pub fn host_all() -> &'static [Field] {
     static ALL: std::sync::LazyLock<Vec<Field>> = std::sync::LazyLock::new(|| {
-        let series = crate::series::CATALOG.iter().filter(|s| !s.field).filter_map(|s| {
-            let name = s.name.strip_prefix("host.")?;
-            Some(Field { name, title: name, unit: s.unit, description: s.meaning })
-        });
+        let series = host_series_fields().iter().map(|(f, _)| *f);
         HOST.iter().copied().chain(series).collect()
     });
     &ALL
 }
 
-/// Where a host field that is a catalog series outside the shape is in the model's host series
-/// (`proctor_model::series::HOST_SERIES`), by its field name (`memory.cached_bytes`); `None` for
-/// a field of the shape.
+/// The host fields that are catalog series outside the shape, each with where it is in the
+/// model's host series (`proctor_model::series::HOST_SERIES`): worked out once.
+pub fn host_series_fields() -> &'static [(Field, usize)] {
+    static SERIES: std::sync::LazyLock<Vec<(Field, usize)>> = std::sync::LazyLock::new(|| {
+        (crate::series::CATALOG.iter().filter(|s| !s.field))
+            .filter_map(|s| {
+                let name = s.name.strip_prefix("host.")?;
+                let field = Field { name, title: name, unit: s.unit, description: s.meaning };
+                Some((field, proctor_model::series::index(s.name)?))
+            })
+            .collect()
+    });
+    &SERIES
+}
+
+/// Where a host field that is a catalog series outside the shape is in the model's host series,
+/// by its field name (`memory.cached_bytes`); `None` for a field of the shape.
 pub fn host_series_index(field: &str) -> Option<usize> {
+    if let Some((_, i)) = host_series_fields().iter().find(|(f, _)| f.name == field) {
+        return Some(*i);
+    }
     if HOST.iter().any(|f| f.name == field) {
         return None;
     }

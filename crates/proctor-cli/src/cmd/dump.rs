@@ -273,10 +273,9 @@ fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Resu
         Subject::Host => {
             let mut row = make(serde_json::to_value(proctor_vocab::snapshot::host(&s))?);
             // The catalog's host series outside the shape, as the model computed them.
-            let series = fields::host_all().iter().filter(|f| fields::host_series_index(f.name).is_some());
-            row.extend(series.map(|f| {
+            row.extend(fields::host_series_fields().iter().map(|(f, i)| {
                 // Whole numbers (bytes, counts) as the shape writes them, without a `.0`.
-                let v = fields::host_series_value(&s.host, f.name).map(|v| match v {
+                let v = s.host.series[*i].map(|v| match v {
                     v if v.fract() == 0.0 && v.abs() < 9e15 => Value::from(v as i64),
                     v => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
                 });
