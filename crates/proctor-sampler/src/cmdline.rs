@@ -112,7 +112,7 @@ impl CmdlineWorker {
             if held > self.timeout && state.stats.stuck_threads < MAX_STUCK_THREADS {
                 state.stats.timeouts += 1;
                 state.stats.stuck_threads += 1;
-                let held_ns = held.as_nanos() as u64;
+                let held_ns = crate::worker::held_ns(held);
                 state.charge(pid, held_ns);
                 let stall = charged(state.results.get(&pid), start, Some(held_ns));
                 state.results.insert(pid, (start, Arc::from(Vec::new()), stall));
@@ -171,7 +171,7 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
         let Some((pid, start)) = job else { continue };
         let started = Instant::now();
         let result = root.read_into(format!("/proc/{pid}/cmdline"), &mut buf);
-        let held_ns = started.elapsed().as_nanos() as u64;
+        let held_ns = crate::worker::held_ns(started.elapsed());
         let mut state = shared.lock();
         if shared.generation.load(Ordering::SeqCst) != generation {
             // Written off while we were stuck; a newer thread owns the queue now.

@@ -201,7 +201,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         };
         let started = Instant::now();
         let result = read_pss(root, candidate.pid, epoch, &mut buf);
-        let held_ns = started.elapsed().as_nanos() as u64;
+        let held_ns = crate::worker::held_ns(started.elapsed());
         let spent_ns = match &result {
             Ok(r) => r.cost_cpu_ns,
             Err(_) => 0,

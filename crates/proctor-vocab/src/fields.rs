@@ -344,7 +344,7 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_pss_age_seconds", kind: Kind::Gauge, help: "Age of the PSS reading.", omit_empty: false }),
     },
     ProcessField {
-        field: Field { name: "stall_by_proctor_seconds_total", title: "Stall", unit: Unit::Seconds, description: "The stall ledger: wall time of proctor's reads that took this process's mmap lock (smaps_rollup, cmdline) since proctor first saw it, an upper bound on how long they held it." },
+        field: Field { name: "stall_by_proctor_seconds_total", title: "Stall", unit: Unit::Seconds, description: "The stall ledger: wall time of proctor's reads that took this process's mmap lock (smaps_rollup, cmdline) since proctor first saw it, each read rounded up to a whole microsecond: an upper bound on how long they held it." },
         row: |_, r| opt(r.stall.map(|s| s.total_ns as f64 / 1e9)),
         out: |p| opt(p.stall_by_proctor_seconds_total),
         prom: Some(PromFamily { name: "proctor_process_stall_by_proctor_seconds", kind: Kind::Counter, help: "Wall time of proctor's reads that took the process's mmap lock (an upper bound on the hold).", omit_empty: false }),
