@@ -104,6 +104,7 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
             total_ns: seq * 1000,
             max_ns: 700,
             capped: seq % 2 == 1,
+            waited_ns: (seq % 5 == 1).then_some(seq * 300),
         }),
     }
 }

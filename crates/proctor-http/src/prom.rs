@@ -550,6 +550,13 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
     if any {
         out.extend([held, longest]);
     }
+    if let Some(p) = a.pss.as_ref().filter(|p| p.waits_traced) {
+        out.push(counter(
+            "proctor_agent_target_waited_seconds",
+            "How long targets' own threads waited for their mmap lock while a proctor smaps_rollup read held it (mmap_lock tracepoints).",
+            Some(p.target_waited_ns as f64 / 1e9),
+        ));
+    }
     out.push(counter("proctor_agent_http_requests", "HTTP requests answered.", Some(http.requests_total as f64)));
     out.push(gauge(
         "proctor_agent_http_connections_open",

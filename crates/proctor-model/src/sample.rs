@@ -191,6 +191,11 @@ pub struct Stall {
     /// may be skipped (`smaps_rollup`) are not made again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub capped: bool,
+    /// The target's side, where the kernel's mmap_lock tracepoints let proctor see it: how long
+    /// the target's own threads waited for their mmap lock while a proctor read held it
+    /// (`proctor_sampler::lockwait`), whole microseconds. `None`: not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ns: Option<u64>,
 }
 
 impl Stall {
@@ -209,6 +214,10 @@ impl Stall {
                 total_ns: a.total_ns.saturating_add(b.total_ns),
                 max_ns: a.max_ns.max(b.max_ns),
                 capped: a.capped || b.capped,
+                waited_ns: match (a.waited_ns, b.waited_ns) {
+                    (Some(x), Some(y)) => Some(x.saturating_add(y)),
+                    (x, y) => x.or(y),
+                },
             }),
             (a, b) => a.or(b),
         }

@@ -69,6 +69,9 @@ pub struct SamplerConfig {
     /// ([`crate::pss::TargetLimits`]).
     pub target_budget: f64,
     pub target_max_hold: Duration,
+    /// Measure what each target's own threads waited on the PSS reads, from the kernel's
+    /// mmap_lock tracepoints where proctor may use them ([`crate::lockwait`]).
+    pub trace_lock_waits: bool,
     /// Read energy and power counters (RAPL, hwmon) every cycle.
     pub power: bool,
     /// Read GPUs: DRM clients from fdinfo (on the DRM worker, where the root has `/dev/dri`)
@@ -109,6 +112,7 @@ impl Default for SamplerConfig {
             pss_max_age: crate::pss::DEFAULT_MAX_AGE,
             target_budget: crate::pss::TargetLimits::default().share,
             target_max_hold: crate::pss::TargetLimits::default().max_hold,
+            trace_lock_waits: crate::pss::TargetLimits::default().trace_waits,
             power: true,
             gpu: true,
             gpu_budget: 0.01,

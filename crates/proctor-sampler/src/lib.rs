@@ -15,6 +15,7 @@ pub mod cmdline;
 mod config;
 pub mod drm;
 mod host;
+pub mod lockwait;
 pub mod nvml;
 pub mod power;
 pub mod pss;

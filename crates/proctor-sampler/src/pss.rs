@@ -35,11 +35,14 @@ pub struct TargetLimits {
     /// A target that one read held longer than this is not read again: its reading keeps its
     /// age, and its ledger says it was capped.
     pub max_hold: Duration,
+    /// Also measure what each target's own threads waited on these reads, from the kernel's
+    /// mmap_lock tracepoints where proctor may use them ([`crate::lockwait`]).
+    pub trace_waits: bool,
 }
 
 impl Default for TargetLimits {
     fn default() -> Self {
-        TargetLimits { max_age: DEFAULT_MAX_AGE, share: 0.001, max_hold: Duration::from_millis(50) }
+        TargetLimits { max_age: DEFAULT_MAX_AGE, share: 0.001, max_hold: Duration::from_millis(50), trace_waits: true }
     }
 }
 
@@ -70,6 +73,13 @@ pub struct PssStats {
     /// longer read because one read held the lock past the cap.
     pub skipped_target_budget: u64,
     pub capped_targets: u64,
+    /// The targets' side, from the mmap_lock tracepoints (`false`: not measured; `proctor
+    /// doctor` says why): reads traced, what the targets' threads waited on them, and traces
+    /// that lost events (their waits may be short).
+    pub waits_traced: bool,
+    pub traced_reads: u64,
+    pub target_waited_ns: u64,
+    pub traces_lost: u64,
 }
 
 #[derive(Debug, Default)]
@@ -186,6 +196,8 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let max_age_ns = u64::try_from(limits.max_age.as_nanos()).unwrap_or(u64::MAX);
     let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
+    let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
+    shared.lock().stats.waits_traced = tracer.is_some();
     while !shared.stopped() {
         let next = {
             let mut state = shared.lock();
@@ -199,12 +211,27 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             let _ = shared.wake.wait_timeout(state, Duration::from_secs(1));
             continue;
         };
-        let started = Instant::now();
-        let result = read_pss(root, candidate.pid, epoch, &mut buf);
-        let held_ns = crate::worker::held_ns(started.elapsed());
-        let spent_ns = match &result {
-            Ok(r) => r.cost_cpu_ns,
-            Err(_) => 0,
+        let traced_cpu = thread_cpu_ns();
+        let (result, held_ns, waited) = match tracer.as_mut() {
+            Some(t) => {
+                let ((result, held_ns), waited) = t.around(candidate.pid, || {
+                    let started = Instant::now();
+                    let r = read_pss(root, candidate.pid, epoch, &mut buf);
+                    (r, crate::worker::held_ns(started.elapsed()))
+                });
+                (result, held_ns, waited)
+            }
+            None => {
+                let started = Instant::now();
+                let r = read_pss(root, candidate.pid, epoch, &mut buf);
+                (r, crate::worker::held_ns(started.elapsed()), None)
+            }
+        };
+        // The budget pays for the trace too: turning it on and off, reading and parsing it.
+        let spent_ns = match (&result, tracer.is_some()) {
+            (_, true) => thread_cpu_ns().saturating_sub(traced_cpu),
+            (Ok(r), false) => r.cost_cpu_ns,
+            (Err(_), false) => 0,
         };
         {
             let mut state = shared.lock();
@@ -240,6 +267,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             let mut capped = false;
             if !gone {
                 entry.stall.add(held_ns);
+                if let Some(w) = waited {
+                    let waited_ns = w.waited_ns.div_ceil(1_000) * 1_000;
+                    entry.stall.waited_ns = Some(entry.stall.waited_ns.unwrap_or(0).saturating_add(waited_ns));
+                }
                 let now_ns = epoch.elapsed().as_nanos() as u64;
                 entry.not_before_ns = now_ns.saturating_add((held_ns as f64 / limits.share) as u64);
                 capped = held_ns > max_hold_ns && !entry.stall.capped;
@@ -247,6 +278,11 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             }
             if capped {
                 state.stats.capped_targets += 1;
+            }
+            if let Some(w) = waited.filter(|_| !gone) {
+                state.stats.traced_reads += 1;
+                state.stats.target_waited_ns = state.stats.target_waited_ns.saturating_add(w.waited_ns);
+                state.stats.traces_lost += u64::from(w.lost);
             }
         }
         // Keep the share of one core at `budget`: after spending `c` CPU, rest c·(1/b − 1).

@@ -386,6 +386,7 @@ fn limits(config: &SamplerConfig) -> crate::pss::TargetLimits {
         max_age: config.pss_max_age,
         share: config.target_budget,
         max_hold: config.target_max_hold,
+        trace_waits: config.trace_lock_waits,
     }
 }
 

@@ -585,9 +585,13 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
             "{io}  major faults {}/s  {}",
             p.major_faults_per_sec.map_or("-".into(), |v| format!("{v:.1}")),
             match (p.stall_by_proctor_seconds_total, p.stall_by_proctor_max_seconds) {
-                (Some(total), Some(max)) => {
-                    format!("mmap lock held by proctor {} at most (longest {})", seconds(total), seconds(max))
-                }
+                (Some(total), Some(max)) => format!(
+                    "mmap lock held by proctor {} at most (longest {}){}",
+                    seconds(total),
+                    seconds(max),
+                    p.stall_target_waited_seconds_total
+                        .map_or(String::new(), |w| format!(", its threads waited {}", seconds(w)))
+                ),
                 _ => "mmap lock never held by proctor".into(),
             }
         )),

@@ -356,6 +356,12 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_stall_by_proctor_max_seconds", kind: Kind::Gauge, help: "The longest single proctor read that took the process's mmap lock.", omit_empty: false }),
     },
     ProcessField {
+        field: Field { name: "stall_target_waited_seconds_total", title: "Waited", unit: Unit::Seconds, description: "The target's side of the stall ledger: how long the process's own threads waited for their mmap lock while a proctor read held it, from the kernel's mmap_lock tracepoints; null where proctor cannot trace them (proctor doctor says why)." },
+        row: |_, r| opt(r.stall.and_then(|s| s.waited_ns).map(|w| w as f64 / 1e9)),
+        out: |p| opt(p.stall_target_waited_seconds_total),
+        prom: Some(PromFamily { name: "proctor_process_stall_target_waited_seconds", kind: Kind::Counter, help: "How long the process's threads waited for their mmap lock while a proctor read held it (mmap_lock tracepoints).", omit_empty: true }),
+    },
+    ProcessField {
         field: Field { name: "pss_note", title: "PSS note", unit: Unit::Text, description: "Why PSS is no longer read, when it is not: one read held the process's mmap lock past the cap (serve --target-max-hold)." },
         row: |_, r| if r.stall.is_some_and(|s| s.capped) { text(crate::process::PSS_CAPPED) } else { Reading::Missing },
         out: |p| p.pss_note.as_deref().map_or(Reading::Missing, text),

@@ -51,6 +51,11 @@ pub struct ProcessOut {
     pub stall_by_proctor_seconds_total: Option<f64>,
     #[serde(default)]
     pub stall_by_proctor_max_seconds: Option<f64>,
+    /// The target's side of the ledger: how long its own threads waited for their mmap lock
+    /// while a proctor read held it, from the kernel's mmap_lock tracepoints; `null` where
+    /// proctor could not trace them (`proctor doctor` says why).
+    #[serde(default)]
+    pub stall_target_waited_seconds_total: Option<f64>,
     /// Why PSS is no longer read, when it is not: one read held the mmap lock past the cap.
     #[serde(default)]
     pub pss_note: Option<Arc<str>>,
@@ -157,6 +162,7 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
             total_ns: (total * 1e9).round() as u64,
             max_ns: p.stall_by_proctor_max_seconds.map_or(0, |m| (m * 1e9).round() as u64),
             capped: p.pss_note.is_some(),
+            waited_ns: p.stall_target_waited_seconds_total.map(|w| (w * 1e9).round() as u64),
         }),
         cgroup: p.cgroup.clone(),
         gpu,
@@ -200,6 +206,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         pss_age_secs: r.pss.map(|p| p.age_secs),
         stall_by_proctor_seconds_total: r.stall.map(|s| s.total_ns as f64 / 1e9),
         stall_by_proctor_max_seconds: r.stall.map(|s| s.max_ns as f64 / 1e9),
+        stall_target_waited_seconds_total: r.stall.and_then(|s| s.waited_ns).map(|w| w as f64 / 1e9),
         pss_note: r.stall.filter(|s| s.capped).map(|_| Arc::from(PSS_CAPPED)),
         cgroup: r.cgroup.clone(),
         gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),

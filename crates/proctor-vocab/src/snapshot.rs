@@ -502,6 +502,12 @@ pub struct WorkerOut {
     pub lock_seconds_total: f64,
     pub max_lock_seconds: f64,
     pub max_lock_pid: Option<u32>,
+    /// The PSS worker's, where it traces the kernel's mmap_lock tracepoints (absent where it
+    /// cannot): what the targets' own threads waited on its reads, and traces that lost events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_waited_seconds_total: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traces_lost: Option<u64>,
 }
 
 /// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
@@ -726,6 +732,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             lock_seconds_total: p.lock.lock_ns as f64 / 1e9,
             max_lock_seconds: p.lock.max_lock_ns as f64 / 1e9,
             max_lock_pid: (p.lock.max_lock_ns > 0).then_some(p.lock.max_lock_pid),
+            target_waited_seconds_total: p.waits_traced.then_some(p.target_waited_ns as f64 / 1e9),
+            traces_lost: p.waits_traced.then_some(p.traces_lost),
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
             reads: c.reads,
@@ -738,6 +746,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             lock_seconds_total: c.lock.lock_ns as f64 / 1e9,
             max_lock_seconds: c.lock.max_lock_ns as f64 / 1e9,
             max_lock_pid: (c.lock.max_lock_ns > 0).then_some(c.lock.max_lock_pid),
+            target_waited_seconds_total: None,
+            traces_lost: None,
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {
             walks: d.walks,

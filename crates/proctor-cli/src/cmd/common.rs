@@ -36,6 +36,11 @@ pub struct ReadArgs {
     /// (pss_note says so).
     #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = proctor_vocab::duration_arg)]
     pub target_max_hold: Duration,
+    /// Do not measure what targets waited on proctor's PSS reads. Where the kernel has the
+    /// mmap_lock tracepoints and proctor runs as root, it keeps a tracing instance of its own
+    /// (instances/proctor-PID-N under tracefs) that records only around each PSS read.
+    #[arg(long)]
+    pub no_lock_waits: bool,
 }
 
 fn target_share(text: &str) -> Result<f64, String> {
@@ -53,6 +58,7 @@ impl ReadArgs {
             process_io: self.io,
             target_budget: self.target_budget,
             target_max_hold: self.target_max_hold,
+            trace_lock_waits: !self.no_lock_waits,
             ..SamplerConfig::default()
         })
     }

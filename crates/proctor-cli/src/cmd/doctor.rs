@@ -198,20 +198,18 @@ fn time_reads(file: &File, rounds: u32, buf: &mut [u8], parse: impl Fn(&[u8]) ->
     Some((thread_cpu_ns() - cpu) as f64 / 1e3 / f64::from(rounds))
 }
 
-/// The stall ledger's line: what it measures, and whether the kernel has the mmap_lock
-/// tracepoints that would say what a target itself waited (not used by this build).
-fn stall_ledger() -> String {
-    let events = ["/sys/kernel/tracing/events/mmap_lock", "/sys/kernel/debug/tracing/events/mmap_lock"];
-    let found = events.iter().find(|d| std::path::Path::new(d).join("mmap_lock_start_locking").exists());
-    let tracepoints = match found {
-        Some(dir) => format!("the kernel has the mmap_lock tracepoints ({dir}), but this build does not read them yet"),
-        None => "no mmap_lock tracepoints are readable here (a kernel before 5.10, tracefs not mounted, or not root)"
+/// The stall ledger's line: what it measures, and whether this proctor can measure what a
+/// target itself waited (it sets up the tracing instance `serve` would, and removes it).
+fn stall_ledger(root: &proctor_procfs::Root) -> String {
+    let waits = match proctor_sampler::lockwait::LockWaits::open(root) {
+        Ok(_) => "what the target's own threads waited on those reads is measured from the kernel's \
+                  mmap_lock tracepoints (stall_target_waited_seconds_total)"
             .to_string(),
+        Err(why) => format!("what the target itself waited is not measured: {why}"),
     };
     format!(
         "stall ledger: every smaps_rollup and cmdline read is timed and charged to its target \
-         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold); what the target \
-         itself waited is not measured: {tracepoints}"
+         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold); {waits}"
     )
 }
 
@@ -419,7 +417,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         unreadable,
         smaps_rollup_ms_per_gib: per_gib,
         biggest,
-        stall_ledger: stall_ledger(),
+        stall_ledger: stall_ledger(&root),
         open_file_limit: nofile,
         processes: pids.len(),
         effective_uid,

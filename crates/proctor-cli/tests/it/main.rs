@@ -798,16 +798,24 @@ fn plots_to_an_unknown_format_are_refused_before_any_work() {
 }
 
 /// `doctor` says what the stall ledger measures (issue 34 item 1: wall time, an upper bound on
-/// the hold) and, as item 2 asks, whether the kernel's mmap_lock tracepoints are there, as the
-/// filesystem says.
+/// the hold) and, as item 2 asks, whether the targets' own waits are measured from the kernel's
+/// mmap_lock tracepoints, or why not: as the filesystem says (the tracepoints, and whether this
+/// test may make a tracing instance of its own).
 #[test]
 fn doctor_says_what_the_stall_ledger_measures_and_whether_the_tracepoints_are_there() {
     let d = json(&proctor(&["doctor", "--format", "json"]));
     let line = d["stall_ledger"].as_str().unwrap_or_else(|| panic!("no stall_ledger line: {d}"));
     assert!(line.contains("upper bound on the hold"), "{line}");
-    let present = ["/sys/kernel/tracing/events/mmap_lock", "/sys/kernel/debug/tracing/events/mmap_lock"]
-        .iter()
-        .any(|d| std::path::Path::new(d).join("mmap_lock_start_locking").exists());
-    assert_eq!(line.contains("the kernel has the mmap_lock tracepoints"), present, "{line}");
-    assert_eq!(line.contains("no mmap_lock tracepoints"), !present, "{line}");
+    let tracefs = std::path::Path::new("/sys/kernel/tracing");
+    let present = tracefs.join("events/mmap_lock/mmap_lock_start_locking").is_dir();
+    let instance = tracefs.join(format!("instances/proctor-doctor-test-{}", std::process::id()));
+    let usable = present && std::fs::create_dir(&instance).is_ok();
+    if usable {
+        std::fs::remove_dir(&instance).expect("remove the test's tracing instance");
+    }
+    assert_eq!(line.contains("measured from the kernel's mmap_lock tracepoints"), usable, "{line}");
+    assert_eq!(line.contains("is not measured: "), !usable, "{line}");
+    if !present {
+        assert!(line.contains("tracefs") || line.contains("tracepoint"), "says which is missing: {line}");
+    }
 }

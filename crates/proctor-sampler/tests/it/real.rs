@@ -485,3 +485,72 @@ fn a_target_held_past_the_cap_is_not_read_again() {
     assert_eq!((stats.reads, stats.capped_targets), (1, 1), "{stats:?}");
     assert!(stats.skipped_target_budget > 0, "{stats:?}");
 }
+
+/// A python child with 256 MiB touched; with `churn`, two threads map and unmap 64 KiB over and
+/// over, each time taking its mmap lock for writing.
+fn resident_child(churn: bool) -> (Guard, u32) {
+    python_child(&format!(
+        "import mmap, threading, time\n\
+         b = bytearray(256 << 20)\n\
+         for i in range(0, len(b), 4096): b[i] = 1\n\
+         def churn():\n\
+         \x20   while True:\n\
+         \x20       m = mmap.mmap(-1, 1 << 16); m[0] = 1; m.close()\n\
+         for _ in range({}): threading.Thread(target=churn, daemon=True).start()\n\
+         print('ready', flush=True); time.sleep(120)",
+        if churn { 2 } else { 0 }
+    ))
+}
+
+/// What a target's own threads waited on proctor's reads (issue 34 item 2), from the kernel's
+/// mmap_lock tracepoints: a child whose threads keep taking its mmap lock for writing waits
+/// on the worker's smaps_rollup reads, and the wait is charged to it, in its ledger and the
+/// worker's totals; a child that only sleeps is traced and waited nothing. Where this process
+/// may not trace (no tracefs, a kernel before 5.10, not root), a SKIP line says why.
+#[test]
+fn a_targets_own_wait_on_proctors_reads_is_measured() {
+    if let Err(why) = proctor_sampler::lockwait::LockWaits::open(&Root::default()) {
+        eprintln!("SKIP: the targets' waits on proctor's reads (mmap_lock tracepoints): {why}");
+        return;
+    }
+    let (_quiet, quiet) = resident_child(false);
+    let (_busy, busy) = resident_child(true);
+    // The tracer itself, on this thread: the quiet child waits nothing on any read, the busy
+    // one on some (a writer that asks while the read holds the lock).
+    let mut tracer = proctor_sampler::lockwait::LockWaits::open(&Root::default()).expect("opened above");
+    let (root, epoch, mut buf) = (Root::default(), Instant::now(), Vec::new());
+    for _ in 0..5 {
+        let (read, waited) = tracer.around(quiet, || read_pss(&root, quiet, epoch, &mut buf));
+        read.expect("read the quiet child");
+        let waited = waited.expect("a trace of the read");
+        assert_eq!((waited.waited_ns, waited.waits), (0, 0), "{waited:?}");
+        assert!(waited.held_ns > 0 || waited.lost, "the trace saw this thread's hold: {waited:?}");
+    }
+    let mut busy_waits = Vec::new();
+    for _ in 0..50 {
+        let (read, waited) = tracer.around(busy, || read_pss(&root, busy, epoch, &mut buf));
+        read.expect("read the busy child");
+        busy_waits.push(waited.expect("a trace of the read"));
+        if busy_waits.iter().filter(|w| w.waited_ns > 0).count() >= 3 {
+            break;
+        }
+    }
+    assert!(busy_waits.iter().filter(|w| w.waited_ns > 0).count() >= 3, "{busy_waits:?}");
+    drop(tracer);
+
+    // Through the sampler: the busy child's ledger gets the wait.
+    let config = SamplerConfig { pss_budget: 0.5, pss_root: Some(busy), ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stall = loop {
+        let sample = sampler.sample();
+        if let Some(stall) = sample.process(busy).and_then(|p| p.stall).filter(|s| s.waited_ns.is_some_and(|w| w > 0)) {
+            break stall;
+        }
+        assert!(Instant::now() < deadline, "no wait charged to the busy child in 60 s: {:?}", sampler.pss_stats());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stats = sampler.pss_stats().expect("worker running");
+    assert!(stats.waits_traced && stats.traced_reads > 0, "{stats:?}");
+    assert!(stats.target_waited_ns >= stall.waited_ns.unwrap_or(0) - 1_000 * stats.traced_reads, "{stats:?} {stall:?}");
+}
