@@ -25,7 +25,7 @@ pub struct Args {
     /// and touching fresh pages at --rate, so mmap-lock waits show as latency), `http` (the
     /// same tree as preforked HTTP workers, asked at --rate in all), or a URL to ask at --rate.
     /// Or give a command after `--` to run at --rate, one at a time.
-    #[arg(long, value_name = "pagefault|http|URL", conflicts_with = "command")]
+    #[arg(long, value_name = "pagefault|http|URL", conflicts_with = "command", value_parser = workload_arg)]
     workload: Option<String>,
     /// How long each arm runs in each round.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
@@ -99,17 +99,22 @@ pub struct WorkloadArgs {
     command: Vec<String>,
 }
 
+/// `--workload`, checked as it is parsed (so a bad one is a usage error, exit 2).
+fn workload_arg(text: &str) -> Result<String, String> {
+    workload_of(Some(text), &[]).map(|_| text.to_string()).map_err(|e| e.to_string())
+}
+
 /// The workload as `--workload` names it.
 fn workload_of(text: Option<&str>, command: &[String]) -> anyhow::Result<Workload> {
     match (text, command) {
         (None, []) | (Some("pagefault"), []) => Ok(Workload::Pagefault),
         (Some("http"), []) => Ok(Workload::Http),
         (Some(url), []) if url.starts_with("http://") || url.starts_with("https://") => {
-            proctor_client::url::parse(url).map_err(|e| anyhow::anyhow!("--workload {url}: {e}"))?;
+            proctor_client::url::parse(url).map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
             Ok(Workload::Url(url.to_string()))
         }
         (Some(other), []) => {
-            bail!("--workload {other}: not pagefault, http or an http:// or https:// URL (a command goes after --)")
+            bail!("{other:?} is not pagefault, http or an http:// or https:// URL (a command goes after --)")
         }
         (None, argv) => Ok(Workload::Command(argv.to_vec())),
         (Some(_), _) => bail!("give --workload or a command after --, not both"),
