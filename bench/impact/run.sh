@@ -46,7 +46,7 @@ for arm in doc["arms"]:
     for d in arm["differences"] or []:
         pct = "" if d["percent"] is None else f" ({d['percent']:+.1f} %)"
         print(f"  {d['statistic']:>5} {ms(d['seconds'])}{pct}, 95 % interval [{ms(d['low_seconds'])}, {ms(d['high_seconds'])}]"
-              f"{'' if d['includes_zero'] else ' excludes 0'}")
+              f"{' excludes 0' if d['includes_zero'] is False else ''}")
     for r in arm["rounds"]:
         rl = r["latency"] or {}
         print(f"  round {r['round']}: p99 {ms(rl.get('p99_seconds'))}, p99.9 {ms(rl.get('p999_seconds'))}, "

@@ -95,8 +95,13 @@ pub fn shapes(report: &ImpactReport, title: &str) -> (Vec<Shape>, f64, f64) {
             out.push(Shape::line(x, bottom, x, bottom + 4.0, INK));
             if labelled && (log_seconds - log_seconds.round()).abs() < 1e-9 {
                 let text = seconds_label(10f64.powf(log_seconds));
-                let centre = centre_inside(x, &text, proctor_plot::LABEL_SIZE, left, left + PANEL_WIDTH);
-                out.push(Shape::text(centre, bottom + 17.0, text, INK, Anchor::Middle));
+                // A label that would have to move off its tick to stay in the panel is left out:
+                // on a log axis a label beside its tick reads as another value.
+                let centre =
+                    centre_inside(x, &text, proctor_plot::LABEL_SIZE, left - GAP / 2.0, left + PANEL_WIDTH + GAP / 2.0);
+                if (centre - x).abs() < 0.5 {
+                    out.push(Shape::text(x, bottom + 17.0, text, INK, Anchor::Middle));
+                }
             }
         }
         for (seconds, color) in
@@ -122,13 +127,13 @@ pub fn shapes(report: &ImpactReport, title: &str) -> (Vec<Shape>, f64, f64) {
             Anchor::Start,
         ));
         if let Some(p99) = arm.differences.as_ref().and_then(|d| d.get(1)) {
-            let text = format!(
-                "p99 {:+.3} ms [{:+.3}, {:+.3}]",
-                p99.seconds * 1e3,
-                p99.low_seconds * 1e3,
-                p99.high_seconds * 1e3
-            );
-            let color = if p99.includes_zero { INK } else { VERMILLION };
+            let text = match (p99.low_seconds, p99.high_seconds) {
+                (Some(low), Some(high)) => {
+                    format!("p99 {:+.3} ms [{:+.3}, {:+.3}]", p99.seconds * 1e3, low * 1e3, high * 1e3)
+                }
+                _ => format!("p99 {:+.3} ms (no interval)", p99.seconds * 1e3),
+            };
+            let color = if p99.includes_zero == Some(false) { VERMILLION } else { INK };
             out.push(Shape::text(
                 left,
                 bottom + 54.0,
@@ -174,6 +179,92 @@ pub fn png(report: &ImpactReport, title: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::report::{ArmReport, ImpactReport, WorkloadReport};
+    use crate::stats::{percentiles, Block, BlockBuilder};
+    use crate::workload::{Workload, WorkloadConfig};
+
+    fn report() -> ImpactReport {
+        let block = |slow: u64| {
+            let mut b = BlockBuilder::default();
+            (0..2000u64).for_each(|n| b.add(if n % 100 == 0 { slow } else { 60_000 + n * 10 }));
+            b.build()
+        };
+        let arms: Vec<Vec<Block>> =
+            vec![vec![block(400_000), block(500_000)], vec![block(2_000_000), block(3_000_000)], vec![]];
+        let base = percentiles(&arms[0]);
+        let reports = ["none", "proctor serve", "psutil"]
+            .iter()
+            .zip(&arms)
+            .map(|(name, blocks)| {
+                let skipped = blocks.is_empty().then(|| "no psutil".to_string());
+                let intervals = crate::stats::difference_intervals(&arms[0], blocks, 100, 1);
+                ArmReport::new(
+                    *name == "none",
+                    name.to_string(),
+                    skipped,
+                    percentiles(blocks),
+                    base,
+                    intervals,
+                    0,
+                    2.0,
+                    None,
+                    None,
+                    0.0,
+                    None,
+                    None,
+                    vec![],
+                )
+            })
+            .collect();
+        let config =
+            WorkloadConfig { workload: Workload::Pagefault, children: 2, size_bytes: 1 << 20, rate_per_sec: 1000.0 };
+        ImpactReport {
+            workload: WorkloadReport::new(&config, 1, 2),
+            rounds: 2,
+            duration_seconds: 1.0,
+            block_seconds: 1.0,
+            resamples: 100,
+            seed: 1,
+            dropped_between_rounds: 0,
+            arms: reports,
+            blocks: arms,
+        }
+    }
+
+    #[test]
+    fn every_arm_that_ran_gets_a_panel_with_readable_labels_and_its_marks_on_the_axis() {
+        let (shapes, width, height) = shapes(&report(), "proctor impact: a test");
+        let problems = proctor_plot::label::problems(width, height, &shapes);
+        assert!(problems.is_empty(), "{problems:#?}");
+        let texts: Vec<&str> = shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(texts.contains(&"none") && texts.contains(&"proctor serve"), "{texts:?}");
+        assert!(!texts.contains(&"psutil"), "a skipped arm has no panel");
+        // The p99 line of the first panel lies where its value is between the decade ticks.
+        let tick = |label: &str| {
+            shapes.iter().find_map(|s| match s {
+                Shape::Text { text, x, .. } if text == label => Some(*x),
+                _ => None,
+            })
+        };
+        let (Some(one_ms), Some(hundred_us)) = (tick("1 ms"), tick("100 µs")) else { panic!("ticks: {texts:?}") };
+        let p99 = report().arms[0].latency.expect("latency").p99_seconds;
+        let want = hundred_us + (p99.log10() + 4.0) * (one_ms - hundred_us);
+        let dashed: Vec<f64> = shapes
+            .iter()
+            .filter_map(|s| match s {
+                Shape::Line { x1, dashed: true, .. } => Some(*x1),
+                _ => None,
+            })
+            .collect();
+        assert!(dashed.iter().any(|x| (x - want).abs() < 1.0), "p99 {p99} at {want}: {dashed:?}");
+    }
 
     #[test]
     fn share_labels_read_as_percentages() {

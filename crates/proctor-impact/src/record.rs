@@ -8,8 +8,8 @@
 /// What a pipe write may hold and stay atomic (Linux's `PIPE_BUF`).
 pub const PIPE_BUF: usize = 4096;
 const HEADER: usize = 8;
-const RECORD: usize = 24;
-/// Records in a full batch: (4096 − 8) / 24.
+const RECORD: usize = 32;
+/// Records in a full batch: (4096 − 8) / 32.
 pub const BATCH_MAX: usize = (PIPE_BUF - HEADER) / RECORD;
 
 /// One timed operation of the target.
@@ -23,6 +23,11 @@ pub struct Op {
     pub latency_ns: u64,
     /// From its actual start to its end: the time the operation itself was blocked or busy.
     pub service_ns: u64,
+    /// Whether the operation went to sleep (a voluntary context switch, `ru_nvcsw`): a
+    /// pagefault operation sleeps when it waits for its mmap lock, never when it is merely
+    /// preempted (that switch is involuntary), so this tells lock waits from a busy machine.
+    /// `false` where the workload cannot tell (http, a URL, a command).
+    pub slept: bool,
 }
 
 /// Appends a batch of `ops` (at most [`BATCH_MAX`]) from process `pid` to `out`. A batch
@@ -35,6 +40,7 @@ pub fn encode(pid: u32, ops: &[Op], out: &mut Vec<u8>) {
         out.extend_from_slice(&op.intended_ns.to_le_bytes());
         out.extend_from_slice(&op.latency_ns.to_le_bytes());
         out.extend_from_slice(&op.service_ns.to_le_bytes());
+        out.extend_from_slice(&u64::from(op.slept).to_le_bytes());
     }
 }
 
@@ -77,7 +83,12 @@ impl Decoder {
             ops.clear();
             for record in self.pending[at + HEADER..at + size].chunks_exact(RECORD) {
                 let field = |i: usize| u64::from_le_bytes(record[i..i + 8].try_into().expect("eight bytes"));
-                ops.push(Op { intended_ns: field(0), latency_ns: field(8), service_ns: field(16) });
+                ops.push(Op {
+                    intended_ns: field(0),
+                    latency_ns: field(8),
+                    service_ns: field(16),
+                    slept: field(24) != 0,
+                });
             }
             each(pid, &ops);
             at += size;
@@ -93,8 +104,9 @@ mod tests {
 
     #[test]
     fn a_full_batch_fits_one_atomic_write() {
-        let ops: Vec<Op> =
-            (0..BATCH_MAX as u64).map(|i| Op { intended_ns: i, latency_ns: i * 2, service_ns: i * 3 }).collect();
+        let ops: Vec<Op> = (0..BATCH_MAX as u64)
+            .map(|i| Op { intended_ns: i, latency_ns: i * 2, service_ns: i * 3, slept: i % 2 == 0 })
+            .collect();
         let mut bytes = Vec::new();
         encode(7, &ops, &mut bytes);
         assert!(bytes.len() <= PIPE_BUF, "{}", bytes.len());
@@ -103,8 +115,8 @@ mod tests {
 
     #[test]
     fn batches_come_back_whatever_the_pieces() {
-        let first = [Op { intended_ns: 1, latency_ns: 2, service_ns: 3 }];
-        let second = [Op { intended_ns: u64::MAX, latency_ns: 5, service_ns: 6 }; 3];
+        let first = [Op { intended_ns: 1, latency_ns: 2, service_ns: 3, slept: true }];
+        let second = [Op { intended_ns: u64::MAX, latency_ns: 5, service_ns: 6, slept: false }; 3];
         let mut bytes = Vec::new();
         encode(10, &first, &mut bytes);
         encode(11, &[], &mut bytes);

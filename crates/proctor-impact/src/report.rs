@@ -96,13 +96,14 @@ pub struct Difference {
     /// `p50`, `p99`, `p99.9` or `max`.
     pub statistic: &'static str,
     pub seconds: f64,
-    /// The bootstrap 95 % interval of the difference.
-    pub low_seconds: f64,
-    pub high_seconds: f64,
+    /// The bootstrap 95 % interval of the difference; `null` when an arm has fewer than two
+    /// blocks (seconds) of operations to resample.
+    pub low_seconds: Option<f64>,
+    pub high_seconds: Option<f64>,
     /// The difference as a percentage of the no-monitor arm's value.
     pub percent: Option<f64>,
-    /// Whether the interval includes 0.
-    pub includes_zero: bool,
+    /// Whether the interval includes 0; `null` without one.
+    pub includes_zero: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -140,12 +141,18 @@ pub struct ArmReport {
     pub target_wait_beyond_none_seconds: Option<f64>,
     /// `target_wait_beyond_none_seconds` over the ledger's total for the timed processes.
     pub wait_over_ledger: Option<f64>,
+    /// pagefault only: operations that went to sleep (waited for the mmap lock, not merely
+    /// preempted), and their service time in all: the target-side wait a busy machine does not
+    /// add to.
+    pub slept_operations: Option<u64>,
+    pub slept_seconds: Option<f64>,
     pub rounds: Vec<RoundReport>,
 }
 
 impl ArmReport {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        is_base: bool,
         name: String,
         skipped: Option<String>,
         latency: Option<Percentiles>,
@@ -157,23 +164,24 @@ impl ArmReport {
         ledger: Option<Ledger>,
         target_wait_seconds: f64,
         target_wait_beyond_none_seconds: Option<f64>,
+        slept: Option<(u64, f64)>,
         rounds: Vec<RoundReport>,
     ) -> ArmReport {
-        let differences = match (latency, base, intervals) {
-            (Some(latency), Some(base), Some(intervals)) => Some(
+        let differences = match (latency, base, is_base) {
+            (Some(latency), Some(base), false) => Some(
                 STATISTICS
                     .iter()
                     .zip(latency.values().iter().zip(base.values()))
-                    .zip(intervals)
-                    .map(|((statistic, (value, base)), interval)| {
-                        let seconds = (value - base) / 1e9;
+                    .enumerate()
+                    .map(|(i, (statistic, (value, base)))| {
+                        let interval = intervals.map(|all| all[i]);
                         Difference {
                             statistic,
-                            seconds,
-                            low_seconds: interval.low / 1e9,
-                            high_seconds: interval.high / 1e9,
+                            seconds: (value - base) / 1e9,
+                            low_seconds: interval.map(|x| x.low / 1e9),
+                            high_seconds: interval.map(|x| x.high / 1e9),
                             percent: (base > 0.0).then(|| 100.0 * (value - base) / base),
-                            includes_zero: interval.low <= 0.0 && interval.high >= 0.0,
+                            includes_zero: interval.map(|x| x.low <= 0.0 && x.high >= 0.0),
                         }
                     })
                     .collect(),
@@ -198,6 +206,8 @@ impl ArmReport {
             target_wait_seconds,
             target_wait_beyond_none_seconds,
             wait_over_ledger,
+            slept_operations: slept.map(|s| s.0),
+            slept_seconds: slept.map(|s| s.1),
             rounds,
         }
     }
@@ -266,24 +276,34 @@ pub fn render_text(report: &ImpactReport) -> String {
                 let _ = write!(out, " {:>10}", signed(d.seconds));
             }
             let _ = writeln!(out);
+            if differences.iter().any(|d| d.low_seconds.is_none()) {
+                let _ = writeln!(out, "  (no interval: an arm has fewer than two seconds of operations to resample)");
+                continue;
+            }
             let _ = write!(out, "{:<28} {:>10}", "  95 % interval", "");
             for d in differences {
-                let _ = write!(
-                    out,
-                    " {:>10}",
-                    format!("{}{}", if d.includes_zero { "" } else { "*" }, signed(d.low_seconds))
-                );
+                let mark = if d.includes_zero == Some(false) { "*" } else { "" };
+                let _ = write!(out, " {:>10}", format!("{mark}{}", signed(d.low_seconds.unwrap_or(0.0))));
             }
             let _ = writeln!(out);
             let _ = write!(out, "{:<28} {:>10}", "", "");
             for d in differences {
-                let _ = write!(out, " {:>10}", signed(d.high_seconds));
+                let _ = write!(out, " {:>10}", signed(d.high_seconds.unwrap_or(0.0)));
             }
             let _ = writeln!(out);
         }
     }
     let _ = writeln!(out, "(* an interval that excludes 0)");
     let _ = writeln!(out);
+    for arm in report.arms.iter().filter(|a| a.slept_operations.is_some()) {
+        let _ = writeln!(
+            out,
+            "{}: {} operations slept (waited for the mmap lock), {} in all",
+            proctor_units::units::printable(&arm.name),
+            arm.slept_operations.unwrap_or(0),
+            duration_secs(arm.slept_seconds.unwrap_or(0.0))
+        );
+    }
     for arm in report.arms.iter().skip(1).filter(|a| a.skipped.is_none()) {
         let _ = write!(out, "{}: ", proctor_units::units::printable(&arm.name));
         match (arm.monitor_cpu_seconds, arm.monitor_cpu_percent_of_one_cpu) {

@@ -73,6 +73,9 @@ struct Window {
     /// The operations' service times (start to end), for the target-side wait.
     service: BlockBuilder,
     failed: u64,
+    /// Operations that slept (see `record::Op::slept`), and their service time in all.
+    slept: u64,
+    slept_ns: u64,
 }
 
 #[derive(Debug, Default)]
@@ -125,6 +128,10 @@ fn collect(mut stdout: impl Read, shared: Shared) {
                 }
                 window.blocks[block].add(op.latency_ns);
                 window.service.add(op.service_ns);
+                if op.slept {
+                    window.slept += 1;
+                    window.slept_ns += op.service_ns;
+                }
             }
         });
         changed.notify_all();
@@ -303,6 +310,7 @@ fn build_report(
     let mut rounds: Vec<Vec<RoundReport>> = vec![Vec::new(); config.arms.len()];
     let mut failed = vec![0u64; config.arms.len()];
     let mut seconds = vec![0f64; config.arms.len()];
+    let mut slept = vec![(0u64, 0f64); config.arms.len()];
     for (index, window) in state.windows.drain(..).enumerate() {
         let blocks: Vec<Block> = window.blocks.into_iter().map(BlockBuilder::build).collect();
         let length = window.end_ns.unwrap_or(window.start_ns).saturating_sub(window.start_ns) as f64 / 1e9;
@@ -318,6 +326,8 @@ fn build_report(
             problem: reading.and_then(|r| r.problem.clone()),
         });
         failed[window.arm] += window.failed;
+        slept[window.arm].0 += window.slept;
+        slept[window.arm].1 += window.slept_ns as f64 / 1e9;
         seconds[window.arm] += length;
         arm_blocks[window.arm].extend(blocks);
         arm_service[window.arm].push(window.service.build());
@@ -335,6 +345,7 @@ fn build_report(
                 Arm::Psutil { unavailable: Some(why), .. } => Some(why.clone()),
                 _ => None,
             };
+            let ran = skipped.is_none();
             let latency = stats::percentiles(&arm_blocks[index]);
             let intervals = if index == 0 {
                 None
@@ -357,6 +368,7 @@ fn build_report(
             let wait_beyond =
                 (index > 0 && skipped.is_none()).then(|| excess[index] - base_excess_rate * seconds[index]);
             ArmReport::new(
+                index == 0,
                 arm.name(),
                 skipped,
                 latency,
@@ -368,6 +380,7 @@ fn build_report(
                 ledger,
                 excess[index],
                 wait_beyond,
+                (config.workload.workload == crate::workload::Workload::Pagefault && ran).then_some(slept[index]),
                 std::mem::take(&mut rounds[index]),
             )
         })

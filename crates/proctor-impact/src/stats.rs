@@ -200,11 +200,17 @@ impl SplitMix64 {
     }
 }
 
+/// Blocks with operations each arm needs for an interval: resampling one block gives that
+/// block back every time, an interval of no width that would claim a certainty nobody has.
+pub const MIN_BLOCKS: usize = 2;
+
 /// The bootstrap 95 % percentile interval of `other`'s statistic minus `base`'s, for each of
 /// p50, p99, p99.9 and max: `resamples` times, each arm's blocks are drawn with replacement (as
-/// many as it has) and pooled. `None` when either arm has no operation.
+/// many as it has) and pooled. `None` when either arm has fewer than [`MIN_BLOCKS`] blocks
+/// with operations.
 pub fn difference_intervals(base: &[Block], other: &[Block], resamples: usize, seed: u64) -> Option<[Interval; 4]> {
-    if percentiles(base).is_none() || percentiles(other).is_none() || resamples == 0 {
+    let enough = |blocks: &[Block]| blocks.iter().filter(|b| b.count > 0).count() >= MIN_BLOCKS;
+    if !enough(base) || !enough(other) || resamples == 0 {
         return None;
     }
     let mut rng = SplitMix64::new(seed);
@@ -329,6 +335,9 @@ mod tests {
         assert!(p99.low > 4_000_000.0, "{p99:?}");
         assert!(p999.low > 4_000_000.0 && max.low > 4_000_000.0, "{p999:?} {max:?}");
         assert_eq!(difference_intervals(&quiet, &[], 100, 1), None);
+        // One block, resampled, is always itself: no interval rather than one of no width.
+        assert_eq!(difference_intervals(&quiet, &stalled[..1], 100, 1), None);
+        assert!(difference_intervals(&quiet, &stalled[..2], 100, 1).is_some());
     }
 
     #[test]

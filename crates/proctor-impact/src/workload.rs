@@ -223,12 +223,14 @@ pub fn run(config: &WorkloadConfig) -> Result<(), String> {
                 for k in 0u64.. {
                     let intended = start + (k as f64 * period_ns) as u64;
                     sleep_until(intended);
+                    let switches = voluntary_switches();
                     let began = monotonic_ns();
                     let worked = touch_fresh_pages();
                     std::hint::black_box(region.sum(at, 64));
                     at = at.wrapping_add(page_size() * 7);
                     let end = monotonic_ns();
-                    sender.push(op(intended, began, end, worked));
+                    let slept = voluntary_switches() > switches;
+                    sender.push(Op { slept, ..op(intended, began, end, worked) });
                 }
             })?;
             wait_for_children(&children)
@@ -262,11 +264,23 @@ pub fn run(config: &WorkloadConfig) -> Result<(), String> {
     }
 }
 
+/// This thread's voluntary context switches so far (`getrusage(RUSAGE_THREAD)`): one more
+/// after an operation means it slept, which an mmap, a page fault of fresh anonymous memory
+/// and an munmap do only to wait (for the mmap lock, or for memory).
+fn voluntary_switches() -> i64 {
+    // SAFETY: rusage is plain data; getrusage writes it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: usage is a valid rusage to write into.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    usage.ru_nvcsw
+}
+
 fn op(intended: u64, began: u64, end: u64, worked: bool) -> Op {
     Op {
         intended_ns: intended,
         latency_ns: end.saturating_sub(intended),
         service_ns: if worked { end - began } else { FAILED },
+        slept: false,
     }
 }
 

@@ -97,13 +97,13 @@ fn every_arm_is_reported_with_intervals_cpu_and_the_ledger_and_psutil_stalls_the
             assert!(arms[2]["skipped"].is_null(), "{}", arms[2]);
             assert!(arms[2]["ledger"].is_null(), "psutil keeps no ledger");
             // psutil reads every member's smaps_rollup back to back, each read holding that
-            // member's mmap lock while it walks 512 MiB of pages: the tree's p99 is a stall,
-            // and the time the children spent blocked beyond the no-monitor arm's is far more
-            // than under proctor (which reads each member's PSS at most once a window here).
-            let p99 = |arm: &serde_json::Value| seconds(&arm["latency"], "p99_seconds");
-            assert!(p99(&arms[2]) > p99(&arms[0]), "{v}");
-            let wait = |arm: &serde_json::Value| seconds(arm, "target_wait_beyond_none_seconds");
-            assert!(wait(&arms[2]) > 0.0 && wait(&arms[2]) > wait(&arms[1]), "{v}");
+            // member's mmap lock while it walks 512 MiB of pages; proctor reads each member's
+            // PSS at most once a window here.
+            // Latency alone is at the mercy of a busy machine (preemption looks the same); an
+            // operation that slept waited for its lock, and under psutil far more of them did (a
+            // count, so one long sleep elsewhere cannot outweigh them).
+            let slept = |arm: &serde_json::Value| arm["slept_operations"].as_u64().expect("slept_operations");
+            assert!(slept(&arms[2]) > slept(&arms[0]) && slept(&arms[2]) > slept(&arms[1]), "{v}");
         }
         None => {
             eprintln!(
@@ -116,7 +116,7 @@ fn every_arm_is_reported_with_intervals_cpu_and_the_ledger_and_psutil_stalls_the
 }
 
 #[test]
-fn the_text_view_names_each_arm_its_difference_and_the_ledger() {
+fn the_text_view_names_each_arm_its_difference_and_the_ledger_and_claims_no_interval_from_one_block() {
     let out = proctor(&[
         "impact",
         "--duration",
@@ -134,11 +134,18 @@ fn the_text_view_names_each_arm_its_difference_and_the_ledger() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).expect("utf-8");
-    for wanted in
-        ["pagefault tree: 2 children", "none ", "proctor serve ", "difference from none", "95 % interval", "ledger"]
-    {
+    // One round of one second is one block an arm: a difference, but no interval claimed.
+    for wanted in [
+        "pagefault tree: 2 children",
+        "none ",
+        "proctor serve ",
+        "difference from none",
+        "no interval: an arm has fewer than two seconds",
+        "ledger",
+    ] {
         assert!(text.contains(wanted), "{wanted:?} in:\n{text}");
     }
+    assert!(!text.contains("95 % interval"), "{text}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("round 1/1: none"), "{stderr}");
 }
