@@ -57,6 +57,8 @@ for arm in doc["arms"]:
         g = arm["ledger"]
         print(f"  ledger {ms(g['stall_seconds_total'])} over {g['processes']} processes, longest read "
               f"{ms(g['stall_max_seconds'])}, {ms(g['timed_stall_seconds_total'])} on the timed children")
+    if arm.get("slept_operations") is not None:
+        print(f"  {arm['slept_operations']} operations slept (waited for the mmap lock), {ms(arm['slept_seconds'])} in all")
     if arm["target_wait_beyond_none_seconds"] is not None:
         ratio = arm["wait_over_ledger"]
         print(f"  target-side wait beyond none {ms(arm['target_wait_beyond_none_seconds'])}"
