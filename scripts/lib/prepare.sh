@@ -49,6 +49,7 @@ python_packages=(
   pytest maturin  # 80-python, and the release build's wheel
   gunicorn        # 68-share
   statsd datadog  # 50-statsd
+  psutil          # cargo test: proctor impact's psutil arm
 )
 venv=.venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv" >"$logs/venv-prepare.log" 2>&1 || missing+=("the virtualenv $venv (python3 -m venv)")

@@ -63,6 +63,12 @@ enum Command {
     /// Measure an HTTP endpoint's latency phase by phase: percentiles, modes, what is slow.
     // Boxed: its options are several times the size of every other variant's.
     Probe(Box<cmd::probe::Args>),
+    /// A monitor's cost as the target sees it: a fixed-rate workload's latency with no monitor,
+    /// with proctor, and with the psutil loop, rounds alternating, differences with intervals.
+    Impact(Box<cmd::impact::Args>),
+    /// The workload process `proctor impact` starts (not for people).
+    #[command(hide = true, name = "impact-workload")]
+    ImpactWorkload(cmd::impact::WorkloadArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +91,8 @@ fn main() -> ExitCode {
         Command::Strace(args) => cmd::strace::run(args),
         Command::Statsd(args) => cmd::statsd::run(args),
         Command::Probe(args) => cmd::probe::run(*args),
+        Command::Impact(args) => cmd::impact::run(*args),
+        Command::ImpactWorkload(args) => cmd::impact::run_workload(args),
     };
     match result {
         Ok(code) => code,

@@ -322,6 +322,11 @@ pub fn parse_percent(text: &str) -> Result<f64, QuantityError> {
     wanted(text, Dim::Percent, true, "a percentage (80%)")
 }
 
+/// For clap's `value_parser`: a size in bytes.
+pub fn size_arg(text: &str) -> Result<f64, String> {
+    parse_size(text).map_err(|e| e.to_string())
+}
+
 /// For clap's `value_parser`.
 pub fn rate_arg(text: &str) -> Result<f64, String> {
     parse_rate(text).map_err(|e| e.to_string())

@@ -6,6 +6,7 @@ pub mod common;
 pub mod doctor;
 pub mod dump;
 pub mod groups;
+pub mod impact;
 pub mod probe;
 pub mod record;
 pub mod replay;

@@ -9,6 +9,7 @@ mod gpu;
 mod groups;
 mod hostile_files;
 mod hostile_store;
+mod impact;
 mod one_language;
 mod probe;
 mod record;

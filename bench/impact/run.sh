@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# proctor's cost as the target sees it (issue 34 item 4): `proctor impact` on the Netflix-shaped
+# tree scaled to this machine — CHILDREN (24) children sharing SIZE (1G) copy-on-write, each
+# mapping and touching fresh pages RATE (200) times a second on an open-loop schedule — in
+# ROUNDS (5) rounds of DURATION (36s) per arm, arms alternating: no monitor, `proctor serve`
+# at its defaults (1 s, PSS on), and the psutil loop jupyter-resource-usage runs
+# (memory_full_info() over the tree, then a 1 s pause). About ten minutes with the defaults.
+#   bash bench/impact/run.sh
+#   DURATION=10s ROUNDS=3 bash bench/impact/run.sh             # a shorter run
+#   PROCTOR_BIN=/tmp/old/proctor bash bench/impact/run.sh      # another build, not rebuilt
+#   PYTHON=/path/to/python bash bench/impact/run.sh            # a Python with psutil
+# Needs a Python with psutil (python3 -m venv .venv && .venv/bin/pip install psutil); without
+# one the psutil arm is reported as skipped. Prints the command, the load before and after,
+# the text report; keeps the JSON, the text and the plot in bench/out/impact/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source bench/lib/proctor_bin.sh
+children=${CHILDREN:-24}
+size=${SIZE:-1G}
+rate=${RATE:-200}
+rounds=${ROUNDS:-5}
+duration=${DURATION:-36s}
+python=${PYTHON:-.venv/bin/python}
+out=bench/out/impact
+mkdir -p "$out"
+command=("$PROCTOR_BIN" impact --workload pagefault --children "$children" --size "$size" --rate "$rate/s"
+  --rounds "$rounds" --duration "$duration" --agent serve --baseline psutil --baseline-python "$python"
+  --format json --plot "$out/impact.png")
+echo "-- $(nproc) CPUs, $(git rev-parse --short HEAD), $(uname -r)"
+echo "-- load before: $(cat /proc/loadavg)"
+echo "-- ${command[*]}"
+"${command[@]}" >"$out/impact.json"
+echo "-- load after: $(cat /proc/loadavg)"
+# The same figures as text, from the JSON just written (no second run).
+python3 - "$out/impact.json" <<'PY' | tee "$out/impact.txt"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ms = lambda s: "-" if s is None else f"{s * 1e3:.3f} ms"
+for arm in doc["arms"]:
+    if arm["skipped"]:
+        print(f"{arm['name']}: SKIPPED: {arm['skipped']}")
+        continue
+    l = arm["latency"]
+    print(f"{arm['name']}: {l['operations']} ops, p50 {ms(l['p50_seconds'])}, p99 {ms(l['p99_seconds'])}, "
+          f"p99.9 {ms(l['p999_seconds'])}, max {ms(l['max_seconds'])}")
+    for d in arm["differences"] or []:
+        pct = "" if d["percent"] is None else f" ({d['percent']:+.1f} %)"
+        print(f"  {d['statistic']:>5} {ms(d['seconds'])}{pct}, 95 % interval [{ms(d['low_seconds'])}, {ms(d['high_seconds'])}]"
+              f"{' excludes 0' if d['includes_zero'] is False else ''}")
+    for r in arm["rounds"]:
+        rl = r["latency"] or {}
+        print(f"  round {r['round']}: p99 {ms(rl.get('p99_seconds'))}, p99.9 {ms(rl.get('p999_seconds'))}, "
+              f"max {ms(rl.get('max_seconds'))}, monitor CPU {r['monitor_cpu_seconds']}")
+    if arm["monitor_cpu_seconds"] is not None:
+        print(f"  monitor CPU {arm['monitor_cpu_seconds']:.2f} s ({arm['monitor_cpu_percent_of_one_cpu']:.2f} % of one CPU)")
+    if arm["ledger"]:
+        g = arm["ledger"]
+        print(f"  ledger {ms(g['stall_seconds_total'])} over {g['processes']} processes, longest read "
+              f"{ms(g['stall_max_seconds'])}, {ms(g['timed_stall_seconds_total'])} on the timed children")
+    if arm.get("slept_operations") is not None:
+        print(f"  {arm['slept_operations']} operations slept (waited for the mmap lock), {ms(arm['slept_seconds'])} in all")
+    if arm["target_wait_beyond_none_seconds"] is not None:
+        ratio = arm["wait_over_ledger"]
+        print(f"  target-side wait beyond none {ms(arm['target_wait_beyond_none_seconds'])}"
+              + ("" if ratio is None else f", {ratio * 100:.0f} % of the ledger"))
+PY
+echo "-- kept: $out/impact.json, $out/impact.txt, $out/impact.png"

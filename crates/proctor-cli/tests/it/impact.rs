@@ -1,0 +1,172 @@
+//! `proctor impact` end to end on a small tree: every arm reported with its percentiles,
+//! intervals, CPU and ledger; the psutil arm, where a Python with psutil exists, slower than
+//! the others on a tree built for it (children sharing 512 MiB, psutil looping without a
+//! pause); the text view and the plot; mistakes refused with a clear message. Behaviour only:
+//! how large proctor's own effect is belongs to bench/impact/.
+
+use std::path::PathBuf;
+
+use super::{json, proctor};
+
+/// The Python the suite's prepare step gives psutil (scripts/lib/prepare.sh), if it has it.
+fn python_with_psutil() -> Option<PathBuf> {
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    let works = std::process::Command::new(&python)
+        .args(["-c", "import psutil"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    works.then_some(python)
+}
+
+fn seconds(v: &serde_json::Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+#[test]
+fn every_arm_is_reported_with_intervals_cpu_and_the_ledger_and_psutil_stalls_the_tree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plot = dir.path().join("impact.png");
+    let python = python_with_psutil();
+    let python_arg = python.clone().unwrap_or_else(|| PathBuf::from("/nonexistent/python"));
+    let out = proctor(&[
+        "impact",
+        "--duration",
+        "1s",
+        "--rounds",
+        "2",
+        "--children",
+        "3",
+        "--size",
+        "512M",
+        "--rate",
+        "500/s",
+        "--resamples",
+        "200",
+        "--baseline",
+        "psutil",
+        "--baseline-python",
+        python_arg.to_str().expect("utf-8 path"),
+        "--baseline-interval",
+        "0s",
+        "--format",
+        "json",
+        "--plot",
+        plot.to_str().expect("utf-8 path"),
+    ]);
+    let v = json(&out);
+    let arms = v["arms"].as_array().expect("arms");
+    assert_eq!(arms.len(), 3, "{v}");
+    assert_eq!(arms[0]["name"], "none");
+    assert_eq!(arms[1]["name"], "proctor serve");
+    assert_eq!(arms[2]["name"], "psutil");
+    assert_eq!(v["workload"]["timed_processes"], 3);
+    let ran: Vec<&serde_json::Value> = arms.iter().filter(|a| a["skipped"].is_null()).collect();
+    for arm in &ran {
+        let l = &arm["latency"];
+        // 3 children at 500/s for two windows of 1 s: about 3,000 operations an arm.
+        assert!(l["operations"].as_u64().is_some_and(|n| n > 1000), "{arm}");
+        let (p50, p99, p999, max) = (
+            seconds(l, "p50_seconds"),
+            seconds(l, "p99_seconds"),
+            seconds(l, "p999_seconds"),
+            seconds(l, "max_seconds"),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max, "{l}");
+        assert_eq!(arm["rounds"].as_array().map(Vec::len), Some(2), "{arm}");
+    }
+    assert!(arms[0]["differences"].is_null(), "the no-monitor arm is the base");
+    for arm in &ran[1..] {
+        let differences = arm["differences"].as_array().expect("differences");
+        let names: Vec<&str> = differences.iter().filter_map(|d| d["statistic"].as_str()).collect();
+        assert_eq!(names, ["p50", "p99", "p99.9", "max"]);
+        for d in differences {
+            assert!(seconds(d, "low_seconds") <= seconds(d, "high_seconds"), "{d}");
+        }
+        assert!(arm["monitor_cpu_seconds"].as_f64().is_some_and(|cpu| cpu > 0.0), "{arm}");
+    }
+    // The agent's ledger for the tree: the parent and its three children, each read at least
+    // for its command line.
+    let ledger = &arms[1]["ledger"];
+    assert!(ledger["processes"].as_u64().is_some_and(|n| n >= 1), "{ledger}");
+    assert!(ledger["stall_seconds_total"].as_f64().is_some_and(|s| s >= 0.0), "{ledger}");
+    let png = std::fs::read(&plot).expect("the plot was written");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    match python {
+        Some(_) => {
+            assert!(arms[2]["skipped"].is_null(), "{}", arms[2]);
+            assert!(arms[2]["ledger"].is_null(), "psutil keeps no ledger");
+            // psutil reads every member's smaps_rollup back to back, each read holding that
+            // member's mmap lock while it walks 512 MiB of pages; proctor reads each member's
+            // PSS at most once a window here.
+            // Latency alone is at the mercy of a busy machine (preemption looks the same); an
+            // operation that slept waited for its lock, and under psutil far more of them did (a
+            // count, so one long sleep elsewhere cannot outweigh them).
+            let slept = |arm: &serde_json::Value| arm["slept_operations"].as_u64().expect("slept_operations");
+            assert!(slept(&arms[2]) > slept(&arms[0]) && slept(&arms[2]) > slept(&arms[1]), "{v}");
+        }
+        None => {
+            eprintln!(
+                "SKIP: the psutil arm: no Python with psutil at .venv/bin/python (scripts/lib/prepare.sh installs it)"
+            );
+            let why = arms[2]["skipped"].as_str().expect("the psutil arm says why it was skipped");
+            assert!(why.contains("pip install psutil"), "{why}");
+        }
+    }
+}
+
+#[test]
+fn the_text_view_names_each_arm_its_difference_and_the_ledger_and_claims_no_interval_from_one_block() {
+    let out = proctor(&[
+        "impact",
+        "--duration",
+        "1s",
+        "--rounds",
+        "1",
+        "--children",
+        "2",
+        "--size",
+        "8M",
+        "--rate",
+        "200/s",
+        "--resamples",
+        "100",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    // One round of one second is one block an arm: a difference, but no interval claimed.
+    for wanted in [
+        "pagefault tree: 2 children",
+        "none ",
+        "proctor serve ",
+        "difference from none",
+        "no interval: an arm has fewer than two seconds",
+        "ledger",
+    ] {
+        assert!(text.contains(wanted), "{wanted:?} in:\n{text}");
+    }
+    assert!(!text.contains("95 % interval"), "{text}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("round 1/1: none"), "{stderr}");
+}
+
+#[test]
+fn mistakes_are_refused_with_what_was_wrong() {
+    let refused = |args: &[&str], code: i32, wanted: &str| {
+        let out = proctor(args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(wanted), "{args:?}: {wanted:?} in {stderr}");
+        assert!(out.stdout.is_empty());
+    };
+    refused(&["impact", "--workload", "pagefaults"], 2, "is not pagefault, http or");
+    refused(&["impact", "--rounds", "0"], 2, "--rounds");
+    refused(&["impact", "--size", "lots"], 2, "--size");
+    refused(&["impact", "--duration", "soon"], 2, "--duration");
+    refused(&["impact", "--workload", "http", "--", "true"], 2, "cannot be used with");
+    refused(&["impact", "--size", "100G"], 1, "more than half the memory available");
+    refused(&["impact", "--plot", "out.pdf"], 1, "plots are written as .svg or .png");
+    refused(&["impact", "--target", "1"], 1, "--target is for a URL or a command");
+    refused(&["impact", "--duration", "100ms"], 1, "at least 500ms");
+    refused(&["impact", "--agent", " "], 1, "give proctor's words");
+}

@@ -1,0 +1,262 @@
+//! The monitors an arm runs beside the target, and what is read from them: `proctor` itself
+//! (the running binary with the user's `--agent` words) and the psutil loop that
+//! jupyter-resource-usage runs (`memory_full_info()` over the tree, which reads each process's
+//! smaps under its mmap lock). Their CPU comes from `/proc/PID/stat`; proctor's stall ledger
+//! from its own HTTP API on a loopback port it picked, through proctor-client.
+//!
+//! Only processes started here are signalled, by the pid this module got from spawning them.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// jupyter-resource-usage's reading of a tree, as a loop: every process's `memory_full_info()`
+/// (psutil reads `/proc/PID/smaps_rollup`, or `smaps` on kernels without it), then a pause.
+/// Exits 3 when psutil is missing, so that is told apart from a crash.
+const PSUTIL_LOOP: &str = r#"
+import sys, time
+try:
+    import psutil
+except ImportError:
+    sys.exit(3)
+root, pause = int(sys.argv[1]), float(sys.argv[2])
+while True:
+    try:
+        tree = psutil.Process(root)
+        members = [tree] + tree.children(recursive=True)
+    except psutil.Error:
+        members = []
+    for p in members:
+        try:
+            p.memory_full_info()
+        except psutil.Error:
+            pass
+    time.sleep(pause)
+"#;
+
+/// How to make a Python with psutil, for messages.
+pub const PSUTIL_HOWTO: &str = "python3 -m venv .venv && .venv/bin/pip install psutil (or --baseline-python PATH)";
+
+/// Whether `python` imports psutil; the reason in words when it does not.
+pub fn python_has_psutil(python: &Path) -> Result<(), String> {
+    match Command::new(python).args(["-c", "import psutil"]).stdin(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(_) => Err(format!("{} has no psutil; make one with: {PSUTIL_HOWTO}", python.display())),
+        Err(e) => Err(format!("cannot run {}: {e}; make one with: {PSUTIL_HOWTO}", python.display())),
+    }
+}
+
+/// A monitor running beside the target.
+#[derive(Debug)]
+pub struct Monitor {
+    child: Child,
+    /// Where proctor serves its API; `None` for psutil, or a proctor command that serves none.
+    pub api: Option<SocketAddr>,
+}
+
+impl Monitor {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it is still running; its exit status in words if not.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Its CPU time so far, user and system, in seconds.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        cpu_seconds(self.pid())
+    }
+
+    /// SIGTERM, then SIGKILL if it has not ended within `grace`; reaped either way.
+    pub fn stop(mut self, grace: Duration) {
+        let pid = self.pid() as libc::pid_t;
+        // SAFETY: signals our own child, not yet reaped (so the pid is still ours).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A process's CPU time, user and system, in seconds; `None` once it is gone.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let bytes = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let stat = proctor_procfs::process::parse_stat(&bytes)?;
+    Some((stat.utime_ticks + stat.stime_ticks) as f64 / proctor_procfs::system::clock_ticks_per_sec() as f64)
+}
+
+/// Starts `exe` with the user's agent words. A `serve` is given a loopback port of its own
+/// choosing and no recording (unless the words say otherwise), and this waits, up to
+/// `ready_within`, for the line saying where it listens.
+pub fn start_agent(exe: &Path, words: &[String], ready_within: Duration) -> Result<Monitor, String> {
+    let mut argv: Vec<String> = words.to_vec();
+    let serves = argv.first().is_some_and(|w| w == "serve");
+    let has = |flag: &str| words.iter().any(|w| w == flag || w.starts_with(&format!("{flag}=")));
+    if serves && !has("--listen") {
+        argv.extend(["--listen".into(), "127.0.0.1:0".into()]);
+    }
+    if serves && !has("--no-record") && !has("--data-dir") && !has("--record") {
+        argv.push("--no-record".into());
+    }
+    let mut child = Command::new(exe)
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {} {}: {e}", exe.display(), argv.join(" ")))?;
+    let stderr = child.stderr.take().expect("stderr is piped");
+    // The agent's log is read to its end on a thread of its own (a full pipe would stop the
+    // agent); the listening line is handed over, the rest kept to explain a failure.
+    let (tx, rx) = mpsc::channel::<Result<SocketAddr, String>>();
+    std::thread::spawn(move || {
+        let mut said = Vec::new();
+        let mut sent = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !sent {
+                if let Some(address) = listening_address(&line) {
+                    // Nobody waiting any more is fine: the log is still drained.
+                    let _ = tx.send(Ok(address));
+                    sent = true;
+                    continue;
+                }
+                if said.len() < 20 {
+                    said.push(line);
+                }
+            }
+        }
+        if !sent {
+            let _ = tx.send(Err(said.join("\n")));
+        }
+    });
+    let mut monitor = Monitor { child, api: None };
+    if !serves {
+        return Ok(monitor);
+    }
+    match rx.recv_timeout(ready_within) {
+        Ok(Ok(address)) => {
+            monitor.api = Some(address);
+            Ok(monitor)
+        }
+        Ok(Err(log)) => {
+            let status = monitor.exited().unwrap_or_else(|| "running".into());
+            monitor.stop(Duration::from_secs(1));
+            Err(format!("the agent ({} {}) did not start ({status}): {log}", exe.display(), argv.join(" ")))
+        }
+        Err(_) => {
+            monitor.stop(Duration::from_secs(1));
+            Err(format!(
+                "the agent ({} {}) did not say where it listens within {ready_within:?}",
+                exe.display(),
+                argv.join(" ")
+            ))
+        }
+    }
+}
+
+/// `serve`'s "listening on http://ADDR/ …" line, its address.
+fn listening_address(line: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find("listening on http://")? + "listening on http://".len()..];
+    rest[..rest.find('/')?].parse().ok()
+}
+
+/// Starts the psutil loop over `root`'s tree with `python`, pausing `pause` between passes.
+pub fn start_psutil(python: &PathBuf, root: u32, pause: Duration) -> Result<Monitor, String> {
+    let child = Command::new(python)
+        .args(["-c", PSUTIL_LOOP, &root.to_string(), &pause.as_secs_f64().to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}; make one with: {PSUTIL_HOWTO}", python.display()))?;
+    Ok(Monitor { child, api: None })
+}
+
+/// What the agent's stall ledger says of the target's tree.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Ledger {
+    /// Processes of the tree with a ledger.
+    pub processes: u32,
+    /// Wall time of the agent's reads that took a tree member's mmap lock, in all.
+    pub stall_seconds_total: f64,
+    /// The longest single such read.
+    pub stall_max_seconds: f64,
+    /// The same total over the processes that time operations (the others never wait).
+    pub timed_stall_seconds_total: f64,
+}
+
+/// The agent's ledger for the tree under `root`, once it has published a sample taken after
+/// this was called (so reads up to now are in it), within `within`.
+pub fn read_ledger(api: SocketAddr, root: u32, timed: &[u32], within: Duration) -> Result<Ledger, String> {
+    let deadline = Instant::now() + within;
+    let samples = |doc: &serde_json::Value| doc["samples_total"].as_u64();
+    let first = samples(&get_json(api, "/api/v1/agent", deadline)?).ok_or("the agent's answer has no samples_total")?;
+    loop {
+        let doc = get_json(api, "/api/v1/agent", deadline)?;
+        if samples(&doc).is_some_and(|n| n > first) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("the agent published no new sample within {within:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let tree = get_json(api, &format!("/api/v1/processes/{root}/tree"), deadline)?;
+    let rows = tree["processes"].as_array().ok_or("the agent's tree has no processes")?;
+    let mut ledger = Ledger::default();
+    for row in rows {
+        let Some(total) = row["stall_by_proctor_seconds_total"].as_f64() else { continue };
+        ledger.processes += 1;
+        ledger.stall_seconds_total += total;
+        ledger.stall_max_seconds =
+            ledger.stall_max_seconds.max(row["stall_by_proctor_max_seconds"].as_f64().unwrap_or(0.0));
+        if row["pid"].as_u64().is_some_and(|pid| timed.contains(&(pid as u32))) {
+            ledger.timed_stall_seconds_total += total;
+        }
+    }
+    Ok(ledger)
+}
+
+fn get_json(api: SocketAddr, path: &str, deadline: Instant) -> Result<serde_json::Value, String> {
+    let target = proctor_client::url::parse(&format!("http://{api}{path}")).map_err(|e| e.to_string())?;
+    let spec = proctor_client::http::RequestSpec {
+        method: "GET".into(),
+        headers: vec![("Accept".into(), "application/json".into())],
+        body: Vec::new(),
+        close: true,
+    };
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+    let (status, body) = proctor_client::client::fetch_at_most(&target, None, &spec, left, 16 << 20)
+        .map_err(|e| format!("the agent's {path}: {e}"))?;
+    if status != 200 {
+        return Err(format!("the agent's {path} answered {status}: {}", String::from_utf8_lossy(&body)));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("the agent's {path}: not JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listening_line_gives_the_address() {
+        let line = "proctor: listening on http://127.0.0.1:40123/ (dashboard /, API /api/v1/, …); sampling every 1 s";
+        assert_eq!(listening_address(line), Some("127.0.0.1:40123".parse().expect("address")));
+        assert_eq!(listening_address("proctor: recording into /tmp/x"), None);
+    }
+}

@@ -1,0 +1,346 @@
+//! What `proctor impact` reports, as one serializable shape (`--format json`) and as text:
+//! per arm the target's p50, p99, p99.9 and max, each arm's difference from the arm with no
+//! monitor and its bootstrap 95 % interval, the monitor's CPU, the stall ledger and the
+//! target-side wait beside it. Units are in the names; unknown is `null`.
+//!
+//! Pure: numbers in, a document or text out.
+
+use std::fmt::Write as _;
+
+use proctor_units::units::duration_secs;
+use serde::Serialize;
+
+use crate::arms::Ledger;
+use crate::stats::{Block, Interval, Percentiles, STATISTICS};
+use crate::workload::{Workload, WorkloadConfig};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImpactReport {
+    pub workload: WorkloadReport,
+    pub rounds: u32,
+    pub duration_seconds: f64,
+    /// The length of a resampled block (see `stats`).
+    pub block_seconds: f64,
+    pub resamples: usize,
+    pub seed: u64,
+    /// Operations meant to start while no round was open (a monitor being read and stopped).
+    pub dropped_between_rounds: u64,
+    pub arms: Vec<ArmReport>,
+    /// Each arm's blocks, for the plot.
+    #[serde(skip)]
+    pub blocks: Vec<Vec<Block>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadReport {
+    /// `pagefault`, `http`, `url` or `command`.
+    pub kind: &'static str,
+    /// The URL or the command line, for those kinds.
+    pub detail: Option<String>,
+    pub children: Option<u32>,
+    pub size_bytes: Option<u64>,
+    /// Per child for pagefault, in all for the others.
+    pub rate_per_second: f64,
+    /// The root of the tree the monitors' figures are read for.
+    pub target_pid: u32,
+    /// Processes timing operations.
+    pub timed_processes: usize,
+}
+
+impl WorkloadReport {
+    pub fn new(config: &WorkloadConfig, target_pid: u32, timed_processes: usize) -> WorkloadReport {
+        let tree = matches!(config.workload, Workload::Pagefault | Workload::Http);
+        let (kind, detail) = match &config.workload {
+            Workload::Pagefault => ("pagefault", None),
+            Workload::Http => ("http", None),
+            Workload::Url(url) => ("url", Some(url.clone())),
+            Workload::Command(argv) => ("command", Some(argv.join(" "))),
+        };
+        WorkloadReport {
+            kind,
+            detail,
+            children: tree.then_some(config.children),
+            size_bytes: tree.then_some(config.size_bytes),
+            rate_per_second: config.rate_per_sec,
+            target_pid,
+            timed_processes,
+        }
+    }
+}
+
+/// p50, p99, p99.9 and max, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StatReport {
+    pub operations: u64,
+    pub p50_seconds: f64,
+    pub p99_seconds: f64,
+    pub p999_seconds: f64,
+    pub max_seconds: f64,
+}
+
+impl From<Percentiles> for StatReport {
+    fn from(p: Percentiles) -> StatReport {
+        StatReport {
+            operations: p.count,
+            p50_seconds: p.p50 / 1e9,
+            p99_seconds: p.p99 / 1e9,
+            p999_seconds: p.p999 / 1e9,
+            max_seconds: p.max / 1e9,
+        }
+    }
+}
+
+/// One statistic's difference from the no-monitor arm.
+#[derive(Debug, Clone, Serialize)]
+pub struct Difference {
+    /// `p50`, `p99`, `p99.9` or `max`.
+    pub statistic: &'static str,
+    pub seconds: f64,
+    /// The bootstrap 95 % interval of the difference; `null` when an arm has fewer than two
+    /// blocks (seconds) of operations to resample.
+    pub low_seconds: Option<f64>,
+    pub high_seconds: Option<f64>,
+    /// The difference as a percentage of the no-monitor arm's value.
+    pub percent: Option<f64>,
+    /// Whether the interval includes 0; `null` without one.
+    pub includes_zero: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundReport {
+    pub round: u32,
+    pub seconds: f64,
+    pub latency: Option<StatReport>,
+    pub failed: u64,
+    pub monitor_cpu_seconds: Option<f64>,
+    pub ledger: Option<Ledger>,
+    /// What went wrong with the monitor this round (it ended early, its ledger could not be read).
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ArmReport {
+    /// `none`, `proctor ARGS…` or `psutil`.
+    pub name: String,
+    /// Why the arm did not run (and how to make it able to); `null` when it ran.
+    pub skipped: Option<String>,
+    pub seconds: f64,
+    pub latency: Option<StatReport>,
+    /// `null` for the no-monitor arm itself and for an arm that did not run.
+    pub differences: Option<Vec<Difference>>,
+    pub failed_operations: u64,
+    /// The monitor's CPU over its windows (startup included), user and system.
+    pub monitor_cpu_seconds: Option<f64>,
+    pub monitor_cpu_percent_of_one_cpu: Option<f64>,
+    /// proctor's stall ledger for the tree, summed over rounds (max: the longest read).
+    pub ledger: Option<Ledger>,
+    /// The timed processes' service time beyond the no-monitor arm's median, summed.
+    pub target_wait_seconds: f64,
+    /// That wait less what the no-monitor arm had in as much time: the part this arm's monitor
+    /// caused. `null` for the no-monitor arm.
+    pub target_wait_beyond_none_seconds: Option<f64>,
+    /// `target_wait_beyond_none_seconds` over the ledger's total for the timed processes.
+    pub wait_over_ledger: Option<f64>,
+    /// pagefault only: operations that went to sleep (waited for the mmap lock, not merely
+    /// preempted), and their service time in all: the target-side wait a busy machine does not
+    /// add to.
+    pub slept_operations: Option<u64>,
+    pub slept_seconds: Option<f64>,
+    pub rounds: Vec<RoundReport>,
+}
+
+impl ArmReport {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        is_base: bool,
+        name: String,
+        skipped: Option<String>,
+        latency: Option<Percentiles>,
+        base: Option<Percentiles>,
+        intervals: Option<[Interval; 4]>,
+        failed_operations: u64,
+        seconds: f64,
+        monitor_cpu_seconds: Option<f64>,
+        ledger: Option<Ledger>,
+        target_wait_seconds: f64,
+        target_wait_beyond_none_seconds: Option<f64>,
+        slept: Option<(u64, f64)>,
+        rounds: Vec<RoundReport>,
+    ) -> ArmReport {
+        let differences = match (latency, base, is_base) {
+            (Some(latency), Some(base), false) => Some(
+                STATISTICS
+                    .iter()
+                    .zip(latency.values().iter().zip(base.values()))
+                    .enumerate()
+                    .map(|(i, (statistic, (value, base)))| {
+                        let interval = intervals.map(|all| all[i]);
+                        Difference {
+                            statistic,
+                            seconds: (value - base) / 1e9,
+                            low_seconds: interval.map(|x| x.low / 1e9),
+                            high_seconds: interval.map(|x| x.high / 1e9),
+                            percent: (base > 0.0).then(|| 100.0 * (value - base) / base),
+                            includes_zero: interval.map(|x| x.low <= 0.0 && x.high >= 0.0),
+                        }
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let wait_over_ledger = match (&ledger, target_wait_beyond_none_seconds) {
+            (Some(l), Some(wait)) if l.timed_stall_seconds_total > 0.0 => Some(wait / l.timed_stall_seconds_total),
+            _ => None,
+        };
+        ArmReport {
+            name,
+            skipped,
+            seconds,
+            latency: latency.map(StatReport::from),
+            differences,
+            failed_operations,
+            monitor_cpu_percent_of_one_cpu: monitor_cpu_seconds
+                .and_then(|cpu| (seconds > 0.0).then(|| 100.0 * cpu / seconds)),
+            monitor_cpu_seconds,
+            ledger,
+            target_wait_seconds,
+            target_wait_beyond_none_seconds,
+            wait_over_ledger,
+            slept_operations: slept.map(|s| s.0),
+            slept_seconds: slept.map(|s| s.1),
+            rounds,
+        }
+    }
+}
+
+fn signed(seconds: f64) -> String {
+    if seconds < 0.0 {
+        format!("-{}", duration_secs(-seconds))
+    } else {
+        format!("+{}", duration_secs(seconds))
+    }
+}
+
+/// The report for people.
+pub fn render_text(report: &ImpactReport) -> String {
+    let mut out = String::new();
+    let w = &report.workload;
+    let what = match (w.kind, &w.detail) {
+        ("pagefault" | "http", _) => format!(
+            "{} tree: {} children sharing {}, {}/s {}",
+            w.kind,
+            w.children.unwrap_or(0),
+            proctor_units::units::bytes(w.size_bytes.unwrap_or(0)),
+            w.rate_per_second,
+            if w.kind == "pagefault" { "each" } else { "in all" }
+        ),
+        (kind, detail) => format!("{kind} {}: {}/s", detail.as_deref().unwrap_or(""), w.rate_per_second),
+    };
+    let _ = writeln!(
+        out,
+        "target   {what} (root pid {}, {} timed)\nrounds   {} × {} per arm, arms alternating; intervals: bootstrap 95 %, {} resamples of {} s blocks, seed {}",
+        w.target_pid,
+        w.timed_processes,
+        report.rounds,
+        duration_secs(report.duration_seconds),
+        report.resamples,
+        report.block_seconds,
+        report.seed
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}", "arm", "ops", "p50", "p99", "p99.9", "max");
+    for arm in &report.arms {
+        match (&arm.skipped, &arm.latency) {
+            (Some(why), _) => {
+                let _ = writeln!(out, "{:<28} SKIPPED: {why}", arm.name);
+            }
+            (None, None) => {
+                let _ = writeln!(out, "{:<28} no operations", arm.name);
+            }
+            (None, Some(l)) => {
+                let _ = writeln!(
+                    out,
+                    "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                    proctor_units::units::printable(&arm.name),
+                    l.operations,
+                    duration_secs(l.p50_seconds),
+                    duration_secs(l.p99_seconds),
+                    duration_secs(l.p999_seconds),
+                    duration_secs(l.max_seconds)
+                );
+            }
+        }
+        if let Some(differences) = &arm.differences {
+            let _ = write!(out, "{:<28} {:>10}", "  difference from none", "");
+            for d in differences {
+                let _ = write!(out, " {:>10}", signed(d.seconds));
+            }
+            let _ = writeln!(out);
+            if differences.iter().any(|d| d.low_seconds.is_none()) {
+                let _ = writeln!(out, "  (no interval: an arm has fewer than two seconds of operations to resample)");
+                continue;
+            }
+            let _ = write!(out, "{:<28} {:>10}", "  95 % interval", "");
+            for d in differences {
+                let mark = if d.includes_zero == Some(false) { "*" } else { "" };
+                let _ = write!(out, " {:>10}", format!("{mark}{}", signed(d.low_seconds.unwrap_or(0.0))));
+            }
+            let _ = writeln!(out);
+            let _ = write!(out, "{:<28} {:>10}", "", "");
+            for d in differences {
+                let _ = write!(out, " {:>10}", signed(d.high_seconds.unwrap_or(0.0)));
+            }
+            let _ = writeln!(out);
+        }
+    }
+    let _ = writeln!(out, "(* an interval that excludes 0)");
+    let _ = writeln!(out);
+    for arm in report.arms.iter().filter(|a| a.slept_operations.is_some()) {
+        let _ = writeln!(
+            out,
+            "{}: {} operations slept (waited for the mmap lock), {} in all",
+            proctor_units::units::printable(&arm.name),
+            arm.slept_operations.unwrap_or(0),
+            duration_secs(arm.slept_seconds.unwrap_or(0.0))
+        );
+    }
+    for arm in report.arms.iter().skip(1).filter(|a| a.skipped.is_none()) {
+        let _ = write!(out, "{}: ", proctor_units::units::printable(&arm.name));
+        match (arm.monitor_cpu_seconds, arm.monitor_cpu_percent_of_one_cpu) {
+            (Some(cpu), Some(pct)) => {
+                let _ = write!(out, "CPU {} ({pct:.2} % of one CPU)", proctor_units::units::cpu_time(cpu));
+            }
+            _ => {
+                let _ = write!(out, "CPU unknown");
+            }
+        }
+        if let Some(l) = &arm.ledger {
+            let _ = write!(
+                out,
+                "; ledger {} over {} processes (longest read {}), {} on the timed ones",
+                duration_secs(l.stall_seconds_total),
+                l.processes,
+                duration_secs(l.stall_max_seconds),
+                duration_secs(l.timed_stall_seconds_total)
+            );
+        }
+        if let Some(wait) = arm.target_wait_beyond_none_seconds {
+            let _ = write!(out, "; target-side wait beyond none {}", signed(wait));
+        }
+        // Beside the noise of the machine the wait may be negative; a ratio then says nothing.
+        if let Some(ratio) = arm.wait_over_ledger.filter(|r| *r > 0.0) {
+            let _ = write!(out, " ({:.0} % of the ledger)", ratio * 100.0);
+        }
+        if arm.failed_operations > 0 {
+            let _ = write!(out, "; {} operations failed", arm.failed_operations);
+        }
+        let _ = writeln!(out);
+        for round in arm.rounds.iter().filter_map(|r| r.problem.as_ref().map(|p| (r.round, p))) {
+            let _ = writeln!(out, "  round {}: {}", round.0, proctor_units::units::printable(round.1));
+        }
+    }
+    if report.dropped_between_rounds > 0 {
+        let _ = writeln!(out, "{} operations fell between rounds and are not counted", report.dropped_between_rounds);
+    }
+    out
+}

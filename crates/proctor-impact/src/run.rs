@@ -1,0 +1,409 @@
+//! The driver: starts the workload once, then runs the rounds, each arm in turn (no monitor,
+//! each agent setting, the psutil loop), while a collector thread files every operation the
+//! workload reports into the window of the round it was meant to start in. Operations meant to
+//! start between windows (a monitor starting up is inside its window; one being read and
+//! stopped is not) are dropped and counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::arms::{self, Ledger, Monitor};
+use crate::report::{ArmReport, ImpactReport, RoundReport, StatReport};
+use crate::stats::{self, Block, BlockBuilder};
+use crate::workload::{monotonic_ns, WorkloadConfig, FAILED};
+
+/// Blocks are this long: the unit the bootstrap resamples (see [`crate::stats`]).
+pub const BLOCK_NS: u64 = 1_000_000_000;
+
+/// One arm of the comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arm {
+    None,
+    /// `proctor` with these words (`serve --interval 1s`).
+    Agent(Vec<String>),
+    /// The psutil loop with this Python, pausing this long between passes; `Err` says why it
+    /// cannot run (and how to make it able to).
+    Psutil {
+        python: PathBuf,
+        pause: Duration,
+        unavailable: Option<String>,
+    },
+}
+
+impl Arm {
+    pub fn name(&self) -> String {
+        match self {
+            Arm::None => "none".into(),
+            Arm::Agent(words) => format!("proctor {}", words.join(" ")),
+            Arm::Psutil { .. } => "psutil".into(),
+        }
+    }
+}
+
+/// Everything a run needs, decided before it starts.
+#[derive(Debug, Clone)]
+pub struct ImpactConfig {
+    pub workload: WorkloadConfig,
+    /// The program and arguments that run the workload (`proctor impact-workload …`).
+    pub workload_command: Vec<OsString>,
+    /// The `proctor` the agent arms run.
+    pub exe: PathBuf,
+    pub arms: Vec<Arm>,
+    pub duration: Duration,
+    pub rounds: u32,
+    pub resamples: usize,
+    pub seed: u64,
+    /// The tree the monitors' figures are read for: the workload's own when `None`.
+    pub target: Option<u32>,
+}
+
+/// What the collector files for one window (one arm in one round).
+#[derive(Debug, Default)]
+struct Window {
+    arm: usize,
+    start_ns: u64,
+    end_ns: Option<u64>,
+    /// One per second of the window, by intended start.
+    blocks: Vec<BlockBuilder>,
+    /// The operations' service times (start to end), for the target-side wait.
+    service: BlockBuilder,
+    failed: u64,
+    /// Operations that slept (see `record::Op::slept`), and their service time in all.
+    slept: u64,
+    slept_ns: u64,
+}
+
+#[derive(Debug, Default)]
+struct Collected {
+    senders: BTreeSet<u32>,
+    /// The latest intended start each sender has reported.
+    latest_ns: BTreeMap<u32, u64>,
+    windows: Vec<Window>,
+    dropped_between_windows: u64,
+    ended: Option<String>,
+}
+
+type Shared = Arc<(Mutex<Collected>, Condvar)>;
+
+fn collect(mut stdout: impl Read, shared: Shared) {
+    let mut decoder = crate::record::Decoder::default();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let (lock, changed) = &*shared;
+    let ended = loop {
+        let read = match stdout.read(&mut buffer) {
+            Ok(0) => break "the workload closed its output".to_string(),
+            Ok(read) => read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break format!("reading the workload: {e}"),
+        };
+        let mut state = lock.lock().expect("collector lock");
+        let state = &mut *state;
+        let fed = decoder.feed(&buffer[..read], |pid, ops| {
+            state.senders.insert(pid);
+            for op in ops {
+                let latest = state.latest_ns.entry(pid).or_default();
+                *latest = (*latest).max(op.intended_ns);
+                // The newest window first: that is where nearly every operation goes.
+                let window = state
+                    .windows
+                    .iter_mut()
+                    .rev()
+                    .find(|w| op.intended_ns >= w.start_ns && w.end_ns.is_none_or(|end| op.intended_ns < end));
+                let Some(window) = window else {
+                    state.dropped_between_windows += 1;
+                    continue;
+                };
+                if op.service_ns == FAILED {
+                    window.failed += 1;
+                    continue;
+                }
+                let block = ((op.intended_ns - window.start_ns) / BLOCK_NS) as usize;
+                if window.blocks.len() <= block {
+                    window.blocks.resize_with(block + 1, BlockBuilder::default);
+                }
+                window.blocks[block].add(op.latency_ns);
+                window.service.add(op.service_ns);
+                if op.slept {
+                    window.slept += 1;
+                    window.slept_ns += op.service_ns;
+                }
+            }
+        });
+        changed.notify_all();
+        if let Err(e) = fed {
+            break format!("the workload's output is not operation batches: {e}");
+        }
+    };
+    lock.lock().expect("collector lock").ended = Some(ended);
+    changed.notify_all();
+}
+
+/// Waits, up to `within`, until `ready` holds of what was collected; false if it never did.
+fn wait_for(shared: &Shared, within: Duration, ready: impl Fn(&Collected) -> bool) -> bool {
+    let (lock, changed) = &**shared;
+    let deadline = Instant::now() + within;
+    let mut state = lock.lock().expect("collector lock");
+    loop {
+        if ready(&state) {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || state.ended.is_some() {
+            return false;
+        }
+        state = changed.wait_timeout(state, left).expect("collector lock").0;
+    }
+}
+
+/// The workload process; killed and reaped when dropped, whatever happened.
+struct WorkloadProcess(Child);
+
+impl Drop for WorkloadProcess {
+    fn drop(&mut self) {
+        // SAFETY: signals our own child, not reaped yet (the pid is still ours).
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+/// What a monitor left after its window: its CPU, its ledger.
+#[derive(Debug, Default)]
+struct Reading {
+    cpu_seconds: Option<f64>,
+    ledger: Option<Ledger>,
+    problem: Option<String>,
+}
+
+/// Runs the whole comparison. `progress` is told what is happening (a line at a time).
+pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<ImpactReport, String> {
+    let (program, args) = config.workload_command.split_first().ok_or("no workload command")?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start the workload: {e}"))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let workload = WorkloadProcess(child);
+    let root = config.target.unwrap_or(workload.0.id());
+    let shared: Shared = Arc::default();
+    let collector = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || collect(stdout, shared))
+    };
+    let senders = config.workload.senders() as usize;
+    // Filling the region is the slow part of starting: about a second a GiB, more when busy.
+    let start_within = Duration::from_secs(30 + config.workload.size_bytes / (1 << 30) * 10);
+    if !wait_for(&shared, start_within, |c| c.senders.len() >= senders) {
+        let state = shared.0.lock().expect("collector lock");
+        return Err(format!(
+            "the workload did not start: {} of {senders} processes reported within {start_within:?} ({})",
+            state.senders.len(),
+            state.ended.as_deref().unwrap_or("still running")
+        ));
+    }
+    let timed: Vec<u32> = shared.0.lock().expect("collector lock").senders.iter().copied().collect();
+    progress(&format!("workload running: pid {}, {} timed processes", workload.0.id(), timed.len()));
+
+    let mut readings: Vec<Vec<(usize, Reading)>> = (0..config.arms.len()).map(|_| Vec::new()).collect();
+    for round in 0..config.rounds {
+        for (index, arm) in config.arms.iter().enumerate() {
+            if let Arm::Psutil { unavailable: Some(_), .. } = arm {
+                continue;
+            }
+            progress(&format!("round {}/{}: {}", round + 1, config.rounds, arm.name()));
+            let window = {
+                let mut state = shared.0.lock().expect("collector lock");
+                if let Some(ended) = &state.ended {
+                    return Err(format!("the workload stopped: {ended}"));
+                }
+                state.windows.push(Window { arm: index, start_ns: monotonic_ns(), ..Window::default() });
+                state.windows.len() - 1
+            };
+            let mut monitor = match arm {
+                Arm::None => None,
+                Arm::Agent(words) => Some(arms::start_agent(&config.exe, words, Duration::from_secs(60))?),
+                Arm::Psutil { python, pause, .. } => Some(arms::start_psutil(python, root, *pause)?),
+            };
+            // The measurement itself: the window stays open for the round's duration from its
+            // start (the monitor's own start is inside it). Waiting on the collector wakes early
+            // only if the workload ends.
+            let window_start = shared.0.lock().expect("collector lock").windows[window].start_ns;
+            let window_end = window_start + config.duration.as_nanos() as u64;
+            let left = Duration::from_nanos(window_end.saturating_sub(monotonic_ns()));
+            let _ = wait_for(&shared, left, |c| c.ended.is_some());
+            wait_until_ns(window_end);
+            shared.0.lock().expect("collector lock").windows[window].end_ns = Some(monotonic_ns());
+            let reading = match monitor.take() {
+                None => Reading::default(),
+                Some(mut running) => {
+                    let mut reading = Reading { cpu_seconds: running.cpu_seconds(), ..Reading::default() };
+                    if let Some(status) = running.exited() {
+                        reading.problem = Some(match arm {
+                            Arm::Psutil { .. } => {
+                                format!("the psutil loop ended early ({status}): {}", arms::PSUTIL_HOWTO)
+                            }
+                            _ => format!("the agent ended early ({status})"),
+                        });
+                    } else if let Some(api) = running.api {
+                        match arms::read_ledger(api, root, &timed, Duration::from_secs(30)) {
+                            Ok(ledger) => reading.ledger = Some(ledger),
+                            Err(e) => reading.problem = Some(e),
+                        }
+                    }
+                    stop(running);
+                    reading
+                }
+            };
+            if let Some(problem) = &reading.problem {
+                progress(&format!("round {}: {}: {problem}", round + 1, arm.name()));
+            }
+            readings[index].push((window, reading));
+        }
+    }
+    // Every timed process's operations up to the last window's end must have arrived.
+    let last_end = shared.0.lock().expect("collector lock").windows.last().and_then(|w| w.end_ns).unwrap_or(0);
+    let complete = wait_for(&shared, Duration::from_secs(10), |c| {
+        timed.iter().all(|pid| c.latest_ns.get(pid).is_some_and(|&t| t >= last_end))
+    });
+    if !complete {
+        progress("the workload's last operations did not all arrive; the last round may be short");
+    }
+    drop(workload);
+    let _ = collector.join();
+    let state = std::mem::take(&mut *shared.0.lock().expect("collector lock"));
+    Ok(build_report(config, state, &readings, root, timed.len()))
+}
+
+fn stop(monitor: Monitor) {
+    monitor.stop(Duration::from_secs(5));
+}
+
+/// Sleeps until the monotonic clock reads `ns`; a round's end is a time, not a sleep's length.
+fn wait_until_ns(ns: u64) {
+    loop {
+        let now = monotonic_ns();
+        if now >= ns {
+            return;
+        }
+        std::thread::sleep(Duration::from_nanos(ns - now));
+    }
+}
+
+/// Each arm's percentiles, the differences from the first arm (no monitor) with their
+/// intervals, the monitors' CPU and the ledger.
+fn build_report(
+    config: &ImpactConfig,
+    mut state: Collected,
+    readings: &[Vec<(usize, Reading)>],
+    root: u32,
+    timed: usize,
+) -> ImpactReport {
+    let mut arm_blocks: Vec<Vec<Block>> = vec![Vec::new(); config.arms.len()];
+    let mut arm_service: Vec<Vec<Block>> = vec![Vec::new(); config.arms.len()];
+    let mut rounds: Vec<Vec<RoundReport>> = vec![Vec::new(); config.arms.len()];
+    let mut failed = vec![0u64; config.arms.len()];
+    let mut seconds = vec![0f64; config.arms.len()];
+    let mut slept = vec![(0u64, 0f64); config.arms.len()];
+    for (index, window) in state.windows.drain(..).enumerate() {
+        let blocks: Vec<Block> = window.blocks.into_iter().map(BlockBuilder::build).collect();
+        let length = window.end_ns.unwrap_or(window.start_ns).saturating_sub(window.start_ns) as f64 / 1e9;
+        let reading = readings[window.arm].iter().find(|(w, _)| *w == index).map(|(_, r)| r);
+        let round = rounds[window.arm].len() as u32 + 1;
+        rounds[window.arm].push(RoundReport {
+            round,
+            seconds: length,
+            latency: stats::percentiles(&blocks).map(StatReport::from),
+            failed: window.failed,
+            monitor_cpu_seconds: reading.and_then(|r| r.cpu_seconds),
+            ledger: reading.and_then(|r| r.ledger.clone()),
+            problem: reading.and_then(|r| r.problem.clone()),
+        });
+        failed[window.arm] += window.failed;
+        slept[window.arm].0 += window.slept;
+        slept[window.arm].1 += window.slept_ns as f64 / 1e9;
+        seconds[window.arm] += length;
+        arm_blocks[window.arm].extend(blocks);
+        arm_service[window.arm].push(window.service.build());
+    }
+    // The target-side wait: service time beyond the no-monitor arm's median, summed.
+    let base_service = stats::percentiles(&arm_service[0]).map_or(0.0, |p| p.p50);
+    let excess: Vec<f64> = arm_service.iter().map(|blocks| excess_seconds(blocks, base_service)).collect();
+    let base_excess_rate = if seconds[0] > 0.0 { excess[0] / seconds[0] } else { 0.0 };
+    let arms = config
+        .arms
+        .iter()
+        .enumerate()
+        .map(|(index, arm)| {
+            let skipped = match arm {
+                Arm::Psutil { unavailable: Some(why), .. } => Some(why.clone()),
+                _ => None,
+            };
+            let ran = skipped.is_none();
+            let latency = stats::percentiles(&arm_blocks[index]);
+            let intervals = if index == 0 {
+                None
+            } else {
+                stats::difference_intervals(&arm_blocks[0], &arm_blocks[index], config.resamples, config.seed)
+            };
+            let base = stats::percentiles(&arm_blocks[0]);
+            let monitor_cpu: Option<f64> = if matches!(arm, Arm::None) {
+                None
+            } else {
+                rounds[index].iter().map(|r| r.monitor_cpu_seconds).sum::<Option<f64>>()
+            };
+            let ledgers: Vec<&Ledger> = rounds[index].iter().filter_map(|r| r.ledger.as_ref()).collect();
+            let ledger = (!ledgers.is_empty() && matches!(arm, Arm::Agent(_))).then(|| Ledger {
+                processes: ledgers.iter().map(|l| l.processes).max().unwrap_or(0),
+                stall_seconds_total: ledgers.iter().map(|l| l.stall_seconds_total).sum(),
+                stall_max_seconds: ledgers.iter().map(|l| l.stall_max_seconds).fold(0.0, f64::max),
+                timed_stall_seconds_total: ledgers.iter().map(|l| l.timed_stall_seconds_total).sum(),
+            });
+            let wait_beyond =
+                (index > 0 && skipped.is_none()).then(|| excess[index] - base_excess_rate * seconds[index]);
+            ArmReport::new(
+                index == 0,
+                arm.name(),
+                skipped,
+                latency,
+                base,
+                intervals,
+                failed[index],
+                seconds[index],
+                monitor_cpu,
+                ledger,
+                excess[index],
+                wait_beyond,
+                (config.workload.workload == crate::workload::Workload::Pagefault && ran).then_some(slept[index]),
+                std::mem::take(&mut rounds[index]),
+            )
+        })
+        .collect();
+    ImpactReport {
+        workload: crate::report::WorkloadReport::new(&config.workload, root, timed),
+        rounds: config.rounds,
+        duration_seconds: config.duration.as_secs_f64(),
+        block_seconds: BLOCK_NS as f64 / 1e9,
+        resamples: config.resamples,
+        seed: config.seed,
+        dropped_between_rounds: state.dropped_between_windows,
+        arms,
+        blocks: arm_blocks,
+    }
+}
+
+/// Seconds of service beyond `base_ns` per operation, summed over `blocks`' operations.
+fn excess_seconds(blocks: &[Block], base_ns: f64) -> f64 {
+    blocks
+        .iter()
+        .flat_map(|b| b.buckets.iter())
+        .map(|&(bucket, count)| (stats::bucket_value(bucket) - base_ns).max(0.0) * count as f64)
+        .sum::<f64>()
+        / 1e9
+}
