@@ -198,6 +198,10 @@ pub struct Ledger {
     pub stall_max_seconds: f64,
     /// The same total over the processes that time operations (the others never wait).
     pub timed_stall_seconds_total: f64,
+    /// What the tree's own threads waited for their mmap locks while those reads held them, as
+    /// the agent measured it from the kernel's mmap_lock tracepoints; `None` where it could not
+    /// (`proctor doctor` says why).
+    pub target_waited_seconds_total: Option<f64>,
 }
 
 /// The agent's ledger for the tree under `root`, once it has published a sample taken after
@@ -227,6 +231,9 @@ pub fn read_ledger(api: SocketAddr, root: u32, timed: &[u32], within: Duration) 
             ledger.stall_max_seconds.max(row["stall_by_proctor_max_seconds"].as_f64().unwrap_or(0.0));
         if row["pid"].as_u64().is_some_and(|pid| timed.contains(&(pid as u32))) {
             ledger.timed_stall_seconds_total += total;
+        }
+        if let Some(waited) = row["stall_target_waited_seconds_total"].as_f64() {
+            *ledger.target_waited_seconds_total.get_or_insert(0.0) += waited;
         }
     }
     Ok(ledger)

@@ -323,6 +323,14 @@ pub fn render_text(report: &ImpactReport) -> String {
                 duration_secs(l.stall_max_seconds),
                 duration_secs(l.timed_stall_seconds_total)
             );
+            match l.target_waited_seconds_total {
+                Some(waited) => {
+                    let _ = write!(out, "; the tree's threads waited {} on those reads", duration_secs(waited));
+                }
+                None => {
+                    let _ = write!(out, "; the tree's own wait on them not traced (see proctor doctor)");
+                }
+            }
         }
         if let Some(wait) = arm.target_wait_beyond_none_seconds {
             let _ = write!(out, "; target-side wait beyond none {}", signed(wait));

@@ -364,6 +364,10 @@ fn build_report(
                 stall_seconds_total: ledgers.iter().map(|l| l.stall_seconds_total).sum(),
                 stall_max_seconds: ledgers.iter().map(|l| l.stall_max_seconds).fold(0.0, f64::max),
                 timed_stall_seconds_total: ledgers.iter().map(|l| l.timed_stall_seconds_total).sum(),
+                target_waited_seconds_total: ledgers
+                    .iter()
+                    .filter_map(|l| l.target_waited_seconds_total)
+                    .reduce(|a, b| a + b),
             });
             let wait_beyond =
                 (index > 0 && skipped.is_none()).then(|| excess[index] - base_excess_rate * seconds[index]);
