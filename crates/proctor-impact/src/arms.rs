@@ -190,8 +190,10 @@ pub fn start_psutil(python: &PathBuf, root: u32, pause: Duration) -> Result<Moni
 /// What the agent's stall ledger says of the target's tree.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Ledger {
-    /// Processes of the tree with a ledger.
+    /// Processes of the tree with a ledger, and of those with a PSS reading (whose
+    /// `smaps_rollup` the agent read: the reads whose waits it traces).
     pub processes: u32,
+    pub pss_read_processes: u32,
     /// Wall time of the agent's reads that took a tree member's mmap lock, in all.
     pub stall_seconds_total: f64,
     /// The longest single such read.
@@ -226,6 +228,7 @@ pub fn read_ledger(api: SocketAddr, root: u32, timed: &[u32], within: Duration) 
     for row in rows {
         let Some(total) = row["stall_by_proctor_seconds_total"].as_f64() else { continue };
         ledger.processes += 1;
+        ledger.pss_read_processes += u32::from(row["pss_bytes"].is_u64());
         ledger.stall_seconds_total += total;
         ledger.stall_max_seconds =
             ledger.stall_max_seconds.max(row["stall_by_proctor_max_seconds"].as_f64().unwrap_or(0.0));

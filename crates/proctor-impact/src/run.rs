@@ -361,6 +361,7 @@ fn build_report(
             let ledgers: Vec<&Ledger> = rounds[index].iter().filter_map(|r| r.ledger.as_ref()).collect();
             let ledger = (!ledgers.is_empty() && matches!(arm, Arm::Agent(_))).then(|| Ledger {
                 processes: ledgers.iter().map(|l| l.processes).max().unwrap_or(0),
+                pss_read_processes: ledgers.iter().map(|l| l.pss_read_processes).max().unwrap_or(0),
                 stall_seconds_total: ledgers.iter().map(|l| l.stall_seconds_total).sum(),
                 stall_max_seconds: ledgers.iter().map(|l| l.stall_max_seconds).fold(0.0, f64::max),
                 timed_stall_seconds_total: ledgers.iter().map(|l| l.timed_stall_seconds_total).sum(),

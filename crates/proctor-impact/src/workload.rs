@@ -136,20 +136,8 @@ impl Region {
         if len == 0 {
             return Ok(Region { base: std::ptr::null_mut(), len: 0 });
         }
-        // SAFETY: an anonymous private mapping of len bytes; the result is checked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(format!("cannot map {len} bytes: {}", std::io::Error::last_os_error()));
-        }
+        let base =
+            map_anonymous(len).ok_or_else(|| format!("cannot map {len} bytes: {}", std::io::Error::last_os_error()))?;
         // Small pages, as a Python heap has: a huge page is one entry for smaps to walk, and
         // the stall this measures is the walk. Refused (no THP here) is as good.
         // SAFETY: base..base+len is the mapping just made.
@@ -181,10 +169,10 @@ fn page_size() -> usize {
     proctor_procfs::system::page_size() as usize
 }
 
-/// Maps [`OP_PAGES`] fresh pages, writes each (a page fault apiece) and unmaps them.
-fn touch_fresh_pages() -> bool {
-    let len = OP_PAGES * page_size();
-    // SAFETY: an anonymous private mapping of len bytes; checked before use.
+/// A fresh anonymous private read-write mapping of `len` bytes (`None`: mmap failed, errno
+/// says why).
+fn map_anonymous(len: usize) -> Option<*mut libc::c_void> {
+    // SAFETY: a new anonymous mapping touches no existing memory; the result is checked.
     let base = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -195,9 +183,13 @@ fn touch_fresh_pages() -> bool {
             0,
         )
     };
-    if base == libc::MAP_FAILED {
-        return false;
-    }
+    (base != libc::MAP_FAILED).then_some(base)
+}
+
+/// Maps [`OP_PAGES`] fresh pages, writes each (a page fault apiece) and unmaps them.
+fn touch_fresh_pages() -> bool {
+    let len = OP_PAGES * page_size();
+    let Some(base) = map_anonymous(len) else { return false };
     for page in 0..OP_PAGES {
         // SAFETY: inside the mapping just made.
         unsafe { base.cast::<u8>().add(page * page_size()).write_volatile(1) };
