@@ -179,9 +179,10 @@ pub struct ProcessSample {
     pub stall: Option<Stall>,
 }
 
-/// The stall ledger's entry for one target: the wall time of every proctor read that took the
-/// target's mmap lock, summed, and the longest. A read's wall time is an upper bound on how long
-/// it held the lock (it also counts the wait for the lock and the copy out).
+/// The stall ledger's entry for one target: how long every proctor read that took the target's
+/// mmap lock held it, summed, and the longest. Each read counts the hold the kernel's mmap_lock
+/// tracepoints saw where proctor traces it (`proctor_sampler::lockwait`), else its wall time, an
+/// upper bound on the hold (it also counts the wait for the lock and the copy out).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stall {
     pub reads: u64,

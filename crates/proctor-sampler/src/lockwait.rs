@@ -1,7 +1,7 @@
 //! The target's side of the stall ledger: how long a target's own threads waited for their mmap
 //! lock while a proctor read held it, from the kernel's `mmap_lock` tracepoints (5.10+).
 //!
-//! The ledger times each read by wall clock, an upper bound on the hold; whether the target
+//! Untraced, the ledger times each read by wall clock, an upper bound on the hold; whether the target
 //! noticed depends on whether one of its threads wanted the lock meanwhile (a reader behind a
 //! read hold waits only when a writer, an `mmap` or `munmap`, is queued). So around each read
 //! the worker turns on a tracing instance of its own (`instances/proctor-PID-N` under tracefs,
@@ -42,8 +42,8 @@ pub struct Waited {
     pub waited_ns: u64,
     /// How many of the target's lock attempts waited on a hold of the worker's.
     pub waits: u64,
-    /// The worker's own holds of the target's lock, as the trace saw them (the wall-clock
-    /// ledger's figure is an upper bound on this).
+    /// The worker's own holds of the target's lock, as the trace saw them (what the ledger
+    /// charges, where the trace lost nothing; the read's wall time is an upper bound on it).
     pub held_ns: u64,
     /// Events in the trace, and whether some were lost (the buffer overflowed or the text was
     /// longer than read): then `waited_ns` may be short.

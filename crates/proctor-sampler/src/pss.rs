@@ -214,12 +214,17 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         let traced_cpu = thread_cpu_ns();
         let (result, held_ns, waited) = match tracer.as_mut() {
             Some(t) => {
-                let ((result, held_ns), waited) = t.around(candidate.pid, || {
+                let ((result, wall_ns), waited) = t.around(candidate.pid, || {
                     let started = Instant::now();
                     let r = read_pss(root, candidate.pid, epoch, &mut buf);
                     (r, crate::worker::held_ns(started.elapsed()))
                 });
-                (result, held_ns, waited)
+                // The hold as the kernel saw it, where the trace has it whole: the wall time
+                // also counts the read's waits for the lock, and smaps_rollup lets the lock go
+                // while the target's threads want it.
+                let traced = waited.filter(|w| !w.lost && w.held_ns > 0);
+                let held_ns = traced.map_or(wall_ns, |w| crate::worker::held_ns(Duration::from_nanos(w.held_ns)));
+                (result, held_ns.min(wall_ns), waited)
             }
             None => {
                 let started = Instant::now();

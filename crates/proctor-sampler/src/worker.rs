@@ -85,8 +85,8 @@ mod tests {
     }
 }
 
-/// A reader's side of the stall ledger: the wall time of every read it made that took a
-/// target's mmap lock (each an upper bound on the hold), and the longest, with its target.
+/// A reader's side of the stall ledger: how long every read it made held a target's mmap lock
+/// (traced, or its wall time: an upper bound), and the longest, with its target.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct LockTotals {
     pub lock_ns: u64,

@@ -344,10 +344,10 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_pss_age_seconds", kind: Kind::Gauge, help: "Age of the PSS reading.", omit_empty: false }),
     },
     ProcessField {
-        field: Field { name: "stall_by_proctor_seconds_total", title: "Stall", unit: Unit::Seconds, description: "The stall ledger: wall time of proctor's reads that took this process's mmap lock (smaps_rollup, cmdline) since proctor first saw it, each read rounded up to a whole microsecond: an upper bound on how long they held it." },
+        field: Field { name: "stall_by_proctor_seconds_total", title: "Stall", unit: Unit::Seconds, description: "The stall ledger: how long proctor's reads held this process's mmap lock (smaps_rollup, cmdline) since proctor first saw it, each read rounded up to a whole microsecond: the hold the kernel's mmap_lock tracepoints saw where proctor traces a smaps_rollup read, else the read's wall time, an upper bound on the hold." },
         row: |_, r| opt(r.stall.map(|s| s.total_ns as f64 / 1e9)),
         out: |p| opt(p.stall_by_proctor_seconds_total),
-        prom: Some(PromFamily { name: "proctor_process_stall_by_proctor_seconds", kind: Kind::Counter, help: "Wall time of proctor's reads that took the process's mmap lock (an upper bound on the hold).", omit_empty: false }),
+        prom: Some(PromFamily { name: "proctor_process_stall_by_proctor_seconds", kind: Kind::Counter, help: "How long proctor's reads held the process's mmap lock (traced, or their wall time: an upper bound).", omit_empty: false }),
     },
     ProcessField {
         field: Field { name: "stall_by_proctor_max_seconds", title: "Stall max", unit: Unit::Seconds, description: "The longest single such read." },

@@ -44,9 +44,10 @@ pub struct ProcessOut {
     pub swap_pss_bytes: Option<u64>,
     /// How old the PSS/USS reading is; `null` when there is none yet.
     pub pss_age_secs: Option<f64>,
-    /// The stall ledger: the wall time of proctor's reads that took this process's mmap lock
-    /// (`smaps_rollup`, `cmdline`) since proctor first saw it, and the longest; each read's
-    /// wall time is an upper bound on how long it held the lock. `null` before the first read.
+    /// The stall ledger: how long proctor's reads held this process's mmap lock (`smaps_rollup`,
+    /// `cmdline`) since proctor first saw it, and the longest: traced holds where proctor traces
+    /// the kernel's mmap_lock tracepoints, else wall times (upper bounds). `null` before the
+    /// first read.
     #[serde(default)]
     pub stall_by_proctor_seconds_total: Option<f64>,
     #[serde(default)]

@@ -202,14 +202,15 @@ fn time_reads(file: &File, rounds: u32, buf: &mut [u8], parse: impl Fn(&[u8]) ->
 /// target itself waited (it sets up the tracing instance `serve` would, and removes it).
 fn stall_ledger(root: &proctor_procfs::Root) -> String {
     let waits = match proctor_sampler::lockwait::LockWaits::open(root) {
-        Ok(_) => "what the target's own threads waited on those reads is measured from the kernel's \
-                  mmap_lock tracepoints (stall_target_waited_seconds_total)"
+        Ok(_) => "smaps_rollup reads are traced with the kernel's mmap_lock tracepoints: they are \
+                  charged the hold the kernel saw, and what the target's own threads waited on \
+                  them is measured (stall_target_waited_seconds_total)"
             .to_string(),
         Err(why) => format!("what the target itself waited is not measured: {why}"),
     };
     format!(
         "stall ledger: every smaps_rollup and cmdline read is timed and charged to its target \
-         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold); {waits}"
+         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold, where not traced); {waits}"
     )
 }
 

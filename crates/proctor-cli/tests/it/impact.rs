@@ -94,7 +94,7 @@ fn every_arm_is_reported_with_intervals_cpu_and_the_ledger_and_psutil_stalls_the
     // trace the kernel's mmap_lock tracepoints (as doctor says: the agent decides it the same
     // way) and read a member's PSS in the round.
     let doctor = json(&proctor(&["doctor", "--format", "json"]));
-    if doctor["stall_ledger"].as_str().is_some_and(|l| l.contains("measured from the kernel's mmap_lock tracepoints")) {
+    if doctor["stall_ledger"].as_str().is_some_and(|l| l.contains("traced with the kernel's mmap_lock tracepoints")) {
         let waited = ledger["target_waited_seconds_total"].as_f64();
         if ledger["pss_read_processes"].as_u64().is_some_and(|n| n > 0) {
             assert!(waited.is_some_and(|w| w >= 0.0), "{ledger}");

@@ -814,7 +814,7 @@ fn doctor_says_what_the_stall_ledger_measures_and_whether_the_tracepoints_are_th
     if usable {
         std::fs::remove_dir(&instance).expect("remove the test's tracing instance");
     }
-    assert_eq!(line.contains("measured from the kernel's mmap_lock tracepoints"), usable, "{line}");
+    assert_eq!(line.contains("traced with the kernel's mmap_lock tracepoints"), usable, "{line}");
     assert_eq!(line.contains("is not measured: "), !usable, "{line}");
     if !present {
         assert!(line.contains("tracefs") || line.contains("tracepoint"), "says which is missing: {line}");
