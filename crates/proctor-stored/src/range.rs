@@ -263,13 +263,15 @@ pub struct TierRead {
     pub end_unix_s: Option<u64>,
 }
 
+/// Hours of minute rows in a compacted block of the minute tier ([`crate::rollup::compact`]
+/// writes them, and says why six).
+pub const COMPACT_HOURS: u64 = 6;
+
 /// The rollup tiers: directory under the data directory, label, the longest span of a block
 /// and a row's span in seconds (a minute tier's block is an hour of minute rows, or
-/// [`crate::rollup::COMPACT_HOURS`] once compacted; an hour tier's a day of hour rows).
-pub const TIERS: [(&str, &str, u64, u64); 2] = [
-    (proctor_store::MINUTE_TIER, "1m", crate::rollup::COMPACT_HOURS * 3600, 60),
-    (proctor_store::HOUR_TIER, "1h", 86_400, 3600),
-];
+/// [`COMPACT_HOURS`] once compacted; an hour tier's a day of hour rows).
+pub const TIERS: [(&str, &str, u64, u64); 2] =
+    [(proctor_store::MINUTE_TIER, "1m", COMPACT_HOURS * 3600, 60), (proctor_store::HOUR_TIER, "1h", 86_400, 3600)];
 
 /// The block of a rollup tier at `frame`, without the rows that a block read before it in the
 /// same pass held (`read_until_s`: where the rows read so far end, 0 to start). Every reader of

@@ -8,7 +8,8 @@
 //! [`roll`] is idempotent and bounded: it continues after the last block a tier holds, rolls
 //! only whole hours (days) that the tier below has finished, at most [`HOURS_PER_ROLL`] hours
 //! a call, and reads each hour's raw samples once (full decode: swap and PSS are in the parts a
-//! lean decode skips). [`Roller`] calls it on a thread of its own every few minutes beside a
+//! lean decode skips). Then it [`compact`]s: each six hours of minute blocks that are over are
+//! written again as one block, losslessly (a third fewer bytes). [`Roller`] calls it on a thread of its own every few minutes beside a
 //! recording; `proctor rollup` calls it by hand.
 //!
 //! What it does not do: roll an hour that is not over (the tier lags the raw one by up to an
@@ -34,11 +35,12 @@ use proctor_store::{
 /// many calls, a few seconds of CPU each, rather than in one burst of minutes.
 pub const HOURS_PER_ROLL: u64 = 6;
 
-/// Hours of minute rows that [`compact`] writes again as one block: six whole hours (aligned
-/// to UTC: 00–06, 06–12, …) take ~0.65 of the bytes of their six hour blocks (zstd finds each
-/// column's values of the six hours side by side), where a day's would take ~0.57 but decode
-/// to ~37 MB of rows at once for every reader that touches it, against ~9 MB.
-pub const COMPACT_HOURS: u64 = 6;
+// Hours of minute rows that [`compact`] writes again as one block (the tier's layout, so
+// `range` holds it): six whole hours (aligned to UTC: 00–06, 06–12, …) take ~0.65 of the bytes
+// of their six hour blocks (zstd finds each column's values of the six hours side by side),
+// where a day's would take ~0.57 but decode to ~37 MB of rows at once for every reader that
+// touches it, against ~9 MB.
+pub use crate::range::COMPACT_HOURS;
 const _: () = assert!(COMPACT_HOURS as usize * 60 <= proctor_store::rollup::MAX_COMPACTED_ROWS);
 /// Most windows one [`roll`] call compacts (a tier written before compaction is caught up
 /// over many calls).

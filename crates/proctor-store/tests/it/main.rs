@@ -880,7 +880,9 @@ fn replacing_segments_leaves_one_segment_and_an_unfinished_rewrite_is_removed() 
     let old = proctor_store::segment::list_segments(dir.path()).expect("list");
     assert_eq!(old.len(), 3);
     // A crash before the rename: the `.new` file is there, the old segments read as before.
-    let unfinished = dir.path().join(format!("{}.new", old[0].path.file_name().unwrap().to_str().unwrap()));
+    let mut unfinished = old[0].path.as_os_str().to_owned();
+    unfinished.push(".new");
+    let unfinished = std::path::PathBuf::from(unfinished);
     std::fs::write(&unfinished, b"PRCTSEG1 half a frame").expect("write");
     let mut reader = Reader::open(dir.path()).expect("reader");
     assert_eq!(reader.event_frames(0, u64::MAX).expect("frames").len(), 3);
