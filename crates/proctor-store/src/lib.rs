@@ -20,7 +20,9 @@
 //! [`ReadReport`] with the samples it cost, which every command and answer says.
 //!
 //! Retention drops whole segments (oldest first) by age and by total size: an `unlink`, never a
-//! rewrite.
+//! rewrite. The one rewrite is a rollup tier's compaction ([`Writer::replace_segments`]): a new
+//! segment written whole under another name, synced, renamed over the first of the segments it
+//! replaces, then the others unlinked; a frame is never changed in place.
 //!
 //! Full disks: a segment file is created by the write of its first frame (and removed if that
 //! fails), a failed write is cut back and the next goes into the same segment, and after a
