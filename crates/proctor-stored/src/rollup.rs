@@ -234,6 +234,11 @@ pub fn compact(
         if window + window_s > until_s || frames.len() < 2 || shared.contains(&window) {
             continue;
         }
+        // A segment set aside as damaged is evidence, never rewritten or removed here.
+        if segments.iter().any(|i| reader.segments()[*i].set_aside) {
+            report.windows_left += 1;
+            continue;
+        }
         if report.compacted_windows >= max_windows {
             report.windows_left += 1;
             continue;
@@ -766,6 +771,27 @@ mod tests {
         assert!(readings(&dir) == before);
         // Compacted windows are left alone after that.
         assert_eq!(compact_all().compacted_windows, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A window with a segment set aside as damaged (`*.seg.corrupt`) is left as it is: the
+    /// file is evidence, and compaction neither rewrites nor removes it.
+    #[test]
+    fn a_window_with_a_set_aside_segment_is_not_compacted() {
+        let dir = store_with_hour_blocks("set-aside");
+        let hour_segments = minute_segments(&dir);
+        let mut corrupt = hour_segments[2].as_os_str().to_owned();
+        corrupt.push(".corrupt");
+        std::fs::rename(&hour_segments[2], &corrupt).expect("set aside");
+        let (mut w, _) = Writer::open(&dir.join(MINUTE_TIER), RollupConfig::default().tier(false)).expect("writer");
+        let mut report = RollReport::default();
+        compact(&mut w, COMPACT_HOURS * 3600, T0 + 26 * 3600, u64::MAX, &mut report).expect("compact");
+        assert_eq!((report.compacted_windows, report.windows_left), (3, 1));
+        assert!(Path::new(&corrupt).exists());
+        assert_eq!(
+            minute_segments(&dir)[..5],
+            hour_segments[..2].iter().chain(&hour_segments[3..6]).cloned().collect::<Vec<_>>()[..]
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
