@@ -193,7 +193,7 @@ fn last_block_end(dir: &Path) -> Result<Option<u64>, StoreError> {
 ///
 /// A window is compacted only when its segments hold nothing outside it (the roller seals a
 /// segment where a window starts; a tier written before that may straddle, and stays as it is),
-/// every block of it reads, and its rows written again by
+/// none is set aside as damaged, every block of it reads, and its rows written again by
 /// [`proctor_store::rollup::encode_block_exact`] decode to exactly what was read; otherwise it
 /// is left as it is and counted in `windows_left`. The rewrite is
 /// [`Writer::replace_segments`]: a crash leaves either the hour blocks, or the new block beside
