@@ -9,8 +9,8 @@
 //! only whole hours (days) that the tier below has finished, at most [`HOURS_PER_ROLL`] hours
 //! a call, and reads each hour's raw samples once (full decode: swap and PSS are in the parts a
 //! lean decode skips). Then it [`compact`]s: each six hours of minute blocks that are over are
-//! written again as one block, losslessly (a third fewer bytes). [`Roller`] calls it on a thread of its own every few minutes beside a
-//! recording; `proctor rollup` calls it by hand.
+//! written again as one block, losslessly (a third fewer bytes). [`Roller`] calls it on a
+//! thread of its own every few minutes beside a recording; `proctor rollup` calls it by hand.
 //!
 //! What it does not do: roll an hour that is not over (the tier lags the raw one by up to an
 //! hour and a roll interval; readers take the rest from raw samples), or keep processes (top
