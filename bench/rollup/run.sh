@@ -8,7 +8,8 @@
 #    for CAPTURE_MIN minutes (default 15).
 # 2. The example `rollup_year` rolls the capture into minute rows as the agent does and writes
 #    DAYS (default 365) of minute blocks ending now with the tier's own settings, compacts each
-#    six hours into one block as the agent does, then rolls the hour tier from them, twice: each minute a captured one drawn at random (pessimistic for the
+#    six hours into one block as the agent does, then rolls the hour tier from them, twice:
+#    each minute a captured one drawn at random (pessimistic for the
 #    delta coding: no minute follows from the one before), and the captured minutes in their
 #    order, over and over, each hour from a random one (a minute follows from the one before as
 #    on the box, but for the wrap-around).
