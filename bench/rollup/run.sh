@@ -7,8 +7,9 @@
 #    process falls into a 50th group, `other`; `proctor record --groups` records them at 1 s
 #    for CAPTURE_MIN minutes (default 15).
 # 2. The example `rollup_year` rolls the capture into minute rows as the agent does and writes
-#    DAYS (default 365) of minute blocks ending now with the tier's own settings, then rolls the
-#    hour tier from them, twice: each minute a captured one drawn at random (pessimistic for the
+#    DAYS (default 365) of minute blocks ending now with the tier's own settings, compacts each
+#    six hours into one block as the agent does, then rolls the hour tier from them, twice:
+#    each minute a captured one drawn at random (pessimistic for the
 #    delta coding: no minute follows from the one before), and the captured minutes in their
 #    order, over and over, each hour from a random one (a minute follows from the one before as
 #    on the box, but for the wrap-around).
@@ -75,6 +76,7 @@ runs = json.load(open(f"{work}/report.json"))["results"]
 mb = year["minute_tier_bytes"] / 1e6
 print(f"\n| figure | measured | goal |\n| --- | --- | --- |")
 print(f"| a year of minute rows, {year['groups']} groups + host + container ({year['series']} series), random minutes | {mb:.1f} MB ({year['minute_tier_bytes'] / year['minute_rows']:.0f} B/row) | <= 100 MB |")
+print(f"| the same before compaction (hour blocks) | {year['hour_blocks_bytes'] / 1e6:.1f} MB | |")
 print(f"| the same, minutes in captured order | {in_order['minute_tier_bytes'] / 1e6:.1f} MB ({in_order['minute_tier_bytes'] / in_order['minute_rows']:.0f} B/row) | <= 100 MB |")
 print(f"| the hour tier for the same year | {year['hour_tier_bytes'] / 1e6:.2f} MB | |")
 for r in runs:

@@ -30,7 +30,8 @@
 //! base row twice breaks; every delta record the target compresses decodes the same as a plain
 //! delta and as an anchor, or fails both ways (the anchor path checked for a base row used
 //! twice and the plain one did not: the gigabyte frame of issue 15 item 2); no rollup block
-//! holds more cells (names × rows) than `rollup::CELLS_PER_BYTE` per byte of its record (nor
+//! holds more cells (names × rows) than `rollup::CELLS_PER_BYTE` per byte of its record, or
+//! than `rollup::COMPACTED_CELLS` over six hours of rows (nor
 //! more bytes of names than `rollup::NAME_BYTES_PER_BYTE`), read
 //! by the reader or decoded here from a record the target compresses (an idle column is 3
 //! bytes whatever the rows: the 76-byte frame of 16.7 million cells of issue 33 item 5); and,
@@ -47,7 +48,9 @@ use proctor_model::{
 use proctor_store::codec::{compress_alone, decompress_delta, decompress_key, decompressed_cap, encode_event, Event};
 use proctor_store::delta::{decode_delta, DeltaRecord, KeySample};
 use proctor_store::frame::{encode_header, FrameKind};
-use proctor_store::rollup::{decode_block_version, CELLS_PER_BYTE, NAME_BYTES_PER_BYTE};
+use proctor_store::rollup::{
+    decode_block_version, CELLS_PER_BYTE, COMPACTED_CELLS, MAX_COMPACTED_ROWS, NAME_BYTES_PER_BYTE,
+};
 use proctor_store::segment::{walk, Check};
 use proctor_store::{Reader, StoreConfig, Writer};
 
@@ -253,11 +256,13 @@ fn same_either_way(key: &KeySample, record: &[u8]) {
 }
 
 /// A rollup block holds no more cells than `CELLS_PER_BYTE` per byte of the record it came from
-/// (at most `record_bytes`).
+/// (at most `record_bytes`), or, of up to `MAX_COMPACTED_ROWS` rows (six hours compacted), no
+/// more than `COMPACTED_CELLS`.
 fn check_cells(block: &RollupBlock, record_bytes: usize) {
     let cells = block.names.len() * block.rows.len();
+    let compacted = block.rows.len() <= MAX_COMPACTED_ROWS && cells <= COMPACTED_CELLS;
     assert!(
-        cells <= record_bytes * CELLS_PER_BYTE,
+        cells <= record_bytes * CELLS_PER_BYTE || compacted,
         "a rollup block of {} names x {} rows from at most {record_bytes} record bytes",
         block.names.len(),
         block.rows.len()

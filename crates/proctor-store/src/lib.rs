@@ -20,7 +20,9 @@
 //! [`ReadReport`] with the samples it cost, which every command and answer says.
 //!
 //! Retention drops whole segments (oldest first) by age and by total size: an `unlink`, never a
-//! rewrite.
+//! rewrite. The one rewrite is a rollup tier's compaction ([`Writer::replace_segments`]): a new
+//! segment written whole under another name, synced, renamed over the first of the segments it
+//! replaces, then the others unlinked; a frame is never changed in place.
 //!
 //! Full disks: a segment file is created by the write of its first frame (and removed if that
 //! fails), a failed write is cut back and the next goes into the same segment, and after a
@@ -61,7 +63,7 @@ pub use forward::{ForwardReader, ForwardStats, WALK_FRAMES};
 pub use reader::{same_run, Reader, StoredFrame};
 pub use recorder::{Recorder, RecorderSender, RecorderStats, Sink};
 pub use report::{DamagedSegment, ReadReport, SkippedFile};
-pub use writer::{AppendCost, OpenReport, Repair, SetAside, Writer, WriterStats};
+pub use writer::{AppendCost, NewFrame, OpenReport, Repair, SetAside, Writer, WriterStats};
 
 /// The subdirectory of a data directory that `proctor probe --record` writes.
 pub const PROBE_STREAM: &str = "probe";

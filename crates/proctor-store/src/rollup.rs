@@ -1,5 +1,6 @@
-//! The rollup tiers' record: a [`RollupBlock`] (an hour of minute rows, or a day of hour rows)
-//! as compact bytes, compressed by the writer like any event record. Pure.
+//! The rollup tiers' record: a [`RollupBlock`] (an hour of minute rows, six hours of them once
+//! compacted, or a day of hour rows) as compact bytes, compressed by the writer like any event
+//! record. Pure.
 //!
 //! Columnar: each series is stored over the block's rows, its mean as differences from the
 //! row before (or from the column's median, where that is shorter) and its min, max and last
@@ -34,6 +35,9 @@
 //!
 //! Version 1 differs in three places: names are (len, utf-8) whole, there is no envelope
 //! exponent (min and last are in units of 10^e) and no bit 6.
+//!
+//! A compacted block is the same record over more rows, written by [`encode_block_exact`]: its
+//! units are chosen so that every value reads back as the hour blocks held it.
 //!
 //! Decoding trusts nothing: every count is bounded before anything is allocated for it, the
 //! cells (names × rows) by what the record's bytes can hold ([`check_cells`]), the names' bytes
@@ -73,6 +77,16 @@ pub const CELLS_PER_BYTE: usize = 16;
 /// that share all but a byte) is written with every name whole ([`encode_block`]), which never
 /// does, so every block the writer writes reads back.
 pub const NAME_BYTES_PER_BYTE: usize = 64;
+/// The most rows of a compacted minute block: six hours (`proctor_stored::rollup`'s compaction
+/// writes 6 consecutive hour blocks again as one).
+pub const MAX_COMPACTED_ROWS: usize = 6 * 60;
+/// Cells a block of up to [`MAX_COMPACTED_ROWS`] rows may hold whatever its record's size. An
+/// idle column costs the same few bytes over 360 rows as over 60, so six hours of a box of idle
+/// groups pass [`CELLS_PER_BYTE`] no more; this allowance lets any such block of up to 2,912
+/// series through. It costs no new room to a hostile frame: a 64 KiB record (what a frame of a
+/// few bytes may decompress to) could already claim as many at 16 cells a byte, ~50 MB decoded.
+/// A block of more rows, or one past it, is held to its bytes as before.
+pub const COMPACTED_CELLS: usize = 1 << 20;
 /// Most cells any block may hold, however large its record: the most names over 64 rows
 /// (~200 MB decoded; records of 256 KiB and more, payloads of 256 bytes and more, reach it).
 const MAX_CELLS: usize = MAX_NAMES as usize * 64;
@@ -85,19 +99,82 @@ const MAX_ENVELOPE_STEP: i64 = 18;
 
 /// The block as a version-2 record ([`ROLLUP_VERSION`]).
 pub fn encode_block(block: &RollupBlock) -> Vec<u8> {
-    let out = encode_with(block, true);
+    encode_choosing_names(block, false).expect("quantizing always encodes")
+}
+
+/// The block as a version-2 record that decodes to exactly its values, or `None` where no
+/// record can: how blocks already read from a tier are written again as one (compaction).
+///
+/// [`encode_block`] keeps 4 significant digits of each column's largest value in the block,
+/// so hours merged into one block would lose digits in an hour whose values are smaller than
+/// another's. Here each column takes the coarsest unit (10^e) in which every statistic it
+/// holds is an integer that decodes back to the same `f64`, and min and last the coarsest
+/// multiple of it (10^e′) that holds every one of their offsets from the mean: values decoded
+/// from hour blocks are such integers of their hour's unit, so the unit of the finest hour
+/// holds them all. A column whose values need more than 53 bits of a unit the record allows,
+/// or a value the record cannot hold (a count of 0), makes the block `None`; the caller keeps
+/// what it had. The caller should still decode the record and compare (the compactor does).
+pub fn encode_block_exact(block: &RollupBlock) -> Option<Vec<u8>> {
+    encode_choosing_names(block, true)
+}
+
+fn encode_choosing_names(block: &RollupBlock, exact: bool) -> Option<Vec<u8>> {
+    let out = encode_with(block, true, exact)?;
     // Long names that share nearly all their bytes (group names of kilobytes) could stand for
     // more name bytes than a reader takes from a record this size: then each name is written
     // whole, which never does.
     let name_bytes: usize = block.names.iter().map(String::len).sum();
     if name_bytes > out.len().saturating_mul(NAME_BYTES_PER_BYTE) {
-        return encode_with(block, false);
+        return encode_with(block, false, exact);
     }
-    out
+    Some(out)
 }
 
-/// The record, names front-coded or (`front_coded` false) each whole (shared 0).
-fn encode_with(block: &RollupBlock, front_coded: bool) -> Vec<u8> {
+/// A column's decimal unit as the decoder applies it: an integer count `q` is `q / 10^-e` for
+/// a negative exponent `e` (dividing by an exact power of ten gives the nearest double to the
+/// decimal: 355 / 100 is 3.55, 355 × 0.01 is 3.5500000000000003), else `q × 10^e`.
+#[derive(Clone, Copy)]
+struct Unit {
+    scale: f64,
+    divide: bool,
+}
+
+impl Unit {
+    fn new(exponent: i64) -> Unit {
+        Unit { scale: 10f64.powi(exponent.unsigned_abs() as i32), divide: exponent < 0 }
+    }
+
+    #[inline]
+    fn value(self, q: i64) -> f64 {
+        if self.divide {
+            q as f64 / self.scale
+        } else {
+            q as f64 * self.scale
+        }
+    }
+}
+
+/// Integers below 2^53 are exact in an `f64`.
+const EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
+
+/// The coarsest exponent, from the one 4 digits of `largest` give down to the record's least,
+/// in which every statistic of `cells` is an integer count that decodes to itself.
+fn exact_exponent(cells: &[&Stat], largest: f64) -> Option<i32> {
+    let fits = |e: i32| {
+        let (scale, unit) = (10f64.powi(e), Unit::new(i64::from(e)));
+        cells.iter().all(|s| {
+            [s.min, s.mean, s.max, s.last].iter().all(|&v| {
+                let q = (v / scale).round();
+                q.abs() < EXACT_INTEGER && unit.value(q as i64) == v
+            })
+        })
+    };
+    (-12..=exponent_for(largest, DIGITS)).rev().find(|&e| fits(e))
+}
+
+/// The record, names front-coded or (`front_coded` false) each whole (shared 0); `exact` as
+/// [`encode_block_exact`] (`None` only then).
+fn encode_with(block: &RollupBlock, front_coded: bool, exact: bool) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(64 + block.names.len() * 24);
     varint(&mut out, u64::from(block.span_s));
     varint(&mut out, block.names.len() as u64);
@@ -124,13 +201,39 @@ fn encode_with(block: &RollupBlock, front_coded: bool) -> Vec<u8> {
             block.rows.iter().map(|r| r.values.get(col).and_then(Option::as_ref).filter(|s| finite(s))).collect();
         let largest =
             cells.iter().flatten().map(|s| s.min.abs().max(s.max.abs()).max(s.last.abs())).fold(0.0, f64::max);
-        let exponent = exponent_for(largest, DIGITS);
-        // At least the column's own (both are clamped alike), at most 2 above it.
-        let envelope = exponent_for(largest, ENVELOPE_DIGITS).max(exponent);
-        let step = 10i64.pow((envelope - exponent).unsigned_abs());
+        let present: Vec<(usize, &Stat)> = cells.iter().enumerate().filter_map(|(i, c)| c.map(|s| (i, s))).collect();
+        if exact
+            && present.len() != block.rows.iter().filter(|r| r.values.get(col).is_some_and(Option::is_some)).count()
+        {
+            // A value the record cannot hold (no samples, not finite) would be dropped.
+            return None;
+        }
+        let exponent = if exact {
+            exact_exponent(&present.iter().map(|(_, s)| *s).collect::<Vec<_>>(), largest)?
+        } else {
+            exponent_for(largest, DIGITS)
+        };
         let scale = 10f64.powi(exponent);
         let q = |v: f64| (v / scale).round() as i64;
-        let present: Vec<(usize, &Stat)> = cells.iter().enumerate().filter_map(|(i, c)| c.map(|s| (i, s))).collect();
+        // Min and last as offsets from the mean in units of 10^envelope: at least the column's
+        // own (both are clamped alike), at most 2 above it; exactly, the coarsest that divides
+        // every offset (at most 18 above: 10^18 is the largest power of ten in i64).
+        let envelope = if exact {
+            let offsets: Vec<i128> = present
+                .iter()
+                .flat_map(|(_, s)| {
+                    [i128::from(q(s.mean)) - i128::from(q(s.min)), i128::from(q(s.last)) - i128::from(q(s.mean))]
+                })
+                .collect();
+            let above = (0..=MAX_ENVELOPE_STEP as u32)
+                .rev()
+                .find(|k| offsets.iter().all(|o| o % 10i128.pow(*k) == 0))
+                .unwrap_or(0);
+            exponent + above as i32
+        } else {
+            exponent_for(largest, ENVELOPE_DIGITS).max(exponent)
+        };
+        let step = 10i64.pow((envelope - exponent).unsigned_abs());
         let means: Vec<i64> = present.iter().map(|(_, s)| q(s.mean)).collect();
         // Each mean from the one before (the first from the base: a constant column's stream is
         // all zero), or from the column's median where that is shorter: a series that jumps
@@ -211,7 +314,7 @@ fn encode_with(block: &RollupBlock, front_coded: bool) -> Vec<u8> {
             }
         }
     }
-    out
+    Some(out)
 }
 
 /// The decimal exponent that keeps `digits` significant digits of `largest` (clamped to what
@@ -324,9 +427,7 @@ pub fn decode_block_version(version: u8, bytes: &[u8]) -> Result<RollupBlock, Ba
             1
         };
         let from_base = v2 && flags & (1 << 6) != 0;
-        // Dividing by an exact power of ten gives the nearest double to the decimal (355 / 100
-        // is 3.55; 355 × 0.01 is 3.5500000000000003).
-        let (scale, divide) = (10f64.powi(exponent.unsigned_abs() as i32), exponent < 0);
+        let unit = Unit::new(exponent);
         let base = r.zigzag()?;
         for (k, stream) in streams.iter_mut().enumerate() {
             stream.clear();
@@ -356,7 +457,7 @@ pub fn decode_block_version(version: u8, bytes: &[u8]) -> Result<RollupBlock, Ba
             mean = if from_base { base } else { mean }.wrapping_add(streams[1][j]);
             let n = i64::from(rows[i].samples).wrapping_add(counts[j]);
             let n = u32::try_from(n).map_err(|_| bad("a value count out of range"))?;
-            let v = |q: i64| if divide { q as f64 / scale } else { q as f64 * scale };
+            let v = |q: i64| unit.value(q);
             // A statistic equal to the mean (most mins and lasts at 2 digits, every one of an
             // idle column) takes the mean's value: the division is most of a block's decoding.
             let mean_value = v(mean);
@@ -381,7 +482,8 @@ pub fn decode_block_version(version: u8, bytes: &[u8]) -> Result<RollupBlock, Ba
 /// `record_len` bytes: what the decoder accepts, and so what a writer may write.
 pub fn check_cells(names: usize, rows: usize, record_len: usize) -> Result<(), BadBlock> {
     let cells = names.saturating_mul(rows);
-    if cells > record_len.saturating_mul(CELLS_PER_BYTE) {
+    let compacted = rows <= MAX_COMPACTED_ROWS && cells <= COMPACTED_CELLS;
+    if cells > record_len.saturating_mul(CELLS_PER_BYTE) && !compacted {
         return Err(bad("more cells (names × rows) than the record's bytes can hold"));
     }
     if cells > MAX_CELLS {
@@ -647,7 +749,7 @@ mod tests {
         let bytes = encode_block(&b);
         let name_bytes: usize = b.names.iter().map(String::len).sum();
         assert_eq!(decode_block(&bytes).expect("decodes"), b);
-        assert!(name_bytes > 64 * encode_with(&b, true).len(), "front-coded, past the bound");
+        assert!(name_bytes > 64 * encode_with(&b, true, false).expect("encodes").len(), "front-coded, past the bound");
         assert!(bytes.len() > name_bytes, "{} bytes: written whole", bytes.len());
     }
 
@@ -795,6 +897,56 @@ mod tests {
                 assert!(block.rows.iter().all(|r| r.values.iter().all(|v| v.is_some_and(|s| s.n == 60))));
             }
         }
+    }
+
+    /// Six hours of minute rows of idle columns (a compacted block of a box of idle groups) fit
+    /// whatever their record's size, up to [`COMPACTED_CELLS`]; one cell more, or a row more than
+    /// six hours, is held to the record's bytes as before.
+    #[test]
+    fn six_hours_of_idle_columns_decode_and_a_claim_past_them_does_not() {
+        let too_dense = Some(BadBlock("more cells (names × rows) than the record's bytes can hold"));
+        let most = (COMPACTED_CELLS / MAX_COMPACTED_ROWS) as u64;
+        let record = idle_record(ROLLUP_VERSION, most, 0, MAX_COMPACTED_ROWS as u64);
+        assert!(record.len() * CELLS_PER_BYTE < COMPACTED_CELLS, "{} bytes", record.len());
+        let block = decode_block(&record).expect("decodes");
+        assert_eq!((block.names.len(), block.rows.len()), (most as usize, MAX_COMPACTED_ROWS));
+        assert_eq!(decode_block(&idle_record(ROLLUP_VERSION, most + 1, 0, MAX_COMPACTED_ROWS as u64)).err(), too_dense);
+        assert_eq!(decode_block(&idle_record(ROLLUP_VERSION, 64, 0, MAX_COMPACTED_ROWS as u64 + 1)).err(), too_dense);
+    }
+
+    /// Hours whose columns were written with different units (an hour of small values, one of
+    /// large) merged into one block come back exactly from [`encode_block_exact`], where
+    /// [`encode_block`] would keep 4 digits of the largest value only.
+    #[test]
+    fn hours_merged_exactly_read_back_the_same_values() {
+        let hour = |start: u64, top: f64| {
+            let rows = (0..60u64)
+                .map(|m| {
+                    let v = top * (1.0 + (m * 37 % 101) as f64 / 101.0);
+                    RollupRow {
+                        start_unix_s: start + m * 60,
+                        span_s: 60,
+                        samples: 60,
+                        values: vec![
+                            stat(v * 0.5, v * 0.75, v, v * 0.6, 60),
+                            (m % 5 != 0).then_some(Stat { min: 3.0, mean: 3.0, max: 3.0, last: 3.0, n: 59 }),
+                        ],
+                    }
+                })
+                .collect();
+            let b = RollupBlock { span_s: 60, names: vec!["group.web.cpu".into(), "group.web.rss".into()], rows };
+            // As a tier holds it: written and read back.
+            decode_block(&encode_block(&b)).expect("decodes")
+        };
+        let hours = [hour(1_700_000_000, 0.012), hour(1_700_003_600, 7_345.0), hour(1_700_007_200, 1.5e9)];
+        let mut merged = hours[0].clone();
+        merged.rows = hours.iter().flat_map(|h| h.rows.clone()).collect();
+        let exact = encode_block_exact(&merged).expect("exact");
+        assert_eq!(decode_block(&exact).expect("decodes"), merged);
+        assert_ne!(decode_block(&encode_block(&merged)).expect("decodes"), merged, "4 digits of 1.5e9 lose 0.012");
+        // A value no record holds (no samples) is refused, not dropped.
+        merged.rows[0].values[0] = stat(1.0, 1.0, 1.0, 1.0, 0);
+        assert_eq!(encode_block_exact(&merged), None);
     }
 
     /// A version this build does not know is an error, not a guess.

@@ -21,6 +21,10 @@ pub const SEGMENT_SUFFIX: &str = ".seg";
 /// intact frames, and say so), and retention deletes it
 /// once it is past the retention age or the store is over its size budget.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
+/// A segment being rewritten (`Writer::replace_segments`) is written as `NAME.seg.new`, which
+/// no listing takes for a segment, and renamed to `NAME.seg` once whole; a `.new` file left by a
+/// crash is removed by the next writer.
+pub const REWRITE_SUFFIX: &str = ".new";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentInfo {

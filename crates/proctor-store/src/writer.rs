@@ -17,7 +17,7 @@ use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
 use crate::segment::{
     intact_frame_after, list, list_segments, list_set_aside, open_regular, segment_name, walk, Check, SegmentInfo,
-    CORRUPT_SUFFIX,
+    CORRUPT_SUFFIX, REWRITE_SUFFIX,
 };
 use crate::{check_dir, StoreConfig, StoreError};
 
@@ -173,6 +173,7 @@ impl Writer {
             return Err(StoreError::io("cannot lock", &lock_path, err));
         }
         let mut report = OpenReport::default();
+        remove_unfinished_rewrites(dir, &mut report)?;
         let listing = list(dir)?;
         report.skipped = listing.not_files;
         let segments = listing.segments;
@@ -426,6 +427,77 @@ impl Writer {
         Ok(cost)
     }
 
+    /// Seals the active segment (synced), so the next frame starts a new one: a writer of a
+    /// rollup tier ends a segment where a compaction window ends, so that a window's blocks
+    /// can be rewritten as whole segments.
+    pub fn seal(&mut self) -> Result<(), StoreError> {
+        if let Some(active) = self.active.take() {
+            active.file.sync_data().map_err(|e| StoreError::io("cannot sync", &active.path, e))?;
+        }
+        self.compressor.reset();
+        self.base = None;
+        Ok(())
+    }
+
+    /// Replaces consecutive segments `old` (in time order, each named and read as
+    /// [`crate::segment::list`] gives them) by one segment holding `records` (time, kind,
+    /// version, uncompressed record), each compressed on its own: how a rollup tier compacts
+    /// its hour blocks. The new segment takes the first old one's name.
+    ///
+    /// Crash-safe without a journal: the new segment is written in full under a name no
+    /// reader lists (`NAME.seg.new`) and synced; then renamed over the first old segment (one
+    /// atomic step: a reader finds either the old file or the new, whole); then the other old
+    /// segments are removed. A crash before the rename leaves the old segments as they were
+    /// (the next [`Writer::open`] removes the `.new` file); one after it leaves the new segment
+    /// beside old ones that hold the same records again, which the caller's readers must take
+    /// once (the rollup tiers' readers skip a row whose time an earlier block held) and the
+    /// caller's next rewrite removes. The active segment, if it is among `old`, is sealed first.
+    /// Returns the new segment's size.
+    pub fn replace_segments(&mut self, old: &[SegmentInfo], records: &[NewFrame<'_>]) -> Result<u64, StoreError> {
+        let Some(first) = old.first() else { return Ok(0) };
+        if self.active.as_ref().is_some_and(|a| old.iter().any(|s| s.path == a.path)) {
+            self.seal()?;
+        }
+        let mut bytes = SEGMENT_MAGIC.to_vec();
+        for record in records {
+            let payload = compress_alone(self.config.level, record.record)
+                .map_err(|e| StoreError::io("cannot compress an event for", &self.dir, e))?;
+            if payload.len() > MAX_PAYLOAD_LEN as usize || record.record.len() > decompressed_cap(payload.len(), 0) {
+                return Err(StoreError::BadFrame {
+                    path: self.dir.clone(),
+                    offset: 0,
+                    reason: "rewritten record too large to be read back",
+                });
+            }
+            bytes.extend_from_slice(&encode_header(record.unix_ns, record.kind, record.version, &payload));
+            bytes.extend_from_slice(&payload);
+        }
+        let mut new_path = first.path.as_os_str().to_owned();
+        new_path.push(REWRITE_SUFFIX);
+        let new_path = PathBuf::from(new_path);
+        let write = |path: &Path| -> std::io::Result<()> {
+            let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+            file.write_all(&bytes)?;
+            file.sync_all()
+        };
+        if let Err(e) = write(&new_path) {
+            let _ = std::fs::remove_file(&new_path);
+            return Err(StoreError::io("cannot write", &new_path, e));
+        }
+        std::fs::rename(&new_path, &first.path).map_err(|e| StoreError::io("cannot rename", &new_path, e))?;
+        sync_dir(&self.dir)?;
+        for segment in &old[1..] {
+            match std::fs::remove_file(&segment.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io("cannot remove", &segment.path, e)),
+            }
+        }
+        sync_dir(&self.dir)?;
+        self.stats.segments_removed += old.len() as u64 - 1;
+        Ok(bytes.len() as u64)
+    }
+
     /// Where the next frame will start: after the active segment's frames, or after the
     /// magic of the segment it will create.
     fn next_offset(&self) -> u64 {
@@ -618,6 +690,44 @@ impl Writer {
         }
         Ok(removed)
     }
+}
+
+/// One frame of a segment that [`Writer::replace_segments`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct NewFrame<'a> {
+    pub unix_ns: u64,
+    pub kind: FrameKind,
+    pub version: u8,
+    /// The record, uncompressed.
+    pub record: &'a [u8],
+}
+
+/// Removes `NAME.seg.new` files: rewrites a crash cut short before their rename, whose old
+/// segments are all still in place ([`Writer::replace_segments`]).
+fn remove_unfinished_rewrites(dir: &Path, report: &mut OpenReport) -> Result<(), StoreError> {
+    let suffix = format!("{}{REWRITE_SUFFIX}", crate::segment::SEGMENT_SUFFIX);
+    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("cannot list", dir, e))?;
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let unfinished = entry.file_name().to_str().is_some_and(|n| n.ends_with(&suffix));
+        if !unfinished || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let dropped_bytes = entry.metadata().map_or(0, |m| m.len());
+        std::fs::remove_file(&path).map_err(|e| StoreError::io("cannot remove", &path, e))?;
+        report.repaired.push(Repair {
+            path,
+            kept_bytes: 0,
+            dropped_bytes,
+            reason: "a rewrite cut short before its rename; the segments it was to replace are kept".to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// `fsync` of a directory: a rename or an unlink in it reaches the disk.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("cannot sync", dir, e))
 }
 
 /// A failed write or sync, its path given by [`WriteFailure::at`].

@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use proctor_model::RollupBlock;
 use proctor_report::{GroupSelect, RangeBuilder, RangeConfig, RangeSummary};
 use proctor_store::frame::FrameKind;
 use proctor_store::{Reader, StoreError, StoredFrame};
@@ -262,11 +263,32 @@ pub struct TierRead {
     pub end_unix_s: Option<u64>,
 }
 
-/// The rollup tiers: directory under the data directory, label, a block's span and a row's
-/// span in seconds (a minute tier's block is an hour of minute rows, an hour tier's a day of
-/// hour rows).
+/// Hours of minute rows in a compacted block of the minute tier ([`crate::rollup::compact`]
+/// writes them, and says why six).
+pub const COMPACT_HOURS: u64 = 6;
+
+/// The rollup tiers: directory under the data directory, label, the longest span of a block
+/// and a row's span in seconds (a minute tier's block is an hour of minute rows, or
+/// [`COMPACT_HOURS`] once compacted; an hour tier's a day of hour rows).
 pub const TIERS: [(&str, &str, u64, u64); 2] =
-    [(proctor_store::MINUTE_TIER, "1m", 3600, 60), (proctor_store::HOUR_TIER, "1h", 86_400, 3600)];
+    [(proctor_store::MINUTE_TIER, "1m", COMPACT_HOURS * 3600, 60), (proctor_store::HOUR_TIER, "1h", 86_400, 3600)];
+
+/// The block of a rollup tier at `frame`, without the rows that a block read before it in the
+/// same pass held (`read_until_s`: where the rows read so far end, 0 to start). Every reader of
+/// the tiers reads through it, in frame order: a crash in the middle of a compaction
+/// ([`crate::rollup::compact`]) can leave a compacted block beside hour blocks holding some of
+/// the same rows, and each row counts once. `None` when the frame does not read (the reader's
+/// report says why).
+pub fn read_tier_block(tier: &mut Reader, frame: &StoredFrame, read_until_s: &mut u64) -> Option<RollupBlock> {
+    let Some(proctor_store::Event::Rollup(mut block)) = tier.read_event(frame) else { return None };
+    if block.rows.first().is_some_and(|r| r.start_unix_s < *read_until_s) {
+        block.rows.retain(|r| r.start_unix_s >= *read_until_s);
+    }
+    if let Some(end) = block.end_unix_s() {
+        *read_until_s = (*read_until_s).max(end);
+    }
+    Some(block)
+}
 
 /// A tier's (block, row) spans in seconds, by label.
 pub fn tier_spans(label: &str) -> (u64, u64) {
@@ -338,9 +360,10 @@ pub fn fold_tiered(
         _ => None,
     };
     let from_s = stats.from_ns / NS;
+    // The blocks before `from` (up to a block's longest span of hour blocks) and one more.
     read.first_unix_s = blocks
         .iter()
-        .take(2)
+        .take(2 + (block_s / 3600) as usize)
         .filter_map(|f| block_at(&mut tier, f))
         .flat_map(|b| b.rows.into_iter().map(|r| r.start_unix_s + u64::from(r.span_s)))
         .find(|end| *end > from_s)
@@ -356,8 +379,9 @@ pub fn fold_tiered(
     let data_to = picked.frames.last().map_or(tier_end_ns, |f| f.unix_ns().min(stats.to_ns));
     let mut builder = builder_for(&config, data_from, data_to);
     let until_s = tier_end_ns.div_ceil(NS);
+    let mut read_until_s = 0;
     for frame in &blocks {
-        let Some(block) = block_at(&mut tier, frame) else {
+        let Some(block) = read_tier_block(&mut tier, frame, &mut read_until_s) else {
             read.bad_blocks += 1;
             continue;
         };

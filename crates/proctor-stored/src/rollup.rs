@@ -8,8 +8,9 @@
 //! [`roll`] is idempotent and bounded: it continues after the last block a tier holds, rolls
 //! only whole hours (days) that the tier below has finished, at most [`HOURS_PER_ROLL`] hours
 //! a call, and reads each hour's raw samples once (full decode: swap and PSS are in the parts a
-//! lean decode skips). [`Roller`] calls it on a thread of its own every few minutes beside a
-//! recording; `proctor rollup` calls it by hand.
+//! lean decode skips). Then it [`compact`]s: each six hours of minute blocks that are over are
+//! written again as one block, losslessly (a third fewer bytes). [`Roller`] calls it on a
+//! thread of its own every few minutes beside a recording; `proctor rollup` calls it by hand.
 //!
 //! What it does not do: roll an hour that is not over (the tier lags the raw one by up to an
 //! hour and a roll interval; readers take the rest from raw samples), or keep processes (top
@@ -25,11 +26,25 @@ use std::time::{Duration, Instant};
 use proctor_groups::{churn, fold};
 use proctor_model::{process_rows, RollupBlock, RollupRow, RowContext, Sample, Stat};
 use proctor_report::{group_values, host_values, GROUP_SERIES, SERIES};
-use proctor_store::{same_run, stream_dir, Event, Reader, StoreConfig, StoreError, Writer, HOUR_TIER, MINUTE_TIER};
+use proctor_store::frame::FrameKind;
+use proctor_store::{
+    same_run, stream_dir, Event, NewFrame, Reader, StoreConfig, StoreError, StoredFrame, Writer, HOUR_TIER, MINUTE_TIER,
+};
 
 /// Most hours one [`roll`] call rolls: a week of recording found unrolled is caught up over
 /// many calls, a few seconds of CPU each, rather than in one burst of minutes.
 pub const HOURS_PER_ROLL: u64 = 6;
+
+// Hours of minute rows that [`compact`] writes again as one block (the tier's layout, so
+// `range` holds it): six whole hours (aligned to UTC: 00–06, 06–12, …) take ~0.65 of the bytes
+// of their six hour blocks (zstd finds each column's values of the six hours side by side),
+// where a day's would take ~0.57 but decode to ~37 MB of rows at once for every reader that
+// touches it, against ~9 MB.
+pub use crate::range::COMPACT_HOURS;
+const _: () = assert!(COMPACT_HOURS as usize * 60 <= proctor_store::rollup::MAX_COMPACTED_ROWS);
+/// Most windows one [`roll`] call compacts (a tier written before compaction is caught up
+/// over many calls).
+pub const WINDOWS_PER_ROLL: u64 = 8;
 
 /// How long each tier keeps its rows and how much disk both may use.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +96,10 @@ pub struct RollReport {
     pub minute_tier_end_unix_s: Option<u64>,
     /// Hours of raw samples finished but left for the next call (the per-call bound).
     pub hours_left: u64,
+    /// Windows of [`COMPACT_HOURS`] written again as one block, and whole windows still held
+    /// by more than one block (the per-call bound; or not exact, see [`compact`]).
+    pub compacted_windows: u64,
+    pub windows_left: u64,
     pub elapsed_ms: f64,
     /// Why a tier was not rolled (locked by another roller, say).
     pub note: Option<String>,
@@ -114,6 +133,11 @@ pub fn roll(data: &Path, config: &RollupConfig) -> Result<RollReport, StoreError
                 report.hours_left = (finished - hour) / 3600;
                 break;
             }
+            // A segment never holds hours of two compaction windows: compaction rewrites a
+            // window's segments whole.
+            if hour % (COMPACT_HOURS * 3600) == 0 {
+                minutes.seal()?;
+            }
             if let Some(block) = roll_hour(&mut raw, hour, &mut report)? {
                 minutes.append_event(hour * 1_000_000_000, &Event::Rollup(block))?;
                 report.minute_blocks += 1;
@@ -123,6 +147,9 @@ pub fn roll(data: &Path, config: &RollupConfig) -> Result<RollReport, StoreError
         }
     }
     report.minute_tier_end_unix_s = next;
+    if let Some(end) = next {
+        compact(&mut minutes, COMPACT_HOURS * 3600, end, WINDOWS_PER_ROLL, &mut report)?;
+    }
     drop(minutes);
     match Writer::open(&hour_dir, config.tier(true)) {
         Ok((mut hours, _)) => roll_days(&minute_dir, &hour_dir, &mut hours, &mut report)?,
@@ -156,6 +183,148 @@ fn last_block_end(dir: &Path) -> Result<Option<u64>, StoreError> {
         }
     }
     Ok(None)
+}
+
+/// Writes each whole window of `window_s` seconds (aligned to UTC) that ends by `until_s` and
+/// is held by more than one block as one block of all its rows, at most `max_windows` a call:
+/// lossless, as Prometheus compacts its two-hour blocks. The roller writes an hour a block (a
+/// crash loses at most that hour, and the tier lags the raw samples by no more); once a window
+/// is over, its six hour blocks take ~0.65 of their bytes as one.
+///
+/// A window is compacted only when its segments hold nothing outside it (the roller seals a
+/// segment where a window starts; a tier written before that may straddle, and stays as it is),
+/// none is set aside as damaged, every block of it reads, and its rows written again by
+/// [`proctor_store::rollup::encode_block_exact`] decode to exactly what was read; otherwise it
+/// is left as it is and counted in `windows_left`. The rewrite is
+/// [`Writer::replace_segments`]: a crash leaves either the hour blocks, or the new block beside
+/// some of them, whose rows [`crate::range::read_tier_block`] takes once and the next call
+/// compacts again.
+pub fn compact(
+    writer: &mut Writer,
+    window_s: u64,
+    until_s: u64,
+    max_windows: u64,
+    report: &mut RollReport,
+) -> Result<(), StoreError> {
+    const NS: u64 = 1_000_000_000;
+    let dir = writer.dir().to_owned();
+    let mut reader = Reader::open(&dir)?;
+    let frames = reader.event_frames(0, u64::MAX)?;
+    // Per window, its segments and their frames; a window some segment shares with another is
+    // left alone.
+    let mut windows: BTreeMap<u64, (Vec<usize>, Vec<StoredFrame>)> = BTreeMap::new();
+    let mut shared = std::collections::BTreeSet::new();
+    let mut segment_window: BTreeMap<usize, u64> = BTreeMap::new();
+    for frame in frames {
+        let window = frame.unix_ns() / NS / window_s * window_s;
+        match segment_window.insert(frame.segment, window) {
+            Some(before) if before != window => {
+                shared.insert(before);
+                shared.insert(window);
+            }
+            _ => {}
+        }
+        let (segments, frames) = windows.entry(window).or_default();
+        if segments.last() != Some(&frame.segment) {
+            segments.push(frame.segment);
+        }
+        frames.push(frame);
+    }
+    for (window, (segments, frames)) in windows {
+        if window + window_s > until_s || frames.len() < 2 || shared.contains(&window) {
+            continue;
+        }
+        // A segment set aside as damaged is evidence, never rewritten or removed here.
+        if segments.iter().any(|i| reader.segments()[*i].set_aside) {
+            report.windows_left += 1;
+            continue;
+        }
+        if report.compacted_windows >= max_windows {
+            report.windows_left += 1;
+            continue;
+        }
+        let Some(record) = compacted(&mut reader, &frames) else {
+            report.windows_left += 1;
+            continue;
+        };
+        let old: Vec<proctor_store::segment::SegmentInfo> =
+            segments.iter().map(|i| reader.segments()[*i].clone()).collect();
+        let frame = NewFrame {
+            unix_ns: frames[0].unix_ns(),
+            kind: FrameKind::Rollup,
+            version: proctor_store::rollup::ROLLUP_VERSION,
+            record: &record,
+        };
+        writer.replace_segments(&old, &[frame])?;
+        report.compacted_windows += 1;
+    }
+    Ok(())
+}
+
+/// The record of one block holding every row of `frames`' blocks once, if each reads and the
+/// record decodes to exactly them.
+///
+/// The check reads the hour blocks a second time, one at a time, against the decoded record,
+/// rather than keeping the merged block beside its decoded copy: six hours of 530 series are
+/// ~9 MB of rows, and the roller runs in `serve`.
+fn compacted(reader: &mut Reader, frames: &[StoredFrame]) -> Option<Vec<u8>> {
+    let mut read_until_s = 0;
+    let mut blocks = Vec::with_capacity(frames.len());
+    for frame in frames {
+        let block = crate::range::read_tier_block(reader, frame, &mut read_until_s)?;
+        // Names in order, each once, as the roller writes them (a merge keeps each then).
+        if !block.names.windows(2).all(|w| w[0] < w[1]) {
+            return None;
+        }
+        blocks.push(block);
+    }
+    let record = proctor_store::rollup::encode_block_exact(&merge_blocks(blocks))?;
+    let decoded = proctor_store::rollup::decode_block(&record).ok()?;
+    let mut rows = decoded.rows.iter();
+    let mut read_until_s = 0;
+    for frame in frames {
+        let block = crate::range::read_tier_block(reader, frame, &mut read_until_s)?;
+        let at: Vec<usize> = block.names.iter().map(|n| decoded.names.binary_search(n).ok()).collect::<Option<_>>()?;
+        for row in &block.rows {
+            let got = rows.next()?;
+            let mut want = vec![None; decoded.names.len()];
+            for (i, v) in at.iter().zip(&row.values) {
+                want[*i] = *v;
+            }
+            let same = (got.start_unix_s, got.span_s, got.samples) == (row.start_unix_s, row.span_s, row.samples)
+                && got.values == want;
+            if !same {
+                return None;
+            }
+        }
+    }
+    rows.next().is_none().then_some(record)
+}
+
+/// Consecutive blocks of one tier as one: their rows in order, over the union of their names
+/// (sorted, as the roller writes them), a series a block lacks absent from its rows.
+pub fn merge_blocks(blocks: Vec<RollupBlock>) -> RollupBlock {
+    let span_s = blocks.first().map_or(60, |b| b.span_s);
+    let mut names: Vec<String> = blocks.iter().flat_map(|b| b.names.iter().cloned()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut rows = Vec::with_capacity(blocks.iter().map(|b| b.rows.len()).sum());
+    for block in blocks {
+        if block.names == names {
+            rows.extend(block.rows);
+            continue;
+        }
+        let at: Vec<usize> =
+            block.names.iter().map(|n| names.binary_search(n).expect("the union holds every block's names")).collect();
+        for row in block.rows {
+            let mut values = vec![None; names.len()];
+            for (i, v) in at.iter().zip(row.values) {
+                values[*i] = v;
+            }
+            rows.push(RollupRow { values, ..row });
+        }
+    }
+    RollupBlock { span_s, names, rows }
 }
 
 /// Per minute of `[from_s, to_s)`: the samples behind it and every series' stats.
@@ -281,8 +450,9 @@ fn roll_days(
     while day + 86_400 <= finished {
         let frames = reader.event_frames(day * 1_000_000_000, (day + 86_400) * 1_000_000_000 - 1)?;
         let mut rows: BTreeMap<u64, (u32, BTreeMap<String, Stat>)> = BTreeMap::new();
+        let mut read_until_s = 0;
         for frame in &frames {
-            let Some(Event::Rollup(block)) = reader.read_event(frame) else {
+            let Some(block) = crate::range::read_tier_block(&mut reader, frame, &mut read_until_s) else {
                 report.bad_frames += 1;
                 continue;
             };
@@ -475,6 +645,171 @@ mod tests {
             groups: Some(Arc::new(groups)),
             gpu: None,
         }
+    }
+
+    /// A store of 26 hours and a half of samples whose minute tier is written an hour a block
+    /// by a writer each (as the roller writes it, without compacting), and whose raw segments
+    /// before hour 20 are gone, so readers take those hours from the tier.
+    fn store_with_hour_blocks(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("proctor-compact-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        {
+            let (mut w, _) = Writer::open(&dir, StoreConfig::default()).expect("writer");
+            for (seq, t) in (0..26 * 3600 + 1800).step_by(60).enumerate() {
+                w.append(&sample(seq as u64, t)).expect("append");
+            }
+        }
+        let minute_dir = stream_dir(&dir, MINUTE_TIER).expect("tier");
+        let mut raw = Reader::open(&dir).expect("reader");
+        for hour in 0..26 {
+            let (mut w, _) = Writer::open(&minute_dir, RollupConfig::default().tier(false)).expect("writer");
+            let start = T0 + hour * 3600;
+            let block = roll_hour(&mut raw, start, &mut RollReport::default()).expect("roll").expect("rows");
+            w.append_event(start * NS, &Event::Rollup(block)).expect("append");
+        }
+        for segment in raw.segments() {
+            if segment.start_ns < (T0 + 20 * 3600) * NS {
+                std::fs::remove_file(&segment.path).expect("rm");
+            }
+        }
+        dir
+    }
+
+    /// What the readers of the tier answer over `dir`: every row of the minute tier (each as
+    /// read once), a report from hour 3.5 (the `web` group: the tier's rows, then raw samples
+    /// after its end), and the history's points of the same range.
+    /// A row as readers see it: start, samples, and each series' statistics by name.
+    type Row = (u64, u32, Vec<(String, Stat)>);
+
+    fn readings(dir: &Path) -> (Vec<Row>, String, String) {
+        let mut tier = Reader::open(&dir.join(MINUTE_TIER)).expect("tier");
+        let mut rows = Vec::new();
+        let mut read_until_s = 0;
+        for frame in tier.event_frames(0, u64::MAX).expect("frames") {
+            let block = crate::range::read_tier_block(&mut tier, &frame, &mut read_until_s).expect("reads");
+            for row in block.rows {
+                let values = block.names.iter().zip(row.values).filter_map(|(n, v)| Some((n.clone(), v?))).collect();
+                rows.push((row.start_unix_s, row.samples, values));
+            }
+        }
+        let (from, to) = ((T0 + 3 * 3600 + 1800) * NS, (T0 + 26 * 3600 + 1800) * NS);
+        let select = Some(GroupSelect::Named(vec!["web".into()]));
+        let config = FoldConfig { budget: 0, max_points: 40, groups: select, max_span: None, ..FoldConfig::default() };
+        let mut reader = Reader::open(dir).expect("reader");
+        let (fold, tier) = fold_tiered(dir, &mut reader, from, to, config).expect("fold");
+        let summary = format!("{:?} {:?}", tier.map(|t| t.rows), fold.summary);
+        let maker = proctor_agent::history::History::new(
+            &proctor_agent::snapshot::Snapshot::derive(sample(0, 0), None),
+            10,
+            10,
+        )
+        .maker()
+        .clone();
+        let (points, _) = crate::store_history::read_points(
+            dir,
+            &maker,
+            from / 1_000_000,
+            to / 1_000_000,
+            2048,
+            &mut Default::default(),
+        );
+        (rows, summary, format!("{points:?}"))
+    }
+
+    fn minute_segments(dir: &Path) -> Vec<PathBuf> {
+        proctor_store::segment::list_segments(&dir.join(MINUTE_TIER))
+            .expect("list")
+            .into_iter()
+            .map(|s| s.path)
+            .collect()
+    }
+
+    /// Compaction writes each whole six hours of the minute tier as one block of 360 rows, and
+    /// every reader answers as before: the rows, a report over compacted and hour blocks, the
+    /// history. A crash after the compacted block's rename but before the hour blocks went
+    /// (both left) reads each minute once; the next compaction removes the leftovers.
+    #[test]
+    fn compaction_keeps_every_row_and_a_crash_midway_reads_each_minute_once() {
+        let dir = store_with_hour_blocks("rows");
+        let before = readings(&dir);
+        assert_eq!(before.0.len(), 26 * 60);
+        assert!(before.1.starts_with("Some(1350) "), "the report read the tier from hour 3.5 to 26");
+        let hour_segments = minute_segments(&dir);
+        assert_eq!(hour_segments.len(), 26);
+        let saved = dir.join("saved");
+        std::fs::create_dir_all(&saved).expect("dir");
+        for path in &hour_segments {
+            std::fs::copy(path, saved.join(path.file_name().expect("name"))).expect("copy");
+        }
+        let compact_all = || {
+            let (mut w, _) = Writer::open(&dir.join(MINUTE_TIER), RollupConfig::default().tier(false)).expect("writer");
+            let mut report = RollReport::default();
+            compact(&mut w, COMPACT_HOURS * 3600, T0 + 26 * 3600, u64::MAX, &mut report).expect("compact");
+            report
+        };
+        let report = compact_all();
+        assert_eq!((report.compacted_windows, report.windows_left), (4, 0));
+        // Four windows of six hours, then hours 24 and 25 (their window is not over).
+        assert_eq!(minute_segments(&dir).len(), 4 + 2);
+        let mut tier = Reader::open(&dir.join(MINUTE_TIER)).expect("tier");
+        let frames = tier.event_frames(0, u64::MAX).expect("frames");
+        let Some(Event::Rollup(first)) = tier.read_event(&frames[0]) else { panic!("a block") };
+        assert_eq!((first.rows.len(), first.rows[0].start_unix_s), (360, T0));
+        assert!(readings(&dir) == before, "the same rows, report and history after compaction");
+
+        // The crash: the hour segments that were removed are back beside the compacted ones.
+        for path in &hour_segments {
+            if !path.exists() {
+                std::fs::copy(saved.join(path.file_name().expect("name")), path).expect("copy");
+            }
+        }
+        assert_eq!(minute_segments(&dir).len(), 26);
+        assert!(readings(&dir) == before, "each minute once with both copies there");
+        assert_eq!(compact_all().compacted_windows, 4);
+        assert_eq!(minute_segments(&dir).len(), 6);
+        assert!(readings(&dir) == before);
+        // Compacted windows are left alone after that.
+        assert_eq!(compact_all().compacted_windows, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A window with a segment set aside as damaged (`*.seg.corrupt`) is left as it is: the
+    /// file is evidence, and compaction neither rewrites nor removes it.
+    #[test]
+    fn a_window_with_a_set_aside_segment_is_not_compacted() {
+        let dir = store_with_hour_blocks("set-aside");
+        let hour_segments = minute_segments(&dir);
+        let mut corrupt = hour_segments[2].as_os_str().to_owned();
+        corrupt.push(".corrupt");
+        std::fs::rename(&hour_segments[2], &corrupt).expect("set aside");
+        let (mut w, _) = Writer::open(&dir.join(MINUTE_TIER), RollupConfig::default().tier(false)).expect("writer");
+        let mut report = RollReport::default();
+        compact(&mut w, COMPACT_HOURS * 3600, T0 + 26 * 3600, u64::MAX, &mut report).expect("compact");
+        assert_eq!((report.compacted_windows, report.windows_left), (3, 1));
+        assert!(Path::new(&corrupt).exists());
+        assert_eq!(
+            minute_segments(&dir)[..5],
+            hour_segments[..2].iter().chain(&hour_segments[3..6]).cloned().collect::<Vec<_>>()[..]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Retention drops compacted segments whole, oldest first, as it drops hour blocks: with 12
+    /// hours kept before the newest segment's start (hour 25), a segment goes once the next one
+    /// starts before hour 13, so hours 0 to 11 go.
+    #[test]
+    fn retention_drops_compacted_blocks_whole() {
+        let dir = store_with_hour_blocks("retention");
+        let (mut w, _) = Writer::open(&dir.join(MINUTE_TIER), RollupConfig::default().tier(false)).expect("writer");
+        compact(&mut w, COMPACT_HOURS * 3600, T0 + 26 * 3600, u64::MAX, &mut RollReport::default()).expect("compact");
+        drop(w);
+        let config = RollupConfig { minute_age: Duration::from_secs(12 * 3600), ..RollupConfig::default() };
+        let (_, opened) = Writer::open(&dir.join(MINUTE_TIER), config.tier(false)).expect("writer");
+        assert_eq!(opened.removed_by_retention.len(), 2, "{opened:?}");
+        let rows = readings(&dir).0;
+        assert_eq!((rows.len(), rows[0].0), (14 * 60, T0 + 12 * 3600));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -155,8 +155,9 @@ fn tier_points(
     let names = maker.names();
     // Buckets by index: (newest row start, per maker column the maximum so far).
     let mut buckets: std::collections::BTreeMap<u64, (u64, Vec<f64>)> = std::collections::BTreeMap::new();
+    let mut read_until_s = 0;
     for frame in &blocks {
-        let Some(proctor_store::Event::Rollup(block)) = tier.read_event(frame) else {
+        let Some(block) = crate::range::read_tier_block(&mut tier, frame, &mut read_until_s) else {
             part.bad_blocks += 1;
             continue;
         };

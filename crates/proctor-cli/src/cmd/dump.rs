@@ -520,9 +520,9 @@ fn dump_rollup(
     if args.format == DumpFormat::Csv {
         writeln!(out, "{}", fields.join(","))?;
     }
-    let (mut rows_out, mut bad) = (0u64, 0u64);
+    let (mut rows_out, mut bad, mut read_until_s) = (0u64, 0u64, 0u64);
     for frame in &blocks {
-        let Some(proctor_store::Event::Rollup(block)) = tier.read_event(frame) else {
+        let Some(block) = proctor_stored::range::read_tier_block(&mut tier, frame, &mut read_until_s) else {
             bad += 1;
             continue;
         };

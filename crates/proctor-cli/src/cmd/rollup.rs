@@ -29,6 +29,8 @@ struct Totals {
     calls: u64,
     minute_blocks: u64,
     hour_blocks: u64,
+    /// Six-hour windows of minute rows written again as one block each.
+    compacted_windows: u64,
     samples_read: u64,
     bad_frames: u64,
     minute_tier_end_unix_s: Option<u64>,
@@ -46,12 +48,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         totals.calls += 1;
         totals.minute_blocks += r.minute_blocks;
         totals.hour_blocks += r.hour_blocks;
+        totals.compacted_windows += r.compacted_windows;
         totals.samples_read += r.samples_read;
         totals.bad_frames += r.bad_frames;
         totals.minute_tier_end_unix_s = r.minute_tier_end_unix_s;
         totals.elapsed_ms += r.elapsed_ms;
         totals.note = r.note.clone();
-        if r.hours_left == 0 || r.note.is_some() || (r.minute_blocks == 0 && r.hour_blocks == 0) {
+        let compacting = r.windows_left > 0 && r.compacted_windows > 0;
+        if (r.hours_left == 0 && !compacting)
+            || r.note.is_some()
+            || (r.minute_blocks == 0 && r.hour_blocks == 0 && r.compacted_windows == 0)
+        {
             break;
         }
     }
@@ -62,6 +69,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "rolled {} hours of raw samples ({} samples) into minute rows and {} days into hour rows in {:.0} ms",
                 totals.minute_blocks, totals.samples_read, totals.hour_blocks, totals.elapsed_ms
             );
+            if totals.compacted_windows > 0 {
+                println!("compacted {} windows of six hours into one block each", totals.compacted_windows);
+            }
             match totals.minute_tier_end_unix_s {
                 Some(end) => println!(
                     "the minute tier ends at {} (an hour is rolled once it is over)",

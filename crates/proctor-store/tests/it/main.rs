@@ -862,3 +862,43 @@ fn write_v2_store_when_asked() {
         writer.append(&churning_sample(seq)).expect("append");
     }
 }
+
+/// Three segments of one rollup block each (three writers, as the roller writes an hour a
+/// call), replaced by one segment holding one record: it takes the first one's name and the
+/// others are gone. A rewrite cut short before its rename (its `.seg.new` file left) changes
+/// nothing a reader sees, and the next writer removes the file.
+#[test]
+fn replacing_segments_leaves_one_segment_and_an_unfinished_rewrite_is_removed() {
+    use proctor_store::frame::FrameKind;
+    use proctor_store::rollup::{encode_block, ROLLUP_VERSION};
+    use proctor_store::{Event, NewFrame};
+    let dir = tempfile::tempdir().expect("tempdir");
+    for hour in 0..3u64 {
+        let (mut writer, _) = Writer::open(dir.path(), small_config()).expect("open");
+        writer.append_event(T0 + hour * 3600 * SECOND, &Event::Rollup(rollup_v1_block(hour))).expect("append");
+    }
+    let old = proctor_store::segment::list_segments(dir.path()).expect("list");
+    assert_eq!(old.len(), 3);
+    // A crash before the rename: the `.new` file is there, the old segments read as before.
+    let mut unfinished = old[0].path.as_os_str().to_owned();
+    unfinished.push(".new");
+    let unfinished = std::path::PathBuf::from(unfinished);
+    std::fs::write(&unfinished, b"PRCTSEG1 half a frame").expect("write");
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    assert_eq!(reader.event_frames(0, u64::MAX).expect("frames").len(), 3);
+    let (mut writer, report) = Writer::open(dir.path(), small_config()).expect("open");
+    assert!(!unfinished.exists(), "{report:?}");
+    assert_eq!(report.repaired.len(), 1);
+
+    let merged = rollup_v1_block(7);
+    let record = encode_block(&merged);
+    let frame = NewFrame { unix_ns: T0, kind: FrameKind::Rollup, version: ROLLUP_VERSION, record: &record };
+    writer.replace_segments(&old, &[frame]).expect("replace");
+    let now = proctor_store::segment::list_segments(dir.path()).expect("list");
+    assert_eq!(now.iter().map(|s| &s.path).collect::<Vec<_>>(), vec![&old[0].path]);
+    let mut reader = Reader::open(dir.path()).expect("reader");
+    let frames = reader.event_frames(0, u64::MAX).expect("frames");
+    assert_eq!(frames.len(), 1);
+    let Some(Event::Rollup(got)) = reader.read_event(&frames[0]) else { panic!("the new block reads") };
+    assert_eq!(encode_block(&got), record);
+}
