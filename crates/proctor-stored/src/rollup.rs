@@ -647,19 +647,24 @@ mod tests {
         }
     }
 
+    /// A fresh store `NAME-PID` in the temporary directory holding 26 hours and a half of
+    /// samples a minute apart.
+    fn raw_store(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (mut w, _) = Writer::open(&dir, StoreConfig::default()).expect("writer");
+        for (seq, t) in (0..26 * 3600 + 1800).step_by(60).enumerate() {
+            w.append(&sample(seq as u64, t)).expect("append");
+        }
+        dir
+    }
+
     /// A store of 26 hours and a half of samples whose minute tier is written an hour a block
     /// by a writer each (as the roller writes it, without compacting), and whose raw segments
     /// before hour 20 are gone, so readers take those hours from the tier.
     fn store_with_hour_blocks(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("proctor-compact-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        {
-            let (mut w, _) = Writer::open(&dir, StoreConfig::default()).expect("writer");
-            for (seq, t) in (0..26 * 3600 + 1800).step_by(60).enumerate() {
-                w.append(&sample(seq as u64, t)).expect("append");
-            }
-        }
+        let dir = raw_store(&format!("proctor-compact-{name}"));
         let minute_dir = stream_dir(&dir, MINUTE_TIER).expect("tier");
         let mut raw = Reader::open(&dir).expect("reader");
         for hour in 0..26 {
@@ -814,15 +819,7 @@ mod tests {
 
     #[test]
     fn finished_hours_roll_into_minutes_and_days_into_hours_and_reports_read_them() {
-        let dir = std::env::temp_dir().join(format!("proctor-rollup-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        {
-            let (mut w, _) = Writer::open(&dir, StoreConfig::default()).expect("writer");
-            for (seq, t) in (0..26 * 3600 + 1800).step_by(60).enumerate() {
-                w.append(&sample(seq as u64, t)).expect("append");
-            }
-        }
+        let dir = raw_store("proctor-rollup-test");
         let config = RollupConfig::default();
         let first = roll(&dir, &config).expect("rolls");
         assert_eq!((first.minute_blocks, first.hours_left), (HOURS_PER_ROLL, 26 - HOURS_PER_ROLL), "{first:?}");
