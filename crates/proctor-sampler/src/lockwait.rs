@@ -35,6 +35,9 @@ const EVENTS: [&str; 3] = ["mmap_lock_start_locking", "mmap_lock_acquire_returne
 /// long read); past it the rest is left out and the measure says it lost events.
 const MAX_TRACE_BYTES: usize = 8 << 20;
 
+/// The most of a trace's buffer kept between reads.
+const KEPT_TRACE_BYTES: usize = 256 << 10;
+
 /// What one traced read found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Waited {
@@ -133,6 +136,11 @@ impl LockWaits {
         let Some(over) = drain(&mut files.pipe, &mut self.buf) else { return (result, None) };
         let mut waited = waits(&self.buf, own_tid(), pid);
         waited.lost |= over;
+        // A trace of a host busy mapping memory can be megabytes; the worker keeps no more
+        // than the usual few kilobytes between reads.
+        if self.buf.capacity() > KEPT_TRACE_BYTES {
+            self.buf = Vec::new();
+        }
         (result, Some(waited))
     }
 }
