@@ -111,21 +111,18 @@ pub fn shapes(report: &ImpactReport, title: &str) -> (Vec<Shape>, f64, f64) {
             out.push(Shape::dashed(x, TOP, x, bottom, color));
         }
         out.push(Shape::dot(x_of(latency.max_seconds.max(1e-9).log10()), bottom - 4.0, 4.0, VERMILLION, Some(INK)));
-        let name = elide_end(&arm.name, proctor_plot::LABEL_SIZE, PANEL_WIDTH);
-        out.push(Shape::text(left, TOP - 6.0, name, INK, Anchor::Start));
+        // A line of text under (or over) the panel, cut to its width.
+        let line = |y: f64, text: &str, color| {
+            Shape::text(left, y, elide_end(text, proctor_plot::LABEL_SIZE, PANEL_WIDTH), color, Anchor::Start)
+        };
+        out.push(line(TOP - 6.0, &arm.name, INK));
         let figures = format!(
             "p99 {} · p99.9 {} · max {}",
             seconds_label(round3(latency.p99_seconds)),
             seconds_label(round3(latency.p999_seconds)),
             seconds_label(round3(latency.max_seconds))
         );
-        out.push(Shape::text(
-            left,
-            bottom + 36.0,
-            elide_end(&figures, proctor_plot::LABEL_SIZE, PANEL_WIDTH),
-            INK,
-            Anchor::Start,
-        ));
+        out.push(line(bottom + 36.0, &figures, INK));
         if let Some(p99) = arm.differences.as_ref().and_then(|d| d.get(1)) {
             let text = match (p99.low_seconds, p99.high_seconds) {
                 (Some(low), Some(high)) => {
@@ -134,13 +131,7 @@ pub fn shapes(report: &ImpactReport, title: &str) -> (Vec<Shape>, f64, f64) {
                 _ => format!("p99 {:+.3} ms (no interval)", p99.seconds * 1e3),
             };
             let color = if p99.includes_zero == Some(false) { VERMILLION } else { INK };
-            out.push(Shape::text(
-                left,
-                bottom + 54.0,
-                elide_end(&text, proctor_plot::LABEL_SIZE, PANEL_WIDTH),
-                color,
-                Anchor::Start,
-            ));
+            out.push(line(bottom + 54.0, &text, color));
         }
     }
     (out, width, height)

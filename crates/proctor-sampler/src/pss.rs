@@ -273,7 +273,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             if !gone {
                 entry.stall.add(held_ns);
                 if let Some(w) = waited {
-                    let waited_ns = w.waited_ns.div_ceil(1_000) * 1_000;
+                    let waited_ns = crate::worker::held_ns(Duration::from_nanos(w.waited_ns));
                     entry.stall.waited_ns = Some(entry.stall.waited_ns.unwrap_or(0).saturating_add(waited_ns));
                 }
                 let now_ns = epoch.elapsed().as_nanos() as u64;

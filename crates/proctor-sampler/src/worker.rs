@@ -98,11 +98,11 @@ pub struct LockTotals {
 /// longest read.
 pub(crate) type Interval = (Stall, u32);
 
-/// What the ledger charges for a read that took `held`: whole microseconds, rounded up. Two
-/// clock reads around a system call know its wall time only to a few microseconds, and the
-/// nanosecond digits were most of what the ledger cost the store (measured: a key record's
-/// ledger 5.0 → 2.8 KB after zstd, 600 processes); rounded up, a read is never charged nothing
-/// and the charge stays an upper bound on the hold.
+/// What the ledger charges for a read that took `held` (or a wait that lasted it): whole
+/// microseconds, rounded up. Two clock reads around a system call know its wall time only to a
+/// few microseconds, and the nanosecond digits were most of what the ledger cost the store
+/// (measured: a key record's ledger 5.0 → 2.8 KB after zstd, 600 processes); rounded up, a read
+/// is never charged nothing and the charge stays an upper bound on the hold.
 pub(crate) fn held_ns(held: std::time::Duration) -> u64 {
     (held.as_nanos() as u64).div_ceil(1_000).saturating_mul(1_000)
 }

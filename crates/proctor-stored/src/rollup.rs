@@ -647,6 +647,13 @@ mod tests {
         }
     }
 
+    /// The history ring's series maker, as the agent's ring over these samples has it.
+    fn history_maker() -> proctor_agent::history::PointMaker {
+        proctor_agent::history::History::new(&proctor_agent::snapshot::Snapshot::derive(sample(0, 0), None), 10, 10)
+            .maker()
+            .clone()
+    }
+
     /// A fresh store `NAME-PID` in the temporary directory holding 26 hours and a half of
     /// samples a minute apart.
     fn raw_store(name: &str) -> PathBuf {
@@ -704,13 +711,7 @@ mod tests {
         let mut reader = Reader::open(dir).expect("reader");
         let (fold, tier) = fold_tiered(dir, &mut reader, from, to, config).expect("fold");
         let summary = format!("{:?} {:?}", tier.map(|t| t.rows), fold.summary);
-        let maker = proctor_agent::history::History::new(
-            &proctor_agent::snapshot::Snapshot::derive(sample(0, 0), None),
-            10,
-            10,
-        )
-        .maker()
-        .clone();
+        let maker = history_maker();
         let (points, _) = crate::store_history::read_points(
             dir,
             &maker,
@@ -878,13 +879,7 @@ mod tests {
 
         // The history API's store part: the minute rows stand in before the raw samples, each
         // point a row's maximum of the ring's series that the tiers keep.
-        let maker = proctor_agent::history::History::new(
-            &proctor_agent::snapshot::Snapshot::derive(sample(0, 0), None),
-            10,
-            10,
-        )
-        .maker()
-        .clone();
+        let maker = history_maker();
         let raw_first_ms = reader.segments().iter().map(|s| s.start_ns / 1_000_000).min().expect("raw left");
         let used = maker.names().iter().position(|n| n == "host.memory.used_bytes").expect("memory series");
         let user = maker.names().iter().position(|n| n == "host.cpu.user_percent").expect("cpu series");
