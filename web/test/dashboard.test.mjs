@@ -426,7 +426,13 @@ describe("dashboard", () => {
     await until("the hostile row", async () => (await visibleRows(page)).length === 1);
     await page.click("#ptable .prow:not([hidden])");
     await page.waitForSelector("#detail:not([hidden])");
-    assert.equal(await page.textContent("#detail-title"), `${HOSTILE_COMM} (${hostile.child.pid})`);
+    // The title reads "pid N" until the detail request answers; wait for the answer, then
+    // check that the hostile name arrived as text.
+    const title = await until("the detail title with the process's name", async () => {
+      const t = await page.textContent("#detail-title");
+      return t.startsWith("pid ") ? null : t;
+    });
+    assert.equal(title, `${HOSTILE_COMM} (${hostile.child.pid})`);
     await until("the cmdline in the detail", async () => (await page.textContent("#detail-cmdline")).includes(HOSTILE_NEEDLE));
     const detail = async () =>
       page.evaluate(() => {
