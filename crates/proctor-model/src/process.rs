@@ -14,6 +14,9 @@ pub struct MemoryAge {
     pub uss_bytes: Option<u64>,
     pub swap_pss_bytes: Option<u64>,
     pub age_secs: f64,
+    /// Read before the process's family last changed ([`crate::PssReading::stale`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
 }
 
 /// Inputs to row derivation that are not in the sample.
@@ -204,6 +207,7 @@ fn row(
             uss_bytes: r.rollup.uss_bytes(),
             swap_pss_bytes: r.rollup.swap_pss_bytes,
             age_secs: cur.mono_ns.saturating_sub(r.read_mono_ns) as f64 / 1e9,
+            stale: r.stale,
         }),
         stall: p.stall,
         cgroup: p.cgroup.clone(),

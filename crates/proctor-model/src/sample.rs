@@ -124,6 +124,10 @@ pub struct PssReading {
     pub read_mono_ns: u64,
     /// What the read cost the reader, in CPU nanoseconds.
     pub cost_cpu_ns: u64,
+    /// Made before the process's family last changed (a sharer of its pages appeared, left or
+    /// exec'd; `proctor_sampler::pss`): its share of shared pages may have moved since.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
 }
 
 /// One process as read in one cycle. Memory sizes in bytes, CPU in clock ticks (cumulative).

@@ -32,6 +32,10 @@ pub struct TreeTotal {
     /// PSS/USS of how many members are known, and the oldest of those readings.
     pub pss_known: u64,
     pub pss_oldest_age_secs: Option<f64>,
+    /// How many of the known were read before their family last changed (a sharer appeared,
+    /// left or exec'd), so their share of shared pages may have moved since: a sum with stale
+    /// members is not a sum of the tree as it is.
+    pub pss_stale: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,6 +44,14 @@ pub struct Tree {
     /// Depth-first, children in pid order, root first.
     pub rows: Vec<TreeRow>,
     pub total: TreeTotal,
+}
+
+impl TreeTotal {
+    /// The tree's PSS as it is now: only when every member's is known and none was read before
+    /// its family changed.
+    pub fn pss_complete(&self) -> Option<u64> {
+        self.pss_bytes.filter(|_| self.pss_known == self.processes && self.pss_stale == 0)
+    }
 }
 
 /// Builds the tree under `root_pid` from `rows`; `None` when the pid is not among them.
@@ -103,6 +115,7 @@ fn total_of<'a>(rows: impl Iterator<Item = &'a ProcessRow>) -> TreeTotal {
                 t.uss_bytes = Some(t.uss_bytes.unwrap_or(0) + u);
             }
             t.pss_known += 1;
+            t.pss_stale += u64::from(m.stale);
             t.pss_oldest_age_secs = Some(t.pss_oldest_age_secs.unwrap_or(0.0).max(m.age_secs));
         }
     }
@@ -173,5 +186,27 @@ mod tests {
         // A ppid cycle cannot come from the kernel, but a torn read could suggest one.
         let rows = vec![row(5, 6, 1), row(6, 5, 1)];
         assert_eq!(build_tree(&rows, 5).map(|t| t.rows.len()), Some(2));
+    }
+
+    /// The tree's PSS is its PSS only when every member's is known and none is stale.
+    #[test]
+    fn a_complete_pss_needs_every_member_read_since_its_family_changed() {
+        let read = |pid, ppid, stale| ProcessRow {
+            pss: Some(crate::MemoryAge {
+                pss_bytes: Some(100),
+                uss_bytes: Some(50),
+                swap_pss_bytes: None,
+                age_secs: 3.0,
+                stale,
+            }),
+            ..row(pid, ppid, 10)
+        };
+        let total = |rows: &[ProcessRow]| build_tree(rows, 1).expect("root").total;
+        let fresh = total(&[read(1, 0, false), read(2, 1, false)]);
+        assert_eq!((fresh.pss_complete(), fresh.pss_stale), (Some(200), 0));
+        let stale = total(&[read(1, 0, false), read(2, 1, true)]);
+        assert_eq!((stale.pss_complete(), stale.pss_stale, stale.pss_bytes), (None, 1, Some(200)));
+        let partial = total(&[read(1, 0, false), row(2, 1, 10)]);
+        assert_eq!((partial.pss_complete(), partial.pss_known), (None, 1));
     }
 }

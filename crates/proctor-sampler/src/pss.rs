@@ -11,6 +11,19 @@
 //! each shared page among its sharers, so when another sharer exits (or a new one maps the
 //! pages) the target's PSS moves while its own counters stay still. A reading older than the
 //! maximum age is refreshed like a changed one, still within the budget.
+//!
+//! Sharers come and go in families: a process that forks without exec shares its pages with
+//! its children, who keep its name. So when a process appears, exits, execs or changes parent,
+//! the readings of its family (the processes of its name under its parent, and that parent if
+//! it has the name too) are *stale*: read before the change, they may be off by the change's
+//! whole share (half a tree exiting doubles the others' PSS). A stale reading is still given
+//! out, marked ([`PssReading::stale`]), so a sum over a tree can refuse to call itself complete,
+//! and it is read again before anything whose only reason is its counters or its age.
+//!
+//! The budget is an average: unspent budget is saved, up to [`BURST_SAVED`] of it, and spent
+//! at up to [`BURST_RATE`] times the budget. A worker that starts on a big tree (or sees one
+//! appear) reads it that much sooner, and over any window of `w` seconds it spends at most
+//! `budget · (w + BURST_SAVED)` of CPU.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +64,9 @@ impl Default for TargetLimits {
 pub struct Candidate {
     pub pid: u32,
     pub start_ticks: u64,
+    /// Its parent and a hash of its name ([`family_name`]): its family, for staleness.
+    pub ppid: u32,
+    pub name: u64,
     pub resident_bytes: u64,
     /// Minor + major faults: any page mapped in since the last reading moves this.
     pub faults: u64,
@@ -82,10 +98,16 @@ pub struct PssStats {
     pub traces_lost: u64,
 }
 
+/// How long a family's change is remembered by its key (parent pid, name hash).
+type Families = HashMap<(u32, u64), u64>;
+
 #[derive(Debug, Default)]
 struct State {
     candidates: Vec<Candidate>,
     cursor: usize,
+    /// (parent, name) → when a member of that family last appeared, left, exec'd or moved (the
+    /// sampler's monotonic clock): readings of its members made before then are stale.
+    changed: Families,
     /// pid → what was read of it: `reading` is `None` if the read failed, so a process we may
     /// not read is not retried until its counters change.
     results: HashMap<u32, Entry>,
@@ -106,11 +128,83 @@ struct Entry {
 
 type Shared = crate::worker::Shared<State>;
 
+/// A hash of a process's name (its `comm`), for its family key: the same on every call.
+pub fn family_name(comm: &str) -> u64 {
+    // FNV-1a: short names, no adversary to fear (a collision only costs a read).
+    comm.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Unspent budget the worker saves, in seconds of its budget (30: at 2 % of a core, 0.6 s of
+/// CPU), and how many times its budget it may spend the savings at.
+pub const BURST_SAVED: Duration = Duration::from_secs(30);
+pub const BURST_RATE: f64 = 4.0;
+
+impl State {
+    fn set_candidates(&mut self, candidates: Vec<Candidate>, now_ns: u64) {
+        mark_changed(&mut self.changed, &self.candidates, &candidates, now_ns);
+        self.results.retain(|pid, e| {
+            candidates
+                .binary_search_by_key(pid, |x| x.pid)
+                .is_ok_and(|i| candidates[i].start_ticks == e.seen.start_ticks)
+        });
+        self.candidates = candidates;
+    }
+}
+
+impl Entry {
+    /// Whether the reading was made before its family last changed.
+    fn stale(&self, changed: &Families) -> bool {
+        let Some(r) = &self.reading else { return false };
+        let after = |key| changed.get(&key).is_some_and(|&t| t > r.read_mono_ns);
+        after((self.seen.ppid, self.seen.name)) || after((self.seen.pid, self.seen.name))
+    }
+}
+
+/// Marks the families whose members changed between two candidate lists (both sorted by pid):
+/// a process that appeared or left marks its siblings' family (and its parent's, if the parent
+/// has its name); one that exec'd or moved marks its old and new families.
+fn mark_changed(changed: &mut Families, old: &[Candidate], new: &[Candidate], now_ns: u64) {
+    let mut mark = |c: &Candidate| {
+        changed.insert((c.ppid, c.name), now_ns);
+        // Its own children of its name lose (or gain) the sharer it was.
+        changed.insert((c.pid, c.name), now_ns);
+    };
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) if o.pid == n.pid => {
+                if o.start_ticks != n.start_ticks || o.ppid != n.ppid || o.name != n.name {
+                    mark(o);
+                    mark(n);
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(o), n) if n.is_none_or(|n| o.pid < n.pid) => {
+                mark(o);
+                i += 1;
+            }
+            (_, Some(n)) => {
+                mark(n);
+                j += 1;
+            }
+            _ => unreachable!("one list has an element left"),
+        }
+    }
+    // Forget families no candidate belongs to, once they outnumber the candidates.
+    if changed.len() > 2 * new.len() + 64 {
+        let live: std::collections::HashSet<(u32, u64)> =
+            new.iter().flat_map(|c| [(c.ppid, c.name), (c.pid, c.name)]).collect();
+        changed.retain(|k, _| live.contains(k));
+    }
+}
+
 /// Handle to the worker thread; dropping it stops the thread.
 #[derive(Debug)]
 pub struct PssWorker {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    epoch: Instant,
 }
 
 impl PssWorker {
@@ -134,29 +228,26 @@ impl PssWorker {
         let thread = std::thread::Builder::new()
             .name("proctor-pss".into())
             .spawn(move || worker_loop(&thread_shared, &root, budget, limits, epoch))?;
-        Ok(Self { shared, thread: Some(thread) })
+        Ok(Self { shared, thread: Some(thread), epoch })
     }
 
-    /// Replaces the candidate list (called by the sampler after each cycle) and drops readings
-    /// of processes no longer listed.
+    /// Replaces the candidate list (called by the sampler after each cycle, sorted by pid),
+    /// drops readings of processes no longer listed and marks the families that changed.
     pub fn set_candidates(&self, candidates: Vec<Candidate>) {
-        let mut state = self.shared.lock();
-        state.results.retain(|pid, e| {
-            candidates
-                .binary_search_by_key(pid, |x| x.pid)
-                .is_ok_and(|i| candidates[i].start_ticks == e.seen.start_ticks)
-        });
-        state.candidates = candidates;
-        drop(state);
+        let now_ns = self.epoch.elapsed().as_nanos() as u64;
+        self.shared.lock().set_candidates(candidates, now_ns);
         self.shared.wake.notify_one();
     }
 
-    /// The latest reading for a process, if it is still the same process, and the stall
-    /// ledger of this reader's reads of it.
+    /// The latest reading for a process, if it is still the same process (marked stale if its
+    /// family changed since), and the stall ledger of this reader's reads of it.
     pub fn with_readings<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> (Option<PssReading>, Option<Stall>)) -> R) -> R {
         let state = self.shared.lock();
         let lookup = |pid: u32, start_ticks: u64| match state.results.get(&pid) {
-            Some(e) if e.seen.start_ticks == start_ticks => (e.reading, Some(e.stall)),
+            Some(e) if e.seen.start_ticks == start_ticks => {
+                let stale = e.stale(&state.changed);
+                (e.reading.map(|r| PssReading { stale, ..r }), Some(e.stall))
+            }
             _ => (None, None),
         };
         f(&lookup)
@@ -189,6 +280,7 @@ pub fn read_pss(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> Res
         rollup,
         read_mono_ns: epoch.elapsed().as_nanos() as u64,
         cost_cpu_ns: thread_cpu_ns().saturating_sub(cpu_before),
+        stale: false,
     })
 }
 
@@ -197,6 +289,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
+    let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
     shared.lock().stats.waits_traced = tracer.is_some();
     while !shared.stopped() {
         let next = {
@@ -290,8 +383,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 state.stats.traces_lost += u64::from(w.lost);
             }
         }
-        // Keep the share of one core at `budget`: after spending `c` CPU, rest c·(1/b − 1).
-        let rest_ns = (spent_ns.max(20_000) as f64 * (1.0 / budget - 1.0)) as u64;
+        // Keep the share of one core at `budget` on average: after spending `c` CPU, rest
+        // c·(1/b − 1), less what the savings pay for, but never under c·(1/(4b) − 1).
+        let rest_ns = savings.rest_after(spent_ns.max(20_000), epoch.elapsed().as_nanos() as u64);
         let state = shared.lock();
         if !shared.stopped() {
             let _ = shared.wake.wait_timeout_while(state, Duration::from_nanos(rest_ns), |_| !shared.stopped());
@@ -299,14 +393,64 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     }
 }
 
+/// The worker's unspent budget: earned at `budget` per second of wall time, up to
+/// [`BURST_SAVED`] of it, spent by reads.
+#[derive(Debug, Clone, Copy)]
+struct Savings {
+    budget: f64,
+    /// CPU nanoseconds saved (negative: owed), and when they were last brought up to date.
+    saved_ns: f64,
+    at_ns: u64,
+}
+
+impl Savings {
+    /// Starts with full savings: a worker that starts on a big tree reads it sooner.
+    fn new(budget: f64, now_ns: u64) -> Self {
+        Savings { budget, saved_ns: Self::cap(budget), at_ns: now_ns }
+    }
+
+    fn cap(budget: f64) -> f64 {
+        budget * BURST_SAVED.as_nanos() as f64
+    }
+
+    /// How long to rest after a read that cost `spent_ns` of CPU and ended at `now_ns`: as
+    /// long as the budget takes to earn it back, less what was saved, but at least long enough
+    /// to keep to [`BURST_RATE`] times the budget.
+    fn rest_after(&mut self, spent_ns: u64, now_ns: u64) -> u64 {
+        let earned = now_ns.saturating_sub(self.at_ns) as f64 * self.budget;
+        self.saved_ns = (self.saved_ns + earned).min(Self::cap(self.budget)) - spent_ns as f64;
+        let fastest = spent_ns as f64 * (1.0 / (BURST_RATE * self.budget).min(1.0) - 1.0);
+        let owed = (-self.saved_ns / self.budget).max(0.0);
+        let rest = fastest.max(owed);
+        // The rest earns too: account for it when it is over, from here.
+        self.at_ns = now_ns;
+        rest as u64
+    }
+}
+
 /// How old a reading of an unchanged process may grow before it is read again.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 
-/// The next candidate in round-robin order whose cheap counters changed since its reading, or
-/// whose reading is at least `max_age_ns` old at `now_ns` (both on the sampler's monotonic
-/// clock). A failed read is not retried by age: it is retried when the counters change.
+/// The next candidate to read, round-robin: first one never read or whose reading is stale,
+/// then one whose cheap counters changed since its reading, or whose reading is at least
+/// `max_age_ns` old at `now_ns` (both on the sampler's monotonic clock); never one whose
+/// share of lock time is spent. A failed read is not retried by age: it is retried when the
+/// counters change.
 fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidate> {
     let n = state.candidates.len();
+    let first = (0..n).map(|k| (state.cursor + k) % n).find(|&i| {
+        let c = &state.candidates[i];
+        match state.results.get(&c.pid) {
+            Some(e) if e.seen.start_ticks == c.start_ticks => {
+                !e.stall.capped && now_ns >= e.not_before_ns && e.stale(&state.changed)
+            }
+            _ => true,
+        }
+    });
+    if let Some(i) = first {
+        state.cursor = i + 1;
+        return Some(state.candidates[i]);
+    }
     for _ in 0..n {
         let i = state.cursor % n;
         state.cursor = i + 1;
@@ -331,13 +475,123 @@ mod tests {
     use super::*;
 
     fn cand(pid: u32, rss: u64) -> Candidate {
-        Candidate { pid, start_ticks: 1, resident_bytes: rss, faults: 0 }
+        Candidate { pid, start_ticks: 1, ppid: 1, name: 0, resident_bytes: rss, faults: 0 }
+    }
+
+    /// A process of `name` under `ppid`.
+    fn member(pid: u32, ppid: u32, name: &str) -> Candidate {
+        Candidate { ppid, name: family_name(name), ..cand(pid, 10) }
+    }
+
+    /// Every candidate read at `at_ns`.
+    fn read_all(state: &mut State, at_ns: u64) {
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: at_ns, cost_cpu_ns: 0, stale: false };
+        for c in &state.candidates {
+            let entry = Entry { seen: *c, reading: Some(reading), stall: Stall::default(), not_before_ns: 0 };
+            state.results.insert(c.pid, entry);
+        }
+    }
+
+    fn stale_pids(state: &State) -> Vec<u32> {
+        let mut pids: Vec<u32> =
+            state.results.iter().filter(|(_, e)| e.stale(&state.changed)).map(|(&pid, _)| pid).collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// A forking server (10) with three workers of its name (11–13), a helper it exec'd (14)
+    /// and an unrelated daemon (20): when a worker leaves, the readings of its siblings and of
+    /// the server, who shared pages with it, are stale; the helper's and the daemon's are not.
+    /// Readings made after the change are not; an exec marks its children.
+    #[test]
+    fn a_sharer_leaving_or_execing_makes_its_familys_readings_stale() {
+        let before = vec![
+            member(10, 1, "gunicorn"),
+            member(11, 10, "gunicorn"),
+            member(12, 10, "gunicorn"),
+            member(13, 10, "gunicorn"),
+            member(14, 10, "sh"),
+            member(20, 1, "sshd"),
+        ];
+        let mut state = State::default();
+        state.set_candidates(before.clone(), 0);
+        read_all(&mut state, 100);
+        let mut after = before.clone();
+        after.retain(|c| c.pid != 13);
+        state.set_candidates(after.clone(), 200);
+        assert_eq!(stale_pids(&state), [10, 11, 12]);
+        read_all(&mut state, 300);
+        assert_eq!(stale_pids(&state), Vec::<u32>::new(), "read after the change");
+        // The server execs: its workers lose the sharer it was; the daemon is untouched.
+        let mut exec = after.clone();
+        exec[0].name = family_name("python3");
+        state.set_candidates(exec.clone(), 400);
+        assert_eq!(stale_pids(&state), [10, 11, 12]);
+        // A worker appears: its siblings and the server share with it.
+        read_all(&mut state, 500);
+        let mut forked = exec.clone();
+        forked.push(member(15, 10, "gunicorn"));
+        state.set_candidates(forked, 600);
+        assert_eq!(stale_pids(&state), [11, 12], "the server is python3 now, its own family");
+    }
+
+    /// Stale readings are read first, before a changed or aged one, but still not before their
+    /// target's share of lock time allows.
+    #[test]
+    fn stale_readings_are_read_first_within_the_target_budget() {
+        let (a, b, c) = (member(1, 9, "w"), member(2, 8, "x"), member(3, 9, "w"));
+        let mut state = State { candidates: vec![a, b, c], ..State::default() };
+        read_all(&mut state, 100);
+        state.candidates[1].faults += 1;
+        state.changed.insert((9, family_name("w")), 200);
+        state.results.get_mut(&3).expect("read").not_before_ns = 1_000;
+        assert_eq!(pick_next(&mut state, 500, u64::MAX).map(|c| c.pid), Some(1), "stale beats changed");
+        state.results.get_mut(&1).expect("read").reading.as_mut().expect("a reading").read_mono_ns = 550;
+        assert_eq!(pick_next(&mut state, 500, u64::MAX).map(|c| c.pid), Some(2), "3 must wait its turn");
+        state.cursor = 0;
+        read_all(&mut state, 600);
+        state.changed.insert((9, family_name("w")), 700);
+        state.results.get_mut(&3).expect("read").not_before_ns = 0;
+        state.cursor = 1;
+        assert_eq!(pick_next(&mut state, 800, u64::MAX).map(|c| c.pid), Some(3), "round-robin from the cursor");
+    }
+
+    /// The budget is an average: with savings the worker reads at four times it, without it
+    /// rests as before (c·(1/b − 1)), and savings stop growing at 30 s of budget.
+    #[test]
+    fn savings_buy_a_burst_and_no_more() {
+        let (b, ms) = (0.02, 1_000_000u64);
+        // `n` reads of 10 ms from `now`, each followed by the rest it is given: the rests.
+        let run = |s: &mut Savings, now: &mut u64, n: usize| -> Vec<u64> {
+            (0..n)
+                .map(|_| {
+                    *now += 10 * ms;
+                    let rest = s.rest_after(10 * ms, *now);
+                    *now += rest;
+                    rest
+                })
+                .collect()
+        };
+        let mut s = Savings::new(b, 0);
+        let mut now = 0;
+        let rests = run(&mut s, &mut now, 200);
+        // Full savings (0.6 s of CPU) spent at 4× the budget, i.e. 3× faster than they are
+        // earned: 10 ms reads rest 10·(1/0.08 − 1) = 115 ms, for about 10 s.
+        let fast = rests.iter().take_while(|&&r| r == 115 * ms).count();
+        assert!((75..=82).contains(&fast), "{fast} reads at 4× the budget: {rests:?}");
+        // Then as without savings: 10·(1/0.02 − 1) = 490 ms after each 10 ms read.
+        assert!(rests[fast + 2..].iter().all(|r| r.abs_diff(490 * ms) <= ms), "{rests:?}");
+        // An hour idle saves no more than 30 s of budget.
+        now += 3_600_000 * ms;
+        let rests = run(&mut s, &mut now, 200);
+        let again = rests.iter().take_while(|&&r| r == 115 * ms).count();
+        assert_eq!(again, fast, "{rests:?}");
     }
 
     #[test]
     fn round_robin_skips_unchanged() {
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0, stale: false };
         let max_age = u64::MAX;
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
         state
@@ -356,7 +610,7 @@ mod tests {
     fn unchanged_readings_are_refreshed_at_the_maximum_age() {
         let max_age = 60_000_000_000;
         let read_at = 5_000_000_000;
-        let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0, stale: false };
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
         state
             .results
@@ -383,7 +637,7 @@ mod tests {
     #[test]
     fn the_target_budget_holds_reads_back() {
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0, stale: false };
         let capped = Stall { capped: true, ..Stall::default() };
         state.results.insert(
             1,

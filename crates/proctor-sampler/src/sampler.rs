@@ -364,6 +364,8 @@ impl Sampler {
                 .map(|p| Candidate {
                     pid: p.pid,
                     start_ticks: p.start_ticks,
+                    ppid: p.ppid,
+                    name: crate::pss::family_name(&p.comm),
                     resident_bytes: p.resident_bytes.unwrap_or(0),
                     faults: p.minflt + p.majflt,
                 })

@@ -1128,6 +1128,7 @@ mod tests {
             uss_bytes: Some(2 << 20),
             swap_pss_bytes: Some(1 << 20),
             age_secs: 4.5,
+            stale: false,
         });
         extra.gpu = Some(proctor_model::gpu::ProcessGpu {
             busy_percent: Some(37.5),

@@ -130,7 +130,7 @@ pub struct DiskLimit {
 /// `None` when the root pid is not in the snapshot (it exited).
 ///
 /// How `warn` is decided, where theirs differs:
-/// - memory: the tree's PSS when every member's is known (else its RSS, which counts shared
+/// - memory: the tree's PSS when every member's is known and none is stale (else its RSS, which counts shared
 ///   pages once per process and so overstates) is within `mem_warning_threshold` of the limit;
 /// - CPU: `cpu_percent` (percent of one CPU) is within the threshold of `100 × limit`. Theirs
 ///   subtracts a percent from a CPU count, which warns at about 1 % of one CPU for a 2-CPU
@@ -139,8 +139,7 @@ pub struct DiskLimit {
 pub fn jupyter_metrics(s: &Snapshot, config: &JupyterConfig, disk: Option<DiskUsage>) -> Option<JupyterMetrics> {
     let tree = build_tree(&s.rows, config.pid)?;
     let rss: u64 = tree.total.rss_bytes;
-    let all_pss_known = tree.total.pss_known == tree.total.processes;
-    let pss = tree.total.pss_bytes.filter(|_| all_pss_known);
+    let pss = tree.total.pss_complete();
     let cpu_percent = tree.total.cpu_percent.unwrap_or(0.0);
     let truth = &s.truth;
     let effective = config.cpu_limit.or(truth.effective_cpus).unwrap_or(1.0);
@@ -236,8 +235,7 @@ pub struct HostVirtualMemory {
 /// `None` when `pid` is not in the snapshot.
 pub fn kernel_usage(s: &Snapshot, pid: u32, hostname: &str) -> Option<KernelUsage> {
     let tree = build_tree(&s.rows, pid)?;
-    let all_pss_known = tree.total.pss_known == tree.total.processes;
-    let kernel_memory = tree.total.pss_bytes.filter(|_| all_pss_known).unwrap_or(tree.total.rss_bytes);
+    let kernel_memory = tree.total.pss_complete().unwrap_or(tree.total.rss_bytes);
     let m = s.sample.host.meminfo.unwrap_or_default();
     let total = m.total_bytes.unwrap_or(0);
     let free = m.free_bytes.unwrap_or(0);

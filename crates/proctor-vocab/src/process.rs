@@ -130,6 +130,8 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
                 uss_bytes: p.uss_bytes,
                 swap_pss_bytes: p.swap_pss_bytes,
                 age_secs: p.pss_age_secs.unwrap_or(0.0),
+                // The shape does not carry it: the tree's sum says it (`pss_stale`).
+                stale: false,
             });
     let gpu = (p.gpu_percent.is_some() || p.gpu_memory_bytes.is_some()).then(|| proctor_model::gpu::ProcessGpu {
         busy_percent: p.gpu_percent,

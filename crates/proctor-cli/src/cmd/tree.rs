@@ -65,6 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         uss_bytes: reading.rollup.uss_bytes(),
                         swap_pss_bytes: reading.rollup.swap_pss_bytes,
                         age_secs: 0.0,
+                        stale: false,
                     });
                 }
                 Err(_) => cost.failed += 1,

@@ -564,3 +564,109 @@ fn a_targets_own_wait_on_proctors_reads_is_measured() {
     assert!(stats.waits_traced && stats.traced_reads > 0, "{stats:?}");
     assert!(stats.target_waited_ns >= stall.waited_ns.unwrap_or(0) - 1_000 * stats.traced_reads, "{stats:?} {stall:?}");
 }
+
+/// Issue 34 item 3: a tree's PSS made of readings from before its family changed is not passed
+/// off as the tree's. A python parent shares 64 MiB copy-on-write with 8 forked children; once
+/// every member is read, it kills 4 of them, which moves the others' share of the 64 MiB from
+/// 1/9 to 1/5. From the first sample without them, the survivors' old readings are marked
+/// stale, and whenever every member's reading is known and none is stale, their sum is within
+/// 1 % of a fresh sum of their smaps_rollup.
+#[test]
+fn a_familys_readings_are_stale_once_a_sharer_leaves() {
+    let mut parent = Guard(
+        Command::new("python3")
+            .args([
+                "-c",
+                "import ctypes, mmap, os, signal, sys\n\
+                 m = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n\
+                 m.madvise(mmap.MADV_NOHUGEPAGE)\n\
+                 for i in range(0, 64 << 20, 4096): m[i] = 1\n\
+                 kids = []\n\
+                 for _ in range(8):\n\
+                 \x20   pid = os.fork()\n\
+                 \x20   if pid == 0:\n\
+                 \x20       ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n\
+                 \x20       signal.pause()\n\
+                 \x20       os._exit(0)\n\
+                 \x20   kids.append(pid)\n\
+                 print('ready', *kids, flush=True)\n\
+                 sys.stdin.readline()\n\
+                 for k in kids[:4]:\n\
+                 \x20   os.kill(k, signal.SIGKILL); os.waitpid(k, 0)\n\
+                 print('done', flush=True)\n\
+                 sys.stdin.readline()",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn python3"),
+    );
+    let root = parent.0.id();
+    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("parent ready");
+    let kids: Vec<u32> = line.split_whitespace().skip(1).map(|p| p.parse().expect("a pid")).collect();
+    assert_eq!(kids.len(), 8, "{line}");
+    let mut sampler = Sampler::new(SamplerConfig {
+        cmdline: false,
+        pss_budget: 0.5,
+        pss_root: Some(root),
+        ..SamplerConfig::default()
+    });
+    // The members and their readings, as one sample has them.
+    let members = |s: &proctor_model::Sample| -> Vec<(u32, Option<proctor_model::PssReading>)> {
+        s.processes.iter().filter(|p| p.pid == root || p.ppid == root).map(|p| (p.pid, p.pss)).collect()
+    };
+    let complete = |m: &[(u32, Option<proctor_model::PssReading>)]| {
+        m.iter()
+            .all(|(_, r)| r.is_some_and(|r| !r.stale))
+            .then(|| m.iter().map(|(_, r)| r.and_then(|r| r.rollup.pss_bytes).unwrap_or(0)).sum::<u64>())
+    };
+    let fresh = |m: &[(u32, Option<proctor_model::PssReading>)]| -> u64 {
+        let epoch = Instant::now();
+        m.iter()
+            .map(|(pid, _)| read_pss(&Root::default(), *pid, epoch, &mut Vec::new()).expect("a member").rollup)
+            .map(|r| r.pss_bytes.unwrap_or(0))
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = sampler.sample();
+        let m = members(&s);
+        if m.len() == 9 && complete(&m).is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the worker did not read all 9 members within 60 s: {m:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    use std::io::Write;
+    let mut stdin = parent.0.stdin.take().expect("stdin");
+    writeln!(stdin).expect("tell the parent");
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("parent done");
+    assert_eq!(line.trim(), "done");
+    let (mut first_after, mut checked) = (None, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while checked < 3 {
+        let s = sampler.sample();
+        let m = members(&s);
+        if m.iter().any(|(pid, _)| kids[..4].contains(pid)) {
+            // The killed are still in this sample (it was taken before they went).
+        } else {
+            let stale = m.iter().filter(|(_, r)| r.is_some_and(|r| r.stale)).count();
+            first_after.get_or_insert(stale);
+            if let Some(sum) = complete(&m) {
+                let truth = fresh(&m) as f64;
+                let off = (sum as f64 - truth).abs() / truth;
+                assert!(off <= 0.01, "a complete sum {sum} is {:.1} % from a fresh {truth}", off * 100.0);
+                checked += 1;
+            }
+        }
+        assert!(Instant::now() < deadline, "no complete, fresh sum within 60 s of the kill: {m:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        first_after.is_some_and(|n| n >= 4),
+        "the four survivors' readings from before the kill were marked stale: {first_after:?}"
+    );
+}
