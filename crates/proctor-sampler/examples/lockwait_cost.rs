@@ -1,7 +1,9 @@
 //! What tracing a PSS read's mmap lock waits costs the reader: `cargo run --release -p
 //! proctor-sampler --example lockwait_cost -- PID [READS]` reads PID's smaps_rollup READS times
 //! (default 50) plain and then traced (`proctor_sampler::lockwait`), alternating, and prints the
-//! median CPU and wall time of each, with the events each trace held. Needs root and tracefs.
+//! median CPU and wall time of each, with the events each trace held, and what the target's
+//! threads waited on the traced reads against what those reads held (the ledger's figure).
+//! Needs root and tracefs.
 
 use std::time::Instant;
 
@@ -16,7 +18,7 @@ fn main() {
     let root = Root::default();
     let mut tracer = LockWaits::open(&root).unwrap_or_else(|why| panic!("no trace: {why}"));
     let path = format!("/proc/{pid}/smaps_rollup");
-    let (mut plain, mut traced, mut events, mut waited) = (Vec::new(), Vec::new(), Vec::new(), 0u64);
+    let (mut plain, mut traced, mut events, mut waited, mut held) = (Vec::new(), Vec::new(), Vec::new(), 0u64, 0u64);
     for _ in 0..reads {
         let (cpu, wall) = (thread_cpu_ns(), Instant::now());
         std::fs::read(&path).expect("read smaps_rollup");
@@ -27,6 +29,7 @@ fn main() {
         let w = w.expect("a trace");
         events.push(w.events);
         waited += w.waited_ns;
+        held += w.held_ns;
     }
     let median = |v: &mut Vec<u64>| {
         v.sort_unstable();
@@ -40,5 +43,9 @@ fn main() {
         median(&mut tc),
         median(&mut tw),
         median(&mut events)
+    );
+    println!(
+        "the traced reads held its lock {held} ns in all; its threads waited {:.1} % of that",
+        waited as f64 / held.max(1) as f64 * 100.0
     );
 }
