@@ -89,6 +89,9 @@ pub struct PssStats {
     /// longer read because one read held the lock past the cap.
     pub skipped_target_budget: u64,
     pub capped_targets: u64,
+    /// Times a target's threads waited on a read, so that it is read half as often from then
+    /// ([`MAX_BACKOFF`]).
+    pub backoffs: u64,
     /// The targets' side, from the mmap_lock tracepoints (`false`: not measured; `proctor
     /// doctor` says why): reads traced, what the targets' threads waited on them, and traces
     /// that lost events (their waits may be short).
@@ -124,6 +127,9 @@ struct Entry {
     stall: Stall,
     /// Not read again before this (the sampler's monotonic clock): its share of lock time.
     not_before_ns: u64,
+    /// Its share of lock time is divided by 2^backoff: raised by a read its threads waited on
+    /// (traced), lowered by one they did not.
+    backoff: u8,
 }
 
 type Shared = crate::worker::Shared<State>;
@@ -151,7 +157,28 @@ impl State {
     }
 }
 
+/// At most this many halvings of a target's share of lock time (16×: at 1 ms per second, a
+/// 10 ms read that the target waited on four times in a row is not repeated for 160 s).
+pub const MAX_BACKOFF: u8 = 4;
+
 impl Entry {
+    /// After a read that held the target's lock `held_ns` at `now_ns`: when it may be read
+    /// again, at `share` of wall time divided by 2^backoff. A target whose threads waited on
+    /// the read (`waited`: traced) is read half as often from here, one that was traced and
+    /// waited nothing twice as often, down to its plain share: the monitor steps back from a
+    /// process that feels it, and the PSS age shows it. Returns whether it stepped back.
+    fn after_read(&mut self, held_ns: u64, share: f64, waited: Option<u64>, now_ns: u64) -> bool {
+        let before = self.backoff;
+        match waited {
+            Some(0) => self.backoff = self.backoff.saturating_sub(1),
+            Some(_) => self.backoff = (self.backoff + 1).min(MAX_BACKOFF),
+            None => {}
+        }
+        let wait = held_ns as f64 / share * f64::from(1u32 << self.backoff);
+        self.not_before_ns = now_ns.saturating_add(wait as u64);
+        self.backoff > before
+    }
+
     /// Whether the reading was made before its family last changed.
     fn stale(&self, changed: &Families) -> bool {
         let Some(r) = &self.reading else { return false };
@@ -354,7 +381,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 let st = &mut *state;
                 crate::worker::charge(&mut st.stats.lock, &mut st.interval, candidate.pid, held_ns);
             }
-            let fresh = Entry { seen: candidate, reading: None, stall: Stall::default(), not_before_ns: 0 };
+            let fresh = Entry { seen: candidate, reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);
             if entry.seen.start_ticks != candidate.start_ticks {
                 // The pid was reused: the ledger is the new process's from here.
@@ -362,7 +389,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             }
             entry.seen = candidate;
             entry.reading = reading;
-            let mut capped = false;
+            let (mut capped, mut backed_off) = (false, false);
             if !gone {
                 entry.stall.add(held_ns);
                 if let Some(w) = waited {
@@ -370,13 +397,15 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                     entry.stall.waited_ns = Some(entry.stall.waited_ns.unwrap_or(0).saturating_add(waited_ns));
                 }
                 let now_ns = epoch.elapsed().as_nanos() as u64;
-                entry.not_before_ns = now_ns.saturating_add((held_ns as f64 / limits.share) as u64);
+                let waited_ns = waited.filter(|w| !w.lost).map(|w| w.waited_ns);
+                backed_off = entry.after_read(held_ns, limits.share, waited_ns, now_ns);
                 capped = held_ns > max_hold_ns && !entry.stall.capped;
                 entry.stall.capped |= capped;
             }
             if capped {
                 state.stats.capped_targets += 1;
             }
+            state.stats.backoffs += u64::from(backed_off);
             if let Some(w) = waited.filter(|_| !gone) {
                 state.stats.traced_reads += 1;
                 state.stats.target_waited_ns = state.stats.target_waited_ns.saturating_add(w.waited_ns);
@@ -487,7 +516,8 @@ mod tests {
     fn read_all(state: &mut State, at_ns: u64) {
         let reading = PssReading { rollup: Default::default(), read_mono_ns: at_ns, cost_cpu_ns: 0, stale: false };
         for c in &state.candidates {
-            let entry = Entry { seen: *c, reading: Some(reading), stall: Stall::default(), not_before_ns: 0 };
+            let entry =
+                Entry { seen: *c, reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 };
             state.results.insert(c.pid, entry);
         }
     }
@@ -533,6 +563,25 @@ mod tests {
         forked.push(member(15, 10, "gunicorn"));
         state.set_candidates(forked, 600);
         assert_eq!(stale_pids(&state), [11, 12], "the server is python3 now, its own family");
+    }
+
+    /// A target that waited on a read is read half as often from then, down to 1/16 of its
+    /// share; a traced read it did not wait on brings it a step back; an untraced read leaves
+    /// the step as it was.
+    #[test]
+    fn a_target_that_waits_on_reads_is_read_less_often() {
+        let mut e = Entry { seen: cand(1, 10), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 };
+        let (ms, share) = (1_000_000u64, 0.001);
+        // A 10 ms hold at 1 ms per second: 10 s before the next read.
+        assert!(!e.after_read(10 * ms, share, Some(0), 0));
+        assert_eq!(e.not_before_ns, 10_000 * ms);
+        let steps: Vec<(bool, u64)> =
+            (0..6).map(|_| (e.after_read(10 * ms, share, Some(ms), 0), e.not_before_ns / (1_000 * ms))).collect();
+        assert_eq!(steps, [(true, 20), (true, 40), (true, 80), (true, 160), (false, 160), (false, 160)]);
+        assert!(!e.after_read(10 * ms, share, None, 0), "untraced: no step either way");
+        assert_eq!(e.not_before_ns, 160_000 * ms);
+        assert!(!e.after_read(10 * ms, share, Some(0), 5));
+        assert_eq!((e.backoff, e.not_before_ns), (3, 80_000 * ms + 5));
     }
 
     /// Stale readings are read first, before a changed or aged one, but still not before their
@@ -594,11 +643,15 @@ mod tests {
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0, stale: false };
         let max_age = u64::MAX;
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
-        state
-            .results
-            .insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0 });
+        state.results.insert(
+            1,
+            Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 },
+        );
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(2));
-        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0 });
+        state.results.insert(
+            2,
+            Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 },
+        );
         assert_eq!(pick_next(&mut state, 0, max_age), None, "nothing changed, failures included");
         state.candidates[0] = cand(1, 11);
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1), "rss moved");
@@ -612,10 +665,14 @@ mod tests {
         let read_at = 5_000_000_000;
         let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0, stale: false };
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        state
-            .results
-            .insert(1, Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0 });
-        state.results.insert(2, Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0 });
+        state.results.insert(
+            1,
+            Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 },
+        );
+        state.results.insert(
+            2,
+            Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 },
+        );
         assert_eq!(pick_next(&mut state, read_at + max_age - 1, max_age), None, "young enough");
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age).map(|c| c.pid), Some(1), "aged out");
         // The failed read of pid 2 is not retried by age, however old.
@@ -626,6 +683,7 @@ mod tests {
                 reading: Some(PssReading { read_mono_ns: read_at + max_age, ..reading }),
                 stall: Stall::default(),
                 not_before_ns: 0,
+                backoff: 0,
             },
         );
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age), None);
@@ -641,9 +699,18 @@ mod tests {
         let capped = Stall { capped: true, ..Stall::default() };
         state.results.insert(
             1,
-            Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 5_000 },
+            Entry {
+                seen: cand(1, 10),
+                reading: Some(reading),
+                stall: Stall::default(),
+                not_before_ns: 5_000,
+                backoff: 0,
+            },
         );
-        state.results.insert(2, Entry { seen: cand(2, 20), reading: Some(reading), stall: capped, not_before_ns: 0 });
+        state.results.insert(
+            2,
+            Entry { seen: cand(2, 20), reading: Some(reading), stall: capped, not_before_ns: 0, backoff: 0 },
+        );
         // Both changed since their readings.
         state.candidates = vec![cand(1, 11), cand(2, 21)];
         assert_eq!(pick_next(&mut state, 4_999, u64::MAX), None, "pid 1's time has not come; pid 2 is capped");

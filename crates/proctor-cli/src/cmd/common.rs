@@ -29,7 +29,9 @@ pub struct ReadArgs {
     pub io: bool,
     /// Share of wall time one process's mmap lock may be held by proctor's PSS reads: after a
     /// read that held it for h, that process is not read again for h / SHARE (0.001: 1 ms per
-    /// second, so a 20 ms read waits 20 s). Its PSS age shows it.
+    /// second, so a 20 ms read waits 20 s). Where lock waits are traced, a process whose threads
+    /// waited on a read is read half as often from then (down to 1/16 of SHARE), and a step
+    /// more often after a read it did not wait on. Its PSS age shows it.
     #[arg(long, value_name = "SHARE", default_value_t = 0.001, value_parser = target_share)]
     pub target_budget: f64,
     /// A process whose one read held its mmap lock longer than this is not read for PSS again
