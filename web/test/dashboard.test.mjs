@@ -1352,7 +1352,10 @@ describe("dragging across a chart picks a range, and its top processes are that 
         const r = await fetchJson(`${base}/api/v1/report?since=2m&top=1`);
         return r.available && r.last_unix_ms > after && r.samples >= 10 ? r : null;
       };
-      await until("a few seconds of stored samples", () => stored(recordingFrom + 2000), 20000);
+      // Five seconds of it: the drag below aims at the stretch on the axis as drawn before the
+      // press, and the live axis moves on until the press holds it (over a second on a loaded
+      // machine, when two seconds left a stretch of 5 pixels).
+      await until("a few seconds of stored samples", () => stored(recordingFrom + 5000), 20000);
       const burnerFrom = Date.now();
       burner = spawn(exe, ["-c", "while :; do :; done"], { stdio: "ignore" });
       started.push(burner);

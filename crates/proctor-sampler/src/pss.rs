@@ -384,8 +384,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             let fresh = Entry { seen: candidate, reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);
             if entry.seen.start_ticks != candidate.start_ticks {
-                // The pid was reused: the ledger is the new process's from here.
+                // The pid was reused: the ledger and the step back are the new process's.
                 entry.stall = Stall::default();
+                entry.backoff = 0;
             }
             entry.seen = candidate;
             entry.reading = reading;
