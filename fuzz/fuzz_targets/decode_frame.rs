@@ -100,6 +100,7 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         io: None,
         cmdline: (seq > 0).then(|| Arc::from(vec![format!("/bin/p{pid}")])),
         pss: None,
+        pss_stale: false,
         cgroup: None,
         tasks: Vec::new(),
         stall: (seq % 3 == 1).then_some(proctor_model::Stall {

@@ -207,7 +207,7 @@ fn row(
             uss_bytes: r.rollup.uss_bytes(),
             swap_pss_bytes: r.rollup.swap_pss_bytes,
             age_secs: cur.mono_ns.saturating_sub(r.read_mono_ns) as f64 / 1e9,
-            stale: r.stale,
+            stale: p.pss_stale,
         }),
         stall: p.stall,
         cgroup: p.cgroup.clone(),

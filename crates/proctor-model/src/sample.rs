@@ -124,10 +124,6 @@ pub struct PssReading {
     pub read_mono_ns: u64,
     /// What the read cost the reader, in CPU nanoseconds.
     pub cost_cpu_ns: u64,
-    /// Made before the process's family last changed (a sharer of its pages appeared, left or
-    /// exec'd; `proctor_sampler::pss`): its share of shared pages may have moved since.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub stale: bool,
 }
 
 /// One process as read in one cycle. Memory sizes in bytes, CPU in clock ticks (cumulative).
@@ -171,6 +167,12 @@ pub struct ProcessSample {
     /// Filled in by the cmdline worker some time after the process is first seen.
     pub cmdline: Option<Arc<[String]>>,
     pub pss: Option<PssReading>,
+    /// `pss` was read before the process's family last changed (a sharer of its pages
+    /// appeared, left or exec'd; `proctor_sampler::pss`), so its share of shared pages may have
+    /// moved since. Live only: the store keeps the reading and not this (its flips would cost
+    /// a row each), so a stored sample reads `false`.
+    #[serde(skip)]
+    pub pss_stale: bool,
     /// The process's cgroup as it names it (v2 path, or the v1 memory path).
     pub cgroup: Option<Arc<str>>,
     /// Its threads other than the main one (whose figures are the process's row), sorted by

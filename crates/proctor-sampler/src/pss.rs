@@ -17,7 +17,7 @@
 //! the readings of its family (the processes of its name under its parent, and that parent if
 //! it has the name too) are *stale*: read before the change, they may be off by the change's
 //! whole share (half a tree exiting doubles the others' PSS). A stale reading is still given
-//! out, marked ([`PssReading::stale`]), so a sum over a tree can refuse to call itself complete,
+//! out, marked (`ProcessSample::pss_stale`), so a sum over a tree can refuse to call itself complete,
 //! and it is read again before anything whose only reason is its counters or its age.
 //!
 //! The budget is an average: unspent budget is saved, up to [`BURST_SAVED`] of it, and spent
@@ -266,16 +266,16 @@ impl PssWorker {
         self.shared.wake.notify_one();
     }
 
-    /// The latest reading for a process, if it is still the same process (marked stale if its
-    /// family changed since), and the stall ledger of this reader's reads of it.
-    pub fn with_readings<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> (Option<PssReading>, Option<Stall>)) -> R) -> R {
+    /// The latest reading for a process, if it is still the same process, whether it is
+    /// stale (its family changed since), and the stall ledger of this reader's reads of it.
+    pub fn with_readings<R>(
+        &self,
+        f: impl FnOnce(&dyn Fn(u32, u64) -> (Option<PssReading>, bool, Option<Stall>)) -> R,
+    ) -> R {
         let state = self.shared.lock();
         let lookup = |pid: u32, start_ticks: u64| match state.results.get(&pid) {
-            Some(e) if e.seen.start_ticks == start_ticks => {
-                let stale = e.stale(&state.changed);
-                (e.reading.map(|r| PssReading { stale, ..r }), Some(e.stall))
-            }
-            _ => (None, None),
+            Some(e) if e.seen.start_ticks == start_ticks => (e.reading, e.stale(&state.changed), Some(e.stall)),
+            _ => (None, false, None),
         };
         f(&lookup)
     }
@@ -307,7 +307,6 @@ pub fn read_pss(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> Res
         rollup,
         read_mono_ns: epoch.elapsed().as_nanos() as u64,
         cost_cpu_ns: thread_cpu_ns().saturating_sub(cpu_before),
-        stale: false,
     })
 }
 
@@ -515,7 +514,7 @@ mod tests {
 
     /// Every candidate read at `at_ns`.
     fn read_all(state: &mut State, at_ns: u64) {
-        let reading = PssReading { rollup: Default::default(), read_mono_ns: at_ns, cost_cpu_ns: 0, stale: false };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: at_ns, cost_cpu_ns: 0 };
         for c in &state.candidates {
             let entry =
                 Entry { seen: *c, reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 };
@@ -641,7 +640,7 @@ mod tests {
     #[test]
     fn round_robin_skips_unchanged() {
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0, stale: false };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
         let max_age = u64::MAX;
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
         state.results.insert(
@@ -664,7 +663,7 @@ mod tests {
     fn unchanged_readings_are_refreshed_at_the_maximum_age() {
         let max_age = 60_000_000_000;
         let read_at = 5_000_000_000;
-        let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0, stale: false };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
         state.results.insert(
             1,
@@ -696,7 +695,7 @@ mod tests {
     #[test]
     fn the_target_budget_holds_reads_back() {
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0, stale: false };
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
         let capped = Stall { capped: true, ..Stall::default() };
         state.results.insert(
             1,

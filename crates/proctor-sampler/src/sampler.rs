@@ -374,7 +374,7 @@ impl Sampler {
             pss.with_readings(|lookup| {
                 for p in processes.iter_mut() {
                     let stall;
-                    (p.pss, stall) = lookup(p.pid, p.start_ticks);
+                    (p.pss, p.pss_stale, stall) = lookup(p.pid, p.start_ticks);
                     p.stall = Stall::merge(p.stall, stall);
                 }
             });

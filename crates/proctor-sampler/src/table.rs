@@ -443,6 +443,7 @@ impl ProcessTable {
             io,
             cmdline: None,
             pss: None,
+            pss_stale: false,
             cgroup: entry.cgroup.clone(),
             tasks,
             stall: None,

@@ -196,6 +196,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 io: None,
                 cmdline: p.cmdline,
                 pss: None,
+                pss_stale: false,
                 cgroup: None,
                 tasks: Vec::new(),
                 stall: None,

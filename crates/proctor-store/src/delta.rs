@@ -410,6 +410,8 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         cgroup,
         tasks,
         stall,
+        // Live only: not stored (see its doc).
+        pss_stale: _,
     } = new;
     // The cheap, usual case first: an idle process is unchanged.
     if old.utime_ticks == *utime_ticks

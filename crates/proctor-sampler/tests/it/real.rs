@@ -614,18 +614,19 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
         ..SamplerConfig::default()
     });
     // The members and their readings, as one sample has them.
-    let members = |s: &proctor_model::Sample| -> Vec<(u32, Option<proctor_model::PssReading>)> {
-        s.processes.iter().filter(|p| p.pid == root || p.ppid == root).map(|p| (p.pid, p.pss)).collect()
+    type Members = Vec<(u32, Option<proctor_model::PssReading>, bool)>;
+    let members = |s: &proctor_model::Sample| -> Members {
+        s.processes.iter().filter(|p| p.pid == root || p.ppid == root).map(|p| (p.pid, p.pss, p.pss_stale)).collect()
     };
-    let complete = |m: &[(u32, Option<proctor_model::PssReading>)]| {
+    let complete = |m: &Members| {
         m.iter()
-            .all(|(_, r)| r.is_some_and(|r| !r.stale))
-            .then(|| m.iter().map(|(_, r)| r.and_then(|r| r.rollup.pss_bytes).unwrap_or(0)).sum::<u64>())
+            .all(|(_, r, stale)| r.is_some() && !stale)
+            .then(|| m.iter().map(|(_, r, _)| r.and_then(|r| r.rollup.pss_bytes).unwrap_or(0)).sum::<u64>())
     };
-    let fresh = |m: &[(u32, Option<proctor_model::PssReading>)]| -> u64 {
+    let fresh = |m: &Members| -> u64 {
         let epoch = Instant::now();
         m.iter()
-            .map(|(pid, _)| read_pss(&Root::default(), *pid, epoch, &mut Vec::new()).expect("a member").rollup)
+            .map(|(pid, _, _)| read_pss(&Root::default(), *pid, epoch, &mut Vec::new()).expect("a member").rollup)
             .map(|r| r.pss_bytes.unwrap_or(0))
             .sum()
     };
@@ -650,10 +651,10 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
     while checked < 3 {
         let s = sampler.sample();
         let m = members(&s);
-        if m.iter().any(|(pid, _)| kids[..4].contains(pid)) {
+        if m.iter().any(|(pid, _, _)| kids[..4].contains(pid)) {
             // The killed are still in this sample (it was taken before they went).
         } else {
-            let stale = m.iter().filter(|(_, r)| r.is_some_and(|r| r.stale)).count();
+            let stale = m.iter().filter(|(_, r, stale)| r.is_some() && *stale).count();
             first_after.get_or_insert(stale);
             if let Some(sum) = complete(&m) {
                 let truth = fresh(&m) as f64;
