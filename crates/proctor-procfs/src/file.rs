@@ -201,13 +201,22 @@ fn read_all_at(file: &File, buf: &mut Vec<u8>, most: usize) -> Result<(), ReadEr
             }
         };
         buf.truncate(filled + n);
-        // /proc files are generated in one go for small sizes; a short read that did not fill
-        // the buffer is the end. Only a full buffer needs another round to find EOF.
-        if n == 0 || filled + n < room {
+        // Only a read of nothing is the end: a file the kernel writes a record at a time
+        // (`maps`, `smaps`, `mountinfo`, `diskstats`) answers a read with one page of records
+        // at most, short of a bigger buffer while more follow. One more `pread` per file.
+        if n == 0 {
             return Ok(());
         }
     }
 }
+
+/// A short read of at most this many bytes is the end of a file: the kernel's record-at-a-time
+/// files (seq_file) fill a page-sized buffer and stop early only where the next record does
+/// not fit in what is left of it, so a stop this early needs a record over 2 KiB. The files kept
+/// open and re-read every sample are one record (`stat`, `statm`, `status`, `io`, `/proc/stat`,
+/// `meminfo`) or tables of short lines (`diskstats`, `net/dev`): they stay one `pread` while
+/// they are this small, and a longer short read is read on until a read of nothing.
+const SHORT_READ_ENDS: usize = 2048;
 
 /// A file kept open and re-read from offset 0 on every sample, into a buffer it owns
 /// ([`ProcFile::read`]) or one the caller lends ([`ProcFile::read_into`]). The own buffer is
@@ -265,8 +274,8 @@ impl ProcFile {
     }
 }
 
-/// `pread`s from offset 0 until a short read, doubling `buf` (zero-filled) while the file fills
-/// it; returns the file's length. A file longer than [`MAX_READ_BYTES`] is [`ReadError::TooBig`]
+/// `pread`s from offset 0 until the end ([`SHORT_READ_ENDS`]), doubling `buf` (zero-filled)
+/// while the file fills it; returns the file's length. A file longer than [`MAX_READ_BYTES`] is [`ReadError::TooBig`]
 /// once one byte past it is read (`buf` grows to that byte at most). The check is arithmetic on
 /// a length already at hand: a kept file's re-read stays one `pread`.
 fn pread_whole(file: &File, buf: &mut Vec<u8>) -> Result<usize, ReadError> {
@@ -275,16 +284,18 @@ fn pread_whole(file: &File, buf: &mut Vec<u8>) -> Result<usize, ReadError> {
     loop {
         match file.read_at(&mut buf[filled..], filled as u64) {
             Ok(n) => {
+                let asked = buf.len() - filled;
                 filled += n;
-                // A short read is the end (see `read_all_at`); a full buffer may not be.
-                if n == 0 || filled < buf.len() {
+                if n == 0 || (n < asked && n <= SHORT_READ_ENDS) {
                     return Ok(filled);
                 }
                 if filled >= LIMIT {
                     return Err(ReadError::TooBig);
                 }
-                let grown = (buf.len() * 2).min(LIMIT);
-                buf.resize(grown, 0);
+                if filled == buf.len() {
+                    let grown = (buf.len() * 2).min(LIMIT);
+                    buf.resize(grown, 0);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(ReadError::Io(e)),
@@ -391,5 +402,34 @@ mod tests {
         root.read_into_at_most("/big", &mut buf, 5000).expect("exactly the bound");
         assert_eq!(buf.len(), 5000);
         assert_eq!(kept.read().expect("read").len(), 5000);
+    }
+
+    /// The kernel writes `smaps` a record (a mapping) at a time and answers each read with a
+    /// page of records at most: a reader that took a short read for the end kept 12.7 of its
+    /// 23.6 KB here. Read whole and kept, a sleeping child's `smaps` is all there, as a plain
+    /// read to the end gives it.
+    #[test]
+    fn a_file_written_a_record_at_a_time_is_read_to_its_end() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let path = format!("/proc/{}/smaps", child.id());
+        let root = Root::default();
+        let (mut same, mut longest) = (false, 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !same && std::time::Instant::now() < deadline {
+            // Until it has exec'd and mapped its libraries, and while its counters move, again.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let whole = std::fs::read(&path).expect("std read");
+            longest = longest.max(whole.len());
+            if whole.len() <= 8192 {
+                continue;
+            }
+            let ours = root.read(&path).expect("read");
+            let kept = root.open_kept(&path).expect("kept").read().expect("re-read").to_vec();
+            same = ours == whole && kept == whole;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(longest > 8192, "smaps of sleep is {longest} bytes: too small to tell");
+        assert!(same, "{path} read whole and kept differs from a read to the end");
     }
 }
