@@ -510,14 +510,10 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
     if let Some(p) = a.pss.as_ref() {
         out.push(counter(
             "proctor_agent_pss_reads",
-            "smaps_rollup reads by the budgeted worker.",
+            "PSS reads by the budgeted worker (smaps_rollup, or pagemap for big targets).",
             Some(p.reads as f64),
         ));
-        out.push(counter(
-            "proctor_agent_pss_cpu_seconds",
-            "CPU spent reading smaps_rollup.",
-            Some(p.cpu_ns as f64 / 1e9),
-        ));
+        out.push(counter("proctor_agent_pss_cpu_seconds", "CPU spent reading PSS.", Some(p.cpu_ns as f64 / 1e9)));
     }
     if let Some(c) = a.cmdline.as_ref() {
         out.push(counter("proctor_agent_cmdline_reads", "cmdline reads by the worker.", Some(c.reads as f64)));
@@ -528,7 +524,11 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
         ));
     }
     // The stall ledger, by the read that took a target's mmap lock.
-    let ledger = [("smaps_rollup", a.pss.as_ref().map(|p| p.lock)), ("cmdline", a.cmdline.as_ref().map(|c| c.lock))];
+    let ledger = [
+        ("smaps_rollup", a.pss.as_ref().map(|p| p.lock)),
+        ("pagemap", a.pss.as_ref().filter(|p| p.pagemap).map(|p| p.pagemap_lock)),
+        ("cmdline", a.cmdline.as_ref().map(|c| c.lock)),
+    ];
     let mut held = Family::new(
         "proctor_agent_target_lock_seconds",
         Kind::Counter,
@@ -537,7 +537,7 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
     let mut longest = Family::new(
         "proctor_agent_target_lock_max_seconds",
         Kind::Gauge,
-        "The longest single proctor read that took a target's mmap lock, by read.",
+        "The longest single hold of a target's mmap lock by a proctor read, by read (a pagemap read takes it once per 2 MiB walked).",
     );
     let mut any = false;
     for (read, totals) in ledger {
@@ -553,7 +553,7 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
     if let Some(p) = a.pss.as_ref().filter(|p| p.waits_traced) {
         out.push(counter(
             "proctor_agent_target_waited_seconds",
-            "How long targets' own threads waited for their mmap lock while a proctor smaps_rollup read held it (mmap_lock tracepoints).",
+            "How long targets' own threads waited for their mmap lock while a proctor PSS read held it (mmap_lock tracepoints).",
             Some(p.target_waited_ns as f64 / 1e9),
         ));
     }

@@ -208,9 +208,15 @@ pub struct Stall {
 impl Stall {
     /// One more read of `ns`.
     pub fn add(&mut self, ns: u64) {
+        self.add_holds(ns, ns);
+    }
+
+    /// One more read that held the lock `total_ns` in holds of at most `longest_ns` each (a
+    /// `pagemap` read takes the lock once per page table it walks).
+    pub fn add_holds(&mut self, total_ns: u64, longest_ns: u64) {
         self.reads += 1;
-        self.total_ns = self.total_ns.saturating_add(ns);
-        self.max_ns = self.max_ns.max(ns);
+        self.total_ns = self.total_ns.saturating_add(total_ns);
+        self.max_ns = self.max_ns.max(longest_ns);
     }
 
     /// Two readers' ledgers of one target, together.

@@ -11,6 +11,7 @@ pub mod drm;
 mod error;
 mod file;
 pub mod host;
+pub mod pagemap;
 mod parse;
 pub mod power;
 pub mod process;

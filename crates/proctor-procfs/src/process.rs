@@ -276,6 +276,25 @@ impl SmapsRollup {
     pub fn uss_bytes(&self) -> Option<u64> {
         Some(self.private_clean_bytes? + self.private_dirty_bytes?)
     }
+
+    /// What a `pagemap` reading gives ([`crate::pagemap::Tally`]): every counter but SwapPss,
+    /// which is 0 where no page is swapped and unknown otherwise.
+    pub fn from_tally(t: &crate::pagemap::Tally) -> SmapsRollup {
+        let [pss, anon, file, shmem] = t.pss_bytes();
+        SmapsRollup {
+            rss_bytes: Some(t.rss_bytes),
+            pss_bytes: Some(pss),
+            pss_anon_bytes: Some(anon),
+            pss_file_bytes: Some(file),
+            pss_shmem_bytes: Some(shmem),
+            shared_clean_bytes: Some(t.shared_clean_bytes),
+            shared_dirty_bytes: Some(t.shared_dirty_bytes),
+            private_clean_bytes: Some(t.private_clean_bytes),
+            private_dirty_bytes: Some(t.private_dirty_bytes),
+            swap_bytes: Some(t.swap_bytes),
+            swap_pss_bytes: (t.swap_bytes == 0).then_some(0),
+        }
+    }
 }
 
 pub fn parse_smaps_rollup(bytes: &[u8]) -> Option<SmapsRollup> {

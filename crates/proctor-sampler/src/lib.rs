@@ -17,6 +17,7 @@ pub mod drm;
 mod host;
 pub mod lockwait;
 pub mod nvml;
+pub mod pagemap;
 pub mod power;
 pub mod pss;
 mod sampler;

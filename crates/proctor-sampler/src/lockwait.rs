@@ -48,6 +48,8 @@ pub struct Waited {
     /// The worker's own holds of the target's lock, as the trace saw them (what the ledger
     /// charges, where the trace lost nothing; the read's wall time is an upper bound on it).
     pub held_ns: u64,
+    /// The longest of those holds.
+    pub longest_ns: u64,
     /// Events in the trace, and whether some were lost (the buffer overflowed or the text was
     /// longer than read): then `waited_ns` may be short.
     pub events: u64,
@@ -276,7 +278,9 @@ pub fn waits(text: &[u8], own: i32, target: u32) -> Waited {
         }
     }
     for &(_, from, to) in &holds {
-        out.held_ns += to.unwrap_or(end).saturating_sub(from);
+        let held = to.unwrap_or(end).saturating_sub(from);
+        out.held_ns += held;
+        out.longest_ns = out.longest_ns.max(held);
     }
     for &(_, mm, from, to) in &attempts {
         let to = to.unwrap_or(end);
@@ -322,7 +326,17 @@ mod tests {
     #[test]
     fn the_target_is_charged_only_its_own_waits_on_the_workers_hold() {
         let w = waits(TRACE.as_bytes(), 50, 700);
-        assert_eq!(w, Waited { waited_ns: 4_100_000, waits: 1, held_ns: 5_000_000, events: 9, lost: false });
+        assert_eq!(
+            w,
+            Waited {
+                waited_ns: 4_100_000,
+                waits: 1,
+                held_ns: 5_000_000,
+                longest_ns: 5_000_000,
+                events: 9,
+                lost: false
+            }
+        );
         // Seen as pid 900's: the ps waited from 100.002000 to the end of the trace, of which the
         // hold covered 3.1 ms.
         let ps = waits(TRACE.as_bytes(), 50, 900);

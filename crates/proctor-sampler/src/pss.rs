@@ -1,5 +1,6 @@
 //! The PSS worker: refreshes `smaps_rollup` round-robin under a CPU budget, off the sampling
-//! thread.
+//! thread; a target of [`PAGEMAP_FROM_BYTES`] or more through `pagemap` ([`crate::pagemap`])
+//! where this process may, which holds its lock a 2 MiB walk at a time.
 //!
 //! `smaps_rollup` walks every resident page of the target while holding its mmap lock: it
 //! costs about 13–16 ms per GiB resident here, and the target cannot mmap, munmap or fault in
@@ -31,6 +32,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use proctor_model::{PssReading, Stall};
+
+use crate::pagemap::{Holds, PageCounter};
 use proctor_procfs::process::parse_smaps_rollup;
 use proctor_procfs::system::thread_cpu_ns;
 use proctor_procfs::{Error, ErrorKind, Root};
@@ -99,7 +102,20 @@ pub struct PssStats {
     pub traced_reads: u64,
     pub target_waited_ns: u64,
     pub traces_lost: u64,
+    /// Whether big targets are read through `pagemap` ([`PAGEMAP_FROM_BYTES`]; `proctor
+    /// doctor` says why not), how many reads went that way, and their share of the ledger
+    /// (`lock` is the `smaps_rollup` reads').
+    pub pagemap: bool,
+    pub pagemap_reads: u64,
+    pub pagemap_lock: crate::worker::LockTotals,
 }
+
+/// Targets with at least this much resident are read through `pagemap` where this process
+/// may ([`crate::pagemap`]): above it one `smaps_rollup` hold passes ~0.75 ms here (12 ms per
+/// GiB), and `pagemap` holds a target's lock for one 2 MiB walk at a time, whatever its size.
+/// Below it `smaps_rollup`'s hold is short and it gives every counter (the clean/dirty split,
+/// PSS by kind, SwapPss), which `pagemap` cannot.
+pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 
 /// How long a family's change is remembered by its key (parent pid, name hash).
 type Families = HashMap<(u32, u64), u64>;
@@ -297,23 +313,50 @@ impl Drop for PssWorker {
     }
 }
 
+/// [`read_pss`], with its hold (its wall time: an upper bound).
+fn read_pss_timed(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> (Result<PssReading, Error>, Holds) {
+    let started = Instant::now();
+    let result = read_pss(root, pid, epoch, buf);
+    let ns = crate::worker::held_ns(started.elapsed());
+    (result, Holds { count: 1, total_ns: ns, longest_ns: ns })
+}
+
+/// One process's PSS through `pagemap` ([`crate::pagemap`]), on the calling thread.
+fn read_pss_by_pages(
+    counter: &mut PageCounter,
+    root: &Root,
+    pid: u32,
+    epoch: Instant,
+) -> (Result<PssReading, Error>, Holds) {
+    let cpu_before = thread_cpu_ns();
+    let read_mono_ns = epoch.elapsed().as_nanos() as u64;
+    let (result, holds) = counter.read(root, pid);
+    let reading = result.map(|rollup| PssReading {
+        rollup,
+        read_mono_ns,
+        cost_cpu_ns: thread_cpu_ns().saturating_sub(cpu_before),
+    });
+    (reading, holds)
+}
+
 /// Reads one process's `smaps_rollup` now, on the calling thread, timing it.
 pub fn read_pss(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> Result<PssReading, Error> {
     let cpu_before = thread_cpu_ns();
+    // A reading is as old as its start: a sharer that leaves during the read may or may not
+    // be in it, so a change marked after the start makes it stale.
+    let read_mono_ns = epoch.elapsed().as_nanos() as u64;
     let path = format!("/proc/{pid}/smaps_rollup");
     root.read_into(&path, buf)?;
     let rollup = parse_smaps_rollup(buf).ok_or_else(|| Error::parse(root.path(&path), "not a smaps_rollup file"))?;
-    Ok(PssReading {
-        rollup,
-        read_mono_ns: epoch.elapsed().as_nanos() as u64,
-        cost_cpu_ns: thread_cpu_ns().saturating_sub(cpu_before),
-    })
+    Ok(PssReading { rollup, read_mono_ns, cost_cpu_ns: thread_cpu_ns().saturating_sub(cpu_before) })
 }
 
 fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, epoch: Instant) {
     let max_age_ns = u64::try_from(limits.max_age.as_nanos()).unwrap_or(u64::MAX);
     let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
+    let mut pages = crate::pagemap::PageCounter::open(root).ok();
+    shared.lock().stats.pagemap = pages.is_some();
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
     let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
     shared.lock().stats.waits_traced = tracer.is_some();
@@ -331,26 +374,53 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             continue;
         };
         let traced_cpu = thread_cpu_ns();
-        let (result, held_ns, waited) = match tracer.as_mut() {
-            Some(t) => {
-                let ((result, wall_ns), waited) = t.around(candidate.pid, || {
-                    let started = Instant::now();
-                    let r = read_pss(root, candidate.pid, epoch, &mut buf);
-                    (r, crate::worker::held_ns(started.elapsed()))
-                });
-                // The hold as the kernel saw it, where the trace has it whole: the wall time
-                // also counts the read's waits for the lock, and smaps_rollup lets the lock go
-                // while the target's threads want it.
-                let traced = waited.filter(|w| !w.lost && w.held_ns > 0);
-                let held_ns = traced.map_or(wall_ns, |w| crate::worker::held_ns(Duration::from_nanos(w.held_ns)));
-                (result, held_ns.min(wall_ns), waited)
+        let by_pages = candidate.resident_bytes >= PAGEMAP_FROM_BYTES;
+        let mut read = || match pages.as_mut().filter(|_| by_pages) {
+            Some(counter) => {
+                let (result, holds) = read_pss_by_pages(counter, root, candidate.pid, epoch);
+                match result {
+                    // Refused (its frame numbers hidden, say): smaps_rollup this time.
+                    Err(e) if e.kind != ErrorKind::Gone => {
+                        let (result, more) = read_pss_timed(root, candidate.pid, epoch, &mut buf);
+                        let holds = Holds {
+                            count: holds.count + 1,
+                            total_ns: holds.total_ns + more.total_ns,
+                            longest_ns: holds.longest_ns.max(more.longest_ns),
+                        };
+                        (result, holds, false)
+                    }
+                    result => (result, holds, true),
+                }
             }
             None => {
-                let started = Instant::now();
-                let r = read_pss(root, candidate.pid, epoch, &mut buf);
-                (r, crate::worker::held_ns(started.elapsed()), None)
+                let (result, holds) = read_pss_timed(root, candidate.pid, epoch, &mut buf);
+                (result, holds, false)
             }
         };
+        let (result, holds, paged, waited) = match tracer.as_mut() {
+            Some(t) => {
+                let ((result, timed, paged), waited) = t.around(candidate.pid, read);
+                // The holds as the kernel saw them, where the trace has them whole: the wall
+                // time also counts the read's waits for the lock, and smaps_rollup lets the
+                // lock go while the target's threads want it.
+                let traced = waited.filter(|w| !w.lost && w.held_ns > 0);
+                let ns = |ns| crate::worker::held_ns(Duration::from_nanos(ns));
+                let holds = match traced {
+                    Some(w) => Holds {
+                        total_ns: ns(w.held_ns).min(timed.total_ns),
+                        longest_ns: ns(w.longest_ns).min(timed.longest_ns),
+                        ..timed
+                    },
+                    None => timed,
+                };
+                (result, holds, paged, waited)
+            }
+            None => {
+                let (result, holds, paged) = read();
+                (result, holds, paged, None)
+            }
+        };
+        let held_ns = holds.total_ns;
         // The budget pays for the trace too: turning it on and off, reading and parsing it.
         let spent_ns = match (&result, tracer.is_some()) {
             (_, true) => thread_cpu_ns().saturating_sub(traced_cpu),
@@ -378,7 +448,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             if !gone {
                 // A read of a gone process held no one's lock.
                 let st = &mut *state;
-                crate::worker::charge(&mut st.stats.lock, &mut st.interval, candidate.pid, held_ns);
+                let totals = if paged { &mut st.stats.pagemap_lock } else { &mut st.stats.lock };
+                crate::worker::charge_holds(totals, &mut st.interval, candidate.pid, held_ns, holds.longest_ns);
+                st.stats.pagemap_reads += u64::from(paged);
             }
             let fresh = Entry { seen: candidate, reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);
@@ -391,7 +463,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             entry.reading = reading;
             let (mut capped, mut backed_off) = (false, false);
             if !gone {
-                entry.stall.add(held_ns);
+                entry.stall.add_holds(held_ns, holds.longest_ns);
                 if let Some(w) = waited {
                     let waited_ns = crate::worker::held_ns(Duration::from_nanos(w.waited_ns));
                     entry.stall.waited_ns = Some(entry.stall.waited_ns.unwrap_or(0).saturating_add(waited_ns));
@@ -399,7 +471,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 let now_ns = epoch.elapsed().as_nanos() as u64;
                 let waited_ns = waited.filter(|w| !w.lost).map(|w| w.waited_ns);
                 backed_off = entry.after_read(held_ns, limits.share, waited_ns, now_ns);
-                capped = held_ns > max_hold_ns && !entry.stall.capped;
+                capped = holds.longest_ns > max_hold_ns && !entry.stall.capped;
                 entry.stall.capped |= capped;
             }
             if capped {

@@ -109,12 +109,29 @@ pub(crate) fn held_ns(held: std::time::Duration) -> u64 {
 
 /// Charges a read that held `pid`'s lock `ns` to a reader's totals and to its interval.
 pub(crate) fn charge(totals: &mut LockTotals, interval: &mut Interval, pid: u32, ns: u64) {
-    totals.lock_ns = totals.lock_ns.saturating_add(ns);
-    if ns > totals.max_lock_ns {
-        (totals.max_lock_ns, totals.max_lock_pid) = (ns, pid);
+    charge_holds(totals, interval, pid, ns, ns);
+}
+
+/// [`charge`] for a read that held the lock `total_ns` in holds of at most `longest_ns`.
+pub(crate) fn charge_holds(totals: &mut LockTotals, interval: &mut Interval, pid: u32, total_ns: u64, longest_ns: u64) {
+    totals.lock_ns = totals.lock_ns.saturating_add(total_ns);
+    if longest_ns > totals.max_lock_ns {
+        (totals.max_lock_ns, totals.max_lock_pid) = (longest_ns, pid);
     }
-    if ns >= interval.0.max_ns {
+    if longest_ns >= interval.0.max_ns {
         interval.1 = pid;
     }
-    interval.0.add(ns);
+    interval.0.add_holds(total_ns, longest_ns);
+}
+
+impl LockTotals {
+    /// Two readers' totals together: the sum, and the longer of the two longest.
+    pub fn merge(self, other: LockTotals) -> LockTotals {
+        let longer = if other.max_lock_ns > self.max_lock_ns { other } else { self };
+        LockTotals {
+            lock_ns: self.lock_ns.saturating_add(other.lock_ns),
+            max_lock_ns: longer.max_lock_ns,
+            max_lock_pid: longer.max_lock_pid,
+        }
+    }
 }

@@ -502,6 +502,10 @@ pub struct WorkerOut {
     pub lock_seconds_total: f64,
     pub max_lock_seconds: f64,
     pub max_lock_pid: Option<u32>,
+    /// The PSS worker's reads of big targets through `pagemap`, which hold the lock one 2 MiB
+    /// walk at a time (absent where it cannot read `pagemap`: `proctor doctor` says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pagemap_reads: Option<u64>,
     /// The PSS worker's, where it traces the kernel's mmap_lock tracepoints (absent where it
     /// cannot): what the targets' own threads waited on its reads, and traces that lost events.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -721,7 +725,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             reader_wall_seconds: c.reader_wall_ns.iter().map(|(k, v)| (*k, *v as f64 / 1e9)).collect(),
             errors: c.errors.iter().map(|((r, k), n)| (error_key(r, k), *n)).collect(),
         },
-        pss_worker: a.pss.as_ref().map(|p| WorkerOut {
+        pss_worker: a.pss.as_ref().map(|p| (p, p.lock.merge(p.pagemap_lock))).map(|(p, lock)| WorkerOut {
             reads: p.reads,
             errors: p.errors,
             cpu_seconds: Some(p.cpu_ns as f64 / 1e9),
@@ -729,9 +733,10 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             max_read_cpu_seconds: Some(p.max_read_cpu_ns as f64 / 1e9),
             budget_share_of_one_cpu: Some(p.budget),
             timeouts: None,
-            lock_seconds_total: p.lock.lock_ns as f64 / 1e9,
-            max_lock_seconds: p.lock.max_lock_ns as f64 / 1e9,
-            max_lock_pid: (p.lock.max_lock_ns > 0).then_some(p.lock.max_lock_pid),
+            lock_seconds_total: lock.lock_ns as f64 / 1e9,
+            max_lock_seconds: lock.max_lock_ns as f64 / 1e9,
+            max_lock_pid: (lock.max_lock_ns > 0).then_some(lock.max_lock_pid),
+            pagemap_reads: p.pagemap.then_some(p.pagemap_reads),
             target_waited_seconds_total: p.waits_traced.then_some(p.target_waited_ns as f64 / 1e9),
             traces_lost: p.waits_traced.then_some(p.traces_lost),
         }),
@@ -746,6 +751,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             lock_seconds_total: c.lock.lock_ns as f64 / 1e9,
             max_lock_seconds: c.lock.max_lock_ns as f64 / 1e9,
             max_lock_pid: (c.lock.max_lock_ns > 0).then_some(c.lock.max_lock_pid),
+            pagemap_reads: None,
             target_waited_seconds_total: None,
             traces_lost: None,
         }),

@@ -202,15 +202,25 @@ fn time_reads(file: &File, rounds: u32, buf: &mut [u8], parse: impl Fn(&[u8]) ->
 /// target itself waited (it sets up the tracing instance `serve` would, and removes it).
 fn stall_ledger(root: &proctor_procfs::Root) -> String {
     let waits = match proctor_sampler::lockwait::LockWaits::open(root) {
-        Ok(_) => "smaps_rollup reads are traced with the kernel's mmap_lock tracepoints: they are \
+        Ok(_) => "PSS reads are traced with the kernel's mmap_lock tracepoints: they are \
                   charged the hold the kernel saw, and what the target's own threads waited on \
                   them is measured (stall_target_waited_seconds_total)"
             .to_string(),
         Err(why) => format!("what the target itself waited is not measured: {why}"),
     };
+    let pages = match proctor_sampler::pagemap::PageCounter::open(root) {
+        Ok(_) => format!(
+            "PSS of processes with {} MiB or more resident is read through pagemap and kpagecount, \
+             which hold a target's lock one 2 MiB walk at a time (smaps_rollup holds it for a whole mapping)",
+            proctor_sampler::pss::PAGEMAP_FROM_BYTES >> 20
+        ),
+        Err(why) => {
+            format!("PSS is read through smaps_rollup only, which holds a target's lock for a whole mapping: {why}")
+        }
+    };
     format!(
-        "stall ledger: every smaps_rollup and cmdline read is timed and charged to its target \
-         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold, where not traced); {waits}"
+        "stall ledger: every smaps_rollup, pagemap and cmdline read is timed and charged to its target \
+         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold, where not traced); {waits}; {pages}"
     )
 }
 

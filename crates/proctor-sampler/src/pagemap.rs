@@ -1,0 +1,276 @@
+//! PSS of a big process in short holds: `/proc/PID/pagemap` and `/proc/kpagecount`
+//! ([`proctor_procfs::pagemap`]).
+//!
+//! `smaps_rollup` holds the target's mmap lock for a whole mapping's walk: 8–13 ms for a 1 GiB
+//! mapping here, long enough that a target mapping memory at a fixed rate feels it in its
+//! slowest operations. This reader asks `pagemap` for one page table's worth of entries per
+//! `pread` (the kernel takes and drops the lock once per such walk: 2 MiB of address space,
+//! ~15–70 µs here), then looks up how many page tables map each frame in `kpagecount`, and
+//! what each page is in `kpageflags`, which hold no process's lock. It costs about twice the
+//! CPU of `smaps_rollup` and needs `CAP_SYS_ADMIN` (without it the frame numbers read 0), so
+//! the PSS worker uses it for big targets only and falls back to `smaps_rollup` where it is
+//! closed.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::time::Instant;
+
+use proctor_procfs::pagemap::{map_ranges, not_counted, page, Page, Tally, ENTRY_BYTES, KPF_ANON};
+use proctor_procfs::process::SmapsRollup;
+use proctor_procfs::system::page_size;
+use proctor_procfs::{Error, Root};
+
+/// The lock holds of one reading: each `maps` read and each `pagemap` walk, timed from this
+/// side (wall time: an upper bound on each hold).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holds {
+    pub count: u32,
+    pub total_ns: u64,
+    pub longest_ns: u64,
+}
+
+impl Holds {
+    fn add(&mut self, started: Instant) {
+        let ns = crate::worker::held_ns(started.elapsed());
+        self.count += 1;
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.longest_ns = self.longest_ns.max(ns);
+    }
+}
+
+/// Frames are looked up in runs: a gap of up to this many frames is read through rather than
+/// split into another `pread`.
+const GAP_FRAMES: u64 = 64;
+/// The most frames one `kpagecount` read covers (64 KiB of counts).
+const RUN_FRAMES: u64 = 8192;
+
+/// An open `/proc/kpagecount` and the buffers of one reading, kept between readings.
+#[derive(Debug)]
+pub struct PageCounter {
+    kpagecount: File,
+    kpageflags: File,
+    /// Anonymous frames (no flags read unless they count 0), and those that count 0.
+    anon: Vec<u64>,
+    uncounted: Vec<u64>,
+    page_bytes: u64,
+    /// Bytes of address space per walk: one page of page-table entries' worth of pages.
+    walk_bytes: u64,
+    entries: Vec<u8>,
+    frames: Vec<u64>,
+    counts: Vec<u8>,
+    /// The counts of the file frames while their flags are read.
+    flags: Vec<u64>,
+    maps: Vec<u8>,
+}
+
+impl PageCounter {
+    /// The reader, or why this process cannot read PSS this way (in words for `doctor`).
+    pub fn open(root: &Root) -> Result<PageCounter, String> {
+        if !root.is_real() {
+            return Err("pagemap is read only from this system's own /proc".into());
+        }
+        let kpagecount = File::open("/proc/kpagecount").map_err(|e| format!("cannot open /proc/kpagecount: {e}"))?;
+        let kpageflags = File::open("/proc/kpageflags").map_err(|e| format!("cannot open /proc/kpageflags: {e}"))?;
+        let page_bytes = page_size();
+        let counter = PageCounter {
+            kpagecount,
+            kpageflags,
+            anon: Vec::new(),
+            uncounted: Vec::new(),
+            page_bytes,
+            walk_bytes: page_bytes / ENTRY_BYTES * page_bytes,
+            entries: Vec::new(),
+            frames: Vec::new(),
+            counts: Vec::new(),
+            flags: Vec::new(),
+            maps: Vec::new(),
+        };
+        // A page of our own, resident: its frame number is 0 unless we may see frame numbers.
+        let probe = vec![1u8; 2 * page_bytes as usize];
+        let addr = (probe.as_ptr() as u64).next_multiple_of(page_bytes);
+        let pagemap = File::open("/proc/self/pagemap").map_err(|e| format!("cannot open /proc/self/pagemap: {e}"))?;
+        let mut entry = [0u8; 8];
+        pagemap
+            .read_exact_at(&mut entry, addr / page_bytes * ENTRY_BYTES)
+            .map_err(|e| format!("cannot read /proc/self/pagemap: {e}"))?;
+        std::hint::black_box(&probe);
+        match page(u64::from_le_bytes(entry)) {
+            Page::Present(0) | Page::Anon(0) => {
+                Err("pagemap hides page frame numbers from this process (it needs CAP_SYS_ADMIN)".into())
+            }
+            Page::Present(frame) | Page::Anon(frame) => {
+                counter
+                    .kpagecount
+                    .read_exact_at(&mut entry, frame * ENTRY_BYTES)
+                    .map_err(|e| format!("cannot read /proc/kpagecount: {e}"))?;
+                Ok(counter)
+            }
+            _ => Err("pagemap did not show a resident page of this process as resident".into()),
+        }
+    }
+
+    /// Reads `pid`'s PSS: its `maps`, then its `pagemap` one walk per `pread`, then the
+    /// counts of its frames. Garbage lines in `maps` are skipped (a mapping that vanished
+    /// meanwhile reads as absent pages). The holds are given with a failed read too.
+    pub fn read(&mut self, root: &Root, pid: u32) -> (Result<SmapsRollup, Error>, Holds) {
+        let mut holds = Holds::default();
+        let result = self.read_holding(root, pid, &mut holds);
+        (result, holds)
+    }
+
+    fn read_holding(&mut self, root: &Root, pid: u32, holds: &mut Holds) -> Result<SmapsRollup, Error> {
+        let started = Instant::now();
+        root.read_into(format!("/proc/{pid}/maps"), &mut self.maps)?;
+        holds.add(started);
+        let (ranges, _) = map_ranges(&self.maps);
+        let path = format!("/proc/{pid}/pagemap");
+        let pagemap = root.open(&path)?;
+        let per_walk = (self.walk_bytes / self.page_bytes * ENTRY_BYTES) as usize;
+        self.entries.resize(per_walk, 0);
+        self.frames.clear();
+        self.anon.clear();
+        let mut tally = Tally::default();
+        for (start, end) in ranges {
+            let mut addr = start;
+            while addr < end {
+                let stop = (addr / self.walk_bytes + 1).saturating_mul(self.walk_bytes).min(end);
+                let want = ((stop - addr).div_ceil(self.page_bytes) * ENTRY_BYTES) as usize;
+                let started = Instant::now();
+                let got = pagemap
+                    .read_at(&mut self.entries[..want.min(per_walk)], addr / self.page_bytes * ENTRY_BYTES)
+                    .map_err(|e| Error::io(root.path(&path), e))?;
+                holds.add(started);
+                if got < ENTRY_BYTES as usize {
+                    // Past the end of the user address space (`[vsyscall]`).
+                    break;
+                }
+                for chunk in self.entries[..got].chunks_exact(ENTRY_BYTES as usize) {
+                    let entry = u64::from_le_bytes(chunk.try_into().expect("chunks of eight bytes"));
+                    match page(entry) {
+                        Page::Present(0) | Page::Anon(0) => {
+                            return Err(Error::parse(root.path(&path), "page frame numbers hidden"))
+                        }
+                        Page::Present(frame) => self.frames.push(frame),
+                        Page::Anon(frame) => self.anon.push(frame),
+                        Page::Swapped => tally.add_swapped(self.page_bytes),
+                        Page::Absent => {}
+                    }
+                }
+                addr += (got as u64 / ENTRY_BYTES) * self.page_bytes;
+            }
+        }
+        self.count_frames(&mut tally)?;
+        Ok(SmapsRollup::from_tally(&tally))
+    }
+
+    /// Adds every frame read to `tally` with how many page tables map it and, for pages of
+    /// files and shared memory (and anonymous ones that count 0: the zero page is left out),
+    /// what `kpageflags` says of it.
+    fn count_frames(&mut self, tally: &mut Tally) -> Result<(), Error> {
+        let page_bytes = self.page_bytes;
+        let mut uncounted = std::mem::take(&mut self.uncounted);
+        uncounted.clear();
+        self.anon.sort_unstable();
+        lookup(&self.kpagecount, "/proc/kpagecount", &self.anon, &mut self.counts, |frame, count| {
+            if count == 0 {
+                uncounted.push(frame);
+            } else {
+                tally.add(page_bytes, count, KPF_ANON);
+            }
+        })?;
+        lookup(&self.kpageflags, "/proc/kpageflags", &uncounted, &mut self.counts, |_, flags| {
+            if !not_counted(flags) {
+                tally.add(page_bytes, 0, flags | KPF_ANON);
+            }
+        })?;
+        self.uncounted = uncounted;
+        self.frames.sort_unstable();
+        let mut counts = std::mem::take(&mut self.flags);
+        // The counts of the file pages first, then their flags, run by run in the same order.
+        counts.clear();
+        lookup(&self.kpagecount, "/proc/kpagecount", &self.frames, &mut self.counts, |_, count| counts.push(count))?;
+        let mut k = 0;
+        lookup(&self.kpageflags, "/proc/kpageflags", &self.frames, &mut self.counts, |_, flags| {
+            if !not_counted(flags) {
+                tally.add(page_bytes, counts[k], flags);
+            }
+            k += 1;
+        })?;
+        self.flags = counts;
+        Ok(())
+    }
+}
+
+/// Calls `each` with every frame of `frames` (sorted) and its entry in `file` (`kpagecount`
+/// or `kpageflags`), in order, reading runs of nearby frames in one `pread` each.
+fn lookup(
+    file: &File,
+    name: &str,
+    frames: &[u64],
+    buf: &mut Vec<u8>,
+    mut each: impl FnMut(u64, u64),
+) -> Result<(), Error> {
+    let mut i = 0;
+    while i < frames.len() {
+        let first = frames[i];
+        let mut j = i + 1;
+        while j < frames.len() && frames[j] - first < RUN_FRAMES && frames[j] - frames[j - 1] <= GAP_FRAMES {
+            j += 1;
+        }
+        let len = ((frames[j - 1] - first + 1) * ENTRY_BYTES) as usize;
+        buf.resize(len, 0);
+        file.read_exact_at(&mut buf[..len], first * ENTRY_BYTES).map_err(|e| Error::io(name.into(), e))?;
+        for &frame in &frames[i..j] {
+            let at = ((frame - first) * ENTRY_BYTES) as usize;
+            each(frame, u64::from_le_bytes(buf[at..at + 8].try_into().expect("eight bytes")));
+        }
+        i = j;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's own PSS both ways: the same pages, within what moved between the reads.
+    #[test]
+    fn pagemap_and_smaps_rollup_agree_on_a_process_that_shares_with_a_child() {
+        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
+            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
+            return;
+        };
+        // 64 MiB touched, then a child forked that shares it and sleeps: every page counted twice.
+        let mut memory = vec![0u8; 64 << 20];
+        for i in (0..memory.len()).step_by(4096) {
+            memory[i] = 1;
+        }
+        // SAFETY: the child calls only async-signal-safe functions (pause, _exit) until killed.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::pause();
+                libc::_exit(0)
+            };
+        }
+        let root = Root::default();
+        let smaps = root.read(format!("/proc/{child}/smaps_rollup")).expect("the child's smaps_rollup");
+        let smaps = proctor_procfs::process::parse_smaps_rollup(&smaps).expect("a smaps_rollup");
+        let (read, holds) = counter.read(&root, child as u32);
+        // SAFETY: the child is ours; killing and reaping it touches nothing else.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        std::hint::black_box(&memory);
+        let read = read.expect("a pagemap reading");
+        let pss = read.pss_bytes.expect("pss") as f64;
+        let theirs = smaps.pss_bytes.expect("pss") as f64;
+        assert!((pss - theirs).abs() <= theirs * 0.01, "pagemap {pss} against smaps_rollup {theirs}");
+        assert!(pss < read.rss_bytes.expect("rss") as f64 * 0.75, "the shared 64 MiB counts half: {read:?}");
+        assert!(read.uss_bytes().is_some());
+        // At least 32 walks of 2 MiB for the 64 MiB alone, each its own hold.
+        assert!(holds.count >= 33 && holds.longest_ns < holds.total_ns, "{holds:?}");
+    }
+}
