@@ -1,8 +1,8 @@
 //! The driver: starts the workload once, then runs the rounds, each arm in turn (no monitor,
-//! each agent setting, the psutil loop), while a collector thread files every operation the
-//! workload reports into the window of the round it was meant to start in. Operations meant to
-//! start between windows (a monitor starting up is inside its window; one being read and
-//! stopped is not) are dropped and counted.
+//! each agent setting, the psutil loop; each round starting one arm later), while a collector
+//! thread files every operation the workload reports into the window of the round it was meant
+//! to start in. Operations meant to start between windows (a monitor starting up is inside its
+//! window; one being read and stopped is not) are dropped and counted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -213,7 +213,12 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
 
     let mut readings: Vec<Vec<(usize, Reading)>> = (0..config.arms.len()).map(|_| Vec::new()).collect();
     for round in 0..config.rounds {
-        for (index, arm) in config.arms.iter().enumerate() {
+        // Each round starts one arm later than the one before: a drift over a round's minutes
+        // (measured: the no-monitor arm's p99.9 rose 95 → 106 µs over three rounds) lands on
+        // every arm alike instead of on the last ones.
+        let n = config.arms.len();
+        for index in (0..n).map(|k| (k + round as usize) % n) {
+            let arm = &config.arms[index];
             if let Arm::Psutil { unavailable: Some(_), .. } = arm {
                 continue;
             }

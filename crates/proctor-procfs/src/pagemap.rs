@@ -37,6 +37,7 @@ pub fn not_counted(flags: u64) -> bool {
 const PRESENT: u64 = 1 << 63;
 const SWAPPED: u64 = 1 << 62;
 const FILE_OR_SHARED: u64 = 1 << 61;
+const MAPPED_EXCLUSIVELY: u64 = 1 << 56;
 const PFN_MASK: u64 = (1 << 55) - 1;
 
 /// The address ranges of a `/proc/PID/maps` text, in order (`start-end` of each line). Lines
@@ -65,20 +66,31 @@ fn hex(digits: &[u8]) -> Option<u64> {
 /// One `pagemap` entry, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Page {
-    /// Resident, in this page frame (0: the frame numbers are hidden from this reader): a page
-    /// of a file or of shared memory.
+    /// Resident, in this page frame (0: the frame numbers are hidden from this reader), with
+    /// [`EXCLUSIVE`] set where only this process maps it: a page of a file or of shared memory.
     Present(u64),
-    /// Resident, an anonymous page (or the zero page, which `kpageflags` names).
+    /// Resident, an anonymous page (or the zero page, which `kpageflags` names), the same way.
     Anon(u64),
     Swapped,
     Absent,
 }
 
+/// The mark on a frame number that only this process maps the page: the kernel's own test for
+/// `smaps_rollup`'s private pages (a large folio mapped by one process only, whatever its
+/// pages' average count), kept in the frame number's top bit, which no frame number reaches.
+pub const EXCLUSIVE: u64 = 1 << 63;
+
+/// A frame number without its [`EXCLUSIVE`] mark.
+pub fn frame_number(frame: u64) -> u64 {
+    frame & PFN_MASK
+}
+
 pub fn page(entry: u64) -> Page {
+    let frame = entry & PFN_MASK | if entry & MAPPED_EXCLUSIVELY != 0 { EXCLUSIVE } else { 0 };
     if entry & PRESENT != 0 && entry & FILE_OR_SHARED != 0 {
-        Page::Present(entry & PFN_MASK)
+        Page::Present(frame)
     } else if entry & PRESENT != 0 {
-        Page::Anon(entry & PFN_MASK)
+        Page::Anon(frame)
     } else if entry & SWAPPED != 0 {
         Page::Swapped
     } else {
@@ -118,10 +130,11 @@ const FILE: usize = 2;
 const SHMEM: usize = 3;
 
 impl Tally {
-    /// A resident page of `page_bytes` with `kpagecount`'s `count` and `kpageflags`' `flags`:
-    /// under 2 mappers it is this process's alone, as `smaps_rollup` counts it (a page of a
-    /// large folio mapped in part counts 0). Leave out the frames [`not_counted`] names.
-    pub fn add(&mut self, page_bytes: u64, count: u64, flags: u64) {
+    /// A resident page of `page_bytes` with `kpagecount`'s `count` and `kpageflags`' `flags`,
+    /// private where `pagemap` says only this process maps it. Its PSS is its size over the
+    /// count, or whole under 2, as `smaps_rollup` counts it (a page of a large folio mapped in
+    /// part counts 0). Leave out the frames [`not_counted`] names.
+    pub fn add(&mut self, page_bytes: u64, count: u64, flags: u64, exclusive: bool) {
         self.rss_bytes += page_bytes;
         let share = (u128::from(page_bytes) << 12) / u128::from(count.max(1));
         let kind = if flags & KPF_ANON != 0 {
@@ -134,7 +147,7 @@ impl Tally {
         self.pss[ALL] += share;
         self.pss[kind] += share;
         let dirty = flags & (KPF_DIRTY | KPF_ANON) != 0;
-        let slot = match (count < 2, dirty) {
+        let slot = match (exclusive, dirty) {
             (true, true) => &mut self.private_dirty_bytes,
             (true, false) => &mut self.private_clean_bytes,
             (false, true) => &mut self.shared_dirty_bytes,
@@ -184,7 +197,8 @@ mod tests {
     #[test]
     fn entries_decode_present_swapped_and_absent() {
         assert_eq!(page(PRESENT | 1 << 61 | 0x1234), Page::Present(0x1234));
-        assert_eq!(page(PRESENT | 1 << 55 | 1 << 56 | 0x99), Page::Anon(0x99));
+        assert_eq!(page(PRESENT | 1 << 55 | 1 << 56 | 0x99), Page::Anon(EXCLUSIVE | 0x99));
+        assert_eq!(frame_number(EXCLUSIVE | 0x99), 0x99);
         assert_eq!(page(PRESENT | 1 << 61), Page::Present(0));
         assert_eq!(page(SWAPPED | 0x77), Page::Swapped);
         assert_eq!(page(0), Page::Absent);
@@ -195,7 +209,7 @@ mod tests {
         let mut t = Tally::default();
         let (anon, file, dirty_file, shmem) = (KPF_ANON | KPF_SWAPBACKED, 0, KPF_DIRTY, KPF_SWAPBACKED);
         for (count, flags) in [(1, anon), (1, file), (2, anon), (3, dirty_file), (3, shmem), (0, file)] {
-            t.add(4096, count, flags);
+            t.add(4096, count, flags, count < 2);
         }
         t.add_swapped(4096);
         // 4096 · (1 + 1 + 1/2 + 1/3 + 1/3 + 1) = 17,066.67 in all: anonymous 1 + 1/2, file

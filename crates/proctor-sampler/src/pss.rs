@@ -1,6 +1,7 @@
 //! The PSS worker: refreshes `smaps_rollup` round-robin under a CPU budget, off the sampling
-//! thread; a target of [`PAGEMAP_FROM_BYTES`] or more through `pagemap` ([`crate::pagemap`])
-//! where this process may, which holds its lock a 2 MiB walk at a time.
+//! thread; a target of [`PAGEMAP_FROM_BYTES`] or more that is using its memory through
+//! `pagemap` ([`crate::pagemap`], [`reads_by_pages`]) where this process may, which holds its
+//! lock a 2 MiB walk at a time.
 //!
 //! `smaps_rollup` walks every resident page of the target while holding its mmap lock: it
 //! costs about 13–16 ms per GiB resident here, and the target cannot mmap, munmap or fault in
@@ -111,11 +112,21 @@ pub struct PssStats {
 }
 
 /// Targets with at least this much resident are read through `pagemap` where this process
-/// may ([`crate::pagemap`]): above it one `smaps_rollup` hold passes ~0.75 ms here (12 ms per
-/// GiB), and `pagemap` holds a target's lock for one 2 MiB walk at a time, whatever its size.
-/// Below it `smaps_rollup`'s hold is short and it gives every counter (the clean/dirty split,
-/// PSS by kind, SwapPss), which `pagemap` cannot.
+/// may ([`crate::pagemap`]) while they use their memory ([`reads_by_pages`]): above it one
+/// `smaps_rollup` hold passes ~0.75 ms here (12 ms per GiB), and `pagemap` holds a target's
+/// lock for one 2 MiB walk at a time, whatever its size. Below it `smaps_rollup`'s hold is short
+/// and it gives every counter exactly (the clean/dirty split, SwapPss), which `pagemap` cannot.
 pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
+
+/// Whether to read `c` through `pagemap`: a big target that faulted since the sample before
+/// (it is mapping or touching memory, so its threads take their mmap lock and would wait on a
+/// long hold) or whose threads waited on an earlier read (traced). A quiet one is read through
+/// `smaps_rollup`, at about half the CPU: a hold nobody waits on costs nobody (a notebook's
+/// idle kernels, a server's sleeping workers).
+fn reads_by_pages(state: &State, c: &Candidate) -> bool {
+    let waited = || state.results.get(&c.pid).is_some_and(|e| e.seen.start_ticks == c.start_ticks && e.backoff > 0);
+    c.resident_bytes >= PAGEMAP_FROM_BYTES && (state.busy.contains(&c.pid) || waited())
+}
 
 /// How long a family's change is remembered by its key (parent pid, name hash).
 type Families = HashMap<(u32, u64), u64>;
@@ -130,6 +141,12 @@ struct State {
     /// pid → what was read of it: `reading` is `None` if the read failed, so a process we may
     /// not read is not retried until its counters change.
     results: HashMap<u32, Entry>,
+    /// Pids whose faults moved between the last two candidate lists: they are using their
+    /// memory now, so a read's hold may be waited on ([`reads_by_pages`]).
+    busy: std::collections::HashSet<u32>,
+    /// Pids new in the last list: whether a big one is busy is known from the next, so it is
+    /// read from then (one sample later), the right way.
+    first_seen: std::collections::HashSet<u32>,
     stats: PssStats,
     interval: crate::worker::Interval,
 }
@@ -164,6 +181,21 @@ pub const BURST_RATE: f64 = 4.0;
 impl State {
     fn set_candidates(&mut self, candidates: Vec<Candidate>, now_ns: u64) {
         mark_changed(&mut self.changed, &self.candidates, &candidates, now_ns);
+        self.busy.clear();
+        self.first_seen.clear();
+        let old = &self.candidates;
+        for c in &candidates {
+            match old.binary_search_by_key(&c.pid, |o| o.pid).ok().map(|i| &old[i]) {
+                Some(before) if before.start_ticks == c.start_ticks => {
+                    if before.faults != c.faults {
+                        self.busy.insert(c.pid);
+                    }
+                }
+                _ => {
+                    self.first_seen.insert(c.pid);
+                }
+            }
+        }
         self.results.retain(|pid, e| {
             candidates
                 .binary_search_by_key(pid, |x| x.pid)
@@ -364,9 +396,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         let next = {
             let mut state = shared.lock();
             let now_ns = epoch.elapsed().as_nanos() as u64;
-            pick_next(&mut state, now_ns, max_age_ns)
+            pick_next(&mut state, now_ns, max_age_ns).map(|c| (c, reads_by_pages(&state, &c)))
         };
-        let Some(candidate) = next else {
+        let Some((candidate, by_pages)) = next else {
             // Nothing changed or aged since the last pass: wait for new candidates (or for a
             // second, after which readings may have aged past the maximum).
             let state = shared.lock();
@@ -374,7 +406,6 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             continue;
         };
         let traced_cpu = thread_cpu_ns();
-        let by_pages = candidate.resident_bytes >= PAGEMAP_FROM_BYTES;
         let mut read = || match pages.as_mut().filter(|_| by_pages) {
             Some(counter) => {
                 let (result, holds) = read_pss_by_pages(counter, root, candidate.pid, epoch);
@@ -539,8 +570,14 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 /// counters change.
 fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidate> {
     let n = state.candidates.len();
+    // A big process seen in one list only: the next says how to read it ([`reads_by_pages`]).
+    let unsettled =
+        |state: &State, c: &Candidate| c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&c.pid);
     let first = (0..n).map(|k| (state.cursor + k) % n).find(|&i| {
         let c = &state.candidates[i];
+        if unsettled(state, c) {
+            return false;
+        }
         match state.results.get(&c.pid) {
             Some(e) if e.seen.start_ticks == c.start_ticks => {
                 !e.stall.capped && now_ns >= e.not_before_ns && e.stale(&state.changed)
@@ -556,6 +593,9 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
         let i = state.cursor % n;
         state.cursor = i + 1;
         let c = state.candidates[i];
+        if unsettled(state, &c) {
+            continue;
+        }
         let fresh = |reading: &Option<PssReading>| {
             reading.as_ref().is_none_or(|r| now_ns.saturating_sub(r.read_mono_ns) < max_age_ns)
         };
@@ -793,5 +833,36 @@ mod tests {
         state.candidates[1] = Candidate { start_ticks: 99, ..cand(2, 21) };
         state.cursor = 1;
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(2));
+    }
+
+    /// A big target that faulted between the last two lists, or whose threads waited on a read,
+    /// is read through pagemap; a quiet or small one through smaps_rollup.
+    #[test]
+    fn busy_big_targets_are_read_by_pages() {
+        let big = PAGEMAP_FROM_BYTES;
+        let at = |pid, rss, faults| Candidate { faults, ..cand(pid, rss) };
+        let mut state = State::default();
+        state.set_candidates(vec![at(1, big, 5), at(2, big, 5), at(3, 10, 5), at(4, big, 5)], 0);
+        let by_pages = |state: &State| -> Vec<u32> {
+            state.candidates.iter().filter(|c| reads_by_pages(state, c)).map(|c| c.pid).collect()
+        };
+        assert_eq!(by_pages(&state), Vec::<u32>::new(), "one list tells nobody busy");
+        state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], 1);
+        let waited =
+            Entry { seen: at(4, big, 5), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 1 };
+        state.results.insert(4, waited);
+        assert_eq!(by_pages(&state), [1, 4]);
+        // Quiet again: only the one that waited.
+        state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], 2);
+        assert_eq!(by_pages(&state), [4]);
+        // A big process is read from its second list on; a small one at once.
+        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 3);
+        state.results.clear();
+        let picked: Vec<u32> =
+            std::iter::from_fn(|| pick_next(&mut state, 0, u64::MAX).map(|c| c.pid)).take(2).collect();
+        assert!(!picked.contains(&5) && picked.contains(&6), "{picked:?}");
+        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 4);
+        state.cursor = 1;
+        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(5));
     }
 }

@@ -344,7 +344,7 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_pss_age_seconds", kind: Kind::Gauge, help: "Age of the PSS reading.", omit_empty: false }),
     },
     ProcessField {
-        field: Field { name: "stall_by_proctor_seconds_total", title: "Stall", unit: Unit::Seconds, description: "The stall ledger: how long proctor's reads held this process's mmap lock (smaps_rollup, cmdline) since proctor first saw it, each read rounded up to a whole microsecond: the hold the kernel's mmap_lock tracepoints saw where proctor traces a smaps_rollup read, else the read's wall time, an upper bound on the hold." },
+        field: Field { name: "stall_by_proctor_seconds_total", title: "Stall", unit: Unit::Seconds, description: "The stall ledger: how long proctor's reads held this process's mmap lock (smaps_rollup or pagemap, cmdline) since proctor first saw it, each read rounded up to a whole microsecond: the holds the kernel's mmap_lock tracepoints saw where proctor traces a PSS read, else the read's wall time, an upper bound on the hold (a pagemap read holds the lock once per 2 MiB it walks)." },
         row: |_, r| opt(r.stall.map(|s| s.total_ns as f64 / 1e9)),
         out: |p| opt(p.stall_by_proctor_seconds_total),
         prom: Some(PromFamily { name: "proctor_process_stall_by_proctor_seconds", kind: Kind::Counter, help: "How long proctor's reads held the process's mmap lock (traced, or their wall time: an upper bound).", omit_empty: false }),

@@ -30,7 +30,8 @@ pub struct Args {
     /// How long each arm runs in each round.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
     duration: Duration,
-    /// Rounds; each runs every arm once, in turn (none, each --agent, psutil).
+    /// Rounds; each runs every arm once, in turn (none, each --agent, psutil), each round
+    /// starting one arm later than the one before.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
     /// An agent arm: proctor's words, split at spaces (no quoting). A `serve` gets a loopback

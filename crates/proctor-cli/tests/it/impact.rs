@@ -32,7 +32,8 @@ fn every_arm_is_reported_with_intervals_cpu_and_the_ledger_and_psutil_stalls_the
     let out = proctor(&[
         "impact",
         "--duration",
-        "1s",
+        // Two of the agent's samples a window: a big busy child is read from its second list on.
+        "2s",
         "--rounds",
         "2",
         "--children",

@@ -383,12 +383,14 @@ fn resident_size_is_statms_exact_sum_not_stats_per_cpu_estimate() {
 /// PSS reads, at least the CPU the latest of them took where it is `smaps_rollup` (wall time
 /// bounds CPU time); this test process, outside that scope, only its one `cmdline` read. The
 /// workers' totals hold both, and their longest hold is the longest any target was charged.
-/// Where `pagemap` is readable the child (over [`proctor_sampler::pss::PAGEMAP_FROM_BYTES`])
-/// is read through it.
+/// Where `pagemap` is readable the child (over [`proctor_sampler::pss::PAGEMAP_FROM_BYTES`],
+/// and faulting: it maps, touches and unmaps 64 KiB every millisecond) is read through it.
 #[test]
 fn the_stall_ledger_charges_each_read_to_its_target() {
-    let (_child, pid) =
-        python_child("import time; b = bytearray(64 << 20); print('ready', flush=True); time.sleep(60)");
+    let (_child, pid) = python_child(
+        "import mmap, time\nb = bytearray(64 << 20)\nprint('ready', flush=True)\n\
+         for _ in range(60000):\n    m = mmap.mmap(-1, 1 << 16)\n    m[0] = 1\n    m.close()\n    time.sleep(0.001)",
+    );
     let config = SamplerConfig { pss_budget: 0.5, pss_root: Some(pid), ..SamplerConfig::default() };
     let mut sampler = Sampler::new(config);
     let me = std::process::id();
