@@ -136,8 +136,9 @@ fn main() {
     println!("longest single hold of a member's mmap lock: {:.2} ms", longest as f64 / 1e6);
     if let Some(p) = stats {
         println!(
-            "pss worker: {} reads, {} skipped unchanged, {} held back by a target's budget, {:.3} s CPU",
+            "pss worker: {} reads ({} through pagemap), {} skipped unchanged, {} held back by a target's budget, {:.3} s CPU",
             p.reads,
+            p.pagemap_reads,
             p.skipped_unchanged,
             p.skipped_target_budget,
             p.cpu_ns as f64 / 1e9
