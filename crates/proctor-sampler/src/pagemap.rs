@@ -9,9 +9,7 @@
 //! what each page is in `kpageflags`, which hold no process's lock. It costs about twice the
 //! CPU of `smaps_rollup` and needs `CAP_SYS_ADMIN` (without it the frame numbers read 0), so
 //! the PSS worker uses it for big targets only and falls back to `smaps_rollup` where it is
-//! closed. It yields the CPU between walks and between lookups (`sched_yield`: a no-op where
-//! nothing else is runnable), so a read of ~25 ms of CPU is not one burst a target's threads
-//! queue behind.
+//! closed.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -47,6 +45,9 @@ impl Holds {
 const GAP_FRAMES: u64 = 64;
 /// The most frames one `kpagecount` read covers (64 KiB of counts).
 const RUN_FRAMES: u64 = 8192;
+/// Frames are counted this many at a time (8 MiB of frame numbers: 4 GiB resident), so a
+/// target of any size costs the reader a bounded buffer.
+const BATCH_FRAMES: usize = 1 << 20;
 
 /// An open `/proc/kpagecount` and the buffers of one reading, kept between readings.
 #[derive(Debug)]
@@ -65,6 +66,8 @@ pub struct PageCounter {
     /// The counts of the file frames while their flags are read.
     flags: Vec<u64>,
     maps: Vec<u8>,
+    /// [`BATCH_FRAMES`] (less in tests).
+    batch: usize,
 }
 
 impl PageCounter {
@@ -88,6 +91,7 @@ impl PageCounter {
             counts: Vec::new(),
             flags: Vec::new(),
             maps: Vec::new(),
+            batch: BATCH_FRAMES,
         };
         // A page of our own, resident: its frame number is 0 unless we may see frame numbers.
         let probe = vec![1u8; 2 * page_bytes as usize];
@@ -144,8 +148,6 @@ impl PageCounter {
                     .read_at(&mut self.entries[..want.min(per_walk)], addr / self.page_bytes * ENTRY_BYTES)
                     .map_err(|e| Error::io(root.path(&path), e))?;
                 holds.add(started);
-                // The lock is not held between walks: the target's runnable threads go first.
-                std::thread::yield_now();
                 if got < ENTRY_BYTES as usize {
                     // Past the end of the user address space (`[vsyscall]`).
                     break;
@@ -162,6 +164,9 @@ impl PageCounter {
                         Page::Absent => {}
                     }
                 }
+                if self.frames.len() + self.anon.len() >= self.batch {
+                    self.count_frames(&mut tally)?;
+                }
                 addr += (got as u64 / ENTRY_BYTES) * self.page_bytes;
             }
         }
@@ -169,9 +174,9 @@ impl PageCounter {
         Ok(SmapsRollup::from_tally(&tally))
     }
 
-    /// Adds every frame read to `tally` with how many page tables map it and, for pages of
-    /// files and shared memory (and anonymous ones that count 0: the zero page is left out),
-    /// what `kpageflags` says of it.
+    /// Adds every frame read so far to `tally` with how many page tables map it and, for
+    /// pages of files and shared memory (and anonymous ones that count 0: the zero page is left
+    /// out), what `kpageflags` says of it; then forgets them.
     fn count_frames(&mut self, tally: &mut Tally) -> Result<(), Error> {
         let page_bytes = self.page_bytes;
         let mut uncounted = std::mem::take(&mut self.uncounted);
@@ -203,6 +208,8 @@ impl PageCounter {
             k += 1;
         })?;
         self.flags = counts;
+        self.frames.clear();
+        self.anon.clear();
         Ok(())
     }
 }
@@ -238,7 +245,6 @@ fn lookup(
             each(frame, u64::from_le_bytes(buf[at..at + 8].try_into().expect("eight bytes")));
         }
         i = j;
-        std::thread::yield_now();
     }
     Ok(())
 }
@@ -296,6 +302,9 @@ mod tests {
         let smaps = root.read(format!("/proc/{child}/smaps_rollup")).expect("the child's smaps_rollup");
         let smaps = proctor_procfs::process::parse_smaps_rollup(&smaps).expect("a smaps_rollup");
         let (read, holds) = counter.read(&root, child as u32);
+        // The same, counted a thousand frames at a time.
+        counter.batch = 1000;
+        let (batched, _) = counter.read(&root, child as u32);
         // SAFETY: the child is ours; killing and reaping it touches nothing else.
         unsafe {
             libc::kill(child, libc::SIGKILL);
@@ -305,6 +314,7 @@ mod tests {
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(zeros, zeros_len) };
         let read = read.expect("a pagemap reading");
+        let batched = batched.expect("a pagemap reading in batches");
         // Within 1 % of the child's size: this process runs on between the two reads, and each
         // page it writes stops being shared with the child (the child's USS is a few pages).
         let size = smaps.rss_bytes.expect("rss") as f64;
@@ -316,6 +326,8 @@ mod tests {
         near(read.rss_bytes, smaps.rss_bytes, "Rss");
         near(read.uss_bytes(), smaps.uss_bytes(), "USS");
         near(read.pss_anon_bytes, smaps.pss_anon_bytes, "Pss_Anon");
+        near(batched.pss_bytes, read.pss_bytes, "Pss in batches");
+        near(batched.rss_bytes, read.rss_bytes, "Rss in batches");
         let pss = read.pss_bytes.expect("pss") as f64;
         assert!(pss < read.rss_bytes.expect("rss") as f64 * 0.75, "the shared 64 MiB counts half: {read:?}");
         // At least 32 walks of 2 MiB for the 64 MiB alone, each its own hold.

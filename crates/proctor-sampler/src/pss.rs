@@ -1,5 +1,5 @@
 //! The PSS worker: refreshes `smaps_rollup` round-robin under a CPU budget, off the sampling
-//! thread; a target of [`PAGEMAP_FROM_BYTES`] or more that is using its memory through
+//! thread; a target of [`PAGEMAP_FROM_BYTES`] or more whose threads waited on a read through
 //! `pagemap` ([`crate::pagemap`], [`reads_by_pages`]) where this process may, which holds its
 //! lock a 2 MiB walk at a time.
 //!
@@ -33,12 +33,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use proctor_model::{PssReading, Stall};
-
-use crate::pagemap::{Holds, PageCounter};
 use proctor_procfs::process::parse_smaps_rollup;
 use proctor_procfs::system::thread_cpu_ns;
 use proctor_procfs::{Error, ErrorKind, Root};
 use serde::Serialize;
+
+use crate::pagemap::{Holds, PageCounter};
 
 /// What bounds the worker's holds of one target's mmap lock, beside its own CPU budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,20 +112,22 @@ pub struct PssStats {
 }
 
 /// Targets with at least this much resident are read through `pagemap` where this process
-/// may ([`crate::pagemap`]) while they use their memory ([`reads_by_pages`]): above it one
+/// may ([`crate::pagemap`]) when they wait on reads ([`reads_by_pages`]): above it one
 /// `smaps_rollup` hold passes ~0.75 ms here (12 ms per GiB), and `pagemap` holds a target's
 /// lock for one 2 MiB walk at a time, whatever its size. Below it `smaps_rollup`'s hold is short
 /// and it gives every counter exactly (the clean/dirty split, SwapPss), which `pagemap` cannot.
 pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 
-/// Whether to read `c` through `pagemap`: a big target that faulted since the sample before
-/// (it is mapping or touching memory, so its threads take their mmap lock and would wait on a
-/// long hold) or whose threads waited on an earlier read (traced). A quiet one is read through
-/// `smaps_rollup`, at about half the CPU: a hold nobody waits on costs nobody (a notebook's
-/// idle kernels, a server's sleeping workers).
+/// Whether to read `c` through `pagemap`: a big target whose threads waited on an earlier read
+/// (where waits are traced), or, where they are not, one that faulted since the sample before
+/// (it is mapping or touching memory, so its threads may want their mmap lock). Any other is
+/// read through `smaps_rollup`, at a third of the CPU or less: a hold nobody waits on costs
+/// nobody (a notebook's idle kernels, a compiler), and on a busy host the budget buys three
+/// times the readings (faults alone sent every busy compiler through `pagemap` and starved the
+/// loaded suite's share test of readings).
 fn reads_by_pages(state: &State, c: &Candidate) -> bool {
     let waited = || state.results.get(&c.pid).is_some_and(|e| e.seen.start_ticks == c.start_ticks && e.backoff > 0);
-    c.resident_bytes >= PAGEMAP_FROM_BYTES && (state.busy.contains(&c.pid) || waited())
+    c.resident_bytes >= PAGEMAP_FROM_BYTES && (waited() || (!state.traced && state.busy.contains(&c.pid)))
 }
 
 /// How long a family's change is remembered by its key (parent pid, name hash).
@@ -147,6 +149,8 @@ struct State {
     /// Pids new in the last list: whether a big one is busy is known from the next, so it is
     /// read from then (one sample later), the right way.
     first_seen: std::collections::HashSet<u32>,
+    /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
+    traced: bool,
     stats: PssStats,
     interval: crate::worker::Interval,
 }
@@ -391,7 +395,11 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     shared.lock().stats.pagemap = pages.is_some();
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
     let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
-    shared.lock().stats.waits_traced = tracer.is_some();
+    {
+        let mut state = shared.lock();
+        state.stats.waits_traced = tracer.is_some();
+        state.traced = tracer.is_some();
+    }
     while !shared.stopped() {
         let next = {
             let mut state = shared.lock();
@@ -571,8 +579,9 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidate> {
     let n = state.candidates.len();
     // A big process seen in one list only: the next says how to read it ([`reads_by_pages`]).
-    let unsettled =
-        |state: &State, c: &Candidate| c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&c.pid);
+    let unsettled = |state: &State, c: &Candidate| {
+        !state.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&c.pid)
+    };
     let first = (0..n).map(|k| (state.cursor + k) % n).find(|&i| {
         let c = &state.candidates[i];
         if unsettled(state, c) {
@@ -835,8 +844,8 @@ mod tests {
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(2));
     }
 
-    /// A big target that faulted between the last two lists, or whose threads waited on a read,
-    /// is read through pagemap; a quiet or small one through smaps_rollup.
+    /// A big target whose threads waited on a read, or (untraced) that faulted between the last
+    /// two lists, is read through pagemap; a quiet or small one through smaps_rollup.
     #[test]
     fn busy_big_targets_are_read_by_pages() {
         let big = PAGEMAP_FROM_BYTES;
@@ -855,13 +864,18 @@ mod tests {
         // Quiet again: only the one that waited.
         state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], 2);
         assert_eq!(by_pages(&state), [4]);
+        // Where waits are traced, faults alone do not choose pagemap.
+        state.set_candidates(vec![at(1, big, 12), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], 3);
+        state.traced = true;
+        assert_eq!(by_pages(&state), [4]);
+        state.traced = false;
         // A big process is read from its second list on; a small one at once.
-        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 3);
+        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 4);
         state.results.clear();
         let picked: Vec<u32> =
             std::iter::from_fn(|| pick_next(&mut state, 0, u64::MAX).map(|c| c.pid)).take(2).collect();
         assert!(!picked.contains(&5) && picked.contains(&6), "{picked:?}");
-        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 4);
+        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 5);
         state.cursor = 1;
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(5));
     }

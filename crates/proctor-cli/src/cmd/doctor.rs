@@ -210,9 +210,9 @@ fn stall_ledger(root: &proctor_procfs::Root) -> String {
     };
     let pages = match proctor_sampler::pagemap::PageCounter::open(root) {
         Ok(_) => format!(
-            "PSS of processes with {} MiB or more resident that are using their memory is read through \
-             pagemap and kpagecount, which hold a target's lock one 2 MiB walk at a time (smaps_rollup \
-             holds it for a whole mapping)",
+            "PSS of processes with {} MiB or more resident whose threads waited on a read (untraced: that \
+             fault) is read through pagemap and kpagecount, which hold a target's lock one 2 MiB walk at \
+             a time (smaps_rollup holds it for a whole mapping)",
             proctor_sampler::pss::PAGEMAP_FROM_BYTES >> 20
         ),
         Err(why) => {

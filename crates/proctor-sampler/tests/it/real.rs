@@ -383,8 +383,8 @@ fn resident_size_is_statms_exact_sum_not_stats_per_cpu_estimate() {
 /// PSS reads, at least the CPU the latest of them took where it is `smaps_rollup` (wall time
 /// bounds CPU time); this test process, outside that scope, only its one `cmdline` read. The
 /// workers' totals hold both, and their longest hold is the longest any target was charged.
-/// Where `pagemap` is readable the child (over [`proctor_sampler::pss::PAGEMAP_FROM_BYTES`],
-/// and faulting: it maps, touches and unmaps 64 KiB every millisecond) is read through it.
+/// The child maps, touches and unmaps 64 KiB every millisecond (untraced, that sends it
+/// through `pagemap`).
 #[test]
 fn the_stall_ledger_charges_each_read_to_its_target() {
     let (_child, pid) = python_child(
@@ -433,7 +433,6 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     let paged = pss_stats.pagemap_reads > 0;
     let least = if pss_stats.waits_traced || paged { 1_000 } else { pss.cost_cpu_ns };
     assert!(stall.max_ns >= least && stall.total_ns >= stall.max_ns, "{stall:?} against {pss:?}");
-    assert_eq!(paged, pss_stats.pagemap, "a 64 MiB child is read through pagemap where it may be: {pss_stats:?}");
     let mine = my_row.stall.expect("this process's cmdline read is in its ledger");
     assert_eq!(mine.reads, 1, "only its cmdline was read: {mine:?}");
     let cmdline_stats = sampler.cmdline_stats().expect("worker running");
