@@ -48,6 +48,11 @@ const RUN_FRAMES: u64 = 8192;
 /// Frames are counted this many at a time (8 MiB of frame numbers: 4 GiB resident), so a
 /// target of any size costs the reader a bounded buffer.
 const BATCH_FRAMES: usize = 1 << 20;
+/// The most address space a read walks: each 2 MiB costs a `pread` whether or not anything
+/// is mapped there, so a process that reserves terabytes (a sanitizer's shadow, a runtime's
+/// heap reservation) would cost seconds; past this it is read through `smaps_rollup`, which
+/// skips empty page tables.
+pub const MAX_SPAN_BYTES: u64 = 64 << 30;
 
 /// An open `/proc/kpagecount` and the buffers of one reading, kept between readings.
 #[derive(Debug)]
@@ -131,6 +136,11 @@ impl PageCounter {
         root.read_into(format!("/proc/{pid}/maps"), &mut self.maps)?;
         holds.add(started);
         let (ranges, _) = map_ranges(&self.maps);
+        let span: u64 = ranges.iter().map(|(start, end)| end - start).fold(0, u64::saturating_add);
+        if span > MAX_SPAN_BYTES {
+            let path = root.path(format!("/proc/{pid}/maps"));
+            return Err(Error::parse(path, "over 64 GiB of address space mapped: too sparse to walk"));
+        }
         let path = format!("/proc/{pid}/pagemap");
         let pagemap = root.open(&path)?;
         let per_walk = (self.walk_bytes / self.page_bytes * ENTRY_BYTES) as usize;
@@ -332,5 +342,33 @@ mod tests {
         assert!(pss < read.rss_bytes.expect("rss") as f64 * 0.75, "the shared 64 MiB counts half: {read:?}");
         // At least 32 walks of 2 MiB for the 64 MiB alone, each its own hold.
         assert!(holds.count >= 33 && holds.longest_ns < holds.total_ns, "{holds:?}");
+    }
+
+    /// A process holding a 128 GiB reservation is refused, not walked 65,536 times.
+    #[test]
+    fn a_huge_reservation_is_refused() {
+        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
+            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
+            return;
+        };
+        let len = 128usize << 30;
+        // SAFETY: a new inaccessible reservation, never touched, unmapped below.
+        let reserved = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(reserved, libc::MAP_FAILED);
+        let (read, holds) = counter.read(&Root::default(), std::process::id());
+        // SAFETY: the reservation made above.
+        unsafe { libc::munmap(reserved, len) };
+        let e = read.expect_err("refused");
+        assert!(e.to_string().contains("too sparse to walk"), "{e}");
+        assert_eq!(holds.count, 1, "only its maps were read: {holds:?}");
     }
 }
