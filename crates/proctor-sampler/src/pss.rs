@@ -187,8 +187,11 @@ impl State {
         mark_changed(&mut self.changed, &self.candidates, &candidates, now_ns);
         self.busy.clear();
         self.first_seen.clear();
+        // Only [`reads_by_pages`] and the first-list wait ask these, and only of big processes
+        // where waits are not traced: no work on the sampler's lock hold otherwise.
         let old = &self.candidates;
-        for c in &candidates {
+        let asked = |c: &&Candidate| !self.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES;
+        for c in candidates.iter().filter(asked) {
             match old.binary_search_by_key(&c.pid, |o| o.pid).ok().map(|i| &old[i]) {
                 Some(before) if before.start_ticks == c.start_ticks => {
                     if before.faults != c.faults {
