@@ -241,6 +241,17 @@ for name in "${order[@]}"; do
   [[ $outcome == FAILED* ]] && failed=1
 done
 if [[ $failed -ne 0 ]]; then
+  # What failed, once more at the very end: CI keeps the tail of a long run, where each part's
+  # whole block may have been cut. A panic with its message, a FAIL line, a Python exception.
+  for name in "${order[@]}"; do
+    file=${name//[^A-Za-z0-9._-]/_}
+    grep -q $'\tFAILED' "$logs/$file.result" 2>/dev/null || continue
+    echo "== why $name failed (from $logs/$file.log):"
+    awk '/panicked at/ { print; n = 2; next }
+         n > 0 { print; n--; next }
+         /(^|[^A-Za-z])FAIL([^A-Za-z]|$)|^[A-Za-z.]*(Error|Exception): |^error(\[|:)|timed out/ { print }' \
+      "$logs/$file.log" 2>/dev/null | cut -c1-300 | head -n 24 | sed 's/^/   /'
+  done
   echo "== some parts FAILED"
   exit 1
 fi

@@ -113,10 +113,13 @@ pub fn start(
 
     let mut listeners = Listeners::default();
     let mut rcvbuf = Vec::new();
-    if let Some(address) = setup.udp {
+    if let Some(mut address) = setup.udp {
         let reuseport = args.udp_sockets > 1;
         for _ in 0..args.udp_sockets.max(1) {
             let socket = bind_udp(address, reuseport).with_context(|| format!("cannot bind udp {address}"))?;
+            // Port 0 asks the kernel for one: the other sockets share the port it gave, and the
+            // line below says which (the address a client, or a test, is to use).
+            address = socket.local_addr().unwrap_or(address);
             let outcome = set_rcvbuf(socket.as_raw_fd(), args.rcvbuf).context("cannot set SO_RCVBUF")?;
             if outcome.capped() {
                 eprintln!(
@@ -141,8 +144,9 @@ pub fn start(
     }
     setup.server.rcvbuf = rcvbuf;
     if let Some(address) = setup.tcp {
-        listeners.tcp = Some(TcpListener::bind(address).with_context(|| format!("cannot bind tcp {address}"))?);
-        eprintln!("proctor statsd: tcp {address}");
+        let listener = TcpListener::bind(address).with_context(|| format!("cannot bind tcp {address}"))?;
+        eprintln!("proctor statsd: tcp {}", listener.local_addr().unwrap_or(address));
+        listeners.tcp = Some(listener);
     }
     if let Some(path) = &args.unix {
         // A socket file left by a previous run would make bind fail; only a socket is removed.
@@ -154,8 +158,9 @@ pub fn start(
         eprintln!("proctor statsd: unix {}", path.display());
     }
     if let Some(address) = setup.admin {
-        listeners.admin = Some(TcpListener::bind(address).with_context(|| format!("cannot bind admin {address}"))?);
-        eprintln!("proctor statsd: admin {address}");
+        let listener = TcpListener::bind(address).with_context(|| format!("cannot bind admin {address}"))?;
+        eprintln!("proctor statsd: admin {}", listener.local_addr().unwrap_or(address));
+        listeners.admin = Some(listener);
     }
 
     let start_seconds =

@@ -7,11 +7,8 @@ use std::net::{TcpStream, UdpSocket};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use super::bounded::{StderrLines, STARTUP};
 use super::Guard;
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
 
 /// The admin port's `stats` lines as (name, value).
 fn stats(admin: &str) -> Vec<(String, f64)> {
@@ -89,18 +86,26 @@ fn send_paced(
 
 #[test]
 fn hostile_keys_are_refused_or_capped_and_memory_stays_bounded() {
-    let (udp, admin) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-    let child = super::proctor_command()
-        .args(["statsd", "--udp", &udp, "--admin", &admin, "--flush-interval", "1s", "--max-mib", "8"])
+    // Port 0 for both, and the ports statsd says it got: a port picked here and bound there
+    // could be taken in between by another test's socket.
+    let mut child = super::proctor_command()
+        .args(["statsd", "--udp", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--flush-interval", "1s", "--max-mib", "8"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("statsd");
     let pid = child.id();
+    let mut stderr = StderrLines::take(&mut child);
     let _statsd = Guard(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let udp = stderr.until("statsd's udp address", STARTUP, |line| {
+        line.strip_prefix("proctor statsd: udp ")?.split(' ').next().map(str::to_string)
+    });
+    let admin = stderr.until("statsd's admin address", STARTUP, |line| {
+        line.strip_prefix("proctor statsd: admin ").map(|rest| rest.trim().to_string())
+    });
+    let deadline = Instant::now() + STARTUP;
     while stats(&admin).is_empty() {
-        assert!(Instant::now() < deadline, "statsd did not start");
+        assert!(Instant::now() < deadline, "statsd's admin port {admin} did not answer within {STARTUP:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
     let rss_before = rss_mib(pid);
