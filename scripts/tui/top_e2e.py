@@ -51,6 +51,30 @@ def keys(*k):
         time.sleep(0.3)
 
 
+def read(path, missing):
+    """A /proc file's bytes, or `missing` when the process has gone."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return missing
+
+
+def rss_kib(pid):
+    m = re.search(rb"VmRSS:\s+(\d+) kB", read(f"/proc/{pid}/status", b""))
+    return int(m.group(1)) if m else 0
+
+
+def until(pred, timeout, step=0.1):
+    """Polls pred() until it is true or `timeout` seconds pass; returns its last value."""
+    end = time.time() + timeout
+    while True:
+        value = pred()
+        if value or time.time() >= end:
+            return value
+        time.sleep(step)
+
+
 def wait_for(pred, timeout=10.0, step=0.2):
     """Polls the screen until pred(screen) is true; returns the last screen."""
     end = time.time() + timeout
@@ -117,16 +141,26 @@ def main():
         f.write("import time\nopen('/proc/self/comm','w').write('\\x1b[31mEVIL\\u202e')\ntime.sleep(600)\n")
     evil = subprocess.Popen(["python3", evil_py, "proctor-top-evil\x1b]0;pwned\x07\x1b[31mRED\u202egpj.exe"])
     STARTED.append(evil)
-    time.sleep(1.5)
-    children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
-    big = victim = None
-    for c in children:
-        cmd = open(f"/proc/{c}/cmdline", "rb").read()
-        if b"proctor-top-big" in cmd:
-            big = int(c)
-        if b"proctor-top-victim" in cmd:
-            victim = int(c)
+    # Ready when both children run python (not yet the shell that forked them), the big one has
+    # touched its 200 MiB and the hostile one has renamed itself: on a starved machine that takes
+    # seconds, and every check below reads the screen as if it were so.
+    def family():
+        children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
+        big = victim = None
+        for c in children:
+            cmd = read(f"/proc/{c}/cmdline", b"")
+            if b"proctor-top-big" in cmd:
+                big = int(c)
+            if b"proctor-top-victim" in cmd:
+                victim = int(c)
+        return big, victim, children
+    def ready():
+        big, victim, _ = family()
+        return big and victim and rss_kib(big) >= 200 << 10 and b"EVIL" in read(f"/proc/{evil.pid}/comm", b"")
+    until(ready, 60)
+    big, victim, children = family()
     assert big and victim, f"children not found: {children}"
+    assert rss_kib(big) >= 200 << 10, f"the big child touched only {rss_kib(big)} KiB in 60 s"
     print(f"-- parent {parent.pid}, 200 MiB child {big}, victim {victim}, hostile name {evil.pid}")
 
     slow_log = os.path.join(TMP, "slow.jsonl")
@@ -192,8 +226,8 @@ def main():
     keys("y")
     s = wait_for(lambda s: "sent SIGTERM" in s)
     check(f"sent SIGTERM to pid {victim}" in s, "the result is shown", s)
-    time.sleep(0.5)
-    victim_gone = not os.path.exists(f"/proc/{victim}") or open(f"/proc/{victim}/stat").read().split(")")[1].split()[0] == "Z"
+    # Gone, or a zombie its parent has not reaped yet; a starved victim takes a while to run its exit.
+    victim_gone = until(lambda: read(f"/proc/{victim}/stat", b") Z").split(b")")[-1].split()[0] == b"Z", 20)
     check(victim_gone, "the victim got the signal")
     check(os.path.exists(f"/proc/{big}") and os.path.exists(f"/proc/{parent.pid}"), "its parent and sibling are untouched")
 
@@ -399,12 +433,18 @@ def main():
     data = os.path.join(TMP, "data")
     rec = subprocess.Popen([PROCTOR, "record", "--dir", data, "--interval", "250ms"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     STARTED.append(rec)
-    time.sleep(1.0)
     short = subprocess.Popen(["python3", hog, "1", "proctor-top-shortlived"])
-    time.sleep(1.5)
+    STARTED.append(short)
+    # The recording has the process (with the command line the filter matches), then, after it
+    # ends, a newer frame without it: read back from the recording as it is written.
+    def recorded():
+        out = subprocess.run([PROCTOR, "top", "--dir", data, "--once", "--size", "160x30", "--filter", "proctor-top-shortlived"],
+                             capture_output=True, text=True).stdout
+        return short.pid in [p for p, _ in rows(out)]
+    until(recorded, 60, step=0.25)
     short.terminate()
     short.wait()
-    time.sleep(1.5)
+    until(lambda: not recorded(), 60, step=0.25)
     rec.send_signal(signal.SIGINT)
     rec.wait(timeout=20)
     start_top(["--dir", data, "--filter", "proctor-top-shortlived", "--config", conf])
