@@ -17,6 +17,7 @@ debs=(
   prometheus prometheus-alertmanager # 65-prometheus, 66-alertmanager, 67-remote-write
   chromium                           # 70-dashboard, 85-jupyterlab
   tmux                               # 78-top
+  clang                              # 35-bpf (rebuilds the BPF object and compares)
   smem                               # 68-share
   strace                             # 60-strace (strace run)
   buildah podman runc                # 41-image

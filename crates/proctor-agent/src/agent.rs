@@ -152,6 +152,8 @@ impl Agent {
             started_unix_ns: unix_ns(),
             interval_ns: u64::try_from(config.interval.as_nanos()).unwrap_or(u64::MAX),
             container_error: sampler.container_error().map(str::to_string),
+            task_iter_used: sampler.task_iter_status().is_ok(),
+            task_iter_why_not: sampler.task_iter_status().err().flatten().map(str::to_string),
             ..AgentSelf::default()
         };
         let mut peak = SelfPeak::open();

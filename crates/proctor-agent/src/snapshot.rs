@@ -58,6 +58,10 @@ pub struct AgentSelf {
     /// The history ring's size as of this snapshot (set when the snapshot is published).
     pub history: HistorySize,
     pub container_error: Option<String>,
+    /// Each process's stat fields come from the BPF task iterator (else `/proc/PID/stat`).
+    pub task_iter_used: bool,
+    /// Why not the iterator, where it was asked for and could not be used.
+    pub task_iter_why_not: Option<String>,
     /// The store the agent records into, as of the previous sample.
     pub recording: RecordingStatus,
 }

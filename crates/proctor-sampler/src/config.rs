@@ -48,6 +48,10 @@ pub struct SamplerConfig {
     /// Count each process's open fds every cycle (one `statx` of `/proc/PID/fd` per process;
     /// Linux 6.2 and later give the count as its size). Off by default; on with groups.
     pub process_fds: bool,
+    /// Read every process's stat fields through the BPF task iterator (proctor-bpf: one
+    /// read for every task) where it can be loaded and the root is this machine's `/`; where
+    /// not, `/proc/PID/stat` as always, and [`Sampler::task_iter_status`] says why.
+    pub task_iter: bool,
     /// Read each process's command line once, on the cmdline worker.
     pub cmdline: bool,
     /// How long a cmdline read may take before the worker is written off and replaced.
@@ -103,6 +107,7 @@ impl Default for SamplerConfig {
             process_threads: false,
             process_cgroups: true,
             process_fds: false,
+            task_iter: true,
             cmdline: true,
             cmdline_timeout: Duration::from_secs(1),
             container_pid: 0,

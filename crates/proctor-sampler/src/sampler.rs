@@ -54,9 +54,18 @@ pub struct Sampler {
     /// The DRM worker's clients as of this cycle's offer.
     drm_latest: Arc<Vec<GpuClient>>,
     new_pids: Vec<(u32, u64)>,
+    /// The BPF task iterator, where it loaded; else why not (`None` when not asked).
+    task_iter: Result<TaskIterState, Option<String>>,
     /// The cost of opening files in `new`, charged to the first sample.
     setup_cost: Option<SampleCost>,
     nofile_limit: Option<u64>,
+}
+
+/// The loaded iterator and the stat fields of its last scan (reused).
+#[derive(Debug)]
+struct TaskIterState {
+    iter: proctor_bpf::TaskIter,
+    stats: Vec<proctor_procfs::process::PidStat>,
 }
 
 /// How many per-pid files the process table may keep open under an open-file limit of
@@ -99,6 +108,15 @@ impl Sampler {
         let nvml = (config.gpu && config.root.is_real())
             .then(|| NvmlWorker::start(&config.nvml_library, config.nvml_timeout).ok())
             .flatten();
+        let task_iter = if !(config.processes && config.task_iter) {
+            Err(None)
+        } else if !config.root.is_real() || config.root.is_host() {
+            Err(Some("the processes are read under another root than this machine's /".to_string()))
+        } else {
+            proctor_bpf::TaskIter::open()
+                .map(|iter| TaskIterState { iter, stats: Vec::new() })
+                .map_err(|why| Some(why.0))
+        };
         setup_cost.cpu_ns = thread_cpu_ns().saturating_sub(cpu_before);
         Self {
             epoch,
@@ -117,6 +135,7 @@ impl Sampler {
             gpu_cache: None,
             drm_latest: Arc::default(),
             new_pids: Vec::new(),
+            task_iter,
             setup_cost: Some(setup_cost),
             nofile_limit,
             config,
@@ -174,6 +193,15 @@ impl Sampler {
     }
 
     /// Why there is no container view, when there is none.
+    /// Whether each process's stat fields come from the BPF task iterator (`Ok`), or why
+    /// they are read from `/proc` (`Err`; `None` when the iterator was not asked for).
+    pub fn task_iter_status(&self) -> Result<(), Option<&str>> {
+        match &self.task_iter {
+            Ok(_) => Ok(()),
+            Err(why) => Err(why.as_deref()),
+        }
+    }
+
     pub fn container_error(&self) -> Option<&str> {
         self.container_error.as_deref()
     }
@@ -250,7 +278,22 @@ impl Sampler {
                 mono_ns,
                 page_size: self.page_size,
             };
-            processes = self.table.scan(&self.config.root, opts, &mut cost, &mut self.new_pids);
+            // Through the task iterator where it loaded: one read for every process's stat
+            // fields. A failed scan is counted and this cycle reads /proc instead.
+            let stats = match self.task_iter.as_mut() {
+                Ok(state) => match state.iter.scan(&mut state.stats) {
+                    Ok(scan) => {
+                        cost.task_iter_reads += scan.reads;
+                        Some(state.stats.as_slice())
+                    }
+                    Err(_) => {
+                        *cost.errors.entry(("process.task_iter", "io")).or_default() += 1;
+                        None
+                    }
+                },
+                Err(_) => None,
+            };
+            processes = self.table.scan(&self.config.root, opts, &mut cost, &mut self.new_pids, stats);
             *cost.reader_wall_ns.entry("processes").or_default() += t.elapsed().as_nanos() as u64;
             let t = Instant::now();
             self.attach_workers(&mut processes);

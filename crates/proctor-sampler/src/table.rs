@@ -239,13 +239,15 @@ impl ProcessTable {
     /// Lists `/proc` and reads every process. Processes that exit mid-read are skipped and
     /// counted in `cost.processes_gone`; `new_pids` receives processes seen for the first time
     /// and those whose name changed since the last scan (an exec), whose command lines are
-    /// to be read.
+    /// to be read. With `stats` (the task iterator's scan, by pid) a process it has is not
+    /// read from its `stat` file.
     pub(crate) fn scan(
         &mut self,
         root: &Root,
         opts: ScanOptions,
         cost: &mut SampleCost,
         new_pids: &mut Vec<(u32, u64)>,
+        stats: Option<&[PidStat]>,
     ) -> Vec<ProcessSample> {
         self.cycle += 1;
         let cycle = self.cycle;
@@ -259,11 +261,40 @@ impl ProcessTable {
         if let Err(e) = proctor_procfs::system::list_pids(root, &mut self.pids) {
             count(cost, "process.list", e.kind);
         }
-        let mut out = Vec::with_capacity(self.pids.len());
-        for i in 0..self.pids.len() {
-            let pid = self.pids[i];
+        // With the iterator's scan: the union of what it gave and what `/proc` lists, both by
+        // pid. A process the iterator did not give (a kernel can keep a task from BPF
+        // iterators; one started after its read) is read from its `stat`, and counted.
+        let stats = stats.unwrap_or_default();
+        let mut out = Vec::with_capacity(self.pids.len().max(stats.len()));
+        let (mut i, mut j) = (0, 0);
+        while i < self.pids.len() || j < stats.len() {
+            let listed = self.pids.get(i).copied();
+            let given = stats.get(j);
+            let (pid, stat) = match (listed, given) {
+                (Some(l), Some(g)) if l == g.pid => {
+                    i += 1;
+                    j += 1;
+                    (l, Some(g))
+                }
+                (Some(l), Some(g)) if g.pid < l => {
+                    j += 1;
+                    (g.pid, Some(g))
+                }
+                (Some(l), _) => {
+                    i += 1;
+                    if !stats.is_empty() {
+                        cost.task_iter_missed += 1;
+                    }
+                    (l, None)
+                }
+                (None, Some(g)) => {
+                    j += 1;
+                    (g.pid, Some(g))
+                }
+                (None, None) => break,
+            };
             cost.processes_seen += 1;
-            match self.read_process(root, pid, cycle, opts, cost, new_pids) {
+            match self.read_process(root, pid, cycle, opts, cost, new_pids, stat) {
                 Some(p) => out.push(p),
                 None => {
                     self.entries.remove(&pid);
@@ -281,6 +312,7 @@ impl ProcessTable {
         out
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn read_process(
         &mut self,
         root: &Root,
@@ -289,12 +321,20 @@ impl ProcessTable {
         opts: ScanOptions,
         cost: &mut SampleCost,
         new_pids: &mut Vec<(u32, u64)>,
+        given: Option<&PidStat>,
     ) -> Option<ProcessSample> {
         let fds = &mut self.fds;
         let scratch = &mut self.scratch;
         let shared = &mut self.shared;
         let entry = self.entries.entry(pid).or_insert_with(Entry::new);
-        let stat = match read_stat(entry, root, pid, scratch, shared, fds, cost) {
+        let read = match given {
+            Some(stat) => {
+                take_name(&mut entry.comm, &mut entry.renamed, stat.comm.as_bytes());
+                Ok(without_name(stat))
+            }
+            None => read_stat(entry, root, pid, scratch, shared, fds, cost),
+        };
+        let stat = match read {
             Ok(s) => s,
             Err(ErrorKind::Gone) => {
                 // A kept fd answers ESRCH once its task has exited, even if the pid was
@@ -538,6 +578,44 @@ fn read_tasks(
     out
 }
 
+/// The fields of `stat` but its name (which the entry holds): no allocation per process.
+fn without_name(stat: &PidStat) -> PidStat {
+    PidStat {
+        pid: stat.pid,
+        comm: String::new(),
+        state: stat.state,
+        ppid: stat.ppid,
+        pgrp: stat.pgrp,
+        session: stat.session,
+        minflt: stat.minflt,
+        majflt: stat.majflt,
+        utime_ticks: stat.utime_ticks,
+        stime_ticks: stat.stime_ticks,
+        cutime_ticks: stat.cutime_ticks,
+        cstime_ticks: stat.cstime_ticks,
+        cminflt: stat.cminflt,
+        cmajflt: stat.cmajflt,
+        priority: stat.priority,
+        nice: stat.nice,
+        num_threads: stat.num_threads,
+        start_ticks: stat.start_ticks,
+        vsize_bytes: stat.vsize_bytes,
+        rss_pages: stat.rss_pages,
+        processor: stat.processor,
+        blkio_ticks: stat.blkio_ticks,
+    }
+}
+
+/// Copies the name only when it changed (exec, prctl): nearly never. A process that had a
+/// name before was renamed; whether it is the same process (and not a reused pid) is for the
+/// caller to tell by its start time.
+fn take_name(name: &mut Arc<str>, renamed: &mut bool, comm: &[u8]) {
+    if name.as_bytes() != comm {
+        *renamed = !name.is_empty();
+        *name = Arc::from(String::from_utf8_lossy(comm).as_ref());
+    }
+}
+
 fn read_stat(
     entry: &mut Entry,
     root: &Root,
@@ -554,13 +632,7 @@ fn read_stat(
             }
             entry.stat_parsed = None;
             let (stat, comm) = parse_stat_borrowed(b).ok_or(ErrorKind::Parse)?;
-            // Copy the name only when it changed (exec, prctl): nearly never. A process that
-            // had a name before was renamed; whether it is the same process (and not a reused
-            // pid) is for the caller to tell by its start time.
-            if entry.comm.as_bytes() != comm {
-                entry.renamed = !entry.comm.is_empty();
-                entry.comm = Arc::from(String::from_utf8_lossy(comm).as_ref());
-            }
+            take_name(&mut entry.comm, &mut entry.renamed, comm);
             entry.stat_line.clear();
             entry.stat_line.extend_from_slice(b);
             entry.stat_parsed = Some(stat.clone());

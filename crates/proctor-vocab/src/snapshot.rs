@@ -480,6 +480,10 @@ pub struct LastSampleOut {
     pub fds_kept: u64,
     pub processes_seen: u64,
     pub processes_gone: u64,
+    /// `read`s of the BPF task iterator (0 where each process's `stat` was read).
+    pub task_iter_reads: u64,
+    /// Processes `/proc` listed that the iterator did not give: read from their `stat`.
+    pub task_iter_missed: u64,
     /// The stall ledger since the previous sample: the wall time of proctor's reads that took
     /// a target's mmap lock (every target together), the longest, and its target.
     pub target_lock_seconds: f64,
@@ -647,6 +651,11 @@ pub struct AgentOut {
     pub max_resident_bytes: u64,
     pub errors_total: BTreeMap<String, u64>,
     pub processes_gone_total: u64,
+    /// Where each process's stat fields come from: `task_iterator` (BPF: one read for every
+    /// process) or `proc` (`/proc/PID/stat`, one read each).
+    pub process_stats_from: &'static str,
+    /// Why not the task iterator, where it was asked for and could not be used.
+    pub task_iter_unavailable: Option<String>,
     pub last_sample: LastSampleOut,
     pub pss_worker: Option<WorkerOut>,
     pub cmdline_worker: Option<WorkerOut>,
@@ -710,6 +719,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
         max_resident_bytes: a.max_resident_bytes,
         errors_total: a.errors.iter().map(|((r, k), n)| (error_key(r, k), *n)).collect(),
         processes_gone_total: a.processes_gone,
+        process_stats_from: if a.task_iter_used { "task_iterator" } else { "proc" },
+        task_iter_unavailable: a.task_iter_why_not.clone(),
         last_sample: LastSampleOut {
             cpu_seconds: c.cpu_ns as f64 / 1e9,
             wall_seconds: c.wall_ns as f64 / 1e9,
@@ -719,6 +730,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             fds_kept: c.fds_kept,
             processes_seen: c.processes_seen,
             processes_gone: c.processes_gone,
+            task_iter_reads: c.task_iter_reads,
+            task_iter_missed: c.task_iter_missed,
             target_lock_seconds: c.target_lock.total_ns as f64 / 1e9,
             target_lock_longest_seconds: c.target_lock.max_ns as f64 / 1e9,
             target_lock_worst_pid: (c.target_lock.reads > 0).then_some(c.target_lock_worst_pid),

@@ -66,6 +66,20 @@ struct Output {
     per_process: Figure,
     per_process_floor: Figure,
     per_process_ratio_cpu: Option<f64>,
+    /// The same processes through the BPF task iterator (proctor-bpf), per process, in the
+    /// same scans: `None` where it cannot run, and `task_iter_unavailable` says why.
+    per_process_task_iter: Option<Figure>,
+    /// The iterator's CPU per process against the /proc floor's.
+    task_iter_ratio_to_floor_cpu: Option<f64>,
+    task_iter_unavailable: Option<String>,
+    /// Scans the iterator failed (each counted, none retried).
+    task_iter_errors: u64,
+    /// The sampler's process part as the agent runs it where the iterator loads (its stat
+    /// fields from the iterator; /proc still listed, and what the iterator did not give read
+    /// from its stat), per process.
+    per_process_via_task_iter: Option<Figure>,
+    /// Processes per scan that /proc listed and the iterator did not give.
+    task_iter_missed_per_scan: Option<f64>,
     files_per_process_per_scan: f64,
     errors: u64,
     processes_gone: u64,
@@ -163,16 +177,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     drop(sampler);
 
     // Processes: a scan with the default per-pid files (stat; status when the footprint
-    // moved), no workers, no cgroup membership reads after the first scan.
+    // moved), no workers, no cgroup membership reads after the first scan; each process's
+    // `stat` read from /proc. The same through the task iterator is measured beside it.
     let proc_config = SamplerConfig {
         root: root.clone(),
         cmdline: false,
         pss_budget: 0.0,
         container_pid: base.container_pid,
+        task_iter: false,
         ..SamplerConfig::default()
     };
     let scans = args.scans;
-    let mut sampler = Sampler::new(proc_config);
+    let mut sampler = Sampler::new(proc_config.clone());
     if scans > 0 {
         errors += sampler.sample().cost.error_total();
     }
@@ -185,6 +201,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.no_floor && scans > 0 {
         floor_reader.scan(&mut buf);
     }
+    let (mut task_iter, task_iter_unavailable) = if scans == 0 {
+        (None, None)
+    } else {
+        match proctor_bpf::TaskIter::open() {
+            Ok(iter) => (Some(iter), None),
+            Err(why) => (None, Some(why.0)),
+        }
+    };
+    let (mut iter_total, mut iter_pids, mut iter_errors) = ((0u64, 0u64), 0u64, 0u64);
+    let mut iter_out = Vec::new();
+    // The sampler as the agent runs it where the iterator loads: stat fields from one read,
+    // /proc listed for what the iterator did not give.
+    let mut iter_sampler = task_iter
+        .is_some()
+        .then(|| Sampler::new(SamplerConfig { task_iter: true, ..proc_config.clone() }))
+        .filter(|s| s.task_iter_status().is_ok());
+    if let Some(s) = iter_sampler.as_mut() {
+        errors += s.sample().cost.error_total();
+    }
+    let (mut via_iter_total, mut via_iter_pids, mut via_iter_missed) = ((0u64, 0u64), 0u64, 0u64);
     for _ in 0..scans {
         let mut s = None;
         let t = measure(|| s = Some(sampler.sample()));
@@ -200,7 +236,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         });
         floor_total = (floor_total.0 + t.0, floor_total.1 + t.1);
+        if let Some(iter) = task_iter.as_mut() {
+            let t = measure(|| {
+                if iter.scan(&mut iter_out).is_err() {
+                    iter_errors += 1;
+                }
+            });
+            iter_total = (iter_total.0 + t.0, iter_total.1 + t.1);
+            iter_pids += iter_out.len() as u64;
+        }
+        if let Some(sampler) = iter_sampler.as_mut() {
+            let mut s = None;
+            let t = measure(|| s = Some(sampler.sample()));
+            let s = s.expect("sample was taken");
+            via_iter_total = (via_iter_total.0 + t.0, via_iter_total.1 + t.1);
+            via_iter_pids += s.processes.len() as u64;
+            via_iter_missed += s.cost.task_iter_missed;
+            errors += s.cost.error_total();
+        }
     }
+    let per_process_task_iter = task_iter.is_some().then(|| per(iter_total, iter_pids.max(1) as f64));
     let processes = pid_count as f64 / scans.max(1) as f64;
     // Host work inside a process scan sample is subtracted using the host figure above, so
     // "per process" is the process part alone.
@@ -208,6 +263,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let proc_only =
         (scan_total.0.saturating_sub(host_part.0 * scans), scan_total.1.saturating_sub(host_part.1 * scans));
     let per_process = per(proc_only, pid_count.max(1) as f64);
+    let per_process_via_task_iter = iter_sampler.as_ref().map(|_| {
+        let only = (
+            via_iter_total.0.saturating_sub(host_part.0 * scans),
+            via_iter_total.1.saturating_sub(host_part.1 * scans),
+        );
+        per(only, via_iter_pids.max(1) as f64)
+    });
     let per_process_floor = per(floor_total, floor_reader.pids_read.max(1) as f64);
     let host_sample = per(host, n as f64);
     let host_floor = per(floor, n as f64);
@@ -221,6 +283,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         processes,
         per_process_ratio_cpu: (!args.no_floor && scans > 0)
             .then(|| per_process.cpu_us / per_process_floor.cpu_us.max(1e-9)),
+        task_iter_ratio_to_floor_cpu: per_process_task_iter
+            .as_ref()
+            .filter(|_| !args.no_floor)
+            .map(|it| it.cpu_us / per_process_floor.cpu_us.max(1e-9)),
+        per_process_task_iter,
+        task_iter_unavailable,
+        task_iter_errors: iter_errors,
+        task_iter_missed_per_scan: per_process_via_task_iter
+            .as_ref()
+            .map(|_| via_iter_missed as f64 / scans.max(1) as f64),
+        per_process_via_task_iter,
         per_process,
         per_process_floor,
         files_per_process_per_scan: files as f64 / pid_count.max(1) as f64,
@@ -261,6 +334,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "per process ratio{:>8}  CPU",
                 out.per_process_ratio_cpu.map_or("n/a".into(), |r| format!("{r:.2}×"))
             )?;
+            match (&out.per_process_task_iter, &out.task_iter_unavailable) {
+                (Some(it), _) => writeln!(
+                    w,
+                    "task iterator    {:>8.2} µs CPU {:>8.2} µs wall   (BPF, one read for every task; {} × the floor's CPU{})",
+                    it.cpu_us,
+                    it.wall_us,
+                    out.task_iter_ratio_to_floor_cpu.map_or("n/a".into(), |r| format!("{r:.3}")),
+                    if out.task_iter_errors > 0 { format!(", {} scans failed", out.task_iter_errors) } else { String::new() }
+                )?,
+                (None, Some(why)) => writeln!(w, "task iterator    not measured: {why}")?,
+                (None, None) => {}
+            }
+            if let Some(v) = &out.per_process_via_task_iter {
+                writeln!(
+                    w,
+                    "per process, iter{:>8.2} µs CPU {:>8.2} µs wall   (the sampler through the iterator; {:.1} processes per scan only /proc had)",
+                    v.cpu_us,
+                    v.wall_us,
+                    out.task_iter_missed_per_scan.unwrap_or(0.0)
+                )?;
+            }
             writeln!(w, "errors {} · processes gone mid-read {}", out.errors, out.processes_gone)?;
         }
     }

@@ -132,6 +132,9 @@ struct Output {
     /// What the stall ledger measures here, and whether the kernel's mmap_lock tracepoints
     /// (what a target really waited) are there.
     stall_ledger: String,
+    /// Whether the BPF task iterator (proctor-bpf) can read every process here, and what one
+    /// scan cost, or why not.
+    task_iter: String,
     open_file_limit: Option<u64>,
     processes: usize,
     effective_uid: u32,
@@ -222,6 +225,48 @@ fn stall_ledger(root: &proctor_procfs::Root) -> String {
     format!(
         "stall ledger: every smaps_rollup, pagemap and cmdline read is timed and charged to its target \
          (stall_by_proctor_seconds_total; wall time, an upper bound on the hold, where not traced); {waits}; {pages}"
+    )
+}
+
+/// The task iterator's line: loaded and one scan timed, or why it cannot be used here. Only a
+/// real root: the iterator reads this kernel's tasks, not a captured tree.
+fn task_iter(root: &proctor_procfs::Root) -> String {
+    if !root.is_real() {
+        return "task iterator: not used (a captured tree is read, not this kernel)".to_string();
+    }
+    let mut iter = match proctor_bpf::TaskIter::open() {
+        Ok(iter) => iter,
+        Err(why) => return format!("task iterator: not used, /proc is read instead: {why}"),
+    };
+    let mut out = Vec::new();
+    let cost = match iter.scan(&mut out) {
+        Ok(cost) => cost,
+        Err(e) => return format!("task iterator: loaded, but a scan failed: {e}"),
+    };
+    let mut listed = Vec::new();
+    let _ = proctor_procfs::system::list_pids(root, &mut listed);
+    let given: std::collections::HashSet<u32> = out.iter().map(|p| p.pid).collect();
+    let missed: Vec<u32> = listed.iter().copied().filter(|pid| !given.contains(pid)).collect();
+    let gap = match missed.len() {
+        0 => String::new(),
+        n => format!(
+            "; {n} process{} /proc lists {} not in its records (the kernel keeps {} from BPF iterators, or {} \
+             started since): the sampler reads {} from /proc (pid {})",
+            if n == 1 { "" } else { "es" },
+            if n == 1 { "is" } else { "are" },
+            if n == 1 { "it" } else { "them" },
+            if n == 1 { "it" } else { "they" },
+            if n == 1 { "it" } else { "them" },
+            missed.iter().take(5).map(u32::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    format!(
+        "task iterator: every process's stat fields in one read, and the sampler reads them so ({} processes, \
+         {} tasks in {} reads, {:.2} µs CPU per process){gap}",
+        cost.processes,
+        cost.tasks,
+        cost.reads,
+        cost.cpu_ns as f64 / 1e3 / cost.processes.max(1) as f64
     )
 }
 
@@ -430,6 +475,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         smaps_rollup_ms_per_gib: per_gib,
         biggest,
         stall_ledger: stall_ledger(&root),
+        task_iter: task_iter(&root),
         open_file_limit: nofile,
         processes: pids.len(),
         effective_uid,
@@ -504,6 +550,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
         )?;
     }
     writeln!(w, "{}", o.stall_ledger)?;
+    writeln!(w, "{}", o.task_iter)?;
     writeln!(w)?;
     let g = &o.gpu_and_energy;
     writeln!(w, "GPU and energy:")?;

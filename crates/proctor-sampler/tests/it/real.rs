@@ -678,3 +678,48 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
         "the four survivors' readings from before the kill were marked stale: {first_after:?}"
     );
 }
+
+/// Where the BPF task iterator loads, the sampler takes every process's stat fields from it
+/// and reads no `stat` file for them, yet gives the processes `/proc` lists before and after
+/// it, under their names, parents and start times; a process the kernel keeps from the
+/// iterator (here the sandbox's pid 1) is still there, read from `/proc` and counted.
+#[test]
+fn through_the_task_iterator_the_processes_are_those_proc_lists() {
+    let quiet = SamplerConfig { pss_budget: 0.0, cmdline: false, process_cgroups: false, ..SamplerConfig::default() };
+    let mut via = Sampler::new(quiet.clone());
+    if let Err(why) = via.task_iter_status() {
+        eprintln!("SKIP: the sampler through the task iterator: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let mut plain = Sampler::new(SamplerConfig { task_iter: false, ..quiet });
+    assert_eq!(plain.task_iter_status(), Err(None));
+    let child = Guard(Command::new("sleep").arg("60").spawn().expect("sleep"));
+    let (_, _) = (plain.sample(), via.sample());
+    let before = plain.sample();
+    let through = via.sample();
+    let after = plain.sample();
+    assert!(through.cost.task_iter_reads >= 2, "{:?}", through.cost);
+    assert_eq!(before.cost.task_iter_reads, 0);
+    // The plain sampler reads a stat per process; through the iterator only what it missed is.
+    assert!(
+        through.cost.files_read + before.processes.len() as u64 / 2 <= before.cost.files_read,
+        "through the iterator {} files, through /proc {} for {} processes",
+        through.cost.files_read,
+        before.cost.files_read,
+        before.processes.len()
+    );
+    let key = |p: &proctor_model::ProcessSample| (p.pid, p.start_ticks);
+    let after_keys: std::collections::HashSet<_> = after.processes.iter().map(key).collect();
+    let mut compared = 0;
+    for p in before.processes.iter().filter(|p| after_keys.contains(&key(p))) {
+        let t = through.processes.iter().find(|t| key(t) == key(p));
+        let t = t
+            .unwrap_or_else(|| panic!("pid {} ({}) is in both /proc samples, not through the iterator", p.pid, p.comm));
+        assert_eq!((&t.comm, t.ppid), (&p.comm, p.ppid), "pid {}", p.pid);
+        compared += 1;
+    }
+    assert!(compared >= 10, "{compared}");
+    assert!(through.processes.iter().any(|p| p.pid == child.0.id()));
+    let pids: Vec<u32> = through.processes.iter().map(|p| p.pid).collect();
+    assert!(pids.windows(2).all(|w| w[0] < w[1]), "by pid, no duplicates");
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""bench/bpf/run.sh's body: see there."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+PROCTOR = os.environ["PROCTOR_BIN"]
+REPEATS = int(os.environ.get("REPEATS", "5"))
+
+
+def count_pids():
+    return sum(1 for e in os.listdir("/proc") if e.isdigit())
+
+
+def load():
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def bench(target):
+    sleepers = []
+    try:
+        while count_pids() < target:
+            sleepers.append(subprocess.Popen(["sleep", "900"], stdin=subprocess.DEVNULL))
+        cmd = [PROCTOR, "bench", "-n", "20", "--scans", "100" if target > 2000 else "300", "--format", "json"]
+        print(f"\n== {count_pids()} processes (load {load()}): {' '.join(cmd)}, {REPEATS} runs")
+        rows = {"proctor": [], "floor": [], "iterator": [], "ratio": [], "via": []}
+        why = None
+        for _ in range(REPEATS):
+            r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            rows["proctor"].append(r["per_process"]["cpu_us"])
+            rows["floor"].append(r["per_process_floor"]["cpu_us"])
+            if r["per_process_task_iter"] is None:
+                why = r["task_iter_unavailable"]
+                continue
+            rows["iterator"].append(r["per_process_task_iter"]["cpu_us"])
+            rows["ratio"].append(r["task_iter_ratio_to_floor_cpu"])
+            if r["per_process_via_task_iter"] is not None:
+                rows["via"].append(r["per_process_via_task_iter"]["cpu_us"])
+        med = {k: statistics.median(v) for k, v in rows.items() if v}
+        print(f"proctor per process    {med['proctor']:7.3f} µs CPU  (its sampler through /proc: stat, status when the footprint moved)")
+        print(f"floor per process      {med['floor']:7.3f} µs CPU  (readdir + pread stat via kept fds, nothing parsed)")
+        if "iterator" in med:
+            runs = ", ".join(f"{x:.3f}" for x in rows["ratio"])
+            print(f"task iterator          {med['iterator']:7.3f} µs CPU  (BPF: one read for every task, threads summed; goal ≤ 0.5)")
+            print(f"iterator / floor       {med['ratio']:7.3f}×          (goal ≤ 1/8 = 0.125); runs: {runs}")
+            print(f"floor / iterator       {med['floor'] / med['iterator']:7.1f}×")
+            print(f"proctor / iterator     {med['proctor'] / med['iterator']:7.1f}×          (goal ≥ 8×)")
+        if "via" in med:
+            print(f"proctor via iterator   {med['via']:7.3f} µs CPU  (the sampler as the agent runs it with the iterator: /proc still listed)")
+            print(f"proctor: /proc / via   {med['proctor'] / med['via']:7.2f}×")
+        else:
+            print(f"task iterator          not measured: {why}")
+        print(f"-- load after: {load()}")
+    finally:
+        for s in sleepers:
+            s.kill()
+        for s in sleepers:
+            s.wait()
+
+
+if __name__ == "__main__":
+    for target in [int(a) for a in sys.argv[1:]] or [600, 5000]:
+        bench(target)

@@ -1,0 +1,714 @@
+//! Below the `/proc` floor (issue 35): the BPF task iterator.
+//!
+//! `/proc/PID/stat` costs an open, a read and a close per process, and the kernel formats every
+//! number as text that the reader parses back. A task iterator (Linux 5.8+) is a BPF program the
+//! kernel runs for every task while user space reads one file: [`TaskIter::scan`] gets, in a
+//! handful of `read`s, a fixed-size binary record per task (bpf/task_iter.bpf.c) and sums each
+//! process's threads into the [`PidStat`] the stat parser gives, in the same units (clock
+//! ticks, pages, bytes), computed the way the kernel computes them for `stat`.
+//!
+//! The program is C, built by clang into `bpf/task_iter.bpf.o`, which is checked in: a build
+//! without clang works, and `bpf/build.sh` rebuilds it (the test command rebuilds and compares).
+//! aya loads it, fitting its field offsets to the running kernel's BTF (CO-RE).
+//!
+//! [`TaskIter::open`] says why it cannot be used, in words a person can act on: no kernel BTF,
+//! no CAP_BPF/CAP_PERFMON, a kernel whose layout the program does not fit, another pid
+//! namespace (the iterator sees the reader's namespace, its records carry the root's pids).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Read;
+
+use aya::programs::Iter;
+use aya::{Btf, Ebpf, EbpfLoader};
+pub use proctor_procfs::process::PidStat;
+
+/// The iterator program, as clang built it from `bpf/task_iter.bpf.c` (`bpf/build.sh`).
+pub static TASK_ITER_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_iter.bpf.o");
+
+/// The program's name in the object (its function name).
+const PROGRAM: &str = "proctor_tasks";
+
+/// One task's record, as `struct record` in bpf/task_iter.bpf.c lays it out: 32 eight-byte
+/// words, the comm's 16 bytes, a kernel thread's full name (64) and a worker's description (32).
+const WORDS: usize = 32;
+pub const RECORD_BYTES: usize = WORDS * 8 + 16 + 64 + 32;
+/// A user process's record: `struct record` up to its kernel-thread names.
+pub const PROCESS_BYTES: usize = WORDS * 8 + 16;
+/// A thread's record (`struct thread_record`): 8 words.
+pub const THREAD_BYTES: usize = 8 * 8;
+/// `stat` prints a name of at most this many bytes (its buffer of 64, with the NUL).
+const NAME_MAX: usize = 63;
+
+/// Why the iterator cannot be used here; the agent reads `/proc` instead and says this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// A record that does not have the size this reader was built for, or output that ends inside
+/// a record: the object and the reader disagree, or the read was cut. The scan is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadOutput(pub String);
+
+impl fmt::Display for BadOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadOutput {}
+
+/// What one scan cost and covered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanCost {
+    /// Tasks (threads) the kernel gave a record for.
+    pub tasks: u64,
+    /// Processes returned (thread groups whose leader was seen).
+    pub processes: u64,
+    /// `read` calls on the iterator's file, the last one returning 0.
+    pub reads: u64,
+    pub bytes: u64,
+    /// CPU time of the calling thread during the scan (the kernel's work in `read` included).
+    pub cpu_ns: u64,
+}
+
+/// The loaded task iterator. Each [`scan`](TaskIter::scan) attaches the program (one link),
+/// makes an iterator file from it and reads that to its end.
+pub struct TaskIter {
+    /// Holds the loaded program (and with it the kernel's reference) for as long as we scan.
+    bpf: Ebpf,
+    buffer: Vec<u8>,
+    summer: Summer,
+}
+
+impl fmt::Debug for TaskIter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskIter").field("buffer_bytes", &self.buffer.capacity()).finish_non_exhaustive()
+    }
+}
+
+impl TaskIter {
+    /// Loads the program and checks it here: a first scan must find this process under its own
+    /// pid. `Err` says why the iterator cannot be used, for `doctor` and the agent's status.
+    pub fn open() -> Result<TaskIter, Unavailable> {
+        // Asked first, so that a process without them does not parse the kernel's BTF (some MB)
+        // only to be refused.
+        if !may_load_tracing() {
+            return Err(Unavailable(
+                "this process may not load BPF tracing programs: proctor needs CAP_BPF and CAP_PERFMON (or root)"
+                    .to_string(),
+            ));
+        }
+        let btf = Btf::from_sys_fs().map_err(|e| {
+            Unavailable(format!("no kernel BTF (/sys/kernel/btf/vmlinux: {e}); the kernel needs CONFIG_DEBUG_INFO_BTF"))
+        })?;
+        let mut bpf = EbpfLoader::new().btf(Some(&btf)).load(TASK_ITER_OBJECT).map_err(|e| {
+            Unavailable(format!("the iterator program does not fit this kernel (Linux 6.2 or later is needed): {e}"))
+        })?;
+        let program: &mut Iter = bpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| Unavailable(format!("the object has no program {PROGRAM}")))?
+            .try_into()
+            .map_err(|e| Unavailable(format!("{PROGRAM} is not an iterator program: {e}")))?;
+        program.load("task", &btf).map_err(|e| Unavailable(load_error(&e)))?;
+        // SAFETY: sysconf has no preconditions.
+        let (page, tick) = unsafe { (libc::sysconf(libc::_SC_PAGESIZE), libc::sysconf(libc::_SC_CLK_TCK)) };
+        let units = Units {
+            page_bytes: u64::try_from(page).unwrap_or(4096).max(1),
+            ns_per_tick: 1_000_000_000 / u64::try_from(tick).unwrap_or(100).max(1),
+        };
+        let mut iter = TaskIter { bpf, buffer: Vec::with_capacity(64 << 10), summer: Summer::new(units) };
+        let mut out = Vec::new();
+        iter.scan(&mut out).map_err(|e| Unavailable(format!("the first scan failed: {e}")))?;
+        let me = std::process::id();
+        if !out.iter().any(|p| p.pid == me) {
+            return Err(Unavailable(format!(
+                "this process (pid {me}) is not in the iterator's records under its own pid: proctor runs in another pid \
+                 namespace than the one the records number tasks in"
+            )));
+        }
+        Ok(iter)
+    }
+
+    /// The last scan's output as the kernel wrote it (`RECORD_BYTES` per task).
+    pub fn raw(&self) -> &[u8] {
+        &self.buffer
+    }
+
+    /// Every process's stat fields, into `out` (cleared first), by pid, threads summed into
+    /// their process. The name is the leader's, as `stat` prints it.
+    pub fn scan(&mut self, out: &mut Vec<PidStat>) -> Result<ScanCost, Box<dyn std::error::Error + Send + Sync>> {
+        let started = thread_cpu_ns();
+        let program: &mut Iter = self.bpf.program_mut(PROGRAM).ok_or("program gone")?.try_into()?;
+        let link = program.attach()?;
+        let link = program.take_link(link)?;
+        let mut file = link.into_file()?;
+        self.buffer.clear();
+        let mut reads = 0u64;
+        loop {
+            if self.buffer.capacity() - self.buffer.len() < 16 << 10 {
+                self.buffer.reserve(self.buffer.capacity().max(64 << 10));
+            }
+            let len = self.buffer.len();
+            let spare = self.buffer.capacity() - len;
+            self.buffer.resize(len + spare, 0);
+            let n = file.read(&mut self.buffer[len..]);
+            reads += 1;
+            match n {
+                Ok(0) => {
+                    self.buffer.truncate(len);
+                    break;
+                }
+                Ok(n) => self.buffer.truncate(len + n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => self.buffer.truncate(len),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        drop(file);
+        let tasks = self.summer.sum(&self.buffer, out)?;
+        Ok(ScanCost {
+            tasks,
+            processes: out.len() as u64,
+            reads,
+            bytes: self.buffer.len() as u64,
+            cpu_ns: thread_cpu_ns().saturating_sub(started),
+        })
+    }
+}
+
+fn load_error(e: &aya::programs::ProgramError) -> String {
+    let text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = source {
+        detail = s.to_string();
+        source = s.source();
+    }
+    if detail.contains("Operation not permitted") || detail.contains("Permission denied") || text.contains("EPERM") {
+        format!("the kernel refused to load it ({detail}): proctor needs CAP_BPF and CAP_PERFMON (or root)")
+    } else {
+        format!(
+            "the kernel refused to load it: {text}{}",
+            if detail.is_empty() { String::new() } else { format!(": {detail}") }
+        )
+    }
+}
+
+/// Whether this process's effective capabilities include CAP_SYS_ADMIN, or CAP_BPF and
+/// CAP_PERFMON: what loading a tracing program (an iterator) takes. Unknown reads as yes (the
+/// load then says).
+fn may_load_tracing() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return true };
+    let Some(caps) = status.lines().find_map(|l| l.strip_prefix("CapEff:")) else { return true };
+    let Ok(caps) = u64::from_str_radix(caps.trim(), 16) else { return true };
+    let has = |bit: u32| caps & (1 << bit) != 0;
+    has(21) || (has(38) && has(39))
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+/// How the kernel's units become `stat`'s.
+#[derive(Debug, Clone, Copy)]
+pub struct Units {
+    pub page_bytes: u64,
+    pub ns_per_tick: u64,
+}
+
+/// One record's words, by name (the order of `struct record`).
+#[derive(Debug, Default, Clone, Copy)]
+struct Record {
+    tid: u64,
+    tgid: u64,
+    ppid: u64,
+    pgrp: u64,
+    session: u64,
+    state: u64,
+    exit_state: u64,
+    flags: u64,
+    prio: i64,
+    static_prio: i64,
+    cpu: u64,
+    nr_threads: u64,
+    utime: u64,
+    stime: u64,
+    runtime: u64,
+    min_flt: u64,
+    maj_flt: u64,
+    start_boottime: u64,
+    sig_utime: u64,
+    sig_stime: u64,
+    sig_runtime: u64,
+    sig_min_flt: u64,
+    sig_maj_flt: u64,
+    cutime: u64,
+    cstime: u64,
+    cmin_flt: u64,
+    cmaj_flt: u64,
+    total_vm: u64,
+    rss: [i64; 3],
+}
+
+fn record(bytes: &[u8]) -> (Record, &[u8]) {
+    let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let r = Record {
+        tid: word(1),
+        tgid: word(2),
+        ppid: word(3),
+        pgrp: word(4),
+        session: word(5),
+        state: word(6),
+        exit_state: word(7),
+        flags: word(8),
+        prio: word(9) as i64,
+        static_prio: word(10) as i64,
+        cpu: word(11),
+        nr_threads: word(12),
+        utime: word(13),
+        stime: word(14),
+        runtime: word(15),
+        min_flt: word(16),
+        maj_flt: word(17),
+        start_boottime: word(18),
+        sig_utime: word(19),
+        sig_stime: word(20),
+        sig_runtime: word(21),
+        sig_min_flt: word(22),
+        sig_maj_flt: word(23),
+        cutime: word(24),
+        cstime: word(25),
+        cmin_flt: word(26),
+        cmaj_flt: word(27),
+        total_vm: word(28),
+        rss: [word(29) as i64, word(30) as i64, word(31) as i64],
+    };
+    (r, &bytes[WORDS * 8..])
+}
+
+/// A name field of the record, empty where the record stops before it.
+fn field(names: &[u8], from: usize, to: usize) -> &[u8] {
+    c_str(names.get(from..to).unwrap_or_default())
+}
+
+fn thread_record(bytes: &[u8]) -> Record {
+    let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    Record {
+        tid: word(1),
+        tgid: word(2),
+        utime: word(3),
+        stime: word(4),
+        runtime: word(5),
+        min_flt: word(6),
+        maj_flt: word(7),
+        ..Record::default()
+    }
+}
+
+fn c_str(bytes: &[u8]) -> &[u8] {
+    &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())]
+}
+
+/// The name `stat` prints for a task, from the record's names (`names`: comm, full name,
+/// description, as the record lays them out): a workqueue worker's name (full, where it is
+/// longer than a comm), then `+` (running a work item) or `-` and what it last ran; another
+/// kernel thread's full name; else the comm.
+fn stat_name(flags: u64, names: &[u8], out: &mut String) {
+    const PF_WQ_WORKER: u64 = 0x20;
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    const RUNNING_WORK: u64 = 1 << 32;
+    let comm = field(names, 0, 16);
+    let full = field(names, 16, 80);
+    let desc = field(names, 80, 112);
+    let mut name = Vec::with_capacity(NAME_MAX);
+    if flags & PF_KTHREAD != 0 && flags & PF_WQ_WORKER != 0 {
+        // A rescuer's name ("kworker/R-" and its queue's) is longer than a comm.
+        name.extend_from_slice(if full.is_empty() { comm } else { full });
+        if !desc.is_empty() {
+            name.push(if flags & RUNNING_WORK != 0 { b'+' } else { b'-' });
+            name.extend_from_slice(desc);
+        }
+    } else if flags & PF_KTHREAD != 0 && !full.is_empty() {
+        name.extend_from_slice(full);
+    } else {
+        name.extend_from_slice(comm);
+    }
+    name.truncate(NAME_MAX);
+    out.clear();
+    out.push_str(&String::from_utf8_lossy(&name));
+}
+
+/// A process being summed: the threads' counters added up.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sums {
+    utime: u64,
+    stime: u64,
+    runtime: u64,
+    min_flt: u64,
+    maj_flt: u64,
+    start_boottime: u64,
+    leader: bool,
+}
+
+/// Sums the iterator's output into processes, remembering between scans what each process's
+/// user/system split was, as the kernel does for `stat` (so neither part ever goes back).
+#[derive(Debug)]
+pub struct Summer {
+    units: Units,
+    /// tgid → index into the output and the sums.
+    index: HashMap<u32, usize>,
+    sums: Vec<Sums>,
+    /// (pid, start) → the (user, system) nanoseconds last given.
+    prev: HashMap<(u32, u64), (u64, u64)>,
+    /// Name buffers of the last scan's processes, reused.
+    names: Vec<String>,
+    next: HashMap<(u32, u64), (u64, u64)>,
+}
+
+impl Summer {
+    pub fn new(units: Units) -> Self {
+        Self {
+            units,
+            index: HashMap::new(),
+            sums: Vec::new(),
+            prev: HashMap::new(),
+            next: HashMap::new(),
+            names: Vec::new(),
+        }
+    }
+
+    /// Sums `bytes` (`RECORD_BYTES` per task, as the iterator gives them) into one
+    /// [`PidStat`] per process, into `out` (cleared first). Returns the number of tasks.
+    pub fn sum(&mut self, bytes: &[u8], out: &mut Vec<PidStat>) -> Result<u64, BadOutput> {
+        // The names' buffers are kept for the next scan's processes.
+        self.names.extend(out.drain(..).map(|p| p.comm));
+        self.index.clear();
+        self.sums.clear();
+        let units = self.units;
+        let mut at = 0;
+        let mut tasks = 0;
+        // Records come a process at a time, its leader first: most lookups are the last one.
+        let mut last: Option<(u32, usize)> = None;
+        while at < bytes.len() {
+            let cut = || BadOutput(format!("the iterator's output ends inside a record ({} bytes)", bytes.len()));
+            let size = bytes.get(at..at + 8).ok_or_else(cut)?;
+            let size = u64::from_ne_bytes(size.try_into().expect("8 bytes"));
+            let len = match usize::try_from(size) {
+                Ok(len @ (RECORD_BYTES | PROCESS_BYTES | THREAD_BYTES)) => len,
+                _ => {
+                    return Err(BadOutput(format!(
+                        "a record says it is {size} bytes, this reader reads {RECORD_BYTES}, {PROCESS_BYTES} and \
+                         {THREAD_BYTES}: the object and the reader disagree"
+                    )))
+                }
+            };
+            let chunk = bytes.get(at..at + len).ok_or_else(cut)?;
+            at += len;
+            tasks += 1;
+            let (r, names) = if len == THREAD_BYTES { (thread_record(chunk), &[][..]) } else { record(chunk) };
+            let (Ok(tgid), Ok(tid)) = (u32::try_from(r.tgid), u32::try_from(r.tid)) else {
+                return Err(BadOutput(format!("a record with pid {} tid {} out of range", r.tgid, r.tid)));
+            };
+            let index = match last {
+                Some((pid, index)) if pid == tgid => index,
+                _ => {
+                    let sums = &mut self.sums;
+                    let names = &mut self.names;
+                    let index = *self.index.entry(tgid).or_insert_with(|| {
+                        out.push(PidStat { pid: tgid, comm: names.pop().unwrap_or_default(), ..PidStat::default() });
+                        sums.push(Sums::default());
+                        out.len() - 1
+                    });
+                    last = Some((tgid, index));
+                    index
+                }
+            };
+            let s = &mut self.sums[index];
+            s.utime += r.utime;
+            s.stime += r.stime;
+            s.runtime += r.runtime;
+            s.min_flt += r.min_flt;
+            s.maj_flt += r.maj_flt;
+            if tid != tgid || len == THREAD_BYTES {
+                continue;
+            }
+            s.leader = true;
+            s.utime += r.sig_utime;
+            s.stime += r.sig_stime;
+            s.runtime += r.sig_runtime;
+            s.min_flt += r.sig_min_flt;
+            s.maj_flt += r.sig_maj_flt;
+            s.start_boottime = r.start_boottime;
+            let p = &mut out[index];
+            stat_name(r.flags, names, &mut p.comm);
+            p.state = state_char(r.state, r.exit_state);
+            p.ppid = u32::try_from(r.ppid).unwrap_or(0);
+            p.pgrp = r.pgrp as i64;
+            p.session = r.session as i64;
+            p.cutime_ticks = r.cutime / units.ns_per_tick;
+            p.cstime_ticks = r.cstime / units.ns_per_tick;
+            p.cminflt = r.cmin_flt;
+            p.cmajflt = r.cmaj_flt;
+            // MAX_RT_PRIO and the nice-0 static priority (DEFAULT_PRIO).
+            p.priority = r.prio - 100;
+            p.nice = r.static_prio - 120;
+            p.num_threads = r.nr_threads;
+            p.start_ticks = r.start_boottime / units.ns_per_tick;
+            p.vsize_bytes = r.total_vm.saturating_mul(units.page_bytes);
+            // get_mm_rss: file + anon + shmem, each the shared count read as at least 0.
+            p.rss_pages = r.rss.iter().map(|&c| c.max(0) as u64).sum();
+            p.processor = u32::try_from(r.cpu).ok();
+        }
+        // Times as `stat` gives them: the tick-sampled user/system split scaled to the precise
+        // runtime, never going back from the last split given (cputime_adjust), in clock ticks.
+        self.next.clear();
+        for (p, s) in out.iter_mut().zip(&self.sums) {
+            if !s.leader {
+                continue;
+            }
+            let key = (p.pid, s.start_boottime);
+            let prev = self.prev.get(&key).copied().unwrap_or((0, 0));
+            let (user, system) = adjust(prev, s.utime, s.stime, s.runtime);
+            self.next.insert(key, (user, system));
+            p.utime_ticks = user / units.ns_per_tick;
+            p.stime_ticks = system / units.ns_per_tick;
+            p.minflt = s.min_flt;
+            p.majflt = s.maj_flt;
+        }
+        std::mem::swap(&mut self.prev, &mut self.next);
+        // A group whose leader was not seen (it was reaped between the records) is left out.
+        let mut keep = self.sums.iter();
+        out.retain(|_| keep.next().is_some_and(|s| s.leader));
+        // By pid, as /proc lists them: tasks come in tid order, so a process whose thread has
+        // a lower tid than its leader (pids wrap) is all that is out of place.
+        out.sort_unstable_by_key(|p| p.pid);
+        Ok(tasks)
+    }
+}
+
+/// The kernel's `cputime_adjust`: system time is the runtime's share in the tick-sampled split,
+/// user the rest, and neither goes back from `prev`, the split last given; a runtime not past
+/// what was given keeps it.
+pub fn adjust(prev: (u64, u64), utime: u64, stime: u64, runtime: u64) -> (u64, u64) {
+    let (prev_user, prev_system) = prev;
+    if prev_user.saturating_add(prev_system) >= runtime {
+        return prev;
+    }
+    let mut system = if stime == 0 {
+        0
+    } else if utime == 0 {
+        runtime
+    } else {
+        ((u128::from(stime) * u128::from(runtime) / (u128::from(stime) + u128::from(utime))) as u64).min(runtime)
+    };
+    system = system.max(prev_system);
+    let mut user = runtime - system;
+    if user < prev_user {
+        user = prev_user;
+        system = runtime - user;
+    }
+    (user, system)
+}
+
+/// `stat`'s state letter from the task's state and exit state (`task_state_index`).
+pub fn state_char(state: u64, exit_state: u64) -> char {
+    const REPORT: u64 = 0x7f;
+    const IDLE: u64 = 0x402; // TASK_UNINTERRUPTIBLE | TASK_NOLOAD
+    const RTLOCK_WAIT: u64 = 0x1000;
+    let mut bits = (state | exit_state) & REPORT;
+    if state & IDLE == IDLE {
+        bits = REPORT + 1;
+    }
+    if state & RTLOCK_WAIT != 0 {
+        bits = 2;
+    }
+    let index = if bits == 0 { 0 } else { 64 - bits.leading_zeros() as usize };
+    b"RSDTtXZPI".get(index).map_or('?', |&c| char::from(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UNITS: Units = Units { page_bytes: 4096, ns_per_tick: 10_000_000 };
+
+    /// A record as the program writes it: `words` by index, the comm after.
+    fn raw(words: &[(usize, u64)], comm: &[u8]) -> Vec<u8> {
+        let mut w = [0u64; WORDS];
+        w[0] = RECORD_BYTES as u64;
+        for &(i, v) in words {
+            w[i] = v;
+        }
+        let mut bytes: Vec<u8> = w.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let mut c = [0u8; 16 + 64 + 32];
+        c[..comm.len()].copy_from_slice(comm);
+        bytes.extend_from_slice(&c);
+        bytes
+    }
+
+    /// A thread's record: tid, tgid, utime, stime, runtime, minor faults.
+    fn thread(tid: u64, tgid: u64, utime: u64, stime: u64, runtime: u64, min_flt: u64) -> Vec<u8> {
+        [THREAD_BYTES as u64, tid, tgid, utime, stime, runtime, min_flt, 0]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect()
+    }
+
+    fn sum(bytes: &[u8]) -> Result<Vec<PidStat>, BadOutput> {
+        let mut out = Vec::new();
+        Summer::new(UNITS).sum(bytes, &mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn threads_are_summed_into_their_process_with_the_leaders_fields() {
+        // A thread (tid 12) before its leader (pid 10): pid reuse can order them so.
+        let mut bytes = thread(12, 10, 30_000_000, 10_000_000, 40_000_000, 5);
+        bytes.extend(raw(
+            &[
+                (1, 10),
+                (2, 10),
+                (3, 1),
+                (4, 10),
+                (5, 9),
+                (6, 1),
+                (9, 120),
+                (10, 125),
+                (11, 1),
+                (12, 2),
+                (13, 10_000_000),
+                (15, 10_000_000),
+                (16, 7),
+                (18, 2_500_000_000),
+                (19, 0),
+                (22, 100),
+                (24, 30_000_000),
+                (28, 1000),
+                (29, 5),
+                (30, 7),
+                (31, u64::MAX), // a shared count read below 0: stat says at least 0
+            ],
+            b"server",
+        ));
+        let out = sum(&bytes).expect("whole records");
+        assert_eq!(out.len(), 1);
+        let p = &out[0];
+        assert_eq!((p.pid, p.comm.as_str(), p.state, p.ppid, p.pgrp, p.session), (10, "server", 'S', 1, 10, 9));
+        assert_eq!((p.priority, p.nice, p.num_threads, p.processor), (20, 5, 2, Some(1)));
+        // Runtime 50 ms split as the ticks were (40 user : 10 system): 40 and 10 ms, 4 and 1 ticks.
+        assert_eq!((p.utime_ticks, p.stime_ticks), (4, 1));
+        assert_eq!((p.minflt, p.cutime_ticks, p.start_ticks), (112, 3, 250));
+        assert_eq!((p.vsize_bytes, p.rss_pages), (4_096_000, 12));
+    }
+
+    #[test]
+    fn a_record_of_another_size_or_a_cut_one_is_refused() {
+        let mut bytes = raw(&[(1, 1), (2, 1)], b"init");
+        bytes[0] = 200;
+        assert!(sum(&bytes).expect_err("another size").0.contains("disagree"));
+        let bytes = raw(&[(1, 1), (2, 1)], b"init");
+        assert!(sum(&bytes[..RECORD_BYTES - 1]).expect_err("cut").0.contains("ends inside a record"));
+        assert!(sum(&bytes[..4]).expect_err("cut in the size").0.contains("ends inside a record"));
+        let mut two = thread(5, 1, 0, 0, 0, 0);
+        two.extend_from_slice(&bytes);
+        assert!(sum(&two[..THREAD_BYTES + 8]).expect_err("cut").0.contains("ends inside a record"));
+        assert_eq!(sum(&[]).expect("nothing is no processes"), vec![]);
+    }
+
+    #[test]
+    fn a_user_process_record_stops_before_the_kernel_thread_names() {
+        let mut bytes = raw(&[(1, 7), (2, 7), (8, 0x0020_0000)], b"kthread-looking");
+        bytes.truncate(PROCESS_BYTES);
+        bytes[..8].copy_from_slice(&(PROCESS_BYTES as u64).to_ne_bytes());
+        bytes.extend(raw(&[(1, 9), (2, 9)], b"next"));
+        let out = sum(&bytes).expect("whole records of two sizes");
+        assert_eq!(
+            out.iter().map(|p| (p.pid, p.comm.as_str())).collect::<Vec<_>>(),
+            [(7, "kthread-looking"), (9, "next")]
+        );
+    }
+
+    #[test]
+    fn a_group_without_its_leader_is_left_out() {
+        let out = sum(&thread(12, 10, 0, 0, 1, 0)).expect("whole");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn kernel_threads_are_named_as_stat_names_them() {
+        let names = |comm: &[u8], full: &[u8], desc: &[u8]| {
+            let mut n = [0u8; 112];
+            n[..comm.len()].copy_from_slice(comm);
+            n[16..16 + full.len()].copy_from_slice(full);
+            n[80..80 + desc.len()].copy_from_slice(desc);
+            n
+        };
+        let mut out = String::new();
+        stat_name(0x0020_0000, &names(b"pool_workqueue_", b"pool_workqueue_release", b""), &mut out);
+        assert_eq!(out, "pool_workqueue_release");
+        stat_name(0x0020_0020, &names(b"kworker/1:1", b"", b"events"), &mut out);
+        assert_eq!(out, "kworker/1:1-events");
+        stat_name(0x1_0020_0020, &names(b"kworker/1:1", b"", b"mm_percpu_wq"), &mut out);
+        assert_eq!(out, "kworker/1:1+mm_percpu_wq");
+        stat_name(0x0020_0020, &names(b"kworker/0:0", b"", b""), &mut out);
+        assert_eq!(out, "kworker/0:0");
+        stat_name(0x0020_0020, &names(b"kworker/R-rcu_g", b"kworker/R-rcu_gp", b""), &mut out);
+        assert_eq!(out, "kworker/R-rcu_gp");
+        // A user process's full-name field is never used, whatever is in it.
+        stat_name(0, &names(b"bash", b"not mine", b""), &mut out);
+        assert_eq!(out, "bash");
+    }
+
+    #[test]
+    fn the_state_letters_are_the_kernels() {
+        assert_eq!(state_char(0, 0), 'R');
+        assert_eq!(state_char(1, 0), 'S');
+        assert_eq!(state_char(2, 0), 'D');
+        assert_eq!(state_char(0x402, 0), 'I');
+        assert_eq!(state_char(4, 0), 'T');
+        assert_eq!(state_char(8, 0), 't');
+        assert_eq!(state_char(0x80, 32), 'Z'); // TASK_DEAD with EXIT_ZOMBIE
+        assert_eq!(state_char(0x1000 | 1, 0), 'D');
+    }
+
+    #[test]
+    fn the_split_follows_the_kernels_rule() {
+        assert_eq!(adjust((0, 0), 0, 0, 0), (0, 0));
+        assert_eq!(adjust((0, 0), 0, 5, 9), (0, 9));
+        assert_eq!(adjust((0, 0), 5, 0, 9), (9, 0));
+        assert_eq!(adjust((0, 0), 3, 1, 100), (75, 25));
+        assert_eq!(adjust((0, 0), u64::MAX / 2, u64::MAX / 2, u64::MAX), (u64::MAX - u64::MAX / 2, u64::MAX / 2));
+        // Neither part goes back: the ticks now say all system, but 75 was given as user.
+        assert_eq!(adjust((75, 25), 0, 9, 120), (75, 45));
+        assert_eq!(adjust((75, 25), 9, 0, 120), (95, 25));
+        // No runtime past what was given: the last split stands.
+        assert_eq!(adjust((75, 25), 1, 1, 100), (75, 25));
+    }
+
+    #[test]
+    fn a_process_split_is_remembered_between_scans_and_forgotten_when_it_goes() {
+        let leader = |utime: u64, stime: u64, runtime: u64, start: u64| {
+            raw(&[(1, 10), (2, 10), (13, utime), (14, stime), (15, runtime), (18, start)], b"p")
+        };
+        let mut summer = Summer::new(UNITS);
+        let mut out = Vec::new();
+        summer.sum(&leader(30, 10, 400_000_000, 1), &mut out).expect("whole");
+        assert_eq!((out[0].utime_ticks, out[0].stime_ticks), (30, 10));
+        // The sampled ticks swing to system; the user time given stays.
+        summer.sum(&leader(30, 90, 500_000_000, 1), &mut out).expect("whole");
+        assert_eq!((out[0].utime_ticks, out[0].stime_ticks), (30, 20));
+        // A new process under the same pid (another start) starts from nothing.
+        summer.sum(&leader(0, 90, 500_000_000, 2), &mut out).expect("whole");
+        assert_eq!((out[0].utime_ticks, out[0].stime_ticks), (0, 50));
+    }
+}

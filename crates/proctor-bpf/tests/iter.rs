@@ -1,0 +1,161 @@
+//! The task iterator against `/proc` on the same processes (issue 35): a `/proc` read before the
+//! scan and one after; what cannot change while a process lives is equal, counters lie between
+//! the two reads, and what may move either way is checked where it did not move. Runs where the
+//! kernel lets this process load BPF (root here); elsewhere a SKIP line says why.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+
+use proctor_bpf::{PidStat, TaskIter};
+use proctor_procfs::process::parse_stat;
+
+fn proc_stats() -> HashMap<u32, PidStat> {
+    let mut out = HashMap::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if let Some(stat) = std::fs::read(format!("/proc/{pid}/stat")).ok().and_then(|b| parse_stat(&b)) {
+            out.insert(pid, stat);
+        }
+    }
+    out
+}
+
+fn open() -> Option<TaskIter> {
+    match TaskIter::open() {
+        Ok(iter) => Some(iter),
+        Err(why) => {
+            eprintln!("SKIP: the BPF task iterator: {why}");
+            None
+        }
+    }
+}
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits (bounded) until `pid`'s comm is `want`.
+fn wait_for_comm(pid: u32, want: &[u8]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default().strip_suffix(b"\n") != Some(want) {
+        assert!(std::time::Instant::now() < deadline, "pid {pid} never renamed itself");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_iterator_agrees_with_proc_field_by_field() {
+    let Some(mut iter) = open() else { return };
+    // A process of ours with a hostile name (escape, parentheses, a space) and three threads
+    // that work while the reads happen, so that counters move between them.
+    // The shell waits in its own `read` (no child of its own to outlive it) until killed.
+    let hostile = Kill(
+        Command::new("sh")
+            .args(["-c", "printf '\\033[31m) x (' > /proc/$$/comm; read line"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh"),
+    );
+    let hostile_pid = hostile.0.id();
+    wait_for_comm(hostile_pid, b"\x1b[31m) x (");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut pages = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    pages.push(vec![1u8; 64 << 10]);
+                    if pages.len() > 64 {
+                        pages.clear();
+                    }
+                }
+            })
+        })
+        .collect();
+
+    let before = proc_stats();
+    let mut out = Vec::new();
+    let cost = iter.scan(&mut out).expect("scan");
+    let after = proc_stats();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in workers {
+        w.join().expect("worker");
+    }
+
+    assert!(cost.tasks >= cost.processes && cost.processes == out.len() as u64, "{cost:?}");
+    // A record per process (longer for kernel threads, which carry their full names) and a short
+    // one per other thread.
+    let threads = cost.tasks - cost.processes;
+    let least = cost.processes * proctor_bpf::PROCESS_BYTES as u64 + threads * proctor_bpf::THREAD_BYTES as u64;
+    let most = cost.processes * proctor_bpf::RECORD_BYTES as u64 + threads * proctor_bpf::THREAD_BYTES as u64;
+    assert!(cost.reads >= 2 && (least..=most).contains(&cost.bytes), "{cost:?}");
+    let mut compared = 0;
+    for p in &out {
+        let (Some(b), Some(a)) = (before.get(&p.pid), after.get(&p.pid)) else { continue };
+        if b.start_ticks != a.start_ticks {
+            continue; // the pid was reused between the reads
+        }
+        compared += 1;
+        let either =
+            |what: &str, ok: bool| assert!(ok, "pid {} {what}: iterator {p:?}\nbefore {b:?}\nafter {a:?}", p.pid);
+        either("start time", p.start_ticks == b.start_ticks);
+        either("comm", p.comm == b.comm || p.comm == a.comm);
+        either("ppid", p.ppid == b.ppid || p.ppid == a.ppid);
+        either("pgrp", p.pgrp == b.pgrp || p.pgrp == a.pgrp);
+        either("session", p.session == b.session || p.session == a.session);
+        either("nice", p.nice == b.nice || p.nice == a.nice);
+        either("priority", p.priority == b.priority || p.priority == a.priority);
+        either("state letter", "RSDTtXZPI".contains(p.state));
+        for (what, get) in [
+            ("minflt", (|s: &PidStat| s.minflt) as fn(&PidStat) -> u64),
+            ("majflt", |s| s.majflt),
+            ("cutime", |s| s.cutime_ticks),
+            ("cstime", |s| s.cstime_ticks),
+            ("cminflt", |s| s.cminflt),
+            ("cmajflt", |s| s.cmajflt),
+        ] {
+            either(what, get(b) <= get(p) && get(p) <= get(a));
+        }
+        // User and system time: their sum is the runtime in ticks (each of /proc's two numbers
+        // rounded down apart: one tick either way). The split alone may differ from /proc's,
+        // which never lets either part go back from what it printed before.
+        let total = |s: &PidStat| s.utime_ticks + s.stime_ticks;
+        either("utime + stime", total(b) <= total(p) + 1 && total(p) <= total(a) + 1);
+        for (what, get) in [
+            ("threads", (|s: &PidStat| s.num_threads) as fn(&PidStat) -> u64),
+            ("vsize", |s| s.vsize_bytes),
+            ("rss", |s| s.rss_pages),
+        ] {
+            if get(b) == get(a) {
+                either(what, get(p) == get(b));
+            }
+        }
+    }
+    assert!(compared >= 10, "only {compared} processes were in both /proc reads and the scan");
+    let hostile = out.iter().find(|p| p.pid == hostile_pid).expect("the renamed child is in the scan");
+    assert_eq!(hostile.comm, "\u{1b}[31m) x (");
+    let me = out.iter().find(|p| p.pid == std::process::id()).expect("this process is in the scan");
+    assert!(me.num_threads >= 2 && me.utime_ticks + me.stime_ticks > 0, "{me:?}");
+}
+
+#[test]
+fn a_second_scan_sees_a_process_started_after_the_first() {
+    let Some(mut iter) = open() else { return };
+    let mut first = Vec::new();
+    iter.scan(&mut first).expect("scan");
+    let child = Kill(Command::new("sleep").arg("60").spawn().expect("sleep"));
+    let pid = child.0.id();
+    assert!(!first.iter().any(|p| p.pid == pid && p.comm == "sleep"));
+    // The fork's exec may not have happened yet: wait (bounded) for the new name.
+    wait_for_comm(pid, b"sleep");
+    let mut second = Vec::new();
+    iter.scan(&mut second).expect("scan");
+    let p = second.iter().find(|p| p.pid == pid).expect("the new child is in the second scan");
+    assert_eq!((p.comm.as_str(), p.ppid), ("sleep", std::process::id()));
+}

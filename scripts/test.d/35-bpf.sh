@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The BPF task iterator (issue 35, crates/proctor-bpf):
+#   - the checked-in object is what its C source builds to: bpf/build.sh with Debian's clang
+#     into a scratch directory, compared byte for byte (clang installed with apt-get when it is
+#     missing and this runs as root; a loud SKIP without it, or with another clang than the
+#     one the object was built with, named in bpf/clang-version);
+#   - its tests, output shown: the iterator against /proc field by field, a process started
+#     between two scans (a SKIP line where the kernel refuses to load it);
+#   - `proctor doctor` as root says the sampler reads every process through the iterator, and as nobody with no
+#     capabilities (setpriv) says /proc is read instead and that CAP_BPF and CAP_PERFMON are
+#     what it lacks.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+echo "-- compiles: nothing new (the dev build's proctor and proctor-bpf's tests)"
+source scripts/lib/cargo.sh
+bpf=crates/proctor-bpf/bpf
+
+if ! command -v clang >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null 2>&1 \
+    || (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null 2>&1)) || true
+fi
+if ! command -v clang >/dev/null 2>&1; then
+  echo "SKIP: the BPF object against its source: clang is not installed and could not be: NOT compared"
+else
+  have=$(clang --version | head -1)
+  want=$(cat "$bpf/clang-version")
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  bash "$bpf/build.sh" "$scratch"
+  for o in "$bpf"/*.bpf.o; do
+    if cmp -s "$o" "$scratch/$(basename "$o")"; then
+      echo "-- $o is what $have builds from its source"
+    elif [[ $have != "$want" ]]; then
+      echo "SKIP: $o against its source: this is $have, the object was built with $want (bpf/clang-version): NOT compared"
+    else
+      echo "FAIL: $o differs from what $have builds from its source: run bash $bpf/build.sh and commit the object"
+      exit 1
+    fi
+  done
+fi
+
+echo "-- cargo test -p proctor-bpf (output shown)"
+dev_cargo test -q -p proctor-bpf --locked -- --nocapture 2>&1 | grep -v "^$"
+
+ensure_dev_proctor
+proctor="$target_dir/debug/proctor"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIP: doctor's task iterator line as root and as nobody: not root (uid $(id -u)): NOT tested"
+  exit 0
+fi
+line=$("$proctor" doctor | grep "^task iterator:")
+echo "root:   $line"
+if [[ $line == *"not used"* ]]; then
+  echo "SKIP: the task iterator as root: this kernel refuses it ($line); the fallback was checked above"
+else
+  [[ $line == *"every process's stat fields in one read, and the sampler reads them so"* ]] || { echo "FAIL: doctor as root does not say the iterator works"; exit 1; }
+fi
+if command -v setpriv >/dev/null 2>&1; then
+  line=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$proctor" doctor | grep "^task iterator:")
+  echo "nobody: $line"
+  [[ $line == *"not used, /proc is read instead"*"CAP_BPF and CAP_PERFMON"* ]] \
+    || { echo "FAIL: doctor as nobody does not say it falls back to /proc and why"; exit 1; }
+else
+  echo "SKIP: the task iterator's fallback without capabilities: setpriv is not installed: NOT tested"
+fi
+echo "bpf: passed"
