@@ -43,6 +43,10 @@ pub struct ReadArgs {
     /// (instances/proctor-PID-N under tracefs) that records only around each PSS read.
     #[arg(long)]
     pub no_lock_waits: bool,
+    /// Read each process's stat from /proc even where the BPF task iterator could give them all
+    /// in one read (it loads with CAP_BPF and CAP_PERFMON, or as root, on Linux 6.2+ with BTF).
+    #[arg(long)]
+    pub no_task_iter: bool,
 }
 
 fn target_share(text: &str) -> Result<f64, String> {
@@ -61,6 +65,7 @@ impl ReadArgs {
             target_budget: self.target_budget,
             target_max_hold: self.target_max_hold,
             trace_lock_waits: !self.no_lock_waits,
+            task_iter: !self.no_task_iter,
             ..SamplerConfig::default()
         })
     }
