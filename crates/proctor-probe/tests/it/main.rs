@@ -76,35 +76,51 @@ fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
     let report = report(&records);
     assert_eq!(report.ok, 90, "{}", report::render_text(&report, "planted"));
     let found = mode_values_ms(&report);
-    assert_eq!(found.len(), 3, "modes {found:?}: {}", report.modes_summary);
     // What was planted is in the data: each request's latency falls nearest its delay (30 of
     // each), never under it. The lumps are that wide and no wider: on an idle machine a few
     // tenths of a millisecond over the delay, on a busy one the scheduler adds a millisecond or
     // more (the 22 ms lump at 22.9-24 ms beside two busy loops), which is the data's, not the
-    // finder's. So each mode found must lie near its lump's median. (Not inside the lump's
-    // range: the finder smooths on a log scale, and a tight lump's peak may sit a fraction of
-    // a millisecond past its last record, 180.78 ms for a lump of 180.18-180.68 ms.)
+    // finder's; beside two busy loops and a build it split the 22 ms lump in two, 22.1 and
+    // 25.7 ms (a time slice late), and a finder that says so is right. So: each lump has a mode
+    // near its median, and every mode found lies in a lump (a split of one, never a mode
+    // where nothing was planted). (Near, not inside the lump's range: the finder smooths on a
+    // log scale, and a tight lump's peak may sit a fraction of a millisecond past its last
+    // record, 180.78 ms for a lump of 180.18-180.68 ms.)
     let mut lumps: [Vec<f64>; 3] = Default::default();
     for record in &records {
         let ms = record.total_ns as f64 / 1e6;
         let nearest = (0..3).min_by(|&a, &b| (ms - planted[a] as f64).abs().total_cmp(&(ms - planted[b] as f64).abs()));
         lumps[nearest.expect("three")].push(ms);
     }
-    for ((lump, planted), found) in lumps.iter_mut().zip(planted).zip(&found) {
+    let mut placed = vec![false; found.len()];
+    for (lump, planted) in lumps.iter_mut().zip(planted) {
         lump.sort_by(f64::total_cmp);
         assert_eq!(lump.len(), 30, "the {planted} ms lump: {lump:?}");
         let (low, high, median) = (lump[0], lump[lump.len() - 1], lump[lump.len() / 2]);
         assert!(low >= planted as f64, "a reply faster than its {planted} ms delay: {lump:?}");
+        let nearest = found.iter().copied().min_by(|a, b| (a - median).abs().total_cmp(&(b - median).abs()));
         assert!(
-            (found - median).abs() / median < 0.05,
-            "mode {found:.2} ms vs the {planted} ms lump {low:.2}..{high:.2} ms (median {median:.2}): {}",
+            nearest.is_some_and(|m| (m - median).abs() / median < 0.05),
+            "no mode within 5 % of the {planted} ms lump {low:.2}..{high:.2} ms (median {median:.2}): {}",
             report.modes_summary
         );
+        for (mode, placed) in found.iter().zip(placed.iter_mut()) {
+            *placed |= (low * 0.95..=high * 1.05).contains(mode);
+        }
     }
+    assert!(
+        placed.iter().all(|&p| p) && found.len() <= 6,
+        "a mode outside every planted lump (modes {found:?}): {}",
+        report.modes_summary
+    );
     assert!(report.modes_summary.contains("≈ 2 ×"), "180 ≈ 2 × 90 flagged: {}", report.modes_summary);
-    // The delay is server think time: both slow modes must be blamed on `wait`.
-    assert_eq!(report.attribution.len(), 2);
-    for blame in &report.attribution {
+    // The delay is server think time: both slow modes must be blamed on `wait`. (A split of the
+    // fast lump, where the scheduler made one, is attributed too, to wherever the late time
+    // slice fell.)
+    assert!(report.attribution.len() < found.len(), "{:?}", report.attribution);
+    for slow in [90.0, 180.0] {
+        let blame = report.attribution.iter().find(|b| (b.mode_ns / 1e6 - slow).abs() / slow < 0.05);
+        let blame = blame.unwrap_or_else(|| panic!("the {slow} ms mode is not attributed: {:?}", report.attribution));
         assert_eq!(blame.phase, "wait", "{blame:?}");
         assert!(blame.share > 0.9, "{blame:?}");
     }
