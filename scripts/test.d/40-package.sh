@@ -118,6 +118,14 @@ for f in files:
 # Each capability is needed: with one alone, something is still denied.
 assert any(ptrace[f] > root[f] for f in files), f"CAP_SYS_PTRACE alone reads everything: CAP_DAC_READ_SEARCH is not needed ({ptrace})"
 assert any(dac[f] > root[f] for f in files), f"CAP_DAC_READ_SEARCH alone reads everything: CAP_SYS_PTRACE is not needed ({dac})"
+# The task iterator: with the unit's capabilities it loads wherever it loads as root; without any, /proc.
+iterator = lambda who: json.load(open(f"{work}/doctor-{who}.json"))["task_iter"]
+if "not used" in iterator("root"):
+    print(f"SKIP: the task iterator under the unit's capabilities: not even root may use it here ({iterator('root')})")
+else:
+    assert "not used" not in iterator("unit"), f"with the unit's capabilities the task iterator is not used: {iterator('unit')}"
+    assert "CAP_BPF and CAP_PERFMON" in iterator("none"), f"as nobody: {iterator('none')}"
+    print("task iterator: as the unit, " + iterator("unit")[len("task iterator: "):][:60] + "...; as nobody, /proc")
 row = lambda d: "io %d, smaps_rollup %d" % (d["io"], d["smaps_rollup"])
 print(f"processes denying /proc/PID files: nobody {row(none)}; +CAP_SYS_PTRACE {row(ptrace)}; "
       f"+CAP_DAC_READ_SEARCH {row(dac)}; both (the unit) {row(unit)}; root {row(root)}")
