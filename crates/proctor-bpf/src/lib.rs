@@ -41,29 +41,15 @@ pub const THREAD_BYTES: usize = 8 * 8;
 const NAME_MAX: usize = 63;
 
 /// Why the iterator cannot be used here; the agent reads `/proc` instead and says this.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct Unavailable(pub String);
-
-impl fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Unavailable {}
 
 /// A record that does not have the size this reader was built for, or output that ends inside
 /// a record: the object and the reader disagree, or the read was cut. The scan is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct BadOutput(pub String);
-
-impl fmt::Display for BadOutput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadOutput {}
 
 /// What one scan cost and covered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
