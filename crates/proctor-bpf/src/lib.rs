@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aya::programs::Iter;
 use aya::{Btf, Ebpf, EbpfLoader};
@@ -68,8 +69,8 @@ pub struct ScanCost {
 /// The loaded task iterator. Each [`scan`](TaskIter::scan) attaches the program (one link),
 /// makes an iterator file from it and reads that to its end.
 pub struct TaskIter {
-    /// Holds the loaded program (and with it the kernel's reference) for as long as we scan.
-    bpf: Ebpf,
+    /// The loaded program, one per process (see [`loaded`]).
+    bpf: Arc<Mutex<Ebpf>>,
     buffer: Vec<u8>,
     summer: Summer,
 }
@@ -92,16 +93,7 @@ impl TaskIter {
                     .to_string(),
             ));
         }
-        let loaded = load();
-        // The kernel's BTF, parsed to fit the program (~30 MB of small allocations here), is
-        // gone now: hand the freed pages back rather than keep them resident for the agent's
-        // life (the peak stays in VmHWM).
-        #[cfg(target_env = "gnu")]
-        // SAFETY: malloc_trim only returns free heap memory to the kernel.
-        unsafe {
-            libc::malloc_trim(0);
-        }
-        let bpf = loaded?;
+        let bpf = loaded()?;
         // SAFETY: sysconf has no preconditions.
         let (page, tick) = unsafe { (libc::sysconf(libc::_SC_PAGESIZE), libc::sysconf(libc::_SC_CLK_TCK)) };
         let units = Units {
@@ -130,10 +122,12 @@ impl TaskIter {
     /// their process. The name is the leader's, as `stat` prints it.
     pub fn scan(&mut self, out: &mut Vec<PidStat>) -> Result<ScanCost, Box<dyn std::error::Error + Send + Sync>> {
         let started = thread_cpu_ns();
-        let program: &mut Iter = self.bpf.program_mut(PROGRAM).ok_or("program gone")?.try_into()?;
-        let link = program.attach()?;
-        let link = program.take_link(link)?;
-        let mut file = link.into_file()?;
+        let mut file = {
+            let mut bpf = self.bpf.lock().map_err(|_| "another scan panicked while attaching")?;
+            let program: &mut Iter = bpf.program_mut(PROGRAM).ok_or("program gone")?.try_into()?;
+            let link = program.attach()?;
+            program.take_link(link)?.into_file()?
+        };
         self.buffer.clear();
         let mut reads = 0u64;
         loop {
@@ -165,6 +159,25 @@ impl TaskIter {
             cpu_ns: thread_cpu_ns().saturating_sub(started),
         })
     }
+}
+
+/// The program, loaded once per process and kept: every sampler (a test binary or the Python
+/// package starts many) shares it, so the kernel's BTF is parsed once (~30 MB of small
+/// allocations here, handed back after with `malloc_trim`; the peak stays in VmHWM). The
+/// outcome is kept too: a kernel that refused once is not asked again.
+fn loaded() -> Result<Arc<Mutex<Ebpf>>, Unavailable> {
+    static LOADED: OnceLock<Result<Arc<Mutex<Ebpf>>, Unavailable>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let loaded = load();
+            #[cfg(target_env = "gnu")]
+            // SAFETY: malloc_trim only returns free heap memory to the kernel.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+            loaded.map(|bpf| Arc::new(Mutex::new(bpf)))
+        })
+        .clone()
 }
 
 /// Parses the kernel's BTF, fits the object to it and loads the program.
