@@ -192,7 +192,6 @@ impl Sampler {
         }
     }
 
-    /// Why there is no container view, when there is none.
     /// Whether each process's stat fields come from the BPF task iterator (`Ok`), or why
     /// they are read from `/proc` (`Err`; `None` when the iterator was not asked for).
     pub fn task_iter_status(&self) -> Result<(), Option<&str>> {
@@ -202,6 +201,7 @@ impl Sampler {
         }
     }
 
+    /// Why there is no container view, when there is none.
     pub fn container_error(&self) -> Option<&str> {
         self.container_error.as_deref()
     }
