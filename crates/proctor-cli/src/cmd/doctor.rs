@@ -234,6 +234,13 @@ fn task_iter(root: &proctor_procfs::Root) -> String {
     if !root.is_real() {
         return "task iterator: not used (a captured tree is read, not this kernel)".to_string();
     }
+    if root.is_host() {
+        // As the sampler decides: a container's own pid namespace would number the records
+        // unlike the host's /proc it lists.
+        return "task iterator: not used under --host-root, /proc is read instead (using it where the pid namespace \
+                is the host's is not done yet)"
+            .to_string();
+    }
     let mut iter = match proctor_bpf::TaskIter::open() {
         Ok(iter) => iter,
         Err(why) => return format!("task iterator: not used, /proc is read instead: {why}"),
