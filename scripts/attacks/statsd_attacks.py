@@ -7,19 +7,37 @@ good metric sent afterwards must still be aggregated. Python's standard library 
 Usage: statsd_attacks.py PROCTOR_BIN
 """
 
+import os
 import random
+import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 FAILURES = []
 
 
-def free_port(kind):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def bound_ports(proc, deadline):
+    """The ports statsd says it bound (`proctor statsd: udp|tcp|admin 127.0.0.1:PORT`), read
+    from its stderr until the admin line; it was started on port 0, so no other process can
+    take a port between its choice and its bind."""
+    ports, pending, fd = {}, b"", proc.stderr.fileno()
+    while "admin" not in ports:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            sys.exit(f"FAIL: statsd did not say its ports (exit {proc.poll()}): {ports}")
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            words = line.decode(errors="replace").split()
+            if len(words) >= 4 and words[:2] == ["proctor", "statsd:"] and words[2] in ("udp", "tcp", "admin"):
+                ports[words[2]] = int(words[3].rsplit(":", 1)[1])
+    # Drained from here on, so that statsd never blocks on a full pipe.
+    threading.Thread(target=lambda: [None for _ in iter(lambda: os.read(fd, 65536), b"")], daemon=True).start()
+    return ports["udp"], ports["tcp"], ports["admin"]
 
 
 def admin(port, command):
@@ -82,14 +100,14 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     binary = sys.argv[1]
-    udp, tcp, admin_port = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM), free_port(socket.SOCK_STREAM)
     proc = subprocess.Popen(
-        [binary, "statsd", "--udp", f"127.0.0.1:{udp}", "--tcp", f"127.0.0.1:{tcp}", "--admin",
-         f"127.0.0.1:{admin_port}", "--flush-interval", "1s", "--max-mib", "16"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [binary, "statsd", "--udp", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+         "--flush-interval", "1s", "--max-mib", "16"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 20
+        udp, tcp, admin_port = bound_ports(proc, deadline)
         while True:
             try:
                 before = stats(admin_port)
