@@ -344,22 +344,28 @@ fn stat_name(flags: u64, names: &[u8], out: &mut String) {
     let comm = field(names, 0, 16);
     let full = field(names, 16, 80);
     let desc = field(names, 80, 112);
-    let mut name = Vec::with_capacity(NAME_MAX);
+    // On the stack (at most 64 + 1 + 32 bytes), and into `out`, whose buffer the last scan
+    // left: no allocation per process and scan.
+    let mut name = [0u8; 128];
+    let mut len = 0;
+    let mut push = |bytes: &[u8]| {
+        name[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
+    };
     if flags & PF_KTHREAD != 0 && flags & PF_WQ_WORKER != 0 {
         // A rescuer's name ("kworker/R-" and its queue's) is longer than a comm.
-        name.extend_from_slice(if full.is_empty() { comm } else { full });
+        push(if full.is_empty() { comm } else { full });
         if !desc.is_empty() {
-            name.push(if flags & RUNNING_WORK != 0 { b'+' } else { b'-' });
-            name.extend_from_slice(desc);
+            push(if flags & RUNNING_WORK != 0 { b"+" } else { b"-" });
+            push(desc);
         }
     } else if flags & PF_KTHREAD != 0 && !full.is_empty() {
-        name.extend_from_slice(full);
+        push(full);
     } else {
-        name.extend_from_slice(comm);
+        push(comm);
     }
-    name.truncate(NAME_MAX);
     out.clear();
-    out.push_str(&String::from_utf8_lossy(&name));
+    out.push_str(&String::from_utf8_lossy(&name[..len.min(NAME_MAX)]));
 }
 
 /// A process being summed: the threads' counters added up.
