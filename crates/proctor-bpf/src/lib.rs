@@ -24,6 +24,9 @@ use aya::programs::Iter;
 use aya::{Btf, Ebpf, EbpfLoader};
 pub use proctor_procfs::process::PidStat;
 
+pub mod events;
+pub use events::{Counts, Event, ExecEvent, ExitEvent, Subscription};
+
 /// The iterator program, as clang built it from `bpf/task_iter.bpf.c` (`bpf/build.sh`).
 pub static TASK_ITER_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_iter.bpf.o");
 
@@ -166,26 +169,69 @@ impl TaskIter {
 /// allocations here, handed back after with `malloc_trim`; the peak stays in VmHWM). The
 /// outcome is kept too: a kernel that refused once is not asked again.
 fn loaded() -> Result<Arc<Mutex<Ebpf>>, Unavailable> {
-    static LOADED: OnceLock<Result<Arc<Mutex<Ebpf>>, Unavailable>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            let loaded = load();
-            #[cfg(target_env = "gnu")]
-            // SAFETY: malloc_trim only returns free heap memory to the kernel.
-            unsafe {
-                libc::malloc_trim(0);
-            }
-            loaded.map(|bpf| Arc::new(Mutex::new(bpf)))
-        })
-        .clone()
+    load_parts(true, false);
+    parts().lock().unwrap_or_else(|e| e.into_inner()).iter.clone().expect("loaded above")
 }
 
-/// Parses the kernel's BTF, fits the object to it and loads the program.
-fn load() -> Result<Ebpf, Unavailable> {
+/// What this process has loaded: each part once, its outcome kept.
+#[derive(Default)]
+pub(crate) struct Parts {
+    pub(crate) iter: Option<Result<Arc<Mutex<Ebpf>>, Unavailable>>,
+    pub(crate) events: Option<Result<Arc<events::Hub>, Unavailable>>,
+}
+
+pub(crate) fn parts() -> &'static Mutex<Parts> {
+    static PARTS: OnceLock<Mutex<Parts>> = OnceLock::new();
+    PARTS.get_or_init(Mutex::default)
+}
+
+/// Loads the parts asked for that are not loaded yet, parsing the kernel's BTF once for all of
+/// them: [`open`] asks for both at once.
+pub(crate) fn load_parts(iter: bool, events: bool) {
+    let mut parts = parts().lock().unwrap_or_else(|e| e.into_inner());
+    let want_iter = iter && parts.iter.is_none();
+    let want_events = events && parts.events.is_none();
+    if !want_iter && !want_events {
+        return;
+    }
     let btf = Btf::from_sys_fs().map_err(|e| {
         Unavailable(format!("no kernel BTF (/sys/kernel/btf/vmlinux: {e}); the kernel needs CONFIG_DEBUG_INFO_BTF"))
-    })?;
-    let mut bpf = EbpfLoader::new().btf(Some(&btf)).load(TASK_ITER_OBJECT).map_err(|e| {
+    });
+    if want_iter {
+        parts.iter = Some(match &btf {
+            Ok(btf) => load(btf).map(|bpf| Arc::new(Mutex::new(bpf))),
+            Err(e) => Err(e.clone()),
+        });
+    }
+    if want_events {
+        parts.events = Some(match &btf {
+            Ok(btf) => events::Hub::load(btf).map(Arc::new),
+            Err(e) => Err(e.clone()),
+        });
+    }
+    drop(btf);
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap memory to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The task iterator and the event subscription [`open`] was asked for, or why not.
+pub type Opened = (Option<Result<TaskIter, Unavailable>>, Option<Result<Subscription, Unavailable>>);
+
+/// Opens what BPF gives the sampler, parsing the kernel's BTF once: the task iterator (when
+/// `iter`) and the process events (when `events`), each `Err` with its reason.
+pub fn open(iter: bool, events: bool) -> Opened {
+    if (iter || events) && may_load_tracing() {
+        load_parts(iter, events);
+    }
+    (iter.then(TaskIter::open), events.then(Subscription::open))
+}
+
+/// Fits the iterator object to the kernel's BTF and loads the program.
+fn load(btf: &Btf) -> Result<Ebpf, Unavailable> {
+    let mut bpf = EbpfLoader::new().btf(Some(btf)).load(TASK_ITER_OBJECT).map_err(|e| {
         Unavailable(format!("the iterator program does not fit this kernel (Linux 6.2 or later is needed): {e}"))
     })?;
     let program: &mut Iter = bpf
@@ -193,11 +239,11 @@ fn load() -> Result<Ebpf, Unavailable> {
         .ok_or_else(|| Unavailable(format!("the object has no program {PROGRAM}")))?
         .try_into()
         .map_err(|e| Unavailable(format!("{PROGRAM} is not an iterator program: {e}")))?;
-    program.load("task", &btf).map_err(|e| Unavailable(load_error(&e)))?;
+    program.load("task", btf).map_err(|e| Unavailable(load_error(&e)))?;
     Ok(bpf)
 }
 
-fn load_error(e: &aya::programs::ProgramError) -> String {
+pub(crate) fn load_error(e: &aya::programs::ProgramError) -> String {
     let text = e.to_string();
     let mut source = std::error::Error::source(e);
     let mut detail = String::new();
@@ -218,7 +264,7 @@ fn load_error(e: &aya::programs::ProgramError) -> String {
 /// Whether this process's effective capabilities include CAP_SYS_ADMIN, or CAP_BPF and
 /// CAP_PERFMON: what loading a tracing program (an iterator) takes. Unknown reads as yes (the
 /// load then says).
-fn may_load_tracing() -> bool {
+pub(crate) fn may_load_tracing() -> bool {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return true };
     let Some(caps) = status.lines().find_map(|l| l.strip_prefix("CapEff:")) else { return true };
     let Ok(caps) = u64::from_str_radix(caps.trim(), 16) else { return true };
@@ -226,7 +272,7 @@ fn may_load_tracing() -> bool {
     has(21) || (has(38) && has(39))
 }
 
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -329,7 +375,7 @@ fn thread_record(bytes: &[u8]) -> Record {
     }
 }
 
-fn c_str(bytes: &[u8]) -> &[u8] {
+pub(crate) fn c_str(bytes: &[u8]) -> &[u8] {
     &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())]
 }
 

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT OR GPL-2.0
+//
+// proctor's process events: every exec and every process exit, written into a ring buffer that
+// a thread of proctor's drains (crates/proctor-bpf/src/events.rs), and every fork counted.
+// A process that lives less than a sample is seen here: its parent, name and command line at
+// exec, its CPU time, faults and peak resident size at exit, and its cgroup.
+//
+// Built like task_iter.bpf.c (clang alone, no libbpf headers; `bash bpf/build.sh`), CO-RE: the
+// kernel types name only the fields read, and the loader fits them to the running kernel's BTF.
+// The programs are BTF tracepoints (tp_btf, Linux 5.5+): their arguments are the tracepoint's
+// own, typed (`struct task_struct *`), so reading a task's fields needs no probe_read.
+
+typedef unsigned char __u8;
+typedef unsigned int __u32;
+typedef int __s32;
+typedef unsigned long long __u64;
+typedef long long __s64;
+
+#define SEC(name) __attribute__((section(name), used))
+#define CORE __attribute__((preserve_access_index))
+
+// BTF-defined maps, as libbpf's headers spell them.
+#define __uint(name, val) int(*name)[val]
+#define __type(name, val) typeof(val) *name
+#define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_MAP_TYPE_RINGBUF 27
+
+// Helpers, by number (include/uapi/linux/bpf.h).
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static __u64 (*bpf_get_current_cgroup_id)(void) = (void *)80;
+static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *src) = (void *)112;
+static long (*bpf_probe_read_kernel_str)(void *dst, __u32 size, const void *src) = (void *)115;
+static __u64 (*bpf_ktime_get_boot_ns)(void) = (void *)125;
+static void *(*bpf_ringbuf_reserve)(void *ringbuf, __u64 size, __u64 flags) = (void *)131;
+static void (*bpf_ringbuf_submit)(void *data, __u64 flags) = (void *)132;
+static __u64 (*bpf_ringbuf_query)(void *ringbuf, __u64 flags) = (void *)134;
+
+#define BPF_RB_NO_WAKEUP 1
+#define BPF_RB_FORCE_WAKEUP 2
+#define BPF_RB_AVAIL_DATA 0
+
+// The ring's size (a power of two pages). Events are submitted without waking the reader,
+// which drains the ring every few tens of milliseconds, until a quarter of it is full: then
+// each event wakes it. So a steady trickle costs no wakeups and a burst cannot fill the ring
+// unnoticed.
+#define RING_BYTES (4 << 20)
+#define WAKE_AT (RING_BYTES / 4)
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct mm_struct {
+	unsigned long arg_start, arg_end;
+} CORE;
+
+struct signal_struct {
+	atomic_t live;
+	__u64 utime, stime, cutime, cstime;
+	unsigned long min_flt, maj_flt, cmin_flt, cmaj_flt;
+	unsigned long maxrss;
+	unsigned long long sum_sched_runtime;
+} CORE;
+
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} CORE;
+
+struct task_struct {
+	unsigned int flags;
+	int exit_code;
+	int pid, tgid;
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
+	__u64 utime, stime;
+	__u64 start_boottime;
+	unsigned long min_flt, maj_flt;
+	char comm[16];
+	struct signal_struct *signal;
+	struct mm_struct *mm;
+	struct sched_entity se;
+} CORE;
+
+struct linux_binprm {
+	const char *filename;
+} CORE;
+
+// Counters, one slot per CPU, summed by the reader.
+struct counts {
+	__u64 process_forks;
+	__u64 thread_forks;
+	__u64 execs;
+	__u64 exits;
+	// Events the ring had no room for.
+	__u64 lost_execs;
+	__u64 lost_exits;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RING_BYTES);
+} proctor_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counts);
+} proctor_counts SEC(".maps");
+
+#define KIND_EXEC 1
+#define KIND_EXIT 2
+#define ARGS_BYTES 256
+#define FILENAME_BYTES 128
+
+// Every field 8 bytes (or a byte array of a multiple of 8) so that the compiler and the Rust
+// reader (src/events.rs) lay it out alike; `kind` tells the two records apart.
+struct exec_event {
+	__u64 kind;
+	__u64 pid, ppid;
+	__u64 start_boottime;
+	__u64 time_boottime;
+	__u64 cgroup_id;
+	// The command line's length in the process's memory; at most ARGS_BYTES of it were copied.
+	__u64 args_len;
+	char comm[16];
+	char filename[FILENAME_BYTES];
+	char args[ARGS_BYTES];
+};
+
+struct exit_event {
+	__u64 kind;
+	__u64 pid, ppid;
+	__u64 start_boottime;
+	__u64 time_boottime;
+	__u64 cgroup_id;
+	__u64 exit_code;
+	// The whole process's: its live thread's and its threads' that exited before (nanoseconds,
+	// faults), and its children's that it waited for.
+	__u64 utime, stime, runtime, min_flt, maj_flt;
+	__u64 cutime, cstime, cmin_flt, cmaj_flt;
+	// Pages: the most the process had resident at once.
+	__u64 maxrss;
+	char comm[16];
+};
+
+static struct counts *counts(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&proctor_counts, &zero);
+}
+
+static __u64 wake_flag(void)
+{
+	return bpf_ringbuf_query(&proctor_events, BPF_RB_AVAIL_DATA) >= WAKE_AT ? BPF_RB_FORCE_WAKEUP
+										 : BPF_RB_NO_WAKEUP;
+}
+
+// sched_process_fork(struct task_struct *parent, struct task_struct *child): a new task, the
+// kernel's `processes` count in /proc/stat. Counted only: the exec or the exit tells the rest.
+SEC("tp_btf/sched_process_fork")
+int proctor_fork(__u64 *ctx)
+{
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	struct counts *c = counts();
+
+	if (!c)
+		return 0;
+	if (child->pid == child->tgid)
+		c->process_forks++;
+	else
+		c->thread_forks++;
+	return 0;
+}
+
+// sched_process_exec(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm): runs in
+// the exec'ing task, after its new name is set and its new memory holds the arguments.
+SEC("tp_btf/sched_process_exec")
+int proctor_exec(__u64 *ctx)
+{
+	struct task_struct *p = (struct task_struct *)ctx[0];
+	struct linux_binprm *bprm = (struct linux_binprm *)ctx[2];
+	struct counts *c = counts();
+	struct exec_event *e;
+	struct mm_struct *mm;
+	__u64 len = 0;
+
+	if (!c)
+		return 0;
+	c->execs++;
+	e = bpf_ringbuf_reserve(&proctor_events, sizeof(*e), 0);
+	if (!e) {
+		c->lost_execs++;
+		return 0;
+	}
+	e->kind = KIND_EXEC;
+	e->pid = p->tgid;
+	e->ppid = p->real_parent->tgid;
+	e->start_boottime = p->group_leader->start_boottime;
+	e->time_boottime = bpf_ktime_get_boot_ns();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	__builtin_memcpy(e->comm, p->comm, sizeof(e->comm));
+	e->filename[0] = 0;
+	bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
+	e->args[0] = 0;
+	mm = p->mm;
+	if (mm) {
+		unsigned long start = mm->arg_start, end = mm->arg_end;
+
+		len = end > start ? end - start : 0;
+		e->args_len = len;
+		if (len > ARGS_BYTES)
+			len = ARGS_BYTES;
+		// The verifier wants the size bounded where the helper is called.
+		len &= (ARGS_BYTES * 2 - 1);
+		if (len > ARGS_BYTES)
+			len = ARGS_BYTES;
+		if (bpf_probe_read_user(e->args, len, (const void *)start))
+			e->args_len = 0;
+	} else {
+		e->args_len = 0;
+	}
+	bpf_ringbuf_submit(e, wake_flag());
+	return 0;
+}
+
+// sched_process_exit(struct task_struct *p, ...): runs in each exiting thread, after its
+// memory is let go. Only the thread whose exit ends its process writes an event; by then the
+// process's peak resident size is in its signal_struct, with its exited threads' times.
+SEC("tp_btf/sched_process_exit")
+int proctor_exit(__u64 *ctx)
+{
+	struct task_struct *p = (struct task_struct *)ctx[0];
+	struct signal_struct *sig = p->signal;
+	struct counts *c;
+	struct exit_event *e;
+
+	if (sig->live.counter != 0)
+		return 0;
+	c = counts();
+	if (!c)
+		return 0;
+	c->exits++;
+	e = bpf_ringbuf_reserve(&proctor_events, sizeof(*e), 0);
+	if (!e) {
+		c->lost_exits++;
+		return 0;
+	}
+	e->kind = KIND_EXIT;
+	e->pid = p->tgid;
+	e->ppid = p->real_parent->tgid;
+	e->start_boottime = p->group_leader->start_boottime;
+	e->time_boottime = bpf_ktime_get_boot_ns();
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->exit_code = (__u32)p->exit_code;
+	e->utime = sig->utime + p->utime;
+	e->stime = sig->stime + p->stime;
+	e->runtime = sig->sum_sched_runtime + p->se.sum_exec_runtime;
+	e->min_flt = sig->min_flt + p->min_flt;
+	e->maj_flt = sig->maj_flt + p->maj_flt;
+	e->cutime = sig->cutime;
+	e->cstime = sig->cstime;
+	e->cmin_flt = sig->cmin_flt;
+	e->cmaj_flt = sig->cmaj_flt;
+	e->maxrss = sig->maxrss;
+	__builtin_memcpy(e->comm, p->group_leader->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, wake_flag());
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

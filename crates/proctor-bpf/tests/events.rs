@@ -1,0 +1,168 @@
+//! Every exec and exit (issue 35) against what the kernel tells a parent: processes this test
+//! starts and waits for with `wait4` (their exit status, CPU time and peak resident size as
+//! `getrusage` gives them), and a shell's 50 short-lived children, each of which must arrive
+//! with its exec (name, path, arguments) and its exit. Runs where the kernel lets this process
+//! load BPF (root here); elsewhere a SKIP line says why.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proctor_bpf::{Event, ExecEvent, ExitEvent, Subscription};
+
+fn open() -> Option<Subscription> {
+    match Subscription::open() {
+        Ok(s) => Some(s),
+        Err(why) => {
+            eprintln!("SKIP: BPF process events: {why}");
+            None
+        }
+    }
+}
+
+/// Waits for a child with `wait4`: its status and resource use.
+fn wait4(child: std::process::Child) -> (i32, libc::rusage) {
+    let pid = child.id();
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value; wait4 writes both outputs we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid as libc::pid_t, "wait4: {}", std::io::Error::last_os_error());
+    (status, usage)
+}
+
+/// Drains until `done` holds over everything drained so far, for at most 20 s.
+fn drain_until(sub: &Subscription, all: &mut Vec<Arc<Event>>, done: impl Fn(&[Arc<Event>]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert_eq!(sub.drain(all), 0, "events were dropped");
+        if done(all) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the events never came: {} drained", all.len());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn exits_of(all: &[Arc<Event>], pid: u32) -> Vec<&ExitEvent> {
+    all.iter()
+        .filter_map(|e| match &**e {
+            Event::Exit(x) if x.pid == pid => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+fn execs_of(all: &[Arc<Event>], pid: u32) -> Vec<&ExecEvent> {
+    all.iter()
+        .filter_map(|e| match &**e {
+            Event::Exec(x) if x.pid == pid => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+fn micros(tv: libc::timeval) -> i64 {
+    tv.tv_sec * 1_000_000 + tv.tv_usec
+}
+
+#[test]
+fn an_exit_says_what_wait4_says() {
+    let Some(sub) = open() else { return };
+    let forks_before = sub.counts().process_forks;
+    // dd touches a 64 MiB buffer (its peak resident size) and spends CPU copying zeros; it
+    // exits with 0. The shell after it exits with 3.
+    let dd = Command::new("dd").args(["if=/dev/zero", "of=/dev/null", "bs=64M", "count=8"]).spawn().expect("dd");
+    let dd_pid = dd.id();
+    let (dd_status, dd_usage) = wait4(dd);
+    let sh = Command::new("sh").args(["-c", "exit 3"]).spawn().expect("sh");
+    let sh_pid = sh.id();
+    let (sh_status, _) = wait4(sh);
+    let mut all = Vec::new();
+    drain_until(&sub, &mut all, |all| !exits_of(all, dd_pid).is_empty() && !exits_of(all, sh_pid).is_empty());
+
+    let dd_exit = exits_of(&all, dd_pid);
+    assert_eq!(dd_exit.len(), 1, "one exit per process");
+    let dd_exit = dd_exit[0];
+    assert_eq!(dd_exit.wait_status as i32, dd_status);
+    assert_eq!(dd_exit.ppid, std::process::id());
+    assert_eq!(dd_exit.comm, "dd");
+    // ru_maxrss is in KiB: the kernel's own peak, the same number.
+    let page_kib = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64) / 1024;
+    assert_eq!(dd_exit.maxrss_pages * page_kib, dd_usage.ru_maxrss as u64, "peak resident size");
+    assert!(dd_exit.maxrss_pages * page_kib >= 64 << 10, "dd's 64 MiB buffer is in its peak");
+    // wait4's CPU time is the scheduler's total split as user and system. The event reads the
+    // total as the scheduler last accounted it (at its last tick or switch: the exit's own
+    // unmapping may not be in it yet) a little before the process is gone, so it may be short
+    // by about a tick and the exit's last steps (2–5 ms of ~35 here, HZ=250), never more.
+    let rusage_us = micros(dd_usage.ru_utime) + micros(dd_usage.ru_stime);
+    let event_us = (dd_exit.runtime_ns / 1000) as i64;
+    assert!(event_us <= rusage_us + 1, "event {event_us} µs, wait4 {rusage_us} µs");
+    assert!(rusage_us - event_us <= 10_000 + rusage_us / 100, "event {event_us} µs, wait4 {rusage_us} µs");
+    assert!(dd_exit.time_boottime_ns > dd_exit.start_boottime_ns);
+    let dd_exec = execs_of(&all, dd_pid);
+    assert_eq!(dd_exec.len(), 1);
+    assert_eq!(dd_exec[0].args, ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=8"]);
+    assert!(dd_exec[0].args_complete);
+    assert!(dd_exec[0].filename.ends_with("/dd"), "{}", dd_exec[0].filename);
+    assert_eq!(dd_exec[0].start_boottime_ns, dd_exit.start_boottime_ns, "one process: one start");
+    assert_eq!(dd_exec[0].cgroup_id, dd_exit.cgroup_id);
+
+    let sh_exit = exits_of(&all, sh_pid);
+    assert_eq!(sh_exit.len(), 1);
+    assert_eq!(sh_exit[0].wait_status as i32, sh_status);
+    assert_eq!(sh_exit[0].wait_status >> 8, 3, "exit 3");
+    assert!(sub.counts().process_forks >= forks_before + 2, "both forks counted");
+}
+
+#[test]
+fn a_shells_short_lived_children_each_arrive_with_exec_and_exit() {
+    let Some(sub) = open() else { return };
+    let sh = Command::new("sh")
+        .args(["-c", "for i in $(seq 50); do /bin/true proctor-events-test $i; done"])
+        .spawn()
+        .expect("sh");
+    let sh_pid = sh.id();
+    let _ = wait4(sh);
+    let mut all = Vec::new();
+    drain_until(&sub, &mut all, |all| !exits_of(all, sh_pid).is_empty());
+    // The children (and `seq`'s) were all reaped by the shell before it exited, so their exits
+    // came before its own.
+    let children: Vec<&ExecEvent> = all
+        .iter()
+        .filter_map(|e| match &**e {
+            Event::Exec(x) if x.ppid == sh_pid && x.comm == "true" => Some(x),
+            _ => None,
+        })
+        .collect();
+    let mut numbers: Vec<String> = children.iter().map(|c| c.args.last().cloned().unwrap_or_default()).collect();
+    numbers.sort_by_key(|n| n.parse::<u32>().unwrap_or(0));
+    let want: Vec<String> = (1..=50).map(|i| i.to_string()).collect();
+    assert_eq!(numbers, want, "every child's exec, with its arguments");
+    for c in &children {
+        assert_eq!(c.args[..2], ["/bin/true", "proctor-events-test"]);
+        let exits = exits_of(&all, c.pid);
+        let exit = exits.iter().find(|x| x.start_boottime_ns == c.start_boottime_ns);
+        let exit = exit.unwrap_or_else(|| panic!("pid {} exec'd and never exited", c.pid));
+        assert_eq!(exit.ppid, sh_pid);
+        assert_eq!(exit.comm, "true");
+        assert_eq!(exit.wait_status, 0);
+        assert!(exit.maxrss_pages > 0);
+    }
+    let counts = sub.counts();
+    assert_eq!(counts.lost_execs + counts.lost_exits + counts.bad_records, 0, "{counts:?}");
+}
+
+#[test]
+fn two_subscribers_each_get_every_event() {
+    let Some(a) = open() else { return };
+    let b = Subscription::open().expect("a second subscription where the first opened");
+    let child = Command::new("true").spawn().expect("true");
+    let pid = child.id();
+    let _ = wait4(child);
+    let (mut ea, mut eb) = (Vec::new(), Vec::new());
+    drain_until(&a, &mut ea, |all| !exits_of(all, pid).is_empty());
+    drain_until(&b, &mut eb, |all| !exits_of(all, pid).is_empty());
+    assert_eq!(execs_of(&ea, pid).len(), 1);
+    assert_eq!(execs_of(&eb, pid).len(), 1);
+}
