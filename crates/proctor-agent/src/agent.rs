@@ -154,6 +154,8 @@ impl Agent {
             container_error: sampler.container_error().map(str::to_string),
             task_iter_used: sampler.task_iter_status().is_ok(),
             task_iter_why_not: sampler.task_iter_status().err().flatten().map(str::to_string),
+            events_used: sampler.events_status().is_ok(),
+            events_why_not: sampler.events_status().err().flatten().map(str::to_string),
             ..AgentSelf::default()
         };
         let mut peak = SelfPeak::open();
@@ -282,6 +284,9 @@ fn cycle(
         *totals.errors.entry(*key).or_default() += n;
     }
     totals.processes_gone += cost.processes_gone;
+    if let Some(starts) = &cost.starts {
+        totals.starts.add(starts);
+    }
     totals.pss = sampler.pss_stats();
     totals.cmdline = sampler.cmdline_stats();
     totals.drm = sampler.drm_stats();

@@ -10,8 +10,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use proctor_groups::GroupRow;
 use proctor_groups::{churn, fold, Assigner, By};
-use proctor_model::SampleGroups;
+use proctor_model::{ExitedProcess, SampleGroups};
 
 use crate::snapshot::Snapshot;
 
@@ -78,6 +79,57 @@ impl GroupState {
         }
     }
 
+    /// Processes that started and ended between two samples (the BPF process events' exits
+    /// that no sample listed) into the groups rules, cgroup or parent give them: each is one
+    /// member started and one exited, and its own CPU is its group's. The same CPU reached its
+    /// live parent's `cutime` when the parent reaped it (its children's with it), so it is taken
+    /// back out of the parent's group's reaped share: counted once, where it belongs. A group
+    /// that only short-lived processes were in this interval gets a row.
+    fn add_exited_unseen(&self, s: &Snapshot, names: &BTreeMap<u32, String>, rows: &mut Vec<GroupRow>) {
+        let unseen: Vec<ExitedProcess> = s.sample.exited.iter().filter(|x| !x.seen).cloned().collect();
+        if unseen.is_empty() {
+            return;
+        }
+        let joined = self.assigner.name_exited(&unseen, names);
+        let secs = s.interval_secs.filter(|t| *t > 0.0);
+        let at = |rows: &mut Vec<GroupRow>, name: &str| match rows.iter().position(|g| g.name == name) {
+            Some(i) => i,
+            None => {
+                rows.push(GroupRow { name: name.to_string(), ..GroupRow::default() });
+                rows.len() - 1
+            }
+        };
+        let pct = |ns: u64| secs.map_or(0.0, |t| ns as f64 / 1e9 / t * 100.0);
+        for (x, name) in unseen.iter().zip(joined) {
+            if let Some(name) = name {
+                let i = at(rows, &name);
+                let g = &mut rows[i];
+                g.started += 1;
+                g.exited += 1;
+                g.cpu_percent += pct(x.user_ns + x.system_ns);
+                g.cpu_user_percent += pct(x.user_ns);
+                g.cpu_system_percent += pct(x.system_ns);
+            }
+            // Reaped into a live parent's cutime: out of that parent's group's reaped share.
+            let parent_live = s.rows.binary_search_by_key(&x.ppid, |r| r.pid).is_ok();
+            if let (true, Some(parent_group)) = (parent_live, names.get(&x.ppid)) {
+                if let Some(g) = rows.iter_mut().find(|g| &g.name == parent_group) {
+                    let total = x.user_ns + x.system_ns + x.children_ns;
+                    let take = pct(total).min(g.reaped_cpu_percent);
+                    let user_share =
+                        if total == 0 { 0.5 } else { (x.user_ns as f64) / ((x.user_ns + x.system_ns).max(1) as f64) };
+                    g.reaped_cpu_percent -= take;
+                    g.cpu_percent -= take;
+                    g.cpu_user_percent = (g.cpu_user_percent - take * user_share).max(0.0);
+                    g.cpu_system_percent = (g.cpu_system_percent - take * (1.0 - user_share)).max(0.0);
+                }
+            }
+        }
+        rows.sort_by(|a, b| {
+            b.cpu_percent.total_cmp(&a.cpu_percent).then(b.rss_bytes.cmp(&a.rss_bytes)).then(a.name.cmp(&b.name))
+        });
+    }
+
     /// Folds `s`'s rows into groups and advances the counters by the interval; also returns
     /// which group each process went to, for the stored sample.
     pub fn fold(&mut self, s: &Snapshot) -> (GroupsView, SampleGroups) {
@@ -85,7 +137,8 @@ impl GroupState {
         let names = self.assigner.assign(&s.rows, &self.users);
         let procs: Vec<(u32, u64)> = s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect();
         let churn = self.prev.as_ref().map(|(prev, prev_names)| churn(prev, prev_names, &procs, &names));
-        let rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churn.as_ref());
+        let mut rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churn.as_ref());
+        self.add_exited_unseen(s, &names, &mut rows);
         if let Some(secs) = s.interval_secs {
             for g in &rows {
                 *self.counters.entry(g.name.clone()).or_default() += g.cpu_percent / 100.0 * secs;

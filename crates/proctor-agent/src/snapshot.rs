@@ -62,8 +62,61 @@ pub struct AgentSelf {
     pub task_iter_used: bool,
     /// Why not the iterator, where it was asked for and could not be used.
     pub task_iter_why_not: Option<String>,
+    /// Every exec and exit comes from the BPF process events (else only what `/proc` shows).
+    pub events_used: bool,
+    /// Why not the events, where they were asked for and could not be had.
+    pub events_why_not: Option<String>,
+    /// Every sample's `cost.starts` added up: process starts against the kernel's count.
+    pub starts: StartsTotal,
     /// The store the agent records into, as of the previous sample.
     pub recording: RecordingStatus,
+}
+
+/// Process starts since the agent started (from its second sample), added up per sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StartsTotal {
+    pub forks: u64,
+    pub processes_new: u64,
+    pub threads_new: u64,
+    /// From the BPF process events, where they run.
+    pub process_forks: u64,
+    pub exits: u64,
+    pub exited_unseen: u64,
+    pub lost: u64,
+    pub untold: u64,
+}
+
+impl StartsTotal {
+    pub fn add(&mut self, s: &proctor_model::Starts) {
+        self.forks += s.forks;
+        self.processes_new += s.processes_new;
+        self.threads_new += s.threads_new;
+        if let Some(e) = s.events {
+            self.process_forks += e.process_forks;
+            self.exits += e.exits;
+            self.exited_unseen += e.exited_unseen;
+            self.lost += e.lost;
+            self.untold += e.untold;
+        }
+    }
+
+    /// The whole run's coverage, as [`proctor_model::Starts::coverage`] says one sample's.
+    pub fn coverage(&self, events: bool) -> Option<(f64, bool)> {
+        proctor_model::Starts {
+            forks: self.forks,
+            processes_new: self.processes_new,
+            threads_new: self.threads_new,
+            events: events.then_some(proctor_model::EventStarts {
+                process_forks: self.process_forks,
+                exits: self.exits,
+                exited_unseen: self.exited_unseen,
+                lost: self.lost,
+                untold: self.untold,
+                ..Default::default()
+            }),
+        }
+        .coverage()
+    }
 }
 
 /// How big the history ring is, for the agent's self figures.

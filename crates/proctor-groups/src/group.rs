@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use proctor_model::ProcessRow;
+use proctor_model::{ExitedProcess, ProcessRow};
 use serde::Serialize;
 
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ pub enum By {
 }
 
 /// One group at one sample.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GroupRow {
     pub name: String,
     pub processes: u64,
@@ -202,6 +202,52 @@ impl Assigner {
                 })
                 .collect(),
         }
+    }
+}
+
+impl Assigner {
+    /// The groups of processes that started and ended between two samples (from their exit
+    /// events), as `assign` would have named them: a rule matches its name and command line
+    /// (from its exec), a cgroup group its cgroup; else it follows its parent — a live process's
+    /// group in `names`, or an ended parent's in the same list — and a user group takes the
+    /// parent's (an ended process's user is not known). `None`: no group takes it.
+    pub fn name_exited(&self, exited: &[ExitedProcess], names: &BTreeMap<u32, String>) -> Vec<Option<String>> {
+        let own: Vec<Option<String>> = exited
+            .iter()
+            .map(|x| match &self.by {
+                By::Rules(rules) => rules.name_of(&Proc {
+                    pid: x.pid,
+                    ppid: x.ppid,
+                    comm: &x.comm,
+                    cmdline: x.cmdline.as_deref(),
+                    uid: None,
+                    username: None,
+                }),
+                By::Cgroup => x.cgroup.as_deref().map(cgroup_name),
+                By::User => None,
+            })
+            .collect();
+        let index: HashMap<u32, usize> = exited.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
+        (0..exited.len())
+            .map(|i| {
+                let mut at = i;
+                // A chain of ended parents, bounded (a hostile loop ends).
+                for _ in 0..=exited.len().min(64) {
+                    if let Some(name) = &own[at] {
+                        return Some(name.clone());
+                    }
+                    let ppid = exited[at].ppid;
+                    if let Some(name) = names.get(&ppid) {
+                        return Some(name.clone());
+                    }
+                    match index.get(&ppid) {
+                        Some(&p) if p != at => at = p,
+                        _ => break,
+                    }
+                }
+                None
+            })
+            .collect()
     }
 }
 
@@ -467,6 +513,40 @@ mod tests {
             gpu: None,
             thread_rows: Vec::new(),
         }
+    }
+
+    #[test]
+    fn processes_that_ended_unseen_join_their_rule_or_follow_their_parent_ended_or_live() {
+        let rules =
+            Rules::parse("process_names:\n  - name: cc\n    comm: ['cc1']\n  - name: make\n    cmdline: ['make']\n")
+                .expect("rules");
+        let a = Assigner::new(By::Rules(rules));
+        let live: BTreeMap<u32, String> = [(100, "make".to_string())].into();
+        let x = |pid, ppid, comm: &str, cmdline: &[&str]| ExitedProcess {
+            pid,
+            ppid,
+            comm: Arc::from(comm),
+            cmdline: Some(cmdline.iter().map(|s| s.to_string()).collect::<Vec<_>>().into()),
+            ..ExitedProcess::default()
+        };
+        // make (live, 100) → gcc (ended, 200) → cc1 (ended, 201): cc1 matches its own rule, gcc
+        // follows make; as (202) under the ended gcc follows gcc's group; a stranger under pid 1
+        // joins none. A loop of ended parents ends.
+        let exited = [
+            x(201, 200, "cc1", &["cc1", "a.c"]),
+            x(202, 200, "as", &["as", "a.s"]),
+            x(200, 100, "gcc", &["gcc", "-c", "a.c"]),
+            x(300, 1, "date", &["date"]),
+            x(400, 401, "a", &[]),
+            x(401, 400, "b", &[]),
+        ];
+        let names = a.name_exited(&exited, &live);
+        let names: Vec<Option<&str>> = names.iter().map(Option::as_deref).collect();
+        assert_eq!(names, [Some("cc"), Some("make"), Some("make"), None, None, None]);
+        let c = Assigner::new(By::Cgroup);
+        let mut web = x(500, 1, "curl", &["curl"]);
+        web.cgroup = Some(Arc::from("/system.slice/web.service"));
+        assert_eq!(c.name_exited(&[web], &BTreeMap::new()), [Some("web.service".to_string())]);
     }
 
     #[test]

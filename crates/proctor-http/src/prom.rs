@@ -501,6 +501,39 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
         "Processes that exited between listing and reading.",
         Some(a.processes_gone as f64),
     ));
+    let t = &a.starts;
+    out.push(counter(
+        "proctor_agent_kernel_forks",
+        "Tasks the kernel created since the agent's second sample (/proc/stat processes: threads included).",
+        Some(t.forks as f64),
+    ));
+    let mut seen = Family::new(
+        "proctor_agent_processes_started_seen",
+        Kind::Counter,
+        "Processes started that proctor saw: listed by a sample (how=listed), or ended between two samples and told by the BPF process events (how=exited_unseen).",
+    );
+    seen.push(vec![("how", "listed".to_string())], t.processes_new as f64);
+    if a.events_used {
+        seen.push(vec![("how", "exited_unseen".to_string())], t.exited_unseen as f64);
+        out.push(seen);
+        out.push(counter(
+            "proctor_agent_process_forks",
+            "Processes (not threads) the kernel's fork tracepoint counted, from the BPF process events.",
+            Some(t.process_forks as f64),
+        ));
+        out.push(counter(
+            "proctor_agent_process_events_lost",
+            "Exec and exit events lost: the kernel's ring or proctor's queue was full.",
+            Some(t.lost as f64),
+        ));
+    } else {
+        out.push(seen);
+    }
+    out.push(gauge(
+        "proctor_agent_start_coverage_ratio",
+        "Processes started that proctor saw, over those the kernel started, since the agent's second sample: exact with the BPF process events, else a lower bound.",
+        t.coverage(a.events_used).map(|(c, _)| c),
+    ));
     out.push(gauge("proctor_agent_history_bytes", "Memory held by the history ring.", Some(a.history.bytes as f64)));
     out.push(gauge(
         "proctor_agent_history_max_bytes",

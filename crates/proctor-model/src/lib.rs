@@ -22,8 +22,8 @@ pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, ProcessRow, RowContext, ThreadRow};
 pub use rollup::{RollupBlock, RollupRow, Stat};
 pub use sample::{
-    intern_name, ContainerSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, Stall,
-    StatusReading, TaskSample,
+    intern_name, ContainerSample, EventStarts, ExitedProcess, HostSample, ProcessSample, PssReading, Sample,
+    SampleCost, SampleGroups, Stall, Starts, StatusReading, TaskSample, MAX_EXITED,
 };
 pub use series::is_interesting_disk;
 pub use tree::{build_tree, Tree, TreeRow, TreeTotal};

@@ -37,6 +37,101 @@ pub struct Sample {
     /// is no GPU to read (or GPU reads are off). Absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Arc<GpuSample>>,
+    /// Processes that ended since the previous sample, as the kernel told at their exit (BPF
+    /// process events; empty without them), oldest end first, at most [`MAX_EXITED`] (the
+    /// rest counted in `cost.starts`). Absent in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exited: Vec<ExitedProcess>,
+}
+
+/// Ended processes a sample keeps in full; more in one interval are counted, not kept.
+pub const MAX_EXITED: usize = 4096;
+
+/// A process that ended, from the kernel's own accounting at its exit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitedProcess {
+    pub pid: u32,
+    pub ppid: u32,
+    /// As `stat`'s start time (clock ticks since boot): with `pid`, which process it was.
+    pub start_ticks: u64,
+    /// How long it lived, ns (its start to its last thread's exit).
+    pub lifetime_ns: u64,
+    /// When it ended, ns since the Unix epoch (from the kernel's boot-time clock).
+    pub end_unix_ns: u64,
+    pub comm: Arc<str>,
+    /// Its command line: from its exec where the event had all of it, else as proctor last
+    /// read it; `None` when neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<Arc<[String]>>,
+    /// The path it exec'd, where proctor saw the exec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<Arc<str>>,
+    /// Its cgroup (v2) path, where it could be resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<Arc<str>>,
+    /// As `wait` reports it: the exit code in bits 8–15, a killing signal in the low 7.
+    pub wait_status: u32,
+    /// CPU time, ns: user and system, their sum the scheduler's total.
+    pub user_ns: u64,
+    pub system_ns: u64,
+    /// CPU time of its children it waited for, ns.
+    pub children_ns: u64,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// The most it had resident at once (`getrusage`'s `ru_maxrss`), bytes.
+    pub peak_rss_bytes: u64,
+    /// Whether a sample's process table had it (false: it lived and ended between two
+    /// samples, and only its events tell of it).
+    pub seen: bool,
+}
+
+/// Processes started since the previous sample, against what the kernel counted: how much of
+/// the machine's process churn proctor saw (issue 35's coverage).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Starts {
+    /// Tasks the kernel created (`/proc/stat`'s `processes`: threads included).
+    pub forks: u64,
+    /// Processes new in the process table, and the threads they and older processes gained
+    /// (what `/proc` alone can see of the forks).
+    pub processes_new: u64,
+    pub threads_new: u64,
+    /// From the BPF process events, where they run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventStarts>,
+}
+
+/// What the BPF process events counted since the previous sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventStarts {
+    /// New processes and new threads, as the kernel's fork tracepoint counted them.
+    pub process_forks: u64,
+    pub thread_forks: u64,
+    pub execs: u64,
+    pub exits: u64,
+    /// Processes that started and ended between two samples (seen only by their events).
+    pub exited_unseen: u64,
+    /// Events lost: the ring had no room, or proctor's queue was full.
+    pub lost: u64,
+    /// Ended processes counted but not kept in `exited` (past [`MAX_EXITED`]).
+    pub untold: u64,
+}
+
+impl Starts {
+    /// The share of processes started that proctor saw, 0–1, and whether it is exact (from the
+    /// events) or a lower bound (from `/proc`: the kernel's count includes threads, and those
+    /// that came and went unseen are counted as processes). `None` when nothing started.
+    pub fn coverage(&self) -> Option<(f64, bool)> {
+        match self.events {
+            Some(e) => {
+                let seen = self.processes_new + e.exited_unseen;
+                (e.process_forks > 0).then(|| ((seen as f64 / e.process_forks as f64).min(1.0), true))
+            }
+            None => {
+                let started = self.forks.saturating_sub(self.threads_new).max(self.processes_new);
+                (started > 0).then(|| ((self.processes_new as f64 / started as f64).min(1.0), false))
+            }
+        }
+    }
 }
 
 /// Which group each of a sample's processes was folded into.
@@ -283,6 +378,10 @@ pub struct SampleCost {
     pub target_lock: Stall,
     #[serde(default)]
     pub target_lock_worst_pid: u32,
+    /// Processes started since the previous sample against the kernel's count; `None` on a
+    /// sampler's first cycle, and when processes are not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts: Option<Starts>,
 }
 
 impl SampleCost {

@@ -650,6 +650,7 @@ fn host_only(sample: &Sample) -> Sample {
         cost: Default::default(),
         groups: None,
         gpu: None,
+        exited: Vec::new(),
     }
 }
 
@@ -741,6 +742,7 @@ mod tests {
             cost: SampleCost::default(),
             groups: None,
             gpu: None,
+            exited: Vec::new(),
         }
     }
 

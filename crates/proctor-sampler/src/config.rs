@@ -52,6 +52,11 @@ pub struct SamplerConfig {
     /// read for every task) where it can be loaded and the root is this machine's `/`; where
     /// not, `/proc/PID/stat` as always, and [`Sampler::task_iter_status`] says why.
     pub task_iter: bool,
+    /// Take every exec and process exit from the BPF process events (proctor-bpf) where they
+    /// can be loaded and the root is this machine's `/`: each sample then lists the processes
+    /// that ended since the one before (`Sample::exited`), those that lived between two
+    /// samples too, and counts starts exactly; where not, [`Sampler::events_status`] says why.
+    pub process_events: bool,
     /// Read each process's command line once, on the cmdline worker.
     pub cmdline: bool,
     /// How long a cmdline read may take before the worker is written off and replaced.
@@ -108,6 +113,7 @@ impl Default for SamplerConfig {
             process_cgroups: true,
             process_fds: false,
             task_iter: true,
+            process_events: true,
             cmdline: true,
             cmdline_timeout: Duration::from_secs(1),
             container_pid: 0,

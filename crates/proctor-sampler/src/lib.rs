@@ -14,6 +14,7 @@
 pub mod cmdline;
 mod config;
 pub mod drm;
+mod events;
 mod host;
 pub mod lockwait;
 pub mod nvml;

@@ -12,6 +12,7 @@ use proctor_procfs::ErrorKind;
 
 use crate::cmdline::{CmdlineStats, CmdlineWorker};
 use crate::drm::{DrmStats, DrmWorker};
+use crate::events::{Churn, EventsState};
 use crate::host::HostReader;
 use crate::nvml::{NvmlReading, NvmlStatus, NvmlWorker};
 use crate::power::PowerReader;
@@ -56,6 +57,8 @@ pub struct Sampler {
     new_pids: Vec<(u32, u64)>,
     /// The BPF task iterator, where it loaded; else why not (`None` when not asked).
     task_iter: Result<TaskIterState, Option<String>>,
+    /// Process starts and ends: the BPF process events where they loaded, and coverage.
+    churn: Churn,
     /// The cost of opening files in `new`, charged to the first sample.
     setup_cost: Option<SampleCost>,
     nofile_limit: Option<u64>,
@@ -108,14 +111,21 @@ impl Sampler {
         let nvml = (config.gpu && config.root.is_real())
             .then(|| NvmlWorker::start(&config.nvml_library, config.nvml_timeout).ok())
             .flatten();
-        let task_iter = if !(config.processes && config.task_iter) {
-            Err(None)
-        } else if !config.root.is_real() || config.root.is_host() {
-            Err(Some("the processes are read under another root than this machine's /".to_string()))
-        } else {
-            proctor_bpf::TaskIter::open()
-                .map(|iter| TaskIterState { iter, stats: Vec::new() })
-                .map_err(|why| Some(why.0))
+        let local = config.root.is_real() && !config.root.is_host();
+        let want_iter = config.processes && config.task_iter && local;
+        let want_events = config.processes && config.process_events && local;
+        // Both from one parse of the kernel's BTF.
+        let (iter, events) = proctor_bpf::open(want_iter, want_events);
+        let elsewhere = || Some("the processes are read under another root than this machine's /".to_string());
+        let task_iter = match iter {
+            Some(opened) => opened.map(|iter| TaskIterState { iter, stats: Vec::new() }).map_err(|why| Some(why.0)),
+            None if config.processes && config.task_iter => Err(elsewhere()),
+            None => Err(None),
+        };
+        let events = match events {
+            Some(opened) => opened.map(EventsState::new).map_err(|why| Some(why.0)),
+            None if config.processes && config.process_events => Err(elsewhere()),
+            None => Err(None),
         };
         setup_cost.cpu_ns = thread_cpu_ns().saturating_sub(cpu_before);
         Self {
@@ -136,6 +146,7 @@ impl Sampler {
             drm_latest: Arc::default(),
             new_pids: Vec::new(),
             task_iter,
+            churn: Churn::new(events, clock_ticks_per_sec(), page_size()),
             setup_cost: Some(setup_cost),
             nofile_limit,
             config,
@@ -196,6 +207,15 @@ impl Sampler {
     /// they are read from `/proc` (`Err`; `None` when the iterator was not asked for).
     pub fn task_iter_status(&self) -> Result<(), Option<&str>> {
         match &self.task_iter {
+            Ok(_) => Ok(()),
+            Err(why) => Err(why.as_deref()),
+        }
+    }
+
+    /// Whether every exec and exit comes from the BPF process events (`Ok`), or why not
+    /// (`Err`; `None` when they were not asked for).
+    pub fn events_status(&self) -> Result<(), Option<&str>> {
+        match &self.churn.events {
             Ok(_) => Ok(()),
             Err(why) => Err(why.as_deref()),
         }
@@ -267,9 +287,12 @@ impl Sampler {
         *cost.reader_wall_ns.entry("container").or_default() += t.elapsed().as_nanos() as u64;
 
         let mut processes = Vec::new();
+        let mut exited = Vec::new();
         if self.config.processes {
             let t = Instant::now();
             self.new_pids.clear();
+            // Every exit up to the scan: an exit the table's previous processes have is seen.
+            self.churn.drain();
             let opts = ScanOptions {
                 io: self.config.process_io,
                 threads: self.config.process_threads,
@@ -308,6 +331,10 @@ impl Sampler {
                 cost.target_lock = Stall::merge(Some(cost.target_lock), Some(stall)).unwrap_or_default();
             }
             *cost.reader_wall_ns.entry("workers").or_default() += t.elapsed().as_nanos() as u64;
+            let t = Instant::now();
+            let forks = host.stat.as_ref().and_then(|s| s.forks);
+            exited = self.churn.finish(&processes, &self.new_pids, forks, mono_ns, &mut cost);
+            *cost.reader_wall_ns.entry("events").or_default() += t.elapsed().as_nanos() as u64;
         }
 
         cost.wall_ns += started.elapsed().as_nanos() as u64;
@@ -324,6 +351,7 @@ impl Sampler {
             cost,
             groups: None,
             gpu: self.gpu_part(nvml),
+            exited,
         };
         self.seq += 1;
         sample

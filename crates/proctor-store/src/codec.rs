@@ -205,6 +205,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
         cost: SampleCost::default(),
         groups: lean.groups,
         gpu: None,
+        exited: lean.exited,
     })
 }
 
@@ -237,6 +238,7 @@ pub fn decode_record_host(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 cost: SampleCost::default(),
                 groups: None,
                 gpu: None,
+                exited: Vec::new(),
             });
         }
     }
@@ -268,6 +270,8 @@ struct LeanSample {
     processes: Vec<LeanProcess>,
     #[serde(default)]
     groups: Option<std::sync::Arc<proctor_model::SampleGroups>>,
+    #[serde(default)]
+    exited: Vec<proctor_model::ExitedProcess>,
 }
 
 /// The fields of `ProcessSample` that [`decode_record_lean`] keeps.

@@ -50,8 +50,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{
-    ContainerSample, GpuSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups, Stall,
-    StatusReading, TaskSample,
+    ContainerSample, ExitedProcess, GpuSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups,
+    Stall, StatusReading, TaskSample,
 };
 use proctor_procfs::process::Io;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
@@ -168,6 +168,9 @@ struct Rest<'a> {
     groups: &'a Option<Arc<SampleGroups>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gpu: &'a Option<Arc<GpuSample>>,
+    // Always written, so that the rest's members are the same from sample to sample and a
+    // patch of them stays a patch.
+    exited: &'a [ExitedProcess],
 }
 
 fn rest_value(sample: &Sample) -> Value {
@@ -184,6 +187,7 @@ fn rest_value(sample: &Sample) -> Value {
         cost,
         groups,
         gpu,
+        exited,
     } = sample;
     let rest = Rest {
         seq: *seq,
@@ -197,6 +201,7 @@ fn rest_value(sample: &Sample) -> Value {
         cost,
         groups,
         gpu,
+        exited,
     };
     // Plain structs and string-keyed maps always serialize.
     serde_json::to_value(rest).expect("a sample always serializes to JSON")
@@ -233,8 +238,9 @@ const ROW_TAKEN: CodecError = CodecError::Delta("a row beyond the base's, or use
 
 /// A `rest` patch may be this much larger than the base's rest (as [`value_bytes`] counts it)
 /// before it is refused unparsed: twice the base, and 64 KiB besides for parts that appear
-/// (a container part, new disks). Measured rest patches are a few hundred bytes.
-const REST_SLACK_BYTES: usize = 64 << 10;
+/// (a container part, new disks), and 2 KiB for each ended process a sample may keep. Measured
+/// rest patches are a few hundred bytes, and ~300 bytes per ended process.
+const REST_SLACK_BYTES: usize = (64 << 10) + proctor_model::MAX_EXITED * 2048;
 
 impl<'a> DeltaRecord<'a> {
     /// Parses a record's fields, leaving `rest` and `rows` as text: nothing is built that its

@@ -644,6 +644,7 @@ mod tests {
             cost: SampleCost::default(),
             groups: Some(Arc::new(groups)),
             gpu: None,
+            exited: Vec::new(),
         }
     }
 

@@ -493,6 +493,31 @@ pub struct LastSampleOut {
     pub errors: BTreeMap<String, u64>,
 }
 
+/// Coverage: how many of the processes the kernel started proctor saw, whole run and last
+/// sample. `forks_total` is `/proc/stat`'s `processes` (threads included); with the events,
+/// `process_forks_total` is the fork tracepoint's count of processes alone and the coverage is
+/// exact, else it is a lower bound (threads that came and went unseen count as processes).
+#[derive(Debug, Serialize)]
+pub struct StartsOut {
+    pub forks_total: u64,
+    pub processes_new_total: u64,
+    pub threads_new_total: u64,
+    pub process_forks_total: Option<u64>,
+    /// Processes that started and ended between two samples, seen only by their events.
+    pub exited_unseen_total: Option<u64>,
+    pub process_exits_total: Option<u64>,
+    /// Events lost (the ring or proctor's queue full), and ended processes counted but not
+    /// listed in a sample (past its cap).
+    pub events_lost_total: Option<u64>,
+    pub exited_untold_total: Option<u64>,
+    pub coverage_percent: Option<f64>,
+    /// `true`: counted by the events; `false`: `/proc`'s lower bound.
+    pub coverage_exact: bool,
+    pub last_sample_coverage_percent: Option<f64>,
+    /// Processes listed as ended in the last sample.
+    pub last_sample_exited: usize,
+}
+
 #[derive(Debug, Serialize)]
 pub struct WorkerOut {
     pub reads: u64,
@@ -656,6 +681,13 @@ pub struct AgentOut {
     pub process_stats_from: &'static str,
     /// Why not the task iterator, where it was asked for and could not be used.
     pub task_iter_unavailable: Option<String>,
+    /// Where every exec and exit comes from: `bpf` (the process events: every process, those
+    /// that lived between two samples too) or `proc` (only what each sample's listing shows).
+    pub process_events_from: &'static str,
+    /// Why not the events, where they were asked for and could not be had.
+    pub process_events_unavailable: Option<String>,
+    /// Processes started since the agent's second sample against the kernel's count.
+    pub starts: StartsOut,
     pub last_sample: LastSampleOut,
     pub pss_worker: Option<WorkerOut>,
     pub cmdline_worker: Option<WorkerOut>,
@@ -721,6 +753,26 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
         processes_gone_total: a.processes_gone,
         process_stats_from: if a.task_iter_used { "task_iterator" } else { "proc" },
         task_iter_unavailable: a.task_iter_why_not.clone(),
+        process_events_from: if a.events_used { "bpf" } else { "proc" },
+        process_events_unavailable: a.events_why_not.clone(),
+        starts: {
+            let t = &a.starts;
+            let ev = a.events_used;
+            StartsOut {
+                forks_total: t.forks,
+                processes_new_total: t.processes_new,
+                threads_new_total: t.threads_new,
+                process_forks_total: ev.then_some(t.process_forks),
+                exited_unseen_total: ev.then_some(t.exited_unseen),
+                process_exits_total: ev.then_some(t.exits),
+                events_lost_total: ev.then_some(t.lost),
+                exited_untold_total: ev.then_some(t.untold),
+                coverage_percent: t.coverage(ev).map(|(c, _)| 100.0 * c),
+                coverage_exact: ev,
+                last_sample_coverage_percent: c.starts.and_then(|s| s.coverage()).map(|(c, _)| 100.0 * c),
+                last_sample_exited: s.sample.exited.len(),
+            }
+        },
         last_sample: LastSampleOut {
             cpu_seconds: c.cpu_ns as f64 / 1e9,
             wall_seconds: c.wall_ns as f64 / 1e9,

@@ -723,3 +723,60 @@ fn through_the_task_iterator_the_processes_are_those_proc_lists() {
     let pids: Vec<u32> = through.processes.iter().map(|p| p.pid).collect();
     assert!(pids.windows(2).all(|w| w[0] < w[1]), "by pid, no duplicates");
 }
+
+#[test]
+fn processes_that_live_between_two_samples_are_in_the_second_with_their_exec_and_exit() {
+    let quiet = SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(quiet.clone());
+    if let Err(why) = sampler.events_status() {
+        eprintln!("SKIP: the sampler's process events: {}", why.unwrap_or("not asked for"));
+        // Without them: no ended processes, and /proc's own coverage still said.
+        let mut plain = Sampler::new(SamplerConfig { process_events: false, ..quiet });
+        plain.sample();
+        let s = plain.sample();
+        assert!(s.exited.is_empty());
+        assert!(s.cost.starts.is_some_and(|st| st.events.is_none()));
+        return;
+    }
+    // One process alive across the first sample that then ends (seen), and 20 that start and
+    // end between two samples (unseen), each with its own argument.
+    let mut long = Command::new("sh").args(["-c", "read x"]).stdin(Stdio::piped()).spawn().expect("sh");
+    let long_pid = long.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !sampler.sample().processes.iter().any(|p| p.pid == long_pid) {
+        assert!(std::time::Instant::now() < deadline, "sh never listed");
+    }
+    drop(long.stdin.take());
+    long.wait().expect("sh");
+    let status = Command::new("sh")
+        .args(["-c", "for i in $(seq 20); do /bin/true proctor-exited $i; done"])
+        .status()
+        .expect("sh");
+    assert!(status.success());
+    let s = sampler.sample();
+    let long_exit = s.exited.iter().find(|x| x.pid == long_pid).expect("the long process's exit");
+    assert!(long_exit.seen);
+    assert_eq!(long_exit.cmdline.as_deref(), Some(&["sh".to_string(), "-c".into(), "read x".into()][..]));
+    let shorts: Vec<_> = s
+        .exited
+        .iter()
+        .filter(|x| x.cmdline.as_ref().is_some_and(|c| c.get(1).is_some_and(|a| a == "proctor-exited")))
+        .collect();
+    let mut numbers: Vec<u32> = shorts.iter().filter_map(|x| x.cmdline.as_ref()?.get(2)?.parse().ok()).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=20).collect::<Vec<u32>>(), "every short-lived child, by its argument");
+    for x in &shorts {
+        assert!(!x.seen, "pid {} lived between two samples", x.pid);
+        assert_eq!(&*x.comm, "true");
+        assert_eq!(x.exe.as_deref(), Some("/bin/true"));
+        assert!(x.peak_rss_bytes > 0 && x.lifetime_ns > 0);
+        assert!(x.end_unix_ns <= s.unix_ns + 1_000_000_000 && x.end_unix_ns + 60_000_000_000 > s.unix_ns);
+    }
+    let starts = s.cost.starts.expect("coverage from the second sample on");
+    let events = starts.events.expect("counted by the events");
+    // sh, seq and 20 trues at least; all of them seen (listed or ended unseen), none lost.
+    assert!(events.process_forks >= 22, "{starts:?}");
+    assert!(events.exited_unseen >= 21, "{starts:?}");
+    assert_eq!(events.lost, 0);
+    assert_eq!(starts.coverage().map(|(c, exact)| (c >= 0.99, exact)), Some((true, true)), "{starts:?}");
+}

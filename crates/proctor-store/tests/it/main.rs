@@ -57,6 +57,7 @@ fn sample(seq: u64, processes: u32) -> Sample {
         cost: SampleCost { cpu_ns: seq, wall_ns: 2 * seq, reader_wall_ns, errors, ..SampleCost::default() },
         groups: None,
         gpu: None,
+        exited: Vec::new(),
     }
 }
 

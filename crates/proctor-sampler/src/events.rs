@@ -1,0 +1,277 @@
+//! Process starts and ends in each sample (issue 35): the BPF process events (proctor-bpf's
+//! `Subscription`) turned into the sample's `exited` list, and every sample's coverage — the
+//! processes the kernel started against those proctor saw — with or without the events.
+//!
+//! The events are drained before the process scan, so a sample holds every exit up to its own
+//! scan. An exit is *seen* when the previous sample's table (or this one's) had the process;
+//! else it lived and ended between two samples and only its events tell of it. Its command
+//! line is its exec's (when the event had all of it) or what proctor last read; its cgroup the
+//! row's, or its cgroup id looked up under the cgroup2 mount.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use proctor_bpf::{Counts, Event, ExecEvent, Subscription};
+use proctor_model::{EventStarts, ExitedProcess, ProcessSample, SampleCost, Starts, MAX_EXITED};
+
+/// Execs of processes not yet in a sample, kept until their process is listed or ends.
+const PENDING_EXECS: usize = 65_536;
+/// A cgroup id not found is looked for again (one walk of the cgroup2 mount) at most this often.
+const CGROUP_REWALK_NS: u64 = 10_000_000_000;
+/// Directories one walk of the cgroup2 mount visits at most.
+const CGROUP_WALK_MAX: usize = 100_000;
+
+/// What a process of the previous sample was, for its exit.
+#[derive(Debug, Clone)]
+struct Prev {
+    pid: u32,
+    start_ticks: u64,
+    threads: u64,
+    cmdline: Option<Arc<[String]>>,
+    cgroup: Option<Arc<str>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct EventsState {
+    sub: Subscription,
+    counts: Counts,
+    drained: Vec<Arc<Event>>,
+    pending_execs: HashMap<(u32, u64), Arc<Event>>,
+    cgroups: CgroupIds,
+}
+
+impl EventsState {
+    pub(crate) fn new(sub: Subscription) -> EventsState {
+        let counts = sub.counts();
+        EventsState { sub, counts, drained: Vec::new(), pending_execs: HashMap::new(), cgroups: CgroupIds::find() }
+    }
+}
+
+/// Starts and ends across samples: the events where they run, and the previous sample's
+/// processes in any case (for `/proc`'s own coverage and to know an exit as seen).
+#[derive(Debug)]
+pub(crate) struct Churn {
+    pub(crate) events: Result<EventsState, Option<String>>,
+    prev: Option<Vec<Prev>>,
+    prev_forks: Option<u64>,
+    dropped: u64,
+    ns_per_tick: u64,
+    page_size: u64,
+}
+
+impl Churn {
+    /// `ticks`: the clock tick rate (`stat`'s start times count them).
+    pub(crate) fn new(events: Result<EventsState, Option<String>>, ticks: u64, page_size: u64) -> Churn {
+        Churn { events, prev: None, prev_forks: None, dropped: 0, ns_per_tick: 1_000_000_000 / ticks.max(1), page_size }
+    }
+
+    /// Before the scan: takes every event so far.
+    pub(crate) fn drain(&mut self) {
+        if let Ok(state) = self.events.as_mut() {
+            self.dropped += state.sub.drain(&mut state.drained);
+        }
+    }
+
+    /// After the scan: this sample's ended processes and its coverage. `processes` is sorted by
+    /// pid; `new` the pids new in the table this cycle; `forks` the kernel's task count now.
+    pub(crate) fn finish(
+        &mut self,
+        processes: &[ProcessSample],
+        new: &[(u32, u64)],
+        forks: Option<u64>,
+        mono_ns: u64,
+        cost: &mut SampleCost,
+    ) -> Vec<ExitedProcess> {
+        let (ns_per_tick, page_size) = (self.ns_per_tick, self.page_size);
+        let mut exited = Vec::new();
+        let mut event_starts = None;
+        if let Ok(state) = self.events.as_mut() {
+            let counts = state.sub.counts();
+            let before = std::mem::replace(&mut state.counts, counts);
+            let mut starts = EventStarts {
+                process_forks: counts.process_forks.wrapping_sub(before.process_forks),
+                thread_forks: counts.thread_forks.wrapping_sub(before.thread_forks),
+                execs: counts.execs.wrapping_sub(before.execs),
+                exits: counts.exits.wrapping_sub(before.exits),
+                lost: (counts.lost_execs + counts.lost_exits)
+                    .wrapping_sub(before.lost_execs + before.lost_exits)
+                    .saturating_add(std::mem::take(&mut self.dropped)),
+                ..EventStarts::default()
+            };
+            let prev = self.prev.as_deref().unwrap_or_default();
+            let boot_unix_ns = boot_unix_ns();
+            for event in std::mem::take(&mut state.drained) {
+                match &*event {
+                    Event::Exec(e) => {
+                        let key = (e.pid, e.start_boottime_ns / ns_per_tick.max(1));
+                        if state.pending_execs.len() < PENDING_EXECS || state.pending_execs.contains_key(&key) {
+                            state.pending_execs.insert(key, Arc::clone(&event));
+                        }
+                    }
+                    Event::Exit(x) => {
+                        let start_ticks = x.start_boottime_ns / ns_per_tick.max(1);
+                        let key = (x.pid, start_ticks);
+                        let exec = state.pending_execs.remove(&key);
+                        let exec = exec.as_deref().and_then(|e| match e {
+                            Event::Exec(e) => Some(e),
+                            Event::Exit(_) => None,
+                        });
+                        let known = find(prev, key).map(|p| (p.cmdline.clone(), p.cgroup.clone())).or_else(|| {
+                            let i = processes.binary_search_by_key(&x.pid, |p| p.pid).ok()?;
+                            let p = &processes[i];
+                            (p.start_ticks == start_ticks).then(|| (p.cmdline.clone(), p.cgroup.clone()))
+                        });
+                        let seen = known.is_some();
+                        if !seen {
+                            starts.exited_unseen += 1;
+                        }
+                        if exited.len() >= MAX_EXITED {
+                            starts.untold += 1;
+                            continue;
+                        }
+                        let (cmdline, cgroup) = known.unwrap_or_default();
+                        let cmdline =
+                            exec.filter(|e| e.args_complete).map(|e: &ExecEvent| Arc::from(e.args.clone())).or(cmdline);
+                        let cgroup = cgroup.or_else(|| state.cgroups.path(x.cgroup_id, mono_ns, cost));
+                        let ticks = x.utime_ns.saturating_add(x.stime_ns);
+                        let user_ns = if ticks == 0 {
+                            x.runtime_ns
+                        } else {
+                            (x.runtime_ns as u128 * x.utime_ns as u128 / ticks as u128) as u64
+                        };
+                        exited.push(ExitedProcess {
+                            pid: x.pid,
+                            ppid: x.ppid,
+                            start_ticks,
+                            lifetime_ns: x.time_boottime_ns.saturating_sub(x.start_boottime_ns),
+                            end_unix_ns: boot_unix_ns.saturating_add(x.time_boottime_ns),
+                            comm: Arc::from(x.comm.as_str()),
+                            cmdline,
+                            exe: exec.map(|e| Arc::from(e.filename.as_str())),
+                            cgroup,
+                            wait_status: x.wait_status,
+                            user_ns,
+                            system_ns: x.runtime_ns.saturating_sub(user_ns),
+                            children_ns: x.cutime_ns.saturating_add(x.cstime_ns),
+                            minflt: x.min_flt,
+                            majflt: x.maj_flt,
+                            peak_rss_bytes: x.maxrss_pages.saturating_mul(page_size),
+                            seen,
+                        });
+                    }
+                }
+            }
+            // An exec whose process is listed now with its command line read is the table's; the
+            // rest wait for their exit (or for the cmdline worker).
+            state.pending_execs.retain(|(pid, start), _| {
+                processes
+                    .binary_search_by_key(pid, |p| p.pid)
+                    .map_or(true, |i| processes[i].start_ticks != *start || processes[i].cmdline.is_none())
+            });
+            event_starts = Some(starts);
+        }
+        // Coverage from the second sample on: the first has no previous table to be new against.
+        if let (Some(prev), Some(before), Some(now)) = (self.prev.as_deref(), self.prev_forks, forks) {
+            let mut threads_new = 0;
+            for p in processes {
+                let had = find(prev, (p.pid, p.start_ticks)).map(|q| q.threads);
+                let threads = p.num_threads.max(1);
+                threads_new += match had {
+                    Some(t) => threads.saturating_sub(t),
+                    None => threads - 1,
+                };
+            }
+            cost.starts = Some(Starts {
+                forks: now.saturating_sub(before),
+                processes_new: new.len() as u64,
+                threads_new,
+                events: event_starts,
+            });
+        }
+        self.prev_forks = forks;
+        self.prev = Some(
+            processes
+                .iter()
+                .map(|p| Prev {
+                    pid: p.pid,
+                    start_ticks: p.start_ticks,
+                    threads: p.num_threads.max(1),
+                    cmdline: p.cmdline.clone(),
+                    cgroup: p.cgroup.clone(),
+                })
+                .collect(),
+        );
+        exited
+    }
+}
+
+/// The previous sample's row of a process (`prev` is sorted by pid).
+fn find(prev: &[Prev], (pid, start): (u32, u64)) -> Option<&Prev> {
+    let i = prev.binary_search_by_key(&pid, |p| p.pid).ok()?;
+    Some(&prev[i]).filter(|p| p.start_ticks == start)
+}
+
+/// The boot-time clock's zero in Unix time, ns.
+fn boot_unix_ns() -> u64 {
+    let now = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes the timespec we own.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+    };
+    now(libc::CLOCK_REALTIME).saturating_sub(now(libc::CLOCK_BOOTTIME))
+}
+
+/// Cgroup (v2) ids to paths: a cgroup's id is its directory's inode number in the cgroup2
+/// mount. Walked when an id is not known, at most every [`CGROUP_REWALK_NS`].
+#[derive(Debug)]
+struct CgroupIds {
+    mount: Option<PathBuf>,
+    paths: HashMap<u64, Arc<str>>,
+    walked_mono_ns: Option<u64>,
+}
+
+impl CgroupIds {
+    fn find() -> CgroupIds {
+        let mount = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|m| {
+            m.lines().find_map(|l| {
+                let (left, right) = l.split_once(" - ")?;
+                let mount = left.split(' ').nth(4)?;
+                (right.split(' ').next() == Some("cgroup2")).then(|| PathBuf::from(mount))
+            })
+        });
+        CgroupIds { mount, paths: HashMap::new(), walked_mono_ns: None }
+    }
+
+    fn path(&mut self, id: u64, mono_ns: u64, cost: &mut SampleCost) -> Option<Arc<str>> {
+        if let Some(p) = self.paths.get(&id) {
+            return Some(Arc::clone(p));
+        }
+        let mount = self.mount.clone()?;
+        if self.walked_mono_ns.is_some_and(|t| mono_ns.saturating_sub(t) < CGROUP_REWALK_NS) {
+            return None;
+        }
+        self.walked_mono_ns = Some(mono_ns);
+        self.paths.clear();
+        let mut stack = vec![(mount.clone(), String::from("/"))];
+        while let Some((dir, path)) = stack.pop() {
+            if self.paths.len() >= CGROUP_WALK_MAX {
+                break;
+            }
+            use std::os::unix::fs::MetadataExt;
+            let Ok(meta) = std::fs::metadata(&dir) else { continue };
+            cost.files_read += 1;
+            self.paths.insert(meta.ino(), Arc::from(path.as_str()));
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let child = if path == "/" { format!("/{name}") } else { format!("{path}/{name}") };
+                    stack.push((entry.path(), child));
+                }
+            }
+        }
+        self.paths.get(&id).cloned()
+    }
+}
