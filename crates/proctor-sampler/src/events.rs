@@ -133,7 +133,16 @@ impl Churn {
                         let (cmdline, cgroup) = known.unwrap_or_default();
                         let cmdline =
                             exec.filter(|e| e.args_complete).map(|e: &ExecEvent| Arc::from(e.args.clone())).or(cmdline);
-                        let cgroup = cgroup.or_else(|| state.cgroups.path(x.cgroup_id, mono_ns, cost));
+                        // The rows' cgroup is the v2 path where v2 holds the memory controller,
+                        // else (a hybrid host) the v1 memory path, which the id does not give:
+                        // there a child takes its parent's (it was forked into it).
+                        let cgroup = cgroup.or_else(|| {
+                            if state.cgroups.v2_is_the_rows {
+                                state.cgroups.path(x.cgroup_id, mono_ns, cost)
+                            } else {
+                                parent_cgroup(prev, processes, x.ppid)
+                            }
+                        });
                         let ticks = x.utime_ns.saturating_add(x.stime_ns);
                         let user_ns = if ticks == 0 {
                             x.runtime_ns
@@ -159,6 +168,25 @@ impl Churn {
                             peak_rss_bytes: x.maxrss_pages.saturating_mul(page_size),
                             seen,
                         });
+                    }
+                }
+            }
+            // A child whose parent also ended unseen (it ended first) takes the parent's cgroup.
+            if exited.iter().any(|x| x.cgroup.is_none()) {
+                let by_pid: HashMap<u32, usize> = exited.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
+                for i in 0..exited.len() {
+                    let mut at = i;
+                    for _ in 0..64 {
+                        if exited[i].cgroup.is_some() {
+                            break;
+                        }
+                        match by_pid.get(&exited[at].ppid) {
+                            Some(&p) if p != at => {
+                                exited[i].cgroup = exited[p].cgroup.clone();
+                                at = p;
+                            }
+                            _ => break,
+                        }
                     }
                 }
             }
@@ -212,6 +240,14 @@ fn find(prev: &[Prev], (pid, start): (u32, u64)) -> Option<&Prev> {
     Some(&prev[i]).filter(|p| p.start_ticks == start)
 }
 
+/// The cgroup of a live process, this sample's row or the previous one's.
+fn parent_cgroup(prev: &[Prev], processes: &[ProcessSample], pid: u32) -> Option<Arc<str>> {
+    match processes.binary_search_by_key(&pid, |p| p.pid) {
+        Ok(i) => processes[i].cgroup.clone(),
+        Err(_) => prev.binary_search_by_key(&pid, |p| p.pid).ok().and_then(|i| prev[i].cgroup.clone()),
+    }
+}
+
 /// The boot-time clock's zero in Unix time, ns.
 fn boot_unix_ns() -> u64 {
     let now = |clock| {
@@ -228,6 +264,8 @@ fn boot_unix_ns() -> u64 {
 #[derive(Debug)]
 struct CgroupIds {
     mount: Option<PathBuf>,
+    /// Whether the process rows' cgroup paths are this mount's (v2 holds the memory controller).
+    v2_is_the_rows: bool,
     paths: HashMap<u64, Arc<str>>,
     walked_mono_ns: Option<u64>,
 }
@@ -241,7 +279,11 @@ impl CgroupIds {
                 (right.split(' ').next() == Some("cgroup2")).then(|| PathBuf::from(mount))
             })
         });
-        CgroupIds { mount, paths: HashMap::new(), walked_mono_ns: None }
+        let v2_is_the_rows = mount.as_ref().is_some_and(|m| {
+            std::fs::read_to_string(m.join("cgroup.controllers"))
+                .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+        });
+        CgroupIds { mount, v2_is_the_rows, paths: HashMap::new(), walked_mono_ns: None }
     }
 
     fn path(&mut self, id: u64, mono_ns: u64, cost: &mut SampleCost) -> Option<Arc<str>> {

@@ -9,6 +9,7 @@
 //! serializable counterpart made here. Nothing here reads a file, a socket or the clock, except
 //! that a snapshot document states its own age.
 
+pub mod exited;
 pub mod fields;
 pub mod groups;
 pub mod history;

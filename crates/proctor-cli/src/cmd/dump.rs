@@ -31,6 +31,9 @@ pub enum Subject {
     /// One row per process group per sample, from the groups recorded with it (`record
     /// --groups`, `serve --groups`).
     Group,
+    /// One row per process that ended, from the samples that list them (the BPF process
+    /// events: those that lived between two samples too), in the order they ended.
+    Exited,
     /// One row per series per rollup row (min, mean, max, last), from the tier that fits the
     /// range (`--tier`).
     Rollup,
@@ -98,6 +101,7 @@ pub struct Args {
     #[command(flatten)]
     pub probe: FilterArgs,
 }
+const EXITED_FIELDS: &str = "time,end_time_unix_secs,pid,ppid,name,lifetime_seconds,cpu_seconds,peak_rss_bytes,exit_code,signal,seen,cgroup,cmdline";
 
 const PROCESS_FIELDS: &str = "time,pid,ppid,name,state,uid,cpu_percent,rss_bytes,anon_bytes,swap_bytes,threads,major_faults_per_sec,read_bytes_per_sec,write_bytes_per_sec,cgroup,cmdline";
 const GROUP_FIELDS: &str = "time,name,processes,threads,cpu_percent,cpu_user_percent,cpu_system_percent,reaped_cpu_percent,rss_bytes,pss_bytes,pss_known,swap_bytes,minor_faults_per_sec,major_faults_per_sec,open_fds,fds_known,started,exited";
@@ -165,6 +169,7 @@ fn columns(subject: Subject) -> impl Iterator<Item = &'static Field> {
         Subject::Process => fields::PROCESS,
         Subject::Host => fields::host_all(),
         Subject::Group => fields::GROUP,
+        Subject::Exited => proctor_vocab::exited::EXITED,
         Subject::Rollup => ROLLUP,
         Subject::Probe => &[],
     };
@@ -289,6 +294,10 @@ fn rows_of(subject: Subject, cur: Sample, prev: Option<&Sample>) -> anyhow::Resu
             .map(|r| serde_json::to_value(proctor_vocab::process::process(&s, r)).map(make))
             .collect::<Result<_, _>>()?,
         Subject::Rollup | Subject::Probe => unreachable!("rollup rows and probe results are not read from samples"),
+        Subject::Exited => proctor_vocab::exited::exited_of(&s.sample)
+            .into_iter()
+            .map(|x| serde_json::to_value(x).map(make))
+            .collect::<Result<_, _>>()?,
         Subject::Group => {
             let Some(view) = proctor_agent::groups::stored_view(&s, prev) else { return Ok((Vec::new(), s.sample)) };
             view.groups.iter().map(|(g, _)| serde_json::to_value(g).map(make)).collect::<Result<_, _>>()?
@@ -337,6 +346,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Subject::Process => PROCESS_FIELDS,
         Subject::Host => HOST_FIELDS,
         Subject::Group => GROUP_FIELDS,
+        Subject::Exited => EXITED_FIELDS,
         Subject::Rollup => ROLLUP_FIELDS,
         Subject::Probe => unreachable!("dump probe returned above"),
     };
@@ -374,10 +384,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut prev: Option<Sample> = None;
     let mut grouped = 0u64;
+    let mut listed = 0u64;
     for frame in &frames {
         let Some(cur) = reader.read(frame) else { continue };
         let pair = prev.take().filter(|p| same_run(p, &cur));
         grouped += u64::from(cur.groups.is_some());
+        listed += cur.exited.len() as u64;
         let (mut rows, cur) = rows_of(args.subject, cur, pair.as_ref())?;
         rows.retain(|row| args.filters.iter().all(|f| f.keeps(row)));
         if let Some(n) = args.top {
@@ -395,6 +407,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.subject == Subject::Group && !frames.is_empty() && grouped == 0 {
         bail!(
             "none of the {} samples says which group its processes were in: record with `--groups` (cgroup, user or a rules file)",
+            frames.len()
+        );
+    }
+    if args.subject == Subject::Exited && !frames.is_empty() && listed == 0 {
+        eprintln!(
+            "proctor dump: none of the {} samples lists an ended process: the recording agent had no BPF process events \
+             (see `proctor doctor`), or none ended",
             frames.len()
         );
     }
