@@ -30,6 +30,9 @@ pub struct CmdlineStats {
     pub errors: u64,
     pub timeouts: u64,
     pub stuck_threads: u64,
+    /// Command lines taken from exec events (the BPF process events) instead of read: no read,
+    /// no lock taken.
+    pub from_exec: u64,
     /// The stall ledger's share of this reader (a written-off read counts until it was written
     /// off).
     #[serde(flatten)]
@@ -89,6 +92,21 @@ impl CmdlineWorker {
         state.queue.extend(pids.iter().copied());
         drop(state);
         self.shared.wake.notify_one();
+    }
+
+    /// Command lines known without a read (from exec events): each replaces the one held for
+    /// its pid, and a queued read of that process is dropped.
+    pub fn provide(&self, known: Vec<(u32, u64, Arc<[String]>)>) {
+        if known.is_empty() {
+            return;
+        }
+        let mut state = self.shared.lock();
+        for (pid, start, line) in known {
+            let stall = charged(state.results.get(&pid), start, None);
+            state.results.insert(pid, (start, line, stall));
+            state.queue.retain(|q| *q != (pid, start));
+            state.stats.from_exec += 1;
+        }
     }
 
     /// Forgets processes for which `is_live` is false; the check runs only once the cache has

@@ -22,6 +22,13 @@ const CGROUP_REWALK_NS: u64 = 10_000_000_000;
 /// Directories one walk of the cgroup2 mount visits at most.
 const CGROUP_WALK_MAX: usize = 100_000;
 
+/// Command lines from exec events, for the cmdline worker ([`Churn::exec_cmdlines`]).
+#[derive(Debug, Default)]
+pub(crate) struct ExecCmdlines {
+    pub(crate) known: Vec<(u32, u64, Arc<[String]>)>,
+    pub(crate) reread: Vec<(u32, u64)>,
+}
+
 /// What a process of the previous sample was, for its exit.
 #[derive(Debug, Clone)]
 struct Prev {
@@ -71,6 +78,40 @@ impl Churn {
         if let Ok(state) = self.events.as_mut() {
             self.dropped += state.sub.drain(&mut state.drained);
         }
+    }
+
+    /// After the scan, before the cmdline worker is asked: for each process of `processes` that
+    /// exec'd since it was last asked for (new in the table, or exec'd while listed), its
+    /// command line from the exec where the event had all of it (`known`: no read needed), else
+    /// the process to read again (`reread`: its exec may have kept its name, which the table's
+    /// rename check would miss).
+    pub(crate) fn exec_cmdlines(&self, processes: &[ProcessSample]) -> ExecCmdlines {
+        let mut out = ExecCmdlines::default();
+        let Ok(state) = self.events.as_ref() else { return out };
+        let ns_per_tick = self.ns_per_tick.max(1);
+        // The latest exec of each process, and whether it came since the last sample.
+        let mut latest: HashMap<(u32, u64), (&ExecEvent, bool)> = HashMap::new();
+        let events = state.pending_execs.values().map(|e| (e, false)).chain(state.drained.iter().map(|e| (e, true)));
+        for (event, fresh) in events {
+            if let Event::Exec(e) = &**event {
+                latest.insert((e.pid, e.start_boottime_ns / ns_per_tick), (e, fresh));
+            }
+        }
+        for ((pid, start), (e, fresh)) in latest {
+            let Ok(i) = processes.binary_search_by_key(&pid, |p| p.pid) else { continue };
+            if processes[i].start_ticks != start {
+                continue;
+            }
+            if e.args_complete {
+                // Given before (its row has that line already): nothing to do.
+                if processes[i].cmdline.as_deref() != Some(&e.args[..]) {
+                    out.known.push((pid, start, Arc::from(e.args.clone())));
+                }
+            } else if fresh {
+                out.reread.push((pid, start));
+            }
+        }
+        out
     }
 
     /// After the scan: this sample's ended processes and its coverage. `processes` is sorted by

@@ -416,7 +416,20 @@ impl Sampler {
             drm.offer(processes.iter().map(|p| (p.pid, p.start_ticks)).collect());
         }
         if let Some(cmdline) = self.cmdline.as_ref() {
-            cmdline.request(&self.new_pids);
+            // Command lines an exec event told in full need no read (and take no lock); an exec
+            // that kept the process's name is read again all the same.
+            let execs = self.churn.exec_cmdlines(processes);
+            if execs.known.is_empty() && execs.reread.is_empty() {
+                cmdline.request(&self.new_pids);
+            } else {
+                let known: std::collections::HashSet<(u32, u64)> =
+                    execs.known.iter().map(|(pid, start, _)| (*pid, *start)).collect();
+                let mut asked: Vec<(u32, u64)> = self.new_pids.iter().filter(|k| !known.contains(k)).copied().collect();
+                let new: std::collections::HashSet<&(u32, u64)> = self.new_pids.iter().collect();
+                asked.extend(execs.reread.iter().filter(|k| !new.contains(k)));
+                cmdline.provide(execs.known);
+                cmdline.request(&asked);
+            }
             // `processes` is sorted by pid: liveness is a binary search, with no per-sample list.
             cmdline.forget_unless(processes.len(), |pid| processes.binary_search_by_key(&pid, |p| p.pid).is_ok());
             cmdline.with_results(|lookup| {

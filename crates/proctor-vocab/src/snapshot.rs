@@ -541,6 +541,9 @@ pub struct WorkerOut {
     pub target_waited_seconds_total: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traces_lost: Option<u64>,
+    /// The cmdline worker's: command lines taken from exec events (BPF) with no read at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_exec_events: Option<u64>,
 }
 
 /// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
@@ -804,6 +807,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             pagemap_reads: p.pagemap.then_some(p.pagemap_reads),
             target_waited_seconds_total: p.waits_traced.then_some(p.target_waited_ns as f64 / 1e9),
             traces_lost: p.waits_traced.then_some(p.traces_lost),
+            from_exec_events: None,
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
             reads: c.reads,
@@ -819,6 +823,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             pagemap_reads: None,
             target_waited_seconds_total: None,
             traces_lost: None,
+            from_exec_events: a.events_used.then_some(c.from_exec),
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {
             walks: d.walks,

@@ -780,3 +780,45 @@ fn processes_that_live_between_two_samples_are_in_the_second_with_their_exec_and
     assert_eq!(events.lost, 0);
     assert_eq!(starts.coverage().map(|(c, exact)| (c >= 0.99, exact)), Some((true, true)), "{starts:?}");
 }
+
+#[test]
+fn an_exec_that_keeps_the_name_gets_its_new_command_line_from_the_event_without_a_read() {
+    let quiet = SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(quiet);
+    if let Err(why) = sampler.events_status() {
+        eprintln!("SKIP: command lines from exec events: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let mut sh = Guard(
+        Command::new("sh")
+            .args(["-c", "read a; exec sh -c 'read b' proctor-second"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh"),
+    );
+    let pid = sh.0.id();
+    let line = |s: &proctor_model::Sample| s.process(pid).and_then(|p| p.cmdline.as_deref().map(<[String]>::to_vec));
+    // Exec'd after the sampler opened: the first sample that lists it has its line, given by
+    // the exec event on the sampling thread (the worker's read would come a cycle later).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        let s = sampler.sample();
+        if s.process(pid).is_some() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "sh never listed");
+    };
+    assert_eq!(line(&first), Some(vec!["sh".into(), "-c".into(), "read a; exec sh -c 'read b' proctor-second".into()]));
+    let given = sampler.cmdline_stats().expect("cmdline worker").from_exec;
+    assert!(given >= 1);
+    // Now it execs sh again: the same name, so only the event tells of it.
+    use std::io::Write;
+    sh.0.stdin.as_mut().expect("stdin").write_all(b"go\n").expect("write");
+    let want = vec!["sh".to_string(), "-c".into(), "read b".into(), "proctor-second".into()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while line(&sampler.sample()) != Some(want.clone()) {
+        assert!(Instant::now() < deadline, "the new command line never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(sampler.cmdline_stats().expect("cmdline worker").from_exec > given);
+}
