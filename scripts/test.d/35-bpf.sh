@@ -6,9 +6,13 @@
 #     one the object was built with, named in bpf/clang-version);
 #   - its tests, output shown: the iterator against /proc field by field, a process started
 #     between two scans (a SKIP line where the kernel refuses to load it);
-#   - `proctor doctor` as root says the sampler reads every process through the iterator, and as nobody with no
-#     capabilities (setpriv) says /proc is read instead and that CAP_BPF and CAP_PERFMON are
-#     what it lacks.
+#   - the process events' tests: exits against wait4, a shell's children each with exec and exit;
+#   - `proctor doctor` as root says the sampler reads every process through the iterator and
+#     takes every exec and exit from the events, and as nobody with no capabilities (setpriv)
+#     says /proc is read instead and that CAP_BPF and CAP_PERFMON are what it lacks;
+#   - as root, `proctor record` beside a shell that runs 200 short-lived children between two
+#     samples: `dump exited` lists every one of them, with its argument (most never listed
+#     alive: a scan that falls inside the burst may list one or two).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 echo "-- compiles: nothing new (the dev build's proctor and proctor-bpf's tests)"
@@ -55,11 +59,37 @@ if [[ $line == *"not used"* ]]; then
 else
   [[ $line == *"every process's stat fields in one read, and the sampler reads them so"* ]] || { echo "FAIL: doctor as root does not say the iterator works"; exit 1; }
 fi
+events=$("$proctor" doctor | grep "^process events:")
+echo "root:   $events"
+if [[ $events == *"not used"* ]]; then
+  echo "SKIP: the process events as root: this kernel refuses them ($events)"
+else
+  [[ $events == *"every exec and process exit from BPF tracepoints"* ]] || { echo "FAIL: doctor as root does not say the events work"; exit 1; }
+  data=$(mktemp -d)
+  "$proctor" record --dir "$data" --interval 1s --count 6 >/dev/null 2>&1 &
+  rec=$!
+  # Bounded: the recording has a first sample before the burst.
+  for _ in $(seq 100); do [[ -n $(ls "$data" 2>/dev/null) ]] && break; sleep 0.1; done
+  sleep 1.2
+  sh -c 'i=0; while [ $i -lt 200 ]; do /bin/true proctor-burst $i; i=$((i+1)); done'
+  wait "$rec"
+  rows=$("$proctor" dump exited --dir "$data" --fields seen,cmdline)
+  listed=$(grep -c ",/bin/true proctor-burst " <<<"$rows" || true)
+  distinct=$(grep ",/bin/true proctor-burst " <<<"$rows" | sort -u | wc -l)
+  unseen=$(grep -c "^false,/bin/true proctor-burst " <<<"$rows" || true)
+  echo "dump exited: $listed of 200 short-lived children listed as ended ($unseen never listed alive)"
+  [[ $listed -eq 200 && $distinct -eq 200 ]] || { echo "FAIL: dump exited lists $listed ($distinct distinct) of the 200 children"; exit 1; }
+  rm -rf "$data"
+fi
 if command -v setpriv >/dev/null 2>&1; then
   line=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$proctor" doctor | grep "^task iterator:")
   echo "nobody: $line"
   [[ $line == *"not used, /proc is read instead"*"CAP_BPF and CAP_PERFMON"* ]] \
     || { echo "FAIL: doctor as nobody does not say it falls back to /proc and why"; exit 1; }
+  events=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$proctor" doctor | grep "^process events:")
+  echo "nobody: $events"
+  [[ $events == *"not used, processes that live between two samples are not seen"*"CAP_BPF and CAP_PERFMON"* ]] \
+    || { echo "FAIL: doctor as nobody does not say the events are not used and why"; exit 1; }
 else
   echo "SKIP: the task iterator's fallback without capabilities: setpriv is not installed: NOT tested"
 fi

@@ -135,6 +135,7 @@ struct Output {
     /// Whether the BPF task iterator (proctor-bpf) can read every process here, and what one
     /// scan cost, or why not.
     task_iter: String,
+    process_events: String,
     open_file_limit: Option<u64>,
     processes: usize,
     effective_uid: u32,
@@ -275,6 +276,50 @@ fn task_iter(root: &proctor_procfs::Root) -> String {
         cost.reads,
         cost.cpu_ns as f64 / 1e3 / cost.processes.max(1) as f64
     )
+}
+
+/// The process events' line: loaded, and a child of ours seen to exec and exit (bounded
+/// wait), or why they cannot be had here.
+fn process_events(root: &proctor_procfs::Root) -> String {
+    if !root.is_real() || root.is_host() {
+        return "process events: not used (processes are read under another root than this machine's /): processes \
+                that live between two samples are not seen"
+            .to_string();
+    }
+    let sub = match proctor_bpf::Subscription::open() {
+        Ok(sub) => sub,
+        Err(why) => {
+            return format!(
+                "process events: not used, processes that live between two samples are not seen (only their \
+                 parents' reaped CPU counts them): {why}"
+            )
+        }
+    };
+    if let Err(e) = std::process::Command::new("true").stdin(std::process::Stdio::null()).status() {
+        return format!("process events: loaded; could not start a child to check them: {e}");
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    let mut events = Vec::new();
+    let (mut exec, mut exit) = (false, false);
+    while Instant::now() < deadline && !(exec && exit) {
+        sub.drain(&mut events);
+        for e in events.drain(..) {
+            match &*e {
+                proctor_bpf::Event::Exec(x) if x.ppid == std::process::id() && x.comm == "true" => exec = true,
+                proctor_bpf::Event::Exit(x) if x.ppid == std::process::id() && x.comm == "true" => exit = true,
+                _ => {}
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if exec && exit {
+        "process events: every exec and process exit from BPF tracepoints (a child of doctor's seen to exec and \
+         exit): processes that live between two samples are listed as ended, with their command line, CPU and peak \
+         memory"
+            .to_string()
+    } else {
+        format!("process events: loaded, but a child of doctor's was not seen (exec seen: {exec}, exit seen: {exit})")
+    }
 }
 
 /// ms of smaps_rollup per GiB resident, measured on this process: the read with 64 MiB of
@@ -483,6 +528,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         biggest,
         stall_ledger: stall_ledger(&root),
         task_iter: task_iter(&root),
+        process_events: process_events(&root),
         open_file_limit: nofile,
         processes: pids.len(),
         effective_uid,
@@ -558,6 +604,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
     }
     writeln!(w, "{}", o.stall_ledger)?;
     writeln!(w, "{}", o.task_iter)?;
+    writeln!(w, "{}", o.process_events)?;
     writeln!(w)?;
     let g = &o.gpu_and_energy;
     writeln!(w, "GPU and energy:")?;
