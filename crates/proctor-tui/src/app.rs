@@ -62,9 +62,14 @@ pub enum Overlay {
     Setup(usize),
     /// `z`: cgroups; the cursor is on row i.
     Cgroups(usize),
+    /// `X`: processes that ended (below's exited view); the cursor is on row i.
+    Exited(usize),
     /// F6: sort by; the cursor is on the shown column i.
     SortBy(usize),
 }
+
+/// Ended processes the `X` view lists at most.
+pub const ENDED_SHOWN: usize = 2000;
 
 /// The signals F9 offers, as htop lists the common ones.
 pub const SIGNALS: [(i32, &str); 9] = [
@@ -172,6 +177,14 @@ impl App {
             Mode::Recording { .. } => true,
             Mode::Remote { .. } => false,
         }
+    }
+
+    /// Processes that ended up to the frame on screen, the latest to end first: the shown
+    /// frame's and those of the older frames the ring holds, at most [`ENDED_SHOWN`].
+    pub fn ended(&self) -> Vec<&proctor_vocab::exited::ExitedOut> {
+        let Some(shown) = self.shown.as_ref() else { return Vec::new() };
+        let older = self.ring.iter().rev().filter(|f| f.time_unix_ms < shown.time_unix_ms);
+        std::iter::once(shown).chain(older).flat_map(|f| f.exited.iter().rev()).take(ENDED_SHOWN).collect()
     }
 
     pub fn is_live_mode(&self) -> bool {
@@ -447,6 +460,19 @@ impl App {
                     Effect::SaveConfig
                 }
             },
+            Overlay::Exited(i) => {
+                let n = self.ended().len();
+                match k.code {
+                    KeyCode::Up => self.overlay = Overlay::Exited(i.saturating_sub(1)),
+                    KeyCode::Down => self.overlay = Overlay::Exited((i + 1).min(n.saturating_sub(1))),
+                    KeyCode::PageUp => self.overlay = Overlay::Exited(i.saturating_sub(self.page.max(1))),
+                    KeyCode::PageDown => {
+                        self.overlay = Overlay::Exited((i + self.page.max(1)).min(n.saturating_sub(1)))
+                    }
+                    _ => self.overlay = Overlay::None,
+                }
+                Effect::None
+            }
             Overlay::Cgroups(i) => {
                 let rows = self.shown.as_ref().map(|f| cgroups(f, &self.view)).unwrap_or_default();
                 match k.code {
@@ -678,6 +704,7 @@ impl App {
                 self.overlay = Overlay::Cgroups(0);
                 return self.pressure_question();
             }
+            KeyCode::Char('X') => self.overlay = Overlay::Exited(0),
             KeyCode::Up => self.move_selection(-1),
             KeyCode::Down => self.move_selection(1),
             KeyCode::PageUp => self.move_selection(-(self.page.max(1) as isize)),

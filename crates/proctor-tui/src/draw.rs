@@ -103,6 +103,8 @@ pub fn draw(f: &mut ratatui::Frame, app: &mut App) {
     let table_area = Rect { x: area.x, y, width: area.width, height: table_h };
     if let Overlay::Cgroups(at) = app.overlay {
         draw_cgroups(f, app, &frame, table_area, at, &st);
+    } else if let Overlay::Exited(at) = app.overlay {
+        draw_exited(f, app, &frame, table_area, at, &st);
     } else {
         draw_table(f, app, &frame, table_area, &st);
     }
@@ -535,6 +537,54 @@ fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at
     f.render_widget(Paragraph::new(lines), area);
 }
 
+/// `X`: processes that ended, the latest first (below's exited view): when, how long they lived,
+/// their CPU and peak memory, how they ended, and whether any sample listed them alive.
+fn draw_exited(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at: usize, st: &Styles) {
+    let rows = app.ended();
+    let head = format!(
+        "{:>8} {:>7} {:>7} {:>10} {:>10} {:>8} {:>6} {:>5}  {}",
+        "Ended", "PID", "PPID", "Lived", "CPU", "PeakRSS", "Exit", "Seen", "Command (Esc: back)"
+    );
+    let mut lines = vec![Line::from(Span::styled(format!("{head:<w$}", w = area.width as usize), st.header_row()))];
+    if rows.is_empty() {
+        let why = if frame.events {
+            "No process has ended in the frames held here."
+        } else {
+            "No ended processes: the source has no BPF process events (proctor doctor says why); only processes \
+             listed alive are seen."
+        };
+        lines.push(Line::from(why));
+    }
+    let rows_h = area.height.saturating_sub(1) as usize;
+    let first = at.saturating_sub(rows_h.saturating_sub(1));
+    for (i, x) in rows.iter().enumerate().skip(first).take(rows_h) {
+        let how = match (x.exit_code, x.signal) {
+            (Some(code), _) => code.to_string(),
+            (None, Some(sig)) => format!("sig{sig}"),
+            _ => "-".into(),
+        };
+        let command = match &x.cmdline {
+            Some(c) if !c.is_empty() => c.join(" "),
+            _ => x.name.clone(),
+        };
+        let text = format!(
+            "{:>8} {:>7} {:>7} {:>10} {:>10} {:>8} {:>6} {:>5}  {}",
+            clock_time(x.end_time_unix_secs),
+            x.pid,
+            x.ppid,
+            seconds(x.lifetime_seconds),
+            seconds(x.cpu_seconds),
+            bytes(x.peak_rss_bytes),
+            how,
+            if x.seen { "yes" } else { "no" },
+            printable(&command)
+        );
+        let style = if i == at { st.selected() } else { Style::default() };
+        lines.push(Line::from(Span::styled(text, style)));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
 fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
     let Some(p) = app.view.selected.and_then(|pid| frame.process(pid)) else { return };
     // At most two lines of command, so the lines below it stay on screen.
@@ -654,6 +704,7 @@ proctor top: keys (htop's where htop has one)
  Space   tag; U untags all           F9 k   send a signal (menu, confirm)
  F7 F8   nice -1 / +1                Enter  detail: command, cgroup, PSS
  z       cgroups (CPU, memory, PSI); Enter zooms into one, Esc leaves
+ X       processes that ended (BPF events: those between samples too)
 Time travel
  [ ]     one sample back / forward   { }    back / forward by a span
  j       set the span                g      go to a time (10 min ago, @UNIX)
@@ -662,7 +713,7 @@ CPU bars: user | system # iowait w steal ~ (in colour unless NO_COLOR)
 Rows past a --slow rule say !RULE before the command. Any key closes this.";
 
 fn draw_help(f: &mut ratatui::Frame, area: Rect) {
-    let r = popup(area, 78, 19);
+    let r = popup(area, 78, 20);
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(HELP).block(Block::default().borders(Borders::ALL).title(" Help ")), r);
 }
@@ -814,6 +865,65 @@ mod tests {
         app.view.selected = Some(1);
         let text = screen(&mut app, 200, 30).join("\n");
         assert!(text.contains("mmap lock never held by proctor"), "{text}");
+    }
+
+    /// `X` lists the processes that ended across the frames held, the latest first, with how
+    /// they ended and whether a sample listed them; without events it says why it is empty.
+    #[test]
+    fn x_lists_ended_processes_latest_first_and_says_when_there_are_none() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let ended = |pid: u32, end: f64, cmd: &str, wait: (Option<u32>, Option<u32>), seen: bool| {
+            proctor_vocab::exited::ExitedOut {
+                pid,
+                ppid: 1,
+                name: cmd.split(' ').next().unwrap_or_default().to_string(),
+                cmdline: Some(cmd.split(' ').map(str::to_string).collect()),
+                exe: None,
+                cgroup: None,
+                start_time_unix_secs: end - 0.25,
+                end_time_unix_secs: end,
+                lifetime_seconds: 0.25,
+                exit_code: wait.0,
+                signal: wait.1,
+                cpu_seconds: 0.125,
+                cpu_user_seconds: 0.1,
+                cpu_system_seconds: 0.025,
+                children_cpu_seconds: 0.0,
+                minor_faults: 10,
+                major_faults: 0,
+                peak_rss_bytes: 3 << 20,
+                seen,
+            }
+        };
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        let mut first = frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]);
+        first.time_unix_ms = 1_000;
+        first.events = true;
+        first.exited = vec![ended(70, 0.5, "cc1 a.c", (Some(0), None), false)];
+        let mut second = first.clone();
+        second.time_unix_ms = 2_000;
+        second.exited =
+            vec![ended(71, 1.2, "ld -o a", (Some(1), None), false), ended(72, 1.5, "sleep 9", (None, Some(9)), true)];
+        app.message(Msg::Newest(Arc::new(first)));
+        app.message(Msg::Newest(Arc::new(second)));
+        app.key(KeyEvent::from(KeyCode::Char('X')));
+        let lines = screen(&mut app, 120, 30);
+        let text = lines.join("\n");
+        let row = |what: &str| lines.iter().position(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}: {text}"));
+        assert!(row("sleep 9") < row("ld -o a") && row("ld -o a") < row("cc1 a.c"), "latest first: {text}");
+        assert!(lines[row("sleep 9")].contains("sig9") && lines[row("sleep 9")].contains("yes"), "{text}");
+        assert!(lines[row("ld -o a")].contains(" 1 ") && lines[row("ld -o a")].contains(" no "), "{text}");
+        assert!(lines[row("cc1 a.c")].contains("250.0 ms") && lines[row("cc1 a.c")].contains("3.0 MiB"), "{text}");
+        app.key(KeyEvent::from(KeyCode::Esc));
+        assert!(!screen(&mut app, 120, 30).join("\n").contains("cc1 a.c"), "Esc: back to the processes");
+
+        let mut bare =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        bare.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]))));
+        bare.key(KeyEvent::from(KeyCode::Char('X')));
+        let text = screen(&mut bare, 160, 30).join("\n");
+        assert!(text.contains("the source has no BPF process events"), "{text}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use proctor_agent::Snapshot;
+use proctor_vocab::exited::{exited_of, ExitedOut};
 use proctor_vocab::process::{process, ProcessOut};
 use proctor_vocab::snapshot::{container, host, ContainerOut, HostOut};
 use serde::Deserialize;
@@ -47,6 +48,10 @@ pub struct Frame {
     pub agent: Option<AgentLine>,
     /// What fires, when the source runs alert rules (`top --rules`, or a remote serve's).
     pub alerts: Option<AlertLine>,
+    /// Processes that ended since the frame before (the source's BPF process events; empty
+    /// without them), in the order they ended; `events` says whether the source has them.
+    pub exited: Vec<ExitedOut>,
+    pub events: bool,
 }
 
 /// The header's alerts line: firing rules with their instance counts, pending instances.
@@ -151,6 +156,9 @@ impl Frame {
             processes,
             agent,
             alerts: None,
+            exited: exited_of(&s.sample),
+            // A stored sample does not say; one that lists ended processes had them.
+            events: s.agent.events_used || !s.sample.exited.is_empty(),
         }
     }
 
@@ -165,6 +173,8 @@ impl Frame {
             cpu_seconds_total: f64,
             resident_bytes: u64,
             last_sample: LastSample,
+            #[serde(default)]
+            process_events_from: Option<String>,
         }
         #[derive(Deserialize)]
         struct Doc {
@@ -173,6 +183,8 @@ impl Frame {
             interval_secs: Option<f64>,
             host: HostOut,
             container: ContainerOut,
+            #[serde(default)]
+            exited: proctor_vocab::exited::ExitedListOut,
             agent: Agent,
         }
         #[derive(Deserialize)]
@@ -199,6 +211,8 @@ impl Frame {
                 resident_bytes: doc.agent.resident_bytes,
             }),
             alerts: None,
+            exited: doc.exited.listed,
+            events: doc.agent.process_events_from.as_deref() == Some("bpf"),
         })
     }
 

@@ -51,6 +51,8 @@ pub(crate) fn frame_of(processes: Vec<ProcessOut>) -> Frame {
         processes,
         agent: None,
         alerts: None,
+        exited: Vec::new(),
+        events: false,
     }
 }
 

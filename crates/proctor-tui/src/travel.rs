@@ -86,6 +86,11 @@ impl Ring {
         self.frames.is_empty()
     }
 
+    /// The frames held, oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &SharedFrame> {
+        self.frames.iter()
+    }
+
     pub fn newest(&self) -> Option<&SharedFrame> {
         self.frames.back()
     }

@@ -4,11 +4,11 @@
 
 use crate::units::Unit;
 use proctor_model::{ExitedProcess, Sample};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::fields::Field;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExitedOut {
     pub pid: u32,
     pub ppid: u32,
@@ -55,6 +55,28 @@ pub fn exited(x: &ExitedProcess) -> ExitedOut {
         major_faults: x.majflt,
         peak_rss_bytes: x.peak_rss_bytes,
         seen: x.seen,
+    }
+}
+
+/// The ended processes a snapshot document lists at most (the newest to end); `count` says
+/// how many ended.
+pub const LISTED_MAX: usize = 256;
+
+/// A snapshot's ended processes: how many ended since the previous sample, how many of them
+/// no sample had listed alive, and the last [`LISTED_MAX`] to end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitedListOut {
+    pub count: usize,
+    pub unseen: usize,
+    pub listed: Vec<ExitedOut>,
+}
+
+pub fn exited_list(s: &Sample) -> ExitedListOut {
+    let skip = s.exited.len().saturating_sub(LISTED_MAX);
+    ExitedListOut {
+        count: s.exited.len(),
+        unseen: s.exited.iter().filter(|x| !x.seen).count(),
+        listed: s.exited[skip..].iter().map(exited).collect(),
     }
 }
 

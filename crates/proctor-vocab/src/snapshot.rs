@@ -27,6 +27,9 @@ pub struct SnapshotOut {
     pub host: HostOut,
     pub container: ContainerOut,
     pub processes: ProcessSummaryOut,
+    /// Processes that ended since the previous sample (from the BPF process events; empty
+    /// without them: `agent.process_events_from` says).
+    pub exited: crate::exited::ExitedListOut,
     pub agent: AgentOut,
 }
 
@@ -883,6 +886,7 @@ pub fn snapshot(s: &Snapshot, sort: ProcessSort, top: usize, extras: &AgentExtra
         host: host(s),
         container: container(s),
         processes: process_summary(s, sort, top),
+        exited: crate::exited::exited_list(&s.sample),
         agent: agent(s, extras),
     }
 }
