@@ -2,7 +2,8 @@
 # proctor top end to end in a real terminal: tmux at 120x40, keys sent with send-keys, the
 # screen read with capture-pane (scripts/tui/top_e2e.py). Sort, filter, tree, F9 on a child the
 # test started, hostile names, resize to 80x24, q and SIGTERM restoring the terminal, stepping
-# back through a recording, --connect to a loopback serve.
+# back through a recording, --connect to a loopback serve, X listing short-lived children that
+# ended between two samples (BPF process events; a SKIP line without them).
 #
 # Installs tmux with apt-get when it is missing and this runs as root; otherwise a loud SKIP.
 set -euo pipefail
