@@ -49,6 +49,7 @@ pub fn stored_view(s: &Snapshot, prev: Option<&proctor_model::Sample>) -> Option
             .collect(),
         overflow: 0,
         cost_cpu_ns: 0,
+        exited_total: BTreeMap::new(),
     })
 }
 
@@ -59,6 +60,8 @@ pub struct GroupState {
     max: usize,
     users: BTreeMap<u32, String>,
     counters: BTreeMap<String, f64>,
+    /// Members ended, by group, since start (bounded like `counters`).
+    exited: BTreeMap<String, u64>,
     /// The previous sample's processes (pid, start ticks) and their groups, for who started
     /// and exited.
     prev: Option<Members>,
@@ -75,6 +78,7 @@ impl GroupState {
             max: max.max(1),
             users,
             counters: BTreeMap::new(),
+            exited: BTreeMap::new(),
             prev: None,
         }
     }
@@ -148,6 +152,18 @@ impl GroupState {
                 self.counters.entry(g.name.clone()).or_default();
             }
         }
+        for g in &rows {
+            if g.exited > 0 {
+                *self.exited.entry(g.name.clone()).or_default() += g.exited;
+            }
+        }
+        if self.exited.len() > self.max.saturating_mul(4) {
+            // As for the CPU counters: the names with the most kept, a dropped one restarts.
+            let mut by_count: Vec<(String, u64)> = std::mem::take(&mut self.exited).into_iter().collect();
+            by_count.sort_by_key(|c| std::cmp::Reverse(c.1));
+            by_count.truncate(self.max.saturating_mul(2));
+            self.exited = by_count.into_iter().collect();
+        }
         if self.counters.len() > self.max.saturating_mul(4) {
             // Keep the names with the most CPU; a dropped group's counter restarts from 0,
             // which Prometheus reads as a counter reset.
@@ -184,6 +200,7 @@ impl GroupState {
             overflow,
             ungrouped: s.rows.len().saturating_sub(names.len()),
             cost_cpu_ns: proctor_procfs::system::thread_cpu_ns().saturating_sub(before),
+            exited_total: self.exited.clone(),
         };
         self.prev = Some((procs, names));
         (view, SampleGroups { by: by.to_string(), members })

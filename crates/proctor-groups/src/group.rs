@@ -470,6 +470,10 @@ pub struct GroupsView {
     pub ungrouped: usize,
     /// CPU the fold took on the sampling thread.
     pub cost_cpu_ns: u64,
+    /// Members that ended while the agent watched, by group (each sample's `exited` added up:
+    /// with the BPF process events, those that lived between two samples too). Empty for
+    /// groups read back from a store.
+    pub exited_total: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]

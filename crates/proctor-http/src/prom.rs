@@ -341,6 +341,15 @@ fn group_families(groups: Option<&proctor_agent::groups::GroupsView>, out: &mut 
         cpu.push(labels.clone(), *counter);
     }
     out.push(cpu);
+    let mut exited = Family::new(
+        "proctor_group_processes_exited",
+        Kind::Counter,
+        "Members of each group that ended while the agent watched (with BPF process events, those that lived between two samples too).",
+    );
+    for ((row, _), labels) in g.groups.iter().zip(&labels) {
+        exited.push(labels.clone(), g.exited_total.get(&row.name).copied().unwrap_or(0) as f64);
+    }
+    out.push(exited);
     for f in GROUP_FIELDS {
         let values = g.groups.iter().map(|(row, _)| (f.read)(row).num());
         field_family(f.prom, f.field.unit, labels.iter().zip(values), out);
