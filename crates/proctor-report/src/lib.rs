@@ -28,6 +28,6 @@ pub mod range;
 pub use correlate::{correlate, Correlation, CorrelationConfig, LatencyPoint, SeriesCorrelation, SlowRule};
 pub use groups::{group_series_index, group_values, GroupSelect, GroupSummary, GROUP_SERIES};
 pub use range::{
-    host_values, series_index, summarize, Headline, HostPoint, ProcessUsage, RangeBuilder, RangeConfig, RangeSummary,
-    Series, SeriesPoint, Unit, SERIES,
+    host_values, series_index, summarize, ExitedByName, ExitedSummary, Headline, HostPoint, ProcessUsage, RangeBuilder,
+    RangeConfig, RangeSummary, Series, SeriesPoint, Unit, SERIES,
 };

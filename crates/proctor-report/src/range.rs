@@ -98,6 +98,8 @@ pub struct ProcessUsage {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RangeSummary {
+    /// The processes that ended, from the samples whose processes were folded.
+    pub exited: ExitedSummary,
     pub from_ns: u64,
     pub to_ns: u64,
     /// Samples folded (inside the range).
@@ -195,6 +197,7 @@ pub struct RangeBuilder {
     rollup_rows: u64,
     /// Where the columns of the last rollup block folded go.
     block_layout: Option<BlockLayout>,
+    exited: ExitedAcc,
 }
 
 /// Where a rollup block's columns go, worked out from its list of names.
@@ -280,6 +283,7 @@ impl RangeBuilder {
             group_samples: 0,
             rollup_rows: 0,
             block_layout: None,
+            exited: ExitedAcc::default(),
         }
     }
 
@@ -429,6 +433,7 @@ impl RangeBuilder {
             self.prev = Some(cur);
             return;
         }
+        self.exited.add(&cur);
         // The last sample whose processes were folded, if it belongs to this run.
         let runs = self.runs;
         let prev_procs =
@@ -610,7 +615,9 @@ impl RangeBuilder {
                 buckets.iter().map(|(bucket, acc)| bucket_point(*bucket, acc)).collect()
             })
             .collect();
+        let exited = self.exited.finish(self.config.top);
         RangeSummary {
+            exited,
             from_ns: self.config.from_ns,
             to_ns: self.config.to_ns,
             samples: self.samples,
@@ -632,6 +639,97 @@ impl RangeBuilder {
             groups_not_asked,
             group_samples: self.group_samples,
             rollup_rows: self.rollup_rows,
+        }
+    }
+}
+
+/// Names the ended-process fold keeps apart at most; the rest are summed as `(other)`.
+const EXITED_NAMES: usize = 4096;
+
+/// Processes that ended over a range, by name (a build's 10,000 `cc1` runs are one row).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExitedSummary {
+    /// Samples whose ended processes were folded (those read whole), and of them the ones that
+    /// listed any (0: the recording agent had no BPF process events, or none ended).
+    pub samples: u64,
+    pub samples_listing: u64,
+    pub count: u64,
+    /// Of them, those no sample listed alive (they lived between two samples).
+    pub unseen: u64,
+    /// Counted by the agent but not listed (past a sample's cap).
+    pub untold: u64,
+    pub cpu_seconds: f64,
+    /// The names with the most CPU first, at most `top`.
+    pub by_name: Vec<ExitedByName>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExitedByName {
+    pub name: String,
+    pub count: u64,
+    pub unseen: u64,
+    /// Those that exited with a code other than 0 or were killed by a signal.
+    pub failed: u64,
+    pub cpu_seconds: f64,
+    pub peak_rss_max_bytes: u64,
+    pub lifetime_mean_seconds: f64,
+}
+
+#[derive(Debug, Default)]
+struct ExitedAcc {
+    samples: u64,
+    samples_listing: u64,
+    untold: u64,
+    names: HashMap<Arc<str>, ExitedByName>,
+}
+
+impl ExitedAcc {
+    fn add(&mut self, s: &Sample) {
+        self.samples += 1;
+        self.samples_listing += u64::from(!s.exited.is_empty());
+        self.untold += s.cost.starts.and_then(|st| st.events).map_or(0, |e| e.untold);
+        for x in &s.exited {
+            let key = if self.names.len() < EXITED_NAMES || self.names.contains_key(&x.comm) {
+                Arc::clone(&x.comm)
+            } else {
+                Arc::from("(other)")
+            };
+            let row = self.names.entry(key).or_default();
+            row.count += 1;
+            row.unseen += u64::from(!x.seen);
+            row.failed += u64::from(x.wait_status != 0);
+            row.cpu_seconds += (x.user_ns + x.system_ns) as f64 / 1e9;
+            row.peak_rss_max_bytes = row.peak_rss_max_bytes.max(x.peak_rss_bytes);
+            // A sum until `finish` divides it.
+            row.lifetime_mean_seconds += x.lifetime_ns as f64 / 1e9;
+        }
+    }
+
+    fn finish(self, top: usize) -> ExitedSummary {
+        let mut rows: Vec<ExitedByName> = self
+            .names
+            .into_iter()
+            .map(|(name, mut row)| {
+                row.name = name.to_string();
+                row.lifetime_mean_seconds /= row.count.max(1) as f64;
+                row
+            })
+            .collect();
+        let count = rows.iter().map(|r| r.count).sum();
+        let unseen = rows.iter().map(|r| r.unseen).sum();
+        let cpu_seconds = rows.iter().map(|r| r.cpu_seconds).sum();
+        rows.sort_by(|a, b| {
+            b.cpu_seconds.total_cmp(&a.cpu_seconds).then(b.count.cmp(&a.count)).then(a.name.cmp(&b.name))
+        });
+        rows.truncate(top);
+        ExitedSummary {
+            samples: self.samples,
+            samples_listing: self.samples_listing,
+            count,
+            unseen,
+            untold: self.untold,
+            cpu_seconds,
+            by_name: rows,
         }
     }
 }
@@ -860,6 +958,33 @@ mod tests {
 
     fn config(points: usize) -> RangeConfig {
         RangeConfig { from_ns: T0, to_ns: T0 + 9 * S, max_points: points, top: 5, keep_points: true, rss_series: 4 }
+    }
+
+    #[test]
+    fn ended_processes_fold_by_name_with_their_cpu_failures_and_peaks() {
+        let x = |comm: &str, cpu_ms: u64, wait_status: u32, peak: u64, seen: bool| proctor_model::ExitedProcess {
+            comm: Arc::from(comm),
+            user_ns: cpu_ms * 1_000_000,
+            wait_status,
+            peak_rss_bytes: peak,
+            lifetime_ns: 2_000_000,
+            seen,
+            ..proctor_model::ExitedProcess::default()
+        };
+        let mut a = sample(0, 1, 1, 100, 0, &[]);
+        a.exited = vec![x("cc1", 300, 0, 50 << 20, false), x("cc1", 200, 1 << 8, 80 << 20, false)];
+        let mut b = sample(1, 2, 2, 200, 0, &[]);
+        b.exited = vec![x("cc1", 100, 0, 60 << 20, false), x("ld", 50, 9, 10 << 20, true)];
+        let c = sample(2, 3, 3, 300, 0, &[]);
+        let summary = summarize([a, b, c], config(10));
+        let e = &summary.exited;
+        assert_eq!((e.samples, e.samples_listing, e.count, e.unseen), (3, 2, 4, 3));
+        assert!((e.cpu_seconds - 0.65).abs() < 1e-9);
+        let cc1 = &e.by_name[0];
+        assert_eq!((cc1.name.as_str(), cc1.count, cc1.unseen, cc1.failed), ("cc1", 3, 3, 1));
+        assert!((cc1.cpu_seconds - 0.6).abs() < 1e-9 && (cc1.lifetime_mean_seconds - 0.002).abs() < 1e-12);
+        assert_eq!(cc1.peak_rss_max_bytes, 80 << 20);
+        assert_eq!((e.by_name[1].name.as_str(), e.by_name[1].failed), ("ld", 1), "a signal is a failure");
     }
 
     fn series<'a>(summary: &'a RangeSummary, name: &str) -> &'a Series {

@@ -62,6 +62,9 @@ pub struct ReportOut {
     /// The rollup tier read for the part of the range older than the raw samples, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier: Option<TierOut>,
+    /// Processes that ended in the range, by name (from the samples read whole; the recording
+    /// agent's BPF process events list them, those between two samples too).
+    pub exited: proctor_report::ExitedSummary,
 }
 
 /// One process group over a range.
@@ -181,6 +184,7 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
     out.median_interval_ms = s.median_interval_ns.map(|t| t as f64 / 1e6);
     out.processes_seen = s.processes_seen;
     out.headline = s.headline.clone();
+    out.exited = s.exited.clone();
     out.top_cpu = s.top_cpu.iter().take(top).map(ProcessUsageOut::from).collect();
     out.top_rss_peak = s.top_memory.iter().take(top).map(ProcessUsageOut::from).collect();
     let mut by_mean: Vec<&ProcessUsage> = s.top_memory.iter().filter(|u| u.rss_mean_bytes.is_some()).collect();

@@ -568,6 +568,41 @@ fn print_text(report: &ReportOut, correlation: Option<&Correlation>, source: Opt
             command(p)
         )?;
     }
+    let e = &report.exited;
+    if e.samples_listing == 0 {
+        writeln!(
+            out,
+            "\nno ended processes listed in the {} samples read (the recording agent had no BPF process events, or none ended)",
+            e.samples
+        )?;
+    } else {
+        writeln!(
+            out,
+            "\nprocesses that ended: {} ({} of them between two samples), {:.2} CPU s{}",
+            e.count,
+            e.unseen,
+            e.cpu_seconds,
+            if e.untold > 0 { format!("; {} more counted but not listed", e.untold) } else { String::new() }
+        )?;
+        writeln!(
+            out,
+            "{:<16} {:>8} {:>8} {:>7} {:>10} {:>12} {:>10}",
+            "NAME", "COUNT", "UNSEEN", "FAILED", "CPU_S", "PEAK_RSS", "LIVED_AVG"
+        )?;
+        for r in &e.by_name {
+            writeln!(
+                out,
+                "{:<16} {:>8} {:>8} {:>7} {:>10.2} {:>12} {:>10}",
+                clean(&r.name),
+                r.count,
+                r.unseen,
+                r.failed,
+                r.cpu_seconds,
+                plot::human(r.peak_rss_max_bytes as f64, Unit::Bytes),
+                proctor_vocab::units::seconds(r.lifetime_mean_seconds)
+            )?;
+        }
+    }
     let Some(c) = correlation else {
         writeln!(
             out,
