@@ -85,17 +85,35 @@ impl GroupState {
 
     /// Processes that started and ended between two samples (the BPF process events' exits
     /// that no sample listed) into the groups rules, cgroup or parent give them: each is one
-    /// member started and one exited, and its own CPU is its group's. The same CPU reached its
-    /// live parent's `cutime` when the parent reaped it (its children's with it), so it is taken
-    /// back out of the parent's group's reaped share: counted once, where it belongs. A group
-    /// that only short-lived processes were in this interval gets a row.
+    /// member started and one exited. Its CPU already reached the `cutime` of its nearest live
+    /// ancestor (through every ended parent between that waited), so it is in that ancestor's
+    /// group's reaped share; where its own group is another, its own CPU moves there (still a
+    /// reaped share: CPU of processes that ended unseen): counted once, where it belongs. A
+    /// group that only short-lived processes were in this interval gets a row.
     fn add_exited_unseen(&self, s: &Snapshot, names: &BTreeMap<u32, String>, rows: &mut Vec<GroupRow>) {
         let unseen: Vec<ExitedProcess> = s.sample.exited.iter().filter(|x| !x.seen).cloned().collect();
         if unseen.is_empty() {
             return;
         }
         let joined = self.assigner.name_exited(&unseen, names);
+        let by_pid: BTreeMap<u32, usize> = unseen.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
+        let live = |pid: u32| s.rows.binary_search_by_key(&pid, |r| r.pid).is_ok();
+        // The nearest live ancestor, through ended parents (bounded: a loop ends).
+        let reaper = |x: &ExitedProcess| {
+            let mut at = x.ppid;
+            for _ in 0..64 {
+                if live(at) {
+                    return Some(at);
+                }
+                match by_pid.get(&at) {
+                    Some(&i) if unseen[i].ppid != at => at = unseen[i].ppid,
+                    _ => return None,
+                }
+            }
+            None
+        };
         let secs = s.interval_secs.filter(|t| *t > 0.0);
+        let pct = |ns: u64| secs.map_or(0.0, |t| ns as f64 / 1e9 / t * 100.0);
         let at = |rows: &mut Vec<GroupRow>, name: &str| match rows.iter().position(|g| g.name == name) {
             Some(i) => i,
             None => {
@@ -103,30 +121,34 @@ impl GroupState {
                 rows.len() - 1
             }
         };
-        let pct = |ns: u64| secs.map_or(0.0, |t| ns as f64 / 1e9 / t * 100.0);
-        for (x, name) in unseen.iter().zip(joined) {
-            if let Some(name) = name {
-                let i = at(rows, &name);
-                let g = &mut rows[i];
-                g.started += 1;
-                g.exited += 1;
-                g.cpu_percent += pct(x.user_ns + x.system_ns);
-                g.cpu_user_percent += pct(x.user_ns);
-                g.cpu_system_percent += pct(x.system_ns);
+        for (x, group) in unseen.iter().zip(joined) {
+            if let Some(name) = &group {
+                let i = at(rows, name);
+                rows[i].started += 1;
+                rows[i].exited += 1;
             }
-            // Reaped into a live parent's cutime: out of that parent's group's reaped share.
-            let parent_live = s.rows.binary_search_by_key(&x.ppid, |r| r.pid).is_ok();
-            if let (true, Some(parent_group)) = (parent_live, names.get(&x.ppid)) {
-                if let Some(g) = rows.iter_mut().find(|g| &g.name == parent_group) {
-                    let total = x.user_ns + x.system_ns + x.children_ns;
-                    let take = pct(total).min(g.reaped_cpu_percent);
-                    let user_share =
-                        if total == 0 { 0.5 } else { (x.user_ns as f64) / ((x.user_ns + x.system_ns).max(1) as f64) };
-                    g.reaped_cpu_percent -= take;
-                    g.cpu_percent -= take;
-                    g.cpu_user_percent = (g.cpu_user_percent - take * user_share).max(0.0);
-                    g.cpu_system_percent = (g.cpu_system_percent - take * (1.0 - user_share)).max(0.0);
-                }
+            let from = reaper(x).and_then(|pid| names.get(&pid));
+            if from == group.as_ref() {
+                // Reaped within its own group: already there.
+                continue;
+            }
+            let (user, system) = (pct(x.user_ns), pct(x.system_ns));
+            if let Some(name) = &group {
+                let i = at(rows, name);
+                let g = &mut rows[i];
+                g.cpu_percent += user + system;
+                g.reaped_cpu_percent += user + system;
+                g.cpu_user_percent += user;
+                g.cpu_system_percent += system;
+            }
+            if let Some(g) = from.and_then(|f| rows.iter_mut().find(|g| &g.name == f)) {
+                let take_user = user.min(g.cpu_user_percent);
+                let take_system = system.min(g.cpu_system_percent);
+                let take = (take_user + take_system).min(g.reaped_cpu_percent);
+                g.reaped_cpu_percent -= take;
+                g.cpu_percent = (g.cpu_percent - take).max(0.0);
+                g.cpu_user_percent -= take_user.min(take);
+                g.cpu_system_percent -= (take - take_user.min(take)).min(g.cpu_system_percent);
             }
         }
         rows.sort_by(|a, b| {

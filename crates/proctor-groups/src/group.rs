@@ -30,7 +30,8 @@ pub struct GroupRow {
     pub cpu_percent: f64,
     /// The part of `cpu_percent` used by members' children that exited since the previous
     /// sample unseen or partly seen (from the members' `cutime`/`cstime`): short-lived
-    /// processes are not lost.
+    /// processes are not lost. With the BPF process events the agent moves a short-lived
+    /// process's own CPU from its reaper's group to its own where the two differ.
     pub reaped_cpu_percent: f64,
     /// `cpu_percent` as user and system time (members' own `utime`/`stime` and their reaped
     /// children's `cutime`/`cstime`, each less what those children had when last seen).

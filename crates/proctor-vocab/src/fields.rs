@@ -414,7 +414,7 @@ pub const GROUP_FIELDS: &[GroupField] = &[
         prom: None,
     },
     GroupField {
-        field: Field { name: "reaped_cpu_percent", title: "Reaped%", unit: Unit::Percent, description: "The part of cpu_percent used by members' children that exited since the previous sample (from cutime/cstime)." },
+        field: Field { name: "reaped_cpu_percent", title: "Reaped%", unit: Unit::Percent, description: "The part of cpu_percent used by processes that ended since the previous sample unseen or partly seen: members' children (from cutime/cstime), and with BPF process events this group's short-lived processes wherever they were reaped." },
         read: |g| num(g.reaped_cpu_percent),
         prom: None,
     },
