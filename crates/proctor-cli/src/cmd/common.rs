@@ -47,6 +47,11 @@ pub struct ReadArgs {
     /// in one read (it loads with CAP_BPF and CAP_PERFMON, or as root, on Linux 6.2+ with BTF).
     #[arg(long)]
     pub no_task_iter: bool,
+    /// Do not take every exec and process exit from the BPF process events (tracepoints into
+    /// a ring buffer, with CAP_BPF and CAP_PERFMON or as root): processes that live between two
+    /// samples are then not seen, only their parents' reaped CPU.
+    #[arg(long)]
+    pub no_process_events: bool,
 }
 
 fn target_share(text: &str) -> Result<f64, String> {
@@ -66,6 +71,7 @@ impl ReadArgs {
             target_max_hold: self.target_max_hold,
             trace_lock_waits: !self.no_lock_waits,
             task_iter: !self.no_task_iter,
+            process_events: !self.no_process_events,
             ..SamplerConfig::default()
         })
     }
