@@ -94,6 +94,7 @@ def arm(name, n):
         out["coverage_percent"] = agent["starts"]["coverage_percent"]
         out["coverage_exact"] = agent["starts"]["coverage_exact"]
         out["why_not"] = agent["process_events_unavailable"]
+        out["events_lost"] = agent["starts"]["events_lost_total"]
         serve.send_signal(signal.SIGINT)
         serve.wait(timeout=30)
         serve = None
@@ -131,6 +132,8 @@ def main():
             line += (f"  seen {med(name, 'burst_seen'):7.0f} of {n} ({100 * med(name, 'burst_seen') / n:5.1f} %)"
                      f"  agent coverage {med(name, 'coverage_percent'):5.1f} %"
                      f"  agent CPU {med(name, 'agent_cpu_s'):5.2f} s")
+            if name == "events":
+                line += f"  events lost (max) {max((x.get('events_lost') or 0) for x in rows)}"
             if rows and rows[0].get("events") != ("bpf" if name == "events" else "proc"):
                 line += f"  (events: {rows[0].get('events')}: {rows[0].get('why_not')})"
         print(line)
