@@ -108,4 +108,31 @@ if files:
 else:
     print(f"image: {size / 1e6:.1f} MB (its files could not be listed here)")
 PY
+# With CAP_BPF and CAP_PERFMON added, and bpf(2) let through seccomp (podman's default profile
+# refuses it: docs/deploy.md), as docs/deploy.md's podman line runs it: inside the container, in
+# the host's pid namespace, doctor says the task iterator and the process events work under
+# --host-root. Without the seccomp option, doctor must say why it cannot. A SKIP line where
+# this podman cannot add the capabilities.
+bpf_args=(--cap-add CAP_BPF --cap-add CAP_PERFMON)
+if podman "${store[@]}" "${run_args[@]}" run "${ctr_args[@]}" "${bpf_args[@]}" --security-opt seccomp=unconfined \
+  "$image" doctor --host-root /host >"$work/doctor-bpf.txt" 2>"$work/doctor-bpf.err"; then
+  iter=$(grep "^task iterator:" "$work/doctor-bpf.txt" || true)
+  events=$(grep "^process events:" "$work/doctor-bpf.txt" || true)
+  echo "image (+CAP_BPF CAP_PERFMON, seccomp unconfined): $iter"
+  echo "image (+CAP_BPF CAP_PERFMON, seccomp unconfined): $events"
+  [[ $iter == *"every process's stat fields in one read"* ]] || { echo "FAIL: the task iterator in the image"; exit 1; }
+  [[ $events == *"every exec and process exit"* ]] || { echo "FAIL: the process events in the image"; exit 1; }
+  podman "${store[@]}" "${run_args[@]}" run "${ctr_args[@]}" "${bpf_args[@]}" "$image" doctor --host-root /host \
+    >"$work/doctor-seccomp.txt" 2>&1 || true
+  events=$(grep "^process events:" "$work/doctor-seccomp.txt" || true)
+  echo "image (+caps, default seccomp): $events"
+  if [[ $events == *"every exec and process exit"* ]]; then
+    echo "-- this podman's default seccomp profile lets bpf(2) through"
+  else
+    [[ $events == *"not used"*"seccomp profile that lets bpf(2) through"* ]] \
+      || { echo "FAIL: refused under the default seccomp profile, doctor does not say what is needed"; exit 1; }
+  fi
+else
+  echo "SKIP: BPF in the image: podman cannot add CAP_BPF and CAP_PERFMON here: $(tail -1 "$work/doctor-bpf.err")"
+fi
 echo "image: passed"

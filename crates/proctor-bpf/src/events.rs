@@ -160,7 +160,7 @@ impl Hub {
     /// Fits the object to the kernel's BTF and loads its programs and maps; attaches nothing.
     pub(crate) fn load(btf: &Btf) -> Result<Hub, Unavailable> {
         let mut bpf = EbpfLoader::new().btf(Some(btf)).load(EVENTS_OBJECT).map_err(|e| {
-            Unavailable(format!("the event programs do not fit this kernel (Linux 5.8 or later is needed): {e}"))
+            Unavailable(crate::refused(&e, "the event programs do not fit this kernel (Linux 5.8 or later is needed)"))
         })?;
         for (name, tracepoint) in PROGRAMS {
             let program: &mut BtfTracePoint = bpf
@@ -298,6 +298,17 @@ impl Subscription {
                 "this process may not load BPF tracing programs: proctor needs CAP_BPF and CAP_PERFMON (or root)"
                     .to_string(),
             ));
+        }
+        // The events carry the kernel's own pids (the initial pid namespace's): in another
+        // namespace they would name other processes than /proc does.
+        if let Ok(link) = std::fs::read_link("/proc/self/ns/pid") {
+            if link.to_str() != Some("pid:[4026531836]") {
+                return Err(Unavailable(format!(
+                    "proctor runs in a pid namespace of its own ({}): the events number processes as the host does, \
+                     its /proc does not (run with the host's pid namespace: --pid=host, hostPID)",
+                    link.display()
+                )));
+            }
         }
         crate::load_parts(false, true);
         let hub = crate::parts().lock().unwrap_or_else(|e| e.into_inner()).events.clone().expect("loaded above")?;

@@ -232,7 +232,7 @@ pub fn open(iter: bool, events: bool) -> Opened {
 /// Fits the iterator object to the kernel's BTF and loads the program.
 fn load(btf: &Btf) -> Result<Ebpf, Unavailable> {
     let mut bpf = EbpfLoader::new().btf(Some(btf)).load(TASK_ITER_OBJECT).map_err(|e| {
-        Unavailable(format!("the iterator program does not fit this kernel (Linux 6.2 or later is needed): {e}"))
+        Unavailable(refused(&e, "the iterator program does not fit this kernel (Linux 6.2 or later is needed)"))
     })?;
     let program: &mut Iter = bpf
         .program_mut(PROGRAM)
@@ -243,6 +243,27 @@ fn load(btf: &Btf) -> Result<Ebpf, Unavailable> {
     Ok(bpf)
 }
 
+/// What the kernel said refusing an object (its maps or programs), in words a person can act
+/// on: a refusal for want of privilege says what is needed.
+pub(crate) fn refused(e: &(dyn std::error::Error + 'static), otherwise: &str) -> String {
+    let mut chain = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    if chain.contains("Operation not permitted") || chain.contains("Permission denied") || chain.contains("EPERM") {
+        format!("the kernel refused it ({chain}): {NEEDS}")
+    } else {
+        format!("{otherwise}: {chain}")
+    }
+}
+
+/// What loading needs, said with every refusal for want of privilege.
+const NEEDS: &str = "proctor needs CAP_BPF and CAP_PERFMON (or root), and in a container a seccomp profile that lets \
+                     bpf(2) through";
+
 pub(crate) fn load_error(e: &aya::programs::ProgramError) -> String {
     let text = e.to_string();
     let mut source = std::error::Error::source(e);
@@ -252,7 +273,7 @@ pub(crate) fn load_error(e: &aya::programs::ProgramError) -> String {
         source = s.source();
     }
     if detail.contains("Operation not permitted") || detail.contains("Permission denied") || text.contains("EPERM") {
-        format!("the kernel refused to load it ({detail}): proctor needs CAP_BPF and CAP_PERFMON (or root)")
+        format!("the kernel refused to load it ({detail}): {NEEDS}")
     } else {
         format!(
             "the kernel refused to load it: {text}{}",

@@ -27,6 +27,6 @@ mod table;
 mod worker;
 
 pub use config::{HostFiles, Reads, SamplerConfig};
-pub use sampler::{kept_fd_budget, Sampler};
+pub use sampler::{host_proc_is_ours, kept_fd_budget, Sampler};
 pub use schedule::Schedule;
 pub use worker::LockTotals;

@@ -111,12 +111,21 @@ impl Sampler {
         let nvml = (config.gpu && config.root.is_real())
             .then(|| NvmlWorker::start(&config.nvml_library, config.nvml_timeout).ok())
             .flatten();
-        let local = config.root.is_real() && !config.root.is_host();
+        // BPF numbers tasks as the host does: usable on this machine's /, and under a host root
+        // whose /proc is in proctor's own pid namespace (a container with the host's).
+        let local = config.root.is_real() && (!config.root.is_host() || host_proc_is_ours(&config.root));
         let want_iter = config.processes && config.task_iter && local;
         let want_events = config.processes && config.process_events && local;
         // Both from one parse of the kernel's BTF.
         let (iter, events) = proctor_bpf::open(want_iter, want_events);
-        let elsewhere = || Some("the processes are read under another root than this machine's /".to_string());
+        let elsewhere = || {
+            Some(if config.root.is_host() {
+                "the host root's /proc is another pid namespace's than proctor's (run it with the host's: --pid=host, hostPID)"
+                    .to_string()
+            } else {
+                "the processes are read under another root than this machine's /".to_string()
+            })
+        };
         let task_iter = match iter {
             Some(opened) => opened.map(|iter| TaskIterState { iter, stats: Vec::new() }).map_err(|why| Some(why.0)),
             None if config.processes && config.task_iter => Err(elsewhere()),
@@ -464,6 +473,15 @@ impl Sampler {
             });
         }
     }
+}
+
+/// Whether `root`'s `/proc` numbers processes as proctor's own does: its `self` is this
+/// process's pid.
+pub fn host_proc_is_ours(root: &proctor_procfs::Root) -> bool {
+    std::fs::read_link(root.path("/proc/self"))
+        .ok()
+        .and_then(|l| l.to_str()?.parse::<u32>().ok())
+        .is_some_and(|pid| pid == std::process::id())
 }
 
 /// The PSS worker's limits on each target, from the config.

@@ -235,11 +235,11 @@ fn task_iter(root: &proctor_procfs::Root) -> String {
     if !root.is_real() {
         return "task iterator: not used (a captured tree is read, not this kernel)".to_string();
     }
-    if root.is_host() {
+    if root.is_host() && !proctor_sampler::host_proc_is_ours(root) {
         // As the sampler decides: a container's own pid namespace would number the records
         // unlike the host's /proc it lists.
-        return "task iterator: not used under --host-root, /proc is read instead (using it where the pid namespace \
-                is the host's is not done yet)"
+        return "task iterator: not used, /proc is read instead: the host root's /proc is another pid namespace's \
+                than proctor's (run it with the host's: --pid=host, hostPID)"
             .to_string();
     }
     let mut iter = match proctor_bpf::TaskIter::open() {
@@ -281,9 +281,12 @@ fn task_iter(root: &proctor_procfs::Root) -> String {
 /// The process events' line: loaded, and a child of ours seen to exec and exit (bounded
 /// wait), or why they cannot be had here.
 fn process_events(root: &proctor_procfs::Root) -> String {
-    if !root.is_real() || root.is_host() {
-        return "process events: not used (processes are read under another root than this machine's /): processes \
-                that live between two samples are not seen"
+    if !root.is_real() {
+        return "process events: not used (a captured tree is read, not this kernel)".to_string();
+    }
+    if root.is_host() && !proctor_sampler::host_proc_is_ours(root) {
+        return "process events: not used, processes that live between two samples are not seen: the host root's \
+                /proc is another pid namespace's than proctor's (run it with the host's: --pid=host, hostPID)"
             .to_string();
     }
     let sub = match proctor_bpf::Subscription::open() {
@@ -295,9 +298,22 @@ fn process_events(root: &proctor_procfs::Root) -> String {
             )
         }
     };
-    if let Err(e) = std::process::Command::new("true").stdin(std::process::Stdio::null()).status() {
-        return format!("process events: loaded; could not start a child to check them: {e}");
-    }
+    // The child is proctor itself (`--version`): an image holds no other program.
+    let child = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+    });
+    let child_pid = match child {
+        Ok(mut c) => {
+            let pid = c.id();
+            let _ = c.wait();
+            pid
+        }
+        Err(e) => return format!("process events: loaded; could not start a child to check them: {e}"),
+    };
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
     let mut events = Vec::new();
     let (mut exec, mut exit) = (false, false);
@@ -305,8 +321,8 @@ fn process_events(root: &proctor_procfs::Root) -> String {
         sub.drain(&mut events);
         for e in events.drain(..) {
             match &*e {
-                proctor_bpf::Event::Exec(x) if x.ppid == std::process::id() && x.comm == "true" => exec = true,
-                proctor_bpf::Event::Exit(x) if x.ppid == std::process::id() && x.comm == "true" => exit = true,
+                proctor_bpf::Event::Exec(x) if x.pid == child_pid && x.ppid == std::process::id() => exec = true,
+                proctor_bpf::Event::Exit(x) if x.pid == child_pid && x.ppid == std::process::id() => exit = true,
                 _ => {}
             }
         }
