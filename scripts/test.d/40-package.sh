@@ -126,6 +126,14 @@ else:
     assert "not used" not in iterator("unit"), f"with the unit's capabilities the task iterator is not used: {iterator('unit')}"
     assert "CAP_BPF and CAP_PERFMON" in iterator("none"), f"as nobody: {iterator('none')}"
     print("task iterator: as the unit, " + iterator("unit")[len("task iterator: "):][:60] + "...; as nobody, /proc")
+# The process events: likewise.
+events = lambda who: json.load(open(f"{work}/doctor-{who}.json"))["process_events"]
+if "not used" in events("root"):
+    print(f"SKIP: the process events under the unit's capabilities: not even root may use them here ({events('root')})")
+else:
+    assert "not used" not in events("unit"), f"with the unit's capabilities the process events are not used: {events('unit')}"
+    assert "CAP_BPF and CAP_PERFMON" in events("none"), f"as nobody: {events('none')}"
+    print("process events: as the unit, " + events("unit")[len("process events: "):][:60] + "...; as nobody, none")
 row = lambda d: "io %d, smaps_rollup %d" % (d["io"], d["smaps_rollup"])
 print(f"processes denying /proc/PID files: nobody {row(none)}; +CAP_SYS_PTRACE {row(ptrace)}; "
       f"+CAP_DAC_READ_SEARCH {row(dac)}; both (the unit) {row(unit)}; root {row(root)}")
