@@ -43,7 +43,8 @@ use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use proctor_model::{
-    HostSample, ProbeBatch, ProbeResult, ProcessSample, RollupBlock, RollupRow, Sample, SampleCost, Stat, StatsdFlush,
+    ExitedProcess, HostSample, ProbeBatch, ProbeResult, ProcessSample, RollupBlock, RollupRow, Sample, SampleCost,
+    Stat, StatsdFlush,
 };
 use proctor_store::codec::{compress_alone, decompress_delta, decompress_key, decompressed_cap, encode_event, Event};
 use proctor_store::delta::{decode_delta, DeltaRecord, KeySample};
@@ -113,7 +114,8 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
     }
 }
 
-/// Processes 1..=5, with pid 2 gone on odd samples and a new pid 100+seq on even ones.
+/// Processes 1..=5, with pid 2 gone on odd samples and a new pid 100+seq on even ones; an
+/// ended process listed every third sample.
 fn sample(seq: u64) -> Sample {
     let mut processes: Vec<ProcessSample> = (1..=5).map(|pid| row(pid, seq)).collect();
     if seq % 2 == 1 {
@@ -133,6 +135,11 @@ fn sample(seq: u64) -> Sample {
         cost: SampleCost { cpu_ns: seq, ..SampleCost::default() },
         groups: None,
         gpu: None,
+        // Every third sample lists an ended process, so the base's deltas patch the list.
+        exited: (seq % 3 == 0)
+            .then(|| ExitedProcess { pid: 200 + seq as u32, ppid: 1, comm: "short".into(), ..ExitedProcess::default() })
+            .into_iter()
+            .collect(),
     }
 }
 

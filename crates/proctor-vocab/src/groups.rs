@@ -12,6 +12,9 @@ pub struct GroupOut<'a> {
     /// CPU seconds the group used while the agent watched it (members' own and their reaped
     /// children's), only growing: a Prometheus counter.
     pub cpu_seconds_counter: f64,
+    /// Members that ended while the agent watched (with BPF process events, those that lived
+    /// between two samples too), only growing.
+    pub exited_total: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -49,6 +52,13 @@ pub fn groups(s: &Snapshot, top: usize) -> Option<GroupsOut<'_>> {
         cmdline_unread: s.rows.iter().filter(|r| r.cmdline.is_none()).count(),
         overflow: g.overflow + (g.groups.len() - n),
         fold_cpu_seconds: g.cost_cpu_ns as f64 / 1e9,
-        groups: g.groups[..n].iter().map(|(row, c)| GroupOut { row, cpu_seconds_counter: *c }).collect(),
+        groups: g.groups[..n]
+            .iter()
+            .map(|(row, c)| GroupOut {
+                row,
+                cpu_seconds_counter: *c,
+                exited_total: g.exited_total.get(&row.name).copied().unwrap_or(0),
+            })
+            .collect(),
     })
 }

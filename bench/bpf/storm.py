@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Issue 35's burst goal: N processes of 1-50 ms over D seconds beside `proctor serve --groups`.
+
+    PROCTOR_BIN=target/release/proctor python3 bench/bpf/storm.py [N] [SECONDS]
+
+The driver forks N children at an even pace over SECONDS; each spins 0-1 ms of CPU and sleeps
+the rest of a 1-50 ms life (uniform, seeded), then exits; the driver reaps them all. Then:
+every child counted (rows of `dump exited` whose parent is the driver) and attributed (the
+rules' group `storm`, which the driver's command line names: its started/exited counts and
+proctor_group_processes_exited_total); their CPU summed from the exit rows against what the
+kernel gave the driver for its children (getrusage(RUSAGE_CHILDREN)); and the agent's CPU over
+the burst against the same length of idle before it.
+"""
+import json
+import os
+import random
+import resource
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+PROCTOR = os.environ["PROCTOR_BIN"]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def load():
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def child(spin_s, life_s):
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < spin_s:
+        pass
+    rest = life_s - (time.perf_counter() - t0)
+    if rest > 0:
+        time.sleep(rest)
+    os._exit(0)
+
+
+def storm(n, seconds):
+    rng = random.Random(35)
+    plan = [(rng.uniform(0, 0.001), rng.uniform(0.001, 0.050)) for _ in range(n)]
+    start = time.monotonic()
+    live = 0
+    for i, (spin, life) in enumerate(plan):
+        due = start + i * seconds / n
+        while True:
+            # Reap what has ended while waiting for the next start.
+            while live:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                live -= 1
+            delay = due - time.monotonic()
+            if delay <= 0:
+                break
+            time.sleep(min(delay, 0.002))
+        if os.fork() == 0:
+            child(spin, life)
+        live += 1
+    while live:
+        os.waitpid(-1, 0)
+        live -= 1
+    return time.monotonic() - start
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
+    if len(sys.argv) > 3 and sys.argv[3] == "--storm":
+        storm(n, seconds)
+        return
+    data = tempfile.mkdtemp(prefix="proctor-storm-")
+    rules = os.path.join(data, "rules.yml")
+    with open(rules, "w") as f:
+        f.write("process_names:\n  - name: storm\n    cmdline: ['bench/bpf/storm.py']\n")
+    cmd = [PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--data-dir", os.path.join(data, "d"),
+           "--groups", rules]
+    serve = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        addr = None
+        end = time.time() + 30
+        while addr is None and time.time() < end:
+            if select.select([serve.stderr], [], [], 1.0)[0]:
+                line = serve.stderr.readline()
+                if "http://" in line:
+                    addr = line.split("http://", 1)[1].split()[0].rstrip("/")
+        get = lambda path: json.loads(urllib.request.urlopen(f"http://{addr}{path}", timeout=10).read())
+        time.sleep(3)
+        print(f"== {n} processes of 1-50 ms over {seconds:.0f} s beside `{' '.join(cmd[1:])}` (load {load()})")
+        idle0 = cpu_seconds(serve.pid)
+        time.sleep(seconds)
+        idle = cpu_seconds(serve.pid) - idle0
+        # The storm runs in a child of this script, so its children's parent is known and its
+        # command line names the group.
+        busy0 = cpu_seconds(serve.pid)
+        driver = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(n), str(seconds), "--storm"])
+        usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        driver.wait()
+        # The driver's own rusage for its children is not ours: read it from the kernel's
+        # accounting of the driver as our child (RUSAGE_CHILDREN counts grandchildren reaped
+        # by the driver, through its cutime).
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        busy = cpu_seconds(serve.pid) - busy0
+        time.sleep(3)
+        groups = get("/api/v1/groups")
+        agent = get("/api/v1/agent")
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=30)
+        serve = None
+        rows = subprocess.run([PROCTOR, "dump", "exited", "--dir", os.path.join(data, "d"), "--format", "json",
+                               "--fields", "pid,ppid,name,cpu_seconds,seen"], capture_output=True, text=True, check=True).stdout
+        mine = [json.loads(l) for l in rows.splitlines() if l.strip()]
+        kids = [r for r in mine if r["ppid"] == driver.pid]
+        driver_row = [r for r in mine if r["pid"] == driver.pid]
+        kids_cpu = sum(r["cpu_seconds"] for r in kids)
+        driver_cpu = sum(r["cpu_seconds"] for r in driver_row)
+        # What the kernel says the driver and its children used: ours minus before.
+        kernel_total = (usage.ru_utime - usage0.ru_utime) + (usage.ru_stime - usage0.ru_stime)
+        kernel_kids = kernel_total - driver_cpu
+        print(f"counted: {len(kids)} of {n} children in `dump exited` ({sum(1 for r in kids if not r['seen'])} never listed alive);"
+              f" the agent's coverage {agent['starts']['coverage_percent']:.1f} %, events lost {agent['starts']['events_lost_total']}")
+        storm_group = next((g for g in groups["groups"] if g["name"] == "storm"), None)
+        print(f"attributed: group `storm` exited total (proctor_group_processes_exited_total): "
+              f"{storm_group and storm_group.get('exited_total')}")
+        print(f"CPU: children's exit rows sum {kids_cpu:.3f} s; the kernel's (driver's and children's, RUSAGE_CHILDREN) "
+              f"{kernel_total:.3f} s less the driver's own row {driver_cpu:.3f} s = {kernel_kids:.3f} s: "
+              f"{100 * (kids_cpu / kernel_kids - 1):+.2f} % (goal within 2 %)")
+        print(f"agent CPU: {busy:.2f} s over the storm against {idle:.2f} s over as long idle before it: "
+              f"{busy / idle if idle else float('inf'):.2f}× (goal at most 2×); load after {load()}")
+    finally:
+        if serve is not None:
+            serve.kill()
+            serve.wait()
+        subprocess.run(["rm", "-rf", data])
+
+
+if __name__ == "__main__":
+    main()
