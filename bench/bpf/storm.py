@@ -80,6 +80,7 @@ def main():
         storm(n, seconds)
         return
     data = tempfile.mkdtemp(prefix="proctor-storm-")
+    os.makedirs(os.path.join(data, "d"))
     rules = os.path.join(data, "rules.yml")
     with open(rules, "w") as f:
         f.write("process_names:\n  - name: storm\n    cmdline: ['bench/bpf/storm.py']\n")
@@ -117,8 +118,11 @@ def main():
         serve.send_signal(signal.SIGINT)
         serve.wait(timeout=30)
         serve = None
-        rows = subprocess.run([PROCTOR, "dump", "exited", "--dir", os.path.join(data, "d"), "--format", "json",
-                               "--fields", "pid,ppid,name,cpu_seconds,seen"], capture_output=True, text=True, check=True).stdout
+        dump = subprocess.run([PROCTOR, "dump", "exited", "--dir", os.path.join(data, "d"), "--format", "json",
+                               "--fields", "pid,ppid,name,cpu_seconds,seen"], capture_output=True, text=True)
+        if dump.returncode != 0:
+            raise SystemExit(f"proctor dump exited failed: {dump.stderr}")
+        rows = dump.stdout
         mine = [json.loads(l) for l in rows.splitlines() if l.strip()]
         kids = [r for r in mine if r["ppid"] == driver.pid]
         driver_row = [r for r in mine if r["pid"] == driver.pid]

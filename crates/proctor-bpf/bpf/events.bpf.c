@@ -23,10 +23,13 @@ typedef long long __s64;
 #define __uint(name, val) int(*name)[val]
 #define __type(name, val) typeof(val) *name
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_MAP_TYPE_LRU_HASH 9
 #define BPF_MAP_TYPE_RINGBUF 27
 
 // Helpers, by number (include/uapi/linux/bpf.h).
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
 static __u64 (*bpf_get_current_cgroup_id)(void) = (void *)80;
 static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *src) = (void *)112;
 static long (*bpf_probe_read_kernel_str)(void *dst, __u32 size, const void *src) = (void *)115;
@@ -69,6 +72,7 @@ struct sched_entity {
 
 struct task_struct {
 	unsigned int flags;
+	int exit_state;
 	int exit_code;
 	int pid, tgid;
 	struct task_struct *real_parent;
@@ -109,8 +113,18 @@ struct {
 	__type(value, struct counts);
 } proctor_counts SEC(".maps");
 
+// Threads whose exit ended their process, until their last switch away (LRU: one whose switch
+// is never seen cannot hold a slot for good).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} proctor_dying SEC(".maps");
+
 #define KIND_EXEC 1
 #define KIND_EXIT 2
+#define KIND_FINAL 3
 #define ARGS_BYTES 256
 #define FILENAME_BYTES 128
 
@@ -142,7 +156,19 @@ struct exit_event {
 	__u64 cutime, cstime, cmin_flt, cmaj_flt;
 	// Pages: the most the process had resident at once.
 	__u64 maxrss;
+	// The exiting thread's own part of `runtime`, for the final event to replace.
+	__u64 thread_runtime;
 	char comm[16];
+};
+
+// The last thread of a process switching away for the last time: the scheduler has charged it
+// everything by then (at the exit tracepoint it has not charged the time since its last tick or
+// switch: the exit's own unmapping, up to a tick). `runtime` replaces the exit's `thread_runtime`.
+struct final_event {
+	__u64 kind;
+	__u64 pid, tid;
+	__u64 start_boottime;
+	__u64 runtime;
 };
 
 static struct counts *counts(void)
@@ -265,7 +291,43 @@ int proctor_exit(__u64 *ctx)
 	e->cmin_flt = sig->cmin_flt;
 	e->cmaj_flt = sig->cmaj_flt;
 	e->maxrss = sig->maxrss;
+	e->thread_runtime = p->se.sum_exec_runtime;
 	__builtin_memcpy(e->comm, p->group_leader->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, wake_flag());
+	{
+		__u32 tid = p->pid;
+		__u64 one = 1;
+
+		bpf_map_update_elem(&proctor_dying, &tid, &one, 0);
+	}
+	return 0;
+}
+
+// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, ...): runs on
+// every context switch, so it returns at once unless `prev` has exited (a task that has exited
+// switches away once more, for good), and writes only for the thread whose exit ended its
+// process.
+SEC("tp_btf/sched_switch")
+int proctor_switch(__u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct final_event *e;
+	__u32 tid;
+
+	if (!prev->exit_state)
+		return 0;
+	tid = prev->pid;
+	if (!bpf_map_lookup_elem(&proctor_dying, &tid))
+		return 0;
+	bpf_map_delete_elem(&proctor_dying, &tid);
+	e = bpf_ringbuf_reserve(&proctor_events, sizeof(*e), 0);
+	if (!e)
+		return 0;
+	e->kind = KIND_FINAL;
+	e->pid = prev->tgid;
+	e->tid = tid;
+	e->start_boottime = prev->group_leader->start_boottime;
+	e->runtime = prev->se.sum_exec_runtime;
 	bpf_ringbuf_submit(e, wake_flag());
 	return 0;
 }

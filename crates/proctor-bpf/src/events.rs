@@ -24,10 +24,11 @@ use crate::{c_str, load_error, may_load_tracing, thread_cpu_ns, Unavailable};
 pub static EVENTS_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/events.bpf.o");
 
 /// (program, tracepoint) in the object.
-const PROGRAMS: [(&str, &str); 3] = [
+const PROGRAMS: [(&str, &str); 4] = [
     ("proctor_fork", "sched_process_fork"),
     ("proctor_exec", "sched_process_exec"),
     ("proctor_exit", "sched_process_exit"),
+    ("proctor_switch", "sched_switch"),
 ];
 
 /// How often the reader thread drains the ring when the kernel does not wake it.
@@ -38,10 +39,13 @@ pub const QUEUE_EVENTS: usize = 65_536;
 
 const KIND_EXEC: u64 = 1;
 const KIND_EXIT: u64 = 2;
+const KIND_FINAL: u64 = 3;
 /// `struct exec_event`: 7 words, comm 16, filename 128, args 256.
 pub const EXEC_BYTES: usize = 7 * 8 + 16 + 128 + 256;
-/// `struct exit_event`: 17 words and comm 16.
-pub const EXIT_BYTES: usize = 17 * 8 + 16;
+/// `struct exit_event`: 18 words and comm 16.
+pub const EXIT_BYTES: usize = 18 * 8 + 16;
+/// `struct final_event`: 5 words.
+pub const FINAL_BYTES: usize = 5 * 8;
 const ARGS_BYTES: usize = 256;
 
 /// A process exec'd a new program.
@@ -79,7 +83,8 @@ pub struct ExitEvent {
     /// The process's CPU time (its threads', those that exited before included), ns: user
     /// and system as the tick accounting split them, and the scheduler's total as it last
     /// accounted it (at its last tick or switch): short of what `wait4` reports by about a tick
-    /// and the exit's last steps (2–5 ms here, HZ=250; tests/events.rs).
+    /// and the exit's last steps (2–5 ms here, HZ=250; tests/events.rs) until the thread's
+    /// [`FinalEvent`] completes it ([`ExitEvent::runtime_with`]).
     pub utime_ns: u64,
     pub stime_ns: u64,
     pub runtime_ns: u64,
@@ -92,14 +97,34 @@ pub struct ExitEvent {
     pub cmaj_flt: u64,
     /// The most it had resident at once, pages (what `getrusage` reports as `ru_maxrss`).
     pub maxrss_pages: u64,
+    /// The exiting thread's own part of `runtime_ns`.
+    pub thread_runtime_ns: u64,
     /// Its name when it ended (its leader's).
     pub comm: String,
+}
+
+impl ExitEvent {
+    /// The process's whole CPU time, ns, with its last thread's final figure from `last`.
+    pub fn runtime_with(&self, last: &FinalEvent) -> u64 {
+        self.runtime_ns.saturating_sub(self.thread_runtime_ns).saturating_add(last.runtime_ns).max(self.runtime_ns)
+    }
+}
+
+/// A process's last thread switched away for the last time: its CPU time as the scheduler
+/// finally charged it (the exit event's figure lacks the time since its last tick or switch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalEvent {
+    pub pid: u32,
+    pub tid: u32,
+    pub start_boottime_ns: u64,
+    pub runtime_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     Exec(ExecEvent),
     Exit(ExitEvent),
+    Final(FinalEvent),
 }
 
 /// The kernel's counters (summed over CPUs) and the reader's, since the programs were attached.
@@ -392,7 +417,14 @@ pub fn parse(bytes: &[u8]) -> Option<Event> {
             cmin_flt: word(bytes, 14),
             cmaj_flt: word(bytes, 15),
             maxrss_pages: word(bytes, 16),
-            comm: text(&bytes[17 * 8..]),
+            thread_runtime_ns: word(bytes, 17),
+            comm: text(&bytes[18 * 8..]),
+        })),
+        KIND_FINAL if bytes.len() == FINAL_BYTES => Some(Event::Final(FinalEvent {
+            pid: u32_of(word(bytes, 1)),
+            tid: u32_of(word(bytes, 2)),
+            start_boottime_ns: word(bytes, 3),
+            runtime_ns: word(bytes, 4),
         })),
         _ => None,
     }

@@ -25,7 +25,7 @@ use aya::{Btf, Ebpf, EbpfLoader};
 pub use proctor_procfs::process::PidStat;
 
 pub mod events;
-pub use events::{Counts, Event, ExecEvent, ExitEvent, Subscription};
+pub use events::{Counts, Event, ExecEvent, ExitEvent, FinalEvent, Subscription};
 
 /// The iterator program, as clang built it from `bpf/task_iter.bpf.c` (`bpf/build.sh`).
 pub static TASK_ITER_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_iter.bpf.o");

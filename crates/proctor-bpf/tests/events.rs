@@ -53,6 +53,13 @@ fn exits_of(all: &[Arc<Event>], pid: u32) -> Vec<&ExitEvent> {
         .collect()
 }
 
+fn final_of(all: &[Arc<Event>], pid: u32) -> Option<&proctor_bpf::FinalEvent> {
+    all.iter().find_map(|e| match &**e {
+        Event::Final(f) if f.pid == pid => Some(f),
+        _ => None,
+    })
+}
+
 fn execs_of(all: &[Arc<Event>], pid: u32) -> Vec<&ExecEvent> {
     all.iter()
         .filter_map(|e| match &**e {
@@ -79,7 +86,9 @@ fn an_exit_says_what_wait4_says() {
     let sh_pid = sh.id();
     let (sh_status, _) = wait4(sh);
     let mut all = Vec::new();
-    drain_until(&sub, &mut all, |all| !exits_of(all, dd_pid).is_empty() && !exits_of(all, sh_pid).is_empty());
+    drain_until(&sub, &mut all, |all| {
+        !exits_of(all, dd_pid).is_empty() && !exits_of(all, sh_pid).is_empty() && final_of(all, dd_pid).is_some()
+    });
 
     let dd_exit = exits_of(&all, dd_pid);
     assert_eq!(dd_exit.len(), 1, "one exit per process");
@@ -99,6 +108,11 @@ fn an_exit_says_what_wait4_says() {
     let event_us = (dd_exit.runtime_ns / 1000) as i64;
     assert!(event_us <= rusage_us + 1, "event {event_us} µs, wait4 {rusage_us} µs");
     assert!(rusage_us - event_us <= 10_000 + rusage_us / 100, "event {event_us} µs, wait4 {rusage_us} µs");
+    // Completed by the last switch's figure: what wait4 says, within what the kernel still
+    // charges the dying thread after it (its final schedule) and a microsecond of rounding.
+    let last = final_of(&all, dd_pid).expect("dd's final switch");
+    let whole_us = (dd_exit.runtime_with(last) / 1000) as i64;
+    assert!((whole_us - rusage_us).abs() <= 200, "completed {whole_us} µs, wait4 {rusage_us} µs (at exit {event_us})");
     assert!(dd_exit.time_boottime_ns > dd_exit.start_boottime_ns);
     let dd_exec = execs_of(&all, dd_pid);
     assert_eq!(dd_exec.len(), 1);
@@ -165,4 +179,21 @@ fn two_subscribers_each_get_every_event() {
     drain_until(&b, &mut eb, |all| !exits_of(all, pid).is_empty());
     assert_eq!(execs_of(&ea, pid).len(), 1);
     assert_eq!(execs_of(&eb, pid).len(), 1);
+}
+
+#[test]
+fn a_hostile_command_line_and_name_arrive_byte_for_byte() {
+    let Some(sub) = open() else { return };
+    // An escape, a newline, a right-to-left override and a comma in the arguments; the shell
+    // renames itself with an escape and parentheses, as `stat` parsers trip on.
+    let hostile = "\u{1b}[31mred\nline,\u{202e}gpj.exe";
+    let child =
+        Command::new("sh").args(["-c", "printf '\\033) x (' > /proc/$$/comm; exit 0", hostile]).spawn().expect("sh");
+    let pid = child.id();
+    let _ = wait4(child);
+    let mut all = Vec::new();
+    drain_until(&sub, &mut all, |all| !exits_of(all, pid).is_empty());
+    let exec = execs_of(&all, pid);
+    assert_eq!(exec[0].args, ["sh", "-c", "printf '\\033) x (' > /proc/$$/comm; exit 0", hostile]);
+    assert_eq!(exits_of(&all, pid)[0].comm, "\u{1b}) x (", "the name it gave itself, as stat has it");
 }

@@ -63,6 +63,8 @@ pub(crate) struct Churn {
     prev: Option<Vec<Prev>>,
     prev_forks: Option<u64>,
     dropped: u64,
+    /// Ended processes waiting one sample for their last thread's final CPU figure.
+    held: Vec<(ExitedProcess, Arc<Event>)>,
     ns_per_tick: u64,
     page_size: u64,
 }
@@ -70,7 +72,15 @@ pub(crate) struct Churn {
 impl Churn {
     /// `ticks`: the clock tick rate (`stat`'s start times count them).
     pub(crate) fn new(events: Result<EventsState, Option<String>>, ticks: u64, page_size: u64) -> Churn {
-        Churn { events, prev: None, prev_forks: None, dropped: 0, ns_per_tick: 1_000_000_000 / ticks.max(1), page_size }
+        Churn {
+            events,
+            prev: None,
+            prev_forks: None,
+            dropped: 0,
+            held: Vec::new(),
+            ns_per_tick: 1_000_000_000 / ticks.max(1),
+            page_size,
+        }
     }
 
     /// Before the scan: takes every event so far.
@@ -142,6 +152,8 @@ impl Churn {
             };
             let prev = self.prev.as_deref().unwrap_or_default();
             let boot_unix_ns = boot_unix_ns();
+            let mut fresh: Vec<(ExitedProcess, Arc<Event>)> = Vec::new();
+            let mut finals: HashMap<(u32, u64), u64> = HashMap::new();
             for event in std::mem::take(&mut state.drained) {
                 match &*event {
                     Event::Exec(e) => {
@@ -156,7 +168,7 @@ impl Churn {
                         let exec = state.pending_execs.remove(&key);
                         let exec = exec.as_deref().and_then(|e| match e {
                             Event::Exec(e) => Some(e),
-                            Event::Exit(_) => None,
+                            _ => None,
                         });
                         let known = find(prev, key).map(|p| (p.cmdline.clone(), p.cgroup.clone())).or_else(|| {
                             let i = processes.binary_search_by_key(&x.pid, |p| p.pid).ok()?;
@@ -166,10 +178,6 @@ impl Churn {
                         let seen = known.is_some();
                         if !seen {
                             starts.exited_unseen += 1;
-                        }
-                        if exited.len() >= MAX_EXITED {
-                            starts.untold += 1;
-                            continue;
                         }
                         let (cmdline, cgroup) = known.unwrap_or_default();
                         let cmdline =
@@ -184,32 +192,66 @@ impl Churn {
                                 parent_cgroup(prev, processes, x.ppid)
                             }
                         });
-                        let ticks = x.utime_ns.saturating_add(x.stime_ns);
-                        let user_ns = if ticks == 0 {
-                            x.runtime_ns
-                        } else {
-                            (x.runtime_ns as u128 * x.utime_ns as u128 / ticks as u128) as u64
-                        };
-                        exited.push(ExitedProcess {
-                            pid: x.pid,
-                            ppid: x.ppid,
-                            start_ticks,
-                            lifetime_ns: x.time_boottime_ns.saturating_sub(x.start_boottime_ns),
-                            end_unix_ns: boot_unix_ns.saturating_add(x.time_boottime_ns),
-                            comm: Arc::from(x.comm.as_str()),
-                            cmdline,
-                            exe: exec.map(|e| Arc::from(e.filename.as_str())),
-                            cgroup,
-                            wait_status: x.wait_status,
-                            user_ns,
-                            system_ns: x.runtime_ns.saturating_sub(user_ns),
-                            children_ns: x.cutime_ns.saturating_add(x.cstime_ns),
-                            minflt: x.min_flt,
-                            majflt: x.maj_flt,
-                            peak_rss_bytes: x.maxrss_pages.saturating_mul(page_size),
-                            seen,
-                        });
+                        let (user_ns, system_ns) = split(x, x.runtime_ns);
+                        fresh.push((
+                            ExitedProcess {
+                                pid: x.pid,
+                                ppid: x.ppid,
+                                start_ticks,
+                                lifetime_ns: x.time_boottime_ns.saturating_sub(x.start_boottime_ns),
+                                end_unix_ns: boot_unix_ns.saturating_add(x.time_boottime_ns),
+                                comm: Arc::from(x.comm.as_str()),
+                                cmdline,
+                                exe: exec.map(|e| Arc::from(e.filename.as_str())),
+                                cgroup,
+                                wait_status: x.wait_status,
+                                user_ns,
+                                system_ns,
+                                children_ns: x.cutime_ns.saturating_add(x.cstime_ns),
+                                minflt: x.min_flt,
+                                majflt: x.maj_flt,
+                                peak_rss_bytes: x.maxrss_pages.saturating_mul(page_size),
+                                seen,
+                            },
+                            Arc::clone(&event),
+                        ));
                     }
+                    Event::Final(f) => {
+                        finals.insert((f.pid, f.start_boottime_ns / ns_per_tick.max(1)), f.runtime_ns);
+                    }
+                }
+            }
+            // An exit's CPU is completed by its last thread's final switch, which comes µs
+            // after it: one whose final is not in yet waits one sample for it, then is listed
+            // as it is.
+            let mut ready = Vec::new();
+            let mut waiting = Vec::new();
+            let held = std::mem::take(&mut self.held);
+            for (late, (mut x, event)) in
+                held.into_iter().map(|h| (true, h)).chain(fresh.into_iter().map(|f| (false, f)))
+            {
+                let Event::Exit(e) = &*event else { continue };
+                match finals.get(&(x.pid, x.start_ticks)) {
+                    Some(runtime) => {
+                        let last = proctor_bpf::FinalEvent {
+                            pid: x.pid,
+                            tid: 0,
+                            start_boottime_ns: e.start_boottime_ns,
+                            runtime_ns: *runtime,
+                        };
+                        (x.user_ns, x.system_ns) = split(e, e.runtime_with(&last));
+                        ready.push(x);
+                    }
+                    None if late || waiting.len() >= MAX_EXITED => ready.push(x),
+                    None => waiting.push((x, event)),
+                }
+            }
+            self.held = waiting;
+            for x in ready {
+                if exited.len() >= MAX_EXITED {
+                    starts.untold += 1;
+                } else {
+                    exited.push(x);
                 }
             }
             // A child whose parent also ended unseen (it ended first) takes the parent's cgroup.
@@ -273,6 +315,14 @@ impl Churn {
         );
         exited
     }
+}
+
+/// A process's CPU time `runtime` (ns) as user and system, in the ratio its tick accounting
+/// gives (as the kernel splits it for `wait4`).
+fn split(x: &proctor_bpf::ExitEvent, runtime: u64) -> (u64, u64) {
+    let ticks = x.utime_ns.saturating_add(x.stime_ns);
+    let user = if ticks == 0 { runtime } else { (runtime as u128 * x.utime_ns as u128 / ticks as u128) as u64 };
+    (user, runtime.saturating_sub(user))
 }
 
 /// The previous sample's row of a process (`prev` is sorted by pid).

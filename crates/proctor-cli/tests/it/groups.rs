@@ -192,6 +192,49 @@ fn a_short_lived_child_with_a_rule_of_its_own_is_counted_in_its_group() {
     drop(wrapper);
 }
 
+/// A daemonised grandchild (its parent shell exits at once, so it is reparented away from the
+/// family) that lives less than a sample is counted in the group its own rule names: only its
+/// exec and exit events tell of it. Without the events, SKIP.
+#[test]
+fn a_daemonised_short_lived_grandchild_is_counted_in_its_rules_group() {
+    let doctor = String::from_utf8_lossy(&proctor(&["doctor"]).stdout).into_owned();
+    let events = doctor.lines().find(|l| l.starts_with("process events:")).unwrap_or("process events: (no line)");
+    if !events.contains("every exec and process exit") {
+        eprintln!("SKIP: a daemonised grandchild's group: {events}");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = format!("daemonised-{}", std::process::id());
+    let script = dir.path().join("daemoniser.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "end=$(( $(date +%s) + 30 ))\nwhile [ $(date +%s) -lt $end ]; do sh -c '(sleep 0.05; /bin/true {marker}) &'; sleep 0.2; done\n"
+        ),
+    )
+    .expect("script");
+    let rules = dir.path().join("rules.yml");
+    // Only the exec'd program's command line: the shells that start it name the marker too.
+    std::fs::write(&rules, format!("process_names:\n  - name: daemonised\n    cmdline: ['^/bin/true {marker}']\n"))
+        .expect("rules");
+    let family = Family::start(&script);
+    let mut last = serde_json::Value::Null;
+    for _ in 0..5 {
+        let v = json(&proctor(&["groups", "--config", rules.to_str().expect("utf-8"), "--format", "json"]));
+        last = v["groups"]
+            .as_array()
+            .and_then(|g| g.iter().find(|g| g["name"] == "daemonised"))
+            .cloned()
+            .unwrap_or_default();
+        if last["exited"].as_u64().unwrap_or(0) >= 1 {
+            break;
+        }
+    }
+    assert!(last["exited"].as_u64().unwrap_or(0) >= 1, "the daemonised grandchildren's group: {last}");
+    assert!(last["started"].as_u64().unwrap_or(0) >= 1 && last["exited_total"].as_u64().unwrap_or(0) >= 1, "{last}");
+    drop(family);
+}
+
 /// `serve --groups RULES`: `/api/v1/groups` has the wrapper with its short-lived children's
 /// CPU, and its CPU counter grows between two snapshots; without `--groups` the route says how
 /// to turn groups on.
