@@ -164,7 +164,21 @@ impl GroupState {
         let procs: Vec<(u32, u64)> = s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect();
         let churn = self.prev.as_ref().map(|(prev, prev_names)| churn(prev, prev_names, &procs, &names));
         let mut rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churn.as_ref());
-        self.add_exited_unseen(s, &names, &mut rows);
+        // A short-lived process whose parent ended too, after the previous sample listed it,
+        // follows the group that parent was in.
+        if !s.sample.exited.is_empty() {
+            let merged;
+            let parents = match &self.prev {
+                Some((_, prev_names)) => {
+                    let mut all = prev_names.clone();
+                    all.extend(names.iter().map(|(pid, name)| (*pid, name.clone())));
+                    merged = all;
+                    &merged
+                }
+                None => &names,
+            };
+            self.add_exited_unseen(s, parents, &mut rows);
+        }
         if let Some(secs) = s.interval_secs {
             for g in &rows {
                 *self.counters.entry(g.name.clone()).or_default() += g.cpu_percent / 100.0 * secs;
