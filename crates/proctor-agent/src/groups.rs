@@ -167,17 +167,19 @@ impl GroupState {
         // A short-lived process whose parent ended too, after the previous sample listed it,
         // follows the group that parent was in.
         if !s.sample.exited.is_empty() {
-            let merged;
-            let parents = match &self.prev {
-                Some((_, prev_names)) => {
-                    let mut all = prev_names.clone();
-                    all.extend(names.iter().map(|(pid, name)| (*pid, name.clone())));
-                    merged = all;
-                    &merged
-                }
-                None => &names,
-            };
-            self.add_exited_unseen(s, parents, &mut rows);
+            // Only the ended processes' parents are looked up: their groups, now or as the
+            // previous sample had them.
+            let prev_names = self.prev.as_ref().map(|(_, n)| n);
+            let parents: BTreeMap<u32, String> = s
+                .sample
+                .exited
+                .iter()
+                .filter_map(|x| {
+                    let group = names.get(&x.ppid).or_else(|| prev_names?.get(&x.ppid))?;
+                    Some((x.ppid, group.clone()))
+                })
+                .collect();
+            self.add_exited_unseen(s, &parents, &mut rows);
         }
         if let Some(secs) = s.interval_secs {
             for g in &rows {

@@ -73,6 +73,8 @@ pub struct KeySample {
     by_pid: HashMap<u32, u32>,
     /// [`value_bytes`] of `rest`: what a patch of it may be measured against.
     rest_bytes: usize,
+    /// The base sample's ended processes (not in `rest`: each delta carries its own whole).
+    exited: Vec<ExitedProcess>,
 }
 
 impl KeySample {
@@ -80,20 +82,33 @@ impl KeySample {
     pub fn new(sample: &Sample) -> KeySample {
         let by_pid = sample.processes.iter().enumerate().map(|(i, p)| (p.pid, i as u32)).collect();
         let rest = rest_value(sample);
-        KeySample { processes: sample.processes.clone(), rest_bytes: value_bytes(&rest), rest, by_pid }
+        KeySample {
+            processes: sample.processes.clone(),
+            rest_bytes: value_bytes(&rest),
+            rest,
+            by_pid,
+            exited: sample.exited.clone(),
+        }
     }
 
     /// A reader's base, taking the sample's processes.
     pub fn from_sample(mut sample: Sample) -> KeySample {
         let rest = rest_value(&sample);
         let rest_bytes = value_bytes(&rest);
-        KeySample { processes: std::mem::take(&mut sample.processes), rest, by_pid: HashMap::new(), rest_bytes }
+        KeySample {
+            processes: std::mem::take(&mut sample.processes),
+            rest,
+            by_pid: HashMap::new(),
+            rest_bytes,
+            exited: std::mem::take(&mut sample.exited),
+        }
     }
 
     /// The base sample itself.
     pub fn sample(&self) -> Result<Sample, CodecError> {
         let mut sample: Sample = Sample::deserialize(&self.rest).map_err(CodecError::Parse)?;
         sample.processes = self.processes.clone();
+        sample.exited = self.exited.clone();
         Ok(sample)
     }
 
@@ -122,7 +137,8 @@ impl KeySample {
             }
         }
         let rest_bytes = value_bytes(&self.rest);
-        Ok(KeySample { processes, rest: self.rest, by_pid: HashMap::new(), rest_bytes })
+        let exited = delta.exited()?;
+        Ok(KeySample { processes, rest: self.rest, by_pid: HashMap::new(), rest_bytes, exited })
     }
 
     /// Bytes held beyond the strings the rows share with the sampler's samples (an estimate:
@@ -168,9 +184,6 @@ struct Rest<'a> {
     groups: &'a Option<Arc<SampleGroups>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gpu: &'a Option<Arc<GpuSample>>,
-    // Always written, so that the rest's members are the same from sample to sample and a
-    // patch of them stays a patch.
-    exited: &'a [ExitedProcess],
 }
 
 fn rest_value(sample: &Sample) -> Value {
@@ -187,7 +200,8 @@ fn rest_value(sample: &Sample) -> Value {
         cost,
         groups,
         gpu,
-        exited,
+        // Written beside the rest, whole: a list of new rows each sample, no patch to take.
+        exited: _,
     } = sample;
     let rest = Rest {
         seq: *seq,
@@ -201,7 +215,6 @@ fn rest_value(sample: &Sample) -> Value {
         cost,
         groups,
         gpu,
-        exited,
     };
     // Plain structs and string-keyed maps always serialize.
     serde_json::to_value(rest).expect("a sample always serializes to JSON")
@@ -221,6 +234,9 @@ pub struct DeltaRecord<'a> {
     rest: &'a RawValue,
     #[serde(borrow)]
     rows: &'a RawValue,
+    /// The sample's ended processes, whole (absent: none).
+    #[serde(default, borrow)]
+    exited: Option<&'a RawValue>,
 }
 
 /// A delta record as written.
@@ -231,6 +247,8 @@ struct DeltaOut<'a> {
     anchor: bool,
     rest: Value,
     rows: &'a [RowOp],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    exited: &'a [ExitedProcess],
 }
 
 /// A delta that takes a base row twice, or one the base does not have.
@@ -238,15 +256,24 @@ const ROW_TAKEN: CodecError = CodecError::Delta("a row beyond the base's, or use
 
 /// A `rest` patch may be this much larger than the base's rest (as [`value_bytes`] counts it)
 /// before it is refused unparsed: twice the base, and 64 KiB besides for parts that appear
-/// (a container part, new disks), and 2 KiB for each ended process a sample may keep. Measured
-/// rest patches are a few hundred bytes, and ~300 bytes per ended process.
-const REST_SLACK_BYTES: usize = (64 << 10) + proctor_model::MAX_EXITED * 2048;
+/// (a container part, new disks). Measured rest patches are a few hundred bytes.
+const REST_SLACK_BYTES: usize = 64 << 10;
 
 impl<'a> DeltaRecord<'a> {
     /// Parses a record's fields, leaving `rest` and `rows` as text: nothing is built that its
     /// base has not been seen to allow.
     pub fn parse(record: &'a [u8]) -> Result<DeltaRecord<'a>, CodecError> {
         serde_json::from_slice(record).map_err(CodecError::Parse)
+    }
+
+    /// The ended processes the record lists: at most as many as a sample keeps.
+    fn exited(&self) -> Result<Vec<ExitedProcess>, CodecError> {
+        let Some(raw) = self.exited else { return Ok(Vec::new()) };
+        let list: Vec<ExitedProcess> = serde_json::from_str(raw.get()).map_err(CodecError::Parse)?;
+        if list.len() > proctor_model::MAX_EXITED {
+            return Err(CodecError::Delta("more ended processes than a sample keeps"));
+        }
+        Ok(list)
     }
 
     /// The `rest` patch as a value, unless its text is far larger than `base`'s rest.
@@ -618,7 +645,7 @@ pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, e
         }
     }
     let mut out = Vec::with_capacity(expected);
-    serde_json::to_writer(&mut out, &DeltaOut { base, anchor, rest, rows: &rows })
+    serde_json::to_writer(&mut out, &DeltaOut { base, anchor, rest, rows: &rows, exited: &sample.exited })
         .expect("a delta always serializes to JSON");
     out
 }
@@ -654,6 +681,7 @@ pub fn decode_delta(key: &KeySample, delta: &DeltaRecord<'_>) -> Result<Sample, 
         }
     }
     sample.processes = processes;
+    sample.exited = delta.exited()?;
     Ok(sample)
 }
 
@@ -713,6 +741,38 @@ mod tests {
         key2 =
             KeySample::from_sample(decode_delta(&key2, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes"));
         assert_eq!(key2.processes[0].cutime_ticks, None);
+    }
+
+    #[test]
+    fn ended_processes_ride_beside_the_rest_whole_and_never_leak_from_the_base() {
+        let mut key_sample = decode_delta(
+            &base(3),
+            &DeltaRecord::parse(br#"{"base":8,"rest":{},"rows":[{"k":[0,3]}]}"#).expect("parses"),
+        )
+        .expect("decodes");
+        let ended = |pid: u32| ExitedProcess { pid, ppid: 1, comm: Arc::from("cc1"), ..ExitedProcess::default() };
+        key_sample.exited = vec![ended(70)];
+        let key = KeySample::new(&key_sample);
+        assert_eq!(key.sample().expect("the base").exited, vec![ended(70)], "the base keeps its own list");
+        let mut sample = key_sample.clone();
+        sample.exited = vec![ended(71), ended(72)];
+        let bytes = encode_delta(&key, &sample, 8, true, 256);
+        let record = DeltaRecord::parse(&bytes).expect("parses");
+        assert_eq!(decode_delta(&key, &record).expect("decodes").exited, sample.exited);
+        // An anchor carries its own list on: the next delta's base has 71 and 72, not 70.
+        let anchor = key.clone().advance(&record).expect("advances");
+        assert_eq!(anchor.sample().expect("the anchor").exited, sample.exited);
+        // A sample with none ended lists none, whatever its base listed.
+        let mut quiet = key_sample.clone();
+        quiet.exited.clear();
+        let bytes = encode_delta(&key, &quiet, 8, false, 256);
+        assert!(!String::from_utf8_lossy(&bytes).contains("exited"), "{}", String::from_utf8_lossy(&bytes));
+        assert!(decode_delta(&key, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes").exited.is_empty());
+        // More than a sample keeps is refused.
+        let many: Vec<ExitedProcess> = (0..=proctor_model::MAX_EXITED as u32).map(ended).collect();
+        let too_many =
+            format!(r#"{{"base":8,"rest":{{}},"rows":[],"exited":{}}}"#, serde_json::to_string(&many).expect("json"));
+        assert!(decode_delta(&key, &DeltaRecord::parse(too_many.as_bytes()).expect("parses")).is_err());
     }
 
     #[test]
