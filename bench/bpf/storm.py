@@ -2,6 +2,8 @@
 """Issue 35's burst goal: N processes of 1-50 ms over D seconds beside `proctor serve --groups`.
 
     PROCTOR_BIN=target/release/proctor python3 bench/bpf/storm.py [N] [SECONDS]
+    STORM_SERVE_ARGS='--no-process-events' ...   # serve's arguments beside --groups
+    STORM_PROCESSES=600 ...                       # idle sleepers started first, up to ~600 processes
 
 The driver forks N children at an even pace over SECONDS; each spins 0-1 ms of CPU and sleeps
 the rest of a 1-50 ms life (uniform, seeded), then exits; the driver reaps them all. Then:
@@ -86,13 +88,26 @@ def main():
     if len(sys.argv) > 3 and sys.argv[3] == "--storm":
         storm(n, seconds)
         return
+    sleepers = []
+    while sum(1 for e in os.listdir("/proc") if e.isdigit()) < int(os.environ.get("STORM_PROCESSES", "0")):
+        sleepers.append(subprocess.Popen(["sleep", "900"], stdin=subprocess.DEVNULL))
+    try:
+        run(n, seconds)
+    finally:
+        for p in sleepers:
+            p.kill()
+        for p in sleepers:
+            p.wait()
+
+
+def run(n, seconds):
     data = tempfile.mkdtemp(prefix="proctor-storm-")
     os.makedirs(os.path.join(data, "d"))
     rules = os.path.join(data, "rules.yml")
     with open(rules, "w") as f:
         f.write("process_names:\n  - name: storm\n    cmdline: ['bench/bpf/storm.py']\n")
     cmd = [PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--data-dir", os.path.join(data, "d"),
-           "--groups", rules]
+           "--groups", rules, *os.environ.get("STORM_SERVE_ARGS", "").split()]
     serve = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         addr = None
@@ -104,7 +119,8 @@ def main():
                     addr = line.split("http://", 1)[1].split()[0].rstrip("/")
         get = lambda path: json.loads(urllib.request.urlopen(f"http://{addr}{path}", timeout=10).read())
         time.sleep(3)
-        print(f"== {n} processes of 1-50 ms over {seconds:.0f} s beside `{' '.join(cmd[1:])}` (load {load()})")
+        procs = sum(1 for e in os.listdir("/proc") if e.isdigit())
+        print(f"== {n} processes of 1-50 ms over {seconds:.0f} s beside `{' '.join(cmd[1:])}`, {procs} processes (load {load()})")
         idle0 = cpu_seconds(serve.pid)
         time.sleep(seconds)
         idle = cpu_seconds(serve.pid) - idle0
@@ -138,6 +154,11 @@ def main():
         # What the kernel says the driver and its children used: ours minus before.
         kernel_total = (usage.ru_utime - usage0.ru_utime) + (usage.ru_stime - usage0.ru_stime)
         kernel_kids = kernel_total - driver_cpu
+        if agent["process_events_from"] != "bpf":
+            print(f"no BPF process events ({agent['process_events_unavailable']}): {len(kids)} children in `dump exited`")
+            print(f"agent CPU: {busy:.3f} s over the storm against {idle:.3f} s over as long idle before it: "
+                  f"{busy / idle if idle else float('inf'):.2f}×; load after {load()}")
+            return
         print(f"counted: {len(kids)} of {n} children in `dump exited` ({sum(1 for r in kids if not r['seen'])} never listed alive);"
               f" the agent's coverage {agent['starts']['coverage_percent']:.1f} %, events lost {agent['starts']['events_lost_total']}")
         storm_group = next((g for g in groups["groups"] if g["name"] == "storm"), None)
