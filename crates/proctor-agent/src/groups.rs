@@ -10,8 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use proctor_groups::GroupRow;
-use proctor_groups::{churn, fold, Assigner, By};
+use proctor_groups::{add_exited, add_stored_exited, churn, fold, Assigner, By};
 use proctor_model::{ExitedProcess, SampleGroups};
 
 use crate::snapshot::Snapshot;
@@ -30,7 +29,8 @@ pub fn stored_view(s: &Snapshot, prev: Option<&proctor_model::Sample>) -> Option
         let procs = |x: &proctor_model::Sample| x.processes.iter().map(|p| (p.pid, p.start_ticks)).collect::<Vec<_>>();
         Some(churn(&procs(p), &before.names(), &procs(&s.sample), &names))
     });
-    let rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churned.as_ref());
+    let mut rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churned.as_ref());
+    add_stored_exited(&mut rows, &s.sample, prev);
     let by = match stored.by.as_str() {
         "rules" => "rules",
         "user" => "user",
@@ -83,79 +83,6 @@ impl GroupState {
         }
     }
 
-    /// Processes that started and ended between two samples (the BPF process events' exits
-    /// that no sample listed) into the groups rules, cgroup or parent give them: each is one
-    /// member started and one exited. Its CPU already reached the `cutime` of its nearest live
-    /// ancestor (through every ended parent between that waited), so it is in that ancestor's
-    /// group's reaped share; where its own group is another, its own CPU moves there (still a
-    /// reaped share: CPU of processes that ended unseen): counted once, where it belongs. A
-    /// group that only short-lived processes were in this interval gets a row.
-    fn add_exited_unseen(&self, s: &Snapshot, names: &BTreeMap<u32, String>, rows: &mut Vec<GroupRow>) {
-        let unseen: Vec<ExitedProcess> = s.sample.exited.iter().filter(|x| !x.seen).cloned().collect();
-        if unseen.is_empty() {
-            return;
-        }
-        let joined = self.assigner.name_exited(&unseen, names);
-        let by_pid: BTreeMap<u32, usize> = unseen.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
-        let live = |pid: u32| s.rows.binary_search_by_key(&pid, |r| r.pid).is_ok();
-        // The nearest live ancestor, through ended parents (bounded: a loop ends).
-        let reaper = |x: &ExitedProcess| {
-            let mut at = x.ppid;
-            for _ in 0..64 {
-                if live(at) {
-                    return Some(at);
-                }
-                match by_pid.get(&at) {
-                    Some(&i) if unseen[i].ppid != at => at = unseen[i].ppid,
-                    _ => return None,
-                }
-            }
-            None
-        };
-        let secs = s.interval_secs.filter(|t| *t > 0.0);
-        let pct = |ns: u64| secs.map_or(0.0, |t| ns as f64 / 1e9 / t * 100.0);
-        let at = |rows: &mut Vec<GroupRow>, name: &str| match rows.iter().position(|g| g.name == name) {
-            Some(i) => i,
-            None => {
-                rows.push(GroupRow { name: name.to_string(), ..GroupRow::default() });
-                rows.len() - 1
-            }
-        };
-        for (x, group) in unseen.iter().zip(joined) {
-            if let Some(name) = &group {
-                let i = at(rows, name);
-                rows[i].started += 1;
-                rows[i].exited += 1;
-            }
-            let from = reaper(x).and_then(|pid| names.get(&pid));
-            if from == group.as_ref() {
-                // Reaped within its own group: already there.
-                continue;
-            }
-            let (user, system) = (pct(x.user_ns), pct(x.system_ns));
-            if let Some(name) = &group {
-                let i = at(rows, name);
-                let g = &mut rows[i];
-                g.cpu_percent += user + system;
-                g.reaped_cpu_percent += user + system;
-                g.cpu_user_percent += user;
-                g.cpu_system_percent += system;
-            }
-            if let Some(g) = from.and_then(|f| rows.iter_mut().find(|g| &g.name == f)) {
-                let take_user = user.min(g.cpu_user_percent);
-                let take_system = system.min(g.cpu_system_percent);
-                let take = (take_user + take_system).min(g.reaped_cpu_percent);
-                g.reaped_cpu_percent -= take;
-                g.cpu_percent = (g.cpu_percent - take).max(0.0);
-                g.cpu_user_percent -= take_user.min(take);
-                g.cpu_system_percent -= (take - take_user.min(take)).min(g.cpu_system_percent);
-            }
-        }
-        rows.sort_by(|a, b| {
-            b.cpu_percent.total_cmp(&a.cpu_percent).then(b.rss_bytes.cmp(&a.rss_bytes)).then(a.name.cmp(&b.name))
-        });
-    }
-
     /// Folds `s`'s rows into groups and advances the counters by the interval; also returns
     /// which group each process went to, for the stored sample.
     pub fn fold(&mut self, s: &Snapshot) -> (GroupsView, SampleGroups) {
@@ -164,22 +91,26 @@ impl GroupState {
         let procs: Vec<(u32, u64)> = s.rows.iter().map(|r| (r.pid, r.start_ticks)).collect();
         let churn = self.prev.as_ref().map(|(prev, prev_names)| churn(prev, prev_names, &procs, &names));
         let mut rows = fold(&s.rows, &names, s.sample.clock_ticks_per_sec, s.host.boot_time_unix_secs, churn.as_ref());
-        // A short-lived process whose parent ended too, after the previous sample listed it,
-        // follows the group that parent was in.
-        if !s.sample.exited.is_empty() {
-            // Only the ended processes' parents are looked up: their groups, now or as the
-            // previous sample had them.
+        // Processes that lived between two samples join the group rules, cgroup or their
+        // parent give them; a parent that ended too, after the previous sample listed it, is
+        // looked up in that sample's groups.
+        let mut exited_groups: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        let unseen: Vec<&ExitedProcess> = s.sample.exited.iter().filter(|x| !x.seen).collect();
+        if !unseen.is_empty() {
             let prev_names = self.prev.as_ref().map(|(_, n)| n);
-            let parents: BTreeMap<u32, String> = s
-                .sample
-                .exited
+            let parents: BTreeMap<u32, String> = unseen
                 .iter()
-                .filter_map(|x| {
-                    let group = names.get(&x.ppid).or_else(|| prev_names?.get(&x.ppid))?;
-                    Some((x.ppid, group.clone()))
-                })
+                .filter_map(|x| Some((x.ppid, names.get(&x.ppid).or_else(|| prev_names?.get(&x.ppid))?.clone())))
                 .collect();
-            self.add_exited_unseen(s, &parents, &mut rows);
+            let owned: Vec<ExitedProcess> = unseen.iter().map(|x| (*x).clone()).collect();
+            let joined = self.assigner.name_exited(&owned, &parents);
+            for (x, group) in unseen.iter().zip(&joined) {
+                if let Some(name) = group {
+                    exited_groups.entry(name.clone()).or_default().push(x.pid);
+                }
+            }
+            let live = |pid: u32| s.rows.binary_search_by_key(&pid, |r| r.pid).is_ok();
+            add_exited(&mut rows, &unseen, &joined, &parents, live, s.interval_secs);
         }
         if let Some(secs) = s.interval_secs {
             for g in &rows {
@@ -241,6 +172,6 @@ impl GroupState {
             exited_total: self.exited.clone(),
         };
         self.prev = Some((procs, names));
-        (view, SampleGroups { by: by.to_string(), members })
+        (view, SampleGroups { by: by.to_string(), members, exited: exited_groups })
     }
 }

@@ -252,6 +252,108 @@ impl Assigner {
     }
 }
 
+/// Processes that started and ended between two samples (exit events no sample listed alive)
+/// into the groups `joined` gives them (one per process in `unseen`, `None`: no group): each is
+/// one member started and one exited. Its CPU already reached the `cutime` of its nearest live
+/// ancestor (through every ended parent between that waited), so it is in that ancestor's
+/// group's reaped share; where its own group is another, its own CPU moves there (still a
+/// reaped share: CPU of processes that ended unseen), counted once, where it belongs. A group
+/// that only short-lived processes were in gets a row. `parents`: the group of each ended
+/// process's parent (now, or as the previous sample had it); `live`: whether a pid is listed
+/// now; `interval_secs`: what percentages are over.
+pub fn add_exited(
+    rows: &mut Vec<GroupRow>,
+    unseen: &[&ExitedProcess],
+    joined: &[Option<String>],
+    parents: &BTreeMap<u32, String>,
+    live: impl Fn(u32) -> bool,
+    interval_secs: Option<f64>,
+) {
+    if unseen.is_empty() {
+        return;
+    }
+    let by_pid: HashMap<u32, usize> = unseen.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
+    // The nearest live ancestor, through ended parents (bounded: a loop ends).
+    let reaper = |x: &ExitedProcess| {
+        let mut at = x.ppid;
+        for _ in 0..64 {
+            if live(at) {
+                return Some(at);
+            }
+            match by_pid.get(&at) {
+                Some(&i) if unseen[i].ppid != at => at = unseen[i].ppid,
+                _ => return None,
+            }
+        }
+        None
+    };
+    let secs = interval_secs.filter(|t| *t > 0.0);
+    let pct = |ns: u64| secs.map_or(0.0, |t| ns as f64 / 1e9 / t * 100.0);
+    let at = |rows: &mut Vec<GroupRow>, name: &str| match rows.iter().position(|g| g.name == name) {
+        Some(i) => i,
+        None => {
+            rows.push(GroupRow { name: name.to_string(), ..GroupRow::default() });
+            rows.len() - 1
+        }
+    };
+    for (x, group) in unseen.iter().zip(joined) {
+        if let Some(name) = group {
+            let i = at(rows, name);
+            rows[i].started += 1;
+            rows[i].exited += 1;
+        }
+        let from = reaper(x).and_then(|pid| parents.get(&pid));
+        if from == group.as_ref() {
+            // Reaped within its own group: already there.
+            continue;
+        }
+        let (user, system) = (pct(x.user_ns), pct(x.system_ns));
+        if let Some(name) = group {
+            let i = at(rows, name);
+            let g = &mut rows[i];
+            g.cpu_percent += user + system;
+            g.reaped_cpu_percent += user + system;
+            g.cpu_user_percent += user;
+            g.cpu_system_percent += system;
+        }
+        if let Some(g) = from.and_then(|f| rows.iter_mut().find(|g| &g.name == f)) {
+            let take_user = user.min(g.cpu_user_percent);
+            let take_system = system.min(g.cpu_system_percent);
+            let take = (take_user + take_system).min(g.reaped_cpu_percent);
+            g.reaped_cpu_percent -= take;
+            g.cpu_percent = (g.cpu_percent - take).max(0.0);
+            g.cpu_user_percent -= take_user.min(take);
+            g.cpu_system_percent -= (take - take_user.min(take)).min(g.cpu_system_percent);
+        }
+    }
+    rows.sort_by(|a, b| {
+        b.cpu_percent.total_cmp(&a.cpu_percent).then(b.rss_bytes.cmp(&a.rss_bytes)).then(a.name.cmp(&b.name))
+    });
+}
+
+/// [`add_exited`] for a recorded sample, from the groups the agent stored with it
+/// (`SampleGroups::exited` and the members of it and of `prev`), so every reader of a recording
+/// folds short-lived processes as the agent did.
+pub fn add_stored_exited(rows: &mut Vec<GroupRow>, cur: &proctor_model::Sample, prev: Option<&proctor_model::Sample>) {
+    let Some(groups) = cur.groups.as_deref() else { return };
+    if groups.exited.is_empty() {
+        return;
+    }
+    let joined_by_pid: HashMap<u32, &String> =
+        groups.exited.iter().flat_map(|(name, pids)| pids.iter().map(move |pid| (*pid, name))).collect();
+    let unseen: Vec<&ExitedProcess> = cur.exited.iter().filter(|x| !x.seen).collect();
+    let joined: Vec<Option<String>> = unseen.iter().map(|x| joined_by_pid.get(&x.pid).map(|n| (*n).clone())).collect();
+    let now = groups.names();
+    let before = prev.and_then(|p| p.groups.as_deref()).map(|g| g.names()).unwrap_or_default();
+    let parents: BTreeMap<u32, String> = unseen
+        .iter()
+        .filter_map(|x| Some((x.ppid, now.get(&x.ppid).or_else(|| before.get(&x.ppid))?.clone())))
+        .collect();
+    let live = |pid: u32| cur.processes.binary_search_by_key(&pid, |p| p.pid).is_ok();
+    let secs = prev.and_then(|p| cur.mono_ns.checked_sub(p.mono_ns)).map(|ns| ns as f64 / 1e9);
+    add_exited(rows, &unseen, &joined, &parents, live, secs);
+}
+
 /// Folds `rows` into groups, biggest CPU first (ties: RSS, then name). `ticks` is the clock
 /// tick rate and `boot_unix_secs` the boot time, for CPU seconds and start times.
 /// Per group: (members started, members exited) between two samples.

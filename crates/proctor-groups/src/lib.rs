@@ -12,5 +12,7 @@ pub mod limits;
 pub mod rules;
 pub mod yaml;
 
-pub use group::{cgroup_name, churn, fold, sum, Assigner, By, Churn, GroupRow, GroupsView, Share};
+pub use group::{
+    add_exited, add_stored_exited, cgroup_name, churn, fold, sum, Assigner, By, Churn, GroupRow, GroupsView, Share,
+};
 pub use rules::{Diagnostic, Proc, Rules};

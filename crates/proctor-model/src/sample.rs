@@ -141,6 +141,12 @@ pub struct SampleGroups {
     pub by: String,
     /// Group name → its members' pids, ascending. A process no group took is in none.
     pub members: BTreeMap<String, Vec<u32>>,
+    /// Group name → the pids of the sample's ended processes that no sample listed alive
+    /// (`Sample::exited`, `seen` false) and that group took: what a reader of the recording
+    /// needs to fold them as the agent did. Absent in older records; written even when empty,
+    /// so that a delta patches `members` rather than replacing the whole part.
+    #[serde(default)]
+    pub exited: BTreeMap<String, Vec<u32>>,
 }
 
 impl SampleGroups {

@@ -457,7 +457,9 @@ impl RangeBuilder {
             Some(churn(&procs(p), &before.names(), &procs(cur), &names))
         });
         let boot = cur.host.stat.as_ref().and_then(|s| s.boot_time_secs);
-        for g in fold(&rows, &names, cur.clock_ticks_per_sec, boot, churn.as_ref()) {
+        let mut groups = fold(&rows, &names, cur.clock_ticks_per_sec, boot, churn.as_ref());
+        proctor_groups::add_stored_exited(&mut groups, cur, prev);
+        for g in groups {
             if !accs.wants(&g.name) {
                 accs.add(&g.name, bucket, 1, &[None; G]);
                 continue;

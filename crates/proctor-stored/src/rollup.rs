@@ -418,7 +418,9 @@ pub fn sample_values(cur: &Sample, prev: Option<&Sample>) -> Vec<(String, f64)> 
             Some(churn(&procs(p), &before.names(), &procs(cur), &names))
         });
         let boot = cur.host.stat.as_ref().and_then(|s| s.boot_time_secs);
-        for g in fold(&rows, &names, cur.clock_ticks_per_sec, boot, churned.as_ref()) {
+        let mut groups = fold(&rows, &names, cur.clock_ticks_per_sec, boot, churned.as_ref());
+        proctor_groups::add_stored_exited(&mut groups, cur, prev);
+        for g in groups {
             let values = group_values(&g, prev.is_some(), churned.is_some());
             for ((series, _, _), v) in GROUP_SERIES.iter().zip(values) {
                 if let Some(v) = v.filter(|v| v.is_finite()) {

@@ -235,6 +235,67 @@ fn a_daemonised_short_lived_grandchild_is_counted_in_its_rules_group() {
     drop(family);
 }
 
+/// What the agent folded from short-lived processes is in the recording: `dump group` over a
+/// `record --groups RULES` shows the group that only processes living between two samples were
+/// in, with the same counts the agent had (the stored `SampleGroups::exited`). Without the
+/// events, SKIP.
+#[test]
+fn a_recording_keeps_short_lived_processes_in_their_groups() {
+    let doctor = String::from_utf8_lossy(&proctor(&["doctor"]).stdout).into_owned();
+    let events = doctor.lines().find(|l| l.starts_with("process events:")).unwrap_or("process events: (no line)");
+    if !events.contains("every exec and process exit") {
+        eprintln!("SKIP: short-lived processes in a recording's groups: {events}");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = format!("stored-{}", std::process::id());
+    let script = dir.path().join("short.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "end=$(( $(date +%s) + 30 ))\nwhile [ $(date +%s) -lt $end ]; do /bin/true {marker}; sleep 0.05; done\n"
+        ),
+    )
+    .expect("script");
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(&rules, format!("process_names:\n  - name: short\n    cmdline: ['^/bin/true {marker}']\n"))
+        .expect("rules");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let family = Family::start(&script);
+    let out = proctor(&[
+        "record",
+        "--dir",
+        data.to_str().expect("utf-8"),
+        "--interval",
+        "500ms",
+        "--count",
+        "6",
+        "--groups",
+        rules.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(family);
+    let out = proctor(&[
+        "dump",
+        "group",
+        "--dir",
+        data.to_str().expect("utf-8"),
+        "--fields",
+        "name,started,exited,processes",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let rows: Vec<Vec<u64>> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("short,"))
+        .map(|r| r.split(',').map(|v| v.parse().unwrap_or(0)).collect())
+        .collect();
+    let exited: u64 = rows.iter().map(|r| r[1]).sum();
+    assert!(exited >= 5, "the stored samples' short-lived members: {text}");
+    assert!(rows.iter().all(|r| r[0] == r[1] || r[2] > 0), "each started and ended between samples: {text}");
+}
+
 /// `serve --groups RULES`: `/api/v1/groups` has the wrapper with its short-lived children's
 /// CPU, and its CPU counter grows between two snapshots; without `--groups` the route says how
 /// to turn groups on.
