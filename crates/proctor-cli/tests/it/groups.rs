@@ -27,6 +27,18 @@ impl Drop for Family {
     }
 }
 
+/// Whether `proctor doctor` says the BPF process events work here; a SKIP line for `what` when
+/// not.
+fn events_here(what: &str) -> bool {
+    let doctor = String::from_utf8_lossy(&proctor(&["doctor"]).stdout).into_owned();
+    let events = doctor.lines().find(|l| l.starts_with("process events:")).unwrap_or("process events: (no line)");
+    let here = events.contains("every exec and process exit");
+    if !here {
+        eprintln!("SKIP: {what}: {events}");
+    }
+    here
+}
+
 /// A wrapper script whose children burn ~0.1 s of CPU each and exit, one after another, for at
 /// most 30 s (at any sample most of the CPU was used by children no sample saw), and a rules
 /// file naming its group `wrapper`.
@@ -161,10 +173,7 @@ fn a_short_lived_child_with_a_rule_of_its_own_is_counted_in_its_group() {
         ),
     )
     .expect("rules");
-    let doctor = String::from_utf8_lossy(&proctor(&["doctor"]).stdout).into_owned();
-    let events = doctor.lines().find(|l| l.starts_with("process events:")).unwrap_or("process events: (no line)");
-    if !events.contains("every exec and process exit") {
-        eprintln!("SKIP: short-lived children in their own group: {events}");
+    if !events_here("short-lived children in their own group") {
         return;
     }
     let wrapper = Family::start(&script);
@@ -197,10 +206,7 @@ fn a_short_lived_child_with_a_rule_of_its_own_is_counted_in_its_group() {
 /// exec and exit events tell of it. Without the events, SKIP.
 #[test]
 fn a_daemonised_short_lived_grandchild_is_counted_in_its_rules_group() {
-    let doctor = String::from_utf8_lossy(&proctor(&["doctor"]).stdout).into_owned();
-    let events = doctor.lines().find(|l| l.starts_with("process events:")).unwrap_or("process events: (no line)");
-    if !events.contains("every exec and process exit") {
-        eprintln!("SKIP: a daemonised grandchild's group: {events}");
+    if !events_here("a daemonised grandchild's group") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -241,10 +247,7 @@ fn a_daemonised_short_lived_grandchild_is_counted_in_its_rules_group() {
 /// events, SKIP.
 #[test]
 fn a_recording_keeps_short_lived_processes_in_their_groups() {
-    let doctor = String::from_utf8_lossy(&proctor(&["doctor"]).stdout).into_owned();
-    let events = doctor.lines().find(|l| l.starts_with("process events:")).unwrap_or("process events: (no line)");
-    if !events.contains("every exec and process exit") {
-        eprintln!("SKIP: short-lived processes in a recording's groups: {events}");
+    if !events_here("short-lived processes in a recording's groups") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
