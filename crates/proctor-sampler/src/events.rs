@@ -301,18 +301,17 @@ impl Churn {
             });
         }
         self.prev_forks = forks;
-        self.prev = Some(
-            processes
-                .iter()
-                .map(|p| Prev {
-                    pid: p.pid,
-                    start_ticks: p.start_ticks,
-                    threads: p.num_threads.max(1),
-                    cmdline: p.cmdline.clone(),
-                    cgroup: p.cgroup.clone(),
-                })
-                .collect(),
-        );
+        // The last sample's list, its allocation kept from sample to sample.
+        let mut prev = self.prev.take().unwrap_or_default();
+        prev.clear();
+        prev.extend(processes.iter().map(|p| Prev {
+            pid: p.pid,
+            start_ticks: p.start_ticks,
+            threads: p.num_threads.max(1),
+            cmdline: p.cmdline.clone(),
+            cgroup: p.cgroup.clone(),
+        }));
+        self.prev = Some(prev);
         exited
     }
 }
