@@ -391,7 +391,11 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
         "import mmap, time\nb = bytearray(64 << 20)\nprint('ready', flush=True)\n\
          for _ in range(60000):\n    m = mmap.mmap(-1, 1 << 16)\n    m[0] = 1\n    m.close()\n    time.sleep(0.001)",
     );
-    let config = SamplerConfig { pss_budget: 0.5, pss_root: Some(pid), ..SamplerConfig::default() };
+    // Without the process events: an exec event still in the ring when the sampler subscribes
+    // (the child exec'd a few ms before) gives the child's command line with no read at all,
+    // and this test is about what the reads charge.
+    let config =
+        SamplerConfig { pss_budget: 0.5, pss_root: Some(pid), process_events: false, ..SamplerConfig::default() };
     let mut sampler = Sampler::new(config);
     let me = std::process::id();
     let deadline = Instant::now() + Duration::from_secs(30);
