@@ -719,9 +719,13 @@ fn through_the_task_iterator_the_processes_are_those_proc_lists() {
         let t = through.processes.iter().find(|t| key(t) == key(p));
         let t = t
             .unwrap_or_else(|| panic!("pid {} ({}) is in both /proc samples, not through the iterator", p.pid, p.comm));
-        // A workqueue worker's name says whether it runs a work item now (`+`) or not (`-`):
-        // that may change between two reads; the rest of the name may not.
-        let steady = |comm: &str| if comm.starts_with("kworker/") { comm.replace('+', "-") } else { comm.to_string() };
+        // A workqueue worker's name ends with whether it runs a work item now (`+`) or not
+        // (`-`) and the workqueue of its last one: both may change between two reads; the
+        // worker's own name before them may not.
+        let steady = |comm: &str| match comm.strip_prefix("kworker/") {
+            Some(rest) => rest.split(['+', '-']).next().unwrap_or(rest).to_string(),
+            None => comm.to_string(),
+        };
         assert_eq!((steady(&t.comm), t.ppid), (steady(&p.comm), p.ppid), "pid {}", p.pid);
         compared += 1;
     }
