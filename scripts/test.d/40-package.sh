@@ -118,22 +118,16 @@ for f in files:
 # Each capability is needed: with one alone, something is still denied.
 assert any(ptrace[f] > root[f] for f in files), f"CAP_SYS_PTRACE alone reads everything: CAP_DAC_READ_SEARCH is not needed ({ptrace})"
 assert any(dac[f] > root[f] for f in files), f"CAP_DAC_READ_SEARCH alone reads everything: CAP_SYS_PTRACE is not needed ({dac})"
-# The task iterator: with the unit's capabilities it loads wherever it loads as root; without any, /proc.
-iterator = lambda who: json.load(open(f"{work}/doctor-{who}.json"))["task_iter"]
-if "not used" in iterator("root"):
-    print(f"SKIP: the task iterator under the unit's capabilities: not even root may use it here ({iterator('root')})")
-else:
-    assert "not used" not in iterator("unit"), f"with the unit's capabilities the task iterator is not used: {iterator('unit')}"
-    assert "CAP_BPF and CAP_PERFMON" in iterator("none"), f"as nobody: {iterator('none')}"
-    print("task iterator: as the unit, " + iterator("unit")[len("task iterator: "):][:60] + "...; as nobody, /proc")
-# The process events: likewise.
-events = lambda who: json.load(open(f"{work}/doctor-{who}.json"))["process_events"]
-if "not used" in events("root"):
-    print(f"SKIP: the process events under the unit's capabilities: not even root may use them here ({events('root')})")
-else:
-    assert "not used" not in events("unit"), f"with the unit's capabilities the process events are not used: {events('unit')}"
-    assert "CAP_BPF and CAP_PERFMON" in events("none"), f"as nobody: {events('none')}"
-    print("process events: as the unit, " + events("unit")[len("process events: "):][:60] + "...; as nobody, none")
+# The BPF parts (the task iterator, the process events): with the unit's capabilities each
+# loads wherever it loads as root; as nobody, doctor says CAP_BPF and CAP_PERFMON are missing.
+for key, title, without in (("task_iter", "task iterator", "/proc"), ("process_events", "process events", "none")):
+    line = lambda who: json.load(open(f"{work}/doctor-{who}.json"))[key]
+    if "not used" in line("root"):
+        print(f"SKIP: the {title} under the unit's capabilities: not even root may use it here ({line('root')})")
+        continue
+    assert "not used" not in line("unit"), f"with the unit's capabilities the {title} is not used: {line('unit')}"
+    assert "CAP_BPF and CAP_PERFMON" in line("none"), f"{title} as nobody: {line('none')}"
+    print(f"{title}: as the unit, " + line("unit")[len(title) + 2:][:60] + f"...; as nobody, {without}")
 row = lambda d: "io %d, smaps_rollup %d" % (d["io"], d["smaps_rollup"])
 print(f"processes denying /proc/PID files: nobody {row(none)}; +CAP_SYS_PTRACE {row(ptrace)}; "
       f"+CAP_DAC_READ_SEARCH {row(dac)}; both (the unit) {row(unit)}; root {row(root)}")
