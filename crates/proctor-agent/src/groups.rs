@@ -102,8 +102,7 @@ impl GroupState {
                 .iter()
                 .filter_map(|x| Some((x.ppid, names.get(&x.ppid).or_else(|| prev_names?.get(&x.ppid))?.clone())))
                 .collect();
-            let owned: Vec<ExitedProcess> = unseen.iter().map(|x| (*x).clone()).collect();
-            let joined = self.assigner.name_exited(&owned, &parents);
+            let joined = self.assigner.name_exited(&unseen, &parents);
             for (x, group) in unseen.iter().zip(&joined) {
                 if let Some(name) = group {
                     exited_groups.entry(name.clone()).or_default().push(x.pid);

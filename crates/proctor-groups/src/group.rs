@@ -212,7 +212,7 @@ impl Assigner {
     /// (from its exec), a cgroup group its cgroup; else it follows its parent — a live process's
     /// group in `names`, or an ended parent's in the same list — and a user group takes the
     /// parent's (an ended process's user is not known). `None`: no group takes it.
-    pub fn name_exited(&self, exited: &[ExitedProcess], names: &BTreeMap<u32, String>) -> Vec<Option<String>> {
+    pub fn name_exited(&self, exited: &[&ExitedProcess], names: &BTreeMap<u32, String>) -> Vec<Option<String>> {
         let own: Vec<Option<String>> = exited
             .iter()
             .map(|x| match &self.by {
@@ -647,13 +647,13 @@ mod tests {
             x(400, 401, "a", &[]),
             x(401, 400, "b", &[]),
         ];
-        let names = a.name_exited(&exited, &live);
+        let names = a.name_exited(&exited.iter().collect::<Vec<_>>(), &live);
         let names: Vec<Option<&str>> = names.iter().map(Option::as_deref).collect();
         assert_eq!(names, [Some("cc"), Some("make"), Some("make"), None, None, None]);
         let c = Assigner::new(By::Cgroup);
         let mut web = x(500, 1, "curl", &["curl"]);
         web.cgroup = Some(Arc::from("/system.slice/web.service"));
-        assert_eq!(c.name_exited(&[web], &BTreeMap::new()), [Some("web.service".to_string())]);
+        assert_eq!(c.name_exited(&[&web], &BTreeMap::new()), [Some("web.service".to_string())]);
     }
 
     #[test]
