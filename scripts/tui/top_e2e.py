@@ -8,6 +8,7 @@ and ends only those, by pid. Each check reads the screen with `tmux capture-pane
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -115,7 +116,11 @@ def bold_in(sgr):
 
 def start_top(args, env=None, size=(120, 40)):
     tmux("kill-session", "-t", SESSION, check_rc=False)
-    cmd = " ".join([PROCTOR, "top", *args])
+    # The environment goes on the command line, not only to tmux: a tmux server still shutting
+    # down from the previous kill-session takes the new session, with the environment it started
+    # with (NO_COLOR from the first run reached a later one that way in CI).
+    extra = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
+    cmd = " ".join(["env", "-u", "NO_COLOR", *extra, PROCTOR, "top", *args])
     # After top exits, the pane shows whether the terminal came back cooked.
     shell = f"printf 'BEFORE-TOP\\n'; {cmd}; rc=$?; printf 'EXITED rc=%s ' $rc; stty -a | grep -o -- '-icanon\\|icanon' | head -1; sleep 60"
     e = {**os.environ, **(env or {})}
