@@ -20,7 +20,10 @@
 //! it has the name too) are *stale*: read before the change, they may be off by the change's
 //! whole share (half a tree exiting doubles the others' PSS). A stale reading is still given
 //! out, marked (`ProcessSample::pss_stale`), so a sum over a tree can refuse to call itself complete,
-//! and it is read again before anything whose only reason is its counters or its age.
+//! and it is read again before anything whose only reason is its counters or its age. What no
+//! family watch sees: file pages (a program's own binary and libraries) are shared with every
+//! other process mapping them, so an unrelated python starting moves every python's file PSS
+//! (by megabytes here) unmarked until the reading ages out; the anonymous part is the family's.
 //!
 //! The budget is an average: unspent budget is saved, up to [`BURST_SAVED`] of it, and spent
 //! at up to [`BURST_RATE`] times the budget. A worker that starts on a big tree (or sees one
