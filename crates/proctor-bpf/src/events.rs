@@ -326,16 +326,10 @@ impl Subscription {
         }
         // The events carry the kernel's own pids (the initial pid namespace's): in another
         // namespace they would name other processes than /proc does.
-        if let Ok(link) = std::fs::read_link("/proc/self/ns/pid") {
-            if link.to_str() != Some("pid:[4026531836]") {
-                return Err(Unavailable(format!(
-                    "proctor runs in a pid namespace of its own ({}): the events number processes as the host does, \
-                     its /proc does not (run with the host's pid namespace: --pid=host, hostPID)",
-                    link.display()
-                )));
-            }
+        if let Some(why) = crate::other_pid_namespace("the events number processes") {
+            return Err(Unavailable(why));
         }
-        crate::load_parts(false, true);
+        crate::load_parts(false, true, false);
         let hub = crate::parts().lock().unwrap_or_else(|e| e.into_inner()).events.clone().expect("loaded above")?;
         hub.attach()?;
         let queue = Arc::new(Queue::default());

@@ -25,7 +25,9 @@ use aya::{Btf, Ebpf, EbpfLoader};
 pub use proctor_procfs::process::PidStat;
 
 pub mod events;
+pub mod net;
 pub use events::{Counts, Event, ExecEvent, ExitEvent, FinalEvent, Subscription};
+pub use net::NetTable;
 
 /// The iterator program, as clang built it from `bpf/task_iter.bpf.c` (`bpf/build.sh`).
 pub static TASK_ITER_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_iter.bpf.o");
@@ -169,7 +171,7 @@ impl TaskIter {
 /// allocations here, handed back after with `malloc_trim`; the peak stays in VmHWM). The
 /// outcome is kept too: a kernel that refused once is not asked again.
 fn loaded() -> Result<Arc<Mutex<Ebpf>>, Unavailable> {
-    load_parts(true, false);
+    load_parts(true, false, false);
     parts().lock().unwrap_or_else(|e| e.into_inner()).iter.clone().expect("loaded above")
 }
 
@@ -178,6 +180,7 @@ fn loaded() -> Result<Arc<Mutex<Ebpf>>, Unavailable> {
 pub(crate) struct Parts {
     pub(crate) iter: Option<Result<Arc<Mutex<Ebpf>>, Unavailable>>,
     pub(crate) events: Option<Result<Arc<events::Hub>, Unavailable>>,
+    pub(crate) net: Option<Result<Arc<net::Loaded>, Unavailable>>,
 }
 
 pub(crate) fn parts() -> &'static Mutex<Parts> {
@@ -187,11 +190,12 @@ pub(crate) fn parts() -> &'static Mutex<Parts> {
 
 /// Loads the parts asked for that are not loaded yet, parsing the kernel's BTF once for all of
 /// them: [`open`] asks for both at once.
-pub(crate) fn load_parts(iter: bool, events: bool) {
+pub(crate) fn load_parts(iter: bool, events: bool, net: bool) {
     let mut parts = parts().lock().unwrap_or_else(|e| e.into_inner());
     let want_iter = iter && parts.iter.is_none();
     let want_events = events && parts.events.is_none();
-    if !want_iter && !want_events {
+    let want_net = net && parts.net.is_none();
+    if !want_iter && !want_events && !want_net {
         return;
     }
     let btf = Btf::from_sys_fs().map_err(|e| {
@@ -209,6 +213,12 @@ pub(crate) fn load_parts(iter: bool, events: bool) {
             Err(e) => Err(e.clone()),
         });
     }
+    if want_net {
+        parts.net = Some(match &btf {
+            Ok(btf) => net::Loaded::load(btf).map(Arc::new),
+            Err(e) => Err(e.clone()),
+        });
+    }
     drop(btf);
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only returns free heap memory to the kernel.
@@ -217,16 +227,35 @@ pub(crate) fn load_parts(iter: bool, events: bool) {
     }
 }
 
-/// The task iterator and the event subscription [`open`] was asked for, or why not.
-pub type Opened = (Option<Result<TaskIter, Unavailable>>, Option<Result<Subscription, Unavailable>>);
+/// What [`open`] was asked for, each `Err` with its reason.
+#[derive(Debug, Default)]
+pub struct Opened {
+    pub iter: Option<Result<TaskIter, Unavailable>>,
+    pub events: Option<Result<Subscription, Unavailable>>,
+    pub net: Option<Result<NetTable, Unavailable>>,
+}
 
 /// Opens what BPF gives the sampler, parsing the kernel's BTF once: the task iterator (when
-/// `iter`) and the process events (when `events`), each `Err` with its reason.
-pub fn open(iter: bool, events: bool) -> Opened {
-    if (iter || events) && may_load_tracing() {
-        load_parts(iter, events);
+/// `iter`), the process events (when `events`) and the network table (when `net`).
+pub fn open(iter: bool, events: bool, net: bool) -> Opened {
+    if (iter || events || net) && may_load_tracing() {
+        load_parts(iter, events, net);
     }
-    (iter.then(TaskIter::open), events.then(Subscription::open))
+    Opened { iter: iter.then(TaskIter::open), events: events.then(Subscription::open), net: net.then(NetTable::open) }
+}
+
+/// Why a part that numbers processes as the host does cannot serve this process: it runs in a
+/// pid namespace of its own (its /proc numbers them otherwise). `None` in the host's. `what`:
+/// "the events number processes", say.
+pub(crate) fn other_pid_namespace(what: &str) -> Option<String> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    (link.to_str() != Some("pid:[4026531836]")).then(|| {
+        format!(
+            "proctor runs in a pid namespace of its own ({}): {what} as the host does, its /proc does not (run \
+             with the host's pid namespace: --pid=host, hostPID)",
+            link.display()
+        )
+    })
 }
 
 /// Fits the iterator object to the kernel's BTF and loads the program.

@@ -117,7 +117,7 @@ impl Sampler {
         let want_iter = config.processes && config.task_iter && local;
         let want_events = config.processes && config.process_events && local;
         // Both from one parse of the kernel's BTF.
-        let (iter, events) = proctor_bpf::open(want_iter, want_events);
+        let proctor_bpf::Opened { iter, events, .. } = proctor_bpf::open(want_iter, want_events, false);
         let elsewhere = || {
             Some(if config.root.is_host() {
                 "the host root's /proc is another pid namespace's than proctor's (run it with the host's: --pid=host, hostPID)"

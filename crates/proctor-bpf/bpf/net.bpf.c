@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: MIT OR GPL-2.0
+//
+// proctor's per-process network: every IPv4 and IPv6 packet this host sends or delivers, counted
+// in the kernel against the process that owns its socket, TCP and UDP apart, with what each
+// process handed to send and got from receive, its connects, accepts, retransmits and resets.
+// User space reads the table once a sample (crates/proctor-bpf/src/net.rs); no packet reaches
+// user space. A TCP socket iterator gives each process's open connections and their smoothed
+// round-trip times on demand.
+//
+// Why these hooks (BTF tracepoints, Linux 6.3+, and cgroup programs; not fentry/fexit, which a
+// kernel locked down for integrity refuses, as this project's machines do): every packet a
+// device sends passes `net_dev_start_xmit` with the socket that made it (the kernel's own ACKs
+// included) and every one received passes `netif_receive_skb`: the host's totals. A received
+// packet's socket is known only once TCP or UDP found it: a cgroup skb program on the cgroup2
+// root's ingress sees it there, with its socket. What no socket took (a handshake's last ACK,
+// TIME_WAIT, ICMP, a closed port, forwarded traffic) is the difference, its own figure, not a
+// shortfall. A socket's owner (socket-local storage, cloned to an accepted child from its
+// listener) is the process that created it (cgroup sock_create), connected, listened, or last
+// sent or received on it (`sock_send_length`, `sock_recv_length`), so receive in softirq lands
+// on the right process.
+//
+// Bytes are IP packets' lengths (headers included, link header not): what `lo` counts less 14
+// bytes a packet. Payload bytes are what send and receive returned.
+//
+// Built like the other objects (clang alone, no libbpf headers; `bash bpf/build.sh`), CO-RE.
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef int __s32;
+typedef unsigned long long __u64;
+typedef long long __s64;
+
+#define SEC(name) __attribute__((section(name), used))
+#define CORE __attribute__((preserve_access_index))
+#define __always_inline inline __attribute__((always_inline))
+
+#define __uint(name, val) int(*name)[val]
+#define __type(name, val) typeof(val) *name
+#define BPF_MAP_TYPE_HASH 1
+#define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_MAP_TYPE_SK_STORAGE 24
+#define BPF_F_NO_PREALLOC 1
+#define BPF_F_CLONE (1U << 9)
+#define BPF_NOEXIST 1
+#define BPF_ANY 0
+#define BPF_SK_STORAGE_GET_F_CREATE 1
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
+static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
+static void *(*bpf_sk_storage_get)(void *map, void *sk, void *value, __u64 flags) = (void *)107;
+static long (*bpf_seq_write)(void *seq, const void *data, __u32 len) = (void *)127;
+static void *(*bpf_sk_fullsock)(void *sk) = (void *)95;
+static void *(*bpf_skc_to_tcp_sock)(void *sk) = (void *)137;
+static void *(*bpf_get_current_task_btf)(void) = (void *)158;
+
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define AF_INET 2
+#define AF_INET6 10
+#define ETH_P_IP_BE 0x0008
+#define ETH_P_IPV6_BE 0xdd86
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_SENT 2
+#define TCP_SYN_RECV 3
+#define TCP_CLOSE 7
+#define TCP_LISTEN 10
+
+struct task_struct {
+	struct task_struct *group_leader;
+	__u64 start_boottime;
+} CORE;
+
+struct sock_common {
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+} CORE;
+
+struct sock {
+	struct sock_common __sk_common;
+	__u16 sk_protocol;
+} CORE;
+
+struct tcp_sock {
+	__u32 srtt_us;
+	__u32 total_retrans;
+} CORE;
+
+struct sk_buff {
+	struct sock *sk;
+	unsigned int len;
+	__u16 protocol;
+	__u16 transport_header;
+	__u16 network_header;
+	unsigned char *head;
+	unsigned char *data;
+} CORE;
+
+// The cgroup programs' context (include/uapi/linux/bpf.h): a fixed ABI, not CO-RE.
+struct bpf_sock {
+	__u32 bound_dev_if;
+	__u32 family;
+	__u32 type;
+	__u32 protocol;
+};
+
+struct __sk_buff {
+	__u32 len;
+	__u32 fields_1[34];
+	__u32 data_meta;
+	__u64 flow_keys;
+	__u64 tstamp;
+	__u32 wire_len;
+	__u32 gso_segs;
+	union {
+		struct bpf_sock *sk;
+		__u64 sk_word;
+	};
+};
+
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} CORE;
+
+struct bpf_iter__tcp {
+	struct bpf_iter_meta *meta;
+	struct sock_common *sk_common;
+} CORE;
+
+// Who owns a socket: a process, by pid and start (a reused pid is another process).
+struct owner {
+	__u32 tgid;
+	__u32 pad;
+	__u64 start;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	// Cloned: an accepted connection is its listener's until its acceptor uses it.
+	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
+	__type(key, int);
+	__type(value, struct owner);
+} proctor_owner SEC(".maps");
+
+// One process's counters since the programs were attached (or since its pid was another's).
+struct proc_net {
+	__u64 start;
+	__u64 tcp_tx_packets, tcp_tx_bytes, tcp_rx_packets, tcp_rx_bytes;
+	__u64 udp_tx_packets, udp_tx_bytes, udp_rx_packets, udp_rx_bytes;
+	__u64 tcp_sent, tcp_received, udp_sent, udp_received;
+	__u64 connects, accepts, retransmits, resets_sent, resets_received;
+};
+
+// Sized for every process a busy host has; the reader deletes the rows of processes gone. A
+// row that finds the table full is counted (`table_full`), its traffic in the unowned figures.
+#define PROCESSES 32768
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROCESSES);
+	__type(key, __u32);
+	__type(value, struct proc_net);
+} proctor_net SEC(".maps");
+
+// Host totals, one slot per CPU, summed by the reader.
+struct totals {
+	// Every IP packet handed to a device (locally made or forwarded) and every one delivered
+	// to this host, and of those, what no process was found for.
+	__u64 tx_packets, tx_bytes, rx_packets, rx_bytes;
+	__u64 tx_unowned_packets, tx_unowned_bytes;
+	// Delivered packets that TCP or UDP gave to an owned socket (the rest are unowned).
+	__u64 rx_owned_packets, rx_owned_bytes;
+	__u64 table_full;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct totals);
+} proctor_net_totals SEC(".maps");
+
+// Counters are added atomically: a softirq's program may interrupt a task's on the same CPU.
+#define ADD(field, n) __sync_fetch_and_add(&(field), (n))
+
+static __always_inline struct totals *totals(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&proctor_net_totals, &zero);
+}
+
+// The IP packet's length: the buffer from its network header on, wherever `data` stands.
+static __always_inline __u64 ip_len(struct sk_buff *skb)
+{
+	__s64 data_off = (__s64)(skb->data - skb->head);
+
+	return (__u64)((__s64)skb->len + data_off - (__s64)skb->network_header);
+}
+
+// The calling process, as a socket's owner.
+static __always_inline void current_owner(struct owner *o)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	o->tgid = bpf_get_current_pid_tgid() >> 32;
+	o->pad = 0;
+	o->start = task->group_leader->start_boottime;
+}
+
+// Makes the calling process the socket's owner.
+static __always_inline void own(struct sock *sk)
+{
+	struct owner me, *o;
+
+	if (!sk)
+		return;
+	current_owner(&me);
+	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (o && (o->tgid != me.tgid || o->start != me.start))
+		*o = me;
+}
+
+// The owner's row, made (or restarted, for a reused pid) when needed; 0 when the table is full.
+static __always_inline struct proc_net *row_of(const struct owner *o)
+{
+	struct proc_net *p = bpf_map_lookup_elem(&proctor_net, &o->tgid);
+
+	if (p && p->start == o->start)
+		return p;
+	struct proc_net fresh = {.start = o->start};
+	if (bpf_map_update_elem(&proctor_net, &o->tgid, &fresh, p ? BPF_ANY : BPF_NOEXIST) && !p) {
+		// Made by another CPU just now, or the table is full.
+		p = bpf_map_lookup_elem(&proctor_net, &o->tgid);
+		if (!p) {
+			struct totals *t = totals();
+
+			if (t)
+				ADD(t->table_full, 1);
+		}
+		return p;
+	}
+	return bpf_map_lookup_elem(&proctor_net, &o->tgid);
+}
+
+// The socket owner's row, or 0.
+static __always_inline struct proc_net *row_of_sock(struct sock *sk)
+{
+	struct owner *o;
+
+	if (!sk)
+		return 0;
+	o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
+	return o && o->tgid ? row_of(o) : 0;
+}
+
+static __always_inline struct proc_net *row_of_current(void)
+{
+	struct owner me;
+
+	current_owner(&me);
+	return row_of(&me);
+}
+
+static __always_inline int is_ip(struct sk_buff *skb)
+{
+	return skb->protocol == ETH_P_IP_BE || skb->protocol == ETH_P_IPV6_BE;
+}
+
+// Every IP packet a device sends, against the owner of the socket that made it. A datagram
+// socket's packet leaves in its sender's own call (nothing in the kernel sends for UDP later),
+// so one with no owner yet is the caller's; TCP's leave from timers and softirq too.
+SEC("tp_btf/net_dev_start_xmit")
+int proctor_xmit(__u64 *ctx)
+{
+	struct sk_buff *skb = (struct sk_buff *)ctx[0];
+	struct totals *t;
+	struct proc_net *p = 0;
+	struct sock *sk;
+	struct owner *o = 0;
+	__u64 len;
+	int proto = 0;
+
+	if (!skb || !is_ip(skb))
+		return 0;
+	t = totals();
+	if (!t)
+		return 0;
+	len = ip_len(skb);
+	ADD(t->tx_packets, 1);
+	ADD(t->tx_bytes, len);
+	sk = skb->sk;
+	if (sk)
+		o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (o) {
+		proto = sk->sk_protocol;
+		if (!o->tgid && proto == IPPROTO_UDP)
+			current_owner(o);
+		if (o->tgid)
+			p = row_of(o);
+	}
+	if (p && proto == IPPROTO_TCP) {
+		ADD(p->tcp_tx_packets, 1);
+		ADD(p->tcp_tx_bytes, len);
+	} else if (p && proto == IPPROTO_UDP) {
+		ADD(p->udp_tx_packets, 1);
+		ADD(p->udp_tx_bytes, len);
+	} else {
+		ADD(t->tx_unowned_packets, 1);
+		ADD(t->tx_unowned_bytes, len);
+	}
+	return 0;
+}
+
+// Every IP packet a device received (forwarded ones too: they leave again, counted there).
+SEC("tp_btf/netif_receive_skb")
+int proctor_receive(__u64 *ctx)
+{
+	struct sk_buff *skb = (struct sk_buff *)ctx[0];
+	struct totals *t;
+
+	if (!skb || !is_ip(skb))
+		return 0;
+	t = totals();
+	if (!t)
+		return 0;
+	ADD(t->rx_packets, 1);
+	ADD(t->rx_bytes, ip_len(skb));
+	return 0;
+}
+
+// A received packet TCP or UDP found a socket for, with its length from the IP header on.
+SEC("cgroup_skb/ingress")
+int proctor_ingress(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+	struct owner *o;
+	struct proc_net *p;
+	struct totals *t;
+	__u64 len = skb->len;
+
+	if (!sk)
+		return 1;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 1;
+	o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
+	if (!o || !o->tgid)
+		return 1;
+	p = row_of(o);
+	if (!p)
+		return 1;
+	if (sk->protocol == IPPROTO_TCP) {
+		ADD(p->tcp_rx_packets, 1);
+		ADD(p->tcp_rx_bytes, len);
+	} else if (sk->protocol == IPPROTO_UDP) {
+		ADD(p->udp_rx_packets, 1);
+		ADD(p->udp_rx_bytes, len);
+	} else {
+		return 1;
+	}
+	t = totals();
+	if (t) {
+		ADD(t->rx_owned_packets, 1);
+		ADD(t->rx_owned_bytes, len);
+	}
+	return 1;
+}
+
+// A socket is its creator's from the start, so a datagram socket's first packet (a server's
+// first request, before its receive returned) has an owner.
+SEC("cgroup/sock_create")
+int proctor_sock_create(struct bpf_sock *sk)
+{
+	struct owner *o;
+
+	if (sk->protocol != IPPROTO_TCP && sk->protocol != IPPROTO_UDP)
+		return 1;
+	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (o)
+		current_owner(o);
+	return 1;
+}
+
+static __always_inline int is_inet(struct sock *sk, int *proto)
+{
+	unsigned short family;
+
+	if (!sk)
+		return 0;
+	family = sk->__sk_common.skc_family;
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	*proto = sk->sk_protocol;
+	return *proto == IPPROTO_TCP || *proto == IPPROTO_UDP;
+}
+
+// What send and receive returned, to the caller, who owns the socket from now on.
+static __always_inline void returned(struct sock *sk, int ret, int send)
+{
+	struct proc_net *p;
+	int proto;
+
+	if (!is_inet(sk, &proto))
+		return;
+	own(sk);
+	if (ret <= 0)
+		return;
+	p = row_of_current();
+	if (!p)
+		return;
+	if (proto == IPPROTO_TCP && send)
+		ADD(p->tcp_sent, ret);
+	else if (proto == IPPROTO_TCP)
+		ADD(p->tcp_received, ret);
+	else if (send)
+		ADD(p->udp_sent, ret);
+	else
+		ADD(p->udp_received, ret);
+}
+
+SEC("tp_btf/sock_send_length")
+int proctor_send(__u64 *ctx)
+{
+	returned((struct sock *)ctx[0], (int)ctx[1], 1);
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int proctor_recv(__u64 *ctx)
+{
+	returned((struct sock *)ctx[0], (int)ctx[1], 0);
+	return 0;
+}
+
+// TCP's states: connect (CLOSE to SYN_SENT, in the caller's call) and listen make the caller
+// the owner; a connection accepted (SYN_RECV to ESTABLISHED, in softirq) counts for the owner
+// its listener gave it.
+SEC("tp_btf/inet_sock_set_state")
+int proctor_state(__u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ctx[0];
+	int old = (int)ctx[1], new = (int)ctx[2];
+	struct proc_net *p;
+	int proto;
+
+	if (!is_inet(sk, &proto) || proto != IPPROTO_TCP)
+		return 0;
+	if (new == TCP_SYN_SENT || new == TCP_LISTEN) {
+		own(sk);
+		if (new == TCP_SYN_SENT) {
+			p = row_of_current();
+			if (p)
+				ADD(p->connects, 1);
+		}
+	} else if (old == TCP_SYN_RECV && new == TCP_ESTABLISHED) {
+		p = row_of_sock(sk);
+		if (p)
+			ADD(p->accepts, 1);
+	}
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int proctor_retransmit(__u64 *ctx)
+{
+	struct proc_net *p = row_of_sock((struct sock *)ctx[0]);
+
+	if (p)
+		ADD(p->retransmits, 1);
+	return 0;
+}
+
+SEC("tp_btf/tcp_send_reset")
+int proctor_reset_sent(__u64 *ctx)
+{
+	struct proc_net *p = row_of_sock((struct sock *)ctx[0]);
+
+	if (p)
+		ADD(p->resets_sent, 1);
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int proctor_reset_received(__u64 *ctx)
+{
+	struct proc_net *p = row_of_sock((struct sock *)ctx[0]);
+
+	if (p)
+		ADD(p->resets_received, 1);
+	return 0;
+}
+
+// One record per full TCP socket with an owner: whose, its state and smoothed RTT.
+struct conn_record {
+	__u32 tgid;
+	__u32 state;
+	__u64 start;
+	__u32 srtt_us;
+	__u32 retrans;
+};
+
+SEC("iter/tcp")
+int proctor_tcp_sockets(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_sock *tp;
+	struct owner *o;
+	struct conn_record r;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	o = bpf_sk_storage_get(&proctor_owner, tp, 0, 0);
+	if (!o)
+		return 0;
+	r.tgid = o->tgid;
+	r.start = o->start;
+	r.state = skc->skc_state;
+	// tcp_sock keeps the smoothed RTT in eighths of a microsecond.
+	r.srtt_us = tp->srtt_us >> 3;
+	r.retrans = tp->total_retrans;
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

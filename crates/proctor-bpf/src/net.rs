@@ -1,0 +1,408 @@
+//! Per-process network (issue 36): programs on the kernel's device send and receive tracepoints,
+//! on the cgroup2 root's ingress and socket creation, and on sockets' send, receive and TCP
+//! state changes (bpf/net.bpf.c) count every packet against the process that owns its socket, in a table keyed by pid that [`NetTable::read`] copies once
+//! a sample: no packet reaches user space. [`NetTable::connections`] walks every TCP socket
+//! (a socket iterator) for each process's open connections and smoothed round-trip times.
+//!
+//! One table per process (loaded with the other parts, one BTF parse), attached when the first
+//! [`NetTable`] opens, and kept. Rows of processes that are gone are deleted by
+//! [`NetTable::forget`], so the table holds the live processes that used the network.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
+use aya::programs::{BtfTracePoint, CgroupAttachMode, CgroupSkb, CgroupSkbAttachType, CgroupSock, Iter};
+use aya::{Btf, Ebpf, EbpfLoader};
+
+use crate::{load_error, may_load_tracing, thread_cpu_ns, Unavailable};
+
+/// The programs, as clang built them from `bpf/net.bpf.c` (`bpf/build.sh`).
+pub static NET_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/net.bpf.o");
+
+/// (program, tracepoint) in the object.
+const TRACEPOINTS: [(&str, &str); 8] = [
+    ("proctor_xmit", "net_dev_start_xmit"),
+    ("proctor_receive", "netif_receive_skb"),
+    ("proctor_send", "sock_send_length"),
+    ("proctor_recv", "sock_recv_length"),
+    ("proctor_state", "inet_sock_set_state"),
+    ("proctor_retransmit", "tcp_retransmit_skb"),
+    ("proctor_reset_sent", "tcp_send_reset"),
+    ("proctor_reset_received", "tcp_receive_reset"),
+];
+/// The cgroup programs, attached to the cgroup2 root: received packets with their socket, and
+/// every socket's creation.
+const INGRESS: &str = "proctor_ingress";
+const SOCK_CREATE: &str = "proctor_sock_create";
+/// The socket iterator (attached per walk).
+const SOCKETS: &str = "proctor_tcp_sockets";
+
+/// One direction of one protocol, or what send and receive returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flow {
+    pub packets: u64,
+    /// IP packets' lengths, headers included (the link header not).
+    pub bytes: u64,
+}
+
+/// One protocol's traffic for one process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Proto {
+    pub tx: Flow,
+    pub rx: Flow,
+    /// Payload bytes: what send returned and what receive returned, summed.
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
+}
+
+/// A process's counters since the programs were attached (or since its pid was another's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcNet {
+    /// When the process started (the kernel's boot-time clock, ns): a row whose start is not
+    /// the process's is another process's that had the pid.
+    pub start_boottime_ns: u64,
+    pub tcp: Proto,
+    pub udp: Proto,
+    pub connects: u64,
+    pub accepts: u64,
+    pub retransmits: u64,
+    pub resets_sent: u64,
+    pub resets_received: u64,
+}
+
+/// The host's packets since the programs were attached, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetTotals {
+    /// Every IP packet handed to a device (made here or forwarded).
+    pub tx: Flow,
+    /// Every IP packet delivered to this host.
+    pub rx: Flow,
+    /// Of those, what no process's socket made (forwarded, resets and ACKs of no socket,
+    /// ICMP, a handshake's answer) ...
+    pub tx_unowned: Flow,
+    /// ... and what TCP or UDP gave to a process's socket.
+    pub rx_owned: Flow,
+    /// Processes not counted because the table was full (their traffic is in the unowned).
+    pub table_full: u64,
+}
+
+impl NetTotals {
+    /// Delivered packets no process's socket took: TCP's handshake answers and TIME_WAIT,
+    /// ICMP, a closed port's, other protocols.
+    pub fn rx_unowned(&self) -> Flow {
+        Flow {
+            packets: self.rx.packets.saturating_sub(self.rx_owned.packets),
+            bytes: self.rx.bytes.saturating_sub(self.rx_owned.bytes),
+        }
+    }
+}
+
+/// One TCP socket with an owner, from [`NetTable::connections`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    pub pid: u32,
+    pub start_boottime_ns: u64,
+    /// The kernel's TCP state (1 established … 10 listen).
+    pub state: u8,
+    /// Smoothed round-trip time, µs (0 before the first measurement).
+    pub srtt_us: u32,
+    /// Segments retransmitted over its life.
+    pub retransmits: u32,
+}
+
+/// TCP's state numbers (include/net/tcp_states.h).
+pub const TCP_ESTABLISHED: u8 = 1;
+pub const TCP_LISTEN: u8 = 10;
+
+/// `struct proc_net`: 18 words.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct RawProcNet([u64; 18]);
+
+// SAFETY: u64s, no padding, any bit pattern valid.
+unsafe impl aya::Pod for RawProcNet {}
+
+/// `struct totals`: 9 words.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct RawTotals([u64; 9]);
+
+// SAFETY: u64s, no padding, any bit pattern valid.
+unsafe impl aya::Pod for RawTotals {}
+
+/// `struct conn_record`: tgid, state, start, srtt, retransmits.
+pub const CONNECTION_BYTES: usize = 24;
+
+fn proc_net(w: &[u64; 18]) -> ProcNet {
+    let proto = |i: usize, sent: u64, received: u64| Proto {
+        tx: Flow { packets: w[i], bytes: w[i + 1] },
+        rx: Flow { packets: w[i + 2], bytes: w[i + 3] },
+        sent_bytes: sent,
+        received_bytes: received,
+    };
+    ProcNet {
+        start_boottime_ns: w[0],
+        tcp: proto(1, w[9], w[10]),
+        udp: proto(5, w[11], w[12]),
+        connects: w[13],
+        accepts: w[14],
+        retransmits: w[15],
+        resets_sent: w[16],
+        resets_received: w[17],
+    }
+}
+
+/// The loaded programs and their maps, one per process.
+pub(crate) struct Loaded {
+    bpf: Mutex<Ebpf>,
+    table: Mutex<BpfHashMap<MapData, u32, RawProcNet>>,
+    totals: Mutex<PerCpuArray<MapData, RawTotals>>,
+    /// `Some` once attached: the outcome (kept, so a refusal is said, not retried).
+    attached: Mutex<Option<Result<(), Unavailable>>>,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("net::Loaded").finish_non_exhaustive()
+    }
+}
+
+impl Loaded {
+    /// Fits the object to the kernel's BTF and loads its programs; attaches nothing.
+    pub(crate) fn load(btf: &Btf) -> Result<Loaded, Unavailable> {
+        let mut bpf = EbpfLoader::new().btf(Some(btf)).load(NET_OBJECT).map_err(|e| {
+            Unavailable(crate::refused(
+                &e,
+                "the network programs do not fit this kernel (Linux 6.3 or later is needed)",
+            ))
+        })?;
+        let missing = |name: &str| Unavailable(format!("the object has no program {name}"));
+        let kind = |name: &str, e: &dyn std::fmt::Display| Unavailable(format!("{name}: {e}"));
+        let refused = |name: &str, e: aya::programs::ProgramError| Unavailable(format!("{name}: {}", load_error(&e)));
+        for (name, tracepoint) in TRACEPOINTS {
+            let program: &mut BtfTracePoint =
+                bpf.program_mut(name).ok_or_else(|| missing(name))?.try_into().map_err(|e| kind(name, &e))?;
+            program.load(tracepoint, btf).map_err(|e| refused(name, e))?;
+        }
+        let ingress: &mut CgroupSkb =
+            bpf.program_mut(INGRESS).ok_or_else(|| missing(INGRESS))?.try_into().map_err(|e| kind(INGRESS, &e))?;
+        ingress.load().map_err(|e| refused(INGRESS, e))?;
+        let create: &mut CgroupSock = bpf
+            .program_mut(SOCK_CREATE)
+            .ok_or_else(|| missing(SOCK_CREATE))?
+            .try_into()
+            .map_err(|e| kind(SOCK_CREATE, &e))?;
+        create.load().map_err(|e| refused(SOCK_CREATE, e))?;
+        let iter: &mut Iter =
+            bpf.program_mut(SOCKETS).ok_or_else(|| missing(SOCKETS))?.try_into().map_err(|e| kind(SOCKETS, &e))?;
+        iter.load("tcp", btf).map_err(|e| refused(SOCKETS, e))?;
+        let table = bpf.take_map("proctor_net").ok_or_else(|| Unavailable("the object has no table".into()))?;
+        let table = BpfHashMap::try_from(table).map_err(|e| Unavailable(format!("the table: {e}")))?;
+        let totals =
+            bpf.take_map("proctor_net_totals").ok_or_else(|| Unavailable("the object has no totals".into()))?;
+        let totals = PerCpuArray::try_from(totals).map_err(|e| Unavailable(format!("the totals: {e}")))?;
+        Ok(Loaded {
+            bpf: Mutex::new(bpf),
+            table: Mutex::new(table),
+            totals: Mutex::new(totals),
+            attached: Mutex::new(None),
+        })
+    }
+
+    fn attach(&self) -> Result<(), Unavailable> {
+        let mut attached = self.attached.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(outcome) = &*attached {
+            return outcome.clone();
+        }
+        let outcome = (|| {
+            let root = cgroup2_root()?;
+            let cgroup = std::fs::File::open(&root)
+                .map_err(|e| Unavailable(format!("opening the cgroup2 root {}: {e}", root.display())))?;
+            let mut bpf = self.bpf.lock().unwrap_or_else(|e| e.into_inner());
+            let gone = |name: &str| Unavailable(format!("{name} is gone"));
+            let failed = |what: String, e: aya::programs::ProgramError| {
+                Unavailable(format!("attaching {what}: {}", load_error(&e)))
+            };
+            // The cgroup programs first: a packet counted on the way out has its owner. Through a
+            // link (Linux 5.7+), which the kernel always attaches beside others (the flags must
+            // be 0: `Single` is 0), and which goes with this process.
+            let create: &mut CgroupSock =
+                bpf.program_mut(SOCK_CREATE).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(SOCK_CREATE))?;
+            create
+                .attach(&cgroup, CgroupAttachMode::Single)
+                .map_err(|e| failed(format!("{SOCK_CREATE} to {}", root.display()), e))?;
+            let ingress: &mut CgroupSkb =
+                bpf.program_mut(INGRESS).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(INGRESS))?;
+            ingress
+                .attach(&cgroup, CgroupSkbAttachType::Ingress, CgroupAttachMode::Single)
+                .map_err(|e| failed(format!("{INGRESS} to {}", root.display()), e))?;
+            for (name, tracepoint) in TRACEPOINTS {
+                let program: &mut BtfTracePoint =
+                    bpf.program_mut(name).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(name))?;
+                program.attach().map_err(|e| failed(format!("{name} to {tracepoint}"), e))?;
+            }
+            Ok(())
+        })();
+        *attached = Some(outcome.clone());
+        outcome
+    }
+}
+
+/// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a
+/// hybrid host), from `/proc/self/mountinfo`.
+fn cgroup2_root() -> Result<std::path::PathBuf, Unavailable> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| Unavailable(format!("reading /proc/self/mountinfo: {e}")))?;
+    info.lines()
+        .find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            (right.split_whitespace().next() == Some("cgroup2"))
+                .then(|| left.split_whitespace().nth(4).map(Into::into))?
+        })
+        .ok_or_else(|| {
+            Unavailable("no cgroup2 hierarchy is mounted: the received packets' sockets are seen through it".into())
+        })
+}
+
+/// What one [`NetTable::read`] cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCost {
+    pub rows: u64,
+    /// Rows that went between listing and reading them (their process ended and another reader
+    /// forgot it).
+    pub vanished: u64,
+    pub cpu_ns: u64,
+}
+
+/// A handle on the per-process network table (the programs attached).
+#[derive(Debug, Clone)]
+pub struct NetTable {
+    loaded: Arc<Loaded>,
+}
+
+impl NetTable {
+    /// Attaches the programs (the first time in this process). `Err` says why per-process
+    /// network cannot be had here.
+    pub fn open() -> Result<NetTable, Unavailable> {
+        if !may_load_tracing() {
+            return Err(Unavailable(
+                "this process may not load BPF tracing programs: proctor needs CAP_BPF and CAP_PERFMON (or root)"
+                    .to_string(),
+            ));
+        }
+        if let Some(why) = crate::other_pid_namespace("the network table numbers processes") {
+            return Err(Unavailable(why));
+        }
+        crate::load_parts(false, false, true);
+        let loaded = crate::parts().lock().unwrap_or_else(|e| e.into_inner()).net.clone().expect("loaded above")?;
+        loaded.attach()?;
+        Ok(NetTable { loaded })
+    }
+
+    /// Every row of the table into `out` (cleared first), by pid.
+    pub fn read(&self, out: &mut HashMap<u32, ProcNet>) -> ReadCost {
+        let started = thread_cpu_ns();
+        out.clear();
+        let table = self.loaded.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut vanished = 0;
+        for entry in table.iter() {
+            match entry {
+                Ok((pid, raw)) => {
+                    out.insert(pid, proc_net(&raw.0));
+                }
+                Err(_) => vanished += 1,
+            }
+        }
+        ReadCost { rows: out.len() as u64, vanished, cpu_ns: thread_cpu_ns().saturating_sub(started) }
+    }
+
+    /// Deletes the rows of these pids (processes that ended); returns how many were there.
+    pub fn forget(&self, pids: impl IntoIterator<Item = u32>) -> u64 {
+        let mut table = self.loaded.table.lock().unwrap_or_else(|e| e.into_inner());
+        pids.into_iter().filter(|pid| table.remove(pid).is_ok()).count() as u64
+    }
+
+    /// The host's totals, summed over CPUs.
+    pub fn totals(&self) -> NetTotals {
+        let raw = self.loaded.totals.lock().unwrap_or_else(|e| e.into_inner()).get(&0, 0).ok();
+        let mut w = [0u64; 9];
+        for cpu in raw.iter().flat_map(|v| v.iter()) {
+            for (s, v) in w.iter_mut().zip(cpu.0) {
+                *s = s.wrapping_add(v);
+            }
+        }
+        NetTotals {
+            tx: Flow { packets: w[0], bytes: w[1] },
+            rx: Flow { packets: w[2], bytes: w[3] },
+            tx_unowned: Flow { packets: w[4], bytes: w[5] },
+            rx_owned: Flow { packets: w[6], bytes: w[7] },
+            table_full: w[8],
+        }
+    }
+
+    /// Every owned TCP socket, through the socket iterator (one walk of the kernel's TCP
+    /// tables), into `out` (cleared first); returns the walk's CPU ns.
+    pub fn connections(&self, out: &mut Vec<Connection>) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+        let started = thread_cpu_ns();
+        out.clear();
+        let mut file = {
+            let mut bpf = self.loaded.bpf.lock().map_err(|_| "another walk panicked while attaching")?;
+            let program: &mut Iter = bpf.program_mut(SOCKETS).ok_or("program gone")?.try_into()?;
+            let link = program.attach()?;
+            program.take_link(link)?.into_file()?
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        out.extend(bytes.chunks_exact(CONNECTION_BYTES).map(parse_connection));
+        Ok(thread_cpu_ns().saturating_sub(started))
+    }
+}
+
+fn parse_connection(r: &[u8]) -> Connection {
+    let u32_at = |i: usize| u32::from_ne_bytes(r[i..i + 4].try_into().expect("4 bytes"));
+    Connection {
+        pid: u32_at(0),
+        state: u32_at(4) as u8,
+        start_boottime_ns: u64::from_ne_bytes(r[8..16].try_into().expect("8 bytes")),
+        srtt_us: u32_at(16),
+        retransmits: u32_at(20),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words land in the fields `struct proc_net` names them for.
+    #[test]
+    fn a_row_reads_as_the_kernel_lays_it_out() {
+        let w: [u64; 18] = std::array::from_fn(|i| i as u64 * 10);
+        let p = proc_net(&w);
+        assert_eq!(p.start_boottime_ns, 0);
+        assert_eq!(p.tcp.tx, Flow { packets: 10, bytes: 20 });
+        assert_eq!(p.tcp.rx, Flow { packets: 30, bytes: 40 });
+        assert_eq!(p.udp.tx, Flow { packets: 50, bytes: 60 });
+        assert_eq!(p.udp.rx, Flow { packets: 70, bytes: 80 });
+        assert_eq!(
+            (p.tcp.sent_bytes, p.tcp.received_bytes, p.udp.sent_bytes, p.udp.received_bytes),
+            (90, 100, 110, 120)
+        );
+        assert_eq!((p.connects, p.accepts, p.retransmits, p.resets_sent, p.resets_received), (130, 140, 150, 160, 170));
+    }
+
+    #[test]
+    fn a_connection_record_reads_as_laid_out() {
+        let mut r = Vec::new();
+        r.extend(4242u32.to_ne_bytes());
+        r.extend(1u32.to_ne_bytes());
+        r.extend(77u64.to_ne_bytes());
+        r.extend(350u32.to_ne_bytes());
+        r.extend(3u32.to_ne_bytes());
+        assert_eq!(
+            parse_connection(&r),
+            Connection { pid: 4242, start_boottime_ns: 77, state: TCP_ESTABLISHED, srtt_us: 350, retransmits: 3 }
+        );
+    }
+}
