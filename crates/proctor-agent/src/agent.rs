@@ -156,6 +156,8 @@ impl Agent {
             task_iter_why_not: sampler.task_iter_status().err().flatten().map(str::to_string),
             events_used: sampler.events_status().is_ok(),
             events_why_not: sampler.events_status().err().flatten().map(str::to_string),
+            net_used: sampler.net_status().is_ok(),
+            net_why_not: sampler.net_status().err().flatten().map(str::to_string),
             ..AgentSelf::default()
         };
         let mut peak = SelfPeak::open();

@@ -66,6 +66,10 @@ pub struct AgentSelf {
     pub events_used: bool,
     /// Why not the events, where they were asked for and could not be had.
     pub events_why_not: Option<String>,
+    /// Each process's network use is counted in the kernel (BPF; else it is not known).
+    pub net_used: bool,
+    /// Why not, where it was asked for and could not be had.
+    pub net_why_not: Option<String>,
     /// Every sample's `cost.starts` added up: process starts against the kernel's count.
     pub starts: StartsTotal,
     /// The store the agent records into, as of the previous sample.

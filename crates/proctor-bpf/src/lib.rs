@@ -315,11 +315,16 @@ pub(crate) fn load_error(e: &aya::programs::ProgramError) -> String {
 /// CAP_PERFMON: what loading a tracing program (an iterator) takes. Unknown reads as yes (the
 /// load then says).
 pub(crate) fn may_load_tracing() -> bool {
+    has_capability(21) || (has_capability(38) && has_capability(39))
+}
+
+/// Whether this process's effective capabilities include capability number `bit`. Unknown
+/// reads as yes (what needs it then says).
+pub(crate) fn has_capability(bit: u32) -> bool {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return true };
     let Some(caps) = status.lines().find_map(|l| l.strip_prefix("CapEff:")) else { return true };
     let Ok(caps) = u64::from_str_radix(caps.trim(), 16) else { return true };
-    let has = |bit: u32| caps & (1 << bit) != 0;
-    has(21) || (has(38) && has(39))
+    caps & (1 << bit) != 0
 }
 
 pub(crate) fn thread_cpu_ns() -> u64 {

@@ -39,6 +39,9 @@ const SOCK_CREATE: &str = "proctor_sock_create";
 /// The socket iterator (attached per walk).
 const SOCKETS: &str = "proctor_tcp_sockets";
 
+/// Attaching to a cgroup takes CAP_NET_ADMIN beside what loading takes.
+const CAP_NET_ADMIN: u32 = 12;
+
 /// One direction of one protocol, or what send and receive returned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flow {
@@ -286,9 +289,10 @@ impl NetTable {
     /// Attaches the programs (the first time in this process). `Err` says why per-process
     /// network cannot be had here.
     pub fn open() -> Result<NetTable, Unavailable> {
-        if !may_load_tracing() {
+        if !may_load_tracing() || !crate::has_capability(CAP_NET_ADMIN) {
             return Err(Unavailable(
-                "this process may not load BPF tracing programs: proctor needs CAP_BPF and CAP_PERFMON (or root)"
+                "this process may not load BPF tracing programs and attach them to the cgroup2 root: proctor needs \
+                 CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)"
                     .to_string(),
             ));
         }

@@ -619,6 +619,8 @@ mod tests {
             cgroup: Some(Arc::from(cgroup)),
             gpu: None,
             thread_rows: Vec::new(),
+            net: None,
+            net_total: None,
         }
     }
 

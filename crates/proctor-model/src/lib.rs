@@ -19,11 +19,11 @@ pub use container::{container_truth, format_cpus, ContainerTruth};
 pub use event::{ProbeBatch, ProbeResult, StatsdFlush, StatsdTimer};
 pub use gpu::{GpuSample, PowerReading};
 pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
-pub use process::{process_rows, MemoryAge, ProcessRow, RowContext, ThreadRow};
+pub use process::{process_rows, MemoryAge, NetRates, ProcessRow, RowContext, ThreadRow};
 pub use rollup::{RollupBlock, RollupRow, Stat};
 pub use sample::{
-    intern_name, ContainerSample, EventStarts, ExitedProcess, HostSample, ProcessSample, PssReading, Sample,
-    SampleCost, SampleGroups, Stall, Starts, StatusReading, TaskSample, MAX_EXITED,
+    intern_name, ContainerSample, EventStarts, ExitedProcess, HostNet, HostSample, NetCounters, ProcessNet,
+    ProcessSample, PssReading, Sample, SampleCost, SampleGroups, Stall, Starts, StatusReading, TaskSample, MAX_EXITED,
 };
 pub use series::is_interesting_disk;
 pub use tree::{build_tree, Tree, TreeRow, TreeTotal};

@@ -82,6 +82,58 @@ pub struct ProcessRow {
     /// Its threads besides the main one, when they were read (`proctor top`'s `H`); sorted by
     /// tid.
     pub thread_rows: Vec<ThreadRow>,
+    /// Its network use over the interval (BPF, issue 36); `None` without the network programs,
+    /// for a process that has not used the network, or with no previous sample.
+    pub net: Option<NetRates>,
+    /// Its network counters since they were first counted (the Prometheus counters).
+    pub net_total: Option<crate::ProcessNet>,
+}
+
+/// A process's network use over one interval ([`ProcessRow::net`]): IP bytes and packets (TCP
+/// and UDP together; headers included), payload, connection churn and health.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct NetRates {
+    pub rx_bytes_per_sec: f64,
+    pub tx_bytes_per_sec: f64,
+    pub rx_packets_per_sec: f64,
+    pub tx_packets_per_sec: f64,
+    /// What its receives and sends returned (payload), per second.
+    pub received_bytes_per_sec: f64,
+    pub sent_bytes_per_sec: f64,
+    pub retransmits_per_sec: f64,
+    pub connects_per_sec: f64,
+    pub accepts_per_sec: f64,
+    pub resets_per_sec: f64,
+    /// Established TCP connections now, and their smoothed round-trip times (µs).
+    pub connections: u32,
+    pub srtt_median_us: Option<u32>,
+    pub srtt_max_us: Option<u32>,
+}
+
+/// The rates between two readings of one process's network counters (`before` `None`: it had
+/// used no socket then, so everything counted is from the interval).
+fn net_rates(now: &crate::ProcessNet, before: Option<&crate::ProcessNet>, secs: f64) -> NetRates {
+    let zero = crate::ProcessNet::default();
+    let b = before.unwrap_or(&zero);
+    let per = |n: u64, o: u64| n.saturating_sub(o) as f64 / secs;
+    NetRates {
+        rx_bytes_per_sec: per(now.rx_bytes(), b.rx_bytes()),
+        tx_bytes_per_sec: per(now.tx_bytes(), b.tx_bytes()),
+        rx_packets_per_sec: per(now.rx_packets(), b.rx_packets()),
+        tx_packets_per_sec: per(now.tx_packets(), b.tx_packets()),
+        received_bytes_per_sec: per(
+            now.tcp.received_bytes + now.udp.received_bytes,
+            b.tcp.received_bytes + b.udp.received_bytes,
+        ),
+        sent_bytes_per_sec: per(now.tcp.sent_bytes + now.udp.sent_bytes, b.tcp.sent_bytes + b.udp.sent_bytes),
+        retransmits_per_sec: per(now.retransmits, b.retransmits),
+        connects_per_sec: per(now.connects, b.connects),
+        accepts_per_sec: per(now.accepts, b.accepts),
+        resets_per_sec: per(now.resets_sent + now.resets_received, b.resets_sent + b.resets_received),
+        connections: now.connections,
+        srtt_median_us: now.srtt_median_us,
+        srtt_max_us: now.srtt_max_us,
+    }
 }
 
 /// One thread of a process: its own name, state and CPU. Memory is the process's.
@@ -212,6 +264,8 @@ fn row(
         stall: p.stall,
         cgroup: p.cgroup.clone(),
         gpu: None,
+        net: p.net.as_ref().zip(before.zip(secs)).map(|(n, (b, secs))| net_rates(n, b.net.as_ref(), secs)),
+        net_total: p.net,
         thread_rows: p
             .tasks
             .iter()

@@ -187,6 +187,10 @@ pub struct HostSample {
     /// read; empty where there are none. Absent in older records.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub power: Vec<PowerReading>,
+    /// IP packets as the BPF network programs counted them (issue 36); `None` without them.
+    /// Absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<HostNet>,
 }
 
 /// The cgroup side of one sample, for the process the sampler watches as "the container"
@@ -284,6 +288,79 @@ pub struct ProcessSample {
     /// have held it since proctor first saw it: the stall ledger. `None` before the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<Stall>,
+    /// Its network use, counted in the kernel against the sockets it owns (BPF, issue 36;
+    /// `None` without it, and for a process that never used an IPv4 or IPv6 socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<ProcessNet>,
+}
+
+/// One protocol's packets for one process, cumulative since proctor's network programs were
+/// attached or the process started, whichever is later. Bytes are IP packets' lengths, headers
+/// included (the link header not); `sent_bytes` and `received_bytes` are payload, what its
+/// sends and receives returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetCounters {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
+}
+
+/// A process's network use ([`ProcessSample::net`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessNet {
+    pub tcp: NetCounters,
+    pub udp: NetCounters,
+    /// TCP connects it started and connections its listeners accepted, cumulative.
+    pub connects: u64,
+    pub accepts: u64,
+    /// TCP segments its sockets retransmitted, and resets sent and received, cumulative.
+    pub retransmits: u64,
+    pub resets_sent: u64,
+    pub resets_received: u64,
+    /// Its established TCP connections now, and their smoothed round-trip times (µs: median
+    /// and max over those connections; `None` with none), from a walk of the TCP sockets.
+    pub connections: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srtt_median_us: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srtt_max_us: Option<u32>,
+}
+
+impl ProcessNet {
+    /// IP bytes and packets both ways, TCP and UDP together.
+    pub fn rx_bytes(&self) -> u64 {
+        self.tcp.rx_bytes + self.udp.rx_bytes
+    }
+    pub fn tx_bytes(&self) -> u64 {
+        self.tcp.tx_bytes + self.udp.tx_bytes
+    }
+    pub fn rx_packets(&self) -> u64 {
+        self.tcp.rx_packets + self.udp.rx_packets
+    }
+    pub fn tx_packets(&self) -> u64 {
+        self.tcp.tx_packets + self.udp.tx_packets
+    }
+}
+
+/// The host's IP packets as the network programs counted them, cumulative since they were
+/// attached: every packet devices sent and received, and what no process's socket made or took
+/// (forwarded, a handshake's answer, TIME_WAIT, ICMP, resets of no socket), so the process rows
+/// and this add up to the devices' own counts (less their link headers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostNet {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_unowned_packets: u64,
+    pub tx_unowned_bytes: u64,
+    pub rx_unowned_packets: u64,
+    pub rx_unowned_bytes: u64,
+    /// Processes the kernel's table had no room for (their packets counted as unowned).
+    pub table_full: u64,
 }
 
 /// The stall ledger's entry for one target: how long every proctor read that took the target's

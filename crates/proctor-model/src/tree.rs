@@ -164,6 +164,8 @@ mod tests {
             cgroup: None,
             gpu: None,
             thread_rows: Vec::new(),
+            net: None,
+            net_total: None,
         }
     }
 

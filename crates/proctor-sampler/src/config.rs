@@ -57,6 +57,10 @@ pub struct SamplerConfig {
     /// that ended since the one before (`Sample::exited`), those that lived between two
     /// samples too, and counts starts exactly; where not, [`Sampler::events_status`] says why.
     pub process_events: bool,
+    /// Count each process's network use in the kernel (BPF, with CAP_BPF, CAP_PERFMON and
+    /// CAP_NET_ADMIN or as root, and the cgroup2 root to attach to): `ProcessSample::net` and
+    /// `HostSample::net`; where not, [`crate::Sampler::net_status`] says why.
+    pub process_net: bool,
     /// Read each process's command line once, on the cmdline worker.
     pub cmdline: bool,
     /// How long a cmdline read may take before the worker is written off and replaced.
@@ -114,6 +118,7 @@ impl Default for SamplerConfig {
             process_fds: false,
             task_iter: true,
             process_events: true,
+            process_net: true,
             cmdline: true,
             cmdline_timeout: Duration::from_secs(1),
             container_pid: 0,

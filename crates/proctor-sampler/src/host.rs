@@ -160,6 +160,7 @@ impl HostReader {
             uptime: self.uptime.read(cost, parse_uptime),
             online_cpus: self.online.read(cost, proctor_procfs::cpu_list),
             power: Vec::new(),
+            net: None,
         };
         if diskstats_bad > 0 {
             *cost.errors.entry(("host.diskstats", "parse")).or_default() += diskstats_bad as u64;

@@ -17,6 +17,7 @@ pub mod drm;
 mod events;
 mod host;
 pub mod lockwait;
+mod net;
 pub mod nvml;
 pub mod pagemap;
 pub mod power;

@@ -14,6 +14,7 @@ use crate::cmdline::{CmdlineStats, CmdlineWorker};
 use crate::drm::{DrmStats, DrmWorker};
 use crate::events::{Churn, EventsState};
 use crate::host::HostReader;
+use crate::net::NetState;
 use crate::nvml::{NvmlReading, NvmlStatus, NvmlWorker};
 use crate::power::PowerReader;
 use crate::pss::{Candidate, PssStats, PssWorker};
@@ -59,6 +60,8 @@ pub struct Sampler {
     task_iter: Result<TaskIterState, Option<String>>,
     /// Process starts and ends: the BPF process events where they loaded, and coverage.
     churn: Churn,
+    /// Each process's network use from the kernel's table, or why not.
+    net: Result<NetState, Option<String>>,
     /// The cost of opening files in `new`, charged to the first sample.
     setup_cost: Option<SampleCost>,
     nofile_limit: Option<u64>,
@@ -116,8 +119,9 @@ impl Sampler {
         let local = config.root.is_real() && (!config.root.is_host() || host_proc_is_ours(&config.root));
         let want_iter = config.processes && config.task_iter && local;
         let want_events = config.processes && config.process_events && local;
-        // Both from one parse of the kernel's BTF.
-        let proctor_bpf::Opened { iter, events, .. } = proctor_bpf::open(want_iter, want_events, false);
+        let want_net = config.processes && config.process_net && local;
+        // All from one parse of the kernel's BTF.
+        let proctor_bpf::Opened { iter, events, net } = proctor_bpf::open(want_iter, want_events, want_net);
         let elsewhere = || {
             Some(if config.root.is_host() {
                 "the host root's /proc is another pid namespace's than proctor's (run it with the host's: --pid=host, hostPID)"
@@ -134,6 +138,11 @@ impl Sampler {
         let events = match events {
             Some(opened) => opened.map(EventsState::new).map_err(|why| Some(why.0)),
             None if config.processes && config.process_events => Err(elsewhere()),
+            None => Err(None),
+        };
+        let net = match net {
+            Some(opened) => opened.map(NetState::new).map_err(|why| Some(why.0)),
+            None if config.processes && config.process_net => Err(elsewhere()),
             None => Err(None),
         };
         setup_cost.cpu_ns = thread_cpu_ns().saturating_sub(cpu_before);
@@ -156,6 +165,7 @@ impl Sampler {
             new_pids: Vec::new(),
             task_iter,
             churn: Churn::new(events, clock_ticks_per_sec(), page_size()),
+            net,
             setup_cost: Some(setup_cost),
             nofile_limit,
             config,
@@ -225,6 +235,15 @@ impl Sampler {
     /// (`Err`; `None` when they were not asked for).
     pub fn events_status(&self) -> Result<(), Option<&str>> {
         match &self.churn.events {
+            Ok(_) => Ok(()),
+            Err(why) => Err(why.as_deref()),
+        }
+    }
+
+    /// Whether each process's network use is counted (`Ok`), or why not (`Err`; `None` when
+    /// it was not asked for).
+    pub fn net_status(&self) -> Result<(), Option<&str>> {
+        match &self.net {
             Ok(_) => Ok(()),
             Err(why) => Err(why.as_deref()),
         }
@@ -300,6 +319,7 @@ impl Sampler {
         if self.config.processes {
             let t = Instant::now();
             self.new_pids.clear();
+            let scan_boot_ns = crate::net::boot_ns();
             // Every exit up to the scan: an exit the table's previous processes have is seen.
             self.churn.drain();
             let opts = ScanOptions {
@@ -344,6 +364,11 @@ impl Sampler {
             let forks = host.stat.as_ref().and_then(|s| s.forks);
             exited = self.churn.finish(&processes, &self.new_pids, forks, mono_ns, &mut cost);
             *cost.reader_wall_ns.entry("events").or_default() += t.elapsed().as_nanos() as u64;
+            if let Ok(net) = self.net.as_mut() {
+                let t = Instant::now();
+                host.net = Some(net.attach(&mut processes, self.ticks, scan_boot_ns, &mut cost));
+                *cost.reader_wall_ns.entry("net").or_default() += t.elapsed().as_nanos() as u64;
+            }
         }
 
         cost.wall_ns += started.elapsed().as_nanos() as u64;

@@ -487,6 +487,7 @@ impl ProcessTable {
             cgroup: entry.cgroup.clone(),
             tasks,
             stall: None,
+            net: None,
         })
     }
 

@@ -200,6 +200,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 cgroup: None,
                 tasks: Vec::new(),
                 stall: None,
+                net: None,
             })
             .collect(),
         cost: SampleCost::default(),

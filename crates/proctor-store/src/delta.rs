@@ -50,8 +50,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{
-    ContainerSample, ExitedProcess, GpuSample, HostSample, ProcessSample, PssReading, Sample, SampleCost, SampleGroups,
-    Stall, StatusReading, TaskSample,
+    ContainerSample, ExitedProcess, GpuSample, HostSample, ProcessNet, ProcessSample, PssReading, Sample, SampleCost,
+    SampleGroups, Stall, StatusReading, TaskSample,
 };
 use proctor_procfs::process::Io;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
@@ -402,6 +402,8 @@ struct RowPatch {
     tasks: Option<Vec<TaskSample>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     stall: Option<Option<Stall>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    net: Option<Option<ProcessNet>>,
 }
 
 /// A member that is present is `Some`, even when it is `null` (absent members are `default`).
@@ -443,6 +445,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         cgroup,
         tasks,
         stall,
+        net,
         // Live only: not stored (see its doc).
         pss_stale: _,
     } = new;
@@ -470,6 +473,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         && old.cgroup == *cgroup
         && old.tasks == *tasks
         && old.stall == *stall
+        && old.net == *net
     {
         return None;
     }
@@ -498,6 +502,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         cgroup: changed(&old.cgroup, cgroup),
         tasks: changed(&old.tasks, tasks),
         stall: changed(&old.stall, stall),
+        net: changed(&old.net, net),
     })
 }
 
@@ -528,6 +533,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
         cgroup,
         tasks,
         stall,
+        net,
     } = patch;
     fn set<T>(field: &mut T, value: Option<T>) {
         if let Some(value) = value {
@@ -557,6 +563,7 @@ fn apply_row(mut row: ProcessSample, patch: RowPatch) -> ProcessSample {
     set(&mut row.cgroup, cgroup);
     set(&mut row.tasks, tasks);
     set(&mut row.stall, stall);
+    set(&mut row.net, net);
     row
 }
 

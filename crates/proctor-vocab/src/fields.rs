@@ -320,6 +320,66 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: None,
     },
     ProcessField {
+        field: Field { name: "net_rx_bytes_per_sec", title: "NetRx/s", unit: Unit::BytesPerSec, description: "IP bytes received per second for its TCP and UDP sockets, headers included (BPF)." },
+        row: |_, r| opt(r.net.map(|n| n.rx_bytes_per_sec)),
+        out: |p| opt(p.net_rx_bytes_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "net_tx_bytes_per_sec", title: "NetTx/s", unit: Unit::BytesPerSec, description: "IP bytes sent per second from its TCP and UDP sockets, headers and ACKs included (BPF)." },
+        row: |_, r| opt(r.net.map(|n| n.tx_bytes_per_sec)),
+        out: |p| opt(p.net_tx_bytes_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "net_retransmits_per_sec", title: "Retr/s", unit: Unit::PerSec, description: "TCP segments its sockets retransmitted per second (BPF)." },
+        row: |_, r| opt(r.net.map(|n| n.retransmits_per_sec)),
+        out: |p| opt(p.net_retransmits_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "net_connects_per_sec", title: "Conn/s", unit: Unit::PerSec, description: "TCP connections it started per second (BPF)." },
+        row: |_, r| opt(r.net.map(|n| n.connects_per_sec)),
+        out: |p| opt(p.net_connects_per_sec),
+        prom: None,
+    },
+    ProcessField {
+        field: Field { name: "net_connections", title: "Conns", unit: Unit::Count, description: "Its established TCP connections (BPF socket walk)." },
+        row: |_, r| opt(r.net_total.map(|n| n.connections)),
+        out: |p| opt(p.net_connections),
+        prom: Some(PromFamily { name: "proctor_process_tcp_connections", kind: Kind::Gauge, help: "Established TCP connections of each of the top processes.", omit_empty: true }),
+    },
+    ProcessField {
+        field: Field { name: "net_rtt_seconds", title: "RTT", unit: Unit::Seconds, description: "Median smoothed round-trip time over its established TCP connections (BPF socket walk)." },
+        row: |_, r| opt(r.net_total.and_then(|n| n.srtt_median_us).map(|us| f64::from(us) / 1e6)),
+        out: |p| opt(p.net_rtt_seconds),
+        prom: Some(PromFamily { name: "proctor_process_tcp_rtt_seconds", kind: Kind::Gauge, help: "Median smoothed round-trip time over the process's established TCP connections.", omit_empty: true }),
+    },
+    ProcessField {
+        field: Field { name: "net_rtt_max_seconds", title: "RTTmax", unit: Unit::Seconds, description: "Longest smoothed round-trip time over its established TCP connections (BPF socket walk)." },
+        row: |_, r| opt(r.net_total.and_then(|n| n.srtt_max_us).map(|us| f64::from(us) / 1e6)),
+        out: |p| opt(p.net_rtt_max_seconds),
+        prom: Some(PromFamily { name: "proctor_process_tcp_rtt_max_seconds", kind: Kind::Gauge, help: "Longest smoothed round-trip time over the process's established TCP connections.", omit_empty: true }),
+    },
+    ProcessField {
+        field: Field { name: "net_rx_bytes_total", title: "NetRx", unit: Unit::Bytes, description: "IP bytes received for its sockets since proctor began counting (BPF)." },
+        row: |_, r| opt(r.net_total.map(|n| n.rx_bytes() as f64)),
+        out: |p| opt(p.net_rx_bytes_total.map(|b| b as f64)),
+        prom: Some(PromFamily { name: "proctor_process_network_receive_bytes", kind: Kind::Counter, help: "IP bytes received for each of the top processes' TCP and UDP sockets, headers included.", omit_empty: true }),
+    },
+    ProcessField {
+        field: Field { name: "net_tx_bytes_total", title: "NetTx", unit: Unit::Bytes, description: "IP bytes sent from its sockets since proctor began counting (BPF)." },
+        row: |_, r| opt(r.net_total.map(|n| n.tx_bytes() as f64)),
+        out: |p| opt(p.net_tx_bytes_total.map(|b| b as f64)),
+        prom: Some(PromFamily { name: "proctor_process_network_transmit_bytes", kind: Kind::Counter, help: "IP bytes sent from each of the top processes' TCP and UDP sockets, headers and ACKs included.", omit_empty: true }),
+    },
+    ProcessField {
+        field: Field { name: "net_retransmits_total", title: "Retr", unit: Unit::Count, description: "TCP segments its sockets retransmitted since proctor began counting (BPF)." },
+        row: |_, r| opt(r.net_total.map(|n| n.retransmits as f64)),
+        out: |p| opt(p.net_retransmits_total.map(|b| b as f64)),
+        prom: Some(PromFamily { name: "proctor_process_tcp_retransmits", kind: Kind::Counter, help: "TCP segments each of the top processes' sockets retransmitted.", omit_empty: true }),
+    },
+    ProcessField {
         field: Field { name: "pss_bytes", title: "PSS", unit: Unit::Bytes, description: "Proportional set size: shared pages divided among their sharers (budgeted smaps_rollup worker; see pss_age_secs)." },
         row: |_, r| bytes(r.pss.and_then(|m| m.pss_bytes)),
         out: |p| bytes(p.pss_bytes),
@@ -865,6 +925,15 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("read", "read_bytes_per_sec"),
     ("write", "write_bytes_per_sec"),
     ("io", "io_bytes_per_sec"),
+    ("netrx", "net_rx_bytes_per_sec"),
+    ("nettx", "net_tx_bytes_per_sec"),
+    ("retrans", "net_retransmits_per_sec"),
+    ("net.rx_bytes_per_second", "net_rx_bytes_per_sec"),
+    ("net.tx_bytes_per_second", "net_tx_bytes_per_sec"),
+    ("net.retransmits_per_second", "net_retransmits_per_sec"),
+    ("net.connects_per_second", "net_connects_per_sec"),
+    ("net.connections", "net_connections"),
+    ("rtt", "net_rtt_seconds"),
 ];
 
 /// The process field `name` stands for: an alias's target, or `name` itself.

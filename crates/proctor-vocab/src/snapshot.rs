@@ -692,6 +692,13 @@ pub struct AgentOut {
     pub process_events_from: &'static str,
     /// Why not the events, where they were asked for and could not be had.
     pub process_events_unavailable: Option<String>,
+    /// Where each process's network use comes from: `bpf` (counted in the kernel against the
+    /// sockets it owns) or `none` (not known: per-process network needs BPF).
+    #[serde(default)]
+    pub process_net_from: String,
+    /// Why not, where it was asked for and could not be had.
+    #[serde(default)]
+    pub process_net_unavailable: Option<String>,
     /// Processes started since the agent's second sample against the kernel's count.
     pub starts: StartsOut,
     pub last_sample: LastSampleOut,
@@ -761,6 +768,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
         task_iter_unavailable: a.task_iter_why_not.clone(),
         process_events_from: if a.events_used { "bpf" } else { "proc" },
         process_events_unavailable: a.events_why_not.clone(),
+        process_net_from: if a.net_used { "bpf" } else { "none" }.to_string(),
+        process_net_unavailable: a.net_why_not.clone(),
         starts: {
             let t = &a.starts;
             let ev = a.events_used;

@@ -52,6 +52,11 @@ pub struct ReadArgs {
     /// samples are then not seen, only their parents' reaped CPU.
     #[arg(long)]
     pub no_process_events: bool,
+    /// Do not count each process's network use in the kernel (BPF programs on the devices'
+    /// send and receive tracepoints and the cgroup2 root, with CAP_BPF, CAP_PERFMON and
+    /// CAP_NET_ADMIN or as root): per-process network is then not known.
+    #[arg(long)]
+    pub no_net: bool,
 }
 
 fn target_share(text: &str) -> Result<f64, String> {
@@ -72,6 +77,7 @@ impl ReadArgs {
             trace_lock_waits: !self.no_lock_waits,
             task_iter: !self.no_task_iter,
             process_events: !self.no_process_events,
+            process_net: !self.no_net,
             ..SamplerConfig::default()
         })
     }

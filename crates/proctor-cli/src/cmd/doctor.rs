@@ -136,6 +136,7 @@ struct Output {
     /// scan cost, or why not.
     task_iter: String,
     process_events: String,
+    network: String,
     open_file_limit: Option<u64>,
     processes: usize,
     effective_uid: u32,
@@ -335,6 +336,48 @@ fn process_events(root: &proctor_procfs::Root) -> String {
             .to_string()
     } else {
         format!("process events: loaded, but a child of doctor's was not seen (exec seen: {exec}, exit seen: {exit})")
+    }
+}
+
+/// The network line: the programs attached, and a loopback connection of doctor's own counted
+/// against doctor (its connect, its accept, the bytes it sent), or why not.
+fn network(root: &proctor_procfs::Root) -> String {
+    if !root.is_real() {
+        return "network: not used (a captured tree is read, not this kernel)".to_string();
+    }
+    if root.is_host() && !proctor_sampler::host_proc_is_ours(root) {
+        return "network: per-process network is not known: the host root's /proc is another pid namespace's than \
+                proctor's (run it with the host's: --pid=host, hostPID)"
+            .to_string();
+    }
+    let table = match proctor_bpf::NetTable::open() {
+        Ok(t) => t,
+        Err(why) => return format!("network: per-process network is not known: {why}"),
+    };
+    let exchange = || -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let mut client = std::net::TcpStream::connect(listener.local_addr()?)?;
+        let (mut server, _) = listener.accept()?;
+        client.write_all(&[7u8; 10_000])?;
+        drop(client);
+        let mut got = Vec::new();
+        server.read_to_end(&mut got)?;
+        Ok(())
+    };
+    if let Err(e) = exchange() {
+        return format!("network: loaded; a loopback connection to check it failed: {e}");
+    }
+    let mut rows = std::collections::HashMap::new();
+    table.read(&mut rows);
+    match rows.get(&std::process::id()) {
+        Some(r) if r.connects >= 1 && r.accepts >= 1 && r.tcp.sent_bytes >= 10_000 => {
+            "network: each process's packets counted in the kernel against the sockets it owns (doctor's own \
+             loopback connection seen: its connect, accept and 10,000 bytes), with its TCP connections and their \
+             round-trip times"
+                .to_string()
+        }
+        other => format!("network: loaded, but doctor's own loopback connection was not counted ({other:?})"),
     }
 }
 
@@ -545,6 +588,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         stall_ledger: stall_ledger(&root),
         task_iter: task_iter(&root),
         process_events: process_events(&root),
+        network: network(&root),
         open_file_limit: nofile,
         processes: pids.len(),
         effective_uid,
@@ -621,6 +665,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
     writeln!(w, "{}", o.stall_ledger)?;
     writeln!(w, "{}", o.task_iter)?;
     writeln!(w, "{}", o.process_events)?;
+    writeln!(w, "{}", o.network)?;
     writeln!(w)?;
     let g = &o.gpu_and_energy;
     writeln!(w, "GPU and energy:")?;

@@ -831,3 +831,70 @@ fn an_exec_that_keeps_the_name_gets_its_new_command_line_from_the_event_without_
     }
     assert!(sampler.cmdline_stats().expect("cmdline worker").from_exec > given);
 }
+
+/// Issue 36: a process that sends a known payload to itself over loopback TCP has it on its
+/// row (payload and IP bytes, the connect and the accept), its established connections from
+/// the socket walk, and its rates over the interval; the host's totals are there; and once it
+/// ended, the kernel's row of it is forgotten (the next sampler starts it from nothing).
+#[test]
+fn a_process_has_its_own_network_use() {
+    let config = SamplerConfig { pss_budget: 0.0, cmdline: false, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config.clone());
+    if let Err(why) = sampler.net_status() {
+        eprintln!("SKIP: per-process network: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let script = "import socket, sys\n\
+                  s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+                  c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
+                  print('ready', flush=True)\n\
+                  sys.stdin.readline()\n\
+                  c.sendall(b'z' * 300000); n = 0\n\
+                  while n < 300000: n += len(a.recv(1 << 16))\n\
+                  print('sent', flush=True)\n\
+                  sys.stdin.readline()";
+    let mut child = Guard(
+        Command::new("python3")
+            .args(["-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3"),
+    );
+    let pid = child.0.id();
+    let mut out = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("ready");
+    let before = sampler.sample();
+    let was = before.process(pid).expect("the child").net.expect("its connect and accept were counted");
+    assert_eq!((was.connects, was.accepts, was.connections), (1, 1, 2), "{was:?}");
+    use std::io::Write;
+    let mut stdin = child.0.stdin.take().expect("stdin");
+    writeln!(stdin).expect("go");
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("sent");
+    let after = sampler.sample();
+    let now = after.process(pid).expect("the child").net.expect("its row");
+    assert_eq!(now.tcp.sent_bytes - was.tcp.sent_bytes, 300_000, "{now:?}");
+    assert_eq!(now.tcp.received_bytes - was.tcp.received_bytes, 300_000, "{now:?}");
+    assert!(now.tcp.tx_bytes - was.tcp.tx_bytes >= 300_000 + 40, "headers come with the payload: {now:?}");
+    assert!(now.srtt_median_us.is_some() && now.srtt_max_us >= now.srtt_median_us, "{now:?}");
+    let rows = proctor_model::process_rows(&after, Some(&before), proctor_model::RowContext::default());
+    let rates = rows.iter().find(|r| r.pid == pid).and_then(|r| r.net).expect("its rates");
+    let secs = (after.mono_ns - before.mono_ns) as f64 / 1e9;
+    assert!((rates.sent_bytes_per_sec * secs - 300_000.0).abs() < 1.0, "{rates:?}");
+    assert_eq!(rates.connections, 2);
+    let host = after.host.net.expect("the host's totals");
+    assert!(host.tx_bytes >= now.tx_bytes() && host.rx_bytes >= now.rx_bytes(), "{host:?}");
+    // Ended: the next sample forgets its row, so a sampler started after sees none of it.
+    drop(stdin);
+    drop(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sampler.sample().process(pid).is_some() {
+        assert!(Instant::now() < deadline, "the child did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut table = std::collections::HashMap::new();
+    proctor_bpf::NetTable::open().expect("opened above").read(&mut table);
+    assert!(!table.contains_key(&pid), "the ended process's row is forgotten");
+}

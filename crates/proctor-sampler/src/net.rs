@@ -1,0 +1,116 @@
+//! Per-process network (issue 36): the kernel's table of every process's packets (BPF,
+//! `proctor_bpf::net`), copied once a sample onto the processes it belongs to, with each one's
+//! established TCP connections and their round-trip times from a walk of the TCP sockets.
+//! Rows of processes that ended are forgotten here, so the kernel's table holds the living.
+
+use std::collections::HashMap;
+
+use proctor_bpf::net::{Connection, ProcNet, Proto, TCP_ESTABLISHED};
+use proctor_bpf::NetTable;
+use proctor_model::{HostNet, NetCounters, ProcessNet, ProcessSample, SampleCost};
+
+#[derive(Debug)]
+pub(crate) struct NetState {
+    table: NetTable,
+    rows: HashMap<u32, ProcNet>,
+    connections: Vec<Connection>,
+    /// Per pid: its established connections' smoothed RTTs (µs), reused.
+    rtts: HashMap<u32, Vec<u32>>,
+    gone: Vec<u32>,
+}
+
+impl NetState {
+    pub(crate) fn new(table: NetTable) -> Self {
+        NetState { table, rows: HashMap::new(), connections: Vec::new(), rtts: HashMap::new(), gone: Vec::new() }
+    }
+
+    /// Gives each process its row (matched by pid and start time), forgets the rows of
+    /// processes that started before `scan_boot_ns` (the scan's start, on the boot clock) and
+    /// are not in `processes` (they ended), and returns the host's totals.
+    pub(crate) fn attach(
+        &mut self,
+        processes: &mut [ProcessSample],
+        ticks_per_sec: u64,
+        scan_boot_ns: u64,
+        cost: &mut SampleCost,
+    ) -> HostNet {
+        self.table.read(&mut self.rows);
+        for rtts in self.rtts.values_mut() {
+            rtts.clear();
+        }
+        match self.table.connections(&mut self.connections) {
+            Ok(_) => {
+                for c in self.connections.iter().filter(|c| c.state == TCP_ESTABLISHED) {
+                    self.rtts.entry(c.pid).or_default().push(c.srtt_us);
+                }
+            }
+            Err(_) => *cost.errors.entry(("process.net.connections", "io")).or_default() += 1,
+        }
+        let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
+        for p in processes.iter_mut() {
+            let Some(row) = self.rows.remove(&p.pid) else { continue };
+            if row.start_boottime_ns / ns_per_tick != p.start_ticks {
+                // Another process's that had the pid: the kernel starts it again at its next
+                // packet; forgotten now if that one is gone.
+                self.rows.insert(p.pid, row);
+                continue;
+            }
+            let rtts = self.rtts.get_mut(&p.pid).filter(|r| !r.is_empty());
+            let (connections, median, max) = match rtts {
+                Some(r) => {
+                    r.sort_unstable();
+                    (r.len() as u32, Some(r[(r.len() - 1) / 2]), r.last().copied())
+                }
+                None => (0, None, None),
+            };
+            p.net = Some(ProcessNet {
+                tcp: counters(&row.tcp),
+                udp: counters(&row.udp),
+                connects: row.connects,
+                accepts: row.accepts,
+                retransmits: row.retransmits,
+                resets_sent: row.resets_sent,
+                resets_received: row.resets_received,
+                connections,
+                srtt_median_us: median,
+                srtt_max_us: max,
+            });
+        }
+        // What is left matched no process of this scan: gone if it started before the scan.
+        self.gone.clear();
+        self.gone.extend(self.rows.iter().filter(|(_, r)| r.start_boottime_ns < scan_boot_ns).map(|(&pid, _)| pid));
+        self.table.forget(self.gone.iter().copied());
+        let t = self.table.totals();
+        let rx_unowned = t.rx_unowned();
+        HostNet {
+            tx_packets: t.tx.packets,
+            tx_bytes: t.tx.bytes,
+            rx_packets: t.rx.packets,
+            rx_bytes: t.rx.bytes,
+            tx_unowned_packets: t.tx_unowned.packets,
+            tx_unowned_bytes: t.tx_unowned.bytes,
+            rx_unowned_packets: rx_unowned.packets,
+            rx_unowned_bytes: rx_unowned.bytes,
+            table_full: t.table_full,
+        }
+    }
+}
+
+fn counters(p: &Proto) -> NetCounters {
+    NetCounters {
+        tx_packets: p.tx.packets,
+        tx_bytes: p.tx.bytes,
+        rx_packets: p.rx.packets,
+        rx_bytes: p.rx.bytes,
+        sent_bytes: p.sent_bytes,
+        received_bytes: p.received_bytes,
+    }
+}
+
+/// The boot-time clock now (ns): what the kernel stamps a process's start with.
+pub(crate) fn boot_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
