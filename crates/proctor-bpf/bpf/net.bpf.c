@@ -19,8 +19,9 @@
 // sent or received on it (`sock_send_length`, `sock_recv_length`), so receive in softirq lands
 // on the right process.
 //
-// Bytes are IP packets' lengths (headers included, link header not): what `lo` counts less 14
-// bytes a packet. Payload bytes are what send and receive returned.
+// Bytes are IP packets' lengths (headers included, link header not): what `lo` counts (it
+// counts a packet after taking its link header off; an Ethernet device counts 14 bytes more a
+// packet). Payload bytes are what send and receive returned.
 //
 // Built like the other objects (clang alone, no libbpf headers; `bash bpf/build.sh`), CO-RE.
 

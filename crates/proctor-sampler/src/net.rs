@@ -1,6 +1,7 @@
 //! Per-process network (issue 36): the kernel's table of every process's packets (BPF,
 //! `proctor_bpf::net`), copied once a sample onto the processes it belongs to, with each one's
-//! established TCP connections and their round-trip times from a walk of the TCP sockets.
+//! established TCP connections and their round-trip times from a walk of the TCP sockets
+//! (every [`WALK_EVERY`]).
 //! Rows of processes that ended are forgotten here, so the kernel's table holds the living.
 
 use std::collections::HashMap;
@@ -9,19 +10,53 @@ use proctor_bpf::net::{Connection, ProcNet, Proto, TCP_ESTABLISHED};
 use proctor_bpf::NetTable;
 use proctor_model::{HostNet, NetCounters, ProcessNet, ProcessSample, SampleCost};
 
+/// How often the TCP sockets are walked for each process's connections and round-trip times:
+/// the walk visits every bucket of the kernel's established-connections table, empty or not
+/// (262,144 here: ~0.35 ms of CPU a walk, most of a sample's cost), so it is not done every
+/// sample; between walks a process keeps the last walk's figures.
+pub const WALK_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug)]
 pub(crate) struct NetState {
     table: NetTable,
     rows: HashMap<u32, ProcNet>,
     connections: Vec<Connection>,
-    /// Per pid: its established connections' smoothed RTTs (µs), reused.
+    /// Per pid: its established connections' smoothed RTTs (µs) as of the last walk, sorted.
     rtts: HashMap<u32, Vec<u32>>,
+    walked: Option<std::time::Instant>,
     gone: Vec<u32>,
 }
 
 impl NetState {
     pub(crate) fn new(table: NetTable) -> Self {
-        NetState { table, rows: HashMap::new(), connections: Vec::new(), rtts: HashMap::new(), gone: Vec::new() }
+        NetState {
+            table,
+            rows: HashMap::new(),
+            connections: Vec::new(),
+            rtts: HashMap::new(),
+            walked: None,
+            gone: Vec::new(),
+        }
+    }
+
+    /// Walks the TCP sockets when the last walk is [`WALK_EVERY`] old (or there was none).
+    fn walk(&mut self, cost: &mut SampleCost) {
+        if self.walked.is_some_and(|at| at.elapsed() < WALK_EVERY) {
+            return;
+        }
+        self.walked = Some(std::time::Instant::now());
+        self.rtts.clear();
+        match self.table.connections(&mut self.connections) {
+            Ok(_) => {
+                for c in self.connections.iter().filter(|c| c.state == TCP_ESTABLISHED) {
+                    self.rtts.entry(c.pid).or_default().push(c.srtt_us);
+                }
+                for r in self.rtts.values_mut() {
+                    r.sort_unstable();
+                }
+            }
+            Err(_) => *cost.errors.entry(("process.net.connections", "io")).or_default() += 1,
+        }
     }
 
     /// Gives each process its row (matched by pid and start time), forgets the rows of
@@ -35,17 +70,7 @@ impl NetState {
         cost: &mut SampleCost,
     ) -> HostNet {
         self.table.read(&mut self.rows);
-        for rtts in self.rtts.values_mut() {
-            rtts.clear();
-        }
-        match self.table.connections(&mut self.connections) {
-            Ok(_) => {
-                for c in self.connections.iter().filter(|c| c.state == TCP_ESTABLISHED) {
-                    self.rtts.entry(c.pid).or_default().push(c.srtt_us);
-                }
-            }
-            Err(_) => *cost.errors.entry(("process.net.connections", "io")).or_default() += 1,
-        }
+        self.walk(cost);
         let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
         for p in processes.iter_mut() {
             let Some(row) = self.rows.remove(&p.pid) else { continue };
@@ -55,12 +80,8 @@ impl NetState {
                 self.rows.insert(p.pid, row);
                 continue;
             }
-            let rtts = self.rtts.get_mut(&p.pid).filter(|r| !r.is_empty());
-            let (connections, median, max) = match rtts {
-                Some(r) => {
-                    r.sort_unstable();
-                    (r.len() as u32, Some(r[(r.len() - 1) / 2]), r.last().copied())
-                }
+            let (connections, median, max) = match self.rtts.get(&p.pid).filter(|r| !r.is_empty()) {
+                Some(r) => (r.len() as u32, Some(r[(r.len() - 1) / 2]), r.last().copied()),
                 None => (0, None, None),
             };
             p.net = Some(ProcessNet {

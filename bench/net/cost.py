@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""bench/net/cost.sh's body: see there."""
+import json
+import os
+import resource
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+PROCTOR = os.environ["PROCTOR_BIN"]
+REPEATS = int(os.environ.get("REPEATS", "3"))
+RATE = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000
+SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 10.0
+TICK = os.sysconf("SC_CLK_TCK")
+
+# A sender paces datagrams to an echo process that answers each: RATE packets a second on
+# loopback in all (RATE / 2 each way), every millisecond's share sent in a burst.
+WORKLOAD = r'''
+import socket, sys, time
+rate, secs = int(sys.argv[1]), float(sys.argv[2])
+e = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); e.bind(('127.0.0.1', 0))
+import os
+if os.fork() == 0:
+    e.settimeout(2.0)
+    try:
+        while True:
+            b, a = e.recvfrom(2048); e.sendto(b, a)
+    except OSError:
+        os._exit(0)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(e.getsockname())
+per_ms = rate / 2 / 1000.0
+start = time.monotonic(); sent = 0; payload = b'p' * 200
+while True:
+    now = time.monotonic() - start
+    if now >= secs: break
+    due = int(now * 1000 * per_ms)
+    while sent < due:
+        s.send(payload); s.recv(2048); sent += 1
+    time.sleep(0.0005)
+print(sent * 2, flush=True)
+os.wait()
+'''
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def start_serve(data, extra):
+    cmd = [PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--no-record", *extra]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        ready, _, _ = select.select([p.stderr], [], [], 1.0)
+        if ready:
+            line = p.stderr.readline()
+            if "http://" in line:
+                return p, line.split("http://", 1)[1].split()[0].rstrip("/")
+    p.kill()
+    raise SystemExit("serve did not start")
+
+
+def agent(addr):
+    with urllib.request.urlopen(f"http://{addr}/api/v1/agent", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def run_workload():
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", WORKLOAD, str(RATE), str(SECONDS)], capture_output=True, text=True, check=True)
+    wall = time.monotonic() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return int(out.stdout.split()[0]), cpu, wall
+
+
+def arm(name, data):
+    if name == "none":
+        packets, cpu, wall = run_workload()
+        return {"packets": packets, "workload_cpu": cpu, "wall": wall}
+    p, addr = start_serve(data, ["--no-net"] if name == "no-net" else [])
+    try:
+        time.sleep(2.5)
+        a0, c0 = agent(addr), cpu_seconds(p.pid)
+        packets, cpu, wall = run_workload()
+        a1, c1 = agent(addr), cpu_seconds(p.pid)
+        samples = a1["samples_total"] - a0["samples_total"]
+        sampling = a1["sampling_cpu_seconds_total"] - a0["sampling_cpu_seconds_total"]
+        return {
+            "packets": packets,
+            "workload_cpu": cpu,
+            "wall": wall,
+            "agent_cpu": c1 - c0,
+            "sample_ms": 1000 * sampling / max(samples, 1),
+            "net_from": a1.get("process_net_from"),
+        }
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def main():
+    data = tempfile.mkdtemp(prefix="proctor-net-cost-")
+    arms = ["net", "no-net", "none"]
+    results = {a: [] for a in arms}
+    for r in range(REPEATS):
+        for a in arms:
+            results[a].append(arm(a, data))
+            print(f"round {r + 1} {a}: {results[a][-1]}", flush=True)
+    med = lambda a, k: statistics.median(x[k] for x in results[a])
+    print(f"\n{RATE} packets/s for {SECONDS:.0f} s, medians of {REPEATS}; load {open('/proc/loadavg').read().split()[0]}")
+    print(f"{'arm':<8} {'packets':>9} {'workload CPU s':>15} {'agent CPU s':>12} {'sample ms CPU':>14}")
+    for a in arms:
+        agent_cpu = f"{med(a, 'agent_cpu'):.3f}" if a != "none" else "-"
+        sample = f"{med(a, 'sample_ms'):.3f}" if a != "none" else "-"
+        print(f"{a:<8} {med(a, 'packets'):>9.0f} {med(a, 'workload_cpu'):>15.3f} {agent_cpu:>12} {sample:>14}")
+    print(f"\nworkload CPU with the network programs / without (agent in both): {med('net', 'workload_cpu') / med('no-net', 'workload_cpu'):.3f}")
+    print(f"workload CPU with the network programs / no agent: {med('net', 'workload_cpu') / med('none', 'workload_cpu'):.3f}")
+    print(f"agent CPU per sample with / without: {med('net', 'sample_ms') / med('no-net', 'sample_ms'):.3f}")
+    print(f"agent CPU with / without: {med('net', 'agent_cpu') / med('no-net', 'agent_cpu'):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Per-process network, cost (issue 36): a paced UDP echo at RATE packets a second on loopback
+# (default 50,000: half each way) for SECONDS (10), three arms alternated REPEATS (3) times:
+# `proctor serve` with its network programs, `proctor serve --no-net`, and no agent. Medians of
+# the workload's CPU (what the in-kernel accounting adds to every packet: goal at most 2 %)
+# and of the agent's CPU per sample (goal at most 1.2× without).
+#   bash bench/net/cost.sh            # 50000 10
+#   PROCTOR_BIN=/tmp/old/proctor REPEATS=5 bash bench/net/cost.sh 50000 20
+# Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN) for the network arm; without it that arm
+# reports process_net_from "none".
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source bench/lib/proctor_bin.sh
+exec python3 bench/net/cost.py "$@"
