@@ -84,7 +84,7 @@ def arm(name, data):
     if name == "none":
         packets, cpu, wall = run_workload()
         return {"packets": packets, "workload_cpu": cpu, "wall": wall}
-    p, addr = start_serve(data, ["--no-net"] if name == "no-net" else [])
+    p, addr = start_serve(data, ["--net"] if name == "net" else [])
     try:
         time.sleep(2.5)
         a0, c0 = agent(addr), cpu_seconds(p.pid)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-process network, cost (issue 36): a paced UDP echo at RATE packets a second on loopback
 # (default 50,000: half each way) for SECONDS (10), three arms alternated REPEATS (3) times:
-# `proctor serve` with its network programs, `proctor serve --no-net`, and no agent. Medians of
+# `proctor serve --net` (its network programs), `proctor serve` (without them: the default),
+# and no agent. Medians of
 # the workload's CPU (what the in-kernel accounting adds to every packet: goal at most 2 %)
 # and of the agent's CPU per sample (goal at most 1.2× without).
 #   bash bench/net/cost.sh            # 50000 10

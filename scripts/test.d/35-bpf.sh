@@ -7,8 +7,9 @@
 #   - its tests, output shown: the iterator against /proc field by field, a process started
 #     between two scans (a SKIP line where the kernel refuses to load it);
 #   - the process events' tests: exits against wait4, a shell's children each with exec and exit;
-#   - `proctor doctor` as root says the sampler reads every process through the iterator and
-#     takes every exec and exit from the events, and as nobody with no capabilities (setpriv)
+#   - `proctor doctor` as root says the sampler reads every process through the iterator,
+#     takes every exec and exit from the events and counts each process's network (without
+#     CAP_NET_ADMIN it says why not), and as nobody with no capabilities (setpriv)
 #     says /proc is read instead and that CAP_BPF and CAP_PERFMON are what it lacks;
 #   - as root, `proctor record` beside a shell that runs 200 short-lived children between two
 #     samples: `dump exited` lists every one of them, with its argument (most never listed
@@ -81,7 +82,24 @@ else
   [[ $listed -eq 200 && $distinct -eq 200 ]] || { echo "FAIL: dump exited lists $listed ($distinct distinct) of the 200 children"; exit 1; }
   rm -rf "$data"
 fi
+network=$("$proctor" doctor | grep "^network")
+echo "root:   $network"
+if [[ $network == *"is not known"* ]]; then
+  echo "SKIP: per-process network as root: this kernel refuses it ($network)"
+else
+  [[ $network == *"counted in the kernel against the sockets it owns (doctor's own loopback connection seen"* ]] \
+    || { echo "FAIL: doctor as root does not say per-process network works"; exit 1; }
+fi
 if command -v setpriv >/dev/null 2>&1; then
+  # Root without CAP_NET_ADMIN may load the programs but not attach them to the cgroup2 root.
+  network=$(setpriv --inh-caps=-net_admin --bounding-set=-net_admin "$proctor" doctor | grep "^network")
+  echo "root without CAP_NET_ADMIN: $network"
+  [[ $network == *"per-process network is not known"*"CAP_NET_ADMIN"* ]] \
+    || { echo "FAIL: doctor without CAP_NET_ADMIN does not say per-process network is not known and why"; exit 1; }
+  network=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$proctor" doctor | grep "^network")
+  echo "nobody: $network"
+  [[ $network == *"per-process network is not known"*"CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN"* ]] \
+    || { echo "FAIL: doctor as nobody does not say per-process network is not known and why"; exit 1; }
   line=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all "$proctor" doctor | grep "^task iterator:")
   echo "nobody: $line"
   [[ $line == *"not used, /proc is read instead"*"CAP_BPF and CAP_PERFMON"* ]] \

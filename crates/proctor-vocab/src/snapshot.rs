@@ -693,7 +693,7 @@ pub struct AgentOut {
     /// Why not the events, where they were asked for and could not be had.
     pub process_events_unavailable: Option<String>,
     /// Where each process's network use comes from: `bpf` (counted in the kernel against the
-    /// sockets it owns) or `none` (not known: per-process network needs BPF).
+    /// sockets it owns; `--net`) or `none` (not known: not asked for, or BPF refused).
     #[serde(default)]
     pub process_net_from: String,
     /// Why not, where it was asked for and could not be had.

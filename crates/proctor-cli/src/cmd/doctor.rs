@@ -343,16 +343,16 @@ fn process_events(root: &proctor_procfs::Root) -> String {
 /// against doctor (its connect, its accept, the bytes it sent), or why not.
 fn network(root: &proctor_procfs::Root) -> String {
     if !root.is_real() {
-        return "network: not used (a captured tree is read, not this kernel)".to_string();
+        return "network (--net, off by default): not used (a captured tree is read, not this kernel)".to_string();
     }
     if root.is_host() && !proctor_sampler::host_proc_is_ours(root) {
-        return "network: per-process network is not known: the host root's /proc is another pid namespace's than \
+        return "network (--net, off by default): per-process network is not known: the host root's /proc is another pid namespace's than \
                 proctor's (run it with the host's: --pid=host, hostPID)"
             .to_string();
     }
     let table = match proctor_bpf::NetTable::open() {
         Ok(t) => t,
-        Err(why) => return format!("network: per-process network is not known: {why}"),
+        Err(why) => return format!("network (--net, off by default): per-process network is not known: {why}"),
     };
     let exchange = || -> std::io::Result<()> {
         use std::io::{Read, Write};
@@ -366,18 +366,18 @@ fn network(root: &proctor_procfs::Root) -> String {
         Ok(())
     };
     if let Err(e) = exchange() {
-        return format!("network: loaded; a loopback connection to check it failed: {e}");
+        return format!("network (--net, off by default): loaded; a loopback connection to check it failed: {e}");
     }
     let mut rows = std::collections::HashMap::new();
     table.read(&mut rows);
     match rows.get(&std::process::id()) {
         Some(r) if r.connects >= 1 && r.accepts >= 1 && r.tcp.sent_bytes >= 10_000 => {
-            "network: each process's packets counted in the kernel against the sockets it owns (doctor's own \
+            "network (--net, off by default): each process's packets counted in the kernel against the sockets it owns (doctor's own \
              loopback connection seen: its connect, accept and 10,000 bytes), with its TCP connections and their \
              round-trip times"
                 .to_string()
         }
-        other => format!("network: loaded, but doctor's own loopback connection was not counted ({other:?})"),
+        other => format!("network (--net, off by default): loaded, but doctor's own loopback connection was not counted ({other:?})"),
     }
 }
 

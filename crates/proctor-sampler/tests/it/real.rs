@@ -838,8 +838,11 @@ fn an_exec_that_keeps_the_name_gets_its_new_command_line_from_the_event_without_
 /// ended, the kernel's row of it is forgotten (the next sampler starts it from nothing).
 #[test]
 fn a_process_has_its_own_network_use() {
-    let config = SamplerConfig { pss_budget: 0.0, cmdline: false, ..SamplerConfig::default() };
-    let mut sampler = Sampler::new(config.clone());
+    let off = Sampler::new(SamplerConfig { pss_budget: 0.0, cmdline: false, ..SamplerConfig::default() });
+    assert_eq!(off.net_status(), Err(None), "off unless asked for");
+    drop(off);
+    let config = SamplerConfig { pss_budget: 0.0, cmdline: false, process_net: true, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
     if let Err(why) = sampler.net_status() {
         eprintln!("SKIP: per-process network: {}", why.unwrap_or("not asked for"));
         return;
