@@ -640,6 +640,25 @@ const FETCH_MAX_BODY: usize = 1 << 20;
 
 /// A connection of its own to `target` (dns, connect and for TLS targets the handshake) within
 /// `timeout`, for requests that are not measured (remote write's POSTs); the error in words.
+/// Sends `bytes` bytes to this process itself over a loopback TCP connection (a listener on
+/// 127.0.0.1, a connect to it, the bytes read back to the end): traffic whose every figure is
+/// known, for `proctor doctor` to check that per-process network counts it. Here so that this
+/// crate stays the one place that opens connections.
+pub fn loopback_exchange(bytes: usize) -> std::io::Result<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let mut client = TcpStream::connect(listener.local_addr()?)?;
+    let (mut server, _) = listener.accept()?;
+    client.write_all(&vec![7u8; bytes])?;
+    drop(client);
+    let mut got = Vec::with_capacity(bytes);
+    server.read_to_end(&mut got)?;
+    if got.len() == bytes {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("{} of {bytes} bytes came back", got.len())))
+    }
+}
+
 pub fn connect(target: &Target, tls: Option<&TlsConfig>, timeout: Duration) -> Result<Stream, String> {
     open(target, tls, &mut Phases::default(), Instant::now() + timeout).map_err(|failed| failed.detail)
 }

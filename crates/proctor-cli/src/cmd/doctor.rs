@@ -354,18 +354,7 @@ fn network(root: &proctor_procfs::Root) -> String {
         Ok(t) => t,
         Err(why) => return format!("network (--net, off by default): per-process network is not known: {why}"),
     };
-    let exchange = || -> std::io::Result<()> {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        let mut client = std::net::TcpStream::connect(listener.local_addr()?)?;
-        let (mut server, _) = listener.accept()?;
-        client.write_all(&[7u8; 10_000])?;
-        drop(client);
-        let mut got = Vec::new();
-        server.read_to_end(&mut got)?;
-        Ok(())
-    };
-    if let Err(e) = exchange() {
+    if let Err(e) = proctor_client::client::loopback_exchange(10_000) {
         return format!("network (--net, off by default): loaded; a loopback connection to check it failed: {e}");
     }
     let mut rows = std::collections::HashMap::new();
