@@ -212,17 +212,17 @@ static __always_inline void current_owner(struct owner *o)
 	o->start = task->group_leader->start_boottime;
 }
 
-// Makes the calling process the socket's owner.
-static __always_inline void own(struct sock *sk)
+// Makes the calling process (`me`, filled in here) the socket's owner.
+static __always_inline void own(struct sock *sk, struct owner *me)
 {
-	struct owner me, *o;
+	struct owner *o;
 
+	current_owner(me);
 	if (!sk)
 		return;
-	current_owner(&me);
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (o && (o->tgid != me.tgid || o->start != me.start))
-		*o = me;
+	if (o && (o->tgid != me->tgid || o->start != me->start))
+		*o = *me;
 }
 
 // The owner's row, made (or restarted, for a reused pid) when needed; 0 when the table is full.
@@ -256,14 +256,6 @@ static __always_inline struct proc_net *row_of_sock(struct sock *sk)
 		return 0;
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
 	return o && o->tgid ? row_of(o) : 0;
-}
-
-static __always_inline struct proc_net *row_of_current(void)
-{
-	struct owner me;
-
-	current_owner(&me);
-	return row_of(&me);
 }
 
 static __always_inline int is_ip(struct sk_buff *skb)
@@ -403,14 +395,15 @@ static __always_inline int is_inet(struct sock *sk, int *proto)
 static __always_inline void returned(struct sock *sk, int ret, int send)
 {
 	struct proc_net *p;
+	struct owner me;
 	int proto;
 
 	if (!is_inet(sk, &proto))
 		return;
-	own(sk);
+	own(sk, &me);
 	if (ret <= 0)
 		return;
-	p = row_of_current();
+	p = row_of(&me);
 	if (!p)
 		return;
 	if (proto == IPPROTO_TCP && send)
@@ -451,9 +444,11 @@ int proctor_state(__u64 *ctx)
 	if (!is_inet(sk, &proto) || proto != IPPROTO_TCP)
 		return 0;
 	if (new == TCP_SYN_SENT || new == TCP_LISTEN) {
-		own(sk);
+		struct owner me;
+
+		own(sk, &me);
 		if (new == TCP_SYN_SENT) {
-			p = row_of_current();
+			p = row_of(&me);
 			if (p)
 				ADD(p->connects, 1);
 		}

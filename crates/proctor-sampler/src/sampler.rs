@@ -319,7 +319,8 @@ impl Sampler {
         if self.config.processes {
             let t = Instant::now();
             self.new_pids.clear();
-            let scan_boot_ns = crate::net::boot_ns();
+            // Only the network table asks when the scan began (which rows outlived their process).
+            let scan_boot_ns = self.net.is_ok().then(crate::net::boot_ns).unwrap_or(0);
             // Every exit up to the scan: an exit the table's previous processes have is seen.
             self.churn.drain();
             let opts = ScanOptions {
