@@ -20,7 +20,10 @@ import time
 PROCTOR = os.path.abspath(sys.argv[1])
 SESSION = f"proctor-top-e2e-{os.getpid()}"
 # A tmux server of our own (its own socket): another run's kill-server cannot end this one's.
+# Each start of top gets a new server (start_top): a server still shutting down from the last
+# one's kill-server could otherwise take the new session, or refuse it.
 SOCKET = SESSION
+STARTS = 0
 TMP = tempfile.mkdtemp(prefix="proctor-top-e2e-")
 STARTED = []  # Popen objects we own
 FAILED = []
@@ -115,9 +118,12 @@ def bold_in(sgr):
 
 
 def start_top(args, env=None, size=(120, 40)):
-    tmux("kill-session", "-t", SESSION, check_rc=False)
-    # The environment goes on the command line, not only to tmux: a tmux server still shutting
-    # down from the previous kill-session takes the new session, with the environment it started
+    global SOCKET, STARTS
+    tmux("kill-server", check_rc=False)
+    STARTS += 1
+    SOCKET = f"{SESSION}-{STARTS}"
+    # The environment goes on the command line too, not only to tmux: with one server for all
+    # starts, a server still shutting down took a new session with the environment it started
     # with (NO_COLOR from the first run reached a later one that way in CI).
     extra = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
     cmd = " ".join(["env", "-u", "NO_COLOR", *extra, PROCTOR, "top", *args])
@@ -346,7 +352,9 @@ def main():
     keys("Home")
     time.sleep(0.2)
     keys("Enter")
-    s = wait_for(lambda s: "Sort by" not in s and re.search(r"\bPID[▲▼]", s) is not None)
+    # The heading and the message come in one frame; the message hides while a problem is
+    # shown, and says itself again with it once the status line has room (see draw.rs).
+    s = wait_for(lambda s: "Sort by" not in s and re.search(r"\bPID[▲▼]", s) is not None and "sorted by PID" in s)
     check(re.search(r"\bPID[▲▼]", s) is not None and "sorted by PID" in s, "Home, Enter in the menu sorts by PID", s)
 
     # Resize to 80x24: the header stays whole.

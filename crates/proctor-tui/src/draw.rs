@@ -678,10 +678,13 @@ fn status_line(app: &App, frame: &Frame) -> Line<'static> {
     }
     let _ = frame;
     let mut text = parts.join(", ");
+    // What a key just did is said even while a problem stands (the answer to a key press must
+    // not hide behind a slow sampler's warning); the problem comes first.
+    if let Some((m, _)) = &app.message {
+        text = format!("{}  |  {text}", printable(m));
+    }
     if let Some(problem) = &app.problem {
         text = format!("{}  |  {text}", printable(problem));
-    } else if let Some((m, _)) = &app.message {
-        text = format!("{}  |  {text}", printable(m));
     }
     Line::raw(text)
 }
@@ -865,6 +868,24 @@ mod tests {
         app.view.selected = Some(1);
         let text = screen(&mut app, 200, 30).join("\n");
         assert!(text.contains("mmap lock never held by proctor"), "{text}");
+    }
+
+    /// A key's answer ("sorted by PID") is shown while a problem stands, after the problem: a
+    /// slow sampler's warning once hid it (CI, 78-top).
+    #[test]
+    fn a_keys_answer_shows_beside_a_standing_problem() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]))));
+        app.message(Msg::Problem("the sampling thread has not published a sample for a while".into()));
+        app.key(KeyEvent::from(KeyCode::F(6)));
+        app.key(KeyEvent::from(KeyCode::Home));
+        app.key(KeyEvent::from(KeyCode::Enter));
+        let text = screen(&mut app, 200, 30).join("\n");
+        let problem = text.find("has not published a sample").expect(&text);
+        let answer = text.find("sorted by PID").expect(&text);
+        assert!(problem < answer, "{text}");
     }
 
     /// `X` lists the processes that ended across the frames held, the latest first, with how
