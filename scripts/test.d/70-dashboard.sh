@@ -18,7 +18,9 @@
 # lines. Screenshots: target/test-artifacts/dashboard.png, dashboard-tree.png,
 # dashboard-filter-{none,few,tree}.png, chart-edge.png, dashboard-day.png,
 # dashboard-report.png, dashboard-report-on-load.png, dashboard-range.png, dashboard-alerts.png, dashboard-sharing.png,
-# dashboard-power.png (a captured tree's power sensor and GPU client in the "Power and GPUs" card).
+# dashboard-power.png (a captured tree's power sensor and GPU client in the "Power and GPUs" card),
+# dashboard-net.png (as root, an agent with --net: a loopback talker's NetRx/s and NetTx/s columns,
+# its TCP connections in the detail; an agent without --net draws no network column).
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
 # playwright-core into web/node_modules (npm ci from the committed lock file; no browser

@@ -1510,3 +1510,83 @@ describe("power and GPUs", () => {
     }
   });
 });
+
+describe("per-process network", () => {
+  test("with --net the table shows NetRx/s and NetTx/s and a sender's rates, the detail its TCP; without, no such columns", async (t) => {
+    if (process.getuid() !== 0) {
+      t.skip("per-process network needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN)");
+      return;
+    }
+    const net = await serve(["--net"]);
+    const plain = await serve();
+    const agent = await fetchJson(net.base + "/api/v1/agent");
+    if (agent.process_net_from !== "bpf") {
+      process.kill(net.child.pid, "SIGTERM");
+      process.kill(plain.child.pid, "SIGTERM");
+      t.skip(`per-process network unavailable on this host: ${agent.process_net_unavailable}`);
+      return;
+    }
+    // One process that sends 64 KiB every 50 ms to itself over loopback (~1.3 MB/s each way),
+    // its marker in its command line.
+    const talker = spawn(
+      "python3",
+      [
+        "-c",
+        "import socket,sys,threading,time\n" +
+          "srv=socket.socket();srv.bind(('127.0.0.1',0));srv.listen()\n" +
+          "c=socket.create_connection(srv.getsockname());s,_=srv.accept()\n" +
+          "threading.Thread(target=lambda:[s.recv(1<<20) for _ in iter(int,1)],daemon=True).start()\n" +
+          "end=time.time()+120\n" +
+          "while time.time()<end:\n c.sendall(b'x'*65536);time.sleep(0.05)\n",
+        `${MARK}-talker`,
+      ],
+      { stdio: "ignore" },
+    );
+    started.push(talker);
+    const browser = await launch();
+    try {
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      p.on("pageerror", (e) => errors.push(e.message));
+      await p.goto(net.base + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await setFilter(p, `${MARK}-talker`);
+      // "1.3 MiB/s" → bytes per second, as shown.
+      const rate = (text) => (/\/s$/.test(text) ? parseShown(text.slice(0, -2)) : null);
+      const drawnHeader = (page, key) =>
+        page.evaluate((key) => {
+          const th = document.querySelector(`#ptable .th.c-${key}`);
+          return Boolean(th) && getComputedStyle(th).display !== "none" && th.getBoundingClientRect().width > 0 ? th.textContent : null;
+        }, key);
+      const row = await until("the talker's row with a receive rate", async () => {
+        const r = (await visibleRows(p)).find((r) => r.pid === talker.pid);
+        return r && rate(r.cells.netrx) > 100_000 && rate(r.cells.nettx) > 100_000 ? r : null;
+      }, 30000);
+      assert.equal(await drawnHeader(p, "netrx"), "NetRx/s");
+      assert.equal(await drawnHeader(p, "nettx"), "NetTx/s");
+      // About what it sends (1.3 MB/s of payload, a little more on the wire); a wide band, as
+      // a busy machine stretches the sleeps.
+      assert.ok(rate(row.cells.nettx) < 4 * 1024 * 1024, `tx ${row.cells.nettx}`);
+      await p.click(`#ptable .prow[data-pid="${talker.pid}"]`);
+      const facts = p.locator("#detail-facts");
+      // Connections come from a walk of the TCP sockets every 10 s.
+      await until("the detail's TCP line with both ends", async () => (/TCP\s+2 connections/.test(await facts.innerText()) ? true : null), 30000);
+      const text = await facts.innerText();
+      assert.match(text, /network\s+received [\d.]+ (KiB|MiB)\/s, sent [\d.]+ (KiB|MiB)\/s \(IP bytes\)/, text);
+      assert.match(text, /TCP\s+2 connections/, text);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await p.locator("#ptable").screenshot({ path: path.join(ARTIFACTS, "dashboard-net.png") });
+      // An agent without --net: no network columns drawn.
+      await p.goto(plain.base + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await until("the process table to fill", async () => (await visibleRows(p)).length > 5);
+      assert.equal(await drawnHeader(p, "netrx"), null);
+      assert.equal(await drawnHeader(p, "nettx"), null);
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(net.child.pid, "SIGTERM");
+      process.kill(plain.child.pid, "SIGTERM");
+    }
+  });
+});

@@ -54,6 +54,14 @@ pub struct GroupRow {
     /// permitted).
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
+    /// Members' network use per second (`--net`: IP bytes as on the wire, TCP and UDP, each
+    /// direction; TCP segments retransmitted; connects made), and their established TCP
+    /// connections; `None` when no member's network was counted (off, or no member used it).
+    pub net_rx_bytes_per_sec: Option<f64>,
+    pub net_tx_bytes_per_sec: Option<f64>,
+    pub net_retransmits_per_sec: Option<f64>,
+    pub net_connects_per_sec: Option<f64>,
+    pub net_connections: Option<u64>,
     /// Open fds summed over the members whose count is known (`fds_known` of `processes`):
     /// counted with groups on, on Linux 6.2 and later, for the processes the agent may read.
     pub open_fds: u64,
@@ -430,6 +438,8 @@ pub struct Share {
     pub minor_faults_per_sec: f64,
     pub read_bytes_per_sec: Option<f64>,
     pub write_bytes_per_sec: Option<f64>,
+    /// Network: (rx bytes/s, tx bytes/s, retransmits/s, connects/s, connections).
+    pub net: Option<(f64, f64, f64, f64, u64)>,
     pub start_unix_secs: Option<f64>,
 }
 
@@ -452,6 +462,15 @@ impl Share {
             minor_faults_per_sec: r.minor_faults_per_sec.unwrap_or(0.0) + r.reaped_minor_faults_per_sec.unwrap_or(0.0),
             read_bytes_per_sec: r.read_bytes_per_sec,
             write_bytes_per_sec: r.write_bytes_per_sec,
+            net: r.net.map(|n| {
+                (
+                    n.rx_bytes_per_sec,
+                    n.tx_bytes_per_sec,
+                    n.retransmits_per_sec,
+                    n.connects_per_sec,
+                    u64::from(n.connections),
+                )
+            }),
             start_unix_secs: boot_unix_secs.map(|b| b as f64 + r.start_ticks as f64 / ticks),
         }
     }
@@ -478,6 +497,11 @@ impl GroupRow {
             minor_faults_per_sec: 0.0,
             read_bytes_per_sec: None,
             write_bytes_per_sec: None,
+            net_rx_bytes_per_sec: None,
+            net_tx_bytes_per_sec: None,
+            net_retransmits_per_sec: None,
+            net_connects_per_sec: None,
+            net_connections: None,
             open_fds: 0,
             fds_known: 0,
             oldest_start_unix_secs: None,
@@ -513,6 +537,13 @@ impl GroupRow {
         }
         if let Some(v) = m.write_bytes_per_sec {
             *self.write_bytes_per_sec.get_or_insert(0.0) += v;
+        }
+        if let Some((rx, tx, retrans, connects, connections)) = m.net {
+            *self.net_rx_bytes_per_sec.get_or_insert(0.0) += rx;
+            *self.net_tx_bytes_per_sec.get_or_insert(0.0) += tx;
+            *self.net_retransmits_per_sec.get_or_insert(0.0) += retrans;
+            *self.net_connects_per_sec.get_or_insert(0.0) += connects;
+            *self.net_connections.get_or_insert(0) += connections;
         }
         self.oldest_start_unix_secs = match (self.oldest_start_unix_secs, m.start_unix_secs) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -622,6 +653,37 @@ mod tests {
             net: None,
             net_total: None,
         }
+    }
+
+    /// A group's network is its members' summed; a group none of whose members used the
+    /// network (or with `--net` off) says unknown, not 0.
+    #[test]
+    fn a_groups_network_is_its_members_summed_and_unknown_without_any() {
+        let net = |rx: f64, tx: f64, retrans: f64, connections: u32| proctor_model::NetRates {
+            rx_bytes_per_sec: rx,
+            tx_bytes_per_sec: tx,
+            retransmits_per_sec: retrans,
+            connects_per_sec: 1.0,
+            connections,
+            ..proctor_model::NetRates::default()
+        };
+        let mut a = row(10, 1, "api", None, "/a");
+        a.net = Some(net(1000.0, 200.0, 0.5, 3));
+        let mut b = row(11, 1, "api", None, "/a");
+        b.net = Some(net(24.0, 6.0, 1.5, 1));
+        let quiet = row(12, 1, "api", None, "/a");
+        let idle = row(20, 1, "db", None, "/b");
+        let names: BTreeMap<u32, String> =
+            [(10, "api".to_string()), (11, "api".into()), (12, "api".into()), (20, "db".into())].into();
+        let groups = fold(&[a, b, quiet, idle], &names, 100, None, None);
+        let api = groups.iter().find(|g| g.name == "api").expect("api");
+        assert_eq!(api.net_rx_bytes_per_sec, Some(1024.0));
+        assert_eq!(api.net_tx_bytes_per_sec, Some(206.0));
+        assert_eq!(api.net_retransmits_per_sec, Some(2.0));
+        assert_eq!(api.net_connects_per_sec, Some(2.0));
+        assert_eq!(api.net_connections, Some(4));
+        let db = groups.iter().find(|g| g.name == "db").expect("db");
+        assert_eq!((db.net_rx_bytes_per_sec, db.net_connections), (None, None));
     }
 
     #[test]

@@ -539,6 +539,31 @@ pub const GROUP_FIELDS: &[GroupField] = &[
         prom: None,
     },
     GroupField {
+        field: Field { name: "net_rx_bytes_per_sec", title: "NetRx/s", unit: Unit::BytesPerSec, description: "IP bytes members' sockets received per second, TCP and UDP (with --net)." },
+        read: |g| opt(g.net_rx_bytes_per_sec),
+        prom: Some(PromFamily { name: "proctor_group_network_receive_bytes_per_second", kind: Kind::Gauge, help: "IP bytes each group's sockets received per second over the last interval (--net), summed.", omit_empty: true }),
+    },
+    GroupField {
+        field: Field { name: "net_tx_bytes_per_sec", title: "NetTx/s", unit: Unit::BytesPerSec, description: "IP bytes members' sockets sent per second, TCP and UDP (with --net)." },
+        read: |g| opt(g.net_tx_bytes_per_sec),
+        prom: Some(PromFamily { name: "proctor_group_network_transmit_bytes_per_second", kind: Kind::Gauge, help: "IP bytes each group's sockets sent per second over the last interval (--net), summed.", omit_empty: true }),
+    },
+    GroupField {
+        field: Field { name: "net_retransmits_per_sec", title: "Retrans/s", unit: Unit::PerSec, description: "TCP segments members retransmitted per second (with --net)." },
+        read: |g| opt(g.net_retransmits_per_sec),
+        prom: Some(PromFamily { name: "proctor_group_tcp_retransmits_per_second", kind: Kind::Gauge, help: "TCP segments each group retransmitted per second over the last interval (--net), summed.", omit_empty: true }),
+    },
+    GroupField {
+        field: Field { name: "net_connects_per_sec", title: "Conn/s", unit: Unit::PerSec, description: "TCP connects members made per second (with --net)." },
+        read: |g| opt(g.net_connects_per_sec),
+        prom: None,
+    },
+    GroupField {
+        field: Field { name: "net_connections", title: "Conns", unit: Unit::Count, description: "Members' established TCP connections, as of the last walk of the sockets (every 10 s; with --net)." },
+        read: |g| opt(g.net_connections.map(|c| c as f64)),
+        prom: Some(PromFamily { name: "proctor_group_tcp_connections", kind: Kind::Gauge, help: "Established TCP connections of each group's members (--net), summed.", omit_empty: true }),
+    },
+    GroupField {
         field: Field { name: "open_fds", title: "FDs", unit: Unit::Count, description: "Open fds of the members whose count is known (fds_known of processes; Linux 6.2 and later)." },
         read: |g| count(g.open_fds),
         prom: Some(PromFamily { name: "proctor_group_open_fds", kind: Kind::Gauge, help: "Open fds summed over the members whose count is known (see proctor_group_fds_known_processes).", omit_empty: false }),
@@ -1051,6 +1076,11 @@ mod tests {
             minor_faults_per_sec: 17.0,
             read_bytes_per_sec: Some(18.0),
             write_bytes_per_sec: Some(19.0),
+            net_rx_bytes_per_sec: Some(25.0),
+            net_tx_bytes_per_sec: Some(26.0),
+            net_retransmits_per_sec: Some(27.0),
+            net_connects_per_sec: Some(28.0),
+            net_connections: Some(29),
             open_fds: 20,
             fds_known: 21,
             oldest_start_unix_secs: Some(22.0),

@@ -135,6 +135,15 @@ pub fn share(p: &ProcessOut) -> proctor_groups::Share {
         major_faults_per_sec: p.major_faults_per_sec.unwrap_or(0.0),
         read_bytes_per_sec: p.read_bytes_per_sec,
         write_bytes_per_sec: p.write_bytes_per_sec,
+        net: p.net_rx_bytes_per_sec.map(|rx| {
+            (
+                rx,
+                p.net_tx_bytes_per_sec.unwrap_or(0.0),
+                p.net_retransmits_per_sec.unwrap_or(0.0),
+                p.net_connects_per_sec.unwrap_or(0.0),
+                u64::from(p.net_connections.unwrap_or(0)),
+            )
+        }),
         start_unix_secs: p.start_time_unix_secs,
         ..proctor_groups::Share::default()
     }

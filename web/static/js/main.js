@@ -873,6 +873,16 @@ function renderDetail(p, gone) {
     ["started", started],
     ["I/O", `read ${fmt.bytesPerSec(p.read_bytes_per_sec)}, write ${fmt.bytesPerSec(p.write_bytes_per_sec)}`],
     ["major faults", `${fmt.num(p.major_faults_per_sec, 1)}/s`],
+    ...(p.net_rx_bytes_per_sec === null || p.net_rx_bytes_per_sec === undefined
+      ? []
+      : [
+          ["network", `received ${fmt.bytesPerSec(p.net_rx_bytes_per_sec)}, sent ${fmt.bytesPerSec(p.net_tx_bytes_per_sec)} (IP bytes)`],
+          [
+            "TCP",
+            `${fmt.count(p.net_connections)} connections, ${fmt.num(p.net_connects_per_sec, 1)} connects/s, ` +
+              `${fmt.num(p.net_retransmits_per_sec, 1)} retransmits/s, RTT ${fmt.duration(p.net_rtt_seconds)} (max ${fmt.duration(p.net_rtt_max_seconds)})`,
+          ],
+        ]),
     ["cgroup", p.cgroup ?? fmt.DASH],
   ]);
   renderSharing(p);

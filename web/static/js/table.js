@@ -45,6 +45,9 @@ export const COLUMNS = [
   column("swap", "swap_bytes", "desc"),
   column("threads", "threads", "desc"),
   column("vsize", "vsize_bytes", "desc"),
+  // Shown only when the agent counts per-process network (`serve --net`): see setData.
+  column("netrx", "net_rx_bytes_per_sec", "desc"),
+  column("nettx", "net_tx_bytes_per_sec", "desc"),
   column("cmdline", "cmdline", "asc", { get: cmdlineText, show: (p) => cmdlineText(p) ?? "" }),
 ];
 
@@ -233,6 +236,13 @@ export class ProcessTable {
   /** New process list from the agent. */
   setData(processes) {
     this.all = processes;
+    // The network columns take room only where the agent counts network (`--net`): a process
+    // that used none since the programs loaded has null too, so one with a value decides.
+    const net = processes.some((p) => p.net_rx_bytes_per_sec !== null && p.net_rx_bytes_per_sec !== undefined);
+    if (this.root.classList.contains("net") !== net) {
+      this.root.classList.toggle("net", net);
+      if (!net && (this.sortKey === "netrx" || this.sortKey === "nettx")) this.sortBy("cpu");
+    }
     this.rebuild();
   }
 
