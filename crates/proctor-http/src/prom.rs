@@ -230,6 +230,46 @@ pub fn families_of(
         txd.push(l(), n.tx_dropped as f64);
     }
     out.extend([rx, tx, rxp, txp, rxd, txd]);
+    if let Some(n) = h.net {
+        // With --net: every device's IP traffic as the network programs counted it, split by
+        // whether a process's socket owned it, so sum() over `owner` is the devices' traffic
+        // and the process series add up to the `process` part.
+        let split = |name: &str, help: &'static str, all: u64, unowned: u64| {
+            let mut f = Family::new(name, Kind::Counter, help);
+            f.push(vec![("owner", "process".to_string())], all.saturating_sub(unowned) as f64);
+            f.push(vec![("owner", "none".to_string())], unowned as f64);
+            f
+        };
+        out.push(split(
+            "proctor_host_ip_receive_bytes",
+            "IP bytes every device received (lo included), by whether a process's socket took them (--net).",
+            n.rx_bytes,
+            n.rx_unowned_bytes,
+        ));
+        out.push(split(
+            "proctor_host_ip_transmit_bytes",
+            "IP bytes every device sent (lo included), by whether a process's socket made them (--net).",
+            n.tx_bytes,
+            n.tx_unowned_bytes,
+        ));
+        out.push(split(
+            "proctor_host_ip_receive_packets",
+            "IP packets every device received (lo included), by whether a process's socket took them (--net).",
+            n.rx_packets,
+            n.rx_unowned_packets,
+        ));
+        out.push(split(
+            "proctor_host_ip_transmit_packets",
+            "IP packets every device sent (lo included), by whether a process's socket made them (--net).",
+            n.tx_packets,
+            n.tx_unowned_packets,
+        ));
+        out.push(counter(
+            "proctor_agent_net_table_full",
+            "Processes the kernel's network table had no room for (their packets counted as owner=\"none\").",
+            Some(n.table_full as f64),
+        ));
+    }
     out.push(gauge("proctor_host_processes", "Processes on the host.", Some(s.rows.len() as f64)));
     out.push(gauge(
         "proctor_host_threads",

@@ -64,6 +64,20 @@ pub struct NetRate {
     pub tx_packets_per_sec: f64,
 }
 
+/// The host's IP traffic as the network programs counted it (`--net`), over one interval: every
+/// device's, `lo` included, and the part no process's socket owned (kernel-made replies,
+/// forwarded packets, sockets already closed), so the process rows and the unowned part add up
+/// to the devices' own counts (less their link headers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HostNetRates {
+    pub rx_bytes_per_sec: f64,
+    pub tx_bytes_per_sec: f64,
+    pub unowned_rx_bytes_per_sec: f64,
+    pub unowned_tx_bytes_per_sec: f64,
+    /// Processes the kernel's table had no room for since the programs were loaded.
+    pub table_full: u64,
+}
+
 /// What a person reads about the host at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HostView {
@@ -97,6 +111,8 @@ pub struct HostView {
     pub power_host_watts: Option<f64>,
     /// GPUs: NVML devices, and DRM devices with their clients' use summed.
     pub gpus: Vec<GpuDeviceView>,
+    /// With `--net`, from the second sample on.
+    pub process_net: Option<HostNetRates>,
     /// The host series of the catalog, in [`crate::series::HOST_SERIES`]' order: what every
     /// surface shows under those names.
     #[serde(skip)]
@@ -163,6 +179,17 @@ pub fn host_view(cur: &Sample, prev: Option<&Sample>) -> HostView {
             })
         })();
         view.disks.extend(rates);
+    }
+    if let (Some(n), Some(p)) = (h.net, ph.net) {
+        view.process_net = (|| {
+            Some(HostNetRates {
+                rx_bytes_per_sec: rate(n.rx_bytes, p.rx_bytes, secs)?,
+                tx_bytes_per_sec: rate(n.tx_bytes, p.tx_bytes, secs)?,
+                unowned_rx_bytes_per_sec: rate(n.rx_unowned_bytes, p.rx_unowned_bytes, secs)?,
+                unowned_tx_bytes_per_sec: rate(n.tx_unowned_bytes, p.tx_unowned_bytes, secs)?,
+                table_full: n.table_full,
+            })
+        })();
     }
     for n in &h.nets {
         let Some(p) = ph.nets.iter().find(|p| p.name == n.name) else { continue };

@@ -18,7 +18,7 @@ mod tree;
 pub use container::{container_truth, format_cpus, ContainerTruth};
 pub use event::{ProbeBatch, ProbeResult, StatsdFlush, StatsdTimer};
 pub use gpu::{GpuSample, PowerReading};
-pub use host::{host_view, CpuPercent, DiskRate, HostView, NetRate};
+pub use host::{host_view, CpuPercent, DiskRate, HostNetRates, HostView, NetRate};
 pub use process::{process_rows, MemoryAge, NetRates, ProcessRow, RowContext, ThreadRow};
 pub use rollup::{RollupBlock, RollupRow, Stat};
 pub use sample::{

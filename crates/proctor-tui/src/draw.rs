@@ -240,6 +240,26 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
         }
         lines.push(Line::from(spans));
     }
+    // With --net: all the IP traffic the network programs counted, and the part no process's
+    // socket owned (the rows' network columns and it add up to the devices').
+    if let Some(n) = &h.process_net {
+        let rate = |v: f64| format!("{}/s", bytes(v.max(0.0) as u64));
+        lines.push(Line::from(vec![
+            Span::styled("Net ", st.bold()),
+            Span::raw(format!(
+                "IP rx {} tx {} (every device, lo too); no process's: rx {} tx {}{}",
+                rate(n.rx_bytes_per_sec),
+                rate(n.tx_bytes_per_sec),
+                rate(n.unowned_rx_bytes_per_sec),
+                rate(n.unowned_tx_bytes_per_sec),
+                if n.table_full > 0 {
+                    format!("; {} processes found the table full", n.table_full)
+                } else {
+                    String::new()
+                },
+            )),
+        ]));
+    }
     // The container: usage against its limits, host vs effective CPUs.
     let c = &frame.container;
     let container = match (&c.error, &c.cgroup_path) {
@@ -868,6 +888,32 @@ mod tests {
         app.view.selected = Some(1);
         let text = screen(&mut app, 200, 30).join("\n");
         assert!(text.contains("mmap lock never held by proctor"), "{text}");
+    }
+
+    /// With --net the header says what the network programs counted and the part no process
+    /// owned; without, no such line.
+    #[test]
+    fn the_header_has_a_net_line_only_with_the_network_programs() {
+        let mut f = frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]);
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(f.clone())));
+        assert!(!screen(&mut app, 160, 30).iter().any(|l| l.starts_with("Net ")));
+        f.host.process_net = Some(proctor_vocab::snapshot::ProcessNetOut {
+            rx_bytes_per_sec: 2.0 * 1048576.0,
+            tx_bytes_per_sec: 1048576.0,
+            unowned_rx_bytes_per_sec: 3072.0,
+            unowned_tx_bytes_per_sec: 512.0,
+            table_full: 0,
+        });
+        f.time_unix_ms += 1000;
+        app.message(Msg::Newest(Arc::new(f)));
+        let text = screen(&mut app, 160, 30);
+        let line = text.iter().find(|l| l.starts_with("Net ")).expect("a Net line");
+        assert!(
+            line.contains("IP rx 2.0 MiB/s tx 1.0 MiB/s (every device, lo too); no process's: rx 3.0 KiB/s tx 512 B/s"),
+            "{line}"
+        );
     }
 
     /// A key's answer ("sorted by PID") is shown while a problem stands, after the problem: a

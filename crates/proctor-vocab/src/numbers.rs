@@ -155,6 +155,11 @@ pub fn host(name: &str) -> Option<NumberRead> {
         "uptime_secs" => |s| json(s.host.uptime_secs),
         "boot_time_unix_secs" => |s| json(s.host.boot_time_unix_secs),
         "power_host_watts" => |s| json(s.host.power_host_watts),
+        "process_net.rx_bytes_per_sec" => |s| json(s.host.process_net.map(|n| n.rx_bytes_per_sec)),
+        "process_net.tx_bytes_per_sec" => |s| json(s.host.process_net.map(|n| n.tx_bytes_per_sec)),
+        "process_net.unowned_rx_bytes_per_sec" => |s| json(s.host.process_net.map(|n| n.unowned_rx_bytes_per_sec)),
+        "process_net.unowned_tx_bytes_per_sec" => |s| json(s.host.process_net.map(|n| n.unowned_tx_bytes_per_sec)),
+        "process_net.table_full" => |s| json(s.host.process_net.map(|n| n.table_full)),
         _ => return pressure_names!(name, host_pressure),
     };
     Some(read)
@@ -285,6 +290,13 @@ mod tests {
         h.context_switches_per_sec = Some(f64::NAN);
         h.forks_per_sec = Some(11.5);
         h.power_host_watts = Some(42.5);
+        h.process_net = Some(proctor_model::HostNetRates {
+            rx_bytes_per_sec: 71.5,
+            tx_bytes_per_sec: 72.5,
+            unowned_rx_bytes_per_sec: 73.5,
+            unowned_tx_bytes_per_sec: 74.5,
+            table_full: 75,
+        });
         let t = &mut set.truth;
         (t.host_online_cpus, t.affinity_cpus, t.cpuset_cpus) = (Some(61), Some(62), Some(63));
         (t.quota_cpus, t.effective_cpus, t.effective_cpus_ceil) = (Some(1.5), Some(2.5), Some(3));

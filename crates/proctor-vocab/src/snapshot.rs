@@ -136,6 +136,17 @@ pub struct NetTotalsOut {
     pub tx_bytes_per_sec: Option<f64>,
 }
 
+/// The host's IP traffic as the network programs counted it (`--net`): every device's, `lo`
+/// included, and the part no process's socket owned.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProcessNetOut {
+    pub rx_bytes_per_sec: f64,
+    pub tx_bytes_per_sec: f64,
+    pub unowned_rx_bytes_per_sec: f64,
+    pub unowned_tx_bytes_per_sec: f64,
+    pub table_full: u64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NetOut {
     pub device: String,
@@ -171,6 +182,10 @@ pub struct HostOut {
     /// Every interface's rates but `lo`'s, summed (what crosses a NIC).
     #[serde(default)]
     pub net: NetTotalsOut,
+    /// With `--net`: what the network programs counted, the part no process owned apart;
+    /// `null` without them or a previous sample.
+    #[serde(default)]
+    pub process_net: Option<ProcessNetOut>,
     /// Processes on the host (in the sample).
     #[serde(default)]
     pub processes: u64,
@@ -331,6 +346,13 @@ pub fn host_without_lists(s: &Snapshot) -> HostOut {
         // partitions not counted twice; every interface but lo), so one name is one number.
         disk: DiskTotalsOut { read_bytes_per_sec: disk_read, write_bytes_per_sec: disk_write },
         net: NetTotalsOut { rx_bytes_per_sec: net_rx, tx_bytes_per_sec: net_tx },
+        process_net: h.process_net.map(|n| ProcessNetOut {
+            rx_bytes_per_sec: n.rx_bytes_per_sec,
+            tx_bytes_per_sec: n.tx_bytes_per_sec,
+            unowned_rx_bytes_per_sec: n.unowned_rx_bytes_per_sec,
+            unowned_tx_bytes_per_sec: n.unowned_tx_bytes_per_sec,
+            table_full: n.table_full,
+        }),
         processes: s.rows.len() as u64,
         uptime_secs: h.uptime_secs,
         boot_time_unix_secs: h.boot_time_unix_secs,

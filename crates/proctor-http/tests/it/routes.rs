@@ -411,3 +411,57 @@ fn requests_for_another_site_are_refused() {
     let cross = [("Authorization", "Bearer t0ken"), ("Origin", "http://attacker.example")];
     assert_eq!(public.request("GET", "/api/v1/container", &cross).status, 403);
 }
+
+/// With `--net` (as root where the kernel allows), a process's loopback transfer shows in
+/// `/metrics` as its own counters, the host's IP counters split by owner (the `process` part at
+/// least what the processes sent), and `/api/v1/snapshot`'s `host.process_net`.
+#[test]
+fn network_use_reaches_metrics_and_the_snapshot() {
+    let server = Server::start(Options {
+        sampler: SamplerConfig { pss_budget: 0.0, process_net: true, ..SamplerConfig::default() },
+        metrics: MetricsConfig { top: 100_000, ..MetricsConfig::default() },
+        ..Options::default()
+    });
+    let agent = server.get("/api/v1/agent").json();
+    if agent["process_net_from"] != "bpf" {
+        eprintln!("SKIP: per-process network: {}", agent["process_net_unavailable"]);
+        return;
+    }
+    // A child that sends 2 MB to itself over loopback, then waits.
+    let script = "import socket, sys\n\
+                  s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+                  c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
+                  c.sendall(b'z' * 2000000); n = 0\n\
+                  while n < 2000000: n += len(a.recv(1 << 16))\n\
+                  sys.stdin.readline()";
+    let kid =
+        Kid(Command::new("python3").args(["-c", script]).stdin(std::process::Stdio::piped()).spawn().expect("python3"));
+    let pid = kid.0.id();
+    let value = |body: &str, series: &str| -> Option<f64> {
+        body.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    };
+    let mine = format!("proctor_process_network_transmit_bytes_total{{pid=\"{pid}\"");
+    let r = server.wait_for("/metrics", |r| {
+        r.body
+            .lines()
+            .any(|l| l.starts_with(&mine) && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) >= Some(2e6))
+    });
+    let sent: f64 = r
+        .body
+        .lines()
+        .find(|l| l.starts_with(&mine))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {mine}… series:\n{}", r.body));
+    // Payload plus one IP and TCP header per segment: a little over 2 MB, far under 3.
+    assert!((2e6..3e6).contains(&sent), "{sent}");
+    let owned = value(&r.body, "proctor_host_ip_transmit_bytes_total{owner=\"process\"}").expect("owned tx");
+    let unowned = value(&r.body, "proctor_host_ip_transmit_bytes_total{owner=\"none\"}").expect("unowned tx");
+    assert!(owned >= sent && unowned >= 0.0, "owned {owned}, the child alone {sent}");
+    assert!(value(&r.body, "proctor_agent_net_table_full_total").is_some());
+    let snap = server.wait_for("/api/v1/snapshot", |r| r.json()["host"]["process_net"]["tx_bytes_per_sec"].is_number());
+    let net = &snap.json()["host"]["process_net"];
+    for key in ["rx_bytes_per_sec", "tx_bytes_per_sec", "unowned_rx_bytes_per_sec", "unowned_tx_bytes_per_sec"] {
+        assert!(net[key].as_f64().is_some_and(|v| v >= 0.0), "{key}: {net}");
+    }
+    drop(kid);
+}
