@@ -7,6 +7,9 @@
 #   - its tests, output shown: the iterator against /proc field by field, a process started
 #     between two scans (a SKIP line where the kernel refuses to load it);
 #   - the process events' tests: exits against wait4, a shell's children each with exec and exit;
+#   - the network tests: loopback peers each to the byte, and a transfer over a lossy veth pair
+#     between two namespaces the test makes: the sender's retransmitted segments as many as
+#     its namespace's RetransSegs (iproute2 and nftables installed when missing, as root);
 #   - `proctor doctor` as root says the sampler reads every process through the iterator,
 #     takes every exec and exit from the events and counts each process's network (without
 #     CAP_NET_ADMIN it says why not), and as nobody with no capabilities (setpriv)
@@ -43,6 +46,15 @@ else
     fi
   done
 fi
+
+# The lossy-link test makes two network namespaces joined by a veth pair (ip, from iproute2)
+# and loses segments with tc netem, or where the kernel has no netem with nftables (nft).
+for tool in ip:iproute2 tc:iproute2 nft:nftables; do
+  if ! command -v "${tool%%:*}" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${tool#*:}" >/dev/null 2>&1 \
+      || (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${tool#*:}" >/dev/null 2>&1)) || true
+  fi
+done
 
 echo "-- cargo test -p proctor-bpf (output shown)"
 dev_cargo test -q -p proctor-bpf --locked -- --nocapture 2>&1 | grep -v "^$"

@@ -55,6 +55,7 @@ static long (*bpf_seq_write)(void *seq, const void *data, __u32 len) = (void *)1
 static void *(*bpf_sk_fullsock)(void *sk) = (void *)95;
 static void *(*bpf_skc_to_tcp_sock)(void *sk) = (void *)137;
 static void *(*bpf_get_current_task_btf)(void) = (void *)158;
+static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
 
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
@@ -96,6 +97,7 @@ struct sk_buff {
 	__u16 network_header;
 	unsigned char *head;
 	unsigned char *data;
+	char cb[48];
 } CORE;
 
 // The cgroup programs' context (include/uapi/linux/bpf.h): a fixed ABI, not CO-RE.
@@ -460,13 +462,41 @@ int proctor_state(__u64 *ctx)
 	return 0;
 }
 
+// The segments a buffer TCP retransmits carries (what the kernel's RetransSegs adds for it: a
+// buffer of a large send holds many): `tcp_gso_segs` in TCP's control block in skb->cb, after
+// seq and end_seq (include/net/tcp.h, struct tcp_skb_cb; laid out so since Linux 3.18).
+static __always_inline __u64 segments(const struct sk_buff *skb)
+{
+	__u16 segs = 0;
+
+	bpf_probe_read_kernel(&segs, sizeof(segs), &skb->cb[8]);
+	return segs ? segs : 1;
+}
+
+// Two programs for one tracepoint; the loader loads the one that fits. Older kernels give the
+// tracepoint (sk, skb) and fire it only for a retransmit that went out; newer ones (6.18 here)
+// add the outcome and fire it for every try, so the second counts only those that went out
+// (not one still in the host's queue, or refused for memory).
 SEC("tp_btf/tcp_retransmit_skb")
 int proctor_retransmit(__u64 *ctx)
 {
 	struct proc_net *p = row_of_sock((struct sock *)ctx[0]);
 
 	if (p)
-		ADD(p->retransmits, 1);
+		ADD(p->retransmits, segments((const struct sk_buff *)ctx[1]));
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int proctor_retransmit_outcome(__u64 *ctx)
+{
+	struct proc_net *p;
+
+	if ((int)ctx[2] != 0)
+		return 0;
+	p = row_of_sock((struct sock *)ctx[0]);
+	if (p)
+		ADD(p->retransmits, segments((const struct sk_buff *)ctx[1]));
 	return 0;
 }
 

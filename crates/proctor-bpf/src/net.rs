@@ -22,16 +22,19 @@ use crate::{load_error, may_load_tracing, thread_cpu_ns, Unavailable};
 pub static NET_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/net.bpf.o");
 
 /// (program, tracepoint) in the object.
-const TRACEPOINTS: [(&str, &str); 8] = [
+const TRACEPOINTS: [(&str, &str); 7] = [
     ("proctor_xmit", "net_dev_start_xmit"),
     ("proctor_receive", "netif_receive_skb"),
     ("proctor_send", "sock_send_length"),
     ("proctor_recv", "sock_recv_length"),
     ("proctor_state", "inet_sock_set_state"),
-    ("proctor_retransmit", "tcp_retransmit_skb"),
     ("proctor_reset_sent", "tcp_send_reset"),
     ("proctor_reset_received", "tcp_receive_reset"),
 ];
+/// Retransmits: the program for the tracepoint with the outcome (newer kernels, which fire it for
+/// retransmits that did not go out too) is tried first, then the one for the older two arguments.
+const RETRANSMIT: &str = "tcp_retransmit_skb";
+const RETRANSMIT_PROGRAMS: [&str; 2] = ["proctor_retransmit_outcome", "proctor_retransmit"];
 /// The cgroup programs, attached to the cgroup2 root: received packets with their socket, and
 /// every socket's creation.
 const INGRESS: &str = "proctor_ingress";
@@ -164,6 +167,8 @@ pub(crate) struct Loaded {
     totals: Mutex<PerCpuArray<MapData, RawTotals>>,
     /// `Some` once attached: the outcome (kept, so a refusal is said, not retried).
     attached: Mutex<Option<Result<(), Unavailable>>>,
+    /// The retransmit program that fit this kernel (one of [`RETRANSMIT_PROGRAMS`]).
+    retransmit: &'static str,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -189,6 +194,19 @@ impl Loaded {
                 bpf.program_mut(name).ok_or_else(|| missing(name))?.try_into().map_err(|e| kind(name, &e))?;
             program.load(tracepoint, btf).map_err(|e| refused(name, e))?;
         }
+        let (mut retransmit, mut refusals) = (None, Vec::new());
+        for name in RETRANSMIT_PROGRAMS {
+            let program: &mut BtfTracePoint =
+                bpf.program_mut(name).ok_or_else(|| missing(name))?.try_into().map_err(|e| kind(name, &e))?;
+            match program.load(RETRANSMIT, btf) {
+                Ok(()) => {
+                    retransmit = Some(name);
+                    break;
+                }
+                Err(e) => refusals.push(format!("{name}: {}", load_error(&e))),
+            }
+        }
+        let retransmit = retransmit.ok_or_else(|| Unavailable(refusals.join("; ")))?;
         let ingress: &mut CgroupSkb =
             bpf.program_mut(INGRESS).ok_or_else(|| missing(INGRESS))?.try_into().map_err(|e| kind(INGRESS, &e))?;
         ingress.load().map_err(|e| refused(INGRESS, e))?;
@@ -211,6 +229,7 @@ impl Loaded {
             table: Mutex::new(table),
             totals: Mutex::new(totals),
             attached: Mutex::new(None),
+            retransmit,
         })
     }
 
@@ -246,6 +265,10 @@ impl Loaded {
                     bpf.program_mut(name).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(name))?;
                 program.attach().map_err(|e| failed(format!("{name} to {tracepoint}"), e))?;
             }
+            let name = self.retransmit;
+            let program: &mut BtfTracePoint =
+                bpf.program_mut(name).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(name))?;
+            program.attach().map_err(|e| failed(format!("{name} to {RETRANSMIT}"), e))?;
             Ok(())
         })();
         *attached = Some(outcome.clone());
