@@ -84,6 +84,8 @@ pub struct TopConfig {
     pub config_file: Option<PathBuf>,
     pub color: bool,
     pub tree: bool,
+    /// `--net`: the network columns are shown ([`crate::view::show_network`]).
+    pub net: bool,
     pub sort: Option<String>,
     pub filter: Option<String>,
     /// Alert rules evaluated on the live agent's snapshots for the header (`--rules`).
@@ -164,6 +166,9 @@ fn new_app(config: &mut TopConfig, mode: Mode) -> (App, Vec<String>) {
     let mut notes = Vec::new();
     let mut view = load_view(config.config_file.as_deref(), &mut notes);
     view.tree = config.tree;
+    if config.net {
+        crate::view::show_network(&mut view);
+    }
     if let Some(sort) = &config.sort {
         if let Some(f) = column(sort) {
             view.sort = f;

@@ -33,6 +33,17 @@ pub fn compare(a: &ProcessOut, b: &ProcessOut, field: &Field) -> Ordering {
 pub const DEFAULT_COLUMNS: [&str; 8] =
     ["pid", "uid", "state", "cpu_percent", "rss_bytes", "threads", "cpu_seconds_total", "cmdline"];
 
+/// With `--net`: NetRx/s and NetTx/s before the command, unless the columns already show some
+/// of the network (F2 keeps what the user chose; this is not saved unless F2 saves it).
+pub fn show_network(view: &mut ViewState) {
+    if view.columns.iter().any(|f| f.name.starts_with("net_")) {
+        return;
+    }
+    let at = view.columns.iter().position(|f| f.name == "cmdline").unwrap_or(view.columns.len());
+    let net = ["net_rx_bytes_per_sec", "net_tx_bytes_per_sec"].into_iter().filter_map(column);
+    view.columns.splice(at..at, net);
+}
+
 /// What the live sampler must read for some columns: the PSS worker (`smaps_rollup`) and
 /// `/proc/PID/io`; and for `H`, each process's threads. None is read while nothing shown (nor
 /// the sort) needs it.
@@ -448,6 +459,25 @@ pub fn clock_time(unix_secs: f64) -> String {
 mod tests {
     use super::*;
     use crate::test_support::{frame_of, proc_out};
+
+    /// `--net` puts NetRx/s and NetTx/s before the command, once; columns that already show
+    /// some network are left as the user chose them.
+    #[test]
+    fn net_shows_the_network_columns_before_the_command_unless_chosen() {
+        let names = |v: &ViewState| v.columns.iter().map(|f| f.name).collect::<Vec<_>>();
+        let mut view = ViewState::default();
+        show_network(&mut view);
+        show_network(&mut view);
+        let shown = names(&view);
+        assert_eq!(&shown[shown.len() - 3..], ["net_rx_bytes_per_sec", "net_tx_bytes_per_sec", "cmdline"]);
+        assert_eq!(shown.len(), DEFAULT_COLUMNS.len() + 2);
+        let mut chosen = ViewState {
+            columns: ["pid", "net_retransmits_per_sec"].into_iter().filter_map(column).collect(),
+            ..ViewState::default()
+        };
+        show_network(&mut chosen);
+        assert_eq!(names(&chosen), ["pid", "net_retransmits_per_sec"]);
+    }
 
     fn family() -> Frame {
         let mut kthread = proc_out(40, 2, "kworker/0:1", 0.0, 0);

@@ -198,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config_file: args.config.or_else(proctor_tui::default_config_file),
         color,
         tree: args.tree,
+        net: args.read.net,
         sort,
         filter: args.filter,
         rules: args.rules,
