@@ -90,6 +90,13 @@ pub struct ProcessUsage {
     pub cpu_seconds: f64,
     pub rss_peak_bytes: Option<u64>,
     pub rss_mean_bytes: Option<f64>,
+    /// IP bytes its sockets received and sent inside the range, and TCP segments they
+    /// retransmitted (recorded with `--net`), as CPU: deltas between consecutive samples of one
+    /// run, all of it for a process that started or first used the network between two;
+    /// `None` where no sample carried its network.
+    pub net_rx_bytes: Option<u64>,
+    pub net_tx_bytes: Option<u64>,
+    pub net_retransmits: Option<u64>,
     /// Samples the process appeared in.
     pub samples: u64,
     pub first_seen_ns: u64,
@@ -128,6 +135,9 @@ pub struct RangeSummary {
     pub top_cpu: Vec<ProcessUsage>,
     /// Highest peak RSS first.
     pub top_memory: Vec<ProcessUsage>,
+    /// Most network bytes (received and sent) inside the range first; only processes that
+    /// used some (a recording made without `--net` has none).
+    pub top_network: Vec<ProcessUsage>,
     /// The RSS of the first [`RangeConfig::rss_series`] processes of `top_memory` (the same
     /// order) in the series' buckets: each bucket's mean and max over the samples whose
     /// processes were folded. For the plot; not serialized (the top lists have each one's
@@ -154,6 +164,8 @@ struct ProcAcc {
     /// Joined with spaces only in `finish`: a day is 86,400 sightings of each process.
     cmdline: Option<Arc<[String]>>,
     cpu_ticks: u64,
+    /// (received, sent, retransmitted) inside the range; `None` until a sample carries it.
+    net: Option<(u64, u64, u64)>,
     ticks_per_sec: u64,
     rss_peak: Option<u64>,
     rss_sum: f64,
@@ -489,6 +501,7 @@ impl RangeBuilder {
                 comm: p.comm.to_string(),
                 cmdline: None,
                 cpu_ticks: 0,
+                net: None,
                 ticks_per_sec: cur.clock_ticks_per_sec,
                 rss_peak: None,
                 rss_sum: 0.0,
@@ -499,6 +512,25 @@ impl RangeBuilder {
                 last_seen_ns: cur.unix_ns,
             });
             acc.cpu_ticks = acc.cpu_ticks.saturating_add(used);
+            if let Some(n) = &p.net {
+                let now = (n.rx_bytes(), n.tx_bytes(), n.retransmits);
+                // As CPU above; a process the previous sample had without network had used
+                // none, so all it counts now is new.
+                let before = match prev {
+                    None => Some(now),
+                    Some(prev) => match prev.process(p.pid).filter(|q| q.start_ticks == p.start_ticks) {
+                        Some(q) => Some(q.net.map_or((0, 0, 0), |b| (b.rx_bytes(), b.tx_bytes(), b.retransmits))),
+                        None if prev_uptime_ticks.is_some_and(|up| p.start_ticks >= up) => Some((0, 0, 0)),
+                        None => Some(now),
+                    },
+                };
+                let (r, t, x) = acc.net.get_or_insert((0, 0, 0));
+                if let Some((br, bt, bx)) = before {
+                    *r = r.saturating_add(now.0.saturating_sub(br));
+                    *t = t.saturating_add(now.1.saturating_sub(bt));
+                    *x = x.saturating_add(now.2.saturating_sub(bx));
+                }
+            }
             acc.samples += 1;
             acc.last_seen_ns = cur.unix_ns;
             if acc.comm.as_str() != &*p.comm {
@@ -592,6 +624,9 @@ impl RangeBuilder {
                     cpu_seconds: acc.cpu_ticks as f64 / acc.ticks_per_sec.max(1) as f64,
                     rss_peak_bytes: acc.rss_peak,
                     rss_mean_bytes: (acc.rss_count > 0).then(|| acc.rss_sum / acc.rss_count as f64),
+                    net_rx_bytes: acc.net.map(|n| n.0),
+                    net_tx_bytes: acc.net.map(|n| n.1),
+                    net_retransmits: acc.net.map(|n| n.2),
                     samples: acc.samples,
                     first_seen_ns: acc.first_seen_ns,
                     last_seen_ns: acc.last_seen_ns,
@@ -608,6 +643,10 @@ impl RangeBuilder {
         top_memory.sort_by(|a, b| {
             b.rss_peak_bytes.cmp(&a.rss_peak_bytes).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks)))
         });
+        let net_bytes = |u: &ProcessUsage| u.net_rx_bytes.unwrap_or(0).saturating_add(u.net_tx_bytes.unwrap_or(0));
+        let mut top_network: Vec<&ProcessUsage> = usages.iter().filter(|u| net_bytes(u) > 0).collect();
+        top_network
+            .sort_by(|a, b| net_bytes(b).cmp(&net_bytes(a)).then((a.pid, a.start_ticks).cmp(&(b.pid, b.start_ticks))));
         let top = self.config.top;
         let top_memory_rss = top_memory
             .iter()
@@ -634,6 +673,7 @@ impl RangeBuilder {
             points: self.points,
             top_cpu: top_cpu.into_iter().take(top).cloned().collect(),
             top_memory: top_memory.into_iter().take(top).cloned().collect(),
+            top_network: top_network.into_iter().take(top).cloned().collect(),
             top_memory_rss,
             processes_seen,
             groups,
@@ -844,6 +884,52 @@ mod tests {
             gpu: None,
             exited: Vec::new(),
         }
+    }
+
+    /// Network inside the range as CPU: a process that had network before the range counts
+    /// only what it moved inside it; one that first used the network between two samples,
+    /// or started between them, all of it; the top list is by bytes, those with none left out.
+    #[test]
+    fn network_inside_the_range_goes_by_deltas_and_ranks_the_top() {
+        let net = |rx: u64, tx: u64, retrans: u64| proctor_model::ProcessNet {
+            tcp: proctor_model::NetCounters { rx_bytes: rx, tx_bytes: tx, ..Default::default() },
+            retransmits: retrans,
+            ..Default::default()
+        };
+        let at = |t: u64| {
+            let mut procs = vec![(7, 500, 0, 4096), (8, 600, 0, 4096), (9, 700, 0, 4096)];
+            if t >= 2 {
+                procs.push((10, 100_150, 0, 4096)); // started between seconds 1 and 2
+            }
+            let mut s = sample(t, t, 10 + t, 100 * t, 100 * t, &procs);
+            for p in &mut s.processes {
+                p.net = match p.pid {
+                    7 => Some(net(1_000_000 + 100 * t, 50 * t, t)), // a million before the range
+                    8 if t >= 2 => Some(net(300, 200, 0)),          // first used it after second 1
+                    10 => Some(net(5_000, 0, 0)),
+                    _ => None,
+                };
+            }
+            s
+        };
+        let config = RangeConfig { from_ns: T0, to_ns: T0 + 3 * S, max_points: 4, ..RangeConfig::default() };
+        let mut b = RangeBuilder::new(config);
+        for t in 0..=3 {
+            b.push(at(t));
+        }
+        let summary = b.finish();
+        let got: Vec<_> =
+            summary.top_network.iter().map(|u| (u.pid, u.net_rx_bytes, u.net_tx_bytes, u.net_retransmits)).collect();
+        assert_eq!(
+            got,
+            [
+                (10, Some(5_000), Some(0), Some(0)),
+                (8, Some(300), Some(200), Some(0)),
+                (7, Some(300), Some(150), Some(3))
+            ]
+        );
+        let quiet = summary.top_cpu.iter().chain(&summary.top_memory).find(|u| u.pid == 9).expect("pid 9");
+        assert_eq!(quiet.net_rx_bytes, None);
     }
 
     /// Groups come from the assignment stored with each sample: levels from every sample,

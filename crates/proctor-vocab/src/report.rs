@@ -50,6 +50,8 @@ pub struct ReportOut {
     pub top_rss_peak: Vec<ProcessUsageOut>,
     /// Highest mean resident size first.
     pub top_rss_mean: Vec<ProcessUsageOut>,
+    /// Most network bytes (received and sent) inside the range first (recorded with `--net`).
+    pub top_network: Vec<ProcessUsageOut>,
     pub bad_frames: usize,
     pub damaged_segments: usize,
     /// The first few problems, with their file.
@@ -115,6 +117,11 @@ pub struct ProcessUsageOut {
     pub cpu_seconds: f64,
     pub rss_peak_bytes: Option<u64>,
     pub rss_mean_bytes: Option<f64>,
+    /// IP bytes received and sent, and TCP segments retransmitted, inside the range (recorded
+    /// with `--net`; `null` without).
+    pub net_rx_bytes: Option<u64>,
+    pub net_tx_bytes: Option<u64>,
+    pub net_retransmits: Option<u64>,
     /// Read samples the process appeared in.
     pub samples: u64,
     pub first_seen_unix_ms: u64,
@@ -131,6 +138,9 @@ impl From<&ProcessUsage> for ProcessUsageOut {
             cpu_seconds: u.cpu_seconds,
             rss_peak_bytes: u.rss_peak_bytes,
             rss_mean_bytes: u.rss_mean_bytes,
+            net_rx_bytes: u.net_rx_bytes,
+            net_tx_bytes: u.net_tx_bytes,
+            net_retransmits: u.net_retransmits,
             samples: u.samples,
             first_seen_unix_ms: u.first_seen_ns / MS,
             last_seen_unix_ms: u.last_seen_ns / MS,
@@ -187,6 +197,7 @@ fn fill(out: &mut ReportOut, s: &RangeSummary, top: usize) {
     out.exited = s.exited.clone();
     out.top_cpu = s.top_cpu.iter().take(top).map(ProcessUsageOut::from).collect();
     out.top_rss_peak = s.top_memory.iter().take(top).map(ProcessUsageOut::from).collect();
+    out.top_network = s.top_network.iter().take(top).map(ProcessUsageOut::from).collect();
     let mut by_mean: Vec<&ProcessUsage> = s.top_memory.iter().filter(|u| u.rss_mean_bytes.is_some()).collect();
     by_mean.sort_by(|a, b| {
         let (ma, mb) = (a.rss_mean_bytes.unwrap_or(0.0), b.rss_mean_bytes.unwrap_or(0.0));

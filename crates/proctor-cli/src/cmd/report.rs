@@ -568,6 +568,25 @@ fn print_text(report: &ReportOut, correlation: Option<&Correlation>, source: Opt
             command(p)
         )?;
     }
+    if report.top_network.is_empty() {
+        writeln!(out, "\nno process network in the samples read (recorded without --net, or none used it)")?;
+    } else {
+        writeln!(out, "\ntop processes by network inside the range (IP bytes received + sent)")?;
+        writeln!(out, "{:>8} {:>12} {:>12} {:>8} {:<16} COMMAND", "PID", "RX", "TX", "RETRANS", "NAME")?;
+        for p in &report.top_network {
+            let bytes = |b: Option<u64>| b.map_or("-".into(), |b| plot::human(b as f64, Unit::Bytes));
+            writeln!(
+                out,
+                "{:>8} {:>12} {:>12} {:>8} {:<16} {}",
+                p.pid,
+                bytes(p.net_rx_bytes),
+                bytes(p.net_tx_bytes),
+                p.net_retransmits.map_or("-".into(), |r| r.to_string()),
+                clean(&p.name),
+                command(p)
+            )?;
+        }
+    }
     let e = &report.exited;
     if e.samples_listing == 0 {
         writeln!(
