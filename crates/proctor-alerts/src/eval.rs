@@ -1433,6 +1433,34 @@ mod tests {
         Snapshot::derive(sampler.sample(), Some(&first))
     }
 
+    /// The issue's own selector: `process{name="api"}.net.retransmits_per_second > 5` holds for
+    /// the process named api whose sockets retransmit more than 5 segments a second, and for no
+    /// other; without network readings it holds for none.
+    #[test]
+    fn a_process_network_selector_holds_for_the_retransmitting_process() {
+        let mut s = live();
+        let me = std::process::id();
+        let yaml = "groups:\n  - name: g\n    rules:\n      - alert: Retrans\n        expr: 'process{name=\"api\"}.net.retransmits_per_second > 5'\n";
+        let mut set = crate::rules::parse(yaml).unwrap_or_else(|d| panic!("{d:?}"));
+        let plan = std::mem::take(&mut set.plan);
+        let mut ev = Evaluator::new(plan, BTreeMap::new());
+        let frame = ev.frame(&s);
+        assert!(ev.run(&set.rules[0].expr, &frame).holds.is_empty());
+        let other = s.rows.iter().find(|r| r.pid != me).expect("another row").pid;
+        for r in &mut s.rows {
+            if r.pid == me || r.pid == other {
+                r.comm = Arc::from("api");
+                let retransmits_per_sec = if r.pid == me { 7.5 } else { 2.0 };
+                r.net = Some(proctor_model::NetRates { retransmits_per_sec, ..Default::default() });
+            }
+        }
+        s.sample.unix_ns += 1_000_000_000;
+        let frame = ev.frame(&s);
+        let holds = ev.run(&set.rules[0].expr, &frame).holds;
+        assert_eq!(holds.len(), 1, "{holds:?}");
+        assert_eq!(holds[0].1, Some(7.5));
+    }
+
     /// Rules folding the same series over the same window share it, and each has the value it
     /// would have alone, frame after frame.
     #[test]
