@@ -7,6 +7,7 @@
 # and of the agent's CPU per sample (goal at most 1.2× without).
 #   bash bench/net/cost.sh            # 50000 10
 #   PROCTOR_BIN=/tmp/old/proctor REPEATS=5 bash bench/net/cost.sh 50000 20
+#   PIN=1 bash bench/net/cost.sh      # the agent on CPU 0, the workload on CPU 1
 # Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN) for the network arm; without it that arm
 # reports process_net_from "none".
 set -euo pipefail

@@ -453,3 +453,32 @@ fn a_lossy_link_shows_as_the_senders_retransmits() {
     sender.end();
     sink.end();
 }
+
+/// The table read in batches (one system call per batch, how the sampler reads it) has the
+/// rows one-at-a-time iteration has, whatever the batch size: each of the test's peers' rows
+/// is in both, equal (the peers have ended their traffic).
+#[test]
+fn a_batched_read_has_every_row_an_iteration_has() {
+    let Some(table) = open() else { return };
+    let (_dir, peer) = script();
+    let mut peers: Vec<Peer> = (0..6).map(|_| Peer::start(&peer, &["udp", "50"])).collect();
+    for p in &mut peers {
+        p.counts();
+    }
+    for batch in [1, 4, 256] {
+        let (batched, each) = table.read_both_ways(batch);
+        let Some(batched) = batched else {
+            eprintln!("SKIP: batched reads of the network table: this kernel has no BPF_MAP_LOOKUP_BATCH");
+            return;
+        };
+        for p in &peers {
+            let pid = p.pid();
+            assert!(each.contains_key(&pid), "iteration lacks {pid}");
+            assert_eq!(batched.get(&pid), each.get(&pid), "batch of {batch}, pid {pid}");
+        }
+        assert!(batched.len() >= peers.len(), "batch of {batch}: {} rows", batched.len());
+    }
+    for p in peers {
+        p.end();
+    }
+}
