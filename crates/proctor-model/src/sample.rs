@@ -83,6 +83,11 @@ pub struct ExitedProcess {
     /// Whether a sample's process table had it (false: it lived and ended between two
     /// samples, and only its events tell of it).
     pub seen: bool,
+    /// Its network counters as the kernel's table last had them, its last interval included
+    /// (with `--net`; `None` without, or if it used no socket). Connections and round-trip
+    /// times are not kept for an ended process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<ProcessNet>,
 }
 
 /// Processes started since the previous sample, against what the kernel counted: how much of

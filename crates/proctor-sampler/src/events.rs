@@ -212,6 +212,8 @@ impl Churn {
                                 majflt: x.maj_flt,
                                 peak_rss_bytes: x.maxrss_pages.saturating_mul(page_size),
                                 seen,
+                                // The network table's last reading, given by the sampler.
+                                net: None,
                             },
                             Arc::clone(&event),
                         ));

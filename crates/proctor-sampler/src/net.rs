@@ -25,6 +25,11 @@ pub(crate) struct NetState {
     rtts: HashMap<u32, Vec<u32>>,
     walked: Option<std::time::Instant>,
     gone: Vec<u32>,
+    /// The rows of processes that ended, as last counted (pid, start ticks, counters): this
+    /// sample's and the previous one's, for their exit records (an exit just after the events
+    /// were drained is told one sample later).
+    ended: Vec<(u32, u64, ProcessNet)>,
+    ended_before: Vec<(u32, u64, ProcessNet)>,
 }
 
 impl NetState {
@@ -36,6 +41,21 @@ impl NetState {
             rtts: HashMap::new(),
             walked: None,
             gone: Vec::new(),
+            ended: Vec::new(),
+            ended_before: Vec::new(),
+        }
+    }
+
+    /// Gives each exit record without network the counters its process's row had when it was
+    /// forgotten (matched by pid and start time), its last interval included.
+    pub(crate) fn give_exited(&self, exited: &mut [proctor_model::ExitedProcess]) {
+        for x in exited.iter_mut().filter(|x| x.net.is_none()) {
+            let found = self
+                .ended
+                .iter()
+                .chain(&self.ended_before)
+                .find(|(pid, start, _)| *pid == x.pid && *start == x.start_ticks);
+            x.net = found.map(|(_, _, net)| *net);
         }
     }
 
@@ -84,22 +104,18 @@ impl NetState {
                 Some(r) => (r.len() as u32, Some(r[(r.len() - 1) / 2]), r.last().copied()),
                 None => (0, None, None),
             };
-            p.net = Some(ProcessNet {
-                tcp: counters(&row.tcp),
-                udp: counters(&row.udp),
-                connects: row.connects,
-                accepts: row.accepts,
-                retransmits: row.retransmits,
-                resets_sent: row.resets_sent,
-                resets_received: row.resets_received,
-                connections,
-                srtt_median_us: median,
-                srtt_max_us: max,
-            });
+            p.net = Some(process_net(&row, connections, median, max));
         }
         // What is left matched no process of this scan: gone if it started before the scan.
         self.gone.clear();
         self.gone.extend(self.rows.iter().filter(|(_, r)| r.start_boottime_ns < scan_boot_ns).map(|(&pid, _)| pid));
+        std::mem::swap(&mut self.ended, &mut self.ended_before);
+        self.ended.clear();
+        for pid in &self.gone {
+            if let Some(row) = self.rows.get(pid) {
+                self.ended.push((*pid, row.start_boottime_ns / ns_per_tick, process_net(row, 0, None, None)));
+            }
+        }
         self.table.forget(self.gone.iter().copied());
         let t = self.table.totals();
         let rx_unowned = t.rx_unowned();
@@ -114,6 +130,21 @@ impl NetState {
             rx_unowned_bytes: rx_unowned.bytes,
             table_full: t.table_full,
         }
+    }
+}
+
+fn process_net(row: &ProcNet, connections: u32, median: Option<u32>, max: Option<u32>) -> ProcessNet {
+    ProcessNet {
+        tcp: counters(&row.tcp),
+        udp: counters(&row.udp),
+        connects: row.connects,
+        accepts: row.accepts,
+        retransmits: row.retransmits,
+        resets_sent: row.resets_sent,
+        resets_received: row.resets_received,
+        connections,
+        srtt_median_us: median,
+        srtt_max_us: max,
     }
 }
 

@@ -368,6 +368,7 @@ impl Sampler {
             if let Ok(net) = self.net.as_mut() {
                 let t = Instant::now();
                 host.net = Some(net.attach(&mut processes, self.ticks, scan_boot_ns, &mut cost));
+                net.give_exited(&mut exited);
                 *cost.reader_wall_ns.entry("net").or_default() += t.elapsed().as_nanos() as u64;
             }
         }

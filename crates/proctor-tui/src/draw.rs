@@ -960,6 +960,8 @@ mod tests {
                 major_faults: 0,
                 peak_rss_bytes: 3 << 20,
                 seen,
+                net_rx_bytes: None,
+                net_tx_bytes: None,
             }
         };
         let mut app =

@@ -30,6 +30,10 @@ pub struct ExitedOut {
     pub major_faults: u64,
     pub peak_rss_bytes: u64,
     pub seen: bool,
+    /// IP bytes its sockets received and sent over its life, as the kernel's table last had
+    /// them (with `--net`; `null` without, or if it used no socket).
+    pub net_rx_bytes: Option<u64>,
+    pub net_tx_bytes: Option<u64>,
 }
 
 pub fn exited(x: &ExitedProcess) -> ExitedOut {
@@ -55,6 +59,8 @@ pub fn exited(x: &ExitedProcess) -> ExitedOut {
         major_faults: x.majflt,
         peak_rss_bytes: x.peak_rss_bytes,
         seen: x.seen,
+        net_rx_bytes: x.net.map(|n| n.rx_bytes()),
+        net_tx_bytes: x.net.map(|n| n.tx_bytes()),
     }
 }
 
@@ -112,6 +118,18 @@ pub static EXITED: &[Field] = &[
     f!("major_faults", "MajFlt", Count, "Major page faults."),
     f!("peak_rss_bytes", "PeakRSS", Bytes, "The most it had resident at once (ru_maxrss)."),
     f!("seen", "Seen", Text, "Whether a sample listed it while it lived (false: it lived between two samples)."),
+    f!(
+        "net_rx_bytes",
+        "NetRx",
+        Bytes,
+        "IP bytes its sockets received over its life, its last interval included (with --net)."
+    ),
+    f!(
+        "net_tx_bytes",
+        "NetTx",
+        Bytes,
+        "IP bytes its sockets sent over its life, its last interval included (with --net)."
+    ),
 ];
 
 #[cfg(test)]

@@ -855,7 +855,9 @@ fn a_process_has_its_own_network_use() {
                   c.sendall(b'z' * 300000); n = 0\n\
                   while n < 300000: n += len(a.recv(1 << 16))\n\
                   print('sent', flush=True)\n\
-                  sys.stdin.readline()";
+                  sys.stdin.readline()\n\
+                  c.sendall(b'q' * 100000); n = 0\n\
+                  while n < 100000: n += len(a.recv(1 << 16))";
     let mut child = Guard(
         Command::new("python3")
             .args(["-c", script])
@@ -889,13 +891,28 @@ fn a_process_has_its_own_network_use() {
     assert_eq!(rates.connections, 2);
     let host = after.host.net.expect("the host's totals");
     assert!(host.tx_bytes >= now.tx_bytes() && host.rx_bytes >= now.rx_bytes(), "{host:?}");
-    // Ended: the next sample forgets its row, so a sampler started after sees none of it.
+    // Ended after sending 100,000 bytes more: the next sample forgets its row, so a sampler
+    // started after sees none of it, and its exit record carries what it sent to the end.
     drop(stdin);
-    drop(child);
+    let _ = child.0.wait();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while sampler.sample().process(pid).is_some() {
-        assert!(Instant::now() < deadline, "the child did not end");
+    let mut ended = None;
+    loop {
+        let s = sampler.sample();
+        ended = ended.or_else(|| s.exited.iter().find(|x| x.pid == pid).cloned());
+        if s.process(pid).is_none() && (ended.is_some() || sampler.events_status().is_err()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the child did not end, or its exit was not told");
         std::thread::sleep(Duration::from_millis(20));
+    }
+    match ended {
+        Some(x) => {
+            let last = x.net.expect("the exit record has its network");
+            assert_eq!(last.tcp.sent_bytes - now.tcp.sent_bytes, 100_000, "its last interval: {last:?}");
+            assert!(last.tx_bytes() >= now.tx_bytes() + 100_000, "{last:?}");
+        }
+        None => eprintln!("SKIP: an ended process's last network: no process events here"),
     }
     let mut table = std::collections::HashMap::new();
     proctor_bpf::NetTable::open().expect("opened above").read(&mut table);
