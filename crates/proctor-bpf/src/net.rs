@@ -144,7 +144,19 @@ const BATCH: usize = 256;
 /// Reads the whole table with `BPF_MAP_LOOKUP_BATCH` (Linux 5.6+): one system call per
 /// [`BATCH`] rows, where iterating takes two per row (next key, then lookup). Rows added or
 /// deleted meanwhile may be missed or seen, as with iterating.
-fn read_batched(fd: std::os::fd::RawFd, out: &mut HashMap<u32, ProcNet>, batch: usize) -> std::io::Result<()> {
+/// Buffers for one batch, kept between samples.
+#[derive(Default)]
+struct BatchBuffers {
+    keys: Vec<u32>,
+    values: Vec<RawProcNet>,
+}
+
+fn read_batched(
+    fd: std::os::fd::RawFd,
+    out: &mut HashMap<u32, ProcNet>,
+    batch: usize,
+    buffers: &mut BatchBuffers,
+) -> std::io::Result<()> {
     // `union bpf_attr`'s `batch` member (include/uapi/linux/bpf.h).
     #[repr(C)]
     #[derive(Default)]
@@ -160,8 +172,9 @@ fn read_batched(fd: std::os::fd::RawFd, out: &mut HashMap<u32, ProcNet>, batch: 
     }
     const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
     let batch = batch.clamp(1, BATCH);
-    let mut keys = vec![0u32; batch];
-    let mut values = vec![RawProcNet([0; 18]); batch];
+    let BatchBuffers { keys, values } = buffers;
+    keys.resize(batch, 0);
+    values.resize(batch, RawProcNet([0; 18]));
     // A hash map's batch position is a bucket index (u32).
     let (mut at, mut next) = (0u32, 0u32);
     let mut first = true;
@@ -188,7 +201,7 @@ fn read_batched(fd: std::os::fd::RawFd, out: &mut HashMap<u32, ProcNet>, batch: 
         let error = (rc < 0).then(std::io::Error::last_os_error);
         let filled = (attr.count as usize).min(batch);
         if error.as_ref().is_none_or(|e| e.raw_os_error() == Some(libc::ENOENT)) {
-            for (pid, raw) in keys.iter().zip(&values).take(filled) {
+            for (pid, raw) in keys.iter().zip(values.iter()).take(filled) {
                 out.insert(*pid, proc_net(&raw.0));
             }
         }
@@ -234,6 +247,7 @@ pub(crate) struct Loaded {
     attached: Mutex<Option<Result<(), Unavailable>>>,
     /// The retransmit program that fit this kernel (one of [`RETRANSMIT_PROGRAMS`]).
     retransmit: &'static str,
+    batch: Mutex<BatchBuffers>,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -295,6 +309,7 @@ impl Loaded {
             totals: Mutex::new(totals),
             attached: Mutex::new(None),
             retransmit,
+            batch: Mutex::default(),
         })
     }
 
@@ -402,7 +417,8 @@ impl NetTable {
         {
             use aya::maps::IterableMap;
             use std::os::fd::{AsFd, AsRawFd};
-            if read_batched(table.map().fd().as_fd().as_raw_fd(), out, BATCH).is_ok() {
+            let mut buffers = self.loaded.batch.lock().unwrap_or_else(|e| e.into_inner());
+            if read_batched(table.map().fd().as_fd().as_raw_fd(), out, BATCH, &mut buffers).is_ok() {
                 return ReadCost { rows: out.len() as u64, vanished, cpu_ns: thread_cpu_ns().saturating_sub(started) };
             }
             // A kernel without batch lookups (before 5.6): one row at a time.
@@ -427,7 +443,8 @@ impl NetTable {
         use std::os::fd::{AsFd, AsRawFd};
         let table = self.loaded.table.lock().unwrap_or_else(|e| e.into_inner());
         let mut batched = HashMap::new();
-        let ok = read_batched(table.map().fd().as_fd().as_raw_fd(), &mut batched, batch).is_ok();
+        let ok = read_batched(table.map().fd().as_fd().as_raw_fd(), &mut batched, batch, &mut BatchBuffers::default())
+            .is_ok();
         let each = table.iter().filter_map(Result::ok).map(|(pid, raw)| (pid, proc_net(&raw.0))).collect();
         (ok.then_some(batched), each)
     }
