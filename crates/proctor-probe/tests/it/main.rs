@@ -101,8 +101,9 @@ fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
         let nearest = found.iter().copied().min_by(|a, b| (a - median).abs().total_cmp(&(b - median).abs()));
         assert!(
             nearest.is_some_and(|m| (m - median).abs() / median < 0.05),
-            "no mode within 5 % of the {planted} ms lump {low:.2}..{high:.2} ms (median {median:.2}): {}",
-            report.modes_summary
+            "no mode within 5 % of the {planted} ms lump {low:.2}..{high:.2} ms (median {median:.2}): {}; the lump: {:?}",
+            report.modes_summary,
+            lump.iter().map(|ms| format!("{ms:.3}")).collect::<Vec<_>>()
         );
         for (mode, placed) in found.iter().zip(placed.iter_mut()) {
             *placed |= (low * 0.95..=high * 1.05).contains(mode);
