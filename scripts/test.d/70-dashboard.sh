@@ -20,7 +20,9 @@
 # dashboard-report.png, dashboard-report-on-load.png, dashboard-range.png, dashboard-alerts.png, dashboard-sharing.png,
 # dashboard-power.png (a captured tree's power sensor and GPU client in the "Power and GPUs" card),
 # dashboard-net.png (as root, an agent with --net: a loopback talker's NetRx/s and NetTx/s columns,
-# its TCP connections in the detail; an agent without --net draws no network column).
+# its TCP connections in the detail; an agent without --net draws no network column),
+# dashboard-report-net.png (that agent's store: the talker in the range's "By network" card; none
+# without --net).
 #
 # Installs what it needs: Debian's chromium (apt-get, when it is missing and we are root) and
 # playwright-core into web/node_modules (npm ci from the committed lock file; no browser

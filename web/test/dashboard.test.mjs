@@ -1517,7 +1517,9 @@ describe("per-process network", () => {
       t.skip("per-process network needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN)");
       return;
     }
-    const net = await serve(["--net"]);
+    const store = mkdtempSync(path.join(tmpdir(), "proctor-net-store-"));
+    temps.push(store);
+    const net = await serve(["--net"], store);
     const plain = await serve();
     const agent = await fetchJson(net.base + "/api/v1/agent");
     if (agent.process_net_from !== "bpf") {
@@ -1576,12 +1578,27 @@ describe("per-process network", () => {
       assert.match(text, /TCP\s+2 connections/, text);
       mkdirSync(ARTIFACTS, { recursive: true });
       await p.locator("#ptable").screenshot({ path: path.join(ARTIFACTS, "dashboard-net.png") });
-      // An agent without --net: no network columns drawn.
+      // The range's top processes by network, from the agent's store (recorded with --net):
+      // asked again when the range is chosen.
+      await p.click('header [data-range-ms="60000"]');
+      const netRow = await until(
+        "the talker in the report's network table",
+        async () => {
+          if (!(await p.locator("#report-net-card").isVisible())) return null;
+          const rows = await p.locator("#report-net tbody tr").allInnerTexts();
+          return rows.find((r) => r.includes(String(talker.pid))) ?? null;
+        },
+        30000,
+      );
+      assert.match(netRow, /[\d.]+ (KiB|MiB), [\d.]+ (KiB|MiB)/, netRow);
+      await p.locator("#report-net-card").screenshot({ path: path.join(ARTIFACTS, "dashboard-report-net.png") });
+      // An agent without --net (and without a store): no network columns, no network card.
       await p.goto(plain.base + "/");
       await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
       await until("the process table to fill", async () => (await visibleRows(p)).length > 5);
       assert.equal(await drawnHeader(p, "netrx"), null);
       assert.equal(await drawnHeader(p, "nettx"), null);
+      assert.equal(await p.locator("#report-net-card").isVisible(), false);
       assert.deepEqual(errors, []);
     } finally {
       await browser.close();

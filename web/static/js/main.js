@@ -323,12 +323,14 @@ function showReport(answer, error) {
     $("report-note").textContent = `could not compute the report: ${error.message}`;
     fillReportTable("report-cpu", [], () => "");
     fillReportTable("report-rss", [], () => "");
+    showReportNetwork([]);
     return;
   }
   if (!answer.available) {
     $("report-note").textContent = answer.reason ?? "no store to report from";
     fillReportTable("report-cpu", [], () => "");
     fillReportTable("report-rss", [], () => "");
+    showReportNetwork([]);
     return;
   }
   const problems = answer.problems?.length ? `; ${answer.problems[0]}` : "";
@@ -342,6 +344,14 @@ function showReport(answer, error) {
   $("report-headline").textContent = parts.join(" · ");
   fillReportTable("report-cpu", answer.top_cpu, (p) => fmt.duration(p.cpu_seconds));
   fillReportTable("report-rss", answer.top_rss_peak, (p) => fmt.bytes(p.rss_peak_bytes));
+  showReportNetwork(answer.top_network ?? []);
+}
+
+/** The top processes by network bytes over the range: a card only where the recording has
+ * network (`--net`), so a store without it gives up no room. */
+function showReportNetwork(rows) {
+  $("report-net-card").hidden = rows.length === 0;
+  fillReportTable("report-net", rows, (p) => `${fmt.bytes(p.net_rx_bytes)}, ${fmt.bytes(p.net_tx_bytes)}`);
 }
 
 // ---- process groups over a range (up to the whole retention, through the rollups) -------
