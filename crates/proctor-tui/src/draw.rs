@@ -259,6 +259,13 @@ fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line
                 },
             )),
         ]));
+    } else if let Some(why) = &frame.net_unavailable {
+        // Asked for and refused: the network columns stay empty, and this says why.
+        let text: String = format!("per-process network not counted: {}", printable(why))
+            .chars()
+            .take(width.saturating_sub(4))
+            .collect();
+        lines.push(Line::from(vec![Span::styled("Net ", st.bold()), Span::raw(text)]));
     }
     // The container: usage against its limits, host vs effective CPUs.
     let c = &frame.container;
@@ -914,6 +921,14 @@ mod tests {
             line.contains("IP rx 2.0 MiB/s tx 1.0 MiB/s (every device, lo too); no process's: rx 3.0 KiB/s tx 512 B/s"),
             "{line}"
         );
+        // Asked for and refused: the line says why.
+        let mut refused = frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]);
+        refused.net_unavailable = Some("proctor needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (or root)".into());
+        refused.time_unix_ms += 5000;
+        app.message(Msg::Newest(Arc::new(refused)));
+        let text = screen(&mut app, 160, 30);
+        let line = text.iter().find(|l| l.starts_with("Net ")).expect("a Net line");
+        assert!(line.contains("per-process network not counted: proctor needs CAP_BPF"), "{line}");
     }
 
     /// A key's answer ("sorted by PID") is shown while a problem stands, after the problem: a

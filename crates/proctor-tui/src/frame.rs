@@ -52,6 +52,9 @@ pub struct Frame {
     /// without them), in the order they ended; `events` says whether the source has them.
     pub exited: Vec<ExitedOut>,
     pub events: bool,
+    /// Why the source does not count each process's network where it was asked to (`--net`
+    /// refused: no CAP_NET_ADMIN, an old kernel); `None` when it counts or was not asked.
+    pub net_unavailable: Option<String>,
 }
 
 /// The header's alerts line: firing rules with their instance counts, pending instances.
@@ -159,6 +162,7 @@ impl Frame {
             exited: exited_of(&s.sample),
             // A stored sample does not say; one that lists ended processes had them.
             events: s.agent.events_used || !s.sample.exited.is_empty(),
+            net_unavailable: s.agent.net_why_not.clone(),
         }
     }
 
@@ -175,6 +179,8 @@ impl Frame {
             last_sample: LastSample,
             #[serde(default)]
             process_events_from: Option<String>,
+            #[serde(default)]
+            process_net_unavailable: Option<String>,
         }
         #[derive(Deserialize)]
         struct Doc {
@@ -213,6 +219,7 @@ impl Frame {
             alerts: None,
             exited: doc.exited.listed,
             events: doc.agent.process_events_from.as_deref() == Some("bpf"),
+            net_unavailable: doc.agent.process_net_unavailable,
         })
     }
 

@@ -53,6 +53,7 @@ pub(crate) fn frame_of(processes: Vec<ProcessOut>) -> Frame {
         alerts: None,
         exited: Vec::new(),
         events: false,
+        net_unavailable: None,
     }
 }
 
