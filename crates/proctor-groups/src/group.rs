@@ -309,6 +309,16 @@ pub fn add_exited(
             let i = at(rows, name);
             rows[i].started += 1;
             rows[i].exited += 1;
+            // Its network (with --net: the kernel's last reading of it, on its exit record) was
+            // all used since the previous sample: its group's rates over the interval.
+            if let (Some(n), Some(t)) = (x.net, secs) {
+                let g = &mut rows[i];
+                *g.net_rx_bytes_per_sec.get_or_insert(0.0) += n.rx_bytes() as f64 / t;
+                *g.net_tx_bytes_per_sec.get_or_insert(0.0) += n.tx_bytes() as f64 / t;
+                *g.net_retransmits_per_sec.get_or_insert(0.0) += n.retransmits as f64 / t;
+                *g.net_connects_per_sec.get_or_insert(0.0) += n.connects as f64 / t;
+                g.net_connections.get_or_insert(0);
+            }
         }
         let from = reaper(x).and_then(|pid| parents.get(&pid));
         if from == group.as_ref() {
@@ -653,6 +663,29 @@ mod tests {
             net: None,
             net_total: None,
         }
+    }
+
+    /// A process that lived between two samples brings its network (from its exit record) to
+    /// its group's rates over the interval; one without network adds none.
+    #[test]
+    fn a_short_lived_processs_network_counts_in_its_group() {
+        let net = proctor_model::ProcessNet {
+            tcp: proctor_model::NetCounters { rx_bytes: 4000, tx_bytes: 1000, ..Default::default() },
+            connects: 2,
+            ..Default::default()
+        };
+        let curl = ExitedProcess { pid: 300, ppid: 1, net: Some(net), ..ExitedProcess::default() };
+        let quiet = ExitedProcess { pid: 301, ppid: 1, ..ExitedProcess::default() };
+        let mut rows = Vec::new();
+        let joined = [Some("fetch".to_string()), Some("idle".to_string())];
+        add_exited(&mut rows, &[&curl, &quiet], &joined, &BTreeMap::new(), |_| false, Some(2.0));
+        let fetch = rows.iter().find(|g| g.name == "fetch").expect("fetch");
+        assert_eq!(
+            (fetch.net_rx_bytes_per_sec, fetch.net_tx_bytes_per_sec, fetch.net_connects_per_sec),
+            (Some(2000.0), Some(500.0), Some(1.0))
+        );
+        let idle = rows.iter().find(|g| g.name == "idle").expect("idle");
+        assert_eq!(idle.net_rx_bytes_per_sec, None);
     }
 
     /// A group's network is its members' summed; a group none of whose members used the
