@@ -141,16 +141,18 @@ unsafe impl aya::Pod for RawTotals {}
 /// Rows asked for in one batch: a sample's read of a few hundred processes is two calls.
 const BATCH: usize = 256;
 
-/// Reads the whole table with `BPF_MAP_LOOKUP_BATCH` (Linux 5.6+): one system call per
-/// [`BATCH`] rows, where iterating takes two per row (next key, then lookup). Rows added or
-/// deleted meanwhile may be missed or seen, as with iterating.
 /// Buffers for one batch, kept between samples.
 #[derive(Default)]
 struct BatchBuffers {
     keys: Vec<u32>,
     values: Vec<RawProcNet>,
+    /// The kernel has no batch lookups (before 5.6): not asked again.
+    unsupported: bool,
 }
 
+/// Reads the whole table with `BPF_MAP_LOOKUP_BATCH` (Linux 5.6+): one system call per
+/// [`BATCH`] rows, where iterating takes two per row (next key, then lookup). Rows added or
+/// deleted meanwhile may be missed or seen, as with iterating.
 fn read_batched(
     fd: std::os::fd::RawFd,
     out: &mut HashMap<u32, ProcNet>,
@@ -172,7 +174,10 @@ fn read_batched(
     }
     const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
     let batch = batch.clamp(1, BATCH);
-    let BatchBuffers { keys, values } = buffers;
+    if buffers.unsupported {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let BatchBuffers { keys, values, unsupported } = buffers;
     keys.resize(batch, 0);
     values.resize(batch, RawProcNet([0; 18]));
     // A hash map's batch position is a bucket index (u32).
@@ -209,7 +214,12 @@ fn read_batched(
             None => {}
             // The end of the table.
             Some(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
-            Some(e) => return Err(e),
+            Some(e) => {
+                // A kernel without the command says EINVAL; one asked for a batch smaller than
+                // a bucket (ENOSPC) is asked again next sample.
+                *unsupported = e.raw_os_error() == Some(libc::EINVAL);
+                return Err(e);
+            }
         }
         at = next;
         first = false;
