@@ -2,7 +2,8 @@
 # The suite's installs, all at once, in the background while the first compile runs (they are
 # network and disk, the compile is CPU): Debian's packages the parts use (as root, with
 # apt-get), the Python virtualenv .venv and its packages (pip), web/'s playwright-core (npm ci
-# from the committed lock file) and Etsy statsd 0.9.0 (npm), and rustup's aarch64 target.
+# from the committed lock file) and Etsy statsd 0.9.0 (npm), rustup's aarch64 target, and the
+# Go modules of the test receivers (go mod download: Prometheus's and the Collector's).
 #
 # Nothing here is required: each part still checks for what it needs, installs what is missing
 # and prints a loud SKIP when it cannot have it. This only says what could not be installed.
@@ -15,6 +16,7 @@ missing=()
 
 debs=(
   prometheus prometheus-alertmanager # 65-prometheus, 66-alertmanager, 67-remote-write
+  victoria-metrics                   # 69-fleet
   chromium                           # 70-dashboard, 85-jupyterlab
   tmux                               # 78-top
   clang                              # 35-bpf (rebuilds the BPF object and compares)
@@ -78,6 +80,14 @@ fi
 
 if command -v rustup >/dev/null && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
   rustup target add aarch64-unknown-linux-gnu >>"$logs/rustup-prepare.log" 2>&1 || missing+=("rustup target aarch64-unknown-linux-gnu")
+fi
+
+if command -v go >/dev/null; then
+  for m in crates/proctor-remote/tests/v2recv crates/proctor-remote/tests/otlprecv; do
+    (cd "$m" && go mod download) >>"$logs/go-prepare.log" 2>&1 || missing+=("Go modules of $m (go mod download)")
+  done
+else
+  missing+=("Go modules (no go)")
 fi
 
 if [[ ${#missing[@]} -gt 0 ]]; then

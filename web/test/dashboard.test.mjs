@@ -1137,8 +1137,9 @@ describe("the top processes over a picked range come from the agent's store", ()
     }
   });
 
-  test("the agent panel says how far behind each remote-write receiver is, and why it fails", async () => {
-    // Two loopback receivers: one takes everything (204), one is down for good (503).
+  test("the agent panel says how far behind each remote-write receiver is, why it fails, and which protocol it speaks", async () => {
+    // Two loopback receivers: one takes everything (204, without remote write 2.0's written
+    // headers: it did not take 2.0), one is down for good (503). The first also takes OTLP.
     const receivers = [204, 503].map((status) => {
       const server = createServer((req, res) => {
         req.resume();
@@ -1153,7 +1154,11 @@ describe("the top processes over a picked range come from the agent's store", ()
     const url = (server) => `http://127.0.0.1:${server.address().port}/api/v1/write`;
     const dir = mkdtempSync(path.join(tmpdir(), "proctor-rw-"));
     temps.push(dir);
-    const { base, child } = await serve(["--remote-write", url(ok), "--remote-write", url(down)], dir);
+    const otlpUrl = `http://127.0.0.1:${ok.address().port}/v1/metrics`;
+    const { base, child } = await serve(
+      ["--remote-write", url(ok), "--remote-write", url(down), "--remote-write-version", "2", "--otlp", otlpUrl],
+      dir,
+    );
     const browser = await launch();
     try {
       const p = browser.pages()[0] ?? (await browser.newPage());
@@ -1162,22 +1167,30 @@ describe("the top processes over a picked range come from the agent's store", ()
       await p.goto(base + "/");
       await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
       // The facts list pairs a <dt> with its <dd>: read the remote-write ones.
-      const remote = () =>
-        p.$$eval("#agent-facts dt", (dts) =>
-          dts.filter((dt) => dt.textContent === "remote write").map((dt) => dt.nextElementSibling.textContent),
+      const facts = (term) =>
+        p.$$eval(
+          "#agent-facts dt",
+          (dts, term) => dts.filter((dt) => dt.textContent === term).map((dt) => dt.nextElementSibling.textContent),
+          term,
         );
       const [took, failing] = await until(
         "both receivers in the agent panel, the good one delivered to",
         async () => {
-          const rows = await remote();
+          const rows = await facts("remote write");
           return rows.length === 2 && rows[0].includes(" behind (") && rows[1].includes("failed (5xx)") ? rows : null;
         },
         30000,
       );
-      const escaped = url(ok).replace(/[.]/g, "\\.");
-      assert.match(took, new RegExp(`^${escaped}: .+ behind \\(\\d+ samples?\\), .+ samples sent, no failures$`));
-      assert.ok(failing.startsWith(`${url(down)}: nothing delivered yet, 0 samples sent, `), failing);
+      const fellBack = `${url(ok)} (remote write 1.0 (asked for 2.0: 204 from ${url(ok)} without X-Prometheus-Remote-Write-*-Written headers: it did not take remote write 2.0; sending 1.0 from now on)): `;
+      assert.ok(took.startsWith(fellBack), took);
+      assert.match(took.slice(fellBack.length), /^.+ behind \(\d+ samples?\), .+ samples sent, no failures$/);
+      assert.ok(failing.startsWith(`${url(down)} (remote write 2.0): nothing delivered yet, 0 samples sent, `), failing);
       assert.ok(failing.endsWith("; last: 503 from " + url(down) + ": tsdb is closed"), failing);
+      const [otlp] = await until("the OTLP receiver delivered to", async () => {
+        const rows = await facts("OTLP");
+        return rows.length === 1 && rows[0].includes(" behind (") ? rows : null;
+      }, 30000);
+      assert.match(otlp, new RegExp(`^${otlpUrl.replace(/[.]/g, "\\.")} \\(OTLP\\): .+ behind \\(\\d+ samples?\\), .+ samples sent, no failures$`));
       mkdirSync(ARTIFACTS, { recursive: true });
       await p.locator("#agent").screenshot({ path: path.join(ARTIFACTS, "dashboard-remote-write.png") });
       assert.deepEqual(errors, []);

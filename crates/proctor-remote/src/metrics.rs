@@ -1,4 +1,5 @@
-//! The queues' own series on `/metrics` (`proctor_remote_write_*`), one set per remote URL.
+//! The queues' own series on `/metrics` (`proctor_remote_write_*`, OTLP queues' too), one set
+//! per remote URL.
 
 use proctor_http::prom::{Family, Kind};
 use proctor_vocab::snapshot::RemoteWriteOut;
@@ -22,6 +23,16 @@ pub fn families(queues: &[RemoteWriteOut]) -> Vec<Family> {
             "proctor_remote_write_samples_dropped",
             "Agent samples in batches a receiver refused with a 4xx other than 429.",
             |q| q.samples_dropped_total,
+        ),
+        counter(
+            "proctor_remote_write_v2_fallbacks",
+            "Times a receiver asked for remote write 2.0 showed it did not take it; the queue speaks 1.0 since.",
+            |q| q.v2_fallbacks_total,
+        ),
+        counter(
+            "proctor_remote_write_points_rejected",
+            "Points an OTLP receiver took the request of but refused (partial success).",
+            |q| q.points_rejected_total,
         ),
         counter(
             "proctor_remote_write_samples_not_in_store",

@@ -34,6 +34,11 @@ pub struct Reply {
     pub location: Option<String>,
     /// The body's first bytes as text: the receiver's reason on an error.
     pub message: String,
+    /// Any of remote write 2.0's `X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`
+    /// came: the receiver took version 2.0 (`Some(samples written)`, 0 when only the others came).
+    pub written: Option<u64>,
+    /// The body's first bytes as they came (an OTLP `partial_success`).
+    pub body: Vec<u8>,
 }
 
 /// The most reply bytes read: a receiver's error message is short, and a reply is never a way
@@ -41,28 +46,30 @@ pub struct Reply {
 const MAX_REPLY: usize = 64 * 1024;
 /// The most of a receiver's message kept for counters and the API.
 const MAX_MESSAGE: usize = 512;
+/// The most of a reply's body kept as bytes.
+const MAX_BODY: usize = 4096;
 /// The request goes out in pieces of this size, the deadline checked between them.
 const WRITE_PIECE: usize = 64 * 1024;
 
-/// Sends `body` (already compressed) and reads the reply, all within the endpoint's timeout
-/// from connect to the reply's end: a receiver that drip-feeds its reply (a byte every few
-/// seconds keeps a per-read timeout from ever firing) is cut off at the deadline. `Err`: no
-/// reply (connect, TLS, write or read failed or timed out, or the reply was not HTTP), in words.
-pub fn post(endpoint: &Endpoint, content_type: &str, version: &str, body: &[u8]) -> Result<Reply, String> {
+/// Sends `body` (already compressed) with the protocol's `headers` (content type, encoding,
+/// version) and reads the reply, all within the endpoint's timeout from connect to the reply's
+/// end: a receiver that drip-feeds its reply (a byte every few seconds keeps a per-read timeout
+/// from ever firing) is cut off at the deadline. `Err`: no reply (connect, TLS, write or read
+/// failed or timed out, or the reply was not HTTP), in words.
+pub fn post(endpoint: &Endpoint, headers: &[(&str, &str)], body: &[u8]) -> Result<Reply, String> {
     let t = &endpoint.target;
     let deadline = Instant::now() + endpoint.timeout;
     let timed_out = || format!("no reply from {} within the {:?} timeout", endpoint.url, endpoint.timeout);
     let mut stream = proctor_client::client::connect(t, endpoint.tls.as_ref(), endpoint.timeout)?;
     let mut head = format!(
-        "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: proctor/{}\r\nContent-Type: {content_type}\r\n\
-         Content-Encoding: snappy\r\nX-Prometheus-Remote-Write-Version: {version}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n",
+        "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: proctor/{}\r\nContent-Length: {}\r\nConnection: close\r\n",
         t.path,
         t.authority,
         env!("CARGO_PKG_VERSION"),
         body.len()
     );
-    for (name, value) in &endpoint.headers {
+    let protocol = headers.iter().map(|&(n, v)| (n, v));
+    for (name, value) in protocol.chain(endpoint.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()))) {
         head.push_str(name);
         head.push_str(": ");
         head.push_str(value);
@@ -130,6 +137,7 @@ pub fn parse_reply(reply: &[u8]) -> Option<Reply> {
         let mut retry_after = None;
         let mut location = None;
         let mut chunked = false;
+        let mut written = None;
         for line in lines {
             let Some((name, value)) = line.split_once(':') else { continue };
             let name = name.trim();
@@ -137,6 +145,15 @@ pub fn parse_reply(reply: &[u8]) -> Option<Reply> {
                 retry_after = value.trim().parse::<u64>().ok().map(Duration::from_secs);
             } else if name.eq_ignore_ascii_case("transfer-encoding") {
                 chunked = value.to_ascii_lowercase().contains("chunked");
+            } else if name.len() > 26
+                && name.is_char_boundary(26)
+                && name[..26].eq_ignore_ascii_case("x-prometheus-remote-write-")
+                && name.to_ascii_lowercase().ends_with("-written")
+            {
+                let n = value.trim().parse::<u64>().unwrap_or(0);
+                let samples = name.eq_ignore_ascii_case("x-prometheus-remote-write-samples-written");
+                let so_far = written.unwrap_or(0);
+                written = Some(if samples { so_far + n } else { so_far });
             } else if name.eq_ignore_ascii_case("location") {
                 let mut text: String = value.trim().chars().take(MAX_MESSAGE).collect();
                 text.retain(|c| !c.is_control());
@@ -147,7 +164,8 @@ pub fn parse_reply(reply: &[u8]) -> Option<Reply> {
         let body = if chunked { proctor_client::http::dechunk(raw).0 } else { raw.to_vec() };
         let mut message = String::from_utf8_lossy(&body[..body.len().min(MAX_MESSAGE)]).trim().to_string();
         message.retain(|c| !c.is_control() || c == ' ');
-        return Some(Reply { status, retry_after, location, message });
+        let body = body[..body.len().min(MAX_BODY)].to_vec();
+        return Some(Reply { status, retry_after, location, message, written, body });
     }
 }
 
@@ -161,7 +179,17 @@ mod tests {
             .expect("a reply");
         assert_eq!((r.status, r.retry_after, r.message.as_str()), (429, Some(Duration::from_secs(7)), "slow down"));
         let r = parse_reply(b"HTTP/1.1 204 No Content\r\n\r\n").expect("a reply");
-        assert_eq!((r.status, r.retry_after, r.message.as_str()), (204, None, ""));
+        assert_eq!((r.status, r.retry_after, r.message.as_str(), r.written), (204, None, "", None));
+        // Remote write 2.0's answer: what was written, in headers.
+        let r = parse_reply(
+            b"HTTP/1.1 204 No Content\r\nX-Prometheus-Remote-Write-Samples-Written: 12\r\n\
+              x-prometheus-remote-write-exemplars-written: 0\r\n\r\n",
+        )
+        .expect("a reply");
+        assert_eq!(r.written, Some(12));
+        let r = parse_reply(b"HTTP/1.1 204 No Content\r\nX-Prometheus-Remote-Write-Histograms-Written: 0\r\n\r\n")
+            .expect("a reply");
+        assert_eq!(r.written, Some(0), "any written header says 2.0 was taken");
         // An HTTP-date is not honoured, and says so by being absent.
         let r = parse_reply(b"HTTP/1.1 503 x\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n").expect("a reply");
         assert_eq!(r.retry_after, None);
@@ -220,7 +248,7 @@ mod tests {
             .map(|&b| vec![b])
             .collect();
         let endpoint = receiver(drip, Duration::from_millis(50));
-        let got = post(&endpoint, "application/x-protobuf", "0.1.0", b"body");
+        let got = post(&endpoint, &[("Content-Type", "application/x-protobuf")], b"body");
         let err = got.expect_err("no whole reply came within the timeout");
         assert!(err.contains("within the 500ms timeout"), "{err}");
     }
@@ -230,11 +258,12 @@ mod tests {
     fn an_interim_100_is_skipped_for_the_final_status() {
         let answer = vec![b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), b"HTTP/1.1 204 No Content\r\n\r\n".to_vec()];
         let endpoint = receiver(answer, Duration::from_millis(20));
-        let reply = post(&endpoint, "application/x-protobuf", "0.1.0", b"body").expect("a reply");
+        let reply = post(&endpoint, &[("Content-Type", "application/x-protobuf")], b"body").expect("a reply");
         assert_eq!(reply.status, 204);
         // Only an interim answer, then a close: no reply at all, not a status to act on.
         let endpoint = receiver(vec![b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()], Duration::ZERO);
-        let err = post(&endpoint, "application/x-protobuf", "0.1.0", b"body").expect_err("no final response");
+        let err =
+            post(&endpoint, &[("Content-Type", "application/x-protobuf")], b"body").expect_err("no final response");
         assert!(err.contains("without a final response"), "{err}");
         let r = parse_reply(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://b/w\r\n\r\n").expect("a reply");
         assert_eq!((r.status, r.location.as_deref()), (307, Some("http://b/w")));

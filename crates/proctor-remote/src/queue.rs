@@ -34,6 +34,32 @@ use crate::series::Batch;
 use crate::source::{families, StoreSource};
 use crate::wire::{encode, Version};
 
+/// What a queue speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Protocol {
+    /// Prometheus remote write. A queue asked for 2.0 falls back to 1.0 when the receiver
+    /// answers in a way that says it does not take 2.0 (see [`verdict`]).
+    RemoteWrite(Version),
+    /// OTLP/HTTP metrics, with the agent's resource attributes (`otlp::resource`).
+    Otlp { resource: Vec<(String, String)> },
+}
+
+impl Protocol {
+    fn name(&self) -> &'static str {
+        match self {
+            Protocol::RemoteWrite(_) => "remote-write",
+            Protocol::Otlp { .. } => "otlp",
+        }
+    }
+
+    fn version(&self) -> &'static str {
+        match self {
+            Protocol::RemoteWrite(v) => v.header(),
+            Protocol::Otlp { .. } => crate::otlp::SPEC_VERSION,
+        }
+    }
+}
+
 /// Families that only a live snapshot has (the agent's own, statsd's), for the snapshot given.
 pub type LiveFamilies = Arc<dyn Fn(&Snapshot) -> Vec<Family> + Send + Sync>;
 
@@ -41,8 +67,9 @@ pub type LiveFamilies = Arc<dyn Fn(&Snapshot) -> Vec<Family> + Send + Sync>;
 #[derive(Clone)]
 pub struct QueueConfig {
     pub endpoint: Endpoint,
-    pub version: Version,
-    /// Added to every series that lacks the label (`instance`, `host`, `--external-label`).
+    pub protocol: Protocol,
+    /// Added to every series that lacks the label (`instance`, `host`, `--external-label`);
+    /// OTLP sends them as resource attributes instead, and has none here.
     pub external_labels: Vec<(String, String)>,
     /// The store the agent records into.
     pub store_dir: PathBuf,
@@ -63,7 +90,7 @@ pub struct QueueConfig {
 
 impl std::fmt::Debug for QueueConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueueConfig").field("url", &self.endpoint.url).field("version", &self.version).finish()
+        f.debug_struct("QueueConfig").field("url", &self.endpoint.url).field("protocol", &self.protocol).finish()
     }
 }
 
@@ -157,7 +184,8 @@ impl Queue {
     pub fn start(shared: Arc<Shared>, config: QueueConfig) -> std::io::Result<Queue> {
         let status = Arc::new(Mutex::new(QueueStatus {
             url: config.endpoint.url.clone(),
-            protocol_version: config.version.header(),
+            protocol: config.protocol.name(),
+            protocol_version: config.protocol.version(),
             ..QueueStatus::default()
         }));
         let stop = Arc::new(AtomicBool::new(false));
@@ -211,31 +239,56 @@ impl Prev {
 /// What a reply means for the batch.
 #[derive(Debug, PartialEq)]
 enum Verdict {
-    /// A 2xx: the cursor moves past the batch.
-    Delivered,
+    /// A 2xx: the cursor moves past the batch. `rejected`: points an OTLP receiver said in its
+    /// `partial_success` it did not take (counted; resending would be refused the same way).
+    Delivered { rejected: Option<(u64, String)> },
     /// Kept and sent again after a backoff; counted under `reason`.
     Retry { reason: &'static str, text: String, retry_after: Option<Duration> },
-    /// A 4xx other than 429: the receiver will never take it; dropped, counted, the cursor moves.
+    /// Refused for good: dropped, counted, the cursor moves.
     Drop(String),
+    /// A remote-write 2.0 request the receiver did not take as 2.0: sent again at once as 1.0,
+    /// and the queue speaks 1.0 from then on.
+    NotV2(String),
 }
 
-/// Only a 2xx delivers and only a 4xx (not 429) drops, as Prometheus's remote write does; every
-/// other answer keeps the batch. A redirect is not followed: the request would go again, with
-/// its credentials, to wherever `Location` points, and a receiver that moved is a change for a
-/// person to make (`--remote-write` the new URL), so it is retried and the panel says where to.
-fn verdict(url: &str, reply: Reply) -> Verdict {
-    let Reply { status, retry_after, location, message } = reply;
+/// Remote write: only a 2xx delivers and only a 4xx (not 429) drops, as Prometheus's remote
+/// write does; every other answer keeps the batch. A redirect is not followed: the request
+/// would go again, with its credentials, to wherever `Location` points, and a receiver that
+/// moved is a change for a person to make (`--remote-write` the new URL), so it is retried and
+/// the panel says where to. Version 2.0: a 2xx without any `X-Prometheus-Remote-Write-*-Written`
+/// header, or a 415, means the receiver did not take 2.0 (some answer 204 and store nothing),
+/// as the 2.0 specification says.
+///
+/// OTLP/HTTP, as its specification says: 429, 502, 503 and 504 are retried (with
+/// `Retry-After`), every other 4xx and 5xx is not (dropped and counted); a 2xx may refuse some
+/// points in its body.
+fn verdict(url: &str, protocol: &Protocol, reply: Reply) -> Verdict {
+    let Reply { status, retry_after, location, message, written, body } = reply;
     let retry = |reason, text| Verdict::Retry { reason, text, retry_after };
+    let v2 = *protocol == Protocol::RemoteWrite(Version::V2);
+    let otlp = matches!(protocol, Protocol::Otlp { .. });
     match status {
-        200..=299 => Verdict::Delivered,
+        200..=299 if v2 && written.is_none() => Verdict::NotV2(format!(
+            "{status} from {url} without X-Prometheus-Remote-Write-*-Written headers: it did not take remote write 2.0; \
+             sending 1.0 from now on"
+        )),
+        415 if v2 => Verdict::NotV2(format!(
+            "415 from {url}: it does not take remote write 2.0 ({message}); sending 1.0 from now on"
+        )),
+        200..=299 => Verdict::Delivered { rejected: if otlp { crate::otlp::rejected(&body) } else { None } },
         429 => retry("429", format!("{status} from {url}: {message}")),
+        502..=504 if otlp => retry("5xx", format!("{status} from {url}: {message}")),
+        400..=599 if otlp => {
+            Verdict::Drop(format!("{status} from {url}: {message} (not retryable in OTLP: batch dropped)"))
+        }
         400..=499 => Verdict::Drop(format!("{status} from {url}: {message} (batch dropped)")),
         500..=599 => retry("5xx", format!("{status} from {url}: {message}")),
         300..=399 => match location {
             Some(to) => retry(
                 "3xx",
                 format!(
-                    "{status} from {url}: redirects to {to}, not followed; point --remote-write there (batch kept)"
+                    "{status} from {url}: redirects to {to}, not followed; point {} there (batch kept)",
+                    if otlp { "--otlp" } else { "--remote-write" }
                 ),
             ),
             None => retry("3xx", format!("{status} from {url}: a redirect, not followed (batch kept)")),
@@ -265,6 +318,10 @@ struct Sender {
     backoff: Duration,
     /// Since when the store has lacked samples the agent published.
     store_missing_since: Option<Instant>,
+    /// What the queue speaks now: the configured protocol, until a 2.0 receiver shows it is not.
+    protocol: Protocol,
+    /// The host's boot, the start of its counters (OTLP's `start_time_unix_nano`).
+    boot_unix_ns: u64,
 }
 
 const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -286,7 +343,10 @@ impl Sender {
             prev: Prev::None,
             backoff: BACKOFF_START,
             store_missing_since: None,
+            protocol: Protocol::RemoteWrite(Version::V1),
+            boot_unix_ns: 0,
         };
+        sender.protocol = sender.config.protocol.clone();
         match load_cursor(&sender.config.cursor_path, &sender.config.endpoint.url) {
             Ok(Some(c)) => {
                 sender.position = Some(Position { unix_ns: c.unix_ns, seq: c.seq, current_run: false });
@@ -403,6 +463,7 @@ impl Sender {
             let current_run = proctor_store::same_run(&sample, &latest.sample) || sample.seq == latest.sample.seq;
             let fams = families(&sample, self.prev.sample(), &self.config.metrics, None);
             self.batch.add(&fams, sample.unix_ns, sample.seq, &self.config.external_labels);
+            self.boot_unix_ns = boot_unix_ns(&sample).unwrap_or(self.boot_unix_ns);
             self.position = Some(Position { unix_ns: sample.unix_ns, seq: sample.seq, current_run });
             self.prev = Prev::Stored(Box::new(sample));
         }
@@ -415,6 +476,7 @@ impl Sender {
         let mut all = fams;
         all.extend(live.unwrap_or_default());
         self.batch.add(&all, latest.sample.unix_ns, latest.sample.seq, &self.config.external_labels);
+        self.boot_unix_ns = boot_unix_ns(&latest.sample).unwrap_or(self.boot_unix_ns);
         self.position = Some(Position { unix_ns: latest.sample.unix_ns, seq: latest.sample.seq, current_run: true });
         self.batch_started.get_or_insert_with(Instant::now);
         if !self.batch_from_store {
@@ -436,11 +498,41 @@ impl Sender {
     }
 
     fn send(&mut self) -> Sent {
-        let body = encode(&self.batch, self.config.version);
-        let reply =
-            post(&self.config.endpoint, self.config.version.content_type(), self.config.version.header(), &body);
-        let outcome = match reply.map(|r| verdict(&self.config.endpoint.url, r)) {
-            Ok(Verdict::Delivered) => {
+        let (body, headers) = match &self.protocol {
+            Protocol::RemoteWrite(v) => (
+                encode(&self.batch, *v),
+                [
+                    ("Content-Type", v.content_type()),
+                    ("Content-Encoding", "snappy"),
+                    ("X-Prometheus-Remote-Write-Version", v.header()),
+                ],
+            ),
+            Protocol::Otlp { resource } => (
+                crate::otlp::encode(&self.batch, resource, self.boot_unix_ns),
+                [("Content-Type", crate::otlp::CONTENT_TYPE), ("Content-Encoding", "gzip"), ("", "")],
+            ),
+        };
+        let headers: Vec<(&str, &str)> = headers.into_iter().filter(|(n, _)| !n.is_empty()).collect();
+        let reply = post(&self.config.endpoint, &headers, &body);
+        let outcome = match reply.map(|r| verdict(&self.config.endpoint.url, &self.protocol, r)) {
+            Ok(Verdict::NotV2(text)) => {
+                self.protocol = Protocol::RemoteWrite(Version::V1);
+                self.update(|s| {
+                    s.v2_fallbacks_total += 1;
+                    s.protocol_version = Version::V1.header();
+                    s.fallback = Some(text);
+                });
+                // Sent again at once, as 1.0: nothing was stored.
+                return Sent::Retry(Duration::ZERO);
+            }
+            Ok(Verdict::Delivered { rejected }) => {
+                if let Some((points, message)) = rejected {
+                    let url = self.config.endpoint.url.clone();
+                    self.update(|s| {
+                        s.points_rejected_total += points;
+                        s.last_error = Some(format!("{url} took the batch but refused {points} points: {message}"));
+                    });
+                }
                 let (samples, points, bytes) = (self.batch.samples as u64, self.batch.points as u64, body.len() as u64);
                 let last = self.batch.last;
                 self.update(|s| {
@@ -493,25 +585,39 @@ impl Sender {
     }
 }
 
+/// The host's boot time in a sample, in Unix nanoseconds.
+fn boot_unix_ns(sample: &Sample) -> Option<u64> {
+    sample.host.stat.as_ref()?.boot_time_secs.map(|s| s * 1_000_000_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn reply(status: u16, location: Option<&str>) -> Reply {
-        Reply { status, retry_after: None, location: location.map(str::to_string), message: "m".to_string() }
+        Reply {
+            status,
+            retry_after: None,
+            location: location.map(str::to_string),
+            message: "m".to_string(),
+            written: None,
+            body: Vec::new(),
+        }
     }
+
+    const V1: Protocol = Protocol::RemoteWrite(Version::V1);
 
     /// Issue 33 item 8: a receiver answering 307, 301 or 100 had its batches dropped as "4xx"
     /// and the cursor moved past them. Only a 2xx delivers, only a 4xx drops.
     #[test]
     fn only_a_2xx_delivers_and_only_a_4xx_drops() {
         let url = "http://r/w";
-        assert_eq!(verdict(url, reply(204, None)), Verdict::Delivered);
-        assert!(matches!(verdict(url, reply(400, None)), Verdict::Drop(_)));
+        assert_eq!(verdict(url, &V1, reply(204, None)), Verdict::Delivered { rejected: None });
+        assert!(matches!(verdict(url, &V1, reply(400, None)), Verdict::Drop(_)));
         for (status, reason) in
             [(429, "429"), (503, "5xx"), (307, "3xx"), (301, "3xx"), (100, "other"), (101, "other"), (600, "other")]
         {
-            match verdict(url, reply(status, Some("http://elsewhere/w"))) {
+            match verdict(url, &V1, reply(status, Some("http://elsewhere/w"))) {
                 Verdict::Retry { reason: got, text, .. } => {
                     assert_eq!(got, reason, "{status}: {text}");
                     assert!(text.starts_with(&format!("{status} from {url}")), "{text}");
@@ -519,7 +625,47 @@ mod tests {
                 other => panic!("{status} must keep the batch, got {other:?}"),
             }
         }
-        let Verdict::Retry { text, .. } = verdict(url, reply(308, Some("https://new/w"))) else { panic!("kept") };
+        let Verdict::Retry { text, .. } = verdict(url, &V1, reply(308, Some("https://new/w"))) else { panic!("kept") };
         assert!(text.contains("https://new/w"), "says where it redirects: {text}");
+    }
+
+    /// Issue 37 item 3: a 2xx to a 2.0 request without the written headers (some receivers
+    /// answer 204 and store nothing) or a 415 means the receiver does not take 2.0; a 2xx with
+    /// them is a delivery. Version 1.0 asks for no headers.
+    #[test]
+    fn a_2xx_without_written_headers_means_the_receiver_did_not_take_2_0() {
+        let url = "http://r/w";
+        let v2 = Protocol::RemoteWrite(Version::V2);
+        let Verdict::NotV2(text) = verdict(url, &v2, reply(204, None)) else { panic!("not taken as 2.0") };
+        assert!(text.contains("did not take remote write 2.0"), "{text}");
+        assert!(matches!(verdict(url, &v2, reply(415, None)), Verdict::NotV2(_)));
+        let taken = Reply { written: Some(0), ..reply(204, None) };
+        assert_eq!(verdict(url, &v2, taken), Verdict::Delivered { rejected: None });
+        assert_eq!(verdict(url, &V1, reply(204, None)), Verdict::Delivered { rejected: None });
+        assert!(matches!(verdict(url, &V1, reply(415, None)), Verdict::Drop(_)), "1.0 has nothing to fall back to");
+    }
+
+    /// OTLP/HTTP's rules: 429, 502, 503, 504 retried; 400, 401, 500 not; a 2xx's
+    /// `partial_success` counted.
+    #[test]
+    fn otlp_retries_only_what_its_specification_says() {
+        let url = "http://r/v1/metrics";
+        let otlp = Protocol::Otlp { resource: Vec::new() };
+        for status in [429, 502, 503, 504] {
+            assert!(matches!(verdict(url, &otlp, reply(status, None)), Verdict::Retry { .. }), "{status}");
+        }
+        for status in [400, 401, 404, 413, 500, 501] {
+            let got = verdict(url, &otlp, reply(status, None));
+            assert!(matches!(&got, Verdict::Drop(t) if t.contains("not retryable in OTLP")), "{status}: {got:?}");
+        }
+        let partial = crate::otlp::proto::ExportMetricsServiceResponse {
+            partial_success: Some(crate::otlp::proto::ExportMetricsPartialSuccess {
+                rejected_data_points: 2,
+                error_message: "too old".into(),
+            }),
+        };
+        let with_body = Reply { body: prost::Message::encode_to_vec(&partial), ..reply(200, None) };
+        assert_eq!(verdict(url, &otlp, with_body), Verdict::Delivered { rejected: Some((2, "too old".into())) });
+        assert_eq!(verdict(url, &otlp, reply(200, None)), Verdict::Delivered { rejected: None });
     }
 }

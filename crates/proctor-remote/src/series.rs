@@ -120,6 +120,11 @@ impl Batch {
         self.metadata.get(self.names.get(sample_name)?)
     }
 
+    /// The family (its metadata key: `x_total` for a counter) a sample name belongs to.
+    pub fn family_key_of(&self, sample_name: &str) -> Option<&str> {
+        self.names.get(sample_name).map(String::as_str)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.samples == 0
     }

@@ -654,8 +654,18 @@ pub struct AgentExtras {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RemoteWriteOut {
     pub url: String,
-    /// `X-Prometheus-Remote-Write-Version`: `0.1.0` (1.0) or `2.0.0`.
+    /// `remote-write` (Prometheus remote write) or `otlp` (OTLP/HTTP metrics).
+    pub protocol: &'static str,
+    /// Remote write: `X-Prometheus-Remote-Write-Version`, `0.1.0` (1.0) or `2.0.0`, the one the
+    /// queue speaks now. OTLP: the specification's version the messages follow.
     pub protocol_version: &'static str,
+    /// Times a receiver asked for 2.0 showed it did not take it (a 2xx without the
+    /// `X-Prometheus-Remote-Write-*-Written` headers, or a 415): the queue speaks 1.0 since.
+    pub v2_fallbacks_total: u64,
+    /// Why the queue speaks 1.0 though 2.0 was asked for.
+    pub fallback: Option<String>,
+    /// Points an OTLP receiver took the request of but refused (its `partial_success`).
+    pub points_rejected_total: u64,
     /// Agent samples the receiver took.
     pub samples_sent_total: u64,
     /// Series points (one value at one time) the receiver took.

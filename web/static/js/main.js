@@ -816,7 +816,7 @@ function renderAgent(a) {
     ["samples", `${fmt.count(a.samples_total)} (${fmt.count(a.missed_ticks_total)} missed ticks)`],
     ["errors", errors ? Object.entries(a.errors_total).map(([k, v]) => `${k} ${v}`).join(", ") : "none"],
     ["HTTP requests", fmt.count(a.http?.requests_total)],
-    ...(a.remote_write ?? []).map((q) => ["remote write", remoteWriteText(q)]),
+    ...(a.remote_write ?? []).map((q) => [q.protocol === "otlp" ? "OTLP" : "remote write", remoteWriteText(q)]),
   ]);
 }
 
@@ -832,7 +832,10 @@ function remoteWriteText(q) {
       ? "nothing delivered yet"
       : `${fmt.duration(q.lag_secs)} behind (${fmt.count(q.backlog_samples)} sample${q.backlog_samples === 1 ? "" : "s"})` +
         (q.backfilling ? ", backfilling from the store" : "");
-  return `${q.url}: ${behind}, ${fmt.count(q.samples_sent_total)} samples sent, ${failures}`;
+  const protocol = q.protocol === "otlp" ? "OTLP" : q.protocol_version === "2.0.0" ? "remote write 2.0" : "remote write 1.0";
+  const fallback = q.fallback ? ` (asked for 2.0: ${q.fallback})` : "";
+  const rejected = q.points_rejected_total ? `, ${fmt.count(q.points_rejected_total)} points refused` : "";
+  return `${q.url} (${protocol}${fallback}): ${behind}, ${fmt.count(q.samples_sent_total)} samples sent${rejected}, ${failures}`;
 }
 
 // ---- processes ----------------------------------------------------------------------------

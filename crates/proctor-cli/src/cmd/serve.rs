@@ -398,11 +398,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let remote_queues = if remote_plan.is_empty() {
         Vec::new()
     } else {
-        let queues = remote_plan.start(&daemon.shared(), live)?;
-        for q in &o.remote_write.urls {
-            log(&format!("remote write to {q}"));
+        for line in remote_plan.describe() {
+            log(&line);
         }
-        queues
+        remote_plan.start(&daemon.shared(), live)?
     };
     let remote_status: Option<proctor_http::RemoteWriteStatus> = if remote_queues.is_empty() {
         None

@@ -11,6 +11,7 @@ mod hostile_files;
 mod hostile_store;
 mod impact;
 mod one_language;
+mod otlp;
 mod probe;
 mod record;
 mod remote_write;

@@ -307,11 +307,19 @@ fn a_receiver_that_fails_is_retried_or_dropped_as_its_status_says() {
         assert!(request.timeseries.iter().all(|s| s.labels.iter().any(|l| l.name == "instance" && l.value == "fake")));
     }
 
+    // Version 2 to a receiver that answers 204 without the written headers (it did not take
+    // 2.0): the batch goes again at once as 1.0, and the queue says so.
     let (url, seen) = receiver(&[]);
     let v2 = tempfile::tempdir().expect("tempdir");
     let agent = start_agent(v2.path(), &url, "v2", &["--remote-write-version", "2"]);
-    wait_until("a version 2 request", Duration::from_secs(30), || !seen.lock().expect("lock").is_empty());
-    agent.stop();
+    wait_until("a version 2 request and a 1.0 one", Duration::from_secs(30), || seen.lock().expect("lock").len() >= 2);
+    let q = agent.stop();
+    assert_eq!((q["v2_fallbacks_total"].as_u64(), q["protocol_version"].as_str()), (Some(1), Some("0.1.0")), "{q}");
+    assert!(q["fallback"].as_str().is_some_and(|f| f.contains("did not take remote write 2.0")), "{q}");
+    let (head, body) = seen.lock().expect("lock")[1].clone();
+    assert!(head.contains("X-Prometheus-Remote-Write-Version: 0.1.0"), "{head}");
+    let again = proctor_remote::wire::decode_v1(&body).expect("the batch again, as a v1 WriteRequest");
+    assert!(again.timeseries.iter().any(|s| s.labels.iter().any(|l| l.value == "proctor_host_load1")));
     let (head, body) = seen.lock().expect("lock")[0].clone();
     assert!(
         head.to_ascii_lowercase()
@@ -381,4 +389,102 @@ fn a_retried_backfill_batch_is_sent_again_as_it_was_and_every_sample_once() {
     let delivered: Vec<u64> = seen[1..].iter().flat_map(|(_, body)| load1_times(body)).collect();
     assert!(delivered.windows(2).all(|w| w[0] < w[1]), "in time order, none twice: {delivered:?}");
     assert_eq!(delivered[..stored.len() - 1], stored[1..], "every stored sample after the cursor, once");
+}
+
+fn start_victoria(bin: &str, dir: &Path, port: u16) -> Guard {
+    let child = Command::new(bin)
+        .arg(format!("-storageDataPath={}", dir.join("vm").display()))
+        .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+        // Queries see samples as soon as they are stored, not 30 s later, and are not cached.
+        .args(["-search.latencyOffset=0s", "-search.disableCache", "-retentionPeriod=1"])
+        .stdout(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("vm.log")).expect("log"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start victoria-metrics");
+    let addr = format!("127.0.0.1:{port}");
+    wait_until("victoria-metrics ready", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(&addr).is_ok() && http_get(&addr, "/health").starts_with("HTTP/1.1 200")
+    });
+    Guard(child)
+}
+
+/// Issue 37 items 2 and 3 against Debian's VictoriaMetrics: asked for remote write 2.0, which
+/// it does not take (it answers 204 and stores nothing), the queue sees no written headers and
+/// speaks 1.0; every stored sample is then in VictoriaMetrics at its time with its value, read
+/// back through its Prometheus query API, after a 20 s outage.
+#[test]
+fn victoria_metrics_holds_every_stored_sample_after_a_2_0_fallback_and_an_outage() {
+    let Ok(bin) = std::env::var("PROCTOR_VICTORIA_METRICS") else {
+        eprintln!(
+            "SKIP: VictoriaMetrics end to end: PROCTOR_VICTORIA_METRICS is unset (scripts/test.d/69-fleet.sh sets it)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let vm = format!("127.0.0.1:{port}");
+    let mut receiver = start_victoria(&bin, dir.path(), port);
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    let agent = start_agent(&data, &format!("http://{vm}/api/v1/write"), "vm-solo", &["--remote-write-version", "2"]);
+    wait_until("5 samples delivered", Duration::from_secs(60), || {
+        agent.queue()["samples_sent_total"].as_u64() >= Some(5)
+    });
+    let q = agent.queue();
+    assert_eq!((q["v2_fallbacks_total"].as_u64(), q["protocol_version"].as_str()), (Some(1), Some("0.1.0")), "{q}");
+
+    terminate(&mut receiver.0, "victoria-metrics");
+    std::thread::sleep(Duration::from_secs(20));
+    let q = agent.queue();
+    assert!(q["failed_total"]["network"].as_u64() >= Some(1), "{q}");
+    let receiver = start_victoria(&bin, dir.path(), port);
+    wait_until("caught up after the outage", Duration::from_secs(90), || {
+        let q = agent.queue();
+        q["backfilling"] == false && q["lag_secs"].as_f64().is_some_and(|l| l < 6.0)
+    });
+    let last = agent.stop();
+    let delivered = last["delivered_until_unix_ms"].as_u64().expect("delivered");
+    assert_eq!(last["samples_dropped_total"], 0, "{last}");
+    assert_eq!(last["v2_fallbacks_total"], 1, "once: {last}");
+
+    let dumped = proctor(&[
+        "dump",
+        "host",
+        "--dir",
+        data.to_str().expect("utf-8"),
+        "--format",
+        "json",
+        "--fields",
+        "time_unix_ms,load.avg1,memory.available_bytes",
+    ]);
+    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
+    let stored: Vec<serde_json::Value> = String::from_utf8_lossy(&dumped.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .filter(|v: &serde_json::Value| v["time_unix_ms"].as_u64() <= Some(delivered))
+        .collect();
+    assert!(stored.len() >= 25, "{} samples stored up to the last delivery", stored.len());
+    // Stored data is searchable within a second or two of being taken.
+    let newest = stored.last().and_then(|v| v["time_unix_ms"].as_u64()).expect("ms");
+    wait_until("the newest delivered sample searchable", Duration::from_secs(30), || {
+        raw(&vm, "proctor_host_load1{instance=\"vm-solo\"}").iter().any(|&(ms, _)| ms == newest)
+    });
+    let load: std::collections::BTreeMap<u64, f64> =
+        raw(&vm, "proctor_host_load1{instance=\"vm-solo\"}").into_iter().collect();
+    let available: std::collections::BTreeMap<u64, f64> =
+        raw(&vm, "proctor_host_memory_available_bytes{instance=\"vm-solo\"}").into_iter().collect();
+    let missing: Vec<u64> =
+        stored.iter().map(|v| v["time_unix_ms"].as_u64().expect("ms")).filter(|ms| !load.contains_key(ms)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} stored samples are not in VictoriaMetrics: {missing:?}",
+        missing.len(),
+        stored.len()
+    );
+    for v in &stored {
+        let ms = v["time_unix_ms"].as_u64().expect("ms");
+        assert_eq!(Some(load[&ms]), v["load.avg1"].as_f64(), "load1 at {ms}");
+        assert_eq!(available.get(&ms).copied(), v["memory.available_bytes"].as_f64(), "available memory at {ms}");
+    }
+    drop(receiver);
 }
