@@ -4,6 +4,7 @@ mod agreement;
 mod alerts;
 mod architecture;
 mod bounded;
+mod fleet;
 mod flood;
 mod gpu;
 mod groups;

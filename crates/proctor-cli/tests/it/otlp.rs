@@ -9,23 +9,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::bounded::{terminate, StderrLines};
 use super::flood::body_json;
+use super::remote_write::{free_port, wait_until};
 use super::{http_get, proctor, proctor_command, Guard};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
-
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
 
 fn start_receiver(bin: &str, dir: &Path, port: u16) -> Guard {
     let child = Command::new(bin)

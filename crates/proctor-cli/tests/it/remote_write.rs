@@ -12,11 +12,11 @@ use super::bounded::{terminate, StderrLines};
 use super::flood::body_json;
 use super::{http_get, proctor, proctor_command, Guard};
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
-fn start_prometheus(prometheus: &str, dir: &Path, port: u16) -> Guard {
+pub(super) fn start_prometheus(prometheus: &str, dir: &Path, port: u16) -> Guard {
     let config = dir.join("prometheus.yml");
     // Nothing is scraped: every series comes by remote write.
     std::fs::write(&config, "global:\n  scrape_interval: 1h\n").expect("config");
@@ -36,7 +36,7 @@ fn start_prometheus(prometheus: &str, dir: &Path, port: u16) -> Guard {
     Guard(child)
 }
 
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+pub(super) fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let until = Instant::now() + limit;
     while !done() {
         assert!(Instant::now() < until, "timed out waiting for {what}");
@@ -44,13 +44,13 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
-struct Agent {
-    child: Guard,
-    addr: String,
+pub(super) struct Agent {
+    pub(super) child: Guard,
+    pub(super) addr: String,
     _stderr: StderrLines,
 }
 
-fn start_agent(data: &Path, url: &str, instance: &str, extra: &[&str]) -> Agent {
+pub(super) fn start_agent(data: &Path, url: &str, instance: &str, extra: &[&str]) -> Agent {
     let mut child: Child = proctor_command()
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0", "--data-dir"])
         .arg(data)
@@ -67,11 +67,11 @@ fn start_agent(data: &Path, url: &str, instance: &str, extra: &[&str]) -> Agent 
 }
 
 impl Agent {
-    fn queue(&self) -> serde_json::Value {
+    pub(super) fn queue(&self) -> serde_json::Value {
         body_json(&http_get(&self.addr, "/api/v1/agent"))["remote_write"][0].clone()
     }
 
-    fn stop(mut self) -> serde_json::Value {
+    pub(super) fn stop(mut self) -> serde_json::Value {
         let last = self.queue();
         assert!(terminate(&mut self.child.0, "serve --remote-write").success());
         last
@@ -79,7 +79,7 @@ impl Agent {
 }
 
 /// The raw samples Prometheus holds for `selector` over the last 10 minutes: (ms, value).
-fn raw(prom: &str, selector: &str) -> Vec<(u64, f64)> {
+pub(super) fn raw(prom: &str, selector: &str) -> Vec<(u64, f64)> {
     let query = format!("{selector}[10m]")
         .replace('{', "%7B")
         .replace('}', "%7D")
@@ -391,7 +391,7 @@ fn a_retried_backfill_batch_is_sent_again_as_it_was_and_every_sample_once() {
     assert_eq!(delivered[..stored.len() - 1], stored[1..], "every stored sample after the cursor, once");
 }
 
-fn start_victoria(bin: &str, dir: &Path, port: u16) -> Guard {
+pub(super) fn start_victoria(bin: &str, dir: &Path, port: u16) -> Guard {
     let child = Command::new(bin)
         .arg(format!("-storageDataPath={}", dir.join("vm").display()))
         .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
