@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fleet (issue 37), each part the real thing: OTLP/HTTP into Prometheus 3.5's own OTLP write
 # handler and TSDB, and the OpenTelemetry Collector's pdata decoder (a receiver built with `go
-# build` from their Go modules, crates/proctor-remote/tests/otlprecv); Debian's VictoriaMetrics
+# build` from their Go modules, crates/proctor-remote/tests/otlprecv), and into the Collector
+# itself (its OTLP receiver and file exporter, crates/proctor-remote/tests/otelcol); Debian's VictoriaMetrics
 # as a remote-write receiver (asked for 2.0, which it does not take: the queue falls back to
 # 1.0); packaging/grafana's dashboard and packaging/prometheus's rules against Debian's
 # Prometheus fed by proctor (promtool check and test rules, every query returns data); three
@@ -10,19 +11,25 @@
 # and prometheus when missing; otherwise a loud SKIP for what cannot be had.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-echo "-- compiles: the OTLP receiver (go build, crates/proctor-remote/tests/otlprecv); runs the dev build's test binaries"
+echo "-- compiles: the OTLP receivers (go build, crates/proctor-remote/tests/otlprecv and otelcol); runs the dev build's test binaries"
 source scripts/lib/cargo.sh
 
 if ! command -v go >/dev/null; then
-  echo "SKIP: OTLP end to end: no Go toolchain to build the receiver: OTLP is NOT tested against Prometheus's or the Collector's decoder"
+  echo "SKIP: OTLP end to end: no Go toolchain to build the receivers: OTLP is NOT tested against Prometheus's OTLP handler or the Collector"
 else
-  recv=$PWD/target/otlprecv
-  started=$SECONDS
-  if (cd crates/proctor-remote/tests/otlprecv && go build -o "$recv" .) >target/otlprecv-build.log 2>&1; then
-    echo "-- built the OTLP receiver in $((SECONDS - started)) s"
-    PROCTOR_OTLPRECV="$recv" run_tests proctor-cli it --nocapture otlp:: 2>&1
-  else
-    echo "SKIP: OTLP end to end: the receiver did not build (the Go module proxy unreachable? see target/otlprecv-build.log): OTLP is NOT tested against Prometheus's or the Collector's decoder"
+  otlp_env=()
+  for r in otlprecv otelcol; do
+    started=$SECONDS
+    if (cd "crates/proctor-remote/tests/$r" && go build -o "$PWD/../../../../target/$r" .) >"target/$r-build.log" 2>&1; then
+      echo "-- built $r in $((SECONDS - started)) s"
+      [[ $r == otlprecv ]] && otlp_env+=("PROCTOR_OTLPRECV=$PWD/target/$r") || otlp_env+=("PROCTOR_OTELCOL=$PWD/target/$r")
+    else
+      echo "SKIP: OTLP into $r: it did not build (the Go module proxy unreachable? see target/$r-build.log): that receiver is NOT tested"
+    fi
+  done
+  if [[ ${#otlp_env[@]} -gt 0 ]]; then
+    export "${otlp_env[@]}"
+    run_tests proctor-cli it --nocapture otlp:: 2>&1
   fi
 fi
 

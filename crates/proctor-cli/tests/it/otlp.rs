@@ -340,3 +340,170 @@ fn prometheus_and_the_collector_take_otlp_with_the_values_of_metrics_across_an_o
     }
     drop(receiver);
 }
+
+/// The points of one OTLP metric in the Collector's file exporter output (pmetric JSON, one
+/// document per line): (attributes as text, time in ms, value).
+fn collector_points(file: &Path, metric: &str) -> Vec<(BTreeMap<String, String>, u64, f64)> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        for rm in doc["resourceMetrics"].as_array().into_iter().flatten() {
+            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
+                for m in sm["metrics"].as_array().into_iter().flatten().filter(|m| m["name"] == metric) {
+                    let points = m["gauge"]["dataPoints"].as_array().or_else(|| m["sum"]["dataPoints"].as_array());
+                    for p in points.into_iter().flatten() {
+                        let attrs = p["attributes"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|a| {
+                                let v = &a["value"];
+                                let text = v["stringValue"].as_str().map(str::to_string).unwrap_or_else(|| {
+                                    v["intValue"]
+                                        .as_str()
+                                        .map(str::to_string)
+                                        .unwrap_or_else(|| v["intValue"].to_string())
+                                });
+                                (a["key"].as_str().unwrap_or("").to_string(), text)
+                            })
+                            .collect();
+                        let ns: u64 = p["timeUnixNano"].as_str().and_then(|t| t.parse().ok()).expect("timeUnixNano");
+                        let value = p["asDouble"].as_f64().expect("asDouble");
+                        out.push((attrs, ns / 1_000_000, value));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The Collector on loopback, its file exporter appending (without `append` a restart truncates
+/// the file, and what the first run wrote would look lost).
+fn start_collector(bin: &str, dir: &Path, port: u16) -> Guard {
+    let config = dir.join("otelcol.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+             exporters:\n  file:\n    path: {}\n    append: true\n    flush_interval: 100ms\n\
+             service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    metrics:\n      \
+             receivers: [otlp]\n      exporters: [file]\n",
+            dir.join("collector.jsonl").display()
+        ),
+    )
+    .expect("config");
+    let child = Command::new(bin)
+        .arg(format!("--config={}", config.display()))
+        .stdout(Stdio::null())
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("otelcol.log")).expect("log"))
+        .spawn()
+        .expect("start otelcol");
+    let addr = format!("127.0.0.1:{port}");
+    wait_until("the collector listening", Duration::from_secs(30), || std::net::TcpStream::connect(&addr).is_ok());
+    Guard(child)
+}
+
+/// The OpenTelemetry Collector itself (its OTLP receiver and file exporter, built from their
+/// modules at one release, crates/proctor-remote/tests/otelcol; PROCTOR_OTELCOL names it): what
+/// `/metrics` showed for a sample is what the Collector wrote for it, under the conventions'
+/// names with their attributes; after a 20 s outage of the Collector every stored sample is in
+/// its file.
+#[test]
+fn the_collector_writes_what_metrics_showed_and_every_stored_sample_after_an_outage() {
+    let Ok(bin) = std::env::var("PROCTOR_OTELCOL") else {
+        eprintln!(
+            "SKIP: OTLP into the Collector: PROCTOR_OTELCOL is unset (scripts/test.d/69-fleet.sh builds and sets it)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (col_dir, data) = (dir.path().join("collector"), dir.path().join("data"));
+    std::fs::create_dir(&col_dir).expect("collector dir");
+    std::fs::create_dir(&data).expect("data dir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").expect("token");
+    let port = free_port();
+    let mut collector = start_collector(&bin, &col_dir, port);
+    let file = col_dir.join("collector.jsonl");
+    let agent = Agent::start(&data, &format!("http://127.0.0.1:{port}"), &token);
+    wait_until("5 samples delivered", Duration::from_secs(60), || {
+        agent.queue()["samples_sent_total"].as_u64() >= Some(5)
+    });
+    let (scraped, ms) = scrape(&agent.addr);
+    wait_until("the scraped sample in the collector's file", Duration::from_secs(30), || {
+        collector_points(&file, "proctor.host.load1").iter().any(|&(_, t, _)| t == ms)
+    });
+    let cpu = collector_points(&file, "system.cpu.time");
+    let mut compared = 0;
+    for ((name, labels), value) in &scraped {
+        let got: Vec<f64> = match name.as_str() {
+            "proctor_host_cpu_seconds_total" => {
+                let mode = if labels["mode"] == "irq" { "interrupt" } else { labels["mode"].as_str() };
+                cpu.iter()
+                    .filter(|(a, t, _)| {
+                        *t == ms
+                            && a.get("cpu.mode").map(String::as_str) == Some(mode)
+                            && a.get("cpu.logical_number") == labels.get("cpu")
+                    })
+                    .map(|p| p.2)
+                    .collect()
+            }
+            "proctor_host_load1" | "proctor_host_memory_shmem_bytes" | "proctor_host_procs_running" => {
+                let (otel, _) = proctor_remote::otlp::own_name(name);
+                collector_points(&file, &otel).iter().filter(|p| p.1 == ms).map(|p| p.2).collect()
+            }
+            _ => continue,
+        };
+        assert_eq!(got, [*value], "{name}{labels:?} at {ms}");
+        compared += 1;
+    }
+    assert!(compared >= 5, "{compared} series compared");
+
+    terminate(&mut collector.0, "otelcol");
+    std::thread::sleep(Duration::from_secs(20));
+    assert!(agent.queue()["failed_total"]["network"].as_u64() >= Some(1), "{}", agent.queue());
+    let _collector = start_collector(&bin, &col_dir, port);
+    wait_until("caught up after the outage", Duration::from_secs(90), || {
+        let q = agent.queue();
+        q["backfilling"] == false && q["lag_secs"].as_f64().is_some_and(|l| l < 6.0)
+    });
+    let mut agent = agent;
+    let last = agent.queue();
+    assert!(terminate(&mut agent.child.0, "serve --otlp").success());
+    let delivered = last["delivered_until_unix_ms"].as_u64().expect("delivered");
+    let dumped = proctor(&[
+        "dump",
+        "host",
+        "--dir",
+        data.to_str().expect("utf-8"),
+        "--format",
+        "json",
+        "--fields",
+        "time_unix_ms,load.avg1",
+    ]);
+    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
+    let samples: Vec<(u64, f64)> = String::from_utf8_lossy(&dumped.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line"))
+        .filter_map(|v| Some((v["time_unix_ms"].as_u64()?, v["load.avg1"].as_f64()?)))
+        .filter(|&(t, _)| t <= delivered)
+        .collect();
+    assert!(samples.len() >= 25, "{} samples stored up to the last delivery", samples.len());
+    let mut load = BTreeMap::new();
+    wait_until("the last delivered sample in the collector's file", Duration::from_secs(10), || {
+        load = collector_points(&file, "proctor.host.load1").into_iter().map(|(_, t, v)| (t, v)).collect();
+        load.contains_key(&samples.last().expect("a sample").0)
+    });
+    let missing: Vec<u64> = samples.iter().map(|s| s.0).filter(|t| !load.contains_key(t)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} stored samples not in the collector's file: {missing:?}",
+        missing.len(),
+        samples.len()
+    );
+    for (t, v) in &samples {
+        assert_eq!(load[t], *v, "load1 at {t}");
+    }
+}
