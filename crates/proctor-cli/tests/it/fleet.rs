@@ -13,8 +13,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::flood::body_json;
-use super::remote_write::{free_port, raw, start_agent, start_prometheus, start_victoria, wait_until, Agent};
-use super::{http_get, proctor, Guard};
+use super::remote_write::{
+    assert_all_stored, free_port, raw, start_agent, start_prometheus, start_victoria, stored_samples, wait_until, Agent,
+};
+use super::{http_get, Guard};
 
 fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -214,27 +216,6 @@ fn every_grafana_panel_and_rule_returns_data_from_a_prometheus_fed_by_proctor() 
     agent.stop();
 }
 
-/// Samples each agent stored, as (ms, load1), up to its last delivery.
-fn stored_load(data: &Path, delivered_ms: u64) -> Vec<(u64, f64)> {
-    let dumped = proctor(&[
-        "dump",
-        "host",
-        "--dir",
-        data.to_str().expect("utf-8"),
-        "--format",
-        "json",
-        "--fields",
-        "time_unix_ms,load.avg1",
-    ]);
-    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
-    String::from_utf8_lossy(&dumped.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line"))
-        .filter_map(|v| Some((v["time_unix_ms"].as_u64()?, v["load.avg1"].as_f64()?)))
-        .filter(|&(ms, _)| ms <= delivered_ms)
-        .collect()
-}
-
 #[test]
 fn three_agents_into_prometheus_and_victoria_metrics_one_killed_and_restarted_lose_nothing() {
     let (Ok(prometheus), Ok(victoria)) =
@@ -308,25 +289,16 @@ fn three_agents_into_prometheus_and_victoria_metrics_one_killed_and_restarted_lo
     // Every sample each agent stored, up to what both receivers took, is in both.
     for (i, n) in names.iter().enumerate() {
         let upto = upto[i];
-        let stored = stored_load(&datas[i], upto);
-        assert!(stored.len() >= 10, "{n}: {} samples stored", stored.len());
+        let stored = stored_samples(&datas[i], "load.avg1", upto, 10);
+        let newest = stored.last().and_then(|v| v["time_unix_ms"].as_u64()).expect("a sample");
         for (receiver, what) in [(&prom, "prometheus"), (&vm, "victoria-metrics")] {
             let selector = format!("proctor_host_load1{{instance=\"{n}\"}}");
             let mut got: BTreeMap<u64, f64> = BTreeMap::new();
             wait_until(&format!("{n}'s last sample searchable in {what}"), Duration::from_secs(30), || {
                 got = raw(receiver, &selector).into_iter().collect();
-                got.contains_key(&stored.last().expect("a sample").0)
+                got.contains_key(&newest)
             });
-            let missing: Vec<u64> = stored.iter().map(|&(ms, _)| ms).filter(|ms| !got.contains_key(ms)).collect();
-            assert!(
-                missing.is_empty(),
-                "{n} in {what}: {} of {} stored samples missing: {missing:?}",
-                missing.len(),
-                stored.len()
-            );
-            for &(ms, load) in &stored {
-                assert_eq!(got[&ms], load, "{n} in {what}: load1 at {ms}");
-            }
+            assert_all_stored(&format!("{n} in {what}"), &stored, "load.avg1", &got);
         }
     }
 }

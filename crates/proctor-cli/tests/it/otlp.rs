@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::bounded::{terminate, StderrLines};
 use super::flood::body_json;
-use super::remote_write::{free_port, wait_until};
-use super::{http_get, proctor, proctor_command, Guard};
+use super::remote_write::{assert_all_stored, free_port, stored_samples, wait_until};
+use super::{http_get, proctor_command, Guard};
 
 fn start_receiver(bin: &str, dir: &Path, port: u16) -> Guard {
     let child = Command::new(bin)
@@ -303,41 +303,14 @@ fn prometheus_and_the_collector_take_otlp_with_the_values_of_metrics_across_an_o
 
     // Every stored sample up to the last delivered one is in the receiver at its time with its
     // value: the load average under its own name.
-    let dumped = proctor(&[
-        "dump",
-        "host",
-        "--dir",
-        data.to_str().expect("utf-8"),
-        "--format",
-        "json",
-        "--fields",
-        "time_unix_ms,load.avg1",
-    ]);
-    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
-    let samples: Vec<serde_json::Value> = String::from_utf8_lossy(&dumped.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .filter(|v: &serde_json::Value| v["time_unix_ms"].as_u64() <= Some(delivered))
-        .collect();
-    assert!(samples.len() >= 25, "{} samples stored up to the last delivery", samples.len());
+    let samples = stored_samples(&data, "load.avg1", delivered, 25);
     let got = stored(&recv_addr);
     let load = got
         .iter()
         .find(|(l, _)| l.get("__name__").map(String::as_str) == Some("proctor_host_load1"))
         .map(|(_, p)| p.clone())
         .expect("load1");
-    let missing: Vec<u64> =
-        samples.iter().map(|v| v["time_unix_ms"].as_u64().expect("ms")).filter(|ms| !load.contains_key(ms)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} stored samples are not in the receiver: {missing:?}",
-        missing.len(),
-        samples.len()
-    );
-    for v in &samples {
-        let ms = v["time_unix_ms"].as_u64().expect("ms");
-        assert_eq!(Some(load[&ms]), v["load.avg1"].as_f64(), "load1 at {ms}");
-    }
+    assert_all_stored("the receiver's TSDB", &samples, "load.avg1", &load);
     drop(receiver);
 }
 
@@ -473,37 +446,12 @@ fn the_collector_writes_what_metrics_showed_and_every_stored_sample_after_an_out
     let last = agent.queue();
     assert!(terminate(&mut agent.child.0, "serve --otlp").success());
     let delivered = last["delivered_until_unix_ms"].as_u64().expect("delivered");
-    let dumped = proctor(&[
-        "dump",
-        "host",
-        "--dir",
-        data.to_str().expect("utf-8"),
-        "--format",
-        "json",
-        "--fields",
-        "time_unix_ms,load.avg1",
-    ]);
-    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
-    let samples: Vec<(u64, f64)> = String::from_utf8_lossy(&dumped.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line"))
-        .filter_map(|v| Some((v["time_unix_ms"].as_u64()?, v["load.avg1"].as_f64()?)))
-        .filter(|&(t, _)| t <= delivered)
-        .collect();
-    assert!(samples.len() >= 25, "{} samples stored up to the last delivery", samples.len());
+    let samples = stored_samples(&data, "load.avg1", delivered, 25);
+    let newest = samples.last().and_then(|v| v["time_unix_ms"].as_u64()).expect("a sample");
     let mut load = BTreeMap::new();
     wait_until("the last delivered sample in the collector's file", Duration::from_secs(10), || {
         load = collector_points(&file, "proctor.host.load1").into_iter().map(|(_, t, v)| (t, v)).collect();
-        load.contains_key(&samples.last().expect("a sample").0)
+        load.contains_key(&newest)
     });
-    let missing: Vec<u64> = samples.iter().map(|s| s.0).filter(|t| !load.contains_key(t)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} stored samples not in the collector's file: {missing:?}",
-        missing.len(),
-        samples.len()
-    );
-    for (t, v) in &samples {
-        assert_eq!(load[t], *v, "load1 at {t}");
-    }
+    assert_all_stored("the collector's file", &samples, "load.avg1", &load);
 }

@@ -4,6 +4,7 @@
 //! one agent's samples are all in Prometheus, at the stored times with the stored values, after
 //! the receiver was down for 30 s and after the agent itself was restarted mid-backlog.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -75,6 +76,32 @@ impl Agent {
         let last = self.queue();
         assert!(terminate(&mut self.child.0, "serve --remote-write").success());
         last
+    }
+}
+
+/// `proctor dump host` of `data`: each stored sample up to `upto_ms` with `time_unix_ms` and
+/// `fields` (comma-separated), and at least `least` of them.
+pub(super) fn stored_samples(data: &Path, fields: &str, upto_ms: u64, least: usize) -> Vec<serde_json::Value> {
+    let fields = format!("time_unix_ms,{fields}");
+    let dumped =
+        proctor(&["dump", "host", "--dir", data.to_str().expect("utf-8"), "--format", "json", "--fields", &fields]);
+    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
+    let stored: Vec<serde_json::Value> = String::from_utf8_lossy(&dumped.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .filter(|v: &serde_json::Value| v["time_unix_ms"].as_u64() <= Some(upto_ms))
+        .collect();
+    assert!(stored.len() >= least, "{} samples stored up to the last delivery", stored.len());
+    stored
+}
+
+/// Every stored sample's `field` is in `got` (ms → value) at its time with its value.
+pub(super) fn assert_all_stored(what: &str, stored: &[serde_json::Value], field: &str, got: &BTreeMap<u64, f64>) {
+    let ms = |v: &serde_json::Value| v["time_unix_ms"].as_u64().expect("ms");
+    let missing: Vec<u64> = stored.iter().map(ms).filter(|t| !got.contains_key(t)).collect();
+    assert!(missing.is_empty(), "{what}: {} of {} stored samples missing: {missing:?}", missing.len(), stored.len());
+    for v in stored {
+        assert_eq!(got.get(&ms(v)).copied(), v[field].as_f64(), "{what}: {field} at {}", ms(v));
     }
 }
 
@@ -166,52 +193,17 @@ fn prometheus_holds_every_stored_sample_across_an_outage_and_an_agent_restart() 
 
     // Every stored sample up to the last delivered one is in Prometheus, at its time, with its
     // value: the load average (a gauge) and the CPU pressure stall total (a counter).
-    let dumped = proctor(&[
-        "dump",
-        "host",
-        "--dir",
-        solo.to_str().expect("utf-8"),
-        "--format",
-        "json",
-        "--fields",
-        "time_unix_ms,load.avg1,pressure_cpu.some.total_seconds",
-    ]);
-    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
-    let stored: Vec<serde_json::Value> = String::from_utf8_lossy(&dumped.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .filter(|v: &serde_json::Value| v["time_unix_ms"].as_u64() <= Some(delivered))
-        .collect();
-    assert!(stored.len() >= 40, "{} samples stored up to the last delivery", stored.len());
-    let load: std::collections::BTreeMap<u64, f64> =
-        raw(&prom_addr, "proctor_host_load1{instance=\"solo\"}").into_iter().collect();
-    let missing: Vec<u64> =
-        stored.iter().map(|v| v["time_unix_ms"].as_u64().expect("ms")).filter(|ms| !load.contains_key(ms)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} stored samples are not in prometheus: {missing:?}",
-        missing.len(),
-        stored.len()
-    );
-    for v in &stored {
-        let ms = v["time_unix_ms"].as_u64().expect("ms");
-        assert_eq!(Some(load[&ms]), v["load.avg1"].as_f64(), "load1 at {ms}");
-    }
+    let stored = stored_samples(&solo, "load.avg1,pressure_cpu.some.total_seconds", delivered, 40);
+    let load: BTreeMap<u64, f64> = raw(&prom_addr, "proctor_host_load1{instance=\"solo\"}").into_iter().collect();
+    assert_all_stored("prometheus", &stored, "load.avg1", &load);
     if stored.iter().all(|v| v["pressure_cpu.some.total_seconds"].is_number()) {
-        let psi: std::collections::BTreeMap<u64, f64> = raw(
+        let psi: BTreeMap<u64, f64> = raw(
             &prom_addr,
             "proctor_host_pressure_stalled_seconds_total{instance=\"solo\",resource=\"cpu\",kind=\"some\"}",
         )
         .into_iter()
         .collect();
-        for v in &stored {
-            let ms = v["time_unix_ms"].as_u64().expect("ms");
-            assert_eq!(
-                psi.get(&ms).copied(),
-                v["pressure_cpu.some.total_seconds"].as_f64(),
-                "cpu pressure total at {ms}"
-            );
-        }
+        assert_all_stored("prometheus", &stored, "pressure_cpu.some.total_seconds", &psi);
     } else {
         eprintln!("SKIP: remote write: this kernel has no /proc/pressure; the counter comparison is NOT made");
     }
@@ -447,44 +439,16 @@ fn victoria_metrics_holds_every_stored_sample_after_a_2_0_fallback_and_an_outage
     assert_eq!(last["samples_dropped_total"], 0, "{last}");
     assert_eq!(last["v2_fallbacks_total"], 1, "once: {last}");
 
-    let dumped = proctor(&[
-        "dump",
-        "host",
-        "--dir",
-        data.to_str().expect("utf-8"),
-        "--format",
-        "json",
-        "--fields",
-        "time_unix_ms,load.avg1,memory.available_bytes",
-    ]);
-    assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
-    let stored: Vec<serde_json::Value> = String::from_utf8_lossy(&dumped.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .filter(|v: &serde_json::Value| v["time_unix_ms"].as_u64() <= Some(delivered))
-        .collect();
-    assert!(stored.len() >= 25, "{} samples stored up to the last delivery", stored.len());
+    let stored = stored_samples(&data, "load.avg1,memory.available_bytes", delivered, 25);
     // Stored data is searchable within a second or two of being taken.
     let newest = stored.last().and_then(|v| v["time_unix_ms"].as_u64()).expect("ms");
     wait_until("the newest delivered sample searchable", Duration::from_secs(30), || {
         raw(&vm, "proctor_host_load1{instance=\"vm-solo\"}").iter().any(|&(ms, _)| ms == newest)
     });
-    let load: std::collections::BTreeMap<u64, f64> =
-        raw(&vm, "proctor_host_load1{instance=\"vm-solo\"}").into_iter().collect();
-    let available: std::collections::BTreeMap<u64, f64> =
+    let load: BTreeMap<u64, f64> = raw(&vm, "proctor_host_load1{instance=\"vm-solo\"}").into_iter().collect();
+    let available: BTreeMap<u64, f64> =
         raw(&vm, "proctor_host_memory_available_bytes{instance=\"vm-solo\"}").into_iter().collect();
-    let missing: Vec<u64> =
-        stored.iter().map(|v| v["time_unix_ms"].as_u64().expect("ms")).filter(|ms| !load.contains_key(ms)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} stored samples are not in VictoriaMetrics: {missing:?}",
-        missing.len(),
-        stored.len()
-    );
-    for v in &stored {
-        let ms = v["time_unix_ms"].as_u64().expect("ms");
-        assert_eq!(Some(load[&ms]), v["load.avg1"].as_f64(), "load1 at {ms}");
-        assert_eq!(available.get(&ms).copied(), v["memory.available_bytes"].as_f64(), "available memory at {ms}");
-    }
+    assert_all_stored("victoria-metrics", &stored, "load.avg1", &load);
+    assert_all_stored("victoria-metrics", &stored, "memory.available_bytes", &available);
     drop(receiver);
 }
