@@ -355,11 +355,16 @@ fn collector_points(file: &Path, metric: &str) -> Vec<(BTreeMap<String, String>,
 /// The Collector on loopback, its file exporter appending (without `append` a restart truncates
 /// the file, and what the first run wrote would look lost).
 fn start_collector(bin: &str, dir: &Path, port: u16) -> Guard {
+    start_collector_with(bin, dir, port, "")
+}
+
+/// The same with more settings for its HTTP receiver (`tls:` …), indented under `http:`.
+fn start_collector_with(bin: &str, dir: &Path, port: u16, http: &str) -> Guard {
     let config = dir.join("otelcol.yaml");
     std::fs::write(
         &config,
         format!(
-            "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+            "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n{http}\
              exporters:\n  file:\n    path: {}\n    append: true\n    flush_interval: 100ms\n\
              service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    metrics:\n      \
              receivers: [otlp]\n      exporters: [file]\n",
@@ -454,4 +459,55 @@ fn the_collector_writes_what_metrics_showed_and_every_stored_sample_after_an_out
         load.contains_key(&newest)
     });
     assert_all_stored("the collector's file", &samples, "load.avg1", &load);
+}
+
+/// `--otlp https://…` goes through the one client's TLS: trusting the `--otlp-cacert` given,
+/// delivered; without it (Mozilla's roots only), refused as unverified, counted, retried.
+#[test]
+fn otlp_over_tls_trusts_the_cacert_given_and_nothing_else() {
+    let Ok(bin) = std::env::var("PROCTOR_OTELCOL") else {
+        eprintln!("SKIP: OTLP over TLS: PROCTOR_OTELCOL is unset (scripts/test.d/69-fleet.sh builds and sets it)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).expect("certificate");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).expect("cert");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+    let col_dir = dir.path().join("collector");
+    std::fs::create_dir(&col_dir).expect("collector dir");
+    let port = free_port();
+    let tls = format!("        tls:\n          cert_file: {}\n          key_file: {}\n", cert.display(), key.display());
+    let _collector = start_collector_with(&bin, &col_dir, port, &tls);
+    let url = format!("https://127.0.0.1:{port}/v1/metrics");
+    let serve = |name: &str, extra: &[&str]| {
+        let data = dir.path().join(name);
+        std::fs::create_dir(&data).expect("data dir");
+        let mut child = proctor_command()
+            .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0", "--data-dir"])
+            .arg(&data)
+            .args(["--otlp", &url])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve");
+        let mut stderr = StderrLines::take(&mut child);
+        let addr = stderr.address();
+        Agent { child: Guard(child), addr, _stderr: stderr }
+    };
+    let trusted = serve("trusted", &["--otlp-cacert", cert.to_str().expect("utf-8")]);
+    let untrusted = serve("untrusted", &[]);
+    wait_until("3 samples over TLS, and a refusal", Duration::from_secs(60), || {
+        trusted.queue()["samples_sent_total"].as_u64() >= Some(3)
+            && untrusted.queue()["failed_total"]["network"].as_u64() >= Some(1)
+    });
+    let q = untrusted.queue();
+    assert_eq!(q["samples_sent_total"], 0, "{q}");
+    let why = q["last_error"].as_str().unwrap_or("").to_ascii_lowercase();
+    assert!(why.contains("certificate") || why.contains("issuer"), "{q}");
+    wait_until("the collector wrote what came over TLS", Duration::from_secs(10), || {
+        !collector_points(&col_dir.join("collector.jsonl"), "proctor.host.load1").is_empty()
+    });
 }
