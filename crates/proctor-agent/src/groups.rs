@@ -7,11 +7,11 @@
 //! counted as `overflow`; counters are kept for at most `4 × max` names (the smallest dropped
 //! first).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use proctor_groups::{add_exited, add_stored_exited, churn, fold, Assigner, By};
-use proctor_model::{ExitedProcess, SampleGroups};
+use proctor_groups::{add_ended_net, add_exited, add_stored_exited, churn, fold, Assigner, By};
+use proctor_model::{ExitedProcess, ProcessNet, SampleGroups};
 
 use crate::snapshot::Snapshot;
 
@@ -65,6 +65,9 @@ pub struct GroupState {
     /// The previous sample's processes (pid, start ticks) and their groups, for who started
     /// and exited.
     prev: Option<Members>,
+    /// The previous sample's network counters by pid (with its start ticks), for the last
+    /// interval of members that ended since.
+    prev_net: HashMap<u32, (u64, ProcessNet)>,
 }
 
 /// A sample's processes (pid, start ticks) and the group each was in.
@@ -80,6 +83,7 @@ impl GroupState {
             counters: BTreeMap::new(),
             exited: BTreeMap::new(),
             prev: None,
+            prev_net: HashMap::new(),
         }
     }
 
@@ -111,6 +115,24 @@ impl GroupState {
             let live = |pid: u32| s.rows.binary_search_by_key(&pid, |r| r.pid).is_ok();
             add_exited(&mut rows, &unseen, &joined, &parents, live, s.interval_secs);
         }
+        // Members the previous sample listed that ended since: their last interval's network.
+        if let Some((_, prev_names)) = &self.prev {
+            let ended: Vec<_> = s
+                .sample
+                .exited
+                .iter()
+                .filter(|x| x.seen)
+                // A zombie still listed is a live row (its own rate): not counted twice.
+                .filter(|x| s.rows.binary_search_by_key(&x.pid, |r| r.pid).is_err())
+                .filter_map(|x| {
+                    let (start, before) = self.prev_net.get(&x.pid)?;
+                    (*start == x.start_ticks).then_some(())?;
+                    Some((prev_names.get(&x.pid)?.as_str(), before, x.net.as_ref()?))
+                })
+                .collect();
+            add_ended_net(&mut rows, &ended, s.interval_secs);
+        }
+        self.prev_net = s.sample.processes.iter().filter_map(|p| Some((p.pid, (p.start_ticks, p.net?)))).collect();
         if let Some(secs) = s.interval_secs {
             for g in &rows {
                 *self.counters.entry(g.name.clone()).or_default() += g.cpu_percent / 100.0 * secs;

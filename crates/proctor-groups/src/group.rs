@@ -349,10 +349,41 @@ pub fn add_exited(
     });
 }
 
+/// A member the previous sample listed that ended before this one: its group, its network
+/// counters at that sample, and at its exit (its exit record's, the kernel's last reading).
+pub type EndedMember<'a> = (&'a str, &'a proctor_model::ProcessNet, &'a proctor_model::ProcessNet);
+
+/// The last interval of members that ended between two samples after the first one listed
+/// them: their network from that sample's counters to their exit's, into their group's rates
+/// (a live member's rate is its own counters' change; an ended one has no counters now, so
+/// without this its last interval's traffic would fall out of its group's rate). A group whose
+/// only members ended gets a row of its own, as [`add_exited`] gives one.
+pub fn add_ended_net(rows: &mut Vec<GroupRow>, ended: &[EndedMember<'_>], interval_secs: Option<f64>) {
+    let Some(t) = interval_secs.filter(|t| *t > 0.0) else { return };
+    for &(name, before, at_exit) in ended {
+        let i = match rows.iter().position(|g| g.name == name) {
+            Some(i) => i,
+            None => {
+                rows.push(GroupRow { name: name.to_string(), ..GroupRow::default() });
+                rows.len() - 1
+            }
+        };
+        let g = &mut rows[i];
+        let delta = |a: u64, b: u64| a.saturating_sub(b) as f64 / t;
+        *g.net_rx_bytes_per_sec.get_or_insert(0.0) += delta(at_exit.rx_bytes(), before.rx_bytes());
+        *g.net_tx_bytes_per_sec.get_or_insert(0.0) += delta(at_exit.tx_bytes(), before.tx_bytes());
+        *g.net_retransmits_per_sec.get_or_insert(0.0) += delta(at_exit.retransmits, before.retransmits);
+        *g.net_connects_per_sec.get_or_insert(0.0) += delta(at_exit.connects, before.connects);
+        g.net_connections.get_or_insert(0);
+    }
+}
+
 /// [`add_exited`] for a recorded sample, from the groups the agent stored with it
 /// (`SampleGroups::exited` and the members of it and of `prev`), so every reader of a recording
-/// folds short-lived processes as the agent did.
+/// folds short-lived processes as the agent did; and [`add_ended_net`] for the members `prev`
+/// listed that ended since.
 pub fn add_stored_exited(rows: &mut Vec<GroupRow>, cur: &proctor_model::Sample, prev: Option<&proctor_model::Sample>) {
+    add_stored_ended_net(rows, cur, prev);
     let Some(groups) = cur.groups.as_deref() else { return };
     if groups.exited.is_empty() {
         return;
@@ -370,6 +401,29 @@ pub fn add_stored_exited(rows: &mut Vec<GroupRow>, cur: &proctor_model::Sample, 
     let live = |pid: u32| cur.processes.binary_search_by_key(&pid, |p| p.pid).is_ok();
     let secs = prev.and_then(|p| cur.mono_ns.checked_sub(p.mono_ns)).map(|ns| ns as f64 / 1e9);
     add_exited(rows, &unseen, &joined, &parents, live, secs);
+}
+
+/// [`add_ended_net`] for a recorded sample: the members `prev` listed (in the groups stored with
+/// it) that ended before `cur`.
+fn add_stored_ended_net(rows: &mut Vec<GroupRow>, cur: &proctor_model::Sample, prev: Option<&proctor_model::Sample>) {
+    let Some(prev) = prev else { return };
+    let Some(before) = prev.groups.as_deref().map(|g| g.names()) else { return };
+    let ended: Vec<EndedMember<'_>> = cur
+        .exited
+        .iter()
+        .filter(|x| x.seen)
+        // A zombie still listed is a live row (its own rate): not counted twice.
+        .filter(|x| cur.processes.binary_search_by_key(&x.pid, |p| p.pid).is_err())
+        .filter_map(|x| {
+            let at_exit = x.net.as_ref()?;
+            let i = prev.processes.binary_search_by_key(&x.pid, |p| p.pid).ok()?;
+            let p = &prev.processes[i];
+            (p.start_ticks == x.start_ticks).then_some(())?;
+            Some((before.get(&x.pid)?.as_str(), p.net.as_ref()?, at_exit))
+        })
+        .collect();
+    let secs = cur.mono_ns.checked_sub(prev.mono_ns).map(|ns| ns as f64 / 1e9);
+    add_ended_net(rows, &ended, secs);
 }
 
 /// Folds `rows` into groups, biggest CPU first (ties: RSS, then name). `ticks` is the clock
@@ -686,6 +740,30 @@ mod tests {
         );
         let idle = rows.iter().find(|g| g.name == "idle").expect("idle");
         assert_eq!(idle.net_rx_bytes_per_sec, None);
+    }
+
+    /// A member seen at the previous sample that ended since: its traffic from that sample to
+    /// its exit counts in its group's rates (it used to fall out: no counters now, no rate).
+    #[test]
+    fn an_ended_members_last_interval_counts_in_its_groups_network() {
+        let at = |rx: u64, tx: u64, retrans: u64| proctor_model::ProcessNet {
+            tcp: proctor_model::NetCounters { rx_bytes: rx, tx_bytes: tx, ..Default::default() },
+            retransmits: retrans,
+            ..Default::default()
+        };
+        let (before, exit) = (at(1000, 500, 1), at(5000, 2500, 3));
+        let mut rows = vec![GroupRow { name: "web".into(), net_rx_bytes_per_sec: Some(100.0), ..GroupRow::default() }];
+        add_ended_net(&mut rows, &[("web", &before, &exit), ("batch", &before, &before)], Some(2.0));
+        let web = rows.iter().find(|g| g.name == "web").expect("web");
+        assert_eq!(
+            (web.net_rx_bytes_per_sec, web.net_tx_bytes_per_sec, web.net_retransmits_per_sec),
+            (Some(2100.0), Some(1000.0), Some(1.0))
+        );
+        let batch = rows.iter().find(|g| g.name == "batch").expect("a row for a group whose member ended");
+        assert_eq!(batch.net_rx_bytes_per_sec, Some(0.0));
+        let mut none = Vec::new();
+        add_ended_net(&mut none, &[("web", &before, &exit)], None);
+        assert!(none.is_empty(), "no interval, no rate");
     }
 
     /// A group's network is its members' summed; a group none of whose members used the

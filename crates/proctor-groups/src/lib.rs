@@ -13,6 +13,7 @@ pub mod rules;
 pub mod yaml;
 
 pub use group::{
-    add_exited, add_stored_exited, cgroup_name, churn, fold, sum, Assigner, By, Churn, GroupRow, GroupsView, Share,
+    add_ended_net, add_exited, add_stored_exited, cgroup_name, churn, fold, sum, Assigner, By, Churn, GroupRow,
+    GroupsView, Share,
 };
 pub use rules::{Diagnostic, Proc, Rules};
