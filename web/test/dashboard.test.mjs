@@ -1532,7 +1532,7 @@ describe("per-process network", () => {
     }
     const store = mkdtempSync(path.join(tmpdir(), "proctor-net-store-"));
     temps.push(store);
-    const net = await serve(["--net"], store);
+    const net = await serve(["--net", "--groups", "user"], store);
     const plain = await serve();
     const agent = await fetchJson(net.base + "/api/v1/agent");
     if (agent.process_net_from !== "bpf") {
@@ -1605,6 +1605,23 @@ describe("per-process network", () => {
       );
       assert.match(netRow, /[\d.]+ (KiB|MiB), [\d.]+ (KiB|MiB)/, netRow);
       await p.locator("#report-net-card").screenshot({ path: path.join(ARTIFACTS, "dashboard-report-net.png") });
+      // The groups table (by user, from the store): network columns, and root's traffic (the
+      // talker's among it) in them.
+      const groupsHeader = () =>
+        p.$$eval("#groups-table thead th", (ths) => ths.filter((th) => !th.hidden).map((th) => th.textContent));
+      await p.selectOption("#groups-range", "3600000");
+      const rootRow = await until(
+        "root's group with its network",
+        async () => {
+          const rows = await p.$$eval("#groups-table tbody tr", (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+          const root = rows.find((r) => r[0] === "root");
+          return root && root.length === 11 && rate(root[8]) > 10_000 ? root : null;
+        },
+        30000,
+      );
+      assert.deepEqual((await groupsHeader()).slice(7, 10), ["major faults/s", "net rx/s", "net tx/s"]);
+      assert.ok(rate(rootRow[9]) > 10_000, `root's tx ${rootRow[9]}`);
+      await p.locator("#groups").screenshot({ path: path.join(ARTIFACTS, "dashboard-groups-net.png") });
       // An agent without --net (and without a store): no network columns, no network card.
       await p.goto(plain.base + "/");
       await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
@@ -1612,6 +1629,7 @@ describe("per-process network", () => {
       assert.equal(await drawnHeader(p, "netrx"), null);
       assert.equal(await drawnHeader(p, "nettx"), null);
       assert.equal(await p.locator("#report-net-card").isVisible(), false);
+      assert.ok(!(await groupsHeader()).includes("net rx/s"), "no network columns in the groups table without --net");
       assert.deepEqual(errors, []);
     } finally {
       await browser.close();

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::points::{Acc, Headline, Series, SeriesPoint, Unit};
 
 /// The series of each group, in a fixed order: (name, unit, what it is).
-pub const GROUP_SERIES: [(&str, Unit, &str); 12] = [
+pub const GROUP_SERIES: [(&str, Unit, &str); 15] = [
     ("processes", Unit::Count, "member processes"),
     ("threads", Unit::Count, "members' threads"),
     ("cpu", Unit::Percent, "CPU, % of one CPU, members' reaped children included"),
@@ -24,6 +24,9 @@ pub const GROUP_SERIES: [(&str, Unit, &str); 12] = [
     ("faults.major", Unit::PerSecond, "major page faults per second, reaped children included"),
     ("io.read", Unit::BytesPerSecond, "bytes read from storage per second (recorded with --io)"),
     ("io.write", Unit::BytesPerSecond, "bytes written to storage per second (recorded with --io)"),
+    ("net.rx", Unit::BytesPerSecond, "bytes received per second over members' sockets (recorded with --net)"),
+    ("net.tx", Unit::BytesPerSecond, "bytes sent per second over members' sockets (recorded with --net)"),
+    ("net.retransmits", Unit::PerSecond, "TCP segments members retransmitted per second (recorded with --net)"),
     ("started", Unit::Count, "members that appeared since the previous sample"),
     ("exited", Unit::Count, "members of the previous sample that are gone"),
 ];
@@ -53,6 +56,9 @@ pub fn group_values(g: &GroupRow, with_rates: bool, with_churn: bool) -> [Option
         rate(g.major_faults_per_sec),
         g.read_bytes_per_sec.filter(|_| with_rates),
         g.write_bytes_per_sec.filter(|_| with_rates),
+        g.net_rx_bytes_per_sec.filter(|_| with_rates),
+        g.net_tx_bytes_per_sec.filter(|_| with_rates),
+        g.net_retransmits_per_sec.filter(|_| with_rates),
         with_churn.then_some(g.started as f64),
         with_churn.then_some(g.exited as f64),
     ]

@@ -395,6 +395,9 @@ async function loadGroups(ms) {
 
 function fillGroupsTable(groups) {
   const body = $("groups-table").tBodies[0];
+  // Network columns only where some group's network was recorded (serve or record --net).
+  const hasNet = groups.some((g) => g.headline.some((x) => x.name === "net.rx" || x.name === "net.tx"));
+  for (const th of $("groups-table").querySelectorAll("th.c-net")) th.hidden = !hasNet;
   const rows = groups.map((g) => {
     const h = (name) => g.headline.find((x) => x.name === name);
     const mean = (name, f) => f(h(name)?.mean ?? null);
@@ -409,6 +412,7 @@ function fillGroupsTable(groups) {
       ["c-value", max("rss", fmt.bytes)],
       ["c-value", mean("faults.minor", (v) => fmt.num(v, 1))],
       ["c-value", mean("faults.major", (v) => fmt.num(v, 2))],
+      ...(hasNet ? [["c-value", mean("net.rx", fmt.bytesPerSec)], ["c-value", mean("net.tx", fmt.bytesPerSec)]] : []),
       ["c-value", mean("started", (v) => fmt.num(v, 2))],
     ];
     for (const [cls, text] of cells) {
@@ -423,7 +427,7 @@ function fillGroupsTable(groups) {
   if (!rows.length) {
     const tr = document.createElement("tr");
     const td = document.createElement("td");
-    td.colSpan = 9;
+    td.colSpan = hasNet ? 11 : 9;
     td.className = "empty";
     td.textContent = "none in this range";
     tr.append(td);
