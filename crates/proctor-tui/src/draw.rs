@@ -566,11 +566,24 @@ fn draw_cgroups(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at
 
 /// `X`: processes that ended, the latest first (below's exited view): when, how long they lived,
 /// their CPU and peak memory, how they ended, and whether any sample listed them alive.
+/// With `--net`, each one's bytes received and sent over its life (its exit record's counters),
+/// in columns shown only when some row has them.
 fn draw_exited(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at: usize, st: &Styles) {
     let rows = app.ended();
+    let net = rows.iter().any(|x| x.net_rx_bytes.is_some() || x.net_tx_bytes.is_some());
+    let net_cols = |rx: &str, tx: &str| if net { format!(" {rx:>8} {tx:>8}") } else { String::new() };
     let head = format!(
-        "{:>8} {:>7} {:>7} {:>10} {:>10} {:>8} {:>6} {:>5}  {}",
-        "Ended", "PID", "PPID", "Lived", "CPU", "PeakRSS", "Exit", "Seen", "Command (Esc: back)"
+        "{:>8} {:>7} {:>7} {:>10} {:>10} {:>8}{} {:>6} {:>5}  {}",
+        "Ended",
+        "PID",
+        "PPID",
+        "Lived",
+        "CPU",
+        "PeakRSS",
+        net_cols("NetRx", "NetTx"),
+        "Exit",
+        "Seen",
+        "Command (Esc: back)"
     );
     let mut lines = vec![Line::from(Span::styled(format!("{head:<w$}", w = area.width as usize), st.header_row()))];
     if rows.is_empty() {
@@ -595,13 +608,14 @@ fn draw_exited(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect, at:
             _ => x.name.clone(),
         };
         let text = format!(
-            "{:>8} {:>7} {:>7} {:>10} {:>10} {:>8} {:>6} {:>5}  {}",
+            "{:>8} {:>7} {:>7} {:>10} {:>10} {:>8}{} {:>6} {:>5}  {}",
             clock_time(x.end_time_unix_secs),
             x.pid,
             x.ppid,
             seconds(x.lifetime_seconds),
             seconds(x.cpu_seconds),
             bytes(x.peak_rss_bytes),
+            net_cols(&opt_bytes(x.net_rx_bytes), &opt_bytes(x.net_tx_bytes)),
             how,
             if x.seen { "yes" } else { "no" },
             printable(&command)
@@ -999,6 +1013,7 @@ mod tests {
         assert!(lines[row("sleep 9")].contains("sig9") && lines[row("sleep 9")].contains("yes"), "{text}");
         assert!(lines[row("ld -o a")].contains(" 1 ") && lines[row("ld -o a")].contains(" no "), "{text}");
         assert!(lines[row("cc1 a.c")].contains("250.0 ms") && lines[row("cc1 a.c")].contains("3.0 MiB"), "{text}");
+        assert!(!text.contains("NetRx"), "no network columns when no ended process has network: {text}");
         app.key(KeyEvent::from(KeyCode::Esc));
         assert!(!screen(&mut app, 120, 30).join("\n").contains("cc1 a.c"), "Esc: back to the processes");
 
@@ -1008,6 +1023,26 @@ mod tests {
         bare.key(KeyEvent::from(KeyCode::Char('X')));
         let text = screen(&mut bare, 160, 30).join("\n");
         assert!(text.contains("the source has no BPF process events"), "{text}");
+
+        // With --net: each one's bytes over its life, in columns of their own.
+        let mut third = frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]);
+        third.time_unix_ms = 3_000;
+        third.events = true;
+        let mut curl = ended(80, 2.5, "curl -O x", (Some(0), None), false);
+        (curl.net_rx_bytes, curl.net_tx_bytes) = (Some(5 << 20), Some(2048));
+        third.exited = vec![curl, ended(81, 2.6, "true", (Some(0), None), false)];
+        let mut net =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        net.message(Msg::Newest(Arc::new(third)));
+        net.key(KeyEvent::from(KeyCode::Char('X')));
+        let lines = screen(&mut net, 140, 30);
+        let text = lines.join("\n");
+        let head = &lines[lines.iter().position(|l| l.contains("Ended")).expect("the heading")];
+        assert!(head.contains("PeakRSS    NetRx    NetTx   Exit"), "{text}");
+        let curl = lines.iter().find(|l| l.contains("curl -O x")).expect("curl's row");
+        assert!(curl.contains("5.0 MiB") && curl.contains("2.0 KiB"), "{text}");
+        let quiet = lines.iter().find(|l| l.ends_with("true") || l.contains(" true")).expect("true's row");
+        assert!(quiet.contains(" - "), "no network for a process that used none: {text}");
     }
 
     #[test]
