@@ -270,6 +270,20 @@ pub const CONVENTIONS: &[Convention] = &[
     conv!("proctor_process_threads" => "process.thread.count", "{thread}", UpDownCounter, []),
 ];
 
+/// The series of the catalog (`proctor_units::series`, the one name each has on every other
+/// surface) a convention's metric carries: those made from its family's samples.
+pub fn catalog_series(c: &Convention) -> Vec<&'static str> {
+    let sample = match c.instrument {
+        Instrument::Counter => format!("{}_total", c.family),
+        _ => c.family.to_string(),
+    };
+    proctor_units::series::CATALOG
+        .iter()
+        .filter(|row| row.prometheus.iter().any(|p| p.split('{').next() == Some(sample.as_str())))
+        .map(|row| row.name)
+        .collect()
+}
+
 /// Labels every family that has them sends as these attributes (a process's identity).
 const PROCESS_LABELS: &[(&str, &str)] =
     &[("pid", "process.pid"), ("name", "process.executable.name"), ("cmdline", "process.command_line")];
@@ -686,7 +700,8 @@ mod tests {
     /// The conventions' table as docs/scale-out.md shows it.
     fn conventions_table() -> String {
         let mut out = String::from(
-            "| `/metrics` family | OpenTelemetry metric | unit | kind | attributes |\n| --- | --- | --- | --- | --- |\n",
+            "| `/metrics` family | OpenTelemetry metric | unit | kind | attributes | catalog series it carries |\n\
+             | --- | --- | --- | --- | --- | --- |\n",
         );
         for c in CONVENTIONS {
             let mut attrs: Vec<String> = c.labels.iter().map(|(l, a)| format!("`{a}` (from `{l}`)")).collect();
@@ -699,7 +714,9 @@ mod tests {
                 Instrument::Gauge => "gauge",
             };
             let attrs = if attrs.is_empty() { "—".to_string() } else { attrs.join(", ") };
-            out.push_str(&format!("| `{}` | `{}` | `{}` | {kind} | {attrs} |\n", c.family, c.name, c.unit));
+            let series: Vec<String> = catalog_series(c).iter().map(|s| format!("`{s}`")).collect();
+            let series = if series.is_empty() { "—".to_string() } else { series.join(", ") };
+            out.push_str(&format!("| `{}` | `{}` | `{}` | {kind} | {attrs} | {series} |\n", c.family, c.name, c.unit));
         }
         out
     }
@@ -711,6 +728,21 @@ mod tests {
             .expect("docs/scale-out.md");
         let table = conventions_table();
         assert!(docs.contains(&table), "docs/scale-out.md lacks the conventions' table as the code has it:\n{table}");
+    }
+
+    /// Every catalog series made from a family with a convention is found, and the family of
+    /// every convention exists on `/metrics` as a catalog series' source or by itself.
+    #[test]
+    fn the_catalog_series_each_convention_carries() {
+        let cpu = convention("proctor_host_cpu_seconds").expect("cpu");
+        let carried = catalog_series(cpu);
+        assert!(
+            carried.contains(&"host.cpu.busy_percent") && carried.contains(&"host.cpu.user_percent"),
+            "{carried:?}"
+        );
+        let used = convention("proctor_host_memory_available_bytes").expect("available");
+        assert!(catalog_series(used).contains(&"host.memory.used_bytes"), "{:?}", catalog_series(used));
+        assert!(catalog_series(convention("proctor_process_threads").expect("threads")).is_empty());
     }
 
     #[test]
