@@ -2,9 +2,9 @@
 # What each fleet exporter costs (issue 37), side by side in one run, on loopback: four agents
 # at --interval 1s for SECONDS_RUN (120) seconds, all recording, one with no exporter, one with
 # remote write 1.0 into Debian's Prometheus, one with remote write 2.0 into the 2.0 receiver
-# (crates/proctor-remote/tests/v2recv: Prometheus 3.5's decoder), one with OTLP into otlprecv
-# (crates/proctor-remote/tests/otlprecv: Prometheus 3.5's OTLP handler and TSDB, the
-# Collector's pdata). It prints, per exporter:
+# (crates/proctor-remote/tests/v2recv: Prometheus 3.5's decoder), one with OTLP into Prometheus
+# 3.5 itself (crates/proctor-remote/tests/prometheus3, --web.enable-otlp-receiver). It prints,
+# per exporter:
 #   1. bytes on the wire per sample (the compressed bodies the receiver answered 2xx for),
 #      beside node_exporter scraped as Prometheus scrapes it (gzip text), per scrape;
 #   2. the agent's CPU per sample against the agent without an exporter (goal <= 1.15x).
@@ -20,9 +20,9 @@ for tool in prometheus prometheus-node-exporter curl python3 go; do
   command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install prometheus prometheus-node-exporter curl golang)"; exit 1; }
 done
 root=$PWD
-for r in v2recv otlprecv; do
-  (cd "crates/proctor-remote/tests/$r" && go build -o "$root/target/$r" .) || { echo "go build of $r failed"; exit 1; }
-done
+(cd crates/proctor-remote/tests/v2recv && go build -o "$root/target/v2recv" .) || { echo "go build of v2recv failed"; exit 1; }
+(cd crates/proctor-remote/tests/prometheus3 && go build -o "$root/target/prometheus3" github.com/prometheus/prometheus/cmd/prometheus) \
+  || { echo "go build of prometheus3 failed"; exit 1; }
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -42,8 +42,10 @@ prometheus --config.file="$work/prom.yml" --storage.tsdb.path="$work/tsdb" \
 pids+=($!)
 target/v2recv "127.0.0.1:$v2_port" >/dev/null 2>"$work/v2.log" &
 pids+=($!)
-mkdir "$work/otlp-recv"
-target/otlprecv "127.0.0.1:$otlp_port" "$work/otlp-recv" 2>"$work/otlp-recv.log" &
+mkdir "$work/prom3"
+printf 'global:\n  scrape_interval: 1h\n' >"$work/prom3/prom.yml"
+target/prometheus3 --config.file="$work/prom3/prom.yml" --storage.tsdb.path="$work/prom3/tsdb" \
+  --web.listen-address="127.0.0.1:$otlp_port" --web.enable-otlp-receiver >"$work/prom3.log" 2>&1 &
 pids+=($!)
 for p in "$ne_port" "$prom_port" "$v2_port" "$otlp_port"; do wait_port "$p"; done
 
@@ -64,7 +66,7 @@ start_agent() { # NAME EXTRA...: starts an agent, sets NAME_pid and NAME_base
 start_agent off
 start_agent rw1 --remote-write "http://127.0.0.1:$prom_port/api/v1/write" --external-label instance=rw1
 start_agent rw2 --remote-write "http://127.0.0.1:$v2_port/api/v1/write" --remote-write-version 2 --external-label instance=rw2
-start_agent otlp --otlp "http://127.0.0.1:$otlp_port" --external-label instance=otlp
+start_agent otlp --otlp "http://127.0.0.1:$otlp_port/api/v1/otlp/v1/metrics" --external-label instance=otlp
 echo "-- $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); four agents at --interval 1s for ${run_secs} s: $PROCTOR_BIN"
 sleep "$run_secs"
 agent() { curl -s "$1/api/v1/agent"; }

@@ -83,7 +83,7 @@ if command -v rustup >/dev/null && ! rustup target list --installed 2>/dev/null 
 fi
 
 if command -v go >/dev/null; then
-  for m in crates/proctor-remote/tests/v2recv crates/proctor-remote/tests/otlprecv crates/proctor-remote/tests/otelcol; do
+  for m in crates/proctor-remote/tests/v2recv crates/proctor-remote/tests/prometheus3 crates/proctor-remote/tests/otelcol; do
     (cd "$m" && go mod download) >>"$logs/go-prepare.log" 2>&1 || missing+=("Go modules of $m (go mod download)")
   done
 else

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The fleet (issue 37), each part the real thing: OTLP/HTTP into Prometheus 3.5's own OTLP write
-# handler and TSDB, and the OpenTelemetry Collector's pdata decoder (a receiver built with `go
-# build` from their Go modules, crates/proctor-remote/tests/otlprecv), and into the Collector
-# itself (its OTLP receiver and file exporter, crates/proctor-remote/tests/otelcol); Debian's VictoriaMetrics
+# The fleet (issue 37), each part the real thing: OTLP/HTTP into Prometheus 3.5 itself
+# (--web.enable-otlp-receiver) and into the OpenTelemetry Collector (its OTLP receiver and file
+# exporter), both built with `go build` from their published Go modules
+# (crates/proctor-remote/tests/prometheus3, otelcol); Debian's VictoriaMetrics
 # as a remote-write receiver (asked for 2.0, which it does not take: the queue falls back to
 # 1.0); packaging/grafana's dashboard and packaging/prometheus's rules against Debian's
 # Prometheus fed by proctor (promtool check and test rules, every query returns data); three
@@ -11,26 +11,32 @@
 # and prometheus when missing; otherwise a loud SKIP for what cannot be had.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-echo "-- compiles: the OTLP receivers (go build, crates/proctor-remote/tests/otlprecv and otelcol); runs the dev build's test binaries"
+echo "-- compiles: Prometheus 3.5 and the OpenTelemetry Collector (go build, crates/proctor-remote/tests/prometheus3 and otelcol); runs the dev build's test binaries"
 source scripts/lib/cargo.sh
 
 if ! command -v go >/dev/null; then
-  echo "SKIP: OTLP end to end: no Go toolchain to build the receivers: OTLP is NOT tested against Prometheus's OTLP handler or the Collector"
+  echo "SKIP: OTLP end to end: no Go toolchain to build Prometheus 3 and the Collector: OTLP is NOT tested against either"
 else
   otlp_env=()
-  for r in otlprecv otelcol; do
-    started=$SECONDS
-    if (cd "crates/proctor-remote/tests/$r" && go build -o "$PWD/../../../../target/$r" .) >"target/$r-build.log" 2>&1; then
-      echo "-- built $r in $((SECONDS - started)) s"
-      [[ $r == otlprecv ]] && otlp_env+=("PROCTOR_OTLPRECV=$PWD/target/$r") || otlp_env+=("PROCTOR_OTELCOL=$PWD/target/$r")
+  # Prometheus 3.5 itself (cmd/prometheus from its module; the version stamped as its release
+  # would), and the Collector's OTLP receiver with its file exporter.
+  build() { # NAME ENV GO-BUILD-ARGS...
+    local name=$1 env=$2 started=$SECONDS
+    shift 2
+    if (cd "crates/proctor-remote/tests/$name" && go build -o "$root/target/$name" "$@") >"target/$name-build.log" 2>&1; then
+      echo "-- built $name in $((SECONDS - started)) s"
+      otlp_env+=("$env=$root/target/$name")
     else
-      echo "SKIP: OTLP into $r: it did not build (the Go module proxy unreachable? see target/$r-build.log): that receiver is NOT tested"
+      echo "SKIP: OTLP into $name: it did not build (the Go module proxy unreachable? see target/$name-build.log): that receiver is NOT tested"
     fi
-  done
-  if [[ ${#otlp_env[@]} -gt 0 ]]; then
-    export "${otlp_env[@]}"
-    run_tests proctor-cli it --nocapture otlp:: 2>&1
-  fi
+  }
+  root=$PWD
+  build prometheus3 PROCTOR_PROMETHEUS3 -ldflags "-X github.com/prometheus/common/version.Version=3.5.0" \
+    github.com/prometheus/prometheus/cmd/prometheus
+  build otelcol PROCTOR_OTELCOL .
+  # The wire test needs neither, and runs in any case.
+  [[ ${#otlp_env[@]} -eq 0 ]] || export "${otlp_env[@]}"
+  run_tests proctor-cli it --nocapture otlp:: 2>&1
 fi
 
 wanted=()

@@ -23,7 +23,7 @@ fn repo() -> &'static Path {
 }
 
 /// `text` percent-encoded for a query string.
-fn encode(text: &str) -> String {
+pub(super) fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
@@ -33,7 +33,7 @@ fn encode(text: &str) -> String {
 }
 
 /// A GET's JSON body, chunked or not (Prometheus chunks its larger answers).
-fn get_json(addr: &str, path: &str) -> serde_json::Value {
+pub(super) fn get_json(addr: &str, path: &str) -> serde_json::Value {
     let reply = http_get(addr, path);
     let (head, body) =
         reply.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP reply from {addr}{path}: {reply}"));

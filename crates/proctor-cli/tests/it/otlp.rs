@@ -1,10 +1,11 @@
-//! OTLP/HTTP end to end against the real parts (issue 37 item 1): `otlprecv`
-//! (crates/proctor-remote/tests/otlprecv, built by scripts/test.d/69-fleet.sh and named in
-//! PROCTOR_OTLPRECV, else a SKIP) passes every request through Prometheus 3.5's own OTLP write
-//! handler into a Prometheus TSDB, and decodes it with the OpenTelemetry Collector's pdata into
-//! the file exporter's JSON. The values Prometheus stores equal what `/metrics` showed for the
-//! same sample, under the conventions' names or `/metrics`' own; the headers and the bearer token
-//! arrive; a 20 s outage of the receiver leaves no stored sample missing.
+//! OTLP/HTTP end to end against the real parts (issue 37 item 1), built by
+//! scripts/test.d/69-fleet.sh from their published Go modules and named in PROCTOR_PROMETHEUS3
+//! and PROCTOR_OTELCOL (else a SKIP): Prometheus 3.5 itself, started with
+//! `--web.enable-otlp-receiver` (crates/proctor-remote/tests/prometheus3), and the OpenTelemetry
+//! Collector's OTLP receiver with its file exporter (crates/proctor-remote/tests/otelcol). What
+//! each stores for a sample equals what `/metrics` showed for it, under the conventions' names or
+//! `/metrics`' own; a 20 s outage of either leaves no stored sample missing. The headers, the
+//! bearer token and the body are checked on a loopback receiver; TLS against the Collector.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,43 +13,56 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::bounded::{terminate, StderrLines};
+use super::fleet::{encode, get_json};
 use super::flood::body_json;
-use super::remote_write::{assert_all_stored, free_port, stored_samples, wait_until};
+use super::remote_write::{assert_all_stored, free_port, raw, receiver, stored_samples, wait_until};
 use super::{http_get, proctor_command, Guard};
 
-fn start_receiver(bin: &str, dir: &Path, port: u16) -> Guard {
+/// Prometheus 3 on loopback with its OTLP receiver on, its TSDB in `dir` (a restart keeps it).
+fn start_prometheus3(bin: &str, dir: &Path, port: u16) -> Guard {
+    let config = dir.join("prometheus.yml");
+    // Nothing is scraped: every series comes by OTLP.
+    std::fs::write(&config, "global:\n  scrape_interval: 1h\n").expect("config");
     let child = Command::new(bin)
-        .arg(format!("127.0.0.1:{port}"))
-        .arg(dir)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--web.enable-otlp-receiver")
         .stdout(Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("recv.log")).expect("log"))
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("prometheus.log")).expect("log"))
         .spawn()
-        .expect("start otlprecv");
+        .expect("start prometheus 3");
     let addr = format!("127.0.0.1:{port}");
-    wait_until("otlprecv listening", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(&addr).is_ok() && http_get(&addr, "/dump").starts_with("HTTP/1.1 200")
+    wait_until("prometheus 3 ready", Duration::from_secs(60), || {
+        std::net::TcpStream::connect(&addr).is_ok() && http_get(&addr, "/-/ready").starts_with("HTTP/1.1 200")
     });
     Guard(child)
 }
 
-/// Every series the receiver's TSDB holds: labels (with `__name__`) → (ms → value).
+/// Series Prometheus holds: labels (with `__name__`) → (ms → value).
 type Stored = BTreeMap<BTreeMap<String, String>, BTreeMap<u64, f64>>;
 
-fn stored(addr: &str) -> Stored {
-    let v = body_json(&http_get(addr, "/dump"));
+/// Every series with a sample in the 3 s up to `ms`, with those samples.
+fn stored(addr: &str, ms: u64) -> Stored {
+    let query = encode("{__name__=~\".+\"}[3s]");
+    let v = get_json(addr, &format!("/api/v1/query?query={query}&time={}.{:03}", ms / 1000, ms % 1000));
+    assert_eq!(v["status"], "success", "{v}");
     let mut out = Stored::new();
-    for s in v.as_array().expect("series") {
-        let labels = s["labels"]
+    for s in v["data"]["result"].as_array().expect("result") {
+        let labels = s["metric"]
             .as_object()
             .expect("labels")
             .iter()
             .map(|(k, v)| (k.clone(), v.as_str().expect("label value").to_string()))
             .collect();
-        let points = s["samples"]
+        let points = s["values"]
             .as_array()
-            .expect("samples")
+            .expect("values")
             .iter()
-            .map(|p| (p["t"].as_u64().expect("t"), p["v"].as_f64().expect("v")))
+            .map(|p| {
+                let t = (p[0].as_f64().expect("time") * 1000.0).round() as u64;
+                (t, p[1].as_str().expect("value").parse::<f64>().expect("a number"))
+            })
             .collect();
         out.insert(labels, points);
     }
@@ -154,42 +168,35 @@ impl Agent {
     }
 }
 
-fn receiver_bin() -> Option<String> {
-    std::env::var("PROCTOR_OTLPRECV").ok()
-}
-
 #[test]
-fn prometheus_and_the_collector_take_otlp_with_the_values_of_metrics_across_an_outage() {
-    let Some(bin) = receiver_bin() else {
-        eprintln!("SKIP: OTLP end to end: PROCTOR_OTLPRECV is unset (scripts/test.d/69-fleet.sh builds and sets it)");
+fn prometheus_3_stores_what_metrics_showed_and_every_stored_sample_after_an_outage() {
+    let Ok(bin) = std::env::var("PROCTOR_PROMETHEUS3") else {
+        eprintln!("SKIP: OTLP into Prometheus 3: PROCTOR_PROMETHEUS3 is unset (scripts/test.d/69-fleet.sh builds and sets it)");
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let (recv_dir, data): (PathBuf, PathBuf) = (dir.path().join("recv"), dir.path().join("data"));
-    std::fs::create_dir(&recv_dir).expect("recv dir");
+    let (prom_dir, data): (PathBuf, PathBuf) = (dir.path().join("prom"), dir.path().join("data"));
+    std::fs::create_dir(&prom_dir).expect("prom dir");
     std::fs::create_dir(&data).expect("data dir");
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret\n").expect("token");
     let port = free_port();
-    let recv_addr = format!("127.0.0.1:{port}");
-    let mut receiver = start_receiver(&bin, &recv_dir, port);
-    // A URL without a path: /v1/metrics is added.
-    let agent = Agent::start(&data, &format!("http://{recv_addr}"), &token);
+    let prom = format!("127.0.0.1:{port}");
+    let mut prometheus = start_prometheus3(&bin, &prom_dir, port);
+    let url = format!("http://{prom}/api/v1/otlp/v1/metrics");
+    let agent = Agent::start(&data, &url, &token);
     wait_until("5 samples delivered", Duration::from_secs(60), || {
         agent.queue()["samples_sent_total"].as_u64() >= Some(5)
     });
     let q = agent.queue();
-    assert_eq!(
-        (q["protocol"].as_str(), q["url"].as_str()),
-        (Some("otlp"), Some(&*format!("http://{recv_addr}/v1/metrics")))
-    );
+    assert_eq!((q["protocol"].as_str(), q["url"].as_str()), (Some("otlp"), Some(url.as_str())), "{q}");
 
     // What /metrics shows for one sample is what Prometheus stored for it.
     let (scraped, ms) = scrape(&agent.addr);
-    wait_until("the scraped sample in the receiver", Duration::from_secs(30), || {
-        at(&stored(&recv_addr), "proctor_host_load1", &[], ms).is_some()
+    wait_until("the scraped sample in prometheus", Duration::from_secs(30), || {
+        at(&stored(&prom, ms), "proctor_host_load1", &[], ms).is_some()
     });
-    let got = stored(&recv_addr);
+    let got = stored(&prom, ms);
     let mut compared = 0;
     for ((name, labels), value) in &scraped {
         let want: Vec<(&str, &str)>;
@@ -233,63 +240,34 @@ fn prometheus_and_the_collector_take_otlp_with_the_values_of_metrics_across_an_o
         compared += 1;
     }
     assert!(compared >= 30, "{compared} series compared");
-    // The resource: job and instance from service.name and service.instance.id; the rest in
-    // target_info.
-    let info =
-        got.keys().find(|l| l.get("__name__").map(String::as_str) == Some("target_info")).expect("target_info").clone();
-    assert_eq!((info["job"].as_str(), info["instance"].as_str()), ("proctor", "otlp-test"), "{info:?}");
-    assert_eq!(info.get("site").map(String::as_str), Some("lab"), "{info:?}");
-    assert_eq!(info.get("os_type").map(String::as_str), Some("linux"), "{info:?}");
-    assert!(info.contains_key("host_name"), "{info:?}");
+    // job and instance from service.name and service.instance.id, every point; the rest of the
+    // resource in target_info.
+    let load1 = got.keys().find(|l| l["__name__"] == "proctor_host_load1").expect("load1");
+    assert_eq!((load1["job"].as_str(), load1["instance"].as_str()), ("proctor", "otlp-test"), "{load1:?}");
+    let v = get_json(&prom, &format!("/api/v1/query?query={}", encode("last_over_time(target_info[10m])")));
+    let info = &v["data"]["result"][0]["metric"];
+    assert_eq!(
+        (info["job"].as_str(), info["site"].as_str(), info["os_type"].as_str()),
+        (Some("proctor"), Some("lab"), Some("linux")),
+        "{v}"
+    );
+    assert!(info["host_name"].is_string(), "{v}");
     // A process series, its identity on the point.
     assert!(
-        got.keys().any(|l| l.get("__name__").map(String::as_str) == Some("process_cpu_time_seconds_total")
+        got.keys().any(|l| l["__name__"] == "process_cpu_time_seconds_total"
             && l.contains_key("process_pid")
             && l.contains_key("process_executable_name")),
         "process_cpu_time_seconds_total with process_pid"
     );
 
-    // The Collector's side: every request decoded by pdata, headers and the token came.
-    let requests = std::fs::read_to_string(recv_dir.join("requests.jsonl")).expect("requests");
-    for line in requests.lines() {
-        let r: serde_json::Value = serde_json::from_str(line).expect("json");
-        assert_eq!(r["status"], 200, "{r}");
-        assert_eq!(r["pdata_error"], "", "{r}");
-        assert_eq!(r["content_encoding"], "gzip", "{r}");
-        assert_eq!(r["content_type"], "application/x-protobuf", "{r}");
-        assert_eq!(r["authorization"], "Bearer s3cret", "{r}");
-        assert_eq!(r["x_proctor_test"], "yes", "{r}");
-    }
-    let first = std::fs::read_to_string(recv_dir.join("otlp.jsonl")).expect("file exporter output");
-    let doc: serde_json::Value = serde_json::from_str(first.lines().next().expect("a line")).expect("json");
-    let rm = &doc["resourceMetrics"][0];
-    let attrs: BTreeMap<String, String> = rm["resource"]["attributes"]
-        .as_array()
-        .expect("attributes")
-        .iter()
-        .map(|a| {
-            (a["key"].as_str().expect("key").to_string(), a["value"]["stringValue"].as_str().unwrap_or("").to_string())
-        })
-        .collect();
-    assert_eq!(attrs.get("service.name").map(String::as_str), Some("proctor"), "{attrs:?}");
-    assert_eq!(attrs.get("service.instance.id").map(String::as_str), Some("otlp-test"), "{attrs:?}");
-    let cpu = rm["scopeMetrics"][0]["metrics"]
-        .as_array()
-        .expect("metrics")
-        .iter()
-        .find(|m| m["name"] == "system.cpu.time")
-        .expect("system.cpu.time");
-    assert_eq!((cpu["unit"].as_str(), cpu["sum"]["isMonotonic"].as_bool()), (Some("s"), Some(true)), "{cpu}");
-    assert_eq!(cpu["sum"]["aggregationTemporality"], 2, "cumulative: {cpu}");
-
-    // The receiver goes away for 20 s: the queue fails, counts, keeps the batch, and backfills.
+    // Prometheus goes away for 20 s: the queue fails, counts, keeps the batch, and backfills.
     // (SIGTERM ends a Go program with a signal's status, which is what is wanted here.)
-    terminate(&mut receiver.0, "otlprecv");
+    terminate(&mut prometheus.0, "prometheus 3");
     std::thread::sleep(Duration::from_secs(20));
     let q = agent.queue();
     assert!(q["failed_total"]["network"].as_u64() >= Some(1), "{q}");
     assert!(q["lag_secs"].as_f64() > Some(10.0), "{q}");
-    let receiver = start_receiver(&bin, &recv_dir, port);
+    let prometheus = start_prometheus3(&bin, &prom_dir, port);
     wait_until("caught up after the outage", Duration::from_secs(90), || {
         let q = agent.queue();
         q["backfilling"] == false && q["lag_secs"].as_f64().is_some_and(|l| l < 6.0)
@@ -301,17 +279,57 @@ fn prometheus_and_the_collector_take_otlp_with_the_values_of_metrics_across_an_o
     assert_eq!(last["samples_dropped_total"], 0, "{last}");
     assert_eq!(last["points_rejected_total"], 0, "{last}");
 
-    // Every stored sample up to the last delivered one is in the receiver at its time with its
+    // Every stored sample up to the last delivered one is in Prometheus at its time with its
     // value: the load average under its own name.
     let samples = stored_samples(&data, "load.avg1", delivered, 25);
-    let got = stored(&recv_addr);
-    let load = got
+    let load: BTreeMap<u64, f64> = raw(&prom, "proctor_host_load1{instance=\"otlp-test\"}").into_iter().collect();
+    assert_all_stored("prometheus 3", &samples, "load.avg1", &load);
+    drop(prometheus);
+}
+
+/// What goes on the wire, on a loopback receiver: gzip protobuf that decodes, the content type,
+/// the header and the bearer token given, the resource, cumulative sums.
+#[test]
+fn an_otlp_request_carries_gzip_protobuf_the_headers_and_the_token() {
+    let (url, seen) = receiver(&[]);
+    let url = url.replace("/api/v1/write", "/v1/metrics");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, token) = (dir.path().join("data"), dir.path().join("token"));
+    std::fs::create_dir(&data).expect("data dir");
+    std::fs::write(&token, "s3cret\n").expect("token");
+    let agent = Agent::start(&data, &url, &token);
+    wait_until("a request", Duration::from_secs(30), || !seen.lock().expect("lock").is_empty());
+    drop(agent);
+    let (head, body) = seen.lock().expect("lock")[0].clone();
+    let head = format!("{}\r", head.to_ascii_lowercase());
+    assert!(head.starts_with("post /v1/metrics http/1.1\r"), "{head}");
+    for h in [
+        "content-type: application/x-protobuf\r",
+        "content-encoding: gzip\r",
+        "authorization: bearer s3cret\r",
+        "x-proctor-test: yes\r",
+    ] {
+        assert!(head.contains(h), "{h:?} missing in {head}");
+    }
+    let request = proctor_remote::otlp::decode(&body).expect("gzip protobuf ExportMetricsServiceRequest");
+    let rm = &request.resource_metrics[0];
+    let resource: BTreeMap<String, String> = rm
+        .resource
+        .as_ref()
+        .expect("a resource")
+        .attributes
         .iter()
-        .find(|(l, _)| l.get("__name__").map(String::as_str) == Some("proctor_host_load1"))
-        .map(|(_, p)| p.clone())
-        .expect("load1");
-    assert_all_stored("the receiver's TSDB", &samples, "load.avg1", &load);
-    drop(receiver);
+        .filter_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
+            proctor_remote::otlp::proto::any_value::Value::StringValue(s) => Some((kv.key.clone(), s.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resource.get("service.name").map(String::as_str), Some("proctor"), "{resource:?}");
+    assert_eq!(resource.get("service.instance.id").map(String::as_str), Some("otlp-test"), "{resource:?}");
+    assert_eq!(resource.get("site").map(String::as_str), Some("lab"), "{resource:?}");
+    let cpu = rm.scope_metrics[0].metrics.iter().find(|m| m.name == "system.cpu.time").expect("system.cpu.time");
+    let Some(proctor_remote::otlp::proto::metric::Data::Sum(sum)) = &cpu.data else { panic!("a sum: {cpu:?}") };
+    assert!(sum.is_monotonic && sum.aggregation_temporality == proctor_remote::otlp::proto::CUMULATIVE);
 }
 
 /// The points of one OTLP metric in the Collector's file exporter output (pmetric JSON, one

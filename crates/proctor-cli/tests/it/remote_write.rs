@@ -217,10 +217,10 @@ fn prometheus_holds_every_stored_sample_across_an_outage_and_an_agent_restart() 
 }
 
 /// What a loopback receiver saw: each request's head and body.
-type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
+pub(super) type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
 
 /// A loopback receiver answering, in turn, `answers` and then 204 for ever.
-fn receiver(answers: &'static [&'static str]) -> (String, Seen) {
+pub(super) fn receiver(answers: &'static [&'static str]) -> (String, Seen) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/api/v1/write", listener.local_addr().expect("addr"));
