@@ -8,6 +8,7 @@ mod daemon;
 mod datadir;
 mod output;
 mod probe_filter;
+mod probe_metrics;
 mod remote_write;
 mod signals;
 mod statsd_server;

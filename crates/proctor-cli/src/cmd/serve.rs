@@ -414,12 +414,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for queue in remote_queues {
         daemon.add(queue);
     }
-    let extra: Option<ExtraMetrics> = match (statsd_extra, remote_status.clone(), daemon.shared()) {
-        (None, None, _) => None,
-        (statsd_extra, remote_status, shared) => Some(Arc::new(move || {
+    // Probe results `proctor probe --record` stores beside the samples, counted per URL on a
+    // thread of their own for /metrics.
+    let probes: Option<ExtraMetrics> = match &recording_dir {
+        Some(dir) => match crate::probe_metrics::ProbeWatch::start(dir.clone()) {
+            Ok(watch) => {
+                let read: ExtraMetrics = Arc::new(watch.reader());
+                daemon.add(watch);
+                Some(read)
+            }
+            Err(e) => {
+                log(&format!("recorded probe results are not on /metrics: cannot start their reader: {e}"));
+                None
+            }
+        },
+        None => None,
+    };
+    let extra: Option<ExtraMetrics> = match (statsd_extra, remote_status.clone(), probes, daemon.shared()) {
+        (None, None, None, _) => None,
+        (statsd_extra, remote_status, probes, shared) => Some(Arc::new(move || {
             let mut out = statsd_extra.as_ref().map(|f| f()).unwrap_or_default();
             if let Some(status) = &remote_status {
                 out.extend(proctor_remote::metrics::families(&status(&shared.latest())));
+            }
+            if let Some(probes) = &probes {
+                out.extend(probes());
             }
             out
         })),

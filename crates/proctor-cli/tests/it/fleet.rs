@@ -130,6 +130,23 @@ fn every_grafana_panel_and_rule_returns_data_from_a_prometheus_fed_by_proctor() 
         std::net::TcpStream::connect(&prom).is_ok() && http_get(&prom, "/-/ready").starts_with("HTTP/1.1 200")
     });
 
+    // Probe results recorded beside the agent's samples, for the probe latency panel: 10
+    // requests a second to the agent's own API, for as long as the test runs (ended by pid).
+    let mut probe = super::proctor_command()
+        .args([
+            "probe",
+            &format!("http://{}/api/v1/agent", agent.addr),
+            "--rate",
+            "10/s",
+            "--duration",
+            "150s",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start proctor probe --record");
     // statsd timers for the latency panel, until the test ends.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sender = {
@@ -196,6 +213,8 @@ fn every_grafana_panel_and_rule_returns_data_from_a_prometheus_fed_by_proctor() 
     });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     sender.join().expect("statsd sender");
+    let _ = probe.kill();
+    let _ = probe.wait();
     assert!(ok, "after 90 s, queries without data:\n{}", lacking.join("\n"));
 
     // Every rule loaded healthy and has been evaluated; every alert's expression parses.
