@@ -399,3 +399,53 @@ fn probe_jupyter_prints_a_hostile_error_body_without_escapes() {
     assert!(said.contains("HTTP 500") && said.contains("PWNED"), "the error is said: {said:?}");
     assert!(!said.chars().any(|c| c.is_control() && c != '\n'), "no control characters: {said:?}");
 }
+
+/// `proctor probe --record` into a serving agent's store: `/metrics` counts every result once
+/// (the store is read every 5 s over an overlapping window), per URL and outcome, and the
+/// latency histogram holds every one that got a response.
+#[test]
+fn recorded_probe_results_reach_serves_metrics_each_once() {
+    use super::bounded::{terminate, StderrLines};
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut serve = super::proctor_command()
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0", "--data-dir"])
+        .arg(data.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve");
+    let mut stderr = StderrLines::take(&mut serve);
+    let addr = stderr.address();
+    let url = format!("http://{addr}/api/v1/agent");
+    let probe = proctor(&["probe", &url, "-n", "40", "-c", "4", "--data-dir", data.path().to_str().expect("utf-8")]);
+    assert!(probe.status.success(), "{}", String::from_utf8_lossy(&probe.stderr));
+    let value = |body: &str, series: &str| {
+        body.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let ok = format!("proctor_probe_requests_total{{url=\"{url}\",outcome=\"ok\"}} ");
+    let count = format!("proctor_probe_request_duration_seconds_count{{url=\"{url}\"}} ");
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let mut body = String::new();
+    while std::time::Instant::now() < until {
+        body = super::http_get(&addr, "/metrics");
+        if value(&body, &ok) == Some(40.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        value(&body, &ok),
+        Some(40.0),
+        "{}",
+        body.lines().filter(|l| l.contains("proctor_probe")).collect::<Vec<_>>().join("\n")
+    );
+    // Read again over the same window: still each once.
+    std::thread::sleep(Duration::from_secs(6));
+    let body = super::http_get(&addr, "/metrics");
+    assert_eq!((value(&body, &ok), value(&body, &count)), (Some(40.0), Some(40.0)));
+    assert!(terminate(&mut serve, "serve").success());
+}
