@@ -12,31 +12,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::bounded::{terminate, StderrLines};
+use super::bounded::terminate;
 use super::fleet::{encode, get_json};
-use super::flood::body_json;
-use super::remote_write::{assert_all_stored, free_port, raw, receiver, stored_samples, wait_until};
-use super::{http_get, proctor_command, Guard};
+use super::remote_write::{
+    assert_all_stored, free_port, raw, receiver, start_prometheus_taking, start_serve, stored_samples, wait_until,
+    Agent,
+};
+use super::{http_get, Guard};
 
 /// Prometheus 3 on loopback with its OTLP receiver on, its TSDB in `dir` (a restart keeps it).
 fn start_prometheus3(bin: &str, dir: &Path, port: u16) -> Guard {
-    let config = dir.join("prometheus.yml");
-    // Nothing is scraped: every series comes by OTLP.
-    std::fs::write(&config, "global:\n  scrape_interval: 1h\n").expect("config");
-    let child = Command::new(bin)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--web.enable-otlp-receiver")
-        .stdout(Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("prometheus.log")).expect("log"))
-        .spawn()
-        .expect("start prometheus 3");
-    let addr = format!("127.0.0.1:{port}");
-    wait_until("prometheus 3 ready", Duration::from_secs(60), || {
-        std::net::TcpStream::connect(&addr).is_ok() && http_get(&addr, "/-/ready").starts_with("HTTP/1.1 200")
-    });
-    Guard(child)
+    start_prometheus_taking(bin, dir, port, "--web.enable-otlp-receiver")
 }
 
 /// Series Prometheus holds: labels (with `__name__`) → (ms → value).
@@ -139,33 +125,25 @@ fn at(stored: &Stored, name: &str, want: &[(&str, &str)], ms: u64) -> Option<f64
     matching.first().and_then(|(_, points)| points.get(&ms).copied())
 }
 
-struct Agent {
-    child: Guard,
-    addr: String,
-    _stderr: StderrLines,
-}
-
-impl Agent {
-    fn start(data: &Path, url: &str, token: &Path) -> Agent {
-        let mut child = proctor_command()
-            .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0", "--data-dir"])
-            .arg(data)
-            .args(["--otlp", url, "--external-label", "instance=otlp-test", "--external-label", "site=lab"])
-            .args(["--otlp-header", "X-Proctor-Test: yes", "--otlp-bearer-token-file"])
-            .arg(token)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start serve");
-        let mut stderr = StderrLines::take(&mut child);
-        let addr = stderr.address();
-        Agent { child: Guard(child), addr, _stderr: stderr }
-    }
-
-    fn queue(&self) -> serde_json::Value {
-        body_json(&http_get(&self.addr, "/api/v1/agent"))["remote_write"][0].clone()
-    }
+/// An agent sending OTLP to `url` as the tests here want: an instance and a site, a header and
+/// a bearer token.
+fn start_otlp_agent(data: &Path, url: &str, token: &Path) -> Agent {
+    let token = token.to_str().expect("utf-8");
+    start_serve(
+        data,
+        &[
+            "--otlp",
+            url,
+            "--external-label",
+            "instance=otlp-test",
+            "--external-label",
+            "site=lab",
+            "--otlp-header",
+            "X-Proctor-Test: yes",
+            "--otlp-bearer-token-file",
+            token,
+        ],
+    )
 }
 
 #[test]
@@ -184,7 +162,7 @@ fn prometheus_3_stores_what_metrics_showed_and_every_stored_sample_after_an_outa
     let prom = format!("127.0.0.1:{port}");
     let mut prometheus = start_prometheus3(&bin, &prom_dir, port);
     let url = format!("http://{prom}/api/v1/otlp/v1/metrics");
-    let agent = Agent::start(&data, &url, &token);
+    let agent = start_otlp_agent(&data, &url, &token);
     wait_until("5 samples delivered", Duration::from_secs(60), || {
         agent.queue()["samples_sent_total"].as_u64() >= Some(5)
     });
@@ -297,7 +275,7 @@ fn an_otlp_request_carries_gzip_protobuf_the_headers_and_the_token() {
     let (data, token) = (dir.path().join("data"), dir.path().join("token"));
     std::fs::create_dir(&data).expect("data dir");
     std::fs::write(&token, "s3cret\n").expect("token");
-    let agent = Agent::start(&data, &url, &token);
+    let agent = start_otlp_agent(&data, &url, &token);
     wait_until("a request", Duration::from_secs(30), || !seen.lock().expect("lock").is_empty());
     drop(agent);
     let (head, body) = seen.lock().expect("lock")[0].clone();
@@ -423,7 +401,7 @@ fn the_collector_writes_what_metrics_showed_and_every_stored_sample_after_an_out
     let port = free_port();
     let mut collector = start_collector(&bin, &col_dir, port);
     let file = col_dir.join("collector.jsonl");
-    let agent = Agent::start(&data, &format!("http://127.0.0.1:{port}"), &token);
+    let agent = start_otlp_agent(&data, &format!("http://127.0.0.1:{port}"), &token);
     wait_until("5 samples delivered", Duration::from_secs(60), || {
         agent.queue()["samples_sent_total"].as_u64() >= Some(5)
     });
@@ -501,19 +479,9 @@ fn otlp_over_tls_trusts_the_cacert_given_and_nothing_else() {
     let serve = |name: &str, extra: &[&str]| {
         let data = dir.path().join(name);
         std::fs::create_dir(&data).expect("data dir");
-        let mut child = proctor_command()
-            .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0", "--data-dir"])
-            .arg(&data)
-            .args(["--otlp", &url])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start serve");
-        let mut stderr = StderrLines::take(&mut child);
-        let addr = stderr.address();
-        Agent { child: Guard(child), addr, _stderr: stderr }
+        let mut args = vec!["--otlp", url.as_str()];
+        args.extend(extra);
+        start_serve(&data, &args)
     };
     let trusted = serve("trusted", &["--otlp-cacert", cert.to_str().expect("utf-8")]);
     let untrusted = serve("untrusted", &[]);

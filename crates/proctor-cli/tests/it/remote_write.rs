@@ -18,14 +18,20 @@ pub(super) fn free_port() -> u16 {
 }
 
 pub(super) fn start_prometheus(prometheus: &str, dir: &Path, port: u16) -> Guard {
+    start_prometheus_taking(prometheus, dir, port, "--web.enable-remote-write-receiver")
+}
+
+/// Prometheus on loopback with its TSDB in `dir` (a restart keeps it), taking series by the
+/// receiver `flag` turns on (remote write, or Prometheus 3's OTLP).
+pub(super) fn start_prometheus_taking(prometheus: &str, dir: &Path, port: u16, flag: &str) -> Guard {
     let config = dir.join("prometheus.yml");
-    // Nothing is scraped: every series comes by remote write.
+    // Nothing is scraped: every series comes by the receiver.
     std::fs::write(&config, "global:\n  scrape_interval: 1h\n").expect("config");
     let child = Command::new(prometheus)
         .arg(format!("--config.file={}", config.display()))
         .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--web.enable-remote-write-receiver")
+        .arg(flag)
         .stdout(Stdio::null())
         .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("prometheus.log")).expect("log"))
         .spawn()
@@ -52,11 +58,19 @@ pub(super) struct Agent {
 }
 
 pub(super) fn start_agent(data: &Path, url: &str, instance: &str, extra: &[&str]) -> Agent {
+    let mut args = vec!["--remote-write", url];
+    let label = format!("instance={instance}");
+    args.extend(["--external-label", &label]);
+    args.extend(extra);
+    start_serve(data, &args)
+}
+
+/// `serve` at 1 s recording into `data`, with `args` (its remote queues).
+pub(super) fn start_serve(data: &Path, args: &[&str]) -> Agent {
     let mut child: Child = proctor_command()
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--pss-budget", "0", "--data-dir"])
         .arg(data)
-        .args(["--remote-write", url, "--external-label", &format!("instance={instance}")])
-        .args(extra)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -74,7 +88,7 @@ impl Agent {
 
     pub(super) fn stop(mut self) -> serde_json::Value {
         let last = self.queue();
-        assert!(terminate(&mut self.child.0, "serve --remote-write").success());
+        assert!(terminate(&mut self.child.0, "serve with remote queues").success());
         last
     }
 }
