@@ -146,6 +146,30 @@ fn start_otlp_agent(data: &Path, url: &str, token: &Path) -> Agent {
     )
 }
 
+/// The receiver goes away for 20 s (the queue fails, counts and keeps its batch) and comes back
+/// (`restart`); once the agent has caught up it is stopped. Returns the receiver and the
+/// queue's last status. (SIGTERM ends a Go program with a signal's status, as wanted here.)
+fn ride_out_an_outage(
+    mut agent: Agent,
+    mut receiver: Guard,
+    what: &str,
+    restart: impl FnOnce() -> Guard,
+) -> (Guard, serde_json::Value) {
+    terminate(&mut receiver.0, what);
+    std::thread::sleep(Duration::from_secs(20));
+    let q = agent.queue();
+    assert!(q["failed_total"]["network"].as_u64() >= Some(1), "{q}");
+    assert!(q["lag_secs"].as_f64() > Some(10.0), "{q}");
+    let receiver = restart();
+    wait_until("caught up after the outage", Duration::from_secs(90), || {
+        let q = agent.queue();
+        q["backfilling"] == false && q["lag_secs"].as_f64().is_some_and(|l| l < 6.0)
+    });
+    let last = agent.queue();
+    assert!(terminate(&mut agent.child.0, "serve --otlp").success());
+    (receiver, last)
+}
+
 #[test]
 fn prometheus_3_stores_what_metrics_showed_and_every_stored_sample_after_an_outage() {
     let Ok(bin) = std::env::var("PROCTOR_PROMETHEUS3") else {
@@ -160,7 +184,7 @@ fn prometheus_3_stores_what_metrics_showed_and_every_stored_sample_after_an_outa
     std::fs::write(&token, "s3cret\n").expect("token");
     let port = free_port();
     let prom = format!("127.0.0.1:{port}");
-    let mut prometheus = start_prometheus3(&bin, &prom_dir, port);
+    let prometheus = start_prometheus3(&bin, &prom_dir, port);
     let url = format!("http://{prom}/api/v1/otlp/v1/metrics");
     let agent = start_otlp_agent(&data, &url, &token);
     wait_until("5 samples delivered", Duration::from_secs(60), || {
@@ -239,20 +263,8 @@ fn prometheus_3_stores_what_metrics_showed_and_every_stored_sample_after_an_outa
     );
 
     // Prometheus goes away for 20 s: the queue fails, counts, keeps the batch, and backfills.
-    // (SIGTERM ends a Go program with a signal's status, which is what is wanted here.)
-    terminate(&mut prometheus.0, "prometheus 3");
-    std::thread::sleep(Duration::from_secs(20));
-    let q = agent.queue();
-    assert!(q["failed_total"]["network"].as_u64() >= Some(1), "{q}");
-    assert!(q["lag_secs"].as_f64() > Some(10.0), "{q}");
-    let prometheus = start_prometheus3(&bin, &prom_dir, port);
-    wait_until("caught up after the outage", Duration::from_secs(90), || {
-        let q = agent.queue();
-        q["backfilling"] == false && q["lag_secs"].as_f64().is_some_and(|l| l < 6.0)
-    });
-    let mut agent = agent;
-    let last = agent.queue();
-    assert!(terminate(&mut agent.child.0, "serve --otlp").success());
+    let (prometheus, last) =
+        ride_out_an_outage(agent, prometheus, "prometheus 3", || start_prometheus3(&bin, &prom_dir, port));
     let delivered = last["delivered_until_unix_ms"].as_u64().expect("delivered");
     assert_eq!(last["samples_dropped_total"], 0, "{last}");
     assert_eq!(last["points_rejected_total"], 0, "{last}");
@@ -399,7 +411,7 @@ fn the_collector_writes_what_metrics_showed_and_every_stored_sample_after_an_out
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret\n").expect("token");
     let port = free_port();
-    let mut collector = start_collector(&bin, &col_dir, port);
+    let collector = start_collector(&bin, &col_dir, port);
     let file = col_dir.join("collector.jsonl");
     let agent = start_otlp_agent(&data, &format!("http://127.0.0.1:{port}"), &token);
     wait_until("5 samples delivered", Duration::from_secs(60), || {
@@ -435,17 +447,7 @@ fn the_collector_writes_what_metrics_showed_and_every_stored_sample_after_an_out
     }
     assert!(compared >= 5, "{compared} series compared");
 
-    terminate(&mut collector.0, "otelcol");
-    std::thread::sleep(Duration::from_secs(20));
-    assert!(agent.queue()["failed_total"]["network"].as_u64() >= Some(1), "{}", agent.queue());
-    let _collector = start_collector(&bin, &col_dir, port);
-    wait_until("caught up after the outage", Duration::from_secs(90), || {
-        let q = agent.queue();
-        q["backfilling"] == false && q["lag_secs"].as_f64().is_some_and(|l| l < 6.0)
-    });
-    let mut agent = agent;
-    let last = agent.queue();
-    assert!(terminate(&mut agent.child.0, "serve --otlp").success());
+    let (_collector, last) = ride_out_an_outage(agent, collector, "otelcol", || start_collector(&bin, &col_dir, port));
     let delivered = last["delivered_until_unix_ms"].as_u64().expect("delivered");
     let samples = stored_samples(&data, "load.avg1", delivered, 25);
     let newest = samples.last().and_then(|v| v["time_unix_ms"].as_u64()).expect("a sample");
