@@ -43,7 +43,7 @@ pub fn families(queues: &[RemoteWriteOut]) -> Vec<Family> {
     let mut failed = Family::new(
         "proctor_remote_write_failed_requests",
         Kind::Counter,
-        "Failed attempts by reason: 5xx, 429, 3xx, other and network (retried), 4xx (dropped).",
+        "Failed attempts by reason: 5xx, 429, 3xx, other and network (retried), 4xx and (OTLP) 5xx_dropped (dropped).",
     );
     let mut lag = Family::new(
         "proctor_remote_write_lag_seconds",
@@ -56,7 +56,7 @@ pub fn families(queues: &[RemoteWriteOut]) -> Vec<Family> {
         "About how many agent samples are still to send.",
     );
     for q in queues {
-        for reason in ["5xx", "429", "4xx", "3xx", "other", "network"] {
+        for reason in ["5xx", "429", "4xx", "3xx", "other", "network", "5xx_dropped"] {
             let n = q.failed_total.get(reason).copied().unwrap_or(0);
             failed.push(vec![("url", q.url.clone()), ("reason", reason.to_string())], n as f64);
         }

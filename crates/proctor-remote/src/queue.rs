@@ -548,7 +548,9 @@ impl Sender {
             }
             Ok(Verdict::Drop(text)) => {
                 let samples = self.batch.samples as u64;
-                self.failed("4xx", text);
+                // A 5xx is dropped only by OTLP's rules, and counted apart from the retried ones.
+                let reason = if text.starts_with('5') { "5xx_dropped" } else { "4xx" };
+                self.failed(reason, text);
                 self.update(|s| s.samples_dropped_total += samples);
                 Sent::Dropped
             }
@@ -656,7 +658,10 @@ mod tests {
         }
         for status in [400, 401, 404, 413, 500, 501] {
             let got = verdict(url, &otlp, reply(status, None));
-            assert!(matches!(&got, Verdict::Drop(t) if t.contains("not retryable in OTLP")), "{status}: {got:?}");
+            assert!(
+                matches!(&got, Verdict::Drop(t) if t.contains("not retryable in OTLP") && t.starts_with(&status.to_string())),
+                "{status}: {got:?}"
+            );
         }
         let partial = crate::otlp::proto::ExportMetricsServiceResponse {
             partial_success: Some(crate::otlp::proto::ExportMetricsPartialSuccess {

@@ -675,7 +675,7 @@ pub struct RemoteWriteOut {
     pub bytes_sent_total: u64,
     /// Failed attempts by reason: `5xx`, `429`, `3xx` (a redirect, not followed), `other` (a
     /// status not 2xx–5xx) and `network` (no reply, or none within the timeout) are retried;
-    /// `4xx` drops the batch.
+    /// `4xx` drops the batch, and so does `5xx_dropped` (OTLP: a 5xx other than 502–504).
     pub failed_total: BTreeMap<String, u64>,
     /// Agent samples in batches dropped on a 4xx other than 429.
     pub samples_dropped_total: u64,
