@@ -766,6 +766,55 @@ mod tests {
         assert!(none.is_empty(), "no interval, no rate");
     }
 
+    /// From a recording: a member the previous stored sample listed (in its stored groups) that
+    /// ended before this one brings its last interval's network to its group; a zombie still
+    /// listed, or a pid reused by another process, does not.
+    #[test]
+    fn a_recordings_ended_member_brings_its_last_interval() {
+        use proctor_model::{ProcessNet, ProcessSample, Sample, SampleGroups};
+        let net = |rx: u64| ProcessNet {
+            tcp: proctor_model::NetCounters { rx_bytes: rx, ..Default::default() },
+            ..Default::default()
+        };
+        let proc_ = |pid: u32, start: u64, rx: u64| ProcessSample {
+            pid,
+            start_ticks: start,
+            net: Some(net(rx)),
+            ..ProcessSample::default()
+        };
+        let groups = |members: &[(&str, &[u32])]| {
+            Some(std::sync::Arc::new(SampleGroups {
+                by: "rules".into(),
+                members: members.iter().map(|(n, p)| (n.to_string(), p.to_vec())).collect(),
+                exited: Default::default(),
+            }))
+        };
+        let prev = Sample {
+            mono_ns: 1_000_000_000,
+            processes: vec![proc_(10, 5, 1000), proc_(11, 5, 1000), proc_(12, 5, 1000)],
+            groups: groups(&[("web", &[10, 11, 12])]),
+            ..Sample::default()
+        };
+        let ended = |pid: u32, start: u64, rx: u64| ExitedProcess {
+            pid,
+            start_ticks: start,
+            seen: true,
+            net: Some(net(rx)),
+            ..ExitedProcess::default()
+        };
+        // 10 ended (+3000 B), 11 is a zombie still listed, 12's pid was reused (another start).
+        let cur = Sample {
+            mono_ns: 3_000_000_000,
+            processes: vec![proc_(11, 5, 1000)],
+            exited: vec![ended(10, 5, 4000), ended(11, 5, 9000), ended(12, 6, 9000)],
+            groups: groups(&[("web", &[11])]),
+            ..Sample::default()
+        };
+        let mut rows = vec![GroupRow { name: "web".into(), net_rx_bytes_per_sec: Some(0.0), ..GroupRow::default() }];
+        add_stored_exited(&mut rows, &cur, Some(&prev));
+        assert_eq!(rows[0].net_rx_bytes_per_sec, Some(1500.0), "only pid 10's 3000 B over 2 s: {rows:?}");
+    }
+
     /// A group's network is its members' summed; a group none of whose members used the
     /// network (or with `--net` off) says unknown, not 0.
     #[test]
