@@ -196,3 +196,52 @@ impl GroupState {
         (view, SampleGroups { by: by.to_string(), members, exited: exited_groups })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proctor_model::{ExitedProcess, NetCounters, ProcessNet, ProcessSample, Sample, StatusReading};
+
+    fn net(rx: u64) -> ProcessNet {
+        ProcessNet { tcp: NetCounters { rx_bytes: rx, ..Default::default() }, ..Default::default() }
+    }
+
+    fn process(pid: u32, rx: u64) -> ProcessSample {
+        ProcessSample {
+            pid,
+            start_ticks: 5,
+            status: Some(StatusReading { effective_uid: Some(4242), ..Default::default() }),
+            net: Some(net(rx)),
+            ..ProcessSample::default()
+        }
+    }
+
+    fn sample(seq: u64, processes: Vec<ProcessSample>, exited: Vec<ExitedProcess>) -> Sample {
+        Sample {
+            seq,
+            unix_ns: 1_700_000_000_000_000_000 + seq * 2_000_000_000,
+            mono_ns: 1_000_000_000 + seq * 2_000_000_000,
+            clock_ticks_per_sec: 100,
+            page_size: 4096,
+            processes,
+            exited,
+            ..Sample::default()
+        }
+    }
+
+    /// Live: a member of the previous sample that ended since brings its traffic from that
+    /// sample to its exit into its group's receive rate, beside the live member's own rate.
+    #[test]
+    fn an_ended_members_last_interval_reaches_its_groups_rate_live() {
+        let mut state = GroupState::new(Arc::new(By::User), 16);
+        let first = sample(0, vec![process(10, 1000), process(11, 1000)], Vec::new());
+        let (view, _) = state.fold(&Snapshot::derive(first.clone(), None));
+        assert_eq!(view.groups.len(), 1);
+        let ended = ExitedProcess { pid: 10, start_ticks: 5, seen: true, net: Some(net(5000)), ..Default::default() };
+        let second = sample(1, vec![process(11, 3000)], vec![ended]);
+        let (view, _) = state.fold(&Snapshot::derive(second, Some(&first)));
+        let (g, _) = &view.groups[0];
+        // 11: 2000 B in 2 s; 10: 4000 B between the first sample and its exit, over the same 2 s.
+        assert_eq!(g.net_rx_bytes_per_sec, Some(3000.0), "{g:?}");
+    }
+}
