@@ -23,15 +23,7 @@ root=$PWD
 (cd crates/proctor-remote/tests/v2recv && go build -o "$root/target/v2recv" .) || { echo "go build of v2recv failed"; exit 1; }
 (cd crates/proctor-remote/tests/prometheus3 && go build -o "$root/target/prometheus3" github.com/prometheus/prometheus/cmd/prometheus) \
   || { echo "go build of prometheus3 failed"; exit 1; }
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source bench/lib/work.sh
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.2; done; echo "nothing on port $1"; exit 1; }
 prom_port=$(free_port); ne_port=$(free_port); v2_port=$(free_port); otlp_port=$(free_port)
 prometheus-node-exporter --web.listen-address="127.0.0.1:$ne_port" >"$work/ne.log" 2>&1 &

@@ -29,16 +29,9 @@ if [[ -z $store_day ]]; then
   cargo build --release --locked --quiet -p proctor-stored --example store_day
   store_day=${CARGO_TARGET_DIR:-target}/release/examples/store_day
 fi
-work=$(mktemp -d /tmp/proctor-backlog-bench.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+WORK_TEMPLATE=/tmp/proctor-backlog-bench.XXXXXX source bench/lib/work.sh
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 python3 - "$port" >"$work/receiver.log" 2>&1 <<'PY' &
 import http.server, sys
 class Sink(http.server.BaseHTTPRequestHandler):

@@ -19,15 +19,7 @@ outage=${OUTAGE:-600}
 for tool in prometheus prometheus-node-exporter curl python3; do
   command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install prometheus prometheus-node-exporter curl)"; exit 1; }
 done
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source bench/lib/work.sh
 prom_port=$(free_port)
 ne_port=$(free_port)
 prometheus-node-exporter --web.listen-address="127.0.0.1:$ne_port" >"$work/ne.log" 2>&1 &
