@@ -15,13 +15,13 @@
 //! no CAP_BPF/CAP_PERFMON, a kernel whose layout the program does not fit, another pid
 //! namespace (the iterator sees the reader's namespace, its records carry the root's pids).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use aya::programs::Iter;
 use aya::{Btf, Ebpf, EbpfLoader};
+use proctor_procfs::process::PidMap;
 pub use proctor_procfs::process::PidStat;
 
 pub mod events;
@@ -76,7 +76,10 @@ pub struct ScanCost {
 pub struct TaskIter {
     /// The loaded program, one per process (see [`loaded`]).
     bpf: Arc<Mutex<Ebpf>>,
+    /// The reads' buffer, zeroed once when it grows (not before every read), and how much of
+    /// it the last scan filled.
     buffer: Vec<u8>,
+    filled: usize,
     summer: Summer,
 }
 
@@ -105,7 +108,7 @@ impl TaskIter {
             page_bytes: u64::try_from(page).unwrap_or(4096).max(1),
             ns_per_tick: 1_000_000_000 / u64::try_from(tick).unwrap_or(100).max(1),
         };
-        let mut iter = TaskIter { bpf, buffer: Vec::with_capacity(64 << 10), summer: Summer::new(units) };
+        let mut iter = TaskIter { bpf, buffer: vec![0; 64 << 10], filled: 0, summer: Summer::new(units) };
         let mut out = Vec::new();
         iter.scan(&mut out).map_err(|e| Unavailable(format!("the first scan failed: {e}")))?;
         let me = std::process::id();
@@ -120,7 +123,7 @@ impl TaskIter {
 
     /// The last scan's output as the kernel wrote it (`RECORD_BYTES` per task).
     pub fn raw(&self) -> &[u8] {
-        &self.buffer
+        &self.buffer[..self.filled]
     }
 
     /// Every process's stat fields, into `out` (cleared first), by pid, threads summed into
@@ -133,34 +136,29 @@ impl TaskIter {
             let link = program.attach()?;
             program.take_link(link)?.into_file()?
         };
-        self.buffer.clear();
+        let mut filled = 0;
         let mut reads = 0u64;
         loop {
-            if self.buffer.capacity() - self.buffer.len() < 16 << 10 {
-                self.buffer.reserve(self.buffer.capacity().max(64 << 10));
+            if self.buffer.len() - filled < 16 << 10 {
+                self.buffer.resize(self.buffer.len() * 2, 0);
             }
-            let len = self.buffer.len();
-            let spare = self.buffer.capacity() - len;
-            self.buffer.resize(len + spare, 0);
-            let n = file.read(&mut self.buffer[len..]);
+            let n = file.read(&mut self.buffer[filled..]);
             reads += 1;
             match n {
-                Ok(0) => {
-                    self.buffer.truncate(len);
-                    break;
-                }
-                Ok(n) => self.buffer.truncate(len + n),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => self.buffer.truncate(len),
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
         }
         drop(file);
-        let tasks = self.summer.sum(&self.buffer, out)?;
+        self.filled = filled;
+        let tasks = self.summer.sum(&self.buffer[..filled], out)?;
         Ok(ScanCost {
             tasks,
             processes: out.len() as u64,
             reads,
-            bytes: self.buffer.len() as u64,
+            bytes: filled as u64,
             cpu_ns: thread_cpu_ns().saturating_sub(started),
         })
     }
@@ -466,7 +464,11 @@ fn stat_name(flags: u64, names: &[u8], out: &mut String) {
         push(comm);
     }
     out.clear();
-    out.push_str(&String::from_utf8_lossy(&name[..len.min(NAME_MAX)]));
+    let name = &name[..len.min(NAME_MAX)];
+    match std::str::from_utf8(name) {
+        Ok(name) => out.push_str(name),
+        Err(_) => out.push_str(&String::from_utf8_lossy(name)),
+    }
 }
 
 /// A process being summed: the threads' counters added up.
@@ -487,23 +489,23 @@ struct Sums {
 pub struct Summer {
     units: Units,
     /// tgid → index into the output and the sums.
-    index: HashMap<u32, usize>,
+    index: PidMap<usize>,
     sums: Vec<Sums>,
-    /// (pid, start) → the (user, system) nanoseconds last given.
-    prev: HashMap<(u32, u64), (u64, u64)>,
+    /// pid → (its start, the (user, system) nanoseconds last given).
+    prev: PidMap<(u64, (u64, u64))>,
     /// Name buffers of the last scan's processes, reused.
     names: Vec<String>,
-    next: HashMap<(u32, u64), (u64, u64)>,
+    next: PidMap<(u64, (u64, u64))>,
 }
 
 impl Summer {
     pub fn new(units: Units) -> Self {
         Self {
             units,
-            index: HashMap::new(),
+            index: PidMap::default(),
             sums: Vec::new(),
-            prev: HashMap::new(),
-            next: HashMap::new(),
+            prev: PidMap::default(),
+            next: PidMap::default(),
             names: Vec::new(),
         }
     }
@@ -597,10 +599,12 @@ impl Summer {
             if !s.leader {
                 continue;
             }
-            let key = (p.pid, s.start_boottime);
-            let prev = self.prev.get(&key).copied().unwrap_or((0, 0));
+            let prev = match self.prev.get(&p.pid) {
+                Some(&(start, split)) if start == s.start_boottime => split,
+                _ => (0, 0),
+            };
             let (user, system) = adjust(prev, s.utime, s.stime, s.runtime);
-            self.next.insert(key, (user, system));
+            self.next.insert(p.pid, (s.start_boottime, (user, system)));
             p.utime_ticks = user / units.ns_per_tick;
             p.stime_ticks = system / units.ns_per_tick;
             p.minflt = s.min_flt;

@@ -9,6 +9,31 @@ use serde::{Deserialize, Serialize};
 
 use crate::parse::{fields, kb_value, key_value, lines, u64_dec};
 
+/// Pids are small, dense integers chosen by the kernel, not by an attacker who could aim for
+/// collisions, so a multiply-shift hash serves; SipHash was a visible share of a scan (the
+/// sampler's table, the task iterator's sums).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PidHasher(u64);
+
+impl std::hash::Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by pid, hashed with [`PidHasher`].
+pub type PidMap<V> = std::collections::HashMap<u32, V, std::hash::BuildHasherDefault<PidHasher>>;
+
 /// `/proc/PID/stat`, the fields proctor uses; times in clock ticks, sizes in bytes or pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PidStat {

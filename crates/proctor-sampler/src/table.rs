@@ -16,11 +16,10 @@
 //! The directory listing of `/proc` is the one unavoidable per-cycle cost that grows with the
 //! number of processes besides the per-pid reads.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{ProcessSample, SampleCost, StatusReading, TaskSample};
-use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat_borrowed, parse_status, PidStat};
+use proctor_procfs::process::{parse_cgroup, parse_io, parse_stat_borrowed, parse_status, PidMap, PidStat};
 use proctor_procfs::{Error, ErrorKind, ProcFile, Root};
 
 /// A per-pid file: kept open after the first read; read with open/read/close when the
@@ -85,29 +84,6 @@ impl Entry {
         [&self.stat, &self.status, &self.io].iter().filter(|s| matches!(s, Slot::Kept(_))).count() as u64
     }
 }
-
-/// Pids are small, dense integers chosen by the kernel, not by an attacker who could aim for
-/// collisions, so a multiply-shift hash serves; SipHash was a visible share of a scan.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct PidHasher(u64);
-
-impl std::hash::Hasher for PidHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type PidMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<PidHasher>>;
 
 /// Buffers and counters reused across cycles.
 #[derive(Debug)]
