@@ -41,6 +41,25 @@ def cpu_seconds(pid):
     return total / 1e9
 
 
+def cpu_by_thread(pid):
+    """CPU seconds by thread name (the agent names its threads: proctor-agent, proctor-pss…)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            ns = int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
+        except OSError:
+            continue
+        out[name] = out.get(name, 0) + ns / 1e9
+    return out
+
+
+def by_thread(before, after, seconds):
+    """The threads' CPU between two `cpu_by_thread` readings, largest first, in ms."""
+    moved = {n: after.get(n, 0) - before.get(n, 0) for n in after}
+    return ", ".join(f"{n} {1000 * v:.1f}" for n, v in sorted(moved.items(), key=lambda kv: -kv[1]) if v >= 0.0005)
+
+
 def load():
     return " ".join(open("/proc/loadavg").read().split()[:3])
 
@@ -121,12 +140,12 @@ def run(n, seconds):
         time.sleep(3)
         procs = sum(1 for e in os.listdir("/proc") if e.isdigit())
         print(f"== {n} processes of 1-50 ms over {seconds:.0f} s beside `{' '.join(cmd[1:])}`, {procs} processes (load {load()})")
-        idle0 = cpu_seconds(serve.pid)
+        idle0, idle_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
         time.sleep(seconds)
-        idle = cpu_seconds(serve.pid) - idle0
+        idle, idle_threads = cpu_seconds(serve.pid) - idle0, by_thread(idle_threads0, cpu_by_thread(serve.pid), seconds)
         # The storm runs in a child of this script, so its children's parent is known and its
         # command line names the group.
-        busy0 = cpu_seconds(serve.pid)
+        busy0, busy_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
         driver = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(n), str(seconds), "--storm"])
         usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         driver.wait()
@@ -134,7 +153,7 @@ def run(n, seconds):
         # accounting of the driver as our child (RUSAGE_CHILDREN counts grandchildren reaped
         # by the driver, through its cutime).
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        busy = cpu_seconds(serve.pid) - busy0
+        busy, busy_threads = cpu_seconds(serve.pid) - busy0, by_thread(busy_threads0, cpu_by_thread(serve.pid), seconds)
         time.sleep(3)
         groups = get("/api/v1/groups")
         agent = get("/api/v1/agent")
@@ -169,6 +188,10 @@ def run(n, seconds):
               f"{100 * (kids_cpu / kernel_kids - 1):+.2f} % (goal within 2 %)")
         print(f"agent CPU: {busy:.3f} s over the storm against {idle:.3f} s over as long idle before it: "
               f"{busy / idle if idle else float('inf'):.2f}× (goal at most 2×); load after {load()}")
+        print(f"  by thread, ms: storm {busy_threads}; idle {idle_threads}")
+        pss = agent.get("pss_worker") or {}
+        print(f"  PSS worker over the run: {pss.get('reads')} reads, {pss.get('errors')} errors, "
+              f"{pss.get('skipped_unchanged')} skipped unchanged, {pss.get('cpu_seconds')} s CPU")
     finally:
         if serve is not None:
             serve.kill()

@@ -84,6 +84,8 @@ pub struct Candidate {
 pub struct PssStats {
     pub reads: u64,
     pub skipped_unchanged: u64,
+    /// Passes over a process younger than [`YOUNG`] when listed (read from the next list on).
+    pub skipped_young: u64,
     pub errors: u64,
     pub cpu_ns: u64,
     /// The most expensive single read so far, in CPU nanoseconds.
@@ -152,6 +154,8 @@ struct State {
     /// Pids new in the last list: whether a big one is busy is known from the next, so it is
     /// read from then (one sample later), the right way.
     first_seen: std::collections::HashSet<u32>,
+    /// Pids that had lived less than [`YOUNG`] when last listed: not read before the next list.
+    young: std::collections::HashSet<u32>,
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
     stats: PssStats,
@@ -178,6 +182,20 @@ type Shared = crate::worker::Shared<State>;
 pub fn family_name(comm: &str) -> u64 {
     // FNV-1a: short names, no adversary to fear (a collision only costs a read).
     comm.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// A process that had lived less than this when listed is read from the next list on, not at
+/// once: most processes that young are gone within the interval (a build's compilers, a shell's
+/// pipelines, a fork storm), and a read of one costs a walk of its memory that nobody will look
+/// at. The processes already running when the agent starts are read at once.
+pub const YOUNG: Duration = Duration::from_secs(1);
+
+/// The candidates that had lived less than [`YOUNG`] at `boot_ns` (the boot-time clock, which
+/// stamps a process's start in `stat`'s clock ticks, `ticks` a second).
+fn young(candidates: &[Candidate], boot_ns: u64, ticks: u64) -> std::collections::HashSet<u32> {
+    let now_ticks = boot_ns / (1_000_000_000 / ticks.max(1));
+    let born_after = now_ticks.saturating_sub(YOUNG.as_secs() * ticks);
+    candidates.iter().filter(|c| c.start_ticks > born_after).map(|c| c.pid).collect()
 }
 
 /// Unspent budget the worker saves, in seconds of its budget (30: at 2 % of a core, 0.6 s of
@@ -320,7 +338,11 @@ impl PssWorker {
     /// drops readings of processes no longer listed and marks the families that changed.
     pub fn set_candidates(&self, candidates: Vec<Candidate>) {
         let now_ns = self.epoch.elapsed().as_nanos() as u64;
-        self.shared.lock().set_candidates(candidates, now_ns);
+        let young = young(&candidates, crate::net::boot_ns(), proctor_procfs::system::clock_ticks_per_sec());
+        let mut state = self.shared.lock();
+        state.set_candidates(candidates, now_ns);
+        state.young = young;
+        drop(state);
         self.shared.wake.notify_one();
     }
 
@@ -590,7 +612,7 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
     };
     let first = (0..n).map(|k| (state.cursor + k) % n).find(|&i| {
         let c = &state.candidates[i];
-        if unsettled(state, c) {
+        if unsettled(state, c) || state.young.contains(&c.pid) {
             return false;
         }
         match state.results.get(&c.pid) {
@@ -609,6 +631,10 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
         state.cursor = i + 1;
         let c = state.candidates[i];
         if unsettled(state, &c) {
+            continue;
+        }
+        if state.young.contains(&c.pid) {
+            state.stats.skipped_young += 1;
             continue;
         }
         let fresh = |reading: &Option<PssReading>| {
@@ -709,6 +735,26 @@ mod tests {
         assert_eq!(e.not_before_ns, 160_000 * ms);
         assert!(!e.after_read(10 * ms, share, Some(0), 5));
         assert_eq!((e.backoff, e.not_before_ns), (3, 80_000 * ms + 5));
+    }
+
+    /// A process listed younger than [`YOUNG`] is not read from that list; it is from the next,
+    /// where it is older. One started a second or more before the list is read at once.
+    #[test]
+    fn young_processes_wait_for_the_next_list() {
+        // 100 ticks a second; the boot clock at 50 s: 5,000 ticks.
+        let (old, fresh) =
+            (Candidate { start_ticks: 4_899, ..cand(1, 10) }, Candidate { start_ticks: 4_950, ..cand(2, 10) });
+        assert_eq!(young(&[old, fresh], 50_000_000_000, 100), [2].into_iter().collect());
+        let mut state = State { candidates: vec![old, fresh], young: [2].into_iter().collect(), ..State::default() };
+        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(1));
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
+        let entry = Entry { seen: old, reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 };
+        state.results.insert(1, entry);
+        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), None, "the young one waits");
+        assert!(state.stats.skipped_young > 0);
+        state.set_candidates(vec![old, fresh], 1);
+        state.young = young(&[old, fresh], 51_000_000_000, 100);
+        assert_eq!(pick_next(&mut state, 1, u64::MAX).map(|c| c.pid), Some(2), "read from the next list");
     }
 
     /// Stale readings are read first, before a changed or aged one, but still not before their
