@@ -8,6 +8,8 @@
 #   bash bench/net/cost.sh            # 50000 10
 #   PROCTOR_BIN=/tmp/old/proctor REPEATS=5 bash bench/net/cost.sh 50000 20
 #   PIN=1 bash bench/net/cost.sh      # the agent on CPU 0, the workload on CPU 1
+#   SIDE=1 bash bench/net/cost.sh     # both agents at once beside one workload: the agent's
+#                                     # per-sample ratio without the drift between runs
 # Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN) for the network arm; without it that arm
 # reports process_net_from "none".
 set -euo pipefail

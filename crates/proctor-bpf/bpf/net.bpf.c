@@ -157,9 +157,11 @@ struct proc_net {
 	__u64 connects, accepts, retransmits, resets_sent, resets_received;
 };
 
-// Sized for every process a busy host has; the reader deletes the rows of processes gone. A
-// row that finds the table full is counted (`table_full`), its traffic in the unowned figures.
-#define PROCESSES 32768
+// A row per process that used the network since the reader's last read, which deletes the rows
+// of processes gone: 8,192 holds a busy host's. A row that finds the table full is counted
+// (`table_full`), its traffic in the unowned figures. The reader's batched read walks every
+// bucket, empty or not (as many as rows here): at 32,768 that walk was half its time.
+#define PROCESSES 8192
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
