@@ -12,7 +12,9 @@
 //! reading keeps its age so consumers can tell — but only up to a maximum age: PSS divides
 //! each shared page among its sharers, so when another sharer exits (or a new one maps the
 //! pages) the target's PSS moves while its own counters stay still. A reading older than the
-//! maximum age is refreshed like a changed one, still within the budget.
+//! maximum age is refreshed like a changed one, still within the budget. A process that had
+//! lived less than [`YOUNG`] when listed is read from the next list on: most that young are
+//! gone before a reading would be looked at.
 //!
 //! Sharers come and go in families: a process that forks without exec shares its pages with
 //! its children, who keep its name. So when a process appears, exits, execs or changes parent,
