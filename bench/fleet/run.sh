@@ -41,24 +41,10 @@ target/prometheus3 --config.file="$work/prom3/prom.yml" --storage.tsdb.path="$wo
 pids+=($!)
 for p in "$ne_port" "$prom_port" "$v2_port" "$otlp_port"; do wait_port "$p"; done
 
-start_agent() { # NAME EXTRA...: starts an agent, sets NAME_pid and NAME_base
-  local var=$1 dir=$work/$1
-  shift
-  mkdir "$dir"
-  "$PROCTOR_BIN" serve --listen 127.0.0.1:0 --interval 1s --data-dir "$dir" "$@" 2>"$dir.log" &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 100); do
-    grep -q 'listening on' "$dir.log" 2>/dev/null && break
-    sleep 0.1
-  done
-  printf -v "${var}_pid" '%s' "$pid"
-  printf -v "${var}_base" '%s' "$(grep -o 'listening on http://[0-9.:]*' "$dir.log" | sed 's/listening on //')"
-}
-start_agent off
-start_agent rw1 --remote-write "http://127.0.0.1:$prom_port/api/v1/write" --external-label instance=rw1
-start_agent rw2 --remote-write "http://127.0.0.1:$v2_port/api/v1/write" --remote-write-version 2 --external-label instance=rw2
-start_agent otlp --otlp "http://127.0.0.1:$otlp_port/api/v1/otlp/v1/metrics" --external-label instance=otlp
+start_agent off "$work/off"
+start_agent rw1 "$work/rw1" --remote-write "http://127.0.0.1:$prom_port/api/v1/write" --external-label instance=rw1
+start_agent rw2 "$work/rw2" --remote-write "http://127.0.0.1:$v2_port/api/v1/write" --remote-write-version 2 --external-label instance=rw2
+start_agent otlp "$work/otlp" --otlp "http://127.0.0.1:$otlp_port/api/v1/otlp/v1/metrics" --external-label instance=otlp
 echo "-- $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); four agents at --interval 1s for ${run_secs} s: $PROCTOR_BIN"
 sleep "$run_secs"
 agent() { curl -s "$1/api/v1/agent"; }

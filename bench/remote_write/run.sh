@@ -38,21 +38,6 @@ start_prom() {
 }
 start_prom
 url="http://127.0.0.1:$prom_port/api/v1/write"
-mkdir "$work/on" "$work/off"
-start_agent() { # VAR DIR EXTRA...: starts an agent, sets VAR_pid and VAR_base (in this shell,
-  # so the EXIT trap ends it by its pid)
-  local var=$1 dir=$2
-  shift 2
-  "$PROCTOR_BIN" serve --listen 127.0.0.1:0 --interval 1s --data-dir "$dir" "$@" 2>"$dir.log" &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 100); do
-    grep -q 'listening on' "$dir.log" 2>/dev/null && break
-    sleep 0.1
-  done
-  printf -v "${var}_pid" '%s' "$pid"
-  printf -v "${var}_base" '%s' "$(grep -o 'listening on http://[0-9.:]*' "$dir.log" | sed 's/listening on //')"
-}
 start_agent on "$work/on" --remote-write "$url" --external-label instance=bench
 start_agent off "$work/off"
 echo "-- $(nproc) cores; agents at --interval 1s for ${run_secs} s: remote write on (pid $on_pid), off (pid $off_pid)"
