@@ -310,6 +310,9 @@ pub struct PssWorker {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     epoch: Instant,
+    /// Whether the root is this kernel's (its processes' start times are on this machine's boot
+    /// clock, so their age is known): a captured tree's processes are never [`YOUNG`].
+    live: bool,
 }
 
 impl PssWorker {
@@ -330,17 +333,22 @@ impl PssWorker {
         let limits = TargetLimits { share: limits.share.clamp(1e-6, 1.0), ..limits };
         let shared = Shared::new(State { stats: PssStats { budget, ..PssStats::default() }, ..State::default() });
         let thread_shared = Arc::clone(&shared);
+        let live = root.is_real();
         let thread = std::thread::Builder::new()
             .name("proctor-pss".into())
             .spawn(move || worker_loop(&thread_shared, &root, budget, limits, epoch))?;
-        Ok(Self { shared, thread: Some(thread), epoch })
+        Ok(Self { shared, thread: Some(thread), epoch, live })
     }
 
     /// Replaces the candidate list (called by the sampler after each cycle, sorted by pid),
     /// drops readings of processes no longer listed and marks the families that changed.
     pub fn set_candidates(&self, candidates: Vec<Candidate>) {
         let now_ns = self.epoch.elapsed().as_nanos() as u64;
-        let young = young(&candidates, crate::net::boot_ns(), proctor_procfs::system::clock_ticks_per_sec());
+        let young = if self.live {
+            young(&candidates, crate::net::boot_ns(), proctor_procfs::system::clock_ticks_per_sec())
+        } else {
+            std::collections::HashSet::new()
+        };
         let mut state = self.shared.lock();
         state.set_candidates(candidates, now_ns);
         state.young = young;

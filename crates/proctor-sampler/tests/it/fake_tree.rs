@@ -449,6 +449,38 @@ fn reads_turned_on_in_a_running_sampler_are_read_from_the_next_cycle() {
     assert!(sampler.pss_stats().is_none(), "the PSS worker is gone");
 }
 
+/// The PSS worker leaves a live process that had lived less than a second for the next list; a
+/// captured tree's start times are not on this machine's boot clock, so its processes are read
+/// whatever they say (here: started ~300 years after this machine booted).
+#[test]
+fn a_captured_trees_processes_are_never_too_young_to_read() {
+    let t = Tree::new("0");
+    process(&t, 100, 1, "reader", 110);
+    let stat = std::fs::read_to_string(t.root().join("proc/100/stat")).expect("read");
+    t.file("/proc/100/stat", &stat.replacen(" 0 1100 1000000 ", " 0 999999999999 1000000 ", 1));
+    t.file("/proc/100/smaps_rollup", "Rss:                 440 kB\nPss:                 300 kB\n");
+    let config = SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 0.5,
+        container: false,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    assert_eq!(sampler.sample().process(100).map(|p| p.start_ticks), Some(999_999_999_999));
+    // The worker reads off this thread: wait for its reading (bounded), one cycle at a time.
+    let mut pss = None;
+    for _ in 0..500 {
+        pss = sampler.sample().process(100).and_then(|p| p.pss).and_then(|r| r.rollup.pss_bytes);
+        if pss.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(pss, Some(300 * 1024));
+    assert_eq!(sampler.pss_stats().map(|s| s.skipped_young), Some(0));
+}
+
 /// `proctor top`'s `H`: a process's threads (its `task` directory) are read only while asked,
 /// each with its own name, state and CPU, and what they cost is in the cycle's file counts.
 #[test]
