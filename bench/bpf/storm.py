@@ -54,7 +54,7 @@ def cpu_by_thread(pid):
     return out
 
 
-def by_thread(before, after, seconds):
+def by_thread(before, after):
     """The threads' CPU between two `cpu_by_thread` readings, largest first, in ms."""
     moved = {n: after.get(n, 0) - before.get(n, 0) for n in after}
     return ", ".join(f"{n} {1000 * v:.1f}" for n, v in sorted(moved.items(), key=lambda kv: -kv[1]) if v >= 0.0005)
@@ -142,7 +142,7 @@ def run(n, seconds):
         print(f"== {n} processes of 1-50 ms over {seconds:.0f} s beside `{' '.join(cmd[1:])}`, {procs} processes (load {load()})")
         idle0, idle_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
         time.sleep(seconds)
-        idle, idle_threads = cpu_seconds(serve.pid) - idle0, by_thread(idle_threads0, cpu_by_thread(serve.pid), seconds)
+        idle, idle_threads = cpu_seconds(serve.pid) - idle0, by_thread(idle_threads0, cpu_by_thread(serve.pid))
         # The storm runs in a child of this script, so its children's parent is known and its
         # command line names the group.
         busy0, busy_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
@@ -153,7 +153,7 @@ def run(n, seconds):
         # accounting of the driver as our child (RUSAGE_CHILDREN counts grandchildren reaped
         # by the driver, through its cutime).
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        busy, busy_threads = cpu_seconds(serve.pid) - busy0, by_thread(busy_threads0, cpu_by_thread(serve.pid), seconds)
+        busy, busy_threads = cpu_seconds(serve.pid) - busy0, by_thread(busy_threads0, cpu_by_thread(serve.pid))
         time.sleep(3)
         groups = get("/api/v1/groups")
         agent = get("/api/v1/agent")
@@ -191,7 +191,8 @@ def run(n, seconds):
         print(f"  by thread, ms: storm {busy_threads}; idle {idle_threads}")
         pss = agent.get("pss_worker") or {}
         print(f"  PSS worker over the run: {pss.get('reads')} reads, {pss.get('errors')} errors, "
-              f"{pss.get('skipped_unchanged')} skipped unchanged, {pss.get('cpu_seconds')} s CPU")
+              f"{pss.get('skipped_unchanged')} skipped unchanged, {pss.get('skipped_young')} skipped young, "
+              f"{pss.get('cpu_seconds')} s CPU")
     finally:
         if serve is not None:
             serve.kill()

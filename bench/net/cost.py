@@ -118,14 +118,18 @@ def side_by_side():
     one agent's per-sample CPU by 40 % between runs minutes apart)."""
     ratios = []
     for r in range(REPEATS):
-        (net, net_addr), (plain, plain_addr) = start_serve(None, ["--net"]), start_serve(None, [])
+        started = []
         try:
+            (net, net_addr) = start_serve(None, ["--net"])
+            started.append(net)
+            (plain, plain_addr) = start_serve(None, [])
+            started.append(plain)
             time.sleep(2.5)
             before = {k: agent(a) for k, a in (("net", net_addr), ("no-net", plain_addr))}
             run_workload()
             after = {k: agent(a) for k, a in (("net", net_addr), ("no-net", plain_addr))}
         finally:
-            for p in (net, plain):
+            for p in started:
                 p.terminate()
                 p.wait()
         per = {}
