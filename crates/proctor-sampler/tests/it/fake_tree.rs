@@ -404,6 +404,32 @@ fn kept_files_stay_within_the_budget_and_every_process_is_still_read() {
     assert_eq!(proctor_sampler::kept_fd_budget(1 << 20), 3 << 18);
 }
 
+/// A sampler of `t` (no cmdline reads, no container) with the PSS worker at `budget`, and pid
+/// 100's `smaps_rollup` saying 300 kB.
+fn pss_reader(t: &Tree, budget: f64) -> Sampler {
+    t.file("/proc/100/smaps_rollup", "Rss:                 440 kB\nPss:                 300 kB\n");
+    Sampler::new(SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: budget,
+        container: false,
+        ..SamplerConfig::default()
+    })
+}
+
+/// The PSS `pid` is given, once the worker (off this thread) has read it: sampled one cycle at
+/// a time, for at most ~5 s.
+fn pss_read(sampler: &mut Sampler, pid: u32) -> Option<u64> {
+    for _ in 0..500 {
+        let pss = sampler.sample().process(pid).and_then(|p| p.pss).and_then(|r| r.rollup.pss_bytes);
+        if pss.is_some() {
+            return pss;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}
+
 /// `proctor top` turns the PSS worker and `/proc/PID/io` on (and off) in a running sampler when
 /// a column needs them: read from the next cycle on, nothing read before or after.
 #[test]
@@ -412,15 +438,7 @@ fn reads_turned_on_in_a_running_sampler_are_read_from_the_next_cycle() {
     let t = Tree::new("0");
     process(&t, 100, 1, "reader", 110);
     t.file("/proc/100/io", "rchar: 10\nwchar: 20\nread_bytes: 4096\nwrite_bytes: 8192\n");
-    t.file("/proc/100/smaps_rollup", "Rss:                 440 kB\nPss:                 300 kB\n");
-    let config = SamplerConfig {
-        root: Root::new(t.root()),
-        cmdline: false,
-        pss_budget: 0.0,
-        container: false,
-        ..SamplerConfig::default()
-    };
-    let mut sampler = Sampler::new(config);
+    let mut sampler = pss_reader(&t, 0.0);
     let first = sampler.sample();
     let reader = first.process(100).expect("read");
     assert!(reader.io.is_none() && reader.pss.is_none(), "neither is read until asked for");
@@ -431,16 +449,7 @@ fn reads_turned_on_in_a_running_sampler_are_read_from_the_next_cycle() {
     assert_eq!(sampler.reads(), on);
     let next = sampler.sample();
     assert_eq!(next.process(100).and_then(|p| p.io).and_then(|io| io.read_bytes), Some(4096));
-    // The worker reads off this thread: wait for its reading (bounded), one cycle at a time.
-    let mut pss = None;
-    for _ in 0..500 {
-        pss = sampler.sample().process(100).and_then(|p| p.pss).and_then(|r| r.rollup.pss_bytes);
-        if pss.is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert_eq!(pss, Some(300 * 1024));
+    assert_eq!(pss_read(&mut sampler, 100), Some(300 * 1024));
 
     sampler.set_reads(Reads { pss_budget: 0.0, process_io: false, threads: false });
     let off = sampler.sample();
@@ -458,26 +467,9 @@ fn a_captured_trees_processes_are_never_too_young_to_read() {
     process(&t, 100, 1, "reader", 110);
     let stat = std::fs::read_to_string(t.root().join("proc/100/stat")).expect("read");
     t.file("/proc/100/stat", &stat.replacen(" 0 1100 1000000 ", " 0 999999999999 1000000 ", 1));
-    t.file("/proc/100/smaps_rollup", "Rss:                 440 kB\nPss:                 300 kB\n");
-    let config = SamplerConfig {
-        root: Root::new(t.root()),
-        cmdline: false,
-        pss_budget: 0.5,
-        container: false,
-        ..SamplerConfig::default()
-    };
-    let mut sampler = Sampler::new(config);
+    let mut sampler = pss_reader(&t, 0.5);
     assert_eq!(sampler.sample().process(100).map(|p| p.start_ticks), Some(999_999_999_999));
-    // The worker reads off this thread: wait for its reading (bounded), one cycle at a time.
-    let mut pss = None;
-    for _ in 0..500 {
-        pss = sampler.sample().process(100).and_then(|p| p.pss).and_then(|r| r.rollup.pss_bytes);
-        if pss.is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert_eq!(pss, Some(300 * 1024));
+    assert_eq!(pss_read(&mut sampler, 100), Some(300 * 1024));
     assert_eq!(sampler.pss_stats().map(|s| s.skipped_young), Some(0));
 }
 
