@@ -1,4 +1,4 @@
-//! Record version 1 against version 2 on the same samples, side by side in one run: each round
+//! Record versions 1, 2 and 3 on the same samples, side by side in one run: each round
 //! writes every sample of a store through a real `Writer` once per version (into a temporary
 //! directory, default configuration: chunks of 60), then reads every frame back with a `Reader`,
 //! in order (replay, dump, report) and one frame per chunk from a cold reader (the dashboard's
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use proctor_model::Sample;
-use proctor_store::codec::{RECORD_VERSION, RECORD_VERSION_1};
+use proctor_store::codec::{RECORD_VERSION, RECORD_VERSION_1, RECORD_VERSION_2};
 use proctor_store::{Reader, StoreConfig, Writer};
 
 struct Counting;
@@ -83,9 +83,10 @@ fn main() {
         "{} samples, {processes} processes on average, {rounds} rounds; medians of per-frame means",
         samples.len()
     );
-    let mut results: [Vec<Figures>; 2] = [Vec::new(), Vec::new()];
+    const VERSIONS: [u8; 3] = [RECORD_VERSION_1, RECORD_VERSION_2, RECORD_VERSION];
+    let mut results: [Vec<Figures>; 3] = Default::default();
     for _ in 0..rounds {
-        for (slot, version) in [RECORD_VERSION_1, RECORD_VERSION].into_iter().enumerate() {
+        for (slot, version) in VERSIONS.into_iter().enumerate() {
             results[slot].push(run(version, &samples, &json));
         }
     }
@@ -103,7 +104,7 @@ fn main() {
         "decode µs",
         "sparse µs"
     );
-    for (slot, version) in [RECORD_VERSION_1, RECORD_VERSION].into_iter().enumerate() {
+    for (slot, version) in VERSIONS.into_iter().enumerate() {
         let m = |pick: fn(&Figures) -> f64| median(results[slot].iter().map(pick).collect());
         println!(
             "{:<10} {:>9.0} {:>11.0} {:>9.0} {:>10.0} {:>12.0} {:>5.0} {:>13.0} {:>13.0} {:>12.0} {:>14.0}",

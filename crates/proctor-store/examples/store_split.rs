@@ -44,10 +44,19 @@ fn main() {
             s.cost.target_lock_worst_pid = 0;
         }),
     ];
-    for (k, (name, strip)) in variants.into_iter().enumerate() {
+    let levels: Vec<i32> = std::env::var("STORE_SPLIT_LEVELS")
+        .map(|v| v.split(',').map(|l| l.parse().expect("STORE_SPLIT_LEVELS: numbers")).collect())
+        .unwrap_or_default();
+    let runs = variants.into_iter().map(|v| (v, StoreConfig::default())).chain(levels.iter().map(|&level| {
+        let whole: (&str, Strip) = ("whole", |_| {});
+        (whole, StoreConfig { level, ..StoreConfig::default() })
+    }));
+    for (k, ((name, strip), config)) in runs.enumerate() {
         let out = tempdir(k);
-        let (mut writer, _) = Writer::open(&out, StoreConfig::default()).expect("open scratch store");
+        let level = config.level;
+        let (mut writer, _) = Writer::open(&out, config).expect("open scratch store");
         let (mut bytes, mut keys, mut key_bytes) = (0u64, 0u64, 0u64);
+        let (mut key_ns, mut delta_ns) = (0u64, 0u64);
         for (i, sample) in samples.iter().enumerate() {
             let mut s = sample.clone();
             strip(&mut s);
@@ -57,6 +66,9 @@ fn main() {
                 if cost.key_frame {
                     keys += 1;
                     key_bytes += cost.frame_bytes;
+                    key_ns += cost.compress_ns;
+                } else {
+                    delta_ns += cost.compress_ns;
                 }
             }
         }
@@ -64,10 +76,12 @@ fn main() {
         let _ = std::fs::remove_dir_all(&out);
         let n = (samples.len() - skip) as u64;
         println!(
-            "{:>8.1} bytes/sample ({keys} keys of {:.0} bytes, deltas {:.0})  {name}",
+            "{:>8.1} bytes/sample ({keys} keys of {:.0} bytes in {:.2} ms, deltas {:.0} in {:.3} ms)  {name}, zstd -{level}",
             bytes as f64 / n as f64,
             key_bytes as f64 / keys.max(1) as f64,
-            (bytes - key_bytes) as f64 / (n - keys).max(1) as f64
+            key_ns as f64 / keys.max(1) as f64 / 1e6,
+            (bytes - key_bytes) as f64 / (n - keys).max(1) as f64,
+            delta_ns as f64 / (n - keys).max(1) as f64 / 1e6
         );
     }
 }

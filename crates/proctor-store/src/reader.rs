@@ -16,8 +16,8 @@ use std::path::Path;
 use proctor_model::Sample;
 
 use crate::codec::{
-    decode_event, decode_record, decode_record_host, decode_record_lean, decompress_delta, decompress_key, CodecError,
-    Event, RECORD_VERSION, RECORD_VERSION_1,
+    decode_event, decode_record, decode_record_host, decode_record_lean, decompress_delta, decompress_key, Chained,
+    CodecError, Event, CHAINED_PREFIX_LEN, RECORD_VERSION, RECORD_VERSION_1, RECORD_VERSION_2,
 };
 use crate::delta::{decode_delta, DeltaRecord, KeySample};
 use crate::frame::{check_payload, FrameDefect, FrameKind, HEADER_LEN};
@@ -54,6 +54,20 @@ pub struct Reader {
     report: ReadReport,
     /// The key frame last read: (segment, offset, key), reused by the deltas of its chunk.
     key_cache: Option<(usize, u64, CachedKey)>,
+    /// Where the last version-3 read stopped in its chunk; when set, `key_cache` holds the base
+    /// as of that frame (the chunk's key or its latest anchor up to it).
+    chain: Option<ChainAt>,
+}
+
+/// A version-3 chunk walked up to `at`: what the next frame's decoding starts from.
+#[derive(Debug)]
+struct ChainAt {
+    segment: usize,
+    key_offset: u64,
+    /// The last frame walked: the key, or a delta.
+    at: u64,
+    /// That frame's record when it is a delta: the next delta's zstd prefix.
+    record: Option<Vec<u8>>,
 }
 
 /// What the deltas of a chunk are decoded against.
@@ -86,7 +100,7 @@ impl Reader {
         // Stable: a segment and a set-aside one of the same name stay in that order.
         segments.sort_by_key(|s| s.start_ns);
         let live = live.and_then(|live| segments.iter().position(|s| s.path == live));
-        Ok(Reader { segments, live, measured: Default::default(), report, key_cache: None })
+        Ok(Reader { segments, live, measured: Default::default(), report, key_cache: None, chain: None })
     }
 
     /// Lists `dir` again (a segment started or removed since), keeping the report and the
@@ -263,6 +277,10 @@ impl Reader {
         }
         let file = open_for_reading(&path)?;
         let payload = read_checked(&file, &path, &f)?;
+        if !(f.header.kind == FrameKind::Delta && f.header.version == RECORD_VERSION) {
+            // Every other read moves `key_cache` on its own terms.
+            self.chain = None;
+        }
         match f.header.kind {
             FrameKind::Key => {
                 // Dropped first: a reader holds one chunk's key at a time.
@@ -276,9 +294,21 @@ impl Reader {
                 let sample = decode_record(f.header.version, &record).map_err(codec)?;
                 self.key_cache =
                     Some((segment, f.offset, CachedKey::V2(Box::new(KeySample::from_sample(sample.clone())))));
+                if f.header.version == RECORD_VERSION {
+                    self.chain = Some(ChainAt { segment, key_offset: f.offset, at: f.offset, record: None });
+                }
                 Ok(shape.trim(sample))
             }
             FrameKind::Delta if f.header.version == RECORD_VERSION => {
+                let sample = self.read_chained(&file, &path, segment, f, &payload);
+                if sample.is_err() {
+                    // Half a walk is no base for the next read.
+                    self.chain = None;
+                    self.key_cache = None;
+                }
+                Ok(shape.trim(sample?))
+            }
+            FrameKind::Delta if f.header.version == RECORD_VERSION_2 => {
                 let record = decompress_key(&payload).map_err(codec)?;
                 let delta = DeltaRecord::parse(&record).map_err(codec)?;
                 let sample = self.read_delta(&file, &path, segment, f, delta)?;
@@ -335,7 +365,7 @@ impl Reader {
                 return Err(codec(f.offset, CodecError::Delta("too many anchors before it")));
             }
             let header = read_header(file, path, base)?;
-            if header.kind != FrameKind::Delta || header.version != RECORD_VERSION {
+            if header.kind != FrameKind::Delta || header.version != RECORD_VERSION_2 {
                 return Err(codec(base, CodecError::Delta("its base is not a version-2 frame of its chunk")));
             }
             let anchor = FrameRef { offset: base, header, key_offset: f.key_offset };
@@ -368,6 +398,124 @@ impl Reader {
         self.advance_cached(segment, f.offset, &delta).map_err(|e| codec(f.offset, e))?;
         let Some((_, _, CachedKey::V2(anchor))) = &self.key_cache else { unreachable!("advanced above") };
         anchor.sample().map_err(|e| codec(f.offset, e))
+    }
+
+    /// Decodes a version-3 delta. Its record is compressed against the sample frame before it
+    /// and its base is the latest anchor before it, so the chunk is walked forward from where
+    /// the last read stopped (when that is before this frame in its chunk) or from its key:
+    /// each frame between is decompressed, and each anchor applied to the cached base. Reading
+    /// a chunk in order decompresses each frame once; a frame read cold costs the frames before
+    /// it in its chunk (at most `chunk_frames`).
+    ///
+    /// The frames between are found back from this one by each payload's [`Chained::back`]
+    /// (headers and five bytes each), at most [`MAX_CHAIN`]; the forward walk then checks each
+    /// frame's CRC and that its `back` is the frame walked before it.
+    fn read_chained(
+        &mut self,
+        file: &File,
+        path: &Path,
+        segment: usize,
+        f: FrameRef,
+        payload: &[u8],
+    ) -> Result<Sample, StoreError> {
+        let codec = |offset, source| StoreError::Codec { path: path.to_owned(), offset, error: source };
+        let resume = self
+            .chain
+            .as_ref()
+            .filter(|c| c.segment == segment && c.key_offset == f.key_offset && c.at < f.offset)
+            .map(|c| c.at);
+        let mut stop = resume.unwrap_or(f.key_offset);
+        // The frames between `stop` and this one, newest first.
+        let mut between: Vec<FrameRef> = Vec::new();
+        let (mut offset, mut back) = (f.offset, Chained::parse(payload).map_err(|e| codec(f.offset, e))?.back);
+        loop {
+            let previous = offset.checked_sub(u64::from(back)).filter(|p| *p >= f.key_offset).ok_or_else(|| {
+                codec(offset, CodecError::Delta("its previous frame is not an earlier frame of its chunk"))
+            })?;
+            if previous < stop {
+                // The last read's frame is not on this frame's way back: walk from the key.
+                stop = f.key_offset;
+            }
+            if previous == stop {
+                break;
+            }
+            if between.len() >= MAX_CHAIN {
+                return Err(codec(f.offset, CodecError::Delta("too many frames before it in its chunk")));
+            }
+            let header = read_header(file, path, previous)?;
+            if header.kind != FrameKind::Delta
+                || header.version != RECORD_VERSION
+                || (header.payload_len as usize) < CHAINED_PREFIX_LEN
+            {
+                return Err(codec(
+                    previous,
+                    CodecError::Delta("its previous frame is not a version-3 delta of its chunk"),
+                ));
+            }
+            let mut head = [0u8; CHAINED_PREFIX_LEN];
+            file.read_exact_at(&mut head, previous + HEADER_LEN as u64)
+                .map_err(|e| StoreError::io("cannot read", path, e))?;
+            back = Chained::parse(&head).map_err(|e| codec(previous, e))?.back;
+            between.push(FrameRef { offset: previous, header, key_offset: f.key_offset });
+            offset = previous;
+        }
+        if stop == f.key_offset {
+            self.chain = None;
+            self.key_cache = None;
+            let key = read_key(file, path, f.key_offset)?;
+            if !matches!(key, CachedKey::V2(_)) {
+                return Err(codec(f.offset, CodecError::Delta("the key frame is of another version")));
+            }
+            self.key_cache = Some((segment, f.key_offset, key));
+            self.chain = Some(ChainAt { segment, key_offset: f.key_offset, at: f.key_offset, record: None });
+        }
+        while let Some(frame) = between.pop() {
+            let payload = read_checked(file, path, &frame)?;
+            self.step_chain(segment, frame.offset, &payload, false).map_err(|e| codec(frame.offset, e))?;
+        }
+        let sample = self.step_chain(segment, f.offset, payload, true).map_err(|e| codec(f.offset, e))?;
+        sample.ok_or_else(|| codec(f.offset, CodecError::Delta("no sample decoded")))
+    }
+
+    /// One version-3 delta at `offset`, the frame after the chain's: decompressed against the
+    /// chain's record, and applied to the cached base when it is an anchor. Returns its sample
+    /// when `last`.
+    fn step_chain(
+        &mut self,
+        segment: usize,
+        offset: u64,
+        payload: &[u8],
+        last: bool,
+    ) -> Result<Option<Sample>, CodecError> {
+        let chain = self.chain.as_ref().ok_or(CodecError::Delta("a chained delta without its chunk walked"))?;
+        let chained = Chained::parse(payload)?;
+        if Some(u64::from(chained.back)) != offset.checked_sub(chain.at) {
+            return Err(CodecError::Delta("its previous frame is not the one before it in its chunk"));
+        }
+        let record = chained.decompress(chain.record.as_deref())?;
+        let sample = {
+            let delta = DeltaRecord::parse(&record)?;
+            let Some((_, base_at, CachedKey::V2(base))) = &self.key_cache else {
+                return Err(CodecError::Delta("the key frame is of another version"));
+            };
+            if offset.checked_sub(delta.base) != Some(*base_at) {
+                return Err(CodecError::Delta("its base is not its chunk's latest anchor"));
+            }
+            if delta.anchor {
+                self.advance_cached(segment, offset, &delta)?;
+                match (&self.key_cache, last) {
+                    (Some((_, _, CachedKey::V2(anchor))), true) => Some(anchor.sample()?),
+                    _ => None,
+                }
+            } else if last {
+                Some(decode_delta(base, &delta)?)
+            } else {
+                None
+            }
+        };
+        let key_offset = self.chain.as_ref().map_or(0, |c| c.key_offset);
+        self.chain = Some(ChainAt { segment, key_offset, at: offset, record: Some(record) });
+        Ok(sample)
     }
 
     /// Replaces the cached version-2 base with the base after `record`, the anchor at `offset`.

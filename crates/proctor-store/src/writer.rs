@@ -10,8 +10,8 @@ use std::time::Instant;
 use proctor_model::Sample;
 
 use crate::codec::{
-    compress_alone, decompressed_cap, encode_event, encode_record_sized, Compressor, Event, RECORD_VERSION,
-    RECORD_VERSION_1,
+    chained_cap, compress_after, compress_alone, decompressed_cap, encode_event, encode_record_sized, Chained,
+    Compressor, Event, RECORD_VERSION, RECORD_VERSION_1, RECORD_VERSION_2,
 };
 use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
@@ -94,6 +94,12 @@ struct Active {
     rekey: bool,
 }
 
+/// A sample frame's payload, and for a version-3 delta its record (the next one's prefix).
+enum Encoded {
+    Whole(Vec<u8>),
+    Chained { payload: Vec<u8>, record: Vec<u8> },
+}
+
 /// Appends samples to a store directory. Owns the directory's lock until dropped.
 pub struct Writer {
     dir: PathBuf,
@@ -107,6 +113,9 @@ pub struct Writer {
     /// The sample the next delta is taken against and its frame's offset in the active
     /// segment, when writing version 2: the chunk's key, or its latest anchor.
     base: Option<(KeySample, u64)>,
+    /// The last sample frame written in the active chunk (version 3): its offset, and its
+    /// record when it is a delta (the next delta's zstd prefix). `None` before a chunk's key.
+    previous: Option<(u64, Option<Vec<u8>>)>,
     /// Size of the last whole-sample record and of the last delta record, so the next one is
     /// encoded into a buffer of about its size.
     last_record_len: usize,
@@ -156,7 +165,7 @@ impl Writer {
     /// Locks `dir`, repairs or sets aside damaged segments, applies retention, and returns a
     /// writer that will start a new segment with its first sample.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<(Writer, OpenReport), StoreError> {
-        if config.record_version != RECORD_VERSION && config.record_version != RECORD_VERSION_1 {
+        if ![RECORD_VERSION, RECORD_VERSION_2, RECORD_VERSION_1].contains(&config.record_version) {
             return Err(StoreError::WriteVersion(config.record_version));
         }
         check_dir(dir)?;
@@ -196,6 +205,7 @@ impl Writer {
             lock,
             active: None,
             base: None,
+            previous: None,
             last_record_len: 0,
             last_delta_len: 0,
             backoff: None,
@@ -251,7 +261,11 @@ impl Writer {
         let version_1 = self.config.record_version == RECORD_VERSION_1;
         let (key, base, record_bytes, encoded, payload) =
             if version_1 { self.encode_v1(key, sample) } else { self.encode_v2(key, sample) };
-        let payload = payload.map_err(|e| StoreError::io("cannot compress a sample for", &self.dir, e))?;
+        let (payload, delta_record) = match payload {
+            Ok(Encoded::Whole(payload)) => (payload, None),
+            Ok(Encoded::Chained { payload, record }) => (payload, Some(record)),
+            Err(e) => return Err(StoreError::io("cannot compress a sample for", &self.dir, e)),
+        };
         let compressed = Instant::now();
         if payload.len() > MAX_PAYLOAD_LEN as usize {
             return Err(StoreError::BadFrame {
@@ -260,9 +274,10 @@ impl Writer {
                 reason: "sample too large for a frame",
             });
         }
-        // What a reader would refuse to decompress is not written (see `decompressed_cap`).
+        // What a reader would refuse to decompress is not written (see `decompressed_cap`);
+        // a chained delta checked its own (`encode_chained`).
         let dictionary = if version_1 && !key { self.compressor.key_len() } else { 0 };
-        if record_bytes > decompressed_cap(payload.len(), dictionary) as u64 {
+        if delta_record.is_none() && record_bytes > decompressed_cap(payload.len(), dictionary) as u64 {
             return Err(StoreError::BadFrame {
                 path: self.dir.clone(),
                 offset: 0,
@@ -279,6 +294,7 @@ impl Writer {
                     // version 2 base was dropped for it: the next frame is a key again.
                     self.compressor.reset();
                     self.base = None;
+                    self.previous = None;
                 }
                 return Err(self.failed(sample.unix_ns, e));
             }
@@ -290,6 +306,10 @@ impl Writer {
             // there.
             self.base = None;
             self.base = Some((KeySample::new(sample), at));
+        }
+        if self.config.record_version == RECORD_VERSION {
+            // The next delta's previous frame: only once this one is written.
+            self.previous = Some((at, delta_record));
         }
         let based = Instant::now();
         let active = self.active.as_mut().expect("write_frame opened a segment");
@@ -326,7 +346,7 @@ impl Writer {
     /// chunk's base sample (the key, or the latest anchor), which the writer keeps. Both are
     /// compressed alone. Returns whether the frame is a key, whether it is an anchor, the
     /// record's size, when encoding ended, and the payload.
-    fn encode_v2(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Vec<u8>>) {
+    fn encode_v2(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Encoded>) {
         let level = self.config.level;
         let at = self.next_offset();
         match self.base.as_ref().filter(|_| !key) {
@@ -337,36 +357,70 @@ impl Writer {
                     encode_delta(base, sample, at - base_at, anchor, self.last_delta_len + self.last_delta_len / 2);
                 self.last_delta_len = record.len();
                 let encoded = Instant::now();
-                (false, anchor, record.len() as u64, encoded, compress_alone(level, &record))
+                let record_len = record.len() as u64;
+                let payload = if self.config.record_version == RECORD_VERSION {
+                    self.encode_chained(at, record)
+                } else {
+                    compress_alone(level, &record).map(Encoded::Whole)
+                };
+                (false, anchor, record_len, encoded, payload)
             }
             // A key was asked for, or there is no base (a new segment): a frame is labelled a
             // delta only when the base it was taken against is in its chunk.
             None => {
                 // Dropped first: a key frame never needs the previous base.
                 self.base = None;
+                self.previous = None;
                 // An eighth more than the last one: records grow and shrink with the processes.
                 let record = encode_record_sized(sample, self.last_record_len + self.last_record_len / 8);
                 self.last_record_len = record.len();
                 let encoded = Instant::now();
-                (true, true, self.last_record_len as u64, encoded, compress_alone(level, &record))
+                let payload = compress_alone(self.config.key_level, &record).map(Encoded::Whole);
+                (true, true, self.last_record_len as u64, encoded, payload)
             }
         }
     }
 
+    /// Version 3: a delta record at `at`, compressed with the previous delta's record as its
+    /// prefix where there is one (the first delta after a key is compressed alone), behind
+    /// [`Chained`]'s prefix. A record that would decompress to more than a reader allows
+    /// against that prefix ([`chained_cap`]) is compressed alone instead.
+    fn encode_chained(&self, at: u64, record: Vec<u8>) -> std::io::Result<Encoded> {
+        let Some((previous_at, previous)) = &self.previous else {
+            return Err(std::io::Error::other("a delta without its chunk's key before it"));
+        };
+        let back = u32::try_from(at - previous_at)
+            .map_err(|_| std::io::Error::other("a delta more than 4 GiB after the frame before it"))?;
+        let level = self.config.level;
+        if let Some(previous) = previous {
+            let compressed = compress_after(level, previous, &record)?;
+            if record.len() <= chained_cap(compressed.len(), previous.len()) {
+                return Ok(Encoded::Chained { payload: Chained::encode(back, true, &compressed), record });
+            }
+        }
+        let compressed = compress_alone(level, &record)?;
+        if record.len() > decompressed_cap(compressed.len(), 0) {
+            return Err(std::io::Error::other("sample record too large to be read back"));
+        }
+        Ok(Encoded::Chained { payload: Chained::encode(back, false, &compressed), record })
+    }
+
     /// Version 1: every frame is the sample's JSON, deltas compressed against the key's record.
-    fn encode_v1(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Vec<u8>>) {
+    fn encode_v1(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Encoded>) {
         let record = encode_record_sized(sample, self.last_record_len + self.last_record_len / 8);
         self.last_record_len = record.len();
         let record_bytes = record.len() as u64;
         let encoded = Instant::now();
         let (key, payload) = self.compress_v1(key, record);
-        (key, key, record_bytes, encoded, payload)
+        (key, key, record_bytes, encoded, payload.map(Encoded::Whole))
     }
 
     /// Bytes the writer holds between frames for the chunk's key: the key record (version 1)
     /// or the key sample's rows and rest (version 2; an estimate, see `KeySample::held_bytes`).
     pub fn key_bytes(&self) -> usize {
-        self.compressor.key_bytes() + self.base.as_ref().map_or(0, |(b, _)| b.held_bytes())
+        self.compressor.key_bytes()
+            + self.base.as_ref().map_or(0, |(b, _)| b.held_bytes())
+            + self.previous.as_ref().and_then(|(_, r)| r.as_ref()).map_or(0, Vec::capacity)
     }
 
     /// Appends one event record (probe results, a statsd flush) as one frame compressed on its
@@ -436,6 +490,7 @@ impl Writer {
         }
         self.compressor.reset();
         self.base = None;
+        self.previous = None;
         Ok(())
     }
 
@@ -643,6 +698,7 @@ impl Writer {
         }
         self.compressor.reset();
         self.base = None;
+        self.previous = None;
         let removed = self.apply_retention(start_ns)?;
         self.stats.segments_removed += removed.len() as u64;
         Ok(())

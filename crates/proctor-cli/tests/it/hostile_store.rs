@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use proctor_store::codec::{compress_alone, RECORD_VERSION};
+use proctor_store::codec::{compress_alone, RECORD_VERSION_2};
 use proctor_store::frame::{encode_header, FrameKind};
 use proctor_store::Reader;
 
@@ -48,7 +48,7 @@ fn hostile_store(dir: &Path) -> PathBuf {
     record.push_str("]}");
     let payload = compress_alone(3, record.as_bytes()).expect("compress");
     // A microsecond after its base: inside any range up to now.
-    let mut frame = encode_header(key.unix_ns + 1_000, FrameKind::Delta, RECORD_VERSION, &payload).to_vec();
+    let mut frame = encode_header(key.unix_ns + 1_000, FrameKind::Delta, RECORD_VERSION_2, &payload).to_vec();
     frame.extend_from_slice(&payload);
     let mut file = std::fs::OpenOptions::new().append(true).open(&segment).expect("open segment");
     std::io::Write::write_all(&mut file, &frame).expect("append");

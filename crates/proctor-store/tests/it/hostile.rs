@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use proctor_store::codec::{compress_alone, RECORD_VERSION};
+use proctor_store::codec::{compress_alone, Chained, RECORD_VERSION, RECORD_VERSION_2};
 use proctor_store::frame::{encode_header, FrameKind};
 use proctor_store::rollup::ROLLUP_VERSION_1;
 use proctor_store::{Reader, StoreConfig, Writer};
@@ -122,9 +122,6 @@ fn a_delta_that_keeps_its_base_rows_again_and_again_is_refused_cheaply() {
     if in_child_under_memory_limit("hostile::a_delta_that_keeps_its_base_rows_again_and_again_is_refused_cheaply") {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let segment = store_with_a_key(dir.path(), 20);
-    let at = std::fs::metadata(&segment).expect("meta").len();
     // 2 KB of noise in the rest patch, so that the frame gets past the bound on how far a
     // record may expand (`codec::MAX_EXPANSION`) and only the rows bound stands in the way.
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
@@ -136,25 +133,89 @@ fn a_delta_that_keeps_its_base_rows_again_and_again_is_refused_cheaply() {
             char::from_digit((state % 16) as u32, 16).expect("a hex digit")
         })
         .collect();
-    let mut record = format!("{{\"base\":{},\"rest\":{{\"noise\":[\"{noise}\"]}},\"rows\":[", at - 8);
-    for i in 0..150_000 {
-        record.push_str(if i == 0 { "{\"k\":[0,20]}" } else { ",{\"k\":[0,20]}" });
-    }
-    record.push_str("]}");
-    let payload = compress_alone(3, record.as_bytes()).expect("compress");
-    let frame_bytes = append_frame(&segment, T0 + 1_000_000_000, FrameKind::Delta, RECORD_VERSION, &payload);
-    assert!(frame_bytes < 4096, "the hostile frame is small: {frame_bytes} bytes");
-
     limit_address_space(512 << 20);
-    let mut reader = Reader::open(dir.path()).expect("reader");
-    let frames = reader.all_frames().expect("frames");
-    assert_eq!(frames.len(), 2);
-    assert_eq!(reader.read(&frames[0]).map(|s| s.processes.len()), Some(20));
-    for read in [Reader::read, Reader::read_lean, Reader::read_host] {
-        assert!(read(&mut reader, &frames[1]).is_none(), "the hostile delta decoded");
+    // As a version-2 delta (compressed alone) and as a version-3 one (behind its chain prefix).
+    for version in [RECORD_VERSION_2, RECORD_VERSION] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segment = store_with_a_key(dir.path(), 20);
+        let at = std::fs::metadata(&segment).expect("meta").len();
+        // The key is the segment's first frame, after its 8-byte magic.
+        let mut record = format!("{{\"base\":{},\"rest\":{{\"noise\":[\"{noise}\"]}},\"rows\":[", at - 8);
+        for i in 0..150_000 {
+            record.push_str(if i == 0 { "{\"k\":[0,20]}" } else { ",{\"k\":[0,20]}" });
+        }
+        record.push_str("]}");
+        let mut payload = compress_alone(3, record.as_bytes()).expect("compress");
+        if version == RECORD_VERSION {
+            payload = Chained::encode((at - 8) as u32, false, &payload);
+        }
+        let frame_bytes = append_frame(&segment, T0 + 1_000_000_000, FrameKind::Delta, version, &payload);
+        assert!(frame_bytes < 4096, "the hostile frame is small: {frame_bytes} bytes");
+
+        let mut reader = Reader::open(dir.path()).expect("reader");
+        let frames = reader.all_frames().expect("frames");
+        assert_eq!(frames.len(), 2);
+        assert_eq!(reader.read(&frames[0]).map(|s| s.processes.len()), Some(20));
+        for read in [Reader::read, Reader::read_lean, Reader::read_host] {
+            assert!(read(&mut reader, &frames[1]).is_none(), "the hostile version-{version} delta decoded");
+        }
+        let why = &reader.report().bad_frames[0].2;
+        assert!(why.contains("more rows than its base has"), "version {version}: {why}");
     }
-    let why = &reader.report().bad_frames[0].2;
-    assert!(why.contains("more rows than its base has"), "{why}");
+}
+
+/// A version-3 delta finds the frames before it by the distance its payload starts with. A
+/// distance of 0, one that leaves its chunk or lands inside a frame, a frame before it that is
+/// not a version-3 delta, a prefix it says it was compressed with that is not there (after the
+/// key), and flags no writer sets: each is refused with the frame, reported, and the key still
+/// reads. Nothing loops: every step back is a positive distance.
+#[test]
+fn a_chained_delta_whose_way_back_is_wrong_is_refused() {
+    // (case, payload from the delta's offset, the frame's before it and the compressed record,
+    // what the report says); the key is at 8, after the segment's magic.
+    type Payload = fn(u64, u64, &[u8]) -> Vec<u8>;
+    let cases: [(&str, Payload, &str); 6] = [
+        ("no distance", |_, _, z| Chained::encode(0, false, z), "does not start with where"),
+        (
+            "back past the key",
+            |at, _, z| Chained::encode((at - 7) as u32, false, z),
+            "not an earlier frame of its chunk",
+        ),
+        ("back into the key", |at, _, z| Chained::encode((at - 11) as u32, false, z), "bad base frame header"),
+        ("a prefix after the key", |at, _, z| Chained::encode((at - 8) as u32, true, z), "previous record is missing"),
+        (
+            "unknown flags",
+            |at, _, z| [&((at - 8) as u32).to_le_bytes()[..], &[2], z].concat(),
+            "does not start with where",
+        ),
+        (
+            "a statsd frame before it",
+            |at, before, z| Chained::encode((at - before) as u32, false, z),
+            "not a version-3 delta",
+        ),
+    ];
+    for (name, payload, expected) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segment = store_with_a_key(dir.path(), 20);
+        let mut before = 8;
+        if name == "a statsd frame before it" {
+            before = std::fs::metadata(&segment).expect("meta").len();
+            let event = compress_alone(3, b"{}").expect("compress");
+            append_frame(&segment, T0 + 500_000_000, FrameKind::Statsd, 1, &event);
+        }
+        let at = std::fs::metadata(&segment).expect("meta").len();
+        let record = format!("{{\"base\":{},\"rest\":{{}},\"rows\":[{{\"k\":[0,20]}}]}}", at - 8);
+        let z = compress_alone(3, record.as_bytes()).expect("compress");
+        append_frame(&segment, T0 + 1_000_000_000, FrameKind::Delta, RECORD_VERSION, &payload(at, before, &z));
+        let mut reader = Reader::open(dir.path()).expect("reader");
+        let frames = reader.all_frames().expect("frames");
+        let samples: Vec<_> = frames.iter().filter(|f| f.frame.header.kind.is_sample()).collect();
+        assert_eq!(samples.len(), 2, "{name}");
+        assert!(reader.read(samples[1]).is_none(), "{name}: the delta decoded");
+        let why = &reader.report().bad_frames[0].2;
+        assert!(why.contains(expected), "{name}: {why}");
+        assert_eq!(reader.read(samples[0]).map(|s| s.processes.len()), Some(20), "{name}");
+    }
 }
 
 /// A zstd frame says how large it decompresses, and the decompressor allocated what it said (up
@@ -701,8 +762,12 @@ fn full_file_size_limit_leaves_no_trail() {
 #[test]
 fn damage_in_the_middle_of_a_segment_costs_only_the_frames_it_hit() {
     let dir = tempfile::tempdir().expect("tempdir");
-    super::write(dir.path(), small_config(), 0..8);
-    super::write(dir.path(), small_config(), 8..9);
+    // Version 2, whose deltas need only their anchors: what is lost here is what the walk
+    // lost. (A version-3 delta needs every frame before it in its chunk: see
+    // `damage_in_a_chained_delta_loses_the_rest_of_its_chunk_only`.)
+    let config = StoreConfig { record_version: RECORD_VERSION_2, ..small_config() };
+    super::write(dir.path(), config.clone(), 0..8);
+    super::write(dir.path(), config, 8..9);
     let first = super::segments(dir.path())[0].clone();
     let walk = proctor_store::segment::walk(&first, proctor_store::segment::Check::Headers).expect("walk");
     let mut bytes = std::fs::read(&first).expect("read");

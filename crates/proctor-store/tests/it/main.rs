@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use proctor_model::{HostSample, ProcessSample, Sample, SampleCost};
 use proctor_procfs::host::{CpuTicks, Stat};
+use proctor_store::codec::{RECORD_VERSION, RECORD_VERSION_2};
 use proctor_store::{Reader, StoreConfig, StoreError, Writer};
 
 const SECOND: u64 = 1_000_000_000;
@@ -213,12 +214,20 @@ fn corrupt_last_frame_is_repaired() {
     assert_eq!(seqs(&read_all(dir.path())), vec![0, 1]);
 }
 
+/// Damage in the second frame of a middle segment (a delta). Version 2 loses that frame; version 3
+/// loses the rest of its chunk too, whose deltas are compressed each against the one before.
 #[test]
 fn damage_in_the_middle_sets_the_file_aside_and_recording_continues() {
+    let v2 = StoreConfig { record_version: RECORD_VERSION_2, ..small_config() };
+    damage_in_the_middle_sets_the_file_aside(v2, &[0, 1, 2, 3, 4, 6, 7, 8, 9, 10]);
+    damage_in_the_middle_sets_the_file_aside(small_config(), &[0, 1, 2, 3, 4, 8, 9, 10]);
+}
+
+fn damage_in_the_middle_sets_the_file_aside(config: StoreConfig, expected: &[u64]) {
     let dir = tempfile::tempdir().expect("tempdir");
-    write(dir.path(), small_config(), 0..4);
-    write(dir.path(), small_config(), 4..8);
-    write(dir.path(), small_config(), 8..10);
+    write(dir.path(), config.clone(), 0..4);
+    write(dir.path(), config.clone(), 4..8);
+    write(dir.path(), config.clone(), 8..10);
     let middle = segments(dir.path())[1].clone();
     let mut bytes = std::fs::read(&middle).expect("read");
     // Overwrite the second frame's header: the header walk stops there, and intact frames follow.
@@ -227,7 +236,7 @@ fn damage_in_the_middle_sets_the_file_aside_and_recording_continues() {
     bytes[at..at + 8].copy_from_slice(b"garbage!");
     std::fs::write(&middle, &bytes).expect("write");
 
-    let (mut writer, report) = Writer::open(dir.path(), small_config()).expect("open");
+    let (mut writer, report) = Writer::open(dir.path(), config).expect("open");
     assert_eq!(report.set_aside.len(), 1, "{report:?}");
     assert_eq!(report.set_aside[0].path, middle);
     assert!(report.set_aside[0].moved_to.to_string_lossy().ends_with(".seg.corrupt"));
@@ -235,14 +244,22 @@ fn damage_in_the_middle_sets_the_file_aside_and_recording_continues() {
     writer.append(&sample(10, 20)).expect("recording continues");
     drop(writer);
     // Readers read the set-aside file's intact frames, around the damaged one (5).
-    assert_eq!(seqs(&read_all(dir.path())), vec![0, 1, 2, 3, 4, 6, 7, 8, 9, 10]);
+    assert_eq!(seqs(&read_all(dir.path())), expected);
 }
 
+/// A bit flipped in a delta's payload (frame 2 of a chunk of 4): version 2 skips that frame;
+/// version 3 that frame and the one after it in its chunk, each reported.
 #[test]
 fn payload_damage_in_a_sealed_segment_skips_that_frame_and_is_reported() {
+    let v2 = StoreConfig { record_version: RECORD_VERSION_2, ..small_config() };
+    payload_damage_skips(v2, &[0, 1, 3, 4, 5]);
+    payload_damage_skips(small_config(), &[0, 1, 4, 5]);
+}
+
+fn payload_damage_skips(config: StoreConfig, expected: &[u64]) {
     let dir = tempfile::tempdir().expect("tempdir");
-    write(dir.path(), small_config(), 0..4);
-    write(dir.path(), small_config(), 4..6);
+    write(dir.path(), config.clone(), 0..4);
+    write(dir.path(), config, 4..6);
     let first = segments(dir.path())[0].clone();
     let walk = proctor_store::segment::walk(&first, proctor_store::segment::Check::Headers).expect("walk");
     let mut bytes = std::fs::read(&first).expect("read");
@@ -252,9 +269,9 @@ fn payload_damage_in_a_sealed_segment_skips_that_frame_and_is_reported() {
     let mut reader = Reader::open(dir.path()).expect("open");
     let frames = reader.all_frames().expect("frames");
     let got: Vec<u64> = frames.iter().filter_map(|f| reader.read(f)).map(|s| s.seq).collect();
-    assert_eq!(got, vec![0, 1, 3, 4, 5]);
-    assert_eq!(reader.report().bad_frames.len(), 1);
-    assert!(reader.report().bad_frames[0].2.contains("crc"));
+    assert_eq!(got, expected);
+    assert_eq!(reader.report().bad_frames.len(), 6 - expected.len());
+    assert!(reader.report().bad_frames.iter().all(|(_, _, why)| why.contains("crc")), "{:?}", reader.report());
 }
 
 #[test]
@@ -751,6 +768,10 @@ fn churning_sample(seq: u64) -> Sample {
 }
 
 fn v2_config() -> StoreConfig {
+    StoreConfig { record_version: RECORD_VERSION_2, ..v3_config() }
+}
+
+fn v3_config() -> StoreConfig {
     StoreConfig { chunk_frames: 7, anchor_frames: 2, ..StoreConfig::default() }
 }
 
@@ -759,14 +780,26 @@ fn v2_config() -> StoreConfig {
 /// backwards, and each frame by a reader that holds nothing (which decodes the anchors first).
 #[test]
 fn version_2_deltas_round_trip_every_kind_of_change() {
+    deltas_round_trip_every_kind_of_change(v2_config());
+}
+
+/// The same for version 3, whose deltas are also compressed against the frame before them: a
+/// frame read cold walks its chunk from the key, and reading backwards walks it again each time.
+#[test]
+fn version_3_deltas_round_trip_every_kind_of_change() {
+    deltas_round_trip_every_kind_of_change(v3_config());
+}
+
+fn deltas_round_trip_every_kind_of_change(config: StoreConfig) {
+    let version = config.record_version;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (mut writer, _) = Writer::open(dir.path(), v2_config()).expect("open");
+    let (mut writer, _) = Writer::open(dir.path(), config).expect("open");
     let kinds: Vec<bool> = (0..16).map(|seq| writer.append(&churning_sample(seq)).expect("append").key_frame).collect();
     assert_eq!(kinds.iter().filter(|k| **k).count(), 3, "{kinds:?}");
     drop(writer);
     let mut reader = Reader::open(dir.path()).expect("open");
     let frames = reader.all_frames().expect("frames");
-    assert!(frames.iter().all(|f| f.frame.header.version == proctor_store::codec::RECORD_VERSION));
+    assert!(frames.iter().all(|f| f.frame.header.version == version));
     let check = |got: &Sample| assert_eq!(json(got), json(&churning_sample(got.seq)), "sample {}", got.seq);
     let forward: Vec<Sample> = frames.iter().map(|f| reader.try_read(f).expect("decode")).collect();
     assert_eq!(seqs(&forward), (0..16).collect::<Vec<_>>());
@@ -777,25 +810,31 @@ fn version_2_deltas_round_trip_every_kind_of_change() {
     for f in &frames {
         check(&Reader::open(dir.path()).expect("open").try_read(f).expect("decode cold"));
     }
+    // Every other frame, then the ones between, as a thinned range and its refinement read.
+    for f in frames.iter().step_by(2).chain(frames.iter().skip(1).step_by(2)) {
+        check(&reader.try_read(f).expect("decode out of order"));
+    }
     // The order is the sample's, not the pid order.
     assert_eq!(forward[1].processes[0].pid, 3);
     assert!(reader.report().bad_frames.is_empty());
 }
 
-/// A store written by a version-1 writer and then a version-2 one (an upgrade) reads back whole,
-/// and so does the committed version-1 store with version-2 segments after it.
+/// A store written by a version-1 writer, then a version-2 one, then a version-3 one (upgrades)
+/// and a version-1 one again reads back whole, and so does the committed version-1 store with
+/// version-3 segments after it.
 #[test]
-fn a_store_mixing_version_1_and_version_2_frames_reads_back() {
+fn a_store_mixing_version_1_2_and_3_frames_reads_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let v1 = StoreConfig { record_version: proctor_store::codec::RECORD_VERSION_1, ..small_config() };
-    write(dir.path(), v1, 0..5);
-    write(dir.path(), small_config(), 5..10);
-    write(dir.path(), StoreConfig { record_version: proctor_store::codec::RECORD_VERSION_1, ..small_config() }, 10..13);
+    write(dir.path(), v1.clone(), 0..5);
+    write(dir.path(), StoreConfig { record_version: RECORD_VERSION_2, ..small_config() }, 5..10);
+    write(dir.path(), small_config(), 10..15);
+    write(dir.path(), v1, 15..18);
     let mut reader = Reader::open(dir.path()).expect("open");
     let versions: Vec<u8> = reader.all_frames().expect("frames").iter().map(|f| f.frame.header.version).collect();
-    assert_eq!(versions, [[1; 5].as_slice(), &[2; 5], &[1; 3]].concat());
+    assert_eq!(versions, [[1; 5].as_slice(), &[2; 5], &[3; 5], &[1; 3]].concat());
     let back = read_all(dir.path());
-    assert_eq!(seqs(&back), (0..13).collect::<Vec<_>>());
+    assert_eq!(seqs(&back), (0..18).collect::<Vec<_>>());
     for got in &back {
         assert_eq!(json(got), json(&sample(got.seq, 20)), "sample {}", got.seq);
     }
@@ -816,9 +855,36 @@ fn a_store_mixing_version_1_and_version_2_frames_reads_back() {
 /// in a key loses its chunk). Each loss is reported, none is fatal.
 #[test]
 fn damage_in_an_anchor_loses_the_frames_after_it_in_its_chunk_only() {
-    let config = StoreConfig { chunk_frames: 8, anchor_frames: 3, ..StoreConfig::default() };
+    let config =
+        StoreConfig { chunk_frames: 8, anchor_frames: 3, record_version: RECORD_VERSION_2, ..StoreConfig::default() };
     // Chunk 0..8: key 0, anchors 3 and 6; chunk 8..16: key 8, anchors 11 and 14.
-    for (damaged, lost) in [(4usize, vec![4u64]), (3, vec![3, 4, 5, 6, 7]), (6, vec![6, 7])] {
+    damage_loses(config, &[(4, &[4]), (3, &[3, 4, 5, 6, 7]), (6, &[6, 7])]);
+}
+
+/// Version 3: a delta is compressed against the frame before it, so damage in any delta loses
+/// it and the rest of its chunk (and damage in a key its whole chunk), never a frame of another
+/// chunk. Each loss is reported, none is fatal.
+#[test]
+fn damage_in_a_chained_delta_loses_the_rest_of_its_chunk_only() {
+    let config = StoreConfig { chunk_frames: 8, anchor_frames: 3, ..StoreConfig::default() };
+    assert_eq!(config.record_version, RECORD_VERSION);
+    damage_loses(
+        config,
+        &[
+            (4, &[4, 5, 6, 7]),
+            (1, &[1, 2, 3, 4, 5, 6, 7]),
+            (7, &[7]),
+            (8, &[8, 9, 10, 11, 12, 13, 14, 15]),
+            (10, &[10, 11, 12, 13, 14, 15]),
+        ],
+    );
+}
+
+/// Writes samples 0..16 and 16 with `config` (two writers), flips a bit in the payload of frame
+/// `damaged` of the first segment, and checks that exactly `lost` are lost, each said as a CRC
+/// failure.
+fn damage_loses(config: StoreConfig, cases: &[(usize, &[u64])]) {
+    for &(damaged, lost) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         write(dir.path(), config.clone(), 0..16);
         write(dir.path(), config.clone(), 16..17);
@@ -843,10 +909,22 @@ fn damage_in_an_anchor_loses_the_frames_after_it_in_its_chunk_only() {
 /// `churning_sample`); never regenerate it.
 #[test]
 fn reads_the_store_written_by_record_version_2() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2-store");
+    reads_the_committed_store("tests/data/v2-store", 2);
+}
+
+/// `tests/data/v3-store` was written by the build that introduced record version 3 (chained
+/// deltas), from `churning_sample(seq)` for seq 0..12 with `v3_config()`; the same rules.
+#[test]
+fn reads_the_store_written_by_record_version_3() {
+    reads_the_committed_store("tests/data/v3-store", 3);
+}
+
+fn reads_the_committed_store(dir: &str, version: u8) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut reader = Reader::open(&dir).expect("open");
     let frames = reader.all_frames().expect("frames");
-    assert!(frames.iter().all(|f| f.frame.header.version == 2));
+    assert_eq!(frames.len(), 12);
+    assert!(frames.iter().all(|f| f.frame.header.version == version));
     let back = read_all(&dir);
     assert_eq!(seqs(&back), (0..12).collect::<Vec<_>>());
     for got in &back {
@@ -854,11 +932,18 @@ fn reads_the_store_written_by_record_version_2() {
     }
 }
 
-/// Writes the version-2 compatibility store; run once by hand with `PROCTOR_WRITE_V2_STORE=DIR`.
+/// Writes a compatibility store; run once by hand with `PROCTOR_WRITE_STORE=VERSION:DIR`
+/// (`2` with `v2_config()`, `3` with `v3_config()`).
 #[test]
-fn write_v2_store_when_asked() {
-    let Some(dir) = std::env::var_os("PROCTOR_WRITE_V2_STORE") else { return };
-    let (mut writer, _) = Writer::open(Path::new(&dir), v2_config()).expect("open");
+fn write_compatibility_store_when_asked() {
+    let Some(asked) = std::env::var("PROCTOR_WRITE_STORE").ok() else { return };
+    let (version, dir) = asked.split_once(':').expect("PROCTOR_WRITE_STORE=VERSION:DIR");
+    let config = match version {
+        "2" => v2_config(),
+        "3" => v3_config(),
+        _ => panic!("no compatibility store of version {version}"),
+    };
+    let (mut writer, _) = Writer::open(Path::new(dir), config).expect("open");
     for seq in 0..12 {
         writer.append(&churning_sample(seq)).expect("append");
     }
