@@ -34,6 +34,7 @@ static __u64 (*bpf_get_current_cgroup_id)(void) = (void *)80;
 static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *src) = (void *)112;
 static long (*bpf_probe_read_kernel_str)(void *dst, __u32 size, const void *src) = (void *)115;
 static __u64 (*bpf_ktime_get_boot_ns)(void) = (void *)125;
+static long (*bpf_ringbuf_output)(void *ringbuf, void *data, __u64 size, __u64 flags) = (void *)130;
 static void *(*bpf_ringbuf_reserve)(void *ringbuf, __u64 size, __u64 flags) = (void *)131;
 static void (*bpf_ringbuf_submit)(void *data, __u64 flags) = (void *)132;
 static __u64 (*bpf_ringbuf_query)(void *ringbuf, __u64 flags) = (void *)134;
@@ -44,10 +45,12 @@ static __u64 (*bpf_ringbuf_query)(void *ringbuf, __u64 flags) = (void *)134;
 
 // The ring's size (a power of two pages). Events are submitted without waking the reader,
 // which drains the ring every 100 ms, until a quarter of it is full: then each event wakes it.
-// So a steady trickle costs no wakeups and a burst cannot fill the ring unnoticed. 1 MiB holds
-// ~1,700 processes' exec and exit; the reader maps it (twice: the kernel's ring layout), so it
-// shows as ~2 MB of the agent's resident size (4 MiB showed as 8.2 MB).
-#define RING_BYTES (1 << 20)
+// So a steady trickle costs no wakeups and a burst cannot fill the ring unnoticed. An exec
+// record carries only the arguments it copied, so a process's exec, exit and final records
+// take ~460 bytes with a 40-byte command line (~720 with all 256): 512 KiB holds ~1,100 of
+// them between two drains. The reader maps it twice (the kernel's ring layout), so it shows as
+// ~1 MB of the agent's resident size (1 MiB of fixed-size records showed as 2.1 MB).
+#define RING_BYTES (1 << 19)
 #define WAKE_AT (RING_BYTES / 4)
 
 typedef struct {
@@ -129,7 +132,9 @@ struct {
 #define FILENAME_BYTES 128
 
 // Every field 8 bytes (or a byte array of a multiple of 8) so that the compiler and the Rust
-// reader (src/events.rs) lay it out alike; `kind` tells the two records apart.
+// reader (src/events.rs) lay it out alike; `kind` tells the records apart. An exec record ends
+// after the arguments copied (`args_len` bytes, at most ARGS_BYTES): it is built in a per-CPU
+// scratch copy (too large for the stack) and written with that size.
 struct exec_event {
 	__u64 kind;
 	__u64 pid, ppid;
@@ -171,6 +176,13 @@ struct final_event {
 	__u64 runtime;
 };
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct exec_event);
+} proctor_exec_scratch SEC(".maps");
+
 static struct counts *counts(void)
 {
 	__u32 zero = 0;
@@ -211,12 +223,13 @@ int proctor_exec(__u64 *ctx)
 	struct counts *c = counts();
 	struct exec_event *e;
 	struct mm_struct *mm;
+	__u32 zero = 0;
 	__u64 len = 0;
 
 	if (!c)
 		return 0;
 	c->execs++;
-	e = bpf_ringbuf_reserve(&proctor_events, sizeof(*e), 0);
+	e = bpf_map_lookup_elem(&proctor_exec_scratch, &zero);
 	if (!e) {
 		c->lost_execs++;
 		return 0;
@@ -243,12 +256,16 @@ int proctor_exec(__u64 *ctx)
 		len &= (ARGS_BYTES * 2 - 1);
 		if (len > ARGS_BYTES)
 			len = ARGS_BYTES;
-		if (bpf_probe_read_user(e->args, len, (const void *)start))
+		if (bpf_probe_read_user(e->args, len, (const void *)start)) {
 			e->args_len = 0;
+			len = 0;
+		}
 	} else {
 		e->args_len = 0;
 	}
-	bpf_ringbuf_submit(e, wake_flag());
+	if (bpf_ringbuf_output(&proctor_events, e, __builtin_offsetof(struct exec_event, args) + len,
+			       wake_flag()))
+		c->lost_execs++;
 	return 0;
 }
 

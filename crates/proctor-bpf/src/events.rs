@@ -40,13 +40,16 @@ pub const QUEUE_EVENTS: usize = 65_536;
 const KIND_EXEC: u64 = 1;
 const KIND_EXIT: u64 = 2;
 const KIND_FINAL: u64 = 3;
-/// `struct exec_event`: 7 words, comm 16, filename 128, args 256.
-pub const EXEC_BYTES: usize = 7 * 8 + 16 + 128 + 256;
+/// `struct exec_event` up to its arguments: 7 words, comm 16, filename 128. A record is this
+/// and the arguments copied (`args_len` bytes, at most [`ARGS_BYTES`]).
+pub const EXEC_HEAD_BYTES: usize = 7 * 8 + 16 + 128;
+/// The longest exec record.
+pub const EXEC_BYTES: usize = EXEC_HEAD_BYTES + ARGS_BYTES;
 /// `struct exit_event`: 18 words and comm 16.
 pub const EXIT_BYTES: usize = 18 * 8 + 16;
 /// `struct final_event`: 5 words.
 pub const FINAL_BYTES: usize = 5 * 8;
-const ARGS_BYTES: usize = 256;
+pub const ARGS_BYTES: usize = 256;
 
 /// A process exec'd a new program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,11 +370,14 @@ pub fn parse(bytes: &[u8]) -> Option<Event> {
     }
     let u32_of = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
     match word(bytes, 0) {
-        KIND_EXEC if bytes.len() == EXEC_BYTES => {
+        KIND_EXEC if (EXEC_HEAD_BYTES..=EXEC_BYTES).contains(&bytes.len()) => {
             let names = &bytes[7 * 8..];
             let args_len = usize::try_from(word(bytes, 6)).unwrap_or(usize::MAX);
             let copied = args_len.min(ARGS_BYTES);
-            let raw = &names[16 + 128..16 + 128 + copied];
+            if bytes.len() != EXEC_HEAD_BYTES + copied {
+                return None;
+            }
+            let raw = &bytes[EXEC_HEAD_BYTES..];
             // The arguments end in a NUL each; a cut one has none.
             let mut args: Vec<String> = raw
                 .strip_suffix(&[0])
@@ -439,9 +445,8 @@ mod tests {
         let mut file = [0u8; 128];
         file[..13].copy_from_slice(b"/usr/bin/make");
         b.extend_from_slice(&file);
-        let mut a = [0u8; 256];
-        a[..args.len()].copy_from_slice(args);
-        b.extend_from_slice(&a);
+        // The bytes the program copied: the command line up to 256 bytes.
+        b.extend_from_slice(&args[..(args_len as usize).min(args.len())]);
         b
     }
 
@@ -466,7 +471,11 @@ mod tests {
     #[test]
     fn records_of_other_sizes_or_kinds_are_refused() {
         let rec = exec_record(b"a\0", 2);
-        assert!(parse(&rec[..rec.len() - 8]).is_none());
+        assert!(parse(&rec).is_some());
+        // Shorter or longer than its arguments say.
+        assert!(parse(&rec[..rec.len() - 1]).is_none());
+        assert!(parse(&[rec.as_slice(), &[0]].concat()).is_none());
+        assert!(parse(&rec[..EXEC_HEAD_BYTES - 1]).is_none());
         assert!(parse(&[]).is_none());
         let mut other = rec.clone();
         other[0] = 9;
