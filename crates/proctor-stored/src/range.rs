@@ -468,7 +468,21 @@ pub(crate) mod tests {
 
     /// A store of `n` host samples of this machine, one second apart, ending at `end_ns`.
     pub(crate) fn short_store(dir: &std::path::Path, n: u64, end_ns: u64) {
-        let (mut writer, _) = proctor_store::Writer::open(dir, proctor_store::StoreConfig::default()).expect("store");
+        short_store_with(dir, n, end_ns, proctor_store::StoreConfig::default());
+    }
+
+    /// A store whose damaged delta costs that frame alone (record version 2; in version 3 it
+    /// costs the rest of its chunk): for counting what one bad frame does.
+    pub(crate) fn short_store_v2(dir: &std::path::Path, n: u64, end_ns: u64) {
+        let config = proctor_store::StoreConfig {
+            record_version: proctor_store::codec::RECORD_VERSION_2,
+            ..proctor_store::StoreConfig::default()
+        };
+        short_store_with(dir, n, end_ns, config);
+    }
+
+    fn short_store_with(dir: &std::path::Path, n: u64, end_ns: u64, config: proctor_store::StoreConfig) {
+        let (mut writer, _) = proctor_store::Writer::open(dir, config).expect("store");
         let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {
             processes: false,
             pss_budget: 0.0,
@@ -518,7 +532,7 @@ pub(crate) mod tests {
     fn a_bad_frame_read_again_and_again_is_counted_once() {
         let dir = tempfile::tempdir().expect("tempdir");
         let end = 1_700_000_000_000_000_000;
-        short_store(dir.path(), 13, end);
+        short_store_v2(dir.path(), 13, end);
         damage_frame(dir.path(), 5);
         let mut reader = Reader::open(dir.path()).expect("reader");
         let config = FoldConfig { budget: 1000, max_points: 10, keep_points: false, max_span: None, groups: None };

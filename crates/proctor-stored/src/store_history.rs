@@ -272,7 +272,7 @@ fn keep(cache: &mut PointCache, key: (u64, u64), point: &Point) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::range::tests::{damage_frame, short_store};
+    use crate::range::tests::{damage_frame, short_store_v2};
 
     /// Regression (issue 15 item 10): a frame that failed to decode as a point was read again as
     /// the next point's rate base, and each reading counted: `bad_frames` was twice the store's.
@@ -280,7 +280,7 @@ mod tests {
     fn a_bad_frame_is_counted_once_in_the_history_store_part() {
         let dir = tempfile::tempdir().expect("tempdir");
         let end_ns = 1_700_000_000_000_000_000;
-        short_store(dir.path(), 13, end_ns);
+        short_store_v2(dir.path(), 13, end_ns);
         damage_frame(dir.path(), 5);
         damage_frame(dir.path(), 9);
         let mut sampler = proctor_sampler::Sampler::new(proctor_sampler::SamplerConfig {

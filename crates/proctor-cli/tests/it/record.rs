@@ -17,11 +17,17 @@ fn record(dir: &Path, extra: &[&str]) -> Command {
 
 /// Every sample of the store, as (unix_ns, seq), decoding each frame.
 fn stored(dir: &Path) -> Vec<(u64, u64)> {
+    let (samples, report) = stored_around_damage(dir);
+    assert!(report.bad_frames.is_empty(), "{report:?}");
+    samples
+}
+
+/// Every sample that decodes, and the reader's report of what did not.
+fn stored_around_damage(dir: &Path) -> (Vec<(u64, u64)>, proctor_store::ReadReport) {
     let mut reader = Reader::open(dir).expect("store opens");
     let frames = reader.all_frames().expect("frames");
     let samples: Vec<(u64, u64)> = frames.iter().filter_map(|f| reader.read(f)).map(|s| (s.unix_ns, s.seq)).collect();
-    assert!(reader.report().bad_frames.is_empty(), "{:?}", reader.report());
-    samples
+    (samples, reader.report().clone())
 }
 
 /// xorshift64*, seeded from the clock and printed, so a failing run can be repeated with
@@ -201,11 +207,15 @@ fn a_damaged_middle_file_is_set_aside_reported_and_recording_continues() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("set aside") && stderr.contains(".seg.corrupt"), "{stderr}");
-    // Readers still read the set-aside file's intact frames, around the one damaged.
-    let after = stored(dir.path());
-    assert_eq!(after.len(), 9 - 1 + 2);
+    // Readers still read the set-aside file's intact frames, around the one damaged. The third
+    // frame is intact, but a delta compressed against the damaged one (record version 3): it
+    // is lost with it, and said.
+    let (after, report) = stored_around_damage(dir.path());
+    assert_eq!(after.len(), 9 - 2 + 2);
     assert_eq!(&after[..4], &before[..4]);
-    assert_eq!(&after[4..8], &before[5..9]);
+    assert_eq!(&after[4..7], &before[6..9]);
+    assert_eq!(report.bad_frames.len(), 1, "{report:?}");
+    assert_eq!(report.damaged_segments.len(), 1, "{report:?}");
 }
 
 /// A missing directory is created (see below); one whose parent is missing too is a clear
