@@ -1,6 +1,6 @@
 """The headline benchmarks, two builds side by side: `bash bench/ab.sh OLD NEW` runs this.
 
-Usage: ab.py OLD_BIN NEW_BIN BLASTER ROUNDS [scan] [serve] [record] [statsd] [top]
+Usage: ab.py OLD_BIN NEW_BIN BLASTER ROUNDS [scan] [serve] [record] [record_side] [statsd] [top]
 
 Every round runs each benchmark once per build, the two builds back to back and their order
 swapped every round (old-new, new-old, …), so both see the same machine. Each figure is a cost
@@ -15,6 +15,10 @@ swapped every round (old-new, new-old, …), so both see the same machine. Each 
   record   `proctor serve --data-dir DIR`: store bytes written per sample over RECORD_WINDOW s
            (default 60: one chunk of 60 frames at 1 s, so one key frame in the window) after a
            10 s warm-up (the data directory's growth over `samples_total`'s)
+  record_side  the same with both builds recording at once, each into its own directory, so
+           both store the same host's changes (one after the other, a compile's churn in one
+           window and not the other moved a build's figure 2× between rounds); also prints
+           each round's NEW/OLD
   statsd   `proctor statsd` CPU seconds per million packets received: PACKETS packets from the
            one blaster (the NEW tree's statsd_blast example) paced at RATE packets/s
   top      `proctor top --interval 1s` CPU over the same WINDOW as `htop -d 10` beside it, each
@@ -177,6 +181,34 @@ def bench_record(binary):
         shutil.rmtree(data, ignore_errors=True)
 
 
+def bench_record_side(old, new):
+    """Both builds recording at once: {"old": figures, "new": figures}."""
+    runs = {}
+    try:
+        for side, binary in (("old", old), ("new", new)):
+            port = free_port()
+            data = tempfile.mkdtemp(prefix=f"ab-record-{side}.")
+            p = start([binary, "serve", "--data-dir", data, "--listen", f"127.0.0.1:{port}"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            runs[side] = (port, data, p)
+        for port, _, _ in runs.values():
+            wait_for("serve to answer", lambda port=port: http_ok(port, "/api/v1/agent"))
+        samples = lambda port: json.loads(http_get(port, "/api/v1/agent").split(b"\r\n\r\n", 1)[1])["samples_total"]
+        time.sleep(10)
+        first = {side: (samples(port), dir_bytes(data)) for side, (port, data, _) in runs.items()}
+        time.sleep(RECORD_WINDOW)
+        out = {}
+        for side, (port, data, _) in runs.items():
+            n0, b0 = first[side]
+            n1, b1 = samples(port), dir_bytes(data)
+            out[side] = {"store bytes/sample": (b1 - b0) / max(n1 - n0, 1)}
+        return out
+    finally:
+        for _, data, p in runs.values():
+            stop(p)
+            shutil.rmtree(data, ignore_errors=True)
+
+
 def statsd_stat(admin, name):
     with socket.create_connection(("127.0.0.1", admin), timeout=5) as s:
         s.sendall(b"stats\n")
@@ -247,7 +279,7 @@ def spread(values):
 def main():
     old, new, blaster, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     wanted = sys.argv[5:] or ["scan", "serve", "record", "statsd", "top"]
-    benches = {"scan": bench_scan, "serve": bench_serve, "record": bench_record,
+    benches = {"scan": bench_scan, "serve": bench_serve, "record": bench_record, "record_side": None,
                "statsd": lambda b: bench_statsd(b, blaster), "top": bench_top}
     unknown = [w for w in wanted if w not in benches]
     if unknown:
@@ -263,6 +295,15 @@ def main():
         for r in range(rounds):
             order = [("old", old), ("new", new)] if r % 2 == 0 else [("new", new), ("old", old)]
             for name in wanted:
+                if name == "record_side":
+                    pair = bench_record_side(old, new)
+                    for side in ("old", "new"):
+                        for figure, value in pair[side].items():
+                            results.setdefault(figure, {"old": [], "new": []})[side].append(value)
+                    shown = "; ".join(f"{side} {k} {v:.3f}" for side in ("old", "new") for k, v in pair[side].items())
+                    ratios = ", ".join(f"{k} new/old {pair['new'][k] / pair['old'][k]:.3f}" for k in pair["old"])
+                    print(f"round {r + 1} {name}: {shown}; {ratios} (load {load()})", flush=True)
+                    continue
                 for side, binary in order:
                     figures = benches[name](binary)
                     for figure, value in figures.items():

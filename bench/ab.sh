@@ -2,7 +2,7 @@
 # Compares two builds of proctor, in one session, the two alternating (this machine is shared
 # and noisy, so both must see the same conditions). Two forms:
 #
-#   bash bench/ab.sh OLD NEW [--rounds N] [scan] [serve] [record] [statsd] [top]
+#   bash bench/ab.sh OLD NEW [--rounds N] [scan] [serve] [record] [record_side] [statsd] [top]
 #       The headline benchmarks (bench/ab.py says what each measures): scan µs per process and
 #       its ratio to the kernel floor, serve CPU and RSS and `/api/metrics/v1` p50, store bytes
 #       per sample, statsd CPU per million packets, top's CPU over htop's. OLD and NEW are git revisions (built with `cargo build --release` in worktrees

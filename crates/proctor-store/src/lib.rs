@@ -127,8 +127,9 @@ impl Default for StoreConfig {
             segment_max_bytes: 64 << 20,
             chunk_frames: 60,
             anchor_frames: 4,
-            // A week: at the ~1–2 KiB per frame measured with ~600 processes at 1 s (see
-            // ARCHITECTURE.md), a week is 0.6–1.2 GiB, under the 2 GiB size cap.
+            // A week: at the ~1–2 KiB per frame measured with ~600 processes at 1 s (record
+            // version 3 writes ~0.9–1.6 KiB; docs/performance.md, "The store"), a week is
+            // 0.5–1.2 GiB, under the 2 GiB size cap.
             retain_age: Duration::from_secs(7 * 24 * 3600),
             retain_bytes: 2 << 30,
             level: codec::DEFAULT_LEVEL,
