@@ -154,8 +154,8 @@ pub fn decode_event(kind: FrameKind, version: u8, bytes: &[u8]) -> Result<Event,
     }
 }
 
-/// Decodes a whole-sample record: a key frame of either version, or a version-1 delta frame
-/// (decompressed against its key). Version-2 deltas are `delta::decode_delta`.
+/// Decodes a whole-sample record: a key frame of any version, or a version-1 delta frame
+/// (decompressed against its key). Version-2 and -3 deltas are `delta::decode_delta`.
 pub fn decode_record(version: u8, bytes: &[u8]) -> Result<Sample, CodecError> {
     if version != RECORD_VERSION && version != RECORD_VERSION_2 && version != RECORD_VERSION_1 {
         return Err(CodecError::UnknownVersion(version));

@@ -19,7 +19,7 @@ pub const HEADER_LEN: usize = 24;
 pub const MAX_PAYLOAD_LEN: u32 = 256 << 20;
 
 /// What the payload holds and how it was compressed. Kinds 0 and 1 are samples (record
-/// version 1 in the first store, 2 since; see `codec`); later kinds are other records, each compressed on its
+/// version 1 in the first store, then 2, now 3; see `codec`); later kinds are other records, each compressed on its
 /// own and versioned by the header's version byte. A build that does not know a kind treats
 /// the frame as corrupt, so new kinds go into streams of their own (see `lib.rs`), where older
 /// builds never look.
@@ -28,7 +28,8 @@ pub enum FrameKind {
     /// A sample compressed on its own; starts a chunk.
     Key = 0,
     /// A sample as a difference: version 1, its whole record compressed with the chunk's key
-    /// record as the dictionary; version 2, a `delta` record against its base, compressed alone.
+    /// record as the dictionary; version 2, a `delta` record against its base, compressed alone;
+    /// version 3, the same record compressed with the previous delta's as prefix (`codec`).
     Delta = 1,
     /// A batch of probe results (`proctor_model::ProbeBatch`), compressed on its own.
     Probe = 2,

@@ -343,9 +343,10 @@ impl Writer {
     }
 
     /// Version 2: a key frame is the sample's JSON; a delta is a `delta` record against the
-    /// chunk's base sample (the key, or the latest anchor), which the writer keeps. Both are
-    /// compressed alone. Returns whether the frame is a key, whether it is an anchor, the
-    /// record's size, when encoding ended, and the payload.
+    /// chunk's base sample (the key, or the latest anchor), which the writer keeps. A key is
+    /// compressed alone (at `key_level`); a delta alone in version 2, chained to the delta
+    /// before it in version 3 ([`Writer::encode_chained`]). Returns whether the frame is a
+    /// key, whether it is an anchor, the record's size, when encoding ended, and the payload.
     fn encode_v2(&mut self, key: bool, sample: &Sample) -> (bool, bool, u64, Instant, std::io::Result<Encoded>) {
         let level = self.config.level;
         let at = self.next_offset();
