@@ -69,6 +69,11 @@ fn send_timers(to: &str) -> (f64, f64) {
     slow_window
 }
 
+/// Sample frames stored in `dir` so far (0 before the first segment).
+fn stored_samples(dir: &Path) -> usize {
+    Reader::open(dir).and_then(|mut r| r.all_frames()).map_or(0, |f| f.len())
+}
+
 #[test]
 fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() {
     let data = tempfile::tempdir().expect("tempdir");
@@ -94,8 +99,14 @@ fn statsd_record_then_report_timer_places_the_slow_flushes_in_the_slow_window() 
     let bound = format!("udp {udp}");
     stderr.until("statsd's udp line", super::bounded::STARTUP, |line| line.contains(&bound).then_some(()));
     let early = stderr.seen.clone();
-    // Give the recorder time for its first samples, so every flush falls in a sample interval.
-    std::thread::sleep(Duration::from_millis(800));
+    // The recorder's first samples stored before the first flush, so every flush falls in a
+    // sample interval (800 ms of sleep here was too few for a loaded host: the recorder starts
+    // its BPF parts first, and the first flush fell before any sample).
+    let waited = Instant::now();
+    while stored_samples(data.path()) < 2 {
+        assert!(waited.elapsed() < super::bounded::STARTUP, "the recorder stored no two samples");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (slow_from, slow_to) = send_timers(&udp);
     // SIGTERM: statsd flushes once more and the recorder thread drains before it exits.
     let status = super::bounded::terminate(&mut statsd.0, "statsd");
