@@ -1387,7 +1387,11 @@ describe("dragging across a chart picks a range, and its top processes are that 
         // Charts off screen are not drawn: bring each into view first.
         await page.locator(`#chart-${name}`).scrollIntoViewIfNeeded();
         await frames(page);
-        const [inside, outside] = [await bandPixels(page, name, mid), await bandPixels(page, name, away)];
+        // Drawn on the chart's next frame once in view: waited for, not read once.
+        const [inside, outside] = await until(`the ${name} chart's band inside the pick`, async () => {
+          const pair = [await bandPixels(page, name, mid), await bandPixels(page, name, away)];
+          return pair[0] > 40 ? pair : null;
+        });
         assert.ok(inside > 40 && outside < inside / 4, `${name}: band pixels ${inside} inside the pick, ${outside} away from it`);
       }
       const withBurner = await pickedReport(page, "the picked range's top processes");
