@@ -242,13 +242,16 @@ for name in "${order[@]}"; do
 done
 if [[ $failed -ne 0 ]]; then
   # What failed, once more at the very end: CI keeps the tail of a long run, where each part's
-  # whole block may have been cut. A panic with its message, a FAIL line, a Python exception.
+  # whole block may have been cut. A panic with its message, a FAIL line, a Python exception,
+  # node --test's `not ok` lines and their `error:` (with the lines of a multi-line message).
   for name in "${order[@]}"; do
     file=${name//[^A-Za-z0-9._-]/_}
     grep -q $'\tFAILED' "$logs/$file.result" 2>/dev/null || continue
     echo "== why $name failed (from $logs/$file.log):"
     awk '/panicked at/ { print; n = 2; next }
          n > 0 { print; n--; next }
+         /^ *not ok [0-9]/ { print; next }
+         /^ +error: / { print; n = 3; next }
          /(^|[^A-Za-z])FAIL([^A-Za-z]|$)|^[A-Za-z.]*(Error|Exception): |^error(\[|:)|timed out/ { print }' \
       "$logs/$file.log" 2>/dev/null | cut -c1-300 | head -n 24 | sed 's/^/   /'
   done
