@@ -70,7 +70,7 @@ echo "root:   $line"
 if [[ $line == *"not used"* ]]; then
   echo "SKIP: the task iterator as root: this kernel refuses it ($line); the fallback was checked above"
 else
-  [[ $line == *"every process's stat fields in one read, and the sampler reads them so"* ]] || { echo "FAIL: doctor as root does not say the iterator works"; exit 1; }
+  [[ $line == *"every process's stat fields at once, and the sampler reads them so"* ]] || { echo "FAIL: doctor as root does not say the iterator works"; exit 1; }
 fi
 events=$("$proctor" doctor | grep "^process events:")
 echo "root:   $events"

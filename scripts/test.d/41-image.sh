@@ -120,7 +120,7 @@ if podman "${store[@]}" "${run_args[@]}" run "${ctr_args[@]}" "${bpf_args[@]}" -
   events=$(grep "^process events:" "$work/doctor-bpf.txt" || true)
   echo "image (+CAP_BPF CAP_PERFMON, seccomp unconfined): $iter"
   echo "image (+CAP_BPF CAP_PERFMON, seccomp unconfined): $events"
-  [[ $iter == *"every process's stat fields in one read"* ]] || { echo "FAIL: the task iterator in the image"; exit 1; }
+  [[ $iter == *"every process's stat fields at once"* ]] || { echo "FAIL: the task iterator in the image"; exit 1; }
   [[ $events == *"every exec and process exit"* ]] || { echo "FAIL: the process events in the image"; exit 1; }
   podman "${store[@]}" "${run_args[@]}" run "${ctr_args[@]}" "${bpf_args[@]}" "$image" doctor --host-root /host \
     >"$work/doctor-seccomp.txt" 2>&1 || true

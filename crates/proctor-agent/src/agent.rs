@@ -154,6 +154,7 @@ impl Agent {
             container_error: sampler.container_error().map(str::to_string),
             task_iter_used: sampler.task_iter_status().is_ok(),
             task_iter_why_not: sampler.task_iter_status().err().flatten().map(str::to_string),
+            task_iter_how: sampler.task_iter_how(),
             events_used: sampler.events_status().is_ok(),
             events_why_not: sampler.events_status().err().flatten().map(str::to_string),
             net_used: sampler.net_status().is_ok(),

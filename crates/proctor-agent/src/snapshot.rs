@@ -62,6 +62,8 @@ pub struct AgentSelf {
     pub task_iter_used: bool,
     /// Why not the iterator, where it was asked for and could not be used.
     pub task_iter_why_not: Option<String>,
+    /// Which BPF reader runs, in words, where the iterator is used.
+    pub task_iter_how: Option<String>,
     /// Every exec and exit comes from the BPF process events (else only what `/proc` shows).
     pub events_used: bool,
     /// Why not the events, where they were asked for and could not be had.

@@ -1,4 +1,4 @@
-//! One scan through the task iterator, printed: `cargo run -p proctor-bpf --example iter_scan
+//! One scan through the task reader (the open-coded scan, or the iterator's file), printed: `cargo run -p proctor-bpf --example iter_scan
 //! [N]` prints the cost of a scan, then N processes (default 10) as pid, ppid, state, threads,
 //! utime+stime ticks, rss pages and name; or why the iterator cannot be used here.
 fn main() {
@@ -12,15 +12,7 @@ fn main() {
     };
     let mut out = Vec::new();
     let cost = iter.scan(&mut out).expect("scan");
-    println!("{cost:?}");
-    if std::env::var_os("ITER_SCAN_TIDS").is_some() {
-        let tids: Vec<u64> = iter
-            .raw()
-            .chunks_exact(proctor_bpf::RECORD_BYTES)
-            .map(|r| u64::from_ne_bytes(r[8..16].try_into().expect("8 bytes")))
-            .collect();
-        println!("tids in the order the kernel gave them: {tids:?}");
-    }
+    println!("{}: {cost:?}", iter.how());
     for p in out.iter().take(n) {
         println!(
             "{:>7} {:>7} {} {:>3} {:>8} {:>8} {}",

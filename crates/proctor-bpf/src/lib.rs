@@ -26,8 +26,10 @@ pub use proctor_procfs::process::PidStat;
 
 pub mod events;
 pub mod net;
+mod scan;
 pub use events::{Counts, Event, ExecEvent, ExitEvent, FinalEvent, Subscription};
 pub use net::NetTable;
+pub use scan::{SLOT_BYTES, TASK_SCAN_OBJECT};
 
 /// The iterator program, as clang built it from `bpf/task_iter.bpf.c` (`bpf/build.sh`).
 pub static TASK_ITER_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_iter.bpf.o");
@@ -71,28 +73,50 @@ pub struct ScanCost {
     pub cpu_ns: u64,
 }
 
-/// The loaded task iterator. Each [`scan`](TaskIter::scan) attaches the program (one link),
-/// makes an iterator file from it and reads that to its end.
+/// How [`TaskIter`] reads the tasks.
+enum Reader {
+    /// The open-coded task iterator (6.7+): one program run writes every record into a slot
+    /// of a mapped map (`scan.rs`).
+    Scan(Arc<Mutex<scan::Scanner>>),
+    /// The `iter/task` program: each scan attaches it (one link), makes an iterator file from
+    /// it and reads that to its end, into `buffer` (zeroed once when it grows, not before
+    /// every read); `filled` is how much of it the last scan filled.
+    File { bpf: Arc<Mutex<Ebpf>>, buffer: Vec<u8>, filled: usize },
+}
+
+/// The loaded task reader: the open-coded scan where the kernel has it, else the task
+/// iterator's file. [`how`](TaskIter::how) says which, and why not the first.
 pub struct TaskIter {
-    /// The loaded program, one per process (see [`loaded`]).
-    bpf: Arc<Mutex<Ebpf>>,
-    /// The reads' buffer, zeroed once when it grows (not before every read), and how much of
-    /// it the last scan filled.
-    buffer: Vec<u8>,
-    filled: usize,
+    reader: Reader,
     summer: Summer,
+    /// Why the open-coded scan is not used, when the file is read.
+    no_scan: Option<String>,
 }
 
 impl fmt::Debug for TaskIter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TaskIter").field("buffer_bytes", &self.buffer.capacity()).finish_non_exhaustive()
+        f.debug_struct("TaskIter").field("how", &self.how()).finish_non_exhaustive()
     }
 }
 
+/// Which way [`TaskIter::open_with`] reads the tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// The open-coded scan where the kernel has it (6.7+), else the iterator's file.
+    Best,
+    /// The `iter/task` program's file, even where the open-coded scan would serve (tests and
+    /// `bench/bpf` compare the two).
+    File,
+}
+
 impl TaskIter {
-    /// Loads the program and checks it here: a first scan must find this process under its own
-    /// pid. `Err` says why the iterator cannot be used, for `doctor` and the agent's status.
+    /// Loads the reader and checks it here: a first scan must find this process under its own
+    /// pid. `Err` says why no BPF reader can be used, for `doctor` and the agent's status.
     pub fn open() -> Result<TaskIter, Unavailable> {
+        TaskIter::open_with(Way::Best)
+    }
+
+    pub fn open_with(way: Way) -> Result<TaskIter, Unavailable> {
         // Asked first, so that a process without them does not parse the kernel's BTF (some MB)
         // only to be refused.
         if !may_load_tracing() {
@@ -101,14 +125,29 @@ impl TaskIter {
                     .to_string(),
             ));
         }
-        let bpf = loaded()?;
+        let (reader, no_scan) = match way {
+            Way::Best => {
+                load_parts(true, false, false);
+                let parts = parts().lock().unwrap_or_else(|e| e.into_inner());
+                match (parts.scan.clone().expect("loaded above"), &parts.iter) {
+                    (Ok(scanner), _) => (Reader::Scan(scanner), None),
+                    (Err(why), Some(file)) => (file_reader(file.clone()?), Some(why.0)),
+                    (Err(why), None) => unreachable!("the file is loaded when the scan is not: {why}"),
+                }
+            }
+            Way::File => {
+                load_file();
+                let parts = parts().lock().unwrap_or_else(|e| e.into_inner());
+                (file_reader(parts.iter.clone().expect("loaded above")?), Some("asked for the file".to_string()))
+            }
+        };
         // SAFETY: sysconf has no preconditions.
         let (page, tick) = unsafe { (libc::sysconf(libc::_SC_PAGESIZE), libc::sysconf(libc::_SC_CLK_TCK)) };
         let units = Units {
             page_bytes: u64::try_from(page).unwrap_or(4096).max(1),
             ns_per_tick: 1_000_000_000 / u64::try_from(tick).unwrap_or(100).max(1),
         };
-        let mut iter = TaskIter { bpf, buffer: vec![0; 64 << 10], filled: 0, summer: Summer::new(units) };
+        let mut iter = TaskIter { reader, summer: Summer::new(units), no_scan };
         let mut out = Vec::new();
         iter.scan(&mut out).map_err(|e| Unavailable(format!("the first scan failed: {e}")))?;
         let me = std::process::id();
@@ -121,61 +160,88 @@ impl TaskIter {
         Ok(iter)
     }
 
-    /// The last scan's output as the kernel wrote it (`RECORD_BYTES` per task).
-    pub fn raw(&self) -> &[u8] {
-        &self.buffer[..self.filled]
+    /// Which reader runs, in words: the open-coded scan, or the iterator's file and why not
+    /// the scan.
+    pub fn how(&self) -> String {
+        match (&self.reader, &self.no_scan) {
+            (Reader::Scan(_), _) => "the open-coded task iterator, one program run per scan".to_string(),
+            (Reader::File { .. }, Some(why)) => format!("the task iterator's file (not the open-coded scan: {why})"),
+            (Reader::File { .. }, None) => "the task iterator's file".to_string(),
+        }
+    }
+
+    /// Whether the open-coded scan runs (else the iterator's file is read).
+    pub fn open_coded(&self) -> bool {
+        matches!(self.reader, Reader::Scan(_))
     }
 
     /// Every process's stat fields, into `out` (cleared first), by pid, threads summed into
     /// their process. The name is the leader's, as `stat` prints it.
     pub fn scan(&mut self, out: &mut Vec<PidStat>) -> Result<ScanCost, Box<dyn std::error::Error + Send + Sync>> {
         let started = thread_cpu_ns();
-        let mut file = {
-            let mut bpf = self.bpf.lock().map_err(|_| "another scan panicked while attaching")?;
-            let program: &mut Iter = bpf.program_mut(PROGRAM).ok_or("program gone")?.try_into()?;
-            let link = program.attach()?;
-            program.take_link(link)?.into_file()?
+        let (tasks, reads, bytes) = match &mut self.reader {
+            Reader::Scan(scanner) => {
+                let mut scanner = scanner.lock().map_err(|_| "another scan panicked")?;
+                let (slots, runs) = scanner.run()?;
+                (self.summer.sum_slots(slots, out)?, runs, slots.len())
+            }
+            Reader::File { bpf, buffer, filled } => {
+                let reads = read_file(bpf, buffer, filled)?;
+                (self.summer.sum(&buffer[..*filled], out)?, reads, *filled)
+            }
         };
-        let mut filled = 0;
-        let mut reads = 0u64;
-        loop {
-            if self.buffer.len() - filled < 16 << 10 {
-                self.buffer.resize(self.buffer.len() * 2, 0);
-            }
-            let n = file.read(&mut self.buffer[filled..]);
-            reads += 1;
-            match n {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        drop(file);
-        self.filled = filled;
-        let tasks = self.summer.sum(&self.buffer[..filled], out)?;
         Ok(ScanCost {
             tasks,
             processes: out.len() as u64,
             reads,
-            bytes: filled as u64,
+            bytes: bytes as u64,
             cpu_ns: thread_cpu_ns().saturating_sub(started),
         })
     }
 }
 
-/// The program, loaded once per process and kept: every sampler (a test binary or the Python
-/// package starts many) shares it, so the kernel's BTF is parsed once (~30 MB of small
-/// allocations here, handed back after with `malloc_trim`; the peak stays in VmHWM). The
-/// outcome is kept too: a kernel that refused once is not asked again.
-fn loaded() -> Result<Arc<Mutex<Ebpf>>, Unavailable> {
-    load_parts(true, false, false);
-    parts().lock().unwrap_or_else(|e| e.into_inner()).iter.clone().expect("loaded above")
+fn file_reader(bpf: Arc<Mutex<Ebpf>>) -> Reader {
+    Reader::File { bpf, buffer: vec![0; 64 << 10], filled: 0 }
 }
 
-/// What this process has loaded: each part once, its outcome kept.
+/// Attaches the iterator program, reads its file to the end into `buffer` (grown as needed)
+/// and returns the `read` calls made.
+fn read_file(
+    bpf: &Mutex<Ebpf>,
+    buffer: &mut Vec<u8>,
+    filled: &mut usize,
+) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+    let mut file = {
+        let mut bpf = bpf.lock().map_err(|_| "another scan panicked while attaching")?;
+        let program: &mut Iter = bpf.program_mut(PROGRAM).ok_or("program gone")?.try_into()?;
+        let link = program.attach()?;
+        program.take_link(link)?.into_file()?
+    };
+    *filled = 0;
+    let mut reads = 0u64;
+    loop {
+        if buffer.len() - *filled < 16 << 10 {
+            buffer.resize(buffer.len() * 2, 0);
+        }
+        let n = file.read(&mut buffer[*filled..]);
+        reads += 1;
+        match n {
+            Ok(0) => break,
+            Ok(n) => *filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(reads)
+}
+
+/// What this process has loaded: each part once, its outcome kept (a kernel that refused once
+/// is not asked again), shared by every sampler (a test binary or the Python package starts
+/// many), so the kernel's BTF is parsed once per load (~30 MB of small allocations here, handed
+/// back after with `malloc_trim`; the peak stays in VmHWM).
 #[derive(Default)]
 pub(crate) struct Parts {
+    pub(crate) scan: Option<Result<Arc<Mutex<scan::Scanner>>, Unavailable>>,
     pub(crate) iter: Option<Result<Arc<Mutex<Ebpf>>, Unavailable>>,
     pub(crate) events: Option<Result<Arc<events::Hub>, Unavailable>>,
     pub(crate) net: Option<Result<Arc<net::Loaded>, Unavailable>>,
@@ -187,19 +253,38 @@ pub(crate) fn parts() -> &'static Mutex<Parts> {
 }
 
 /// Loads the parts asked for that are not loaded yet, parsing the kernel's BTF once for all of
-/// them: [`open`] asks for both at once.
-pub(crate) fn load_parts(iter: bool, events: bool, net: bool) {
+/// them: [`open`] asks for all at once. `tasks`: a task reader, the open-coded scan or, where
+/// it cannot load, the iterator's file.
+pub(crate) fn load_parts(tasks: bool, events: bool, net: bool) {
+    load_with(tasks, false, events, net);
+}
+
+/// Loads the iterator's file program, whether or not the open-coded scan serves.
+fn load_file() {
+    load_with(false, true, false, false);
+}
+
+fn load_with(tasks: bool, file: bool, events: bool, net: bool) {
     let mut parts = parts().lock().unwrap_or_else(|e| e.into_inner());
-    let want_iter = iter && parts.iter.is_none();
+    let want_scan = tasks && parts.scan.is_none();
     let want_events = events && parts.events.is_none();
     let want_net = net && parts.net.is_none();
-    if !want_iter && !want_events && !want_net {
+    // The file where asked, or where the scan is refused (known only after trying it).
+    let file_needed =
+        |parts: &Parts| parts.iter.is_none() && (file || (tasks && parts.scan.as_ref().is_some_and(|s| s.is_err())));
+    if !want_scan && !want_events && !want_net && !file_needed(&parts) {
         return;
     }
     let btf = Btf::from_sys_fs().map_err(|e| {
         Unavailable(format!("no kernel BTF (/sys/kernel/btf/vmlinux: {e}); the kernel needs CONFIG_DEBUG_INFO_BTF"))
     });
-    if want_iter {
+    if want_scan {
+        parts.scan = Some(match &btf {
+            Ok(btf) => scan::prepare(btf).and_then(scan::Scanner::load).map(|s| Arc::new(Mutex::new(s))),
+            Err(e) => Err(e.clone()),
+        });
+    }
+    if file_needed(&parts) {
         parts.iter = Some(match &btf {
             Ok(btf) => load(btf).map(|bpf| Arc::new(Mutex::new(bpf))),
             Err(e) => Err(e.clone()),
@@ -373,6 +458,18 @@ struct Record {
     rss: [i64; 3],
 }
 
+/// A record's length from its first word, which must be one of the three sizes this reader
+/// reads.
+fn record_len(size: u64) -> Result<usize, BadOutput> {
+    match usize::try_from(size) {
+        Ok(len @ (RECORD_BYTES | PROCESS_BYTES | THREAD_BYTES)) => Ok(len),
+        _ => Err(BadOutput(format!(
+            "a record says it is {size} bytes, this reader reads {RECORD_BYTES}, {PROCESS_BYTES} and {THREAD_BYTES}: \
+             the object and the reader disagree"
+        ))),
+    }
+}
+
 fn record(bytes: &[u8]) -> (Record, &[u8]) {
     let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
     let r = Record {
@@ -491,11 +588,16 @@ pub struct Summer {
     /// tgid → index into the output and the sums.
     index: PidMap<usize>,
     sums: Vec<Sums>,
-    /// pid → (its start, the (user, system) nanoseconds last given).
-    prev: PidMap<(u64, (u64, u64))>,
+    /// (pid, its start, the (user, system) nanoseconds last given), by pid; `next` is the
+    /// scan's own, swapped in at its end.
+    prev: Vec<(u32, u64, (u64, u64))>,
     /// Name buffers of the last scan's processes, reused.
     names: Vec<String>,
-    next: PidMap<(u64, (u64, u64))>,
+    next: Vec<(u32, u64, (u64, u64))>,
+    /// The output's pids and indexes (`pid << 32 | index`) in pid order, and the vector the
+    /// output is moved out of in that order, both kept between scans.
+    order: Vec<u64>,
+    spare: Vec<PidStat>,
 }
 
 impl Summer {
@@ -504,39 +606,63 @@ impl Summer {
             units,
             index: PidMap::default(),
             sums: Vec::new(),
-            prev: PidMap::default(),
-            next: PidMap::default(),
+            prev: Vec::new(),
+            next: Vec::new(),
             names: Vec::new(),
+            order: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
-    /// Sums `bytes` (`RECORD_BYTES` per task, as the iterator gives them) into one
+    /// Sums `bytes` (records one after the other, as the iterator's file gives them) into one
     /// [`PidStat`] per process, into `out` (cleared first). Returns the number of tasks.
     pub fn sum(&mut self, bytes: &[u8], out: &mut Vec<PidStat>) -> Result<u64, BadOutput> {
+        let mut at = 0;
+        let records = std::iter::from_fn(|| {
+            (at < bytes.len()).then(|| {
+                let cut = || BadOutput(format!("the iterator's output ends inside a record ({} bytes)", bytes.len()));
+                let size = bytes.get(at..at + 8).ok_or_else(cut)?;
+                let len = record_len(u64::from_ne_bytes(size.try_into().expect("8 bytes")))?;
+                let chunk = bytes.get(at..at + len).ok_or_else(cut)?;
+                at += len;
+                Ok(chunk)
+            })
+        });
+        self.sum_records(records, false, out)
+    }
+
+    /// Sums `slots` (a record per `SLOT_BYTES`, as the open-coded scan writes them) as
+    /// [`sum`](Summer::sum) does.
+    pub fn sum_slots(&mut self, slots: &[u8], out: &mut Vec<PidStat>) -> Result<u64, BadOutput> {
+        if !slots.len().is_multiple_of(SLOT_BYTES) {
+            return Err(BadOutput(format!("{} bytes of slots is not a whole number of {SLOT_BYTES}", slots.len())));
+        }
+        let records = slots.chunks_exact(SLOT_BYTES).map(|slot| {
+            let len = record_len(u64::from_ne_bytes(slot[..8].try_into().expect("8 bytes")))?;
+            Ok(&slot[..len])
+        });
+        self.sum_records(records, true, out)
+    }
+
+    /// `grouped`: each process's records come together (the open-coded walk), so a process is
+    /// never looked up by pid.
+    fn sum_records<'a>(
+        &mut self,
+        records: impl Iterator<Item = Result<&'a [u8], BadOutput>>,
+        grouped: bool,
+        out: &mut Vec<PidStat>,
+    ) -> Result<u64, BadOutput> {
         // The names' buffers are kept for the next scan's processes.
         self.names.extend(out.drain(..).map(|p| p.comm));
         self.index.clear();
         self.sums.clear();
         let units = self.units;
-        let mut at = 0;
         let mut tasks = 0;
         // Records come a process at a time, its leader first: most lookups are the last one.
         let mut last: Option<(u32, usize)> = None;
-        while at < bytes.len() {
-            let cut = || BadOutput(format!("the iterator's output ends inside a record ({} bytes)", bytes.len()));
-            let size = bytes.get(at..at + 8).ok_or_else(cut)?;
-            let size = u64::from_ne_bytes(size.try_into().expect("8 bytes"));
-            let len = match usize::try_from(size) {
-                Ok(len @ (RECORD_BYTES | PROCESS_BYTES | THREAD_BYTES)) => len,
-                _ => {
-                    return Err(BadOutput(format!(
-                        "a record says it is {size} bytes, this reader reads {RECORD_BYTES}, {PROCESS_BYTES} and \
-                         {THREAD_BYTES}: the object and the reader disagree"
-                    )))
-                }
-            };
-            let chunk = bytes.get(at..at + len).ok_or_else(cut)?;
-            at += len;
+        for chunk in records {
+            let chunk = chunk?;
+            let len = chunk.len();
             tasks += 1;
             let (r, names) = if len == THREAD_BYTES { (thread_record(chunk), &[][..]) } else { record(chunk) };
             let (Ok(tgid), Ok(tid)) = (u32::try_from(r.tgid), u32::try_from(r.tid)) else {
@@ -544,6 +670,14 @@ impl Summer {
             };
             let index = match last {
                 Some((pid, index)) if pid == tgid => index,
+                // The open-coded walk gives a process's tasks together (its leader, then its
+                // other threads): a new tgid is a new process, no lookup needed.
+                _ if grouped => {
+                    out.push(PidStat { pid: tgid, comm: self.names.pop().unwrap_or_default(), ..PidStat::default() });
+                    self.sums.push(Sums::default());
+                    last = Some((tgid, out.len() - 1));
+                    out.len() - 1
+                }
                 _ => {
                     let sums = &mut self.sums;
                     let names = &mut self.names;
@@ -592,31 +726,62 @@ impl Summer {
             p.rss_pages = r.rss.iter().map(|&c| c.max(0) as u64).sum();
             p.processor = u32::try_from(r.cpu).ok();
         }
+        // By pid, as /proc lists them, and only groups whose leader was seen (one reaped
+        // between the records is left out). The iterator's file gives tasks in tid order, so a
+        // process whose thread has a lower tid than its leader (pids wrap) is all that is out
+        // of place; the open-coded walk gives them in the order they were made, which pid
+        // reuse scrambles. Pids with their indexes are sorted and each process moved once:
+        // sorting the processes themselves moved each one many times (a fifth of a scan's CPU).
+        self.order.clear();
+        self.order.extend(
+            self.sums
+                .iter()
+                .zip(out.iter())
+                .enumerate()
+                .filter(|(_, (s, _))| s.leader)
+                .map(|(i, (_, p))| u64::from(p.pid) << 32 | i as u64),
+        );
+        let in_place = self.order.len() == out.len() && self.order.is_sorted();
+        if !in_place {
+            self.order.sort_unstable();
+        }
         // Times as `stat` gives them: the tick-sampled user/system split scaled to the precise
         // runtime, never going back from the last split given (cputime_adjust), in clock ticks.
+        // The last splits are by pid, as the processes now are: one walk finds them all.
         self.next.clear();
-        for (p, s) in out.iter_mut().zip(&self.sums) {
-            if !s.leader {
-                continue;
+        let (prev, next) = (&self.prev, &mut self.next);
+        let mut cursor = 0;
+        let mut finish = |p: &mut PidStat, s: &Sums| {
+            while prev.get(cursor).is_some_and(|&(pid, ..)| pid < p.pid) {
+                cursor += 1;
             }
-            let prev = match self.prev.get(&p.pid) {
-                Some(&(start, split)) if start == s.start_boottime => split,
+            let last = match prev.get(cursor) {
+                Some(&(pid, start, split)) if pid == p.pid && start == s.start_boottime => split,
                 _ => (0, 0),
             };
-            let (user, system) = adjust(prev, s.utime, s.stime, s.runtime);
-            self.next.insert(p.pid, (s.start_boottime, (user, system)));
+            let (user, system) = adjust(last, s.utime, s.stime, s.runtime);
+            next.push((p.pid, s.start_boottime, (user, system)));
             p.utime_ticks = user / units.ns_per_tick;
             p.stime_ticks = system / units.ns_per_tick;
             p.minflt = s.min_flt;
             p.majflt = s.maj_flt;
+        };
+        if in_place {
+            for (p, s) in out.iter_mut().zip(&self.sums) {
+                finish(p, s);
+            }
+        } else {
+            std::mem::swap(out, &mut self.spare);
+            for &key in &self.order {
+                let i = key as u32 as usize;
+                let mut p = std::mem::take(&mut self.spare[i]);
+                finish(&mut p, &self.sums[i]);
+                out.push(p);
+            }
+            // The names of groups left out are kept for the next scan.
+            self.names.extend(self.spare.drain(..).map(|p| p.comm).filter(|c| c.capacity() > 0));
         }
         std::mem::swap(&mut self.prev, &mut self.next);
-        // A group whose leader was not seen (it was reaped between the records) is left out.
-        let mut keep = self.sums.iter();
-        out.retain(|_| keep.next().is_some_and(|s| s.leader));
-        // By pid, as /proc lists them: tasks come in tid order, so a process whose thread has
-        // a lower tid than its leader (pids wrap) is all that is out of place.
-        out.sort_unstable_by_key(|p| p.pid);
         Ok(tasks)
     }
 }

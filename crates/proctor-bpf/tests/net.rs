@@ -250,8 +250,16 @@ fn a_tcp_transfer_and_datagrams_are_each_process_own() {
             "the server's segments and its handshake answer (unowned) reached the client: {cr:?} {sr:?}"
         );
     } else {
-        eprintln!("loopback dropped segments (a busy machine): {cr:?} {sr:?}");
-        assert!(cr.tcp.tx.packets > sr.tcp.rx.packets, "a drop is a packet sent and not received: {cr:?} {sr:?}");
+        // A retransmit follows a drop, or none: a tail loss probe or a timeout that fired early
+        // on a busy machine sends again a segment that arrives twice (it failed here with one
+        // retransmit and 74 segments sent and received). Either way no more went missing than
+        // was sent again.
+        eprintln!("loopback sent segments again (a busy machine): {cr:?} {sr:?}");
+        let missing = cr.tcp.tx.packets.checked_sub(sr.tcp.rx.packets);
+        assert!(
+            missing.is_some_and(|m| m <= cr.retransmits),
+            "a segment not received is one sent again, and none arrives unsent: {cr:?} {sr:?}"
+        );
     }
     client.end();
     server.end();

@@ -450,8 +450,8 @@ pub struct SampleCost {
     /// Processes that exited between listing and reading: skipped, not errors.
     pub processes_gone: u64,
     pub processes_seen: u64,
-    /// `read`s of the BPF task iterator this cycle: every process's stat fields came from it
-    /// (0: each from its `/proc/PID/stat`).
+    /// Runs of the open-coded task scan, or `read`s of the BPF task iterator's file, this
+    /// cycle: every process's stat fields came from it (0: each from its `/proc/PID/stat`).
     #[serde(default)]
     pub task_iter_reads: u64,
     /// Processes `/proc` listed that the iterator's scan did not give (read from their `stat`).

@@ -231,6 +231,12 @@ impl Sampler {
         }
     }
 
+    /// Which BPF reader gives the stat fields, in words (the open-coded scan, or the task
+    /// iterator's file and why not the scan); `None` where `/proc` is read.
+    pub fn task_iter_how(&self) -> Option<String> {
+        self.task_iter.as_ref().ok().map(|state| state.iter.how())
+    }
+
     /// Whether every exec and exit comes from the BPF process events (`Ok`), or why not
     /// (`Err`; `None` when they were not asked for).
     pub fn events_status(&self) -> Result<(), Option<&str>> {

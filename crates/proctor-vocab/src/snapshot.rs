@@ -505,7 +505,8 @@ pub struct LastSampleOut {
     pub fds_kept: u64,
     pub processes_seen: u64,
     pub processes_gone: u64,
-    /// `read`s of the BPF task iterator (0 where each process's `stat` was read).
+    /// Runs of the open-coded task scan, or `read`s of the BPF task iterator's file (0 where
+    /// each process's `stat` was read).
     pub task_iter_reads: u64,
     /// Processes `/proc` listed that the iterator did not give: read from their `stat`.
     pub task_iter_missed: u64,
@@ -722,6 +723,9 @@ pub struct AgentOut {
     pub process_stats_from: &'static str,
     /// Why not the task iterator, where it was asked for and could not be used.
     pub task_iter_unavailable: Option<String>,
+    /// Which BPF reader gives them, where `process_stats_from` is `task_iterator`: the
+    /// open-coded scan (one program run, Linux 6.7+), or the iterator's file and why not the scan.
+    pub task_iter_how: Option<String>,
     /// Where every exec and exit comes from: `bpf` (the process events: every process, those
     /// that lived between two samples too) or `proc` (only what each sample's listing shows).
     pub process_events_from: &'static str,
@@ -801,6 +805,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
         processes_gone_total: a.processes_gone,
         process_stats_from: if a.task_iter_used { "task_iterator" } else { "proc" },
         task_iter_unavailable: a.task_iter_why_not.clone(),
+        task_iter_how: a.task_iter_how.clone(),
         process_events_from: if a.events_used { "bpf" } else { "proc" },
         process_events_unavailable: a.events_why_not.clone(),
         process_net_from: if a.net_used { "bpf" } else { "none" }.to_string(),

@@ -72,6 +72,13 @@ struct Output {
     /// The iterator's CPU per process against the /proc floor's.
     task_iter_ratio_to_floor_cpu: Option<f64>,
     task_iter_unavailable: Option<String>,
+    /// Which reader `per_process_task_iter` measured: the open-coded scan (6.7+) or the
+    /// iterator's file, and why not the scan.
+    task_iter_how: Option<String>,
+    /// Where the open-coded scan runs, the iterator's file beside it in the same scans (the
+    /// reader kernels before 6.7 get), per process, and its CPU against the floor's.
+    per_process_task_iter_file: Option<Figure>,
+    task_iter_file_ratio_to_floor_cpu: Option<f64>,
     /// Scans the iterator failed (each counted, none retried).
     task_iter_errors: u64,
     /// The sampler's process part as the agent runs it where the iterator loads (its stat
@@ -209,7 +216,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(why) => (None, Some(why.0)),
         }
     };
+    let task_iter_how = task_iter.as_ref().map(|iter| iter.how());
+    let mut file_iter = task_iter
+        .as_ref()
+        .filter(|iter| iter.open_coded())
+        .and_then(|_| proctor_bpf::TaskIter::open_with(proctor_bpf::Way::File).ok());
     let (mut iter_total, mut iter_pids, mut iter_errors) = ((0u64, 0u64), 0u64, 0u64);
+    let (mut file_total, mut file_pids) = ((0u64, 0u64), 0u64);
     let mut iter_out = Vec::new();
     // The sampler as the agent runs it where the iterator loads: stat fields from one read,
     // /proc listed for what the iterator did not give.
@@ -245,6 +258,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             iter_total = (iter_total.0 + t.0, iter_total.1 + t.1);
             iter_pids += iter_out.len() as u64;
         }
+        if let Some(iter) = file_iter.as_mut() {
+            let t = measure(|| {
+                if iter.scan(&mut iter_out).is_err() {
+                    iter_errors += 1;
+                }
+            });
+            file_total = (file_total.0 + t.0, file_total.1 + t.1);
+            file_pids += iter_out.len() as u64;
+        }
         if let Some(sampler) = iter_sampler.as_mut() {
             let mut s = None;
             let t = measure(|| s = Some(sampler.sample()));
@@ -256,6 +278,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let per_process_task_iter = task_iter.is_some().then(|| per(iter_total, iter_pids.max(1) as f64));
+    let per_process_task_iter_file = file_iter.is_some().then(|| per(file_total, file_pids.max(1) as f64));
     let processes = pid_count as f64 / scans.max(1) as f64;
     // Host work inside a process scan sample is subtracted using the host figure above, so
     // "per process" is the process part alone.
@@ -288,6 +311,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .filter(|_| !args.no_floor)
             .map(|it| it.cpu_us / per_process_floor.cpu_us.max(1e-9)),
         per_process_task_iter,
+        task_iter_file_ratio_to_floor_cpu: per_process_task_iter_file
+            .as_ref()
+            .filter(|_| !args.no_floor)
+            .map(|it| it.cpu_us / per_process_floor.cpu_us.max(1e-9)),
+        per_process_task_iter_file,
+        task_iter_how,
         task_iter_unavailable,
         task_iter_errors: iter_errors,
         task_iter_missed_per_scan: per_process_via_task_iter
@@ -337,14 +366,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             match (&out.per_process_task_iter, &out.task_iter_unavailable) {
                 (Some(it), _) => writeln!(
                     w,
-                    "task iterator    {:>8.2} µs CPU {:>8.2} µs wall   (BPF, one read for every task; {} × the floor's CPU{})",
+                    "task iterator    {:>8.2} µs CPU {:>8.2} µs wall   ({}; {} × the floor's CPU{})",
                     it.cpu_us,
                     it.wall_us,
+                    out.task_iter_how.as_deref().unwrap_or("BPF"),
                     out.task_iter_ratio_to_floor_cpu.map_or("n/a".into(), |r| format!("{r:.3}")),
-                    if out.task_iter_errors > 0 { format!(", {} scans failed", out.task_iter_errors) } else { String::new() }
+                    if out.task_iter_errors > 0 {
+                        format!(", {} scans failed", out.task_iter_errors)
+                    } else {
+                        String::new()
+                    }
                 )?,
                 (None, Some(why)) => writeln!(w, "task iterator    not measured: {why}")?,
                 (None, None) => {}
+            }
+            if let Some(it) = &out.per_process_task_iter_file {
+                writeln!(
+                    w,
+                    "task iter's file {:>8.2} µs CPU {:>8.2} µs wall   (the iter/task program's file, as before 6.7; {} × the floor's CPU)",
+                    it.cpu_us,
+                    it.wall_us,
+                    out.task_iter_file_ratio_to_floor_cpu.map_or("n/a".into(), |r| format!("{r:.3}")),
+                )?;
             }
             if let Some(v) = &out.per_process_via_task_iter {
                 writeln!(

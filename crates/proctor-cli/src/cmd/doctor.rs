@@ -270,11 +270,17 @@ fn task_iter(root: &proctor_procfs::Root) -> String {
         ),
     };
     format!(
-        "task iterator: every process's stat fields in one read, and the sampler reads them so ({} processes, \
-         {} tasks in {} reads, {:.2} µs CPU per process){gap}",
+        "task iterator: every process's stat fields at once, and the sampler reads them so, through {} ({} \
+         processes, {} tasks in {} {}, {:.2} µs CPU per process){gap}",
+        iter.how(),
         cost.processes,
         cost.tasks,
         cost.reads,
+        match (iter.open_coded(), cost.reads) {
+            (true, 1) => "run",
+            (true, _) => "runs",
+            (false, _) => "reads",
+        },
         cost.cpu_ns as f64 / 1e3 / cost.processes.max(1) as f64
     )
 }

@@ -705,7 +705,8 @@ fn through_the_task_iterator_the_processes_are_those_proc_lists() {
     let before = plain.sample();
     let through = via.sample();
     let after = plain.sample();
-    assert!(through.cost.task_iter_reads >= 2, "{:?}", through.cost);
+    // One program run (the open-coded scan), or the iterator file's reads to its end (2+).
+    assert!(through.cost.task_iter_reads >= 1, "{:?}", through.cost);
     assert_eq!(before.cost.task_iter_reads, 0);
     // The plain sampler reads a stat per process; through the iterator only what it missed is.
     assert!(

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT OR GPL-2.0
+//
+// What proctor's two task scans share (task_iter.bpf.c, the `iter/task` program read through a
+// file; task_scan.bpf.c, the open-coded iterator run once per scan): the kernel types they read
+// and the records they write, one per process and a short one per other thread, with what
+// /proc/PID/stat would print for it. User space sums the threads of each process
+// (crates/proctor-bpf/src/lib.rs).
+//
+// CO-RE: the kernel types below name only the fields read here, each with
+// preserve_access_index, so clang records every access as a relocation by name and the loader
+// fits the offsets to the running kernel's BTF (/sys/kernel/btf/vmlinux). The layouts are
+// those of Linux 6.2 and later (the task state in `__state` since 5.14, the resident counters
+// per-CPU since 6.2); on an older kernel a relocation fails, the load is refused, and proctor
+// reads /proc and says why.
+
+typedef unsigned char __u8;
+typedef unsigned int __u32;
+typedef int __s32;
+typedef unsigned long long __u64;
+typedef long long __s64;
+
+#define SEC(name) __attribute__((section(name), used))
+#define CORE __attribute__((preserve_access_index))
+
+// bpf_probe_read_kernel (113) and bpf_probe_read_kernel_str (115) copy what an untyped kernel
+// pointer points at.
+static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
+static long (*bpf_probe_read_kernel_str)(void *dst, __u32 size, const void *src) = (void *)115;
+
+// task->flags: a kernel thread, a workqueue worker.
+#define PF_WQ_WORKER 0x00000020
+#define PF_KTHREAD 0x00200000
+
+// A kernel thread's own data (kernel/kthread.c): the name past 15 characters, and for a
+// workqueue worker its `struct worker`.
+struct kthread {
+	void *data;
+	char *full_name;
+} CORE;
+
+// A workqueue worker (kernel/workqueue_internal.h): what it last ran, and whether it runs now.
+struct worker {
+	void *current_work;
+	char desc[32];
+} CORE;
+
+struct percpu_counter {
+	__s64 count;
+} CORE;
+
+struct mm_struct {
+	unsigned long total_vm;
+	struct percpu_counter rss_stat[4];
+} CORE;
+
+struct upid {
+	int nr;
+} CORE;
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+} CORE;
+
+struct signal_struct {
+	int nr_threads;
+	struct pid *pids[4];
+	__u64 utime, stime, cutime, cstime;
+	unsigned long min_flt, maj_flt, cmin_flt, cmaj_flt;
+	unsigned long long sum_sched_runtime;
+} CORE;
+
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} CORE;
+
+struct thread_info {
+	unsigned int cpu;
+} CORE;
+
+struct task_struct {
+	struct thread_info thread_info;
+	unsigned int __state;
+	int prio, static_prio;
+	unsigned int policy, rt_priority;
+	unsigned int flags;
+	int exit_state;
+	int pid, tgid;
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
+	__u64 utime, stime;
+	__u64 start_boottime;
+	void *worker_private;
+	unsigned long min_flt, maj_flt;
+	char comm[16];
+	struct signal_struct *signal;
+	struct mm_struct *mm;
+	struct sched_entity se;
+} CORE;
+
+// One record per process (its leader task); a `thread_record` per other thread. Every field is
+// 8 bytes so that the layout is the same for the compiler and for the Rust reader (src/lib.rs),
+// which tells the two apart by `size`.
+struct record {
+	__u64 size;
+	__u64 tid, tgid, ppid, pgrp, session;
+	// flags: the task's; bit 32 set by this program: a workqueue worker running a work item now.
+	__u64 state, exit_state, flags;
+	__s64 prio, static_prio;
+	__u64 cpu, nr_threads;
+	// The thread's own counters (nanoseconds, faults).
+	__u64 utime, stime, runtime, min_flt, maj_flt;
+	__u64 start_boottime;
+	// The group's: threads that have exited, and children waited for.
+	__u64 sig_utime, sig_stime, sig_runtime, sig_min_flt, sig_maj_flt;
+	__u64 cutime, cstime, cmin_flt, cmaj_flt;
+	// Pages.
+	__u64 total_vm, rss_file, rss_anon, rss_shmem;
+	char comm[16];
+	// Kernel threads: the full name (kthread), or a workqueue worker's description; `stat`
+	// prints these in place of comm.
+	char long_name[64];
+	char desc[32];
+};
+
+// A thread other than its process's leader: only what `stat` sums over a process's threads.
+struct thread_record {
+	__u64 size;
+	__u64 tid, tgid;
+	__u64 utime, stime, runtime, min_flt, maj_flt;
+};
+
+// Writes `task`'s record into `r`, every field of it (`r` may hold an earlier task's record).
+// Returns the bytes of it to keep: a thread's short record, a user process's record up to the
+// kernel-thread names, or all of it.
+static __attribute__((always_inline)) __u32 fill_record(struct record *r, struct task_struct *task)
+{
+	if (task->pid != task->tgid) {
+		struct thread_record *t = (struct thread_record *)r;
+
+		t->size = sizeof(*t);
+		t->tid = task->pid;
+		t->tgid = task->tgid;
+		t->utime = task->utime;
+		t->stime = task->stime;
+		t->runtime = task->se.sum_exec_runtime;
+		t->min_flt = task->min_flt;
+		t->maj_flt = task->maj_flt;
+		return sizeof(*t);
+	}
+	r->size = task->flags & PF_KTHREAD ? sizeof(*r) : __builtin_offsetof(struct record, long_name);
+	r->tid = task->pid;
+	r->tgid = task->tgid;
+	r->ppid = task->real_parent ? task->real_parent->tgid : 0;
+	r->state = task->__state;
+	r->exit_state = task->exit_state;
+	r->flags = task->flags;
+	r->prio = task->prio;
+	r->static_prio = task->static_prio;
+	// task_cpu(): in thread_info where the kernel keeps thread_info in the task (x86, arm64).
+	r->cpu = task->thread_info.cpu;
+	r->utime = task->utime;
+	r->stime = task->stime;
+	r->runtime = task->se.sum_exec_runtime;
+	r->min_flt = task->min_flt;
+	r->maj_flt = task->maj_flt;
+	r->start_boottime = task->start_boottime;
+	__builtin_memcpy(r->comm, task->comm, sizeof(r->comm));
+	if (task->flags & PF_KTHREAD) {
+		struct kthread *kthread = task->worker_private;
+		char *full_name = 0;
+		void *data = 0;
+
+		__builtin_memset(r->long_name, 0, sizeof(r->long_name));
+		__builtin_memset(r->desc, 0, sizeof(r->desc));
+		if (kthread) {
+			bpf_probe_read_kernel(&full_name, sizeof(full_name), &kthread->full_name);
+			bpf_probe_read_kernel(&data, sizeof(data), &kthread->data);
+		}
+		if (task->flags & PF_WQ_WORKER) {
+			struct worker *worker = data;
+			void *current = 0;
+
+			if (worker) {
+				bpf_probe_read_kernel(&current, sizeof(current), &worker->current_work);
+				bpf_probe_read_kernel(r->desc, sizeof(r->desc), worker->desc);
+				r->flags |= (__u64)(current != 0) << 32;
+			}
+		}
+		if (full_name)
+			bpf_probe_read_kernel_str(r->long_name, sizeof(r->long_name), full_name);
+	}
+
+	{
+		struct signal_struct *sig = task->signal;
+		struct mm_struct *mm = task->mm;
+		struct pid *pgrp = sig ? sig->pids[2] : 0;
+		struct pid *session = sig ? sig->pids[3] : 0;
+
+		r->nr_threads = sig ? sig->nr_threads : 0;
+		r->pgrp = pgrp ? pgrp->numbers[0].nr : 0;
+		r->session = session ? session->numbers[0].nr : 0;
+		r->sig_utime = sig ? sig->utime : 0;
+		r->sig_stime = sig ? sig->stime : 0;
+		r->sig_runtime = sig ? sig->sum_sched_runtime : 0;
+		r->sig_min_flt = sig ? sig->min_flt : 0;
+		r->sig_maj_flt = sig ? sig->maj_flt : 0;
+		r->cutime = sig ? sig->cutime : 0;
+		r->cstime = sig ? sig->cstime : 0;
+		r->cmin_flt = sig ? sig->cmin_flt : 0;
+		r->cmaj_flt = sig ? sig->cmaj_flt : 0;
+		r->total_vm = mm ? mm->total_vm : 0;
+		r->rss_file = mm ? mm->rss_stat[0].count : 0;
+		r->rss_anon = mm ? mm->rss_stat[1].count : 0;
+		r->rss_shmem = mm ? mm->rss_stat[3].count : 0;
+	}
+	return task->flags & PF_KTHREAD ? sizeof(*r) : __builtin_offsetof(struct record, long_name);
+}

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT OR GPL-2.0
+//
+// proctor's task scan on Linux 6.7 and later: one run of this program (BPF_PROG_TEST_RUN, no
+// attachment, no file) walks every task with the open-coded task iterator
+// (`bpf_iter_task_new`, a kfunc) and writes each task's record (task_record.h) into the next
+// slot of an array map that user space has mapped, so the records are read where the kernel
+// wrote them. The `iter/task` program (task_iter.bpf.c) costs a seq_file step per task: a pid
+// lookup, a reference taken and dropped, and a copy through the file; this walks the task list
+// under the RCU read lock the test run holds.
+//
+// crates/proctor-bpf/src/scan.rs loads it: aya's object parser fits the CO-RE relocations,
+// and the loader itself points the kfunc calls at the kernel's BTF ids and the map load at the
+// slots map it made, sized to the host's tasks.
+
+#include "task_record.h"
+
+// The open-coded task iterator (kernel/bpf/task_iter.c): its state lives on the program's
+// stack; the verifier knows its size from the kernel's BTF.
+struct bpf_iter_task {
+	__u64 __opaque[3];
+} __attribute__((aligned(8)));
+
+#define BPF_TASK_ITER_ALL_THREADS 1
+
+extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task, unsigned int flags)
+	__attribute__((section(".ksyms")));
+extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __attribute__((section(".ksyms")));
+extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __attribute__((section(".ksyms")));
+
+// bpf_map_lookup_elem (helper 1): a slot's address in the map's memory.
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+
+// The slots: an array map of `struct record`, mmapable. Its size here is a placeholder; the
+// loader makes the map itself (as many slots as the host has tasks, with room) and points this
+// program at it.
+struct {
+	int (*type)[2]; // BPF_MAP_TYPE_ARRAY
+	int (*max_entries)[1];
+	__u32 *key;
+	struct record *value;
+	int (*map_flags)[1024]; // BPF_F_MMAPABLE
+} proctor_scan_slots SEC(".maps");
+
+// Returns the number of tasks seen: more than the map's slots when the host has more tasks than
+// it has room for (the loader then makes a larger map and runs it again).
+SEC("raw_tp/proctor_scan")
+int proctor_scan(void *ctx)
+{
+	struct bpf_iter_task it;
+	struct task_struct *task;
+	__u32 n = 0;
+
+	bpf_iter_task_new(&it, 0, BPF_TASK_ITER_ALL_THREADS);
+	while ((task = bpf_iter_task_next(&it))) {
+		struct record *r;
+
+		// The walk starts at the idle task (pid 0), which /proc does not list.
+		if (!task->pid)
+			continue;
+		r = bpf_map_lookup_elem(&proctor_scan_slots, &n);
+		n++;
+		if (r)
+			fill_record(r, task);
+	}
+	bpf_iter_task_destroy(&it);
+	return n;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
