@@ -10,7 +10,10 @@ swapped every round (old-new, new-old, …), so both see the same machine. Each 
            in the same run (`proctor bench -n 200 --scans 300 --format json`, ~600 processes)
   serve    `proctor serve --no-record` CPU, % of one core, over WINDOW s after a 10 s warm-up, at
            the default 1 s interval with ~600 processes (utime+stime from /proc/PID/stat); its
-           resident size (VmRSS) at the end of the window; then the median wall time of
+           resident size (VmRSS) at the end of the window, and its anonymous part (RssAnon:
+           the binary's own pages in VmRSS move by megabytes between builds of the same code,
+           with where the linker put the hot functions, since the kernel maps 64 KiB around
+           each page fault); then the median wall time of
            REQUESTS sequential `GET /api/metrics/v1` (the Jupyter drop-in), a connection each
   record   `proctor serve --data-dir DIR`: store bytes written per sample over RECORD_WINDOW s
            (default 60: one chunk of 60 frames at 1 s, so one key frame in the window) after a
@@ -127,10 +130,10 @@ def http_get(port, path):
     return data
 
 
-def resident_bytes(pid):
+def resident_bytes(pid, field="VmRSS"):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -145,7 +148,7 @@ def bench_serve(binary):
         c0, t0 = cpu_seconds(p.pid), time.monotonic()
         time.sleep(WINDOW)
         c1, t1 = cpu_seconds(p.pid), time.monotonic()
-        rss = resident_bytes(p.pid)
+        rss, anon = resident_bytes(p.pid), resident_bytes(p.pid, "RssAnon")
         walls = []
         for _ in range(REQUESTS):
             started = time.perf_counter()
@@ -154,6 +157,7 @@ def bench_serve(binary):
             if not reply.startswith(b"HTTP/1.1 200"):
                 raise SystemExit(f"ab.py: /api/metrics/v1 answered {reply[:40]!r}")
         return {"serve CPU % of a core": 100 * (c1 - c0) / (t1 - t0), "serve RSS MiB": rss / 2**20,
+                "serve RssAnon MiB": anon / 2**20,
                 "/api/metrics/v1 p50 ms": 1000 * statistics.median(walls)}
     finally:
         stop(p)

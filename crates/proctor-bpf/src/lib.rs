@@ -132,7 +132,7 @@ impl TaskIter {
                 match (parts.scan.clone().expect("loaded above"), &parts.iter) {
                     (Ok(scanner), _) => (Reader::Scan(scanner), None),
                     (Err(why), Some(file)) => (file_reader(file.clone()?), Some(why.0)),
-                    (Err(why), None) => unreachable!("the file is loaded when the scan is not: {why}"),
+                    (Err(why), None) => return Err(why),
                 }
             }
             Way::File => {
@@ -149,7 +149,17 @@ impl TaskIter {
         };
         let mut iter = TaskIter { reader, summer: Summer::new(units), no_scan };
         let mut out = Vec::new();
-        iter.scan(&mut out).map_err(|e| Unavailable(format!("the first scan failed: {e}")))?;
+        if let Err(e) = iter.scan(&mut out) {
+            if !iter.open_coded() {
+                return Err(Unavailable(format!("the first scan failed: {e}")));
+            }
+            // A kernel that loads the program but will not run it: the file, if it loads.
+            load_file();
+            let file = parts().lock().unwrap_or_else(|e| e.into_inner()).iter.clone().expect("loaded above")?;
+            iter.reader = file_reader(file);
+            iter.no_scan = Some(format!("its first run failed: {e}"));
+            iter.scan(&mut out).map_err(|e| Unavailable(format!("the first scan failed: {e}")))?;
+        }
         let me = std::process::id();
         if !out.iter().any(|p| p.pid == me) {
             return Err(Unavailable(format!(
