@@ -12,26 +12,13 @@ Prints each build's median wall time per path and round. Loopback only; the serv
 are stopped by their pids.
 """
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
-
-def get(port, path):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    return data
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ab import free_port, http_get as get  # noqa: E402  (bench/ab.py: one request, one connection)
 
 
 def main():

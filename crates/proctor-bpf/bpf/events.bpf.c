@@ -10,29 +10,16 @@
 // The programs are BTF tracepoints (tp_btf, Linux 5.5+): their arguments are the tracepoint's
 // own, typed (`struct task_struct *`), so reading a task's fields needs no probe_read.
 
-typedef unsigned char __u8;
-typedef unsigned int __u32;
-typedef int __s32;
-typedef unsigned long long __u64;
-typedef long long __s64;
+#include "common.h"
 
-#define SEC(name) __attribute__((section(name), used))
-#define CORE __attribute__((preserve_access_index))
-
-// BTF-defined maps, as libbpf's headers spell them.
-#define __uint(name, val) int(*name)[val]
-#define __type(name, val) typeof(val) *name
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_LRU_HASH 9
 #define BPF_MAP_TYPE_RINGBUF 27
 
 // Helpers, by number (include/uapi/linux/bpf.h).
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
 static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
 static __u64 (*bpf_get_current_cgroup_id)(void) = (void *)80;
 static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *src) = (void *)112;
-static long (*bpf_probe_read_kernel_str)(void *dst, __u32 size, const void *src) = (void *)115;
 static __u64 (*bpf_ktime_get_boot_ns)(void) = (void *)125;
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, __u64 size, __u64 flags) = (void *)130;
 static void *(*bpf_ringbuf_reserve)(void *ringbuf, __u64 size, __u64 flags) = (void *)131;

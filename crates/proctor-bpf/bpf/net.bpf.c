@@ -25,19 +25,8 @@
 //
 // Built like the other objects (clang alone, no libbpf headers; `bash bpf/build.sh`), CO-RE.
 
-typedef unsigned char __u8;
-typedef unsigned short __u16;
-typedef unsigned int __u32;
-typedef int __s32;
-typedef unsigned long long __u64;
-typedef long long __s64;
+#include "common.h"
 
-#define SEC(name) __attribute__((section(name), used))
-#define CORE __attribute__((preserve_access_index))
-#define __always_inline inline __attribute__((always_inline))
-
-#define __uint(name, val) int(*name)[val]
-#define __type(name, val) typeof(val) *name
 #define BPF_MAP_TYPE_HASH 1
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_SK_STORAGE 24
@@ -47,15 +36,11 @@ typedef long long __s64;
 #define BPF_ANY 0
 #define BPF_SK_STORAGE_GET_F_CREATE 1
 
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static void *(*bpf_sk_storage_get)(void *map, void *sk, void *value, __u64 flags) = (void *)107;
-static long (*bpf_seq_write)(void *seq, const void *data, __u32 len) = (void *)127;
 static void *(*bpf_sk_fullsock)(void *sk) = (void *)95;
 static void *(*bpf_skc_to_tcp_sock)(void *sk) = (void *)137;
 static void *(*bpf_get_current_task_btf)(void) = (void *)158;
-static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
 
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17

@@ -8,9 +8,6 @@
 
 #include "task_record.h"
 
-// bpf_seq_write (helper 127): appends bytes to the iterator's output.
-static long (*bpf_seq_write)(void *seq, const void *data, __u32 len) = (void *)127;
-
 struct seq_file;
 
 struct bpf_iter_meta {

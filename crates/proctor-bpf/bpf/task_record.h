@@ -13,19 +13,7 @@
 // per-CPU since 6.2); on an older kernel a relocation fails, the load is refused, and proctor
 // reads /proc and says why.
 
-typedef unsigned char __u8;
-typedef unsigned int __u32;
-typedef int __s32;
-typedef unsigned long long __u64;
-typedef long long __s64;
-
-#define SEC(name) __attribute__((section(name), used))
-#define CORE __attribute__((preserve_access_index))
-
-// bpf_probe_read_kernel (113) and bpf_probe_read_kernel_str (115) copy what an untyped kernel
-// pointer points at.
-static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
-static long (*bpf_probe_read_kernel_str)(void *dst, __u32 size, const void *src) = (void *)115;
+#include "common.h"
 
 // task->flags: a kernel thread, a workqueue worker.
 #define PF_WQ_WORKER 0x00000020
@@ -133,7 +121,7 @@ struct thread_record {
 // Writes `task`'s record into `r`, every field of it (`r` may hold an earlier task's record).
 // Returns the bytes of it to keep: a thread's short record, a user process's record up to the
 // kernel-thread names, or all of it.
-static __attribute__((always_inline)) __u32 fill_record(struct record *r, struct task_struct *task)
+static __always_inline __u32 fill_record(struct record *r, struct task_struct *task)
 {
 	if (task->pid != task->tgid) {
 		struct thread_record *t = (struct thread_record *)r;

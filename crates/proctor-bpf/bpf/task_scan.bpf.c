@@ -27,9 +27,6 @@ extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task,
 extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __attribute__((section(".ksyms")));
 extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __attribute__((section(".ksyms")));
 
-// bpf_map_lookup_elem (helper 1): a slot's address in the map's memory.
-static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
-
 // The slots: an array map of `struct record`, mmapable. Its size here is a placeholder; the
 // loader makes the map itself (as many slots as the host has tasks, with room) and points this
 // program at it.
