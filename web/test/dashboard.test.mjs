@@ -441,11 +441,12 @@ describe("dashboard", () => {
         for (const dt of dts) out[dt.textContent] = dt.nextElementSibling.textContent;
         return out;
       });
-    // The budgeted smaps_rollup worker reaches every process in turn; wait for this one.
+    // The budgeted smaps_rollup worker reaches every process in turn; wait for this one (a
+    // dev build beside two busy loops on a slow machine took more than 60 s).
     const facts = await until("PSS and USS", async () => {
       const f = await detail();
       return parseShown(f.PSS ?? "") !== null && parseShown(f.USS ?? "") !== null ? f : null;
-    }, 60000);
+    }, 120000);
     assert.match(facts["PSS age"], /(µs|ms|s|min)$/);
     assert.match(await page.textContent("#detail-note"), /read .* ago/);
     const api = await fetchJson(`${base}/api/v1/processes/${hostile.child.pid}`);

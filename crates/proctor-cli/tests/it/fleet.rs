@@ -294,6 +294,17 @@ fn three_agents_into_prometheus_and_victoria_metrics_one_killed_and_restarted_lo
                 })
         })
     });
+    // And both took fleet-b's samples of at least 5 s past its restart, so that each agent has
+    // ten or more to check (one had 9 once beside two busy loops: fleet-b caught up at its
+    // fourth sample after the restart, and its count since then includes the backfill).
+    let after =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64 + 5_000;
+    wait_until("both receivers took fleet-b's samples 5 s past its catch-up", Duration::from_secs(60), || {
+        let v = body_json(&http_get(&agents[1].as_ref().expect("b").addr, "/api/v1/agent"));
+        v["remote_write"]
+            .as_array()
+            .is_some_and(|qs| qs.iter().all(|q| q["delivered_until_unix_ms"].as_u64() >= Some(after)))
+    });
     // What both receivers took, per agent: the older of its two queues' deliveries.
     let mut upto = Vec::new();
     for a in agents.into_iter().flatten() {
