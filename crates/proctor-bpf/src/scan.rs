@@ -264,7 +264,8 @@ impl Scanner {
 
     /// Runs the program once: every task's record in a slot. Returns the records, a slot
     /// each, in the order the kernel walked the tasks. A host with more tasks than slots gets
-    /// a larger map and is scanned again.
+    /// a larger map and is scanned again (at most three times; then an error, never a scan
+    /// that leaves tasks out).
     pub(crate) fn run(&mut self) -> std::io::Result<(&[u8], u64)> {
         let mut runs = 0;
         loop {
@@ -272,12 +273,20 @@ impl Scanner {
             bpf(BPF_PROG_TEST_RUN, &mut attr)?;
             runs += 1;
             let tasks = attr.retval;
-            if tasks <= self.slots.count || runs > 3 {
-                let filled = tasks.min(self.slots.count) as usize * SLOT_BYTES;
+            if tasks <= self.slots.count {
+                let filled = tasks as usize * SLOT_BYTES;
                 // SAFETY: the mapping is `len` >= count × SLOT_BYTES bytes, readable, and the
                 // kernel does not write it until the next run (which needs `&mut self`).
                 let records = unsafe { std::slice::from_raw_parts(self.slots.base, filled) };
                 return Ok((records, runs));
+            }
+            // A host whose tasks outgrow each larger map in turn gets an error, not a scan
+            // that leaves some out: the sampler counts it and reads /proc this cycle.
+            if runs > 3 {
+                return Err(std::io::Error::other(format!(
+                    "{tasks} tasks and {} slots after {runs} runs: the host's tasks grow faster than the map",
+                    self.slots.count
+                )));
             }
             let larger =
                 Scanner::with_slots(self.prepared.clone(), slots_for(tasks)).map_err(|e| std::io::Error::other(e.0))?;
