@@ -249,23 +249,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         });
         floor_total = (floor_total.0 + t.0, floor_total.1 + t.1);
-        if let Some(iter) = task_iter.as_mut() {
+        // One scan of a BPF reader, timed into its totals; a failed one counted.
+        let mut timed_scan = |iter: &mut proctor_bpf::TaskIter, total: &mut (u64, u64), pids: &mut u64| {
             let t = measure(|| {
                 if iter.scan(&mut iter_out).is_err() {
                     iter_errors += 1;
                 }
             });
-            iter_total = (iter_total.0 + t.0, iter_total.1 + t.1);
-            iter_pids += iter_out.len() as u64;
+            *total = (total.0 + t.0, total.1 + t.1);
+            *pids += iter_out.len() as u64;
+        };
+        if let Some(iter) = task_iter.as_mut() {
+            timed_scan(iter, &mut iter_total, &mut iter_pids);
         }
         if let Some(iter) = file_iter.as_mut() {
-            let t = measure(|| {
-                if iter.scan(&mut iter_out).is_err() {
-                    iter_errors += 1;
-                }
-            });
-            file_total = (file_total.0 + t.0, file_total.1 + t.1);
-            file_pids += iter_out.len() as u64;
+            timed_scan(iter, &mut file_total, &mut file_pids);
         }
         if let Some(sampler) = iter_sampler.as_mut() {
             let mut s = None;
