@@ -119,6 +119,10 @@ pub struct EventStarts {
     pub lost: u64,
     /// Ended processes counted but not kept in `exited` (past [`MAX_EXITED`]).
     pub untold: u64,
+    /// Processes the previous sample saw (listed, or ended unseen) that started after its fork
+    /// count was read: this sample's count has them.
+    #[serde(default)]
+    pub seen_before: u64,
 }
 
 impl Starts {
@@ -128,7 +132,7 @@ impl Starts {
     pub fn coverage(&self) -> Option<(f64, bool)> {
         match self.events {
             Some(e) => {
-                let seen = self.processes_new + e.exited_unseen;
+                let seen = self.processes_new + e.exited_unseen + e.seen_before;
                 (e.process_forks > 0).then(|| ((seen as f64 / e.process_forks as f64).min(1.0), true))
             }
             None => {

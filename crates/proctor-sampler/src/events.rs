@@ -4,7 +4,14 @@
 //!
 //! The events are drained before the process scan, so a sample holds every exit up to its own
 //! scan. An exit is *seen* when the previous sample's table (or this one's) had the process;
-//! else it lived and ended between two samples and only its events tell of it. Its command
+//! else it lived and ended between two samples and only its events tell of it.
+//!
+//! Coverage is exact with the events: the kernel's fork count is read just before the first
+//! drain, and a second drain after the scan takes the exits of processes the scan did not
+//! list (they ended while it ran: counted, and not in the table), leaving every other event
+//! for the next sample. So each process counted by a sample's forks is in its table or its
+//! exits. A process that started after the count and that the sample saw anyway is counted by
+//! the next sample's forks: it is carried there (`EventStarts::seen_before`), not lost. Its command
 //! line is its exec's (when the event had all of it) or what proctor last read; its cgroup the
 //! row's, or its cgroup id looked up under the cgroup2 mount.
 
@@ -43,7 +50,14 @@ struct Prev {
 pub(crate) struct EventsState {
     sub: Subscription,
     counts: Counts,
+    /// The counts read just before this sample's first drain.
+    counted: Option<Counts>,
     drained: Vec<Arc<Event>>,
+    /// Events the drain after the scan took that belong to the next sample.
+    early: Vec<Arc<Event>>,
+    /// Processes this sample saw that the next sample's fork count has (they started after
+    /// this one's count).
+    seen_ahead: u64,
     pending_execs: HashMap<(u32, u64), Arc<Event>>,
     cgroups: CgroupIds,
 }
@@ -51,7 +65,16 @@ pub(crate) struct EventsState {
 impl EventsState {
     pub(crate) fn new(sub: Subscription) -> EventsState {
         let counts = sub.counts();
-        EventsState { sub, counts, drained: Vec::new(), pending_execs: HashMap::new(), cgroups: CgroupIds::find() }
+        EventsState {
+            sub,
+            counts,
+            counted: None,
+            drained: Vec::new(),
+            early: Vec::new(),
+            seen_ahead: 0,
+            pending_execs: HashMap::new(),
+            cgroups: CgroupIds::find(),
+        }
     }
 }
 
@@ -83,10 +106,48 @@ impl Churn {
         }
     }
 
-    /// Before the scan: takes every event so far.
+    /// Before the scan: reads the kernel's counts, then takes every event so far (after those
+    /// the drain after the last scan left for this sample).
     pub(crate) fn drain(&mut self) {
         if let Ok(state) = self.events.as_mut() {
+            state.counted = Some(state.sub.counts());
+            state.drained.append(&mut state.early);
             self.dropped += state.sub.drain(&mut state.drained);
+        }
+    }
+
+    /// After the scan (`processes` sorted by pid): takes the exits of processes the scan did not
+    /// list — they ended while it ran, before it reached them — with their other events; the
+    /// rest wait for the next sample.
+    pub(crate) fn drain_after_scan(&mut self, processes: &[ProcessSample]) {
+        let Ok(state) = self.events.as_mut() else { return };
+        let mut more = Vec::new();
+        self.dropped += state.sub.drain(&mut more);
+        if self.prev.is_none() {
+            // The first sample counts nothing and lists every process: the next sample counts
+            // from here, so that what this one saw is not counted again.
+            state.counted = Some(state.sub.counts());
+        }
+        if more.is_empty() {
+            return;
+        }
+        let tick = self.ns_per_tick.max(1);
+        let key = |event: &Event| match event {
+            Event::Exec(e) => (e.pid, e.start_boottime_ns / tick),
+            Event::Exit(x) => (x.pid, x.start_boottime_ns / tick),
+            Event::Final(f) => (f.pid, f.start_boottime_ns / tick),
+        };
+        let listed = |(pid, start): (u32, u64)| {
+            processes.binary_search_by_key(&pid, |p| p.pid).is_ok_and(|i| processes[i].start_ticks == start)
+        };
+        let unlisted_exits: std::collections::HashSet<(u32, u64)> =
+            more.iter().filter(|e| matches!(&***e, Event::Exit(_))).map(|e| key(e)).filter(|&k| !listed(k)).collect();
+        for event in more {
+            if unlisted_exits.contains(&key(&event)) {
+                state.drained.push(event);
+            } else {
+                state.early.push(event);
+            }
         }
     }
 
@@ -138,7 +199,7 @@ impl Churn {
         let mut exited = Vec::new();
         let mut event_starts = None;
         if let Ok(state) = self.events.as_mut() {
-            let counts = state.sub.counts();
+            let counts = state.counted.take().unwrap_or_else(|| state.sub.counts());
             let before = std::mem::replace(&mut state.counts, counts);
             let mut starts = EventStarts {
                 process_forks: counts.process_forks.wrapping_sub(before.process_forks),
@@ -148,6 +209,7 @@ impl Churn {
                 lost: (counts.lost_execs + counts.lost_exits)
                     .wrapping_sub(before.lost_execs + before.lost_exits)
                     .saturating_add(std::mem::take(&mut self.dropped)),
+                seen_before: std::mem::take(&mut state.seen_ahead),
                 ..EventStarts::default()
             };
             let prev = self.prev.as_deref().unwrap_or_default();
@@ -285,6 +347,18 @@ impl Churn {
             event_starts = Some(starts);
         }
         // Coverage from the second sample on: the first has no previous table to be new against.
+        // New processes: `new` also has the listed ones that exec'd (their command line is read
+        // again), which started no process.
+        let processes_new = match self.prev.as_deref() {
+            Some(prev) => new.iter().filter(|&&k| find(prev, k).is_none()).count(),
+            None => new.len(),
+        } as u64;
+        if let (Ok(state), Some(e), true) = (self.events.as_mut(), event_starts.as_ref(), self.prev.is_some()) {
+            // What this sample saw beyond the processes its count has: counted by the next.
+            // (The first sample lists every process as new: nothing to carry from it.)
+            let seen = processes_new + e.exited_unseen;
+            state.seen_ahead = (seen + e.seen_before).saturating_sub(e.process_forks).min(seen);
+        }
         if let (Some(prev), Some(before), Some(now)) = (self.prev.as_deref(), self.prev_forks, forks) {
             let mut threads_new = 0;
             for p in processes {
@@ -295,12 +369,8 @@ impl Churn {
                     None => threads - 1,
                 };
             }
-            cost.starts = Some(Starts {
-                forks: now.saturating_sub(before),
-                processes_new: new.len() as u64,
-                threads_new,
-                events: event_starts,
-            });
+            cost.starts =
+                Some(Starts { forks: now.saturating_sub(before), processes_new, threads_new, events: event_starts });
         }
         self.prev_forks = forks;
         // The last sample's list, its allocation kept from sample to sample.

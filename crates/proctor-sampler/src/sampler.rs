@@ -353,6 +353,8 @@ impl Sampler {
                 Err(_) => None,
             };
             processes = self.table.scan(&self.config.root, opts, &mut cost, &mut self.new_pids, stats);
+            // The exits of processes that ended while the scan ran, before it reached them.
+            self.churn.drain_after_scan(&processes);
             *cost.reader_wall_ns.entry("processes").or_default() += t.elapsed().as_nanos() as u64;
             let t = Instant::now();
             self.attach_workers(&mut processes);

@@ -806,6 +806,46 @@ fn processes_that_live_between_two_samples_are_in_the_second_with_their_exec_and
     assert_eq!(starts.coverage().map(|(c, exact)| (c >= 0.99, exact)), Some((true, true)), "{starts:?}");
 }
 
+/// Every sample of a fork storm sees what the kernel counted: a process that ends while the
+/// scan runs is in the sample's exits, one that starts after the count is carried to the next
+/// sample (whose count has it), and one that exec's while listed is not counted as new again.
+#[test]
+fn every_sample_of_a_fork_storm_sees_every_process_the_kernel_counted() {
+    let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
+    if let Err(why) = sampler.events_status() {
+        eprintln!("SKIP: the sampler's process events: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    sampler.sample();
+    let mut storm = Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 3000 ]; do /bin/true; i=$((i+1)); done"])
+        .spawn()
+        .expect("sh");
+    let mut samples = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let done = storm.try_wait().expect("sh").is_some();
+        let s = sampler.sample();
+        samples.push(s.cost.starts.expect("coverage from the second sample on"));
+        if done {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the storm never ended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let forks: u64 = samples.iter().filter_map(|s| s.events).map(|e| e.process_forks).sum();
+    assert!(forks >= 3000, "every true and the sh counted: {forks}");
+    assert!(samples.len() >= 3, "{} samples", samples.len());
+    for s in &samples {
+        let e = s.events.expect("counted by the events");
+        assert_eq!(e.lost, 0, "{s:?}");
+        if e.process_forks == 0 {
+            continue; // nothing started in that interval: no coverage to say
+        }
+        assert_eq!(s.coverage().map(|(c, exact)| (c >= 0.99, exact)), Some((true, true)), "{s:?} in {samples:?}");
+    }
+}
+
 #[test]
 fn an_exec_that_keeps_the_name_gets_its_new_command_line_from_the_event_without_a_read() {
     let quiet = SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() };
