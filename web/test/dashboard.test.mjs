@@ -441,12 +441,18 @@ describe("dashboard", () => {
         for (const dt of dts) out[dt.textContent] = dt.nextElementSibling.textContent;
         return out;
       });
-    // The budgeted smaps_rollup worker reaches every process in turn; wait for this one (a
-    // dev build beside two busy loops on a slow machine took more than 60 s).
+    // The budgeted smaps_rollup worker reaches every process in turn, and the one whose detail
+    // is open first (the detail request asks for it); on a failure, say what the agent knew.
     const facts = await until("PSS and USS", async () => {
       const f = await detail();
       return parseShown(f.PSS ?? "") !== null && parseShown(f.USS ?? "") !== null ? f : null;
-    }, 120000);
+    }, 120000).catch(async (e) => {
+      const api = await fetchJson(`${base}/api/v1/processes/${hostile.child.pid}`).catch((x) => String(x));
+      const agent = await fetchJson(`${base}/api/v1/agent`).catch((x) => String(x));
+      const row = api.process ?? api;
+      const pss = Object.fromEntries(Object.entries(row).filter(([k]) => /pss|uss|stall|rss/.test(k)));
+      throw new Error(`${e.message}; the process: ${JSON.stringify(pss)}; the PSS worker: ${JSON.stringify(agent.pss_worker ?? agent)}`);
+    });
     assert.match(facts["PSS age"], /(µs|ms|s|min)$/);
     assert.match(await page.textContent("#detail-note"), /read .* ago/);
     const api = await fetchJson(`${base}/api/v1/processes/${hostile.child.pid}`);

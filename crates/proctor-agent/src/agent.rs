@@ -69,6 +69,9 @@ pub struct Shared {
     /// Requests to start or stop optional reads ([`Shared::ask_reads`]); the sampling thread
     /// takes them before its next cycle and applies the newest.
     reads: SyncSender<Reads>,
+    /// Pids whose PSS someone is looking at ([`Shared::ask_pss`]); the sampling thread passes
+    /// them to the PSS worker before its next cycle.
+    pss_asks: SyncSender<u32>,
 }
 
 impl Shared {
@@ -101,6 +104,13 @@ impl Shared {
         self.reads.try_send(reads).is_ok()
     }
 
+    /// Asks for `pid`'s PSS first (a client shows that process): the PSS worker reads it next
+    /// if it needs a reading, within its budgets (`proctor_sampler::pss::PssWorker::ask`).
+    /// Never waits: `false` when the small queue is full.
+    pub fn ask_pss(&self, pid: u32) -> bool {
+        self.pss_asks.try_send(pid).is_ok()
+    }
+
     fn publish(&self, snapshot: Arc<Snapshot>) {
         let seq = snapshot.sample.seq;
         *self.latest.write().unwrap_or_else(|e| e.into_inner()) = snapshot;
@@ -129,6 +139,8 @@ struct Loop {
     groups: Option<crate::groups::GroupState>,
     /// The other end is [`Shared::ask_reads`]; it ends with the agent.
     reads: Receiver<Reads>,
+    /// The other end is [`Shared::ask_pss`].
+    pss_asks: Receiver<u32>,
 }
 
 impl Agent {
@@ -176,6 +188,7 @@ impl Agent {
         let schedule = Schedule::new(Instant::now(), config.interval);
         let first_seq = first.sample.seq;
         let (reads_tx, reads) = std::sync::mpsc::sync_channel(READ_REQUESTS);
+        let (pss_asks_tx, pss_asks) = std::sync::mpsc::sync_channel(PSS_ASKS);
         let shared = Arc::new(Shared {
             latest: RwLock::new(first),
             history: RwLock::new(history),
@@ -183,8 +196,9 @@ impl Agent {
             published: (Mutex::new(first_seq), Condvar::new()),
             stop: (Mutex::new(false), Condvar::new()),
             reads: reads_tx,
+            pss_asks: pss_asks_tx,
         });
-        let state = Loop { sampler, peak, totals, schedule, recorder, groups, reads };
+        let state = Loop { sampler, peak, totals, schedule, recorder, groups, reads, pss_asks };
         let thread_shared = Arc::clone(&shared);
         let thread =
             std::thread::Builder::new().name("proctor-agent".into()).spawn(move || run(state, &thread_shared))?;
@@ -211,6 +225,9 @@ impl Agent {
 
 /// Read requests queued at most: each says the whole wanted state, so only the newest matters.
 const READ_REQUESTS: usize = 4;
+
+/// PSS asks queued at most between two cycles (the worker keeps its own bounded list).
+const PSS_ASKS: usize = 32;
 
 fn history_capacity(config: &AgentConfig) -> usize {
     let interval = config.interval.as_secs_f64().max(0.001);
@@ -239,6 +256,9 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
         state.totals.missed_ticks = state.schedule.missed();
         if let Some(reads) = state.reads.try_iter().last() {
             state.sampler.set_reads(reads);
+        }
+        for pid in state.pss_asks.try_iter() {
+            state.sampler.ask_pss(pid);
         }
         let prev = shared.latest();
         let mut snapshot = cycle(&mut state.sampler, &mut state.peak, Some(&prev), &mut state.totals, &state.recorder);
@@ -351,5 +371,51 @@ mod tests {
         }
         agent.stop();
         assert!(read, "this process's /proc/self/io is read once asked for");
+    }
+
+    /// A process someone looks at gets its PSS first: a child younger than a second, which the
+    /// round-robin leaves for later, is read once asked for, and the worker counts the read as
+    /// asked. (Should the machine stall past the child's first second before the ask lands, the
+    /// round-robin may read it first; then a new child is tried.)
+    #[test]
+    fn a_process_asked_for_gets_its_pss_first() {
+        let sampler = SamplerConfig {
+            pss_budget: 0.0001,
+            cmdline: false,
+            gpu: false,
+            power: false,
+            container: false,
+            ..SamplerConfig::default()
+        };
+        let config = AgentConfig { interval: Duration::from_millis(20), ..AgentConfig::default() };
+        let agent = Agent::start(sampler, config).expect("agent");
+        let shared = agent.shared();
+        let asked_reads = |s: &Snapshot| s.agent.pss.map_or(0, |p| p.asked_reads);
+        let mut first_by_ask = false;
+        for _ in 0..5 {
+            let mut child = std::process::Command::new("sleep").arg("60").spawn().expect("sleep");
+            let pid = child.id();
+            let before = asked_reads(&shared.latest());
+            let mut seq = shared.latest().sample.seq;
+            let mut read = None;
+            for _ in 0..3000 {
+                shared.ask_pss(pid);
+                let Some(s) = shared.wait_newer(seq, Duration::from_secs(10)) else { break };
+                seq = s.sample.seq;
+                if s.sample.process(pid).is_some_and(|p| p.pss.is_some()) {
+                    read = Some(asked_reads(&s));
+                    break;
+                }
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            let after = read.expect("the asked-for child's PSS is read");
+            if after > before {
+                first_by_ask = true;
+                break;
+            }
+        }
+        agent.stop();
+        assert!(first_by_ask, "the asked-for child was read for the ask, not by the round-robin");
     }
 }

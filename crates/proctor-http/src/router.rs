@@ -315,10 +315,18 @@ async fn process(
     let pid = parse_pid(&path_arg(pid)?)?;
     let s = st.shared.latest();
     let row = s.row(pid).ok_or_else(|| ApiError::not_found(format!("no process {pid} in the latest sample")))?;
-    Ok(json_response(&process::ProcessDetailOut {
-        process: process::process(&s, row),
-        sharing: process::sharing(&s, pid),
-    }))
+    let sharing = process::sharing(&s, pid);
+    // Someone is looking at this process: its PSS (and its family's, for the sharing summary)
+    // is read first where it needs a reading, within the PSS worker's budgets.
+    if row.pss.is_none_or(|p| p.stale) {
+        st.shared.ask_pss(pid);
+    }
+    if sharing.as_ref().is_some_and(|f| f.members_read < f.members) {
+        for r in s.rows.iter().filter(|r| r.ppid == pid && r.pss.is_none()).take(16) {
+            st.shared.ask_pss(r.pid);
+        }
+    }
+    Ok(json_response(&process::ProcessDetailOut { process: process::process(&s, row), sharing }))
 }
 
 async fn tree(

@@ -103,6 +103,8 @@ pub struct PssStats {
     /// Times a target's threads waited on a read, so that it is read half as often from then
     /// ([`MAX_BACKOFF`]).
     pub backoffs: u64,
+    /// Reads put first because someone asked for that process ([`PssWorker::ask`]).
+    pub asked_reads: u64,
     /// The targets' side, from the mmap_lock tracepoints (`false`: not measured; `proctor
     /// doctor` says why): reads traced, what the targets' threads waited on them, and traces
     /// that lost events (their waits may be short).
@@ -160,6 +162,9 @@ struct State {
     young: std::collections::HashSet<u32>,
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
+    /// Pids someone is looking at ([`PssWorker::ask`]), oldest first: each is read before
+    /// anything else where it needs a reading, within its target budget.
+    asked: std::collections::VecDeque<u32>,
     stats: PssStats,
     interval: crate::worker::Interval,
 }
@@ -372,6 +377,24 @@ impl PssWorker {
 
     pub fn stats(&self) -> PssStats {
         self.shared.lock().stats
+    }
+
+    /// Puts `pid` first: someone is looking at it (a dashboard's detail, `top`'s Enter pane).
+    /// The worker reads it next, if it has no reading, a stale one or one its counters moved
+    /// past, and its target budget allows; otherwise the ask is dropped. Reordering only: the
+    /// worker's CPU budget and the target's share of lock time hold as for any read. At most
+    /// [`MAX_ASKED`] asks wait; past that the oldest is dropped.
+    pub fn ask(&self, pid: u32) {
+        let mut state = self.shared.lock();
+        if !state.asked.contains(&pid) {
+            if state.asked.len() >= MAX_ASKED {
+                state.asked.pop_front();
+            }
+            state.asked.push_back(pid);
+        }
+        drop(state);
+        // Ends a wait for work, never the rest after a read (that keeps the budget).
+        self.shared.wake.notify_one();
     }
 
     /// The ledger of the reads since the last call (every target together) and the target of
@@ -606,15 +629,57 @@ impl Savings {
     }
 }
 
+/// The most asks ([`PssWorker::ask`]) that wait at once.
+pub const MAX_ASKED: usize = 32;
+
+/// The first asked pid ([`PssWorker::ask`]) that needs a reading and may be read at `now_ns`;
+/// asks that need none (read and unchanged since), whose process is not listed, or whose
+/// target is capped are dropped, and one whose target's share is spent waits for it.
+fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
+    let mut k = 0;
+    while k < state.asked.len() {
+        let pid = state.asked[k];
+        let Ok(i) = state.candidates.binary_search_by_key(&pid, |c| c.pid) else {
+            state.asked.remove(k);
+            continue;
+        };
+        let c = state.candidates[i];
+        // A big process seen in one list only: the next says how to read it.
+        let unsettled = !state.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&pid);
+        match state.results.get(&pid).filter(|e| e.seen.start_ticks == c.start_ticks) {
+            Some(e) if e.stall.capped => {
+                state.asked.remove(k);
+                continue;
+            }
+            Some(e) if e.reading.is_some() && e.seen == c && !e.stale(&state.changed) => {
+                state.asked.remove(k);
+                continue;
+            }
+            Some(e) if now_ns < e.not_before_ns => {}
+            _ if unsettled => {}
+            _ => {
+                state.asked.remove(k);
+                return Some(c);
+            }
+        }
+        k += 1;
+    }
+    None
+}
+
 /// How old a reading of an unchanged process may grow before it is read again.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 
-/// The next candidate to read, round-robin: first one never read or whose reading is stale,
+/// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first one never read or whose reading is stale,
 /// then one whose cheap counters changed since its reading, or whose reading is at least
 /// `max_age_ns` old at `now_ns` (both on the sampler's monotonic clock); never one whose
 /// share of lock time is spent. A failed read is not retried by age: it is retried when the
 /// counters change.
 fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidate> {
+    if let Some(c) = pick_asked(state, now_ns) {
+        state.stats.asked_reads += 1;
+        return Some(c);
+    }
     let n = state.candidates.len();
     // A big process seen in one list only: the next says how to read it ([`reads_by_pages`]).
     let unsettled = |state: &State, c: &Candidate| {
@@ -904,6 +969,62 @@ mod tests {
         state.candidates[1] = Candidate { start_ticks: 99, ..cand(2, 21) };
         state.cursor = 1;
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(2));
+    }
+
+    /// A process someone looks at is read before the round-robin's next, stale ones included,
+    /// if it needs a reading; one that does not is dropped, one whose target budget is spent
+    /// waits for it, a capped or unlisted one is dropped, and the list is bounded.
+    #[test]
+    fn asked_processes_are_read_first_within_their_target_budget() {
+        let cands: Vec<Candidate> = (1..=5).map(|pid| cand(pid, 10)).collect();
+        let mut state = State { candidates: cands.clone(), ..State::default() };
+        // Never read: the round-robin would take 1, 2, 3 … first.
+        state.asked.extend([4, 9]);
+        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(4));
+        assert_eq!(state.stats.asked_reads, 1);
+        assert_eq!(state.asked, [9]);
+        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(1), "9 is not listed: round-robin");
+        assert!(state.asked.is_empty());
+
+        // Everything read; 2's family changes (stale), 3's counters move, 5 is unchanged.
+        state.candidates[1].ppid = 7;
+        read_all(&mut state, 100);
+        state.changed.insert((7, 0), 200);
+        state.candidates[2].faults = 7;
+        state.asked.extend([5, 2, 3]);
+        assert_eq!(pick_next(&mut state, 300, u64::MAX).map(|c| c.pid), Some(2), "5 needs no reading; 2 is stale");
+        assert_eq!(pick_next(&mut state, 300, u64::MAX).map(|c| c.pid), Some(3), "3's counters moved");
+        assert!(state.asked.is_empty());
+        assert_eq!(state.stats.asked_reads, 3);
+
+        // Its target's share is spent: it waits for it, then goes first.
+        state.results.get_mut(&4).expect("read above").not_before_ns = 1_000;
+        state.results.get_mut(&4).expect("read above").reading = None;
+        state.asked.push_back(4);
+        let next = pick_next(&mut state, 500, u64::MAX).map(|c| c.pid);
+        assert_ne!(next, Some(4));
+        assert_eq!(state.asked, [4]);
+        assert_eq!(pick_next(&mut state, 1_000, u64::MAX).map(|c| c.pid), Some(4));
+
+        // A capped target is never read for an ask.
+        state.results.get_mut(&2).expect("read above").stall.capped = true;
+        state.results.get_mut(&2).expect("read above").reading = None;
+        state.asked.push_back(2);
+        assert_ne!(pick_asked(&mut state, u64::MAX).map(|c| c.pid), Some(2));
+        assert!(state.asked.is_empty());
+    }
+
+    /// [`PssWorker::ask`] keeps at most [`MAX_ASKED`] asks, the newest, each once.
+    #[test]
+    fn asks_are_bounded_and_kept_once() {
+        let worker = PssWorker::start(Root::default(), 0.0001, Instant::now()).expect("the worker starts");
+        for pid in 0..(MAX_ASKED as u32 + 10) {
+            worker.ask(pid);
+            worker.ask(pid);
+        }
+        let asked = worker.shared.lock().asked.clone();
+        assert_eq!(asked.len(), MAX_ASKED);
+        assert_eq!(asked.front(), Some(&10));
     }
 
     /// A big target whose threads waited on a read, or (untraced) that faulted between the last

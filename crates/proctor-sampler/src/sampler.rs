@@ -260,6 +260,13 @@ impl Sampler {
         self.container_error.as_deref()
     }
 
+    /// Asks the PSS worker to read `pid` first ([`PssWorker::ask`]); nothing without one.
+    pub fn ask_pss(&self, pid: u32) {
+        if let Some(pss) = &self.pss {
+            pss.ask(pid);
+        }
+    }
+
     pub fn pss_stats(&self) -> Option<PssStats> {
         self.pss.as_ref().map(PssWorker::stats)
     }

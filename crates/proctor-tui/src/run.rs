@@ -370,6 +370,8 @@ pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + 
     };
     // What the sampler was last asked to read, for the columns (F2) it follows.
     let mut asked: Option<Reads> = None;
+    // The selected process whose PSS the Enter pane last asked for, and when.
+    let mut asked_pss: Option<(u32, Instant)> = None;
     let (act_tx, act_rx) = mpsc::channel::<Action>();
     {
         let tx = tx.clone();
@@ -468,6 +470,16 @@ pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + 
                         say_reads(&mut app, before, wanted);
                     }
                     asked = Some(wanted);
+                }
+                // The Enter pane shows the selected process's PSS: where it has none yet, the
+                // PSS worker (when one runs) reads it first, asked at most once a second.
+                let unread =
+                    |pid: u32| app.shown.as_ref().and_then(|f| f.process(pid)).is_some_and(|p| p.pss_bytes.is_none());
+                if let Some(pid) = app.view.selected.filter(|&pid| app.detail && unread(pid)) {
+                    if asked_pss.is_none_or(|(p, at)| p != pid || at.elapsed() >= Duration::from_secs(1)) {
+                        shared.ask_pss(pid);
+                        asked_pss = Some((pid, Instant::now()));
+                    }
                 }
             }
             for line in std::mem::take(&mut app.crossings) {

@@ -553,6 +553,9 @@ pub struct WorkerOut {
     /// The PSS worker's passes over processes too young to read yet (read from the next list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped_young: Option<u64>,
+    /// The PSS worker's reads put first because a client looked at the process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked_reads: Option<u64>,
     pub max_read_cpu_seconds: Option<f64>,
     pub budget_share_of_one_cpu: Option<f64>,
     pub timeouts: Option<u64>,
@@ -851,6 +854,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             cpu_seconds: Some(p.cpu_ns as f64 / 1e9),
             skipped_unchanged: Some(p.skipped_unchanged),
             skipped_young: Some(p.skipped_young),
+            asked_reads: Some(p.asked_reads),
             max_read_cpu_seconds: Some(p.max_read_cpu_ns as f64 / 1e9),
             budget_share_of_one_cpu: Some(p.budget),
             timeouts: None,
@@ -868,6 +872,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             cpu_seconds: None,
             skipped_unchanged: None,
             skipped_young: None,
+            asked_reads: None,
             max_read_cpu_seconds: None,
             budget_share_of_one_cpu: None,
             timeouts: Some(c.timeouts),
