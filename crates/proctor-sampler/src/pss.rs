@@ -20,7 +20,9 @@
 //! its children, who keep its name. So when a process appears, exits, execs or changes parent,
 //! the readings of its family (the processes of its name under its parent, and that parent if
 //! it has the name too) are *stale*: read before the change, they may be off by the change's
-//! whole share (half a tree exiting doubles the others' PSS). A stale reading is still given
+//! whole share (half a tree exiting doubles the others' PSS). A process counts as a member from
+//! the list where it has outlived [`YOUNG`]: a fork storm's children come and go without
+//! sending the worker back to their parent every sample. A stale reading is still given
 //! out, marked (`ProcessSample::pss_stale`), so a sum over a tree can refuse to call itself complete,
 //! and it is read again before anything whose only reason is its counters or its age. What no
 //! family watch sees: file pages (a program's own binary and libraries) are shared with every
@@ -211,8 +213,10 @@ pub const BURST_SAVED: Duration = Duration::from_secs(30);
 pub const BURST_RATE: f64 = 4.0;
 
 impl State {
-    fn set_candidates(&mut self, candidates: Vec<Candidate>, now_ns: u64) {
-        mark_changed(&mut self.changed, &self.candidates, &candidates, now_ns);
+    /// `young`: the new list's processes that had lived less than [`YOUNG`].
+    fn set_candidates(&mut self, candidates: Vec<Candidate>, young: std::collections::HashSet<u32>, now_ns: u64) {
+        mark_changed(&mut self.changed, (&self.candidates, &self.young), (&candidates, &young), now_ns);
+        self.young = young;
         self.busy.clear();
         self.first_seen.clear();
         // Only [`reads_by_pages`] and the first-list wait ask these, and only of big processes
@@ -270,32 +274,52 @@ impl Entry {
     }
 }
 
-/// Marks the families whose members changed between two candidate lists (both sorted by pid):
-/// a process that appeared or left marks its siblings' family (and its parent's, if the parent
-/// has its name); one that exec'd or moved marks its old and new families.
-fn mark_changed(changed: &mut Families, old: &[Candidate], new: &[Candidate], now_ns: u64) {
+/// Marks the families whose members changed between two candidate lists (both sorted by pid,
+/// each with its [`YOUNG`] pids): a process that appeared or left marks its siblings' family
+/// (and its parent's, if the parent has its name); one that exec'd or moved marks its old and
+/// new families. A young process is no member yet: it marks its family when it outlives
+/// [`YOUNG`], and one that leaves (or execs) young marks nothing. A fork storm's children, each
+/// gone in milliseconds, would otherwise make their parent's reading stale every sample and
+/// send the worker back to it every time, for a figure that changed only while they lived (and
+/// that no sum counts complete while they live: they have no reading).
+fn mark_changed(
+    changed: &mut Families,
+    (old, old_young): (&[Candidate], &std::collections::HashSet<u32>),
+    (new, new_young): (&[Candidate], &std::collections::HashSet<u32>),
+    now_ns: u64,
+) {
     let mut mark = |c: &Candidate| {
         changed.insert((c.ppid, c.name), now_ns);
         // Its own children of its name lose (or gain) the sharer it was.
         changed.insert((c.pid, c.name), now_ns);
     };
+    let was_member = |c: &Candidate| !old_young.contains(&c.pid);
+    let is_member = |c: &Candidate| !new_young.contains(&c.pid);
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         match (old.get(i), new.get(j)) {
             (Some(o), Some(n)) if o.pid == n.pid => {
-                if o.start_ticks != n.start_ticks || o.ppid != n.ppid || o.name != n.name {
+                let moved = o.start_ticks != n.start_ticks || o.ppid != n.ppid || o.name != n.name;
+                if moved && was_member(o) {
                     mark(o);
+                }
+                // It moved, or (the same process) it has just outlived [`YOUNG`].
+                if is_member(n) && (moved || !was_member(o)) {
                     mark(n);
                 }
                 i += 1;
                 j += 1;
             }
             (Some(o), n) if n.is_none_or(|n| o.pid < n.pid) => {
-                mark(o);
+                if was_member(o) {
+                    mark(o);
+                }
                 i += 1;
             }
             (_, Some(n)) => {
-                mark(n);
+                if is_member(n) {
+                    mark(n);
+                }
                 j += 1;
             }
             _ => unreachable!("one list has an element left"),
@@ -355,8 +379,7 @@ impl PssWorker {
             std::collections::HashSet::new()
         };
         let mut state = self.shared.lock();
-        state.set_candidates(candidates, now_ns);
-        state.young = young;
+        state.set_candidates(candidates, young, now_ns);
         drop(state);
         self.shared.wake.notify_one();
     }
@@ -772,25 +795,52 @@ mod tests {
             member(20, 1, "sshd"),
         ];
         let mut state = State::default();
-        state.set_candidates(before.clone(), 0);
+        state.set_candidates(before.clone(), Default::default(), 0);
         read_all(&mut state, 100);
         let mut after = before.clone();
         after.retain(|c| c.pid != 13);
-        state.set_candidates(after.clone(), 200);
+        state.set_candidates(after.clone(), Default::default(), 200);
         assert_eq!(stale_pids(&state), [10, 11, 12]);
         read_all(&mut state, 300);
         assert_eq!(stale_pids(&state), Vec::<u32>::new(), "read after the change");
         // The server execs: its workers lose the sharer it was; the daemon is untouched.
         let mut exec = after.clone();
         exec[0].name = family_name("python3");
-        state.set_candidates(exec.clone(), 400);
+        state.set_candidates(exec.clone(), Default::default(), 400);
         assert_eq!(stale_pids(&state), [10, 11, 12]);
         // A worker appears: its siblings and the server share with it.
         read_all(&mut state, 500);
         let mut forked = exec.clone();
         forked.push(member(15, 10, "gunicorn"));
-        state.set_candidates(forked, 600);
+        state.set_candidates(forked, Default::default(), 600);
         assert_eq!(stale_pids(&state), [11, 12], "the server is python3 now, its own family");
+    }
+
+    /// A fork storm's children, each young and gone by the next list, leave their parent's
+    /// reading fresh; a child that outlives [`YOUNG`] joins the family then (its reading and its
+    /// siblings' are stale), and one that leaves after that marks it again.
+    #[test]
+    fn young_children_join_their_family_when_they_outlive_young() {
+        let parent = member(10, 1, "python3");
+        let set = |pids: &[u32]| pids.iter().copied().collect::<std::collections::HashSet<u32>>();
+        let mut state = State::default();
+        state.set_candidates(vec![parent], set(&[]), 0);
+        read_all(&mut state, 100);
+        // A child appears young, then is gone; another appears young.
+        state.set_candidates(vec![parent, member(11, 10, "python3")], set(&[11]), 200);
+        state.set_candidates(vec![parent, member(12, 10, "python3")], set(&[12]), 300);
+        assert_eq!(stale_pids(&state), Vec::<u32>::new(), "young children are no members yet");
+        // 12 outlives YOUNG: it is a member from this list on.
+        state.set_candidates(vec![parent, member(12, 10, "python3")], set(&[]), 400);
+        assert_eq!(stale_pids(&state), [10]);
+        read_all(&mut state, 500);
+        // A young child that exec'd leaves nothing stale; the old member leaving does.
+        let exec = Candidate { name: family_name("true"), ..member(13, 10, "python3") };
+        state.set_candidates(vec![parent, member(12, 10, "python3"), member(13, 10, "python3")], set(&[13]), 600);
+        state.set_candidates(vec![parent, member(12, 10, "python3"), exec], set(&[13]), 700);
+        assert_eq!(stale_pids(&state), Vec::<u32>::new());
+        state.set_candidates(vec![parent, exec], set(&[13]), 800);
+        assert_eq!(stale_pids(&state), [10]);
     }
 
     /// A target that waited on a read is read half as often from then, down to 1/16 of its
@@ -827,8 +877,7 @@ mod tests {
         state.results.insert(1, entry);
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), None, "the young one waits");
         assert!(state.stats.skipped_young > 0);
-        state.set_candidates(vec![old, fresh], 1);
-        state.young = young(&[old, fresh], 51_000_000_000, 100);
+        state.set_candidates(vec![old, fresh], young(&[old, fresh], 51_000_000_000, 100), 1);
         assert_eq!(pick_next(&mut state, 1, u64::MAX).map(|c| c.pid), Some(2), "read from the next list");
     }
 
@@ -1034,31 +1083,31 @@ mod tests {
         let big = PAGEMAP_FROM_BYTES;
         let at = |pid, rss, faults| Candidate { faults, ..cand(pid, rss) };
         let mut state = State::default();
-        state.set_candidates(vec![at(1, big, 5), at(2, big, 5), at(3, 10, 5), at(4, big, 5)], 0);
+        state.set_candidates(vec![at(1, big, 5), at(2, big, 5), at(3, 10, 5), at(4, big, 5)], Default::default(), 0);
         let by_pages = |state: &State| -> Vec<u32> {
             state.candidates.iter().filter(|c| reads_by_pages(state, c)).map(|c| c.pid).collect()
         };
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "one list tells nobody busy");
-        state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], 1);
+        state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], Default::default(), 1);
         let waited =
             Entry { seen: at(4, big, 5), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 1 };
         state.results.insert(4, waited);
         assert_eq!(by_pages(&state), [1, 4]);
         // Quiet again: only the one that waited.
-        state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], 2);
+        state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], Default::default(), 2);
         assert_eq!(by_pages(&state), [4]);
         // Where waits are traced, faults alone do not choose pagemap.
-        state.set_candidates(vec![at(1, big, 12), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], 3);
+        state.set_candidates(vec![at(1, big, 12), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], Default::default(), 3);
         state.traced = true;
         assert_eq!(by_pages(&state), [4]);
         state.traced = false;
         // A big process is read from its second list on; a small one at once.
-        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 4);
+        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], Default::default(), 4);
         state.results.clear();
         let picked: Vec<u32> =
             std::iter::from_fn(|| pick_next(&mut state, 0, u64::MAX).map(|c| c.pid)).take(2).collect();
         assert!(!picked.contains(&5) && picked.contains(&6), "{picked:?}");
-        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], 5);
+        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], Default::default(), 5);
         state.cursor = 1;
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(5));
     }
