@@ -539,6 +539,8 @@ if __name__ == "__main__":
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        # Its scripts, config and recording; a failure's screens were printed above.
+        shutil.rmtree(TMP, ignore_errors=True)
     if FAILED:
         print(f"top e2e: {len(FAILED)} failed")
         sys.exit(1)

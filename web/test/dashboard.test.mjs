@@ -187,6 +187,14 @@ async function setFilter(page, text) {
   await page.waitForTimeout(150);
 }
 
+// The describes below the first start agents and browsers and make stores of their own, after
+// the first one's `after` has run: whatever is left of them is ended and removed here, at the
+// end of the file.
+after(() => {
+  for (const child of started) if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, "SIGTERM");
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+});
+
 describe("dashboard", () => {
   let browser; // A persistent context: Chromium with its own fresh profile directory.
   let page;
