@@ -343,10 +343,10 @@ mod tests {
         assert!(shared.wait_newer(last, Duration::from_millis(100)).is_none(), "nothing samples after stop");
     }
 
-    #[test]
-    fn reads_asked_for_are_read_from_a_later_cycle() {
+    /// An agent sampling processes every 20 ms with PSS at `pss_budget`, and little else.
+    fn quick_agent(pss_budget: f64) -> Agent {
         let sampler = SamplerConfig {
-            pss_budget: 0.0,
+            pss_budget,
             cmdline: false,
             gpu: false,
             power: false,
@@ -354,7 +354,12 @@ mod tests {
             ..SamplerConfig::default()
         };
         let config = AgentConfig { interval: Duration::from_millis(20), ..AgentConfig::default() };
-        let agent = Agent::start(sampler, config).expect("agent");
+        Agent::start(sampler, config).expect("agent")
+    }
+
+    #[test]
+    fn reads_asked_for_are_read_from_a_later_cycle() {
+        let agent = quick_agent(0.0);
         let shared = agent.shared();
         let own_io = |s: &Snapshot| s.sample.process(std::process::id()).and_then(|p| p.io);
         assert!(own_io(&shared.latest()).is_none(), "not read until asked for");
@@ -379,16 +384,7 @@ mod tests {
     /// round-robin may read it first; then a new child is tried.)
     #[test]
     fn a_process_asked_for_gets_its_pss_first() {
-        let sampler = SamplerConfig {
-            pss_budget: 0.0001,
-            cmdline: false,
-            gpu: false,
-            power: false,
-            container: false,
-            ..SamplerConfig::default()
-        };
-        let config = AgentConfig { interval: Duration::from_millis(20), ..AgentConfig::default() };
-        let agent = Agent::start(sampler, config).expect("agent");
+        let agent = quick_agent(0.0001);
         let shared = agent.shared();
         let asked_reads = |s: &Snapshot| s.agent.pss.map_or(0, |p| p.asked_reads);
         let mut first_by_ask = false;
