@@ -13,7 +13,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// A master holding 64 MiB of dirty anonymous memory, forked into two workers; worker 2 writes
 /// `copy_mib` MiB of it every 200 ms (up to the whole object). Prints the master's pid and the
 /// copier's, then waits; the workers die with it.
-fn family(copy_mib: u32) -> (Guard, u32, u32) {
+fn family(copy_mib: u32, every_ms: u32) -> (Guard, u32, u32) {
     let program = format!(
         r#"
 import ctypes, os, sys, time
@@ -28,7 +28,7 @@ for i in range(2):
         if i == 1:
             off = 0
             while True:
-                time.sleep(0.2)
+                time.sleep({every_ms} / 1000)
                 for at in range(off, min(off + ({copy_mib} << 20), len(data)), 4096):
                     data[at] = 2
                 off += {copy_mib} << 20
@@ -51,7 +51,7 @@ time.sleep(600)
 
 #[test]
 fn one_round_reads_every_member_and_says_what_sharing_saves() {
-    let (guard, master, _) = family(0);
+    let (guard, master, _) = family(0, 200);
     let doc = json(&proctor(&["share", &master.to_string(), "--format", "json"]));
     let members = doc["members"].as_array().expect("members");
     assert_eq!(members.len(), 3, "{doc}");
@@ -88,7 +88,7 @@ fn one_round_reads_every_member_and_says_what_sharing_saves() {
 
 #[test]
 fn a_watch_names_the_copier_and_maps_find_the_copy() {
-    let (guard, master, copier) = family(4);
+    let (guard, master, copier) = family(4, 200);
     let doc = json(&proctor(&[
         "share",
         &master.to_string(),
@@ -117,9 +117,11 @@ fn a_watch_names_the_copier_and_maps_find_the_copy() {
 fn from_a_recording_the_agents_readings_make_the_rounds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().to_str().expect("utf-8");
-    // 1 MiB every 200 ms: the copier's private dirty grows for ~13 s, long enough for the
-    // agent's budgeted PSS worker to read it twice while it grows even on a starved machine.
-    let (guard, master, copier) = family(1);
+    // 1 MiB a second: the copier's private dirty grows for ~64 s, so that the agent's PSS
+    // worker reads it twice while it grows even on a starved machine. (At 1 MiB every 200 ms,
+    // ~13 s, a loaded suite run's agent first read the family 12.8 s in, as the growth ended,
+    // and next at the readings' maximum age, 60 s later: no growth between them.)
+    let (guard, master, copier) = family(1, 1000);
     // The agent records until its readings are in the store: each member read at least once and
     // the copier at least twice apart (a state, waited for with a bound, not a fixed count of
     // samples: on a loaded machine the budgeted worker takes longer to reach the family).
