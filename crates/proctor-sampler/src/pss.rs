@@ -693,11 +693,11 @@ fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
 /// How old a reading of an unchanged process may grow before it is read again.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 
-/// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first one never read or whose reading is stale,
-/// then one whose cheap counters changed since its reading, or whose reading is at least
-/// `max_age_ns` old at `now_ns` (both on the sampler's monotonic clock); never one whose
-/// share of lock time is spent. A failed read is not retried by age: it is retried when the
-/// counters change.
+/// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first one
+/// never read or whose reading is stale, then one whose cheap counters changed since its
+/// reading, or whose reading is at least `max_age_ns` old at `now_ns` (both on the sampler's
+/// monotonic clock); never one whose share of lock time is spent. A failed read is not retried
+/// by age: it is retried when the counters change, or when the process is asked for.
 fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidate> {
     if let Some(c) = pick_asked(state, now_ns) {
         state.stats.asked_reads += 1;
