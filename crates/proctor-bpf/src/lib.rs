@@ -313,11 +313,7 @@ fn load_with(tasks: bool, file: bool, events: bool, net: bool) {
         });
     }
     drop(btf);
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free heap memory to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    proctor_procfs::system::trim_heap();
 }
 
 /// What [`open`] was asked for, each `Err` with its reason.

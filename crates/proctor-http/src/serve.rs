@@ -196,7 +196,7 @@ pub async fn serve(
                 // A few milliseconds of walking the arenas: not on a worker. Counted once done,
                 // so a reader of the count knows the pages went back.
                 tokio::task::spawn_blocking(move || {
-                    trim_heap();
+                    proctor_procfs::system::trim_heap();
                     HttpCounters::bump(&counters.heap_trims, 1);
                 });
             }
@@ -298,15 +298,6 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections since the last trim that make the end of a burst worth a `malloc_trim`.
 const TRIM_AFTER: u64 = 64;
-
-/// Hands free heap pages back to the kernel.
-fn trim_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
 
 /// A connection quiet for less than this is busy, and is not closed for a newcomer.
 const QUIET_MS: u64 = 100;

@@ -110,6 +110,16 @@ pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// Hands freed heap pages back to the kernel (`malloc_trim`): glibc keeps what a burst freed in
+/// its arenas, resident. Walks the allocator's free lists: ~0.1 ms for `serve`'s few MB.
+pub fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// CPU time used so far by the whole process, in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)

@@ -53,6 +53,12 @@ const BATCH_FRAMES: usize = 1 << 20;
 /// heap reservation) would cost seconds; past this it is read through `smaps_rollup`, which
 /// skips empty page tables.
 pub const MAX_SPAN_BYTES: u64 = 64 << 30;
+/// Buffers of at most this many frames (64 KiB each) are kept between readings; a big
+/// target's are handed back after its reading, so the worker does not keep memory sized to
+/// the biggest process it ever read (a 1 GiB target's frames alone are 2 MiB).
+const KEEP_FRAMES: usize = 8192;
+/// Likewise for the text of `maps` (a runtime with thousands of mappings has megabytes).
+const KEEP_MAPS_BYTES: usize = 64 << 10;
 
 /// An open `/proc/kpagecount` and the buffers of one reading, kept between readings.
 #[derive(Debug)]
@@ -128,7 +134,28 @@ impl PageCounter {
     pub fn read(&mut self, root: &Root, pid: u32) -> (Result<SmapsRollup, Error>, Holds) {
         let mut holds = Holds::default();
         let result = self.read_holding(root, pid, &mut holds);
+        self.release_large_buffers();
         (result, holds)
+    }
+
+    /// Frees the frame buffers a big target grew past [`KEEP_FRAMES`], and gives the freed
+    /// pages back to the kernel: glibc keeps freed heap in its arenas, and a buffer that came
+    /// from `mmap` raises its threshold so the next one comes from the heap.
+    fn release_large_buffers(&mut self) {
+        let mut released = false;
+        for buffer in [&mut self.frames, &mut self.anon, &mut self.uncounted, &mut self.flags] {
+            if buffer.capacity() > KEEP_FRAMES {
+                *buffer = Vec::new();
+                released = true;
+            }
+        }
+        if self.maps.capacity() > KEEP_MAPS_BYTES {
+            self.maps = Vec::new();
+            released = true;
+        }
+        if released {
+            proctor_procfs::system::trim_heap();
+        }
     }
 
     fn read_holding(&mut self, root: &Root, pid: u32, holds: &mut Holds) -> Result<SmapsRollup, Error> {
@@ -312,6 +339,8 @@ mod tests {
         let smaps = root.read(format!("/proc/{child}/smaps_rollup")).expect("the child's smaps_rollup");
         let smaps = proctor_procfs::process::parse_smaps_rollup(&smaps).expect("a smaps_rollup");
         let (read, holds) = counter.read(&root, child as u32);
+        // Its 16,384 frames of the shared 64 MiB alone grew the buffers past what is kept.
+        let kept = [&counter.frames, &counter.anon, &counter.uncounted, &counter.flags].map(|b| b.capacity());
         // The same, counted a thousand frames at a time.
         counter.batch = 1000;
         let (batched, _) = counter.read(&root, child as u32);
@@ -323,6 +352,7 @@ mod tests {
         std::hint::black_box(&memory);
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(zeros, zeros_len) };
+        assert!(kept.iter().all(|&c| c <= KEEP_FRAMES), "buffers kept after a big read: {kept:?}");
         let read = read.expect("a pagemap reading");
         let batched = batched.expect("a pagemap reading in batches");
         // Within 1 % of the child's size: this process runs on between the two reads, and each
