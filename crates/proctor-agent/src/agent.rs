@@ -141,6 +141,8 @@ struct Loop {
     reads: Receiver<Reads>,
     /// The other end is [`Shared::ask_pss`].
     pss_asks: Receiver<u32>,
+    /// When the freed heap is next handed back to the kernel ([`trim_heap`]).
+    next_trim: Instant,
 }
 
 impl Agent {
@@ -198,7 +200,8 @@ impl Agent {
             reads: reads_tx,
             pss_asks: pss_asks_tx,
         });
-        let state = Loop { sampler, peak, totals, schedule, recorder, groups, reads, pss_asks };
+        let next_trim = Instant::now() + TRIM_FIRST;
+        let state = Loop { sampler, peak, totals, schedule, recorder, groups, reads, pss_asks, next_trim };
         let thread_shared = Arc::clone(&shared);
         let thread =
             std::thread::Builder::new().name("proctor-agent".into()).spawn(move || run(state, &thread_shared))?;
@@ -276,7 +279,27 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
         shared.publish(Arc::clone(&snapshot));
         // After publishing: readers see the new snapshot whatever the store is doing.
         state.recorder.submit(&snapshot);
+        let now = Instant::now();
+        if now >= state.next_trim {
+            state.next_trim = now + TRIM_EVERY;
+            state.totals.sampling_cpu_seconds += trim_heap() as f64 / 1e9;
+        }
     }
+}
+
+/// The first hand-back of freed heap comes this long after the start, past the first samples'
+/// burst (every process new, every command line read); then one each [`TRIM_EVERY`].
+const TRIM_FIRST: Duration = Duration::from_secs(10);
+const TRIM_EVERY: Duration = Duration::from_secs(60);
+
+/// Hands freed heap pages back to the kernel (`malloc_trim`) and returns the CPU it took, which
+/// the sampling thread's total carries. glibc keeps what a burst freed (the first samples, a
+/// fork storm) in its arenas: `serve` beside 600 processes held ~0.9 MB it no longer used.
+/// One takes ~0.1 ms (0.24 ms the first).
+fn trim_heap() -> u64 {
+    let before = thread_cpu_ns();
+    proctor_procfs::system::trim_heap();
+    thread_cpu_ns().saturating_sub(before)
 }
 
 /// Stamps the history ring's size, just after this snapshot's point went in, on the snapshot.
