@@ -1451,7 +1451,7 @@ mod tests {
             if r.pid == me || r.pid == other {
                 r.comm = Arc::from("api");
                 let retransmits_per_sec = if r.pid == me { 7.5 } else { 2.0 };
-                r.net = Some(proctor_model::NetRates { retransmits_per_sec, ..Default::default() });
+                r.net = Some(Box::new(proctor_model::NetRates { retransmits_per_sec, ..Default::default() }));
             }
         }
         s.sample.unix_ns += 1_000_000_000;

@@ -526,7 +526,7 @@ impl Share {
             minor_faults_per_sec: r.minor_faults_per_sec.unwrap_or(0.0) + r.reaped_minor_faults_per_sec.unwrap_or(0.0),
             read_bytes_per_sec: r.read_bytes_per_sec,
             write_bytes_per_sec: r.write_bytes_per_sec,
-            net: r.net.map(|n| {
+            net: r.net.as_deref().map(|n| {
                 (
                     n.rx_bytes_per_sec,
                     n.tx_bytes_per_sec,
@@ -828,9 +828,9 @@ mod tests {
             ..proctor_model::NetRates::default()
         };
         let mut a = row(10, 1, "api", None, "/a");
-        a.net = Some(net(1000.0, 200.0, 0.5, 3));
+        a.net = Some(Box::new(net(1000.0, 200.0, 0.5, 3)));
         let mut b = row(11, 1, "api", None, "/a");
-        b.net = Some(net(24.0, 6.0, 1.5, 1));
+        b.net = Some(Box::new(net(24.0, 6.0, 1.5, 1)));
         let quiet = row(12, 1, "api", None, "/a");
         let idle = row(20, 1, "db", None, "/b");
         let names: BTreeMap<u32, String> =

@@ -202,27 +202,31 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
         }),
         cgroup: p.cgroup.clone(),
         gpu,
-        net: p.net_rx_bytes_per_sec.map(|rx| proctor_model::NetRates {
-            rx_bytes_per_sec: rx,
-            tx_bytes_per_sec: p.net_tx_bytes_per_sec.unwrap_or(0.0),
-            retransmits_per_sec: p.net_retransmits_per_sec.unwrap_or(0.0),
-            connects_per_sec: p.net_connects_per_sec.unwrap_or(0.0),
-            connections: p.net_connections.unwrap_or(0),
-            srtt_median_us: us(p.net_rtt_seconds),
-            srtt_max_us: us(p.net_rtt_max_seconds),
-            ..proctor_model::NetRates::default()
+        net: p.net_rx_bytes_per_sec.map(|rx| {
+            Box::new(proctor_model::NetRates {
+                rx_bytes_per_sec: rx,
+                tx_bytes_per_sec: p.net_tx_bytes_per_sec.unwrap_or(0.0),
+                retransmits_per_sec: p.net_retransmits_per_sec.unwrap_or(0.0),
+                connects_per_sec: p.net_connects_per_sec.unwrap_or(0.0),
+                connections: p.net_connections.unwrap_or(0),
+                srtt_median_us: us(p.net_rtt_seconds),
+                srtt_max_us: us(p.net_rtt_max_seconds),
+                ..proctor_model::NetRates::default()
+            })
         }),
-        net_total: p.net_rx_bytes_total.map(|rx| proctor_model::ProcessNet {
-            tcp: proctor_model::NetCounters {
-                rx_bytes: rx,
-                tx_bytes: p.net_tx_bytes_total.unwrap_or(0),
-                ..proctor_model::NetCounters::default()
-            },
-            retransmits: p.net_retransmits_total.unwrap_or(0),
-            connections: p.net_connections.unwrap_or(0),
-            srtt_median_us: us(p.net_rtt_seconds),
-            srtt_max_us: us(p.net_rtt_max_seconds),
-            ..proctor_model::ProcessNet::default()
+        net_total: p.net_rx_bytes_total.map(|rx| {
+            Box::new(proctor_model::ProcessNet {
+                tcp: proctor_model::NetCounters {
+                    rx_bytes: rx,
+                    tx_bytes: p.net_tx_bytes_total.unwrap_or(0),
+                    ..proctor_model::NetCounters::default()
+                },
+                retransmits: p.net_retransmits_total.unwrap_or(0),
+                connections: p.net_connections.unwrap_or(0),
+                srtt_median_us: us(p.net_rtt_seconds),
+                srtt_max_us: us(p.net_rtt_max_seconds),
+                ..proctor_model::ProcessNet::default()
+            })
         }),
         // Not in the public shape: reaped children, minor faults, the user/system split, fds.
         ..ProcessRow::default()
@@ -263,16 +267,16 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         read_bytes_per_sec: r.read_bytes_per_sec,
         write_bytes_per_sec: r.write_bytes_per_sec,
         io_bytes_per_sec: io_rate(r),
-        net_rx_bytes_per_sec: r.net.map(|n| n.rx_bytes_per_sec),
-        net_tx_bytes_per_sec: r.net.map(|n| n.tx_bytes_per_sec),
-        net_retransmits_per_sec: r.net.map(|n| n.retransmits_per_sec),
-        net_connects_per_sec: r.net.map(|n| n.connects_per_sec),
-        net_connections: r.net_total.map(|n| n.connections),
-        net_rtt_seconds: r.net_total.and_then(|n| n.srtt_median_us).map(|us| f64::from(us) / 1e6),
-        net_rtt_max_seconds: r.net_total.and_then(|n| n.srtt_max_us).map(|us| f64::from(us) / 1e6),
-        net_rx_bytes_total: r.net_total.map(|n| n.rx_bytes()),
-        net_tx_bytes_total: r.net_total.map(|n| n.tx_bytes()),
-        net_retransmits_total: r.net_total.map(|n| n.retransmits),
+        net_rx_bytes_per_sec: r.net.as_deref().map(|n| n.rx_bytes_per_sec),
+        net_tx_bytes_per_sec: r.net.as_deref().map(|n| n.tx_bytes_per_sec),
+        net_retransmits_per_sec: r.net.as_deref().map(|n| n.retransmits_per_sec),
+        net_connects_per_sec: r.net.as_deref().map(|n| n.connects_per_sec),
+        net_connections: r.net_total.as_deref().map(|n| n.connections),
+        net_rtt_seconds: r.net_total.as_deref().and_then(|n| n.srtt_median_us).map(|us| f64::from(us) / 1e6),
+        net_rtt_max_seconds: r.net_total.as_deref().and_then(|n| n.srtt_max_us).map(|us| f64::from(us) / 1e6),
+        net_rx_bytes_total: r.net_total.as_deref().map(|n| n.rx_bytes()),
+        net_tx_bytes_total: r.net_total.as_deref().map(|n| n.tx_bytes()),
+        net_retransmits_total: r.net_total.as_deref().map(|n| n.retransmits),
         pss_bytes: r.pss.and_then(|p| p.pss_bytes),
         uss_bytes: r.pss.and_then(|p| p.uss_bytes),
         swap_pss_bytes: r.pss.and_then(|p| p.swap_pss_bytes),

@@ -936,7 +936,7 @@ fn a_process_has_its_own_network_use() {
     assert!(now.tcp.tx_bytes - was.tcp.tx_bytes >= 300_000 + 40, "headers come with the payload: {now:?}");
     assert!(now.srtt_median_us.is_some() && now.srtt_max_us >= now.srtt_median_us, "{now:?}");
     let rows = proctor_model::process_rows(&after, Some(&before), proctor_model::RowContext::default());
-    let rates = rows.iter().find(|r| r.pid == pid).and_then(|r| r.net).expect("its rates");
+    let rates = rows.iter().find(|r| r.pid == pid).and_then(|r| r.net.as_deref().copied()).expect("its rates");
     let secs = (after.mono_ns - before.mono_ns) as f64 / 1e9;
     assert!((rates.sent_bytes_per_sec * secs - 300_000.0).abs() < 1.0, "{rates:?}");
     assert_eq!(rates.connections, 2);
