@@ -157,8 +157,10 @@ lint_and_dev_build() {
 }
 workspace_tests() {
   source scripts/lib/cargo.sh
-  echo "-- compiles: nothing (runs the dev build's tests: cargo test --workspace)"
-  dev_cargo test --workspace --locked
+  echo "-- compiles: nothing (runs the dev build's tests: cargo test --workspace --no-fail-fast)"
+  # Every test binary runs even after one fails: cargo's default stops at the first failing
+  # binary, and the crates after it then go untested without a word.
+  dev_cargo test --workspace --locked --no-fail-fast
 }
 release_and_wheel() {
   source scripts/lib/cargo.sh
