@@ -141,7 +141,7 @@ struct Loop {
     reads: Receiver<Reads>,
     /// The other end is [`Shared::ask_pss`].
     pss_asks: Receiver<u32>,
-    /// When the freed heap is next handed back to the kernel ([`trim_heap`]).
+    /// When the freed heap is next handed back to the kernel ([`trim_heap_timed`]).
     next_trim: Instant,
 }
 
@@ -282,7 +282,7 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
         let now = Instant::now();
         if now >= state.next_trim {
             state.next_trim = now + TRIM_EVERY;
-            state.totals.sampling_cpu_seconds += trim_heap() as f64 / 1e9;
+            state.totals.sampling_cpu_seconds += trim_heap_timed() as f64 / 1e9;
         }
     }
 }
@@ -296,7 +296,7 @@ const TRIM_EVERY: Duration = Duration::from_secs(60);
 /// the sampling thread's total carries. glibc keeps what a burst freed (the first samples, a
 /// fork storm) in its arenas: `serve` beside 600 processes held ~0.9 MB it no longer used.
 /// One takes ~0.1 ms (0.24 ms the first).
-fn trim_heap() -> u64 {
+fn trim_heap_timed() -> u64 {
     let before = thread_cpu_ns();
     proctor_procfs::system::trim_heap();
     thread_cpu_ns().saturating_sub(before)
