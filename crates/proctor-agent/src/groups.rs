@@ -127,7 +127,7 @@ impl GroupState {
                 .filter_map(|x| {
                     let (start, before) = self.prev_net.get(&x.pid)?;
                     (*start == x.start_ticks).then_some(())?;
-                    Some((prev_names.get(&x.pid)?.as_str(), before, x.net.as_ref()?))
+                    Some((prev_names.get(&x.pid)?.as_str(), before, x.net.as_deref()?))
                 })
                 .collect();
             add_ended_net(&mut rows, &ended, s.interval_secs);
@@ -237,7 +237,8 @@ mod tests {
         let first = sample(0, vec![process(10, 1000), process(11, 1000)], Vec::new());
         let (view, _) = state.fold(&Snapshot::derive(first.clone(), None));
         assert_eq!(view.groups.len(), 1);
-        let ended = ExitedProcess { pid: 10, start_ticks: 5, seen: true, net: Some(net(5000)), ..Default::default() };
+        let ended =
+            ExitedProcess { pid: 10, start_ticks: 5, seen: true, net: Some(Box::new(net(5000))), ..Default::default() };
         let second = sample(1, vec![process(11, 3000)], vec![ended]);
         let (view, _) = state.fold(&Snapshot::derive(second, Some(&first)));
         let (g, _) = &view.groups[0];

@@ -311,7 +311,7 @@ pub fn add_exited(
             rows[i].exited += 1;
             // Its network (with --net: the kernel's last reading of it, on its exit record) was
             // all used since the previous sample: its group's rates over the interval.
-            if let (Some(n), Some(t)) = (x.net, secs) {
+            if let (Some(n), Some(t)) = (x.net.as_deref(), secs) {
                 let g = &mut rows[i];
                 *g.net_rx_bytes_per_sec.get_or_insert(0.0) += n.rx_bytes() as f64 / t;
                 *g.net_tx_bytes_per_sec.get_or_insert(0.0) += n.tx_bytes() as f64 / t;
@@ -415,7 +415,7 @@ fn add_stored_ended_net(rows: &mut Vec<GroupRow>, cur: &proctor_model::Sample, p
         // A zombie still listed is a live row (its own rate): not counted twice.
         .filter(|x| cur.processes.binary_search_by_key(&x.pid, |p| p.pid).is_err())
         .filter_map(|x| {
-            let at_exit = x.net.as_ref()?;
+            let at_exit = x.net.as_deref()?;
             let i = prev.processes.binary_search_by_key(&x.pid, |p| p.pid).ok()?;
             let p = &prev.processes[i];
             (p.start_ticks == x.start_ticks).then_some(())?;
@@ -728,7 +728,7 @@ mod tests {
             connects: 2,
             ..Default::default()
         };
-        let curl = ExitedProcess { pid: 300, ppid: 1, net: Some(net), ..ExitedProcess::default() };
+        let curl = ExitedProcess { pid: 300, ppid: 1, net: Some(Box::new(net)), ..ExitedProcess::default() };
         let quiet = ExitedProcess { pid: 301, ppid: 1, ..ExitedProcess::default() };
         let mut rows = Vec::new();
         let joined = [Some("fetch".to_string()), Some("idle".to_string())];
@@ -799,7 +799,7 @@ mod tests {
             pid,
             start_ticks: start,
             seen: true,
-            net: Some(net(rx)),
+            net: Some(Box::new(net(rx))),
             ..ExitedProcess::default()
         };
         // 10 ended (+3000 B), 11 is a zombie still listed, 12's pid was reused (another start).

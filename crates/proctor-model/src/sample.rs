@@ -85,9 +85,10 @@ pub struct ExitedProcess {
     pub seen: bool,
     /// Its network counters as the kernel's table last had them, its last interval included
     /// (with `--net`; `None` without, or if it used no socket). Connections and round-trip
-    /// times are not kept for an ended process.
+    /// times are not kept for an ended process. Boxed: most ended processes have none, and a
+    /// storm lists thousands a second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub net: Option<ProcessNet>,
+    pub net: Option<Box<ProcessNet>>,
 }
 
 /// Processes started since the previous sample, against what the kernel counted: how much of

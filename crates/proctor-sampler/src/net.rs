@@ -55,7 +55,7 @@ impl NetState {
                 .iter()
                 .chain(&self.ended_before)
                 .find(|(pid, start, _)| *pid == x.pid && *start == x.start_ticks);
-            x.net = found.map(|(_, _, net)| *net);
+            x.net = found.map(|(_, _, net)| Box::new(*net));
         }
     }
 

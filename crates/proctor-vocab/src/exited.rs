@@ -59,8 +59,8 @@ pub fn exited(x: &ExitedProcess) -> ExitedOut {
         major_faults: x.majflt,
         peak_rss_bytes: x.peak_rss_bytes,
         seen: x.seen,
-        net_rx_bytes: x.net.map(|n| n.rx_bytes()),
-        net_tx_bytes: x.net.map(|n| n.tx_bytes()),
+        net_rx_bytes: x.net.as_ref().map(|n| n.rx_bytes()),
+        net_tx_bytes: x.net.as_ref().map(|n| n.tx_bytes()),
     }
 }
 
