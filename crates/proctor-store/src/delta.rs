@@ -13,6 +13,14 @@
 //!       | {"n": ProcessSample}     a row the base does not have (a new process, a reused pid)
 //! ```
 //!
+//! The sample's ended processes ride beside `rest` whole (nothing to patch: each sample lists
+//! new ones), as `"ended"`, a table ([`EndedTable`]): each distinct name, executable and cgroup
+//! path once in `strings`, each distinct command line once in `cmdlines`, and one array of
+//! numbers per process. A fork storm lists ~1,000 a second, mostly children of one parent with
+//! one command line and cgroup; as objects (`"exited"`, which records before `ended` carry and
+//! readers still take) each spelled out its field names and strings, ~4× the bytes to encode and
+//! compress.
+//!
 //! The base is the frame `B` bytes before this one in the same segment: the chunk's key, or an
 //! *anchor*, a delta marked as the base of the frames after it (every `anchor_frames` frames;
 //! an anchor's base is the previous anchor or the key). Why not always the key: the PSS worker
@@ -234,9 +242,12 @@ pub struct DeltaRecord<'a> {
     rest: &'a RawValue,
     #[serde(borrow)]
     rows: &'a RawValue,
-    /// The sample's ended processes, whole (absent: none).
+    /// The sample's ended processes, whole, as objects (records written before `ended`).
     #[serde(default, borrow)]
     exited: Option<&'a RawValue>,
+    /// The sample's ended processes as a table (absent with `exited`: none).
+    #[serde(default, borrow)]
+    ended: Option<&'a RawValue>,
 }
 
 /// A delta record as written.
@@ -247,8 +258,184 @@ struct DeltaOut<'a> {
     anchor: bool,
     rest: Value,
     rows: &'a [RowOp],
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    exited: &'a [ExitedProcess],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ended: Option<EndedTableOut<'a>>,
+}
+
+/// A delta's ended processes, as written: see the module's doc. A row is
+/// `[pid, ppid, start_ticks, lifetime_ns, end_unix_ns, comm, cmdline, exe, cgroup, wait_status,
+/// user_ns, system_ns, children_ns, minflt, majflt, peak_rss_bytes, seen]`, where `comm`, `exe`
+/// and `cgroup` index `strings` and `cmdline` indexes `cmdlines` (`null`: none); `nets` pairs a
+/// row's index with its network counters, for the few that have them.
+#[derive(Serialize)]
+struct EndedTableOut<'a> {
+    strings: Vec<&'a str>,
+    cmdlines: Vec<&'a [String]>,
+    rows: Vec<EndedRow>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    nets: Vec<(u32, &'a ProcessNet)>,
+}
+
+/// [`EndedTableOut`] as read.
+#[derive(Deserialize)]
+struct EndedTable {
+    strings: Vec<Arc<str>>,
+    cmdlines: Vec<Arc<[String]>>,
+    rows: Vec<EndedRow>,
+    #[serde(default)]
+    nets: Vec<(u32, ProcessNet)>,
+}
+
+/// One ended process of an [`EndedTable`]: `ExitedProcess`'s fields in its order, strings as
+/// indices.
+#[derive(Serialize, Deserialize)]
+struct EndedRow(
+    u32,
+    u32,
+    u64,
+    u64,
+    u64,
+    u32,
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    u32,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    bool,
+);
+
+impl<'a> EndedTableOut<'a> {
+    fn new(exited: &'a [ExitedProcess]) -> Option<EndedTableOut<'a>> {
+        if exited.is_empty() {
+            return None;
+        }
+        let mut table = EndedTableOut { strings: Vec::new(), cmdlines: Vec::new(), rows: Vec::new(), nets: Vec::new() };
+        let mut strings: HashMap<&'a str, u32> = HashMap::new();
+        let mut cmdlines: HashMap<&'a [String], u32> = HashMap::new();
+        let mut string = |s: &'a str| {
+            *strings.entry(s).or_insert_with(|| {
+                table.strings.push(s);
+                (table.strings.len() - 1) as u32
+            })
+        };
+        let mut rows = Vec::with_capacity(exited.len());
+        for (i, x) in exited.iter().enumerate() {
+            // Destructured without `..`: a field added to `ExitedProcess` fails to compile here
+            // until the table carries it.
+            let ExitedProcess {
+                pid,
+                ppid,
+                start_ticks,
+                lifetime_ns,
+                end_unix_ns,
+                comm,
+                cmdline,
+                exe,
+                cgroup,
+                wait_status,
+                user_ns,
+                system_ns,
+                children_ns,
+                minflt,
+                majflt,
+                peak_rss_bytes,
+                seen,
+                net,
+            } = x;
+            let cmdline = cmdline.as_deref().map(|c| {
+                *cmdlines.entry(c).or_insert_with(|| {
+                    table.cmdlines.push(c);
+                    (table.cmdlines.len() - 1) as u32
+                })
+            });
+            rows.push(EndedRow(
+                *pid,
+                *ppid,
+                *start_ticks,
+                *lifetime_ns,
+                *end_unix_ns,
+                string(comm),
+                cmdline,
+                exe.as_deref().map(&mut string),
+                cgroup.as_deref().map(&mut string),
+                *wait_status,
+                *user_ns,
+                *system_ns,
+                *children_ns,
+                *minflt,
+                *majflt,
+                *peak_rss_bytes,
+                *seen,
+            ));
+            if let Some(net) = net {
+                table.nets.push((i as u32, net));
+            }
+        }
+        table.rows = rows;
+        Some(table)
+    }
+}
+
+impl EndedTable {
+    /// The ended processes, their strings shared; an index past its table is refused.
+    fn processes(self) -> Result<Vec<ExitedProcess>, CodecError> {
+        const BAD: CodecError = CodecError::Delta("an ended process names a string its table does not have");
+        let EndedTable { strings, cmdlines, rows, nets } = self;
+        let string = |i: u32| strings.get(i as usize).cloned().ok_or(BAD);
+        let maybe = |i: Option<u32>| i.map(string).transpose();
+        let mut out = Vec::with_capacity(rows.len());
+        for EndedRow(
+            pid,
+            ppid,
+            start_ticks,
+            lifetime_ns,
+            end_unix_ns,
+            comm,
+            cmdline,
+            exe,
+            cgroup,
+            wait_status,
+            user_ns,
+            system_ns,
+            children_ns,
+            minflt,
+            majflt,
+            peak_rss_bytes,
+            seen,
+        ) in rows
+        {
+            out.push(ExitedProcess {
+                pid,
+                ppid,
+                start_ticks,
+                lifetime_ns,
+                end_unix_ns,
+                comm: string(comm)?,
+                cmdline: cmdline.map(|i| cmdlines.get(i as usize).cloned().ok_or(BAD)).transpose()?,
+                exe: maybe(exe)?,
+                cgroup: maybe(cgroup)?,
+                wait_status,
+                user_ns,
+                system_ns,
+                children_ns,
+                minflt,
+                majflt,
+                peak_rss_bytes,
+                seen,
+                net: None,
+            });
+        }
+        for (i, net) in nets {
+            let x = out.get_mut(i as usize).ok_or(CodecError::Delta("network counters for a row the table lacks"))?;
+            x.net = Some(Box::new(net));
+        }
+        Ok(out)
+    }
 }
 
 /// A delta that takes a base row twice, or one the base does not have.
@@ -268,8 +455,18 @@ impl<'a> DeltaRecord<'a> {
 
     /// The ended processes the record lists: at most as many as a sample keeps.
     fn exited(&self) -> Result<Vec<ExitedProcess>, CodecError> {
-        let Some(raw) = self.exited else { return Ok(Vec::new()) };
-        let list: Vec<ExitedProcess> = serde_json::from_str(raw.get()).map_err(CodecError::Parse)?;
+        let list: Vec<ExitedProcess> = match (self.exited, self.ended) {
+            (None, None) => return Ok(Vec::new()),
+            (Some(raw), None) => serde_json::from_str(raw.get()).map_err(CodecError::Parse)?,
+            (None, Some(raw)) => {
+                let table: EndedTable = serde_json::from_str(raw.get()).map_err(CodecError::Parse)?;
+                if table.rows.len() > proctor_model::MAX_EXITED {
+                    return Err(CodecError::Delta("more ended processes than a sample keeps"));
+                }
+                table.processes()?
+            }
+            (Some(_), Some(_)) => return Err(CodecError::Delta("a delta lists its ended processes twice")),
+        };
         if list.len() > proctor_model::MAX_EXITED {
             return Err(CodecError::Delta("more ended processes than a sample keeps"));
         }
@@ -652,7 +849,8 @@ pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, e
         }
     }
     let mut out = Vec::with_capacity(expected);
-    serde_json::to_writer(&mut out, &DeltaOut { base, anchor, rest, rows: &rows, exited: &sample.exited })
+    let ended = EndedTableOut::new(&sample.exited);
+    serde_json::to_writer(&mut out, &DeltaOut { base, anchor, rest, rows: &rows, ended })
         .expect("a delta always serializes to JSON");
     out
 }
@@ -773,13 +971,104 @@ mod tests {
         let mut quiet = key_sample.clone();
         quiet.exited.clear();
         let bytes = encode_delta(&key, &quiet, 8, false, 256);
-        assert!(!String::from_utf8_lossy(&bytes).contains("exited"), "{}", String::from_utf8_lossy(&bytes));
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("exited") && !text.contains("ended"), "{text}");
         assert!(decode_delta(&key, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes").exited.is_empty());
         // More than a sample keeps is refused.
         let many: Vec<ExitedProcess> = (0..=proctor_model::MAX_EXITED as u32).map(ended).collect();
         let too_many =
             format!(r#"{{"base":8,"rest":{{}},"rows":[],"exited":{}}}"#, serde_json::to_string(&many).expect("json"));
         assert!(decode_delta(&key, &DeltaRecord::parse(too_many.as_bytes()).expect("parses")).is_err());
+    }
+
+    /// Ended processes with every field set, and with every optional one absent.
+    fn storm_of_ended() -> Vec<ExitedProcess> {
+        let cmdline: Arc<[String]> =
+            Arc::from(vec!["python3".to_string(), "storm.py".to_string(), "--storm".to_string()]);
+        let cgroup: Arc<str> = Arc::from("/user.slice/build \"quoted\"");
+        let mut out: Vec<ExitedProcess> = (0..5u32)
+            .map(|i| ExitedProcess {
+                pid: 1000 + i,
+                ppid: 999,
+                start_ticks: 50 + u64::from(i),
+                lifetime_ns: 25_000_000,
+                end_unix_ns: 1_795_000_000_123_456_789,
+                comm: Arc::from(if i == 3 { "cc1\n\u{7}" } else { "python3" }),
+                cmdline: Some(Arc::clone(&cmdline)),
+                exe: (i == 2).then(|| Arc::from("/usr/bin/python3.11")),
+                cgroup: Some(Arc::clone(&cgroup)),
+                wait_status: if i == 4 { 9 } else { 256 },
+                user_ns: u64::MAX,
+                system_ns: 7,
+                children_ns: 3,
+                minflt: 120,
+                majflt: 1,
+                peak_rss_bytes: 9_437_184,
+                seen: i % 2 == 0,
+                net: None,
+            })
+            .collect();
+        let tcp = proctor_model::NetCounters { tx_bytes: 4096, ..Default::default() };
+        out[1].net = Some(Box::new(ProcessNet { tcp, retransmits: 2, ..ProcessNet::default() }));
+        out.push(ExitedProcess { pid: 7, comm: Arc::from(""), ..ExitedProcess::default() });
+        out
+    }
+
+    #[test]
+    fn ended_processes_are_a_table_with_each_string_once_and_read_back_whole() {
+        let key_sample = decode_delta(
+            &base(3),
+            &DeltaRecord::parse(br#"{"base":8,"rest":{},"rows":[{"k":[0,3]}]}"#).expect("parses"),
+        )
+        .expect("decodes");
+        let key = KeySample::new(&key_sample);
+        let mut sample = key_sample.clone();
+        sample.exited = storm_of_ended();
+        let bytes = encode_delta(&key, &sample, 8, false, 256);
+        let text = String::from_utf8_lossy(&bytes);
+        assert_eq!(text.matches("storm.py").count(), 1, "one command line, written once: {text}");
+        assert_eq!(text.matches("user.slice").count(), 1, "one cgroup, written once: {text}");
+        assert!(!text.contains("\"exited\"") && !text.contains("lifetime_ns"), "no objects: {text}");
+        let back = decode_delta(&key, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes").exited;
+        assert_eq!(back, sample.exited);
+        // Read back, the rows share their strings as the sampler's did.
+        assert!(Arc::ptr_eq(
+            back[0].cmdline.as_ref().expect("a cmdline"),
+            back[4].cmdline.as_ref().expect("a cmdline")
+        ));
+        // A record of a build before the table, its list as objects, still reads.
+        let objects = format!(
+            r#"{{"base":8,"rest":{{}},"rows":[{{"k":[0,3]}}],"exited":{}}}"#,
+            serde_json::to_string(&sample.exited).expect("json")
+        );
+        let old = decode_delta(&key, &DeltaRecord::parse(objects.as_bytes()).expect("parses")).expect("decodes");
+        assert_eq!(old.exited, sample.exited);
+    }
+
+    #[test]
+    fn an_ended_table_that_points_outside_itself_or_is_given_twice_is_refused() {
+        let key = base(1);
+        let refused = |ended: &str| {
+            let text = format!(r#"{{"base":8,"rest":{{}},"rows":[{{"k":[0,1]}}],{ended}}}"#);
+            match decode_delta(&key, &DeltaRecord::parse(text.as_bytes()).expect("parses")) {
+                Ok(s) => panic!("{ended} was read as {:?}", s.exited),
+                Err(e) => e.to_string(),
+            }
+        };
+        let row = |comm: u32, cmdline: &str| format!("[5,1,7,0,0,{comm},{cmdline},null,null,0,0,0,0,0,0,0,true]");
+        let table = |row: String, nets: &str| {
+            format!(r#""ended":{{"strings":["sh"],"cmdlines":[["sh","-c"]],"rows":[{row}]{nets}}}"#)
+        };
+        let fine = format!(r#"{{"base":8,"rest":{{}},"rows":[{{"k":[0,1]}}],{}}}"#, table(row(0, "0"), ""));
+        let read = decode_delta(&key, &DeltaRecord::parse(fine.as_bytes()).expect("parses")).expect("decodes");
+        assert_eq!(read.exited[0].cmdline.as_deref(), Some(&["sh".to_string(), "-c".to_string()][..]));
+        assert!(refused(&table(row(1, "0"), "")).contains("string"), "a name past the strings");
+        assert!(refused(&table(row(0, "1"), "")).contains("string"), "a command line past the command lines");
+        let net = serde_json::to_string(&ProcessNet::default()).expect("json");
+        assert!(refused(&table(row(0, "0"), &format!(r#","nets":[[1,{net}]]"#))).contains("network"), "for no row");
+        assert!(refused(&format!(r#"{},"exited":[]"#, table(row(0, "0"), ""))).contains("twice"));
+        let many = vec![row(0, "null"); proctor_model::MAX_EXITED + 1].join(",");
+        assert!(refused(&table(many, "")).contains("more ended processes"));
     }
 
     #[test]
