@@ -63,7 +63,7 @@ pub use forward::{ForwardReader, ForwardStats, WALK_FRAMES};
 pub use reader::{same_run, Reader, StoredFrame};
 pub use recorder::{Recorder, RecorderSender, RecorderStats, Sink};
 pub use report::{DamagedSegment, ReadReport, SkippedFile};
-pub use writer::{AppendCost, NewFrame, OpenReport, Repair, SetAside, Writer, WriterStats};
+pub use writer::{AppendCost, NewFrame, OpenReport, Repair, SetAside, Writer, WriterStats, CHAIN_MAX_ENDED};
 
 /// The subdirectory of a data directory that `proctor probe --record` writes.
 pub const PROBE_STREAM: &str = "probe";

@@ -988,3 +988,57 @@ fn replacing_segments_leaves_one_segment_and_an_unfinished_rewrite_is_removed() 
     let Some(Event::Rollup(got)) = reader.read_event(&frames[0]) else { panic!("the new block reads") };
     assert_eq!(encode_block(&got), record);
 }
+
+/// A fork storm's deltas, mostly ended processes, are compressed alone: the previous record as
+/// zstd's prefix costs its indexing and buys nothing there (`CHAIN_MAX_ENDED`). The others
+/// are still compressed after the delta before them, and everything reads back.
+#[test]
+fn a_delta_listing_many_ended_processes_is_compressed_alone_and_the_others_after_the_one_before() {
+    use proctor_model::ExitedProcess;
+    use proctor_store::frame::{FrameKind, HEADER_LEN};
+    use proctor_store::CHAIN_MAX_ENDED;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
+    let cmdline: Arc<[String]> = Arc::from(vec!["make".to_string(), "-j2".to_string()]);
+    let ended = |seq: u64, n: usize| -> Vec<ExitedProcess> {
+        (0..n as u32)
+            .map(|i| ExitedProcess {
+                pid: 10_000 + i,
+                ppid: 1,
+                start_ticks: seq * 100 + u64::from(i),
+                lifetime_ns: 3_000_000 + u64::from(i),
+                comm: Arc::from("cc1"),
+                cmdline: Some(Arc::clone(&cmdline)),
+                user_ns: seq * 1_000 + u64::from(i),
+                seen: false,
+                ..ExitedProcess::default()
+            })
+            .collect()
+    };
+    let counts = [0, 3, 3, CHAIN_MAX_ENDED, 5, CHAIN_MAX_ENDED - 1];
+    let mut written = Vec::new();
+    for (seq, &n) in counts.iter().enumerate() {
+        let mut s = sample(seq as u64 + 1, 20);
+        s.exited = ended(seq as u64, n);
+        writer.append(&s).expect("append");
+        written.push(json(&s));
+    }
+    drop(writer);
+    let mut reader = Reader::open(dir.path()).expect("open");
+    let frames = reader.all_frames().expect("frames");
+    let read: Vec<_> = frames.iter().map(|f| json(&reader.read(f).expect("reads"))).collect();
+    assert_eq!(read, written);
+    // Each delta's payload starts with where its previous frame is (4 bytes), then whether it
+    // was compressed after that frame's record.
+    let segment = std::fs::read(&reader.segments()[0].path).expect("segment");
+    let after_previous: Vec<Option<bool>> = frames
+        .iter()
+        .map(|f| {
+            let at = f.frame.offset as usize + HEADER_LEN;
+            (f.frame.header.kind == FrameKind::Delta).then(|| segment[at + 4] == 1)
+        })
+        .collect();
+    // The key; the first delta has no delta before it; then 3, 128 (alone), 5, 127 ended.
+    assert_eq!(after_previous, [None, Some(false), Some(true), Some(false), Some(true), Some(true)]);
+}
