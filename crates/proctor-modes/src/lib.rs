@@ -525,7 +525,11 @@ impl Splitter<'_> {
 
 /// Groups adjacent modes closer than [`ModeConfig::fine_ratio`] into coarse modes: each group
 /// becomes one mode over the group's basins, valued at the peak of a KDE smooth enough to
-/// bridge the gaps between its spikes, and keeps its spikes (just the one when alone).
+/// bridge the gaps between its spikes, and keeps its spikes (just the one when alone). A group
+/// one of whose spikes holds at least half its values is valued at that spike: the bridging
+/// KDE would put it between the spikes, where nothing may lie (a 22 ms lump split by a late
+/// time slice into spikes at 22.2 and 25.7 ms was valued 23.4 ms, 5 % off where its requests
+/// were).
 fn coarsen(bins: &[Bin], modes: &[Mode], config: &ModeConfig) -> Vec<(Mode, Vec<Mode>)> {
     let mut groups: Vec<Vec<Mode>> = Vec::new();
     for &mode in modes {
@@ -552,7 +556,11 @@ fn coarsen(bins: &[Bin], modes: &[Mode], config: &ModeConfig) -> Vec<(Mode, Vec<
                 .filter(|bin| bin.center() >= low - 1e-12 && bin.center() <= high + 1e-12)
                 .collect();
             let widest_gap = spikes.windows(2).map(|pair| (pair[1].value / pair[0].value).ln()).fold(0.0f64, f64::max);
-            let (value, log_standard_error) = if members.is_empty() {
+            let count: u64 = spikes.iter().map(|mode| mode.count).sum();
+            let heaviest = spikes.iter().max_by_key(|mode| mode.count).filter(|mode| mode.count * 2 >= count);
+            let (value, log_standard_error) = if let Some(spike) = heaviest {
+                (spike.value, spike.log_standard_error)
+            } else if members.is_empty() {
                 (first.value, first.log_standard_error)
             } else {
                 let weight: f64 = members.iter().map(|bin| bin.weight).sum();
@@ -566,7 +574,7 @@ fn coarsen(bins: &[Bin], modes: &[Mode], config: &ModeConfig) -> Vec<(Mode, Vec<
                 log_standard_error,
                 low: first.low,
                 high: last.high,
-                count: spikes.iter().map(|mode| mode.count).sum(),
+                count,
                 fraction: sum(|mode| mode.fraction),
                 total: sum(|mode| mode.total),
                 total_fraction: sum(|mode| mode.total_fraction),
