@@ -82,10 +82,12 @@ fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
     // more (the 22 ms lump at 22.9-24 ms beside two busy loops), which is the data's, not the
     // finder's; beside two busy loops and a build it split the 22 ms lump in two, 22.1 and
     // 25.7 ms (a time slice late), and a finder that says so is right. So: each lump has a mode
-    // near its median, and every mode found lies in a lump (a split of one, never a mode
-    // where nothing was planted). (Near, not inside the lump's range: the finder smooths on a
-    // log scale, and a tight lump's peak may sit a fraction of a millisecond past its last
-    // record, 180.78 ms for a lump of 180.18-180.68 ms.)
+    // where its requests are, a third of them or more within 5 % of it, and every mode found
+    // lies in a lump (a split of one, never a mode where nothing was planted). (Not its median:
+    // a split lump's median can fall between its halves, 23.51 ms for 15 requests at 22.1-22.5
+    // and 15 at 23.5-33.8, where one request was. Near, not inside the lump's range: the
+    // finder smooths on a log scale, and a tight lump's peak may sit a fraction of a
+    // millisecond past its last record, 180.78 ms for a lump of 180.18-180.68 ms.)
     let mut lumps: [Vec<f64>; 3] = Default::default();
     for record in &records {
         let ms = record.total_ns as f64 / 1e6;
@@ -98,10 +100,11 @@ fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
         assert_eq!(lump.len(), 30, "the {planted} ms lump: {lump:?}");
         let (low, high, median) = (lump[0], lump[lump.len() - 1], lump[lump.len() / 2]);
         assert!(low >= planted as f64, "a reply faster than its {planted} ms delay: {lump:?}");
-        let nearest = found.iter().copied().min_by(|a, b| (a - median).abs().total_cmp(&(b - median).abs()));
+        let near = |m: f64| lump.iter().filter(|&&ms| (ms - m).abs() / m < 0.05).count();
         assert!(
-            nearest.is_some_and(|m| (m - median).abs() / median < 0.05),
-            "no mode within 5 % of the {planted} ms lump {low:.2}..{high:.2} ms (median {median:.2}): {}; the lump: {:?}",
+            found.iter().any(|&m| 3 * near(m) >= lump.len()),
+            "no mode with a third of the {planted} ms lump {low:.2}..{high:.2} ms (median {median:.2}) within 5 %: {}; \
+             the lump: {:?}",
             report.modes_summary,
             lump.iter().map(|ms| format!("{ms:.3}")).collect::<Vec<_>>()
         );
