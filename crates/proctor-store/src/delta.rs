@@ -314,7 +314,12 @@ impl<'a> EndedTableOut<'a> {
         if exited.is_empty() {
             return None;
         }
-        let mut table = EndedTableOut { strings: Vec::new(), cmdlines: Vec::new(), rows: Vec::new(), nets: Vec::new() };
+        let mut table = EndedTableOut {
+            strings: Vec::new(),
+            cmdlines: Vec::new(),
+            rows: Vec::with_capacity(exited.len()),
+            nets: Vec::new(),
+        };
         let mut strings: HashMap<&'a str, u32> = HashMap::new();
         let mut cmdlines: HashMap<&'a [String], u32> = HashMap::new();
         let mut string = |s: &'a str| {
@@ -323,7 +328,6 @@ impl<'a> EndedTableOut<'a> {
                 (table.strings.len() - 1) as u32
             })
         };
-        let mut rows = Vec::with_capacity(exited.len());
         for (i, x) in exited.iter().enumerate() {
             // Destructured without `..`: a field added to `ExitedProcess` fails to compile here
             // until the table carries it.
@@ -353,7 +357,7 @@ impl<'a> EndedTableOut<'a> {
                     (table.cmdlines.len() - 1) as u32
                 })
             });
-            rows.push(EndedRow(
+            table.rows.push(EndedRow(
                 *pid,
                 *ppid,
                 *start_ticks,
@@ -376,7 +380,6 @@ impl<'a> EndedTableOut<'a> {
                 table.nets.push((i as u32, net));
             }
         }
-        table.rows = rows;
         Some(table)
     }
 }
@@ -459,11 +462,7 @@ impl<'a> DeltaRecord<'a> {
             (None, None) => return Ok(Vec::new()),
             (Some(raw), None) => serde_json::from_str(raw.get()).map_err(CodecError::Parse)?,
             (None, Some(raw)) => {
-                let table: EndedTable = serde_json::from_str(raw.get()).map_err(CodecError::Parse)?;
-                if table.rows.len() > proctor_model::MAX_EXITED {
-                    return Err(CodecError::Delta("more ended processes than a sample keeps"));
-                }
-                table.processes()?
+                serde_json::from_str::<EndedTable>(raw.get()).map_err(CodecError::Parse)?.processes()?
             }
             (Some(_), Some(_)) => return Err(CodecError::Delta("a delta lists its ended processes twice")),
         };
