@@ -151,8 +151,7 @@ struct State {
     /// (parent, name) → when a member of that family last appeared, left, exec'd or moved (the
     /// sampler's monotonic clock): readings of its members made before then are stale.
     changed: Families,
-    /// pid → what was read of it: `reading` is `None` if the read failed, so a process we may
-    /// not read is not retried until its counters change.
+    /// pid → what was read of it: `reading` is `None` if the read failed ([`Failed`]).
     results: HashMap<u32, Entry>,
     /// Pids whose faults moved between the last two candidate lists: they are using their
     /// memory now, so a read's hold may be waited on ([`reads_by_pages`]).
@@ -183,6 +182,20 @@ struct Entry {
     /// Its share of lock time is divided by 2^backoff: raised by a read its threads waited on
     /// (traced), lowered by one they did not.
     backoff: u8,
+    /// The last read failed ([`Failed`]); `reading` is then `None`.
+    failed: Option<Failed>,
+}
+
+/// A failed read: when (the sampler's monotonic clock), and whether it was refused (no
+/// permission: another user namespace, a security module). A failure is retried when the
+/// process's counters move, like any change; one that was not a refusal also when it is as old
+/// as a reading may grow (a passing error must not leave an idle process without PSS for
+/// good), and when someone asks for it. A refusal is not retried for an ask: it would be
+/// refused again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Failed {
+    at_ns: u64,
+    refused: bool,
 }
 
 type Shared = crate::worker::Shared<State>;
@@ -264,6 +277,11 @@ impl Entry {
         let wait = held_ns as f64 / share * f64::from(1u32 << self.backoff);
         self.not_before_ns = now_ns.saturating_add(wait as u64);
         self.backoff > before
+    }
+
+    /// Whether its last read was refused.
+    fn refused(&self) -> bool {
+        self.failed.is_some_and(|f| f.refused)
     }
 
     /// Whether the reading was made before its family last changed.
@@ -553,6 +571,12 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         {
             let mut state = shared.lock();
             let gone = matches!(&result, Err(e) if e.kind == ErrorKind::Gone);
+            let failed = match &result {
+                Err(e) if e.kind != ErrorKind::Gone => {
+                    Some(Failed { at_ns: epoch.elapsed().as_nanos() as u64, refused: e.kind == ErrorKind::Permission })
+                }
+                _ => None,
+            };
             let reading = match result {
                 Ok(reading) => {
                     state.stats.reads += 1;
@@ -575,7 +599,14 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 crate::worker::charge_holds(totals, &mut st.interval, candidate.pid, held_ns, holds.longest_ns);
                 st.stats.pagemap_reads += u64::from(paged);
             }
-            let fresh = Entry { seen: candidate, reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 };
+            let fresh = Entry {
+                seen: candidate,
+                reading: None,
+                stall: Stall::default(),
+                not_before_ns: 0,
+                backoff: 0,
+                failed: None,
+            };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);
             if entry.seen.start_ticks != candidate.start_ticks {
                 // The pid was reused: the ledger and the step back are the new process's.
@@ -584,6 +615,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             }
             entry.seen = candidate;
             entry.reading = reading;
+            entry.failed = failed;
             let (mut capped, mut backed_off) = (false, false);
             if !gone {
                 entry.stall.add_holds(held_ns, holds.longest_ns);
@@ -670,7 +702,8 @@ fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
         // A big process seen in one list only: the next says how to read it.
         let unsettled = !state.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&pid);
         match state.results.get(&pid).filter(|e| e.seen.start_ticks == c.start_ticks) {
-            Some(e) if e.stall.capped => {
+            // Capped, or refused while its counters stand: a read would be refused again.
+            Some(e) if e.stall.capped || (e.refused() && e.seen == c) => {
                 state.asked.remove(k);
                 continue;
             }
@@ -696,8 +729,8 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 /// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first one
 /// never read or whose reading is stale, then one whose cheap counters changed since its
 /// reading, or whose reading is at least `max_age_ns` old at `now_ns` (both on the sampler's
-/// monotonic clock); never one whose share of lock time is spent. A failed read is not retried
-/// by age: it is retried when the counters change, or when the process is asked for.
+/// monotonic clock); never one whose share of lock time is spent. A failed read is retried as
+/// [`Failed`] says.
 fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidate> {
     if let Some(c) = pick_asked(state, now_ns) {
         state.stats.asked_reads += 1;
@@ -735,15 +768,18 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
             state.stats.skipped_young += 1;
             continue;
         }
-        let fresh = |reading: &Option<PssReading>| {
-            reading.as_ref().is_none_or(|r| now_ns.saturating_sub(r.read_mono_ns) < max_age_ns)
+        // Read (or failed) less than the maximum age ago; a refusal stays fresh.
+        let fresh = |e: &Entry| match (&e.reading, e.failed) {
+            (Some(r), _) => now_ns.saturating_sub(r.read_mono_ns) < max_age_ns,
+            (None, Some(f)) => f.refused || now_ns.saturating_sub(f.at_ns) < max_age_ns,
+            (None, None) => true,
         };
         match state.results.get(&c.pid) {
             // Its share of lock time is spent, or one read held it past the cap.
             Some(e) if e.seen.start_ticks == c.start_ticks && (e.stall.capped || now_ns < e.not_before_ns) => {
                 state.stats.skipped_target_budget += 1
             }
-            Some(e) if e.seen == c && fresh(&e.reading) => state.stats.skipped_unchanged += 1,
+            Some(e) if e.seen == c && fresh(e) => state.stats.skipped_unchanged += 1,
             _ => return Some(c),
         }
     }
@@ -767,8 +803,14 @@ mod tests {
     fn read_all(state: &mut State, at_ns: u64) {
         let reading = PssReading { rollup: Default::default(), read_mono_ns: at_ns, cost_cpu_ns: 0 };
         for c in &state.candidates {
-            let entry =
-                Entry { seen: *c, reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 };
+            let entry = Entry {
+                seen: *c,
+                reading: Some(reading),
+                stall: Stall::default(),
+                not_before_ns: 0,
+                backoff: 0,
+                failed: None,
+            };
             state.results.insert(c.pid, entry);
         }
     }
@@ -848,7 +890,14 @@ mod tests {
     /// the step as it was.
     #[test]
     fn a_target_that_waits_on_reads_is_read_less_often() {
-        let mut e = Entry { seen: cand(1, 10), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 };
+        let mut e = Entry {
+            seen: cand(1, 10),
+            reading: None,
+            stall: Stall::default(),
+            not_before_ns: 0,
+            backoff: 0,
+            failed: None,
+        };
         let (ms, share) = (1_000_000u64, 0.001);
         // A 10 ms hold at 1 ms per second: 10 s before the next read.
         assert!(!e.after_read(10 * ms, share, Some(0), 0));
@@ -873,7 +922,14 @@ mod tests {
         let mut state = State { candidates: vec![old, fresh], young: [2].into_iter().collect(), ..State::default() };
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(1));
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
-        let entry = Entry { seen: old, reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 };
+        let entry = Entry {
+            seen: old,
+            reading: Some(reading),
+            stall: Stall::default(),
+            not_before_ns: 0,
+            backoff: 0,
+            failed: None,
+        };
         state.results.insert(1, entry);
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), None, "the young one waits");
         assert!(state.stats.skipped_young > 0);
@@ -942,12 +998,26 @@ mod tests {
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
         state.results.insert(
             1,
-            Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 },
+            Entry {
+                seen: cand(1, 10),
+                reading: Some(reading),
+                stall: Stall::default(),
+                not_before_ns: 0,
+                backoff: 0,
+                failed: None,
+            },
         );
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(2));
         state.results.insert(
             2,
-            Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 },
+            Entry {
+                seen: cand(2, 20),
+                reading: None,
+                stall: Stall::default(),
+                not_before_ns: 0,
+                backoff: 0,
+                failed: None,
+            },
         );
         assert_eq!(pick_next(&mut state, 0, max_age), None, "nothing changed, failures included");
         state.candidates[0] = cand(1, 11);
@@ -955,36 +1025,43 @@ mod tests {
     }
 
     /// A sharer exiting moves the target's PSS but not its own counters: a reading of an
-    /// unchanged process is refreshed once it reaches the maximum age, and not before.
+    /// unchanged process is refreshed once it reaches the maximum age, and not before. So is a
+    /// failed read, unless it was refused.
     #[test]
-    fn unchanged_readings_are_refreshed_at_the_maximum_age() {
+    fn unchanged_readings_and_failures_are_retried_at_the_maximum_age() {
         let max_age = 60_000_000_000;
         let read_at = 5_000_000_000;
         let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
-        let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
-        state.results.insert(
-            1,
-            Entry { seen: cand(1, 10), reading: Some(reading), stall: Stall::default(), not_before_ns: 0, backoff: 0 },
-        );
-        state.results.insert(
-            2,
-            Entry { seen: cand(2, 20), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 0 },
-        );
+        let mut state = State { candidates: vec![cand(1, 10), cand(2, 20), cand(3, 30)], ..State::default() };
+        let entry = |c: Candidate, reading, failed| Entry {
+            seen: c,
+            reading,
+            stall: Stall::default(),
+            not_before_ns: 0,
+            backoff: 0,
+            failed,
+        };
+        state.results.insert(1, entry(cand(1, 10), Some(reading), None));
+        let refused = Failed { at_ns: read_at, refused: true };
+        state.results.insert(2, entry(cand(2, 20), None, Some(refused)));
+        let failed = Failed { at_ns: read_at, refused: false };
+        state.results.insert(3, entry(cand(3, 30), None, Some(failed)));
         assert_eq!(pick_next(&mut state, read_at + max_age - 1, max_age), None, "young enough");
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age).map(|c| c.pid), Some(1), "aged out");
-        // The failed read of pid 2 is not retried by age, however old.
-        state.results.insert(
-            1,
-            Entry {
-                seen: cand(1, 10),
-                reading: Some(PssReading { read_mono_ns: read_at + max_age, ..reading }),
-                stall: Stall::default(),
-                not_before_ns: 0,
-                backoff: 0,
-            },
-        );
+        assert_eq!(pick_next(&mut state, read_at + max_age, max_age).map(|c| c.pid), Some(3), "failed, not refused");
+        // Both read again: the refusal of pid 2 is not retried by age, however old.
+        let again = PssReading { read_mono_ns: read_at + max_age, ..reading };
+        state.results.insert(1, entry(cand(1, 10), Some(again), None));
+        state.results.insert(3, entry(cand(3, 30), Some(again), None));
         assert_eq!(pick_next(&mut state, read_at + max_age, max_age), None);
         assert_eq!(pick_next(&mut state, u64::MAX, max_age).map(|c| c.pid), Some(1));
+        // Nor for an ask, while its counters stand; once they move it is.
+        state.asked.push_back(2);
+        assert_ne!(pick_asked(&mut state, u64::MAX).map(|c| c.pid), Some(2));
+        assert!(state.asked.is_empty());
+        state.candidates[1].faults += 1;
+        state.asked.push_back(2);
+        assert_eq!(pick_asked(&mut state, u64::MAX).map(|c| c.pid), Some(2));
     }
 
     /// A target whose share of lock time is spent is not read before its time, however its
@@ -1002,11 +1079,19 @@ mod tests {
                 stall: Stall::default(),
                 not_before_ns: 5_000,
                 backoff: 0,
+                failed: None,
             },
         );
         state.results.insert(
             2,
-            Entry { seen: cand(2, 20), reading: Some(reading), stall: capped, not_before_ns: 0, backoff: 0 },
+            Entry {
+                seen: cand(2, 20),
+                reading: Some(reading),
+                stall: capped,
+                not_before_ns: 0,
+                backoff: 0,
+                failed: None,
+            },
         );
         // Both changed since their readings.
         state.candidates = vec![cand(1, 11), cand(2, 21)];
@@ -1089,8 +1174,14 @@ mod tests {
         };
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "one list tells nobody busy");
         state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], Default::default(), 1);
-        let waited =
-            Entry { seen: at(4, big, 5), reading: None, stall: Stall::default(), not_before_ns: 0, backoff: 1 };
+        let waited = Entry {
+            seen: at(4, big, 5),
+            reading: None,
+            stall: Stall::default(),
+            not_before_ns: 0,
+            backoff: 1,
+            failed: None,
+        };
         state.results.insert(4, waited);
         assert_eq!(by_pages(&state), [1, 4]);
         // Quiet again: only the one that waited.

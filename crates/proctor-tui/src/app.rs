@@ -187,6 +187,24 @@ impl App {
         std::iter::once(shown).chain(older).flat_map(|f| f.exited.iter().rev()).take(ENDED_SHOWN).collect()
     }
 
+    /// The processes on screen at the last draw whose PSS is not read yet, top row first, at
+    /// most `max`; none unless a shown column (or the sort) needs PSS. `top` asks the PSS worker
+    /// for these first: turning the PSS column on fills the rows a person sees before the
+    /// round-robin reaches them, however many processes the host has.
+    pub fn unread_pss_on_screen(&self, max: usize) -> Vec<u32> {
+        let Some(frame) = self.shown.as_ref().filter(|_| crate::view::Needs::of_view(&self.view).pss) else {
+            return Vec::new();
+        };
+        let lines = self.table.lines.iter().skip(self.scroll).take(self.page);
+        lines
+            .filter(|l| l.thread.is_none())
+            .filter_map(|l| frame.processes.get(l.index))
+            .filter(|p| p.pss_bytes.is_none())
+            .map(|p| p.pid)
+            .take(max)
+            .collect()
+    }
+
     pub fn is_live_mode(&self) -> bool {
         matches!(self.mode, Mode::Live { .. })
     }

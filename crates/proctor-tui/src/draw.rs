@@ -1267,4 +1267,52 @@ mod tests {
         app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]))));
         assert!(!screen(&mut app, 100, 24).join("\n").contains("Alerts "));
     }
+
+    /// With a PSS column shown, `top` asks first for the rows a person sees that have no PSS
+    /// yet: those on screen at the last draw, top first, and none of those scrolled away or
+    /// already read. Without a PSS column it asks for none.
+    #[test]
+    fn the_rows_on_screen_without_pss_are_the_ones_asked_for() {
+        let mut view = ViewState::default();
+        let pss = crate::view::column("pss_bytes").expect("a PSS column");
+        view.columns.insert(view.columns.len() - 1, pss);
+        view.sort_by(crate::view::column("pid").expect("a pid column"));
+        let mut app = App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, view, Slow::default());
+        let processes = (1..=60u32)
+            .map(|pid| {
+                let mut p = proc_out(pid, 0, "p", 0.0, 1);
+                // Every third process is read already.
+                p.pss_bytes = (pid % 3 == 0).then_some(1 << 20);
+                p
+            })
+            .collect();
+        app.message(Msg::Newest(Arc::new(frame_of(processes))));
+        let text = screen(&mut app, 160, 24);
+        // The pids whose PSS cell reads `-`, from the screen.
+        let head = text.iter().find(|l| l.trim_start().starts_with("PID")).expect("the heading");
+        // In characters: the heading's sort mark is one, of three bytes.
+        let at = head[..head.find("PSS").expect("a PSS heading")].chars().count() + 3;
+        let unread: Vec<u32> = text
+            .iter()
+            .filter_map(|l| {
+                Some((l.split_whitespace().next()?.parse::<u32>().ok()?, l.chars().take(at).collect::<String>()))
+            })
+            .filter(|(_, before)| before.trim_end().ends_with('-'))
+            .map(|(pid, _)| pid)
+            .collect();
+        assert!(unread.len() > 10 && unread.len() < 40, "{unread:?}\n{}", text.join("\n"));
+        assert!(unread.iter().all(|pid| pid % 3 != 0));
+        assert_eq!(app.unread_pss_on_screen(64), unread);
+        assert_eq!(app.unread_pss_on_screen(4), unread[..4]);
+        // A process further down selected, the table scrolled to it: the rows now on screen.
+        app.view.selected = Some(50);
+        let text = screen(&mut app, 160, 24).join("\n");
+        let asked = app.unread_pss_on_screen(64);
+        assert!(asked.iter().all(|pid| !unread.contains(pid) && text.contains(&format!(" {pid} "))), "{asked:?}");
+        assert!(!asked.is_empty());
+        // No PSS column, nothing asked.
+        app.view.columns.retain(|f| f.name != "pss_bytes");
+        let _ = screen(&mut app, 160, 24);
+        assert!(app.unread_pss_on_screen(64).is_empty());
+    }
 }

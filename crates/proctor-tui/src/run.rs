@@ -47,6 +47,10 @@ pub enum Source {
 /// The PSS worker's share of one CPU while a PSS column is shown, as `proctor serve`'s.
 pub const PSS_BUDGET: f64 = 0.005;
 
+/// The most rows on screen whose PSS `top` asks for at once ([`App::unread_pss_on_screen`]):
+/// half of the 32 asks the agent and the PSS worker queue, so the Enter pane's ask has room.
+const SCREEN_PSS_ASKS: usize = 16;
+
 /// How the live sampler's optional reads follow the columns, as htop reads only what its
 /// columns show: a flag fixes one, otherwise it runs while a column (or the sort) needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -372,6 +376,7 @@ pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + 
     let mut asked: Option<Reads> = None;
     // The selected process whose PSS the Enter pane last asked for, and when.
     let mut asked_pss: Option<(u32, Instant)> = None;
+    let mut asked_screen_pss: Option<Instant> = None;
     let (act_tx, act_rx) = mpsc::channel::<Action>();
     {
         let tx = tx.clone();
@@ -480,6 +485,14 @@ pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + 
                         shared.ask_pss(pid);
                         asked_pss = Some((pid, Instant::now()));
                     }
+                }
+                // A PSS column shown: the rows on screen without a reading go next, asked once
+                // a second (the worker's budgets hold as for any read).
+                if asked_screen_pss.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                    for pid in app.unread_pss_on_screen(SCREEN_PSS_ASKS) {
+                        shared.ask_pss(pid);
+                    }
+                    asked_screen_pss = Some(Instant::now());
                 }
             }
             for line in std::mem::take(&mut app.crossings) {
