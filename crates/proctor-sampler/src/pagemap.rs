@@ -19,7 +19,7 @@ use proctor_procfs::pagemap::{
     frame_number, map_ranges, not_counted, page, Page, Tally, ENTRY_BYTES, EXCLUSIVE, KPF_ANON,
 };
 use proctor_procfs::process::SmapsRollup;
-use proctor_procfs::system::page_size;
+use proctor_procfs::system::{page_size, thread_cpu_ns};
 use proctor_procfs::{Error, Root};
 
 /// The lock holds of one reading: each `maps` read and each `pagemap` walk, timed from this
@@ -79,7 +79,17 @@ pub struct PageCounter {
     maps: Vec<u8>,
     /// [`BATCH_FRAMES`] (less in tests).
     batch: usize,
+    /// A walk that spends more CPU than this stops and fails ([`PageCounter::limit_cpu`]).
+    cpu_limit_ns: Option<u64>,
+    /// The reading under way: (its limit, this thread's CPU time when it started).
+    deadline: Option<(u64, u64)>,
 }
+
+/// How many walks pass between two looks at the walk's CPU time (a system call each).
+const WALKS_PER_CPU_CHECK: u32 = 16;
+
+/// What a walk that passed its CPU limit ([`PageCounter::limit_cpu`]) fails with.
+pub const OVER_CPU_LIMIT: &str = "the walk passed its CPU limit";
 
 impl PageCounter {
     /// The reader, or why this process cannot read PSS this way (in words for `doctor`).
@@ -103,6 +113,8 @@ impl PageCounter {
             flags: Vec::new(),
             maps: Vec::new(),
             batch: BATCH_FRAMES,
+            cpu_limit_ns: None,
+            deadline: None,
         };
         // A page of our own, resident: its frame number is 0 unless we may see frame numbers.
         let probe = vec![1u8; 2 * page_bytes as usize];
@@ -126,6 +138,14 @@ impl PageCounter {
             }
             _ => Err("pagemap did not show a resident page of this process as resident".into()),
         }
+    }
+
+    /// Bounds each reading's CPU time (this thread's): a reading that passes `ns` stops and
+    /// fails ([`OVER_CPU_LIMIT`], checked every [`WALKS_PER_CPU_CHECK`] walks or runs of frames
+    /// counted), so
+    /// that no one reading costs more than its caller's budget can pay. `None`: no bound.
+    pub fn limit_cpu(&mut self, ns: Option<u64>) {
+        self.cpu_limit_ns = ns;
     }
 
     /// Reads `pid`'s PSS: its `maps`, then its `pagemap` one walk per `pread`, then the
@@ -159,6 +179,8 @@ impl PageCounter {
     }
 
     fn read_holding(&mut self, root: &Root, pid: u32, holds: &mut Holds) -> Result<SmapsRollup, Error> {
+        self.deadline = self.cpu_limit_ns.map(|limit| (limit, thread_cpu_ns()));
+        let mut walks = 0u32;
         let started = Instant::now();
         root.read_into(format!("/proc/{pid}/maps"), &mut self.maps)?;
         holds.add(started);
@@ -205,6 +227,10 @@ impl PageCounter {
                     self.count_frames(&mut tally)?;
                 }
                 addr += (got as u64 / ENTRY_BYTES) * self.page_bytes;
+                walks = walks.wrapping_add(1);
+                if walks.is_multiple_of(WALKS_PER_CPU_CHECK) && past(self.deadline) {
+                    return Err(Error::parse(root.path(&path), OVER_CPU_LIMIT));
+                }
             }
         }
         self.count_frames(&mut tally)?;
@@ -219,14 +245,15 @@ impl PageCounter {
         let mut uncounted = std::mem::take(&mut self.uncounted);
         uncounted.clear();
         self.anon.sort_unstable();
-        lookup(&self.kpagecount, "/proc/kpagecount", &self.anon, &mut self.counts, |frame, count| {
+        let deadline = self.deadline;
+        lookup(&self.kpagecount, "/proc/kpagecount", &self.anon, &mut self.counts, deadline, |frame, count| {
             if count == 0 {
                 uncounted.push(frame);
             } else {
                 tally.add(page_bytes, count, KPF_ANON, frame & EXCLUSIVE != 0);
             }
         })?;
-        lookup(&self.kpageflags, "/proc/kpageflags", &uncounted, &mut self.counts, |frame, flags| {
+        lookup(&self.kpageflags, "/proc/kpageflags", &uncounted, &mut self.counts, deadline, |frame, flags| {
             if !not_counted(flags) {
                 tally.add(page_bytes, 0, flags | KPF_ANON, frame & EXCLUSIVE != 0);
             }
@@ -236,9 +263,11 @@ impl PageCounter {
         let mut counts = std::mem::take(&mut self.flags);
         // The counts of the file pages first, then their flags, run by run in the same order.
         counts.clear();
-        lookup(&self.kpagecount, "/proc/kpagecount", &self.frames, &mut self.counts, |_, count| counts.push(count))?;
+        lookup(&self.kpagecount, "/proc/kpagecount", &self.frames, &mut self.counts, deadline, |_, count| {
+            counts.push(count)
+        })?;
         let mut k = 0;
-        lookup(&self.kpageflags, "/proc/kpageflags", &self.frames, &mut self.counts, |frame, flags| {
+        lookup(&self.kpageflags, "/proc/kpageflags", &self.frames, &mut self.counts, deadline, |frame, flags| {
             if !not_counted(flags) {
                 tally.add(page_bytes, counts[k], flags, frame & EXCLUSIVE != 0);
             }
@@ -251,6 +280,11 @@ impl PageCounter {
     }
 }
 
+/// Whether a reading's CPU time passed its limit ([`PageCounter::limit_cpu`]).
+fn past(deadline: Option<(u64, u64)>) -> bool {
+    deadline.is_some_and(|(limit, at)| thread_cpu_ns().saturating_sub(at) > limit)
+}
+
 /// Calls `each` with every frame of `frames` (sorted: the [`EXCLUSIVE`] ones after the others,
 /// each ascending) and its entry in `file` (`kpagecount` or `kpageflags`), in order, reading
 /// runs of nearby frames in one `pread` each.
@@ -259,10 +293,16 @@ fn lookup(
     name: &str,
     frames: &[u64],
     buf: &mut Vec<u8>,
+    deadline: Option<(u64, u64)>,
     mut each: impl FnMut(u64, u64),
 ) -> Result<(), Error> {
     let mut i = 0;
+    let mut runs = 0u32;
     while i < frames.len() {
+        runs = runs.wrapping_add(1);
+        if runs.is_multiple_of(WALKS_PER_CPU_CHECK) && past(deadline) {
+            return Err(Error::parse(name.into(), OVER_CPU_LIMIT));
+        }
         let first = frame_number(frames[i]);
         let mut last = first;
         let mut j = i + 1;
@@ -372,6 +412,28 @@ mod tests {
         assert!(pss < read.rss_bytes.expect("rss") as f64 * 0.75, "the shared 64 MiB counts half: {read:?}");
         // At least 32 walks of 2 MiB for the 64 MiB alone, each its own hold.
         assert!(holds.count >= 33 && holds.longest_ns < holds.total_ns, "{holds:?}");
+    }
+
+    /// A walk past its CPU limit stops and fails; without one (or under a generous one) the
+    /// same process reads whole.
+    #[test]
+    fn a_walk_stops_at_its_cpu_limit() {
+        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
+            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
+            return;
+        };
+        // 64 MiB of our own, touched: 32 walks at least.
+        let memory = vec![1u8; 64 << 20];
+        counter.limit_cpu(Some(1));
+        let (read, _) = counter.read(&Root::default(), std::process::id());
+        let e = read.expect_err("stopped");
+        assert!(e.to_string().contains(OVER_CPU_LIMIT), "{e}");
+        counter.limit_cpu(Some(60_000_000_000));
+        let (read, _) = counter.read(&Root::default(), std::process::id());
+        assert!(read.is_ok_and(|r| r.rss_bytes.is_some_and(|rss| rss >= 64 << 20)));
+        counter.limit_cpu(None);
+        assert!(counter.read(&Root::default(), std::process::id()).0.is_ok());
+        std::hint::black_box(&memory);
     }
 
     /// A process holding a 128 GiB reservation is refused, not walked 65,536 times.

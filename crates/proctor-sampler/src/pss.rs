@@ -136,9 +136,25 @@ pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 /// nobody (a notebook's idle kernels, a compiler), and on a busy host the budget buys three
 /// times the readings (faults alone sent every busy compiler through `pagemap` and starved the
 /// loaded suite's share test of readings).
+///
+/// Only while the walk fits the worker's savings ([`BURST_SAVED`] of its budget): the last
+/// walk's CPU per resident byte times the target's resident size. A walk costs ~3× the CPU of
+/// `smaps_rollup` on a quiet machine, and 0.22 s for a busy 1.5 GiB process here (0.55 s in a
+/// debug build), and one the savings cannot pay makes the worker rest for minutes after it,
+/// every other process's reading waiting too (CI, `top`'s PSS column beside a build's
+/// compilers). Such a target is read through `smaps_rollup`: one longer hold, which the target
+/// budget and [`TargetLimits::max_hold`] bound. A walk that passes the savings anyway (the
+/// first, before any was measured) stops there ([`PageCounter::limit_cpu`]) and the target is
+/// read through `smaps_rollup` that time.
 fn reads_by_pages(state: &State, c: &Candidate) -> bool {
     let waited = || state.results.get(&c.pid).is_some_and(|e| e.seen.start_ticks == c.start_ticks && e.backoff > 0);
-    c.resident_bytes >= PAGEMAP_FROM_BYTES && (waited() || (!state.traced && state.busy.contains(&c.pid)))
+    let affordable = || {
+        let cap = Savings::cap(state.stats.budget);
+        state.pagemap_ns_per_byte.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
+    };
+    c.resident_bytes >= PAGEMAP_FROM_BYTES
+        && (waited() || (!state.traced && state.busy.contains(&c.pid)))
+        && affordable()
 }
 
 /// How long a family's change is remembered by its key (parent pid, name hash).
@@ -163,6 +179,8 @@ struct State {
     young: std::collections::HashSet<u32>,
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
+    /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
+    pagemap_ns_per_byte: Option<f64>,
     /// Pids someone is looking at ([`PssWorker::ask`]), oldest first: each is read before
     /// anything else where it needs a reading, within its target budget.
     asked: std::collections::VecDeque<u32>,
@@ -494,6 +512,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
+    // No walk costs more than the savings hold ([`reads_by_pages`]).
+    if let Some(counter) = pages.as_mut() {
+        counter.limit_cpu(Some(Savings::cap(budget) as u64));
+    }
     shared.lock().stats.pagemap = pages.is_some();
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
     let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
@@ -515,10 +537,14 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             let _ = shared.wake.wait_timeout(state, Duration::from_secs(1));
             continue;
         };
-        let traced_cpu = thread_cpu_ns();
+        let attempt_cpu = thread_cpu_ns();
+        // The CPU of a walk, finished or not, for what the next one will cost.
+        let mut walked_ns = None;
         let mut read = || match pages.as_mut().filter(|_| by_pages) {
             Some(counter) => {
+                let walk_cpu = thread_cpu_ns();
                 let (result, holds) = read_pss_by_pages(counter, root, candidate.pid, epoch);
+                walked_ns = Some(thread_cpu_ns().saturating_sub(walk_cpu));
                 match result {
                     // Refused (its frame numbers hidden, say): smaps_rollup this time.
                     Err(e) if e.kind != ErrorKind::Gone => {
@@ -563,11 +589,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         };
         let held_ns = holds.total_ns;
         // The budget pays for the trace too: turning it on and off, reading and parsing it.
-        let spent_ns = match (&result, tracer.is_some()) {
-            (_, true) => thread_cpu_ns().saturating_sub(traced_cpu),
-            (Ok(r), false) => r.cost_cpu_ns,
-            (Err(_), false) => 0,
-        };
+        // And for a walk that stopped at its limit before the `smaps_rollup` read that
+        // replaced it: the thread's CPU over the whole attempt.
+        let spent_ns = thread_cpu_ns().saturating_sub(attempt_cpu);
         {
             let mut state = shared.lock();
             let gone = matches!(&result, Err(e) if e.kind == ErrorKind::Gone);
@@ -577,10 +601,14 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 }
                 _ => None,
             };
+            if let Some(ns) = walked_ns.filter(|_| !gone && candidate.resident_bytes > 0) {
+                state.pagemap_ns_per_byte = Some(ns as f64 / candidate.resident_bytes as f64);
+            }
+            state.stats.cpu_ns += spent_ns;
             let reading = match result {
                 Ok(reading) => {
                     state.stats.reads += 1;
-                    state.stats.cpu_ns += reading.cost_cpu_ns;
+
                     state.stats.max_read_cpu_ns = state.stats.max_read_cpu_ns.max(reading.cost_cpu_ns);
                     Some(reading)
                 }
@@ -726,8 +754,8 @@ fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
 /// How old a reading of an unchanged process may grow before it is read again.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 
-/// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first one
-/// never read or whose reading is stale, then one whose cheap counters changed since its
+/// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first the
+/// smallest never read or whose reading is stale, then one whose cheap counters changed since its
 /// reading, or whose reading is at least `max_age_ns` old at `now_ns` (both on the sampler's
 /// monotonic clock); never one whose share of lock time is spent. A failed read is retried as
 /// [`Failed`] says.
@@ -741,8 +769,11 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
     let unsettled = |state: &State, c: &Candidate| {
         !state.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&c.pid)
     };
-    let first = (0..n).map(|k| (state.cursor + k) % n).find(|&i| {
-        let c = &state.candidates[i];
+    // The smallest first (a read's cost grows with what it walks), from the cursor on among
+    // equals: a big target's read, whose rest holds the worker back, waits until the small
+    // ones have readings.
+    let needs_reading = |i: &usize| {
+        let c = &state.candidates[*i];
         if unsettled(state, c) || state.young.contains(&c.pid) {
             return false;
         }
@@ -752,7 +783,11 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
             }
             _ => true,
         }
-    });
+    };
+    let first = (0..n)
+        .map(|k| (state.cursor + k) % n)
+        .filter(needs_reading)
+        .min_by_key(|&i| state.candidates[i].resident_bytes);
     if let Some(i) = first {
         state.cursor = i + 1;
         return Some(state.candidates[i]);
@@ -1198,8 +1233,44 @@ mod tests {
         let picked: Vec<u32> =
             std::iter::from_fn(|| pick_next(&mut state, 0, u64::MAX).map(|c| c.pid)).take(2).collect();
         assert!(!picked.contains(&5) && picked.contains(&6), "{picked:?}");
-        state.set_candidates(vec![at(1, big, 9), at(5, big, 0), at(6, 10, 0)], Default::default(), 5);
+        state.set_candidates(vec![at(1, big, 9), at(5, big, 0)], Default::default(), 5);
         state.cursor = 1;
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(5));
+
+        // A busy big target whose walk the savings could not pay is read through smaps_rollup.
+        state.stats.budget = 0.005;
+        state.set_candidates(vec![at(1, big, 10), at(7, 16 * big, 0)], Default::default(), 6);
+        state.set_candidates(vec![at(1, big, 11), at(7, 16 * big, 1)], Default::default(), 7);
+        assert_eq!(by_pages(&state), [1, 7], "no walk measured yet");
+        let cap = Savings::cap(0.005);
+        // The last walk: 1.5 × the savings for a target of 16 × big, so 0.09375 × for one of big.
+        state.pagemap_ns_per_byte = Some(1.5 * cap / (16 * big) as f64);
+        assert_eq!(by_pages(&state), [1]);
+    }
+
+    /// The first pass reads the smallest processes first (among equals, from the cursor on),
+    /// so one big target's read and the rest after it do not hold back everyone's first reading.
+    #[test]
+    fn the_first_pass_reads_the_smallest_first() {
+        let mut state = State {
+            candidates: vec![cand(1, 900), cand(2, 10), cand(3, 500), cand(4, 10), cand(5, 20)],
+            cursor: 3,
+            ..State::default()
+        };
+        let mut order = Vec::new();
+        while let Some(c) = pick_next(&mut state, 0, u64::MAX) {
+            order.push(c.pid);
+            let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
+            let entry = Entry {
+                seen: c,
+                reading: Some(reading),
+                stall: Stall::default(),
+                not_before_ns: 0,
+                backoff: 0,
+                failed: None,
+            };
+            state.results.insert(c.pid, entry);
+        }
+        assert_eq!(order, [4, 2, 5, 3, 1]);
     }
 }
