@@ -486,7 +486,10 @@ def main():
     s = wait_for(lambda s: "PID" in s)
     check(short.pid not in [p for p, _ in rows(s)], "the newest recorded frame no longer has the short-lived process", s)
     found = False
-    for _ in range(12):
+    # Each `[` is one 250 ms frame back. How many frames lie between the process's end and the
+    # recorder's stop depends on how long the `--once` polls above took to see it gone: seconds
+    # on a loaded machine (a dev build beside a busy 1.5 GiB process once needed more than 12).
+    for _ in range(120):
         keys("[")
         s = wait_for(lambda s: "loading" not in s and "PAUSED" in s, timeout=3)
         if short.pid in [p for p, _ in rows(s)]:

@@ -715,11 +715,14 @@ impl Savings {
 /// The most asks ([`PssWorker::ask`]) that wait at once.
 pub const MAX_ASKED: usize = 32;
 
-/// The first asked pid ([`PssWorker::ask`]) that needs a reading and may be read at `now_ns`;
-/// asks that need none (read and unchanged since), whose process is not listed, or whose
-/// target is capped are dropped, and one whose target's share is spent waits for it.
+/// The smallest asked process ([`PssWorker::ask`]) that needs a reading and may be read at
+/// `now_ns` (the oldest ask among equals): a page of `top`'s rows is asked at once, and a big
+/// one's read and the rest after it would hold back all the others. Asks that need none (read
+/// and unchanged since), whose process is not listed, or whose target is capped are dropped,
+/// and one whose target's share is spent waits for it.
 fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
     let mut k = 0;
+    let mut best: Option<(usize, Candidate)> = None;
     while k < state.asked.len() {
         let pid = state.asked[k];
         let Ok(i) = state.candidates.binary_search_by_key(&pid, |c| c.pid) else {
@@ -742,13 +745,16 @@ fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
             Some(e) if now_ns < e.not_before_ns => {}
             _ if unsettled => {}
             _ => {
-                state.asked.remove(k);
-                return Some(c);
+                if best.is_none_or(|(_, b)| c.resident_bytes < b.resident_bytes) {
+                    best = Some((k, c));
+                }
             }
         }
         k += 1;
     }
-    None
+    let (k, c) = best?;
+    state.asked.remove(k);
+    Some(c)
 }
 
 /// How old a reading of an unchanged process may grow before it is read again.
@@ -1151,9 +1157,15 @@ mod tests {
         state.asked.extend([4, 9]);
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(4));
         assert_eq!(state.stats.asked_reads, 1);
-        assert_eq!(state.asked, [9]);
-        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(1), "9 is not listed: round-robin");
-        assert!(state.asked.is_empty());
+        assert!(state.asked.is_empty(), "9 is not listed: dropped");
+        assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(1), "round-robin");
+
+        // The smallest ask first, the oldest among equals: 3 (20) after 5 and 4 (10 each).
+        state.candidates[2].resident_bytes = 20;
+        state.asked.extend([3, 5, 4]);
+        let picked: Vec<u32> = std::iter::from_fn(|| pick_asked(&mut state, 0).map(|c| c.pid)).collect();
+        assert_eq!(picked, [5, 4, 3]);
+        state.candidates[2].resident_bytes = 10;
 
         // Everything read; 2's family changes (stale), 3's counters move, 5 is unchanged.
         state.candidates[1].ppid = 7;
