@@ -608,7 +608,6 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             let reading = match result {
                 Ok(reading) => {
                     state.stats.reads += 1;
-
                     state.stats.max_read_cpu_ns = state.stats.max_read_cpu_ns.max(reading.cost_cpu_ns);
                     Some(reading)
                 }
