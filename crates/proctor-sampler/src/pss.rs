@@ -839,18 +839,16 @@ mod tests {
         Candidate { ppid, name: family_name(name), ..cand(pid, 10) }
     }
 
+    /// What the worker keeps of a process read (`Some`) or failed (`None`), nothing else set.
+    fn entry(seen: Candidate, reading: Option<PssReading>) -> Entry {
+        Entry { seen, reading, stall: Stall::default(), not_before_ns: 0, backoff: 0, failed: None }
+    }
+
     /// Every candidate read at `at_ns`.
     fn read_all(state: &mut State, at_ns: u64) {
         let reading = PssReading { rollup: Default::default(), read_mono_ns: at_ns, cost_cpu_ns: 0 };
         for c in &state.candidates {
-            let entry = Entry {
-                seen: *c,
-                reading: Some(reading),
-                stall: Stall::default(),
-                not_before_ns: 0,
-                backoff: 0,
-                failed: None,
-            };
+            let entry = entry(*c, Some(reading));
             state.results.insert(c.pid, entry);
         }
     }
@@ -930,14 +928,7 @@ mod tests {
     /// the step as it was.
     #[test]
     fn a_target_that_waits_on_reads_is_read_less_often() {
-        let mut e = Entry {
-            seen: cand(1, 10),
-            reading: None,
-            stall: Stall::default(),
-            not_before_ns: 0,
-            backoff: 0,
-            failed: None,
-        };
+        let mut e = entry(cand(1, 10), None);
         let (ms, share) = (1_000_000u64, 0.001);
         // A 10 ms hold at 1 ms per second: 10 s before the next read.
         assert!(!e.after_read(10 * ms, share, Some(0), 0));
@@ -962,14 +953,7 @@ mod tests {
         let mut state = State { candidates: vec![old, fresh], young: [2].into_iter().collect(), ..State::default() };
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(1));
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
-        let entry = Entry {
-            seen: old,
-            reading: Some(reading),
-            stall: Stall::default(),
-            not_before_ns: 0,
-            backoff: 0,
-            failed: None,
-        };
+        let entry = entry(old, Some(reading));
         state.results.insert(1, entry);
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), None, "the young one waits");
         assert!(state.stats.skipped_young > 0);
@@ -1036,29 +1020,9 @@ mod tests {
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
         let max_age = u64::MAX;
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1));
-        state.results.insert(
-            1,
-            Entry {
-                seen: cand(1, 10),
-                reading: Some(reading),
-                stall: Stall::default(),
-                not_before_ns: 0,
-                backoff: 0,
-                failed: None,
-            },
-        );
+        state.results.insert(1, entry(cand(1, 10), Some(reading)));
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(2));
-        state.results.insert(
-            2,
-            Entry {
-                seen: cand(2, 20),
-                reading: None,
-                stall: Stall::default(),
-                not_before_ns: 0,
-                backoff: 0,
-                failed: None,
-            },
-        );
+        state.results.insert(2, entry(cand(2, 20), None));
         assert_eq!(pick_next(&mut state, 0, max_age), None, "nothing changed, failures included");
         state.candidates[0] = cand(1, 11);
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1), "rss moved");
@@ -1073,14 +1037,7 @@ mod tests {
         let read_at = 5_000_000_000;
         let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20), cand(3, 30)], ..State::default() };
-        let entry = |c: Candidate, reading, failed| Entry {
-            seen: c,
-            reading,
-            stall: Stall::default(),
-            not_before_ns: 0,
-            backoff: 0,
-            failed,
-        };
+        let entry = |c: Candidate, reading, failed| Entry { failed, ..entry(c, reading) };
         state.results.insert(1, entry(cand(1, 10), Some(reading), None));
         let refused = Failed { at_ns: read_at, refused: true };
         state.results.insert(2, entry(cand(2, 20), None, Some(refused)));
@@ -1111,28 +1068,8 @@ mod tests {
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
         let capped = Stall { capped: true, ..Stall::default() };
-        state.results.insert(
-            1,
-            Entry {
-                seen: cand(1, 10),
-                reading: Some(reading),
-                stall: Stall::default(),
-                not_before_ns: 5_000,
-                backoff: 0,
-                failed: None,
-            },
-        );
-        state.results.insert(
-            2,
-            Entry {
-                seen: cand(2, 20),
-                reading: Some(reading),
-                stall: capped,
-                not_before_ns: 0,
-                backoff: 0,
-                failed: None,
-            },
-        );
+        state.results.insert(1, Entry { not_before_ns: 5_000, ..entry(cand(1, 10), Some(reading)) });
+        state.results.insert(2, Entry { stall: capped, ..entry(cand(2, 20), Some(reading)) });
         // Both changed since their readings.
         state.candidates = vec![cand(1, 11), cand(2, 21)];
         assert_eq!(pick_next(&mut state, 4_999, u64::MAX), None, "pid 1's time has not come; pid 2 is capped");
@@ -1220,14 +1157,7 @@ mod tests {
         };
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "one list tells nobody busy");
         state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], Default::default(), 1);
-        let waited = Entry {
-            seen: at(4, big, 5),
-            reading: None,
-            stall: Stall::default(),
-            not_before_ns: 0,
-            backoff: 1,
-            failed: None,
-        };
+        let waited = Entry { backoff: 1, ..entry(at(4, big, 5), None) };
         state.results.insert(4, waited);
         assert_eq!(by_pages(&state), [1, 4]);
         // Quiet again: only the one that waited.
@@ -1272,14 +1202,7 @@ mod tests {
         while let Some(c) = pick_next(&mut state, 0, u64::MAX) {
             order.push(c.pid);
             let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
-            let entry = Entry {
-                seen: c,
-                reading: Some(reading),
-                stall: Stall::default(),
-                not_before_ns: 0,
-                backoff: 0,
-                failed: None,
-            };
+            let entry = entry(c, Some(reading));
             state.results.insert(c.pid, entry);
         }
         assert_eq!(order, [4, 2, 5, 3, 1]);
