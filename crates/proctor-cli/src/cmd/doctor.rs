@@ -217,7 +217,8 @@ fn stall_ledger(root: &proctor_procfs::Root) -> String {
         Ok(_) => format!(
             "PSS of processes with {} MiB or more resident whose threads waited on a read (untraced: that \
              fault) is read through pagemap and kpagecount, which hold a target's lock one 2 MiB walk at \
-             a time (smaps_rollup holds it for a whole mapping)",
+             a time (smaps_rollup holds it for a whole mapping), while a walk costs no more CPU than the \
+             PSS worker's savings (30 s of its budget; past them, smaps_rollup)",
             proctor_sampler::pss::PAGEMAP_FROM_BYTES >> 20
         ),
         Err(why) => {
