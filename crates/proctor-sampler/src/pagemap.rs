@@ -339,6 +339,35 @@ mod tests {
         MAPS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// An inaccessible reservation of this process's address space, never touched: no memory,
+    /// only mappings to walk. Unmapped when dropped.
+    struct Reservation(*mut libc::c_void, usize);
+
+    impl Reservation {
+        fn new(len: usize) -> Reservation {
+            // SAFETY: a new private anonymous mapping, PROT_NONE, unmapped on drop.
+            let at = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(at, libc::MAP_FAILED);
+            Reservation(at, len)
+        }
+    }
+
+    impl Drop for Reservation {
+        fn drop(&mut self) {
+            // SAFETY: the mapping `new` made, used by nothing else.
+            unsafe { libc::munmap(self.0, self.1) };
+        }
+    }
+
     /// A forked child's memory both ways: the same pages, within what moved between the reads.
     /// It shares 64 MiB with this process, and 16 MiB it only read map the zero page, which
     /// `smaps_rollup` leaves out of Rss (counted, they would add 16 MiB).
@@ -436,26 +465,14 @@ mod tests {
         // 64 MiB of address space, 32 walks at least: a reservation, not memory (a loaded suite
         // run failed when the sharing test's child inherited 64 MiB this test then freed).
         let len = 64usize << 20;
-        // SAFETY: a new inaccessible reservation, never touched, unmapped below.
-        let reserved = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(reserved, libc::MAP_FAILED);
+        let reserved = Reservation::new(len);
         counter.limit_cpu(Some(1));
         let (stopped, _) = counter.read(&Root::default(), std::process::id());
         counter.limit_cpu(Some(60_000_000_000));
         let (generous, _) = counter.read(&Root::default(), std::process::id());
         counter.limit_cpu(None);
         let (unbounded, _) = counter.read(&Root::default(), std::process::id());
-        // SAFETY: the reservation made above.
-        unsafe { libc::munmap(reserved, len) };
+        drop(reserved);
         let e = stopped.expect_err("stopped");
         assert!(e.to_string().contains(OVER_CPU_LIMIT), "{e}");
         assert!(generous.is_ok_and(|r| r.rss_bytes.is_some_and(|rss| rss > 0)));
@@ -471,21 +488,9 @@ mod tests {
             return;
         };
         let len = 128usize << 30;
-        // SAFETY: a new inaccessible reservation, never touched, unmapped below.
-        let reserved = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(reserved, libc::MAP_FAILED);
+        let reserved = Reservation::new(len);
         let (read, holds) = counter.read(&Root::default(), std::process::id());
-        // SAFETY: the reservation made above.
-        unsafe { libc::munmap(reserved, len) };
+        drop(reserved);
         let e = read.expect_err("refused");
         assert!(e.to_string().contains("too sparse to walk"), "{e}");
         assert_eq!(holds.count, 1, "only its maps were read: {holds:?}");
