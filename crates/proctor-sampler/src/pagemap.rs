@@ -142,8 +142,8 @@ impl PageCounter {
 
     /// Bounds each reading's CPU time (this thread's): a reading that passes `ns` stops and
     /// fails ([`OVER_CPU_LIMIT`], checked every [`WALKS_PER_CPU_CHECK`] walks or runs of frames
-    /// counted), so
-    /// that no one reading costs more than its caller's budget can pay. `None`: no bound.
+    /// counted), so that no one reading costs more than its caller's budget can pay. `None`:
+    /// no bound.
     pub fn limit_cpu(&mut self, ns: Option<u64>) {
         self.cpu_limit_ns = ns;
     }
