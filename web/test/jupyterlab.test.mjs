@@ -187,8 +187,29 @@ describe("JupyterLab with jupyter-resource-usage's frontend", () => {
     }, 60000);
   }
 
+  /**
+   * The status bar's text once it is the rendering of one of the page's last two answers, and
+   * that answer. The item is shown as soon as an answer makes the model's metrics available, but
+   * it draws the new values a frame later (a VDomRenderer updates on the next animation frame):
+   * CI once read "Mem:  0.00 B" from a shown item whose answer had come with its limit.
+   */
+  async function shownAnswer(timeout) {
+    let text;
+    let shownFrom;
+    await until("the status bar to show one of the page's last answers", async () => {
+      text = await statusText();
+      const shown = /Mem:.*$/.exec(text)[0].replace(/\s+/g, " ").trim();
+      const answers = metricsAnswers.filter((a) => a.status === 200 && a.body).slice(-2);
+      shownFrom = answers.find((a) => memText(a.body) === shown)?.body;
+      // until() keeps waiting on a falsy value or a throw; the throw's message is what it reports.
+      if (!shownFrom) throw new Error(`shown ${JSON.stringify(shown)}, answered ${JSON.stringify(answers.map((a) => memText(a.body)))}`);
+      return true;
+    }, timeout);
+    return { text, shownFrom };
+  }
+
   test("the status bar shows the memory limit that only proctor's config was given", async () => {
-    const text = await statusText();
+    const { text } = await shownAnswer(60000);
     const shown = parseMem(text);
     // What the page was answered so far, for a failure's message (it failed once on CI, and
     // nowhere else, with no more said than the assertion).
@@ -237,15 +258,7 @@ describe("JupyterLab with jupyter-resource-usage's frontend", () => {
     const settled = Date.now();
     await until("the page's next /api/metrics/v1 answer", () => metricsAnswers.some((a) => a.at > settled), 20000);
     // The item renders each answer as it comes; the page's copy of it is recorded a moment later.
-    let text;
-    let shownFrom;
-    await until("the status bar to show one of the page's last answers", async () => {
-      text = await statusText();
-      const shown = /Mem:.*$/.exec(text)[0].replace(/\s+/g, " ").trim();
-      const answers = metricsAnswers.filter((a) => a.status === 200 && a.body).slice(-2);
-      shownFrom = answers.find((a) => memText(a.body) === shown)?.body;
-      return shownFrom ? true : { shown, answers: answers.map((a) => memText(a.body)) };
-    }, 15000);
+    const { text, shownFrom } = await shownAnswer(15000);
     assert.equal(shownFrom.limits.memory.rss, MEM_LIMIT, `answer: ${JSON.stringify(shownFrom)}`);
     if (shownFrom.cpu_percent !== undefined) {
       assert.match(text, /^CPU:\s+[\d.]+ % \| /, "track_cpu_percent is on: the item shows CPU too");
