@@ -1659,3 +1659,45 @@ describe("per-process network", () => {
     }
   });
 });
+
+describe("a process whose PSS is not read says why", () => {
+  test("an agent whose hold cap every read passes: the detail's note says the process is not read again, and the API says so", async () => {
+    // --target-max-hold 1us: the first read of any process holds its mmap lock longer, so
+    // every process is read once and then capped. (A read the kernel refuses shows its note the
+    // same way; a root test machine has no process it is sure to be refused.)
+    const { base: capped, child } = await serve(["--target-max-hold", "1us"]);
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
+    temps.push(dir);
+    const exe = path.join(dir, `${MARK}-capped`);
+    copyFileSync("/bin/sleep", exe);
+    const sleeper = spawn(exe, ["600"], { stdio: "ignore" });
+    started.push(sleeper);
+    const browser = await launch();
+    try {
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      await p.goto(capped + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await setFilter(p, `${MARK}-capped`);
+      await until("the sleeper's row", async () => (await visibleRows(p)).length === 1);
+      await p.click("#ptable .prow:not([hidden])");
+      await p.waitForSelector("#detail:not([hidden])");
+      // The detail asks the worker for the process; its one read is then capped.
+      const note = await until("the detail's note to say why PSS is not read again", async () => {
+        const text = await p.textContent("#detail-note");
+        return /not read again: one read held its mmap lock longer than proctor lets one read hold it/.test(text) ? text : null;
+      }, 60000).catch(async (e) => {
+        const row = await fetchJson(`${capped}/api/v1/processes/${sleeper.pid}`).catch((x) => String(x));
+        throw new Error(`${e.message}; the process: ${JSON.stringify(row.process ?? row)}`);
+      });
+      // It was read once, so its PSS is shown with its age, and the note follows.
+      assert.match(note, /^PSS and USS read .* ago by the budgeted smaps_rollup worker\. PSS not read again: /, note);
+      const api = await fetchJson(`${capped}/api/v1/processes/${sleeper.pid}`);
+      const row = api.process ?? api;
+      assert.match(row.pss_note, /^not read again: /, JSON.stringify(row));
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+      process.kill(sleeper.pid, "SIGTERM");
+    }
+  });
+});

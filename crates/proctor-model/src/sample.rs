@@ -386,6 +386,11 @@ pub struct Stall {
     /// may be skipped (`smaps_rollup`) are not made again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub capped: bool,
+    /// The kernel refused proctor's last read of the target's `smaps_rollup` (no permission:
+    /// another user namespace, or the ptrace access check), so it has no PSS; the read is not
+    /// made again while the target's counters stand.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
     /// The target's side, where the kernel's mmap_lock tracepoints let proctor see it: how long
     /// the target's own threads waited for their mmap lock while a proctor read held it
     /// (`proctor_sampler::lockwait`), whole microseconds. `None`: not measured.
@@ -415,6 +420,7 @@ impl Stall {
                 total_ns: a.total_ns.saturating_add(b.total_ns),
                 max_ns: a.max_ns.max(b.max_ns),
                 capped: a.capped || b.capped,
+                refused: a.refused || b.refused,
                 waited_ns: match (a.waited_ns, b.waited_ns) {
                     (Some(x), Some(y)) => Some(x.saturating_add(y)),
                     (x, y) => x.or(y),

@@ -244,6 +244,17 @@ pub const BURST_SAVED: Duration = Duration::from_secs(30);
 pub const BURST_RATE: f64 = 4.0;
 
 impl State {
+    /// A process's latest reading if it is still the same process, whether that reading is
+    /// stale, and the ledger of this worker's reads of it, `refused` when its last read was.
+    fn lookup(&self, pid: u32, start_ticks: u64) -> (Option<PssReading>, bool, Option<Stall>) {
+        match self.results.get(&pid) {
+            Some(e) if e.seen.start_ticks == start_ticks => {
+                (e.reading, e.stale(&self.changed), Some(Stall { refused: e.refused(), ..e.stall }))
+            }
+            _ => (None, false, None),
+        }
+    }
+
     /// `young`: the new list's processes that had lived less than [`YOUNG`].
     fn set_candidates(&mut self, candidates: Vec<Candidate>, young: std::collections::HashSet<u32>, now_ns: u64) {
         mark_changed(&mut self.changed, (&self.candidates, &self.young), (&candidates, &young), now_ns);
@@ -421,17 +432,14 @@ impl PssWorker {
     }
 
     /// The latest reading for a process, if it is still the same process, whether it is
-    /// stale (its family changed since), and the stall ledger of this reader's reads of it.
+    /// stale (its family changed since), and the stall ledger of this reader's reads of it
+    /// (`refused` when its last read was).
     pub fn with_readings<R>(
         &self,
         f: impl FnOnce(&dyn Fn(u32, u64) -> (Option<PssReading>, bool, Option<Stall>)) -> R,
     ) -> R {
         let state = self.shared.lock();
-        let lookup = |pid: u32, start_ticks: u64| match state.results.get(&pid) {
-            Some(e) if e.seen.start_ticks == start_ticks => (e.reading, e.stale(&state.changed), Some(e.stall)),
-            _ => (None, false, None),
-        };
-        f(&lookup)
+        f(&|pid, start_ticks| state.lookup(pid, start_ticks))
     }
 
     pub fn stats(&self) -> PssStats {
@@ -1063,6 +1071,25 @@ mod tests {
 
     /// A target whose share of lock time is spent is not read before its time, however its
     /// counters move, and a capped one never again; another process under the same pid is.
+    /// The sampler learns from the ledger that a process's read was refused (its row then says
+    /// why it has no PSS), and only while its last read was: a later read that works clears it.
+    #[test]
+    fn a_refused_read_is_in_the_ledger_until_a_read_works() {
+        let mut state = State::default();
+        let refused = Failed { at_ns: 10, refused: true };
+        state.results.insert(2, Entry { failed: Some(refused), ..entry(cand(2, 20), None) });
+        state
+            .results
+            .insert(3, Entry { failed: Some(Failed { refused: false, ..refused }), ..entry(cand(3, 20), None) });
+        let (reading, _, stall) = state.lookup(2, 1);
+        assert!(reading.is_none() && stall.is_some_and(|s| s.refused), "{stall:?}");
+        assert!(state.lookup(3, 1).2.is_some_and(|s| !s.refused), "failed, not refused");
+        assert_eq!(state.lookup(2, 7), (None, false, None), "another process with pid 2");
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 20, cost_cpu_ns: 0 };
+        state.results.insert(2, entry(cand(2, 20), Some(reading)));
+        assert!(state.lookup(2, 1).2.is_some_and(|s| !s.refused), "read since");
+    }
+
     #[test]
     fn the_target_budget_holds_reads_back() {
         let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], ..State::default() };

@@ -647,6 +647,8 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
         (Some(pss), Some(age)) => {
             format!("PSS {} USS {} (read {} ago)", bytes(pss), opt_bytes(p.uss_bytes), seconds(age))
         }
+        // Why not, on its own line below.
+        _ if p.pss_note.is_some() => "PSS -".into(),
         _ => "PSS not read yet (read in the background while a PSS column is shown, or with --pss-budget)".into(),
     };
     let io = match (p.read_bytes_per_sec, p.write_bytes_per_sec) {
@@ -654,7 +656,7 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
         _ => "io - (read while a Read/s, Write/s or IO/s column is shown, or with --io)".into(),
     };
     let started = p.start_time_unix_secs.map_or("-".into(), |s| format!("{} UTC", clock_time(s)));
-    let text = vec![
+    let mut text = vec![
         Line::raw(format!(
             "pid {}  {}  state {}  started {started}  CPU time {}",
             p.pid,
@@ -688,6 +690,9 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
         )),
         Line::raw(format!("parents: {}", if chain.is_empty() { "-".into() } else { chain.join(" ← ") })),
     ];
+    if let Some(note) = &p.pss_note {
+        text.insert(4, Line::raw(format!("PSS {}", printable(note))));
+    }
     let block = Block::default().borders(Borders::TOP).title(" Detail (Enter closes) ");
     f.render_widget(Paragraph::new(text).block(block).wrap(Wrap { trim: false }), area);
 }
@@ -909,6 +914,31 @@ mod tests {
         app.view.selected = Some(1);
         let text = screen(&mut app, 200, 30).join("\n");
         assert!(text.contains("mmap lock never held by proctor"), "{text}");
+    }
+
+    /// A process with no PSS says why in the detail pane when proctor knows (its read was
+    /// refused), and "not read yet" when it does not.
+    #[test]
+    fn the_detail_pane_says_why_a_process_has_no_pss() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let mut refused = proc_out(50, 1, "other-ns", 1.0, 30);
+        refused.pss_note = Some(Arc::from(proctor_vocab::process::PSS_REFUSED));
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1), refused]))));
+        let _ = screen(&mut app, 120, 30);
+        app.view.selected = Some(50);
+        app.key(KeyEvent::from(KeyCode::Enter));
+        let lines = screen(&mut app, 240, 30);
+        assert!(lines.iter().any(|l| l.contains("swap") && l.trim_end().ends_with("PSS -")), "{}", lines.join("\n"));
+        assert!(
+            lines.iter().any(|l| l.starts_with("PSS not read: the kernel refused proctor its smaps_rollup")),
+            "{}",
+            lines.join("\n")
+        );
+        app.view.selected = Some(1);
+        let text = screen(&mut app, 240, 30).join("\n");
+        assert!(text.contains("PSS not read yet (read in the background") && !text.contains("refused"), "{text}");
     }
 
     /// With --net the header says what the network programs counted and the part no process

@@ -422,7 +422,7 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_stall_target_waited_seconds", kind: Kind::Counter, help: "How long the process's threads waited for their mmap lock while a proctor read held it (mmap_lock tracepoints).", omit_empty: true }),
     },
     ProcessField {
-        field: Field { name: "pss_note", title: "PSS note", unit: Unit::Text, description: "Why PSS is no longer read, when it is not: one read held the process's mmap lock past the cap (serve --target-max-hold)." },
+        field: Field { name: "pss_note", title: "PSS note", unit: Unit::Text, description: "Why PSS is not read, when it is not: one read held the process's mmap lock past the cap (serve --target-max-hold), or the kernel refused the read (another user namespace, or the ptrace access check)." },
         row: |_, r| if r.stall.is_some_and(|s| s.capped) { text(crate::process::PSS_CAPPED) } else { Reading::Missing },
         out: |p| p.pss_note.as_deref().map_or(Reading::Missing, text),
         prom: None,

@@ -81,7 +81,8 @@ pub struct ProcessOut {
     /// proctor could not trace them (`proctor doctor` says why).
     #[serde(default)]
     pub stall_target_waited_seconds_total: Option<f64>,
-    /// Why PSS is no longer read, when it is not: one read held the mmap lock past the cap.
+    /// Why PSS is not read, when it is not: one read held the mmap lock past the cap, or the
+    /// kernel refused the read.
     #[serde(default)]
     pub pss_note: Option<Arc<str>>,
     pub cgroup: Option<Arc<str>>,
@@ -197,7 +198,8 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
             reads: 0,
             total_ns: (total * 1e9).round() as u64,
             max_ns: p.stall_by_proctor_max_seconds.map_or(0, |m| (m * 1e9).round() as u64),
-            capped: p.pss_note.is_some(),
+            capped: p.pss_note.as_deref() == Some(PSS_CAPPED),
+            refused: p.pss_note.as_deref() == Some(PSS_REFUSED),
             waited_ns: p.stall_target_waited_seconds_total.map(|w| (w * 1e9).round() as u64),
         }),
         cgroup: p.cgroup.clone(),
@@ -242,6 +244,18 @@ fn us(secs: Option<f64>) -> Option<u32> {
 pub const PSS_CAPPED: &str =
     "not read again: one read held its mmap lock longer than proctor lets one read hold it (stall_by_proctor_max_seconds)";
 
+/// `pss_note` of a process whose `smaps_rollup` the kernel refused proctor.
+pub const PSS_REFUSED: &str = "not read: the kernel refused proctor its smaps_rollup (no permission: another user namespace, or the ptrace access check); tried again when its memory changes";
+
+/// Why a process has no PSS, from its stall ledger: capped, refused or neither.
+fn pss_note(stall: Option<proctor_model::Stall>) -> Option<Arc<str>> {
+    match stall? {
+        s if s.capped => Some(Arc::from(PSS_CAPPED)),
+        s if s.refused => Some(Arc::from(PSS_REFUSED)),
+        _ => None,
+    }
+}
+
 pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
     let ticks = s.sample.clock_ticks_per_sec.max(1) as f64;
     let boot = s.host.boot_time_unix_secs;
@@ -284,7 +298,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         stall_by_proctor_seconds_total: r.stall.map(|s| s.total_ns as f64 / 1e9),
         stall_by_proctor_max_seconds: r.stall.map(|s| s.max_ns as f64 / 1e9),
         stall_target_waited_seconds_total: r.stall.and_then(|s| s.waited_ns).map(|w| w as f64 / 1e9),
-        pss_note: r.stall.filter(|s| s.capped).map(|_| Arc::from(PSS_CAPPED)),
+        pss_note: pss_note(r.stall),
         cgroup: r.cgroup.clone(),
         gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),
         gpu_memory_bytes: r.gpu.as_ref().and_then(|g| g.memory_bytes),
@@ -421,5 +435,33 @@ pub fn tree(s: &Snapshot, t: &Tree) -> TreeOut {
         root_pid: t.root_pid,
         processes: t.rows.iter().map(|r| TreeRowOut { depth: r.depth, process: process(s, &r.row) }).collect(),
         total: t.total.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row without PSS says why when proctor will not read it (capped) or the kernel refused
+    /// it, says nothing otherwise, and the note survives the way back to a row (`top
+    /// --connect`, rules over remote frames).
+    #[test]
+    fn a_row_says_why_it_has_no_pss() {
+        let s = crate::snapshot::tests::live();
+        let ctx = RowCtx::of(&s);
+        let row = s.rows.iter().find(|r| r.pid == std::process::id()).expect("own row");
+        let read = proctor_model::Stall { reads: 1, total_ns: 2_000, max_ns: 2_000, ..Default::default() };
+        for (stall, note) in [
+            (None, None),
+            (Some(read), None),
+            (Some(proctor_model::Stall { capped: true, ..read }), Some(PSS_CAPPED)),
+            (Some(proctor_model::Stall { refused: true, ..read }), Some(PSS_REFUSED)),
+            (Some(proctor_model::Stall { capped: true, refused: true, ..read }), Some(PSS_CAPPED)),
+        ] {
+            let out = process(&s, &ProcessRow { pss: None, stall, ..row.clone() });
+            assert_eq!(out.pss_note.as_deref(), note, "{stall:?}");
+            let back = row_of(&out, &ctx);
+            assert_eq!(process(&s, &back).pss_note.as_deref(), note, "back from {out:?}");
+        }
     }
 }

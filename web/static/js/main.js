@@ -869,14 +869,18 @@ function renderDetail(p, gone) {
   }
   $("detail-title").textContent = `${p.name} (${p.pid})`;
   const pssKnown = p.pss_age_secs !== null;
+  // Why PSS is not read, when proctor knows: capped, or refused by the kernel.
+  const why = p.pss_note ? ` PSS ${p.pss_note}.` : "";
   $("detail-note").textContent = pssKnown
-    ? `PSS and USS read ${fmt.duration(p.pss_age_secs)} ago by the budgeted smaps_rollup worker.`
-    : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process.";
+    ? `PSS and USS read ${fmt.duration(p.pss_age_secs)} ago by the budgeted smaps_rollup worker.${why}`
+    : p.pss_note
+      ? `PSS and USS ${p.pss_note}.`
+      : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process.";
   const started = p.start_time_unix_secs !== null ? new Date(p.start_time_unix_secs * 1000).toLocaleString() : fmt.DASH;
   facts($("detail-facts"), [
     ["PSS", fmt.bytes(p.pss_bytes)],
     ["USS", fmt.bytes(p.uss_bytes)],
-    ["PSS age", pssKnown ? fmt.duration(p.pss_age_secs) : "not read yet"],
+    ["PSS age", pssKnown ? fmt.duration(p.pss_age_secs) : p.pss_note ? "not read" : "not read yet"],
     ["swap PSS", fmt.bytes(p.swap_pss_bytes)],
     ["RSS", `${fmt.bytes(p.rss_bytes)} (anon ${fmt.bytes(p.anon_bytes)}, file ${fmt.bytes(p.file_bytes)}, shmem ${fmt.bytes(p.shmem_bytes)})`],
     ["swap", fmt.bytes(p.swap_bytes)],
