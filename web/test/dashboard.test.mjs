@@ -1701,3 +1701,39 @@ describe("a process whose PSS is not read says why", () => {
     }
   });
 });
+
+describe("the rows on screen are read for PSS first", () => {
+  test("a big process's row gets its PSS without its detail opened, on an agent whose budget would reach it after minutes", async () => {
+    // At 0.01 % of a core the worker's own pass (smallest first) reaches a 256 MiB process
+    // after minutes; the page names the rows it shows without PSS, and those are read first.
+    const { base: slow, child } = await serve(["--pss-budget", "0.0001"]);
+    const big = spawn("python3", ["-c", "import time; x = bytearray(256 << 20); print(flush=True); time.sleep(600)"], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    started.push(big);
+    await new Promise((r) => big.stdout.once("data", r));
+    const browser = await launch();
+    try {
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      await p.goto(slow + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await setFilter(p, String(big.pid));
+      await until("the big process's row", async () => (await visibleRows(p)).some((r) => r.pid === big.pid));
+      const row = await until("its PSS cell to show a size", async () => {
+        const r = (await visibleRows(p)).find((x) => x.pid === big.pid);
+        return r && parseShown(r.cells.pss) !== null ? r : null;
+      }, 60000).catch(async (e) => {
+        const agent = await fetchJson(`${slow}/api/v1/agent`).catch((x) => String(x));
+        throw new Error(`${e.message}; the PSS worker: ${JSON.stringify(agent.pss_worker ?? agent)}`);
+      });
+      assert.ok(parseShown(row.cells.pss) > 200 * 2 ** 20, `PSS ${row.cells.pss} of a process holding 256 MiB`);
+      assert.equal(await p.isVisible("#detail"), false, "no detail was opened");
+      const agent = await fetchJson(`${slow}/api/v1/agent`);
+      assert.ok(agent.pss_worker.asked_reads > 0, `read because the page asked: ${JSON.stringify(agent.pss_worker)}`);
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+      process.kill(big.pid, "SIGTERM");
+    }
+  });
+});

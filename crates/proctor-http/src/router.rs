@@ -267,7 +267,8 @@ async fn history_series(State(st): State<AppState>, RawQuery(q): RawQuery) -> Re
 }
 
 async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
-    let p = Params::parse(q, &["sort", "order", "filter", "user", "state", "limit", "offset"])?;
+    let p = Params::parse(q, &["sort", "order", "filter", "user", "state", "limit", "offset", "pss_first"])?;
+    let pss_first = pss_first_param(&p)?;
     let sort = sort_param(&p)?.unwrap_or(ProcessSort::Cpu);
     let descending = match p.get("order") {
         None => sort.descending_by_default(),
@@ -288,6 +289,12 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
     let limit = p.number::<usize>("limit")?;
     let offset = p.number::<usize>("offset")?.unwrap_or(0);
     let s = st.shared.latest();
+    // The page shows these rows: their PSS is read first where they need a reading.
+    for pid in pss_first {
+        if s.row(pid).is_some_and(|r| r.pss.is_none_or(|p| p.stale)) {
+            st.shared.ask_pss(pid);
+        }
+    }
     let mut rows: Vec<&proctor_model::ProcessRow> = s
         .rows
         .iter()
@@ -304,6 +311,24 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
         matched,
         processes: page.map(|r| process::process(&s, r)).collect(),
     }))
+}
+
+/// The most pids one `pss_first` may name: as many as `top` asks for a second.
+const PSS_FIRST_MAX: usize = 16;
+
+/// `pss_first=PID,PID,…`: the processes a client shows without a PSS, to be read first.
+fn pss_first_param(p: &Params) -> Result<Vec<u32>, ApiError> {
+    let Some(list) = p.get("pss_first") else { return Ok(Vec::new()) };
+    let pids = list.split(',').map(|pid| pid.parse::<u32>().ok().filter(|&p| p > 0)).collect::<Option<Vec<u32>>>();
+    let pids = pids
+        .ok_or_else(|| ApiError::bad_request(format!("'pss_first' must be pids separated by commas, got '{list}'")))?;
+    if pids.len() > PSS_FIRST_MAX {
+        return Err(ApiError::bad_request(format!(
+            "'pss_first' names at most {PSS_FIRST_MAX} pids, got {}",
+            pids.len()
+        )));
+    }
+    Ok(pids)
 }
 
 async fn process(

@@ -485,7 +485,9 @@ async function refreshProcesses(force) {
   const now = Date.now();
   if (!force && now - state.lastProcessesAt < Math.max(1000, state.intervalMs)) return;
   state.lastProcessesAt = now;
-  const list = await api.get("/api/v1/processes");
+  // The rows on screen without PSS are read first (as `top` asks for its own), at most 16.
+  const unread = table.unreadPssOnScreen(16);
+  const list = await api.get(unread.length ? api.url("/api/v1/processes", { pss_first: unread.join(",") }) : "/api/v1/processes");
   table.setData(list.processes);
   $("proc-count").textContent = `${fmt.count(list.total)} processes`;
 }

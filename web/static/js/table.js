@@ -280,6 +280,21 @@ export class ProcessTable {
     });
   }
 
+  /** Pids of the rows on screen (overscan left out) whose PSS is not known, top row first, at
+   * most `max`: the page asks the agent to read these first. Kernel threads have no PSS to
+   * read and are left out. */
+  unreadPssOnScreen(max) {
+    const top = this.body.scrollTop;
+    const first = Math.floor(top / ROW_HEIGHT);
+    const last = Math.min(this.view.length, Math.ceil((top + this.body.clientHeight) / ROW_HEIGHT));
+    const pids = [];
+    for (let i = first; i < last && pids.length < max; i++) {
+      const p = this.view[i].p;
+      if ((p.pss_bytes === null || p.pss_bytes === undefined) && !p.pss_note && p.rss_bytes > 0) pids.push(p.pid);
+    }
+    return pids;
+  }
+
   /** Writes the visible slice into the row pool. */
   render() {
     const top = this.body.scrollTop;

@@ -126,6 +126,31 @@ fn every_route_answers_json_from_the_snapshot() {
     drop(kid);
 }
 
+/// The rows a page shows without PSS, named in `pss_first`, are read first: a big process,
+/// which the worker's first pass (smallest first, at a budget of 0.01 % of a core) would reach
+/// after minutes, is read because the page named it.
+#[test]
+fn the_processes_a_page_names_in_pss_first_are_read_first() {
+    let sampler = SamplerConfig { pss_budget: 0.0001, ..SamplerConfig::default() };
+    let server = Server::start(Options { sampler, ..Options::default() });
+    let big = "import sys, time; x = bytearray(256 << 20); print(flush=True); time.sleep(60)";
+    let mut kid =
+        Kid(Command::new("python3").args(["-c", big]).stdout(std::process::Stdio::piped()).spawn().expect("python3"));
+    // Its line comes once the 256 MiB are resident.
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(kid.0.stdout.as_mut().expect("stdout")), &mut line)
+        .expect("the child's line");
+    let pid = kid.0.id();
+    let asked = |server: &Server| server.get("/api/v1/agent").json()["pss_worker"]["asked_reads"].as_u64();
+    let before = asked(&server).expect("a PSS worker");
+    let r = server.wait_for(&format!("/api/v1/processes?filter={pid}&pss_first={pid}"), |r| {
+        r.json()["processes"].as_array().is_some_and(|p| p.iter().any(|p| p["pid"] == pid && p["pss_bytes"].is_u64()))
+    });
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(asked(&server).is_some_and(|n| n > before), "read because it was asked: {}", r.body);
+    drop(kid);
+}
+
 #[test]
 fn processes_sort_filter_and_page() {
     let server = Server::start(Options::default());
@@ -166,6 +191,9 @@ fn bad_input_gets_json_errors() {
         ("/api/v1/processes?limit=-1", 400, "'limit'"),
         ("/api/v1/processes?colour=red", 400, "unknown query parameter 'colour'"),
         ("/api/v1/processes?sort=pid&sort=rss", 400, "given twice"),
+        ("/api/v1/processes?pss_first=1,x", 400, "'pss_first' must be pids separated by commas, got '1,x'"),
+        ("/api/v1/processes?pss_first=0", 400, "'pss_first' must be pids"),
+        ("/api/v1/processes?pss_first=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", 400, "at most 16 pids, got 17"),
         ("/api/v1/processes?filter=%zz", 400, "percent-encoded"),
         ("/api/v1/processes/abc", 400, "'abc' is not a pid"),
         ("/api/v1/processes/0/tree", 400, "not a pid"),
