@@ -109,16 +109,19 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
             total_ns: seq * 1000,
             max_ns: 700,
             capped: seq % 2 == 1,
+            refused: seq % 7 == 4,
             waited_ns: (seq % 5 == 1).then_some(seq * 300),
         }),
         // Network use on some rows, changing with the sample (delta records carry it).
-        net: (pid % 2 == 0).then(|| proctor_model::ProcessNet {
-            tcp: proctor_model::NetCounters { tx_packets: seq, tx_bytes: seq * 1500, ..Default::default() },
-            connects: seq / 4,
-            connections: u32::from(seq % 3 == 0),
-            srtt_median_us: (seq % 3 == 0).then_some(120),
-            srtt_max_us: (seq % 3 == 0).then_some(480),
-            ..Default::default()
+        net: (pid % 2 == 0).then(|| {
+            Box::new(proctor_model::ProcessNet {
+                tcp: proctor_model::NetCounters { tx_packets: seq, tx_bytes: seq * 1500, ..Default::default() },
+                connects: seq / 4,
+                connections: u32::from(seq % 3 == 0),
+                srtt_median_us: (seq % 3 == 0).then_some(120),
+                srtt_max_us: (seq % 3 == 0).then_some(480),
+                ..Default::default()
+            })
         }),
     }
 }

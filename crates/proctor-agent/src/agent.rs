@@ -384,7 +384,7 @@ mod tests {
     fn reads_asked_for_are_read_from_a_later_cycle() {
         let agent = quick_agent(0.0);
         let shared = agent.shared();
-        let own_io = |s: &Snapshot| s.sample.process(std::process::id()).and_then(|p| p.io);
+        let own_io = |s: &Snapshot| s.sample.process(std::process::id()).and_then(|p| p.io.as_deref().copied());
         assert!(own_io(&shared.latest()).is_none(), "not read until asked for");
         assert!(shared.ask_reads(Reads { pss_budget: 0.0, process_io: true, threads: false }));
         let mut seq = shared.latest().sample.seq;

@@ -132,7 +132,12 @@ impl GroupState {
                 .collect();
             add_ended_net(&mut rows, &ended, s.interval_secs);
         }
-        self.prev_net = s.sample.processes.iter().filter_map(|p| Some((p.pid, (p.start_ticks, p.net?)))).collect();
+        self.prev_net = s
+            .sample
+            .processes
+            .iter()
+            .filter_map(|p| Some((p.pid, (p.start_ticks, p.net.as_deref().copied()?))))
+            .collect();
         if let Some(secs) = s.interval_secs {
             for g in &rows {
                 *self.counters.entry(g.name.clone()).or_default() += g.cpu_percent / 100.0 * secs;
@@ -211,7 +216,7 @@ mod tests {
             pid,
             start_ticks: 5,
             status: Some(StatusReading { effective_uid: Some(4242), ..Default::default() }),
-            net: Some(net(rx)),
+            net: Some(Box::new(net(rx))),
             ..ProcessSample::default()
         }
     }

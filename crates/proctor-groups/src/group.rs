@@ -419,7 +419,7 @@ fn add_stored_ended_net(rows: &mut Vec<GroupRow>, cur: &proctor_model::Sample, p
             let i = prev.processes.binary_search_by_key(&x.pid, |p| p.pid).ok()?;
             let p = &prev.processes[i];
             (p.start_ticks == x.start_ticks).then_some(())?;
-            Some((before.get(&x.pid)?.as_str(), p.net.as_ref()?, at_exit))
+            Some((before.get(&x.pid)?.as_str(), p.net.as_deref()?, at_exit))
         })
         .collect();
     let secs = cur.mono_ns.checked_sub(prev.mono_ns).map(|ns| ns as f64 / 1e9);
@@ -779,7 +779,7 @@ mod tests {
         let proc_ = |pid: u32, start: u64, rx: u64| ProcessSample {
             pid,
             start_ticks: start,
-            net: Some(net(rx)),
+            net: Some(Box::new(net(rx))),
             ..ProcessSample::default()
         };
         let groups = |members: &[(&str, &[u32])]| {

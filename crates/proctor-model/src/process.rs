@@ -265,8 +265,12 @@ fn row(
         stall: p.stall,
         cgroup: p.cgroup.clone(),
         gpu: None,
-        net: p.net.as_ref().zip(before.zip(secs)).map(|(n, (b, secs))| Box::new(net_rates(n, b.net.as_ref(), secs))),
-        net_total: p.net.map(Box::new),
+        net: p
+            .net
+            .as_deref()
+            .zip(before.zip(secs))
+            .map(|(n, (b, secs))| Box::new(net_rates(n, b.net.as_deref(), secs))),
+        net_total: p.net.clone(),
         thread_rows: p
             .tasks
             .iter()

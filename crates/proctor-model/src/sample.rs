@@ -278,7 +278,9 @@ pub struct ProcessSample {
     /// `stat` alone is a per-CPU estimate on Linux 6.2 and later.
     pub resident_bytes: Option<u64>,
     pub status: Option<StatusReading>,
-    pub io: Option<Io>,
+    /// Boxed, as `net` is: read only with `--io` (or a Read/s column shown), so most samples
+    /// have none, and inline it was 112 of a sample's 832 bytes.
+    pub io: Option<Box<Io>>,
     /// Filled in by the cmdline worker some time after the process is first seen.
     pub cmdline: Option<Arc<[String]>>,
     pub pss: Option<PssReading>,
@@ -300,8 +302,10 @@ pub struct ProcessSample {
     pub stall: Option<Stall>,
     /// Its network use, counted in the kernel against the sockets it owns (BPF, issue 36;
     /// `None` without it, and for a process that never used an IPv4 or IPv6 socket).
+    /// Boxed: only with `--net`, and then only for processes that used a socket (160 bytes
+    /// inline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub net: Option<ProcessNet>,
+    pub net: Option<Box<ProcessNet>>,
 }
 
 /// One protocol's packets for one process, cumulative since proctor's network programs were

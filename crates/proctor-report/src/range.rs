@@ -519,7 +519,9 @@ impl RangeBuilder {
                 let before = match prev {
                     None => Some(now),
                     Some(prev) => match prev.process(p.pid).filter(|q| q.start_ticks == p.start_ticks) {
-                        Some(q) => Some(q.net.map_or((0, 0, 0), |b| (b.rx_bytes(), b.tx_bytes(), b.retransmits))),
+                        Some(q) => {
+                            Some(q.net.as_deref().map_or((0, 0, 0), |b| (b.rx_bytes(), b.tx_bytes(), b.retransmits)))
+                        }
                         None if prev_uptime_ticks.is_some_and(|up| p.start_ticks >= up) => Some((0, 0, 0)),
                         None => Some(now),
                     },
@@ -904,9 +906,9 @@ mod tests {
             let mut s = sample(t, t, 10 + t, 100 * t, 100 * t, &procs);
             for p in &mut s.processes {
                 p.net = match p.pid {
-                    7 => Some(net(1_000_000 + 100 * t, 50 * t, t)), // a million before the range
-                    8 if t >= 2 => Some(net(300, 200, 0)),          // first used it after second 1
-                    10 => Some(net(5_000, 0, 0)),
+                    7 => Some(Box::new(net(1_000_000 + 100 * t, 50 * t, t))), // a million before the range
+                    8 if t >= 2 => Some(Box::new(net(300, 200, 0))),          // first used it after second 1
+                    10 => Some(Box::new(net(5_000, 0, 0))),
                     _ => None,
                 };
             }

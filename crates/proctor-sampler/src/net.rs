@@ -104,7 +104,7 @@ impl NetState {
                 Some(r) => (r.len() as u32, Some(r[(r.len() - 1) / 2]), r.last().copied()),
                 None => (0, None, None),
             };
-            p.net = Some(process_net(&row, connections, median, max));
+            p.net = Some(Box::new(process_net(&row, connections, median, max)));
         }
         // What is left matched no process of this scan: gone if it started before the scan.
         self.gone.clear();

@@ -409,7 +409,7 @@ impl ProcessTable {
         }
         let io = if opts.io {
             match read_slot(&mut entry.io, root, pid, "io", scratch, shared, fds, cost) {
-                Read::Bytes(b) => parse_io(b).or_else(|| {
+                Read::Bytes(b) => parse_io(b).map(Box::new).or_else(|| {
                     count(cost, "process.io", ErrorKind::Parse);
                     None
                 }),

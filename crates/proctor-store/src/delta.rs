@@ -587,7 +587,7 @@ struct RowPatch {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     status: Option<Option<StatusReading>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
-    io: Option<Option<Io>>,
+    io: Option<Option<Box<Io>>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     cmdline: Option<Option<Arc<[String]>>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
@@ -599,7 +599,7 @@ struct RowPatch {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     stall: Option<Option<Stall>>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
-    net: Option<Option<ProcessNet>>,
+    net: Option<Option<Box<ProcessNet>>>,
 }
 
 /// A member that is present is `Some`, even when it is `null` (absent members are `default`).

@@ -448,7 +448,7 @@ fn reads_turned_on_in_a_running_sampler_are_read_from_the_next_cycle() {
     sampler.set_reads(on);
     assert_eq!(sampler.reads(), on);
     let next = sampler.sample();
-    assert_eq!(next.process(100).and_then(|p| p.io).and_then(|io| io.read_bytes), Some(4096));
+    assert_eq!(next.process(100).and_then(|p| p.io.as_deref()).and_then(|io| io.read_bytes), Some(4096));
     assert_eq!(pss_read(&mut sampler, 100), Some(300 * 1024));
 
     sampler.set_reads(Reads { pss_budget: 0.0, process_io: false, threads: false });

@@ -922,7 +922,8 @@ fn a_process_has_its_own_network_use() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).expect("ready");
     let before = sampler.sample();
-    let was = before.process(pid).expect("the child").net.expect("its connect and accept were counted");
+    let was =
+        before.process(pid).expect("the child").net.as_deref().copied().expect("its connect and accept were counted");
     assert_eq!((was.connects, was.accepts, was.connections), (1, 1, 2), "{was:?}");
     use std::io::Write;
     let mut stdin = child.0.stdin.take().expect("stdin");
@@ -930,7 +931,7 @@ fn a_process_has_its_own_network_use() {
     line.clear();
     std::io::BufRead::read_line(&mut out, &mut line).expect("sent");
     let after = sampler.sample();
-    let now = after.process(pid).expect("the child").net.expect("its row");
+    let now = after.process(pid).expect("the child").net.as_deref().copied().expect("its row");
     assert_eq!(now.tcp.sent_bytes - was.tcp.sent_bytes, 300_000, "{now:?}");
     assert_eq!(now.tcp.received_bytes - was.tcp.received_bytes, 300_000, "{now:?}");
     assert!(now.tcp.tx_bytes - was.tcp.tx_bytes >= 300_000 + 40, "headers come with the payload: {now:?}");
