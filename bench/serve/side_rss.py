@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Two or more builds' `proctor serve --no-record` running at once, their memory read from
+`/proc/PID/status` after the same time, so a small difference in what a build keeps is not
+lost in the machine's drift between one-at-a-time runs (`bench/ab.sh serve`). Each round starts
+every build afresh (the start order rotated a build a round), waits WINDOW seconds and reads
+`VmRSS`, `RssAnon`, `RssFile` and `VmHWM`; then stops them by their pids.
+
+    python3 bench/serve/side_rss.py OLD_BIN NEW_BIN [...]
+    env: ROUNDS (3), WINDOW seconds (40), PROCESSES (600: sleepers started up to that many
+         processes on the machine, stopped at the end), ARGS (extra serve flags, split on spaces)
+
+Prints each build's reading per round and its median, and NEW/OLD of the medians. The first
+sample a serve takes (and the trim of its heap 10 s in) are inside the window.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ab import free_port  # noqa: E402  (bench/ab.py)
+
+FIELDS = ("VmRSS", "RssAnon", "RssFile", "VmHWM")
+
+
+def status_kb(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in FIELDS:
+                out[name] = int(rest.split()[0])
+    return out
+
+
+def main():
+    bins = sys.argv[1:]
+    if len(bins) < 2:
+        raise SystemExit(__doc__)
+    rounds = int(os.environ.get("ROUNDS", "3"))
+    window = float(os.environ.get("WINDOW", "40"))
+    want = int(os.environ.get("PROCESSES", "600"))
+    extra = os.environ.get("ARGS", "").split()
+    have = sum(1 for p in os.listdir("/proc") if p.isdigit())
+    sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(max(0, want - have))]
+    readings = {b: [] for b in bins}
+    try:
+        print(f"{have + len(sleepers)} processes ({len(sleepers)} sleepers started), window {window:g} s, {rounds} rounds")
+        for r in range(rounds):
+            order = bins[r % len(bins):] + bins[: r % len(bins)]
+            procs = {}
+            for b in order:
+                port = free_port()
+                procs[b] = subprocess.Popen([b, "serve", "--no-record", "--listen", f"127.0.0.1:{port}", *extra],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(window)
+            load = open("/proc/loadavg").read().split()[:3]
+            for b in order:
+                kb = status_kb(procs[b].pid)
+                readings[b].append(kb)
+                print(f"round {r + 1} (load {' '.join(load)}): {b}: " + ", ".join(f"{k} {kb[k]:,} kB" for k in FIELDS))
+            for p in procs.values():
+                p.terminate()
+            for p in procs.values():
+                p.wait(timeout=30)
+    finally:
+        for s in sleepers:
+            s.terminate()
+        for s in sleepers:
+            s.wait()
+    print()
+    medians = {b: {k: statistics.median(x[k] for x in readings[b]) for k in FIELDS} for b in bins}
+    for b in bins:
+        print(f"median {b}: " + ", ".join(f"{k} {medians[b][k]:,.0f} kB" for k in FIELDS))
+    old = bins[0]
+    for b in bins[1:]:
+        print(f"{b} / {old}: " + ", ".join(f"{k} {medians[b][k] / medians[old][k]:.3f}" for k in FIELDS))
+
+
+if __name__ == "__main__":
+    main()
