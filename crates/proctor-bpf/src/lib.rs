@@ -600,10 +600,9 @@ pub struct Summer {
     /// Name buffers of the last scan's processes, reused.
     names: Vec<String>,
     next: Vec<(u32, u64, (u64, u64))>,
-    /// The output's pids and indexes (`pid << 32 | index`) in pid order, and the vector the
-    /// output is moved out of in that order, both kept between scans.
+    /// The output's pids and indexes (`pid << 32 | index`) in pid order, kept between scans;
+    /// then, for putting the output in that order in place, each position's index.
     order: Vec<u64>,
-    spare: Vec<PidStat>,
 }
 
 impl Summer {
@@ -616,7 +615,6 @@ impl Summer {
             next: Vec::new(),
             names: Vec::new(),
             order: Vec::new(),
-            spare: Vec::new(),
         }
     }
 
@@ -736,8 +734,10 @@ impl Summer {
         // between the records is left out). The iterator's file gives tasks in tid order, so a
         // process whose thread has a lower tid than its leader (pids wrap) is all that is out
         // of place; the open-coded walk gives them in the order they were made, which pid
-        // reuse scrambles. Pids with their indexes are sorted and each process moved once:
-        // sorting the processes themselves moved each one many times (a fifth of a scan's CPU).
+        // reuse scrambles. Pids with their indexes are sorted and each process swapped into its
+        // place once, in place (a second vector of processes to move them into was 200 bytes
+        // a process kept between scans): sorting the processes themselves moved each one many
+        // times (a fifth of a scan's CPU).
         self.order.clear();
         self.order.extend(
             self.sums
@@ -777,18 +777,43 @@ impl Summer {
                 finish(p, s);
             }
         } else {
-            std::mem::swap(out, &mut self.spare);
-            for &key in &self.order {
-                let i = key as u32 as usize;
-                let mut p = std::mem::take(&mut self.spare[i]);
-                finish(&mut p, &self.sums[i]);
-                out.push(p);
+            let kept = self.order.len();
+            // Position k takes the process at index order[k]; the groups left out go last.
+            for key in &mut self.order {
+                *key &= u64::from(u32::MAX);
+            }
+            let left_out = self.sums.iter().enumerate().filter(|(_, s)| !s.leader).map(|(i, _)| i as u64);
+            self.order.extend(left_out);
+            permute_in_place(out, &mut self.order);
+            for (p, &i) in out.iter_mut().zip(&self.order) {
+                finish(p, &self.sums[(i & u64::from(u32::MAX)) as usize]);
             }
             // The names of groups left out are kept for the next scan.
-            self.names.extend(self.spare.drain(..).map(|p| p.comm).filter(|c| c.capacity() > 0));
+            self.names.extend(out.drain(kept..).map(|p| p.comm).filter(|c| c.capacity() > 0));
         }
         std::mem::swap(&mut self.prev, &mut self.next);
         Ok(tasks)
+    }
+}
+
+/// Puts `items` in the order `from` gives (position k takes what was at index `from[k]`, a
+/// permutation of the indexes), swapping each item into place along the permutation's cycles.
+/// `from` keeps its indexes in its low 32 bits; its top bit is used as a mark and left set.
+fn permute_in_place<T>(items: &mut [T], from: &mut [u64]) {
+    const PLACED: u64 = 1 << 63;
+    debug_assert_eq!(items.len(), from.len());
+    for start in 0..from.len() {
+        let mut k = start;
+        while from[k] & PLACED == 0 {
+            let src = (from[k] & u64::from(u32::MAX)) as usize;
+            from[k] |= PLACED;
+            if src == start {
+                break;
+            }
+            // What belongs at k is at src still: the cycle reaches src next.
+            items.swap(k, src);
+            k = src;
+        }
     }
 }
 
@@ -932,6 +957,50 @@ mod tests {
             out.iter().map(|p| (p.pid, p.comm.as_str())).collect::<Vec<_>>(),
             [(7, "kthread-looking"), (9, "next")]
         );
+    }
+
+    /// The open-coded walk gives processes in the order they were made, which pid reuse
+    /// scrambles: the output comes by pid, each process with its own threads' sums and name,
+    /// a group whose leader was not seen left out, scan after scan with the same buffers.
+    #[test]
+    fn scrambled_processes_come_out_by_pid_with_their_own_sums() {
+        let slot = |record: Vec<u8>| {
+            let mut s = record;
+            s.resize(SLOT_BYTES, 0);
+            s
+        };
+        let process = |pid: u64, name: &str, with_thread: bool| {
+            let mut s = slot(raw(&[(1, pid), (2, pid)], name.as_bytes()));
+            if with_thread {
+                s.extend(slot(thread(pid + 1, pid, 0, 0, 0, pid * 10)));
+            }
+            s
+        };
+        let mut summer = Summer::new(UNITS);
+        let mut out = Vec::new();
+        let scans: [&[(u64, &str, bool)]; 3] = [
+            &[(30, "thirty", true), (5, "five", false), (20, "twenty", true), (7, "seven", false)],
+            &[(9, "nine", true), (40, "forty", false), (2, "two", true), (30, "thirty", true), (11, "eleven", false)],
+            &[(3, "three", false), (1, "one", true)],
+        ];
+        for processes in scans {
+            let mut slots: Vec<u8> = Vec::new();
+            for (i, &(pid, name, t)) in processes.iter().enumerate() {
+                slots.extend(process(pid, name, t));
+                if i == 1 {
+                    // A thread whose leader was not seen (it ended between the records).
+                    slots.extend(slot(thread(61, 60, 0, 0, 0, 5)));
+                }
+            }
+            summer.sum_slots(&slots, &mut out).expect("whole slots");
+            let mut want: Vec<(u32, String, u64)> = processes
+                .iter()
+                .map(|&(pid, name, t)| (pid as u32, name.to_string(), if t { pid * 10 } else { 0 }))
+                .collect();
+            want.sort();
+            let got: Vec<(u32, String, u64)> = out.iter().map(|p| (p.pid, p.comm.clone(), p.minflt)).collect();
+            assert_eq!(got, want);
+        }
     }
 
     #[test]
