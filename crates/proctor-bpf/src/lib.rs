@@ -188,6 +188,30 @@ impl TaskIter {
     /// Every process's stat fields, into `out` (cleared first), by pid, threads summed into
     /// their process. The name is the leader's, as `stat` prints it.
     pub fn scan(&mut self, out: &mut Vec<PidStat>) -> Result<ScanCost, Box<dyn std::error::Error + Send + Sync>> {
+        self.summer.place = true;
+        self.read_and_sum(out)
+    }
+
+    /// [`scan`](TaskIter::scan) as the agent runs it: `out` is left in the order the kernel
+    /// gave the processes (the open-coded walk gives them as they were made, which pid reuse
+    /// scrambles), and [`by_pid`](TaskIter::by_pid) reads it by pid through an index, so no
+    /// process is moved (putting 5,000 in place moved ~1 MB a scan, most of them shifted by a
+    /// few early ones out of place). A group whose leader was not seen stays in `out`, and
+    /// `by_pid` leaves it out.
+    pub fn scan_by_pid(
+        &mut self,
+        out: &mut Vec<PidStat>,
+    ) -> Result<ScanCost, Box<dyn std::error::Error + Send + Sync>> {
+        self.summer.place = false;
+        self.read_and_sum(out)
+    }
+
+    /// The last scan's processes by pid, `out` being what it filled.
+    pub fn by_pid<'a>(&'a self, out: &'a [PidStat]) -> ByPid<'a> {
+        ByPid { stats: out, order: &self.summer.order }
+    }
+
+    fn read_and_sum(&mut self, out: &mut Vec<PidStat>) -> Result<ScanCost, Box<dyn std::error::Error + Send + Sync>> {
         let started = thread_cpu_ns();
         let (tasks, reads, bytes) = match &mut self.reader {
             Reader::Scan(scanner) => {
@@ -202,11 +226,40 @@ impl TaskIter {
         };
         Ok(ScanCost {
             tasks,
-            processes: out.len() as u64,
+            processes: self.summer.order.len() as u64,
             reads,
             bytes: bytes as u64,
             cpu_ns: thread_cpu_ns().saturating_sub(started),
         })
+    }
+}
+
+/// A scan's processes by pid ([`TaskIter::by_pid`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ByPid<'a> {
+    stats: &'a [PidStat],
+    /// `pid << 32 | index into stats`, by pid.
+    order: &'a [u64],
+}
+
+impl<'a> ByPid<'a> {
+    /// Processes whose leader was seen.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The `j`th process by pid.
+    pub fn get(&self, j: usize) -> Option<&'a PidStat> {
+        self.order.get(j).and_then(|&key| self.stats.get((key & u64::from(u32::MAX)) as usize))
+    }
+
+    /// Every process, by pid.
+    pub fn iter(&self) -> impl Iterator<Item = &'a PidStat> + '_ {
+        (0..self.len()).filter_map(|j| self.get(j))
     }
 }
 
@@ -601,8 +654,11 @@ pub struct Summer {
     names: Vec<String>,
     next: Vec<(u32, u64, (u64, u64))>,
     /// The output's pids and indexes (`pid << 32 | index`) in pid order, kept between scans;
-    /// then, for putting the output in that order in place, each position's index.
+    /// when the output is put in that order ([`Summer::place`]), each position's index.
     order: Vec<u64>,
+    /// Whether the output is put in pid order (else it stays in the records' order and
+    /// `order` says where each process is: [`TaskIter::scan_by_pid`]).
+    place: bool,
 }
 
 impl Summer {
@@ -615,6 +671,7 @@ impl Summer {
             next: Vec::new(),
             names: Vec::new(),
             order: Vec::new(),
+            place: true,
         }
     }
 
@@ -776,6 +833,11 @@ impl Summer {
             for (p, s) in out.iter_mut().zip(&self.sums) {
                 finish(p, s);
             }
+        } else if !self.place {
+            for &key in &self.order {
+                let i = key as u32 as usize;
+                finish(&mut out[i], &self.sums[i]);
+            }
         } else {
             let kept = self.order.len();
             // Position k takes the process at index order[k]; the groups left out go last.
@@ -790,6 +852,9 @@ impl Summer {
             }
             // The names of groups left out are kept for the next scan.
             self.names.extend(out.drain(kept..).map(|p| p.comm).filter(|c| c.capacity() > 0));
+            // As `by_pid` reads it: each process where it now is.
+            self.order.clear();
+            self.order.extend(out.iter().enumerate().map(|(k, p)| u64::from(p.pid) << 32 | k as u64));
         }
         std::mem::swap(&mut self.prev, &mut self.next);
         Ok(tasks)
@@ -978,6 +1043,9 @@ mod tests {
         };
         let mut summer = Summer::new(UNITS);
         let mut out = Vec::new();
+        // As the agent runs it: the output left in the records' order, read by pid.
+        let mut unplaced_summer = Summer { place: false, ..Summer::new(UNITS) };
+        let mut unplaced = Vec::new();
         let scans: [&[(u64, &str, bool)]; 3] = [
             &[(30, "thirty", true), (5, "five", false), (20, "twenty", true), (7, "seven", false)],
             &[(9, "nine", true), (40, "forty", false), (2, "two", true), (30, "thirty", true), (11, "eleven", false)],
@@ -993,6 +1061,10 @@ mod tests {
                 }
             }
             summer.sum_slots(&slots, &mut out).expect("whole slots");
+            unplaced_summer.sum_slots(&slots, &mut unplaced).expect("whole slots");
+            let by_pid = ByPid { stats: &unplaced, order: &unplaced_summer.order };
+            assert_eq!(by_pid.iter().cloned().collect::<Vec<_>>(), out, "the same processes, the same fields, by pid");
+            assert_eq!(ByPid { stats: &out, order: &summer.order }.iter().cloned().collect::<Vec<_>>(), out);
             let mut want: Vec<(u32, String, u64)> = processes
                 .iter()
                 .map(|&(pid, name, t)| (pid as u32, name.to_string(), if t { pid * 10 } else { 0 }))

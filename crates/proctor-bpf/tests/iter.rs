@@ -98,16 +98,20 @@ fn agrees_with_proc(mut iter: TaskIter) {
         })
         .collect();
 
+    // As the agent scans: the output left as the kernel gave it, read by pid through an index.
     let before = proc_stats();
-    let mut out = Vec::new();
-    let cost = iter.scan(&mut out).expect("scan");
+    let mut unplaced = Vec::new();
+    let cost = iter.scan_by_pid(&mut unplaced).expect("scan");
     let after = proc_stats();
+    let out: Vec<&PidStat> = iter.by_pid(&unplaced).iter().collect();
+    assert!(out.windows(2).all(|w| w[0].pid < w[1].pid), "by pid, each once");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in workers {
         w.join().expect("worker");
     }
 
     assert!(cost.tasks >= cost.processes && cost.processes == out.len() as u64, "{cost:?}");
+    assert!(unplaced.len() >= out.len(), "by_pid leaves out only groups whose leader was not seen");
     // A record per process (longer for kernel threads, which carry their full names) and a short
     // one per other thread.
     let threads = cost.tasks - cost.processes;
@@ -120,7 +124,7 @@ fn agrees_with_proc(mut iter: TaskIter) {
         assert!(cost.reads >= 2 && (least..=most).contains(&cost.bytes), "{cost:?}");
     }
     let mut compared = 0;
-    for p in &out {
+    for &p in &out {
         let (Some(b), Some(a)) = (before.get(&p.pid), after.get(&p.pid)) else { continue };
         if b.start_ticks != a.start_ticks {
             continue; // the pid was reused between the reads

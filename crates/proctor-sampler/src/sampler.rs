@@ -347,10 +347,10 @@ impl Sampler {
             // Through the task iterator where it loaded: one read for every process's stat
             // fields. A failed scan is counted and this cycle reads /proc instead.
             let stats = match self.task_iter.as_mut() {
-                Ok(state) => match state.iter.scan(&mut state.stats) {
+                Ok(state) => match state.iter.scan_by_pid(&mut state.stats) {
                     Ok(scan) => {
                         cost.task_iter_reads += scan.reads;
-                        Some(state.stats.as_slice())
+                        Some(state.iter.by_pid(&state.stats))
                     }
                     Err(_) => {
                         *cost.errors.entry(("process.task_iter", "io")).or_default() += 1;

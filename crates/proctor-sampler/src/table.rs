@@ -223,7 +223,7 @@ impl ProcessTable {
         opts: ScanOptions,
         cost: &mut SampleCost,
         new_pids: &mut Vec<(u32, u64)>,
-        stats: Option<&[PidStat]>,
+        stats: Option<proctor_bpf::ByPid<'_>>,
     ) -> Vec<ProcessSample> {
         self.cycle += 1;
         let cycle = self.cycle;
@@ -240,12 +240,12 @@ impl ProcessTable {
         // With the iterator's scan: the union of what it gave and what `/proc` lists, both by
         // pid. A process the iterator did not give (a kernel can keep a task from BPF
         // iterators; one started after its read) is read from its `stat`, and counted.
-        let stats = stats.unwrap_or_default();
-        let mut out = Vec::with_capacity(self.pids.len().max(stats.len()));
+        let given_len = stats.map_or(0, |s| s.len());
+        let mut out = Vec::with_capacity(self.pids.len().max(given_len));
         let (mut i, mut j) = (0, 0);
-        while i < self.pids.len() || j < stats.len() {
+        while i < self.pids.len() || j < given_len {
             let listed = self.pids.get(i).copied();
-            let given = stats.get(j);
+            let given = stats.and_then(|s| s.get(j));
             let (pid, stat) = match (listed, given) {
                 (Some(l), Some(g)) if l == g.pid => {
                     i += 1;
@@ -258,7 +258,7 @@ impl ProcessTable {
                 }
                 (Some(l), _) => {
                     i += 1;
-                    if !stats.is_empty() {
+                    if given_len > 0 {
                         cost.task_iter_missed += 1;
                     }
                     (l, None)

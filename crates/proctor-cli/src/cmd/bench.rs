@@ -249,15 +249,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         });
         floor_total = (floor_total.0 + t.0, floor_total.1 + t.1);
-        // One scan of a BPF reader, timed into its totals; a failed one counted.
+        // One scan of a BPF reader as the agent runs it (its output read by pid through an
+        // index), timed into its totals; a failed one counted.
         let mut timed_scan = |iter: &mut proctor_bpf::TaskIter, total: &mut (u64, u64), pids: &mut u64| {
             let t = measure(|| {
-                if iter.scan(&mut iter_out).is_err() {
+                if iter.scan_by_pid(&mut iter_out).is_err() {
                     iter_errors += 1;
                 }
             });
             *total = (total.0 + t.0, total.1 + t.1);
-            *pids += iter_out.len() as u64;
+            *pids += iter.by_pid(&iter_out).len() as u64;
         };
         if let Some(iter) = task_iter.as_mut() {
             timed_scan(iter, &mut iter_total, &mut iter_pids);
