@@ -91,6 +91,25 @@ def wait_for(pred, timeout=10.0, step=0.2):
     return s
 
 
+def frame_second(s):
+    """The Unix second the header's clock (`proctor top  10:41:35 UTC`) names: the frame was
+    drawn in it. The date is today's, or yesterday's for a clock just before midnight."""
+    h, m, sec = (int(x) for x in re.search(r"proctor top\s+(\d\d):(\d\d):(\d\d) UTC", s).groups())
+    now = time.time()
+    midnight = now - now % 86400
+    t = midnight + h * 3600 + m * 60 + sec
+    return t - 86400 if t > now + 60 else t
+
+
+def started_at(pid):
+    """When `pid` started, in Unix seconds, never later than it did (the boot time is whole
+    seconds, rounded down): a process whose start is past a frame was not in it."""
+    stat = open(f"/proc/{pid}/stat").read()
+    ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+    boot = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime "))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def rows(s):
     """Table rows: (pid, line) for lines that start with a pid under the heading."""
     out, seen_head = [], False
@@ -272,14 +291,25 @@ def main():
     keys("Enter")
     s = wait_for(lambda s: "processes of cgroup /" in s, timeout=3)
     zoomed = re.search(r"processes of cgroup (\S+)", s)
+    drawn_before = frame_second(s) + 1
     def in_cgroup(pid, path):
         try:
+            if started_at(pid) >= drawn_before:
+                return True  # exited since the frame, and its pid taken by a newer process
             return any(line.rstrip("\n").endswith(":" + path) for line in open(f"/proc/{pid}/cgroup"))
         except OSError:
             return True  # exited since the frame
     shown = [p for p, _ in rows(s)]
-    check(zoomed is not None and shown and all(in_cgroup(p, zoomed.group(1)) for p in shown),
-          "Enter in z zooms into one cgroup: every row shown is in it", s)
+    outside = [p for p in shown if zoomed is not None and not in_cgroup(p, zoomed.group(1))]
+    def described(pid):
+        try:
+            return f"{pid} {open(f'/proc/{pid}/comm').read().strip()} started {started_at(pid):.2f}, frame {drawn_before - 1}: " + \
+                " ".join(line.strip() for line in open(f"/proc/{pid}/cgroup") if ":memory:" in line or line.startswith("0::"))
+        except OSError as e:
+            return f"{pid}: {e}"
+    check(zoomed is not None and shown and not outside,
+          "Enter in z zooms into one cgroup: every row shown is in it",
+          s + "".join(f"\n  not in it: {described(p)}" for p in outside))
     keys("Escape")
 
     # F8 lowers the selected process's priority (nice +1), through the actions worker.

@@ -896,19 +896,26 @@ mod tests {
         (0..h).map(|y| (0..w).map(|x| buffer[(x, y)].symbol().to_string()).collect::<String>()).collect()
     }
 
+    /// A live app showing `init` (pid 1) and `p`, with Enter's detail pane open on `p`.
+    fn detail_of(p: proctor_vocab::process::ProcessOut) -> App {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let pid = p.pid;
+        let mut app =
+            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
+        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1), p]))));
+        let _ = screen(&mut app, 120, 30);
+        app.view.selected = Some(pid);
+        app.key(KeyEvent::from(KeyCode::Enter));
+        app
+    }
+
     /// Enter's detail pane says how long proctor's reads held the process's mmap lock (the
     /// stall ledger, issue 34 item 1), or that they never did.
     #[test]
     fn the_detail_pane_shows_the_stall_ledger() {
-        use ratatui::crossterm::event::{KeyCode, KeyEvent};
         let mut big = proc_out(50, 1, "big", 40.0, 30);
         (big.stall_by_proctor_seconds_total, big.stall_by_proctor_max_seconds) = (Some(0.0123), Some(0.004));
-        let mut app =
-            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
-        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1), big]))));
-        let _ = screen(&mut app, 120, 30);
-        app.view.selected = Some(50);
-        app.key(KeyEvent::from(KeyCode::Enter));
+        let mut app = detail_of(big);
         let text = screen(&mut app, 200, 30).join("\n");
         assert!(text.contains("mmap lock held by proctor 12.3 ms at most (longest 4.0 ms)"), "{text}");
         app.view.selected = Some(1);
@@ -920,15 +927,9 @@ mod tests {
     /// refused), and "not read yet" when it does not.
     #[test]
     fn the_detail_pane_says_why_a_process_has_no_pss() {
-        use ratatui::crossterm::event::{KeyCode, KeyEvent};
         let mut refused = proc_out(50, 1, "other-ns", 1.0, 30);
         refused.pss_note = Some(Arc::from(proctor_vocab::process::PSS_REFUSED));
-        let mut app =
-            App::new(Mode::Live { store: None }, Duration::from_secs(1), 2, ViewState::default(), Slow::default());
-        app.message(Msg::Newest(Arc::new(frame_of(vec![proc_out(1, 0, "init", 0.0, 1), refused]))));
-        let _ = screen(&mut app, 120, 30);
-        app.view.selected = Some(50);
-        app.key(KeyEvent::from(KeyCode::Enter));
+        let mut app = detail_of(refused);
         let lines = screen(&mut app, 240, 30);
         assert!(lines.iter().any(|l| l.contains("swap") && l.trim_end().ends_with("PSS -")), "{}", lines.join("\n"));
         assert!(
