@@ -791,10 +791,11 @@ impl Summer {
         // between the records is left out). The iterator's file gives tasks in tid order, so a
         // process whose thread has a lower tid than its leader (pids wrap) is all that is out
         // of place; the open-coded walk gives them in the order they were made, which pid
-        // reuse scrambles. Pids with their indexes are sorted and each process swapped into its
-        // place once, in place (a second vector of processes to move them into was 200 bytes
-        // a process kept between scans): sorting the processes themselves moved each one many
-        // times (a fifth of a scan's CPU).
+        // reuse scrambles. Pids with their indexes are sorted; the agent's scan reads the
+        // processes through them where they are (`by_pid`), and `scan` swaps each into its
+        // place once, in place: sorting the processes themselves moved each one many times (a
+        // fifth of a scan's CPU), and moving them into a second vector kept ~200 bytes a
+        // process between scans.
         self.order.clear();
         self.order.extend(
             self.sums
@@ -847,7 +848,8 @@ impl Summer {
             let left_out = self.sums.iter().enumerate().filter(|(_, s)| !s.leader).map(|(i, _)| i as u64);
             self.order.extend(left_out);
             permute_in_place(out, &mut self.order);
-            for (p, &i) in out.iter_mut().zip(&self.order) {
+            // The kept ones only: `next` stays by pid, as the next scan's walk of it needs.
+            for (p, &i) in out[..kept].iter_mut().zip(&self.order) {
                 finish(p, &self.sums[(i & u64::from(u32::MAX)) as usize]);
             }
             // The names of groups left out are kept for the next scan.
@@ -1056,8 +1058,9 @@ mod tests {
             for (i, &(pid, name, t)) in processes.iter().enumerate() {
                 slots.extend(process(pid, name, t));
                 if i == 1 {
-                    // A thread whose leader was not seen (it ended between the records).
-                    slots.extend(slot(thread(61, 60, 0, 0, 0, 5)));
+                    // A thread whose leader was not seen (it ended between the records),
+                    // its pid below the others'.
+                    slots.extend(slot(thread(61, 4, 0, 0, 0, 5)));
                 }
             }
             summer.sum_slots(&slots, &mut out).expect("whole slots");
@@ -1065,6 +1068,11 @@ mod tests {
             let by_pid = ByPid { stats: &unplaced, order: &unplaced_summer.order };
             assert_eq!(by_pid.iter().cloned().collect::<Vec<_>>(), out, "the same processes, the same fields, by pid");
             assert_eq!(ByPid { stats: &out, order: &summer.order }.iter().cloned().collect::<Vec<_>>(), out);
+            // The splits kept for the next scan's walk are by pid, and of the kept only.
+            for s in [&summer, &unplaced_summer] {
+                let pids: Vec<u32> = s.prev.iter().map(|&(pid, ..)| pid).collect();
+                assert_eq!(pids, out.iter().map(|p| p.pid).collect::<Vec<_>>());
+            }
             let mut want: Vec<(u32, String, u64)> = processes
                 .iter()
                 .map(|&(pid, name, t)| (pid as u32, name.to_string(), if t { pid * 10 } else { 0 }))
