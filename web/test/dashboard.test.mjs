@@ -208,7 +208,10 @@ describe("dashboard", () => {
   before(async () => {
     hostile = startHostile();
     // The test is only meaningful if the kernel really carries the markup as the name.
-    await until("the hostile process to start", () => readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"));
+    // Its exec done: the kernel names the task before it sets up the new command line (empty
+    // for a moment in between, and a loaded suite once caught it there), and before the exec
+    // its comm is node's.
+    await until("the hostile process's exec", () => readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE_NEEDLE), 20000);
     assert.equal(readFileSync(`/proc/${hostile.child.pid}/comm`, "utf8"), HOSTILE_COMM + "\n");
     assert.ok(readFileSync(`/proc/${hostile.child.pid}/cmdline`, "utf8").includes(HOSTILE_NEEDLE), "cmdline carries the whole string and the marker");
     few = startFew();
