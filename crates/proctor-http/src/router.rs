@@ -319,15 +319,14 @@ const PSS_FIRST_MAX: usize = 16;
 /// `pss_first=PID,PID,…`: the processes a client shows without a PSS, to be read first.
 fn pss_first_param(p: &Params) -> Result<Vec<u32>, ApiError> {
     let Some(list) = p.get("pss_first") else { return Ok(Vec::new()) };
+    // Counted before any is parsed: a long list costs no more than a short one.
+    let named = list.split(',').count();
+    if named > PSS_FIRST_MAX {
+        return Err(ApiError::bad_request(format!("'pss_first' names at most {PSS_FIRST_MAX} pids, got {named}")));
+    }
     let pids = list.split(',').map(|pid| pid.parse::<u32>().ok().filter(|&p| p > 0)).collect::<Option<Vec<u32>>>();
     let pids = pids
         .ok_or_else(|| ApiError::bad_request(format!("'pss_first' must be pids separated by commas, got '{list}'")))?;
-    if pids.len() > PSS_FIRST_MAX {
-        return Err(ApiError::bad_request(format!(
-            "'pss_first' names at most {PSS_FIRST_MAX} pids, got {}",
-            pids.len()
-        )));
-    }
     Ok(pids)
 }
 
