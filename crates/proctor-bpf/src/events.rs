@@ -186,8 +186,9 @@ impl std::fmt::Debug for Hub {
 
 impl Hub {
     /// Fits the object to the kernel's BTF and loads its programs and maps; attaches nothing.
-    pub(crate) fn load(btf: &Btf) -> Result<Hub, Unavailable> {
-        let mut bpf = EbpfLoader::new().btf(Some(btf)).load(EVENTS_OBJECT).map_err(|e| {
+    /// `loader`: one without a BTF of its own ([`crate::loader`]).
+    pub(crate) fn load<'a>(mut loader: EbpfLoader<'a>, btf: &'a Btf) -> Result<Hub, Unavailable> {
+        let mut bpf = loader.btf(Some(btf)).load(EVENTS_OBJECT).map_err(|e| {
             Unavailable(crate::refused(&e, "the event programs do not fit this kernel (Linux 5.8 or later is needed)"))
         })?;
         for (name, tracepoint) in PROGRAMS {

@@ -300,7 +300,8 @@ fn read_file(
 
 /// What this process has loaded: each part once, its outcome kept (a kernel that refused once
 /// is not asked again), shared by every sampler (a test binary or the Python package starts
-/// many), so the kernel's BTF is parsed once per load (~30 MB of small allocations here, handed
+/// many), so the kernel's BTF is parsed once per load for all the parts, and once more by each
+/// aya loader, one parse held at a time ([`loader`]: ~15 MB of small allocations each, handed
 /// back after with `malloc_trim`; the peak stays in VmHWM).
 #[derive(Default)]
 pub(crate) struct Parts {
@@ -338,6 +339,11 @@ fn load_with(tasks: bool, file: bool, events: bool, net: bool) {
     if !want_scan && !want_events && !want_net && !file_needed(&parts) {
         return;
     }
+    // The loaders first, each without the BTF it parsed ([`loader`]), then ours, set on each:
+    // one parse held at a time.
+    let events_loader = want_events.then(loader);
+    let net_loader = want_net.then(loader);
+    let mut file_loader = file_needed(&parts).then(loader);
     let btf = Btf::from_sys_fs().map_err(|e| {
         Unavailable(format!("no kernel BTF (/sys/kernel/btf/vmlinux: {e}); the kernel needs CONFIG_DEBUG_INFO_BTF"))
     });
@@ -349,19 +355,21 @@ fn load_with(tasks: bool, file: bool, events: bool, net: bool) {
     }
     if file_needed(&parts) {
         parts.iter = Some(match &btf {
-            Ok(btf) => load(btf).map(|bpf| Arc::new(Mutex::new(bpf))),
+            // Made now where only the scan's refusal asks for the file: two parses held for
+            // the moment it takes.
+            Ok(btf) => load(file_loader.take().unwrap_or_else(loader), btf).map(|bpf| Arc::new(Mutex::new(bpf))),
             Err(e) => Err(e.clone()),
         });
     }
-    if want_events {
+    if let Some(l) = events_loader {
         parts.events = Some(match &btf {
-            Ok(btf) => events::Hub::load(btf).map(Arc::new),
+            Ok(btf) => events::Hub::load(l, btf).map(Arc::new),
             Err(e) => Err(e.clone()),
         });
     }
-    if want_net {
+    if let Some(l) = net_loader {
         parts.net = Some(match &btf {
-            Ok(btf) => net::Loaded::load(btf).map(Arc::new),
+            Ok(btf) => net::Loaded::load(l, btf).map(Arc::new),
             Err(e) => Err(e.clone()),
         });
     }
@@ -400,9 +408,19 @@ pub(crate) fn other_pid_namespace(what: &str) -> Option<String> {
     })
 }
 
+/// A loader without a BTF of its own: aya's `EbpfLoader::new` parses the kernel's BTF (a 5.5 MB
+/// file here, ~15 MB of allocations while it parses), which is dropped here at once; the
+/// caller sets the one it parsed for all the parts. Made before that one is parsed, no two are
+/// held at once: held together, they took `serve`'s peak resident size (VmHWM) to 42 MB.
+pub(crate) fn loader<'a>() -> EbpfLoader<'a> {
+    let mut loader = EbpfLoader::new();
+    loader.btf(None);
+    loader
+}
+
 /// Fits the iterator object to the kernel's BTF and loads the program.
-fn load(btf: &Btf) -> Result<Ebpf, Unavailable> {
-    let mut bpf = EbpfLoader::new().btf(Some(btf)).load(TASK_ITER_OBJECT).map_err(|e| {
+fn load<'a>(mut loader: EbpfLoader<'a>, btf: &'a Btf) -> Result<Ebpf, Unavailable> {
+    let mut bpf = loader.btf(Some(btf)).load(TASK_ITER_OBJECT).map_err(|e| {
         Unavailable(refused(&e, "the iterator program does not fit this kernel (Linux 6.2 or later is needed)"))
     })?;
     let program: &mut Iter = bpf

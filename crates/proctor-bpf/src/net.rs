@@ -268,8 +268,9 @@ impl std::fmt::Debug for Loaded {
 
 impl Loaded {
     /// Fits the object to the kernel's BTF and loads its programs; attaches nothing.
-    pub(crate) fn load(btf: &Btf) -> Result<Loaded, Unavailable> {
-        let mut bpf = EbpfLoader::new().btf(Some(btf)).load(NET_OBJECT).map_err(|e| {
+    /// `loader`: one without a BTF of its own ([`crate::loader`]).
+    pub(crate) fn load<'a>(mut loader: EbpfLoader<'a>, btf: &'a Btf) -> Result<Loaded, Unavailable> {
+        let mut bpf = loader.btf(Some(btf)).load(NET_OBJECT).map_err(|e| {
             Unavailable(crate::refused(
                 &e,
                 "the network programs do not fit this kernel (Linux 6.3 or later is needed)",
