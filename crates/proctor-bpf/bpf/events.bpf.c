@@ -31,7 +31,7 @@ static __u64 (*bpf_ringbuf_query)(void *ringbuf, __u64 flags) = (void *)134;
 #define BPF_RB_AVAIL_DATA 0
 
 // The ring's size (a power of two pages). Events are submitted without waking the reader,
-// which drains the ring every 100 ms, until a quarter of it is full: then each event wakes it.
+// which drains the ring every second, until a quarter of it is full: then each event wakes it.
 // So a steady trickle costs no wakeups and a burst cannot fill the ring unnoticed. An exec
 // record carries only the arguments it copied, so a process's exec, exit and final records
 // take ~460 bytes with a 40-byte command line (~720 with all 256): 512 KiB holds ~1,100 of

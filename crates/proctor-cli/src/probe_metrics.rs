@@ -7,10 +7,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proctor_http::prom::{Family, Kind, Sample as PromSample};
 use proctor_model::ProbeBatch;
@@ -121,7 +120,10 @@ impl Totals {
 #[derive(Debug)]
 pub struct ProbeWatch {
     totals: Arc<Mutex<Totals>>,
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the thread: it waits on the other end between reads, so it wakes only
+    /// to read (polling a flag every 100 ms was 10 wakeups a second, ~0.3 ms of CPU a second
+    /// here, on an idle serve).
+    stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -129,13 +131,13 @@ impl ProbeWatch {
     /// Starts reading `data`/probe for results sent from now on.
     pub fn start(data: PathBuf) -> std::io::Result<ProbeWatch> {
         let totals: Arc<Mutex<Totals>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = mpsc::channel::<()>();
         let since_ns = crate::cmd::common::now_unix_ns();
-        let (t, s) = (Arc::clone(&totals), Arc::clone(&stop));
+        let t = Arc::clone(&totals);
         let thread = std::thread::Builder::new().name("proctor-probe-watch".into()).spawn(move || {
             let dir = data.join(PROBE_STREAM);
             let mut last_ns = since_ns;
-            while !s.load(Ordering::Relaxed) {
+            loop {
                 let now = crate::cmd::common::now_unix_ns();
                 if dir.is_dir() {
                     let read = read_new(&dir, last_ns.saturating_sub(OVERLAP_NS), now, since_ns, &t);
@@ -143,13 +145,12 @@ impl ProbeWatch {
                     totals.error = read.err();
                 }
                 last_ns = now;
-                let until = Instant::now() + EVERY;
-                while !s.load(Ordering::Relaxed) && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(100));
+                if stopped.recv_timeout(EVERY) != Err(mpsc::RecvTimeoutError::Timeout) {
+                    return;
                 }
             }
         })?;
-        Ok(ProbeWatch { totals, stop, thread: Some(thread) })
+        Ok(ProbeWatch { totals, stop: Some(stop), thread: Some(thread) })
     }
 
     /// A reader of the families that outlives a borrow of the watch (for `/metrics`).
@@ -188,7 +189,7 @@ fn read_new(
 
 impl crate::daemon::Service for ProbeWatch {
     fn stop(mut self: Box<Self>) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

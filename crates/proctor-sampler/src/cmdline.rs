@@ -181,7 +181,9 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
                     Some((pid, start))
                 }
                 None => {
-                    let _ = shared.wake.wait_timeout(state, Duration::from_millis(500));
+                    // Woken by a request or the stop (it looked every 500 ms: two wakeups a
+                    // second on an idle host).
+                    let _ = shared.wake.wait_timeout(state, Duration::from_secs(60));
                     None
                 }
             }

@@ -150,14 +150,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .context("cannot start the rollup thread")?,
     );
     let shared = daemon.shared();
-    loop {
-        if args.count.is_some_and(|count| shared.latest().agent.samples >= count) {
-            break;
+    match args.count {
+        // Until stopped: this thread sleeps until then (it woke every 100 ms to look).
+        None => {
+            let _ = stop_rx.recv();
         }
-        match stop_rx.recv_timeout(args.interval.min(Duration::from_millis(100))) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
+        Some(count) => loop {
+            if shared.latest().agent.samples >= count {
+                break;
+            }
+            match stop_rx.recv_timeout(args.interval.min(Duration::from_millis(100))) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        },
     }
     let last = shared.latest();
     // Stops the roller, then sampling, then drains the recorder's queue into the store.

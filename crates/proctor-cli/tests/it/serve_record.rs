@@ -134,6 +134,50 @@ fn serve_records_into_its_data_dir_and_replay_and_dump_read_it_back() {
     assert!(view["host"]["cpu"]["busy_percent"].is_number(), "the newest stored sample has a rate: {view}");
 }
 
+/// The voluntary context switches of this process's threads named `name` (threads' names are
+/// cut to 15 bytes).
+fn thread_switches(pid: u32, name: &str) -> Option<u64> {
+    let mut found = None;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let dir = task.path();
+        if std::fs::read_to_string(dir.join("comm")).ok()?.trim_end() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        let n: u64 = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?.trim().parse().ok()?;
+        *found.get_or_insert(0) += n;
+    }
+    found
+}
+
+/// An idle serve's timed threads sleep until their time or their stop: over 20 samples the
+/// rollup thread (its first roll a minute in) and the reader of recorded probe results (every
+/// 5 s) wake at most once per 5 s of the window and once more, where each woke to poll a stop
+/// flag 5 and 10 times a second; and serve's stop ends them at once.
+#[test]
+fn an_idle_serves_rollup_and_probe_threads_sleep_until_their_time() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let data = tempfile::tempdir().expect("tempdir");
+    let served = serve(home.path(), None, &["--data-dir", data.path().to_str().expect("utf-8")], |_| {});
+    let first = frames_written(&served.agent_until(|a| frames_written(a) >= 2));
+    let pid = served.child.0.id();
+    let names = ["proctor-rollup", "proctor-probe-w"];
+    let before: Vec<Option<u64>> = names.iter().map(|n| thread_switches(pid, n)).collect();
+    let started = Instant::now();
+    let agent = served.agent_until(|a| frames_written(a) >= first + 20);
+    let window = started.elapsed();
+    assert!(frames_written(&agent) >= first + 20, "20 samples recorded: {agent}");
+    let allowed = 1 + window.as_secs() / 5;
+    for (name, before) in names.iter().zip(before) {
+        let (Some(before), Some(after)) = (before, thread_switches(pid, name)) else {
+            panic!("serve has no thread {name}");
+        };
+        assert!(after - before <= allowed, "{name} woke {} times in {window:?} (at most {allowed})", after - before);
+    }
+    let (status, _) = served.stop();
+    assert!(status.success(), "{status:?}");
+}
+
 /// The default directory: created under XDG_STATE_HOME with mode 0700, parents included.
 /// `--record` (opt-in while recording was off by default) is accepted and means the same.
 #[test]
