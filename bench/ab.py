@@ -94,6 +94,18 @@ def free_port(kind=socket.SOCK_STREAM):
         return s.getsockname()[1]
 
 
+def side_by_side(doc, window):
+    """For the scripts that run builds at once (bench/serve): the builds named on the command
+    line (at least two, else `doc` is printed), ROUNDS (3), WINDOW seconds (`window`), and each
+    round's start order (rotated a build a round, so none always starts first)."""
+    bins = sys.argv[1:]
+    if len(bins) < 2:
+        raise SystemExit(doc)
+    rounds = int(os.environ.get("ROUNDS", "3"))
+    orders = [bins[r % len(bins):] + bins[: r % len(bins)] for r in range(rounds)]
+    return bins, orders, float(os.environ.get("WINDOW", str(window)))
+
+
 def wait_for(what, check, seconds=30):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from ab import free_port  # noqa: E402  (bench/ab.py)
+from ab import free_port, side_by_side  # noqa: E402  (bench/ab.py)
 
 
 def threads(pid):
@@ -41,15 +41,10 @@ def threads(pid):
 
 
 def main():
-    bins = sys.argv[1:]
-    if len(bins) < 2:
-        raise SystemExit(__doc__)
-    rounds = int(os.environ.get("ROUNDS", "3"))
-    window = float(os.environ.get("WINDOW", "60"))
+    bins, orders, window = side_by_side(__doc__, 60)
     warm = float(os.environ.get("WARM", "15"))
     totals = {b: [] for b in bins}
-    for r in range(rounds):
-        order = bins[r % len(bins):] + bins[: r % len(bins)]
+    for r, order in enumerate(orders):
         procs, dirs = {}, []
         try:
             for b in order:

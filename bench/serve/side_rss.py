@@ -19,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from ab import free_port  # noqa: E402  (bench/ab.py)
+from ab import free_port, side_by_side  # noqa: E402  (bench/ab.py)
 
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "VmHWM")
 
@@ -35,20 +35,15 @@ def status_kb(pid):
 
 
 def main():
-    bins = sys.argv[1:]
-    if len(bins) < 2:
-        raise SystemExit(__doc__)
-    rounds = int(os.environ.get("ROUNDS", "3"))
-    window = float(os.environ.get("WINDOW", "40"))
+    bins, orders, window = side_by_side(__doc__, 40)
     want = int(os.environ.get("PROCESSES", "600"))
     extra = os.environ.get("ARGS", "").split()
     have = sum(1 for p in os.listdir("/proc") if p.isdigit())
     sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(max(0, want - have))]
     readings = {b: [] for b in bins}
     try:
-        print(f"{have + len(sleepers)} processes ({len(sleepers)} sleepers started), window {window:g} s, {rounds} rounds")
-        for r in range(rounds):
-            order = bins[r % len(bins):] + bins[: r % len(bins)]
+        print(f"{have + len(sleepers)} processes ({len(sleepers)} sleepers started), window {window:g} s, {len(orders)} rounds")
+        for r, order in enumerate(orders):
             procs = {}
             for b in order:
                 port = free_port()
