@@ -34,7 +34,7 @@ const PROGRAMS: [(&str, &str); 4] = [
 /// How often the reader thread drains the ring when the kernel does not wake it. The sampler
 /// drains it at each sample and the kernel wakes the thread once a quarter of the ring is full,
 /// so this only bounds how long a trickle waits between samples; at 100 ms its wakeups were
-/// ~0.3 ms of CPU a second on an idle agent here.
+/// ~0.5 ms of CPU a second on an idle agent here (bench/serve/idle_threads.py).
 pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 /// Events a subscriber's queue holds before it drops (and counts) new ones: a sampler drains
 /// it every sample, so this is ~65,000 processes started and ended within one sample.

@@ -121,8 +121,8 @@ impl Totals {
 pub struct ProbeWatch {
     totals: Arc<Mutex<Totals>>,
     /// Dropped to stop the thread: it waits on the other end between reads, so it wakes only
-    /// to read (polling a flag every 100 ms was 10 wakeups a second, ~0.3 ms of CPU a second
-    /// here, on an idle serve).
+    /// to read (polling a flag every 100 ms was 10 wakeups a second, ~0.4 ms of CPU a second
+    /// here, on an idle serve: bench/serve/idle_threads.py).
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }

@@ -153,7 +153,7 @@ fn thread_switches(pid: u32, name: &str) -> Option<u64> {
 /// An idle serve's timed threads sleep until their time or their stop: over 20 samples the
 /// rollup thread (its first roll a minute in) and the reader of recorded probe results (every
 /// 5 s) wake at most once per 5 s of the window and once more, where each woke to poll a stop
-/// flag 5 and 10 times a second; and serve's stop ends them at once.
+/// flag 5 and 10 times a second; and serve still stops cleanly.
 #[test]
 fn an_idle_serves_rollup_and_probe_threads_sleep_until_their_time() {
     let home = tempfile::tempdir().expect("tempdir");
