@@ -106,7 +106,18 @@ pub(crate) struct ProcessTable {
     fd_path: String,
     /// The tids of one process's `task` directory, reused.
     task_tids: Vec<u32>,
+    /// With the task scan: the pids `/proc` listed that the scan did not give, by pid, read
+    /// directly in the scans between two listings (and dropped once the scan gives them).
+    missed: Vec<u32>,
 }
+
+/// With the task scan, `/proc` is listed every this many scans; in between, only what the last
+/// listing found that the scan did not give is read (a task the kernel keeps from BPF
+/// iterators, such as a sandbox's pid 1). The listing was a quarter of an idle sample's CPU
+/// (the kernel makes a dentry for each pid it lists), and all it adds is such tasks and a
+/// process started after the scan ran, which the next scan gives: a sample's coverage counts
+/// only processes that started before its scan (`events`).
+const LIST_EVERY: u64 = 10;
 
 /// The table's kept-open files against its budget.
 #[derive(Debug, Clone, Copy)]
@@ -209,6 +220,7 @@ impl ProcessTable {
             fd_counts: None,
             fd_path: String::new(),
             task_tids: Vec::new(),
+            missed: Vec::new(),
         }
     }
 
@@ -234,14 +246,24 @@ impl ProcessTable {
             self.fd_counts = Some(root.is_real() && own > 0);
         }
         let opts = ScanOptions { fds: opts.fds && self.fd_counts == Some(true), ..opts };
-        if let Err(e) = proctor_procfs::system::list_pids(root, &mut self.pids) {
-            count(cost, "process.list", e.kind);
+        if stats.is_none() || self.cycle % LIST_EVERY == 1 {
+            if let Err(e) = proctor_procfs::system::list_pids(root, &mut self.pids) {
+                count(cost, "process.list", e.kind);
+            }
+        } else {
+            self.pids.clone_from(&self.missed);
         }
-        // With the iterator's scan: the union of what it gave and what `/proc` lists, both by
-        // pid. A process the iterator did not give (a kernel can keep a task from BPF
-        // iterators; one started after its read) is read from its `stat`, and counted.
+        // With the iterator's scan: the union of what it gave and what `/proc` lists (between
+        // listings, what the last one found that the scan had not given), both by pid. A
+        // process the iterator did not give (a kernel can keep a task from BPF iterators; one
+        // started after its read) is read from its `stat`, and counted.
         let given_len = stats.map_or(0, |s| s.len());
         let mut out = Vec::with_capacity(self.pids.len().max(given_len));
+        // Kept through a scan that failed (read from /proc alone): the next may not list.
+        let remember = given_len > 0;
+        if remember {
+            self.missed.clear();
+        }
         let (mut i, mut j) = (0, 0);
         while i < self.pids.len() || j < given_len {
             let listed = self.pids.get(i).copied();
@@ -271,7 +293,12 @@ impl ProcessTable {
             };
             cost.processes_seen += 1;
             match self.read_process(root, pid, cycle, opts, cost, new_pids, stat) {
-                Some(p) => out.push(p),
+                Some(p) => {
+                    if stat.is_none() && remember {
+                        self.missed.push(pid);
+                    }
+                    out.push(p)
+                }
                 None => {
                     self.entries.remove(&pid);
                 }

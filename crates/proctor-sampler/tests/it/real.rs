@@ -753,6 +753,33 @@ fn through_the_task_iterator_the_processes_are_those_proc_lists() {
     assert!(pids.windows(2).all(|w| w[0] < w[1]), "by pid, no duplicates");
 }
 
+/// `/proc` is listed every tenth scan where the task scan serves; in between, what the last
+/// listing found that the scan did not give (the sandbox's pid 1 here) is read directly. So
+/// every sample, listed or not, has every process `/proc` lists just before and just after it.
+#[test]
+fn between_listings_every_process_proc_lists_is_still_sampled() {
+    let quiet = SamplerConfig { pss_budget: 0.0, cmdline: false, process_cgroups: false, ..SamplerConfig::default() };
+    let mut via = Sampler::new(quiet);
+    if let Err(why) = via.task_iter_status() {
+        eprintln!("SKIP: the sampler through the task iterator: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let listed = || -> std::collections::HashSet<u32> {
+        std::fs::read_dir("/proc").expect("/proc").filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+    };
+    let mut missed = 0;
+    for scan in 1..=12 {
+        let before = listed();
+        let sample = via.sample();
+        let after = listed();
+        let sampled: std::collections::HashSet<u32> = sample.processes.iter().map(|p| p.pid).collect();
+        let lost: Vec<u32> = before.intersection(&after).filter(|pid| !sampled.contains(pid)).copied().collect();
+        assert!(lost.is_empty(), "scan {scan}: listed before and after it, not sampled: {lost:?}");
+        missed += sample.cost.task_iter_missed;
+    }
+    eprintln!("{missed} processes over 12 scans read from /proc that the task scan did not give");
+}
+
 #[test]
 fn processes_that_live_between_two_samples_are_in_the_second_with_their_exec_and_exit() {
     let quiet = SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() };
