@@ -7,7 +7,10 @@ waits WARM seconds, then reads `/proc/PID/task/*/schedstat` and `status` at the 
 and end; then stops them by their pids.
 
     python3 bench/serve/idle_threads.py OLD_BIN NEW_BIN [...]
-    env: ROUNDS (3), WINDOW seconds (60), WARM seconds (15)
+    env: ROUNDS (3), WINDOW seconds (60), WARM seconds (15), ARGS (extra serve flags, split on
+         spaces; `--groups bench/serve/groups.yml` turns the per-process groups on, which count
+         each process's open fds), PROCESSES (0: sleepers started up to that many processes on
+         the machine, stopped at the end)
 
 Prints each build's threads per round (CPU ms / wakeups) and the medians of the totals.
 """
@@ -43,6 +46,20 @@ def threads(pid):
 def main():
     bins, orders, window = side_by_side(__doc__, 60)
     warm = float(os.environ.get("WARM", "15"))
+    extra = os.environ.get("ARGS", "").split()
+    want = int(os.environ.get("PROCESSES", "0"))
+    have = sum(1 for p in os.listdir("/proc") if p.isdigit())
+    sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(max(0, want - have))]
+    try:
+        run(bins, orders, window, warm, extra)
+    finally:
+        for s in sleepers:
+            s.terminate()
+        for s in sleepers:
+            s.wait()
+
+
+def run(bins, orders, window, warm, extra):
     totals = {b: [] for b in bins}
     for r, order in enumerate(orders):
         procs, dirs = {}, []
@@ -50,7 +67,7 @@ def main():
             for b in order:
                 d = tempfile.mkdtemp(prefix="proctor-idle-")
                 dirs.append(d)
-                procs[b] = subprocess.Popen([b, "serve", "--listen", f"127.0.0.1:{free_port()}", "--data-dir", d],
+                procs[b] = subprocess.Popen([b, "serve", "--listen", f"127.0.0.1:{free_port()}", "--data-dir", d, *extra],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(warm)
             before = {b: threads(p.pid) for b, p in procs.items()}

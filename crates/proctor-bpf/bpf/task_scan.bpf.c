@@ -38,13 +38,16 @@ struct {
 	int (*map_flags)[1024]; // BPF_F_MMAPABLE
 } proctor_scan_slots SEC(".maps");
 
-// Returns the number of tasks seen: more than the map's slots when the host has more tasks than
-// it has room for (the loader then makes a larger map and runs it again).
+// `ctx`: the run's one argument word (BPF_PROG_TEST_RUN's ctx_in, which the kernel requires to
+// cover it); bit 0: count each process's open fds. Returns the number of tasks seen: more than
+// the map's slots when the host has more tasks than it has room for (the loader then makes a
+// larger map and runs it again).
 SEC("raw_tp/proctor_scan")
-int proctor_scan(void *ctx)
+int proctor_scan(__u64 *ctx)
 {
 	struct bpf_iter_task it;
 	struct task_struct *task;
+	int fds = ctx[0] & 1;
 	__u32 n = 0;
 
 	bpf_iter_task_new(&it, 0, BPF_TASK_ITER_ALL_THREADS);
@@ -57,7 +60,7 @@ int proctor_scan(void *ctx)
 		r = bpf_map_lookup_elem(&proctor_scan_slots, &n);
 		n++;
 		if (r)
-			fill_record(r, task);
+			fill_record(r, task, fds);
 	}
 	bpf_iter_task_destroy(&it);
 	return n;

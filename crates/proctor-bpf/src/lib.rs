@@ -37,9 +37,9 @@ pub static TASK_ITER_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_it
 /// The program's name in the object (its function name).
 const PROGRAM: &str = "proctor_tasks";
 
-/// One task's record, as `struct record` in bpf/task_iter.bpf.c lays it out: 32 eight-byte
+/// One task's record, as `struct record` in bpf/task_record.h lays it out: 33 eight-byte
 /// words, the comm's 16 bytes, a kernel thread's full name (64) and a worker's description (32).
-const WORDS: usize = 32;
+const WORDS: usize = 33;
 pub const RECORD_BYTES: usize = WORDS * 8 + 16 + 64 + 32;
 /// A user process's record: `struct record` up to its kernel-thread names.
 pub const PROCESS_BYTES: usize = WORDS * 8 + 16;
@@ -89,6 +89,8 @@ enum Reader {
 pub struct TaskIter {
     reader: Reader,
     summer: Summer,
+    /// Whether the open-coded scan counts each process's open fds ([`TaskIter::count_fds`]).
+    fds: bool,
     /// Why the open-coded scan is not used, when the file is read.
     no_scan: Option<String>,
 }
@@ -147,7 +149,7 @@ impl TaskIter {
             page_bytes: u64::try_from(page).unwrap_or(4096).max(1),
             ns_per_tick: 1_000_000_000 / u64::try_from(tick).unwrap_or(100).max(1),
         };
-        let mut iter = TaskIter { reader, summer: Summer::new(units), no_scan };
+        let mut iter = TaskIter { reader, summer: Summer::new(units), fds: false, no_scan };
         let mut out = Vec::new();
         if let Err(e) = iter.scan(&mut out) {
             if !iter.open_coded() {
@@ -206,6 +208,13 @@ impl TaskIter {
         self.read_and_sum(out)
     }
 
+    /// Has the scans count each process's open fds (`PidStat::open_fds`, as `stat` of
+    /// `/proc/PID/fd` gives them) where the open-coded scan runs: a few cache misses a process,
+    /// so off unless asked. The iterator's file never counts them (`None`).
+    pub fn count_fds(&mut self, fds: bool) {
+        self.fds = fds;
+    }
+
     /// The last scan's processes by pid, `out` being what it filled.
     pub fn by_pid<'a>(&'a self, out: &'a [PidStat]) -> ByPid<'a> {
         ByPid { stats: out, order: &self.summer.order }
@@ -216,7 +225,7 @@ impl TaskIter {
         let (tasks, reads, bytes) = match &mut self.reader {
             Reader::Scan(scanner) => {
                 let mut scanner = scanner.lock().map_err(|_| "another scan panicked")?;
-                let (slots, runs) = scanner.run()?;
+                let (slots, runs) = scanner.run(self.fds)?;
                 (self.summer.sum_slots(slots, out)?, runs, slots.len())
             }
             Reader::File { bpf, buffer, filled } => {
@@ -533,6 +542,7 @@ struct Record {
     cmaj_flt: u64,
     total_vm: u64,
     rss: [i64; 3],
+    open_fds: u64,
 }
 
 /// A record's length from its first word, which must be one of the three sizes this reader
@@ -579,6 +589,7 @@ fn record(bytes: &[u8]) -> (Record, &[u8]) {
         cmaj_flt: word(27),
         total_vm: word(28),
         rss: [word(29) as i64, word(30) as i64, word(31) as i64],
+        open_fds: word(32),
     };
     (r, &bytes[WORDS * 8..])
 }
@@ -804,6 +815,8 @@ impl Summer {
             // get_mm_rss: file + anon + shmem, each the shared count read as at least 0.
             p.rss_pages = r.rss.iter().map(|&c| c.max(0) as u64).sum();
             p.processor = u32::try_from(r.cpu).ok();
+            // The program's NO_FDS (a table larger than it counts) is not a count.
+            p.open_fds = u32::try_from(r.open_fds).ok();
         }
         // By pid, as /proc lists them, and only groups whose leader was seen (one reaped
         // between the records is left out). The iterator's file gives tasks in tid order, so a

@@ -266,10 +266,18 @@ impl Scanner {
     /// each, in the order the kernel walked the tasks. A host with more tasks than slots gets
     /// a larger map and is scanned again (at most three times; then an error, never a scan
     /// that leaves tasks out).
-    pub(crate) fn run(&mut self) -> std::io::Result<(&[u8], u64)> {
+    ///
+    /// `fds`: each process's open fds counted too (the program's argument word, bit 0).
+    pub(crate) fn run(&mut self, fds: bool) -> std::io::Result<(&[u8], u64)> {
         let mut runs = 0;
+        let args = [u64::from(fds)];
         loop {
-            let mut attr = TestRun { prog_fd: self.program.as_raw_fd() as u32, ..TestRun::default() };
+            let mut attr = TestRun {
+                prog_fd: self.program.as_raw_fd() as u32,
+                ctx_in: args.as_ptr() as u64,
+                ctx_size_in: std::mem::size_of_val(&args) as u32,
+                ..TestRun::default()
+            };
             bpf(BPF_PROG_TEST_RUN, &mut attr)?;
             runs += 1;
             let tasks = attr.retval;
@@ -374,7 +382,7 @@ mod tests {
             Ok(s) => s,
             Err(why) => return eprintln!("SKIP: the open-coded task scan: {why}"),
         };
-        let (records, runs) = scanner.run().expect("run");
+        let (records, runs) = scanner.run(false).expect("run");
         let records = records.to_vec();
         let tasks = records.len() / SLOT_BYTES;
         assert_eq!(runs, 2, "one run over 16 slots, one over enough");

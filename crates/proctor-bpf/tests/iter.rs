@@ -9,11 +9,15 @@ use std::process::{Child, Command, Stdio};
 use proctor_bpf::{PidStat, TaskIter, Way};
 use proctor_procfs::process::parse_stat;
 
+/// Every process's `stat`, with its open fds where `stat` of its `/proc/PID/fd` gives them
+/// (`open_fds`, as the scan's are; Linux 6.2+ counts them there).
 fn proc_stats() -> HashMap<u32, PidStat> {
     let mut out = HashMap::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if let Some(stat) = std::fs::read(format!("/proc/{pid}/stat")).ok().and_then(|b| parse_stat(&b)) {
+        if let Some(mut stat) = std::fs::read(format!("/proc/{pid}/stat")).ok().and_then(|b| parse_stat(&b)) {
+            stat.open_fds =
+                std::fs::symlink_metadata(format!("/proc/{pid}/fd")).ok().and_then(|m| u32::try_from(m.len()).ok());
             out.insert(pid, stat);
         }
     }
@@ -82,6 +86,31 @@ fn agrees_with_proc(mut iter: TaskIter) {
     );
     let hostile_pid = hostile.0.id();
     wait_for_comm(hostile_pid, b"\x1b[31m) x (");
+    // Open fds: a shell holding 0-2 and five more (the scan counts its table), and one whose
+    // fd 1500 grew its table past the 1,024 the scan counts (left to `statx`: `None`).
+    let five = Kill(
+        Command::new("bash")
+            .args([
+                "-c",
+                "exec 3</dev/null 4</dev/null 5</dev/null 6</dev/null 7</dev/null; printf x > /proc/$$/comm; read line",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bash"),
+    );
+    let big = Kill(
+        Command::new("bash")
+            .args(["-c", "ulimit -n 2048 && exec 1500</dev/null && printf y > /proc/$$/comm; read line"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bash"),
+    );
+    wait_for_comm(five.0.id(), b"x");
+    wait_for_comm(big.0.id(), b"y");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let workers: Vec<_> = (0..3)
         .map(|_| {
@@ -98,7 +127,14 @@ fn agrees_with_proc(mut iter: TaskIter) {
         })
         .collect();
 
-    // As the agent scans: the output left as the kernel gave it, read by pid through an index.
+    // Not asked for: no process's fds counted.
+    let mut plain = Vec::new();
+    iter.scan_by_pid(&mut plain).expect("scan");
+    assert!(plain.iter().all(|p| p.open_fds.is_none()), "fds counted unasked");
+    // As the agent scans with groups: the output left as the kernel gave it, read by pid
+    // through an index; open fds counted where the open-coded scan runs.
+    iter.count_fds(true);
+    let counts = iter.open_coded();
     let before = proc_stats();
     let mut unplaced = Vec::new();
     let cost = iter.scan_by_pid(&mut unplaced).expect("scan");
@@ -164,6 +200,24 @@ fn agrees_with_proc(mut iter: TaskIter) {
                 either(what, get(p) == get(b));
             }
         }
+        // Counted by the scan where the table is small enough, and then what /proc says (not
+        // for this process, whose /proc reads hold a directory open).
+        if p.pid != std::process::id() && p.open_fds.is_some() && b.open_fds == a.open_fds && b.open_fds.is_some() {
+            either("open fds", p.open_fds == b.open_fds);
+        }
+    }
+    let fds = |pid: u32| out.iter().find(|p| p.pid == pid).map(|p| p.open_fds);
+    let counted = out.iter().filter(|p| p.open_fds.is_some()).count();
+    if counts {
+        // What the shell holds besides 0-7 is bash's own (a saved fd or two): the listing says.
+        let listed = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fd dir").count() as u32;
+        let five_fds = listed(five.0.id());
+        assert!(five_fds >= 8, "{five_fds}");
+        assert_eq!(fds(five.0.id()), Some(Some(five_fds)), "the scan counts what /proc/PID/fd lists");
+        assert_eq!(fds(big.0.id()), Some(None), "a table of 2,048 is left to statx");
+        assert!(counted * 2 > out.len(), "the scan counted the fds of only {counted} of {} processes", out.len());
+    } else {
+        assert_eq!(counted, 0, "the iterator's file counts no fds");
     }
     assert!(compared >= 10, "only {compared} processes were in both /proc reads and the scan");
     let hostile = out.iter().find(|p| p.pid == hostile_pid).expect("the renamed child is in the scan");

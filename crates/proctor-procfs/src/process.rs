@@ -65,6 +65,10 @@ pub struct PidStat {
     pub rss_pages: u64,
     pub processor: Option<u32>,
     pub blkio_ticks: Option<u64>,
+    /// Open fds, where the reader that gave these fields counts them too (the BPF task scan,
+    /// as `stat` of `/proc/PID/fd` does); never from the `stat` file, which has no such field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_fds: Option<u32>,
 }
 
 /// Parses `/proc/PID/stat`. The comm field may hold spaces and parentheses, so it is delimited
@@ -165,6 +169,7 @@ fn parse_stat_fields(bytes: &[u8], last_field: usize) -> Option<(PidStat, &[u8])
         rss_pages: unsigned(24)?,
         processor: optional(39).and_then(|v| u32::try_from(v).ok()),
         blkio_ticks: optional(42),
+        open_fds: None,
     };
     Some((stat, comm))
 }

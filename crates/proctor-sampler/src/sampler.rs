@@ -347,16 +347,20 @@ impl Sampler {
             // Through the task iterator where it loaded: one read for every process's stat
             // fields. A failed scan is counted and this cycle reads /proc instead.
             let stats = match self.task_iter.as_mut() {
-                Ok(state) => match state.iter.scan_by_pid(&mut state.stats) {
-                    Ok(scan) => {
-                        cost.task_iter_reads += scan.reads;
-                        Some(state.iter.by_pid(&state.stats))
+                Ok(state) => {
+                    // The scan counts open fds where the table asks (groups), saving a `statx` each.
+                    state.iter.count_fds(opts.fds);
+                    match state.iter.scan_by_pid(&mut state.stats) {
+                        Ok(scan) => {
+                            cost.task_iter_reads += scan.reads;
+                            Some(state.iter.by_pid(&state.stats))
+                        }
+                        Err(_) => {
+                            *cost.errors.entry(("process.task_iter", "io")).or_default() += 1;
+                            None
+                        }
                     }
-                    Err(_) => {
-                        *cost.errors.entry(("process.task_iter", "io")).or_default() += 1;
-                        None
-                    }
-                },
+                }
                 Err(_) => None,
             };
             processes = self.table.scan(&self.config.root, opts, &mut cost, &mut self.new_pids, stats);

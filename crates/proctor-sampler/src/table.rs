@@ -449,7 +449,13 @@ impl ProcessTable {
         } else {
             None
         };
-        let open_fds = if opts.fds && !entry.fds_denied {
+        // The task scan counts a process's fds with its other fields (a table of up to 1,024);
+        // else one `statx` of its /proc/PID/fd.
+        let open_fds = if !opts.fds {
+            None
+        } else if let Some(n) = stat.open_fds {
+            Some(n)
+        } else if !entry.fds_denied {
             open_fds(root, &mut self.fd_path, pid, &mut entry.fds_denied, cost)
         } else {
             None
@@ -607,6 +613,7 @@ fn without_name(stat: &PidStat) -> PidStat {
         rss_pages: stat.rss_pages,
         processor: stat.processor,
         blkio_ticks: stat.blkio_ticks,
+        open_fds: stat.open_fds,
     }
 }
 

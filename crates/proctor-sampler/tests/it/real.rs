@@ -780,6 +780,51 @@ fn between_listings_every_process_proc_lists_is_still_sampled() {
     eprintln!("{missed} processes over 12 scans read from /proc that the task scan did not give");
 }
 
+/// With the task scan, a process's open fds come with its other fields (the scan counts the
+/// descriptor table): the same count `/proc/PID/fd` lists, and no `statx` of that directory
+/// per process and sample. Without the scan, one `statx` each, as before.
+#[test]
+fn the_task_scan_counts_open_fds_so_no_process_is_statted_for_them() {
+    let base = SamplerConfig { pss_budget: 0.0, cmdline: false, process_cgroups: false, ..SamplerConfig::default() };
+    let mut with = Sampler::new(SamplerConfig { process_fds: true, ..base.clone() });
+    if let Err(why) = with.task_iter_status() {
+        eprintln!("SKIP: the sampler through the task iterator: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let mut without = Sampler::new(SamplerConfig { process_fds: false, ..base });
+    let mut child = Command::new("bash")
+        .args(["-c", "exec 3</dev/null 4</dev/null 5</dev/null; read x"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("bash");
+    let pid = child.id();
+    let fd_dir = format!("/proc/{pid}/fd");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_dir(&fd_dir).map_or(0, |d| d.count()) < 6 {
+        assert!(std::time::Instant::now() < deadline, "bash never opened its fds");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Warm: both samplers have every process's files open already.
+    with.sample();
+    without.sample();
+    let a = with.sample();
+    let b = without.sample();
+    let listed = std::fs::read_dir(&fd_dir).expect("fd dir").count() as u32;
+    let row = a.processes.iter().find(|p| p.pid == pid).expect("the child is sampled");
+    assert_eq!(row.open_fds, Some(listed), "the scan's count is what /proc/PID/fd lists");
+    assert!(b.processes.iter().all(|p| p.open_fds.is_none()), "not asked: not counted");
+    // Only a process whose table is larger than the scan counts (this test's own, maybe) is
+    // statted: at most a few files more than the sampler that counts nothing.
+    let statted = a.cost.files_read.saturating_sub(b.cost.files_read);
+    assert!(
+        statted <= 3,
+        "{statted} more files read with fds counted ({} processes): the scan's counts were not used",
+        a.processes.len()
+    );
+    drop(child.stdin.take());
+    child.wait().expect("bash");
+}
+
 #[test]
 fn processes_that_live_between_two_samples_are_in_the_second_with_their_exec_and_exit() {
     let quiet = SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() };
