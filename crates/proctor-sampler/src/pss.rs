@@ -40,7 +40,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use proctor_model::{PssReading, Stall};
-use proctor_procfs::process::parse_smaps_rollup;
+use proctor_procfs::process::{parse_smaps_rollup, PidMap};
 use proctor_procfs::system::thread_cpu_ns;
 use proctor_procfs::{Error, ErrorKind, Root};
 use serde::Serialize;
@@ -160,6 +160,11 @@ fn reads_by_pages(state: &State, c: &Candidate) -> bool {
 /// How long a family's change is remembered by its key (parent pid, name hash).
 type Families = HashMap<(u32, u64), u64>;
 
+/// Pids, hashed as the sampler's table hashes them ([`PidMap`]): every pick looks each candidate
+/// up in these (the picks, SipHash inlined, were ~40 % of an idle worker's samples at ~600
+/// processes). A family key holds a name a process chooses, so [`Families`] keeps the std hasher.
+type PidSet = std::collections::HashSet<u32, std::hash::BuildHasherDefault<proctor_procfs::process::PidHasher>>;
+
 #[derive(Debug, Default)]
 struct State {
     candidates: Vec<Candidate>,
@@ -168,15 +173,15 @@ struct State {
     /// sampler's monotonic clock): readings of its members made before then are stale.
     changed: Families,
     /// pid → what was read of it: `reading` is `None` if the read failed ([`Failed`]).
-    results: HashMap<u32, Entry>,
+    results: PidMap<Entry>,
     /// Pids whose faults moved between the last two candidate lists: they are using their
     /// memory now, so a read's hold may be waited on ([`reads_by_pages`]).
-    busy: std::collections::HashSet<u32>,
+    busy: PidSet,
     /// Pids new in the last list: whether a big one is busy is known from the next, so it is
     /// read from then (one sample later), the right way.
-    first_seen: std::collections::HashSet<u32>,
+    first_seen: PidSet,
     /// Pids that had lived less than [`YOUNG`] when last listed: not read before the next list.
-    young: std::collections::HashSet<u32>,
+    young: PidSet,
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
     /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
@@ -184,6 +189,10 @@ struct State {
     /// Pids someone is looking at ([`PssWorker::ask`]), oldest first: each is read before
     /// anything else where it needs a reading, within its target budget.
     asked: std::collections::VecDeque<u32>,
+    /// When [`pick_next`] last found nothing to read: the earliest time (the sampler's
+    /// monotonic clock) a candidate becomes due with no new list or ask (its reading ages past
+    /// the maximum, or its target budget lets it be read again); `u64::MAX` if none will.
+    due_ns: u64,
     stats: PssStats,
     interval: crate::worker::Interval,
 }
@@ -232,7 +241,7 @@ pub const YOUNG: Duration = Duration::from_secs(1);
 
 /// The candidates that had lived less than [`YOUNG`] at `boot_ns` (the boot-time clock, which
 /// stamps a process's start in `stat`'s clock ticks, `ticks` a second).
-fn young(candidates: &[Candidate], boot_ns: u64, ticks: u64) -> std::collections::HashSet<u32> {
+fn young(candidates: &[Candidate], boot_ns: u64, ticks: u64) -> PidSet {
     let now_ticks = boot_ns / (1_000_000_000 / ticks.max(1));
     let born_after = now_ticks.saturating_sub(YOUNG.as_secs() * ticks);
     candidates.iter().filter(|c| c.start_ticks > born_after).map(|c| c.pid).collect()
@@ -256,7 +265,7 @@ impl State {
     }
 
     /// `young`: the new list's processes that had lived less than [`YOUNG`].
-    fn set_candidates(&mut self, candidates: Vec<Candidate>, young: std::collections::HashSet<u32>, now_ns: u64) {
+    fn set_candidates(&mut self, candidates: Vec<Candidate>, young: PidSet, now_ns: u64) {
         mark_changed(&mut self.changed, (&self.candidates, &self.young), (&candidates, &young), now_ns);
         self.young = young;
         self.busy.clear();
@@ -331,8 +340,8 @@ impl Entry {
 /// that no sum counts complete while they live: they have no reading).
 fn mark_changed(
     changed: &mut Families,
-    (old, old_young): (&[Candidate], &std::collections::HashSet<u32>),
-    (new, new_young): (&[Candidate], &std::collections::HashSet<u32>),
+    (old, old_young): (&[Candidate], &PidSet),
+    (new, new_young): (&[Candidate], &PidSet),
     now_ns: u64,
 ) {
     let mut mark = |c: &Candidate| {
@@ -423,7 +432,7 @@ impl PssWorker {
         let young = if self.live {
             young(&candidates, crate::net::boot_ns(), proctor_procfs::system::clock_ticks_per_sec())
         } else {
-            std::collections::HashSet::new()
+            PidSet::default()
         };
         let mut state = self.shared.lock();
         state.set_candidates(candidates, young, now_ns);
@@ -536,15 +545,19 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         let next = {
             let mut state = shared.lock();
             let now_ns = epoch.elapsed().as_nanos() as u64;
-            pick_next(&mut state, now_ns, max_age_ns).map(|c| (c, reads_by_pages(&state, &c)))
+            match pick_next(&mut state, now_ns, max_age_ns) {
+                Some(c) => Some((c, reads_by_pages(&state, &c))),
+                None => {
+                    // Nothing to read: wait for a new list or ask, or until the first reading
+                    // ages or budget frees (at most IDLE_WAIT). The pick and the wait hold the
+                    // lock throughout, so no notice between them is missed.
+                    let wait = state.due_ns.saturating_sub(now_ns).clamp(1, IDLE_WAIT_NS);
+                    let _ = shared.wake.wait_timeout(state, Duration::from_nanos(wait));
+                    None
+                }
+            }
         };
-        let Some((candidate, by_pages)) = next else {
-            // Nothing changed or aged since the last pass: wait for new candidates (or for a
-            // second, after which readings may have aged past the maximum).
-            let state = shared.lock();
-            let _ = shared.wake.wait_timeout(state, Duration::from_secs(1));
-            continue;
-        };
+        let Some((candidate, by_pages)) = next else { continue };
         let attempt_cpu = thread_cpu_ns();
         // The CPU of a walk, finished or not, for what the next one will cost.
         let mut walked_ns = None;
@@ -767,6 +780,10 @@ fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
 /// How old a reading of an unchanged process may grow before it is read again.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 
+/// The longest an idle worker waits with nothing due: a bound, not a period (each sample's
+/// list wakes it, and [`State::due_ns`] says when a reading ages). It polled every second.
+const IDLE_WAIT_NS: u64 = 10_000_000_000;
+
 /// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first the
 /// smallest never read or whose reading is stale, then one whose cheap counters changed since its
 /// reading, or whose reading is at least `max_age_ns` old at `now_ns` (both on the sampler's
@@ -805,6 +822,9 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
         state.cursor = i + 1;
         return Some(state.candidates[i]);
     }
+    // Nothing due now: when the first will be, for the worker's wait. Unsettled and young
+    // candidates wait for the next list, a capped one for good.
+    let mut due = u64::MAX;
     for _ in 0..n {
         let i = state.cursor % n;
         state.cursor = i + 1;
@@ -816,21 +836,32 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
             state.stats.skipped_young += 1;
             continue;
         }
-        // Read (or failed) less than the maximum age ago; a refusal stays fresh.
-        let fresh = |e: &Entry| match (&e.reading, e.failed) {
-            (Some(r), _) => now_ns.saturating_sub(r.read_mono_ns) < max_age_ns,
-            (None, Some(f)) => f.refused || now_ns.saturating_sub(f.at_ns) < max_age_ns,
-            (None, None) => true,
+        // Read (or failed) less than the maximum age ago, and when it ages; a refusal stays
+        // fresh.
+        let ages_at = |e: &Entry| match (&e.reading, e.failed) {
+            (Some(r), _) => r.read_mono_ns.saturating_add(max_age_ns),
+            (None, Some(f)) if !f.refused => f.at_ns.saturating_add(max_age_ns),
+            _ => u64::MAX,
         };
         match state.results.get(&c.pid) {
             // Its share of lock time is spent, or one read held it past the cap.
             Some(e) if e.seen.start_ticks == c.start_ticks && (e.stall.capped || now_ns < e.not_before_ns) => {
+                // Due when its budget frees, if it changed or its family did; else only once
+                // its reading has aged too.
+                if !e.stall.capped {
+                    let unchanged = e.seen == c && !e.stale(&state.changed);
+                    due = due.min(if unchanged { e.not_before_ns.max(ages_at(e)) } else { e.not_before_ns });
+                }
                 state.stats.skipped_target_budget += 1
             }
-            Some(e) if e.seen == c && fresh(e) => state.stats.skipped_unchanged += 1,
+            Some(e) if e.seen == c && now_ns < ages_at(e) => {
+                due = due.min(ages_at(e));
+                state.stats.skipped_unchanged += 1
+            }
             _ => return Some(c),
         }
     }
+    state.due_ns = due;
     None
 }
 
@@ -910,7 +941,7 @@ mod tests {
     #[test]
     fn young_children_join_their_family_when_they_outlive_young() {
         let parent = member(10, 1, "python3");
-        let set = |pids: &[u32]| pids.iter().copied().collect::<std::collections::HashSet<u32>>();
+        let set = |pids: &[u32]| pids.iter().copied().collect::<PidSet>();
         let mut state = State::default();
         state.set_candidates(vec![parent], set(&[]), 0);
         read_all(&mut state, 100);
@@ -971,6 +1002,36 @@ mod tests {
 
     /// Stale readings are read first, before a changed or aged one, but still not before their
     /// target's share of lock time allows.
+    /// With nothing to read, the pick says when something will be due without a new list:
+    /// the first reading to age past the maximum, or a target whose budget frees first; a
+    /// capped one and a refused read never come due by time, and the worker waits for them.
+    #[test]
+    fn an_idle_pick_says_when_the_first_reading_comes_due() {
+        let mut state = State { candidates: vec![cand(1, 10), cand(2, 20), cand(3, 30)], ..State::default() };
+        read_all(&mut state, 100);
+        state.results.get_mut(&2).expect("read").reading.as_mut().expect("a reading").read_mono_ns = 50;
+        assert_eq!(pick_next(&mut state, 200, 1_000).map(|c| c.pid), None, "all fresh");
+        assert_eq!(state.due_ns, 1_050, "2's reading ages first");
+        state.results.get_mut(&3).expect("read").not_before_ns = 2_000;
+        assert_eq!(pick_next(&mut state, 200, 1_000), None);
+        assert_eq!(state.due_ns, 1_050, "3 unchanged: due when its budget frees and its reading aged");
+        state.results.get_mut(&3).expect("read").not_before_ns = 700;
+        state.candidates[2].faults += 1;
+        assert_eq!(pick_next(&mut state, 200, 1_000), None);
+        assert_eq!(state.due_ns, 700, "3 changed: due when its budget frees");
+        state.results.get_mut(&3).expect("read").stall.capped = true;
+        assert_eq!(pick_next(&mut state, 200, 1_000), None);
+        assert!(state.stats.skipped_target_budget > 0);
+        assert_eq!(state.due_ns, 1_050, "a capped target never comes due");
+        assert_eq!(pick_next(&mut state, 1_050, 1_000).map(|c| c.pid), Some(2), "due when said");
+        let mut refused = State { candidates: vec![cand(1, 10)], ..State::default() };
+        let mut e = entry(cand(1, 10), None);
+        e.failed = Some(Failed { at_ns: 100, refused: true });
+        refused.results.insert(1, e);
+        assert_eq!(pick_next(&mut refused, 200, 1_000), None);
+        assert_eq!(refused.due_ns, u64::MAX, "a refusal stands until its counters move");
+    }
+
     #[test]
     fn stale_readings_are_read_first_within_the_target_budget() {
         let (a, b, c) = (member(1, 9, "w"), member(2, 8, "x"), member(3, 9, "w"));
