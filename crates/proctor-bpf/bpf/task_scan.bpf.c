@@ -47,7 +47,6 @@ int proctor_scan(__u64 *ctx)
 {
 	struct bpf_iter_task it;
 	struct task_struct *task;
-	int fds = ctx[0] & 1;
 	__u32 n = 0;
 
 	bpf_iter_task_new(&it, 0, BPF_TASK_ITER_ALL_THREADS);
@@ -60,7 +59,7 @@ int proctor_scan(__u64 *ctx)
 		r = bpf_map_lookup_elem(&proctor_scan_slots, &n);
 		n++;
 		if (r)
-			fill_record(r, task, fds);
+			fill_record(r, task, ctx);
 	}
 	bpf_iter_task_destroy(&it);
 	return n;

@@ -30,8 +30,9 @@ const SECTION: &str = "raw_tp/proctor_scan";
 const PROGRAM: &str = "proctor_scan";
 const MAP: &str = "proctor_scan_slots";
 
-/// A slot holds the largest record (a kernel thread's); a record's first word says its size.
-pub const SLOT_BYTES: usize = RECORD_BYTES;
+/// A slot holds the largest record (a kernel thread's) and the four words the program reads a
+/// process's fd table into (`fd_words`, in no record); a record's first word says its size.
+pub const SLOT_BYTES: usize = RECORD_BYTES + 4 * 8;
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_PROG_LOAD: libc::c_long = 5;

@@ -87,7 +87,7 @@ fn agrees_with_proc(mut iter: TaskIter) {
     let hostile_pid = hostile.0.id();
     wait_for_comm(hostile_pid, b"\x1b[31m) x (");
     // Open fds: a shell holding 0-2 and five more (the scan counts its table), and one whose
-    // fd 1500 grew its table past the 1,024 the scan counts (left to `statx`: `None`).
+    // fd 1500 grew its table past the 256 the scan counts (left to `statx`: `None`).
     let five = Kill(
         Command::new("bash")
             .args([

@@ -182,8 +182,11 @@ fn worker_loop(shared: &Shared, root: &Root, generation: u64) {
                 }
                 None => {
                     // Woken by a request or the stop (it looked every 500 ms: two wakeups a
-                    // second on an idle host).
-                    let _ = shared.wake.wait_timeout(state, Duration::from_secs(60));
+                    // second on an idle host); the stop is checked under the lock, so its
+                    // notice cannot come between the check and the wait.
+                    if !shared.stopped() {
+                        let _ = shared.wake.wait_timeout(state, Duration::from_secs(60));
+                    }
                     None
                 }
             }

@@ -549,10 +549,12 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 Some(c) => Some((c, reads_by_pages(&state, &c))),
                 None => {
                     // Nothing to read: wait for a new list or ask, or until the first reading
-                    // ages or budget frees (at most IDLE_WAIT). The pick and the wait hold the
-                    // lock throughout, so no notice between them is missed.
+                    // ages or budget frees (at most IDLE_WAIT). The pick, the stop's check and
+                    // the wait hold the lock throughout, so no notice between them is missed.
                     let wait = state.due_ns.saturating_sub(now_ns).clamp(1, IDLE_WAIT_NS);
-                    let _ = shared.wake.wait_timeout(state, Duration::from_nanos(wait));
+                    if !shared.stopped() {
+                        let _ = shared.wake.wait_timeout(state, Duration::from_nanos(wait));
+                    }
                     None
                 }
             }

@@ -449,7 +449,7 @@ impl ProcessTable {
         } else {
             None
         };
-        // The task scan counts a process's fds with its other fields (a table of up to 1,024);
+        // The task scan counts a process's fds with its other fields (a table of up to 256);
         // else one `statx` of its /proc/PID/fd.
         let open_fds = if !opts.fds {
             None

@@ -38,9 +38,13 @@ impl<S> Shared<S> {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Tells the thread to stop and wakes it.
+    /// Tells the thread to stop and wakes it. The lock is taken and let go between the two:
+    /// a thread that saw no stop and went on to wait under the lock is waiting by then, so the
+    /// notice reaches it (the PSS and cmdline threads wait up to 10 and 60 s; no thread reads a
+    /// process's files while holding the lock, so this never waits on a stuck read).
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        drop(self.lock());
         self.wake.notify_all();
     }
 }
