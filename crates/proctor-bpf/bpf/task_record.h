@@ -147,7 +147,7 @@ struct thread_record {
 // being replaced is read before or after.
 //
 // The verifier walks the scan's loop along every way through its body until their states meet,
-// // so this has one way through that matters: one read of a constant size (a size from the table
+// so this has one way through that matters: one read of a constant size (a size from the table
 // would be tracked exactly, and a loop or a branch on the table's size is walked once per
 // size: 3,933 instructions checked became 33,000-51,000, a second of CPU at each start), into
 // the record's `fd_words`. Four words are always readable where a table begins: the embedded
@@ -177,11 +177,12 @@ static __always_inline void count_fds(struct record *r, struct files_struct *fil
 	r->open_fds = n;
 }
 
-// Writes `task`'s record into `r`, every field of it (`r` may hold an earlier task's record),
-// counting a process's open fds only when bit 0 of `args[0]` is set (the open-coded scan's
-// argument; the iterator's file passes none) (a few cache misses a process, so only
-// when the agent's groups ask: a scan without them costs what it did). Returns the bytes of it to keep: a thread's short record, a user process's record up to the
-// kernel-thread names, or all of it.
+// Writes `task`'s record into `r`, every field of it (`r` may hold an earlier task's record).
+// A process's open fds are counted only when bit 0 of `args[0]` is set (the open-coded scan's
+// argument, set when the agent's groups ask; the iterator's file passes none): a few cache
+// misses a process, so a scan without them costs what it did. Returns the bytes of it to keep:
+// a thread's short record, a user process's record up to the kernel-thread names, or all of it
+// but the words count_fds() read.
 static __always_inline __u32 fill_record(struct record *r, struct task_struct *task, const __u64 *args)
 {
 	if (task->pid != task->tgid) {
