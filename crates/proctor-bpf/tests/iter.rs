@@ -241,3 +241,86 @@ fn a_second_scan_sees_a_process_started_after_the_first() {
     let p = second.iter().find(|p| p.pid == pid).expect("the new child is in the second scan");
     assert_eq!((p.comm.as_str(), p.ppid), ("sleep", std::process::id()));
 }
+
+/// Where a cgroup hierarchy is mounted: cgroup2's (`None` for `controller`), or the v1 one that
+/// holds `controller`.
+fn cgroup_mount(controller: Option<&str>) -> Option<std::path::PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mut right = right.split(' ');
+        let (fstype, options) = (right.next()?, right.nth(1).unwrap_or(""));
+        let found = match controller {
+            None => fstype == "cgroup2",
+            Some(c) => fstype == "cgroup" && options.split(',').any(|o| o == c),
+        };
+        let mount = left.split(' ').nth(4)?;
+        found.then(|| std::path::PathBuf::from(mount))
+    })
+}
+
+/// A process's cgroup2 path and its v1 memory path (where a v1 memory hierarchy is mounted).
+fn cgroup_paths(pid: u32) -> Option<(String, Option<String>)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let mut v2 = None;
+    let mut memory = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path.to_string());
+        } else if controllers.split(',').any(|c| c == "memory") {
+            memory = Some(path.to_string());
+        }
+    }
+    Some((v2?, memory))
+}
+
+fn inode(mount: &std::path::Path, path: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(mount.join(path.trim_start_matches('/'))).ok().map(|m| m.ino())
+}
+
+#[test]
+fn both_readers_name_each_process_cgroups_by_their_directories_inodes() {
+    let Some(v2_mount) = cgroup_mount(None) else {
+        eprintln!("SKIP: the scan's cgroup ids: no cgroup2 mount");
+        return;
+    };
+    let memory_mount = cgroup_mount(Some("memory"));
+    for way in [Way::Best, Way::File] {
+        let Some(mut iter) = open_with(way) else { return };
+        // A process moved between the reads is left out: its /proc/PID/cgroup is read before the
+        // scan and after, and compared only where the two agree.
+        let before: HashMap<u32, (String, Option<String>)> = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| Some((pid, cgroup_paths(pid)?)))
+            .collect();
+        let mut scan = Vec::new();
+        iter.scan(&mut scan).expect("scan");
+        let (mut checked, mut memory_checked) = (0, 0);
+        for p in &scan {
+            let (Some(was), Some(now)) = (before.get(&p.pid), cgroup_paths(p.pid)) else { continue };
+            if *was != now {
+                continue;
+            }
+            let ids = p.cgroup_ids.unwrap_or_else(|| panic!("{}: pid {} has no cgroup ids", iter.how(), p.pid));
+            let Some(want) = inode(&v2_mount, &now.0) else { continue };
+            assert_eq!(ids[0], want, "{}: pid {}'s cgroup2 id against {}'s inode", iter.how(), p.pid, now.0);
+            checked += 1;
+            if let (Some(mount), Some(path)) = (&memory_mount, &now.1) {
+                let Some(want) = inode(mount, path) else { continue };
+                assert_eq!(ids[1], want, "{}: pid {}'s memory cgroup id against {}'s inode", iter.how(), p.pid, path);
+                memory_checked += 1;
+            }
+        }
+        assert!(checked >= 10, "{}: only {checked} processes compared", iter.how());
+        if memory_mount.is_some() {
+            assert!(memory_checked >= 10, "{}: only {memory_checked} memory cgroups compared", iter.how());
+        }
+        let me = scan.iter().find(|p| p.pid == std::process::id()).expect("this process is scanned");
+        assert_ne!(me.cgroup_ids, None);
+    }
+}

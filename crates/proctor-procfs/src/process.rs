@@ -69,6 +69,12 @@ pub struct PidStat {
     /// as `stat` of `/proc/PID/fd` does); never from the `stat` file, which has no such field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_fds: Option<u32>,
+    /// The kernfs ids of the process's cgroup2 cgroup and of its memory controller's cgroup (0
+    /// without one), where the reader that gave these fields reads them too (the BPF task
+    /// scan): a pair names the cgroup `/proc/PID/cgroup` would, without reading it. Never from
+    /// the `stat` file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_ids: Option<[u64; 2]>,
 }
 
 /// Parses `/proc/PID/stat`. The comm field may hold spaces and parentheses, so it is delimited
@@ -170,6 +176,7 @@ fn parse_stat_fields(bytes: &[u8], last_field: usize) -> Option<(PidStat, &[u8])
         processor: optional(39).and_then(|v| u32::try_from(v).ok()),
         blkio_ticks: optional(42),
         open_fds: None,
+        cgroup_ids: None,
     };
     Some((stat, comm))
 }

@@ -16,6 +16,7 @@
 //! The directory listing of `/proc` is the one unavoidable per-cycle cost that grows with the
 //! number of processes besides the per-pid reads.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use proctor_model::{ProcessSample, SampleCost, StatusReading, TaskSample};
@@ -55,6 +56,9 @@ struct Entry {
     /// resident size is then `stat`'s.
     status_resident_bytes: Option<u64>,
     cgroup: Option<Arc<str>>,
+    /// The task scan's cgroup id pair for this process when its cgroup was last taken: a
+    /// different pair later is a move to another cgroup, and its cgroup is taken again.
+    cgroup_ids: Option<[u64; 2]>,
     /// Counting this process's fds was refused (another user's process): not asked again.
     fds_denied: bool,
     seen_cycle: u64,
@@ -75,6 +79,7 @@ impl Entry {
             status_reading: None,
             status_resident_bytes: None,
             cgroup: None,
+            cgroup_ids: None,
             fds_denied: false,
             seen_cycle: 0,
         }
@@ -109,7 +114,19 @@ pub(crate) struct ProcessTable {
     /// With the task scan: the pids `/proc` listed that the scan did not give, by pid, read
     /// directly in the scans between two listings (and dropped once the scan gives them).
     missed: Vec<u32>,
+    /// With the task scan: cgroup paths by the scan's id pair (`PidStat::cgroup_ids`), learned
+    /// from the `/proc/PID/cgroup` reads of processes that had that pair, so that a process
+    /// started in a cgroup seen before (a build's compilers, a shell's commands) has its cgroup
+    /// without a read. The kernel names each cgroup by its pair while it lives, and a cgroup
+    /// made later has another; only a cgroup-v1 rename changes the path under a pair, so the
+    /// map is forgotten every `CGROUP_PATHS_FORGET` scans.
+    cgroup_paths: HashMap<[u64; 2], Option<Arc<str>>>,
 }
+
+/// Cgroup paths kept by id pair at most (the map is emptied when full).
+const CGROUP_PATHS_MAX: usize = 4096;
+/// The cgroup paths by id pair are learned afresh every this many scans.
+const CGROUP_PATHS_FORGET: u64 = 64;
 
 /// With the task scan, `/proc` is listed every this many scans; in between, only what the last
 /// listing found that the scan did not give is read (a task the kernel keeps from BPF
@@ -221,6 +238,7 @@ impl ProcessTable {
             fd_path: String::new(),
             task_tids: Vec::new(),
             missed: Vec::new(),
+            cgroup_paths: HashMap::new(),
         }
     }
 
@@ -239,6 +257,9 @@ impl ProcessTable {
     ) -> Vec<ProcessSample> {
         self.cycle += 1;
         let cycle = self.cycle;
+        if cycle.is_multiple_of(CGROUP_PATHS_FORGET) || self.cgroup_paths.len() >= CGROUP_PATHS_MAX {
+            self.cgroup_paths.clear();
+        }
         if opts.fds && self.fd_counts.is_none() {
             // This process always holds fds (the kept per-pid files, stdio): a size of 0 is a
             // kernel that does not count them. A fake root's directories count nothing.
@@ -329,6 +350,7 @@ impl ProcessTable {
         let fds = &mut self.fds;
         let scratch = &mut self.scratch;
         let shared = &mut self.shared;
+        let cgroup_paths = &mut self.cgroup_paths;
         let entry = self.entries.entry(pid).or_insert_with(Entry::new);
         let read = match given {
             Some(stat) => {
@@ -378,27 +400,23 @@ impl ProcessTable {
             entry.renamed = false;
             new_pids.push((pid, stat.start_ticks));
             if opts.cgroups {
-                match root.read_into(format!("/proc/{pid}/cgroup"), scratch) {
-                    Ok(()) => {
-                        cost.files_read += 1;
-                        cost.files_opened += 1;
-                        entry.cgroup = parse_cgroup(scratch).and_then(|m| {
-                            let v2 = m.iter().find(|c| c.is_v2());
-                            let mem = m.iter().find(|c| c.controllers.iter().any(|c| c == "memory"));
-                            // Prefer the v2 path where v2 holds the memory controller; on
-                            // hybrid hosts the v1 memory path is the container's identity.
-                            mem.or(v2).map(|c| Arc::from(c.path.as_str()))
-                        });
-                    }
-                    Err(e) if e.kind == ErrorKind::Gone => {}
-                    Err(e) => count(cost, "process.cgroup", e.kind),
-                }
+                take_cgroup(entry, stat.cgroup_ids, cgroup_paths, root, pid, scratch, cost);
             }
         } else if entry.renamed {
             // The same process under a new name: it exec'd (a shell's `exec`, an entrypoint's
             // `exec "$@"`, a shim) or renamed itself; its command line is read again.
             entry.renamed = false;
             new_pids.push((pid, stat.start_ticks));
+        }
+        if opts.cgroups && stat.cgroup_ids.is_some() && entry.cgroup_ids != stat.cgroup_ids {
+            // Moved to another cgroup since its cgroup was taken (a service manager moves a
+            // child it forked; `cgexec`; a container runtime), or the scan gives the pair for
+            // the first time. A path learned under the old pair may have come from a read that
+            // raced this move: it is forgotten.
+            if let Some(old) = entry.cgroup_ids {
+                cgroup_paths.remove(&old);
+            }
+            take_cgroup(entry, stat.cgroup_ids, cgroup_paths, root, pid, scratch, cost);
         }
         let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
         let moved = entry.status_key != Some(key);
@@ -513,6 +531,42 @@ impl ProcessTable {
     }
 }
 
+/// Takes a process's cgroup: the path learned for its id pair where the scan gave one and a
+/// process with that pair was read before, else read from `/proc/PID/cgroup` (and learned).
+fn take_cgroup(
+    entry: &mut Entry,
+    ids: Option<[u64; 2]>,
+    paths: &mut HashMap<[u64; 2], Option<Arc<str>>>,
+    root: &Root,
+    pid: u32,
+    scratch: &mut Vec<u8>,
+    cost: &mut SampleCost,
+) {
+    entry.cgroup_ids = ids;
+    if let Some(known) = ids.and_then(|k| paths.get(&k)) {
+        entry.cgroup = known.clone();
+        return;
+    }
+    match root.read_into(format!("/proc/{pid}/cgroup"), scratch) {
+        Ok(()) => {
+            cost.files_read += 1;
+            cost.files_opened += 1;
+            entry.cgroup = parse_cgroup(scratch).and_then(|m| {
+                let v2 = m.iter().find(|c| c.is_v2());
+                let mem = m.iter().find(|c| c.controllers.iter().any(|c| c == "memory"));
+                // Prefer the v2 path where v2 holds the memory controller; on hybrid hosts the
+                // v1 memory path is the container's identity.
+                mem.or(v2).map(|c| Arc::from(c.path.as_str()))
+            });
+            if let Some(k) = ids {
+                paths.insert(k, entry.cgroup.clone());
+            }
+        }
+        Err(e) if e.kind == ErrorKind::Gone => {}
+        Err(e) => count(cost, "process.cgroup", e.kind),
+    }
+}
+
 /// A process's open fds: the size `stat` gives its `/proc/PID/fd` (one `statx`, no directory
 /// walk, no lock on its memory; only asked of a live `/proc`, under a host root too). Gone is
 /// `None`; denied (another user's process) is counted once and marks the process so it is not
@@ -614,6 +668,7 @@ fn without_name(stat: &PidStat) -> PidStat {
         processor: stat.processor,
         blkio_ticks: stat.blkio_ticks,
         open_fds: stat.open_fds,
+        cgroup_ids: stat.cgroup_ids,
     }
 }
 

@@ -428,7 +428,7 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: None,
     },
     ProcessField {
-        field: Field { name: "cgroup", title: "Cgroup", unit: Unit::Text, description: "The process's cgroup path (v2, or the v1 cpu controller's)." },
+        field: Field { name: "cgroup", title: "Cgroup", unit: Unit::Text, description: "The process's cgroup path: the v1 memory controller's where one is mounted (a hybrid host), else v2's; through the BPF task scan it follows a process moved to another cgroup." },
         row: |_, r| r.cgroup.as_deref().map_or(Reading::Missing, text),
         out: |p| p.cgroup.as_deref().map_or(Reading::Missing, text),
         prom: None,

@@ -1053,3 +1053,108 @@ fn a_process_has_its_own_network_use() {
     proctor_bpf::NetTable::open().expect("opened above").read(&mut table);
     assert!(!table.contains_key(&pid), "the ended process's row is forgotten");
 }
+
+/// The hierarchy whose path the process rows carry (v1 memory where one is mounted, as on a
+/// hybrid host, else cgroup2), and this process's path in it.
+fn row_cgroup_dir() -> Option<(std::path::PathBuf, String)> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let line = |memory: bool| {
+        own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let found = if memory {
+                controllers.split(',').any(|c| c == "memory")
+            } else {
+                id == "0" && controllers.is_empty()
+            };
+            found.then(|| path.to_string())
+        })
+    };
+    let (memory, path) = match line(true) {
+        Some(path) => (true, path),
+        None => (false, line(false)?),
+    };
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mut right = right.split(' ');
+        let (fstype, options) = (right.next()?, right.nth(1).unwrap_or(""));
+        let found =
+            if memory { fstype == "cgroup" && options.split(',').any(|o| o == "memory") } else { fstype == "cgroup2" };
+        let mount = left.split(' ').nth(4)?;
+        found.then(|| std::path::PathBuf::from(mount))
+    })?;
+    Some((mount, path))
+}
+
+#[test]
+fn processes_started_in_a_cgroup_seen_before_have_it_without_a_read() {
+    let base = SamplerConfig { pss_budget: 0.0, cmdline: false, process_fds: false, ..SamplerConfig::default() };
+    let mut with = Sampler::new(SamplerConfig { process_cgroups: true, ..base.clone() });
+    if let Err(why) = with.task_iter_status() {
+        eprintln!("SKIP: cgroups by the task scan's ids: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let mut without = Sampler::new(SamplerConfig { process_cgroups: false, ..base });
+    with.sample();
+    without.sample();
+    // Twenty new processes in this test's cgroup between two samples of each sampler: with the
+    // ids, none has its cgroup file read (one read a process without them). Processes others
+    // start between the samples move the difference too, so the least of three rounds is taken.
+    let mut extra = u64::MAX;
+    for _ in 0..3 {
+        let children: Vec<Guard> =
+            (0..20).map(|_| Guard(Command::new("sleep").arg("60").spawn().expect("sleep"))).collect();
+        let a = with.sample();
+        let b = without.sample();
+        let own = a.processes.iter().find(|p| p.pid == std::process::id()).and_then(|p| p.cgroup.clone());
+        assert!(own.is_some(), "this process's row has its cgroup");
+        for c in &children {
+            let row = a.processes.iter().find(|p| p.pid == c.0.id()).expect("the child is sampled");
+            assert_eq!(row.cgroup, own, "a child has its parent's cgroup");
+        }
+        extra = extra.min(a.cost.files_read.saturating_sub(b.cost.files_read));
+    }
+    assert!(extra < 10, "{extra} more files read with cgroups on for 20 new processes: their cgroups were read");
+}
+
+#[test]
+fn a_process_moved_to_another_cgroup_has_the_new_one_in_its_row() {
+    let config = SamplerConfig { pss_budget: 0.0, cmdline: false, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    if let Err(why) = sampler.task_iter_status() {
+        eprintln!("SKIP: cgroup moves seen through the task scan's ids: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let Some((mount, own)) = row_cgroup_dir() else {
+        eprintln!("SKIP: cgroup moves: no cgroup hierarchy found for this process");
+        return;
+    };
+    let child = Guard(Command::new("sleep").arg("60").spawn().expect("sleep"));
+    let pid = child.0.id();
+    let name = format!("proctor-move-{pid}");
+    let dir = mount.join(own.trim_start_matches('/')).join(&name);
+    if let Err(e) = std::fs::create_dir(&dir) {
+        eprintln!("SKIP: cgroup moves: cannot make {}: {e}", dir.display());
+        return;
+    }
+    let cleanup = |child: Guard| {
+        drop(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::remove_dir(&dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let row = |s: &proctor_model::Sample| s.processes.iter().find(|p| p.pid == pid).and_then(|p| p.cgroup.clone());
+    let before = row(&sampler.sample());
+    assert_eq!(before.as_deref(), Some(own.as_str()), "before the move");
+    if let Err(e) = std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
+        cleanup(child);
+        eprintln!("SKIP: cgroup moves: cannot move pid {pid}: {e}");
+        return;
+    }
+    let after = row(&sampler.sample());
+    let moved = format!("{}/{name}", own.trim_end_matches('/'));
+    cleanup(child);
+    assert_eq!(after.as_deref(), Some(moved.as_str()), "after the move");
+}
