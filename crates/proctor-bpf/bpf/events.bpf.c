@@ -11,6 +11,7 @@
 // own, typed (`struct task_struct *`), so reading a task's fields needs no probe_read.
 
 #include "common.h"
+#include "cgroup.h"
 
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_LRU_HASH 9
@@ -73,6 +74,7 @@ struct task_struct {
 	char comm[16];
 	struct signal_struct *signal;
 	struct mm_struct *mm;
+	struct css_set *cgroups;
 	struct sched_entity se;
 } CORE;
 
@@ -150,6 +152,10 @@ struct exit_event {
 	__u64 maxrss;
 	// The exiting thread's own part of `runtime`, for the final event to replace.
 	__u64 thread_runtime;
+	// Its memory controller's cgroup id (cgroup.h), with `cgroup_id` the pair the task scan
+	// gives: the cgroup of a process that lived between two samples, where the controller is
+	// not in cgroup2's hierarchy (a hybrid host).
+	__u64 memcg_id;
 	char comm[16];
 };
 
@@ -283,7 +289,7 @@ int proctor_exit(__u64 *ctx)
 	e->ppid = p->real_parent->tgid;
 	e->start_boottime = p->group_leader->start_boottime;
 	e->time_boottime = bpf_ktime_get_boot_ns();
-	e->cgroup_id = bpf_get_current_cgroup_id();
+	cgroup_ids(p->cgroups, &e->cgroup_id, &e->memcg_id);
 	e->exit_code = (__u32)p->exit_code;
 	e->utime = sig->utime + p->utime;
 	e->stime = sig->stime + p->stime;

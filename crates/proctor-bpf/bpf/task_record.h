@@ -14,6 +14,7 @@
 // reads /proc and says why.
 
 #include "common.h"
+#include "cgroup.h"
 
 // task->flags: a kernel thread, a workqueue worker.
 #define PF_WQ_WORKER 0x00000020
@@ -76,32 +77,6 @@ struct files_struct {
 	struct fdtable *fdt;
 } CORE;
 
-// A task's cgroups (include/linux/cgroup-defs.h): the cgroup2 (default hierarchy) one, and each
-// controller's state, whose cgroup is the task's in the controller's hierarchy (v1) or the
-// nearest one up with the controller on (v2). A cgroup's kernfs node id is its directory's inode
-// number (and generation): the id of a cgroup while it lives, never another's.
-struct kernfs_node {
-	__u64 id;
-} CORE;
-
-struct cgroup {
-	struct kernfs_node *kn;
-} CORE;
-
-struct cgroup_subsys_state {
-	struct cgroup *cgroup;
-} CORE;
-
-struct css_set {
-	struct cgroup_subsys_state *subsys[16];
-	struct cgroup *dfl_cgrp;
-} CORE;
-
-// The memory controller's index in css_set.subsys: its value is fitted to the running kernel's
-// (a relocation by name); a kernel without the controller has none, and its id here is 0.
-enum cgroup_subsys_id {
-	memory_cgrp_id = 4,
-};
 
 struct task_struct {
 	struct thread_info thread_info;
@@ -298,20 +273,7 @@ static __always_inline __u32 fill_record(struct record *r, struct task_struct *t
 		r->rss_shmem = mm ? mm->rss_stat[3].count : 0;
 	}
 
-	// Loads through a pointer the kernel's BTF types fault to 0 where it is NULL (the verifier
-	// makes them probe reads), so the chains need no tests: a branch each would be walked again
-	// by the verifier along every way through the scan's loop.
-	{
-		struct css_set *cset = task->cgroups;
-
-		r->cgroup_id = cset->dfl_cgrp->kn->id;
-		r->memcg_id = 0;
-		if (__builtin_preserve_enum_value(*(enum cgroup_subsys_id *)memory_cgrp_id, 0 /* exists */)) {
-			__u32 i = __builtin_preserve_enum_value(*(enum cgroup_subsys_id *)memory_cgrp_id, 1 /* value */);
-
-			r->memcg_id = cset->subsys[i & 15]->cgroup->kn->id;
-		}
-	}
+	cgroup_ids(task->cgroups, &r->cgroup_id, &r->memcg_id);
 
 	// Open fds, where the run asks. The flag is read from the run's argument here, not kept in
 	// a register: a flag known along each way through the scan's loop would have the verifier

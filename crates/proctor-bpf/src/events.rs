@@ -48,8 +48,8 @@ const KIND_FINAL: u64 = 3;
 pub const EXEC_HEAD_BYTES: usize = 7 * 8 + 16 + 128;
 /// The longest exec record.
 pub const EXEC_BYTES: usize = EXEC_HEAD_BYTES + ARGS_BYTES;
-/// `struct exit_event`: 18 words and comm 16.
-pub const EXIT_BYTES: usize = 18 * 8 + 16;
+/// `struct exit_event`: 19 words and comm 16.
+pub const EXIT_BYTES: usize = 19 * 8 + 16;
 /// `struct final_event`: 5 words.
 pub const FINAL_BYTES: usize = 5 * 8;
 pub const ARGS_BYTES: usize = 256;
@@ -105,6 +105,9 @@ pub struct ExitEvent {
     pub maxrss_pages: u64,
     /// The exiting thread's own part of `runtime_ns`.
     pub thread_runtime_ns: u64,
+    /// Its memory controller's cgroup id (0 without the controller): with `cgroup_id`, the
+    /// pair the task scan gives (`PidStat::cgroup_ids`).
+    pub memcg_id: u64,
     /// Its name when it ended (its leader's).
     pub comm: String,
 }
@@ -422,7 +425,8 @@ pub fn parse(bytes: &[u8]) -> Option<Event> {
             cmaj_flt: word(bytes, 15),
             maxrss_pages: word(bytes, 16),
             thread_runtime_ns: word(bytes, 17),
-            comm: text(&bytes[18 * 8..]),
+            memcg_id: word(bytes, 18),
+            comm: text(&bytes[19 * 8..]),
         })),
         KIND_FINAL if bytes.len() == FINAL_BYTES => Some(Event::Final(FinalEvent {
             pid: u32_of(word(bytes, 1)),

@@ -121,6 +121,14 @@ fn an_exit_says_what_wait4_says() {
     assert!(dd_exec[0].filename.ends_with("/dd"), "{}", dd_exec[0].filename);
     assert_eq!(dd_exec[0].start_boottime_ns, dd_exit.start_boottime_ns, "one process: one start");
     assert_eq!(dd_exec[0].cgroup_id, dd_exit.cgroup_id);
+    // Its cgroup ids are the pair the task scan gives its parent (this test), whose cgroups it
+    // was forked into.
+    if let Ok(mut iter) = proctor_bpf::TaskIter::open() {
+        let mut scan = Vec::new();
+        iter.scan(&mut scan).expect("scan");
+        let me = scan.iter().find(|p| p.pid == std::process::id()).expect("this process is scanned");
+        assert_eq!(me.cgroup_ids, Some([dd_exit.cgroup_id, dd_exit.memcg_id]), "dd's exit against its parent's scan");
+    }
 
     let sh_exit = exits_of(&all, sh_pid);
     assert_eq!(sh_exit.len(), 1);

@@ -193,6 +193,7 @@ impl Churn {
         new: &[(u32, u64)],
         forks: Option<u64>,
         mono_ns: u64,
+        learned: &HashMap<[u64; 2], Option<Arc<str>>>,
         cost: &mut SampleCost,
     ) -> Vec<ExitedProcess> {
         let (ns_per_tick, page_size) = (self.ns_per_tick, self.page_size);
@@ -249,10 +250,15 @@ impl Churn {
                         let (cmdline, cgroup) = known.unwrap_or_default();
                         let cmdline =
                             exec.filter(|e| e.args_complete).map(|e: &ExecEvent| Arc::from(e.args.clone())).or(cmdline);
-                        // The rows' cgroup is the v2 path where v2 holds the memory controller,
-                        // else (a hybrid host) the v1 memory path, which the id does not give:
-                        // there a child takes its parent's (it was forked into it).
+                        // The path the table read for a live process with the same cgroup ids;
+                        // else the rows' cgroup is the v2 path where v2 holds the memory
+                        // controller, else (a hybrid host) the v1 memory path, which the v2 id
+                        // alone does not give: there a child takes its parent's (it was forked
+                        // into it).
                         let cgroup = cgroup.or_else(|| {
+                            if let Some(path) = learned.get(&[x.cgroup_id, x.memcg_id]) {
+                                return path.clone();
+                            }
                             if state.cgroups.v2_is_the_rows {
                                 state.cgroups.path(x.cgroup_id, mono_ns, cost)
                             } else {

@@ -382,7 +382,8 @@ impl Sampler {
             *cost.reader_wall_ns.entry("workers").or_default() += t.elapsed().as_nanos() as u64;
             let t = Instant::now();
             let forks = host.stat.as_ref().and_then(|s| s.forks);
-            exited = self.churn.finish(&processes, &self.new_pids, forks, mono_ns, &mut cost);
+            exited =
+                self.churn.finish(&processes, &self.new_pids, forks, mono_ns, self.table.cgroup_paths(), &mut cost);
             *cost.reader_wall_ns.entry("events").or_default() += t.elapsed().as_nanos() as u64;
             if let Ok(net) = self.net.as_mut() {
                 let t = Instant::now();

@@ -518,6 +518,12 @@ impl ProcessTable {
         })
     }
 
+    /// The cgroup paths learned by id pair (`cgroup_paths`), for the exits of processes the
+    /// table never listed.
+    pub(crate) fn cgroup_paths(&self) -> &HashMap<[u64; 2], Option<Arc<str>>> {
+        &self.cgroup_paths
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

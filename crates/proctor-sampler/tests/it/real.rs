@@ -1158,3 +1158,63 @@ fn a_process_moved_to_another_cgroup_has_the_new_one_in_its_row() {
     cleanup(child);
     assert_eq!(after.as_deref(), Some(moved.as_str()), "after the move");
 }
+
+#[test]
+fn a_process_that_lived_between_two_samples_in_a_known_cgroup_ends_with_that_cgroup() {
+    let config = SamplerConfig { pss_budget: 0.0, cmdline: false, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    if let (Err(why), _) | (_, Err(why)) = (sampler.task_iter_status(), sampler.events_status()) {
+        eprintln!("SKIP: exits in a cgroup by its ids: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let Some((mount, own)) = row_cgroup_dir() else {
+        eprintln!("SKIP: exits in a cgroup by its ids: no cgroup hierarchy found for this process");
+        return;
+    };
+    // A sleeper moved into a cgroup of the test's: the table reads its cgroup and learns the
+    // path for its ids. Then a shell that moves itself there too and ends before the next sample:
+    // its parent (this test) is in another cgroup, which a child would take.
+    let sleeper = Guard(Command::new("sleep").arg("60").spawn().expect("sleep"));
+    let name = format!("proctor-exit-{}", sleeper.0.id());
+    let dir = mount.join(own.trim_start_matches('/')).join(&name);
+    if let Err(e) = std::fs::create_dir(&dir) {
+        eprintln!("SKIP: exits in a cgroup by its ids: cannot make {}: {e}", dir.display());
+        return;
+    }
+    let procs = dir.join("cgroup.procs");
+    let cleanup = |sleeper: Guard| {
+        drop(sleeper);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::remove_dir(&dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    if let Err(e) = std::fs::write(&procs, sleeper.0.id().to_string()) {
+        cleanup(sleeper);
+        eprintln!("SKIP: exits in a cgroup by its ids: cannot move a process: {e}");
+        return;
+    }
+    let path = format!("{}/{name}", own.trim_end_matches('/'));
+    let row = sampler.sample().processes.into_iter().find(|p| p.pid == sleeper.0.id()).and_then(|p| p.cgroup);
+    assert_eq!(row.as_deref(), Some(path.as_str()), "the sleeper's row");
+    let status = Command::new("sh")
+        .args(["-c", &format!("echo $$ > {}; exec /bin/true proctor-exit-cgroup", procs.display())])
+        .status()
+        .expect("sh");
+    assert!(status.success());
+    let mut exited = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !exited.iter().any(|x: &proctor_model::ExitedProcess| {
+        x.cmdline.as_deref().is_some_and(|c| c.iter().any(|a| a == "proctor-exit-cgroup"))
+    }) {
+        assert!(Instant::now() < deadline, "the shell's exit never came");
+        exited.extend(sampler.sample().exited);
+    }
+    cleanup(sleeper);
+    let x = exited
+        .iter()
+        .find(|x| x.cmdline.as_deref().is_some_and(|c| c.iter().any(|a| a == "proctor-exit-cgroup")))
+        .expect("found above");
+    assert!(!x.seen, "the shell lived between two samples");
+    assert_eq!(x.cgroup.as_deref(), Some(path.as_str()), "the exit's cgroup");
+}
