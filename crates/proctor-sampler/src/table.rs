@@ -59,6 +59,10 @@ struct Entry {
     /// The task scan's cgroup id pair for this process when its cgroup was last taken: a
     /// different pair later is a move to another cgroup, and its cgroup is taken again.
     cgroup_ids: Option<[u64; 2]>,
+    /// The cgroup was read from `/proc/PID/cgroup` under `cgroup_ids`, and is learned for that
+    /// pair once the next scan gives the process the same pair: the read comes after the scan,
+    /// and a process moved between the two would have another cgroup's path under its old pair.
+    cgroup_unconfirmed: bool,
     /// Counting this process's fds was refused (another user's process): not asked again.
     fds_denied: bool,
     seen_cycle: u64,
@@ -80,6 +84,7 @@ impl Entry {
             status_resident_bytes: None,
             cgroup: None,
             cgroup_ids: None,
+            cgroup_unconfirmed: false,
             fds_denied: false,
             seen_cycle: 0,
         }
@@ -115,7 +120,7 @@ pub(crate) struct ProcessTable {
     /// directly in the scans between two listings (and dropped once the scan gives them).
     missed: Vec<u32>,
     /// With the task scan: cgroup paths by the scan's id pair (`PidStat::cgroup_ids`), learned
-    /// from the `/proc/PID/cgroup` reads of processes that had that pair, so that a process
+    /// from the `/proc/PID/cgroup` reads of processes that had that pair at two scans, so that a process
     /// started in a cgroup seen before (a build's compilers, a shell's commands) has its cgroup
     /// without a read. The kernel names each cgroup by its pair while it lives, and a cgroup
     /// made later has another; only a cgroup-v1 rename changes the path under a pair, so the
@@ -402,21 +407,23 @@ impl ProcessTable {
             if opts.cgroups {
                 take_cgroup(entry, stat.cgroup_ids, cgroup_paths, root, pid, scratch, cost);
             }
-        } else if entry.renamed {
+        } else if opts.cgroups && stat.cgroup_ids.is_some() && entry.cgroup_ids != stat.cgroup_ids {
+            // Moved to another cgroup since its cgroup was taken (a service manager moves a
+            // child it forked; `cgexec`; a container runtime), or the scan gives the pair for
+            // the first time.
+            take_cgroup(entry, stat.cgroup_ids, cgroup_paths, root, pid, scratch, cost);
+        } else if entry.cgroup_unconfirmed && stat.cgroup_ids.is_some() {
+            // Read at an earlier scan under this pair, and still in it: the path is the pair's.
+            entry.cgroup_unconfirmed = false;
+            if let Some(k) = entry.cgroup_ids {
+                cgroup_paths.insert(k, entry.cgroup.clone());
+            }
+        }
+        if entry.renamed {
             // The same process under a new name: it exec'd (a shell's `exec`, an entrypoint's
             // `exec "$@"`, a shim) or renamed itself; its command line is read again.
             entry.renamed = false;
             new_pids.push((pid, stat.start_ticks));
-        }
-        if opts.cgroups && stat.cgroup_ids.is_some() && entry.cgroup_ids != stat.cgroup_ids {
-            // Moved to another cgroup since its cgroup was taken (a service manager moves a
-            // child it forked; `cgexec`; a container runtime), or the scan gives the pair for
-            // the first time. A path learned under the old pair may have come from a read that
-            // raced this move: it is forgotten.
-            if let Some(old) = entry.cgroup_ids {
-                cgroup_paths.remove(&old);
-            }
-            take_cgroup(entry, stat.cgroup_ids, cgroup_paths, root, pid, scratch, cost);
         }
         let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
         let moved = entry.status_key != Some(key);
@@ -542,13 +549,14 @@ impl ProcessTable {
 fn take_cgroup(
     entry: &mut Entry,
     ids: Option<[u64; 2]>,
-    paths: &mut HashMap<[u64; 2], Option<Arc<str>>>,
+    paths: &HashMap<[u64; 2], Option<Arc<str>>>,
     root: &Root,
     pid: u32,
     scratch: &mut Vec<u8>,
     cost: &mut SampleCost,
 ) {
     entry.cgroup_ids = ids;
+    entry.cgroup_unconfirmed = false;
     if let Some(known) = ids.and_then(|k| paths.get(&k)) {
         entry.cgroup = known.clone();
         return;
@@ -564,9 +572,8 @@ fn take_cgroup(
                 // v1 memory path is the container's identity.
                 mem.or(v2).map(|c| Arc::from(c.path.as_str()))
             });
-            if let Some(k) = ids {
-                paths.insert(k, entry.cgroup.clone());
-            }
+            // Learned at the next scan, if the process is still under this pair.
+            entry.cgroup_unconfirmed = ids.is_some();
         }
         Err(e) if e.kind == ErrorKind::Gone => {}
         Err(e) => count(cost, "process.cgroup", e.kind),
