@@ -1198,10 +1198,13 @@ fn a_process_that_lived_between_two_samples_in_a_known_cgroup_ends_with_that_cgr
     let row = sampler.sample().processes.into_iter().find(|p| p.pid == sleeper.0.id()).and_then(|p| p.cgroup);
     assert_eq!(row.as_deref(), Some(path.as_str()), "the sleeper's row");
     let status = Command::new("sh")
-        .args(["-c", &format!("echo $$ > {}; exec /bin/true proctor-exit-cgroup", procs.display())])
+        .args(["-c", &format!("echo $$ > {} && exec /bin/true proctor-exit-cgroup", procs.display())])
         .status()
         .expect("sh");
-    assert!(status.success());
+    if !status.success() {
+        cleanup(sleeper);
+        panic!("the shell could not move itself into {path} ({status}), where the sleeper was moved");
+    }
     let mut exited = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !exited.iter().any(|x: &proctor_model::ExitedProcess| {
