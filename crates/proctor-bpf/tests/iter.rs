@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 
 use proctor_bpf::{PidStat, TaskIter, Way};
-use proctor_procfs::process::parse_stat;
+use proctor_procfs::cgroup::{parse_mountinfo, CgroupMount};
+use proctor_procfs::process::{parse_cgroup, parse_stat};
 
 /// Every process's `stat`, with its open fds where `stat` of its `/proc/PID/fd` gives them
 /// (`open_fds`, as the scan's are; Linux 6.2+ counts them there).
@@ -244,41 +245,28 @@ fn a_second_scan_sees_a_process_started_after_the_first() {
 
 /// Where a cgroup hierarchy is mounted: cgroup2's (`None` for `controller`), or the v1 one that
 /// holds `controller`.
-fn cgroup_mount(controller: Option<&str>) -> Option<std::path::PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        let mut right = right.split(' ');
-        let (fstype, options) = (right.next()?, right.nth(1).unwrap_or(""));
-        let found = match controller {
-            None => fstype == "cgroup2",
-            Some(c) => fstype == "cgroup" && options.split(',').any(|o| o == c),
-        };
-        let mount = left.split(' ').nth(4)?;
-        found.then(|| std::path::PathBuf::from(mount))
+fn cgroup_mount(controller: Option<&str>) -> Option<CgroupMount> {
+    let mounts = parse_mountinfo(&std::fs::read("/proc/self/mountinfo").ok()?);
+    mounts.into_iter().find(|m| match controller {
+        None => m.v2,
+        Some(c) => m.controllers.iter().any(|have| have == c),
     })
 }
 
 /// A process's cgroup2 path and its v1 memory path (where a v1 memory hierarchy is mounted).
 fn cgroup_paths(pid: u32) -> Option<(String, Option<String>)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let mut v2 = None;
-    let mut memory = None;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        if id == "0" && controllers.is_empty() {
-            v2 = Some(path.to_string());
-        } else if controllers.split(',').any(|c| c == "memory") {
-            memory = Some(path.to_string());
-        }
-    }
-    Some((v2?, memory))
+    let memberships = parse_cgroup(&std::fs::read(format!("/proc/{pid}/cgroup")).ok()?)?;
+    let v2 = memberships.iter().find(|m| m.is_v2())?.path.clone();
+    let memory = memberships.iter().find(|m| m.controllers.iter().any(|c| c == "memory")).map(|m| m.path.clone());
+    Some((v2, memory))
 }
 
-fn inode(mount: &std::path::Path, path: &str) -> Option<u64> {
+/// The inode of `path` (as /proc/PID/cgroup names it) under `mount`, whose view starts at its
+/// mountinfo root.
+fn inode(mount: &CgroupMount, path: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(mount.join(path.trim_start_matches('/'))).ok().map(|m| m.ino())
+    let below = path.strip_prefix(mount.root.trim_end_matches('/'))?;
+    std::fs::metadata(mount.mount_point.join(below.trim_start_matches('/'))).ok().map(|m| m.ino())
 }
 
 #[test]

@@ -1054,37 +1054,21 @@ fn a_process_has_its_own_network_use() {
     assert!(!table.contains_key(&pid), "the ended process's row is forgotten");
 }
 
-/// The hierarchy whose path the process rows carry (v1 memory where one is mounted, as on a
-/// hybrid host, else cgroup2), and this process's path in it.
+/// The directory of this process's cgroup in the hierarchy whose path the process rows carry
+/// (v1 memory where one is mounted, as on a hybrid host, else cgroup2), and that path.
 fn row_cgroup_dir() -> Option<(std::path::PathBuf, String)> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let line = |memory: bool| {
-        own.lines().find_map(|l| {
-            let mut parts = l.splitn(3, ':');
-            let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            let found = if memory {
-                controllers.split(',').any(|c| c == "memory")
-            } else {
-                id == "0" && controllers.is_empty()
-            };
-            found.then(|| path.to_string())
-        })
+    use proctor_procfs::cgroup::parse_mountinfo;
+    use proctor_procfs::process::parse_cgroup;
+    let own = parse_cgroup(&std::fs::read("/proc/self/cgroup").ok()?)?;
+    let memory = |c: &[String]| c.iter().any(|c| c == "memory");
+    let (v1, path) = match own.iter().find(|m| memory(&m.controllers)) {
+        Some(m) => (true, m.path.clone()),
+        None => (false, own.iter().find(|m| m.is_v2())?.path.clone()),
     };
-    let (memory, path) = match line(true) {
-        Some(path) => (true, path),
-        None => (false, line(false)?),
-    };
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = info.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        let mut right = right.split(' ');
-        let (fstype, options) = (right.next()?, right.nth(1).unwrap_or(""));
-        let found =
-            if memory { fstype == "cgroup" && options.split(',').any(|o| o == "memory") } else { fstype == "cgroup2" };
-        let mount = left.split(' ').nth(4)?;
-        found.then(|| std::path::PathBuf::from(mount))
-    })?;
-    Some((mount, path))
+    let mounts = parse_mountinfo(&std::fs::read("/proc/self/mountinfo").ok()?);
+    let mount = mounts.into_iter().find(|m| if v1 { memory(&m.controllers) } else { m.v2 })?;
+    let below = path.strip_prefix(mount.root.trim_end_matches('/'))?;
+    Some((mount.mount_point.join(below.trim_start_matches('/')), path))
 }
 
 #[test]
@@ -1126,14 +1110,14 @@ fn a_process_moved_to_another_cgroup_has_the_new_one_in_its_row() {
         eprintln!("SKIP: cgroup moves seen through the task scan's ids: {}", why.unwrap_or("not asked for"));
         return;
     }
-    let Some((mount, own)) = row_cgroup_dir() else {
+    let Some((own_dir, own)) = row_cgroup_dir() else {
         eprintln!("SKIP: cgroup moves: no cgroup hierarchy found for this process");
         return;
     };
     let child = Guard(Command::new("sleep").arg("60").spawn().expect("sleep"));
     let pid = child.0.id();
     let name = format!("proctor-move-{pid}");
-    let dir = mount.join(own.trim_start_matches('/')).join(&name);
+    let dir = own_dir.join(&name);
     if let Err(e) = std::fs::create_dir(&dir) {
         eprintln!("SKIP: cgroup moves: cannot make {}: {e}", dir.display());
         return;
@@ -1167,7 +1151,7 @@ fn a_process_that_lived_between_two_samples_in_a_known_cgroup_ends_with_that_cgr
         eprintln!("SKIP: exits in a cgroup by its ids: {}", why.unwrap_or("not asked for"));
         return;
     }
-    let Some((mount, own)) = row_cgroup_dir() else {
+    let Some((own_dir, own)) = row_cgroup_dir() else {
         eprintln!("SKIP: exits in a cgroup by its ids: no cgroup hierarchy found for this process");
         return;
     };
@@ -1176,7 +1160,7 @@ fn a_process_that_lived_between_two_samples_in_a_known_cgroup_ends_with_that_cgr
     // its parent (this test) is in another cgroup, which a child would take.
     let sleeper = Guard(Command::new("sleep").arg("60").spawn().expect("sleep"));
     let name = format!("proctor-exit-{}", sleeper.0.id());
-    let dir = mount.join(own.trim_start_matches('/')).join(&name);
+    let dir = own_dir.join(&name);
     if let Err(e) = std::fs::create_dir(&dir) {
         eprintln!("SKIP: exits in a cgroup by its ids: cannot make {}: {e}", dir.display());
         return;
