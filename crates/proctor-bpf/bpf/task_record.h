@@ -77,7 +77,6 @@ struct files_struct {
 	struct fdtable *fdt;
 } CORE;
 
-
 struct task_struct {
 	struct thread_info thread_info;
 	unsigned int __state;

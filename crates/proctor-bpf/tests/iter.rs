@@ -290,6 +290,11 @@ fn both_readers_name_each_process_cgroups_by_their_directories_inodes() {
         iter.scan(&mut scan).expect("scan");
         let (mut checked, mut memory_checked) = (0, 0);
         for p in &scan {
+            // A zombie's cgroup may have been removed (a cgroup whose tasks have all exited may
+            // be) and another made under its name since: its id is the old directory's.
+            if matches!(p.state, 'Z' | 'X') {
+                continue;
+            }
             let (Some(was), Some(now)) = (before.get(&p.pid), cgroup_paths(p.pid)) else { continue };
             if *was != now {
                 continue;

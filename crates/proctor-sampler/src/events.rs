@@ -13,7 +13,8 @@
 //! exits. A process that started after the count and that the sample saw anyway is counted by
 //! the next sample's forks: it is carried there (`EventStarts::seen_before`), not lost. Its command
 //! line is its exec's (when the event had all of it) or what proctor last read; its cgroup the
-//! row's, or its cgroup id looked up under the cgroup2 mount.
+//! row's, or the path the table learned for its cgroup id pair, or its cgroup2 id looked up under
+//! the cgroup2 mount, or (a hybrid host) its parent's.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

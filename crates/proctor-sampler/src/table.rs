@@ -13,6 +13,10 @@
 //! Between reads the carried VmRSS misses only what changed the counters without a fault, a
 //! move of `stat`'s estimate or of the virtual size (a small `MADV_DONTNEED`, a little
 //! reclaim): less than twice the batch per CPU that made the change.
+//!
+//! A new process's cgroup is read from `/proc/PID/cgroup`, or with the task scan taken from the
+//! path learned for its cgroup id pair; with the scan a process whose pair changes (moved) has it
+//! taken again.
 //! The directory listing of `/proc` is the one unavoidable per-cycle cost that grows with the
 //! number of processes besides the per-pid reads.
 
