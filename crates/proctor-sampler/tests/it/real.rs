@@ -1071,6 +1071,16 @@ fn row_cgroup_dir() -> Option<(std::path::PathBuf, String)> {
     Some((mount.mount_point.join(below.trim_start_matches('/')), path))
 }
 
+/// Ends the test's process in the cgroup `dir` (by its pid) and removes the cgroup once it is
+/// empty (bounded: a cgroup is removable once its last task is reaped).
+fn remove_cgroup(dir: &std::path::Path, inside: Guard) {
+    drop(inside);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::remove_dir(dir).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn processes_started_in_a_cgroup_seen_before_have_it_without_a_read() {
     let base = SamplerConfig { pss_budget: 0.0, cmdline: false, process_fds: false, ..SamplerConfig::default() };
@@ -1122,13 +1132,7 @@ fn a_process_moved_to_another_cgroup_has_the_new_one_in_its_row() {
         eprintln!("SKIP: cgroup moves: cannot make {}: {e}", dir.display());
         return;
     }
-    let cleanup = |child: Guard| {
-        drop(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::fs::remove_dir(&dir).is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let cleanup = |child: Guard| remove_cgroup(&dir, child);
     let row = |s: &proctor_model::Sample| s.processes.iter().find(|p| p.pid == pid).and_then(|p| p.cgroup.clone());
     let before = row(&sampler.sample());
     assert_eq!(before.as_deref(), Some(own.as_str()), "before the move");
@@ -1166,13 +1170,7 @@ fn a_process_that_lived_between_two_samples_in_a_known_cgroup_ends_with_that_cgr
         return;
     }
     let procs = dir.join("cgroup.procs");
-    let cleanup = |sleeper: Guard| {
-        drop(sleeper);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::fs::remove_dir(&dir).is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let cleanup = |sleeper: Guard| remove_cgroup(&dir, sleeper);
     if let Err(e) = std::fs::write(&procs, sleeper.0.id().to_string()) {
         cleanup(sleeper);
         eprintln!("SKIP: exits in a cgroup by its ids: cannot move a process: {e}");
