@@ -5,8 +5,9 @@
 //!
 //! `smaps_rollup` walks every resident page of the target while holding its mmap lock: it
 //! costs about 13–16 ms per GiB resident here, and the target cannot mmap, munmap or fault in
-//! new memory meanwhile. So this worker reads one process at a time, charges itself the CPU
-//! time each read took (`CLOCK_THREAD_CPUTIME_ID`), and sleeps long enough afterwards that its
+//! new memory meanwhile. So this worker reads one process at a time, charges each read its
+//! thread's CPU time since the last (`CLOCK_THREAD_CPUTIME_ID`: the read, and the picks and
+//! wakeups before it), and sleeps long enough afterwards that its
 //! share of one core stays within the budget. Processes whose cheap counters (rss and fault
 //! counts from `stat`) have not changed since their last reading are skipped, and their
 //! reading keeps its age so consumers can tell — but only up to a maximum age: PSS divides
@@ -91,6 +92,7 @@ pub struct PssStats {
     /// Passes over a process younger than [`YOUNG`] when listed (read from the next list on).
     pub skipped_young: u64,
     pub errors: u64,
+    /// The thread's CPU charged to the budget so far: all of it, up to the last read.
     pub cpu_ns: u64,
     /// The most expensive single read so far, in CPU nanoseconds.
     pub max_read_cpu_ns: u64,
@@ -590,6 +592,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     shared.lock().stats.pagemap = pages.is_some();
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
     let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
+    // The thread's CPU up to the last read's charge: the next read pays for everything since,
+    // its pick and the idle wakeups before it included.
+    let mut charged_cpu = thread_cpu_ns();
     {
         let mut state = shared.lock();
         state.stats.waits_traced = tracer.is_some();
@@ -614,7 +619,6 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             }
         };
         let Some((candidate, by_pages)) = next else { continue };
-        let attempt_cpu = thread_cpu_ns();
         // The CPU of a walk, finished or not, for what the next one will cost.
         let mut walked_ns = None;
         let mut read = || match pages.as_mut().filter(|_| by_pages) {
@@ -667,8 +671,11 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         let held_ns = holds.total_ns;
         // The budget pays for the trace too: turning it on and off, reading and parsing it.
         // And for a walk that stopped at its limit before the `smaps_rollup` read that
-        // replaced it: the thread's CPU over the whole attempt.
-        let spent_ns = thread_cpu_ns().saturating_sub(attempt_cpu);
+        // replaced it, and for the picks and wakeups since the last read: the thread's whole
+        // CPU since that read's charge.
+        let now_cpu = thread_cpu_ns();
+        let spent_ns = now_cpu.saturating_sub(charged_cpu);
+        charged_cpu = now_cpu;
         {
             let mut state = shared.lock();
             let gone = matches!(&result, Err(e) if e.kind == ErrorKind::Gone);
