@@ -780,18 +780,30 @@ fn between_listings_every_process_proc_lists_is_still_sampled() {
     eprintln!("{missed} processes over 12 scans read from /proc that the task scan did not give");
 }
 
+/// A sampler with `with` (which must read through the task scan) and one with `without`, for a
+/// test that compares the two; `None`, after a loud SKIP naming `what`, where the scan cannot run.
+fn scan_and_plain(with: SamplerConfig, without: SamplerConfig, what: &str) -> Option<(Sampler, Sampler)> {
+    let scan = Sampler::new(with);
+    if let Err(why) = scan.task_iter_status() {
+        eprintln!("SKIP: {what}: {}", why.unwrap_or("not asked for"));
+        return None;
+    }
+    Some((scan, Sampler::new(without)))
+}
+
 /// With the task scan, a process's open fds come with its other fields (the scan counts the
 /// descriptor table): the same count `/proc/PID/fd` lists, and no `statx` of that directory
 /// per process and sample. Without the scan, one `statx` each, as before.
 #[test]
 fn the_task_scan_counts_open_fds_so_no_process_is_statted_for_them() {
     let base = SamplerConfig { pss_budget: 0.0, cmdline: false, process_cgroups: false, ..SamplerConfig::default() };
-    let mut with = Sampler::new(SamplerConfig { process_fds: true, ..base.clone() });
-    if let Err(why) = with.task_iter_status() {
-        eprintln!("SKIP: the sampler through the task iterator: {}", why.unwrap_or("not asked for"));
+    let Some((mut with, mut without)) = scan_and_plain(
+        SamplerConfig { process_fds: true, ..base.clone() },
+        SamplerConfig { process_fds: false, ..base },
+        "the sampler through the task iterator",
+    ) else {
         return;
-    }
-    let mut without = Sampler::new(SamplerConfig { process_fds: false, ..base });
+    };
     let mut child = Command::new("bash")
         .args(["-c", "exec 3</dev/null 4</dev/null 5</dev/null; read x"])
         .stdin(Stdio::piped())
@@ -1084,12 +1096,13 @@ fn remove_cgroup(dir: &std::path::Path, inside: Guard) {
 #[test]
 fn processes_started_in_a_cgroup_seen_before_have_it_without_a_read() {
     let base = SamplerConfig { pss_budget: 0.0, cmdline: false, process_fds: false, ..SamplerConfig::default() };
-    let mut with = Sampler::new(SamplerConfig { process_cgroups: true, ..base.clone() });
-    if let Err(why) = with.task_iter_status() {
-        eprintln!("SKIP: cgroups by the task scan's ids: {}", why.unwrap_or("not asked for"));
+    let Some((mut with, mut without)) = scan_and_plain(
+        SamplerConfig { process_cgroups: true, ..base.clone() },
+        SamplerConfig { process_cgroups: false, ..base },
+        "cgroups by the task scan's ids",
+    ) else {
         return;
-    }
-    let mut without = Sampler::new(SamplerConfig { process_cgroups: false, ..base });
+    };
     with.sample();
     without.sample();
     // Twenty new processes in this test's cgroup between two samples of each sampler: with the
