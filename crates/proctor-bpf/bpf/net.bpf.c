@@ -4,8 +4,8 @@
 // in the kernel against the process that owns its socket, TCP and UDP apart, with what each
 // process handed to send and got from receive, its connects, accepts, retransmits and resets.
 // User space reads the table once a sample (crates/proctor-bpf/src/net.rs); no packet reaches
-// user space. A TCP socket iterator gives each process's open connections and their smoothed
-// round-trip times on demand.
+// user space. A walk of the sockets it gave an owner yields each process's open connections and
+// their smoothed round-trip times on demand.
 //
 // Why these hooks (BTF tracepoints, Linux 6.3+, and cgroup programs; not fentry/fexit, which a
 // kernel locked down for integrity refuses, as this project's machines do): every packet a
@@ -113,9 +113,10 @@ struct bpf_iter_meta {
 	struct seq_file *seq;
 } CORE;
 
-struct bpf_iter__tcp {
+struct bpf_iter__bpf_sk_storage_map {
 	struct bpf_iter_meta *meta;
-	struct sock_common *sk_common;
+	struct sock *sk;
+	void *value;
 } CORE;
 
 // Who owns a socket: a process, by pid and start (a reused pid is another process).
@@ -512,7 +513,7 @@ int proctor_reset_received(__u64 *ctx)
 	return 0;
 }
 
-// One record per full TCP socket with an owner: whose, its state and smoothed RTT.
+// One record per owned TCP socket for the walk below.
 struct conn_record {
 	__u32 tgid;
 	__u32 state;
@@ -521,25 +522,27 @@ struct conn_record {
 	__u32 retrans;
 };
 
-SEC("iter/tcp")
-int proctor_tcp_sockets(struct bpf_iter__tcp *ctx)
+// One record per TCP socket with an owner: whose, its state and smoothed RTT. The walk goes
+// over the owner storage (every socket proctor has given an owner, in any network namespace,
+// as the traffic is counted), not the kernel's TCP tables: those have a bucket for every
+// connection the host could hold (262,144 here), empty or not, and the walk visited them all.
+// Storage lives on full sockets only, so TIME_WAIT and request sockets are not among them.
+SEC("iter/bpf_sk_storage_map")
+int proctor_owned_sockets(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
+	struct sock *sk = ctx->sk;
+	struct owner *o = ctx->value;
 	struct tcp_sock *tp;
-	struct owner *o;
 	struct conn_record r;
 
-	if (!skc)
+	if (!sk || !o || !o->tgid)
 		return 0;
-	tp = bpf_skc_to_tcp_sock(skc);
+	tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
-		return 0;
-	o = bpf_sk_storage_get(&proctor_owner, tp, 0, 0);
-	if (!o)
 		return 0;
 	r.tgid = o->tgid;
 	r.start = o->start;
-	r.state = skc->skc_state;
+	r.state = sk->__sk_common.skc_state;
 	// tcp_sock keeps the smoothed RTT in eighths of a microsecond.
 	r.srtt_us = tp->srtt_us >> 3;
 	r.retrans = tp->total_retrans;

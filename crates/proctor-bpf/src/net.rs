@@ -1,8 +1,9 @@
 //! Per-process network (issue 36): programs on the kernel's device send and receive tracepoints,
 //! on the cgroup2 root's ingress and socket creation, and on sockets' send, receive and TCP
 //! state changes (bpf/net.bpf.c) count every packet against the process that owns its socket, in a table keyed by pid that [`NetTable::read`] copies once
-//! a sample: no packet reaches user space. [`NetTable::connections`] walks every TCP socket
-//! (a socket iterator) for each process's open connections and smoothed round-trip times.
+//! a sample: no packet reaches user space. [`NetTable::connections`] walks the TCP sockets the
+//! programs gave an owner (an iterator over their socket storage) for each process's open
+//! connections and smoothed round-trip times.
 //!
 //! One table per process (loaded with the other parts, one BTF parse), attached when the first
 //! [`NetTable`] opens, and kept. Rows of processes that are gone are deleted by
@@ -10,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
@@ -39,8 +41,10 @@ const RETRANSMIT_PROGRAMS: [&str; 2] = ["proctor_retransmit_outcome", "proctor_r
 /// every socket's creation.
 const INGRESS: &str = "proctor_ingress";
 const SOCK_CREATE: &str = "proctor_sock_create";
-/// The socket iterator (attached per walk).
-const SOCKETS: &str = "proctor_tcp_sockets";
+/// The iterator over the owned sockets (the owner storage map's), attached once; each walk
+/// makes a new iterator from its link.
+const SOCKETS: &str = "proctor_owned_sockets";
+const OWNERS: &str = "proctor_owner";
 
 /// Attaching to a cgroup takes CAP_NET_ADMIN beside what loading takes.
 const CAP_NET_ADMIN: u32 = 12;
@@ -258,6 +262,8 @@ pub(crate) struct Loaded {
     /// The retransmit program that fit this kernel (one of [`RETRANSMIT_PROGRAMS`]).
     retransmit: &'static str,
     batch: Mutex<BatchBuffers>,
+    /// The socket walk's link (made when attached) and its read buffer.
+    sockets: Mutex<(Option<OwnedFd>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -308,7 +314,7 @@ impl Loaded {
         create.load().map_err(|e| refused(SOCK_CREATE, e))?;
         let iter: &mut Iter =
             bpf.program_mut(SOCKETS).ok_or_else(|| missing(SOCKETS))?.try_into().map_err(|e| kind(SOCKETS, &e))?;
-        iter.load("tcp", btf).map_err(|e| refused(SOCKETS, e))?;
+        iter.load("bpf_sk_storage_map", btf).map_err(|e| refused(SOCKETS, e))?;
         let table = bpf.take_map("proctor_net").ok_or_else(|| Unavailable("the object has no table".into()))?;
         let table = BpfHashMap::try_from(table).map_err(|e| Unavailable(format!("the table: {e}")))?;
         let totals =
@@ -321,6 +327,7 @@ impl Loaded {
             attached: Mutex::new(None),
             retransmit,
             batch: Mutex::default(),
+            sockets: Mutex::default(),
         })
     }
 
@@ -360,11 +367,52 @@ impl Loaded {
             let program: &mut BtfTracePoint =
                 bpf.program_mut(name).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(name))?;
             program.attach().map_err(|e| failed(format!("{name} to {RETRANSMIT}"), e))?;
+            let link = sockets_link(&bpf).map_err(|e| Unavailable(format!("attaching {SOCKETS} to {OWNERS}: {e}")))?;
+            self.sockets.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(link);
             Ok(())
         })();
         *attached = Some(outcome.clone());
         outcome
     }
+}
+
+/// The socket walk's iterator attached to the owner storage map (`BPF_LINK_CREATE` with the
+/// map in its `bpf_iter_link_info`, which aya's `Iter::attach` does not pass).
+fn sockets_link(bpf: &Ebpf) -> std::io::Result<OwnedFd> {
+    // `union bpf_attr`'s `link_create` member for an iterator (include/uapi/linux/bpf.h).
+    #[repr(C)]
+    #[derive(Default)]
+    struct LinkCreate {
+        prog_fd: u32,
+        target_fd: u32,
+        attach_type: u32,
+        flags: u32,
+        iter_info: u64,
+        iter_info_len: u32,
+        _pad: u32,
+    }
+    const BPF_LINK_CREATE: libc::c_long = 28;
+    const BPF_TRACE_ITER: u32 = 28;
+    let program: &Iter = bpf
+        .program(SOCKETS)
+        .and_then(|p| p.try_into().ok())
+        .ok_or_else(|| std::io::Error::other(format!("{SOCKETS} is gone")))?;
+    let program = program.fd().map_err(std::io::Error::other)?;
+    let Some(aya::maps::Map::SkStorage(owners)) = bpf.map(OWNERS) else {
+        return Err(std::io::Error::other(format!("the object has no socket storage {OWNERS}")));
+    };
+    // `union bpf_iter_link_info`'s `map` member: the map's fd.
+    let info = [owners.fd().as_fd().as_raw_fd() as u32, 0];
+    let mut attr = LinkCreate {
+        prog_fd: program.as_fd().as_raw_fd() as u32,
+        attach_type: BPF_TRACE_ITER,
+        iter_info: info.as_ptr() as u64,
+        iter_info_len: std::mem::size_of_val(&info) as u32,
+        ..LinkCreate::default()
+    };
+    let fd = crate::scan::bpf(BPF_LINK_CREATE, &mut attr)?;
+    // SAFETY: the kernel just gave us this fd; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a
@@ -484,19 +532,26 @@ impl NetTable {
         }
     }
 
-    /// Every owned TCP socket, through the socket iterator (one walk of the kernel's TCP
-    /// tables), into `out` (cleared first); returns the walk's CPU ns.
+    /// Every TCP socket the programs gave an owner, through one iterator over their storage,
+    /// into `out` (cleared first); returns the walk's CPU ns.
     pub fn connections(&self, out: &mut Vec<Connection>) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+        #[repr(C)]
+        struct IterCreate {
+            link_fd: u32,
+            flags: u32,
+        }
+        const BPF_ITER_CREATE: libc::c_long = 33;
         let started = thread_cpu_ns();
         out.clear();
-        let mut file = {
-            let mut bpf = self.loaded.bpf.lock().map_err(|_| "another walk panicked while attaching")?;
-            let program: &mut Iter = bpf.program_mut(SOCKETS).ok_or("program gone")?.try_into()?;
-            let link = program.attach()?;
-            program.take_link(link)?.into_file()?
-        };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        let mut guard = self.loaded.sockets.lock().map_err(|_| "another walk panicked")?;
+        let (link, bytes) = &mut *guard;
+        let link = link.as_ref().ok_or("the socket walk is not attached")?;
+        let mut attr = IterCreate { link_fd: link.as_raw_fd() as u32, flags: 0 };
+        let fd = crate::scan::bpf(BPF_ITER_CREATE, &mut attr)?;
+        // SAFETY: the kernel just gave us this fd; nothing else owns it.
+        let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        bytes.clear();
+        file.read_to_end(bytes)?;
         out.extend(bytes.chunks_exact(CONNECTION_BYTES).map(parse_connection));
         Ok(thread_cpu_ns().saturating_sub(started))
     }

@@ -130,7 +130,7 @@ pub(crate) fn prepare(btf: &Btf) -> Result<Prepared, Unavailable> {
 
 /// `bpf(2)`, with `attr` the command's part of `union bpf_attr` (the kernel reads the rest as
 /// zeros).
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> {
     // SAFETY: `attr` is a #[repr(C)] prefix of union bpf_attr for `cmd`, alive for the call;
     // the pointers in it point at memory alive for the call too.
     let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };

@@ -1,7 +1,7 @@
 //! Per-process network (issue 36): the kernel's table of every process's packets (BPF,
 //! `proctor_bpf::net`), copied once a sample onto the processes it belongs to, with each one's
-//! established TCP connections and their round-trip times from a walk of the TCP sockets
-//! (every [`WALK_EVERY`]).
+//! established TCP connections and their round-trip times from a walk of the sockets the
+//! programs gave an owner (each sample while that is cheap: [`WALK_FREE`]).
 //! Rows of processes that ended are forgotten here, so the kernel's table holds the living.
 
 use std::collections::HashMap;
@@ -10,11 +10,13 @@ use proctor_bpf::net::{Connection, ProcNet, Proto, TCP_ESTABLISHED};
 use proctor_bpf::NetTable;
 use proctor_model::{HostNet, NetCounters, ProcessNet, ProcessSample, SampleCost};
 
-/// How often the TCP sockets are walked for each process's connections and round-trip times:
-/// the walk visits every bucket of the kernel's established-connections table, empty or not
-/// (262,144 here: ~0.35 ms of CPU a walk, most of a sample's cost), so it is not done every
-/// sample; between walks a process keeps the last walk's figures.
-pub const WALK_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// The socket walk visits only the sockets the programs gave an owner (tens of µs at a few
+/// hundred), so it runs each sample while a walk costs under [`WALK_FREE`] of CPU. A dearer
+/// one (a host with a vast number of sockets) is not followed by another for its cost over
+/// [`WALK_SHARE`], and a process keeps the last walk's figures in between.
+pub const WALK_FREE: std::time::Duration = std::time::Duration::from_millis(1);
+/// The most of the time a dear walk may take.
+pub const WALK_SHARE: f64 = 0.01;
 
 #[derive(Debug)]
 pub(crate) struct NetState {
@@ -23,7 +25,8 @@ pub(crate) struct NetState {
     connections: Vec<Connection>,
     /// Per pid: its established connections' smoothed RTTs (µs) as of the last walk, sorted.
     rtts: HashMap<u32, Vec<u32>>,
-    walked: Option<std::time::Instant>,
+    /// When the next walk may run (`None`: now).
+    next_walk: Option<std::time::Instant>,
     gone: Vec<u32>,
     /// The rows of processes that ended, as last counted (pid, start ticks, counters): this
     /// sample's and the previous one's, for their exit records (an exit just after the events
@@ -39,7 +42,7 @@ impl NetState {
             rows: HashMap::new(),
             connections: Vec::new(),
             rtts: HashMap::new(),
-            walked: None,
+            next_walk: None,
             gone: Vec::new(),
             ended: Vec::new(),
             ended_before: Vec::new(),
@@ -59,15 +62,17 @@ impl NetState {
         }
     }
 
-    /// Walks the TCP sockets when the last walk is [`WALK_EVERY`] old (or there was none).
+    /// Walks the owned TCP sockets, unless the last walk's cost keeps this one back
+    /// ([`WALK_FREE`], [`WALK_SHARE`]).
     fn walk(&mut self, cost: &mut SampleCost) {
-        if self.walked.is_some_and(|at| at.elapsed() < WALK_EVERY) {
+        let now = std::time::Instant::now();
+        if self.next_walk.is_some_and(|at| now < at) {
             return;
         }
-        self.walked = Some(std::time::Instant::now());
         self.rtts.clear();
         match self.table.connections(&mut self.connections) {
-            Ok(_) => {
+            Ok(cpu_ns) => {
+                self.next_walk = next_walk(now, std::time::Duration::from_nanos(cpu_ns));
                 for c in self.connections.iter().filter(|c| c.state == TCP_ESTABLISHED) {
                     self.rtts.entry(c.pid).or_default().push(c.srtt_us);
                 }
@@ -133,6 +138,12 @@ impl NetState {
     }
 }
 
+/// When the walk after one that started at `at` and cost `cost` may run (`None`: the next
+/// sample's).
+fn next_walk(at: std::time::Instant, cost: std::time::Duration) -> Option<std::time::Instant> {
+    (cost >= WALK_FREE).then(|| at + cost.div_f64(WALK_SHARE))
+}
+
 fn process_net(row: &ProcNet, connections: u32, median: Option<u32>, max: Option<u32>) -> ProcessNet {
     ProcessNet {
         tcp: counters(&row.tcp),
@@ -165,4 +176,20 @@ pub(crate) fn boot_ns() -> u64 {
     // SAFETY: clock_gettime writes the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::next_walk;
+
+    /// A cheap walk runs each sample; a dear one waits a hundred times its cost.
+    #[test]
+    fn a_dear_walk_is_followed_by_the_next_only_after_its_share() {
+        let at = Instant::now();
+        assert_eq!(next_walk(at, Duration::from_micros(40)), None);
+        assert_eq!(next_walk(at, Duration::from_micros(999)), None);
+        assert_eq!(next_walk(at, Duration::from_millis(5)), Some(at + Duration::from_millis(500)));
+    }
 }

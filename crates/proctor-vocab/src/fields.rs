@@ -559,7 +559,7 @@ pub const GROUP_FIELDS: &[GroupField] = &[
         prom: None,
     },
     GroupField {
-        field: Field { name: "net_connections", title: "Conns", unit: Unit::Count, description: "Members' established TCP connections, as of the last walk of the sockets (every 10 s; with --net)." },
+        field: Field { name: "net_connections", title: "Conns", unit: Unit::Count, description: "Members' established TCP connections, from the walk of the sockets (each sample; with --net)." },
         read: |g| opt(g.net_connections.map(|c| c as f64)),
         prom: Some(PromFamily { name: "proctor_group_tcp_connections", kind: Kind::Gauge, help: "Established TCP connections of each group's members (--net), summed.", omit_empty: true }),
     },

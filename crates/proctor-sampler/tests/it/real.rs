@@ -979,8 +979,9 @@ fn an_exec_that_keeps_the_name_gets_its_new_command_line_from_the_event_without_
 }
 
 /// Issue 36: a process that sends a known payload to itself over loopback TCP has it on its
-/// row (payload and IP bytes, the connect and the accept), its established connections from
-/// the socket walk, and its rates over the interval; the host's totals are there; and once it
+/// row (payload and IP bytes, the connects and the accepts), its established connections from
+/// the socket walk (each sample's: a pair it closed is gone from the next), and its rates over
+/// the interval; the host's totals are there; and once it
 /// ended, the kernel's row of it is forgotten (the next sampler starts it from nothing).
 #[test]
 fn a_process_has_its_own_network_use() {
@@ -996,8 +997,10 @@ fn a_process_has_its_own_network_use() {
     let script = "import socket, sys\n\
                   s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
                   c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n\
+                  d = socket.create_connection(s.getsockname()); b, _ = s.accept()\n\
                   print('ready', flush=True)\n\
                   sys.stdin.readline()\n\
+                  d.close(); b.close()\n\
                   c.sendall(b'z' * 300000); n = 0\n\
                   while n < 300000: n += len(a.recv(1 << 16))\n\
                   print('sent', flush=True)\n\
@@ -1019,7 +1022,7 @@ fn a_process_has_its_own_network_use() {
     let before = sampler.sample();
     let was =
         before.process(pid).expect("the child").net.as_deref().copied().expect("its connect and accept were counted");
-    assert_eq!((was.connects, was.accepts, was.connections), (1, 1, 2), "{was:?}");
+    assert_eq!((was.connects, was.accepts, was.connections), (2, 2, 4), "{was:?}");
     use std::io::Write;
     let mut stdin = child.0.stdin.take().expect("stdin");
     writeln!(stdin).expect("go");
@@ -1035,7 +1038,7 @@ fn a_process_has_its_own_network_use() {
     let rates = rows.iter().find(|r| r.pid == pid).and_then(|r| r.net.as_deref().copied()).expect("its rates");
     let secs = (after.mono_ns - before.mono_ns) as f64 / 1e9;
     assert!((rates.sent_bytes_per_sec * secs - 300_000.0).abs() < 1.0, "{rates:?}");
-    assert_eq!(rates.connections, 2);
+    assert_eq!(rates.connections, 2, "the pair closed since the last sample is gone from this one's walk");
     let host = after.host.net.expect("the host's totals");
     assert!(host.tx_bytes >= now.tx_bytes() && host.rx_bytes >= now.rx_bytes(), "{host:?}");
     // Ended after sending 100,000 bytes more: the next sample forgets its row, so a sampler
