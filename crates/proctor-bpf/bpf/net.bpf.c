@@ -113,6 +113,11 @@ struct bpf_iter_meta {
 	struct seq_file *seq;
 } CORE;
 
+struct bpf_iter__tcp {
+	struct bpf_iter_meta *meta;
+	struct sock_common *sk_common;
+} CORE;
+
 struct bpf_iter__bpf_sk_storage_map {
 	struct bpf_iter_meta *meta;
 	struct sock *sk;
@@ -544,6 +549,33 @@ int proctor_owned_sockets(struct bpf_iter__bpf_sk_storage_map *ctx)
 	r.start = o->start;
 	r.state = sk->__sk_common.skc_state;
 	// tcp_sock keeps the smoothed RTT in eighths of a microsecond.
+	r.srtt_us = tp->srtt_us >> 3;
+	r.retrans = tp->total_retrans;
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
+// The same records from a walk of the kernel's TCP tables, for a kernel that refuses the
+// storage iterator: every bucket, empty or not, in this network namespace.
+SEC("iter/tcp")
+int proctor_tcp_sockets(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_sock *tp;
+	struct owner *o;
+	struct conn_record r;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	o = bpf_sk_storage_get(&proctor_owner, tp, 0, 0);
+	if (!o || !o->tgid)
+		return 0;
+	r.tgid = o->tgid;
+	r.start = o->start;
+	r.state = skc->skc_state;
 	r.srtt_us = tp->srtt_us >> 3;
 	r.retrans = tp->total_retrans;
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));

@@ -2,8 +2,9 @@
 //! on the cgroup2 root's ingress and socket creation, and on sockets' send, receive and TCP
 //! state changes (bpf/net.bpf.c) count every packet against the process that owns its socket, in a table keyed by pid that [`NetTable::read`] copies once
 //! a sample: no packet reaches user space. [`NetTable::connections`] walks the TCP sockets the
-//! programs gave an owner (an iterator over their socket storage) for each process's open
-//! connections and smoothed round-trip times.
+//! programs gave an owner (an iterator over their socket storage, or, where the kernel refuses
+//! that, over its TCP tables: [`Walk`]) for each process's open connections and smoothed
+//! round-trip times.
 //!
 //! One table per process (loaded with the other parts, one BTF parse), attached when the first
 //! [`NetTable`] opens, and kept. Rows of processes that are gone are deleted by
@@ -45,6 +46,29 @@ const SOCK_CREATE: &str = "proctor_sock_create";
 /// makes a new iterator from its link.
 const SOCKETS: &str = "proctor_owned_sockets";
 const OWNERS: &str = "proctor_owner";
+/// The iterator over the kernel's TCP tables, for a kernel that refuses the one above
+/// (attached per walk).
+const TCP_SOCKETS: &str = "proctor_tcp_sockets";
+
+/// How [`NetTable::connections`] walks the sockets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Walk {
+    /// The sockets the programs gave an owner, through their storage's iterator: its cost is
+    /// the sockets', so it can run each sample.
+    Owned,
+    /// Every bucket of the kernel's TCP tables, empty or not (262,144 here), in this network
+    /// namespace: the kernel refused the storage iterator (why), or [`walk_tcp_tables`] asked.
+    TcpTables(String),
+}
+
+static TCP_TABLES_ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes this process walk the kernel's TCP tables ([`Walk::TcpTables`]) when the network part
+/// is loaded after this call: what a kernel that refuses the storage iterator gets, so tests
+/// can hold that path too.
+pub fn walk_tcp_tables() {
+    TCP_TABLES_ASKED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// Attaching to a cgroup takes CAP_NET_ADMIN beside what loading takes.
 const CAP_NET_ADMIN: u32 = 12;
@@ -262,7 +286,8 @@ pub(crate) struct Loaded {
     /// The retransmit program that fit this kernel (one of [`RETRANSMIT_PROGRAMS`]).
     retransmit: &'static str,
     batch: Mutex<BatchBuffers>,
-    /// The socket walk's link (made when attached) and its read buffer.
+    walk: Walk,
+    /// The storage walk's link ([`Walk::Owned`]) and the walks' read buffer.
     sockets: Mutex<(Option<OwnedFd>, Vec<u8>)>,
 }
 
@@ -312,9 +337,18 @@ impl Loaded {
             .try_into()
             .map_err(|e| kind(SOCK_CREATE, &e))?;
         create.load().map_err(|e| refused(SOCK_CREATE, e))?;
-        let iter: &mut Iter =
-            bpf.program_mut(SOCKETS).ok_or_else(|| missing(SOCKETS))?.try_into().map_err(|e| kind(SOCKETS, &e))?;
-        iter.load("bpf_sk_storage_map", btf).map_err(|e| refused(SOCKETS, e))?;
+        let (walk, link) = match owned_sockets(&mut bpf, btf) {
+            Ok(link) => (Walk::Owned, Some(link)),
+            Err(why) => {
+                let tcp: &mut Iter = bpf
+                    .program_mut(TCP_SOCKETS)
+                    .ok_or_else(|| missing(TCP_SOCKETS))?
+                    .try_into()
+                    .map_err(|e| kind(TCP_SOCKETS, &e))?;
+                tcp.load("tcp", btf).map_err(|e| refused(TCP_SOCKETS, e))?;
+                (Walk::TcpTables(why), None)
+            }
+        };
         let table = bpf.take_map("proctor_net").ok_or_else(|| Unavailable("the object has no table".into()))?;
         let table = BpfHashMap::try_from(table).map_err(|e| Unavailable(format!("the table: {e}")))?;
         let totals =
@@ -327,7 +361,8 @@ impl Loaded {
             attached: Mutex::new(None),
             retransmit,
             batch: Mutex::default(),
-            sockets: Mutex::default(),
+            walk,
+            sockets: Mutex::new((link, Vec::new())),
         })
     }
 
@@ -367,8 +402,6 @@ impl Loaded {
             let program: &mut BtfTracePoint =
                 bpf.program_mut(name).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(name))?;
             program.attach().map_err(|e| failed(format!("{name} to {RETRANSMIT}"), e))?;
-            let link = sockets_link(&bpf).map_err(|e| Unavailable(format!("attaching {SOCKETS} to {OWNERS}: {e}")))?;
-            self.sockets.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(link);
             Ok(())
         })();
         *attached = Some(outcome.clone());
@@ -376,9 +409,10 @@ impl Loaded {
     }
 }
 
-/// The socket walk's iterator attached to the owner storage map (`BPF_LINK_CREATE` with the
-/// map in its `bpf_iter_link_info`, which aya's `Iter::attach` does not pass).
-fn sockets_link(bpf: &Ebpf) -> std::io::Result<OwnedFd> {
+/// Loads the storage walk's iterator and links it to the owner storage map (`BPF_LINK_CREATE`
+/// with the map in its `bpf_iter_link_info`, which aya's `Iter::attach` does not pass). A link
+/// starts nothing: each walk makes an iterator from it. `Err`: why the kernel refused.
+fn owned_sockets(bpf: &mut Ebpf, btf: &Btf) -> Result<OwnedFd, String> {
     // `union bpf_attr`'s `link_create` member for an iterator (include/uapi/linux/bpf.h).
     #[repr(C)]
     #[derive(Default)]
@@ -393,24 +427,28 @@ fn sockets_link(bpf: &Ebpf) -> std::io::Result<OwnedFd> {
     }
     const BPF_LINK_CREATE: libc::c_long = 28;
     const BPF_TRACE_ITER: u32 = 28;
-    let program: &Iter = bpf
-        .program(SOCKETS)
+    if TCP_TABLES_ASKED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err("the TCP tables were asked for".into());
+    }
+    let program: &mut Iter = bpf
+        .program_mut(SOCKETS)
         .and_then(|p| p.try_into().ok())
-        .ok_or_else(|| std::io::Error::other(format!("{SOCKETS} is gone")))?;
-    let program = program.fd().map_err(std::io::Error::other)?;
+        .ok_or_else(|| format!("the object has no iterator {SOCKETS}"))?;
+    program.load("bpf_sk_storage_map", btf).map_err(|e| format!("{SOCKETS}: {}", load_error(&e)))?;
+    let program = program.fd().map_err(|e| format!("{SOCKETS}: {e}"))?.as_fd().as_raw_fd();
     let Some(aya::maps::Map::SkStorage(owners)) = bpf.map(OWNERS) else {
-        return Err(std::io::Error::other(format!("the object has no socket storage {OWNERS}")));
+        return Err(format!("the object has no socket storage {OWNERS}"));
     };
     // `union bpf_iter_link_info`'s `map` member: the map's fd.
     let info = [owners.fd().as_fd().as_raw_fd() as u32, 0];
     let mut attr = LinkCreate {
-        prog_fd: program.as_fd().as_raw_fd() as u32,
+        prog_fd: program as u32,
         attach_type: BPF_TRACE_ITER,
         iter_info: info.as_ptr() as u64,
         iter_info_len: std::mem::size_of_val(&info) as u32,
         ..LinkCreate::default()
     };
-    let fd = crate::scan::bpf(BPF_LINK_CREATE, &mut attr)?;
+    let fd = crate::scan::bpf(BPF_LINK_CREATE, &mut attr).map_err(|e| format!("linking {SOCKETS} to {OWNERS}: {e}"))?;
     // SAFETY: the kernel just gave us this fd; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
@@ -532,8 +570,13 @@ impl NetTable {
         }
     }
 
-    /// Every TCP socket the programs gave an owner, through one iterator over their storage,
-    /// into `out` (cleared first); returns the walk's CPU ns.
+    /// How [`NetTable::connections`] walks the sockets on this kernel.
+    pub fn walk(&self) -> &Walk {
+        &self.loaded.walk
+    }
+
+    /// Every TCP socket the programs gave an owner ([`NetTable::walk`] says how they are
+    /// found), into `out` (cleared first); returns the walk's CPU ns.
     pub fn connections(&self, out: &mut Vec<Connection>) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
         #[repr(C)]
         struct IterCreate {
@@ -545,11 +588,20 @@ impl NetTable {
         out.clear();
         let mut guard = self.loaded.sockets.lock().map_err(|_| "another walk panicked")?;
         let (link, bytes) = &mut *guard;
-        let link = link.as_ref().ok_or("the socket walk is not attached")?;
-        let mut attr = IterCreate { link_fd: link.as_raw_fd() as u32, flags: 0 };
-        let fd = crate::scan::bpf(BPF_ITER_CREATE, &mut attr)?;
-        // SAFETY: the kernel just gave us this fd; nothing else owns it.
-        let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        let mut file = match link {
+            Some(link) => {
+                let mut attr = IterCreate { link_fd: link.as_raw_fd() as u32, flags: 0 };
+                let fd = crate::scan::bpf(BPF_ITER_CREATE, &mut attr)?;
+                // SAFETY: the kernel just gave us this fd; nothing else owns it.
+                std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+            }
+            None => {
+                let mut bpf = self.loaded.bpf.lock().map_err(|_| "another walk panicked while attaching")?;
+                let program: &mut Iter = bpf.program_mut(TCP_SOCKETS).ok_or("program gone")?.try_into()?;
+                let link = program.attach()?;
+                program.take_link(link)?.into_file()?
+            }
+        };
         bytes.clear();
         file.read_to_end(bytes)?;
         out.extend(bytes.chunks_exact(CONNECTION_BYTES).map(parse_connection));

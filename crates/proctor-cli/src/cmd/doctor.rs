@@ -368,12 +368,21 @@ fn network(root: &proctor_procfs::Root) -> String {
     table.read(&mut rows);
     match rows.get(&std::process::id()) {
         Some(r) if r.connects >= 1 && r.accepts >= 1 && r.tcp.sent_bytes >= 10_000 => {
-            "network (--net, off by default): each process's packets counted in the kernel against the sockets it owns (doctor's own \
-             loopback connection seen: its connect, accept and 10,000 bytes), with its TCP connections and their \
-             round-trip times"
-                .to_string()
+            let walk = match table.walk() {
+                proctor_bpf::net::Walk::Owned => "each sample".to_string(),
+                proctor_bpf::net::Walk::TcpTables(why) => {
+                    format!("every 10 s from the kernel's TCP tables, as the socket storage iterator is refused: {why}")
+                }
+            };
+            format!(
+                "network (--net, off by default): each process's packets counted in the kernel against the sockets it \
+                 owns (doctor's own loopback connection seen: its connect, accept and 10,000 bytes), with its TCP \
+                 connections and their round-trip times ({walk})"
+            )
         }
-        other => format!("network (--net, off by default): loaded, but doctor's own loopback connection was not counted ({other:?})"),
+        other => format!(
+            "network (--net, off by default): loaded, but doctor's own loopback connection was not counted ({other:?})"
+        ),
     }
 }
 

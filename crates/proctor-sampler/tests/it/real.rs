@@ -1038,7 +1038,14 @@ fn a_process_has_its_own_network_use() {
     let rates = rows.iter().find(|r| r.pid == pid).and_then(|r| r.net.as_deref().copied()).expect("its rates");
     let secs = (after.mono_ns - before.mono_ns) as f64 / 1e9;
     assert!((rates.sent_bytes_per_sec * secs - 300_000.0).abs() < 1.0, "{rates:?}");
-    assert_eq!(rates.connections, 2, "the pair closed since the last sample is gone from this one's walk");
+    match proctor_bpf::NetTable::open().expect("opened above").walk() {
+        proctor_bpf::net::Walk::Owned => {
+            assert_eq!(rates.connections, 2, "the pair closed since the last sample is gone from this one's walk")
+        }
+        proctor_bpf::net::Walk::TcpTables(why) => {
+            eprintln!("SKIP: each sample's walk: the kernel's TCP tables are walked every 10 s ({why})")
+        }
+    }
     let host = after.host.net.expect("the host's totals");
     assert!(host.tx_bytes >= now.tx_bytes() && host.rx_bytes >= now.rx_bytes(), "{host:?}");
     // Ended after sending 100,000 bytes more: the next sample forgets its row, so a sampler

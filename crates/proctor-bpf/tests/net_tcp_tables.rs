@@ -1,0 +1,31 @@
+//! The connections walk where the kernel refuses the socket storage iterator: the kernel's TCP
+//! tables are walked instead (asked for here, so this path is held on any kernel that has it).
+//! Its own test binary: the network part is loaded once per process.
+
+use proctor_bpf::net::{walk_tcp_tables, Walk, TCP_ESTABLISHED, TCP_LISTEN};
+use proctor_bpf::NetTable;
+
+#[test]
+fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
+    walk_tcp_tables();
+    let table = match NetTable::open() {
+        Ok(t) => t,
+        Err(why) => {
+            eprintln!("SKIP: BPF per-process network: {why}");
+            return;
+        }
+    };
+    assert!(matches!(table.walk(), Walk::TcpTables(why) if why.contains("asked")), "{:?}", table.walk());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let client = std::net::TcpStream::connect(listener.local_addr().expect("its address")).expect("connected");
+    let (server, _) = listener.accept().expect("accepted");
+    let me = std::process::id();
+    let mut conns = Vec::new();
+    table.connections(&mut conns).expect("the walk");
+    let established = conns.iter().filter(|c| c.pid == me && c.state == TCP_ESTABLISHED).count();
+    assert_eq!(established, 2, "the client's end and the accepted one: {conns:?}");
+    assert!(conns.iter().any(|c| c.pid == me && c.state == TCP_LISTEN), "{conns:?}");
+    drop((client, server));
+    table.connections(&mut conns).expect("the walk");
+    assert_eq!(conns.iter().filter(|c| c.pid == me && c.state == TCP_ESTABLISHED).count(), 0, "{conns:?}");
+}
