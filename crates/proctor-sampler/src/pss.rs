@@ -900,9 +900,15 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
     while let Some(pid) = state.first.queue.pop() {
         let Ok(i) = state.candidates.binary_search_by_key(&pid, |c| c.pid) else { continue };
         let c = state.candidates[i];
-        if needs_reading(state, &c).is_some_and(|at| now_ns >= at) {
-            state.cursor = i + 1;
-            return Some(c);
+        match needs_reading(state, &c) {
+            Some(at) if now_ns >= at => {
+                state.cursor = i + 1;
+                return Some(c);
+            }
+            // Its target budget was spent since the pass was worked out: the pass is worked
+            // out again when it frees.
+            Some(at) => state.first.until_ns = state.first.until_ns.min(at),
+            None => {}
         }
     }
     // Nothing due now: when the first will be, for the worker's wait. Unsettled and young
