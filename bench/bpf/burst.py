@@ -2,7 +2,6 @@
 """bench/bpf/burst.sh's body: see there."""
 import json
 import os
-import select
 import signal
 import statistics
 import subprocess
@@ -10,6 +9,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import serve_addr  # noqa: E402
 
 PROCTOR = os.environ["PROCTOR_BIN"]
 REPEATS = int(os.environ.get("REPEATS", "3"))
@@ -33,18 +35,7 @@ def load():
 
 
 def start_serve(data, extra):
-    cmd = [PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--data-dir", data, *extra]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        ready, _, _ = select.select([p.stderr], [], [], 1.0)
-        if ready:
-            line = p.stderr.readline()
-            if "http://" in line:
-                addr = line.split("http://", 1)[1].split()[0].rstrip("/")
-                return p, addr
-    p.kill()
-    raise SystemExit("serve did not start")
+    return serve_addr.start([PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--data-dir", data, *extra])
 
 
 def get(addr, path):

@@ -3,7 +3,6 @@
 import json
 import os
 import resource
-import select
 import statistics
 import subprocess
 import sys
@@ -13,6 +12,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from paced_echo import WORKLOAD  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import serve_addr  # noqa: E402
 
 PROCTOR = os.environ["PROCTOR_BIN"]
 REPEATS = int(os.environ.get("REPEATS", "3"))
@@ -34,17 +36,7 @@ def cpu_seconds(pid):
 
 
 def start_serve(data, extra):
-    cmd = [*AGENT_CPU, PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--no-record", *extra]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        ready, _, _ = select.select([p.stderr], [], [], 1.0)
-        if ready:
-            line = p.stderr.readline()
-            if "http://" in line:
-                return p, line.split("http://", 1)[1].split()[0].rstrip("/")
-    p.kill()
-    raise SystemExit("serve did not start")
+    return serve_addr.start([*AGENT_CPU, PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--no-record", *extra])
 
 
 def agent(addr):

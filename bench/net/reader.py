@@ -11,7 +11,6 @@ Prints median, mean and max of each, per round and over all rounds.
 """
 import json
 import os
-import select
 import statistics
 import subprocess
 import sys
@@ -21,23 +20,17 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(__file__))
 from paced_echo import WORKLOAD  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import serve_addr  # noqa: E402
+
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
 WINDOW = int(os.environ.get("WINDOW", "22"))
 RATE = int(os.environ.get("RATE", "50000"))
 
 
 def start_serve(binary):
-    cmd = ["taskset", "-c", "0", binary, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--no-record", "--net"]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        ready, _, _ = select.select([p.stderr], [], [], 1.0)
-        if ready:
-            line = p.stderr.readline()
-            if "http://" in line:
-                return p, line.split("http://", 1)[1].split()[0].rstrip("/")
-    p.kill()
-    raise SystemExit(f"{binary} serve did not start")
+    return serve_addr.start(["taskset", "-c", "0", binary, "serve", "--listen", "127.0.0.1:0", "--interval", "1s",
+                             "--no-record", "--net"])
 
 
 def agent(addr):
