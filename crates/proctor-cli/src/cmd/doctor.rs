@@ -370,9 +370,10 @@ fn network(root: &proctor_procfs::Root) -> String {
         Some(r) if r.connects >= 1 && r.accepts >= 1 && r.tcp.sent_bytes >= 10_000 => {
             let walk = match table.walk() {
                 proctor_bpf::net::Walk::Owned => "each sample".to_string(),
-                proctor_bpf::net::Walk::TcpTables(why) => {
-                    format!("every 10 s from the kernel's TCP tables, as the socket storage iterator is refused: {why}")
-                }
+                proctor_bpf::net::Walk::TcpTables(why) => format!(
+                    "every {} s from the kernel's TCP tables, as the socket storage iterator is refused: {why}",
+                    proctor_sampler::TCP_TABLES_EVERY.as_secs()
+                ),
             };
             format!(
                 "network (--net, off by default): each process's packets counted in the kernel against the sockets it \
