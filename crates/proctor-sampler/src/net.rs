@@ -74,7 +74,11 @@ impl NetState {
         if self.next_walk.is_some_and(|at| now < at) {
             return;
         }
-        self.rtts.clear();
+        // Each process's list is kept (emptied) from walk to walk, now that a walk runs each
+        // sample; the lists of processes left with no connection go after the walk.
+        for r in self.rtts.values_mut() {
+            r.clear();
+        }
         match self.table.connections(&mut self.connections) {
             Ok(cpu_ns) => {
                 self.next_walk = match self.table.walk() {
@@ -84,6 +88,7 @@ impl NetState {
                 for c in self.connections.iter().filter(|c| c.state == TCP_ESTABLISHED) {
                     self.rtts.entry(c.pid).or_default().push(c.srtt_us);
                 }
+                self.rtts.retain(|_, r| !r.is_empty());
                 for r in self.rtts.values_mut() {
                     r.sort_unstable();
                 }
