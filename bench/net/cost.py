@@ -2,6 +2,7 @@
 """bench/net/cost.sh's body: see there."""
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -111,6 +112,13 @@ def side_by_side():
     print(f"agent CPU per sample with / without: median {statistics.median(ratios):.3f} (goal at most 1.2)")
 
 
+def median_interval(xs, resamples=2000):
+    """A bootstrap 95 % interval of the median (seeded: the same rounds give the same interval)."""
+    rng = random.Random(1)
+    medians = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
 def main():
     if os.environ.get("SIDE") == "1":
         side_by_side()
@@ -119,7 +127,8 @@ def main():
     arms = ["net", "no-net", "none"]
     results = {a: [] for a in arms}
     for r in range(REPEATS):
-        for a in arms:
+        # Each round starts one arm later, so a drift over a round lands on every arm alike.
+        for a in arms[r % 3:] + arms[:r % 3]:
             results[a].append(arm(a, data))
             print(f"round {r + 1} {a}: {results[a][-1]}", flush=True)
     med = lambda a, k: statistics.median(x[k] for x in results[a])
@@ -131,6 +140,13 @@ def main():
         print(f"{a:<8} {med(a, 'packets'):>9.0f} {med(a, 'workload_cpu'):>15.3f} {agent_cpu:>12} {sample:>14}")
     print(f"\nworkload CPU with the network programs / without (agent in both): {med('net', 'workload_cpu') / med('no-net', 'workload_cpu'):.3f}")
     print(f"workload CPU with the network programs / no agent: {med('net', 'workload_cpu') / med('none', 'workload_cpu'):.3f}")
+    # The machine's speed drifts by more than the goal between runs minutes apart: the ratio of
+    # each round's own arms, run back to back, is the figure to read.
+    for other in ("no-net", "none"):
+        paired = [n["workload_cpu"] / o["workload_cpu"] for n, o in zip(results["net"], results[other])]
+        low, high = median_interval(paired)
+        print(f"  per round, --net / {other}: median {statistics.median(paired):.3f}, 95 % interval [{low:.3f}, {high:.3f}] "
+              f"({', '.join(f'{x:.3f}' for x in paired)})")
     print(f"agent CPU per sample with / without: {med('net', 'sample_ms') / med('no-net', 'sample_ms'):.3f}")
     # The agent's whole CPU over a run is a few clock ticks (10 ms each): the per-sample
     # figure above, from its own accounting, is the one to read.

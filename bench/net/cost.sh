@@ -2,9 +2,12 @@
 # Per-process network, cost (issue 36): a paced UDP echo at RATE packets a second on loopback
 # (default 50,000: half each way) for SECONDS (10), three arms alternated REPEATS (3) times:
 # `proctor serve --net` (its network programs), `proctor serve` (without them: the default),
-# and no agent. Medians of
+# and no agent, each round starting one arm later. Medians of
 # the workload's CPU (what the in-kernel accounting adds to every packet: goal at most 2 %)
-# and of the agent's CPU per sample (goal at most 1.2× without).
+# and of the agent's CPU per sample (goal at most 1.2× without), then each round's own
+# with/without ratio, their median and its bootstrap 95 % interval: the machine's speed drifts
+# by more than 2 % between runs minutes apart, so read that line, from ten rounds or more.
+#   PIN=1 REPEATS=10 bash bench/net/cost.sh 50000 5
 #   bash bench/net/cost.sh            # 50000 10
 #   PROCTOR_BIN=/tmp/old/proctor REPEATS=5 bash bench/net/cost.sh 50000 20
 #   PIN=1 bash bench/net/cost.sh      # the agent on CPU 0, the workload on CPU 1
