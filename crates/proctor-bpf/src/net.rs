@@ -287,7 +287,7 @@ pub(crate) struct Loaded {
     retransmit: &'static str,
     batch: Mutex<BatchBuffers>,
     walk: Walk,
-    /// The storage walk's link ([`Walk::Owned`]) and the walks' read buffer.
+    /// The storage walk's link ([`Walk::Owned`]) and the walks' read buffer ([`WALK_BUFFER`]).
     sockets: Mutex<(Option<OwnedFd>, Vec<u8>)>,
 }
 
@@ -602,10 +602,34 @@ impl NetTable {
                 program.take_link(link)?.into_file()?
             }
         };
-        bytes.clear();
-        file.read_to_end(bytes)?;
-        out.extend(bytes.chunks_exact(CONNECTION_BYTES).map(parse_connection));
+        read_connections(&mut file, bytes, out)?;
         Ok(thread_cpu_ns().saturating_sub(started))
+    }
+}
+
+/// The walk's read buffer: 682 records. The walk is read through it a piece at a time, so what
+/// it holds between walks does not grow with the host's sockets (the records are parsed as they
+/// come; only `out` holds one per socket).
+const WALK_BUFFER: usize = 682 * CONNECTION_BYTES;
+
+/// Reads a walk's records to the end through `buffer`, parsing each into `out` as it comes; a
+/// read may end inside a record, whose start waits in the buffer for the rest. Trailing bytes
+/// short of a record at the end are not one, and are dropped.
+fn read_connections(file: &mut impl Read, buffer: &mut Vec<u8>, out: &mut Vec<Connection>) -> std::io::Result<()> {
+    buffer.resize(WALK_BUFFER, 0);
+    let mut filled = 0;
+    loop {
+        let n = match file.read(&mut buffer[filled..]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        filled += n;
+        let whole = filled - filled % CONNECTION_BYTES;
+        out.extend(buffer[..whole].chunks_exact(CONNECTION_BYTES).map(parse_connection));
+        buffer.copy_within(whole..filled, 0);
+        filled -= whole;
     }
 }
 
@@ -623,6 +647,46 @@ fn parse_connection(r: &[u8]) -> Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A walk read in pieces that end inside records gives every record once, whole, however
+    /// many sockets there are, and the buffer stays its size.
+    #[test]
+    fn a_walk_read_in_odd_pieces_gives_every_record() {
+        struct Trickle(Vec<u8>, usize);
+        impl Read for Trickle {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                // 7 bytes, then as much as fits, alternately: records split at every offset.
+                let want = if self.1.is_multiple_of(2) { 7 } else { buf.len() };
+                self.1 += 1;
+                let n = want.min(buf.len()).min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0.drain(..n);
+                Ok(n)
+            }
+        }
+        let sockets = 5_000u32;
+        let mut walk = Vec::new();
+        for i in 0..sockets {
+            walk.extend_from_slice(&(i + 1).to_ne_bytes()); // pid
+            walk.extend_from_slice(&1u32.to_ne_bytes()); // state
+            walk.extend_from_slice(&(u64::from(i) * 1_000).to_ne_bytes()); // start
+            walk.extend_from_slice(&(i * 2).to_ne_bytes()); // srtt
+            walk.extend_from_slice(&(i % 3).to_ne_bytes()); // retransmits
+        }
+        walk.extend_from_slice(&[9; 5]); // a torn tail: not a record
+        let (mut buffer, mut out) = (Vec::new(), Vec::new());
+        read_connections(&mut Trickle(walk, 0), &mut buffer, &mut out).expect("an in-memory reader");
+        assert_eq!(out.len(), sockets as usize);
+        for (i, c) in out.iter().enumerate() {
+            let i = i as u32;
+            assert_eq!(
+                (c.pid, c.state, c.start_boottime_ns, c.srtt_us, c.retransmits),
+                (i + 1, 1, u64::from(i) * 1_000, i * 2, i % 3)
+            );
+        }
+        assert_eq!(buffer.len(), WALK_BUFFER);
+        assert!(buffer.capacity() < sockets as usize * CONNECTION_BYTES);
+    }
 
     /// The words land in the fields `struct proc_net` names them for.
     #[test]
