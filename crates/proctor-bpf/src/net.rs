@@ -613,14 +613,21 @@ impl NetTable {
 const WALK_BUFFER: usize = 682 * CONNECTION_BYTES;
 
 /// Reads a walk's records to the end through `buffer`, parsing each into `out` as it comes; a
-/// read may end inside a record, whose start waits in the buffer for the rest. Trailing bytes
-/// short of a record at the end are not one, and are dropped.
+/// read may end inside a record, whose start waits in the buffer for the rest. A walk that ends
+/// inside a record (the kernel writes whole ones) is an error, after every whole record before
+/// it is in `out`.
 fn read_connections(file: &mut impl Read, buffer: &mut Vec<u8>, out: &mut Vec<Connection>) -> std::io::Result<()> {
     buffer.resize(WALK_BUFFER, 0);
     let mut filled = 0;
     loop {
         let n = match file.read(&mut buffer[filled..]) {
-            Ok(0) => return Ok(()),
+            Ok(0) if filled == 0 => return Ok(()),
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the sockets' walk ended {filled} bytes into a {CONNECTION_BYTES}-byte record"),
+                ))
+            }
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
@@ -673,9 +680,8 @@ mod tests {
             walk.extend_from_slice(&(i * 2).to_ne_bytes()); // srtt
             walk.extend_from_slice(&(i % 3).to_ne_bytes()); // retransmits
         }
-        walk.extend_from_slice(&[9; 5]); // a torn tail: not a record
         let (mut buffer, mut out) = (Vec::new(), Vec::new());
-        read_connections(&mut Trickle(walk, 0), &mut buffer, &mut out).expect("an in-memory reader");
+        read_connections(&mut Trickle(walk.clone(), 0), &mut buffer, &mut out).expect("whole records");
         assert_eq!(out.len(), sockets as usize);
         for (i, c) in out.iter().enumerate() {
             let i = i as u32;
@@ -686,6 +692,13 @@ mod tests {
         }
         assert_eq!(buffer.len(), WALK_BUFFER);
         assert!(buffer.capacity() < sockets as usize * CONNECTION_BYTES);
+
+        // A walk cut off inside a record says so, and keeps the whole records before it.
+        walk.extend_from_slice(&[9; 5]);
+        out.clear();
+        let torn = read_connections(&mut Trickle(walk, 0), &mut buffer, &mut out).expect_err("a torn record");
+        assert_eq!(torn.to_string(), "the sockets' walk ended 5 bytes into a 24-byte record");
+        assert_eq!(out.len(), sockets as usize);
     }
 
     /// The words land in the fields `struct proc_net` names them for.
