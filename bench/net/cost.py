@@ -128,7 +128,7 @@ def main():
     results = {a: [] for a in arms}
     for r in range(REPEATS):
         # Each round starts one arm later, so a drift over a round lands on every arm alike.
-        for a in arms[r % 3:] + arms[:r % 3]:
+        for a in arms[r % len(arms):] + arms[:r % len(arms)]:
             results[a].append(arm(a, data))
             print(f"round {r + 1} {a}: {results[a][-1]}", flush=True)
     med = lambda a, k: statistics.median(x[k] for x in results[a])
