@@ -9,6 +9,10 @@ cd "$(dirname "$0")"
 out=${1:-.}
 clang=${CLANG:-clang}
 for src in *.bpf.c; do
+  # net.bpf.c swaps counters atomically (BPF_XCHG: instruction set v3, Linux 5.12+; the
+  # tracepoints it needs are newer still).
+  cpu=()
+  [ "$src" = net.bpf.c ] && cpu=(-mcpu=v3)
   # -g: BTF and its .BTF.ext (the CO-RE relocations) come with the debug info.
-  "$clang" -O2 -g -target bpf -fdebug-compilation-dir=. -c "$src" -o "$out/${src%.c}.o"
+  "$clang" -O2 -g -target bpf "${cpu[@]}" -fdebug-compilation-dir=. -c "$src" -o "$out/${src%.c}.o"
 done

@@ -8,20 +8,27 @@
 // their smoothed round-trip times on demand.
 //
 // Why these hooks (BTF tracepoints, Linux 6.3+, and cgroup programs; not fentry/fexit, which a
-// kernel locked down for integrity refuses, as this project's machines do): every packet a
-// device sends passes `net_dev_start_xmit` with the socket that made it (the kernel's own ACKs
-// included) and every one received passes `netif_receive_skb`: the host's totals. A received
-// packet's socket is known only once TCP or UDP found it: a cgroup skb program on the cgroup2
-// root's ingress sees it there, with its socket. What no socket took (a handshake's last ACK,
-// TIME_WAIT, ICMP, a closed port, forwarded traffic) is the difference, its own figure, not a
-// shortfall. A socket's owner (socket-local storage, cloned to an accepted child from its
-// listener) is the process that created it (cgroup sock_create), connected, listened, or last
-// sent or received on it (`sock_send_length`, `sock_recv_length`), so receive in softirq lands
-// on the right process.
+// kernel locked down for integrity refuses, as this project's machines do): every packet handed
+// to a device passes `net_dev_queue` with the socket that made it (the kernel's own ACKs
+// included), before any queueing discipline, so in the call that made it; every one received
+// passes `netif_receive_skb`: the host's totals. A received packet's socket is known only once
+// TCP or UDP found it: a cgroup skb program on the cgroup2 root's ingress sees it there, with
+// its socket. What no socket took (a handshake's last ACK, TIME_WAIT, ICMP, a closed port,
+// forwarded traffic) is the difference, its own figure, not a shortfall. A socket's owner
+// (socket-local storage, cloned to an accepted child from its listener) is the process that
+// created it (cgroup sock_create), connected, listened, or last sent on it: a datagram in its
+// sender's call, a TCP segment made while the caller holds the socket's lock (its send, or the
+// ACKs its receive sends; a softirq finding the lock held leaves the work to the holder), so
+// receive in softirq lands on the right process. Three programs a packet (queue, receive,
+// ingress) and none per send or receive call: at 50,000 packets a second the calls' two were
+// half of what the accounting added to the workload (bench/net/cost.sh; docs/performance.md).
 //
 // Bytes are IP packets' lengths (headers included, link header not): what `lo` counts (it
 // counts a packet after taking its link header off; an Ethernet device counts 14 bytes more a
-// packet). Payload bytes are what send and receive returned.
+// packet). Payload bytes: a datagram's, from its lengths as it leaves and as its socket takes it
+// in; TCP's, what the connection's own counters say the peer acknowledged (`bytes_acked`) and
+// what arrived in order (`bytes_received`), added at each walk of the sockets and when the
+// connection closes.
 //
 // Built like the other objects (clang alone, no libbpf headers; `bash bpf/build.sh`), CO-RE.
 
@@ -51,7 +58,12 @@ static void *(*bpf_get_current_task_btf)(void) = (void *)158;
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT 2
 #define TCP_SYN_RECV 3
+#define TCP_FIN_WAIT1 4
+#define TCP_FIN_WAIT2 5
 #define TCP_CLOSE 7
+#define TCP_CLOSE_WAIT 8
+#define TCP_LAST_ACK 9
+#define TCP_CLOSING 11
 #define TCP_LISTEN 10
 
 struct task_struct {
@@ -64,14 +76,23 @@ struct sock_common {
 	volatile unsigned char skc_state;
 } CORE;
 
+// socket_lock_t: `owned` is set while a process holds the socket (lock_sock).
+struct proctor_sock_lock {
+	int owned;
+} CORE;
+
 struct sock {
 	struct sock_common __sk_common;
+	struct proctor_sock_lock sk_lock;
 	__u16 sk_protocol;
+	int sk_err;
 } CORE;
 
 struct tcp_sock {
 	__u32 srtt_us;
 	__u32 total_retrans;
+	__u64 bytes_received;
+	__u64 bytes_acked;
 } CORE;
 
 struct sk_buff {
@@ -80,9 +101,25 @@ struct sk_buff {
 	__u16 protocol;
 	__u16 transport_header;
 	__u16 network_header;
+	struct net_device *dev;
 	unsigned char *head;
 	unsigned char *data;
+	// An offset from head on 64-bit kernels (sk_buff_data_t): where skb_shared_info starts.
+	unsigned int end;
 	char cb[48];
+} CORE;
+
+struct skb_shared_info {
+	unsigned short gso_size;
+	unsigned short gso_segs;
+	unsigned int gso_type;
+} CORE;
+
+struct net_device {
+	__u64 features;
+	unsigned int mtu;
+	unsigned int gso_max_size;
+	__u16 gso_max_segs;
 } CORE;
 
 // The cgroup programs' context (include/uapi/linux/bpf.h): a fixed ABI, not CO-RE.
@@ -95,7 +132,11 @@ struct bpf_sock {
 
 struct __sk_buff {
 	__u32 len;
-	__u32 fields_1[34];
+	__u32 fields_1[18];
+	// The packet (direct access; a cgroup skb program's starts at the IP header).
+	__u32 data;
+	__u32 data_end;
+	__u32 fields_2[14];
 	__u32 data_meta;
 	__u64 flow_keys;
 	__u64 tstamp;
@@ -124,12 +165,19 @@ struct bpf_iter__bpf_sk_storage_map {
 	void *value;
 } CORE;
 
-// Who owns a socket: a process, by pid and start (a reused pid is another process).
+// Who owns a socket: a process, by pid and start (a reused pid is another process); for TCP,
+// the connection's payload counters as last added to its owner's row.
 struct owner {
 	__u32 tgid;
-	__u32 pad;
+	__u32 flags;
 	__u64 start;
+	__u64 acked, received;
 };
+
+// `acked` and `received` hold the connection's counters as last added: set from zero for a
+// socket made (or connected) after the programs were attached; for one made before, from what
+// it had counted when the first walk found it (what it carried before that is not counted).
+#define OWNER_BASELINE 1
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -202,27 +250,45 @@ static __always_inline __u64 ip_len(struct sk_buff *skb)
 	return (__u64)((__s64)skb->len + data_off - (__s64)skb->network_header);
 }
 
-// The calling process, as a socket's owner.
+// The calling process, as a socket's owner (its pid and start; nothing else is written).
 static __always_inline void current_owner(struct owner *o)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 
 	o->tgid = bpf_get_current_pid_tgid() >> 32;
-	o->pad = 0;
 	o->start = task->group_leader->start_boottime;
 }
 
+// Makes the calling process the owner, written only when it is another.
+// Per packet, so it compares the pid alone (a helper call) and reads the start only for another
+// pid: a pid reused while the socket lives on in a process that inherited it keeps the old
+// start (the sampler then reads the row as another process's).
+static __always_inline void take(struct owner *o)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (o->tgid != tgid) {
+		struct task_struct *task = bpf_get_current_task_btf();
+
+		o->tgid = tgid;
+		o->start = task->group_leader->start_boottime;
+	}
+}
+
 // Makes the calling process (`me`, filled in here) the socket's owner.
-static __always_inline void own(struct sock *sk, struct owner *me)
+static __always_inline struct owner *own(struct sock *sk, struct owner *me)
 {
 	struct owner *o;
 
 	current_owner(me);
 	if (!sk)
-		return;
+		return 0;
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (o && (o->tgid != me->tgid || o->start != me->start))
-		*o = *me;
+	if (o && (o->tgid != me->tgid || o->start != me->start)) {
+		o->tgid = me->tgid;
+		o->start = me->start;
+	}
+	return o;
 }
 
 // The owner's row, made (or restarted, for a reused pid) when needed; 0 when the table is full.
@@ -263,18 +329,78 @@ static __always_inline int is_ip(struct sk_buff *skb)
 	return skb->protocol == ETH_P_IP_BE || skb->protocol == ETH_P_IPV6_BE;
 }
 
-// Every IP packet a device sends, against the owner of the socket that made it. A datagram
-// socket's packet leaves in its sender's own call (nothing in the kernel sends for UDP later),
-// so one with no owner yet is the caller's; TCP's leave from timers and softirq too.
-SEC("tp_btf/net_dev_start_xmit")
-int proctor_xmit(__u64 *ctx)
+// A datagram's payload, from a packet's IP length less its headers: the IP header with its
+// options or extension headers (up to where the transport header starts) and UDP's 8 bytes.
+// Fragments after the first carry no UDP header, so a datagram too long for the device counts
+// 8 bytes short for each: telling them apart takes reading the packet's IP header, which cost
+// ~60 ns a packet here (bpf_stats), for datagrams applications avoid sending.
+static __always_inline __u64 datagram_payload(struct sk_buff *skb, __u64 len)
+{
+	__u64 headers = (__u64)(skb->transport_header - skb->network_header) + 8;
+
+	return len > headers ? len - headers : 0;
+}
+
+// How many packets the device is handed for a buffer: one, or, for a buffer of several segments
+// (GSO) that the kernel cuts before the device (longer than the device takes, or of a kind it
+// cannot cut: what validate_xmit_skb decides), its segments, each with the headers (TCP's from
+// its header's length, UDP's 8 bytes). `lo` and veth count a buffer they are handed whole once,
+// as this does; a NIC's driver that cuts it (TSO) may count its segments.
+static __always_inline __u64 wire_segments(struct sk_buff *skb, int proto, __u64 *len)
+{
+	struct skb_shared_info *shinfo = (struct skb_shared_info *)(skb->head + skb->end);
+	struct net_device *dev = skb->dev;
+	__u32 gso = 0, type = 0;
+	__u16 size, segs;
+	__u64 headers = (__u64)(skb->transport_header - skb->network_header);
+	__u8 doff = 0;
+
+	// One no longer than a packet the device sends is one (the common case, without reading
+	// skb_shared_info; the link header and some slack for it on top).
+	if (!dev || skb->len <= dev->mtu + 32)
+		return 1;
+	// gso_size and gso_segs, side by side since Linux 2.6.
+	bpf_probe_read_kernel(&gso, sizeof(gso), &shinfo->gso_size);
+	size = gso & 0xffff;
+	segs = gso >> 16;
+	if (!size || segs < 2)
+		return 1;
+	bpf_probe_read_kernel(&type, sizeof(type), &shinfo->gso_type);
+	// The device's GSO features are the buffer's kinds shifted by NETIF_F_GSO_SHIFT (16).
+	if (skb->len < dev->gso_max_size && segs <= dev->gso_max_segs &&
+	    (dev->features & ((__u64)type << 16)) == ((__u64)type << 16))
+		return 1;
+	if (!proto) {
+		// No socket's (forwarded): the IP header says.
+		__u8 next = 0;
+
+		bpf_probe_read_kernel(&next, 1, skb->head + skb->network_header +
+						    (skb->protocol == ETH_P_IP_BE ? 9 : 6));
+		proto = next;
+	}
+	if (proto == IPPROTO_TCP) {
+		bpf_probe_read_kernel(&doff, 1, skb->head + skb->transport_header + 12);
+		headers += (doff >> 4) * 4;
+	} else {
+		headers += 8;
+	}
+	*len += (segs - 1) * headers;
+	return segs;
+}
+
+// Every IP packet handed to a device, against the owner of the socket that made it, counted
+// before any queueing discipline runs, so in the call that made it: a datagram's sender, or,
+// for TCP, the process holding the socket's lock when that is set (its send, or its receive's
+// ACKs), which becomes the owner. TCP's timers and softirq send too; then the owner stands.
+SEC("tp_btf/net_dev_queue")
+int proctor_queue(__u64 *ctx)
 {
 	struct sk_buff *skb = (struct sk_buff *)ctx[0];
 	struct totals *t;
 	struct proc_net *p = 0;
 	struct sock *sk;
 	struct owner *o = 0;
-	__u64 len;
+	__u64 len, packets, payload = 0;
 	int proto = 0;
 
 	if (!skb || !is_ip(skb))
@@ -283,26 +409,35 @@ int proctor_xmit(__u64 *ctx)
 	if (!t)
 		return 0;
 	len = ip_len(skb);
-	ADD_CPU(t->tx_packets, 1);
-	ADD_CPU(t->tx_bytes, len);
 	sk = skb->sk;
+	// Storage lives on full sockets only (not a handshake's request or TIME_WAIT's).
 	if (sk)
 		o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (o) {
+	if (o)
 		proto = sk->sk_protocol;
-		if (!o->tgid && proto == IPPROTO_UDP)
-			current_owner(o);
+	if (proto == IPPROTO_UDP)
+		payload = datagram_payload(skb, len);
+	packets = wire_segments(skb, proto, &len);
+	ADD_CPU(t->tx_packets, packets);
+	ADD_CPU(t->tx_bytes, len);
+	if (o) {
+		if (proto == IPPROTO_UDP) {
+			take(o);
+		} else if (proto == IPPROTO_TCP && sk->sk_lock.owned) {
+			take(o);
+		}
 		if (o->tgid)
 			p = row_of(o);
 	}
 	if (p && proto == IPPROTO_TCP) {
-		ADD(p->tcp_tx_packets, 1);
+		ADD(p->tcp_tx_packets, packets);
 		ADD(p->tcp_tx_bytes, len);
 	} else if (p && proto == IPPROTO_UDP) {
-		ADD(p->udp_tx_packets, 1);
+		ADD(p->udp_tx_packets, packets);
 		ADD(p->udp_tx_bytes, len);
+		ADD(p->udp_sent, payload);
 	} else {
-		ADD_CPU(t->tx_unowned_packets, 1);
+		ADD_CPU(t->tx_unowned_packets, packets);
 		ADD_CPU(t->tx_unowned_bytes, len);
 	}
 	return 0;
@@ -325,7 +460,9 @@ int proctor_receive(__u64 *ctx)
 	return 0;
 }
 
-// A received packet TCP or UDP found a socket for, with its length from the IP header on.
+// A received packet TCP or UDP found a socket for, with its length from the IP header on. A
+// datagram counted here was given to its socket, which may still drop it (a full receive
+// buffer: the kernel counts those as the socket's drops).
 SEC("cgroup_skb/ingress")
 int proctor_ingress(struct __sk_buff *skb)
 {
@@ -350,8 +487,18 @@ int proctor_ingress(struct __sk_buff *skb)
 		ADD(p->tcp_rx_packets, 1);
 		ADD(p->tcp_rx_bytes, len);
 	} else if (sk->protocol == IPPROTO_UDP) {
+		// A whole datagram here (fragments are joined before UDP takes it), from its IP header
+		// on: IPv4's says its length; IPv6's is 40 bytes (extension headers counted as payload).
+		__u8 *ip = (__u8 *)(long)skb->data;
+		__u8 v = 0x45;
+		__u64 headers;
+
+		if (ip + 1 <= (__u8 *)(long)skb->data_end)
+			v = *ip;
+		headers = (v >> 4) == 4 ? (v & 15) * 4 + 8 : 48;
 		ADD(p->udp_rx_packets, 1);
 		ADD(p->udp_rx_bytes, len);
+		ADD(p->udp_received, len > headers ? len - headers : 0);
 	} else {
 		return 1;
 	}
@@ -373,8 +520,11 @@ int proctor_sock_create(struct bpf_sock *sk)
 	if (sk->protocol != IPPROTO_TCP && sk->protocol != IPPROTO_UDP)
 		return 1;
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (o)
+	if (o) {
 		current_owner(o);
+		// A new socket's counters start at zero.
+		o->flags |= OWNER_BASELINE;
+	}
 	return 1;
 }
 
@@ -391,48 +541,47 @@ static __always_inline int is_inet(struct sock *sk, int *proto)
 	return *proto == IPPROTO_TCP || *proto == IPPROTO_UDP;
 }
 
-// What send and receive returned, to the caller, who owns the socket from now on.
-static __always_inline void returned(struct sock *sk, int ret, int send)
+// Adds what a TCP connection's counters grew by since they were last added to its owner's row:
+// the payload the peer acknowledged and what arrived in order. Called by the walk (for each
+// owned socket) and when the connection closes; swapped atomically, so a walk and a close at
+// once on two CPUs add each byte once.
+static __always_inline void tcp_payload(struct tcp_sock *tp, struct owner *o)
 {
+	__u64 acked = tp->bytes_acked, received = tp->bytes_received, was;
 	struct proc_net *p;
-	struct owner me;
-	int proto;
 
-	if (!is_inet(sk, &proto))
+	if (!(o->flags & OWNER_BASELINE)) {
+		o->acked = acked;
+		o->received = received;
+		o->flags |= OWNER_BASELINE;
 		return;
-	own(sk, &me);
-	if (ret <= 0)
+	}
+	if (!o->tgid)
 		return;
-	p = row_of(&me);
+	p = row_of(o);
 	if (!p)
 		return;
-	if (proto == IPPROTO_TCP && send)
-		ADD(p->tcp_sent, ret);
-	else if (proto == IPPROTO_TCP)
-		ADD(p->tcp_received, ret);
-	else if (send)
-		ADD(p->udp_sent, ret);
-	else
-		ADD(p->udp_received, ret);
-}
-
-SEC("tp_btf/sock_send_length")
-int proctor_send(__u64 *ctx)
-{
-	returned((struct sock *)ctx[0], (int)ctx[1], 1);
-	return 0;
-}
-
-SEC("tp_btf/sock_recv_length")
-int proctor_recv(__u64 *ctx)
-{
-	returned((struct sock *)ctx[0], (int)ctx[1], 0);
-	return 0;
+	was = __sync_lock_test_and_set(&o->acked, acked);
+	if (acked > was)
+		ADD(p->tcp_sent, acked - was);
+	else if (acked < was)
+		// Another flush had read later counters: theirs stand.
+		__sync_lock_test_and_set(&o->acked, was);
+	was = __sync_lock_test_and_set(&o->received, received);
+	if (received > was)
+		ADD(p->tcp_received, received - was);
+	else if (received < was)
+		__sync_lock_test_and_set(&o->received, was);
 }
 
 // TCP's states: connect (CLOSE to SYN_SENT, in the caller's call) and listen make the caller
-// the owner; a connection accepted (SYN_RECV to ESTABLISHED, in softirq) counts for the owner
-// its listener gave it.
+// the owner, and a connect starts its counters afresh (a socket disconnected and connected again
+// had them zeroed); a connection accepted (SYN_RECV to ESTABLISHED, in softirq) counts for the
+// owner its listener gave it; a connection closing adds its last payload. The counters count a
+// sequence number for the connecting side's SYN once acknowledged, and one for each FIN (the
+// peer's as it arrives, one's own as the peer acknowledges it): not payload, so each is added to
+// what was already counted as the state change that follows it shows, before the last payload
+// is added. (Counted before the state changes: the kernel updates them first.)
 SEC("tp_btf/inet_sock_set_state")
 int proctor_state(__u64 *ctx)
 {
@@ -445,9 +594,15 @@ int proctor_state(__u64 *ctx)
 		return 0;
 	if (new == TCP_SYN_SENT || new == TCP_LISTEN) {
 		struct owner me;
+		struct owner *o = own(sk, &me);
 
-		own(sk, &me);
 		if (new == TCP_SYN_SENT) {
+			if (o) {
+				// The SYN, once acknowledged.
+				o->acked = 1;
+				o->received = 0;
+				o->flags |= OWNER_BASELINE;
+			}
 			p = row_of(&me);
 			if (p)
 				ADD(p->connects, 1);
@@ -456,6 +611,24 @@ int proctor_state(__u64 *ctx)
 		p = row_of_sock(sk);
 		if (p)
 			ADD(p->accepts, 1);
+	} else {
+		struct owner *o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
+		struct tcp_sock *tp;
+		// Closed by the FINs' exchange, not a reset or a timeout.
+		int clean = new == TCP_CLOSE && !sk->sk_err;
+
+		if (!o)
+			return 0;
+		if (new == TCP_CLOSE_WAIT || new == TCP_CLOSING || (old == TCP_FIN_WAIT2 && clean))
+			ADD(o->received, 1);
+		if ((old == TCP_FIN_WAIT1 && new == TCP_FIN_WAIT2) ||
+		    ((old == TCP_LAST_ACK || old == TCP_CLOSING) && clean))
+			ADD(o->acked, 1);
+		if (new == TCP_CLOSE) {
+			tp = bpf_skc_to_tcp_sock(sk);
+			if (tp)
+				tcp_payload(tp, o);
+		}
 	}
 	return 0;
 }
@@ -545,6 +718,7 @@ int proctor_owned_sockets(struct bpf_iter__bpf_sk_storage_map *ctx)
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
 		return 0;
+	tcp_payload(tp, o);
 	r.tgid = o->tgid;
 	r.start = o->start;
 	r.state = sk->__sk_common.skc_state;
@@ -573,6 +747,7 @@ int proctor_tcp_sockets(struct bpf_iter__tcp *ctx)
 	o = bpf_sk_storage_get(&proctor_owner, tp, 0, 0);
 	if (!o || !o->tgid)
 		return 0;
+	tcp_payload(tp, o);
 	r.tgid = o->tgid;
 	r.start = o->start;
 	r.state = skc->skc_state;

@@ -1,10 +1,12 @@
-//! Per-process network (issue 36): programs on the kernel's device send and receive tracepoints,
-//! on the cgroup2 root's ingress and socket creation, and on sockets' send, receive and TCP
-//! state changes (bpf/net.bpf.c) count every packet against the process that owns its socket, in a table keyed by pid that [`NetTable::read`] copies once
-//! a sample: no packet reaches user space. [`NetTable::connections`] walks the TCP sockets the
-//! programs gave an owner (an iterator over their socket storage, or, where the kernel refuses
-//! that, over its TCP tables: [`Walk`]) for each process's open connections and smoothed
-//! round-trip times.
+//! Per-process network (issue 36): programs on the kernel's device queue and receive
+//! tracepoints, on the cgroup2 root's ingress and socket creation, and on TCP's state changes
+//! (bpf/net.bpf.c) count every packet against the process that owns its socket, in a table
+//! keyed by pid that [`NetTable::read`] copies once a sample: no packet reaches user space.
+//! [`NetTable::connections`] walks the TCP sockets the programs gave an owner (an iterator over
+//! their socket storage, or, where the kernel refuses that, over its TCP tables: [`Walk`]) for
+//! each process's open connections and smoothed round-trip times, and adds to each owner's row
+//! the TCP payload its connections counted since the last walk (a closing connection adds its
+//! own): walk, then read, for a row with every byte so far.
 //!
 //! One table per process (loaded with the other parts, one BTF parse), attached when the first
 //! [`NetTable`] opens, and kept. Rows of processes that are gone are deleted by
@@ -25,11 +27,9 @@ use crate::{load_error, may_load_tracing, thread_cpu_ns, Unavailable};
 pub static NET_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/net.bpf.o");
 
 /// (program, tracepoint) in the object.
-const TRACEPOINTS: [(&str, &str); 7] = [
-    ("proctor_xmit", "net_dev_start_xmit"),
+const TRACEPOINTS: [(&str, &str); 5] = [
+    ("proctor_queue", "net_dev_queue"),
     ("proctor_receive", "netif_receive_skb"),
-    ("proctor_send", "sock_send_length"),
-    ("proctor_recv", "sock_recv_length"),
     ("proctor_state", "inet_sock_set_state"),
     ("proctor_reset_sent", "tcp_send_reset"),
     ("proctor_reset_received", "tcp_receive_reset"),
@@ -73,7 +73,7 @@ pub fn walk_tcp_tables() {
 /// Attaching to a cgroup takes CAP_NET_ADMIN beside what loading takes.
 const CAP_NET_ADMIN: u32 = 12;
 
-/// One direction of one protocol, or what send and receive returned.
+/// One direction of one protocol.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flow {
     pub packets: u64,
@@ -86,7 +86,10 @@ pub struct Flow {
 pub struct Proto {
     pub tx: Flow,
     pub rx: Flow,
-    /// Payload bytes: what send returned and what receive returned, summed.
+    /// Payload bytes. A datagram's, as it left and as its socket took it in (a socket whose
+    /// receive buffer is full drops it after that). TCP's, from the connection's own counters:
+    /// what the peer acknowledged and what arrived in order, added at each walk
+    /// ([`NetTable::connections`]) and as the connection closes.
     pub sent_bytes: u64,
     pub received_bytes: u64,
 }
@@ -576,7 +579,9 @@ impl NetTable {
     }
 
     /// Every TCP socket the programs gave an owner ([`NetTable::walk`] says how they are
-    /// found), into `out` (cleared first); returns the walk's CPU ns.
+    /// found), into `out` (cleared first); returns the walk's CPU ns. The walk also adds each
+    /// connection's payload since the last walk to its owner's row (TCP's sent and received
+    /// bytes come only from here and from connections closing).
     pub fn connections(&self, out: &mut Vec<Connection>) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
         #[repr(C)]
         struct IterCreate {

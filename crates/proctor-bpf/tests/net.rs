@@ -107,6 +107,23 @@ elif mode == 'send':
     c.sendall(b'x' * n); c.shutdown(socket.SHUT_WR)
     while c.recv(1 << 16): pass
     done(sent=n, retransmitted=retrans() - before)
+elif mode == 'fork-send':
+    # Connects, then a child it forks sends n bytes on that connection and waits until the peer
+    # acknowledged them all (nothing left in its send queue); the parent says the child's pid.
+    import fcntl, struct, termios
+    port, n = int(sys.argv[2]), int(sys.argv[3])
+    c = socket.create_connection(('127.0.0.1', port))
+    (up_r, up_w), (down_r, down_w) = os.pipe(), os.pipe()
+    child = os.fork()
+    if child == 0:
+        c.sendall(b'z' * n)
+        while struct.unpack('i', fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b'\0' * 4))[0]:
+            pass
+        os.write(up_w, b'.'); os.read(down_r, 1); os._exit(0)
+    os.read(up_r, 1)
+    print('done', f'child={child} sent={n}', flush=True)
+    sys.stdin.readline()
+    os.write(down_w, b'.'); os.waitpid(child, 0)
 elif mode == 'acceptor':
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(('127.0.0.1', 0)); s.listen(4096)
@@ -198,8 +215,11 @@ mod tempdir {
     }
 }
 
+/// The process's row as the sampler reads it: after a walk, which adds the TCP payload its
+/// open connections counted since the last.
 fn row(table: &NetTable, pid: u32) -> ProcNet {
     let mut rows = HashMap::new();
+    table.connections(&mut Vec::new()).expect("the socket walk");
     table.read(&mut rows);
     rows.get(&pid).copied().unwrap_or_else(|| panic!("no row for {pid}: {:?}", rows.keys().collect::<Vec<_>>()))
 }
@@ -303,6 +323,27 @@ fn http_requests_to_a_real_server_count_for_client_and_server() {
     assert_eq!(cr.connects, 200, "{cr:?}");
     assert_eq!(sr.accepts - before.accepts, 200, "{sr:?}");
     client.end();
+}
+
+/// A connection made by one process and used by another (a child it forked, as a pre-forking
+/// server's workers use what their parent accepted): what the child sent is the child's, the
+/// process holding the socket as the segments leave, not the one that made it.
+#[test]
+fn a_connection_used_by_a_forked_child_counts_for_the_child() {
+    let Some(table) = open() else { return };
+    let (_dir, peer) = script();
+    let mut sink = Peer::start(&peer, &["sink", "127.0.0.1"]);
+    let port = sink.line().split_whitespace().nth(1).expect("a port").to_string();
+    let mut parent = Peer::start(&peer, &["fork-send", &port, "3000000"]);
+    let f = parent.counts();
+    let child = u32::try_from(f["child"]).expect("a pid");
+    let (pr, cr) = (row(&table, parent.pid()), row(&table, child));
+    close("the child's TCP payload sent", cr.tcp.sent_bytes, f["sent"]);
+    assert_eq!(pr.tcp.sent_bytes, 0, "the parent sent no payload: {pr:?}");
+    assert_eq!((pr.connects, cr.connects), (1, 0), "the parent connected: {pr:?} {cr:?}");
+    assert!(cr.tcp.tx.packets > 0 && cr.tcp.tx.bytes > f["sent"], "the child's segments: {cr:?}");
+    parent.end();
+    sink.end();
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use proctor_bpf::net::{walk_tcp_tables, Walk, TCP_ESTABLISHED, TCP_LISTEN};
 use proctor_bpf::NetTable;
+use std::io::{Read, Write};
 
 #[test]
 fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
@@ -18,13 +19,25 @@ fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
     assert!(matches!(table.walk(), Walk::TcpTables(why) if why.contains("asked")), "{:?}", table.walk());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     let client = std::net::TcpStream::connect(listener.local_addr().expect("its address")).expect("connected");
-    let (server, _) = listener.accept().expect("accepted");
+    let (mut server, _) = listener.accept().expect("accepted");
+    // 12,345 bytes one way and one back: the reply acknowledges them all.
+    let mut client = client;
+    client.write_all(&[7; 12_345]).expect("sent");
+    let mut got = vec![0; 12_345];
+    server.read_exact(&mut got).expect("received");
+    server.write_all(&[1]).expect("replied");
+    client.read_exact(&mut [0]).expect("the reply");
     let me = std::process::id();
     let mut conns = Vec::new();
     table.connections(&mut conns).expect("the walk");
     let established = conns.iter().filter(|c| c.pid == me && c.state == TCP_ESTABLISHED).count();
     assert_eq!(established, 2, "the client's end and the accepted one: {conns:?}");
     assert!(conns.iter().any(|c| c.pid == me && c.state == TCP_LISTEN), "{conns:?}");
+    // This walk added both ends' payload to this process's row.
+    let mut rows = std::collections::HashMap::new();
+    table.read(&mut rows);
+    let row = rows.get(&me).expect("this process's row");
+    assert_eq!((row.tcp.sent_bytes, row.tcp.received_bytes), (12_346, 12_346), "{row:?}");
     drop((client, server));
     table.connections(&mut conns).expect("the walk");
     assert_eq!(conns.iter().filter(|c| c.pid == me && c.state == TCP_ESTABLISHED).count(), 0, "{conns:?}");

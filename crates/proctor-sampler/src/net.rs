@@ -107,8 +107,9 @@ impl NetState {
         scan_boot_ns: u64,
         cost: &mut SampleCost,
     ) -> HostNet {
-        self.table.read(&mut self.rows);
+        // The walk first: it adds the connections' TCP payload to the rows read next.
         self.walk(cost);
+        self.table.read(&mut self.rows);
         let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
         for p in processes.iter_mut() {
             let Some(row) = self.rows.remove(&p.pid) else { continue };
