@@ -166,12 +166,15 @@ struct bpf_iter__bpf_sk_storage_map {
 } CORE;
 
 // Who owns a socket: a process, by pid and start (a reused pid is another process); for TCP,
-// the connection's payload counters as last added to its owner's row.
+// the connection's payload counters as last added to its owner's row; and what the socket
+// counted since its counts were last added to its owner's row (see flush): packets and IP
+// bytes each way, and a datagram socket's payload.
 struct owner {
 	__u32 tgid;
 	__u32 flags;
 	__u64 start;
 	__u64 acked, received;
+	__u64 tx_packets, tx_bytes, rx_packets, rx_bytes, sent, got;
 };
 
 // `acked` and `received` hold the connection's counters as last added: set from zero for a
@@ -260,36 +263,6 @@ static __always_inline void current_owner(struct owner *o)
 }
 
 // Makes the calling process the owner, written only when it is another.
-// Per packet, so it compares the pid alone (a helper call) and reads the start only for another
-// pid: a pid reused while the socket lives on in a process that inherited it keeps the old
-// start (the sampler then reads the row as another process's).
-static __always_inline void take(struct owner *o)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	if (o->tgid != tgid) {
-		struct task_struct *task = bpf_get_current_task_btf();
-
-		o->tgid = tgid;
-		o->start = task->group_leader->start_boottime;
-	}
-}
-
-// Makes the calling process (`me`, filled in here) the socket's owner.
-static __always_inline struct owner *own(struct sock *sk, struct owner *me)
-{
-	struct owner *o;
-
-	current_owner(me);
-	if (!sk)
-		return 0;
-	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (o && (o->tgid != me->tgid || o->start != me->start)) {
-		o->tgid = me->tgid;
-		o->start = me->start;
-	}
-	return o;
-}
 
 // The owner's row, made (or restarted, for a reused pid) when needed; 0 when the table is full.
 static __always_inline struct proc_net *row_of(const struct owner *o)
@@ -311,6 +284,78 @@ static __always_inline struct proc_net *row_of(const struct owner *o)
 		return p;
 	}
 	return bpf_map_lookup_elem(&proctor_net, &o->tgid);
+}
+
+// Adds what the socket counted since the last time to its owner's row, and starts its counts
+// again (each swapped with zero, so a packet counted meanwhile on another CPU is in this add or
+// the next). The packets' programs count on the socket, not the row: the row is a hash lookup
+// (~60-95 ns a packet here, bpf_stats), the socket's storage is at hand. Called by the walk
+// each sample for every owned socket, as a TCP connection closes, as a datagram socket is
+// released, and before the socket changes owner. With the table full the counts wait on the
+// socket (`table_full` counts the tries).
+static __always_inline void flush(struct owner *o, int proto)
+{
+	struct proc_net *p;
+	__u64 txp, txb, rxp, rxb, sent, got;
+
+	if (!o->tgid || !(o->tx_packets | o->rx_packets))
+		return;
+	p = row_of(o);
+	if (!p)
+		return;
+	txp = __sync_lock_test_and_set(&o->tx_packets, 0);
+	txb = __sync_lock_test_and_set(&o->tx_bytes, 0);
+	rxp = __sync_lock_test_and_set(&o->rx_packets, 0);
+	rxb = __sync_lock_test_and_set(&o->rx_bytes, 0);
+	if (proto == IPPROTO_TCP) {
+		ADD(p->tcp_tx_packets, txp);
+		ADD(p->tcp_tx_bytes, txb);
+		ADD(p->tcp_rx_packets, rxp);
+		ADD(p->tcp_rx_bytes, rxb);
+	} else {
+		sent = __sync_lock_test_and_set(&o->sent, 0);
+		got = __sync_lock_test_and_set(&o->got, 0);
+		ADD(p->udp_tx_packets, txp);
+		ADD(p->udp_tx_bytes, txb);
+		ADD(p->udp_rx_packets, rxp);
+		ADD(p->udp_rx_bytes, rxb);
+		ADD(p->udp_sent, sent);
+		ADD(p->udp_received, got);
+	}
+}
+
+// Per packet, so it compares the pid alone (a helper call) and reads the start only for another
+// pid: a pid reused while the socket lives on in a process that inherited it keeps the old
+// start (the sampler then reads the row as another process's). What the socket counted until
+// now is the previous owner's.
+static __always_inline void take(struct owner *o, int proto)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (o->tgid != tgid) {
+		struct task_struct *task = bpf_get_current_task_btf();
+
+		flush(o, proto);
+		o->tgid = tgid;
+		o->start = task->group_leader->start_boottime;
+	}
+}
+
+// Makes the calling process (`me`, filled in here) the TCP socket's owner.
+static __always_inline struct owner *own(struct sock *sk, struct owner *me)
+{
+	struct owner *o;
+
+	current_owner(me);
+	if (!sk)
+		return 0;
+	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (o && (o->tgid != me->tgid || o->start != me->start)) {
+		flush(o, IPPROTO_TCP);
+		o->tgid = me->tgid;
+		o->start = me->start;
+	}
+	return o;
 }
 
 // The socket owner's row, or 0.
@@ -397,7 +442,6 @@ int proctor_queue(__u64 *ctx)
 {
 	struct sk_buff *skb = (struct sk_buff *)ctx[0];
 	struct totals *t;
-	struct proc_net *p = 0;
 	struct sock *sk;
 	struct owner *o = 0;
 	__u64 len, packets, payload = 0;
@@ -420,22 +464,15 @@ int proctor_queue(__u64 *ctx)
 	packets = wire_segments(skb, proto, &len);
 	ADD_CPU(t->tx_packets, packets);
 	ADD_CPU(t->tx_bytes, len);
-	if (o) {
-		if (proto == IPPROTO_UDP) {
-			take(o);
-		} else if (proto == IPPROTO_TCP && sk->sk_lock.owned) {
-			take(o);
-		}
-		if (o->tgid)
-			p = row_of(o);
-	}
-	if (p && proto == IPPROTO_TCP) {
-		ADD(p->tcp_tx_packets, packets);
-		ADD(p->tcp_tx_bytes, len);
-	} else if (p && proto == IPPROTO_UDP) {
-		ADD(p->udp_tx_packets, packets);
-		ADD(p->udp_tx_bytes, len);
-		ADD(p->udp_sent, payload);
+	if (o && proto == IPPROTO_UDP)
+		take(o, proto);
+	else if (o && proto == IPPROTO_TCP && sk->sk_lock.owned)
+		take(o, proto);
+	if (o && o->tgid && (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
+		ADD(o->tx_packets, packets);
+		ADD(o->tx_bytes, len);
+		if (proto == IPPROTO_UDP)
+			ADD(o->sent, payload);
 	} else {
 		ADD_CPU(t->tx_unowned_packets, packets);
 		ADD_CPU(t->tx_unowned_bytes, len);
@@ -468,7 +505,6 @@ int proctor_ingress(struct __sk_buff *skb)
 {
 	struct bpf_sock *sk = skb->sk;
 	struct owner *o;
-	struct proc_net *p;
 	struct totals *t;
 	__u64 len = skb->len;
 
@@ -480,12 +516,9 @@ int proctor_ingress(struct __sk_buff *skb)
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
 	if (!o || !o->tgid)
 		return 1;
-	p = row_of(o);
-	if (!p)
-		return 1;
 	if (sk->protocol == IPPROTO_TCP) {
-		ADD(p->tcp_rx_packets, 1);
-		ADD(p->tcp_rx_bytes, len);
+		ADD(o->rx_packets, 1);
+		ADD(o->rx_bytes, len);
 	} else if (sk->protocol == IPPROTO_UDP) {
 		// A whole datagram here (fragments are joined before UDP takes it), from its IP header
 		// on: IPv4's says its length; IPv6's is 40 bytes (extension headers counted as payload).
@@ -496,9 +529,9 @@ int proctor_ingress(struct __sk_buff *skb)
 		if (ip + 1 <= (__u8 *)(long)skb->data_end)
 			v = *ip;
 		headers = (v >> 4) == 4 ? (v & 15) * 4 + 8 : 48;
-		ADD(p->udp_rx_packets, 1);
-		ADD(p->udp_rx_bytes, len);
-		ADD(p->udp_received, len > headers ? len - headers : 0);
+		ADD(o->rx_packets, 1);
+		ADD(o->rx_bytes, len);
+		ADD(o->got, len > headers ? len - headers : 0);
 	} else {
 		return 1;
 	}
@@ -525,6 +558,20 @@ int proctor_sock_create(struct bpf_sock *sk)
 		// A new socket's counters start at zero.
 		o->flags |= OWNER_BASELINE;
 	}
+	return 1;
+}
+
+// A datagram socket closing adds its last counts (a TCP one does as its connection closes).
+SEC("cgroup/sock_release")
+int proctor_sock_release(struct bpf_sock *sk)
+{
+	struct owner *o;
+
+	if (sk->protocol != IPPROTO_UDP)
+		return 1;
+	o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
+	if (o)
+		flush(o, IPPROTO_UDP);
 	return 1;
 }
 
@@ -608,6 +655,16 @@ int proctor_state(__u64 *ctx)
 				ADD(p->connects, 1);
 		}
 	} else if (old == TCP_SYN_RECV && new == TCP_ESTABLISHED) {
+		struct owner *o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
+
+		// The storage was copied from the listener's with what the listener had counted (the
+		// handshakes' packets): that is the listener's, not this connection's.
+		if (o) {
+			o->tx_packets = 0;
+			o->tx_bytes = 0;
+			o->rx_packets = 0;
+			o->rx_bytes = 0;
+		}
 		p = row_of_sock(sk);
 		if (p)
 			ADD(p->accepts, 1);
@@ -625,6 +682,7 @@ int proctor_state(__u64 *ctx)
 		    ((old == TCP_LAST_ACK || old == TCP_CLOSING) && clean))
 			ADD(o->acked, 1);
 		if (new == TCP_CLOSE) {
+			flush(o, IPPROTO_TCP);
 			tp = bpf_skc_to_tcp_sock(sk);
 			if (tp)
 				tcp_payload(tp, o);
@@ -716,8 +774,12 @@ int proctor_owned_sockets(struct bpf_iter__bpf_sk_storage_map *ctx)
 	if (!sk || !o || !o->tgid)
 		return 0;
 	tp = bpf_skc_to_tcp_sock(sk);
-	if (!tp)
+	if (!tp) {
+		if (sk->sk_protocol == IPPROTO_UDP)
+			flush(o, IPPROTO_UDP);
 		return 0;
+	}
+	flush(o, IPPROTO_TCP);
 	tcp_payload(tp, o);
 	r.tgid = o->tgid;
 	r.start = o->start;
@@ -747,6 +809,7 @@ int proctor_tcp_sockets(struct bpf_iter__tcp *ctx)
 	o = bpf_sk_storage_get(&proctor_owner, tp, 0, 0);
 	if (!o || !o->tgid)
 		return 0;
+	flush(o, IPPROTO_TCP);
 	tcp_payload(tp, o);
 	r.tgid = o->tgid;
 	r.start = o->start;
@@ -754,6 +817,28 @@ int proctor_tcp_sockets(struct bpf_iter__tcp *ctx)
 	r.srtt_us = tp->srtt_us >> 3;
 	r.retrans = tp->total_retrans;
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
+struct udp_sock;
+
+struct bpf_iter__udp {
+	struct bpf_iter_meta *meta;
+	struct udp_sock *udp_sk;
+} CORE;
+
+// With the TCP tables' walk, the datagram sockets' counts are added by a walk of the kernel's
+// UDP tables (this network namespace); it writes no record.
+SEC("iter/udp")
+int proctor_udp_sockets(struct bpf_iter__udp *ctx)
+{
+	struct owner *o;
+
+	if (!ctx->udp_sk)
+		return 0;
+	o = bpf_sk_storage_get(&proctor_owner, ctx->udp_sk, 0, 0);
+	if (o)
+		flush(o, IPPROTO_UDP);
 	return 0;
 }
 

@@ -36,6 +36,8 @@ fn main() {
         std::process::exit(0);
     });
     let mut rows = HashMap::new();
+    // A walk first, as the sampler does: it adds what the sockets counted to their rows.
+    table.connections(&mut Vec::new()).expect("the socket walk");
     table.read(&mut rows);
     let dev0 = devices();
     let t0 = table.totals();
@@ -62,6 +64,7 @@ fn main() {
         let num = |k: &str| kv.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         peers.push((kv.get("name").cloned().unwrap_or_default(), num("pid") as u32, num("sent"), num("received")));
     }
+    table.connections(&mut Vec::new()).expect("the socket walk");
     table.read(&mut rows);
     let t1 = table.totals();
     let dev1 = devices();

@@ -11,8 +11,8 @@ fn main() {
     let mut conns = Vec::new();
     for _ in 0..std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(3) {
         std::thread::sleep(std::time::Duration::from_secs(1));
-        let cost = table.read(&mut rows);
         let walk = table.connections(&mut conns);
+        let cost = table.read(&mut rows);
         println!("{cost:?} totals {:?} connections {} ({walk:?})", table.totals(), conns.len());
         for (pid, r) in &rows {
             println!("  {pid}: {r:?}");

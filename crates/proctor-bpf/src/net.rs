@@ -4,9 +4,11 @@
 //! keyed by pid that [`NetTable::read`] copies once a sample: no packet reaches user space.
 //! [`NetTable::connections`] walks the TCP sockets the programs gave an owner (an iterator over
 //! their socket storage, or, where the kernel refuses that, over its TCP tables: [`Walk`]) for
-//! each process's open connections and smoothed round-trip times, and adds to each owner's row
-//! the TCP payload its connections counted since the last walk (a closing connection adds its
-//! own): walk, then read, for a row with every byte so far.
+//! each process's open connections and smoothed round-trip times. The packets are counted on
+//! their socket (its storage is at hand; the row is a hash lookup); the walk adds what each owned
+//! socket counted since the last walk to its owner's row, with its TCP payload (a closing
+//! connection, a released datagram socket and a socket changing owner add theirs): walk, then
+//! read, for rows with every packet so far.
 //!
 //! One table per process (loaded with the other parts, one BTF parse), attached when the first
 //! [`NetTable`] opens, and kept. Rows of processes that are gone are deleted by
@@ -42,13 +44,16 @@ const RETRANSMIT_PROGRAMS: [&str; 2] = ["proctor_retransmit_outcome", "proctor_r
 /// every socket's creation.
 const INGRESS: &str = "proctor_ingress";
 const SOCK_CREATE: &str = "proctor_sock_create";
+/// A datagram socket's release, which adds its last counts to its owner's row.
+const SOCK_RELEASE: &str = "proctor_sock_release";
 /// The iterator over the owned sockets (the owner storage map's), attached once; each walk
 /// makes a new iterator from its link.
 const SOCKETS: &str = "proctor_owned_sockets";
 const OWNERS: &str = "proctor_owner";
-/// The iterator over the kernel's TCP tables, for a kernel that refuses the one above
-/// (attached per walk).
+/// The iterators over the kernel's TCP and UDP tables, for a kernel that refuses the one above
+/// (attached per walk; the UDP one only adds the datagram sockets' counts to their rows).
 const TCP_SOCKETS: &str = "proctor_tcp_sockets";
+const UDP_SOCKETS: &str = "proctor_udp_sockets";
 
 /// How [`NetTable::connections`] walks the sockets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -340,6 +345,12 @@ impl Loaded {
             .try_into()
             .map_err(|e| kind(SOCK_CREATE, &e))?;
         create.load().map_err(|e| refused(SOCK_CREATE, e))?;
+        let release: &mut CgroupSock = bpf
+            .program_mut(SOCK_RELEASE)
+            .ok_or_else(|| missing(SOCK_RELEASE))?
+            .try_into()
+            .map_err(|e| kind(SOCK_RELEASE, &e))?;
+        release.load().map_err(|e| refused(SOCK_RELEASE, e))?;
         let (walk, link) = match owned_sockets(&mut bpf, btf) {
             Ok(link) => (Walk::Owned, Some(link)),
             Err(why) => {
@@ -349,6 +360,12 @@ impl Loaded {
                     .try_into()
                     .map_err(|e| kind(TCP_SOCKETS, &e))?;
                 tcp.load("tcp", btf).map_err(|e| refused(TCP_SOCKETS, e))?;
+                let udp: &mut Iter = bpf
+                    .program_mut(UDP_SOCKETS)
+                    .ok_or_else(|| missing(UDP_SOCKETS))?
+                    .try_into()
+                    .map_err(|e| kind(UDP_SOCKETS, &e))?;
+                udp.load("udp", btf).map_err(|e| refused(UDP_SOCKETS, e))?;
                 (Walk::TcpTables(why), None)
             }
         };
@@ -391,6 +408,11 @@ impl Loaded {
             create
                 .attach(&cgroup, CgroupAttachMode::Single)
                 .map_err(|e| failed(format!("{SOCK_CREATE} to {}", root.display()), e))?;
+            let release: &mut CgroupSock =
+                bpf.program_mut(SOCK_RELEASE).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(SOCK_RELEASE))?;
+            release
+                .attach(&cgroup, CgroupAttachMode::Single)
+                .map_err(|e| failed(format!("{SOCK_RELEASE} to {}", root.display()), e))?;
             let ingress: &mut CgroupSkb =
                 bpf.program_mut(INGRESS).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(INGRESS))?;
             ingress
@@ -508,7 +530,9 @@ impl NetTable {
         Ok(NetTable { loaded })
     }
 
-    /// Every row of the table into `out` (cleared first), by pid.
+    /// Every row of the table into `out` (cleared first), by pid: what the walks
+    /// ([`NetTable::connections`]) and the sockets closed so far added; walk first for the
+    /// packets up to now.
     pub fn read(&self, out: &mut HashMap<u32, ProcNet>) -> ReadCost {
         let started = thread_cpu_ns();
         out.clear();
@@ -579,9 +603,10 @@ impl NetTable {
     }
 
     /// Every TCP socket the programs gave an owner ([`NetTable::walk`] says how they are
-    /// found), into `out` (cleared first); returns the walk's CPU ns. The walk also adds each
-    /// connection's payload since the last walk to its owner's row (TCP's sent and received
-    /// bytes come only from here and from connections closing).
+    /// found), into `out` (cleared first); returns the walk's CPU ns. The walk also adds what
+    /// each owned socket counted since the last walk (packets, bytes, payload) to its owner's
+    /// row: the rows grow only here, as a connection closes or a datagram socket is released,
+    /// and as a socket changes owner.
     pub fn connections(&self, out: &mut Vec<Connection>) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
         #[repr(C)]
         struct IterCreate {
@@ -602,6 +627,10 @@ impl NetTable {
             }
             None => {
                 let mut bpf = self.loaded.bpf.lock().map_err(|_| "another walk panicked while attaching")?;
+                // The datagram sockets first: their walk writes nothing, only adds their counts.
+                let udp: &mut Iter = bpf.program_mut(UDP_SOCKETS).ok_or("program gone")?.try_into()?;
+                let link = udp.attach()?;
+                std::io::copy(&mut udp.take_link(link)?.into_file()?, &mut std::io::sink())?;
                 let program: &mut Iter = bpf.program_mut(TCP_SOCKETS).ok_or("program gone")?.try_into()?;
                 let link = program.attach()?;
                 program.take_link(link)?.into_file()?

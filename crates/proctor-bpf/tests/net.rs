@@ -516,6 +516,8 @@ fn a_batched_read_has_every_row_an_iteration_has() {
     for p in &mut peers {
         p.counts();
     }
+    // Their sockets' counts reach their rows at a walk.
+    table.connections(&mut Vec::new()).expect("the socket walk");
     for batch in [1, 4, 256] {
         let (batched, each) = table.read_both_ways(batch);
         let Some(batched) = batched else {

@@ -107,7 +107,7 @@ impl NetState {
         scan_boot_ns: u64,
         cost: &mut SampleCost,
     ) -> HostNet {
-        // The walk first: it adds the connections' TCP payload to the rows read next.
+        // The walk first: it adds what the sockets counted since the last to the rows read next.
         self.walk(cost);
         self.table.read(&mut self.rows);
         let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
