@@ -98,7 +98,8 @@ pub struct NetRates {
     pub tx_bytes_per_sec: f64,
     pub rx_packets_per_sec: f64,
     pub tx_packets_per_sec: f64,
-    /// What its receives and sends returned (payload), per second.
+    /// Payload per second: a datagram's as it left and as its socket took it in; TCP's as the
+    /// peer acknowledged it and as it arrived in order (the connection's own counters).
     pub received_bytes_per_sec: f64,
     pub sent_bytes_per_sec: f64,
     pub retransmits_per_sec: f64,
