@@ -466,7 +466,11 @@ int proctor_queue(__u64 *ctx)
 	ADD_CPU(t->tx_bytes, len);
 	if (o && proto == IPPROTO_UDP)
 		take(o, proto);
-	else if (o && proto == IPPROTO_TCP && sk->sk_lock.owned)
+	else if (o && proto == IPPROTO_TCP && sk->sk_lock.owned &&
+		 sk->__sk_common.skc_state != TCP_LISTEN)
+		// Not a listener: the kernel answers for one (a reset to a stray segment) in softirq,
+		// without its lock, while its owner may hold it in accept() (a thousand connections'
+		// churn moved listeners to the connecting process that way).
 		take(o, proto);
 	if (o && o->tgid && (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
 		ADD(o->tx_packets, packets);

@@ -110,16 +110,19 @@ elif mode == 'send':
 elif mode == 'fork-send':
     # Connects, then a child it forks sends n bytes on that connection and waits until the peer
     # acknowledged them all (nothing left in its send queue); the parent says the child's pid.
-    import fcntl, struct, termios
+    # Each closes the pipes' ends it does not use, so the child ends with its parent.
+    import fcntl, struct, termios, time
     port, n = int(sys.argv[2]), int(sys.argv[3])
     c = socket.create_connection(('127.0.0.1', port))
     (up_r, up_w), (down_r, down_w) = os.pipe(), os.pipe()
     child = os.fork()
     if child == 0:
+        os.close(up_r); os.close(down_w)
         c.sendall(b'z' * n)
         while struct.unpack('i', fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b'\0' * 4))[0]:
-            pass
+            time.sleep(0.001)
         os.write(up_w, b'.'); os.read(down_r, 1); os._exit(0)
+    os.close(up_w); os.close(down_r)
     os.read(up_r, 1)
     print('done', f'child={child} sent={n}', flush=True)
     sys.stdin.readline()
