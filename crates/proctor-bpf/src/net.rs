@@ -339,18 +339,11 @@ impl Loaded {
         let ingress: &mut CgroupSkb =
             bpf.program_mut(INGRESS).ok_or_else(|| missing(INGRESS))?.try_into().map_err(|e| kind(INGRESS, &e))?;
         ingress.load().map_err(|e| refused(INGRESS, e))?;
-        let create: &mut CgroupSock = bpf
-            .program_mut(SOCK_CREATE)
-            .ok_or_else(|| missing(SOCK_CREATE))?
-            .try_into()
-            .map_err(|e| kind(SOCK_CREATE, &e))?;
-        create.load().map_err(|e| refused(SOCK_CREATE, e))?;
-        let release: &mut CgroupSock = bpf
-            .program_mut(SOCK_RELEASE)
-            .ok_or_else(|| missing(SOCK_RELEASE))?
-            .try_into()
-            .map_err(|e| kind(SOCK_RELEASE, &e))?;
-        release.load().map_err(|e| refused(SOCK_RELEASE, e))?;
+        for name in [SOCK_CREATE, SOCK_RELEASE] {
+            let program: &mut CgroupSock =
+                bpf.program_mut(name).ok_or_else(|| missing(name))?.try_into().map_err(|e| kind(name, &e))?;
+            program.load().map_err(|e| refused(name, e))?;
+        }
         let (walk, link) = match owned_sockets(&mut bpf, btf) {
             Ok(link) => (Walk::Owned, Some(link)),
             Err(why) => {
@@ -403,16 +396,13 @@ impl Loaded {
             // The cgroup programs first: a packet counted on the way out has its owner. Through a
             // link (Linux 5.7+), which the kernel always attaches beside others (the flags must
             // be 0: `Single` is 0), and which goes with this process.
-            let create: &mut CgroupSock =
-                bpf.program_mut(SOCK_CREATE).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(SOCK_CREATE))?;
-            create
-                .attach(&cgroup, CgroupAttachMode::Single)
-                .map_err(|e| failed(format!("{SOCK_CREATE} to {}", root.display()), e))?;
-            let release: &mut CgroupSock =
-                bpf.program_mut(SOCK_RELEASE).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(SOCK_RELEASE))?;
-            release
-                .attach(&cgroup, CgroupAttachMode::Single)
-                .map_err(|e| failed(format!("{SOCK_RELEASE} to {}", root.display()), e))?;
+            for name in [SOCK_CREATE, SOCK_RELEASE] {
+                let program: &mut CgroupSock =
+                    bpf.program_mut(name).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(name))?;
+                program
+                    .attach(&cgroup, CgroupAttachMode::Single)
+                    .map_err(|e| failed(format!("{name} to {}", root.display()), e))?;
+            }
             let ingress: &mut CgroupSkb =
                 bpf.program_mut(INGRESS).and_then(|p| p.try_into().ok()).ok_or_else(|| gone(INGRESS))?;
             ingress
