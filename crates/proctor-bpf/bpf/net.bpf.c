@@ -81,8 +81,15 @@ struct proctor_sock_lock {
 	int owned;
 } CORE;
 
+struct file;
+
+struct socket {
+	struct file *file;
+} CORE;
+
 struct sock {
 	struct sock_common __sk_common;
+	struct socket *sk_socket;
 	struct proctor_sock_lock sk_lock;
 	__u16 sk_protocol;
 	int sk_err;
@@ -464,7 +471,9 @@ int proctor_queue(__u64 *ctx)
 	packets = wire_segments(skb, proto, &len);
 	ADD_CPU(t->tx_packets, packets);
 	ADD_CPU(t->tx_bytes, len);
-	if (o && proto == IPPROTO_UDP)
+	// A kernel's own datagram socket (no file: a tunnel's, sending in softirq for whatever task
+	// it interrupted) is nobody's.
+	if (o && proto == IPPROTO_UDP && sk->sk_socket && sk->sk_socket->file)
 		take(o, proto);
 	else if (o && proto == IPPROTO_TCP && sk->sk_lock.owned &&
 		 sk->__sk_common.skc_state != TCP_LISTEN)
