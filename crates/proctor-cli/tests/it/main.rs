@@ -233,8 +233,12 @@ fn snapshot_io_has_its_columns_and_sorts_by_io() {
     let top = v["processes"]["top"].as_array().expect("top");
     let writing = written();
     if writing && top[0]["write_bytes_per_sec"].as_f64().is_some() {
-        assert_eq!(top[0]["pid"], writer.0.id(), "the writer is not first by io: {}", top[0]);
-        assert!(top[0]["io_bytes_per_sec"].as_f64() > Some(0.0), "{}", top[0]);
+        // Among the first by io, with its writes: the host's other processes may do more (a
+        // build's `ar` read 196 MB/s beside it in a loaded suite run), and the order itself is
+        // held below.
+        let mine = top.iter().find(|p| p["pid"] == writer.0.id());
+        let mine = mine.unwrap_or_else(|| panic!("the writer is not among the first 20 by io: {top:?}"));
+        assert!(mine["write_bytes_per_sec"].as_f64() > Some(0.0), "{mine}");
     } else {
         eprintln!("SKIP: snapshot --sort io with a writer: O_DIRECT writes or /proc/PID/io are not available here");
     }
