@@ -119,7 +119,9 @@ elif mode == 'fork-send':
     if child == 0:
         os.close(up_r); os.close(down_w)
         c.sendall(b'z' * n)
+        deadline = time.monotonic() + 60
         while struct.unpack('i', fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b'\0' * 4))[0]:
+            assert time.monotonic() < deadline, 'unacknowledged after 60 s'
             time.sleep(0.001)
         os.write(up_w, b'.'); os.read(down_r, 1); os._exit(0)
     os.close(up_w); os.close(down_r)
