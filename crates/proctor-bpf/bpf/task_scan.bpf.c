@@ -12,6 +12,14 @@
 // and the loader itself points the kfunc calls at the kernel's BTF ids and the map load at the
 // slots map it made, sized to the host's tasks.
 
+// The same object as a read-only pointer of a kernel type (6.2+; the verifier makes the call a
+// register move). fill_record() follows the task's pointers through it: see there.
+extern void *bpf_rdonly_cast(const void *obj, unsigned int btf_id) __attribute__((section(".ksyms")));
+
+// The kernel's BTF id of a type (a CO-RE relocation by name: BPF_TYPE_ID_TARGET).
+#define KERNEL_TYPE_ID(type) __builtin_btf_type_id(*(type *)0, 1)
+#define UNTRUSTED(task) ((struct task_struct *)bpf_rdonly_cast(task, KERNEL_TYPE_ID(struct task_struct)))
+
 #include "task_record.h"
 
 // The open-coded task iterator (kernel/bpf/task_iter.c): its state lives on the program's
