@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """bench/net/cost.sh's body: see there."""
+import atexit
 import json
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -124,6 +126,7 @@ def main():
         side_by_side()
         return
     data = tempfile.mkdtemp(prefix="proctor-net-cost-")
+    atexit.register(shutil.rmtree, data, ignore_errors=True)
     arms = ["net", "no-net", "none"]
     results = {a: [] for a in arms}
     for r in range(REPEATS):

@@ -7,7 +7,9 @@ returned them), then `all done`, and keeps every peer alive until a line comes o
 their rows are read while they live).
     python3 bench/net/workload.py [BULK_MB] [DATAGRAMS] [REQUESTS]
 """
+import atexit
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -70,6 +72,7 @@ elif mode == 'http-client':
 
 def main():
     tmp = tempfile.mkdtemp(prefix="proctor-net-bench-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     peer = os.path.join(tmp, "peer.py")
     with open(peer, "w") as f:
         f.write(PEER)
