@@ -23,12 +23,14 @@
 //! it has the name too) are *stale*: read before the change, they may be off by the change's
 //! whole share (half a tree exiting doubles the others' PSS). A process counts as a member from
 //! the list where it has outlived [`YOUNG`]: a fork storm's children come and go without
-//! sending the worker back to their parent every sample. A stale reading is still given
-//! out, marked (`ProcessSample::pss_stale`), so a sum over a tree can refuse to call itself complete,
-//! and it is read again before anything whose only reason is its counters or its age. What no
-//! family watch sees: file pages (a program's own binary and libraries) are shared with every
-//! other process mapping them, so an unrelated python starting moves every python's file PSS
-//! (by megabytes here) unmarked until the reading ages out; the anonymous part is the family's.
+//! sending the worker back to their parent every sample, and while a process has such young
+//! children its faults alone do not count as a change (their copy-on-write moves them). A stale
+//! reading is still given out, marked (`ProcessSample::pss_stale`), so a sum over a tree can
+//! refuse to call itself complete, and it is read again before anything whose only reason is
+//! its counters or its age. What no family watch sees: file pages (a program's own binary and
+//! libraries) are shared with every other process mapping them, so an unrelated python starting
+//! moves every python's file PSS (by megabytes here) unmarked until the reading ages out; the
+//! anonymous part is the family's.
 //!
 //! The budget is an average: unspent budget is saved, up to [`BURST_SAVED`] of it, and spent
 //! at up to [`BURST_RATE`] times the budget. A worker that starts on a big tree (or sees one
@@ -228,6 +230,9 @@ struct State {
     first_seen: PidSet,
     /// Pids that had lived less than [`YOUNG`] when last listed: not read before the next list.
     young: PidSet,
+    /// The parents of those: what moves their faults alone is mostly their young children's
+    /// copy-on-write ([`Entry::unchanged`]).
+    forking: PidSet,
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
     /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
@@ -320,6 +325,7 @@ impl State {
         if !self.first_seen.is_empty() {
             self.first.changes = None;
         }
+        self.forking = candidates.iter().filter(|c| young.contains(&c.pid)).map(|c| c.ppid).collect();
         self.young = young;
         self.busy.clear();
         self.first_seen.clear();
@@ -371,6 +377,17 @@ impl Entry {
         let wait = held_ns as f64 / share * f64::from(1u32 << self.backoff);
         self.not_before_ns = now_ns.saturating_add(wait as u64);
         self.backoff > before
+    }
+
+    /// Whether a new reading would show nothing this one does not: its counters stand, or only
+    /// its faults moved while it has children younger than [`YOUNG`] (`forking`). After a fork
+    /// each page its parent writes first is copied (a fault, no change in resident size), and
+    /// its PSS then moves with the sharing of children that are gone in milliseconds and have no
+    /// reading of their own: a fork storm's driver was read at every turn of its target budget
+    /// for that. Its faults are compared again once it has no young children (one more read),
+    /// and its reading ages like any other.
+    fn unchanged(&self, c: &Candidate, forking: &PidSet) -> bool {
+        self.seen == *c || (forking.contains(&c.pid) && Candidate { faults: c.faults, ..self.seen } == *c)
     }
 
     /// Whether its last read was refused.
@@ -821,7 +838,7 @@ fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
                 state.asked.remove(k);
                 continue;
             }
-            Some(e) if e.reading.is_some() && e.seen == c && !e.stale(&state.changed) => {
+            Some(e) if e.reading.is_some() && e.unchanged(&c, &state.forking) && !e.stale(&state.changed) => {
                 state.asked.remove(k);
                 continue;
             }
@@ -938,12 +955,12 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
                 // Due when its budget frees, if it changed or its family did; else only once
                 // its reading has aged too.
                 if !e.stall.capped {
-                    let unchanged = e.seen == c && !e.stale(&state.changed);
+                    let unchanged = e.unchanged(&c, &state.forking) && !e.stale(&state.changed);
                     due = due.min(if unchanged { e.not_before_ns.max(ages_at(e)) } else { e.not_before_ns });
                 }
                 state.stats.skipped_target_budget += 1
             }
-            Some(e) if e.seen == c && now_ns < ages_at(e) => {
+            Some(e) if e.unchanged(&c, &state.forking) && now_ns < ages_at(e) => {
                 due = due.min(ages_at(e));
                 state.stats.skipped_unchanged += 1
             }
@@ -1228,6 +1245,40 @@ mod tests {
         assert_eq!(pick_next(&mut state, 0, max_age), None, "nothing changed, failures included");
         state.candidates[0] = cand(1, 11);
         assert_eq!(pick_next(&mut state, 0, max_age).map(|c| c.pid), Some(1), "rss moved");
+    }
+
+    /// A process forking short-lived children: while a child younger than [`YOUNG`] is listed,
+    /// its parent's faults moving alone (copy-on-write after the fork) does not send the worker
+    /// back to it; its resident size moving does, and so do its faults once no young child is
+    /// listed. Another process's faults count as always.
+    #[test]
+    fn a_forking_parents_faults_alone_wait_for_its_young_children() {
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
+        let max_age = u64::MAX;
+        let parent = Candidate { faults: 100, ..cand(10, 1000) };
+        let other = Candidate { faults: 5, ..cand(20, 500) };
+        let child = Candidate { ppid: 10, start_ticks: 9, ..cand(11, 100) };
+        let mut state = State::default();
+        state.set_candidates(vec![parent, child, other], [11].into_iter().collect(), 0);
+        state.results.insert(10, entry(parent, Some(reading)));
+        state.results.insert(20, entry(other, Some(reading)));
+        assert_eq!(pick_next(&mut state, 1, max_age), None, "nothing moved; the child is young");
+        let copied = Candidate { faults: 160, ..parent };
+        let touched = Candidate { faults: 6, ..other };
+        state.set_candidates(vec![copied, child, touched], [11].into_iter().collect(), 2);
+        assert_eq!(pick_next(&mut state, 3, max_age).map(|c| c.pid), Some(20), "another's faults count");
+        state.results.insert(20, entry(touched, Some(reading)));
+        assert_eq!(pick_next(&mut state, 3, max_age), None, "the parent's faults alone, a young child listed");
+        let grown = Candidate { resident_bytes: 1100, ..copied };
+        state.set_candidates(vec![grown, child, touched], [11].into_iter().collect(), 4);
+        assert_eq!(pick_next(&mut state, 5, max_age).map(|c| c.pid), Some(10), "its resident size moved");
+        state.results.insert(10, entry(grown, Some(reading)));
+        let copied_more = Candidate { faults: 200, ..grown };
+        state.set_candidates(vec![copied_more, child, touched], [11].into_iter().collect(), 6);
+        assert_eq!(pick_next(&mut state, 7, max_age), None);
+        // The child has gone: the faults count again.
+        state.set_candidates(vec![copied_more, touched], PidSet::default(), 8);
+        assert_eq!(pick_next(&mut state, 9, max_age).map(|c| c.pid), Some(10), "no young child listed");
     }
 
     /// A sharer exiting moves the target's PSS but not its own counters: a reading of an
