@@ -4,6 +4,7 @@
     PROCTOR_BIN=target/release/proctor python3 bench/bpf/storm.py [N] [SECONDS]
     STORM_SERVE_ARGS='--no-process-events' ...   # serve's arguments beside --groups
     STORM_PROCESSES=600 ...                       # idle sleepers started first, up to ~600 processes
+    STORM_KEEP_DATA=1 ...                         # keep serve's store (for crates/proctor-store/examples)
 
 The driver forks N children at an even pace over SECONDS; each spins 0-1 ms of CPU and sleeps
 the rest of a 1-50 ms life (uniform, seeded), then exits; the driver reaps them all. Then:
@@ -227,7 +228,10 @@ def run(n, seconds):
         if serve is not None:
             serve.kill()
             serve.wait()
-        subprocess.run(["rm", "-rf", data])
+        if os.environ.get("STORM_KEEP_DATA"):
+            print(f"  the store is kept: {os.path.join(data, 'd')}")
+        else:
+            subprocess.run(["rm", "-rf", data])
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 //! for records that list many ended processes (a fork storm's) and for the others, side by
 //! side in one run: each sample of a store is encoded as a delta against the store's first
 //! sample, and each record compressed after the one before it of its kind and alone, at zstd
-//! levels 1 and 3, 5 times; the figures are the mean bytes and µs per record.
+//! levels 1 and 3, 5 times, and alone in the writer's kept context ([`AloneCompressor`]); the
+//! figures are the mean bytes and µs per record.
 //! `cargo run --release -p proctor-store --example chain_ended -- DIR` on a store written
-//! beside a storm (`bench/bpf/storm.py` with its data directory kept).
+//! beside a storm (`STORM_KEEP_DATA=1 python3 bench/bpf/storm.py`, which prints where it is).
 
 use std::time::Instant;
 
-use proctor_store::codec::{compress_after, compress_alone};
+use proctor_store::codec::{compress_after, compress_alone, AloneCompressor, KEEP_CONTEXT_FROM};
 use proctor_store::delta::{encode_delta, KeySample};
 use proctor_store::CHAIN_MAX_ENDED;
 
@@ -41,8 +42,11 @@ fn main() {
             let (chained, chained_us) =
                 measure(n, |i| compress_after(level, &recs[i], &recs[i + 1]).expect("zstd").len());
             let (alone, alone_us) = measure(n, |i| compress_alone(level, &recs[i + 1]).expect("zstd").len());
+            let mut kept = AloneCompressor::default();
+            let (_, kept_us) = measure(n, |i| kept.compress(level, &recs[i + 1]).expect("zstd").len());
             println!(
-                "  level {level}: after the previous {chained} B in {chained_us} µs; alone {alone} B in {alone_us} µs"
+                "  level {level}: after the previous {chained} B in {chained_us} µs; alone {alone} B in {alone_us} µs \
+                 (in a kept context where {KEEP_CONTEXT_FROM} B or more: {kept_us} µs)"
             );
         }
     }

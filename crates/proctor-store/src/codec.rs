@@ -457,21 +457,87 @@ pub fn table_log(len: usize) -> u32 {
     ceil_log2.saturating_sub(3).clamp(14, 27)
 }
 
+fn zstd_error(code: usize) -> std::io::Error {
+    std::io::Error::other(zstd::zstd_safe::get_error_name(code))
+}
+
+fn new_context<'a>() -> std::io::Result<zstd::zstd_safe::CCtx<'a>> {
+    zstd::zstd_safe::CCtx::try_create().ok_or_else(|| std::io::Error::other("zstd: cannot create a context"))
+}
+
 fn compress(level: i32, prefix: Option<&[u8]>, record: &[u8]) -> std::io::Result<Vec<u8>> {
-    use zstd::zstd_safe::{CCtx, CParameter};
-    let io_error = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
-    let tables = table_log(prefix.map_or(0, <[u8]>::len).max(record.len()));
-    let mut cctx = CCtx::try_create().ok_or_else(|| std::io::Error::other("zstd: cannot create a context"))?;
-    cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(io_error)?;
-    cctx.set_parameter(CParameter::HashLog(tables)).map_err(io_error)?;
-    cctx.set_parameter(CParameter::ChainLog(tables - 1)).map_err(io_error)?;
+    let mut cctx = new_context()?;
     if let Some(prefix) = prefix {
-        cctx.ref_prefix(prefix).map_err(io_error)?;
+        cctx.ref_prefix(prefix).map_err(zstd_error)?;
     }
+    compress_in(&mut cctx, level, prefix.map_or(0, <[u8]>::len), record)
+}
+
+/// Compresses `record` in `cctx`, whose prefix (of `prefix_len` bytes), if any, is set.
+fn compress_in(
+    cctx: &mut zstd::zstd_safe::CCtx<'_>,
+    level: i32,
+    prefix_len: usize,
+    record: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    use zstd::zstd_safe::CParameter;
+    let tables = table_log(prefix_len.max(record.len()));
+    cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(zstd_error)?;
+    cctx.set_parameter(CParameter::HashLog(tables)).map_err(zstd_error)?;
+    cctx.set_parameter(CParameter::ChainLog(tables - 1)).map_err(zstd_error)?;
     let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(record.len()));
     // compress2 writes the content size into the frame header; `decompress` relies on it.
-    cctx.compress2(&mut out, record).map_err(io_error)?;
+    cctx.compress2(&mut out, record).map_err(zstd_error)?;
     Ok(out)
+}
+
+/// Records at least this long, compressed alone, share one zstd context from frame to frame
+/// ([`AloneCompressor`]).
+pub const KEEP_CONTEXT_FROM: usize = 64 << 10;
+
+/// Compresses records alone, keeping one zstd context from frame to frame while they are at
+/// least [`KEEP_CONTEXT_FROM`] long: a fork storm's deltas, each listing ~1,000 ended
+/// processes (~80 KB), had a context made and freed for each, and its tables (~1 MiB, above the
+/// agent's 128 KiB mmap threshold) mapped, faulted in and cleared every second. A kept
+/// context's tables are reused. A shorter record (an idle host's delta) drops it and is
+/// compressed in a fresh context as before, so an agent holds no zstd memory between its
+/// ordinary frames. The frames are byte for byte what a fresh context writes (a test says so).
+#[derive(Default)]
+pub struct AloneCompressor {
+    kept: Option<zstd::zstd_safe::CCtx<'static>>,
+}
+
+impl std::fmt::Debug for AloneCompressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AloneCompressor").field("kept", &self.kept.is_some()).finish()
+    }
+}
+
+impl AloneCompressor {
+    /// [`compress_alone`], in the kept context where `record` is long enough.
+    pub fn compress(&mut self, level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
+        if record.len() < KEEP_CONTEXT_FROM {
+            self.kept = None;
+            return compress(level, None, record);
+        }
+        let cctx = match &mut self.kept {
+            Some(cctx) => {
+                cctx.reset(zstd::zstd_safe::ResetDirective::SessionAndParameters).map_err(zstd_error)?;
+                cctx
+            }
+            none => none.insert(new_context()?),
+        };
+        let out = compress_in(cctx, level, 0, record);
+        if out.is_err() {
+            self.kept = None;
+        }
+        out
+    }
+
+    /// Whether a context is kept now.
+    pub fn holds_context(&self) -> bool {
+        self.kept.is_some()
+    }
 }
 
 /// No record decompresses to more than this: ~185,000 processes at the ~720 bytes each that
@@ -544,7 +610,41 @@ fn decompress(payload: &[u8], dictionary: Option<&[u8]>, cap: usize) -> Result<V
 
 #[cfg(test)]
 mod tests {
-    use super::table_log;
+    use super::{compress_alone, decompress_key, table_log, AloneCompressor, KEEP_CONTEXT_FROM};
+
+    /// A record of `len` bytes, varied enough that zstd's tables matter.
+    fn record(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.extend_from_slice(format!("[{},{},\"comm{}\"],", x % 100_000, x % 7, x % 13).as_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// A kept context writes each frame byte for byte as a fresh one does, whatever came before
+    /// it (a larger record, another level); it is kept across large records and dropped at the
+    /// first small one.
+    #[test]
+    fn a_kept_context_writes_what_a_fresh_one_does() {
+        let mut alone = AloneCompressor::default();
+        let sizes = [KEEP_CONTEXT_FROM, 300_000, KEEP_CONTEXT_FROM + 1, 90_000, 2_000_000, 70_000];
+        for (i, &len) in sizes.iter().enumerate() {
+            let r = record(len, i as u64);
+            let level = if i == 3 { 9 } else { 3 };
+            let kept = alone.compress(level, &r).expect("compress");
+            assert!(alone.holds_context(), "{len}");
+            assert_eq!(kept, compress_alone(level, &r).expect("compress"), "record {i} of {len} bytes");
+            assert_eq!(decompress_key(&kept).expect("decompress"), r);
+        }
+        let small = record(KEEP_CONTEXT_FROM - 1, 9);
+        assert_eq!(alone.compress(3, &small).expect("compress"), compress_alone(3, &small).expect("compress"));
+        assert!(!alone.holds_context(), "a small record drops the context");
+    }
 
     #[test]
     fn tables_hold_at_most_eight_bytes_per_entry_with_an_eighth_to_spare() {

@@ -10,8 +10,8 @@ use std::time::Instant;
 use proctor_model::Sample;
 
 use crate::codec::{
-    chained_cap, compress_after, compress_alone, decompressed_cap, encode_event, encode_record_sized, Chained,
-    Compressor, Event, RECORD_VERSION, RECORD_VERSION_1, RECORD_VERSION_2,
+    chained_cap, compress_after, compress_alone, decompressed_cap, encode_event, encode_record_sized, AloneCompressor,
+    Chained, Compressor, Event, RECORD_VERSION, RECORD_VERSION_1, RECORD_VERSION_2,
 };
 use crate::delta::{encode_delta, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
@@ -110,6 +110,8 @@ pub struct Writer {
     active: Option<Active>,
     /// The chunk's key record, when writing version 1.
     compressor: Compressor,
+    /// Deltas compressed alone (versions 2 and 3), in a context kept while they are large.
+    alone: AloneCompressor,
     /// The sample the next delta is taken against and its frame's offset in the active
     /// segment, when writing version 2: the chunk's key, or its latest anchor.
     base: Option<(KeySample, u64)>,
@@ -211,6 +213,7 @@ impl Writer {
         let mut writer = Writer {
             dir: dir.to_owned(),
             compressor: Compressor::new(config.level),
+            alone: AloneCompressor::default(),
             config,
             lock,
             active: None,
@@ -372,7 +375,7 @@ impl Writer {
                 let payload = if self.config.record_version == RECORD_VERSION {
                     self.encode_chained(at, record, sample.exited.len())
                 } else {
-                    compress_alone(level, &record).map(Encoded::Whole)
+                    self.alone.compress(level, &record).map(Encoded::Whole)
                 };
                 (false, anchor, record_len, encoded, payload)
             }
@@ -397,7 +400,7 @@ impl Writer {
     /// [`Chained`]'s prefix. A record that would decompress to more than a reader allows
     /// against that prefix ([`chained_cap`]) is compressed alone instead, and so is one that
     /// lists [`CHAIN_MAX_ENDED`] or more ended processes (`ended`).
-    fn encode_chained(&self, at: u64, record: Vec<u8>, ended: usize) -> std::io::Result<Encoded> {
+    fn encode_chained(&mut self, at: u64, record: Vec<u8>, ended: usize) -> std::io::Result<Encoded> {
         let Some((previous_at, previous)) = &self.previous else {
             return Err(std::io::Error::other("a delta without its chunk's key before it"));
         };
@@ -410,7 +413,7 @@ impl Writer {
                 return Ok(Encoded::Chained { payload: Chained::encode(back, true, &compressed), record });
             }
         }
-        let compressed = compress_alone(level, &record)?;
+        let compressed = self.alone.compress(level, &record)?;
         if record.len() > decompressed_cap(compressed.len(), 0) {
             return Err(std::io::Error::other("sample record too large to be read back"));
         }
