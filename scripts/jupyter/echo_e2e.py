@@ -164,6 +164,10 @@ def run(ext):
                 server.kill()
                 server.wait()
         log.close()
+        if sys.exc_info()[0] is not None:
+            with open(os.path.join(workdir, "jupyter.log"), errors="replace") as f:
+                print(f"{ext}: the server's log, its end:\n{f.read()[-3000:]}")
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def attach_strace(pid, path):
