@@ -134,8 +134,13 @@ pub struct PssStats {
 pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 
 /// Whether to read `c` through `pagemap`: a big target whose threads waited on an earlier read
-/// (where waits are traced), or, where they are not, one that faulted since the sample before
-/// (it is mapping or touching memory, so its threads may want their mmap lock). Any other is
+/// where waits are traced (from then on, for as long as it lives: a walk nobody waited on says
+/// nothing of what the next single-hold read would cost it, and a target read one way and then
+/// the other paid a `smaps_rollup` hold at every other read), or whose family's threads did (a
+/// tree of like workers: each paid a hold of its own first, one of ~10-40 ms for each of 24
+/// children of 1 GiB at every agent start), or, where waits are not traced, one that faulted
+/// since the sample before (it is mapping or touching memory, so its threads may want their
+/// mmap lock). Any other is
 /// read through `smaps_rollup`, at a third of the CPU or less: a hold nobody waits on costs
 /// nobody (a notebook's idle kernels, a compiler), and on a busy host the budget buys three
 /// times the readings (faults alone sent every busy compiler through `pagemap` and starved the
@@ -151,7 +156,10 @@ pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 /// first, before any was measured) stops there ([`PageCounter::limit_cpu`]) and the target is
 /// read through `smaps_rollup` that time.
 fn reads_by_pages(state: &State, c: &Candidate) -> bool {
-    let waited = || state.results.get(&c.pid).is_some_and(|e| e.seen.start_ticks == c.start_ticks && e.backoff > 0);
+    let waited = || {
+        state.results.get(&c.pid).is_some_and(|e| e.seen.start_ticks == c.start_ticks && (e.waited || e.backoff > 0))
+            || state.waited_families.contains(&(c.ppid, c.name))
+    };
     let affordable = || {
         let cap = Savings::cap(state.stats.budget);
         state.pagemap_ns_per_byte.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
@@ -235,6 +243,9 @@ struct State {
     forking: PidSet,
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
+    /// Families (parent pid, name hash) a member of which waited on a read: their big members
+    /// are read through `pagemap` from their first read ([`reads_by_pages`]).
+    waited_families: std::collections::HashSet<(u32, u64)>,
     /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
     pagemap_ns_per_byte: Option<f64>,
     /// Pids someone is looking at ([`PssWorker::ask`]), oldest first: each is read before
@@ -261,6 +272,9 @@ struct Entry {
     /// Its share of lock time is divided by 2^backoff: raised by a read its threads waited on
     /// (traced), lowered by one they did not.
     backoff: u8,
+    /// Its threads waited on a read (traced): read through `pagemap` from then on where it is
+    /// big ([`reads_by_pages`]).
+    waited: bool,
     /// The last read failed ([`Failed`]); `reading` is then `None`.
     failed: Option<Failed>,
 }
@@ -316,6 +330,18 @@ impl State {
         }
     }
 
+    /// After a read of `c` that its threads waited `waited_ns` on (traced): where it waited at
+    /// all, it and its family are read through `pagemap` from then on where big
+    /// ([`reads_by_pages`]).
+    fn note_wait(&mut self, c: &Candidate, waited_ns: Option<u64>) {
+        if waited_ns.is_some_and(|w| w > 0) {
+            if let Some(e) = self.results.get_mut(&c.pid).filter(|e| e.seen.start_ticks == c.start_ticks) {
+                e.waited = true;
+            }
+            self.waited_families.insert((c.ppid, c.name));
+        }
+    }
+
     /// `young`: the new list's processes that had lived less than [`YOUNG`].
     fn set_candidates(&mut self, candidates: Vec<Candidate>, young: PidSet, now_ns: u64) {
         mark_changed(&mut self.changed, (&self.candidates, &self.young), (&candidates, &young), now_ns);
@@ -353,6 +379,11 @@ impl State {
                 .binary_search_by_key(pid, |x| x.pid)
                 .is_ok_and(|i| candidates[i].start_ticks == e.seen.start_ticks)
         });
+        // Forget families none of whose members is listed, once they outnumber the candidates.
+        if self.waited_families.len() > candidates.len() + 64 {
+            let live: std::collections::HashSet<(u32, u64)> = candidates.iter().map(|c| (c.ppid, c.name)).collect();
+            self.waited_families.retain(|k| live.contains(k));
+        }
         self.candidates = candidates;
     }
 }
@@ -733,6 +764,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 stall: Stall::default(),
                 not_before_ns: 0,
                 backoff: 0,
+                waited: false,
                 failed: None,
             };
             let entry = state.results.entry(candidate.pid).or_insert(fresh);
@@ -740,6 +772,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 // The pid was reused: the ledger and the step back are the new process's.
                 entry.stall = Stall::default();
                 entry.backoff = 0;
+                entry.waited = false;
             }
             entry.seen = candidate;
             entry.reading = reading;
@@ -761,6 +794,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 state.stats.capped_targets += 1;
             }
             state.stats.backoffs += u64::from(backed_off);
+            if !gone {
+                state.note_wait(&candidate, waited.filter(|w| !w.lost).map(|w| w.waited_ns));
+            }
             if let Some(w) = waited.filter(|_| !gone) {
                 state.stats.traced_reads += 1;
                 state.stats.target_waited_ns = state.stats.target_waited_ns.saturating_add(w.waited_ns);
@@ -986,7 +1022,7 @@ mod tests {
 
     /// What the worker keeps of a process read (`Some`) or failed (`None`), nothing else set.
     fn entry(seen: Candidate, reading: Option<PssReading>) -> Entry {
-        Entry { seen, reading, stall: Stall::default(), not_before_ns: 0, backoff: 0, failed: None }
+        Entry { seen, reading, stall: Stall::default(), not_before_ns: 0, backoff: 0, waited: false, failed: None }
     }
 
     /// A reading made at `at_ns`.
@@ -1414,6 +1450,38 @@ mod tests {
         let asked = worker.shared.lock().asked.clone();
         assert_eq!(asked.len(), MAX_ASKED);
         assert_eq!(asked.front(), Some(&10));
+    }
+
+    /// Where waits are traced, a big target whose threads waited on a read stays on pagemap
+    /// after walks nobody waited on (its step back undone), and its family's big members start
+    /// there; another family's, and a small member, do not; a wait of nothing changes nothing.
+    #[test]
+    fn a_target_that_waited_and_its_family_stay_on_pagemap() {
+        let big = PAGEMAP_FROM_BYTES;
+        let worker = |pid, rss| Candidate { ppid: 1, name: family_name("python3"), ..cand(pid, rss) };
+        let other = Candidate { ppid: 1, name: family_name("java"), ..cand(9, big) };
+        let mut state = State { traced: true, ..State::default() };
+        let list = vec![worker(2, big), worker(3, big), worker(4, 10), other];
+        state.set_candidates(list.clone(), Default::default(), 0);
+        state.set_candidates(list, Default::default(), 1);
+        let by_pages = |state: &State| -> Vec<u32> {
+            state.candidates.iter().filter(|c| reads_by_pages(state, c)).map(|c| c.pid).collect()
+        };
+        assert_eq!(by_pages(&state), Vec::<u32>::new());
+        state.results.insert(9, entry(other, None));
+        state.note_wait(&other, Some(0));
+        assert_eq!(by_pages(&state), Vec::<u32>::new(), "waited nothing");
+        let share = 0.001;
+        let mut first = entry(worker(2, big), None);
+        first.after_read(10_000_000, share, Some(3_000_000), 0);
+        state.results.insert(2, first);
+        state.note_wait(&worker(2, big), Some(3_000_000));
+        assert_eq!(by_pages(&state), [2, 3], "it and its big sibling, never read yet");
+        // A walk nobody waited on takes the step back away, not the way of reading.
+        let e = state.results.get_mut(&2).expect("read");
+        e.after_read(100_000, share, Some(0), 1);
+        assert_eq!(e.backoff, 0);
+        assert_eq!(by_pages(&state), [2, 3]);
     }
 
     /// A big target whose threads waited on a read, or (untraced) that faulted between the last
