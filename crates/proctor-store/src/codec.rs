@@ -497,11 +497,11 @@ pub const KEEP_CONTEXT_FROM: usize = 64 << 10;
 
 /// Compresses records alone, keeping one zstd context from frame to frame while they are at
 /// least [`KEEP_CONTEXT_FROM`] long: a fork storm's deltas, each listing ~1,000 ended
-/// processes (~80 KB), had a context made and freed for each, and its tables (~1 MiB, above the
+/// processes (~98 KB here), had a context made and freed for each, and its tables (~1 MiB, above the
 /// agent's 128 KiB mmap threshold) mapped, faulted in and cleared every second. A kept
-/// context's tables are reused. A shorter record (an idle host's delta) drops it and is
-/// compressed in a fresh context as before, so an agent holds no zstd memory between its
-/// ordinary frames. The frames are byte for byte what a fresh context writes (a test says so).
+/// context's tables are reused. A shorter record drops it and is compressed in a fresh context
+/// as before, and the writer drops it at any frame it compresses another way (a key, a delta
+/// after the one before), so an agent holds no zstd memory between its ordinary frames. The frames are byte for byte what a fresh context writes (a test says so).
 #[derive(Default)]
 pub struct AloneCompressor {
     kept: Option<zstd::zstd_safe::CCtx<'static>>,
@@ -532,6 +532,11 @@ impl AloneCompressor {
             self.kept = None;
         }
         out
+    }
+
+    /// Drops the kept context (a frame compressed another way: the storm is over).
+    pub fn release(&mut self) {
+        self.kept = None;
     }
 
     /// Whether a context is kept now.

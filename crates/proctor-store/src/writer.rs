@@ -110,7 +110,8 @@ pub struct Writer {
     active: Option<Active>,
     /// The chunk's key record, when writing version 1.
     compressor: Compressor,
-    /// Deltas compressed alone (versions 2 and 3), in a context kept while they are large.
+    /// Version 3's deltas compressed alone, in a context kept while they are large and
+    /// compressed alone (a storm's): any other frame drops it.
     alone: AloneCompressor,
     /// The sample the next delta is taken against and its frame's offset in the active
     /// segment, when writing version 2: the chunk's key, or its latest anchor.
@@ -375,7 +376,7 @@ impl Writer {
                 let payload = if self.config.record_version == RECORD_VERSION {
                     self.encode_chained(at, record, sample.exited.len())
                 } else {
-                    self.alone.compress(level, &record).map(Encoded::Whole)
+                    compress_alone(level, &record).map(Encoded::Whole)
                 };
                 (false, anchor, record_len, encoded, payload)
             }
@@ -389,6 +390,7 @@ impl Writer {
                 let record = encode_record_sized(sample, self.last_record_len + self.last_record_len / 8);
                 self.last_record_len = record.len();
                 let encoded = Instant::now();
+                self.alone.release();
                 let payload = compress_alone(self.config.key_level, &record).map(Encoded::Whole);
                 (true, true, self.last_record_len as u64, encoded, payload)
             }
@@ -410,6 +412,7 @@ impl Writer {
         if let Some(previous) = previous.as_ref().filter(|_| ended < CHAIN_MAX_ENDED) {
             let compressed = compress_after(level, previous, &record)?;
             if record.len() <= chained_cap(compressed.len(), previous.len()) {
+                self.alone.release();
                 return Ok(Encoded::Chained { payload: Chained::encode(back, true, &compressed), record });
             }
         }
@@ -428,6 +431,11 @@ impl Writer {
         let encoded = Instant::now();
         let (key, payload) = self.compress_v1(key, record);
         (key, key, record_bytes, encoded, payload.map(Encoded::Whole))
+    }
+
+    /// Whether a zstd context is kept from the last frame (a storm's; see [`AloneCompressor`]).
+    pub fn holds_zstd_context(&self) -> bool {
+        self.alone.holds_context()
     }
 
     /// Bytes the writer holds between frames for the chunk's key: the key record (version 1)

@@ -1042,3 +1042,46 @@ fn a_delta_listing_many_ended_processes_is_compressed_alone_and_the_others_after
     // The key; the first delta has no delta before it; then 3, 128 (alone), 5, 127 ended.
     assert_eq!(after_previous, [None, Some(false), Some(true), Some(false), Some(true), Some(true)]);
 }
+
+/// A storm's deltas (1,000 ended processes, ~100 KB a record) share one zstd context; the
+/// first frame compressed another way (a delta after the one before) drops it, and everything
+/// reads back as written.
+#[test]
+fn a_storms_deltas_share_a_zstd_context_until_the_storm_is_over() {
+    use proctor_model::ExitedProcess;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
+    let ended = |seq: u64, n: u32| -> Vec<ExitedProcess> {
+        (0..n)
+            .map(|i| ExitedProcess {
+                pid: 20_000 + i,
+                ppid: 1,
+                start_ticks: seq * 10_000 + u64::from(i),
+                lifetime_ns: 1_000_000 + u64::from(i) * 977,
+                comm: Arc::from("python3"),
+                user_ns: seq * 7_919 + u64::from(i) * 131,
+                minflt: u64::from(i % 97),
+                seen: false,
+                ..ExitedProcess::default()
+            })
+            .collect()
+    };
+    let mut written = Vec::new();
+    let mut held = Vec::new();
+    for (seq, n) in [0, 3, 1_000, 1_000, 3, 1_000].into_iter().enumerate() {
+        let mut s = sample(seq as u64 + 1, 20);
+        s.exited = ended(seq as u64, n);
+        writer.append(&s).expect("append");
+        held.push(writer.holds_zstd_context());
+        written.push(json(&s));
+    }
+    // The key, a delta after the one before it, two storm deltas, a delta after the one before
+    // it again, a storm delta.
+    assert_eq!(held, [false, false, true, true, false, true]);
+    drop(writer);
+    let mut reader = Reader::open(dir.path()).expect("open");
+    let frames = reader.all_frames().expect("frames");
+    let read: Vec<_> = frames.iter().map(|f| json(&reader.read(f).expect("reads"))).collect();
+    assert_eq!(read, written);
+}
