@@ -351,7 +351,11 @@ impl State {
         if !self.first_seen.is_empty() {
             self.first.changes = None;
         }
-        self.forking = candidates.iter().filter(|c| young.contains(&c.pid)).map(|c| c.ppid).collect();
+        // From the young pids (few), not a lookup per candidate: this runs on the sampler's hold.
+        self.forking = young
+            .iter()
+            .filter_map(|pid| candidates.binary_search_by_key(pid, |c| c.pid).ok().map(|i| candidates[i].ppid))
+            .collect();
         self.young = young;
         self.busy.clear();
         self.first_seen.clear();
