@@ -46,7 +46,8 @@ fn main() {
             let (_, kept_us) = measure(n, |i| kept.compress(level, &recs[i + 1]).expect("zstd").len());
             println!(
                 "  level {level}: after the previous {chained} B in {chained_us} µs; alone {alone} B in {alone_us} µs \
-                 (in a kept context where {KEEP_CONTEXT_FROM} B or more: {kept_us} µs)"
+                 (in a kept context where {KEEP_CONTEXT_FROM} B or more: {kept_us} µs; the context kept {} B)",
+                kept.context_bytes()
             );
         }
     }

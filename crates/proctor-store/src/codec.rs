@@ -497,8 +497,9 @@ pub const KEEP_CONTEXT_FROM: usize = 64 << 10;
 
 /// Compresses records alone, keeping one zstd context from frame to frame while they are at
 /// least [`KEEP_CONTEXT_FROM`] long: a fork storm's deltas, each listing ~1,000 ended
-/// processes (~98 KB here), had a context made and freed for each, and its tables (~1 MiB, above the
-/// agent's 128 KiB mmap threshold) mapped, faulted in and cleared every second. A kept
+/// processes (~98 KB here), had a context made and freed for each, and its tables and buffers
+/// (530 KB by zstd's count at level 3, above the agent's 128 KiB mmap threshold) mapped,
+/// faulted in and cleared every second. A kept
 /// context's tables are reused. A shorter record drops it and is compressed in a fresh context
 /// as before, and the writer drops it at any frame it compresses another way (a key, a delta
 /// after the one before), so an agent holds no zstd memory between its ordinary frames. The frames are byte for byte what a fresh context writes (a test says so).
@@ -542,6 +543,11 @@ impl AloneCompressor {
     /// Whether a context is kept now.
     pub fn holds_context(&self) -> bool {
         self.kept.is_some()
+    }
+
+    /// The kept context's size as zstd counts it (its tables and buffers), 0 when none is kept.
+    pub fn context_bytes(&self) -> usize {
+        self.kept.as_ref().map_or(0, |c| c.sizeof())
     }
 }
 
