@@ -10,6 +10,7 @@ Usage: python jupyter_shape.py PROCTOR_BINARY
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -182,6 +183,10 @@ def main():
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+        if sys.exc_info()[0] is not None or False in results:
+            with open(os.path.join(workdir, "jupyter.log"), errors="replace") as f:
+                print(f"jupyter-server's log, its end:\n{f.read()[-3000:]}")
+        shutil.rmtree(workdir, ignore_errors=True)
     failed = results.count(False)
     print(f"{len(results) - failed} passed, {failed} failed")
     return 1 if failed else 0

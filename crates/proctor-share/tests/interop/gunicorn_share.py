@@ -15,6 +15,7 @@ Everything started here is ended here, by pid.
 
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -211,6 +212,10 @@ def main():
             server.kill()
             server.wait()
         log.close()
+        if sys.exc_info()[0] is not None:
+            with open(os.path.join(logs, "gunicorn.log"), errors="replace") as f:
+                print(f"gunicorn's log, its end:\n{f.read()[-3000:]}")
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 if __name__ == "__main__":
