@@ -45,7 +45,6 @@
 
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static void *(*bpf_sk_storage_get)(void *map, void *sk, void *value, __u64 flags) = (void *)107;
-static void *(*bpf_sk_fullsock)(void *sk) = (void *)95;
 static void *(*bpf_skc_to_tcp_sock)(void *sk) = (void *)137;
 static void *(*bpf_get_current_task_btf)(void) = (void *)158;
 
@@ -178,7 +177,10 @@ struct bpf_iter__bpf_sk_storage_map {
 // bytes each way, and a datagram socket's payload.
 struct owner {
 	__u32 tgid;
-	__u32 flags;
+	__u16 flags;
+	// The socket's protocol, written where its storage is made (and by each packet it sends): the
+	// receiving side reads it here, not from the socket (a helper call and a field a packet).
+	__u16 proto;
 	__u64 start;
 	__u64 acked, received;
 	__u64 tx_packets, tx_bytes, rx_packets, rx_bytes, sent, got;
@@ -357,6 +359,8 @@ static __always_inline struct owner *own(struct sock *sk, struct owner *me)
 	if (!sk)
 		return 0;
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (o)
+		o->proto = IPPROTO_TCP;
 	if (o && (o->tgid != me->tgid || o->start != me->start)) {
 		flush(o, IPPROTO_TCP);
 		o->tgid = me->tgid;
@@ -464,8 +468,10 @@ int proctor_queue(__u64 *ctx)
 	// Storage lives on full sockets only (not a handshake's request or TIME_WAIT's).
 	if (sk)
 		o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (o)
+	if (o) {
 		proto = sk->sk_protocol;
+		o->proto = proto;
+	}
 	if (proto == IPPROTO_UDP)
 		payload = datagram_payload(skb, len);
 	packets = wire_segments(skb, proto, &len);
@@ -523,16 +529,15 @@ int proctor_ingress(struct __sk_buff *skb)
 
 	if (!sk)
 		return 1;
-	sk = bpf_sk_fullsock(sk);
-	if (!sk)
-		return 1;
+	// Storage lives on full sockets only, and the lookup answers none for another socket, so
+	// no bpf_sk_fullsock first; the protocol is the storage's (docs/performance.md).
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
 	if (!o || !o->tgid)
 		return 1;
-	if (sk->protocol == IPPROTO_TCP) {
+	if (o->proto == IPPROTO_TCP) {
 		ADD(o->rx_packets, 1);
 		ADD(o->rx_bytes, len);
-	} else if (sk->protocol == IPPROTO_UDP) {
+	} else if (o->proto == IPPROTO_UDP) {
 		// A whole datagram here (fragments are joined before UDP takes it), from its IP header
 		// on: IPv4's says its length; IPv6's is 40 bytes (extension headers counted as payload).
 		__u8 *ip = (__u8 *)(long)skb->data;
@@ -568,6 +573,7 @@ int proctor_sock_create(struct bpf_sock *sk)
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (o) {
 		current_owner(o);
+		o->proto = sk->protocol;
 		// A new socket's counters start at zero.
 		o->flags |= OWNER_BASELINE;
 	}

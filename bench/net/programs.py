@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""What the per-packet programs cost each packet, build against build (issue 36): each build's
+`proctor serve --net` on CPU 0 beside the paced UDP echo on CPU 1 (bench/net/paced_echo.py),
+one build after the other, the order rotated a round.
+
+    python3 bench/net/programs.py BIN [BIN ...]
+    env: ROUNDS (3), SECONDS (8), RATE (50000 packets a second, half each way),
+         MODE=stats (default): the kernel's own count for each program (`sysctl
+           kernel.bpf_stats_enabled=1`, `bpftool prog show`: run_time_ns / run_cnt; the count's
+           two clock reads are in each figure);
+         MODE=perf: `perf record -C 1 -g` of the workload, and the share of its CPU spent in the
+           tracepoints' BPF dispatch (`bpf_trace_run1`, the queue and receive programs in it)
+           and in the cgroup ingress's (`__cgroup_bpf_run_filter_skb`, the ingress program in
+           it), each with what it calls: what the accounting adds to the workload, without the
+           count's clock reads, read in one run.
+
+Needs root, bpftool (MODE=stats) or perf (MODE=perf). The programs counted are those the
+build's serve loaded (the ids that were not there before it started), so another agent's do
+not mix in."""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paced_echo import WORKLOAD  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import serve_addr  # noqa: E402
+
+PROGRAMS = ("proctor_queue", "proctor_receive", "proctor_ingress")
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+SECONDS = float(os.environ.get("SECONDS", "8"))
+RATE = int(os.environ.get("RATE", "50000"))
+MODE = os.environ.get("MODE", "stats")
+
+
+def prog_ids():
+    out = subprocess.run(["bpftool", "prog", "show", "-j"], check=True, capture_output=True, text=True).stdout
+    return {p["id"]: p for p in json.loads(out)}
+
+
+def agent(addr):
+    with urllib.request.urlopen(f"http://{addr}/api/v1/agent", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def workload():
+    """The paced echo on CPU 1; returns the packets it sent and received."""
+    out = subprocess.run(["taskset", "-c", "1", sys.executable, "-c", WORKLOAD, str(RATE), str(SECONDS)],
+                         check=True, capture_output=True, text=True).stdout
+    return int(out.split()[0])
+
+
+def perf_shares(data):
+    """Inclusive shares (%) of the workload's samples, by symbol, from `perf report`."""
+    out = subprocess.run(["perf", "report", "-i", data, "--children", "--sort", "sym", "-g", "none"],
+                         check=True, capture_output=True, text=True).stdout
+    shares = {}
+    for line in out.splitlines():
+        m = re.match(r"\s+([\d.]+)%\s+[\d.]+%\s+\[k\]\s+(\S+)", line)
+        if m:
+            shares[m.group(2)] = shares.get(m.group(2), 0.0) + float(m.group(1))
+    prog = lambda name: sum(v for k, v in shares.items() if k.startswith("bpf_prog_") and k.endswith("_" + name))
+    tp, cg = shares.get("bpf_trace_run1", 0.0), shares.get("__cgroup_bpf_run_filter_skb", 0.0)
+    q, r, i = prog("proctor_queue"), prog("proctor_receive"), prog("proctor_ingress")
+    return {"total": tp + cg, "tracepoints": tp, "queue": q, "receive": r, "tp dispatch": tp - q - r,
+            "cgroup ingress": cg, "ingress": i, "cgroup dispatch": cg - i}
+
+
+def one(binary):
+    before = set(prog_ids())
+    p, addr = serve_addr.start(["taskset", "-c", "0", binary, "serve", "--listen", "127.0.0.1:0", "--interval", "1s",
+                                "--no-record", "--net"])
+    try:
+        deadline = time.monotonic() + 30
+        while agent(addr).get("process_net_from") != "bpf":
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{binary}: the network programs did not attach: {agent(addr).get('process_net_from')}")
+            time.sleep(0.2)
+        if MODE == "perf":
+            data = f"/tmp/proctor-programs-{os.getpid()}.perf"
+            rec = subprocess.Popen(["perf", "record", "-q", "-F", "9999", "-C", "1", "-g", "-o", data, "--",
+                                    "sleep", str(max(1.0, SECONDS - 2))],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            packets = workload()
+            rec.wait()
+            try:
+                return packets, perf_shares(data)
+            finally:
+                os.unlink(data)
+        was = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        try:
+            packets = workload()
+            progs = prog_ids()
+        finally:
+            with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+                f.write(was)
+        ns = {}
+        for pid, prog in progs.items():
+            if pid not in before and prog.get("name") in PROGRAMS and prog.get("run_cnt"):
+                ns[prog["name"]] = prog["run_time_ns"] / prog["run_cnt"]
+        ns["a packet, all"] = sum(ns.get(n, 0.0) for n in PROGRAMS)
+        return packets, ns
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def main():
+    bins = sys.argv[1:]
+    if not bins:
+        raise SystemExit(__doc__)
+    for tool in ("bpftool", "taskset") + (("perf",) if MODE == "perf" else ()):
+        if not shutil.which(tool):
+            raise SystemExit(f"programs.py: {tool} is not installed (MODE={MODE} needs it)")
+    got = {b: [] for b in bins}
+    for r in range(ROUNDS):
+        for b in bins[r % len(bins):] + bins[:r % len(bins)]:
+            packets, figures = one(b)
+            got[b].append(figures)
+            unit = "% of the workload's CPU" if MODE == "perf" else "ns a run"
+            print(f"round {r + 1} {b}: {packets} packets; {unit}: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()), flush=True)
+    print(f"\nmedians of {ROUNDS} rounds, {RATE} packets/s for {SECONDS:g} s, MODE={MODE}; "
+          f"load {open('/proc/loadavg').read().split()[0]}")
+    for b in bins:
+        keys = got[b][0].keys()
+        print(f"{b}: " + ", ".join(f"{k} {statistics.median(x.get(k, 0.0) for x in got[b]):.2f}" for k in keys))
+
+
+if __name__ == "__main__":
+    main()
