@@ -26,6 +26,7 @@ it, jupyter-resource-usage) but not proctor. Every process it starts is stopped 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -149,6 +150,14 @@ def venv_python(env, code):
 
 def main():
     home = tempfile.mkdtemp(prefix="readme-e2e-")
+    try:
+        run(home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run(home):
+    """The test, with `home` as the server's HOME and root directory (removed after)."""
     env = environment(home)
     versions = venv_python(env, "import importlib.metadata as m, json\n"
                                 "def v(n):\n"

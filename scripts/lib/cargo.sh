@@ -145,5 +145,7 @@ pip_install_wheel() {
 
 # The wheel release_build made (empty when there is none).
 built_wheel() {
-  ls "$wheel_dir"/proctor-*.whl 2>/dev/null | head -1
+  # Nothing (and success) when there is none: callers test for an empty answer, under set -e
+  # and pipefail.
+  ls "$wheel_dir"/proctor-*.whl 2>/dev/null | head -1 || true
 }
