@@ -183,8 +183,9 @@ def main():
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-        if sys.exc_info()[0] is not None or False in results:
-            with open(os.path.join(workdir, "jupyter.log"), errors="replace") as f:
+        log = os.path.join(workdir, "jupyter.log")
+        if (sys.exc_info()[0] is not None or False in results) and os.path.exists(log):
+            with open(log, errors="replace") as f:
                 print(f"jupyter-server's log, its end:\n{f.read()[-3000:]}")
         shutil.rmtree(workdir, ignore_errors=True)
     failed = results.count(False)
