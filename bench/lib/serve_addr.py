@@ -1,8 +1,11 @@
 """Starts a `proctor serve` command line for the bench scripts and waits (30 s at most) for the
-address it prints on stderr: returns (process, "127.0.0.1:PORT")."""
+address it prints on stderr: returns (process, "127.0.0.1:PORT"); `agent` reads its
+`/api/v1/agent`."""
+import json
 import select
 import subprocess
 import time
+import urllib.request
 
 
 def start(cmd):
@@ -16,3 +19,9 @@ def start(cmd):
                 return p, line.split("http://", 1)[1].split()[0].rstrip("/")
     p.kill()
     raise SystemExit(f"{' '.join(cmd)}: serve did not start")
+
+
+def agent(addr):
+    """The serve at `addr`'s `/api/v1/agent` document."""
+    with urllib.request.urlopen(f"http://{addr}/api/v1/agent", timeout=10) as r:
+        return json.loads(r.read())

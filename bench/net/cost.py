@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """bench/net/cost.sh's body: see there."""
 import atexit
-import json
 import os
 import random
 import resource
@@ -11,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from paced_echo import WORKLOAD  # noqa: E402
@@ -42,9 +40,7 @@ def start_serve(data, extra):
     return serve_addr.start([*AGENT_CPU, PROCTOR, "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--no-record", *extra])
 
 
-def agent(addr):
-    with urllib.request.urlopen(f"http://{addr}/api/v1/agent", timeout=10) as r:
-        return json.loads(r.read())
+agent = serve_addr.agent
 
 
 def run_workload():

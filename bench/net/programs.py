@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paced_echo import WORKLOAD  # noqa: E402
@@ -51,9 +50,7 @@ def prog_ids():
     return {p["id"]: p for p in json.loads(out)}
 
 
-def agent(addr):
-    with urllib.request.urlopen(f"http://{addr}/api/v1/agent", timeout=10) as r:
-        return json.loads(r.read())
+agent = serve_addr.agent
 
 
 def workload():
@@ -120,8 +117,8 @@ def one(binary):
             with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
                 f.write(was)
         ns = {}
-        for pid, prog in progs.items():
-            if pid not in before and prog.get("name") in PROGRAMS and prog.get("run_cnt"):
+        for prog_id, prog in progs.items():
+            if prog_id not in before and prog.get("name") in PROGRAMS and prog.get("run_cnt"):
                 ns[prog["name"]] = prog["run_time_ns"] / prog["run_cnt"]
         ns["a packet, all"] = sum(ns.get(n, 0.0) for n in PROGRAMS)
         return packets, ns

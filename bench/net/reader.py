@@ -9,13 +9,11 @@ Prints median, mean and max of each, per round and over all rounds.
     sudo python3 bench/net/reader.py /tmp/old/proctor target/release/proctor
     ROUNDS=3 WINDOW=30 python3 bench/net/reader.py A B
 """
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from paced_echo import WORKLOAD  # noqa: E402
@@ -33,9 +31,7 @@ def start_serve(binary):
                              "--no-record", "--net"])
 
 
-def agent(addr):
-    with urllib.request.urlopen(f"http://{addr}/api/v1/agent", timeout=10) as r:
-        return json.loads(r.read())
+agent = serve_addr.agent
 
 
 def one(binary):
