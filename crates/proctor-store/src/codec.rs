@@ -499,10 +499,11 @@ pub const KEEP_CONTEXT_FROM: usize = 64 << 10;
 /// least [`KEEP_CONTEXT_FROM`] long: a fork storm's deltas, each listing ~1,000 ended
 /// processes (~98 KB here), had a context made and freed for each, and its tables and buffers
 /// (530 KB by zstd's count at level 3, above the agent's 128 KiB mmap threshold) mapped,
-/// faulted in and cleared every second. A kept
-/// context's tables are reused. A shorter record drops it and is compressed in a fresh context
-/// as before, and the writer drops it at any frame it compresses another way (a key, a delta
-/// after the one before), so an agent holds no zstd memory between its ordinary frames. The frames are byte for byte what a fresh context writes (a test says so).
+/// faulted in and cleared every second. A kept context's tables are reused. A shorter record
+/// drops it and is compressed in a fresh context as before, and the writer drops it at any
+/// frame it compresses another way (a key, a delta after the one before), so an agent holds
+/// no zstd memory between its ordinary frames. The frames are byte for byte what a fresh
+/// context writes (a test says so).
 #[derive(Default)]
 pub struct AloneCompressor {
     kept: Option<zstd::zstd_safe::CCtx<'static>>,
