@@ -120,6 +120,93 @@ pub fn trim_heap() {
     }
 }
 
+/// Lets go of this process's mappings of its own program file, so what stays resident of the
+/// binary is the code and constants used from here on: `madvise(MADV_DONTNEED)` over each
+/// read-only mapping of `/proc/self/exe` (the text, `r-xp`, and the constants, `r--p`).
+/// Start-up's code and data (argument parsing, the BPF loader and the BPF objects it loaded,
+/// the configuration) and whatever the kernel mapped around each page it faulted in (64 KiB
+/// of fault-around) otherwise stay counted in `VmRSS` for the life of the agent. A page of a
+/// private file mapping that was never written is the file's: the next access maps the same
+/// page again from the page cache, no disk read (a minor fault). A mapping with a written page
+/// (`Anonymous:` above 0: the relocated `RELRO` data, a debugger's breakpoint, a uprobe) is
+/// left alone, since dropping the page would drop the change; writable mappings are never
+/// touched. Returns the bytes let go (`Rss:` of the mappings advised), or the error that
+/// stopped it.
+pub fn release_text() -> io::Result<u64> {
+    let exe = std::fs::read_link("/proc/self/exe")?;
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    let mut released = 0;
+    for text in executable_text(&smaps, &exe.to_string_lossy()) {
+        let len = usize::try_from(text.end - text.start).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+        // SAFETY: the range is one of this process's own mappings, read a moment ago: a private
+        // mapping of the program's file, read-only and not written (no anonymous page in it).
+        // MADV_DONTNEED drops its page table entries; the next access maps the file's page
+        // again, so no content is lost and no other mapping is touched.
+        if unsafe { libc::madvise(text.start as *mut libc::c_void, len, libc::MADV_DONTNEED) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        released += text.rss_bytes;
+    }
+    Ok(released)
+}
+
+/// The path of an `smaps` or `maps` header line: what follows its five fields (range,
+/// permissions, offset, device, inode); it may hold spaces.
+fn path_of(line: &str) -> &str {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        rest = &rest[rest.find(char::is_whitespace).unwrap_or(rest.len())..];
+    }
+    rest.trim()
+}
+
+/// One read-only mapping of the program file, from `smaps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TextMapping {
+    start: u64,
+    end: u64,
+    rss_bytes: u64,
+}
+
+/// The private read-only mappings of `exe` (text and constants) in an `smaps` text that
+/// hold no anonymous (written) page.
+fn executable_text(smaps: &str, exe: &str) -> Vec<TextMapping> {
+    let mut out = Vec::new();
+    // The mapping whose fields are being read: Some while it is a candidate.
+    let mut current: Option<(TextMapping, bool)> = None;
+    let finish = |current: &mut Option<(TextMapping, bool)>, out: &mut Vec<TextMapping>| {
+        if let Some((m, clean)) = current.take() {
+            if clean {
+                out.push(m);
+            }
+        }
+    };
+    for line in smaps.lines() {
+        let mut words = line.split_ascii_whitespace();
+        let Some(first) = words.next() else { continue };
+        if let Some((lo, hi)) = first.split_once('-') {
+            let (Ok(start), Ok(end)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else { continue };
+            finish(&mut current, &mut out);
+            let perms = words.next().unwrap_or("");
+            if (perms == "r-xp" || perms == "r--p") && path_of(line) == exe && end > start {
+                current = Some((TextMapping { start, end, rss_bytes: 0 }, false));
+            }
+            continue;
+        }
+        let Some((m, clean)) = current.as_mut() else { continue };
+        let kb = || words.clone().next().and_then(|v| v.parse::<u64>().ok());
+        match first {
+            "Rss:" => m.rss_bytes = kb().unwrap_or(0) * 1024,
+            // Anonymous comes after Rss; only a mapping that says 0 is taken.
+            "Anonymous:" => *clean = kb() == Some(0),
+            _ => {}
+        }
+    }
+    finish(&mut current, &mut out);
+    out
+}
+
 /// CPU time used so far by the whole process, in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
@@ -218,4 +305,76 @@ pub fn read_users(path: &std::path::Path) -> std::collections::BTreeMap<u32, Str
             Some((uid, name.to_string()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMAPS: &str = "\
+55d0c9800000-55d0c9a00000 r--p 00000000 08:01 1234 /opt/my proctor/bin/proctor
+Rss:                 512 kB
+Anonymous:             0 kB
+55d0c97ff000-55d0c9800000 r--s 00000000 08:01 1234 /opt/my proctor/bin/proctor
+Rss:                   4 kB
+Anonymous:             0 kB
+55d0c9a00000-55d0ca000000 r-xp 00200000 08:01 1234 /opt/my proctor/bin/proctor
+Size:               6144 kB
+Rss:                4096 kB
+Pss:                4096 kB
+Anonymous:             0 kB
+VmFlags: rd ex mr mw me dw
+55d0ca000000-55d0ca100000 r-xp 00800000 08:01 1234 /opt/my proctor/bin/proctor
+Rss:                  64 kB
+Anonymous:             4 kB
+55d0ca100000-55d0ca180000 r--p 00900000 08:01 1234 /opt/my proctor/bin/proctor
+Rss:                  64 kB
+Anonymous:            60 kB
+55d0ca180000-55d0ca200000 rw-p 00980000 08:01 1234 /opt/my proctor/bin/proctor
+Rss:                   8 kB
+Anonymous:             0 kB
+7f0000000000-7f0000100000 r-xp 00000000 08:01 99   /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                 900 kB
+Anonymous:             0 kB
+7f0000200000-7f0000300000 r-xp 00000000 08:01 1234 /opt/my proctor/bin/proctor
+Rss:                   8 kB
+Anonymous:             0 kB
+";
+
+    #[test]
+    fn only_the_programs_unwritten_text_is_chosen() {
+        let chosen = executable_text(SMAPS, "/opt/my proctor/bin/proctor");
+        assert_eq!(
+            chosen,
+            vec![
+                TextMapping { start: 0x55d0c9800000, end: 0x55d0c9a00000, rss_bytes: 512 * 1024 },
+                TextMapping { start: 0x55d0c9a00000, end: 0x55d0ca000000, rss_bytes: 4096 * 1024 },
+                // The last mapping in the text: its fields end the file, not a next header.
+                TextMapping { start: 0x7f0000200000, end: 0x7f0000300000, rss_bytes: 8 * 1024 },
+            ],
+            "a shared mapping, the written text, the relocated (written) constants, the writable data \
+             and another file's text are left alone"
+        );
+        assert!(executable_text(SMAPS, "/opt/my").is_empty(), "a path is matched whole");
+        assert!(executable_text("", "/x").is_empty());
+        assert!(executable_text("garbage-line r-xp\nRss: x kB\n\n", "/x").is_empty());
+    }
+
+    /// The test binary's own text, resident in `smaps` before and after.
+    fn own_text_rss_kb() -> u64 {
+        let exe = std::fs::read_link("/proc/self/exe").expect("our own exe");
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("our own smaps");
+        executable_text(&smaps, &exe.to_string_lossy()).iter().map(|m| m.rss_bytes / 1024).sum()
+    }
+
+    #[test]
+    fn releasing_the_text_lowers_its_resident_size_and_the_code_still_runs() {
+        let before = own_text_rss_kb();
+        assert!(before > 0, "the test binary's text is resident while it runs");
+        let released = release_text().expect("madvise on our own text");
+        assert_eq!(released / 1024, before, "it lets go of what smaps said was resident");
+        // Code runs after it (this very function, the parser, the allocator), mapped again.
+        let after = own_text_rss_kb();
+        assert!(after < before, "resident text {after} kB after the release, {before} kB before");
+    }
 }
