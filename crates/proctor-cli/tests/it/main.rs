@@ -165,6 +165,18 @@ fn bench_reports_figures_with_a_floor() {
     assert!(v["host_floor"]["cpu_us"].as_f64().is_some_and(|u| u > 0.0));
     assert!(v["per_process"]["cpu_us"].as_f64().is_some_and(|u| u > 0.0));
     assert!(v["processes"].as_f64().is_some_and(|n| n > 1.0));
+    // The BPF readers run in scans of their own after the /proc ones, with the floor read
+    // between them too; where none loads there is no second floor.
+    let bpf = !v["per_process_task_iter"].is_null();
+    let beside = &v["per_process_floor_beside_task_iter"];
+    assert_eq!(!beside.is_null(), bpf, "{v}");
+    if bpf {
+        assert!(beside["cpu_us"].as_f64().is_some_and(|u| u > 0.0), "{v}");
+        let ratio = v["task_iter_ratio_to_floor_cpu"].as_f64().expect("a ratio beside the iterator");
+        let floor = v["per_process_floor"]["cpu_us"].as_f64().expect("floor");
+        let iter = v["per_process_task_iter"]["cpu_us"].as_f64().expect("iterator");
+        assert!((ratio - iter / floor).abs() < 1e-9, "the ratio is taken against the /proc floor: {v}");
+    }
 }
 
 #[test]
