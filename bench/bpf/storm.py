@@ -162,6 +162,7 @@ def run(n, seconds):
         idle, idle_threads = cpu_seconds(serve.pid) - idle0, by_thread(idle_threads0, cpu_by_thread(serve.pid))
         # The storm runs in a child of this script, so its children's parent is known and its
         # command line names the group.
+        pss_idle = (get("/api/v1/agent").get("pss_worker") or {})
         busy0, busy_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
         wall0 = time.monotonic()
         driver = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(n), str(seconds), "--storm"])
@@ -173,9 +174,11 @@ def run(n, seconds):
         # by the driver, through its cutime).
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         busy, busy_threads = cpu_seconds(serve.pid) - busy0, by_thread(busy_threads0, cpu_by_thread(serve.pid))
+        pss_busy = (get("/api/v1/agent").get("pss_worker") or {})
         time.sleep(3)
         # A second idle window after the storm: at ~70 processes the whole idle cost is a
         # millisecond or two a second, and one window's moved by half between runs.
+        pss_after0 = (get("/api/v1/agent").get("pss_worker") or {})
         after0, after_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
         time.sleep(seconds)
         idle_after, after_threads = cpu_seconds(serve.pid) - after0, by_thread(after_threads0, cpu_by_thread(serve.pid))
@@ -224,6 +227,13 @@ def run(n, seconds):
         print(f"  PSS worker over the run: {pss.get('reads')} reads, {pss.get('errors')} errors, "
               f"{pss.get('skipped_unchanged')} skipped unchanged, {pss.get('skipped_young')} skipped young, "
               f"{pss.get('cpu_seconds')} s CPU")
+        # Its reads by window: the storm's against the idle one after it (the one before it
+        # comes just after the first pass, which the wait above ends by count, not by time).
+        moved = lambda a, b, k: (b.get(k) or 0) - (a.get(k) or 0)
+        print(f"  PSS worker's reads (errors), CPU ms: over the storm {moved(pss_idle, pss_busy, 'reads')} "
+              f"({moved(pss_idle, pss_busy, 'errors')}), {1000 * moved(pss_idle, pss_busy, 'cpu_seconds'):.1f}; "
+              f"idle after {moved(pss_after0, pss, 'reads')} ({moved(pss_after0, pss, 'errors')}), "
+              f"{1000 * moved(pss_after0, pss, 'cpu_seconds'):.1f}")
     finally:
         if serve is not None:
             serve.kill()

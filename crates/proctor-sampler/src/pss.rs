@@ -243,6 +243,9 @@ struct State {
     forking: PidSet,
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
+    /// This process's own pid as the root's `/proc` numbers it (`/proc/self`): its counters
+    /// move with the agent's own work, so it is read again by age alone ([`State::unchanged`]).
+    own_pid: Option<u32>,
     /// Families (parent pid, name hash) a member of which waited on a read: their big members
     /// are read through `pagemap` from their first read ([`reads_by_pages`]).
     waited_families: std::collections::HashSet<(u32, u64)>,
@@ -319,6 +322,15 @@ pub const BURST_SAVED: Duration = Duration::from_secs(30);
 pub const BURST_RATE: f64 = 4.0;
 
 impl State {
+    /// Whether a new reading of `c` would show nothing `e` does not ([`Entry::unchanged`]), for
+    /// the round-robin. The agent's own process counts as unchanged while it is the same
+    /// process: its resident size and faults move with the agent's own work (a fork storm's
+    /// exit rows grew its heap every sample), and reading its `smaps_rollup` for that took its
+    /// own mmap lock every sample, ~0.7 ms each, to report a figure the agent changes itself.
+    /// Its reading ages and goes stale like any other, and an ask still reads it.
+    fn unchanged(&self, e: &Entry, c: &Candidate) -> bool {
+        e.unchanged(c, &self.forking) || (self.own_pid == Some(c.pid) && e.seen.start_ticks == c.start_ticks)
+    }
     /// A process's latest reading if it is still the same process, whether that reading is
     /// stale, and the ledger of this worker's reads of it, `refused` when its last read was.
     fn lookup(&self, pid: u32, start_ticks: u64) -> (Option<PssReading>, bool, Option<Stall>) {
@@ -524,9 +536,11 @@ impl PssWorker {
     pub fn start_with_limits(root: Root, budget: f64, limits: TargetLimits, epoch: Instant) -> std::io::Result<Self> {
         let budget = budget.clamp(0.0001, 1.0);
         let limits = TargetLimits { share: limits.share.clamp(1e-6, 1.0), ..limits };
-        let shared = Shared::new(State { stats: PssStats { budget, ..PssStats::default() }, ..State::default() });
-        let thread_shared = Arc::clone(&shared);
         let live = root.is_real();
+        let own_pid = live.then(|| own_pid(&root)).flatten();
+        let shared =
+            Shared::new(State { stats: PssStats { budget, ..PssStats::default() }, own_pid, ..State::default() });
+        let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("proctor-pss".into())
             .spawn(move || worker_loop(&thread_shared, &root, budget, limits, epoch))?;
@@ -904,6 +918,12 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 /// list wakes it, and [`State::due_ns`] says when a reading ages). It polled every second.
 const IDLE_WAIT_NS: u64 = 10_000_000_000;
 
+/// This process's pid in the pid namespace of `root`'s `/proc` (where `--host-root` reads the
+/// host's, its pid there, not [`std::process::id`]); `None` where the link does not say.
+fn own_pid(root: &Root) -> Option<u32> {
+    std::fs::read_link(root.path("/proc/self")).ok()?.to_str()?.parse().ok()
+}
+
 /// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first the
 /// smallest never read or whose reading is stale, then one whose cheap counters changed since its
 /// reading, or whose reading is at least `max_age_ns` old at `now_ns` (both on the sampler's
@@ -995,12 +1015,12 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
                 // Due when its budget frees, if it changed or its family did; else only once
                 // its reading has aged too.
                 if !e.stall.capped {
-                    let unchanged = e.unchanged(&c, &state.forking) && !e.stale(&state.changed);
+                    let unchanged = state.unchanged(e, &c) && !e.stale(&state.changed);
                     due = due.min(if unchanged { e.not_before_ns.max(ages_at(e)) } else { e.not_before_ns });
                 }
                 state.stats.skipped_target_budget += 1
             }
-            Some(e) if e.unchanged(&c, &state.forking) && now_ns < ages_at(e) => {
+            Some(e) if state.unchanged(e, &c) && now_ns < ages_at(e) => {
                 due = due.min(ages_at(e));
                 state.stats.skipped_unchanged += 1
             }
@@ -1352,6 +1372,34 @@ mod tests {
         state.candidates[1].faults += 1;
         state.asked.push_back(2);
         assert_eq!(pick_asked(&mut state, u64::MAX).map(|c| c.pid), Some(2));
+    }
+
+    /// The agent's own process: its counters moving (its own work) does not send the worker
+    /// back to it; its reading ages out like any other, and an ask still reads it.
+    #[test]
+    fn the_agents_own_process_is_read_again_by_age_not_by_its_counters() {
+        let max_age = 60_000_000_000;
+        let read_at = 5_000_000_000;
+        let reading = PssReading { rollup: Default::default(), read_mono_ns: read_at, cost_cpu_ns: 0 };
+        let mut state = State { candidates: vec![cand(1, 10), cand(2, 20)], own_pid: Some(2), ..State::default() };
+        state.results.insert(1, entry(cand(1, 10), Some(reading)));
+        state.results.insert(2, entry(cand(2, 20), Some(reading)));
+        let now = read_at + 1_000_000_000;
+        assert_eq!(pick_next(&mut state, now, max_age), None, "nothing moved");
+        // Both grew: another process is read again at once, the agent itself is not.
+        state.candidates = vec![Candidate { faults: 7, ..cand(1, 30) }, Candidate { faults: 7, ..cand(2, 40) }];
+        assert_eq!(pick_next(&mut state, now, max_age).map(|c| c.pid), Some(1));
+        state.results.insert(1, entry(state.candidates[0], Some(PssReading { read_mono_ns: now, ..reading })));
+        assert_eq!(pick_next(&mut state, now, max_age), None, "its own counters alone");
+        assert_eq!(state.due_ns, read_at + max_age, "due when its reading ages");
+        assert_eq!(pick_next(&mut state, read_at + max_age, max_age).map(|c| c.pid), Some(2), "aged out");
+        // Someone looking at it gets a fresh one.
+        state.asked.push_back(2);
+        assert_eq!(pick_asked(&mut state, now).map(|c| c.pid), Some(2));
+        // Another process under its pid (a host root's pid reused) is read as new.
+        let mut state = State { candidates: vec![cand(2, 20)], own_pid: Some(2), ..State::default() };
+        state.results.insert(2, entry(Candidate { start_ticks: 9, ..cand(2, 20) }, Some(reading)));
+        assert_eq!(pick_next(&mut state, now, max_age).map(|c| c.pid), Some(2));
     }
 
     /// A target whose share of lock time is spent is not read before its time, however its
