@@ -268,7 +268,15 @@ impl Sampler {
         }
         let interval = Duration::from_secs_f64(interval);
         let sampler_config =
-            SamplerConfig { pss_budget, pss_root: Some(root_pid), container_pid: root_pid, ..SamplerConfig::default() };
+            // The server the agent runs in is the tree's root, watched like its children: its
+            // PSS is read again when its counters move.
+            SamplerConfig {
+                pss_budget,
+                pss_root: Some(root_pid),
+                container_pid: root_pid,
+                pss_own_by_age: false,
+                ..SamplerConfig::default()
+            };
         // The ring is not read from Python; two points is its minimum.
         let agent_config = AgentConfig::brief(interval);
         let disk_path = disk_path.unwrap_or_else(|| PathBuf::from("/"));

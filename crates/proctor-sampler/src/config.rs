@@ -87,6 +87,10 @@ pub struct SamplerConfig {
     /// Measure what each target's own threads waited on the PSS reads, from the kernel's
     /// mmap_lock tracepoints where proctor may use them ([`crate::lockwait`]).
     pub trace_lock_waits: bool,
+    /// Read the agent's own process's PSS again by age or staleness only, not each time its
+    /// counters move with its own work ([`crate::pss::TargetLimits::own_by_age`]). Off where
+    /// the agent runs inside the process it watches (the Jupyter drop-in).
+    pub pss_own_by_age: bool,
     /// Read energy and power counters (RAPL, hwmon) every cycle.
     pub power: bool,
     /// Read GPUs: DRM clients from fdinfo (on the DRM worker, where the root has `/dev/dri`)
@@ -131,6 +135,7 @@ impl Default for SamplerConfig {
             target_budget: crate::pss::TargetLimits::default().share,
             target_max_hold: crate::pss::TargetLimits::default().max_hold,
             trace_lock_waits: crate::pss::TargetLimits::default().trace_waits,
+            pss_own_by_age: crate::pss::TargetLimits::default().own_by_age,
             power: true,
             gpu: true,
             gpu_budget: 0.01,

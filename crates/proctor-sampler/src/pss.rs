@@ -65,11 +65,21 @@ pub struct TargetLimits {
     /// Also measure what each target's own threads waited on these reads, from the kernel's
     /// mmap_lock tracepoints where proctor may use them ([`crate::lockwait`]).
     pub trace_waits: bool,
+    /// Read this process itself again by age or staleness only, not when its counters move
+    /// ([`State::unchanged`]): right for an agent watching others (`serve`, `record`, `top`),
+    /// not where its own process is what is watched (an agent inside a Jupyter server).
+    pub own_by_age: bool,
 }
 
 impl Default for TargetLimits {
     fn default() -> Self {
-        TargetLimits { max_age: DEFAULT_MAX_AGE, share: 0.001, max_hold: Duration::from_millis(50), trace_waits: true }
+        TargetLimits {
+            max_age: DEFAULT_MAX_AGE,
+            share: 0.001,
+            max_hold: Duration::from_millis(50),
+            trace_waits: true,
+            own_by_age: true,
+        }
     }
 }
 
@@ -537,7 +547,7 @@ impl PssWorker {
         let budget = budget.clamp(0.0001, 1.0);
         let limits = TargetLimits { share: limits.share.clamp(1e-6, 1.0), ..limits };
         let live = root.is_real();
-        let own_pid = live.then(|| own_pid(&root)).flatten();
+        let own_pid = (live && limits.own_by_age).then(|| own_pid(&root)).flatten();
         let shared =
             Shared::new(State { stats: PssStats { budget, ..PssStats::default() }, own_pid, ..State::default() });
         let thread_shared = Arc::clone(&shared);
@@ -1400,6 +1410,18 @@ mod tests {
         let mut state = State { candidates: vec![cand(2, 20)], own_pid: Some(2), ..State::default() };
         state.results.insert(2, entry(Candidate { start_ticks: 9, ..cand(2, 20) }, Some(reading)));
         assert_eq!(pick_next(&mut state, now, max_age).map(|c| c.pid), Some(2));
+    }
+
+    /// The agent knows its own pid as `/proc` numbers it, unless it is told its own process is
+    /// what it watches (the Jupyter drop-in), where its counters count as anyone's.
+    #[test]
+    fn the_own_pid_rule_is_on_unless_the_agent_watches_itself() {
+        for own_by_age in [true, false] {
+            let limits = TargetLimits { own_by_age, ..TargetLimits::default() };
+            let worker = PssWorker::start_with_limits(Root::default(), 0.0001, limits, Instant::now()).expect("starts");
+            let own = worker.shared.lock().own_pid;
+            assert_eq!(own, own_by_age.then(std::process::id), "own_by_age {own_by_age}");
+        }
     }
 
     /// A target whose share of lock time is spent is not read before its time, however its
