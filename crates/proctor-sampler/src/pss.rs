@@ -254,7 +254,8 @@ struct State {
     /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
     traced: bool,
     /// This process's own pid as the root's `/proc` numbers it (`/proc/self`): its counters
-    /// move with the agent's own work, so it is read again by age alone ([`State::unchanged`]).
+    /// move with the agent's own work, so it is read again by age or staleness alone
+    /// ([`State::unchanged`]).
     own_pid: Option<u32>,
     /// Families (parent pid, name hash) a member of which waited on a read: their big members
     /// are read through `pagemap` from their first read ([`reads_by_pages`]).
