@@ -401,7 +401,7 @@ impl Writer {
     /// prefix where there is one (the first delta after a key is compressed alone), behind
     /// [`Chained`]'s prefix. A record that would decompress to more than a reader allows
     /// against that prefix ([`chained_cap`]) is compressed alone instead, and so is one that
-    /// lists [`CHAIN_MAX_ENDED`] or more ended processes (`ended`).
+    /// lists [`CHAIN_MAX_ENDED`] or more ended processes (`ended`), at `storm_level`.
     fn encode_chained(&mut self, at: u64, record: Vec<u8>, ended: usize) -> std::io::Result<Encoded> {
         let Some((previous_at, previous)) = &self.previous else {
             return Err(std::io::Error::other("a delta without its chunk's key before it"));
@@ -416,6 +416,9 @@ impl Writer {
                 return Ok(Encoded::Chained { payload: Chained::encode(back, true, &compressed), record });
             }
         }
+        // A storm's record at its own level; one alone only because it was too large to chain
+        // at the deltas' level.
+        let level = if ended >= CHAIN_MAX_ENDED { self.config.storm_level } else { level };
         let compressed = self.alone.compress(level, &record)?;
         if record.len() > decompressed_cap(compressed.len(), 0) {
             return Err(std::io::Error::other("sample record too large to be read back"));

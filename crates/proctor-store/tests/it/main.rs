@@ -1048,30 +1048,13 @@ fn a_delta_listing_many_ended_processes_is_compressed_alone_and_the_others_after
 /// reads back as written.
 #[test]
 fn a_storms_deltas_share_a_zstd_context_until_the_storm_is_over() {
-    use proctor_model::ExitedProcess;
-
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
-    let ended = |seq: u64, n: u32| -> Vec<ExitedProcess> {
-        (0..n)
-            .map(|i| ExitedProcess {
-                pid: 20_000 + i,
-                ppid: 1,
-                start_ticks: seq * 10_000 + u64::from(i),
-                lifetime_ns: 1_000_000 + u64::from(i) * 977,
-                comm: Arc::from("python3"),
-                user_ns: seq * 7_919 + u64::from(i) * 131,
-                minflt: u64::from(i % 97),
-                seen: false,
-                ..ExitedProcess::default()
-            })
-            .collect()
-    };
     let mut written = Vec::new();
     let mut held = Vec::new();
     for (seq, n) in [0, 3, 1_000, 1_000, 3, 1_000].into_iter().enumerate() {
         let mut s = sample(seq as u64 + 1, 20);
-        s.exited = ended(seq as u64, n);
+        s.exited = storm_ended(seq as u64, n);
         writer.append(&s).expect("append");
         held.push(writer.holds_zstd_context());
         written.push(json(&s));
@@ -1084,4 +1067,52 @@ fn a_storms_deltas_share_a_zstd_context_until_the_storm_is_over() {
     let frames = reader.all_frames().expect("frames");
     let read: Vec<_> = frames.iter().map(|f| json(&reader.read(f).expect("reads"))).collect();
     assert_eq!(read, written);
+}
+
+/// `n` ended processes of a storm's sample `seq`, alike but for their numbers.
+fn storm_ended(seq: u64, n: u32) -> Vec<proctor_model::ExitedProcess> {
+    (0..n)
+        .map(|i| proctor_model::ExitedProcess {
+            pid: 20_000 + i,
+            ppid: 1,
+            start_ticks: seq * 10_000 + u64::from(i),
+            lifetime_ns: 1_000_000 + u64::from(i) * 977,
+            comm: Arc::from("python3"),
+            user_ns: seq * 7_919 + u64::from(i) * 131,
+            minflt: u64::from(i % 97),
+            seen: false,
+            ..proctor_model::ExitedProcess::default()
+        })
+        .collect()
+}
+
+#[test]
+fn a_storms_deltas_are_compressed_at_the_storm_level_and_the_others_are_not() {
+    // The same samples through two writers that differ only in `storm_level`: the storm's
+    // frame differs in size, the frames before it do not (the one after names how far back
+    // its prefix starts, which the storm's size moves), and both stores read back alike.
+    let mut sizes = Vec::new();
+    let mut read = Vec::new();
+    for storm_level in [1, 19] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = StoreConfig { storm_level, ..StoreConfig::default() };
+        let (mut writer, _) = Writer::open(dir.path(), config).expect("open");
+        let mut frame_bytes = Vec::new();
+        for (seq, n) in [0, 3, 1_000, 3].into_iter().enumerate() {
+            let mut s = sample(seq as u64 + 1, 20);
+            s.exited = storm_ended(seq as u64, n);
+            frame_bytes.push(writer.append(&s).expect("append").frame_bytes);
+        }
+        drop(writer);
+        let mut reader = Reader::open(dir.path()).expect("open");
+        let frames = reader.all_frames().expect("frames");
+        read.push(frames.iter().map(|f| json(&reader.read(f).expect("reads"))).collect::<Vec<_>>());
+        sizes.push(frame_bytes);
+    }
+    assert_eq!(read[0], read[1]);
+    let (fast, slow) = (&sizes[0], &sizes[1]);
+    assert_ne!(fast[2], slow[2], "the storm's frame at levels 1 and 19: {fast:?} {slow:?}");
+    for i in [0, 1] {
+        assert_eq!(fast[i], slow[i], "frame {i} is not a storm's: {fast:?} {slow:?}");
+    }
 }
