@@ -33,6 +33,9 @@ pub struct CmdlineStats {
     /// Command lines taken from exec events (the BPF process events) instead of read: no read,
     /// no lock taken.
     pub from_exec: u64,
+    /// Young forked children whose read waited for the next sample (none read in their first;
+    /// see the sampler's `young_forks_waiting`).
+    pub young_forks_later: u64,
     /// The stall ledger's share of this reader (a written-off read counts until it was written
     /// off).
     #[serde(flatten)]
@@ -106,6 +109,13 @@ impl CmdlineWorker {
             state.results.insert(pid, (start, line, stall));
             state.queue.retain(|q| *q != (pid, start));
             state.stats.from_exec += 1;
+        }
+    }
+
+    /// Counts `n` new processes whose read waits for the next sample.
+    pub fn put_off(&self, n: usize) {
+        if n > 0 {
+            self.shared.lock().stats.young_forks_later += n as u64;
         }
     }
 

@@ -30,11 +30,38 @@ const CGROUP_REWALK_NS: u64 = 10_000_000_000;
 /// Directories one walk of the cgroup2 mount visits at most.
 const CGROUP_WALK_MAX: usize = 100_000;
 
+/// Of `new` ((pid, start ticks)), those younger than [`YOUNG_FORK_NS`] at `now_boot_ns` that
+/// have no exec (`exec'd`). The events see every exec since they began, so a process without
+/// one either started before them (not young) or has only forked.
+fn young_forks(
+    new: &[(u32, u64)],
+    execd: impl Fn(&(u32, u64)) -> bool,
+    now_boot_ns: u64,
+    ns_per_tick: u64,
+) -> Vec<(u32, u64)> {
+    new.iter()
+        .filter(|&&(_, start)| now_boot_ns.saturating_sub(start.saturating_mul(ns_per_tick)) < YOUNG_FORK_NS)
+        .filter(|key| !execd(key))
+        .copied()
+        .collect()
+}
+
+/// A forked child that has not exec'd, first seen younger than this, has its command line read
+/// at the next sample rather than this one ([`ExecCmdlines::young_forks`]).
+pub(crate) const YOUNG_FORK_NS: u64 = 100_000_000;
+
 /// Command lines from exec events, for the cmdline worker ([`Churn::exec_cmdlines`]).
 #[derive(Debug, Default)]
 pub(crate) struct ExecCmdlines {
     pub(crate) known: Vec<(u32, u64, Arc<[String]>)>,
     pub(crate) reread: Vec<(u32, u64)>,
+    /// New processes that have not exec'd since the events began and are younger than
+    /// [`YOUNG_FORK_NS`]: forked children, whose command line is their parent's copy unless
+    /// they rewrite it, and most of which are gone by the next sample (a fork storm's, a
+    /// pool's short tasks, a shell's subshells). Their exit is told whole by its events, and
+    /// a line read now would reach only the next sample's row; so the read waits for that
+    /// sample, if the process is still there.
+    pub(crate) young_forks: Vec<(u32, u64)>,
 }
 
 /// What a process of the previous sample was, for its exit.
@@ -157,7 +184,15 @@ impl Churn {
     /// command line from the exec where the event had all of it (`known`: no read needed), else
     /// the process to read again (`reread`: its exec may have kept its name, which the table's
     /// rename check would miss).
-    pub(crate) fn exec_cmdlines(&self, processes: &[ProcessSample]) -> ExecCmdlines {
+    ///
+    /// `new`: the processes new in the table this cycle (and renamed ones); `now_boot_ns`: the
+    /// boot clock at the scan, for their age.
+    pub(crate) fn exec_cmdlines(
+        &self,
+        processes: &[ProcessSample],
+        new: &[(u32, u64)],
+        now_boot_ns: u64,
+    ) -> ExecCmdlines {
         let mut out = ExecCmdlines::default();
         let Ok(state) = self.events.as_ref() else { return out };
         let ns_per_tick = self.ns_per_tick.max(1);
@@ -169,6 +204,7 @@ impl Churn {
                 latest.insert((e.pid, e.start_boottime_ns / ns_per_tick), (e, fresh));
             }
         }
+        out.young_forks = young_forks(new, |key| latest.contains_key(key), now_boot_ns, ns_per_tick);
         for ((pid, start), (e, fresh)) in latest {
             let Ok(i) = processes.binary_search_by_key(&pid, |p| p.pid) else { continue };
             if processes[i].start_ticks != start {
@@ -493,5 +529,26 @@ impl CgroupIds {
             }
         }
         self.paths.get(&id).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_young_children_without_an_exec_wait_for_the_next_sample() {
+        // 100 ticks a second: a tick is 10 ms. Now is 50 s after boot.
+        let (tick, now) = (10_000_000, 50_000_000_000);
+        let new = [
+            (10, 4_995), // 50 ms old, forked only: waits
+            (11, 4_995), // 50 ms old, exec'd: read now
+            (12, 4_980), // 200 ms old, forked only: read now
+            (13, 4_991), // 90 ms old: waits
+            (14, 4_990), // 100 ms old: read now
+            (15, 5_001), // started "after" now (ticks round up past the clock read): waits
+        ];
+        let waits = young_forks(&new, |&(pid, _)| pid == 11, now, tick);
+        assert_eq!(waits, [(10, 4_995), (13, 4_991), (15, 5_001)]);
     }
 }

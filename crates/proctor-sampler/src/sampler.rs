@@ -56,6 +56,8 @@ pub struct Sampler {
     /// The DRM worker's clients as of this cycle's offer.
     drm_latest: Arc<Vec<GpuClient>>,
     new_pids: Vec<(u32, u64)>,
+    /// Young forked children whose command lines wait for this sample ([`crate::events::ExecCmdlines::young_forks`]).
+    young_forks: Vec<(u32, u64)>,
     /// The BPF task iterator, where it loaded; else why not (`None` when not asked).
     task_iter: Result<TaskIterState, Option<String>>,
     /// Process starts and ends: the BPF process events where they loaded, and coverage.
@@ -163,6 +165,7 @@ impl Sampler {
             gpu_cache: None,
             drm_latest: Arc::default(),
             new_pids: Vec::new(),
+            young_forks: Vec::new(),
             task_iter,
             churn: Churn::new(events, clock_ticks_per_sec(), page_size()),
             net,
@@ -269,6 +272,12 @@ impl Sampler {
 
     pub fn pss_stats(&self) -> Option<PssStats> {
         self.pss.as_ref().map(PssWorker::stats)
+    }
+
+    /// New processes whose command line is read at the next sample, not this one: forked
+    /// children first seen younger than 100 ms that have not exec'd (with the process events).
+    pub fn young_forks_waiting(&self) -> &[(u32, u64)] {
+        &self.young_forks
     }
 
     pub fn cmdline_stats(&self) -> Option<CmdlineStats> {
@@ -474,17 +483,28 @@ impl Sampler {
         if let Some(cmdline) = self.cmdline.as_ref() {
             // Command lines an exec event told in full need no read (and take no lock); an exec
             // that kept the process's name is read again all the same.
-            let execs = self.churn.exec_cmdlines(processes);
-            if execs.known.is_empty() && execs.reread.is_empty() {
+            let execs = self.churn.exec_cmdlines(processes, &self.new_pids, crate::net::boot_ns());
+            // Last sample's young forked children that are still here are read now.
+            let listed = |&(pid, start): &(u32, u64)| {
+                processes.binary_search_by_key(&pid, |p| p.pid).is_ok_and(|i| processes[i].start_ticks == start)
+            };
+            let carried: Vec<(u32, u64)> = std::mem::take(&mut self.young_forks).into_iter().filter(listed).collect();
+            if execs.known.is_empty() && execs.reread.is_empty() && execs.young_forks.is_empty() && carried.is_empty() {
                 cmdline.request(&self.new_pids);
             } else {
                 let known: std::collections::HashSet<(u32, u64)> =
                     execs.known.iter().map(|(pid, start, _)| (*pid, *start)).collect();
-                let mut asked: Vec<(u32, u64)> = self.new_pids.iter().filter(|k| !known.contains(k)).copied().collect();
+                let young: std::collections::HashSet<&(u32, u64)> = execs.young_forks.iter().collect();
+                let mut asked: Vec<(u32, u64)> =
+                    self.new_pids.iter().filter(|k| !known.contains(k) && !young.contains(k)).copied().collect();
                 let new: std::collections::HashSet<&(u32, u64)> = self.new_pids.iter().collect();
-                asked.extend(execs.reread.iter().filter(|k| !new.contains(k)));
+                let later: std::collections::BTreeSet<&(u32, u64)> =
+                    execs.reread.iter().chain(&carried).filter(|k| !new.contains(k) && !known.contains(k)).collect();
+                asked.extend(later);
                 cmdline.provide(execs.known);
                 cmdline.request(&asked);
+                cmdline.put_off(execs.young_forks.len());
+                self.young_forks = execs.young_forks;
             }
             // `processes` is sorted by pid: liveness is a binary search, with no per-sample list.
             cmdline.forget_unless(processes.len(), |pid| processes.binary_search_by_key(&pid, |p| p.pid).is_ok());

@@ -18,7 +18,9 @@ fn main() {
     let frames = reader.all_frames().expect("frames");
     let samples: Vec<_> = frames.iter().filter_map(|f| reader.read(f)).collect();
     assert!(samples.len() > 1, "the store needs two samples or more");
-    for storm in [true, false] {
+    // ONLY=storm: the storm's records alone (for a profiler).
+    let only_storm = std::env::var("ONLY").is_ok_and(|o| o == "storm");
+    for storm in [true, false].into_iter().filter(|s| *s || !only_storm) {
         let pairs: Vec<(KeySample, &proctor_model::Sample)> = samples
             .windows(2)
             .filter(|w| (w[1].exited.len() >= CHAIN_MAX_ENDED) == storm)

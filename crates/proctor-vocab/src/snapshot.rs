@@ -576,6 +576,10 @@ pub struct WorkerOut {
     /// The cmdline worker's: command lines taken from exec events (BPF) with no read at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_exec_events: Option<u64>,
+    /// The cmdline worker's, with the events: forked children first seen under 100 ms old that
+    /// had not exec'd, whose read waited for the next sample (most are gone by then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub young_forks_later: Option<u64>,
 }
 
 /// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
@@ -865,6 +869,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             target_waited_seconds_total: p.waits_traced.then_some(p.target_waited_ns as f64 / 1e9),
             traces_lost: p.waits_traced.then_some(p.traces_lost),
             from_exec_events: None,
+            young_forks_later: None,
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
             reads: c.reads,
@@ -883,6 +888,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             target_waited_seconds_total: None,
             traces_lost: None,
             from_exec_events: a.events_used.then_some(c.from_exec),
+            young_forks_later: a.events_used.then_some(c.young_forks_later),
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {
             walks: d.walks,

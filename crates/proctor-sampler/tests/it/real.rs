@@ -978,6 +978,106 @@ fn an_exec_that_keeps_the_name_gets_its_new_command_line_from_the_event_without_
     assert!(sampler.cmdline_stats().expect("cmdline worker").from_exec > given);
 }
 
+/// A forked child first seen younger than 100 ms that has not exec'd has its command line read
+/// from the next sample on, not at its first: it is on the sampler's waiting list after that
+/// sample, and its line (its parent's, which it did not rewrite) arrives all the same. A process
+/// that exec'd is never on the list.
+#[test]
+fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
+    use std::io::{BufRead, Write};
+    let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
+    if let Err(why) = sampler.events_status() {
+        eprintln!("SKIP: young forked children's command lines: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    // Forks a child that waits on a pipe and prints its pid; "again" ends it and forks another,
+    // anything else keeps it until the parent ends (the child then reads the pipe's end).
+    let script = "import os, sys\n\
+                  while True:\n\
+                  \x20   r, w = os.pipe()\n\
+                  \x20   pid = os.fork()\n\
+                  \x20   if pid == 0:\n\
+                  \x20       os.close(w); os.read(r, 1); os._exit(0)\n\
+                  \x20   os.close(r)\n\
+                  \x20   print(pid, flush=True)\n\
+                  \x20   if sys.stdin.readline().strip() != 'again': break\n\
+                  \x20   os.close(w); os.waitpid(pid, 0)\n\
+                  sys.stdin.readline()";
+    let mut parent = Guard(
+        Command::new("python3")
+            .args(["-c", script, "proctor-young-fork"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3"),
+    );
+    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
+    let mut tell = |what: &str| parent.0.stdin.as_mut().expect("stdin").write_all(what.as_bytes()).expect("write");
+    let mut waited = None;
+    for _ in 0..20 {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("the child's pid");
+        let child: u32 = line.trim().parse().expect("a pid");
+        let s = sampler.sample();
+        let row = s.process(child).expect("the child is listed");
+        if sampler.young_forks_waiting().contains(&(child, row.start_ticks)) {
+            assert!(row.cmdline.is_none(), "not read, yet it has a line: {:?}", row.cmdline);
+            waited = Some(child);
+            break;
+        }
+        // Its age now, by the ticks the sampler counts it in, is at least what it was at the
+        // scan: under 90 ms now, it was young there and must have waited.
+        let tick_ns = 1_000_000_000 / s.clock_ticks_per_sec.max(1);
+        let age_ns = boot_ns().saturating_sub(row.start_ticks * tick_ns);
+        assert!(age_ns >= 90_000_000, "{age_ns} ns old, forked only, and read at its first sample");
+        tell("again\n");
+    }
+    let Some(child) = waited else {
+        eprintln!("SKIP: no forked child was sampled under 100 ms old in 20 tries (a loaded host)");
+        return;
+    };
+    tell("keep\n");
+    assert!(sampler.cmdline_stats().expect("cmdline worker").young_forks_later >= 1);
+    // Its parent's line past the interpreter's path (a version manager's shim may exec another).
+    let want: Vec<String> = ["-c", script, "proctor-young-fork"].map(String::from).to_vec();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = sampler.sample();
+        let line = s.process(child).expect("the child lives on").cmdline.as_deref().map(<[String]>::to_vec);
+        if line.as_ref().is_some_and(|l| l.get(1..) == Some(&want[..])) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the child's command line never came: {line:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // An exec'd process, however young, is read (or given by its exec) at once.
+    let sleep = Guard(Command::new("sleep").arg("30").spawn().expect("sleep"));
+    // `spawn` returns once the child's exec let go of the parent's memory, before the exec ends
+    // (a process caught there has not exec'd yet, and waits like a forked one): asleep as
+    // `sleep`, it is past its exec.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(format!("/proc/{}/stat", sleep.0.id())).map_or(true, |c| !c.contains("(sleep) S")) {
+        assert!(Instant::now() < deadline, "sleep never exec'd");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let s = sampler.sample();
+    let start = s.process(sleep.0.id()).expect("sleep is listed").start_ticks;
+    assert!(
+        !sampler.young_forks_waiting().contains(&(sleep.0.id(), start)),
+        "sleep waits: {:?} {:?}",
+        s.cost.starts,
+        s.process(sleep.0.id())
+    );
+}
+
+/// The boot clock (what process start times count from), ns.
+fn boot_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Issue 36: a process that sends a known payload to itself over loopback TCP has it on its
 /// row (payload and IP bytes, the connects and the accepts), its established connections from
 /// the socket walk (each sample's: a pair it closed is gone from the next), and its rates over
