@@ -102,14 +102,24 @@ impl GroupState {
         let unseen: Vec<&ExitedProcess> = s.sample.exited.iter().filter(|x| !x.seen).collect();
         if !unseen.is_empty() {
             let prev_names = self.prev.as_ref().map(|(_, n)| n);
-            let parents: BTreeMap<u32, String> = unseen
-                .iter()
-                .filter_map(|x| Some((x.ppid, names.get(&x.ppid).or_else(|| prev_names?.get(&x.ppid))?.clone())))
-                .collect();
+            // A storm's ended processes share a few parents: each name is taken once.
+            let mut parents: BTreeMap<u32, String> = BTreeMap::new();
+            for x in &unseen {
+                if let std::collections::btree_map::Entry::Vacant(at) = parents.entry(x.ppid) {
+                    if let Some(name) = names.get(&x.ppid).or_else(|| prev_names?.get(&x.ppid)) {
+                        at.insert(name.clone());
+                    }
+                }
+            }
             let joined = self.assigner.name_exited(&unseen, &parents);
             for (x, group) in unseen.iter().zip(&joined) {
                 if let Some(name) = group {
-                    exited_groups.entry(name.clone()).or_default().push(x.pid);
+                    match exited_groups.get_mut(name) {
+                        Some(pids) => pids.push(x.pid),
+                        None => {
+                            exited_groups.insert(name.clone(), vec![x.pid]);
+                        }
+                    }
                 }
             }
             let live = |pid: u32| s.rows.binary_search_by_key(&pid, |r| r.pid).is_ok();

@@ -221,17 +221,29 @@ impl Assigner {
     /// group in `names`, or an ended parent's in the same list — and a user group takes the
     /// parent's (an ended process's user is not known). `None`: no group takes it.
     pub fn name_exited(&self, exited: &[&ExitedProcess], names: &BTreeMap<u32, String>) -> Vec<Option<String>> {
+        // A rule's verdict depends on the name and command line alone (names by pid or start
+        // time are refused), and a storm's ended processes share both: each pair is matched once.
+        // The line by its allocation: equal lines held apart are matched apart, still right.
+        let mut verdicts: HashMap<(&str, usize), Option<String>> = HashMap::new();
         let own: Vec<Option<String>> = exited
             .iter()
             .map(|x| match &self.by {
-                By::Rules(rules) => rules.name_of(&Proc {
-                    pid: x.pid,
-                    ppid: x.ppid,
-                    comm: &x.comm,
-                    cmdline: x.cmdline.as_deref(),
-                    uid: None,
-                    username: None,
-                }),
+                By::Rules(rules) => {
+                    let line = x.cmdline.as_ref().map_or(0, |c| Arc::as_ptr(c).cast::<String>() as usize);
+                    verdicts
+                        .entry((&x.comm, line))
+                        .or_insert_with(|| {
+                            rules.name_of(&Proc {
+                                pid: x.pid,
+                                ppid: x.ppid,
+                                comm: &x.comm,
+                                cmdline: x.cmdline.as_deref(),
+                                uid: None,
+                                username: None,
+                            })
+                        })
+                        .clone()
+                }
                 By::Cgroup => x.cgroup.as_deref().map(cgroup_name),
                 By::User => None,
             })
@@ -874,6 +886,26 @@ mod tests {
         let names = a.name_exited(&exited.iter().collect::<Vec<_>>(), &live);
         let names: Vec<Option<&str>> = names.iter().map(Option::as_deref).collect();
         assert_eq!(names, [Some("cc"), Some("make"), Some("make"), None, None, None]);
+        // A storm's ended processes share their name and their line's allocation: one verdict
+        // serves them; the same name with another line, or none, is matched on its own.
+        let line: Arc<[String]> = Arc::from(vec!["make".to_string(), "-j2".to_string()]);
+        let sub = |pid, cmdline: Option<Arc<[String]>>| ExitedProcess {
+            pid,
+            ppid: 1,
+            comm: Arc::from("sub"),
+            cmdline,
+            ..ExitedProcess::default()
+        };
+        let storm = [
+            sub(600, Some(Arc::clone(&line))),
+            sub(601, Some(Arc::clone(&line))),
+            sub(602, Some(Arc::from(vec!["sub".to_string()]))),
+            sub(603, None),
+            sub(604, Some(Arc::clone(&line))),
+        ];
+        let names = a.name_exited(&storm.iter().collect::<Vec<_>>(), &BTreeMap::new());
+        let names: Vec<Option<&str>> = names.iter().map(Option::as_deref).collect();
+        assert_eq!(names, [Some("make"), Some("make"), None, None, Some("make")]);
         let c = Assigner::new(By::Cgroup);
         let mut web = x(500, 1, "curl", &["curl"]);
         web.cgroup = Some(Arc::from("/system.slice/web.service"));

@@ -32,7 +32,8 @@ const CGROUP_WALK_MAX: usize = 100_000;
 
 /// Of `new` ((pid, start ticks)), those younger than [`YOUNG_FORK_NS`] at `now_boot_ns` that
 /// have no exec (`exec'd`). The events see every exec since they began, so a process without
-/// one either started before them (not young) or has only forked.
+/// one has only forked, or exec'd just before they began (at the agent's start; it waits one
+/// sample all the same).
 fn young_forks(
     new: &[(u32, u64)],
     execd: impl Fn(&(u32, u64)) -> bool,
@@ -118,6 +119,34 @@ pub(crate) struct Churn {
     held: Vec<(ExitedProcess, Arc<Event>)>,
     ns_per_tick: u64,
     page_size: u64,
+    /// The names of recent exits, shared by the rows that have them.
+    names: RecentNames,
+}
+
+/// The last few distinct names given to ended processes: a storm's thousand exits a sample
+/// share a handful of names, each kept once (no allocation a row), and the rows that share a
+/// name share its allocation, which later steps can compare by address.
+#[derive(Debug, Default)]
+struct RecentNames(Vec<Arc<str>>);
+
+impl RecentNames {
+    const KEPT: usize = 16;
+
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(i) = self.0.iter().position(|n| &**n == name) {
+            // The most used stay near the front.
+            if i > 0 {
+                self.0.swap(i, i - 1);
+            }
+            return Arc::clone(&self.0[i.saturating_sub(1)]);
+        }
+        let new: Arc<str> = Arc::from(name);
+        if self.0.len() == Self::KEPT {
+            self.0.pop();
+        }
+        self.0.push(Arc::clone(&new));
+        new
+    }
 }
 
 impl Churn {
@@ -131,6 +160,7 @@ impl Churn {
             held: Vec::new(),
             ns_per_tick: 1_000_000_000 / ticks.max(1),
             page_size,
+            names: RecentNames::default(),
         }
     }
 
@@ -310,7 +340,7 @@ impl Churn {
                                 start_ticks,
                                 lifetime_ns: x.time_boottime_ns.saturating_sub(x.start_boottime_ns),
                                 end_unix_ns: boot_unix_ns.saturating_add(x.time_boottime_ns),
-                                comm: Arc::from(x.comm.as_str()),
+                                comm: self.names.get(&x.comm),
                                 cmdline,
                                 exe: exec.map(|e| Arc::from(e.filename.as_str())),
                                 cgroup,
@@ -535,6 +565,24 @@ impl CgroupIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recent_names_are_shared_and_a_new_one_pushes_out_the_least_used() {
+        let mut names = RecentNames::default();
+        let a = names.get("python3");
+        assert!(Arc::ptr_eq(&a, &names.get("python3")));
+        for i in 0..RecentNames::KEPT - 1 {
+            names.get(&format!("n{i}"));
+        }
+        // Used again, it stays; the newest name is last, and the next new one takes its place.
+        assert!(Arc::ptr_eq(&a, &names.get("python3")));
+        names.get("late");
+        assert_eq!(names.0.len(), RecentNames::KEPT);
+        assert!(names.0.iter().any(|n| Arc::ptr_eq(n, &a)));
+        let pushed_out = format!("n{}", RecentNames::KEPT - 2);
+        assert!(!names.0.iter().any(|n| **n == *pushed_out));
+        assert_eq!(&*names.get("sh"), "sh");
+    }
 
     #[test]
     fn only_young_children_without_an_exec_wait_for_the_next_sample() {

@@ -322,11 +322,20 @@ impl<'a> EndedTableOut<'a> {
         };
         let mut strings: HashMap<&'a str, u32> = HashMap::new();
         let mut cmdlines: HashMap<&'a [String], u32> = HashMap::new();
-        let mut string = |s: &'a str| {
-            *strings.entry(s).or_insert_with(|| {
+        // Rows in a row share their strings' allocations (the sampler shares an ended process's
+        // name, and a cgroup's path): each field's last string is checked by address first.
+        let mut last: [(*const u8, usize, u32); 3] = [(std::ptr::null(), 0, 0); 3];
+        let mut string = |field: usize, s: &'a str| {
+            let (at, len, i) = last[field];
+            if std::ptr::eq(at, s.as_ptr()) && len == s.len() {
+                return i;
+            }
+            let i = *strings.entry(s).or_insert_with(|| {
                 table.strings.push(s);
                 (table.strings.len() - 1) as u32
-            })
+            });
+            last[field] = (s.as_ptr(), s.len(), i);
+            i
         };
         for (i, x) in exited.iter().enumerate() {
             // Destructured without `..`: a field added to `ExitedProcess` fails to compile here
@@ -363,10 +372,10 @@ impl<'a> EndedTableOut<'a> {
                 *start_ticks,
                 *lifetime_ns,
                 *end_unix_ns,
-                string(comm),
+                string(0, comm),
                 cmdline,
-                exe.as_deref().map(&mut string),
-                cgroup.as_deref().map(&mut string),
+                exe.as_deref().map(|e| string(1, e)),
+                cgroup.as_deref().map(|c| string(2, c)),
                 *wait_status,
                 *user_ns,
                 *system_ns,
@@ -985,6 +994,8 @@ mod tests {
         let cmdline: Arc<[String]> =
             Arc::from(vec!["python3".to_string(), "storm.py".to_string(), "--storm".to_string()]);
         let cgroup: Arc<str> = Arc::from("/user.slice/build \"quoted\"");
+        // Shared as the sampler shares it, but for one row that holds its own copy.
+        let python: Arc<str> = Arc::from("python3");
         let mut out: Vec<ExitedProcess> = (0..5u32)
             .map(|i| ExitedProcess {
                 pid: 1000 + i,
@@ -992,7 +1003,11 @@ mod tests {
                 start_ticks: 50 + u64::from(i),
                 lifetime_ns: 25_000_000,
                 end_unix_ns: 1_795_000_000_123_456_789,
-                comm: Arc::from(if i == 3 { "cc1\n\u{7}" } else { "python3" }),
+                comm: match i {
+                    3 => Arc::from("cc1\n\u{7}"),
+                    4 => Arc::from("python3"),
+                    _ => Arc::clone(&python),
+                },
                 cmdline: Some(Arc::clone(&cmdline)),
                 exe: (i == 2).then(|| Arc::from("/usr/bin/python3.11")),
                 cgroup: Some(Arc::clone(&cgroup)),
@@ -1027,6 +1042,10 @@ mod tests {
         let text = String::from_utf8_lossy(&bytes);
         assert_eq!(text.matches("storm.py").count(), 1, "one command line, written once: {text}");
         assert_eq!(text.matches("user.slice").count(), 1, "one cgroup, written once: {text}");
+        // The name once among the strings, shared or not.
+        let strings: Value = serde_json::from_slice::<Value>(&bytes).expect("json")["ended"]["strings"].clone();
+        let names = strings.as_array().expect("strings").iter().filter(|s| s.as_str() == Some("python3")).count();
+        assert_eq!(names, 1, "{text}");
         assert!(!text.contains("\"exited\"") && !text.contains("lifetime_ns"), "no objects: {text}");
         let back = decode_delta(&key, &DeltaRecord::parse(&bytes).expect("parses")).expect("decodes").exited;
         assert_eq!(back, sample.exited);
