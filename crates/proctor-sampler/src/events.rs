@@ -289,6 +289,7 @@ impl Churn {
             let ends = drained.iter().filter(|e| matches!(***e, Event::Exit(_))).count();
             let mut fresh: Vec<(ExitedProcess, Arc<Event>)> = Vec::with_capacity(ends);
             let mut finals: HashMap<(u32, u64), u64> = HashMap::with_capacity(drained.len() - ends);
+            let mut last_learned: Option<([u64; 2], Option<Arc<str>>)> = None;
             for event in drained.drain(..) {
                 match &*event {
                     Event::Exec(e) => {
@@ -323,7 +324,14 @@ impl Churn {
                         // alone does not give: there a child takes its parent's (it was forked
                         // into it).
                         let cgroup = cgroup.or_else(|| {
-                            if let Some(path) = learned.get(&[x.cgroup_id, x.memcg_id]) {
+                            // A storm's exits come from one cgroup: the last pair found is
+                            // checked first.
+                            let ids = [x.cgroup_id, x.memcg_id];
+                            if let Some((_, path)) = last_learned.as_ref().filter(|(k, _)| *k == ids) {
+                                return path.clone();
+                            }
+                            if let Some(path) = learned.get(&ids) {
+                                last_learned = Some((ids, path.clone()));
                                 return path.clone();
                             }
                             if state.cgroups.v2_is_the_rows {

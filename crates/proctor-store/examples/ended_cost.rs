@@ -34,7 +34,12 @@ fn main() {
         let mut compress = Vec::new();
         let (mut bytes, mut frame) = (0, 0);
         let mut kept = AloneCompressor::default();
-        let level = if storm { STORM_LEVEL } else { DEFAULT_LEVEL };
+        // LEVEL=N: the storm's records at N instead (to compare).
+        let level = match std::env::var("LEVEL").ok().and_then(|l| l.parse().ok()) {
+            Some(l) if storm => l,
+            _ if storm => STORM_LEVEL,
+            _ => DEFAULT_LEVEL,
+        };
         let passes: usize = std::env::var("PASSES").ok().and_then(|p| p.parse().ok()).unwrap_or(9).max(9);
         for _ in 0..passes {
             let started = Instant::now();
