@@ -253,7 +253,10 @@ impl Churn {
     }
 
     /// After the scan: this sample's ended processes and its coverage. `processes` is sorted by
-    /// pid; `new` the pids new in the table this cycle; `forks` the kernel's task count now.
+    /// pid; `new` the pids new in the table this cycle; `forks` the kernel's task count now;
+    /// `read_lines` the command line the cmdline worker holds for a process, for one that ended
+    /// after its line was read but before a sample carried it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish(
         &mut self,
         processes: &[ProcessSample],
@@ -261,6 +264,7 @@ impl Churn {
         forks: Option<u64>,
         mono_ns: u64,
         learned: &HashMap<[u64; 2], Option<Arc<str>>>,
+        read_lines: &dyn Fn(u32, u64) -> Option<Arc<[String]>>,
         cost: &mut SampleCost,
     ) -> Vec<ExitedProcess> {
         let (ns_per_tick, page_size) = (self.ns_per_tick, self.page_size);
@@ -316,8 +320,13 @@ impl Churn {
                             starts.exited_unseen += 1;
                         }
                         let (cmdline, cgroup) = known.unwrap_or_default();
-                        let cmdline =
-                            exec.filter(|e| e.args_complete).map(|e: &ExecEvent| Arc::from(e.args.clone())).or(cmdline);
+                        // Its exec's whole line, else what a sample carried, else what the
+                        // worker read after the last sample (an empty one is a zombie's: none).
+                        let cmdline = exec
+                            .filter(|e| e.args_complete)
+                            .map(|e: &ExecEvent| Arc::from(e.args.clone()))
+                            .or(cmdline)
+                            .or_else(|| read_lines(x.pid, start_ticks).filter(|l| !l.is_empty()));
                         // The path the table read for a live process with the same cgroup ids;
                         // else the rows' cgroup is the v2 path where v2 holds the memory
                         // controller, else (a hybrid host) the v1 memory path, which the v2 id

@@ -280,6 +280,12 @@ impl Sampler {
         &self.young_forks
     }
 
+    /// The command line the cmdline worker holds for a process (read, or from its exec), which
+    /// the next sample's row will carry; `None` before it is read.
+    pub fn held_cmdline(&self, pid: u32, start_ticks: u64) -> Option<Arc<[String]>> {
+        self.cmdline.as_ref()?.with_results(|lookup| lookup(pid, start_ticks).0)
+    }
+
     pub fn cmdline_stats(&self) -> Option<CmdlineStats> {
         self.cmdline.as_ref().map(CmdlineWorker::stats)
     }
@@ -391,8 +397,18 @@ impl Sampler {
             *cost.reader_wall_ns.entry("workers").or_default() += t.elapsed().as_nanos() as u64;
             let t = Instant::now();
             let forks = host.stat.as_ref().and_then(|s| s.forks);
-            exited =
-                self.churn.finish(&processes, &self.new_pids, forks, mono_ns, self.table.cgroup_paths(), &mut cost);
+            let (churn, table, new_pids) = (&mut self.churn, &self.table, &self.new_pids);
+            let mut finish = |read_lines: &dyn Fn(u32, u64) -> Option<Arc<[String]>>| {
+                churn.finish(&processes, new_pids, forks, mono_ns, table.cgroup_paths(), read_lines, &mut cost)
+            };
+            exited = match self.cmdline.as_ref() {
+                Some(worker) => worker.with_results(|lookup| finish(&|pid, start| lookup(pid, start).0)),
+                None => finish(&|_, _| None),
+            };
+            // Lines of processes gone are forgotten once the exits had them.
+            if let Some(worker) = self.cmdline.as_ref() {
+                worker.forget_unless(processes.len(), |pid| processes.binary_search_by_key(&pid, |p| p.pid).is_ok());
+            }
             *cost.reader_wall_ns.entry("events").or_default() += t.elapsed().as_nanos() as u64;
             if let Ok(net) = self.net.as_mut() {
                 let t = Instant::now();
@@ -506,8 +522,6 @@ impl Sampler {
                 cmdline.put_off(execs.young_forks.len());
                 self.young_forks = execs.young_forks;
             }
-            // `processes` is sorted by pid: liveness is a binary search, with no per-sample list.
-            cmdline.forget_unless(processes.len(), |pid| processes.binary_search_by_key(&pid, |p| p.pid).is_ok());
             cmdline.with_results(|lookup| {
                 for p in processes.iter_mut() {
                     (p.cmdline, p.stall) = lookup(p.pid, p.start_ticks);

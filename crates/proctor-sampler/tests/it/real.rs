@@ -1070,6 +1070,70 @@ fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
     );
 }
 
+/// A process whose command line the worker read after its first sample, and which ended before
+/// the next, has that line on its exit row (no sample's row carried it).
+#[test]
+fn an_exit_has_the_command_line_read_after_the_last_sample() {
+    use std::io::{BufRead, Write};
+    let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
+    if let Err(why) = sampler.events_status() {
+        eprintln!("SKIP: exit rows' command lines: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    // A forked child, 200 ms old when its pid is printed (past the young forks' wait); a line
+    // on stdin ends it, and "gone" says it was reaped.
+    let script = "import os, sys, time\n\
+                  r, w = os.pipe()\n\
+                  pid = os.fork()\n\
+                  if pid == 0:\n\
+                  \x20   os.close(w); os.read(r, 1); os._exit(0)\n\
+                  os.close(r); time.sleep(0.2)\n\
+                  print(pid, flush=True)\n\
+                  sys.stdin.readline(); os.close(w); os.waitpid(pid, 0)\n\
+                  print('gone', flush=True)\n\
+                  sys.stdin.readline()";
+    let mut parent = Guard(
+        Command::new("python3")
+            .args(["-c", script, "proctor-exit-line"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3"),
+    );
+    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("the child's pid");
+    let child: u32 = line.trim().parse().expect("a pid");
+    let s = sampler.sample();
+    let start = s.process(child).expect("the child is listed").start_ticks;
+    assert!(!sampler.young_forks_waiting().contains(&(child, start)), "200 ms old, read at once");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let held = loop {
+        if let Some(l) = sampler.held_cmdline(child, start) {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "the worker never read the child's line");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(
+        held.get(1..).map(<[String]>::to_vec),
+        Some(vec!["-c".to_string(), script.into(), "proctor-exit-line".into()])
+    );
+    parent.0.stdin.as_mut().expect("stdin").write_all(b"end\n").expect("write");
+    line.clear();
+    out.read_line(&mut line).expect("gone");
+    assert_eq!(line.trim(), "gone");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ended = loop {
+        let s = sampler.sample();
+        if let Some(x) = s.exited.iter().find(|x| x.pid == child && x.start_ticks == start) {
+            break x.clone();
+        }
+        assert!(Instant::now() < deadline, "the child's exit never came");
+    };
+    assert_eq!(ended.cmdline.as_deref(), Some(&held[..]), "{ended:?}");
+}
+
 /// The boot clock (what process start times count from), ns.
 fn boot_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
