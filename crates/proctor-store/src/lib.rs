@@ -111,8 +111,8 @@ pub struct StoreConfig {
     /// slower level costs little: with ~600 processes, level 9 takes a key from ~38 to ~29 KB
     /// for ~5 ms more a minute (`examples/store_split.rs` with `STORE_SPLIT_LEVELS`).
     pub key_level: i32,
-    /// zstd level of a version-3 delta that lists [`CHAIN_MAX_ENDED`] ended processes or more
-    /// (a fork storm's, compressed alone). Such a record is mostly its table of ended
+    /// zstd level of a version-3 delta or a key that lists [`CHAIN_MAX_ENDED`] ended processes
+    /// or more (a fork storm's, compressed alone). Such a record is mostly its table of ended
     /// processes; on a storm's records (~625 ended, ~88 KB each) level 1 made them no larger
     /// than level 3 (19,075 against 19,670 bytes) in 0.7× the time (288 against 404 µs;
     /// `examples/chain_ended.rs`), the writer's largest cost in a storm.

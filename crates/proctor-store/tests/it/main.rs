@@ -1116,3 +1116,26 @@ fn a_storms_deltas_are_compressed_at_the_storm_level_and_the_others_are_not() {
         assert_eq!(fast[i], slow[i], "frame {i} is not a storm's: {fast:?} {slow:?}");
     }
 }
+
+#[test]
+fn a_storms_key_is_compressed_at_the_storm_level() {
+    // A key frame that lists a storm's ended processes, through writers that differ in
+    // `storm_level`: it differs in size, and a quiet key does not.
+    let mut sizes = Vec::new();
+    for storm_level in [1, 19] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A chunk of one frame: every frame is a key.
+        let config = StoreConfig { storm_level, chunk_frames: 1, ..StoreConfig::default() };
+        let (mut writer, _) = Writer::open(dir.path(), config).expect("open");
+        let mut quiet = sample(1, 20);
+        quiet.exited = storm_ended(0, 3);
+        let mut storm = sample(2, 20);
+        storm.exited = storm_ended(1, 1_000);
+        let quiet_key = writer.append(&quiet).expect("append");
+        let storm_key = writer.append(&storm).expect("append");
+        assert!(quiet_key.key_frame && storm_key.key_frame);
+        sizes.push((quiet_key.frame_bytes, storm_key.frame_bytes));
+    }
+    assert_eq!(sizes[0].0, sizes[1].0, "{sizes:?}");
+    assert_ne!(sizes[0].1, sizes[1].1, "{sizes:?}");
+}
