@@ -56,7 +56,8 @@ pub struct Sampler {
     /// The DRM worker's clients as of this cycle's offer.
     drm_latest: Arc<Vec<GpuClient>>,
     new_pids: Vec<(u32, u64)>,
-    /// Young forked children whose command lines wait for this sample ([`crate::events::ExecCmdlines::young_forks`]).
+    /// Young forked children whose command lines wait for this sample
+    /// ([`crate::events::ExecCmdlines::young_forks`]).
     young_forks: Vec<(u32, u64)>,
     /// The BPF task iterator, where it loaded; else why not (`None` when not asked).
     task_iter: Result<TaskIterState, Option<String>>,
