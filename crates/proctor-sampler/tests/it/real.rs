@@ -1003,15 +1003,7 @@ fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
                   \x20   if sys.stdin.readline().strip() != 'again': break\n\
                   \x20   os.close(w); os.waitpid(pid, 0)\n\
                   sys.stdin.readline()";
-    let mut parent = Guard(
-        Command::new("python3")
-            .args(["-c", script, "proctor-young-fork"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3"),
-    );
-    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
+    let (mut parent, mut out) = python_piped(script, "proctor-young-fork");
     let mut tell = |what: &str| parent.0.stdin.as_mut().expect("stdin").write_all(what.as_bytes()).expect("write");
     let mut waited = None;
     for _ in 0..20 {
@@ -1092,15 +1084,7 @@ fn an_exit_has_the_command_line_read_after_the_last_sample() {
                   sys.stdin.readline(); os.close(w); os.waitpid(pid, 0)\n\
                   print('gone', flush=True)\n\
                   sys.stdin.readline()";
-    let mut parent = Guard(
-        Command::new("python3")
-            .args(["-c", script, "proctor-exit-line"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3"),
-    );
-    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
+    let (mut parent, mut out) = python_piped(script, "proctor-exit-line");
     let mut line = String::new();
     out.read_line(&mut line).expect("the child's pid");
     let child: u32 = line.trim().parse().expect("a pid");
@@ -1132,6 +1116,21 @@ fn an_exit_has_the_command_line_read_after_the_last_sample() {
         assert!(Instant::now() < deadline, "the child's exit never came");
     };
     assert_eq!(ended.cmdline.as_deref(), Some(&held[..]), "{ended:?}");
+}
+
+/// A python3 child running `script` with `marker` as its argument, its stdin a pipe and its
+/// stdout read line by line.
+fn python_piped(script: &str, marker: &str) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
+    let mut child = Guard(
+        Command::new("python3")
+            .args(["-c", script, marker])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3"),
+    );
+    let out = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+    (child, out)
 }
 
 /// The boot clock (what process start times count from), ns.
