@@ -388,7 +388,7 @@ pub fn compress_alone(level: i32, record: &[u8]) -> std::io::Result<Vec<u8>> {
 pub const DEFAULT_LEVEL: i32 = 3;
 /// zstd level of key frames (`StoreConfig::key_level`).
 pub const KEY_LEVEL: i32 = 9;
-/// zstd level of a storm's deltas (`StoreConfig::storm_level`).
+/// zstd level of a storm's deltas and keys (`StoreConfig::storm_level`).
 pub const STORM_LEVEL: i32 = 1;
 
 /// Compresses version-1 records. Holds the current chunk's key record and nothing of zstd's between

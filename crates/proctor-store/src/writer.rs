@@ -391,8 +391,8 @@ impl Writer {
                 self.last_record_len = record.len();
                 let encoded = Instant::now();
                 self.alone.release();
-                // A storm's key lists its ended processes whole (~300 KB of JSON at 1,000): at
-                // the key level that was ~2.6 ms, at the storm level a quarter of it.
+                // A storm's key lists its ended processes whole (~300 KB of JSON at 1,000),
+                // which took ~2.6 ms at the key level (docs/performance.md): the storm level.
                 let level = if sample.exited.len() >= CHAIN_MAX_ENDED {
                     self.config.storm_level
                 } else {
