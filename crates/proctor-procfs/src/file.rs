@@ -71,6 +71,13 @@ impl Root {
         self.kind != RootKind::Captured
     }
 
+    /// This process's pid as this root's `/proc` numbers it (its `self` link): under a host
+    /// root, its pid in the host's pid namespace; `None` where the link does not say (a
+    /// captured tree without it).
+    pub fn self_pid(&self) -> Option<u32> {
+        std::fs::read_link(self.path("/proc/self")).ok()?.to_str()?.parse().ok()
+    }
+
     /// A host's `/` mounted elsewhere.
     pub fn is_host(&self) -> bool {
         self.kind == RootKind::Host

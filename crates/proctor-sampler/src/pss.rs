@@ -342,6 +342,7 @@ impl State {
     fn unchanged(&self, e: &Entry, c: &Candidate) -> bool {
         e.unchanged(c, &self.forking) || (self.own_pid == Some(c.pid) && e.seen.start_ticks == c.start_ticks)
     }
+
     /// A process's latest reading if it is still the same process, whether that reading is
     /// stale, and the ledger of this worker's reads of it, `refused` when its last read was.
     fn lookup(&self, pid: u32, start_ticks: u64) -> (Option<PssReading>, bool, Option<Stall>) {
@@ -548,7 +549,8 @@ impl PssWorker {
         let budget = budget.clamp(0.0001, 1.0);
         let limits = TargetLimits { share: limits.share.clamp(1e-6, 1.0), ..limits };
         let live = root.is_real();
-        let own_pid = (live && limits.own_by_age).then(|| own_pid(&root)).flatten();
+        // Its pid in the pid namespace of the root's `/proc` (under `--host-root`, the host's).
+        let own_pid = (live && limits.own_by_age).then(|| root.self_pid()).flatten();
         let shared =
             Shared::new(State { stats: PssStats { budget, ..PssStats::default() }, own_pid, ..State::default() });
         let thread_shared = Arc::clone(&shared);
@@ -928,12 +930,6 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(60);
 /// The longest an idle worker waits with nothing due: a bound, not a period (each sample's
 /// list wakes it, and [`State::due_ns`] says when a reading ages). It polled every second.
 const IDLE_WAIT_NS: u64 = 10_000_000_000;
-
-/// This process's pid in the pid namespace of `root`'s `/proc` (where `--host-root` reads the
-/// host's, its pid there, not [`std::process::id`]); `None` where the link does not say.
-fn own_pid(root: &Root) -> Option<u32> {
-    std::fs::read_link(root.path("/proc/self")).ok()?.to_str()?.parse().ok()
-}
 
 /// The next candidate to read: an asked one ([`pick_asked`]), else round-robin: first the
 /// smallest never read or whose reading is stale, then one whose cheap counters changed since its

@@ -560,10 +560,7 @@ impl Sampler {
 /// Whether `root`'s `/proc` numbers processes as proctor's own does: its `self` is this
 /// process's pid.
 pub fn host_proc_is_ours(root: &proctor_procfs::Root) -> bool {
-    std::fs::read_link(root.path("/proc/self"))
-        .ok()
-        .and_then(|l| l.to_str()?.parse::<u32>().ok())
-        .is_some_and(|pid| pid == std::process::id())
+    root.self_pid() == Some(std::process::id())
 }
 
 /// The PSS worker's limits on each target, from the config.

@@ -89,7 +89,7 @@ fn reading(root: &proctor_procfs::Root) -> Reading {
     let inode = link.as_deref().and_then(|l| l.strip_prefix("pid:[")?.strip_suffix(']')?.parse::<u64>().ok());
     let in_host = inode.map(|i| i == INIT_PID_NS_INODE);
     let own_pid = std::process::id();
-    let seen_as = std::fs::read_link(root.path("/proc/self")).ok().and_then(|l| l.to_str()?.parse::<u32>().ok());
+    let seen_as = root.self_pid();
     let dir = root.dir().display().to_string();
     let says = match (root.is_real(), root.is_host(), seen_as) {
         (false, _, _) => format!("reads a captured tree under {dir}, not a live system"),
