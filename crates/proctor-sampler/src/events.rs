@@ -31,16 +31,20 @@ const CGROUP_REWALK_NS: u64 = 10_000_000_000;
 const CGROUP_WALK_MAX: usize = 100_000;
 
 /// Of `new` ((pid, start ticks)), those younger than [`YOUNG_FORK_NS`] at `now_boot_ns` that
-/// have no exec (`exec'd`). The events see every exec since they began, so a process without
-/// one has only forked, or exec'd just before they began (at the agent's start; it waits one
-/// sample all the same).
+/// started after the events began (`began_boot_ns`) and have no exec (`exec'd`). The events see
+/// every exec since they began, so such a process has only forked. One started before they
+/// began may have exec'd unseen (a command started just before the agent), and is read at once.
+/// A start in ticks is the true start rounded down, so one in the tick the events began in
+/// counts as before them.
 fn young_forks(
     new: &[(u32, u64)],
     execd: impl Fn(&(u32, u64)) -> bool,
     now_boot_ns: u64,
+    began_boot_ns: u64,
     ns_per_tick: u64,
 ) -> Vec<(u32, u64)> {
     new.iter()
+        .filter(|&&(_, start)| start.saturating_mul(ns_per_tick) >= began_boot_ns)
         .filter(|&&(_, start)| now_boot_ns.saturating_sub(start.saturating_mul(ns_per_tick)) < YOUNG_FORK_NS)
         .filter(|key| !execd(key))
         .copied()
@@ -89,6 +93,9 @@ pub(crate) struct EventsState {
     seen_ahead: u64,
     pending_execs: HashMap<(u32, u64), Arc<Event>>,
     cgroups: CgroupIds,
+    /// The boot clock when this state was made, after the events were attached: a process
+    /// started later has every exec of its among the events.
+    began_boot_ns: u64,
 }
 
 impl EventsState {
@@ -103,6 +110,7 @@ impl EventsState {
             seen_ahead: 0,
             pending_execs: HashMap::new(),
             cgroups: CgroupIds::find(),
+            began_boot_ns: crate::net::boot_ns(),
         }
     }
 }
@@ -234,7 +242,8 @@ impl Churn {
                 latest.insert((e.pid, e.start_boottime_ns / ns_per_tick), (e, fresh));
             }
         }
-        out.young_forks = young_forks(new, |key| latest.contains_key(key), now_boot_ns, ns_per_tick);
+        out.young_forks =
+            young_forks(new, |key| latest.contains_key(key), now_boot_ns, state.began_boot_ns, ns_per_tick);
         for ((pid, start), (e, fresh)) in latest {
             let Ok(i) = processes.binary_search_by_key(&pid, |p| p.pid) else { continue };
             if processes[i].start_ticks != start {
@@ -613,7 +622,22 @@ mod tests {
             (14, 4_990), // 100 ms old: read now
             (15, 5_001), // started "after" now (ticks round up past the clock read): waits
         ];
-        let waits = young_forks(&new, |&(pid, _)| pid == 11, now, tick);
+        // The events began at boot: age alone decides.
+        let waits = young_forks(&new, |&(pid, _)| pid == 11, now, 0, tick);
         assert_eq!(waits, [(10, 4_995), (13, 4_991), (15, 5_001)]);
+        // The events began 80 ms ago: a young process started before them may have exec'd
+        // unseen (a command started just before the agent) and is read now.
+        let began = 49_920_000_000;
+        let new = [
+            (20, 4_995), // started 30 ms after the events began, forked only: waits
+            (21, 4_992), // its tick begins as they began: waits
+            (22, 4_991), // started 10 ms before them, no exec seen: read now
+            (23, 4_995), // after them, exec'd: read now
+        ];
+        let waits = young_forks(&new, |&(pid, _)| pid == 23, now, began, tick);
+        assert_eq!(waits, [(20, 4_995), (21, 4_992)]);
+        // Begun 1 ns into that tick, the events may have missed an exec early in it: 21 is read.
+        let waits = young_forks(&new, |&(pid, _)| pid == 23, now, began + 1, tick);
+        assert_eq!(waits, [(20, 4_995)]);
     }
 }
