@@ -84,6 +84,16 @@ struct files_struct {
 	struct fdtable *fdt;
 } CORE;
 
+// A task's credentials (include/linux/cred.h): the effective user, as the initial user
+// namespace numbers it.
+typedef struct {
+	unsigned int val;
+} kuid_t;
+
+struct cred {
+	kuid_t euid;
+} CORE;
+
 struct task_struct {
 	struct thread_info thread_info;
 	unsigned int __state;
@@ -102,6 +112,7 @@ struct task_struct {
 	struct signal_struct *signal;
 	struct mm_struct *mm;
 	struct files_struct *files;
+	const struct cred *real_cred;
 	struct css_set *cgroups;
 	struct sched_entity se;
 } CORE;
@@ -111,6 +122,7 @@ struct task_struct {
 // A larger one is NO_FDS, and user space stats its /proc/PID/fd instead.
 #define FD_WORDS 4
 #define NO_FDS (~0ULL)
+#define NO_UID (~0ULL)
 
 // One record per process (its leader task); a `thread_record` per other thread. Every field is
 // 8 bytes so that the layout is the same for the compiler and for the Rust reader (src/lib.rs),
@@ -137,6 +149,9 @@ struct record {
 	// the kernel has no memory controller): which cgroup /proc/PID/cgroup names, without reading
 	// it (user space reads it for a pair it has not seen, and when a process's pair changes).
 	__u64 cgroup_id, memcg_id;
+	// The effective user id, as `Uid:` in /proc/PID/status gives it second (the task's
+	// objective credentials) before any user namespace maps it; NO_UID where the task has none.
+	__u64 euid;
 	char comm[16];
 	// Kernel threads: the full name (kthread), or a workqueue worker's description; `stat`
 	// prints these in place of comm.
@@ -290,6 +305,11 @@ static __always_inline __u32 fill_record(struct record *r, struct task_struct *t
 	}
 
 	cgroup_ids(via->cgroups, &r->cgroup_id, &r->memcg_id);
+	{
+		const struct cred *cred = via->real_cred;
+
+		r->euid = cred ? cred->euid.val : NO_UID;
+	}
 
 	// Open fds, where the run asks. The flag is read from the run's argument here, not kept in
 	// a register: a flag known along each way through the scan's loop would have the verifier

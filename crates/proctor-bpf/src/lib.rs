@@ -37,9 +37,9 @@ pub static TASK_ITER_OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/task_it
 /// The program's name in the object (its function name).
 const PROGRAM: &str = "proctor_tasks";
 
-/// One task's record, as `struct record` in bpf/task_record.h lays it out: 35 eight-byte
+/// One task's record, as `struct record` in bpf/task_record.h lays it out: 36 eight-byte
 /// words, the comm's 16 bytes, a kernel thread's full name (64) and a worker's description (32).
-const WORDS: usize = 35;
+const WORDS: usize = 36;
 pub const RECORD_BYTES: usize = WORDS * 8 + 16 + 64 + 32;
 /// A user process's record: `struct record` up to its kernel-thread names.
 pub const PROCESS_BYTES: usize = WORDS * 8 + 16;
@@ -544,6 +544,7 @@ struct Record {
     rss: [i64; 3],
     open_fds: u64,
     cgroup_ids: [u64; 2],
+    euid: u64,
 }
 
 /// A record's length from its first word, which must be one of the three sizes this reader
@@ -592,6 +593,7 @@ fn record(bytes: &[u8]) -> (Record, &[u8]) {
         rss: [word(29) as i64, word(30) as i64, word(31) as i64],
         open_fds: word(32),
         cgroup_ids: [word(33), word(34)],
+        euid: word(35),
     };
     (r, &bytes[WORDS * 8..])
 }
@@ -822,6 +824,8 @@ impl Summer {
             // Every task is in a cgroup2 cgroup (the root at least), whose id is never 0: a 0 is
             // a chain the program could not read.
             p.cgroup_ids = (r.cgroup_ids[0] != 0).then_some(r.cgroup_ids);
+            // The program's NO_UID (a task without credentials) is not a user.
+            p.effective_uid = u32::try_from(r.euid).ok();
         }
         // By pid, as /proc lists them, and only groups whose leader was seen (one reaped
         // between the records is left out). The iterator's file gives tasks in tid order, so a

@@ -8,10 +8,11 @@ use std::process::{Child, Command, Stdio};
 
 use proctor_bpf::{PidStat, TaskIter, Way};
 use proctor_procfs::cgroup::{parse_mountinfo, CgroupMount};
-use proctor_procfs::process::{parse_cgroup, parse_stat};
+use proctor_procfs::process::{parse_cgroup, parse_stat, parse_status};
 
 /// Every process's `stat`, with its open fds where `stat` of its `/proc/PID/fd` gives them
-/// (`open_fds`, as the scan's are; Linux 6.2+ counts them there).
+/// (`open_fds`, as the scan's are; Linux 6.2+ counts them there) and its effective uid from its
+/// `status`.
 fn proc_stats() -> HashMap<u32, PidStat> {
     let mut out = HashMap::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
@@ -19,6 +20,10 @@ fn proc_stats() -> HashMap<u32, PidStat> {
         if let Some(mut stat) = std::fs::read(format!("/proc/{pid}/stat")).ok().and_then(|b| parse_stat(&b)) {
             stat.open_fds =
                 std::fs::symlink_metadata(format!("/proc/{pid}/fd")).ok().and_then(|m| u32::try_from(m.len()).ok());
+            stat.effective_uid = std::fs::read(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|b| parse_status(&b))
+                .and_then(|s| s.effective_uid);
             out.insert(pid, stat);
         }
     }
@@ -110,8 +115,13 @@ fn agrees_with_proc(mut iter: TaskIter) {
             .spawn()
             .expect("bash"),
     );
+    // A process whose effective user is not its real one: the scan gives the effective.
+    let other_user = Kill(
+        Command::new("setpriv").args(["--euid=65534", "sleep", "300"]).stdin(Stdio::null()).spawn().expect("setpriv"),
+    );
     wait_for_comm(five.0.id(), b"x");
     wait_for_comm(big.0.id(), b"y");
+    wait_for_comm(other_user.0.id(), b"sleep");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let workers: Vec<_> = (0..3)
         .map(|_| {
@@ -177,6 +187,7 @@ fn agrees_with_proc(mut iter: TaskIter) {
         either("nice", p.nice == b.nice || p.nice == a.nice);
         either("priority", p.priority == b.priority || p.priority == a.priority);
         either("state letter", "RSDTtXZPI".contains(p.state));
+        either("effective uid", p.effective_uid == b.effective_uid || p.effective_uid == a.effective_uid);
         for (what, get) in [
             ("minflt", (|s: &PidStat| s.minflt) as fn(&PidStat) -> u64),
             ("majflt", |s| s.majflt),
@@ -225,6 +236,8 @@ fn agrees_with_proc(mut iter: TaskIter) {
         assert_eq!(counted, 0, "the iterator's file counts no fds");
     }
     assert!(compared >= 10, "only {compared} processes were in both /proc reads and the scan");
+    let other = out.iter().find(|p| p.pid == other_user.0.id()).expect("the setpriv'd child is in the scan");
+    assert_eq!(other.effective_uid, Some(65534), "{other:?}");
     let hostile = out.iter().find(|p| p.pid == hostile_pid).expect("the renamed child is in the scan");
     assert_eq!(hostile.comm, "\u{1b}[31m) x (");
     let me = out.iter().find(|p| p.pid == std::process::id()).expect("this process is in the scan");

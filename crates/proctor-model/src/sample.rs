@@ -472,6 +472,10 @@ pub struct SampleCost {
     /// Processes `/proc` listed that the iterator's scan did not give (read from their `stat`).
     #[serde(default)]
     pub task_iter_missed: u64,
+    /// New processes whose `status` read waits for their next sample: young forked children,
+    /// whose first row has the scan's resident size and user and no RSS split.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub status_later: u64,
     /// Per-pid fds currently held open across cycles.
     pub fds_kept: u64,
     /// The stall ledger since the previous sample: proctor's reads that took a target's mmap
@@ -485,6 +489,10 @@ pub struct SampleCost {
     /// sampler's first cycle, and when processes are not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starts: Option<Starts>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SampleCost {

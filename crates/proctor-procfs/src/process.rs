@@ -75,6 +75,11 @@ pub struct PidStat {
     /// the `stat` file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_ids: Option<[u64; 2]>,
+    /// The effective user id as the initial user namespace numbers it, where the reader that
+    /// gave these fields reads it too (the BPF task scan; `status` gives it otherwise). Never
+    /// from the `stat` file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_uid: Option<u32>,
 }
 
 /// Parses `/proc/PID/stat`. The comm field may hold spaces and parentheses, so it is delimited
@@ -177,6 +182,7 @@ fn parse_stat_fields(bytes: &[u8], last_field: usize) -> Option<(PidStat, &[u8])
         blkio_ticks: optional(42),
         open_fds: None,
         cgroup_ids: None,
+        effective_uid: None,
     };
     Some((stat, comm))
 }

@@ -44,11 +44,17 @@ fn young_forks(
     ns_per_tick: u64,
 ) -> Vec<(u32, u64)> {
     new.iter()
-        .filter(|&&(_, start)| start.saturating_mul(ns_per_tick) >= began_boot_ns)
-        .filter(|&&(_, start)| now_boot_ns.saturating_sub(start.saturating_mul(ns_per_tick)) < YOUNG_FORK_NS)
+        .filter(|&&(_, start)| young_since(start, now_boot_ns, began_boot_ns, ns_per_tick))
         .filter(|key| !execd(key))
         .copied()
         .collect()
+}
+
+/// Whether a process started at `start` ticks began after `began_boot_ns` and is younger than
+/// [`YOUNG_FORK_NS`] at `now_boot_ns` ([`young_forks`]).
+fn young_since(start: u64, now_boot_ns: u64, began_boot_ns: u64, ns_per_tick: u64) -> bool {
+    let start_ns = start.saturating_mul(ns_per_tick);
+    start_ns >= began_boot_ns && now_boot_ns.saturating_sub(start_ns) < YOUNG_FORK_NS
 }
 
 /// A forked child that has not exec'd, first seen younger than this, has its command line read
@@ -215,6 +221,35 @@ impl Churn {
                 state.early.push(event);
             }
         }
+    }
+
+    /// Whether the process `key` ((pid, start ticks)) is a young forked child as
+    /// [`young_forks`] tells them, by the events drained so far: the scan's test for a new
+    /// process, whose `status` such a child reads at its next sample (the table's
+    /// `ScanOptions::status_later`). `execd` holds the keys of the execs drained, made at the
+    /// first process young enough to ask. Without the events, none is.
+    pub(crate) fn young_fork(
+        &self,
+        key: (u32, u64),
+        now_boot_ns: u64,
+        execd: &std::cell::OnceCell<std::collections::HashSet<(u32, u64)>>,
+    ) -> bool {
+        let Ok(state) = self.events.as_ref() else { return false };
+        let tick = self.ns_per_tick.max(1);
+        if !young_since(key.1, now_boot_ns, state.began_boot_ns, tick) || state.pending_execs.contains_key(&key) {
+            return false;
+        }
+        let execd = execd.get_or_init(|| {
+            state
+                .drained
+                .iter()
+                .filter_map(|e| match &**e {
+                    Event::Exec(e) => Some((e.pid, e.start_boottime_ns / tick)),
+                    _ => None,
+                })
+                .collect()
+        });
+        !execd.contains(&key)
     }
 
     /// After the scan, before the cmdline worker is asked: for each process of `processes` that

@@ -59,6 +59,9 @@ pub struct Sampler {
     /// Young forked children whose command lines wait for this sample
     /// ([`crate::events::ExecCmdlines::young_forks`]).
     young_forks: Vec<(u32, u64)>,
+    /// Whether the task scan's effective users are the ones `status` gives: the scan loaded
+    /// and this process is in the initial user namespace (the kernel's numbers, unmapped).
+    scan_uids: bool,
     /// The BPF task iterator, where it loaded; else why not (`None` when not asked).
     task_iter: Result<TaskIterState, Option<String>>,
     /// Process starts and ends: the BPF process events where they loaded, and coverage.
@@ -167,6 +170,7 @@ impl Sampler {
             drm_latest: Arc::default(),
             new_pids: Vec::new(),
             young_forks: Vec::new(),
+            scan_uids: task_iter.is_ok() && initial_user_namespace(),
             task_iter,
             churn: Churn::new(events, clock_ticks_per_sec(), page_size()),
             net,
@@ -352,6 +356,12 @@ impl Sampler {
             let scan_boot_ns = self.net.is_ok().then(crate::net::boot_ns).unwrap_or(0);
             // Every exit up to the scan: an exit the table's previous processes have is seen.
             self.churn.drain();
+            // Young forked children read their `status` from their next sample on, where the
+            // scan gives their user (`ScanOptions::status_later`).
+            let execd = std::cell::OnceCell::new();
+            let churn = &self.churn;
+            let now_boot_ns = if self.scan_uids && churn.events.is_ok() { crate::net::boot_ns() } else { 0 };
+            let young = move |pid: u32, start: u64| churn.young_fork((pid, start), now_boot_ns, &execd);
             let opts = ScanOptions {
                 io: self.config.process_io,
                 threads: self.config.process_threads,
@@ -359,6 +369,7 @@ impl Sampler {
                 fds: self.config.process_fds,
                 mono_ns,
                 page_size: self.page_size,
+                status_later: (now_boot_ns > 0).then_some(&young as &dyn Fn(u32, u64) -> bool),
             };
             // Through the task iterator where it loaded: one read for every process's stat
             // fields. A failed scan is counted and this cycle reads /proc instead.
@@ -555,6 +566,12 @@ impl Sampler {
             });
         }
     }
+}
+
+/// Whether this process is in the initial user namespace: its `uid_map` maps every id to itself.
+fn initial_user_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map")
+        .is_ok_and(|map| map.split_whitespace().eq(["0", "0", "4294967295"].iter().copied()))
 }
 
 /// Whether `root`'s `/proc` numbers processes as proctor's own does: its `self` is this

@@ -162,14 +162,21 @@ impl Fds {
 }
 
 /// What one scan wants besides the defaults.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ScanOptions {
+#[derive(Clone, Copy)]
+pub(crate) struct ScanOptions<'a> {
     pub io: bool,
     pub threads: bool,
     pub cgroups: bool,
     pub fds: bool,
     pub mono_ns: u64,
     pub page_size: u64,
+    /// Which new processes (pid, start ticks) read their `status` from their next sample on:
+    /// young forked children (the events' `Churn::young_fork`), most of which are gone by then.
+    /// Only for a process whose effective user the scan gave (the BPF task scan's), which its
+    /// first row takes; its resident size there is the scan's, the kernel's shared count, which
+    /// leaves out up to a batch of pages per CPU that `status` adds up (its RSS split and swap
+    /// wait for the read). `None`: every new process reads its `status` at once.
+    pub status_later: Option<&'a dyn Fn(u32, u64) -> bool>,
 }
 
 /// The outcome of reading one file of one process.
@@ -431,7 +438,24 @@ impl ProcessTable {
         }
         let key = (stat.rss_pages, stat.minflt, stat.majflt, stat.vsize_bytes);
         let moved = entry.status_key != Some(key);
-        if moved {
+        if moved
+            && entry.status_key.is_none()
+            && stat.effective_uid.is_some()
+            && opts.status_later.is_some_and(|later| later(pid, stat.start_ticks))
+        {
+            // A young forked child (see `ScanOptions::status_later`): its user from the scan,
+            // its `status` read at its next sample if it is still there (`status_key` unset).
+            entry.status_reading = Some(StatusReading {
+                effective_uid: stat.effective_uid,
+                rss_anon_bytes: None,
+                rss_file_bytes: None,
+                rss_shmem_bytes: None,
+                vm_swap_bytes: None,
+                read_mono_ns: opts.mono_ns,
+            });
+            entry.status_resident_bytes = None;
+            cost.status_later += 1;
+        } else if moved {
             match read_slot(&mut entry.status, root, pid, "status", scratch, shared, fds, cost) {
                 Read::Bytes(b) => match parse_status(b) {
                     Some(s) => {
@@ -662,6 +686,7 @@ fn read_tasks(
 /// The fields of `stat` but its name (which the entry holds): no allocation per process.
 fn without_name(stat: &PidStat) -> PidStat {
     PidStat {
+        effective_uid: stat.effective_uid,
         pid: stat.pid,
         comm: String::new(),
         state: stat.state,

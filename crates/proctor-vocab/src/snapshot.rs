@@ -510,6 +510,9 @@ pub struct LastSampleOut {
     pub task_iter_reads: u64,
     /// Processes `/proc` listed that the iterator did not give: read from their `stat`.
     pub task_iter_missed: u64,
+    /// New processes whose `status` waits for their next sample: young forked children, whose
+    /// first row has the task scan's resident size and user, and no RSS split.
+    pub status_later: u64,
     /// The stall ledger since the previous sample: the wall time of proctor's reads that took
     /// a target's mmap lock (every target together), the longest, and its target.
     pub target_lock_seconds: f64,
@@ -846,6 +849,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             processes_gone: c.processes_gone,
             task_iter_reads: c.task_iter_reads,
             task_iter_missed: c.task_iter_missed,
+            status_later: c.status_later,
             target_lock_seconds: c.target_lock.total_ns as f64 / 1e9,
             target_lock_longest_seconds: c.target_lock.max_ns as f64 / 1e9,
             target_lock_worst_pid: (c.target_lock.reads > 0).then_some(c.target_lock_worst_pid),

@@ -980,8 +980,9 @@ fn an_exec_that_keeps_the_name_gets_its_new_command_line_from_the_event_without_
 
 /// A forked child first seen younger than 100 ms that has not exec'd has its command line read
 /// from the next sample on, not at its first: it is on the sampler's waiting list after that
-/// sample, and its line (its parent's, which it did not rewrite) arrives all the same. A process
-/// that exec'd is never on the list.
+/// sample, and its line (its parent's, which it did not rewrite) arrives all the same. With the
+/// task scan its `status` waits too: its first row has the scan's user and no RSS split, a later
+/// one has both. A process that exec'd is never on the list, and reads its `status` at once.
 #[test]
 fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
     use std::io::{BufRead, Write};
@@ -1003,6 +1004,12 @@ fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
                   \x20   if sys.stdin.readline().strip() != 'again': break\n\
                   \x20   os.close(w); os.waitpid(pid, 0)\n\
                   sys.stdin.readline()";
+    // The scan gives users as `status` does here (root, in the initial user namespace).
+    let scan_uids = sampler.task_iter_status().is_ok()
+        && std::fs::read_to_string("/proc/self/uid_map")
+            .is_ok_and(|m| m.split_whitespace().eq(["0", "0", "4294967295"]));
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
     let (mut parent, mut out) = python_piped(script, "proctor-young-fork");
     let mut tell = |what: &str| parent.0.stdin.as_mut().expect("stdin").write_all(what.as_bytes()).expect("write");
     let mut waited = None;
@@ -1014,6 +1021,12 @@ fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
         let row = s.process(child).expect("the child is listed");
         if sampler.young_forks_waiting().contains(&(child, row.start_ticks)) {
             assert!(row.cmdline.is_none(), "not read, yet it has a line: {:?}", row.cmdline);
+            if scan_uids {
+                let status = row.status.expect("the scan's user");
+                assert_eq!(status.effective_uid, Some(me), "{row:?}");
+                assert_eq!(status.rss_anon_bytes, None, "status read at the first sample: {row:?}");
+                assert!(s.cost.status_later >= 1, "{:?}", s.cost);
+            }
             waited = Some(child);
             break;
         }
@@ -1035,11 +1048,13 @@ fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let s = sampler.sample();
-        let line = s.process(child).expect("the child lives on").cmdline.as_deref().map(<[String]>::to_vec);
-        if line.as_ref().is_some_and(|l| l.get(1..) == Some(&want[..])) {
+        let row = s.process(child).expect("the child lives on");
+        let line = row.cmdline.as_deref().map(<[String]>::to_vec);
+        let split = row.status.and_then(|st| st.rss_anon_bytes);
+        if line.as_ref().is_some_and(|l| l.get(1..) == Some(&want[..])) && split.is_some() {
             break;
         }
-        assert!(Instant::now() < deadline, "the child's command line never came: {line:?}");
+        assert!(Instant::now() < deadline, "the child's command line or status never came: {line:?} {split:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
     // An exec'd process, however young, is read (or given by its exec) at once.
@@ -1053,13 +1068,14 @@ fn a_young_forked_child_has_its_command_line_read_from_the_next_sample() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let s = sampler.sample();
-    let start = s.process(sleep.0.id()).expect("sleep is listed").start_ticks;
+    let row = s.process(sleep.0.id()).expect("sleep is listed");
     assert!(
-        !sampler.young_forks_waiting().contains(&(sleep.0.id(), start)),
+        !sampler.young_forks_waiting().contains(&(sleep.0.id(), row.start_ticks)),
         "sleep waits: {:?} {:?}",
         s.cost.starts,
-        s.process(sleep.0.id())
+        row
     );
+    assert!(row.status.is_some_and(|st| st.rss_anon_bytes.is_some()), "sleep's status waits: {row:?}");
 }
 
 /// A process whose command line the worker read after its first sample, and which ended before
