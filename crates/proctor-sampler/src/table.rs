@@ -686,7 +686,6 @@ fn read_tasks(
 /// The fields of `stat` but its name (which the entry holds): no allocation per process.
 fn without_name(stat: &PidStat) -> PidStat {
     PidStat {
-        effective_uid: stat.effective_uid,
         pid: stat.pid,
         comm: String::new(),
         state: stat.state,
@@ -711,6 +710,7 @@ fn without_name(stat: &PidStat) -> PidStat {
         blkio_ticks: stat.blkio_ticks,
         open_fds: stat.open_fds,
         cgroup_ids: stat.cgroup_ids,
+        effective_uid: stat.effective_uid,
     }
 }
 
