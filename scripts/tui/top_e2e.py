@@ -94,11 +94,27 @@ def wait_for(pred, timeout=10.0, step=0.2):
 def frame_second(s):
     """The Unix second the header's clock (`proctor top  10:41:35 UTC`) names: the frame was
     drawn in it. The date is today's, or yesterday's for a clock just before midnight."""
-    h, m, sec = (int(x) for x in re.search(r"proctor top\s+(\d\d):(\d\d):(\d\d) UTC", s).groups())
+    h, m, sec = (int(x) for x in re.search(r"proctor top\s+(\d\d):(\d\d):(\d\d)(?:\.\d{3})? UTC", s).groups())
     now = time.time()
     midnight = now - now % 86400
     t = midnight + h * 3600 + m * 60 + sec
     return t - 86400 if t > now + 60 else t
+
+
+def frame_ms(s):
+    """The header clock's time of day in milliseconds (`10:41:35 UTC` live, `10:41:35.250 UTC`
+    in the past), or None without a header."""
+    m = re.search(r"proctor top\s+(\d\d):(\d\d):(\d\d)(?:\.(\d{3}))? UTC", s)
+    if m is None:
+        return None
+    h, mi, sec = (int(x) for x in m.groups()[:3])
+    return ((h * 60 + mi) * 60 + sec) * 1000 + int(m.group(4) or 0)
+
+
+def went_back(before, now):
+    """Whether the clock `now` is earlier than `before` (times of day; a step over midnight
+    counts)."""
+    return before is not None and now is not None and 0 < (before - now) % 86_400_000 < 43_200_000
 
 
 def started_at(pid):
@@ -515,13 +531,19 @@ def main():
     start_top(["--dir", data, "--filter", "proctor-top-shortlived", "--config", conf])
     s = wait_for(lambda s: "PID" in s)
     check(short.pid not in [p for p, _ in rows(s)], "the newest recorded frame no longer has the short-lived process", s)
+    # Each `[` is one 250 ms frame back; how many lie between the process's end and the
+    # recorder's stop depends on how long the `--once` polls above took to see it gone (seconds
+    # on a loaded machine). A step is taken only once the previous one is on the screen (the
+    # paused clock, to the millisecond, went back): a key sent before top drew its last answer
+    # would step twice between two looks, and the process may be in only a frame or two.
     found = False
-    # Each `[` is one 250 ms frame back. How many frames lie between the process's end and the
-    # recorder's stop depends on how long the `--once` polls above took to see it gone: seconds
-    # on a loaded machine (a dev build beside a busy 1.5 GiB process once needed more than 12).
-    for _ in range(120):
+    shown = frame_ms(s) + 999  # the live clock is whole seconds
+    for _ in range(1000):
         keys("[")
-        s = wait_for(lambda s: "loading" not in s and "PAUSED" in s, timeout=3)
+        s = wait_for(lambda s: "loading" not in s and "PAUSED" in s and went_back(shown, frame_ms(s)), timeout=5)
+        if not ("PAUSED" in s and went_back(shown, frame_ms(s))):
+            break  # the oldest frame: nothing further back
+        shown = frame_ms(s)
         if short.pid in [p for p, _ in rows(s)]:
             found = True
             break

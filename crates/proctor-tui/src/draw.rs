@@ -134,8 +134,14 @@ pub fn draw(f: &mut ratatui::Frame, app: &mut App) {
 fn header_lines(frame: &Frame, app: &App, st: &Styles, width: usize) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let h = &frame.host;
-    // Title: where this comes from and when.
-    let when = clock_time(frame.time_unix_ms as f64 / 1e3);
+    // Title: where this comes from and when. In the past, to the millisecond: frames a sample
+    // apart under a second would otherwise read alike as `[` steps through them.
+    let when = match app.cursor {
+        Cursor::Live => clock_time(frame.time_unix_ms as f64 / 1e3),
+        Cursor::At { .. } => {
+            format!("{}.{:03}", clock_time(frame.time_unix_ms as f64 / 1e3), frame.time_unix_ms % 1000)
+        }
+    };
     let source = match (&app.mode, app.cursor) {
         (Mode::Live { .. }, Cursor::Live) => format!("live, every {}", proctor_vocab::format_duration(app.interval)),
         (Mode::Remote { url }, Cursor::Live) => format!("live from {}", printable(url)),
@@ -1271,9 +1277,11 @@ mod tests {
             f.origin = Origin::Live;
             app.message(Msg::Newest(Arc::new(f)));
         }
+        let text = screen(&mut app, 100, 30).join("\n");
+        assert!(text.contains("proctor top  00:00:03 UTC  live"), "{text}");
         app.key(ratatui::crossterm::event::KeyEvent::from(ratatui::crossterm::event::KeyCode::Char('[')));
         let text = screen(&mut app, 100, 30).join("\n");
-        assert!(text.contains("PAUSED in the past, 1.0 s before live"), "{text}");
+        assert!(text.contains("proctor top  00:00:02.000 UTC  PAUSED in the past, 1.0 s before live"), "{text}");
         app.key(ratatui::crossterm::event::KeyEvent::from(ratatui::crossterm::event::KeyCode::F(1)));
         let text = screen(&mut app, 100, 30).join("\n");
         assert!(text.contains("one sample back / forward") && text.contains("go to a time"), "{text}");
