@@ -71,6 +71,9 @@ pub struct ScanCost {
     pub bytes: u64,
     /// CPU time of the calling thread during the scan (the kernel's work in `read` included).
     pub cpu_ns: u64,
+    /// The part of `cpu_ns` before the records were summed: the program's runs (the kernel's
+    /// walk) or the file's reads; the rest is this reader's.
+    pub kernel_cpu_ns: u64,
 }
 
 /// How [`TaskIter`] reads the tasks.
@@ -222,15 +225,17 @@ impl TaskIter {
 
     fn read_and_sum(&mut self, out: &mut Vec<PidStat>) -> Result<ScanCost, Box<dyn std::error::Error + Send + Sync>> {
         let started = thread_cpu_ns();
-        let (tasks, reads, bytes) = match &mut self.reader {
+        let (tasks, reads, bytes, read) = match &mut self.reader {
             Reader::Scan(scanner) => {
                 let mut scanner = scanner.lock().map_err(|_| "another scan panicked")?;
                 let (slots, runs) = scanner.run(self.fds)?;
-                (self.summer.sum_slots(slots, out)?, runs, slots.len())
+                let read = thread_cpu_ns();
+                (self.summer.sum_slots(slots, out)?, runs, slots.len(), read)
             }
             Reader::File { bpf, buffer, filled } => {
                 let reads = read_file(bpf, buffer, filled)?;
-                (self.summer.sum(&buffer[..*filled], out)?, reads, *filled)
+                let read = thread_cpu_ns();
+                (self.summer.sum(&buffer[..*filled], out)?, reads, *filled, read)
             }
         };
         Ok(ScanCost {
@@ -239,6 +244,7 @@ impl TaskIter {
             reads,
             bytes: bytes as u64,
             cpu_ns: thread_cpu_ns().saturating_sub(started),
+            kernel_cpu_ns: read.saturating_sub(started),
         })
     }
 }

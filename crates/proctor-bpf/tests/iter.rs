@@ -158,6 +158,8 @@ fn agrees_with_proc(mut iter: TaskIter) {
     }
 
     assert!(cost.tasks >= cost.processes && cost.processes == out.len() as u64, "{cost:?}");
+    // The kernel's part of the scan's CPU is some of it, not all: the reader summed after it.
+    assert!(cost.kernel_cpu_ns > 0 && cost.kernel_cpu_ns < cost.cpu_ns, "{cost:?}");
     assert!(unplaced.len() >= out.len(), "by_pid leaves out only groups whose leader was not seen");
     // A record per process (longer for kernel threads, which carry their full names) and a short
     // one per other thread.
