@@ -16,19 +16,15 @@ import statistics
 import subprocess
 import sys
 
-
-def count_pids():
-    return sum(1 for e in os.listdir("/proc") if e.isdigit())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sleepers import count_pids, sleepers  # noqa: E402
 
 
 def main():
     bins = sys.argv[1].split(",")
     rounds = int(sys.argv[2])
     target = int(sys.argv[3]) if len(sys.argv) > 3 else 5000
-    sleepers = []
-    try:
-        while count_pids() < target:
-            sleepers.append(subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL))
+    with sleepers(target):
         scans = "100" if target > 2000 else "300"
         iters = {b: [] for b in bins}
         floors = {b: [] for b in bins}
@@ -48,11 +44,6 @@ def main():
             runs = ", ".join(f"{x:.3f}" for x in iters[b])
             print(f"{b}: iterator median {statistics.median(iters[b]):.3f} µs a process "
                   f"(floor {statistics.median(floors[b]):.3f}); runs: {runs}")
-    finally:
-        for s in sleepers:
-            s.kill()
-        for s in sleepers:
-            s.wait()
 
 
 if __name__ == "__main__":

@@ -7,12 +7,11 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sleepers import count_pids, sleepers  # noqa: E402
+
 PROCTOR = os.environ["PROCTOR_BIN"]
 REPEATS = int(os.environ.get("REPEATS", "5"))
-
-
-def count_pids():
-    return sum(1 for e in os.listdir("/proc") if e.isdigit())
 
 
 def load():
@@ -20,10 +19,7 @@ def load():
 
 
 def bench(target):
-    sleepers = []
-    try:
-        while count_pids() < target:
-            sleepers.append(subprocess.Popen(["sleep", "900"], stdin=subprocess.DEVNULL))
+    with sleepers(target, 900):
         cmd = [PROCTOR, "bench", "-n", "20", "--scans", "100" if target > 2000 else "300", "--format", "json"]
         print(f"\n== {count_pids()} processes (load {load()}): {' '.join(cmd)}, {REPEATS} runs")
         rows = {"proctor": [], "floor": [], "iterator": [], "ratio": [], "via": [], "file": [], "file_ratio": []}
@@ -64,11 +60,6 @@ def bench(target):
         else:
             print(f"task iterator          not measured: {why}")
         print(f"-- load after: {load()}")
-    finally:
-        for s in sleepers:
-            s.kill()
-        for s in sleepers:
-            s.wait()
 
 
 if __name__ == "__main__":
