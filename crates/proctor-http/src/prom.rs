@@ -596,6 +596,16 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
             Some(p.reads as f64),
         ));
         out.push(counter("proctor_agent_pss_cpu_seconds", "CPU spent reading PSS.", Some(p.cpu_ns as f64 / 1e9)));
+        out.push(counter(
+            "proctor_agent_pss_estimates_checked",
+            "Clones' PSS readings that stood in for a process's own, checked against its own when it was read.",
+            Some(p.estimates_checked as f64),
+        ));
+        out.push(counter(
+            "proctor_agent_pss_estimates_off",
+            "Of those, the ones more than 1 % off the process's own (their family gets no more stand-ins).",
+            Some(p.estimates_off as f64),
+        ));
     }
     if let Some(c) = a.cmdline.as_ref() {
         out.push(counter("proctor_agent_cmdline_reads", "cmdline reads by the worker.", Some(c.reads as f64)));

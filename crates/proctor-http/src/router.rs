@@ -291,7 +291,7 @@ async fn processes(State(st): State<AppState>, RawQuery(q): RawQuery) -> Result<
     let s = st.shared.latest();
     // The page shows these rows: their PSS is read first where they need a reading.
     for pid in pss_first {
-        if s.row(pid).is_some_and(|r| r.pss.is_none_or(|p| p.stale)) {
+        if s.row(pid).is_some_and(|r| r.pss.is_none_or(|p| p.stale || p.estimated_from.is_some())) {
             st.shared.ask_pss(pid);
         }
     }
@@ -341,8 +341,9 @@ async fn process(
     let row = s.row(pid).ok_or_else(|| ApiError::not_found(format!("no process {pid} in the latest sample")))?;
     let sharing = process::sharing(&s, pid);
     // Someone is looking at this process: its PSS (and its family's, for the sharing summary)
-    // is read first where it needs a reading, within the PSS worker's budgets.
-    if row.pss.is_none_or(|p| p.stale) {
+    // is read first where it needs a reading (a clone's standing in is not its own), within the
+    // PSS worker's budgets.
+    if row.pss.is_none_or(|p| p.stale || p.estimated_from.is_some()) {
         st.shared.ask_pss(pid);
     }
     if sharing.as_ref().is_some_and(|f| f.members_read < f.members) {

@@ -17,6 +17,28 @@ pub struct MemoryAge {
     /// Read before the process's family last changed ([`crate::PssReading::stale`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stale: bool,
+    /// Not this process's own reading: that of its clone, this pid (same parent, name,
+    /// resident size and faults; [`crate::ProcessSample::pss_estimate`]), until it is read itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_from: Option<u32>,
+}
+
+/// A process's PSS row: its own reading, unless that is missing or stale and a clone's stands
+/// in for it ([`ProcessSample::pss_estimate`]).
+fn memory_age(p: &ProcessSample, now_mono_ns: u64) -> Option<MemoryAge> {
+    let (reading, stale, from) = match (&p.pss, &p.pss_estimate) {
+        (_, Some(estimate)) if p.pss.is_none() || p.pss_stale => (&estimate.1, false, Some(estimate.0)),
+        (Some(own), _) => (own, p.pss_stale, None),
+        (None, _) => return None,
+    };
+    Some(MemoryAge {
+        pss_bytes: reading.rollup.pss_bytes,
+        uss_bytes: reading.rollup.uss_bytes(),
+        swap_pss_bytes: reading.rollup.swap_pss_bytes,
+        age_secs: now_mono_ns.saturating_sub(reading.read_mono_ns) as f64 / 1e9,
+        stale,
+        estimated_from: from,
+    })
 }
 
 /// Inputs to row derivation that are not in the sample.
@@ -256,13 +278,7 @@ fn row(
         open_fds: p.open_fds,
         read_bytes_per_sec: io_rate(|io| io.read_bytes),
         write_bytes_per_sec: io_rate(|io| io.write_bytes),
-        pss: p.pss.map(|r| MemoryAge {
-            pss_bytes: r.rollup.pss_bytes,
-            uss_bytes: r.rollup.uss_bytes(),
-            swap_pss_bytes: r.rollup.swap_pss_bytes,
-            age_secs: cur.mono_ns.saturating_sub(r.read_mono_ns) as f64 / 1e9,
-            stale: p.pss_stale,
-        }),
+        pss: memory_age(p, cur.mono_ns),
         stall: p.stall,
         cgroup: p.cgroup.clone(),
         gpu: None,

@@ -290,6 +290,12 @@ pub struct ProcessSample {
     /// a row each), so a stored sample reads `false`.
     #[serde(skip)]
     pub pss_stale: bool,
+    /// Where `pss` is missing or stale: the reading of a clone, with its pid, a process of the
+    /// same parent and name whose resident size and faults when read were this one's now
+    /// (`proctor_sampler::pss`), which stands for this one's until it is read itself. Boxed,
+    /// as few processes have one. Live only: the store never keeps an estimate.
+    #[serde(skip)]
+    pub pss_estimate: Option<Box<(u32, PssReading)>>,
     /// The process's cgroup as it names it (v2 path, or the v1 memory path).
     pub cgroup: Option<Arc<str>>,
     /// Its threads other than the main one (whose figures are the process's row), sorted by

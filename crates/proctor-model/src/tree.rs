@@ -36,6 +36,9 @@ pub struct TreeTotal {
     /// left or exec'd), so their share of shared pages may have moved since: a sum with stale
     /// members is not a sum of the tree as it is.
     pub pss_stale: u64,
+    /// How many of the known are a clone's reading standing in for the member's own
+    /// ([`crate::MemoryAge::estimated_from`]).
+    pub pss_estimated: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,7 +51,8 @@ pub struct Tree {
 
 impl TreeTotal {
     /// The tree's PSS as it is now: only when every member's is known and none was read before
-    /// its family changed.
+    /// its family changed. Members whose figure is a clone's count as known: `pss_estimated`
+    /// says how many.
     pub fn pss_complete(&self) -> Option<u64> {
         self.pss_bytes.filter(|_| self.pss_known == self.processes && self.pss_stale == 0)
     }
@@ -116,6 +120,7 @@ fn total_of<'a>(rows: impl Iterator<Item = &'a ProcessRow>) -> TreeTotal {
             }
             t.pss_known += 1;
             t.pss_stale += u64::from(m.stale);
+            t.pss_estimated += u64::from(m.estimated_from.is_some());
             t.pss_oldest_age_secs = Some(t.pss_oldest_age_secs.unwrap_or(0.0).max(m.age_secs));
         }
     }
@@ -127,6 +132,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::ProcessSample;
 
     fn row(pid: u32, ppid: u32, rss: u64) -> ProcessRow {
         ProcessRow {
@@ -200,6 +206,7 @@ mod tests {
                 swap_pss_bytes: None,
                 age_secs: 3.0,
                 stale,
+                estimated_from: None,
             }),
             ..row(pid, ppid, 10)
         };
@@ -210,5 +217,40 @@ mod tests {
         assert_eq!((stale.pss_complete(), stale.pss_stale, stale.pss_bytes), (None, 1, Some(200)));
         let partial = total(&[read(1, 0, false), row(2, 1, 10)]);
         assert_eq!((partial.pss_complete(), partial.pss_known), (None, 1));
+        // A clone's reading standing in for a member's own completes the sum, and says so.
+        let mut cloned = read(3, 1, false);
+        cloned.pss.as_mut().expect("read").estimated_from = Some(2);
+        let estimated = total(&[read(1, 0, false), read(2, 1, false), cloned]);
+        assert_eq!((estimated.pss_complete(), estimated.pss_estimated), (Some(300), 1));
+    }
+
+    /// A row's PSS is the process's own reading unless a clone's stands in for a missing or
+    /// stale one, and then it says whose.
+    #[test]
+    fn a_clones_reading_stands_in_only_for_a_missing_or_stale_one() {
+        use crate::{PssReading, Sample};
+        use proctor_procfs::process::SmapsRollup;
+        let reading = |pss: u64, at: u64| PssReading {
+            rollup: SmapsRollup { pss_bytes: Some(pss), ..SmapsRollup::default() },
+            read_mono_ns: at,
+            cost_cpu_ns: 0,
+        };
+        let sample = |p: ProcessSample| Sample { mono_ns: 10_000_000_000, processes: vec![p], ..Sample::default() };
+        let age = |p: ProcessSample| {
+            let s = sample(p);
+            crate::process_rows(&s, None, crate::RowContext::default()).remove(0).pss
+        };
+        let own = ProcessSample { pid: 3, pss: Some(reading(7, 9_000_000_000)), ..ProcessSample::default() };
+        let estimate = Some(Box::new((2, reading(9, 8_000_000_000))));
+        let mine = age(ProcessSample { pss_estimate: estimate.clone(), ..own.clone() }).expect("own");
+        assert_eq!((mine.pss_bytes, mine.estimated_from, mine.stale), (Some(7), None, false));
+        let stale = ProcessSample { pss_stale: true, pss_estimate: estimate.clone(), ..own.clone() };
+        let theirs = age(stale).expect("clone's");
+        assert_eq!(
+            (theirs.pss_bytes, theirs.estimated_from, theirs.stale, theirs.age_secs),
+            (Some(9), Some(2), false, 2.0)
+        );
+        let none = ProcessSample { pss: None, pss_estimate: estimate, ..own };
+        assert_eq!(age(none).and_then(|m| m.estimated_from), Some(2));
     }
 }

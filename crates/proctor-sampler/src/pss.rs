@@ -30,7 +30,16 @@
 //! its counters or its age. What no family watch sees: file pages (a program's own binary and
 //! libraries) are shared with every other process mapping them, so an unrelated python starting
 //! moves every python's file PSS (by megabytes here) unmarked until the reading ages out; the
-//! anonymous part is the family's.
+//! anonymous part is the family's. A member younger than [`SETTLE`] is not read while its family
+//! has a young process: that one joining would make its reading stale at once.
+//!
+//! A family's members are often clones: a server's idle workers, forked from one parent and
+//! doing nothing since, have the same resident size and faults and the same PSS to the page.
+//! So a member with no reading (or a stale one) whose counters are those a member of its family
+//! had when read shows that reading meanwhile, marked ([`State::estimate`]), and is read after
+//! the others: a tree of clones has a figure for every member after a read or two, not after a
+//! read of each (96 workers sharing 2 GiB: ~4 s of CPU, over three minutes at 2 %). Each stand-in
+//! is checked when its member is read itself, and a family whose stand-in was off gets none.
 //!
 //! The budget is an average: unspent budget is saved, up to [`BURST_SAVED`] of it, and spent
 //! at up to [`BURST_RATE`] times the budget. A worker that starts on a big tree (or sees one
@@ -103,6 +112,8 @@ pub struct PssStats {
     pub skipped_unchanged: u64,
     /// Passes over a process younger than [`YOUNG`] when listed (read from the next list on).
     pub skipped_young: u64,
+    /// Passes over a member younger than [`SETTLE`] while its family had a young process.
+    pub skipped_settling: u64,
     pub errors: u64,
     /// The thread's CPU charged to the budget so far: all of it, up to the last read.
     pub cpu_ns: u64,
@@ -134,6 +145,13 @@ pub struct PssStats {
     pub pagemap: bool,
     pub pagemap_reads: u64,
     pub pagemap_lock: crate::worker::LockTotals,
+    /// Clones' readings standing in for a process's own ([`State::estimate`]): how many were
+    /// checked against the process's own reading when it came, how many of those were more than
+    /// [`CLONE_TOLERANCE`] off (their family gets no more), and the largest error seen, as a
+    /// share of the own reading's PSS.
+    pub estimates_checked: u64,
+    pub estimates_off: u64,
+    pub estimate_worst_error: f64,
 }
 
 /// Targets with at least this much resident are read through `pagemap` where this process
@@ -224,6 +242,10 @@ struct FirstPass {
     until_ns: u64,
     /// Passes worked out so far (a test counts them).
     passes: u64,
+    /// Pids passed over because a clone's reading stands in for theirs ([`State::estimate`]),
+    /// in the order they came: read once the queue is empty, when `late` is set.
+    later: Vec<u32>,
+    late: bool,
 }
 
 /// Pids, hashed as the sampler's table hashes them ([`PidMap`]): every pick looks each candidate
@@ -248,6 +270,9 @@ struct State {
     first_seen: PidSet,
     /// Pids that had lived less than [`YOUNG`] when last listed: not read before the next list.
     young: PidSet,
+    /// Members younger than [`SETTLE`] with a young process in their family: not read before a
+    /// list where the family has none ([`State::set_settling`]).
+    settling: PidSet,
     /// The parents of those: what moves their faults alone is mostly their young children's
     /// copy-on-write ([`Entry::unchanged`]).
     forking: PidSet,
@@ -262,6 +287,12 @@ struct State {
     waited_families: std::collections::HashSet<(u32, u64)>,
     /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
     pagemap_ns_per_byte: Option<f64>,
+    /// The last process read with each family and counters ([`CloneKey`]): whose reading
+    /// stands in for a clone's own until that is read ([`State::estimate`]).
+    clones: HashMap<CloneKey, u32>,
+    /// Families one of whose clones' readings was more than [`CLONE_TOLERANCE`] off the
+    /// member's own: no estimates for them.
+    unlike: std::collections::HashSet<(u32, u64)>,
     /// Pids someone is looking at ([`PssWorker::ask`]), oldest first: each is read before
     /// anything else where it needs a reading, within its target budget.
     asked: std::collections::VecDeque<u32>,
@@ -307,6 +338,26 @@ struct Failed {
 
 type Shared = crate::worker::Shared<State>;
 
+/// What the worker knows of one process ([`PssWorker::with_readings`]): its own latest
+/// reading, whether that is stale, the ledger of its reads, and a clone's reading with the
+/// clone's pid where that stands in for a missing or stale own one ([`State::estimate`]).
+pub type Lookup = (Option<PssReading>, bool, Option<Stall>, Option<(u32, PssReading)>);
+
+/// A process's family and the counters that say whether two of its members are clones
+/// ([`State::estimate`]): parent, name hash, resident bytes, faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct CloneKey(u32, u64, u64, u64);
+
+impl CloneKey {
+    fn of(c: &Candidate) -> Self {
+        CloneKey(c.ppid, c.name, c.resident_bytes, c.faults)
+    }
+}
+
+/// How far a clone's PSS may be from a member's own, as a share of the own, before its family
+/// gets no more estimates ([`State::note_clone`]): the 1 % a tree's sum must be true to.
+pub const CLONE_TOLERANCE: f64 = 0.01;
+
 /// A hash of a process's name (its `comm`), for its family key: the same on every call.
 pub fn family_name(comm: &str) -> u64 {
     // FNV-1a: short names, no adversary to fear (a collision only costs a read).
@@ -319,13 +370,22 @@ pub fn family_name(comm: &str) -> u64 {
 /// at. The processes already running when the agent starts are read at once.
 pub const YOUNG: Duration = Duration::from_secs(1);
 
-/// The candidates that had lived less than [`YOUNG`] at `boot_ns` (the boot-time clock, which
-/// stamps a process's start in `stat`'s clock ticks, `ticks` a second).
-fn young(candidates: &[Candidate], boot_ns: u64, ticks: u64) -> PidSet {
+/// The candidates that had lived less than `age` ([`YOUNG`], [`SETTLE`]) at `boot_ns` (the
+/// boot-time clock, which stamps a process's start in `stat`'s clock ticks, `ticks` a second).
+fn young(candidates: &[Candidate], boot_ns: u64, ticks: u64, age: Duration) -> PidSet {
     let now_ticks = boot_ns / (1_000_000_000 / ticks.max(1));
-    let born_after = now_ticks.saturating_sub(YOUNG.as_secs() * ticks);
+    let born_after = now_ticks.saturating_sub(age.as_millis() as u64 * ticks / 1000);
     candidates.iter().filter(|c| c.start_ticks > born_after).map(|c| c.pid).collect()
 }
+
+/// A member younger than this whose family has a [`YOUNG`] process in it is read from a list
+/// where it has none, or once it is this old: a server forks its workers over seconds (96
+/// sharing 2 GiB: ~3.5 s here, each fork copying 4 MiB of page tables), and a worker read before
+/// its last sibling outlived [`YOUNG`] is stale at once (the sibling joining moves its share),
+/// to be read again only when its target budget frees (a 2 GiB worker's 60 ms hold: a minute).
+/// The tree had no complete PSS for that minute. The bound keeps a family that forks without
+/// end (a shell's subshells) from holding its long-lived members' readings back for longer.
+pub const SETTLE: Duration = Duration::from_secs(10);
 
 /// Unspent budget the worker saves, in seconds of its budget (30: at 2 % of a core, 0.6 s of
 /// CPU), and how many times its budget it may spend the savings at.
@@ -344,14 +404,60 @@ impl State {
     }
 
     /// A process's latest reading if it is still the same process, whether that reading is
-    /// stale, and the ledger of this worker's reads of it, `refused` when its last read was.
-    fn lookup(&self, pid: u32, start_ticks: u64) -> (Option<PssReading>, bool, Option<Stall>) {
-        match self.results.get(&pid) {
-            Some(e) if e.seen.start_ticks == start_ticks => {
-                (e.reading, e.stale(&self.changed), Some(Stall { refused: e.refused(), ..e.stall }))
-            }
-            _ => (None, false, None),
+    /// stale, the ledger of this worker's reads of it (`refused` when its last read was), and,
+    /// where it has no reading or a stale one, a clone's that stands in for it
+    /// ([`State::estimate`]).
+    fn lookup(&self, pid: u32, start_ticks: u64) -> Lookup {
+        let own = self.results.get(&pid).filter(|e| e.seen.start_ticks == start_ticks);
+        let (reading, stale, stall) = match own {
+            Some(e) => (e.reading, e.stale(&self.changed), Some(Stall { refused: e.refused(), ..e.stall })),
+            None => (None, false, None),
+        };
+        let estimate = if (reading.is_none() || stale) && !own.is_some_and(Entry::refused) {
+            self.candidate(pid, start_ticks).and_then(|c| self.estimate(&c))
+        } else {
+            None
+        };
+        (reading, stale, stall, estimate)
+    }
+
+    /// The listed candidate `pid`, if it is still the process started at `start_ticks`.
+    fn candidate(&self, pid: u32, start_ticks: u64) -> Option<Candidate> {
+        let i = self.candidates.binary_search_by_key(&pid, |c| c.pid).ok()?;
+        Some(self.candidates[i]).filter(|c| c.start_ticks == start_ticks)
+    }
+
+    /// The reading of `c`'s clone, with its pid: another process of its family (parent and
+    /// name) whose resident size and faults, when it was read, were `c`'s now, and whose
+    /// reading is not stale. Such clones are what a server's idle workers are, forked from one
+    /// parent and sharing its pages copy-on-write: their PSS is the same to the page, so one
+    /// read stands for the others until each is read itself, checked then
+    /// ([`PssStats::estimates_checked`]). A young process is no member yet, and a family one of
+    /// whose estimates was off ([`CLONE_TOLERANCE`]) gets none.
+    fn estimate(&self, c: &Candidate) -> Option<(u32, PssReading)> {
+        if self.clones.is_empty() || self.young.contains(&c.pid) || self.unlike.contains(&(c.ppid, c.name)) {
+            return None;
         }
+        let &from = self.clones.get(&CloneKey::of(c))?;
+        let e = self.results.get(&from).filter(|e| from != c.pid && CloneKey::of(&e.seen) == CloneKey::of(c))?;
+        let reading = e.reading.filter(|_| !e.stale(&self.changed))?;
+        Some((from, reading))
+    }
+
+    /// After `c` was read: checks the clone's reading that stood in for it, if one did, and
+    /// makes this reading the one that stands in for its clones.
+    fn note_clone(&mut self, c: &Candidate, reading: &PssReading) {
+        if let Some((_, estimate)) = self.estimate(c) {
+            let own = reading.rollup.pss_bytes.unwrap_or(0) as f64;
+            let error = (estimate.rollup.pss_bytes.unwrap_or(0) as f64 - own).abs() / own.max(1.0);
+            self.stats.estimates_checked += 1;
+            self.stats.estimate_worst_error = self.stats.estimate_worst_error.max(error);
+            if error > CLONE_TOLERANCE {
+                self.stats.estimates_off += 1;
+                self.unlike.insert((c.ppid, c.name));
+            }
+        }
+        self.clones.insert(CloneKey::of(c), c.pid);
     }
 
     /// After a read of `c` that its threads waited `waited_ns` on (traced): where it waited at
@@ -363,6 +469,28 @@ impl State {
                 e.waited = true;
             }
             self.waited_families.insert((c.ppid, c.name));
+        }
+    }
+
+    /// After [`State::set_candidates`]: of the list's processes younger than [`SETTLE`]
+    /// (`recent`), the members whose family (parent and name) has a young process in it.
+    fn set_settling(&mut self, recent: PidSet) {
+        let had = !self.settling.is_empty();
+        self.settling.clear();
+        if !self.young.is_empty() && !recent.is_empty() {
+            let family = |pid: &u32| {
+                let i = self.candidates.binary_search_by_key(pid, |c| c.pid).ok()?;
+                Some((self.candidates[i].ppid, self.candidates[i].name))
+            };
+            let joining: std::collections::HashSet<(u32, u64)> = self.young.iter().filter_map(family).collect();
+            let settling = recent
+                .iter()
+                .filter(|pid| !self.young.contains(pid) && family(pid).is_some_and(|f| joining.contains(&f)));
+            self.settling = settling.copied().collect();
+        }
+        // The first pass left them out, or would now: worked out again.
+        if had || !self.settling.is_empty() {
+            self.first.changes = None;
         }
     }
 
@@ -408,9 +536,14 @@ impl State {
                 .is_ok_and(|i| candidates[i].start_ticks == e.seen.start_ticks)
         });
         // Forget families none of whose members is listed, once they outnumber the candidates.
-        if self.waited_families.len() > candidates.len() + 64 {
+        if self.waited_families.len() + self.unlike.len() > candidates.len() + 64 {
             let live: std::collections::HashSet<(u32, u64)> = candidates.iter().map(|c| (c.ppid, c.name)).collect();
             self.waited_families.retain(|k| live.contains(k));
+            self.unlike.retain(|k| live.contains(k));
+        }
+        if self.clones.len() > self.results.len() + 64 {
+            let results = &self.results;
+            self.clones.retain(|_, pid| results.contains_key(pid));
         }
         self.candidates = candidates;
     }
@@ -564,24 +697,24 @@ impl PssWorker {
     /// drops readings of processes no longer listed and marks the families that changed.
     pub fn set_candidates(&self, candidates: Vec<Candidate>) {
         let now_ns = self.epoch.elapsed().as_nanos() as u64;
-        let young = if self.live {
-            young(&candidates, crate::net::boot_ns(), proctor_procfs::system::clock_ticks_per_sec())
+        let (young, recent) = if self.live {
+            let (boot_ns, ticks) = (crate::net::boot_ns(), proctor_procfs::system::clock_ticks_per_sec());
+            (young(&candidates, boot_ns, ticks, YOUNG), young(&candidates, boot_ns, ticks, SETTLE))
         } else {
-            PidSet::default()
+            (PidSet::default(), PidSet::default())
         };
         let mut state = self.shared.lock();
         state.set_candidates(candidates, young, now_ns);
+        state.set_settling(recent);
         drop(state);
         self.shared.wake.notify_one();
     }
 
     /// The latest reading for a process, if it is still the same process, whether it is
-    /// stale (its family changed since), and the stall ledger of this reader's reads of it
-    /// (`refused` when its last read was).
-    pub fn with_readings<R>(
-        &self,
-        f: impl FnOnce(&dyn Fn(u32, u64) -> (Option<PssReading>, bool, Option<Stall>)) -> R,
-    ) -> R {
+    /// stale (its family changed since), the stall ledger of this reader's reads of it
+    /// (`refused` when its last read was), and a clone's reading that stands in for a missing
+    /// or stale one ([`Lookup`]).
+    pub fn with_readings<R>(&self, f: impl FnOnce(&dyn Fn(u32, u64) -> Lookup) -> R) -> R {
         let state = self.shared.lock();
         f(&|pid, start_ticks| state.lookup(pid, start_ticks))
     }
@@ -772,6 +905,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 Ok(reading) => {
                     state.stats.reads += 1;
                     state.stats.max_read_cpu_ns = state.stats.max_read_cpu_ns.max(reading.cost_cpu_ns);
+                    state.note_clone(&candidate, &reading);
                     Some(reading)
                 }
                 Err(_) => {
@@ -951,7 +1085,7 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
     // ones have readings.
     // `Some(until)`: it does, or will once its target budget frees at `until`.
     let needs_reading = |state: &State, c: &Candidate| -> Option<u64> {
-        if unsettled(state, c) || state.young.contains(&c.pid) {
+        if unsettled(state, c) || state.young.contains(&c.pid) || state.settling.contains(&c.pid) {
             return None;
         }
         match state.results.get(&c.pid) {
@@ -979,24 +1113,40 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
             changes: Some(state.changed.changes),
             until_ns,
             passes: state.first.passes + 1,
+            later: Vec::new(),
+            late: false,
         };
     }
-    while let Some(pid) = state.first.queue.pop() {
-        let Ok(i) = state.candidates.binary_search_by_key(&pid, |c| c.pid) else { continue };
-        let c = state.candidates[i];
-        match needs_reading(state, &c) {
-            Some(at) if now_ns >= at => {
-                state.cursor = i + 1;
-                return Some(c);
+    loop {
+        while let Some(pid) = state.first.queue.pop() {
+            let Ok(i) = state.candidates.binary_search_by_key(&pid, |c| c.pid) else { continue };
+            let c = state.candidates[i];
+            match needs_reading(state, &c) {
+                // A clone's reading stands in for it: the others first, so that every member
+                // of a tree of clones has a figure after a read or two ([`State::estimate`]).
+                Some(at) if now_ns >= at && !state.first.late && state.estimate(&c).is_some() => {
+                    state.first.later.push(pid);
+                }
+                Some(at) if now_ns >= at => {
+                    state.cursor = i + 1;
+                    return Some(c);
+                }
+                // Its target budget was spent since the pass was worked out: the pass is worked
+                // out again when it frees.
+                Some(at) => state.first.until_ns = state.first.until_ns.min(at),
+                None => {}
             }
-            // Its target budget was spent since the pass was worked out: the pass is worked
-            // out again when it frees.
-            Some(at) => state.first.until_ns = state.first.until_ns.min(at),
-            None => {}
         }
+        if state.first.late || state.first.later.is_empty() {
+            break;
+        }
+        // Then those, in the order they were passed over, each checked again.
+        state.first.late = true;
+        state.first.queue = std::mem::take(&mut state.first.later);
+        state.first.queue.reverse();
     }
-    // Nothing due now: when the first will be, for the worker's wait. Unsettled and young
-    // candidates wait for the next list, a capped one for good.
+    // Nothing due now: when the first will be, for the worker's wait. Unsettled, young and
+    // settling candidates wait for the next list, a capped one for good.
     let mut due = u64::MAX;
     for _ in 0..n {
         let i = state.cursor % n;
@@ -1007,6 +1157,10 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
         }
         if state.young.contains(&c.pid) {
             state.stats.skipped_young += 1;
+            continue;
+        }
+        if state.settling.contains(&c.pid) {
+            state.stats.skipped_settling += 1;
             continue;
         }
         // Read (or failed) less than the maximum age ago, and when it ages; a refusal stays
@@ -1165,7 +1319,7 @@ mod tests {
         // 100 ticks a second; the boot clock at 50 s: 5,000 ticks.
         let (old, fresh) =
             (Candidate { start_ticks: 4_899, ..cand(1, 10) }, Candidate { start_ticks: 4_950, ..cand(2, 10) });
-        assert_eq!(young(&[old, fresh], 50_000_000_000, 100), [2].into_iter().collect());
+        assert_eq!(young(&[old, fresh], 50_000_000_000, 100, YOUNG), [2].into_iter().collect());
         let mut state = State { candidates: vec![old, fresh], young: [2].into_iter().collect(), ..State::default() };
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), Some(1));
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 0, cost_cpu_ns: 0 };
@@ -1173,7 +1327,7 @@ mod tests {
         state.results.insert(1, entry);
         assert_eq!(pick_next(&mut state, 0, u64::MAX).map(|c| c.pid), None, "the young one waits");
         assert!(state.stats.skipped_young > 0);
-        state.set_candidates(vec![old, fresh], young(&[old, fresh], 51_000_000_000, 100), 1);
+        state.set_candidates(vec![old, fresh], young(&[old, fresh], 51_000_000_000, 100, YOUNG), 1);
         assert_eq!(pick_next(&mut state, 1, u64::MAX).map(|c| c.pid), Some(2), "read from the next list");
     }
 
@@ -1433,10 +1587,10 @@ mod tests {
         state
             .results
             .insert(3, Entry { failed: Some(Failed { refused: false, ..refused }), ..entry(cand(3, 20), None) });
-        let (reading, _, stall) = state.lookup(2, 1);
+        let (reading, _, stall, _) = state.lookup(2, 1);
         assert!(reading.is_none() && stall.is_some_and(|s| s.refused), "{stall:?}");
         assert!(state.lookup(3, 1).2.is_some_and(|s| !s.refused), "failed, not refused");
-        assert_eq!(state.lookup(2, 7), (None, false, None), "another process with pid 2");
+        assert_eq!(state.lookup(2, 7), (None, false, None, None), "another process with pid 2");
         let reading = PssReading { rollup: Default::default(), read_mono_ns: 20, cost_cpu_ns: 0 };
         state.results.insert(2, entry(cand(2, 20), Some(reading)));
         assert!(state.lookup(2, 1).2.is_some_and(|s| !s.refused), "read since");
@@ -1617,5 +1771,100 @@ mod tests {
             state.results.insert(c.pid, entry);
         }
         assert_eq!(order, [4, 2, 5, 3, 1]);
+    }
+
+    /// A server (10) forking workers of its name: while one (13) is young, a worker younger than
+    /// [`SETTLE`] (11) waits, as its reading would be stale once 13 joins; one older (12) and
+    /// an unrelated process (20) are read. In the next list, with 13 a member, 11 and 13 are.
+    #[test]
+    fn a_young_workers_siblings_wait_for_it_to_join() {
+        let set = |pids: &[u32]| pids.iter().copied().collect::<PidSet>();
+        let list = vec![
+            member(11, 10, "gunicorn"),
+            member(12, 10, "gunicorn"),
+            member(13, 10, "gunicorn"),
+            member(20, 1, "sshd"),
+        ];
+        let mut state = State::default();
+        state.set_candidates(list.clone(), set(&[13]), 0);
+        state.set_settling(set(&[11, 13, 20]));
+        let mut order = Vec::new();
+        while let Some(c) = pick_next(&mut state, 1, u64::MAX) {
+            order.push(c.pid);
+            state.results.insert(c.pid, entry(c, Some(read_at(1))));
+        }
+        assert_eq!(order, [12, 20]);
+        assert!(state.stats.skipped_settling > 0 && state.stats.skipped_young > 0);
+        state.set_candidates(list, set(&[]), 2);
+        state.set_settling(set(&[11, 13]));
+        let mut order = Vec::new();
+        while let Some(c) = pick_next(&mut state, 3, u64::MAX) {
+            order.push(c.pid);
+            state.results.insert(c.pid, entry(c, Some(read_at(3))));
+        }
+        // 12's reading went stale when 13 joined: read again, with the two new.
+        order.sort_unstable();
+        assert_eq!(order, [11, 12, 13]);
+    }
+
+    /// A server (10) with five workers forked from it: four clones (same resident size and
+    /// faults: 11–14) and one that did more (15); and an unrelated process of their name and
+    /// counters under another parent (20). Once one clone is read, its reading stands in for
+    /// the other three, who are read last, each checked then; never for 15 or 20. A reading
+    /// more than [`CLONE_TOLERANCE`] off its stand-in's ends the family's estimates.
+    #[test]
+    fn a_clones_reading_stands_in_for_the_others_until_each_is_read() {
+        let worker = |pid, faults| Candidate { resident_bytes: 1 << 30, faults, ..member(pid, 10, "gunicorn") };
+        let server = Candidate { resident_bytes: 1 << 20, ..member(10, 1, "gunicorn") };
+        let stranger = Candidate { ppid: 1, ..worker(20, 700) };
+        let list =
+            vec![server, worker(11, 700), worker(12, 700), worker(13, 700), worker(14, 700), worker(15, 900), stranger];
+        // Traced, so big processes are read from their first list.
+        let mut state = State { traced: true, ..State::default() };
+        state.set_candidates(list, Default::default(), 0);
+        let pss = |bytes: u64, at: u64| PssReading {
+            rollup: proctor_procfs::process::SmapsRollup { pss_bytes: Some(bytes), ..Default::default() },
+            read_mono_ns: at,
+            cost_cpu_ns: 0,
+        };
+        let read = |state: &mut State, c: Candidate, bytes: u64| {
+            let reading = pss(bytes, 10);
+            state.note_clone(&c, &reading);
+            state.results.insert(c.pid, entry(c, Some(reading)));
+        };
+        let mut order = Vec::new();
+        while let Some(c) = pick_next(&mut state, 20, u64::MAX) {
+            order.push(c.pid);
+            if order.len() == 3 {
+                // 11 stands in for 13 while it is not read: its lookup says so.
+                let (own, stale, _, estimate) = state.lookup(13, 1);
+                assert_eq!(
+                    (own, stale, estimate.map(|(from, r)| (from, r.rollup.pss_bytes))),
+                    (None, false, Some((11, Some(100))))
+                );
+                assert!(state.lookup(15, 1).3.is_none() && state.lookup(20, 1).3.is_none(), "not clones");
+            }
+            read(&mut state, c, if c.pid == 14 { 103 } else { 100 });
+        }
+        // The server first (smallest), one clone, the two that are not its clones, then the
+        // clones it stood in for, in the order they were passed over.
+        assert_eq!(order[..2], [10, 11]);
+        assert_eq!(order[2..4].iter().copied().collect::<std::collections::BTreeSet<_>>(), [15, 20].into());
+        assert_eq!(order[4..], [12, 13, 14]);
+        assert_eq!((state.stats.estimates_checked, state.stats.estimates_off), (3, 1));
+        assert!((state.stats.estimate_worst_error - 3.0 / 103.0).abs() < 1e-9);
+        assert!(state.unlike.contains(&(10, family_name("gunicorn"))));
+        // Read since, nobody needs a stand-in; a family whose stand-in was off gets none.
+        state.results.remove(&13);
+        assert!(state.lookup(13, 1).3.is_none(), "the family is unlike");
+        // A stale own reading takes a fresh clone's stand-in; a stale clone stands in for none.
+        state.unlike.clear();
+        state.results.get_mut(&12).expect("read").reading = Some(pss(100, 0));
+        state.changed.insert((10, family_name("gunicorn")), 5);
+        assert!(state.lookup(12, 1).1, "read before its family changed");
+        let (_, _, _, estimate) = state.lookup(12, 1);
+        assert_eq!(estimate.map(|(from, _)| from), Some(14), "14 was read last, after the change");
+        state.results.get_mut(&14).expect("read").reading = Some(pss(103, 0));
+        assert!(state.lookup(12, 1).3.is_none() && state.lookup(13, 1).3.is_none(), "the clone's is stale too");
     }
 }

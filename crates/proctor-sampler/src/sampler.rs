@@ -559,8 +559,9 @@ impl Sampler {
             pss.set_candidates(candidates);
             pss.with_readings(|lookup| {
                 for p in processes.iter_mut() {
-                    let stall;
-                    (p.pss, p.pss_stale, stall) = lookup(p.pid, p.start_ticks);
+                    let (stall, estimate);
+                    (p.pss, p.pss_stale, stall, estimate) = lookup(p.pid, p.start_ticks);
+                    p.pss_estimate = estimate.map(Box::new);
                     p.stall = Stall::merge(p.stall, stall);
                 }
             });

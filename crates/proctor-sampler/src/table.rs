@@ -546,6 +546,7 @@ impl ProcessTable {
             cmdline: None,
             pss: None,
             pss_stale: false,
+            pss_estimate: None,
             cgroup: entry.cgroup.clone(),
             tasks,
             stall: None,

@@ -212,6 +212,7 @@ pub fn decode_record_lean(version: u8, bytes: &[u8]) -> Result<Sample, CodecErro
                 cmdline: p.cmdline,
                 pss: None,
                 pss_stale: false,
+                pss_estimate: None,
                 cgroup: None,
                 tasks: Vec::new(),
                 stall: None,

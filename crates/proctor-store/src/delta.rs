@@ -653,6 +653,7 @@ fn row_patch(key: u32, old: &ProcessSample, new: &ProcessSample) -> Option<RowPa
         net,
         // Live only: not stored (see its doc).
         pss_stale: _,
+        pss_estimate: _,
     } = new;
     // The cheap, usual case first: an idle process is unchanged.
     if old.utime_ticks == *utime_ticks

@@ -187,7 +187,8 @@ impl App {
         std::iter::once(shown).chain(older).flat_map(|f| f.exited.iter().rev()).take(ENDED_SHOWN).collect()
     }
 
-    /// The processes on screen at the last draw whose PSS is not read yet, top row first, at
+    /// The processes on screen at the last draw whose PSS is not read yet (none, or a clone's
+    /// standing in), top row first, at
     /// most `max`; none unless a shown column (or the sort) needs PSS. `top` asks the PSS worker
     /// for these first: turning the PSS column on fills the rows a person sees before the
     /// round-robin reaches them, however many processes the host has.
@@ -199,7 +200,7 @@ impl App {
         lines
             .filter(|l| l.thread.is_none())
             .filter_map(|l| frame.processes.get(l.index))
-            .filter(|p| p.pss_bytes.is_none())
+            .filter(|p| p.pss_bytes.is_none() || p.pss_estimated_from.is_some())
             .map(|p| p.pid)
             .take(max)
             .collect()

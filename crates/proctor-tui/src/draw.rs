@@ -650,9 +650,15 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
     };
     let chain: Vec<String> = frame.parents(p.pid).iter().map(|q| format!("{} {}", q.pid, printable(&q.name))).collect();
     let pss = match (p.pss_bytes, p.pss_age_secs) {
-        (Some(pss), Some(age)) => {
-            format!("PSS {} USS {} (read {} ago)", bytes(pss), opt_bytes(p.uss_bytes), seconds(age))
-        }
+        (Some(pss), Some(age)) => match p.pss_estimated_from {
+            Some(from) => format!(
+                "PSS {} USS {} (its clone {from}'s, read {} ago: not read itself yet)",
+                bytes(pss),
+                opt_bytes(p.uss_bytes),
+                seconds(age)
+            ),
+            None => format!("PSS {} USS {} (read {} ago)", bytes(pss), opt_bytes(p.uss_bytes), seconds(age)),
+        },
         // Why not, on its own line below.
         _ if p.pss_note.is_some() => "PSS -".into(),
         _ => "PSS not read yet (read in the background while a PSS column is shown, or with --pss-budget)".into(),
@@ -946,6 +952,23 @@ mod tests {
         app.view.selected = Some(1);
         let text = screen(&mut app, 240, 30).join("\n");
         assert!(text.contains("PSS not read yet (read in the background") && !text.contains("refused"), "{text}");
+    }
+
+    /// A process whose PSS is its clone's reading standing in for its own says whose.
+    #[test]
+    fn the_detail_pane_says_when_pss_is_a_clones() {
+        let mut worker = proc_out(51, 1, "gunicorn", 1.0, 30);
+        (worker.pss_bytes, worker.uss_bytes, worker.pss_age_secs) = (Some(3 << 20), Some(1 << 20), Some(2.0));
+        let mut app = detail_of(worker.clone());
+        let own = screen(&mut app, 240, 30).join("\n");
+        assert!(own.contains("PSS 3.0 MiB USS 1.0 MiB (read 2.0 s ago)") && !own.contains("clone"), "{own}");
+        worker.pss_estimated_from = Some(50);
+        let mut app = detail_of(worker);
+        let text = screen(&mut app, 240, 30).join("\n");
+        assert!(
+            text.contains("PSS 3.0 MiB USS 1.0 MiB (its clone 50's, read 2.0 s ago: not read itself yet)"),
+            "{text}"
+        );
     }
 
     /// With --net the header says what the network programs counted and the part no process
@@ -1320,8 +1343,9 @@ mod tests {
         let processes = (1..=60u32)
             .map(|pid| {
                 let mut p = proc_out(pid, 0, "p", 0.0, 1);
-                // Every third process is read already.
+                // Every third process is read already, and pid 3's figure is its clone's.
                 p.pss_bytes = (pid % 3 == 0).then_some(1 << 20);
+                p.pss_estimated_from = (pid == 3).then_some(6);
                 p
             })
             .collect();
@@ -1341,8 +1365,11 @@ mod tests {
             .collect();
         assert!(unread.len() > 10 && unread.len() < 40, "{unread:?}\n{}", text.join("\n"));
         assert!(unread.iter().all(|pid| pid % 3 != 0));
-        assert_eq!(app.unread_pss_on_screen(64), unread);
-        assert_eq!(app.unread_pss_on_screen(4), unread[..4]);
+        // Pid 3 shows a figure, its clone's: asked for too, in its place.
+        let with_clones: Vec<u32> = [1, 2, 3].into_iter().chain(unread[2..].iter().copied()).collect();
+        assert_eq!(unread[..2], [1, 2]);
+        assert_eq!(app.unread_pss_on_screen(64), with_clones);
+        assert_eq!(app.unread_pss_on_screen(4), with_clones[..4]);
         // A process further down selected, the table scrolled to it: the rows now on screen.
         app.view.selected = Some(50);
         let text = screen(&mut app, 160, 24).join("\n");

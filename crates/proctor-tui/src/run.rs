@@ -478,8 +478,10 @@ pub fn run(mut config: TopConfig, register_stop: impl FnOnce(Box<dyn FnOnce() + 
                 }
                 // The Enter pane shows the selected process's PSS: where it has none yet, the
                 // PSS worker (when one runs) reads it first, asked at most once a second.
-                let unread =
-                    |pid: u32| app.shown.as_ref().and_then(|f| f.process(pid)).is_some_and(|p| p.pss_bytes.is_none());
+                let unread = |pid: u32| {
+                    let p = app.shown.as_ref().and_then(|f| f.process(pid));
+                    p.is_some_and(|p| p.pss_bytes.is_none() || p.pss_estimated_from.is_some())
+                };
                 if let Some(pid) = app.view.selected.filter(|&pid| app.detail && unread(pid)) {
                     if asked_pss.is_none_or(|(p, at)| p != pid || at.elapsed() >= Duration::from_secs(1)) {
                         shared.ask_pss(pid);

@@ -8,7 +8,8 @@
 //! seconds (10) while it does, it sums `Pss:` over the tree's `smaps_rollup` read at that moment
 //! on this thread and prints how far the document is from it. At the end: when the document
 //! first had a `pss`, its error then, the worst error while it had one, and the longest single
-//! hold of any member's mmap lock by the PSS worker. `--kill-half-at N` kills every other child
+//! hold of any member's mmap lock by the PSS worker. The `est` column counts the members whose
+//! figure is a clone's reading standing in for their own (`proctor_sampler::pss`). `--kill-half-at N` kills every other child
 //! N seconds in (SIGKILL, then reaped): the survivors' share of what they share grows, and the
 //! document must not show the old sum meanwhile (the time without a `pss` is printed).
 //!
@@ -61,8 +62,8 @@ fn main() {
     let jupyter = JupyterConfig::new(me);
     println!("pid {me}, pss budget {budget}, {secs} s");
     println!(
-        "{:>6} {:>5} {:>5} {:>10} {:>8} {:>10} {:>8}",
-        "t_s", "procs", "known", "doc_pss", "oldest", "fresh", "err_%"
+        "{:>6} {:>5} {:>5} {:>5} {:>10} {:>8} {:>10} {:>8}",
+        "t_s", "procs", "known", "est", "doc_pss", "oldest", "fresh", "err_%"
     );
     let (mut first, mut worst, mut last_check) = (None::<(f64, f64)>, 0.0f64, f64::NEG_INFINITY);
     let mut within_1 = None::<f64>;
@@ -89,9 +90,10 @@ fn main() {
         let t = t0.elapsed().as_secs_f64();
         let oldest = tree.total.pss_oldest_age_secs.map_or("-".to_string(), |a| format!("{a:.0}s"));
         let mut line = format!(
-            "{t:>6.1} {:>5} {:>5} {:>10} {oldest:>8}",
+            "{t:>6.1} {:>5} {:>5} {:>5} {:>10} {oldest:>8}",
             tree.total.processes,
             tree.total.pss_known,
+            tree.total.pss_estimated,
             doc.map_or("-".to_string(), |p| format!("{:.1}M", p as f64 / 1048576.0)),
         );
         if killed_at.is_some() && back_at.is_none() && doc.is_some() && !tree.rows.iter().any(|r| r.row.pss.is_none()) {
@@ -142,6 +144,12 @@ fn main() {
             p.skipped_unchanged,
             p.skipped_target_budget,
             p.cpu_ns as f64 / 1e9
+        );
+        println!(
+            "clones' readings checked against their own: {}, {} more than 1 % off, worst {:.3} %",
+            p.estimates_checked,
+            p.estimates_off,
+            p.estimate_worst_error * 100.0
         );
     }
 }

@@ -422,6 +422,12 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_stall_target_waited_seconds", kind: Kind::Counter, help: "How long the process's threads waited for their mmap lock while a proctor read held it (mmap_lock tracepoints).", omit_empty: true }),
     },
     ProcessField {
+        field: Field { name: "pss_estimated_from", title: "PSS from", unit: Unit::Count, description: "Where the PSS figures are not this process's own reading: the pid of its clone (same parent, name, resident size and faults) whose reading stands in for it until it is read itself; null otherwise." },
+        row: |_, r| opt(r.pss.and_then(|m| m.estimated_from)),
+        out: |p| opt(p.pss_estimated_from),
+        prom: None,
+    },
+    ProcessField {
         field: Field { name: "pss_note", title: "PSS note", unit: Unit::Text, description: "Why PSS is not read, when it is not: one read held the process's mmap lock past the cap (serve --target-max-hold), or the kernel refused the read (another user namespace, or the ptrace access check)." },
         row: |_, r| if r.stall.is_some_and(|s| s.capped) { text(crate::process::PSS_CAPPED) } else { Reading::Missing },
         out: |p| p.pss_note.as_deref().map_or(Reading::Missing, text),
@@ -1258,6 +1264,7 @@ mod tests {
             swap_pss_bytes: Some(1 << 20),
             age_secs: 4.5,
             stale: false,
+            estimated_from: Some(1),
         });
         extra.gpu = Some(proctor_model::gpu::ProcessGpu {
             busy_percent: Some(37.5),
@@ -1297,6 +1304,7 @@ mod tests {
             out.start_time_unix_secs = out.start_time_unix_secs.map(|t| (t * 1000.0).round() / 1000.0);
             out.pss_bytes = Some(7 << 20);
             out.pss_age_secs = Some(2.5);
+            out.pss_estimated_from = (r.pid % 3 == 0).then_some(1);
             out.gpu_memory_bytes = (r.pid % 2 == 0).then_some(3 << 20);
             let row = crate::process::row_of(&out, &ctx);
             for f in PROCESS_FIELDS {

@@ -139,6 +139,9 @@ pub struct DiskLimit {
 pub fn jupyter_metrics(s: &Snapshot, config: &JupyterConfig, disk: Option<DiskUsage>) -> Option<JupyterMetrics> {
     let tree = build_tree(&s.rows, config.pid)?;
     let rss: u64 = tree.total.rss_bytes;
+    // It may count clones' readings standing in for members not read themselves yet (the
+    // tree's `pss_estimated`): no key of theirs says so, and one of ours would break key for key
+    // on any tree of like workers.
     let pss = tree.total.pss_complete();
     let cpu_percent = tree.total.cpu_percent.unwrap_or(0.0);
     let truth = &s.truth;
@@ -339,6 +342,35 @@ mod tests {
         assert_eq!(m.limits.cpu.as_ref().map(|c| c.cpu), Some(1.5));
         // 50 of 1000 free is under the 10 % threshold.
         assert_eq!(m.limits.disk.as_ref().and_then(|d| d.warn), Some(true));
+    }
+
+    /// A `pss` may count a clone's reading standing in for a member's own (the tree says how
+    /// many), with the same keys as theirs.
+    #[test]
+    fn a_pss_may_count_clones_readings_with_their_keys() {
+        let mut s = snapshot();
+        let me = std::process::id();
+        let config = JupyterConfig { track_cpu_percent: false, track_disk_usage: false, ..JupyterConfig::new(me) };
+        let tree: Vec<u32> = build_tree(&s.rows, me).expect("own tree").rows.iter().map(|t| t.row.pid).collect();
+        let rows: Vec<usize> = (0..s.rows.len()).filter(|&i| tree.contains(&s.rows[i].pid)).collect();
+        let age = |from| proctor_model::MemoryAge {
+            pss_bytes: Some(1 << 20),
+            uss_bytes: Some(1 << 19),
+            swap_pss_bytes: None,
+            age_secs: 1.0,
+            stale: false,
+            estimated_from: from,
+        };
+        for &i in &rows {
+            s.rows[i].pss = Some(age(None));
+        }
+        let own = jupyter_metrics(&s, &config, None).expect("own pid");
+        assert_eq!(own.pss, Some(rows.len() as u64 * (1 << 20)));
+        s.rows[rows[0]].pss = Some(age(Some(1)));
+        let estimated = jupyter_metrics(&s, &config, None).expect("own pid");
+        assert_eq!(estimated.pss, own.pss);
+        assert_eq!(keys(&json(&estimated)), keys(&json(&own)));
+        assert_eq!(build_tree(&s.rows, me).expect("own tree").total.pss_estimated, 1);
     }
 
     #[test]

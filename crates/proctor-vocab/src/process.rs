@@ -68,6 +68,10 @@ pub struct ProcessOut {
     pub swap_pss_bytes: Option<u64>,
     /// How old the PSS/USS reading is; `null` when there is none yet.
     pub pss_age_secs: Option<f64>,
+    /// Where the PSS/USS figures are not this process's own reading but its clone's (same
+    /// parent, name, resident size and faults), that clone's pid, until it is read itself.
+    #[serde(default)]
+    pub pss_estimated_from: Option<u32>,
     /// The stall ledger: how long proctor's reads held this process's mmap lock (`smaps_rollup`,
     /// `cmdline`) since proctor first saw it, and the longest: traced holds where proctor traces
     /// the kernel's mmap_lock tracepoints, else wall times (upper bounds). `null` before the
@@ -166,6 +170,7 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
                 age_secs: p.pss_age_secs.unwrap_or(0.0),
                 // The shape does not carry it: the tree's sum says it (`pss_stale`).
                 stale: false,
+                estimated_from: p.pss_estimated_from,
             });
     let gpu = (p.gpu_percent.is_some() || p.gpu_memory_bytes.is_some()).then(|| proctor_model::gpu::ProcessGpu {
         busy_percent: p.gpu_percent,
@@ -295,6 +300,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         uss_bytes: r.pss.and_then(|p| p.uss_bytes),
         swap_pss_bytes: r.pss.and_then(|p| p.swap_pss_bytes),
         pss_age_secs: r.pss.map(|p| p.age_secs),
+        pss_estimated_from: r.pss.and_then(|p| p.estimated_from),
         stall_by_proctor_seconds_total: r.stall.map(|s| s.total_ns as f64 / 1e9),
         stall_by_proctor_max_seconds: r.stall.map(|s| s.max_ns as f64 / 1e9),
         stall_target_waited_seconds_total: r.stall.and_then(|s| s.waited_ns).map(|w| w as f64 / 1e9),
@@ -349,6 +355,9 @@ pub struct SharingOut {
     pub members: usize,
     /// Members with a PSS reading: the sums are over these.
     pub members_read: usize,
+    /// Of those, how many show a clone's reading standing in for their own (`pss_estimated_from`).
+    #[serde(default)]
+    pub members_estimated: usize,
     /// What they would use unshared: the sum of their RSS.
     pub rss_sum_bytes: u64,
     /// What they use: the sum of their PSS.
@@ -376,6 +385,7 @@ pub fn sharing(s: &Snapshot, pid: u32) -> Option<SharingOut> {
         workers: workers.len(),
         members: workers.len() + 1,
         members_read: 0,
+        members_estimated: 0,
         rss_sum_bytes: 0,
         pss_sum_bytes: 0,
         uss_sum_bytes: 0,
@@ -387,6 +397,7 @@ pub fn sharing(s: &Snapshot, pid: u32) -> Option<SharingOut> {
         let (Some(reading), Some(rss)) = (r.pss, r.rss_bytes) else { continue };
         let Some(pss) = reading.pss_bytes else { continue };
         out.members_read += 1;
+        out.members_estimated += usize::from(reading.estimated_from.is_some());
         out.rss_sum_bytes += rss;
         out.pss_sum_bytes += pss;
         out.uss_sum_bytes += reading.uss_bytes.unwrap_or(0);
@@ -441,6 +452,38 @@ pub fn tree(s: &Snapshot, t: &Tree) -> TreeOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A family's sharing summary sums every member with a figure, and says how many of those
+    /// are a clone's reading standing in for the member's own.
+    #[test]
+    fn a_sharing_summary_says_how_many_readings_are_clones() {
+        let mut s = crate::snapshot::tests::live();
+        let me = std::process::id();
+        s.rows.retain(|r| r.ppid != me);
+        let top = s.rows.iter().map(|r| r.pid).max().expect("rows");
+        let age = |pss, from| proctor_model::MemoryAge {
+            pss_bytes: Some(pss),
+            uss_bytes: Some(1),
+            swap_pss_bytes: None,
+            age_secs: 1.0,
+            stale: false,
+            estimated_from: from,
+        };
+        let worker = |pid, from| ProcessRow {
+            pid,
+            ppid: me,
+            comm: Arc::from("worker"),
+            rss_bytes: Some(300),
+            pss: Some(age(100, from)),
+            ..ProcessRow::default()
+        };
+        s.rows.extend([worker(top + 1, None), worker(top + 2, Some(top + 1)), worker(top + 3, Some(top + 1))]);
+        let i = s.rows.iter().position(|r| r.pid == me).expect("own row");
+        s.rows[i].pss = Some(age(50, None));
+        let f = sharing(&s, me).expect("a family of three workers");
+        assert_eq!((f.workers, f.members, f.members_read, f.members_estimated), (3, 4, 4, 2));
+        assert_eq!(f.pss_sum_bytes, 350);
+    }
 
     /// A row without PSS says why when proctor will not read it (capped) or the kernel refused
     /// it, says nothing otherwise, and the note survives the way back to a row (`top

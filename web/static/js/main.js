@@ -873,8 +873,10 @@ function renderDetail(p, gone) {
   const pssKnown = p.pss_age_secs !== null;
   // Why PSS is not read, when proctor knows: capped, or refused by the kernel.
   const why = p.pss_note ? ` PSS ${p.pss_note}.` : "";
+  // A clone's reading standing in for this process's own until it is read itself.
+  const from = p.pss_estimated_from != null ? ` of its clone ${p.pss_estimated_from} (same parent, name, resident size and faults), standing in until this one is read` : "";
   $("detail-note").textContent = pssKnown
-    ? `PSS and USS read ${fmt.duration(p.pss_age_secs)} ago by the budgeted smaps_rollup worker.${why}`
+    ? `PSS and USS${from} read ${fmt.duration(p.pss_age_secs)} ago by the budgeted smaps_rollup worker.${why}`
     : p.pss_note
       ? `PSS and USS ${p.pss_note}.`
       : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process.";
@@ -926,9 +928,10 @@ function renderSharing(p) {
     text = `${who}: not read yet by the budgeted smaps_rollup worker.`;
   } else {
     const coverage = s.members_read < s.members ? ` PSS known for ${s.members_read} of ${s.members}: the sums are over those.` : "";
+    const clones = s.members_estimated ? ` ${s.members_estimated} of them not read themselves yet: a clone's reading stands in.` : "";
     text =
       `${who} use ${fmt.bytes(s.pss_sum_bytes)}; unshared they would use ${fmt.bytes(s.rss_sum_bytes)}: ` +
-      `sharing saves ${fmt.bytes(s.saving_bytes)}, ${fmt.percent(s.saving_percent)}.${coverage} ` +
+      `sharing saves ${fmt.bytes(s.saving_bytes)}, ${fmt.percent(s.saving_percent)}.${coverage}${clones} ` +
       `Oldest reading ${fmt.duration(s.oldest_reading_age_secs)} ago. ` +
       `proctor share ${p.pid} --watch 10s shows which worker copies, and how fast.`;
   }

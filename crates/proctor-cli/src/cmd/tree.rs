@@ -66,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         swap_pss_bytes: reading.rollup.swap_pss_bytes,
                         age_secs: 0.0,
                         stale: false,
+                        estimated_from: None,
                     });
                 }
                 Err(_) => cost.failed += 1,
