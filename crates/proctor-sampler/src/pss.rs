@@ -148,7 +148,7 @@ pub struct PssStats {
     /// Clones' readings standing in for a process's own ([`State::estimate`]): how many were
     /// checked against the process's own reading when it came, how many of those were more than
     /// [`CLONE_TOLERANCE`] off (their family gets no more), and the largest error seen, as a
-    /// share of the own reading's PSS.
+    /// share of the own reading's anonymous and shmem PSS ([`family_part`]).
     pub estimates_checked: u64,
     pub estimates_off: u64,
     pub estimate_worst_error: f64,
@@ -174,6 +174,10 @@ pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 /// times the readings (faults alone sent every busy compiler through `pagemap` and starved the
 /// loaded suite's share test of readings).
 ///
+/// Also one whose `smaps_rollup` would hold its lock past [`TargetLimits::max_hold`] at the last
+/// such read's hold per resident byte (`State::rollup_ns_per_byte`): that read would cap it
+/// (never read again), where a walk holds the lock 2 MiB at a time.
+///
 /// Only while the walk fits the worker's savings ([`BURST_SAVED`] of its budget): the last
 /// walk's CPU per resident byte times the target's resident size. A walk costs ~3× the CPU of
 /// `smaps_rollup` on a quiet machine, and 0.22 s for a busy 1.5 GiB process here (0.55 s in a
@@ -192,10 +196,22 @@ fn reads_by_pages(state: &State, c: &Candidate) -> bool {
         let cap = Savings::cap(state.stats.budget);
         state.pagemap_ns_per_byte.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
     };
+    // One `smaps_rollup` hold would pass the cap on a single hold, at the last read's hold per
+    // resident byte and [`HOLD_MARGIN`]: a worker of 2 GiB held ~40-80 ms here, where the cap is
+    // 50 ms.
+    let too_long = || {
+        let (Some(rate), Some(cap)) = (state.rollup_ns_per_byte, state.max_hold_ns) else { return false };
+        rate * HOLD_MARGIN * c.resident_bytes as f64 > cap as f64
+    };
     c.resident_bytes >= PAGEMAP_FROM_BYTES
-        && (waited() || (!state.traced && state.busy.contains(&c.pid)))
+        && (waited() || (!state.traced && state.busy.contains(&c.pid)) || too_long())
         && affordable()
 }
+
+/// How much longer than the last read's rate says a `smaps_rollup` hold may be
+/// ([`reads_by_pages`]): one worker of a 2 GiB tree held 40 ms and its clone, next, 56 ms on a
+/// loaded machine (the hold is the read's wall time where the trace does not give it).
+pub const HOLD_MARGIN: f64 = 1.5;
 
 /// When each family last changed, by its key (parent pid, name hash), and how many changes
 /// were marked so far: [`FirstPass`] is worked out again when that count moves.
@@ -287,6 +303,11 @@ struct State {
     waited_families: std::collections::HashSet<(u32, u64)>,
     /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
     pagemap_ns_per_byte: Option<f64>,
+    /// Hold nanoseconds per resident byte of the last `smaps_rollup` read of a big target, and
+    /// the cap on one hold ([`TargetLimits::max_hold`]): a read predicted past it goes through
+    /// `pagemap` ([`reads_by_pages`]).
+    rollup_ns_per_byte: Option<f64>,
+    max_hold_ns: Option<u64>,
     /// The last process read with each family and counters ([`CloneKey`]): whose reading
     /// stands in for a clone's own until that is read ([`State::estimate`]).
     clones: HashMap<CloneKey, u32>,
@@ -354,9 +375,24 @@ impl CloneKey {
     }
 }
 
-/// How far a clone's PSS may be from a member's own, as a share of the own, before its family
-/// gets no more estimates ([`State::note_clone`]): the 1 % a tree's sum must be true to.
+/// How far a clone's PSS may be from a member's own, as a share of the own and in bytes (both
+/// must be passed), before its family gets no more estimates ([`State::note_clone`]): the 1 % a
+/// tree's sum must be true to, and 16 pages, so a process of a few hundred KiB is not judged by
+/// one page.
 pub const CLONE_TOLERANCE: f64 = 0.01;
+pub const CLONE_SLACK_BYTES: u64 = 64 << 10;
+
+/// The part of a reading's PSS its family decides, compared between clones
+/// ([`State::note_clone`]): anonymous and shmem pages. Its file pages are shared with every
+/// process mapping the same files (an unrelated python starting moves every python's file PSS
+/// by hundreds of KiB), so they drift between two readings as any reading's do while it ages;
+/// a kernel without the split gives the whole.
+fn family_part(r: &PssReading) -> u64 {
+    match (r.rollup.pss_anon_bytes, r.rollup.pss_shmem_bytes) {
+        (Some(anon), shmem) => anon + shmem.unwrap_or(0),
+        _ => r.rollup.pss_bytes.unwrap_or(0),
+    }
+}
 
 /// A hash of a process's name (its `comm`), for its family key: the same on every call.
 pub fn family_name(comm: &str) -> u64 {
@@ -448,11 +484,12 @@ impl State {
     /// makes this reading the one that stands in for its clones.
     fn note_clone(&mut self, c: &Candidate, reading: &PssReading) {
         if let Some((_, estimate)) = self.estimate(c) {
-            let own = reading.rollup.pss_bytes.unwrap_or(0) as f64;
-            let error = (estimate.rollup.pss_bytes.unwrap_or(0) as f64 - own).abs() / own.max(1.0);
+            let (own, theirs) = (family_part(reading), family_part(&estimate));
+            let off = (theirs as f64 - own as f64).abs();
+            let error = off / (own as f64).max(1.0);
             self.stats.estimates_checked += 1;
             self.stats.estimate_worst_error = self.stats.estimate_worst_error.max(error);
-            if error > CLONE_TOLERANCE {
+            if error > CLONE_TOLERANCE && off > CLONE_SLACK_BYTES as f64 {
                 self.stats.estimates_off += 1;
                 self.unlike.insert((c.ppid, c.name));
             }
@@ -801,7 +838,11 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     if let Some(counter) = pages.as_mut() {
         counter.limit_cpu(Some(Savings::cap(budget) as u64));
     }
-    shared.lock().stats.pagemap = pages.is_some();
+    {
+        let mut state = shared.lock();
+        state.stats.pagemap = pages.is_some();
+        state.max_hold_ns = Some(max_hold_ns);
+    }
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
     let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
     // The thread's CPU up to the last read's charge: the next read pays for everything since,
@@ -899,6 +940,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             };
             if let Some(ns) = walked_ns.filter(|_| !gone && candidate.resident_bytes > 0) {
                 state.pagemap_ns_per_byte = Some(ns as f64 / candidate.resident_bytes as f64);
+            }
+            if !paged && result.is_ok() && candidate.resident_bytes >= PAGEMAP_FROM_BYTES {
+                state.rollup_ns_per_byte = Some(holds.longest_ns as f64 / candidate.resident_bytes as f64);
             }
             state.stats.cpu_ns += spent_ns;
             let reading = match result {
@@ -1752,6 +1796,22 @@ mod tests {
         // The last walk: 1.5 × the savings for a target of 16 × big, so 0.09375 × for one of big.
         state.pagemap_ns_per_byte = Some(1.5 * cap / (16 * big) as f64);
         assert_eq!(by_pages(&state), [1]);
+
+        // A quiet big target whose smaps_rollup would hold its lock past the cap, at the last
+        // read's rate, is walked, if the savings can pay; a smaller one is not.
+        state.set_candidates(vec![at(8, 2 * big, 0), at(9, 8 * big, 0), at(10, 32 * big, 0)], Default::default(), 8);
+        state.set_candidates(vec![at(8, 2 * big, 0), at(9, 8 * big, 0), at(10, 32 * big, 0)], Default::default(), 9);
+        assert_eq!(by_pages(&state), Vec::<u32>::new(), "no cap known");
+        state.max_hold_ns = Some(50_000_000);
+        assert_eq!(by_pages(&state), Vec::<u32>::new(), "no rate known");
+        // 20 ms for a target of 2 × big: 30 ms with the margin, 120 ms for 8 × big.
+        state.rollup_ns_per_byte = Some(20_000_000.0 / (2 * big) as f64);
+        assert_eq!(by_pages(&state), [9], "32 × big: a walk past the savings");
+        // 30 ms: 45 ms with the margin for 2 × big, under the cap; 40 ms: 60 ms, past it.
+        state.rollup_ns_per_byte = Some(30_000_000.0 / (2 * big) as f64);
+        assert_eq!(by_pages(&state), [9]);
+        state.rollup_ns_per_byte = Some(40_000_000.0 / (2 * big) as f64);
+        assert_eq!(by_pages(&state), [8, 9]);
     }
 
     /// The first pass reads the smallest processes first (among equals, from the cursor on),
@@ -1822,13 +1882,22 @@ mod tests {
         // Traced, so big processes are read from their first list.
         let mut state = State { traced: true, ..State::default() };
         state.set_candidates(list, Default::default(), 0);
-        let pss = |bytes: u64, at: u64| PssReading {
-            rollup: proctor_procfs::process::SmapsRollup { pss_bytes: Some(bytes), ..Default::default() },
+        // `anon` MiB of anonymous PSS and `file` MiB of file PSS, which moves with unrelated
+        // processes mapping the same files and is not held against a clone.
+        let with_file = |anon: u64, file: u64, at: u64| PssReading {
+            rollup: proctor_procfs::process::SmapsRollup {
+                pss_bytes: Some((anon + file) << 20),
+                pss_anon_bytes: Some(anon << 20),
+                pss_file_bytes: Some(file << 20),
+                ..Default::default()
+            },
             read_mono_ns: at,
             cost_cpu_ns: 0,
         };
-        let read = |state: &mut State, c: Candidate, bytes: u64| {
-            let reading = pss(bytes, 10);
+        let pss = |anon: u64, at: u64| with_file(anon, 1, at);
+        let read = |state: &mut State, c: Candidate, mib: u64| {
+            // 13's file part moved by a MiB since 11 was read: not a difference between clones.
+            let reading = with_file(mib, if c.pid == 13 { 2 } else { 1 }, 10);
             state.note_clone(&c, &reading);
             state.results.insert(c.pid, entry(c, Some(reading)));
         };
@@ -1839,8 +1908,8 @@ mod tests {
                 // 11 stands in for 13 while it is not read: its lookup says so.
                 let (own, stale, _, estimate) = state.lookup(13, 1);
                 assert_eq!(
-                    (own, stale, estimate.map(|(from, r)| (from, r.rollup.pss_bytes))),
-                    (None, false, Some((11, Some(100))))
+                    (own, stale, estimate.map(|(from, r)| (from, r.rollup.pss_anon_bytes))),
+                    (None, false, Some((11, Some(100 << 20))))
                 );
                 assert!(state.lookup(15, 1).3.is_none() && state.lookup(20, 1).3.is_none(), "not clones");
             }
