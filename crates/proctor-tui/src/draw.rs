@@ -766,6 +766,7 @@ proctor top: keys (htop's where htop has one)
  F7 F8   nice -1 / +1                Enter  detail: command, cgroup, PSS
  z       cgroups (CPU, memory, PSI); Enter zooms into one, Esc leaves
  X       processes that ended (BPF events: those between samples too)
+ ~ before a PSS: a clone's reading (same parent, name, size, faults) for now
 Time travel
  [ ]     one sample back / forward   { }    back / forward by a span
  j       set the span                g      go to a time (10 min ago, @UNIX)
@@ -774,7 +775,7 @@ CPU bars: user | system # iowait w steal ~ (in colour unless NO_COLOR)
 Rows past a --slow rule say !RULE before the command. Any key closes this.";
 
 fn draw_help(f: &mut ratatui::Frame, area: Rect) {
-    let r = popup(area, 78, 20);
+    let r = popup(area, 78, 21);
     f.render_widget(Clear, r);
     f.render_widget(Paragraph::new(HELP).block(Block::default().borders(Borders::ALL).title(" Help ")), r);
 }
@@ -954,16 +955,41 @@ mod tests {
         assert!(text.contains("PSS not read yet (read in the background") && !text.contains("refused"), "{text}");
     }
 
-    /// A process whose PSS is its clone's reading standing in for its own says whose.
+    /// F1's help fits an 80×24 terminal whole: its first line and its last are on the screen.
+    #[test]
+    fn the_help_fits_a_small_terminal() {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent};
+        let mut app = detail_of(proc_out(51, 1, "gunicorn", 1.0, 30));
+        app.key(KeyEvent::from(KeyCode::F(1)));
+        let text = screen(&mut app, 80, 24).join("\n");
+        for line in [HELP.lines().next(), HELP.lines().last()].into_iter().flatten() {
+            assert!(text.contains(line.trim()), "{line:?} not on screen:\n{text}");
+        }
+        assert!(text.contains("~ before a PSS"), "{text}");
+    }
+
+    /// A process whose PSS is its clone's reading standing in for its own says whose in the
+    /// detail pane, and its PSS cell is marked `~`.
     #[test]
     fn the_detail_pane_says_when_pss_is_a_clones() {
         let mut worker = proc_out(51, 1, "gunicorn", 1.0, 30);
         (worker.pss_bytes, worker.uss_bytes, worker.pss_age_secs) = (Some(3 << 20), Some(1 << 20), Some(2.0));
+        let pss_row = |app: &mut App| {
+            let pss = crate::view::column("pss_bytes").expect("a PSS column");
+            app.view.columns.insert(app.view.columns.len() - 1, pss);
+            let lines = screen(app, 240, 30);
+            app.view.columns.retain(|f| f.name != "pss_bytes");
+            lines.into_iter().find(|l| l.trim_start().starts_with("51 ")).expect("the worker's row")
+        };
         let mut app = detail_of(worker.clone());
         let own = screen(&mut app, 240, 30).join("\n");
         assert!(own.contains("PSS 3.0 MiB USS 1.0 MiB (read 2.0 s ago)") && !own.contains("clone"), "{own}");
+        let row = pss_row(&mut app);
+        assert!(row.contains(" 3.0 MiB") && !row.contains('~'), "{row}");
         worker.pss_estimated_from = Some(50);
         let mut app = detail_of(worker);
+        let row = pss_row(&mut app);
+        assert!(row.contains("~3.0 MiB"), "{row}");
         let text = screen(&mut app, 240, 30).join("\n");
         assert!(
             text.contains("PSS 3.0 MiB USS 1.0 MiB (its clone 50's, read 2.0 s ago: not read itself yet)"),

@@ -395,6 +395,10 @@ pub fn cell(p: &ProcessOut, field: &Field, users: &BTreeMap<u32, String>) -> Str
         "start_time_unix_secs" => p.start_time_unix_secs.map_or_else(|| "-".to_string(), clock_time),
         // htop's TIME+: `1:25.00`.
         "cpu_seconds_total" => proctor_vocab::units::cpu_time(p.cpu_seconds_total),
+        // A clone's reading standing in for this process's own (the Enter pane says whose).
+        "pss_bytes" | "uss_bytes" | "swap_pss_bytes" if p.pss_estimated_from.is_some() => {
+            format!("~{}", field.unit.format(value(p, field.name).num()))
+        }
         _ => match value(p, field.name) {
             Reading::Text(t) => t.into_owned(),
             Reading::Missing if !field.unit.is_numeric() => "-".to_string(),
