@@ -576,6 +576,45 @@ fn a_targets_own_wait_on_proctors_reads_is_measured() {
     assert!(stats.target_waited_ns >= stall.waited_ns.unwrap_or(0) - 1_000 * stats.traced_reads, "{stats:?} {stall:?}");
 }
 
+/// A python parent that maps `mib` MiB of private anonymous memory in 4 KiB pages, touches
+/// it, forks `n` children that share it copy-on-write and do nothing (killed with it), prints
+/// `ready` and their pids, waits for a line on its stdin, then runs `then`. Returns it, its
+/// stdout after that line, and the children's pids.
+fn sharing_parent(mib: u64, n: usize, then: &str) -> (Guard, std::io::BufReader<std::process::ChildStdout>, Vec<u32>) {
+    let script = format!(
+        "import ctypes, mmap, os, signal, sys\n\
+         libc = ctypes.CDLL(None)\n\
+         m = mmap.mmap(-1, {mib} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n\
+         m.madvise(mmap.MADV_NOHUGEPAGE)\n\
+         for i in range(0, {mib} << 20, 4096): m[i] = 1\n\
+         kids = []\n\
+         for _ in range({n}):\n\
+         \x20   pid = os.fork()\n\
+         \x20   if pid == 0:\n\
+         \x20       libc.prctl(1, signal.SIGKILL)\n\
+         \x20       signal.pause()\n\
+         \x20       os._exit(0)\n\
+         \x20   kids.append(pid)\n\
+         print('ready', *kids, flush=True)\n\
+         sys.stdin.readline()\n\
+         {then}"
+    );
+    let mut parent = Guard(
+        Command::new("python3")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn python3"),
+    );
+    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("parent ready");
+    let kids: Vec<u32> = line.split_whitespace().skip(1).map(|p| p.parse().expect("a pid")).collect();
+    assert_eq!(kids.len(), n, "{line}");
+    (parent, out, kids)
+}
+
 /// Issue 34 item 3: a tree's PSS made of readings from before its family changed is not passed
 /// off as the tree's. A python parent shares 64 MiB copy-on-write with 8 forked children; once
 /// every member is read, it kills 4 of them, which moves the others' share of the 64 MiB from
@@ -587,40 +626,15 @@ fn a_targets_own_wait_on_proctors_reads_is_measured() {
 /// process, 1.4 % of the sum once under the loaded suite, and no family watch can know them.)
 #[test]
 fn a_familys_readings_are_stale_once_a_sharer_leaves() {
-    let mut parent = Guard(
-        Command::new("python3")
-            .args([
-                "-c",
-                "import ctypes, mmap, os, signal, sys\n\
-                 m = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n\
-                 m.madvise(mmap.MADV_NOHUGEPAGE)\n\
-                 for i in range(0, 64 << 20, 4096): m[i] = 1\n\
-                 kids = []\n\
-                 for _ in range(8):\n\
-                 \x20   pid = os.fork()\n\
-                 \x20   if pid == 0:\n\
-                 \x20       ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n\
-                 \x20       signal.pause()\n\
-                 \x20       os._exit(0)\n\
-                 \x20   kids.append(pid)\n\
-                 print('ready', *kids, flush=True)\n\
-                 sys.stdin.readline()\n\
-                 for k in kids[:4]:\n\
-                 \x20   os.kill(k, signal.SIGKILL); os.waitpid(k, 0)\n\
-                 print('done', flush=True)\n\
-                 sys.stdin.readline()",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn python3"),
+    let (mut parent, mut out, kids) = sharing_parent(
+        64,
+        8,
+        "for k in kids[:4]:\n\
+         \x20   os.kill(k, signal.SIGKILL); os.waitpid(k, 0)\n\
+         print('done', flush=True)\n\
+         sys.stdin.readline()",
     );
     let root = parent.0.id();
-    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).expect("parent ready");
-    let kids: Vec<u32> = line.split_whitespace().skip(1).map(|p| p.parse().expect("a pid")).collect();
-    assert_eq!(kids.len(), 8, "{line}");
     let mut sampler = Sampler::new(SamplerConfig {
         cmdline: false,
         pss_budget: 0.5,
@@ -657,7 +671,7 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
     use std::io::Write;
     let mut stdin = parent.0.stdin.take().expect("stdin");
     writeln!(stdin).expect("tell the parent");
-    line.clear();
+    let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).expect("parent done");
     assert_eq!(line.trim(), "done");
     let (mut first_after, mut checked) = (None, 0);
@@ -699,37 +713,8 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
 /// was off.
 #[test]
 fn a_clones_reading_stands_in_for_the_others_until_each_is_read() {
-    let mut parent = Guard(
-        Command::new("python3")
-            .args([
-                "-c",
-                "import ctypes, mmap, os, signal, sys\n\
-                 libc = ctypes.CDLL(None)\n\
-                 m = mmap.mmap(-1, 32 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n\
-                 m.madvise(mmap.MADV_NOHUGEPAGE)\n\
-                 for i in range(0, 32 << 20, 4096): m[i] = 1\n\
-                 kids = []\n\
-                 for _ in range(6):\n\
-                 \x20   pid = os.fork()\n\
-                 \x20   if pid == 0:\n\
-                 \x20       libc.prctl(1, signal.SIGKILL)\n\
-                 \x20       signal.pause()\n\
-                 \x20       os._exit(0)\n\
-                 \x20   kids.append(pid)\n\
-                 print('ready', *kids, flush=True)\n\
-                 sys.stdin.readline()",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn python3"),
-    );
+    let (parent, _out, kids) = sharing_parent(32, 6, "");
     let root = parent.0.id();
-    let mut out = std::io::BufReader::new(parent.0.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).expect("parent ready");
-    let kids: Vec<u32> = line.split_whitespace().skip(1).map(|p| p.parse().expect("a pid")).collect();
-    assert_eq!(kids.len(), 6, "{line}");
     let mut sampler = Sampler::new(SamplerConfig {
         cmdline: false,
         pss_budget: 0.0005,
