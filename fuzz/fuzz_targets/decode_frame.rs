@@ -102,6 +102,7 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
         cmdline: (seq > 0).then(|| Arc::from(vec![format!("/bin/p{pid}")])),
         pss: None,
         pss_stale: false,
+        pss_estimate: None,
         cgroup: None,
         tasks: Vec::new(),
         stall: (seq % 3 == 1).then_some(proctor_model::Stall {
