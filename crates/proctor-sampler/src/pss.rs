@@ -416,7 +416,7 @@ fn young(candidates: &[Candidate], boot_ns: u64, ticks: u64, age: Duration) -> P
 
 /// A member younger than this whose family has a [`YOUNG`] process in it is read from a list
 /// where it has none, or once it is this old: a server forks its workers over seconds (96
-/// sharing 2 GiB: ~3.5 s here, each fork copying 4 MiB of page tables), and a worker read before
+/// sharing 2 GiB: over 2 s here, each fork copying 4 MiB of page tables), and a worker read before
 /// its last sibling outlived [`YOUNG`] is stale at once (the sibling joining moves its share),
 /// to be read again only when its target budget frees (a 2 GiB worker's 60 ms hold: a minute).
 /// The tree had no complete PSS for that minute. The bound keeps a family that forks without
