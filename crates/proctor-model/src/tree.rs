@@ -241,7 +241,7 @@ mod tests {
             crate::process_rows(&s, None, crate::RowContext::default()).remove(0).pss
         };
         let own = ProcessSample { pid: 3, pss: Some(reading(7, 9_000_000_000)), ..ProcessSample::default() };
-        let estimate = Some(Box::new((2, reading(9, 8_000_000_000))));
+        let estimate = Some(Arc::new((2, reading(9, 8_000_000_000))));
         let mine = age(ProcessSample { pss_estimate: estimate.clone(), ..own.clone() }).expect("own");
         assert_eq!((mine.pss_bytes, mine.estimated_from, mine.stale), (Some(7), None, false));
         let stale = ProcessSample { pss_stale: true, pss_estimate: estimate.clone(), ..own.clone() };

@@ -308,9 +308,10 @@ struct State {
     /// `pagemap` ([`reads_by_pages`]).
     rollup_ns_per_byte: Option<f64>,
     max_hold_ns: Option<u64>,
-    /// The last process read with each family and counters ([`CloneKey`]): whose reading
-    /// stands in for a clone's own until that is read ([`State::estimate`]).
-    clones: HashMap<CloneKey, u32>,
+    /// The last process read with each family and counters ([`CloneKey`]), with that reading:
+    /// it stands in for a clone's own until that is read ([`State::estimate`]), one shared
+    /// value for all of them.
+    clones: HashMap<CloneKey, Arc<(u32, PssReading)>>,
     /// Families one of whose clones' readings was more than [`CLONE_TOLERANCE`] off the
     /// member's own: no estimates for them.
     unlike: std::collections::HashSet<(u32, u64)>,
@@ -362,7 +363,7 @@ type Shared = crate::worker::Shared<State>;
 /// What the worker knows of one process ([`PssWorker::with_readings`]): its own latest
 /// reading, whether that is stale, the ledger of its reads, and a clone's reading with the
 /// clone's pid where that stands in for a missing or stale own one ([`State::estimate`]).
-pub type Lookup = (Option<PssReading>, bool, Option<Stall>, Option<(u32, PssReading)>);
+pub type Lookup = (Option<PssReading>, bool, Option<Stall>, Option<Arc<(u32, PssReading)>>);
 
 /// A process's family and the counters that say whether two of its members are clones
 /// ([`State::estimate`]): parent, name hash, resident bytes, faults.
@@ -470,21 +471,22 @@ impl State {
     /// read stands for the others until each is read itself, checked then
     /// ([`PssStats::estimates_checked`]). A young process is no member yet, and a family one of
     /// whose estimates was off ([`CLONE_TOLERANCE`]) gets none.
-    fn estimate(&self, c: &Candidate) -> Option<(u32, PssReading)> {
+    fn estimate(&self, c: &Candidate) -> Option<Arc<(u32, PssReading)>> {
         if self.clones.is_empty() || self.young.contains(&c.pid) || self.unlike.contains(&(c.ppid, c.name)) {
             return None;
         }
-        let &from = self.clones.get(&CloneKey::of(c))?;
+        let clone = self.clones.get(&CloneKey::of(c))?;
+        let (from, reading) = **clone;
+        // Still that process's latest reading, of the same counters, and not stale.
         let e = self.results.get(&from).filter(|e| from != c.pid && CloneKey::of(&e.seen) == CloneKey::of(c))?;
-        let reading = e.reading.filter(|_| !e.stale(&self.changed))?;
-        Some((from, reading))
+        (e.reading == Some(reading) && !e.stale(&self.changed)).then(|| Arc::clone(clone))
     }
 
     /// After `c` was read: checks the clone's reading that stood in for it, if one did, and
     /// makes this reading the one that stands in for its clones.
     fn note_clone(&mut self, c: &Candidate, reading: &PssReading) {
-        if let Some((_, estimate)) = self.estimate(c) {
-            let (own, theirs) = (family_part(reading), family_part(&estimate));
+        if let Some(estimate) = self.estimate(c) {
+            let (own, theirs) = (family_part(reading), family_part(&estimate.1));
             let off = (theirs as f64 - own as f64).abs();
             let error = off / (own as f64).max(1.0);
             self.stats.estimates_checked += 1;
@@ -494,7 +496,7 @@ impl State {
                 self.unlike.insert((c.ppid, c.name));
             }
         }
-        self.clones.insert(CloneKey::of(c), c.pid);
+        self.clones.insert(CloneKey::of(c), Arc::new((c.pid, *reading)));
     }
 
     /// After a read of `c` that its threads waited `waited_ns` on (traced): where it waited at
@@ -580,7 +582,7 @@ impl State {
         }
         if self.clones.len() > self.results.len() + 64 {
             let results = &self.results;
-            self.clones.retain(|_, pid| results.contains_key(pid));
+            self.clones.retain(|_, clone| results.contains_key(&clone.0));
         }
         self.candidates = candidates;
     }
@@ -1908,7 +1910,7 @@ mod tests {
                 // 11 stands in for 13 while it is not read: its lookup says so.
                 let (own, stale, _, estimate) = state.lookup(13, 1);
                 assert_eq!(
-                    (own, stale, estimate.map(|(from, r)| (from, r.rollup.pss_anon_bytes))),
+                    (own, stale, estimate.map(|e| (e.0, e.1.rollup.pss_anon_bytes))),
                     (None, false, Some((11, Some(100 << 20))))
                 );
                 assert!(state.lookup(15, 1).3.is_none() && state.lookup(20, 1).3.is_none(), "not clones");
@@ -1932,7 +1934,7 @@ mod tests {
         state.changed.insert((10, family_name("gunicorn")), 5);
         assert!(state.lookup(12, 1).1, "read before its family changed");
         let (_, _, _, estimate) = state.lookup(12, 1);
-        assert_eq!(estimate.map(|(from, _)| from), Some(14), "14 was read last, after the change");
+        assert_eq!(estimate.map(|e| e.0), Some(14), "14 was read last, after the change");
         state.results.get_mut(&14).expect("read").reading = Some(pss(103, 0));
         assert!(state.lookup(12, 1).3.is_none() && state.lookup(13, 1).3.is_none(), "the clone's is stale too");
     }

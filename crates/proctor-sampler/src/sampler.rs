@@ -561,7 +561,7 @@ impl Sampler {
                 for p in processes.iter_mut() {
                     let (stall, estimate);
                     (p.pss, p.pss_stale, stall, estimate) = lookup(p.pid, p.start_ticks);
-                    p.pss_estimate = estimate.map(Box::new);
+                    p.pss_estimate = estimate;
                     p.stall = Stall::merge(p.stall, stall);
                 }
             });
