@@ -239,7 +239,9 @@ def main():
     for ch in "proctor-top-big":
         keys("-l", ch)
     keys("Enter")
-    s = wait_for(lambda s: len(rows(s)) == 1)
+    # The filter narrows the rows as it is typed, before Enter closes the prompt (htop's way):
+    # wait for the frame drawn after Enter, whose status line is no longer the prompt.
+    s = wait_for(lambda s: len(rows(s)) == 1 and "Filter: " not in s)
     check([p for p, _ in rows(s)] == [big], "F4 filter proctor-top-big shows only that child", s)
     check(re.search(r"1 of \d+ shown", s) is not None, "the status line says 1 of N shown", s)
 
@@ -297,7 +299,7 @@ def main():
 
     # z: cgroups with their pressure, read live off the screen's thread.
     keys("z")
-    s = wait_for(lambda s: "PSI cpu/mem/io" in s and re.search(r"\s[\d.]+/[\d.]+/[\d.]+\s", s) is not None, timeout=5)
+    s = wait_for(lambda s: "PSI cpu/mem/io" in s and re.search(r"\s[\d.]+/[\d.]+/[\d.]+\s", s) is not None, timeout=10)
     if os.path.exists("/proc/pressure/cpu"):
         check(re.search(r"\s[\d.]+/[\d.]+/[\d.]+\s", s) is not None, "z shows cgroups with their PSI (cpu/mem/io)", s)
     else:
@@ -305,7 +307,7 @@ def main():
         check("PSI cpu/mem/io" in s, "z shows the cgroup view", s)
     # Enter zooms into the first cgroup: the table shows only its processes.
     keys("Enter")
-    s = wait_for(lambda s: "processes of cgroup /" in s, timeout=3)
+    s = wait_for(lambda s: "processes of cgroup /" in s, timeout=10)
     zoomed = re.search(r"processes of cgroup (\S+)", s)
     drawn_before = frame_second(s) + 1
     def in_cgroup(pid, path):
@@ -407,7 +409,7 @@ def main():
 
     # Resize to 80x24: the header stays whole.
     tmux("resize-window", "-t", SESSION, "-x", "80", "-y", "24", check_rc=False)
-    s = wait_for(lambda s: max((len(l) for l in s.splitlines()), default=0) <= 80 and "PID" in s, timeout=4)
+    s = wait_for(lambda s: max((len(l) for l in s.splitlines()), default=0) <= 80 and "PID" in s, timeout=10)
     lines = s.splitlines()
     check(len(lines) <= 24 and all(len(l) <= 80 for l in lines), "at 80x24 every line fits", s)
     check(lines and lines[0].startswith("proctor top") and any(l.startswith("Mem") for l in lines)
@@ -540,7 +542,7 @@ def main():
     shown = frame_ms(s) + 999  # the live clock is whole seconds
     for _ in range(1000):
         keys("[")
-        s = wait_for(lambda s: "loading" not in s and "PAUSED" in s and went_back(shown, frame_ms(s)), timeout=5)
+        s = wait_for(lambda s: "loading" not in s and "PAUSED" in s and went_back(shown, frame_ms(s)), timeout=15)
         if not ("PAUSED" in s and went_back(shown, frame_ms(s))):
             break  # the oldest frame: nothing further back
         shown = frame_ms(s)
