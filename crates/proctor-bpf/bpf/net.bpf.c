@@ -35,6 +35,7 @@
 #include "common.h"
 
 #define BPF_MAP_TYPE_HASH 1
+#define BPF_MAP_TYPE_ARRAY 2
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_SK_STORAGE 24
 #define BPF_F_NO_PREALLOC 1
@@ -238,6 +239,25 @@ struct {
 	__type(key, __u32);
 	__type(value, struct totals);
 } proctor_net_totals SEC(".maps");
+
+// How the sockets' counts reach the rows: 0 (as loaded), by the storage walk each sample; 1,
+// where the kernel refuses that walk, by each packet's program (a row lookup a packet more),
+// so the rows are current at every sample and not only at the TCP tables' walk every 10 s.
+// Written by the loader before anything is attached.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} proctor_net_mode SEC(".maps");
+
+static __always_inline int rows_each_packet(void)
+{
+	__u32 zero = 0;
+	__u32 *mode = bpf_map_lookup_elem(&proctor_net_mode, &zero);
+
+	return mode && *mode;
+}
 
 // Counters are added atomically: a softirq's program may interrupt a task's on the same CPU.
 #define ADD(field, n) __sync_fetch_and_add(&(field), (n))
@@ -492,6 +512,8 @@ int proctor_queue(__u64 *ctx)
 		ADD(o->tx_bytes, len);
 		if (proto == IPPROTO_UDP)
 			ADD(o->sent, payload);
+		if (rows_each_packet())
+			flush(o, proto);
 	} else {
 		ADD_CPU(t->tx_unowned_packets, packets);
 		ADD_CPU(t->tx_unowned_bytes, len);
@@ -553,6 +575,8 @@ int proctor_ingress(struct __sk_buff *skb)
 	} else {
 		return 1;
 	}
+	if (rows_each_packet())
+		flush(o, o->proto);
 	t = totals();
 	if (t) {
 		ADD_CPU(t->rx_owned_packets, 1);

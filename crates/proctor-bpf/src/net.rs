@@ -19,7 +19,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray};
 use aya::programs::{BtfTracePoint, CgroupAttachMode, CgroupSkb, CgroupSkbAttachType, CgroupSock, Iter};
 use aya::{Btf, Ebpf, EbpfLoader};
 
@@ -53,6 +53,10 @@ const OWNERS: &str = "proctor_owner";
 /// The iterators over the kernel's TCP and UDP tables, for a kernel that refuses the one above
 /// (attached per walk; the UDP one only adds the datagram sockets' counts to their rows).
 const TCP_SOCKETS: &str = "proctor_tcp_sockets";
+/// How the sockets' counts reach the rows (net.bpf.c): by the storage walk (0, as loaded), or by
+/// each packet's program ([`ROWS_EACH_PACKET`], with [`Walk::TcpTables`]).
+const MODE: &str = "proctor_net_mode";
+const ROWS_EACH_PACKET: u32 = 1;
 const UDP_SOCKETS: &str = "proctor_udp_sockets";
 
 /// How [`NetTable::connections`] walks the sockets.
@@ -63,6 +67,9 @@ pub enum Walk {
     Owned,
     /// Every bucket of the kernel's TCP tables, empty or not (262,144 here), in this network
     /// namespace: the kernel refused the storage iterator (why), or [`walk_tcp_tables`] asked.
+    /// Too dear for each sample, so the packets' programs add each packet to its owner's row
+    /// as it passes (a row lookup a packet more): packets and bytes are current at every read,
+    /// and TCP payload waits for the walk (or the connection's close).
     TcpTables(String),
 }
 
@@ -359,6 +366,10 @@ impl Loaded {
                     .try_into()
                     .map_err(|e| kind(UDP_SOCKETS, &e))?;
                 udp.load("udp", btf).map_err(|e| refused(UDP_SOCKETS, e))?;
+                // Nothing is attached yet: every packet from the first is added to its row.
+                let mode = bpf.map_mut(MODE).ok_or_else(|| Unavailable(format!("the object has no {MODE}")))?;
+                let mut mode: Array<_, u32> = Array::try_from(mode).map_err(|e| Unavailable(format!("{MODE}: {e}")))?;
+                mode.set(0, ROWS_EACH_PACKET, 0).map_err(|e| Unavailable(format!("writing {MODE}: {e}")))?;
                 (Walk::TcpTables(why), None)
             }
         };

@@ -28,13 +28,20 @@ fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
     server.write_all(&[1]).expect("replied");
     client.read_exact(&mut [0]).expect("the reply");
     let me = std::process::id();
+    // Before any walk, each packet is already in this process's row (the programs add them as
+    // they pass where the tables are walked): the 12,346 bytes both ways with their headers
+    // (it sent them all and received them all). The payload waits for the walk.
+    let mut rows = std::collections::HashMap::new();
+    table.read(&mut rows);
+    let row = rows.get(&me).expect("this process's row before the walk");
+    assert!(row.tcp.tx.bytes >= 12_346 + 2 * 40 && row.tcp.rx.bytes >= 12_346 + 2 * 40, "{row:?}");
+    assert_eq!((row.tcp.sent_bytes, row.tcp.received_bytes), (0, 0), "{row:?}");
     let mut conns = Vec::new();
     table.connections(&mut conns).expect("the walk");
     let established = conns.iter().filter(|c| c.pid == me && c.state == TCP_ESTABLISHED).count();
     assert_eq!(established, 2, "the client's end and the accepted one: {conns:?}");
     assert!(conns.iter().any(|c| c.pid == me && c.state == TCP_LISTEN), "{conns:?}");
     // This walk added both ends' payload to this process's row.
-    let mut rows = std::collections::HashMap::new();
     table.read(&mut rows);
     let row = rows.get(&me).expect("this process's row");
     assert_eq!((row.tcp.sent_bytes, row.tcp.received_bytes), (12_346, 12_346), "{row:?}");

@@ -371,7 +371,8 @@ fn network(root: &proctor_procfs::Root) -> String {
             let walk = match table.walk() {
                 proctor_bpf::net::Walk::Owned => "each sample".to_string(),
                 proctor_bpf::net::Walk::TcpTables(why) => format!(
-                    "every {} s from the kernel's TCP tables, as the socket storage iterator is refused: {why}",
+                    "every {} s from the kernel's TCP tables, as the socket storage iterator is refused: {why}; \
+                     packets reach the rows as they pass, TCP payload at each walk",
                     proctor_sampler::TCP_TABLES_EVERY.as_secs()
                 ),
             };
