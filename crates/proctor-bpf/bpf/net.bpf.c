@@ -315,6 +315,15 @@ static __always_inline struct proc_net *row_of(const struct owner *o)
 	return bpf_map_lookup_elem(&proctor_net, &o->tgid);
 }
 
+// Where each packet goes straight to its owner's row (`proctor_net_mode`), that row; 0 where
+// the socket counts it for the walk to add (or the table is full: the socket keeps it).
+static __always_inline struct proc_net *direct_row(const struct owner *o)
+{
+	if (!rows_each_packet())
+		return 0;
+	return row_of(o);
+}
+
 // Adds what the socket counted since the last time to its owner's row, and starts its counts
 // again (each swapped with zero, so a packet counted meanwhile on another CPU is in this add or
 // the next). The packets' programs count on the socket, not the row: the row is a hash lookup
@@ -464,6 +473,27 @@ static __always_inline __u64 wire_segments(struct sk_buff *skb, int proto, __u64
 	return segs;
 }
 
+// A packet sent on an owned TCP or UDP socket: on the socket, or on its owner's row where each
+// packet goes there (`direct_row`).
+static __always_inline void count_sent(struct owner *o, int proto, __u64 packets, __u64 len, __u64 payload)
+{
+	struct proc_net *p = direct_row(o);
+
+	if (!p) {
+		ADD(o->tx_packets, packets);
+		ADD(o->tx_bytes, len);
+		if (proto == IPPROTO_UDP)
+			ADD(o->sent, payload);
+	} else if (proto == IPPROTO_TCP) {
+		ADD(p->tcp_tx_packets, packets);
+		ADD(p->tcp_tx_bytes, len);
+	} else {
+		ADD(p->udp_tx_packets, packets);
+		ADD(p->udp_tx_bytes, len);
+		ADD(p->udp_sent, payload);
+	}
+}
+
 // Every IP packet handed to a device, against the owner of the socket that made it, counted
 // before any queueing discipline runs, so in the call that made it: a datagram's sender, or,
 // for TCP, the process holding the socket's lock when that is set (its send, or its receive's
@@ -507,17 +537,12 @@ int proctor_queue(__u64 *ctx)
 		// without its lock, while its owner may hold it in accept() (a thousand connections'
 		// churn moved listeners to the connecting process that way).
 		take(o, proto);
-	if (o && o->tgid && (proto == IPPROTO_TCP || proto == IPPROTO_UDP)) {
-		ADD(o->tx_packets, packets);
-		ADD(o->tx_bytes, len);
-		if (proto == IPPROTO_UDP)
-			ADD(o->sent, payload);
-		if (rows_each_packet())
-			flush(o, proto);
-	} else {
+	if (!o || !o->tgid || (proto != IPPROTO_TCP && proto != IPPROTO_UDP)) {
 		ADD_CPU(t->tx_unowned_packets, packets);
 		ADD_CPU(t->tx_unowned_bytes, len);
+		return 0;
 	}
+	count_sent(o, proto, packets, len, payload);
 	return 0;
 }
 
@@ -546,6 +571,7 @@ int proctor_ingress(struct __sk_buff *skb)
 {
 	struct bpf_sock *sk = skb->sk;
 	struct owner *o;
+	struct proc_net *p;
 	struct totals *t;
 	__u64 len = skb->len;
 
@@ -556,10 +582,18 @@ int proctor_ingress(struct __sk_buff *skb)
 	o = bpf_sk_storage_get(&proctor_owner, sk, 0, 0);
 	if (!o || !o->tgid)
 		return 1;
+	if (o->proto != IPPROTO_TCP && o->proto != IPPROTO_UDP)
+		return 1;
+	p = direct_row(o);
 	if (o->proto == IPPROTO_TCP) {
-		ADD(o->rx_packets, 1);
-		ADD(o->rx_bytes, len);
-	} else if (o->proto == IPPROTO_UDP) {
+		if (p) {
+			ADD(p->tcp_rx_packets, 1);
+			ADD(p->tcp_rx_bytes, len);
+		} else {
+			ADD(o->rx_packets, 1);
+			ADD(o->rx_bytes, len);
+		}
+	} else {
 		// A whole datagram here (fragments are joined before UDP takes it), from its IP header
 		// on: IPv4's says its length; IPv6's is 40 bytes (extension headers counted as payload).
 		__u8 *ip = (__u8 *)(long)skb->data;
@@ -569,14 +603,16 @@ int proctor_ingress(struct __sk_buff *skb)
 		if (ip + 1 <= (__u8 *)(long)skb->data_end)
 			v = *ip;
 		headers = (v >> 4) == 4 ? (v & 15) * 4 + 8 : 48;
-		ADD(o->rx_packets, 1);
-		ADD(o->rx_bytes, len);
-		ADD(o->got, len > headers ? len - headers : 0);
-	} else {
-		return 1;
+		if (p) {
+			ADD(p->udp_rx_packets, 1);
+			ADD(p->udp_rx_bytes, len);
+			ADD(p->udp_received, len > headers ? len - headers : 0);
+		} else {
+			ADD(o->rx_packets, 1);
+			ADD(o->rx_bytes, len);
+			ADD(o->got, len > headers ? len - headers : 0);
+		}
 	}
-	if (rows_each_packet())
-		flush(o, o->proto);
 	t = totals();
 	if (t) {
 		ADD_CPU(t->rx_owned_packets, 1);
