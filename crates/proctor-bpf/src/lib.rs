@@ -469,6 +469,15 @@ const NEEDS: &str = "proctor needs CAP_BPF and CAP_PERFMON (or root), and in a c
                      bpf(2) through";
 
 pub(crate) fn load_error(e: &aya::programs::ProgramError) -> String {
+    // EACCES to a process that may load it is the verifier's no, not a missing capability.
+    if let aya::programs::ProgramError::LoadError { io_error, verifier_log } = e {
+        if io_error.raw_os_error() == Some(libc::EACCES) && may_load_tracing() {
+            return format!(
+                "the kernel's verifier rejected it ({io_error}): {}",
+                verifier_reason(&verifier_log.to_string())
+            );
+        }
+    }
     let text = e.to_string();
     let mut source = std::error::Error::source(e);
     let mut detail = String::new();
@@ -484,6 +493,19 @@ pub(crate) fn load_error(e: &aya::programs::ProgramError) -> String {
             if detail.is_empty() { String::new() } else { format!(": {detail}") }
         )
     }
+}
+
+/// What a verifier log says was wrong: its last line before the closing statistics (the
+/// instruction and the register it refused), at most 200 characters.
+fn verifier_reason(log: &str) -> String {
+    let statistics = ["verification time", "stack depth", "processed ", "-- END PROG LOAD LOG --"];
+    let line = log
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !statistics.iter().any(|s| l.starts_with(s)))
+        .unwrap_or("the kernel gave no log");
+    line.chars().take(200).collect()
 }
 
 /// Whether this process's effective capabilities include CAP_SYS_ADMIN, or CAP_BPF and
@@ -975,6 +997,34 @@ mod tests {
     use super::*;
 
     const UNITS: Units = Units { page_bytes: 4096, ns_per_tick: 10_000_000 };
+
+    #[test]
+    fn a_verifier_rejection_is_said_with_the_line_that_says_why() {
+        // The end of a real log (this kernel, a program whose NULL check clang had folded away).
+        let log = "409: (16) if w1 == 0x0 goto pc+29     ; R1=scalar()\n\
+                   410: (61) r1 = *(u32 *)(r2 +0)\n\
+                   R2 invalid mem access 'scalar'\n\
+                   verification time 84888 usec\n\
+                   stack depth 224\n\
+                   processed 1875 insns (limit 1000000) max_states_per_insn 5 total_states 119\n";
+        assert_eq!(verifier_reason(log), "R2 invalid mem access 'scalar'");
+        assert_eq!(verifier_reason(""), "the kernel gave no log");
+        assert_eq!(verifier_reason(&"x".repeat(500)).len(), 200);
+        let e = aya::programs::ProgramError::LoadError {
+            io_error: std::io::Error::from_raw_os_error(libc::EACCES),
+            verifier_log: aya_obj::VerifierLog::new(log.to_string()),
+        };
+        // As root here (the test command runs so); a process without the capabilities is told
+        // what it lacks instead.
+        if may_load_tracing() {
+            let said = load_error(&e);
+            assert!(
+                said.starts_with("the kernel's verifier rejected it (")
+                    && said.ends_with("R2 invalid mem access 'scalar'"),
+                "{said}"
+            );
+        }
+    }
 
     /// A record as the program writes it: `words` by index, the comm after.
     fn raw(words: &[(usize, u64)], comm: &[u8]) -> Vec<u8> {
