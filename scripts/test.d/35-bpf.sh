@@ -83,8 +83,13 @@ else
   # count (a loaded suite run ended the recording with 195 of the 200 exited).
   "$proctor" record --dir "$data" --interval 1s --count 60 >/dev/null 2>&1 &
   rec=$!
-  # Bounded: the recording has a first sample before the burst.
-  for _ in $(seq 100); do [[ -n $(ls "$data" 2>/dev/null) ]] && break; sleep 0.1; done
+  # Bounded: the recording has a first sample before the burst, so its events are attached (the
+  # store's lock file comes a second or more before that; on a loaded machine the burst began
+  # before the attach and 33 of its 200 were missed).
+  for _ in $(seq 150); do
+    [[ $("$proctor" dump host --dir "$data" 2>/dev/null | wc -l) -ge 2 ]] && break
+    sleep 0.2
+  done
   sleep 1.2
   sh -c 'i=0; while [ $i -lt 200 ]; do /bin/true proctor-burst $i; i=$((i+1)); done'
   # Bounded: the samples after the burst have its exits (30 s at most), then the recording stops.
