@@ -326,11 +326,11 @@ static __always_inline struct proc_net *direct_row(const struct owner *o)
 
 // Adds what the socket counted since the last time to its owner's row, and starts its counts
 // again (each swapped with zero, so a packet counted meanwhile on another CPU is in this add or
-// the next). The packets' programs count on the socket, not the row: the row is a hash lookup
-// (~60-95 ns a packet here, bpf_stats), the socket's storage is at hand. Called by the walk
-// each sample for every owned socket, as a TCP connection closes, as a datagram socket is
-// released, and before the socket changes owner. With the table full the counts wait on the
-// socket (`table_full` counts the tries).
+// the next). The packets' programs count on the socket, not the row (but see `direct_row`): the
+// row is a hash lookup (~60-95 ns a packet, bpf_stats), the socket's storage is at hand. Called
+// by the walk each sample for every owned socket, as a TCP connection closes, as a datagram
+// socket is released, and before the socket changes owner. With the table full the counts wait
+// on the socket (`table_full` counts the tries).
 static __always_inline void flush(struct owner *o, int proto)
 {
 	struct proc_net *p;
