@@ -1,4 +1,5 @@
-"""The paced UDP echo that bench/net/cost.py and bench/net/reader.py run beside the agent."""
+"""The paced echoes that bench/net/cost.py, reader.py and programs.py run beside the agent: UDP
+(`WORKLOAD`) and, for programs.py's PROTO=tcp, one TCP connection (`WORKLOAD_TCP`)."""
 
 # A sender paces datagrams to an echo process that answers each: RATE packets a second on
 # loopback in all (RATE / 2 each way), every millisecond's share sent in a burst.
@@ -24,6 +25,36 @@ while True:
     while sent < due:
         s.send(payload); s.recv(2048); sent += 1
     time.sleep(0.0005)
+print(sent * 2, flush=True)
+os.wait()
+'''
+
+# The same pacing over one TCP connection: each 200-byte message answered by the echo, which
+# acknowledges it in the answer (its segments and the last ACKs: about RATE packets a second).
+WORKLOAD_TCP = r'''
+import socket, sys, time, os
+rate, secs = int(sys.argv[1]), float(sys.argv[2])
+l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()
+if os.fork() == 0:
+    c, _ = l.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        b = c.recv(2048)
+        if not b: os._exit(0)
+        c.sendall(b)
+s = socket.create_connection(l.getsockname()); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+per_ms = rate / 2 / 1000.0
+start = time.monotonic(); sent = 0; payload = b'p' * 200
+while True:
+    now = time.monotonic() - start
+    if now >= secs: break
+    due = int(now * 1000 * per_ms)
+    while sent < due:
+        s.sendall(payload)
+        got = 0
+        while got < len(payload): got += len(s.recv(2048))
+        sent += 1
+    time.sleep(0.0005)
+s.close()
 print(sent * 2, flush=True)
 os.wait()
 '''

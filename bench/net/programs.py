@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """What the per-packet programs cost each packet, build against build (issue 36): each build's
-`proctor serve --net` on CPU 0 beside the paced UDP echo on CPU 1 (bench/net/paced_echo.py),
+`proctor serve --net` on CPU 0 beside the paced UDP echo on CPU 1 (bench/net/paced_echo.py; PROTO=tcp:
+its TCP echo, one connection),
 one build after the other, the order rotated a round.
 
     python3 bench/net/programs.py BIN [BIN ...]
-    env: ROUNDS (3), SECONDS (8), RATE (50000 packets a second, half each way),
+    env: ROUNDS (3), SECONDS (8), RATE (50000 packets a second, half each way), PROTO (udp, tcp),
          MODE=stats (default): the kernel's own count for each program (`sysctl
            kernel.bpf_stats_enabled=1`, `bpftool prog show`: run_time_ns / run_cnt; the count's
            two clock reads are in each figure);
@@ -30,7 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paced_echo import WORKLOAD  # noqa: E402
+from paced_echo import WORKLOAD, WORKLOAD_TCP  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import serve_addr  # noqa: E402
@@ -43,6 +44,9 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SECONDS = float(os.environ.get("SECONDS", "8"))
 RATE = int(os.environ.get("RATE", "50000"))
 MODE = os.environ.get("MODE", "stats")
+PROTO = os.environ.get("PROTO", "udp")
+if PROTO not in ("udp", "tcp"):
+    raise SystemExit(f"programs.py: PROTO is udp or tcp, not {PROTO!r}")
 
 
 def prog_ids():
@@ -55,7 +59,8 @@ agent = serve_addr.agent
 
 def workload():
     """The paced echo on CPU 1; returns the packets it sent and received."""
-    out = subprocess.run(["taskset", "-c", "1", sys.executable, "-c", WORKLOAD, str(RATE), str(SECONDS)],
+    code = WORKLOAD_TCP if PROTO == "tcp" else WORKLOAD
+    out = subprocess.run(["taskset", "-c", "1", sys.executable, "-c", code, str(RATE), str(SECONDS)],
                          check=True, capture_output=True, text=True).stdout
     return int(out.split()[0])
 
