@@ -28,7 +28,8 @@
 // packet). Payload bytes: a datagram's, from its lengths as it leaves and as its socket takes it
 // in; TCP's, what the connection's own counters say the peer acknowledged (`bytes_acked`) and
 // what arrived in order (`bytes_received`), added at each walk of the sockets and when the
-// connection closes.
+// connection closes (and with each packet where the kernel refuses the storage walk: see
+// `direct_row`).
 //
 // Built like the other objects (clang alone, no libbpf headers; `bash bpf/build.sh`), CO-RE.
 
@@ -52,6 +53,7 @@ static void *(*bpf_get_current_task_btf)(void) = (void *)158;
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
 #define AF_INET 2
+#define SOCK_STREAM 1
 #define AF_INET6 10
 #define ETH_P_IP_BE 0x0008
 #define ETH_P_IPV6_BE 0xdd86
@@ -92,6 +94,7 @@ struct sock {
 	struct socket *sk_socket;
 	struct proctor_sock_lock sk_lock;
 	__u16 sk_protocol;
+	__u16 sk_type;
 	int sk_err;
 } CORE;
 
@@ -473,11 +476,42 @@ static __always_inline __u64 wire_segments(struct sk_buff *skb, int proto, __u64
 	return segs;
 }
 
+static __always_inline void add_payload(struct owner *o, struct proc_net *p, __u64 acked, __u64 received,
+					int with_received);
+static __always_inline void tcp_payload(struct tcp_sock *tp, struct owner *o, struct proc_net *p);
+
+// A connection's two payload counters read as untyped memory, in one copy where they lie within
+// 128 bytes of each other (72 apart in Linux 6.18; their offsets are this kernel's, by CO-RE): a
+// copy's call costs more than its bytes (bench/net/programs.py, PROTO=tcp).
+#define COUNTERS_WINDOW 16
+static __always_inline int tcp_counters(struct tcp_sock *tp, __u64 *acked, __u64 *received)
+{
+	__u32 a = __builtin_preserve_field_info(tp->bytes_acked, 0 /* BPF_FIELD_BYTE_OFFSET */);
+	__u32 r = __builtin_preserve_field_info(tp->bytes_received, 0);
+	__u32 lo = a < r ? a : r, hi = a < r ? r : a;
+	__u64 window[COUNTERS_WINDOW];
+
+	if (hi - lo < sizeof(window) && !((a | r) & 7)) {
+		if (bpf_probe_read_kernel(window, sizeof(window), (void *)tp + lo))
+			return -1;
+		*acked = window[(a - lo) / 8];
+		*received = window[(r - lo) / 8];
+		return 0;
+	}
+	if (bpf_probe_read_kernel(acked, sizeof(*acked), &tp->bytes_acked))
+		return -1;
+	return bpf_probe_read_kernel(received, sizeof(*received), &tp->bytes_received) ? -1 : 0;
+}
+
 // A packet sent on an owned TCP or UDP socket: on the socket, or on its owner's row where each
-// packet goes there (`direct_row`).
-static __always_inline void count_sent(struct owner *o, int proto, __u64 packets, __u64 len, __u64 payload)
+// packet goes there (`direct_row`), with a TCP connection's payload so far.
+static __always_inline void count_sent(struct sock *sk, struct owner *o, int proto, __u64 packets, __u64 len,
+				       __u64 payload)
 {
 	struct proc_net *p = direct_row(o);
+	struct tcp_sock *tp;
+	__u64 acked = 0, received = 0;
+	int state;
 
 	if (!p) {
 		ADD(o->tx_packets, packets);
@@ -487,6 +521,21 @@ static __always_inline void count_sent(struct owner *o, int proto, __u64 packets
 	} else if (proto == IPPROTO_TCP) {
 		ADD(p->tcp_tx_packets, packets);
 		ADD(p->tcp_tx_bytes, len);
+		// The connection's counters, read as untyped memory: the tracepoint's socket is one the
+		// socket-casting helpers refuse (an RCU pointer), and the verifier types it as a bare
+		// sock. A full stream socket of TCP's is a tcp_sock (a raw one of TCP's protocol is
+		// not).
+		if (sk->sk_type != SOCK_STREAM)
+			return;
+		tp = (struct tcp_sock *)sk;
+		if (tcp_counters(tp, &acked, &received))
+			return;
+		// After a close or shutdown, a FIN arriving is acknowledged before the state changes
+		// (tcp_fin), so this packet may be that ACK, its counter already past the FIN's
+		// sequence number: what arrived is added by the ingress program (before TCP takes
+		// the segment) and at close.
+		state = sk->__sk_common.skc_state;
+		add_payload(o, p, acked, received, state != TCP_FIN_WAIT1 && state != TCP_FIN_WAIT2);
 	} else {
 		ADD(p->udp_tx_packets, packets);
 		ADD(p->udp_tx_bytes, len);
@@ -542,7 +591,7 @@ int proctor_queue(__u64 *ctx)
 		ADD_CPU(t->tx_unowned_bytes, len);
 		return 0;
 	}
-	count_sent(o, proto, packets, len, payload);
+	count_sent(sk, o, proto, packets, len, payload);
 	return 0;
 }
 
@@ -587,8 +636,13 @@ int proctor_ingress(struct __sk_buff *skb)
 	p = direct_row(o);
 	if (o->proto == IPPROTO_TCP) {
 		if (p) {
+			struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+
 			ADD(p->tcp_rx_packets, 1);
 			ADD(p->tcp_rx_bytes, len);
+			// Before TCP takes this segment: what the ones before it carried and acknowledged.
+			if (tp)
+				tcp_payload(tp, o, p);
 		} else {
 			ADD(o->rx_packets, 1);
 			ADD(o->rx_bytes, len);
@@ -667,14 +721,17 @@ static __always_inline int is_inet(struct sock *sk, int *proto)
 	return *proto == IPPROTO_TCP || *proto == IPPROTO_UDP;
 }
 
-// Adds what a TCP connection's counters grew by since they were last added to its owner's row:
-// the payload the peer acknowledged and what arrived in order. Called by the walk (for each
-// owned socket) and when the connection closes; swapped atomically, so a walk and a close at
-// once on two CPUs add each byte once.
-static __always_inline void tcp_payload(struct tcp_sock *tp, struct owner *o)
+// Adds what a TCP connection's counters grew by since they were last added to its owner's row
+// (`p`, the row already looked up, or 0 to look it up here): the payload the peer acknowledged
+// and what arrived in order. Called by the walk (for each owned socket), when the connection
+// closes, and, where each packet goes straight to its row (`direct_row`), by each packet: the
+// walk of the kernel's TCP tables sees only the agent's network namespace, so a container's
+// connection would otherwise add its payload only as it closes. `with_received` 0 leaves what
+// arrived for a later call. Swapped atomically, so two CPUs at once add each byte once.
+static __always_inline void add_payload(struct owner *o, struct proc_net *p, __u64 acked, __u64 received,
+					int with_received)
 {
-	__u64 acked = tp->bytes_acked, received = tp->bytes_received, was;
-	struct proc_net *p;
+	__u64 was;
 
 	if (!(o->flags & OWNER_BASELINE)) {
 		o->acked = acked;
@@ -684,7 +741,8 @@ static __always_inline void tcp_payload(struct tcp_sock *tp, struct owner *o)
 	}
 	if (!o->tgid)
 		return;
-	p = row_of(o);
+	if (!p)
+		p = row_of(o);
 	if (!p)
 		return;
 	was = __sync_lock_test_and_set(&o->acked, acked);
@@ -693,11 +751,18 @@ static __always_inline void tcp_payload(struct tcp_sock *tp, struct owner *o)
 	else if (acked < was)
 		// Another flush had read later counters: theirs stand.
 		__sync_lock_test_and_set(&o->acked, was);
+	if (!with_received)
+		return;
 	was = __sync_lock_test_and_set(&o->received, received);
 	if (received > was)
 		ADD(p->tcp_received, received - was);
 	else if (received < was)
 		__sync_lock_test_and_set(&o->received, was);
+}
+
+static __always_inline void tcp_payload(struct tcp_sock *tp, struct owner *o, struct proc_net *p)
+{
+	add_payload(o, p, tp->bytes_acked, tp->bytes_received, 1);
 }
 
 // TCP's states: connect (CLOSE to SYN_SENT, in the caller's call) and listen make the caller
@@ -764,7 +829,7 @@ int proctor_state(__u64 *ctx)
 			flush(o, IPPROTO_TCP);
 			tp = bpf_skc_to_tcp_sock(sk);
 			if (tp)
-				tcp_payload(tp, o);
+				tcp_payload(tp, o, 0);
 		}
 	}
 	return 0;
@@ -859,7 +924,7 @@ int proctor_owned_sockets(struct bpf_iter__bpf_sk_storage_map *ctx)
 		return 0;
 	}
 	flush(o, IPPROTO_TCP);
-	tcp_payload(tp, o);
+	tcp_payload(tp, o, 0);
 	r.tgid = o->tgid;
 	r.start = o->start;
 	r.state = sk->__sk_common.skc_state;
@@ -889,7 +954,7 @@ int proctor_tcp_sockets(struct bpf_iter__tcp *ctx)
 	if (!o || !o->tgid)
 		return 0;
 	flush(o, IPPROTO_TCP);
-	tcp_payload(tp, o);
+	tcp_payload(tp, o, 0);
 	r.tgid = o->tgid;
 	r.start = o->start;
 	r.state = skc->skc_state;

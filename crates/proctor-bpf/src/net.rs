@@ -8,7 +8,8 @@
 //! their socket (its storage is at hand; the row is a hash lookup); the walk adds what each owned
 //! socket counted since the last walk to its owner's row, with its TCP payload (a closing
 //! connection, a released datagram socket and a socket changing owner add theirs): walk, then
-//! read, for rows with every packet so far.
+//! read, for rows with every packet so far. (Where the TCP tables are walked, each packet goes
+//! straight to its row, with its connection's payload: [`Walk::TcpTables`].)
 //!
 //! One table per process (loaded with the other parts, one BTF parse), attached when the first
 //! [`NetTable`] opens, and kept. Rows of processes that are gone are deleted by
@@ -68,8 +69,11 @@ pub enum Walk {
     /// Every bucket of the kernel's TCP tables, empty or not (262,144 here), in this network
     /// namespace: the kernel refused the storage iterator (why), or [`walk_tcp_tables`] asked.
     /// Too dear for each sample, so the packets' programs add each packet to its owner's row
-    /// as it passes (a row lookup a packet more): packets and bytes are current at every read,
-    /// and TCP payload waits for the walk (or the connection's close).
+    /// as it passes (a row lookup a packet more), with what its TCP connection's payload
+    /// counters grew by: packets, bytes and payload are current at every read, but for what a
+    /// connection's last ACK acknowledged (read before TCP takes it), which comes with its next
+    /// packet, the walk or its close. The walk sees this namespace only; a container's
+    /// connection is current through its packets.
     TcpTables(String),
 }
 

@@ -372,7 +372,7 @@ fn network(root: &proctor_procfs::Root) -> String {
                 proctor_bpf::net::Walk::Owned => "each sample".to_string(),
                 proctor_bpf::net::Walk::TcpTables(why) => format!(
                     "every {} s from the kernel's TCP tables, as the socket storage iterator is refused: {why}; \
-                     packets reach the rows as they pass, TCP payload at each walk",
+                     packets and TCP payload reach the rows as they pass",
                     proctor_sampler::TCP_TABLES_EVERY.as_secs()
                 ),
             };

@@ -1295,9 +1295,11 @@ fn a_process_has_its_own_network_use() {
     writeln!(stdin).expect("go");
     line.clear();
     std::io::BufRead::read_line(&mut out, &mut line).expect("sent");
-    // Where the kernel refuses the storage iterator, the TCP tables are walked every
-    // TCP_TABLES_EVERY, and the payload reaches the row at the next walk: wait for it, bounded.
-    // Where it does not, the sample after the transfer has it.
+    // Where the kernel refuses the storage iterator, each packet adds the payload its
+    // connection's counters show (the ingress program reads them before TCP takes the segment),
+    // so what the last ACK acknowledged reaches the row at the connection's next packet or the
+    // TCP tables' walk (every TCP_TABLES_EVERY): wait for it, bounded. Where it does not, the
+    // sample after the transfer has it.
     let each_sample =
         matches!(proctor_bpf::NetTable::open().expect("opened above").walk(), proctor_bpf::net::Walk::Owned);
     let payload =
