@@ -486,12 +486,25 @@ pub(crate) fn load_error(e: &aya::programs::ProgramError) -> String {
         source = s.source();
     }
     if detail.contains("Operation not permitted") || detail.contains("Permission denied") || text.contains("EPERM") {
-        format!("the kernel refused to load it ({detail}): {NEEDS}")
+        format!("the kernel refused to load it ({detail}): {}", refused_why(may_load_tracing()))
     } else {
         format!(
             "the kernel refused to load it: {text}{}",
             if detail.is_empty() { String::new() } else { format!(": {detail}") }
         )
+    }
+}
+
+/// Why a load was refused with EPERM: the capabilities where this process lacks them; where it
+/// has them, a policy (a kernel locked down, as this project's machines boot, refuses some
+/// program types on some boots and not others; a security module or seccomp may too).
+fn refused_why(capable: bool) -> String {
+    if capable {
+        "this process has CAP_BPF and CAP_PERFMON, so a kernel policy refused it (lockdown, a security module, \
+         or a seccomp profile)"
+            .to_string()
+    } else {
+        NEEDS.to_string()
     }
 }
 
@@ -1010,6 +1023,8 @@ mod tests {
         assert_eq!(verifier_reason(log), "R2 invalid mem access 'scalar'");
         assert_eq!(verifier_reason(""), "the kernel gave no log");
         assert_eq!(verifier_reason(&"x".repeat(500)).len(), 200);
+        assert!(refused_why(false).contains("needs CAP_BPF and CAP_PERFMON"));
+        assert!(refused_why(true).contains("has CAP_BPF and CAP_PERFMON, so a kernel policy refused it"));
         let e = aya::programs::ProgramError::LoadError {
             io_error: std::io::Error::from_raw_os_error(libc::EACCES),
             verifier_log: aya_obj::VerifierLog::new(log.to_string()),
