@@ -6,16 +6,21 @@ use proctor_bpf::net::{walk_tcp_tables, Walk, TCP_ESTABLISHED, TCP_LISTEN};
 use proctor_bpf::NetTable;
 use std::io::{Read, Write};
 
-#[test]
-fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
+/// The table, walking the TCP tables; None (said) where the kernel refuses the programs.
+fn open() -> Option<NetTable> {
     walk_tcp_tables();
-    let table = match NetTable::open() {
-        Ok(t) => t,
+    match NetTable::open() {
+        Ok(t) => Some(t),
         Err(why) => {
             eprintln!("SKIP: BPF per-process network: {why}");
-            return;
+            None
         }
-    };
+    }
+}
+
+#[test]
+fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
+    let Some(table) = open() else { return };
     assert!(matches!(table.walk(), Walk::TcpTables(why) if why.contains("asked")), "{:?}", table.walk());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     let client = std::net::TcpStream::connect(listener.local_addr().expect("its address")).expect("connected");
@@ -60,14 +65,7 @@ fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
 /// for the connection to close.
 #[test]
 fn a_connection_in_another_network_namespace_has_its_payload_before_it_closes() {
-    walk_tcp_tables();
-    let table = match NetTable::open() {
-        Ok(t) => t,
-        Err(why) => {
-            eprintln!("SKIP: BPF per-process network: {why}");
-            return;
-        }
-    };
+    let Some(table) = open() else { return };
     // A pair in a new network namespace: 1,000,000 bytes one way, one back, held open.
     let peer = r#"
 import socket, sys
