@@ -66,21 +66,23 @@ fn mode_values_ms(report: &Report) -> Vec<f64> {
 #[test]
 fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
     let planted = [22u64, 90, 180];
-    // Interleaved so every worker and connection sees every mode.
-    let server = Server::start(true, move |index| Action::Reply {
+    // Interleaved so every worker and connection sees every mode; the body's length (1, 2 or 3
+    // bytes) says which delay a reply had.
+    let server = Server::start(true, move |index| Action::Tagged {
         delay: Duration::from_millis(planted[(index % 3) as usize]),
-        split: false,
+        body: (index % 3) as usize + 1,
     });
     let records = run(config(&server.url("/"), closed(6), 90, Duration::from_secs(5)));
     assert_eq!(records.len(), 90);
     let report = report(&records);
     assert_eq!(report.ok, 90, "{}", report::render_text(&report, "planted"));
     let found = mode_values_ms(&report);
-    // What was planted is in the data: each request's latency falls nearest its delay (30 of
-    // each), never under it. The lumps are that wide and no wider: on an idle machine a few
-    // tenths of a millisecond over the delay, on a busy one the scheduler adds a millisecond or
-    // more (the 22 ms lump at 22.9-24 ms beside two busy loops), which is the data's, not the
-    // finder's; beside two busy loops and a build it split the 22 ms lump in two, 22.1 and
+    // What was planted is in the data: 30 replies of each delay (told apart by their bodies'
+    // lengths, not by the latency nearest: beside two busy loops and the suite one 22 ms reply
+    // took 56 ms or more, nearer 90), none faster than its delay. The lumps are that wide and
+    // no wider: on an idle machine a few tenths of a millisecond over the delay, on a busy one
+    // the scheduler adds a millisecond or more (the 22 ms lump at 22.9-24 ms beside two busy
+    // loops), which is the data's, not the finder's; beside two busy loops and a build it split the 22 ms lump in two, 22.1 and
     // 25.7 ms (a time slice late), and a finder that says so is right. So: each lump has a mode
     // where its requests are, a third of them or more within 5 % of it, and every mode found
     // lies in a lump (a split of one, never a mode where nothing was planted). (Not its median:
@@ -90,9 +92,8 @@ fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
     // millisecond past its last record, 180.78 ms for a lump of 180.18-180.68 ms.)
     let mut lumps: [Vec<f64>; 3] = Default::default();
     for record in &records {
-        let ms = record.total_ns as f64 / 1e6;
-        let nearest = (0..3).min_by(|&a, &b| (ms - planted[a] as f64).abs().total_cmp(&(ms - planted[b] as f64).abs()));
-        lumps[nearest.expect("three")].push(ms);
+        assert!((1..=3).contains(&record.body_bytes), "a reply of 1 to 3 bytes: {record:?}");
+        lumps[record.body_bytes as usize - 1].push(record.total_ns as f64 / 1e6);
     }
     let mut placed = vec![false; found.len()];
     for (lump, planted) in lumps.iter_mut().zip(planted) {

@@ -12,6 +12,9 @@ use std::time::Duration;
 pub enum Action {
     /// `200` with a 5-byte body after `delay`; `split`: head and body in two writes.
     Reply { delay: Duration, split: bool },
+    /// `200` after `delay` with a body of `body` bytes: the length tells the client's record
+    /// which reply it was.
+    Tagged { delay: Duration, body: usize },
     /// An empty response with this status.
     Status(u16),
     /// Chunked body "hello world" (11 bytes).
@@ -114,6 +117,11 @@ fn serve(stream: &mut (impl Read + Write), action: &dyn Fn(u64) -> Action, count
                 } else {
                     stream.write_all(&[&head[..], b"hello"].concat())
                 }
+            }
+            Action::Tagged { delay, body } => {
+                std::thread::sleep(delay);
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body}\r\n\r\n");
+                stream.write_all(&[head.as_bytes(), &vec![b'x'; body]].concat())
             }
             Action::ServerTiming { delay, headers } => {
                 std::thread::sleep(delay);
