@@ -82,7 +82,7 @@ impl LockWaits {
             .into_iter()
             .map(|p| root.path(p))
             .find(|p| p.join("instances").is_dir())
-            .ok_or("no tracefs mounted (/sys/kernel/tracing)")?;
+            .ok_or("no tracefs mounted (/sys/kernel/tracing; root mounts it with `mount -t tracefs nodev /sys/kernel/tracing`)")?;
         if let Some(missing) = EVENTS.iter().find(|e| !tracefs.join("events/mmap_lock").join(e).is_dir()) {
             return Err(format!("this kernel has no {missing} tracepoint (5.10 and later have it)"));
         }
