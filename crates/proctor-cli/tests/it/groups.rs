@@ -137,14 +137,16 @@ fn a_wrapper_whose_children_live_less_than_a_sample_still_shows_their_cpu() {
             if reaped > best.1 {
                 best = (cpu, reaped);
             }
-            if reaped >= 20.0 {
+            if reaped >= 10.0 {
                 break;
             }
         }
     }
-    // The loop keeps about one CPU busy; on a loaded 2-core machine at least a fifth of one is
-    // expected to come back as reaped CPU (without it, the group shows about 0 %).
-    assert!(best.1 >= 20.0, "reaped CPU of the wrapper's short-lived children: {best:?}");
+    // The loop keeps about one CPU busy; without the reaped CPU the group shows about 0 %. How
+    // much of a CPU it gets is the machine's: beside two busy loops, the suite and a sanitizer
+    // build it was 19.3 % at best, so the test asks for a tenth of one, which only the reaped
+    // CPU can give.
+    assert!(best.1 >= 10.0, "reaped CPU of the wrapper's short-lived children: {best:?}");
     drop(wrapper);
 }
 
