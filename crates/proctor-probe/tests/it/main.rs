@@ -82,14 +82,15 @@ fn planted_modes_22_90_180_ms_are_found_within_5_percent() {
     // took 56 ms or more, nearer 90), none faster than its delay. The lumps are that wide and
     // no wider: on an idle machine a few tenths of a millisecond over the delay, on a busy one
     // the scheduler adds a millisecond or more (the 22 ms lump at 22.9-24 ms beside two busy
-    // loops), which is the data's, not the finder's; beside two busy loops and a build it split the 22 ms lump in two, 22.1 and
-    // 25.7 ms (a time slice late), and a finder that says so is right. So: each lump has a mode
-    // where its requests are, a third of them or more within 5 % of it, and every mode found
-    // lies in a lump (a split of one, never a mode where nothing was planted). (Not its median:
-    // a split lump's median can fall between its halves, 23.51 ms for 15 requests at 22.1-22.5
-    // and 15 at 23.5-33.8, where one request was. Near, not inside the lump's range: the
-    // finder smooths on a log scale, and a tight lump's peak may sit a fraction of a
-    // millisecond past its last record, 180.78 ms for a lump of 180.18-180.68 ms.)
+    // loops), which is the data's, not the finder's; beside two busy loops and a build it split
+    // the 22 ms lump in two, 22.1 and 25.7 ms (a time slice late), and a finder that says so is
+    // right. So: each lump has a mode where its requests are, a third of them or more within
+    // 5 % of it, and every mode found lies in a lump (a split of one, never a mode where nothing
+    // was planted). (Not its median: a split lump's median can fall between its halves,
+    // 23.51 ms for 15 requests at 22.1-22.5 and 15 at 23.5-33.8, where one request was. Near, not
+    // inside the lump's range: the finder smooths on a log scale, and a tight lump's peak may
+    // sit a fraction of a millisecond past its last record, 180.78 ms for a lump of
+    // 180.18-180.68 ms.)
     let mut lumps: [Vec<f64>; 3] = Default::default();
     for record in &records {
         assert!((1..=3).contains(&record.body_bytes), "a reply of 1 to 3 bytes: {record:?}");
