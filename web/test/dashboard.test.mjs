@@ -1740,3 +1740,111 @@ describe("the rows on screen are read for PSS first", () => {
     }
   });
 });
+
+describe("a clone's reading stands in for its siblings", () => {
+  test("the table marks a stood-in PSS with ~, the detail says whose it is, and the family head how many stand in", async () => {
+    // A python parent and 6 children forked from it, sharing 32 MiB copy-on-write and doing
+    // nothing since: clones (same parent, name, resident size and faults). At 0.01 % of a core
+    // the worker reads the rows the page asks for one every several seconds, so once one child
+    // is read its reading stands in for the others for tens of seconds.
+    const { base: slow, child } = await serve(["--pss-budget", "0.0001"]);
+    const tag = `${MARK}-clones`;
+    const script = [
+      "import ctypes, mmap, os, signal, sys",
+      "libc = ctypes.CDLL(None)",
+      "m = mmap.mmap(-1, 32 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)",
+      "m.madvise(mmap.MADV_NOHUGEPAGE)",
+      "for i in range(0, 32 << 20, 4096): m[i] = 1",
+      "kids = []",
+      "for _ in range(6):",
+      "    pid = os.fork()",
+      "    if pid == 0:",
+      "        libc.prctl(1, signal.SIGKILL)",
+      "        signal.pause()",
+      "        os._exit(0)",
+      "    kids.append(pid)",
+      "print('ready', *kids, flush=True)",
+      "sys.stdin.readline()",
+    ].join("\n");
+    const parent = spawn("python3", ["-c", script, tag], { stdio: ["pipe", "pipe", "ignore"] });
+    started.push(parent);
+    // print() may reach the pipe in pieces: the whole line is waited for.
+    const ready = await new Promise((resolve) => {
+      let out = "";
+      parent.stdout.on("data", (d) => {
+        out += d;
+        if (out.includes("\n")) resolve(out);
+      });
+    });
+    const kids = ready.trim().split(/\s+/).slice(1).map(Number);
+    assert.equal(kids.length, 6, ready);
+    const browser = await launch();
+    try {
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      await p.goto(slow + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await setFilter(p, tag);
+      await until("the family's seven rows", async () => (await visibleRows(p)).length === 7);
+      const stoodIn = async () => (await visibleRows(p)).filter((r) => r.cells.pss.startsWith("~"));
+      const marked = await until("a PSS cell marked ~", async () => {
+        const rows = await stoodIn();
+        return rows.length > 0 ? rows : null;
+      }, 90000).catch(async (e) => {
+        const rows = await fetchJson(`${slow}/api/v1/processes`).catch((x) => String(x));
+        const family = (rows.processes ?? []).filter((r) => r.pid === parent.pid || r.ppid === parent.pid);
+        const pss = family.map((r) => ({ pid: r.pid, pss: r.pss_bytes, from: r.pss_estimated_from, rss: r.rss_bytes }));
+        throw new Error(`${e.message}; the family: ${JSON.stringify(pss)}`);
+      });
+      for (const r of marked) {
+        assert.ok(kids.includes(r.pid), `a child is stood in for: ${JSON.stringify(r)}`);
+        assert.ok(parseShown(r.cells.pss.slice(1)) > 0, `a size after the mark: ${r.cells.pss}`);
+      }
+      // Shown whole, not cut to an ellipsis.
+      const cut = await p.evaluate(() =>
+        [...document.querySelectorAll("#ptable .prow:not([hidden]) .c-pss")]
+          .filter((c) => c.scrollWidth > c.clientWidth)
+          .map((c) => c.textContent),
+      );
+      assert.deepEqual(cut, [], "PSS cells cut short");
+      // The column's header says what the mark means.
+      assert.match(await p.getAttribute('.th[data-key="pss"]', "title"), /~ marks a clone's reading/);
+      // The family head: how many of its members show a clone's reading.
+      await p.click(`#ptable .prow:not([hidden])[data-pid="${parent.pid}"]`);
+      await p.waitForSelector("#detail-sharing:not([hidden])");
+      const sharing = await until("the head's sharing to count the stand-ins", async () => {
+        const t = await p.textContent("#detail-sharing-text");
+        return / (\d+) of them not read themselves yet: a clone's reading stands in\./.test(t) ? t : null;
+      }, 30000);
+      assert.match(sharing, /^7 processes \(this one and 6 python3 workers\)/, sharing);
+      // A stood-in child's detail: whose reading it shows, marked as in the table. Opening it
+      // asks for its own read, so another marked row is tried if that one was read meanwhile.
+      const { pid, note, facts } = await until("a stood-in child's detail", async () => {
+        const row = (await stoodIn())[0];
+        if (!row) return null;
+        await p.click(`#ptable .prow:not([hidden])[data-pid="${row.pid}"]`);
+        await until("its detail", async () => (await p.textContent("#detail-title")).endsWith(`(${row.pid})`));
+        await frames(p);
+        const note = await p.textContent("#detail-note");
+        if (!note.includes("of its clone")) return null;
+        const facts = await p.evaluate(() => {
+          const out = {};
+          for (const dt of document.querySelectorAll("#detail-facts dt")) out[dt.textContent] = dt.nextElementSibling.textContent;
+          return out;
+        });
+        return { pid: row.pid, note, facts };
+      }, 60000);
+      const m = /^PSS and USS of its clone (\d+) \(same parent, name, resident size and faults\), read .+ ago by the budgeted smaps_rollup worker: they stand in until this process is read itself\.$/.exec(note);
+      assert.ok(m, note);
+      const from = Number(m[1]);
+      assert.ok(kids.includes(from) && from !== pid, `${pid} stood in for by ${from}`);
+      assert.match(facts.PSS, /^~\d/, JSON.stringify(facts));
+      assert.match(facts.USS, /^~\d/, JSON.stringify(facts));
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await p.locator("#processes").screenshot({ path: path.join(ARTIFACTS, "dashboard-clones.png") });
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+      process.kill(parent.pid, "SIGTERM");
+    }
+  });
+});

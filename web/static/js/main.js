@@ -13,7 +13,7 @@ import * as api from "./api.js";
 import { LineChart, Heatmap, Timeline, PALETTE, cancelDrag, heat } from "./chart.js";
 import * as fmt from "./format.js";
 import { describeRange } from "./pick.js";
-import { ProcessTable } from "./table.js";
+import { ProcessTable, approx } from "./table.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -873,19 +873,22 @@ function renderDetail(p, gone) {
   const pssKnown = p.pss_age_secs !== null;
   // Why PSS is not read, when proctor knows: capped, or refused by the kernel.
   const why = p.pss_note ? ` PSS ${p.pss_note}.` : "";
-  // A clone's reading standing in for this process's own until it is read itself.
-  const from = p.pss_estimated_from != null ? ` of its clone ${p.pss_estimated_from} (same parent, name, resident size and faults), standing in until this one is read` : "";
-  $("detail-note").textContent = pssKnown
-    ? `PSS and USS${from} read ${fmt.duration(p.pss_age_secs)} ago by the budgeted smaps_rollup worker.${why}`
-    : p.pss_note
+  const age = fmt.duration(p.pss_age_secs);
+  $("detail-note").textContent = !pssKnown
+    ? p.pss_note
       ? `PSS and USS ${p.pss_note}.`
-      : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process.";
+      : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process."
+    : p.pss_estimated_from != null
+      ? // A clone's reading standing in for this process's own until it is read itself.
+        `PSS and USS of its clone ${p.pss_estimated_from} (same parent, name, resident size and faults), read ${age} ago ` +
+        `by the budgeted smaps_rollup worker: they stand in until this process is read itself.${why}`
+      : `PSS and USS read ${age} ago by the budgeted smaps_rollup worker.${why}`;
   const started = p.start_time_unix_secs !== null ? new Date(p.start_time_unix_secs * 1000).toLocaleString() : fmt.DASH;
   facts($("detail-facts"), [
-    ["PSS", fmt.bytes(p.pss_bytes)],
-    ["USS", fmt.bytes(p.uss_bytes)],
+    ["PSS", approx(p, fmt.bytes(p.pss_bytes))],
+    ["USS", approx(p, fmt.bytes(p.uss_bytes))],
     ["PSS age", pssKnown ? fmt.duration(p.pss_age_secs) : p.pss_note ? "not read" : "not read yet"],
-    ["swap PSS", fmt.bytes(p.swap_pss_bytes)],
+    ["swap PSS", approx(p, fmt.bytes(p.swap_pss_bytes))],
     ["RSS", `${fmt.bytes(p.rss_bytes)} (anon ${fmt.bytes(p.anon_bytes)}, file ${fmt.bytes(p.file_bytes)}, shmem ${fmt.bytes(p.shmem_bytes)})`],
     ["swap", fmt.bytes(p.swap_bytes)],
     ["virtual", fmt.bytes(p.vsize_bytes)],

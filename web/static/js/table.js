@@ -12,6 +12,9 @@ const ROW_HEIGHT = 22; // Must match .prow's height in app.css.
 const OVERSCAN = 8;
 
 const text = (v) => (v === null || v === undefined ? null : String(v));
+/** `shown` marked "~" where the PSS figures are a clone's reading (`pss_estimated_from`), not
+ * this process's own. */
+export const approx = (p, shown) => (p.pss_estimated_from != null && shown !== fmt.DASH ? `~${shown}` : shown);
 const cmdlineText = (p) => (p.cmdline === null || p.cmdline === undefined ? null : p.cmdline.join(" "));
 
 /**
@@ -41,7 +44,11 @@ export const COLUMNS = [
   column("state", "state", "asc"),
   column("cpu", "cpu_percent", "desc"),
   column("rss", "rss_bytes", "desc"),
-  column("pss", "pss_bytes", "desc"),
+  // A clone's reading standing in for this process's own is marked "~", as `top` marks it.
+  column("pss", "pss_bytes", "desc", {
+    description: `${PROCESS_FIELDS.pss_bytes.description} ~ marks a clone's reading, standing in until this process is read itself (its detail says whose).`,
+    show: (p) => approx(p, fmt.bytes(p.pss_bytes)),
+  }),
   column("swap", "swap_bytes", "desc"),
   column("threads", "threads", "desc"),
   column("vsize", "vsize_bytes", "desc"),
