@@ -469,7 +469,27 @@ describe("dashboard", () => {
     const api = await fetchJson(`${base}/api/v1/processes/${hostile.child.pid}`);
     assert.ok(api.pss_bytes > 0 && api.uss_bytes > 0);
     assert.ok(parseShown(facts.USS) <= parseShown(facts.PSS) * 1.01, `USS ${facts.USS} <= PSS ${facts.PSS}`);
+    // The stall ledger: that read took the process's mmap lock, and the detail says how long.
+    const held = facts["held by proctor"];
+    assert.match(held, /^its mmap lock \d[\d.]* (µs|ms|s) in all, longest \d[\d.]* (µs|ms|s)/, held);
+    assert.ok(api.stall_by_proctor_seconds_total > 0, JSON.stringify(api));
+    // What its threads waited is said where the kernel's trace gives it, and only there.
+    assert.equal(held.includes("its threads waited"), api.stall_target_waited_seconds_total != null, held);
     assert.equal(await page.evaluate(() => document.querySelectorAll("img").length), 0);
+  });
+
+  test("the agent panel says how long its reads held the targets' mmap locks", async () => {
+    const locks = () =>
+      page.$$eval("#agent-facts dt", (dts) => dts.filter((dt) => dt.textContent === "targets' locks").map((dt) => dt.nextElementSibling.textContent));
+    const text = await until("the PSS worker's holds in the agent panel", async () => {
+      const t = await locks();
+      return t.length === 1 && /^PSS reads held them \d[\d.]* (µs|ms|s), longest \d[\d.]* (µs|ms|s) \(pid \d+\), command-line reads /.test(t[0]) ? t[0] : null;
+    }, 60000);
+    const agent = await fetchJson(`${base}/api/v1/agent`);
+    assert.ok(agent.pss_worker.lock_seconds_total > 0, JSON.stringify(agent.pss_worker));
+    // Traced or not, the panel says which (whether the agent traces does not change as it runs).
+    const traced = agent.pss_worker.target_waited_seconds_total != null;
+    assert.match(text, traced ? /; the targets waited \d[\d.]* (µs|ms|s) on the PSS reads$/ : /; what the targets waited is not traced$/, text);
   });
 
   test("a family head's detail says what its workers share, from the PSS readings", async () => {

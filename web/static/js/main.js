@@ -818,12 +818,33 @@ function renderAgent(a) {
     ["files read", `${fmt.count(last.files_read)} (${fmt.count(last.files_opened)} opened, ${fmt.count(last.fds_kept)} fds kept)`],
     ["processes seen", fmt.count(last.processes_seen)],
     ["history", `${fmt.bytes(a.history.bytes)} of ${fmt.bytes(a.history.max_bytes)}, ${fmt.count(a.history.points)}/${fmt.count(a.history.capacity)} points, ${a.history.series} series`],
+    ["targets' locks", targetLocksText(a)],
     ["PSS worker", a.pss_worker ? `${fmt.count(a.pss_worker.reads)} reads, ${fmt.duration(a.pss_worker.cpu_seconds)} CPU, budget ${fmt.percent(100 * (a.pss_worker.budget_share_of_one_cpu ?? 0))}` : "off"],
     ["samples", `${fmt.count(a.samples_total)} (${fmt.count(a.missed_ticks_total)} missed ticks)`],
     ["errors", errors ? Object.entries(a.errors_total).map(([k, v]) => `${k} ${v}`).join(", ") : "none"],
     ["HTTP requests", fmt.count(a.http?.requests_total)],
     ...(a.remote_write ?? []).map((q) => [q.protocol === "otlp" ? "OTLP" : "remote write", remoteWriteText(q)]),
   ]);
+}
+
+/** The stall ledger over the agent's life in words: how long its PSS and command-line reads held
+ * the targets' mmap locks, the longest hold and its process, and what the targets' threads
+ * waited on them where the kernel's trace says (proctor doctor says why not elsewhere). */
+function targetLocksText(a) {
+  const pss = a.pss_worker;
+  const cmd = a.cmdline_worker;
+  const parts = [];
+  if (pss) {
+    const longest = pss.max_lock_pid ? `, longest ${fmt.duration(pss.max_lock_seconds)} (pid ${pss.max_lock_pid})` : "";
+    parts.push(`PSS reads held them ${fmt.duration(pss.lock_seconds_total)}${longest}`);
+  }
+  if (cmd) parts.push(`command-line reads ${fmt.duration(cmd.lock_seconds_total)}`);
+  if (!parts.length) return "none taken (no PSS or command-line reads)";
+  const waited =
+    pss && pss.target_waited_seconds_total !== null && pss.target_waited_seconds_total !== undefined
+      ? `; the targets waited ${fmt.duration(pss.target_waited_seconds_total)} on the PSS reads`
+      : "; what the targets waited is not traced";
+  return parts.join(", ") + waited;
 }
 
 /** One remote-write queue in words: "URL: 3.2 s behind (3 samples), 1,204 samples sent, no
@@ -888,6 +909,7 @@ function renderDetail(p, gone) {
     ["PSS", approx(p, fmt.bytes(p.pss_bytes))],
     ["USS", approx(p, fmt.bytes(p.uss_bytes))],
     ["PSS age", pssKnown ? fmt.duration(p.pss_age_secs) : p.pss_note ? "not read" : "not read yet"],
+    ["held by proctor", stallText(p)],
     ["swap PSS", approx(p, fmt.bytes(p.swap_pss_bytes))],
     ["RSS", `${fmt.bytes(p.rss_bytes)} (anon ${fmt.bytes(p.anon_bytes)}, file ${fmt.bytes(p.file_bytes)}, shmem ${fmt.bytes(p.shmem_bytes)})`],
     ["swap", fmt.bytes(p.swap_bytes)],
@@ -916,6 +938,19 @@ function renderDetail(p, gone) {
   renderSharing(p);
   // Each argument on its own line: spaces inside an argument stay visible as such.
   $("detail-cmdline").textContent = p.cmdline === null ? "(not read yet)" : p.cmdline.length ? p.cmdline.join("\n") : "(none: kernel thread or zombie)";
+}
+
+/** The stall ledger of one process in words: how long proctor's reads held its mmap lock, the
+ * longest hold, and what its own threads waited on them where the kernel's trace says. */
+function stallText(p) {
+  if (p.stall_by_proctor_seconds_total === null || p.stall_by_proctor_seconds_total === undefined) {
+    return "its mmap lock: not taken by proctor yet";
+  }
+  const waited =
+    p.stall_target_waited_seconds_total === null || p.stall_target_waited_seconds_total === undefined
+      ? ""
+      : `; its threads waited ${fmt.duration(p.stall_target_waited_seconds_total)} on them`;
+  return `its mmap lock ${fmt.duration(p.stall_by_proctor_seconds_total)} in all, longest ${fmt.duration(p.stall_by_proctor_max_seconds)}${waited}`;
 }
 
 /** A family head (several children of one name: gunicorn, uwsgi, PHP-FPM, Postgres) gets what
