@@ -1788,13 +1788,18 @@ describe("a clone's reading stands in for its siblings", () => {
     ].join("\n");
     const parent = spawn("python3", ["-c", script, tag], { stdio: ["pipe", "pipe", "ignore"] });
     started.push(parent);
-    // print() may reach the pipe in pieces: the whole line is waited for.
-    const ready = await new Promise((resolve) => {
+    // print() may reach the pipe in pieces: the whole line is waited for, with a bound.
+    const ready = await new Promise((resolve, reject) => {
       let out = "";
+      const timer = setTimeout(() => reject(new Error(`the family printed no pids in 30 s: ${JSON.stringify(out)}`)), 30000);
       parent.stdout.on("data", (d) => {
         out += d;
-        if (out.includes("\n")) resolve(out);
+        if (out.includes("\n")) {
+          clearTimeout(timer);
+          resolve(out);
+        }
       });
+      parent.on("exit", (code) => reject(new Error(`the family's parent exited with ${code} before its pids: ${JSON.stringify(out)}`)));
     });
     const kids = ready.trim().split(/\s+/).slice(1).map(Number);
     assert.equal(kids.length, 6, ready);
