@@ -188,6 +188,18 @@ macro_rules! fields_of {
     }};
 }
 
+/// A figure from the walk of the TCP sockets (`NetTable::connections`), with what that walk
+/// covers: one wording for the three fields it gives.
+macro_rules! walked {
+    ($what:literal) => {
+        concat!(
+            $what,
+            " (BPF socket walk; where the kernel refuses the walk of every owned socket, only those in the agent's own \
+             network namespace: proctor doctor says which)."
+        )
+    };
+}
+
 /// The fields of one process ([`crate::process::ProcessOut`]), in its order, each with how it is
 /// read from the agent's row and from the public shape, and its per-process `/metrics` family.
 /// The one field-access table: `top`'s columns and sort, sort keys, alert rules and `/metrics`
@@ -344,19 +356,19 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: None,
     },
     ProcessField {
-        field: Field { name: "net_connections", title: "Conns", unit: Unit::Count, description: "Its established TCP connections (BPF socket walk; where the kernel refuses the walk of every owned socket, only those in the agent's own network namespace: proctor doctor says which)." },
+        field: Field { name: "net_connections", title: "Conns", unit: Unit::Count, description: walked!("Its established TCP connections") },
         row: |_, r| opt(r.net_total.as_deref().map(|n| n.connections)),
         out: |p| opt(p.net_connections),
         prom: Some(PromFamily { name: "proctor_process_tcp_connections", kind: Kind::Gauge, help: "Established TCP connections of each of the top processes.", omit_empty: true }),
     },
     ProcessField {
-        field: Field { name: "net_rtt_seconds", title: "RTT", unit: Unit::Seconds, description: "Median smoothed round-trip time over its established TCP connections (BPF socket walk; where the kernel refuses the walk of every owned socket, only those in the agent's own network namespace: proctor doctor says which)." },
+        field: Field { name: "net_rtt_seconds", title: "RTT", unit: Unit::Seconds, description: walked!("Median smoothed round-trip time over its established TCP connections") },
         row: |_, r| opt(r.net_total.as_deref().and_then(|n| n.srtt_median_us).map(|us| f64::from(us) / 1e6)),
         out: |p| opt(p.net_rtt_seconds),
         prom: Some(PromFamily { name: "proctor_process_tcp_rtt_seconds", kind: Kind::Gauge, help: "Median smoothed round-trip time over the process's established TCP connections.", omit_empty: true }),
     },
     ProcessField {
-        field: Field { name: "net_rtt_max_seconds", title: "RTTmax", unit: Unit::Seconds, description: "Longest smoothed round-trip time over its established TCP connections (BPF socket walk; where the kernel refuses the walk of every owned socket, only those in the agent's own network namespace: proctor doctor says which)." },
+        field: Field { name: "net_rtt_max_seconds", title: "RTTmax", unit: Unit::Seconds, description: walked!("Longest smoothed round-trip time over its established TCP connections") },
         row: |_, r| opt(r.net_total.as_deref().and_then(|n| n.srtt_max_us).map(|us| f64::from(us) / 1e6)),
         out: |p| opt(p.net_rtt_max_seconds),
         prom: Some(PromFamily { name: "proctor_process_tcp_rtt_max_seconds", kind: Kind::Gauge, help: "Longest smoothed round-trip time over the process's established TCP connections.", omit_empty: true }),
