@@ -841,7 +841,7 @@ function targetLocksText(a) {
   if (cmd) parts.push(`command-line reads ${fmt.duration(cmd.lock_seconds_total)}`);
   if (!parts.length) return "none taken (no PSS or command-line reads)";
   const waited =
-    pss && pss.target_waited_seconds_total !== null && pss.target_waited_seconds_total !== undefined
+    pss?.target_waited_seconds_total != null
       ? `; the targets waited ${fmt.duration(pss.target_waited_seconds_total)} on the PSS reads`
       : "; what the targets waited is not traced";
   return parts.join(", ") + waited;
@@ -943,13 +943,8 @@ function renderDetail(p, gone) {
 /** The stall ledger of one process in words: how long proctor's reads held its mmap lock, the
  * longest hold, and what its own threads waited on them where the kernel's trace says. */
 function stallText(p) {
-  if (p.stall_by_proctor_seconds_total === null || p.stall_by_proctor_seconds_total === undefined) {
-    return "its mmap lock: not taken by proctor yet";
-  }
-  const waited =
-    p.stall_target_waited_seconds_total === null || p.stall_target_waited_seconds_total === undefined
-      ? ""
-      : `; its threads waited ${fmt.duration(p.stall_target_waited_seconds_total)} on them`;
+  if (p.stall_by_proctor_seconds_total == null) return "its mmap lock: not taken by proctor yet";
+  const waited = p.stall_target_waited_seconds_total == null ? "" : `; its threads waited ${fmt.duration(p.stall_target_waited_seconds_total)} on them`;
   return `its mmap lock ${fmt.duration(p.stall_by_proctor_seconds_total)} in all, longest ${fmt.duration(p.stall_by_proctor_max_seconds)}${waited}`;
 }
 
