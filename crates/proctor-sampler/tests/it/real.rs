@@ -704,16 +704,21 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
     );
 }
 
-/// Issue 34 item 3: a tree of clones (a python parent and 6 children forked from it, sharing
-/// 32 MiB copy-on-write and doing nothing since) has a figure for every member long before each
-/// is read: one child's reading stands in for the others with its resident size and faults,
-/// says whose it is, and sums (anonymous part, as above) to within 1 % of a fresh sum. At a
-/// low budget (0.05 %) the worker reads a member every second or more once it has read a few,
-/// so the stand-ins are seen; each clone read since was checked against its stand-in, and none
-/// was off.
+/// Issue 34 item 3: a tree of clones (a python parent and 8 children forked from it, sharing
+/// 32 MiB copy-on-write and doing nothing since) has a figure for every child long before each
+/// is read: one child's reading stands in for its clones (the same resident size and faults),
+/// says whose it is, and the children's sum (anonymous part, as above) is within 1 % of a fresh
+/// sum; each clone read since was checked against its stand-in, and none was off.
+///
+/// The stand-ins last while the worker rests between reads (a read's CPU over 4× its budget):
+/// at a low budget (0.05 %: ~3 s rests here, where the worker spends ~6 ms of CPU on a child)
+/// and with 8 children, several rests. The parent is not waited for: its first reading goes
+/// stale as its children settle, and its next waits for its own target budget, seconds here.
+/// Waiting for it (with 6 children), the test once failed on CI: by the deadline every member
+/// had its own reading, and no sample before had had the whole tree with a stand-in.
 #[test]
 fn a_clones_reading_stands_in_for_the_others_until_each_is_read() {
-    let (parent, _out, kids) = sharing_parent(32, 6, "");
+    let (parent, _out, kids) = sharing_parent(32, 8, "");
     let root = parent.0.id();
     let mut sampler = Sampler::new(SamplerConfig {
         cmdline: false,
@@ -721,30 +726,30 @@ fn a_clones_reading_stands_in_for_the_others_until_each_is_read() {
         pss_root: Some(root),
         ..SamplerConfig::default()
     });
-    // Each member's anonymous PSS as the sample has it (own or a clone's), the clone's pid
+    // Each child's anonymous PSS as the sample has it (own or a clone's), the clone's pid
     // where a clone's stands in, and whether it is stale.
     type Members = Vec<(u32, Option<u64>, Option<u32>, bool)>;
     let members = |s: &proctor_model::Sample| -> Members {
         s.processes
             .iter()
-            .filter(|p| p.pid == root || p.ppid == root)
+            .filter(|p| p.ppid == root)
             .map(|p| match (&p.pss, &p.pss_estimate) {
                 (own, Some(e)) if own.is_none() || p.pss_stale => (p.pid, e.1.rollup.pss_anon_bytes, Some(e.0), false),
                 (own, _) => (p.pid, own.and_then(|r| r.rollup.pss_anon_bytes), None, p.pss_stale),
             })
             .collect()
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     let m = loop {
         let s = sampler.sample();
         let m = members(&s);
-        let whole = m.len() == 7 && m.iter().all(|(_, pss, _, stale)| pss.is_some() && !stale);
+        let whole = m.len() == 8 && m.iter().all(|(_, pss, _, stale)| pss.is_some() && !stale);
         if whole && m.iter().any(|(_, _, from, _)| from.is_some()) {
             break m;
         }
         assert!(
             Instant::now() < deadline,
-            "no whole tree with a clone's stand-in within 60 s: {m:?} {:?}",
+            "no sample within 120 s where every child had a figure and a clone stood in for one: {:?} {m:?}",
             sampler.pss_stats()
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -764,7 +769,7 @@ fn a_clones_reading_stands_in_for_the_others_until_each_is_read() {
     let off = (sum as f64 - fresh as f64).abs() / fresh as f64;
     assert!(off <= 0.01, "a sum with stand-ins {sum} is {:.2} % from a fresh {fresh}: {m:?}", off * 100.0);
     // The worker goes on to read the stood-in-for clones themselves, checking each stand-in.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let _ = sampler.sample();
         let stats = sampler.pss_stats().expect("worker running");
@@ -773,7 +778,7 @@ fn a_clones_reading_stands_in_for_the_others_until_each_is_read() {
             assert!(stats.estimate_worst_error <= 0.01, "{stats:?}");
             break;
         }
-        assert!(Instant::now() < deadline, "no stand-in checked against its clone's own reading in 60 s: {stats:?}");
+        assert!(Instant::now() < deadline, "no stand-in checked against its clone's own reading in 120 s: {stats:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
