@@ -306,8 +306,9 @@ pub(crate) struct Loaded {
     retransmit: &'static str,
     batch: Mutex<BatchBuffers>,
     walk: Walk,
-    /// The storage walk's link ([`Walk::Owned`]) and the walks' read buffer ([`WALK_BUFFER`]).
-    sockets: Mutex<(Option<OwnedFd>, Vec<u8>)>,
+    /// The storage walk's link ([`Walk::Owned`]), the walks' read buffer ([`WALK_BUFFER`]), and
+    /// where the next walk of other network namespaces starts ([`NetTable::connections_in`]).
+    sockets: Mutex<(Option<OwnedFd>, Vec<u8>, u64)>,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -390,7 +391,7 @@ impl Loaded {
             retransmit,
             batch: Mutex::default(),
             walk,
-            sockets: Mutex::new((link, Vec::new())),
+            sockets: Mutex::new((link, Vec::new(), 0)),
         })
     }
 
@@ -613,23 +614,28 @@ impl NetTable {
     /// row: the rows grow only here, as a connection closes or a datagram socket is released,
     /// and as a socket changes owner.
     pub fn connections(&self, out: &mut Vec<Connection>) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
-        #[repr(C)]
-        struct IterCreate {
-            link_fd: u32,
-            flags: u32,
-        }
-        const BPF_ITER_CREATE: libc::c_long = 33;
+        self.connections_in(out, &[], std::time::Duration::ZERO).map(|(cpu_ns, _)| cpu_ns)
+    }
+
+    /// [`NetTable::connections`], and where the kernel's TCP tables are walked
+    /// ([`Walk::TcpTables`]: each walk sees one network namespace's), the tables of the other
+    /// network namespaces `pids` are in too (a container's), each from a thread that enters it,
+    /// taking turns: as many as `budget` of CPU reads (one at least, [`MAX_NAMESPACES`] at
+    /// most); returns the walk's CPU ns and how the other namespaces' walks went. The storage
+    /// walk sees every namespace's sockets, so there `pids` are not looked at.
+    pub fn connections_in(
+        &self,
+        out: &mut Vec<Connection>,
+        pids: &[u32],
+        budget: std::time::Duration,
+    ) -> Result<(u64, Namespaces), Box<dyn std::error::Error + Send + Sync>> {
         let started = thread_cpu_ns();
         out.clear();
+        let mut namespaces = Namespaces::default();
         let mut guard = self.loaded.sockets.lock().map_err(|_| "another walk panicked")?;
-        let (link, bytes) = &mut *guard;
-        let mut file = match link {
-            Some(link) => {
-                let mut attr = IterCreate { link_fd: link.as_raw_fd() as u32, flags: 0 };
-                let fd = crate::scan::bpf(BPF_ITER_CREATE, &mut attr)?;
-                // SAFETY: the kernel just gave us this fd; nothing else owns it.
-                std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-            }
+        let (link, bytes, cursor) = &mut *guard;
+        match link {
+            Some(link) => read_connections(&mut iter_create(link)?, bytes, out)?,
             None => {
                 let mut bpf = self.loaded.bpf.lock().map_err(|_| "another walk panicked while attaching")?;
                 // The datagram sockets first: their walk writes nothing, only adds their counts.
@@ -638,12 +644,196 @@ impl NetTable {
                 std::io::copy(&mut udp.take_link(link)?.into_file()?, &mut std::io::sink())?;
                 let program: &mut Iter = bpf.program_mut(TCP_SOCKETS).ok_or("program gone")?.try_into()?;
                 let link = program.attach()?;
-                program.take_link(link)?.into_file()?
+                read_connections(&mut program.take_link(link)?.into_file()?, bytes, out)?;
+                if !pids.is_empty() {
+                    let program = program.fd()?.as_fd().as_raw_fd();
+                    let budget_ns = budget.as_nanos() as u64;
+                    namespaces = walk_other_namespaces(program, pids, cursor, budget_ns, bytes, out);
+                }
             }
-        };
-        read_connections(&mut file, bytes, out)?;
-        Ok(thread_cpu_ns().saturating_sub(started))
+        }
+        Ok((thread_cpu_ns().saturating_sub(started), namespaces))
     }
+}
+
+/// The most other network namespaces one walk of the TCP tables visits
+/// ([`NetTable::connections_in`]), whatever its budget allows.
+pub const MAX_NAMESPACES: usize = 64;
+
+/// How one walk's visits of other network namespaces' TCP tables went
+/// ([`NetTable::connections_in`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Namespaces {
+    /// Network namespaces other than the agent's with a process that used the network.
+    pub found: u32,
+    /// Of those, walked this time.
+    pub walked: u32,
+    /// Left for a later walk: past the walk's budget or [`MAX_NAMESPACES`].
+    pub skipped: u32,
+    /// Why a namespace could not be walked (the last such error), e.g. entering it refused
+    /// without CAP_SYS_ADMIN: its processes' traffic is still counted, their connections not.
+    pub refused: Option<String>,
+    /// The pids (of those given) in a namespace not walked this time, skipped or refused: their
+    /// connections are as the last walk of their namespace found them.
+    pub unwalked: Vec<u32>,
+}
+
+/// Walks the TCP tables of the network namespaces `pids` are in, other than this thread's,
+/// from `cursor` on (a namespace's inode: where the last walk stopped, so all take turns),
+/// until their walks have cost `budget_ns` of this thread's CPU: one thread enters each in
+/// turn (`setns`) and makes the walk's iterator there (a walk of the tables sees the namespace
+/// it was made in); the walks are read here, into `out`. Each walks every bucket of the
+/// tables, empty or not (the established table is the host's, shared by every namespace not
+/// given its own), so each costs about what this namespace's walk does.
+fn walk_other_namespaces(
+    program: i32,
+    pids: &[u32],
+    cursor: &mut u64,
+    budget_ns: u64,
+    bytes: &mut Vec<u8>,
+    out: &mut Vec<Connection>,
+) -> Namespaces {
+    use std::os::unix::fs::MetadataExt;
+    let mut ns = Namespaces::default();
+    let inode = |path: &str| std::fs::metadata(path).map(|m| m.ino());
+    let Ok(own) = inode("/proc/thread-self/ns/net") else {
+        ns.refused = Some("this thread's network namespace could not be read".into());
+        return ns;
+    };
+    // Each process in another namespace, by the namespace's inode (one gone since is passed
+    // over).
+    let mut members: Vec<(u64, u32)> = Vec::new();
+    for &pid in pids {
+        if let Ok(ino) = inode(&format!("/proc/{pid}/ns/net")) {
+            if ino != own {
+                members.push((ino, pid));
+            }
+        }
+    }
+    members.sort_unstable();
+    let mut found = members.clone();
+    found.dedup_by_key(|(ino, _)| *ino);
+    ns.found = found.len() as u32;
+    if found.is_empty() {
+        return ns;
+    }
+    // Those from the cursor on, in turns.
+    let first = found.partition_point(|(ino, _)| *ino < *cursor);
+    found.rotate_left(first);
+    found.truncate(MAX_NAMESPACES);
+    let files: Vec<_> =
+        found.iter().map(|(_, pid)| std::fs::File::open(format!("/proc/{pid}/ns/net"))).collect::<Vec<_>>();
+    let link = match iter_link(program) {
+        Ok(link) => link,
+        Err(e) => {
+            ns.refused = Some(format!("linking the TCP tables' walk: {e}"));
+            ns.unwalked = members.iter().map(|(_, pid)| *pid).collect();
+            return ns;
+        }
+    };
+    let walks = std::thread::scope(|s| {
+        let entering = std::thread::Builder::new().name("proctor-netns".into()).spawn_scoped(s, || {
+            files
+                .iter()
+                .map(|f| {
+                    let f = f.as_ref().map_err(|e| format!("opening its namespace: {e}"))?;
+                    // SAFETY: setns on this thread only (it ends after these walks); the fd is
+                    // a network namespace's, open for the call.
+                    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                        return Err(format!("entering it: {}", std::io::Error::last_os_error()));
+                    }
+                    iter_create(&link).map_err(|e| format!("making its walk: {e}"))
+                })
+                .collect::<Vec<_>>()
+        });
+        match entering {
+            Ok(thread) => thread.join().map_err(|_| "the thread entering them panicked".to_string()),
+            Err(e) => Err(format!("starting a thread to enter them: {e}")),
+        }
+    });
+    let walks = match walks {
+        Ok(walks) => walks,
+        Err(e) => {
+            ns.refused = Some(e);
+            ns.unwalked = members.iter().map(|(_, pid)| *pid).collect();
+            return ns;
+        }
+    };
+    // Read while the budget lasts (the first always); the rest wait for the next walk.
+    let started = thread_cpu_ns();
+    let (mut walked, mut tried) = (std::collections::HashSet::new(), 0);
+    for (walk, (ino, _)) in walks.into_iter().zip(&found) {
+        if tried > 0 && thread_cpu_ns().saturating_sub(started) >= budget_ns {
+            break;
+        }
+        tried += 1;
+        *cursor = ino + 1;
+        match walk.and_then(|mut f| read_connections(&mut f, bytes, out).map_err(|e| format!("reading its walk: {e}")))
+        {
+            Ok(()) => {
+                walked.insert(*ino);
+            }
+            Err(e) => ns.refused = Some(e),
+        }
+    }
+    ns.walked = walked.len() as u32;
+    ns.skipped = ns.found - tried;
+    ns.unwalked = members.iter().filter(|(ino, _)| !walked.contains(ino)).map(|(_, pid)| *pid).collect();
+    ns
+}
+
+/// A link of the iterator program `program` (an `iter/tcp` one: no target to give).
+fn iter_link(program: i32) -> std::io::Result<OwnedFd> {
+    #[repr(C)]
+    #[derive(Default)]
+    struct LinkCreate {
+        prog_fd: u32,
+        target_fd: u32,
+        attach_type: u32,
+        flags: u32,
+    }
+    const BPF_LINK_CREATE: libc::c_long = 28;
+    const BPF_TRACE_ITER: u32 = 28;
+    let mut attr = LinkCreate { prog_fd: program as u32, attach_type: BPF_TRACE_ITER, ..LinkCreate::default() };
+    let fd = crate::scan::bpf(BPF_LINK_CREATE, &mut attr)?;
+    // SAFETY: the kernel just gave us this fd; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// A new iterator of `link`, as a file to read: its walk is of the calling thread's network
+/// namespace, where the iterator is of one.
+fn iter_create(link: &OwnedFd) -> std::io::Result<std::fs::File> {
+    #[repr(C)]
+    struct IterCreate {
+        link_fd: u32,
+        flags: u32,
+    }
+    const BPF_ITER_CREATE: libc::c_long = 33;
+    let mut attr = IterCreate { link_fd: link.as_raw_fd() as u32, flags: 0 };
+    let fd = crate::scan::bpf(BPF_ITER_CREATE, &mut attr)?;
+    // SAFETY: the kernel just gave us this fd; nothing else owns it.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+}
+
+/// Whether this process may enter another network namespace to walk its TCP tables
+/// ([`NetTable::connections_in`]): a thread enters its own (the same permission check:
+/// CAP_SYS_ADMIN), for `doctor`.
+pub fn may_enter_namespaces() -> Result<(), String> {
+    let ns = std::fs::File::open("/proc/thread-self/ns/net")
+        .map_err(|e| format!("opening /proc/thread-self/ns/net: {e}"))?;
+    std::thread::scope(|s| {
+        let entering = std::thread::Builder::new().spawn_scoped(s, || {
+            // SAFETY: setns on this short-lived thread, into the namespace it is already in.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(format!("entering a network namespace: {}", std::io::Error::last_os_error()));
+            }
+            Ok(())
+        });
+        match entering {
+            Ok(thread) => thread.join().unwrap_or_else(|_| Err("the thread entering it panicked".into())),
+            Err(e) => Err(format!("starting a thread to enter it: {e}")),
+        }
+    })
 }
 
 /// The walk's read buffer: 682 records. The walk is read through it a piece at a time, so what

@@ -6,6 +6,13 @@ use proctor_bpf::net::{walk_tcp_tables, Walk, TCP_ESTABLISHED, TCP_LISTEN};
 use proctor_bpf::NetTable;
 use std::io::{Read, Write};
 
+/// A budget for walks of other network namespaces that any test's walks fit in.
+const ONE_MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Taken by the tests that walk other network namespaces: where the next walk starts among
+/// them is the table's, one for the process.
+static OTHER_NAMESPACES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The table, walking the TCP tables; None (said) where the kernel refuses the programs.
 fn open() -> Option<NetTable> {
     walk_tcp_tables();
@@ -72,11 +79,13 @@ fn the_tcp_tables_walk_sees_a_held_pair_and_its_listener() {
 
 /// A connection in another network namespace (a container's), which the walk of this
 /// namespace's TCP tables never sees: its payload still reaches its owner's row while it is
-/// open, each packet adding what the connection's counters grew by. Without that it would wait
-/// for the connection to close.
+/// open, each packet adding what the connection's counters grew by (without that it would
+/// wait for the connection to close), and told of a process in that namespace, the walk
+/// enters it and gives the pair and its listener too, their payload counted once.
 #[test]
-fn a_connection_in_another_network_namespace_has_its_payload_before_it_closes() {
+fn a_connection_in_another_network_namespace_is_walked_and_counted_before_it_closes() {
     let Some(table) = open() else { return };
+    let _turn = OTHER_NAMESPACES.lock().unwrap_or_else(|e| e.into_inner());
     // A pair in a new network namespace: 1,000,000 bytes one way, one back, held open. Each
     // socket call gives up after a minute, so a pair that cannot talk ends (and this test skips).
     let peer = r#"
@@ -119,6 +128,15 @@ print('done', flush=True); sys.stdin.readline()
         let mut conns = Vec::new();
         table.connections(&mut conns).expect("the walk");
         assert!(!conns.iter().any(|c| c.pid == pid), "this namespace's walk saw the other's: {conns:?}");
+        // Told of a process in it, the walk enters that namespace too.
+        let (_, ns) = table.connections_in(&mut conns, &[std::process::id(), pid], ONE_MINUTE).expect("the walks");
+        let theirs: Vec<_> = conns.iter().filter(|c| c.pid == pid).map(|c| c.state).collect();
+        assert_eq!(
+            (theirs.iter().filter(|&&s| s == TCP_ESTABLISHED).count(), theirs.contains(&TCP_LISTEN)),
+            (2, true),
+            "the pair and its listener in the other namespace: {conns:?} {ns:?}"
+        );
+        assert_eq!((ns.found, ns.walked, ns.skipped, ns.refused.as_deref()), (1, 1, 0, None), "{ns:?}");
         table.read(&mut rows);
         let row = rows.get(&pid).copied();
         if row.is_some_and(|r| r.tcp.sent_bytes >= 1_000_000) || std::time::Instant::now() > deadline {
@@ -130,4 +148,114 @@ print('done', flush=True); sys.stdin.readline()
     let _ = child.wait();
     assert!((1_000_000..=1_000_001).contains(&row.tcp.sent_bytes), "{row:?}");
     assert!((1_000_000..=1_000_001).contains(&row.tcp.received_bytes), "{row:?}");
+}
+
+/// Where entering another network namespace is refused (no CAP_SYS_ADMIN: dropped here from
+/// the walking thread, which the thread that enters inherits it from), the walk of this
+/// namespace's tables still runs, and the refusal is said, not passed over.
+#[test]
+fn a_namespace_the_agent_may_not_enter_is_said() {
+    let Some(table) = open() else { return };
+    let _turn = OTHER_NAMESPACES.lock().unwrap_or_else(|e| e.into_inner());
+    // A process in a network namespace of its own, asleep.
+    let mut child = match std::process::Command::new("unshare").args(["--net", "sleep", "60"]).spawn() {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("SKIP: a namespace the agent may not enter: unshare: {why}");
+            return;
+        }
+    };
+    let pid = child.id();
+    // Bounded: until unshare has made the namespace and exec'd sleep in it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let own = std::fs::read_link("/proc/self/ns/net").expect("this namespace");
+    while std::fs::read_link(format!("/proc/{pid}/ns/net")).ok().is_none_or(|ns| ns == own) {
+        assert!(std::time::Instant::now() < deadline, "unshare made no namespace in 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            drop_sys_admin();
+            let mut conns = Vec::new();
+            table.connections_in(&mut conns, &[pid], ONE_MINUTE).map_err(|e| e.to_string())
+        })
+        .join()
+        .expect("the walking thread")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let (_, ns) = outcome.expect("this namespace's walk");
+    assert_eq!((ns.found, ns.walked, ns.skipped, ns.unwalked.as_slice()), (1, 0, 0, &[pid][..]), "{ns:?}");
+    assert!(ns.refused.as_deref().is_some_and(|e| e.contains("entering it") && e.contains("not permitted")), "{ns:?}");
+}
+
+/// Takes CAP_SYS_ADMIN out of this thread's effective and permitted sets (capabilities are a
+/// thread's own; threads it starts from now on inherit the rest).
+fn drop_sys_admin() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Default, Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const CAP_SYS_ADMIN: u32 = 21;
+    let mut header = Header { version: VERSION_3, pid: 0 };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget and capset read and write the header and the two data words we own.
+    unsafe {
+        assert_eq!(libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()), 0, "capget");
+        data[0].effective &= !(1 << CAP_SYS_ADMIN);
+        data[0].permitted &= !(1 << CAP_SYS_ADMIN);
+        assert_eq!(libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()), 0, "capset");
+    }
+}
+
+/// Over its budget, a walk visits one other network namespace and leaves the rest for the
+/// next walks, which take them in turns: three sleepers in namespaces of their own, walked
+/// with no budget, are each visited once in three walks, and the pids of those not visited
+/// are said each time.
+#[test]
+fn other_namespaces_take_turns_within_the_budget() {
+    let Some(table) = open() else { return };
+    let _turn = OTHER_NAMESPACES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sleepers = Vec::new();
+    for _ in 0..3 {
+        match std::process::Command::new("unshare").args(["--net", "sleep", "60"]).spawn() {
+            Ok(c) => sleepers.push(c),
+            Err(why) => {
+                eprintln!("SKIP: other namespaces in turns: unshare: {why}");
+                return;
+            }
+        }
+    }
+    let pids: Vec<u32> = sleepers.iter().map(|c| c.id()).collect();
+    let own = std::fs::read_link("/proc/self/ns/net").expect("this namespace");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids.iter().any(|p| std::fs::read_link(format!("/proc/{p}/ns/net")).ok().is_none_or(|ns| ns == own)) {
+        assert!(std::time::Instant::now() < deadline, "unshare made no namespaces in 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut conns = Vec::new();
+    let mut visited: Vec<u32> = Vec::new();
+    for _ in 0..3 {
+        let (_, ns) = table.connections_in(&mut conns, &pids, std::time::Duration::ZERO).expect("the walks");
+        assert_eq!((ns.found, ns.walked, ns.skipped, ns.unwalked.len()), (3, 1, 2, 2), "{ns:?}");
+        let walked: Vec<u32> = pids.iter().copied().filter(|p| !ns.unwalked.contains(p)).collect();
+        visited.extend(walked);
+    }
+    for mut c in sleepers {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    visited.sort_unstable();
+    let mut all = pids.clone();
+    all.sort_unstable();
+    assert_eq!(visited, all, "each namespace once in three walks");
 }

@@ -22,6 +22,11 @@ pub const WALK_SHARE: f64 = 0.01;
 /// ([`proctor_bpf::net::Walk::TcpTables`]): that walk visits every bucket, empty or not
 /// (262,144 here: ~0.35 ms of CPU), so not each sample.
 pub const TCP_TABLES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// What the walks of other network namespaces' TCP tables may cost a walk (0.2 % of a core
+/// over [`TCP_TABLES_EVERY`]; one namespace at least): each visits every bucket of the tables,
+/// about what this namespace's walk costs (0.35–3 ms here), so a host with many containers has
+/// them walked in turns (`proctor_bpf::net::NetTable::connections_in`).
+pub const NAMESPACES_BUDGET: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[derive(Debug)]
 pub(crate) struct NetState {
@@ -32,6 +37,9 @@ pub(crate) struct NetState {
     rtts: HashMap<u32, Vec<u32>>,
     /// When the next walk may run (`None`: now).
     next_walk: Option<std::time::Instant>,
+    /// The processes given a row by the last sample: where the kernel's TCP tables are walked,
+    /// the network namespaces they are in are walked too (`NetTable::connections_in`).
+    pids: Vec<u32>,
     gone: Vec<u32>,
     /// The rows of processes that ended, as last counted (pid, start ticks, counters): this
     /// sample's and the previous one's, for their exit records (an exit just after the events
@@ -48,6 +56,7 @@ impl NetState {
             connections: Vec::new(),
             rtts: HashMap::new(),
             next_walk: None,
+            pids: Vec::new(),
             gone: Vec::new(),
             ended: Vec::new(),
             ended_before: Vec::new(),
@@ -74,16 +83,33 @@ impl NetState {
         if self.next_walk.is_some_and(|at| now < at) {
             return;
         }
+        let walked = self.table.connections_in(&mut self.connections, &self.pids, NAMESPACES_BUDGET);
         // Each process's list is kept (emptied) from walk to walk, now that a walk runs each
-        // sample; the lists of processes left with no connection go after the walk.
-        for r in self.rtts.values_mut() {
-            r.clear();
+        // sample; the lists of processes left with no connection go after the walk. A process
+        // in a network namespace this walk did not visit (its turn is to come) keeps its list.
+        let unwalked: &[u32] = walked.as_ref().map_or(&[], |(_, ns)| &ns.unwalked);
+        for (pid, r) in self.rtts.iter_mut() {
+            if !unwalked.contains(pid) {
+                r.clear();
+            }
         }
-        match self.table.connections(&mut self.connections) {
-            Ok(cpu_ns) => {
+        match walked {
+            Ok((cpu_ns, ns)) => {
                 self.next_walk = match self.table.walk() {
                     Walk::Owned => next_walk(now, std::time::Duration::from_nanos(cpu_ns)),
-                    Walk::TcpTables(_) => Some(now + TCP_TABLES_EVERY),
+                    Walk::TcpTables(_) => {
+                        // Another network namespace's tables not walked (entering it refused
+                        // without CAP_SYS_ADMIN, or it went): its processes keep their traffic
+                        // and show no connections; said in the sample's cost. Those left for
+                        // a later walk by its budget wait for their turn, no error.
+                        let failed = ns.found.saturating_sub(ns.walked + ns.skipped);
+                        if failed > 0 {
+                            let refused = ns.refused.as_deref().is_some_and(|e| e.contains("not permitted"));
+                            let kind = if refused { "permission" } else { "io" };
+                            *cost.errors.entry(("process.net.connections", kind)).or_default() += u64::from(failed);
+                        }
+                        Some(now + TCP_TABLES_EVERY)
+                    }
                 };
                 for c in self.connections.iter().filter(|c| c.state == TCP_ESTABLISHED) {
                     self.rtts.entry(c.pid).or_default().push(c.srtt_us);
@@ -111,6 +137,7 @@ impl NetState {
         self.walk(cost);
         self.table.read(&mut self.rows);
         let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
+        self.pids.clear();
         for p in processes.iter_mut() {
             let Some(row) = self.rows.remove(&p.pid) else { continue };
             if row.start_boottime_ns / ns_per_tick != p.start_ticks {
@@ -124,6 +151,7 @@ impl NetState {
                 None => (0, None, None),
             };
             p.net = Some(Box::new(process_net(&row, connections, median, max)));
+            self.pids.push(p.pid);
         }
         // What is left matched no process of this scan: gone if it started before the scan.
         self.gone.clear();

@@ -194,8 +194,9 @@ macro_rules! walked {
     ($what:literal) => {
         concat!(
             $what,
-            " (BPF socket walk; where the kernel refuses the walk of every owned socket, only those in the agent's own \
-             network namespace: proctor doctor says which)."
+            " (BPF socket walk; where the kernel refuses the walk of every owned socket, the kernel's TCP tables are \
+             walked every 10 s, another network namespace's only where the agent may enter it: proctor doctor says \
+             which)."
         )
     };
 }

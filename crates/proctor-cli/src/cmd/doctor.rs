@@ -372,10 +372,21 @@ fn network(root: &proctor_procfs::Root) -> String {
                 proctor_bpf::net::Walk::Owned => "each sample".to_string(),
                 proctor_bpf::net::Walk::TcpTables(why) => format!(
                     "every {} s from the kernel's TCP tables, as the socket storage iterator is refused: {why}; \
-                     packets and TCP payload reach the rows as they pass; the tables are this network namespace's, so \
-                     a process in another (a container's) has its traffic counted and no connections or round-trip \
-                     times (some kernels refuse every iterator over a map's elements: docs/deploy.md)",
-                    proctor_sampler::TCP_TABLES_EVERY.as_secs()
+                     packets and TCP payload reach the rows as they pass; {} (some kernels refuse every iterator \
+                     over a map's elements: docs/deploy.md)",
+                    proctor_sampler::TCP_TABLES_EVERY.as_secs(),
+                    match proctor_bpf::net::may_enter_namespaces() {
+                        Ok(()) => format!(
+                            "the tables of the other network namespaces with a process using the network (a \
+                             container's) are walked too, entered from a thread, up to {} a walk",
+                            proctor_bpf::net::MAX_NAMESPACES
+                        ),
+                        Err(e) => format!(
+                            "only this network namespace's tables are walked ({e}; entering another needs \
+                             CAP_SYS_ADMIN), so a process in another (a container's) has its traffic counted and no \
+                             connections or round-trip times"
+                        ),
+                    }
                 ),
             };
             format!(

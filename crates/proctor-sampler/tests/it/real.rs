@@ -1362,6 +1362,65 @@ fn a_process_has_its_own_network_use() {
     assert!(!table.contains_key(&pid), "the ended process's row is forgotten");
 }
 
+/// Issue 36: a process in a network namespace of its own (a container's) has its established
+/// connections and their round-trip times, whichever walk the kernel allows: the storage walk
+/// sees every namespace's sockets, and the TCP tables' walk (a kernel that refuses the storage
+/// iterator) enters the namespaces of the processes that have a row. Before the latter, such a
+/// process had its traffic and 0 connections.
+#[test]
+fn a_process_in_another_network_namespace_has_its_connections() {
+    let config = SamplerConfig { pss_budget: 0.0, cmdline: false, process_net: true, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    if let Err(why) = sampler.net_status() {
+        eprintln!("SKIP: per-process network: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    // A pair and its listener in a new network namespace, 1,000 bytes each way, held open.
+    let peer = "import socket, sys\n\
+                socket.setdefaulttimeout(60)\n\
+                l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
+                c = socket.create_connection(l.getsockname()); s, _ = l.accept()\n\
+                c.sendall(b'x' * 1000); s.recv(1000); s.sendall(b'y' * 1000); c.recv(1000)\n\
+                print('ready', flush=True)\n\
+                sys.stdin.readline()";
+    let mut child = match Command::new("unshare")
+        .args(["--net", "sh", "-c", "ip link set lo up && exec python3 -c \"$0\"", peer])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => Guard(c),
+        Err(why) => {
+            eprintln!("SKIP: a process in another network namespace: unshare: {why}");
+            return;
+        }
+    };
+    let pid = child.0.id();
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut out, &mut line).expect("its line");
+    if line.trim() != "ready" {
+        eprintln!("SKIP: a process in another network namespace: unshare --net could not make one");
+        return;
+    }
+    // The walk that enters its namespace is the first after a sample gave it a row: the next
+    // sample's where each sample walks, within TCP_TABLES_EVERY where the tables are walked.
+    let deadline = Instant::now() + 3 * proctor_sampler::TCP_TABLES_EVERY;
+    let net = loop {
+        let s = sampler.sample();
+        let net = s.process(pid).and_then(|p| p.net.as_deref().copied());
+        if net.is_some_and(|n| n.connections == 2) || Instant::now() > deadline {
+            break net;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let net = net.expect("its row: its traffic counted");
+    assert!(net.tcp.sent_bytes >= 1_000 && net.tcp.received_bytes >= 1_000, "{net:?}");
+    assert_eq!(net.connections, 2, "the pair's two ends, in its own namespace: {net:?}");
+    assert!(net.srtt_median_us.is_some() && net.srtt_max_us >= net.srtt_median_us, "{net:?}");
+    drop(child);
+}
+
 /// The directory of this process's cgroup in the hierarchy whose path the process rows carry
 /// (v1 memory where one is mounted, as on a hybrid host, else cgroup2), and that path.
 fn row_cgroup_dir() -> Option<(std::path::PathBuf, String)> {
