@@ -338,6 +338,7 @@ fn cycle(
         totals.starts.add(starts);
     }
     totals.pss = sampler.pss_stats();
+    totals.net_walk = sampler.net_walk();
     totals.cmdline = sampler.cmdline_stats();
     totals.drm = sampler.drm_stats();
     totals.nvml = sampler.nvml_status();

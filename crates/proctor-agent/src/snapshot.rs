@@ -72,6 +72,8 @@ pub struct AgentSelf {
     pub net_used: bool,
     /// Why not, where it was asked for and could not be had.
     pub net_why_not: Option<String>,
+    /// How the walks of the TCP sockets go, as of the last (where network use is counted).
+    pub net_walk: Option<proctor_sampler::NetWalk>,
     /// Every sample's `cost.starts` added up: process starts against the kernel's count.
     pub starts: StartsTotal,
     /// The store the agent records into, as of the previous sample.

@@ -28,7 +28,7 @@ mod table;
 mod worker;
 
 pub use config::{HostFiles, Reads, SamplerConfig};
-pub use net::TCP_TABLES_EVERY;
+pub use net::{NetWalk, NAMESPACES_BUDGET, TCP_TABLES_EVERY};
 pub use sampler::{host_proc_is_ours, kept_fd_budget, Sampler};
 pub use schedule::Schedule;
 pub use worker::LockTotals;

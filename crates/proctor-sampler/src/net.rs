@@ -28,6 +28,22 @@ pub const TCP_TABLES_EVERY: std::time::Duration = std::time::Duration::from_secs
 /// them walked in turns (`proctor_bpf::net::NetTable::connections_in`).
 pub const NAMESPACES_BUDGET: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// How the walks of the TCP sockets go ([`crate::Sampler::net_walk`]), as of the last one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetWalk {
+    /// `None`: the sockets the programs gave an owner, in every network namespace, each sample
+    /// while that is cheap; `Some(why)`: the kernel's TCP tables every [`TCP_TABLES_EVERY`], as
+    /// the kernel refused the storage iterator (why), this namespace's and the others entered.
+    pub tcp_tables: Option<String>,
+    /// With the TCP tables: other network namespaces with a process that has a row, how many
+    /// the last walk visited, how many it left for a later walk (its budget,
+    /// [`NAMESPACES_BUDGET`]), and why one could not be entered (the last such error).
+    pub namespaces_found: u32,
+    pub namespaces_walked: u32,
+    pub namespaces_skipped: u32,
+    pub namespaces_refused: Option<String>,
+}
+
 #[derive(Debug)]
 pub(crate) struct NetState {
     table: NetTable,
@@ -40,6 +56,8 @@ pub(crate) struct NetState {
     /// The processes given a row by the last sample: where the kernel's TCP tables are walked,
     /// the network namespaces they are in are walked too (`NetTable::connections_in`).
     pids: Vec<u32>,
+    /// How the last walk went.
+    pub(crate) last_walk: NetWalk,
     gone: Vec<u32>,
     /// The rows of processes that ended, as last counted (pid, start ticks, counters): this
     /// sample's and the previous one's, for their exit records (an exit just after the events
@@ -50,12 +68,17 @@ pub(crate) struct NetState {
 
 impl NetState {
     pub(crate) fn new(table: NetTable) -> Self {
+        let tcp_tables = match table.walk() {
+            Walk::Owned => None,
+            Walk::TcpTables(why) => Some(why.clone()),
+        };
         NetState {
             table,
             rows: HashMap::new(),
             connections: Vec::new(),
             rtts: HashMap::new(),
             next_walk: None,
+            last_walk: NetWalk { tcp_tables, ..NetWalk::default() },
             pids: Vec::new(),
             gone: Vec::new(),
             ended: Vec::new(),
@@ -102,6 +125,10 @@ impl NetState {
                         // without CAP_SYS_ADMIN, or it went): its processes keep their traffic
                         // and show no connections; said in the sample's cost. Those left for
                         // a later walk by its budget wait for their turn, no error.
+                        self.last_walk.namespaces_found = ns.found;
+                        self.last_walk.namespaces_walked = ns.walked;
+                        self.last_walk.namespaces_skipped = ns.skipped;
+                        self.last_walk.namespaces_refused = ns.refused.clone();
                         let failed = ns.found.saturating_sub(ns.walked + ns.skipped);
                         if failed > 0 {
                             let refused = ns.refused.as_deref().is_some_and(|e| e.contains("not permitted"));

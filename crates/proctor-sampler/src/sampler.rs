@@ -263,6 +263,11 @@ impl Sampler {
         }
     }
 
+    /// How the walks of the TCP sockets go, where per-process network is on.
+    pub fn net_walk(&self) -> Option<crate::NetWalk> {
+        self.net.as_ref().ok().map(|n| n.last_walk.clone())
+    }
+
     /// Why there is no container view, when there is none.
     pub fn container_error(&self) -> Option<&str> {
         self.container_error.as_deref()

@@ -708,6 +708,24 @@ pub struct RemoteWriteOut {
     pub cursor_error: Option<String>,
 }
 
+/// How each process's TCP connections are found ([`AgentOut::process_net_walk`]).
+#[derive(Debug, Serialize)]
+pub struct NetWalkOut {
+    /// `owned_sockets`: a walk of the sockets the programs gave an owner, every network
+    /// namespace's, each sample; `tcp_tables`: the kernel's TCP tables every 10 s (the kernel
+    /// refused the other, `tcp_tables_why`), this namespace's and the others entered.
+    pub how: &'static str,
+    pub tcp_tables_why: Option<String>,
+    /// With `tcp_tables`: the other network namespaces with a process that used the network,
+    /// how many the last walk entered, how many it left for a later walk (its budget: 20 ms of
+    /// CPU), and why one could not be entered (no CAP_SYS_ADMIN: its processes show no
+    /// connections).
+    pub other_namespaces: u32,
+    pub other_namespaces_walked: u32,
+    pub other_namespaces_skipped: u32,
+    pub other_namespaces_refused: Option<String>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct AgentOut {
     pub pid: u32,
@@ -748,6 +766,8 @@ pub struct AgentOut {
     /// Why not, where it was asked for and could not be had.
     #[serde(default)]
     pub process_net_unavailable: Option<String>,
+    /// How each process's TCP connections are found, where its network use is counted.
+    pub process_net_walk: Option<NetWalkOut>,
     /// Processes started since the agent's second sample against the kernel's count.
     pub starts: StartsOut,
     pub last_sample: LastSampleOut,
@@ -820,6 +840,14 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
         process_events_unavailable: a.events_why_not.clone(),
         process_net_from: if a.net_used { "bpf" } else { "none" }.to_string(),
         process_net_unavailable: a.net_why_not.clone(),
+        process_net_walk: a.net_walk.as_ref().map(|w| NetWalkOut {
+            how: if w.tcp_tables.is_some() { "tcp_tables" } else { "owned_sockets" },
+            tcp_tables_why: w.tcp_tables.clone(),
+            other_namespaces: w.namespaces_found,
+            other_namespaces_walked: w.namespaces_walked,
+            other_namespaces_skipped: w.namespaces_skipped,
+            other_namespaces_refused: w.namespaces_refused.clone(),
+        }),
         starts: {
             let t = &a.starts;
             let ev = a.events_used;

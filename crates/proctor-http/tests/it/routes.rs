@@ -455,6 +455,13 @@ fn network_use_reaches_metrics_and_the_snapshot() {
         eprintln!("SKIP: per-process network: {}", agent["process_net_unavailable"]);
         return;
     }
+    // How the connections are found, and with the TCP tables why.
+    let walk = &agent["process_net_walk"];
+    match walk["how"].as_str() {
+        Some("owned_sockets") => assert!(walk["tcp_tables_why"].is_null(), "{walk}"),
+        Some("tcp_tables") => assert!(walk["tcp_tables_why"].as_str().is_some_and(|w| !w.is_empty()), "{walk}"),
+        _ => panic!("process_net_walk: {walk}"),
+    }
     // A child that sends 2 MB to itself over loopback, then waits.
     let script = "import socket, sys\n\
                   s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\

@@ -1418,6 +1418,12 @@ fn a_process_in_another_network_namespace_has_its_connections() {
     assert!(net.tcp.sent_bytes >= 1_000 && net.tcp.received_bytes >= 1_000, "{net:?}");
     assert_eq!(net.connections, 2, "the pair's two ends, in its own namespace: {net:?}");
     assert!(net.srtt_median_us.is_some() && net.srtt_max_us >= net.srtt_median_us, "{net:?}");
+    // What the agent says of the walk (`/api/v1/agent`'s `process_net_walk`).
+    let walk = sampler.net_walk().expect("network on");
+    if walk.tcp_tables.is_some() {
+        assert!(walk.namespaces_found >= 1 && walk.namespaces_walked >= 1, "{walk:?}");
+        assert_eq!(walk.namespaces_refused, None, "{walk:?}");
+    }
     drop(child);
 }
 
