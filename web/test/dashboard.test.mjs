@@ -1633,6 +1633,17 @@ describe("per-process network", () => {
       const text = await facts.innerText();
       assert.match(text, /network\s+received [\d.]+ (KiB|MiB)\/s, sent [\d.]+ (KiB|MiB)\/s \(IP bytes\)/, text);
       assert.match(text, /TCP\s+2 connections/, text);
+      // The agent panel says where the connections come from, as the API does.
+      const walk = (await fetchJson(net.base + "/api/v1/agent")).process_net_walk;
+      const said = await p.$$eval("#agent-facts dt", (dts) =>
+        dts.filter((dt) => dt.textContent === "connections").map((dt) => dt.nextElementSibling.textContent),
+      );
+      assert.equal(said.length, 1, JSON.stringify(said));
+      assert.match(
+        said[0],
+        walk.how === "tcp_tables" ? /^from the kernel's TCP tables every 10 s \(the walk of owned sockets is refused\)/ : /^each sample, from the sockets proctor's programs own/,
+        said[0],
+      );
       mkdirSync(ARTIFACTS, { recursive: true });
       await p.locator("#ptable").screenshot({ path: path.join(ARTIFACTS, "dashboard-net.png") });
       // The range's top processes by network, from the agent's store (recorded with --net):
@@ -1674,6 +1685,8 @@ describe("per-process network", () => {
       assert.equal(await drawnHeader(p, "nettx"), null);
       assert.equal(await p.locator("#report-net-card").isVisible(), false);
       assert.ok(!(await groupsHeader()).includes("net rx/s"), "no network columns in the groups table without --net");
+      await until("the agent panel", async () => ((await p.locator('#agent-facts dt:text-is("errors")').count()) === 1 ? true : null));
+      assert.equal(await p.locator('#agent-facts dt:text-is("connections")').count(), 0, "no connections line without --net");
       assert.deepEqual(errors, []);
     } finally {
       await browser.close();

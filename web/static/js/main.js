@@ -819,6 +819,7 @@ function renderAgent(a) {
     ["processes seen", fmt.count(last.processes_seen)],
     ["history", `${fmt.bytes(a.history.bytes)} of ${fmt.bytes(a.history.max_bytes)}, ${fmt.count(a.history.points)}/${fmt.count(a.history.capacity)} points, ${a.history.series} series`],
     ["targets' locks", targetLocksText(a)],
+    ...(a.process_net_walk ? [["connections", netWalkText(a.process_net_walk)]] : []),
     ["PSS worker", a.pss_worker ? `${fmt.count(a.pss_worker.reads)} reads, ${fmt.duration(a.pss_worker.cpu_seconds)} CPU, budget ${fmt.percent(100 * (a.pss_worker.budget_share_of_one_cpu ?? 0))}` : "off"],
     ["samples", `${fmt.count(a.samples_total)} (${fmt.count(a.missed_ticks_total)} missed ticks)`],
     ["errors", errors ? Object.entries(a.errors_total).map(([k, v]) => `${k} ${v}`).join(", ") : "none"],
@@ -845,6 +846,21 @@ function targetLocksText(a) {
       ? `; the targets waited ${fmt.duration(pss.target_waited_seconds_total)} on the PSS reads`
       : "; what the targets waited is not traced";
   return parts.join(", ") + waited;
+}
+
+/** Where each process's TCP connections come from, in words (with --net): a walk of the sockets
+ * proctor's programs own, each sample, or the kernel's TCP tables every 10 s where the kernel
+ * refuses that walk, with the other network namespaces (a container's) entered or not. */
+function netWalkText(w) {
+  if (w.how !== "tcp_tables") return "each sample, from the sockets proctor's programs own (every network namespace)";
+  const parts = [`from the kernel's TCP tables every 10 s (the walk of owned sockets is refused)`];
+  if (w.other_namespaces) {
+    let ns = `other network namespaces: ${fmt.count(w.other_namespaces)}, ${fmt.count(w.other_namespaces_walked)} entered by the last walk`;
+    if (w.other_namespaces_skipped) ns += `, ${fmt.count(w.other_namespaces_skipped)} left for the next`;
+    if (w.other_namespaces_refused) ns += `; not entered: ${w.other_namespaces_refused}`;
+    parts.push(ns);
+  }
+  return parts.join("; ");
 }
 
 /** One remote-write queue in words: "URL: 3.2 s behind (3 samples), 1,204 samples sent, no
