@@ -444,20 +444,6 @@ impl Loaded {
 /// with the map in its `bpf_iter_link_info`, which aya's `Iter::attach` does not pass). A link
 /// starts nothing: each walk makes an iterator from it. `Err`: why the kernel refused.
 fn owned_sockets(bpf: &mut Ebpf, btf: &Btf) -> Result<OwnedFd, String> {
-    // `union bpf_attr`'s `link_create` member for an iterator (include/uapi/linux/bpf.h).
-    #[repr(C)]
-    #[derive(Default)]
-    struct LinkCreate {
-        prog_fd: u32,
-        target_fd: u32,
-        attach_type: u32,
-        flags: u32,
-        iter_info: u64,
-        iter_info_len: u32,
-        _pad: u32,
-    }
-    const BPF_LINK_CREATE: libc::c_long = 28;
-    const BPF_TRACE_ITER: u32 = 28;
     if TCP_TABLES_ASKED.load(std::sync::atomic::Ordering::Relaxed) {
         return Err("the TCP tables were asked for".into());
     }
@@ -470,18 +456,7 @@ fn owned_sockets(bpf: &mut Ebpf, btf: &Btf) -> Result<OwnedFd, String> {
     let Some(aya::maps::Map::SkStorage(owners)) = bpf.map(OWNERS) else {
         return Err(format!("the object has no socket storage {OWNERS}"));
     };
-    // `union bpf_iter_link_info`'s `map` member: the map's fd.
-    let info = [owners.fd().as_fd().as_raw_fd() as u32, 0];
-    let mut attr = LinkCreate {
-        prog_fd: program as u32,
-        attach_type: BPF_TRACE_ITER,
-        iter_info: info.as_ptr() as u64,
-        iter_info_len: std::mem::size_of_val(&info) as u32,
-        ..LinkCreate::default()
-    };
-    let fd = crate::scan::bpf(BPF_LINK_CREATE, &mut attr).map_err(|e| format!("linking {SOCKETS} to {OWNERS}: {e}"))?;
-    // SAFETY: the kernel just gave us this fd; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    iter_link(program, Some(owners.fd().as_fd().as_raw_fd())).map_err(|e| format!("linking {SOCKETS} to {OWNERS}: {e}"))
 }
 
 /// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a
@@ -723,7 +698,7 @@ fn walk_other_namespaces(
     found.truncate(MAX_NAMESPACES);
     let files: Vec<_> =
         found.iter().map(|(_, pid)| std::fs::File::open(format!("/proc/{pid}/ns/net"))).collect::<Vec<_>>();
-    let link = match iter_link(program) {
+    let link = match iter_link(program, None) {
         Ok(link) => link,
         Err(e) => {
             ns.refused = Some(format!("linking the TCP tables' walk: {e}"));
@@ -782,8 +757,10 @@ fn walk_other_namespaces(
     ns
 }
 
-/// A link of the iterator program `program` (an `iter/tcp` one: no target to give).
-fn iter_link(program: i32) -> std::io::Result<OwnedFd> {
+/// A link of the iterator program `program`, over the elements of the map `map` where it
+/// iterates a map's (`iter/bpf_sk_storage_map`), else with no target (`iter/tcp`).
+fn iter_link(program: i32, map: Option<i32>) -> std::io::Result<OwnedFd> {
+    // `union bpf_attr`'s `link_create` member for an iterator (include/uapi/linux/bpf.h).
     #[repr(C)]
     #[derive(Default)]
     struct LinkCreate {
@@ -791,10 +768,19 @@ fn iter_link(program: i32) -> std::io::Result<OwnedFd> {
         target_fd: u32,
         attach_type: u32,
         flags: u32,
+        iter_info: u64,
+        iter_info_len: u32,
+        _pad: u32,
     }
     const BPF_LINK_CREATE: libc::c_long = 28;
     const BPF_TRACE_ITER: u32 = 28;
+    // `union bpf_iter_link_info`'s `map` member: the map's fd.
+    let info = map.map(|fd| [fd as u32, 0]);
     let mut attr = LinkCreate { prog_fd: program as u32, attach_type: BPF_TRACE_ITER, ..LinkCreate::default() };
+    if let Some(info) = &info {
+        attr.iter_info = info.as_ptr() as u64;
+        attr.iter_info_len = std::mem::size_of_val(info) as u32;
+    }
     let fd = crate::scan::bpf(BPF_LINK_CREATE, &mut attr)?;
     // SAFETY: the kernel just gave us this fd; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
