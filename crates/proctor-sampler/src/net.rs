@@ -110,7 +110,8 @@ impl NetState {
         // Each process's list is kept (emptied) from walk to walk, now that a walk runs each
         // sample; the lists of processes left with no connection go after the walk. A process
         // in a network namespace this walk did not visit (its turn is to come) keeps its list.
-        let unwalked: &[u32] = walked.as_ref().map_or(&[], |(_, ns)| &ns.unwalked);
+        let unwalked: std::collections::HashSet<u32> =
+            walked.as_ref().map(|(_, ns)| ns.unwalked.iter().copied().collect()).unwrap_or_default();
         for (pid, r) in self.rtts.iter_mut() {
             if !unwalked.contains(pid) {
                 r.clear();
