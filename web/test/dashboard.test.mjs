@@ -1755,10 +1755,12 @@ describe("the rows on screen are read for PSS first", () => {
       await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
       await setFilter(p, String(big.pid));
       await until("the big process's row", async () => (await visibleRows(p)).some((r) => r.pid === big.pid));
+      // The page's asks from before the filter lapse (ASK_TTL, 10 s) and the worker rests after
+      // each read for its cost over 0.01 % (tens of seconds a read beside two busy loops).
       const row = await until("its PSS cell to show a size", async () => {
         const r = (await visibleRows(p)).find((x) => x.pid === big.pid);
         return r && parseShown(r.cells.pss) !== null ? r : null;
-      }, 60000).catch(async (e) => {
+      }, 120000).catch(async (e) => {
         const agent = await fetchJson(`${slow}/api/v1/agent`).catch((x) => String(x));
         throw new Error(`${e.message}; the PSS worker: ${JSON.stringify(agent.pss_worker ?? agent)}`);
       });

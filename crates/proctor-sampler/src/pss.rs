@@ -318,6 +318,9 @@ struct State {
     /// Pids someone is looking at ([`PssWorker::ask`]), oldest first: each is read before
     /// anything else where it needs a reading, within its target budget.
     asked: std::collections::VecDeque<u32>,
+    /// When each ask was last made (the sampler's monotonic clock), for [`ASK_TTL`]; an ask
+    /// without one (a test's) does not lapse.
+    asked_at: HashMap<u32, u64>,
     /// When [`pick_next`] last found nothing to read: the earliest time (the sampler's
     /// monotonic clock) a candidate becomes due with no new list or ask (its reading ages past
     /// the maximum, or its target budget lets it be read again); `u64::MAX` if none will.
@@ -766,15 +769,20 @@ impl PssWorker {
     /// The worker reads it next, if it has no reading, a stale one or one its counters moved
     /// past, and its target budget allows; otherwise the ask is dropped. Reordering only: the
     /// worker's CPU budget and the target's share of lock time hold as for any read. At most
-    /// [`MAX_ASKED`] asks wait; past that the oldest is dropped.
+    /// [`MAX_ASKED`] asks wait; past that the oldest is dropped. An ask not made again within
+    /// [`ASK_TTL`] lapses.
     pub fn ask(&self, pid: u32) {
+        let now_ns = self.epoch.elapsed().as_nanos() as u64;
         let mut state = self.shared.lock();
         if !state.asked.contains(&pid) {
             if state.asked.len() >= MAX_ASKED {
-                state.asked.pop_front();
+                if let Some(oldest) = state.asked.pop_front() {
+                    state.asked_at.remove(&oldest);
+                }
             }
             state.asked.push_back(pid);
         }
+        state.asked_at.insert(pid, now_ns);
         drop(state);
         // Ends a wait for work, never the rest after a read (that keeps the budget).
         self.shared.wake.notify_one();
@@ -1062,6 +1070,14 @@ impl Savings {
 /// The most asks ([`PssWorker::ask`]) that wait at once.
 pub const MAX_ASKED: usize = 32;
 
+/// How long an ask ([`PssWorker::ask`]) waits without being made again. The dashboard and
+/// `top` ask every second (the dashboard every sample, if slower) for the rows they show without
+/// a PSS; a row no longer shown (a filter typed, a page scrolled) is not asked for again, and
+/// its ask lapses instead of keeping the rows now shown waiting: at a low budget a read costs
+/// seconds of rest, and 32 asks of a page left behind kept a process alone on screen unread for
+/// over a minute beside two busy loops.
+pub const ASK_TTL: Duration = Duration::from_secs(10);
+
 /// The smallest asked process ([`PssWorker::ask`]) that needs a reading and may be read at
 /// `now_ns` (the oldest ask among equals): a page of `top`'s rows is asked at once, and a big
 /// one's read and the rest after it would hold back all the others. Asks that need none (read
@@ -1070,12 +1086,17 @@ pub const MAX_ASKED: usize = 32;
 fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
     let mut k = 0;
     let mut best: Option<(usize, Candidate)> = None;
+    let lapsed = |at: &u64| now_ns > at.saturating_add(ASK_TTL.as_nanos() as u64);
     while k < state.asked.len() {
         let pid = state.asked[k];
         let Ok(i) = state.candidates.binary_search_by_key(&pid, |c| c.pid) else {
             state.asked.remove(k);
             continue;
         };
+        if state.asked_at.get(&pid).is_some_and(lapsed) {
+            state.asked.remove(k);
+            continue;
+        }
         let c = state.candidates[i];
         // A big process seen in one list only: the next says how to read it.
         let unsettled = !state.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&pid);
@@ -1099,9 +1120,14 @@ fn pick_asked(state: &mut State, now_ns: u64) -> Option<Candidate> {
         }
         k += 1;
     }
-    let (k, c) = best?;
-    state.asked.remove(k);
-    Some(c)
+    let picked = best.map(|(k, c)| {
+        state.asked.remove(k);
+        c
+    });
+    // The times of asks dropped above, or read now, go with them.
+    let asked = &state.asked;
+    state.asked_at.retain(|pid, _| asked.contains(pid));
+    picked
 }
 
 /// How old a reading of an unchanged process may grow before it is read again.
@@ -1721,6 +1747,24 @@ mod tests {
         let asked = worker.shared.lock().asked.clone();
         assert_eq!(asked.len(), MAX_ASKED);
         assert_eq!(asked.front(), Some(&10));
+        assert_eq!(worker.shared.lock().asked_at.len(), MAX_ASKED, "one time for each ask kept");
+    }
+
+    /// An ask not made again within [`ASK_TTL`] lapses (the page that made it shows other rows
+    /// now), so it no longer goes before the asks still made; one made again does not.
+    #[test]
+    fn an_ask_not_made_again_lapses() {
+        let ttl = ASK_TTL.as_nanos() as u64;
+        let cands: Vec<Candidate> = (1..=3).map(|pid| cand(pid, 10 * u64::from(pid))).collect();
+        let mut state = State { candidates: cands, ..State::default() };
+        // 1 and 2 asked at 0 (a page before its filter), 3 at 0 and again at ttl.
+        state.asked.extend([1, 2, 3]);
+        state.asked_at.extend([(1, 0), (2, 0), (3, ttl)]);
+        // Within the time, the smallest first.
+        assert_eq!(pick_asked(&mut state, ttl).map(|c| c.pid), Some(1));
+        // Past it, 2 lapsed and goes (its time too); 3, asked again, is read.
+        assert_eq!(pick_asked(&mut state, ttl + 1).map(|c| c.pid), Some(3));
+        assert!(state.asked.is_empty() && state.asked_at.is_empty(), "{:?} {:?}", state.asked, state.asked_at);
     }
 
     /// Where waits are traced, a big target whose threads waited on a read stays on pagemap
