@@ -1074,8 +1074,9 @@ pub const MAX_ASKED: usize = 32;
 /// `top` ask every second (the dashboard every sample, if slower) for the rows they show without
 /// a PSS; a row no longer shown (a filter typed, a page scrolled) is not asked for again, and
 /// its ask lapses instead of keeping the rows now shown waiting: at a low budget a read costs
-/// seconds of rest, and 32 asks of a page left behind kept a process alone on screen unread for
-/// over a minute beside two busy loops.
+/// seconds of rest, so up to 32 asks of a page left behind can hold a row now shown for minutes
+/// (the likely reason a loaded suite's browser test saw a big process alone on screen unread
+/// for over a minute, after 5 asked reads of smaller ones).
 pub const ASK_TTL: Duration = Duration::from_secs(10);
 
 /// The smallest asked process ([`PssWorker::ask`]) that needs a reading and may be read at
