@@ -706,50 +706,54 @@ fn walk_other_namespaces(
             return ns;
         }
     };
-    let walks = std::thread::scope(|s| {
-        let entering = std::thread::Builder::new().name("proctor-netns".into()).spawn_scoped(s, || {
-            files
-                .iter()
-                .map(|f| {
-                    let f = f.as_ref().map_err(|e| format!("opening its namespace: {e}"))?;
+    // The entering thread makes one walk at a time, handed over as it is read here, so none is
+    // made past the budget: it stops when this side stops taking them.
+    let (mut walked, mut tried) = (std::collections::HashSet::new(), 0);
+    let started = thread_cpu_ns();
+    let outcome = std::thread::scope(|s| {
+        let (give, take) = std::sync::mpsc::sync_channel::<Result<std::fs::File, String>>(0);
+        let entering = std::thread::Builder::new().name("proctor-netns".into()).spawn_scoped(s, move || {
+            for f in &files {
+                let walk = f.as_ref().map_err(|e| format!("opening its namespace: {e}")).and_then(|f| {
                     // SAFETY: setns on this thread only (it ends after these walks); the fd is
                     // a network namespace's, open for the call.
                     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                         return Err(format!("entering it: {}", std::io::Error::last_os_error()));
                     }
                     iter_create(&link).map_err(|e| format!("making its walk: {e}"))
-                })
-                .collect::<Vec<_>>()
-        });
-        match entering {
-            Ok(thread) => thread.join().map_err(|_| "the thread entering them panicked".to_string()),
-            Err(e) => Err(format!("starting a thread to enter them: {e}")),
-        }
-    });
-    let walks = match walks {
-        Ok(walks) => walks,
-        Err(e) => {
-            ns.refused = Some(e);
-            ns.unwalked = members.iter().map(|(_, pid)| *pid).collect();
-            return ns;
-        }
-    };
-    // Read while the budget lasts (the first always); the rest wait for the next walk.
-    let started = thread_cpu_ns();
-    let (mut walked, mut tried) = (std::collections::HashSet::new(), 0);
-    for (walk, (ino, _)) in walks.into_iter().zip(&found) {
-        if tried > 0 && thread_cpu_ns().saturating_sub(started) >= budget_ns {
-            break;
-        }
-        tried += 1;
-        *cursor = ino + 1;
-        match walk.and_then(|mut f| read_connections(&mut f, bytes, out).map_err(|e| format!("reading its walk: {e}")))
-        {
-            Ok(()) => {
-                walked.insert(*ino);
+                });
+                if give.send(walk).is_err() {
+                    return;
+                }
             }
-            Err(e) => ns.refused = Some(e),
+        });
+        let entering = entering.map_err(|e| format!("starting a thread to enter them: {e}"))?;
+        // Read while the budget lasts (the first always); the rest wait for the next walk.
+        for (ino, _) in &found {
+            if tried > 0 && thread_cpu_ns().saturating_sub(started) >= budget_ns {
+                break;
+            }
+            let Ok(walk) = take.recv() else {
+                break;
+            };
+            tried += 1;
+            *cursor = ino + 1;
+            match walk
+                .and_then(|mut f| read_connections(&mut f, bytes, out).map_err(|e| format!("reading its walk: {e}")))
+            {
+                Ok(()) => {
+                    walked.insert(*ino);
+                }
+                Err(e) => ns.refused = Some(e),
+            }
         }
+        // Its next hand-over fails, and it ends; joined here, so a panic of it is said, not
+        // passed on.
+        drop(take);
+        entering.join().map_err(|_| "the thread entering them panicked".to_string())
+    });
+    if let Err(e) = outcome {
+        ns.refused = Some(e);
     }
     ns.walked = walked.len() as u32;
     ns.skipped = ns.found - tried;
