@@ -648,6 +648,9 @@ pub struct Namespaces {
     /// Why a namespace could not be walked (the last such error), e.g. entering it refused
     /// without CAP_SYS_ADMIN: its processes' traffic is still counted, their connections not.
     pub refused: Option<String>,
+    /// Whether that error was the kernel's refusal (EPERM or EACCES: no CAP_SYS_ADMIN, a
+    /// security policy), not a failure (a namespace gone, a walk that could not be read).
+    pub refused_by_permission: bool,
     /// The pids (of those given) in a namespace not walked this time, skipped or refused: their
     /// connections are as the last walk of their namespace found them.
     pub unwalked: Vec<u32>,
@@ -701,6 +704,7 @@ fn walk_other_namespaces(
     let link = match iter_link(program, None) {
         Ok(link) => link,
         Err(e) => {
+            ns.refused_by_permission = e.kind() == std::io::ErrorKind::PermissionDenied;
             ns.refused = Some(format!("linking the TCP tables' walk: {e}"));
             ns.unwalked = members.iter().map(|(_, pid)| *pid).collect();
             return ns;
@@ -711,16 +715,19 @@ fn walk_other_namespaces(
     let (mut walked, mut tried) = (std::collections::HashSet::new(), 0);
     let started = thread_cpu_ns();
     let outcome = std::thread::scope(|s| {
-        let (give, take) = std::sync::mpsc::sync_channel::<Result<std::fs::File, String>>(0);
+        // A failure: what failed, and whether the kernel refused it (EPERM, EACCES).
+        let failed =
+            |what: &str, e: &std::io::Error| (format!("{what}: {e}"), e.kind() == std::io::ErrorKind::PermissionDenied);
+        let (give, take) = std::sync::mpsc::sync_channel::<Result<std::fs::File, (String, bool)>>(0);
         let entering = std::thread::Builder::new().name("proctor-netns".into()).spawn_scoped(s, move || {
             for f in &files {
-                let walk = f.as_ref().map_err(|e| format!("opening its namespace: {e}")).and_then(|f| {
+                let walk = f.as_ref().map_err(|e| failed("opening its namespace", e)).and_then(|f| {
                     // SAFETY: setns on this thread only (it ends after these walks); the fd is
                     // a network namespace's, open for the call.
                     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                        return Err(format!("entering it: {}", std::io::Error::last_os_error()));
+                        return Err(failed("entering it", &std::io::Error::last_os_error()));
                     }
-                    iter_create(&link).map_err(|e| format!("making its walk: {e}"))
+                    iter_create(&link).map_err(|e| failed("making its walk", &e))
                 });
                 if give.send(walk).is_err() {
                     return;
@@ -738,13 +745,16 @@ fn walk_other_namespaces(
             };
             tried += 1;
             *cursor = ino + 1;
-            match walk
-                .and_then(|mut f| read_connections(&mut f, bytes, out).map_err(|e| format!("reading its walk: {e}")))
-            {
+            match walk.and_then(|mut f| {
+                read_connections(&mut f, bytes, out).map_err(|e| (format!("reading its walk: {e}"), false))
+            }) {
                 Ok(()) => {
                     walked.insert(*ino);
                 }
-                Err(e) => ns.refused = Some(e),
+                Err((e, permission)) => {
+                    ns.refused = Some(e);
+                    ns.refused_by_permission = permission;
+                }
             }
         }
         // Its next hand-over fails, and it ends; joined here, so a panic of it is said, not
@@ -754,6 +764,7 @@ fn walk_other_namespaces(
     });
     if let Err(e) = outcome {
         ns.refused = Some(e);
+        ns.refused_by_permission = false;
     }
     ns.walked = walked.len() as u32;
     ns.skipped = ns.found - tried;

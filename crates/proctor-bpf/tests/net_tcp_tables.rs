@@ -187,6 +187,7 @@ fn a_namespace_the_agent_may_not_enter_is_said() {
     let (_, ns) = outcome.expect("this namespace's walk");
     assert_eq!((ns.found, ns.walked, ns.skipped, ns.unwalked.as_slice()), (1, 0, 0, &[pid][..]), "{ns:?}");
     assert!(ns.refused.as_deref().is_some_and(|e| e.contains("entering it") && e.contains("not permitted")), "{ns:?}");
+    assert!(ns.refused_by_permission, "the kernel's refusal, not a failure: {ns:?}");
 }
 
 /// Takes CAP_SYS_ADMIN out of this thread's effective and permitted sets (capabilities are a

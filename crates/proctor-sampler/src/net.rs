@@ -132,8 +132,7 @@ impl NetState {
                         self.last_walk.namespaces_refused = ns.refused.clone();
                         let failed = ns.found.saturating_sub(ns.walked + ns.skipped);
                         if failed > 0 {
-                            let refused = ns.refused.as_deref().is_some_and(|e| e.contains("not permitted"));
-                            let kind = if refused { "permission" } else { "io" };
+                            let kind = if ns.refused_by_permission { "permission" } else { "io" };
                             *cost.errors.entry(("process.net.connections", kind)).or_default() += u64::from(failed);
                         }
                         Some(now + TCP_TABLES_EVERY)
