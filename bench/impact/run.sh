@@ -9,6 +9,9 @@
 #   DURATION=10s ROUNDS=3 bash bench/impact/run.sh             # a shorter run
 #   PROCTOR_BIN=/tmp/old/proctor bash bench/impact/run.sh      # another build, not rebuilt
 #   PYTHON=/path/to/python bash bench/impact/run.sh            # a Python with psutil
+#   SWITCH=10s ROUNDS=3 DURATION=120s PSUTIL=0 bash bench/impact/run.sh
+#       # turns: the arms alternate every 10 s, each monitor started once and stopped outside
+#       # its turns; intervals resample whole cycles (p99.9 within 1 %, issue 34); no psutil arm
 # Needs a Python with psutil (python3 -m venv .venv && .venv/bin/pip install psutil); without
 # one the psutil arm is reported as skipped. Prints the command, the load before and after,
 # the text report; keeps the JSON, the text and the plot in bench/out/impact/.
@@ -21,11 +24,18 @@ rate=${RATE:-200}
 rounds=${ROUNDS:-5}
 duration=${DURATION:-36s}
 python=${PYTHON:-.venv/bin/python}
+switch=${SWITCH:-}
+psutil=${PSUTIL:-1}
 out=bench/out/impact
 mkdir -p "$out"
 command=("$PROCTOR_BIN" impact --workload pagefault --children "$children" --size "$size" --rate "$rate/s"
-  --rounds "$rounds" --duration "$duration" --agent serve --baseline psutil --baseline-python "$python"
-  --format json --plot "$out/impact.png")
+  --rounds "$rounds" --duration "$duration" --agent serve --format json --plot "$out/impact.png")
+if [[ $psutil != 0 ]]; then
+  command+=(--baseline psutil --baseline-python "$python")
+fi
+if [[ -n $switch ]]; then
+  command+=(--switch "$switch")
+fi
 echo "-- $(nproc) CPUs, $(git rev-parse --short HEAD), $(uname -r)"
 echo "-- load before: $(cat /proc/loadavg)"
 echo "-- ${command[*]}"

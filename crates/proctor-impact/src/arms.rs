@@ -77,9 +77,36 @@ impl Monitor {
         cpu_seconds(self.pid())
     }
 
-    /// SIGTERM, then SIGKILL if it has not ended within `grace`; reaped either way.
+    /// Stops it (SIGSTOP) and waits, up to `within`, until every thread of it is stopped. A
+    /// thread inside a system call stops only as the call returns, so a stopped monitor holds
+    /// no lock of the kernel's: no target's mmap lock, no CPU, until [`Monitor::resume`].
+    pub fn pause(&self, within: Duration) -> Result<(), String> {
+        // SAFETY: signals our own child, not yet reaped (so the pid is still ours).
+        unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGSTOP) };
+        let deadline = Instant::now() + within;
+        loop {
+            match all_stopped(self.pid()) {
+                Some(true) => return Ok(()),
+                None => return Err(format!("pid {} ended while being paused", self.pid())),
+                Some(false) if Instant::now() >= deadline => {
+                    return Err(format!("pid {}'s threads did not all stop within {within:?}", self.pid()))
+                }
+                Some(false) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+
+    /// Lets a paused monitor run again (SIGCONT).
+    pub fn resume(&self) {
+        // SAFETY: signals our own child, not yet reaped (so the pid is still ours).
+        unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGCONT) };
+    }
+
+    /// SIGTERM, then SIGKILL if it has not ended within `grace`; reaped either way. A paused
+    /// monitor is let run first, or the SIGTERM would wait for it.
     pub fn stop(mut self, grace: Duration) {
         let pid = self.pid() as libc::pid_t;
+        self.resume();
         // SAFETY: signals our own child, not yet reaped (so the pid is still ours).
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let deadline = Instant::now() + grace;
@@ -92,6 +119,21 @@ impl Monitor {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether every thread of `pid` is stopped (state `T` or `t`, or already gone as a zombie);
+/// `None` once the process is gone.
+fn all_stopped(pid: u32) -> Option<bool> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read(task.path().join("stat")) else { continue };
+        // The state is the first field after the command's closing parenthesis.
+        let Some(close) = stat.iter().rposition(|&b| b == b')') else { continue };
+        if !matches!(stat.get(close + 2), Some(b'T' | b't' | b'Z' | b'X')) {
+            return Some(false);
+        }
+    }
+    Some(true)
 }
 
 /// A process's CPU time, user and system, in seconds; `None` once it is gone.
@@ -206,6 +248,24 @@ pub struct Ledger {
     pub target_waited_seconds_total: Option<f64>,
 }
 
+impl Ledger {
+    /// What was added to the ledger since `earlier` (a reading of the same agent): the totals
+    /// less `earlier`'s; the counts of processes and the longest read as they are now (since
+    /// the agent started).
+    pub fn since(&self, earlier: &Ledger) -> Ledger {
+        Ledger {
+            processes: self.processes,
+            pss_read_processes: self.pss_read_processes,
+            stall_seconds_total: (self.stall_seconds_total - earlier.stall_seconds_total).max(0.0),
+            stall_max_seconds: self.stall_max_seconds,
+            timed_stall_seconds_total: (self.timed_stall_seconds_total - earlier.timed_stall_seconds_total).max(0.0),
+            target_waited_seconds_total: self
+                .target_waited_seconds_total
+                .map(|now| (now - earlier.target_waited_seconds_total.unwrap_or(0.0)).max(0.0)),
+        }
+    }
+}
+
 /// The agent's ledger for the tree under `root`, once it has published a sample taken after
 /// this was called (so reads up to now are in it), within `within`.
 pub fn read_ledger(api: SocketAddr, root: u32, timed: &[u32], within: Duration) -> Result<Ledger, String> {
@@ -262,6 +322,49 @@ fn get_json(api: SocketAddr, path: &str, deadline: Instant) -> Result<serde_json
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ledger_since_an_earlier_reading_is_what_was_added() {
+        let earlier = Ledger {
+            processes: 3,
+            pss_read_processes: 1,
+            stall_seconds_total: 0.5,
+            stall_max_seconds: 0.02,
+            timed_stall_seconds_total: 0.25,
+            target_waited_seconds_total: None,
+        };
+        let now = Ledger {
+            processes: 4,
+            pss_read_processes: 2,
+            stall_seconds_total: 2.0,
+            stall_max_seconds: 0.03,
+            timed_stall_seconds_total: 1.0,
+            target_waited_seconds_total: Some(0.125),
+        };
+        let added = now.since(&earlier);
+        assert_eq!((added.processes, added.pss_read_processes), (4, 2));
+        assert_eq!((added.stall_seconds_total, added.timed_stall_seconds_total), (1.5, 0.75));
+        assert_eq!((added.stall_max_seconds, added.target_waited_seconds_total), (0.03, Some(0.125)));
+    }
+
+    #[test]
+    fn a_paused_child_stops_whole_and_runs_again_when_resumed() {
+        // A busy loop: it uses CPU whenever it is not stopped.
+        let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().expect("sh");
+        let monitor = Monitor { child, api: None };
+        monitor.pause(Duration::from_secs(10)).expect("paused");
+        assert_eq!(all_stopped(monitor.pid()), Some(true));
+        let cpu = monitor.cpu_seconds().expect("cpu");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(monitor.cpu_seconds(), Some(cpu), "a paused process uses no CPU");
+        monitor.resume();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while all_stopped(monitor.pid()) == Some(true) {
+            assert!(Instant::now() < deadline, "still stopped 30 s after SIGCONT");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        monitor.stop(Duration::from_secs(5));
+    }
 
     #[test]
     fn the_listening_line_gives_the_address() {

@@ -214,6 +214,8 @@ mod tests {
             workload: WorkloadReport::new(&config, 1, 2),
             rounds: 2,
             duration_seconds: 1.0,
+            turn_seconds: None,
+            warmup_seconds: None,
             block_seconds: 1.0,
             resamples: 100,
             seed: 1,

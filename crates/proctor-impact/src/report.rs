@@ -18,8 +18,15 @@ use crate::workload::{Workload, WorkloadConfig};
 pub struct ImpactReport {
     pub workload: WorkloadReport,
     pub rounds: u32,
+    /// Each arm's time in each round.
     pub duration_seconds: f64,
-    /// The length of a resampled block (see `stats`).
+    /// With turns (`--switch`): the length of each turn, the arms alternating within a round,
+    /// each monitor started once and stopped outside its turns; the intervals then resample
+    /// whole cycles of turns, not blocks. `null`: one window an arm a round.
+    pub turn_seconds: Option<f64>,
+    /// With turns, how long each monitor ran alone before the first window (not measured).
+    pub warmup_seconds: Option<f64>,
+    /// The length of a block (see `stats`): the unit resampled without turns.
     pub block_seconds: f64,
     pub resamples: usize,
     pub seed: u64,
@@ -236,17 +243,32 @@ pub fn render_text(report: &ImpactReport) -> String {
         ),
         (kind, detail) => format!("{kind} {}: {}/s", detail.as_deref().unwrap_or(""), w.rate_per_second),
     };
-    let _ = writeln!(
-        out,
-        "target   {what} (root pid {}, {} timed)\nrounds   {} × {} per arm, arms alternating; intervals: bootstrap 95 %, {} resamples of {} s blocks, seed {}",
-        w.target_pid,
-        w.timed_processes,
-        report.rounds,
-        duration_secs(report.duration_seconds),
-        report.resamples,
-        report.block_seconds,
-        report.seed
-    );
+    let _ = writeln!(out, "target   {what} (root pid {}, {} timed)", w.target_pid, w.timed_processes);
+    match (report.turn_seconds, report.warmup_seconds) {
+        (Some(turn), warmup) => {
+            let _ = writeln!(
+                out,
+                "rounds   {} × {} per arm in turns of {}, arms alternating; each monitor started once, run alone {} first, stopped outside its turns; intervals: bootstrap 95 %, {} resamples of whole cycles of turns, seed {}",
+                report.rounds,
+                duration_secs(report.duration_seconds),
+                duration_secs(turn),
+                duration_secs(warmup.unwrap_or(0.0)),
+                report.resamples,
+                report.seed
+            );
+        }
+        (None, _) => {
+            let _ = writeln!(
+                out,
+                "rounds   {} × {} per arm, arms alternating; intervals: bootstrap 95 %, {} resamples of {} s blocks, seed {}",
+                report.rounds,
+                duration_secs(report.duration_seconds),
+                report.resamples,
+                report.block_seconds,
+                report.seed
+            );
+        }
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}", "arm", "ops", "p50", "p99", "p99.9", "max");
     for arm in &report.arms {
@@ -277,7 +299,8 @@ pub fn render_text(report: &ImpactReport) -> String {
             }
             let _ = writeln!(out);
             if differences.iter().any(|d| d.low_seconds.is_none()) {
-                let _ = writeln!(out, "  (no interval: an arm has fewer than two seconds of operations to resample)");
+                let unit = if report.turn_seconds.is_some() { "cycles of turns" } else { "seconds" };
+                let _ = writeln!(out, "  (no interval: an arm has fewer than two {unit} of operations to resample)");
                 continue;
             }
             let _ = write!(out, "{:<28} {:>10}", "  95 % interval", "");

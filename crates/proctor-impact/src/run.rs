@@ -3,6 +3,11 @@
 //! thread files every operation the workload reports into the window of the round it was meant
 //! to start in. Operations meant to start between windows (a monitor starting up is inside its
 //! window; one being read and stopped is not) are dropped and counted.
+//!
+//! With turns (`--switch`), each monitor is started once, runs alone for a warm-up outside any
+//! window, and is then stopped (SIGSTOP) except in its own windows: every round the arms take
+//! turns of that length, each cycle of turns starting one arm later, and the intervals resample
+//! whole cycles, so a slow minute of the host falls on both sides of a difference.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -11,6 +16,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+use proctor_units::duration::format_duration;
 
 use crate::arms::{self, Ledger, Monitor};
 use crate::report::{ArmReport, ImpactReport, RoundReport, StatReport};
@@ -60,12 +67,21 @@ pub struct ImpactConfig {
     pub seed: u64,
     /// The tree the monitors' figures are read for: the workload's own when `None`.
     pub target: Option<u32>,
+    /// Turns: each arm's `duration` in a round is taken in windows this long, the arms
+    /// alternating, each monitor started once and stopped outside its windows. `None`: one
+    /// window an arm a round, each monitor started afresh in it.
+    pub switch: Option<Duration>,
+    /// With turns, how long each monitor runs alone, outside any window, before the first.
+    pub warmup: Duration,
 }
 
 /// What the collector files for one window (one arm in one round).
 #[derive(Debug, Default)]
 struct Window {
     arm: usize,
+    round: u32,
+    /// With turns, the cycle of turns it belongs to (the unit the intervals resample).
+    cycle: Option<usize>,
     start_ns: u64,
     end_ns: Option<u64>,
     /// One per second of the window, by intended start.
@@ -211,66 +227,10 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
     let timed: Vec<u32> = shared.0.lock().expect("collector lock").senders.iter().copied().collect();
     progress(&format!("workload running: pid {}, {} timed processes", workload.0.id(), timed.len()));
 
-    let mut readings: Vec<Vec<(usize, Reading)>> = (0..config.arms.len()).map(|_| Vec::new()).collect();
-    for round in 0..config.rounds {
-        // Each round starts one arm later than the one before: a drift over a round's minutes
-        // (measured: the no-monitor arm's p99.9 rose 95 → 106 µs over three rounds) lands on
-        // every arm alike instead of on the last ones.
-        let n = config.arms.len();
-        for index in (0..n).map(|k| (k + round as usize) % n) {
-            let arm = &config.arms[index];
-            if let Arm::Psutil { unavailable: Some(_), .. } = arm {
-                continue;
-            }
-            progress(&format!("round {}/{}: {}", round + 1, config.rounds, arm.name()));
-            let window = {
-                let mut state = shared.0.lock().expect("collector lock");
-                if let Some(ended) = &state.ended {
-                    return Err(format!("the workload stopped: {ended}"));
-                }
-                state.windows.push(Window { arm: index, start_ns: monotonic_ns(), ..Window::default() });
-                state.windows.len() - 1
-            };
-            let mut monitor = match arm {
-                Arm::None => None,
-                Arm::Agent(words) => Some(arms::start_agent(&config.exe, words, Duration::from_secs(60))?),
-                Arm::Psutil { python, pause, .. } => Some(arms::start_psutil(python, root, *pause)?),
-            };
-            // The measurement itself: the window stays open for the round's duration from its
-            // start (the monitor's own start is inside it). Waiting on the collector wakes early
-            // only if the workload ends.
-            let window_start = shared.0.lock().expect("collector lock").windows[window].start_ns;
-            let window_end = window_start + config.duration.as_nanos() as u64;
-            let left = Duration::from_nanos(window_end.saturating_sub(monotonic_ns()));
-            let _ = wait_for(&shared, left, |c| c.ended.is_some());
-            wait_until_ns(window_end);
-            shared.0.lock().expect("collector lock").windows[window].end_ns = Some(monotonic_ns());
-            let reading = match monitor.take() {
-                None => Reading::default(),
-                Some(mut running) => {
-                    let mut reading = Reading { cpu_seconds: running.cpu_seconds(), ..Reading::default() };
-                    if let Some(status) = running.exited() {
-                        reading.problem = Some(match arm {
-                            Arm::Psutil { .. } => {
-                                format!("the psutil loop ended early ({status}): {}", arms::PSUTIL_HOWTO)
-                            }
-                            _ => format!("the agent ended early ({status})"),
-                        });
-                    } else if let Some(api) = running.api {
-                        match arms::read_ledger(api, root, &timed, Duration::from_secs(30)) {
-                            Ok(ledger) => reading.ledger = Some(ledger),
-                            Err(e) => reading.problem = Some(e),
-                        }
-                    }
-                    stop(running);
-                    reading
-                }
-            };
-            if let Some(problem) = &reading.problem {
-                progress(&format!("round {}: {}: {problem}", round + 1, arm.name()));
-            }
-            readings[index].push((window, reading));
-        }
+    let mut readings: BTreeMap<usize, Reading> = BTreeMap::new();
+    match config.switch {
+        None => alternate_rounds(config, &shared, root, &timed, &mut readings, progress)?,
+        Some(turn) => take_turns(config, turn, &shared, root, &timed, &mut readings, progress)?,
     }
     // Every timed process's operations up to the last window's end must have arrived.
     let last_end = shared.0.lock().expect("collector lock").windows.last().and_then(|w| w.end_ns).unwrap_or(0);
@@ -284,6 +244,203 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
     let _ = collector.join();
     let state = std::mem::take(&mut *shared.0.lock().expect("collector lock"));
     Ok(build_report(config, state, &readings, root, timed.len()))
+}
+
+/// Opens a window for `arm` now; an error once the workload has ended.
+fn open_window(shared: &Shared, arm: usize, round: u32, cycle: Option<usize>) -> Result<usize, String> {
+    let mut state = shared.0.lock().expect("collector lock");
+    if let Some(ended) = &state.ended {
+        return Err(format!("the workload stopped: {ended}"));
+    }
+    state.windows.push(Window { arm, round, cycle, start_ns: monotonic_ns(), ..Window::default() });
+    Ok(state.windows.len() - 1)
+}
+
+/// Keeps window `window` open until `length` from its start, then closes it.
+fn hold_window(shared: &Shared, window: usize, length: Duration) {
+    let window_start = shared.0.lock().expect("collector lock").windows[window].start_ns;
+    let window_end = window_start + length.as_nanos() as u64;
+    let left = Duration::from_nanos(window_end.saturating_sub(monotonic_ns()));
+    // Waiting on the collector wakes early only if the workload ends.
+    let _ = wait_for(shared, left, |c| c.ended.is_some());
+    wait_until_ns(window_end);
+    shared.0.lock().expect("collector lock").windows[window].end_ns = Some(monotonic_ns());
+}
+
+/// Whether the arm runs at all (a psutil arm without psutil does not).
+fn runs(arm: &Arm) -> bool {
+    !matches!(arm, Arm::Psutil { unavailable: Some(_), .. })
+}
+
+/// Starts the monitor an arm runs; `None` for no monitor.
+fn start_monitor(config: &ImpactConfig, arm: &Arm, root: u32) -> Result<Option<Monitor>, String> {
+    Ok(match arm {
+        Arm::None => None,
+        Arm::Agent(words) => Some(arms::start_agent(&config.exe, words, Duration::from_secs(60))?),
+        Arm::Psutil { python, pause, .. } => Some(arms::start_psutil(python, root, *pause)?),
+    })
+}
+
+/// Why a monitor ended early, in words.
+fn ended_early(arm: &Arm, status: &str) -> String {
+    match arm {
+        Arm::Psutil { .. } => format!("the psutil loop ended early ({status}): {}", arms::PSUTIL_HOWTO),
+        _ => format!("the agent ended early ({status})"),
+    }
+}
+
+/// One window an arm a round, each monitor started afresh inside its window and read and
+/// stopped after it.
+fn alternate_rounds(
+    config: &ImpactConfig,
+    shared: &Shared,
+    root: u32,
+    timed: &[u32],
+    readings: &mut BTreeMap<usize, Reading>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    for round in 0..config.rounds {
+        // Each round starts one arm later than the one before: a drift over a round's minutes
+        // (measured: the no-monitor arm's p99.9 rose 95 → 106 µs over three rounds) lands on
+        // every arm alike instead of on the last ones.
+        let n = config.arms.len();
+        for index in (0..n).map(|k| (k + round as usize) % n) {
+            let arm = &config.arms[index];
+            if !runs(arm) {
+                continue;
+            }
+            progress(&format!("round {}/{}: {}", round + 1, config.rounds, arm.name()));
+            let window = open_window(shared, index, round, None)?;
+            // The monitor's own start is inside its window.
+            let mut monitor = start_monitor(config, arm, root)?;
+            hold_window(shared, window, config.duration);
+            let reading = match monitor.take() {
+                None => Reading::default(),
+                Some(mut running) => {
+                    let mut reading = Reading { cpu_seconds: running.cpu_seconds(), ..Reading::default() };
+                    if let Some(status) = running.exited() {
+                        reading.problem = Some(ended_early(arm, &status));
+                    } else if let Some(api) = running.api {
+                        match arms::read_ledger(api, root, timed, Duration::from_secs(30)) {
+                            Ok(ledger) => reading.ledger = Some(ledger),
+                            Err(e) => reading.problem = Some(e),
+                        }
+                    }
+                    stop(running);
+                    reading
+                }
+            };
+            if let Some(problem) = &reading.problem {
+                progress(&format!("round {}: {}: {problem}", round + 1, arm.name()));
+            }
+            readings.insert(window, reading);
+        }
+    }
+    Ok(())
+}
+
+/// The monitors of a run with turns, each with its ledger at the end of its warm-up; stopped
+/// for good (let run, then ended) when dropped, whatever happened.
+#[derive(Default)]
+struct Started(Vec<(usize, Monitor, WarmLedger)>);
+
+/// An agent's ledger read at the end of its warm-up; `None` for a monitor without an API.
+type WarmLedger = Option<Result<Ledger, String>>;
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        for (_, monitor, _) in self.0.drain(..) {
+            stop(monitor);
+        }
+    }
+}
+
+/// Each monitor started once and warmed up alone; then, every round, the arms take turns of
+/// `turn` until each has had the round's `duration`, a monitor stopped (SIGSTOP) outside its
+/// turns. Its CPU is what it used in its windows; its ledger what was added after its warm-up.
+fn take_turns(
+    config: &ImpactConfig,
+    turn: Duration,
+    shared: &Shared,
+    root: u32,
+    timed: &[u32],
+    readings: &mut BTreeMap<usize, Reading>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let mut started = Started::default();
+    for (index, arm) in config.arms.iter().enumerate() {
+        if !runs(arm) {
+            continue;
+        }
+        let Some(mut monitor) = start_monitor(config, arm, root)? else { continue };
+        progress(&format!("warming up {} for {}, outside any window", arm.name(), format_duration(config.warmup)));
+        std::thread::sleep(config.warmup);
+        if let Some(status) = monitor.exited() {
+            return Err(ended_early(arm, &status));
+        }
+        let ledger = monitor.api.map(|api| arms::read_ledger(api, root, timed, Duration::from_secs(30)));
+        monitor.pause(Duration::from_secs(10))?;
+        started.0.push((index, monitor, ledger));
+    }
+    let order: Vec<usize> = (0..config.arms.len()).filter(|&i| runs(&config.arms[i])).collect();
+    let turns = (config.duration.as_nanos() / turn.as_nanos()).max(1) as usize;
+    let mut cycle = 0;
+    for round in 0..config.rounds {
+        progress(&format!(
+            "round {}/{}: {} turns of {} each, arms alternating",
+            round + 1,
+            config.rounds,
+            turns,
+            format_duration(turn)
+        ));
+        for _ in 0..turns {
+            // Each cycle starts one arm later than the one before, as rounds do.
+            for k in 0..order.len() {
+                let index = order[(k + cycle) % order.len()];
+                let arm = &config.arms[index];
+                let window = open_window(shared, index, round, Some(cycle))?;
+                let monitor = started.0.iter_mut().find(|(i, _, _)| *i == index).map(|(_, m, _)| m);
+                let before = monitor.as_ref().and_then(|m| {
+                    m.resume();
+                    m.cpu_seconds()
+                });
+                hold_window(shared, window, turn);
+                let mut reading = Reading::default();
+                if let Some(monitor) = monitor {
+                    if let Some(status) = monitor.exited() {
+                        return Err(ended_early(arm, &status));
+                    }
+                    monitor.pause(Duration::from_secs(10))?;
+                    reading.cpu_seconds = monitor.cpu_seconds().zip(before).map(|(after, before)| after - before);
+                }
+                readings.insert(window, reading);
+            }
+            cycle += 1;
+        }
+    }
+    // The ledgers, each agent let run to publish a sample, outside any window: what was added
+    // since its warm-up, on its last window's reading.
+    let last_window = |arm: usize| {
+        let state = shared.0.lock().expect("collector lock");
+        state.windows.iter().rposition(|w| w.arm == arm)
+    };
+    for (index, monitor, warm) in std::mem::take(&mut started.0) {
+        if let (Some(api), Some(last)) = (monitor.api, last_window(index)) {
+            monitor.resume();
+            let now = arms::read_ledger(api, root, timed, Duration::from_secs(30));
+            let reading = readings.entry(last).or_default();
+            match (now, warm) {
+                (Ok(now), Some(Ok(warm))) => reading.ledger = Some(now.since(&warm)),
+                (Err(e), _) | (_, Some(Err(e))) => reading.problem = Some(e),
+                (Ok(now), None) => reading.ledger = Some(now),
+            }
+            if let Some(problem) = &reading.problem {
+                progress(&format!("{}: {problem}", config.arms[index].name()));
+            }
+        }
+        stop(monitor);
+    }
+    Ok(())
 }
 
 fn stop(monitor: Monitor) {
@@ -306,37 +463,72 @@ fn wait_until_ns(ns: u64) {
 fn build_report(
     config: &ImpactConfig,
     mut state: Collected,
-    readings: &[Vec<(usize, Reading)>],
+    readings: &BTreeMap<usize, Reading>,
     root: u32,
     timed: usize,
 ) -> ImpactReport {
-    let mut arm_blocks: Vec<Vec<Block>> = vec![Vec::new(); config.arms.len()];
-    let mut arm_service: Vec<Vec<Block>> = vec![Vec::new(); config.arms.len()];
-    let mut rounds: Vec<Vec<RoundReport>> = vec![Vec::new(); config.arms.len()];
-    let mut failed = vec![0u64; config.arms.len()];
-    let mut seconds = vec![0f64; config.arms.len()];
-    let mut slept = vec![(0u64, 0f64); config.arms.len()];
+    let arm_count = config.arms.len();
+    let mut arm_blocks: Vec<Vec<Block>> = vec![Vec::new(); arm_count];
+    let mut arm_service: Vec<Vec<Block>> = vec![Vec::new(); arm_count];
+    // Each arm's rounds, by round number: windows of one round (one, or its turns) together.
+    let mut rounds: Vec<BTreeMap<u32, RoundParts>> = (0..arm_count).map(|_| BTreeMap::new()).collect();
+    let mut failed = vec![0u64; arm_count];
+    let mut seconds = vec![0f64; arm_count];
+    let mut slept = vec![(0u64, 0f64); arm_count];
+    // With turns, each cycle's blocks per arm: what the intervals resample.
+    let mut cycles: BTreeMap<usize, Vec<Vec<Block>>> = BTreeMap::new();
     for (index, window) in state.windows.drain(..).enumerate() {
         let blocks: Vec<Block> = window.blocks.into_iter().map(BlockBuilder::build).collect();
         let length = window.end_ns.unwrap_or(window.start_ns).saturating_sub(window.start_ns) as f64 / 1e9;
-        let reading = readings[window.arm].iter().find(|(w, _)| *w == index).map(|(_, r)| r);
-        let round = rounds[window.arm].len() as u32 + 1;
-        rounds[window.arm].push(RoundReport {
-            round,
-            seconds: length,
-            latency: stats::percentiles(&blocks).map(StatReport::from),
-            failed: window.failed,
-            monitor_cpu_seconds: reading.and_then(|r| r.cpu_seconds),
-            ledger: reading.and_then(|r| r.ledger.clone()),
-            problem: reading.and_then(|r| r.problem.clone()),
-        });
+        let parts = rounds[window.arm].entry(window.round).or_default();
+        parts.seconds += length;
+        parts.failed += window.failed;
+        parts.blocks.extend(blocks.iter().cloned());
+        if let Some(reading) = readings.get(&index) {
+            parts.windows_with_monitor += 1;
+            if let Some(cpu) = reading.cpu_seconds {
+                parts.cpu_readings += 1;
+                parts.cpu_seconds += cpu;
+            }
+            if let Some(ledger) = &reading.ledger {
+                parts.ledger = Some(ledger.clone());
+            }
+            if let (None, Some(problem)) = (&parts.problem, &reading.problem) {
+                parts.problem = Some(problem.clone());
+            }
+        }
         failed[window.arm] += window.failed;
         slept[window.arm].0 += window.slept;
         slept[window.arm].1 += window.slept_ns as f64 / 1e9;
         seconds[window.arm] += length;
+        if let Some(cycle) = window.cycle {
+            cycles.entry(cycle).or_insert_with(|| vec![Vec::new(); arm_count])[window.arm]
+                .extend(blocks.iter().cloned());
+        }
         arm_blocks[window.arm].extend(blocks);
         arm_service[window.arm].push(window.service.build());
     }
+    let mut rounds: Vec<Vec<RoundReport>> = rounds
+        .into_iter()
+        .map(|by_round| {
+            by_round
+                .into_values()
+                .enumerate()
+                .map(|(i, parts)| RoundReport {
+                    round: i as u32 + 1,
+                    seconds: parts.seconds,
+                    latency: stats::percentiles(&parts.blocks).map(StatReport::from),
+                    failed: parts.failed,
+                    // Every window's CPU read, or unknown.
+                    monitor_cpu_seconds: (parts.windows_with_monitor > 0
+                        && parts.cpu_readings == parts.windows_with_monitor)
+                        .then_some(parts.cpu_seconds),
+                    ledger: parts.ledger,
+                    problem: parts.problem,
+                })
+                .collect()
+        })
+        .collect();
     // The target-side wait: service time beyond the no-monitor arm's median, summed.
     let base_service = stats::percentiles(&arm_service[0]).map_or(0.0, |p| p.p50);
     let excess: Vec<f64> = arm_service.iter().map(|blocks| excess_seconds(blocks, base_service)).collect();
@@ -354,6 +546,10 @@ fn build_report(
             let latency = stats::percentiles(&arm_blocks[index]);
             let intervals = if index == 0 {
                 None
+            } else if config.switch.is_some() {
+                let units: Vec<(&[Block], &[Block])> =
+                    cycles.values().map(|arms| (arms[0].as_slice(), arms[index].as_slice())).collect();
+                stats::paired_difference_intervals(&units, config.resamples, config.seed)
             } else {
                 stats::difference_intervals(&arm_blocks[0], &arm_blocks[index], config.resamples, config.seed)
             };
@@ -399,6 +595,8 @@ fn build_report(
         workload: crate::report::WorkloadReport::new(&config.workload, root, timed),
         rounds: config.rounds,
         duration_seconds: config.duration.as_secs_f64(),
+        turn_seconds: config.switch.map(|turn| turn.as_secs_f64()),
+        warmup_seconds: config.switch.map(|_| config.warmup.as_secs_f64()),
         block_seconds: BLOCK_NS as f64 / 1e9,
         resamples: config.resamples,
         seed: config.seed,
@@ -406,6 +604,19 @@ fn build_report(
         arms,
         blocks: arm_blocks,
     }
+}
+
+/// What the windows of one arm in one round add up to.
+#[derive(Debug, Default)]
+struct RoundParts {
+    seconds: f64,
+    failed: u64,
+    blocks: Vec<Block>,
+    windows_with_monitor: u32,
+    cpu_readings: u32,
+    cpu_seconds: f64,
+    ledger: Option<Ledger>,
+    problem: Option<String>,
 }
 
 /// Seconds of service beyond `base_ns` per operation, summed over `blocks`' operations.

@@ -9,7 +9,9 @@
 //! The unit of resampling is a [`Block`]: the operations of one second of one round. A stall
 //! caused by a monitor delays every operation queued behind it, so single latencies are not
 //! independent; seconds nearly are (the agent's cycle is one), and resampling them keeps each
-//! stall whole. This does not know what a round or an arm is: the caller hands it blocks.
+//! stall whole. Where the arms took turns in short windows, whole cycles of turns are resampled
+//! instead ([`paired_difference_intervals`]). This does not know what a round or an arm is: the
+//! caller hands it blocks.
 
 use std::collections::BTreeMap;
 
@@ -233,6 +235,50 @@ pub fn difference_intervals(base: &[Block], other: &[Block], resamples: usize, s
             differences[i].push(y - x);
         }
     }
+    intervals_of(differences)
+}
+
+/// The same interval for a design where the arms took turns in short windows: `units` are
+/// the turns of one cycle, each the base arm's blocks and the other arm's blocks from windows
+/// next to each other in time. A resample draws whole cycles (as many as there are) and pools
+/// both arms' blocks of each drawn cycle, so what the host did during a cycle (another tenant's
+/// build, a slow minute) lands in both arms of every draw that has it, and the interval is that
+/// of the difference, not of each arm's spread. `None` with fewer than [`MIN_BLOCKS`] cycles in
+/// which both arms had operations.
+pub fn paired_difference_intervals(
+    units: &[(&[Block], &[Block])],
+    resamples: usize,
+    seed: u64,
+) -> Option<[Interval; 4]> {
+    let has_ops = |blocks: &[Block]| blocks.iter().any(|b| b.count > 0);
+    let usable = units.iter().filter(|(base, other)| has_ops(base) && has_ops(other)).count();
+    if usable < MIN_BLOCKS || resamples == 0 {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut base_pool = Pool::for_blocks(units.iter().flat_map(|unit| unit.0.iter()));
+    let mut other_pool = Pool::for_blocks(units.iter().flat_map(|unit| unit.1.iter()));
+    let mut differences: [Vec<f64>; 4] = Default::default();
+    for _ in 0..resamples {
+        base_pool.clear();
+        other_pool.clear();
+        for _ in 0..units.len() {
+            let (base, other) = units[rng.below(units.len())];
+            base.iter().for_each(|block| base_pool.add(block));
+            other.iter().for_each(|block| other_pool.add(block));
+        }
+        let (Some(a), Some(b)) = (base_pool.percentiles(), other_pool.percentiles()) else {
+            continue;
+        };
+        for (i, (x, y)) in a.values().iter().zip(b.values()).enumerate() {
+            differences[i].push(y - x);
+        }
+    }
+    intervals_of(differences)
+}
+
+/// The 2.5 % and 97.5 % points of each statistic's resampled differences.
+fn intervals_of(differences: [Vec<f64>; 4]) -> Option<[Interval; 4]> {
     if differences[0].is_empty() {
         return None;
     }
@@ -338,6 +384,48 @@ mod tests {
         // One block, resampled, is always itself: no interval rather than one of no width.
         assert_eq!(difference_intervals(&quiet, &stalled[..1], 100, 1), None);
         assert!(difference_intervals(&quiet, &stalled[..2], 100, 1).is_some());
+    }
+
+    #[test]
+    fn cycles_drawn_whole_cancel_what_the_host_did_to_both_arms() {
+        // 40 cycles; in each, both arms see the same host: most cycles quiet, a few with a
+        // tail (a slow minute), and the arms alike within each cycle. The arms do not differ,
+        // so an interval must include 0; drawn as pairs it must also be far narrower than each
+        // arm's blocks drawn on their own, which mix quiet and slow cycles independently.
+        let mut units: Vec<(Vec<Block>, Vec<Block>)> = Vec::new();
+        for cycle in 0..40u64 {
+            let tail = if cycle % 7 == 3 { 8_000_000 } else { 0 };
+            // Each arm its own scatter of the same distribution (a different stream of draws).
+            let window = |arm: u64| {
+                let mut rng = SplitMix64::new(cycle * 2 + arm);
+                block((0..1000u64).map(|n| {
+                    let base = 50_000 + rng.below(10_000) as u64;
+                    if n % 100 == 0 {
+                        base + tail
+                    } else {
+                        base
+                    }
+                }))
+            };
+            units.push((vec![window(0)], vec![window(1)]));
+        }
+        let pairs: Vec<(&[Block], &[Block])> = units.iter().map(|(a, b)| (a.as_slice(), b.as_slice())).collect();
+        let paired = paired_difference_intervals(&pairs, 500, 5).expect("intervals");
+        let base: Vec<Block> = units.iter().flat_map(|u| u.0.clone()).collect();
+        let other: Vec<Block> = units.iter().flat_map(|u| u.1.clone()).collect();
+        let unpaired = difference_intervals(&base, &other, 500, 5).expect("intervals");
+        let width = |i: Interval| i.high - i.low;
+        for (name, (p, u)) in STATISTICS.iter().zip(paired.iter().zip(unpaired)) {
+            assert!(p.low <= 0.0 && p.high >= 0.0, "{name}: {p:?}");
+            if *name == "p99.9" {
+                assert!(width(*p) * 10.0 < width(u), "{name}: paired {p:?}, unpaired {u:?}");
+            }
+        }
+        // Too few cycles with operations in both arms: no interval.
+        assert_eq!(paired_difference_intervals(&pairs[..1], 100, 1), None);
+        let empty: Vec<Block> = vec![Block::default()];
+        let hollow: Vec<(&[Block], &[Block])> = vec![(&empty, &units[0].1), (&units[1].0, &empty)];
+        assert_eq!(paired_difference_intervals(&hollow, 100, 1), None);
     }
 
     #[test]

@@ -34,6 +34,16 @@ pub struct Args {
     /// starting one arm later than the one before.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
+    /// Turns: within each round, the arms take turns this long (e.g. 10s) until each has had
+    /// --duration; each monitor is started once, runs alone for --warmup outside any window, and
+    /// is stopped (SIGSTOP: no CPU, no lock held) outside its turns. The intervals then resample
+    /// whole cycles of turns, so what the host did in a minute falls on both arms alike. Without
+    /// it each arm has one window a round and each monitor starts afresh in it.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    switch: Option<Duration>,
+    /// With --switch: how long each monitor runs alone, unmeasured, before the first turn.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg, requires = "switch")]
+    warmup: Duration,
     /// An agent arm: proctor's words, split at spaces (no quoting). A `serve` gets a loopback
     /// port of its own and --no-record unless the words say otherwise; its stall ledger is read
     /// from its API. Repeatable; default `serve` (1 s, PSS on).
@@ -164,6 +174,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.duration < Duration::from_millis(500) {
         bail!("--duration must be at least 500ms (each arm's window)");
     }
+    if let Some(turn) = args.switch {
+        if turn < Duration::from_secs(1) || turn > args.duration {
+            bail!(
+                "--switch must be at least 1s (a resampled block) and at most --duration ({})",
+                proctor_vocab::format_duration(args.duration)
+            );
+        }
+    }
     let size_bytes = args.size as u64;
     if let Some(available) = available_bytes() {
         if size_bytes > available / 2 {
@@ -236,12 +254,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         resamples: args.resamples as usize,
         seed: args.seed,
         target: args.target,
+        switch: args.switch,
+        warmup: args.warmup,
     };
     let mut progress = |line: &str| eprintln!("proctor impact: {}", proctor_vocab::units::printable(line));
     let report = proctor_impact::run::run(&config, &mut progress).map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.plot {
+        let turns =
+            args.switch.map_or(String::new(), |turn| format!(" in turns of {}", proctor_vocab::format_duration(turn)));
         let title = format!(
-            "proctor impact: {} rounds of {} per arm",
+            "proctor impact: {} rounds of {} per arm{turns}",
             report.rounds,
             proctor_vocab::format_duration(args.duration)
         );

@@ -167,6 +167,57 @@ fn the_text_view_names_each_arm_its_difference_and_the_ledger_and_claims_no_inte
 }
 
 #[test]
+fn with_turns_each_arm_is_measured_in_its_turns_and_the_intervals_resample_cycles() {
+    let out = proctor(&[
+        "impact",
+        "--switch",
+        "1s",
+        "--warmup",
+        "2s",
+        "--duration",
+        "2s",
+        "--rounds",
+        "2",
+        "--children",
+        "2",
+        "--size",
+        "8M",
+        "--rate",
+        "200/s",
+        "--resamples",
+        "100",
+        "--format",
+        "json",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["turn_seconds"].as_f64(), Some(1.0), "{v}");
+    assert_eq!(v["warmup_seconds"].as_f64(), Some(2.0), "{v}");
+    let arms = v["arms"].as_array().expect("arms");
+    assert_eq!(arms.len(), 2, "{v}");
+    for arm in arms {
+        // Two rounds of two 1 s turns: about 2 × 200 × 4 operations, in each arm's own windows.
+        assert!(arm["latency"]["operations"].as_u64().is_some_and(|n| n > 800), "{arm}");
+        let rounds = arm["rounds"].as_array().expect("rounds");
+        assert_eq!(rounds.len(), 2, "{arm}");
+        for round in rounds {
+            let seconds = seconds(round, "seconds");
+            assert!((1.9..2.5).contains(&seconds), "two turns of 1 s a round: {round}");
+        }
+    }
+    // Four cycles of turns: an interval for each statistic.
+    let differences = arms[1]["differences"].as_array().expect("differences");
+    for d in differences {
+        assert!(seconds(d, "low_seconds") <= seconds(d, "high_seconds"), "{d}");
+    }
+    // The agent ran in its turns only, and its ledger is what it added after its warm-up.
+    assert!(arms[1]["monitor_cpu_seconds"].as_f64().is_some_and(|cpu| cpu > 0.0), "{}", arms[1]);
+    assert!(arms[1]["ledger"]["stall_seconds_total"].as_f64().is_some_and(|s| s >= 0.0), "{}", arms[1]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("warming up proctor serve for 2s"), "{stderr}");
+    assert!(stderr.contains("round 2/2: 2 turns of 1s each"), "{stderr}");
+}
+
+#[test]
 fn mistakes_are_refused_with_what_was_wrong() {
     let refused = |args: &[&str], code: i32, wanted: &str| {
         let out = proctor(args);
@@ -185,4 +236,7 @@ fn mistakes_are_refused_with_what_was_wrong() {
     refused(&["impact", "--target", "1"], 1, "--target is for a URL or a command");
     refused(&["impact", "--duration", "100ms"], 1, "at least 500ms");
     refused(&["impact", "--agent", " "], 1, "give proctor's words");
+    refused(&["impact", "--switch", "500ms"], 1, "--switch must be at least 1s");
+    refused(&["impact", "--switch", "2m", "--duration", "1m"], 1, "at most --duration");
+    refused(&["impact", "--warmup", "5s"], 2, "--switch");
 }
