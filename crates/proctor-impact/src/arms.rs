@@ -349,9 +349,18 @@ mod tests {
 
     #[test]
     fn a_paused_child_stops_whole_and_runs_again_when_resumed() {
-        // A busy loop: it uses CPU whenever it is not stopped.
+        // A busy loop: it uses CPU whenever it is not stopped. Ended however the test ends.
+        struct Ended(Option<Monitor>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                if let Some(monitor) = self.0.take() {
+                    monitor.stop(Duration::from_secs(5));
+                }
+            }
+        }
         let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().expect("sh");
-        let monitor = Monitor { child, api: None };
+        let ended = Ended(Some(Monitor { child, api: None }));
+        let monitor = ended.0.as_ref().expect("the loop");
         monitor.pause(Duration::from_secs(10)).expect("paused");
         assert_eq!(all_stopped(monitor.pid()), Some(true));
         let cpu = monitor.cpu_seconds().expect("cpu");
@@ -363,7 +372,6 @@ mod tests {
             assert!(Instant::now() < deadline, "still stopped 30 s after SIGCONT");
             std::thread::sleep(Duration::from_millis(5));
         }
-        monitor.stop(Duration::from_secs(5));
     }
 
     #[test]
