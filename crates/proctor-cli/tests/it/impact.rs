@@ -201,7 +201,9 @@ fn with_turns_each_arm_is_measured_in_its_turns_and_the_intervals_resample_cycle
         assert_eq!(rounds.len(), 2, "{arm}");
         for round in rounds {
             let seconds = seconds(round, "seconds");
-            assert!((1.9..2.5).contains(&seconds), "two turns of 1 s a round: {round}");
+            // At least its two turns; far below the 4 s all four turns of the round add up to
+            // (however late a busy machine wakes the driver at a turn's end).
+            assert!((1.99..3.5).contains(&seconds), "two turns of 1 s a round: {round}");
         }
     }
     // Four cycles of turns: an interval for each statistic.
