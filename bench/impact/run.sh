@@ -11,7 +11,8 @@
 #   PYTHON=/path/to/python bash bench/impact/run.sh            # a Python with psutil
 #   SWITCH=10s ROUNDS=3 DURATION=120s PSUTIL=0 bash bench/impact/run.sh
 #       # turns: the arms alternate every 10 s, each monitor started once and stopped outside
-#       # its turns; intervals resample whole cycles (p99.9 within 1 %, issue 34); no psutil arm
+#       # its turns; intervals resample whole cycles; no psutil arm (their width against rounds':
+#       # docs/performance.md, impact, forty-second session)
 # Needs a Python with psutil (python3 -m venv .venv && .venv/bin/pip install psutil); without
 # one the psutil arm is reported as skipped. Prints the command, the load before and after,
 # the text report; keeps the JSON, the text and the plot in bench/out/impact/.
