@@ -80,18 +80,43 @@ impl Monitor {
     /// Stops it (SIGSTOP) and waits, up to `within`, until every thread of it is stopped. A
     /// thread inside a system call stops only as the call returns, so a stopped monitor holds
     /// no lock of the kernel's: no target's mmap lock, no CPU, until [`Monitor::resume`].
-    pub fn pause(&self, within: Duration) -> Result<(), String> {
-        // SAFETY: signals our own child, not yet reaped (so the pid is still ours).
-        unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGSTOP) };
+    ///
+    /// An agent stopped inside a traced read (its tracing instance recording, between the
+    /// `tracing_on` 1 and 0 around the read: proctor-sampler's `lockwait`) would leave the
+    /// instance writing every mmap lock operation on the host until it runs again, a cost in
+    /// the next arm's turn that is not that arm's. Such a pause lets the agent run until the
+    /// read is over and stops it again. Returns how many times it did.
+    pub fn pause(&self, within: Duration) -> Result<u32, String> {
+        self.pause_watching(&tracing_instances(), within)
+    }
+
+    /// [`Monitor::pause`] with the tracing instances looked for under `instances`.
+    fn pause_watching(&self, instances: &[PathBuf], within: Duration) -> Result<u32, String> {
         let deadline = Instant::now() + within;
+        let mut let_finish = 0;
         loop {
-            match all_stopped(self.pid()) {
-                Some(true) => return Ok(()),
-                None => return Err(format!("pid {} ended while being paused", self.pid())),
-                Some(false) if Instant::now() >= deadline => {
-                    return Err(format!("pid {}'s threads did not all stop within {within:?}", self.pid()))
+            // SAFETY: signals our own child, not yet reaped (so the pid is still ours).
+            unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGSTOP) };
+            loop {
+                match all_stopped(self.pid()) {
+                    Some(true) => break,
+                    None => return Err(format!("pid {} ended while being paused", self.pid())),
+                    Some(false) if Instant::now() >= deadline => {
+                        return Err(format!("pid {}'s threads did not all stop within {within:?}", self.pid()))
+                    }
+                    Some(false) => std::thread::sleep(Duration::from_millis(1)),
                 }
-                Some(false) => std::thread::sleep(Duration::from_millis(1)),
+            }
+            if !recording(instances, self.pid()) {
+                return Ok(let_finish);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("pid {} stopped inside a traced read each time within {within:?}", self.pid()));
+            }
+            self.resume();
+            let_finish += 1;
+            while recording(instances, self.pid()) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
     }
@@ -134,6 +159,25 @@ fn all_stopped(pid: u32) -> Option<bool> {
         }
     }
     Some(true)
+}
+
+/// Where tracefs keeps its instances on this host (both places it may be mounted).
+fn tracing_instances() -> Vec<PathBuf> {
+    ["/sys/kernel/tracing/instances", "/sys/kernel/debug/tracing/instances"]
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+/// Whether a tracing instance of `pid`'s (`proctor-PID-N`, as an agent names the ones it
+/// makes) under one of `instances` is recording now (its `tracing_on` reads 1).
+fn recording(instances: &[PathBuf], pid: u32) -> bool {
+    let prefix = format!("proctor-{pid}-");
+    instances.iter().filter_map(|dir| std::fs::read_dir(dir).ok()).flat_map(|entries| entries.flatten()).any(|entry| {
+        entry.file_name().to_str().is_some_and(|name| name.starts_with(&prefix))
+            && std::fs::read(entry.path().join("tracing_on")).is_ok_and(|on| on.trim_ascii() == b"1")
+    })
 }
 
 /// A process's CPU time, user and system, in seconds; `None` once it is gone.
@@ -372,6 +416,59 @@ mod tests {
             assert!(Instant::now() < deadline, "still stopped 30 s after SIGCONT");
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    fn an_instance_is_recording_when_its_tracing_on_reads_1() {
+        let dir = std::env::temp_dir().join(format!("proctor-impact-instances-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let on = |name: &str, value: &str| {
+            std::fs::create_dir_all(dir.join(name)).expect("instance dir");
+            std::fs::write(dir.join(name).join("tracing_on"), value).expect("tracing_on");
+        };
+        on("proctor-123-0", "0\n");
+        on("proctor-1234-0", "1\n");
+        on("other-123-0", "1\n");
+        let instances = [dir.clone(), dir.join("absent")];
+        assert!(!recording(&instances, 123), "another pid's instance or another name is not this agent's");
+        on("proctor-123-1", "1\n");
+        assert!(recording(&instances, 123));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_pause_inside_a_traced_read_lets_the_read_finish_and_stops_again() {
+        // A busy shell stands for the agent: it says it is recording as it starts, and that
+        // its read is over when it runs again after a stop (a trap on SIGCONT).
+        struct Ended(Option<Monitor>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                if let Some(monitor) = self.0.take() {
+                    monitor.stop(Duration::from_secs(5));
+                }
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("proctor-impact-pause-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("instances dir");
+        let script = r#"d="$1/proctor-$$-0"; mkdir -p "$d"; trap 'echo 0 > "$d/tracing_on"' CONT; echo 1 > "$d/tracing_on"; while :; do :; done"#;
+        let child = Command::new("sh").args(["-c", script, "sh"]).arg(&dir).spawn().expect("sh");
+        let ended = Ended(Some(Monitor { child, api: None }));
+        let monitor = ended.0.as_ref().expect("the loop");
+        let pid = monitor.pid();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !recording(std::slice::from_ref(&dir), pid) {
+            assert!(Instant::now() < deadline, "the shell did not start recording within 60 s");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let let_finish = monitor.pause_watching(std::slice::from_ref(&dir), Duration::from_secs(60)).expect("paused");
+        assert_eq!(let_finish, 1, "the first stop fell inside the read: let run once, then stopped");
+        assert_eq!(all_stopped(pid), Some(true));
+        assert!(!recording(std::slice::from_ref(&dir), pid));
+        // Not recording: stopped at once, nothing let finish.
+        monitor.resume();
+        assert_eq!(monitor.pause_watching(std::slice::from_ref(&dir), Duration::from_secs(60)), Ok(0));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

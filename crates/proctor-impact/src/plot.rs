@@ -220,6 +220,7 @@ mod tests {
             resamples: 100,
             seed: 1,
             dropped_between_rounds: 0,
+            pauses_let_finish_a_traced_read: None,
             arms: reports,
             blocks: arms,
         }

@@ -32,6 +32,11 @@ pub struct ImpactReport {
     pub seed: u64,
     /// Operations meant to start while no round was open (a monitor being read and stopped).
     pub dropped_between_rounds: u64,
+    /// With turns: the pauses that found an agent stopped inside a traced read (its tracing
+    /// instance recording every mmap lock operation on the host) and let it finish the read
+    /// before stopping it again, so no other arm's turn runs beside a recording instance.
+    /// `null` without turns.
+    pub pauses_let_finish_a_traced_read: Option<u32>,
     pub arms: Vec<ArmReport>,
     /// Each arm's blocks, for the plot.
     #[serde(skip)]
@@ -369,6 +374,9 @@ pub fn render_text(report: &ImpactReport) -> String {
         for round in arm.rounds.iter().filter_map(|r| r.problem.as_ref().map(|p| (r.round, p))) {
             let _ = writeln!(out, "  round {}: {}", round.0, proctor_units::units::printable(round.1));
         }
+    }
+    if let Some(n @ 1..) = report.pauses_let_finish_a_traced_read {
+        let _ = writeln!(out, "{n} pauses found an agent inside a traced read and let it finish the read first");
     }
     if report.dropped_between_rounds > 0 {
         let _ = writeln!(out, "{} operations fell between rounds and are not counted", report.dropped_between_rounds);

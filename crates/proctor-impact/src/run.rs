@@ -228,10 +228,13 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
     progress(&format!("workload running: pid {}, {} timed processes", workload.0.id(), timed.len()));
 
     let mut readings: BTreeMap<usize, Reading> = BTreeMap::new();
-    match config.switch {
-        None => alternate_rounds(config, &shared, root, &timed, &mut readings, progress)?,
-        Some(turn) => take_turns(config, turn, &shared, root, &timed, &mut readings, progress)?,
-    }
+    let let_finish = match config.switch {
+        None => {
+            alternate_rounds(config, &shared, root, &timed, &mut readings, progress)?;
+            None
+        }
+        Some(turn) => Some(take_turns(config, turn, &shared, root, &timed, &mut readings, progress)?),
+    };
     // Every timed process's operations up to the last window's end must have arrived.
     let last_end = shared.0.lock().expect("collector lock").windows.last().and_then(|w| w.end_ns).unwrap_or(0);
     let complete = wait_for(&shared, Duration::from_secs(10), |c| {
@@ -243,7 +246,9 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
     drop(workload);
     let _ = collector.join();
     let state = std::mem::take(&mut *shared.0.lock().expect("collector lock"));
-    Ok(build_report(config, state, &readings, root, timed.len()))
+    let mut report = build_report(config, state, &readings, root, timed.len());
+    report.pauses_let_finish_a_traced_read = let_finish;
+    Ok(report)
 }
 
 /// Opens a window for `arm` now; an error once the workload has ended.
@@ -358,6 +363,7 @@ impl Drop for Started {
 /// Each monitor started once and warmed up alone; then, every round, the arms take turns of
 /// `turn` until each has had the round's `duration`, a monitor stopped (SIGSTOP) outside its
 /// turns. Its CPU is what it used in its windows; its ledger what was added after its warm-up.
+/// Returns how many of the pauses let an agent finish a traced read first ([`Monitor::pause`]).
 fn take_turns(
     config: &ImpactConfig,
     turn: Duration,
@@ -366,8 +372,9 @@ fn take_turns(
     timed: &[u32],
     readings: &mut BTreeMap<usize, Reading>,
     progress: &mut dyn FnMut(&str),
-) -> Result<(), String> {
+) -> Result<u32, String> {
     let mut started = Started::default();
+    let mut let_finish = 0;
     for (index, arm) in config.arms.iter().enumerate() {
         if !runs(arm) {
             continue;
@@ -379,7 +386,7 @@ fn take_turns(
             return Err(ended_early(arm, &status));
         }
         let ledger = monitor.api.map(|api| arms::read_ledger(api, root, timed, Duration::from_secs(30)));
-        monitor.pause(Duration::from_secs(10))?;
+        let_finish += monitor.pause(Duration::from_secs(10))?;
         started.0.push((index, monitor, ledger));
     }
     let order: Vec<usize> = (0..config.arms.len()).filter(|&i| runs(&config.arms[i])).collect();
@@ -410,7 +417,7 @@ fn take_turns(
                     if let Some(status) = monitor.exited() {
                         return Err(ended_early(arm, &status));
                     }
-                    monitor.pause(Duration::from_secs(10))?;
+                    let_finish += monitor.pause(Duration::from_secs(10))?;
                     reading.cpu_seconds = monitor.cpu_seconds().zip(before).map(|(after, before)| after - before);
                 }
                 readings.insert(window, reading);
@@ -440,7 +447,7 @@ fn take_turns(
         }
         stop(monitor);
     }
-    Ok(())
+    Ok(let_finish)
 }
 
 fn stop(monitor: Monitor) {
@@ -601,6 +608,7 @@ fn build_report(
         resamples: config.resamples,
         seed: config.seed,
         dropped_between_rounds: state.dropped_between_windows,
+        pauses_let_finish_a_traced_read: None,
         arms,
         blocks: arm_blocks,
     }
