@@ -8,7 +8,8 @@
 //! Layers, pure first: [`stats`] (bucketed latencies, percentiles, the bootstrap), [`record`]
 //! (the workload's pipe format), [`report`] (the shape and its text), [`plot`]; then the I/O:
 //! [`workload`] (the target tree), [`arms`] (starting monitors, reading their CPU and ledger)
-//! and [`run`] (the rounds). Timing figures from it belong in docs/performance.md, never in a
+//! and [`run`] (the rounds); [`trace`] (`--attribute`: the delays a monitor caused, from the
+//! kernel's trace of the same run). Timing figures from it belong in docs/performance.md, never in a
 //! test's assertion.
 
 pub mod arms;
@@ -17,4 +18,5 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod stats;
+pub mod trace;
 pub mod workload;

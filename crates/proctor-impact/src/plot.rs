@@ -221,6 +221,7 @@ mod tests {
             seed: 1,
             dropped_between_rounds: 0,
             pauses_let_finish_a_traced_read: None,
+            attribution: None,
             arms: reports,
             blocks: arms,
         }

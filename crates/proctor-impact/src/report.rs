@@ -37,6 +37,8 @@ pub struct ImpactReport {
     /// before stopping it again, so no other arm's turn runs beside a recording instance.
     /// `null` without turns.
     pub pauses_let_finish_a_traced_read: Option<u32>,
+    /// With `--attribute`, the trace the arms' `attributed` figures come from.
+    pub attribution: Option<Attribution>,
     pub arms: Vec<ArmReport>,
     /// Each arm's blocks, for the plot.
     #[serde(skip)]
@@ -159,6 +161,44 @@ pub struct ArmReport {
     pub slept_operations: Option<u64>,
     pub slept_seconds: Option<f64>,
     pub rounds: Vec<RoundReport>,
+    /// With `--attribute`: what this arm's monitor itself delayed its windows' operations by
+    /// (see [`crate::trace`]), and those operations' percentiles without it. `null` otherwise.
+    pub attributed: Option<Attributed>,
+}
+
+/// What a monitor delayed the operations of its own windows by, from the kernel's trace of the
+/// same run ([`crate::trace`]), charged two ways: `direct` counts its CPU where it ran on the
+/// CPU a target's thread was queued on, `broad` where it ran on any CPU while the thread was
+/// queued; both count its holds of a target's mmap lock while the target waited for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attributed {
+    pub direct: Charged,
+    pub broad: Charged,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Charged {
+    pub cpu_delay_seconds: f64,
+    pub lock_delay_seconds: f64,
+    /// Operations with any such delay.
+    pub operations_delayed: u64,
+    /// The same operations, each less its delays: the tail without what the trace charges to
+    /// the monitor.
+    pub without: Option<StatReport>,
+    /// The arm's percentiles less `without`'s (what those delays added), each with a bootstrap
+    /// interval over the arm's windows (both sides of a draw from the same operations).
+    pub differences: Option<Vec<Difference>>,
+}
+
+/// The trace `--attribute` read: its events, what it lost, lines it could not read.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Attribution {
+    pub events: u64,
+    /// Events the kernel dropped (a per-CPU buffer full): delays in them are not charged.
+    pub lost_events: u64,
+    pub unread_lines: u64,
+    /// Why the attribution could not be made; `null` when it was.
+    pub problem: Option<String>,
 }
 
 impl ArmReport {
@@ -180,24 +220,7 @@ impl ArmReport {
         rounds: Vec<RoundReport>,
     ) -> ArmReport {
         let differences = match (latency, base, is_base) {
-            (Some(latency), Some(base), false) => Some(
-                STATISTICS
-                    .iter()
-                    .zip(latency.values().iter().zip(base.values()))
-                    .enumerate()
-                    .map(|(i, (statistic, (value, base)))| {
-                        let interval = intervals.map(|all| all[i]);
-                        Difference {
-                            statistic,
-                            seconds: (value - base) / 1e9,
-                            low_seconds: interval.map(|x| x.low / 1e9),
-                            high_seconds: interval.map(|x| x.high / 1e9),
-                            percent: (base > 0.0).then(|| 100.0 * (value - base) / base),
-                            includes_zero: interval.map(|x| x.low <= 0.0 && x.high >= 0.0),
-                        }
-                    })
-                    .collect(),
-            ),
+            (Some(latency), Some(base), false) => Some(differences(&latency, &base, intervals)),
             _ => None,
         };
         let wait_over_ledger = match (&ledger, target_wait_beyond_none_seconds) {
@@ -221,8 +244,29 @@ impl ArmReport {
             slept_operations: slept.map(|s| s.0),
             slept_seconds: slept.map(|s| s.1),
             rounds,
+            attributed: None,
         }
     }
+}
+
+/// Each statistic of `latency` less `base`'s, with the intervals of the differences.
+pub fn differences(latency: &Percentiles, base: &Percentiles, intervals: Option<[Interval; 4]>) -> Vec<Difference> {
+    STATISTICS
+        .iter()
+        .zip(latency.values().iter().zip(base.values()))
+        .enumerate()
+        .map(|(i, (statistic, (value, base)))| {
+            let interval = intervals.map(|all| all[i]);
+            Difference {
+                statistic,
+                seconds: (value - base) / 1e9,
+                low_seconds: interval.map(|x| x.low / 1e9),
+                high_seconds: interval.map(|x| x.high / 1e9),
+                percent: (base > 0.0).then(|| 100.0 * (value - base) / base),
+                includes_zero: interval.map(|x| x.low <= 0.0 && x.high >= 0.0),
+            }
+        })
+        .collect()
 }
 
 fn signed(seconds: f64) -> String {
@@ -373,6 +417,51 @@ pub fn render_text(report: &ImpactReport) -> String {
         let _ = writeln!(out);
         for round in arm.rounds.iter().filter_map(|r| r.problem.as_ref().map(|p| (r.round, p))) {
             let _ = writeln!(out, "  round {}: {}", round.0, proctor_units::units::printable(round.1));
+        }
+    }
+    for arm in report.arms.iter().filter(|a| a.attributed.is_some()) {
+        let a = arm.attributed.as_ref().expect("filtered");
+        for (how, c) in [("direct", &a.direct), ("broad", &a.broad)] {
+            let _ = write!(
+                out,
+                "{} by the trace ({how}): its CPU delayed the target {}, its mmap lock holds {}, {} operations; without:",
+                proctor_units::units::printable(&arm.name),
+                duration_secs(c.cpu_delay_seconds),
+                duration_secs(c.lock_delay_seconds),
+                c.operations_delayed
+            );
+            if let (Some(without), Some(differences)) = (&c.without, &c.differences) {
+                let _ = write!(
+                    out,
+                    " p99 {}, p99.9 {}; it added",
+                    duration_secs(without.p99_seconds),
+                    duration_secs(without.p999_seconds)
+                );
+                for d in differences.iter().filter(|d| matches!(d.statistic, "p99" | "p99.9")) {
+                    let _ = write!(out, " {} {}", d.statistic, signed(d.seconds));
+                    if let Some(pct) = d.percent {
+                        let _ = write!(out, " ({pct:+.2} %)");
+                    }
+                    if let (Some(low), Some(high)) = (d.low_seconds, d.high_seconds) {
+                        let _ = write!(out, " [{}, {}]", signed(low), signed(high));
+                    }
+                }
+            }
+            let _ = writeln!(out);
+        }
+    }
+    if let Some(a) = &report.attribution {
+        match &a.problem {
+            Some(why) => {
+                let _ = writeln!(out, "attribution: not made: {why}");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "attribution: {} trace events, {} lost, {} lines unread",
+                    a.events, a.lost_events, a.unread_lines
+                );
+            }
         }
     }
     if let Some(n @ 1..) = report.pauses_let_finish_a_traced_read {

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use proctor_units::duration::format_duration;
 
 use crate::arms::{self, Ledger, Monitor};
-use crate::report::{ArmReport, ImpactReport, RoundReport, StatReport};
+use crate::report::{ArmReport, Attributed, ImpactReport, RoundReport, StatReport};
 use crate::stats::{self, Block, BlockBuilder};
+use crate::trace::{self, Attributor, Delays, Instance};
 use crate::workload::{monotonic_ns, WorkloadConfig, FAILED};
 
 /// Blocks are this long: the unit the bootstrap resamples (see [`crate::stats`]).
@@ -73,6 +74,9 @@ pub struct ImpactConfig {
     pub switch: Option<Duration>,
     /// With turns, how long each monitor runs alone, outside any window, before the first.
     pub warmup: Duration,
+    /// With turns: trace the run (tracefs) and charge each monitor what it delayed its
+    /// windows' operations by ([`crate::trace`]).
+    pub attribute: bool,
 }
 
 /// What the collector files for one window (one arm in one round).
@@ -92,6 +96,9 @@ struct Window {
     /// Operations that slept (see `record::Op::slept`), and their service time in all.
     slept: u64,
     slept_ns: u64,
+    /// With `--attribute`, a monitor's window keeps each operation: (pid, intended start,
+    /// latency, its block).
+    ops: Vec<(u32, u64, u64, u32)>,
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +109,8 @@ struct Collected {
     windows: Vec<Window>,
     dropped_between_windows: u64,
     ended: Option<String>,
+    /// Whether monitors' windows keep their operations (`--attribute`).
+    keep_ops: bool,
 }
 
 type Shared = Arc<(Mutex<Collected>, Condvar)>;
@@ -119,6 +128,7 @@ fn collect(mut stdout: impl Read, shared: Shared) {
         };
         let mut state = lock.lock().expect("collector lock");
         let state = &mut *state;
+        let keep_ops = state.keep_ops;
         let fed = decoder.feed(&buffer[..read], |pid, ops| {
             state.senders.insert(pid);
             for op in ops {
@@ -143,6 +153,9 @@ fn collect(mut stdout: impl Read, shared: Shared) {
                     window.blocks.resize_with(block + 1, BlockBuilder::default);
                 }
                 window.blocks[block].add(op.latency_ns);
+                if keep_ops && window.arm != 0 {
+                    window.ops.push((pid, op.intended_ns, op.latency_ns, block as u32));
+                }
                 window.service.add(op.service_ns);
                 if op.slept {
                     window.slept += 1;
@@ -209,6 +222,7 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
     let workload = WorkloadProcess(child);
     let root = config.target.unwrap_or(workload.0.id());
     let shared: Shared = Arc::default();
+    shared.0.lock().expect("collector lock").keep_ops = config.attribute && config.switch.is_some();
     let collector = {
         let shared = Arc::clone(&shared);
         std::thread::spawn(move || collect(stdout, shared))
@@ -228,7 +242,7 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
     progress(&format!("workload running: pid {}, {} timed processes", workload.0.id(), timed.len()));
 
     let mut readings: BTreeMap<usize, Reading> = BTreeMap::new();
-    let let_finish = match config.switch {
+    let turns = match config.switch {
         None => {
             alternate_rounds(config, &shared, root, &timed, &mut readings, progress)?;
             None
@@ -246,8 +260,9 @@ pub fn run(config: &ImpactConfig, progress: &mut dyn FnMut(&str)) -> Result<Impa
     drop(workload);
     let _ = collector.join();
     let state = std::mem::take(&mut *shared.0.lock().expect("collector lock"));
-    let mut report = build_report(config, state, &readings, root, timed.len());
-    report.pauses_let_finish_a_traced_read = let_finish;
+    let delays = turns.as_ref().and_then(|t| t.delays.as_ref());
+    let mut report = build_report(config, state, &readings, root, timed.len(), delays);
+    report.pauses_let_finish_a_traced_read = turns.as_ref().map(|t| t.let_finish);
     Ok(report)
 }
 
@@ -363,7 +378,7 @@ impl Drop for Started {
 /// Each monitor started once and warmed up alone; then, every round, the arms take turns of
 /// `turn` until each has had the round's `duration`, a monitor stopped (SIGSTOP) outside its
 /// turns. Its CPU is what it used in its windows; its ledger what was added after its warm-up.
-/// Returns how many of the pauses let an agent finish a traced read first ([`Monitor::pause`]).
+/// With `--attribute`, the run is traced from the first window to the last.
 fn take_turns(
     config: &ImpactConfig,
     turn: Duration,
@@ -372,7 +387,7 @@ fn take_turns(
     timed: &[u32],
     readings: &mut BTreeMap<usize, Reading>,
     progress: &mut dyn FnMut(&str),
-) -> Result<u32, String> {
+) -> Result<Turns, String> {
     let mut started = Started::default();
     let mut let_finish = 0;
     for (index, arm) in config.arms.iter().enumerate() {
@@ -389,6 +404,14 @@ fn take_turns(
         let_finish += monitor.pause(Duration::from_secs(10))?;
         started.0.push((index, monitor, ledger));
     }
+    let tracer = config.attribute.then(|| {
+        let monitors: Vec<(u32, usize)> = started.0.iter().map(|(arm, m, _)| (m.pid(), *arm)).collect();
+        let tracer = Tracer::start(timed, &monitors);
+        if let Err(why) = &tracer {
+            progress(&format!("not attributing: {why}"));
+        }
+        tracer
+    });
     let order: Vec<usize> = (0..config.arms.len()).filter(|&i| runs(&config.arms[i])).collect();
     let turns = (config.duration.as_nanos() / turn.as_nanos()).max(1) as usize;
     let mut cycle = 0;
@@ -425,6 +448,7 @@ fn take_turns(
             cycle += 1;
         }
     }
+    let delays = tracer.map(|tracer| tracer.and_then(Tracer::finish));
     // The ledgers, each agent let run to publish a sample, outside any window: what was added
     // since its warm-up, on its last window's reading.
     let last_window = |arm: usize| {
@@ -447,7 +471,68 @@ fn take_turns(
         }
         stop(monitor);
     }
-    Ok(let_finish)
+    Ok(Turns { let_finish, delays })
+}
+
+/// What a run with turns adds to its readings.
+struct Turns {
+    /// Pauses that let an agent finish a traced read first ([`Monitor::pause`]).
+    let_finish: u32,
+    /// With `--attribute`, the delays the trace charged to the monitors, or why there are none.
+    delays: Option<Result<Delays, String>>,
+}
+
+/// The trace of a run with `--attribute`: an instance recording, and a thread reading it into
+/// an [`Attributor`] as it goes (a busy host's trace outgrows any buffer in minutes).
+struct Tracer {
+    instance: Arc<Mutex<Instance>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    reader: std::thread::JoinHandle<Result<Attributor, String>>,
+}
+
+impl Tracer {
+    fn start(targets: &[u32], monitors: &[(u32, usize)]) -> Result<Tracer, String> {
+        let mut attributor = Attributor::new(targets.iter().copied());
+        for &(pid, arm) in monitors {
+            attributor.add_monitor(pid, arm, trace::threads(pid));
+        }
+        let instance = Arc::new(Mutex::new(Instance::open()?));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (instance, stop) = (Arc::clone(&instance), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                loop {
+                    let stopping = stop.load(std::sync::atomic::Ordering::Acquire);
+                    let read = instance
+                        .lock()
+                        .expect("trace lock")
+                        .read(&mut buf)
+                        .map_err(|e| format!("reading the trace: {e}"))?;
+                    let complete = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                    for line in buf[..complete].split(|&b| b == b'\n') {
+                        attributor.feed_line(&String::from_utf8_lossy(line));
+                    }
+                    buf.drain(..complete);
+                    if read == 0 {
+                        if stopping {
+                            return Ok(attributor);
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            })
+        };
+        Ok(Tracer { instance, stop, reader })
+    }
+
+    /// Stops recording, reads the rest, and gives the delays.
+    fn finish(self) -> Result<Delays, String> {
+        self.instance.lock().expect("trace lock").stop();
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let attributor = self.reader.join().map_err(|_| "the trace's reader panicked".to_string())??;
+        Ok(attributor.into_delays())
+    }
 }
 
 fn stop(monitor: Monitor) {
@@ -473,8 +558,18 @@ fn build_report(
     readings: &BTreeMap<usize, Reading>,
     root: u32,
     timed: usize,
+    delays: Option<&Result<Delays, String>>,
 ) -> ImpactReport {
     let arm_count = config.arms.len();
+    let traced = match delays {
+        Some(Ok(delays)) => Some(delays),
+        _ => None,
+    };
+    // With `--attribute`: each monitor's windows' blocks with every operation less what the
+    // trace charged to the monitor, beside the blocks as they were; the delays in all.
+    // Both ways of charging CPU: direct (a monitor on the waiting thread's CPU) and broad (on
+    // any CPU).
+    let mut attributed: Vec<[Charged; 2]> = (0..arm_count).map(|_| Default::default()).collect();
     let mut arm_blocks: Vec<Vec<Block>> = vec![Vec::new(); arm_count];
     let mut arm_service: Vec<Vec<Block>> = vec![Vec::new(); arm_count];
     // Each arm's rounds, by round number: windows of one round (one, or its turns) together.
@@ -486,6 +581,28 @@ fn build_report(
     let mut cycles: BTreeMap<usize, Vec<Vec<Block>>> = BTreeMap::new();
     for (index, window) in state.windows.drain(..).enumerate() {
         let blocks: Vec<Block> = window.blocks.into_iter().map(BlockBuilder::build).collect();
+        if let (Some(delays), true) = (traced, window.arm != 0) {
+            for (broad, charged) in attributed[window.arm].iter_mut().enumerate() {
+                let mut builders = vec![BlockBuilder::default(); blocks.len()];
+                for &(pid, intended, latency, block) in &window.ops {
+                    let (start, end) = (intended, intended + latency);
+                    let (cpu, lock) = if broad == 1 {
+                        delays.within_broad(pid, window.arm, start, end)
+                    } else {
+                        delays.within(pid, window.arm, start, end)
+                    };
+                    charged.cpu_ns += cpu;
+                    charged.lock_ns += lock;
+                    charged.operations += u64::from(cpu + lock > 0);
+                    if let Some(builder) = builders.get_mut(block as usize) {
+                        builder.add(latency - (cpu + lock).min(latency));
+                    }
+                }
+                let without: Vec<Block> = builders.into_iter().map(BlockBuilder::build).collect();
+                charged.without.extend(without.iter().cloned());
+                charged.units.push((without, blocks.clone()));
+            }
+        }
         let length = window.end_ns.unwrap_or(window.start_ns).saturating_sub(window.start_ns) as f64 / 1e9;
         let parts = rounds[window.arm].entry(window.round).or_default();
         parts.seconds += length;
@@ -580,7 +697,11 @@ fn build_report(
             });
             let wait_beyond =
                 (index > 0 && skipped.is_none()).then(|| excess[index] - base_excess_rate * seconds[index]);
-            ArmReport::new(
+            let attributed = (traced.is_some() && index > 0 && ran).then(|| {
+                let [direct, broad] = std::mem::take(&mut attributed[index]).map(|c| c.report(latency, config));
+                Attributed { direct, broad }
+            });
+            let mut arm_report = ArmReport::new(
                 index == 0,
                 arm.name(),
                 skipped,
@@ -595,7 +716,9 @@ fn build_report(
                 wait_beyond,
                 (config.workload.workload == crate::workload::Workload::Pagefault && ran).then_some(slept[index]),
                 std::mem::take(&mut rounds[index]),
-            )
+            );
+            arm_report.attributed = attributed;
+            arm_report
         })
         .collect();
     ImpactReport {
@@ -609,8 +732,44 @@ fn build_report(
         seed: config.seed,
         dropped_between_rounds: state.dropped_between_windows,
         pauses_let_finish_a_traced_read: None,
+        attribution: delays.map(|d| match d {
+            Ok(d) => crate::report::Attribution {
+                events: d.events,
+                lost_events: d.lost,
+                unread_lines: d.unread,
+                problem: None,
+            },
+            Err(why) => crate::report::Attribution { problem: Some(why.clone()), ..Default::default() },
+        }),
         arms,
         blocks: arm_blocks,
+    }
+}
+
+/// What the trace charged a monitor with over its windows, one way of charging CPU.
+#[derive(Debug, Default)]
+struct Charged {
+    cpu_ns: u64,
+    lock_ns: u64,
+    operations: u64,
+    /// Every window's blocks, each operation less its charge.
+    without: Vec<Block>,
+    /// Per window: those blocks, and the blocks as they were (what the intervals resample).
+    units: Vec<(Vec<Block>, Vec<Block>)>,
+}
+
+impl Charged {
+    fn report(self, latency: Option<stats::Percentiles>, config: &ImpactConfig) -> crate::report::Charged {
+        let units: Vec<(&[Block], &[Block])> = self.units.iter().map(|(w, a)| (w.as_slice(), a.as_slice())).collect();
+        let without = stats::percentiles(&self.without);
+        let intervals = stats::paired_difference_intervals(&units, config.resamples, config.seed);
+        crate::report::Charged {
+            cpu_delay_seconds: self.cpu_ns as f64 / 1e9,
+            lock_delay_seconds: self.lock_ns as f64 / 1e9,
+            operations_delayed: self.operations,
+            without: without.map(StatReport::from),
+            differences: latency.zip(without).map(|(l, w)| crate::report::differences(&l, &w, intervals)),
+        }
     }
 }
 

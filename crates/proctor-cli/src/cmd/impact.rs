@@ -44,6 +44,13 @@ pub struct Args {
     /// With --switch: how long each monitor runs alone, unmeasured, before the first turn.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg, requires = "switch")]
     warmup: Duration,
+    /// With --switch and the pagefault workload: trace the run (tracefs: root, or tracefs
+    /// writable) and charge each monitor what it delayed its own turns' operations by: its
+    /// threads running where a child waited to run, its holds of a child's mmap lock while the
+    /// child waited for it. The report sets each monitor's percentiles beside those of the same
+    /// operations without those delays. Every arm's turns are traced alike.
+    #[arg(long, requires = "switch")]
+    attribute: bool,
     /// An agent arm: proctor's words, split at spaces (no quoting). A `serve` gets a loopback
     /// port of its own and --no-record unless the words say otherwise; its stall ledger is read
     /// from its API. Repeatable; default `serve` (1 s, PSS on).
@@ -182,6 +189,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    if args.attribute && workload != Workload::Pagefault {
+        bail!("--attribute is for the pagefault workload (its children time their own operations, so a child's delays are its operations')");
+    }
     let size_bytes = args.size as u64;
     if let Some(available) = available_bytes() {
         if size_bytes > available / 2 {
@@ -256,6 +266,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         target: args.target,
         switch: args.switch,
         warmup: args.warmup,
+        attribute: args.attribute,
     };
     let mut progress = |line: &str| eprintln!("proctor impact: {}", proctor_vocab::units::printable(line));
     let report = proctor_impact::run::run(&config, &mut progress).map_err(anyhow::Error::msg)?;
