@@ -13,6 +13,10 @@
 #       # turns: the arms alternate every 10 s, each monitor started once and stopped outside
 #       # its turns; intervals resample whole cycles; no psutil arm (their width against rounds':
 #       # docs/performance.md, impact, forty-second session)
+#   SWITCH=10s ATTRIBUTE=1 PSUTIL=0 bash bench/impact/run.sh
+#       # with turns, the run traced (needs tracefs: mount -t tracefs nodev /sys/kernel/tracing)
+#       # and each monitor charged what the trace saw it delay; its tail beside the same
+#       # operations' without those delays
 # Needs a Python with psutil (python3 -m venv .venv && .venv/bin/pip install psutil); without
 # one the psutil arm is reported as skipped. Prints the command, the load before and after,
 # the text report; keeps the JSON, the text and the plot in bench/out/impact/.
@@ -27,6 +31,7 @@ duration=${DURATION:-36s}
 python=${PYTHON:-.venv/bin/python}
 switch=${SWITCH:-}
 psutil=${PSUTIL:-1}
+attribute=${ATTRIBUTE:-0}
 out=bench/out/impact
 mkdir -p "$out"
 command=("$PROCTOR_BIN" impact --workload pagefault --children "$children" --size "$size" --rate "$rate/s"
@@ -36,6 +41,9 @@ if [[ $psutil != 0 ]]; then
 fi
 if [[ -n $switch ]]; then
   command+=(--switch "$switch")
+fi
+if [[ $attribute != 0 ]]; then
+  command+=(--attribute)
 fi
 echo "-- $(nproc) CPUs, $(git rev-parse --short HEAD), $(uname -r)"
 echo "-- load before: $(cat /proc/loadavg)"
@@ -74,5 +82,18 @@ for arm in doc["arms"]:
         ratio = arm["wait_over_ledger"]
         print(f"  target-side wait beyond none {ms(arm['target_wait_beyond_none_seconds'])}"
               + ("" if ratio is None else f", {ratio * 100:.0f} % of the ledger"))
+    for how, c in (arm.get("attributed") or {}).items():
+        print(f"  charged by the trace ({how}): CPU {ms(c['cpu_delay_seconds'])}, lock {ms(c['lock_delay_seconds'])}, "
+              f"{c['operations_delayed']} operations delayed")
+        w = c["without"] or {}
+        print(f"    without: p99 {ms(w.get('p99_seconds'))}, p99.9 {ms(w.get('p999_seconds'))}, max {ms(w.get('max_seconds'))}")
+        for d in c["differences"] or []:
+            pct = "" if d["percent"] is None else f" ({d['percent']:+.2f} %)"
+            print(f"    added {d['statistic']:>5} {ms(d['seconds'])}{pct}, 95 % interval [{ms(d['low_seconds'])}, {ms(d['high_seconds'])}]")
+a = doc.get("attribution")
+if a:
+    print(f"attribution: {a['problem'] or ''} {a['events']} events, {a['lost_events']} lost, {a['unread_lines']} lines unread")
+if doc.get("pauses_let_finish_a_traced_read"):
+    print(f"{doc['pauses_let_finish_a_traced_read']} pauses let an agent finish a traced read first")
 PY
 echo "-- kept: $out/impact.json, $out/impact.txt, $out/impact.png"
