@@ -317,8 +317,12 @@ impl Attributor {
     /// (direct), and on any CPU (broad).
     fn close_queued(&mut self, tid: u32, cpu: u32, since: u64, until: u64) {
         let monitor_tids = &self.monitor_tids;
+        // Only the runs that overlap the wait: each CPU keeps many seconds of them, in the
+        // order they ended, and those that ended before the wait began are skipped by halving.
         let runs = |state: &Cpu| -> Vec<(u64, u64, usize)> {
-            let mut runs: Vec<(u64, u64, usize)> = state.runs.iter().copied().collect();
+            let first = state.runs.partition_point(|&(_, end, _)| end <= since);
+            let mut runs: Vec<(u64, u64, usize)> =
+                state.runs.range(first..).filter(|&&(start, _, _)| start < until).copied().collect();
             // The task on that CPU now, if a monitor's: its run so far.
             if let Some((current, from)) = state.current {
                 if let Some(&arm) = monitor_tids.get(&current) {
@@ -338,8 +342,14 @@ impl Attributor {
 
     /// `tid` asked for `mm`'s lock from `since` and got it at `until`: the monitors' holds then.
     fn close_asking(&mut self, tid: u32, mm: u64, since: u64, until: u64) {
-        let mut holds: Vec<(u64, u64, usize)> =
-            self.held.get(&mm).map(|h| h.iter().copied().collect()).unwrap_or_default();
+        let mut holds: Vec<(u64, u64, usize)> = self
+            .held
+            .get(&mm)
+            .map(|h| {
+                let first = h.partition_point(|&(_, end, _)| end <= since);
+                h.range(first..).filter(|&&(start, _, _)| start < until).copied().collect()
+            })
+            .unwrap_or_default();
         holds.extend(self.holds.iter().filter(|((_, m), _)| *m == mm).map(|(_, &(from, arm))| (from, until, arm)));
         let mut found = Vec::new();
         overlaps(since, until, &union(holds), Channel::Lock, &mut found);
