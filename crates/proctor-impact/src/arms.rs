@@ -391,17 +391,20 @@ mod tests {
         assert_eq!((added.stall_max_seconds, added.target_waited_seconds_total), (0.03, Some(0.125)));
     }
 
+    /// A child of a test, stopped and reaped however the test ends.
+    struct Ended(Option<Monitor>);
+
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            if let Some(monitor) = self.0.take() {
+                monitor.stop(Duration::from_secs(5));
+            }
+        }
+    }
+
     #[test]
     fn a_paused_child_stops_whole_and_runs_again_when_resumed() {
         // A busy loop: it uses CPU whenever it is not stopped. Ended however the test ends.
-        struct Ended(Option<Monitor>);
-        impl Drop for Ended {
-            fn drop(&mut self) {
-                if let Some(monitor) = self.0.take() {
-                    monitor.stop(Duration::from_secs(5));
-                }
-            }
-        }
         let child = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().expect("sh");
         let ended = Ended(Some(Monitor { child, api: None }));
         let monitor = ended.0.as_ref().expect("the loop");
@@ -440,14 +443,6 @@ mod tests {
     fn a_pause_inside_a_traced_read_lets_the_read_finish_and_stops_again() {
         // A busy shell stands for the agent: it says it is recording as it starts, and that
         // its read is over when it runs again after a stop (a trap on SIGCONT).
-        struct Ended(Option<Monitor>);
-        impl Drop for Ended {
-            fn drop(&mut self) {
-                if let Some(monitor) = self.0.take() {
-                    monitor.stop(Duration::from_secs(5));
-                }
-            }
-        }
         let dir = std::env::temp_dir().join(format!("proctor-impact-pause-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("instances dir");

@@ -166,29 +166,32 @@ fn the_text_view_names_each_arm_its_difference_and_the_ledger_and_claims_no_inte
     assert!(stderr.contains("round 1/1: none"), "{stderr}");
 }
 
+/// A short run in turns: two rounds of two 1 s turns an arm, after a 2 s warm-up.
+const TURNS: [&str; 19] = [
+    "impact",
+    "--switch",
+    "1s",
+    "--warmup",
+    "2s",
+    "--duration",
+    "2s",
+    "--rounds",
+    "2",
+    "--children",
+    "2",
+    "--size",
+    "8M",
+    "--rate",
+    "200/s",
+    "--resamples",
+    "100",
+    "--format",
+    "json",
+];
+
 #[test]
 fn with_turns_each_arm_is_measured_in_its_turns_and_the_intervals_resample_cycles() {
-    let out = proctor(&[
-        "impact",
-        "--switch",
-        "1s",
-        "--warmup",
-        "2s",
-        "--duration",
-        "2s",
-        "--rounds",
-        "2",
-        "--children",
-        "2",
-        "--size",
-        "8M",
-        "--rate",
-        "200/s",
-        "--resamples",
-        "100",
-        "--format",
-        "json",
-    ]);
+    let out = proctor(&TURNS);
     let v = json(&out);
     assert_eq!(v["turn_seconds"].as_f64(), Some(1.0), "{v}");
     assert_eq!(v["warmup_seconds"].as_f64(), Some(2.0), "{v}");
@@ -256,28 +259,7 @@ fn with_attribute_each_monitor_is_charged_what_the_trace_saw_it_delay_and_no_mor
         eprintln!("SKIP: impact --attribute: no tracefs mounted at /sys/kernel/tracing");
         return;
     }
-    let out = proctor(&[
-        "impact",
-        "--attribute",
-        "--switch",
-        "1s",
-        "--warmup",
-        "2s",
-        "--duration",
-        "2s",
-        "--rounds",
-        "2",
-        "--children",
-        "2",
-        "--size",
-        "8M",
-        "--rate",
-        "200/s",
-        "--resamples",
-        "100",
-        "--format",
-        "json",
-    ]);
+    let out = proctor(&[&TURNS[..], &["--attribute"]].concat());
     let v = json(&out);
     let attribution = &v["attribution"];
     if let Some(why) = attribution["problem"].as_str() {
