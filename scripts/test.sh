@@ -53,6 +53,20 @@ limit_for() {
 # a summary that names what ran out of time says more than a run killed from outside.
 suite_limit=${PROCTOR_SUITE_LIMIT:-5100}
 
+# The kernel's tracepoints through tracefs: the agent's trace of a target's own wait on its reads
+# (proctor-sampler's lockwait) and `impact --attribute` are tested where it is mounted, and say
+# SKIP where it is not. As root, mount it for the suite (as `proctor doctor` says to), and take
+# it down again at the end if this mounted it.
+tracefs=/sys/kernel/tracing
+if [[ ! -d $tracefs/instances && $(id -u) -eq 0 ]] && mount -t tracefs nodev "$tracefs" 2>/dev/null; then
+  echo "-- tracefs mounted at $tracefs for the suite (the tracing tests run); unmounted at the end"
+  trap 'umount "$tracefs" 2>/dev/null' EXIT
+elif [[ -d $tracefs/instances ]]; then
+  echo "-- tracefs is mounted at $tracefs: the tracing tests run"
+else
+  echo "SKIP: tracefs is not mounted at $tracefs and could not be (root mounts it): the tracing tests say SKIP"
+fi
+
 # A fresh clone gains nothing from incremental compilation, which writes as much again as the
 # build itself; CI's disk is shared, so say how much there is before filling it.
 if [[ -n "${CI:-}" ]]; then
