@@ -75,7 +75,8 @@ for arm in doc["arms"]:
     if arm["ledger"]:
         g = arm["ledger"]
         print(f"  ledger {ms(g['stall_seconds_total'])} over {g['processes']} processes, longest read "
-              f"{ms(g['stall_max_seconds'])}, {ms(g['timed_stall_seconds_total'])} on the timed children")
+              f"{ms(g['stall_max_seconds'])}, {ms(g['timed_stall_seconds_total'])} on the timed children; "
+              f"the tree's threads waited {ms(g['target_waited_seconds_total'])} on them (the agent's trace)")
     if arm.get("slept_operations") is not None:
         print(f"  {arm['slept_operations']} operations slept (waited for the mmap lock), {ms(arm['slept_seconds'])} in all")
     if arm["target_wait_beyond_none_seconds"] is not None:
@@ -83,8 +84,8 @@ for arm in doc["arms"]:
         print(f"  target-side wait beyond none {ms(arm['target_wait_beyond_none_seconds'])}"
               + ("" if ratio is None else f", {ratio * 100:.0f} % of the ledger"))
     for how, c in (arm.get("attributed") or {}).items():
-        print(f"  charged by the trace ({how}): CPU {ms(c['cpu_delay_seconds'])}, lock {ms(c['lock_delay_seconds'])}, "
-              f"{c['operations_delayed']} operations delayed")
+        print(f"  charged by the trace ({how}): the threads' delays: CPU {ms(c['cpu_delay_seconds'])}, lock {ms(c['lock_delay_seconds'])}; "
+              f"{c['operations_delayed']} operations delayed, by {ms(c['operations_delay_seconds'])} summed over them")
         w = c["without"] or {}
         print(f"    without: p99 {ms(w.get('p99_seconds'))}, p99.9 {ms(w.get('p999_seconds'))}, max {ms(w.get('max_seconds'))}")
         for d in c["differences"] or []:

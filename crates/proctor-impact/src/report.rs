@@ -178,10 +178,15 @@ pub struct Attributed {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Charged {
+    /// What the target's threads waited on the monitor in its windows, each delay once.
     pub cpu_delay_seconds: f64,
     pub lock_delay_seconds: f64,
     /// Operations with any such delay.
     pub operations_delayed: u64,
+    /// What was taken off those operations, summed: more than the threads' delays, since
+    /// latency counts from each operation's intended start, so one delay counts again in every
+    /// operation it made start late.
+    pub operations_delay_seconds: f64,
     /// The same operations, each less its delays: the tail without what the trace charges to
     /// the monitor.
     pub without: Option<StatReport>,
@@ -424,11 +429,12 @@ pub fn render_text(report: &ImpactReport) -> String {
         for (how, c) in [("direct", &a.direct), ("broad", &a.broad)] {
             let _ = write!(
                 out,
-                "{} by the trace ({how}): its CPU delayed the target {}, its mmap lock holds {}, {} operations; without:",
+                "{} by the trace ({how}): its CPU delayed the target's threads {}, its mmap lock holds {}; {} operations by {} in all; without:",
                 proctor_units::units::printable(&arm.name),
                 duration_secs(c.cpu_delay_seconds),
                 duration_secs(c.lock_delay_seconds),
-                c.operations_delayed
+                c.operations_delayed,
+                duration_secs(c.operations_delay_seconds)
             );
             if let (Some(without), Some(differences)) = (&c.without, &c.differences) {
                 let _ = write!(

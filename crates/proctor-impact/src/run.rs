@@ -591,12 +591,22 @@ fn build_report(
                     } else {
                         delays.within(pid, window.arm, start, end)
                     };
-                    charged.cpu_ns += cpu;
-                    charged.lock_ns += lock;
+                    charged.operations_ns += cpu + lock;
                     charged.operations += u64::from(cpu + lock > 0);
                     if let Some(builder) = builders.get_mut(block as usize) {
                         builder.add(latency - (cpu + lock).min(latency));
                     }
+                }
+                // What the threads themselves waited, each delay once, within the window.
+                let window_end = window.end_ns.unwrap_or(window.start_ns);
+                for &tid in delays.by_tid.keys() {
+                    let (cpu, lock) = if broad == 1 {
+                        delays.within_broad(tid, window.arm, window.start_ns, window_end)
+                    } else {
+                        delays.within(tid, window.arm, window.start_ns, window_end)
+                    };
+                    charged.cpu_ns += cpu;
+                    charged.lock_ns += lock;
                 }
                 let without: Vec<Block> = builders.into_iter().map(BlockBuilder::build).collect();
                 charged.without.extend(without.iter().cloned());
@@ -749,8 +759,11 @@ fn build_report(
 /// What the trace charged a monitor with over its windows, one way of charging CPU.
 #[derive(Debug, Default)]
 struct Charged {
+    /// The target's threads' delays, each once.
     cpu_ns: u64,
     lock_ns: u64,
+    /// What was taken off the operations, summed: a delay counts in every operation it held up.
+    operations_ns: u64,
     operations: u64,
     /// Every window's blocks, each operation less its charge.
     without: Vec<Block>,
@@ -767,6 +780,7 @@ impl Charged {
             cpu_delay_seconds: self.cpu_ns as f64 / 1e9,
             lock_delay_seconds: self.lock_ns as f64 / 1e9,
             operations_delayed: self.operations,
+            operations_delay_seconds: self.operations_ns as f64 / 1e9,
             without: without.map(StatReport::from),
             differences: latency.zip(without).map(|(l, w)| crate::report::differences(&l, &w, intervals)),
         }
