@@ -483,11 +483,12 @@ struct Turns {
 }
 
 /// The trace of a run with `--attribute`: an instance recording, and a thread reading it into
-/// an [`Attributor`] as it goes (a busy host's trace outgrows any buffer in minutes).
+/// an [`Attributor`] as it goes (a busy host's trace outgrows any buffer in minutes). Dropped
+/// unfinished (a run that failed midway), it stops recording and its instance is removed.
 struct Tracer {
     instance: Arc<Mutex<Instance>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
-    reader: std::thread::JoinHandle<Result<Attributor, String>>,
+    reader: Option<std::thread::JoinHandle<Result<Attributor, String>>>,
 }
 
 impl Tracer {
@@ -523,15 +524,29 @@ impl Tracer {
                 }
             })
         };
-        Ok(Tracer { instance, stop, reader })
+        Ok(Tracer { instance, stop, reader: Some(reader) })
     }
 
     /// Stops recording, reads the rest, and gives the delays.
-    fn finish(self) -> Result<Delays, String> {
+    fn finish(mut self) -> Result<Delays, String> {
+        self.end().map(Attributor::into_delays)
+    }
+
+    fn end(&mut self) -> Result<Attributor, String> {
         self.instance.lock().expect("trace lock").stop();
         self.stop.store(true, std::sync::atomic::Ordering::Release);
-        let attributor = self.reader.join().map_err(|_| "the trace's reader panicked".to_string())??;
-        Ok(attributor.into_delays())
+        let reader = self.reader.take().ok_or("the trace was already read")?;
+        reader.join().map_err(|_| "the trace's reader panicked".to_string())?
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        // The reader ends once the stopped trace is read to its end; the instance goes with the
+        // last reference to it.
+        if self.reader.is_some() {
+            let _ = self.end();
+        }
     }
 }
 

@@ -460,6 +460,7 @@ impl Instance {
         if let Some(missing) = EVENTS.iter().find(|e| !tracefs.join("events").join(e).is_dir()) {
             return Err(format!("this kernel has no {missing} tracepoint"));
         }
+        remove_stale(&tracefs.join("instances"));
         let dir = tracefs.join("instances").join(format!("proctor-impact-{}", std::process::id()));
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
@@ -517,6 +518,24 @@ impl Drop for Instance {
         // An instance with open files cannot be removed.
         self.pipe = None;
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Takes down the instances of impact runs that ended without removing theirs (killed): each
+/// records every event it has enabled, for nobody, until removed.
+fn remove_stale(instances: &Path) {
+    let Ok(entries) = std::fs::read_dir(instances) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) =
+            name.to_str().and_then(|n| n.strip_prefix("proctor-impact-")).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::write(entry.path().join("tracing_on"), "0");
+            let _ = std::fs::remove_dir(entry.path());
+        }
     }
 }
 
