@@ -181,6 +181,9 @@ pub struct Delay {
     pub channel: Channel,
 }
 
+/// More CPUs than any host this runs on has (Linux's largest configuration).
+const MAX_CPUS: u32 = 8192;
+
 /// How long the monitors' runs and holds are kept to be set against waits that close later.
 const KEEP_NS: u64 = 30_000_000_000;
 
@@ -242,6 +245,12 @@ impl Attributor {
     }
 
     pub fn feed(&mut self, e: &Event) {
+        // A CPU number is an index into per-CPU state: one past any machine's is not a line of
+        // this kernel's, and is counted as unread rather than grown into.
+        if e.cpu >= MAX_CPUS {
+            self.unread += 1;
+            return;
+        }
         self.events += 1;
         if let Some(&arm) = e.tgid.and_then(|tgid| self.monitors.get(&tgid)) {
             self.monitor_tids.insert(e.tid, arm);
@@ -579,6 +588,9 @@ mod tests {
         assert_eq!(parse("bash-1 (1) [000] ..... 1.5: sys_enter: NR 0"), Line::Other);
         assert_eq!(parse("bash-1 (1) [000] ..... 1.5: sched_wakeup: comm=x pid=oops prio=1 target_cpu=0"), Line::Other);
         assert_eq!(parse(") [ ) [ (((] : : ==> "), Line::Other);
+        let mut a = Attributor::new([1]);
+        a.feed_line("x-1 (1) [4294967295] d..2. 1.000001: sched_wakeup: comm=x pid=1 prio=120 target_cpu=000");
+        assert_eq!((a.events, a.unread, a.cpus.len()), (0, 1, 0), "a CPU past any machine's is not grown into");
     }
 
     /// A line of the trace's form.
