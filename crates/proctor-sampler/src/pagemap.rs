@@ -83,6 +83,10 @@ pub struct PageCounter {
     cpu_limit_ns: Option<u64>,
     /// The reading under way: (its limit, this thread's CPU time when it started).
     deadline: Option<(u64, u64)>,
+    /// The resident bytes the last walk read from `pagemap`, and those whose frames it had
+    /// counted, finished or not ([`PageCounter::met_bytes`]).
+    walked_bytes: u64,
+    counted_bytes: u64,
 }
 
 /// How many walks pass between two looks at the walk's CPU time (a system call each).
@@ -115,6 +119,8 @@ impl PageCounter {
             batch: BATCH_FRAMES,
             cpu_limit_ns: None,
             deadline: None,
+            walked_bytes: 0,
+            counted_bytes: 0,
         };
         // A page of our own, resident: its frame number is 0 unless we may see frame numbers.
         let probe = vec![1u8; 2 * page_bytes as usize];
@@ -178,8 +184,18 @@ impl PageCounter {
         }
     }
 
+    /// The resident bytes (present pages) the last [`PageCounter::read`] got through before it
+    /// ended: a walk stopped at its CPU limit spent its CPU on these, not on the target's
+    /// whole size. A page is got through in two halves, read from `pagemap` and its frame
+    /// counted, so one only read counts half (the work is about even here; an estimate that
+    /// errs long, as a walk's cost should). Equal to the resident pages met when it finished.
+    pub fn met_bytes(&self) -> u64 {
+        (self.walked_bytes + self.counted_bytes) / 2
+    }
+
     fn read_holding(&mut self, root: &Root, pid: u32, holds: &mut Holds) -> Result<SmapsRollup, Error> {
         self.deadline = self.cpu_limit_ns.map(|limit| (limit, thread_cpu_ns()));
+        (self.walked_bytes, self.counted_bytes) = (0, 0);
         let mut walks = 0u32;
         let started = Instant::now();
         root.read_into(format!("/proc/{pid}/maps"), &mut self.maps)?;
@@ -217,8 +233,14 @@ impl PageCounter {
                         Page::Present(frame) | Page::Anon(frame) if frame_number(frame) == 0 => {
                             return Err(Error::parse(root.path(&path), "page frame numbers hidden"))
                         }
-                        Page::Present(frame) => self.frames.push(frame),
-                        Page::Anon(frame) => self.anon.push(frame),
+                        Page::Present(frame) => {
+                            self.frames.push(frame);
+                            self.walked_bytes += self.page_bytes;
+                        }
+                        Page::Anon(frame) => {
+                            self.anon.push(frame);
+                            self.walked_bytes += self.page_bytes;
+                        }
                         Page::Swapped => tally.add_swapped(self.page_bytes),
                         Page::Absent => {}
                     }
@@ -242,10 +264,16 @@ impl PageCounter {
     /// out), what `kpageflags` says of it; then forgets them.
     fn count_frames(&mut self, tally: &mut Tally) -> Result<(), Error> {
         let page_bytes = self.page_bytes;
+        let deadline = self.deadline;
+        // The sorts below are the one long stretch without a look at the clock (a second's
+        // CPU for a million frames in a debug build): a walk already past its limit stops here.
+        if past(deadline) {
+            return Err(Error::parse("/proc/kpagecount".into(), OVER_CPU_LIMIT));
+        }
+        let batch_bytes = (self.frames.len() + self.anon.len()) as u64 * page_bytes;
         let mut uncounted = std::mem::take(&mut self.uncounted);
         uncounted.clear();
         self.anon.sort_unstable();
-        let deadline = self.deadline;
         lookup(&self.kpagecount, "/proc/kpagecount", &self.anon, &mut self.counts, deadline, |frame, count| {
             if count == 0 {
                 uncounted.push(frame);
@@ -259,6 +287,9 @@ impl PageCounter {
             }
         })?;
         self.uncounted = uncounted;
+        if past(deadline) {
+            return Err(Error::parse("/proc/kpagecount".into(), OVER_CPU_LIMIT));
+        }
         self.frames.sort_unstable();
         let mut counts = std::mem::take(&mut self.flags);
         // The counts of the file pages first, then their flags, run by run in the same order.
@@ -276,6 +307,7 @@ impl PageCounter {
         self.flags = counts;
         self.frames.clear();
         self.anon.clear();
+        self.counted_bytes += batch_bytes;
         Ok(())
     }
 }
@@ -468,14 +500,21 @@ mod tests {
         let reserved = Reservation::new(len);
         counter.limit_cpu(Some(1));
         let (stopped, _) = counter.read(&Root::default(), std::process::id());
+        let stopped_met = counter.met_bytes();
         counter.limit_cpu(Some(60_000_000_000));
         let (generous, _) = counter.read(&Root::default(), std::process::id());
+        let generous_met = counter.met_bytes();
         counter.limit_cpu(None);
         let (unbounded, _) = counter.read(&Root::default(), std::process::id());
         drop(reserved);
         let e = stopped.expect_err("stopped");
         assert!(e.to_string().contains(OVER_CPU_LIMIT), "{e}");
-        assert!(generous.is_ok_and(|r| r.rss_bytes.is_some_and(|rss| rss > 0)));
+        let rss = generous.expect("generous").rss_bytes.expect("rss");
+        assert!(rss > 0);
+        // A whole walk met every resident page it counted; the stopped one only those before
+        // it stopped (what its CPU paid for).
+        assert_eq!(generous_met, rss, "a whole walk meets its Rss");
+        assert!(stopped_met < generous_met, "stopped after {stopped_met} of {generous_met} bytes");
         assert!(unbounded.is_ok());
     }
 

@@ -208,6 +208,17 @@ fn reads_by_pages(state: &State, c: &Candidate) -> bool {
         && affordable()
 }
 
+/// A walk's CPU per resident byte ([`reads_by_pages`]): over the target's resident size when
+/// it finished, over what it met when it did not (stopped at its CPU limit, or refused). A
+/// stopped walk's CPU over the whole size was a fraction of the true rate: the next big target
+/// looked affordable, was walked to the limit again and then read through `smaps_rollup`
+/// anyway, each time spending all the savings and leaving the worker resting for tens of
+/// seconds (an asked-for process waited past a minute on a loaded suite's debug build).
+fn walk_ns_per_byte(ns: u64, met_if_unfinished: Option<u64>, resident_bytes: u64) -> f64 {
+    let bytes = met_if_unfinished.map_or(resident_bytes, |met| met.max(4096));
+    ns as f64 / bytes as f64
+}
+
 /// How much longer than the last read's rate says a `smaps_rollup` hold may be
 /// ([`reads_by_pages`]): one worker of a 2 GiB tree held 40 ms and its clone, next, 56 ms on a
 /// loaded machine (the hold is the read's wall time where the trace does not give it).
@@ -882,13 +893,15 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             }
         };
         let Some((candidate, by_pages)) = next else { continue };
-        // The CPU of a walk, finished or not, for what the next one will cost.
-        let mut walked_ns = None;
+        // The CPU of a walk, finished or not, and what an unfinished one met, for what the
+        // next one will cost.
+        let mut walked = None;
         let mut read = || match pages.as_mut().filter(|_| by_pages) {
             Some(counter) => {
                 let walk_cpu = thread_cpu_ns();
                 let (result, holds) = read_pss_by_pages(counter, root, candidate.pid, epoch);
-                walked_ns = Some(thread_cpu_ns().saturating_sub(walk_cpu));
+                let ns = thread_cpu_ns().saturating_sub(walk_cpu);
+                walked = Some((ns, result.is_err().then(|| counter.met_bytes())));
                 match result {
                     // Refused (its frame numbers hidden, say): smaps_rollup this time.
                     Err(e) if e.kind != ErrorKind::Gone => {
@@ -948,8 +961,8 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 }
                 _ => None,
             };
-            if let Some(ns) = walked_ns.filter(|_| !gone && candidate.resident_bytes > 0) {
-                state.pagemap_ns_per_byte = Some(ns as f64 / candidate.resident_bytes as f64);
+            if let Some((ns, met)) = walked.filter(|_| !gone && candidate.resident_bytes > 0) {
+                state.pagemap_ns_per_byte = Some(walk_ns_per_byte(ns, met, candidate.resident_bytes));
             }
             if !paged && result.is_ok() && candidate.resident_bytes >= PAGEMAP_FROM_BYTES {
                 state.rollup_ns_per_byte = Some(holds.longest_ns as f64 / candidate.resident_bytes as f64);
@@ -1859,6 +1872,17 @@ mod tests {
         assert_eq!(by_pages(&state), [9]);
         state.rollup_ns_per_byte = Some(40_000_000.0 / (2 * big) as f64);
         assert_eq!(by_pages(&state), [8, 9]);
+
+        // A walk of 32 × big stopped at the savings' CPU after meeting 4 × big of it: charged
+        // per byte it met, 8 × big would cost twice the savings and is not walked. Over the
+        // whole size, as before, every one looked affordable, 32 × big itself included.
+        let cap = cap as u64;
+        state.pagemap_ns_per_byte = Some(walk_ns_per_byte(cap, Some(4 * big), 32 * big));
+        assert_eq!(by_pages(&state), [8]);
+        state.pagemap_ns_per_byte = Some(walk_ns_per_byte(cap, None, 32 * big));
+        assert_eq!(by_pages(&state), [8, 9, 10], "a finished walk's rate is over the whole size");
+        // One that met nothing before it stopped is charged as if it met a page.
+        assert_eq!(walk_ns_per_byte(cap, Some(0), 32 * big), cap as f64 / 4096.0);
     }
 
     /// The first pass reads the smallest processes first (among equals, from the cursor on),
