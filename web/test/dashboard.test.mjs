@@ -1745,7 +1745,7 @@ describe("a process whose PSS is not read says why", () => {
 });
 
 describe("the rows on screen are read for PSS first", () => {
-  test("a big process's row gets its PSS without its detail opened, on an agent whose budget would reach it after minutes", async () => {
+  test("a big process's row gets its PSS without its detail opened, on an agent whose budget would reach it after minutes; a process opened during the rest after says it waits for it", async () => {
     // At 0.01 % of a core the worker's own pass (smallest first) reaches a 256 MiB process
     // after minutes; the page names the rows it shows without PSS, and those are read first.
     const { base: slow, child } = await serve(["--pss-budget", "0.0001"]);
@@ -1774,6 +1774,34 @@ describe("the rows on screen are read for PSS first", () => {
       assert.equal(await p.isVisible("#detail"), false, "no detail was opened");
       const agent = await fetchJson(`${slow}/api/v1/agent`);
       assert.ok(agent.pss_worker.asked_reads > 0, `read because the page asked: ${JSON.stringify(agent.pss_worker)}`);
+      // After that read the worker rests for its cost over 0.01 % (seconds for each ms of
+      // CPU): a process opened now says it waits for that rest, and so does the agent panel.
+      const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
+      temps.push(dir);
+      const exe = path.join(dir, `${MARK}-waits`);
+      copyFileSync("/bin/sleep", exe);
+      const waiter = spawn(exe, ["600"], { stdio: "ignore" });
+      started.push(waiter);
+      await setFilter(p, `${MARK}-waits`);
+      await until("the waiting process's row", async () => (await visibleRows(p)).some((r) => r.pid === waiter.pid));
+      await p.click("#ptable .prow:not([hidden])");
+      await p.waitForSelector("#detail:not([hidden])");
+      const rest = /^PSS and USS not read yet: .* The worker is resting ([\d.]+ s|\d+ min \d+ s) more to keep to its budget \(0\.01 % of one CPU\)/;
+      const note = await until("the detail to say the worker rests", async () => {
+        const text = await p.textContent("#detail-note");
+        return rest.test(text) ? text : null;
+      }, 30000).catch(async (e) => {
+        const agent = await fetchJson(`${slow}/api/v1/agent`).catch((x) => String(x));
+        const text = await p.textContent("#detail-note").catch((x) => String(x));
+        throw new Error(`${e.message}; the note: ${text}; the PSS worker: ${JSON.stringify(agent.pss_worker ?? agent)}`);
+      });
+      assert.match(note, /then the processes shown are read first\.$/, note);
+      const panel = await until("the agent panel's PSS worker line", async () => {
+        const dt = p.locator('#agent-facts dt:text-is("PSS worker")');
+        if ((await dt.count()) !== 1) return null;
+        return await p.locator('#agent-facts dt:text-is("PSS worker") + dd').textContent();
+      });
+      assert.match(panel, /budget 0\.01 %/, panel);
     } finally {
       await browser.close();
       process.kill(child.pid, "SIGTERM");

@@ -152,6 +152,10 @@ pub struct PssStats {
     pub estimates_checked: u64,
     pub estimates_off: u64,
     pub estimate_worst_error: f64,
+    /// How much longer the worker rests after its last read to keep to its budget, when these
+    /// stats were taken (0: not resting). An asked-for process waits for it too: a client
+    /// showing a process without PSS says so rather than only "not read yet".
+    pub resting_ns: u64,
 }
 
 /// Targets with at least this much resident are read through `pagemap` where this process
@@ -336,6 +340,9 @@ struct State {
     /// monotonic clock) a candidate becomes due with no new list or ask (its reading ages past
     /// the maximum, or its target budget lets it be read again); `u64::MAX` if none will.
     due_ns: u64,
+    /// Until when (the sampler's monotonic clock) the worker rests after its last read; 0
+    /// before the first.
+    rest_until_ns: u64,
     first: FirstPass,
     stats: PssStats,
     interval: crate::worker::Interval,
@@ -773,7 +780,9 @@ impl PssWorker {
     }
 
     pub fn stats(&self) -> PssStats {
-        self.shared.lock().stats
+        let now_ns = self.epoch.elapsed().as_nanos() as u64;
+        let state = self.shared.lock();
+        PssStats { resting_ns: state.rest_until_ns.saturating_sub(now_ns), ..state.stats }
     }
 
     /// Puts `pid` first: someone is looking at it (a dashboard's detail, `top`'s Enter pane).
@@ -1038,7 +1047,8 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         // Keep the share of one core at `budget` on average: after spending `c` CPU, rest
         // c·(1/b − 1), less what the savings pay for, but never under c·(1/(4b) − 1).
         let rest_ns = savings.rest_after(spent_ns.max(20_000), epoch.elapsed().as_nanos() as u64);
-        let state = shared.lock();
+        let mut state = shared.lock();
+        state.rest_until_ns = (epoch.elapsed().as_nanos() as u64).saturating_add(rest_ns);
         if !shared.stopped() {
             let _ = shared.wake.wait_timeout_while(state, Duration::from_nanos(rest_ns), |_| !shared.stopped());
         }
@@ -1762,6 +1772,19 @@ mod tests {
         assert_eq!(asked.len(), MAX_ASKED);
         assert_eq!(asked.front(), Some(&10));
         assert_eq!(worker.shared.lock().asked_at.len(), MAX_ASKED, "one time for each ask kept");
+    }
+
+    /// The stats say how much longer the worker rests after its last read, and 0 once that
+    /// rest is over.
+    #[test]
+    fn the_stats_say_how_long_the_worker_still_rests() {
+        let worker = PssWorker::start(Root::default(), 0.0001, Instant::now()).expect("the worker starts");
+        let now_ns = worker.epoch.elapsed().as_nanos() as u64;
+        worker.shared.lock().rest_until_ns = now_ns + 60_000_000_000;
+        let left = worker.stats().resting_ns;
+        assert!(left > 50_000_000_000 && left <= 60_000_000_000, "{left}");
+        worker.shared.lock().rest_until_ns = now_ns;
+        assert_eq!(worker.stats().resting_ns, 0);
     }
 
     /// An ask not made again within [`ASK_TTL`] lapses (the page that made it shows other rows

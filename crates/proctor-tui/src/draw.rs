@@ -661,7 +661,18 @@ fn draw_detail(f: &mut ratatui::Frame, app: &App, frame: &Frame, area: Rect) {
         },
         // Why not, on its own line below.
         _ if p.pss_note.is_some() => "PSS -".into(),
-        _ => "PSS not read yet (read in the background while a PSS column is shown, or with --pss-budget)".into(),
+        _ => match frame.agent.and_then(|a| a.pss_rest).filter(|(rest, _)| *rest >= 1.0) {
+            // The worker rests after a read to keep to its budget; this process is read after.
+            Some((rest, budget)) => format!(
+                "PSS not read yet: the worker rests {} more to keep to its budget ({} % of one CPU)",
+                seconds(rest),
+                // To its first digits: 0.5, 0.01.
+                (budget * 100.0 * 1000.0).round() / 1000.0
+            ),
+            None => {
+                "PSS not read yet (read in the background while a PSS column is shown, or with --pss-budget)".into()
+            }
+        },
     };
     let io = match (p.read_bytes_per_sec, p.write_bytes_per_sec) {
         (Some(r), Some(w)) => format!("io read {}/s write {}/s", bytes(r as u64), bytes(w as u64)),
@@ -953,6 +964,28 @@ mod tests {
         app.view.selected = Some(1);
         let text = screen(&mut app, 240, 30).join("\n");
         assert!(text.contains("PSS not read yet (read in the background") && !text.contains("refused"), "{text}");
+        // While the worker rests to keep to its budget, the pane says so, and for how long.
+        let mut resting = |rest: f64| {
+            let mut frame = frame_of(vec![proc_out(1, 0, "init", 0.0, 1)]);
+            frame.agent = Some(crate::frame::AgentLine {
+                cpu_seconds_total: 1.0,
+                last_sample_cpu_seconds: 0.001,
+                resident_bytes: 1 << 20,
+                pss_rest: Some((rest, 0.005)),
+            });
+            app.message(Msg::Newest(Arc::new(frame)));
+            screen(&mut app, 240, 30).join("\n")
+        };
+        let text = resting(87.0);
+        assert!(
+            text.contains(
+                "PSS not read yet: the worker rests 1 min 27 s more to keep to its budget (0.5 % of one CPU)"
+            ),
+            "{text}"
+        );
+        // A rest under a second is left unsaid.
+        let text = resting(0.4);
+        assert!(text.contains("PSS not read yet (read in the background") && !text.contains("rests"), "{text}");
     }
 
     /// F1's help fits an 80×24 terminal whole: its first line and its last are on the screen.

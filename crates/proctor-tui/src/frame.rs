@@ -31,6 +31,9 @@ pub struct AgentLine {
     /// CPU the last sampling cycle took.
     pub last_sample_cpu_seconds: f64,
     pub resident_bytes: u64,
+    /// The PSS worker's rest after its last read (seconds still to go) and its budget (share
+    /// of one CPU), where the agent has the worker: the Enter pane says why a process waits.
+    pub pss_rest: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +151,7 @@ impl Frame {
             cpu_seconds_total: s.agent.process_cpu_seconds,
             last_sample_cpu_seconds: s.sample.cost.cpu_ns as f64 / 1e9,
             resident_bytes: s.agent.resident_bytes,
+            pss_rest: s.agent.pss.map(|p| (p.resting_ns as f64 / 1e9, p.budget)),
         });
         Frame {
             origin,
@@ -181,6 +185,15 @@ impl Frame {
             process_events_from: Option<String>,
             #[serde(default)]
             process_net_unavailable: Option<String>,
+            #[serde(default)]
+            pss_worker: Option<PssWorker>,
+        }
+        #[derive(Deserialize)]
+        struct PssWorker {
+            #[serde(default)]
+            resting_seconds: Option<f64>,
+            #[serde(default)]
+            budget_share_of_one_cpu: Option<f64>,
         }
         #[derive(Deserialize)]
         struct Doc {
@@ -215,6 +228,7 @@ impl Frame {
                 cpu_seconds_total: doc.agent.cpu_seconds_total,
                 last_sample_cpu_seconds: doc.agent.last_sample.cpu_seconds,
                 resident_bytes: doc.agent.resident_bytes,
+                pss_rest: doc.agent.pss_worker.as_ref().and_then(|w| w.resting_seconds.zip(w.budget_share_of_one_cpu)),
             }),
             alerts: None,
             exited: doc.exited.listed,

@@ -583,6 +583,10 @@ pub struct WorkerOut {
     /// had not exec'd, whose read waited for the next sample (most are gone by then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub young_forks_later: Option<u64>,
+    /// The PSS worker's: how much longer it rests after its last read to keep to its budget
+    /// (0 when it is not resting); a process asked for waits for it too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resting_seconds: Option<f64>,
 }
 
 /// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
@@ -902,6 +906,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             traces_lost: p.waits_traced.then_some(p.traces_lost),
             from_exec_events: None,
             young_forks_later: None,
+            resting_seconds: Some(p.resting_ns as f64 / 1e9),
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
             reads: c.reads,
@@ -921,6 +926,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             traces_lost: None,
             from_exec_events: a.events_used.then_some(c.from_exec),
             young_forks_later: a.events_used.then_some(c.young_forks_later),
+            resting_seconds: None,
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {
             walks: d.walks,

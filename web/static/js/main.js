@@ -820,12 +820,18 @@ function renderAgent(a) {
     ["history", `${fmt.bytes(a.history.bytes)} of ${fmt.bytes(a.history.max_bytes)}, ${fmt.count(a.history.points)}/${fmt.count(a.history.capacity)} points, ${a.history.series} series`],
     ["targets' locks", targetLocksText(a)],
     ...(a.process_net_walk ? [["connections", netWalkText(a.process_net_walk)]] : []),
-    ["PSS worker", a.pss_worker ? `${fmt.count(a.pss_worker.reads)} reads, ${fmt.duration(a.pss_worker.cpu_seconds)} CPU, budget ${fmt.percent(100 * (a.pss_worker.budget_share_of_one_cpu ?? 0))}` : "off"],
+    ["PSS worker", a.pss_worker ? pssWorkerText(a.pss_worker) : "off"],
     ["samples", `${fmt.count(a.samples_total)} (${fmt.count(a.missed_ticks_total)} missed ticks)`],
     ["errors", errors ? Object.entries(a.errors_total).map(([k, v]) => `${k} ${v}`).join(", ") : "none"],
     ["HTTP requests", fmt.count(a.http?.requests_total)],
     ...(a.remote_write ?? []).map((q) => [q.protocol === "otlp" ? "OTLP" : "remote write", remoteWriteText(q)]),
   ]);
+}
+
+/** The PSS worker in words: its reads, CPU and budget, and a rest of a second or more. */
+function pssWorkerText(w) {
+  const rest = w.resting_seconds >= 1 ? `, resting ${fmt.duration(w.resting_seconds)} more` : "";
+  return `${fmt.count(w.reads)} reads, ${fmt.duration(w.cpu_seconds)} CPU, budget ${budgetText(w)}${rest}`;
 }
 
 /** The stall ledger over the agent's life in words: how long its PSS and command-line reads held
@@ -901,6 +907,20 @@ const table = new ProcessTable($("ptable"), {
   },
 });
 
+/** Why a process shown without PSS waits, when the PSS worker rests after a read to keep to its
+ * budget: a big read at a small budget rests minutes, and the process is read after it. Rests
+ * under a second are left unsaid. */
+function pssRestText(a) {
+  const w = a?.pss_worker;
+  if (!w || !(w.resting_seconds >= 1)) return "";
+  return ` The worker is resting ${fmt.duration(w.resting_seconds)} more to keep to its budget (${budgetText(w)} of one CPU); then the processes shown are read first.`;
+}
+
+/** The PSS worker's budget as a percent of one CPU, small ones to their first digits (0.01 %). */
+function budgetText(w) {
+  return `${fmt.num(100 * (w.budget_share_of_one_cpu ?? 0), 3)} %`;
+}
+
 function renderDetail(p, gone) {
   if (!p) {
     $("detail-note").textContent = gone;
@@ -914,7 +934,8 @@ function renderDetail(p, gone) {
   $("detail-note").textContent = !pssKnown
     ? p.pss_note
       ? `PSS and USS ${p.pss_note}.`
-      : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process."
+      : "PSS and USS not read yet: the budgeted smaps_rollup worker has not reached this process." +
+        pssRestText(state.lastSnapshot?.agent)
     : p.pss_estimated_from != null
       ? // A clone's reading standing in for this process's own until it is read itself.
         `PSS and USS of its clone ${p.pss_estimated_from} (same parent, name, resident size and faults), read ${age} ago ` +
