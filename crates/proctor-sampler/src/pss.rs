@@ -178,9 +178,9 @@ pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 /// times the readings (faults alone sent every busy compiler through `pagemap` and starved the
 /// loaded suite's share test of readings).
 ///
-/// Also one whose `smaps_rollup` would hold its lock past [`TargetLimits::max_hold`] at the last
-/// such read's hold per resident byte (`State::rollup_ns_per_byte`): that read would cap it
-/// (never read again), where a walk holds the lock 2 MiB at a time.
+/// Also one whose `smaps_rollup` would hold its lock past [`TargetLimits::max_hold`] at the
+/// highest hold per resident byte of the last [`ROLLUP_RATES`] such reads ([`HOLD_MARGIN`]):
+/// that read would cap it (never read again), where a walk holds the lock 2 MiB at a time.
 ///
 /// Only while the walk fits the worker's savings ([`BURST_SAVED`] of its budget): the last
 /// walk's CPU per resident byte times the target's resident size. A walk costs ~3× the CPU of
@@ -204,7 +204,7 @@ fn reads_by_pages(state: &State, c: &Candidate) -> bool {
     // resident byte and [`HOLD_MARGIN`]: a worker of 2 GiB held ~40-80 ms here, where the cap is
     // 50 ms.
     let too_long = || {
-        let (Some(rate), Some(cap)) = (state.rollup_ns_per_byte, state.max_hold_ns) else { return false };
+        let (Some(rate), Some(cap)) = (state.rollup_rate(), state.max_hold_ns) else { return false };
         rate * HOLD_MARGIN * c.resident_bytes as f64 > cap as f64
     };
     c.resident_bytes >= PAGEMAP_FROM_BYTES
@@ -223,10 +223,20 @@ fn walk_ns_per_byte(ns: u64, met_if_unfinished: Option<u64>, resident_bytes: u64
     ns as f64 / bytes as f64
 }
 
-/// How much longer than the last read's rate says a `smaps_rollup` hold may be
+/// How much longer than the recent reads' rate says a `smaps_rollup` hold may be
 /// ([`reads_by_pages`]): one worker of a 2 GiB tree held 40 ms and its clone, next, 56 ms on a
 /// loaded machine (the hold is the read's wall time where the trace does not give it).
 pub const HOLD_MARGIN: f64 = 1.5;
+
+/// How many recent `smaps_rollup` reads of big targets the hold is predicted from, at the
+/// highest of their rates ([`reads_by_pages`]). The last read's alone let holds past the cap
+/// through where the load comes and goes (one read of 90 ms against the 50 ms cap in a traced
+/// impact run): a 1 GiB target read whole past 50 ms in 20 of 434 reads beside two loops that
+/// ran and slept by turns, 7 at the highest of the last 8, which walked 81 % of the reads
+/// rather than 35 % (`python3 bench/pss/hold_prediction.py`, docs/performance.md). A walk costs
+/// about 3× the CPU, inside the same budget; a hold past the cap stops the target's reads for
+/// good.
+pub const ROLLUP_RATES: usize = 8;
 
 /// When each family last changed, by its key (parent pid, name hash), and how many changes
 /// were marked so far: [`FirstPass`] is worked out again when that count moves.
@@ -318,10 +328,10 @@ struct State {
     waited_families: std::collections::HashSet<(u32, u64)>,
     /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
     pagemap_ns_per_byte: Option<f64>,
-    /// Hold nanoseconds per resident byte of the last `smaps_rollup` read of a big target, and
-    /// the cap on one hold ([`TargetLimits::max_hold`]): a read predicted past it goes through
-    /// `pagemap` ([`reads_by_pages`]).
-    rollup_ns_per_byte: Option<f64>,
+    /// Hold nanoseconds per resident byte of the last [`ROLLUP_RATES`] `smaps_rollup` reads of
+    /// big targets, newest last, and the cap on one hold ([`TargetLimits::max_hold`]): a read
+    /// predicted past it at the highest of them goes through `pagemap` ([`reads_by_pages`]).
+    rollup_rates: std::collections::VecDeque<f64>,
     max_hold_ns: Option<u64>,
     /// The last process read with each family and counters ([`CloneKey`]), with that reading:
     /// it stands in for a clone's own until that is read ([`State::estimate`]), one shared
@@ -451,6 +461,19 @@ pub const BURST_SAVED: Duration = Duration::from_secs(30);
 pub const BURST_RATE: f64 = 4.0;
 
 impl State {
+    /// The hold per resident byte a `smaps_rollup` read of a big target is predicted at: the
+    /// highest of the last [`ROLLUP_RATES`] reads'.
+    fn rollup_rate(&self) -> Option<f64> {
+        self.rollup_rates.iter().copied().reduce(f64::max)
+    }
+
+    fn note_rollup_rate(&mut self, rate: f64) {
+        if self.rollup_rates.len() >= ROLLUP_RATES {
+            self.rollup_rates.pop_front();
+        }
+        self.rollup_rates.push_back(rate);
+    }
+
     /// Whether a new reading of `c` would show nothing `e` does not ([`Entry::unchanged`]), for
     /// the round-robin. The agent's own process counts as unchanged while it is the same
     /// process: its resident size and faults move with the agent's own work (a fork storm's
@@ -974,7 +997,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 state.pagemap_ns_per_byte = Some(walk_ns_per_byte(ns, met, candidate.resident_bytes));
             }
             if !paged && result.is_ok() && candidate.resident_bytes >= PAGEMAP_FROM_BYTES {
-                state.rollup_ns_per_byte = Some(holds.longest_ns as f64 / candidate.resident_bytes as f64);
+                state.note_rollup_rate(holds.longest_ns as f64 / candidate.resident_bytes as f64);
             }
             state.stats.cpu_ns += spent_ns;
             let reading = match result {
@@ -1888,13 +1911,22 @@ mod tests {
         state.max_hold_ns = Some(50_000_000);
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "no rate known");
         // 20 ms for a target of 2 × big: 30 ms with the margin, 120 ms for 8 × big.
-        state.rollup_ns_per_byte = Some(20_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(20_000_000.0 / (2 * big) as f64);
         assert_eq!(by_pages(&state), [9], "32 × big: a walk past the savings");
         // 30 ms: 45 ms with the margin for 2 × big, under the cap; 40 ms: 60 ms, past it.
-        state.rollup_ns_per_byte = Some(30_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(30_000_000.0 / (2 * big) as f64);
         assert_eq!(by_pages(&state), [9]);
-        state.rollup_ns_per_byte = Some(40_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(40_000_000.0 / (2 * big) as f64);
         assert_eq!(by_pages(&state), [8, 9]);
+        // The slow read stays in the prediction for the next ROLLUP_RATES - 1 reads at 20 ms
+        // (the machine is as busy as it was a few reads ago), and leaves with the next.
+        for _ in 1..ROLLUP_RATES {
+            state.note_rollup_rate(20_000_000.0 / (2 * big) as f64);
+            assert_eq!(by_pages(&state), [8, 9], "{:?}", state.rollup_rates);
+        }
+        state.note_rollup_rate(20_000_000.0 / (2 * big) as f64);
+        assert_eq!(by_pages(&state), [9]);
+        state.note_rollup_rate(40_000_000.0 / (2 * big) as f64);
 
         // A walk of 32 × big stopped at the savings' CPU after meeting 4 × big of it: charged
         // per byte it met, 8 × big would cost twice the savings and is not walked. Over the

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""How well a `smaps_rollup` hold is predicted from the holds before it: the rule by which the
+PSS worker decides that a big target's read would pass the cap on one hold (50 ms) and walks
+its pages instead (`reads_by_pages`, `HOLD_MARGIN`, `ROLLUP_RATES` in
+crates/proctor-sampler/src/pss.rs).
+
+    python3 bench/pss/hold_prediction.py                 # quiet, then beside two busy loops
+    SIZE=1024 SECONDS=60 python3 bench/pss/hold_prediction.py
+
+A child keeps SIZE MiB (1,024) resident and touches 40 pages every 5 ms, like one of the
+impact tree's children. This script reads its /proc/PID/smaps_rollup every 0.1 s for SECONDS
+(60), timing each read by wall clock (what the worker's ledger takes for a hold where it does
+not trace the lock), first on the machine as it is, then with two busy loops of its own beside
+it (`while :; do :; done`, ended by their pid), then with two loops that run and sleep by turns
+for random spells (0.2-2 s running, 0-1.9 s asleep: a load that comes and goes). For each phase it prints the holds' median,
+p99 and max, and for each window W: the reads whose hold passed 1.5 × the highest of the W
+holds before it (W = 1: the last read alone), the reads that prediction sends to a walk
+(predicted past the 50 ms cap: about 3 × the CPU), and those it lets read whole that then held
+past the cap (what the worker caps: the miss that matters). The load is printed before each
+phase.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+SIZE = int(os.environ.get("SIZE", "1024"))
+SECONDS = float(os.environ.get("SECONDS", "60"))
+MARGIN = 1.5
+CAP_MS = 50.0
+WINDOWS = (1, 2, 4, 8, 16)
+
+CHILD = f"""
+import mmap, time
+n = {SIZE} << 20
+m = mmap.mmap(-1, n)
+for i in range(0, n, 4096): m[i] = 1
+print(flush=True)
+i = 0
+while True:
+    for k in range(40):
+        m[(i * 4096 * 97) % n] = 2; i += 1
+    time.sleep(0.005)
+"""
+
+# A loop that runs for a random spell, then sleeps for another (bash's RANDOM, seeded).
+FLICKER = r'''
+RANDOM=$1
+while :; do
+  t=${EPOCHREALTIME/./}
+  stop=$(( t + (RANDOM % 1800 + 200) * 1000 ))
+  while (( t < stop )); do t=${EPOCHREALTIME/./}; done
+  sleep "$(( RANDOM % 2 )).$(( RANDOM % 10 ))"
+done
+'''
+
+
+def holds_ms(pid):
+    out = []
+    end = time.monotonic() + SECONDS
+    while time.monotonic() < end:
+        t = time.perf_counter()
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            f.read()
+        out.append((time.perf_counter() - t) * 1e3)
+        time.sleep(0.1)
+    return out
+
+
+def report(name, ms):
+    ranked = sorted(ms)
+    print(f"{name}: {len(ms)} reads, hold median {statistics.median(ms):.1f} ms, "
+          f"p99 {ranked[int(len(ms) * 0.99)]:.1f} ms, max {ranked[-1]:.1f} ms")
+    for w in WINDOWS:
+        missed = walked = past_cap = 0
+        for i in range(w, len(ms)):
+            predicted = max(ms[i - w:i]) * MARGIN
+            missed += ms[i] > predicted
+            if predicted > CAP_MS:
+                walked += 1
+            else:
+                past_cap += ms[i] > CAP_MS
+        n = len(ms) - w
+        print(f"  window {w:2}: past 1.5 x the prediction {missed} of {n} ({100 * missed / n:.1f} %); "
+              f"walked {walked} ({100 * walked / n:.1f} %); read whole and past the {CAP_MS:.0f} ms cap {past_cap}")
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return f.read().strip()
+
+
+def main():
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE)
+    loops = []
+    try:
+        child.stdout.readline()
+        print(f"$ SIZE={SIZE} SECONDS={SECONDS:g} python3 bench/pss/hold_prediction.py  (nproc {os.cpu_count()})")
+        print(f"load before the quiet phase: {load()}")
+        report("quiet", holds_ms(child.pid))
+        loops = [subprocess.Popen(["bash", "-c", "while :; do :; done"]) for _ in range(2)]
+        time.sleep(1)
+        print(f"load before the busy phase: {load()}")
+        report("beside two busy loops", holds_ms(child.pid))
+        for p in loops:
+            p.kill()
+            p.wait()
+        # Two loops that run and stop by turns, each spell 0.2-2 s at random: a machine whose
+        # load comes and goes (a build's compilers, a trace's bursts).
+        loops = [subprocess.Popen(["bash", "-c", FLICKER, "flicker", str(seed)]) for seed in (1, 2)]
+        time.sleep(1)
+        print(f"load before the flickering phase: {load()}")
+        report("beside two loops that run and stop by turns", holds_ms(child.pid))
+    finally:
+        for p in loops + [child]:
+            p.kill()
+            p.wait()
+
+
+if __name__ == "__main__":
+    main()
