@@ -106,6 +106,17 @@ async function fetchJson(url) {
 /** Polls `fn` until it returns a truthy value; fails with `what` after `ms`. */
 const until = (what, fn, ms = 15000) => waitUntil(what, fn, ms, 100);
 
+/** The texts of the <dd>s after the <dt>s that read `term` in the facts list `list` ("#agent-facts"),
+ * in one evaluation in the page. A `$$eval` finds the elements in one evaluation and runs its
+ * function in another, and the panel redrawn between the two leaves them detached, with no
+ * sibling: a loaded suite run read a null there. */
+const factsOf = (page, list, term) =>
+  page.evaluate(
+    ([list, term]) =>
+      [...document.querySelectorAll(`${list} dt`)].filter((dt) => dt.textContent === term).map((dt) => dt.nextElementSibling.textContent),
+    [list, term],
+  );
+
 /** "1.5 MiB" → 1572864 (rounded as shown, which keeps order); "—" → null. */
 function parseShown(text) {
   const m = /^(-?[\d.]+)\s*(B|KiB|MiB|GiB|TiB)?$/.exec(text.trim());
@@ -479,8 +490,7 @@ describe("dashboard", () => {
   });
 
   test("the agent panel says how long its reads held the targets' mmap locks", async () => {
-    const locks = () =>
-      page.$$eval("#agent-facts dt", (dts) => dts.filter((dt) => dt.textContent === "targets' locks").map((dt) => dt.nextElementSibling.textContent));
+    const locks = () => factsOf(page, "#agent-facts", "targets' locks");
     const text = await until("the PSS worker's holds in the agent panel", async () => {
       const t = await locks();
       return t.length === 1 && /^PSS reads held them \d[\d.]* (µs|ms|s), longest \d[\d.]* (µs|ms|s) \(pid \d+\), command-line reads /.test(t[0]) ? t[0] : null;
@@ -1207,12 +1217,7 @@ describe("the top processes over a picked range come from the agent's store", ()
       await p.goto(base + "/");
       await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
       // The facts list pairs a <dt> with its <dd>: read the remote-write ones.
-      const facts = (term) =>
-        p.$$eval(
-          "#agent-facts dt",
-          (dts, term) => dts.filter((dt) => dt.textContent === term).map((dt) => dt.nextElementSibling.textContent),
-          term,
-        );
+      const facts = (term) => factsOf(p, "#agent-facts", term);
       const [took, failing] = await until(
         "both receivers in the agent panel, the good one delivered to",
         async () => {
@@ -1635,9 +1640,7 @@ describe("per-process network", () => {
       assert.match(text, /TCP\s+2 connections/, text);
       // The agent panel says where the connections come from, as the API does.
       const walk = (await fetchJson(net.base + "/api/v1/agent")).process_net_walk;
-      const said = await p.$$eval("#agent-facts dt", (dts) =>
-        dts.filter((dt) => dt.textContent === "connections").map((dt) => dt.nextElementSibling.textContent),
-      );
+      const said = await factsOf(p, "#agent-facts", "connections");
       assert.equal(said.length, 1, JSON.stringify(said));
       assert.match(
         said[0],
@@ -1797,9 +1800,8 @@ describe("the rows on screen are read for PSS first", () => {
       });
       assert.match(note, /then the processes shown are read first\.$/, note);
       const panel = await until("the agent panel's PSS worker line", async () => {
-        const dt = p.locator('#agent-facts dt:text-is("PSS worker")');
-        if ((await dt.count()) !== 1) return null;
-        return await p.locator('#agent-facts dt:text-is("PSS worker") + dd').textContent();
+        const said = await factsOf(p, "#agent-facts", "PSS worker");
+        return said.length === 1 ? said[0] : null;
       });
       assert.match(panel, /budget 0\.01 %/, panel);
     } finally {
