@@ -66,13 +66,8 @@ function serve(extraArgs = [], dataDir = null) {
 /** A process whose name is markup: a copy of sleep whose file name is the hostile string
  * followed by this run's marker. */
 function startHostile() {
-  const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
-  temps.push(dir);
-  const exe = path.join(dir, HOSTILE_NEEDLE);
-  copyFileSync("/bin/sleep", exe);
-  const child = spawn(exe, ["600"], { stdio: "ignore" });
-  started.push(child);
-  return { child, exe };
+  const child = sleeperNamed(HOSTILE_NEEDLE);
+  return { child, exe: child.spawnfile };
 }
 
 /** FEW_COUNT copies of sleep named after this run's marker (`MARK-few-1`, …): a filter for
@@ -105,6 +100,18 @@ async function fetchJson(url) {
 
 /** Polls `fn` until it returns a truthy value; fails with `what` after `ms`. */
 const until = (what, fn, ms = 15000) => waitUntil(what, fn, ms, 100);
+
+/** A `sleep 600` whose command is `name` (a copy of /bin/sleep in a temporary directory), so
+ * its row is found by name; ended and removed with the others. */
+function sleeperNamed(name) {
+  const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
+  temps.push(dir);
+  const exe = path.join(dir, name);
+  copyFileSync("/bin/sleep", exe);
+  const child = spawn(exe, ["600"], { stdio: "ignore" });
+  started.push(child);
+  return child;
+}
 
 /** The texts of the <dd>s after the <dt>s that read `term` in the facts list `list` ("#agent-facts"),
  * in one evaluation in the page. A `$$eval` finds the elements in one evaluation and runs its
@@ -1708,12 +1715,7 @@ describe("a process whose PSS is not read says why", () => {
     // this debug build cost 0.45 s of CPU and the worker then rested 100 s before the ask was
     // read (a CI run failed so); the budget is not what this test is about.
     const { base: capped, child } = await serve(["--target-max-hold", "1us", "--pss-budget", "0.25"]);
-    const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
-    temps.push(dir);
-    const exe = path.join(dir, `${MARK}-capped`);
-    copyFileSync("/bin/sleep", exe);
-    const sleeper = spawn(exe, ["600"], { stdio: "ignore" });
-    started.push(sleeper);
+    const sleeper = sleeperNamed(`${MARK}-capped`);
     const browser = await launch();
     try {
       const p = browser.pages()[0] ?? (await browser.newPage());
@@ -1779,12 +1781,7 @@ describe("the rows on screen are read for PSS first", () => {
       assert.ok(agent.pss_worker.asked_reads > 0, `read because the page asked: ${JSON.stringify(agent.pss_worker)}`);
       // After that read the worker rests for its cost over 0.01 % (seconds for each ms of
       // CPU): a process opened now says it waits for that rest, and so does the agent panel.
-      const dir = mkdtempSync(path.join(tmpdir(), "proctor-web-"));
-      temps.push(dir);
-      const exe = path.join(dir, `${MARK}-waits`);
-      copyFileSync("/bin/sleep", exe);
-      const waiter = spawn(exe, ["600"], { stdio: "ignore" });
-      started.push(waiter);
+      const waiter = sleeperNamed(`${MARK}-waits`);
       await setFilter(p, `${MARK}-waits`);
       await until("the waiting process's row", async () => (await visibleRows(p)).some((r) => r.pid === waiter.pid));
       await p.click("#ptable .prow:not([hidden])");
