@@ -217,7 +217,7 @@ fn reads_by_pages(state: &State, c: &Candidate) -> bool {
 /// stopped walk's CPU over the whole size was a fraction of the true rate: the next big target
 /// looked affordable, was walked to the limit again and then read through `smaps_rollup`
 /// anyway, each time spending all the savings and leaving the worker resting for tens of
-/// seconds (an asked-for process waited past a minute on a loaded suite's debug build).
+/// seconds.
 fn walk_ns_per_byte(ns: u64, met_if_unfinished: Option<u64>, resident_bytes: u64) -> f64 {
     let bytes = met_if_unfinished.map_or(resident_bytes, |met| met.max(4096));
     ns as f64 / bytes as f64
@@ -1926,6 +1926,7 @@ mod tests {
         }
         state.note_rollup_rate(20_000_000.0 / (2 * big) as f64);
         assert_eq!(by_pages(&state), [9]);
+        // Slow again, for what follows.
         state.note_rollup_rate(40_000_000.0 / (2 * big) as f64);
 
         // A walk of 32 × big stopped at the savings' CPU after meeting 4 × big of it: charged
