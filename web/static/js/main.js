@@ -830,7 +830,7 @@ function renderAgent(a) {
 
 /** The PSS worker in words: its reads, CPU and budget, and a rest of a second or more. */
 function pssWorkerText(w) {
-  const rest = w.resting_seconds >= 1 ? `, resting ${fmt.duration(w.resting_seconds)} more` : "";
+  const rest = restShown(w) ? `, resting ${fmt.duration(w.resting_seconds)} more` : "";
   return `${fmt.count(w.reads)} reads, ${fmt.duration(w.cpu_seconds)} CPU, budget ${budgetText(w)}${rest}`;
 }
 
@@ -912,8 +912,13 @@ const table = new ProcessTable($("ptable"), {
  * under a second are left unsaid. */
 function pssRestText(a) {
   const w = a?.pss_worker;
-  if (!w || !(w.resting_seconds >= 1)) return "";
+  if (!restShown(w)) return "";
   return ` The worker is resting ${fmt.duration(w.resting_seconds)} more to keep to its budget (${budgetText(w)} of one CPU); then the processes shown are read first.`;
+}
+
+/** Whether the PSS worker's rest is worth saying: a second or more (shorter ones would flicker). */
+function restShown(w) {
+  return w?.resting_seconds >= 1;
 }
 
 /** The PSS worker's budget as a percent of one CPU, small ones to their first digits (0.01 %). */
