@@ -402,6 +402,11 @@ pub struct Stall {
     /// made again while the target's counters stand.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refused: bool,
+    /// Proctor put its last read of the target off, and has not read it since: the read would
+    /// likely have held the lock past the cap on one read while the host had more runnable
+    /// tasks than CPUs, and a walk of its pages did not fit the worker's budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub put_off: bool,
     /// The target's side, where the kernel's mmap_lock tracepoints let proctor see it: how long
     /// the target's own threads waited for their mmap lock while a proctor read held it
     /// (`proctor_sampler::lockwait`), whole microseconds. `None`: not measured.
@@ -432,6 +437,7 @@ impl Stall {
                 max_ns: a.max_ns.max(b.max_ns),
                 capped: a.capped || b.capped,
                 refused: a.refused || b.refused,
+                put_off: a.put_off || b.put_off,
                 waited_ns: match (a.waited_ns, b.waited_ns) {
                     (Some(x), Some(y)) => Some(x.saturating_add(y)),
                     (x, y) => x.or(y),

@@ -1,6 +1,6 @@
 //! The PSS worker: refreshes `smaps_rollup` round-robin under a CPU budget, off the sampling
 //! thread; a target of [`PAGEMAP_FROM_BYTES`] or more whose threads waited on a read through
-//! `pagemap` ([`crate::pagemap`], [`reads_by_pages`]) where this process may, which holds its
+//! `pagemap` ([`crate::pagemap`], [`how_to_read`]) where this process may, which holds its
 //! lock a 2 MiB walk at a time.
 //!
 //! `smaps_rollup` walks every resident page of the target while holding its mmap lock: it
@@ -132,6 +132,8 @@ pub struct PssStats {
     pub backoffs: u64,
     /// Reads put first because someone asked for that process ([`PssWorker::ask`]).
     pub asked_reads: u64,
+    /// Reads put off for [`PUT_OFF`] while the host was busy ([`How::PutOff`]).
+    pub put_off_busy: u64,
     /// The targets' side, from the mmap_lock tracepoints (`false`: not measured; `proctor
     /// doctor` says why): reads traced, what the targets' threads waited on them, and traces
     /// that lost events (their waits may be short).
@@ -159,13 +161,25 @@ pub struct PssStats {
 }
 
 /// Targets with at least this much resident are read through `pagemap` where this process
-/// may ([`crate::pagemap`]) when they wait on reads ([`reads_by_pages`]): above it one
+/// may ([`crate::pagemap`]) when they wait on reads ([`how_to_read`]): above it one
 /// `smaps_rollup` hold passes ~0.75 ms here (12 ms per GiB), and `pagemap` holds a target's
 /// lock for one 2 MiB walk at a time, whatever its size. Below it `smaps_rollup`'s hold is short
 /// and it gives every counter exactly (the clean/dirty split, SwapPss), which `pagemap` cannot.
 pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 
-/// Whether to read `c` through `pagemap`: a big target whose threads waited on an earlier read
+/// How the worker reads one target ([`how_to_read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// `smaps_rollup`: one hold of the target's lock, every counter exactly.
+    Rollup,
+    /// A walk of its page tables through `pagemap`, 2 MiB a hold ([`crate::pagemap`]).
+    Pages,
+    /// Not now ([`PUT_OFF`]): the host is busy, `smaps_rollup` would likely hold the lock past
+    /// the cap, and a walk does not fit the savings.
+    PutOff,
+}
+
+/// How to read `c`. Through `pagemap` a big target whose threads waited on an earlier read
 /// where waits are traced (from then on, for as long as it lives: a walk nobody waited on says
 /// nothing of what the next single-hold read would cost it, and a target read one way and then
 /// the other paid a `smaps_rollup` hold at every other read), or whose family's threads did (a
@@ -180,7 +194,11 @@ pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 ///
 /// Also one whose `smaps_rollup` would hold its lock past [`TargetLimits::max_hold`] at the
 /// highest hold per resident byte of the last [`ROLLUP_RATES`] such reads ([`HOLD_MARGIN`]):
-/// that read would cap it (never read again), where a walk holds the lock 2 MiB at a time.
+/// that read would cap it (never read again), where a walk holds the lock 2 MiB at a time. The
+/// hold is the read's wall time, and a read preempted while it holds the lock holds it longer:
+/// while `host_busy` says more tasks are runnable than the host has CPUs, each of those reads
+/// that began without such a crowd counts at [`BUSY_FACTOR`] times its rate (one that began
+/// with one carries its stretch already). The host is asked only where its answer matters.
 ///
 /// Only while the walk fits the worker's savings ([`BURST_SAVED`] of its budget): the last
 /// walk's CPU per resident byte times the target's resident size. A walk costs ~3× the CPU of
@@ -188,31 +206,55 @@ pub const PAGEMAP_FROM_BYTES: u64 = 64 << 20;
 /// debug build), and one the savings cannot pay makes the worker rest for minutes after it,
 /// every other process's reading waiting too (CI, `top`'s PSS column beside a build's
 /// compilers). Such a target is read through `smaps_rollup`: one longer hold, which the target
-/// budget and [`TargetLimits::max_hold`] bound. A walk that passes the savings anyway (the
-/// first, before any was measured) stops there ([`PageCounter::limit_cpu`]) and the target is
-/// read through `smaps_rollup` that time.
-fn reads_by_pages(state: &State, c: &Candidate) -> bool {
+/// budget and [`TargetLimits::max_hold`] bound, but not while the host is busy and that hold
+/// would likely pass the cap: the read is put off ([`How::PutOff`]) for at most
+/// [`PUT_OFF_LIMIT`] in a row at `now_ns` (a host that stays busy gets its read, and the rate
+/// of a read begun in a crowd), and the row says so. A walk that passes the savings anyway
+/// (the first, before any was measured) stops there ([`PageCounter::limit_cpu`]) and the target
+/// is read through `smaps_rollup` that time.
+fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl FnMut() -> bool) -> How {
+    if c.resident_bytes < PAGEMAP_FROM_BYTES {
+        return How::Rollup;
+    }
     let waited = || {
         state.results.get(&c.pid).is_some_and(|e| e.seen.start_ticks == c.start_ticks && (e.waited || e.backoff > 0))
             || state.waited_families.contains(&(c.ppid, c.name))
     };
+    // Where `pagemap` cannot be read (`proctor doctor` says why), no walk is.
     let affordable = || {
         let cap = Savings::cap(state.stats.budget);
-        state.pagemap_ns_per_byte.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
+        state.stats.pagemap && state.pagemap_ns_per_byte.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
     };
-    // One `smaps_rollup` hold would pass the cap on a single hold, at the last read's hold per
-    // resident byte and [`HOLD_MARGIN`]: a worker of 2 GiB held ~40-80 ms here, where the cap is
-    // 50 ms.
-    let too_long = || {
-        let (Some(rate), Some(cap)) = (state.rollup_rate(), state.max_hold_ns) else { return false };
+    // One `smaps_rollup` hold would pass the cap on a single hold, at the recent reads' hold
+    // per resident byte and [`HOLD_MARGIN`] (a worker of 2 GiB held ~40-80 ms here, where the
+    // cap is 50 ms), those begun without a crowd at [`BUSY_FACTOR`] × in a crowd.
+    let past_cap = |crowded: bool| {
+        let (Some(rate), Some(cap)) = (state.rollup_rate(crowded), state.max_hold_ns) else { return false };
         rate * HOLD_MARGIN * c.resident_bytes as f64 > cap as f64
     };
-    c.resident_bytes >= PAGEMAP_FROM_BYTES
-        && (waited() || (!state.traced && state.busy.contains(&c.pid)) || too_long())
-        && affordable()
+    let plain = past_cap(false);
+    let mut asked = None;
+    let mut crowd = || *asked.get_or_insert_with(&mut host_busy);
+    let for_crowd = !plain && past_cap(true) && crowd();
+    let put_off_long = || {
+        state
+            .results
+            .get(&c.pid)
+            .and_then(|e| e.put_off_since_ns.filter(|_| e.seen.start_ticks == c.start_ticks))
+            .is_some_and(|since| {
+                now_ns.saturating_sub(since) >= u64::try_from(PUT_OFF_LIMIT.as_nanos()).unwrap_or(u64::MAX)
+            })
+    };
+    if (waited() || (!state.traced && state.busy.contains(&c.pid)) || plain || for_crowd) && affordable() {
+        How::Pages
+    } else if (for_crowd || (plain && crowd())) && !put_off_long() {
+        How::PutOff
+    } else {
+        How::Rollup
+    }
 }
 
-/// A walk's CPU per resident byte ([`reads_by_pages`]): over the target's resident size when
+/// A walk's CPU per resident byte ([`how_to_read`]): over the target's resident size when
 /// it finished, over what it met when it did not (stopped at its CPU limit, or refused). A
 /// stopped walk's CPU over the whole size was a fraction of the true rate: the next big target
 /// looked affordable, was walked to the limit again and then read through `smaps_rollup`
@@ -224,12 +266,12 @@ fn walk_ns_per_byte(ns: u64, met_if_unfinished: Option<u64>, resident_bytes: u64
 }
 
 /// How much longer than the recent reads' rate says a `smaps_rollup` hold may be
-/// ([`reads_by_pages`]): one worker of a 2 GiB tree held 40 ms and its clone, next, 56 ms on a
+/// ([`how_to_read`]): one worker of a 2 GiB tree held 40 ms and its clone, next, 56 ms on a
 /// loaded machine (the hold is the read's wall time where the trace does not give it).
 pub const HOLD_MARGIN: f64 = 1.5;
 
 /// How many recent `smaps_rollup` reads of big targets the hold is predicted from, at the
-/// highest of their rates ([`reads_by_pages`]). The last read's alone let holds past the cap
+/// highest of their rates ([`how_to_read`]). The last read's alone let holds past the cap
 /// through where the load comes and goes (one read of 90 ms against the 50 ms cap in a traced
 /// impact run): a 1 GiB target read whole past 50 ms in 20 of 434 reads beside two loops that
 /// ran and slept by turns, 7 at the highest of the last 8, which walked 81 % of the reads
@@ -237,6 +279,41 @@ pub const HOLD_MARGIN: f64 = 1.5;
 /// about 3× the CPU, inside the same budget; a hold past the cap stops the target's reads for
 /// good.
 pub const ROLLUP_RATES: usize = 8;
+
+/// How much longer a `smaps_rollup` hold begun while the host has more runnable tasks than
+/// CPUs may be than one begun without ([`how_to_read`]): beside two busy loops on this 2-CPU
+/// machine a 768 MiB child's holds went from a median of 29.3 ms to 58.3 ms (2.0×), the longest
+/// from 44.3 to 94.9 ms (2.1×). Where the load came and went, its reads held whole past the 50
+/// ms cap went from 18 in 435 at the last 8 reads' rate to 1 with the crowd counted, for 6.7 %
+/// more reads walked or put off (`python3 bench/pss/hold_prediction.py`, docs/performance.md).
+pub const BUSY_FACTOR: f64 = 2.0;
+
+/// How long a read put off while the host is busy waits before it is weighed again
+/// ([`How::PutOff`]): a load that comes and goes runs in spells of seconds (a build's
+/// compilers, a test's bursts).
+pub const PUT_OFF: Duration = Duration::from_secs(1);
+
+/// The longest a target's read is put off in a row ([`how_to_read`]): then it is read whole,
+/// crowd or not. A host busy for hours (a build) would otherwise leave it unread for as long,
+/// and its rates from a quiet spell would never give way to one begun in the crowd.
+pub const PUT_OFF_LIMIT: Duration = Duration::from_secs(10);
+
+/// Whether more tasks are runnable on the host now than it has online CPUs (`/proc/loadavg`'s
+/// fourth field, the asking thread among them: one more would wait for a CPU). Both are the
+/// host's, whatever cgroup the agent runs in: a read's hold stretches when the CPU it runs on
+/// is shared. `false` where the file cannot be read or parsed (a captured tree without one).
+fn host_busy(root: &Root, cpus: u64) -> bool {
+    root.read("/proc/loadavg")
+        .ok()
+        .and_then(|b| proctor_procfs::host::parse_loadavg(&b))
+        .is_some_and(|l| l.runnable > cpus)
+}
+
+/// The host's online CPUs (`/sys/devices/system/cpu/online`), at least 1 (where it cannot be
+/// read: then any other runnable task counts as a crowd).
+fn online_cpus(root: &Root) -> u64 {
+    proctor_procfs::system::online_cpus(root).map_or(1, |c| c.len() as u64).max(1)
+}
 
 /// When each family last changed, by its key (parent pid, name hash), and how many changes
 /// were marked so far: [`FirstPass`] is worked out again when that count moves.
@@ -304,7 +381,7 @@ struct State {
     /// pid → what was read of it: `reading` is `None` if the read failed ([`Failed`]).
     results: PidMap<Entry>,
     /// Pids whose faults moved between the last two candidate lists: they are using their
-    /// memory now, so a read's hold may be waited on ([`reads_by_pages`]).
+    /// memory now, so a read's hold may be waited on ([`how_to_read`]).
     busy: PidSet,
     /// Pids new in the last list: whether a big one is busy is known from the next, so it is
     /// read from then (one sample later), the right way.
@@ -317,21 +394,22 @@ struct State {
     /// The parents of those: what moves their faults alone is mostly their young children's
     /// copy-on-write ([`Entry::unchanged`]).
     forking: PidSet,
-    /// Whether the worker traces waits ([`reads_by_pages`] asks the trace then, not the faults).
+    /// Whether the worker traces waits ([`how_to_read`] asks the trace then, not the faults).
     traced: bool,
     /// This process's own pid as the root's `/proc` numbers it (`/proc/self`): its counters
     /// move with the agent's own work, so it is read again by age or staleness alone
     /// ([`State::unchanged`]).
     own_pid: Option<u32>,
     /// Families (parent pid, name hash) a member of which waited on a read: their big members
-    /// are read through `pagemap` from their first read ([`reads_by_pages`]).
+    /// are read through `pagemap` from their first read ([`how_to_read`]).
     waited_families: std::collections::HashSet<(u32, u64)>,
-    /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`reads_by_pages`]).
+    /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`how_to_read`]).
     pagemap_ns_per_byte: Option<f64>,
     /// Hold nanoseconds per resident byte of the last [`ROLLUP_RATES`] `smaps_rollup` reads of
     /// big targets, newest last, and the cap on one hold ([`TargetLimits::max_hold`]): a read
-    /// predicted past it at the highest of them goes through `pagemap` ([`reads_by_pages`]).
-    rollup_rates: std::collections::VecDeque<f64>,
+    /// predicted past it at the highest of them goes through `pagemap` ([`how_to_read`]).
+    /// Each with whether its read began in a crowd ([`host_busy`]).
+    rollup_rates: std::collections::VecDeque<(f64, bool)>,
     max_hold_ns: Option<u64>,
     /// The last process read with each family and counters ([`CloneKey`]), with that reading:
     /// it stands in for a clone's own until that is read ([`State::estimate`]), one shared
@@ -371,10 +449,13 @@ struct Entry {
     /// (traced), lowered by one they did not.
     backoff: u8,
     /// Its threads waited on a read (traced): read through `pagemap` from then on where it is
-    /// big ([`reads_by_pages`]).
+    /// big ([`how_to_read`]).
     waited: bool,
     /// The last read failed ([`Failed`]); `reading` is then `None`.
     failed: Option<Failed>,
+    /// Since when its read has been put off while the host was busy ([`How::PutOff`]), if it
+    /// has not been read since: due again at `not_before_ns`.
+    put_off_since_ns: Option<u64>,
 }
 
 /// A failed read: when (the sampler's monotonic clock), and whether it was refused (no
@@ -462,16 +543,18 @@ pub const BURST_RATE: f64 = 4.0;
 
 impl State {
     /// The hold per resident byte a `smaps_rollup` read of a big target is predicted at: the
-    /// highest of the last [`ROLLUP_RATES`] reads'.
-    fn rollup_rate(&self) -> Option<f64> {
-        self.rollup_rates.iter().copied().reduce(f64::max)
+    /// highest of the last [`ROLLUP_RATES`] reads', for a read begun in a crowd (`crowded`) or
+    /// not: in one, a rate from a read begun without counts [`BUSY_FACTOR`] ×.
+    fn rollup_rate(&self, crowded: bool) -> Option<f64> {
+        let scaled = |&(rate, then): &(f64, bool)| if crowded && !then { rate * BUSY_FACTOR } else { rate };
+        self.rollup_rates.iter().map(scaled).reduce(f64::max)
     }
 
-    fn note_rollup_rate(&mut self, rate: f64) {
+    fn note_rollup_rate(&mut self, rate: f64, crowded: bool) {
         if self.rollup_rates.len() >= ROLLUP_RATES {
             self.rollup_rates.pop_front();
         }
-        self.rollup_rates.push_back(rate);
+        self.rollup_rates.push_back((rate, crowded));
     }
 
     /// Whether a new reading of `c` would show nothing `e` does not ([`Entry::unchanged`]), for
@@ -491,7 +574,10 @@ impl State {
     fn lookup(&self, pid: u32, start_ticks: u64) -> Lookup {
         let own = self.results.get(&pid).filter(|e| e.seen.start_ticks == start_ticks);
         let (reading, stale, stall) = match own {
-            Some(e) => (e.reading, e.stale(&self.changed), Some(Stall { refused: e.refused(), ..e.stall })),
+            Some(e) => {
+                let stall = Stall { refused: e.refused(), put_off: e.put_off_since_ns.is_some(), ..e.stall };
+                (e.reading, e.stale(&self.changed), Some(stall))
+            }
             None => (None, false, None),
         };
         let estimate = if (reading.is_none() || stale) && !own.is_some_and(Entry::refused) {
@@ -545,7 +631,20 @@ impl State {
 
     /// After a read of `c` that its threads waited `waited_ns` on (traced): where it waited at
     /// all, it and its family are read through `pagemap` from then on where big
-    /// ([`reads_by_pages`]).
+    /// ([`how_to_read`]).
+    /// Puts `c`'s read off at `now_ns` for [`PUT_OFF`] ([`How::PutOff`]): weighed again then,
+    /// its reading (if any) kept meanwhile, and its row says why.
+    fn put_off(&mut self, c: &Candidate, now_ns: u64) {
+        let e = self.results.entry(c.pid).or_insert_with(|| Entry::unread(*c));
+        if e.seen.start_ticks != c.start_ticks {
+            *e = Entry::unread(*c);
+        }
+        e.put_off_since_ns.get_or_insert(now_ns);
+        let until_ns = now_ns.saturating_add(u64::try_from(PUT_OFF.as_nanos()).unwrap_or(u64::MAX));
+        e.not_before_ns = e.not_before_ns.max(until_ns);
+        self.stats.put_off_busy += 1;
+    }
+
     fn note_wait(&mut self, c: &Candidate, waited_ns: Option<u64>) {
         if waited_ns.is_some_and(|w| w > 0) {
             if let Some(e) = self.results.get_mut(&c.pid).filter(|e| e.seen.start_ticks == c.start_ticks) {
@@ -582,7 +681,7 @@ impl State {
         mark_changed(&mut self.changed, (&self.candidates, &self.young), (&candidates, &young), now_ns);
         // A list that marked no family brings no process that needs reading first: a new one
         // is young or marks its family; one that left or moved marked its own. Unless a big
-        // one seen once ([`reads_by_pages`]) was left out of the last pass.
+        // one seen once ([`how_to_read`]) was left out of the last pass.
         if !self.first_seen.is_empty() {
             self.first.changes = None;
         }
@@ -594,7 +693,7 @@ impl State {
         self.young = young;
         self.busy.clear();
         self.first_seen.clear();
-        // Only [`reads_by_pages`] and the first-list wait ask these, and only of big processes
+        // Only [`how_to_read`] and the first-list wait ask these, and only of big processes
         // where waits are not traced: no work on the sampler's lock hold otherwise.
         let old = &self.candidates;
         let asked = |c: &&Candidate| !self.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES;
@@ -637,6 +736,20 @@ impl State {
 pub const MAX_BACKOFF: u8 = 4;
 
 impl Entry {
+    /// A process not read yet.
+    fn unread(seen: Candidate) -> Self {
+        Entry {
+            seen,
+            reading: None,
+            stall: Stall::default(),
+            not_before_ns: 0,
+            backoff: 0,
+            waited: false,
+            failed: None,
+            put_off_since_ns: None,
+        }
+    }
+
     /// After a read that held the target's lock `held_ns` at `now_ns`: when it may be read
     /// again, at `share` of wall time divided by 2^backoff. A target whose threads waited on
     /// the read (`waited`: traced) is read half as often from here, one that was traced and
@@ -887,7 +1000,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
-    // No walk costs more than the savings hold ([`reads_by_pages`]).
+    // No walk costs more than the savings hold ([`how_to_read`]).
     if let Some(counter) = pages.as_mut() {
         counter.limit_cpu(Some(Savings::cap(budget) as u64));
     }
@@ -897,6 +1010,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         state.max_hold_ns = Some(max_hold_ns);
     }
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
+    let cpus = online_cpus(root);
     let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
     // The thread's CPU up to the last read's charge: the next read pays for everything since,
     // its pick and the idle wakeups before it included.
@@ -911,7 +1025,19 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             let mut state = shared.lock();
             let now_ns = epoch.elapsed().as_nanos() as u64;
             match pick_next(&mut state, now_ns, max_age_ns) {
-                Some(c) => Some((c, reads_by_pages(&state, &c))),
+                Some(c) => {
+                    // The host's crowd, asked once at most for this read.
+                    let mut crowd = None;
+                    let how = how_to_read(&state, &c, now_ns, || *crowd.get_or_insert_with(|| host_busy(root, cpus)));
+                    match how {
+                        How::PutOff => {
+                            // No read, no rest: the next candidate at once.
+                            state.put_off(&c, now_ns);
+                            None
+                        }
+                        how => Some((c, how == How::Pages, crowd)),
+                    }
+                }
                 None => {
                     // Nothing to read: wait for a new list or ask, or until the first reading
                     // ages or budget frees (at most IDLE_WAIT). The pick, the stop's check and
@@ -924,7 +1050,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 }
             }
         };
-        let Some((candidate, by_pages)) = next else { continue };
+        let Some((candidate, by_pages, crowd)) = next else { continue };
+        // Whether a big target's `smaps_rollup` read began in a crowd, for its rate.
+        let crowded = crowd
+            .or_else(|| (candidate.resident_bytes >= PAGEMAP_FROM_BYTES && !by_pages).then(|| host_busy(root, cpus)));
         // The CPU of a walk, finished or not, and what an unfinished one met, for what the
         // next one will cost.
         let mut walked = None;
@@ -997,7 +1126,8 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 state.pagemap_ns_per_byte = Some(walk_ns_per_byte(ns, met, candidate.resident_bytes));
             }
             if !paged && result.is_ok() && candidate.resident_bytes >= PAGEMAP_FROM_BYTES {
-                state.note_rollup_rate(holds.longest_ns as f64 / candidate.resident_bytes as f64);
+                state
+                    .note_rollup_rate(holds.longest_ns as f64 / candidate.resident_bytes as f64, crowded == Some(true));
             }
             state.stats.cpu_ns += spent_ns;
             let reading = match result {
@@ -1022,16 +1152,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 crate::worker::charge_holds(totals, &mut st.interval, candidate.pid, held_ns, holds.longest_ns);
                 st.stats.pagemap_reads += u64::from(paged);
             }
-            let fresh = Entry {
-                seen: candidate,
-                reading: None,
-                stall: Stall::default(),
-                not_before_ns: 0,
-                backoff: 0,
-                waited: false,
-                failed: None,
-            };
-            let entry = state.results.entry(candidate.pid).or_insert(fresh);
+            let entry = state.results.entry(candidate.pid).or_insert_with(|| Entry::unread(candidate));
             if entry.seen.start_ticks != candidate.start_ticks {
                 // The pid was reused: the ledger and the step back are the new process's.
                 entry.stall = Stall::default();
@@ -1041,6 +1162,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             entry.seen = candidate;
             entry.reading = reading;
             entry.failed = failed;
+            entry.put_off_since_ns = None;
             let (mut capped, mut backed_off) = (false, false);
             if !gone {
                 entry.stall.add_holds(held_ns, holds.longest_ns);
@@ -1195,7 +1317,7 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
         return Some(c);
     }
     let n = state.candidates.len();
-    // A big process seen in one list only: the next says how to read it ([`reads_by_pages`]).
+    // A big process seen in one list only: the next says how to read it ([`how_to_read`]).
     let unsettled = |state: &State, c: &Candidate| {
         !state.traced && c.resident_bytes >= PAGEMAP_FROM_BYTES && state.first_seen.contains(&c.pid)
     };
@@ -1209,7 +1331,8 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
         }
         match state.results.get(&c.pid) {
             Some(e) if e.seen.start_ticks == c.start_ticks => {
-                (!e.stall.capped && e.stale(&state.changed)).then_some(e.not_before_ns)
+                let unread = e.put_off_since_ns.is_some() && e.reading.is_none() && e.failed.is_none();
+                (!e.stall.capped && (unread || e.stale(&state.changed))).then_some(e.not_before_ns)
             }
             _ => Some(0),
         }
@@ -1285,6 +1408,7 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
         // Read (or failed) less than the maximum age ago, and when it ages; a refusal stays
         // fresh.
         let ages_at = |e: &Entry| match (&e.reading, e.failed) {
+            _ if e.put_off_since_ns.is_some() => e.not_before_ns,
             (Some(r), _) => r.read_mono_ns.saturating_add(max_age_ns),
             (None, Some(f)) if !f.refused => f.at_ns.saturating_add(max_age_ns),
             _ => u64::MAX,
@@ -1326,7 +1450,7 @@ mod tests {
 
     /// What the worker keeps of a process read (`Some`) or failed (`None`), nothing else set.
     fn entry(seen: Candidate, reading: Option<PssReading>) -> Entry {
-        Entry { seen, reading, stall: Stall::default(), not_before_ns: 0, backoff: 0, waited: false, failed: None }
+        Entry { reading, ..Entry::unread(seen) }
     }
 
     /// A reading made at `at_ns`.
@@ -1836,11 +1960,17 @@ mod tests {
         let worker = |pid, rss| Candidate { ppid: 1, name: family_name("python3"), ..cand(pid, rss) };
         let other = Candidate { ppid: 1, name: family_name("java"), ..cand(9, big) };
         let mut state = State { traced: true, ..State::default() };
+        state.stats.pagemap = true;
         let list = vec![worker(2, big), worker(3, big), worker(4, 10), other];
         state.set_candidates(list.clone(), Default::default(), 0);
         state.set_candidates(list, Default::default(), 1);
         let by_pages = |state: &State| -> Vec<u32> {
-            state.candidates.iter().filter(|c| reads_by_pages(state, c)).map(|c| c.pid).collect()
+            state
+                .candidates
+                .iter()
+                .filter(|c| how_to_read(state, c, 0, || false) == How::Pages)
+                .map(|c| c.pid)
+                .collect()
         };
         assert_eq!(by_pages(&state), Vec::<u32>::new());
         state.results.insert(9, entry(other, None));
@@ -1866,9 +1996,15 @@ mod tests {
         let big = PAGEMAP_FROM_BYTES;
         let at = |pid, rss, faults| Candidate { faults, ..cand(pid, rss) };
         let mut state = State::default();
+        state.stats.pagemap = true;
         state.set_candidates(vec![at(1, big, 5), at(2, big, 5), at(3, 10, 5), at(4, big, 5)], Default::default(), 0);
         let by_pages = |state: &State| -> Vec<u32> {
-            state.candidates.iter().filter(|c| reads_by_pages(state, c)).map(|c| c.pid).collect()
+            state
+                .candidates
+                .iter()
+                .filter(|c| how_to_read(state, c, 0, || false) == How::Pages)
+                .map(|c| c.pid)
+                .collect()
         };
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "one list tells nobody busy");
         state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], Default::default(), 1);
@@ -1911,23 +2047,23 @@ mod tests {
         state.max_hold_ns = Some(50_000_000);
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "no rate known");
         // 20 ms for a target of 2 × big: 30 ms with the margin, 120 ms for 8 × big.
-        state.note_rollup_rate(20_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(20_000_000.0 / (2 * big) as f64, false);
         assert_eq!(by_pages(&state), [9], "32 × big: a walk past the savings");
         // 30 ms: 45 ms with the margin for 2 × big, under the cap; 40 ms: 60 ms, past it.
-        state.note_rollup_rate(30_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(30_000_000.0 / (2 * big) as f64, false);
         assert_eq!(by_pages(&state), [9]);
-        state.note_rollup_rate(40_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(40_000_000.0 / (2 * big) as f64, false);
         assert_eq!(by_pages(&state), [8, 9]);
         // The slow read stays in the prediction for the next ROLLUP_RATES - 1 reads at 20 ms
         // (the machine is as busy as it was a few reads ago), and leaves with the next.
         for _ in 1..ROLLUP_RATES {
-            state.note_rollup_rate(20_000_000.0 / (2 * big) as f64);
+            state.note_rollup_rate(20_000_000.0 / (2 * big) as f64, false);
             assert_eq!(by_pages(&state), [8, 9], "{:?}", state.rollup_rates);
         }
-        state.note_rollup_rate(20_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(20_000_000.0 / (2 * big) as f64, false);
         assert_eq!(by_pages(&state), [9]);
         // Slow again, for what follows.
-        state.note_rollup_rate(40_000_000.0 / (2 * big) as f64);
+        state.note_rollup_rate(40_000_000.0 / (2 * big) as f64, false);
 
         // A walk of 32 × big stopped at the savings' CPU after meeting 4 × big of it: charged
         // per byte it met, 8 × big would cost twice the savings and is not walked. Over the
@@ -1939,6 +2075,81 @@ mod tests {
         assert_eq!(by_pages(&state), [8, 9, 10], "a finished walk's rate is over the whole size");
         // One that met nothing before it stopped is charged as if it met a page.
         assert_eq!(walk_ns_per_byte(cap, Some(0), 32 * big), cap as f64 / 4096.0);
+    }
+
+    /// While the host has more runnable tasks than CPUs, a recent rate from a read begun without
+    /// that crowd counts BUSY_FACTOR ×: a big target whose `smaps_rollup` would pass the cap only
+    /// so is walked where the savings can pay, else put off, as is one past it at the plain rate,
+    /// for PUT_OFF at a time and PUT_OFF_LIMIT in a row. The host is asked only where that
+    /// matters. A put-off target is not picked again before PUT_OFF, its row says why until it
+    /// is read, and it is read once due.
+    #[test]
+    fn a_read_likely_past_the_cap_in_a_crowd_is_walked_or_put_off() {
+        let big = PAGEMAP_FROM_BYTES;
+        let mut state = State { max_hold_ns: Some(50_000_000), ..State::default() };
+        state.stats.budget = 0.005;
+        state.stats.pagemap = true;
+        let list = vec![cand(1, 10), cand(2, 2 * big)];
+        state.set_candidates(list.clone(), Default::default(), 0);
+        state.set_candidates(list, Default::default(), 1);
+        let (small, target) = (state.candidates[0], state.candidates[1]);
+        let never = || -> bool { panic!("the host asked where its answer does not matter") };
+        let how = |state: &State, crowded: bool| how_to_read(state, &target, 0, || crowded);
+        assert_eq!(how_to_read(&state, &small, 0, never), How::Rollup);
+        assert_eq!(how_to_read(&state, &target, 0, never), How::Rollup, "no rate known");
+        // 20 ms for 2 × big, begun without a crowd: 30 ms with the margin, under the 50 ms cap;
+        // 60 ms in a crowd.
+        state.note_rollup_rate(20_000_000.0 / (2 * big) as f64, false);
+        assert_eq!(how(&state, false), How::Rollup, "a quiet host");
+        assert_eq!(how(&state, true), How::Pages, "a crowd, and no walk measured yet");
+        // A walk of it would cost twice the savings.
+        state.pagemap_ns_per_byte = Some(2.0 * Savings::cap(0.005) / (2 * big) as f64);
+        assert_eq!(how(&state, true), How::PutOff);
+        assert_eq!(how(&state, false), How::Rollup);
+        // Where pagemap cannot be read, as where no walk fits.
+        state.pagemap_ns_per_byte = None;
+        state.stats.pagemap = false;
+        assert_eq!(how(&state, true), How::PutOff);
+        // 25 ms begun in a crowd carries its stretch: 37.5 ms in a crowd, with the quiet 20 ms
+        // read gone from the window.
+        state.rollup_rates.clear();
+        state.note_rollup_rate(25_000_000.0 / (2 * big) as f64, true);
+        assert_eq!(how_to_read(&state, &target, 0, never), How::Rollup);
+        // 10 ms begun without: 30 ms in a crowd, even so.
+        state.rollup_rates.clear();
+        state.note_rollup_rate(10_000_000.0 / (2 * big) as f64, false);
+        assert_eq!(how(&state, true), How::Rollup);
+        // Past the cap at the plain rate: read whole on a quiet host (that read brings a new
+        // rate), put off in a crowd.
+        state.note_rollup_rate(40_000_000.0 / (2 * big) as f64, false);
+        assert_eq!(how(&state, false), How::Rollup);
+        assert_eq!(how(&state, true), How::PutOff);
+
+        // Put off at 5 s: the small one is read, the target waits, says why, and is due at 6 s.
+        let s = 1_000_000_000;
+        state.put_off(&target, 5 * s);
+        assert_eq!(state.stats.put_off_busy, 1);
+        let stall = state.lookup(2, 1).2;
+        assert!(stall.is_some_and(|s| s.put_off && s.reads == 0), "{stall:?}");
+        assert_eq!(pick_next(&mut state, 5 * s, u64::MAX).map(|c| c.pid), Some(1));
+        state.results.insert(1, entry(small, Some(read_at(5 * s))));
+        assert_eq!(pick_next(&mut state, 5 * s + s / 2, u64::MAX), None);
+        assert_eq!(state.due_ns, 5 * s + PUT_OFF.as_nanos() as u64, "due when the put-off ends");
+        assert_eq!(pick_next(&mut state, 6 * s, u64::MAX).map(|c| c.pid), Some(2));
+        // Put off again and again in a crowd, until PUT_OFF_LIMIT after the first.
+        let limit = PUT_OFF_LIMIT.as_nanos() as u64;
+        assert_eq!(how_to_read(&state, &target, 5 * s + limit - 1, || true), How::PutOff);
+        assert_eq!(how_to_read(&state, &target, 5 * s + limit, || true), How::Rollup);
+        state.put_off(&target, 6 * s);
+        assert_eq!(state.results.get(&2).and_then(|e| e.put_off_since_ns), Some(5 * s), "in a row");
+        // An old reading is kept while a read is put off; a read clears the note.
+        state.results.insert(2, entry(target, Some(read_at(16 * s))));
+        state.put_off(&target, 17 * s);
+        let (reading, _, stall, _) = state.lookup(2, 1);
+        assert!(reading.is_some() && stall.is_some_and(|s| s.put_off), "{stall:?}");
+        assert_eq!(how_to_read(&state, &target, 17 * s + limit - 1, || true), How::PutOff, "a new row");
+        state.results.get_mut(&2).expect("entry").put_off_since_ns = None;
+        assert!(state.lookup(2, 1).2.is_some_and(|s| !s.put_off));
     }
 
     /// The first pass reads the smallest processes first (among equals, from the cursor on),

@@ -441,8 +441,8 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: None,
     },
     ProcessField {
-        field: Field { name: "pss_note", title: "PSS note", unit: Unit::Text, description: "Why PSS is not read, when it is not: one read held the process's mmap lock past the cap (serve --target-max-hold), or the kernel refused the read (another user namespace, or the ptrace access check)." },
-        row: |_, r| if r.stall.is_some_and(|s| s.capped) { text(crate::process::PSS_CAPPED) } else { Reading::Missing },
+        field: Field { name: "pss_note", title: "PSS note", unit: Unit::Text, description: "Why PSS is not read, when it is not: one read held the process's mmap lock past the cap (serve --target-max-hold), the kernel refused the read (another user namespace, or the ptrace access check), or the read is put off while the host is busy and would likely hold the lock past that cap." },
+        row: |_, r| crate::process::pss_note(r.stall).map_or(Reading::Missing, text),
         out: |p| p.pss_note.as_deref().map_or(Reading::Missing, text),
         prom: None,
     },

@@ -205,6 +205,7 @@ pub fn row_of(p: &ProcessOut, ctx: &RowCtx) -> ProcessRow {
             max_ns: p.stall_by_proctor_max_seconds.map_or(0, |m| (m * 1e9).round() as u64),
             capped: p.pss_note.as_deref() == Some(PSS_CAPPED),
             refused: p.pss_note.as_deref() == Some(PSS_REFUSED),
+            put_off: p.pss_note.as_deref() == Some(PSS_PUT_OFF),
             waited_ns: p.stall_target_waited_seconds_total.map(|w| (w * 1e9).round() as u64),
         }),
         cgroup: p.cgroup.clone(),
@@ -252,11 +253,16 @@ pub const PSS_CAPPED: &str =
 /// `pss_note` of a process whose `smaps_rollup` the kernel refused proctor.
 pub const PSS_REFUSED: &str = "not read: the kernel refused proctor its smaps_rollup (no permission: another user namespace, or the ptrace access check); tried again when its memory changes";
 
-/// Why a process has no PSS, from its stall ledger: capped, refused or neither.
-fn pss_note(stall: Option<proctor_model::Stall>) -> Option<Arc<str>> {
+/// `pss_note` of a process whose read the PSS worker put off while the host was busy.
+pub const PSS_PUT_OFF: &str = "put off: the host has more runnable tasks than CPUs, and its smaps_rollup would then likely hold its mmap lock longer than proctor lets one read hold it (a walk of its pages does not fit the budget); weighed again each second, and read within 10 s";
+
+/// Why a process has no fresh PSS, from its stall ledger: capped, refused, put off, or none of
+/// these.
+pub fn pss_note(stall: Option<proctor_model::Stall>) -> Option<&'static str> {
     match stall? {
-        s if s.capped => Some(Arc::from(PSS_CAPPED)),
-        s if s.refused => Some(Arc::from(PSS_REFUSED)),
+        s if s.capped => Some(PSS_CAPPED),
+        s if s.refused => Some(PSS_REFUSED),
+        s if s.put_off => Some(PSS_PUT_OFF),
         _ => None,
     }
 }
@@ -304,7 +310,7 @@ pub fn process(s: &Snapshot, r: &ProcessRow) -> ProcessOut {
         stall_by_proctor_seconds_total: r.stall.map(|s| s.total_ns as f64 / 1e9),
         stall_by_proctor_max_seconds: r.stall.map(|s| s.max_ns as f64 / 1e9),
         stall_target_waited_seconds_total: r.stall.and_then(|s| s.waited_ns).map(|w| w as f64 / 1e9),
-        pss_note: pss_note(r.stall),
+        pss_note: pss_note(r.stall).map(Arc::from),
         cgroup: r.cgroup.clone(),
         gpu_percent: r.gpu.as_ref().and_then(|g| g.busy_percent),
         gpu_memory_bytes: r.gpu.as_ref().and_then(|g| g.memory_bytes),
@@ -500,6 +506,8 @@ mod tests {
             (Some(proctor_model::Stall { capped: true, ..read }), Some(PSS_CAPPED)),
             (Some(proctor_model::Stall { refused: true, ..read }), Some(PSS_REFUSED)),
             (Some(proctor_model::Stall { capped: true, refused: true, ..read }), Some(PSS_CAPPED)),
+            (Some(proctor_model::Stall { put_off: true, ..read }), Some(PSS_PUT_OFF)),
+            (Some(proctor_model::Stall { refused: true, put_off: true, ..read }), Some(PSS_REFUSED)),
         ] {
             let out = process(&s, &ProcessRow { pss: None, stall, ..row.clone() });
             assert_eq!(out.pss_note.as_deref(), note, "{stall:?}");

@@ -587,6 +587,10 @@ pub struct WorkerOut {
     /// (0 when it is not resting); a process asked for waits for it too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resting_seconds: Option<f64>,
+    /// The PSS worker's reads put off for a second while the host had more runnable tasks than
+    /// CPUs, where the read would likely have held its target's lock past the cap on one read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads_put_off_busy: Option<u64>,
 }
 
 /// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
@@ -907,6 +911,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             from_exec_events: None,
             young_forks_later: None,
             resting_seconds: Some(p.resting_ns as f64 / 1e9),
+            reads_put_off_busy: Some(p.put_off_busy),
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
             reads: c.reads,
@@ -927,6 +932,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             from_exec_events: a.events_used.then_some(c.from_exec),
             young_forks_later: a.events_used.then_some(c.young_forks_later),
             resting_seconds: None,
+            reads_put_off_busy: None,
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {
             walks: d.walks,

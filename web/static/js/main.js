@@ -831,7 +831,8 @@ function renderAgent(a) {
 /** The PSS worker in words: its reads, CPU and budget, and a rest of a second or more. */
 function pssWorkerText(w) {
   const rest = restShown(w) ? `, resting ${fmt.duration(w.resting_seconds)} more` : "";
-  return `${fmt.count(w.reads)} reads, ${fmt.duration(w.cpu_seconds)} CPU, budget ${budgetText(w)}${rest}`;
+  const putOff = w.reads_put_off_busy ? `, ${fmt.count(w.reads_put_off_busy)} put off while the host was busy` : "";
+  return `${fmt.count(w.reads)} reads, ${fmt.duration(w.cpu_seconds)} CPU, budget ${budgetText(w)}${rest}${putOff}`;
 }
 
 /** The stall ledger over the agent's life in words: how long its PSS and command-line reads held

@@ -522,3 +522,54 @@ fn threads_are_read_only_while_asked() {
     assert!(off.processes.iter().all(|p| p.tasks.is_empty()), "stopped");
     assert_eq!(off.cost.files_read, steady.cost.files_read);
 }
+
+/// A big target whose `smaps_rollup` would hold its lock past the cap, on a host with more
+/// runnable tasks than CPUs and no walk of its pages to be had (a captured tree has no
+/// `pagemap`): its read is put off, its row says so, and the worker counts it; once the host has
+/// a CPU free it is read (and, past a cap of 1 ns, capped).
+#[test]
+fn a_big_read_likely_past_the_cap_waits_while_the_host_is_busy() {
+    let t = Tree::new("0-1");
+    // 78 MiB resident each: past the size from which a hold is predicted.
+    process(&t, 100, 1, "worker", 20_000);
+    process(&t, 101, 1, "worker", 20_000);
+    t.file("/proc/101/smaps_rollup", "Rss:               80000 kB\nPss:               40000 kB\n");
+    t.file("/proc/loadavg", "3.10 2.00 1.00 3/100 4242\n");
+    let mut sampler = Sampler::new(SamplerConfig {
+        root: Root::new(t.root()),
+        cmdline: false,
+        pss_budget: 1.0,
+        container: false,
+        target_max_hold: std::time::Duration::from_nanos(1),
+        ..SamplerConfig::default()
+    });
+    t.file("/proc/100/smaps_rollup", "Rss:               80000 kB\nPss:               40000 kB\n");
+    // The first read has no rate to go by: read whole, and capped. The other is then put off.
+    let mut waiting = None;
+    for _ in 0..500 {
+        let sample = sampler.sample();
+        let capped = sample.processes.iter().filter(|p| p.stall.is_some_and(|s| s.capped)).count();
+        waiting = sample.processes.iter().find(|p| p.stall.is_some_and(|s| s.put_off)).cloned();
+        if capped == 1 && waiting.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let waiting = waiting.expect("one of the two put off within ~5 s");
+    assert!(waiting.pss.is_none(), "{waiting:?}");
+    assert_eq!(waiting.stall.map(|s| s.reads), Some(0), "{:?}", waiting.stall);
+    let stats = sampler.pss_stats().expect("worker running");
+    assert!(stats.put_off_busy >= 1 && stats.reads == 1 && stats.capped_targets == 1, "{stats:?}");
+    // Two runnable tasks on two CPUs: read, and past the cap on one read.
+    t.file("/proc/loadavg", "3.10 2.00 1.00 2/100 4242\n");
+    let mut read = None;
+    for _ in 0..500 {
+        read = sampler.sample().process(waiting.pid).filter(|p| p.pss.is_some()).cloned();
+        if read.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let stall = read.expect("read within ~5 s of the host's CPU freeing").stall.expect("ledger");
+    assert!(stall.reads == 1 && stall.capped && !stall.put_off, "{stall:?}");
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The PSS worker's cap on one hold where the load comes and goes: how many big quiet processes
+a real `proctor serve` caps (reads whole past `--target-max-hold`, then never again), and what
+it read instead, build against build (`how_to_read`, `BUSY_FACTOR` in
+crates/proctor-sampler/src/pss.rs).
+
+    python3 bench/pss/crowd.py OLD NEW
+    CHILDREN=16 SIZE=512 CAP=50ms SECONDS=300 REPEATS=2 BUDGET=0.005 python3 bench/pss/crowd.py OLD NEW
+
+CHILDREN pythons (16) each keep SIZE MiB (512) resident and write 40 of those pages every 5 ms:
+no new pages, so their counters stand and the worker reads each through `smaps_rollup` again as
+its reading reaches the maximum age (60 s). Two loops run and sleep by turns for random spells
+(0.2-2 s running, 0-1.9 s asleep; bash's RANDOM, seeded), so the host is crowded (more tasks
+runnable than CPUs) about half the time. `proctor serve --no-record --target-max-hold CAP
+--pss-budget BUDGET` runs for SECONDS; then, from its API, the children it capped (`pss_note`),
+the longest hold on any of them, and the worker's reads, walks through `pagemap` and reads put
+off while the host was busy (`reads_put_off_busy`, absent from builds without it). A 512 MiB
+child held ~28 ms on a quiet host here: under the 50 ms cap with the margin (42 ms), past it at
+twice that, so quiet reads are made whole and crowded ones may pass the cap. Each binary in turn, REPEATS times; the
+load is printed before each run. Run it alone: the load it makes is the point.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CHILDREN = int(os.environ.get("CHILDREN", "16"))
+SIZE = int(os.environ.get("SIZE", "512"))
+CAP = os.environ.get("CAP", "50ms")
+SECONDS = int(os.environ.get("SECONDS", "300"))
+REPEATS = int(os.environ.get("REPEATS", "2"))
+BUDGET = os.environ.get("BUDGET", "0.005")
+
+# Like one of the impact tree's children (and hold_prediction.py's): it writes 40 of its pages
+# every 5 ms, pages it already has, so its fault counters stand and it reads as unchanged.
+CHILD = """
+import mmap, sys, time
+n = int(sys.argv[1]) << 20
+m = mmap.mmap(-1, n)
+for i in range(0, n, 4096): m[i] = 1
+print(flush=True)
+i = 0
+while True:
+    for k in range(40):
+        m[(i * 4096 * 97) % n] = 2; i += 1
+    time.sleep(0.005)
+"""
+
+# A loop that runs for a random spell, then sleeps for another (as in hold_prediction.py).
+FLICKER = r'''
+RANDOM=$1
+while :; do
+  t=${EPOCHREALTIME/./}
+  stop=$(( t + (RANDOM % 1800 + 200) * 1000 ))
+  while (( t < stop )); do t=${EPOCHREALTIME/./}; done
+  sleep "$(( RANDOM % 2 )).$(( RANDOM % 10 ))"
+done
+'''
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return json.load(r)
+
+
+def load():
+    return " ".join(open("/proc/loadavg").read().split()[:4])
+
+
+def one(binary, seed):
+    children, loops, serve = [], [], None
+    try:
+        for _ in range(CHILDREN):
+            c = subprocess.Popen([sys.executable, "-c", CHILD, str(SIZE)], stdout=subprocess.PIPE)
+            children.append(c)
+        for c in children:
+            c.stdout.readline()
+        loops = [subprocess.Popen(["bash", "-c", FLICKER, "flicker", str(s)]) for s in (seed, seed + 1)]
+        print(f"  load at the start: {load()}")
+        port = free_port()
+        serve = subprocess.Popen(
+            [binary, "serve", "--no-record", "--listen", f"127.0.0.1:{port}", "--target-max-hold", CAP,
+             "--pss-budget", BUDGET],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = time.time()
+        while True:
+            try:
+                get(port, "/api/v1/agent")
+                break
+            except OSError:
+                if time.time() - started > 30:
+                    raise
+                time.sleep(0.1)
+        time.sleep(SECONDS)
+        pids = {c.pid for c in children}
+        rows = [p for p in get(port, "/api/v1/snapshot?top=100000")["processes"]["top"] if p["pid"] in pids]
+        capped = [p for p in rows if (p.get("pss_note") or "").startswith("not read again")]
+        put_off_now = [p for p in rows if (p.get("pss_note") or "").startswith("put off")]
+        longest = max((p.get("stall_by_proctor_max_seconds") or 0 for p in rows), default=0)
+        read = sum(1 for p in rows if p.get("pss_bytes") is not None)
+        w = get(port, "/api/v1/agent")["pss_worker"]
+        put_off = w.get("reads_put_off_busy")
+        print(f"  children capped {len(capped)} of {len(rows)} (read {read}, put off now {len(put_off_now)}); "
+              f"longest hold on one {1000 * longest:.1f} ms; worker: {w['reads']} reads, {w.get('pagemap_reads')} "
+              f"through pagemap, {'-' if put_off is None else put_off} put off while busy, "
+              f"CPU {w['cpu_seconds']:.2f} s")
+    finally:
+        for p in loops + children + ([serve] if serve else []):
+            p.kill()
+            p.wait()
+
+
+def main():
+    binaries = sys.argv[1:] or [os.path.join(ROOT, "target/release/proctor")]
+    print(f"$ CHILDREN={CHILDREN} SIZE={SIZE} CAP={CAP} SECONDS={SECONDS} REPEATS={REPEATS} BUDGET={BUDGET} "
+          f"python3 bench/pss/crowd.py {' '.join(binaries)}  (nproc {os.cpu_count()})")
+    for r in range(REPEATS):
+        for b in binaries:
+            print(f"run {r + 1}: {b}")
+            one(b, 1 + 2 * r)
+
+
+if __name__ == "__main__":
+    main()
