@@ -13,13 +13,13 @@ every process with memory but the busy one has a PSS reading (processes whose sm
 refused, such as a container's init, are left out), and the worker's counters at the end.
 Each binary in turn, REPEATS times; the load is printed.
 """
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
+
+import common
+from common import get
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -40,17 +40,6 @@ while True:
     time.sleep(0.3)
 """
 QUIET = "import time\nb = bytearray(200 << 20)\nfor j in range(0, len(b), 4096):\n    b[j] = 1\ntime.sleep(3600)\n"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(port, path):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return json.load(r)
 
 
 def readable(pid):
@@ -77,18 +66,7 @@ def one(binary):
         end = time.time() + 120
         while time.time() < end and (rss_mib(busy.pid) < SIZE or rss_mib(quiet.pid) < 200):
             time.sleep(0.2)
-        port = free_port()
-        serve = subprocess.Popen([binary, "serve", "--no-record", "--listen", f"127.0.0.1:{port}"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        started = time.time()
-        while True:
-            try:
-                get(port, "/api/v1/agent")
-                break
-            except OSError:
-                if time.time() - started > 30:
-                    raise
-                time.sleep(0.1)
+        serve, port = common.serve(binary)
         started = time.time()
         all_read_at = quiet_at = None
         unread = []

@@ -19,13 +19,12 @@ child held ~28 ms on a quiet host here: under the 50 ms cap with the margin (42 
 twice that, so quiet reads are made whole and crowded ones may pass the cap. Each binary in turn, REPEATS times; the
 load is printed before each run. Run it alone: the load it makes is the point.
 """
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
+
+from common import child_source, flickering, get, serve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -36,72 +35,21 @@ SECONDS = int(os.environ.get("SECONDS", "300"))
 REPEATS = int(os.environ.get("REPEATS", "2"))
 BUDGET = os.environ.get("BUDGET", "0.005")
 
-# Like one of the impact tree's children (and hold_prediction.py's): it writes 40 of its pages
-# every 5 ms, pages it already has, so its fault counters stand and it reads as unchanged.
-CHILD = """
-import mmap, sys, time
-n = int(sys.argv[1]) << 20
-m = mmap.mmap(-1, n)
-for i in range(0, n, 4096): m[i] = 1
-print(flush=True)
-i = 0
-while True:
-    for k in range(40):
-        m[(i * 4096 * 97) % n] = 2; i += 1
-    time.sleep(0.005)
-"""
-
-# A loop that runs for a random spell, then sleeps for another (as in hold_prediction.py).
-FLICKER = r'''
-RANDOM=$1
-while :; do
-  t=${EPOCHREALTIME/./}
-  stop=$(( t + (RANDOM % 1800 + 200) * 1000 ))
-  while (( t < stop )); do t=${EPOCHREALTIME/./}; done
-  sleep "$(( RANDOM % 2 )).$(( RANDOM % 10 ))"
-done
-'''
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(port, path):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return json.load(r)
-
-
 def load():
     return " ".join(open("/proc/loadavg").read().split()[:4])
 
 
 def one(binary, seed):
-    children, loops, serve = [], [], None
+    children, loops, serve_proc = [], [], None
     try:
         for _ in range(CHILDREN):
-            c = subprocess.Popen([sys.executable, "-c", CHILD, str(SIZE)], stdout=subprocess.PIPE)
+            c = subprocess.Popen([sys.executable, "-c", child_source(SIZE)], stdout=subprocess.PIPE)
             children.append(c)
         for c in children:
             c.stdout.readline()
-        loops = [subprocess.Popen(["bash", "-c", FLICKER, "flicker", str(s)]) for s in (seed, seed + 1)]
+        loops = flickering((seed, seed + 1))
         print(f"  load at the start: {load()}")
-        port = free_port()
-        serve = subprocess.Popen(
-            [binary, "serve", "--no-record", "--listen", f"127.0.0.1:{port}", "--target-max-hold", CAP,
-             "--pss-budget", BUDGET],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        started = time.time()
-        while True:
-            try:
-                get(port, "/api/v1/agent")
-                break
-            except OSError:
-                if time.time() - started > 30:
-                    raise
-                time.sleep(0.1)
+        serve_proc, port = serve(binary, "--target-max-hold", CAP, "--pss-budget", BUDGET)
         time.sleep(SECONDS)
         pids = {c.pid for c in children}
         rows = [p for p in get(port, "/api/v1/snapshot?top=100000")["processes"]["top"] if p["pid"] in pids]
@@ -116,7 +64,7 @@ def one(binary, seed):
               f"through pagemap, {'-' if put_off is None else put_off} put off while busy, "
               f"CPU {w['cpu_seconds']:.2f} s")
     finally:
-        for p in loops + children + ([serve] if serve else []):
+        for p in loops + children + ([serve_proc] if serve_proc else []):
             p.kill()
             p.wait()
 

@@ -28,37 +28,14 @@ import subprocess
 import sys
 import time
 
+from common import child_source, flickering
+
 SIZE = int(os.environ.get("SIZE", "1024"))
 SECONDS = float(os.environ.get("SECONDS", "60"))
 MARGIN = 1.5
 BUSY_FACTOR = 2.0
 CAP_MS = 50.0
 WINDOWS = (1, 2, 4, 8, 16)
-
-CHILD = f"""
-import mmap, time
-n = {SIZE} << 20
-m = mmap.mmap(-1, n)
-for i in range(0, n, 4096): m[i] = 1
-print(flush=True)
-i = 0
-while True:
-    for k in range(40):
-        m[(i * 4096 * 97) % n] = 2; i += 1
-    time.sleep(0.005)
-"""
-
-# A loop that runs for a random spell, then sleeps for another (bash's RANDOM, seeded).
-FLICKER = r'''
-RANDOM=$1
-while :; do
-  t=${EPOCHREALTIME/./}
-  stop=$(( t + (RANDOM % 1800 + 200) * 1000 ))
-  while (( t < stop )); do t=${EPOCHREALTIME/./}; done
-  sleep "$(( RANDOM % 2 )).$(( RANDOM % 10 ))"
-done
-'''
-
 
 def running():
     """Tasks runnable now, this one included (/proc/loadavg's fourth field)."""
@@ -125,7 +102,7 @@ def load():
 
 
 def main():
-    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", child_source(SIZE)], stdout=subprocess.PIPE)
     loops = []
     try:
         child.stdout.readline()
@@ -141,7 +118,7 @@ def main():
             p.wait()
         # Two loops that run and stop by turns, each spell 0.2-2 s at random: a machine whose
         # load comes and goes (a build's compilers, a trace's bursts).
-        loops = [subprocess.Popen(["bash", "-c", FLICKER, "flicker", str(seed)]) for seed in (1, 2)]
+        loops = flickering((1, 2))
         time.sleep(1)
         print(f"load before the flickering phase: {load()}")
         report("beside two loops that run and stop by turns", holds_ms(child.pid))

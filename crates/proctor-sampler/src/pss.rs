@@ -1453,6 +1453,11 @@ mod tests {
         Entry { reading, ..Entry::unread(seen) }
     }
 
+    /// The candidates read through `pagemap` on a quiet host.
+    fn by_pages(state: &State) -> Vec<u32> {
+        state.candidates.iter().filter(|c| how_to_read(state, c, 0, || false) == How::Pages).map(|c| c.pid).collect()
+    }
+
     /// A reading made at `at_ns`.
     fn read_at(at_ns: u64) -> PssReading {
         PssReading { rollup: Default::default(), read_mono_ns: at_ns, cost_cpu_ns: 0 }
@@ -1964,14 +1969,6 @@ mod tests {
         let list = vec![worker(2, big), worker(3, big), worker(4, 10), other];
         state.set_candidates(list.clone(), Default::default(), 0);
         state.set_candidates(list, Default::default(), 1);
-        let by_pages = |state: &State| -> Vec<u32> {
-            state
-                .candidates
-                .iter()
-                .filter(|c| how_to_read(state, c, 0, || false) == How::Pages)
-                .map(|c| c.pid)
-                .collect()
-        };
         assert_eq!(by_pages(&state), Vec::<u32>::new());
         state.results.insert(9, entry(other, None));
         state.note_wait(&other, Some(0));
@@ -1998,14 +1995,6 @@ mod tests {
         let mut state = State::default();
         state.stats.pagemap = true;
         state.set_candidates(vec![at(1, big, 5), at(2, big, 5), at(3, 10, 5), at(4, big, 5)], Default::default(), 0);
-        let by_pages = |state: &State| -> Vec<u32> {
-            state
-                .candidates
-                .iter()
-                .filter(|c| how_to_read(state, c, 0, || false) == How::Pages)
-                .map(|c| c.pid)
-                .collect()
-        };
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "one list tells nobody busy");
         state.set_candidates(vec![at(1, big, 9), at(2, big, 5), at(3, 10, 9), at(4, big, 5)], Default::default(), 1);
         let waited = Entry { backoff: 1, ..entry(at(4, big, 5), None) };
