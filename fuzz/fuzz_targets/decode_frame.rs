@@ -111,6 +111,7 @@ fn row(pid: u32, seq: u64) -> ProcessSample {
             max_ns: 700,
             capped: seq % 2 == 1,
             refused: seq % 7 == 4,
+            put_off: seq % 11 == 3,
             waited_ns: (seq % 5 == 1).then_some(seq * 300),
         }),
         // Network use on some rows, changing with the sample (delta records carry it).
