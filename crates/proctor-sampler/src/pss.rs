@@ -629,9 +629,6 @@ impl State {
         self.clones.insert(CloneKey::of(c), Arc::new((c.pid, *reading)));
     }
 
-    /// After a read of `c` that its threads waited `waited_ns` on (traced): where it waited at
-    /// all, it and its family are read through `pagemap` from then on where big
-    /// ([`how_to_read`]).
     /// Puts `c`'s read off at `now_ns` for [`PUT_OFF`] ([`How::PutOff`]): weighed again then,
     /// its reading (if any) kept meanwhile, and its row says why.
     fn put_off(&mut self, c: &Candidate, now_ns: u64) {
@@ -645,6 +642,9 @@ impl State {
         self.stats.put_off_busy += 1;
     }
 
+    /// After a read of `c` that its threads waited `waited_ns` on (traced): where it waited at
+    /// all, it and its family are read through `pagemap` from then on where big
+    /// ([`how_to_read`]).
     fn note_wait(&mut self, c: &Candidate, waited_ns: Option<u64>) {
         if waited_ns.is_some_and(|w| w > 0) {
             if let Some(e) = self.results.get_mut(&c.pid).filter(|e| e.seen.start_ticks == c.start_ticks) {
