@@ -16,8 +16,8 @@ runnable than CPUs) about half the time. `proctor serve --no-record --target-max
 the longest hold on any of them, and the worker's reads, walks through `pagemap` and reads put
 off while the host was busy (`reads_put_off_busy`, absent from builds without it). A 512 MiB
 child held ~28 ms on a quiet host here: under the 50 ms cap with the margin (42 ms), past it at
-twice that, so quiet reads are made whole and crowded ones may pass the cap. Each binary in turn, REPEATS times; the
-load is printed before each run. Run it alone: the load it makes is the point.
+twice that, so quiet reads are made whole and crowded ones may pass the cap. Each binary in
+turn, REPEATS times; the load is printed before each run. Run it alone: the load it makes is the point.
 """
 import os
 import subprocess
@@ -34,6 +34,7 @@ CAP = os.environ.get("CAP", "50ms")
 SECONDS = int(os.environ.get("SECONDS", "300"))
 REPEATS = int(os.environ.get("REPEATS", "2"))
 BUDGET = os.environ.get("BUDGET", "0.005")
+
 
 def load():
     return " ".join(open("/proc/loadavg").read().split()[:4])
