@@ -18,8 +18,7 @@ import subprocess
 import sys
 import time
 
-import common
-from common import get
+from common import get, serve as serve_on_free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -66,7 +65,7 @@ def one(binary):
         end = time.time() + 120
         while time.time() < end and (rss_mib(busy.pid) < SIZE or rss_mib(quiet.pid) < 200):
             time.sleep(0.2)
-        serve, port = common.serve(binary)
+        serve, port = serve_on_free_port(binary)
         started = time.time()
         all_read_at = quiet_at = None
         unread = []

@@ -57,20 +57,32 @@ def holds_ms(pid):
     return out
 
 
+def outcomes(ms, crowded, w):
+    """For window W, over the reads after the first W: those past MARGIN x the highest of the W
+    holds before (missed), those that prediction walks (past the cap), those only the crowd's
+    BUSY_FACTOR sends past it (walked or put off), and those read whole that held past the cap.
+    `crowded` says which reads began in a crowd; all False is the rule without it."""
+    missed = walked = for_crowd = past_cap = 0
+    for i in range(w, len(ms)):
+        plain = max(ms[i - w:i]) * MARGIN
+        scaled = max(ms[j] * (BUSY_FACTOR if crowded[i] and not crowded[j] else 1.0) for j in range(i - w, i)) * MARGIN
+        missed += ms[i] > plain
+        if plain > CAP_MS:
+            walked += 1
+        elif scaled > CAP_MS:
+            for_crowd += 1
+        else:
+            past_cap += ms[i] > CAP_MS
+    return missed, walked, for_crowd, past_cap
+
+
 def report(name, reads):
     ms = [h for h, _ in reads]
     ranked = sorted(ms)
     print(f"{name}: {len(ms)} reads, hold median {statistics.median(ms):.1f} ms, "
           f"p99 {ranked[int(len(ms) * 0.99)]:.1f} ms, max {ranked[-1]:.1f} ms")
     for w in WINDOWS:
-        missed = walked = past_cap = 0
-        for i in range(w, len(ms)):
-            predicted = max(ms[i - w:i]) * MARGIN
-            missed += ms[i] > predicted
-            if predicted > CAP_MS:
-                walked += 1
-            else:
-                past_cap += ms[i] > CAP_MS
+        missed, walked, _, past_cap = outcomes(ms, [False] * len(ms), w)
         n = len(ms) - w
         print(f"  window {w:2}: past 1.5 x the prediction {missed} of {n} ({100 * missed / n:.1f} %); "
               f"walked {walked} ({100 * walked / n:.1f} %); read whole and past the {CAP_MS:.0f} ms cap {past_cap}")
@@ -80,16 +92,7 @@ def report(name, reads):
     cpus = os.cpu_count()
     crowded = [r > cpus for _, r in reads]
     for w in WINDOWS:
-        walked = for_crowd = past_cap = 0
-        for i in range(w, len(ms)):
-            plain = max(ms[i - w:i]) * MARGIN
-            scaled = max(ms[j] * (BUSY_FACTOR if crowded[i] and not crowded[j] else 1.0) for j in range(i - w, i)) * MARGIN
-            if plain > CAP_MS:
-                walked += 1
-            elif scaled > CAP_MS:
-                for_crowd += 1
-            else:
-                past_cap += ms[i] > CAP_MS
+        _, walked, for_crowd, past_cap = outcomes(ms, crowded, w)
         n = len(ms) - w
         print(f"  window {w:2}, with the crowd (over {cpus} runnable): walked {walked} ({100 * walked / n:.1f} %), "
               f"walked or put off for the crowd {for_crowd} ({100 * for_crowd / n:.1f} %); read whole and past the cap {past_cap}")
