@@ -1749,6 +1749,78 @@ describe("a process whose PSS is not read says why", () => {
   });
 });
 
+describe("a read put off while the host is busy says so", () => {
+  test("in a captured tree with more runnable tasks than CPUs, a big process's detail says its read is put off, and the agent panel counts it; once a CPU is free it is read", async () => {
+    // The sampler's fake-tree test of the same rule, as a person sees it. Two CPUs, three tasks
+    // runnable; no `pagemap` in a captured tree, so a big read likely past the cap cannot be
+    // walked instead and is put off. The first big read has no rate to go by: it is read whole
+    // (and capped at 1 µs), which gives the rate the second is weighed at.
+    const dir = mkdtempSync(path.join(tmpdir(), "proctor-crowd-"));
+    temps.push(dir);
+    const put = (file, text) => {
+      mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+      writeFileSync(path.join(dir, file), text);
+    };
+    put("sys/devices/system/cpu/online", "0-1\n");
+    put("proc/stat", "cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 100 0 50 1000 0 0 0 0 0 0\nbtime 1700000000\n");
+    put("proc/meminfo", "MemTotal:       16777216 kB\nMemAvailable:    8388608 kB\n");
+    put("proc/loadavg", "3.10 2.00 1.00 3/100 4242\n");
+    // 78 MiB resident: past the size from which a hold is predicted.
+    const big = (pid, comm) => {
+      put(`proc/${pid}/stat`, `${pid} (${comm}) S 1 ${pid} ${pid} 0 -1 4194560 10 0 0 0 30 20 0 0 20 0 2 0 ${1000 + pid} 1000000 20000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n`);
+      put(`proc/${pid}/statm`, "300 20000 10 1 0 50 0\n");
+      put(`proc/${pid}/status`, `Name:\t${comm}\nUid:\t1000\t1000\t1000\t1000\n`);
+      put(`proc/${pid}/cgroup`, "0::/\n");
+      put(`proc/${pid}/smaps_rollup`, "Rss:               80000 kB\nPss:               40000 kB\n");
+    };
+    big(100, "big-first");
+    const { base, child } = await serve(["--root", dir, "--target-max-hold", "1us", "--pss-budget", "1"]);
+    const browser = await launch();
+    try {
+      await until("the first big process read and capped", async () => {
+        const api = await fetchJson(`${base}/api/v1/processes/100`).catch(() => null);
+        return /^not read again: /.test((api?.process ?? api)?.pss_note ?? "") ? true : null;
+      }, 30000);
+      const p = browser.pages()[0] ?? (await browser.newPage());
+      const errors = [];
+      p.on("pageerror", (e) => errors.push(e.message));
+      await p.goto(base + "/");
+      await p.waitForSelector('#status[data-state="live"]', { timeout: 15000 });
+      await setFilter(p, "big-second");
+      big(101, "big-second");
+      await until("the second big process's row", async () => (await visibleRows(p)).length === 1);
+      await p.click("#ptable .prow:not([hidden])");
+      await p.waitForSelector("#detail:not([hidden])");
+      // Put off at most 10 s in a row: the detail is open within a second or two of the row.
+      const note = await until("the detail's note to say the read is put off", async () => {
+        const text = await p.textContent("#detail-note");
+        return /^PSS and USS put off: the host has more runnable tasks than CPUs/.test(text) ? text : null;
+      }, 10000).catch(async (e) => {
+        const api = await fetchJson(`${base}/api/v1/processes/101`).catch((x) => String(x));
+        throw new Error(`${e.message}; the process: ${JSON.stringify(api.process ?? api)}`);
+      });
+      assert.match(note, /read within 10 s\.$/, note);
+      const worker = await until("the agent panel's count of reads put off", async () => {
+        const t = await factsOf(p, "#agent-facts", "PSS worker");
+        return t.length === 1 && /, [1-9]\d* put off while the host was busy$/.test(t[0]) ? t[0] : null;
+      });
+      const agent = await fetchJson(`${base}/api/v1/agent`);
+      assert.ok(agent.pss_worker.reads_put_off_busy >= 1, JSON.stringify(agent.pss_worker));
+      // Two runnable tasks on two CPUs: the read is made, and the note moves on.
+      put("proc/loadavg", "3.10 2.00 1.00 2/100 4242\n");
+      const after = await until("the detail's note to say the process was read", async () => {
+        const text = await p.textContent("#detail-note");
+        return /^PSS and USS read .* ago by the budgeted smaps_rollup worker\./.test(text) ? text : null;
+      });
+      assert.doesNotMatch(after, /put off/, after);
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      process.kill(child.pid, "SIGTERM");
+    }
+  });
+});
+
 describe("the rows on screen are read for PSS first", () => {
   test("a big process's row gets its PSS without its detail opened, on an agent whose budget would reach it after minutes; a process opened during the rest after says it waits for it", async () => {
     // At 0.01 % of a core the worker's own pass (smallest first) reaches a 256 MiB process
