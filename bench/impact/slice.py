@@ -17,6 +17,8 @@ import struct
 import sys
 import time
 
+from thread_runs import find_agent
+
 libc = ctypes.CDLL(None, use_errno=True)
 SYS_sched_setattr = 314
 
@@ -34,23 +36,12 @@ def slice_of(pid, tid):
             return int(line.split(":")[1])
 
 
-def agent_of(parent):
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == parent and len(args) > 1 and args[1] == b"serve":
-            return int(pid)
-
-
 if __name__ == "__main__":
     mode, target, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     names = sys.argv[4].split(",") if len(sys.argv) > 4 else None
     pid = target if mode == "pid" else None
     while pid is None:
-        pid = agent_of(target)
+        pid = find_agent(target)
         time.sleep(0.2)
     time.sleep(2)
     for tid in os.listdir(f"/proc/{pid}/task"):

@@ -124,6 +124,13 @@ const factsOf = (page, list, term) =>
     [list, term],
   );
 
+/** Writes files of a captured tree under `dir` (`put("proc/loadavg", text)`), making their
+ * directories. */
+const writerIn = (dir) => (file, text) => {
+  mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+  writeFileSync(path.join(dir, file), text);
+};
+
 /** "1.5 MiB" → 1572864 (rounded as shown, which keeps order); "—" → null. */
 function parseShown(text) {
   const m = /^(-?[\d.]+)\s*(B|KiB|MiB|GiB|TiB)?$/.exec(text.trim());
@@ -1530,10 +1537,7 @@ describe("power and GPUs", () => {
     // DRM client, as proctor reads them from /sys and /proc.
     const dir = mkdtempSync(path.join(tmpdir(), "proctor-power-"));
     temps.push(dir);
-    const put = (file, text) => {
-      mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-      writeFileSync(path.join(dir, file), text);
-    };
+    const put = writerIn(dir);
     put("proc/stat", "cpu  1 0 1 10 0 0 0 0 0 0\nbtime 1\n");
     put("proc/meminfo", "MemTotal: 1048576 kB\nMemAvailable: 524288 kB\n");
     put("sys/class/hwmon/hwmon0/name", "meter\n");
@@ -1757,10 +1761,7 @@ describe("a read put off while the host is busy says so", () => {
     // (and capped at 1 µs), which gives the rate the second is weighed at.
     const dir = mkdtempSync(path.join(tmpdir(), "proctor-crowd-"));
     temps.push(dir);
-    const put = (file, text) => {
-      mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-      writeFileSync(path.join(dir, file), text);
-    };
+    const put = writerIn(dir);
     put("sys/devices/system/cpu/online", "0-1\n");
     put("proc/stat", "cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 100 0 50 1000 0 0 0 0 0 0\nbtime 1700000000\n");
     put("proc/meminfo", "MemTotal:       16777216 kB\nMemAvailable:    8388608 kB\n");
