@@ -17,7 +17,8 @@ the longest hold on any of them, and the worker's reads, walks through `pagemap`
 off while the host was busy (`reads_put_off_busy`, absent from builds without it). A 512 MiB
 child held ~28 ms on a quiet host here: under the 50 ms cap with the margin (42 ms), past it at
 twice that, so quiet reads are made whole and crowded ones may pass the cap. Each binary in
-turn, REPEATS times; the load is printed before each run. Run it alone: the load it makes is the point.
+turn, REPEATS times; the load is printed before each run. Run it alone: the load it makes is
+the point.
 """
 import os
 import subprocess
