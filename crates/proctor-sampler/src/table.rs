@@ -329,6 +329,7 @@ impl ProcessTable {
                 (None, None) => break,
             };
             cost.processes_seen += 1;
+            let new_before = new_pids.len();
             match self.read_process(root, pid, cycle, opts, cost, new_pids, stat) {
                 Some(p) => {
                     if stat.is_none() && remember {
@@ -337,6 +338,9 @@ impl ProcessTable {
                     out.push(p)
                 }
                 None => {
+                    // Gone after its name was read (its `status` read found it reaped): not
+                    // new, or it would count twice, new here and among the sample's exits.
+                    new_pids.truncate(new_before);
                     self.entries.remove(&pid);
                 }
             }

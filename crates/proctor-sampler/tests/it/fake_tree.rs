@@ -223,6 +223,35 @@ fn process(t: &Tree, pid: u32, ppid: u32, comm: &str, rss_pages: u64) {
     t.file(&format!("/proc/{pid}/cgroup"), "0::/\n");
 }
 
+/// A process gone between its `stat` and its `status` (reaped as the scan reached it) is no
+/// row, and not a new process either: the sample's exits have it (with the events), so counting
+/// it new too would count one start twice.
+#[test]
+fn a_process_gone_before_its_status_is_not_counted_new() {
+    let t = Tree::new("0");
+    t.mounts(&["/ /sys/fs/cgroup rw - cgroup2 cgroup2 rw"]).file("/proc/self/cgroup", "0::/\n");
+    let stat = |forks: u32| {
+        format!("cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 100 0 50 1000 0 0 0 0 0 0\nbtime 1700000000\nprocesses {forks}\n")
+    };
+    t.file("/proc/stat", &stat(500));
+    process(&t, 100, 1, "parent", 110);
+    let config =
+        SamplerConfig { root: Root::new(t.root()), cmdline: false, pss_budget: 0.0, ..SamplerConfig::default() };
+    let mut sampler = Sampler::new(config);
+    sampler.sample();
+    // Two starts: 101 is there, 102 has its stat but its status is gone.
+    process(&t, 101, 100, "kept", 20);
+    process(&t, 102, 100, "reaped", 20);
+    std::fs::remove_file(t.root().join("proc/102/status")).expect("remove");
+    t.file("/proc/stat", &stat(502));
+    let sample = sampler.sample();
+    let pids: Vec<u32> = sample.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![100, 101]);
+    assert_eq!(sample.cost.processes_gone, 1);
+    let starts = sample.cost.starts.expect("coverage from the second sample on");
+    assert_eq!((starts.forks, starts.processes_new), (2, 1), "{starts:?}");
+}
+
 #[test]
 fn process_table_on_a_fake_proc_with_garbage_and_a_vanished_pid() {
     let t = Tree::new("0");
