@@ -14,6 +14,9 @@
 #       # its turns; intervals resample whole cycles; no psutil arm (their width against rounds':
 #       # docs/performance.md, impact, forty-second session)
 #   SWITCH=10s ATTRIBUTE=1 PSUTIL=0 bash bench/impact/run.sh
+#   AGENTS='serve --pss-slice 0;serve' SWITCH=10s ATTRIBUTE=1 PSUTIL=0 bash bench/impact/run.sh
+#       # two proctor arms in one run, split at ';' (each one --agent): here the PSS worker on
+#       # the kernel's slice and on its own (default)
 #       # with turns, the run traced (needs tracefs: mount -t tracefs nodev /sys/kernel/tracing)
 #       # and each monitor charged what the trace saw it delay; its tail beside the same
 #       # operations' without those delays
@@ -32,10 +35,15 @@ python=${PYTHON:-.venv/bin/python}
 switch=${SWITCH:-}
 psutil=${PSUTIL:-1}
 attribute=${ATTRIBUTE:-0}
+agents=${AGENTS:-serve}
 out=bench/out/impact
 mkdir -p "$out"
 command=("$PROCTOR_BIN" impact --workload pagefault --children "$children" --size "$size" --rate "$rate/s"
-  --rounds "$rounds" --duration "$duration" --agent serve --format json --plot "$out/impact.png")
+  --rounds "$rounds" --duration "$duration" --format json --plot "$out/impact.png")
+IFS=';' read -ra agent_words <<<"$agents"
+for words in "${agent_words[@]}"; do
+  command+=(--agent "$words")
+done
 if [[ $psutil != 0 ]]; then
   command+=(--baseline psutil --baseline-python "$python")
 fi
@@ -47,7 +55,7 @@ if [[ $attribute != 0 ]]; then
 fi
 echo "-- $(nproc) CPUs, $(git rev-parse --short HEAD), $(uname -r)"
 echo "-- load before: $(cat /proc/loadavg)"
-echo "-- ${command[*]}"
+echo "-- $(printf "%q " "${command[@]}")"
 "${command[@]}" >"$out/impact.json"
 echo "-- load after: $(cat /proc/loadavg)"
 # The same figures as text, from the JSON just written (no second run).

@@ -1807,6 +1807,9 @@ describe("a read put off while the host is busy says so", () => {
       });
       const agent = await fetchJson(`${base}/api/v1/agent`);
       assert.ok(agent.pss_worker.reads_put_off_busy >= 1, JSON.stringify(agent.pss_worker));
+      // The worker's own scheduler slice, where the kernel gives one (6.12+; doctor says why not).
+      if (agent.pss_worker.slice_seconds > 0) assert.match(worker, /, budget [^,]+, slice 100 µs(,|$)/, worker);
+      else assert.doesNotMatch(worker, /slice/, worker);
       // Two runnable tasks on two CPUs: the read is made, and the note moves on.
       put("proc/loadavg", "3.10 2.00 1.00 2/100 4242\n");
       const after = await until("the detail's note to say the process was read", async () => {

@@ -110,6 +110,52 @@ pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// A thread's scheduling attributes (`sched_getattr`; `tid` 0: the calling thread).
+fn sched_attr(tid: u32) -> Result<libc::sched_attr, String> {
+    // SAFETY: sched_attr is plain data; the kernel writes at most `size` bytes into it.
+    let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::sched_attr>() as u32;
+    // SAFETY: the pointer and size describe `attr`.
+    let r = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr as *mut libc::sched_attr, size, 0) };
+    if r == 0 {
+        Ok(attr)
+    } else {
+        Err(format!("sched_getattr: {}", std::io::Error::last_os_error()))
+    }
+}
+
+/// The slice the kernel reports for thread `tid` of the normal classes (0: the calling
+/// thread), in nanoseconds: its own where it has one, else the kernel's. 0 before Linux 6.12,
+/// which reports none.
+pub fn thread_slice_ns(tid: u32) -> Result<u64, String> {
+    sched_attr(tid).map(|a| a.sched_runtime)
+}
+
+/// Gives the calling thread its own EEVDF slice (`sched_setattr`'s `sched_runtime` in the
+/// normal classes, Linux 6.12+), its policy and nice unchanged, and returns the slice the kernel
+/// then reports for it (it clamps to 0.1–100 ms; 0 asks for the kernel's own). A thread that has
+/// run past its slice yields to a task that wakes on its CPU, at that wakeup. An error says why
+/// not: a real-time thread (no slice), or a kernel that keeps its own (before 6.12).
+pub fn set_thread_slice(slice_ns: u64) -> Result<u64, String> {
+    let mut attr = sched_attr(0)?;
+    let policy = attr.sched_policy as i32;
+    if ![libc::SCHED_OTHER, libc::SCHED_BATCH, libc::SCHED_IDLE].contains(&policy) {
+        return Err(format!("the thread runs under real-time or deadline policy {policy}, which has no slice"));
+    }
+    attr.size = std::mem::size_of::<libc::sched_attr>() as u32;
+    attr.sched_flags = 0;
+    attr.sched_runtime = slice_ns;
+    // SAFETY: the pointer describes `attr`, which the kernel only reads; pid 0 is this thread.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0) };
+    if r != 0 {
+        return Err(format!("sched_setattr: {}", std::io::Error::last_os_error()));
+    }
+    match thread_slice_ns(0)? {
+        0 => Err("this kernel gives every thread the same slice (one of its own needs Linux 6.12+)".into()),
+        now => Ok(now),
+    }
+}
+
 /// Hands freed heap pages back to the kernel (`malloc_trim`): glibc keeps what a burst freed in
 /// its arenas, resident. Walks the allocator's free lists: ~0.1 ms for `serve`'s few MB.
 pub fn trim_heap() {

@@ -91,6 +91,9 @@ pub struct SamplerConfig {
     /// counters move with its own work ([`crate::pss::TargetLimits::own_by_age`]). Off where
     /// the agent runs inside the process it watches (the Jupyter drop-in).
     pub pss_own_by_age: bool,
+    /// The PSS worker thread's own scheduler slice ([`crate::pss::TargetLimits::slice`]; zero:
+    /// the kernel's).
+    pub pss_slice: Duration,
     /// Read energy and power counters (RAPL, hwmon) every cycle.
     pub power: bool,
     /// Read GPUs: DRM clients from fdinfo (on the DRM worker, where the root has `/dev/dri`)
@@ -136,6 +139,7 @@ impl Default for SamplerConfig {
             target_max_hold: crate::pss::TargetLimits::default().max_hold,
             trace_lock_waits: crate::pss::TargetLimits::default().trace_waits,
             pss_own_by_age: crate::pss::TargetLimits::default().own_by_age,
+            pss_slice: crate::pss::TargetLimits::default().slice,
             power: true,
             gpu: true,
             gpu_budget: 0.01,

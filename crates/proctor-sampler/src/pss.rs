@@ -78,6 +78,13 @@ pub struct TargetLimits {
     /// ([`State::unchanged`]): right for an agent watching others (`serve`, `record`, `top`),
     /// not where its own process is what is watched (an agent inside a Jupyter server).
     pub own_by_age: bool,
+    /// The worker thread's own slice (Linux 6.12+; [`proctor_procfs::system::set_thread_slice`];
+    /// zero: the kernel's). One `smaps_rollup` of a big target runs 10–50 ms in the kernel
+    /// without sleeping, on a CPU the target's threads may want: past its slice, the worker
+    /// yields to a task that wakes on that CPU at its next preemption point (every 2 MiB of
+    /// page tables), where at the kernel's slice (0.7 ms × 1 + log2 of the CPUs, up to 3 ms)
+    /// that woken task waited for the rest of the worker's slice or the next tick.
+    pub slice: Duration,
 }
 
 impl Default for TargetLimits {
@@ -88,9 +95,14 @@ impl Default for TargetLimits {
             max_hold: Duration::from_millis(50),
             trace_waits: true,
             own_by_age: true,
+            slice: DEFAULT_SLICE,
         }
     }
 }
+
+/// The PSS worker's own slice by default ([`TargetLimits::slice`]): the shortest the kernel
+/// takes.
+pub const DEFAULT_SLICE: Duration = Duration::from_micros(100);
 
 /// A process the worker may read, with the cheap counters that decide whether it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +146,10 @@ pub struct PssStats {
     pub asked_reads: u64,
     /// Reads put off for [`PUT_OFF`] while the host was busy ([`How::PutOff`]).
     pub put_off_busy: u64,
+    /// The worker thread's own EEVDF slice ([`TargetLimits::slice`]): the one asked (0: the
+    /// kernel's), and the one the kernel reports after (0: not taken; `proctor doctor` says why).
+    pub slice_asked_ns: u64,
+    pub slice_ns: u64,
     /// The targets' side, from the mmap_lock tracepoints (`false`: not measured; `proctor
     /// doctor` says why): reads traced, what the targets' threads waited on them, and traces
     /// that lost events (their waits may be short).
@@ -396,6 +412,8 @@ struct State {
     forking: PidSet,
     /// Whether the worker traces waits ([`how_to_read`] asks the trace then, not the faults).
     traced: bool,
+    /// The worker thread's id (its slice is its own: [`TargetLimits::slice`]).
+    thread_id: i32,
     /// This process's own pid as the root's `/proc` numbers it (`/proc/self`): its counters
     /// move with the agent's own work, so it is read again by age or staleness alone
     /// ([`State::unchanged`]).
@@ -998,6 +1016,10 @@ pub fn read_pss(root: &Root, pid: u32, epoch: Instant, buf: &mut Vec<u8>) -> Res
 fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, epoch: Instant) {
     let max_age_ns = u64::try_from(limits.max_age.as_nanos()).unwrap_or(u64::MAX);
     let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
+    let slice_asked_ns = u64::try_from(limits.slice.as_nanos()).unwrap_or(u64::MAX);
+    // Refused (a real-time agent, a kernel before 6.12): 0, and `proctor doctor` says why.
+    let slice_ns =
+        if slice_asked_ns > 0 { proctor_procfs::system::set_thread_slice(slice_asked_ns).unwrap_or(0) } else { 0 };
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
     // No walk costs more than the savings hold ([`how_to_read`]).
@@ -1007,6 +1029,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     {
         let mut state = shared.lock();
         state.stats.pagemap = pages.is_some();
+        // SAFETY: gettid has no preconditions.
+        state.thread_id = unsafe { libc::gettid() };
+        state.stats.slice_asked_ns = slice_asked_ns;
+        state.stats.slice_ns = slice_ns;
         state.max_hold_ns = Some(max_hold_ns);
     }
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
@@ -1924,6 +1950,33 @@ mod tests {
         assert_eq!(asked.len(), MAX_ASKED);
         assert_eq!(asked.front(), Some(&10));
         assert_eq!(worker.shared.lock().asked_at.len(), MAX_ASKED, "one time for each ask kept");
+    }
+
+    /// The worker's thread runs on the slice asked, and the stats say so; asked for none, on the
+    /// kernel's. SKIP where the kernel gives no thread a slice of its own (before 6.12).
+    #[test]
+    fn the_worker_thread_runs_on_the_slice_asked() {
+        let probe = std::thread::spawn(|| proctor_procfs::system::set_thread_slice(200_000)).join().expect("joins");
+        if let Err(why) = probe {
+            eprintln!("SKIP: no slice of its own for a thread here: {why}");
+            return;
+        }
+        let kernels = proctor_procfs::system::thread_slice_ns(0).expect("this thread's slice");
+        for (asked, want) in [(DEFAULT_SLICE, 100_000), (Duration::ZERO, kernels)] {
+            let limits = TargetLimits { slice: asked, ..TargetLimits::default() };
+            let worker = PssWorker::start_with_limits(Root::default(), 0.0001, limits, Instant::now()).expect("starts");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while worker.shared.lock().thread_id == 0 {
+                assert!(Instant::now() < deadline, "the worker did not start within 30 s");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let tid = worker.shared.lock().thread_id;
+            let slice = proctor_procfs::system::thread_slice_ns(tid as u32).expect("the worker's slice");
+            assert_eq!(slice, want, "asked {asked:?}: the kernel says the worker's thread runs on {slice} ns");
+            let stats = worker.stats();
+            assert_eq!(stats.slice_asked_ns, asked.as_nanos() as u64);
+            assert_eq!(stats.slice_ns, if asked.is_zero() { 0 } else { want });
+        }
     }
 
     /// The stats say how much longer the worker rests after its last read, and 0 once that

@@ -594,6 +594,7 @@ fn limits(config: &SamplerConfig) -> crate::pss::TargetLimits {
         max_hold: config.target_max_hold,
         trace_waits: config.trace_lock_waits,
         own_by_age: config.pss_own_by_age,
+        slice: config.pss_slice,
     }
 }
 

@@ -591,6 +591,10 @@ pub struct WorkerOut {
     /// CPUs, where the read would likely have held its target's lock past the cap on one read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reads_put_off_busy: Option<u64>,
+    /// The PSS worker thread's own scheduler slice (0: the kernel's, where none was asked or the
+    /// kernel refused it: `proctor doctor` says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice_seconds: Option<f64>,
 }
 
 /// The DRM worker: `/proc/PID/fd` walks (one per change of a process's fd set) and fdinfo
@@ -912,6 +916,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             young_forks_later: None,
             resting_seconds: Some(p.resting_ns as f64 / 1e9),
             reads_put_off_busy: Some(p.put_off_busy),
+            slice_seconds: Some(p.slice_ns as f64 / 1e9),
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
             reads: c.reads,
@@ -933,6 +938,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             young_forks_later: a.events_used.then_some(c.young_forks_later),
             resting_seconds: None,
             reads_put_off_busy: None,
+            slice_seconds: None,
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {
             walks: d.walks,

@@ -832,7 +832,8 @@ function renderAgent(a) {
 function pssWorkerText(w) {
   const rest = restShown(w) ? `, resting ${fmt.duration(w.resting_seconds)} more` : "";
   const putOff = w.reads_put_off_busy ? `, ${fmt.count(w.reads_put_off_busy)} put off while the host was busy` : "";
-  return `${fmt.count(w.reads)} reads, ${fmt.duration(w.cpu_seconds)} CPU, budget ${budgetText(w)}${rest}${putOff}`;
+  const slice = w.slice_seconds ? `, slice ${fmt.duration(w.slice_seconds)}` : "";
+  return `${fmt.count(w.reads)} reads, ${fmt.duration(w.cpu_seconds)} CPU, budget ${budgetText(w)}${slice}${rest}${putOff}`;
 }
 
 /** The stall ledger over the agent's life in words: how long its PSS and command-line reads held

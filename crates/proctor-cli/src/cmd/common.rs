@@ -43,6 +43,12 @@ pub struct ReadArgs {
     /// (instances/proctor-PID-N under tracefs) that records only around each PSS read.
     #[arg(long)]
     pub no_lock_waits: bool,
+    /// The PSS worker thread's own scheduler slice (Linux 6.12+; 0: the kernel's, 0.7 ms × 1 +
+    /// log2 of the CPUs). One smaps_rollup of a big process runs tens of ms in the kernel; past
+    /// this slice it yields to a thread that wakes on its CPU, so that thread waits about this
+    /// long, not the rest of a longer slice. The kernel takes 0.1–100 ms.
+    #[arg(long, value_name = "DURATION", default_value = "100us", value_parser = proctor_vocab::duration_arg)]
+    pub pss_slice: Duration,
     /// Read each process's stat from /proc even where the BPF task iterator could give them all
     /// in one read (it loads with CAP_BPF and CAP_PERFMON, or as root, on Linux 6.2+ with BTF).
     #[arg(long)]
@@ -76,6 +82,7 @@ impl ReadArgs {
             target_budget: self.target_budget,
             target_max_hold: self.target_max_hold,
             trace_lock_waits: !self.no_lock_waits,
+            pss_slice: self.pss_slice,
             task_iter: !self.no_task_iter,
             process_events: !self.no_process_events,
             process_net: self.net,

@@ -225,9 +225,28 @@ fn stall_ledger(root: &proctor_procfs::Root) -> String {
             format!("PSS is read through smaps_rollup only, which holds a target's lock for a whole mapping: {why}")
         }
     };
+    // Tried on a thread of its own, as the PSS worker does at its start.
+    let asked = proctor_sampler::pss::DEFAULT_SLICE;
+    let slice = match std::thread::spawn(move || {
+        proctor_procfs::system::set_thread_slice(u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX))
+    })
+    .join()
+    {
+        Ok(Ok(ns)) => format!(
+            "the PSS worker's thread runs on a slice of its own ({:.2} ms, --pss-slice), so a thread that \
+             wakes on its CPU during a long read waits about that long",
+            ns as f64 / 1e6
+        ),
+        Ok(Err(why)) => format!(
+            "the PSS worker's thread keeps the kernel's slice ({why}), so a thread that wakes on its CPU \
+             during a long read may wait for the rest of it"
+        ),
+        Err(_) => "the PSS worker's slice could not be tried (its trial thread panicked)".to_string(),
+    };
     format!(
         "stall ledger: every smaps_rollup, pagemap and cmdline read is timed and charged to its target \
-         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold, where not traced); {waits}; {pages}"
+         (stall_by_proctor_seconds_total; wall time, an upper bound on the hold, where not traced); {waits}; {pages}; \
+         {slice}"
     )
 }
 
