@@ -45,8 +45,8 @@ pub struct ReadArgs {
     pub no_lock_waits: bool,
     /// The PSS worker thread's own scheduler slice (Linux 6.12+; 0: the kernel's, 0.7 ms × 1 +
     /// log2 of the CPUs). One smaps_rollup of a big process runs tens of ms in the kernel; past
-    /// this slice it yields to a thread that wakes on its CPU, so that thread waits about this
-    /// long, not the rest of a longer slice. The kernel takes 0.1–100 ms.
+    /// this slice it yields to a thread that wakes on its CPU at that wakeup, where at a longer
+    /// one that thread often waits for the next tick. The kernel takes 0.1–100 ms.
     #[arg(long, value_name = "DURATION", default_value = "100us", value_parser = proctor_vocab::duration_arg)]
     pub pss_slice: Duration,
     /// Read each process's stat from /proc even where the BPF task iterator could give them all

@@ -234,7 +234,7 @@ fn stall_ledger(root: &proctor_procfs::Root) -> String {
     {
         Ok(Ok(ns)) => format!(
             "the PSS worker's thread runs on a slice of its own ({:.2} ms, --pss-slice), so a thread that \
-             wakes on its CPU during a long read waits about that long",
+             wakes on its CPU during a long read is let in at its wakeup, not at the next tick",
             ns as f64 / 1e6
         ),
         Ok(Err(why)) => format!(
