@@ -205,7 +205,7 @@ fn time_reads(file: &File, rounds: u32, buf: &mut [u8], parse: impl Fn(&[u8]) ->
 
 /// The stall ledger's line: what it measures, and whether this proctor can measure what a
 /// target itself waited (it sets up the tracing instance `serve` would, and removes it).
-fn stall_ledger(root: &proctor_procfs::Root) -> String {
+fn stall_ledger(root: &proctor_procfs::Root, asked: Duration) -> String {
     let waits = match proctor_sampler::lockwait::LockWaits::open(root) {
         Ok(_) => "PSS reads are traced with the kernel's mmap_lock tracepoints: they are \
                   charged the hold the kernel saw, and what the target's own threads waited on \
@@ -226,22 +226,20 @@ fn stall_ledger(root: &proctor_procfs::Root) -> String {
         }
     };
     // Tried on a thread of its own, as the PSS worker does at its start.
-    let asked = proctor_sampler::pss::DEFAULT_SLICE;
-    let slice = match std::thread::spawn(move || {
-        proctor_procfs::system::set_thread_slice(u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX))
-    })
-    .join()
-    {
-        Ok(Ok(ns)) => format!(
+    let trial = move || proctor_procfs::system::set_thread_slice(u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX));
+    let tried = (!asked.is_zero()).then(|| std::thread::spawn(trial).join());
+    let slice = match tried {
+        None => "the PSS worker's thread keeps the kernel's slice (--pss-slice 0)".to_string(),
+        Some(Ok(Ok(ns))) => format!(
             "the PSS worker's thread runs on a slice of its own ({:.2} ms, --pss-slice), so a thread that \
              wakes on its CPU during a long read is let in at its wakeup, not at the next tick",
             ns as f64 / 1e6
         ),
-        Ok(Err(why)) => format!(
+        Some(Ok(Err(why))) => format!(
             "the PSS worker's thread keeps the kernel's slice ({why}), so a thread that wakes on its CPU \
              during a long read may wait for the rest of it"
         ),
-        Err(_) => "the PSS worker's slice could not be tried (its trial thread panicked)".to_string(),
+        Some(Err(_)) => "the PSS worker's slice could not be tried (its trial thread panicked)".to_string(),
     };
     format!(
         "stall ledger: every smaps_rollup, pagemap and cmdline read is timed and charged to its target \
@@ -624,7 +622,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         unreadable,
         smaps_rollup_ms_per_gib: per_gib,
         biggest,
-        stall_ledger: stall_ledger(&root),
+        stall_ledger: stall_ledger(&root, args.read.pss_slice),
         task_iter: task_iter(&root),
         process_events: process_events(&root),
         network: network(&root),

@@ -844,3 +844,25 @@ fn doctor_says_what_the_stall_ledger_measures_and_whether_the_tracepoints_are_th
         assert!(line.contains("tracefs") || line.contains("tracepoint"), "says which is missing: {line}");
     }
 }
+
+/// `doctor` says whether the PSS worker's thread gets the slice `--pss-slice` asks (as the
+/// kernel answers a thread of this test), or why not, and that `0` keeps the kernel's.
+#[test]
+fn doctor_says_which_slice_the_pss_worker_runs_on() {
+    let here = std::thread::spawn(|| proctor_procfs::system::set_thread_slice(100_000)).join().expect("joins");
+    let line = |args: &[&str]| {
+        let d = json(&proctor(&[&["doctor", "--format", "json"], args].concat()));
+        d["stall_ledger"].as_str().unwrap_or_else(|| panic!("no stall_ledger line: {d}")).to_string()
+    };
+    let default = line(&[]);
+    match &here {
+        Ok(_) => assert!(default.contains("runs on a slice of its own (0.10 ms, --pss-slice)"), "{default}"),
+        Err(why) => assert!(default.contains(&format!("keeps the kernel's slice ({why})")), "{default}"),
+    }
+    let longer = line(&["--pss-slice", "2ms"]);
+    if here.is_ok() {
+        assert!(longer.contains("runs on a slice of its own (2.00 ms, --pss-slice)"), "{longer}");
+    }
+    let kernels = line(&["--pss-slice", "0"]);
+    assert!(kernels.contains("keeps the kernel's slice (--pss-slice 0)"), "{kernels}");
+}
