@@ -14,12 +14,12 @@
 #       # its turns; intervals resample whole cycles; no psutil arm (their width against rounds':
 #       # docs/performance.md, impact, forty-second session)
 #   SWITCH=10s ATTRIBUTE=1 PSUTIL=0 bash bench/impact/run.sh
-#   AGENTS='serve --pss-slice 0;serve' SWITCH=10s ATTRIBUTE=1 PSUTIL=0 bash bench/impact/run.sh
-#       # two proctor arms in one run, split at ';' (each one --agent): here the PSS worker on
-#       # the kernel's slice and on its own (default)
 #       # with turns, the run traced (needs tracefs: mount -t tracefs nodev /sys/kernel/tracing)
 #       # and each monitor charged what the trace saw it delay; its tail beside the same
 #       # operations' without those delays
+#   AGENTS='serve --pss-slice 0;serve' SWITCH=10s ATTRIBUTE=1 PSUTIL=0 bash bench/impact/run.sh
+#       # two proctor arms in one run, split at ';' (each one --agent): here the PSS worker on
+#       # the kernel's slice and on its own (default)
 # Needs a Python with psutil (python3 -m venv .venv && .venv/bin/pip install psutil); without
 # one the psutil arm is reported as skipped. Prints the command, the load before and after,
 # the text report; keeps the JSON, the text and the plot in bench/out/impact/.
