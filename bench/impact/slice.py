@@ -2,7 +2,9 @@
 """An experiment, not a feature: give a running agent's threads an EEVDF custom slice
 (`sched_setattr`'s `sched_runtime` for the normal class, Linux 6.12+; same nice, same weight),
 to see whether a woken target preempts a long PSS read sooner (docs/performance.md, impact,
-forty-sixth session).
+forty-sixth session). The agent now does this itself for its PSS worker (`--pss-slice`, 0.1 ms
+by default); this script stays as the command of that session's figure, and to try other
+threads.
 
     python3 bench/impact/slice.py pid PID NS [THREAD,...]       # that process's threads
     python3 bench/impact/slice.py parent PID NS [THREAD,...]    # the `serve` PID started
@@ -24,7 +26,9 @@ SYS_sched_setattr = 314
 
 
 def set_slice(tid, ns):
-    attr = struct.pack("IIQiIQQQII", 56, 0, 0, 0, 0, ns, 0, 0, 0, 0)
+    # The thread's own nice kept: sched_setattr sets the nice it is given.
+    nice = os.getpriority(os.PRIO_PROCESS, tid)
+    attr = struct.pack("IIQiIQQQII", 56, 0, 0, nice, 0, ns, 0, 0, 0, 0)
     buf = ctypes.create_string_buffer(attr, 56)
     if libc.syscall(SYS_sched_setattr, tid, buf, 0) != 0:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
