@@ -9,8 +9,15 @@
 //! full), and by any subscriber that calls [`Subscription::drain`] (the sampler, at the start
 //! of each sample, so a sample holds every event up to its own start). Each subscriber has its
 //! own bounded queue; events past its bound are dropped and counted.
+//!
+//! A subscriber's drain holds every event written before it began: a drain ends at a record
+//! another CPU has reserved and not yet submitted (the ring is read in order), so it waits for
+//! that record, up to [`SETTLE_WAIT`], and counts the wait; and the ring's lock is held until
+//! a drained batch is in every queue, so a drain cannot find the ring empty while another
+//! thread's batch is still on its way to the queues.
 
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -39,6 +46,11 @@ pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 /// Events a subscriber's queue holds before it drops (and counts) new ones: a sampler drains
 /// it every sample, so this is ~65,000 processes started and ended within one sample.
 pub const QUEUE_EVENTS: usize = 65_536;
+/// The longest a subscriber's drain waits for a record another CPU is still writing. A program
+/// holds its reservation for well under a microsecond (the sched tracepoints run with
+/// preemption off), unless an interrupt lands in it; past this the drain returns without the
+/// record and counts it unsettled (the next drain has it).
+pub const SETTLE_WAIT: Duration = Duration::from_millis(1);
 
 const KIND_EXEC: u64 = 1;
 const KIND_EXIT: u64 = 2;
@@ -154,6 +166,12 @@ pub struct Counts {
     pub read: u64,
     /// CPU time spent draining the ring and parsing events, ns (any thread's).
     pub drain_cpu_ns: u64,
+    /// Subscribers' drains that found a record written before they began still being written
+    /// (reserved, not yet submitted, on another CPU) and waited for it; of those, the ones
+    /// whose wait ran past [`SETTLE_WAIT`]; and the time waited, ns.
+    pub settle_waits: u64,
+    pub settle_unsettled: u64,
+    pub settle_wait_ns: u64,
 }
 
 /// The per-CPU counters, as `struct counts` lays them out.
@@ -182,6 +200,62 @@ pub struct Hub {
     attached: Mutex<Option<Result<(), Unavailable>>>,
     /// The reader's own counters: (bad records, events read, CPU ns).
     stats: Mutex<(u64, u64, u64)>,
+    /// The ring's positions (`None` where they could not be mapped: drains then do not wait).
+    positions: Option<Positions>,
+    /// Settling: (waits, unsettled, ns waited).
+    settles: Mutex<(u64, u64, u64)>,
+}
+
+/// The ring's consumer and producer positions, from a read-only mapping of its first two
+/// pages (the consumer's page, then the producer's: the kernel's layout), which aya reads
+/// but does not show.
+struct Positions {
+    base: std::ptr::NonNull<u8>,
+    page: usize,
+}
+
+// SAFETY: a read-only shared mapping, read only through atomics; unmapped once, on drop.
+unsafe impl Send for Positions {}
+unsafe impl Sync for Positions {}
+
+impl Positions {
+    fn map(fd: std::os::fd::RawFd) -> Option<Positions> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|p| *p > 0)?;
+        // SAFETY: a new read-only shared mapping of the ring's fd (the kernel allows any
+        // read-only mapping of it); nothing else is touched.
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), 2 * page, libc::PROT_READ, libc::MAP_SHARED, fd, 0) };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        Some(Positions { base: std::ptr::NonNull::new(base.cast())?, page })
+    }
+
+    fn at(&self, offset: usize) -> u64 {
+        // SAFETY: offset is 0 or one page, inside the two mapped pages, 8-byte aligned; the
+        // kernel writes these words with release stores.
+        unsafe { (*self.base.as_ptr().add(offset).cast::<std::sync::atomic::AtomicU64>()).load(Ordering::Acquire) }
+    }
+
+    fn consumer(&self) -> u64 {
+        self.at(0)
+    }
+
+    fn producer(&self) -> u64 {
+        self.at(self.page)
+    }
+}
+
+impl Drop for Positions {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), 2 * self.page) };
+    }
+}
+
+/// Whether position `pos` has reached `target` (positions only grow, and may wrap).
+fn reached(pos: u64, target: u64) -> bool {
+    pos.wrapping_sub(target) as i64 >= 0
 }
 
 impl std::fmt::Debug for Hub {
@@ -209,6 +283,7 @@ impl Hub {
         let ring = RingBuf::try_from(ring).map_err(|e| Unavailable(format!("the ring: {e}")))?;
         let counts = bpf.take_map("proctor_counts").ok_or_else(|| Unavailable("the object has no counters".into()))?;
         let counts = PerCpuArray::try_from(counts).map_err(|e| Unavailable(format!("the counters: {e}")))?;
+        let positions = Positions::map(ring.as_raw_fd());
         Ok(Hub {
             bpf: Mutex::new(bpf),
             ring: Mutex::new(ring),
@@ -216,6 +291,8 @@ impl Hub {
             subscribers: Mutex::new(Vec::new()),
             attached: Mutex::new(None),
             stats: Mutex::new((0, 0, 0)),
+            positions,
+            settles: Mutex::new((0, 0, 0)),
         })
     }
 
@@ -245,8 +322,10 @@ impl Hub {
         outcome
     }
 
-    /// Drains the ring into every subscriber's queue.
-    fn pump(&self) {
+    /// Drains the ring into every subscriber's queue. Returns whether the ring's consumer
+    /// position has reached `target` (read while the ring is still held, so every record
+    /// before it is in the queues); `true` without a target.
+    fn pump(&self, target: Option<u64>) -> bool {
         let started = thread_cpu_ns();
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let mut batch = Vec::new();
@@ -257,7 +336,8 @@ impl Hub {
                 None => bad += 1,
             }
         }
-        drop(ring);
+        // The ring stays held until the batch is in the queues: a subscriber's drain that
+        // found it empty must also find this batch in its queue.
         if !batch.is_empty() {
             let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
             subscribers.retain(|s| s.strong_count() > 0);
@@ -269,10 +349,41 @@ impl Hub {
                 q.dropped += (batch.len() - take) as u64;
             }
         }
+        let done = match (target, &self.positions) {
+            (Some(target), Some(p)) => reached(p.consumer(), target),
+            _ => true,
+        };
+        drop(ring);
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         stats.0 += bad;
         stats.1 += batch.len() as u64;
         stats.2 += thread_cpu_ns().saturating_sub(started);
+        done
+    }
+
+    /// Drains every record written before this call into the queues: a drain that stops at
+    /// a record another CPU is still writing drains again until it is past it, for at most
+    /// [`SETTLE_WAIT`], and counts the wait.
+    fn pump_settled(&self) {
+        let target = self.positions.as_ref().map(Positions::producer);
+        if self.pump(target) {
+            return;
+        }
+        let waited = std::time::Instant::now();
+        let settled = loop {
+            std::hint::spin_loop();
+            if self.pump(target) {
+                break true;
+            }
+            if waited.elapsed() >= SETTLE_WAIT {
+                break false;
+            }
+            std::thread::yield_now();
+        };
+        let mut settles = self.settles.lock().unwrap_or_else(|e| e.into_inner());
+        settles.0 += 1;
+        settles.1 += u64::from(!settled);
+        settles.2 += u64::try_from(waited.elapsed().as_nanos()).unwrap_or(u64::MAX);
     }
 
     fn counts(&self) -> Counts {
@@ -284,6 +395,7 @@ impl Hub {
             }
         }
         let (bad_records, read, drain_cpu_ns) = *self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        let (settle_waits, settle_unsettled, settle_wait_ns) = *self.settles.lock().unwrap_or_else(|e| e.into_inner());
         Counts {
             process_forks: sum[0],
             thread_forks: sum[1],
@@ -294,6 +406,9 @@ impl Hub {
             bad_records,
             read,
             drain_cpu_ns,
+            settle_waits,
+            settle_unsettled,
+            settle_wait_ns,
         }
     }
 }
@@ -311,7 +426,9 @@ fn reader(hub: Weak<Hub>) {
         // the hub is checked right after.
         unsafe { libc::poll(&mut pfd, 1, DRAIN_EVERY.as_millis() as libc::c_int) };
         match hub.upgrade() {
-            Some(h) => h.pump(),
+            Some(h) => {
+                h.pump(None);
+            }
             None => return,
         }
     }
@@ -347,10 +464,11 @@ impl Subscription {
         Ok(Subscription { hub, queue })
     }
 
-    /// Moves every event so far into `out` (appended, oldest first), draining the ring first;
-    /// returns how many were dropped since the last call because the queue was full.
+    /// Moves every event so far into `out` (appended, oldest first), draining the ring first
+    /// (every record written before this call: see [`SETTLE_WAIT`]); returns how many were
+    /// dropped since the last call because the queue was full.
     pub fn drain(&self, out: &mut Vec<Arc<Event>>) -> u64 {
-        self.hub.pump();
+        self.hub.pump_settled();
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         out.append(&mut q.events);
         std::mem::take(&mut q.dropped)
@@ -441,6 +559,16 @@ pub fn parse(bytes: &[u8]) -> Option<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_position_has_reached_its_target_across_the_wrap() {
+        assert!(reached(100, 100));
+        assert!(reached(108, 100));
+        assert!(!reached(92, 100));
+        // The producer's position wrapped past zero; the consumer has not yet.
+        assert!(!reached(u64::MAX - 7, 16));
+        assert!(reached(16, u64::MAX - 7));
+    }
 
     fn exec_record(args: &[u8], args_len: u64) -> Vec<u8> {
         let mut b = Vec::new();

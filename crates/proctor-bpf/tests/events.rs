@@ -207,3 +207,45 @@ fn a_hostile_command_line_and_name_arrive_byte_for_byte() {
     assert_eq!(exec[0].args, ["sh", "-c", "printf '\\033) x (' > /proc/$$/comm; exit 0", hostile]);
     assert_eq!(exits_of(&all, pid)[0].comm, "\u{1b}) x (", "the name it gave itself, as stat has it");
 }
+
+/// A drain holds every event written before it: each of 500 children, waited for (so its exit
+/// was written before the drain began), has its exit in the drains up to the one right after
+/// it, while a shell's storm of short children writes events on the other CPU (records still
+/// being written there when a drain reaches them, and the reader thread's own drains, must not
+/// hold an exit back to a later drain).
+#[test]
+fn a_drain_holds_the_exit_of_every_child_reaped_before_it() {
+    let Some(sub) = open() else { return };
+    let mut storm = Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 5000 ]; do /bin/true; i=$((i+1)); done"])
+        .spawn()
+        .expect("sh");
+    let mut all = Vec::new();
+    let mut late = Vec::new();
+    for _ in 0..500 {
+        let child = Command::new("/bin/true").spawn().expect("true");
+        let pid = child.id();
+        let (status, _) = wait4(child);
+        assert_eq!(status, 0);
+        assert_eq!(sub.drain(&mut all), 0, "events were dropped");
+        if exits_of(&all, pid).is_empty() {
+            late.push(pid);
+        }
+        // Only this loop's children are looked for again: the rest can go.
+        all.retain(|e| matches!(&**e, Event::Exit(x) if late.contains(&x.pid)));
+    }
+    let _ = storm.kill();
+    let _ = storm.wait();
+    let counts = sub.counts();
+    eprintln!(
+        "drains that waited for a record being written: {} ({} past the wait, {} µs in all)",
+        counts.settle_waits,
+        counts.settle_unsettled,
+        counts.settle_wait_ns / 1000
+    );
+    // Any child whose exit came only in a later drain: the drain right after its wait missed it.
+    let mut rest = Vec::new();
+    sub.drain(&mut rest);
+    let came_later: Vec<u32> = late.iter().copied().filter(|pid| !exits_of(&rest, *pid).is_empty()).collect();
+    assert!(late.is_empty(), "exits not in the drain right after their wait: {late:?} (came later: {came_later:?})");
+}
