@@ -997,8 +997,12 @@ fn processes_that_live_between_two_samples_are_in_the_second_with_their_exec_and
 /// Every sample of a fork storm sees what the kernel counted: a process that ends while the
 /// scan runs is in the sample's exits, one that starts after the count is carried to the next
 /// sample (whose count has it), and one that exec's while listed is not counted as new again.
+/// And every child of the storm (the shell says each one's pid) is in some sample, listed or
+/// ended: where a sample's count falls short, the message says whether a child was missed or
+/// the shortfall is the count's.
 #[test]
 fn every_sample_of_a_fork_storm_sees_every_process_the_kernel_counted() {
+    use std::io::BufRead;
     let mut sampler = Sampler::new(SamplerConfig { pss_budget: 0.0, ..SamplerConfig::default() });
     if let Err(why) = sampler.events_status() {
         eprintln!("SKIP: the sampler's process events: {}", why.unwrap_or("not asked for"));
@@ -1006,14 +1010,32 @@ fn every_sample_of_a_fork_storm_sees_every_process_the_kernel_counted() {
     }
     sampler.sample();
     let mut storm = Command::new("sh")
-        .args(["-c", "i=0; while [ $i -lt 3000 ]; do /bin/true; i=$((i+1)); done"])
+        .args(["-c", "i=0; while [ $i -lt 3000 ]; do /bin/true & echo $!; wait; i=$((i+1)); done"])
+        .stdout(Stdio::piped())
         .spawn()
         .expect("sh");
+    let out = storm.stdout.take().expect("stdout");
+    let children = std::thread::spawn(move || {
+        std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|l| l.trim().parse::<u32>().ok())
+            .collect::<Vec<_>>()
+    });
     let mut samples = Vec::new();
+    // Where each pid was first seen: (sample, listed or ended).
+    let mut seen: std::collections::HashMap<u32, (usize, &str)> = std::collections::HashMap::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
         let done = storm.try_wait().expect("sh").is_some();
         let s = sampler.sample();
+        let n = samples.len();
+        for p in &s.processes {
+            seen.entry(p.pid).or_insert((n, "listed"));
+        }
+        for x in &s.exited {
+            seen.entry(x.pid).or_insert((n, "ended"));
+        }
         samples.push(s.cost.starts.expect("coverage from the second sample on"));
         if done {
             break;
@@ -1021,16 +1043,29 @@ fn every_sample_of_a_fork_storm_sees_every_process_the_kernel_counted() {
         assert!(std::time::Instant::now() < deadline, "the storm never ended");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let children = children.join().expect("the pid reader");
+    assert_eq!(children.len(), 3000, "the shell said every child's pid");
+    let missed: Vec<u32> = children.iter().copied().filter(|pid| !seen.contains_key(pid)).collect();
     let forks: u64 = samples.iter().filter_map(|s| s.events).map(|e| e.process_forks).sum();
     assert!(forks >= 3000, "every true and the sh counted: {forks}");
     assert!(samples.len() >= 3, "{} samples", samples.len());
-    for s in &samples {
+    assert!(missed.is_empty(), "{} children in no sample, listed or ended: {missed:?}", missed.len());
+    for (i, s) in samples.iter().enumerate() {
         let e = s.events.expect("counted by the events");
         assert_eq!(e.lost, 0, "{s:?}");
         if e.process_forks == 0 {
             continue; // nothing started in that interval: no coverage to say
         }
-        assert_eq!(s.coverage().map(|(c, exact)| (c >= 0.99, exact)), Some((true, true)), "{s:?} in {samples:?}");
+        let first_here: Vec<(u32, &str)> = children
+            .iter()
+            .filter_map(|pid| seen.get(pid).filter(|(at, _)| *at == i).map(|(_, how)| (*pid, *how)))
+            .collect();
+        assert_eq!(
+            s.coverage().map(|(c, exact)| (c >= 0.99, exact)),
+            Some((true, true)),
+            "sample {i}: {s:?}; every child was seen, and these first in this sample: {first_here:?}; \
+             the samples: {samples:?}"
+        );
     }
 }
 
