@@ -404,7 +404,8 @@ pub struct Stall {
     pub refused: bool,
     /// Proctor put its last read of the target off, and has not read it since: the read would
     /// likely have held the lock past the cap on one read while the host had more runnable
-    /// tasks than CPUs, and a walk of its pages did not fit the worker's budget.
+    /// tasks than CPUs (or the fewer CPUs the worker may run on were all busy), and a walk of
+    /// its pages did not fit the worker's budget.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub put_off: bool,
     /// The target's side, where the kernel's mmap_lock tracepoints let proctor see it: how long

@@ -146,6 +146,9 @@ pub struct PssStats {
     pub asked_reads: u64,
     /// Reads put off for [`PUT_OFF`] while the host was busy ([`How::PutOff`]).
     pub put_off_busy: u64,
+    /// The CPUs the worker may run on where they are fewer than the host's, whose busy share
+    /// also counts as a crowd ([`Crowd`]); 0: the host's run queue alone is asked.
+    pub crowd_cpus: u32,
     /// The worker thread's own EEVDF slice ([`TargetLimits::slice`]): the one asked (0: the
     /// kernel's), and the one the kernel reports after (0: not taken; `proctor doctor` says why).
     pub slice_asked_ns: u64,
@@ -212,9 +215,10 @@ enum How {
 /// highest hold per resident byte of the last [`ROLLUP_RATES`] such reads ([`HOLD_MARGIN`]):
 /// that read would cap it (never read again), where a walk holds the lock 2 MiB at a time. The
 /// hold is the read's wall time, and a read preempted while it holds the lock holds it longer:
-/// while `host_busy` says more tasks are runnable than the host has CPUs, each of those reads
-/// that began without such a crowd counts at [`BUSY_FACTOR`] times its rate (one that began
-/// with one carries its stretch already). The host is asked only where its answer matters.
+/// while `host_busy` says the CPUs the read may run on are crowded ([`Crowd`]), each of those
+/// reads that began without such a crowd counts at [`BUSY_FACTOR`] times its rate (one that
+/// began with one carries its stretch already). The host is asked only where its answer
+/// matters.
 ///
 /// Only while the walk fits the worker's savings ([`BURST_SAVED`] of its budget): the last
 /// walk's CPU per resident byte times the target's resident size. A walk costs ~3× the CPU of
@@ -318,6 +322,7 @@ pub const PUT_OFF_LIMIT: Duration = Duration::from_secs(10);
 /// fourth field, the asking thread among them: one more would wait for a CPU). Both are the
 /// host's, whatever cgroup the agent runs in: a read's hold stretches when the CPU it runs on
 /// is shared. `false` where the file cannot be read or parsed (a captured tree without one).
+/// Where the worker may run on fewer CPUs than the host has, [`Crowd`] also asks about those.
 fn host_busy(root: &Root, cpus: u64) -> bool {
     root.read("/proc/loadavg")
         .ok()
@@ -329,6 +334,89 @@ fn host_busy(root: &Root, cpus: u64) -> bool {
 /// read: then any other runnable task counts as a crowd).
 fn online_cpus(root: &Root) -> u64 {
     proctor_procfs::system::online_cpus(root).map_or(1, |c| c.len() as u64).max(1)
+}
+
+/// The share of their time the CPUs the worker may run on must have been busy over the last
+/// second or so for them to count as crowded ([`Crowd`]): one more task would wait. The
+/// worker's own reads are in that time (at its default budget, 2 % of one CPU), so it is not
+/// 100 %.
+pub const CPUSET_BUSY: f64 = 0.9;
+
+/// [`Crowd`]'s readings of `/proc/stat` (10 ms ticks): a new one is taken where the last is
+/// this old, and the share is judged over at least the first and at most the second.
+const CPUSET_EVERY_NS: u64 = 1_000_000_000;
+const CPUSET_WINDOW_NS: (u64, u64) = (250_000_000, 5_000_000_000);
+
+/// Whether a read begun now would share its CPU ([`how_to_read`]): the host's crowd
+/// ([`host_busy`]) and, where the worker may run on fewer CPUs than the host has online (a
+/// container's cpuset, `taskset`), those CPUs' own: all of them busy [`CPUSET_BUSY`] of the
+/// time over the last second or so (`/proc/stat`'s per-CPU lines, read by [`Crowd::tick`]
+/// about once a second, by the worker, and only where the question is asked). A host of 64
+/// CPUs with 10 tasks running is no crowd, yet both CPUs of a container's cpuset may be taken.
+#[derive(Debug)]
+struct Crowd {
+    cpus: u64,
+    /// The CPUs the worker may run on, where fewer than online (else no second question).
+    allowed: Option<Vec<u32>>,
+    /// The last two readings of `allowed`'s ticks: (when, busy, all), newer last.
+    readings: [Option<(u64, u64, u64)>; 2],
+}
+
+impl Crowd {
+    /// `allowed`: the worker thread's CPUs (`sched_getaffinity`), for a live root only.
+    fn new(root: &Root, allowed: Option<Vec<u32>>) -> Crowd {
+        let cpus = online_cpus(root);
+        let allowed = allowed.filter(|a| !a.is_empty() && (a.len() as u64) < cpus);
+        Crowd { cpus, allowed, readings: [None, None] }
+    }
+
+    /// Whether the CPUs the worker may run on are asked about at all.
+    fn narrower(&self) -> bool {
+        self.allowed.is_some()
+    }
+
+    fn busy(&mut self, root: &Root, now_ns: u64) -> bool {
+        host_busy(root, self.cpus) || self.cpuset_busy(root, now_ns)
+    }
+
+    /// Keeps the readings about a second apart: called at each turn of the worker's loop.
+    fn tick(&mut self, root: &Root, now_ns: u64) {
+        if !self.narrower()
+            || self.readings[1].is_some_and(|(then, _, _)| now_ns.saturating_sub(then) < CPUSET_EVERY_NS)
+        {
+            return;
+        }
+        if let Some(now) = self.read(root, now_ns) {
+            self.readings = [self.readings[1], Some(now)];
+        }
+    }
+
+    fn read(&self, root: &Root, now_ns: u64) -> Option<(u64, u64, u64)> {
+        let allowed = self.allowed.as_deref()?;
+        let stat = root.read("/proc/stat").ok().and_then(|b| proctor_procfs::host::parse_stat(&b))?;
+        let (mut busy, mut all) = (0, 0);
+        for (id, ticks) in stat.cpu_ids.iter().zip(&stat.per_cpu) {
+            if allowed.contains(id) {
+                busy += ticks.busy();
+                all += ticks.total();
+            }
+        }
+        Some((now_ns, busy, all))
+    }
+
+    fn cpuset_busy(&mut self, root: &Root, now_ns: u64) -> bool {
+        let Some((_, busy, all)) = self.read(root, now_ns) else { return false };
+        // The newest reading at least the shortest window old.
+        let old_enough = |r: &&(u64, u64, u64)| now_ns.saturating_sub(r.0) >= CPUSET_WINDOW_NS.0;
+        let Some(&(then, busy_then, all_then)) = self.readings.iter().rev().flatten().find(old_enough) else {
+            return false;
+        };
+        if now_ns.saturating_sub(then) > CPUSET_WINDOW_NS.1 {
+            return false;
+        }
+        let (busy, all) = (busy.saturating_sub(busy_then), all.saturating_sub(all_then));
+        all > 0 && busy as f64 >= CPUSET_BUSY * all as f64
+    }
 }
 
 /// When each family last changed, by its key (parent pid, name hash), and how many changes
@@ -1022,6 +1110,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         if slice_asked_ns > 0 { proctor_procfs::system::set_thread_slice(slice_asked_ns).unwrap_or(0) } else { 0 };
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
+    let mut crowd_gauge = Crowd::new(root, root.is_real().then(|| proctor_procfs::system::affinity(0).ok()).flatten());
     // No walk costs more than the savings hold ([`how_to_read`]).
     if let Some(counter) = pages.as_mut() {
         counter.limit_cpu(Some(Savings::cap(budget) as u64));
@@ -1033,10 +1122,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         state.thread_id = unsafe { libc::gettid() };
         state.stats.slice_asked_ns = slice_asked_ns;
         state.stats.slice_ns = slice_ns;
+        state.stats.crowd_cpus = crowd_gauge.allowed.as_ref().map_or(0, |a| u32::try_from(a.len()).unwrap_or(u32::MAX));
         state.max_hold_ns = Some(max_hold_ns);
     }
     let mut tracer = limits.trace_waits.then(|| crate::lockwait::LockWaits::open(root).ok()).flatten();
-    let cpus = online_cpus(root);
     let mut savings = Savings::new(budget, epoch.elapsed().as_nanos() as u64);
     // The thread's CPU up to the last read's charge: the next read pays for everything since,
     // its pick and the idle wakeups before it included.
@@ -1047,6 +1136,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         state.traced = tracer.is_some();
     }
     while !shared.stopped() {
+        crowd_gauge.tick(root, epoch.elapsed().as_nanos() as u64);
         let next = {
             let mut state = shared.lock();
             let now_ns = epoch.elapsed().as_nanos() as u64;
@@ -1054,7 +1144,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 Some(c) => {
                     // The host's crowd, asked once at most for this read.
                     let mut crowd = None;
-                    let how = how_to_read(&state, &c, now_ns, || *crowd.get_or_insert_with(|| host_busy(root, cpus)));
+                    let how = how_to_read(&state, &c, now_ns, || {
+                        *crowd.get_or_insert_with(|| crowd_gauge.busy(root, now_ns))
+                    });
                     match how {
                         How::PutOff => {
                             // No read, no rest: the next candidate at once.
@@ -1078,8 +1170,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         };
         let Some((candidate, by_pages, crowd)) = next else { continue };
         // Whether a big target's `smaps_rollup` read began in a crowd, for its rate.
-        let crowded = crowd
-            .or_else(|| (candidate.resident_bytes >= PAGEMAP_FROM_BYTES && !by_pages).then(|| host_busy(root, cpus)));
+        let crowded = crowd.or_else(|| {
+            (candidate.resident_bytes >= PAGEMAP_FROM_BYTES && !by_pages)
+                .then(|| crowd_gauge.busy(root, epoch.elapsed().as_nanos() as u64))
+        });
         // The CPU of a walk, finished or not, and what an unfinished one met, for what the
         // next one will cost.
         let mut walked = None;
@@ -2125,6 +2219,57 @@ mod tests {
     /// for PUT_OFF at a time and PUT_OFF_LIMIT in a row. The host is asked only where that
     /// matters. A put-off target is not picked again before PUT_OFF, its row says why until it
     /// is read, and it is read once due.
+    /// Where the worker may run on fewer CPUs than the host has, those CPUs count as a crowd
+    /// when all of them were busy 90 % of the last second, whatever the host's run queue
+    /// says; where it may run on all of them, only the host's run queue counts.
+    #[test]
+    fn a_cpuset_whose_cpus_are_all_busy_is_a_crowd() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Root::new(dir.path());
+        std::fs::create_dir_all(dir.path().join("proc")).expect("proc");
+        std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).expect("sys");
+        std::fs::write(dir.path().join("sys/devices/system/cpu/online"), "0-3\n").expect("online");
+        // One task runnable on a host of four CPUs: no crowd there.
+        std::fs::write(dir.path().join("proc/loadavg"), "0.50 0.40 0.30 1/200 4000\n").expect("loadavg");
+        // Each CPU's (busy, idle) ticks.
+        let stat = |cpus: [(u64, u64); 4]| {
+            let mut text = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
+            for (i, (busy, idle)) in cpus.iter().enumerate() {
+                text += &format!("cpu{i} {busy} 0 0 {idle} 0 0 0 0 0 0\n");
+            }
+            std::fs::write(dir.path().join("proc/stat"), text).expect("stat");
+        };
+        const S: u64 = 1_000_000_000;
+        let mut pinned = Crowd::new(&root, Some(vec![0, 1]));
+        let mut everywhere = Crowd::new(&root, Some(vec![0, 1, 2, 3]));
+        assert!(pinned.narrower() && !everywhere.narrower());
+        stat([(1000, 1000), (1000, 1000), (0, 2000), (0, 2000)]);
+        pinned.tick(&root, 0);
+        everywhere.tick(&root, 0);
+        assert!(!pinned.busy(&root, 0), "no reading a window old yet");
+        // The next second: CPUs 0 and 1 busy 95 of 100 ticks each, 2 and 3 idle.
+        stat([(1095, 1005), (1095, 1005), (0, 2100), (0, 2100)]);
+        assert!(pinned.busy(&root, S), "both CPUs of the set busy 95 %");
+        assert!(!everywhere.busy(&root, S), "the host's run queue alone: one task on four CPUs");
+        // One of the two CPUs idle half of the next second: the set has room.
+        pinned.tick(&root, S);
+        stat([(1195, 1005), (1145, 1055), (0, 2200), (0, 2200)]);
+        assert!(!pinned.busy(&root, 2 * S), "75 % busy over the set");
+        // Both busy 95 % again over the next second.
+        pinned.tick(&root, 2 * S);
+        stat([(1290, 1010), (1240, 1060), (0, 2300), (0, 2300)]);
+        assert!(pinned.busy(&root, 3 * S));
+        // Asked 0.1 s after a reading: judged over the reading before it.
+        pinned.tick(&root, 3 * S);
+        assert!(pinned.busy(&root, 3 * S + S / 10), "over the reading a second before the last");
+        // Busy all along since, but the last reading is six seconds old: no answer from it.
+        stat([(1890, 1010), (1840, 1060), (0, 2900), (0, 2900)]);
+        assert!(!pinned.busy(&root, 9 * S), "the last reading is 6 s old");
+        // The host's own crowd counts for both.
+        std::fs::write(dir.path().join("proc/loadavg"), "5.00 4.00 3.00 6/200 4000\n").expect("loadavg");
+        assert!(pinned.busy(&root, 8 * S) && everywhere.busy(&root, 8 * S));
+    }
+
     #[test]
     fn a_read_likely_past_the_cap_in_a_crowd_is_walked_or_put_off() {
         let big = PAGEMAP_FROM_BYTES;

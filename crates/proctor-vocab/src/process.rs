@@ -254,7 +254,7 @@ pub const PSS_CAPPED: &str =
 pub const PSS_REFUSED: &str = "not read: the kernel refused proctor its smaps_rollup (no permission: another user namespace, or the ptrace access check); tried again when its memory changes";
 
 /// `pss_note` of a process whose read the PSS worker put off while the host was busy.
-pub const PSS_PUT_OFF: &str = "put off: the host has more runnable tasks than CPUs, and its smaps_rollup would then likely hold its mmap lock longer than proctor lets one read hold it (a walk of its pages does not fit the budget); weighed again each second, and read within 10 s";
+pub const PSS_PUT_OFF: &str = "put off: the host has more runnable tasks than CPUs, or the fewer CPUs proctor may run on are all busy, and its smaps_rollup would then likely hold its mmap lock longer than proctor lets one read hold it (a walk of its pages does not fit the budget); weighed again each second, and read within 10 s";
 
 /// Why a process has no fresh PSS, from its stall ledger: capped, refused, put off, or none of
 /// these.

@@ -587,10 +587,14 @@ pub struct WorkerOut {
     /// (0 when it is not resting); a process asked for waits for it too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resting_seconds: Option<f64>,
-    /// The PSS worker's reads put off for a second while the host had more runnable tasks than
-    /// CPUs, where the read would likely have held its target's lock past the cap on one read.
+    /// The PSS worker's reads put off for a second while the CPUs it may run on were crowded,
+    /// where the read would likely have held its target's lock past the cap on one read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reads_put_off_busy: Option<u64>,
+    /// The PSS worker's: the CPUs it may run on, where fewer than the host's (a cpuset,
+    /// `taskset`), whose busy share counts as a crowd beside the host's run queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crowd_cpus: Option<u32>,
     /// The PSS worker thread's own scheduler slice (0: the kernel's, where none was asked or the
     /// kernel refused it: `proctor doctor` says why).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -916,6 +920,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             young_forks_later: None,
             resting_seconds: Some(p.resting_ns as f64 / 1e9),
             reads_put_off_busy: Some(p.put_off_busy),
+            crowd_cpus: (p.crowd_cpus > 0).then_some(p.crowd_cpus),
             slice_seconds: Some(p.slice_ns as f64 / 1e9),
         }),
         cmdline_worker: a.cmdline.as_ref().map(|c| WorkerOut {
@@ -938,6 +943,7 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             young_forks_later: a.events_used.then_some(c.young_forks_later),
             resting_seconds: None,
             reads_put_off_busy: None,
+            crowd_cpus: None,
             slice_seconds: None,
         }),
         drm_worker: a.drm.map(|d| DrmWorkerOut {

@@ -866,3 +866,39 @@ fn doctor_says_which_slice_the_pss_worker_runs_on() {
     let kernels = line(&["--pss-slice", "0"]);
     assert!(kernels.contains("keeps the kernel's slice (--pss-slice 0)"), "{kernels}");
 }
+
+/// Where the agent may run on fewer CPUs than the host has online (here `taskset` pins it to
+/// one), its PSS worker also asks whether those CPUs are crowded before a big read, and the
+/// agent's API says on how many; where it may run on all of them, the host's run queue alone
+/// is asked and the field is absent.
+#[test]
+fn a_pinned_agent_weighs_the_crowd_on_its_own_cpus() {
+    let online = proctor_procfs::system::online_cpus(&proctor_procfs::Root::default()).map_or(0, |c| c.len());
+    let own = proctor_procfs::system::affinity(0).unwrap_or_default();
+    let taskset = Command::new("taskset").arg("--version").output().is_ok_and(|o| o.status.success());
+    let (Some(&cpu), true, true) = (own.first(), online >= 2, taskset) else {
+        eprintln!(
+            "SKIP: a pinned agent's crowd: needs two online CPUs and taskset ({online} online, taskset {taskset})"
+        );
+        return;
+    };
+    let crowd_cpus = |mut command: Command| {
+        command.args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms", "--no-record"]);
+        let (_serve, addr) = flood::started(command);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let agent = flood::body_json(&http_get(&addr, "/api/v1/agent"));
+            if agent["pss_worker"].is_object() {
+                return agent["pss_worker"]["crowd_cpus"].as_u64();
+            }
+            assert!(std::time::Instant::now() < deadline, "no pss_worker in 20 s: {agent}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let mut pinned = Command::new("taskset");
+    pinned.args(["-c", &cpu.to_string()]).args(proctor_argv());
+    assert_eq!(crowd_cpus(pinned), Some(1), "pinned to CPU {cpu} of {online}");
+    let free = proctor_command();
+    let want = (own.len() < online).then_some(own.len() as u64);
+    assert_eq!(crowd_cpus(free), want, "on this test's own {} of {online} CPUs", own.len());
+}
