@@ -215,7 +215,7 @@ enum How {
 /// highest hold per resident byte of the last [`ROLLUP_RATES`] such reads ([`HOLD_MARGIN`]):
 /// that read would cap it (never read again), where a walk holds the lock 2 MiB at a time. The
 /// hold is the read's wall time, and a read preempted while it holds the lock holds it longer:
-/// while `host_busy` says the CPUs the read may run on are crowded ([`Crowd`]), each of those
+/// while [`Crowd`] says the CPUs the read may run on are crowded, each of those
 /// reads that began without such a crowd counts at [`BUSY_FACTOR`] times its rate (one that
 /// began with one carries its stretch already). The host is asked only where its answer
 /// matters.
