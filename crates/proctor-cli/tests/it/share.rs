@@ -123,8 +123,10 @@ fn from_a_recording_the_agents_readings_make_the_rounds() {
     // and next at the readings' maximum age, 60 s later: no growth between them.)
     let (guard, master, copier) = family(1, 1000);
     // The agent records until its readings are in the store: each member read at least once and
-    // the copier at least twice apart (a state, waited for with a bound, not a fixed count of
-    // samples: on a loaded machine the budgeted worker takes longer to reach the family).
+    // the copier read by itself at two sizes of its private pages, so that it copied between
+    // them (a state, waited for with a bound, not a fixed count of samples: on a loaded machine
+    // the budgeted worker takes longer to reach the family; two readings 0.8 s apart, whose PSS
+    // moved with a sibling's pages but not the copier's own, made a watch with no grower).
     let recorder = super::proctor_command()
         .args(["record", "--dir", data, "--interval", "200ms"])
         .stdout(Stdio::null())
@@ -167,13 +169,15 @@ fn from_a_recording_the_agents_readings_make_the_rounds() {
     drop(guard);
 }
 
-/// How many distinct PSS readings the recording in `data` holds for each of `pids`.
+/// How many distinct readings of its own (not a clone's standing in) the recording in `data`
+/// holds for each of `pids`, by their unique set size: a reading whose PSS alone moved (a
+/// sibling's pages) shows no copying, and the watch's rounds count growth in private pages.
 fn pss_readings(data: &str, pids: &[u32]) -> Vec<usize> {
     let rows = dump_pss(data);
     pids.iter()
         .map(|pid| {
             let mut values: Vec<&str> =
-                rows.iter().filter(|(p, _, _)| p == pid).map(|(_, _, pss)| pss.as_str()).collect();
+                rows.iter().filter(|r| r.pid == *pid && r.estimated_from.is_empty()).map(|r| r.uss.as_str()).collect();
             values.sort_unstable();
             values.dedup();
             values.len()
@@ -184,26 +188,41 @@ fn pss_readings(data: &str, pids: &[u32]) -> Vec<usize> {
 /// How many of `master`'s children have at least one PSS reading in the recording.
 fn pss_readings_of_children(data: &str, master: u32) -> usize {
     let rows = dump_pss(data);
-    let mut read: Vec<u32> = rows.iter().filter(|(_, ppid, _)| *ppid == master).map(|(pid, _, _)| *pid).collect();
+    let mut read: Vec<u32> = rows.iter().filter(|r| r.ppid == master).map(|r| r.pid).collect();
     read.sort_unstable();
     read.dedup();
     read.len()
 }
 
-/// (pid, ppid, pss_bytes) of every stored process row that has a PSS reading.
-fn dump_pss(data: &str) -> Vec<(u32, u32, String)> {
-    let out = proctor(&["dump", "process", "--dir", data, "--from", "1 hour ago", "--fields", "pid,ppid,pss_bytes"]);
+/// A stored process row with a PSS reading.
+struct PssRow {
+    pid: u32,
+    ppid: u32,
+    uss: String,
+    /// The clone whose reading stands in for this process's (empty: its own).
+    estimated_from: String,
+}
+
+/// Every stored process row that has a PSS reading.
+fn dump_pss(data: &str) -> Vec<PssRow> {
+    let fields = "pid,ppid,pss_bytes,uss_bytes,pss_estimated_from";
+    let out = proctor(&["dump", "process", "--dir", data, "--from", "1 hour ago", "--fields", fields]);
     assert!(out.status.success(), "dump: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .skip(1)
         .filter_map(|line| {
-            let mut cells = line.split(',');
-            let (pid, ppid, pss) = (cells.next()?, cells.next()?, cells.next()?);
+            let cells: Vec<&str> = line.split(',').collect();
+            let [pid, ppid, pss, uss, from] = cells[..] else { return None };
             if pss.is_empty() {
                 return None;
             }
-            Some((pid.parse().ok()?, ppid.parse().ok()?, pss.to_string()))
+            Some(PssRow {
+                pid: pid.parse().ok()?,
+                ppid: ppid.parse().ok()?,
+                uss: uss.to_string(),
+                estimated_from: from.to_string(),
+            })
         })
         .collect()
 }
