@@ -2213,12 +2213,6 @@ mod tests {
         assert_eq!(walk_ns_per_byte(cap, Some(0), 32 * big), cap as f64 / 4096.0);
     }
 
-    /// While the host has more runnable tasks than CPUs, a recent rate from a read begun without
-    /// that crowd counts BUSY_FACTOR ×: a big target whose `smaps_rollup` would pass the cap only
-    /// so is walked where the savings can pay, else put off, as is one past it at the plain rate,
-    /// for PUT_OFF at a time and PUT_OFF_LIMIT in a row. The host is asked only where that
-    /// matters. A put-off target is not picked again before PUT_OFF, its row says why until it
-    /// is read, and it is read once due.
     /// Where the worker may run on fewer CPUs than the host has, those CPUs count as a crowd
     /// when all of them were busy 90 % of the last second, whatever the host's run queue
     /// says; where it may run on all of them, only the host's run queue counts.
@@ -2270,6 +2264,12 @@ mod tests {
         assert!(pinned.busy(&root, 8 * S) && everywhere.busy(&root, 8 * S));
     }
 
+    /// While the host has more runnable tasks than CPUs, a recent rate from a read begun without
+    /// that crowd counts BUSY_FACTOR ×: a big target whose `smaps_rollup` would pass the cap only
+    /// so is walked where the savings can pay, else put off, as is one past it at the plain rate,
+    /// for PUT_OFF at a time and PUT_OFF_LIMIT in a row. The host is asked only where that
+    /// matters. A put-off target is not picked again before PUT_OFF, its row says why until it
+    /// is read, and it is read once due.
     #[test]
     fn a_read_likely_past_the_cap_in_a_crowd_is_walked_or_put_off() {
         let big = PAGEMAP_FROM_BYTES;
