@@ -47,9 +47,10 @@ pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 /// it every sample, so this is ~65,000 processes started and ended within one sample.
 pub const QUEUE_EVENTS: usize = 65_536;
 /// The longest a subscriber's drain waits for a record another CPU is still writing. A program
-/// holds its reservation for well under a microsecond (the sched tracepoints run with
-/// preemption off), unless an interrupt lands in it; past this the drain returns without the
-/// record and counts it unsettled (the next drain has it).
+/// holds its reservation only for the field copies between its reserve and its submit (the
+/// sched tracepoints run with preemption off; not timed here), unless an interrupt lands in
+/// them; past this the drain returns without the record and counts it unsettled (the next
+/// drain has it).
 pub const SETTLE_WAIT: Duration = Duration::from_millis(1);
 
 const KIND_EXEC: u64 = 1;
