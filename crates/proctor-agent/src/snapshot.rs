@@ -92,6 +92,11 @@ pub struct StartsTotal {
     pub exited_unseen: u64,
     pub lost: u64,
     pub untold: u64,
+    /// The event ring's drains that waited for a record written before them, those that
+    /// stopped at the bound, and the time waited (ns).
+    pub drain_waits: u64,
+    pub drain_unsettled: u64,
+    pub drain_wait_ns: u64,
 }
 
 impl StartsTotal {
@@ -105,6 +110,9 @@ impl StartsTotal {
             self.exited_unseen += e.exited_unseen;
             self.lost += e.lost;
             self.untold += e.untold;
+            self.drain_waits += e.drain_waits;
+            self.drain_unsettled += e.drain_unsettled;
+            self.drain_wait_ns += e.drain_wait_ns;
         }
     }
 

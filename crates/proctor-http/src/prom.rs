@@ -575,6 +575,14 @@ fn agent_families(s: &Snapshot, http: &HttpOut, out: &mut Vec<Family>) {
             "Exec and exit events lost: the kernel's ring or proctor's queue was full.",
             Some(t.lost as f64),
         ));
+        let mut waits = Family::new(
+            "proctor_agent_process_event_drain_waits",
+            Kind::Counter,
+            "Drains of the event ring that found a record written before them still being written on another CPU and waited for it: until it was done (outcome=settled), or up to the bound, the record then coming a drain later (outcome=unsettled).",
+        );
+        waits.push(vec![("outcome", "settled".to_string())], t.drain_waits.saturating_sub(t.drain_unsettled) as f64);
+        waits.push(vec![("outcome", "unsettled".to_string())], t.drain_unsettled as f64);
+        out.push(waits);
     } else {
         out.push(seen);
     }

@@ -124,6 +124,17 @@ pub struct EventStarts {
     /// count was read: this sample's count has them.
     #[serde(default)]
     pub seen_before: u64,
+    /// Drains of the event ring that found a record written before they began still being
+    /// written (reserved, not yet submitted, on another CPU) and waited for it; of those, the
+    /// ones that stopped waiting at the bound (that record then comes with the next drain);
+    /// and the time waited, ns. Counted over every drain the agent's process made since the
+    /// previous sample.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drain_waits: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drain_unsettled: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drain_wait_ns: u64,
 }
 
 impl Starts {

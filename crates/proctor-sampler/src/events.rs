@@ -326,6 +326,9 @@ impl Churn {
                     .wrapping_sub(before.lost_execs + before.lost_exits)
                     .saturating_add(std::mem::take(&mut self.dropped)),
                 seen_before: std::mem::take(&mut state.seen_ahead),
+                drain_waits: counts.settle_waits.wrapping_sub(before.settle_waits),
+                drain_unsettled: counts.settle_unsettled.wrapping_sub(before.settle_unsettled),
+                drain_wait_ns: counts.settle_wait_ns.wrapping_sub(before.settle_wait_ns),
                 ..EventStarts::default()
             };
             let prev = self.prev.as_deref().unwrap_or_default();

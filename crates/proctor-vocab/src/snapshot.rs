@@ -539,6 +539,12 @@ pub struct StartsOut {
     /// listed in a sample (past its cap).
     pub events_lost_total: Option<u64>,
     pub exited_untold_total: Option<u64>,
+    /// The event ring's drains that found a record written before them still being written and
+    /// waited for it, those that stopped waiting at the bound (the record came a drain later),
+    /// and the time they waited.
+    pub event_drain_waits_total: Option<u64>,
+    pub event_drain_unsettled_total: Option<u64>,
+    pub event_drain_wait_seconds_total: Option<f64>,
     pub coverage_percent: Option<f64>,
     /// `true`: counted by the events; `false`: `/proc`'s lower bound.
     pub coverage_exact: bool,
@@ -876,6 +882,9 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
                 process_exits_total: ev.then_some(t.exits),
                 events_lost_total: ev.then_some(t.lost),
                 exited_untold_total: ev.then_some(t.untold),
+                event_drain_waits_total: ev.then_some(t.drain_waits),
+                event_drain_unsettled_total: ev.then_some(t.drain_unsettled),
+                event_drain_wait_seconds_total: ev.then_some(t.drain_wait_ns as f64 / 1e9),
                 coverage_percent: t.coverage(ev).map(|(c, _)| 100.0 * c),
                 coverage_exact: ev,
                 last_sample_coverage_percent: c.starts.and_then(|s| s.coverage()).map(|(c, _)| 100.0 * c),

@@ -417,6 +417,61 @@ pub(crate) fn http_get(addr: &str, path: &str) -> String {
     String::from_utf8_lossy(&reply).into_owned()
 }
 
+/// An agent with the BPF process events says how often its drains of the event ring waited
+/// for a record still being written (docs/api.md, `starts`), in `/api/v1/agent` and on
+/// `/metrics` alike, after a storm of short children it sampled through.
+#[test]
+fn an_agent_says_how_its_drains_of_the_event_ring_waited() {
+    let (mut serve, addr) = flood::serve(proctor_command(), "100ms", &[]);
+    let agent = || flood::body_json(&http_get(&addr, "/api/v1/agent"));
+    let samples_past = |n: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let a = agent();
+            if a["samples_total"].as_u64().is_some_and(|s| s >= n) {
+                return a;
+            }
+            assert!(std::time::Instant::now() < deadline, "{n} samples within 60 s: {a}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let first = samples_past(2);
+    if first["process_events_from"] != "bpf" {
+        eprintln!(
+            "SKIP: the event ring's drain waits: no process events here ({})",
+            first["process_events_unavailable"]
+        );
+        bounded::terminate(&mut serve.0, "serve");
+        return;
+    }
+    let storm = Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 500 ]; do /bin/true; i=$((i+1)); done"])
+        .status()
+        .expect("sh");
+    assert!(storm.success());
+    let done = first["samples_total"].as_u64().unwrap_or(0) + 3;
+    let a = samples_past(done);
+    let metrics = http_get(&addr, "/metrics");
+    let status = bounded::terminate(&mut serve.0, "serve");
+    let starts = &a["starts"];
+    let count = |k: &str| starts[k].as_u64().unwrap_or_else(|| panic!("starts.{k}: {starts}"));
+    let (waits, unsettled) = (count("event_drain_waits_total"), count("event_drain_unsettled_total"));
+    let waited = starts["event_drain_wait_seconds_total"].as_f64().unwrap_or_else(|| panic!("{starts}"));
+    // The drains ran through the storm (its counting to the process is held elsewhere).
+    assert!(count("process_exits_total") > 0, "the storm's exits drained: {starts}");
+    // A drain that gave up waited the whole bound (1 ms); one that waited took some time.
+    assert!(unsettled <= waits && waited >= unsettled as f64 * 1e-3 && (waits > 0) == (waited > 0.0), "{starts}");
+    // The same counts on /metrics (a later sample's: they only grow).
+    let outcome = |o: &str| {
+        sample_value(&metrics, &format!("proctor_agent_process_event_drain_waits_total{{outcome=\"{o}\"}} "))
+            .unwrap_or_else(|| panic!("no {o} drain waits on /metrics: {metrics}"))
+    };
+    let (settled_m, unsettled_m) = (outcome("settled"), outcome("unsettled"));
+    assert!(unsettled_m >= unsettled as f64 && settled_m + unsettled_m >= waits as f64, "{metrics}");
+    eprintln!("drains that waited: {waits} ({unsettled} past the bound), {waited} s");
+    assert!(status.success(), "{status:?}");
+}
+
 /// The value of the first sample line of `body` that starts with `prefix`.
 fn sample_value(body: &str, prefix: &str) -> Option<f64> {
     body.lines().find(|l| l.starts_with(prefix))?.rsplit(' ').next()?.parse().ok()

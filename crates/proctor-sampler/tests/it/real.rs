@@ -1050,9 +1050,26 @@ fn every_sample_of_a_fork_storm_sees_every_process_the_kernel_counted() {
     assert!(forks >= 3000, "every true and the sh counted: {forks}");
     assert!(samples.len() >= 3, "{} samples", samples.len());
     assert!(missed.is_empty(), "{} children in no sample, listed or ended: {missed:?}", missed.len());
+    let waits = samples
+        .iter()
+        .filter_map(|s| s.events)
+        .fold((0, 0, 0), |(w, u, ns), e| (w + e.drain_waits, u + e.drain_unsettled, ns + e.drain_wait_ns));
+    eprintln!(
+        "drains that waited for a record still being written: {}, {} of them past the bound; {} µs waited",
+        waits.0,
+        waits.1,
+        waits.2 / 1000
+    );
     for (i, s) in samples.iter().enumerate() {
         let e = s.events.expect("counted by the events");
         assert_eq!(e.lost, 0, "{s:?}");
+        // A drain that gave up waited the whole bound (1 ms); one that waited took some time.
+        assert!(
+            e.drain_unsettled <= e.drain_waits
+                && e.drain_wait_ns >= e.drain_unsettled * 1_000_000
+                && (e.drain_waits > 0) == (e.drain_wait_ns > 0),
+            "sample {i}'s drain waits: {e:?}"
+        );
         if e.process_forks == 0 {
             continue; // nothing started in that interval: no coverage to say
         }
