@@ -55,11 +55,11 @@ def get(port, path):
         return json.load(r)
 
 
-def serve(binary, *args):
+def serve(binary, *args, prefix=()):
     """`BINARY serve --no-record` on a free loopback port with ARGS, once its API answers (30 s
-    at most): the process and its port."""
+    at most): the process and its port. `prefix`: a command it runs under (`taskset -c 1`)."""
     port = free_port()
-    proc = subprocess.Popen([binary, "serve", "--no-record", "--listen", f"127.0.0.1:{port}", *args],
+    proc = subprocess.Popen([*prefix, binary, "serve", "--no-record", "--listen", f"127.0.0.1:{port}", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = time.time()
     while True:

@@ -19,6 +19,13 @@ child held ~28 ms on a quiet host here: under the 50 ms cap with the margin (42 
 twice that, so quiet reads are made whole and crowded ones may pass the cap. Each binary in
 turn, REPEATS times; the load is printed before each run. Run it alone: the load it makes is
 the point.
+
+With PIN=CPU (a CPU number), the crowd is on the agent's own CPU rather than the host's: the
+agent runs under `taskset -c CPU`, and in place of the two flickering loops one loop runs there
+without pause (`taskset -c CPU`). The host then has at most two tasks runnable, no more than
+its CPUs, so only the busy share of the CPUs the agent may run on (`pss_worker.crowd_cpus`,
+builds from `53b31b7`) says the agent's reads would share their CPU.
+    PIN=1 CHILDREN=16 SIZE=512 SECONDS=180 REPEATS=1 python3 bench/pss/crowd.py OLD NEW
 """
 import os
 import subprocess
@@ -35,6 +42,7 @@ CAP = os.environ.get("CAP", "50ms")
 SECONDS = int(os.environ.get("SECONDS", "300"))
 REPEATS = int(os.environ.get("REPEATS", "2"))
 BUDGET = os.environ.get("BUDGET", "0.005")
+PIN = os.environ.get("PIN")
 
 
 def load():
@@ -49,9 +57,14 @@ def one(binary, seed):
             children.append(c)
         for c in children:
             c.stdout.readline()
-        loops = flickering((seed, seed + 1))
+        if PIN is None:
+            loops = flickering((seed, seed + 1))
+            prefix = ()
+        else:
+            prefix = ("taskset", "-c", PIN)
+            loops = [subprocess.Popen([*prefix, "bash", "-c", "while :; do :; done"])]
         print(f"  load at the start: {load()}")
-        serve_proc, port = serve(binary, "--target-max-hold", CAP, "--pss-budget", BUDGET)
+        serve_proc, port = serve(binary, "--target-max-hold", CAP, "--pss-budget", BUDGET, prefix=prefix)
         time.sleep(SECONDS)
         pids = {c.pid for c in children}
         rows = [p for p in get(port, "/api/v1/snapshot?top=100000")["processes"]["top"] if p["pid"] in pids]
@@ -64,7 +77,7 @@ def one(binary, seed):
         print(f"  children capped {len(capped)} of {len(rows)} (read {read}, put off now {len(put_off_now)}); "
               f"longest hold on one {1000 * longest:.1f} ms; worker: {w['reads']} reads, {w.get('pagemap_reads')} "
               f"through pagemap, {'-' if put_off is None else put_off} put off while busy, "
-              f"CPU {w['cpu_seconds']:.2f} s")
+              f"CPU {w['cpu_seconds']:.2f} s, crowd_cpus {w.get('crowd_cpus', '-')}; load at the end: {load()}")
     finally:
         for p in loops + children + ([serve_proc] if serve_proc else []):
             p.kill()
@@ -73,7 +86,8 @@ def one(binary, seed):
 
 def main():
     binaries = sys.argv[1:] or [os.path.join(ROOT, "target/release/proctor")]
-    print(f"$ CHILDREN={CHILDREN} SIZE={SIZE} CAP={CAP} SECONDS={SECONDS} REPEATS={REPEATS} BUDGET={BUDGET} "
+    pin = "" if PIN is None else f"PIN={PIN} "
+    print(f"$ {pin}CHILDREN={CHILDREN} SIZE={SIZE} CAP={CAP} SECONDS={SECONDS} REPEATS={REPEATS} BUDGET={BUDGET} "
           f"python3 bench/pss/crowd.py {' '.join(binaries)}  (nproc {os.cpu_count()})")
     for r in range(REPEATS):
         for b in binaries:
