@@ -21,11 +21,12 @@
 #       # two proctor arms in one run, split at ';' (each one --agent): here the PSS worker on
 #       # the kernel's slice and on its own (default)
 # Needs a Python with psutil (python3 -m venv .venv && .venv/bin/pip install psutil); without
-# one the psutil arm is reported as skipped. Prints the command, the load before and after,
-# the text report; keeps the JSON, the text and the plot in bench/out/impact/.
+# one the psutil arm is reported as skipped. Prints the command, the load and the host's memory
+# (bench/lib/host_memory.sh) before and after, the text report; keeps the JSON, the text and the plot in bench/out/impact/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source bench/lib/proctor_bin.sh
+source bench/lib/host_memory.sh
 children=${CHILDREN:-24}
 size=${SIZE:-1G}
 rate=${RATE:-200}
@@ -55,9 +56,11 @@ if [[ $attribute != 0 ]]; then
 fi
 echo "-- $(nproc) CPUs, $(git rev-parse --short HEAD), $(uname -r)"
 echo "-- load before: $(cat /proc/loadavg)"
+echo "-- $(host_memory)"
 echo "-- $(printf "%q " "${command[@]}")"
 "${command[@]}" >"$out/impact.json"
 echo "-- load after: $(cat /proc/loadavg)"
+echo "-- $(host_memory)"
 # The same figures as text, from the JSON just written (no second run).
 python3 - "$out/impact.json" <<'PY' | tee "$out/impact.txt"
 import json, sys
