@@ -146,6 +146,13 @@ pub struct PssStats {
     pub asked_reads: u64,
     /// Reads put off for [`PUT_OFF`] while the host was busy ([`How::PutOff`]).
     pub put_off_busy: u64,
+    /// Reads of big targets that wanted a `pagemap` walk (short holds) and went through
+    /// `smaps_rollup` (one hold of the whole mapping) or were put off, because the last walk's
+    /// CPU per byte said this one would not fit the savings ([`how_to_read`]).
+    pub walks_unaffordable: u64,
+    /// Walks stopped at the savings' CPU ([`PageCounter::limit_cpu`]): the target was read
+    /// through `smaps_rollup` that time, and the walk's CPU spent for nothing but its rate.
+    pub walks_stopped: u64,
     /// The CPUs the worker may run on where they are fewer than the host's, whose busy share
     /// also counts as a crowd ([`Crowd`]); 0: the host's run queue alone is asked.
     pub crowd_cpus: u32,
@@ -221,7 +228,9 @@ enum How {
 /// matters.
 ///
 /// Only while the walk fits the worker's savings ([`BURST_SAVED`] of its budget): the last
-/// walk's CPU per resident byte times the target's resident size. A walk costs ~3× the CPU of
+/// walk's CPU per resident byte times the target's resident size, that rate forgotten
+/// [`WALK_RETRY`] after the walk that gave it, so that one dear walk does not rule walks out
+/// for the agent's life. A walk costs ~3× the CPU of
 /// `smaps_rollup` on a quiet machine, and 0.22 s for a busy 1.5 GiB process here (0.55 s in a
 /// debug build), and one the savings cannot pay makes the worker rest for minutes after it,
 /// every other process's reading waiting too (CI, `top`'s PSS column beside a build's
@@ -232,9 +241,12 @@ enum How {
 /// of a read begun in a crowd), and the row says so. A walk that passes the savings anyway
 /// (the first, before any was measured) stops there ([`PageCounter::limit_cpu`]) and the target
 /// is read through `smaps_rollup` that time.
-fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl FnMut() -> bool) -> How {
+///
+/// Returns with the way whether the target wanted a walk that did not fit the savings
+/// ([`PssStats::walks_unaffordable`]).
+fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl FnMut() -> bool) -> (How, bool) {
     if c.resident_bytes < PAGEMAP_FROM_BYTES {
-        return How::Rollup;
+        return (How::Rollup, false);
     }
     let waited = || {
         state.results.get(&c.pid).is_some_and(|e| e.seen.start_ticks == c.start_ticks && (e.waited || e.backoff > 0))
@@ -243,7 +255,9 @@ fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl Fn
     // Where `pagemap` cannot be read (`proctor doctor` says why), no walk is.
     let affordable = || {
         let cap = Savings::cap(state.stats.budget);
-        state.stats.pagemap && state.pagemap_ns_per_byte.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
+        let known =
+            state.pagemap_ns_per_byte.filter(|_| now_ns < state.pagemap_rate_at_ns.saturating_add(WALK_RETRY_NS));
+        state.stats.pagemap && known.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
     };
     // One `smaps_rollup` hold would pass the cap on a single hold, at the recent reads' hold
     // per resident byte and [`HOLD_MARGIN`] (a worker of 2 GiB held ~40-80 ms here, where the
@@ -265,14 +279,29 @@ fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl Fn
                 now_ns.saturating_sub(since) >= u64::try_from(PUT_OFF_LIMIT.as_nanos()).unwrap_or(u64::MAX)
             })
     };
-    if (waited() || (!state.traced && state.busy.contains(&c.pid)) || plain || for_crowd) && affordable() {
-        How::Pages
-    } else if (for_crowd || (plain && crowd())) && !put_off_long() {
-        How::PutOff
+    let wanted = waited() || (!state.traced && state.busy.contains(&c.pid)) || plain || for_crowd;
+    if wanted && affordable() {
+        return (How::Pages, false);
+    }
+    let unaffordable = wanted && state.stats.pagemap;
+    if (for_crowd || (plain && crowd())) && !put_off_long() {
+        (How::PutOff, unaffordable)
     } else {
-        How::Rollup
+        (How::Rollup, unaffordable)
     }
 }
+
+/// How long a walk's CPU per byte rules walks out ([`how_to_read`]): after it, the next big
+/// target that wants a walk gets one (stopped at the savings, as the first is, if it costs
+/// more), and its rate decides again. A 1 GiB child's walk cost 29 ms of CPU in one session
+/// here and 133-146 ms in another, where the savings are 150 ms at the default budget: what a
+/// walk costs moves with the host's memory and with how its frames lie (`kpagecount` is read
+/// through the gaps between them), and one walk a little past the savings, stopped there, sent
+/// every busy 1 GiB child through `smaps_rollup` (holds of ~30 ms) until the agent stopped.
+/// At most one walk stopped at the savings per this long: a fifth of the default budget where
+/// no walk ever fits.
+pub const WALK_RETRY: Duration = Duration::from_secs(150);
+const WALK_RETRY_NS: u64 = WALK_RETRY.as_nanos() as u64;
 
 /// A walk's CPU per resident byte ([`how_to_read`]): over the target's resident size when
 /// it finished, over what it met when it did not (stopped at its CPU limit, or refused). A
@@ -509,8 +538,10 @@ struct State {
     /// Families (parent pid, name hash) a member of which waited on a read: their big members
     /// are read through `pagemap` from their first read ([`how_to_read`]).
     waited_families: std::collections::HashSet<(u32, u64)>,
-    /// CPU nanoseconds per resident byte of the last `pagemap` walk ([`how_to_read`]).
+    /// CPU nanoseconds per resident byte of the last `pagemap` walk, and when it ended
+    /// ([`how_to_read`]).
     pagemap_ns_per_byte: Option<f64>,
+    pagemap_rate_at_ns: u64,
     /// Hold nanoseconds per resident byte of the last [`ROLLUP_RATES`] `smaps_rollup` reads of
     /// big targets, newest last, and the cap on one hold ([`TargetLimits::max_hold`]): a read
     /// predicted past it at the highest of them goes through `pagemap` ([`how_to_read`]).
@@ -1144,9 +1175,10 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                 Some(c) => {
                     // The host's crowd, asked once at most for this read.
                     let mut crowd = None;
-                    let how = how_to_read(&state, &c, now_ns, || {
+                    let (how, unaffordable) = how_to_read(&state, &c, now_ns, || {
                         *crowd.get_or_insert_with(|| crowd_gauge.busy(root, now_ns))
                     });
+                    state.stats.walks_unaffordable += u64::from(unaffordable);
                     match how {
                         How::PutOff => {
                             // No read, no rest: the next candidate at once.
@@ -1177,12 +1209,14 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
         // The CPU of a walk, finished or not, and what an unfinished one met, for what the
         // next one will cost.
         let mut walked = None;
+        let mut stopped = false;
         let mut read = || match pages.as_mut().filter(|_| by_pages) {
             Some(counter) => {
                 let walk_cpu = thread_cpu_ns();
                 let (result, holds) = read_pss_by_pages(counter, root, candidate.pid, epoch);
                 let ns = thread_cpu_ns().saturating_sub(walk_cpu);
                 walked = Some((ns, result.is_err().then(|| counter.met_bytes())));
+                stopped = matches!(&result, Err(e) if e.detail == Some(crate::pagemap::OVER_CPU_LIMIT));
                 match result {
                     // Refused (its frame numbers hidden, say): smaps_rollup this time.
                     Err(e) if e.kind != ErrorKind::Gone => {
@@ -1244,12 +1278,14 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
             };
             if let Some((ns, met)) = walked.filter(|_| !gone && candidate.resident_bytes > 0) {
                 state.pagemap_ns_per_byte = Some(walk_ns_per_byte(ns, met, candidate.resident_bytes));
+                state.pagemap_rate_at_ns = epoch.elapsed().as_nanos() as u64;
             }
             if !paged && result.is_ok() && candidate.resident_bytes >= PAGEMAP_FROM_BYTES {
                 state
                     .note_rollup_rate(holds.longest_ns as f64 / candidate.resident_bytes as f64, crowded == Some(true));
             }
             state.stats.cpu_ns += spent_ns;
+            state.stats.walks_stopped += u64::from(stopped);
             let reading = match result {
                 Ok(reading) => {
                     state.stats.reads += 1;
@@ -1559,6 +1595,11 @@ fn pick_next(state: &mut State, now_ns: u64, max_age_ns: u64) -> Option<Candidat
 mod tests {
     use super::*;
 
+    /// [`how_to_read`]'s way alone.
+    fn how_only(state: &State, c: &Candidate, now_ns: u64, host_busy: impl FnMut() -> bool) -> How {
+        how_to_read(state, c, now_ns, host_busy).0
+    }
+
     fn cand(pid: u32, rss: u64) -> Candidate {
         Candidate { pid, start_ticks: 1, ppid: 1, name: 0, resident_bytes: rss, faults: 0 }
     }
@@ -1575,7 +1616,7 @@ mod tests {
 
     /// The candidates read through `pagemap` on a quiet host.
     fn by_pages(state: &State) -> Vec<u32> {
-        state.candidates.iter().filter(|c| how_to_read(state, c, 0, || false) == How::Pages).map(|c| c.pid).collect()
+        state.candidates.iter().filter(|c| how_only(state, c, 0, || false) == How::Pages).map(|c| c.pid).collect()
     }
 
     /// A reading made at `at_ns`.
@@ -2213,6 +2254,40 @@ mod tests {
         assert_eq!(walk_ns_per_byte(cap, Some(0), 32 * big), cap as f64 / 4096.0);
     }
 
+    /// A walk's rate that rules walks out is forgotten WALK_RETRY after the walk that gave it:
+    /// the next busy big target is walked again (one walk a little past the savings, stopped
+    /// there, sent every busy 1 GiB child through smaps_rollup until the agent stopped), and
+    /// until then each read that wanted a walk and did not get one says so.
+    #[test]
+    fn a_walk_too_dear_rules_walks_out_for_a_while_and_says_so() {
+        let big = PAGEMAP_FROM_BYTES;
+        let at = |pid, resident, faults| Candidate { faults, ..cand(pid, resident) };
+        let mut state = State::default();
+        state.stats.budget = 0.005;
+        state.stats.pagemap = true;
+        state.set_candidates(vec![at(1, 16 * big, 0), at(2, 16 * big, 0)], Default::default(), 0);
+        state.set_candidates(vec![at(1, 16 * big, 1), at(2, 16 * big, 0)], Default::default(), 1);
+        let (busy, quiet) = (state.candidates[0], state.candidates[1]);
+        let never = || -> bool { panic!("the host asked where its answer does not matter") };
+        assert_eq!(how_to_read(&state, &busy, 0, never), (How::Pages, false), "no walk measured yet");
+        // The last walk, ended at 10 s: 1.1 × the savings for a target this size.
+        let s = 1_000_000_000u64;
+        state.pagemap_ns_per_byte = Some(1.1 * Savings::cap(0.005) / (16 * big) as f64);
+        state.pagemap_rate_at_ns = 10 * s;
+        assert_eq!(how_to_read(&state, &busy, 10 * s, never), (How::Rollup, true));
+        assert_eq!(how_to_read(&state, &busy, 10 * s + WALK_RETRY_NS - 1, never), (How::Rollup, true));
+        // A quiet one wanted no walk: read whole, and not counted.
+        assert_eq!(how_to_read(&state, &quiet, 10 * s, never), (How::Rollup, false));
+        assert_eq!(
+            how_to_read(&state, &busy, 10 * s + WALK_RETRY_NS, never),
+            (How::Pages, false),
+            "the rate forgotten"
+        );
+        // Where pagemap cannot be read there is no walk to want.
+        state.stats.pagemap = false;
+        assert_eq!(how_to_read(&state, &busy, 10 * s, never), (How::Rollup, false));
+    }
+
     /// Where the worker may run on fewer CPUs than the host has, those CPUs count as a crowd
     /// when all of them were busy 90 % of the last second, whatever the host's run queue
     /// says; where it may run on all of them, only the host's run queue counts.
@@ -2281,9 +2356,9 @@ mod tests {
         state.set_candidates(list, Default::default(), 1);
         let (small, target) = (state.candidates[0], state.candidates[1]);
         let never = || -> bool { panic!("the host asked where its answer does not matter") };
-        let how = |state: &State, crowded: bool| how_to_read(state, &target, 0, || crowded);
-        assert_eq!(how_to_read(&state, &small, 0, never), How::Rollup);
-        assert_eq!(how_to_read(&state, &target, 0, never), How::Rollup, "no rate known");
+        let how = |state: &State, crowded: bool| how_only(state, &target, 0, || crowded);
+        assert_eq!(how_only(&state, &small, 0, never), How::Rollup);
+        assert_eq!(how_only(&state, &target, 0, never), How::Rollup, "no rate known");
         // 20 ms for 2 × big, begun without a crowd: 30 ms with the margin, under the 50 ms cap;
         // 60 ms in a crowd.
         state.note_rollup_rate(20_000_000.0 / (2 * big) as f64, false);
@@ -2301,7 +2376,7 @@ mod tests {
         // read gone from the window.
         state.rollup_rates.clear();
         state.note_rollup_rate(25_000_000.0 / (2 * big) as f64, true);
-        assert_eq!(how_to_read(&state, &target, 0, never), How::Rollup);
+        assert_eq!(how_only(&state, &target, 0, never), How::Rollup);
         // 10 ms begun without: 30 ms in a crowd, even so.
         state.rollup_rates.clear();
         state.note_rollup_rate(10_000_000.0 / (2 * big) as f64, false);
@@ -2325,8 +2400,8 @@ mod tests {
         assert_eq!(pick_next(&mut state, 6 * s, u64::MAX).map(|c| c.pid), Some(2));
         // Put off again and again in a crowd, until PUT_OFF_LIMIT after the first.
         let limit = PUT_OFF_LIMIT.as_nanos() as u64;
-        assert_eq!(how_to_read(&state, &target, 5 * s + limit - 1, || true), How::PutOff);
-        assert_eq!(how_to_read(&state, &target, 5 * s + limit, || true), How::Rollup);
+        assert_eq!(how_only(&state, &target, 5 * s + limit - 1, || true), How::PutOff);
+        assert_eq!(how_only(&state, &target, 5 * s + limit, || true), How::Rollup);
         state.put_off(&target, 6 * s);
         assert_eq!(state.results.get(&2).and_then(|e| e.put_off_since_ns), Some(5 * s), "in a row");
         // An old reading is kept while a read is put off; a read clears the note.
@@ -2334,7 +2409,7 @@ mod tests {
         state.put_off(&target, 17 * s);
         let (reading, _, stall, _) = state.lookup(2, 1);
         assert!(reading.is_some() && stall.is_some_and(|s| s.put_off), "{stall:?}");
-        assert_eq!(how_to_read(&state, &target, 17 * s + limit - 1, || true), How::PutOff, "a new row");
+        assert_eq!(how_only(&state, &target, 17 * s + limit - 1, || true), How::PutOff, "a new row");
         state.results.get_mut(&2).expect("entry").put_off_since_ns = None;
         assert!(state.lookup(2, 1).2.is_some_and(|s| !s.put_off));
     }

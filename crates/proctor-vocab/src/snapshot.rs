@@ -597,6 +597,15 @@ pub struct WorkerOut {
     /// where the read would likely have held its target's lock past the cap on one read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reads_put_off_busy: Option<u64>,
+    /// The PSS worker's, where it may read `pagemap`: reads of big targets that wanted a walk
+    /// (short holds) and were read whole through `smaps_rollup` or put off, because a walk
+    /// would not have fit its budget's savings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reads_walk_unaffordable: Option<u64>,
+    /// The PSS worker's, where it may read `pagemap`: walks stopped at its savings' CPU (the
+    /// target read through `smaps_rollup` that time; the walk's CPU bought only its rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walks_stopped: Option<u64>,
     /// The PSS worker's: the CPUs it may run on, where fewer than the host's (a cpuset,
     /// `taskset`), whose busy share counts as a crowd beside the host's run queue.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -929,6 +938,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             young_forks_later: None,
             resting_seconds: Some(p.resting_ns as f64 / 1e9),
             reads_put_off_busy: Some(p.put_off_busy),
+            reads_walk_unaffordable: p.pagemap.then_some(p.walks_unaffordable),
+            walks_stopped: p.pagemap.then_some(p.walks_stopped),
             crowd_cpus: (p.crowd_cpus > 0).then_some(p.crowd_cpus),
             slice_seconds: Some(p.slice_ns as f64 / 1e9),
         }),
@@ -952,6 +963,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             young_forks_later: a.events_used.then_some(c.young_forks_later),
             resting_seconds: None,
             reads_put_off_busy: None,
+            reads_walk_unaffordable: None,
+            walks_stopped: None,
             crowd_cpus: None,
             slice_seconds: None,
         }),

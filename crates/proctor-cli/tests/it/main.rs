@@ -923,6 +923,36 @@ fn doctor_says_which_slice_the_pss_worker_runs_on() {
     assert!(kernels.contains("keeps the kernel's slice (--pss-slice 0)"), "{kernels}");
 }
 
+/// Where the PSS worker may walk `pagemap` (`pagemap_reads` present), the agent's API also
+/// counts the reads of big targets that wanted a walk and did not get one because it would not
+/// have fit the budget's savings, and the walks stopped at the savings; where it may not,
+/// neither is there.
+#[test]
+fn the_agent_counts_the_walks_its_budget_could_not_pay() {
+    let mut command = proctor_command();
+    command.args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms", "--no-record"]);
+    let (_serve, addr) = flood::started(command);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let worker = loop {
+        let agent = flood::body_json(&http_get(&addr, "/api/v1/agent"));
+        if agent["pss_worker"].is_object() {
+            break agent["pss_worker"].clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no pss_worker in 20 s: {agent}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let walks = worker["pagemap_reads"].as_u64();
+    let unaffordable = worker["reads_walk_unaffordable"].as_u64();
+    let stopped = worker["walks_stopped"].as_u64();
+    assert_eq!(unaffordable.is_some(), walks.is_some(), "{worker}");
+    assert_eq!(stopped.is_some(), walks.is_some(), "{worker}");
+    if walks.is_none() {
+        eprintln!(
+            "SKIP: the count of walks that did not fit: this agent may not read pagemap (`proctor doctor` says why)"
+        );
+    }
+}
+
 /// Where the agent may run on fewer CPUs than the host has online (here `taskset` pins it to
 /// one), its PSS worker also asks whether those CPUs are crowded before a big read, and the
 /// agent's API says on how many; where it may run on all of them, the host's run queue alone

@@ -455,6 +455,47 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     assert!(kernel_threads.iter().all(|(_, stall)| stall.is_none()), "{kernel_threads:?}");
 }
 
+/// A walk of a big busy target that passes the savings' CPU is stopped there and counted, and
+/// the target is read through `smaps_rollup` that time: a child with 64 MiB resident that maps
+/// and unmaps every millisecond (untraced, which sends it through `pagemap`), under a budget
+/// whose savings (30 s of it) are 0.6 ms of CPU, where walking 64 MiB took 1.8-9 ms here.
+#[test]
+fn a_walk_past_the_savings_is_stopped_and_counted() {
+    let pagemap_open = proctor_sampler::pagemap::PageCounter::open(&proctor_procfs::Root::default());
+    if let Err(why) = &pagemap_open {
+        eprintln!("SKIP: a stopped walk: this process may not read pagemap ({why})");
+        return;
+    }
+    let (_child, pid) = python_child(
+        "import mmap, time\nb = bytearray(64 << 20)\nprint('ready', flush=True)\n\
+         for _ in range(60000):\n    m = mmap.mmap(-1, 1 << 16)\n    m[0] = 1\n    m.close()\n    time.sleep(0.001)",
+    );
+    let config = SamplerConfig {
+        pss_budget: 0.00002,
+        pss_root: Some(pid),
+        trace_lock_waits: false,
+        cmdline: false,
+        process_events: false,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let row = loop {
+        let sample = sampler.sample();
+        if let Some(row) = sample.process(pid).filter(|p| p.pss.is_some()).cloned() {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "the worker did not read the child within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stats = sampler.pss_stats().expect("worker running");
+    assert!(stats.pagemap, "{stats:?}");
+    assert!(stats.walks_stopped >= 1 && stats.pagemap_reads == 0, "{stats:?}");
+    // Read whole instead: one smaps_rollup hold, charged to the child.
+    let stall = row.stall.expect("the child's read is in its ledger");
+    assert!(stall.reads >= 1 && stats.lock.lock_ns > 0, "{stall:?} {stats:?}");
+}
+
 /// A target that one read held past the cap is not read for PSS again (issue 34 item 3),
 /// however it changes: a python child touching new memory every 20 ms, under a cap no read can
 /// meet, is read once; its ledger says it was capped and the worker counts what it held back.
