@@ -20,12 +20,9 @@ use proctor_procfs::system::thread_cpu_ns;
 
 const LINE: usize = 64;
 
-/// Nanoseconds a load over a random cycle through `mib` MiB of lines.
-fn chase_ns(mib: usize) -> f64 {
-    let lines = (mib << 20) / LINE;
-    let words = LINE / 8;
-    let len = lines * LINE;
-    // SAFETY: a fresh anonymous mapping, checked; unmapped below.
+/// A fresh private anonymous read-write mapping of `len` bytes, with `advice` (`madvise`).
+fn map(len: usize, advice: libc::c_int) -> *mut libc::c_void {
+    // SAFETY: a new anonymous mapping touches no existing memory; the result is checked.
     let base = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -36,10 +33,19 @@ fn chase_ns(mib: usize) -> f64 {
             0,
         )
     };
-    assert!(base != libc::MAP_FAILED, "mmap of {mib} MiB failed");
-    // Advice only: where the host grants no huge pages the chase pays for translation too.
+    assert!(base != libc::MAP_FAILED, "mmap of {len} bytes failed");
     // SAFETY: the mapping just made.
-    unsafe { libc::madvise(base, len, libc::MADV_HUGEPAGE) };
+    unsafe { libc::madvise(base, len, advice) };
+    base
+}
+
+/// Nanoseconds a load over a random cycle through `mib` MiB of lines.
+fn chase_ns(mib: usize) -> f64 {
+    let lines = (mib << 20) / LINE;
+    let words = LINE / 8;
+    let len = lines * LINE;
+    // Advice only: where the host grants no huge pages the chase pays for translation too.
+    let base = map(len, libc::MADV_HUGEPAGE);
     // SAFETY: `len` bytes of u64s, zeroed by the kernel, ours alone.
     let slots = unsafe { std::slice::from_raw_parts_mut(base.cast::<u64>(), lines * words) };
     // A random cyclic order of the lines (xorshift: no dependency for a shuffle).
@@ -94,20 +100,7 @@ fn contiguous(base: usize, pages: usize) -> Option<f64> {
 /// pages with this process, and how contiguous those pages are ([`contiguous`]).
 fn rollup_ms() -> (f64, f64, Option<f64>) {
     let len = 1usize << 30;
-    // SAFETY: a fresh anonymous mapping, checked.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert!(base != libc::MAP_FAILED, "mmap of 1 GiB failed");
-    // SAFETY: the mapping just made.
-    unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    let base = map(len, libc::MADV_NOHUGEPAGE);
     let page = proctor_procfs::system::page_size() as usize;
     for at in (0..len).step_by(page) {
         // SAFETY: inside the mapping.

@@ -294,7 +294,7 @@ fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl Fn
 /// How long a walk's CPU per byte rules walks out ([`how_to_read`]): after it, the next big
 /// target that wants a walk gets one (stopped at the savings, as the first is, if it costs
 /// more), and its rate decides again. A 1 GiB child's walk cost 29 ms of CPU in one session
-/// here and 133-146 ms in another, where the savings are 150 ms at the default budget: what a
+/// here and 55-146 ms in another, where the savings are 150 ms at the default budget: what a
 /// walk costs moves with the host's memory and with how its frames lie (`kpagecount` is read
 /// through the gaps between them), and one walk a little past the savings, stopped there, sent
 /// every busy 1 GiB child through `smaps_rollup` (holds of ~30 ms) until the agent stopped.
