@@ -12,8 +12,8 @@
 //!   wherever those 16 MiB of descriptors are.
 //!
 //! On a virtual machine the caches are shared with other guests: here the same read took
-//! 8-9 ms on a quiet host and 14-24 ms with another workload beside it, within an hour. Every
-//! figure of a run is taken where it is printed.
+//! 14-25 ms in one hour and 8-9 ms in the next. Every figure of a run is taken where it is
+//! printed.
 
 use std::time::Instant;
 
