@@ -148,9 +148,11 @@ pub struct PssStats {
     pub put_off_busy: u64,
     /// Reads of big targets that wanted a `pagemap` walk (short holds) and went through
     /// `smaps_rollup` (one hold of the whole mapping) or were put off, because the last walk's
-    /// CPU per byte said this one would not fit the savings ([`how_to_read`]).
+    /// CPU per byte said this one would cost more than [`WALK_OVERDRAFT`] times the savings
+    /// ([`how_to_read`]).
     pub walks_unaffordable: u64,
-    /// Walks stopped at the savings' CPU ([`PageCounter::limit_cpu`]): the target was read
+    /// Walks stopped at their CPU limit, [`WALK_OVERDRAFT`] times the savings
+    /// ([`PageCounter::limit_cpu`]): the target was read
     /// through `smaps_rollup` that time, and the walk's CPU spent for nothing but its rate.
     pub walks_stopped: u64,
     /// The CPUs the worker may run on where they are fewer than the host's, whose busy share
@@ -201,7 +203,7 @@ enum How {
     /// A walk of its page tables through `pagemap`, 2 MiB a hold ([`crate::pagemap`]).
     Pages,
     /// Not now ([`PUT_OFF`]): the host is busy, `smaps_rollup` would likely hold the lock past
-    /// the cap, and a walk does not fit the savings.
+    /// the cap, and a walk costs more than the savings may be overdrawn to.
     PutOff,
 }
 
@@ -227,22 +229,23 @@ enum How {
 /// began with one carries its stretch already). The host is asked only where its answer
 /// matters.
 ///
-/// Only while the walk fits the worker's savings ([`BURST_SAVED`] of its budget): the last
+/// Only while the walk costs at most [`WALK_OVERDRAFT`] times the worker's savings
+/// ([`BURST_SAVED`] of its budget): the last
 /// walk's CPU per resident byte times the target's resident size, that rate forgotten
 /// [`WALK_RETRY`] after the walk that gave it, so that one dear walk does not rule walks out
 /// for the agent's life. A walk costs ~3× the CPU of
 /// `smaps_rollup` on a quiet machine, and 0.22 s for a busy 1.5 GiB process here (0.55 s in a
-/// debug build), and one the savings cannot pay makes the worker rest for minutes after it,
+/// debug build), and one far past the savings makes the worker rest for minutes after it,
 /// every other process's reading waiting too (CI, `top`'s PSS column beside a build's
 /// compilers). Such a target is read through `smaps_rollup`: one longer hold, which the target
 /// budget and [`TargetLimits::max_hold`] bound, but not while the host is busy and that hold
 /// would likely pass the cap: the read is put off ([`How::PutOff`]) for at most
 /// [`PUT_OFF_LIMIT`] in a row at `now_ns` (a host that stays busy gets its read, and the rate
-/// of a read begun in a crowd), and the row says so. A walk that passes the savings anyway
+/// of a read begun in a crowd), and the row says so. A walk that passes that limit anyway
 /// (the first, before any was measured) stops there ([`PageCounter::limit_cpu`]) and the target
 /// is read through `smaps_rollup` that time.
 ///
-/// Returns with the way whether the target wanted a walk that did not fit the savings
+/// Returns with the way whether the target wanted a walk that did not fit that limit
 /// ([`PssStats::walks_unaffordable`]).
 fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl FnMut() -> bool) -> (How, bool) {
     if c.resident_bytes < PAGEMAP_FROM_BYTES {
@@ -254,10 +257,10 @@ fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl Fn
     };
     // Where `pagemap` cannot be read (`proctor doctor` says why), no walk is.
     let affordable = || {
-        let cap = Savings::cap(state.stats.budget);
+        let limit = Savings::walk_limit(state.stats.budget);
         let known =
             state.pagemap_ns_per_byte.filter(|_| now_ns < state.pagemap_rate_at_ns.saturating_add(WALK_RETRY_NS));
-        state.stats.pagemap && known.is_none_or(|rate| rate * c.resident_bytes as f64 <= cap)
+        state.stats.pagemap && known.is_none_or(|rate| rate * c.resident_bytes as f64 <= limit)
     };
     // One `smaps_rollup` hold would pass the cap on a single hold, at the recent reads' hold
     // per resident byte and [`HOLD_MARGIN`] (a worker of 2 GiB held ~40-80 ms here, where the
@@ -292,14 +295,14 @@ fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl Fn
 }
 
 /// How long a walk's CPU per byte rules walks out ([`how_to_read`]): after it, the next big
-/// target that wants a walk gets one (stopped at the savings, as the first is, if it costs
+/// target that wants a walk gets one (stopped at its limit, as the first is, if it costs
 /// more), and its rate decides again. A 1 GiB child's walk cost 29 ms of CPU in one session
 /// here and 55-146 ms in another, where the savings are 150 ms at the default budget: what a
 /// walk costs moves with the host's memory and with how its frames lie (`kpagecount` is read
 /// through the gaps between them), and one walk a little past the savings, stopped there, sent
-/// every busy 1 GiB child through `smaps_rollup` (holds of ~30 ms) until the agent stopped.
-/// At most one walk stopped at the savings per this long: a fifth of the default budget where
-/// no walk ever fits.
+/// every busy 1 GiB child through `smaps_rollup` (holds of ~30 ms) until the agent stopped
+/// (walks may now cost [`WALK_OVERDRAFT`] times the savings). At most one walk stopped at its
+/// limit per this long: two fifths of the default budget where no walk ever fits.
 pub const WALK_RETRY: Duration = Duration::from_secs(150);
 const WALK_RETRY_NS: u64 = WALK_RETRY.as_nanos() as u64;
 
@@ -677,6 +680,14 @@ pub const SETTLE: Duration = Duration::from_secs(10);
 /// CPU), and how many times its budget it may spend the savings at.
 pub const BURST_SAVED: Duration = Duration::from_secs(30);
 pub const BURST_RATE: f64 = 4.0;
+
+/// How many times the savings one walk may cost ([`how_to_read`], [`PageCounter::limit_cpu`]):
+/// full savings overdrawn by as much again, which a rest of at most [`BURST_SAVED`] repays, so
+/// the budget stays an average. A 1 GiB child's walk cost 55-146 ms of CPU here within an
+/// hour, against savings of 150 ms at the default budget: at once the savings, walks sat at
+/// their edge, one a little past them was stopped, and every busy child was read whole (holds
+/// of ~30 ms) until [`WALK_RETRY`].
+pub const WALK_OVERDRAFT: f64 = 2.0;
 
 impl State {
     /// The hold per resident byte a `smaps_rollup` read of a big target is predicted at: the
@@ -1142,9 +1153,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
     let mut crowd_gauge = Crowd::new(root, root.is_real().then(|| proctor_procfs::system::affinity(0).ok()).flatten());
-    // No walk costs more than the savings hold ([`how_to_read`]).
+    // No walk costs more than the savings may be overdrawn to ([`how_to_read`]).
     if let Some(counter) = pages.as_mut() {
-        counter.limit_cpu(Some(Savings::cap(budget) as u64));
+        counter.limit_cpu(Some(Savings::walk_limit(budget) as u64));
     }
     {
         let mut state = shared.lock();
@@ -1374,6 +1385,11 @@ impl Savings {
 
     fn cap(budget: f64) -> f64 {
         budget * BURST_SAVED.as_nanos() as f64
+    }
+
+    /// The most CPU one walk may cost ([`WALK_OVERDRAFT`] times the savings).
+    fn walk_limit(budget: f64) -> f64 {
+        Self::cap(budget) * WALK_OVERDRAFT
     }
 
     /// How long to rest after a read that cost `spent_ns` of CPU and ended at `now_ns`: as
@@ -2212,9 +2228,14 @@ mod tests {
         state.set_candidates(vec![at(1, big, 11), at(7, 16 * big, 1)], Default::default(), 7);
         assert_eq!(by_pages(&state), [1, 7], "no walk measured yet");
         let cap = Savings::cap(0.005);
-        // The last walk: 1.5 × the savings for a target of 16 × big, so 0.09375 × for one of big.
-        state.pagemap_ns_per_byte = Some(1.5 * cap / (16 * big) as f64);
+        // The last walk: 2.5 × the savings for a target of 16 × big (past the overdraft), so
+        // 0.15625 × for one of big.
+        state.pagemap_ns_per_byte = Some(2.5 * cap / (16 * big) as f64);
         assert_eq!(by_pages(&state), [1]);
+        // 1.5 × the savings for 16 × big: within what they may be overdrawn to.
+        state.pagemap_ns_per_byte = Some(1.5 * cap / (16 * big) as f64);
+        assert_eq!(by_pages(&state), [1, 7], "a walk may overdraw the savings");
+        state.pagemap_ns_per_byte = Some(2.5 * cap / (16 * big) as f64);
 
         // A quiet big target whose smaps_rollup would hold its lock past the cap, at the last
         // read's rate, is walked, if the savings can pay; a smaller one is not.
@@ -2225,7 +2246,7 @@ mod tests {
         assert_eq!(by_pages(&state), Vec::<u32>::new(), "no rate known");
         // 20 ms for a target of 2 × big: 30 ms with the margin, 120 ms for 8 × big.
         state.note_rollup_rate(20_000_000.0 / (2 * big) as f64, false);
-        assert_eq!(by_pages(&state), [9], "32 × big: a walk past the savings");
+        assert_eq!(by_pages(&state), [9], "32 × big: a walk past the overdraft");
         // 30 ms: 45 ms with the margin for 2 × big, under the cap; 40 ms: 60 ms, past it.
         state.note_rollup_rate(30_000_000.0 / (2 * big) as f64, false);
         assert_eq!(by_pages(&state), [9]);
@@ -2242,16 +2263,16 @@ mod tests {
         // Slow again, for what follows.
         state.note_rollup_rate(40_000_000.0 / (2 * big) as f64, false);
 
-        // A walk of 32 × big stopped at the savings' CPU after meeting 4 × big of it: charged
-        // per byte it met, 8 × big would cost twice the savings and is not walked. Over the
-        // whole size, as before, every one looked affordable, 32 × big itself included.
-        let cap = cap as u64;
-        state.pagemap_ns_per_byte = Some(walk_ns_per_byte(cap, Some(4 * big), 32 * big));
+        // A walk of 32 × big stopped at its limit after meeting 4 × big of it: charged per byte
+        // it met, 8 × big would cost twice the limit and is not walked. Over the whole size, as
+        // before, every one looked affordable, 32 × big itself included.
+        let limit = Savings::walk_limit(0.005) as u64;
+        state.pagemap_ns_per_byte = Some(walk_ns_per_byte(limit, Some(4 * big), 32 * big));
         assert_eq!(by_pages(&state), [8]);
-        state.pagemap_ns_per_byte = Some(walk_ns_per_byte(cap, None, 32 * big));
+        state.pagemap_ns_per_byte = Some(walk_ns_per_byte(limit, None, 32 * big));
         assert_eq!(by_pages(&state), [8, 9, 10], "a finished walk's rate is over the whole size");
         // One that met nothing before it stopped is charged as if it met a page.
-        assert_eq!(walk_ns_per_byte(cap, Some(0), 32 * big), cap as f64 / 4096.0);
+        assert_eq!(walk_ns_per_byte(limit, Some(0), 32 * big), limit as f64 / 4096.0);
     }
 
     /// A walk's rate that rules walks out is forgotten WALK_RETRY after the walk that gave it:
@@ -2270,10 +2291,13 @@ mod tests {
         let (busy, quiet) = (state.candidates[0], state.candidates[1]);
         let never = || -> bool { panic!("the host asked where its answer does not matter") };
         assert_eq!(how_to_read(&state, &busy, 0, never), (How::Pages, false), "no walk measured yet");
-        // The last walk, ended at 10 s: 1.1 × the savings for a target this size.
+        // The last walk, ended at 10 s: 1.9 × the savings for a target this size, within what
+        // they may be overdrawn to; then 2.1 ×, past it.
         let s = 1_000_000_000u64;
-        state.pagemap_ns_per_byte = Some(1.1 * Savings::cap(0.005) / (16 * big) as f64);
+        state.pagemap_ns_per_byte = Some(1.9 * Savings::cap(0.005) / (16 * big) as f64);
         state.pagemap_rate_at_ns = 10 * s;
+        assert_eq!(how_to_read(&state, &busy, 10 * s, never), (How::Pages, false));
+        state.pagemap_ns_per_byte = Some(2.1 * Savings::cap(0.005) / (16 * big) as f64);
         assert_eq!(how_to_read(&state, &busy, 10 * s, never), (How::Rollup, true));
         assert_eq!(how_to_read(&state, &busy, 10 * s + WALK_RETRY_NS - 1, never), (How::Rollup, true));
         // A quiet one wanted no walk: read whole, and not counted.
@@ -2364,8 +2388,8 @@ mod tests {
         state.note_rollup_rate(20_000_000.0 / (2 * big) as f64, false);
         assert_eq!(how(&state, false), How::Rollup, "a quiet host");
         assert_eq!(how(&state, true), How::Pages, "a crowd, and no walk measured yet");
-        // A walk of it would cost twice the savings.
-        state.pagemap_ns_per_byte = Some(2.0 * Savings::cap(0.005) / (2 * big) as f64);
+        // A walk of it would cost three times the savings, past what they may be overdrawn to.
+        state.pagemap_ns_per_byte = Some(3.0 * Savings::cap(0.005) / (2 * big) as f64);
         assert_eq!(how(&state, true), How::PutOff);
         assert_eq!(how(&state, false), How::Rollup);
         // Where pagemap cannot be read, as where no walk fits.
