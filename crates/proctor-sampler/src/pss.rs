@@ -241,9 +241,9 @@ enum How {
 /// budget and [`TargetLimits::max_hold`] bound, but not while the host is busy and that hold
 /// would likely pass the cap: the read is put off ([`How::PutOff`]) for at most
 /// [`PUT_OFF_LIMIT`] in a row at `now_ns` (a host that stays busy gets its read, and the rate
-/// of a read begun in a crowd), and the row says so. A walk that passes that limit anyway
-/// (the first, before any was measured) stops there ([`PageCounter::limit_cpu`]) and the target
-/// is read through `smaps_rollup` that time.
+/// of a read begun in a crowd), and the row says so. A walk that passes its limit anyway
+/// stops there ([`State::walk_limit_ns`]: the first, before any was measured, may spend the
+/// savings only) and the target is read through `smaps_rollup` that time.
 ///
 /// Returns with the way whether the target wanted a walk that did not fit that limit
 /// ([`PssStats::walks_unaffordable`]).
@@ -258,9 +258,7 @@ fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl Fn
     // Where `pagemap` cannot be read (`proctor doctor` says why), no walk is.
     let affordable = || {
         let limit = Savings::walk_limit(state.stats.budget);
-        let known =
-            state.pagemap_ns_per_byte.filter(|_| now_ns < state.pagemap_rate_at_ns.saturating_add(WALK_RETRY_NS));
-        state.stats.pagemap && known.is_none_or(|rate| rate * c.resident_bytes as f64 <= limit)
+        state.stats.pagemap && state.walk_rate(now_ns).is_none_or(|rate| rate * c.resident_bytes as f64 <= limit)
     };
     // One `smaps_rollup` hold would pass the cap on a single hold, at the recent reads' hold
     // per resident byte and [`HOLD_MARGIN`] (a worker of 2 GiB held ~40-80 ms here, where the
@@ -686,10 +684,27 @@ pub const BURST_RATE: f64 = 4.0;
 /// the budget stays an average. A 1 GiB child's walk cost 55-146 ms of CPU here within an
 /// hour, against savings of 150 ms at the default budget: at once the savings, walks sat at
 /// their edge, one a little past them was stopped, and every busy child was read whole (holds
-/// of ~30 ms) until [`WALK_RETRY`].
+/// of ~30 ms) until [`WALK_RETRY`]. Only a walk whose rate is known may overdraw them
+/// ([`State::walk_limit_ns`]).
 pub const WALK_OVERDRAFT: f64 = 2.0;
 
 impl State {
+    /// The last walk's CPU per resident byte, until [`WALK_RETRY`] after it.
+    fn walk_rate(&self, now_ns: u64) -> Option<f64> {
+        self.pagemap_ns_per_byte.filter(|_| now_ns < self.pagemap_rate_at_ns.saturating_add(WALK_RETRY_NS))
+    }
+
+    /// The CPU a walk begun at `now_ns` may spend ([`PageCounter::limit_cpu`]): where a walk's
+    /// rate is known (and said it fits), [`WALK_OVERDRAFT`] times the savings; where none is
+    /// (the first walk, or one [`WALK_RETRY`] after the last), the savings only, so that a walk
+    /// that would never fit (a busy compiler in a debug build, 0.55 s) costs no more than it did
+    /// before walks could overdraw them, nor a rest of 30 s after it.
+    fn walk_limit_ns(&self, now_ns: u64) -> u64 {
+        let savings = Savings::cap(self.stats.budget);
+        let limit = if self.walk_rate(now_ns).is_some() { savings * WALK_OVERDRAFT } else { savings };
+        limit as u64
+    }
+
     /// The hold per resident byte a `smaps_rollup` read of a big target is predicted at: the
     /// highest of the last [`ROLLUP_RATES`] reads', for a read begun in a crowd (`crowded`) or
     /// not: in one, a rate from a read begun without counts [`BUSY_FACTOR`] ×.
@@ -1153,9 +1168,9 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
     let mut crowd_gauge = Crowd::new(root, root.is_real().then(|| proctor_procfs::system::affinity(0).ok()).flatten());
-    // No walk costs more than the savings may be overdrawn to ([`how_to_read`]).
+    // No walk costs more than the savings may be overdrawn to ([`State::walk_limit_ns`]).
     if let Some(counter) = pages.as_mut() {
-        counter.limit_cpu(Some(Savings::walk_limit(budget) as u64));
+        counter.limit_cpu(Some(Savings::cap(budget) as u64));
     }
     {
         let mut state = shared.lock();
@@ -1196,7 +1211,13 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                             state.put_off(&c, now_ns);
                             None
                         }
-                        how => Some((c, how == How::Pages, crowd)),
+                        How::Pages => {
+                            if let Some(counter) = pages.as_mut() {
+                                counter.limit_cpu(Some(state.walk_limit_ns(now_ns)));
+                            }
+                            Some((c, true, crowd))
+                        }
+                        How::Rollup => Some((c, false, crowd)),
                     }
                 }
                 None => {
@@ -2291,13 +2312,18 @@ mod tests {
         let (busy, quiet) = (state.candidates[0], state.candidates[1]);
         let never = || -> bool { panic!("the host asked where its answer does not matter") };
         assert_eq!(how_to_read(&state, &busy, 0, never), (How::Pages, false), "no walk measured yet");
+        // With no rate known, a walk may spend the savings only.
+        let savings = Savings::cap(0.005);
+        assert_eq!(state.walk_limit_ns(0), savings as u64);
         // The last walk, ended at 10 s: 1.9 × the savings for a target this size, within what
-        // they may be overdrawn to; then 2.1 ×, past it.
+        // they may be overdrawn to, and walked with that overdraft; then 2.1 ×, past it.
         let s = 1_000_000_000u64;
-        state.pagemap_ns_per_byte = Some(1.9 * Savings::cap(0.005) / (16 * big) as f64);
+        state.pagemap_ns_per_byte = Some(1.9 * savings / (16 * big) as f64);
         state.pagemap_rate_at_ns = 10 * s;
         assert_eq!(how_to_read(&state, &busy, 10 * s, never), (How::Pages, false));
-        state.pagemap_ns_per_byte = Some(2.1 * Savings::cap(0.005) / (16 * big) as f64);
+        assert_eq!(state.walk_limit_ns(10 * s), (savings * WALK_OVERDRAFT) as u64);
+        assert_eq!(state.walk_limit_ns(10 * s + WALK_RETRY_NS), savings as u64, "the rate forgotten");
+        state.pagemap_ns_per_byte = Some(2.1 * savings / (16 * big) as f64);
         assert_eq!(how_to_read(&state, &busy, 10 * s, never), (How::Rollup, true));
         assert_eq!(how_to_read(&state, &busy, 10 * s + WALK_RETRY_NS - 1, never), (How::Rollup, true));
         // A quiet one wanted no walk: read whole, and not counted.
