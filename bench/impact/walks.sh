@@ -5,7 +5,8 @@
 # bench/impact/run.sh (60 s) and than the 150 s after which a stopped walk's rate is forgotten.
 # Starts the impact workload (CHILDREN (24) children sharing SIZE_BYTES (1 GiB), each mapping
 # and touching fresh pages RATE (200) times a second), then `proctor serve --no-record` and
-# ARGS on loopback, and prints the worker's counts every EVERY (15) seconds for SECONDS_TOTAL (345).
+# ARGS on loopback, and prints the worker's counts every EVERY (15) seconds for SECONDS_TOTAL (345),
+# with whose read held longest (the workload itself: the tree's quiet parent).
 # Ends both by their PIDs.
 #   bash bench/impact/walks.sh
 #   ARGS='--pss-budget 0.001' bash bench/impact/walks.sh        # savings of 30 ms
@@ -53,8 +54,10 @@ import json, sys
 w = json.load(sys.stdin)["pss_worker"]
 keys = ["reads", "pagemap_reads", "walks_stopped", "reads_walk_unaffordable", "reads_put_off_busy"]
 longest, total, cpu = w["max_lock_seconds"], w["lock_seconds_total"], w.get("cpu_seconds") or 0
+pid = w.get("max_lock_pid")
+whose = "the workload itself" if str(pid) == sys.argv[2] else f"pid {pid}"
 print(sys.argv[1].rjust(4), "s:", " ".join(f"{k} {w.get(k)}" for k in keys),
-      f"longest hold {longest * 1e3:.1f} ms, holds {total:.3f} s, cpu {cpu:.2f} s")' "$t"
+      f"longest hold {longest * 1e3:.1f} ms ({whose}), holds {total:.3f} s, cpu {cpu:.2f} s")' "$t" "$workload"
 done
 echo "-- load after: $(cat /proc/loadavg)"
 echo "-- $(host_memory)"
