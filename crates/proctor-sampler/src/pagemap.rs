@@ -187,8 +187,11 @@ impl PageCounter {
     /// The resident bytes (present pages) the last [`PageCounter::read`] got through before it
     /// ended: a walk stopped at its CPU limit spent its CPU on these, not on the target's
     /// whole size. A page is got through in two halves, read from `pagemap` and its frame
-    /// counted, so one only read counts half (the work is about even here; an estimate that
-    /// errs long, as a walk's cost should). Equal to the resident pages met when it finished.
+    /// counted (as each frame's count is read: counted only at a batch's end, a 1 GiB walk
+    /// stopped while counting its one batch met half its size, and was predicted at twice the
+    /// limit it stopped at, which ruled the next walk out), so one only read counts half (an
+    /// estimate that errs long, as a walk's cost should: `kpagecount` is most of it here).
+    /// Equal to the resident pages met when it finished.
     pub fn met_bytes(&self) -> u64 {
         (self.walked_bytes + self.counted_bytes) / 2
     }
@@ -270,11 +273,11 @@ impl PageCounter {
         if past(deadline) {
             return Err(Error::parse("/proc/kpagecount".into(), OVER_CPU_LIMIT));
         }
-        let batch_bytes = (self.frames.len() + self.anon.len()) as u64 * page_bytes;
         let mut uncounted = std::mem::take(&mut self.uncounted);
         uncounted.clear();
         self.anon.sort_unstable();
         lookup(&self.kpagecount, "/proc/kpagecount", &self.anon, &mut self.counts, deadline, |frame, count| {
+            self.counted_bytes += page_bytes;
             if count == 0 {
                 uncounted.push(frame);
             } else {
@@ -295,6 +298,7 @@ impl PageCounter {
         // The counts of the file pages first, then their flags, run by run in the same order.
         counts.clear();
         lookup(&self.kpagecount, "/proc/kpagecount", &self.frames, &mut self.counts, deadline, |_, count| {
+            self.counted_bytes += page_bytes;
             counts.push(count)
         })?;
         let mut k = 0;
@@ -307,7 +311,6 @@ impl PageCounter {
         self.flags = counts;
         self.frames.clear();
         self.anon.clear();
-        self.counted_bytes += batch_bytes;
         Ok(())
     }
 }
