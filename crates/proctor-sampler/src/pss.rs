@@ -299,8 +299,9 @@ fn how_to_read(state: &State, c: &Candidate, now_ns: u64, mut host_busy: impl Fn
 /// walk costs moves with the host's memory and with how its frames lie (`kpagecount` is read
 /// through the gaps between them), and one walk a little past the savings, stopped there, sent
 /// every busy 1 GiB child through `smaps_rollup` (holds of ~30 ms) until the agent stopped
-/// (walks may now cost [`WALK_OVERDRAFT`] times the savings). At most one walk stopped at its
-/// limit per this long: two fifths of the default budget where no walk ever fits.
+/// (walks whose rate is known may now cost [`WALK_OVERDRAFT`] times the savings). At most one
+/// walk stopped at its limit per this long, and that one at the savings
+/// ([`State::walk_limit_ns`]): a fifth of the default budget where no walk ever fits.
 pub const WALK_RETRY: Duration = Duration::from_secs(150);
 const WALK_RETRY_NS: u64 = WALK_RETRY.as_nanos() as u64;
 
