@@ -1169,10 +1169,6 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
     let mut crowd_gauge = Crowd::new(root, root.is_real().then(|| proctor_procfs::system::affinity(0).ok()).flatten());
-    // No walk costs more than the savings may be overdrawn to ([`State::walk_limit_ns`]).
-    if let Some(counter) = pages.as_mut() {
-        counter.limit_cpu(Some(Savings::cap(budget) as u64));
-    }
     {
         let mut state = shared.lock();
         state.stats.pagemap = pages.is_some();
@@ -1213,6 +1209,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
                             None
                         }
                         How::Pages => {
+                            // No walk costs more than the savings may be overdrawn to.
                             if let Some(counter) = pages.as_mut() {
                                 counter.limit_cpu(Some(state.walk_limit_ns(now_ns)));
                             }

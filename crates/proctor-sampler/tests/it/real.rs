@@ -455,11 +455,11 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
     assert!(kernel_threads.iter().all(|(_, stall)| stall.is_none()), "{kernel_threads:?}");
 }
 
-/// A walk of a big busy target that passes its CPU limit (twice the savings) is stopped there
-/// and counted, and the target is read through `smaps_rollup` that time: a child with 64 MiB
-/// resident that maps and unmaps every millisecond (untraced, which sends it through
-/// `pagemap`), under a budget whose savings (30 s of it) are 0.3 ms of CPU, a walk's limit
-/// 0.6 ms, where walking 64 MiB took 1.8-9 ms here.
+/// A walk of a big busy target that passes its CPU limit is stopped there and counted, and the
+/// target is read through `smaps_rollup` that time: a child with 64 MiB resident that maps and
+/// unmaps every millisecond (untraced, which sends it through `pagemap`), under a budget whose
+/// savings (30 s of it) are 0.3 ms of CPU: the first walk's limit, twice that for a walk whose
+/// rate is known, where walking 64 MiB took 1.8-9 ms here.
 #[test]
 fn a_walk_past_its_limit_is_stopped_and_counted() {
     let pagemap_open = proctor_sampler::pagemap::PageCounter::open(&proctor_procfs::Root::default());
