@@ -86,7 +86,8 @@ for arm in doc["arms"]:
     if arm["ledger"]:
         g = arm["ledger"]
         print(f"  ledger {ms(g['stall_seconds_total'])} over {g['processes']} processes, longest read "
-              f"{ms(g['stall_max_seconds'])}, {ms(g['timed_stall_seconds_total'])} on the timed children; "
+              f"{ms(g['stall_max_seconds'])} (pid {g.get('stall_max_pid')} {g.get('stall_max_name')}, "
+              f"{'timed' if g.get('stall_max_timed') else 'times nothing'}), {ms(g['timed_stall_seconds_total'])} on the timed children; "
               f"the tree's threads waited {ms(g['target_waited_seconds_total'])} on them (the agent's trace)")
     if arm.get("slept_operations") is not None:
         print(f"  {arm['slept_operations']} operations slept (waited for the mmap lock), {ms(arm['slept_seconds'])} in all")

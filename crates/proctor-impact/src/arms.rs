@@ -282,8 +282,12 @@ pub struct Ledger {
     pub pss_read_processes: u32,
     /// Wall time of the agent's reads that took a tree member's mmap lock, in all.
     pub stall_seconds_total: f64,
-    /// The longest single such read.
+    /// The longest single such read, and whose: its pid, its name, and whether it is one of
+    /// the processes that time operations (a hold of one that does not shows in no latency).
     pub stall_max_seconds: f64,
+    pub stall_max_pid: Option<u32>,
+    pub stall_max_name: Option<String>,
+    pub stall_max_timed: Option<bool>,
     /// The same total over the processes that time operations (the others never wait).
     pub timed_stall_seconds_total: f64,
     /// What the tree's own threads waited for their mmap locks while those reads held them, as
@@ -302,6 +306,9 @@ impl Ledger {
             pss_read_processes: self.pss_read_processes,
             stall_seconds_total: (self.stall_seconds_total - earlier.stall_seconds_total).max(0.0),
             stall_max_seconds: self.stall_max_seconds,
+            stall_max_pid: self.stall_max_pid,
+            stall_max_name: self.stall_max_name.clone(),
+            stall_max_timed: self.stall_max_timed,
             timed_stall_seconds_total: (self.timed_stall_seconds_total - earlier.timed_stall_seconds_total).max(0.0),
             target_waited_seconds_total: self
                 .target_waited_seconds_total
@@ -334,9 +341,16 @@ pub fn read_ledger(api: SocketAddr, root: u32, timed: &[u32], within: Duration) 
         ledger.processes += 1;
         ledger.pss_read_processes += u32::from(row["pss_bytes"].is_u64());
         ledger.stall_seconds_total += total;
-        ledger.stall_max_seconds =
-            ledger.stall_max_seconds.max(row["stall_by_proctor_max_seconds"].as_f64().unwrap_or(0.0));
-        if row["pid"].as_u64().is_some_and(|pid| timed.contains(&(pid as u32))) {
+        let pid = row["pid"].as_u64().and_then(|pid| u32::try_from(pid).ok());
+        let is_timed = pid.is_some_and(|pid| timed.contains(&pid));
+        let longest = row["stall_by_proctor_max_seconds"].as_f64().unwrap_or(0.0);
+        if longest > ledger.stall_max_seconds {
+            ledger.stall_max_seconds = longest;
+            ledger.stall_max_pid = pid;
+            ledger.stall_max_name = row["name"].as_str().map(str::to_string);
+            ledger.stall_max_timed = Some(is_timed);
+        }
+        if is_timed {
             ledger.timed_stall_seconds_total += total;
         }
         if let Some(waited) = row["stall_target_waited_seconds_total"].as_f64() {
@@ -374,6 +388,9 @@ mod tests {
             pss_read_processes: 1,
             stall_seconds_total: 0.5,
             stall_max_seconds: 0.02,
+            stall_max_pid: Some(7),
+            stall_max_name: Some("parent".into()),
+            stall_max_timed: Some(false),
             timed_stall_seconds_total: 0.25,
             target_waited_seconds_total: None,
         };
@@ -382,6 +399,9 @@ mod tests {
             pss_read_processes: 2,
             stall_seconds_total: 2.0,
             stall_max_seconds: 0.03,
+            stall_max_pid: Some(9),
+            stall_max_name: Some("child".into()),
+            stall_max_timed: Some(true),
             timed_stall_seconds_total: 1.0,
             target_waited_seconds_total: Some(0.125),
         };
@@ -389,6 +409,11 @@ mod tests {
         assert_eq!((added.processes, added.pss_read_processes), (4, 2));
         assert_eq!((added.stall_seconds_total, added.timed_stall_seconds_total), (1.5, 0.75));
         assert_eq!((added.stall_max_seconds, added.target_waited_seconds_total), (0.03, Some(0.125)));
+        // Whose the longest read is, as now.
+        assert_eq!(
+            (added.stall_max_pid, added.stall_max_name.as_deref(), added.stall_max_timed),
+            (Some(9), Some("child"), Some(true))
+        );
     }
 
     /// A child of a test, stopped and reaped however the test ends.

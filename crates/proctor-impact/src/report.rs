@@ -282,6 +282,20 @@ fn signed(seconds: f64) -> String {
     }
 }
 
+/// Whose the ledger's longest read was, in words (its name, which the target chose, made
+/// printable): " of pid 12 `python3`, which times no operations". Empty where unknown.
+fn whose_longest(l: &Ledger) -> String {
+    let Some(pid) = l.stall_max_pid else { return String::new() };
+    let name =
+        l.stall_max_name.as_deref().map(|n| format!(" `{}`", proctor_units::units::printable(n))).unwrap_or_default();
+    let timed = match l.stall_max_timed {
+        Some(true) => ", which times operations",
+        Some(false) => ", which times no operations",
+        None => "",
+    };
+    format!(" of pid {pid}{name}{timed}")
+}
+
 /// The report for people.
 pub fn render_text(report: &ImpactReport) -> String {
     let mut out = String::new();
@@ -394,10 +408,11 @@ pub fn render_text(report: &ImpactReport) -> String {
         if let Some(l) = &arm.ledger {
             let _ = write!(
                 out,
-                "; ledger {} over {} processes (longest read {}), {} on the timed ones",
+                "; ledger {} over {} processes (longest read {}{}), {} on the timed ones",
                 duration_secs(l.stall_seconds_total),
                 l.processes,
                 duration_secs(l.stall_max_seconds),
+                whose_longest(l),
                 duration_secs(l.timed_stall_seconds_total)
             );
             match l.target_waited_seconds_total {

@@ -709,11 +709,17 @@ fn build_report(
                 rounds[index].iter().map(|r| r.monitor_cpu_seconds).sum::<Option<f64>>()
             };
             let ledgers: Vec<&Ledger> = rounds[index].iter().filter_map(|r| r.ledger.as_ref()).collect();
-            let ledger = (!ledgers.is_empty() && matches!(arm, Arm::Agent(_))).then(|| Ledger {
+            // The longest read of all the rounds, with whose it was.
+            let longest =
+                ledgers.iter().copied().reduce(|a, b| if b.stall_max_seconds > a.stall_max_seconds { b } else { a });
+            let ledger = longest.filter(|_| matches!(arm, Arm::Agent(_))).map(|longest| Ledger {
                 processes: ledgers.iter().map(|l| l.processes).max().unwrap_or(0),
                 pss_read_processes: ledgers.iter().map(|l| l.pss_read_processes).max().unwrap_or(0),
                 stall_seconds_total: ledgers.iter().map(|l| l.stall_seconds_total).sum(),
-                stall_max_seconds: ledgers.iter().map(|l| l.stall_max_seconds).fold(0.0, f64::max),
+                stall_max_seconds: longest.stall_max_seconds,
+                stall_max_pid: longest.stall_max_pid,
+                stall_max_name: longest.stall_max_name.clone(),
+                stall_max_timed: longest.stall_max_timed,
                 timed_stall_seconds_total: ledgers.iter().map(|l| l.timed_stall_seconds_total).sum(),
                 target_waited_seconds_total: ledgers
                     .iter()

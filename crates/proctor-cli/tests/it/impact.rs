@@ -91,6 +91,17 @@ fn every_arm_is_reported_with_intervals_cpu_and_the_ledger_and_psutil_stalls_the
     let ledger = &arms[1]["ledger"];
     assert!(ledger["processes"].as_u64().is_some_and(|n| n >= 1), "{ledger}");
     assert!(ledger["stall_seconds_total"].as_f64().is_some_and(|s| s >= 0.0), "{ledger}");
+    // Whose the longest read was: a member of the tree, timed unless it is the tree's parent
+    // (the target, which times nothing).
+    if ledger["stall_max_seconds"].as_f64().is_some_and(|s| s > 0.0) {
+        let pid = ledger["stall_max_pid"].as_u64().expect("the longest read's pid");
+        assert!(ledger["stall_max_name"].as_str().is_some_and(|n| !n.is_empty()), "{ledger}");
+        assert_eq!(
+            ledger["stall_max_timed"].as_bool(),
+            Some(pid != v["workload"]["target_pid"].as_u64().expect("target_pid")),
+            "{v}"
+        );
+    }
     // The tree's own wait on the agent's smaps_rollup reads (issue 34 item 2), where it may
     // trace the kernel's mmap_lock tracepoints (as doctor says: the agent decides it the same
     // way) and read a member's PSS in the round.
