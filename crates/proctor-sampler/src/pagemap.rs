@@ -5,11 +5,13 @@
 //! mapping here, long enough that a target mapping memory at a fixed rate feels it in its
 //! slowest operations. This reader asks `pagemap` for one page table's worth of entries per
 //! `pread` (the kernel takes and drops the lock once per such walk: 2 MiB of address space,
-//! ~15–70 µs here), then looks up how many page tables map each frame in `kpagecount`, and
-//! what each page is in `kpageflags`, which hold no process's lock. It costs about twice the
-//! CPU of `smaps_rollup` and needs `CAP_SYS_ADMIN` (without it the frame numbers read 0), so
-//! the PSS worker uses it for big targets only and falls back to `smaps_rollup` where it is
-//! closed.
+//! ~15–70 µs here), then looks up how many page tables map each frame in `kpagecount` (but an
+//! anonymous page that `pagemap` marks as this process's alone, which counts 1), and what each
+//! page of a file is in `kpageflags`, which hold no process's lock. It costs about four times
+//! the CPU of `smaps_rollup` where pages are shared, about the same where they are the
+//! target's own (`pagemap_cost`: 42 against 11 ms, and 9–14 against 9–14 ms, at 1 GiB), and needs
+//! `CAP_SYS_ADMIN` (without it the frame numbers read 0), so the PSS worker uses it for big
+//! targets only and falls back to `smaps_rollup` where it is closed.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -41,8 +43,12 @@ impl Holds {
 }
 
 /// Frames are looked up in runs: a gap of up to this many frames is read through rather than
-/// split into another `pread`.
-const GAP_FRAMES: u64 = 64;
+/// split into another `pread`. Each frame read costs the kernel its count or flags (a snapshot
+/// of its page, ~40 ns here) and a copy out, needed or not. A child sharing 1 GiB with 8
+/// siblings cost 71–95 ms a walk at 64, 46–66 ms at 4, 52–69 ms at 1 (only frames side by side
+/// in one read); an impact workload's child 91–100, 65–68 and 61–67 ms (`pagemap_cost` with
+/// the gap as a variable, medians of 8 walks, two runs).
+const GAP_FRAMES: u64 = 4;
 /// The most frames one `kpagecount` read covers (64 KiB of counts).
 const RUN_FRAMES: u64 = 8192;
 /// Frames are counted this many at a time (8 MiB of frame numbers: 4 GiB resident), so a
@@ -87,6 +93,8 @@ pub struct PageCounter {
     /// counted, finished or not ([`PageCounter::met_bytes`]).
     walked_bytes: u64,
     counted_bytes: u64,
+    /// Frames whose count the last walk looked up in `kpagecount`.
+    counts_read: u64,
 }
 
 /// How many walks pass between two looks at the walk's CPU time (a system call each).
@@ -121,6 +129,7 @@ impl PageCounter {
             deadline: None,
             walked_bytes: 0,
             counted_bytes: 0,
+            counts_read: 0,
         };
         // A page of our own, resident: its frame number is 0 unless we may see frame numbers.
         let probe = vec![1u8; 2 * page_bytes as usize];
@@ -196,9 +205,15 @@ impl PageCounter {
         (self.walked_bytes + self.counted_bytes) / 2
     }
 
+    /// How many frames' counts the last [`PageCounter::read`] looked up in `kpagecount`: an
+    /// anonymous page of the target's alone needs none.
+    pub fn counts_read(&self) -> u64 {
+        self.counts_read
+    }
+
     fn read_holding(&mut self, root: &Root, pid: u32, holds: &mut Holds) -> Result<SmapsRollup, Error> {
         self.deadline = self.cpu_limit_ns.map(|limit| (limit, thread_cpu_ns()));
-        (self.walked_bytes, self.counted_bytes) = (0, 0);
+        (self.walked_bytes, self.counted_bytes, self.counts_read) = (0, 0, 0);
         let mut walks = 0u32;
         let started = Instant::now();
         root.read_into(format!("/proc/{pid}/maps"), &mut self.maps)?;
@@ -240,6 +255,13 @@ impl PageCounter {
                             self.frames.push(frame);
                             self.walked_bytes += self.page_bytes;
                         }
+                        Page::Anon(frame) if frame & EXCLUSIVE != 0 => {
+                            // Mapped by this process alone (what `pagemap` marks exclusive is
+                            // what `kpagecount` would count 1): no count to look up.
+                            tally.add(self.page_bytes, 1, KPF_ANON, true);
+                            self.walked_bytes += self.page_bytes;
+                            self.counted_bytes += self.page_bytes;
+                        }
                         Page::Anon(frame) => {
                             self.anon.push(frame);
                             self.walked_bytes += self.page_bytes;
@@ -278,6 +300,7 @@ impl PageCounter {
         self.anon.sort_unstable();
         lookup(&self.kpagecount, "/proc/kpagecount", &self.anon, &mut self.counts, deadline, |frame, count| {
             self.counted_bytes += page_bytes;
+            self.counts_read += 1;
             if count == 0 {
                 uncounted.push(frame);
             } else {
@@ -299,6 +322,7 @@ impl PageCounter {
         counts.clear();
         lookup(&self.kpagecount, "/proc/kpagecount", &self.frames, &mut self.counts, deadline, |_, count| {
             self.counted_bytes += page_bytes;
+            self.counts_read += 1;
             counts.push(count)
         })?;
         let mut k = 0;
@@ -486,6 +510,67 @@ mod tests {
         assert!(pss < read.rss_bytes.expect("rss") as f64 * 0.75, "the shared 64 MiB counts half: {read:?}");
         // At least 32 walks of 2 MiB for the 64 MiB alone, each its own hold.
         assert!(holds.count >= 33 && holds.longest_ns < holds.total_ns, "{holds:?}");
+    }
+
+    /// A forked child that wrote every page of 32 MiB it shares with this process has them to
+    /// itself (copied on write): read without a count looked up for them, and the same PSS and
+    /// USS as `smaps_rollup` gives.
+    #[test]
+    fn a_process_own_pages_need_no_count_and_agree_with_smaps_rollup() {
+        let _serial = serial();
+        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
+            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
+            return;
+        };
+        let len = 32usize << 20;
+        let mut memory = vec![1u8; len];
+        // SAFETY: the child only writes to memory it owns (its copy) and calls async-signal-safe
+        // functions (pause, _exit) until killed.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            for i in (0..len).step_by(4096) {
+                // SAFETY: within the vector.
+                unsafe { std::ptr::write_volatile(memory.as_mut_ptr().add(i), 2) };
+            }
+            // SAFETY: as above.
+            unsafe {
+                libc::pause();
+                libc::_exit(0)
+            };
+        }
+        let root = Root::default();
+        let smaps_of = || {
+            let bytes = root.read(format!("/proc/{child}/smaps_rollup")).expect("the child's smaps_rollup");
+            proctor_procfs::process::parse_smaps_rollup(&bytes).expect("a smaps_rollup")
+        };
+        // Until the child has written its pages: its private dirty memory past 32 MiB, bounded.
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        while smaps_of().private_dirty_bytes.unwrap_or(0) < len as u64 {
+            assert!(Instant::now() < deadline, "the child never wrote its 32 MiB");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let smaps = smaps_of();
+        let (read, _) = counter.read(&root, child as u32);
+        let counts_read = counter.counts_read();
+        // SAFETY: the child is ours; killing and reaping it touches nothing else.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        std::hint::black_box(&mut memory);
+        let read = read.expect("a pagemap reading");
+        let size = smaps.rss_bytes.expect("rss") as f64;
+        let near = |ours: Option<u64>, theirs: Option<u64>, what: &str| {
+            let (ours, theirs) = (ours.expect("ours") as f64, theirs.expect("theirs") as f64);
+            assert!((ours - theirs).abs() <= size * 0.01, "{what}: pagemap {ours} against smaps_rollup {theirs}");
+        };
+        near(read.pss_bytes, smaps.pss_bytes, "Pss");
+        near(read.uss_bytes(), smaps.uss_bytes(), "USS");
+        near(read.rss_bytes, smaps.rss_bytes, "Rss");
+        // Its own pages were not looked up: the counts read are the rest of it.
+        let own_pages = len as u64 / page_size();
+        let resident_pages = read.rss_bytes.expect("rss") / page_size();
+        assert!(counts_read + own_pages <= resident_pages, "{counts_read} counts read of {resident_pages} pages");
     }
 
     /// A walk past its CPU limit stops and fails; without one (or under a generous one) the
