@@ -429,8 +429,12 @@ impl ProcessTable {
             take_cgroup(entry, stat.cgroup_ids, cgroup_paths, root, pid, scratch, cost);
         } else if entry.cgroup_unconfirmed && stat.cgroup_ids.is_some() {
             // Read at an earlier scan under this pair, and still in it: the path is the pair's.
+            // Unless it is exiting now: a task past the start of its exit is shown in the root
+            // of every cgroup v1 hierarchy (`/proc/PID/cgroup` reads "/" there) while it keeps
+            // its pair, so what was read may be that "/", and every process started under the
+            // pair would take it.
             entry.cgroup_unconfirmed = false;
-            if let Some(k) = entry.cgroup_ids {
+            if let Some(k) = entry.cgroup_ids.filter(|_| !matches!(stat.state, 'Z' | 'X')) {
                 cgroup_paths.insert(k, entry.cgroup.clone());
             }
         }

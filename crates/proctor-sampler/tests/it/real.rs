@@ -1580,6 +1580,71 @@ fn processes_started_in_a_cgroup_seen_before_have_it_without_a_read() {
     assert!(extra < 10, "{extra} more files read with cgroups on for 20 new processes: their cgroups were read");
 }
 
+/// A zombie keeps its cgroup id pair, yet on a cgroup v1 hierarchy its `/proc/PID/cgroup` reads
+/// "/" (the kernel shows an exiting task in the root there): that read must not be learned for
+/// the pair, or every process that comes under the pair later has "/" for its cgroup. A shell
+/// that moves itself into a cgroup of the test's and exits, left unreaped, is read at a first
+/// sample and its pair confirmed at a second; then a sleeper moved into that cgroup has its path.
+/// (Where cgroup2 holds the memory controller a zombie reads its own cgroup: nothing to
+/// mislearn, and this cannot fail.)
+#[test]
+fn a_zombies_cgroup_read_is_not_learned_for_its_pair() {
+    let config = SamplerConfig {
+        pss_budget: 0.0,
+        cmdline: false,
+        process_fds: false,
+        process_cgroups: true,
+        ..SamplerConfig::default()
+    };
+    let mut sampler = Sampler::new(config);
+    if let Err(why) = sampler.task_iter_status() {
+        eprintln!("SKIP: a zombie's cgroup by the task scan's ids: {}", why.unwrap_or("not asked for"));
+        return;
+    }
+    let Some((own_dir, own)) = row_cgroup_dir() else {
+        eprintln!("SKIP: a zombie's cgroup: no cgroup hierarchy found for this process");
+        return;
+    };
+    let name = format!("proctor-zombie-{}", std::process::id());
+    let dir = own_dir.join(&name);
+    if let Err(e) = std::fs::create_dir(&dir) {
+        eprintln!("SKIP: a zombie's cgroup: cannot make {}: {e}", dir.display());
+        return;
+    }
+    let procs = dir.join("cgroup.procs");
+    // Reaped when dropped, however the test ends; the cgroup removed once both are gone.
+    let zombie = Guard(
+        Command::new("sh").args(["-c", &format!("echo $$ > {} && exec true", procs.display())]).spawn().expect("sh"),
+    );
+    let pid = zombie.0.id();
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while state() != Some('Z') {
+        assert!(Instant::now() < deadline, "the shell never became a zombie: {:?}", state());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let shown = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    if !shown.lines().any(|l| l.contains("memory") && l.ends_with(":/")) {
+        eprintln!(
+            "SKIP: a zombie's cgroup: this host shows a zombie in its own cgroup ({shown:?}), nothing to mislearn"
+        );
+    }
+    // Read at the first sample, its pair confirmed at the second.
+    sampler.sample();
+    sampler.sample();
+    let sleeper = Guard(Command::new("sleep").arg("60").spawn().expect("sleep"));
+    let moved = std::fs::write(&procs, sleeper.0.id().to_string());
+    let row = sampler.sample().processes.into_iter().find(|p| p.pid == sleeper.0.id()).and_then(|p| p.cgroup);
+    drop(zombie);
+    remove_cgroup(&dir, sleeper);
+    moved.expect("the sleeper moved into the zombie's cgroup");
+    let path = format!("{}/{name}", own.trim_end_matches('/'));
+    assert_eq!(row.as_deref(), Some(path.as_str()), "the sleeper moved under the zombie's pair");
+}
+
 #[test]
 fn a_process_moved_to_another_cgroup_has_the_new_one_in_its_row() {
     let config = SamplerConfig { pss_budget: 0.0, cmdline: false, ..SamplerConfig::default() };
