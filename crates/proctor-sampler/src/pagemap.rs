@@ -524,39 +524,53 @@ mod tests {
         };
         let len = 32usize << 20;
         let mut memory = vec![1u8; len];
+        // The child says on this pipe when it has written its pages.
+        let mut ends = [0 as libc::c_int; 2];
+        // SAFETY: `ends` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0, "pipe");
         // SAFETY: the child only writes to memory it owns (its copy) and calls async-signal-safe
-        // functions (pause, _exit) until killed.
+        // functions (write, pause, _exit) until killed.
         let child = unsafe { libc::fork() };
         if child == 0 {
             for i in (0..len).step_by(4096) {
                 // SAFETY: within the vector.
                 unsafe { std::ptr::write_volatile(memory.as_mut_ptr().add(i), 2) };
             }
-            // SAFETY: as above.
+            // SAFETY: as above; one byte from the stack to the pipe's write end.
             unsafe {
+                libc::write(ends[1], [1u8].as_ptr().cast(), 1);
                 libc::pause();
                 libc::_exit(0)
             };
         }
-        let root = Root::default();
-        let smaps_of = || {
-            let bytes = root.read(format!("/proc/{child}/smaps_rollup")).expect("the child's smaps_rollup");
-            proctor_procfs::process::parse_smaps_rollup(&bytes).expect("a smaps_rollup")
-        };
-        // Until the child has written its pages: its private dirty memory past 32 MiB, bounded.
-        let deadline = Instant::now() + std::time::Duration::from_secs(30);
-        while smaps_of().private_dirty_bytes.unwrap_or(0) < len as u64 {
-            assert!(Instant::now() < deadline, "the child never wrote its 32 MiB");
-            std::thread::sleep(std::time::Duration::from_millis(5));
+        /// Kills and reaps the child however the test ends.
+        struct Forked(libc::pid_t);
+        impl Drop for Forked {
+            fn drop(&mut self) {
+                // SAFETY: the child is ours; killing and reaping it touches nothing else.
+                unsafe {
+                    libc::kill(self.0, libc::SIGKILL);
+                    libc::waitpid(self.0, std::ptr::null_mut(), 0);
+                }
+            }
         }
-        let smaps = smaps_of();
+        let forked = Forked(child);
+        let mut byte = [0u8; 1];
+        // SAFETY: our write end is closed so that a child that died reads as the end; the read
+        // is into `byte`.
+        let said = unsafe {
+            libc::close(ends[1]);
+            let n = libc::read(ends[0], byte.as_mut_ptr().cast(), 1);
+            libc::close(ends[0]);
+            n
+        };
+        assert_eq!(said, 1, "the child did not say it wrote its pages");
+        let root = Root::default();
+        let bytes = root.read(format!("/proc/{child}/smaps_rollup")).expect("the child's smaps_rollup");
+        let smaps = proctor_procfs::process::parse_smaps_rollup(&bytes).expect("a smaps_rollup");
         let (read, _) = counter.read(&root, child as u32);
         let counts_read = counter.counts_read();
-        // SAFETY: the child is ours; killing and reaping it touches nothing else.
-        unsafe {
-            libc::kill(child, libc::SIGKILL);
-            libc::waitpid(child, std::ptr::null_mut(), 0);
-        }
+        drop(forked);
         std::hint::black_box(&mut memory);
         let read = read.expect("a pagemap reading");
         let size = smaps.rss_bytes.expect("rss") as f64;
