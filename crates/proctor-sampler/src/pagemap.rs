@@ -398,6 +398,21 @@ mod tests {
         MAPS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The reader, or `None` with a SKIP line where frame numbers are hidden.
+    fn counter_or_skip() -> Option<PageCounter> {
+        let counter = PageCounter::open(&Root::default()).ok();
+        if counter.is_none() {
+            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
+        }
+        counter
+    }
+
+    /// Asserts that a figure of ours is within 1 % of `size` of `smaps_rollup`'s.
+    fn near(size: f64, ours: Option<u64>, theirs: Option<u64>, what: &str) {
+        let (ours, theirs) = (ours.expect("ours") as f64, theirs.expect("theirs") as f64);
+        assert!((ours - theirs).abs() <= size * 0.01, "{what}: pagemap {ours} against smaps_rollup {theirs}");
+    }
+
     /// An inaccessible reservation of this process's address space, never touched: no memory,
     /// only mappings to walk. Unmapped when dropped.
     struct Reservation(*mut libc::c_void, usize);
@@ -433,10 +448,7 @@ mod tests {
     #[test]
     fn pagemap_and_smaps_rollup_agree_on_a_process_that_shares_with_a_child() {
         let _serial = serial();
-        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
-            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
-            return;
-        };
+        let Some(mut counter) = counter_or_skip() else { return };
         // 64 MiB touched, then a child forked that shares it and sleeps: every page counted twice.
         let mut memory = vec![0u8; 64 << 20];
         for i in (0..memory.len()).step_by(4096) {
@@ -496,10 +508,7 @@ mod tests {
         // Within 1 % of the child's size: this process runs on between the two reads, and each
         // page it writes stops being shared with the child (the child's USS is a few pages).
         let size = smaps.rss_bytes.expect("rss") as f64;
-        let near = |ours: Option<u64>, theirs: Option<u64>, what: &str| {
-            let (ours, theirs) = (ours.expect("ours") as f64, theirs.expect("theirs") as f64);
-            assert!((ours - theirs).abs() <= size * 0.01, "{what}: pagemap {ours} against smaps_rollup {theirs}");
-        };
+        let near = |ours, theirs, what| near(size, ours, theirs, what);
         near(read.pss_bytes, smaps.pss_bytes, "Pss");
         near(read.rss_bytes, smaps.rss_bytes, "Rss");
         near(read.uss_bytes(), smaps.uss_bytes(), "USS");
@@ -518,10 +527,7 @@ mod tests {
     #[test]
     fn a_process_own_pages_need_no_count_and_agree_with_smaps_rollup() {
         let _serial = serial();
-        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
-            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
-            return;
-        };
+        let Some(mut counter) = counter_or_skip() else { return };
         let len = 32usize << 20;
         let mut memory = vec![1u8; len];
         // The child says on this pipe when it has written its pages.
@@ -574,10 +580,7 @@ mod tests {
         std::hint::black_box(&mut memory);
         let read = read.expect("a pagemap reading");
         let size = smaps.rss_bytes.expect("rss") as f64;
-        let near = |ours: Option<u64>, theirs: Option<u64>, what: &str| {
-            let (ours, theirs) = (ours.expect("ours") as f64, theirs.expect("theirs") as f64);
-            assert!((ours - theirs).abs() <= size * 0.01, "{what}: pagemap {ours} against smaps_rollup {theirs}");
-        };
+        let near = |ours, theirs, what| near(size, ours, theirs, what);
         near(read.pss_bytes, smaps.pss_bytes, "Pss");
         near(read.uss_bytes(), smaps.uss_bytes(), "USS");
         near(read.rss_bytes, smaps.rss_bytes, "Rss");
@@ -592,10 +595,7 @@ mod tests {
     #[test]
     fn a_walk_stops_at_its_cpu_limit() {
         let _serial = serial();
-        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
-            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
-            return;
-        };
+        let Some(mut counter) = counter_or_skip() else { return };
         // 64 MiB of address space, 32 walks at least: a reservation, not memory (a loaded suite
         // run failed when the sharing test's child inherited 64 MiB this test then freed).
         let len = 64usize << 20;
@@ -624,10 +624,7 @@ mod tests {
     #[test]
     fn a_huge_reservation_is_refused() {
         let _serial = serial();
-        let Ok(mut counter) = PageCounter::open(&Root::default()) else {
-            eprintln!("SKIP: pagemap frame numbers are not readable here (needs CAP_SYS_ADMIN)");
-            return;
-        };
+        let Some(mut counter) = counter_or_skip() else { return };
         let len = 128usize << 30;
         let reserved = Reservation::new(len);
         let (read, holds) = counter.read(&Root::default(), std::process::id());
