@@ -1538,6 +1538,22 @@ fn row_cgroup_dir() -> Option<(std::path::PathBuf, String)> {
     Some((mount.mount_point.join(below.trim_start_matches('/')), path))
 }
 
+/// A sampler with the task scan (whose id pairs the cgroup rules read), and this process's
+/// cgroup directory and path as `row_cgroup_dir` gives them; `None` with a SKIP line saying which
+/// is missing.
+fn scanning_in_own_cgroup(config: SamplerConfig, what: &str) -> Option<(Sampler, std::path::PathBuf, String)> {
+    let sampler = Sampler::new(config);
+    if let Err(why) = sampler.task_iter_status() {
+        eprintln!("SKIP: {what} through the task scan's ids: {}", why.unwrap_or("not asked for"));
+        return None;
+    }
+    let Some((dir, path)) = row_cgroup_dir() else {
+        eprintln!("SKIP: {what}: no cgroup hierarchy found for this process");
+        return None;
+    };
+    Some((sampler, dir, path))
+}
+
 /// Ends the test's process in the cgroup `dir` (by its pid) and removes the cgroup once it is
 /// empty (bounded: a cgroup is removable once its last task is reaped).
 fn remove_cgroup(dir: &std::path::Path, inside: Guard) {
@@ -1596,15 +1612,7 @@ fn a_zombies_cgroup_read_is_not_learned_for_its_pair() {
         process_cgroups: true,
         ..SamplerConfig::default()
     };
-    let mut sampler = Sampler::new(config);
-    if let Err(why) = sampler.task_iter_status() {
-        eprintln!("SKIP: a zombie's cgroup by the task scan's ids: {}", why.unwrap_or("not asked for"));
-        return;
-    }
-    let Some((own_dir, own)) = row_cgroup_dir() else {
-        eprintln!("SKIP: a zombie's cgroup: no cgroup hierarchy found for this process");
-        return;
-    };
+    let Some((mut sampler, own_dir, own)) = scanning_in_own_cgroup(config, "a zombie's cgroup") else { return };
     let name = format!("proctor-zombie-{}", std::process::id());
     let dir = own_dir.join(&name);
     if let Err(e) = std::fs::create_dir(&dir) {
@@ -1622,9 +1630,13 @@ fn a_zombies_cgroup_read_is_not_learned_for_its_pair() {
         stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while state() != Some('Z') {
-        assert!(Instant::now() < deadline, "the shell never became a zombie: {:?}", state());
+    while state() != Some('Z') && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
+    }
+    if state() != Some('Z') {
+        let last = state();
+        remove_cgroup(&dir, zombie);
+        panic!("the shell never became a zombie: {last:?}");
     }
     let shown = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
     if !shown.lines().any(|l| l.contains("memory") && l.ends_with(":/")) {
@@ -1648,15 +1660,7 @@ fn a_zombies_cgroup_read_is_not_learned_for_its_pair() {
 #[test]
 fn a_process_moved_to_another_cgroup_has_the_new_one_in_its_row() {
     let config = SamplerConfig { pss_budget: 0.0, cmdline: false, ..SamplerConfig::default() };
-    let mut sampler = Sampler::new(config);
-    if let Err(why) = sampler.task_iter_status() {
-        eprintln!("SKIP: cgroup moves seen through the task scan's ids: {}", why.unwrap_or("not asked for"));
-        return;
-    }
-    let Some((own_dir, own)) = row_cgroup_dir() else {
-        eprintln!("SKIP: cgroup moves: no cgroup hierarchy found for this process");
-        return;
-    };
+    let Some((mut sampler, own_dir, own)) = scanning_in_own_cgroup(config, "cgroup moves") else { return };
     let child = Guard(Command::new("sleep").arg("60").spawn().expect("sleep"));
     let pid = child.0.id();
     let name = format!("proctor-move-{pid}");
