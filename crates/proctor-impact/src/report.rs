@@ -24,7 +24,9 @@ pub struct ImpactReport {
     /// each monitor started once and stopped outside its turns; the intervals then resample
     /// whole cycles of turns, not blocks. `null`: one window an arm a round.
     pub turn_seconds: Option<f64>,
-    /// With turns, how long each monitor ran alone before the first window (not measured).
+    /// Before the first window, not measured: with turns, how long each monitor ran alone;
+    /// with rounds, how long the workload ran alone (its operations then are among those
+    /// dropped between rounds). `null` in reports of builds before rounds had one.
     pub warmup_seconds: Option<f64>,
     /// The length of a block (see `stats`): the unit resampled without turns.
     pub block_seconds: f64,
@@ -328,9 +330,10 @@ pub fn render_text(report: &ImpactReport) -> String {
         (None, _) => {
             let _ = writeln!(
                 out,
-                "rounds   {} × {} per arm, arms alternating; intervals: bootstrap 95 %, {} resamples of {} s blocks, seed {}",
+                "rounds   {} × {} per arm, after {} of the workload alone, arms alternating; intervals: bootstrap 95 %, {} resamples of {} s blocks, seed {}",
                 report.rounds,
                 duration_secs(report.duration_seconds),
+                duration_secs(report.warmup_seconds.unwrap_or(0.0)),
                 report.resamples,
                 report.block_seconds,
                 report.seed

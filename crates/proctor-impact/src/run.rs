@@ -72,7 +72,8 @@ pub struct ImpactConfig {
     /// alternating, each monitor started once and stopped outside its windows. `None`: one
     /// window an arm a round, each monitor started afresh in it.
     pub switch: Option<Duration>,
-    /// With turns, how long each monitor runs alone, outside any window, before the first.
+    /// With turns, how long each monitor runs alone, outside any window, before the first;
+    /// with rounds, how long the workload runs alone before the first round.
     pub warmup: Duration,
     /// With turns: trace the run (tracefs) and charge each monitor what it delayed its
     /// windows' operations by ([`crate::trace`]).
@@ -319,6 +320,12 @@ fn alternate_rounds(
     readings: &mut BTreeMap<usize, Reading>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
+    // The first round's first window is the no-monitor arm's: the workload's own start (its
+    // children's first faults, the host settling after filling the region) is kept out of it.
+    if !config.warmup.is_zero() {
+        progress(&format!("letting the workload settle for {}, outside any window", format_duration(config.warmup)));
+        let _ = wait_for(shared, config.warmup, |c| c.ended.is_some());
+    }
     for round in 0..config.rounds {
         // Each round starts one arm later than the one before: a drift over a round's minutes
         // (measured: the no-monitor arm's p99.9 rose 95 → 106 µs over three rounds) lands on
@@ -757,7 +764,7 @@ fn build_report(
         rounds: config.rounds,
         duration_seconds: config.duration.as_secs_f64(),
         turn_seconds: config.switch.map(|turn| turn.as_secs_f64()),
-        warmup_seconds: config.switch.map(|_| config.warmup.as_secs_f64()),
+        warmup_seconds: Some(config.warmup.as_secs_f64()),
         block_seconds: BLOCK_NS as f64 / 1e9,
         resamples: config.resamples,
         seed: config.seed,

@@ -41,9 +41,12 @@ pub struct Args {
     /// it each arm has one window a round and each monitor starts afresh in it.
     #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
     switch: Option<Duration>,
-    /// With --switch: how long each monitor runs alone, unmeasured, before the first turn.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg, requires = "switch")]
-    warmup: Duration,
+    /// Before anything is measured: with --switch, how long each monitor runs alone before the
+    /// first turn (default 30s); without, how long the workload runs alone before the first
+    /// round, so its start (faulting its memory in, its children's first pages) is no arm's
+    /// (default 10s: the first no-monitor window's tail ran high without it).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    warmup: Option<Duration>,
     /// With --switch and the pagefault workload: trace the run (tracefs: root, or tracefs
     /// writable) and charge each monitor what it delayed its own turns' operations by: its
     /// threads running where a child waited to run, its holds of a child's mmap lock while the
@@ -265,7 +268,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         target: args.target,
         switch: args.switch,
-        warmup: args.warmup,
+        warmup: args.warmup.unwrap_or(Duration::from_secs(if args.switch.is_some() { 30 } else { 10 })),
         attribute: args.attribute,
     };
     let mut progress = |line: &str| eprintln!("proctor impact: {}", proctor_vocab::units::printable(line));
