@@ -928,7 +928,10 @@ impl Summer {
         );
         let in_place = self.order.len() == out.len() && self.order.is_sorted();
         if !in_place {
-            self.order.sort_unstable();
+            // The order is a few ascending runs (one a wrap of the pids since the oldest
+            // process began): the stable sort finds runs and merges them, where the unstable
+            // one sorts them afresh. The keys are unique, so both give the same order.
+            self.order.sort();
         }
         // Times as `stat` gives them: the tick-sampled user/system split scaled to the precise
         // runtime, never going back from the last split given (cputime_adjust), in clock ticks.
