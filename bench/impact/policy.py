@@ -6,6 +6,7 @@ starts them, to see whether the target's p99 moves when the agent yields to it s
     python3 bench/impact/policy.py IMPACT_PID MARK idle        # SCHED_IDLE
     python3 bench/impact/policy.py IMPACT_PID MARK batch       # SCHED_BATCH, nice kept
     python3 bench/impact/policy.py IMPACT_PID MARK nice=19     # SCHED_OTHER at nice 19
+    python3 bench/impact/policy.py IMPACT_PID MARK slice=100000  # an EEVDF slice of 0.1 ms
     # beside AGENTS='serve;serve --interval 1s' bash bench/impact/run.sh, the second arm idle:
     python3 bench/impact/policy.py "$(pgrep -f 'proctor impact' | head -1)" '--interval' idle
 
@@ -14,6 +15,8 @@ Polls the parent's children every 50 ms until IMPACT_PID ends; prints each threa
 import os
 import sys
 import time
+
+from slice import set_slice
 
 
 def children_with(parent, mark):
@@ -39,6 +42,8 @@ def apply(tid, policy):
         os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
     elif policy == "batch":
         os.sched_setscheduler(tid, os.SCHED_BATCH, os.sched_param(0))
+    elif policy.startswith("slice="):
+        set_slice(tid, int(policy[6:]))
     elif policy.startswith("nice="):
         os.setpriority(os.PRIO_PROCESS, tid, int(policy[5:]))
     else:
