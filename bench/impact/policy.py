@@ -7,6 +7,7 @@ starts them, to see whether the target's p99 moves when the agent yields to it s
     python3 bench/impact/policy.py IMPACT_PID MARK batch       # SCHED_BATCH, nice kept
     python3 bench/impact/policy.py IMPACT_PID MARK nice=19     # SCHED_OTHER at nice 19
     python3 bench/impact/policy.py IMPACT_PID MARK slice=100000  # an EEVDF slice of 0.1 ms
+    python3 bench/impact/policy.py IMPACT_PID MARK idle proctor-agent  # those threads only
     # beside AGENTS='serve;serve --interval 1s' bash bench/impact/run.sh, the second arm idle:
     python3 bench/impact/policy.py "$(pgrep -f 'proctor impact' | head -1)" '--interval' idle
 
@@ -52,6 +53,7 @@ def apply(tid, policy):
 
 if __name__ == "__main__":
     parent, mark, policy = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    names = sys.argv[4].split(",") if len(sys.argv) > 4 else None
     done = set()
     while os.path.exists(f"/proc/{parent}"):
         for pid in children_with(parent, mark):
@@ -63,8 +65,14 @@ if __name__ == "__main__":
                 if (pid, tid) in done:
                     continue
                 try:
-                    apply(int(tid), policy)
                     comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+                    if names and comm not in names:
+                        # A thread has its creator's name until it names itself: one that
+                        # still has the process's is looked at again at the next poll.
+                        if tid == str(pid) or comm != open(f"/proc/{pid}/comm").read().strip():
+                            done.add((pid, tid))
+                        continue
+                    apply(int(tid), policy)
                 except OSError:
                     continue
                 done.add((pid, tid))
