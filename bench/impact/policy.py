@@ -11,7 +11,8 @@ starts them, to see whether the target's p99 moves when the agent yields to it s
     # beside AGENTS='serve;serve --interval 1s' bash bench/impact/run.sh, the second arm idle:
     python3 bench/impact/policy.py "$(pgrep -f 'proctor impact' | head -1)" '--interval' idle
 
-Polls the parent's children every 50 ms until IMPACT_PID ends; prints each thread it changed (comm, tid) once.
+Polls the parent's children every 50 ms until IMPACT_PID ends; prints each thread it changed
+(comm, tid) once.
 """
 import os
 import sys
