@@ -94,6 +94,11 @@ pub struct SamplerConfig {
     /// The PSS worker thread's own scheduler slice ([`crate::pss::TargetLimits::slice`]; zero:
     /// the kernel's).
     pub pss_slice: Duration,
+    /// The sampling thread's own scheduler slice (zero, the default: the kernel's), taken by the
+    /// thread that samples in a loop (the agent's) through
+    /// [`proctor_procfs::system::set_thread_slice`]: a target's thread that wakes on its CPU
+    /// during a sample gets in at its wakeup, not after the kernel's longer slice.
+    pub sampling_slice: Duration,
     /// Read energy and power counters (RAPL, hwmon) every cycle.
     pub power: bool,
     /// Read GPUs: DRM clients from fdinfo (on the DRM worker, where the root has `/dev/dri`)
@@ -140,6 +145,7 @@ impl Default for SamplerConfig {
             trace_lock_waits: crate::pss::TargetLimits::default().trace_waits,
             pss_own_by_age: crate::pss::TargetLimits::default().own_by_age,
             pss_slice: crate::pss::TargetLimits::default().slice,
+            sampling_slice: Duration::ZERO,
             power: true,
             gpu: true,
             gpu_budget: 0.01,

@@ -49,6 +49,12 @@ pub struct ReadArgs {
     /// one that thread often waits for the next tick. The kernel takes 0.1–100 ms.
     #[arg(long, value_name = "DURATION", default_value = "100us", value_parser = proctor_vocab::duration_arg)]
     pub pss_slice: Duration,
+    /// The sampling thread's own scheduler slice (Linux 6.12+; 0, the default: the kernel's).
+    /// Past this slice it yields to a thread that wakes on its CPU, at that wakeup; its share of
+    /// the CPU is the same. For measuring with `proctor impact`: 0.1 ms was not shown to move a
+    /// target's p99 (docs/performance.md, impact, fifty-fourth session).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = proctor_vocab::duration_arg)]
+    pub sampling_slice: Duration,
     /// Read each process's stat from /proc even where the BPF task iterator could give them all
     /// in one read (it loads with CAP_BPF and CAP_PERFMON, or as root, on Linux 6.2+ with BTF).
     #[arg(long)]
@@ -83,6 +89,7 @@ impl ReadArgs {
             target_max_hold: self.target_max_hold,
             trace_lock_waits: !self.no_lock_waits,
             pss_slice: self.pss_slice,
+            sampling_slice: self.sampling_slice,
             task_iter: !self.no_task_iter,
             process_events: !self.no_process_events,
             process_net: self.net,

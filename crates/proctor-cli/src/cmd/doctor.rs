@@ -132,6 +132,8 @@ struct Output {
     /// What the stall ledger measures here, and whether the kernel's mmap_lock tracepoints
     /// (what a target really waited) are there.
     stall_ledger: String,
+    /// Whether the sampling thread gets the slice `--sampling-slice` asks, or why not.
+    sampling_slice: String,
     /// Whether the BPF task iterator (proctor-bpf) can read every process here, and what one
     /// scan cost, or why not.
     task_iter: String,
@@ -225,10 +227,7 @@ fn stall_ledger(root: &proctor_procfs::Root, asked: Duration) -> String {
             format!("PSS is read through smaps_rollup only, which holds a target's lock for a whole mapping: {why}")
         }
     };
-    // Tried on a thread of its own, as the PSS worker does at its start.
-    let trial = move || proctor_procfs::system::set_thread_slice(u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX));
-    let tried = (!asked.is_zero()).then(|| std::thread::spawn(trial).join());
-    let slice = match tried {
+    let slice = match slice_trial(asked) {
         None => "the PSS worker's thread keeps the kernel's slice (--pss-slice 0)".to_string(),
         Some(Ok(Ok(ns))) => format!(
             "the PSS worker's thread runs on a slice of its own ({:.2} ms, --pss-slice), so a thread that \
@@ -246,6 +245,31 @@ fn stall_ledger(root: &proctor_procfs::Root, asked: Duration) -> String {
          (stall_by_proctor_seconds_total; wall time, an upper bound on the hold, where not traced); {waits}; {pages}; \
          {slice}"
     )
+}
+
+/// Asks a thread of its own for a slice of `asked`, as the PSS worker and the sampling thread
+/// do at their start: `None` where none is asked (0), else what the kernel answered, or `Err`
+/// where the trial thread panicked.
+fn slice_trial(asked: Duration) -> Option<std::thread::Result<Result<u64, String>>> {
+    let trial = move || proctor_procfs::system::set_thread_slice(u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX));
+    (!asked.is_zero()).then(|| std::thread::spawn(trial).join())
+}
+
+/// The sampling thread's slice, as [`slice_trial`] finds the kernel would give it.
+fn sampling_slice(asked: Duration) -> String {
+    match slice_trial(asked) {
+        None => "sampling thread: keeps the kernel's slice (--sampling-slice 0)".to_string(),
+        Some(Ok(Ok(ns))) => format!(
+            "sampling thread: runs on a slice of its own ({:.2} ms, --sampling-slice), so a thread that wakes \
+             on its CPU during a sample gets in at its wakeup; its share of the CPU is unchanged",
+            ns as f64 / 1e6
+        ),
+        Some(Ok(Err(why))) => format!(
+            "sampling thread: keeps the kernel's slice ({why}), so a thread that wakes on its CPU during a \
+             sample may wait for the rest of it"
+        ),
+        Some(Err(_)) => "sampling thread: its slice could not be tried (the trial thread panicked)".to_string(),
+    }
 }
 
 /// The task iterator's line: loaded and one scan timed, or why it cannot be used here. Only a
@@ -623,6 +647,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         smaps_rollup_ms_per_gib: per_gib,
         biggest,
         stall_ledger: stall_ledger(&root, args.read.pss_slice),
+        sampling_slice: sampling_slice(args.read.sampling_slice),
         task_iter: task_iter(&root),
         process_events: process_events(&root),
         network: network(&root),
@@ -700,6 +725,7 @@ fn print_text(o: &Output) -> anyhow::Result<()> {
         )?;
     }
     writeln!(w, "{}", o.stall_ledger)?;
+    writeln!(w, "{}", o.sampling_slice)?;
     writeln!(w, "{}", o.task_iter)?;
     writeln!(w, "{}", o.process_events)?;
     writeln!(w, "{}", o.network)?;

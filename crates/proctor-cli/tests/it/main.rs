@@ -923,6 +923,55 @@ fn doctor_says_which_slice_the_pss_worker_runs_on() {
     assert!(kernels.contains("keeps the kernel's slice (--pss-slice 0)"), "{kernels}");
 }
 
+/// A running `serve`'s sampling thread (`proctor-agent`) has the slice `--sampling-slice` asks,
+/// as the kernel reports it for that thread, or the kernel's own by default (`0`); and `doctor`
+/// says which, or why not.
+#[test]
+fn the_sampling_thread_runs_on_the_slice_it_was_given() {
+    let here = std::thread::spawn(|| proctor_procfs::system::set_thread_slice(100_000)).join().expect("joins");
+    let kernels = std::thread::spawn(|| proctor_procfs::system::thread_slice_ns(0)).join().expect("joins");
+    let doctor = |args: &[&str]| {
+        let d = json(&proctor(&[&["doctor", "--format", "json"], args].concat()));
+        d["sampling_slice"].as_str().unwrap_or_else(|| panic!("no sampling_slice line: {d}")).to_string()
+    };
+    assert!(doctor(&[]).contains("keeps the kernel's slice (--sampling-slice 0)"), "the default");
+    let said = doctor(&["--sampling-slice", "100us"]);
+    let asked = match here {
+        Ok(ns) => ns,
+        Err(why) => {
+            assert!(said.contains(&format!("keeps the kernel's slice ({why})")), "{said}");
+            eprintln!("SKIP: the sampling thread's slice: this kernel gives none of its own");
+            return;
+        }
+    };
+    assert_eq!(asked, 100_000);
+    assert!(said.contains("runs on a slice of its own (0.10 ms, --sampling-slice)"), "{said}");
+    let kernels = kernels.expect("a thread's slice reads back");
+    // The sampling thread's slice, once it has sampled (it asks before its first cycle).
+    let slice_of = |extra: &[&str]| {
+        let (mut serve, addr) = flood::serve(proctor_command(), "100ms", extra);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while flood::body_json(&http_get(&addr, "/api/v1/agent"))["samples_total"].as_u64().unwrap_or(0) < 2 {
+            assert!(std::time::Instant::now() < deadline, "two samples within 60 s");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let pid = serve.0.id();
+        let tid = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("its threads")
+            .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|t| {
+                std::fs::read_to_string(format!("/proc/{pid}/task/{t}/comm")).is_ok_and(|c| c.trim() == "proctor-agent")
+            })
+            .expect("a thread named proctor-agent");
+        let slice = proctor_procfs::system::thread_slice_ns(tid).expect("its slice reads back");
+        assert!(bounded::terminate(&mut serve.0, "serve").success());
+        slice
+    };
+    assert_eq!(slice_of(&["--sampling-slice", "100us"]), 100_000);
+    assert_eq!(slice_of(&["--sampling-slice", "2ms"]), 2_000_000);
+    assert_eq!(slice_of(&[]), kernels, "the kernel's own, by default");
+}
+
 /// Where the PSS worker may walk `pagemap` (`pagemap_reads` present), the agent's API also
 /// counts the reads of big targets that wanted a walk and did not get one because it would not
 /// have fit the budget's savings, and the walks stopped at the savings; where it may not,
