@@ -246,10 +246,7 @@ fn run(mut state: Loop, shared: &Shared) -> Recorder {
     // A slice of its own, so a target's thread that wakes on this CPU mid-sample gets in at its
     // wakeup. Refused (a real-time agent, a kernel before 6.12): the kernel's, and `proctor
     // doctor` says why.
-    let slice = state.sampler.config().sampling_slice;
-    if !slice.is_zero() {
-        let _ = proctor_procfs::system::set_thread_slice(u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX));
-    }
+    let _ = proctor_procfs::system::ask_thread_slice(state.sampler.config().sampling_slice);
     loop {
         if shared.config.max_samples.is_some_and(|max| state.totals.samples >= max) {
             return state.recorder;

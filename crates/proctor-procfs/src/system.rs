@@ -156,6 +156,12 @@ pub fn set_thread_slice(slice_ns: u64) -> Result<u64, String> {
     }
 }
 
+/// [`set_thread_slice`] for a slice given as a duration, as the agent's threads ask at their
+/// start: `None` where none is asked (zero keeps the kernel's), else what the kernel answered.
+pub fn ask_thread_slice(slice: std::time::Duration) -> Option<Result<u64, String>> {
+    (!slice.is_zero()).then(|| set_thread_slice(u64::try_from(slice.as_nanos()).unwrap_or(u64::MAX)))
+}
+
 /// Hands freed heap pages back to the kernel (`malloc_trim`): glibc keeps what a burst freed in
 /// its arenas, resident. Walks the allocator's free lists: ~0.1 ms for `serve`'s few MB.
 pub fn trim_heap() {

@@ -1164,8 +1164,7 @@ fn worker_loop(shared: &Shared, root: &Root, budget: f64, limits: TargetLimits, 
     let max_hold_ns = u64::try_from(limits.max_hold.as_nanos()).unwrap_or(u64::MAX);
     let slice_asked_ns = u64::try_from(limits.slice.as_nanos()).unwrap_or(u64::MAX);
     // Refused (a real-time agent, a kernel before 6.12): 0, and `proctor doctor` says why.
-    let slice_ns =
-        if slice_asked_ns > 0 { proctor_procfs::system::set_thread_slice(slice_asked_ns).unwrap_or(0) } else { 0 };
+    let slice_ns = proctor_procfs::system::ask_thread_slice(limits.slice).and_then(Result::ok).unwrap_or(0);
     let mut buf = Vec::new();
     let mut pages = crate::pagemap::PageCounter::open(root).ok();
     let mut crowd_gauge = Crowd::new(root, root.is_real().then(|| proctor_procfs::system::affinity(0).ok()).flatten());

@@ -251,8 +251,10 @@ fn stall_ledger(root: &proctor_procfs::Root, asked: Duration) -> String {
 /// do at their start: `None` where none is asked (0), else what the kernel answered, or `Err`
 /// where the trial thread panicked.
 fn slice_trial(asked: Duration) -> Option<std::thread::Result<Result<u64, String>>> {
-    let trial = move || proctor_procfs::system::set_thread_slice(u64::try_from(asked.as_nanos()).unwrap_or(u64::MAX));
-    (!asked.is_zero()).then(|| std::thread::spawn(trial).join())
+    match std::thread::spawn(move || proctor_procfs::system::ask_thread_slice(asked)).join() {
+        Ok(answer) => answer.map(Ok),
+        Err(panicked) => Some(Err(panicked)),
+    }
 }
 
 /// The sampling thread's slice, as [`slice_trial`] finds the kernel would give it.
