@@ -114,10 +114,10 @@ impl GroupState {
             let joined = self.assigner.name_exited(&unseen, &parents);
             for (x, group) in unseen.iter().zip(&joined) {
                 if let Some(name) = group {
-                    match exited_groups.get_mut(name) {
+                    match exited_groups.get_mut(&**name) {
                         Some(pids) => pids.push(x.pid),
                         None => {
-                            exited_groups.insert(name.clone(), vec![x.pid]);
+                            exited_groups.insert(name.to_string(), vec![x.pid]);
                         }
                     }
                 }

@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 
 use proctor_model::{ExitedProcess, ProcessRow};
+use proctor_procfs::process::{PidHasher, PidMap};
 use serde::Serialize;
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use crate::rules::{follow_parents, Proc, Rules};
@@ -220,12 +222,13 @@ impl Assigner {
     /// (from its exec), a cgroup group its cgroup; else it follows its parent — a live process's
     /// group in `names`, or an ended parent's in the same list — and a user group takes the
     /// parent's (an ended process's user is not known). `None`: no group takes it.
-    pub fn name_exited(&self, exited: &[&ExitedProcess], names: &BTreeMap<u32, String>) -> Vec<Option<String>> {
+    pub fn name_exited(&self, exited: &[&ExitedProcess], names: &BTreeMap<u32, String>) -> Vec<Option<Arc<str>>> {
         // A rule's verdict depends on the name and command line alone (names by pid or start
         // time are refused), and a storm's ended processes share both: each pair is matched once.
         // The line by its allocation: equal lines held apart are matched apart, still right.
-        let mut verdicts: HashMap<(&str, usize), Option<String>> = HashMap::new();
-        let own: Vec<Option<String>> = exited
+        // Names are shared, not copied: a storm's ~1,000 exits a sample took two each.
+        let mut verdicts: HashMap<(&str, usize), Option<Arc<str>>, BuildHasherDefault<PidHasher>> = HashMap::default();
+        let own: Vec<Option<Arc<str>>> = exited
             .iter()
             .map(|x| match &self.by {
                 By::Rules(rules) => {
@@ -233,33 +236,36 @@ impl Assigner {
                     verdicts
                         .entry((&x.comm, line))
                         .or_insert_with(|| {
-                            rules.name_of(&Proc {
-                                pid: x.pid,
-                                ppid: x.ppid,
-                                comm: &x.comm,
-                                cmdline: x.cmdline.as_deref(),
-                                uid: None,
-                                username: None,
-                            })
+                            rules
+                                .name_of(&Proc {
+                                    pid: x.pid,
+                                    ppid: x.ppid,
+                                    comm: &x.comm,
+                                    cmdline: x.cmdline.as_deref(),
+                                    uid: None,
+                                    username: None,
+                                })
+                                .map(Arc::from)
                         })
                         .clone()
                 }
-                By::Cgroup => x.cgroup.as_deref().map(cgroup_name),
+                By::Cgroup => x.cgroup.as_deref().map(|c| Arc::from(cgroup_name(c))),
                 By::User => None,
             })
             .collect();
-        let index: HashMap<u32, usize> = exited.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
+        let index: PidMap<usize> = exited.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
+        let mut parents: PidMap<Arc<str>> = PidMap::default();
         (0..exited.len())
             .map(|i| {
                 let mut at = i;
                 // A chain of ended parents, bounded (a hostile loop ends).
                 for _ in 0..=exited.len().min(64) {
                     if let Some(name) = &own[at] {
-                        return Some(name.clone());
+                        return Some(Arc::clone(name));
                     }
                     let ppid = exited[at].ppid;
                     if let Some(name) = names.get(&ppid) {
-                        return Some(name.clone());
+                        return Some(Arc::clone(parents.entry(ppid).or_insert_with(|| Arc::from(name.as_str()))));
                     }
                     match index.get(&ppid) {
                         Some(&p) if p != at => at = p,
@@ -284,7 +290,7 @@ impl Assigner {
 pub fn add_exited(
     rows: &mut Vec<GroupRow>,
     unseen: &[&ExitedProcess],
-    joined: &[Option<String>],
+    joined: &[Option<Arc<str>>],
     parents: &BTreeMap<u32, String>,
     live: impl Fn(u32) -> bool,
     interval_secs: Option<f64>,
@@ -292,7 +298,7 @@ pub fn add_exited(
     if unseen.is_empty() {
         return;
     }
-    let by_pid: HashMap<u32, usize> = unseen.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
+    let by_pid: PidMap<usize> = unseen.iter().enumerate().map(|(i, x)| (x.pid, i)).collect();
     // The nearest live ancestor, through ended parents (bounded: a loop ends).
     let reaper = |x: &ExitedProcess| {
         let mut at = x.ppid;
@@ -332,8 +338,8 @@ pub fn add_exited(
                 g.net_connections.get_or_insert(0);
             }
         }
-        let from = reaper(x).and_then(|pid| parents.get(&pid));
-        if from == group.as_ref() {
+        let from = reaper(x).and_then(|pid| parents.get(&pid)).map(String::as_str);
+        if from == group.as_deref() {
             // Reaped within its own group: already there.
             continue;
         }
@@ -346,7 +352,7 @@ pub fn add_exited(
             g.cpu_user_percent += user;
             g.cpu_system_percent += system;
         }
-        if let Some(g) = from.and_then(|f| rows.iter_mut().find(|g| &g.name == f)) {
+        if let Some(g) = from.and_then(|f| rows.iter_mut().find(|g| g.name == f)) {
             let take_user = user.min(g.cpu_user_percent);
             let take_system = system.min(g.cpu_system_percent);
             let take = (take_user + take_system).min(g.reaped_cpu_percent);
@@ -403,7 +409,8 @@ pub fn add_stored_exited(rows: &mut Vec<GroupRow>, cur: &proctor_model::Sample, 
     let joined_by_pid: HashMap<u32, &String> =
         groups.exited.iter().flat_map(|(name, pids)| pids.iter().map(move |pid| (*pid, name))).collect();
     let unseen: Vec<&ExitedProcess> = cur.exited.iter().filter(|x| !x.seen).collect();
-    let joined: Vec<Option<String>> = unseen.iter().map(|x| joined_by_pid.get(&x.pid).map(|n| (*n).clone())).collect();
+    let joined: Vec<Option<Arc<str>>> =
+        unseen.iter().map(|x| joined_by_pid.get(&x.pid).map(|n| Arc::from(n.as_str()))).collect();
     let now = groups.names();
     let before = prev.and_then(|p| p.groups.as_deref()).map(|g| g.names()).unwrap_or_default();
     let parents: BTreeMap<u32, String> = unseen
@@ -743,7 +750,7 @@ mod tests {
         let curl = ExitedProcess { pid: 300, ppid: 1, net: Some(Box::new(net)), ..ExitedProcess::default() };
         let quiet = ExitedProcess { pid: 301, ppid: 1, ..ExitedProcess::default() };
         let mut rows = Vec::new();
-        let joined = [Some("fetch".to_string()), Some("idle".to_string())];
+        let joined = [Some(Arc::from("fetch")), Some(Arc::from("idle"))];
         add_exited(&mut rows, &[&curl, &quiet], &joined, &BTreeMap::new(), |_| false, Some(2.0));
         let fetch = rows.iter().find(|g| g.name == "fetch").expect("fetch");
         assert_eq!(
@@ -909,7 +916,7 @@ mod tests {
         let c = Assigner::new(By::Cgroup);
         let mut web = x(500, 1, "curl", &["curl"]);
         web.cgroup = Some(Arc::from("/system.slice/web.service"));
-        assert_eq!(c.name_exited(&[&web], &BTreeMap::new()), [Some("web.service".to_string())]);
+        assert_eq!(c.name_exited(&[&web], &BTreeMap::new()), [Some(Arc::from("web.service"))]);
     }
 
     #[test]

@@ -27,12 +27,22 @@ impl std::hash::Hasher for PidHasher {
     }
 
     fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.write_u64(u64::from(n));
+    }
+
+    /// Mixed into what came before, so a (pid, start time) key hashes both: a pid alone hashes
+    /// to pid × the constant, as it always has.
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(23) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
 /// A map keyed by pid, hashed with [`PidHasher`].
 pub type PidMap<V> = std::collections::HashMap<u32, V, std::hash::BuildHasherDefault<PidHasher>>;
+
+/// A map keyed by a process, (pid, start time), hashed with [`PidHasher`]: a fork storm's exits
+/// are looked up by it several times each.
+pub type ProcessMap<V> = std::collections::HashMap<(u32, u64), V, std::hash::BuildHasherDefault<PidHasher>>;
 
 /// `/proc/PID/stat`, the fields proctor uses; times in clock ticks, sizes in bytes or pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

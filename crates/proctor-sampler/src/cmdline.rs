@@ -9,7 +9,7 @@
 //! timeout is written off — that pid is marked as timed out and a fresh worker thread takes
 //! over the queue, up to a small cap on threads stuck in the kernel.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +46,7 @@ pub struct CmdlineStats {
 struct State {
     queue: VecDeque<(u32, u64)>,
     /// pid → (start time, its command line, every read of it so far).
-    results: HashMap<u32, (u64, Arc<[String]>, Stall)>,
+    results: proctor_procfs::process::PidMap<(u64, Arc<[String]>, Stall)>,
     /// (generation, pid, start) of the read in flight, and when it started.
     in_flight: Option<(u64, u32, u64, Instant)>,
     stats: CmdlineStats,

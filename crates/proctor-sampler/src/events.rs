@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use proctor_bpf::{Counts, Event, ExecEvent, Subscription};
 use proctor_model::{EventStarts, ExitedProcess, ProcessSample, SampleCost, Starts, MAX_EXITED};
+use proctor_procfs::process::ProcessMap;
 
 /// Execs of processes not yet in a sample, kept until their process is listed or ends.
 const PENDING_EXECS: usize = 65_536;
@@ -97,7 +98,7 @@ pub(crate) struct EventsState {
     /// Processes this sample saw that the next sample's fork count has (they started after
     /// this one's count).
     seen_ahead: u64,
-    pending_execs: HashMap<(u32, u64), Arc<Event>>,
+    pending_execs: ProcessMap<Arc<Event>>,
     cgroups: CgroupIds,
     /// The boot clock when this state was made, after the events were attached: a process
     /// started later has every exec of its among the events.
@@ -114,7 +115,7 @@ impl EventsState {
             drained: Vec::new(),
             early: Vec::new(),
             seen_ahead: 0,
-            pending_execs: HashMap::new(),
+            pending_execs: ProcessMap::default(),
             cgroups: CgroupIds::find(),
             began_boot_ns: crate::net::boot_ns(),
         }
@@ -338,8 +339,51 @@ impl Churn {
             // sixth of the sampling thread's samples under perf.
             let mut drained = std::mem::take(&mut state.drained);
             let ends = drained.iter().filter(|e| matches!(***e, Event::Exit(_))).count();
-            let mut fresh: Vec<(ExitedProcess, Arc<Event>)> = Vec::with_capacity(ends);
-            let mut finals: HashMap<(u32, u64), u64> = HashMap::with_capacity(drained.len() - ends);
+            // An exit's CPU is completed by its last thread's final switch, which comes µs
+            // after it: the finals first, so that each exit's row goes straight to its place
+            // (a storm's ~1,000 rows a sample went through a list of their own first: its
+            // pages faulted in and its rows copied again, every sample).
+            let mut finals: ProcessMap<u64> =
+                ProcessMap::with_capacity_and_hasher(drained.len() - ends, Default::default());
+            for event in &drained {
+                if let Event::Final(f) = &**event {
+                    finals.insert((f.pid, f.start_boottime_ns / ns_per_tick.max(1)), f.runtime_ns);
+                }
+            }
+            // One whose final is not in yet waits one sample for it, then is listed as it is.
+            // Listed in the order they are ready: the held ones first, then this sample's.
+            let held = std::mem::take(&mut self.held);
+            exited.reserve((held.len() + ends).min(MAX_EXITED));
+            let mut waiting = Vec::new();
+            let mut untold = 0;
+            let mut place = |mut x: ExitedProcess, event: Arc<Event>, late: bool| {
+                let Event::Exit(e) = &*event else { return };
+                let ready = match finals.get(&(x.pid, x.start_ticks)) {
+                    Some(runtime) => {
+                        let last = proctor_bpf::FinalEvent {
+                            pid: x.pid,
+                            tid: 0,
+                            start_boottime_ns: e.start_boottime_ns,
+                            runtime_ns: *runtime,
+                        };
+                        (x.user_ns, x.system_ns) = split(e, e.runtime_with(&last));
+                        x
+                    }
+                    None if late || waiting.len() >= MAX_EXITED => x,
+                    None => {
+                        waiting.push((x, event));
+                        return;
+                    }
+                };
+                if exited.len() >= MAX_EXITED {
+                    untold += 1;
+                } else {
+                    exited.push(ready);
+                }
+            };
+            for (x, event) in held {
+                place(x, event, true);
+            }
             let mut last_learned: Option<([u64; 2], Option<Arc<str>>)> = None;
             for event in drained.drain(..) {
                 match &*event {
@@ -397,7 +441,7 @@ impl Churn {
                             }
                         });
                         let (user_ns, system_ns) = split(x, x.runtime_ns);
-                        fresh.push((
+                        place(
                             ExitedProcess {
                                 pid: x.pid,
                                 ppid: x.ppid,
@@ -420,49 +464,15 @@ impl Churn {
                                 net: None,
                             },
                             Arc::clone(&event),
-                        ));
+                            false,
+                        );
                     }
-                    Event::Final(f) => {
-                        finals.insert((f.pid, f.start_boottime_ns / ns_per_tick.max(1)), f.runtime_ns);
-                    }
+                    Event::Final(_) => {}
                 }
             }
             // Its allocation kept for the next sample's events.
             state.drained = drained;
-            // An exit's CPU is completed by its last thread's final switch, which comes µs
-            // after it: one whose final is not in yet waits one sample for it, then is listed
-            // as it is.
-            // Listed in the order they are ready: the held ones first, then this sample's.
-            let held = std::mem::take(&mut self.held);
-            exited.reserve((held.len() + fresh.len()).min(MAX_EXITED));
-            let mut waiting = Vec::new();
-            for (late, (mut x, event)) in
-                held.into_iter().map(|h| (true, h)).chain(fresh.into_iter().map(|f| (false, f)))
-            {
-                let Event::Exit(e) = &*event else { continue };
-                let ready = match finals.get(&(x.pid, x.start_ticks)) {
-                    Some(runtime) => {
-                        let last = proctor_bpf::FinalEvent {
-                            pid: x.pid,
-                            tid: 0,
-                            start_boottime_ns: e.start_boottime_ns,
-                            runtime_ns: *runtime,
-                        };
-                        (x.user_ns, x.system_ns) = split(e, e.runtime_with(&last));
-                        x
-                    }
-                    None if late || waiting.len() >= MAX_EXITED => x,
-                    None => {
-                        waiting.push((x, event));
-                        continue;
-                    }
-                };
-                if exited.len() >= MAX_EXITED {
-                    starts.untold += 1;
-                } else {
-                    exited.push(ready);
-                }
-            }
+            starts.untold += untold;
             self.held = waiting;
             // A child whose parent also ended unseen (it ended first) takes the parent's cgroup.
             if exited.iter().any(|x| x.cgroup.is_none()) {
