@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use proctor_store::codec::{AloneCompressor, DEFAULT_LEVEL, STORM_LEVEL};
-use proctor_store::delta::{encode_delta, KeySample};
+use proctor_store::delta::{encode_delta, encode_delta_into, KeySample};
 use proctor_store::CHAIN_MAX_ENDED;
 
 fn main() {
@@ -41,10 +41,23 @@ fn main() {
             _ => DEFAULT_LEVEL,
         };
         let passes: usize = std::env::var("PASSES").ok().and_then(|p| p.parse().ok()).unwrap_or(9).max(9);
+        // REUSE=1: each record encoded into the buffer the one before it used, as the writer
+        // does (`encode_delta_into`), rather than into a fresh one of 64 KiB.
+        let reuse = std::env::var("REUSE").is_ok_and(|r| r == "1");
+        let mut spare = Vec::new();
         for _ in 0..passes {
             let started = Instant::now();
-            let records: Vec<Vec<u8>> = pairs.iter().map(|(k, s)| encode_delta(k, s, 8, false, 1 << 16)).collect();
-            encode.push(started.elapsed().as_nanos() / pairs.len() as u128);
+            let records: Vec<Vec<u8>> = if reuse {
+                for (k, s) in &pairs {
+                    spare = encode_delta_into(std::mem::take(&mut spare), k, s, 8, false);
+                }
+                encode.push(started.elapsed().as_nanos() / pairs.len() as u128);
+                pairs.iter().map(|(k, s)| encode_delta(k, s, 8, false, 1 << 16)).collect()
+            } else {
+                let records = pairs.iter().map(|(k, s)| encode_delta(k, s, 8, false, 1 << 16)).collect();
+                encode.push(started.elapsed().as_nanos() / pairs.len() as u128);
+                records
+            };
             let started = Instant::now();
             frame = records.iter().map(|r| kept.compress(level, r).expect("zstd").len()).sum::<usize>();
             compress.push(started.elapsed().as_nanos() / pairs.len() as u128);

@@ -86,8 +86,16 @@ pub struct KeySample {
 }
 
 impl KeySample {
-    /// The writer's base: indexed by pid.
+    /// A base indexed by pid, with the sample's ended processes ([`KeySample::sample`] gives
+    /// them back).
     pub fn new(sample: &Sample) -> KeySample {
+        KeySample { exited: sample.exited.clone(), ..KeySample::for_deltas(sample) }
+    }
+
+    /// The writer's base: indexed by pid, and without the sample's ended processes, which no
+    /// delta is compared with (each carries its own whole). A storm's anchor copied ~1,000 of
+    /// them and kept them for nothing.
+    pub fn for_deltas(sample: &Sample) -> KeySample {
         let by_pid = sample.processes.iter().enumerate().map(|(i, p)| (p.pid, i as u32)).collect();
         let rest = rest_value(sample);
         KeySample {
@@ -95,7 +103,7 @@ impl KeySample {
             rest_bytes: value_bytes(&rest),
             rest,
             by_pid,
-            exited: sample.exited.clone(),
+            exited: Vec::new(),
         }
     }
 
@@ -250,7 +258,8 @@ pub struct DeltaRecord<'a> {
     ended: Option<&'a RawValue>,
 }
 
-/// A delta record as written.
+/// A delta record as written, but for its ended processes: `ended` ([`EndedTableOut::write`])
+/// follows `rows` when there are any.
 #[derive(Serialize)]
 struct DeltaOut<'a> {
     base: u64,
@@ -258,21 +267,17 @@ struct DeltaOut<'a> {
     anchor: bool,
     rest: Value,
     rows: &'a [RowOp],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ended: Option<EndedTableOut<'a>>,
 }
 
 /// A delta's ended processes, as written: see the module's doc. A row is
 /// `[pid, ppid, start_ticks, lifetime_ns, end_unix_ns, comm, cmdline, exe, cgroup, wait_status,
 /// user_ns, system_ns, children_ns, minflt, majflt, peak_rss_bytes, seen]`, where `comm`, `exe`
 /// and `cgroup` index `strings` and `cmdline` indexes `cmdlines` (`null`: none); `nets` pairs a
-/// row's index with its network counters, for the few that have them.
-#[derive(Serialize)]
+/// row's index with its network counters, for the few that have them. Written by hand
+/// ([`EndedTableOut::write`]); this is what it gathers besides the rows.
 struct EndedTableOut<'a> {
     strings: Vec<&'a str>,
     cmdlines: Vec<&'a [String]>,
-    rows: Vec<EndedRow>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     nets: Vec<(u32, &'a ProcessNet)>,
 }
 
@@ -310,16 +315,13 @@ struct EndedRow(
 );
 
 impl<'a> EndedTableOut<'a> {
-    fn new(exited: &'a [ExitedProcess]) -> Option<EndedTableOut<'a>> {
-        if exited.is_empty() {
-            return None;
-        }
-        let mut table = EndedTableOut {
-            strings: Vec::new(),
-            cmdlines: Vec::new(),
-            rows: Vec::with_capacity(exited.len()),
-            nets: Vec::new(),
-        };
+    /// Appends the table of `exited` (at least one) to `out`: its rows first, straight into
+    /// `out` as each string and command line gets its index, then the strings, the command
+    /// lines and any network counters (JSON's members in any order: readers take them by
+    /// name). A storm's ~100 KB of rows built apart and copied in were a list of their own to
+    /// fault in each frame.
+    fn write(exited: &'a [ExitedProcess], out: &mut Vec<u8>) {
+        let mut table = EndedTableOut { strings: Vec::new(), cmdlines: Vec::new(), nets: Vec::new() };
         let mut strings: HashMap<&'a str, u32> = HashMap::new();
         let mut cmdlines: HashMap<&'a [String], u32> = HashMap::new();
         // Rows in a row share their strings' allocations (the sampler shares an ended process's
@@ -337,6 +339,7 @@ impl<'a> EndedTableOut<'a> {
             last[field] = (s.as_ptr(), s.len(), i);
             i
         };
+        out.extend_from_slice(b"{\"rows\":[");
         for (i, x) in exited.iter().enumerate() {
             // Destructured without `..`: a field added to `ExitedProcess` fails to compile here
             // until the table carries it.
@@ -366,7 +369,7 @@ impl<'a> EndedTableOut<'a> {
                     (table.cmdlines.len() - 1) as u32
                 })
             });
-            table.rows.push(EndedRow(
+            let row = EndedRow(
                 *pid,
                 *ppid,
                 *start_ticks,
@@ -384,13 +387,71 @@ impl<'a> EndedTableOut<'a> {
                 *majflt,
                 *peak_rss_bytes,
                 *seen,
-            ));
+            );
+            if i > 0 {
+                out.push(b',');
+            }
+            write_row(out, &row);
             if let Some(net) = net {
                 table.nets.push((i as u32, net));
             }
         }
-        Some(table)
+        out.extend_from_slice(b"],\"strings\":");
+        serde_json::to_writer(&mut *out, &table.strings).expect("strings always serialize to JSON");
+        out.extend_from_slice(b",\"cmdlines\":");
+        serde_json::to_writer(&mut *out, &table.cmdlines).expect("command lines always serialize to JSON");
+        if !table.nets.is_empty() {
+            out.extend_from_slice(b",\"nets\":");
+            serde_json::to_writer(&mut *out, &table.nets).expect("network counters always serialize to JSON");
+        }
+        out.push(b'}');
     }
+}
+
+/// Appends `row` as serde_json writes it (an array of its fields: numbers, `null` for none,
+/// `true`/`false`), so that a storm's ~1,000 a frame go straight into the record.
+fn write_row(out: &mut Vec<u8>, row: &EndedRow) {
+    let EndedRow(
+        pid,
+        ppid,
+        start_ticks,
+        lifetime_ns,
+        end_unix_ns,
+        comm,
+        cmdline,
+        exe,
+        cgroup,
+        wait_status,
+        user_ns,
+        system_ns,
+        children_ns,
+        minflt,
+        majflt,
+        peak_rss_bytes,
+        seen,
+    ) = *row;
+    let mut digits = itoa::Buffer::new();
+    let mut number = |out: &mut Vec<u8>, n: u64| {
+        out.extend_from_slice(digits.format(n).as_bytes());
+        out.push(b',');
+    };
+    // 17 fields of at most 20 digits and a comma each, and the brackets.
+    out.reserve(17 * 21 + 2);
+    out.push(b'[');
+    for n in [pid, ppid].map(u64::from).into_iter().chain([start_ticks, lifetime_ns, end_unix_ns, u64::from(comm)]) {
+        number(out, n);
+    }
+    for n in [cmdline, exe, cgroup] {
+        match n {
+            Some(n) => number(out, u64::from(n)),
+            None => out.extend_from_slice(b"null,"),
+        }
+    }
+    number(out, u64::from(wait_status));
+    for n in [user_ns, system_ns, children_ns, minflt, majflt, peak_rss_bytes] {
+        number(out, n);
+    }
+    out.extend_from_slice(if seen { b"true]" } else { b"false]" });
 }
 
 impl EndedTable {
@@ -838,6 +899,12 @@ fn apply(target: &mut Value, patch: Value) -> Result<(), CodecError> {
 /// The version-2 delta record of `sample` against `key`, whose frame starts `base` bytes before
 /// this one's; `anchor` when later frames will take this one as their base.
 pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, expected: usize) -> Vec<u8> {
+    encode_delta_into(Vec::with_capacity(expected), key, sample, base, anchor)
+}
+
+/// [`encode_delta`] into `out` (cleared first): the writer hands it the allocation of the record
+/// before the last, so a storm's records (~100 KB each) do not each fault in pages of their own.
+pub fn encode_delta_into(mut out: Vec<u8>, key: &KeySample, sample: &Sample, base: u64, anchor: bool) -> Vec<u8> {
     let rest = diff(&key.rest, &rest_value(sample)).unwrap_or_else(|| Value::Object(Map::new()));
     let mut rows: Vec<RowOp> = Vec::new();
     let mut guess = 0;
@@ -857,10 +924,16 @@ pub fn encode_delta(key: &KeySample, sample: &Sample, base: u64, anchor: bool, e
             },
         }
     }
-    let mut out = Vec::with_capacity(expected);
-    let ended = EndedTableOut::new(&sample.exited);
-    serde_json::to_writer(&mut out, &DeltaOut { base, anchor, rest, rows: &rows, ended })
+    out.clear();
+    serde_json::to_writer(&mut out, &DeltaOut { base, anchor, rest, rows: &rows })
         .expect("a delta always serializes to JSON");
+    if !sample.exited.is_empty() {
+        // In the record's object, after its rows.
+        out.pop();
+        out.extend_from_slice(b",\"ended\":");
+        EndedTableOut::write(&sample.exited, &mut out);
+        out.push(b'}');
+    }
     out
 }
 
@@ -1027,6 +1100,60 @@ mod tests {
         out[1].net = Some(Box::new(ProcessNet { tcp, retransmits: 2, ..ProcessNet::default() }));
         out.push(ExitedProcess { pid: 7, comm: Arc::from(""), ..ExitedProcess::default() });
         out
+    }
+
+    #[test]
+    fn ended_rows_written_by_hand_are_what_serde_writes() {
+        // The table as serde_json writes a struct of its fields, rows as `EndedRow`s.
+        #[derive(Serialize)]
+        struct BySerde {
+            rows: Vec<EndedRow>,
+            strings: Vec<Arc<str>>,
+            cmdlines: Vec<Arc<[String]>>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            nets: Vec<(u32, ProcessNet)>,
+        }
+        let edges = [0, 1, 9, 10, 99, 100, u64::from(u32::MAX), u64::MAX - 1, u64::MAX];
+        let mut rows = Vec::new();
+        for (i, &n) in edges.iter().enumerate() {
+            let small = n as u32;
+            let some = |k: usize| (i % 3 != k).then_some(small);
+            rows.push(EndedRow(
+                small,
+                small,
+                n,
+                n,
+                n,
+                small,
+                some(0),
+                some(1),
+                some(2),
+                small,
+                n,
+                n,
+                n,
+                n,
+                n,
+                n,
+                i % 2 == 0,
+            ));
+        }
+        for row in &rows {
+            let mut ours = Vec::new();
+            write_row(&mut ours, row);
+            assert_eq!(String::from_utf8_lossy(&ours), serde_json::to_string(row).expect("json"));
+        }
+        // Whole tables, with and without network counters, after what came before in the record.
+        for mut exited in [storm_of_ended(), vec![ExitedProcess::default()]] {
+            exited[0].exe = Some(Arc::from("/bin/\"x\"\u{1}"));
+            let mut ours = b"{".to_vec();
+            EndedTableOut::write(&exited, &mut ours);
+            let table = &ours[1..];
+            let EndedTable { strings, cmdlines, rows, nets } = serde_json::from_slice(table).expect("reads as a table");
+            let by_serde = BySerde { rows, strings, cmdlines, nets };
+            assert_eq!(String::from_utf8_lossy(table), serde_json::to_string(&by_serde).expect("json"));
+            assert_eq!(by_serde.nets.len(), exited.iter().filter(|x| x.net.is_some()).count());
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::codec::{
     chained_cap, compress_after, compress_alone, decompressed_cap, encode_event, encode_record_sized, AloneCompressor,
     Chained, Compressor, Event, RECORD_VERSION, RECORD_VERSION_1, RECORD_VERSION_2,
 };
-use crate::delta::{encode_delta, KeySample};
+use crate::delta::{encode_delta_into, KeySample};
 use crate::frame::{encode_header, FrameDefect, FrameKind, MAX_PAYLOAD_LEN, SEGMENT_MAGIC};
 use crate::segment::{
     intact_frame_after, list, list_segments, list_set_aside, open_regular, segment_name, walk, Check, SegmentInfo,
@@ -119,6 +119,9 @@ pub struct Writer {
     /// The last sample frame written in the active chunk (version 3): its offset, and its
     /// record when it is a delta (the next delta's zstd prefix). `None` before a chunk's key.
     previous: Option<(u64, Option<Vec<u8>>)>,
+    /// The allocation of the delta record before the previous one, which the next delta is
+    /// encoded into ([`Writer::keep_spare`]).
+    spare: Vec<u8>,
     /// Size of the last whole-sample record and of the last delta record, so the next one is
     /// encoded into a buffer of about its size.
     last_record_len: usize,
@@ -146,6 +149,10 @@ pub const MAX_BACKOFF_NS: u64 = 32_000_000_000;
 /// previous one against 2,010 alone. 128 ended processes are ~12 KB of table, several times a
 /// quiet 600-process delta.
 pub const CHAIN_MAX_ENDED: usize = 128;
+
+/// A delta record's buffer up to this size is always kept for the next delta
+/// ([`Writer::keep_spare`]); a larger one while the deltas are about as large.
+const SPARE_KEPT: usize = 64 << 10;
 
 /// When the next write may be tried, in the items' own time (the writer reads no clock: a
 /// sample's or event's time says when it is).
@@ -220,6 +227,7 @@ impl Writer {
             active: None,
             base: None,
             previous: None,
+            spare: Vec::new(),
             last_record_len: 0,
             last_delta_len: 0,
             backoff: None,
@@ -319,11 +327,12 @@ impl Writer {
             // Kept only once its frame is written: a delta never names a frame that is not
             // there.
             self.base = None;
-            self.base = Some((KeySample::new(sample), at));
+            self.base = Some((KeySample::for_deltas(sample), at));
         }
         if self.config.record_version == RECORD_VERSION {
             // The next delta's previous frame: only once this one is written.
-            self.previous = Some((at, delta_record));
+            let before = self.previous.replace((at, delta_record));
+            self.keep_spare(before.and_then(|(_, record)| record));
         }
         let based = Instant::now();
         let active = self.active.as_mut().expect("write_frame opened a segment");
@@ -368,8 +377,10 @@ impl Writer {
             Some((base, base_at)) => {
                 let in_chunk = self.active.as_ref().map_or(0, |a| a.frames_in_chunk);
                 let anchor = self.config.anchor_frames > 0 && in_chunk.is_multiple_of(self.config.anchor_frames);
-                let record =
-                    encode_delta(base, sample, at - base_at, anchor, self.last_delta_len + self.last_delta_len / 2);
+                let mut out = std::mem::take(&mut self.spare);
+                out.clear();
+                out.reserve(self.last_delta_len + self.last_delta_len / 2);
+                let record = encode_delta_into(out, base, sample, at - base_at, anchor);
                 self.last_delta_len = record.len();
                 let encoded = Instant::now();
                 let record_len = record.len() as u64;
@@ -443,6 +454,16 @@ impl Writer {
         (key, key, record_bytes, encoded, payload.map(Encoded::Whole))
     }
 
+    /// Keeps `record`'s allocation for the next delta, unless it is large and the last delta
+    /// was not (a storm is over): a storm's records (~100 KB) then reuse two buffers instead of
+    /// faulting in a fresh one each frame, and a quiet writer holds no more than its deltas need.
+    fn keep_spare(&mut self, record: Option<Vec<u8>>) {
+        self.spare = match record {
+            Some(r) if r.capacity() <= SPARE_KEPT.max(4 * self.last_delta_len) => r,
+            _ => Vec::new(),
+        };
+    }
+
     /// Whether a zstd context is kept from the last frame (a storm's; see [`AloneCompressor`]).
     pub fn holds_zstd_context(&self) -> bool {
         self.alone.holds_context()
@@ -454,6 +475,7 @@ impl Writer {
         self.compressor.key_bytes()
             + self.base.as_ref().map_or(0, |(b, _)| b.held_bytes())
             + self.previous.as_ref().and_then(|(_, r)| r.as_ref()).map_or(0, Vec::capacity)
+            + self.spare.capacity()
     }
 
     /// Appends one event record (probe results, a statsd flush) as one frame compressed on its

@@ -1069,6 +1069,38 @@ fn a_storms_deltas_share_a_zstd_context_until_the_storm_is_over() {
     assert_eq!(read, written);
 }
 
+#[test]
+fn a_storms_record_buffers_are_reused_and_let_go_when_it_is_over() {
+    // What the writer holds between frames (`key_bytes`: its base, the previous delta's record,
+    // and the buffer the next delta is encoded into) through a storm and after it, against a
+    // writer that never saw one: during the storm two records' worth (~100 KB each: the
+    // previous record and the spare), a few quiet frames later no more than the quiet one's.
+    let held_through = |storm: u32| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut writer, _) = Writer::open(dir.path(), StoreConfig::default()).expect("open");
+        let mut held = Vec::new();
+        let mut written = Vec::new();
+        for (seq, n) in [0, 3, storm, storm, storm, 3, 0, 0].into_iter().enumerate() {
+            let mut s = sample(seq as u64 + 1, 20);
+            s.exited = storm_ended(seq as u64, n);
+            writer.append(&s).expect("append");
+            held.push(writer.key_bytes());
+            written.push(json(&s));
+        }
+        drop(writer);
+        let mut reader = Reader::open(dir.path()).expect("open");
+        let frames = reader.all_frames().expect("frames");
+        let read: Vec<_> = frames.iter().map(|f| json(&reader.read(f).expect("reads"))).collect();
+        assert_eq!(read, written);
+        held
+    };
+    let stormy = held_through(1_000);
+    let quiet = held_through(3);
+    // One storm record alone is ~100 KB: the writer holds the last one and the one before.
+    assert!(stormy[4] > quiet[4] + 150_000, "through the storm: {stormy:?} against {quiet:?}");
+    assert!(stormy[7] <= quiet[7] + 1_000, "after it: {stormy:?} against {quiet:?}");
+}
+
 /// `n` ended processes of a storm's sample `seq`, alike but for their numbers.
 fn storm_ended(seq: u64, n: u32) -> Vec<proctor_model::ExitedProcess> {
     (0..n)
