@@ -55,6 +55,26 @@ def cpu_by_thread(pid):
     return out
 
 
+def faults_by_thread(pid):
+    """Minor page faults by thread name (`stat`'s tenth field): memory a thread touched for the
+    first time, ~1.3 µs each here (a fresh buffer's pages, or a heap grown again)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            fields = open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0) + int(fields[7])
+    return out
+
+
+def faults_moved(before, after):
+    """The threads' faults between two `faults_by_thread` readings, most first."""
+    moved = {n: after.get(n, 0) - before.get(n, 0) for n in after}
+    return ", ".join(f"{n} {v}" for n, v in sorted(moved.items(), key=lambda kv: -kv[1]) if v > 0) or "none"
+
+
 def by_thread(before, after):
     """The threads' CPU between two `cpu_by_thread` readings, largest first, in ms."""
     moved = {n: after.get(n, 0) - before.get(n, 0) for n in after}
@@ -157,13 +177,14 @@ def run(n, seconds):
             time.sleep(1)
         time.sleep(3)
         print(f"== {n} processes of 1-50 ms over {seconds:.0f} s beside `{' '.join(cmd[1:])}`, {procs} processes (load {load()})")
-        idle0, idle_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
+        idle0, idle_threads0, idle_faults0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid), faults_by_thread(serve.pid)
         time.sleep(seconds)
         idle, idle_threads = cpu_seconds(serve.pid) - idle0, by_thread(idle_threads0, cpu_by_thread(serve.pid))
+        idle_faults = faults_moved(idle_faults0, faults_by_thread(serve.pid))
         # The storm runs in a child of this script, so its children's parent is known and its
         # command line names the group.
         pss_idle = (get("/api/v1/agent").get("pss_worker") or {})
-        busy0, busy_threads0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid)
+        busy0, busy_threads0, busy_faults0 = cpu_seconds(serve.pid), cpu_by_thread(serve.pid), faults_by_thread(serve.pid)
         wall0 = time.monotonic()
         driver = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(n), str(seconds), "--storm"])
         usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -174,6 +195,7 @@ def run(n, seconds):
         # by the driver, through its cutime).
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         busy, busy_threads = cpu_seconds(serve.pid) - busy0, by_thread(busy_threads0, cpu_by_thread(serve.pid))
+        busy_faults = faults_moved(busy_faults0, faults_by_thread(serve.pid))
         pss_busy = (get("/api/v1/agent").get("pss_worker") or {})
         time.sleep(3)
         # A second idle window after the storm: at ~70 processes the whole idle cost is a
@@ -223,6 +245,7 @@ def run(n, seconds):
               f"{idle_after:.3f} s after: {busy / (idle_rate * wall) if idle_rate else float('inf'):.2f}× their mean over as long "
               f"(goal at most 2×; {busy / (idle_rate * seconds) if idle_rate else float('inf'):.2f}× against {seconds:.0f} s); load after {load()}")
         print(f"  by thread, ms: storm {busy_threads}; idle before {idle_threads}; idle after {after_threads}")
+        print(f"  page faults by thread: storm {busy_faults}; idle before {idle_faults}")
         pss = agent.get("pss_worker") or {}
         print(f"  PSS worker over the run: {pss.get('reads')} reads, {pss.get('errors')} errors, "
               f"{pss.get('skipped_unchanged')} skipped unchanged, {pss.get('skipped_young')} skipped young, "
