@@ -1113,7 +1113,9 @@ mod tests {
             #[serde(skip_serializing_if = "Vec::is_empty")]
             nets: Vec<(u32, ProcessNet)>,
         }
-        let edges = [0, 1, 9, 10, 99, 100, u64::from(u32::MAX), u64::MAX - 1, u64::MAX];
+        // Every length of number: each power of ten and the numbers around it, and the ends.
+        let mut edges: Vec<u64> = (1..=19).flat_map(|k| [10u64.pow(k) - 1, 10u64.pow(k), 10u64.pow(k) + 7]).collect();
+        edges.extend([0, 1, 5, 123_456_789, u64::from(u32::MAX), u64::MAX - 1, u64::MAX]);
         let mut rows = Vec::new();
         for (i, &n) in edges.iter().enumerate() {
             let small = n as u32;
