@@ -411,25 +411,8 @@ impl<'a> EndedTableOut<'a> {
 /// Appends `row` as serde_json writes it (an array of its fields: numbers, `null` for none,
 /// `true`/`false`), so that a storm's ~1,000 a frame go straight into the record.
 fn write_row(out: &mut Vec<u8>, row: &EndedRow) {
-    let EndedRow(
-        pid,
-        ppid,
-        start_ticks,
-        lifetime_ns,
-        end_unix_ns,
-        comm,
-        cmdline,
-        exe,
-        cgroup,
-        wait_status,
-        user_ns,
-        system_ns,
-        children_ns,
-        minflt,
-        majflt,
-        peak_rss_bytes,
-        seen,
-    ) = *row;
+    // By position: a field added to `EndedRow` and left out here fails
+    // `ended_rows_written_by_hand_are_what_serde_writes`.
     let mut digits = itoa::Buffer::new();
     let mut number = |out: &mut Vec<u8>, n: u64| {
         out.extend_from_slice(digits.format(n).as_bytes());
@@ -438,20 +421,20 @@ fn write_row(out: &mut Vec<u8>, row: &EndedRow) {
     // 17 fields of at most 20 digits and a comma each, and the brackets.
     out.reserve(17 * 21 + 2);
     out.push(b'[');
-    for n in [pid, ppid].map(u64::from).into_iter().chain([start_ticks, lifetime_ns, end_unix_ns, u64::from(comm)]) {
+    for n in [u64::from(row.0), u64::from(row.1), row.2, row.3, row.4, u64::from(row.5)] {
         number(out, n);
     }
-    for n in [cmdline, exe, cgroup] {
+    for n in [row.6, row.7, row.8] {
         match n {
             Some(n) => number(out, u64::from(n)),
             None => out.extend_from_slice(b"null,"),
         }
     }
-    number(out, u64::from(wait_status));
-    for n in [user_ns, system_ns, children_ns, minflt, majflt, peak_rss_bytes] {
+    number(out, u64::from(row.9));
+    for n in [row.10, row.11, row.12, row.13, row.14, row.15] {
         number(out, n);
     }
-    out.extend_from_slice(if seen { b"true]" } else { b"false]" });
+    out.extend_from_slice(if row.16 { b"true]" } else { b"false]" });
 }
 
 impl EndedTable {
