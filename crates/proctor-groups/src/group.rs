@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 
 use proctor_model::{ExitedProcess, ProcessRow};
-use proctor_procfs::process::{PidHasher, PidMap};
+use proctor_procfs::process::PidMap;
 use serde::Serialize;
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use crate::rules::{follow_parents, Proc, Rules};
@@ -227,7 +226,8 @@ impl Assigner {
         // time are refused), and a storm's ended processes share both: each pair is matched once.
         // The line by its allocation: equal lines held apart are matched apart, still right.
         // Names are shared, not copied: a storm's ~1,000 exits a sample took two each.
-        let mut verdicts: HashMap<(&str, usize), Option<Arc<str>>, BuildHasherDefault<PidHasher>> = HashMap::default();
+        // (Keyed by a name a process chose: std's keyed hash, not `PidHasher`.)
+        let mut verdicts: HashMap<(&str, usize), Option<Arc<str>>> = HashMap::new();
         let own: Vec<Option<Arc<str>>> = exited
             .iter()
             .map(|x| match &self.by {
