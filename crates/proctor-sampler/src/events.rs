@@ -356,8 +356,8 @@ impl Churn {
             exited.reserve((held.len() + ends).min(MAX_EXITED));
             let mut waiting = Vec::new();
             let mut untold = 0;
-            let mut place = |mut x: ExitedProcess, event: Arc<Event>, late: bool| {
-                let Event::Exit(e) = &*event else { return };
+            let mut place = |mut x: ExitedProcess, event: &Arc<Event>, late: bool| {
+                let Event::Exit(e) = &**event else { return };
                 let ready = match finals.get(&(x.pid, x.start_ticks)) {
                     Some(runtime) => {
                         let last = proctor_bpf::FinalEvent {
@@ -371,7 +371,7 @@ impl Churn {
                     }
                     None if late || waiting.len() >= MAX_EXITED => x,
                     None => {
-                        waiting.push((x, event));
+                        waiting.push((x, Arc::clone(event)));
                         return;
                     }
                 };
@@ -382,7 +382,7 @@ impl Churn {
                 }
             };
             for (x, event) in held {
-                place(x, event, true);
+                place(x, &event, true);
             }
             let mut last_learned: Option<([u64; 2], Option<Arc<str>>)> = None;
             for event in drained.drain(..) {
@@ -463,7 +463,7 @@ impl Churn {
                                 // The network table's last reading, given by the sampler.
                                 net: None,
                             },
-                            Arc::clone(&event),
+                            &event,
                             false,
                         );
                     }
