@@ -10,19 +10,16 @@ inlines is a call in the first list and none in the second.
 
 Needs root, bpftool and objdump (binutils); x86-64 (the syscall number below)."""
 import ctypes
-import json
 import os
 import re
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import serve_addr  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from programs import PROGRAMS, prog_ids, start_net  # noqa: E402
 
-PROGRAMS = ("proctor_queue", "proctor_receive", "proctor_ingress")
 SYS_BPF = 321  # x86-64
 BPF_PROG_GET_FD_BY_ID = 13
 BPF_OBJ_GET_INFO_BY_FD = 15
@@ -54,23 +51,14 @@ def jited(prog_id):
         os.close(fd)
 
 
-def prog_ids():
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], check=True, capture_output=True, text=True).stdout
-    return {p["id"]: p.get("name") for p in json.loads(out)}
-
-
 def main():
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
     before = prog_ids()
-    p, addr = serve_addr.start([sys.argv[1], "serve", "--listen", "127.0.0.1:0", "--no-record", "--net"])
+    p, _ = start_net([sys.argv[1], "serve", "--listen", "127.0.0.1:0", "--interval", "1s", "--no-record", "--net"])
     try:
-        deadline = time.monotonic() + 30
-        while serve_addr.agent(addr).get("process_net_from") != "bpf":
-            if time.monotonic() > deadline:
-                raise SystemExit("the network programs did not attach")
-            time.sleep(0.2)
-        for prog_id, name in sorted(prog_ids().items()):
+        for prog_id, prog in sorted(prog_ids().items()):
+            name = prog.get("name")
             if prog_id in before or name not in PROGRAMS:
                 continue
             xlated = subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(prog_id)], check=True,

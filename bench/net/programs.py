@@ -91,16 +91,25 @@ def perf_shares(data):
             "cgroup ingress": cg, "ingress": i, "cgroup dispatch": cg - i, "total (self)": own}
 
 
+def start_net(cmd):
+    """Starts a `serve --net` command line (serve_addr.start) and waits, 30 s at most, for its
+    network programs to attach; returns (process, address)."""
+    p, addr = serve_addr.start(cmd)
+    deadline = time.monotonic() + 30
+    while (net_from := agent(addr).get("process_net_from")) != "bpf":
+        if time.monotonic() > deadline:
+            p.terminate()
+            p.wait()
+            raise SystemExit(f"{cmd[cmd.index('serve') - 1]}: the network programs did not attach: {net_from}")
+        time.sleep(0.2)
+    return p, addr
+
+
 def one(binary):
     before = set(prog_ids())
-    p, addr = serve_addr.start(["taskset", "-c", "0", binary, "serve", "--listen", "127.0.0.1:0", "--interval", "1s",
-                                "--no-record", "--net"])
+    p, addr = start_net(["taskset", "-c", "0", binary, "serve", "--listen", "127.0.0.1:0", "--interval", "1s",
+                         "--no-record", "--net"])
     try:
-        deadline = time.monotonic() + 30
-        while agent(addr).get("process_net_from") != "bpf":
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{binary}: the network programs did not attach: {agent(addr).get('process_net_from')}")
-            time.sleep(0.2)
         if MODE == "perf":
             data = f"/tmp/proctor-programs-{os.getpid()}.perf"
             rec = subprocess.Popen(["perf", "record", "-q", "-F", "9999", "-C", "1", "-g", "-o", data, "--",
