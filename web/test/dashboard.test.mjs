@@ -1890,7 +1890,10 @@ describe("a clone's reading stands in for its siblings", () => {
     // A python parent and 6 children forked from it, sharing 32 MiB copy-on-write and doing
     // nothing since: clones (same parent, name, resident size and faults). At 0.01 % of a core
     // the worker reads the rows the page asks for one every several seconds, so once one child
-    // is read its reading stands in for the others for tens of seconds.
+    // is read its reading stands in for the others for tens of seconds. Two throwaway forks
+    // first: the parent's own first forks grow it by a few pages each, and children forked
+    // before it settles are no clones of the later ones (CI saw two such, read first as the
+    // smallest, and the clones' turn not come in 90 s).
     const { base: slow, child } = await serve(["--pss-budget", "0.0001"]);
     const tag = `${MARK}-clones`;
     const script = [
@@ -1899,14 +1902,16 @@ describe("a clone's reading stands in for its siblings", () => {
       "m = mmap.mmap(-1, 32 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)",
       "m.madvise(mmap.MADV_NOHUGEPAGE)",
       "for i in range(0, 32 << 20, 4096): m[i] = 1",
-      "kids = []",
-      "for _ in range(6):",
+      "kids = [0] * 6",
+      "for i in range(-2, 6):",
       "    pid = os.fork()",
       "    if pid == 0:",
+      "        if i < 0: os._exit(0)",
       "        libc.prctl(1, signal.SIGKILL)",
       "        signal.pause()",
       "        os._exit(0)",
-      "    kids.append(pid)",
+      "    if i < 0: os.waitpid(pid, 0)",
+      "    else: kids[i] = pid",
       "print('ready', *kids, flush=True)",
       "sys.stdin.readline()",
     ].join("\n");
@@ -1938,11 +1943,12 @@ describe("a clone's reading stands in for its siblings", () => {
       const marked = await until("a PSS cell marked ~", async () => {
         const rows = await stoodIn();
         return rows.length > 0 ? rows : null;
-      }, 90000).catch(async (e) => {
+      }, 150000).catch(async (e) => {
         const rows = await fetchJson(`${slow}/api/v1/processes`).catch((x) => String(x));
         const family = (rows.processes ?? []).filter((r) => r.pid === parent.pid || r.ppid === parent.pid);
         const pss = family.map((r) => ({ pid: r.pid, pss: r.pss_bytes, from: r.pss_estimated_from, rss: r.rss_bytes }));
-        throw new Error(`${e.message}; the family: ${JSON.stringify(pss)}`);
+        const agent = await fetchJson(`${slow}/api/v1/agent`).catch((x) => String(x));
+        throw new Error(`${e.message}; the family: ${JSON.stringify(pss)}; the PSS worker: ${JSON.stringify(agent.pss_worker ?? agent)}`);
       });
       for (const r of marked) {
         assert.ok(kids.includes(r.pid), `a child is stood in for: ${JSON.stringify(r)}`);
