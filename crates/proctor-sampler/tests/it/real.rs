@@ -621,7 +621,9 @@ fn a_targets_own_wait_on_proctors_reads_is_measured() {
 /// A python parent that maps `mib` MiB of private anonymous memory in 4 KiB pages, touches
 /// it, forks `n` children that share it copy-on-write and do nothing (killed with it), prints
 /// `ready` and their pids, waits for a line on its stdin, then runs `then`. Returns it, its
-/// stdout after that line, and the children's pids.
+/// stdout after that line, and the children's pids. Two throwaway forks come first: a parent's
+/// first forks grow it by a few pages, and children forked before that are no clones of the
+/// later ones (same resident size and faults).
 fn sharing_parent(mib: u64, n: usize, then: &str) -> (Guard, std::io::BufReader<std::process::ChildStdout>, Vec<u32>) {
     let script = format!(
         "import ctypes, mmap, os, signal, sys\n\
@@ -629,14 +631,16 @@ fn sharing_parent(mib: u64, n: usize, then: &str) -> (Guard, std::io::BufReader<
          m = mmap.mmap(-1, {mib} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n\
          m.madvise(mmap.MADV_NOHUGEPAGE)\n\
          for i in range(0, {mib} << 20, 4096): m[i] = 1\n\
-         kids = []\n\
-         for _ in range({n}):\n\
+         kids = [0] * {n}\n\
+         for i in range(-2, {n}):\n\
          \x20   pid = os.fork()\n\
          \x20   if pid == 0:\n\
+         \x20       if i < 0: os._exit(0)\n\
          \x20       libc.prctl(1, signal.SIGKILL)\n\
          \x20       signal.pause()\n\
          \x20       os._exit(0)\n\
-         \x20   kids.append(pid)\n\
+         \x20   if i < 0: os.waitpid(pid, 0)\n\
+         \x20   else: kids[i] = pid\n\
          print('ready', *kids, flush=True)\n\
          sys.stdin.readline()\n\
          {then}"
