@@ -1888,7 +1888,7 @@ describe("the rows on screen are read for PSS first", () => {
 describe("a clone's reading stands in for its siblings", () => {
   test("the table marks a stood-in PSS with ~, the detail says whose it is, and the family head how many stand in", async () => {
     // A python parent and 6 children forked from it, sharing 32 MiB copy-on-write and doing
-    // nothing since: clones (same parent, name, resident size and faults). At 0.01 % of a core
+    // nothing since: clones (same parent and name, resident size and faults within 16 pages). At 0.01 % of a core
     // the worker reads the rows the page asks for one every several seconds, so once one child
     // is read its reading stands in for the others for tens of seconds. Two throwaway forks
     // first: the parent's own first forks grow it by a few pages each, and children forked
@@ -1988,7 +1988,7 @@ describe("a clone's reading stands in for its siblings", () => {
         });
         return { pid: row.pid, note, facts };
       }, 60000);
-      const m = /^PSS and USS of its clone (\d+) \(same parent, name, resident size and faults\), read .+ ago by the budgeted smaps_rollup worker: they stand in until this process is read itself\.$/.exec(note);
+      const m = /^PSS and USS of its clone (\d+) \(same parent and name, resident size and faults within 16 pages\), read .+ ago by the budgeted smaps_rollup worker: they stand in until this process is read itself\.$/.exec(note);
       assert.ok(m, note);
       const from = Number(m[1]);
       assert.ok(kids.includes(from) && from !== pid, `${pid} stood in for by ${from}`);

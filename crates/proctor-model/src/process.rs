@@ -17,8 +17,9 @@ pub struct MemoryAge {
     /// Read before the process's family last changed ([`crate::PssReading::stale`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stale: bool,
-    /// Not this process's own reading: that of its clone, this pid (same parent, name,
-    /// resident size and faults; [`crate::ProcessSample::pss_estimate`]), until it is read itself.
+    /// Not this process's own reading: that of its clone, this pid (same parent and name,
+    /// resident size and faults within 16 pages; [`crate::ProcessSample::pss_estimate`]), until
+    /// it is read itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_from: Option<u32>,
 }

@@ -302,8 +302,8 @@ pub struct ProcessSample {
     #[serde(skip)]
     pub pss_stale: bool,
     /// Where `pss` is missing or stale: the reading of a clone, with its pid, a process of the
-    /// same parent and name whose resident size and faults when read were this one's now
-    /// (`proctor_sampler::pss`), which stands for this one's until it is read itself. Shared
+    /// same parent and name whose resident size and faults when read were within 16 pages of
+    /// this one's now (`proctor_sampler::pss`), which stands for this one's until it is read itself. Shared
     /// with the clone's other stand-ins (no allocation per process and sample), and a pointer,
     /// as few processes have one. Live only: the store never keeps an estimate.
     #[serde(skip)]

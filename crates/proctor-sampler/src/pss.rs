@@ -34,12 +34,14 @@
 //! has a young process: that one joining would make its reading stale at once.
 //!
 //! A family's members are often clones: a server's idle workers, forked from one parent and
-//! doing nothing since, have the same resident size and faults and the same PSS to the page.
-//! So a member with no reading (or a stale one) whose counters are those a member of its family
-//! had when read shows that reading meanwhile, marked ([`State::estimate`]), and is read after
-//! the others: a tree of clones has a figure for every member after a read or two, not after a
-//! read of each (96 workers sharing 2 GiB: ~4 s of CPU, over three minutes at 2 %). Each stand-in
-//! is checked when its member is read itself, and a family whose stand-in was off gets none.
+//! doing nothing since, have the same resident size and faults (to a few pages: a parent grows
+//! a little with its first forks) and the same PSS to the page. So a member with no reading (or
+//! a stale one) whose counters are near those a member of its family had when read
+//! ([`CLONE_NEAR_BYTES`]) shows that reading meanwhile, marked ([`State::estimate`]), and is
+//! read after the others: a tree of clones has a figure for every member after a read or two,
+//! not after a read of each (96 workers sharing 2 GiB: ~4 s of CPU, over three minutes at 2 %).
+//! Each stand-in is checked when its member is read itself, and a family whose stand-in was off
+//! gets none.
 //!
 //! The budget is an average: unspent budget is saved, up to [`BURST_SAVED`] of it, and spent
 //! at up to [`BURST_RATE`] times the budget. A worker that starts on a big tree (or sees one
@@ -550,10 +552,11 @@ struct State {
     /// Each with whether its read began in a crowd ([`host_busy`]).
     rollup_rates: std::collections::VecDeque<(f64, bool)>,
     max_hold_ns: Option<u64>,
-    /// The last process read with each family and counters ([`CloneKey`]), with that reading:
-    /// it stands in for a clone's own until that is read ([`State::estimate`]), one shared
-    /// value for all of them.
-    clones: HashMap<CloneKey, Arc<(u32, PssReading)>>,
+    /// For each family (parent, name hash), the last processes read with different counters
+    /// (at most [`CLONE_SHAPES`], newest last), each with its counters then and its reading: it
+    /// stands in for a clone's own until that is read ([`State::estimate`]), one shared value
+    /// for all of them.
+    clones: HashMap<(u32, u64), Vec<StandIn>>,
     /// Families one of whose clones' readings was more than [`CLONE_TOLERANCE`] off the
     /// member's own: no estimates for them.
     unlike: std::collections::HashSet<(u32, u64)>,
@@ -616,16 +619,44 @@ type Shared = crate::worker::Shared<State>;
 /// clone's pid where that stands in for a missing or stale own one ([`State::estimate`]).
 pub type Lookup = (Option<PssReading>, bool, Option<Stall>, Option<Arc<(u32, PssReading)>>);
 
-/// A process's family and the counters that say whether two of its members are clones
-/// ([`State::estimate`]): parent, name hash, resident bytes, faults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct CloneKey(u32, u64, u64, u64);
+/// The counters that say whether two members of a family are clones ([`State::estimate`]):
+/// resident bytes and faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counters {
+    resident_bytes: u64,
+    faults: u64,
+}
 
-impl CloneKey {
+impl Counters {
     fn of(c: &Candidate) -> Self {
-        CloneKey(c.ppid, c.name, c.resident_bytes, c.faults)
+        Counters { resident_bytes: c.resident_bytes, faults: c.faults }
+    }
+
+    /// How far apart two members' counters are, in bytes: the difference in resident size and
+    /// a page for each fault one made that the other did not (a copy-on-write fault turns a
+    /// shared page into a private one without moving the resident size).
+    fn distance(self, other: Counters) -> u64 {
+        self.resident_bytes.abs_diff(other.resident_bytes) + self.faults.abs_diff(other.faults) * PAGE_BYTES
     }
 }
+
+/// A member's counters when it was read, its pid and that reading ([`State::estimate`]).
+type StandIn = (Counters, Arc<(u32, PssReading)>);
+
+/// How near two members' counters must be for one's reading to stand in for the other's
+/// ([`Counters::distance`]): 16 pages, and at most 1/256 of the member's resident size (0.4 %:
+/// a few pages of a small process are a large part of it). A parent grows by pages between its
+/// forks (most with its first few), so children forked at different times are pages apart
+/// (`bench/pss/clone_census.py`); were all those pages one's own, the two PSS would differ by
+/// them, inside [`CLONE_SLACK_BYTES`], and each stand-in is checked still.
+pub const CLONE_NEAR_BYTES: u64 = 64 << 10;
+
+/// At most this many readings with different counters are kept per family for
+/// [`State::estimate`]: a family of clones needs one, a family forked in a few waves a few.
+const CLONE_SHAPES: usize = 8;
+
+/// The page size that [`Counters::distance`] charges a fault at.
+const PAGE_BYTES: u64 = 4096;
 
 /// How far a clone's PSS may be from a member's own, as a share of the own and in bytes (both
 /// must be passed), before its family gets no more estimates ([`State::note_clone`]): the 1 % a
@@ -759,21 +790,36 @@ impl State {
     }
 
     /// The reading of `c`'s clone, with its pid: another process of its family (parent and
-    /// name) whose resident size and faults, when it was read, were `c`'s now, and whose
-    /// reading is not stale. Such clones are what a server's idle workers are, forked from one
-    /// parent and sharing its pages copy-on-write: their PSS is the same to the page, so one
-    /// read stands for the others until each is read itself, checked then
+    /// name) whose resident size and faults, when it was read, were near `c`'s now (the
+    /// nearest, the newest among equals; [`CLONE_NEAR_BYTES`]), and whose reading is not stale.
+    /// Such clones are what a server's idle workers are, forked from one parent and sharing its
+    /// pages copy-on-write: their PSS is the same to the page, so one read stands for the
+    /// others until each is read itself, checked then
     /// ([`PssStats::estimates_checked`]). A young process is no member yet, and a family one of
     /// whose estimates was off ([`CLONE_TOLERANCE`]) gets none.
     fn estimate(&self, c: &Candidate) -> Option<Arc<(u32, PssReading)>> {
         if self.clones.is_empty() || self.young.contains(&c.pid) || self.unlike.contains(&(c.ppid, c.name)) {
             return None;
         }
-        let clone = self.clones.get(&CloneKey::of(c))?;
-        let (from, reading) = **clone;
-        // Still that process's latest reading, of the same counters, and not stale.
-        let e = self.results.get(&from).filter(|e| from != c.pid && CloneKey::of(&e.seen) == CloneKey::of(c))?;
-        (e.reading == Some(reading) && !e.stale(&self.changed)).then(|| Arc::clone(clone))
+        let mine = Counters::of(c);
+        let near = CLONE_NEAR_BYTES.min(c.resident_bytes / 256);
+        let mut best: Option<(u64, &Arc<(u32, PssReading)>)> = None;
+        for (counters, clone) in self.clones.get(&(c.ppid, c.name))?.iter().rev() {
+            let (from, reading) = **clone;
+            let distance = counters.distance(mine);
+            if from == c.pid || distance > near || best.is_some_and(|(d, _)| d <= distance) {
+                continue;
+            }
+            // Still that process's latest reading, of those counters, and not stale.
+            let e = self
+                .results
+                .get(&from)
+                .filter(|e| (e.seen.ppid, e.seen.name) == (c.ppid, c.name) && Counters::of(&e.seen) == *counters);
+            if e.is_some_and(|e| e.reading == Some(reading) && !e.stale(&self.changed)) {
+                best = Some((distance, clone));
+            }
+        }
+        best.map(|(_, clone)| Arc::clone(clone))
     }
 
     /// After `c` was read: checks the clone's reading that stood in for it, if one did, and
@@ -790,7 +836,14 @@ impl State {
                 self.unlike.insert((c.ppid, c.name));
             }
         }
-        self.clones.insert(CloneKey::of(c), Arc::new((c.pid, *reading)));
+        let counters = Counters::of(c);
+        let family = self.clones.entry((c.ppid, c.name)).or_default();
+        // This process's earlier reading, and another's of the same counters, are replaced.
+        family.retain(|(k, clone)| clone.0 != c.pid && *k != counters);
+        if family.len() == CLONE_SHAPES {
+            family.remove(0);
+        }
+        family.push((counters, Arc::new((c.pid, *reading))));
     }
 
     /// Puts `c`'s read off at `now_ns` for [`PUT_OFF`] ([`How::PutOff`]): weighed again then,
@@ -889,7 +942,10 @@ impl State {
         }
         if self.clones.len() > self.results.len() + 64 {
             let results = &self.results;
-            self.clones.retain(|_, clone| results.contains_key(&clone.0));
+            self.clones.retain(|_, family| {
+                family.retain(|(_, clone)| results.contains_key(&clone.0));
+                !family.is_empty()
+            });
         }
         self.candidates = candidates;
     }
@@ -2582,5 +2638,55 @@ mod tests {
         assert_eq!(estimate.map(|e| e.0), Some(14), "14 was read last, after the change");
         state.results.get_mut(&14).expect("read").reading = Some(pss(103, 0));
         assert!(state.lookup(12, 1).3.is_none() && state.lookup(13, 1).3.is_none(), "the clone's is stale too");
+    }
+
+    /// Workers forked while their server still grew are a few pages apart in resident size (a
+    /// fault or two in faults): clones, within [`CLONE_NEAR_BYTES`], and the nearest reading
+    /// stands in. 17 pages apart they are not; nor a small process 2 pages from its sibling
+    /// (1/256 of its 1 MiB is one page).
+    #[test]
+    fn clones_may_be_a_few_pages_apart() {
+        let page = 4096;
+        let worker = |pid, pages: u64, faults| Candidate {
+            resident_bytes: (1 << 30) + pages * page,
+            faults,
+            ..member(pid, 10, "gunicorn")
+        };
+        let small = |pid, pages: u64| Candidate { resident_bytes: (256 + pages) * page, ..member(pid, 30, "sh") };
+        let list = vec![
+            worker(11, 0, 700),
+            worker(12, 8, 701),
+            worker(13, 12, 700),
+            worker(14, 17, 700),
+            worker(15, 4, 704),
+            worker(16, 10, 707),
+            small(31, 0),
+            small(32, 0),
+            small(33, 2),
+        ];
+        let mut state = State { traced: true, ..State::default() };
+        state.set_candidates(list.clone(), Default::default(), 0);
+        let read = |state: &mut State, pid: u32| {
+            let c = *list.iter().find(|c| c.pid == pid).expect("listed");
+            let reading = read_at(u64::from(pid));
+            state.note_clone(&c, &reading);
+            state.results.insert(pid, entry(c, Some(reading)));
+        };
+        let from = |state: &State, pid| state.lookup(pid, 1).3.map(|e| e.0);
+        read(&mut state, 11);
+        read(&mut state, 31);
+        let stood_in: Vec<_> = [12, 13, 14, 15, 16, 32, 33].into_iter().map(|pid| (pid, from(&state, pid))).collect();
+        assert_eq!(
+            stood_in,
+            [(12, Some(11)), (13, Some(11)), (14, None), (15, Some(11)), (16, None), (32, Some(31)), (33, None)],
+            "8 pages and a fault, 12 pages, 4 pages and 4 faults are near; 17 pages, 10 and 7 faults, or 2 of a small one's are not"
+        );
+        // 14 read: the nearer reading stands in for 13 (5 pages from 14's, 12 from 11's).
+        read(&mut state, 14);
+        assert_eq!((from(&state, 13), from(&state, 12), from(&state, 14)), (Some(14), Some(11), None));
+        // A reading checked against its stand-in within the tolerance keeps the family's.
+        read(&mut state, 13);
+        assert_eq!((state.stats.estimates_checked, state.stats.estimates_off), (1, 0));
+        assert_eq!(from(&state, 16), Some(13), "10 and 7 faults from 11's, 2 pages and 7 faults from 13's");
     }
 }

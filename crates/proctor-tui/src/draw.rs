@@ -777,7 +777,7 @@ proctor top: keys (htop's where htop has one)
  F7 F8   nice -1 / +1                Enter  detail: command, cgroup, PSS
  z       cgroups (CPU, memory, PSI); Enter zooms into one, Esc leaves
  X       processes that ended (BPF events: those between samples too)
- ~ before a PSS: a clone's reading (same parent, name, size, faults) for now
+ ~ before a PSS: a clone's reading (same parent and name, near size, faults)
 Time travel
  [ ]     one sample back / forward   { }    back / forward by a span
  j       set the span                g      go to a time (10 min ago, @UNIX)

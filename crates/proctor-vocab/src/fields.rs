@@ -435,7 +435,7 @@ pub const PROCESS_FIELDS: &[ProcessField] = &[
         prom: Some(PromFamily { name: "proctor_process_stall_target_waited_seconds", kind: Kind::Counter, help: "How long the process's threads waited for their mmap lock while a proctor read held it (mmap_lock tracepoints).", omit_empty: true }),
     },
     ProcessField {
-        field: Field { name: "pss_estimated_from", title: "PSS from", unit: Unit::Count, description: "Where the PSS figures are not this process's own reading: the pid of its clone (same parent, name, resident size and faults) whose reading stands in for it until it is read itself; null otherwise." },
+        field: Field { name: "pss_estimated_from", title: "PSS from", unit: Unit::Count, description: "Where the PSS figures are not this process's own reading: the pid of its clone (same parent and name, resident size and faults within 16 pages) whose reading stands in for it until it is read itself; null otherwise." },
         row: |_, r| opt(r.pss.and_then(|m| m.estimated_from)),
         out: |p| opt(p.pss_estimated_from),
         prom: None,

@@ -69,7 +69,8 @@ pub struct ProcessOut {
     /// How old the PSS/USS reading is; `null` when there is none yet.
     pub pss_age_secs: Option<f64>,
     /// Where the PSS/USS figures are not this process's own reading but its clone's (same
-    /// parent, name, resident size and faults), that clone's pid, until it is read itself.
+    /// parent and name, resident size and faults within 16 pages), that clone's pid, until it
+    /// is read itself.
     #[serde(default)]
     pub pss_estimated_from: Option<u32>,
     /// The stall ledger: how long proctor's reads held this process's mmap lock (`smaps_rollup`,

@@ -945,7 +945,7 @@ function renderDetail(p, gone) {
         pssRestText(state.lastSnapshot?.agent)
     : p.pss_estimated_from != null
       ? // A clone's reading standing in for this process's own until it is read itself.
-        `PSS and USS of its clone ${p.pss_estimated_from} (same parent, name, resident size and faults), read ${age} ago ` +
+        `PSS and USS of its clone ${p.pss_estimated_from} (same parent and name, resident size and faults within 16 pages), read ${age} ago ` +
         `by the budgeted smaps_rollup worker: they stand in until this process is read itself.${why}`
       : `PSS and USS read ${age} ago by the budgeted smaps_rollup worker.${why}`;
   const started = p.start_time_unix_secs !== null ? new Date(p.start_time_unix_secs * 1000).toLocaleString() : fmt.DASH;

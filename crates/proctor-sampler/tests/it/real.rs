@@ -622,8 +622,8 @@ fn a_targets_own_wait_on_proctors_reads_is_measured() {
 /// it, forks `n` children that share it copy-on-write and do nothing (killed with it), prints
 /// `ready` and their pids, waits for a line on its stdin, then runs `then`. Returns it, its
 /// stdout after that line, and the children's pids. Two throwaway forks come first: a parent's
-/// first forks grow it by a few pages, and children forked before that are no clones of the
-/// later ones (same resident size and faults).
+/// first forks grow it by pages, and children forked before that may be no clones of the later
+/// ones (resident size and faults within [`proctor_sampler::pss::CLONE_NEAR_BYTES`]).
 fn sharing_parent(mib: u64, n: usize, then: &str) -> (Guard, std::io::BufReader<std::process::ChildStdout>, Vec<u32>) {
     let script = format!(
         "import ctypes, mmap, os, signal, sys\n\
@@ -752,7 +752,7 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
 
 /// Issue 34 item 3: a tree of clones (a python parent and 8 children forked from it, sharing
 /// 32 MiB copy-on-write and doing nothing since) has a figure for every child long before each
-/// is read: one child's reading stands in for its clones (the same resident size and faults),
+/// is read: one child's reading stands in for its clones (resident size and faults within 16 pages),
 /// says whose it is, and the children's sum (anonymous part, as above) is within 1 % of a fresh
 /// sum; each clone read since was checked against its stand-in, and none was off.
 ///
