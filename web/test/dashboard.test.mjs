@@ -1888,12 +1888,13 @@ describe("the rows on screen are read for PSS first", () => {
 describe("a clone's reading stands in for its siblings", () => {
   test("the table marks a stood-in PSS with ~, the detail says whose it is, and the family head how many stand in", async () => {
     // A python parent and 6 children forked from it, sharing 32 MiB copy-on-write and doing
-    // nothing since: clones (same parent and name, resident size and faults within 16 pages). At 0.01 % of a core
-    // the worker reads the rows the page asks for one every several seconds, so once one child
-    // is read its reading stands in for the others for tens of seconds. Two throwaway forks
-    // first: the parent's own first forks grow it by a few pages each, and children forked
-    // before it settles are no clones of the later ones (CI saw two such, read first as the
-    // smallest, and the clones' turn not come in 90 s).
+    // nothing since: clones (same parent and name, resident size and faults within 16 pages).
+    // At 0.01 % of a core the worker reads the rows the page asks for one every several
+    // seconds, so once one child is read its reading stands in for the others for tens of
+    // seconds. Two throwaway forks first: the parent's own first forks grow it by pages, and
+    // children forked before it settles may be no clones of the later ones (CI saw two such,
+    // 4 and 8 pages off when clones had to be equal, read first as the smallest, and the
+    // clones' turn not come in 90 s).
     const { base: slow, child } = await serve(["--pss-budget", "0.0001"]);
     const tag = `${MARK}-clones`;
     const script = [

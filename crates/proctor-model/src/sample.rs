@@ -303,9 +303,9 @@ pub struct ProcessSample {
     pub pss_stale: bool,
     /// Where `pss` is missing or stale: the reading of a clone, with its pid, a process of the
     /// same parent and name whose resident size and faults when read were within 16 pages of
-    /// this one's now (`proctor_sampler::pss`), which stands for this one's until it is read itself. Shared
-    /// with the clone's other stand-ins (no allocation per process and sample), and a pointer,
-    /// as few processes have one. Live only: the store never keeps an estimate.
+    /// this one's now (`proctor_sampler::pss`), which stands for this one's until it is read
+    /// itself. Shared with the clone's other stand-ins (no allocation per process and sample),
+    /// and a pointer, as few processes have one. Live only: the store never keeps an estimate.
     #[serde(skip)]
     pub pss_estimate: Option<Arc<(u32, PssReading)>>,
     /// The process's cgroup as it names it (v2 path, or the v1 memory path).

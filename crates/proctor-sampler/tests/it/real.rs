@@ -752,8 +752,8 @@ fn a_familys_readings_are_stale_once_a_sharer_leaves() {
 
 /// Issue 34 item 3: a tree of clones (a python parent and 8 children forked from it, sharing
 /// 32 MiB copy-on-write and doing nothing since) has a figure for every child long before each
-/// is read: one child's reading stands in for its clones (resident size and faults within 16 pages),
-/// says whose it is, and the children's sum (anonymous part, as above) is within 1 % of a fresh
+/// is read: one child's reading stands in for its clones (resident size and faults within 16
+/// pages), says whose it is, and the children's sum (anonymous part, as above) is within 1 % of a fresh
 /// sum; each clone read since was checked against its stand-in, and none was off.
 ///
 /// The stand-ins last while the worker rests between reads (a read's CPU over 4× its budget):
