@@ -8,7 +8,7 @@ census in the server's place once the children have settled (2 s). For each tree
 the children's resident size and faults (from /proc/PID/stat) as groups, and how many children
 one reading would stand in for: the largest group of equal counters (the rule before
 `CLONE_NEAR_BYTES`), and the most children within 16 pages of one child's counters (resident
-bytes apart plus a page a fault; the rule since, for processes of 4 MiB or more).
+bytes apart plus a page a fault, and at most 1/256 of the member's resident size: the rule since).
 """
 
 import os
@@ -41,7 +41,7 @@ def census(me):
     for k in kids:
         groups[k] = groups.get(k, 0) + 1
     exact = max(groups.values())
-    near = max(sum(1 for o in kids if abs(o[0] - k[0]) + abs(o[1] - k[1]) * PAGE <= min(NEAR, k[0] // 256)) for k in kids)
+    near = max(sum(1 for o in kids if abs(o[0] - k[0]) + abs(o[1] - k[1]) * PAGE <= min(NEAR, o[0] // 256)) for k in kids)
     shown = ", ".join(f"{n}× {rss >> 10} KiB/{faults}" for (rss, faults), n in sorted(groups.items(), key=lambda g: -g[1]))
     print(f"{len(kids)} children; equal counters: {exact}; within 16 pages of one: {near}; groups: {shown}", flush=True)
 
