@@ -1893,7 +1893,7 @@ describe("a clone's reading stands in for its siblings", () => {
     // seconds, so once one child is read its reading stands in for the others for tens of
     // seconds. Two throwaway forks first: the parent's own first forks grow it by pages, and
     // children forked before it settles may be no clones of the later ones (CI saw two such,
-    // 4 and 8 pages off when clones had to be equal, read first as the smallest, and the
+    // 12 and 4 pages off when clones had to be equal, read first as the smallest, and the
     // clones' turn not come in 90 s).
     const { base: slow, child } = await serve(["--pss-budget", "0.0001"]);
     const tag = `${MARK}-clones`;
