@@ -328,8 +328,8 @@ pub struct ProcessSample {
 
 /// One protocol's packets for one process, cumulative since proctor's network programs were
 /// attached or the process started, whichever is later. Bytes are IP packets' lengths, headers
-/// included (the link header not); `sent_bytes` and `received_bytes` are payload, what its
-/// sends and receives returned.
+/// included (the link header not); `sent_bytes` and `received_bytes` are payload: a
+/// datagram's, and for TCP what the peer acknowledged and what arrived in order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetCounters {
     pub tx_packets: u64,

@@ -65,9 +65,10 @@ pub struct ReadArgs {
     #[arg(long)]
     pub no_process_events: bool,
     /// Count each process's network use in the kernel: BPF programs on the devices' send and
-    /// receive tracepoints, socket sends and receives and the cgroup2 root's ingress (CAP_BPF,
-    /// CAP_PERFMON and CAP_NET_ADMIN, or root). Off by default: it costs every packet the host
-    /// sends or receives ~0.2 µs of CPU (bench/net/cost.sh).
+    /// receive tracepoints, the cgroup2 root's ingress, socket creation and release, and TCP's
+    /// state changes, retransmits and resets (CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, or root).
+    /// Off by default: it costs every packet the host sends or receives ~0.2 µs of CPU
+    /// (bench/net/programs.py).
     #[arg(long)]
     pub net: bool,
 }
