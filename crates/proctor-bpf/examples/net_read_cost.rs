@@ -15,15 +15,11 @@ fn cpu_ns() -> u64 {
 fn main() {
     let arg = |i: usize, default: u64| std::env::args().nth(i).and_then(|s| s.parse().ok()).unwrap_or(default);
     let (interval_ms, rounds) = (arg(1, 1000), arg(2, 20));
-    let table = match proctor_bpf::NetTable::open() {
-        Ok(t) => t,
-        Err(why) => {
-            eprintln!("unavailable: {why}");
-            std::process::exit(1);
-        }
-    };
-    let mut rows = std::collections::HashMap::new();
-    let mut connections = Vec::new();
+    let table = proctor_bpf::NetTable::open().unwrap_or_else(|why| {
+        eprintln!("per-process network is unavailable here: {why}");
+        std::process::exit(1)
+    });
+    let (mut rows, mut connections) = (std::collections::HashMap::new(), Vec::new());
     let mut parts: [(&str, Vec<u64>); 4] =
         [("walk", vec![]), ("table", vec![]), ("totals", vec![]), ("totals and table again", vec![])];
     for _ in 0..rounds {
