@@ -92,9 +92,11 @@ for arm in doc["arms"]:
     if arm.get("slept_operations") is not None:
         print(f"  {arm['slept_operations']} operations slept (waited for the mmap lock), {ms(arm['slept_seconds'])} in all")
     if arm["target_wait_beyond_none_seconds"] is not None:
+        # As `proctor impact`'s text: beside the machine's noise the wait may come out below
+        # none's, and a ratio then says nothing.
         ratio = arm["wait_over_ledger"]
         print(f"  target-side wait beyond none {ms(arm['target_wait_beyond_none_seconds'])}"
-              + ("" if ratio is None else f", {ratio * 100:.0f} % of the ledger"))
+              + (f", {ratio * 100:.0f} % of the ledger" if ratio is not None and ratio > 0 else ""))
     for how, c in (arm.get("attributed") or {}).items():
         print(f"  charged by the trace ({how}): the threads' delays: CPU {ms(c['cpu_delay_seconds'])}, lock {ms(c['lock_delay_seconds'])}; "
               f"{c['operations_delayed']} operations delayed, by {ms(c['operations_delay_seconds'])} summed over them")
