@@ -460,7 +460,7 @@ fn the_stall_ledger_charges_each_read_to_its_target() {
 /// unmaps every millisecond (untraced, which sends it through `pagemap`), under the least budget
 /// the worker takes (0.0001: a lower one is raised to it), whose savings (30 s of it) are 3 ms of
 /// CPU, the first walk's limit. A 64 MiB child's whole read took 2.9 ms of CPU on a fast machine
-/// (2026-12-02: under the limit, so the child is no longer 64 MiB); 256 MiB walk four times as
+/// (2026-12-02: under the limit, so the child is no longer 64 MiB); 256 MiB take four times as
 /// long. A stopped walk's overshoot is repaid by a rest (up to ~15 s on a slow machine) before
 /// the `smaps_rollup` read, so the wait for it is long.
 #[test]
