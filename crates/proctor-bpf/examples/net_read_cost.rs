@@ -5,12 +5,7 @@
 //! order, then the totals and the table once more at once: what they cost with caches warm.
 //! Prints the medians (and the extremes) in µs (docs/performance.md, issue 36).
 
-fn cpu_ns() -> u64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
-}
+use proctor_procfs::system::thread_cpu_ns as cpu_ns;
 
 fn main() {
     let arg = |i: usize, default: u64| std::env::args().nth(i).and_then(|s| s.parse().ok()).unwrap_or(default);
