@@ -13,6 +13,8 @@
 #   PIN=1 bash bench/net/cost.sh      # the agent on CPU 0, the workload on CPU 1
 #   SIDE=1 bash bench/net/cost.sh     # both agents at once beside one workload: the agent's
 #                                     # per-sample ratio without the drift between runs
+#   TCP=1 SIDE=1 bash bench/net/cost.sh # a TCP connection beside, a byte each way a second: the
+#                                     # TCP tables' walk (where it is the walk) is not put off
 # Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN) for the network arm; without it that arm
 # reports process_net_from "none".
 set -euo pipefail

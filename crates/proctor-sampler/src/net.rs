@@ -2,12 +2,13 @@
 //! `proctor_bpf::net`), copied once a sample onto the processes it belongs to, with each one's
 //! established TCP connections and their round-trip times from a walk of the sockets the
 //! programs gave an owner (each sample while that is cheap: [`WALK_FREE`]; every
-//! [`TCP_TABLES_EVERY`] where the kernel's TCP tables are walked instead).
+//! [`TCP_TABLES_EVERY`] where the kernel's TCP tables are walked instead, while a walk could
+//! find something new: [`quiet`]).
 //! Rows of processes that ended are forgotten here, so the kernel's table holds the living.
 
 use std::collections::HashMap;
 
-use proctor_bpf::net::{Connection, ProcNet, Proto, Walk, TCP_ESTABLISHED};
+use proctor_bpf::net::{Connection, ProcNet, Proto, Walk, TCP_ESTABLISHED, TCP_LISTEN};
 use proctor_bpf::NetTable;
 use proctor_model::{HostNet, NetCounters, ProcessNet, ProcessSample, SampleCost};
 
@@ -20,7 +21,8 @@ pub const WALK_FREE: std::time::Duration = std::time::Duration::from_millis(1);
 pub const WALK_SHARE: f64 = 0.01;
 /// How often the kernel's TCP tables are walked where the kernel refuses the storage iterator
 /// ([`proctor_bpf::net::Walk::TcpTables`]): that walk visits every bucket, empty or not
-/// (262,144 here: ~0.35 ms of CPU), so not each sample.
+/// (262,144 here: 0.35–2.4 ms of CPU), so not each sample, nor at all while nothing it could
+/// find has changed ([`quiet`]).
 pub const TCP_TABLES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 /// What the walks of other network namespaces' TCP tables may cost a walk (0.2 % of a core
 /// over [`TCP_TABLES_EVERY`]; one namespace at least): each visits every bucket of the tables,
@@ -42,6 +44,10 @@ pub struct NetWalk {
     pub namespaces_walked: u32,
     pub namespaces_skipped: u32,
     pub namespaces_refused: Option<String>,
+    /// Walks run since the start, and (with the TCP tables) the samples at which a walk was
+    /// due and put off, as nothing it could find had changed since the last one ([`quiet`]).
+    pub walks: u64,
+    pub walks_skipped_quiet: u64,
 }
 
 #[derive(Debug)]
@@ -58,6 +64,12 @@ pub(crate) struct NetState {
     pids: Vec<u32>,
     /// How the last walk went.
     pub(crate) last_walk: NetWalk,
+    /// What the TCP figures of every row came to at the last read ([`tcp_activity`]), and at
+    /// the read before the last walk; whether that walk found a connection (not a listener);
+    /// the table's `table_full` at the last read and before the last walk.
+    activity: (u64, u64),
+    found_open: bool,
+    table_full: (u64, u64),
     gone: Vec<u32>,
     /// The rows of processes that ended, as last counted (pid, start ticks, counters): this
     /// sample's and the previous one's, for their exit records (an exit just after the events
@@ -80,6 +92,9 @@ impl NetState {
             next_walk: None,
             last_walk: NetWalk { tcp_tables, ..NetWalk::default() },
             pids: Vec::new(),
+            activity: (0, 0),
+            found_open: false,
+            table_full: (0, 0),
             gone: Vec::new(),
             ended: Vec::new(),
             ended_before: Vec::new(),
@@ -106,6 +121,16 @@ impl NetState {
         if self.next_walk.is_some_and(|at| now < at) {
             return;
         }
+        if self.last_walk.walks > 0
+            && self.last_walk.tcp_tables.is_some()
+            && quiet(self.found_open, self.activity, self.table_full)
+        {
+            self.last_walk.walks_skipped_quiet += 1;
+            return;
+        }
+        self.last_walk.walks += 1;
+        self.activity.1 = self.activity.0;
+        self.table_full.1 = self.table_full.0;
         let walked = self.table.connections_in(&mut self.connections, &self.pids, NAMESPACES_BUDGET);
         // Each process's list is kept (emptied) from walk to walk, now that a walk runs each
         // sample; the lists of processes left with no connection go after the walk. A process
@@ -138,6 +163,7 @@ impl NetState {
                         Some(now + TCP_TABLES_EVERY)
                     }
                 };
+                self.found_open = self.connections.iter().any(|c| c.state != TCP_LISTEN);
                 for c in self.connections.iter().filter(|c| c.state == TCP_ESTABLISHED) {
                     self.rtts.entry(c.pid).or_default().push(c.srtt_us);
                 }
@@ -146,7 +172,11 @@ impl NetState {
                     r.sort_unstable();
                 }
             }
-            Err(_) => *cost.errors.entry(("process.net.connections", "io")).or_default() += 1,
+            Err(_) => {
+                // Tried again when next due, whatever moved.
+                self.found_open = true;
+                *cost.errors.entry(("process.net.connections", "io")).or_default() += 1
+            }
         }
     }
 
@@ -163,6 +193,7 @@ impl NetState {
         // The walk first: it adds what the sockets counted since the last to the rows read next.
         self.walk(cost);
         self.table.read(&mut self.rows);
+        self.activity.0 = tcp_activity(self.rows.values());
         let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
         self.pids.clear();
         for p in processes.iter_mut() {
@@ -192,6 +223,7 @@ impl NetState {
         }
         self.table.forget(self.gone.iter().copied());
         let t = self.table.totals();
+        self.table_full.0 = t.table_full;
         let rx_unowned = t.rx_unowned();
         HostNet {
             tx_packets: t.tx.packets,
@@ -205,6 +237,28 @@ impl NetState {
             table_full: t.table_full,
         }
     }
+}
+
+/// Whether a due walk of the kernel's TCP tables (~2 ms of CPU here, most of the network
+/// reader's cost where it runs) would find nothing new, so is not run: the last walk found no
+/// connection but listeners (a listener alone shows no figure), and since the read before it no
+/// row's TCP figures moved (`activity`: at the last read, and before that walk; a row of a
+/// process gone takes its figures with it) and no packet found the table full (`table_full`,
+/// the same two: its counts wait on their socket for a walk). Every TCP connection an owner was
+/// given sends or receives, connects or accepts, which moves its owner's row, as its close
+/// does; so a connection is found at the first due walk after its first packet.
+fn quiet(found_open: bool, activity: (u64, u64), table_full: (u64, u64)) -> bool {
+    !found_open && activity.0 == activity.1 && table_full.0 == table_full.1
+}
+
+/// The TCP figures of every row added up (wrapping): any packet, connect, accept, retransmit
+/// or reset counted for a process, or a row with TCP figures forgotten, changes it.
+fn tcp_activity<'a>(rows: impl Iterator<Item = &'a ProcNet>) -> u64 {
+    rows.fold(0u64, |sum, r| {
+        [r.tcp.tx.packets, r.tcp.rx.packets, r.connects, r.accepts, r.retransmits, r.resets_sent, r.resets_received]
+            .iter()
+            .fold(sum, |s, v| s.wrapping_add(*v))
+    })
 }
 
 /// When the walk after one that started at `at` and cost `cost` may run (`None`: the next
@@ -251,7 +305,9 @@ pub(crate) fn boot_ns() -> u64 {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::next_walk;
+    use proctor_bpf::net::ProcNet;
+
+    use super::{next_walk, quiet, tcp_activity};
 
     /// A cheap walk runs each sample; a dear one waits a hundred times its cost.
     #[test]
@@ -260,5 +316,42 @@ mod tests {
         assert_eq!(next_walk(at, Duration::from_micros(40)), None);
         assert_eq!(next_walk(at, Duration::from_micros(999)), None);
         assert_eq!(next_walk(at, Duration::from_millis(5)), Some(at + Duration::from_millis(500)));
+    }
+
+    /// A due walk of the TCP tables is skipped only while nothing it could find has changed:
+    /// no connection found last time, no row's TCP figures moved, no packet found the table full.
+    #[test]
+    fn a_walk_of_the_tcp_tables_is_skipped_only_when_nothing_moved() {
+        assert!(quiet(false, (7, 7), (0, 0)));
+        assert!(!quiet(true, (7, 7), (0, 0)), "a connection found last time is walked again");
+        assert!(!quiet(false, (8, 7), (0, 0)), "TCP figures moved");
+        assert!(!quiet(false, (7, 7), (1, 0)), "counts wait on a socket");
+    }
+
+    /// Each TCP figure moves the sum, datagrams do not, and a row with TCP figures gone does.
+    #[test]
+    fn every_tcp_figure_moves_the_activity() {
+        let base = ProcNet { start_boottime_ns: 1, ..ProcNet::default() };
+        let was = tcp_activity([base].iter());
+        let moved: [fn(&mut ProcNet); 7] = [
+            |r| r.tcp.tx.packets += 1,
+            |r| r.tcp.rx.packets += 1,
+            |r| r.connects += 1,
+            |r| r.accepts += 1,
+            |r| r.retransmits += 1,
+            |r| r.resets_sent += 1,
+            |r| r.resets_received += 1,
+        ];
+        for (i, m) in moved.iter().enumerate() {
+            let mut r = base;
+            m(&mut r);
+            assert_ne!(tcp_activity([r].iter()), was, "figure {i}");
+        }
+        let mut udp = base;
+        udp.udp.tx.packets += 5;
+        assert_eq!(tcp_activity([udp].iter()), was);
+        let mut busy = base;
+        busy.tcp.rx.packets = 3;
+        assert_ne!(tcp_activity([base, busy].iter()), tcp_activity([base].iter()), "a row gone");
     }
 }

@@ -755,6 +755,11 @@ pub struct NetWalkOut {
     pub other_namespaces_walked: u32,
     pub other_namespaces_skipped: u32,
     pub other_namespaces_refused: Option<String>,
+    /// Walks run since the start; with `tcp_tables`, the samples at which a walk was due and
+    /// put off because no process's TCP figures had moved since the last walk and that one
+    /// found no connection but listeners (a host without TCP traffic is not walked every 10 s).
+    pub walks_total: u64,
+    pub walks_skipped_quiet_total: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -878,6 +883,8 @@ pub fn agent(s: &Snapshot, extras: &AgentExtras) -> AgentOut {
             other_namespaces_walked: w.namespaces_walked,
             other_namespaces_skipped: w.namespaces_skipped,
             other_namespaces_refused: w.namespaces_refused.clone(),
+            walks_total: w.walks,
+            walks_skipped_quiet_total: w.walks_skipped_quiet,
         }),
         starts: {
             let t = &a.starts;

@@ -498,5 +498,10 @@ fn network_use_reaches_metrics_and_the_snapshot() {
     for key in ["rx_bytes_per_sec", "tx_bytes_per_sec", "unowned_rx_bytes_per_sec", "unowned_tx_bytes_per_sec"] {
         assert!(net[key].as_f64().is_some_and(|v| v >= 0.0), "{key}: {net}");
     }
+    // The first sample walked; a walk of the TCP tables put off is counted, the other never is.
+    let walk = server.get("/api/v1/agent").json()["process_net_walk"].clone();
+    assert!(walk["walks_total"].as_u64() >= Some(1), "{walk}");
+    let put_off = walk["walks_skipped_quiet_total"].as_u64().expect("walks_skipped_quiet_total");
+    assert!(walk["how"] == "tcp_tables" || put_off == 0, "{walk}");
     drop(kid);
 }
