@@ -414,9 +414,9 @@ fn network(root: &proctor_procfs::Root) -> String {
             let walk = match table.walk() {
                 proctor_bpf::net::Walk::Owned => "each sample".to_string(),
                 proctor_bpf::net::Walk::TcpTables(why) => format!(
-                    "every {} s from the kernel's TCP tables while a process has TCP traffic or a connection, as the \
-                     socket storage iterator is refused: {why}; packets and TCP payload reach the rows as they pass; {} (some kernels refuse every iterator \
-                     over a map's elements: docs/deploy.md)",
+                    "every {} s from the kernel's TCP tables while a process has TCP traffic or a connection, \
+                     as the socket storage iterator is refused: {why}; packets and TCP payload reach the rows as \
+                     they pass; {} (some kernels refuse every iterator over a map's elements: docs/deploy.md)",
                     proctor_sampler::TCP_TABLES_EVERY.as_secs(),
                     match proctor_bpf::net::may_enter_namespaces() {
                         Ok(()) => format!(
