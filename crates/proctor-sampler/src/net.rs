@@ -193,7 +193,7 @@ impl NetState {
         // The walk first: it adds what the sockets counted since the last to the rows read next.
         self.walk(cost);
         self.table.read(&mut self.rows);
-        self.activity.0 = tcp_activity(self.rows.values());
+        self.activity.0 = tcp_activity(self.rows.iter());
         let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
         self.pids.clear();
         for p in processes.iter_mut() {
@@ -251,14 +251,33 @@ fn quiet(found_open: bool, activity: (u64, u64), table_full: (u64, u64)) -> bool
     !found_open && activity.0 == activity.1 && table_full.0 == table_full.1
 }
 
-/// The TCP figures of every row added up (wrapping): any packet, connect, accept, retransmit
-/// or reset counted for a process, or a row with TCP figures forgotten, changes it.
-fn tcp_activity<'a>(rows: impl Iterator<Item = &'a ProcNet>) -> u64 {
-    rows.fold(0u64, |sum, r| {
-        [r.tcp.tx.packets, r.tcp.rx.packets, r.connects, r.accepts, r.retransmits, r.resets_sent, r.resets_received]
-            .iter()
-            .fold(sum, |s, v| s.wrapping_add(*v))
+/// The TCP figures of every row, each row's mixed with its pid and start and the rows' added
+/// up (wrapping): any packet, connect, accept, retransmit or reset counted for a process, or a
+/// row with TCP figures forgotten, changes it. Mixed, so a row gone and another's growth by as
+/// much do not cancel out (a plain sum would, as 5 packets of a process that ended and 5 more
+/// of another's).
+fn tcp_activity<'a>(rows: impl Iterator<Item = (&'a u32, &'a ProcNet)>) -> u64 {
+    rows.fold(0u64, |sum, (&pid, r)| {
+        let figures = [
+            r.tcp.tx.packets,
+            r.tcp.rx.packets,
+            r.connects,
+            r.accepts,
+            r.retransmits,
+            r.resets_sent,
+            r.resets_received,
+        ]
+        .iter()
+        .fold(0u64, |s, v| s.wrapping_add(*v));
+        sum.wrapping_add(mix(mix(u64::from(pid) ^ r.start_boottime_ns) ^ figures))
     })
+}
+
+/// splitmix64's finalizer: every bit of the input moves about half the output's.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// When the walk after one that started at `at` and cost `cost` may run (`None`: the next
@@ -328,11 +347,12 @@ mod tests {
         assert!(!quiet(false, (7, 7), (1, 0)), "counts wait on a socket");
     }
 
-    /// Each TCP figure moves the sum, datagrams do not, and a row with TCP figures gone does.
+    /// Each TCP figure moves the sum, datagrams do not, a row with TCP figures gone does, and
+    /// a row gone does not cancel out another's growth by as much.
     #[test]
     fn every_tcp_figure_moves_the_activity() {
         let base = ProcNet { start_boottime_ns: 1, ..ProcNet::default() };
-        let was = tcp_activity([base].iter());
+        let was = tcp_activity([(&7, &base)].into_iter());
         let moved: [fn(&mut ProcNet); 7] = [
             |r| r.tcp.tx.packets += 1,
             |r| r.tcp.rx.packets += 1,
@@ -345,13 +365,16 @@ mod tests {
         for (i, m) in moved.iter().enumerate() {
             let mut r = base;
             m(&mut r);
-            assert_ne!(tcp_activity([r].iter()), was, "figure {i}");
+            assert_ne!(tcp_activity([(&7, &r)].into_iter()), was, "figure {i}");
         }
         let mut udp = base;
         udp.udp.tx.packets += 5;
-        assert_eq!(tcp_activity([udp].iter()), was);
+        assert_eq!(tcp_activity([(&7, &udp)].into_iter()), was);
         let mut busy = base;
-        busy.tcp.rx.packets = 3;
-        assert_ne!(tcp_activity([base, busy].iter()), tcp_activity([base].iter()), "a row gone");
+        busy.tcp.rx.packets = 5;
+        assert_ne!(tcp_activity([(&7, &base), (&8, &busy)].into_iter()), was, "a row gone");
+        // Before: 7 idle, 8 with 5 packets; after: 8 gone, 7 with 5 packets.
+        let before = tcp_activity([(&7, &base), (&8, &busy)].into_iter());
+        assert_ne!(tcp_activity([(&7, &busy)].into_iter()), before, "a row gone, another grown by as much");
     }
 }
