@@ -193,7 +193,10 @@ impl NetState {
         // The walk first: it adds what the sockets counted since the last to the rows read next.
         self.walk(cost);
         self.table.read(&mut self.rows);
-        self.activity.0 = tcp_activity(self.rows.iter());
+        // Only the TCP tables' walk is put off by it (`quiet`).
+        if self.last_walk.tcp_tables.is_some() {
+            self.activity.0 = tcp_activity(self.rows.iter());
+        }
         let ns_per_tick = 1_000_000_000 / ticks_per_sec.max(1);
         self.pids.clear();
         for p in processes.iter_mut() {
@@ -251,33 +254,21 @@ fn quiet(found_open: bool, activity: (u64, u64), table_full: (u64, u64)) -> bool
     !found_open && activity.0 == activity.1 && table_full.0 == table_full.1
 }
 
-/// The TCP figures of every row, each row's mixed with its pid and start and the rows' added
+/// The TCP figures of every row, each row's hashed with its pid and start and the hashes added
 /// up (wrapping): any packet, connect, accept, retransmit or reset counted for a process, or a
-/// row with TCP figures forgotten, changes it. Mixed, so a row gone and another's growth by as
+/// row with TCP figures forgotten, changes it. Hashed, so a row gone and another's growth by as
 /// much do not cancel out (a plain sum would, as 5 packets of a process that ended and 5 more
 /// of another's).
 fn tcp_activity<'a>(rows: impl Iterator<Item = (&'a u32, &'a ProcNet)>) -> u64 {
+    use std::hash::{Hash, Hasher};
     rows.fold(0u64, |sum, (&pid, r)| {
-        let figures = [
-            r.tcp.tx.packets,
-            r.tcp.rx.packets,
-            r.connects,
-            r.accepts,
-            r.retransmits,
-            r.resets_sent,
-            r.resets_received,
-        ]
-        .iter()
-        .fold(0u64, |s, v| s.wrapping_add(*v));
-        sum.wrapping_add(mix(mix(u64::from(pid) ^ r.start_boottime_ns) ^ figures))
+        // std's SipHash with its fixed keys: the same figures give the same hash on every call.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (pid, r.start_boottime_ns).hash(&mut h);
+        [r.tcp.tx.packets, r.tcp.rx.packets, r.connects, r.accepts, r.retransmits, r.resets_sent, r.resets_received]
+            .hash(&mut h);
+        sum.wrapping_add(h.finish())
     })
-}
-
-/// splitmix64's finalizer: every bit of the input moves about half the output's.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// When the walk after one that started at `at` and cost `cost` may run (`None`: the next
