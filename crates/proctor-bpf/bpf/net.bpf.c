@@ -37,14 +37,15 @@
 
 #define BPF_MAP_TYPE_HASH 1
 #define BPF_MAP_TYPE_ARRAY 2
-#define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_SK_STORAGE 24
 #define BPF_F_NO_PREALLOC 1
+#define BPF_F_MMAPABLE (1U << 10)
 #define BPF_F_CLONE (1U << 9)
 #define BPF_NOEXIST 1
 #define BPF_ANY 0
 #define BPF_SK_STORAGE_GET_F_CREATE 1
 
+static __u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static void *(*bpf_sk_storage_get)(void *map, void *sk, void *value, __u64 flags) = (void *)107;
 static void *(*bpf_skc_to_tcp_sock)(void *sk) = (void *)137;
@@ -225,7 +226,8 @@ struct {
 	__type(value, struct proc_net);
 } proctor_net SEC(".maps");
 
-// Host totals, one slot per CPU, summed by the reader.
+// Host totals, one slot per CPU, summed by the reader. Each slot has 128 bytes to itself (no
+// two CPUs write one cache line, nor a pair the hardware fetches together).
 struct totals {
 	// Every IP packet handed to a device (locally made or forwarded) and every one delivered
 	// to this host, and of those, what no process was found for.
@@ -234,11 +236,18 @@ struct totals {
 	// Delivered packets that TCP or UDP gave to an owned socket (the rest are unowned).
 	__u64 rx_owned_packets, rx_owned_bytes;
 	__u64 table_full;
+	__u64 pad[7];
 };
 
+// A plain array indexed by the CPU (the loader sets its length to the possible CPUs), not a
+// per-CPU one, so that the reader maps it into its memory and sums the slots without a system
+// call: the per-CPU array's lookup was 11-16 µs of the sampler's CPU a sample, cold
+// (docs/performance.md). The programs' lookup is inlined either way (the CPU's number is a
+// per-CPU load; bench/net/calls.py).
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct totals);
 } proctor_net_totals SEC(".maps");
@@ -264,17 +273,17 @@ static __always_inline int rows_each_packet(void)
 
 // Counters are added atomically: a softirq's program may interrupt a task's on the same CPU.
 #define ADD(field, n) __sync_fetch_and_add(&(field), (n))
-// A per-CPU total written by one program only: that program does not run twice at once on one
-// CPU (the kernel skips a tracing program's nested run, and the send and receive paths run
-// with bottom halves off), so no other write can fall between its load and store. Atomic adds
-// cost the packet more (bench/net/cost.sh).
+// A total in this CPU's slot written by one program only: that program does not run twice at
+// once on one CPU (the kernel skips a tracing program's nested run, and the send and receive
+// paths run with bottom halves off), so no other write can fall between its load and store.
+// Atomic adds cost the packet more (bench/net/cost.sh).
 #define ADD_CPU(field, n) ((field) += (n))
 
 static __always_inline struct totals *totals(void)
 {
-	__u32 zero = 0;
+	__u32 cpu = bpf_get_smp_processor_id();
 
-	return bpf_map_lookup_elem(&proctor_net_totals, &zero);
+	return bpf_map_lookup_elem(&proctor_net_totals, &cpu);
 }
 
 // The IP packet's length: the buffer from its network header on, wherever `data` stands.

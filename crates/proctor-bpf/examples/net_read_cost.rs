@@ -1,8 +1,9 @@
 //! What each part of the network reader costs the sampling thread, sample by sample:
 //! `cargo run --release -p proctor-bpf --example net_read_cost -- [INTERVAL_MS [ROUNDS]]`
 //! (default 1000 and 20; as root). Every INTERVAL_MS it times, in this thread's CPU, the walk
-//! of the owned sockets, the table's batched read and the per-CPU totals, in the sampler's
-//! order, then the totals and the table once more at once: what they cost with caches warm.
+//! of the owned sockets, the table's batched read and the totals (a mapped array), in the
+//! sampler's order, then the totals and the table once more at once: what they cost with caches
+//! warm.
 //! Prints the medians (and the extremes) in µs (docs/performance.md, issue 36).
 
 use proctor_procfs::system::thread_cpu_ns as cpu_ns;

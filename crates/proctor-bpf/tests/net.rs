@@ -540,3 +540,54 @@ fn a_batched_read_has_every_row_an_iteration_has() {
         p.end();
     }
 }
+
+/// Each CPU counts its packets in a slot of its own of the totals (an array the reader maps,
+/// one slot per possible CPU): datagrams sent from a thread held on each CPU in turn are in
+/// that CPU's slot, and the sum is every slot's. With one slot (the array's length left as the
+/// object has it) the second CPU's datagrams are counted nowhere.
+#[test]
+fn each_cpu_counts_its_packets_in_its_own_slot_of_the_totals() {
+    let Some(table) = open() else { return };
+    let allowed = allowed_cpus();
+    if allowed.len() < 2 {
+        eprintln!("SKIP: a second CPU's slot of the totals: this test may run on {} CPU only", allowed.len());
+    }
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let to = receiver.local_addr().expect("its address");
+    const DATAGRAMS: u64 = 300;
+    for &cpu in &allowed {
+        pin_to(&[cpu]);
+        let before = table.totals_by_cpu();
+        assert!(cpu < before.len(), "CPU {cpu} has no slot: {} slots", before.len());
+        for _ in 0..DATAGRAMS {
+            sender.send_to(&[0u8; 64], to).expect("send");
+        }
+        let after = table.totals_by_cpu();
+        // The device's queue runs in the sender's call, on its CPU; others' traffic adds more.
+        let counted = after[cpu].tx.packets - before[cpu].tx.packets;
+        assert!(counted >= DATAGRAMS, "CPU {cpu}'s slot counted {counted} of the {DATAGRAMS} datagrams it sent");
+        let sum: u64 = after.iter().map(|t| t.tx.packets).sum();
+        let total = table.totals().tx.packets;
+        assert!(total >= sum, "the totals ({total}) are the slots' sum (then {sum})");
+    }
+    pin_to(&allowed);
+}
+
+/// The CPUs this thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t filled by the kernel for this thread.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) }, 0);
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
+/// Holds this thread to these CPUs.
+fn pin_to(cpus: &[usize]) {
+    // SAFETY: a cpu_set_t built here, passed by reference for this thread.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    assert_eq!(unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) }, 0, "pinning to {cpus:?}");
+}
